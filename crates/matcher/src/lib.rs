@@ -1,1 +1,296 @@
-//! placeholder
+//! The matcher: finds resources for a jobspec in a resource graph, now or at the earliest
+//! future time, and keeps the calendars that make those answers exact.
+//!
+//! One entry point, [`Matcher::run`], serves `shardsched query`, the benches, replay and the
+//! shards. A match walks the graph depth-first together with the jobspec (see [`traverse`]),
+//! scores candidates by the [`MatchPolicy`], picks the best, and — for allocations and
+//! reservations — records them in per-vertex calendars ([`state`]) so that later matches see
+//! them and [`Matcher::cancel`] restores the calendars exactly.
+//!
+//! ```
+//! use shardsched_matcher::{Matcher, MatchOp, MatchOutcome, MatchPolicy, PruneFilters};
+//! use shardsched_resource::{GraphBuilder, VertexSpec, CONTAINMENT};
+//! let mut b = GraphBuilder::new();
+//! let c = b.add_vertex(VertexSpec::new("cluster", "c", 0));
+//! for i in 0..2 {
+//!     let n = b.add_vertex(VertexSpec::new("node", "node", i));
+//!     b.add_edge(c, n, CONTAINMENT);
+//! }
+//! let mut m = Matcher::new(b.finish().unwrap(), MatchPolicy::parse("low").unwrap(), &PruneFilters::default_filters());
+//! let js = shardsched_jobspec::parse("version: 9999\nresources: [{type: slot, count: 1, label: s, with: [{type: node, count: 1}]}]\ntasks: [{command: [app], slot: s, count: {per_slot: 1}}]\nattributes: {system: {duration: 60}}").unwrap();
+//! let out = m.run(MatchOp::Allocate, &js, 1, 0).unwrap();
+//! assert!(matches!(out, MatchOutcome::Allocated(_)));
+//! ```
+
+pub mod alloc;
+pub mod checker;
+pub mod policy;
+pub mod request;
+pub mod state;
+pub mod traverse;
+pub mod writer;
+
+use std::collections::BTreeMap;
+
+use shardsched_jobspec::Jobspec;
+use shardsched_resource::{ResourceGraph, Status, VertexId};
+
+pub use alloc::{AllocVertex, Allocation};
+pub use policy::MatchPolicy;
+pub use request::Request;
+pub use state::{PLAN_BASE, PLAN_HORIZON, PruneFilters, SchedState, SpanRef};
+pub use writer::Writer;
+
+/// What a caller asks of a match.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MatchOp {
+    /// Allocate now or fail.
+    Allocate,
+    /// Allocate now; on failure, also say whether the request could ever be satisfied.
+    AllocateWithSatisfiability,
+    /// Allocate now, or reserve at the earliest time it fits.
+    AllocateOrElseReserve,
+    /// Only say whether the request could ever be satisfied; records nothing.
+    Satisfiability,
+}
+
+impl MatchOp {
+    /// Parses resource-query's spelling.
+    pub fn parse(s: &str) -> Option<MatchOp> {
+        Some(match s {
+            "allocate" => MatchOp::Allocate,
+            "allocate_with_satisfiability" => MatchOp::AllocateWithSatisfiability,
+            "allocate_orelse_reserve" => MatchOp::AllocateOrElseReserve,
+            "satisfiability" => MatchOp::Satisfiability,
+            _ => return None,
+        })
+    }
+}
+
+/// The answer of [`Matcher::run`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MatchOutcome {
+    Allocated(Allocation),
+    Reserved(Allocation),
+    /// Nothing now (or ever, for reserve). `satisfiable` is known when the op checked it.
+    NoMatch {
+        satisfiable: Option<bool>,
+    },
+    /// Answer of [`MatchOp::Satisfiability`].
+    Satisfiable(bool),
+}
+
+/// Whether a job holds its resources now or later.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobState {
+    Allocated,
+    Reserved,
+}
+
+/// A job the matcher holds resources for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobRecord {
+    pub state: JobState,
+    pub alloc: Allocation,
+    pub spans: Vec<SpanRef>,
+}
+
+/// Errors of the matcher.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum MatchError {
+    #[error("bad prune filter {0:?}: expected HL:LL, e.g. ALL:core")]
+    BadPruneFilter(String),
+    #[error("job {0} already holds resources")]
+    DuplicateJob(u64),
+    #[error("no job {0}")]
+    NoSuchJob(u64),
+    #[error("no resource vertex at path {0}")]
+    NoSuchPath(String),
+    #[error("internal calendar error: {0}")]
+    Internal(String),
+}
+
+/// A resource graph with its scheduling state and the jobs placed on it.
+#[derive(Clone, Debug)]
+pub struct Matcher {
+    pub graph: ResourceGraph,
+    pub state: SchedState,
+    pub policy: MatchPolicy,
+    jobs: BTreeMap<u64, JobRecord>,
+}
+
+impl Matcher {
+    /// A matcher over `graph` with nothing allocated.
+    pub fn new(graph: ResourceGraph, policy: MatchPolicy, filters: &PruneFilters) -> Matcher {
+        let state = SchedState::new(&graph, filters);
+        Matcher {
+            graph,
+            state,
+            policy,
+            jobs: BTreeMap::new(),
+        }
+    }
+
+    /// Matches `js` for job `jobid` at time `now` according to `op`.
+    pub fn run(
+        &mut self,
+        op: MatchOp,
+        js: &Jobspec,
+        jobid: u64,
+        now: i64,
+    ) -> Result<MatchOutcome, MatchError> {
+        if op != MatchOp::Satisfiability && self.jobs.contains_key(&jobid) {
+            return Err(MatchError::DuplicateJob(jobid));
+        }
+        let req = Request::compile(js, &self.graph, &self.state.prune_types);
+        match op {
+            MatchOp::Satisfiability => Ok(MatchOutcome::Satisfiable(self.satisfiable(&req, now))),
+            MatchOp::Allocate | MatchOp::AllocateWithSatisfiability => {
+                if let Some(a) = self.try_at(&req, now, false) {
+                    return self
+                        .record(jobid, JobState::Allocated, a)
+                        .map(MatchOutcome::Allocated);
+                }
+                let satisfiable = (op == MatchOp::AllocateWithSatisfiability)
+                    .then(|| self.satisfiable(&req, now));
+                Ok(MatchOutcome::NoMatch { satisfiable })
+            }
+            MatchOp::AllocateOrElseReserve => {
+                if let Some(a) = self.try_at(&req, now, false) {
+                    return self
+                        .record(jobid, JobState::Allocated, a)
+                        .map(MatchOutcome::Allocated);
+                }
+                for t in self.candidate_times(now) {
+                    if let Some(a) = self.try_at(&req, t, false) {
+                        return self
+                            .record(jobid, JobState::Reserved, a)
+                            .map(MatchOutcome::Reserved);
+                    }
+                }
+                // As Fluxion: a failed reservation is reported unsatisfiable only when, even
+                // ignoring allocations and status, not one candidate qualifies for some
+                // top-level request; down resources make it fail, not the request.
+                let unsat = !self.graph_has_candidates(&req, now);
+                Ok(MatchOutcome::NoMatch {
+                    satisfiable: Some(!unsat),
+                })
+            }
+        }
+    }
+
+    /// Whether `req` could ever be satisfied by the graph as it is (status respected,
+    /// allocations ignored).
+    fn satisfiable(&self, req: &Request, now: i64) -> bool {
+        self.try_at(req, now, true).is_some()
+    }
+
+    /// Whether every top-level request finds at least one candidate in the graph, ignoring
+    /// allocations and status.
+    fn graph_has_candidates(&self, req: &Request, now: i64) -> bool {
+        let dur = Self::duration_at(req, now);
+        traverse::Traversal::new(&self.graph, &self.state, req, self.policy, now, dur, true)
+            .ignoring_status()
+            .top_has_candidates()
+    }
+
+    fn duration_at(req: &Request, at: i64) -> u64 {
+        let end = PLAN_BASE.saturating_add(PLAN_HORIZON as i64);
+        let left = u64::try_from(end.saturating_sub(at)).unwrap_or(0);
+        if req.duration == 0 {
+            left
+        } else {
+            req.duration.min(left)
+        }
+    }
+
+    fn try_at(&self, req: &Request, at: i64, sat: bool) -> Option<Allocation> {
+        let dur = Self::duration_at(req, at);
+        if dur == 0 {
+            return None;
+        }
+        let mut t =
+            traverse::Traversal::new(&self.graph, &self.state, req, self.policy, at, dur, sat);
+        let top = t.select()?;
+        Some(alloc::expand(
+            &self.graph,
+            &t.arena,
+            top,
+            self.policy.node_exclusive,
+            at,
+            dur,
+        ))
+    }
+
+    /// Times after `now` at which some held resource frees up, in order: the only instants at
+    /// which a request that does not fit earlier can start to fit.
+    fn candidate_times(&self, now: i64) -> Vec<i64> {
+        let mut ts: Vec<i64> = self
+            .jobs
+            .values()
+            .map(|j| {
+                j.alloc
+                    .at
+                    .saturating_add(i64::try_from(j.alloc.duration).unwrap_or(i64::MAX))
+            })
+            .filter(|&t| t > now)
+            .collect();
+        ts.sort_unstable();
+        ts.dedup();
+        ts
+    }
+
+    fn record(
+        &mut self,
+        jobid: u64,
+        state: JobState,
+        alloc: Allocation,
+    ) -> Result<Allocation, MatchError> {
+        let spans = alloc::commit(&self.graph, &mut self.state, &alloc)?;
+        self.jobs.insert(
+            jobid,
+            JobRecord {
+                state,
+                alloc: alloc.clone(),
+                spans,
+            },
+        );
+        Ok(alloc)
+    }
+
+    /// Removes job `jobid`'s allocation or reservation, restoring the calendars exactly.
+    pub fn cancel(&mut self, jobid: u64) -> Result<(), MatchError> {
+        let job = self
+            .jobs
+            .remove(&jobid)
+            .ok_or(MatchError::NoSuchJob(jobid))?;
+        for s in job.spans {
+            self.state.remove(s)?;
+        }
+        Ok(())
+    }
+
+    /// The job `jobid`, if the matcher holds resources for it.
+    pub fn job(&self, jobid: u64) -> Option<&JobRecord> {
+        self.jobs.get(&jobid)
+    }
+
+    /// All jobs, by id.
+    pub fn jobs(&self) -> impl Iterator<Item = (u64, &JobRecord)> {
+        self.jobs.iter().map(|(k, v)| (*k, v))
+    }
+
+    /// Marks the vertex at `path` up or down; down vertices and their subtrees are skipped.
+    pub fn set_status(&mut self, path: &str, status: Status) -> Result<(), MatchError> {
+        let v = self.vertex(path)?;
+        self.graph.set_status(v, status);
+        Ok(())
+    }
+
+    /// The vertex at a containment path.
+    pub fn vertex(&self, path: &str) -> Result<VertexId, MatchError> {
+        self.graph
+            .find_path(path)
+            .ok_or_else(|| MatchError::NoSuchPath(path.to_string()))
+    }
+}

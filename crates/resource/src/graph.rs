@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use petgraph::graph::{DiGraph, NodeIndex};
+use petgraph::visit::EdgeRef;
 
 use crate::intern::{Interner, Sym};
 
@@ -110,6 +111,8 @@ pub struct GraphBuilder {
     vertices: Vec<VertexSpec>,
     /// (parent, child, subsystem) in insertion order.
     edges: Vec<(u32, u32, String)>,
+    /// Vertices that belong only to other subsystems (e.g. `power`), indexed by vertex.
+    outside: Vec<bool>,
 }
 
 impl GraphBuilder {
@@ -128,6 +131,17 @@ impl GraphBuilder {
     /// of these calls, and it is the order the matcher visits children.
     pub fn add_edge(&mut self, parent: VertexId, child: VertexId, subsystem: &str) {
         self.edges.push((parent.0, child.0, subsystem.to_string()));
+    }
+
+    /// Declares that `v` belongs only to other subsystems than containment (Fluxion's power
+    /// subsystem, say: a `powerpanel` and its `power` vertices have no containment parent).
+    /// Such a vertex is neither a containment root nor required to be reachable from the
+    /// root; if it gets a containment parent anyway, the mark has no effect.
+    pub fn mark_outside_containment(&mut self, v: VertexId) {
+        if self.outside.len() <= v.index() {
+            self.outside.resize(v.index() + 1, false);
+        }
+        self.outside[v.index()] = true;
     }
 
     /// Number of vertices added so far.
@@ -151,6 +165,7 @@ impl GraphBuilder {
         if n == 0 {
             return Err(GraphError::Empty);
         }
+        let outside = self.outside;
         let mut interner = Interner::default();
         let mut g = ResourceGraph {
             topo: DiGraph::with_capacity(n, self.edges.len()),
@@ -201,7 +216,11 @@ impl GraphBuilder {
                 }
             }
             let sub = interner.intern(subsystem);
-            g.topo.add_edge(NodeIndex::new(*p as usize), NodeIndex::new(*c as usize), sub);
+            g.topo.add_edge(
+                NodeIndex::new(*p as usize),
+                NodeIndex::new(*c as usize),
+                sub,
+            );
             if sub == containment {
                 if g.parent[*c as usize] != u32::MAX {
                     let name = interner.resolve(g.name[*c as usize]).to_string();
@@ -211,8 +230,8 @@ impl GraphBuilder {
                 child_count[*p as usize] += 1;
             }
         }
-        for v in 0..n {
-            g.child_start[v + 1] = g.child_start[v] + child_count[v];
+        for (v, count) in child_count.iter().enumerate() {
+            g.child_start[v + 1] = g.child_start[v] + count;
         }
         let mut fill: Vec<u32> = g.child_start[..n].to_vec();
         g.child_list = vec![0; g.child_start[n] as usize];
@@ -222,15 +241,22 @@ impl GraphBuilder {
                 fill[*p as usize] += 1;
             }
         }
-        let roots: Vec<usize> = (0..n).filter(|&v| g.parent[v] == u32::MAX).collect();
+        let is_outside = |v: usize| outside.get(v).copied().unwrap_or(false);
+        let roots: Vec<usize> = (0..n)
+            .filter(|&v| g.parent[v] == u32::MAX && !is_outside(v))
+            .collect();
         if roots.len() != 1 {
             return Err(GraphError::Roots(roots.len()));
         }
         g.root = VertexId(roots[0] as u32);
+        let detached = (0..n)
+            .filter(|&v| g.parent[v] == u32::MAX && is_outside(v))
+            .count();
+        let expected = n - detached;
         let reached = g.preorder(g.root).count();
-        if reached != n {
+        if reached != expected {
             return Err(GraphError::Unreachable(format!(
-                "{reached} of {n} vertices reachable"
+                "{reached} of {expected} vertices reachable"
             )));
         }
         g.interner = interner;
@@ -297,9 +323,36 @@ impl ResourceGraph {
         (p != u32::MAX).then_some(VertexId(p))
     }
 
+    /// Whether `v` is in the containment tree (the root or a vertex with a containment
+    /// parent). Only vertices marked with [`GraphBuilder::mark_outside_containment`] are not.
+    #[inline]
+    pub fn in_containment(&self, v: VertexId) -> bool {
+        v == self.root || self.parent[v.index()] != u32::MAX
+    }
+
+    /// Children of `v` in `subsystem` (any subsystem, containment included), in the order
+    /// their edges were added.
+    pub fn subsystem_children(&self, v: VertexId, subsystem: &str) -> Vec<VertexId> {
+        let Some(sym) = self.interner.get(subsystem) else {
+            return Vec::new();
+        };
+        let mut out: Vec<VertexId> = self
+            .topo
+            .edges(NodeIndex::new(v.index()))
+            .filter(|e| *e.weight() == sym)
+            .map(|e| VertexId(e.target().index() as u32))
+            .collect();
+        // petgraph lists a vertex's outgoing edges newest first.
+        out.reverse();
+        out
+    }
+
     /// Vertices of the containment tree below and including `v`, parents before children.
     pub fn preorder(&self, v: VertexId) -> Preorder<'_> {
-        Preorder { graph: self, stack: vec![v.0] }
+        Preorder {
+            graph: self,
+            stack: vec![v.0],
+        }
     }
 
     /// Number of edges of `subsystem` in the topology (all subsystems when `None`).
@@ -380,7 +433,9 @@ impl ResourceGraph {
 
     /// Whether `v` has property `key` (any value).
     pub fn has_property(&self, v: VertexId, key: &str) -> bool {
-        self.properties.get(&v.0).is_some_and(|p| p.contains_key(key))
+        self.properties
+            .get(&v.0)
+            .is_some_and(|p| p.contains_key(key))
     }
 
     /// Containment path, e.g. `/tiny0/rack0/node0`.
@@ -468,6 +523,7 @@ impl Iterator for Preorder<'_> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -515,6 +571,42 @@ mod tests {
         b.add_edge(a, c, CONTAINMENT);
         b.add_edge(a, c, CONTAINMENT);
         assert!(matches!(b.finish(), Err(GraphError::TwoParents { .. })));
+    }
+
+    #[test]
+    fn vertices_outside_containment_are_allowed_when_marked() {
+        let mut b = GraphBuilder::new();
+        let c = b.add_vertex(VertexSpec::new("cluster", "c", 0));
+        let n = b.add_vertex(VertexSpec::new("node", "node", 0));
+        let panel = b.add_vertex(VertexSpec::new("powerpanel", "powerpanel", 0));
+        let p0 = b.add_vertex(VertexSpec::new("power", "power", 0));
+        let p1 = b.add_vertex(VertexSpec::new("power", "power", 1));
+        b.add_edge(c, n, CONTAINMENT);
+        b.add_edge(panel, n, "power");
+        b.add_edge(panel, p0, "power");
+        b.add_edge(panel, p1, "power");
+        b.mark_outside_containment(panel);
+        b.mark_outside_containment(p0);
+        // p1 is not marked: it is a second containment root.
+        assert_eq!(b.finish().unwrap_err(), GraphError::Roots(2));
+
+        let mut b = GraphBuilder::new();
+        let c = b.add_vertex(VertexSpec::new("cluster", "c", 0));
+        let n = b.add_vertex(VertexSpec::new("node", "node", 0));
+        let panel = b.add_vertex(VertexSpec::new("powerpanel", "powerpanel", 0));
+        let p0 = b.add_vertex(VertexSpec::new("power", "power", 0));
+        b.add_edge(c, n, CONTAINMENT);
+        b.add_edge(panel, n, "power");
+        b.add_edge(panel, p0, "power");
+        b.mark_outside_containment(panel);
+        b.mark_outside_containment(p0);
+        let g = b.finish().unwrap();
+        assert_eq!(g.root(), c);
+        assert!(g.in_containment(n) && !g.in_containment(panel) && !g.in_containment(p0));
+        assert_eq!(g.preorder(g.root()).count(), 2);
+        assert_eq!(g.subsystem_children(panel, "power"), vec![n, p0]);
+        assert_eq!(g.subsystem_children(c, CONTAINMENT), vec![n]);
+        assert!(g.subsystem_children(c, "ibnet").is_empty());
     }
 
     #[test]

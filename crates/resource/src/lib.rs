@@ -6,6 +6,23 @@
 //! GraphML recipes, JGF, rv1exec R and our TOML cluster spec) all go through
 //! [`GraphBuilder`], which checks the tree before anything can schedule on it.
 //!
+//! | format | module | what it is |
+//! |---|---|---|
+//! | `grug` | [`grug`] | Fluxion's GraphML generating recipe, expanded exactly as Fluxion does |
+//! | `jgf` | [`jgf`] | Fluxion's JSON Graph Format: every vertex and edge listed |
+//! | `rv1exec` | [`rv1exec`] | an RFC 20 R document: cluster → nodes → cores / gpus |
+//! | `spec` | [`spec`] | our TOML cluster spec (docs/CLUSTER_SPEC.md) |
+//!
+//! [`read_graph`] / [`read_graph_file`] dispatch on a [`GraphFormat`]; every reader fails
+//! with a [`ReadError`] that names the file and the place in it. [`hostlist`] and [`idset`]
+//! are Flux's compact host and id notations, used by R, constraints and the spec.
+//!
+//! ```
+//! let g = shardsched_resource::read_cluster_spec(shardsched_resource::DEFAULT_CLUSTER_TOML)
+//!     .unwrap();
+//! assert_eq!(g.path(g.root()), "/cluster0");
+//! ```
+//!
 //! ```
 //! use shardsched_resource::{GraphBuilder, VertexSpec, CONTAINMENT};
 //! let mut b = GraphBuilder::new();
@@ -16,8 +33,31 @@
 //! assert_eq!(g.path(node), "/c0/node0");
 //! ```
 
+pub mod error;
 pub mod graph;
+pub mod grug;
+pub mod hostlist;
+pub mod idset;
 pub mod intern;
+pub mod jgf;
+mod json;
+pub mod read;
+pub mod rv1exec;
+pub mod spec;
+#[cfg(test)]
+mod testdata;
 
-pub use graph::{CONTAINMENT, GraphBuilder, GraphError, ResourceGraph, Status, VertexId, VertexSpec};
+pub use error::{GRAPH_VERTICES_MAX, Location, ReadError};
+pub use graph::{
+    CONTAINMENT, GraphBuilder, GraphError, ResourceGraph, Status, VertexId, VertexSpec,
+};
+pub use grug::{read_grug, read_grug_file};
+pub use hostlist::{HostlistError, decode_hostlist, encode_hostlist};
+pub use idset::{IdSet, IdsetError, format_idset, parse_idset};
 pub use intern::{Interner, Sym};
+pub use jgf::{JgfDocument, JgfEdge, JgfVertex, parse_jgf, read_jgf, read_jgf_file};
+pub use read::{GraphFormat, read_graph, read_graph_file};
+pub use rv1exec::{read_rv1exec, read_rv1exec_file};
+pub use spec::{
+    ClusterSpec, DEFAULT_CLUSTER_TOML, NodeClass, generated_cluster, read_cluster_spec,
+};

@@ -1,0 +1,257 @@
+//! JGF: the JSON Graph Format as Fluxion reads and writes it.
+//!
+//! `{"graph": {"nodes": [{"id": "0", "metadata": {...}}], "edges": [{"source": "0",
+//! "target": "1", "metadata": {"subsystem": "containment"}}]}}`. Unlike a GRUG, a JGF lists
+//! every vertex, so the reader creates them in file order (that order is their `uniq_id`)
+//! and adds the edges in file order (that order is the child order the matcher walks).
+//!
+//! Metadata, as Fluxion's JGF reader takes it: `type` is required; `basename` defaults to the
+//! type; `id` to the vertex's `uniq_id` (else the node's numeric `"id"`, else its position),
+//! which is how `jgfs/dyn_explore.json`'s unnamed ssds become `ssd21`, `ssd22` in Fluxion's
+//! output; `name` to basename + id; `rank` to -1; `size` to 1; `unit` to ""; `exclusive` to
+//! false; `status` (`"up"`/`"down"`, or 0/1) to up; `properties` is an object of strings.
+//! An edge's subsystem is `metadata.subsystem`, else the key of the older
+//! `metadata.name: {"containment": "contains"}`, else containment (newer Fluxion writes no
+//! edge metadata at all).
+//!
+//! A vertex whose `paths` name subsystems but not containment (a `powerpanel`, say) is
+//! outside the containment tree; without `paths`, a vertex that only has edges of other
+//! subsystems is. Errors name the JSON path, e.g. `graph.nodes[3].metadata.size: expected
+//! an integer, found a string`.
+//!
+//! [`parse_jgf`] stops before building a graph, for callers that need JGF fragments (the
+//! vertices of an allocation, a partial-cancel request) rather than a whole cluster.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use crate::error::{GRAPH_VERTICES_MAX, Location, ReadError, read_file};
+use crate::graph::{CONTAINMENT, GraphBuilder, ResourceGraph, Status, VertexId, VertexSpec};
+use crate::json::{At, Json};
+
+/// One JGF node.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JgfVertex {
+    /// The node's `"id"` (edges refer to it).
+    pub key: String,
+    /// Everything the metadata says, defaults filled in.
+    pub spec: VertexSpec,
+    /// `metadata.uniq_id`, if given.
+    pub uniq_id: Option<i64>,
+    /// `metadata.paths`: subsystem → path, e.g. `containment` → `/tiny0/rack0`.
+    pub paths: BTreeMap<String, String>,
+}
+
+/// One JGF edge, by index into [`JgfDocument::vertices`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JgfEdge {
+    pub source: usize,
+    pub target: usize,
+    pub subsystem: String,
+}
+
+/// A JGF document's vertices and edges in file order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct JgfDocument {
+    pub vertices: Vec<JgfVertex>,
+    pub edges: Vec<JgfEdge>,
+}
+
+/// Reads a JGF document into a resource graph.
+pub fn read_jgf(text: &str) -> Result<ResourceGraph, ReadError> {
+    parse_jgf(text)?.build()
+}
+
+/// [`read_jgf`] on a file; errors start with the file's path.
+pub fn read_jgf_file(path: impl AsRef<Path>) -> Result<ResourceGraph, ReadError> {
+    read_file(path.as_ref(), read_jgf)
+}
+
+/// Parses a JGF document without building a graph.
+pub fn parse_jgf(text: &str) -> Result<JgfDocument, ReadError> {
+    let root = Json::parse(text)?;
+    let at = At(String::new());
+    let graph = at.member(&root, "graph")?;
+    let at = at.key("graph");
+    let nodes = at.key("nodes").array(at.member(graph, "nodes")?)?;
+    if nodes.len() > GRAPH_VERTICES_MAX {
+        let at = Location::Path("graph.nodes".into());
+        return Err(ReadError::limit(
+            at,
+            format!("{} vertices", nodes.len()),
+            GRAPH_VERTICES_MAX,
+        ));
+    }
+    let mut doc = JgfDocument::default();
+    let mut index: HashMap<String, usize> = HashMap::with_capacity(nodes.len());
+    for (i, node) in nodes.iter().enumerate() {
+        let at = at.key("nodes").index(i);
+        let vertex = parse_vertex(node, i, &at)?;
+        if index.insert(vertex.key.clone(), i).is_some() {
+            return Err(at
+                .key("id")
+                .error(format!("a second node with id {:?}", vertex.key)));
+        }
+        doc.vertices.push(vertex);
+    }
+    let edges = match graph.get("edges") {
+        None | Some(Json::Null) => &[][..],
+        Some(edges) => at.key("edges").array(edges)?,
+    };
+    for (i, edge) in edges.iter().enumerate() {
+        let at = at.key("edges").index(i);
+        let end = |which: &str| -> Result<usize, ReadError> {
+            let value = at.member(edge, which)?;
+            let at = at.key(which);
+            let key = node_key(value, &at)?;
+            index
+                .get(&key)
+                .copied()
+                .ok_or_else(|| at.error(format!("no node has id {key:?}")))
+        };
+        let (source, target) = (end("source")?, end("target")?);
+        let subsystem = edge_subsystem(edge.get("metadata"), &at.key("metadata"))?;
+        doc.edges.push(JgfEdge {
+            source,
+            target,
+            subsystem,
+        });
+    }
+    Ok(doc)
+}
+
+impl JgfDocument {
+    /// Builds the resource graph.
+    pub fn build(&self) -> Result<ResourceGraph, ReadError> {
+        let n = self.vertices.len();
+        let mut touches_containment = vec![false; n];
+        let mut touches_other = vec![false; n];
+        for e in &self.edges {
+            let mark = if e.subsystem == CONTAINMENT {
+                &mut touches_containment
+            } else {
+                &mut touches_other
+            };
+            mark[e.source] = true;
+            mark[e.target] = true;
+        }
+        let mut b = GraphBuilder::new();
+        for (i, v) in self.vertices.iter().enumerate() {
+            let id = b.add_vertex(v.spec.clone());
+            let outside = if v.paths.is_empty() {
+                !touches_containment[i] && touches_other[i]
+            } else {
+                !v.paths.contains_key(CONTAINMENT)
+            };
+            if outside {
+                b.mark_outside_containment(id);
+            }
+        }
+        for e in &self.edges {
+            b.add_edge(
+                VertexId(e.source as u32),
+                VertexId(e.target as u32),
+                &e.subsystem,
+            );
+        }
+        Ok(b.finish()?)
+    }
+}
+
+fn node_key(value: &Json, at: &At) -> Result<String, ReadError> {
+    match value {
+        Json::Str(s) => Ok(s.clone()),
+        Json::Int(i) => Ok(i.to_string()),
+        other => Err(at.error(format!("expected a string, found {}", other.describe()))),
+    }
+}
+
+fn parse_vertex(node: &Json, position: usize, at: &At) -> Result<JgfVertex, ReadError> {
+    let key = node_key(at.member(node, "id")?, &at.key("id"))?;
+    let meta = at.member(node, "metadata")?;
+    let at = at.key("metadata");
+    at.object(meta)?;
+    let field = |k: &str| {
+        meta.get(k)
+            .filter(|v| **v != Json::Null)
+            .map(|v| (v, at.key(k)))
+    };
+    let string = |k: &str| {
+        field(k)
+            .map(|(v, at)| at.str(v).map(str::to_string))
+            .transpose()
+    };
+    let int = |k: &str| field(k).map(|(v, at)| at.int(v)).transpose();
+
+    let kind = at.key("type").str(at.member(meta, "type")?)?.to_string();
+    if kind.is_empty() {
+        return Err(at.key("type").error("must not be empty"));
+    }
+    let basename = string("basename")?.unwrap_or_else(|| kind.clone());
+    let uniq_id = int("uniq_id")?;
+    let id = match int("id")? {
+        Some(id) => id,
+        None => uniq_id
+            .or_else(|| key.parse().ok())
+            .unwrap_or(position as i64),
+    };
+    let mut spec = VertexSpec::new(&kind, &basename, id);
+    spec.name = string("name")?;
+    spec.rank = int("rank")?.unwrap_or(-1);
+    spec.size = int("size")?.unwrap_or(1);
+    if spec.size < 1 {
+        return Err(at
+            .key("size")
+            .error(format!("must be at least 1, found {}", spec.size)));
+    }
+    spec.unit = string("unit")?.unwrap_or_default();
+    if let Some((v, at)) = field("exclusive") {
+        spec.exclusive = at.bool(v)?;
+    }
+    if let Some((v, at)) = field("status") {
+        spec.status = match v {
+            Json::Str(s) if s == "up" => Status::Up,
+            Json::Str(s) if s == "down" => Status::Down,
+            Json::Int(0) => Status::Up,
+            Json::Int(1) => Status::Down,
+            _ => return Err(at.error("expected \"up\" or \"down\"")),
+        };
+    }
+    if let Some((v, at)) = field("properties") {
+        for (k, value) in at.object(v)? {
+            spec.properties
+                .insert(k.clone(), at.key(k).str(value)?.to_string());
+        }
+    }
+    let mut paths = BTreeMap::new();
+    if let Some((v, at)) = field("paths") {
+        for (k, value) in at.object(v)? {
+            paths.insert(k.clone(), at.key(k).str(value)?.to_string());
+        }
+    }
+    Ok(JgfVertex {
+        key,
+        spec,
+        uniq_id,
+        paths,
+    })
+}
+
+fn edge_subsystem(meta: Option<&Json>, at: &At) -> Result<String, ReadError> {
+    let Some(meta) = meta.filter(|m| **m != Json::Null) else {
+        return Ok(CONTAINMENT.to_string());
+    };
+    at.object(meta)?;
+    if let Some(s) = meta.get("subsystem") {
+        return Ok(at.key("subsystem").str(s)?.to_string());
+    }
+    if let Some(name) = meta.get("name")
+        && let Some((subsystem, _)) = at.key("name").object(name)?.first()
+    {
+        return Ok(subsystem.clone());
+    }
+    Ok(CONTAINMENT.to_string())
+}
+
+#[cfg(test)]
+mod tests;

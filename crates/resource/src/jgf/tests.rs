@@ -1,0 +1,186 @@
+//! JGF reader tests: metadata defaults, JSON-path errors, and agreement with the GRUG reader.
+
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+use crate::grug::read_grug_file;
+use crate::testdata::{child_names, child_type_runs, outline, resource_file};
+use proptest::prelude::*;
+
+const SMALL: &str = r#"{"graph": {"nodes": [
+  {"id": "0", "metadata": {"type": "cluster", "basename": "c", "id": 0}},
+  {"id": "1", "metadata": {"type": "node", "name": "n7", "rank": 3, "properties": {"ssd": ""}}},
+  {"id": "2", "metadata": {"type": "core", "status": "down"}},
+  {"id": "3", "metadata": {"type": "memory", "size": 16, "unit": "GB", "exclusive": true}}
+ ],
+ "edges": [
+  {"source": "0", "target": "1", "metadata": {"subsystem": "containment"}},
+  {"source": "1", "target": "3", "metadata": {"name": {"containment": "contains"}}},
+  {"source": "1", "target": "2"}
+ ]}}"#;
+
+fn read(rel: &str) -> Option<ResourceGraph> {
+    let path = resource_file(rel)?;
+    Some(read_jgf_file(&path).unwrap_or_else(|e| panic!("{e}")))
+}
+
+#[test]
+fn reads_metadata_with_fluxions_defaults() {
+    let g = read_jgf(SMALL).unwrap();
+    let v = |i| VertexId(i);
+    assert_eq!(g.name(v(0)), "c0");
+    assert_eq!((g.name(v(1)), g.rank(v(1)), g.id(v(1))), ("n7", 3, 1));
+    assert!(g.has_property(v(1), "ssd"));
+    assert_eq!(
+        (g.name(v(2)), g.basename(v(2)), g.status(v(2))),
+        ("core2", "core", Status::Down)
+    );
+    assert_eq!(
+        (g.size(v(3)), g.unit(v(3)), g.marked_exclusive(v(3))),
+        (16, "GB", true)
+    );
+    // Child order is edge order.
+    assert_eq!(g.children(v(1)), &[3, 2]);
+    assert_eq!(g.path(v(2)), "/c0/n7/core2");
+}
+
+#[test]
+fn malformed_documents_name_the_json_path() {
+    let err = |text: &str| read_jgf(text).unwrap_err().to_string();
+    assert_eq!(
+        err(&SMALL.replace(r#""size": 16"#, r#""size": "16""#)),
+        "graph.nodes[3].metadata.size: expected an integer, found a string"
+    );
+    assert_eq!(
+        err(&SMALL.replace(
+            r#""source": "1", "target": "2""#,
+            r#""source": "9", "target": "2""#
+        )),
+        "graph.edges[2].source: no node has id \"9\""
+    );
+    assert_eq!(err(r#"{"nodes": []}"#), "missing \"graph\"");
+    assert_eq!(
+        err(&SMALL.replace(r#""type": "core", "#, "")),
+        "graph.nodes[2].metadata: missing \"type\""
+    );
+    assert_eq!(
+        err(&SMALL.replace(r#""size": 16"#, r#""size": 0"#)),
+        "graph.nodes[3].metadata.size: must be at least 1, found 0"
+    );
+    assert!(err(&SMALL.replace(r#""id": "3""#, r#""id": "2""#)).contains("a second node with id"));
+    assert!(
+        err(&SMALL.replace(r#""status": "down""#, r#""status": "sideways""#)).contains("status")
+    );
+    let e = err(&SMALL[..SMALL.len() - 20]);
+    assert!(
+        e.starts_with("line ") && e.contains("column") && e.contains("invalid JSON"),
+        "{e}"
+    );
+    assert!(err(r#"{"graph": {"nodes": []}}"#).contains("no vertices"));
+    // Two roots: the reverse edge is missing.
+    let e = err(&SMALL.replace(
+        r#"{"source": "0", "target": "1", "metadata": {"subsystem": "containment"}},"#,
+        "",
+    ));
+    assert!(e.contains("2 roots"), "{e}");
+}
+
+#[test]
+fn tiny_json_is_tiny_graphml() {
+    let (Some(jgf), Some(grug)) = (read("jgfs/tiny.json"), resource_file("grugs/tiny.graphml"))
+    else {
+        return;
+    };
+    let grug = read_grug_file(grug).unwrap();
+    assert_eq!(outline(&jgf), outline(&grug));
+    let names = |g: &ResourceGraph| {
+        g.vertices()
+            .map(|v| g.name(v).to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(&jgf), names(&grug), "same creation (uniq_id) order");
+    let node1 = jgf.find_path("/tiny0/rack0/node1").unwrap();
+    assert_eq!(jgf.rank(node1), 1);
+}
+
+/// `jgfs/power.json` is what Fluxion wrote for `grugs/power.graphml`: our GRUG expansion,
+/// power subsystem included, must give the same vertices in the same order with the same
+/// edges of every subsystem.
+#[test]
+fn power_json_is_power_graphml_vertex_for_vertex() {
+    let (Some(jgf), Some(grug)) = (
+        read("jgfs/power.json"),
+        resource_file("grugs/power.graphml"),
+    ) else {
+        return;
+    };
+    let grug = read_grug_file(grug).unwrap();
+    assert_eq!(jgf.len(), grug.len());
+    for v in jgf.vertices() {
+        let describe = |g: &ResourceGraph| {
+            (
+                g.name(v).to_string(),
+                g.kind_str(v).to_string(),
+                g.id(v),
+                g.size(v),
+                g.unit(v).to_string(),
+                g.in_containment(v),
+                g.subsystem_children(v, "containment"),
+                g.subsystem_children(v, "power"),
+            )
+        };
+        assert_eq!(describe(&jgf), describe(&grug), "vertex {}", v.0);
+    }
+}
+
+#[test]
+fn other_conformance_jgfs_load() {
+    let Some(g) = read("jgfs/dyn_explore.json") else {
+        return;
+    };
+    assert_eq!(g.name(g.root()), "mini");
+    let chassis1 = g.find_path("/mini/chassis1").unwrap();
+    assert_eq!(child_type_runs(&g, chassis1), ["node", "ssd"]);
+    assert_eq!(
+        child_names(&g, chassis1)[4..],
+        ["ssd19", "ssd20", "ssd21", "ssd22"]
+    );
+    assert_eq!(g.size(g.find_path("/mini/chassis1/ssd21").unwrap()), 616);
+
+    let Some(g) = read("jgfs/elastic/tiny-partial-cancel.json") else {
+        return;
+    };
+    assert_eq!(g.len(), 100);
+}
+
+/// `jgfs/elastic/node-1-partial-cancel.json` is not a graph to load but the argument of a
+/// `partial-cancel` command: one node's subgraph, with every containment edge written both
+/// ways (socket0 → node0 as well as node0 → socket0). It parses; it does not form a tree.
+#[test]
+fn partial_cancel_fragment_parses_but_is_not_a_graph() {
+    let Some(path) = resource_file("jgfs/elastic/node-1-partial-cancel.json") else {
+        return;
+    };
+    let text = std::fs::read_to_string(&path).unwrap();
+    let doc = parse_jgf(&text).unwrap();
+    assert_eq!((doc.vertices.len(), doc.edges.len()), (49, 96));
+    assert_eq!(doc.vertices[0].paths["containment"], "/tiny0/rack0/node0");
+    let e = read_jgf(&text).unwrap_err();
+    assert!(matches!(e, ReadError::Graph { .. }), "{e}");
+}
+
+proptest! {
+    #[test]
+    fn arbitrary_text_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+        let _ = read_jgf(&String::from_utf8_lossy(&bytes));
+    }
+
+    #[test]
+    fn damaged_documents_never_panic(at in 0usize..600, len in 0usize..30, junk in "[\\[\\]{}:,\"a-z0-9 -]{0,6}") {
+        let mut text = SMALL.to_string();
+        let at = at.min(text.len());
+        let end = (at + len).min(text.len());
+        text.replace_range(at..end, &junk);
+        let _ = read_jgf(&text);
+    }
+}
