@@ -24,6 +24,7 @@
 
 pub mod alloc;
 pub mod checker;
+pub mod constraint;
 pub mod policy;
 pub mod request;
 pub mod state;
@@ -106,6 +107,8 @@ pub enum MatchError {
     NoSuchJob(u64),
     #[error("no resource vertex at path {0}")]
     NoSuchPath(String),
+    #[error("bad request: {0}")]
+    BadRequest(String),
     #[error("internal calendar error: {0}")]
     Internal(String),
 }
@@ -115,7 +118,8 @@ pub enum MatchError {
 pub struct Matcher {
     pub graph: ResourceGraph,
     pub state: SchedState,
-    pub policy: MatchPolicy,
+    policy: MatchPolicy,
+    order: traverse::ScoreOrder,
     jobs: BTreeMap<u64, JobRecord>,
 }
 
@@ -123,12 +127,19 @@ impl Matcher {
     /// A matcher over `graph` with nothing allocated.
     pub fn new(graph: ResourceGraph, policy: MatchPolicy, filters: &PruneFilters) -> Matcher {
         let state = SchedState::new(&graph, filters);
+        let order = traverse::ScoreOrder::new(&graph, &policy);
         Matcher {
             graph,
             state,
             policy,
+            order,
             jobs: BTreeMap::new(),
         }
+    }
+
+    /// The match policy this matcher was built with.
+    pub fn policy(&self) -> MatchPolicy {
+        self.policy
     }
 
     /// Matches `js` for job `jobid` at time `now` according to `op`.
@@ -142,7 +153,7 @@ impl Matcher {
         if op != MatchOp::Satisfiability && self.jobs.contains_key(&jobid) {
             return Err(MatchError::DuplicateJob(jobid));
         }
-        let req = Request::compile(js, &self.graph, &self.state.prune_types);
+        let req = Request::compile(js, &self.graph, &self.state.prune_types)?;
         match op {
             MatchOp::Satisfiability => Ok(MatchOutcome::Satisfiable(self.satisfiable(&req, now))),
             MatchOp::Allocate | MatchOp::AllocateWithSatisfiability => {
@@ -189,9 +200,18 @@ impl Matcher {
     /// allocations and status.
     fn graph_has_candidates(&self, req: &Request, now: i64) -> bool {
         let dur = Self::duration_at(req, now);
-        traverse::Traversal::new(&self.graph, &self.state, req, self.policy, now, dur, true)
-            .ignoring_status()
-            .top_has_candidates()
+        traverse::Traversal::new(
+            &self.graph,
+            &self.state,
+            req,
+            &self.order,
+            self.policy,
+            now,
+            dur,
+            true,
+        )
+        .ignoring_status()
+        .top_has_candidates()
     }
 
     fn duration_at(req: &Request, at: i64) -> u64 {
@@ -209,8 +229,16 @@ impl Matcher {
         if dur == 0 {
             return None;
         }
-        let mut t =
-            traverse::Traversal::new(&self.graph, &self.state, req, self.policy, at, dur, sat);
+        let mut t = traverse::Traversal::new(
+            &self.graph,
+            &self.state,
+            req,
+            &self.order,
+            self.policy,
+            at,
+            dur,
+            sat,
+        );
         let top = t.select()?;
         Some(alloc::expand(
             &self.graph,

@@ -4,6 +4,9 @@
 //! instead of type strings keeps that walk free of string work.
 
 use shardsched_jobspec::{Count, Jobspec, Resource};
+
+use crate::MatchError;
+use crate::constraint::NodeConstraint;
 use shardsched_resource::{ResourceGraph, Sym};
 
 /// Index of a [`Req`] in [`Request::reqs`].
@@ -53,22 +56,35 @@ pub struct Request {
     pub top: Vec<ReqId>,
     /// Seconds; 0 means "until the end of the planning horizon".
     pub duration: u64,
+    /// RFC 31 constraint, judged at node vertices.
+    pub constraint: Option<NodeConstraint>,
 }
 
 impl Request {
     /// Compiles `js` for `graph`. `prune_types` are the low-level types of the prune filters
     /// (e.g. core, node): each request vertex records how many of them its subtree needs.
-    pub fn compile(js: &Jobspec, graph: &ResourceGraph, prune_types: &[Sym]) -> Request {
+    pub fn compile(
+        js: &Jobspec,
+        graph: &ResourceGraph,
+        prune_types: &[Sym],
+    ) -> Result<Request, MatchError> {
+        let constraint = js
+            .attributes
+            .constraints
+            .as_ref()
+            .map(NodeConstraint::compile)
+            .transpose()?;
         let mut out = Request {
             reqs: Vec::new(),
             top: Vec::new(),
             duration: js.attributes.duration,
+            constraint,
         };
         for r in &js.resources {
             let id = out.add(r, graph, prune_types);
             out.top.push(id);
         }
-        out
+        Ok(out)
     }
 
     fn add(&mut self, r: &Resource, graph: &ResourceGraph, prune_types: &[Sym]) -> ReqId {

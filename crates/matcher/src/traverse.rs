@@ -15,6 +15,12 @@
 //! each child request, the best candidates by score until the count is met, or fails. An
 //! omitted-prefix vertex hands all its candidates up unchanged. Picks are kept in one arena
 //! per match, so a failed branch costs nothing to forget.
+//!
+//! Speed: candidates live on one stack per match (no allocation per vertex), and where the
+//! graph makes it safe — a decision over one type whose scores strictly increase along the
+//! graph's order ([`ScoreOrder`]) — children are walked best-first and the walk stops as soon
+//! as the decision has its count: the answer is the one a full walk would give, found without
+//! visiting the rest of the cluster.
 
 use shardsched_resource::{ResourceGraph, Status, Sym, VertexId};
 
@@ -49,6 +55,82 @@ struct Cand {
     single: bool,
 }
 
+/// The score every vertex would get under a policy, and for which types those scores
+/// strictly increase along the graph's preorder — the types for which best-first walking
+/// with early stop gives exactly the answer of a full walk.
+#[derive(Clone, Debug, Default)]
+pub struct ScoreOrder {
+    /// Indexed by type symbol.
+    monotone: Vec<bool>,
+    /// Indexed by type symbol: every vertex of the type has the same size.
+    uniform_size: Vec<bool>,
+}
+
+impl ScoreOrder {
+    /// Computes the order facts of `g` under `policy` (one pass over the graph).
+    pub fn new(g: &ResourceGraph, policy: &MatchPolicy) -> ScoreOrder {
+        let node = g.sym("node");
+        let nkinds = g
+            .vertices()
+            .map(|v| g.kind(v).0 as usize + 1)
+            .max()
+            .unwrap_or(0);
+        let mut monotone = vec![true; nkinds];
+        let mut last: Vec<Option<i64>> = vec![None; nkinds];
+        let mut size: Vec<Option<i64>> = vec![None; nkinds];
+        let mut uniform_size = vec![true; nkinds];
+        // Preorder with the node-centric term of the nearest node ancestor carried down.
+        let mut stack = vec![(g.root(), 0i64)];
+        while let Some((v, inherited)) = stack.pop() {
+            let own = node_factor(g, policy, node, v);
+            let ml = inherited + own;
+            let k = g.kind(v).0 as usize;
+            let score = ml + g.id(v) + 1;
+            if last[k].is_some_and(|l| score <= l) {
+                monotone[k] = false;
+            }
+            last[k] = Some(score);
+            if size[k].is_some_and(|s| s != g.size(v)) {
+                uniform_size[k] = false;
+            }
+            size[k] = Some(g.size(v));
+            for &c in g.children(v).iter().rev() {
+                stack.push((VertexId(c), ml));
+            }
+        }
+        ScoreOrder {
+            monotone,
+            uniform_size,
+        }
+    }
+
+    fn monotone(&self, kind: Sym) -> bool {
+        self.monotone.get(kind.0 as usize).copied().unwrap_or(false)
+    }
+
+    fn uniform(&self, kind: Sym) -> bool {
+        self.uniform_size
+            .get(kind.0 as usize)
+            .copied()
+            .unwrap_or(false)
+    }
+}
+
+fn node_factor(g: &ResourceGraph, policy: &MatchPolicy, node: Option<Sym>, v: VertexId) -> i64 {
+    if policy.node_centric && Some(g.kind(v)) == node {
+        (g.id(v) + 1) * NODE_SCORE_FACTOR + g.uniq_id(v) % NODE_SCORE_FACTOR
+    } else {
+        0
+    }
+}
+
+/// A decision that may stop the walk early: `remaining` units of `kind` still wanted.
+#[derive(Clone, Copy, Debug)]
+struct Budget {
+    kind: Sym,
+    remaining: i64,
+}
+
 enum Test {
     NoMatch,
     Pristine,
@@ -62,7 +144,6 @@ struct Visit {
     excl: bool,
     whole: bool,
     sub: (u32, u32),
-    merged: Vec<Cand>,
 }
 
 /// One match attempt at one time window.
@@ -70,6 +151,7 @@ pub struct Traversal<'a> {
     g: &'a ResourceGraph,
     st: &'a SchedState,
     req: &'a Request,
+    order: &'a ScoreOrder,
     policy: MatchPolicy,
     at: i64,
     dur: u64,
@@ -79,14 +161,18 @@ pub struct Traversal<'a> {
     ignore_status: bool,
     node: Option<Sym>,
     multilevel: i64,
+    /// Candidates of every vertex being decided, innermost on top.
+    cands: Vec<Cand>,
     pub arena: Vec<Pick>,
 }
 
 impl<'a> Traversal<'a> {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         g: &'a ResourceGraph,
         st: &'a SchedState,
         req: &'a Request,
+        order: &'a ScoreOrder,
         policy: MatchPolicy,
         at: i64,
         dur: u64,
@@ -96,6 +182,7 @@ impl<'a> Traversal<'a> {
             g,
             st,
             req,
+            order,
             policy,
             at,
             dur,
@@ -103,6 +190,7 @@ impl<'a> Traversal<'a> {
             ignore_status: false,
             node: g.sym("node"),
             multilevel: 0,
+            cands: Vec::new(),
             arena: Vec::new(),
         }
     }
@@ -116,8 +204,10 @@ impl<'a> Traversal<'a> {
     /// Runs the match from the root; returns the arena range of the top-level picks.
     pub fn select(&mut self) -> Option<(u32, u32)> {
         let top = self.req.top.clone();
-        let mut dfu = self.root_candidates()?;
-        self.finish(&mut dfu, &top)
+        if !self.root_candidates(&top) {
+            return None;
+        }
+        self.finish(0, &top)
     }
 
     /// Whether every top-level request has at least one qualifying candidate (even if not
@@ -125,19 +215,22 @@ impl<'a> Traversal<'a> {
     /// one with none as unsatisfiable.
     pub fn top_has_candidates(&mut self) -> bool {
         let top = self.req.top.clone();
-        match self.root_candidates() {
-            None => false,
-            Some(dfu) => top.iter().all(|&r| qualified(&dfu, self.kind_of(r)) > 0),
-        }
+        self.root_candidates(&top)
+            && top
+                .iter()
+                .all(|&r| qualified(&self.cands, self.kind_of(r)) > 0)
     }
 
-    fn root_candidates(&mut self) -> Option<Vec<Cand>> {
+    /// Leaves the root's candidates (and what its omitted-prefix subtree handed up) on the
+    /// candidate stack.
+    fn root_candidates(&mut self, top: &[ReqId]) -> bool {
         let root = self.g.root();
-        let top = self.req.top.clone();
-        let vis = self.dom_dfv(root, &top, true, false)?;
-        let mut dfu = vis.merged;
+        let mut budget = self.budget_for(top);
+        let Some(vis) = self.dom_dfv(root, top, true, false, budget.as_mut()) else {
+            return false;
+        };
         let idx = self.push_pick(root, vis.avail, vis.excl, vis.whole, vis.sub);
-        dfu.push(Cand {
+        self.cands.push(Cand {
             kind: self.g.kind(root),
             score: vis.score,
             count: vis.avail,
@@ -145,7 +238,36 @@ impl<'a> Traversal<'a> {
             picks_len: 1,
             single: true,
         });
-        Some(dfu)
+        true
+    }
+
+    /// A budget for deciding `with`, when early stop is exact: one child request with an
+    /// exact count, either of a type whose scores strictly follow the graph order, or a slot
+    /// whose contents all are (a slot's score is the sum of its members', so slots formed
+    /// later in the graph order then score strictly higher, given equal-sized members).
+    fn budget_for(&self, with: &[ReqId]) -> Option<Budget> {
+        let [c] = with else { return None };
+        let q = self.req.req(*c);
+        if q.count.min != q.count.max {
+            return None;
+        }
+        let remaining = i64::try_from(q.count.min).unwrap_or(i64::MAX);
+        if q.is_slot {
+            let exact_members = q.with.iter().all(|&e| {
+                let m = self.req.req(e);
+                m.count.min == m.count.max
+                    && m.kind
+                        .is_some_and(|k| self.order.monotone(k) && self.order.uniform(k))
+            });
+            return exact_members.then_some(Budget {
+                kind: SLOT,
+                remaining,
+            });
+        }
+        let kind = q.kind?;
+        self.order
+            .monotone(kind)
+            .then_some(Budget { kind, remaining })
     }
 
     fn push_pick(
@@ -172,26 +294,28 @@ impl<'a> Traversal<'a> {
         if q.is_slot { Some(SLOT) } else { q.kind }
     }
 
+    /// Visits `u`. On success, `u`'s own candidacy is returned and — when `u` is an omitted
+    /// prefix or forms top-level slots — the candidates it hands up are left on the stack.
     fn dom_dfv(
         &mut self,
         u: VertexId,
         reqs: &[ReqId],
         pristine: bool,
         excl: bool,
+        budget: Option<&mut Budget>,
     ) -> Option<Visit> {
-        let ukind = self.g.kind(u);
         let x_in = excl || self.exclusivity(reqs, u);
         let test = self.test(u, reqs, pristine);
         if matches!(test, Test::NoMatch) || !self.prune_ok(u, x_in, reqs) {
             return None;
         }
-        let factor = if self.policy.node_centric && Some(ukind) == self.node {
-            (self.g.id(u) + 1) * NODE_SCORE_FACTOR + self.g.uniq_id(u) % NODE_SCORE_FACTOR
-        } else {
-            0
-        };
+        let factor = node_factor(self.g, &self.policy, self.node, u);
         self.multilevel += factor;
-        let result = self.dom_dfv_inner(u, reqs, test, x_in);
+        let mark = self.cands.len();
+        let result = self.dom_dfv_inner(u, reqs, test, x_in, mark, budget);
+        if result.is_none() {
+            self.cands.truncate(mark);
+        }
         self.multilevel -= factor;
         result
     }
@@ -202,15 +326,31 @@ impl<'a> Traversal<'a> {
         reqs: &[ReqId],
         test: Test,
         x_in: bool,
+        mark: usize,
+        budget: Option<&mut Budget>,
     ) -> Option<Visit> {
-        let (mut dfu, matched) = match test {
+        let matched = match test {
             Test::NoMatch => return None,
-            Test::Slot { slot, matched } => (self.dom_slot(u, slot), matched),
+            Test::Slot { slot, matched } => {
+                let before = self.cands.len();
+                self.dom_slot(u, slot);
+                if matched.is_none()
+                    && let Some(b) = budget.filter(|b| b.kind == SLOT)
+                {
+                    b.remaining -= (self.cands.len() - before) as i64;
+                }
+                matched
+            }
             Test::Resource(r) => {
                 let with = self.req.req(r).with.clone();
-                (self.explore(u, &with, false, x_in), Some(r))
+                let mut own = self.budget_for(&with);
+                self.explore(u, &with, false, x_in, own.as_mut());
+                Some(r)
             }
-            Test::Pristine => (self.explore(u, reqs, true, x_in), None),
+            Test::Pristine => {
+                self.explore(u, reqs, true, x_in, budget);
+                None
+            }
         };
         let avail = if self.sat {
             self.g.size(u)
@@ -221,32 +361,159 @@ impl<'a> Traversal<'a> {
             return None;
         }
         let score = self.multilevel + self.g.id(u) + 1;
-        match matched {
-            Some(r) => {
-                let with = self.req.req(r).with.clone();
-                let sub = self.finish(&mut dfu, &with)?;
-                // Fluxion allocates the whole subtree of a vertex the jobspec marks exclusive,
-                // and of an exclusive vertex that asks for nothing below it.
-                let explicit = self.req.req(r).exclusive == Some(true);
-                let whole = explicit || (x_in && with.is_empty());
-                Some(Visit {
-                    score,
-                    avail,
-                    excl: x_in,
-                    whole,
-                    sub,
-                    merged: Vec::new(),
-                })
-            }
-            None => Some(Visit {
+        let Some(r) = matched else {
+            return Some(Visit {
                 score,
                 avail,
                 excl: x_in,
                 whole: false,
                 sub: (0, 0),
-                merged: dfu,
-            }),
+            });
+        };
+        let with = self.req.req(r).with.clone();
+        let sub = self.finish(mark, &with)?;
+        self.cands.truncate(mark);
+        // Fluxion allocates the whole subtree of a vertex the jobspec marks exclusive,
+        // and of an exclusive vertex that asks for nothing below it.
+        let explicit = self.req.req(r).exclusive == Some(true);
+        let whole = explicit || (x_in && with.is_empty());
+        Some(Visit {
+            score,
+            avail,
+            excl: x_in,
+            whole,
+            sub,
+        })
+    }
+
+    fn explore(
+        &mut self,
+        u: VertexId,
+        reqs: &[ReqId],
+        pristine: bool,
+        excl: bool,
+        mut budget: Option<&mut Budget>,
+    ) {
+        let children = self.g.children(u);
+        let n = children.len();
+        // Best-first only under a budget; otherwise graph order, as Fluxion walks.
+        let reverse = budget.is_some() && self.policy.prefer_high;
+        for i in 0..n {
+            let c = VertexId(children[if reverse { n - 1 - i } else { i }]);
+            let Some(vis) = self.dom_dfv(c, reqs, pristine, excl, budget.as_deref_mut()) else {
+                continue;
+            };
+            let kind = self.g.kind(c);
+            let idx = self.push_pick(c, vis.avail, vis.excl, vis.whole, vis.sub);
+            self.cands.push(Cand {
+                kind,
+                score: vis.score,
+                count: vis.avail,
+                picks_start: idx,
+                picks_len: 1,
+                single: true,
+            });
+            if let Some(b) = budget.as_deref_mut() {
+                if b.kind == kind {
+                    b.remaining -= vis.avail;
+                }
+                if b.remaining <= 0 {
+                    return;
+                }
+            }
         }
+    }
+
+    /// Forms slots at `u` from its children and leaves them on the candidate stack.
+    fn dom_slot(&mut self, u: VertexId, slot: ReqId) {
+        let shape = self.req.req(slot).with.clone();
+        let nslots = self.req.req(slot).count.max;
+        let mark = self.cands.len();
+        self.explore(u, &shape, false, true, None);
+        let policy = self.policy;
+        self.cands[mark..].sort_by(|a, b| policy.better(a.score, b.score));
+        let mut qual = u64::MAX;
+        for &e in &shape {
+            let min = self.req.req(e).count.min.max(1);
+            let qc = qualified(&self.cands[mark..], self.kind_of(e));
+            qual = qual.min(u64::try_from(qc).unwrap_or(0) / min);
+        }
+        qual = qual.min(nslots);
+        let mut cursors = vec![mark; shape.len()];
+        let mut slots = Vec::new();
+        'slots: for _ in 0..qual {
+            let start = self.arena.len();
+            let mut score = 0i64;
+            for (i, &e) in shape.iter().enumerate() {
+                let kind = self.kind_of(e);
+                let need =
+                    select_count(&self.req.req(e).count, qualified(&self.cands[mark..], kind));
+                let mut got = 0;
+                while got < need {
+                    let Some(pos) =
+                        (cursors[i]..self.cands.len()).find(|&p| Some(self.cands[p].kind) == kind)
+                    else {
+                        self.arena.truncate(start);
+                        break 'slots;
+                    };
+                    cursors[i] = pos + 1;
+                    let c = self.cands[pos];
+                    for p in c.picks_start..c.picks_start + c.picks_len {
+                        let mut pick = self.arena[p as usize];
+                        pick.excl = true;
+                        self.arena.push(pick);
+                    }
+                    score += c.score;
+                    got += c.count;
+                }
+            }
+            let len = (self.arena.len() - start) as u32;
+            slots.push(Cand {
+                kind: SLOT,
+                score,
+                count: 1,
+                picks_start: start as u32,
+                picks_len: len,
+                single: false,
+            });
+        }
+        self.cands.truncate(mark);
+        self.cands.extend(slots);
+    }
+
+    /// For each child request, choose the best candidates above `mark` until its count is
+    /// met; returns the arena range of the picks.
+    fn finish(&mut self, mark: usize, with: &[ReqId]) -> Option<(u32, u32)> {
+        let policy = self.policy;
+        self.cands[mark..].sort_by(|a, b| policy.better(a.score, b.score));
+        let start = self.arena.len() as u32;
+        for &c in with {
+            let kind = self.kind_of(c)?;
+            let qc = qualified(&self.cands[mark..], Some(kind));
+            let mut k = select_count(&self.req.req(c).count, qc);
+            if k == 0 {
+                return None;
+            }
+            for i in mark..self.cands.len() {
+                let cand = self.cands[i];
+                if k == 0 {
+                    break;
+                }
+                if cand.kind != kind {
+                    continue;
+                }
+                let take = k.min(cand.count);
+                for p in cand.picks_start..cand.picks_start + cand.picks_len {
+                    let mut pick = self.arena[p as usize];
+                    if cand.single {
+                        pick.needs = take;
+                    }
+                    self.arena.push(pick);
+                }
+                k -= take;
+            }
+        }
+        Some((start, self.arena.len() as u32 - start))
     }
 
     fn test(&self, u: VertexId, reqs: &[ReqId], pristine: bool) -> Test {
@@ -307,6 +574,12 @@ impl<'a> Traversal<'a> {
             return false;
         }
         let ukind = self.g.kind(u);
+        if let Some(c) = &self.req.constraint
+            && Some(ukind) == self.node
+            && !c.admits(self.g, u)
+        {
+            return false;
+        }
         let jobs_free = if self.sat {
             XCHECK_TOTAL
         } else {
@@ -341,111 +614,6 @@ impl<'a> Traversal<'a> {
             }
         }
         true
-    }
-
-    fn explore(&mut self, u: VertexId, reqs: &[ReqId], pristine: bool, excl: bool) -> Vec<Cand> {
-        let mut dfu = Vec::new();
-        for &c in self.g.children(u) {
-            let c = VertexId(c);
-            if let Some(vis) = self.dom_dfv(c, reqs, pristine, excl) {
-                dfu.extend(vis.merged.iter().copied());
-                let idx = self.push_pick(c, vis.avail, vis.excl, vis.whole, vis.sub);
-                dfu.push(Cand {
-                    kind: self.g.kind(c),
-                    score: vis.score,
-                    count: vis.avail,
-                    picks_start: idx,
-                    picks_len: 1,
-                    single: true,
-                });
-            }
-        }
-        dfu
-    }
-
-    fn dom_slot(&mut self, u: VertexId, slot: ReqId) -> Vec<Cand> {
-        let shape = self.req.req(slot).with.clone();
-        let nslots = self.req.req(slot).count.max;
-        let mut sdfu = self.explore(u, &shape, false, true);
-        let policy = self.policy;
-        sdfu.sort_by(|a, b| policy.better(a.score, b.score));
-        let mut qual = u64::MAX;
-        for &e in &shape {
-            let min = self.req.req(e).count.min.max(1);
-            let qc = qualified(&sdfu, self.kind_of(e));
-            qual = qual.min(u64::try_from(qc).unwrap_or(0) / min);
-        }
-        qual = qual.min(nslots);
-        let mut cursors = vec![0usize; shape.len()];
-        let mut out = Vec::new();
-        'slots: for _ in 0..qual {
-            let start = self.arena.len();
-            let mut score = 0i64;
-            for (i, &e) in shape.iter().enumerate() {
-                let kind = self.kind_of(e);
-                let need = select_count(&self.req.req(e).count, qualified(&sdfu, kind));
-                let mut got = 0;
-                while got < need {
-                    let Some(c) = sdfu
-                        .iter()
-                        .filter(|c| Some(c.kind) == kind)
-                        .nth(cursors[i])
-                        .copied()
-                    else {
-                        self.arena.truncate(start);
-                        break 'slots;
-                    };
-                    cursors[i] += 1;
-                    for p in c.picks_start..c.picks_start + c.picks_len {
-                        let mut pick = self.arena[p as usize];
-                        pick.excl = true;
-                        self.arena.push(pick);
-                    }
-                    score += c.score;
-                    got += c.count;
-                }
-            }
-            let len = (self.arena.len() - start) as u32;
-            out.push(Cand {
-                kind: SLOT,
-                score,
-                count: 1,
-                picks_start: start as u32,
-                picks_len: len,
-                single: false,
-            });
-        }
-        out
-    }
-
-    /// For each child request, choose the best candidates until its count is met.
-    fn finish(&mut self, dfu: &mut [Cand], with: &[ReqId]) -> Option<(u32, u32)> {
-        let policy = self.policy;
-        dfu.sort_by(|a, b| policy.better(a.score, b.score));
-        let start = self.arena.len() as u32;
-        for &c in with {
-            let kind = self.kind_of(c)?;
-            let qc = qualified(dfu, Some(kind));
-            let mut k = select_count(&self.req.req(c).count, qc);
-            if k == 0 {
-                return None;
-            }
-            for cand in dfu.iter().filter(|d| d.kind == kind) {
-                if k == 0 {
-                    break;
-                }
-                let take = k.min(cand.count);
-                for p in cand.picks_start..cand.picks_start + cand.picks_len {
-                    let mut pick = self.arena[p as usize];
-                    if cand.single {
-                        pick.needs = take;
-                    }
-                    self.arena.push(pick);
-                }
-                k -= take;
-            }
-        }
-        Some((start, self.arena.len() as u32 - start))
     }
 }
 
