@@ -6,12 +6,15 @@
 //! session. The byte layout of every line follows resource-query so that Fluxion's own test
 //! cases can be replayed against us.
 
+use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use shardsched_jobspec::Jobspec;
 use shardsched_matcher::{
     JobState, MatchOp, MatchOutcome, MatchPolicy, Matcher, PruneFilters, Writer,
 };
@@ -67,7 +70,13 @@ pub struct Session {
     next_jobid: u64,
     /// Per-match elapsed seconds, for `stat`.
     timings: Vec<f64>,
+    /// Jobspecs already parsed, by file contents: command streams repeat the same few files
+    /// thousands of times, and parsing would otherwise dominate the matching.
+    parsed: HashMap<String, Rc<Jobspec>>,
 }
+
+/// How many distinct jobspecs a session keeps parsed.
+const PARSED_JOBSPECS_MAX: usize = 1024;
 
 impl Session {
     /// Loads the graph and sets up the matcher as the flags say.
@@ -88,6 +97,7 @@ impl Session {
             elapse: args.elapse,
             next_jobid: 1,
             timings: Vec::new(),
+            parsed: HashMap::new(),
         })
     }
 
@@ -236,7 +246,18 @@ impl Session {
             MatchOp::parse(sub).with_context(|| format!("match: unknown subcommand {sub:?}"))?;
         let file = arg(words, 2, "JOBSPEC")?;
         let text = std::fs::read_to_string(file).with_context(|| format!("can't open {file}"))?;
-        let js = shardsched_jobspec::parse(&text).with_context(|| file.to_string())?;
+        let js = match self.parsed.get(&text) {
+            Some(js) => Rc::clone(js),
+            None => {
+                let js =
+                    Rc::new(shardsched_jobspec::parse(&text).with_context(|| file.to_string())?);
+                if self.parsed.len() >= PARSED_JOBSPECS_MAX {
+                    self.parsed.clear();
+                }
+                self.parsed.insert(text, Rc::clone(&js));
+                js
+            }
+        };
         let jobid = self.next_jobid;
         let started = Instant::now();
         let outcome = self.matcher.run(op, &js, jobid, 0)?;

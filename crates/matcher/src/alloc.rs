@@ -1,11 +1,9 @@
 //! Turning a traversal's picks into an allocation, and committing it to the calendars.
 
-use std::collections::HashMap;
-
 use shardsched_resource::{ResourceGraph, VertexId};
 
 use crate::MatchError;
-use crate::state::{SchedState, SpanRef, XCHECK_TOTAL};
+use crate::state::{SchedState, SpanRef};
 use crate::traverse::Pick;
 
 /// One vertex of an allocation.
@@ -28,93 +26,149 @@ pub struct Allocation {
     pub duration: u64,
 }
 
+/// Static facts about the tree that writers' order needs: each vertex's post-order
+/// position and depth (computed once per graph, 6 bytes a vertex).
+#[derive(Clone, Debug, Default)]
+pub struct TreeOrder {
+    post: Vec<u32>,
+    depth: Vec<u16>,
+}
+
+impl TreeOrder {
+    pub fn new(g: &ResourceGraph) -> TreeOrder {
+        let n = g.len();
+        let mut post = vec![0u32; n];
+        let mut depth = vec![0u16; n];
+        let mut next = 0u32;
+        let mut stack: Vec<(u32, bool)> = vec![(g.root().0, false)];
+        while let Some((v, done)) = stack.pop() {
+            if done {
+                post[v as usize] = next;
+                next += 1;
+                continue;
+            }
+            stack.push((v, true));
+            for &c in g.children(VertexId(v)).iter().rev() {
+                depth[c as usize] = depth[v as usize].saturating_add(1);
+                stack.push((c, false));
+            }
+        }
+        TreeOrder { post, depth }
+    }
+}
+
+/// Reusable per-match memory: a mark per vertex (by epoch, so clearing is free).
+#[derive(Clone, Debug, Default)]
+pub struct Marks {
+    epoch: u32,
+    mark: Vec<u32>,
+    slot: Vec<u32>,
+}
+
+impl Marks {
+    fn begin(&mut self, n: usize) {
+        if self.mark.len() != n {
+            self.mark = vec![0; n];
+            self.slot = vec![0; n];
+            self.epoch = 0;
+        }
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.mark.fill(0);
+            self.epoch = 1;
+        }
+    }
+}
+
 /// Expands the picks under `top` into the set of allocated vertices: every pick, the whole
-/// subtree of exclusive picks that asked for nothing below them, every ancestor on the way
-/// (shared), and — under node-exclusive policies — every node on the way taken whole.
+/// subtree of picks marked whole, every ancestor on the way (shared), and — under
+/// node-exclusive policies — every node on the way taken whole.
+#[allow(clippy::too_many_arguments)]
 pub fn expand(
     g: &ResourceGraph,
+    order: &TreeOrder,
+    marks: &mut Marks,
     arena: &[Pick],
     top: (u32, u32),
     node_exclusive: bool,
     at: i64,
     duration: u64,
 ) -> Allocation {
-    let mut chosen: HashMap<u32, (i64, bool)> = HashMap::new();
+    marks.begin(g.len());
+    let epoch = marks.epoch;
+    let mut out: Vec<AllocVertex> = Vec::new();
+    let put = |marks: &mut Marks, out: &mut Vec<AllocVertex>, v: u32, needs: i64, excl: bool| {
+        let i = v as usize;
+        if marks.mark[i] == epoch {
+            let e = &mut out[marks.slot[i] as usize];
+            e.needs = e.needs.max(needs);
+            e.exclusive |= excl;
+        } else {
+            marks.mark[i] = epoch;
+            marks.slot[i] = out.len() as u32;
+            out.push(AllocVertex {
+                v: VertexId(v),
+                needs,
+                exclusive: excl,
+                depth: u32::from(order.depth[i]),
+            });
+        }
+    };
     let mut wholes: Vec<u32> = Vec::new();
     let mut stack: Vec<u32> = (top.0..top.0 + top.1).collect();
     while let Some(i) = stack.pop() {
         let p = arena[i as usize];
-        let e = chosen.entry(p.v).or_insert((0, false));
-        e.0 = e.0.max(p.needs);
-        e.1 |= p.excl;
+        put(marks, &mut out, p.v, p.needs, p.excl);
         if p.whole {
             wholes.push(p.v);
         }
         stack.extend(p.sub_start..p.sub_start + p.sub_len);
     }
-    let node = g.sym("node");
-    let picked: Vec<u32> = chosen.keys().copied().collect();
-    for v in picked {
-        let mut cur = VertexId(v);
+    let picked = out.len();
+    for i in 0..picked {
+        let mut cur = out[i].v;
         while let Some(p) = g.parent(cur) {
-            if chosen.contains_key(&p.0) {
+            if marks.mark[p.index()] == epoch {
                 break;
             }
-            chosen.insert(p.0, (1, false));
+            put(marks, &mut out, p.0, 1, false);
             cur = p;
         }
     }
-    if node_exclusive {
-        for (&v, e) in chosen.iter_mut() {
-            if Some(g.kind(VertexId(v))) == node {
-                e.1 = true;
-                wholes.push(v);
-            }
+    if node_exclusive && let Some(node) = g.sym("node") {
+        for e in out.iter_mut().filter(|e| g.kind(e.v) == node) {
+            e.exclusive = true;
+            wholes.push(e.v.0);
         }
     }
     for w in wholes {
         for d in g.preorder(VertexId(w)).skip(1) {
-            chosen.insert(d.0, (g.size(d), true));
-        }
-    }
-    // Post-order walk restricted to chosen vertices gives the writer order.
-    let mut vertices = Vec::with_capacity(chosen.len());
-    let mut stack: Vec<(u32, u32, bool)> = vec![(g.root().0, 0, false)];
-    while let Some((v, depth, expanded)) = stack.pop() {
-        let Some(&(needs, exclusive)) = chosen.get(&v) else {
-            continue;
-        };
-        if expanded {
-            vertices.push(AllocVertex {
-                v: VertexId(v),
-                needs,
-                exclusive,
-                depth,
-            });
-            continue;
-        }
-        stack.push((v, depth, true));
-        for &c in g.children(VertexId(v)).iter().rev() {
-            if chosen.contains_key(&c) {
-                stack.push((c, depth + 1, false));
+            let i = d.index();
+            if marks.mark[i] == epoch {
+                let e = &mut out[marks.slot[i] as usize];
+                e.needs = g.size(d);
+                e.exclusive = true;
+            } else {
+                put(marks, &mut out, d.0, g.size(d), true);
             }
         }
     }
+    out.sort_unstable_by_key(|e| order.post[e.v.index()]);
     Allocation {
-        vertices,
+        vertices: out,
         at,
         duration,
     }
 }
 
-/// Records `alloc` in the calendars; returns the spans so cancel can remove exactly them.
+/// Records `alloc` in the calendars; returns the records so cancel can remove exactly them.
 /// On failure nothing stays recorded.
 pub fn commit(
     g: &ResourceGraph,
     st: &mut SchedState,
     alloc: &Allocation,
 ) -> Result<Vec<SpanRef>, MatchError> {
-    let mut spans = Vec::new();
+    let mut spans = Vec::with_capacity(alloc.vertices.len() + 8);
     let r = commit_inner(g, st, alloc, &mut spans);
     if let Err(e) = r {
         for s in spans {
@@ -132,48 +186,31 @@ fn commit_inner(
     a: &Allocation,
     spans: &mut Vec<SpanRef>,
 ) -> Result<(), MatchError> {
-    let err = |e: shardsched_planner::PlannerError| MatchError::Internal(e.to_string());
-    let mut agg_need: HashMap<u32, Vec<i64>> = HashMap::new();
+    // (inner vertex, per-type units) for the aggregates above exclusively taken units.
+    let mut agg_need: Vec<(VertexId, Vec<i64>)> = Vec::new();
+    let mut agg_index: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
     for av in &a.vertices {
-        let v = av.v;
-        let jobs = if av.exclusive { XCHECK_TOTAL } else { 1 };
-        let id = st.xcheck[v.index()]
-            .add_span(a.at, a.duration, jobs)
-            .map_err(err)?;
-        spans.push(SpanRef::Xcheck(v.0, id));
-        if !av.exclusive {
+        st.hold(av.v, a.at, a.duration, av.needs, av.exclusive, spans)?;
+        if !av.exclusive || !st.prune_types.contains(&g.kind(av.v)) {
             continue;
         }
-        let id = st.plans[v.index()]
-            .add_span(a.at, a.duration, av.needs)
-            .map_err(err)?;
-        spans.push(SpanRef::Plan(v.0, id));
-        let kind = g.kind(v);
-        if !st.prune_types.contains(&kind) {
-            continue;
-        }
-        let mut cur = v;
+        let kind = g.kind(av.v);
+        let mut cur = av.v;
         while let Some(p) = g.parent(cur) {
-            if let Some(agg) = st.agg[p.index()].as_ref()
+            if let Some(agg) = st.aggregate(p)
                 && let Some(i) = agg.types.iter().position(|&t| t == kind)
             {
-                let n = agg.types.len();
-                agg_need.entry(p.0).or_insert_with(|| vec![0; n])[i] += av.needs;
+                let slot = *agg_index.entry(p.0).or_insert_with(|| {
+                    agg_need.push((p, vec![0; agg.types.len()]));
+                    agg_need.len() - 1
+                });
+                agg_need[slot].1[i] += av.needs;
             }
             cur = p;
         }
     }
-    let mut keys: Vec<u32> = agg_need.keys().copied().collect();
-    keys.sort_unstable();
-    for p in keys {
-        let Some(agg) = st.agg[p as usize].as_mut() else {
-            continue;
-        };
-        let id = agg
-            .plan
-            .add_span(a.at, a.duration, &agg_need[&p])
-            .map_err(err)?;
-        spans.push(SpanRef::Agg(p, id));
+    for (p, need) in agg_need {
+        spans.push(st.hold_aggregate(p, a.at, a.duration, &need)?);
     }
     Ok(())
 }

@@ -120,6 +120,8 @@ pub struct Matcher {
     pub state: SchedState,
     policy: MatchPolicy,
     order: traverse::ScoreOrder,
+    tree: alloc::TreeOrder,
+    marks: alloc::Marks,
     jobs: BTreeMap<u64, JobRecord>,
 }
 
@@ -128,11 +130,14 @@ impl Matcher {
     pub fn new(graph: ResourceGraph, policy: MatchPolicy, filters: &PruneFilters) -> Matcher {
         let state = SchedState::new(&graph, filters);
         let order = traverse::ScoreOrder::new(&graph, &policy);
+        let tree = alloc::TreeOrder::new(&graph);
         Matcher {
             graph,
             state,
             policy,
             order,
+            tree,
+            marks: alloc::Marks::default(),
             jobs: BTreeMap::new(),
         }
     }
@@ -157,7 +162,7 @@ impl Matcher {
         match op {
             MatchOp::Satisfiability => Ok(MatchOutcome::Satisfiable(self.satisfiable(&req, now))),
             MatchOp::Allocate | MatchOp::AllocateWithSatisfiability => {
-                if let Some(a) = self.try_at(&req, now, false) {
+                if let Some(a) = self.try_at(&req, now) {
                     return self
                         .record(jobid, JobState::Allocated, a)
                         .map(MatchOutcome::Allocated);
@@ -167,13 +172,13 @@ impl Matcher {
                 Ok(MatchOutcome::NoMatch { satisfiable })
             }
             MatchOp::AllocateOrElseReserve => {
-                if let Some(a) = self.try_at(&req, now, false) {
+                if let Some(a) = self.try_at(&req, now) {
                     return self
                         .record(jobid, JobState::Allocated, a)
                         .map(MatchOutcome::Allocated);
                 }
                 for t in self.candidate_times(now) {
-                    if let Some(a) = self.try_at(&req, t, false) {
+                    if let Some(a) = self.try_at(&req, t) {
                         return self
                             .record(jobid, JobState::Reserved, a)
                             .map(MatchOutcome::Reserved);
@@ -193,7 +198,8 @@ impl Matcher {
     /// Whether `req` could ever be satisfied by the graph as it is (status respected,
     /// allocations ignored).
     fn satisfiable(&self, req: &Request, now: i64) -> bool {
-        self.try_at(req, now, true).is_some()
+        let dur = Self::duration_at(req, now);
+        dur > 0 && self.traversal(req, now, dur, true).select().is_some()
     }
 
     /// Whether every top-level request finds at least one candidate in the graph, ignoring
@@ -224,12 +230,14 @@ impl Matcher {
         }
     }
 
-    fn try_at(&self, req: &Request, at: i64, sat: bool) -> Option<Allocation> {
-        let dur = Self::duration_at(req, at);
-        if dur == 0 {
-            return None;
-        }
-        let mut t = traverse::Traversal::new(
+    fn traversal<'m>(
+        &'m self,
+        req: &'m Request,
+        at: i64,
+        dur: u64,
+        sat: bool,
+    ) -> traverse::Traversal<'m> {
+        traverse::Traversal::new(
             &self.graph,
             &self.state,
             req,
@@ -238,11 +246,22 @@ impl Matcher {
             at,
             dur,
             sat,
-        );
+        )
+    }
+
+    fn try_at(&mut self, req: &Request, at: i64) -> Option<Allocation> {
+        let dur = Self::duration_at(req, at);
+        if dur == 0 {
+            return None;
+        }
+        let mut t = self.traversal(req, at, dur, false);
         let top = t.select()?;
+        let arena = std::mem::take(&mut t.arena);
         Some(alloc::expand(
             &self.graph,
-            &t.arena,
+            &self.tree,
+            &mut self.marks,
+            &arena,
             top,
             self.policy.node_exclusive,
             at,

@@ -26,6 +26,8 @@ pub struct Req {
     /// Per instance of this resource: how many units of each pruned type its strict subtree
     /// needs (the resource itself not counted).
     pub needs: Vec<(Sym, i64)>,
+    /// [`Req::needs`] plus the resource itself: what one instance needs in all.
+    pub unit_needs: Vec<(Sym, i64)>,
 }
 
 impl Req {
@@ -110,14 +112,17 @@ impl Request {
                 bump(&mut needs, t, n.saturating_mul(mult));
             }
         }
-        self.reqs.push(Req {
+        let mut req = Req {
             kind,
             is_slot,
             count: r.count,
             exclusive: r.exclusive,
             with,
             needs,
-        });
+            unit_needs: Vec::new(),
+        };
+        req.unit_needs = req.needs_with_self(prune_types).collect();
+        self.reqs.push(req);
         self.reqs.len() as ReqId - 1
     }
 

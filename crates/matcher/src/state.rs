@@ -1,15 +1,17 @@
 //! Per-vertex scheduling state, in dense arrays indexed by vertex.
 //!
-//! Three calendars per vertex, as in Fluxion:
-//! - `plans`: the vertex's own units (a core has 1, a 2 GB memory pool has 2); exclusive
-//!   allocations take units from it;
-//! - `xcheck`: how many jobs touch the vertex; a shared use takes 1, an exclusive one takes
-//!   all [`XCHECK_TOTAL`], so an exclusively held vertex blocks everyone and a vertex anybody
-//!   touches cannot be taken exclusively;
-//! - `agg`: for prune filters (`HL:LL`), the free units of each low-level type below a
-//!   vertex, so the traversal skips subtrees that cannot hold the request.
+//! What the matcher needs to know about a vertex during a window is, as in Fluxion, how
+//! many of its own units are free (a core has 1, a 2 GB memory pool 2) and how many jobs
+//! touch it — a shared use counts 1, an exclusive use all [`XCHECK_TOTAL`], so an
+//! exclusively held vertex blocks everyone and a vertex anybody touches cannot be taken
+//! exclusively. Leaves (cores, gpus, memory: nearly every vertex) keep both in one compact
+//! hold list ([`Pools`]: 4 bytes per vertex idle, no allocation in steady state); inner
+//! vertices, which every job passes through, keep two [`Planner`]s.
+//!
+//! Prune filters (`HL:LL`) add, at inner vertices, the free units of each low-level type
+//! below them ([`Aggregate`]), so the traversal skips subtrees that cannot hold a request.
 
-use shardsched_planner::{MultiPlanner, Planner, SpanId};
+use shardsched_planner::{HoldId, MultiPlanner, Planner, Pools, SpanId};
 use shardsched_resource::{ResourceGraph, Sym, VertexId};
 
 use crate::MatchError;
@@ -20,6 +22,7 @@ pub const XCHECK_TOTAL: i64 = 1 << 30;
 pub const PLAN_BASE: i64 = 0;
 /// Length of the planning window in seconds (about 34,800 years): effectively unbounded.
 pub const PLAN_HORIZON: u64 = 1 << 40;
+const LEAF: u32 = u32::MAX;
 
 /// Prune filters: pairs of (high-level type or all, low-level type).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -57,19 +60,38 @@ pub struct Aggregate {
     pub plan: MultiPlanner,
 }
 
+/// Calendars of an inner (non-leaf) vertex.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Inner {
+    pub plans: Planner,
+    pub xcheck: Planner,
+    pub agg: Option<Aggregate>,
+}
+
+/// How a vertex is used during a window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Usage {
+    /// Own units not held.
+    pub units_free: i64,
+    /// Job-count capacity not held ([`XCHECK_TOTAL`] when nobody touches the vertex).
+    pub jobs_free: i64,
+}
+
 /// All scheduling state of one graph.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SchedState {
-    pub plans: Vec<Planner>,
-    pub xcheck: Vec<Planner>,
-    pub agg: Vec<Option<Box<Aggregate>>>,
+    /// Index into `inner` for inner vertices, `LEAF` for leaves.
+    inner_of: Vec<u32>,
+    pub inner: Vec<Inner>,
+    pub leaves: Pools,
     /// Low-level types of the prune filters, as symbols of this graph.
     pub prune_types: Vec<Sym>,
 }
 
-/// Which calendar a span lives in, so that cancel can remove it.
+/// One record of an allocation in the calendars, so that cancel removes exactly it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SpanRef {
+    Leaf(HoldId),
     Plan(u32, SpanId),
     Xcheck(u32, SpanId),
     Agg(u32, SpanId),
@@ -79,13 +101,6 @@ impl SchedState {
     /// Fresh state for `g` with the given prune filters.
     pub fn new(g: &ResourceGraph, filters: &PruneFilters) -> SchedState {
         let n = g.len();
-        let plans = g
-            .vertices()
-            .map(|v| Planner::new(PLAN_BASE, PLAN_HORIZON, g.size(v)))
-            .collect();
-        let xcheck = (0..n)
-            .map(|_| Planner::new(PLAN_BASE, PLAN_HORIZON, XCHECK_TOTAL))
-            .collect();
         let resolved: Vec<(Option<Sym>, Sym)> = filters
             .pairs
             .iter()
@@ -112,52 +127,153 @@ impl SchedState {
                 }
             }
         }
-        let agg = g
-            .vertices()
-            .map(|v| {
-                let mut types = Vec::new();
-                let mut totals = Vec::new();
-                for (i, t) in prune_types.iter().enumerate() {
-                    let tracked = resolved
-                        .iter()
-                        .any(|(hl, ll)| ll == t && hl.is_none_or(|h| h == g.kind(v)));
-                    let total = below[v.index() * k + i];
-                    if tracked && total > 0 {
-                        types.push(*t);
-                        totals.push(total);
-                    }
+        let mut inner_of = vec![LEAF; n];
+        let mut inner = Vec::new();
+        for v in g.vertices() {
+            if g.children(v).is_empty() {
+                continue;
+            }
+            let mut types = Vec::new();
+            let mut totals = Vec::new();
+            for (i, t) in prune_types.iter().enumerate() {
+                let tracked = resolved
+                    .iter()
+                    .any(|(hl, ll)| ll == t && hl.is_none_or(|h| h == g.kind(v)));
+                let total = below[v.index() * k + i];
+                if tracked && total > 0 {
+                    types.push(*t);
+                    totals.push(total);
                 }
-                (!types.is_empty()).then(|| {
-                    Box::new(Aggregate {
-                        types,
-                        plan: MultiPlanner::new(PLAN_BASE, PLAN_HORIZON, &totals),
-                    })
-                })
-            })
-            .collect();
+            }
+            let agg = (!types.is_empty()).then(|| Aggregate {
+                types,
+                plan: MultiPlanner::new(PLAN_BASE, PLAN_HORIZON, &totals),
+            });
+            inner_of[v.index()] = inner.len() as u32;
+            inner.push(Inner {
+                plans: Planner::new(PLAN_BASE, PLAN_HORIZON, g.size(v)),
+                xcheck: Planner::new(PLAN_BASE, PLAN_HORIZON, XCHECK_TOTAL),
+                agg,
+            });
+        }
         SchedState {
-            plans,
-            xcheck,
-            agg,
+            inner_of,
+            inner,
+            leaves: Pools::new(n),
             prune_types,
+        }
+    }
+
+    fn inner(&self, v: VertexId) -> Option<&Inner> {
+        let i = self.inner_of[v.index()];
+        (i != LEAF).then(|| &self.inner[i as usize])
+    }
+
+    /// How `v` (of size `size`) is used during `[at, at + dur)`.
+    #[inline]
+    pub fn usage(&self, v: VertexId, size: i64, at: i64, dur: u64) -> Usage {
+        match self.inner(v) {
+            Some(inner) => Usage {
+                units_free: inner.plans.avail_during(at, dur),
+                jobs_free: inner.xcheck.avail_during(at, dur),
+            },
+            None => {
+                if self.leaves.is_idle(v.index()) {
+                    return Usage {
+                        units_free: size,
+                        jobs_free: XCHECK_TOTAL,
+                    };
+                }
+                let peak = self.leaves.peak_during(v.index(), at, dur);
+                Usage {
+                    units_free: size - peak.units,
+                    jobs_free: XCHECK_TOTAL - peak.jobs,
+                }
+            }
         }
     }
 
     /// Free units of `t` below `v` during the window, if `v` tracks `t`.
     pub fn agg_avail(&self, v: VertexId, t: Sym, at: i64, dur: u64) -> Option<i64> {
-        let a = self.agg[v.index()].as_ref()?;
+        let a = self.inner(v)?.agg.as_ref()?;
         let i = a.types.iter().position(|&x| x == t)?;
         Some(a.plan.avail_during(at, dur, i))
     }
 
-    /// Removes a span recorded by an allocation.
+    /// The aggregate of `v`, if it has one.
+    pub fn aggregate(&self, v: VertexId) -> Option<&Aggregate> {
+        self.inner(v)?.agg.as_ref()
+    }
+
+    /// Records one vertex's use: `needs` units when exclusive, and its job count.
+    pub fn hold(
+        &mut self,
+        v: VertexId,
+        at: i64,
+        dur: u64,
+        needs: i64,
+        exclusive: bool,
+        out: &mut Vec<SpanRef>,
+    ) -> Result<(), MatchError> {
+        let err = |e: shardsched_planner::PlannerError| MatchError::Internal(e.to_string());
+        let jobs = if exclusive { XCHECK_TOTAL } else { 1 };
+        let i = self.inner_of[v.index()];
+        if i == LEAF {
+            let units = if exclusive { needs } else { 0 };
+            out.push(SpanRef::Leaf(
+                self.leaves
+                    .add(v.index(), at, dur, units, jobs)
+                    .map_err(err)?,
+            ));
+            return Ok(());
+        }
+        let inner = &mut self.inner[i as usize];
+        out.push(SpanRef::Xcheck(
+            i,
+            inner.xcheck.add_span(at, dur, jobs).map_err(err)?,
+        ));
+        if exclusive {
+            out.push(SpanRef::Plan(
+                i,
+                inner.plans.add_span(at, dur, needs).map_err(err)?,
+            ));
+        }
+        Ok(())
+    }
+
+    /// Adds an aggregate span at inner vertex `v`.
+    pub fn hold_aggregate(
+        &mut self,
+        v: VertexId,
+        at: i64,
+        dur: u64,
+        needs: &[i64],
+    ) -> Result<SpanRef, MatchError> {
+        let i = self.inner_of[v.index()];
+        let agg = (i != LEAF)
+            .then(|| self.inner[i as usize].agg.as_mut())
+            .flatten()
+            .ok_or_else(|| MatchError::Internal(format!("vertex {} has no aggregate", v.0)))?;
+        let id = agg
+            .plan
+            .add_span(at, dur, needs)
+            .map_err(|e| MatchError::Internal(e.to_string()))?;
+        Ok(SpanRef::Agg(i, id))
+    }
+
+    /// Removes a record made by [`SchedState::hold`] or [`SchedState::hold_aggregate`].
     pub fn remove(&mut self, s: SpanRef) -> Result<(), MatchError> {
         let r = match s {
-            SpanRef::Plan(v, id) => self.plans[v as usize].rem_span(id),
-            SpanRef::Xcheck(v, id) => self.xcheck[v as usize].rem_span(id),
-            SpanRef::Agg(v, id) => match self.agg[v as usize].as_mut() {
+            SpanRef::Leaf(id) => self.leaves.remove(id),
+            SpanRef::Plan(i, id) => self.inner[i as usize].plans.rem_span(id),
+            SpanRef::Xcheck(i, id) => self.inner[i as usize].xcheck.rem_span(id),
+            SpanRef::Agg(i, id) => match self.inner[i as usize].agg.as_mut() {
                 Some(a) => a.plan.rem_span(id),
-                None => return Err(MatchError::Internal(format!("vertex {v} has no aggregate"))),
+                None => {
+                    return Err(MatchError::Internal(format!(
+                        "inner vertex {i} has no aggregate"
+                    )));
+                }
             },
         };
         r.map_err(|e| MatchError::Internal(e.to_string()))

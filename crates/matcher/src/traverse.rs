@@ -26,7 +26,7 @@ use shardsched_resource::{ResourceGraph, Status, Sym, VertexId};
 
 use crate::policy::{MatchPolicy, NODE_SCORE_FACTOR};
 use crate::request::{ReqId, Request, select_count};
-use crate::state::{SchedState, XCHECK_TOTAL};
+use crate::state::{SchedState, Usage, XCHECK_TOTAL};
 
 /// Symbol standing for the slot type in candidate lists (never a graph symbol).
 pub const SLOT: Sym = Sym(u32::MAX);
@@ -203,19 +203,21 @@ impl<'a> Traversal<'a> {
 
     /// Runs the match from the root; returns the arena range of the top-level picks.
     pub fn select(&mut self) -> Option<(u32, u32)> {
-        let top = self.req.top.clone();
-        if !self.root_candidates(&top) {
+        let req = self.req;
+        let top = &req.top;
+        if !self.root_candidates(top) {
             return None;
         }
-        self.finish(0, &top)
+        self.finish(0, top)
     }
 
     /// Whether every top-level request has at least one qualifying candidate (even if not
     /// enough of them): Fluxion reports a request that fails with some candidates as busy,
     /// one with none as unsatisfiable.
     pub fn top_has_candidates(&mut self) -> bool {
-        let top = self.req.top.clone();
-        self.root_candidates(&top)
+        let req = self.req;
+        let top = &req.top;
+        self.root_candidates(top)
             && top
                 .iter()
                 .all(|&r| qualified(&self.cands, self.kind_of(r)) > 0)
@@ -306,13 +308,17 @@ impl<'a> Traversal<'a> {
     ) -> Option<Visit> {
         let x_in = excl || self.exclusivity(reqs, u);
         let test = self.test(u, reqs, pristine);
-        if matches!(test, Test::NoMatch) || !self.prune_ok(u, x_in, reqs) {
+        if matches!(test, Test::NoMatch) {
             return None;
         }
+        if matches!(test, Test::Pristine) && !self.sat && !self.subtree_may_hold(u, reqs) {
+            return None;
+        }
+        let usage = self.prune_ok(u, x_in, reqs)?;
         let factor = node_factor(self.g, &self.policy, self.node, u);
         self.multilevel += factor;
         let mark = self.cands.len();
-        let result = self.dom_dfv_inner(u, reqs, test, x_in, mark, budget);
+        let result = self.dom_dfv_inner(u, reqs, test, x_in, usage.units_free, mark, budget);
         if result.is_none() {
             self.cands.truncate(mark);
         }
@@ -320,12 +326,14 @@ impl<'a> Traversal<'a> {
         result
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn dom_dfv_inner(
         &mut self,
         u: VertexId,
         reqs: &[ReqId],
         test: Test,
         x_in: bool,
+        avail: i64,
         mark: usize,
         budget: Option<&mut Budget>,
     ) -> Option<Visit> {
@@ -342,9 +350,10 @@ impl<'a> Traversal<'a> {
                 matched
             }
             Test::Resource(r) => {
-                let with = self.req.req(r).with.clone();
-                let mut own = self.budget_for(&with);
-                self.explore(u, &with, false, x_in, own.as_mut());
+                let req = self.req;
+                let with = &req.req(r).with;
+                let mut own = self.budget_for(with);
+                self.explore(u, with, false, x_in, own.as_mut());
                 Some(r)
             }
             Test::Pristine => {
@@ -352,14 +361,6 @@ impl<'a> Traversal<'a> {
                 None
             }
         };
-        let avail = if self.sat {
-            self.g.size(u)
-        } else {
-            self.st.plans[u.index()].avail_during(self.at, self.dur)
-        };
-        if avail <= 0 {
-            return None;
-        }
         let score = self.multilevel + self.g.id(u) + 1;
         let Some(r) = matched else {
             return Some(Visit {
@@ -370,8 +371,9 @@ impl<'a> Traversal<'a> {
                 sub: (0, 0),
             });
         };
-        let with = self.req.req(r).with.clone();
-        let sub = self.finish(mark, &with)?;
+        let req = self.req;
+        let with = &req.req(r).with;
+        let sub = self.finish(mark, with)?;
         self.cands.truncate(mark);
         // Fluxion allocates the whole subtree of a vertex the jobspec marks exclusive,
         // and of an exclusive vertex that asks for nothing below it.
@@ -426,14 +428,15 @@ impl<'a> Traversal<'a> {
 
     /// Forms slots at `u` from its children and leaves them on the candidate stack.
     fn dom_slot(&mut self, u: VertexId, slot: ReqId) {
-        let shape = self.req.req(slot).with.clone();
+        let req = self.req;
+        let shape = &req.req(slot).with;
         let nslots = self.req.req(slot).count.max;
         let mark = self.cands.len();
-        self.explore(u, &shape, false, true, None);
+        self.explore(u, shape, false, true, None);
         let policy = self.policy;
         self.cands[mark..].sort_by(|a, b| policy.better(a.score, b.score));
         let mut qual = u64::MAX;
-        for &e in &shape {
+        for &e in shape {
             let min = self.req.req(e).count.min.max(1);
             let qc = qualified(&self.cands[mark..], self.kind_of(e));
             qual = qual.min(u64::try_from(qc).unwrap_or(0) / min);
@@ -569,28 +572,49 @@ impl<'a> Traversal<'a> {
         })
     }
 
-    fn prune_ok(&self, u: VertexId, x_in: bool, reqs: &[ReqId]) -> bool {
+    /// Whether the subtree of an omitted-prefix vertex could hand up a candidate for any of
+    /// `reqs`: one instance needs at least its unit needs free below. Fluxion walks such
+    /// subtrees anyway; skipping them changes nothing but the time taken (aggregates only
+    /// over-estimate what is free).
+    fn subtree_may_hold(&self, u: VertexId, reqs: &[ReqId]) -> bool {
+        reqs.iter().any(|&r| {
+            self.req.req(r).unit_needs.iter().all(|&(t, n)| {
+                self.st
+                    .agg_avail(u, t, self.at, self.dur)
+                    .is_none_or(|a| a >= n)
+            })
+        })
+    }
+
+    /// Fluxion's prune: status, constraint, exclusivity against the job count, own units,
+    /// and the subtree aggregates of a matched vertex. Returns `u`'s usage when it may be
+    /// visited.
+    fn prune_ok(&self, u: VertexId, x_in: bool, reqs: &[ReqId]) -> Option<Usage> {
         if !self.ignore_status && self.g.status(u) != Status::Up {
-            return false;
+            return None;
         }
         let ukind = self.g.kind(u);
         if let Some(c) = &self.req.constraint
             && Some(ukind) == self.node
             && !c.admits(self.g, u)
         {
-            return false;
+            return None;
         }
-        let jobs_free = if self.sat {
-            XCHECK_TOTAL
+        let usage = if self.sat {
+            Usage {
+                units_free: self.g.size(u),
+                jobs_free: XCHECK_TOTAL,
+            }
         } else {
-            self.st.xcheck[u.index()].avail_during(self.at, self.dur)
+            self.st.usage(u, self.g.size(u), self.at, self.dur)
         };
-        if jobs_free <= 0 {
-            return false;
+        let jobs_free = usage.jobs_free;
+        if jobs_free <= 0 || usage.units_free <= 0 {
+            return None;
         }
         let node_x = self.policy.node_exclusive && Some(ukind) == self.node;
         if node_x && jobs_free < XCHECK_TOTAL {
-            return false;
+            return None;
         }
         for &r in reqs {
             let q = self.req.req(r);
@@ -598,22 +622,22 @@ impl<'a> Traversal<'a> {
                 continue;
             }
             if x_in && q.exclusive == Some(false) {
-                return false;
+                return None;
             }
             if x_in && jobs_free < XCHECK_TOTAL {
-                return false;
+                return None;
             }
             if !self.sat {
                 for &(t, n) in &q.needs {
                     if let Some(a) = self.st.agg_avail(u, t, self.at, self.dur)
                         && a < n
                     {
-                        return false;
+                        return None;
                     }
                 }
             }
         }
-        true
+        Some(usage)
     }
 }
 

@@ -62,11 +62,13 @@ mod calendar;
 mod error;
 mod multi;
 mod planner;
+mod pools;
 mod window;
 
 pub use error::PlannerError;
 pub use multi::{MultiAvailTimes, MultiPlanner, MultiSpan};
 pub use planner::{AvailTimes, Planner};
+pub use pools::{HoldId, PeakUse, Pools};
 
 /// Identifies a span within the planner that created it.
 ///
