@@ -23,9 +23,9 @@ use shardsched_resource::{GraphFormat, Status, read_graph_file};
 /// Flags of `shardsched query` (resource-query's spelling).
 #[derive(Args, Debug, Clone)]
 pub struct QueryArgs {
-    /// Graph file to load.
+    /// Graph file to load (default: the embedded 128-node cluster spec).
     #[arg(short = 'L', long = "load-file")]
-    pub load_file: PathBuf,
+    pub load_file: Option<PathBuf>,
     /// Graph format: grug, jgf, rv1exec, or spec (our TOML cluster spec).
     #[arg(short = 'f', long = "load-format", default_value = "grug")]
     pub load_format: String,
@@ -81,8 +81,13 @@ const PARSED_JOBSPECS_MAX: usize = 1024;
 impl Session {
     /// Loads the graph and sets up the matcher as the flags say.
     pub fn open(args: &QueryArgs) -> Result<Session> {
-        let format = graph_format(&args.load_format)?;
-        let graph = read_graph_file(format, &args.load_file)?;
+        let graph = match &args.load_file {
+            Some(path) => read_graph_file(graph_format(&args.load_format)?, path)?,
+            None => {
+                shardsched_resource::read_cluster_spec(shardsched_resource::DEFAULT_CLUSTER_TOML)
+                    .context("the embedded default cluster")?
+            }
+        };
         let policy = MatchPolicy::parse(&args.policy)?;
         let writer = Writer::parse(&args.format).with_context(|| {
             format!(
