@@ -109,12 +109,25 @@ impl Session {
     /// Runs commands from `input` until `quit` or end of input.
     pub fn run(
         &mut self,
-        input: impl BufRead,
+        mut input: impl BufRead,
         out: &mut dyn Write,
         stdout: &mut dyn Write,
     ) -> Result<()> {
-        for line in input.lines() {
-            let line = line.context("reading commands")?;
+        let mut raw = Vec::new();
+        loop {
+            raw.clear();
+            if input
+                .read_until(b'\n', &mut raw)
+                .context("reading commands")?
+                == 0
+            {
+                break;
+            }
+            // A line that is not UTF-8 is one bad command, not the end of the session.
+            let Ok(line) = std::str::from_utf8(&raw) else {
+                eprintln!("ERROR: command line is not valid UTF-8");
+                continue;
+            };
             let words: Vec<&str> = line.split_whitespace().collect();
             if words.first() == Some(&"quit") {
                 break;
@@ -349,9 +362,10 @@ pub fn main(args: &QueryArgs) -> Result<()> {
         }
         None => {
             let mut buf = Vec::new();
-            session.run(stdin.lock(), &mut buf, &mut stdout)?;
+            let result = session.run(stdin.lock(), &mut buf, &mut stdout);
+            // What was matched before an error is still printed.
             stdout.write_all(&buf)?;
-            Ok(())
+            result
         }
     }
 }
