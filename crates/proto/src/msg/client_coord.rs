@@ -1,0 +1,103 @@
+//! Client (CLI: user or admin) → coordinator.
+//!
+//! The coordinator answers routing and cluster-wide status; clients then talk to shards
+//! directly ([`client_shard`](super::client_shard)), so no single process serialises all
+//! queues. There is no cancel forwarding: a job id's FLUID generator field names its shard
+//! ([`RouteTable::job`]), so the client cancels at the shard, where the owner check is made
+//! against the client's own certificate.
+
+use serde::{Deserialize, Serialize};
+
+use super::common::{JobList, JobsQuery, MoveId, NodeStatus, QueueStatus, RouteTable};
+use crate::identity::Op;
+use crate::rpc::Rpc;
+
+/// A request to the coordinator.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    /// The routing table. Any user or admin.
+    Routes,
+    /// Jobs across all shards (the coordinator asks each shard). Any user or admin.
+    Jobs(JobsQuery),
+    /// Every queue's status. Any user or admin.
+    Queues,
+    /// Every node's owner and state, optionally one queue's. Any user or admin.
+    Resources {
+        /// Only this queue's nodes, if given.
+        queue: Option<String>,
+    },
+    /// Enable, disable, start or stop a queue. Admin only.
+    QueueControl {
+        /// The queue.
+        queue: String,
+        /// What to do.
+        action: QueueAction,
+    },
+    /// Move nodes to a queue (from whichever started queues own them). Admin only.
+    MoveNodes {
+        /// Node names.
+        nodes: Vec<String>,
+        /// Receiving queue.
+        to: String,
+    },
+}
+
+/// A queue change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum QueueAction {
+    /// Accept submissions.
+    Enable,
+    /// Refuse new submissions; queued jobs stay.
+    Disable,
+    /// Schedule. With `take`, move the nodes its definition shares with started queues to
+    /// it; without, refuse if it overlaps a started queue.
+    Start {
+        /// Take shared nodes from started queues.
+        take: bool,
+    },
+    /// Stop scheduling; running jobs are untouched, and nodes taken with `take` go back.
+    Stop,
+}
+
+/// The coordinator's answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Response {
+    /// Answer to [`Request::Routes`].
+    Routes(RouteTable),
+    /// Answer to [`Request::Jobs`].
+    Jobs(JobList),
+    /// Answer to [`Request::Queues`].
+    Queues(Vec<QueueStatus>),
+    /// Answer to [`Request::Resources`].
+    Resources(Vec<NodeStatus>),
+    /// An admin change was accepted (and journaled); a move started if it has an id.
+    Done {
+        /// The move that carries the change out, if it needs one.
+        move_id: Option<MoveId>,
+    },
+}
+
+impl Rpc for Request {
+    type Response = Response;
+
+    fn kind(&self) -> &'static str {
+        match self {
+            Request::Routes => "client_coord.routes",
+            Request::Jobs(_) => "client_coord.jobs",
+            Request::Queues => "client_coord.queues",
+            Request::Resources { .. } => "client_coord.resources",
+            Request::QueueControl { .. } => "client_coord.queue_control",
+            Request::MoveNodes { .. } => "client_coord.move_nodes",
+        }
+    }
+
+    fn op(&self) -> Op {
+        match self {
+            Request::Routes | Request::Jobs(_) | Request::Queues | Request::Resources { .. } => {
+                Op::ReadStatus
+            }
+            Request::QueueControl { .. } => Op::AdminQueues,
+            Request::MoveNodes { .. } => Op::AdminNodes,
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! Coordinator → shard: move commands and status fan-out.
+//!
+//! These travel on the connection the shard opened to register (the coordinator opens the
+//! streams), so the coordinator never dials shards. Every move message carries
+//! (move id, node, generation) and is idempotent: the coordinator re-sends after any crash,
+//! and a shard answers a repeat the way it answered the first. A shard ignores a node whose
+//! generation is older than one it has seen, and says so in `stale`.
+//!
+//! The move, step by step (docs/ARCHITECTURE.md, "The move protocol"):
+//! 1. donor ← [`Release`]: node outgoing at once; reply says which nodes are free now and
+//!    when the others are expected free; later frees come as
+//!    [`shard_coord::Request::Released`](super::shard_coord::Request::Released);
+//! 2. recipient ← [`Incoming`]: reservable from the expected free time, not allocatable;
+//! 3. recipient ← [`Acquire`] (after the coordinator journaled the release): node up.
+
+use serde::{Deserialize, Serialize};
+
+use super::common::{JobList, JobsQuery, MoveId, NodeGen};
+use crate::identity::Op;
+use crate::rpc::Rpc;
+
+/// A command from the coordinator to a shard.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    /// Donor: stop allocating on these nodes and give them up as their jobs end.
+    Release(Release),
+    /// Recipient: these nodes are coming, expect them free at the given times.
+    Incoming(Incoming),
+    /// Recipient: these nodes are yours now; bring them up.
+    Acquire(Acquire),
+    /// Enable/disable submissions, start/stop scheduling.
+    SetQueueState {
+        /// Accept submissions.
+        enabled: bool,
+        /// Schedule.
+        started: bool,
+    },
+    /// The shard's jobs, for a cluster-wide `jobs` list.
+    Jobs(JobsQuery),
+}
+
+/// Release nodes for a move.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Release {
+    /// The move.
+    pub move_id: MoveId,
+    /// The nodes, each with its new generation.
+    pub nodes: Vec<NodeGen>,
+}
+
+/// Announce incoming nodes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Incoming {
+    /// The move.
+    pub move_id: MoveId,
+    /// The nodes.
+    pub nodes: Vec<IncomingNode>,
+}
+
+/// One incoming node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IncomingNode {
+    /// Node and new generation.
+    pub node: NodeGen,
+    /// When the donor expects it free, milliseconds since the Unix epoch (`None`: unknown,
+    /// do not reserve it).
+    pub expected_free_ms: Option<u64>,
+}
+
+/// Hand nodes over.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Acquire {
+    /// The move.
+    pub move_id: MoveId,
+    /// The nodes, with the move's generation.
+    pub nodes: Vec<NodeGen>,
+}
+
+/// The shard's answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Response {
+    /// Answer to [`Request::Release`]: each node's state, plus nodes ignored as stale.
+    Releasing {
+        /// One entry per non-stale node.
+        nodes: Vec<ReleaseState>,
+        /// Nodes whose generation was older than one the shard has seen.
+        stale: Vec<StaleNode>,
+    },
+    /// Done (journaled); nodes ignored as stale are listed.
+    Ack {
+        /// Nodes whose generation was older than one the shard has seen.
+        stale: Vec<StaleNode>,
+    },
+    /// Answer to [`Request::Jobs`].
+    Jobs(JobList),
+}
+
+/// A node's release state in the donor.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReleaseState {
+    /// Node and generation.
+    pub node: NodeGen,
+    /// When it is free.
+    pub free: FreeAt,
+}
+
+/// When a released node is free.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FreeAt {
+    /// No allocation on it: released now.
+    Now,
+    /// Its last running job is expected to end then (milliseconds since the Unix epoch).
+    Expected(u64),
+}
+
+/// A node a shard ignored because its generation was old.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StaleNode {
+    /// Node and the generation the command carried.
+    pub node: NodeGen,
+    /// The newer generation the shard has seen.
+    pub seen: super::common::Generation,
+}
+
+impl Rpc for Request {
+    type Response = Response;
+
+    fn kind(&self) -> &'static str {
+        match self {
+            Request::Release(_) => "coord_shard.release",
+            Request::Incoming(_) => "coord_shard.incoming",
+            Request::Acquire(_) => "coord_shard.acquire",
+            Request::SetQueueState { .. } => "coord_shard.set_queue_state",
+            Request::Jobs(_) => "coord_shard.jobs",
+        }
+    }
+
+    fn op(&self) -> Op {
+        Op::ShardCommand
+    }
+}

@@ -1,0 +1,175 @@
+//! QUIC endpoint configuration: TLS 1.3 only, mutual certificates, ALPN `shardsched/1`.
+//!
+//! Both directions verify against the cluster CA only (no system roots): the server with
+//! rustls's `WebPkiClientVerifier` (a client certificate is mandatory), the client with the
+//! CA as its single root and the server's DNS name ([`server_name`](crate::identity::server_name)).
+//! The crypto provider is ring. 0-RTT is off, so no request can be replayed.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use rustls::RootCertStore;
+use rustls::crypto::CryptoProvider;
+use rustls::server::WebPkiClientVerifier;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+use crate::ALPN;
+use crate::error::{Error, IdentityError, TlsError};
+use crate::identity::{Peer, peer_of_certificate};
+use crate::limits::{IDLE_TIMEOUT, KEEP_ALIVE_INTERVAL, STREAMS_CONCURRENT_MAX};
+
+/// What one process needs to speak the wire: the cluster CA, its certificate, its key.
+#[derive(Debug)]
+pub struct Credentials {
+    ca: CertificateDer<'static>,
+    cert: CertificateDer<'static>,
+    key: PrivateKeyDer<'static>,
+}
+
+impl Clone for Credentials {
+    fn clone(&self) -> Self {
+        Credentials {
+            ca: self.ca.clone(),
+            cert: self.cert.clone(),
+            key: self.key.clone_key(),
+        }
+    }
+}
+
+impl Credentials {
+    /// Credentials from PEM text: the CA certificate, this process's certificate, its key.
+    pub fn from_pem(ca_pem: &str, cert_pem: &str, key_pem: &str) -> Result<Self, TlsError> {
+        let pem = |what: &'static str| {
+            move |e: rustls_pki_types::pem::Error| TlsError::Pem {
+                what,
+                detail: e.to_string(),
+            }
+        };
+        Ok(Credentials {
+            ca: CertificateDer::from_pem_slice(ca_pem.as_bytes()).map_err(pem("CA certificate"))?,
+            cert: CertificateDer::from_pem_slice(cert_pem.as_bytes())
+                .map_err(pem("certificate"))?,
+            key: PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(pem("private key"))?,
+        })
+    }
+
+    /// Credentials from three PEM files.
+    pub fn load(ca_path: &Path, cert_path: &Path, key_path: &Path) -> Result<Self, TlsError> {
+        let read = |path: &Path| {
+            std::fs::read_to_string(path).map_err(|source| TlsError::Io {
+                path: path.to_owned(),
+                source,
+            })
+        };
+        Credentials::from_pem(&read(ca_path)?, &read(cert_path)?, &read(key_path)?)
+    }
+
+    /// The identity in this process's own certificate.
+    pub fn identity(&self) -> Result<Peer, IdentityError> {
+        peer_of_certificate(&self.cert)
+    }
+
+    fn roots(&self) -> Result<Arc<RootCertStore>, TlsError> {
+        let mut roots = RootCertStore::empty();
+        roots
+            .add(self.ca.clone())
+            .map_err(|e| TlsError::Config(format!("CA certificate: {e}")))?;
+        Ok(Arc::new(roots))
+    }
+}
+
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn config_error(e: impl std::fmt::Display) -> TlsError {
+    TlsError::Config(e.to_string())
+}
+
+/// The QUIC transport settings shared by both ends: idle timeout, keep-alive, stream limits.
+pub fn transport_config() -> quinn::TransportConfig {
+    let mut transport = quinn::TransportConfig::default();
+    transport
+        .max_concurrent_bidi_streams(quinn::VarInt::from_u32(STREAMS_CONCURRENT_MAX))
+        .max_concurrent_uni_streams(quinn::VarInt::from_u32(0))
+        .keep_alive_interval(Some(KEEP_ALIVE_INTERVAL));
+    // IDLE_TIMEOUT is 60 s, far inside QUIC's varint range, so the conversion cannot fail.
+    if let Ok(idle) = quinn::IdleTimeout::try_from(IDLE_TIMEOUT) {
+        transport.max_idle_timeout(Some(idle));
+    }
+    transport
+}
+
+/// The rustls server configuration: TLS 1.3, client certificate required and verified
+/// against the CA, ALPN `shardsched/1`.
+pub fn rustls_server_config(creds: &Credentials) -> Result<rustls::ServerConfig, TlsError> {
+    let verifier = WebPkiClientVerifier::builder_with_provider(creds.roots()?, provider())
+        .build()
+        .map_err(config_error)?;
+    let mut config = rustls::ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(config_error)?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(vec![creds.cert.clone()], creds.key.clone_key())
+        .map_err(config_error)?;
+    config.alpn_protocols = vec![ALPN.to_vec()];
+    Ok(config)
+}
+
+/// The rustls client configuration: TLS 1.3, the CA as the only root, our certificate as
+/// the client certificate, ALPN `shardsched/1`.
+pub fn rustls_client_config(creds: &Credentials) -> Result<rustls::ClientConfig, TlsError> {
+    let mut config = rustls::ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(config_error)?
+        .with_root_certificates(creds.roots()?)
+        .with_client_auth_cert(vec![creds.cert.clone()], creds.key.clone_key())
+        .map_err(config_error)?;
+    config.alpn_protocols = vec![ALPN.to_vec()];
+    Ok(config)
+}
+
+/// A quinn server configuration from a rustls one (with [`transport_config`]).
+pub fn quic_server_config(tls: rustls::ServerConfig) -> Result<quinn::ServerConfig, TlsError> {
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls).map_err(config_error)?;
+    let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    config.transport_config(Arc::new(transport_config()));
+    Ok(config)
+}
+
+/// A quinn client configuration from a rustls one (with [`transport_config`]).
+pub fn quic_client_config(tls: rustls::ClientConfig) -> Result<quinn::ClientConfig, TlsError> {
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).map_err(config_error)?;
+    let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+    config.transport_config(Arc::new(transport_config()));
+    Ok(config)
+}
+
+/// The quinn server configuration for `creds`.
+pub fn server_config(creds: &Credentials) -> Result<quinn::ServerConfig, TlsError> {
+    quic_server_config(rustls_server_config(creds)?)
+}
+
+/// The quinn client configuration for `creds`.
+pub fn client_config(creds: &Credentials) -> Result<quinn::ClientConfig, TlsError> {
+    quic_client_config(rustls_client_config(creds)?)
+}
+
+/// An endpoint listening on `listen` that can also connect out with the same certificate
+/// (a shard serves clients and connects to the coordinator). Needs a tokio runtime.
+pub fn server_endpoint(creds: &Credentials, listen: SocketAddr) -> Result<quinn::Endpoint, Error> {
+    let mut endpoint = quinn::Endpoint::server(server_config(creds)?, listen)
+        .map_err(|e| Error::Endpoint(format!("cannot listen on {listen}: {e}")))?;
+    endpoint.set_default_client_config(client_config(creds)?);
+    Ok(endpoint)
+}
+
+/// An endpoint that only connects out, bound to `bind` (use port 0). Needs a tokio runtime.
+pub fn client_endpoint(creds: &Credentials, bind: SocketAddr) -> Result<quinn::Endpoint, Error> {
+    let mut endpoint = quinn::Endpoint::client(bind)
+        .map_err(|e| Error::Endpoint(format!("cannot bind {bind}: {e}")))?;
+    endpoint.set_default_client_config(client_config(creds)?);
+    Ok(endpoint)
+}

@@ -1,0 +1,452 @@
+//! proptest strategies for every wire message (no proptest-derive: written out by hand).
+
+#![allow(dead_code)]
+
+use proptest::collection::vec;
+use proptest::option;
+use proptest::prelude::*;
+use shardsched_proto::fluid::Fluid;
+use shardsched_proto::msg::client_shard::{CancelOutcome, CancelResult, IdempotencyKey, Submit};
+use shardsched_proto::msg::coord_shard::{
+    Acquire, FreeAt, Incoming, IncomingNode, Release, ReleaseState, StaleNode,
+};
+use shardsched_proto::msg::hello::{Hello, HelloReply};
+use shardsched_proto::msg::shard_coord::{Assignment, HeldNode, Register, Released, ShardStatus};
+use shardsched_proto::msg::*;
+use shardsched_proto::rpc::Reply;
+use shardsched_proto::{Peer, Role};
+
+pub fn text() -> impl Strategy<Value = String> {
+    "\\PC{0,12}"
+}
+
+pub fn name() -> impl Strategy<Value = String> {
+    "[a-z][a-z0-9_-]{0,10}"
+}
+
+pub fn role() -> impl Strategy<Value = Role> {
+    prop::sample::select(Role::ALL.to_vec())
+}
+
+pub fn peer() -> impl Strategy<Value = Peer> {
+    (role(), name()).prop_map(|(role, name)| Peer { role, name })
+}
+
+pub fn fluid() -> impl Strategy<Value = Fluid> {
+    any::<u64>().prop_map(Fluid)
+}
+
+pub fn node_gen() -> impl Strategy<Value = NodeGen> {
+    (name(), any::<u64>()).prop_map(|(node, g)| NodeGen {
+        node,
+        generation: Generation(g),
+    })
+}
+
+pub fn job_state() -> impl Strategy<Value = JobState> {
+    prop::sample::select(vec![
+        JobState::Pending,
+        JobState::Running,
+        JobState::Completed,
+        JobState::Failed,
+        JobState::Cancelled,
+    ])
+}
+
+pub fn node_state() -> impl Strategy<Value = NodeState> {
+    prop::sample::select(vec![
+        NodeState::Up,
+        NodeState::Down,
+        NodeState::Drained,
+        NodeState::Outgoing,
+        NodeState::Incoming,
+        NodeState::NotOwned,
+    ])
+}
+
+pub fn summary() -> impl Strategy<Value = JobSummary> {
+    (
+        (fluid(), name(), name(), text(), job_state(), any::<u32>()),
+        (
+            vec(name(), 0..4),
+            any::<u64>(),
+            option::of(any::<u64>()),
+            option::of(any::<u64>()),
+            any::<u64>(),
+            text(),
+        ),
+    )
+        .prop_map(
+            |(
+                (id, queue, owner, name, state, priority),
+                (nodes, submit_ms, start_ms, end_ms, duration_ms, reason),
+            )| {
+                JobSummary {
+                    id,
+                    queue,
+                    owner,
+                    name,
+                    state,
+                    priority,
+                    nodes,
+                    submit_ms,
+                    start_ms,
+                    end_ms,
+                    duration_ms,
+                    reason,
+                }
+            },
+        )
+}
+
+pub fn job_list() -> impl Strategy<Value = JobList> {
+    (vec(summary(), 0..3), any::<bool>()).prop_map(|(jobs, truncated)| JobList { jobs, truncated })
+}
+
+pub fn query() -> impl Strategy<Value = JobsQuery> {
+    let user = prop_oneof![
+        Just(UserFilter::Mine),
+        Just(UserFilter::All),
+        name().prop_map(UserFilter::Named)
+    ];
+    (option::of(name()), user, any::<bool>(), any::<u32>()).prop_map(
+        |(queue, user, include_inactive, limit)| JobsQuery {
+            queue,
+            user,
+            include_inactive,
+            limit,
+        },
+    )
+}
+
+pub fn refusal() -> impl Strategy<Value = Refusal> {
+    let code = prop::sample::select(vec![
+        RefusalCode::Forbidden,
+        RefusalCode::NotFound,
+        RefusalCode::Invalid,
+        RefusalCode::Denied,
+        RefusalCode::Unavailable,
+        RefusalCode::Stale,
+        RefusalCode::Internal,
+    ]);
+    (code, text()).prop_map(|(code, message)| Refusal { code, message })
+}
+
+pub fn node_status() -> impl Strategy<Value = NodeStatus> {
+    (
+        name(),
+        option::of(name()),
+        node_state(),
+        any::<u64>(),
+        any::<u32>(),
+    )
+        .prop_map(|(name, queue, state, g, jobs_running)| NodeStatus {
+            name,
+            queue,
+            state,
+            generation: Generation(g),
+            jobs_running,
+        })
+}
+
+pub fn queue_status() -> impl Strategy<Value = QueueStatus> {
+    (
+        (name(), any::<bool>(), any::<bool>(), name(), name()),
+        vec(any::<u32>(), 5),
+    )
+        .prop_map(
+            |((name, enabled, started, queue_policy, match_policy), n)| QueueStatus {
+                name,
+                enabled,
+                started,
+                queue_policy,
+                match_policy,
+                nodes_defined: n[0],
+                nodes_owned: n[1],
+                nodes_up: n[2],
+                jobs_pending: n[3],
+                jobs_running: n[4],
+            },
+        )
+}
+
+/// A socket address as the wire carries it: serde drops an IPv6 address's flow info and scope
+/// id, so generated addresses have none.
+pub fn address() -> impl Strategy<Value = std::net::SocketAddr> {
+    any::<std::net::SocketAddr>().prop_map(|a| std::net::SocketAddr::new(a.ip(), a.port()))
+}
+
+pub fn route_table() -> impl Strategy<Value = RouteTable> {
+    let route = (
+        name(),
+        address(),
+        any::<u16>(),
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(|(queue, address, generator_id, enabled, started)| Route {
+            queue,
+            address,
+            generator_id,
+            enabled,
+            started,
+        });
+    (any::<u64>(), option::of(name()), vec(route, 0..3)).prop_map(
+        |(epoch, default_queue, routes)| RouteTable {
+            epoch,
+            default_queue,
+            routes,
+        },
+    )
+}
+
+pub fn queue_config() -> impl Strategy<Value = QueueConfig> {
+    (
+        (name(), name(), name(), any::<u32>(), any::<u32>()),
+        (
+            any::<u64>(),
+            any::<u64>(),
+            vec(name(), 0..3),
+            any::<bool>(),
+            any::<bool>(),
+        ),
+    )
+        .prop_map(
+            |(
+                (name, queue_policy, match_policy, queue_depth, reservation_depth),
+                (default_duration_ms, max_duration_ms, definition, enabled, started),
+            )| {
+                QueueConfig {
+                    name,
+                    queue_policy,
+                    match_policy,
+                    queue_depth,
+                    reservation_depth,
+                    default_duration_ms,
+                    max_duration_ms,
+                    definition,
+                    enabled,
+                    started,
+                }
+            },
+        )
+}
+
+pub fn incoming_node() -> impl Strategy<Value = IncomingNode> {
+    (node_gen(), option::of(any::<u64>())).prop_map(|(node, expected_free_ms)| IncomingNode {
+        node,
+        expected_free_ms,
+    })
+}
+
+pub fn stale() -> impl Strategy<Value = StaleNode> {
+    (node_gen(), any::<u64>()).prop_map(|(node, g)| StaleNode {
+        node,
+        seen: Generation(g),
+    })
+}
+
+pub fn client_shard_request() -> impl Strategy<Value = client_shard::Request> {
+    prop_oneof![
+        (any::<[u8; 16]>(), text(), option::of(any::<u32>())).prop_map(
+            |(key, jobspec_json, priority)| {
+                client_shard::Request::Submit(Submit {
+                    idempotency_key: IdempotencyKey(key),
+                    jobspec_json,
+                    priority,
+                })
+            }
+        ),
+        query().prop_map(client_shard::Request::Jobs),
+        fluid().prop_map(|id| client_shard::Request::JobInfo { id }),
+        vec(fluid(), 0..5).prop_map(|ids| client_shard::Request::Cancel { ids }),
+    ]
+}
+
+pub fn client_shard_reply() -> impl Strategy<Value = Reply<client_shard::Response>> {
+    let result = prop::sample::select(vec![
+        CancelResult::Cancelled,
+        CancelResult::AlreadyInactive,
+        CancelResult::NotFound,
+        CancelResult::Forbidden,
+    ]);
+    let event = (any::<u64>(), name(), text()).prop_map(|(time_ms, name, context_json)| JobEvent {
+        time_ms,
+        name,
+        context_json,
+    });
+    let response = prop_oneof![
+        (fluid(), any::<bool>())
+            .prop_map(|(id, duplicate)| client_shard::Response::Submitted { id, duplicate }),
+        job_list().prop_map(client_shard::Response::Jobs),
+        (summary(), text(), option::of(text()), vec(event, 0..3)).prop_map(
+            |(summary, jobspec_json, r_json, events)| {
+                client_shard::Response::JobInfo(Box::new(JobInfo {
+                    summary,
+                    jobspec_json,
+                    r_json,
+                    events,
+                }))
+            }
+        ),
+        vec(
+            (fluid(), result).prop_map(|(id, result)| CancelOutcome { id, result }),
+            0..3
+        )
+        .prop_map(client_shard::Response::Cancelled),
+    ];
+    prop_oneof![response.prop_map(Ok), refusal().prop_map(Err)]
+}
+
+pub fn client_coord_request() -> impl Strategy<Value = client_coord::Request> {
+    use client_coord::QueueAction;
+    let action = prop_oneof![
+        Just(QueueAction::Enable),
+        Just(QueueAction::Disable),
+        any::<bool>().prop_map(|take| QueueAction::Start { take }),
+        Just(QueueAction::Stop),
+    ];
+    prop_oneof![
+        Just(client_coord::Request::Routes),
+        query().prop_map(client_coord::Request::Jobs),
+        Just(client_coord::Request::Queues),
+        option::of(name()).prop_map(|queue| client_coord::Request::Resources { queue }),
+        (name(), action)
+            .prop_map(|(queue, action)| client_coord::Request::QueueControl { queue, action }),
+        (vec(name(), 0..4), name())
+            .prop_map(|(nodes, to)| client_coord::Request::MoveNodes { nodes, to }),
+    ]
+}
+
+pub fn client_coord_reply() -> impl Strategy<Value = Reply<client_coord::Response>> {
+    let response = prop_oneof![
+        route_table().prop_map(client_coord::Response::Routes),
+        job_list().prop_map(client_coord::Response::Jobs),
+        vec(queue_status(), 0..3).prop_map(client_coord::Response::Queues),
+        vec(node_status(), 0..3).prop_map(client_coord::Response::Resources),
+        option::of(any::<u64>()).prop_map(|m| client_coord::Response::Done {
+            move_id: m.map(MoveId)
+        }),
+    ];
+    prop_oneof![response.prop_map(Ok), refusal().prop_map(Err)]
+}
+
+pub fn shard_coord_request() -> impl Strategy<Value = shard_coord::Request> {
+    let held =
+        (node_gen(), any::<bool>()).prop_map(|(node, allocated)| HeldNode { node, allocated });
+    prop_oneof![
+        (name(), address(), vec(held, 0..3), option::of(fluid())).prop_map(
+            |(queue, listen, held, last_job_id)| shard_coord::Request::Register(Register {
+                queue,
+                listen,
+                held,
+                last_job_id
+            })
+        ),
+        (any::<u64>(), queue_status(), vec(node_status(), 0..3)).prop_map(
+            |(time_ms, queue, nodes)| {
+                shard_coord::Request::Status(ShardStatus {
+                    time_ms,
+                    queue,
+                    nodes,
+                })
+            }
+        ),
+        (any::<u64>(), vec(node_gen(), 0..3)).prop_map(
+            |(m, nodes)| shard_coord::Request::Released(Released {
+                move_id: MoveId(m),
+                nodes
+            })
+        ),
+    ]
+}
+
+pub fn shard_coord_reply() -> impl Strategy<Value = Reply<shard_coord::Response>> {
+    let format = prop::sample::select(vec![
+        ClusterFormat::Grug,
+        ClusterFormat::Jgf,
+        ClusterFormat::Rv1exec,
+        ClusterFormat::Spec,
+    ]);
+    let assignment = (
+        any::<u16>(),
+        format,
+        text(),
+        queue_config(),
+        vec(node_gen(), 0..3),
+        vec((any::<u64>().prop_map(MoveId), incoming_node()), 0..2),
+    )
+        .prop_map(
+            |(generator_id, format, text, queue, owned, incoming)| Assignment {
+                generator_id,
+                cluster: ClusterDescription { format, text },
+                queue,
+                owned,
+                incoming,
+            },
+        );
+    let response = prop_oneof![
+        assignment.prop_map(|a| shard_coord::Response::Registered(Box::new(a))),
+        Just(shard_coord::Response::Ack),
+    ];
+    prop_oneof![response.prop_map(Ok), refusal().prop_map(Err)]
+}
+
+pub fn coord_shard_request() -> impl Strategy<Value = coord_shard::Request> {
+    prop_oneof![
+        (any::<u64>(), vec(node_gen(), 0..3)).prop_map(|(m, nodes)| coord_shard::Request::Release(
+            Release {
+                move_id: MoveId(m),
+                nodes
+            }
+        )),
+        (any::<u64>(), vec(incoming_node(), 0..3)).prop_map(|(m, nodes)| {
+            coord_shard::Request::Incoming(Incoming {
+                move_id: MoveId(m),
+                nodes,
+            })
+        }),
+        (any::<u64>(), vec(node_gen(), 0..3)).prop_map(|(m, nodes)| coord_shard::Request::Acquire(
+            Acquire {
+                move_id: MoveId(m),
+                nodes
+            }
+        )),
+        (any::<bool>(), any::<bool>()).prop_map(|(enabled, started)| {
+            coord_shard::Request::SetQueueState { enabled, started }
+        }),
+        query().prop_map(coord_shard::Request::Jobs),
+    ]
+}
+
+pub fn coord_shard_reply() -> impl Strategy<Value = Reply<coord_shard::Response>> {
+    let free = prop_oneof![Just(FreeAt::Now), any::<u64>().prop_map(FreeAt::Expected)];
+    let state = (node_gen(), free).prop_map(|(node, free)| ReleaseState { node, free });
+    let response = prop_oneof![
+        (vec(state, 0..3), vec(stale(), 0..2))
+            .prop_map(|(nodes, stale)| coord_shard::Response::Releasing { nodes, stale }),
+        vec(stale(), 0..2).prop_map(|stale| coord_shard::Response::Ack { stale }),
+        job_list().prop_map(coord_shard::Response::Jobs),
+    ];
+    prop_oneof![response.prop_map(Ok), refusal().prop_map(Err)]
+}
+
+pub fn hello() -> impl Strategy<Value = (Hello, HelloReply)> {
+    let reply = prop_oneof![
+        (any::<u32>(), text(), peer()).prop_map(|(protocol_version, software, you)| {
+            HelloReply::Welcome {
+                protocol_version,
+                software,
+                you,
+            }
+        }),
+        (any::<u32>(), any::<u32>()).prop_map(|(min, max)| HelloReply::Unsupported { min, max }),
+    ];
+    (
+        (any::<u32>(), text()).prop_map(|(protocol_version, software)| Hello {
+            protocol_version,
+            software,
+        }),
+        reply,
+    )
+}
