@@ -33,6 +33,7 @@
 //! assert_eq!(g.path(node), "/c0/node0");
 //! ```
 
+pub mod allowlist;
 pub mod error;
 pub mod graph;
 pub mod grug;
@@ -47,6 +48,7 @@ pub mod spec;
 #[cfg(test)]
 mod testdata;
 
+pub use allowlist::{SCHEDULER_TYPES, keep_types};
 pub use error::{GRAPH_VERTICES_MAX, Location, ReadError};
 pub use graph::{
     CONTAINMENT, GraphBuilder, GraphError, ResourceGraph, Status, VertexId, VertexSpec,
