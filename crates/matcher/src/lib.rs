@@ -206,18 +206,9 @@ impl Matcher {
     /// allocations and status.
     fn graph_has_candidates(&self, req: &Request, now: i64) -> bool {
         let dur = Self::duration_at(req, now);
-        traverse::Traversal::new(
-            &self.graph,
-            &self.state,
-            req,
-            &self.order,
-            self.policy,
-            now,
-            dur,
-            true,
-        )
-        .ignoring_status()
-        .top_has_candidates()
+        self.traversal(req, now, dur, true)
+            .ignoring_status()
+            .top_has_candidates()
     }
 
     fn duration_at(req: &Request, at: i64) -> u64 {
