@@ -1,0 +1,307 @@
+//! The coordinator's pure core: the queue table, node ownership (intent), the shard registry
+//! (observation) and the views built from them. No tokio, no sockets, no clock.
+//!
+//! The driver owns one [`Core`] behind a lock and calls it for every event:
+//!
+//! | event | method | what comes back |
+//! |---|---|---|
+//! | a shard registers | [`Core::register`] | its [`Assignment`](shardsched_proto::msg::shard_coord::Assignment), or a refusal, or "another connection holds the queue" (the driver probes it) |
+//! | a shard reports | [`Core::status`] | stored as observation |
+//! | a shard's connection ends | [`Core::disconnected`] | its queue goes offline |
+//! | an admin changes a queue | [`Core::queue_control`] | the command for the queue's shard, if any |
+//! | a client reads | [`Core::routes`], [`Core::queue_list`], [`Core::resources`], [`Core::jobs_plan`] | the answer, or the shards to ask |
+//!
+//! Every change a client could see bumps [`Core::epoch`]; the driver then republishes
+//! [`Core::routes`].
+
+#[cfg(test)]
+mod props;
+mod registry;
+#[cfg(test)]
+mod tests;
+mod views;
+
+use std::collections::HashMap;
+
+use shardsched_proto::msg::client_coord::QueueAction;
+use shardsched_proto::msg::{Generation, Refusal, RefusalCode};
+use shardsched_resource::encode_hostlist;
+
+use crate::config::{self, Config};
+use crate::ownership::{self, Durable, DurableError};
+
+pub use registry::{RegisterError, ShardLink};
+pub use views::{JobsPlan, merge_jobs};
+
+/// Identifies one QUIC connection (quinn's `stable_id`), so that the core can tell a shard's
+/// current connection from an older one without holding the connection itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnId(pub u64);
+
+/// The coordinator's state.
+#[derive(Debug)]
+pub struct Core {
+    config: Config,
+    /// Per queue (same index as `config.queues`): run-time flags and generator id.
+    queues: Vec<QueueState>,
+    /// Intent: owner per node (queue index), by node index.
+    owner: Vec<Option<usize>>,
+    /// Intent: generation per node.
+    generation: Vec<Generation>,
+    /// Node name → node index.
+    node_index: HashMap<String, usize>,
+    /// Observation: the registered shard of each queue, if connected.
+    shards: Vec<Option<ShardLink>>,
+    epoch: u64,
+}
+
+/// A queue's run-time state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct QueueState {
+    enabled: bool,
+    started: bool,
+    generator_id: u16,
+}
+
+/// What an admin's queue change needs the driver to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Control {
+    /// Whether anything changed (a repeat of the current state changes nothing).
+    pub changed: bool,
+    /// The queue's shard to tell (`SetQueueState`), if one is connected and something changed.
+    pub notify: Option<QueueCommand>,
+}
+
+/// `SetQueueState` for one shard.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueCommand {
+    /// The queue.
+    pub queue: String,
+    /// Its shard's connection.
+    pub conn: ConnId,
+    /// Accept submissions.
+    pub enabled: bool,
+    /// Schedule.
+    pub started: bool,
+}
+
+/// The core could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum CoreError {
+    /// The configuration breaks an invariant (only for configurations built in code; files
+    /// are checked by [`Config::parse`]).
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// The durable state could not be combined with the configuration.
+    #[error(transparent)]
+    Durable(#[from] DurableError),
+}
+
+impl Core {
+    /// Builds the core from a configuration and the durable state of the previous run
+    /// ([`Durable::default`] on first start). `epoch` is the routing table's first epoch; the
+    /// driver passes the wall clock in milliseconds so that epochs keep growing across
+    /// restarts. Returns the durable state to write before serving.
+    pub fn new(
+        config: Config,
+        previous: &Durable,
+        epoch: u64,
+    ) -> Result<(Core, Durable), CoreError> {
+        config::check(&config).map_err(CoreError::Config)?;
+        let owners = ownership::assign_owners(&config);
+        let (own, durable) = ownership::reconcile(&config, owners, previous)?;
+        let queues = config
+            .queues
+            .iter()
+            .zip(&own.generator)
+            .map(|(q, &generator_id)| QueueState {
+                enabled: q.enabled,
+                started: q.started,
+                generator_id,
+            })
+            .collect();
+        let node_index = config
+            .cluster
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.clone(), i))
+            .collect();
+        let shards = vec![None; config.queues.len()];
+        let core = Core {
+            config,
+            queues,
+            owner: own.owner,
+            generation: own.generation,
+            node_index,
+            shards,
+            epoch,
+        };
+        Ok((core, durable))
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The routing table's epoch: bumped by every change a client could see.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The owning queue of a node (intent), by name.
+    pub fn owner_of(&self, node: &str) -> Option<&str> {
+        let &n = self.node_index.get(node)?;
+        let qi = (*self.owner.get(n)?)?;
+        Some(self.config.queues.get(qi)?.name.as_str())
+    }
+
+    /// A node's generation (intent), by name.
+    pub fn generation_of(&self, node: &str) -> Option<Generation> {
+        self.node_index
+            .get(node)
+            .and_then(|&n| self.generation.get(n).copied())
+    }
+
+    /// The names of the nodes `queue` owns, in cluster order.
+    pub fn owned_by(&self, queue: &str) -> Vec<String> {
+        let Some(qi) = self.queue_index(queue) else {
+            return Vec::new();
+        };
+        self.owned_indices(qi)
+            .map(|n| self.config.cluster.nodes[n].name.clone())
+            .collect()
+    }
+
+    /// A queue's generator id.
+    pub fn generator_id(&self, queue: &str) -> Option<u16> {
+        self.queue_index(queue)
+            .map(|qi| self.queues[qi].generator_id)
+    }
+
+    /// A queue's run-time flags `(enabled, started)` (intent).
+    pub fn queue_flags(&self, queue: &str) -> Option<(bool, bool)> {
+        self.queue_index(queue)
+            .map(|qi| (self.queues[qi].enabled, self.queues[qi].started))
+    }
+
+    /// Enables, disables, starts or stops a queue (an admin's request; the driver checked
+    /// the role). Starting is refused when the queue's definition shares nodes with another
+    /// started queue, since taking them needs node moves.
+    pub fn queue_control(&mut self, queue: &str, action: QueueAction) -> Result<Control, Refusal> {
+        let qi = self
+            .queue_index(queue)
+            .ok_or_else(|| self.no_such_queue(queue))?;
+        let before = self.queues[qi].clone();
+        match action {
+            QueueAction::Enable => self.queues[qi].enabled = true,
+            QueueAction::Disable => self.queues[qi].enabled = false,
+            QueueAction::Stop => self.queues[qi].started = false,
+            QueueAction::Start { take } => {
+                if !before.started {
+                    self.check_start(qi, take)?;
+                }
+                self.queues[qi].started = true;
+            }
+        }
+        let after = &self.queues[qi];
+        let changed = *after != before;
+        let notify = match (&self.shards[qi], changed) {
+            (Some(link), true) => Some(QueueCommand {
+                queue: queue.to_owned(),
+                conn: link.conn,
+                enabled: after.enabled,
+                started: after.started,
+            }),
+            _ => None,
+        };
+        if changed {
+            self.bump();
+        }
+        Ok(Control { changed, notify })
+    }
+
+    /// Moves nodes between queues: refused until node moves land, after checking the names.
+    pub fn move_nodes(&self, nodes: &[String], to: &str) -> Result<Control, Refusal> {
+        self.queue_index(to).ok_or_else(|| self.no_such_queue(to))?;
+        let unknown: Vec<&str> = nodes
+            .iter()
+            .filter(|n| !self.node_index.contains_key(n.as_str()))
+            .map(String::as_str)
+            .collect();
+        if !unknown.is_empty() {
+            return Err(Refusal::new(
+                RefusalCode::NotFound,
+                format!("no such node in the cluster: {}", encode_hostlist(&unknown)),
+            ));
+        }
+        Err(not_implemented("moving nodes between queues"))
+    }
+
+    fn check_start(&self, qi: usize, take: bool) -> Result<(), Refusal> {
+        let q = &self.config.queues[qi];
+        let mut shared: Vec<(&str, Vec<&str>)> = Vec::new();
+        for &n in &q.definition {
+            let Some(other) = self.owner[n].filter(|&o| o != qi && self.queues[o].started) else {
+                continue;
+            };
+            let other = self.config.queues[other].name.as_str();
+            let node = self.config.cluster.nodes[n].name.as_str();
+            match shared.iter_mut().find(|(name, _)| *name == other) {
+                Some((_, nodes)) => nodes.push(node),
+                None => shared.push((other, vec![node])),
+            }
+        }
+        if shared.is_empty() {
+            return Ok(());
+        }
+        if take {
+            return Err(not_implemented("queue start --take (it moves nodes)"));
+        }
+        let detail: Vec<String> = shared
+            .iter()
+            .map(|(other, nodes)| format!("{other} owns {}", encode_hostlist(nodes)))
+            .collect();
+        Err(Refusal::new(
+            RefusalCode::Unavailable,
+            format!(
+                "queue {} shares nodes with started queues ({}); started queues cannot own the same node: \
+                 stop them first, or use start --take to move the nodes",
+                q.name,
+                detail.join("; ")
+            ),
+        ))
+    }
+
+    fn queue_index(&self, queue: &str) -> Option<usize> {
+        self.config.queues.iter().position(|q| q.name == queue)
+    }
+
+    fn owned_indices(&self, qi: usize) -> impl Iterator<Item = usize> + '_ {
+        self.owner
+            .iter()
+            .enumerate()
+            .filter(move |(_, o)| **o == Some(qi))
+            .map(|(n, _)| n)
+    }
+
+    fn no_such_queue(&self, queue: &str) -> Refusal {
+        let known: Vec<&str> = self.config.queues.iter().map(|q| q.name.as_str()).collect();
+        Refusal::new(
+            RefusalCode::NotFound,
+            format!("no queue named {queue:?} (queues: {})", known.join(", ")),
+        )
+    }
+
+    fn bump(&mut self) {
+        self.epoch = self.epoch.saturating_add(1);
+    }
+}
+
+fn not_implemented(what: &str) -> Refusal {
+    Refusal::new(
+        RefusalCode::Unavailable,
+        format!("{what}: not implemented until node moves land"),
+    )
+}

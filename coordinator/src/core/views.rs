@@ -1,0 +1,196 @@
+//! What clients read: the routing table, `queue list`, `resource list`, and `jobs` (planned
+//! here, asked of the shards by the driver, merged here).
+//!
+//! Intent and observation meet only in these views, and each field says which it is:
+//! owners, generations and enabled come from intent; node states, counters and "started"
+//! (scheduling *now*) need a connected shard and come from its last report.
+
+use shardsched_proto::Peer;
+use shardsched_proto::limits::JOBS_PER_RESPONSE_MAX;
+use shardsched_proto::msg::{
+    JobList, JobsQuery, NodeState, NodeStatus, QueueStatus, Refusal, RefusalCode, Route,
+    RouteTable, UserFilter,
+};
+
+use super::{ConnId, Core};
+
+/// How to answer a `jobs` request: which shards to ask, with which query.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobsPlan {
+    /// The query to send each shard: the user filter made explicit (a shard sees the
+    /// coordinator as its peer, so "mine" must become the client's name) and the limit
+    /// bounded.
+    pub query: JobsQuery,
+    /// The shards to ask: queue and connection.
+    pub ask: Vec<(String, ConnId)>,
+    /// Queues whose shard is not connected: the answer cannot be complete.
+    pub offline: Vec<String>,
+    /// Rows to return at most.
+    pub limit: usize,
+}
+
+impl Core {
+    /// The routing table: one route per queue whose shard is registered, by queue name.
+    pub fn routes(&self) -> RouteTable {
+        let routes = self
+            .config
+            .queues
+            .iter()
+            .zip(&self.queues)
+            .zip(&self.shards)
+            .filter_map(|((q, state), link)| {
+                link.as_ref().map(|link| Route {
+                    queue: q.name.clone(),
+                    address: link.address,
+                    generator_id: state.generator_id,
+                    enabled: state.enabled,
+                    started: state.started,
+                })
+            })
+            .collect();
+        RouteTable {
+            epoch: self.epoch,
+            default_queue: Some(self.config.default_queue.clone()),
+            routes,
+        }
+    }
+
+    /// Every queue's status, by name. `started` is true only while the queue is started
+    /// *and* its shard is connected; node and job counters come from the shard's last report
+    /// (zero while it is offline or has not reported).
+    pub fn queue_list(&self) -> Vec<QueueStatus> {
+        self.config
+            .queues
+            .iter()
+            .enumerate()
+            .map(|(qi, q)| {
+                let state = &self.queues[qi];
+                let link = self.shards[qi].as_ref();
+                let report = link.and_then(|l| l.report.as_ref());
+                let owned: Vec<usize> = self.owned_indices(qi).collect();
+                let nodes_up = report.map_or(0, |r| {
+                    owned
+                        .iter()
+                        .filter(|n| r.nodes.get(n).is_some_and(|s| s.state == NodeState::Up))
+                        .count()
+                });
+                QueueStatus {
+                    name: q.name.clone(),
+                    enabled: state.enabled,
+                    started: state.started && link.is_some(),
+                    queue_policy: q.policy.as_str().to_owned(),
+                    match_policy: q.match_policy.as_str().to_owned(),
+                    nodes_defined: count(q.definition.len()),
+                    nodes_owned: count(owned.len()),
+                    nodes_up: count(nodes_up),
+                    jobs_pending: report.map_or(0, |r| r.queue.jobs_pending),
+                    jobs_running: report.map_or(0, |r| r.queue.jobs_running),
+                }
+            })
+            .collect()
+    }
+
+    /// Every node (or `queue`'s owned nodes) in cluster order: owner and generation from
+    /// intent; state from the owner's last report, `down` when its shard is offline or has
+    /// not reported it, `not-owned` for unassigned nodes.
+    pub fn resources(&self, queue: Option<&str>) -> Result<Vec<NodeStatus>, Refusal> {
+        let only = match queue {
+            Some(q) => Some(self.queue_index(q).ok_or_else(|| self.no_such_queue(q))?),
+            None => None,
+        };
+        let rows = self
+            .config
+            .cluster
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(n, _)| only.is_none() || self.owner[*n] == only)
+            .map(|(n, node)| {
+                let owner = self.owner[n];
+                let seen = owner
+                    .and_then(|qi| self.shards[qi].as_ref())
+                    .and_then(|l| l.report.as_ref())
+                    .and_then(|r| r.nodes.get(&n));
+                let state = match (owner, seen) {
+                    (None, _) => NodeState::NotOwned,
+                    (Some(_), Some(s)) => s.state,
+                    (Some(_), None) => NodeState::Down,
+                };
+                NodeStatus {
+                    name: node.name.clone(),
+                    queue: owner.map(|qi| self.config.queues[qi].name.clone()),
+                    state,
+                    generation: self.generation[n],
+                    jobs_running: seen.map_or(0, |s| s.jobs_running),
+                }
+            })
+            .collect();
+        Ok(rows)
+    }
+
+    /// Plans a `jobs` request from `peer`: the shards to ask and the query to send them.
+    /// Asking for one queue whose shard is offline is refused; asking for all queues asks the
+    /// connected ones and lists the others in [`JobsPlan::offline`].
+    pub fn jobs_plan(&self, peer: &Peer, query: &JobsQuery) -> Result<JobsPlan, Refusal> {
+        let limit = match query.limit as usize {
+            0 => JOBS_PER_RESPONSE_MAX,
+            n => n.min(JOBS_PER_RESPONSE_MAX),
+        };
+        let mut sent = query.clone();
+        sent.limit = u32::try_from(limit).unwrap_or(u32::MAX);
+        if sent.user == UserFilter::Mine {
+            sent.user = UserFilter::Named(peer.name.clone());
+        }
+        let mut ask = Vec::new();
+        let mut offline = Vec::new();
+        for (qi, q) in self.config.queues.iter().enumerate() {
+            if query.queue.as_ref().is_some_and(|only| *only != q.name) {
+                continue;
+            }
+            match &self.shards[qi] {
+                Some(link) => ask.push((q.name.clone(), link.conn)),
+                None => offline.push(q.name.clone()),
+            }
+        }
+        if let Some(only) = &query.queue {
+            if ask.is_empty() && offline.is_empty() {
+                return Err(self.no_such_queue(only));
+            }
+            if ask.is_empty() {
+                return Err(Refusal::new(
+                    RefusalCode::Unavailable,
+                    format!("queue {only}'s shard is not connected"),
+                ));
+            }
+        }
+        Ok(JobsPlan {
+            query: sent,
+            ask,
+            offline,
+            limit,
+        })
+    }
+}
+
+/// Merges the shards' answers to a [`JobsPlan`]: newest first (submit time, then id), at most
+/// `plan.limit` rows. `truncated` is set when rows were cut, when a shard cut its own list,
+/// and when a shard could not be asked (`failed`) or is offline — the list is then known to
+/// be incomplete.
+pub fn merge_jobs(plan: &JobsPlan, answers: Vec<JobList>, failed: usize) -> JobList {
+    let mut truncated = failed > 0 || !plan.offline.is_empty();
+    let mut jobs = Vec::with_capacity(answers.iter().map(|a| a.jobs.len()).sum());
+    for answer in answers {
+        truncated |= answer.truncated;
+        jobs.extend(answer.jobs);
+    }
+    jobs.sort_by_key(|j| std::cmp::Reverse((j.submit_ms, j.id)));
+    if jobs.len() > plan.limit {
+        jobs.truncate(plan.limit);
+        truncated = true;
+    }
+    JobList { jobs, truncated }
+}
+
+fn count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}

@@ -1,0 +1,93 @@
+//! The state directory: the CA, the coordinator's certificate, the durable state and the
+//! address file.
+//!
+//! ```text
+//! <state-dir>/ca.pem, ca.key              the cluster CA (created on first start)
+//! <state-dir>/coordinator.pem, .key       the coordinator's certificate, issued at every start
+//! <state-dir>/coordinator-state.toml      generator ids, node owners and generations
+//! <state-dir>/address                     the bound socket address, one line
+//! ```
+//!
+//! The state file and the address file are replaced atomically (write a temporary file,
+//! fsync, rename), so a reader never sees half of one.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use shardsched_proto::identity::COORDINATOR_NAME;
+use shardsched_proto::{Ca, Credentials, Role};
+
+use super::DriverError;
+use crate::ownership::Durable;
+
+/// File holding the bound address, written after binding.
+pub const ADDRESS_FILE: &str = "address";
+/// File holding the durable state.
+pub const STATE_FILE: &str = "coordinator-state.toml";
+/// Stem of the coordinator's certificate and key files.
+pub const CERT_STEM: &str = "coordinator";
+
+/// Loads (or, on first start, creates) the CA, and issues the coordinator's certificate.
+pub(super) fn credentials(dir: &Path) -> Result<Credentials, DriverError> {
+    let (ca, created) = Ca::load_or_create(dir)?;
+    if created {
+        tracing::info!(dir = %dir.display(), "created the cluster CA");
+    }
+    let issued = ca.issue(Role::Coordinator, COORDINATOR_NAME)?;
+    issued.write(dir, CERT_STEM)?;
+    Ok(Credentials::from_pem(
+        ca.cert_pem(),
+        &issued.cert_pem,
+        &issued.key_pem,
+    )?)
+}
+
+/// The durable state of the previous run, or the empty state on first start.
+pub(super) fn read_durable(dir: &Path) -> Result<Durable, DriverError> {
+    let path = dir.join(STATE_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Durable::from_toml(&text).map_err(|error| DriverError::Durable { path, error }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Durable::default()),
+        Err(error) => Err(DriverError::Io { path, error }),
+    }
+}
+
+/// Writes the durable state (atomically, fsync-ed).
+pub(super) fn write_durable(dir: &Path, durable: &Durable) -> Result<(), DriverError> {
+    let text = format!(
+        "# shardsched coordinator state: generator ids, node owners and generations.\n\
+         # Written by the coordinator; do not edit while it runs.\n{}",
+        durable.to_toml()
+    );
+    write_atomic(&dir.join(STATE_FILE), &text)
+}
+
+/// Writes `<dir>/address`; returns its path.
+pub(super) fn write_address(dir: &Path, addr: SocketAddr) -> Result<PathBuf, DriverError> {
+    let path = dir.join(ADDRESS_FILE);
+    write_atomic(&path, &format!("{addr}\n"))?;
+    Ok(path)
+}
+
+fn write_atomic(path: &Path, text: &str) -> Result<(), DriverError> {
+    let io = |error| DriverError::Io {
+        path: path.to_owned(),
+        error,
+    };
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let mut file = std::fs::File::create(&tmp).map_err(io)?;
+    file.write_all(text.as_bytes()).map_err(io)?;
+    file.sync_all().map_err(io)?;
+    drop(file);
+    std::fs::rename(&tmp, path).map_err(io)?;
+    if let Some(parent) = path.parent() {
+        // Make the rename itself durable; not every platform can open a directory.
+        if let Ok(dir) = std::fs::File::open(parent) {
+            let _ = dir.sync_all();
+        }
+    }
+    Ok(())
+}

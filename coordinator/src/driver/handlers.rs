@@ -1,0 +1,249 @@
+//! Request handlers: shards (`shard_coord`) and clients (`client_coord`), and the commands
+//! the coordinator sends shards (`coord_shard`) on their own connections.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use shardsched_proto::msg::client_coord::{self, Response as ClientResponse};
+use shardsched_proto::msg::shard_coord::{self, Response as ShardResponse};
+use shardsched_proto::msg::{JobList, JobsQuery, Refusal, RefusalCode, UserFilter, coord_shard};
+use shardsched_proto::{Error, Peer, Reply, Session, serve};
+use tokio::task::JoinSet;
+
+use super::{FANOUT_TIMEOUT, SHARD_COMMAND_TIMEOUT, SHARD_PROBE_TIMEOUT, Shared, lock};
+use crate::core::{ConnId, QueueCommand, RegisterError, merge_jobs};
+
+/// Serves a shard's connection until it ends, then marks its queue offline.
+pub(super) async fn shard_connection(shared: Arc<Shared>, session: Session) {
+    let conn = conn_id(&session);
+    let remote = session.remote_address();
+    let peer = session.peer().clone();
+    tracing::debug!(%peer, %remote, "shard connected");
+    lock(&shared.sessions).insert(conn, session.clone());
+    let handler_shared = Arc::clone(&shared);
+    let served = serve(session, move |peer, req: shard_coord::Request| {
+        let shared = Arc::clone(&handler_shared);
+        async move { shard_request(shared, conn, remote, peer, req).await }
+    })
+    .await;
+    lock(&shared.sessions).remove(&conn);
+    if let Some(queue) = shared.with_core(|core| core.disconnected(conn)) {
+        match served {
+            Ok(()) => tracing::info!(%queue, %remote, "shard disconnected; queue offline"),
+            Err(e) => {
+                tracing::warn!(%queue, %remote, error = %e, "shard connection lost; queue offline")
+            }
+        }
+    }
+}
+
+/// Serves a user's or an admin's connection until it ends.
+pub(super) async fn client_connection(shared: Arc<Shared>, session: Session) {
+    let peer = session.peer().clone();
+    let served = serve(session, move |peer, req: client_coord::Request| {
+        let shared = Arc::clone(&shared);
+        async move { client_request(shared, peer, req).await }
+    })
+    .await;
+    if let Err(e) = served {
+        tracing::debug!(%peer, error = %e, "client connection ended");
+    }
+}
+
+async fn shard_request(
+    shared: Arc<Shared>,
+    conn: ConnId,
+    remote: SocketAddr,
+    peer: Peer,
+    req: shard_coord::Request,
+) -> Reply<ShardResponse> {
+    match req {
+        shard_coord::Request::Register(reg) => {
+            let first = shared.with_core(|core| core.register(conn, &peer.name, remote, &reg));
+            let assignment = match first {
+                Ok(a) => a,
+                Err(RegisterError::Refused(refusal)) => {
+                    tracing::warn!(%peer, %remote, %refusal, "registration refused");
+                    return Err(refusal);
+                }
+                Err(RegisterError::Held {
+                    queue,
+                    conn: holder,
+                }) => {
+                    if holder_alive(&shared, holder).await {
+                        let refusal = shared.with_core(|core| core.refuse_second_shard(&queue));
+                        tracing::warn!(%peer, %remote, %refusal, "registration refused");
+                        return Err(refusal);
+                    }
+                    tracing::info!(%queue, "the shard that held the queue does not answer; replacing it");
+                    if let Some(old) = shared.session(holder) {
+                        old.close();
+                    }
+                    let again = shared.with_core(|core| {
+                        core.disconnected(holder);
+                        core.register(conn, &peer.name, remote, &reg)
+                    });
+                    match again {
+                        Ok(a) => a,
+                        Err(RegisterError::Refused(refusal)) => return Err(refusal),
+                        Err(RegisterError::Held { queue, .. }) => {
+                            return Err(shared.with_core(|core| core.refuse_second_shard(&queue)));
+                        }
+                    }
+                }
+            };
+            let address = shared.with_core(|core| core.shard(&reg.queue).map(|l| l.address));
+            tracing::info!(
+                queue = %reg.queue,
+                address = ?address,
+                generator_id = assignment.generator_id,
+                owned = assignment.owned.len(),
+                "shard registered"
+            );
+            Ok(ShardResponse::Registered(Box::new(assignment)))
+        }
+        shard_coord::Request::Status(status) => {
+            shared.with_core(|core| core.status(conn, &peer.name, status))?;
+            Ok(ShardResponse::Ack)
+        }
+        shard_coord::Request::Released(released) => {
+            shared.with_core(|core| core.released(conn, &peer.name, released.move_id))?;
+            Ok(ShardResponse::Ack)
+        }
+    }
+}
+
+/// Whether the shard on connection `holder` still answers (any answer, even a refusal,
+/// proves it is alive).
+async fn holder_alive(shared: &Shared, holder: ConnId) -> bool {
+    let Some(session) = shared.session(holder) else {
+        return false;
+    };
+    if session.connection().close_reason().is_some() {
+        return false;
+    }
+    let probe = coord_shard::Request::Jobs(JobsQuery {
+        queue: None,
+        user: UserFilter::All,
+        include_inactive: false,
+        limit: 1,
+    });
+    matches!(
+        tokio::time::timeout(SHARD_PROBE_TIMEOUT, session.request(&probe)).await,
+        Ok(Ok(_) | Err(Error::Refused(_)))
+    )
+}
+
+async fn client_request(
+    shared: Arc<Shared>,
+    peer: Peer,
+    req: client_coord::Request,
+) -> Reply<ClientResponse> {
+    match req {
+        client_coord::Request::Routes => {
+            // The published table: no lock on the core.
+            Ok(ClientResponse::Routes(
+                shared.routes.load().as_ref().clone(),
+            ))
+        }
+        client_coord::Request::Queues => Ok(ClientResponse::Queues(
+            shared.with_core(|core| core.queue_list()),
+        )),
+        client_coord::Request::Resources { queue } => shared
+            .with_core(|core| core.resources(queue.as_deref()))
+            .map(ClientResponse::Resources),
+        client_coord::Request::Jobs(query) => {
+            jobs(&shared, &peer, &query).await.map(ClientResponse::Jobs)
+        }
+        client_coord::Request::QueueControl { queue, action } => {
+            // One admin change at a time, so shards hear them in order.
+            let _admin = shared.admin.lock().await;
+            let control = shared.with_core(|core| core.queue_control(&queue, action))?;
+            tracing::info!(%peer, %queue, ?action, changed = control.changed, "queue control");
+            if let Some(command) = control.notify {
+                tell_queue_state(&shared, &command).await;
+            }
+            Ok(ClientResponse::Done { move_id: None })
+        }
+        client_coord::Request::MoveNodes { nodes, to } => {
+            let refusal = shared.with_core(|core| core.move_nodes(&nodes, &to));
+            refusal.map(|_| ClientResponse::Done { move_id: None })
+        }
+    }
+}
+
+/// `jobs`: asks every shard of the plan at once, each bounded by [`FANOUT_TIMEOUT`], and
+/// merges what comes back.
+async fn jobs(shared: &Shared, peer: &Peer, query: &JobsQuery) -> Result<JobList, Refusal> {
+    let plan = shared.with_core(|core| core.jobs_plan(peer, query))?;
+    let mut asks = JoinSet::new();
+    for (queue, conn) in &plan.ask {
+        let session = shared.session(*conn);
+        let request = coord_shard::Request::Jobs(plan.query.clone());
+        let queue = queue.clone();
+        asks.spawn(async move {
+            let Some(session) = session else {
+                return (queue, Err("not connected".to_owned()));
+            };
+            let answer = tokio::time::timeout(FANOUT_TIMEOUT, session.request(&request)).await;
+            let result = match answer {
+                Ok(Ok(coord_shard::Response::Jobs(list))) => Ok(list),
+                Ok(Ok(other)) => Err(format!("unexpected answer {other:?}")),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Err(format!(
+                    "no answer within {} ms",
+                    FANOUT_TIMEOUT.as_millis()
+                )),
+            };
+            (queue, result)
+        });
+    }
+    let mut answers = Vec::with_capacity(plan.ask.len());
+    let mut failed = Vec::new();
+    while let Some(done) = asks.join_next().await {
+        match done {
+            Ok((_, Ok(list))) => answers.push(list),
+            Ok((queue, Err(e))) => {
+                tracing::warn!(%queue, error = %e, "shard did not answer a jobs fan-out");
+                failed.push(queue);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "jobs fan-out task failed");
+                failed.push(String::new());
+            }
+        }
+    }
+    if query.queue.is_some() && answers.is_empty() {
+        return Err(Refusal::new(
+            RefusalCode::Unavailable,
+            format!("queue {}'s shard did not answer", failed.join(", ")),
+        ));
+    }
+    Ok(merge_jobs(&plan, answers, failed.len()))
+}
+
+/// Sends `SetQueueState` to a queue's shard. A shard that does not acknowledge still gets
+/// the state on its next registration (the assignment carries it), so a failure is logged,
+/// not returned: the admin's change is the coordinator's intent either way.
+async fn tell_queue_state(shared: &Shared, command: &QueueCommand) {
+    let Some(session) = shared.session(command.conn) else {
+        return;
+    };
+    let request = coord_shard::Request::SetQueueState {
+        enabled: command.enabled,
+        started: command.started,
+    };
+    match tokio::time::timeout(SHARD_COMMAND_TIMEOUT, session.request(&request)).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => {
+            tracing::warn!(queue = %command.queue, error = %e, "shard refused SetQueueState");
+        }
+        Err(_) => {
+            tracing::warn!(queue = %command.queue, "shard did not acknowledge SetQueueState in time")
+        }
+    }
+}
+
+fn conn_id(session: &Session) -> ConnId {
+    ConnId(session.connection().stable_id() as u64)
+}

@@ -1,0 +1,190 @@
+//! Who owns which node (intent), with fencing numbers, and what of it is kept on disk.
+//!
+//! # The rule at start
+//!
+//! 1. Started queues, in name order, each own their definition minus the nodes an earlier
+//!    started queue already owns. (A loaded [`Config`] has no overlap between started
+//!    definitions, so in practice each owns its whole definition.)
+//! 2. Then stopped queues, in name order, own what is left of their definitions: nodes that
+//!    no started queue defines. A stopped queue over batch's nodes (standby) therefore owns
+//!    nothing, while a stopped queue over otherwise free nodes keeps them ready, so that
+//!    starting it needs no move.
+//! 3. Every other node is unassigned.
+//!
+//! # Generations and what is durable
+//!
+//! A node's [`Generation`] is bumped whenever its owner changes, and the coordinator writes it
+//! ([`Durable`]) before any shard hears of it, so a shard can refuse a command older than one
+//! it has seen. Across restarts the owner computed from the (possibly edited) configuration is
+//! compared with the durable one: same owner, same generation; different owner, generation + 1.
+//! A node first seen gets generation 1 if owned, 0 if not.
+//!
+//! Generator ids (the FLUID field naming a shard) are assigned once per queue name and kept
+//! forever, even for queues removed from the configuration, so a job id never names two
+//! shards.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use shardsched_proto::fluid::GENERATOR_ID_MAX;
+use shardsched_proto::msg::Generation;
+
+use crate::config::Config;
+
+/// Version of the [`Durable`] file format.
+pub const DURABLE_FORMAT: u32 = 1;
+/// The first generator id handed out (0 is left unused, so it never names a shard).
+pub const GENERATOR_ID_FIRST: u16 = 1;
+
+/// What the coordinator keeps on disk between runs: generator ids and each node's owner and
+/// generation. Encoded as TOML by [`Durable::to_toml`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Durable {
+    /// [`DURABLE_FORMAT`].
+    pub format: u32,
+    /// Queue name → generator id, for every queue ever configured.
+    #[serde(default)]
+    pub generators: BTreeMap<String, u16>,
+    /// Node name → owner and generation, for every node ever seen.
+    #[serde(default)]
+    pub nodes: BTreeMap<String, DurableNode>,
+}
+
+/// One node's durable ownership.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DurableNode {
+    /// Owning queue; absent when unassigned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// Its generation.
+    pub generation: u64,
+}
+
+/// The coordinator's intent for every node, plus each queue's generator id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ownership {
+    /// Owner per node (index into [`Config::queues`]), by node index.
+    pub owner: Vec<Option<usize>>,
+    /// Generation per node, by node index.
+    pub generation: Vec<Generation>,
+    /// Generator id per queue, by queue index.
+    pub generator: Vec<u16>,
+}
+
+/// Durable state could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum DurableError {
+    /// The file is not a durable state of a format this build reads.
+    #[error("coordinator state is unreadable: {0}")]
+    Decode(String),
+    /// Every generator id is in use.
+    #[error("no generator id left for queue {queue} (all {GENERATOR_ID_MAX} are assigned)")]
+    GeneratorsExhausted {
+        /// The queue that needed one.
+        queue: String,
+    },
+}
+
+impl Durable {
+    /// Parses a durable state written by [`Durable::to_toml`].
+    pub fn from_toml(text: &str) -> Result<Durable, DurableError> {
+        let durable: Durable =
+            toml::from_str(text).map_err(|e| DurableError::Decode(e.to_string()))?;
+        if durable.format != DURABLE_FORMAT {
+            return Err(DurableError::Decode(format!(
+                "format {} (this build reads {DURABLE_FORMAT})",
+                durable.format
+            )));
+        }
+        Ok(durable)
+    }
+
+    /// The state as TOML text.
+    pub fn to_toml(&self) -> String {
+        // Only strings, integers and maps: serialization cannot fail.
+        toml::to_string(self).unwrap_or_default()
+    }
+}
+
+/// Each node's owner at start (see the module documentation), by node index.
+pub fn assign_owners(config: &Config) -> Vec<Option<usize>> {
+    let mut owner = vec![None; config.cluster.nodes.len()];
+    for pass_started in [true, false] {
+        for (qi, q) in config.queues.iter().enumerate() {
+            if q.started != pass_started {
+                continue;
+            }
+            for &n in &q.definition {
+                if let Some(slot @ None) = owner.get_mut(n) {
+                    *slot = Some(qi);
+                }
+            }
+        }
+    }
+    owner
+}
+
+/// Combines the owners at start with the previous durable state: generations (bumped where
+/// the owner changed) and generator ids (kept, new queues get fresh ones). Returns the
+/// ownership and the durable state to write before anything is sent.
+pub fn reconcile(
+    config: &Config,
+    owner: Vec<Option<usize>>,
+    previous: &Durable,
+) -> Result<(Ownership, Durable), DurableError> {
+    let mut next = Durable {
+        format: DURABLE_FORMAT,
+        generators: previous.generators.clone(),
+        nodes: previous.nodes.clone(),
+    };
+    let mut generator = Vec::with_capacity(config.queues.len());
+    for q in &config.queues {
+        let id = match next.generators.get(&q.name) {
+            Some(&id) => id,
+            None => {
+                let id = next
+                    .generators
+                    .values()
+                    .max()
+                    .map_or(Some(GENERATOR_ID_FIRST), |m| m.checked_add(1))
+                    .filter(|&id| id <= GENERATOR_ID_MAX)
+                    .ok_or_else(|| DurableError::GeneratorsExhausted {
+                        queue: q.name.clone(),
+                    })?;
+                next.generators.insert(q.name.clone(), id);
+                id
+            }
+        };
+        generator.push(id);
+    }
+
+    let mut generation = Vec::with_capacity(owner.len());
+    for (node, owned_by) in config.cluster.nodes.iter().zip(&owner) {
+        let owner_name = owned_by
+            .and_then(|qi| config.queues.get(qi))
+            .map(|q| q.name.clone());
+        let g = match next.nodes.get(&node.name) {
+            None => u64::from(owner_name.is_some()),
+            Some(prev) if prev.owner == owner_name => prev.generation,
+            Some(prev) => prev.generation.saturating_add(1),
+        };
+        next.nodes.insert(
+            node.name.clone(),
+            DurableNode {
+                owner: owner_name,
+                generation: g,
+            },
+        );
+        generation.push(Generation(g));
+    }
+    Ok((
+        Ownership {
+            owner,
+            generation,
+            generator,
+        },
+        next,
+    ))
+}

@@ -1,0 +1,382 @@
+//! The real driver on 127.0.0.1: real QUIC, certificates from the coordinator's own CA, a test
+//! shard built from proto, users and admins.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use shardsched_coordinator::driver::{ADDRESS_FILE, STATE_FILE};
+use shardsched_coordinator::{Config, Coordinator, Options};
+use shardsched_proto::msg::client_coord::{self, QueueAction, Response as ClientResponse};
+use shardsched_proto::msg::shard_coord::{self, Assignment, Register, ShardStatus};
+use shardsched_proto::msg::{
+    Generation, JobList, JobState, JobSummary, JobsQuery, NodeState, NodeStatus, QueueStatus,
+    RefusalCode, RouteTable, UserFilter, coord_shard,
+};
+use shardsched_proto::{Ca, Error, Fluid, Role, Session, connect, serve, tls};
+use tokio::sync::{mpsc, oneshot};
+
+/// A directory removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(label: &str) -> TempDir {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!(
+            "shardsched-coordinator-{label}-{}-{n}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn localhost() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 0))
+}
+
+/// Connects to the coordinator as `role`/`name`, with a certificate from its CA.
+async fn connect_as(dir: &Path, addr: SocketAddr, role: Role, name: &str) -> Session {
+    let ca = Ca::load(dir).expect("the coordinator made a CA");
+    let creds = ca.credentials(role, name).expect("credentials");
+    let endpoint = tls::client_endpoint(&creds, localhost()).expect("endpoint");
+    connect(&endpoint, addr, Role::Coordinator, "coordinator")
+        .await
+        .expect("connect")
+}
+
+/// A test shard: answers the coordinator's commands (reporting `SetQueueState` on a
+/// channel, answering `Jobs` with `jobs`).
+fn serve_commands(
+    session: &Session,
+    jobs: Vec<JobSummary>,
+) -> mpsc::UnboundedReceiver<coord_shard::Request> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(serve(
+        session.clone(),
+        move |_peer, req: coord_shard::Request| {
+            let tx = tx.clone();
+            let jobs = jobs.clone();
+            async move {
+                let _ = tx.send(req.clone());
+                Ok(match req {
+                    coord_shard::Request::Jobs(_) => coord_shard::Response::Jobs(JobList {
+                        jobs,
+                        truncated: false,
+                    }),
+                    _ => coord_shard::Response::Ack { stale: Vec::new() },
+                })
+            }
+        },
+    ));
+    rx
+}
+
+async fn register(session: &Session, queue: &str, port: u16) -> Result<Assignment, Error> {
+    let req = shard_coord::Request::Register(Register {
+        queue: queue.into(),
+        listen: SocketAddr::from(([127, 0, 0, 1], port)),
+        held: Vec::new(),
+        last_job_id: None,
+    });
+    match session.request(&req).await? {
+        shard_coord::Response::Registered(a) => Ok(*a),
+        other => panic!("unexpected answer {other:?}"),
+    }
+}
+
+async fn routes(client: &Session) -> RouteTable {
+    match client.request(&client_coord::Request::Routes).await {
+        Ok(ClientResponse::Routes(r)) => r,
+        other => panic!("unexpected answer {other:?}"),
+    }
+}
+
+fn refused(result: Result<impl std::fmt::Debug, Error>) -> shardsched_proto::msg::Refusal {
+    match result {
+        Err(Error::Refused(r)) => r,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+fn job(id: u64, owner: &str) -> JobSummary {
+    JobSummary {
+        id: Fluid(id),
+        queue: "batch".into(),
+        owner: owner.into(),
+        name: "sleep".into(),
+        state: JobState::Running,
+        priority: 16,
+        nodes: vec!["node0".into()],
+        submit_ms: id,
+        start_ms: Some(id),
+        end_ms: None,
+        duration_ms: 60_000,
+        reason: String::new(),
+    }
+}
+
+#[tokio::test]
+async fn shards_register_and_clients_read_over_real_quic() {
+    let dir = TempDir::new("loopback");
+    let config = Config::embedded_default().expect("config");
+    let options = Options {
+        listen: localhost(),
+        state_dir: dir.0.clone(),
+    };
+    let coordinator = Coordinator::bind(config, &options).expect("bind");
+    let addr = coordinator.local_addr();
+    let written = std::fs::read_to_string(dir.0.join(ADDRESS_FILE)).expect("address file");
+    assert_eq!(written, format!("{addr}\n"));
+    assert!(dir.0.join(STATE_FILE).exists());
+    let (stop, stopped) = oneshot::channel::<()>();
+    let running = tokio::spawn(coordinator.run(async move {
+        let _ = stopped.await;
+    }));
+
+    // A shard registers and gets its assignment.
+    let shard = connect_as(&dir.0, addr, Role::Shard, "batch").await;
+    let mut commands = serve_commands(&shard, vec![job(10, "alice"), job(30, "alice")]);
+    let assignment = register(&shard, "batch", 7001).await.expect("registered");
+    assert_eq!(assignment.generator_id, 1);
+    assert_eq!(assignment.owned.len(), 112);
+    assert_eq!(assignment.owned[0].generation, Generation(1));
+    assert_eq!(assignment.queue.queue_policy, "easy");
+    let status = ShardStatus {
+        time_ms: 1,
+        queue: QueueStatus {
+            name: "batch".into(),
+            enabled: true,
+            started: true,
+            queue_policy: "easy".into(),
+            match_policy: "first".into(),
+            nodes_defined: 112,
+            nodes_owned: 112,
+            nodes_up: 1,
+            jobs_pending: 0,
+            jobs_running: 2,
+        },
+        nodes: vec![NodeStatus {
+            name: "node0".into(),
+            queue: Some("batch".into()),
+            state: NodeState::Up,
+            generation: Generation(1),
+            jobs_running: 2,
+        }],
+    };
+    let ack = shard
+        .request(&shard_coord::Request::Status(status))
+        .await
+        .expect("status");
+    assert_eq!(ack, shard_coord::Response::Ack);
+
+    // A user reads routes, queues, resources and jobs.
+    let alice = connect_as(&dir.0, addr, Role::User, "alice").await;
+    let table = routes(&alice).await;
+    assert_eq!(table.default_queue.as_deref(), Some("batch"));
+    assert_eq!(table.routes.len(), 1);
+    assert_eq!(table.routes[0].queue, "batch");
+    assert_eq!(
+        table.routes[0].address,
+        SocketAddr::from(([127, 0, 0, 1], 7001))
+    );
+    assert_eq!(table.routes[0].generator_id, 1);
+
+    let queues = match alice.request(&client_coord::Request::Queues).await {
+        Ok(ClientResponse::Queues(q)) => q,
+        other => panic!("unexpected answer {other:?}"),
+    };
+    let names: Vec<(&str, bool)> = queues
+        .iter()
+        .map(|q| (q.name.as_str(), q.started))
+        .collect();
+    assert_eq!(
+        names,
+        [("batch", true), ("debug", false), ("standby", false)],
+        "debug is offline"
+    );
+    assert_eq!((queues[0].nodes_up, queues[0].jobs_running), (1, 2));
+
+    let nodes = match alice
+        .request(&client_coord::Request::Resources { queue: None })
+        .await
+    {
+        Ok(ClientResponse::Resources(n)) => n,
+        other => panic!("unexpected answer {other:?}"),
+    };
+    assert_eq!(nodes.len(), 128);
+    assert_eq!((nodes[0].state, nodes[0].jobs_running), (NodeState::Up, 2));
+    assert_eq!(nodes[127].queue.as_deref(), Some("debug"));
+    assert_eq!(nodes[127].state, NodeState::Down);
+
+    let query = JobsQuery {
+        queue: None,
+        user: UserFilter::Mine,
+        include_inactive: true,
+        limit: 0,
+    };
+    let list = match alice.request(&client_coord::Request::Jobs(query)).await {
+        Ok(ClientResponse::Jobs(l)) => l,
+        other => panic!("unexpected answer {other:?}"),
+    };
+    let ids: Vec<u64> = list.jobs.iter().map(|j| j.id.0).collect();
+    assert_eq!(ids, [30, 10], "newest first");
+    assert!(list.truncated, "debug and standby could not be asked");
+    match commands.recv().await {
+        Some(coord_shard::Request::Jobs(q)) => {
+            assert_eq!(
+                q.user,
+                UserFilter::Named("alice".into()),
+                "'mine' is alice, not the coordinator"
+            );
+        }
+        other => panic!("expected a jobs fan-out, got {other:?}"),
+    }
+
+    // A user may not change queues; the refusal says why.
+    let r = refused(
+        alice
+            .request(&client_coord::Request::QueueControl {
+                queue: "batch".into(),
+                action: QueueAction::Stop,
+            })
+            .await,
+    );
+    assert_eq!(r.code, RefusalCode::Forbidden);
+    assert_eq!(
+        r.message,
+        "user alice may not change queues (role user lacks the authority)"
+    );
+
+    // An admin may, and the shard hears of it.
+    let root = connect_as(&dir.0, addr, Role::Admin, "root").await;
+    // standby shares batch's nodes, and batch is started: starting it needs a move.
+    let r = refused(
+        root.request(&client_coord::Request::QueueControl {
+            queue: "standby".into(),
+            action: QueueAction::Start { take: true },
+        })
+        .await,
+    );
+    assert!(
+        r.message.contains("not implemented until node moves land"),
+        "{r}"
+    );
+    let done = root
+        .request(&client_coord::Request::QueueControl {
+            queue: "batch".into(),
+            action: QueueAction::Stop,
+        })
+        .await
+        .expect("stop");
+    assert_eq!(done, ClientResponse::Done { move_id: None });
+    assert_eq!(
+        commands.recv().await,
+        Some(coord_shard::Request::SetQueueState {
+            enabled: true,
+            started: false
+        })
+    );
+    assert!(routes(&alice).await.epoch > table.epoch);
+
+    // A second live shard for batch is refused; a shard may only register its own queue.
+    let twin = connect_as(&dir.0, addr, Role::Shard, "batch").await;
+    let r = refused(register(&twin, "batch", 7002).await);
+    assert_eq!(r.code, RefusalCode::Unavailable);
+    assert!(
+        r.message
+            .contains("queue batch already has a live shard (at 127.0.0.1:7001)"),
+        "{r}"
+    );
+    let r = refused(register(&twin, "debug", 7002).await);
+    assert_eq!(r.code, RefusalCode::Forbidden);
+    // A user cannot register: its connection serves client requests only, so a shard's
+    // request does not even decode there.
+    let as_user = alice
+        .request(&shard_coord::Request::Register(Register {
+            queue: "debug".into(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 7003)),
+            held: Vec::new(),
+            last_job_id: None,
+        }))
+        .await;
+    assert!(
+        matches!(as_user, Err(Error::StreamReset { .. })),
+        "{as_user:?}"
+    );
+
+    // The shard goes away: its route goes with it.
+    shard.close();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !routes(&alice).await.routes.is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "route still there");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let queues = match alice.request(&client_coord::Request::Queues).await {
+        Ok(ClientResponse::Queues(q)) => q,
+        other => panic!("unexpected answer {other:?}"),
+    };
+    assert!(!queues[0].started);
+
+    // Now the twin may take the queue.
+    let _twin_commands = serve_commands(&twin, Vec::new());
+    let again = register(&twin, "batch", 7002).await.expect("registered");
+    assert!(
+        !again.queue.started,
+        "the admin's stop is the coordinator's intent"
+    );
+
+    let _ = stop.send(());
+    running.await.expect("task").expect("clean shutdown");
+    assert!(!dir.0.join(ADDRESS_FILE).exists(), "address file removed");
+}
+
+#[tokio::test]
+async fn a_silent_holder_is_replaced_by_a_restarted_shard() {
+    let dir = TempDir::new("silent");
+    let config = Config::embedded_default().expect("config");
+    let options = Options {
+        listen: localhost(),
+        state_dir: dir.0.clone(),
+    };
+    let coordinator = Coordinator::bind(config, &options).expect("bind");
+    let addr = coordinator.local_addr();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let running = tokio::spawn(coordinator.run(async move {
+        let _ = stopped.await;
+    }));
+
+    // The first shard registers but never answers commands (a hung or vanished process
+    // whose connection has not timed out yet).
+    let hung = connect_as(&dir.0, addr, Role::Shard, "debug").await;
+    register(&hung, "debug", 7101).await.expect("registered");
+    let fresh = connect_as(&dir.0, addr, Role::Shard, "debug").await;
+    let _commands = serve_commands(&fresh, Vec::new());
+    let a = register(&fresh, "debug", 7102)
+        .await
+        .expect("replaces the silent one");
+    assert_eq!(a.generator_id, 2);
+    let user = connect_as(&dir.0, addr, Role::User, "bob").await;
+    let table = routes(&user).await;
+    assert_eq!(table.routes.len(), 1);
+    assert_eq!(table.routes[0].address.port(), 7102);
+
+    let _ = stop.send(());
+    running.await.expect("task").expect("clean shutdown");
+
+    // A restart on the same state dir keeps the CA and the generator ids.
+    let config = Config::embedded_default().expect("config");
+    let coordinator = Coordinator::bind(config, &options).expect("bind again");
+    assert_eq!(coordinator.routes().routes.len(), 0);
+    drop(coordinator);
+    let ca_again = Ca::load(&dir.0).expect("same CA");
+    assert!(!ca_again.cert_pem().is_empty());
+}
