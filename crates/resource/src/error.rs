@@ -14,9 +14,10 @@ use crate::graph::GraphError;
 
 /// The most vertices any reader builds. A recipe with a huge `multi_scale`, an idset such as
 /// `0-99999999999` or a hostlist of that size fails with [`ReadError::Limit`] before it
-/// allocates, instead of exhausting memory. A graph costs roughly 300 bytes a vertex while it
-/// is built, so this bound is about 3 GB; real clusters are far below it (a 10,000-node
-/// machine with 200 resources a node is 2 million vertices).
+/// allocates, instead of exhausting memory. A built graph holds about 72 bytes a vertex, and a
+/// GRUG or spec reader needs little more while it builds (a JGF or R document costs more: its
+/// text and parse tree), so this bound is under a gigabyte of graph; real clusters are far
+/// below it (a 10,000-node machine with 200 resources a node is 2 million vertices).
 pub const GRAPH_VERTICES_MAX: usize = 10_000_000;
 
 /// A place in a reader's input.

@@ -3,17 +3,86 @@
 //! Types, names, basenames, units and property keys repeat across hundreds of thousands of
 //! vertices; the graph stores a 4-byte [`Sym`] per field instead of a `String`, and the matcher
 //! compares symbols (integers) instead of strings on its hot path.
+//!
+//! The table hashes with [`FxHasher`], a multiply-rotate hash (the one rustc uses for its
+//! own interners): graph loading interns a name per vertex, and SipHash's flood resistance
+//! buys nothing for strings an administrator's graph file supplies.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A fast, non-cryptographic hasher for short keys (strings, integers).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FxHasher {
+    hash: u64,
+}
+
+const FX_SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, word: u64) {
+        self.hash = (self.hash.rotate_left(5) ^ word).wrapping_mul(FX_SEED);
+    }
+}
+
+impl Hasher for FxHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.add(u64::from_le_bytes(w));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(w));
+        }
+    }
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+    #[inline]
+    fn write_u32(&mut self, i: u32) {
+        self.add(u64::from(i));
+    }
+    #[inline]
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.hash
+    }
+}
+
+/// `HashMap` hasher state for [`FxHasher`].
+pub type FxBuildHasher = BuildHasherDefault<FxHasher>;
 
 /// An interned string: an index into an [`Interner`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Sym(pub u32);
 
+impl Sym {
+    /// The symbol as `usize`, for tables indexed by symbol.
+    #[inline]
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
 /// Owns the interned strings of one graph.
 #[derive(Clone, Debug, Default)]
 pub struct Interner {
-    index: HashMap<Box<str>, Sym>,
+    index: HashMap<Box<str>, Sym, FxBuildHasher>,
     strings: Vec<Box<str>>,
 }
 
@@ -47,6 +116,34 @@ impl Interner {
     /// Whether nothing was interned yet.
     pub fn is_empty(&self) -> bool {
         self.strings.is_empty()
+    }
+
+    /// Approximate heap bytes of the table (strings, index and symbol list).
+    pub fn heap_bytes(&self) -> usize {
+        let text: usize = self.strings.iter().map(|s| s.len()).sum();
+        // Each string is held twice (list and index); an index slot is a key, a symbol
+        // and a control byte.
+        2 * text
+            + self.strings.capacity() * size_of::<Box<str>>()
+            + self.index.capacity() * (size_of::<(Box<str>, Sym)>() + 1)
+    }
+
+    /// Renumbers the table: `order[k]` is the old symbol that becomes `Sym(k)`; old symbols
+    /// not in `order` are dropped. `order` must not repeat a symbol.
+    pub(crate) fn renumber(&mut self, order: &[u32], map: &[u32]) {
+        let mut old = std::mem::take(&mut self.strings);
+        self.strings = order
+            .iter()
+            .map(|&o| std::mem::take(&mut old[o as usize]))
+            .collect();
+        self.index.retain(|_, sym| match map.get(sym.0 as usize) {
+            Some(&new) if new != u32::MAX => {
+                *sym = Sym(new);
+                true
+            }
+            _ => false,
+        });
+        self.index.shrink_to_fit();
     }
 }
 

@@ -135,9 +135,9 @@ impl JgfDocument {
             mark[e.source] = true;
             mark[e.target] = true;
         }
-        let mut b = GraphBuilder::new();
+        let mut b = GraphBuilder::with_capacity(n, self.edges.len());
         for (i, v) in self.vertices.iter().enumerate() {
-            let id = b.add_vertex(v.spec.clone());
+            let id = b.add_vertex_spec(&v.spec);
             let outside = if v.paths.is_empty() {
                 !touches_containment[i] && touches_other[i]
             } else {

@@ -23,9 +23,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::error::{GRAPH_VERTICES_MAX, Location, ReadError, read_file};
-use crate::graph::{CONTAINMENT, GraphBuilder, ResourceGraph, VertexId, VertexSpec};
+use crate::graph::{GraphBuilder, ResourceGraph, Status, VertexId};
 use crate::hostlist::{decode_hostlist, split_host};
 use crate::idset::IdSet;
+use crate::intern::Sym;
 use crate::json::{At, Json};
 
 /// Reads an R (rv1exec) document into a resource graph.
@@ -87,9 +88,15 @@ pub fn read_rv1exec(text: &str) -> Result<ResourceGraph, ReadError> {
         .collect();
     let properties = properties(exec, &at, &all_ranks)?;
 
-    let mut b = GraphBuilder::new();
-    let cluster = b.add_vertex(VertexSpec::new("cluster", "cluster", 0));
+    // Below the vertex bound, checked above; a tree has one edge fewer than vertices.
+    let count = vertices as usize;
+    let mut b = GraphBuilder::with_capacity(count, count - 1);
+    let none = b.intern("");
+    let node_kind = b.intern("node");
+    let cluster_sym = b.intern("cluster");
+    let cluster = b.add_vertex_syms(cluster_sym, cluster_sym, None, 0, -1, 1, none, Status::Up);
     for (ranks, children) in &parsed {
+        let kinds: Vec<Sym> = children.iter().map(|(kind, _)| b.intern(kind)).collect();
         for rank in ranks.iter() {
             let host = host_of.get(&rank).copied().unwrap_or_default();
             let rank_i = i64::try_from(rank).map_err(|_| {
@@ -98,17 +105,25 @@ pub fn read_rv1exec(text: &str) -> Result<ResourceGraph, ReadError> {
             })?;
             let (basename, digits) = split_host(host);
             let id = digits.and_then(|d| i64::try_from(d).ok()).unwrap_or(-1);
-            let mut spec = VertexSpec::new("node", basename, id);
-            spec.name = Some(host.to_string());
-            spec.rank = rank_i;
+            let basename = b.intern(basename);
+            let name = b.intern(host);
+            let node = b.add_vertex_syms(
+                node_kind,
+                basename,
+                Some(name),
+                id,
+                rank_i,
+                1,
+                none,
+                Status::Up,
+            );
             for (name, ranks) in &properties {
                 if ranks.contains(rank) {
-                    spec.properties.insert(name.clone(), String::new());
+                    b.set_property(node, name, "");
                 }
             }
-            let node = b.add_vertex(spec);
-            b.add_edge(cluster, node, CONTAINMENT);
-            add_children(&mut b, node, rank_i, children, &at)?;
+            b.add_containment_edge(cluster, node);
+            add_children(&mut b, node, rank_i, children, &kinds, none, &at)?;
         }
     }
     Ok(b.finish()?)
@@ -124,18 +139,18 @@ fn add_children(
     node: VertexId,
     rank: i64,
     children: &[(String, IdSet)],
+    kinds: &[Sym],
+    none: Sym,
     at: &At,
 ) -> Result<(), ReadError> {
-    for (kind, ids) in children {
+    for ((kind, ids), &sym) in children.iter().zip(kinds) {
         for id in ids.iter() {
             let id = i64::try_from(id).map_err(|_| {
                 at.key("R_lite")
                     .error(format!("{kind} id {id} is out of range"))
             })?;
-            let mut spec = VertexSpec::new(kind, kind, id);
-            spec.rank = rank;
-            let v = b.add_vertex(spec);
-            b.add_edge(node, v, CONTAINMENT);
+            let v = b.add_vertex_syms(sym, sym, None, id, rank, 1, none, Status::Up);
+            b.add_containment_edge(node, v);
         }
     }
     Ok(())

@@ -36,8 +36,8 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use crate::error::{GRAPH_VERTICES_MAX, Location, ReadError};
-use crate::graph::{CONTAINMENT, GraphBuilder, ResourceGraph, VertexId, VertexSpec};
-use crate::hostlist::{decode_hostlist, split_host};
+use crate::graph::ResourceGraph;
+use crate::hostlist::decode_hostlist;
 
 mod build;
 #[cfg(test)]
@@ -301,21 +301,6 @@ fn check_class(
         return Err(bad("hosts", format!("host {h:?} contains '/'")));
     }
     Ok(hosts)
-}
-
-/// Node vertex of `host`: basename and id from its trailing digits.
-fn node_spec(host: &str, rank: usize) -> VertexSpec {
-    let (basename, digits) = split_host(host);
-    let id = digits.and_then(|d| i64::try_from(d).ok()).unwrap_or(-1);
-    let mut spec = VertexSpec::new("node", basename, id);
-    spec.name = Some(host.to_string());
-    spec.rank = rank as i64;
-    spec
-}
-
-/// Adds `parent → child` in containment (shared by the builder).
-fn contain(b: &mut GraphBuilder, parent: VertexId, child: VertexId) {
-    b.add_edge(parent, child, CONTAINMENT);
 }
 
 /// The vertex bound, checked before anything is allocated.

@@ -2,9 +2,11 @@
 
 use std::collections::HashMap;
 
-use super::{ClusterSpec, check_class, check_size, contain, node_spec};
+use super::{ClusterSpec, check_class, check_size};
 use crate::error::{Location, ReadError};
-use crate::graph::{GraphBuilder, ResourceGraph, VertexId, VertexSpec};
+use crate::graph::{GraphBuilder, ResourceGraph, Status, VertexId};
+use crate::hostlist::split_host;
+use crate::intern::Sym;
 
 /// Locates a field for an error: (class index or `None` for top level, field name).
 pub(super) type Locate<'a> = &'a dyn Fn(Option<usize>, &str) -> Location;
@@ -52,8 +54,23 @@ pub(super) fn build(spec: &ClusterSpec, at: Locate<'_>) -> Result<ResourceGraph,
         }
     }
 
-    let mut b = GraphBuilder::new();
-    let root = b.add_vertex(VertexSpec::new("cluster", name, 0));
+    // `count` is below the vertex bound; a tree has one edge fewer than vertices.
+    let count = count as usize;
+    let mut b = GraphBuilder::with_capacity(count, count - 1);
+    let syms = Syms::new(&mut b);
+    let root = {
+        let basename = b.intern(name);
+        b.add_vertex_syms(
+            syms.cluster,
+            basename,
+            None,
+            0,
+            -1,
+            1,
+            syms.none,
+            Status::Up,
+        )
+    };
 
     // Racks of every class first, as a GRUG's cluster → rack rule creates them.
     let mut parent_of: Vec<Vec<VertexId>> = Vec::with_capacity(spec.nodes.len());
@@ -64,9 +81,18 @@ pub(super) fn build(spec: &ClusterSpec, at: Locate<'_>) -> Result<ResourceGraph,
             Some(size) => {
                 let racks: Vec<VertexId> = (0..class_hosts.len().div_ceil(size as usize))
                     .map(|_| {
-                        let rack = b.add_vertex(VertexSpec::new("rack", "rack", rack_id));
+                        let rack = b.add_vertex_syms(
+                            syms.rack,
+                            syms.rack,
+                            None,
+                            rack_id,
+                            -1,
+                            1,
+                            syms.none,
+                            Status::Up,
+                        );
                         rack_id += 1;
-                        contain(&mut b, root, rack);
+                        b.add_containment_edge(root, rack);
                         rack
                     })
                     .collect();
@@ -79,15 +105,14 @@ pub(super) fn build(spec: &ClusterSpec, at: Locate<'_>) -> Result<ResourceGraph,
     }
 
     // Then every node, ranked in host order.
-    let mut nodes: Vec<(VertexId, usize)> = Vec::new();
+    let mut nodes: Vec<(VertexId, usize)> = Vec::with_capacity(seen.len());
     for (i, (class, class_hosts)) in spec.nodes.iter().zip(&hosts).enumerate() {
         for (k, host) in class_hosts.iter().enumerate() {
-            let mut s = node_spec(host, nodes.len());
+            let node = add_node(&mut b, &syms, host, nodes.len());
             for p in &class.properties {
-                s.properties.insert(p.clone(), String::new());
+                b.set_property(node, p, "");
             }
-            let node = b.add_vertex(s);
-            contain(&mut b, parent_of[i][k], node);
+            b.add_containment_edge(parent_of[i][k], node);
             nodes.push((node, i));
         }
     }
@@ -96,33 +121,36 @@ pub(super) fn build(spec: &ClusterSpec, at: Locate<'_>) -> Result<ResourceGraph,
     // one pass per type, as the socket → core / gpu / memory rules run one after another.
     let mut sockets: Vec<(VertexId, i64, i64, usize)> = Vec::new();
     for &(node, i) in &nodes {
-        let rank = b.vertex(node).rank;
+        let rank = b.vertex_rank(node);
         for s in 0..spec.nodes[i].sockets {
-            let socket = child(&mut b, node, "socket", i64::from(s), rank, 1, "");
+            let socket = child(&mut b, node, syms.socket, i64::from(s), rank, 1, syms.none);
             sockets.push((socket, i64::from(s), rank, i));
         }
     }
-    let pass =
-        |b: &mut GraphBuilder, kind: &str, per: &dyn Fn(usize) -> (u32, i64, &'static str)| {
-            for &(socket, s, rank, i) in &sockets {
-                let (n, size, unit) = per(i);
-                for k in 0..i64::from(n) {
-                    child(b, socket, kind, s * i64::from(n) + k, rank, size, unit);
-                }
+    let pass = |b: &mut GraphBuilder, kind: Sym, per: &dyn Fn(usize) -> (u32, i64, Sym)| {
+        for &(socket, s, rank, i) in &sockets {
+            let (n, size, unit) = per(i);
+            for k in 0..i64::from(n) {
+                child(b, socket, kind, s * i64::from(n) + k, rank, size, unit);
             }
-        };
-    pass(&mut b, "core", &|i| (spec.nodes[i].cores_per_socket, 1, ""));
-    pass(&mut b, "gpu", &|i| (spec.nodes[i].gpus_per_socket, 1, ""));
-    pass(&mut b, "memory", &|i| {
+        }
+    };
+    pass(&mut b, syms.core, &|i| {
+        (spec.nodes[i].cores_per_socket, 1, syms.none)
+    });
+    pass(&mut b, syms.gpu, &|i| {
+        (spec.nodes[i].gpus_per_socket, 1, syms.none)
+    });
+    pass(&mut b, syms.memory, &|i| {
         let c = &spec.nodes[i];
         match c.memory_per_socket_gb {
-            0 => (0, 1, "GB"),
+            0 => (0, 1, syms.gb),
             gb => {
                 let pool = gb / u64::from(c.memory_pools_per_socket);
                 (
                     c.memory_pools_per_socket,
                     i64::try_from(pool).unwrap_or(i64::MAX),
-                    "GB",
+                    syms.gb,
                 )
             }
         }
@@ -130,21 +158,64 @@ pub(super) fn build(spec: &ClusterSpec, at: Locate<'_>) -> Result<ResourceGraph,
     Ok(b.finish()?)
 }
 
+/// The strings the spec's vertices share, interned once.
+struct Syms {
+    cluster: Sym,
+    rack: Sym,
+    node: Sym,
+    socket: Sym,
+    core: Sym,
+    gpu: Sym,
+    memory: Sym,
+    none: Sym,
+    gb: Sym,
+}
+
+impl Syms {
+    fn new(b: &mut GraphBuilder) -> Self {
+        Syms {
+            cluster: b.intern("cluster"),
+            rack: b.intern("rack"),
+            node: b.intern("node"),
+            socket: b.intern("socket"),
+            core: b.intern("core"),
+            gpu: b.intern("gpu"),
+            memory: b.intern("memory"),
+            none: b.intern(""),
+            gb: b.intern("GB"),
+        }
+    }
+}
+
+/// Node vertex of `host`: basename and id from its trailing digits, rank its position.
+fn add_node(b: &mut GraphBuilder, syms: &Syms, host: &str, rank: usize) -> VertexId {
+    let (basename, digits) = split_host(host);
+    let id = digits.and_then(|d| i64::try_from(d).ok()).unwrap_or(-1);
+    let basename = b.intern(basename);
+    let name = b.intern(host);
+    b.add_vertex_syms(
+        syms.node,
+        basename,
+        Some(name),
+        id,
+        rank as i64,
+        1,
+        syms.none,
+        Status::Up,
+    )
+}
+
 /// Adds a `kind` vertex named `kind<id>` under `parent`.
 fn child(
     b: &mut GraphBuilder,
     parent: VertexId,
-    kind: &str,
+    kind: Sym,
     id: i64,
     rank: i64,
     size: i64,
-    unit: &str,
+    unit: Sym,
 ) -> VertexId {
-    let mut spec = VertexSpec::new(kind, kind, id);
-    spec.rank = rank;
-    spec.size = size;
-    spec.unit = unit.to_string();
-    let v = b.add_vertex(spec);
-    contain(b, parent, v);
+    let v = b.add_vertex_syms(kind, kind, None, id, rank, size, unit, Status::Up);
+    b.add_containment_edge(parent, v);
     v
 }
