@@ -840,7 +840,6 @@ fn non_utf8_command_line_does_not_end_the_session() {
 
 /// The reader's error for a missing graph file says why once.
 #[test]
-#[ignore = "resource ReadError::Io/Graph display their source and also return it as source(): anyhow's {:#} prints it twice"]
 fn graph_errors_say_why_once() {
     let s = Scratch::new("once");
     let r = query(&s.0, &s.path("missing.graphml"), &[], "");

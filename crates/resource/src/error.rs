@@ -54,13 +54,10 @@ impl Location {
 /// Why a graph could not be read. `file` is set by the `*_file` readers.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
-    /// The file could not be read.
-    #[error("{path}: {source}")]
-    Io {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The file could not be read. The message includes the cause (it is not also returned
+    /// as `source()`, so error chains do not print it twice).
+    #[error("{path}: {error}")]
+    Io { path: String, error: std::io::Error },
     /// The input is malformed or says something the reader cannot build.
     #[error("{}{message}", Place(file, at))]
     Invalid {
@@ -77,11 +74,10 @@ pub enum ReadError {
         limit: usize,
     },
     /// The vertices and edges were read but do not form a valid resource graph.
-    #[error("{}{source}", Place(file, &Location::None))]
+    #[error("{}{error}", Place(file, &Location::None))]
     Graph {
         file: Option<String>,
-        #[source]
-        source: GraphError,
+        error: GraphError,
     },
 }
 
@@ -138,7 +134,10 @@ impl ReadError {
 
 impl From<GraphError> for ReadError {
     fn from(source: GraphError) -> Self {
-        ReadError::Graph { file: None, source }
+        ReadError::Graph {
+            file: None,
+            error: source,
+        }
     }
 }
 
@@ -149,7 +148,7 @@ pub(crate) fn read_file<T>(
 ) -> Result<T, ReadError> {
     let text = std::fs::read_to_string(path).map_err(|source| ReadError::Io {
         path: path.display().to_string(),
-        source,
+        error: source,
     })?;
     read(&text).map_err(|e| e.in_file(path))
 }
