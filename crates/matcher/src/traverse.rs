@@ -311,7 +311,12 @@ impl<'a> Traversal<'a> {
         if matches!(test, Test::NoMatch) {
             return None;
         }
-        if matches!(test, Test::Pristine) && !self.sat && !self.subtree_may_hold(u, reqs) {
+        let may_hold = match test {
+            Test::Pristine => self.subtree_may_hold(u, reqs),
+            Test::Slot { slot, .. } => self.subtree_may_hold(u, &[slot]),
+            _ => true,
+        };
+        if !self.sat && !may_hold {
             return None;
         }
         let usage = self.prune_ok(u, x_in, reqs)?;
@@ -572,10 +577,10 @@ impl<'a> Traversal<'a> {
         })
     }
 
-    /// Whether the subtree of an omitted-prefix vertex could hand up a candidate for any of
-    /// `reqs`: one instance needs at least its unit needs free below. Fluxion walks such
-    /// subtrees anyway; skipping them changes nothing but the time taken (aggregates only
-    /// over-estimate what is free).
+    /// Whether the subtree of an omitted-prefix vertex (or of a vertex where slots form)
+    /// could hand up a candidate for any of `reqs`: one instance needs at least its unit
+    /// needs free below. Fluxion walks such subtrees anyway; skipping them changes nothing
+    /// but the time taken (aggregates only over-estimate what is free).
     fn subtree_may_hold(&self, u: VertexId, reqs: &[ReqId]) -> bool {
         reqs.iter().any(|&r| {
             self.req.req(r).unit_needs.iter().all(|&(t, n)| {
