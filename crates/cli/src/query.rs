@@ -70,10 +70,13 @@ pub struct Session {
     next_jobid: u64,
     /// Per-match elapsed seconds, for `stat`.
     timings: Vec<f64>,
-    /// Jobspecs already parsed, by file contents: command streams repeat the same few files
-    /// thousands of times, and parsing would otherwise dominate the matching.
-    parsed: HashMap<String, Rc<Jobspec>>,
+    /// Jobspecs already parsed, by file, with the (size, modification time) they were read
+    /// at: command streams repeat the same few files thousands of times, and parsing would
+    /// otherwise dominate the matching.
+    parsed: HashMap<String, (FileStamp, Rc<Jobspec>)>,
 }
+
+type FileStamp = (u64, Option<std::time::SystemTime>);
 
 /// How many distinct jobspecs a session keeps parsed.
 const PARSED_JOBSPECS_MAX: usize = 1024;
@@ -249,6 +252,26 @@ impl Session {
         }
     }
 
+    /// The parsed jobspec in `file`, parsed again only when the file changed (by size or
+    /// modification time): streams repeat the same few files thousands of times.
+    fn jobspec(&mut self, file: &str) -> Result<Rc<Jobspec>> {
+        let meta = std::fs::metadata(file).with_context(|| format!("can't open {file}"))?;
+        let stamp = (meta.len(), meta.modified().ok());
+        if let Some((seen, js)) = self.parsed.get(file)
+            && *seen == stamp
+        {
+            return Ok(Rc::clone(js));
+        }
+        let text = std::fs::read_to_string(file).with_context(|| format!("can't open {file}"))?;
+        let js = Rc::new(shardsched_jobspec::parse(&text).with_context(|| file.to_string())?);
+        if self.parsed.len() >= PARSED_JOBSPECS_MAX {
+            self.parsed.clear();
+        }
+        self.parsed
+            .insert(file.to_string(), (stamp, Rc::clone(&js)));
+        Ok(js)
+    }
+
     fn cmd_match(
         &mut self,
         words: &[&str],
@@ -263,19 +286,7 @@ impl Session {
         let op =
             MatchOp::parse(sub).with_context(|| format!("match: unknown subcommand {sub:?}"))?;
         let file = arg(words, 2, "JOBSPEC")?;
-        let text = std::fs::read_to_string(file).with_context(|| format!("can't open {file}"))?;
-        let js = match self.parsed.get(&text) {
-            Some(js) => Rc::clone(js),
-            None => {
-                let js =
-                    Rc::new(shardsched_jobspec::parse(&text).with_context(|| file.to_string())?);
-                if self.parsed.len() >= PARSED_JOBSPECS_MAX {
-                    self.parsed.clear();
-                }
-                self.parsed.insert(text, Rc::clone(&js));
-                js
-            }
-        };
+        let js = self.jobspec(file)?;
         let jobid = self.next_jobid;
         let started = Instant::now();
         let outcome = self.matcher.run(op, &js, jobid, 0)?;
@@ -351,6 +362,14 @@ fn parse_jobid(w: Option<&&str>) -> Result<u64> {
 /// Runs `shardsched query`.
 pub fn main(args: &QueryArgs) -> Result<()> {
     let mut session = Session::open(args)?;
+    let result = run_session(&mut session, args);
+    // The process ends right after: freeing a large graph vertex by vertex would only
+    // delay the exit.
+    std::mem::forget(session);
+    result
+}
+
+fn run_session(session: &mut Session, args: &QueryArgs) -> Result<()> {
     let stdin = std::io::stdin();
     let mut stdout = std::io::stdout().lock();
     match &args.output {

@@ -189,6 +189,9 @@ fn commit_inner(
     // (inner vertex, per-type units) for the aggregates above exclusively taken units.
     let mut agg_need: Vec<(VertexId, Vec<i64>)> = Vec::new();
     let mut agg_index: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
+    // Vertices come children-first, so consecutive units share ancestors: remember the last
+    // ancestor seen at each depth before looking it up.
+    let mut recent: Vec<(u32, usize)> = Vec::new();
     for av in &a.vertices {
         st.hold(av.v, a.at, a.duration, av.needs, av.exclusive, spans)?;
         if !av.exclusive || !st.prune_types.contains(&g.kind(av.v)) {
@@ -196,14 +199,25 @@ fn commit_inner(
         }
         let kind = g.kind(av.v);
         let mut cur = av.v;
+        let mut depth = av.depth as usize;
         while let Some(p) = g.parent(cur) {
+            depth = depth.saturating_sub(1);
             if let Some(agg) = st.aggregate(p)
                 && let Some(i) = agg.types.iter().position(|&t| t == kind)
             {
-                let slot = *agg_index.entry(p.0).or_insert_with(|| {
-                    agg_need.push((p, vec![0; agg.types.len()]));
-                    agg_need.len() - 1
-                });
+                if recent.len() <= depth {
+                    recent.resize(depth + 1, (u32::MAX, 0));
+                }
+                let slot = if recent[depth].0 == p.0 {
+                    recent[depth].1
+                } else {
+                    let slot = *agg_index.entry(p.0).or_insert_with(|| {
+                        agg_need.push((p, vec![0; agg.types.len()]));
+                        agg_need.len() - 1
+                    });
+                    recent[depth] = (p.0, slot);
+                    slot
+                };
                 agg_need[slot].1[i] += av.needs;
             }
             cur = p;

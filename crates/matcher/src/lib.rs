@@ -122,6 +122,10 @@ pub struct Matcher {
     order: traverse::ScoreOrder,
     tree: alloc::TreeOrder,
     marks: alloc::Marks,
+    scratch: traverse::Scratch,
+    /// End times of held allocations and reservations, with how many end then: the only
+    /// instants a reservation can start at.
+    ends: BTreeMap<i64, u32>,
     jobs: BTreeMap<u64, JobRecord>,
 }
 
@@ -138,6 +142,8 @@ impl Matcher {
             order,
             tree,
             marks: alloc::Marks::default(),
+            scratch: traverse::Scratch::default(),
+            ends: BTreeMap::new(),
             jobs: BTreeMap::new(),
         }
     }
@@ -237,6 +243,7 @@ impl Matcher {
             at,
             dur,
             sat,
+            Default::default(),
         )
     }
 
@@ -245,37 +252,42 @@ impl Matcher {
         if dur == 0 {
             return None;
         }
-        let mut t = self.traversal(req, at, dur, false);
-        let top = t.select()?;
-        let arena = std::mem::take(&mut t.arena);
-        Some(alloc::expand(
+        let scratch = std::mem::take(&mut self.scratch);
+        let mut t = traverse::Traversal::new(
             &self.graph,
-            &self.tree,
-            &mut self.marks,
-            &arena,
-            top,
-            self.policy.node_exclusive,
+            &self.state,
+            req,
+            &self.order,
+            self.policy,
             at,
             dur,
-        ))
+            false,
+            scratch,
+        );
+        let top = t.select();
+        let alloc = top.map(|top| {
+            alloc::expand(
+                &self.graph,
+                &self.tree,
+                &mut self.marks,
+                &t.arena,
+                top,
+                self.policy.node_exclusive,
+                at,
+                dur,
+            )
+        });
+        self.scratch = t.into_scratch();
+        alloc
     }
 
     /// Times after `now` at which some held resource frees up, in order: the only instants at
     /// which a request that does not fit earlier can start to fit.
     fn candidate_times(&self, now: i64) -> Vec<i64> {
-        let mut ts: Vec<i64> = self
-            .jobs
-            .values()
-            .map(|j| {
-                j.alloc
-                    .at
-                    .saturating_add(i64::try_from(j.alloc.duration).unwrap_or(i64::MAX))
-            })
-            .filter(|&t| t > now)
-            .collect();
-        ts.sort_unstable();
-        ts.dedup();
-        ts
+        self.ends
+            .range(now.saturating_add(1)..)
+            .map(|(&t, _)| t)
+            .collect()
     }
 
     fn record(
@@ -285,6 +297,7 @@ impl Matcher {
         alloc: Allocation,
     ) -> Result<Allocation, MatchError> {
         let spans = alloc::commit(&self.graph, &mut self.state, &alloc)?;
+        *self.ends.entry(end_of(&alloc)).or_default() += 1;
         self.jobs.insert(
             jobid,
             JobRecord {
@@ -302,6 +315,13 @@ impl Matcher {
             .jobs
             .remove(&jobid)
             .ok_or(MatchError::NoSuchJob(jobid))?;
+        let end = end_of(&job.alloc);
+        if let Some(n) = self.ends.get_mut(&end) {
+            *n -= 1;
+            if *n == 0 {
+                self.ends.remove(&end);
+            }
+        }
         for s in job.spans {
             self.state.remove(s)?;
         }
@@ -331,4 +351,9 @@ impl Matcher {
             .find_path(path)
             .ok_or_else(|| MatchError::NoSuchPath(path.to_string()))
     }
+}
+
+/// When an allocation's resources free up.
+fn end_of(a: &Allocation) -> i64 {
+    a.at.saturating_add(i64::try_from(a.duration).unwrap_or(i64::MAX))
 }

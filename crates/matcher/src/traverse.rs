@@ -146,6 +146,14 @@ struct Visit {
     sub: (u32, u32),
 }
 
+/// Memory a traversal works in, kept by the matcher between matches so that a match
+/// allocates nothing once the buffers have grown.
+#[derive(Clone, Debug, Default)]
+pub struct Scratch {
+    cands: Vec<Cand>,
+    arena: Vec<Pick>,
+}
+
 /// One match attempt at one time window.
 pub struct Traversal<'a> {
     g: &'a ResourceGraph,
@@ -177,7 +185,14 @@ impl<'a> Traversal<'a> {
         at: i64,
         dur: u64,
         sat: bool,
+        scratch: Scratch,
     ) -> Self {
+        let Scratch {
+            mut cands,
+            mut arena,
+        } = scratch;
+        cands.clear();
+        arena.clear();
         Traversal {
             g,
             st,
@@ -190,8 +205,16 @@ impl<'a> Traversal<'a> {
             ignore_status: false,
             node: g.sym("node"),
             multilevel: 0,
-            cands: Vec::new(),
-            arena: Vec::new(),
+            cands,
+            arena,
+        }
+    }
+
+    /// Gives the buffers back for the next match.
+    pub fn into_scratch(self) -> Scratch {
+        Scratch {
+            cands: self.cands,
+            arena: self.arena,
         }
     }
 
