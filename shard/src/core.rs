@@ -1,0 +1,461 @@
+//! The shard's pure core: one queue manager, the job table around it, and the sim executor.
+//!
+//! No I/O, no clock: every input carries `now_ms` (milliseconds since the Unix epoch), and
+//! the core keeps the largest it has seen, so a wall clock that steps back cannot make the
+//! queue manager see time run backwards. The matcher counts in whole seconds
+//! (`now_ms / 1000`).
+//!
+//! Inputs: [`ShardCore::handle_submit`], [`ShardCore::handle_cancel`],
+//! [`ShardCore::set_queue_state`], [`ShardCore::set_owned`], and [`ShardCore::tick`], which
+//! completes the sim jobs whose run time is over, schedules, and records what the queue
+//! manager decided. Reads: [`ShardCore::snapshot`] (and the `handle_jobs` /
+//! `handle_job_info` conveniences built on it), [`ShardCore::status`],
+//! [`ShardCore::next_wakeup_ms`].
+//!
+//! **Denied jobs are refused at submit.** A job that could never fit the queue's definition
+//! (or asks for more than its maximum duration, or names another queue) gets a
+//! [`RefusalCode::Denied`] refusal carrying the queue manager's reason; no job id is kept
+//! and nothing is recorded, so a retry is judged afresh. A job that fits the definition but
+//! not the nodes the queue owns now is accepted and waits, with the reason in `job info`.
+
+mod events;
+mod status;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use shardsched_jobspec::Jobspec;
+use shardsched_proto::msg::client_shard::{CancelOutcome, CancelResult, Submit};
+use shardsched_proto::msg::{
+    Generation, JobId, JobInfo, JobList, JobState, JobsQuery, NodeGen, QueueConfig, Refusal,
+    RefusalCode,
+};
+use shardsched_proto::{FluidGenerator, Peer};
+use shardsched_qmanager::{JobRequest, JobView, QueueManager};
+use shardsched_resource::{ResourceGraph, VertexId};
+
+use crate::assign::{self, MS_PER_S};
+use crate::error::ShardError;
+use crate::job::{JobRecord, Reason, job_name};
+use crate::limits::{ACTIVE_JOBS_MAX, FINISHED_JOBS_RETAINED, PRIORITY_DEFAULT};
+use crate::snapshot::Snapshot;
+use crate::table::JobTable;
+
+/// How the core runs jobs and how long it remembers them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CoreOptions {
+    /// The sim executor's speed-up: a job holds its resources for its duration divided by
+    /// this. Finite and positive.
+    pub time_scale: f64,
+    /// Finished jobs kept for `jobs -a` ([`FINISHED_JOBS_RETAINED`] by default).
+    pub finished_retained: usize,
+}
+
+/// The answer to an accepted submit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Submitted {
+    /// The job's id.
+    pub id: JobId,
+    /// The same owner had already used this idempotency key: `id` is the earlier job.
+    pub duplicate: bool,
+}
+
+/// See the module documentation.
+#[derive(Debug)]
+pub struct ShardCore {
+    config: QueueConfig,
+    queue: Arc<str>,
+    qm: QueueManager,
+    generator: FluidGenerator,
+    table: JobTable,
+    options: CoreOptions,
+    /// Every node of the cluster, by name.
+    nodes: BTreeMap<String, VertexId>,
+    /// Nodes the queue may own.
+    definition: BTreeSet<String>,
+    /// Nodes the queue owns now, with their generations.
+    owned: BTreeMap<String, Generation>,
+    /// Owner name → the queue manager's numeric user.
+    users: HashMap<String, u32>,
+    /// The largest time seen, ms.
+    now_ms: u64,
+    /// Live pending jobs (in the pending order or waiting for nodes).
+    pending: BTreeSet<JobId>,
+    /// Running jobs → the time their sim run ends, ms.
+    running: HashMap<JobId, u64>,
+    /// The same, ordered by end.
+    sim_ends: BTreeSet<(u64, JobId)>,
+    /// Running jobs per node name (for status reports).
+    node_jobs: HashMap<String, u32>,
+    /// The highest job id issued.
+    last_id: Option<JobId>,
+    /// Bumped on every change a status report shows.
+    status_version: u64,
+    /// The last tick hit [`SCHEDULE_PASSES_MAX`](crate::limits::SCHEDULE_PASSES_MAX) with
+    /// jobs still starting.
+    backlog: bool,
+    /// The last scheduling pass started jobs with a bounded queue depth: the queue
+    /// manager's walk has spent depth on jobs that are no longer pending.
+    walk_spent: bool,
+}
+
+impl Default for CoreOptions {
+    fn default() -> Self {
+        CoreOptions {
+            time_scale: 1.0,
+            finished_retained: FINISHED_JOBS_RETAINED,
+        }
+    }
+}
+
+impl ShardCore {
+    /// A core for the coordinator's assignment: its cluster, queue, generator id and nodes.
+    pub fn new(
+        assignment: &shardsched_proto::msg::shard_coord::Assignment,
+        options: CoreOptions,
+    ) -> Result<ShardCore, ShardError> {
+        let graph = assign::cluster_graph(&assignment.cluster)?;
+        ShardCore::with_graph(
+            graph,
+            &assignment.queue,
+            assignment.generator_id,
+            &assignment.owned,
+            options,
+        )
+    }
+
+    /// A core over an already built graph (reduced to the scheduler's types). The queue's
+    /// definition is `config.definition` plus the owned nodes (all owned nodes when the
+    /// definition is empty).
+    pub fn with_graph(
+        mut graph: ResourceGraph,
+        config: &QueueConfig,
+        generator_id: u16,
+        owned: &[NodeGen],
+        options: CoreOptions,
+    ) -> Result<ShardCore, ShardError> {
+        if !(options.time_scale.is_finite() && options.time_scale > 0.0) {
+            return Err(ShardError::Option(format!(
+                "time scale {} is not a positive number",
+                options.time_scale
+            )));
+        }
+        let nodes = assign::node_index(&graph);
+        let definition: BTreeSet<String> = config
+            .definition
+            .iter()
+            .cloned()
+            .chain(
+                owned
+                    .iter()
+                    .filter(|n| nodes.contains_key(&n.node))
+                    .map(|n| n.node.clone()),
+            )
+            .collect();
+        assign::restrict_to_definition(&mut graph, &nodes, &definition)?;
+        let qm = QueueManager::new(graph, assign::params(config)?)?;
+        let mut core = ShardCore {
+            queue: Arc::from(config.name.as_str()),
+            config: config.clone(),
+            qm,
+            generator: FluidGenerator::new(generator_id)?,
+            table: JobTable::new(options.finished_retained),
+            options,
+            nodes,
+            definition,
+            owned: BTreeMap::new(),
+            users: HashMap::new(),
+            now_ms: 0,
+            pending: BTreeSet::new(),
+            running: HashMap::new(),
+            sim_ends: BTreeSet::new(),
+            node_jobs: HashMap::new(),
+            last_id: None,
+            status_version: 0,
+            backlog: false,
+            walk_spent: false,
+        };
+        core.set_owned(owned)?;
+        Ok(core)
+    }
+
+    /// Takes a job in at `now_ms` for `owner` (the submitting certificate's name). See the
+    /// module documentation for what is refused.
+    pub fn handle_submit(
+        &mut self,
+        now_ms: u64,
+        owner: &str,
+        submit: &Submit,
+    ) -> Result<Submitted, Refusal> {
+        let now_ms = self.observe(now_ms);
+        if let Some(id) = self.table.by_key(owner, &submit.idempotency_key) {
+            return Ok(Submitted {
+                id,
+                duplicate: true,
+            });
+        }
+        if !self.config.enabled {
+            return Err(Refusal::new(
+                RefusalCode::Unavailable,
+                format!(
+                    "queue {} is disabled: it accepts no submissions",
+                    self.queue
+                ),
+            ));
+        }
+        if self.pending.len() + self.running.len() >= ACTIVE_JOBS_MAX {
+            return Err(Refusal::new(
+                RefusalCode::Unavailable,
+                format!(
+                    "queue {} holds {ACTIVE_JOBS_MAX} live jobs, its limit; try later",
+                    self.queue
+                ),
+            ));
+        }
+        let jobspec = shardsched_jobspec::parse_json(&submit.jobspec_json)
+            .map_err(|e| Refusal::new(RefusalCode::Invalid, format!("invalid jobspec: {e}")))?;
+        if let Some(other) = jobspec.attributes.queue.as_deref()
+            && other != &*self.queue
+        {
+            return Err(Refusal::new(
+                RefusalCode::Invalid,
+                format!(
+                    "the jobspec names queue {other} but was submitted to queue {}",
+                    self.queue
+                ),
+            ));
+        }
+        let id = self
+            .generator
+            .next(now_ms)
+            .map_err(|e| Refusal::new(RefusalCode::Internal, e.to_string()))?;
+        self.admit(now_ms, owner, submit, jobspec, id)
+    }
+
+    fn admit(
+        &mut self,
+        now_ms: u64,
+        owner: &str,
+        submit: &Submit,
+        jobspec: Jobspec,
+        id: JobId,
+    ) -> Result<Submitted, Refusal> {
+        let priority = submit.priority.unwrap_or(PRIORITY_DEFAULT);
+        let name = job_name(&jobspec);
+        let asked_s = jobspec.attributes.duration;
+        let next_user = u32::try_from(self.users.len()).unwrap_or(u32::MAX);
+        let user = *self.users.entry(owner.to_owned()).or_insert(next_user);
+        let request = JobRequest {
+            id: id.0,
+            jobspec,
+            priority: i64::from(priority),
+            submit_time: self.now_s(),
+            user,
+        };
+        self.last_id = self.last_id.max(Some(id));
+        if let Err(e) = self.qm.submit(request) {
+            tracing::error!(queue = %self.queue, job = %id, error = %e, "queue manager refused a submit");
+            return Err(Refusal::new(RefusalCode::Internal, e.to_string()));
+        }
+        if let Some(reason) = self.drain(Some(id.0)) {
+            tracing::debug!(queue = %self.queue, job = %id, %reason, "denied");
+            return Err(Refusal::new(
+                RefusalCode::Denied,
+                format!("denied by queue {}: {reason}", self.queue),
+            ));
+        }
+        let duration_ms = self
+            .qm
+            .params()
+            .effective_duration(asked_s)
+            .unwrap_or(asked_s)
+            .saturating_mul(MS_PER_S);
+        let reason = match self.qm.job(id.0) {
+            Some(JobView::Pending { reason }) => Reason::Waiting(reason),
+            _ => Reason::None,
+        };
+        let mut job = JobRecord {
+            id,
+            owner: owner.to_owned(),
+            key: submit.idempotency_key,
+            name,
+            priority,
+            state: JobState::Pending,
+            reason,
+            submit_ms: now_ms,
+            start_ms: None,
+            end_ms: None,
+            duration_ms,
+            nodes: Vec::new(),
+            jobspec_json: Arc::from(submit.jobspec_json.as_str()),
+            r_json: None,
+            events: Vec::new(),
+        };
+        job.push_event(
+            now_ms,
+            "submit",
+            serde_json::json!({"owner": owner, "priority": priority}),
+        );
+        self.table.insert(job);
+        self.pending.insert(id);
+        self.status_version += 1;
+        Ok(Submitted {
+            id,
+            duplicate: false,
+        })
+    }
+
+    /// Cancels jobs for `peer`: users only their own ([`Peer::may_cancel`]), admins any.
+    /// One outcome per id, in order. Freed resources are used by the next [`Self::tick`].
+    pub fn handle_cancel(&mut self, now_ms: u64, peer: &Peer, ids: &[JobId]) -> Vec<CancelOutcome> {
+        self.observe(now_ms);
+        ids.iter()
+            .map(|&id| CancelOutcome {
+                id,
+                result: self.cancel_one(peer, id),
+            })
+            .collect()
+    }
+
+    fn cancel_one(&mut self, peer: &Peer, id: JobId) -> CancelResult {
+        let Some(job) = self.table.get(id) else {
+            return CancelResult::NotFound;
+        };
+        if !peer.may_cancel(&job.owner) {
+            return CancelResult::Forbidden;
+        }
+        if !job.state.is_active() {
+            return CancelResult::AlreadyInactive;
+        }
+        if let Err(e) = self.qm.cancel(id.0) {
+            tracing::error!(queue = %self.queue, job = %id, error = %e, "queue manager lost a live job");
+            self.fail(id, format!("internal error: {e}"));
+            return CancelResult::AlreadyInactive;
+        }
+        self.drain(None);
+        if let Some(job) = self.table.get_mut(id) {
+            job.reason = Reason::Text(format!("cancelled by {peer}"));
+        }
+        CancelResult::Cancelled
+    }
+
+    /// The jobs matching `query`, as of now (see [`Snapshot::jobs`]).
+    pub fn handle_jobs(&self, requester: &str, query: &JobsQuery) -> JobList {
+        self.snapshot().jobs(requester, query)
+    }
+
+    /// One job in full, if the shard knows it.
+    pub fn handle_job_info(&self, id: JobId) -> Option<JobInfo> {
+        self.snapshot().job_info(id)
+    }
+
+    /// Enables/disables submissions and starts/stops scheduling. Stopping touches no
+    /// running job; pending jobs wait until the queue is started again.
+    pub fn set_queue_state(&mut self, enabled: bool, started: bool) {
+        if (self.config.enabled, self.config.started) != (enabled, started) {
+            tracing::info!(queue = %self.queue, enabled, started, "queue state");
+            self.config.enabled = enabled;
+            self.config.started = started;
+            self.status_version += 1;
+        }
+    }
+
+    /// Makes exactly `owned` available (with their generations): every other node is
+    /// unavailable. Running jobs are never touched; pending ones that no longer fit wait.
+    /// Names that are not nodes of the cluster are ignored (and logged).
+    pub fn set_owned(&mut self, owned: &[NodeGen]) -> Result<(), ShardError> {
+        let mut now_owned = BTreeMap::new();
+        for n in owned {
+            if self.nodes.contains_key(&n.node) {
+                now_owned.insert(n.node.clone(), n.generation);
+            } else {
+                tracing::warn!(queue = %self.queue, node = %n.node, "assigned a node the cluster does not have");
+            }
+        }
+        // Nodes outside the definition are already down (a no-op) unless owned before.
+        for (name, &v) in &self.nodes {
+            self.qm.set_availability(v, now_owned.contains_key(name))?;
+        }
+        self.owned = now_owned;
+        self.status_version += 1;
+        self.refresh_reasons(usize::MAX);
+        Ok(())
+    }
+
+    /// Switches to another FLUID generator id (a re-registration handed back a new one);
+    /// ids keep increasing past the ones already issued.
+    pub fn set_generator_id(&mut self, generator_id: u16) -> Result<(), ShardError> {
+        if generator_id != self.generator.generator_id() {
+            let mut generator = FluidGenerator::new(generator_id)?;
+            if let Some(last) = self.last_id {
+                generator.resume_after(last);
+            }
+            self.generator = generator;
+        }
+        Ok(())
+    }
+
+    /// An immutable view of the job table for reads, as of the last input.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot::new(
+            Arc::clone(&self.queue),
+            self.config.enabled,
+            self.config.started,
+            self.now_ms,
+            self.table.share(),
+        )
+    }
+
+    /// The job `id` as the table has it.
+    pub fn job(&self, id: JobId) -> Option<&JobRecord> {
+        self.table.get(id)
+    }
+
+    /// Every job in the table (live and retained finished), in no particular order.
+    pub fn jobs(&self) -> impl Iterator<Item = &JobRecord> {
+        self.table.iter()
+    }
+
+    /// The queue manager (its matcher holds the allocations), for checks and tests.
+    pub fn queue_manager(&self) -> &QueueManager {
+        &self.qm
+    }
+
+    /// The queue's name.
+    pub fn queue(&self) -> &str {
+        &self.queue
+    }
+
+    /// The queue's configuration as last set.
+    pub fn config(&self) -> &QueueConfig {
+        &self.config
+    }
+
+    /// Nodes owned now, with their generations.
+    pub fn owned(&self) -> &BTreeMap<String, Generation> {
+        &self.owned
+    }
+
+    /// The highest job id issued so far.
+    pub fn last_job_id(&self) -> Option<JobId> {
+        self.last_id
+    }
+
+    /// Changes whenever something a status report shows changed.
+    pub fn status_version(&self) -> u64 {
+        self.status_version
+    }
+
+    /// Records `now_ms` (never going back) and returns the time to use.
+    fn observe(&mut self, now_ms: u64) -> u64 {
+        self.now_ms = self.now_ms.max(now_ms);
+        self.now_ms
+    }
+
+    /// The matcher's time: whole seconds.
+    fn now_s(&self) -> i64 {
+        i64::try_from(self.now_ms / MS_PER_S).unwrap_or(i64::MAX)
+    }
+}

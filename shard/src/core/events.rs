@@ -1,0 +1,288 @@
+//! Time passing and the queue manager's decisions: [`ShardCore::tick`] completes the sim
+//! jobs whose run time is over and schedules; every [`Event`] the queue
+//! manager emits is recorded in the job table here, and nowhere else.
+
+use shardsched_matcher::{Allocation, writer};
+use shardsched_proto::Fluid;
+use shardsched_proto::msg::JobState;
+use shardsched_qmanager::{CycleKind, DenyReason, Event, JobView, WaitReason};
+use shardsched_resource::encode_hostlist;
+
+use super::ShardCore;
+use crate::assign::MS_PER_S;
+use crate::error::ShardError;
+use crate::job::Reason;
+use crate::limits::{REASON_REFRESH_MAX, SCHEDULE_PASSES_MAX};
+
+impl ShardCore {
+    /// Time is `now_ms`: completes the sim jobs whose run time is over, then (if the queue
+    /// is started) schedules — one pass, or more while passes keep starting jobs with room
+    /// left (the queue depth bounds each pass) — and records the decisions. The driver calls
+    /// it once after every batch of requests and when [`Self::next_wakeup_ms`] comes.
+    pub fn tick(&mut self, now_ms: u64) -> Result<(), ShardError> {
+        let now_ms = self.observe(now_ms);
+        let now_s = self.now_s();
+        while let Some(&(end, id)) = self.sim_ends.first() {
+            if end > now_ms {
+                break;
+            }
+            self.sim_ends.pop_first();
+            if let Err(e) = self.qm.complete(id.0, now_s) {
+                tracing::error!(queue = %self.queue, job = %id, error = %e, "cannot complete a running job");
+                self.fail(id, format!("internal error: {e}"));
+            }
+        }
+        self.drain(None);
+        self.backlog = false;
+        if self.config.started {
+            self.schedule(now_s)?;
+        }
+        Ok(())
+    }
+
+    /// Scheduling passes at `now_s` until one starts nothing, at most
+    /// [`SCHEDULE_PASSES_MAX`].
+    ///
+    /// A pass looks at no more than the queue depth of pending jobs, and counts the ones it
+    /// starts against it. The queue manager's next cycle only *resumes* that walk when
+    /// nothing was freed, so with its depth spent it would start nothing more until some
+    /// job ends — while the cluster still has room. So after a pass that started jobs the
+    /// core asks for a fresh walk from the head (re-setting a pending job's priority to
+    /// what it is makes the queue manager re-plan) and passes again, as Fluxion does on
+    /// each new event. The same holds for the first pass of a later tick when the last
+    /// pass of this one started jobs: its walk's depth is spent on jobs no longer pending.
+    /// Passes left over when the bound is hit are taken at once by the next tick
+    /// ([`Self::next_wakeup_ms`] says now).
+    fn schedule(&mut self, now_s: i64) -> Result<(), ShardError> {
+        let limited = self.qm.params().queue_depth > 0;
+        if limited && self.walk_spent && self.qm.pending_len() > 0 {
+            self.restart_walk()?;
+        }
+        let mut cycled = false;
+        for pass in 1..=SCHEDULE_PASSES_MAX {
+            let started = self.qm.stats().started;
+            let kind = self.qm.schedule(now_s)?;
+            self.drain(None);
+            if kind == CycleKind::Idle {
+                // The walk is where it was.
+                break;
+            }
+            cycled = true;
+            let progressed = self.qm.stats().started > started;
+            self.walk_spent = limited && progressed;
+            if !(self.walk_spent && self.qm.pending_len() > 0) {
+                break;
+            }
+            self.restart_walk()?;
+            self.backlog = pass == SCHEDULE_PASSES_MAX;
+        }
+        if cycled {
+            let depth = match self.qm.params().queue_depth {
+                0 => REASON_REFRESH_MAX,
+                d => d.min(REASON_REFRESH_MAX),
+            };
+            self.refresh_reasons(depth);
+        }
+        Ok(())
+    }
+
+    /// Makes the queue manager's next cycle walk the pending order from its head.
+    fn restart_walk(&mut self) -> Result<(), ShardError> {
+        let Some(head) = self.qm.pending_order().next() else {
+            return Ok(());
+        };
+        let Some(job) = self.table.get(Fluid(head)) else {
+            return Ok(());
+        };
+        self.qm.set_priority(head, i64::from(job.priority))?;
+        Ok(())
+    }
+
+    /// When the core next needs a [`Self::tick`] without any request arriving: the end of
+    /// the earliest sim run, or the start of the earliest reservation (ms since the Unix
+    /// epoch); now, when the last tick left startable jobs behind. `None` when nothing is
+    /// due.
+    pub fn next_wakeup_ms(&self) -> Option<u64> {
+        if self.backlog {
+            return Some(self.now_ms);
+        }
+        let run_end = self.sim_ends.first().map(|&(end, _)| end);
+        let reservation = if self.config.started {
+            self.qm
+                .reservations()
+                .map(|(_, at)| u64::try_from(at).unwrap_or(0).saturating_mul(MS_PER_S))
+                .find(|&t| t > self.now_ms)
+        } else {
+            None
+        };
+        match (run_end, reservation) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Records every pending event; returns the deny reason of job `watch` if it was denied
+    /// (that job is then not in the table: the caller refuses it).
+    pub(super) fn drain(&mut self, watch: Option<u64>) -> Option<DenyReason> {
+        let mut denied = None;
+        while let Some(event) = self.qm.poll_event() {
+            match event {
+                Event::Denied { id, reason } if Some(id) == watch => denied = Some(reason),
+                other => self.apply(other),
+            }
+        }
+        denied
+    }
+
+    fn apply(&mut self, event: Event) {
+        let id = Fluid(event.id());
+        match event {
+            Event::Started { alloc, .. } => self.started(id, &alloc),
+            Event::Reserved { at, .. } => {
+                self.set_reason(id, Reason::Waiting(WaitReason::Reserved { at }));
+            }
+            Event::Unreserved { .. } => {
+                self.set_reason(id, Reason::Waiting(WaitReason::Resources));
+            }
+            Event::Denied { reason, .. } => self.fail(id, format!("denied: {reason}")),
+            Event::Completed { .. } => self.ended(id, JobState::Completed, Reason::None),
+            Event::Cancelled { .. } => {
+                self.ended(id, JobState::Cancelled, Reason::Text("cancelled".into()));
+            }
+        }
+    }
+
+    fn started(&mut self, id: Fluid, alloc: &Allocation) {
+        let now_ms = self.now_ms;
+        let graph = &self.qm.matcher().graph;
+        let node = graph.sym("node");
+        let mut vertices: Vec<_> = alloc
+            .vertices
+            .iter()
+            .filter(|a| Some(graph.kind(a.v)) == node)
+            .map(|a| a.v)
+            .collect();
+        vertices.sort_unstable();
+        vertices.dedup();
+        let nodes: Vec<String> = vertices.iter().map(|&v| graph.name(v).to_owned()).collect();
+        let r_json = writer::rv1(graph, alloc, false).to_string();
+        let end = now_ms.saturating_add(sim_run_ms(alloc.duration, self.options.time_scale));
+        self.pending.remove(&id);
+        self.running.insert(id, end);
+        self.sim_ends.insert((end, id));
+        for node in &nodes {
+            *self.node_jobs.entry(node.clone()).or_default() += 1;
+        }
+        self.status_version += 1;
+        let Some(job) = self.table.get_mut(id) else {
+            tracing::error!(queue = %self.queue, job = %id, "started a job the table does not have");
+            return;
+        };
+        job.state = JobState::Running;
+        job.reason = Reason::None;
+        job.start_ms = Some(now_ms);
+        job.push_event(
+            now_ms,
+            "alloc",
+            serde_json::json!({"nodes": encode_hostlist(&nodes)}),
+        );
+        job.push_event(now_ms, "start", serde_json::json!({}));
+        job.nodes = nodes;
+        job.r_json = Some(r_json.into());
+        tracing::debug!(queue = %self.queue, job = %id, nodes = %encode_hostlist(&job.nodes), "started");
+    }
+
+    /// A live job ended: completed or cancelled (its resources are already free in the
+    /// queue manager).
+    fn ended(&mut self, id: Fluid, state: JobState, reason: Reason) {
+        let now_ms = self.now_ms;
+        let was_running = match self.running.remove(&id) {
+            Some(end) => {
+                self.sim_ends.remove(&(end, id));
+                true
+            }
+            None => false,
+        };
+        self.pending.remove(&id);
+        let Some(job) = self.table.get_mut(id) else {
+            return;
+        };
+        if !job.state.is_active() {
+            return;
+        }
+        job.state = state;
+        job.reason = reason;
+        job.end_ms = Some(now_ms);
+        match state {
+            JobState::Completed => {
+                job.push_event(now_ms, "finish", serde_json::json!({"status": 0}));
+            }
+            JobState::Cancelled => job.push_event(
+                now_ms,
+                "exception",
+                serde_json::json!({"type": "cancel", "severity": 0}),
+            ),
+            _ => {}
+        }
+        if was_running {
+            job.push_event(now_ms, "free", serde_json::json!({}));
+            for node in &job.nodes {
+                if let Some(count) = self.node_jobs.get_mut(node) {
+                    *count -= 1;
+                    if *count == 0 {
+                        self.node_jobs.remove(node);
+                    }
+                }
+            }
+        }
+        job.push_event(now_ms, "clean", serde_json::json!({}));
+        self.table.finished(id);
+        self.status_version += 1;
+        tracing::debug!(queue = %self.queue, job = %id, state = %state, "ended");
+    }
+
+    /// Marks a job failed with `why` (the queue manager no longer holds it).
+    pub(super) fn fail(&mut self, id: Fluid, why: String) {
+        let now_ms = self.now_ms;
+        self.ended(id, JobState::Failed, Reason::Text(why.clone()));
+        if let Some(job) = self.table.get_mut(id)
+            && job.state == JobState::Failed
+        {
+            job.push_event(
+                now_ms,
+                "exception",
+                serde_json::json!({"type": "internal", "severity": 0, "note": why}),
+            );
+        }
+    }
+
+    fn set_reason(&mut self, id: Fluid, reason: Reason) {
+        if self.table.get(id).is_some_and(|j| j.reason != reason)
+            && let Some(job) = self.table.get_mut(id)
+        {
+            job.reason = reason;
+        }
+    }
+
+    /// Re-reads why pending jobs wait: the first `limit` in queue order, or every pending
+    /// job (waiting ones included) when `limit` is `usize::MAX`.
+    pub(super) fn refresh_reasons(&mut self, limit: usize) {
+        let ids: Vec<Fluid> = if limit == usize::MAX {
+            self.pending.iter().copied().collect()
+        } else {
+            self.qm.pending_order().take(limit).map(Fluid).collect()
+        };
+        for id in ids {
+            if let Some(JobView::Pending { reason }) = self.qm.job(id.0) {
+                self.set_reason(id, Reason::Waiting(reason));
+            }
+        }
+    }
+}
+
+/// How long the sim executor runs a job of `duration_s` seconds at `time_scale`, in ms
+/// (rounded up; saturating for jobs of unlimited duration).
+pub fn sim_run_ms(duration_s: u64, time_scale: f64) -> u64 {
+    // Float to integer casts saturate, so an unlimited duration gives u64::MAX.
+    ((duration_s as f64) * (MS_PER_S as f64) / time_scale).ceil() as u64
+}

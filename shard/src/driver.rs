@@ -1,0 +1,407 @@
+//! The shard process: credentials from the state directory, one QUIC endpoint, registration
+//! with the coordinator, the core task, and a clean shutdown.
+//!
+//! ```text
+//! run(options, shutdown):
+//!   load <state-dir>/{ca,cert,key}.pem; the certificate must be `shard <queue>`
+//!   listen on --listen (clients connect here)
+//!   connect to the coordinator from the same endpoint; Register{queue, listen, …}
+//!       → Assignment (cluster, queue config, generator id, owned nodes)
+//!   build ShardCore; spawn the core task, the client accept loop
+//!   on the registration connection: serve coord_shard commands, send Status reports
+//!   until shutdown, or the coordinator is lost for COORDINATOR_LOST_AFTER:
+//!       lost → reconnect with backoff, re-register (held nodes, last job id), carry on
+//! ```
+//!
+//! The state directory holds `cert.pem`, `key.pem` (role shard, name = queue, issued by the
+//! coordinator's CA: `shardsched cert issue --role shard --name Q --out DIR`) and `ca.pem`.
+
+mod core_task;
+mod serve;
+
+use std::future::Future;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use arc_swap::ArcSwap;
+use shardsched_proto::identity::COORDINATOR_NAME;
+use shardsched_proto::msg::RefusalCode;
+use shardsched_proto::msg::shard_coord::{self, Assignment, Register, ShardStatus};
+use shardsched_proto::{CloseCode, Credentials, Error, Role, Session, connect, serve, tls};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use self::core_task::Command;
+use crate::core::{CoreOptions, ShardCore};
+use crate::error::DriverError;
+use crate::limits::{
+    COMMAND_QUEUE_CAPACITY, COORDINATOR_LOST_AFTER, RECONNECT_BACKOFF_MAX, RECONNECT_BACKOFF_MIN,
+    SHUTDOWN_LINGER,
+};
+use crate::snapshot::Snapshot;
+
+/// The shard's certificate in its state directory.
+pub const CERT_FILE: &str = "cert.pem";
+/// The shard's private key in its state directory.
+pub const KEY_FILE: &str = "key.pem";
+/// The cluster CA's certificate in the state directory.
+pub const CA_FILE: &str = shardsched_proto::ca::CA_CERT_FILE;
+
+/// What `shardsched shard` is told on its command line.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ShardOptions {
+    /// The queue this shard schedules (its certificate's name).
+    pub queue: String,
+    /// The coordinator's address.
+    pub coordinator: SocketAddr,
+    /// Where `cert.pem`, `key.pem` and `ca.pem` are.
+    pub state_dir: PathBuf,
+    /// Where to listen for clients (port 0: any free port; the real one is registered).
+    pub listen: SocketAddr,
+    /// The sim executor's speed-up (see [`CoreOptions::time_scale`]).
+    pub time_scale: f64,
+}
+
+/// Installs the tracing subscriber: `RUST_LOG`-style filter (default `info`) to stderr.
+/// For binaries; does nothing if one is already installed.
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Runs the shard on a new multi-threaded runtime until SIGTERM or Ctrl-C.
+pub fn run_until_signal(options: ShardOptions) -> Result<(), DriverError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(run(options, shutdown_signal()))
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot watch SIGTERM; Ctrl-C only");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Runs the shard until `shutdown` resolves (`Ok`) or the coordinator is lost for good
+/// (`Err`). See the module documentation.
+pub async fn run(
+    options: ShardOptions,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), DriverError> {
+    let creds = load_credentials(&options.state_dir, &options.queue)?;
+    let endpoint = tls::server_endpoint(&creds, options.listen)?;
+    let bound = endpoint
+        .local_addr()
+        .map_err(|e| Error::Endpoint(format!("local address: {e}")))?;
+    let listen = advertised(bound);
+    tracing::info!(queue = %options.queue, %listen, coordinator = %options.coordinator, "shard listening");
+    let result = serve_until(&options, &endpoint, listen, shutdown).await;
+    endpoint.close(CloseCode::Done.varint(), b"shutdown");
+    let _ = tokio::time::timeout(SHUTDOWN_LINGER, endpoint.wait_idle()).await;
+    match &result {
+        Ok(()) => tracing::info!(queue = %options.queue, "shard stopped"),
+        Err(e) => tracing::error!(queue = %options.queue, error = %e, "shard stopping"),
+    }
+    result
+}
+
+/// Loads the shard's credentials and checks they are a shard certificate for `queue`.
+pub fn load_credentials(dir: &Path, queue: &str) -> Result<Credentials, DriverError> {
+    let creds = Credentials::load(
+        &dir.join(CA_FILE),
+        &dir.join(CERT_FILE),
+        &dir.join(KEY_FILE),
+    )
+    .map_err(|source| DriverError::Credentials {
+        dir: dir.to_owned(),
+        source,
+    })?;
+    let me = creds
+        .identity()
+        .map_err(|e| DriverError::Identity(format!("{}: {e}", dir.join(CERT_FILE).display())))?;
+    if me.role != Role::Shard || me.name != queue {
+        return Err(DriverError::Identity(format!(
+            "{} is a certificate for {me}, not for shard {queue}",
+            dir.join(CERT_FILE).display()
+        )));
+    }
+    Ok(creds)
+}
+
+async fn serve_until(
+    options: &ShardOptions,
+    endpoint: &quinn::Endpoint,
+    listen: SocketAddr,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), DriverError> {
+    tokio::pin!(shutdown);
+    let mut register = Register {
+        queue: options.queue.clone(),
+        listen,
+        held: Vec::new(),
+        last_job_id: None,
+    };
+    let (mut session, assignment) = tokio::select! {
+        () = &mut shutdown => return Ok(()),
+        registered = register_with_retry(endpoint, options.coordinator, &register) => registered?,
+    };
+    let core_options = CoreOptions {
+        time_scale: options.time_scale,
+        ..CoreOptions::default()
+    };
+    let core = ShardCore::new(&assignment, core_options)?;
+    tracing::info!(
+        queue = %options.queue,
+        generator_id = assignment.generator_id,
+        owned = core.owned().len(),
+        enabled = assignment.queue.enabled,
+        started = assignment.queue.started,
+        "registered"
+    );
+    let snapshot = Arc::new(ArcSwap::from_pointee(core.snapshot()));
+    let (commands, queue) = mpsc::channel(COMMAND_QUEUE_CAPACITY);
+    let (status_tx, status_rx) = watch::channel(None);
+    let mut core_task = tokio::spawn(core_task::run(
+        core,
+        queue,
+        Arc::clone(&snapshot),
+        status_tx,
+    ));
+    let mut core_running = true;
+    let clients = tokio::spawn(serve::clients(
+        endpoint.clone(),
+        commands.clone(),
+        Arc::clone(&snapshot),
+    ));
+    let outcome = loop {
+        let on_link = serve_coordinator(&session, &commands, &snapshot, &status_rx);
+        let lost = tokio::select! {
+            () = &mut shutdown => break Ok(()),
+            joined = &mut core_task => {
+                core_running = false;
+                let why = match joined {
+                    Ok(()) => "it returned".to_owned(),
+                    Err(e) => e.to_string(),
+                };
+                break Err(DriverError::CoreStopped(why));
+            }
+            lost = session.connection().closed() => lost,
+        };
+        on_link.abort();
+        tracing::warn!(queue = %options.queue, error = %Error::from(lost), "lost the coordinator; reconnecting");
+        let (held_tx, held_rx) = oneshot::channel();
+        if commands.send(Command::Held(held_tx)).await.is_ok()
+            && let Ok((held, last_job_id)) = held_rx.await
+        {
+            register.held = held;
+            register.last_job_id = last_job_id;
+        }
+        let registered = tokio::select! {
+            () = &mut shutdown => break Ok(()),
+            registered = register_with_retry(endpoint, options.coordinator, &register) => registered,
+        };
+        match registered {
+            Ok((new_session, assignment)) => {
+                tracing::info!(queue = %options.queue, "registered again");
+                session = new_session;
+                let _ = commands
+                    .send(Command::Reassigned(Box::new(assignment)))
+                    .await;
+            }
+            Err(e) => break Err(e),
+        }
+    };
+    session.close();
+    clients.abort();
+    if core_running {
+        let _ = commands.send(Command::Stop).await;
+        let _ = core_task.await;
+    }
+    outcome
+}
+
+/// The tasks bound to one registration connection: serving the coordinator's commands and
+/// sending status reports. Aborted together when the connection is lost.
+struct OnLink(Vec<tokio::task::JoinHandle<()>>);
+
+impl OnLink {
+    fn abort(self) {
+        for task in self.0 {
+            task.abort();
+        }
+    }
+}
+
+fn serve_coordinator(
+    session: &Session,
+    commands: &mpsc::Sender<Command>,
+    snapshot: &Arc<ArcSwap<Snapshot>>,
+    status: &watch::Receiver<Option<ShardStatus>>,
+) -> OnLink {
+    let (commands, snapshot) = (commands.clone(), Arc::clone(snapshot));
+    let serving = tokio::spawn({
+        let session = session.clone();
+        async move {
+            let served = serve(session, move |peer, request| {
+                serve::coordinator_request(commands.clone(), Arc::clone(&snapshot), peer, request)
+            })
+            .await;
+            if let Err(e) = served {
+                tracing::debug!(error = %e, "coordinator connection ended");
+            }
+        }
+    });
+    let mut status = status.clone();
+    status.mark_changed();
+    let reporting = tokio::spawn(report_status(session.clone(), status));
+    OnLink(vec![serving, reporting])
+}
+
+/// Sends every status report the core task hands out (it bounds their rate).
+async fn report_status(session: Session, mut reports: watch::Receiver<Option<ShardStatus>>) {
+    while reports.changed().await.is_ok() {
+        let Some(report) = reports.borrow_and_update().clone() else {
+            continue;
+        };
+        if let Err(e) = session.request(&shard_coord::Request::Status(report)).await {
+            tracing::debug!(error = %e, "status report not delivered");
+            if session.connection().close_reason().is_some() {
+                return;
+            }
+        }
+    }
+}
+
+/// Why one registration attempt failed.
+enum Attempt {
+    /// Worth trying again (coordinator not up yet, network).
+    Retry(String),
+    /// Trying again would not help (refused, wrong certificates).
+    Fatal(DriverError),
+}
+
+/// Connects and registers, retrying with a doubling backoff for up to
+/// [`COORDINATOR_LOST_AFTER`].
+async fn register_with_retry(
+    endpoint: &quinn::Endpoint,
+    addr: SocketAddr,
+    register: &Register,
+) -> Result<(Session, Assignment), DriverError> {
+    let started = Instant::now();
+    let mut backoff = RECONNECT_BACKOFF_MIN;
+    loop {
+        let last = match register_once(endpoint, addr, register).await {
+            Ok(registered) => return Ok(registered),
+            Err(Attempt::Fatal(e)) => return Err(e),
+            Err(Attempt::Retry(why)) => why,
+        };
+        if started.elapsed() >= COORDINATOR_LOST_AFTER {
+            return Err(DriverError::CoordinatorLost {
+                addr,
+                secs: COORDINATOR_LOST_AFTER.as_secs(),
+                last,
+            });
+        }
+        tracing::info!(coordinator = %addr, error = %last, retry_in_ms = backoff.as_millis() as u64, "coordinator not reached");
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(RECONNECT_BACKOFF_MAX);
+    }
+}
+
+async fn register_once(
+    endpoint: &quinn::Endpoint,
+    addr: SocketAddr,
+    register: &Register,
+) -> Result<(Session, Assignment), Attempt> {
+    let session = match connect(endpoint, addr, Role::Coordinator, COORDINATOR_NAME).await {
+        Ok(session) => session,
+        Err(e @ (Error::Handshake(_) | Error::Identity(_) | Error::PeerVersionMismatch { .. })) => {
+            return Err(Attempt::Fatal(e.into()));
+        }
+        Err(e) => return Err(Attempt::Retry(e.to_string())),
+    };
+    let answer = session
+        .request(&shard_coord::Request::Register(register.clone()))
+        .await;
+    match answer {
+        Ok(shard_coord::Response::Registered(assignment)) => Ok((session, *assignment)),
+        Ok(other) => Err(Attempt::Fatal(DriverError::Refused(format!(
+            "unexpected answer to register: {other:?}"
+        )))),
+        Err(Error::Refused(r)) if r.code != RefusalCode::Unavailable => {
+            Err(Attempt::Fatal(DriverError::Refused(r.message)))
+        }
+        Err(e) => {
+            session.close();
+            Err(Attempt::Retry(e.to_string()))
+        }
+    }
+}
+
+/// The address to register: the bound one, with an unspecified IP (0.0.0.0, ::) replaced by
+/// loopback, which is the only address we can be sure reaches us.
+fn advertised(bound: SocketAddr) -> SocketAddr {
+    let ip = match bound.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    if ip != bound.ip() {
+        tracing::warn!(%bound, advertised = %ip, "listening on all addresses; registering loopback");
+    }
+    SocketAddr::new(ip, bound.port())
+}
+
+/// How long to wait before the next attempt after `failures` failed ones.
+#[cfg(test)]
+fn backoff_after(failures: u32) -> std::time::Duration {
+    let mut backoff = RECONNECT_BACKOFF_MIN;
+    for _ in 0..failures {
+        backoff = (backoff * 2).min(RECONNECT_BACKOFF_MAX);
+    }
+    backoff
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_is_bounded() {
+        assert_eq!(backoff_after(0), RECONNECT_BACKOFF_MIN);
+        assert_eq!(backoff_after(1), RECONNECT_BACKOFF_MIN * 2);
+        assert_eq!(backoff_after(60), RECONNECT_BACKOFF_MAX);
+    }
+
+    #[test]
+    fn unspecified_listen_addresses_register_loopback() {
+        let any: SocketAddr = "0.0.0.0:4000".parse().expect("addr");
+        assert_eq!(advertised(any), "127.0.0.1:4000".parse().expect("addr"));
+        let own: SocketAddr = "127.0.0.2:4000".parse().expect("addr");
+        assert_eq!(advertised(own), own);
+    }
+}

@@ -1,0 +1,116 @@
+//! Request handlers: clients on the shard's own endpoint, the coordinator on the connection
+//! the shard opened to register. Reads are answered from the snapshot at once; everything
+//! that changes the core goes through the core task's queue.
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use shardsched_proto::msg::{Refusal, RefusalCode, client_shard, coord_shard};
+use shardsched_proto::{Peer, Reply, accept, serve};
+use tokio::sync::{mpsc, oneshot};
+
+use super::core_task::Command;
+use crate::snapshot::Snapshot;
+
+/// Accepts client connections until the endpoint closes; each is served on its own task.
+pub(crate) async fn clients(
+    endpoint: quinn::Endpoint,
+    commands: mpsc::Sender<Command>,
+    snapshot: Arc<ArcSwap<Snapshot>>,
+) {
+    while let Some(incoming) = endpoint.accept().await {
+        let commands = commands.clone();
+        let snapshot = Arc::clone(&snapshot);
+        tokio::spawn(async move {
+            let session = match accept(incoming).await {
+                Ok(session) => session,
+                Err(e) => {
+                    tracing::info!(error = %e, "refused a connection");
+                    return;
+                }
+            };
+            let peer = session.peer().clone();
+            tracing::debug!(%peer, "client connected");
+            let served = serve(session, move |peer, request| {
+                client_request(commands.clone(), Arc::clone(&snapshot), peer, request)
+            })
+            .await;
+            if let Err(e) = served {
+                tracing::debug!(%peer, error = %e, "client connection ended");
+            }
+        });
+    }
+}
+
+/// One client request.
+pub(crate) async fn client_request(
+    commands: mpsc::Sender<Command>,
+    snapshot: Arc<ArcSwap<Snapshot>>,
+    peer: Peer,
+    request: client_shard::Request,
+) -> Reply<client_shard::Response> {
+    use client_shard::{Request, Response};
+    match request {
+        Request::Submit(submit) => {
+            ask(&commands, |reply| Command::Submit {
+                owner: peer.name,
+                submit,
+                reply,
+            })
+            .await
+        }
+        Request::Cancel { ids } => {
+            ask(&commands, |reply| Command::Cancel { peer, ids, reply }).await
+        }
+        Request::Jobs(query) => Ok(Response::Jobs(snapshot.load().jobs(&peer.name, &query))),
+        Request::JobInfo { id } => {
+            let snapshot = snapshot.load();
+            snapshot
+                .job_info(id)
+                .map(|info| Response::JobInfo(Box::new(info)))
+                .ok_or_else(|| {
+                    Refusal::new(
+                        RefusalCode::NotFound,
+                        format!("no job {id} in queue {}", snapshot.queue()),
+                    )
+                })
+        }
+    }
+}
+
+/// One coordinator command. Node moves belong to a later issue and are refused as
+/// `Unavailable` for now.
+pub(crate) async fn coordinator_request(
+    commands: mpsc::Sender<Command>,
+    snapshot: Arc<ArcSwap<Snapshot>>,
+    peer: Peer,
+    request: coord_shard::Request,
+) -> Reply<coord_shard::Response> {
+    use coord_shard::{Request, Response};
+    match request {
+        Request::Jobs(query) => Ok(Response::Jobs(snapshot.load().jobs(&peer.name, &query))),
+        Request::SetQueueState { enabled, started } => {
+            ask(&commands, |reply| Command::SetQueueState {
+                enabled,
+                started,
+                reply,
+            })
+            .await
+        }
+        Request::Release(_) | Request::Incoming(_) | Request::Acquire(_) => Err(Refusal::new(
+            RefusalCode::Unavailable,
+            "node moves are not implemented yet in this shard",
+        )),
+    }
+}
+
+/// Sends a command to the core task and waits for its answer.
+async fn ask<T>(
+    commands: &mpsc::Sender<Command>,
+    make: impl FnOnce(oneshot::Sender<Reply<T>>) -> Command,
+) -> Reply<T> {
+    let stopping = || Refusal::new(RefusalCode::Unavailable, "the shard is shutting down");
+    let (reply, answer) = oneshot::channel();
+    commands.send(make(reply)).await.map_err(|_| stopping())?;
+    answer.await.map_err(|_| stopping())?
+}

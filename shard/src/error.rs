@@ -1,0 +1,70 @@
+//! Errors of the shard library. A job the queue refuses is not an error: it is a
+//! [`Refusal`](shardsched_proto::msg::Refusal) returned to the client. These are setup
+//! failures (a cluster description or queue configuration the shard cannot use), failures
+//! of the queue manager underneath, and the driver's I/O failures.
+
+use std::path::PathBuf;
+
+use shardsched_qmanager::QueueError;
+
+/// The core could not be built or driven.
+#[derive(Debug, thiserror::Error)]
+pub enum ShardError {
+    /// The cluster description in the assignment could not be read.
+    #[error("cluster description: {0}")]
+    Cluster(String),
+    /// The queue configuration in the assignment is not usable.
+    #[error("queue configuration: {0}")]
+    QueueConfig(String),
+    /// A shard option is out of range (e.g. a time scale that is not a positive number).
+    #[error("option: {0}")]
+    Option(String),
+    /// The generator id does not fit a FLUID.
+    #[error("job id generator: {0}")]
+    Generator(#[from] shardsched_proto::fluid::FluidError),
+    /// The queue manager failed (a matcher failure, or a bug in how the core drives it).
+    #[error("queue manager: {0}")]
+    Queue(#[from] QueueError),
+}
+
+/// The driver could not start or had to stop.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    /// A credential file is missing or unreadable.
+    #[error("credentials in {}: {source}", .dir.display())]
+    Credentials {
+        /// The state directory.
+        dir: PathBuf,
+        /// What went wrong.
+        #[source]
+        source: shardsched_proto::TlsError,
+    },
+    /// The certificate is not a shard certificate for this queue.
+    #[error("{0}")]
+    Identity(String),
+    /// The QUIC endpoint could not be set up.
+    #[error(transparent)]
+    Wire(#[from] shardsched_proto::Error),
+    /// The coordinator could not be reached (or refused us) for too long.
+    #[error("coordinator at {addr} unreachable for {secs} s: {last}")]
+    CoordinatorLost {
+        /// Its address.
+        addr: std::net::SocketAddr,
+        /// How long we tried.
+        secs: u64,
+        /// The last failure.
+        last: String,
+    },
+    /// The coordinator refused to register us; retrying would not help.
+    #[error("coordinator refused registration: {0}")]
+    Refused(String),
+    /// The assignment could not be turned into a running core.
+    #[error(transparent)]
+    Core(#[from] ShardError),
+    /// The task that owns the core stopped on its own (a bug: it panicked).
+    #[error("the scheduling task stopped: {0}")]
+    CoreStopped(String),
+    /// The async runtime could not be started.
+    #[error("runtime: {0}")]
+    Runtime(#[from] std::io::Error),
+}

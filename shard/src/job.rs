@@ -1,0 +1,137 @@
+//! One job as the shard remembers it: who submitted it, where it is in its life, what it got
+//! and what happened to it, in the wire's units (milliseconds since the Unix epoch).
+
+use std::sync::Arc;
+
+use shardsched_proto::msg::client_shard::IdempotencyKey;
+use shardsched_proto::msg::{JobEvent, JobId, JobInfo, JobState, JobSummary};
+use shardsched_qmanager::WaitReason;
+
+use crate::limits::EVENTS_PER_JOB_MAX;
+
+/// A job in the shard's table. Cloned only when a published snapshot still shares it
+/// (copy on write), so fields that can be large are behind an `Arc`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobRecord {
+    /// The job id (a FLUID).
+    pub id: JobId,
+    /// The submitting certificate's name.
+    pub owner: String,
+    /// The client's idempotency key (with `owner`, the key of a retried submit).
+    pub key: IdempotencyKey,
+    /// A short name: the command's first word.
+    pub name: String,
+    /// Priority within the queue (higher first).
+    pub priority: u32,
+    /// Where it is in its life.
+    pub state: JobState,
+    /// Why it is pending, or how it ended.
+    pub reason: Reason,
+    /// Submission time, ms since the Unix epoch.
+    pub submit_ms: u64,
+    /// Start time, once started.
+    pub start_ms: Option<u64>,
+    /// End time, once ended.
+    pub end_ms: Option<u64>,
+    /// Requested duration in ms (the queue's default when the jobspec names none; 0 =
+    /// unlimited).
+    pub duration_ms: u64,
+    /// Node names it holds or held, in graph order.
+    pub nodes: Vec<String>,
+    /// The jobspec as submitted.
+    pub jobspec_json: Arc<str>,
+    /// Its RFC 20 R, once allocated.
+    pub r_json: Option<Arc<str>>,
+    /// Its events, oldest first (at most [`EVENTS_PER_JOB_MAX`]).
+    pub events: Vec<JobEvent>,
+}
+
+/// Why a job is where it is, kept as data and worded only when read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reason {
+    /// Nothing to say (running, completed).
+    None,
+    /// Pending, as the queue manager last said.
+    Waiting(WaitReason),
+    /// Free text (a cancellation, a failure).
+    Text(String),
+}
+
+impl JobRecord {
+    /// Appends an event, unless the job already has [`EVENTS_PER_JOB_MAX`].
+    pub fn push_event(&mut self, time_ms: u64, name: &str, context: serde_json::Value) {
+        if self.events.len() < EVENTS_PER_JOB_MAX {
+            self.events.push(JobEvent {
+                time_ms,
+                name: name.to_owned(),
+                context_json: context.to_string(),
+            });
+        }
+    }
+
+    /// The list row for this job. `queue_started` words the reason of a pending job whose
+    /// queue is stopped.
+    pub fn summary(&self, queue: &str, queue_started: bool) -> JobSummary {
+        JobSummary {
+            id: self.id,
+            queue: queue.to_owned(),
+            owner: self.owner.clone(),
+            name: self.name.clone(),
+            state: self.state,
+            priority: self.priority,
+            nodes: self.nodes.clone(),
+            submit_ms: self.submit_ms,
+            start_ms: self.start_ms,
+            end_ms: self.end_ms,
+            duration_ms: self.duration_ms,
+            reason: self.reason_text(queue, queue_started),
+        }
+    }
+
+    /// Everything about this job.
+    pub fn info(&self, queue: &str, queue_started: bool) -> JobInfo {
+        JobInfo {
+            summary: self.summary(queue, queue_started),
+            jobspec_json: self.jobspec_json.to_string(),
+            r_json: self.r_json.as_deref().map(str::to_owned),
+            events: self.events.clone(),
+        }
+    }
+
+    fn reason_text(&self, queue: &str, queue_started: bool) -> String {
+        match &self.reason {
+            Reason::Waiting(_) if !queue_started && self.state == JobState::Pending => {
+                format!("queue {queue} is stopped")
+            }
+            Reason::Waiting(why) => wait_text(*why),
+            Reason::Text(text) => text.clone(),
+            Reason::None => String::new(),
+        }
+    }
+}
+
+/// A pending job's reason in words. Reservation times are the matcher's (whole seconds
+/// since the Unix epoch), shown in ms like every other time on the wire.
+fn wait_text(why: WaitReason) -> String {
+    match why {
+        WaitReason::Reserved { at } => {
+            format!(
+                "reserved to start at {} ms",
+                u64::try_from(at).unwrap_or(0).saturating_mul(1000)
+            )
+        }
+        other => other.to_string(),
+    }
+}
+
+/// The short name of a job: the first word of its first task's command, without its
+/// directory; `job` when it has none.
+pub fn job_name(jobspec: &shardsched_jobspec::Jobspec) -> String {
+    jobspec
+        .tasks
+        .first()
+        .and_then(|t| t.command.first())
+        .map(|c| c.rsplit('/').next().unwrap_or(c).to_owned())
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| "job".to_owned())
+}

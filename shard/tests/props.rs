@@ -1,0 +1,354 @@
+//! Property test of the core: random sequences of submits (with retried keys), cancels by
+//! owners, strangers and admins, clock ticks, queue stops and starts, and ownership changes.
+//! Submits and cancels are batched until the next tick, as the driver batches them.
+//! After every step:
+//! - every job id handed out is in the table exactly once, and the table agrees with the
+//!   queue manager on which jobs are pending and which are running;
+//! - a retried key got the first job back;
+//! - the matcher's independent checker finds no over-allocation;
+//! - no job the policy looks at could start now yet waits (the cluster is used when it
+//!   has room);
+//! - a job that started did so only on nodes the shard owned at that moment.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use proptest::prelude::*;
+use shardsched_jobspec::Shorthand;
+use shardsched_matcher::checker;
+use shardsched_proto::msg::client_shard::{CancelResult, IdempotencyKey, Submit};
+use shardsched_proto::msg::{Generation, JobId, JobState, NodeGen, QueueConfig};
+use shardsched_proto::{Peer, Role};
+use shardsched_qmanager::JobView;
+use shardsched_shard::{CoreOptions, ShardCore};
+
+const NOW: u64 = 1_800_000_000_000;
+const NODES: [&str; 4] = ["n0", "n1", "n2", "n3"];
+const USERS: [&str; 3] = ["u0", "u1", "u2"];
+
+#[derive(Clone, Debug)]
+enum Op {
+    Submit {
+        user: usize,
+        key: u8,
+        nodes: Option<u64>,
+        tasks: u64,
+        duration: u64,
+    },
+    Cancel {
+        /// `USERS.len()` is the admin.
+        who: usize,
+        pick: usize,
+    },
+    Tick {
+        advance_ms: u64,
+    },
+    QueueState {
+        started: bool,
+    },
+    Own {
+        mask: u8,
+    },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0..USERS.len(), 0u8..6, prop::option::of(1u64..=3), 1u64..=6, 0u64..=8).prop_map(
+            |(user, key, nodes, tasks, duration)| {
+                // Tasks must spread evenly over the nodes.
+                let tasks = nodes.map_or(tasks, |n| n * tasks.div_ceil(n).min(2));
+                Op::Submit { user, key, nodes, tasks, duration }
+            }
+        ),
+        2 => (0..=USERS.len(), any::<usize>()).prop_map(|(who, pick)| Op::Cancel { who, pick }),
+        2 => (0u64..3_000).prop_map(|advance_ms| Op::Tick { advance_ms }),
+        2 => Just(Op::Tick { advance_ms: 0 }),
+        1 => any::<bool>().prop_map(|started| Op::QueueState { started }),
+        1 => (0u8..16).prop_map(|mask| Op::Own { mask }),
+    ]
+}
+
+fn owned(mask: u8) -> Vec<NodeGen> {
+    NODES
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| mask & (1 << i) != 0)
+        .map(|(_, n)| NodeGen {
+            node: n.to_string(),
+            generation: Generation(1),
+        })
+        .collect()
+}
+
+fn new_core(policy: &str) -> ShardCore {
+    let cluster = "name = \"c\"\n[[nodes]]\nhosts = \"n[0-3]\"\ncores_per_socket = 4\n";
+    let graph = shardsched_resource::read_cluster_spec(cluster).expect("cluster");
+    let graph = shardsched_resource::keep_types(&graph, shardsched_resource::SCHEDULER_TYPES)
+        .expect("graph");
+    let queue = QueueConfig {
+        name: "batch".into(),
+        queue_policy: policy.into(),
+        match_policy: "lonode".into(),
+        // Shallow, so that bursts exceed it.
+        queue_depth: 3,
+        reservation_depth: 4,
+        default_duration_ms: 2_000,
+        max_duration_ms: 6_000,
+        definition: vec!["n0".into(), "n1".into(), "n2".into()],
+        enabled: true,
+        started: true,
+    };
+    let options = CoreOptions {
+        time_scale: 1.0,
+        finished_retained: 10_000,
+    };
+    ShardCore::with_graph(graph, &queue, 3, &owned(0b0011), options).expect("core")
+}
+
+struct Model {
+    core: ShardCore,
+    now: u64,
+    /// Every id handed out (first submits only).
+    ids: Vec<JobId>,
+    /// (user, key) → the id its first submit got.
+    keys: HashMap<(usize, u8), JobId>,
+    /// Jobs seen running, with the nodes they started on.
+    started: BTreeMap<JobId, Vec<String>>,
+}
+
+impl Model {
+    fn step(&mut self, op: &Op) {
+        match *op {
+            Op::Submit {
+                user,
+                key,
+                nodes,
+                tasks,
+                duration,
+            } => self.submit(user, key, nodes, tasks, duration),
+            Op::Cancel { who, pick } => self.cancel(who, pick),
+            Op::Tick { advance_ms } => {
+                self.now += advance_ms;
+                self.core.tick(self.now).expect("tick");
+            }
+            Op::QueueState { started } => {
+                self.core.set_queue_state(true, started);
+                self.core.tick(self.now).expect("tick");
+            }
+            Op::Own { mask } => {
+                self.core.set_owned(&owned(mask)).expect("owned");
+                self.core.tick(self.now).expect("tick");
+            }
+        }
+    }
+
+    fn submit(&mut self, user: usize, key: u8, nodes: Option<u64>, tasks: u64, duration: u64) {
+        let jobspec = Shorthand {
+            nodes,
+            tasks: Some(tasks),
+            duration,
+            command: vec!["app".into()],
+            ..Shorthand::default()
+        }
+        .to_jobspec()
+        .expect("jobspec");
+        let submit = Submit {
+            idempotency_key: IdempotencyKey([key; 16]),
+            jobspec_json: jobspec.to_json().to_string(),
+            priority: Some(u32::from(key % 3)),
+        };
+        let known = self.keys.get(&(user, key)).copied();
+        match self.core.handle_submit(self.now, USERS[user], &submit) {
+            Ok(s) if s.duplicate => assert_eq!(Some(s.id), known, "a retry gets its first job"),
+            Ok(s) => {
+                assert_eq!(known, None, "a known key must come back as a duplicate");
+                assert!(!self.ids.contains(&s.id), "ids are unique");
+                self.ids.push(s.id);
+                self.keys.insert((user, key), s.id);
+            }
+            Err(refusal) => assert_eq!(known, None, "refused a known key: {refusal}"),
+        }
+    }
+
+    fn cancel(&mut self, who: usize, pick: usize) {
+        if self.ids.is_empty() {
+            return;
+        }
+        let id = self.ids[pick % self.ids.len()];
+        let peer = match USERS.get(who) {
+            Some(name) => Peer::new(Role::User, name).expect("peer"),
+            None => Peer::new(Role::Admin, "root").expect("peer"),
+        };
+        let before = self.core.job(id).expect("job").clone();
+        let outcome = self.core.handle_cancel(self.now, &peer, &[id]);
+        let after = self.core.job(id).expect("job");
+        let expected = if !peer.may_cancel(&before.owner) {
+            CancelResult::Forbidden
+        } else if before.state.is_active() {
+            CancelResult::Cancelled
+        } else {
+            CancelResult::AlreadyInactive
+        };
+        assert_eq!(outcome[0].result, expected);
+        if expected == CancelResult::Cancelled {
+            assert_eq!(after.state, JobState::Cancelled);
+        } else {
+            assert_eq!(after.state, before.state);
+        }
+    }
+
+    /// Checks after `op`; liveness only after a tick (submits and cancels wait for the
+    /// batch's scheduling pass, as in the driver).
+    fn check(&mut self, op: &Op) {
+        if !matches!(op, Op::Submit { .. } | Op::Cancel { .. }) {
+            self.check_no_job_left_behind();
+        }
+        let qm = self.core.queue_manager();
+        let mut pending = 0;
+        let mut running = 0;
+        let all: Vec<&shardsched_shard::JobRecord> = self.core.jobs().collect();
+        let table: BTreeSet<JobId> = all.iter().map(|j| j.id).collect();
+        assert_eq!(table.len(), all.len(), "each job once");
+        for &id in &self.ids {
+            let job = self.core.job(id).expect("every job is accounted for");
+            let view = qm.job(id.0);
+            match job.state {
+                JobState::Pending => {
+                    pending += 1;
+                    assert!(
+                        matches!(view, Some(JobView::Pending { .. })),
+                        "{id}: {view:?}"
+                    );
+                    assert!(job.nodes.is_empty());
+                }
+                JobState::Running => {
+                    running += 1;
+                    assert!(
+                        matches!(view, Some(JobView::Running { .. })),
+                        "{id}: {view:?}"
+                    );
+                    assert!(!job.nodes.is_empty());
+                }
+                _ => {
+                    assert_eq!(view, None, "{id} ended but the queue manager holds it");
+                    assert!(job.end_ms.is_some());
+                }
+            }
+            if job.state == JobState::Running && !self.started.contains_key(&id) {
+                let owned = self.core.owned();
+                for node in &job.nodes {
+                    assert!(
+                        owned.contains_key(node),
+                        "{id} started on {node}, not owned"
+                    );
+                }
+                self.started.insert(id, job.nodes.clone());
+            }
+        }
+        assert_eq!(
+            table.len(),
+            self.ids.len(),
+            "no job the test did not submit"
+        );
+        let mut per_node: HashMap<&str, u32> = HashMap::new();
+        for job in all.iter().filter(|j| j.state == JobState::Running) {
+            for node in &job.nodes {
+                *per_node.entry(node.as_str()).or_default() += 1;
+            }
+        }
+        for node in self.core.status(self.now).nodes {
+            let expected = per_node.get(node.name.as_str()).copied().unwrap_or(0);
+            assert_eq!(node.jobs_running, expected, "{}", node.name);
+        }
+        assert_eq!(pending, qm.pending_len() + qm.waiting_len());
+        assert_eq!(running, qm.running_len());
+        let m = qm.matcher();
+        let allocs: Vec<(u64, &shardsched_matcher::Allocation)> =
+            m.jobs().map(|(id, j)| (id, &j.alloc)).collect();
+        let violations = checker::check(&m.graph, &allocs);
+        assert!(violations.is_empty(), "{violations:?}");
+    }
+}
+
+impl Model {
+    /// Liveness: while the queue is started, none of the jobs the policy looks at (the
+    /// first queue-depth pending ones without a reservation) could start now on the
+    /// matcher's calendars, reservations included.
+    fn check_no_job_left_behind(&self) {
+        if !self.core.config().started {
+            return;
+        }
+        let qm = self.core.queue_manager();
+        let reserved: BTreeSet<u64> = qm.reservations().map(|(id, _)| id).collect();
+        let mut probe = qm.matcher().clone();
+        let now_s = i64::try_from(self.now / 1000).expect("time");
+        // fcfs stops at its first blocked job.
+        let looked_at = match qm.params().policy {
+            shardsched_qmanager::QueuePolicy::Fcfs => 1,
+            _ => qm.params().queue_depth,
+        };
+        for id in qm.pending_order().take(looked_at) {
+            if reserved.contains(&id) {
+                continue;
+            }
+            let job = self.core.job(shardsched_proto::Fluid(id)).expect("job");
+            let mut jobspec = shardsched_jobspec::parse_json(&job.jobspec_json).expect("jobspec");
+            let asked = jobspec.attributes.duration;
+            jobspec.attributes.duration = qm
+                .params()
+                .effective_duration(asked)
+                .expect("accepted duration");
+            let outcome = probe
+                .run(shardsched_matcher::MatchOp::Allocate, &jobspec, id, now_s)
+                .expect("probe");
+            assert!(
+                !matches!(outcome, shardsched_matcher::MatchOutcome::Allocated(_)),
+                "job {} could start now but waits: {:?}",
+                job.id,
+                job.reason
+            );
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 256,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn every_job_is_accounted_for_and_nothing_is_over_allocated(
+        policy in prop::sample::select(vec!["fcfs", "easy", "hybrid", "conservative"]),
+        ops in prop::collection::vec(op(), 1..60),
+    ) {
+        let mut model = Model {
+            core: new_core(policy),
+            now: NOW,
+            ids: Vec::new(),
+            keys: HashMap::new(),
+            started: BTreeMap::new(),
+        };
+        for op in &ops {
+            model.step(op);
+            model.check(op);
+        }
+        // Run the clock out: with every defined node owned, everything ends.
+        model.step(&Op::Own { mask: 0b0111 });
+        model.step(&Op::QueueState { started: true });
+        for _ in 0..200 {
+            match model.core.next_wakeup_ms() {
+                Some(at) => {
+                    model.now = model.now.max(at);
+                    model.core.tick(model.now).expect("tick");
+                    model.check(&Op::Tick { advance_ms: 0 });
+                }
+                None => break,
+            }
+        }
+        for &id in &model.ids {
+            let state = model.core.job(id).expect("job").state;
+            prop_assert!(!state.is_active(), "{} still {}", id, state);
+        }
+    }
+}
