@@ -460,7 +460,19 @@ impl<'a> Traversal<'a> {
         let shape = &req.req(slot).with;
         let nslots = self.req.req(slot).count.max;
         let mark = self.cands.len();
-        self.explore(u, shape, false, true, None);
+        // With an exact number of slots of one exactly-counted, order-following type, the
+        // best members are the first found walking best-first.
+        let exact = req.req(slot).count.min == nslots;
+        let mut budget = self
+            .budget_for(shape)
+            .filter(|b| exact && b.kind != SLOT)
+            .map(|b| Budget {
+                remaining: b
+                    .remaining
+                    .saturating_mul(i64::try_from(nslots).unwrap_or(i64::MAX)),
+                ..b
+            });
+        self.explore(u, shape, false, true, budget.as_mut());
         let policy = self.policy;
         self.cands[mark..].sort_by(|a, b| policy.better(a.score, b.score));
         let mut qual = u64::MAX;
