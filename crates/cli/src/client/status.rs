@@ -1,0 +1,105 @@
+//! `shardsched queue list` and `shardsched resource list`: the coordinator's cluster-wide
+//! views (it holds node ownership, and aggregates the shards' status reports).
+
+use anyhow::{Result, bail};
+use clap::{Args, Subcommand};
+use serde_json::Value;
+use shardsched_proto::msg::client_coord::{Request, Response};
+
+use super::{output, wire_error};
+
+/// Flags of `shardsched queue`.
+#[derive(Args, Debug, Clone)]
+pub struct QueueArgs {
+    #[command(subcommand)]
+    pub command: QueueCommand,
+}
+
+/// What `shardsched queue` does.
+#[derive(Subcommand, Debug, Clone)]
+pub enum QueueCommand {
+    /// Every queue: enabled/started, policies, nodes, jobs. `*` marks the default queue.
+    List(ListArgs),
+}
+
+/// Flags of `shardsched resource`.
+#[derive(Args, Debug, Clone)]
+pub struct ResourceArgs {
+    #[command(subcommand)]
+    pub command: ResourceCommand,
+}
+
+/// What `shardsched resource` does.
+#[derive(Subcommand, Debug, Clone)]
+pub enum ResourceCommand {
+    /// Nodes with their owning queue and state (up, down, drained, outgoing, incoming).
+    List(ResourceListArgs),
+}
+
+/// Flags of `queue list`.
+#[derive(Args, Debug, Clone)]
+pub struct ListArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Flags of `resource list`.
+#[derive(Args, Debug, Clone)]
+pub struct ResourceListArgs {
+    /// Only this queue's nodes.
+    #[arg(short = 'q', long)]
+    pub queue: Option<String>,
+    /// Print a JSON list of nodes instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `shardsched queue …`.
+pub fn queue_main(args: &QueueArgs) -> Result<()> {
+    let QueueCommand::List(list) = &args.command;
+    super::run(|client| async move {
+        let routes = client.routes().await?;
+        let queues = match client
+            .coordinator(&Request::Queues)
+            .await
+            .map_err(|e| wire_error(e, "coordinator"))?
+        {
+            Response::Queues(queues) => queues,
+            other => bail!("the coordinator answered queue list with {other:?}"),
+        };
+        let default = routes.default_queue.as_deref();
+        if list.json {
+            let rows: Vec<Value> = queues
+                .iter()
+                .map(|q| output::queue_json(q, Some(q.name.as_str()) == default))
+                .collect();
+            output::emit(&format!("{}\n", Value::Array(rows)))
+        } else {
+            output::emit(&output::queues_table(&queues, default))
+        }
+    })
+}
+
+/// `shardsched resource …`.
+pub fn resource_main(args: &ResourceArgs) -> Result<()> {
+    let ResourceCommand::List(list) = &args.command;
+    super::run(|client| async move {
+        let nodes = match client
+            .coordinator(&Request::Resources {
+                queue: list.queue.clone(),
+            })
+            .await
+            .map_err(|e| wire_error(e, "coordinator"))?
+        {
+            Response::Resources(nodes) => nodes,
+            other => bail!("the coordinator answered resource list with {other:?}"),
+        };
+        if list.json {
+            let rows: Vec<Value> = nodes.iter().map(output::node_json).collect();
+            output::emit(&format!("{}\n", Value::Array(rows)))
+        } else {
+            output::emit(&output::resources_table(&nodes))
+        }
+    })
+}

@@ -1,0 +1,299 @@
+//! `shardsched submit`: one job, straight to its queue's shard.
+//!
+//! The jobspec is built here (from `--jobspec FILE`, YAML or JSON, or from the `-N -n -c -g
+//! -t` shorthand) and sent as canonical JSON; the shard parses and judges it again, because
+//! the wire trusts no client. The queue is `-q`, else the jobspec's own, else the routing
+//! table's default.
+//!
+//! A submit carries a random idempotency key chosen once per invocation. If the connection
+//! fails before the answer arrives, the job may or may not have been accepted; retrying with
+//! the **same** key makes the shard return the first job instead of making a second one, so
+//! a retried submit is safe. Retries are bounded ([`SUBMIT_ATTEMPTS_MAX`]) and refresh the
+//! routing table first, since a shard that restarted listens at a new address.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::Args;
+use rand::RngCore;
+use shardsched_jobspec::{Jobspec, Shorthand};
+use shardsched_proto::limits::IDEMPOTENCY_KEY_BYTES;
+use shardsched_proto::msg::client_shard::{IdempotencyKey, Request, Response, Submit};
+use shardsched_proto::msg::{JobId, RefusalCode, RouteTable};
+use shardsched_proto::{CloseCode, Error as WireError};
+
+use super::{Client, describe_refusal};
+
+/// Most attempts one submit makes (the first try and its retries) before giving up.
+pub const SUBMIT_ATTEMPTS_MAX: u32 = 5;
+/// Wait before the first retry; doubled for each later one.
+pub const SUBMIT_RETRY_BACKOFF: Duration = Duration::from_millis(200);
+
+/// Flags of `shardsched submit`.
+#[derive(Args, Debug, Clone)]
+pub struct SubmitArgs {
+    /// Queue [default: the jobspec's queue, else the cluster's default queue].
+    #[arg(short = 'q', long)]
+    pub queue: Option<String>,
+    /// Number of nodes (whole nodes unless --tasks is given too).
+    #[arg(short = 'N', long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub nodes: Option<u64>,
+    /// Number of tasks [default: 1, or one per node].
+    #[arg(short = 'n', long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub tasks: Option<u64>,
+    /// Cores per task.
+    #[arg(short = 'c', long = "cores-per-task", default_value_t = 1,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub cores_per_task: u64,
+    /// GPUs per task.
+    #[arg(short = 'g', long = "gpus-per-task", default_value_t = 0)]
+    pub gpus_per_task: u64,
+    /// Time limit: seconds, or with a unit (90s, 30m, 2h, 1d; fractions allowed)
+    /// [default: the queue's].
+    #[arg(short = 't', long = "time-limit", value_name = "DURATION", value_parser = parse_duration_secs)]
+    pub time_limit: Option<u64>,
+    /// Whole nodes, even when --tasks would fit in part of them.
+    #[arg(short = 'x', long)]
+    pub exclusive: bool,
+    /// Priority within the queue (higher first) [default: the queue's].
+    #[arg(long)]
+    pub priority: Option<u32>,
+    /// A jobspec file (RFC 14/25, YAML or JSON) instead of the shorthand flags.
+    #[arg(long, value_name = "FILE",
+          conflicts_with_all = ["nodes", "tasks", "cores_per_task", "gpus_per_task", "exclusive", "command"])]
+    pub jobspec: Option<PathBuf>,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// `shardsched submit`.
+pub fn main(args: &SubmitArgs) -> Result<()> {
+    let mut jobspec = build_jobspec(args)?;
+    super::run(|client| async move {
+        let routes = client.routes().await?;
+        let queue = choose_queue(args, &jobspec, &routes)?;
+        jobspec.attributes.queue = Some(queue.clone());
+        let (id, _duplicate) = submit(
+            &client,
+            Some(routes),
+            &queue,
+            jobspec.to_json().to_string(),
+            args.priority,
+            new_key(),
+        )
+        .await?;
+        super::output::emit(&format!("{id}\n"))
+    })
+}
+
+/// A fresh random idempotency key.
+pub fn new_key() -> IdempotencyKey {
+    let mut key = [0u8; IDEMPOTENCY_KEY_BYTES];
+    rand::rng().fill_bytes(&mut key);
+    IdempotencyKey(key)
+}
+
+/// The jobspec the flags describe. Its queue is set later, once the routing table is known.
+pub fn build_jobspec(args: &SubmitArgs) -> Result<Jobspec> {
+    let mut jobspec = match &args.jobspec {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading jobspec {}", path.display()))?;
+            shardsched_jobspec::parse(&text)
+                .with_context(|| format!("jobspec {}", path.display()))?
+        }
+        None => {
+            if args.command.is_empty() {
+                bail!(
+                    "no command: give the job's command after `--`, e.g. \
+                     `shardsched submit -N 1 -t 60 -- sleep 60`"
+                );
+            }
+            Shorthand {
+                nodes: args.nodes,
+                tasks: args.tasks,
+                cores_per_task: args.cores_per_task,
+                gpus_per_task: args.gpus_per_task,
+                duration: 0,
+                exclusive: args.exclusive,
+                command: args.command.clone(),
+                queue: None,
+            }
+            .to_jobspec()
+            .context("building the jobspec from the command line")?
+        }
+    };
+    if let Some(seconds) = args.time_limit {
+        jobspec.attributes.duration = seconds;
+    }
+    Ok(jobspec)
+}
+
+/// The queue a job goes to: `-q`, else the jobspec's, else the table's default.
+fn choose_queue(args: &SubmitArgs, jobspec: &Jobspec, routes: &RouteTable) -> Result<String> {
+    let queue = args
+        .queue
+        .clone()
+        .or_else(|| jobspec.attributes.queue.clone())
+        .or_else(|| routes.default_queue.clone())
+        .ok_or_else(|| {
+            anyhow!(
+                "no queue given and the cluster has no default queue: use -q ({})",
+                queue_names(routes)
+            )
+        })?;
+    Ok(queue)
+}
+
+fn queue_names(routes: &RouteTable) -> String {
+    let names: Vec<&str> = routes.routes.iter().map(|r| r.queue.as_str()).collect();
+    if names.is_empty() {
+        "no queue has a shard running".to_owned()
+    } else {
+        format!("routable queues: {}", names.join(", "))
+    }
+}
+
+/// Submits `jobspec_json` to `queue`'s shard with `key`, retrying on connection failures
+/// with the same key (so at most one job results). `routes` is a fresh routing table if the
+/// caller has one; retries fetch their own. Returns the id and whether the shard recognised
+/// the key from an earlier attempt.
+pub async fn submit(
+    client: &Client,
+    routes: Option<RouteTable>,
+    queue: &str,
+    jobspec_json: String,
+    priority: Option<u32>,
+    key: IdempotencyKey,
+) -> Result<(JobId, bool)> {
+    let request = Request::Submit(Submit {
+        idempotency_key: key,
+        jobspec_json,
+        priority,
+    });
+    let mut routes = routes;
+    let mut backoff = SUBMIT_RETRY_BACKOFF;
+    let mut attempt = 1;
+    loop {
+        let table = match routes.take() {
+            Some(table) => table,
+            None => client.routes().await?,
+        };
+        let Some(route) = table.queue(queue).cloned() else {
+            bail!(
+                "no shard is registered for queue {queue:?}: no such queue, or its shard is \
+                 not running ({})",
+                queue_names(&table)
+            );
+        };
+        let failure = match client.shard(&route).await {
+            Ok(session) => match session.request(&request).await {
+                Ok(Response::Submitted { id, duplicate }) => return Ok((id, duplicate)),
+                Ok(other) => bail!("queue {queue}'s shard answered a submit with {other:?}"),
+                Err(WireError::Refused(refusal)) => {
+                    return Err(match refusal.code {
+                        // The shard's reason usually names the queue already.
+                        RefusalCode::Denied if refusal.message.contains(queue) => {
+                            anyhow!("{}", refusal.message)
+                        }
+                        RefusalCode::Denied => {
+                            anyhow!("job denied by queue {queue}: {}", refusal.message)
+                        }
+                        _ => anyhow!(
+                            "queue {queue} refused the job: {}",
+                            describe_refusal(&refusal)
+                        ),
+                    });
+                }
+                Err(e) if retryable(&e) => anyhow::Error::new(e),
+                Err(e) => {
+                    return Err(anyhow::Error::new(e)
+                        .context(format!("submitting to queue {queue}'s shard")));
+                }
+            },
+            // Could not connect: the shard may be restarting; the job was not sent.
+            Err(e) => e,
+        };
+        if attempt >= SUBMIT_ATTEMPTS_MAX {
+            return Err(failure.context(format!(
+                "submitting to queue {queue}: gave up after {attempt} attempts"
+            )));
+        }
+        eprintln!("shardsched: submit to queue {queue} failed ({failure:#}); retrying");
+        client.forget_shard(queue).await;
+        tokio::time::sleep(backoff).await;
+        backoff *= 2;
+        attempt += 1;
+    }
+}
+
+/// Whether a failed request may be retried with the same idempotency key: the connection
+/// or stream broke, or the answer did not come in time. Refusals and protocol mismatches
+/// would fail the same way again.
+fn retryable(e: &WireError) -> bool {
+    match e {
+        WireError::ConnectionLost(_)
+        | WireError::Timeout { .. }
+        | WireError::StreamReset { .. }
+        | WireError::Endpoint(_) => true,
+        WireError::Closed(code) => {
+            !matches!(code, CloseCode::VersionUnsupported | CloseCode::NoIdentity)
+        }
+        _ => false,
+    }
+}
+
+/// Parses a Flux Standard Duration into whole seconds, rounding fractions up: `90`, `90s`,
+/// `1.5m`, `2h`, `1d`. Zero means "the queue's default".
+pub fn parse_duration_secs(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let (number, unit) = match text.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
+        Some((i, _)) => text.split_at(i),
+        None => (text, ""),
+    };
+    let scale = match unit {
+        "" | "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        "d" => 86_400.0,
+        _ => {
+            return Err(format!(
+                "unknown unit {unit:?} in {text:?} (use s, m, h or d)"
+            ));
+        }
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (e.g. 90, 30m, 2h)"))?;
+    if !value.is_finite() || value < 0.0 {
+        return Err(format!("{text:?} is not a duration (e.g. 90, 30m, 2h)"));
+    }
+    let seconds = (value * scale).ceil();
+    if seconds > u32::MAX as f64 {
+        return Err(format!("{text:?} is too long"));
+    }
+    Ok(seconds as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_like_flux() {
+        assert_eq!(parse_duration_secs("90"), Ok(90));
+        assert_eq!(parse_duration_secs("90s"), Ok(90));
+        assert_eq!(parse_duration_secs("30m"), Ok(1800));
+        assert_eq!(parse_duration_secs("2h"), Ok(7200));
+        assert_eq!(parse_duration_secs("1.5m"), Ok(90));
+        assert_eq!(parse_duration_secs("0.2"), Ok(1));
+        assert_eq!(parse_duration_secs("1d"), Ok(86_400));
+        assert_eq!(parse_duration_secs("0"), Ok(0));
+        assert!(parse_duration_secs("2w").is_err());
+        assert!(parse_duration_secs("-1").is_err());
+        assert!(parse_duration_secs("abc").is_err());
+        assert!(parse_duration_secs("").is_err());
+    }
+}

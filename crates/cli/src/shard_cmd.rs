@@ -1,0 +1,64 @@
+//! `shardsched shard --queue NAME --coordinator ADDR --state-dir DIR`: runs one queue's
+//! scheduling shard (the `shardsched-shard` crate; docs/PROTOCOL.md for the wire).
+//!
+//! The state directory holds `cert.pem`, `key.pem` (role shard, name = the queue, from
+//! `shardsched cert issue --role shard --name NAME --out DIR`) and `ca.pem`. The shard
+//! listens on `--listen` (port 0: any free port), registers its real address with the
+//! coordinator, and serves clients until Ctrl-C or SIGTERM, or until the coordinator has
+//! been unreachable for a while. It logs to stderr (`RUST_LOG` filters, default `info`).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use shardsched_shard::{ShardOptions, init_logging, run_until_signal};
+
+/// Flags of `shardsched shard`.
+#[derive(Args, Debug, Clone)]
+pub struct ShardArgs {
+    /// The queue this shard schedules (its certificate's name).
+    #[arg(long, value_name = "NAME")]
+    pub queue: String,
+    /// The coordinator's address.
+    #[arg(long, value_name = "ADDR")]
+    pub coordinator: SocketAddr,
+    /// State directory: cert.pem, key.pem and ca.pem.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: PathBuf,
+    /// UDP address to listen on for clients; port 0 picks a free port.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
+    /// The sim executor runs jobs this many times faster than their duration.
+    #[arg(long, value_name = "F", default_value_t = 1.0)]
+    pub time_scale: f64,
+    /// How jobs run.
+    #[arg(long, value_enum, default_value_t = Executor::Sim)]
+    pub executor: Executor,
+}
+
+/// How a shard runs jobs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Executor {
+    /// Simulated: a job holds its resources for its duration (divided by the time scale).
+    Sim,
+}
+
+/// `shardsched shard`.
+pub fn main(args: &ShardArgs) -> Result<()> {
+    if !(args.time_scale.is_finite() && args.time_scale > 0.0) {
+        anyhow::bail!(
+            "--time-scale must be a positive number, not {}",
+            args.time_scale
+        );
+    }
+    init_logging();
+    let options = ShardOptions {
+        queue: args.queue.clone(),
+        coordinator: args.coordinator,
+        state_dir: args.state_dir.clone(),
+        listen: args.listen,
+        time_scale: args.time_scale,
+    };
+    run_until_signal(options).with_context(|| format!("shard {}", args.queue))
+}

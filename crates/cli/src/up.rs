@@ -1,0 +1,778 @@
+//! `shardsched up`: the whole system from one command, on loopback.
+//!
+//! `up` is a small supervisor. It does nothing the user could not do by hand with
+//! `shardsched coordinator`, `cert issue` and `shard`; it only does it in the right order and
+//! keeps it running:
+//!
+//! 1. lay out the state directory (see [`crate::client`]) and take its lock (`up.pid`), so
+//!    two `up`s never share a directory;
+//! 2. start the coordinator on `127.0.0.1:0` and wait for it to write its bound address;
+//! 3. issue the local user an **admin** certificate (named after `$USER`), so every client
+//!    command works with no flags, and ask the coordinator which queues it has;
+//! 4. issue each queue's shard a certificate and start one `shard` process per queue;
+//! 5. wait until every queue's shard is routable, then print how to reach the system;
+//! 6. supervise: a child that dies is reported and restarted with bounded backoff (the
+//!    coordinator at the address it had, so running shards and clients find it again);
+//! 7. on Ctrl-C, SIGTERM or SIGHUP: stop the shards, then the coordinator (SIGTERM, wait
+//!    [`SHUTDOWN_GRACE`], then SIGKILL), remove the address file and the lock, exit 0.
+//!
+//! Children run in their own process groups, so a Ctrl-C in the terminal reaches `up` alone
+//! and the shutdown happens in order (shards before the coordinator), not all at once. Their
+//! output goes to `logs/<name>.log` in the state directory; when a child fails to start, the
+//! end of its log is shown.
+
+use std::fmt::Write as _;
+use std::fs::{self, OpenOptions};
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::Args;
+use rustix::process::{Pid, Signal, kill_process};
+use shardsched_proto::msg::client_coord::{Request, Response};
+use shardsched_proto::msg::{QueueStatus, RefusalCode};
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::client::{Client, StateDir};
+
+/// How long the coordinator may take to write its address, and the shards to become
+/// routable, before `up` gives up. Generous: a debug build loading a large cluster is slow.
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+/// How often `up` looks at its children and, while starting, at files and routes.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(50);
+/// How often the supervisor checks whether a child died.
+pub const SUPERVISE_INTERVAL: Duration = Duration::from_millis(200);
+/// Wait before the first restart of a dead child; doubled for each consecutive failure.
+pub const RESTART_BACKOFF_FIRST: Duration = Duration::from_millis(500);
+/// The longest wait between two restarts of one child.
+pub const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// A child that ran this long before dying counts as healthy: its backoff starts over.
+pub const RESTART_STABLE_RUN: Duration = Duration::from_secs(60);
+/// Consecutive failed runs after which a child is given up on (and, for the coordinator,
+/// the whole system is stopped).
+pub const RESTARTS_MAX: u32 = 10;
+/// How long a child may take to exit after SIGTERM before it is killed.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// Lines of a child's log shown when it fails.
+pub const LOG_TAIL_LINES: usize = 20;
+/// Name of the lock file (holding `up`'s pid) in the state directory.
+pub const LOCK_FILE: &str = "up.pid";
+
+/// Flags of `shardsched up`.
+#[derive(Args, Debug, Clone)]
+pub struct UpArgs {
+    /// Coordinator configuration (TOML: cluster and queues) [default: the embedded 128-node
+    /// cluster with queues batch and debug started, standby stopped].
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// State directory [default: $SHARDSCHED_DIR, else $XDG_STATE_HOME/shardsched, else
+    /// $HOME/.local/state/shardsched].
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Simulated time runs this many times faster than real time in the shards' sim
+    /// executor [default: the shard's].
+    #[arg(long, value_name = "F")]
+    pub time_scale: Option<f64>,
+}
+
+/// `shardsched up`.
+pub fn main(args: &UpArgs) -> Result<()> {
+    let dir = StateDir::given_or_env(args.dir.as_deref())?;
+    let root = absolute(dir.root())?;
+    let dir = StateDir::at(root);
+    prepare_dirs(&dir)?;
+    let _lock = Lock::take(&dir)?;
+    let config = match &args.config {
+        Some(path) => Some(
+            fs::canonicalize(path)
+                .with_context(|| format!("configuration file {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let exe = std::env::current_exe().context("finding this executable")?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        let mut stop = StopSignals::install()?;
+        let mut sup = Supervisor {
+            exe,
+            dir,
+            config,
+            time_scale: args.time_scale,
+            children: Vec::new(),
+        };
+        let started = tokio::select! {
+            biased;
+            name = stop.recv() => Err(anyhow!("{name} while starting")),
+            started = sup.start() => started,
+        };
+        let result = match started {
+            Ok(()) => sup.supervise(&mut stop).await,
+            Err(e) => Err(e),
+        };
+        sup.shutdown().await;
+        result
+    })
+}
+
+/// One supervised process.
+struct Supervised {
+    /// `coordinator`, or `shard <queue>`.
+    label: String,
+    /// Its log file.
+    log: PathBuf,
+    /// Arguments after the executable.
+    args: Vec<String>,
+    process: Option<Child>,
+    started_at: Instant,
+    /// Consecutive runs that ended before [`RESTART_STABLE_RUN`].
+    failures: u32,
+    /// When to start it again after it died.
+    restart_at: Option<Instant>,
+    /// Given up after [`RESTARTS_MAX`] failures.
+    abandoned: bool,
+}
+
+struct Supervisor {
+    exe: PathBuf,
+    dir: StateDir,
+    config: Option<PathBuf>,
+    time_scale: Option<f64>,
+    /// The coordinator first, then the shards in queue order.
+    children: Vec<Supervised>,
+}
+
+impl Supervisor {
+    /// Steps 2 to 5 of the module doc.
+    async fn start(&mut self) -> Result<()> {
+        // A stale address from an earlier run would be mistaken for the new coordinator's.
+        remove_if_present(&self.dir.address_file())?;
+        let args = self.coordinator_args("127.0.0.1:0");
+        self.spawn_new("coordinator", "coordinator", args)?;
+        let address = self.wait_for_address().await?;
+        // Restarts bind the same address, so that running shards and clients find it again.
+        let args = self.coordinator_args(&address.to_string());
+        if let Some(coordinator) = self.children.first_mut() {
+            coordinator.args = args;
+        }
+
+        let user = local_user_name();
+        self.issue_cert("admin", &user, &self.dir.client_dir())?;
+        let creds = self.dir.credentials()?;
+        let client = Client::connect_with(address, &creds).await?;
+        let queues = self.queues(&client).await?;
+
+        for queue in &queues {
+            let shard_dir = self.dir.shard_dir(&queue.name);
+            self.issue_cert("shard", &queue.name, &shard_dir)?;
+            let mut shard_args = vec![
+                "shard".to_owned(),
+                "--queue".to_owned(),
+                queue.name.clone(),
+                "--coordinator".to_owned(),
+                address.to_string(),
+                "--state-dir".to_owned(),
+                path_arg(&shard_dir),
+                "--listen".to_owned(),
+                "127.0.0.1:0".to_owned(),
+            ];
+            if let Some(scale) = self.time_scale {
+                shard_args.extend(["--time-scale".to_owned(), scale.to_string()]);
+            }
+            self.spawn_new(
+                &format!("shard {}", queue.name),
+                &format!("shard-{}", queue.name),
+                shard_args,
+            )?;
+        }
+        let routes = self.wait_for_routes(&client, &queues).await?;
+        client.close().await;
+        // A closed stdout must not stop the system: the banner is for whoever watches.
+        let _ = crate::client::output::emit(&banner(
+            &self.exe, &self.dir, address, &user, &queues, &routes,
+        ));
+        Ok(())
+    }
+
+    /// The coordinator's command line, listening on `listen`.
+    fn coordinator_args(&self, listen: &str) -> Vec<String> {
+        let mut args = vec![
+            "coordinator".to_owned(),
+            "--listen".to_owned(),
+            listen.to_owned(),
+            "--state-dir".to_owned(),
+            path_arg(&self.dir.coordinator_dir()),
+        ];
+        if let Some(config) = &self.config {
+            args.extend(["--config".to_owned(), path_arg(config)]);
+        }
+        args
+    }
+
+    /// Starts a child for the first time.
+    fn spawn_new(&mut self, label: &str, log_stem: &str, args: Vec<String>) -> Result<()> {
+        let mut child = Supervised {
+            label: label.to_owned(),
+            log: self.dir.logs_dir().join(format!("{log_stem}.log")),
+            args,
+            process: None,
+            started_at: Instant::now(),
+            failures: 0,
+            restart_at: None,
+            abandoned: false,
+        };
+        child.spawn(&self.exe)?;
+        self.children.push(child);
+        Ok(())
+    }
+
+    /// Waits for the coordinator's address file, failing early if the coordinator exits.
+    async fn wait_for_address(&mut self) -> Result<SocketAddr> {
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        let file = self.dir.address_file();
+        loop {
+            self.check_started_children()?;
+            if file.exists()
+                && let Ok(addr) = self.dir.coordinator_address()
+            {
+                return Ok(addr);
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "the coordinator did not write {} within {} s{}",
+                    file.display(),
+                    STARTUP_TIMEOUT.as_secs(),
+                    self.children[0].log_tail()
+                );
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+    }
+
+    /// The configured queues, asked of the coordinator (which parsed the configuration), so
+    /// that `up` and the coordinator can never disagree about them.
+    async fn queues(&mut self, client: &Client) -> Result<Vec<QueueStatus>> {
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        loop {
+            self.check_started_children()?;
+            match client.coordinator(&Request::Queues).await {
+                Ok(Response::Queues(queues)) if !queues.is_empty() => return Ok(queues),
+                Ok(Response::Queues(_)) => bail!("the coordinator has no queues configured"),
+                Ok(other) => bail!("the coordinator answered a queue list with {other:?}"),
+                Err(shardsched_proto::Error::Refused(r))
+                    if r.code == RefusalCode::Unavailable && Instant::now() < deadline => {}
+                Err(e) => return Err(e).context("asking the coordinator for its queues"),
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+    }
+
+    /// Waits until every queue has a route (its shard registered).
+    async fn wait_for_routes(
+        &mut self,
+        client: &Client,
+        queues: &[QueueStatus],
+    ) -> Result<shardsched_proto::msg::RouteTable> {
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        loop {
+            self.check_started_children()?;
+            let routes = client.routes().await?;
+            let missing: Vec<&str> = queues
+                .iter()
+                .filter(|q| routes.queue(&q.name).is_none())
+                .map(|q| q.name.as_str())
+                .collect();
+            if missing.is_empty() {
+                return Ok(routes);
+            }
+            if Instant::now() > deadline {
+                let mut tails = String::new();
+                for child in &self.children {
+                    if missing.iter().any(|q| child.label == format!("shard {q}")) {
+                        tails.push_str(&child.log_tail());
+                    }
+                }
+                bail!(
+                    "no route for queue(s) {} after {} s: their shards did not register{tails}",
+                    missing.join(", "),
+                    STARTUP_TIMEOUT.as_secs()
+                );
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+    }
+
+    /// While starting, a child that exits is an error (with its log), not a restart.
+    fn check_started_children(&mut self) -> Result<()> {
+        for child in &mut self.children {
+            if let Some(status) = child.try_exited()? {
+                bail!(
+                    "{} exited while starting ({}){}",
+                    child.label,
+                    describe_status(status),
+                    child.log_tail()
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs `shardsched cert issue` for one identity.
+    fn issue_cert(&self, role: &str, name: &str, out: &Path) -> Result<()> {
+        let output = Command::new(&self.exe)
+            .args([
+                "cert",
+                "issue",
+                "--role",
+                role,
+                "--name",
+                name,
+                "--state-dir",
+            ])
+            .arg(self.dir.coordinator_dir())
+            .arg("--out")
+            .arg(out)
+            .stdin(Stdio::null())
+            .output()
+            .context("running `shardsched cert issue`")?;
+        if !output.status.success() {
+            bail!(
+                "`shardsched cert issue --role {role} --name {name}` failed ({}): {}",
+                describe_status(output.status),
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
+        }
+        Ok(())
+    }
+
+    /// Step 6: until a stop signal, restart children that die.
+    async fn supervise(&mut self, stop: &mut StopSignals) -> Result<()> {
+        loop {
+            tokio::select! {
+                biased;
+                name = stop.recv() => {
+                    eprintln!("shardsched up: {name}: stopping");
+                    return Ok(());
+                }
+                () = tokio::time::sleep(SUPERVISE_INTERVAL) => {}
+            }
+            for child in &mut self.children {
+                child.tend(&self.exe);
+            }
+            if self.children.first().is_some_and(|c| c.abandoned) {
+                bail!("the coordinator failed {RESTARTS_MAX} times in a row; stopping everything");
+            }
+        }
+    }
+
+    /// Step 7: shards first (they may report to the coordinator as they stop), then the
+    /// coordinator.
+    async fn shutdown(&mut self) {
+        let (coordinator, shards) = match self.children.split_first_mut() {
+            Some((first, rest)) => (Some(first), rest),
+            None => (None, &mut [][..]),
+        };
+        stop_all(shards.iter_mut()).await;
+        stop_all(coordinator.into_iter()).await;
+        let _ = remove_if_present(&self.dir.address_file());
+    }
+}
+
+impl Supervised {
+    fn spawn(&mut self, exe: &Path) -> Result<()> {
+        let mut log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .with_context(|| format!("opening log {}", self.log.display()))?;
+        let _ = writeln!(
+            log,
+            "==== shardsched up: starting {} at {}: {} {}",
+            self.label,
+            crate::client::output::utc_timestamp(crate::client::output::now_ms()),
+            exe.display(),
+            self.args.join(" ")
+        );
+        let stderr = log.try_clone().context("duplicating a log file handle")?;
+        let mut command = Command::new(exe);
+        command
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(stderr));
+        // Own process group: a terminal's Ctrl-C reaches `up` only, which stops children in
+        // order.
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        let process = command
+            .spawn()
+            .with_context(|| format!("starting {}", self.label))?;
+        self.process = Some(process);
+        self.started_at = Instant::now();
+        self.restart_at = None;
+        Ok(())
+    }
+
+    /// The exit status if the process has exited (reaping it).
+    fn try_exited(&mut self) -> Result<Option<ExitStatus>> {
+        let Some(process) = &mut self.process else {
+            return Ok(None);
+        };
+        let status = process
+            .try_wait()
+            .with_context(|| format!("waiting for {}", self.label))?;
+        if status.is_some() {
+            self.process = None;
+        }
+        Ok(status)
+    }
+
+    /// One supervision step: notice a death, schedule and perform restarts.
+    fn tend(&mut self, exe: &Path) {
+        if self.abandoned {
+            return;
+        }
+        match self.try_exited() {
+            Ok(Some(status)) => {
+                let ran = self.started_at.elapsed();
+                if ran >= RESTART_STABLE_RUN {
+                    self.failures = 0;
+                }
+                self.failures += 1;
+                if self.failures > RESTARTS_MAX {
+                    eprintln!(
+                        "shardsched up: {} exited ({}) after {} failed runs in a row; giving \
+                         up on it (log: {})",
+                        self.label,
+                        describe_status(status),
+                        RESTARTS_MAX,
+                        self.log.display()
+                    );
+                    self.abandoned = true;
+                    return;
+                }
+                let backoff = restart_backoff(self.failures);
+                eprintln!(
+                    "shardsched up: {} exited ({}) after {:.1} s; restarting in {:.1} s (log: {})",
+                    self.label,
+                    describe_status(status),
+                    ran.as_secs_f64(),
+                    backoff.as_secs_f64(),
+                    self.log.display()
+                );
+                self.restart_at = Some(Instant::now() + backoff);
+            }
+            Ok(None) => {}
+            Err(e) => eprintln!("shardsched up: {e:#}"),
+        }
+        if self.process.is_none()
+            && let Some(at) = self.restart_at
+            && Instant::now() >= at
+        {
+            match self.spawn(exe) {
+                Ok(()) => eprintln!("shardsched up: restarted {}", self.label),
+                Err(e) => {
+                    eprintln!("shardsched up: {e:#}");
+                    self.failures += 1;
+                    self.restart_at = Some(Instant::now() + restart_backoff(self.failures));
+                }
+            }
+        }
+    }
+
+    /// The end of the log, for error messages.
+    fn log_tail(&self) -> String {
+        let text = fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..];
+        let mut out = format!("\n--- last lines of {} ---", self.log.display());
+        for line in tail {
+            let _ = write!(out, "\n{line}");
+        }
+        out
+    }
+}
+
+/// SIGTERM to every live process in `children`, wait up to [`SHUTDOWN_GRACE`] for all of
+/// them, then SIGKILL whoever is left.
+async fn stop_all<'a>(children: impl Iterator<Item = &'a mut Supervised>) {
+    let mut live: Vec<&mut Supervised> = children.filter(|c| c.process.is_some()).collect();
+    for child in &live {
+        if let Some(process) = &child.process {
+            let _ = kill_process(Pid::from_child(process), Signal::TERM);
+        }
+    }
+    let deadline = Instant::now() + SHUTDOWN_GRACE;
+    while Instant::now() < deadline {
+        live.retain_mut(|c| !matches!(c.try_exited(), Ok(Some(_)) | Err(_)));
+        if live.is_empty() {
+            return;
+        }
+        tokio::time::sleep(POLL_INTERVAL).await;
+    }
+    for child in live {
+        eprintln!(
+            "shardsched up: {} did not stop within {} s; killing it",
+            child.label,
+            SHUTDOWN_GRACE.as_secs()
+        );
+        if let Some(process) = &mut child.process {
+            let _ = process.kill();
+            let _ = process.wait();
+        }
+        child.process = None;
+    }
+}
+
+/// The wait before restart number `failures` (1-based): doubling from
+/// [`RESTART_BACKOFF_FIRST`], capped at [`RESTART_BACKOFF_MAX`].
+fn restart_backoff(failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(16);
+    (RESTART_BACKOFF_FIRST * 2u32.pow(doublings)).min(RESTART_BACKOFF_MAX)
+}
+
+/// Ctrl-C, SIGTERM and SIGHUP (a closed terminal), as one stream of stop requests.
+struct StopSignals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn install() -> Result<StopSignals> {
+        let install = |kind| signal(kind).context("installing a signal handler");
+        Ok(StopSignals {
+            interrupt: install(SignalKind::interrupt())?,
+            terminate: install(SignalKind::terminate())?,
+            hangup: install(SignalKind::hangup())?,
+        })
+    }
+
+    async fn recv(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.interrupt.recv() => "interrupted",
+            _ = self.terminate.recv() => "terminated",
+            _ = self.hangup.recv() => "hung up",
+        }
+    }
+}
+
+/// The state directory's lock: `up.pid` with our pid, removed on drop.
+struct Lock {
+    path: PathBuf,
+}
+
+impl Lock {
+    fn take(dir: &StateDir) -> Result<Lock> {
+        let path = dir.root().join(LOCK_FILE);
+        if let Ok(text) = fs::read_to_string(&path)
+            && let Ok(pid) = text.trim().parse::<u32>()
+            && pid != std::process::id()
+            && is_shardsched_up(pid)
+        {
+            bail!(
+                "another `shardsched up` (pid {pid}) is running with {}: stop it first, or \
+                 use --dir for a second system",
+                dir.root().display()
+            );
+        }
+        fs::write(&path, format!("{}\n", std::process::id()))
+            .with_context(|| format!("writing {}", path.display()))?;
+        Ok(Lock { path })
+    }
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+/// Whether `pid` is a live `shardsched up` (a pid in a stale lock may have been reused).
+fn is_shardsched_up(pid: u32) -> bool {
+    let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+    args.first()
+        .is_some_and(|a| a.windows(10).any(|w| w == b"shardsched"))
+        && args.iter().any(|a| *a == b"up")
+}
+
+fn prepare_dirs(dir: &StateDir) -> Result<()> {
+    for d in [
+        dir.root().to_owned(),
+        dir.client_dir(),
+        dir.logs_dir(),
+        dir.root().join("shards"),
+    ] {
+        create_private_dir(&d)?;
+    }
+    Ok(())
+}
+
+/// Creates `dir` (and parents) with mode 0700 when missing: it holds private keys.
+fn create_private_dir(dir: &Path) -> Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let mut builder = fs::DirBuilder::new();
+    builder.recursive(true);
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder
+        .create(dir)
+        .with_context(|| format!("creating {}", dir.display()))
+}
+
+fn remove_if_present(path: &Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("removing {}", path.display())),
+    }
+}
+
+fn absolute(path: &Path) -> Result<PathBuf> {
+    std::path::absolute(path).with_context(|| format!("resolving {}", path.display()))
+}
+
+fn path_arg(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+/// The local user's name as a certificate name: `$USER` (or `$LOGNAME`) with characters
+/// outside `[A-Za-z0-9_-]` replaced by `-`, else `admin`.
+fn local_user_name() -> String {
+    let raw = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_default();
+    let mut name: String = raw
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(shardsched_proto::limits::NAME_BYTES_MAX)
+        .collect();
+    if !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        name = String::new();
+    }
+    if name.is_empty() {
+        "admin".to_owned()
+    } else {
+        name
+    }
+}
+
+fn describe_status(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit status {code}"),
+        (None, Some(sig)) => format!("killed by signal {sig}"),
+        _ => status.to_string(),
+    }
+}
+
+/// What `up` prints once everything is routable: where things are and what to type next.
+fn banner(
+    exe: &Path,
+    dir: &StateDir,
+    address: SocketAddr,
+    user: &str,
+    queues: &[QueueStatus],
+    routes: &shardsched_proto::msg::RouteTable,
+) -> String {
+    let cmd = command_name(exe);
+    let mut out = String::new();
+    let _ = writeln!(out, "shardsched is up: coordinator at {address}");
+    let mut table = crate::client::output::Table::new(&["  QUEUE", "STATE", "SHARD", "NODES"]);
+    for q in queues {
+        // The route carries the shard's own flags; the queue list may predate its first
+        // status report.
+        let route = routes.queue(&q.name);
+        let started = route.map_or(q.started, |r| r.started);
+        let enabled = route.map_or(q.enabled, |r| r.enabled);
+        let mut state = if started { "started" } else { "stopped" }.to_owned();
+        if !enabled {
+            state.push_str(", disabled");
+        }
+        if routes.default_queue.as_deref() == Some(q.name.as_str()) {
+            state.push_str(", default");
+        }
+        let shard = route.map_or_else(String::new, |r| r.address.to_string());
+        table.row(vec![
+            format!("  {}", q.name),
+            state,
+            shard,
+            format!("{} defined", q.nodes_defined),
+        ]);
+    }
+    out.push_str(&table.render());
+    let root = dir.root().display();
+    let _ = writeln!(out, "state directory: {root}  (logs in {root}/logs)");
+    let _ = writeln!(
+        out,
+        "clients use the admin certificate {user:?} in {root}/client"
+    );
+    let _ = writeln!(out);
+    let _ = writeln!(out, "In another terminal:");
+    let default_root = StateDir::default_root().ok();
+    if default_root.as_deref() != Some(dir.root()) {
+        let _ = writeln!(out, "  export SHARDSCHED_DIR={root}");
+    } else {
+        let _ = writeln!(
+            out,
+            "  export SHARDSCHED_DIR={root}   # the default: only needed if set elsewhere"
+        );
+    }
+    for example in [
+        "submit -N 1 -t 60 -- sleep 60",
+        "jobs -a",
+        "queue list",
+        "resource list",
+        "demo",
+    ] {
+        let _ = writeln!(out, "  {cmd} {example}");
+    }
+    let _ = writeln!(out, "Ctrl-C stops everything.");
+    out
+}
+
+/// `shardsched` when this executable is the one found on `PATH`, else its full path (as
+/// under `cargo run`), so the printed commands work when pasted.
+fn command_name(exe: &Path) -> String {
+    let on_path = std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|d| {
+            let candidate = d.join("shardsched");
+            match (fs::canonicalize(&candidate), fs::canonicalize(exe)) {
+                (Ok(a), Ok(b)) => a == b,
+                _ => false,
+            }
+        })
+    });
+    if on_path {
+        "shardsched".to_owned()
+    } else {
+        exe.display().to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_is_capped() {
+        assert_eq!(restart_backoff(1), RESTART_BACKOFF_FIRST);
+        assert_eq!(restart_backoff(2), RESTART_BACKOFF_FIRST * 2);
+        assert_eq!(restart_backoff(3), RESTART_BACKOFF_FIRST * 4);
+        assert_eq!(restart_backoff(50), RESTART_BACKOFF_MAX);
+    }
+}
