@@ -62,6 +62,14 @@ fn params(policy: QueuePolicy, queue_depth: usize) -> Params {
     }
 }
 
+/// A replay bench: name, cluster, workload, and (policy, queue depth) pairs to run.
+type Case = (
+    &'static str,
+    ResourceGraph,
+    Workload,
+    Vec<(QueuePolicy, usize)>,
+);
+
 /// Replays `w` once; returns the scheduler time.
 fn replay_once(graph: &ResourceGraph, w: &Workload, params: &Params) -> Duration {
     let mut r = Replay::new(graph.clone(), w, Unit::Node, params.clone()).expect("replay starts");
@@ -72,7 +80,7 @@ fn replay_once(graph: &ResourceGraph, w: &Workload, params: &Params) -> Duration
 fn replays(c: &mut Criterion) {
     let mut g = c.benchmark_group("replay");
     g.sample_size(10).measurement_time(Duration::from_secs(20));
-    let cases: [(&str, ResourceGraph, Workload, Vec<(QueuePolicy, usize)>); 2] = [
+    let cases: [Case; 2] = [
         (
             "1024n",
             generated(1024),
