@@ -96,9 +96,6 @@ pub struct ShardCore {
     /// The last tick hit [`SCHEDULE_PASSES_MAX`](crate::limits::SCHEDULE_PASSES_MAX) with
     /// jobs still starting.
     backlog: bool,
-    /// The last scheduling pass started jobs with a bounded queue depth: the queue
-    /// manager's walk has spent depth on jobs that are no longer pending.
-    walk_spent: bool,
 }
 
 impl Default for CoreOptions {
@@ -175,7 +172,6 @@ impl ShardCore {
             last_id: None,
             status_version: 0,
             backlog: false,
-            walk_spent: false,
         };
         core.set_owned(owned)?;
         Ok(core)

@@ -72,6 +72,9 @@ pub(crate) struct Walk {
     /// A job that should have been reserved could not be: later jobs hold reservations it
     /// did not see, so only a re-plan may try it again.
     reservation_failed: bool,
+    /// Jobs that started during the walk: they left the queue, so when the walk stopped at
+    /// the queue depth, the next cycle has jobs it has not looked at.
+    started: usize,
 }
 
 impl Walk {
@@ -163,7 +166,7 @@ impl QueueManager {
                 Replan::Nothing => CycleKind::Retry,
                 partial => return (CycleKind::Replan, partial),
             }
-        } else if self.retry || ended || due {
+        } else if self.retry || ended || due || self.depth_left_jobs() {
             CycleKind::Retry
         } else if self.arrivals.is_some() {
             CycleKind::Continue
@@ -174,6 +177,13 @@ impl QueueManager {
             return (CycleKind::Replan, Replan::All);
         }
         (kind, Replan::Nothing)
+    }
+
+    /// Whether the last walk stopped at the queue depth after starting jobs: those left the
+    /// queue, so the next cycle walks again from the head to consider the jobs behind them.
+    fn depth_left_jobs(&self) -> bool {
+        let depth = self.params.queue_depth;
+        depth > 0 && self.walk.considered >= depth && self.walk.started > 0
     }
 
     /// Cancels the reservations `which` says; returns what they were, to report only changes.
@@ -246,20 +256,24 @@ impl QueueManager {
                 if at > now {
                     // Kept from an earlier cycle (Retry): still the earliest fit.
                     w.reservations += 1;
-                } else if !self.start_reserved(id, at, now)? {
+                } else if self.start_reserved(id, at, now)? {
+                    w.started += 1;
+                } else {
                     return Ok(WalkEnd::Replan);
                 }
                 continue;
             }
             if allocate_only {
-                if !self.try_allocate(id, now)? {
+                if self.try_allocate(id, now)? {
+                    w.started += 1;
+                } else {
                     self.set_reason(id, WaitReason::Resources)?;
                     w.stopped = fcfs;
                 }
                 continue;
             }
             match self.allocate_or_reserve(id, now)? {
-                Attempt::Started => {}
+                Attempt::Started => w.started += 1,
                 Attempt::Reserved(at) => {
                     w.reservations += 1;
                     if old.get(&id) != Some(&at) {

@@ -43,37 +43,24 @@ impl ShardCore {
     /// Scheduling passes at `now_s` until one starts nothing, at most
     /// [`SCHEDULE_PASSES_MAX`].
     ///
-    /// A pass looks at no more than the queue depth of pending jobs, and counts the ones it
-    /// starts against it. The queue manager's next cycle only *resumes* that walk when
-    /// nothing was freed, so with its depth spent it would start nothing more until some
-    /// job ends — while the cluster still has room. So after a pass that started jobs the
-    /// core asks for a fresh walk from the head (re-setting a pending job's priority to
-    /// what it is makes the queue manager re-plan) and passes again, as Fluxion does on
-    /// each new event. The same holds for the first pass of a later tick when the last
-    /// pass of this one started jobs: its walk's depth is spent on jobs no longer pending.
-    /// Passes left over when the bound is hit are taken at once by the next tick
-    /// ([`Self::next_wakeup_ms`] says now).
+    /// A pass looks at no more than the queue depth of pending jobs; when it started jobs at
+    /// that depth, the queue manager's next pass walks again from the head to consider the
+    /// jobs behind them (Fluxion re-runs its loop the same way). Passes left over when the
+    /// bound is hit are taken at once by the next tick ([`Self::next_wakeup_ms`] says now).
     fn schedule(&mut self, now_s: i64) -> Result<(), ShardError> {
-        let limited = self.qm.params().queue_depth > 0;
-        if limited && self.walk_spent && self.qm.pending_len() > 0 {
-            self.restart_walk()?;
-        }
         let mut cycled = false;
         for pass in 1..=SCHEDULE_PASSES_MAX {
             let started = self.qm.stats().started;
             let kind = self.qm.schedule(now_s)?;
             self.drain(None);
             if kind == CycleKind::Idle {
-                // The walk is where it was.
                 break;
             }
             cycled = true;
             let progressed = self.qm.stats().started > started;
-            self.walk_spent = limited && progressed;
-            if !(self.walk_spent && self.qm.pending_len() > 0) {
+            if !(progressed && self.qm.pending_len() > 0) {
                 break;
             }
-            self.restart_walk()?;
             self.backlog = pass == SCHEDULE_PASSES_MAX;
         }
         if cycled {
@@ -83,18 +70,6 @@ impl ShardCore {
             };
             self.refresh_reasons(depth);
         }
-        Ok(())
-    }
-
-    /// Makes the queue manager's next cycle walk the pending order from its head.
-    fn restart_walk(&mut self) -> Result<(), ShardError> {
-        let Some(head) = self.qm.pending_order().next() else {
-            return Ok(());
-        };
-        let Some(job) = self.table.get(Fluid(head)) else {
-            return Ok(());
-        };
-        self.qm.set_priority(head, i64::from(job.priority))?;
         Ok(())
     }
 
