@@ -153,7 +153,24 @@ pub fn expand(
             }
         }
     }
-    out.sort_unstable_by_key(|e| order.post[e.v.index()]);
+    // Children-first order: a walk restricted to the marked vertices (cheaper than sorting
+    // when whole subtrees are taken).
+    let mut ordered = Vec::with_capacity(out.len());
+    let mut stack: Vec<(u32, bool)> = vec![(g.root().0, false)];
+    while let Some((v, expanded)) = stack.pop() {
+        if expanded {
+            ordered.push(out[marks.slot[v as usize] as usize]);
+            continue;
+        }
+        stack.push((v, true));
+        for &c in g.children(VertexId(v)).iter().rev() {
+            if marks.mark[c as usize] == epoch {
+                stack.push((c, false));
+            }
+        }
+    }
+    let out = ordered;
+    let _ = &order.post;
     Allocation {
         vertices: out,
         at,
@@ -186,41 +203,61 @@ fn commit_inner(
     a: &Allocation,
     spans: &mut Vec<SpanRef>,
 ) -> Result<(), MatchError> {
-    // (inner vertex, per-type units) for the aggregates above exclusively taken units.
+    // Which vertices need their own calendar entry: not those whose parent this allocation
+    // holds exclusively — nobody else can reach them while it does (every walk starts at the
+    // root and stops at an exclusively held vertex), so a whole node costs one entry, not
+    // one per core. Walked parents-first (reverse of the children-first order), the parent
+    // of a vertex at depth d is the last vertex seen at depth d - 1.
+    let mut under_exclusive = vec![false; a.vertices.len()];
+    let mut excl_at_depth: Vec<bool> = Vec::new();
+    for (i, av) in a.vertices.iter().enumerate().rev() {
+        let d = av.depth as usize;
+        if excl_at_depth.len() <= d {
+            excl_at_depth.resize(d + 1, false);
+        }
+        under_exclusive[i] = d > 0 && excl_at_depth[d - 1];
+        excl_at_depth[d] = av.exclusive;
+    }
+    // Exclusively taken units of each pruned type below each vertex, summed children-first:
+    // `below[d]` collects the totals of the children (at depth d) of the vertex being
+    // finished at depth d - 1.
+    let k = st.prune_types.len();
+    let mut below: Vec<Vec<i64>> = Vec::new();
     let mut agg_need: Vec<(VertexId, Vec<i64>)> = Vec::new();
-    let mut agg_index: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
-    // Vertices come children-first, so consecutive units share ancestors: remember the last
-    // ancestor seen at each depth before looking it up.
-    let mut recent: Vec<(u32, usize)> = Vec::new();
-    for av in &a.vertices {
-        st.hold(av.v, a.at, a.duration, av.needs, av.exclusive, spans)?;
-        if !av.exclusive || !st.prune_types.contains(&g.kind(av.v)) {
+    for (i, av) in a.vertices.iter().enumerate() {
+        if !under_exclusive[i] {
+            st.hold(av.v, a.at, a.duration, av.needs, av.exclusive, spans)?;
+        }
+        if k == 0 {
             continue;
         }
-        let kind = g.kind(av.v);
-        let mut cur = av.v;
-        let mut depth = av.depth as usize;
-        while let Some(p) = g.parent(cur) {
-            depth = depth.saturating_sub(1);
-            if let Some(agg) = st.aggregate(p)
-                && let Some(i) = agg.types.iter().position(|&t| t == kind)
-            {
-                if recent.len() <= depth {
-                    recent.resize(depth + 1, (u32::MAX, 0));
-                }
-                let slot = if recent[depth].0 == p.0 {
-                    recent[depth].1
-                } else {
-                    let slot = *agg_index.entry(p.0).or_insert_with(|| {
-                        agg_need.push((p, vec![0; agg.types.len()]));
-                        agg_need.len() - 1
-                    });
-                    recent[depth] = (p.0, slot);
-                    slot
-                };
-                agg_need[slot].1[i] += av.needs;
+        let d = av.depth as usize;
+        if below.len() <= d + 1 {
+            below.resize(d + 2, vec![0; k]);
+        }
+        let mut total = std::mem::replace(&mut below[d + 1], vec![0; k]);
+        if let Some(agg) = st.aggregate(av.v) {
+            let need: Vec<i64> = agg
+                .types
+                .iter()
+                .map(|t| {
+                    st.prune_types
+                        .iter()
+                        .position(|p| p == t)
+                        .map_or(0, |i| total[i])
+                })
+                .collect();
+            if need.iter().any(|&n| n > 0) {
+                agg_need.push((av.v, need));
             }
-            cur = p;
+        }
+        if av.exclusive
+            && let Some(i) = st.prune_types.iter().position(|&t| t == g.kind(av.v))
+        {
+            total[i] += av.needs;
+        }
+        for (acc, t) in below[d].iter_mut().zip(&total) {
+            *acc += t;
         }
     }
     for (p, need) in agg_need {
