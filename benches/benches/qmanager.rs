@@ -111,12 +111,15 @@ fn replays(c: &mut Criterion) {
     g.finish();
 }
 
+/// Long enough that no job ends while a cycle bench runs (time advances a second a cycle).
+const CYCLE_JOB_SECS: u64 = 1 << 30;
+
 fn job(id: u64, nodes: u64, submit: i64) -> JobRequest {
     JobRequest {
         id,
         jobspec: Shorthand {
             nodes: Some(nodes),
-            duration: 3600,
+            duration: CYCLE_JOB_SECS,
             command: vec!["app".into()],
             ..Shorthand::default()
         }

@@ -220,9 +220,7 @@ fn output_path(out: &Path, policy: QueuePolicy, several: bool) -> PathBuf {
 
 fn table(rows: &[Row], with_stats: bool) -> String {
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{:<13}{:>9}{:>9}{:>8}{:>12}{:>10}{:>8}{:>11}{:>10}{:>10}{:>10}",
+    let head = [
         "policy",
         "started",
         "not run",
@@ -233,8 +231,9 @@ fn table(rows: &[Row], with_stats: bool) -> String {
         "makespan",
         "sched s",
         "jobs/s",
-        "cpu s"
-    );
+        "cpu s",
+    ];
+    let _ = writeln!(s, "{}", row_text(head.map(String::from)));
     for Row {
         policy,
         metrics: m,
@@ -242,22 +241,20 @@ fn table(rows: &[Row], with_stats: bool) -> String {
         ..
     } in rows
     {
-        let cpu = cpu.map_or_else(|| "-".to_string(), |c| format!("{c:.2}"));
-        let _ = writeln!(
-            s,
-            "{:<13}{:>9}{:>9}{:>7.1}%{:>12.1}{:>10}{:>8.2}{:>11}{:>10.3}{:>10.0}{:>10}",
-            policy.name(),
-            m.started,
-            m.not_run,
-            m.utilisation * 100.0,
-            m.wait_mean,
-            m.wait_p95,
-            m.bsld_mean,
-            m.makespan,
-            m.scheduler_secs,
-            m.jobs_per_sec,
-            cpu
-        );
+        let cells = [
+            policy.name().to_string(),
+            m.started.to_string(),
+            m.not_run.to_string(),
+            format!("{:.1}%", m.utilisation * 100.0),
+            format!("{:.1}", m.wait_mean),
+            m.wait_p95.to_string(),
+            format!("{:.2}", m.bsld_mean),
+            m.makespan.to_string(),
+            format!("{:.3}", m.scheduler_secs),
+            format!("{:.0}", m.jobs_per_sec),
+            cpu.map_or_else(|| "-".to_string(), |c| format!("{c:.2}")),
+        ];
+        let _ = writeln!(s, "{}", row_text(cells));
     }
     if with_stats {
         let head = [
@@ -272,7 +269,7 @@ fn table(rows: &[Row], with_stats: bool) -> String {
             "prefiltered",
             "replanned",
         ];
-        let _ = writeln!(s, "\n{}", stats_row(head.map(String::from)));
+        let _ = writeln!(s, "\n{}", row_text(head.map(String::from)));
         for Row {
             policy: p,
             stats: st,
@@ -292,21 +289,21 @@ fn table(rows: &[Row], with_stats: bool) -> String {
             ];
             let mut row = vec![p.name().to_string()];
             row.extend(cells.iter().map(u64::to_string));
-            let _ = writeln!(s, "{}", stats_row(row));
+            let _ = writeln!(s, "{}", row_text(row));
         }
     }
     s
 }
 
-/// One row of the `--stats` table: the policy, then right-aligned counters.
-fn stats_row(cells: impl IntoIterator<Item = String>) -> String {
-    let widths = [13, 9, 9, 9, 9, 10, 10, 8, 12, 12];
+/// A table row: the policy left-aligned in 13 columns, then each cell right-aligned in 10
+/// and always after at least one space, however wide it is.
+fn row_text(cells: impl IntoIterator<Item = String>) -> String {
     let mut out = String::new();
-    for (k, (c, w)) in cells.into_iter().zip(widths).enumerate() {
+    for (k, c) in cells.into_iter().enumerate() {
         if k == 0 {
-            let _ = write!(out, "{c:<w$}");
+            let _ = write!(out, "{c:<12}");
         } else {
-            let _ = write!(out, "{c:>w$}");
+            let _ = write!(out, " {c:>10}");
         }
     }
     out
