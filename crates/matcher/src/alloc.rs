@@ -222,7 +222,15 @@ fn commit_inner(
     // `below[d]` collects the totals of the children (at depth d) of the vertex being
     // finished at depth d - 1.
     let k = st.prune_types.len();
-    let mut below: Vec<Vec<i64>> = Vec::new();
+    let max_depth = a
+        .vertices
+        .iter()
+        .map(|v| v.depth as usize)
+        .max()
+        .unwrap_or(0);
+    // Row d (k entries) of `below`, flat: no allocation per vertex.
+    let mut below: Vec<i64> = vec![0; (max_depth + 2) * k];
+    let mut total: Vec<i64> = vec![0; k];
     let mut agg_need: Vec<(VertexId, Vec<i64>)> = Vec::new();
     for (i, av) in a.vertices.iter().enumerate() {
         if !under_exclusive[i] {
@@ -232,10 +240,9 @@ fn commit_inner(
             continue;
         }
         let d = av.depth as usize;
-        if below.len() <= d + 1 {
-            below.resize(d + 2, vec![0; k]);
-        }
-        let mut total = std::mem::replace(&mut below[d + 1], vec![0; k]);
+        let children = &mut below[(d + 1) * k..(d + 2) * k];
+        total.copy_from_slice(children);
+        children.fill(0);
         if let Some(agg) = st.aggregate(av.v) {
             let need: Vec<i64> = agg
                 .types
@@ -256,7 +263,7 @@ fn commit_inner(
         {
             total[i] += av.needs;
         }
-        for (acc, t) in below[d].iter_mut().zip(&total) {
+        for (acc, t) in below[d * k..(d + 1) * k].iter_mut().zip(&total) {
             *acc += t;
         }
     }
