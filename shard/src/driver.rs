@@ -82,29 +82,7 @@ pub fn run_until_signal(options: ShardOptions) -> Result<(), DriverError> {
     runtime.block_on(run(options, shutdown_signal()))
 }
 
-/// Resolves on SIGTERM or Ctrl-C.
-pub async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot watch SIGTERM; Ctrl-C only");
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-}
+pub use shardsched_proto::shutdown_signal;
 
 /// Runs the shard until `shutdown` resolves (`Ok`) or the coordinator is lost for good
 /// (`Err`). See the module documentation.

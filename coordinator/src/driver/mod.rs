@@ -214,29 +214,7 @@ pub fn init_logging() {
         .try_init();
 }
 
-/// Resolves on Ctrl-C (SIGINT) or SIGTERM.
-pub async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot watch SIGTERM; stopping on Ctrl-C only");
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-}
+pub use shardsched_proto::shutdown_signal;
 
 impl Shared {
     /// Runs `f` on the core and republishes the routing table if the epoch moved.

@@ -77,6 +77,7 @@ pub mod identity;
 pub mod limits;
 pub mod msg;
 pub mod rpc;
+pub mod signal;
 pub mod tls;
 
 pub use ca::{Ca, IssuedCert};
@@ -97,3 +98,4 @@ pub const PROTOCOL_VERSION: u32 = 1;
 pub const PROTOCOL_VERSION_MIN: u32 = 1;
 /// This build's software string, sent in the hello for logs.
 pub const SOFTWARE: &str = concat!("shardsched ", env!("CARGO_PKG_VERSION"));
+pub use signal::shutdown_signal;
