@@ -203,21 +203,6 @@ fn commit_inner(
     a: &Allocation,
     spans: &mut Vec<SpanRef>,
 ) -> Result<(), MatchError> {
-    // Which vertices need their own calendar entry: not those whose parent this allocation
-    // holds exclusively — nobody else can reach them while it does (every walk starts at the
-    // root and stops at an exclusively held vertex), so a whole node costs one entry, not
-    // one per core. Walked parents-first (reverse of the children-first order), the parent
-    // of a vertex at depth d is the last vertex seen at depth d - 1.
-    let mut under_exclusive = vec![false; a.vertices.len()];
-    let mut excl_at_depth: Vec<bool> = Vec::new();
-    for (i, av) in a.vertices.iter().enumerate().rev() {
-        let d = av.depth as usize;
-        if excl_at_depth.len() <= d {
-            excl_at_depth.resize(d + 1, false);
-        }
-        under_exclusive[i] = d > 0 && excl_at_depth[d - 1];
-        excl_at_depth[d] = av.exclusive;
-    }
     // Exclusively taken units of each pruned type below each vertex, summed children-first:
     // `below[d]` collects the totals of the children (at depth d) of the vertex being
     // finished at depth d - 1.
@@ -232,10 +217,8 @@ fn commit_inner(
     let mut below: Vec<i64> = vec![0; (max_depth + 2) * k];
     let mut total: Vec<i64> = vec![0; k];
     let mut agg_need: Vec<(VertexId, Vec<i64>)> = Vec::new();
-    for (i, av) in a.vertices.iter().enumerate() {
-        if !under_exclusive[i] {
-            st.hold(av.v, a.at, a.duration, av.needs, av.exclusive, spans)?;
-        }
+    for av in &a.vertices {
+        st.hold(av.v, a.at, a.duration, av.needs, av.exclusive, spans)?;
         if k == 0 {
             continue;
         }
