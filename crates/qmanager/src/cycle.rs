@@ -25,9 +25,11 @@
 //!   use the time they freed (module `keep`). And when a reservation is due (its start has
 //!   come): a re-plan would start it now on the resources it holds and put the others back,
 //!   so the walk does just that (and falls back to a re-plan if it somehow does not fit).
-//! - **Continue** when only new jobs arrived behind the last walk: the walk resumes where it
-//!   stopped, with the same reservation count and depth used; the jobs it already passed
-//!   would get the same answer as last time, since nothing was freed.
+//! - **Continue** when only new jobs arrived behind the last walk, or the last walk stopped at
+//!   the queue depth after starting jobs (they left the queue, so the window reaches further):
+//!   the walk resumes where it stopped, with the same reservations and the depth it used less
+//!   the jobs that started; the jobs it already passed would get the same answer as last
+//!   time, since nothing was freed.
 //! - **Idle** otherwise: nothing can have changed.
 //!
 //! Within a walk, the root's aggregate calendars (module `shapes`) answer the questions they
@@ -111,7 +113,11 @@ impl QueueManager {
         let end = match kind {
             CycleKind::Idle => WalkEnd::Done,
             CycleKind::Continue => {
-                let w = self.walk;
+                // The jobs the last walk started left the queue: the depth window now
+                // reaches that many jobs further.
+                let mut w = self.walk;
+                w.considered = w.considered.saturating_sub(w.started);
+                w.started = 0;
                 self.walk_from(now, w, &none)?
             }
             CycleKind::Retry => self.walk_from(now, Walk::default(), &none)?,
@@ -166,9 +172,9 @@ impl QueueManager {
                 Replan::Nothing => CycleKind::Retry,
                 partial => return (CycleKind::Replan, partial),
             }
-        } else if self.retry || ended || due || self.depth_left_jobs() {
+        } else if self.retry || ended || due {
             CycleKind::Retry
-        } else if self.arrivals.is_some() {
+        } else if self.arrivals.is_some() || self.depth_left_jobs() {
             CycleKind::Continue
         } else {
             CycleKind::Idle
@@ -180,7 +186,8 @@ impl QueueManager {
     }
 
     /// Whether the last walk stopped at the queue depth after starting jobs: those left the
-    /// queue, so the next cycle walks again from the head to consider the jobs behind them.
+    /// queue, so the next cycle resumes the walk to consider the jobs behind them (the ones
+    /// it passed would answer as before: nothing was freed).
     fn depth_left_jobs(&self) -> bool {
         let depth = self.params.queue_depth;
         depth > 0 && self.walk.considered >= depth && self.walk.started > 0

@@ -338,3 +338,23 @@ fn cycles_skip_work_that_cannot_change_an_answer() {
     );
     assert_eq!(qm.matcher().job(2).unwrap().alloc.vertices, before);
 }
+
+#[test]
+fn queue_depth_counts_the_jobs_pending_not_the_ones_that_started() {
+    for policy in QueuePolicy::ALL {
+        let params = Params {
+            queue_depth: 3,
+            ..Params::with_policy(policy)
+        };
+        let mut qm = QueueManager::new(common::cluster(8), params).unwrap();
+        qm.submit(job(1, 1, 100, 0)).unwrap();
+        qm.submit(job(2, 1, 100, 0)).unwrap();
+        qm.schedule(0).unwrap();
+        assert_eq!(started(&events(&mut qm)), vec![1, 2], "{policy}");
+        // Both started: the queue is empty, so a window of 3 holds both newcomers.
+        qm.submit(job(3, 1, 100, 1)).unwrap();
+        qm.submit(job(4, 1, 100, 1)).unwrap();
+        qm.schedule(1).unwrap();
+        assert_eq!(started(&events(&mut qm)), vec![3, 4], "{policy}");
+    }
+}

@@ -96,14 +96,25 @@ fn skipping_unchanged_work_changes_no_start() {
     ];
     for (w, nodes, unit) in &cases {
         for policy in QueuePolicy::ALL {
-            let fast = replay(w, *nodes, *unit, params(policy)).0;
-            let exhaustive = Params {
-                exhaustive: true,
-                ..params(policy)
-            };
-            let full = replay(w, *nodes, *unit, exhaustive).0;
-            let starts = |r: &[JobResult]| r.iter().map(|j| j.start).collect::<Vec<_>>();
-            assert_eq!(starts(&fast), starts(&full), "{policy} {unit:?}");
+            // Unlimited, and a depth the backlog exceeds (the window moves as jobs start).
+            for queue_depth in [0, 3] {
+                let fast_params = Params {
+                    queue_depth,
+                    ..params(policy)
+                };
+                let exhaustive = Params {
+                    exhaustive: true,
+                    ..fast_params.clone()
+                };
+                let fast = replay(w, *nodes, *unit, fast_params).0;
+                let full = replay(w, *nodes, *unit, exhaustive).0;
+                let starts = |r: &[JobResult]| r.iter().map(|j| j.start).collect::<Vec<_>>();
+                assert_eq!(
+                    starts(&fast),
+                    starts(&full),
+                    "{policy} {unit:?} queue-depth {queue_depth}"
+                );
+            }
         }
     }
 }
