@@ -170,6 +170,7 @@ async fn shards_register_and_clients_read_over_real_quic() {
             state: NodeState::Up,
             generation: Generation(1),
             jobs_running: 2,
+            reason: None,
         }],
     };
     let ack = shard

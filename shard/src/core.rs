@@ -19,11 +19,14 @@
 //! not the nodes the queue owns now is accepted and waits, with the reason in `job info`.
 
 mod events;
+mod exec;
+mod nodes;
 mod status;
 #[cfg(test)]
 mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use shardsched_jobspec::Jobspec;
@@ -43,6 +46,9 @@ use crate::limits::{ACTIVE_JOBS_MAX, FINISHED_JOBS_RETAINED, PRIORITY_DEFAULT};
 use crate::snapshot::Snapshot;
 use crate::table::JobTable;
 
+pub use self::exec::ExecAction;
+use self::exec::EndAs;
+
 /// How the core runs jobs and how long it remembers them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CoreOptions {
@@ -51,6 +57,24 @@ pub struct CoreOptions {
     pub time_scale: f64,
     /// Finished jobs kept for `jobs -a` ([`FINISHED_JOBS_RETAINED`] by default).
     pub finished_retained: usize,
+    /// How started jobs run.
+    pub executor: CoreExecutor,
+}
+
+/// How the core runs a started job.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum CoreExecutor {
+    /// Simulated: the job holds its resources for its duration (divided by the time scale)
+    /// and completes.
+    #[default]
+    Sim,
+    /// Really run by the driver (see [`crate::exec`]): the core asks for launches and kills
+    /// ([`ShardCore::take_exec_actions`]) and hears of ends
+    /// ([`ShardCore::handle_job_ended`]); the clock never ends a job.
+    Exec {
+        /// `<state-dir>/jobs`: where job directories are (shown in `job info`).
+        jobs_dir: PathBuf,
+    },
 }
 
 /// The answer to an accepted submit.
@@ -96,6 +120,16 @@ pub struct ShardCore {
     /// The last tick hit [`SCHEDULE_PASSES_MAX`](crate::limits::SCHEDULE_PASSES_MAX) with
     /// jobs still starting.
     backlog: bool,
+    /// Exec executor: launches and kills for the driver, oldest first.
+    exec_actions: Vec<ExecAction>,
+    /// Exec executor: running jobs whose processes the core asked to kill, and how each is
+    /// recorded once they are gone.
+    kill_requested: HashMap<JobId, EndAs>,
+    /// Jobs the queue manager is about to report ended that must be recorded otherwise than
+    /// completed or cancelled (see `core/exec.rs`).
+    end_as: HashMap<JobId, EndAs>,
+    /// Nodes an admin marked down, with the reason (see `core/nodes.rs`).
+    down: BTreeMap<String, String>,
 }
 
 impl Default for CoreOptions {
@@ -103,6 +137,7 @@ impl Default for CoreOptions {
         CoreOptions {
             time_scale: 1.0,
             finished_retained: FINISHED_JOBS_RETAINED,
+            executor: CoreExecutor::Sim,
         }
     }
 }
@@ -172,6 +207,10 @@ impl ShardCore {
             last_id: None,
             status_version: 0,
             backlog: false,
+            exec_actions: Vec::new(),
+            kill_requested: HashMap::new(),
+            end_as: HashMap::new(),
+            down: BTreeMap::new(),
         };
         core.set_owned(owned)?;
         Ok(core)
@@ -325,6 +364,11 @@ impl ShardCore {
         if !job.state.is_active() {
             return CancelResult::AlreadyInactive;
         }
+        if job.state == JobState::Running && self.is_exec() {
+            // Its processes go first; it ends when its supervisor says they are gone.
+            self.end_running(id, EndAs::Cancelled(format!("cancelled by {peer}")));
+            return CancelResult::Cancelled;
+        }
         if let Err(e) = self.qm.cancel(id.0) {
             tracing::error!(queue = %self.queue, job = %id, error = %e, "queue manager lost a live job");
             self.fail(id, format!("internal error: {e}"));
@@ -371,8 +415,10 @@ impl ShardCore {
             }
         }
         // Nodes outside the definition are already down (a no-op) unless owned before.
+        // A node an admin marked down stays unavailable.
         for (name, &v) in &self.nodes {
-            self.qm.set_availability(v, now_owned.contains_key(name))?;
+            let up = now_owned.contains_key(name) && !self.down.contains_key(name);
+            self.qm.set_availability(v, up)?;
         }
         self.owned = now_owned;
         self.status_version += 1;

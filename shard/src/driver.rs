@@ -17,7 +17,10 @@
 //! coordinator's CA: `shardsched cert issue --role shard --name Q --out DIR`) and `ca.pem`.
 
 mod core_task;
+mod exec_task;
 mod serve;
+
+pub use exec_task::{ExecOptions, Executor};
 
 use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -33,10 +36,10 @@ use shardsched_proto::{CloseCode, Credentials, Error, Role, Session, connect, se
 use tokio::sync::{mpsc, oneshot, watch};
 
 use self::core_task::Command;
-use crate::core::{CoreOptions, ShardCore};
+use crate::core::{CoreExecutor, CoreOptions, ShardCore};
 use crate::error::DriverError;
 use crate::limits::{
-    COMMAND_QUEUE_CAPACITY, COORDINATOR_LOST_AFTER, RECONNECT_BACKOFF_MAX, RECONNECT_BACKOFF_MIN,
+    COMMAND_QUEUE_CAPACITY, COORDINATOR_LOST_AFTER, EXEC_QUEUE_CAPACITY, RECONNECT_BACKOFF_MAX, RECONNECT_BACKOFF_MIN,
     SHUTDOWN_LINGER,
 };
 use crate::snapshot::Snapshot;
@@ -61,6 +64,8 @@ pub struct ShardOptions {
     pub listen: SocketAddr,
     /// The sim executor's speed-up (see [`CoreOptions::time_scale`]).
     pub time_scale: f64,
+    /// How jobs run: simulated, or really (`exec`, under `<state-dir>/jobs`).
+    pub executor: Executor,
 }
 
 /// Installs the tracing subscriber: `RUST_LOG`-style filter (default `info`) to stderr.
@@ -147,8 +152,15 @@ async fn serve_until(
         () = &mut shutdown => return Ok(()),
         registered = register_with_retry(endpoint, options.coordinator, &register) => registered?,
     };
+    let jobs_dir = exec_task::jobs_dir(&options.state_dir);
     let core_options = CoreOptions {
         time_scale: options.time_scale,
+        executor: match options.executor {
+            Executor::Sim => CoreExecutor::Sim,
+            Executor::Exec(_) => CoreExecutor::Exec {
+                jobs_dir: jobs_dir.clone(),
+            },
+        },
         ..CoreOptions::default()
     };
     let core = ShardCore::new(&assignment, core_options)?;
@@ -163,11 +175,26 @@ async fn serve_until(
     let snapshot = Arc::new(ArcSwap::from_pointee(core.snapshot()));
     let (commands, queue) = mpsc::channel(COMMAND_QUEUE_CAPACITY);
     let (status_tx, status_rx) = watch::channel(None);
+    let exec = match &options.executor {
+        Executor::Sim => None,
+        Executor::Exec(exec_options) => {
+            let (exec_tx, exec_rx) = mpsc::channel(EXEC_QUEUE_CAPACITY);
+            tokio::spawn(exec_task::run(
+                options.queue.clone(),
+                exec_options.clone(),
+                jobs_dir,
+                exec_rx,
+                commands.clone(),
+            ));
+            Some(exec_tx)
+        }
+    };
     let mut core_task = tokio::spawn(core_task::run(
         core,
         queue,
         Arc::clone(&snapshot),
         status_tx,
+        exec,
     ));
     let mut core_running = true;
     let clients = tokio::spawn(serve::clients(

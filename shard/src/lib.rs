@@ -74,13 +74,14 @@ pub mod assign;
 pub mod core;
 pub mod driver;
 pub mod error;
+pub mod exec;
 pub mod job;
 pub mod limits;
 pub mod snapshot;
 pub mod table;
 
-pub use crate::core::{CoreOptions, ShardCore, Submitted};
-pub use driver::{ShardOptions, init_logging, run, run_until_signal};
+pub use crate::core::{CoreExecutor, CoreOptions, ExecAction, ShardCore, Submitted};
+pub use driver::{ExecOptions, Executor, ShardOptions, init_logging, run, run_until_signal};
 pub use error::{DriverError, ShardError};
 pub use job::{JobRecord, Reason};
 pub use snapshot::Snapshot;

@@ -53,3 +53,25 @@ pub const COORDINATOR_LOST_AFTER: Duration = Duration::from_secs(30);
 
 /// How long shutdown waits for the QUIC endpoint to say goodbye to its peers.
 pub const SHUTDOWN_LINGER: Duration = Duration::from_millis(500);
+
+/// The `exec` executor: how long a job's process group has between SIGTERM and SIGKILL
+/// (at its time limit, on cancel, when its node goes down, and for processes it left
+/// behind). `shardsched shard --kill-grace` overrides it.
+pub const KILL_GRACE: Duration = Duration::from_secs(5);
+
+/// The `exec` executor: how often the shard looks at the status files of its running jobs
+/// (the files are the ground truth, so that supervisors started by an earlier shard process
+/// report the same way).
+pub const EXEC_POLL_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The `exec` executor: how often a supervisor looks for a cancel file (the shard also
+/// signals it; the file covers a signal lost to a shard crash).
+pub const SUPERVISOR_POLL_INTERVAL: Duration = Duration::from_millis(200);
+
+/// The `exec` executor: launch and kill requests waiting for the exec task at once; the
+/// core task waits when it is full.
+pub const EXEC_QUEUE_CAPACITY: usize = 4096;
+
+/// The `exec` executor: the largest launch, status or pid file read from a job directory
+/// (they are a few hundred bytes; anything larger is not ours).
+pub const EXEC_FILE_BYTES_MAX: u64 = 1 << 20;

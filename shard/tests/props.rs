@@ -100,6 +100,7 @@ fn new_core(policy: &str) -> ShardCore {
     let options = CoreOptions {
         time_scale: 1.0,
         finished_retained: 10_000,
+        ..CoreOptions::default()
     };
     ShardCore::with_graph(graph, &queue, 3, &owned(0b0011), options).expect("core")
 }

@@ -295,6 +295,7 @@ fn report(queue: &str, nodes: &[(&str, NodeState, u32)]) -> ShardStatus {
                 state: *state,
                 generation: Generation(1),
                 jobs_running: *jobs,
+                reason: None,
             })
             .collect(),
     }

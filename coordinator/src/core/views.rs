@@ -122,6 +122,7 @@ impl Core {
                     state,
                     generation: self.generation[n],
                     jobs_running: seen.map_or(0, |s| s.jobs_running),
+                    reason: seen.and_then(|s| s.reason.clone()),
                 }
             })
             .collect();

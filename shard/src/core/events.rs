@@ -8,7 +8,8 @@ use shardsched_proto::msg::JobState;
 use shardsched_qmanager::{CycleKind, DenyReason, Event, JobView, WaitReason};
 use shardsched_resource::encode_hostlist;
 
-use super::ShardCore;
+use super::exec::exec_start_context;
+use super::{CoreExecutor, ExecAction, ShardCore};
 use crate::assign::MS_PER_S;
 use crate::error::ShardError;
 use crate::job::Reason;
@@ -112,6 +113,9 @@ impl ShardCore {
     fn apply(&mut self, event: Event) {
         let id = Fluid(event.id());
         match event {
+            Event::Completed { .. } | Event::Cancelled { .. } if self.end_as.contains_key(&id) => {
+                self.end_as_planned(id);
+            }
             Event::Started { alloc, .. } => self.started(id, &alloc),
             Event::Reserved { at, .. } => {
                 self.set_reason(id, Reason::Waiting(WaitReason::Reserved { at }));
@@ -141,10 +145,23 @@ impl ShardCore {
         vertices.dedup();
         let nodes: Vec<String> = vertices.iter().map(|&v| graph.name(v).to_owned()).collect();
         let r_json = writer::rv1(graph, alloc, false).to_string();
-        let end = now_ms.saturating_add(sim_run_ms(alloc.duration, self.options.time_scale));
+        let start_context = match &self.options.executor {
+            CoreExecutor::Sim => {
+                let end =
+                    now_ms.saturating_add(sim_run_ms(alloc.duration, self.options.time_scale));
+                self.running.insert(id, end);
+                self.sim_ends.insert((end, id));
+                serde_json::json!({})
+            }
+            CoreExecutor::Exec { jobs_dir } => {
+                // The expected end only: the job ends when its supervisor says so.
+                let end = now_ms.saturating_add(sim_run_ms(alloc.duration, 1.0));
+                self.running.insert(id, end);
+                self.exec_actions.push(ExecAction::Launch(id));
+                exec_start_context(jobs_dir, id)
+            }
+        };
         self.pending.remove(&id);
-        self.running.insert(id, end);
-        self.sim_ends.insert((end, id));
         for node in &nodes {
             *self.node_jobs.entry(node.clone()).or_default() += 1;
         }
@@ -161,7 +178,7 @@ impl ShardCore {
             "alloc",
             serde_json::json!({"nodes": encode_hostlist(&nodes)}),
         );
-        job.push_event(now_ms, "start", serde_json::json!({}));
+        job.push_event(now_ms, "start", start_context);
         job.nodes = nodes;
         job.r_json = Some(r_json.into());
         tracing::debug!(queue = %self.queue, job = %id, nodes = %encode_hostlist(&job.nodes), "started");
@@ -169,7 +186,7 @@ impl ShardCore {
 
     /// A live job ended: completed or cancelled (its resources are already free in the
     /// queue manager).
-    fn ended(&mut self, id: Fluid, state: JobState, reason: Reason) {
+    pub(super) fn ended(&mut self, id: Fluid, state: JobState, reason: Reason) {
         let now_ms = self.now_ms;
         let was_running = match self.running.remove(&id) {
             Some(end) => {

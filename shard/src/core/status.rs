@@ -13,14 +13,27 @@ impl ShardCore {
         let nodes = self
             .owned
             .iter()
-            .map(|(name, &generation)| NodeStatus {
-                name: name.clone(),
-                queue: Some(self.queue.to_string()),
-                state: NodeState::Up,
-                generation,
-                jobs_running: self.node_jobs.get(name).copied().unwrap_or(0),
+            .map(|(name, &generation)| {
+                let down = self.down.get(name);
+                NodeStatus {
+                    name: name.clone(),
+                    queue: Some(self.queue.to_string()),
+                    state: if down.is_some() {
+                        NodeState::Down
+                    } else {
+                        NodeState::Up
+                    },
+                    generation,
+                    jobs_running: self.node_jobs.get(name).copied().unwrap_or(0),
+                    reason: down.filter(|r| !r.is_empty()).cloned(),
+                }
             })
             .collect();
+        let up = self
+            .owned
+            .keys()
+            .filter(|n| !self.down.contains_key(*n))
+            .count();
         ShardStatus {
             time_ms: now_ms.max(self.now_ms),
             queue: QueueStatus {
@@ -31,7 +44,7 @@ impl ShardCore {
                 match_policy: self.config.match_policy.clone(),
                 nodes_defined: count(self.definition.len()),
                 nodes_owned: count(self.owned.len()),
-                nodes_up: count(self.owned.len()),
+                nodes_up: count(up),
                 jobs_pending: count(self.pending.len()),
                 jobs_running: count(self.running.len()),
             },

@@ -9,6 +9,7 @@
 //!   snapshot.store(core.snapshot())       reads see the batch's jobs …
 //!   answer the batch                      … before their submitters hear back
 //!   hand a status report to the reporter  (at most every STATUS_INTERVAL_MIN)
+//!   exec executor: hand the core's launches and kills to the exec task
 //! ```
 
 use std::sync::Arc;
@@ -20,7 +21,9 @@ use shardsched_proto::msg::{JobId, client_shard, coord_shard};
 use shardsched_proto::{Peer, Reply};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::core::ShardCore;
+use super::exec_task::ExecRequest;
+use crate::core::{ExecAction, ShardCore};
+use crate::exec::JobEnd;
 use crate::limits::{BATCH_REQUESTS_MAX, STATUS_INTERVAL_MAX, STATUS_INTERVAL_MIN};
 use crate::snapshot::Snapshot;
 
@@ -53,6 +56,15 @@ pub(crate) enum Command {
     Reassigned(Box<Assignment>),
     /// What to tell the coordinator when re-registering.
     Held(oneshot::Sender<(Vec<HeldNode>, Option<JobId>)>),
+    /// The coordinator marks nodes down or up.
+    SetNodeState {
+        nodes: Vec<String>,
+        down: bool,
+        reason: String,
+        reply: oneshot::Sender<Reply<coord_shard::Response>>,
+    },
+    /// Exec executor: a job's processes are gone.
+    JobEnded { id: JobId, end: JobEnd },
     /// Finish the current batch and stop.
     Stop,
 }
@@ -76,15 +88,23 @@ struct StatusClock {
     last_version: Option<u64>,
 }
 
-/// Runs the core until [`Command::Stop`] or until every sender is gone.
+/// Runs the core until [`Command::Stop`] or until every sender is gone. `exec` is the exec
+/// task's queue in exec mode.
 pub(crate) async fn run(
     mut core: ShardCore,
     mut commands: mpsc::Receiver<Command>,
     snapshot: Arc<ArcSwap<Snapshot>>,
     status: watch::Sender<Option<ShardStatus>>,
+    exec: Option<mpsc::Sender<ExecRequest>>,
 ) {
     let mut clock = StatusClock::default();
     let mut answers = Vec::new();
+    if let Some(exec) = &exec {
+        // Jobs already running (restored by a restart) are watched like new ones.
+        for id in core.running_job_ids() {
+            let _ = exec.send(ExecRequest::Watch(id)).await;
+        }
+    }
     loop {
         let wake_ms = [
             core.next_wakeup_ms(),
@@ -133,6 +153,7 @@ pub(crate) async fn run(
                 Answer::Coordinator(to, reply) => to.send(reply).is_ok(),
             };
         }
+        hand_exec_actions(&mut core, exec.as_ref()).await;
         if now >= clock.due_ms(core.status_version()) {
             clock.last_ms = Some(now);
             clock.last_version = Some(core.status_version());
@@ -179,6 +200,18 @@ fn handle(core: &mut ShardCore, now: u64, command: Command, answers: &mut Vec<An
                 Ok(coord_shard::Response::Ack { stale: Vec::new() }),
             ));
         }
+        Command::SetNodeState {
+            nodes,
+            down,
+            reason,
+            reply,
+        } => {
+            let result = core
+                .set_node_state(now, &nodes, down, &reason)
+                .map(|()| coord_shard::Response::Ack { stale: Vec::new() });
+            answers.push(Answer::Coordinator(reply, result));
+        }
+        Command::JobEnded { id, end } => core.handle_job_ended(now, id, &end),
         Command::Reassigned(assignment) => reassigned(core, &assignment),
         Command::Held(reply) => {
             let _ = reply.send((core.held(), core.last_job_id()));
@@ -186,6 +219,27 @@ fn handle(core: &mut ShardCore, now: u64, command: Command, answers: &mut Vec<An
         Command::Stop => return true,
     }
     false
+}
+
+/// Passes the core's launches and kills to the exec task (waiting when its queue is full:
+/// it never waits on this task).
+async fn hand_exec_actions(core: &mut ShardCore, exec: Option<&mpsc::Sender<ExecRequest>>) {
+    for action in core.take_exec_actions() {
+        let Some(exec) = exec else {
+            tracing::error!(queue = %core.queue(), ?action, "an exec action in a shard without the exec executor");
+            continue;
+        };
+        let request = match action {
+            ExecAction::Launch(id) => match core.job(id) {
+                Some(job) => ExecRequest::Launch(Box::new(job.clone())),
+                None => continue,
+            },
+            ExecAction::Kill { id, why } => ExecRequest::Kill { id, why },
+        };
+        if exec.send(request).await.is_err() {
+            tracing::error!(queue = %core.queue(), "the exec task is gone");
+        }
+    }
 }
 
 /// Applies what a re-registration handed back. The cluster and the queue's policies are

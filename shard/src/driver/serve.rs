@@ -97,6 +97,19 @@ pub(crate) async fn coordinator_request(
             })
             .await
         }
+        Request::SetNodeState {
+            nodes,
+            down,
+            reason,
+        } => {
+            ask(&commands, |reply| Command::SetNodeState {
+                nodes,
+                down,
+                reason,
+                reply,
+            })
+            .await
+        }
         Request::Release(_) | Request::Incoming(_) | Request::Acquire(_) => Err(Refusal::new(
             RefusalCode::Unavailable,
             "node moves are not implemented yet in this shard",

@@ -40,6 +40,17 @@ pub enum Request {
         /// Receiving queue.
         to: String,
     },
+    /// Mark nodes down (failed: their running jobs fail or are requeued, and they leave
+    /// scheduling) or up again. The coordinator forwards it to the owning shards. Admin
+    /// only.
+    SetNodeState {
+        /// Node names.
+        nodes: Vec<String>,
+        /// Down (`true`) or up.
+        down: bool,
+        /// Why, shown in `resource list` and in the failed jobs' reason (down only).
+        reason: String,
+    },
 }
 
 /// A queue change.
@@ -88,6 +99,7 @@ impl Rpc for Request {
             Request::Resources { .. } => "client_coord.resources",
             Request::QueueControl { .. } => "client_coord.queue_control",
             Request::MoveNodes { .. } => "client_coord.move_nodes",
+            Request::SetNodeState { .. } => "client_coord.set_node_state",
         }
     }
 
@@ -97,7 +109,7 @@ impl Rpc for Request {
                 Op::ReadStatus
             }
             Request::QueueControl { .. } => Op::AdminQueues,
-            Request::MoveNodes { .. } => Op::AdminNodes,
+            Request::MoveNodes { .. } | Request::SetNodeState { .. } => Op::AdminNodes,
         }
     }
 }

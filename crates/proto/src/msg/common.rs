@@ -170,6 +170,9 @@ pub struct NodeStatus {
     pub generation: Generation,
     /// Jobs currently holding resources on it.
     pub jobs_running: u32,
+    /// Why it is down or drained, as the admin said (`None` when up, or when no reason
+    /// was given).
+    pub reason: Option<String>,
 }
 
 /// One queue in a queue list.

@@ -37,6 +37,16 @@ pub enum Request {
     },
     /// The shard's jobs, for a cluster-wide `jobs` list.
     Jobs(JobsQuery),
+    /// Mark nodes down (their running jobs fail, or are requeued when they allow it; the
+    /// nodes leave scheduling) or up again. Answered with `Ack` once applied.
+    SetNodeState {
+        /// Node names.
+        nodes: Vec<String>,
+        /// Down (`true`) or up.
+        down: bool,
+        /// Why (down only; may be empty).
+        reason: String,
+    },
 }
 
 /// Release nodes for a move.
@@ -132,6 +142,7 @@ impl Rpc for Request {
             Request::Acquire(_) => "coord_shard.acquire",
             Request::SetQueueState { .. } => "coord_shard.set_queue_state",
             Request::Jobs(_) => "coord_shard.jobs",
+            Request::SetNodeState { .. } => "coord_shard.set_node_state",
         }
     }
 

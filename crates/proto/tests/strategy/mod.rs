@@ -139,13 +139,15 @@ pub fn node_status() -> impl Strategy<Value = NodeStatus> {
         node_state(),
         any::<u64>(),
         any::<u32>(),
+        option::of(name()),
     )
-        .prop_map(|(name, queue, state, g, jobs_running)| NodeStatus {
+        .prop_map(|(name, queue, state, g, jobs_running, reason)| NodeStatus {
             name,
             queue,
             state,
             generation: Generation(g),
             jobs_running,
+            reason,
         })
 }
 
@@ -315,6 +317,13 @@ pub fn client_coord_request() -> impl Strategy<Value = client_coord::Request> {
             .prop_map(|(queue, action)| client_coord::Request::QueueControl { queue, action }),
         (vec(name(), 0..4), name())
             .prop_map(|(nodes, to)| client_coord::Request::MoveNodes { nodes, to }),
+        (vec(name(), 0..4), any::<bool>(), name()).prop_map(|(nodes, down, reason)| {
+            client_coord::Request::SetNodeState {
+                nodes,
+                down,
+                reason,
+            }
+        }),
     ]
 }
 
@@ -416,6 +425,13 @@ pub fn coord_shard_request() -> impl Strategy<Value = coord_shard::Request> {
             coord_shard::Request::SetQueueState { enabled, started }
         }),
         query().prop_map(coord_shard::Request::Jobs),
+        (vec(name(), 0..4), any::<bool>(), name()).prop_map(|(nodes, down, reason)| {
+            coord_shard::Request::SetNodeState {
+                nodes,
+                down,
+                reason,
+            }
+        }),
     ]
 }
 

@@ -1,0 +1,204 @@
+//! The exec task: launches supervisors for the jobs the core started, passes kill
+//! requests on, and watches job directories for their status files.
+//!
+//! ```text
+//! loop:
+//!   a request from the core task ─► Launch: job directory + `shardsched supervise DIR`
+//!                                   Kill:   cancel file + SIGTERM to the supervisor
+//!                                   Watch:  a job a previous shard process launched
+//!   every EXEC_POLL_INTERVAL ─────► each watched job: status file? supervisor gone?
+//!   ended jobs ───────────────────► Command::JobEnded to the core task (try_send: this task
+//!                                   never waits on the core, which may be waiting on it;
+//!                                   what does not fit is sent on the next round)
+//! ```
+//!
+//! The status files are the ground truth, so a job launched by an earlier shard process is
+//! watched exactly like one launched here (without a child handle, through its pid file).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::time::Duration;
+
+use shardsched_proto::msg::JobId;
+use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::TrySendError;
+
+use super::core_task::Command;
+use crate::exec::files::read_json;
+use crate::exec::launch::{Prepared, observe};
+use crate::exec::{
+    EndCause, ExecError, JOBS_DIR, JobEnd, RunningOrEnded, STATUS_FILE, job_dir, launch,
+    request_kill,
+};
+use crate::job::JobRecord;
+use crate::limits::{EXEC_POLL_INTERVAL, KILL_GRACE};
+
+/// How a shard runs jobs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Executor {
+    /// Simulated (see [`crate::CoreOptions::time_scale`]).
+    #[default]
+    Sim,
+    /// Really run on this host, each under a supervisor (see [`crate::exec`]).
+    Exec(ExecOptions),
+}
+
+/// The exec executor's settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExecOptions {
+    /// The `shardsched` binary, whose `supervise` subcommand runs each job.
+    pub program: PathBuf,
+    /// SIGTERM-to-SIGKILL grace for a job's process group ([`KILL_GRACE`] by default).
+    pub kill_grace: Duration,
+}
+
+impl ExecOptions {
+    /// The settings for `program` with the default grace.
+    pub fn new(program: PathBuf) -> ExecOptions {
+        ExecOptions {
+            program,
+            kill_grace: KILL_GRACE,
+        }
+    }
+}
+
+/// A request from the core task.
+#[derive(Debug)]
+pub(crate) enum ExecRequest {
+    /// Launch this job (it just started).
+    Launch(Box<JobRecord>),
+    /// Kill this job's processes.
+    Kill {
+        /// The job.
+        id: JobId,
+        /// Why.
+        why: String,
+    },
+    /// Watch a job launched by an earlier shard process.
+    Watch(JobId),
+}
+
+/// A job being watched.
+struct Watched {
+    dir: PathBuf,
+    /// Its supervisor, when this process launched it.
+    child: Option<Child>,
+}
+
+/// The jobs directory of a shard's state directory.
+pub(crate) fn jobs_dir(state_dir: &Path) -> PathBuf {
+    state_dir.join(JOBS_DIR)
+}
+
+/// Runs until the core task drops its sender (or the core task is gone).
+pub(crate) async fn run(
+    queue: String,
+    options: ExecOptions,
+    jobs_dir: PathBuf,
+    mut requests: mpsc::Receiver<ExecRequest>,
+    commands: mpsc::Sender<Command>,
+) {
+    let mut watched: BTreeMap<JobId, Watched> = BTreeMap::new();
+    // Supervisors that wrote their status but had not exited yet: reaped later.
+    let mut reaping: Vec<Child> = Vec::new();
+    let mut ended: VecDeque<(JobId, JobEnd)> = VecDeque::new();
+    let mut tick = tokio::time::interval(EXEC_POLL_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            request = requests.recv() => match request {
+                None => break,
+                Some(ExecRequest::Launch(job)) => {
+                    let id = job.id;
+                    match start(&queue, &options, &jobs_dir, &job) {
+                        Ok(watch) => {
+                            tracing::debug!(%queue, job = %id, dir = %watch.dir.display(), "launched");
+                            watched.insert(id, watch);
+                        }
+                        Err(e) => {
+                            tracing::warn!(%queue, job = %id, error = %e, "cannot launch");
+                            ended.push_back((id, JobEnd::without_status(EndCause::Error, e.to_string())));
+                        }
+                    }
+                }
+                Some(ExecRequest::Kill { id, why }) => {
+                    if let Err(e) = request_kill(&job_dir(&jobs_dir, id), &why) {
+                        tracing::warn!(%queue, job = %id, error = %e, "cannot ask the job to stop");
+                    }
+                }
+                Some(ExecRequest::Watch(id)) => {
+                    watched.entry(id).or_insert_with(|| Watched { dir: job_dir(&jobs_dir, id), child: None });
+                }
+            },
+            _ = tick.tick() => {
+                let mut done = Vec::new();
+                for (&id, watch) in &mut watched {
+                    match check(watch) {
+                        Ok(Some(end)) => done.push((id, end)),
+                        Ok(None) => {}
+                        Err(e) => done.push((id, JobEnd::without_status(EndCause::Lost, e.to_string()))),
+                    }
+                }
+                for (id, end) in done {
+                    if let Some(child) = watched.remove(&id).and_then(|w| w.child) {
+                        reaping.push(child);
+                    }
+                    ended.push_back((id, end));
+                }
+                reaping.retain_mut(|child| matches!(child.try_wait(), Ok(None)));
+            }
+        }
+        if !deliver(&mut ended, &commands) {
+            break;
+        }
+    }
+    tracing::debug!(%queue, watched = watched.len(), "exec task stopped; supervisors keep running");
+}
+
+/// Prepares and launches one job.
+fn start(
+    queue: &str,
+    options: &ExecOptions,
+    jobs_dir: &Path,
+    job: &JobRecord,
+) -> Result<Watched, ExecError> {
+    let prepared = Prepared::for_job(jobs_dir, queue, job, options.kill_grace)?;
+    let child = launch(&options.program, &prepared)?;
+    Ok(Watched {
+        dir: prepared.dir,
+        child: Some(child),
+    })
+}
+
+/// Whether a watched job ended: its status file, or its supervisor gone without one.
+fn check(watch: &mut Watched) -> Result<Option<JobEnd>, ExecError> {
+    if let Some(end) = read_json::<JobEnd>(&watch.dir.join(STATUS_FILE))? {
+        return Ok(Some(end));
+    }
+    if let Some(child) = &mut watch.child
+        && matches!(child.try_wait(), Ok(None))
+    {
+        return Ok(None);
+    }
+    match observe(&watch.dir)? {
+        RunningOrEnded::Running { .. } => Ok(None),
+        RunningOrEnded::Ended(end) => Ok(Some(end)),
+    }
+}
+
+/// Hands ended jobs to the core task without waiting; returns false when it is gone.
+fn deliver(ended: &mut VecDeque<(JobId, JobEnd)>, commands: &mpsc::Sender<Command>) -> bool {
+    while let Some((id, end)) = ended.pop_front() {
+        match commands.try_send(Command::JobEnded { id, end }) {
+            Ok(()) => {}
+            Err(TrySendError::Full(Command::JobEnded { id, end })) => {
+                ended.push_front((id, end));
+                return true;
+            }
+            Err(TrySendError::Full(_)) => return true,
+            Err(TrySendError::Closed(_)) => return false,
+        }
+    }
+    true
+}

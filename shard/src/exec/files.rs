@@ -1,0 +1,212 @@
+//! The file and process helpers of the `exec` executor: atomic writes, bounded reads, and
+//! whether a supervisor or a job's process group is still alive.
+//!
+//! Liveness is read from `/proc` (Linux): a pid can be a zombie nobody reaped (a
+//! supervisor whose shard died is re-parented to init, which may be slow to reap), and a
+//! zombie answers `kill(pid, 0)` as if it were alive. Where `/proc` cannot be read, the
+//! `kill(pid, 0)` probe is the fallback.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::Path;
+
+use rustix::process::{Pid, test_kill_process, test_kill_process_group};
+
+use super::ExecError;
+use crate::limits::EXEC_FILE_BYTES_MAX;
+
+/// Writes `bytes` to `path` so that a reader sees the old file or the whole new one, and
+/// the new one survives a crash once this returns: a temporary file beside it, fsync,
+/// rename over `path`, fsync of the directory.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ExecError> {
+    let tmp = path.with_extension("tmp");
+    let write = || -> std::io::Result<()> {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()
+    };
+    write().map_err(|e| ExecError::io(&tmp, e))?;
+    fs::rename(&tmp, path).map_err(|e| ExecError::io(path, e))?;
+    if let Some(dir) = path.parent() {
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| ExecError::io(dir, e))?;
+    }
+    Ok(())
+}
+
+/// Reads a small file: `None` when it does not exist, an error when it is larger than
+/// [`EXEC_FILE_BYTES_MAX`] or unreadable.
+pub fn read_small(path: &Path) -> Result<Option<String>, ExecError> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(ExecError::io(path, e)),
+    };
+    let mut text = String::new();
+    file.take(EXEC_FILE_BYTES_MAX + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| ExecError::io(path, e))?;
+    if text.len() as u64 > EXEC_FILE_BYTES_MAX {
+        return Err(ExecError::BadFile {
+            path: path.to_owned(),
+            message: format!("larger than {EXEC_FILE_BYTES_MAX} bytes"),
+        });
+    }
+    Ok(Some(text))
+}
+
+/// Reads a JSON file into `T`: `None` when it does not exist.
+pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, ExecError> {
+    let Some(text) = read_small(path)? else {
+        return Ok(None);
+    };
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| ExecError::BadFile {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })
+}
+
+/// Reads a pid file: `None` when it does not exist.
+pub fn read_pid(path: &Path) -> Result<Option<u32>, ExecError> {
+    let Some(text) = read_small(path)? else {
+        return Ok(None);
+    };
+    text.trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|&pid| pid > 0)
+        .map(Some)
+        .ok_or_else(|| ExecError::BadFile {
+            path: path.to_owned(),
+            message: format!("{:?} is not a pid", text.trim()),
+        })
+}
+
+/// Whether process `pid` is alive (not a zombie) and, when `/proc` can tell, runs a
+/// command line containing every one of `markers` (so that a recycled pid is not taken
+/// for ours).
+pub fn process_alive(pid: u32, markers: &[&str]) -> bool {
+    let Some(raw) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
+        return false;
+    };
+    let proc_dir = Path::new("/proc").join(pid.to_string());
+    match fs::read_to_string(proc_dir.join("stat")) {
+        Ok(stat) => {
+            if matches!(stat_fields(&stat), Some((state, _)) if state == 'Z' || state == 'X') {
+                return false;
+            }
+            match fs::read(proc_dir.join("cmdline")) {
+                Ok(cmdline) => {
+                    let cmdline = String::from_utf8_lossy(&cmdline);
+                    markers.iter().all(|m| cmdline.contains(m))
+                }
+                Err(_) => true,
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && Path::new("/proc/self").exists() => {
+            false
+        }
+        Err(_) => test_kill_process(raw).is_ok(),
+    }
+}
+
+/// Whether any process of group `pgid` is still alive (zombies do not count).
+pub fn group_alive(pgid: u32) -> bool {
+    let Some(raw) = i32::try_from(pgid).ok().and_then(Pid::from_raw) else {
+        return false;
+    };
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return test_kill_process_group(raw).is_ok();
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(stat) = fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        if let Some((state, group)) = stat_fields(&stat)
+            && group == pgid
+            && state != 'Z'
+            && state != 'X'
+        {
+            return true;
+        }
+    }
+    false
+}
+
+/// State and process group from a `/proc/PID/stat` line (`pid (comm) S ppid pgrp …`; the
+/// command name may itself contain spaces and parentheses, so read after the last `)`).
+fn stat_fields(stat: &str) -> Option<(char, u32)> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let _ppid = fields.next()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    Some((state, pgrp))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "shardsched-exec-files-{name}-{}",
+            std::process::id()
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).expect("scratch dir");
+        dir
+    }
+
+    #[test]
+    fn atomic_writes_replace_whole_files() {
+        let dir = scratch("atomic");
+        let path = dir.join("status");
+        write_atomic(&path, b"one").expect("write");
+        write_atomic(&path, b"two").expect("write");
+        assert_eq!(read_small(&path).expect("read").as_deref(), Some("two"));
+        assert!(!dir.join("status.tmp").exists());
+        assert_eq!(read_small(&dir.join("absent")).expect("read"), None);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn bad_pid_files_name_the_file() {
+        let dir = scratch("pid");
+        let path = dir.join("supervisor.pid");
+        fs::write(&path, "12x").expect("write");
+        let e = read_pid(&path).expect_err("not a pid");
+        assert!(e.to_string().contains("supervisor.pid"), "{e}");
+        fs::write(&path, "42\n").expect("write");
+        assert_eq!(read_pid(&path).expect("pid"), Some(42));
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn stat_lines_with_odd_names_parse() {
+        assert_eq!(stat_fields("12 (a b) c) S 1 12 12 0"), Some(('S', 12)));
+        assert_eq!(stat_fields("12 (sleep) Z 1 40 40 0"), Some(('Z', 40)));
+        assert_eq!(stat_fields("garbage"), None);
+    }
+
+    #[test]
+    fn this_process_is_alive_and_its_group_too() {
+        let me = std::process::id();
+        assert!(process_alive(me, &[]));
+        assert!(!process_alive(me, &["no-such-marker-in-a-test-cmdline"]));
+        let group = rustix::process::getpgrp().as_raw_nonzero().get();
+        assert!(group_alive(u32::try_from(group).expect("pgid")));
+    }
+}

@@ -1,0 +1,277 @@
+//! The shard's side of the `exec` executor: from a started job to a launched supervisor,
+//! kill requests, and reading job directories back (for the watch, and after a restart).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use rustix::process::{Pid, Signal, kill_process};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use shardsched_proto::msg::JobId;
+
+use super::env::{JobFacts, job_variables};
+use super::files::{process_alive, read_json, read_pid, write_atomic};
+use super::rset::RSummary;
+use super::{
+    CANCEL_FILE, EndCause, ExecError, JOBS_DIR, JobEnd, LAUNCH_FILE, PID_FILE, R_FILE,
+    STATUS_FILE, SUPERVISOR_LOG, job_dir,
+};
+use crate::job::JobRecord;
+
+/// The subcommand of the `shardsched` binary that runs a supervisor.
+pub const SUPERVISE_SUBCOMMAND: &str = "supervise";
+
+/// What the supervisor runs: written by the shard to `launch.json`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchSpec {
+    /// The job id (F58), for messages.
+    pub job: String,
+    /// The program and its arguments (the jobspec's `tasks[0].command`).
+    pub command: Vec<String>,
+    /// Variables added to the supervisor's (the shard's) environment.
+    pub env: Vec<(String, String)>,
+    /// The working directory.
+    pub cwd: PathBuf,
+    /// The time limit, ms (0: none).
+    pub time_limit_ms: u64,
+    /// SIGTERM-to-SIGKILL grace, ms.
+    pub kill_grace_ms: u64,
+}
+
+/// A job ready to launch: its directory, launch description and R.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Prepared {
+    /// The job.
+    pub id: JobId,
+    /// Its directory.
+    pub dir: PathBuf,
+    /// What the supervisor runs.
+    pub spec: LaunchSpec,
+    /// Its R, for `R.json`.
+    pub r_json: String,
+}
+
+/// A job directory as read back: its supervisor still runs, or the job ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunningOrEnded {
+    /// The supervisor (this pid) is alive and has not written a status.
+    Running {
+        /// The supervisor's pid.
+        pid: u32,
+    },
+    /// The status file says how it ended, or (cause [`EndCause::Lost`]) the supervisor is
+    /// gone without writing one.
+    Ended(JobEnd),
+}
+
+impl Prepared {
+    /// Everything needed to launch `job` (which must have started: it has its R) of
+    /// `queue` with its directory under `jobs_dir`. Pure: no file is touched.
+    pub fn for_job(
+        jobs_dir: &Path,
+        queue: &str,
+        job: &JobRecord,
+        kill_grace: Duration,
+    ) -> Result<Prepared, ExecError> {
+        let fail = |message: String| ExecError::Launch {
+            job: job.id.to_string(),
+            message,
+        };
+        let jobspec = shardsched_jobspec::parse_json(&job.jobspec_json)
+            .map_err(|e| fail(format!("jobspec: {e}")))?;
+        let command = jobspec
+            .tasks
+            .first()
+            .map(|t| t.command.clone())
+            .filter(|c| !c.is_empty())
+            .ok_or_else(|| fail("the jobspec's tasks[0].command is empty".to_owned()))?;
+        let r_json = job
+            .r_json
+            .as_deref()
+            .ok_or_else(|| fail("the job has no R (it was not allocated)".to_owned()))?;
+        let r = RSummary::parse(r_json).map_err(fail)?;
+        let dir = job_dir(jobs_dir, job.id);
+        let system = &jobspec.attributes.system_other;
+        let cwd = match system.get("cwd") {
+            None => dir.clone(),
+            Some(Value::String(cwd)) => PathBuf::from(cwd),
+            Some(_) => return Err(fail("attributes.system.cwd is not a string".to_owned())),
+        };
+        let mut env = Vec::new();
+        match system.get("environment") {
+            None => {}
+            Some(Value::Object(vars)) => {
+                for (name, value) in vars {
+                    let Value::String(value) = value else {
+                        return Err(fail(format!(
+                            "attributes.system.environment.{name} is not a string"
+                        )));
+                    };
+                    env.push((name.clone(), value.clone()));
+                }
+            }
+            Some(_) => {
+                return Err(fail(
+                    "attributes.system.environment is not an object".to_owned(),
+                ));
+            }
+        }
+        let r_path = dir.join(R_FILE);
+        env.extend(job_variables(&JobFacts {
+            id: job.id,
+            queue,
+            r: &r,
+            r_path: &r_path,
+            dir: &dir,
+            time_limit_ms: job.duration_ms,
+        }));
+        Ok(Prepared {
+            id: job.id,
+            spec: LaunchSpec {
+                job: job.id.to_string(),
+                command,
+                env,
+                cwd,
+                time_limit_ms: job.duration_ms,
+                kill_grace_ms: u64::try_from(kill_grace.as_millis()).unwrap_or(u64::MAX),
+            },
+            dir,
+            r_json: r_json.to_owned(),
+        })
+    }
+}
+
+/// Creates the job's directory with its `R.json` and `launch.json`, and starts
+/// `program supervise DIR` (`program` is the `shardsched` binary). The supervisor puts
+/// itself in its own session; the caller must reap the returned child (it exits when the
+/// job ends). A directory left by an earlier run of the same job (a requeued job) is kept
+/// as `DIR.run-N`.
+pub fn launch(program: &Path, prepared: &Prepared) -> Result<Child, ExecError> {
+    let dir = &prepared.dir;
+    if dir.exists() {
+        set_aside(dir)?;
+    }
+    fs::create_dir_all(dir).map_err(|e| ExecError::io(dir, e))?;
+    write_atomic(&dir.join(R_FILE), prepared.r_json.as_bytes())?;
+    let spec = serde_json::to_vec_pretty(&prepared.spec).map_err(|e| ExecError::BadFile {
+        path: dir.join(LAUNCH_FILE),
+        message: e.to_string(),
+    })?;
+    write_atomic(&dir.join(LAUNCH_FILE), &spec)?;
+    let log_path = dir.join(SUPERVISOR_LOG);
+    let log = fs::File::create(&log_path).map_err(|e| ExecError::io(&log_path, e))?;
+    Command::new(program)
+        .arg(SUPERVISE_SUBCOMMAND)
+        .arg(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| ExecError::io(program, e))
+}
+
+/// Moves an earlier run's directory aside. Refused while its supervisor still runs.
+fn set_aside(dir: &Path) -> Result<(), ExecError> {
+    if let RunningOrEnded::Running { pid } = observe(dir)? {
+        return Err(ExecError::BadFile {
+            path: dir.to_owned(),
+            message: format!("an earlier run's supervisor (pid {pid}) is still running"),
+        });
+    }
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    for run in 1u32.. {
+        let aside = dir.with_file_name(format!("{name}.run-{run}"));
+        if !aside.exists() {
+            return fs::rename(dir, &aside).map_err(|e| ExecError::io(&aside, e));
+        }
+    }
+    Ok(())
+}
+
+/// Asks the job in `dir` to stop: writes the `cancel` file with `why` (the ground truth,
+/// which the supervisor also polls), then wakes the supervisor with SIGTERM. A job whose
+/// supervisor is already gone needs nothing more.
+pub fn request_kill(dir: &Path, why: &str) -> Result<(), ExecError> {
+    if dir.join(STATUS_FILE).exists() {
+        return Ok(());
+    }
+    write_atomic(&dir.join(CANCEL_FILE), why.as_bytes())?;
+    if let Some(pid) = read_pid(&dir.join(PID_FILE))?
+        && supervisor_alive(dir, pid)
+        && let Some(raw) = i32::try_from(pid).ok().and_then(Pid::from_raw)
+    {
+        match kill_process(raw, Signal::TERM) {
+            Ok(()) | Err(rustix::io::Errno::SRCH) => {}
+            Err(e) => return Err(ExecError::io(dir, e.into())),
+        }
+    }
+    Ok(())
+}
+
+/// Reads a job directory: the status if written, else whether its supervisor (from the pid
+/// file) still runs.
+pub fn observe(dir: &Path) -> Result<RunningOrEnded, ExecError> {
+    if let Some(end) = read_json::<JobEnd>(&dir.join(STATUS_FILE))? {
+        return Ok(RunningOrEnded::Ended(end));
+    }
+    let pid = read_pid(&dir.join(PID_FILE))?;
+    if let Some(pid) = pid
+        && supervisor_alive(dir, pid)
+    {
+        return Ok(RunningOrEnded::Running { pid });
+    }
+    // It may have written its status and exited since we looked.
+    if let Some(end) = read_json::<JobEnd>(&dir.join(STATUS_FILE))? {
+        return Ok(RunningOrEnded::Ended(end));
+    }
+    let note = match pid {
+        Some(pid) => format!("its supervisor (pid {pid}) is gone without writing a status"),
+        None => "its supervisor never started (no supervisor.pid)".to_owned(),
+    };
+    Ok(RunningOrEnded::Ended(JobEnd::without_status(
+        EndCause::Lost,
+        note,
+    )))
+}
+
+/// Whether `pid` is the supervisor of the job in `dir`: alive, running `supervise` on a
+/// directory of that name.
+fn supervisor_alive(dir: &Path, pid: u32) -> bool {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    process_alive(pid, &[SUPERVISE_SUBCOMMAND, &name])
+}
+
+/// Every exec job a shard with this state directory launched, read back from
+/// `<state_dir>/jobs/`: which supervisors still run and how the others' jobs ended (a
+/// restarted shard calls this to re-watch the first and report the second). Ordered by
+/// job id. Directories of earlier runs (`ID.run-N`) and names that are not job ids are
+/// skipped; an unreadable directory is an error naming it.
+pub fn recover(state_dir: &Path) -> Result<Vec<(JobId, RunningOrEnded)>, ExecError> {
+    let jobs_dir = state_dir.join(JOBS_DIR);
+    let entries = match fs::read_dir(&jobs_dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(ExecError::io(&jobs_dir, e)),
+    };
+    let mut found = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| ExecError::io(&jobs_dir, e))?;
+        let name = entry.file_name();
+        let Some(id) = name.to_str().and_then(|n| n.parse::<JobId>().ok()) else {
+            continue;
+        };
+        if entry.path().is_dir() {
+            found.push((id, observe(&entry.path())?));
+        }
+    }
+    found.sort_by_key(|(id, _)| *id);
+    Ok(found)
+}

@@ -1,0 +1,223 @@
+//! The `exec` executor: jobs really run, as processes on this host, each under its own
+//! supervisor process that outlives the shard.
+//!
+//! ```text
+//!  shard (driver)                          supervisor (`shardsched supervise DIR`)      job
+//!  ─────────────                           ───────────────────────────────────────      ───
+//!  core says Launch(id)
+//!  write DIR/launch.json, DIR/R.json ──►  setsid; write DIR/supervisor.pid
+//!  spawn `shardsched supervise DIR`        spawn the command, own process group ──────► runs
+//!                                          wait for: its end │ time limit │ cancel
+//!  core says Kill(id):                       time limit / cancel: SIGTERM the group,
+//!  write DIR/cancel, SIGTERM supervisor ──►  KILL_GRACE, SIGKILL the group
+//!                                          write DIR/status (tmp, fsync, rename); exit
+//!  poll DIR/status ◄───────────────────────┘
+//!  core.handle_job_ended(now, id, end)
+//! ```
+//!
+//! **Files are the ground truth.** Everything the shard and a supervisor tell each other
+//! goes through the job directory `<state-dir>/jobs/<job id>/`, so a supervisor started by
+//! an earlier shard process (one that was killed and restarted) is watched, cancelled and
+//! heard from exactly like one started by this process: [`recover`] reads the directories
+//! back. Files that one side writes for the other are written atomically
+//! ([`files::write_atomic`]: tmp file, fsync, rename, fsync of the directory), so a reader
+//! never sees half a status.
+//!
+//! | file | written by | what |
+//! |---|---|---|
+//! | `launch.json` | shard | the [`LaunchSpec`]: command, environment, time limit, grace |
+//! | `R.json` | shard | the job's RFC 20 R (`SHARDSCHED_JOB_R` points here) |
+//! | `supervisor.pid` | supervisor | its pid, written first thing |
+//! | `stdout`, `stderr` | the job | its output |
+//! | `cancel` | shard | a kill request, with its reason |
+//! | `status` | supervisor | the [`JobEnd`], written once, last |
+//! | `supervisor.log` | supervisor | its own errors |
+//!
+//! Jobs run as the shard's user, with the shard's environment plus the `SHARDSCHED_*`
+//! variables of [`env`] (docs/EXEC.md).
+
+pub mod env;
+pub mod files;
+pub mod launch;
+pub mod rset;
+pub mod supervisor;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use shardsched_proto::msg::JobId;
+
+pub use launch::{LaunchSpec, RunningOrEnded, launch, recover, request_kill};
+pub use supervisor::supervise;
+
+/// The directory under a shard's state directory that holds one directory per exec job.
+pub const JOBS_DIR: &str = "jobs";
+/// The launch description the shard writes for the supervisor.
+pub const LAUNCH_FILE: &str = "launch.json";
+/// The job's R.
+pub const R_FILE: &str = "R.json";
+/// The supervisor's pid.
+pub const PID_FILE: &str = "supervisor.pid";
+/// The job's standard output.
+pub const STDOUT_FILE: &str = "stdout";
+/// The job's standard error.
+pub const STDERR_FILE: &str = "stderr";
+/// A kill request from the shard (its text is the reason).
+pub const CANCEL_FILE: &str = "cancel";
+/// How the job ended, written by the supervisor.
+pub const STATUS_FILE: &str = "status";
+/// The supervisor's own messages.
+pub const SUPERVISOR_LOG: &str = "supervisor.log";
+
+/// The directory of job `id` under the shard's jobs directory (`<state-dir>/jobs`).
+pub fn job_dir(jobs_dir: &Path, id: JobId) -> PathBuf {
+    jobs_dir.join(id.to_string())
+}
+
+/// Why a job's processes ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EndCause {
+    /// The command ended by itself (with any exit status).
+    Completed,
+    /// It reached its time limit and was killed.
+    Timeout,
+    /// It was killed on request (cancel, node down, or a SIGTERM to its supervisor).
+    Cancelled,
+    /// The command could not be started (not found, not executable, bad directory).
+    Error,
+    /// Its supervisor is gone without having written a status (found by [`recover`] or
+    /// by the shard's watch).
+    Lost,
+}
+
+/// How a job ended: what the supervisor writes to `status`, and what the core is told.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobEnd {
+    /// Why.
+    pub cause: EndCause,
+    /// The command's exit code, if it exited.
+    pub exit_code: Option<i32>,
+    /// The signal that ended the command, if one did.
+    pub signal: Option<i32>,
+    /// Words for a person: the kill request's reason, the start error.
+    #[serde(default)]
+    pub note: String,
+}
+
+impl JobEnd {
+    /// An end with no exit status (the command never ran, or nobody saw it end).
+    pub fn without_status(cause: EndCause, note: impl Into<String>) -> JobEnd {
+        JobEnd {
+            cause,
+            exit_code: None,
+            signal: None,
+            note: note.into(),
+        }
+    }
+
+    /// Whether the command itself succeeded: it ended by itself with exit code 0.
+    pub fn succeeded(&self) -> bool {
+        self.cause == EndCause::Completed && self.exit_code == Some(0)
+    }
+
+    /// The exit status in a few words: `exit code 3`, `signal 15`, `no exit status`.
+    pub fn status_text(&self) -> String {
+        match (self.exit_code, self.signal) {
+            (Some(code), _) => format!("exit code {code}"),
+            (None, Some(sig)) => format!("killed by signal {sig}"),
+            (None, None) => "no exit status".to_owned(),
+        }
+    }
+
+    /// The wait(2)-style status Flux puts in its `finish` event: code << 8, or the signal.
+    pub fn wait_status(&self) -> Option<i32> {
+        match (self.exit_code, self.signal) {
+            (Some(code), _) => Some((code & 0xff) << 8),
+            (None, Some(sig)) => Some(sig & 0x7f),
+            (None, None) => None,
+        }
+    }
+}
+
+impl fmt::Display for EndCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            EndCause::Completed => "completed",
+            EndCause::Timeout => "timeout",
+            EndCause::Cancelled => "cancelled",
+            EndCause::Error => "error",
+            EndCause::Lost => "lost",
+        })
+    }
+}
+
+/// Something went wrong launching, watching or supervising a job.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// A file or directory could not be read or written.
+    #[error("{}: {source}", .path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file of a job directory is not what it should be.
+    #[error("{}: {message}", .path.display())]
+    BadFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The job cannot be launched as described (no command, an unreadable R).
+    #[error("job {job}: {message}")]
+    Launch {
+        /// The job.
+        job: String,
+        /// Why.
+        message: String,
+    },
+}
+
+impl ExecError {
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> ExecError {
+        ExecError::Io {
+            path: path.to_owned(),
+            source,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_read_naturally() {
+        let exited = JobEnd {
+            cause: EndCause::Completed,
+            exit_code: Some(3),
+            signal: None,
+            note: String::new(),
+        };
+        assert!(!exited.succeeded());
+        assert_eq!(exited.status_text(), "exit code 3");
+        assert_eq!(exited.wait_status(), Some(3 << 8));
+        let killed = JobEnd {
+            cause: EndCause::Timeout,
+            exit_code: None,
+            signal: Some(15),
+            note: String::new(),
+        };
+        assert_eq!(killed.status_text(), "killed by signal 15");
+        assert_eq!(killed.wait_status(), Some(15));
+        let json = serde_json::to_string(&killed).expect("json");
+        assert!(json.contains("\"timeout\""), "{json}");
+        let back: JobEnd = serde_json::from_str(&json).expect("parse");
+        assert_eq!(back, killed);
+    }
+}
