@@ -1,6 +1,7 @@
 //! Request handlers: shards (`shard_coord`) and clients (`client_coord`), and the commands
 //! the coordinator sends shards (`coord_shard`) on their own connections.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -169,6 +170,91 @@ async fn client_request(
             let refusal = shared.with_core(|core| core.move_nodes(&nodes, &to));
             refusal.map(|_| ClientResponse::Done { move_id: None })
         }
+        client_coord::Request::SetNodeState {
+            nodes,
+            down,
+            reason,
+        } => {
+            let _admin = shared.admin.lock().await;
+            let plan = shared.with_core(|core| node_state_plan(core, &nodes))?;
+            tracing::info!(%peer, nodes = nodes.len(), down, %reason, "node state");
+            for (queue, (conn, nodes)) in plan {
+                let request = coord_shard::Request::SetNodeState {
+                    nodes,
+                    down,
+                    reason: reason.clone(),
+                };
+                tell_shard(&shared, &queue, conn, &request).await?;
+            }
+            Ok(ClientResponse::Done { move_id: None })
+        }
+    }
+}
+
+/// The owning shards of `nodes`, each with its nodes. Refused (nothing is sent) when a
+/// name is not a node of the cluster, a node is owned by no queue, or an owner's shard is
+/// not connected: the down flag lives in the owning shard.
+fn node_state_plan(
+    core: &crate::core::Core,
+    nodes: &[String],
+) -> Result<BTreeMap<String, (ConnId, Vec<String>)>, Refusal> {
+    let mut plan: BTreeMap<String, (ConnId, Vec<String>)> = BTreeMap::new();
+    for node in nodes {
+        let Some(queue) = core.owner_of(node) else {
+            let (code, message) = match core.generation_of(node) {
+                None => (RefusalCode::NotFound, format!("no node {node} in the cluster")),
+                Some(_) => (
+                    RefusalCode::Unavailable,
+                    format!("node {node} is owned by no queue"),
+                ),
+            };
+            return Err(Refusal::new(code, message));
+        };
+        let link = core.shard(queue).ok_or_else(|| {
+            Refusal::new(
+                RefusalCode::Unavailable,
+                format!("node {node}: queue {queue}'s shard is not connected; nothing changed"),
+            )
+        })?;
+        plan.entry(queue.to_owned())
+            .or_insert_with(|| (link.conn, Vec::new()))
+            .1
+            .push(node.clone());
+    }
+    Ok(plan)
+}
+
+/// Sends a command to a queue's shard and waits (bounded by [`SHARD_COMMAND_TIMEOUT`]) for
+/// its answer; a failure is returned as a refusal naming the queue.
+async fn tell_shard(
+    shared: &Shared,
+    queue: &str,
+    conn: ConnId,
+    request: &coord_shard::Request,
+) -> Result<(), Refusal> {
+    let session = shared.session(conn).ok_or_else(|| {
+        Refusal::new(
+            RefusalCode::Unavailable,
+            format!("queue {queue}'s shard is not connected"),
+        )
+    })?;
+    match tokio::time::timeout(SHARD_COMMAND_TIMEOUT, session.request(request)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(Error::Refused(refusal))) => Err(Refusal::new(
+            refusal.code,
+            format!("queue {queue}'s shard: {}", refusal.message),
+        )),
+        Ok(Err(e)) => Err(Refusal::new(
+            RefusalCode::Unavailable,
+            format!("queue {queue}'s shard: {e}"),
+        )),
+        Err(_) => Err(Refusal::new(
+            RefusalCode::Unavailable,
+            format!(
+                "queue {queue}'s shard did not answer within {} s",
+                SHARD_COMMAND_TIMEOUT.as_secs()
+            ),
+        )),
     }
 }
 

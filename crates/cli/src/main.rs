@@ -18,6 +18,7 @@ mod demo;
 mod query;
 mod replay;
 mod shard_cmd;
+mod supervise_cmd;
 mod up;
 mod workload;
 
@@ -67,6 +68,9 @@ enum Command {
     Replay(replay::ReplayArgs),
     /// Generates synthetic workloads.
     Workload(workload::WorkloadArgs),
+    /// Runs one exec job under supervision (started by a shard; docs/EXEC.md).
+    #[command(hide = true)]
+    Supervise(supervise_cmd::SuperviseArgs),
 }
 
 /// `shardsched bench`: the matching benchmarks of [`bench`], plus `e2e` from [`bench_e2e`].
@@ -108,6 +112,7 @@ fn main() -> std::process::ExitCode {
         },
         Command::Replay(args) => replay::main(&args),
         Command::Workload(args) => workload::main(&args),
+        Command::Supervise(args) => supervise_cmd::main(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

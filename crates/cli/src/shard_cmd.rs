@@ -9,10 +9,12 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use shardsched_shard::{ShardOptions, init_logging, run_until_signal};
+use shardsched_shard::limits::KILL_GRACE;
+use shardsched_shard::{ExecOptions, ShardOptions, init_logging, run_until_signal};
 
 /// Flags of `shardsched shard`.
 #[derive(Args, Debug, Clone)]
@@ -35,6 +37,10 @@ pub struct ShardArgs {
     /// How jobs run.
     #[arg(long, value_enum, default_value_t = Executor::Sim)]
     pub executor: Executor,
+    /// exec: seconds between SIGTERM and SIGKILL when a job is killed (time limit, cancel,
+    /// node down).
+    #[arg(long, value_name = "SECONDS", default_value_t = KILL_GRACE.as_secs_f64())]
+    pub kill_grace: f64,
 }
 
 /// How a shard runs jobs.
@@ -42,6 +48,9 @@ pub struct ShardArgs {
 pub enum Executor {
     /// Simulated: a job holds its resources for its duration (divided by the time scale).
     Sim,
+    /// Really run: the job's command runs on this host, as this shard's user, under a
+    /// supervisor process (`<state-dir>/jobs/<id>/` holds its output; docs/EXEC.md).
+    Exec,
 }
 
 /// `shardsched shard`.
@@ -52,6 +61,22 @@ pub fn main(args: &ShardArgs) -> Result<()> {
             args.time_scale
         );
     }
+    if !(args.kill_grace.is_finite() && args.kill_grace >= 0.0) {
+        anyhow::bail!(
+            "--kill-grace must be a number of seconds, not {}",
+            args.kill_grace
+        );
+    }
+    let executor = match args.executor {
+        Executor::Sim => shardsched_shard::Executor::Sim,
+        Executor::Exec => {
+            let program = std::env::current_exe().context("finding this executable")?;
+            shardsched_shard::Executor::Exec(ExecOptions {
+                program,
+                kill_grace: Duration::from_secs_f64(args.kill_grace),
+            })
+        }
+    };
     init_logging();
     let options = ShardOptions {
         queue: args.queue.clone(),
@@ -59,6 +84,7 @@ pub fn main(args: &ShardArgs) -> Result<()> {
         state_dir: args.state_dir.clone(),
         listen: args.listen,
         time_scale: args.time_scale,
+        executor,
     };
     run_until_signal(options).with_context(|| format!("shard {}", args.queue))
 }

@@ -76,6 +76,10 @@ pub struct UpArgs {
     /// executor [default: the shard's].
     #[arg(long, value_name = "F")]
     pub time_scale: Option<f64>,
+    /// How the shards run jobs: `sim`, or `exec` to really run them on this host
+    /// [default: the shard's, sim].
+    #[arg(long, value_name = "EXECUTOR")]
+    pub executor: Option<crate::shard_cmd::Executor>,
 }
 
 /// `shardsched up`.
@@ -104,6 +108,7 @@ pub fn main(args: &UpArgs) -> Result<()> {
             dir,
             config,
             time_scale: args.time_scale,
+            executor: args.executor,
             children: Vec::new(),
         };
         let started = tokio::select! {
@@ -143,6 +148,7 @@ struct Supervisor {
     dir: StateDir,
     config: Option<PathBuf>,
     time_scale: Option<f64>,
+    executor: Option<crate::shard_cmd::Executor>,
     /// The coordinator first, then the shards in queue order.
     children: Vec<Supervised>,
 }
@@ -183,6 +189,13 @@ impl Supervisor {
             ];
             if let Some(scale) = self.time_scale {
                 shard_args.extend(["--time-scale".to_owned(), scale.to_string()]);
+            }
+            if let Some(executor) = self.executor {
+                let name = match executor {
+                    crate::shard_cmd::Executor::Sim => "sim",
+                    crate::shard_cmd::Executor::Exec => "exec",
+                };
+                shard_args.extend(["--executor".to_owned(), name.to_owned()]);
             }
             self.spawn_new(
                 &format!("shard {}", queue.name),

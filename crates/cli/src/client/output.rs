@@ -242,6 +242,9 @@ pub fn job_info_text(info: &JobInfo) -> String {
     if !job.reason.is_empty() {
         line("reason", job.reason.clone());
     }
+    for (key, value) in exec_lines(info) {
+        line(key, value);
+    }
     out.push_str("\nR:\n");
     match &info.r_json {
         Some(r) => {
@@ -273,6 +276,39 @@ pub fn job_info_text(info: &JobInfo) -> String {
     out
 }
 
+/// What the exec executor recorded in a job's events about its last run (a requeued job
+/// has several): where its output goes (`start`) and its exit status (`finish`).
+fn exec_lines(info: &JobInfo) -> Vec<(&'static str, String)> {
+    let last_start = info.events.iter().rposition(|e| e.name == "start");
+    let run = &info.events[last_start.unwrap_or(info.events.len())..];
+    let context = |name: &str| {
+        run.iter()
+            .find(|e| e.name == name)
+            .and_then(|e| serde_json::from_str::<Value>(&e.context_json).ok())
+    };
+    let mut lines = Vec::new();
+    if let Some(start) = context("start") {
+        for key in ["stdout", "stderr"] {
+            if let Some(path) = start.get(key).and_then(Value::as_str) {
+                lines.push((key, path.to_owned()));
+            }
+        }
+    }
+    if !lines.is_empty()
+        && let Some(finish) = context("finish")
+        && let Some(status) = finish.get("status").and_then(Value::as_i64)
+    {
+        let exit = if status & 0x7f != 0 {
+            format!("killed by signal {}", status & 0x7f)
+        } else {
+            format!("exit code {}", status >> 8)
+        };
+        let cause = finish.get("cause").and_then(Value::as_str).unwrap_or("completed");
+        lines.push(("exit", format!("{exit} ({cause})")));
+    }
+    lines
+}
+
 /// One node as `resource list --json` prints it.
 pub fn node_json(node: &NodeStatus) -> Value {
     json!({
@@ -281,16 +317,21 @@ pub fn node_json(node: &NodeStatus) -> Value {
         "state": node.state.as_str(),
         "generation": node.generation.0,
         "jobs_running": node.jobs_running,
+        "reason": node.reason,
     })
 }
 
 /// `resource list` for people: nodes grouped by state and owner, as `flux resource list`
 /// groups them, with how many of them run jobs.
 pub fn resources_table(nodes: &[NodeStatus]) -> String {
-    // Groups in first-seen order, which is the coordinator's (graph) order.
+    // Groups in first-seen order, which is the coordinator's (graph) order. Nodes down for
+    // different reasons are different groups.
     let mut groups: Vec<(String, String, Vec<&NodeStatus>)> = Vec::new();
     for node in nodes {
-        let state = node.state.as_str().to_owned();
+        let state = match &node.reason {
+            Some(reason) => format!("{} ({reason})", node.state.as_str()),
+            None => node.state.as_str().to_owned(),
+        };
         let queue = node.queue.clone().unwrap_or_else(|| "-".to_owned());
         match groups
             .iter_mut()

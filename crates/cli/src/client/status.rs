@@ -5,6 +5,7 @@ use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 use serde_json::Value;
 use shardsched_proto::msg::client_coord::{Request, Response};
+use shardsched_resource::{decode_hostlist, encode_hostlist};
 
 use super::{output, wire_error};
 
@@ -34,6 +35,22 @@ pub struct ResourceArgs {
 pub enum ResourceCommand {
     /// Nodes with their owning queue and state (up, down, drained, outgoing, incoming).
     List(ResourceListArgs),
+    /// Marks nodes down (failed): jobs running on them fail, or are requeued when submitted
+    /// with `--requeue`, and the nodes leave scheduling until marked up. Admin only.
+    Down(NodeStateArgs),
+    /// Marks nodes up again after `resource down`. Admin only.
+    Up(NodeStateArgs),
+}
+
+/// Flags of `resource down` and `resource up`.
+#[derive(Args, Debug, Clone)]
+pub struct NodeStateArgs {
+    /// The nodes, as a hostlist (`node[0-3,7]`).
+    #[arg(value_name = "HOSTLIST")]
+    pub nodes: String,
+    /// Why (shown by `resource list` and in the reason of the jobs that fail).
+    #[arg(long, short = 'r', default_value = "")]
+    pub reason: String,
 }
 
 /// Flags of `queue list`.
@@ -83,7 +100,11 @@ pub fn queue_main(args: &QueueArgs) -> Result<()> {
 
 /// `shardsched resource …`.
 pub fn resource_main(args: &ResourceArgs) -> Result<()> {
-    let ResourceCommand::List(list) = &args.command;
+    let list = match &args.command {
+        ResourceCommand::List(list) => list,
+        ResourceCommand::Down(nodes) => return node_state_main(nodes, true),
+        ResourceCommand::Up(nodes) => return node_state_main(nodes, false),
+    };
     super::run(|client| async move {
         let nodes = match client
             .coordinator(&Request::Resources {
@@ -101,5 +122,35 @@ pub fn resource_main(args: &ResourceArgs) -> Result<()> {
         } else {
             output::emit(&output::resources_table(&nodes))
         }
+    })
+}
+
+/// `shardsched resource down|up HOSTLIST`: asks the coordinator, which forwards to the
+/// shards owning the nodes; it answers once they applied it.
+fn node_state_main(args: &NodeStateArgs, down: bool) -> Result<()> {
+    let nodes = decode_hostlist(&args.nodes)
+        .map_err(|e| anyhow::anyhow!("HOSTLIST {:?}: {e}", args.nodes))?;
+    if nodes.is_empty() {
+        bail!("HOSTLIST {:?} names no node", args.nodes);
+    }
+    if !down && !args.reason.is_empty() {
+        bail!("--reason goes with `resource down`, not `resource up`");
+    }
+    super::run(|client| async move {
+        let request = Request::SetNodeState {
+            nodes: nodes.clone(),
+            down,
+            reason: args.reason.clone(),
+        };
+        match client
+            .coordinator(&request)
+            .await
+            .map_err(|e| wire_error(e, "coordinator"))?
+        {
+            Response::Done { .. } => {}
+            other => bail!("the coordinator answered resource down/up with {other:?}"),
+        }
+        let word = if down { "down" } else { "up" };
+        output::emit(&format!("{} {word}\n", encode_hostlist(&nodes)))
     })
 }

@@ -59,6 +59,10 @@ pub struct SubmitArgs {
     /// Priority within the queue (higher first) [default: the queue's].
     #[arg(long)]
     pub priority: Option<u32>,
+    /// Requeue the job (back to pending, keeping its place) instead of failing it when a
+    /// node it runs on is marked down: sets `attributes.system.requeue`.
+    #[arg(long)]
+    pub requeue: bool,
     /// A jobspec file (RFC 14/25, YAML or JSON) instead of the shorthand flags.
     #[arg(long, value_name = "FILE",
           conflicts_with_all = ["nodes", "tasks", "cores_per_task", "gpus_per_task", "exclusive", "command"])]
@@ -127,6 +131,12 @@ pub fn build_jobspec(args: &SubmitArgs) -> Result<Jobspec> {
     };
     if let Some(seconds) = args.time_limit {
         jobspec.attributes.duration = seconds;
+    }
+    if args.requeue {
+        jobspec
+            .attributes
+            .system_other
+            .insert("requeue".into(), serde_json::Value::Bool(true));
     }
     Ok(jobspec)
 }
