@@ -20,6 +20,8 @@
 
 mod events;
 mod exec;
+#[cfg(test)]
+mod exec_tests;
 mod nodes;
 mod status;
 #[cfg(test)]
@@ -46,8 +48,8 @@ use crate::limits::{ACTIVE_JOBS_MAX, FINISHED_JOBS_RETAINED, PRIORITY_DEFAULT};
 use crate::snapshot::Snapshot;
 use crate::table::JobTable;
 
-pub use self::exec::ExecAction;
 use self::exec::EndAs;
+pub use self::exec::ExecAction;
 
 /// How the core runs jobs and how long it remembers them.
 #[derive(Clone, Debug, PartialEq)]

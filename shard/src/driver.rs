@@ -39,8 +39,8 @@ use self::core_task::Command;
 use crate::core::{CoreExecutor, CoreOptions, ShardCore};
 use crate::error::DriverError;
 use crate::limits::{
-    COMMAND_QUEUE_CAPACITY, COORDINATOR_LOST_AFTER, EXEC_QUEUE_CAPACITY, RECONNECT_BACKOFF_MAX, RECONNECT_BACKOFF_MIN,
-    SHUTDOWN_LINGER,
+    COMMAND_QUEUE_CAPACITY, COORDINATOR_LOST_AFTER, EXEC_QUEUE_CAPACITY, RECONNECT_BACKOFF_MAX,
+    RECONNECT_BACKOFF_MIN, SHUTDOWN_LINGER,
 };
 use crate::snapshot::Snapshot;
 

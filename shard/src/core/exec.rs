@@ -90,10 +90,7 @@ impl ShardCore {
             self.kill_requested.remove(&id);
             return;
         }
-        let plan = self
-            .kill_requested
-            .remove(&id)
-            .or_else(|| plan_for(end));
+        let plan = self.kill_requested.remove(&id).or_else(|| plan_for(end));
         if let Some(job) = self.table.get_mut(id)
             && !end.succeeded()
         {
@@ -190,14 +187,12 @@ impl ShardCore {
                 }
             }
         }
-        let request = shardsched_jobspec::parse_json(&job.jobspec_json).map(|jobspec| {
-            JobRequest {
-                id: id.0,
-                jobspec,
-                priority: i64::from(job.priority),
-                submit_time: i64::try_from(job.submit_ms / MS_PER_S).unwrap_or(i64::MAX),
-                user: self.users.get(&job.owner).copied().unwrap_or(0),
-            }
+        let request = shardsched_jobspec::parse_json(&job.jobspec_json).map(|jobspec| JobRequest {
+            id: id.0,
+            jobspec,
+            priority: i64::from(job.priority),
+            submit_time: i64::try_from(job.submit_ms / MS_PER_S).unwrap_or(i64::MAX),
+            user: self.users.get(&job.owner).copied().unwrap_or(0),
         });
         if let Some(job) = self.table.get_mut(id) {
             job.push_event(now_ms, "free", json!({}));
@@ -215,7 +210,11 @@ impl ShardCore {
             Err(e) => Err(format!("its jobspec no longer parses: {e}")),
         };
         if let Err(e) = submitted {
-            self.ended(id, JobState::Failed, Reason::Text(format!("{why}; not requeued: {e}")));
+            self.ended(
+                id,
+                JobState::Failed,
+                Reason::Text(format!("{why}; not requeued: {e}")),
+            );
             return;
         }
         if let Some(reason) = self.drain(Some(id.0)) {

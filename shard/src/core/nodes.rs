@@ -69,7 +69,11 @@ impl ShardCore {
             let mut hit: Vec<JobId> = self
                 .running
                 .keys()
-                .filter(|id| self.table.get(**id).is_some_and(|j| j.nodes.contains(&name)))
+                .filter(|id| {
+                    self.table
+                        .get(**id)
+                        .is_some_and(|j| j.nodes.contains(&name))
+                })
                 .copied()
                 .collect();
             hit.sort_unstable();

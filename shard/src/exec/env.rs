@@ -63,7 +63,10 @@ pub fn job_variables(facts: &JobFacts<'_>) -> Vec<(String, String)> {
         (QUEUE, facts.queue.to_owned()),
         (JOB_R, path(facts.r_path)),
         (JOB_DIR, path(facts.dir)),
-        (JOB_TIME_LIMIT, facts.time_limit_ms.div_ceil(1000).to_string()),
+        (
+            JOB_TIME_LIMIT,
+            facts.time_limit_ms.div_ceil(1000).to_string(),
+        ),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))

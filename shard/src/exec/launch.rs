@@ -15,8 +15,8 @@ use super::env::{JobFacts, job_variables};
 use super::files::{process_alive, read_json, read_pid, write_atomic};
 use super::rset::RSummary;
 use super::{
-    CANCEL_FILE, EndCause, ExecError, JOBS_DIR, JobEnd, LAUNCH_FILE, PID_FILE, R_FILE,
-    STATUS_FILE, SUPERVISOR_LOG, job_dir,
+    CANCEL_FILE, EndCause, ExecError, JOBS_DIR, JobEnd, LAUNCH_FILE, PID_FILE, R_FILE, STATUS_FILE,
+    SUPERVISOR_LOG, job_dir,
 };
 use crate::job::JobRecord;
 

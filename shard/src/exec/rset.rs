@@ -34,9 +34,7 @@ impl RSummary {
     /// Reads an R document. Errors name the field that is wrong.
     pub fn parse(r_json: &str) -> Result<RSummary, String> {
         let r: Value = serde_json::from_str(r_json).map_err(|e| format!("R is not JSON: {e}"))?;
-        let execution = r
-            .get("execution")
-            .ok_or("R has no `execution` object")?;
+        let execution = r.get("execution").ok_or("R has no `execution` object")?;
         let mut hosts = Vec::new();
         for entry in execution
             .get("nodelist")
@@ -118,8 +116,15 @@ mod tests {
             {"rank":"7","children":{"core":"0-1","gpu":"0-1"}}],
             "nodelist":["node[5,7,9]"],"starttime":0,"expiration":10}}"#;
         let s = RSummary::parse(r).expect("R");
-        let hosts: Vec<_> = s.nodes.iter().map(|n| (n.host.as_str(), n.cores, n.gpus)).collect();
-        assert_eq!(hosts, vec![("node5", 4, 0), ("node7", 2, 2), ("node9", 4, 0)]);
+        let hosts: Vec<_> = s
+            .nodes
+            .iter()
+            .map(|n| (n.host.as_str(), n.cores, n.gpus))
+            .collect();
+        assert_eq!(
+            hosts,
+            vec![("node5", 4, 0), ("node7", 2, 2), ("node9", 4, 0)]
+        );
         assert_eq!((s.cores(), s.gpus()), (10, 2));
     }
 

@@ -110,8 +110,8 @@ async fn run(dir: &Path, spec: &LaunchSpec) -> JobEnd {
         return JobEnd::without_status(EndCause::Lost, "the command ended before it was seen");
     };
     let grace = Duration::from_millis(spec.kill_grace_ms);
-    let deadline =
-        (spec.time_limit_ms > 0).then(|| Instant::now() + Duration::from_millis(spec.time_limit_ms));
+    let deadline = (spec.time_limit_ms > 0)
+        .then(|| Instant::now() + Duration::from_millis(spec.time_limit_ms));
     let stop = wait(dir, &mut child, deadline).await;
     let (cause, note, status) = match stop {
         Stop::Exited(status) => {
@@ -120,12 +120,19 @@ async fn run(dir: &Path, spec: &LaunchSpec) -> JobEnd {
             }
             match status {
                 Ok(status) => (EndCause::Completed, String::new(), Some(status)),
-                Err(e) => (EndCause::Lost, format!("waiting for the command: {e}"), None),
+                Err(e) => (
+                    EndCause::Lost,
+                    format!("waiting for the command: {e}"),
+                    None,
+                ),
             }
         }
         Stop::Timeout => {
             let status = terminate_group(pgid, &mut child, grace).await;
-            let note = format!("time limit of {} s reached", spec.time_limit_ms.div_ceil(1000));
+            let note = format!(
+                "time limit of {} s reached",
+                spec.time_limit_ms.div_ceil(1000)
+            );
             (EndCause::Timeout, note, status)
         }
         Stop::Cancel(why) => {

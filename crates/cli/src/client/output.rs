@@ -303,7 +303,10 @@ fn exec_lines(info: &JobInfo) -> Vec<(&'static str, String)> {
         } else {
             format!("exit code {}", status >> 8)
         };
-        let cause = finish.get("cause").and_then(Value::as_str).unwrap_or("completed");
+        let cause = finish
+            .get("cause")
+            .and_then(Value::as_str)
+            .unwrap_or("completed");
         lines.push(("exit", format!("{exit} ({cause})")));
     }
     lines

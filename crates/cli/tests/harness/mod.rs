@@ -1,0 +1,254 @@
+//! A small harness for the exec and node-failure whole-system tests: a `shardsched up`
+//! (coordinator + one shard per queue, real processes, real QUIC) in a fresh directory,
+//! driven through the `shardsched` commands and their `--json` output. (tests/system.rs
+//! has its own, larger one.)
+
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal, kill_process};
+use serde_json::Value;
+
+pub const EXE: &str = env!("CARGO_BIN_EXE_shardsched");
+/// How long `up` may take to be ready (a debug build, on a loaded 2-core machine).
+pub const UP_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a test waits for something to happen.
+pub const WAIT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Two queues over disjoint halves of an 8-node cluster (1 socket × 4 cores per node).
+pub const CONFIG: &str = r#"
+default_queue = "alpha"
+
+[cluster.inline]
+name = "tiny"
+
+[[cluster.inline.nodes]]
+hosts = "node[0-7]"
+sockets = 1
+cores_per_socket = 4
+
+[queues.alpha]
+nodes = "node[0-3]"
+policy = "fcfs"
+default_duration = "60s"
+max_duration = "2h"
+
+[queues.beta]
+nodes = "node[4-7]"
+policy = "easy"
+default_duration = "60s"
+max_duration = "2h"
+"#;
+
+/// A running `shardsched up` in its own directory; stopped (SIGTERM, then SIGKILL) on drop.
+pub struct System {
+    up: Option<Child>,
+    pub dir: PathBuf,
+}
+
+impl System {
+    /// Starts `up` with [`CONFIG`] and `extra` arguments; waits until it says it is up.
+    pub fn start(name: &str, extra: &[&str]) -> System {
+        let dir = std::env::temp_dir().join(format!(
+            "shardsched-{name}-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = dir.join("config.toml");
+        std::fs::write(&config, CONFIG).unwrap();
+        let mut up = Command::new(EXE)
+            .arg("up")
+            .args(extra)
+            .arg("--config")
+            .arg(&config)
+            .arg("--dir")
+            .arg(dir.join("state"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(dir.join("up.stderr")).unwrap())
+            .spawn()
+            .unwrap();
+        let stdout = up.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            let mut tx = Some(tx);
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if line.starts_with("shardsched is up")
+                    && let Some(tx) = tx.take()
+                {
+                    let _ = tx.send(());
+                }
+            }
+        });
+        let system = System { up: Some(up), dir };
+        if rx.recv_timeout(UP_TIMEOUT).is_err() {
+            panic!(
+                "`shardsched up` was not ready within {} s; its stderr: {}",
+                UP_TIMEOUT.as_secs(),
+                std::fs::read_to_string(system.dir.join("up.stderr")).unwrap_or_default(),
+            );
+        }
+        system
+    }
+
+    pub fn state(&self) -> PathBuf {
+        self.dir.join("state")
+    }
+
+    /// A queue's shard state directory.
+    pub fn shard_dir(&self, queue: &str) -> PathBuf {
+        self.state().join("shards").join(queue)
+    }
+
+    /// Runs `shardsched ARGS` against this system.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        Command::new(EXE)
+            .args(args)
+            .env("SHARDSCHED_DIR", self.state())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    /// Runs a command that must succeed; returns its stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.cli(args);
+        assert!(
+            out.status.success(),
+            "shardsched {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Runs a command that must fail; returns its stderr.
+    pub fn fails(&self, args: &[&str]) -> String {
+        let out = self.cli(args);
+        assert!(
+            !out.status.success(),
+            "shardsched {} succeeded: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8(out.stderr).unwrap()
+    }
+
+    pub fn json(&self, args: &[&str]) -> Value {
+        let text = self.ok(args);
+        serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("shardsched {} printed {text:?}: {e}", args.join(" ")))
+    }
+
+    /// Submits; returns the job id printed.
+    pub fn submit(&self, args: &[&str]) -> String {
+        let mut all = vec!["submit"];
+        all.extend_from_slice(args);
+        self.ok(&all).trim().to_owned()
+    }
+
+    pub fn jobs(&self) -> Vec<Value> {
+        match self.json(&["jobs", "-A", "-a", "--json"]) {
+            Value::Array(rows) => rows,
+            other => panic!("jobs printed {other:?}"),
+        }
+    }
+
+    pub fn job(&self, id: &str) -> Value {
+        self.jobs()
+            .into_iter()
+            .find(|j| j["id"] == id)
+            .unwrap_or_else(|| panic!("job {id} is not listed"))
+    }
+
+    pub fn resources(&self) -> Vec<Value> {
+        match self.json(&["resource", "list", "--json"]) {
+            Value::Array(rows) => rows,
+            other => panic!("resource list printed {other:?}"),
+        }
+    }
+
+    /// Waits until job `id` is in `state`; returns its row.
+    pub fn wait_state(&self, id: &str, state: &str) -> Value {
+        let mut last = Value::Null;
+        let found = wait_for(|| {
+            last = self.job(id);
+            last["state"] == state
+        });
+        assert!(found, "job {id} never became {state}: {last:#}");
+        last
+    }
+}
+
+impl Drop for System {
+    fn drop(&mut self) {
+        if let Some(mut up) = self.up.take() {
+            let _ = kill_process(pid(up.id()), Signal::TERM);
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = up.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = up.kill();
+            let _ = up.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!("test state kept in {}", self.dir.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Polls `done` every 100 ms for up to [`WAIT_TIMEOUT`]; whether it held.
+pub fn wait_for(mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + WAIT_TIMEOUT;
+    loop {
+        if done() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+pub fn pid(p: u32) -> Pid {
+    Pid::from_raw(p as i32).unwrap()
+}
+
+/// Whether process `p` runs (a zombie has exited: only its parent's wait is missing).
+pub fn alive(p: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{p}/stat")) {
+        Ok(stat) => !stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+        Err(_) => false,
+    }
+}
+
+/// Reads a pid a job wrote to a file (waiting for it to appear).
+pub fn read_pid_file(path: &Path) -> u32 {
+    let mut text = String::new();
+    assert!(
+        wait_for(|| {
+            text = std::fs::read_to_string(path).unwrap_or_default();
+            text.ends_with('\n')
+        }),
+        "{} never written",
+        path.display()
+    );
+    text.trim().parse().unwrap()
+}
