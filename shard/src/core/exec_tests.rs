@@ -305,7 +305,7 @@ fn in_exec_mode_a_node_down_kills_first_then_fails_or_requeues() {
     let requeues = submit(&mut core, 2, 600, true);
     core.tick(NOW).expect("tick");
     core.take_exec_actions();
-    let nodes = vec!["n0".to_owned(), "n1".to_owned()];
+    let nodes = ["n0".to_owned(), "n1".to_owned()];
     core.set_node_state(NOW + 1, &nodes[..1], true, "psu")
         .expect("down n0");
     core.set_node_state(NOW + 1, &nodes[1..], true, "psu")
