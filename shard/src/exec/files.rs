@@ -17,9 +17,14 @@ use crate::limits::EXEC_FILE_BYTES_MAX;
 
 /// Writes `bytes` to `path` so that a reader sees the old file or the whole new one, and
 /// the new one survives a crash once this returns: a temporary file beside it, fsync,
-/// rename over `path`, fsync of the directory.
+/// rename over `path`, fsync of the directory. The temporary file's name carries this
+/// process's id, so two processes writing the same file do not trip over each other.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ExecError> {
-    let tmp = path.with_extension("tmp");
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
     let write = || -> std::io::Result<()> {
         let mut file = OpenOptions::new()
             .write(true)
@@ -177,7 +182,8 @@ mod tests {
         write_atomic(&path, b"one").expect("write");
         write_atomic(&path, b"two").expect("write");
         assert_eq!(read_small(&path).expect("read").as_deref(), Some("two"));
-        assert!(!dir.join("status.tmp").exists());
+        let left: Vec<_> = fs::read_dir(&dir).expect("dir").flatten().collect();
+        assert_eq!(left.len(), 1, "no temporary file is left");
         assert_eq!(read_small(&dir.join("absent")).expect("read"), None);
         let _ = fs::remove_dir_all(&dir);
     }

@@ -162,14 +162,19 @@ pub fn launch(program: &Path, prepared: &Prepared) -> Result<Child, ExecError> {
     write_atomic(&dir.join(LAUNCH_FILE), &spec)?;
     let log_path = dir.join(SUPERVISOR_LOG);
     let log = fs::File::create(&log_path).map_err(|e| ExecError::io(&log_path, e))?;
-    Command::new(program)
+    let child = Command::new(program)
         .arg(SUPERVISE_SUBCOMMAND)
         .arg(dir)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
-        .map_err(|e| ExecError::io(program, e))
+        .map_err(|e| ExecError::io(program, e))?;
+    // `spawn` returns once the supervisor's program runs, so from here on the pid file
+    // names a live supervisor (the supervisor writes the same pid again when it starts):
+    // a shard that dies now leaves a directory `recover` reads as running, not lost.
+    write_atomic(&dir.join(PID_FILE), format!("{}\n", child.id()).as_bytes())?;
+    Ok(child)
 }
 
 /// Moves an earlier run's directory aside. Refused while its supervisor still runs.

@@ -27,7 +27,7 @@
 //! |---|---|---|
 //! | `launch.json` | shard | the [`LaunchSpec`]: command, environment, time limit, grace |
 //! | `R.json` | shard | the job's RFC 20 R (`SHARDSCHED_JOB_R` points here) |
-//! | `supervisor.pid` | supervisor | its pid, written first thing |
+//! | `supervisor.pid` | shard, supervisor | its pid: written by the shard as soon as it is spawned, and again by the supervisor first thing |
 //! | `stdout`, `stderr` | the job | its output |
 //! | `cancel` | shard | a kill request, with its reason |
 //! | `status` | supervisor | the [`JobEnd`], written once, last |

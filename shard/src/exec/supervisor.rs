@@ -37,13 +37,17 @@ use crate::limits::SUPERVISOR_POLL_INTERVAL;
 const GROUP_POLL_INTERVAL: Duration = Duration::from_millis(50);
 
 /// Supervises the job whose directory is `dir` until it ends, writes its status, and
-/// returns it. Errors are the supervisor's own (its pid or status file could not be
-/// written); a job that cannot start is a status with [`EndCause::Error`].
+/// returns it. Errors are the supervisor's own (its runtime could not start, or its status
+/// file could not be written); a job that cannot start is a status with
+/// [`EndCause::Error`].
 pub fn supervise(dir: &Path) -> Result<JobEnd, ExecError> {
     // Fails with EPERM only if we already lead a process group: then we are detached.
     let _ = rustix::process::setsid();
     let pid = rustix::process::getpid().as_raw_nonzero().get();
-    write_atomic(&dir.join(PID_FILE), format!("{pid}\n").as_bytes())?;
+    if let Err(e) = write_atomic(&dir.join(PID_FILE), format!("{pid}\n").as_bytes()) {
+        // The shard wrote it too; the job runs either way.
+        tracing::warn!(error = %e, "cannot write the pid file");
+    }
     let end = match read_json::<LaunchSpec>(&dir.join(LAUNCH_FILE)) {
         Ok(Some(spec)) => {
             let runtime = tokio::runtime::Builder::new_current_thread()
