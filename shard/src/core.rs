@@ -28,7 +28,6 @@ mod status;
 mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use shardsched_jobspec::Jobspec;
@@ -49,7 +48,7 @@ use crate::snapshot::Snapshot;
 use crate::table::JobTable;
 
 use self::exec::EndAs;
-pub use self::exec::ExecAction;
+pub use self::exec::{CoreExecutor, ExecAction};
 
 /// How the core runs jobs and how long it remembers them.
 #[derive(Clone, Debug, PartialEq)]
@@ -61,22 +60,6 @@ pub struct CoreOptions {
     pub finished_retained: usize,
     /// How started jobs run.
     pub executor: CoreExecutor,
-}
-
-/// How the core runs a started job.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub enum CoreExecutor {
-    /// Simulated: the job holds its resources for its duration (divided by the time scale)
-    /// and completes.
-    #[default]
-    Sim,
-    /// Really run by the driver (see [`crate::exec`]): the core asks for launches and kills
-    /// ([`ShardCore::take_exec_actions`]) and hears of ends
-    /// ([`ShardCore::handle_job_ended`]); the clock never ends a job.
-    Exec {
-        /// `<state-dir>/jobs`: where job directories are (shown in `job info`).
-        jobs_dir: PathBuf,
-    },
 }
 
 /// The answer to an accepted submit.

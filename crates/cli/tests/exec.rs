@@ -156,6 +156,58 @@ fn time_limits_and_cancels_kill_the_whole_process_group() {
     // Their nodes are free again.
     let next = system.submit(&["-N", "4", "--", "true"]);
     system.wait_state(&next, "completed");
+
+    // A node marked down under a running job: the job fails and its processes are killed.
+    let doomed = system.submit(&["-N", "1", "--", "sh", "-c", &script("doomed", "")]);
+    let doomed_pids = pids("doomed");
+    let node = system.wait_state(&doomed, "running")["nodes"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    system.ok(&["resource", "down", &node, "--reason", "test"]);
+    let row = system.wait_state(&doomed, "failed");
+    assert_eq!(row["reason"], format!("node {node} went down: test"));
+    assert!(
+        doomed_pids.iter().all(|&p| !alive(p)),
+        "the failed job's processes {doomed_pids:?} are gone"
+    );
+}
+
+/// A shard killed with SIGKILL leaves its jobs running under their supervisors, which
+/// write their exit status when the jobs end; `recover` reads it back.
+#[test]
+fn a_running_job_survives_its_shard_being_killed() {
+    let system = System::start("exec-survive", &["--executor", "exec"]);
+    let go = system.dir.join("go");
+    let script = format!(
+        "echo $$ > {d}/job.pid; while [ ! -e {go} ]; do sleep 0.1; done; exit 5",
+        d = system.dir.display(),
+        go = go.display()
+    );
+    let id = system.submit(&["-n", "1", "--", "sh", "-c", &script]);
+    system.wait_state(&id, "running");
+    let job_pid = read_pid_file(&system.dir.join("job.pid"));
+    let shard = system.shard_dir("alpha");
+    let dir = job_dir(&shard.join("jobs"), id.parse().unwrap());
+    let supervisor = read_pid_file(&dir.join("supervisor.pid"));
+
+    kill_process(harness::pid(system.child_pid("alpha")), Signal::KILL).unwrap();
+    assert!(
+        alive(supervisor) && alive(job_pid),
+        "the job outlives its shard"
+    );
+    let running = recover(&shard).unwrap();
+    assert!(
+        matches!(running.as_slice(), [(j, RunningOrEnded::Running { pid })] if j.to_string() == id && *pid == supervisor),
+        "{running:?}"
+    );
+    std::fs::write(&go, "").unwrap();
+    assert!(wait_for(|| dir.join("status").exists()));
+    let ended = recover(&shard).unwrap();
+    let [(_, RunningOrEnded::Ended(end))] = ended.as_slice() else {
+        panic!("expected one ended job: {ended:?}");
+    };
+    assert_eq!((end.cause, end.exit_code), (EndCause::Completed, Some(5)));
 }
 
 /// A supervisor launched as a shard would, whose every handle is then dropped (the shard

@@ -11,16 +11,31 @@
 //!
 //! In sim mode the same [`EndAs`] is applied at once.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::json;
 use shardsched_proto::msg::{JobId, JobState};
 use shardsched_qmanager::JobRequest;
 
-use super::ShardCore;
-use super::{CoreExecutor, MS_PER_S};
+use super::{MS_PER_S, ShardCore};
 use crate::exec::{EndCause, JobEnd, STDERR_FILE, STDOUT_FILE, job_dir};
 use crate::job::Reason;
+
+/// How the core runs a started job.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum CoreExecutor {
+    /// Simulated: the job holds its resources for its duration (divided by the time scale)
+    /// and completes.
+    #[default]
+    Sim,
+    /// Really run by the driver (see [`crate::exec`]): the core asks for launches and kills
+    /// ([`ShardCore::take_exec_actions`]) and hears of ends
+    /// ([`ShardCore::handle_job_ended`]); the clock never ends a job.
+    Exec {
+        /// `<state-dir>/jobs`: where job directories are (shown in `job info`).
+        jobs_dir: PathBuf,
+    },
+}
 
 /// What the driver must do for the exec executor.
 #[derive(Clone, Debug, PartialEq, Eq)]

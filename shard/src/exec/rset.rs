@@ -138,4 +138,54 @@ mod tests {
         assert!(e.contains("2 hosts but 1 ranks"), "{e}");
         assert!(RSummary::parse("[").is_err());
     }
+
+    proptest::proptest! {
+        /// Any text is read or refused, never a panic.
+        #[test]
+        fn any_text_is_read_or_refused(text in ".{0,200}") {
+            let _ = RSummary::parse(&text);
+        }
+
+        /// An R written the way the matcher writes it (ranks of the cluster, hosts in rank
+        /// order, ranks with the same children grouped) reads back node by node.
+        #[test]
+        fn written_r_reads_back(
+            shares in proptest::collection::vec((1u64..4, 0u64..9, 0u64..3), 1..12),
+        ) {
+            let mut rank = 0u64;
+            let mut nodes = Vec::new();
+            let mut groups: Vec<(Vec<u64>, (u64, u64))> = Vec::new();
+            for (gap, cores, gpus) in shares {
+                rank += gap;
+                nodes.push(NodeShare { host: format!("n{rank}"), cores, gpus });
+                match groups.iter_mut().find(|g| g.1 == (cores, gpus)) {
+                    Some(g) => g.0.push(rank),
+                    None => groups.push((vec![rank], (cores, gpus))),
+                }
+            }
+            let r_lite: Vec<Value> = groups
+                .iter()
+                .map(|(ranks, (cores, gpus))| {
+                    let mut children = serde_json::Map::new();
+                    if *cores > 0 {
+                        children.insert("core".into(), format!("0-{}", cores - 1).into());
+                    }
+                    if *gpus > 0 {
+                        children.insert("gpu".into(), format!("0-{}", gpus - 1).into());
+                    }
+                    serde_json::json!({
+                        "rank": shardsched_resource::format_idset(ranks.iter().copied()),
+                        "children": children,
+                    })
+                })
+                .collect();
+            let hosts: Vec<&str> = nodes.iter().map(|n| n.host.as_str()).collect();
+            let r = serde_json::json!({"version": 1, "execution": {
+                "R_lite": r_lite,
+                "nodelist": [shardsched_resource::encode_hostlist(&hosts)],
+            }});
+            let read = RSummary::parse(&r.to_string()).expect("R reads");
+            proptest::prop_assert_eq!(read.nodes, nodes);
+        }
+    }
 }

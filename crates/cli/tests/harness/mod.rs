@@ -177,6 +177,16 @@ impl System {
         }
     }
 
+    /// The pid of `up`'s child whose command line has `word` (`coordinator`, or a queue).
+    pub fn child_pid(&self, word: &str) -> u32 {
+        let up = self.up.as_ref().unwrap().id();
+        children_of(up)
+            .into_iter()
+            .find(|(_, cmdline)| cmdline.iter().any(|a| a == word))
+            .map(|(pid, _)| pid)
+            .unwrap_or_else(|| panic!("no child of up with {word:?} in its command line"))
+    }
+
     /// Waits until job `id` is in `state`; returns its row.
     pub fn wait_state(&self, id: &str, state: &str) -> Value {
         let mut last = Value::Null;
@@ -251,4 +261,31 @@ pub fn read_pid_file(path: &Path) -> u32 {
         path.display()
     );
     text.trim().parse().unwrap()
+}
+
+/// The live children of `parent`, with their command lines.
+pub fn children_of(parent: u32) -> Vec<(u32, Vec<String>)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.len() < 2 || fields[0] == "Z" || fields[1].parse::<u32>() != Ok(parent) {
+            continue;
+        }
+        let cmdline = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+        let args = cmdline
+            .split(|&b| b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        out.push((p, args));
+    }
+    out
 }
