@@ -202,7 +202,10 @@ fn node_state_plan(
     for node in nodes {
         let Some(queue) = core.owner_of(node) else {
             let (code, message) = match core.generation_of(node) {
-                None => (RefusalCode::NotFound, format!("no node {node} in the cluster")),
+                None => (
+                    RefusalCode::NotFound,
+                    format!("no node {node} in the cluster"),
+                ),
                 Some(_) => (
                     RefusalCode::Unavailable,
                     format!("node {node} is owned by no queue"),
