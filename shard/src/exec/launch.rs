@@ -258,7 +258,9 @@ fn supervisor_alive(dir: &Path, pid: u32) -> bool {
 /// `<state_dir>/jobs/`: which supervisors still run and how the others' jobs ended (a
 /// restarted shard calls this to re-watch the first and report the second). Ordered by
 /// job id. Directories of earlier runs (`ID.run-N`) and names that are not job ids are
-/// skipped; an unreadable directory is an error naming it.
+/// skipped. A job directory that cannot be read (a corrupted status file) is reported as
+/// ended, [`EndCause::Lost`], with the error naming the file: one bad directory does not
+/// keep a shard from starting. Only an unreadable jobs directory is an error.
 pub fn recover(state_dir: &Path) -> Result<Vec<(JobId, RunningOrEnded)>, ExecError> {
     let jobs_dir = state_dir.join(JOBS_DIR);
     let entries = match fs::read_dir(&jobs_dir) {
@@ -274,9 +276,58 @@ pub fn recover(state_dir: &Path) -> Result<Vec<(JobId, RunningOrEnded)>, ExecErr
             continue;
         };
         if entry.path().is_dir() {
-            found.push((id, observe(&entry.path())?));
+            let state = observe(&entry.path()).unwrap_or_else(|e| {
+                RunningOrEnded::Ended(JobEnd::without_status(EndCause::Lost, e.to_string()))
+            });
+            found.push((id, state));
         }
     }
     found.sort_by_key(|(id, _)| *id);
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shardsched_proto::Fluid;
+
+    #[test]
+    fn recover_reads_ended_and_lost_jobs_and_skips_the_rest() {
+        let state = std::env::temp_dir().join(format!(
+            "shardsched-exec-recover-unit-{}",
+            std::process::id()
+        ));
+        let _ = fs::remove_dir_all(&state);
+        let jobs = state.join(JOBS_DIR);
+        assert!(recover(&state).expect("no jobs dir yet").is_empty());
+        let (done, garbled, orphan) = (Fluid(7 << 30), Fluid(8 << 30), Fluid(9 << 30));
+        for id in [done, garbled, orphan] {
+            fs::create_dir_all(job_dir(&jobs, id)).expect("dir");
+        }
+        let end = JobEnd {
+            cause: EndCause::Timeout,
+            exit_code: None,
+            signal: Some(15),
+            note: "time limit of 1 s reached".into(),
+        };
+        let status = serde_json::to_string(&end).expect("json");
+        write_atomic(&job_dir(&jobs, done).join(STATUS_FILE), status.as_bytes()).expect("write");
+        fs::write(job_dir(&jobs, garbled).join(STATUS_FILE), "{\"cause\":").expect("write");
+        fs::create_dir_all(jobs.join(format!("{done}.run-1"))).expect("dir");
+        fs::create_dir_all(jobs.join("not-a-job")).expect("dir");
+
+        let found = recover(&state).expect("recover");
+        assert_eq!(found.len(), 3, "{found:?}");
+        assert_eq!(found[0], (done, RunningOrEnded::Ended(end)));
+        let RunningOrEnded::Ended(bad) = &found[1].1 else {
+            panic!("{found:?}");
+        };
+        assert_eq!(bad.cause, EndCause::Lost);
+        assert!(bad.note.contains(STATUS_FILE), "{}", bad.note);
+        let RunningOrEnded::Ended(lost) = &found[2].1 else {
+            panic!("{found:?}");
+        };
+        assert!(lost.note.contains("never started"), "{}", lost.note);
+        let _ = fs::remove_dir_all(&state);
+    }
 }

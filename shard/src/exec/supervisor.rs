@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use rustix::process::{Pid, Signal, kill_process_group};
 use tokio::process::{Child, Command};
-use tokio::signal::unix::{SignalKind, signal};
+use tokio::signal::unix::{Signal as SignalStream, SignalKind, signal};
 use tokio::time::Instant;
 
 use super::files::{group_alive, read_json, read_small, write_atomic};
@@ -78,6 +78,15 @@ enum Stop {
 }
 
 async fn run(dir: &Path, spec: &LaunchSpec) -> JobEnd {
+    // Before the command starts, so that a cancel sent at once is not the default action
+    // (which would kill the supervisor and orphan the job).
+    let term = match signal(SignalKind::terminate()) {
+        Ok(term) => Some(term),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot catch SIGTERM; cancel files still work");
+            None
+        }
+    };
     let Some((program, args)) = spec.command.split_first() else {
         return JobEnd::without_status(EndCause::Error, "the job has no command");
     };
@@ -116,7 +125,7 @@ async fn run(dir: &Path, spec: &LaunchSpec) -> JobEnd {
     let grace = Duration::from_millis(spec.kill_grace_ms);
     let deadline = (spec.time_limit_ms > 0)
         .then(|| Instant::now() + Duration::from_millis(spec.time_limit_ms));
-    let stop = wait(dir, &mut child, deadline).await;
+    let stop = wait(dir, &mut child, deadline, term).await;
     let (cause, note, status) = match stop {
         Stop::Exited(status) => {
             if group_alive(pgid) {
@@ -154,14 +163,12 @@ async fn run(dir: &Path, spec: &LaunchSpec) -> JobEnd {
 }
 
 /// Waits for the command to end, its deadline, a SIGTERM or a cancel file.
-async fn wait(dir: &Path, child: &mut Child, deadline: Option<Instant>) -> Stop {
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(term) => Some(term),
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot catch SIGTERM; cancel files still work");
-            None
-        }
-    };
+async fn wait(
+    dir: &Path,
+    child: &mut Child,
+    deadline: Option<Instant>,
+    mut term: Option<SignalStream>,
+) -> Stop {
     let mut poll = tokio::time::interval(SUPERVISOR_POLL_INTERVAL);
     loop {
         tokio::select! {
