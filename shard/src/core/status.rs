@@ -34,6 +34,7 @@ impl ShardCore {
                 nodes_up: count(self.owned.len()),
                 jobs_pending: count(self.pending.len()),
                 jobs_running: count(self.running.len()),
+                online: true,
             },
             nodes,
         }
