@@ -19,7 +19,12 @@
 //! not the nodes the queue owns now is accepted and waits, with the reason in `job info`.
 
 mod events;
+mod restore;
 mod status;
+
+pub use restore::RestoreSummary;
+#[cfg(test)]
+mod restore_tests;
 #[cfg(test)]
 mod tests;
 
@@ -39,7 +44,10 @@ use shardsched_resource::{ResourceGraph, VertexId};
 use crate::assign::{self, MS_PER_S};
 use crate::error::ShardError;
 use crate::job::{JobRecord, Reason, job_name};
-use crate::limits::{ACTIVE_JOBS_MAX, FINISHED_JOBS_RETAINED, PRIORITY_DEFAULT};
+use crate::journal::{AcceptedJob, JournalRecord};
+use crate::limits::{
+    ACTIVE_JOBS_MAX, FINISHED_JOBS_RETAINED, PRIORITY_DEFAULT, RETENTION_DEFAULT_MS,
+};
 use crate::snapshot::Snapshot;
 use crate::table::JobTable;
 
@@ -51,6 +59,12 @@ pub struct CoreOptions {
     pub time_scale: f64,
     /// Finished jobs kept for `jobs -a` ([`FINISHED_JOBS_RETAINED`] by default).
     pub finished_retained: usize,
+    /// How long a finished job is kept (in memory and in the journal) after it ended, ms
+    /// ([`RETENTION_DEFAULT_MS`] by default); the count above bounds it too.
+    pub retention_ms: u64,
+    /// Whether the core queues [`JournalRecord`]s for [`ShardCore::take_journal`] (the
+    /// driver's journal takes them after every batch). Off, nothing is queued.
+    pub journal: bool,
 }
 
 /// The answer to an accepted submit.
@@ -96,6 +110,10 @@ pub struct ShardCore {
     /// The last tick hit [`SCHEDULE_PASSES_MAX`](crate::limits::SCHEDULE_PASSES_MAX) with
     /// jobs still starting.
     backlog: bool,
+    /// Changes to make durable, oldest first (when `options.journal`).
+    journal: Vec<JournalRecord>,
+    /// The last id the journal was told of.
+    journaled_last_id: Option<JobId>,
 }
 
 impl Default for CoreOptions {
@@ -103,6 +121,8 @@ impl Default for CoreOptions {
         CoreOptions {
             time_scale: 1.0,
             finished_retained: FINISHED_JOBS_RETAINED,
+            retention_ms: RETENTION_DEFAULT_MS,
+            journal: false,
         }
     }
 }
@@ -172,6 +192,8 @@ impl ShardCore {
             last_id: None,
             status_version: 0,
             backlog: false,
+            journal: Vec::new(),
+            journaled_last_id: None,
         };
         core.set_owned(owned)?;
         Ok(core)
@@ -294,6 +316,16 @@ impl ShardCore {
             "submit",
             serde_json::json!({"owner": owner, "priority": priority}),
         );
+        if self.options.journal {
+            self.journal.push(JournalRecord::Accepted(AcceptedJob {
+                id,
+                owner: owner.to_owned(),
+                key: submit.idempotency_key,
+                jobspec_json: submit.jobspec_json.clone(),
+                priority,
+                submit_ms: now_ms,
+            }));
+        }
         self.table.insert(job);
         self.pending.insert(id);
         self.status_version += 1;
@@ -331,8 +363,18 @@ impl ShardCore {
             return CancelResult::AlreadyInactive;
         }
         self.drain(None);
+        let reason = format!("cancelled by {peer}");
+        // The end was just journaled with the queue manager's word for it: say who.
+        if let Some(JournalRecord::Ended(end)) = self
+            .journal
+            .iter_mut()
+            .rev()
+            .find(|r| matches!(r, JournalRecord::Ended(e) if e.id == id))
+        {
+            end.reason.clone_from(&reason);
+        }
         if let Some(job) = self.table.get_mut(id) {
-            job.reason = Reason::Text(format!("cancelled by {peer}"));
+            job.reason = Reason::Text(reason);
         }
         CancelResult::Cancelled
     }
@@ -373,6 +415,16 @@ impl ShardCore {
         // Nodes outside the definition are already down (a no-op) unless owned before.
         for (name, &v) in &self.nodes {
             self.qm.set_availability(v, now_owned.contains_key(name))?;
+        }
+        if self.options.journal && self.owned != now_owned {
+            let nodes = now_owned
+                .iter()
+                .map(|(node, &generation)| NodeGen {
+                    node: node.clone(),
+                    generation,
+                })
+                .collect();
+            self.journal.push(JournalRecord::Owned(nodes));
         }
         self.owned = now_owned;
         self.status_version += 1;

@@ -75,11 +75,12 @@ pub mod core;
 pub mod driver;
 pub mod error;
 pub mod job;
+pub mod journal;
 pub mod limits;
 pub mod snapshot;
 pub mod table;
 
-pub use crate::core::{CoreOptions, ShardCore, Submitted};
+pub use crate::core::{CoreOptions, RestoreSummary, ShardCore, Submitted};
 pub use driver::{ShardOptions, init_logging, run, run_until_signal};
 pub use error::{DriverError, ShardError};
 pub use job::{JobRecord, Reason};

@@ -53,3 +53,12 @@ pub const COORDINATOR_LOST_AFTER: Duration = Duration::from_secs(30);
 
 /// How long shutdown waits for the QUIC endpoint to say goodbye to its peers.
 pub const SHUTDOWN_LINGER: Duration = Duration::from_millis(500);
+
+/// How long a finished job is kept after it ended (in memory and in the journal) unless
+/// `--retention` says otherwise, ms: one hour.
+pub const RETENTION_DEFAULT_MS: u64 = 3_600_000;
+
+/// Batches whose journal commit is in flight at once in the core task (each waits for its
+/// commit before its snapshot is published and its answers sent); the core task waits when
+/// this many are pending.
+pub const COMMITS_IN_FLIGHT_MAX: usize = 64;

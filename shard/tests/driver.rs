@@ -180,6 +180,7 @@ fn options(coordinator: SocketAddr, state_dir: &Path) -> ShardOptions {
         state_dir: state_dir.to_owned(),
         listen: localhost(),
         time_scale: 20.0,
+        retention: std::time::Duration::from_secs(3600),
     }
 }
 

@@ -102,6 +102,7 @@ async fn one_shard_sustains_thousands_of_submits_per_second() {
         state_dir: state,
         listen: local,
         time_scale: 1.0,
+        retention: std::time::Duration::from_secs(3600),
     };
     tokio::spawn(shardsched_shard::run(options, std::future::pending()));
     let listen = listen_rx.recv().await.expect("registered");

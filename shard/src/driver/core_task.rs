@@ -1,27 +1,45 @@
 //! The task that owns the [`ShardCore`]: it takes requests in batches, runs one scheduling
-//! pass per batch, publishes the snapshot, then answers.
+//! pass per batch, journals what the batch changed, and — once that is durable — publishes
+//! the snapshot, then answers.
 //!
 //! ```text
-//! loop:
+//! core task, loop:
 //!   wait for a request, or the core's next wakeup, or the next status report
 //!   take it and every request already queued (≤ BATCH_REQUESTS_MAX) → ShardCore::handle_*
 //!   ShardCore::tick(now)                  scheduling, once for the whole batch
-//!   snapshot.store(core.snapshot())       reads see the batch's jobs …
-//!   answer the batch                      … before their submitters hear back
+//!   records = core.take_journal() → committer.submit(batch)  (group commit, fsync)
+//!   hand (ticket, snapshot, answers) to the publisher         (≤ COMMITS_IN_FLIGHT_MAX)
 //!   hand a status report to the reporter  (at most every STATUS_INTERVAL_MIN)
+//! publisher task, in batch order:
+//!   wait for the batch's commit to be durable
+//!   snapshot.store(…)                     reads see the batch's jobs …
+//!   answer the batch                      … before their submitters hear back
 //! ```
+//!
+//! The core task goes on with the next batch while a commit is in flight (pipelining), so
+//! the commit thread finds several batches queued and commits them with one fsync; no
+//! answer leaves before its own batch is on disk. A batch with nothing to journal still
+//! goes through the publisher, behind the batches before it: an answer never overtakes
+//! the commit of something it depends on (a retried submit answered with a job accepted in
+//! the batch before). A failed commit stops the shard: its batch's clients hear
+//! `Unavailable`, never an acknowledgement.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
+use shardsched_journal::{CommitTicket, Committer};
 use shardsched_proto::msg::shard_coord::{Assignment, HeldNode, ShardStatus};
 use shardsched_proto::msg::{JobId, client_shard, coord_shard};
 use shardsched_proto::{Peer, Reply};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::core::ShardCore;
-use crate::limits::{BATCH_REQUESTS_MAX, STATUS_INTERVAL_MAX, STATUS_INTERVAL_MIN};
+use crate::error::DriverError;
+use crate::journal::to_batch;
+use crate::limits::{
+    BATCH_REQUESTS_MAX, COMMITS_IN_FLIGHT_MAX, STATUS_INTERVAL_MAX, STATUS_INTERVAL_MIN,
+};
 use crate::snapshot::Snapshot;
 
 /// Longest the task sleeps without looking at the clock again (a wakeup far in the future,
@@ -69,6 +87,14 @@ enum Answer {
     ),
 }
 
+/// A batch waiting for its commit before it is published and answered.
+struct Publish {
+    /// The commit of what the batch changed (none: nothing to journal).
+    ticket: Option<CommitTicket>,
+    snapshot: Arc<Snapshot>,
+    answers: Vec<Answer>,
+}
+
 /// When the last status report was handed out, and what it showed.
 #[derive(Default)]
 struct StatusClock {
@@ -76,15 +102,59 @@ struct StatusClock {
     last_version: Option<u64>,
 }
 
-/// Runs the core until [`Command::Stop`] or until every sender is gone.
+/// Runs the core until [`Command::Stop`] or until every sender is gone (`Ok`), or until a
+/// journal commit fails (`Err`: the shard must stop).
 pub(crate) async fn run(
     mut core: ShardCore,
     mut commands: mpsc::Receiver<Command>,
     snapshot: Arc<ArcSwap<Snapshot>>,
     status: watch::Sender<Option<ShardStatus>>,
-) {
+    committer: Committer,
+) -> Result<(), DriverError> {
+    let queue = core.queue().to_owned();
+    let (to_publisher, published) = mpsc::channel(COMMITS_IN_FLIGHT_MAX);
+    let mut publisher = tokio::spawn(publish(published, snapshot));
+    let mut publisher_ended = false;
+    let outcome = tokio::select! {
+        outcome = batches(&mut core, &mut commands, &to_publisher, &status, &committer) => outcome,
+        joined = &mut publisher => {
+            publisher_ended = true;
+            joined_outcome(joined)
+        }
+    };
+    // What is in flight is published (or refused) before the task ends.
+    drop(to_publisher);
+    let drained = if publisher_ended {
+        Ok(())
+    } else {
+        joined_outcome(publisher.await)
+    };
+    tracing::debug!(%queue, "core task stopped");
+    outcome.and(drained)
+}
+
+fn joined_outcome(
+    joined: Result<Result<(), DriverError>, tokio::task::JoinError>,
+) -> Result<(), DriverError> {
+    joined.unwrap_or_else(|e| {
+        Err(DriverError::CoreStopped(format!(
+            "the publisher stopped: {e}"
+        )))
+    })
+}
+
+/// The batch loop of the module documentation (the core task's part).
+async fn batches(
+    core: &mut ShardCore,
+    commands: &mut mpsc::Receiver<Command>,
+    to_publisher: &mpsc::Sender<Publish>,
+    status: &watch::Sender<Option<ShardStatus>>,
+    committer: &Committer,
+) -> Result<(), DriverError> {
     let mut clock = StatusClock::default();
     let mut answers = Vec::new();
+    // What the core changed while it was built (its ownership, a restore) goes first.
+    journal(core, committer, to_publisher, Vec::new()).await?;
     loop {
         let wake_ms = [
             core.next_wakeup_ms(),
@@ -112,37 +182,80 @@ pub(crate) async fn run(
         let now = now_ms();
         let mut stop = false;
         if let Some(command) = first {
-            stop = handle(&mut core, now, command, &mut answers);
+            stop = handle(core, now, command, &mut answers);
             let mut taken = 1;
             while !stop && taken < BATCH_REQUESTS_MAX {
                 let Ok(command) = commands.try_recv() else {
                     break;
                 };
-                stop = handle(&mut core, now, command, &mut answers);
+                stop = handle(core, now, command, &mut answers);
                 taken += 1;
             }
         }
         if let Err(e) = core.tick(now) {
             tracing::error!(queue = %core.queue(), error = %e, "scheduling pass failed");
         }
-        snapshot.store(Arc::new(core.snapshot()));
-        for answer in answers.drain(..) {
-            // A client that gave up waiting is not an error.
-            let _ = match answer {
-                Answer::Client(to, reply) => to.send(reply).is_ok(),
-                Answer::Coordinator(to, reply) => to.send(reply).is_ok(),
-            };
-        }
+        journal(core, committer, to_publisher, std::mem::take(&mut answers)).await?;
         if now >= clock.due_ms(core.status_version()) {
             clock.last_ms = Some(now);
             clock.last_version = Some(core.status_version());
             status.send_replace(Some(core.status(now)));
         }
         if stop {
-            break;
+            return Ok(());
         }
     }
-    tracing::debug!(queue = %core.queue(), "core task stopped");
+    Ok(())
+}
+
+/// Submits what the core changed to the committer and hands the batch to the publisher.
+async fn journal(
+    core: &mut ShardCore,
+    committer: &Committer,
+    to_publisher: &mpsc::Sender<Publish>,
+    answers: Vec<Answer>,
+) -> Result<(), DriverError> {
+    let records = core.take_journal();
+    let ticket = if records.is_empty() {
+        None
+    } else {
+        let batch = to_batch(&records).map_err(|e| {
+            DriverError::CoreStopped(format!("a journal record does not encode: {e}"))
+        })?;
+        Some(committer.submit(batch).await?)
+    };
+    let publish = Publish {
+        ticket,
+        snapshot: Arc::new(core.snapshot()),
+        answers,
+    };
+    to_publisher
+        .send(publish)
+        .await
+        .map_err(|_| DriverError::CoreStopped("the publisher stopped".into()))
+}
+
+/// The publisher task: in batch order, waits for each batch's commit, then publishes its
+/// snapshot and sends its answers. A failed commit ends it with the error; the answers it
+/// held are dropped, so their requesters hear `Unavailable`, not an acknowledgement.
+async fn publish(
+    mut batches: mpsc::Receiver<Publish>,
+    snapshot: Arc<ArcSwap<Snapshot>>,
+) -> Result<(), DriverError> {
+    while let Some(batch) = batches.recv().await {
+        if let Some(ticket) = batch.ticket {
+            ticket.wait().await?;
+        }
+        snapshot.store(batch.snapshot);
+        for answer in batch.answers {
+            // A client that gave up waiting is not an error.
+            let _ = match answer {
+                Answer::Client(to, reply) => to.send(reply).is_ok(),
+                Answer::Coordinator(to, reply) => to.send(reply).is_ok(),
+            };
+        }
+    }
+    Ok(())
 }
 
 /// Applies one request; returns whether the task must stop after this batch.
