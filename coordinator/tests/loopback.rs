@@ -163,6 +163,7 @@ async fn shards_register_and_clients_read_over_real_quic() {
             nodes_up: 1,
             jobs_pending: 0,
             jobs_running: 2,
+            online: true,
         },
         nodes: vec![NodeStatus {
             name: "node0".into(),

@@ -23,7 +23,12 @@ mod exec;
 #[cfg(test)]
 mod exec_tests;
 mod nodes;
+mod restore;
 mod status;
+
+pub use restore::RestoreSummary;
+#[cfg(test)]
+mod restore_tests;
 #[cfg(test)]
 mod tests;
 
@@ -43,7 +48,10 @@ use shardsched_resource::{ResourceGraph, VertexId};
 use crate::assign::{self, MS_PER_S};
 use crate::error::ShardError;
 use crate::job::{JobRecord, Reason, job_name};
-use crate::limits::{ACTIVE_JOBS_MAX, FINISHED_JOBS_RETAINED, PRIORITY_DEFAULT};
+use crate::journal::{AcceptedJob, JournalRecord};
+use crate::limits::{
+    ACTIVE_JOBS_MAX, FINISHED_JOBS_RETAINED, PRIORITY_DEFAULT, RETENTION_DEFAULT_MS,
+};
 use crate::snapshot::Snapshot;
 use crate::table::JobTable;
 
@@ -60,6 +68,12 @@ pub struct CoreOptions {
     pub finished_retained: usize,
     /// How started jobs run.
     pub executor: CoreExecutor,
+    /// How long a finished job is kept (in memory and in the journal) after it ended, ms
+    /// ([`RETENTION_DEFAULT_MS`] by default); the count above bounds it too.
+    pub retention_ms: u64,
+    /// Whether the core queues [`JournalRecord`]s for [`ShardCore::take_journal`] (the
+    /// driver's journal takes them after every batch). Off, nothing is queued.
+    pub journal: bool,
 }
 
 /// The answer to an accepted submit.
@@ -115,6 +129,10 @@ pub struct ShardCore {
     end_as: HashMap<JobId, EndAs>,
     /// Nodes an admin marked down, with the reason (see `core/nodes.rs`).
     down: BTreeMap<String, String>,
+    /// Changes to make durable, oldest first (when `options.journal`).
+    journal: Vec<JournalRecord>,
+    /// The last id the journal was told of.
+    journaled_last_id: Option<JobId>,
 }
 
 impl Default for CoreOptions {
@@ -123,6 +141,8 @@ impl Default for CoreOptions {
             time_scale: 1.0,
             finished_retained: FINISHED_JOBS_RETAINED,
             executor: CoreExecutor::Sim,
+            retention_ms: RETENTION_DEFAULT_MS,
+            journal: false,
         }
     }
 }
@@ -196,6 +216,8 @@ impl ShardCore {
             kill_requested: HashMap::new(),
             end_as: HashMap::new(),
             down: BTreeMap::new(),
+            journal: Vec::new(),
+            journaled_last_id: None,
         };
         core.set_owned(owned)?;
         Ok(core)
@@ -318,6 +340,16 @@ impl ShardCore {
             "submit",
             serde_json::json!({"owner": owner, "priority": priority}),
         );
+        if self.options.journal {
+            self.journal.push(JournalRecord::Accepted(AcceptedJob {
+                id,
+                owner: owner.to_owned(),
+                key: submit.idempotency_key,
+                jobspec_json: submit.jobspec_json.clone(),
+                priority,
+                submit_ms: now_ms,
+            }));
+        }
         self.table.insert(job);
         self.pending.insert(id);
         self.status_version += 1;
@@ -360,8 +392,18 @@ impl ShardCore {
             return CancelResult::AlreadyInactive;
         }
         self.drain(None);
+        let reason = format!("cancelled by {peer}");
+        // The end was just journaled with the queue manager's word for it: say who.
+        if let Some(JournalRecord::Ended(end)) = self
+            .journal
+            .iter_mut()
+            .rev()
+            .find(|r| matches!(r, JournalRecord::Ended(e) if e.id == id))
+        {
+            end.reason.clone_from(&reason);
+        }
         if let Some(job) = self.table.get_mut(id) {
-            job.reason = Reason::Text(format!("cancelled by {peer}"));
+            job.reason = Reason::Text(reason);
         }
         CancelResult::Cancelled
     }
@@ -404,6 +446,16 @@ impl ShardCore {
         for (name, &v) in &self.nodes {
             let up = now_owned.contains_key(name) && !self.down.contains_key(name);
             self.qm.set_availability(v, up)?;
+        }
+        if self.options.journal && self.owned != now_owned {
+            let nodes = now_owned
+                .iter()
+                .map(|(node, &generation)| NodeGen {
+                    node: node.clone(),
+                    generation,
+                })
+                .collect();
+            self.journal.push(JournalRecord::Owned(nodes));
         }
         self.owned = now_owned;
         self.status_version += 1;

@@ -4,17 +4,21 @@
 //! ```text
 //! run(options, shutdown):
 //!   load <state-dir>/{ca,cert,key}.pem; the certificate must be `shard <queue>`
+//!   open and verify <state-dir>/journal.redb (damaged: refuse to start, naming it)
 //!   listen on --listen (clients connect here)
-//!   connect to the coordinator from the same endpoint; Register{queue, listen, …}
+//!   connect to the coordinator from the same endpoint; Register{queue, listen,
+//!       held = the journal's owned nodes (allocated flags), last_job_id}
 //!       → Assignment (cluster, queue config, generator id, owned nodes)
-//!   build ShardCore; spawn the core task, the client accept loop
+//!   build ShardCore with the ASSIGNED nodes up (none before), restore the journal's jobs;
+//!   start the journal's commit thread; spawn the core task, the client accept loop
 //!   on the registration connection: serve coord_shard commands, send Status reports
 //!   until shutdown, or the coordinator is lost for COORDINATOR_LOST_AFTER:
 //!       lost → reconnect with backoff, re-register (held nodes, last job id), carry on
 //! ```
 //!
 //! The state directory holds `cert.pem`, `key.pem` (role shard, name = queue, issued by the
-//! coordinator's CA: `shardsched cert issue --role shard --name Q --out DIR`) and `ca.pem`.
+//! coordinator's CA: `shardsched cert issue --role shard --name Q --out DIR`), `ca.pem`,
+//! and the journal `journal.redb` (docs/JOURNAL.md).
 
 mod core_task;
 mod exec_task;
@@ -26,9 +30,10 @@ use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
+use shardsched_journal::{Committer, JOURNAL_FILE, Journal};
 use shardsched_proto::identity::COORDINATOR_NAME;
 use shardsched_proto::msg::RefusalCode;
 use shardsched_proto::msg::shard_coord::{self, Assignment, Register, ShardStatus};
@@ -38,6 +43,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use self::core_task::Command;
 use crate::core::{CoreExecutor, CoreOptions, ShardCore};
 use crate::error::DriverError;
+use crate::journal::{self, Restored};
 use crate::limits::{
     COMMAND_QUEUE_CAPACITY, COORDINATOR_LOST_AFTER, EXEC_QUEUE_CAPACITY, RECONNECT_BACKOFF_MAX,
     RECONNECT_BACKOFF_MIN, SHUTDOWN_LINGER,
@@ -66,6 +72,8 @@ pub struct ShardOptions {
     pub time_scale: f64,
     /// How jobs run: simulated, or really (`exec`, under `<state-dir>/jobs`).
     pub executor: Executor,
+    /// How long finished jobs are kept (see [`CoreOptions::retention_ms`]).
+    pub retention: Duration,
 }
 
 /// Installs the tracing subscriber: `RUST_LOG`-style filter (default `info`) to stderr.
@@ -96,13 +104,14 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), DriverError> {
     let creds = load_credentials(&options.state_dir, &options.queue)?;
+    let (journal, restored) = open_journal(&options.state_dir)?;
     let endpoint = tls::server_endpoint(&creds, options.listen)?;
     let bound = endpoint
         .local_addr()
         .map_err(|e| Error::Endpoint(format!("local address: {e}")))?;
     let listen = advertised(bound);
     tracing::info!(queue = %options.queue, %listen, coordinator = %options.coordinator, "shard listening");
-    let result = serve_until(&options, &endpoint, listen, shutdown).await;
+    let result = serve_until(&options, &endpoint, listen, journal, restored, shutdown).await;
     endpoint.close(CloseCode::Done.varint(), b"shutdown");
     let _ = tokio::time::timeout(SHUTDOWN_LINGER, endpoint.wait_idle()).await;
     match &result {
@@ -110,6 +119,22 @@ pub async fn run(
         Err(e) => tracing::error!(queue = %options.queue, error = %e, "shard stopping"),
     }
     result
+}
+
+/// Opens (or creates) the journal in the state directory, verifies it and reads it back.
+pub fn open_journal(dir: &Path) -> Result<(Journal, Restored), DriverError> {
+    let journal = Journal::open(dir.join(JOURNAL_FILE))?;
+    let restored = journal::load(&journal)?;
+    if !restored.is_empty() {
+        tracing::info!(
+            path = %journal.path().display(),
+            jobs = restored.jobs.len(),
+            live = restored.live(),
+            owned = restored.owned.len(),
+            "journal read"
+        );
+    }
+    Ok((journal, restored))
 }
 
 /// Loads the shard's credentials and checks they are a shard certificate for `queue`.
@@ -139,14 +164,16 @@ async fn serve_until(
     options: &ShardOptions,
     endpoint: &quinn::Endpoint,
     listen: SocketAddr,
+    journal: Journal,
+    restored: Restored,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), DriverError> {
     tokio::pin!(shutdown);
     let mut register = Register {
         queue: options.queue.clone(),
         listen,
-        held: Vec::new(),
-        last_job_id: None,
+        held: restored.held(),
+        last_job_id: restored.last_id,
     };
     let (mut session, assignment) = tokio::select! {
         () = &mut shutdown => return Ok(()),
@@ -161,9 +188,16 @@ async fn serve_until(
                 jobs_dir: jobs_dir.clone(),
             },
         },
+        retention_ms: u64::try_from(options.retention.as_millis()).unwrap_or(u64::MAX),
+        journal: true,
         ..CoreOptions::default()
     };
-    let core = ShardCore::new(&assignment, core_options)?;
+    let mut core = ShardCore::new(&assignment, core_options)?;
+    if !restored.is_empty() {
+        core.restore(core_task::now_ms(), &restored)?;
+    }
+    drop(restored);
+    let committer = Committer::start(journal)?;
     tracing::info!(
         queue = %options.queue,
         generator_id = assignment.generator_id,
@@ -194,6 +228,7 @@ async fn serve_until(
         queue,
         Arc::clone(&snapshot),
         status_tx,
+        committer,
         exec,
     ));
     let mut core_running = true;
@@ -208,11 +243,11 @@ async fn serve_until(
             () = &mut shutdown => break Ok(()),
             joined = &mut core_task => {
                 core_running = false;
-                let why = match joined {
-                    Ok(()) => "it returned".to_owned(),
-                    Err(e) => e.to_string(),
+                break match joined {
+                    Ok(Err(e)) => Err(e),
+                    Ok(Ok(())) => Err(DriverError::CoreStopped("it returned".to_owned())),
+                    Err(e) => Err(DriverError::CoreStopped(e.to_string())),
                 };
-                break Err(DriverError::CoreStopped(why));
             }
             lost = session.connection().closed() => lost,
         };
@@ -244,7 +279,11 @@ async fn serve_until(
     clients.abort();
     if core_running {
         let _ = commands.send(Command::Stop).await;
-        let _ = core_task.await;
+        match core_task.await {
+            Ok(Err(e)) if outcome.is_ok() => return Err(e),
+            Ok(Err(e)) => tracing::error!(error = %e, "stopping the core task"),
+            _ => {}
+        }
     }
     outcome
 }

@@ -22,6 +22,10 @@ pub enum ShardError {
     /// The generator id does not fit a FLUID.
     #[error("job id generator: {0}")]
     Generator(#[from] shardsched_proto::fluid::FluidError),
+    /// The journal's jobs could not be brought back (a vertex the cluster no longer has, a
+    /// record that no longer parses).
+    #[error("restoring from the journal: {0}")]
+    Restore(String),
     /// The queue manager failed (a matcher failure, or a bug in how the core drives it).
     #[error("queue manager: {0}")]
     Queue(#[from] QueueError),
@@ -61,6 +65,9 @@ pub enum DriverError {
     /// The assignment could not be turned into a running core.
     #[error(transparent)]
     Core(#[from] ShardError),
+    /// The journal could not be opened, read or written (the error names the file).
+    #[error(transparent)]
+    Journal(#[from] shardsched_journal::JournalError),
     /// The task that owns the core stopped on its own (a bug: it panicked).
     #[error("the scheduling task stopped: {0}")]
     CoreStopped(String),

@@ -76,11 +76,14 @@ pub mod driver;
 pub mod error;
 pub mod exec;
 pub mod job;
+pub mod journal;
 pub mod limits;
 pub mod snapshot;
 pub mod table;
 
-pub use crate::core::{CoreExecutor, CoreOptions, ExecAction, ShardCore, Submitted};
+pub use crate::core::{
+    CoreExecutor, CoreOptions, ExecAction, RestoreSummary, ShardCore, Submitted,
+};
 pub use driver::{ExecOptions, Executor, ShardOptions, init_logging, run, run_until_signal};
 pub use error::{DriverError, ShardError};
 pub use job::{JobRecord, Reason};

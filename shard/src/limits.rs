@@ -54,6 +54,15 @@ pub const COORDINATOR_LOST_AFTER: Duration = Duration::from_secs(30);
 /// How long shutdown waits for the QUIC endpoint to say goodbye to its peers.
 pub const SHUTDOWN_LINGER: Duration = Duration::from_millis(500);
 
+/// How long a finished job is kept after it ended (in memory and in the journal) unless
+/// `--retention` says otherwise, ms: one hour.
+pub const RETENTION_DEFAULT_MS: u64 = 3_600_000;
+
+/// Batches whose journal commit is in flight at once in the core task (each waits for its
+/// commit before its snapshot is published and its answers sent); the core task waits when
+/// this many are pending.
+pub const COMMITS_IN_FLIGHT_MAX: usize = 64;
+
 /// The `exec` executor: how long a job's process group has between SIGTERM and SIGKILL
 /// (at its time limit, on cancel, when its node goes down, and for processes it left
 /// behind). `shardsched shard --kill-grace` overrides it.

@@ -103,15 +103,35 @@ impl JobTable {
     }
 
     /// Records that `id` finished: it joins the retention queue, and the oldest finished
-    /// jobs beyond the retention count are forgotten.
-    pub fn finished(&mut self, id: JobId) {
+    /// jobs beyond the retention count are forgotten (returned, for the journal).
+    pub fn finished(&mut self, id: JobId) -> Vec<JobId> {
         self.finished.push_back(id);
+        let mut forgotten = Vec::new();
         while self.finished.len() > self.retained {
             let Some(old) = self.finished.pop_front() else {
                 break;
             };
             self.remove(old);
+            forgotten.push(old);
         }
+        forgotten
+    }
+
+    /// Forgets the finished jobs that ended before `cutoff_ms` (retention by time); returns
+    /// them. Jobs join the retention queue in the order they end, so only its head is
+    /// looked at.
+    pub fn expire(&mut self, cutoff_ms: u64) -> Vec<JobId> {
+        let mut forgotten = Vec::new();
+        while let Some(&old) = self.finished.front() {
+            let ended = self.get(old).and_then(|j| j.end_ms).unwrap_or(0);
+            if ended >= cutoff_ms {
+                break;
+            }
+            self.finished.pop_front();
+            self.remove(old);
+            forgotten.push(old);
+        }
+        forgotten
     }
 
     fn remove(&mut self, id: JobId) {

@@ -181,6 +181,7 @@ fn options(coordinator: SocketAddr, state_dir: &Path) -> ShardOptions {
         listen: localhost(),
         time_scale: 20.0,
         executor: Default::default(),
+        retention: std::time::Duration::from_secs(3600),
     }
 }
 

@@ -1,5 +1,7 @@
 //! Property test of the core: random sequences of submits (with retried keys), cancels by
-//! owners, strangers and admins, clock ticks, queue stops and starts, and ownership changes.
+//! owners, strangers and admins, clock ticks, queue stops and starts, ownership changes, and
+//! restarts (the core is dropped and a new one restored from the journal records the old
+//! one produced, kept in an in-memory journal).
 //! Submits and cancels are batched until the next tick, as the driver batches them.
 //! After every step:
 //! - every job id handed out is in the table exactly once, and the table agrees with the
@@ -8,17 +10,22 @@
 //! - the matcher's independent checker finds no over-allocation;
 //! - no job the policy looks at could start now yet waits (the cluster is used when it
 //!   has room);
-//! - a job that started did so only on nodes the shard owned at that moment.
+//! - a job that started did so only on nodes the shard owned at that moment;
+//! - a restart loses and duplicates nothing: every job comes back in the same state, with
+//!   the same times, nodes and owner, pending jobs in the same order, and retried keys and
+//!   new ids keep working after it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use proptest::prelude::*;
 use shardsched_jobspec::Shorthand;
+use shardsched_journal::{Batch, Write};
 use shardsched_matcher::checker;
 use shardsched_proto::msg::client_shard::{CancelResult, IdempotencyKey, Submit};
 use shardsched_proto::msg::{Generation, JobId, JobState, NodeGen, QueueConfig};
 use shardsched_proto::{Peer, Role};
 use shardsched_qmanager::JobView;
+use shardsched_shard::journal::{self, JournalRecord, Tables};
 use shardsched_shard::{CoreOptions, ShardCore};
 
 const NOW: u64 = 1_800_000_000_000;
@@ -48,6 +55,7 @@ enum Op {
     Own {
         mask: u8,
     },
+    Restart,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -64,6 +72,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => Just(Op::Tick { advance_ms: 0 }),
         1 => any::<bool>().prop_map(|started| Op::QueueState { started }),
         1 => (0u8..16).prop_map(|mask| Op::Own { mask }),
+        1 => Just(Op::Restart),
     ]
 }
 
@@ -79,7 +88,7 @@ fn owned(mask: u8) -> Vec<NodeGen> {
         .collect()
 }
 
-fn new_core(policy: &str) -> ShardCore {
+fn new_core(policy: &str, mask: u8) -> ShardCore {
     let cluster = "name = \"c\"\n[[nodes]]\nhosts = \"n[0-3]\"\ncores_per_socket = 4\n";
     let graph = shardsched_resource::read_cluster_spec(cluster).expect("cluster");
     let graph = shardsched_resource::keep_types(&graph, shardsched_resource::SCHEDULER_TYPES)
@@ -100,13 +109,72 @@ fn new_core(policy: &str) -> ShardCore {
     let options = CoreOptions {
         time_scale: 1.0,
         finished_retained: 10_000,
+        retention_ms: u64::MAX,
+        journal: true,
         ..CoreOptions::default()
     };
-    ShardCore::with_graph(graph, &queue, 3, &owned(0b0011), options).expect("core")
+    ShardCore::with_graph(graph, &queue, 3, &owned(mask), options).expect("core")
+}
+
+/// The journal as the committer would leave it, in memory: table → key → value.
+#[derive(Default)]
+struct MemJournal {
+    tables: BTreeMap<String, BTreeMap<u64, Vec<u8>>>,
+    metas: BTreeMap<String, Vec<u8>>,
+}
+
+impl MemJournal {
+    fn commit(&mut self, records: &[JournalRecord]) {
+        let batch: Batch = journal::to_batch(records).expect("encode");
+        for w in batch.writes() {
+            match w {
+                Write::Put { table, key, value } => {
+                    self.tables
+                        .entry(table.clone())
+                        .or_default()
+                        .insert(*key, value.clone());
+                }
+                Write::Delete { table, key } => {
+                    self.tables.entry(table.clone()).or_default().remove(key);
+                }
+                Write::DeleteBelow { table, below } => {
+                    self.tables
+                        .entry(table.clone())
+                        .or_default()
+                        .retain(|k, _| k >= below);
+                }
+                Write::PutMeta { name, value } => {
+                    self.metas.insert(name.clone(), value.clone());
+                }
+                Write::DeleteMeta { name } => {
+                    self.metas.remove(name);
+                }
+            }
+        }
+    }
+
+    fn restored(&self) -> journal::Restored {
+        let rows = |t: &str| -> Vec<(u64, Vec<u8>)> {
+            self.tables
+                .get(t)
+                .map(|m| m.iter().map(|(k, v)| (*k, v.clone())).collect())
+                .unwrap_or_default()
+        };
+        let tables = Tables {
+            jobs: rows(journal::JOBS_TABLE),
+            runs: rows(journal::RUNS_TABLE),
+            ends: rows(journal::ENDS_TABLE),
+            metas: self.metas.clone(),
+        };
+        journal::restored(std::path::Path::new("mem.redb"), tables).expect("decode")
+    }
 }
 
 struct Model {
     core: ShardCore,
+    policy: &'static str,
+    mask: u8,
+    journal: MemJournal,
     now: u64,
     /// Every id handed out (first submits only).
     ids: Vec<JobId>,
@@ -136,10 +204,75 @@ impl Model {
                 self.core.tick(self.now).expect("tick");
             }
             Op::Own { mask } => {
+                self.mask = mask;
                 self.core.set_owned(&owned(mask)).expect("owned");
                 self.core.tick(self.now).expect("tick");
             }
+            Op::Restart => self.restart(),
         }
+        // The driver commits after every batch; a crash loses only what was not committed,
+        // which was never acknowledged.
+        let records = self.core.take_journal();
+        self.journal.commit(&records);
+    }
+
+    /// Ends the batch in progress (the driver commits a batch only after its tick), drops
+    /// the core and restores a new one from the journal, as a restarted shard does with
+    /// the coordinator's assignment (same nodes, same queue state).
+    fn restart(&mut self) {
+        self.core.tick(self.now).expect("tick");
+        let records = self.core.take_journal();
+        self.journal.commit(&records);
+        let before: BTreeMap<JobId, shardsched_shard::JobRecord> =
+            self.core.jobs().map(|j| (j.id, j.clone())).collect();
+        let order_before: Vec<u64> = self.core.queue_manager().pending_order().collect();
+        let started = self.core.config().started;
+
+        let restored = self.journal.restored();
+        let mut core = new_core(self.policy, self.mask);
+        core.set_queue_state(true, started);
+        core.restore(self.now, &restored).expect("restore");
+        let after: BTreeMap<JobId, shardsched_shard::JobRecord> =
+            core.jobs().map(|j| (j.id, j.clone())).collect();
+        assert_eq!(
+            before.keys().collect::<Vec<_>>(),
+            after.keys().collect::<Vec<_>>(),
+            "the same jobs after a restart"
+        );
+        for (id, old) in &before {
+            let new = &after[id];
+            assert_eq!(
+                (old.state, &old.owner, old.key, old.priority, old.submit_ms),
+                (new.state, &new.owner, new.key, new.priority, new.submit_ms),
+                "{id}"
+            );
+            assert_eq!(
+                (
+                    old.start_ms,
+                    old.end_ms,
+                    &old.nodes,
+                    old.duration_ms,
+                    &old.r_json
+                ),
+                (
+                    new.start_ms,
+                    new.end_ms,
+                    &new.nodes,
+                    new.duration_ms,
+                    &new.r_json
+                ),
+                "{id}"
+            );
+            if !old.state.is_active() {
+                assert_eq!(old.reason, new.reason, "{id}");
+                assert_eq!(old.events.len(), new.events.len(), "{id}: {:?}", new.events);
+            }
+        }
+        let order_after: Vec<u64> = core.queue_manager().pending_order().collect();
+        assert_eq!(order_before, order_after, "pending order after a restart");
+        assert_eq!(core.last_job_id(), self.core.last_job_id());
+        self.core = core;
+        self.core.tick(self.now).expect("tick");
     }
 
     fn submit(&mut self, user: usize, key: u8, nodes: Option<u64>, tasks: u64, duration: u64) {
@@ -324,7 +457,10 @@ proptest! {
         ops in prop::collection::vec(op(), 1..60),
     ) {
         let mut model = Model {
-            core: new_core(policy),
+            core: new_core(policy, 0b0011),
+            policy,
+            mask: 0b0011,
+            journal: MemJournal::default(),
             now: NOW,
             ids: Vec::new(),
             keys: HashMap::new(),

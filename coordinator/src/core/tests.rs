@@ -156,6 +156,11 @@ fn registration_and_routing_epochs() {
     assert_eq!(routes.epoch, EPOCH0);
     assert_eq!(routes.default_queue.as_deref(), Some("batch"));
     assert!(routes.routes.is_empty());
+    assert_eq!(
+        routes.offline,
+        ["batch", "debug", "standby"],
+        "no shard yet"
+    );
 
     let a = core
         .register(ConnId(1), "batch", remote(), &register("batch", 7001))
@@ -182,6 +187,7 @@ fn registration_and_routing_epochs() {
     assert_eq!(epoch, EPOCH0 + 1);
     let routes = core.routes();
     assert_eq!(routes.routes.len(), 1);
+    assert_eq!(routes.offline, ["debug", "standby"]);
     assert_eq!(
         routes.routes[0].address,
         SocketAddr::from(([127, 0, 0, 1], 7001))
@@ -286,6 +292,7 @@ fn report(queue: &str, nodes: &[(&str, NodeState, u32)]) -> ShardStatus {
             nodes_up: 0,
             jobs_pending: 3,
             jobs_running: 2,
+            online: true,
         },
         nodes: nodes
             .iter()
@@ -313,6 +320,7 @@ fn queue_and_resource_lists_keep_intent_and_observation_apart() {
     assert_eq!(offline[0].nodes_owned, 112);
     assert_eq!(offline[2].nodes_defined, 112);
     assert_eq!(offline[2].nodes_owned, 0);
+    assert!(offline.iter().all(|q| !q.online));
 
     // A status report before registering is refused.
     let early = core.status(ConnId(1), "batch", report("batch", &[]));
@@ -329,7 +337,7 @@ fn queue_and_resource_lists_keep_intent_and_observation_apart() {
     core.status(ConnId(1), "batch", report("batch", &nodes))
         .expect("stored");
     let batch = &core.queue_list()[0];
-    assert!(batch.started && batch.enabled);
+    assert!(batch.started && batch.enabled && batch.online);
     assert_eq!(
         (batch.nodes_up, batch.jobs_pending, batch.jobs_running),
         (2, 3, 2)

@@ -48,10 +48,19 @@ impl Core {
                 })
             })
             .collect();
+        let offline = self
+            .config
+            .queues
+            .iter()
+            .zip(&self.shards)
+            .filter(|(_, link)| link.is_none())
+            .map(|(q, _)| q.name.clone())
+            .collect();
         RouteTable {
             epoch: self.epoch,
             default_queue: Some(self.config.default_queue.clone()),
             routes,
+            offline,
         }
     }
 
@@ -85,6 +94,7 @@ impl Core {
                     nodes_up: count(nodes_up),
                     jobs_pending: report.map_or(0, |r| r.queue.jobs_pending),
                     jobs_running: report.map_or(0, |r| r.queue.jobs_running),
+                    online: link.is_some(),
                 }
             })
             .collect()

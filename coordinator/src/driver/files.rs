@@ -28,19 +28,21 @@ pub const STATE_FILE: &str = "coordinator-state.toml";
 /// Stem of the coordinator's certificate and key files.
 pub const CERT_STEM: &str = "coordinator";
 
+/// Label of the CA-derived secret that keys the coordinator's QUIC stateless resets.
+const RESET_SECRET_LABEL: &str = "coordinator stateless reset";
+
 /// Loads (or, on first start, creates) the CA, and issues the coordinator's certificate.
-pub(super) fn credentials(dir: &Path) -> Result<Credentials, DriverError> {
+/// Also returns the stateless-reset secret: derived from the CA key, so a restarted
+/// coordinator resets the shards' connections to its predecessor and they re-register at once.
+pub(super) fn credentials(dir: &Path) -> Result<(Credentials, Vec<u8>), DriverError> {
     let (ca, created) = Ca::load_or_create(dir)?;
     if created {
         tracing::info!(dir = %dir.display(), "created the cluster CA");
     }
     let issued = ca.issue(Role::Coordinator, COORDINATOR_NAME)?;
     issued.write(dir, CERT_STEM)?;
-    Ok(Credentials::from_pem(
-        ca.cert_pem(),
-        &issued.cert_pem,
-        &issued.key_pem,
-    )?)
+    let creds = Credentials::from_pem(ca.cert_pem(), &issued.cert_pem, &issued.key_pem)?;
+    Ok((creds, ca.derived_secret(RESET_SECRET_LABEL)))
 }
 
 /// The durable state of the previous run, or the empty state on first start.

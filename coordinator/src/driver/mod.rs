@@ -116,11 +116,12 @@ impl Coordinator {
     /// writes `<state-dir>/address`. Needs a tokio runtime.
     pub fn bind(config: Config, options: &Options) -> Result<Coordinator, DriverError> {
         let dir = &options.state_dir;
-        let creds = files::credentials(dir)?;
+        let (creds, reset_secret) = files::credentials(dir)?;
         let previous = files::read_durable(dir)?;
         let (core, durable) = Core::new(config, &previous, now_ms())?;
         files::write_durable(dir, &durable)?;
-        let endpoint = tls::server_endpoint(&creds, options.listen)?;
+        let endpoint =
+            tls::server_endpoint_with_reset_secret(&creds, options.listen, &reset_secret)?;
         let local_addr = endpoint.local_addr().map_err(|error| DriverError::Io {
             path: dir.join(ADDRESS_FILE),
             error,

@@ -2,7 +2,9 @@
 //! scheduling shard (the `shardsched-shard` crate; docs/PROTOCOL.md for the wire).
 //!
 //! The state directory holds `cert.pem`, `key.pem` (role shard, name = the queue, from
-//! `shardsched cert issue --role shard --name NAME --out DIR`) and `ca.pem`. The shard
+//! `shardsched cert issue --role shard --name NAME --out DIR`) and `ca.pem`, and the shard
+//! keeps its journal there (`journal.redb`, docs/JOURNAL.md): restarted with the same
+//! directory, it brings back its jobs. A damaged journal makes it refuse to start. The shard
 //! listens on `--listen` (port 0: any free port), registers its real address with the
 //! coordinator, and serves clients until Ctrl-C or SIGTERM, or until the coordinator has
 //! been unreachable for a while. It logs to stderr (`RUST_LOG` filters, default `info`).
@@ -25,9 +27,15 @@ pub struct ShardArgs {
     /// The coordinator's address.
     #[arg(long, value_name = "ADDR")]
     pub coordinator: SocketAddr,
-    /// State directory: cert.pem, key.pem and ca.pem.
+    /// State directory: cert.pem, key.pem and ca.pem; the journal (journal.redb) is kept
+    /// here, and a restart from the same directory brings the queue's jobs back.
     #[arg(long, value_name = "DIR")]
     pub state_dir: PathBuf,
+    /// How long finished jobs are kept (for `jobs -a`, in memory and in the journal)
+    /// after they end: 90, 30m, 2h, 1d (at most the newest 10,000 are kept in any case).
+    #[arg(long, value_name = "DURATION", default_value = "1h",
+          value_parser = crate::client::submit::parse_duration_secs)]
+    pub retention: u64,
     /// UDP address to listen on for clients; port 0 picks a free port.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
     pub listen: SocketAddr,
@@ -85,6 +93,7 @@ pub fn main(args: &ShardArgs) -> Result<()> {
         listen: args.listen,
         time_scale: args.time_scale,
         executor,
+        retention: Duration::from_secs(args.retention),
     };
     run_until_signal(options).with_context(|| format!("shard {}", args.queue))
 }

@@ -1065,6 +1065,48 @@ fn up_restarts_a_shard_that_dies() {
 }
 
 #[test]
+fn a_coordinator_killed_and_restarted_loses_nothing_and_submits_wait_it_out() {
+    let system = System::start("coordinator-restart");
+    // alpha (fcfs): one job holding every node, one waiting behind it.
+    let running = system.submit(&["-q", "alpha", "-N", "4", "-t", "30", "--", "sleep", "30"]);
+    system.wait_state(&running, "running");
+    let waiting = system.submit(&["-q", "alpha", "-N", "1", "-t", "5", "--", "true"]);
+    let before = system.child_pid("coordinator");
+    kill_process(pid(before), Signal::KILL).unwrap();
+
+    // A submit during the outage waits for the coordinator (restarted by `up`) and succeeds.
+    let during = system.cli(&["submit", "-q", "beta", "-t", "5", "--", "true"]);
+    assert!(
+        during.status.success(),
+        "a submit during the outage failed: {}",
+        String::from_utf8_lossy(&during.stderr)
+    );
+    let during = String::from_utf8(during.stdout).unwrap().trim().to_owned();
+    assert_ne!(system.child_pid("coordinator"), before, "up restarted it");
+
+    // The shards re-registered: both queues are online again, and no job was lost.
+    let deadline = Instant::now() + UP_TIMEOUT;
+    loop {
+        let queues = system.json(&["queue", "list", "--json"]);
+        if queues.iter().all(|q| q["online"] == true) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "shards did not come back: {queues:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for id in [&running, &waiting, &during] {
+        system.wait_state(id, "completed");
+    }
+    let jobs = system.jobs();
+    assert_eq!(jobs.len(), 3, "exactly the three jobs: {jobs:#?}");
+    // The running job kept its allocation through the outage.
+    assert_eq!(system.job(&running)["nodes"], "node[0-3]");
+}
+
+#[test]
 fn client_commands_say_when_no_system_is_running() {
     let dir = std::env::temp_dir().join(format!("shardsched-system-none-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);

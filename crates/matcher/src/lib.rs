@@ -27,6 +27,7 @@ pub mod checker;
 pub mod constraint;
 pub mod policy;
 pub mod request;
+mod restore;
 pub mod state;
 pub mod traverse;
 pub mod writer;
@@ -39,6 +40,7 @@ use shardsched_resource::{ResourceGraph, Status, VertexId};
 pub use alloc::{AllocVertex, Allocation};
 pub use policy::MatchPolicy;
 pub use request::Request;
+pub use restore::{StoredAllocation, StoredVertex};
 pub use state::{PLAN_BASE, PLAN_HORIZON, PruneFilters, SchedState, SpanRef};
 pub use writer::Writer;
 

@@ -61,6 +61,18 @@ impl std::fmt::Debug for Ca {
 }
 
 impl Ca {
+    /// A secret derived from the CA key (never the key itself), stable for the CA's life:
+    /// the coordinator's QUIC stateless-reset secret
+    /// ([`server_endpoint_with_reset_secret`](crate::tls::server_endpoint_with_reset_secret)).
+    pub fn derived_secret(&self, label: &str) -> Vec<u8> {
+        let mut context = ring::digest::Context::new(&ring::digest::SHA256);
+        context.update(b"shardsched ca-derived secret v1\0");
+        context.update(label.as_bytes());
+        context.update(b"\0");
+        context.update(&self.issuer.key().serialize_der());
+        context.finish().as_ref().to_vec()
+    }
+
     /// Creates a CA in `dir` (made, mode 0700, if missing). Refuses if `dir` already holds a
     /// CA key: a CA is never silently replaced.
     pub fn create(dir: &Path) -> Result<Ca, TlsError> {

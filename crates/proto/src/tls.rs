@@ -158,12 +158,64 @@ pub fn client_config(creds: &Credentials) -> Result<quinn::ClientConfig, TlsErro
 }
 
 /// An endpoint listening on `listen` that can also connect out with the same certificate
-/// (a shard serves clients and connects to the coordinator). Needs a tokio runtime.
+/// (a shard serves clients and connects to the coordinator). Its stateless-reset key comes
+/// from the certificate's private key (see [`server_endpoint_with_reset_secret`]), which a
+/// shard keeps across restarts. Needs a tokio runtime.
 pub fn server_endpoint(creds: &Credentials, listen: SocketAddr) -> Result<quinn::Endpoint, Error> {
-    let mut endpoint = quinn::Endpoint::server(server_config(creds)?, listen)
+    server_endpoint_with_reset_secret(creds, listen, creds.key.secret_der())
+}
+
+/// [`server_endpoint`], with the QUIC stateless-reset key derived from `secret`.
+///
+/// Why: a process killed with SIGKILL closes none of its connections, so its peers would
+/// only notice at the idle timeout. When the process restarts on the same address with the
+/// same secret, it answers their next packet (a keep-alive at the latest) with a stateless
+/// reset they can authenticate, and they reconnect at once instead of a minute later. The
+/// secret must persist across restarts and stay private: the key of a certificate that is
+/// kept, or the CA key.
+pub fn server_endpoint_with_reset_secret(
+    creds: &Credentials,
+    listen: SocketAddr,
+    secret: &[u8],
+) -> Result<quinn::Endpoint, Error> {
+    let socket = std::net::UdpSocket::bind(listen)
+        .map_err(|e| Error::Endpoint(format!("cannot listen on {listen}: {e}")))?;
+    let runtime = quinn::default_runtime()
+        .ok_or_else(|| Error::Endpoint("no async runtime for the QUIC endpoint".to_owned()))?;
+    let mut config = quinn::EndpointConfig::new(Arc::new(reset_key(secret)));
+    // The connection ids carry a hash that lets an endpoint drop packets for ids it never
+    // issued; keyed from the same secret, a restarted endpoint accepts its predecessor's ids
+    // far enough to answer them with the stateless reset.
+    let cid_key = u64::from_le_bytes(
+        derive(b"connection id", secret)[..8]
+            .try_into()
+            .unwrap_or_default(),
+    );
+    config.cid_generator(move || {
+        Box::new(quinn_proto::HashedConnectionIdGenerator::from_key(cid_key))
+    });
+    let mut endpoint = quinn::Endpoint::new(config, Some(server_config(creds)?), socket, runtime)
         .map_err(|e| Error::Endpoint(format!("cannot listen on {listen}: {e}")))?;
     endpoint.set_default_client_config(client_config(creds)?);
     Ok(endpoint)
+}
+
+/// The HMAC key for stateless resets.
+fn reset_key(secret: &[u8]) -> ring::hmac::Key {
+    ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &derive(b"stateless reset", secret))
+}
+
+/// A hash of `secret` under a label of its own, so that no key is ever the secret itself
+/// and no two uses share one.
+fn derive(label: &[u8], secret: &[u8]) -> [u8; 32] {
+    let mut context = ring::digest::Context::new(&ring::digest::SHA256);
+    context.update(b"shardsched quic v1\0");
+    context.update(label);
+    context.update(b"\0");
+    context.update(secret);
+    let mut out = [0u8; 32];
+    out.copy_from_slice(context.finish().as_ref());
+    out
 }
 
 /// An endpoint that only connects out, bound to `bind` (use port 0). Needs a tokio runtime.

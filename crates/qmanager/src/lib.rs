@@ -66,6 +66,7 @@ pub mod metrics;
 pub mod params;
 pub mod queue;
 pub mod replay;
+mod restore;
 mod shapes;
 pub mod swf;
 pub mod workload;

@@ -24,9 +24,9 @@ use crate::shapes::{NeedIndex, RootAgg, Shapes};
 /// Pending order: priority (higher first), then submit time, then arrival order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct Key {
-    priority: Reverse<i64>,
-    submit: i64,
-    seq: u64,
+    pub(crate) priority: Reverse<i64>,
+    pub(crate) submit: i64,
+    pub(crate) seq: u64,
 }
 
 /// A live job.

@@ -2,7 +2,7 @@
 //! jobs whose run time is over and schedules; every [`Event`] the queue
 //! manager emits is recorded in the job table here, and nowhere else.
 
-use shardsched_matcher::{Allocation, writer};
+use shardsched_matcher::{Allocation, StoredAllocation, writer};
 use shardsched_proto::Fluid;
 use shardsched_proto::msg::JobState;
 use shardsched_qmanager::{CycleKind, DenyReason, Event, JobView, WaitReason};
@@ -13,6 +13,7 @@ use super::{CoreExecutor, ExecAction, ShardCore};
 use crate::assign::MS_PER_S;
 use crate::error::ShardError;
 use crate::job::Reason;
+use crate::journal::{EndedJob, JournalRecord, StartedJob};
 use crate::limits::{REASON_REFRESH_MAX, SCHEDULE_PASSES_MAX};
 
 impl ShardCore {
@@ -34,6 +35,10 @@ impl ShardCore {
             }
         }
         self.drain(None);
+        let forgotten = self
+            .table
+            .expire(now_ms.saturating_sub(self.options.retention_ms));
+        self.forget(forgotten);
         self.backlog = false;
         if self.config.started {
             self.schedule(now_s)?;
@@ -133,6 +138,26 @@ impl ShardCore {
 
     fn started(&mut self, id: Fluid, alloc: &Allocation) {
         let now_ms = self.now_ms;
+        // In exec mode, the expected end only: the job ends when its supervisor says so.
+        let scale = match self.options.executor {
+            CoreExecutor::Sim => self.options.time_scale,
+            CoreExecutor::Exec { .. } => 1.0,
+        };
+        let end = now_ms.saturating_add(sim_run_ms(alloc.duration, scale));
+        if self.options.journal {
+            let stored = StoredAllocation::from_allocation(&self.qm.matcher().graph, alloc);
+            self.journal.push(JournalRecord::Started(StartedJob::new(
+                id, now_ms, end, stored,
+            )));
+        }
+        self.mark_running(id, alloc, now_ms, end);
+        if self.is_exec() {
+            self.exec_actions.push(ExecAction::Launch(id));
+        }
+    }
+
+    /// The node names and the R of an allocation.
+    pub(super) fn nodes_and_r(&self, alloc: &Allocation) -> (Vec<String>, String) {
         let graph = &self.qm.matcher().graph;
         let node = graph.sym("node");
         let mut vertices: Vec<_> = alloc
@@ -144,24 +169,23 @@ impl ShardCore {
         vertices.sort_unstable();
         vertices.dedup();
         let nodes: Vec<String> = vertices.iter().map(|&v| graph.name(v).to_owned()).collect();
-        let r_json = writer::rv1(graph, alloc, false).to_string();
+        (nodes, writer::rv1(graph, alloc, false).to_string())
+    }
+
+    /// Records that job `id` runs on `alloc` since `now_ms` until its sim end `end`: a start
+    /// now, or a running job brought back by a restart. (In exec mode nothing ends it but
+    /// its supervisor's report: the driver watches every running job.)
+    pub(super) fn mark_running(&mut self, id: Fluid, alloc: &Allocation, now_ms: u64, end: u64) {
+        let (nodes, r_json) = self.nodes_and_r(alloc);
+        self.pending.remove(&id);
+        self.running.insert(id, end);
         let start_context = match &self.options.executor {
             CoreExecutor::Sim => {
-                let end =
-                    now_ms.saturating_add(sim_run_ms(alloc.duration, self.options.time_scale));
-                self.running.insert(id, end);
                 self.sim_ends.insert((end, id));
                 serde_json::json!({})
             }
-            CoreExecutor::Exec { jobs_dir } => {
-                // The expected end only: the job ends when its supervisor says so.
-                let end = now_ms.saturating_add(sim_run_ms(alloc.duration, 1.0));
-                self.running.insert(id, end);
-                self.exec_actions.push(ExecAction::Launch(id));
-                exec_start_context(jobs_dir, id)
-            }
+            CoreExecutor::Exec { jobs_dir } => exec_start_context(jobs_dir, id),
         };
-        self.pending.remove(&id);
         for node in &nodes {
             *self.node_jobs.entry(node.clone()).or_default() += 1;
         }
@@ -228,7 +252,20 @@ impl ShardCore {
             }
         }
         job.push_event(now_ms, "clean", serde_json::json!({}));
-        self.table.finished(id);
+        if self.options.journal {
+            let reason = match &job.reason {
+                Reason::Text(text) => text.clone(),
+                _ => String::new(),
+            };
+            self.journal.push(JournalRecord::Ended(EndedJob {
+                id,
+                state,
+                reason,
+                end_ms: now_ms,
+            }));
+        }
+        let forgotten = self.table.finished(id);
+        self.forget(forgotten);
         self.status_version += 1;
         tracing::debug!(queue = %self.queue, job = %id, state = %state, "ended");
     }
@@ -245,6 +282,14 @@ impl ShardCore {
                 "exception",
                 serde_json::json!({"type": "internal", "severity": 0, "note": why}),
             );
+        }
+    }
+
+    /// Finished jobs past retention left the table: the journal forgets them too.
+    pub(super) fn forget(&mut self, ids: Vec<Fluid>) {
+        if self.options.journal {
+            self.journal
+                .extend(ids.into_iter().map(JournalRecord::Forgotten));
         }
     }
 

@@ -20,6 +20,7 @@ use shardsched_qmanager::JobRequest;
 use super::{MS_PER_S, ShardCore};
 use crate::exec::{EndCause, JobEnd, STDERR_FILE, STDOUT_FILE, job_dir};
 use crate::job::Reason;
+use crate::journal::JournalRecord;
 
 /// How the core runs a started job.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -220,6 +221,9 @@ impl ShardCore {
         }
         self.pending.insert(id);
         self.status_version += 1;
+        if self.options.journal {
+            self.journal.push(JournalRecord::Requeued(id));
+        }
         let submitted = match request {
             Ok(request) => self.qm.submit(request).map_err(|e| e.to_string()),
             Err(e) => Err(format!("its jobspec no longer parses: {e}")),

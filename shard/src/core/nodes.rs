@@ -5,7 +5,8 @@
 //! ownership changes. Each job running on it ends: requeued when its jobspec allows it
 //! (`attributes.system.requeue: true`, `submit --requeue`), failed otherwise with the
 //! reason `node X went down: R`. In exec mode its processes are killed first (see
-//! `core/exec.rs`). The flags are in [`ShardCore::down_nodes`], for a journal to persist.
+//! `core/exec.rs`). The flags are in [`ShardCore::down_nodes`]; the journal keeps them
+//! ([`JournalRecord::Down`]) and a restart brings them back.
 
 use std::collections::BTreeMap;
 
@@ -14,7 +15,9 @@ use shardsched_proto::msg::{JobId, Refusal, RefusalCode};
 
 use super::ShardCore;
 use super::exec::EndAs;
+use crate::error::ShardError;
 use crate::job::JobRecord;
+use crate::journal::JournalRecord;
 
 /// The jobspec key (under `attributes.system`) that lets a job be requeued when a node it
 /// runs on goes down.
@@ -90,8 +93,33 @@ impl ShardCore {
                 self.end_running(id, plan);
             }
         }
+        if self.options.journal {
+            self.journal.push(JournalRecord::Down(self.down_list()));
+        }
         self.status_version += 1;
         self.refresh_reasons(usize::MAX);
+        Ok(())
+    }
+
+    /// The down flags as the journal keeps them.
+    fn down_list(&self) -> Vec<(String, String)> {
+        self.down
+            .iter()
+            .map(|(n, r)| (n.clone(), r.clone()))
+            .collect()
+    }
+
+    /// Marks down again the nodes a restarted shard's journal says are down (part of
+    /// [`ShardCore::restore`]). Names the cluster no longer has are dropped, and logged.
+    pub(super) fn restore_down(&mut self, down: &[(String, String)]) -> Result<(), ShardError> {
+        for (name, reason) in down {
+            let Some(&v) = self.nodes.get(name) else {
+                tracing::warn!(queue = %self.queue, node = %name, "a node marked down is not in the cluster any more");
+                continue;
+            };
+            self.down.insert(name.clone(), reason.clone());
+            self.qm.set_availability(v, false)?;
+        }
         Ok(())
     }
 }

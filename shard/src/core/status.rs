@@ -47,6 +47,7 @@ impl ShardCore {
                 nodes_up: count(up),
                 jobs_pending: count(self.pending.len()),
                 jobs_running: count(self.running.len()),
+                online: true,
             },
             nodes,
         }

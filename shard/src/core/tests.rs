@@ -12,7 +12,7 @@ use super::{CoreOptions, ShardCore};
 use crate::job::Reason;
 
 /// Some time in 2027, ms.
-const NOW: u64 = 1_800_000_000_000;
+pub(super) const NOW: u64 = 1_800_000_000_000;
 
 /// n0..n3, one socket of 4 cores each.
 const CLUSTER: &str = "name = \"c\"\n[[nodes]]\nhosts = \"n[0-3]\"\ncores_per_socket = 4\n";
@@ -42,7 +42,7 @@ fn owned(nodes: &[&str]) -> Vec<NodeGen> {
         .collect()
 }
 
-fn core_with(definition: &[&str], own: &[&str], options: CoreOptions) -> ShardCore {
+pub(super) fn core_with(definition: &[&str], own: &[&str], options: CoreOptions) -> ShardCore {
     let graph = shardsched_resource::read_cluster_spec(CLUSTER).expect("cluster");
     let graph = shardsched_resource::keep_types(&graph, shardsched_resource::SCHEDULER_TYPES)
         .expect("graph");
@@ -54,7 +54,7 @@ fn core() -> ShardCore {
     core_with(&["n0", "n1", "n2"], &["n0", "n1"], CoreOptions::default())
 }
 
-fn jobspec(nodes: Option<u64>, tasks: Option<u64>, duration: u64) -> String {
+pub(super) fn jobspec(nodes: Option<u64>, tasks: Option<u64>, duration: u64) -> String {
     Shorthand {
         nodes,
         tasks,
@@ -68,7 +68,7 @@ fn jobspec(nodes: Option<u64>, tasks: Option<u64>, duration: u64) -> String {
     .to_string()
 }
 
-fn submit(key: u8, jobspec_json: String) -> Submit {
+pub(super) fn submit(key: u8, jobspec_json: String) -> Submit {
     Submit {
         idempotency_key: IdempotencyKey([key; 16]),
         jobspec_json,

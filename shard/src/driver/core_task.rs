@@ -1,21 +1,35 @@
 //! The task that owns the [`ShardCore`]: it takes requests in batches, runs one scheduling
-//! pass per batch, publishes the snapshot, then answers.
+//! pass per batch, journals what the batch changed, and — once that is durable — publishes
+//! the snapshot, then answers.
 //!
 //! ```text
-//! loop:
+//! core task, loop:
 //!   wait for a request, or the core's next wakeup, or the next status report
 //!   take it and every request already queued (≤ BATCH_REQUESTS_MAX) → ShardCore::handle_*
 //!   ShardCore::tick(now)                  scheduling, once for the whole batch
-//!   snapshot.store(core.snapshot())       reads see the batch's jobs …
-//!   answer the batch                      … before their submitters hear back
+//!   records = core.take_journal() → committer.submit(batch)  (group commit, fsync)
+//!   hand (ticket, snapshot, answers) to the publisher         (≤ COMMITS_IN_FLIGHT_MAX)
 //!   hand a status report to the reporter  (at most every STATUS_INTERVAL_MIN)
-//!   exec executor: hand the core's launches and kills to the exec task
+//! publisher task, in batch order:
+//!   wait for the batch's commit to be durable
+//!   snapshot.store(…)                     reads see the batch's jobs …
+//!   answer the batch                      … before their submitters hear back
+//!   exec executor: the batch's launches and kills go to the exec task once it is durable
 //! ```
+//!
+//! The core task goes on with the next batch while a commit is in flight (pipelining), so
+//! the commit thread finds several batches queued and commits them with one fsync; no
+//! answer leaves before its own batch is on disk. A batch with nothing to journal still
+//! goes through the publisher, behind the batches before it: an answer never overtakes
+//! the commit of something it depends on (a retried submit answered with a job accepted in
+//! the batch before). A failed commit stops the shard: its batch's clients hear
+//! `Unavailable`, never an acknowledgement.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
+use shardsched_journal::{CommitTicket, Committer};
 use shardsched_proto::msg::shard_coord::{Assignment, HeldNode, ShardStatus};
 use shardsched_proto::msg::{JobId, client_shard, coord_shard};
 use shardsched_proto::{Peer, Reply};
@@ -23,8 +37,12 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::exec_task::ExecRequest;
 use crate::core::{ExecAction, ShardCore};
+use crate::error::DriverError;
 use crate::exec::JobEnd;
-use crate::limits::{BATCH_REQUESTS_MAX, STATUS_INTERVAL_MAX, STATUS_INTERVAL_MIN};
+use crate::journal::to_batch;
+use crate::limits::{
+    BATCH_REQUESTS_MAX, COMMITS_IN_FLIGHT_MAX, STATUS_INTERVAL_MAX, STATUS_INTERVAL_MIN,
+};
 use crate::snapshot::Snapshot;
 
 /// Longest the task sleeps without looking at the clock again (a wakeup far in the future,
@@ -81,6 +99,17 @@ enum Answer {
     ),
 }
 
+/// A batch waiting for its commit before it is published and answered.
+struct Publish {
+    /// The commit of what the batch changed (none: nothing to journal).
+    ticket: Option<CommitTicket>,
+    snapshot: Arc<Snapshot>,
+    answers: Vec<Answer>,
+    /// Launches and kills for the exec task: a job is launched only once its start is
+    /// durable, so a restart never runs it twice.
+    exec: Vec<ExecRequest>,
+}
+
 /// When the last status report was handed out, and what it showed.
 #[derive(Default)]
 struct StatusClock {
@@ -88,23 +117,67 @@ struct StatusClock {
     last_version: Option<u64>,
 }
 
-/// Runs the core until [`Command::Stop`] or until every sender is gone. `exec` is the exec
-/// task's queue in exec mode.
+/// Runs the core until [`Command::Stop`] or until every sender is gone (`Ok`), or until a
+/// journal commit fails (`Err`: the shard must stop). `exec` is the exec task's queue in
+/// exec mode.
 pub(crate) async fn run(
     mut core: ShardCore,
     mut commands: mpsc::Receiver<Command>,
     snapshot: Arc<ArcSwap<Snapshot>>,
     status: watch::Sender<Option<ShardStatus>>,
+    committer: Committer,
     exec: Option<mpsc::Sender<ExecRequest>>,
-) {
-    let mut clock = StatusClock::default();
-    let mut answers = Vec::new();
+) -> Result<(), DriverError> {
+    let queue = core.queue().to_owned();
     if let Some(exec) = &exec {
         // Jobs already running (restored by a restart) are watched like new ones.
         for id in core.running_job_ids() {
             let _ = exec.send(ExecRequest::Watch(id)).await;
         }
     }
+    let (to_publisher, published) = mpsc::channel(COMMITS_IN_FLIGHT_MAX);
+    let mut publisher = tokio::spawn(publish(published, snapshot, exec));
+    let mut publisher_ended = false;
+    let outcome = tokio::select! {
+        outcome = batches(&mut core, &mut commands, &to_publisher, &status, &committer) => outcome,
+        joined = &mut publisher => {
+            publisher_ended = true;
+            joined_outcome(joined)
+        }
+    };
+    // What is in flight is published (or refused) before the task ends.
+    drop(to_publisher);
+    let drained = if publisher_ended {
+        Ok(())
+    } else {
+        joined_outcome(publisher.await)
+    };
+    tracing::debug!(%queue, "core task stopped");
+    outcome.and(drained)
+}
+
+fn joined_outcome(
+    joined: Result<Result<(), DriverError>, tokio::task::JoinError>,
+) -> Result<(), DriverError> {
+    joined.unwrap_or_else(|e| {
+        Err(DriverError::CoreStopped(format!(
+            "the publisher stopped: {e}"
+        )))
+    })
+}
+
+/// The batch loop of the module documentation (the core task's part).
+async fn batches(
+    core: &mut ShardCore,
+    commands: &mut mpsc::Receiver<Command>,
+    to_publisher: &mpsc::Sender<Publish>,
+    status: &watch::Sender<Option<ShardStatus>>,
+    committer: &Committer,
+) -> Result<(), DriverError> {
+    let mut clock = StatusClock::default();
+    let mut answers = Vec::new();
+    // What the core changed while it was built (its ownership, a restore) goes first.
+    journal(core, committer, to_publisher, Vec::new()).await?;
     loop {
         let wake_ms = [
             core.next_wakeup_ms(),
@@ -132,38 +205,93 @@ pub(crate) async fn run(
         let now = now_ms();
         let mut stop = false;
         if let Some(command) = first {
-            stop = handle(&mut core, now, command, &mut answers);
+            stop = handle(core, now, command, &mut answers);
             let mut taken = 1;
             while !stop && taken < BATCH_REQUESTS_MAX {
                 let Ok(command) = commands.try_recv() else {
                     break;
                 };
-                stop = handle(&mut core, now, command, &mut answers);
+                stop = handle(core, now, command, &mut answers);
                 taken += 1;
             }
         }
         if let Err(e) = core.tick(now) {
             tracing::error!(queue = %core.queue(), error = %e, "scheduling pass failed");
         }
-        snapshot.store(Arc::new(core.snapshot()));
-        for answer in answers.drain(..) {
-            // A client that gave up waiting is not an error.
-            let _ = match answer {
-                Answer::Client(to, reply) => to.send(reply).is_ok(),
-                Answer::Coordinator(to, reply) => to.send(reply).is_ok(),
-            };
-        }
-        hand_exec_actions(&mut core, exec.as_ref()).await;
+        journal(core, committer, to_publisher, std::mem::take(&mut answers)).await?;
         if now >= clock.due_ms(core.status_version()) {
             clock.last_ms = Some(now);
             clock.last_version = Some(core.status_version());
             status.send_replace(Some(core.status(now)));
         }
         if stop {
-            break;
+            return Ok(());
         }
     }
-    tracing::debug!(queue = %core.queue(), "core task stopped");
+    Ok(())
+}
+
+/// Submits what the core changed to the committer and hands the batch to the publisher.
+async fn journal(
+    core: &mut ShardCore,
+    committer: &Committer,
+    to_publisher: &mpsc::Sender<Publish>,
+    answers: Vec<Answer>,
+) -> Result<(), DriverError> {
+    let exec = exec_requests(core);
+    let records = core.take_journal();
+    let ticket = if records.is_empty() {
+        None
+    } else {
+        let batch = to_batch(&records).map_err(|e| {
+            DriverError::CoreStopped(format!("a journal record does not encode: {e}"))
+        })?;
+        Some(committer.submit(batch).await?)
+    };
+    let publish = Publish {
+        ticket,
+        snapshot: Arc::new(core.snapshot()),
+        answers,
+        exec,
+    };
+    to_publisher
+        .send(publish)
+        .await
+        .map_err(|_| DriverError::CoreStopped("the publisher stopped".into()))
+}
+
+/// The publisher task: in batch order, waits for each batch's commit, then publishes its
+/// snapshot and sends its answers. A failed commit ends it with the error; the answers it
+/// held are dropped, so their requesters hear `Unavailable`, not an acknowledgement.
+async fn publish(
+    mut batches: mpsc::Receiver<Publish>,
+    snapshot: Arc<ArcSwap<Snapshot>>,
+    exec: Option<mpsc::Sender<ExecRequest>>,
+) -> Result<(), DriverError> {
+    while let Some(batch) = batches.recv().await {
+        if let Some(ticket) = batch.ticket {
+            ticket.wait().await?;
+        }
+        snapshot.store(batch.snapshot);
+        for answer in batch.answers {
+            // A client that gave up waiting is not an error.
+            let _ = match answer {
+                Answer::Client(to, reply) => to.send(reply).is_ok(),
+                Answer::Coordinator(to, reply) => to.send(reply).is_ok(),
+            };
+        }
+        // The exec task never waits on the core task, so this wait is bounded.
+        for request in batch.exec {
+            let sent = match &exec {
+                Some(exec) => exec.send(request).await.is_ok(),
+                None => false,
+            };
+            if !sent {
+                tracing::error!("an exec request and no exec task to take it");
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Applies one request; returns whether the task must stop after this batch.
@@ -221,25 +349,17 @@ fn handle(core: &mut ShardCore, now: u64, command: Command, answers: &mut Vec<An
     false
 }
 
-/// Passes the core's launches and kills to the exec task (waiting when its queue is full:
-/// it never waits on this task).
-async fn hand_exec_actions(core: &mut ShardCore, exec: Option<&mpsc::Sender<ExecRequest>>) {
-    for action in core.take_exec_actions() {
-        let Some(exec) = exec else {
-            tracing::error!(queue = %core.queue(), ?action, "an exec action in a shard without the exec executor");
-            continue;
-        };
-        let request = match action {
-            ExecAction::Launch(id) => match core.job(id) {
-                Some(job) => ExecRequest::Launch(Box::new(job.clone())),
-                None => continue,
-            },
-            ExecAction::Kill { id, why } => ExecRequest::Kill { id, why },
-        };
-        if exec.send(request).await.is_err() {
-            tracing::error!(queue = %core.queue(), "the exec task is gone");
-        }
-    }
+/// The core's launches and kills of this batch, as requests for the exec task.
+fn exec_requests(core: &mut ShardCore) -> Vec<ExecRequest> {
+    core.take_exec_actions()
+        .into_iter()
+        .filter_map(|action| match action {
+            ExecAction::Launch(id) => core
+                .job(id)
+                .map(|job| ExecRequest::Launch(Box::new(job.clone()))),
+            ExecAction::Kill { id, why } => Some(ExecRequest::Kill { id, why }),
+        })
+        .collect()
 }
 
 /// Applies what a re-registration handed back. The cluster and the queue's policies are

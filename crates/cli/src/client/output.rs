@@ -373,6 +373,7 @@ pub fn queue_json(queue: &QueueStatus, default: bool) -> Value {
         "nodes_up": queue.nodes_up,
         "jobs_pending": queue.jobs_pending,
         "jobs_running": queue.jobs_running,
+        "online": queue.online,
     })
 }
 
@@ -380,7 +381,8 @@ pub fn queue_json(queue: &QueueStatus, default: bool) -> Value {
 pub fn queues_table(queues: &[QueueStatus], default: Option<&str>) -> String {
     let yes_no = |b: bool| if b { "y" } else { "n" }.to_owned();
     let mut table = Table::new(&[
-        "QUEUE", "EN", "ST", "POLICY", "MATCH", "DEFINED", "OWNED", "UP", "PENDING", "RUNNING",
+        "QUEUE", "EN", "ST", "SHARD", "POLICY", "MATCH", "DEFINED", "OWNED", "UP", "PENDING",
+        "RUNNING",
     ]);
     for q in queues {
         let mark = if Some(q.name.as_str()) == default {
@@ -392,6 +394,7 @@ pub fn queues_table(queues: &[QueueStatus], default: Option<&str>) -> String {
             format!("{}{mark}", q.name),
             yes_no(q.enabled),
             yes_no(q.started),
+            if q.online { "online" } else { "offline" }.to_owned(),
             q.queue_policy.clone(),
             q.match_policy.clone(),
             q.nodes_defined.to_string(),

@@ -8,8 +8,14 @@
 //! A submit carries a random idempotency key chosen once per invocation. If the connection
 //! fails before the answer arrives, the job may or may not have been accepted; retrying with
 //! the **same** key makes the shard return the first job instead of making a second one, so
-//! a retried submit is safe. Retries are bounded ([`SUBMIT_ATTEMPTS_MAX`]) and refresh the
-//! routing table first, since a shard that restarted listens at a new address.
+//! a retried submit is safe. Retries refresh the routing table first, since a shard that
+//! restarted listens at a new address.
+//!
+//! A queue whose shard is restarting is `offline` in the routing table, and a coordinator that
+//! is restarting does not answer: both are waited out, retrying with a doubling backoff for
+//! up to [`SUBMIT_RETRY_WINDOW`]; after that the submit fails and says which one it waited
+//! for. Connection failures on the submit itself are retried at most
+//! [`SUBMIT_ATTEMPTS_MAX`] times.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -20,7 +26,7 @@ use rand::RngCore;
 use shardsched_jobspec::{Jobspec, Shorthand};
 use shardsched_proto::limits::IDEMPOTENCY_KEY_BYTES;
 use shardsched_proto::msg::client_shard::{IdempotencyKey, Request, Response, Submit};
-use shardsched_proto::msg::{JobId, RefusalCode, RouteTable};
+use shardsched_proto::msg::{JobId, RefusalCode, Route, RouteTable};
 use shardsched_proto::{CloseCode, Error as WireError};
 
 use super::{Client, describe_refusal};
@@ -29,6 +35,10 @@ use super::{Client, describe_refusal};
 pub const SUBMIT_ATTEMPTS_MAX: u32 = 5;
 /// Wait before the first retry; doubled for each later one.
 pub const SUBMIT_RETRY_BACKOFF: Duration = Duration::from_millis(200);
+/// Longest wait between two retries.
+pub const SUBMIT_RETRY_BACKOFF_MAX: Duration = Duration::from_secs(2);
+/// How long a submit waits for an offline queue's shard or an unreachable coordinator.
+pub const SUBMIT_RETRY_WINDOW: Duration = Duration::from_secs(30);
 
 /// Flags of `shardsched submit`.
 #[derive(Args, Debug, Clone)]
@@ -76,7 +86,7 @@ pub struct SubmitArgs {
 pub fn main(args: &SubmitArgs) -> Result<()> {
     let mut jobspec = build_jobspec(args)?;
     super::run(|client| async move {
-        let routes = client.routes().await?;
+        let routes = routes_with_retry(&client).await?;
         let queue = choose_queue(args, &jobspec, &routes)?;
         jobspec.attributes.queue = Some(queue.clone());
         let (id, _duplicate) = submit(
@@ -90,6 +100,27 @@ pub fn main(args: &SubmitArgs) -> Result<()> {
         .await?;
         super::output::emit(&format!("{id}\n"))
     })
+}
+
+/// The routing table, waiting up to [`SUBMIT_RETRY_WINDOW`] for a coordinator that does not
+/// answer (it may be restarting).
+async fn routes_with_retry(client: &Client) -> Result<RouteTable> {
+    let started = std::time::Instant::now();
+    let mut backoff = SUBMIT_RETRY_BACKOFF;
+    loop {
+        match client.routes().await {
+            Ok(table) => return Ok(table),
+            Err(e) if started.elapsed() + backoff > SUBMIT_RETRY_WINDOW => {
+                return Err(e.context(format!(
+                    "the coordinator did not answer for {} s",
+                    started.elapsed().as_secs()
+                )));
+            }
+            Err(e) => eprintln!("shardsched: {e:#}; retrying"),
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(SUBMIT_RETRY_BACKOFF_MAX);
+    }
 }
 
 /// A fresh random idempotency key.
@@ -186,57 +217,87 @@ pub async fn submit(
     let mut routes = routes;
     let mut backoff = SUBMIT_RETRY_BACKOFF;
     let mut attempt = 1;
+    let started = std::time::Instant::now();
     loop {
         let table = match routes.take() {
-            Some(table) => table,
-            None => client.routes().await?,
+            Some(table) => Ok(table),
+            None => client.routes().await,
         };
-        let Some(route) = table.queue(queue).cloned() else {
-            bail!(
-                "no shard is registered for queue {queue:?}: no such queue, or its shard is \
-                 not running ({})",
-                queue_names(&table)
-            );
-        };
-        let failure = match client.shard(&route).await {
-            Ok(session) => match session.request(&request).await {
-                Ok(Response::Submitted { id, duplicate }) => return Ok((id, duplicate)),
-                Ok(other) => bail!("queue {queue}'s shard answered a submit with {other:?}"),
-                Err(WireError::Refused(refusal)) => {
-                    return Err(match refusal.code {
-                        // The shard's reason usually names the queue already.
-                        RefusalCode::Denied if refusal.message.contains(queue) => {
-                            anyhow!("{}", refusal.message)
-                        }
-                        RefusalCode::Denied => {
-                            anyhow!("job denied by queue {queue}: {}", refusal.message)
-                        }
-                        _ => anyhow!(
-                            "queue {queue} refused the job: {}",
-                            describe_refusal(&refusal)
-                        ),
-                    });
+        let waiting_for = match table {
+            // The coordinator is unreachable (restarting?): nothing was sent yet.
+            Err(e) => e.context("the coordinator does not answer"),
+            Ok(table) if table.offline.iter().any(|q| q == queue) => {
+                anyhow!("queue {queue} is offline: its shard is not connected (restarting?)")
+            }
+            Ok(table) => {
+                let Some(route) = table.queue(queue).cloned() else {
+                    bail!("no queue {queue:?} ({})", queue_names(&table));
+                };
+                match try_submit(client, &route, queue, &request).await? {
+                    Ok(done) => return Ok(done),
+                    Err(failure) if attempt >= SUBMIT_ATTEMPTS_MAX => {
+                        return Err(failure.context(format!(
+                            "submitting to queue {queue}: gave up after {attempt} attempts"
+                        )));
+                    }
+                    Err(failure) => {
+                        attempt += 1;
+                        client.forget_shard(queue).await;
+                        failure.context(format!("submit to queue {queue} failed"))
+                    }
                 }
-                Err(e) if retryable(&e) => anyhow::Error::new(e),
-                Err(e) => {
-                    return Err(anyhow::Error::new(e)
-                        .context(format!("submitting to queue {queue}'s shard")));
-                }
-            },
-            // Could not connect: the shard may be restarting; the job was not sent.
-            Err(e) => e,
+            }
         };
-        if attempt >= SUBMIT_ATTEMPTS_MAX {
-            return Err(failure.context(format!(
-                "submitting to queue {queue}: gave up after {attempt} attempts"
+        if started.elapsed() + backoff > SUBMIT_RETRY_WINDOW {
+            return Err(waiting_for.context(format!(
+                "submitting to queue {queue}: gave up after waiting {} s",
+                started.elapsed().as_secs()
             )));
         }
-        eprintln!("shardsched: submit to queue {queue} failed ({failure:#}); retrying");
-        client.forget_shard(queue).await;
+        eprintln!("shardsched: {waiting_for:#}; retrying");
         tokio::time::sleep(backoff).await;
-        backoff *= 2;
-        attempt += 1;
+        backoff = (backoff * 2).min(SUBMIT_RETRY_BACKOFF_MAX);
     }
+}
+
+/// One submit attempt: `Ok(Ok(answer))`, or `Ok(Err(why))` when the connection failed in a
+/// way a retry with the same key may fix, or `Err` when retrying cannot help.
+async fn try_submit(
+    client: &Client,
+    route: &Route,
+    queue: &str,
+    request: &Request,
+) -> Result<Result<(JobId, bool)>> {
+    let failure = match client.shard(route).await {
+        Ok(session) => match session.request(request).await {
+            Ok(Response::Submitted { id, duplicate }) => return Ok(Ok((id, duplicate))),
+            Ok(other) => bail!("queue {queue}'s shard answered a submit with {other:?}"),
+            Err(WireError::Refused(refusal)) => {
+                return Err(match refusal.code {
+                    // The shard's reason usually names the queue already.
+                    RefusalCode::Denied if refusal.message.contains(queue) => {
+                        anyhow!("{}", refusal.message)
+                    }
+                    RefusalCode::Denied => {
+                        anyhow!("job denied by queue {queue}: {}", refusal.message)
+                    }
+                    _ => anyhow!(
+                        "queue {queue} refused the job: {}",
+                        describe_refusal(&refusal)
+                    ),
+                });
+            }
+            Err(e) if retryable(&e) => anyhow::Error::new(e),
+            Err(e) => {
+                return Err(
+                    anyhow::Error::new(e).context(format!("submitting to queue {queue}'s shard"))
+                );
+            }
+        },
+        // Could not connect: the shard may be restarting; the job was not sent.
+        Err(e) => e,
+    };
+    Ok(Err(failure))
 }
 
 /// Whether a failed request may be retried with the same idempotency key: the connection

@@ -198,6 +198,8 @@ pub struct QueueStatus {
     pub jobs_pending: u32,
     /// Running jobs.
     pub jobs_running: u32,
+    /// Its shard is registered with the coordinator now (`false`: offline, e.g. restarting).
+    pub online: bool,
 }
 
 /// Where to reach one queue's shard.
@@ -226,6 +228,9 @@ pub struct RouteTable {
     pub default_queue: Option<String>,
     /// One entry per queue whose shard is registered.
     pub routes: Vec<Route>,
+    /// Configured queues whose shard is not registered now (starting, restarting, or not
+    /// running): a submit to one of them waits for its shard rather than failing at once.
+    pub offline: Vec<String>,
 }
 
 /// A refusal: the server understood the request and will not do it.

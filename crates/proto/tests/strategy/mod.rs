@@ -155,9 +155,10 @@ pub fn queue_status() -> impl Strategy<Value = QueueStatus> {
     (
         (name(), any::<bool>(), any::<bool>(), name(), name()),
         vec(any::<u32>(), 5),
+        any::<bool>(),
     )
         .prop_map(
-            |((name, enabled, started, queue_policy, match_policy), n)| QueueStatus {
+            |((name, enabled, started, queue_policy, match_policy), n, online)| QueueStatus {
                 name,
                 enabled,
                 started,
@@ -168,6 +169,7 @@ pub fn queue_status() -> impl Strategy<Value = QueueStatus> {
                 nodes_up: n[2],
                 jobs_pending: n[3],
                 jobs_running: n[4],
+                online,
             },
         )
 }
@@ -193,13 +195,18 @@ pub fn route_table() -> impl Strategy<Value = RouteTable> {
             enabled,
             started,
         });
-    (any::<u64>(), option::of(name()), vec(route, 0..3)).prop_map(
-        |(epoch, default_queue, routes)| RouteTable {
+    (
+        any::<u64>(),
+        option::of(name()),
+        vec(route, 0..3),
+        vec(name(), 0..3),
+    )
+        .prop_map(|(epoch, default_queue, routes, offline)| RouteTable {
             epoch,
             default_queue,
             routes,
-        },
-    )
+            offline,
+        })
 }
 
 pub fn queue_config() -> impl Strategy<Value = QueueConfig> {

@@ -1,0 +1,223 @@
+//! The core's side of durability: the journal records it queues
+//! ([`ShardCore::take_journal`]) and the restart that rebuilds it from what the journal
+//! remembers ([`ShardCore::restore`]).
+//!
+//! A restore, done once right after the core is built from the coordinator's assignment
+//! and before any other input, takes the journal's jobs in id (= submission) order:
+//! - finished jobs go back into the table (for `jobs -a`), into the retention queue in the
+//!   order they ended;
+//! - running jobs come back on EXACTLY their allocation (vertex paths resolved in this
+//!   graph; a path the cluster no longer has refuses the restart), with their sim end from
+//!   the journal, so they end on time;
+//! - pending jobs are submitted again with their original submit times and priorities, so
+//!   they keep their order; the next tick re-plans reservations around the running ones.
+//!
+//! Idempotency keys come back with the jobs, and the FLUID generator continues after the
+//! last id issued. Nothing restored is journaled again (it is on disk already); what the
+//! restore changes (a pending job the queue now denies) is.
+
+use std::sync::Arc;
+
+use shardsched_proto::msg::{JobId, JobState};
+use shardsched_qmanager::{JobRequest, JobView};
+
+use super::ShardCore;
+use crate::assign::MS_PER_S;
+use crate::error::ShardError;
+use crate::job::{JobRecord, Reason, job_name};
+use crate::journal::{JournalRecord, Restored, RestoredJob};
+
+/// What a restore brought back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RestoreSummary {
+    /// Jobs pending again.
+    pub pending: usize,
+    /// Jobs running again on their allocations.
+    pub running: usize,
+    /// Finished jobs kept for `jobs -a`.
+    pub finished: usize,
+}
+
+impl ShardCore {
+    /// Takes the changes to make durable since the last call, oldest first: the driver
+    /// commits them before it publishes the snapshot or answers the batch that made them.
+    pub fn take_journal(&mut self) -> Vec<JournalRecord> {
+        if self.options.journal && self.last_id != self.journaled_last_id {
+            if let Some(id) = self.last_id {
+                self.journal.push(JournalRecord::LastId(id));
+            }
+            self.journaled_last_id = self.last_id;
+        }
+        std::mem::take(&mut self.journal)
+    }
+
+    /// Rebuilds the jobs of `restored` at `now_ms` (see the module documentation). Errors
+    /// name the job: a jobspec that no longer parses, an allocation on a vertex the cluster
+    /// does not have, a queue manager that refuses a running job back.
+    pub fn restore(
+        &mut self,
+        now_ms: u64,
+        restored: &Restored,
+    ) -> Result<RestoreSummary, ShardError> {
+        let now_ms = self.observe(now_ms);
+        self.restore_down(&restored.down)?;
+        let mut summary = RestoreSummary::default();
+        let mut finished = Vec::new();
+        for job in &restored.jobs {
+            let id = job.accepted.id;
+            let record = self.restored_record(job)?;
+            self.last_id = self.last_id.max(Some(id));
+            match (&job.started, &job.ended) {
+                (_, Some(end)) => {
+                    finished.push((end.end_ms, id));
+                    self.table.insert(record);
+                    summary.finished += 1;
+                }
+                (Some(run), None) => {
+                    let alloc = run
+                        .allocation()
+                        .resolve(&self.qm.matcher().graph)
+                        .map_err(|e| restore_error(id, &format!("its allocation: {e}")))?;
+                    let request = self.request(job, &record)?;
+                    let start_s = i64::try_from(run.start_ms / MS_PER_S).unwrap_or(i64::MAX);
+                    self.qm
+                        .restore_running(request, start_s, alloc.clone())
+                        .map_err(|e| restore_error(id, &e.to_string()))?;
+                    self.table.insert(record);
+                    self.mark_running(id, &alloc, run.start_ms, run.sim_end_ms);
+                    summary.running += 1;
+                }
+                (None, None) => {
+                    let request = self.request(job, &record)?;
+                    self.table.insert(record);
+                    self.pending.insert(id);
+                    self.qm
+                        .submit(request)
+                        .map_err(|e| restore_error(id, &e.to_string()))?;
+                    summary.pending += 1;
+                }
+            }
+        }
+        // Pending jobs the queue now denies (its definition changed) fail, and say so.
+        self.drain(None);
+        finished.sort_unstable();
+        for (_, id) in finished {
+            let forgotten = self.table.finished(id);
+            self.forget(forgotten);
+        }
+        self.last_id = self.last_id.max(restored.last_id);
+        self.journaled_last_id = self.last_id;
+        if let Some(last) = self.last_id {
+            self.generator.resume_after(last);
+        }
+        for id in self.pending.clone() {
+            if let Some(JobView::Pending { reason }) = self.qm.job(id.0)
+                && let Some(job) = self.table.get_mut(id)
+            {
+                job.reason = Reason::Waiting(reason);
+            }
+        }
+        self.status_version += 1;
+        tracing::info!(queue = %self.queue, pending = summary.pending, running = summary.running, finished = summary.finished, now_ms, "restored from the journal");
+        Ok(summary)
+    }
+
+    /// The table's record of a journaled job, as it stood when last journaled (a running
+    /// job is recorded pending here; `mark_running` then runs it).
+    fn restored_record(&self, job: &RestoredJob) -> Result<JobRecord, ShardError> {
+        let a = &job.accepted;
+        let jobspec = shardsched_jobspec::parse_json(&a.jobspec_json)
+            .map_err(|e| restore_error(a.id, &format!("its jobspec: {e}")))?;
+        let asked_s = jobspec.attributes.duration;
+        let duration_ms = self
+            .qm
+            .params()
+            .effective_duration(asked_s)
+            .unwrap_or(asked_s)
+            .saturating_mul(MS_PER_S);
+        let mut record = JobRecord {
+            id: a.id,
+            owner: a.owner.clone(),
+            key: a.key,
+            name: job_name(&jobspec),
+            priority: a.priority,
+            state: JobState::Pending,
+            reason: Reason::None,
+            submit_ms: a.submit_ms,
+            start_ms: None,
+            end_ms: None,
+            duration_ms,
+            nodes: Vec::new(),
+            jobspec_json: Arc::from(a.jobspec_json.as_str()),
+            r_json: None,
+            events: Vec::new(),
+        };
+        record.push_event(
+            a.submit_ms,
+            "submit",
+            serde_json::json!({"owner": a.owner, "priority": a.priority}),
+        );
+        let Some(end) = &job.ended else {
+            return Ok(record);
+        };
+        if let Some(run) = &job.started {
+            // A finished job's allocation is history: shown if this graph still has it.
+            if let Ok(alloc) = run.allocation().resolve(&self.qm.matcher().graph) {
+                let (nodes, r_json) = self.nodes_and_r(&alloc);
+                record.push_event(
+                    run.start_ms,
+                    "alloc",
+                    serde_json::json!({"nodes": shardsched_resource::encode_hostlist(&nodes)}),
+                );
+                record.nodes = nodes;
+                record.r_json = Some(r_json.into());
+            }
+            record.push_event(run.start_ms, "start", serde_json::json!({}));
+            record.start_ms = Some(run.start_ms);
+        }
+        record.state = end.state;
+        record.reason = if end.reason.is_empty() {
+            Reason::None
+        } else {
+            Reason::Text(end.reason.clone())
+        };
+        record.end_ms = Some(end.end_ms);
+        let ending = match end.state {
+            JobState::Completed => ("finish", serde_json::json!({"status": 0})),
+            JobState::Cancelled => (
+                "exception",
+                serde_json::json!({"type": "cancel", "severity": 0}),
+            ),
+            _ => (
+                "exception",
+                serde_json::json!({"type": "internal", "severity": 0, "note": end.reason}),
+            ),
+        };
+        record.push_event(end.end_ms, ending.0, ending.1);
+        if job.started.is_some() {
+            record.push_event(end.end_ms, "free", serde_json::json!({}));
+        }
+        record.push_event(end.end_ms, "clean", serde_json::json!({}));
+        Ok(record)
+    }
+
+    /// The queue manager's request for a journaled job (its user numbered as at submit).
+    fn request(&mut self, job: &RestoredJob, record: &JobRecord) -> Result<JobRequest, ShardError> {
+        let a = &job.accepted;
+        let jobspec = shardsched_jobspec::parse_json(&a.jobspec_json)
+            .map_err(|e| restore_error(a.id, &format!("its jobspec: {e}")))?;
+        let next_user = u32::try_from(self.users.len()).unwrap_or(u32::MAX);
+        let user = *self.users.entry(a.owner.clone()).or_insert(next_user);
+        Ok(JobRequest {
+            id: record.id.0,
+            jobspec,
+            priority: i64::from(a.priority),
+            submit_time: i64::try_from(a.submit_ms / MS_PER_S).unwrap_or(i64::MAX),
+            user,
+        })
+    }
+}
+
+fn restore_error(id: JobId, what: &str) -> ShardError {
+    ShardError::Restore(format!("job {id}: {what}"))
+}
