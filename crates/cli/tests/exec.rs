@@ -174,9 +174,10 @@ fn time_limits_and_cancels_kill_the_whole_process_group() {
 }
 
 /// A shard killed with SIGKILL leaves its jobs running under their supervisors, which
-/// write their exit status when the jobs end; `recover` reads it back.
+/// write their exit status when the jobs end; `recover` reads it back, and the shard
+/// restarted from its journal (by `up`) watches the job again and records its end.
 #[test]
-fn a_running_job_survives_its_shard_being_killed() {
+fn a_running_job_survives_its_shard_being_killed_and_its_end_reaches_the_restarted_shard() {
     let system = System::start("exec-survive", &["--executor", "exec"]);
     let go = system.dir.join("go");
     let script = format!(
@@ -201,8 +202,21 @@ fn a_running_job_survives_its_shard_being_killed() {
         matches!(running.as_slice(), [(j, RunningOrEnded::Running { pid })] if j.to_string() == id && *pid == supervisor),
         "{running:?}"
     );
+    // `up` restarts the shard; its journal says the job runs.
+    assert!(
+        wait_for(|| {
+            let out = system.cli(&["jobs", "-A", "-a", "--json"]);
+            let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            rows.as_array().is_some_and(|rows| {
+                rows.iter()
+                    .any(|j| j["id"] == id.as_str() && j["state"] == "running")
+            })
+        }),
+        "the restarted shard lists the job running"
+    );
     std::fs::write(&go, "").unwrap();
-    assert!(wait_for(|| dir.join("status").exists()));
+    let row = system.wait_state(&id, "failed");
+    assert_eq!(row["reason"], "exit code 5");
     let ended = recover(&shard).unwrap();
     let [(_, RunningOrEnded::Ended(end))] = ended.as_slice() else {
         panic!("expected one ended job: {ended:?}");

@@ -346,3 +346,48 @@ fn in_exec_mode_a_node_down_kills_first_then_fails_or_requeues() {
     assert_eq!(state(&core, requeues), JobState::Running);
     assert_eq!(core.take_exec_actions(), vec![ExecAction::Launch(requeues)]);
 }
+
+#[test]
+fn down_flags_and_requeues_are_journaled_and_down_flags_come_back() {
+    use crate::journal::{JournalRecord, Restored};
+    let journaled = |executor| {
+        let mut core = core(executor);
+        let mut options = core.options.clone();
+        options.journal = true;
+        core.options = options;
+        core
+    };
+    let mut core = journaled(CoreExecutor::Sim);
+    let job = submit(&mut core, 1, 600, true);
+    core.tick(NOW).expect("tick");
+    core.take_journal();
+    let node = core.job(job).expect("job").nodes[0].clone();
+    core.set_node_state(NOW + 1, std::slice::from_ref(&node), true, "psu")
+        .expect("down");
+    let records = core.take_journal();
+    assert!(
+        records.contains(&JournalRecord::Requeued(job)),
+        "{records:?}"
+    );
+    assert!(
+        records.contains(&JournalRecord::Down(vec![(node.clone(), "psu".into())])),
+        "{records:?}"
+    );
+
+    // A restarted core marks the node down again: a job waits for the other node only.
+    let mut again = journaled(CoreExecutor::Sim);
+    let restored = Restored {
+        down: vec![(node.clone(), "psu".into())],
+        ..Restored::default()
+    };
+    again.restore(NOW + 2, &restored).expect("restore");
+    assert_eq!(
+        again.down_nodes().get(&node).map(String::as_str),
+        Some("psu")
+    );
+    let a = submit(&mut again, 2, 600, false);
+    let b = submit(&mut again, 3, 600, false);
+    again.tick(NOW + 3).expect("tick");
+    assert_ne!(again.job(a).expect("a").nodes, vec![node.clone()]);
+    assert_eq!(state(&again, b), JobState::Pending);
+}
