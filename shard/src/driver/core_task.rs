@@ -132,7 +132,9 @@ pub(crate) async fn run(
     if let Some(exec) = &exec {
         // Jobs already running (restored by a restart) are watched like new ones.
         for id in core.running_job_ids() {
-            let _ = exec.send(ExecRequest::Watch(id)).await;
+            if let Some(job) = core.job(id) {
+                let _ = exec.send(ExecRequest::Watch(Box::new(job.clone()))).await;
+            }
         }
     }
     let (to_publisher, published) = mpsc::channel(COMMITS_IN_FLIGHT_MAX);

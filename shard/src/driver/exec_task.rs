@@ -5,7 +5,8 @@
 //! loop:
 //!   a request from the core task ─► Launch: job directory + `shardsched supervise DIR`
 //!                                   Kill:   cancel file + SIGTERM to the supervisor
-//!                                   Watch:  a job a previous shard process launched
+//!                                   Watch:  a running job a restart brought back (launched
+//!                                           now if it has no directory yet)
 //!   every EXEC_POLL_INTERVAL ─────► each watched job: status file? supervisor gone?
 //!   ended jobs ───────────────────► Command::JobEnded to the core task (try_send: this task
 //!                                   never waits on the core, which may be waiting on it;
@@ -75,8 +76,10 @@ pub(crate) enum ExecRequest {
         /// Why.
         why: String,
     },
-    /// Watch a job launched by an earlier shard process.
-    Watch(JobId),
+    /// Watch a job a restarted shard found running: launched by an earlier shard process,
+    /// or, when it has no directory (that process died between journaling the start and
+    /// launching), launched now.
+    Watch(Box<JobRecord>),
 }
 
 /// A job being watched.
@@ -110,25 +113,21 @@ pub(crate) async fn run(
             request = requests.recv() => match request {
                 None => break,
                 Some(ExecRequest::Launch(job)) => {
-                    let id = job.id;
-                    match start(&queue, &options, &jobs_dir, &job) {
-                        Ok(watch) => {
-                            tracing::debug!(%queue, job = %id, dir = %watch.dir.display(), "launched");
-                            watched.insert(id, watch);
-                        }
-                        Err(e) => {
-                            tracing::warn!(%queue, job = %id, error = %e, "cannot launch");
-                            ended.push_back((id, JobEnd::without_status(EndCause::Error, e.to_string())));
-                        }
-                    }
+                    launch_one(&queue, &options, &jobs_dir, &job, &mut watched, &mut ended);
                 }
                 Some(ExecRequest::Kill { id, why }) => {
                     if let Err(e) = request_kill(&job_dir(&jobs_dir, id), &why) {
                         tracing::warn!(%queue, job = %id, error = %e, "cannot ask the job to stop");
                     }
                 }
-                Some(ExecRequest::Watch(id)) => {
-                    watched.entry(id).or_insert_with(|| Watched { dir: job_dir(&jobs_dir, id), child: None });
+                Some(ExecRequest::Watch(job)) => {
+                    let dir = job_dir(&jobs_dir, job.id);
+                    if dir.exists() {
+                        watched.entry(job.id).or_insert(Watched { dir, child: None });
+                    } else {
+                        tracing::info!(%queue, job = %job.id, "a running job was never launched; launching it");
+                        launch_one(&queue, &options, &jobs_dir, &job, &mut watched, &mut ended);
+                    }
                 }
             },
             _ = tick.tick() => {
@@ -154,6 +153,30 @@ pub(crate) async fn run(
         }
     }
     tracing::debug!(%queue, watched = watched.len(), "exec task stopped; supervisors keep running");
+}
+
+/// Launches one job and watches it; a launch that fails is an end ([`EndCause::Error`]).
+fn launch_one(
+    queue: &str,
+    options: &ExecOptions,
+    jobs_dir: &Path,
+    job: &JobRecord,
+    watched: &mut BTreeMap<JobId, Watched>,
+    ended: &mut VecDeque<(JobId, JobEnd)>,
+) {
+    match start(queue, options, jobs_dir, job) {
+        Ok(watch) => {
+            tracing::debug!(%queue, job = %job.id, dir = %watch.dir.display(), "launched");
+            watched.insert(job.id, watch);
+        }
+        Err(e) => {
+            tracing::warn!(%queue, job = %job.id, error = %e, "cannot launch");
+            ended.push_back((
+                job.id,
+                JobEnd::without_status(EndCause::Error, e.to_string()),
+            ));
+        }
+    }
 }
 
 /// Prepares and launches one job.
