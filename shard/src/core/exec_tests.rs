@@ -391,3 +391,49 @@ fn down_flags_and_requeues_are_journaled_and_down_flags_come_back() {
     assert_ne!(again.job(a).expect("a").nodes, vec![node.clone()]);
     assert_eq!(state(&again, b), JobState::Pending);
 }
+
+#[test]
+fn a_restart_kills_again_an_exec_job_left_running_on_a_down_node() {
+    use crate::journal::{JournalRecord, Restored, RestoredJob};
+    let journaled = || {
+        let mut core = exec_core();
+        core.options.journal = true;
+        core
+    };
+    let mut core = journaled();
+    let job = submit(&mut core, 1, 600, false);
+    core.tick(NOW).expect("tick");
+    let node = core.job(job).expect("job").nodes[0].clone();
+    core.set_node_state(NOW + 1, std::slice::from_ref(&node), true, "psu")
+        .expect("down");
+    // The shard dies here: the kill may never have reached the supervisor.
+    let records = core.take_journal();
+    let accepted = records.iter().find_map(|r| match r {
+        JournalRecord::Accepted(a) => Some(a.clone()),
+        _ => None,
+    });
+    let started = records.iter().find_map(|r| match r {
+        JournalRecord::Started(s) => Some(s.clone()),
+        _ => None,
+    });
+    let restored = Restored {
+        jobs: vec![RestoredJob {
+            accepted: accepted.expect("accepted"),
+            started,
+            ended: None,
+        }],
+        last_id: Some(job),
+        down: vec![(node, "psu".into())],
+        ..Restored::default()
+    };
+    let mut again = journaled();
+    again.restore(NOW + 2, &restored).expect("restore");
+    assert_eq!(state(&again, job), JobState::Running);
+    assert!(matches!(
+        again.take_exec_actions().as_slice(),
+        [ExecAction::Kill { id, why }] if *id == job && why.contains("went down: psu")
+    ));
+    again.handle_job_ended(NOW + 3, job, &killed(EndCause::Cancelled, "node went down"));
+    assert_eq!(state(&again, job), JobState::Failed);
+    assert!(reason(&again, job).contains("went down: psu"));
+}

@@ -65,33 +65,7 @@ impl ShardCore {
             tracing::info!(queue = %self.queue, node = %name, %reason, "node down");
             self.down.insert(name.clone(), reason.to_owned());
             self.qm.set_availability(v, false).map_err(internal)?;
-            let why = match reason {
-                "" => format!("node {name} went down"),
-                reason => format!("node {name} went down: {reason}"),
-            };
-            let mut hit: Vec<JobId> = self
-                .running
-                .keys()
-                .filter(|id| {
-                    self.table
-                        .get(**id)
-                        .is_some_and(|j| j.nodes.contains(&name))
-                })
-                .copied()
-                .collect();
-            hit.sort_unstable();
-            for id in hit {
-                let requeue = self.table.get(id).is_some_and(requeue_allowed);
-                let plan = if requeue {
-                    EndAs::Requeue(why.clone())
-                } else {
-                    EndAs::Failed {
-                        exception: Some("node-down"),
-                        why: why.clone(),
-                    }
-                };
-                self.end_running(id, plan);
-            }
+            self.end_jobs_on_down_node(&name);
         }
         if self.options.journal {
             self.journal.push(JournalRecord::Down(self.down_list()));
@@ -99,6 +73,47 @@ impl ShardCore {
         self.status_version += 1;
         self.refresh_reasons(usize::MAX);
         Ok(())
+    }
+
+    /// Ends (fails or requeues) every running job on down node `name`.
+    fn end_jobs_on_down_node(&mut self, name: &str) {
+        let why = match self.down.get(name).map(String::as_str) {
+            None => return,
+            Some("") => format!("node {name} went down"),
+            Some(reason) => format!("node {name} went down: {reason}"),
+        };
+        let mut hit: Vec<JobId> = self
+            .running
+            .keys()
+            .filter(|id| {
+                self.table
+                    .get(**id)
+                    .is_some_and(|j| j.nodes.iter().any(|n| n == name))
+            })
+            .copied()
+            .collect();
+        hit.sort_unstable();
+        for id in hit {
+            let requeue = self.table.get(id).is_some_and(requeue_allowed);
+            let plan = if requeue {
+                EndAs::Requeue(why.clone())
+            } else {
+                EndAs::Failed {
+                    exception: Some("node-down"),
+                    why: why.clone(),
+                }
+            };
+            self.end_running(id, plan);
+        }
+    }
+
+    /// After a restore: jobs still running on a node marked down (in exec mode, their kill
+    /// may not have reached them before the restart) are ended again.
+    pub(super) fn end_jobs_on_down_nodes(&mut self) {
+        let down: Vec<String> = self.down.keys().cloned().collect();
+        for name in down {
+            self.end_jobs_on_down_node(&name);
+        }
     }
 
     /// The down flags as the journal keeps them.

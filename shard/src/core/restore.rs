@@ -100,6 +100,7 @@ impl ShardCore {
         }
         // Pending jobs the queue now denies (its definition changed) fail, and say so.
         self.drain(None);
+        self.end_jobs_on_down_nodes();
         finished.sort_unstable();
         for (_, id) in finished {
             let forgotten = self.table.finished(id);
