@@ -8,7 +8,6 @@ use shardsched_proto::msg::JobState;
 use shardsched_qmanager::{CycleKind, DenyReason, Event, JobView, WaitReason};
 use shardsched_resource::encode_hostlist;
 
-use super::exec::exec_start_context;
 use super::{CoreExecutor, ExecAction, ShardCore};
 use crate::assign::MS_PER_S;
 use crate::error::ShardError;
@@ -179,13 +178,10 @@ impl ShardCore {
         let (nodes, r_json) = self.nodes_and_r(alloc);
         self.pending.remove(&id);
         self.running.insert(id, end);
-        let start_context = match &self.options.executor {
-            CoreExecutor::Sim => {
-                self.sim_ends.insert((end, id));
-                serde_json::json!({})
-            }
-            CoreExecutor::Exec { jobs_dir } => exec_start_context(jobs_dir, id),
-        };
+        if !self.is_exec() {
+            self.sim_ends.insert((end, id));
+        }
+        let start_context = self.start_context(id);
         for node in &nodes {
             *self.node_jobs.entry(node.clone()).or_default() += 1;
         }

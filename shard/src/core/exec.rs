@@ -258,8 +258,18 @@ fn plan_for(end: &JobEnd) -> Option<EndAs> {
     }
 }
 
+impl ShardCore {
+    /// The `start` event's context: in exec mode, where the job's output goes.
+    pub(super) fn start_context(&self, id: JobId) -> serde_json::Value {
+        match &self.options.executor {
+            CoreExecutor::Sim => json!({}),
+            CoreExecutor::Exec { jobs_dir } => exec_start_context(jobs_dir, id),
+        }
+    }
+}
+
 /// The `start` event's context for an exec job: where its output goes.
-pub(super) fn exec_start_context(jobs_dir: &Path, id: JobId) -> serde_json::Value {
+fn exec_start_context(jobs_dir: &Path, id: JobId) -> serde_json::Value {
     let dir = job_dir(jobs_dir, id);
     json!({
         "stdout": dir.join(STDOUT_FILE).to_string_lossy(),

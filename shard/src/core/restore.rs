@@ -173,7 +173,7 @@ impl ShardCore {
                 record.nodes = nodes;
                 record.r_json = Some(r_json.into());
             }
-            record.push_event(run.start_ms, "start", serde_json::json!({}));
+            record.push_event(run.start_ms, "start", self.start_context(a.id));
             record.start_ms = Some(run.start_ms);
         }
         record.state = end.state;
