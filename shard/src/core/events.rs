@@ -281,8 +281,13 @@ impl ShardCore {
         }
     }
 
-    /// Finished jobs past retention left the table: the journal forgets them too.
+    /// Finished jobs past retention left the table: the journal forgets them too, and in
+    /// exec mode their directories go.
     pub(super) fn forget(&mut self, ids: Vec<Fluid>) {
+        if self.is_exec() {
+            self.exec_actions
+                .extend(ids.iter().copied().map(ExecAction::Forget));
+        }
         if self.options.journal {
             self.journal
                 .extend(ids.into_iter().map(JournalRecord::Forgotten));

@@ -50,6 +50,8 @@ pub enum ExecAction {
         /// Why (written to its cancel file and its status).
         why: String,
     },
+    /// This finished job is forgotten (retention): remove its directory.
+    Forget(JobId),
 }
 
 /// How a running job is recorded once its resources are given back.

@@ -19,6 +19,13 @@ const NOW: u64 = 1_800_000_000_000;
 const CLUSTER: &str = "name = \"c\"\n[[nodes]]\nhosts = \"n[0-3]\"\ncores_per_socket = 4\n";
 
 fn core(executor: CoreExecutor) -> ShardCore {
+    core_with(CoreOptions {
+        executor,
+        ..CoreOptions::default()
+    })
+}
+
+fn core_with(options: CoreOptions) -> ShardCore {
     let graph = shardsched_resource::read_cluster_spec(CLUSTER).expect("cluster");
     let graph = shardsched_resource::keep_types(&graph, shardsched_resource::SCHEDULER_TYPES)
         .expect("graph");
@@ -42,10 +49,6 @@ fn core(executor: CoreExecutor) -> ShardCore {
             generation: Generation(1),
         })
         .collect();
-    let options = CoreOptions {
-        executor,
-        ..CoreOptions::default()
-    };
     ShardCore::with_graph(graph, &config, 5, &owned, options).expect("core")
 }
 
@@ -436,4 +439,27 @@ fn a_restart_kills_again_an_exec_job_left_running_on_a_down_node() {
     again.handle_job_ended(NOW + 3, job, &killed(EndCause::Cancelled, "node went down"));
     assert_eq!(state(&again, job), JobState::Failed);
     assert!(reason(&again, job).contains("went down: psu"));
+}
+
+#[test]
+fn forgotten_exec_jobs_have_their_directories_removed() {
+    let mut core = core_with(CoreOptions {
+        executor: CoreExecutor::Exec {
+            jobs_dir: PathBuf::from("/state/jobs"),
+        },
+        finished_retained: 1,
+        ..CoreOptions::default()
+    });
+    let first = submit(&mut core, 1, 10, false);
+    let second = submit(&mut core, 2, 10, false);
+    core.tick(NOW).expect("tick");
+    core.take_exec_actions();
+    core.handle_job_ended(NOW + 1, first, &exited(0));
+    assert!(
+        core.take_exec_actions().is_empty(),
+        "kept: within the retention"
+    );
+    core.handle_job_ended(NOW + 2, second, &exited(0));
+    assert_eq!(core.take_exec_actions(), vec![ExecAction::Forget(first)]);
+    assert!(core.job(first).is_none());
 }

@@ -360,6 +360,7 @@ fn exec_requests(core: &mut ShardCore) -> Vec<ExecRequest> {
                 .job(id)
                 .map(|job| ExecRequest::Launch(Box::new(job.clone()))),
             ExecAction::Kill { id, why } => Some(ExecRequest::Kill { id, why }),
+            ExecAction::Forget(id) => Some(ExecRequest::Forget(id)),
         })
         .collect()
 }

@@ -5,6 +5,7 @@
 //! loop:
 //!   a request from the core task ─► Launch: job directory + `shardsched supervise DIR`
 //!                                   Kill:   cancel file + SIGTERM to the supervisor
+//!                                   Forget: remove the job's directories (retention)
 //!                                   Watch:  a running job a restart brought back (launched
 //!                                           now if it has no directory yet)
 //!   every EXEC_POLL_INTERVAL ─────► each watched job: status file? supervisor gone?
@@ -30,7 +31,7 @@ use crate::exec::files::read_json;
 use crate::exec::launch::{Prepared, observe};
 use crate::exec::{
     EndCause, ExecError, JOBS_DIR, JobEnd, RunningOrEnded, STATUS_FILE, job_dir, launch,
-    request_kill,
+    remove_job_dirs, request_kill,
 };
 use crate::job::JobRecord;
 use crate::limits::{EXEC_POLL_INTERVAL, KILL_GRACE};
@@ -76,6 +77,8 @@ pub(crate) enum ExecRequest {
         /// Why.
         why: String,
     },
+    /// Remove the directory of a job the shard forgot (retention).
+    Forget(JobId),
     /// Watch a job a restarted shard found running: launched by an earlier shard process,
     /// or, when it has no directory (that process died between journaling the start and
     /// launching), launched now.
@@ -118,6 +121,11 @@ pub(crate) async fn run(
                 Some(ExecRequest::Kill { id, why }) => {
                     if let Err(e) = request_kill(&job_dir(&jobs_dir, id), &why) {
                         tracing::warn!(%queue, job = %id, error = %e, "cannot ask the job to stop");
+                    }
+                }
+                Some(ExecRequest::Forget(id)) => {
+                    if let Err(e) = remove_job_dirs(&jobs_dir, id) {
+                        tracing::warn!(%queue, job = %id, error = %e, "cannot remove a forgotten job's directory");
                     }
                 }
                 Some(ExecRequest::Watch(job)) => {

@@ -198,6 +198,31 @@ fn set_aside(dir: &Path) -> Result<(), ExecError> {
     Ok(())
 }
 
+/// Removes the directory of job `id` under `jobs_dir` and those of its earlier runs
+/// (`ID.run-1`, `ID.run-2`, …), once the shard forgot the job. A directory whose supervisor
+/// has not written its status is left alone (and is an error): its job may still run.
+pub fn remove_job_dirs(jobs_dir: &Path, id: JobId) -> Result<(), ExecError> {
+    let dir = job_dir(jobs_dir, id);
+    if dir.exists() {
+        if let RunningOrEnded::Running { pid } = observe(&dir)? {
+            return Err(ExecError::BadFile {
+                path: dir,
+                message: format!("not removed: its supervisor (pid {pid}) still runs"),
+            });
+        }
+        fs::remove_dir_all(&dir).map_err(|e| ExecError::io(&dir, e))?;
+    }
+    let name = id.to_string();
+    for run in 1u32.. {
+        let aside = jobs_dir.join(format!("{name}.run-{run}"));
+        if !aside.exists() {
+            break;
+        }
+        fs::remove_dir_all(&aside).map_err(|e| ExecError::io(&aside, e))?;
+    }
+    Ok(())
+}
+
 /// Asks the job in `dir` to stop: writes the `cancel` file with `why` (the ground truth,
 /// which the supervisor also polls), then wakes the supervisor with SIGTERM. A job whose
 /// supervisor is already gone needs nothing more.
@@ -328,6 +353,14 @@ mod tests {
             panic!("{found:?}");
         };
         assert!(lost.note.contains("never started"), "{}", lost.note);
+
+        // Forgotten jobs take their directories (and their earlier runs') with them.
+        remove_job_dirs(&jobs, done).expect("remove");
+        remove_job_dirs(&jobs, orphan).expect("remove");
+        assert!(!job_dir(&jobs, done).exists());
+        assert!(!jobs.join(format!("{done}.run-1")).exists());
+        assert!(!job_dir(&jobs, orphan).exists());
+        assert!(job_dir(&jobs, garbled).exists());
         let _ = fs::remove_dir_all(&state);
     }
 }

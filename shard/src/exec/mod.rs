@@ -48,7 +48,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use shardsched_proto::msg::JobId;
 
-pub use launch::{LaunchSpec, RunningOrEnded, launch, recover, request_kill};
+pub use launch::{LaunchSpec, RunningOrEnded, launch, recover, remove_job_dirs, request_kill};
 pub use supervisor::supervise;
 
 /// The directory under a shard's state directory that holds one directory per exec job.
