@@ -76,6 +76,14 @@ fn a_node_marked_down_fails_or_requeues_its_jobs_and_leaves_scheduling_until_up(
     assert!(wait_for(|| node_row(&system, &plain_node)["state"] == "up"));
     assert_eq!(node_row(&system, &plain_node)["reason"], Value::Null);
 
+    // Only admins mark nodes down.
+    let bob = system.user_dir("bob");
+    let out = system.cli_in(&bob, &["resource", "down", "node3"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("forbidden"), "{err}");
+    assert!(node_row(&system, "node3")["state"] == "up");
+
     // Names outside the cluster are refused, naming the node; nothing changes.
     let err = system.fails(&["resource", "down", "node[3,99]"]);
     assert!(err.contains("no node node99 in the cluster"), "{err}");

@@ -119,6 +119,49 @@ impl System {
             .unwrap()
     }
 
+    /// A user (not admin) certificate `name` in a client directory of its own (with the
+    /// coordinator's address), for `SHARDSCHED_DIR`.
+    pub fn user_dir(&self, name: &str) -> PathBuf {
+        let dir = self.dir.join(format!("user-{name}"));
+        let out = Command::new(EXE)
+            .args([
+                "cert",
+                "issue",
+                "--role",
+                "user",
+                "--name",
+                name,
+                "--state-dir",
+            ])
+            .arg(self.state().join("coordinator"))
+            .arg("--out")
+            .arg(dir.join("client"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "cert issue: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::create_dir_all(dir.join("coordinator")).unwrap();
+        std::fs::copy(
+            self.state().join("coordinator/address"),
+            dir.join("coordinator/address"),
+        )
+        .unwrap();
+        dir
+    }
+
+    /// Runs `shardsched ARGS` with `SHARDSCHED_DIR=dir`.
+    pub fn cli_in(&self, dir: &Path, args: &[&str]) -> Output {
+        Command::new(EXE)
+            .args(args)
+            .env("SHARDSCHED_DIR", dir)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
     /// Runs a command that must succeed; returns its stdout.
     pub fn ok(&self, args: &[&str]) -> String {
         let out = self.cli(args);
