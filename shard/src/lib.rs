@@ -1,6 +1,7 @@
 //! One queue's scheduling shard: the whole cluster graph with only the queue's nodes
 //! available, its own queue manager, a job table, and the `sim` executor — a pure core — plus
-//! the async driver that connects it to the coordinator and serves clients over QUIC.
+//! the async driver that connects it to the coordinator and serves clients over QUIC, and
+//! the `exec` executor that really runs jobs under supervisor processes ([`exec`]).
 //!
 //! # The shard's loop
 //!
@@ -63,11 +64,13 @@
 //!
 //! # Modules
 //!
-//! - [`core`]: [`ShardCore`] — submit, cancel, queue state, ownership, tick, status;
+//! - [`core`]: [`ShardCore`] — submit, cancel, queue state, ownership, nodes down/up, tick,
+//!   exec launches/kills/ends, status;
+//! - [`exec`]: the exec executor — job directories, the supervisor, `recover`;
 //! - [`job`], [`table`]: the job records and the copy-on-write table that holds them;
 //! - [`snapshot`]: the immutable view reads are served from;
 //! - [`assign`]: from the coordinator's assignment to a graph and queue parameters;
-//! - [`driver`]: credentials, QUIC, registration, the core task, shutdown;
+//! - [`driver`]: credentials, QUIC, registration, the core task, the exec task, shutdown;
 //! - [`limits`]: every bound, named.
 
 pub mod assign;

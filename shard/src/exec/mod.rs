@@ -34,7 +34,7 @@
 //! | `supervisor.log` | supervisor | its own errors |
 //!
 //! Jobs run as the shard's user, with the shard's environment plus the `SHARDSCHED_*`
-//! variables of [`env`] (docs/EXEC.md).
+//! variables of [`env`](mod@env) (docs/EXEC.md).
 
 pub mod env;
 pub mod files;
