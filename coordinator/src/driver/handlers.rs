@@ -336,3 +336,51 @@ async fn tell_queue_state(shared: &Shared, command: &QueueCommand) {
 fn conn_id(session: &Session) -> ConnId {
     ConnId(session.connection().stable_id() as u64)
 }
+
+#[cfg(test)]
+mod tests {
+    use shardsched_proto::msg::shard_coord::Register;
+
+    use super::*;
+    use crate::config::Config;
+    use crate::core::Core;
+    use crate::ownership::Durable;
+
+    fn names(nodes: &[&str]) -> Vec<String> {
+        nodes.iter().map(|n| n.to_string()).collect()
+    }
+
+    #[test]
+    fn node_state_plans_group_nodes_by_owning_shard_and_refuse_what_cannot_be_done() {
+        let config = Config::embedded_default().expect("config");
+        let (mut core, _) = Core::new(config, &Durable::default(), 1).expect("core");
+        let batch = core.owned_by("batch");
+        let debug = core.owned_by("debug");
+        let refusal = node_state_plan(&core, &names(&["nowhere"])).expect_err("unknown");
+        assert_eq!(refusal.code, RefusalCode::NotFound);
+        assert!(refusal.message.contains("nowhere"), "{refusal}");
+        let refusal = node_state_plan(&core, &batch[..1]).expect_err("offline");
+        assert_eq!(refusal.code, RefusalCode::Unavailable);
+        assert!(refusal.message.contains("batch"), "{refusal}");
+
+        for (conn, queue) in [(1, "batch"), (2, "debug")] {
+            let register = Register {
+                queue: queue.into(),
+                listen: SocketAddr::from(([127, 0, 0, 1], 4000 + conn as u16)),
+                held: Vec::new(),
+                last_job_id: None,
+            };
+            let remote = SocketAddr::from(([127, 0, 0, 1], 5000));
+            core.register(ConnId(conn), queue, remote, &register)
+                .expect("registered");
+        }
+        let asked = vec![batch[0].clone(), debug[0].clone(), batch[1].clone()];
+        let plan = node_state_plan(&core, &asked).expect("plan");
+        assert_eq!(plan.len(), 2);
+        assert_eq!(
+            plan["batch"],
+            (ConnId(1), vec![batch[0].clone(), batch[1].clone()])
+        );
+        assert_eq!(plan["debug"], (ConnId(2), vec![debug[0].clone()]));
+    }
+}
