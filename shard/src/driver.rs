@@ -22,6 +22,7 @@
 
 mod core_task;
 mod serve;
+pub mod stats;
 
 use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -186,6 +187,10 @@ async fn serve_until(
     }
     drop(restored);
     let committer = Committer::start(journal)?;
+    let journal_stats = tokio::spawn(stats::write_periodically(
+        committer.clone(),
+        options.state_dir.clone(),
+    ));
     tracing::info!(
         queue = %options.queue,
         generator_id = assignment.generator_id,
@@ -250,6 +255,8 @@ async fn serve_until(
     };
     session.close();
     clients.abort();
+    journal_stats.abort();
+    let _ = journal_stats.await;
     if core_running {
         let _ = commands.send(Command::Stop).await;
         match core_task.await {

@@ -321,7 +321,7 @@ async fn a_killed_shard_restarts_from_its_journal_without_losing_or_duplicating_
     let running: Vec<String> = (0..2)
         .map(|_| system.submit(&["-N", "2", "-t", "100", "--", "sleep"]))
         .collect();
-    let pending = vec![
+    let pending = [
         system.submit(&["-N", "4", "-t", "10", "--", "sleep"]),
         system.submit(&["-N", "1", "-t", "10", "--", "sleep"]),
     ];
