@@ -76,6 +76,10 @@ pub struct UpArgs {
     /// executor [default: the shard's].
     #[arg(long, value_name = "F")]
     pub time_scale: Option<f64>,
+    /// How long the shards keep finished jobs (in memory and in their journals): 90, 30m,
+    /// 2h, 1d [default: the shard's, 1h].
+    #[arg(long, value_name = "DURATION", value_parser = crate::client::submit::parse_duration_secs)]
+    pub retention: Option<u64>,
 }
 
 /// `shardsched up`.
@@ -104,6 +108,7 @@ pub fn main(args: &UpArgs) -> Result<()> {
             dir,
             config,
             time_scale: args.time_scale,
+            retention_s: args.retention,
             children: Vec::new(),
         };
         let started = tokio::select! {
@@ -143,6 +148,8 @@ struct Supervisor {
     dir: StateDir,
     config: Option<PathBuf>,
     time_scale: Option<f64>,
+    /// `--retention` for the shards, seconds.
+    retention_s: Option<u64>,
     /// The coordinator first, then the shards in queue order.
     children: Vec<Supervised>,
 }
@@ -183,6 +190,9 @@ impl Supervisor {
             ];
             if let Some(scale) = self.time_scale {
                 shard_args.extend(["--time-scale".to_owned(), scale.to_string()]);
+            }
+            if let Some(secs) = self.retention_s {
+                shard_args.extend(["--retention".to_owned(), secs.to_string()]);
             }
             self.spawn_new(
                 &format!("shard {}", queue.name),

@@ -68,7 +68,14 @@ impl System {
         let config = dir.join("config.toml");
         std::fs::write(&config, CONFIG).unwrap();
         let mut up = Command::new(EXE)
-            .args(["up", "--time-scale", &TIME_SCALE.to_string(), "--config"])
+            .args([
+                "up",
+                "--time-scale",
+                &TIME_SCALE.to_string(),
+                "--retention",
+                "2h",
+            ])
+            .arg("--config")
             .arg(&config)
             .arg("--dir")
             .arg(dir.join("state"))
