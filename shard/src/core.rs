@@ -27,6 +27,7 @@ mod restore;
 mod status;
 
 pub use restore::RestoreSummary;
+use restore::node_gens;
 #[cfg(test)]
 mod restore_tests;
 #[cfg(test)]
@@ -393,15 +394,7 @@ impl ShardCore {
         }
         self.drain(None);
         let reason = format!("cancelled by {peer}");
-        // The end was just journaled with the queue manager's word for it: say who.
-        if let Some(JournalRecord::Ended(end)) = self
-            .journal
-            .iter_mut()
-            .rev()
-            .find(|r| matches!(r, JournalRecord::Ended(e) if e.id == id))
-        {
-            end.reason.clone_from(&reason);
-        }
+        self.journal_end_reason(id, &reason);
         if let Some(job) = self.table.get_mut(id) {
             job.reason = Reason::Text(reason);
         }
@@ -448,14 +441,8 @@ impl ShardCore {
             self.qm.set_availability(v, up)?;
         }
         if self.options.journal && self.owned != now_owned {
-            let nodes = now_owned
-                .iter()
-                .map(|(node, &generation)| NodeGen {
-                    node: node.clone(),
-                    generation,
-                })
-                .collect();
-            self.journal.push(JournalRecord::Owned(nodes));
+            self.journal
+                .push(JournalRecord::Owned(node_gens(&now_owned)));
         }
         self.owned = now_owned;
         self.status_version += 1;

@@ -23,6 +23,7 @@
 mod core_task;
 mod exec_task;
 mod serve;
+pub mod stats;
 
 pub use exec_task::{ExecOptions, Executor};
 
@@ -198,6 +199,10 @@ async fn serve_until(
     }
     drop(restored);
     let committer = Committer::start(journal)?;
+    let journal_stats = tokio::spawn(stats::write_periodically(
+        committer.clone(),
+        options.state_dir.clone(),
+    ));
     tracing::info!(
         queue = %options.queue,
         generator_id = assignment.generator_id,
@@ -277,6 +282,8 @@ async fn serve_until(
     };
     session.close();
     clients.abort();
+    journal_stats.abort();
+    let _ = journal_stats.await;
     if core_running {
         let _ = commands.send(Command::Stop).await;
         match core_task.await {

@@ -13,8 +13,10 @@
 //!                                          ▼                       │
 //!   core task:  take every queued request (≤ BATCH_REQUESTS_MAX) ──►│ ShardCore::handle_*
 //!               then ONE ShardCore::tick(now): sim completions + scheduling, once
-//!               publish the Snapshot (arc-swap) ───────────────────┘
-//!               answer the batch; sleep until a request or next_wakeup_ms()
+//!               ShardCore::take_journal() → the journal's committer (group commit, fsync)
+//!   publisher:  once that commit is durable: publish the Snapshot ──┘
+//!               (arc-swap), answer the batch
+//!   core task:  meanwhile on to the next batch, or sleep until a request or next_wakeup_ms()
 //! ```
 //!
 //! Batching is what makes thousands of submits per second possible: the fixed costs of
@@ -22,7 +24,9 @@
 //! snapshot) are paid once per batch instead of once per job. The batch is scheduled right
 //! after it is taken in — never on a fixed tick — so a job submitted to a cluster with room
 //! is allocated before its submit is even answered. The snapshot is published *before* the
-//! answers go out, so a client that was told `Submitted` finds its job in `jobs`.
+//! answers go out, so a client that was told `Submitted` finds its job in `jobs`; and both
+//! wait for the batch's journal commit, so what a client was told survives a SIGKILL
+//! (docs/JOURNAL.md; a restarted shard rebuilds itself with [`ShardCore::restore`]).
 //!
 //! # The pure core
 //!
@@ -68,6 +72,7 @@
 //!   exec launches/kills/ends, status;
 //! - [`exec`]: the exec executor — job directories, the supervisor, `recover`;
 //! - [`job`], [`table`]: the job records and the copy-on-write table that holds them;
+//! - [`journal`]: the records the shard journals and how they are read back;
 //! - [`snapshot`]: the immutable view reads are served from;
 //! - [`assign`]: from the coordinator's assignment to a graph and queue parameters;
 //! - [`driver`]: credentials, QUIC, registration, the core task, the exec task, shutdown;

@@ -29,12 +29,22 @@
 //!   in flight it also holds the queueing that C implies (Little's law: C / throughput); the
 //!   one-at-a-time phase gives the unloaded figure.
 //!
+//! - **journal commits** (fsync latency median and p99, commits, writes per commit): every
+//!   submit is journaled (fsync) before it is answered, with group commit; each shard writes
+//!   its commit statistics to `journal-stats.json` in its state directory, read before and
+//!   after each phase.
+//!
 //! Jobs last an hour of simulated time, and N is kept under the queue's core count, so no
 //! job completes during the run and every job can be allocated at once: the figures are the
 //! submit and match path alone, not backlog scheduling. The client shares the machine's
 //! cores with the shards and the coordinator, which this report does not hide.
+//!
+//! The journals must be on the real disk for the fsync figures to mean anything: the working
+//! directory defaults to `target/bench-e2e-PID` when run from a directory with a `target/`
+//! (a cargo checkout), and the report names the file system it is on (a tmpfs is warned
+//! about).
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -78,8 +88,9 @@ pub struct E2eArgs {
     /// Nodes in the generated cluster (split in two equal queues).
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(2..))]
     pub nodes: u64,
-    /// Working directory for the two `up`s [default: a fresh one under the temp dir,
-    /// removed afterwards].
+    /// Working directory for the two `up`s (the shards' journals go there: put it on the
+    /// disk to measure) [default: a fresh `target/bench-e2e-PID` when ./target exists, else
+    /// one under the temp dir; removed afterwards].
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
     /// Only the one-shard phase.
@@ -123,7 +134,122 @@ pub struct PhaseReport {
     pub cpu_client_us_per_job: u64,
     /// Cores kept busy on average by all of them while submitting.
     pub cores_busy: f64,
+    /// Journal commits (transactions, each one fsync'd) during the phase, all shards.
+    pub journal_commits: u64,
+    /// Journal writes per commit (group commit at work).
+    pub journal_writes_per_commit: f64,
+    /// Median commit (fsync) latency, microseconds (within 12.5 %: a histogram).
+    pub fsync_median_us: u64,
+    /// 99th percentile commit (fsync) latency, microseconds.
+    pub fsync_p99_us: u64,
 }
+
+/// A shard's journal statistics (its `journal-stats.json`), or the sum of several.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct JournalReading {
+    commits: u64,
+    writes: u64,
+    /// Commit latency histogram: largest µs of a bucket → commits.
+    fsync_buckets: BTreeMap<u64, u64>,
+}
+
+impl JournalReading {
+    /// Reads `dir`/journal-stats.json; a missing or unreadable file reads as nothing.
+    fn read(dir: &Path) -> JournalReading {
+        let Ok(text) = std::fs::read_to_string(dir.join("journal-stats.json")) else {
+            return JournalReading::default();
+        };
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
+            return JournalReading::default();
+        };
+        let fsync_buckets = v["fsync_us"]["buckets"]
+            .as_array()
+            .map(|b| {
+                b.iter()
+                    .filter_map(|pair| Some((pair[0].as_u64()?, pair[1].as_u64()?)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        JournalReading {
+            commits: v["commits"].as_u64().unwrap_or(0),
+            writes: v["writes"].as_u64().unwrap_or(0),
+            fsync_buckets,
+        }
+    }
+
+    /// The sum over the shards of `queues` under `up_dir`, once it stops changing (the
+    /// shards write it about once a second).
+    async fn settled(up_dir: &Path, queues: &[&str]) -> JournalReading {
+        let read_all = || {
+            let mut sum = JournalReading::default();
+            for queue in queues {
+                sum.add(&JournalReading::read(
+                    &StateDir::at(up_dir.to_owned()).shard_dir(queue),
+                ));
+            }
+            sum
+        };
+        let mut last = read_all();
+        for _ in 0..JOURNAL_SETTLE_READS_MAX {
+            tokio::time::sleep(JOURNAL_SETTLE_WAIT).await;
+            let now = read_all();
+            if now == last {
+                break;
+            }
+            last = now;
+        }
+        last
+    }
+
+    fn add(&mut self, other: &JournalReading) {
+        self.commits += other.commits;
+        self.writes += other.writes;
+        for (&bound, &n) in &other.fsync_buckets {
+            *self.fsync_buckets.entry(bound).or_default() += n;
+        }
+    }
+
+    fn minus(&self, before: &JournalReading) -> JournalReading {
+        JournalReading {
+            commits: self.commits.saturating_sub(before.commits),
+            writes: self.writes.saturating_sub(before.writes),
+            fsync_buckets: self
+                .fsync_buckets
+                .iter()
+                .map(|(&b, &n)| {
+                    (
+                        b,
+                        n.saturating_sub(before.fsync_buckets.get(&b).copied().unwrap_or(0)),
+                    )
+                })
+                .filter(|&(_, n)| n > 0)
+                .collect(),
+        }
+    }
+
+    /// The `q` quantile of the commit latencies, µs (a bucket's bound).
+    fn fsync_quantile(&self, q: f64) -> u64 {
+        let total: u64 = self.fsync_buckets.values().sum();
+        if total == 0 {
+            return 0;
+        }
+        let rank = ((q * total as f64).ceil() as u64).clamp(1, total);
+        let mut seen = 0;
+        for (&bound, &n) in &self.fsync_buckets {
+            seen += n;
+            if seen >= rank {
+                return bound;
+            }
+        }
+        0
+    }
+}
+
+/// How long to wait between two readings of the journal statistics (the shards write
+/// them every second).
+const JOURNAL_SETTLE_WAIT: Duration = Duration::from_millis(1200);
+/// Readings taken at most while waiting for them to stop changing.
+const JOURNAL_SETTLE_READS_MAX: usize = 10;
 
 /// Linux reports process times in `/proc` in units of USER_HZ, which is 100 on every
 /// architecture Linux exports it for (it is not the kernel's tick rate).
@@ -204,12 +330,26 @@ pub fn main(args: &E2eArgs) -> Result<()> {
     }
     let (work, remove_after) = match &args.dir {
         Some(dir) => (dir.clone(), false),
+        None if Path::new("target").is_dir() => (
+            PathBuf::from("target").join(format!("bench-e2e-{}", std::process::id())),
+            true,
+        ),
         None => (
             std::env::temp_dir().join(format!("shardsched-bench-e2e-{}", std::process::id())),
             true,
         ),
     };
     std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+    let work = work
+        .canonicalize()
+        .with_context(|| format!("resolving {}", work.display()))?;
+    let fs = file_system_of(&work);
+    if fs.starts_with("tmpfs") {
+        eprintln!(
+            "bench e2e: warning: {} is on {fs}: the journals' fsyncs cost nothing there; use --dir on a disk",
+            work.display()
+        );
+    }
     let config = work.join("config.toml");
     std::fs::write(&config, config_toml(args.nodes))
         .with_context(|| format!("writing {}", config.display()))?;
@@ -221,8 +361,26 @@ pub fn main(args: &E2eArgs) -> Result<()> {
     if args.json {
         emit(&format!("{}\n", serde_json::to_string_pretty(&reports)?))
     } else {
-        emit(&report_table(args, &reports))
+        emit(&report_table(args, &reports, &work, &fs))
     }
+}
+
+/// The file system holding `path`, as `TYPE (SOURCE)` from /proc/mounts (the mount point
+/// that is the longest prefix of it); `unknown` when it cannot be told.
+fn file_system_of(path: &Path) -> String {
+    let Ok(mounts) = std::fs::read_to_string("/proc/mounts") else {
+        return "unknown".into();
+    };
+    mounts
+        .lines()
+        .filter_map(|line| {
+            let mut f = line.split_whitespace();
+            let (source, point, kind) = (f.next()?, f.next()?, f.next()?);
+            path.starts_with(point)
+                .then(|| (point.len(), format!("{kind} ({source})")))
+        })
+        .max_by_key(|(len, _)| *len)
+        .map_or_else(|| "unknown".into(), |(_, fs)| fs)
 }
 
 /// What one phase does: which queues it submits to, how many jobs each, how many at once.
@@ -339,6 +497,7 @@ async fn phase_run(phase: &Phase, dir: &Path, up_pid: u32) -> Result<PhaseReport
     }
     .to_jobspec()
     .context("building the benchmark jobspec")?;
+    let journal_before = JournalReading::settled(dir, phase.queues).await;
     let cpu_before = CpuSample::take(up_pid);
     let epoch = Instant::now();
     let first_send_ms = now_ms();
@@ -436,6 +595,9 @@ async fn phase_run(phase: &Phase, dir: &Path, up_pid: u32) -> Result<PhaseReport
         }
     }
     client.close().await;
+    let journal = JournalReading::settled(dir, phase.queues)
+        .await
+        .minus(&journal_before);
 
     let jobs = sent.len() as u64;
     let span_ms = last_start_ms.saturating_sub(first_send_ms).max(1);
@@ -463,6 +625,10 @@ async fn phase_run(phase: &Phase, dir: &Path, up_pid: u32) -> Result<PhaseReport
         cpu_client_us_per_job: cpu.client_ms * 1000 / jobs.max(1),
         cores_busy: (cpu.shards_ms + cpu.coordinator_ms + cpu.client_ms) as f64 * 1e6
             / acked_ns as f64,
+        journal_commits: journal.commits,
+        journal_writes_per_commit: journal.writes as f64 / journal.commits.max(1) as f64,
+        fsync_median_us: journal.fsync_quantile(0.5),
+        fsync_p99_us: journal.fsync_quantile(0.99),
     })
 }
 
@@ -479,12 +645,13 @@ fn percentile(sorted: &[u64], p: f64) -> u64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-fn report_table(args: &E2eArgs, reports: &[PhaseReport]) -> String {
+fn report_table(args: &E2eArgs, reports: &[PhaseReport], work: &Path, fs: &str) -> String {
     let mut out = format!(
         "bench e2e: {} nodes, one-core jobs, sim executor, QUIC + mutual TLS on loopback, \
-         {} cores\n",
+         {} cores; journals in {} on {fs}\n",
         args.nodes,
-        std::thread::available_parallelism().map_or(0, usize::from)
+        std::thread::available_parallelism().map_or(0, usize::from),
+        work.display()
     );
     let mut table = Table::new(&[
         "PHASE",
@@ -496,6 +663,8 @@ fn report_table(args: &E2eArgs, reports: &[PhaseReport]) -> String {
         "RTT P99",
         "CPU/JOB SHARD+COORD+CLIENT",
         "CORES BUSY",
+        "FSYNC MEDIAN/P99",
+        "COMMITS (WRITES EACH)",
     ]);
     for r in reports {
         table.row(vec![
@@ -516,6 +685,12 @@ fn report_table(args: &E2eArgs, reports: &[PhaseReport]) -> String {
                 r.cpu_shards_us_per_job, r.cpu_coordinator_us_per_job, r.cpu_client_us_per_job
             ),
             format!("{:.2}", r.cores_busy),
+            format!(
+                "{:.1}/{:.1} ms",
+                r.fsync_median_us as f64 / 1000.0,
+                r.fsync_p99_us as f64 / 1000.0
+            ),
+            format!("{} ({:.1})", r.journal_commits, r.journal_writes_per_commit),
         ]);
     }
     out.push_str(&table.render());
@@ -614,6 +789,26 @@ impl Drop for UpProcess {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn journal_readings_subtract_and_give_quantiles() {
+        let reading = |commits, buckets: &[(u64, u64)]| JournalReading {
+            commits,
+            writes: commits * 10,
+            fsync_buckets: buckets.iter().copied().collect(),
+        };
+        let before = reading(10, &[(1000, 10)]);
+        let after = reading(110, &[(1000, 10), (2000, 90), (9000, 10)]);
+        let phase = after.minus(&before);
+        assert_eq!(phase.commits, 100);
+        assert_eq!(phase.fsync_buckets.get(&1000), None);
+        assert_eq!(phase.fsync_quantile(0.5), 2000);
+        assert_eq!(phase.fsync_quantile(0.99), 9000);
+        assert_eq!(JournalReading::default().fsync_quantile(0.5), 0);
+        let mut sum = phase.clone();
+        sum.add(&phase);
+        assert_eq!(sum.commits, 200);
+    }
 
     #[test]
     fn percentiles_are_nearest_rank() {

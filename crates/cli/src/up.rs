@@ -80,6 +80,10 @@ pub struct UpArgs {
     /// [default: the shard's, sim].
     #[arg(long, value_name = "EXECUTOR")]
     pub executor: Option<crate::shard_cmd::Executor>,
+    /// How long the shards keep finished jobs (in memory and in their journals): 90, 30m,
+    /// 2h, 1d [default: the shard's, 1h].
+    #[arg(long, value_name = "DURATION", value_parser = crate::client::submit::parse_duration_secs)]
+    pub retention: Option<u64>,
 }
 
 /// `shardsched up`.
@@ -109,6 +113,7 @@ pub fn main(args: &UpArgs) -> Result<()> {
             config,
             time_scale: args.time_scale,
             executor: args.executor,
+            retention_s: args.retention,
             children: Vec::new(),
         };
         let started = tokio::select! {
@@ -149,6 +154,8 @@ struct Supervisor {
     config: Option<PathBuf>,
     time_scale: Option<f64>,
     executor: Option<crate::shard_cmd::Executor>,
+    /// `--retention` for the shards, seconds.
+    retention_s: Option<u64>,
     /// The coordinator first, then the shards in queue order.
     children: Vec<Supervised>,
 }
@@ -196,6 +203,9 @@ impl Supervisor {
                     crate::shard_cmd::Executor::Exec => "exec",
                 };
                 shard_args.extend(["--executor".to_owned(), name.to_owned()]);
+            }
+            if let Some(secs) = self.retention_s {
+                shard_args.extend(["--retention".to_owned(), secs.to_string()]);
             }
             self.spawn_new(
                 &format!("shard {}", queue.name),

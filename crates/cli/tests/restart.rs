@@ -3,6 +3,8 @@
 //!   `up` from the same state directory, loses and duplicates nothing: running jobs keep
 //!   their nodes and end on time, pending ones start later, a retried submit with the same
 //!   idempotency key returns the same job, new ids do not collide with old ones;
+//! - every submit a shard acknowledged before SIGKILL is there after its restart, while
+//!   submits were streaming in (the answers wait for their batch's journal commit);
 //! - a shard whose journal is damaged refuses to start, exits non-zero, and names the file.
 //!
 //! The harness is a trimmed copy of tests/system.rs's (`up` in a fresh directory, driven
@@ -66,7 +68,14 @@ impl System {
         let config = dir.join("config.toml");
         std::fs::write(&config, CONFIG).unwrap();
         let mut up = Command::new(EXE)
-            .args(["up", "--time-scale", &TIME_SCALE.to_string(), "--config"])
+            .args([
+                "up",
+                "--time-scale",
+                &TIME_SCALE.to_string(),
+                "--retention",
+                "2h",
+            ])
+            .arg("--config")
             .arg(&config)
             .arg("--dir")
             .arg(dir.join("state"))
@@ -265,9 +274,8 @@ fn creds_in(dir: &Path) -> Credentials {
     .unwrap()
 }
 
-/// Submits straight to alpha's shard with idempotency key `key` (a one-core job of
-/// `seconds`); returns (id as printed, duplicate).
-async fn submit_with_key(system: &System, key: u8, seconds: u64) -> (String, bool) {
+/// A session with alpha's shard (and its endpoint, which must outlive it).
+async fn alpha_session(system: &System) -> (quinn::Endpoint, Session) {
     let creds = creds_in(&system.state().join("client"));
     let endpoint =
         shardsched_proto::tls::client_endpoint(&creds, "127.0.0.1:0".parse().unwrap()).unwrap();
@@ -287,6 +295,12 @@ async fn submit_with_key(system: &System, key: u8, seconds: u64) -> (String, boo
     let shard = shardsched_proto::connect(&endpoint, route.address, Role::Shard, "alpha")
         .await
         .unwrap();
+    coord.close();
+    (endpoint, shard)
+}
+
+/// A one-core job of `seconds`, as a submit with idempotency key `key`.
+fn submit_request(key: [u8; 16], seconds: u64) -> client_shard::Request {
     let jobspec = serde_json::json!({
         "version": 1,
         "resources": [{"type": "slot", "count": 1, "label": "task",
@@ -294,14 +308,22 @@ async fn submit_with_key(system: &System, key: u8, seconds: u64) -> (String, boo
         "tasks": [{"command": ["sleep"], "slot": "task", "count": {"per_slot": 1}}],
         "attributes": {"system": {"duration": seconds}}
     });
-    let request = client_shard::Request::Submit(Submit {
-        idempotency_key: IdempotencyKey([key; 16]),
+    client_shard::Request::Submit(Submit {
+        idempotency_key: IdempotencyKey(key),
         jobspec_json: jobspec.to_string(),
         priority: None,
-    });
-    let answer = shard.request(&request).await.unwrap();
+    })
+}
+
+/// Submits straight to alpha's shard with idempotency key `[key; 16]` (a one-core job of
+/// `seconds`); returns (id as printed, duplicate).
+async fn submit_with_key(system: &System, key: u8, seconds: u64) -> (String, bool) {
+    let (_endpoint, shard) = alpha_session(system).await;
+    let answer = shard
+        .request(&submit_request([key; 16], seconds))
+        .await
+        .unwrap();
     shard.close();
-    coord.close();
     match answer {
         client_shard::Response::Submitted { id, duplicate } => (id.to_string(), duplicate),
         other => panic!("{other:?}"),
@@ -460,4 +482,68 @@ fn a_shard_with_a_damaged_journal_refuses_to_start_and_names_the_file() {
             journal.display()
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_submit_acknowledged_before_a_kill_is_there_after_the_restart() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    let system = System::start("acked");
+    let (_endpoint, session) = alpha_session(&system).await;
+    let acked = Arc::new(Mutex::new(Vec::<String>::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let next_key = Arc::new(AtomicU64::new(1));
+    let mut workers = Vec::new();
+    for _ in 0..32 {
+        let (session, acked, stop, next_key) = (
+            session.clone(),
+            Arc::clone(&acked),
+            Arc::clone(&stop),
+            Arc::clone(&next_key),
+        );
+        workers.push(tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                let mut key = [0u8; 16];
+                key[..8].copy_from_slice(&next_key.fetch_add(1, Ordering::Relaxed).to_le_bytes());
+                let request = submit_request(key, 3600);
+                match tokio::time::timeout(Duration::from_secs(5), session.request(&request)).await
+                {
+                    Ok(Ok(client_shard::Response::Submitted { id, .. })) => {
+                        acked.lock().unwrap().push(id.to_string());
+                    }
+                    _ => break,
+                }
+            }
+        }));
+    }
+    // Kill the shard while the submits stream in.
+    let deadline = Instant::now() + JOBS_TIMEOUT;
+    while acked.lock().unwrap().len() < 300 {
+        assert!(
+            Instant::now() < deadline,
+            "the shard acknowledged too few submits"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let shard = system.child_pid("alpha").expect("alpha's shard");
+    kill_process(pid(shard), Signal::KILL).unwrap();
+    stop.store(true, Ordering::Relaxed);
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    let acked: Vec<String> = acked.lock().unwrap().clone();
+    let deadline = Instant::now() + UP_TIMEOUT;
+    while system.child_pid("alpha").is_none_or(|p| p == shard) {
+        assert!(Instant::now() < deadline, "alpha's shard was not restarted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let jobs = system.wait_jobs("the restarted shard to answer", |jobs| !jobs.is_empty());
+    let lost: Vec<&String> = acked.iter().filter(|id| !jobs.contains_key(*id)).collect();
+    assert!(
+        lost.is_empty(),
+        "{} of {} acknowledged jobs lost by the restart: {lost:?}",
+        lost.len(),
+        acked.len()
+    );
 }

@@ -75,6 +75,18 @@ impl LatencyHistogram {
         Duration::from_micros(self.max_us)
     }
 
+    /// The non-empty buckets as (largest value in the bucket, µs; samples), in order: what
+    /// a process writes out so that another can compute quantiles of a difference of two
+    /// readings (see [`quantile_of_buckets`]).
+    pub fn buckets(&self) -> Vec<(u64, u64)> {
+        self.counts
+            .iter()
+            .enumerate()
+            .filter(|&(_, &c)| c > 0)
+            .map(|(i, &c)| (upper_bound(i), c))
+            .collect()
+    }
+
     /// Adds another histogram's samples to this one.
     pub fn merge(&mut self, other: &LatencyHistogram) {
         for (a, b) in self.counts.iter_mut().zip(&other.counts) {
@@ -84,6 +96,24 @@ impl LatencyHistogram {
         self.sum_us = self.sum_us.saturating_add(other.sum_us);
         self.max_us = self.max_us.max(other.max_us);
     }
+}
+
+/// The `q`-quantile of buckets as [`LatencyHistogram::buckets`] gives them (sorted by
+/// bound), in µs: the bound of the bucket holding it; 0 when empty.
+pub fn quantile_of_buckets(buckets: &[(u64, u64)], q: f64) -> u64 {
+    let total: u64 = buckets.iter().map(|&(_, c)| c).sum();
+    if total == 0 {
+        return 0;
+    }
+    let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).clamp(1, total);
+    let mut seen = 0;
+    for &(bound, c) in buckets {
+        seen += c;
+        if seen >= rank {
+            return bound;
+        }
+    }
+    buckets.last().map_or(0, |&(b, _)| b)
 }
 
 fn bucket_of(us: u64) -> usize {
@@ -135,6 +165,13 @@ mod tests {
         assert!((990.0..=1000.0).contains(&p99), "{p99}");
         assert_eq!(h.max(), Duration::from_micros(1000));
         assert_eq!(h.count(), 1000);
+        let buckets = h.buckets();
+        assert_eq!(buckets.iter().map(|&(_, c)| c).sum::<u64>(), 1000);
+        assert_eq!(
+            quantile_of_buckets(&buckets, 0.5),
+            upper_bound(bucket_of(500))
+        );
+        assert_eq!(quantile_of_buckets(&[], 0.5), 0);
         let mut twice = h.clone();
         twice.merge(&h);
         assert_eq!(twice.count(), 2000);

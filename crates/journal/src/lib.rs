@@ -51,7 +51,7 @@ pub mod store;
 pub use batch::{Batch, Write};
 pub use committer::{CommitStats, CommitTicket, Committer};
 pub use error::{ErrorKind, JournalError};
-pub use histogram::LatencyHistogram;
+pub use histogram::{LatencyHistogram, quantile_of_buckets};
 pub use store::{CommitInfo, Journal, JournalState, journal_path};
 
 /// The journal's file name in a process's state directory.

@@ -1,6 +1,8 @@
 //! A damaged journal either refuses to open, naming the file, or opens with every
 //! acknowledged record intact: truncations at many offsets, byte flips at many offsets, and
-//! random corruptions (proptest).
+//! random corruptions (proptest), of a journal closed cleanly and of one left as SIGKILL
+//! leaves it. (The killed case is what rules out redb's one-phase commit: with it, a flip
+//! in the newest commit slot of a killed journal silently brings back the previous commit.)
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,9 +17,20 @@ struct Acked {
     metas: BTreeMap<String, Vec<u8>>,
 }
 
+/// How the sample journal's process ended.
+#[derive(Clone, Copy, Debug)]
+enum Ending {
+    /// Closed cleanly.
+    Closed,
+    /// Killed: the bytes are taken while the journal is still open, as SIGKILL leaves them
+    /// (redb then repairs on open, which is where a damaged commit slot could be replaced by
+    /// the previous commit).
+    Killed,
+}
+
 /// Writes a journal of several commits (puts, deletes, a retention cut, named values) and
 /// returns its bytes and what it acknowledged.
-fn sample_journal(dir: &Path) -> (Vec<u8>, Acked) {
+fn sample_journal(dir: &Path, ending: Ending) -> (Vec<u8>, Acked) {
     let path = dir.join("sample.redb");
     let journal = Journal::open(&path).expect("open");
     let mut acked = Acked::default();
@@ -63,8 +76,14 @@ fn sample_journal(dir: &Path) -> (Vec<u8>, Acked) {
     if let Some(t) = acked.tables.get_mut("jobs") {
         t.retain(|&k, _| k >= 20);
     }
-    drop(journal);
-    (std::fs::read(&path).expect("read journal"), acked)
+    let bytes = match ending {
+        Ending::Killed => std::fs::read(&path).expect("read journal"),
+        Ending::Closed => {
+            drop(journal);
+            std::fs::read(&path).expect("read journal")
+        }
+    };
+    (bytes, acked)
 }
 
 /// Opens the damaged bytes at `path`; Ok(true) if it opened intact, Ok(false) if it was
@@ -106,15 +125,27 @@ fn scratch(dir: &Path) -> PathBuf {
 
 #[test]
 fn an_intact_copy_opens_with_everything() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let (bytes, acked) = sample_journal(dir.path());
-    assert_eq!(check(&scratch(dir.path()), &bytes, &acked), Ok(true));
+    for ending in [Ending::Closed, Ending::Killed] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (bytes, acked) = sample_journal(dir.path(), ending);
+        assert_eq!(
+            check(&scratch(dir.path()), &bytes, &acked),
+            Ok(true),
+            "{ending:?}"
+        );
+    }
 }
 
 #[test]
 fn truncations_refuse_or_keep_everything() {
+    for ending in [Ending::Closed, Ending::Killed] {
+        truncations(ending);
+    }
+}
+
+fn truncations(ending: Ending) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let (bytes, acked) = sample_journal(dir.path());
+    let (bytes, acked) = sample_journal(dir.path(), ending);
     let len = bytes.len();
     let mut offsets: Vec<usize> = vec![
         0,
@@ -137,7 +168,7 @@ fn truncations_refuse_or_keep_everything() {
         match check(&scratch(dir.path()), &bytes[..at], &acked) {
             Ok(true) => {}
             Ok(false) => refused += 1,
-            Err(why) => panic!("truncated at {at} of {len}: {why}"),
+            Err(why) => panic!("{ending:?}, truncated at {at} of {len}: {why}"),
         }
     }
     assert!(refused > 0, "no truncation was noticed");
@@ -145,8 +176,14 @@ fn truncations_refuse_or_keep_everything() {
 
 #[test]
 fn byte_flips_refuse_or_keep_everything() {
+    for ending in [Ending::Closed, Ending::Killed] {
+        byte_flips(ending);
+    }
+}
+
+fn byte_flips(ending: Ending) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let (bytes, acked) = sample_journal(dir.path());
+    let (bytes, acked) = sample_journal(dir.path(), ending);
     let len = bytes.len();
     // The header's first 320 bytes (god byte, layout, both commit slots: every byte of
     // the first 64, every third after), then about 400 offsets over the whole file.
@@ -160,7 +197,7 @@ fn byte_flips_refuse_or_keep_everything() {
         match check(&scratch(dir.path()), &damaged, &acked) {
             Ok(true) => {}
             Ok(false) => refused += 1,
-            Err(why) => failures.push(format!("flip at {at}: {why}")),
+            Err(why) => failures.push(format!("{ending:?}, flip at {at}: {why}")),
         }
     }
     assert!(
@@ -179,9 +216,11 @@ proptest! {
     fn random_corruptions_refuse_or_keep_everything(
         flips in proptest::collection::vec((any::<prop::sample::Index>(), 1u8..=255), 1..6),
         truncate in proptest::option::of(any::<prop::sample::Index>()),
+        killed in any::<bool>(),
     ) {
         let dir = tempfile::tempdir().expect("temp dir");
-        let (mut bytes, acked) = sample_journal(dir.path());
+        let ending = if killed { Ending::Killed } else { Ending::Closed };
+        let (mut bytes, acked) = sample_journal(dir.path(), ending);
         for (at, mask) in flips {
             let i = at.index(bytes.len());
             bytes[i] ^= mask;

@@ -18,7 +18,7 @@
 
 use std::sync::Arc;
 
-use shardsched_proto::msg::{JobId, JobState};
+use shardsched_proto::msg::{Generation, JobId, JobState, NodeGen};
 use shardsched_qmanager::{JobRequest, JobView};
 
 use super::ShardCore;
@@ -49,6 +49,19 @@ impl ShardCore {
             self.journaled_last_id = self.last_id;
         }
         std::mem::take(&mut self.journal)
+    }
+
+    /// The end of job `id` was just journaled with the queue manager's word for it
+    /// ("cancelled"); `reason` says more (who cancelled).
+    pub(super) fn journal_end_reason(&mut self, id: JobId, reason: &str) {
+        if let Some(JournalRecord::Ended(end)) = self
+            .journal
+            .iter_mut()
+            .rev()
+            .find(|r| matches!(r, JournalRecord::Ended(e) if e.id == id))
+        {
+            reason.clone_into(&mut end.reason);
+        }
     }
 
     /// Rebuilds the jobs of `restored` at `now_ms` (see the module documentation). Errors
@@ -217,6 +230,17 @@ impl ShardCore {
             user,
         })
     }
+}
+
+/// Owned nodes as the journal stores them.
+pub(super) fn node_gens(owned: &std::collections::BTreeMap<String, Generation>) -> Vec<NodeGen> {
+    owned
+        .iter()
+        .map(|(node, &generation)| NodeGen {
+            node: node.clone(),
+            generation,
+        })
+        .collect()
 }
 
 fn restore_error(id: JobId, what: &str) -> ShardError {
