@@ -52,6 +52,7 @@
 pub mod config;
 pub mod core;
 pub mod driver;
+pub mod moves;
 pub mod ownership;
 
 /// Most queues a configuration may define, and so most shards that can be registered at once
