@@ -76,6 +76,7 @@ pub mod driver;
 pub mod error;
 pub mod job;
 pub mod limits;
+pub mod moves;
 pub mod snapshot;
 pub mod table;
 
