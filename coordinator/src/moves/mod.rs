@@ -23,8 +23,9 @@
 //!   inputs:  start_move / cancel_move (admin), handle_releasing / handle_released /
 //!            handle_ack (shards), shard_registered (a shard (re)connected), tick(now)
 //!   outputs: poll_journal() → write, then journaled(token)   (records, in order)
-//!            poll_transmit() → send to the queue's shard       (only once the records
-//!                                                               before it are durable)
+//!            poll_assignment() → answer a shard's Register     (these two only once the
+//!            poll_transmit() → send to the queue's shard        records before them are
+//!                                                               durable)
 //! ```
 //!
 //! Nothing is remembered about what was sent: every command a move still needs is derived
@@ -63,7 +64,7 @@ use outbox::Outbox;
 use state::{Move, NodeIntent, Phase, State};
 pub use types::{
     JournalToken, MoveError, MoveNodeState, MoveNodeView, MoveRecord, MoveStatus, MoveView,
-    NodeIntentInit, RecoverError, Transmit,
+    NodeIntentInit, RecoverError, ShardAssignment, Transmit,
 };
 
 /// See the module documentation.
@@ -324,10 +325,17 @@ impl MoveMachine {
         }
     }
 
-    /// A queue's shard (re)registered: everything unacknowledged for it goes out again,
-    /// including a fresh `Release` for every node still outgoing from it. `held` is what the
-    /// shard remembers; a generation newer than the coordinator's is recorded as an anomaly.
+    /// A queue's shard (re)registered: its [`ShardAssignment`] is queued (see
+    /// [`MoveMachine::poll_assignment`]), then everything unacknowledged for it goes out
+    /// again, including a fresh `Release` for every node still outgoing from it. `held` is
+    /// what the shard remembers; a generation newer than the coordinator's is recorded as
+    /// an anomaly.
     pub fn shard_registered(&mut self, now: u64, queue: &str, held: &[HeldNode]) {
+        self.outbox.assign(ShardAssignment {
+            queue: queue.to_owned(),
+            owned: self.owned_for(queue),
+            incoming: self.incoming_for(queue),
+        });
         for h in held {
             if let Some(intent) = self.state.nodes.get(&h.node.node)
                 && h.node.generation > intent.generation
@@ -402,6 +410,12 @@ impl MoveMachine {
         self.outbox.poll_transmit()
     }
 
+    /// The next registration answer whose records are durable (the driver answers the
+    /// shard's `Register` with it, then sends that shard's commands).
+    pub fn poll_assignment(&mut self) -> Option<ShardAssignment> {
+        self.outbox.poll_assignment()
+    }
+
     // ---- reads ----
 
     /// A node's owner (intent).
@@ -419,9 +433,10 @@ impl MoveMachine {
         self.state.nodes.get(node)?.moving
     }
 
-    /// The nodes `queue`'s shard may have up, for its registration `Assignment`: those it
-    /// owns that are in no move, released to it, or returned to it. (A node still outgoing
-    /// to `queue` is in [`MoveMachine::incoming_for`] instead.)
+    /// The nodes `queue`'s shard may have up: those it owns that are in no move, released
+    /// to it, or returned to it. (A node still outgoing to `queue` is in
+    /// [`MoveMachine::incoming_for`] instead.) This is the intent *now*, possibly not yet
+    /// durable: a shard must be told through [`MoveMachine::poll_assignment`].
     pub fn owned_for(&self, queue: &str) -> Vec<NodeGen> {
         self.state
             .nodes
@@ -444,8 +459,8 @@ impl MoveMachine {
             .collect()
     }
 
-    /// Nodes on their way to `queue` and not yet released, for its registration
-    /// `Assignment`.
+    /// Nodes on their way to `queue` and not yet released (intent now; see
+    /// [`MoveMachine::owned_for`]).
     pub fn incoming_for(&self, queue: &str) -> Vec<(MoveId, IncomingNode)> {
         let mut out = Vec::new();
         for mv in self.state.active.values().filter(|m| m.to == queue) {

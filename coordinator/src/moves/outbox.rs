@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 
 use super::limits::{JOURNAL_PENDING_MAX, TRANSMIT_PENDING_MAX};
-use super::types::{JournalToken, MoveRecord, Transmit};
+use super::types::{JournalToken, MoveRecord, ShardAssignment, Transmit};
 
 /// See the module documentation.
 #[derive(Debug, Default)]
@@ -18,6 +18,8 @@ pub(crate) struct Outbox {
     journal: VecDeque<(JournalToken, MoveRecord)>,
     /// Commands, each waiting for its token to be durable.
     transmit: VecDeque<(JournalToken, Transmit)>,
+    /// Registration answers, each waiting for its token to be durable.
+    assignments: VecDeque<(JournalToken, ShardAssignment)>,
     /// The last token handed out.
     last: JournalToken,
     /// The last token the driver reported durable.
@@ -47,6 +49,23 @@ impl Outbox {
     pub(crate) fn send(&mut self, transmit: Transmit) {
         if self.transmit.len() < TRANSMIT_PENDING_MAX {
             self.transmit.push_back((self.last, transmit));
+        }
+    }
+
+    /// Queues a registration answer behind every record queued so far. Bounded by the
+    /// number of queues: a newer answer for the same queue replaces an older one.
+    pub(crate) fn assign(&mut self, assignment: ShardAssignment) {
+        self.assignments
+            .retain(|(_, a)| a.queue != assignment.queue);
+        self.assignments.push_back((self.last, assignment));
+    }
+
+    pub(crate) fn poll_assignment(&mut self) -> Option<ShardAssignment> {
+        match self.assignments.front() {
+            Some((after, _)) if *after <= self.durable => {
+                self.assignments.pop_front().map(|(_, a)| a)
+            }
+            _ => None,
         }
     }
 

@@ -1,7 +1,7 @@
 //! The move machine's vocabulary: journal records, outputs, errors and the read view.
 
 use serde::{Deserialize, Serialize};
-use shardsched_proto::msg::coord_shard::Request;
+use shardsched_proto::msg::coord_shard::{IncomingNode, Request};
 use shardsched_proto::msg::{Generation, JobId, MoveId, NodeGen};
 
 /// What the coordinator must make durable before the messages that depend on it go out.
@@ -83,6 +83,20 @@ pub struct Transmit {
     pub queue: String,
     /// The command.
     pub request: Request,
+}
+
+/// What a (re)registered shard owns and receives, for its registration answer
+/// (`Assignment.owned` / `.incoming`). Taken when the shard registered and released, like a
+/// command, only once every record before it is durable: an assignment never names a
+/// generation the journal does not hold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShardAssignment {
+    /// The queue.
+    pub queue: String,
+    /// Nodes it may have up.
+    pub owned: Vec<NodeGen>,
+    /// Nodes on their way to it.
+    pub incoming: Vec<(MoveId, IncomingNode)>,
 }
 
 /// A node as the machine is built with: name, owning queue (intent), generation.
