@@ -35,6 +35,8 @@ const SEEDS_DEFAULT: u64 = 1000;
 const STEPS: usize = 250;
 /// Heal rounds before a schedule that has not settled is declared stuck.
 const HEAL_ROUNDS_MAX: usize = 2000;
+/// Jobs one node holds at once in one shard (jobs share nodes, as core-level jobs do).
+const NODE_SLOTS: usize = checker::NODE_SLOTS;
 /// Messages in flight at most; a send beyond it is dropped (a lossy network).
 const IN_FLIGHT_MAX: usize = 400;
 
@@ -230,7 +232,7 @@ impl World {
             return;
         };
         for (_, r) in records {
-            self.to_disk(r);
+            self.write_to_disk(r);
         }
         if let Some(m) = &mut self.coord.machine {
             m.journaled(last);
@@ -239,7 +241,7 @@ impl World {
         self.pump();
     }
 
-    fn to_disk(&mut self, record: MoveRecord) {
+    fn write_to_disk(&mut self, record: MoveRecord) {
         let nodes = match &record {
             MoveRecord::Started { nodes, .. } | MoveRecord::Cancelled { nodes, .. } => {
                 nodes.clone()
@@ -258,7 +260,7 @@ impl World {
         let unsynced = std::mem::take(&mut self.coord.unsynced);
         let kept = self.rng.random_range(0..=unsynced.len());
         for (_, r) in unsynced.into_iter().take(kept) {
-            self.to_disk(r);
+            self.write_to_disk(r);
         }
         self.coord.machine = None;
         self.stats.coordinator_crashes += 1;
@@ -460,15 +462,14 @@ impl World {
         let Some(moves) = shard.moves.as_ref().filter(|_| shard.alive) else {
             return;
         };
-        let busy: BTreeSet<&str> = shard
-            .jobs
-            .iter()
-            .flat_map(|j| j.nodes.iter().map(String::as_str))
-            .collect();
+        let mut load: BTreeMap<&str, usize> = BTreeMap::new();
+        for n in shard.jobs.iter().flat_map(|j| j.nodes.iter()) {
+            *load.entry(n.as_str()).or_default() += 1;
+        }
         let free: Vec<String> = moves
             .entries()
             .map(|(n, _)| n)
-            .filter(|n| moves.is_schedulable(n) && !busy.contains(n))
+            .filter(|n| moves.is_schedulable(n) && load.get(n).copied().unwrap_or(0) < NODE_SLOTS)
             .map(str::to_owned)
             .collect();
         if free.is_empty() {

@@ -8,6 +8,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+/// Jobs one node may hold at once in one shard.
+pub const NODE_SLOTS: usize = 2;
+
 /// One shard as seen from outside at one instant.
 #[derive(Debug, Default)]
 pub struct ShardView {
@@ -111,12 +114,14 @@ impl Checker {
             for n in &s.up {
                 up_in.entry(n).or_default().push(&s.queue);
             }
-            let mut in_shard: BTreeMap<&str, u64> = BTreeMap::new();
+            let mut in_shard: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
             for (id, nodes) in &s.running {
                 for n in nodes {
-                    if let Some(other) = in_shard.insert(n, *id) {
+                    let jobs = in_shard.entry(n).or_default();
+                    jobs.push(*id);
+                    if jobs.len() > NODE_SLOTS {
                         return Err(format!(
-                            "I4: node {n} allocated twice in {}: jobs {other} and {id}",
+                            "I4: node {n} over-allocated in {}: jobs {jobs:?}",
                             s.queue
                         ));
                     }
