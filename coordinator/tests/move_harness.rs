@@ -97,7 +97,10 @@ struct Coordinator {
 struct World {
     rng: ChaCha8Rng,
     now: u64,
+    /// The ownership the coordinator's disk starts from (replaced by compaction).
     base: Vec<NodeIntentInit>,
+    /// The first move id after the base.
+    first_move_id: u64,
     definitions: Vec<(String, Vec<String>)>,
     coord: Coordinator,
     shards: Vec<Shard>,
@@ -139,6 +142,7 @@ impl World {
         let mut world = World {
             rng,
             now: 1_000_000,
+            first_move_id: 1,
             durable_generation: names.iter().map(|n| (n.clone(), 1)).collect(),
             base,
             definitions,
@@ -238,6 +242,16 @@ impl World {
             m.journaled(last);
         }
         self.log(|| format!("coord journal synced up to {last:?}"));
+        // Sometimes compact: the disk becomes the intent plus the unfinished moves' records.
+        if self.rng.random_bool(0.2)
+            && let Some(m) = &self.coord.machine
+        {
+            self.base = m.intent();
+            self.first_move_id = m.next_move_id();
+            self.coord.disk = m.active_records();
+            let kept = self.coord.disk.len();
+            self.log(|| format!("coord journal compacted to {kept} records"));
+        }
         self.pump();
     }
 
@@ -271,7 +285,7 @@ impl World {
         let m = MoveMachine::recover(
             self.base.clone(),
             self.definitions.clone(),
-            1,
+            self.first_move_id,
             self.coord.disk.clone(),
         )
         .map_err(|e| format!("coordinator recovery failed: {e}"))?;

@@ -505,6 +505,42 @@ impl MoveMachine {
             .map(Move::view)
     }
 
+    /// The journal, compacted: the records that rebuild every unfinished move over the
+    /// current intent (see [`MoveMachine::intent`]). Finished moves need no record: their
+    /// effect is in the intent. `recover(intent(), defs, next_move_id(), active_records())`
+    /// rebuilds this machine's intent and unfinished moves.
+    pub fn active_records(&self) -> Vec<MoveRecord> {
+        self.state
+            .active
+            .values()
+            .flat_map(state::Move::records)
+            .collect()
+    }
+
+    /// Every node's intent (owner and generation), in name order.
+    pub fn intent(&self) -> Vec<NodeIntentInit> {
+        self.state
+            .nodes
+            .iter()
+            .map(|(name, n)| NodeIntentInit {
+                node: name.clone(),
+                owner: n.owner.clone(),
+                generation: n.generation,
+            })
+            .collect()
+    }
+
+    /// The id the next move will get.
+    pub fn next_move_id(&self) -> u64 {
+        self.state.next_move_id
+    }
+
+    /// Whether [`MoveMachine::start_move`] would accept this move now (nothing changes).
+    pub fn check_start(&self, nodes: &[String], from: &str, to: &str) -> Result<(), MoveError> {
+        let nodes: BTreeSet<&str> = nodes.iter().map(String::as_str).collect();
+        self.check_move(&nodes, from, to)
+    }
+
     /// Whether any move is unfinished.
     pub fn is_idle(&self) -> bool {
         self.state.active.is_empty()

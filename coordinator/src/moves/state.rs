@@ -88,6 +88,65 @@ impl Move {
         self.nodes.values().all(|n| n.phase.is_done())
     }
 
+    /// The records that rebuild this move from its nodes' state before it started:
+    /// started, then released, acquired, cancelled, returned, each for the nodes that took
+    /// that step. A returned node's start generation is one below its current one.
+    pub(crate) fn records(&self) -> Vec<MoveRecord> {
+        let id = self.id;
+        let select = |keep: &dyn Fn(&Phase) -> bool, start: bool| -> Vec<NodeGen> {
+            self.nodes
+                .iter()
+                .filter(|(_, n)| keep(&n.phase))
+                .map(|(name, n)| {
+                    let cancelled = matches!(n.phase, Phase::Returning { .. } | Phase::Returned);
+                    let generation = if start && cancelled {
+                        Generation(n.generation.0.saturating_sub(1))
+                    } else {
+                        n.generation
+                    };
+                    NodeGen {
+                        node: name.clone(),
+                        generation,
+                    }
+                })
+                .collect()
+        };
+        let mut out = vec![MoveRecord::Started {
+            move_id: id,
+            from: self.from.clone(),
+            to: self.to.clone(),
+            nodes: select(&|_| true, true),
+            started_ms: self.started_ms,
+            deadline_ms: self.deadline_ms,
+        }];
+        let steps: [(
+            &dyn Fn(&Phase) -> bool,
+            fn(MoveId, Vec<NodeGen>) -> MoveRecord,
+        ); 4] = [
+            (
+                &|p| matches!(p, Phase::Released | Phase::Acquired),
+                |move_id, nodes| MoveRecord::Released { move_id, nodes },
+            ),
+            (&|p| matches!(p, Phase::Acquired), |move_id, nodes| {
+                MoveRecord::Acquired { move_id, nodes }
+            }),
+            (
+                &|p| matches!(p, Phase::Returning { .. } | Phase::Returned),
+                |move_id, nodes| MoveRecord::Cancelled { move_id, nodes },
+            ),
+            (&|p| matches!(p, Phase::Returned), |move_id, nodes| {
+                MoveRecord::Returned { move_id, nodes }
+            }),
+        ];
+        for (keep, make) in steps {
+            let nodes = select(keep, false);
+            if !nodes.is_empty() {
+                out.push(make(id, nodes));
+            }
+        }
+        out
+    }
+
     pub(crate) fn view(&self) -> MoveView {
         let status = if !self.is_done() {
             MoveStatus::Active

@@ -457,3 +457,54 @@ fn recovery_rebuilds_the_same_intent_and_resends() {
         "{err}"
     );
 }
+
+#[test]
+fn the_compacted_journal_rebuilds_unfinished_moves_over_the_intent() {
+    let mut m = machine();
+    let done = m
+        .start_move(NOW, &names(&["n0"]), "a", "b", None)
+        .expect("valid");
+    let busy = m
+        .start_move(NOW, &names(&["n1", "n2"]), "a", "b", Some(NOW + 5))
+        .expect("valid");
+    let answers = [
+        ReleaseState {
+            node: ng("n0", 2),
+            free: FreeAt::Now,
+            jobs: Vec::new(),
+        },
+        ReleaseState {
+            node: ng("n1", 2),
+            free: FreeAt::Now,
+            jobs: Vec::new(),
+        },
+    ];
+    m.handle_releasing(NOW, "a", &answers, &[]);
+    let (_, sent) = flush(&mut m);
+    for t in sent
+        .iter()
+        .filter(|t| matches!(&t.request, Request::Acquire(a) if a.move_id == done))
+    {
+        m.handle_ack(NOW, "b", &t.request, &[]);
+    }
+    m.cancel_move(NOW, busy).expect("cancel n2");
+    flush(&mut m);
+    assert!(
+        m.move_view(done)
+            .is_some_and(|v| v.status == MoveStatus::Completed)
+    );
+    let records = m.active_records();
+    assert!(
+        records.iter().all(|r| r.move_id() == busy),
+        "finished moves need no record"
+    );
+    let defs = vec![
+        ("a".to_owned(), names(&["n0", "n1", "n2", "n3"])),
+        ("b".to_owned(), names(&["n0", "n1", "n2"])),
+    ];
+    let r = MoveMachine::recover(m.intent(), defs, m.next_move_id(), records).expect("replays");
+    assert_eq!(r.intent(), m.intent());
+    assert_eq!(r.move_view(busy), m.move_view(busy));
+    assert_eq!(r.next_move_id(), m.next_move_id());
+    assert_eq!(r.generation_of("n2"), Some(Generation(3)));
+}
