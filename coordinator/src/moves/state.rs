@@ -9,6 +9,11 @@ use shardsched_proto::msg::{Generation, JobId, MoveId, NodeGen};
 use super::limits::MOVES_FINISHED_RETAINED;
 use super::types::{MoveNodeState, MoveNodeView, MoveRecord, MoveStatus, MoveView};
 
+/// Selects nodes by phase (for [`Move::records`]).
+type PhaseFilter = fn(&Phase) -> bool;
+/// Builds one kind of record (for [`Move::records`]).
+type MakeRecord = fn(MoveId, Vec<NodeGen>) -> MoveRecord;
+
 /// One node's intent: who should own it, at which generation, and the move it is in.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct NodeIntent {
@@ -93,7 +98,7 @@ impl Move {
     /// that step. A returned node's start generation is one below its current one.
     pub(crate) fn records(&self) -> Vec<MoveRecord> {
         let id = self.id;
-        let select = |keep: &dyn Fn(&Phase) -> bool, start: bool| -> Vec<NodeGen> {
+        let select = |keep: PhaseFilter, start: bool| -> Vec<NodeGen> {
             self.nodes
                 .iter()
                 .filter(|(_, n)| keep(&n.phase))
@@ -115,28 +120,27 @@ impl Move {
             move_id: id,
             from: self.from.clone(),
             to: self.to.clone(),
-            nodes: select(&|_| true, true),
+            nodes: select(|_| true, true),
             started_ms: self.started_ms,
             deadline_ms: self.deadline_ms,
         }];
-        let steps: [(
-            &dyn Fn(&Phase) -> bool,
-            fn(MoveId, Vec<NodeGen>) -> MoveRecord,
-        ); 4] = [
+        let steps: [(PhaseFilter, MakeRecord); 4] = [
             (
-                &|p| matches!(p, Phase::Released | Phase::Acquired),
+                |p| matches!(p, Phase::Released | Phase::Acquired),
                 |move_id, nodes| MoveRecord::Released { move_id, nodes },
             ),
-            (&|p| matches!(p, Phase::Acquired), |move_id, nodes| {
-                MoveRecord::Acquired { move_id, nodes }
-            }),
             (
-                &|p| matches!(p, Phase::Returning { .. } | Phase::Returned),
+                |p| matches!(p, Phase::Acquired),
+                |move_id, nodes| MoveRecord::Acquired { move_id, nodes },
+            ),
+            (
+                |p| matches!(p, Phase::Returning { .. } | Phase::Returned),
                 |move_id, nodes| MoveRecord::Cancelled { move_id, nodes },
             ),
-            (&|p| matches!(p, Phase::Returned), |move_id, nodes| {
-                MoveRecord::Returned { move_id, nodes }
-            }),
+            (
+                |p| matches!(p, Phase::Returned),
+                |move_id, nodes| MoveRecord::Returned { move_id, nodes },
+            ),
         ];
         for (keep, make) in steps {
             let nodes = select(keep, false);
