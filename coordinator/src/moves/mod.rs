@@ -43,6 +43,7 @@
 //! coordinator had before them; what was not journaled never reached a shard. Then every
 //! unfinished move's commands go out again on the first tick and on each registration.
 
+mod answers;
 mod emit;
 pub mod limits;
 mod outbox;
@@ -50,11 +51,11 @@ mod state;
 #[cfg(test)]
 mod tests;
 mod types;
+mod view;
 
-use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use shardsched_proto::msg::coord_shard::{IncomingNode, ReleaseState, Request, StaleNode};
-use shardsched_proto::msg::shard_coord::{HeldNode, Released};
+use shardsched_proto::msg::coord_shard::Request;
 use shardsched_proto::msg::{Generation, MoveId, NodeGen};
 use shardsched_resource::encode_hostlist;
 
@@ -205,167 +206,6 @@ impl MoveMachine {
         Ok(names)
     }
 
-    // ---- shard inputs ----
-
-    /// The donor's answer to a `Release`: nodes free now are released (journaled, then
-    /// `Acquire` to the recipient); for the others the expected free time is passed on to
-    /// the recipient (`Incoming`). Answers about another generation, or from a shard that
-    /// is not the move's donor, are ignored.
-    pub fn handle_releasing(
-        &mut self,
-        now: u64,
-        queue: &str,
-        nodes: &[ReleaseState],
-        stale: &[StaleNode],
-    ) {
-        self.note_stale(queue, stale);
-        let mut free_now: BTreeMap<MoveId, Vec<NodeGen>> = BTreeMap::new();
-        let mut updated: BTreeSet<MoveId> = BTreeSet::new();
-        for answer in nodes {
-            let Some((move_id, node)) = self.outgoing_node(queue, &answer.node, Side::Donor) else {
-                continue;
-            };
-            match answer.free {
-                shardsched_proto::msg::coord_shard::FreeAt::Now => {
-                    free_now
-                        .entry(move_id)
-                        .or_default()
-                        .push(answer.node.clone());
-                }
-                shardsched_proto::msg::coord_shard::FreeAt::Expected(t) => {
-                    if let Phase::Outgoing {
-                        answered,
-                        expected_free_ms,
-                        jobs,
-                        ..
-                    } = &mut node.phase
-                    {
-                        *answered = true;
-                        *expected_free_ms = Some(t);
-                        jobs.clone_from(&answer.jobs);
-                    }
-                    updated.insert(move_id);
-                }
-            }
-        }
-        for (move_id, nodes) in free_now {
-            self.release(move_id, nodes);
-            updated.insert(move_id);
-        }
-        for move_id in updated {
-            self.send_only(move_id, now, |r| {
-                matches!(r, Request::Incoming(_) | Request::Acquire(_))
-            });
-        }
-    }
-
-    /// A donor's report that nodes became free after its `Releasing` answer.
-    pub fn handle_released(&mut self, now: u64, queue: &str, released: &Released) {
-        let nodes: Vec<NodeGen> = released
-            .nodes
-            .iter()
-            .filter(|ng| {
-                self.outgoing_node(queue, ng, Side::Donor)
-                    .is_some_and(|(id, _)| id == released.move_id)
-            })
-            .cloned()
-            .collect();
-        if nodes.is_empty() {
-            return;
-        }
-        self.release(released.move_id, nodes);
-        self.send_only(released.move_id, now, |r| matches!(r, Request::Acquire(_)));
-    }
-
-    /// A shard acknowledged a command (`Incoming`, `Acquire`, `Reclaim`, `Withdraw`,
-    /// `CancelJobs`); `stale` lists the nodes it refused as older than one it has seen.
-    pub fn handle_ack(&mut self, _now: u64, queue: &str, request: &Request, stale: &[StaleNode]) {
-        self.note_stale(queue, stale);
-        let refused: HashSet<&NodeGen> = stale.iter().map(|s| &s.node).collect();
-        match request {
-            Request::Incoming(incoming) => {
-                for inc in incoming.nodes.iter().filter(|n| !refused.contains(&n.node)) {
-                    if let Some((_, node)) = self.outgoing_node(queue, &inc.node, Side::Recipient)
-                        && let Phase::Outgoing { incoming_acked, .. } = &mut node.phase
-                    {
-                        *incoming_acked = Some(inc.expected_free_ms);
-                    }
-                }
-            }
-            Request::CancelJobs(cancel) => {
-                for ng in cancel.nodes.iter().filter(|n| !refused.contains(n)) {
-                    if let Some((_, node)) = self.outgoing_node(queue, ng, Side::Donor)
-                        && let Phase::Outgoing { cancel_acked, .. } = &mut node.phase
-                    {
-                        *cancel_acked = true;
-                    }
-                }
-            }
-            Request::Acquire(acquire) => {
-                let nodes = self.in_phase(
-                    acquire.move_id,
-                    queue,
-                    Side::Recipient,
-                    &acquire.nodes,
-                    &refused,
-                    |p| matches!(p, Phase::Released).then_some(true),
-                );
-                if !nodes.is_empty() && self.outbox.has_room() {
-                    self.commit(MoveRecord::Acquired {
-                        move_id: acquire.move_id,
-                        nodes,
-                    });
-                }
-            }
-            Request::Reclaim(r) => self.returned(r.move_id, queue, Side::Donor, &r.nodes, &refused),
-            Request::Withdraw(w) => {
-                self.returned(w.move_id, queue, Side::Recipient, &w.nodes, &refused);
-            }
-            Request::Release(_) | Request::SetQueueState { .. } | Request::Jobs(_) => {}
-        }
-    }
-
-    /// A queue's shard (re)registered: its [`ShardAssignment`] is queued (see
-    /// [`MoveMachine::poll_assignment`]), then everything unacknowledged for it goes out
-    /// again, including a fresh `Release` for every node still outgoing from it. `held` is
-    /// what the shard remembers; a generation newer than the coordinator's is recorded as
-    /// an anomaly.
-    pub fn shard_registered(&mut self, now: u64, queue: &str, held: &[HeldNode]) {
-        self.outbox.assign(ShardAssignment {
-            queue: queue.to_owned(),
-            owned: self.owned_for(queue),
-            incoming: self.incoming_for(queue),
-        });
-        for h in held {
-            if let Some(intent) = self.state.nodes.get(&h.node.node)
-                && h.node.generation > intent.generation
-            {
-                self.anomaly(format!(
-                    "shard {queue} holds {} at generation {}, newer than the coordinator's {}",
-                    h.node.node, h.node.generation.0, intent.generation.0
-                ));
-            }
-        }
-        let ids: Vec<MoveId> = self
-            .state
-            .active
-            .values()
-            .filter(|m| m.from == queue || m.to == queue)
-            .map(|m| m.id)
-            .collect();
-        for id in ids {
-            if let Some(mv) = self.state.active.get(&id) {
-                let want = Want {
-                    force_release: true,
-                    only_queue: Some(queue),
-                };
-                for t in emit::commands(mv, now, want) {
-                    self.outbox.send(t);
-                }
-            }
-        }
-    }
-
     /// Time passes: moves whose re-send is due send their unacknowledged commands again,
     /// and moves past their deadline tell the donor to cancel the jobs holding their nodes.
     pub fn tick(&mut self, now: u64) {
@@ -414,141 +254,6 @@ impl MoveMachine {
     /// shard's `Register` with it, then sends that shard's commands).
     pub fn poll_assignment(&mut self) -> Option<ShardAssignment> {
         self.outbox.poll_assignment()
-    }
-
-    // ---- reads ----
-
-    /// A node's owner (intent).
-    pub fn owner_of(&self, node: &str) -> Option<&str> {
-        self.state.nodes.get(node)?.owner.as_deref()
-    }
-
-    /// A node's generation (intent).
-    pub fn generation_of(&self, node: &str) -> Option<Generation> {
-        self.state.nodes.get(node).map(|n| n.generation)
-    }
-
-    /// The unfinished move a node is in.
-    pub fn moving(&self, node: &str) -> Option<MoveId> {
-        self.state.nodes.get(node)?.moving
-    }
-
-    /// The nodes `queue`'s shard may have up: those it owns that are in no move, released
-    /// to it, or returned to it. (A node still outgoing to `queue` is in
-    /// [`MoveMachine::incoming_for`] instead.) This is the intent *now*, possibly not yet
-    /// durable: a shard must be told through [`MoveMachine::poll_assignment`].
-    pub fn owned_for(&self, queue: &str) -> Vec<NodeGen> {
-        self.state
-            .nodes
-            .iter()
-            .filter(|(name, n)| {
-                n.owner.as_deref() == Some(queue)
-                    && !n.moving.is_some_and(|id| {
-                        self.state.active.get(&id).is_some_and(|m| {
-                            m.to == queue
-                                && m.nodes
-                                    .get(*name)
-                                    .is_some_and(|mn| matches!(mn.phase, Phase::Outgoing { .. }))
-                        })
-                    })
-            })
-            .map(|(name, n)| NodeGen {
-                node: name.clone(),
-                generation: n.generation,
-            })
-            .collect()
-    }
-
-    /// Nodes on their way to `queue` and not yet released (intent now; see
-    /// [`MoveMachine::owned_for`]).
-    pub fn incoming_for(&self, queue: &str) -> Vec<(MoveId, IncomingNode)> {
-        let mut out = Vec::new();
-        for mv in self.state.active.values().filter(|m| m.to == queue) {
-            for (name, n) in &mv.nodes {
-                if let Phase::Outgoing {
-                    expected_free_ms, ..
-                } = n.phase
-                {
-                    let node = NodeGen {
-                        node: name.clone(),
-                        generation: n.generation,
-                    };
-                    out.push((
-                        mv.id,
-                        IncomingNode {
-                            node,
-                            expected_free_ms,
-                        },
-                    ));
-                }
-            }
-        }
-        out
-    }
-
-    /// Every unfinished move, then the finished ones still remembered, oldest first.
-    pub fn moves(&self) -> Vec<MoveView> {
-        self.state
-            .active
-            .values()
-            .chain(self.state.finished.iter())
-            .map(Move::view)
-            .collect()
-    }
-
-    /// One move, unfinished or remembered.
-    pub fn move_view(&self, move_id: MoveId) -> Option<MoveView> {
-        self.state
-            .active
-            .get(&move_id)
-            .or_else(|| self.state.finished.iter().find(|m| m.id == move_id))
-            .map(Move::view)
-    }
-
-    /// The journal, compacted: the records that rebuild every unfinished move over the
-    /// current intent (see [`MoveMachine::intent`]). Finished moves need no record: their
-    /// effect is in the intent. `recover(intent(), defs, next_move_id(), active_records())`
-    /// rebuilds this machine's intent and unfinished moves.
-    pub fn active_records(&self) -> Vec<MoveRecord> {
-        self.state
-            .active
-            .values()
-            .flat_map(state::Move::records)
-            .collect()
-    }
-
-    /// Every node's intent (owner and generation), in name order.
-    pub fn intent(&self) -> Vec<NodeIntentInit> {
-        self.state
-            .nodes
-            .iter()
-            .map(|(name, n)| NodeIntentInit {
-                node: name.clone(),
-                owner: n.owner.clone(),
-                generation: n.generation,
-            })
-            .collect()
-    }
-
-    /// The id the next move will get.
-    pub fn next_move_id(&self) -> u64 {
-        self.state.next_move_id
-    }
-
-    /// Whether [`MoveMachine::start_move`] would accept this move now (nothing changes).
-    pub fn check_start(&self, nodes: &[String], from: &str, to: &str) -> Result<(), MoveError> {
-        let nodes: BTreeSet<&str> = nodes.iter().map(String::as_str).collect();
-        self.check_move(&nodes, from, to)
-    }
-
-    /// Whether any move is unfinished.
-    pub fn is_idle(&self) -> bool {
-        self.state.active.is_empty()
-    }
-
-    /// Broken fences seen (a shard claiming a generation newer than the coordinator's).
-    pub fn anomalies(&self) -> impl Iterator<Item = &str> {
-        self.anomalies.iter().map(String::as_str)
     }
 
     // ---- internals ----
@@ -641,84 +346,6 @@ impl MoveMachine {
         }
     }
 
-    /// Marks nodes of a cancelled move acknowledged by one side; journals those now
-    /// acknowledged by both.
-    fn returned(
-        &mut self,
-        move_id: MoveId,
-        queue: &str,
-        side: Side,
-        nodes: &[NodeGen],
-        refused: &HashSet<&NodeGen>,
-    ) {
-        let done = self.in_phase(move_id, queue, side, nodes, refused, |p| match p {
-            Phase::Returning {
-                reclaim_acked,
-                withdraw_acked,
-            } => {
-                match side {
-                    Side::Donor => *reclaim_acked = true,
-                    Side::Recipient => *withdraw_acked = true,
-                }
-                Some(*reclaim_acked && *withdraw_acked)
-            }
-            _ => None,
-        });
-        if !done.is_empty() && self.outbox.has_room() {
-            self.commit(MoveRecord::Returned {
-                move_id,
-                nodes: done,
-            });
-        }
-    }
-
-    /// For each of `nodes` in move `move_id` whose side is `queue` and whose generation
-    /// matches, calls `visit` on its phase; returns the nodes for which it said `Some(true)`.
-    fn in_phase(
-        &mut self,
-        move_id: MoveId,
-        queue: &str,
-        side: Side,
-        nodes: &[NodeGen],
-        refused: &HashSet<&NodeGen>,
-        mut visit: impl FnMut(&mut Phase) -> Option<bool>,
-    ) -> Vec<NodeGen> {
-        let Some(mv) = self.state.active.get_mut(&move_id) else {
-            return Vec::new();
-        };
-        if side.queue(mv) != queue {
-            return Vec::new();
-        }
-        nodes
-            .iter()
-            .filter(|ng| !refused.contains(ng))
-            .filter(|ng| {
-                mv.nodes.get_mut(&ng.node).is_some_and(|n| {
-                    n.generation == ng.generation && visit(&mut n.phase) == Some(true)
-                })
-            })
-            .cloned()
-            .collect()
-    }
-
-    /// The move node for `ng` if it is outgoing in its node's current move, at `ng`'s
-    /// generation, and `queue` is that move's `side`.
-    fn outgoing_node(
-        &mut self,
-        queue: &str,
-        ng: &NodeGen,
-        side: Side,
-    ) -> Option<(MoveId, &mut state::MoveNode)> {
-        let id = self.state.nodes.get(&ng.node)?.moving?;
-        let mv = self.state.active.get_mut(&id)?;
-        if side.queue(mv) != queue {
-            return None;
-        }
-        let node = mv.nodes.get_mut(&ng.node)?;
-        (node.generation == ng.generation && matches!(node.phase, Phase::Outgoing { .. }))
-            .then_some((id, node))
-    }
-
     /// Sends every command `move_id` needs now and schedules the next re-send.
     fn send_due(&mut self, move_id: MoveId, now: u64, force_release: bool) {
         let Some(mv) = self.state.active.get_mut(&move_id) else {
@@ -753,40 +380,11 @@ impl MoveMachine {
         }
     }
 
-    fn note_stale(&mut self, queue: &str, stale: &[StaleNode]) {
-        for s in stale {
-            if let Some(intent) = self.state.nodes.get(&s.node.node)
-                && s.seen > intent.generation
-            {
-                self.anomaly(format!(
-                    "shard {queue} has seen {} at generation {}, newer than the coordinator's {}",
-                    s.node.node, s.seen.0, intent.generation.0
-                ));
-            }
-        }
-    }
-
     fn anomaly(&mut self, text: String) {
         if self.anomalies.len() >= ANOMALIES_RETAINED {
             self.anomalies.pop_front();
         }
         self.anomalies.push_back(text);
-    }
-}
-
-/// Which end of a move a shard is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Side {
-    Donor,
-    Recipient,
-}
-
-impl Side {
-    fn queue(self, mv: &Move) -> &str {
-        match self {
-            Side::Donor => &mv.from,
-            Side::Recipient => &mv.to,
-        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! Unit tests of the move machine: one scenario per protocol step, driven by hand.
 
 use shardsched_proto::msg::coord_shard::{FreeAt, ReleaseState, Request, StaleNode};
-use shardsched_proto::msg::shard_coord::Released;
+use shardsched_proto::msg::shard_coord::{HeldNode, Released};
 use shardsched_proto::msg::{Generation, MoveId, NodeGen};
 
 use super::*;
