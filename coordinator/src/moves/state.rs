@@ -227,9 +227,14 @@ impl State {
                         .nodes
                         .get_mut(&ng.node)
                         .ok_or_else(|| format!("no node {} in the cluster", ng.node))?;
-                    intent.owner = Some(to.clone());
-                    intent.generation = ng.generation;
-                    intent.moving = Some(id);
+                    // Live, a start always carries a newer generation. Replayed over a
+                    // compacted base, a node that already finished its part of this move
+                    // may have moved on since: its newer intent stays.
+                    if ng.generation >= intent.generation {
+                        intent.owner = Some(to.clone());
+                        intent.generation = ng.generation;
+                        intent.moving = Some(id);
+                    }
                     move_nodes.insert(
                         ng.node.clone(),
                         MoveNode {
@@ -282,9 +287,14 @@ impl State {
                         reclaim_acked: false,
                         withdraw_acked: false,
                     };
-                    if let Some(intent) = self.nodes.get_mut(&ng.node) {
+                    // A returning node's start generation is one below its current one, so
+                    // a replayed start left it alone: this record puts it back in the move.
+                    if let Some(intent) = self.nodes.get_mut(&ng.node)
+                        && ng.generation >= intent.generation
+                    {
                         intent.owner = Some(from.clone());
                         intent.generation = ng.generation;
+                        intent.moving = Some(id);
                     }
                 }
             }

@@ -508,3 +508,78 @@ fn the_compacted_journal_rebuilds_unfinished_moves_over_the_intent() {
     assert_eq!(r.next_move_id(), m.next_move_id());
     assert_eq!(r.generation_of("n2"), Some(Generation(3)));
 }
+
+/// Found by the harness (seed 9491 of 15,000): a node that finished its part of a move still
+/// unfinished, then moved again, must not go back to the older move's generation when the
+/// compacted journal is replayed.
+#[test]
+fn compaction_keeps_a_node_that_moved_on_from_an_unfinished_move() {
+    let nodes = (0..2).map(|i| NodeIntentInit {
+        node: format!("n{i}"),
+        owner: Some("a".into()),
+        generation: Generation(1),
+    });
+    let defs = vec![
+        ("a".to_owned(), names(&["n0", "n1"])),
+        ("b".to_owned(), names(&["n0", "n1"])),
+    ];
+    let mut m = MoveMachine::new(nodes, defs.clone(), 1);
+    let first = m
+        .start_move(NOW, &names(&["n0", "n1"]), "a", "b", None)
+        .expect("valid");
+    let now_free = |node: &str, g: u64| ReleaseState {
+        node: ng(node, g),
+        free: FreeAt::Now,
+        jobs: Vec::new(),
+    };
+    m.handle_releasing(NOW, "a", &[now_free("n0", 2)], &[]);
+    let (_, sent) = flush(&mut m);
+    let acquire = sent
+        .iter()
+        .find(|t| matches!(t.request, Request::Acquire(_)))
+        .expect("acquire");
+    m.handle_ack(NOW, "b", &acquire.request, &[]);
+    // n0 is done with the first move (n1 is not) and goes back to a.
+    let second = m
+        .start_move(NOW, &names(&["n0"]), "b", "a", None)
+        .expect("n0 moves on");
+    m.handle_releasing(NOW, "b", &[now_free("n0", 3)], &[]);
+    let (_, sent) = flush(&mut m);
+    for t in sent
+        .iter()
+        .filter(|t| matches!(&t.request, Request::Acquire(a) if a.move_id == second))
+    {
+        m.handle_ack(NOW, "a", &t.request, &[]);
+    }
+    flush(&mut m);
+    assert!(
+        m.move_view(first)
+            .is_some_and(|v| v.status == MoveStatus::Active)
+    );
+    assert_eq!(
+        (m.owner_of("n0"), m.generation_of("n0")),
+        (Some("a"), Some(Generation(3)))
+    );
+    let r = MoveMachine::recover(
+        m.intent(),
+        defs.clone(),
+        m.next_move_id(),
+        m.active_records(),
+    )
+    .expect("replays");
+    assert_eq!(r.intent(), m.intent());
+    assert_eq!(r.moving("n0"), None);
+    assert_eq!(r.moving("n1"), Some(first));
+    // Then seed 9491's second lesson: n1 cancelled (start generation below its current
+    // one) is still in the move after the replay, so it cannot be moved again.
+    assert_eq!(m.cancel_move(NOW, first), Ok(vec!["n1".to_owned()]));
+    flush(&mut m);
+    let mut r = MoveMachine::recover(m.intent(), defs, m.next_move_id(), m.active_records())
+        .expect("replays");
+    assert_eq!(r.intent(), m.intent());
+    assert_eq!(r.moving("n1"), Some(first));
+    assert!(matches!(
+        r.start_move(NOW, &names(&["n1"]), "a", "b", None),
+        Err(MoveError::AlreadyMoving { .. })
+    ));
+}
