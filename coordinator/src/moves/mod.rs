@@ -29,8 +29,8 @@
 //! ```
 //!
 //! Nothing is remembered about what was sent: every command a move still needs is derived
-//! from its state ([`emit`]), on start, on [`MoveMachine::tick`] every
-//! [`RESEND_INTERVAL_MS`](limits::RESEND_INTERVAL_MS), and for one queue on
+//! from its state (`emit.rs`), on start, on [`MoveMachine::tick`] every
+//! `limits::RESEND_INTERVAL_MS`, and for one queue on
 //! [`MoveMachine::shard_registered`]. Commands are idempotent at the shards, so a duplicate
 //! is harmless and a loss is repaired by the next re-send.
 //!
