@@ -45,13 +45,15 @@
 //! assert!(core.routes().routes.is_empty()); // no shard has registered yet
 //! ```
 //!
-//! Not here yet: node moves (`queue start --take`, `MoveNodes`) and configuration reload,
-//! which answer a clear refusal; the durable state is a small TOML file written atomically
-//! rather than a journal, since ownership only changes at start for now.
+//! Node moves (`MoveNodes`, `queue start --take`) run through the pure [`moves`] machine;
+//! their records are made durable by rewriting the small TOML state file atomically (the
+//! whole intent plus the unfinished moves' records) before any command leaves — a stand-in
+//! for a real journal. Not here yet: configuration reload.
 
 pub mod config;
 pub mod core;
 pub mod driver;
+pub mod moves;
 pub mod ownership;
 
 /// Most queues a configuration may define, and so most shards that can be registered at once

@@ -19,17 +19,29 @@
 //! compared with the durable one: same owner, same generation; different owner, generation + 1.
 //! A node first seen gets generation 1 if owned, 0 if not.
 //!
+//! # Moves outlive restarts
+//!
+//! An owner set by a node move (`queue move`, `start --take`) is an admin's decision, not
+//! the configuration's: such a node ([`DurableNode::moved`]) keeps its durable owner across
+//! restarts as long as that queue still defines it, instead of going back to the owner the
+//! rule above gives. A node of an unfinished move (named by [`Durable::moves`]) keeps its
+//! durable owner and generation whatever the configuration says, so that the move resumes
+//! exactly where it was (docs/MOVES.md).
+//!
 //! Generator ids (the FLUID field naming a shard) are assigned once per queue name and kept
 //! forever, even for queues removed from the configuration, so a job id never names two
 //! shards.
 
 use std::collections::BTreeMap;
 
+use std::collections::BTreeSet;
+
 use serde::{Deserialize, Serialize};
 use shardsched_proto::fluid::GENERATOR_ID_MAX;
 use shardsched_proto::msg::Generation;
 
 use crate::config::Config;
+use crate::moves::MoveRecord;
 
 /// Version of the [`Durable`] file format.
 pub const DURABLE_FORMAT: u32 = 1;
@@ -49,6 +61,13 @@ pub struct Durable {
     /// Node name → owner and generation, for every node ever seen.
     #[serde(default)]
     pub nodes: BTreeMap<String, DurableNode>,
+    /// The move journal, compacted: the records of the moves not finished when it was
+    /// written ([`MoveMachine::active_records`](crate::moves::MoveMachine::active_records)).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moves: Vec<MoveRecord>,
+    /// The id the next move gets (0 when no move was ever made: ids start at 1).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub next_move_id: u64,
 }
 
 /// One node's durable ownership.
@@ -60,6 +79,9 @@ pub struct DurableNode {
     pub owner: Option<String>,
     /// Its generation.
     pub generation: u64,
+    /// The owner was set by a node move (see the module documentation).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub moved: bool,
 }
 
 /// The coordinator's intent for every node, plus each queue's generator id.
@@ -79,6 +101,17 @@ pub enum DurableError {
     /// The file is not a durable state of a format this build reads.
     #[error("coordinator state is unreadable: {0}")]
     Decode(String),
+    /// An unfinished move names a queue or node the configuration no longer has.
+    #[error(
+        "the move journal names {what}, which the configuration no longer has; \
+         restore it in the configuration to let move {move_id} finish"
+    )]
+    MoveTarget {
+        /// The move.
+        move_id: u64,
+        /// The queue or node, described.
+        what: String,
+    },
     /// Every generator id is in use.
     #[error("no generator id left for queue {queue} (all {GENERATOR_ID_MAX} are assigned)")]
     GeneratorsExhausted {
@@ -131,13 +164,16 @@ pub fn assign_owners(config: &Config) -> Vec<Option<usize>> {
 /// ownership and the durable state to write before anything is sent.
 pub fn reconcile(
     config: &Config,
-    owner: Vec<Option<usize>>,
+    mut owner: Vec<Option<usize>>,
     previous: &Durable,
 ) -> Result<(Ownership, Durable), DurableError> {
+    keep_moved_owners(config, &mut owner, previous)?;
     let mut next = Durable {
         format: DURABLE_FORMAT,
         generators: previous.generators.clone(),
         nodes: previous.nodes.clone(),
+        moves: previous.moves.clone(),
+        next_move_id: previous.next_move_id,
     };
     let mut generator = Vec::with_capacity(config.queues.len());
     for q in &config.queues {
@@ -165,16 +201,17 @@ pub fn reconcile(
         let owner_name = owned_by
             .and_then(|qi| config.queues.get(qi))
             .map(|q| q.name.clone());
-        let g = match next.nodes.get(&node.name) {
-            None => u64::from(owner_name.is_some()),
-            Some(prev) if prev.owner == owner_name => prev.generation,
-            Some(prev) => prev.generation.saturating_add(1),
+        let (g, moved) = match next.nodes.get(&node.name) {
+            None => (u64::from(owner_name.is_some()), false),
+            Some(prev) if prev.owner == owner_name => (prev.generation, prev.moved),
+            Some(prev) => (prev.generation.saturating_add(1), false),
         };
         next.nodes.insert(
             node.name.clone(),
             DurableNode {
                 owner: owner_name,
                 generation: g,
+                moved,
             },
         );
         generation.push(Generation(g));
@@ -187,4 +224,69 @@ pub fn reconcile(
         },
         next,
     ))
+}
+
+/// Overrides the configuration's owners with the durable ones where a move set them (see the
+/// module documentation). An unfinished move naming a queue or node the configuration no
+/// longer has is an error: the move could neither finish nor be returned.
+fn keep_moved_owners(
+    config: &Config,
+    owner: &mut [Option<usize>],
+    previous: &Durable,
+) -> Result<(), DurableError> {
+    let mut pinned: BTreeSet<&str> = BTreeSet::new();
+    for record in &previous.moves {
+        if let MoveRecord::Started {
+            move_id,
+            from,
+            to,
+            nodes,
+            ..
+        } = record
+        {
+            for q in [from, to] {
+                if !config.queues.iter().any(|c| &c.name == q) {
+                    return Err(DurableError::MoveTarget {
+                        move_id: move_id.0,
+                        what: format!("queue {q}"),
+                    });
+                }
+            }
+            for ng in nodes {
+                if !config.cluster.nodes.iter().any(|n| n.name == ng.node) {
+                    return Err(DurableError::MoveTarget {
+                        move_id: move_id.0,
+                        what: format!("node {}", ng.node),
+                    });
+                }
+                pinned.insert(&ng.node);
+            }
+        }
+    }
+    for (n, node) in config.cluster.nodes.iter().enumerate() {
+        let Some(prev) = previous.nodes.get(&node.name) else {
+            continue;
+        };
+        let is_pinned = pinned.contains(node.name.as_str());
+        if !(prev.moved || is_pinned) {
+            continue;
+        }
+        let Some(qi) = prev
+            .owner
+            .as_ref()
+            .and_then(|o| config.queues.iter().position(|q| &q.name == o))
+        else {
+            continue;
+        };
+        if (is_pinned || config.queues[qi].definition.contains(&n))
+            && let Some(slot) = owner.get_mut(n)
+        {
+            *slot = Some(qi);
+        }
+    }
+    Ok(())
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }

@@ -86,6 +86,7 @@ pub mod exec;
 pub mod job;
 pub mod journal;
 pub mod limits;
+pub mod moves;
 pub mod snapshot;
 pub mod table;
 

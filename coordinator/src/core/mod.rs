@@ -14,6 +14,7 @@
 //! Every change a client could see bumps [`Core::epoch`]; the driver then republishes
 //! [`Core::routes`].
 
+mod moving;
 #[cfg(test)]
 mod props;
 mod registry;
@@ -24,12 +25,14 @@ mod views;
 use std::collections::HashMap;
 
 use shardsched_proto::msg::client_coord::QueueAction;
-use shardsched_proto::msg::{Generation, Refusal, RefusalCode};
+use shardsched_proto::msg::{Generation, MoveId, Refusal, RefusalCode};
 use shardsched_resource::encode_hostlist;
 
 use crate::config::{self, Config};
+use crate::moves::{JournalToken, MoveMachine, NodeIntentInit, RecoverError};
 use crate::ownership::{self, Durable, DurableError};
 
+pub use moving::MoveCommand;
 pub use registry::{RegisterError, ShardLink};
 pub use views::{JobsPlan, merge_jobs};
 
@@ -53,6 +56,12 @@ pub struct Core {
     /// Observation: the registered shard of each queue, if connected.
     shards: Vec<Option<ShardLink>>,
     epoch: u64,
+    /// Node moves: the authority on intent while they run (see [`moving`]).
+    moves: MoveMachine,
+    /// The durable state as last computed (nodes kept up to date by moves).
+    durable: Durable,
+    /// The newest move record not yet handed to the driver's journal write.
+    move_pending: Option<JournalToken>,
 }
 
 /// A queue's run-time state.
@@ -70,6 +79,8 @@ pub struct Control {
     pub changed: bool,
     /// The queue's shard to tell (`SetQueueState`), if one is connected and something changed.
     pub notify: Option<QueueCommand>,
+    /// The first move started to carry the change out (`start --take`), if any.
+    pub move_id: Option<MoveId>,
 }
 
 /// `SetQueueState` for one shard.
@@ -95,6 +106,9 @@ pub enum CoreError {
     /// The durable state could not be combined with the configuration.
     #[error(transparent)]
     Durable(#[from] DurableError),
+    /// The move journal could not be replayed.
+    #[error(transparent)]
+    Moves(#[from] RecoverError),
 }
 
 impl Core {
@@ -128,6 +142,34 @@ impl Core {
             .map(|(i, n)| (n.name.clone(), i))
             .collect();
         let shards = vec![None; config.queues.len()];
+        let intents: Vec<NodeIntentInit> = config
+            .cluster
+            .nodes
+            .iter()
+            .zip(&own.owner)
+            .zip(&own.generation)
+            .map(|((node, owner), &generation)| NodeIntentInit {
+                node: node.name.clone(),
+                owner: owner
+                    .and_then(|qi| config.queues.get(qi))
+                    .map(|q| q.name.clone()),
+                generation,
+            })
+            .collect();
+        let definitions: Vec<(String, Vec<String>)> = config
+            .queues
+            .iter()
+            .map(|q| (q.name.clone(), config.node_names(&q.definition)))
+            .collect();
+        let moves = MoveMachine::recover(
+            intents,
+            definitions,
+            durable.next_move_id,
+            durable.moves.clone(),
+        )?;
+        let mut durable = durable;
+        durable.moves = moves.active_records();
+        durable.next_move_id = moves.next_move_id();
         let core = Core {
             config,
             queues,
@@ -136,6 +178,9 @@ impl Core {
             node_index,
             shards,
             epoch,
+            moves,
+            durable: durable.clone(),
+            move_pending: None,
         };
         Ok((core, durable))
     }
@@ -188,19 +233,29 @@ impl Core {
 
     /// Enables, disables, starts or stops a queue (an admin's request; the driver checked
     /// the role). Starting is refused when the queue's definition shares nodes with another
-    /// started queue, since taking them needs node moves.
-    pub fn queue_control(&mut self, queue: &str, action: QueueAction) -> Result<Control, Refusal> {
+    /// started queue, unless `take` is given: then those nodes are moved to it (one move
+    /// per donor, started at `now_ms`).
+    pub fn queue_control(
+        &mut self,
+        now_ms: u64,
+        queue: &str,
+        action: QueueAction,
+    ) -> Result<Control, Refusal> {
         let qi = self
             .queue_index(queue)
             .ok_or_else(|| self.no_such_queue(queue))?;
         let before = self.queues[qi].clone();
+        let mut move_id = None;
         match action {
             QueueAction::Enable => self.queues[qi].enabled = true,
             QueueAction::Disable => self.queues[qi].enabled = false,
             QueueAction::Stop => self.queues[qi].started = false,
             QueueAction::Start { take } => {
                 if !before.started {
-                    self.check_start(qi, take)?;
+                    let shared = self.check_start(qi, take)?;
+                    if !shared.is_empty() {
+                        move_id = self.start_moves(now_ms, &shared, queue)?;
+                    }
                 }
                 self.queues[qi].started = true;
             }
@@ -219,27 +274,16 @@ impl Core {
         if changed {
             self.bump();
         }
-        Ok(Control { changed, notify })
+        Ok(Control {
+            changed,
+            notify,
+            move_id,
+        })
     }
 
-    /// Moves nodes between queues: refused until node moves land, after checking the names.
-    pub fn move_nodes(&self, nodes: &[String], to: &str) -> Result<Control, Refusal> {
-        self.queue_index(to).ok_or_else(|| self.no_such_queue(to))?;
-        let unknown: Vec<&str> = nodes
-            .iter()
-            .filter(|n| !self.node_index.contains_key(n.as_str()))
-            .map(String::as_str)
-            .collect();
-        if !unknown.is_empty() {
-            return Err(Refusal::new(
-                RefusalCode::NotFound,
-                format!("no such node in the cluster: {}", encode_hostlist(&unknown)),
-            ));
-        }
-        Err(not_implemented("moving nodes between queues"))
-    }
-
-    fn check_start(&self, qi: usize, take: bool) -> Result<(), Refusal> {
+    /// The nodes `qi`'s definition shares with other started queues, by owner; refused
+    /// unless `take`.
+    fn check_start(&self, qi: usize, take: bool) -> Result<Vec<(String, Vec<String>)>, Refusal> {
         let q = &self.config.queues[qi];
         let mut shared: Vec<(&str, Vec<&str>)> = Vec::new();
         for &n in &q.definition {
@@ -253,11 +297,11 @@ impl Core {
                 None => shared.push((other, vec![node])),
             }
         }
-        if shared.is_empty() {
-            return Ok(());
-        }
-        if take {
-            return Err(not_implemented("queue start --take (it moves nodes)"));
+        if shared.is_empty() || take {
+            return Ok(shared
+                .into_iter()
+                .map(|(q, nodes)| (q.to_owned(), nodes.into_iter().map(str::to_owned).collect()))
+                .collect());
         }
         let detail: Vec<String> = shared
             .iter()
@@ -297,11 +341,4 @@ impl Core {
     fn bump(&mut self) {
         self.epoch = self.epoch.saturating_add(1);
     }
-}
-
-fn not_implemented(what: &str) -> Refusal {
-    Refusal::new(
-        RefusalCode::Unavailable,
-        format!("{what}: not implemented until node moves land"),
-    )
 }

@@ -9,8 +9,7 @@ use std::net::SocketAddr;
 
 use shardsched_proto::msg::shard_coord::{Assignment, Register, ShardStatus};
 use shardsched_proto::msg::{
-    ClusterDescription, ClusterFormat, MoveId, NodeGen, NodeStatus, QueueConfig, QueueStatus,
-    Refusal, RefusalCode,
+    ClusterDescription, ClusterFormat, NodeStatus, QueueConfig, QueueStatus, Refusal, RefusalCode,
 };
 
 use super::{ConnId, Core};
@@ -119,7 +118,7 @@ impl Core {
             tracing::warn!(
                 queue = %reg.queue,
                 nodes = %shardsched_resource::encode_hostlist(&unowned_allocated),
-                "shard holds allocations on nodes it no longer owns; they keep running (reconciliation lands with node moves)"
+                "shard holds allocations on nodes it no longer owns; they keep running"
             );
         }
         let previous = self.shards[qi].replace(ShardLink {
@@ -185,16 +184,6 @@ impl Core {
         Ok(())
     }
 
-    /// A shard says nodes of a move are free. There are no moves yet, so every move id is
-    /// unknown.
-    pub fn released(&self, conn: ConnId, shard_name: &str, move_id: MoveId) -> Result<(), Refusal> {
-        self.registered(conn, shard_name)?;
-        Err(Refusal::new(
-            RefusalCode::NotFound,
-            format!("no move {} (node moves are not implemented yet)", move_id.0),
-        ))
-    }
-
     /// The queue a connection is registered for, if it is.
     pub fn registered_queue(&self, conn: ConnId) -> Option<&str> {
         self.shards
@@ -209,7 +198,7 @@ impl Core {
             .and_then(|qi| self.shards[qi].as_ref())
     }
 
-    fn registered(&self, conn: ConnId, shard_name: &str) -> Result<usize, Refusal> {
+    pub(super) fn registered(&self, conn: ConnId, shard_name: &str) -> Result<usize, Refusal> {
         self.queue_index(shard_name)
             .filter(|&qi| self.shards[qi].as_ref().is_some_and(|l| l.conn == conn))
             .ok_or_else(|| {
@@ -225,13 +214,12 @@ impl Core {
     fn assignment(&self, qi: usize) -> Assignment {
         let q = &self.config.queues[qi];
         let state = &self.queues[qi];
-        let owned = self
-            .owned_indices(qi)
-            .map(|n| NodeGen {
-                node: self.config.cluster.nodes[n].name.clone(),
-                generation: self.generation[n],
-            })
-            .collect();
+        // From the move machine: a node still outgoing to this queue is incoming, not
+        // owned, until its donor released it. (The driver makes the journal durable before
+        // it sends this answer.)
+        let mut owned = self.moves.owned_for(&q.name);
+        owned.sort_by_key(|ng| self.node_index.get(&ng.node).copied());
+        let incoming = self.moves.incoming_for(&q.name);
         Assignment {
             generator_id: state.generator_id,
             cluster: ClusterDescription {
@@ -251,7 +239,7 @@ impl Core {
                 started: state.started,
             },
             owned,
-            incoming: Vec::new(),
+            incoming,
         }
     }
 }

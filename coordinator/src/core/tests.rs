@@ -376,7 +376,7 @@ fn queue_and_resource_lists_keep_intent_and_observation_apart() {
         NodeState::NotOwned
     );
     assert_eq!(free.resources(None).expect("all")[10].queue, None);
-    assert!(free.queue_control("a", QueueAction::Stop).is_ok());
+    assert!(free.queue_control(0, "a", QueueAction::Stop).is_ok());
 }
 
 #[test]
@@ -385,20 +385,21 @@ fn queue_control() {
     let epoch = core.epoch();
     // No shard connected: the intent changes, nobody to tell.
     let c = core
-        .queue_control("batch", QueueAction::Disable)
+        .queue_control(0, "batch", QueueAction::Disable)
         .expect("disable");
     assert_eq!(
         c,
         Control {
             changed: true,
-            notify: None
+            notify: None,
+            move_id: None
         }
     );
     assert_eq!(core.queue_flags("batch"), Some((false, true)));
     assert_eq!(core.epoch(), epoch + 1);
     // A repeat changes nothing.
     let c = core
-        .queue_control("batch", QueueAction::Disable)
+        .queue_control(0, "batch", QueueAction::Disable)
         .expect("again");
     assert!(!c.changed);
     assert_eq!(core.epoch(), epoch + 1);
@@ -407,7 +408,7 @@ fn queue_control() {
         .expect("registered");
     assert!(!core.routes().routes[0].enabled);
     let c = core
-        .queue_control("batch", QueueAction::Stop)
+        .queue_control(0, "batch", QueueAction::Stop)
         .expect("stop");
     assert_eq!(
         c.notify,
@@ -426,10 +427,10 @@ fn queue_control() {
 
     // standby overlaps batch's nodes; with batch stopped it may start (owning nothing), with
     // batch started it may not.
-    core.queue_control("batch", QueueAction::Start { take: false })
+    core.queue_control(0, "batch", QueueAction::Start { take: false })
         .expect("start batch");
     let r = core
-        .queue_control("standby", QueueAction::Start { take: false })
+        .queue_control(0, "standby", QueueAction::Start { take: false })
         .expect_err("overlap");
     assert_eq!(r.code, RefusalCode::Unavailable);
     assert!(
@@ -437,28 +438,14 @@ fn queue_control() {
             .contains("queue standby shares nodes with started queues (batch owns node[0-111])"),
         "{r}"
     );
-    let r = core
-        .queue_control("standby", QueueAction::Start { take: true })
-        .expect_err("no moves yet");
-    assert!(
-        r.message.contains("not implemented until node moves land"),
-        "{r}"
-    );
     assert_eq!(core.queue_flags("standby"), Some((true, false)));
 
     let r = core
-        .queue_control("nope", QueueAction::Enable)
+        .queue_control(0, "nope", QueueAction::Enable)
         .expect_err("unknown");
     assert_eq!(r.code, RefusalCode::NotFound);
     let r = core
-        .move_nodes(&["node1".into()], "debug")
-        .expect_err("no moves yet");
-    assert!(
-        r.message.contains("not implemented until node moves land"),
-        "{r}"
-    );
-    let r = core
-        .move_nodes(&["node999".into()], "debug")
+        .move_nodes(0, &["node999".into()], "debug")
         .expect_err("unknown");
     assert_eq!(r.code, RefusalCode::NotFound);
 }

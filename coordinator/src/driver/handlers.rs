@@ -11,8 +11,11 @@ use shardsched_proto::msg::{JobList, JobsQuery, Refusal, RefusalCode, UserFilter
 use shardsched_proto::{Error, Peer, Reply, Session, serve};
 use tokio::task::JoinSet;
 
-use super::{FANOUT_TIMEOUT, SHARD_COMMAND_TIMEOUT, SHARD_PROBE_TIMEOUT, Shared, lock};
-use crate::core::{ConnId, QueueCommand, RegisterError, merge_jobs};
+use super::{
+    FANOUT_TIMEOUT, MOVE_PUMP_IDLE, SHARD_COMMAND_TIMEOUT, SHARD_PROBE_TIMEOUT, Shared, files,
+    lock, now_ms,
+};
+use crate::core::{ConnId, Core, MoveCommand, QueueCommand, RegisterError, merge_jobs};
 
 /// Serves a shard's connection until it ends, then marks its queue offline.
 pub(super) async fn shard_connection(shared: Arc<Shared>, session: Session) {
@@ -93,6 +96,9 @@ async fn shard_request(
                     }
                 }
             };
+            shared.with_core(|core| core.moves_registered(now_ms(), &reg.queue, &reg.held));
+            // The assignment names generations: they must be on disk before it leaves.
+            flush_moves(&shared).await?;
             let address = shared.with_core(|core| core.shard(&reg.queue).map(|l| l.address));
             tracing::info!(
                 queue = %reg.queue,
@@ -108,7 +114,8 @@ async fn shard_request(
             Ok(ShardResponse::Ack)
         }
         shard_coord::Request::Released(released) => {
-            shared.with_core(|core| core.released(conn, &peer.name, released.move_id))?;
+            shared.with_core(|core| core.moves_released(now_ms(), conn, &peer.name, &released))?;
+            flush_moves(&shared).await?;
             Ok(ShardResponse::Ack)
         }
     }
@@ -159,16 +166,22 @@ async fn client_request(
         client_coord::Request::QueueControl { queue, action } => {
             // One admin change at a time, so shards hear them in order.
             let _admin = shared.admin.lock().await;
-            let control = shared.with_core(|core| core.queue_control(&queue, action))?;
-            tracing::info!(%peer, %queue, ?action, changed = control.changed, "queue control");
+            let control = shared.with_core(|core| core.queue_control(now_ms(), &queue, action))?;
+            tracing::info!(%peer, %queue, ?action, changed = control.changed, move_id = ?control.move_id, "queue control");
+            flush_moves(&shared).await?;
             if let Some(command) = control.notify {
                 tell_queue_state(&shared, &command).await;
             }
-            Ok(ClientResponse::Done { move_id: None })
+            Ok(ClientResponse::Done {
+                move_id: control.move_id,
+            })
         }
         client_coord::Request::MoveNodes { nodes, to } => {
-            let refusal = shared.with_core(|core| core.move_nodes(&nodes, &to));
-            refusal.map(|_| ClientResponse::Done { move_id: None })
+            let _admin = shared.admin.lock().await;
+            let move_id = shared.with_core(|core| core.move_nodes(now_ms(), &nodes, &to))?;
+            tracing::info!(%peer, %to, ?move_id, "move nodes");
+            flush_moves(&shared).await?;
+            Ok(ClientResponse::Done { move_id })
         }
         client_coord::Request::SetNodeState {
             nodes,
@@ -329,6 +342,79 @@ async fn tell_queue_state(shared: &Shared, command: &QueueCommand) {
         }
         Err(_) => {
             tracing::warn!(queue = %command.queue, "shard did not acknowledge SetQueueState in time")
+        }
+    }
+}
+
+/// Makes every move record handed out so far durable (one write of the durable state,
+/// fsync-ed) and wakes the move pump to send what that released. Returns only once
+/// everything queued before the call is on disk, even if another task's write carried it.
+pub(super) async fn flush_moves(shared: &Shared) -> Result<(), Refusal> {
+    let _journal = shared.journal.lock().await;
+    let Some((durable, token)) = shared.with_core(Core::moves_to_journal) else {
+        return Ok(());
+    };
+    let dir = shared.state_dir.clone();
+    let written = tokio::task::spawn_blocking(move || files::write_durable(&dir, &durable)).await;
+    let error = match written {
+        Ok(Ok(())) => {
+            shared.with_core(|core| core.moves_journaled(token));
+            shared.moves_wake.notify_one();
+            return Ok(());
+        }
+        Ok(Err(e)) => e.to_string(),
+        Err(e) => e.to_string(),
+    };
+    shared.with_core(|core| core.moves_write_failed(token));
+    tracing::error!(error = %error, "could not write the coordinator state; move commands wait");
+    Err(Refusal::new(
+        RefusalCode::Unavailable,
+        format!("the coordinator could not write its state: {error}"),
+    ))
+}
+
+/// The move pump: writes move records, sends the commands they released, and ticks the
+/// move machine for re-sends and deadlines. Woken by every move event; runs until aborted.
+pub(super) async fn move_pump(shared: Arc<Shared>) {
+    loop {
+        // A failed write is logged by `flush_moves` and retried on the next wake-up.
+        let _ = flush_moves(&shared).await;
+        for command in shared.with_core(Core::moves_to_send) {
+            tokio::spawn(send_move_command(Arc::clone(&shared), command));
+        }
+        let wake = shared.with_core(|core| core.moves_next_wakeup());
+        let sleep = wake.map_or(MOVE_PUMP_IDLE, |at| {
+            std::time::Duration::from_millis(at.saturating_sub(now_ms()))
+        });
+        tokio::select! {
+            () = shared.moves_wake.notified() => {}
+            () = tokio::time::sleep(sleep) => {
+                shared.with_core(|core| core.moves_tick(now_ms()));
+            }
+        }
+    }
+}
+
+/// Sends one move command and hands the answer to the core. A command that gets no answer
+/// is not retried here: the move machine sends it again (re-send interval, registration).
+async fn send_move_command(shared: Arc<Shared>, command: MoveCommand) {
+    let Some(session) = shared.session(command.conn) else {
+        return;
+    };
+    let answer =
+        tokio::time::timeout(SHARD_COMMAND_TIMEOUT, session.request(&command.request)).await;
+    match answer {
+        Ok(Ok(response)) => {
+            shared.with_core(|core| {
+                core.moves_answer(now_ms(), &command.queue, &command.request, &response);
+            });
+            shared.moves_wake.notify_one();
+        }
+        Ok(Err(e)) => {
+            tracing::debug!(queue = %command.queue, error = %e, "shard did not take a move command");
+        }
+        Err(_) => {
+            tracing::debug!(queue = %command.queue, "shard did not answer a move command in time")
         }
     }
 }

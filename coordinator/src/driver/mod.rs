@@ -51,6 +51,9 @@ pub const FANOUT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const SHARD_COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long shutdown waits for connections to close cleanly.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+/// Longest sleep of the move pump when no move is in progress (it is woken by every move
+/// event anyway).
+pub const MOVE_PUMP_IDLE: Duration = Duration::from_secs(60);
 
 /// Where the coordinator listens and keeps its state.
 #[derive(Clone, Debug)]
@@ -108,6 +111,13 @@ pub(crate) struct Shared {
     routes: ArcSwap<RouteTable>,
     /// Serialises admin changes, so that a shard hears them in the order they were made.
     admin: tokio::sync::Mutex<()>,
+    /// The state directory (the durable state is the move journal for now).
+    state_dir: PathBuf,
+    /// Serialises durable-state writes, so an older snapshot never replaces a newer one and
+    /// a flush returns only once every record before it is on disk.
+    journal: tokio::sync::Mutex<()>,
+    /// Wakes the move pump (new records or commands, answers).
+    moves_wake: tokio::sync::Notify,
 }
 
 impl Coordinator {
@@ -142,6 +152,9 @@ impl Coordinator {
                 sessions: Mutex::new(HashMap::new()),
                 routes,
                 admin: tokio::sync::Mutex::new(()),
+                state_dir: dir.clone(),
+                journal: tokio::sync::Mutex::new(()),
+                moves_wake: tokio::sync::Notify::new(),
             }),
             endpoint,
             local_addr,
@@ -163,6 +176,7 @@ impl Coordinator {
     /// (waiting at most [`SHUTDOWN_GRACE`]) and removes the address file.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), DriverError> {
         let connections = Arc::new(Semaphore::new(CONNECTIONS_MAX));
+        let pump = tokio::spawn(handlers::move_pump(Arc::clone(&self.shared)));
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
@@ -185,6 +199,7 @@ impl Coordinator {
                 }
             }
         }
+        pump.abort();
         tracing::info!("coordinator shutting down");
         self.endpoint
             .close(CloseCode::Done.varint(), b"coordinator shutting down");
@@ -263,7 +278,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))

@@ -110,7 +110,12 @@ pub(crate) async fn coordinator_request(
             })
             .await
         }
-        Request::Release(_) | Request::Incoming(_) | Request::Acquire(_) => Err(Refusal::new(
+        Request::Release(_)
+        | Request::Incoming(_)
+        | Request::Acquire(_)
+        | Request::Reclaim(_)
+        | Request::Withdraw(_)
+        | Request::CancelJobs(_) => Err(Refusal::new(
             RefusalCode::Unavailable,
             "node moves are not implemented yet in this shard",
         )),

@@ -12,6 +12,11 @@
 //!    [`shard_coord::Request::Released`](super::shard_coord::Request::Released);
 //! 2. recipient ← [`Incoming`]: reservable from the expected free time, not allocatable;
 //! 3. recipient ← [`Acquire`] (after the coordinator journaled the release): node up.
+//!
+//! A cancelled move returns the nodes not yet released: donor ← [`Reclaim`] (node up again,
+//! new generation), recipient ← [`Withdraw`] (forget the incoming node). Past a move's
+//! deadline, donor ← [`CancelJobs`]: cancel the jobs still holding the nodes, so that they
+//! are released.
 
 use serde::{Deserialize, Serialize};
 
@@ -28,6 +33,13 @@ pub enum Request {
     Incoming(Incoming),
     /// Recipient: these nodes are yours now; bring them up.
     Acquire(Acquire),
+    /// Donor of a cancelled move: these nodes are yours again (new generation); bring them
+    /// back up.
+    Reclaim(Reclaim),
+    /// Recipient of a cancelled move: these nodes are not coming; forget them.
+    Withdraw(Withdraw),
+    /// Donor, past the move's deadline: cancel the jobs still holding these nodes.
+    CancelJobs(CancelJobs),
     /// Enable/disable submissions, start/stop scheduling.
     SetQueueState {
         /// Accept submissions.
@@ -86,6 +98,33 @@ pub struct Acquire {
     pub nodes: Vec<NodeGen>,
 }
 
+/// Give back the not-yet-released nodes of a cancelled move to the donor.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reclaim {
+    /// The cancelled move.
+    pub move_id: MoveId,
+    /// The nodes, each with the generation the cancellation gave it.
+    pub nodes: Vec<NodeGen>,
+}
+
+/// Tell the recipient of a cancelled move that these nodes are not coming.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Withdraw {
+    /// The cancelled move.
+    pub move_id: MoveId,
+    /// The nodes, each with the generation the cancellation gave it.
+    pub nodes: Vec<NodeGen>,
+}
+
+/// Past a move's deadline: cancel the jobs still holding the nodes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CancelJobs {
+    /// The move.
+    pub move_id: MoveId,
+    /// The nodes, with the move's generation (a node whose generation moved on is stale).
+    pub nodes: Vec<NodeGen>,
+}
+
 /// The shard's answer.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Response {
@@ -112,6 +151,8 @@ pub struct ReleaseState {
     pub node: NodeGen,
     /// When it is free.
     pub free: FreeAt,
+    /// The jobs still holding it (empty when [`FreeAt::Now`]), for `queue moves`.
+    pub jobs: Vec<super::common::JobId>,
 }
 
 /// When a released node is free.
@@ -140,6 +181,9 @@ impl Rpc for Request {
             Request::Release(_) => "coord_shard.release",
             Request::Incoming(_) => "coord_shard.incoming",
             Request::Acquire(_) => "coord_shard.acquire",
+            Request::Reclaim(_) => "coord_shard.reclaim",
+            Request::Withdraw(_) => "coord_shard.withdraw",
+            Request::CancelJobs(_) => "coord_shard.cancel_jobs",
             Request::SetQueueState { .. } => "coord_shard.set_queue_state",
             Request::Jobs(_) => "coord_shard.jobs",
             Request::SetNodeState { .. } => "coord_shard.set_node_state",

@@ -8,7 +8,8 @@ use proptest::prelude::*;
 use shardsched_proto::fluid::Fluid;
 use shardsched_proto::msg::client_shard::{CancelOutcome, CancelResult, IdempotencyKey, Submit};
 use shardsched_proto::msg::coord_shard::{
-    Acquire, FreeAt, Incoming, IncomingNode, Release, ReleaseState, StaleNode,
+    Acquire, CancelJobs, FreeAt, Incoming, IncomingNode, Reclaim, Release, ReleaseState, StaleNode,
+    Withdraw,
 };
 use shardsched_proto::msg::hello::{Hello, HelloReply};
 use shardsched_proto::msg::shard_coord::{Assignment, HeldNode, Register, Released, ShardStatus};
@@ -428,6 +429,24 @@ pub fn coord_shard_request() -> impl Strategy<Value = coord_shard::Request> {
                 nodes
             }
         )),
+        (any::<u64>(), vec(node_gen(), 0..3)).prop_map(|(m, nodes)| coord_shard::Request::Reclaim(
+            Reclaim {
+                move_id: MoveId(m),
+                nodes
+            }
+        )),
+        (any::<u64>(), vec(node_gen(), 0..3)).prop_map(|(m, nodes)| {
+            coord_shard::Request::Withdraw(Withdraw {
+                move_id: MoveId(m),
+                nodes,
+            })
+        }),
+        (any::<u64>(), vec(node_gen(), 0..3)).prop_map(|(m, nodes)| {
+            coord_shard::Request::CancelJobs(CancelJobs {
+                move_id: MoveId(m),
+                nodes,
+            })
+        }),
         (any::<bool>(), any::<bool>()).prop_map(|(enabled, started)| {
             coord_shard::Request::SetQueueState { enabled, started }
         }),
@@ -444,7 +463,8 @@ pub fn coord_shard_request() -> impl Strategy<Value = coord_shard::Request> {
 
 pub fn coord_shard_reply() -> impl Strategy<Value = Reply<coord_shard::Response>> {
     let free = prop_oneof![Just(FreeAt::Now), any::<u64>().prop_map(FreeAt::Expected)];
-    let state = (node_gen(), free).prop_map(|(node, free)| ReleaseState { node, free });
+    let state = (node_gen(), free, vec(fluid(), 0..3))
+        .prop_map(|(node, free, jobs)| ReleaseState { node, free, jobs });
     let response = prop_oneof![
         (vec(state, 0..3), vec(stale(), 0..2))
             .prop_map(|(nodes, stale)| coord_shard::Response::Releasing { nodes, stale }),

@@ -1,0 +1,234 @@
+//! The core's move layer: admin requests to moves, the journal gate, registration
+//! answers during a move, and restarts.
+
+use std::net::SocketAddr;
+
+use shardsched_proto::msg::client_coord::QueueAction;
+use shardsched_proto::msg::coord_shard::{FreeAt, ReleaseState, Request, Response};
+use shardsched_proto::msg::shard_coord::Register;
+use shardsched_proto::msg::{Generation, MoveId, NodeGen, RefusalCode};
+
+use crate::config::Config;
+use crate::core::{ConnId, Core, MoveCommand};
+use crate::moves::{MoveNodeState, MoveStatus};
+use crate::ownership::Durable;
+
+const NOW: u64 = 1_800_000_000_000;
+
+fn core() -> (Core, Durable) {
+    let config = Config::embedded_default().expect("default config");
+    Core::new(config, &Durable::default(), 1).expect("core")
+}
+
+fn register(core: &mut Core, queue: &str, conn: u64) {
+    let reg = Register {
+        queue: queue.into(),
+        listen: SocketAddr::from(([127, 0, 0, 1], 7000 + u16::try_from(conn).unwrap_or(0))),
+        held: Vec::new(),
+        last_job_id: None,
+    };
+    core.register(
+        ConnId(conn),
+        queue,
+        SocketAddr::from(([127, 0, 0, 1], 1)),
+        &reg,
+    )
+    .expect("registers");
+    core.moves_registered(NOW, queue, &[]);
+}
+
+/// Writes (pretends to) whatever is pending; returns the durable state and the commands.
+fn journal(core: &mut Core) -> (Option<Durable>, Vec<MoveCommand>) {
+    let written = core.moves_to_journal().map(|(durable, token)| {
+        core.moves_journaled(token);
+        durable
+    });
+    (written, core.moves_to_send())
+}
+
+fn names(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| (*s).to_owned()).collect()
+}
+
+#[test]
+fn a_move_is_journaled_before_its_commands_and_refusals_name_the_nodes() {
+    let (mut core, _) = core();
+    register(&mut core, "batch", 1);
+    register(&mut core, "standby", 2);
+    journal(&mut core);
+    let id = core
+        .move_nodes(NOW, &names(&["node0", "node1"]), "standby")
+        .expect("accepted")
+        .expect("a move");
+    assert_eq!(id, MoveId(1));
+    assert_eq!(
+        core.owner_of("node0"),
+        Some("standby"),
+        "intent moves at once"
+    );
+    assert_eq!(core.generation_of("node0"), Some(Generation(2)));
+    assert!(
+        core.moves_to_send().is_empty(),
+        "nothing leaves before the journal"
+    );
+    let (written, sent) = journal(&mut core);
+    let written = written.expect("a durable state to write");
+    assert_eq!(written.moves.len(), 1, "the unfinished move's record");
+    let node0 = written.nodes.get("node0").expect("node0");
+    assert!(node0.moved && node0.owner.as_deref() == Some("standby") && node0.generation == 2);
+    let kinds: Vec<(&str, ConnId)> = sent
+        .iter()
+        .map(|c| match c.request {
+            Request::Release(_) => ("release", c.conn),
+            Request::Incoming(_) => ("incoming", c.conn),
+            _ => ("other", c.conn),
+        })
+        .collect();
+    assert_eq!(kinds, vec![("release", ConnId(1)), ("incoming", ConnId(2))]);
+
+    // Already owned by the recipient and not moving: nothing to do.
+    assert_eq!(core.move_nodes(NOW, &names(&["node2"]), "batch"), Ok(None));
+    let r = core
+        .move_nodes(NOW, &names(&["node0"]), "batch")
+        .expect_err("moving");
+    assert_eq!(r.code, RefusalCode::Unavailable);
+    assert!(r.message.contains("already moving: node0"), "{r}");
+    let r = core
+        .move_nodes(NOW, &names(&["node120"]), "batch")
+        .expect_err("outside");
+    assert_eq!(r.code, RefusalCode::Invalid);
+    assert!(r.message.contains("node120"), "{r}");
+}
+
+#[test]
+fn a_shard_registering_mid_move_gets_the_node_as_incoming_until_released() {
+    let (mut core, _) = core();
+    register(&mut core, "batch", 1);
+    core.move_nodes(NOW, &names(&["node0"]), "standby")
+        .expect("accepted");
+    journal(&mut core);
+    let reg = Register {
+        queue: "standby".into(),
+        listen: SocketAddr::from(([127, 0, 0, 1], 7002)),
+        held: Vec::new(),
+        last_job_id: None,
+    };
+    let a = core
+        .register(
+            ConnId(2),
+            "standby",
+            SocketAddr::from(([127, 0, 0, 1], 1)),
+            &reg,
+        )
+        .expect("registers");
+    assert!(a.owned.is_empty());
+    assert_eq!(a.incoming.len(), 1);
+    let batch = core
+        .register(
+            ConnId(1),
+            "batch",
+            SocketAddr::from(([127, 0, 0, 1], 1)),
+            &Register {
+                queue: "batch".into(),
+                listen: SocketAddr::from(([127, 0, 0, 1], 7001)),
+                held: Vec::new(),
+                last_job_id: None,
+            },
+        )
+        .expect("again");
+    assert!(
+        batch.owned.iter().all(|n| n.node != "node0"),
+        "outgoing: not the donor's to bring up"
+    );
+    assert_eq!(batch.owned.len(), 111);
+    assert_eq!(batch.owned[0].node, "node1", "cluster order");
+
+    let release = Request::Release(shardsched_proto::msg::coord_shard::Release {
+        move_id: MoveId(1),
+        nodes: vec![NodeGen {
+            node: "node0".into(),
+            generation: Generation(2),
+        }],
+    });
+    let answer = Response::Releasing {
+        nodes: vec![ReleaseState {
+            node: NodeGen {
+                node: "node0".into(),
+                generation: Generation(2),
+            },
+            free: FreeAt::Now,
+            jobs: Vec::new(),
+        }],
+        stale: Vec::new(),
+    };
+    core.moves_answer(NOW, "batch", &release, &answer);
+    core.moves_registered(NOW, "standby", &[]);
+    let (_, sent) = journal(&mut core);
+    let acquire = sent
+        .iter()
+        .find(|c| matches!(c.request, Request::Acquire(_)))
+        .expect("acquire after the release is journaled");
+    assert_eq!(acquire.conn, ConnId(2));
+    core.moves_answer(
+        NOW,
+        "standby",
+        &acquire.request,
+        &Response::Ack { stale: Vec::new() },
+    );
+    let moves = core.moves();
+    assert_eq!(moves[0].status, MoveStatus::Completed);
+    assert_eq!(moves[0].nodes[0].state, MoveNodeState::Up);
+}
+
+#[test]
+fn moves_outlive_restarts_finished_or_not() {
+    let (mut core, _) = core();
+    core.move_nodes(NOW, &names(&["node0"]), "standby")
+        .expect("accepted");
+    let (written, _) = journal(&mut core);
+    let written = written.expect("written");
+    let text = written.to_toml();
+    let read = Durable::from_toml(&text).expect("the move journal round-trips through TOML");
+    assert_eq!(read, written);
+
+    // Restart mid-move: the move resumes, the node keeps its intent.
+    let config = Config::embedded_default().expect("default config");
+    let (restarted, again) = Core::new(config.clone(), &read, 1).expect("restarts");
+    assert_eq!(restarted.owner_of("node0"), Some("standby"));
+    assert_eq!(restarted.generation_of("node0"), Some(Generation(2)));
+    assert_eq!(restarted.moves().len(), 1);
+    assert_eq!(restarted.moves()[0].status, MoveStatus::Active);
+    assert_eq!(again.moves, read.moves);
+
+    // A finished move's owner stays, though the configuration's rule says batch.
+    let mut finished = read.clone();
+    finished.moves.clear();
+    let (mut restarted, _) = Core::new(config, &finished, 1).expect("restarts");
+    assert_eq!(restarted.owner_of("node0"), Some("standby"));
+    assert_eq!(restarted.owned_by("batch").len(), 111);
+    assert!(restarted.moves().is_empty());
+    assert_eq!(
+        restarted
+            .move_nodes(NOW, &names(&["node5"]), "standby")
+            .map(|id| id.map(|m| m.0)),
+        Ok(Some(2)),
+        "ids keep growing"
+    );
+}
+
+#[test]
+fn start_take_moves_the_shared_nodes() {
+    let (mut core, _) = core();
+    let c = core
+        .queue_control(NOW, "standby", QueueAction::Start { take: true })
+        .expect("take");
+    assert_eq!(c.move_id, Some(MoveId(1)));
+    assert_eq!(core.queue_flags("standby"), Some((true, true)));
+    assert_eq!(
+        core.owned_by("standby").len(),
+        112,
+        "intent: all of batch's nodes"
+    );
+    assert_eq!(core.moves()[0].nodes.len(), 112);
+    assert_eq!(core.moves()[0].from, "batch");
+}
