@@ -400,7 +400,9 @@ impl World {
             Request::Reclaim(r) => moves.handle_reclaim(r),
             Request::Withdraw(r) => moves.handle_withdraw(r),
             Request::CancelJobs(r) => moves.handle_cancel_jobs(r, &query),
-            Request::SetQueueState { .. } | Request::Jobs(_) => return Ok(()),
+            Request::SetQueueState { .. } | Request::SetNodeState { .. } | Request::Jobs(_) => {
+                return Ok(());
+            }
         };
         self.persist(s, &effects);
         let queue = self.shards[s].queue.clone();
