@@ -400,7 +400,10 @@ impl World {
             Request::Reclaim(r) => moves.handle_reclaim(r),
             Request::Withdraw(r) => moves.handle_withdraw(r),
             Request::CancelJobs(r) => moves.handle_cancel_jobs(r, &query),
-            Request::SetQueueState { .. } | Request::SetNodeState { .. } | Request::Jobs(_) => {
+            Request::SetQueueState { .. }
+            | Request::SetNodeState { .. }
+            | Request::SetNodeDrain { .. }
+            | Request::Jobs(_) => {
                 return Ok(());
             }
         };

@@ -83,6 +83,7 @@ fn assignment() -> Assignment {
             })
             .collect(),
         incoming: Vec::new(),
+        flags: Default::default(),
     }
 }
 

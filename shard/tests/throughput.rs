@@ -51,6 +51,7 @@ fn assignment() -> Assignment {
             })
             .collect(),
         incoming: Vec::new(),
+        flags: Default::default(),
     }
 }
 

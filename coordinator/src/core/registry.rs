@@ -240,6 +240,7 @@ impl Core {
             },
             owned,
             incoming,
+            flags: Default::default(),
         }
     }
 }

@@ -201,6 +201,10 @@ async fn client_request(
             }
             Ok(ClientResponse::Done { move_id: None })
         }
+        client_coord::Request::SetNodeDrain { .. } => Err(Refusal::new(
+            RefusalCode::Unavailable,
+            "draining nodes is not implemented yet",
+        )),
     }
 }
 

@@ -132,6 +132,7 @@ impl MoveMachine {
             Request::Release(_)
             | Request::SetQueueState { .. }
             | Request::SetNodeState { .. }
+            | Request::SetNodeDrain { .. }
             | Request::Jobs(_) => {}
         }
     }

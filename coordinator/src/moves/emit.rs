@@ -94,7 +94,11 @@ pub(crate) fn commands(mv: &Move, now: u64, want: Want<'_>) -> Vec<Transmit> {
         Request::Withdraw(Withdraw { move_id: id, nodes })
     });
     push(&mut out, want, to, acquire, |nodes| {
-        Request::Acquire(Acquire { move_id: id, nodes })
+        Request::Acquire(Acquire {
+            move_id: id,
+            nodes,
+            flags: Default::default(),
+        })
     });
     out
 }

@@ -98,6 +98,7 @@ mod tests {
             request: Request::Acquire(Acquire {
                 move_id: MoveId(1),
                 nodes: Vec::new(),
+                flags: Default::default(),
             }),
         }
     }

@@ -411,6 +411,7 @@ async fn the_coordinator_commands_a_shard_over_the_shards_own_connection() {
             node: "node3".into(),
             generation: Generation(4),
         }],
+        flags: Default::default(),
     });
     let answer = from_coordinator.request(&acquire).await.expect("acquired");
     assert_eq!(answer, CommandResponse::Ack { stale: Vec::new() });

@@ -115,9 +115,10 @@ pub(crate) async fn coordinator_request(
         | Request::Acquire(_)
         | Request::Reclaim(_)
         | Request::Withdraw(_)
-        | Request::CancelJobs(_) => Err(Refusal::new(
+        | Request::CancelJobs(_)
+        | Request::SetNodeDrain { .. } => Err(Refusal::new(
             RefusalCode::Unavailable,
-            "node moves are not implemented yet in this shard",
+            "node moves and drains are not implemented yet in this shard",
         )),
     }
 }

@@ -145,6 +145,7 @@ fn incoming_then_acquire_brings_the_node_up_with_its_flags() {
     let acquire = Acquire {
         move_id: MoveId(2),
         nodes: vec![ng("n5", 4)],
+        flags: Default::default(),
     };
     let (resp, effects) = m.handle_acquire(&acquire);
     assert_eq!(resp, Response::Ack { stale: Vec::new() });
@@ -177,6 +178,7 @@ fn withdraw_forgets_an_incoming_node_and_fences_the_old_acquire() {
     let (resp, _) = m.handle_acquire(&Acquire {
         move_id: MoveId(2),
         nodes: vec![ng("n1", 2)],
+        flags: Default::default(),
     });
     assert!(matches!(resp, Response::Ack { ref stale } if stale.len() == 1));
     assert!(!m.is_up("n1"));
@@ -277,7 +279,7 @@ proptest! {
             let (response, _) = match c {
                 Cmd::Release(g) => m.handle_release(&Release { move_id: id, nodes: vec![ng("n", g)] }, &jobs),
                 Cmd::Incoming(g) => m.handle_incoming(&Incoming { move_id: id, nodes: vec![IncomingNode { node: ng("n", g), expected_free_ms: None }] }),
-                Cmd::Acquire(g) => m.handle_acquire(&Acquire { move_id: id, nodes: vec![ng("n", g)] }),
+                Cmd::Acquire(g) => m.handle_acquire(&Acquire { move_id: id, nodes: vec![ng("n", g)], flags: Default::default() }),
                 Cmd::Reclaim(g) => m.handle_reclaim(&Reclaim { move_id: id, nodes: vec![ng("n", g)] }),
                 Cmd::Withdraw(g) => m.handle_withdraw(&Withdraw { move_id: id, nodes: vec![ng("n", g)] }),
                 Cmd::Gone => {

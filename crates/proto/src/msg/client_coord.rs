@@ -51,6 +51,17 @@ pub enum Request {
         /// Why, shown in `resource list` and in the failed jobs' reason (down only).
         reason: String,
     },
+    /// Drain nodes (no new work on them; running jobs continue) or undrain them, in their
+    /// owning queue, without moving them. The flag travels with a node that moves. Admin
+    /// only.
+    SetNodeDrain {
+        /// Node names.
+        nodes: Vec<String>,
+        /// Drained (`true`) or not.
+        drained: bool,
+        /// Why, shown in `resource list` (drain only).
+        reason: String,
+    },
 }
 
 /// A queue change.
@@ -100,6 +111,7 @@ impl Rpc for Request {
             Request::QueueControl { .. } => "client_coord.queue_control",
             Request::MoveNodes { .. } => "client_coord.move_nodes",
             Request::SetNodeState { .. } => "client_coord.set_node_state",
+            Request::SetNodeDrain { .. } => "client_coord.set_node_drain",
         }
     }
 
@@ -109,7 +121,9 @@ impl Rpc for Request {
                 Op::ReadStatus
             }
             Request::QueueControl { .. } => Op::AdminQueues,
-            Request::MoveNodes { .. } | Request::SetNodeState { .. } => Op::AdminNodes,
+            Request::MoveNodes { .. }
+            | Request::SetNodeState { .. }
+            | Request::SetNodeDrain { .. } => Op::AdminNodes,
         }
     }
 }

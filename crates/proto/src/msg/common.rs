@@ -35,6 +35,17 @@ pub struct NodeGen {
     pub generation: Generation,
 }
 
+/// An admin's flags on a node. They belong to the node, not to its owner: the coordinator
+/// journals them and hands them to whichever shard owns the node (in the `Assignment` and in
+/// a move's `Acquire`), so a drain or down survives restarts and travels with a moved node.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct NodeFlags {
+    /// Marked down (failed), with the reason (may be empty).
+    pub down: Option<String>,
+    /// Drained (no new work; running jobs continue), with the reason (may be empty).
+    pub drained: Option<String>,
+}
+
 /// A job's state. Lowercase words in JSON output.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

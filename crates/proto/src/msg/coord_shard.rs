@@ -18,9 +18,11 @@
 //! deadline, donor ← [`CancelJobs`]: cancel the jobs still holding the nodes, so that they
 //! are released.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
-use super::common::{JobList, JobsQuery, MoveId, NodeGen};
+use super::common::{JobList, JobsQuery, MoveId, NodeFlags, NodeGen};
 use crate::identity::Op;
 use crate::rpc::Rpc;
 
@@ -57,6 +59,16 @@ pub enum Request {
         /// Down (`true`) or up.
         down: bool,
         /// Why (down only; may be empty).
+        reason: String,
+    },
+    /// Drain nodes (no new work on them; running jobs continue) or undrain them. Answered
+    /// with `Ack` once applied.
+    SetNodeDrain {
+        /// Node names.
+        nodes: Vec<String>,
+        /// Drained (`true`) or not.
+        drained: bool,
+        /// Why (drain only; may be empty).
         reason: String,
     },
 }
@@ -96,6 +108,9 @@ pub struct Acquire {
     pub move_id: MoveId,
     /// The nodes, with the move's generation.
     pub nodes: Vec<NodeGen>,
+    /// The admin flags of those nodes that have any (down, drained): the recipient brings
+    /// such a node up with them.
+    pub flags: BTreeMap<String, NodeFlags>,
 }
 
 /// Give back the not-yet-released nodes of a cancelled move to the donor.
@@ -187,6 +202,7 @@ impl Rpc for Request {
             Request::SetQueueState { .. } => "coord_shard.set_queue_state",
             Request::Jobs(_) => "coord_shard.jobs",
             Request::SetNodeState { .. } => "coord_shard.set_node_state",
+            Request::SetNodeDrain { .. } => "coord_shard.set_node_drain",
         }
     }
 

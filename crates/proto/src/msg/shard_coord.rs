@@ -5,12 +5,13 @@
 //! back says what it owns; what it reports in [`Register::held`] are facts about live
 //! allocations (never killed by reconciliation), not claims of ownership.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
 use super::common::{
-    ClusterDescription, JobId, MoveId, NodeGen, NodeStatus, QueueConfig, QueueStatus,
+    ClusterDescription, JobId, MoveId, NodeFlags, NodeGen, NodeStatus, QueueConfig, QueueStatus,
 };
 use super::coord_shard::IncomingNode;
 use crate::identity::Op;
@@ -94,6 +95,9 @@ pub struct Assignment {
     pub owned: Vec<NodeGen>,
     /// Nodes moving to this shard, reservable from their expected free time.
     pub incoming: Vec<(MoveId, IncomingNode)>,
+    /// The admin flags (down, drained) of the nodes above that have any; they win over
+    /// what the shard's own journal remembers.
+    pub flags: BTreeMap<String, NodeFlags>,
 }
 
 impl Rpc for Request {

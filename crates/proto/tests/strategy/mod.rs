@@ -332,6 +332,13 @@ pub fn client_coord_request() -> impl Strategy<Value = client_coord::Request> {
                 reason,
             }
         }),
+        (vec(name(), 0..4), any::<bool>(), name()).prop_map(|(nodes, drained, reason)| {
+            client_coord::Request::SetNodeDrain {
+                nodes,
+                drained,
+                reason,
+            }
+        }),
     ]
 }
 
@@ -392,14 +399,16 @@ pub fn shard_coord_reply() -> impl Strategy<Value = Reply<shard_coord::Response>
         queue_config(),
         vec(node_gen(), 0..3),
         vec((any::<u64>().prop_map(MoveId), incoming_node()), 0..2),
+        node_flags(),
     )
         .prop_map(
-            |(generator_id, format, text, queue, owned, incoming)| Assignment {
+            |(generator_id, format, text, queue, owned, incoming, flags)| Assignment {
                 generator_id,
                 cluster: ClusterDescription { format, text },
                 queue,
                 owned,
                 incoming,
+                flags,
             },
         );
     let response = prop_oneof![
@@ -407,6 +416,16 @@ pub fn shard_coord_reply() -> impl Strategy<Value = Reply<shard_coord::Response>
         Just(shard_coord::Response::Ack),
     ];
     prop_oneof![response.prop_map(Ok), refusal().prop_map(Err)]
+}
+
+/// Admin flags of a few nodes.
+pub fn node_flags() -> impl Strategy<Value = std::collections::BTreeMap<String, NodeFlags>> {
+    proptest::collection::btree_map(
+        name(),
+        (option::of(text()), option::of(text()))
+            .prop_map(|(down, drained)| NodeFlags { down, drained }),
+        0..3,
+    )
 }
 
 pub fn coord_shard_request() -> impl Strategy<Value = coord_shard::Request> {
@@ -423,12 +442,13 @@ pub fn coord_shard_request() -> impl Strategy<Value = coord_shard::Request> {
                 nodes,
             })
         }),
-        (any::<u64>(), vec(node_gen(), 0..3)).prop_map(|(m, nodes)| coord_shard::Request::Acquire(
-            Acquire {
+        (any::<u64>(), vec(node_gen(), 0..3), node_flags()).prop_map(|(m, nodes, flags)| {
+            coord_shard::Request::Acquire(Acquire {
                 move_id: MoveId(m),
-                nodes
-            }
-        )),
+                nodes,
+                flags,
+            })
+        }),
         (any::<u64>(), vec(node_gen(), 0..3)).prop_map(|(m, nodes)| coord_shard::Request::Reclaim(
             Reclaim {
                 move_id: MoveId(m),
@@ -455,6 +475,13 @@ pub fn coord_shard_request() -> impl Strategy<Value = coord_shard::Request> {
             coord_shard::Request::SetNodeState {
                 nodes,
                 down,
+                reason,
+            }
+        }),
+        (vec(name(), 0..4), any::<bool>(), name()).prop_map(|(nodes, drained, reason)| {
+            coord_shard::Request::SetNodeDrain {
+                nodes,
+                drained,
                 reason,
             }
         }),
