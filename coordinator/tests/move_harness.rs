@@ -357,7 +357,7 @@ impl World {
                         m.handle_releasing(now, &queue, nodes, stale);
                     }
                     Response::Ack { stale } => m.handle_ack(now, &queue, &request, stale),
-                    Response::Jobs(_) => {}
+                    Response::Jobs(_) | Response::DryRun(_) => {}
                 }
                 self.log(|| format!("coord ← {queue}: {response:?}"));
                 self.pump();
@@ -403,6 +403,7 @@ impl World {
             Request::SetQueueState { .. }
             | Request::SetNodeState { .. }
             | Request::SetNodeDrain { .. }
+            | Request::DryRunRelease { .. }
             | Request::Jobs(_) => {
                 return Ok(());
             }

@@ -134,7 +134,7 @@ impl Core {
                 self.moves.handle_releasing(now_ms, queue, nodes, stale);
             }
             Response::Ack { stale } => self.moves.handle_ack(now_ms, queue, request, stale),
-            Response::Jobs(_) => {}
+            Response::Jobs(_) | Response::DryRun(_) => {}
         }
         self.sync_moves();
     }

@@ -133,6 +133,7 @@ impl MoveMachine {
             | Request::SetQueueState { .. }
             | Request::SetNodeState { .. }
             | Request::SetNodeDrain { .. }
+            | Request::DryRunRelease { .. }
             | Request::Jobs(_) => {}
         }
     }

@@ -71,6 +71,7 @@
 pub mod ca;
 pub mod codec;
 pub mod error;
+pub mod failpoint;
 pub mod fluid;
 pub mod frame;
 pub mod identity;

@@ -116,7 +116,8 @@ pub(crate) async fn coordinator_request(
         | Request::Reclaim(_)
         | Request::Withdraw(_)
         | Request::CancelJobs(_)
-        | Request::SetNodeDrain { .. } => Err(Refusal::new(
+        | Request::SetNodeDrain { .. }
+        | Request::DryRunRelease { .. } => Err(Refusal::new(
             RefusalCode::Unavailable,
             "node moves and drains are not implemented yet in this shard",
         )),

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::common::{JobList, JobsQuery, MoveId, NodeFlags, NodeGen};
+use super::common::{JobId, JobList, JobsQuery, MoveId, NodeFlags, NodeGen};
 use crate::identity::Op;
 use crate::rpc::Rpc;
 
@@ -60,6 +60,12 @@ pub enum Request {
         down: bool,
         /// Why (down only; may be empty).
         reason: String,
+    },
+    /// Donor of a planned move: what releasing these nodes would do, changing nothing
+    /// (`queue move --dry-run`). Answered with [`Response::DryRun`].
+    DryRunRelease {
+        /// Node names.
+        nodes: Vec<String>,
     },
     /// Drain nodes (no new work on them; running jobs continue) or undrain them. Answered
     /// with `Ack` once applied.
@@ -157,6 +163,30 @@ pub enum Response {
     },
     /// Answer to [`Request::Jobs`].
     Jobs(JobList),
+    /// Answer to [`Request::DryRunRelease`].
+    DryRun(DryRunReport),
+}
+
+/// What releasing some nodes would do in their donor, as of now.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DryRunReport {
+    /// Per node: when it would be free, and the running jobs holding it.
+    pub nodes: Vec<NodeRelease>,
+    /// When all of them would be free (the latest of the above).
+    pub all_free: FreeAt,
+    /// Pending jobs of the donor that could never run without these nodes.
+    pub stranded: Vec<JobId>,
+}
+
+/// One node of a [`DryRunReport`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeRelease {
+    /// Node name.
+    pub node: String,
+    /// When it would be free.
+    pub free: FreeAt,
+    /// Running jobs holding it.
+    pub jobs: Vec<JobId>,
 }
 
 /// A node's release state in the donor.
@@ -203,6 +233,7 @@ impl Rpc for Request {
             Request::Jobs(_) => "coord_shard.jobs",
             Request::SetNodeState { .. } => "coord_shard.set_node_state",
             Request::SetNodeDrain { .. } => "coord_shard.set_node_drain",
+            Request::DryRunRelease { .. } => "coord_shard.dry_run_release",
         }
     }
 
