@@ -47,7 +47,7 @@ use crate::error::DriverError;
 use crate::journal::{self, Restored};
 use crate::limits::{
     COMMAND_QUEUE_CAPACITY, COORDINATOR_LOST_AFTER, EXEC_QUEUE_CAPACITY, RECONNECT_BACKOFF_MAX,
-    RECONNECT_BACKOFF_MIN, SHUTDOWN_LINGER,
+    RECONNECT_BACKOFF_MIN, RESTART_ACK_LINGER, SHUTDOWN_LINGER,
 };
 use crate::snapshot::Snapshot;
 
@@ -237,15 +237,22 @@ async fn serve_until(
         exec,
     ));
     let mut core_running = true;
+    // Set by a `Reconfigure` from the coordinator: stop cleanly, exit for a restart.
+    let restart = Arc::new(tokio::sync::Notify::new());
     let clients = tokio::spawn(serve::clients(
         endpoint.clone(),
         commands.clone(),
         Arc::clone(&snapshot),
     ));
     let outcome = loop {
-        let on_link = serve_coordinator(&session, &commands, &snapshot, &status_rx);
+        let on_link = serve_coordinator(&session, &commands, &snapshot, &status_rx, &restart);
         let lost = tokio::select! {
             () = &mut shutdown => break Ok(()),
+            () = restart.notified() => {
+                // Let the acknowledgement leave before the connection closes.
+                tokio::time::sleep(RESTART_ACK_LINGER).await;
+                break Err(DriverError::Restart);
+            }
             joined = &mut core_task => {
                 core_running = false;
                 break match joined {
@@ -312,13 +319,21 @@ fn serve_coordinator(
     commands: &mpsc::Sender<Command>,
     snapshot: &Arc<ArcSwap<Snapshot>>,
     status: &watch::Receiver<Option<ShardStatus>>,
+    restart: &Arc<tokio::sync::Notify>,
 ) -> OnLink {
     let (commands, snapshot) = (commands.clone(), Arc::clone(snapshot));
+    let restart = Arc::clone(restart);
     let serving = tokio::spawn({
         let session = session.clone();
         async move {
             let served = serve(session, move |peer, request| {
-                serve::coordinator_request(commands.clone(), Arc::clone(&snapshot), peer, request)
+                serve::coordinator_request(
+                    commands.clone(),
+                    Arc::clone(&snapshot),
+                    Arc::clone(&restart),
+                    peer,
+                    request,
+                )
             })
             .await;
             if let Err(e) = served {

@@ -33,6 +33,8 @@ use shardsched_resource::{DEFAULT_CLUSTER_TOML, ReadError};
 
 use crate::QUEUES_MAX;
 
+pub use raw::duration_ms as raw_duration_ms;
+
 /// The embedded default configuration: the 128-node default cluster, `batch` (node[0-111],
 /// easy, started), `debug` (node[112-127], fcfs, 30 minutes at most, started) and `standby`
 /// (batch's nodes, stopped).
