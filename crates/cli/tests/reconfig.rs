@@ -1,0 +1,198 @@
+//! Run-time queue configuration, end to end (`shardsched up`, real processes, sim
+//! executor): `queue add` gets a shard started by `up` and takes submissions; `queue
+//! update` of the policy restarts only that queue's shard and loses no job (pending and
+//! running ones come back as they were); `queue remove` is refused while the queue has
+//! jobs, and stops the shard of a removed queue; `reload` re-reads an edited file.
+
+#![allow(clippy::unwrap_used)]
+
+mod harness;
+
+use harness::{System, alive, wait_for};
+use serde_json::Value;
+
+/// alpha and beta as in the harness, on a 14-node cluster whose node[8-13] no queue
+/// defines.
+const CONFIG: &str = r#"
+default_queue = "alpha"
+
+[cluster.inline]
+name = "tiny"
+
+[[cluster.inline.nodes]]
+hosts = "node[0-13]"
+sockets = 1
+cores_per_socket = 4
+
+[queues.alpha]
+nodes = "node[0-3]"
+policy = "fcfs"
+default_duration = "60s"
+max_duration = "2h"
+
+[queues.beta]
+nodes = "node[4-7]"
+policy = "easy"
+default_duration = "60s"
+max_duration = "2h"
+"#;
+
+fn queue(system: &System, name: &str) -> Option<Value> {
+    match system.json(&["queue", "list", "--json"]) {
+        Value::Array(rows) => rows.into_iter().find(|q| q["name"] == name),
+        other => panic!("queue list printed {other:?}"),
+    }
+}
+
+/// Waits until `name` is listed and its shard is online.
+fn wait_online(system: &System, name: &str) -> Value {
+    let mut last = None;
+    let online = wait_for(|| {
+        last = queue(system, name);
+        last.as_ref().is_some_and(|q| q["online"] == true)
+    });
+    assert!(online, "queue {name} never came online: {last:?}");
+    last.unwrap()
+}
+
+/// The states of `ids`, in order.
+fn states(system: &System, ids: &[String]) -> Vec<String> {
+    let jobs = system.jobs();
+    ids.iter()
+        .map(|id| {
+            jobs.iter()
+                .find(|j| j["id"] == id.as_str())
+                .map(|j| j["state"].as_str().unwrap().to_owned())
+                .unwrap_or_else(|| panic!("job {id} is lost: {jobs:#?}"))
+        })
+        .collect()
+}
+
+#[test]
+fn queues_are_added_updated_removed_and_reloaded_at_run_time_without_losing_jobs() {
+    let system = System::start_with("reconfig", CONFIG, &[]);
+
+    // Add: up starts the shard; the queue owns its free nodes and takes jobs.
+    let out = system.ok(&[
+        "queue",
+        "add",
+        "gamma",
+        "--nodes",
+        "node[8-11]",
+        "--policy",
+        "fcfs",
+        "--max-duration",
+        "2h",
+    ]);
+    assert!(out.contains("added queue gamma"), "{out}");
+    assert!(out.contains("gamma owns node[8-11]"), "{out}");
+    let gamma = wait_online(&system, "gamma");
+    assert_eq!(gamma["queue_policy"], "fcfs");
+    assert_eq!(gamma["nodes_owned"], 4);
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(system.submit(&["-q", "gamma", "-N", "1", "-t", "600", "--", "app"]));
+    }
+    // Needs the whole queue: waits behind the three.
+    ids.push(system.submit(&["-q", "gamma", "-N", "4", "-t", "600", "--", "app"]));
+    for id in &ids[..3] {
+        system.wait_state(id, "running");
+    }
+    assert_eq!(states(&system, &ids)[3], "pending");
+    // Under fcfs the whole-queue job blocks everything behind it, even a short job that
+    // would fit the free node before the big one could start.
+    let small = system.submit(&["-q", "gamma", "-N", "1", "-t", "60", "--", "app"]);
+    assert_eq!(states(&system, std::slice::from_ref(&small)), ["pending"]);
+    let before = states(&system, &ids);
+
+    // Update the policy with jobs pending and running: only gamma's shard restarts.
+    let gamma_pid = system.child_pid("gamma");
+    let alpha_pid = system.child_pid("alpha");
+    let out = system.ok(&[
+        "queue",
+        "update",
+        "gamma",
+        "--policy",
+        "easy",
+        "--queue-depth",
+        "8",
+    ]);
+    assert!(out.contains("gamma: its shard restarts"), "{out}");
+    assert!(
+        wait_for(|| !alive(gamma_pid)),
+        "gamma's old shard did not stop"
+    );
+    let gamma = wait_online(&system, "gamma");
+    assert_eq!(gamma["queue_policy"], "easy");
+    assert_ne!(system.child_pid("gamma"), gamma_pid, "a new shard process");
+    assert_eq!(
+        system.child_pid("alpha"),
+        alpha_pid,
+        "alpha's shard untouched"
+    );
+    assert_eq!(states(&system, &ids), before, "every job as it was");
+    // The new policy is in force: EASY backfills the short job onto the free node.
+    system.wait_state(&small, "running");
+
+    // Remove: refused while gamma has jobs; the default queue cannot go.
+    let err = system.fails(&["queue", "remove", "gamma"]);
+    assert!(
+        err.contains("live job") || err.contains("has jobs"),
+        "{err}"
+    );
+    let err = system.fails(&["queue", "remove", "alpha"]);
+    assert!(err.contains("default queue"), "{err}");
+    assert!(queue(&system, "gamma").is_some());
+
+    // A stopped queue over alpha's nodes owns nothing: once its shard is up it can go,
+    // and up stops its shard.
+    let out = system.ok(&["queue", "add", "spare", "--nodes", "node[0-3]", "--stopped"]);
+    assert!(out.contains("added queue spare"), "{out}");
+    wait_online(&system, "spare");
+    let spare_pid = system.child_pid("spare");
+    let out = system.ok(&["queue", "remove", "spare"]);
+    assert!(out.contains("removed queue spare"), "{out}");
+    assert!(queue(&system, "spare").is_none());
+    assert!(
+        wait_for(|| !alive(spare_pid)),
+        "spare's shard was not stopped"
+    );
+
+    // Reload an edited file: beta's policy changes, delta is added, gamma (kept in the
+    // file) keeps its jobs; alpha is not restarted.
+    let edited = format!(
+        "{}\n[queues.gamma]\nnodes = \"node[8-11]\"\npolicy = \"easy\"\nqueue_depth = 8\nmax_duration = \"2h\"\n\n[queues.delta]\nnodes = \"node[12-13]\"\npolicy = \"conservative\"\n",
+        CONFIG.replace("policy = \"easy\"", "policy = \"conservative\"")
+    );
+    std::fs::write(system.config_file(), edited).unwrap();
+    let beta_pid = system.child_pid("beta");
+    let out = system.ok(&["reload"]);
+    assert!(out.contains("added queue delta"), "{out}");
+    assert!(out.contains("beta: its shard restarts"), "{out}");
+    assert!(!out.contains("gamma: configuration changed"), "{out}");
+    assert!(
+        wait_for(|| !alive(beta_pid)),
+        "beta's old shard did not stop"
+    );
+    assert_eq!(wait_online(&system, "beta")["queue_policy"], "conservative");
+    let delta = wait_online(&system, "delta");
+    assert_eq!(delta["nodes_owned"], 2);
+    let job = system.submit(&["-q", "delta", "-N", "1", "-t", "60", "--", "app"]);
+    system.wait_state(&job, "running");
+    assert_eq!(system.child_pid("alpha"), alpha_pid);
+    assert_eq!(
+        states(&system, &ids),
+        before,
+        "gamma's jobs survive the reload"
+    );
+
+    // A reload of a broken file changes nothing and says where the error is.
+    std::fs::write(
+        system.config_file(),
+        "default_queue = \"nope\"\n[queues.alpha]\nnodes = \"node1\"\n",
+    )
+    .unwrap();
+    let err = system.fails(&["reload"]);
+    assert!(err.contains("config.toml"), "{err}");
+    assert!(queue(&system, "delta").is_some());
+}
