@@ -36,8 +36,8 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use shardsched_journal::{Committer, JOURNAL_FILE, Journal};
 use shardsched_proto::identity::COORDINATOR_NAME;
-use shardsched_proto::msg::RefusalCode;
 use shardsched_proto::msg::shard_coord::{self, Assignment, Register, ShardStatus};
+use shardsched_proto::msg::{QueueConfig, RefusalCode};
 use shardsched_proto::{CloseCode, Credentials, Error, Role, Session, connect, serve, tls};
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -193,6 +193,9 @@ async fn serve_until(
         journal: true,
         ..CoreOptions::default()
     };
+    // The configuration this core runs with: a re-registration that brings another one
+    // restarts the shard (see `needs_restart`).
+    let running_config = assignment.queue.clone();
     let mut core = ShardCore::new(&assignment, core_options)?;
     if !restored.is_empty() {
         core.restore(core_task::now_ms(), &restored)?;
@@ -280,6 +283,12 @@ async fn serve_until(
             Ok((new_session, assignment)) => {
                 tracing::info!(queue = %options.queue, "registered again");
                 session = new_session;
+                if needs_restart(&running_config, &assignment.queue) {
+                    // Changed while we were away (a coordinator restart with an edited
+                    // configuration, a Reconfigure that did not reach us).
+                    tracing::info!(queue = %options.queue, "the queue's configuration changed while disconnected; restarting to apply it");
+                    break Err(DriverError::Restart);
+                }
                 let _ = commands
                     .send(Command::Reassigned(Box::new(assignment)))
                     .await;
@@ -428,6 +437,17 @@ async fn register_once(
     }
 }
 
+/// Whether `new` differs from the configuration the core was built with in anything a
+/// running core cannot take (all but the enabled/started flags, which it applies live).
+fn needs_restart(running: &QueueConfig, new: &QueueConfig) -> bool {
+    let fixed = |c: &QueueConfig| QueueConfig {
+        enabled: true,
+        started: true,
+        ..c.clone()
+    };
+    fixed(running) != fixed(new)
+}
+
 /// The address to register: the bound one, with an unspecified IP (0.0.0.0, ::) replaced by
 /// loopback, which is the only address we can be sure reaches us.
 fn advertised(bound: SocketAddr) -> SocketAddr {
@@ -455,6 +475,38 @@ fn backoff_after(failures: u32) -> std::time::Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_changed_configuration_beyond_the_flags_needs_a_restart() {
+        let running = QueueConfig {
+            name: "q".into(),
+            queue_policy: "fcfs".into(),
+            match_policy: "first".into(),
+            queue_depth: 32,
+            reservation_depth: 64,
+            default_duration_ms: 60_000,
+            max_duration_ms: 0,
+            definition: vec!["node0".into()],
+            enabled: true,
+            started: true,
+        };
+        let flags = QueueConfig {
+            enabled: false,
+            started: false,
+            ..running.clone()
+        };
+        assert!(!needs_restart(&running, &flags));
+        let policy = QueueConfig {
+            queue_policy: "easy".into(),
+            ..running.clone()
+        };
+        assert!(needs_restart(&running, &policy));
+        let definition = QueueConfig {
+            definition: vec!["node0".into(), "node1".into()],
+            ..running.clone()
+        };
+        assert!(needs_restart(&running, &definition));
+    }
 
     #[test]
     fn backoff_is_bounded() {

@@ -233,12 +233,17 @@ impl System {
 
     /// The pid of `up`'s child whose command line has `word` (`coordinator`, or a queue).
     pub fn child_pid(&self, word: &str) -> u32 {
+        self.try_child_pid(word)
+            .unwrap_or_else(|| panic!("no child of up with {word:?} in its command line"))
+    }
+
+    /// The pid of `up`'s child whose command line has `word`, if one runs.
+    pub fn try_child_pid(&self, word: &str) -> Option<u32> {
         let up = self.up.as_ref().unwrap().id();
         children_of(up)
             .into_iter()
             .find(|(_, cmdline)| cmdline.iter().any(|a| a == word))
             .map(|(pid, _)| pid)
-            .unwrap_or_else(|| panic!("no child of up with {word:?} in its command line"))
     }
 
     /// Waits until job `id` is in `state`; returns its row.
