@@ -125,13 +125,12 @@ async fn with_removals_held(
         held.push((queue.clone(), conn, flags));
         match live_jobs(shared, conn).await {
             Ok(0) => {}
-            Ok(n) => {
+            Ok(_) => {
                 refused = Some(Refusal::new(
                     RefusalCode::Unavailable,
                     format!(
-                        "queue {queue} has {n}{} live job(s): cancel them or wait for them to end \
-                         (jobs cannot move between queues)",
-                        if n >= LIVE_JOBS_ASKED { " or more" } else { "" }
+                        "queue {queue} has live jobs (pending or running): cancel them or wait for \
+                         them to end (jobs cannot move between queues)"
                     ),
                 ));
                 break;
@@ -163,7 +162,8 @@ async fn with_removals_held(
 /// How many live jobs the removal check asks a shard for (any is too many).
 const LIVE_JOBS_ASKED: usize = 1;
 
-/// The number of pending and running jobs a shard holds (at most [`LIVE_JOBS_ASKED`]).
+/// Whether a shard holds pending or running jobs: 0 if none, else at least 1 (it is asked
+/// for at most [`LIVE_JOBS_ASKED`]).
 async fn live_jobs(shared: &Shared, conn: crate::core::ConnId) -> Result<usize, String> {
     let session = shared.session(conn).ok_or("not connected")?;
     let query = coord_shard::Request::Jobs(JobsQuery {
