@@ -296,10 +296,8 @@ impl Core {
                 )
             })
             .collect();
-        let mut out = Reconfig {
-            journal: true,
-            ..Reconfig::default()
-        };
+        let durable_before = self.durable.clone();
+        let mut out = Reconfig::default();
         let mut queues = Vec::with_capacity(candidate.queues.len());
         let mut shards = Vec::with_capacity(candidate.queues.len());
         for q in &candidate.queues {
@@ -416,6 +414,7 @@ impl Core {
             }
         }
         self.durable.queue_table = (!from_file).then(|| RuntimeQueues::of(&self.config));
+        out.journal = self.durable != durable_before;
         if out.changes.is_empty() {
             out.changes.push("nothing changed".into());
         }

@@ -65,7 +65,9 @@ pub(super) async fn queue_table_request(
         }
     };
     tracing::info!(%peer, changes = ?done.changes, "queue table changed");
-    write_state(shared).await?;
+    if done.journal {
+        write_state(shared).await?;
+    }
     // Move records (remove --give-to) go through the move journal path as usual.
     flush_moves(shared).await?;
     for command in &done.stop {

@@ -172,6 +172,10 @@ fn queues_are_added_updated_removed_and_reloaded_at_run_time_without_losing_jobs
         }),
         "gamma after the coordinator's restart: {last:?}"
     );
+    // Every shard registers with the new coordinator (a shard notices the restart when it
+    // next talks to it), so that the changes below reach them while connected.
+    wait_online(&system, "alpha");
+    wait_online(&system, "beta");
     assert_eq!(
         system.child_pid("gamma"),
         gamma_new,

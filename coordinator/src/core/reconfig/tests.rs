@@ -160,9 +160,11 @@ fn updates_restart_only_the_changed_queues_shard_and_never_drop_owned_nodes() {
     let a = listed.iter().find(|q| q.name == "a").expect("a");
     assert_eq!(a.queue_policy, "conservative");
 
-    // The same values again change nothing and restart nothing.
+    // The same values again change nothing, restart nothing and write nothing.
     let again = core.update_queue(&change).expect("updated");
     assert!(again.restart.is_empty());
+    assert!(!again.journal);
+    assert_eq!(again.changes, ["nothing changed"]);
 
     // Growing b's definition over free nodes gives them to b; shrinking it below what it
     // owns is refused.
