@@ -123,7 +123,8 @@ pub fn main(args: &UpArgs) -> Result<()> {
             retention_s: args.retention,
             children: Vec::new(),
             coordinator: None,
-            queue_sync: queues::QueueSync::default(),
+            queue_sync: None,
+            retiring: Vec::new(),
         };
         let started = tokio::select! {
             biased;
@@ -170,8 +171,10 @@ struct Supervisor {
     children: Vec<Supervised>,
     /// The coordinator's address, once it wrote it.
     coordinator: Option<SocketAddr>,
-    /// Follows the coordinator's queue table (see [`queues`]).
-    queue_sync: queues::QueueSync,
+    /// Reads the coordinator's queue table, once the coordinator runs (see [`queues`]).
+    queue_sync: Option<queues::QueueSync>,
+    /// Shards of removed queues, stopping.
+    retiring: Vec<queues::Retiring>,
 }
 
 impl Supervisor {
@@ -199,6 +202,7 @@ impl Supervisor {
             self.spawn_shard(&queue.name, address)?;
         }
         let routes = self.wait_for_routes(&client, &queues).await?;
+        self.queue_sync = Some(queues::QueueSync::start(self.dir.clone(), address));
         client.close().await;
         // A closed stdout must not stop the system: the banner is for whoever watches.
         let _ = crate::client::output::emit(&banner(
@@ -412,7 +416,7 @@ impl Supervisor {
             for child in &mut self.children {
                 child.tend(&self.exe);
             }
-            self.sync_queues().await;
+            self.sync_queues();
             if self.children.first().is_some_and(|c| c.abandoned) {
                 bail!("the coordinator failed {RESTARTS_MAX} times in a row; stopping everything");
             }
@@ -422,6 +426,13 @@ impl Supervisor {
     /// Step 7: shards first (they may report to the coordinator as they stop), then the
     /// coordinator.
     async fn shutdown(&mut self) {
+        self.queue_sync = None;
+        let mut retiring: Vec<Supervised> = self
+            .retiring
+            .drain(..)
+            .map(queues::Retiring::into_child)
+            .collect();
+        stop_all(retiring.iter_mut()).await;
         let (coordinator, shards) = match self.children.split_first_mut() {
             Some((first, rest)) => (Some(first), rest),
             None => (None, &mut [][..]),
