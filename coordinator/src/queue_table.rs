@@ -4,23 +4,17 @@
 //! authoritative again (docs/CONFIG.md, "Runtime changes").
 //!
 //! Also the one place a [`QueueSpec`] from the wire becomes a [`QueueDef`], with the
-//! configuration file's defaults and value rules (same parsers, same messages).
+//! configuration file's defaults and value rules (same constants, same parsers).
 
 use serde::{Deserialize, Serialize};
 use shardsched_proto::msg::client_coord::QueueSpec;
 use shardsched_resource::{decode_hostlist, encode_hostlist};
 
-use crate::config::raw_duration_ms;
 use crate::config::{Config, MatchPolicy, QueueDef, QueuePolicy};
-
-/// Pending jobs considered per cycle when a spec names none (as in the file).
-pub const QUEUE_DEPTH_DEFAULT: u32 = 32;
-/// Reservations made by `hybrid` when a spec names none (as in the file).
-pub const RESERVATION_DEPTH_DEFAULT: u32 = 64;
-/// A job's duration when it names none and the queue has no maximum (as in the file).
-pub const DEFAULT_DURATION_DEFAULT_MS: u64 = 3_600_000;
-/// Largest queue or reservation depth (as in the file).
-pub const DEPTH_MAX: u32 = 1_000_000;
+use crate::config::{
+    DEFAULT_DURATION_DEFAULT_MS, DEPTH_MAX, QUEUE_DEPTH_DEFAULT, RESERVATION_DEPTH_DEFAULT,
+    raw_duration_ms,
+};
 
 /// The whole queue table as last changed at run time.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

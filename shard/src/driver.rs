@@ -117,6 +117,9 @@ pub async fn run(
     let _ = tokio::time::timeout(SHUTDOWN_LINGER, endpoint.wait_idle()).await;
     match &result {
         Ok(()) => tracing::info!(queue = %options.queue, "shard stopped"),
+        Err(DriverError::Restart) => {
+            tracing::info!(queue = %options.queue, "shard stopped to restart with its new configuration")
+        }
         Err(e) => tracing::error!(queue = %options.queue, error = %e, "shard stopping"),
     }
     result
