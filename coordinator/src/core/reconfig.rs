@@ -22,6 +22,8 @@
 //! with `give_to` starts one and asks the admin to remove the queue once it is done).
 
 #[cfg(test)]
+mod props;
+#[cfg(test)]
 mod tests;
 
 use shardsched_proto::msg::client_coord::QueueSpec;
@@ -411,6 +413,19 @@ impl Core {
                     conn: link.conn,
                     config: new,
                 });
+            }
+        }
+        // Every owner stands as an admin's decision (like a move's): a restart keeps it as
+        // long as its queue defines the node, instead of recomputing owners from the start
+        // rules, which could give a node of a stopped queue to a started one added later.
+        for (n, owner) in self.owner.iter().enumerate() {
+            if owner.is_some()
+                && let Some(entry) = self
+                    .durable
+                    .nodes
+                    .get_mut(&self.config.cluster.nodes[n].name)
+            {
+                entry.moved = true;
             }
         }
         self.durable.queue_table = (!from_file).then(|| RuntimeQueues::of(&self.config));
