@@ -55,6 +55,7 @@ pub mod core;
 pub mod driver;
 pub mod moves;
 pub mod ownership;
+pub mod queue_table;
 
 /// Most queues a configuration may define, and so most shards that can be registered at once
 /// (one shard per queue). Well inside the FLUID generator ids (14 bits).

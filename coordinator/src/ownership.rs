@@ -68,6 +68,10 @@ pub struct Durable {
     /// The id the next move gets (0 when no move was ever made: ids start at 1).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub next_move_id: u64,
+    /// The queue table as changed at run time (`queue add|remove|update`); it replaces the
+    /// configuration file's queues until `reload` (`None`: the file is authoritative).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_table: Option<crate::queue_table::RuntimeQueues>,
 }
 
 /// One node's durable ownership.
@@ -174,6 +178,7 @@ pub fn reconcile(
         nodes: previous.nodes.clone(),
         moves: previous.moves.clone(),
         next_move_id: previous.next_move_id,
+        queue_table: previous.queue_table.clone(),
     };
     let mut generator = Vec::with_capacity(config.queues.len());
     for q in &config.queues {

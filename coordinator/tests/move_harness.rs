@@ -404,6 +404,7 @@ impl World {
             | Request::SetNodeState { .. }
             | Request::SetNodeDrain { .. }
             | Request::DryRunRelease { .. }
+            | Request::Reconfigure(_)
             | Request::Jobs(_) => {
                 return Ok(());
             }

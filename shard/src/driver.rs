@@ -36,8 +36,8 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use shardsched_journal::{Committer, JOURNAL_FILE, Journal};
 use shardsched_proto::identity::COORDINATOR_NAME;
-use shardsched_proto::msg::RefusalCode;
 use shardsched_proto::msg::shard_coord::{self, Assignment, Register, ShardStatus};
+use shardsched_proto::msg::{QueueConfig, RefusalCode};
 use shardsched_proto::{CloseCode, Credentials, Error, Role, Session, connect, serve, tls};
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -47,7 +47,7 @@ use crate::error::DriverError;
 use crate::journal::{self, Restored};
 use crate::limits::{
     COMMAND_QUEUE_CAPACITY, COORDINATOR_LOST_AFTER, EXEC_QUEUE_CAPACITY, RECONNECT_BACKOFF_MAX,
-    RECONNECT_BACKOFF_MIN, SHUTDOWN_LINGER,
+    RECONNECT_BACKOFF_MIN, RESTART_ACK_LINGER, SHUTDOWN_LINGER,
 };
 use crate::snapshot::Snapshot;
 
@@ -117,6 +117,9 @@ pub async fn run(
     let _ = tokio::time::timeout(SHUTDOWN_LINGER, endpoint.wait_idle()).await;
     match &result {
         Ok(()) => tracing::info!(queue = %options.queue, "shard stopped"),
+        Err(DriverError::Restart) => {
+            tracing::info!(queue = %options.queue, "shard stopped to restart with its new configuration")
+        }
         Err(e) => tracing::error!(queue = %options.queue, error = %e, "shard stopping"),
     }
     result
@@ -193,6 +196,9 @@ async fn serve_until(
         journal: true,
         ..CoreOptions::default()
     };
+    // The configuration this core runs with: a re-registration that brings another one
+    // restarts the shard (see `needs_restart`).
+    let running_config = assignment.queue.clone();
     let mut core = ShardCore::new(&assignment, core_options)?;
     if !restored.is_empty() {
         core.restore(core_task::now_ms(), &restored)?;
@@ -237,15 +243,22 @@ async fn serve_until(
         exec,
     ));
     let mut core_running = true;
+    // Set by a `Reconfigure` from the coordinator: stop cleanly, exit for a restart.
+    let restart = Arc::new(tokio::sync::Notify::new());
     let clients = tokio::spawn(serve::clients(
         endpoint.clone(),
         commands.clone(),
         Arc::clone(&snapshot),
     ));
     let outcome = loop {
-        let on_link = serve_coordinator(&session, &commands, &snapshot, &status_rx);
+        let on_link = serve_coordinator(&session, &commands, &snapshot, &status_rx, &restart);
         let lost = tokio::select! {
             () = &mut shutdown => break Ok(()),
+            () = restart.notified() => {
+                // Let the acknowledgement leave before the connection closes.
+                tokio::time::sleep(RESTART_ACK_LINGER).await;
+                break Err(DriverError::Restart);
+            }
             joined = &mut core_task => {
                 core_running = false;
                 break match joined {
@@ -273,6 +286,12 @@ async fn serve_until(
             Ok((new_session, assignment)) => {
                 tracing::info!(queue = %options.queue, "registered again");
                 session = new_session;
+                if needs_restart(&running_config, &assignment.queue) {
+                    // Changed while we were away (a coordinator restart with an edited
+                    // configuration, a Reconfigure that did not reach us).
+                    tracing::info!(queue = %options.queue, "the queue's configuration changed while disconnected; restarting to apply it");
+                    break Err(DriverError::Restart);
+                }
                 let _ = commands
                     .send(Command::Reassigned(Box::new(assignment)))
                     .await;
@@ -312,13 +331,21 @@ fn serve_coordinator(
     commands: &mpsc::Sender<Command>,
     snapshot: &Arc<ArcSwap<Snapshot>>,
     status: &watch::Receiver<Option<ShardStatus>>,
+    restart: &Arc<tokio::sync::Notify>,
 ) -> OnLink {
     let (commands, snapshot) = (commands.clone(), Arc::clone(snapshot));
+    let restart = Arc::clone(restart);
     let serving = tokio::spawn({
         let session = session.clone();
         async move {
             let served = serve(session, move |peer, request| {
-                serve::coordinator_request(commands.clone(), Arc::clone(&snapshot), peer, request)
+                serve::coordinator_request(
+                    commands.clone(),
+                    Arc::clone(&snapshot),
+                    Arc::clone(&restart),
+                    peer,
+                    request,
+                )
             })
             .await;
             if let Err(e) = served {
@@ -413,6 +440,17 @@ async fn register_once(
     }
 }
 
+/// Whether `new` differs from the configuration the core was built with in anything a
+/// running core cannot take (all but the enabled/started flags, which it applies live).
+fn needs_restart(running: &QueueConfig, new: &QueueConfig) -> bool {
+    let fixed = |c: &QueueConfig| QueueConfig {
+        enabled: true,
+        started: true,
+        ..c.clone()
+    };
+    fixed(running) != fixed(new)
+}
+
 /// The address to register: the bound one, with an unspecified IP (0.0.0.0, ::) replaced by
 /// loopback, which is the only address we can be sure reaches us.
 fn advertised(bound: SocketAddr) -> SocketAddr {
@@ -440,6 +478,38 @@ fn backoff_after(failures: u32) -> std::time::Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_changed_configuration_beyond_the_flags_needs_a_restart() {
+        let running = QueueConfig {
+            name: "q".into(),
+            queue_policy: "fcfs".into(),
+            match_policy: "first".into(),
+            queue_depth: 32,
+            reservation_depth: 64,
+            default_duration_ms: 60_000,
+            max_duration_ms: 0,
+            definition: vec!["node0".into()],
+            enabled: true,
+            started: true,
+        };
+        let flags = QueueConfig {
+            enabled: false,
+            started: false,
+            ..running.clone()
+        };
+        assert!(!needs_restart(&running, &flags));
+        let policy = QueueConfig {
+            queue_policy: "easy".into(),
+            ..running.clone()
+        };
+        assert!(needs_restart(&running, &policy));
+        let definition = QueueConfig {
+            definition: vec!["node0".into(), "node1".into()],
+            ..running.clone()
+        };
+        assert!(needs_restart(&running, &definition));
+    }
 
     #[test]
     fn backoff_is_bounded() {

@@ -74,4 +74,14 @@ pub enum DriverError {
     /// The async runtime could not be started.
     #[error("runtime: {0}")]
     Runtime(#[from] std::io::Error),
+    /// The coordinator changed the queue's configuration (`Reconfigure`): the shard stopped
+    /// cleanly to be started again at once (exit status [`RESTART_EXIT_STATUS`]), and then
+    /// registers, gets the new configuration and restores its jobs from its journal.
+    #[error("the queue's configuration changed; restarting to apply it")]
+    Restart,
 }
+
+/// The exit status of `shardsched shard` after [`DriverError::Restart`]: its supervisor
+/// (`up`, or a service manager) starts it again at once, without counting a failure.
+/// 75 is `EX_TEMPFAIL` of sysexits.h.
+pub const RESTART_EXIT_STATUS: u8 = 75;

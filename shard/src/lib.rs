@@ -94,6 +94,6 @@ pub use crate::core::{
     CoreExecutor, CoreOptions, ExecAction, RestoreSummary, ShardCore, Submitted,
 };
 pub use driver::{ExecOptions, Executor, ShardOptions, init_logging, run, run_until_signal};
-pub use error::{DriverError, ShardError};
+pub use error::{DriverError, RESTART_EXIT_STATUS, ShardError};
 pub use job::{JobRecord, Reason};
 pub use snapshot::Snapshot;

@@ -54,6 +54,12 @@ pub const COORDINATOR_LOST_AFTER: Duration = Duration::from_secs(30);
 /// How long shutdown waits for the QUIC endpoint to say goodbye to its peers.
 pub const SHUTDOWN_LINGER: Duration = Duration::from_millis(500);
 
+/// After a `Reconfigure`, how long the shard lets its acknowledgement leave before it
+/// closes the coordinator's connection to restart. The coordinator does not depend on the
+/// acknowledgement (the new configuration comes with the next registration), so this only
+/// spares it a "connection lost" in its log.
+pub const RESTART_ACK_LINGER: Duration = Duration::from_millis(50);
+
 /// How long a finished job is kept after it ended (in memory and in the journal) unless
 /// `--retention` says otherwise, ms: one hour.
 pub const RETENTION_DEFAULT_MS: u64 = 3_600_000;

@@ -33,6 +33,11 @@ use shardsched_resource::{DEFAULT_CLUSTER_TOML, ReadError};
 
 use crate::QUEUES_MAX;
 
+pub use raw::duration_ms as raw_duration_ms;
+pub(crate) use raw::{
+    DEFAULT_DURATION_DEFAULT_MS, DEPTH_MAX, QUEUE_DEPTH_DEFAULT, RESERVATION_DEPTH_DEFAULT,
+};
+
 /// The embedded default configuration: the 128-node default cluster, `batch` (node[0-111],
 /// easy, started), `debug` (node[112-127], fcfs, 30 minutes at most, started) and `standby`
 /// (batch's nodes, stopped).

@@ -15,9 +15,9 @@ use crate::QUEUES_MAX;
 /// Pending jobs per cycle and reservations, like the qmanager's bound (0 means all).
 pub const DEPTH_MAX: u32 = 1_000_000;
 /// Defaults of the optional queue keys.
-const QUEUE_DEPTH_DEFAULT: u32 = 32;
-const RESERVATION_DEPTH_DEFAULT: u32 = 64;
-const DEFAULT_DURATION_DEFAULT_MS: u64 = 3_600_000;
+pub(crate) const QUEUE_DEPTH_DEFAULT: u32 = 32;
+pub(crate) const RESERVATION_DEPTH_DEFAULT: u32 = 64;
+pub(crate) const DEFAULT_DURATION_DEFAULT_MS: u64 = 3_600_000;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

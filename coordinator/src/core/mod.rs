@@ -17,6 +17,7 @@
 mod moving;
 #[cfg(test)]
 mod props;
+mod reconfig;
 mod registry;
 #[cfg(test)]
 mod tests;
@@ -33,6 +34,7 @@ use crate::moves::{JournalToken, MoveMachine, NodeIntentInit, RecoverError};
 use crate::ownership::{self, Durable, DurableError};
 
 pub use moving::MoveCommand;
+pub use reconfig::{Reconfig, RestartCommand};
 pub use registry::{RegisterError, ShardLink};
 pub use views::{JobsPlan, merge_jobs};
 
@@ -121,6 +123,7 @@ impl Core {
         previous: &Durable,
         epoch: u64,
     ) -> Result<(Core, Durable), CoreError> {
+        let config = reconfig::effective_config(config, previous)?;
         config::check(&config).map_err(CoreError::Config)?;
         let owners = ownership::assign_owners(&config);
         let (own, durable) = ownership::reconcile(&config, owners, previous)?;

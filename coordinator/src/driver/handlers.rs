@@ -201,6 +201,12 @@ async fn client_request(
             }
             Ok(ClientResponse::Done { move_id: None })
         }
+        request @ (client_coord::Request::AddQueue(_)
+        | client_coord::Request::RemoveQueue { .. }
+        | client_coord::Request::UpdateQueue(_)
+        | client_coord::Request::Reload) => {
+            super::reconfig::queue_table_request(&shared, &peer, request).await
+        }
         client_coord::Request::SetNodeDrain { .. } => Err(Refusal::new(
             RefusalCode::Unavailable,
             "draining nodes is not implemented yet",

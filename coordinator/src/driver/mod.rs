@@ -17,6 +17,7 @@
 
 mod files;
 mod handlers;
+mod reconfig;
 
 use std::collections::HashMap;
 use std::future::Future;

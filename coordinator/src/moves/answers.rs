@@ -134,6 +134,7 @@ impl MoveMachine {
             | Request::SetNodeState { .. }
             | Request::SetNodeDrain { .. }
             | Request::DryRunRelease { .. }
+            | Request::Reconfigure(_)
             | Request::Jobs(_) => {}
         }
     }

@@ -47,6 +47,7 @@ mod answers;
 mod emit;
 pub mod limits;
 mod outbox;
+mod reconfig;
 mod state;
 #[cfg(test)]
 mod tests;

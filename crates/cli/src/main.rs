@@ -51,6 +51,9 @@ enum Command {
     Queue(client::status::QueueArgs),
     /// Nodes, their owning queues and states: `resource list`.
     Resource(client::status::ResourceArgs),
+    /// Re-reads the coordinator's configuration file: its queues replace the run-time
+    /// changes (`queue add|remove|update`). Admin only.
+    Reload(client::queue_config::ReloadArgs),
     /// Runs a short scripted workload against a running `up` and tells what happened.
     Demo(demo::DemoArgs),
     /// The coordinator: queue configuration, node ownership, routing table.
@@ -101,6 +104,7 @@ fn main() -> std::process::ExitCode {
         Command::Cancel(args) => client::jobs::cancel_main(&args),
         Command::Queue(args) => client::status::queue_main(&args),
         Command::Resource(args) => client::status::resource_main(&args),
+        Command::Reload(args) => client::queue_config::reload_main(&args),
         Command::Demo(args) => demo::main(&args),
         Command::Coordinator(args) => coordinator_cmd::main(&args),
         Command::Shard(args) => shard_cmd::main(&args),

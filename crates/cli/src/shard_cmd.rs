@@ -16,7 +16,9 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use shardsched_shard::limits::KILL_GRACE;
-use shardsched_shard::{ExecOptions, ShardOptions, init_logging, run_until_signal};
+use shardsched_shard::{
+    DriverError, ExecOptions, RESTART_EXIT_STATUS, ShardOptions, init_logging, run_until_signal,
+};
 
 /// Flags of `shardsched shard`.
 #[derive(Args, Debug, Clone)]
@@ -95,5 +97,10 @@ pub fn main(args: &ShardArgs) -> Result<()> {
         executor,
         retention: Duration::from_secs(args.retention),
     };
-    run_until_signal(options).with_context(|| format!("shard {}", args.queue))
+    match run_until_signal(options) {
+        // Not a failure: the coordinator asked for a restart with a new queue
+        // configuration; the distinct status tells the supervisor to start it again at once.
+        Err(DriverError::Restart) => std::process::exit(i32::from(RESTART_EXIT_STATUS)),
+        result => result.with_context(|| format!("shard {}", args.queue)),
+    }
 }

@@ -12,7 +12,10 @@
 //! 4. issue each queue's shard a certificate and start one `shard` process per queue;
 //! 5. wait until every queue's shard is routable, then print how to reach the system;
 //! 6. supervise: a child that dies is reported and restarted with bounded backoff (the
-//!    coordinator at the address it had, so running shards and clients find it again);
+//!    coordinator at the address it had, so running shards and clients find it again); a
+//!    shard that exits with the restart status (its queue was reconfigured) is started
+//!    again at once; every [`queues::QUEUE_SYNC_INTERVAL`] the coordinator's queue list is
+//!    read, and shards are started for added queues and stopped for removed ones;
 //! 7. on Ctrl-C, SIGTERM or SIGHUP: stop the shards, then the coordinator (SIGTERM, wait
 //!    [`SHUTDOWN_GRACE`], then SIGKILL), remove the address file and the lock, exit 0.
 //!
@@ -38,6 +41,8 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use crate::client::{Client, StateDir};
 
+mod queues;
+
 /// How long the coordinator may take to write its address, and the shards to become
 /// routable, before `up` gives up. Generous: a debug build loading a large cluster is slow.
 pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
@@ -58,6 +63,8 @@ pub const RESTARTS_MAX: u32 = 10;
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// Lines of a child's log shown when it fails.
 pub const LOG_TAIL_LINES: usize = 20;
+/// A shard child's label is this followed by its queue's name.
+pub const SHARD_LABEL_PREFIX: &str = "shard ";
 /// Name of the lock file (holding `up`'s pid) in the state directory.
 pub const LOCK_FILE: &str = "up.pid";
 
@@ -115,6 +122,9 @@ pub fn main(args: &UpArgs) -> Result<()> {
             executor: args.executor,
             retention_s: args.retention,
             children: Vec::new(),
+            coordinator: None,
+            queue_sync: None,
+            retiring: Vec::new(),
         };
         let started = tokio::select! {
             biased;
@@ -156,8 +166,15 @@ struct Supervisor {
     executor: Option<crate::shard_cmd::Executor>,
     /// `--retention` for the shards, seconds.
     retention_s: Option<u64>,
-    /// The coordinator first, then the shards in queue order.
+    /// The coordinator first, then the shards (in queue order at start, then in the order
+    /// queues were added at run time).
     children: Vec<Supervised>,
+    /// The coordinator's address, once it wrote it.
+    coordinator: Option<SocketAddr>,
+    /// Reads the coordinator's queue table, once the coordinator runs (see [`queues`]).
+    queue_sync: Option<queues::QueueSync>,
+    /// Shards of removed queues, stopping.
+    retiring: Vec<queues::Retiring>,
 }
 
 impl Supervisor {
@@ -180,40 +197,12 @@ impl Supervisor {
         let client = Client::connect_with(address, &creds).await?;
         let queues = self.queues(&client).await?;
 
+        self.coordinator = Some(address);
         for queue in &queues {
-            let shard_dir = self.dir.shard_dir(&queue.name);
-            self.issue_cert("shard", &queue.name, &shard_dir)?;
-            let mut shard_args = vec![
-                "shard".to_owned(),
-                "--queue".to_owned(),
-                queue.name.clone(),
-                "--coordinator".to_owned(),
-                address.to_string(),
-                "--state-dir".to_owned(),
-                path_arg(&shard_dir),
-                "--listen".to_owned(),
-                "127.0.0.1:0".to_owned(),
-            ];
-            if let Some(scale) = self.time_scale {
-                shard_args.extend(["--time-scale".to_owned(), scale.to_string()]);
-            }
-            if let Some(executor) = self.executor {
-                let name = match executor {
-                    crate::shard_cmd::Executor::Sim => "sim",
-                    crate::shard_cmd::Executor::Exec => "exec",
-                };
-                shard_args.extend(["--executor".to_owned(), name.to_owned()]);
-            }
-            if let Some(secs) = self.retention_s {
-                shard_args.extend(["--retention".to_owned(), secs.to_string()]);
-            }
-            self.spawn_new(
-                &format!("shard {}", queue.name),
-                &format!("shard-{}", queue.name),
-                shard_args,
-            )?;
+            self.spawn_shard(&queue.name, address)?;
         }
         let routes = self.wait_for_routes(&client, &queues).await?;
+        self.queue_sync = Some(queues::QueueSync::start(self.dir.clone(), address));
         client.close().await;
         // A closed stdout must not stop the system: the banner is for whoever watches.
         let _ = crate::client::output::emit(&banner(
@@ -235,6 +224,41 @@ impl Supervisor {
             args.extend(["--config".to_owned(), path_arg(config)]);
         }
         args
+    }
+
+    /// Issues queue `queue`'s shard its certificate and starts it.
+    fn spawn_shard(&mut self, queue: &str, address: SocketAddr) -> Result<()> {
+        let shard_dir = self.dir.shard_dir(queue);
+        self.issue_cert("shard", queue, &shard_dir)?;
+        let mut shard_args = vec![
+            "shard".to_owned(),
+            "--queue".to_owned(),
+            queue.to_owned(),
+            "--coordinator".to_owned(),
+            address.to_string(),
+            "--state-dir".to_owned(),
+            path_arg(&shard_dir),
+            "--listen".to_owned(),
+            "127.0.0.1:0".to_owned(),
+        ];
+        if let Some(scale) = self.time_scale {
+            shard_args.extend(["--time-scale".to_owned(), scale.to_string()]);
+        }
+        if let Some(executor) = self.executor {
+            let name = match executor {
+                crate::shard_cmd::Executor::Sim => "sim",
+                crate::shard_cmd::Executor::Exec => "exec",
+            };
+            shard_args.extend(["--executor".to_owned(), name.to_owned()]);
+        }
+        if let Some(secs) = self.retention_s {
+            shard_args.extend(["--retention".to_owned(), secs.to_string()]);
+        }
+        self.spawn_new(
+            &format!("{SHARD_LABEL_PREFIX}{queue}"),
+            &format!("shard-{queue}"),
+            shard_args,
+        )
     }
 
     /// Starts a child for the first time.
@@ -334,6 +358,11 @@ impl Supervisor {
     fn check_started_children(&mut self) -> Result<()> {
         for child in &mut self.children {
             if let Some(status) = child.try_exited()? {
+                if queues::is_restart(status) {
+                    // Reconfigured while starting: start it again at once.
+                    child.spawn(&self.exe)?;
+                    continue;
+                }
                 bail!(
                     "{} exited while starting ({}){}",
                     child.label,
@@ -387,6 +416,7 @@ impl Supervisor {
             for child in &mut self.children {
                 child.tend(&self.exe);
             }
+            self.sync_queues();
             if self.children.first().is_some_and(|c| c.abandoned) {
                 bail!("the coordinator failed {RESTARTS_MAX} times in a row; stopping everything");
             }
@@ -396,6 +426,13 @@ impl Supervisor {
     /// Step 7: shards first (they may report to the coordinator as they stop), then the
     /// coordinator.
     async fn shutdown(&mut self) {
+        self.queue_sync = None;
+        let mut retiring: Vec<Supervised> = self
+            .retiring
+            .drain(..)
+            .map(queues::Retiring::into_child)
+            .collect();
+        stop_all(retiring.iter_mut()).await;
         let (coordinator, shards) = match self.children.split_first_mut() {
             Some((first, rest)) => (Some(first), rest),
             None => (None, &mut [][..]),
@@ -460,6 +497,13 @@ impl Supervised {
             return;
         }
         match self.try_exited() {
+            Ok(Some(status)) if queues::is_restart(status) => {
+                eprintln!(
+                    "shardsched up: {} stopped to apply its new queue configuration; restarting it",
+                    self.label
+                );
+                self.restart_at = Some(Instant::now());
+            }
             Ok(Some(status)) => {
                 let ran = self.started_at.elapsed();
                 if ran >= RESTART_STABLE_RUN {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use shardsched_proto::msg::{Refusal, RefusalCode, client_shard, coord_shard};
 use shardsched_proto::{Peer, Reply, accept, serve};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 
 use super::core_task::Command;
 use crate::snapshot::Snapshot;
@@ -83,11 +83,25 @@ pub(crate) async fn client_request(
 pub(crate) async fn coordinator_request(
     commands: mpsc::Sender<Command>,
     snapshot: Arc<ArcSwap<Snapshot>>,
+    restart: Arc<Notify>,
     peer: Peer,
     request: coord_shard::Request,
 ) -> Reply<coord_shard::Response> {
     use coord_shard::{Request, Response};
     match request {
+        Request::Reconfigure(config) => {
+            // The cluster, policies and definition are fixed for a core's life: the driver
+            // stops cleanly and the process exits for a restart (DriverError::Restart); the
+            // journal brings every job back under the new configuration.
+            tracing::info!(
+                queue = %config.name,
+                policy = %config.queue_policy,
+                match_policy = %config.match_policy,
+                "new queue configuration; restarting to apply it"
+            );
+            restart.notify_one();
+            Ok(Response::Ack { stale: Vec::new() })
+        }
         Request::Jobs(query) => Ok(Response::Jobs(snapshot.load().jobs(&peer.name, &query))),
         Request::SetQueueState { enabled, started } => {
             ask(&commands, |reply| Command::SetQueueState {

@@ -28,6 +28,7 @@
 
 pub mod jobs;
 pub mod output;
+pub mod queue_config;
 pub mod status;
 pub mod submit;
 

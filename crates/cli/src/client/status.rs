@@ -21,6 +21,15 @@ pub struct QueueArgs {
 pub enum QueueCommand {
     /// Every queue: enabled/started, policies, nodes, jobs. `*` marks the default queue.
     List(ListArgs),
+    /// Adds a queue at run time: `queue add NAME --nodes HOSTLIST [--policy P] …`. Admin
+    /// only.
+    Add(super::queue_config::AddArgs),
+    /// Removes a queue: refused while it has jobs or owns nodes (`--give-to Q` moves its
+    /// nodes first). Admin only.
+    Remove(super::queue_config::RemoveArgs),
+    /// Changes a queue's definition, policies or limits; its shard restarts with its jobs.
+    /// Admin only.
+    Update(super::queue_config::UpdateArgs),
 }
 
 /// Flags of `shardsched resource`.
@@ -74,7 +83,12 @@ pub struct ResourceListArgs {
 
 /// `shardsched queue …`.
 pub fn queue_main(args: &QueueArgs) -> Result<()> {
-    let QueueCommand::List(list) = &args.command;
+    let list = match &args.command {
+        QueueCommand::List(list) => list,
+        QueueCommand::Add(add) => return super::queue_config::add_main(add),
+        QueueCommand::Remove(remove) => return super::queue_config::remove_main(remove),
+        QueueCommand::Update(update) => return super::queue_config::update_main(update),
+    };
     super::run(|client| async move {
         let routes = client.routes().await?;
         let queues = match client

@@ -119,6 +119,11 @@ impl System {
         system
     }
 
+    /// The configuration file `up` was started with.
+    pub fn config_file(&self) -> PathBuf {
+        self.dir.join("config.toml")
+    }
+
     pub fn state(&self) -> PathBuf {
         self.dir.join("state")
     }

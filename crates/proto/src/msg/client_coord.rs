@@ -62,6 +62,47 @@ pub enum Request {
         /// Why, shown in `resource list` (drain only).
         reason: String,
     },
+    /// Adds a queue at run time (`queue add`). Admin only.
+    AddQueue(QueueSpec),
+    /// Removes a queue (`queue remove`): refused while it has jobs or owns nodes; with
+    /// `give_to`, its nodes are first moved to that queue. Admin only.
+    RemoveQueue {
+        /// The queue.
+        queue: String,
+        /// The queue that takes its nodes.
+        give_to: Option<String>,
+    },
+    /// Changes a queue's definition, policies or limits (`queue update`); the fields left
+    /// `None` keep their value. Admin only.
+    UpdateQueue(QueueSpec),
+    /// Re-reads the coordinator's configuration file (`reload`): it becomes authoritative
+    /// again over run-time queue changes. Admin only.
+    Reload,
+}
+
+/// A queue's definition, policies and limits as an admin gives them on the command line.
+/// Names and durations travel as text and are checked by the coordinator, with the same
+/// rules (and messages) as its configuration file (docs/CONFIG.md).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueSpec {
+    /// Queue name.
+    pub name: String,
+    /// The definition, as a hostlist (`node[0-15]`).
+    pub nodes: Option<String>,
+    /// Queue policy (`fcfs`, `easy`, `hybrid`, `conservative`).
+    pub policy: Option<String>,
+    /// Match policy (`first`, `low`, …).
+    pub match_policy: Option<String>,
+    /// Pending jobs considered per cycle (0: all).
+    pub queue_depth: Option<u32>,
+    /// Reservations made by `hybrid` (0: all considered).
+    pub reservation_depth: Option<u32>,
+    /// Duration of a job that names none (`"1h"`, `"90"`, `"unlimited"`).
+    pub default_duration: Option<String>,
+    /// Longest duration accepted.
+    pub max_duration: Option<String>,
+    /// Added stopped (`queue add --stopped`); ignored by an update.
+    pub stopped: bool,
 }
 
 /// A queue change.
@@ -97,6 +138,14 @@ pub enum Response {
         /// The move that carries the change out, if it needs one.
         move_id: Option<MoveId>,
     },
+    /// Answer to a queue table change (add, remove, update, reload): what was done, one
+    /// line per change, for the admin to read.
+    Reconfigured {
+        /// What changed (`added queue x`, `queue y: shard restarting`, …).
+        changes: Vec<String>,
+        /// The move that carries a `remove --give-to` out, if one started.
+        move_id: Option<MoveId>,
+    },
 }
 
 impl Rpc for Request {
@@ -112,6 +161,10 @@ impl Rpc for Request {
             Request::MoveNodes { .. } => "client_coord.move_nodes",
             Request::SetNodeState { .. } => "client_coord.set_node_state",
             Request::SetNodeDrain { .. } => "client_coord.set_node_drain",
+            Request::AddQueue(_) => "client_coord.add_queue",
+            Request::RemoveQueue { .. } => "client_coord.remove_queue",
+            Request::UpdateQueue(_) => "client_coord.update_queue",
+            Request::Reload => "client_coord.reload",
         }
     }
 
@@ -120,7 +173,11 @@ impl Rpc for Request {
             Request::Routes | Request::Jobs(_) | Request::Queues | Request::Resources { .. } => {
                 Op::ReadStatus
             }
-            Request::QueueControl { .. } => Op::AdminQueues,
+            Request::QueueControl { .. }
+            | Request::AddQueue(_)
+            | Request::RemoveQueue { .. }
+            | Request::UpdateQueue(_)
+            | Request::Reload => Op::AdminQueues,
             Request::MoveNodes { .. }
             | Request::SetNodeState { .. }
             | Request::SetNodeDrain { .. } => Op::AdminNodes,

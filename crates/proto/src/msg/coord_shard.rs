@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::common::{JobId, JobList, JobsQuery, MoveId, NodeFlags, NodeGen};
+use super::common::{JobId, JobList, JobsQuery, MoveId, NodeFlags, NodeGen, QueueConfig};
 use crate::identity::Op;
 use crate::rpc::Rpc;
 
@@ -77,6 +77,11 @@ pub enum Request {
         /// Why (drain only; may be empty).
         reason: String,
     },
+    /// The queue's configuration changed (policies, limits or definition: `queue update`,
+    /// `reload`). The shard acknowledges, then stops cleanly and exits with its restart
+    /// status, so that its supervisor starts it again at once; it then registers, gets this
+    /// configuration in its assignment and restores its jobs from its journal.
+    Reconfigure(Box<QueueConfig>),
 }
 
 /// Release nodes for a move.
@@ -234,6 +239,7 @@ impl Rpc for Request {
             Request::SetNodeState { .. } => "coord_shard.set_node_state",
             Request::SetNodeDrain { .. } => "coord_shard.set_node_drain",
             Request::DryRunRelease { .. } => "coord_shard.dry_run_release",
+            Request::Reconfigure(_) => "coord_shard.reconfigure",
         }
     }
 

@@ -339,7 +339,46 @@ pub fn client_coord_request() -> impl Strategy<Value = client_coord::Request> {
                 reason,
             }
         }),
+        queue_spec().prop_map(client_coord::Request::AddQueue),
+        queue_spec().prop_map(client_coord::Request::UpdateQueue),
+        (name(), option::of(name()))
+            .prop_map(|(queue, give_to)| client_coord::Request::RemoveQueue { queue, give_to }),
+        Just(client_coord::Request::Reload),
     ]
+}
+
+pub fn queue_spec() -> impl Strategy<Value = client_coord::QueueSpec> {
+    (
+        (
+            name(),
+            option::of(name()),
+            option::of(name()),
+            option::of(name()),
+        ),
+        (
+            option::of(any::<u32>()),
+            option::of(any::<u32>()),
+            option::of(name()),
+            option::of(name()),
+            any::<bool>(),
+        ),
+    )
+        .prop_map(
+            |(
+                (name, nodes, policy, match_policy),
+                (queue_depth, reservation_depth, default_duration, max_duration, stopped),
+            )| client_coord::QueueSpec {
+                name,
+                nodes,
+                policy,
+                match_policy,
+                queue_depth,
+                reservation_depth,
+                default_duration,
+                max_duration,
+                stopped,
+            },
+        )
 }
 
 pub fn client_coord_reply() -> impl Strategy<Value = Reply<client_coord::Response>> {
@@ -350,6 +389,12 @@ pub fn client_coord_reply() -> impl Strategy<Value = Reply<client_coord::Respons
         vec(node_status(), 0..3).prop_map(client_coord::Response::Resources),
         option::of(any::<u64>()).prop_map(|m| client_coord::Response::Done {
             move_id: m.map(MoveId)
+        }),
+        (vec(name(), 0..3), option::of(any::<u64>())).prop_map(|(changes, m)| {
+            client_coord::Response::Reconfigured {
+                changes,
+                move_id: m.map(MoveId),
+            }
         }),
     ];
     prop_oneof![response.prop_map(Ok), refusal().prop_map(Err)]
@@ -485,6 +530,7 @@ pub fn coord_shard_request() -> impl Strategy<Value = coord_shard::Request> {
                 reason,
             }
         }),
+        queue_config().prop_map(|c| coord_shard::Request::Reconfigure(Box::new(c))),
     ]
 }
 

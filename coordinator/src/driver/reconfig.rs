@@ -1,0 +1,247 @@
+//! Queue table changes from admins (`queue add|remove|update`, `reload`): the driver's
+//! side of [`Core::add_queue`](crate::core::Core::add_queue) and its siblings.
+//!
+//! ```text
+//! admin lock (one change at a time)
+//!   removals: each queue to remove is disabled at its shard, then its shard is asked for
+//!             its live jobs; any → re-enabled and refused (the core's check reads status
+//!             reports, which may be a moment old)
+//!   core change (pure; all or nothing)
+//!   write the durable state (fsync) ─► only then: Reconfigure to each changed queue's
+//!             shard (it restarts from its journal), SetQueueState off to removed shards
+//! ```
+
+use std::path::Path;
+
+use shardsched_proto::msg::client_coord::{Request, Response};
+use shardsched_proto::msg::{JobsQuery, Refusal, RefusalCode, UserFilter, coord_shard};
+use shardsched_proto::{Error, Peer, Reply};
+
+use super::{SHARD_COMMAND_TIMEOUT, Shared, files, handlers::flush_moves, now_ms};
+use crate::config::{Config, DEFAULT_CONFIG_ORIGIN};
+use crate::core::{Core, Reconfig};
+use crate::queue_table;
+
+/// Serves `AddQueue`, `RemoveQueue`, `UpdateQueue` and `Reload` (the role was checked by
+/// `serve`: admins only).
+pub(super) async fn queue_table_request(
+    shared: &Shared,
+    peer: &Peer,
+    request: Request,
+) -> Reply<Response> {
+    let _admin = shared.admin.lock().await;
+    let done = match request {
+        Request::AddQueue(spec) => shared.with_core(|core| {
+            let def = queue_table::queue_def(core.config(), None, &spec).map_err(|e| {
+                Refusal::new(RefusalCode::Invalid, format!("queue {}: {e}", spec.name))
+            })?;
+            core.add_queue(def)
+        })?,
+        Request::UpdateQueue(spec) => shared.with_core(|core| core.update_queue(&spec))?,
+        Request::RemoveQueue { queue, give_to } => {
+            let removing =
+                shared.with_core(|core| give_to.is_none() || core.owned_by(&queue).is_empty());
+            let names = if removing {
+                vec![queue.clone()]
+            } else {
+                Vec::new()
+            };
+            with_removals_held(shared, &names, |core| {
+                core.remove_queue(now_ms(), &queue, give_to.as_deref())
+            })
+            .await?
+        }
+        Request::Reload => {
+            let origin = shared.with_core(|core| core.config().origin.clone());
+            let file = read_config(&origin).await?;
+            let names = shared.with_core(|core| core.removed_by(&file));
+            with_removals_held(shared, &names, move |core| core.reload(file)).await?
+        }
+        other => {
+            return Err(Refusal::new(
+                RefusalCode::Invalid,
+                format!("not a queue table change: {other:?}"),
+            ));
+        }
+    };
+    tracing::info!(%peer, changes = ?done.changes, "queue table changed");
+    if done.journal {
+        write_state(shared).await?;
+    }
+    // Move records (remove --give-to) go through the move journal path as usual.
+    flush_moves(shared).await?;
+    for command in &done.stop {
+        let request = coord_shard::Request::SetQueueState {
+            enabled: command.enabled,
+            started: command.started,
+        };
+        if let Err(e) = send(shared, command.conn, &request).await {
+            tracing::warn!(queue = %command.queue, error = %e, "removed queue's shard not told to stop");
+        }
+    }
+    for command in &done.restart {
+        let request = coord_shard::Request::Reconfigure(Box::new(command.config.clone()));
+        match send(shared, command.conn, &request).await {
+            Ok(()) => {
+                tracing::info!(queue = %command.queue, "shard told to restart with its new configuration")
+            }
+            // Its next registration carries the new configuration anyway; a shard that
+            // closed the connection as it restarted did what it was told.
+            Err(e) => {
+                tracing::info!(queue = %command.queue, error = %e, "shard not reached with Reconfigure; it gets the configuration when it registers")
+            }
+        }
+    }
+    Ok(Response::Reconfigured {
+        changes: done.changes,
+        move_id: done.move_id,
+    })
+}
+
+/// Runs `change` with the shards of `removing` disabled and checked to hold no live job;
+/// re-enables them when the change is refused.
+async fn with_removals_held(
+    shared: &Shared,
+    removing: &[String],
+    change: impl FnOnce(&mut Core) -> Result<Reconfig, Refusal>,
+) -> Result<Reconfig, Refusal> {
+    let mut held = Vec::new();
+    let mut refused = None;
+    for queue in removing {
+        let Some((conn, flags)) =
+            shared.with_core(|core| Some((core.shard(queue)?.conn, core.queue_flags(queue)?)))
+        else {
+            continue; // Offline: the core refuses.
+        };
+        let off = coord_shard::Request::SetQueueState {
+            enabled: false,
+            started: flags.1,
+        };
+        if let Err(e) = send(shared, conn, &off).await {
+            refused = Some(Refusal::new(
+                RefusalCode::Unavailable,
+                format!("queue {queue}'s shard: {e}"),
+            ));
+            break;
+        }
+        held.push((queue.clone(), conn, flags));
+        match live_jobs(shared, conn).await {
+            Ok(0) => {}
+            Ok(_) => {
+                refused = Some(Refusal::new(
+                    RefusalCode::Unavailable,
+                    format!(
+                        "queue {queue} has live jobs (pending or running): cancel them or wait for \
+                         them to end (jobs cannot move between queues)"
+                    ),
+                ));
+                break;
+            }
+            Err(e) => {
+                refused = Some(Refusal::new(
+                    RefusalCode::Unavailable,
+                    format!("queue {queue}'s shard: {e}"),
+                ));
+                break;
+            }
+        }
+    }
+    let result = match refused {
+        Some(refusal) => Err(refusal),
+        None => shared.with_core(change),
+    };
+    if result.is_err() {
+        for (queue, conn, (enabled, started)) in held {
+            let back = coord_shard::Request::SetQueueState { enabled, started };
+            if let Err(e) = send(shared, conn, &back).await {
+                tracing::warn!(%queue, error = %e, "could not re-enable a queue after a refused removal");
+            }
+        }
+    }
+    result
+}
+
+/// How many live jobs the removal check asks a shard for (any is too many).
+const LIVE_JOBS_ASKED: usize = 1;
+
+/// Whether a shard holds pending or running jobs: 0 if none, else at least 1 (it is asked
+/// for at most [`LIVE_JOBS_ASKED`]).
+async fn live_jobs(shared: &Shared, conn: crate::core::ConnId) -> Result<usize, String> {
+    let session = shared.session(conn).ok_or("not connected")?;
+    let query = coord_shard::Request::Jobs(JobsQuery {
+        queue: None,
+        user: UserFilter::All,
+        include_inactive: false,
+        limit: LIVE_JOBS_ASKED as u32,
+    });
+    match tokio::time::timeout(SHARD_COMMAND_TIMEOUT, session.request(&query)).await {
+        Ok(Ok(coord_shard::Response::Jobs(list))) => {
+            Ok(list.jobs.len() + usize::from(list.truncated))
+        }
+        Ok(Ok(other)) => Err(format!("unexpected answer {other:?}")),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!(
+            "no answer within {} s",
+            SHARD_COMMAND_TIMEOUT.as_secs()
+        )),
+    }
+}
+
+/// Sends one command to a shard's connection and waits (bounded) for its answer.
+async fn send(
+    shared: &Shared,
+    conn: crate::core::ConnId,
+    request: &coord_shard::Request,
+) -> Result<(), String> {
+    let session = shared.session(conn).ok_or("not connected")?;
+    match tokio::time::timeout(SHARD_COMMAND_TIMEOUT, session.request(request)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(Error::Refused(r))) => Err(r.message),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!(
+            "no answer within {} s",
+            SHARD_COMMAND_TIMEOUT.as_secs()
+        )),
+    }
+}
+
+/// Writes the durable state with the new queue table (fsync) before anything is sent.
+async fn write_state(shared: &Shared) -> Result<(), Refusal> {
+    let _journal = shared.journal.lock().await;
+    let durable = shared.with_core(|core| core.durable_state());
+    let dir = shared.state_dir.clone();
+    match tokio::task::spawn_blocking(move || files::write_durable(&dir, &durable)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(state_refusal(e.to_string())),
+        Err(e) => Err(state_refusal(e.to_string())),
+    }
+}
+
+fn state_refusal(error: String) -> Refusal {
+    tracing::error!(%error, "could not write the coordinator state after a queue table change");
+    Refusal::new(
+        RefusalCode::Unavailable,
+        format!("the change is made but the coordinator could not write its state: {error}"),
+    )
+}
+
+/// The configuration file read again (the embedded default when it started with none).
+async fn read_config(origin: &str) -> Result<Config, Refusal> {
+    let origin = origin.to_owned();
+    let read = tokio::task::spawn_blocking(move || {
+        if origin == DEFAULT_CONFIG_ORIGIN {
+            Config::embedded_default()
+        } else {
+            Config::from_file(Path::new(&origin))
+        }
+    })
+    .await;
+    match read {
+        Ok(Ok(config)) => Ok(config),
+        Ok(Err(e)) => Err(Refusal::new(RefusalCode::Invalid, format!("reload: {e}"))),
+        Err(e) => Err(Refusal::new(
+            RefusalCode::Unavailable,
+            format!("reload: {e}"),
+        )),
+    }
+}
