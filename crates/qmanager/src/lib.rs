@@ -70,6 +70,7 @@ pub mod replay;
 mod restore;
 mod shapes;
 pub mod swf;
+mod without;
 pub mod workload;
 
 pub use cycle::CycleKind;
