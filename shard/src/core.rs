@@ -23,6 +23,8 @@ mod exec;
 #[cfg(test)]
 mod exec_tests;
 mod moving;
+#[cfg(test)]
+mod moving_tests;
 mod nodes;
 mod restore;
 mod status;

@@ -11,8 +11,8 @@
 use shardsched_resource::VertexId;
 
 use crate::error::QueueError;
-use crate::event::JobId;
-use crate::queue::QueueManager;
+use crate::event::{Event, JobId, WaitReason};
+use crate::queue::{QueueManager, State};
 
 /// The matcher id a hold on vertex `v` is recorded under: from the top of the id space
 /// down, where job ids (FLUIDs, timestamps in their high bits) never are.
@@ -39,9 +39,27 @@ impl QueueManager {
         }
         let until = until.max(now.saturating_add(1));
         let duration = u64::try_from(until - now).unwrap_or(1);
-        self.matcher.hold_node(id, v, now, duration)?;
+        if self.matcher.hold_node(id, v, now, duration).is_err() {
+            // Reservations were planned on the node from the old hold's end: they go (the
+            // next cycle re-plans them after the new one), then the hold fits.
+            self.drop_reservations()?;
+            self.matcher.hold_node(id, v, now, duration)?;
+        }
         self.replan = true;
         self.set_availability(v, true)
+    }
+
+    /// Cancels every reservation (announced as lost; the next cycle re-plans).
+    fn drop_reservations(&mut self) -> Result<(), QueueError> {
+        let reserved: Vec<(i64, JobId)> = self.reserved.iter().copied().collect();
+        for (at, id) in reserved {
+            self.matcher.cancel(id)?;
+            self.reserved.remove(&(at, id));
+            self.reserved_held.remove(&id);
+            self.job_mut(id)?.state = State::Pending(WaitReason::Queued);
+            self.events.push_back(Event::Unreserved { id });
+        }
+        Ok(())
     }
 
     /// The end of the hold on `v`, if it is held.
@@ -109,6 +127,14 @@ mod tests {
         let events: Vec<Event> = std::iter::from_fn(|| qm.poll_event()).collect();
         assert!(
             events.contains(&Event::Reserved { id: 1, at: 100 }),
+            "{events:?}"
+        );
+        // Pushed further before the hand-over: the reservation moves with it.
+        qm.hold_node(v, 1, 150).expect("hold again");
+        qm.schedule(1).expect("schedule");
+        let events: Vec<Event> = std::iter::from_fn(|| qm.poll_event()).collect();
+        assert!(
+            events.contains(&Event::Reserved { id: 1, at: 150 }),
             "{events:?}"
         );
         assert!(qm.release_hold(v).expect("release"));
