@@ -398,7 +398,7 @@ impl ShardCore {
                 // Kept when it already ends at the expected time, or (that time passed)
                 // later than now; set again otherwise.
                 match self.qm.hold_end(v) {
-                    Some(end) if end == wanted || (wanted <= now_s && end > now_s) => Ok(()),
+                    Some(end) if end > now_s && (end == wanted || wanted <= now_s) => Ok(()),
                     _ => self.qm.hold_node(v, now_s, until),
                 }
             }
