@@ -218,12 +218,24 @@ impl ShardCore {
         core.observe(now_ms);
         core.restore_down(&restored.down)?;
         core.restore_drained(&restored.drained);
+        // Running jobs first: their allocations are facts, holds are planned around them.
+        let summary = core.restore(now_ms, restored)?;
         core.apply_assignment(
             &assignment.owned,
             &assignment.incoming,
             Some(&assignment.flags),
         );
-        let summary = core.restore(now_ms, restored)?;
+        // Entries the assignment repeated exactly changed nothing in the machine, but this
+        // queue manager is new: every node the machine holds is put in place once.
+        let held: Vec<String> = core
+            .moves
+            .entries()
+            .filter(|(_, e)| !matches!(e.holding, crate::moves::Holding::NotOwned))
+            .map(|(n, _)| n.to_owned())
+            .collect();
+        for name in held {
+            core.refresh_node(&name, "restart");
+        }
         core.settle_all_outgoing();
         Ok((core, summary))
     }
