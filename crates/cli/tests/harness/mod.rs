@@ -52,6 +52,11 @@ pub struct System {
 impl System {
     /// Starts `up` with [`CONFIG`] and `extra` arguments; waits until it says it is up.
     pub fn start(name: &str, extra: &[&str]) -> System {
+        System::start_with(name, CONFIG, extra)
+    }
+
+    /// Starts `up` with configuration `config` and `extra` arguments.
+    pub fn start_with(name: &str, config_text: &str, extra: &[&str]) -> System {
         let dir = std::env::temp_dir().join(format!(
             "shardsched-{name}-{}-{}",
             std::process::id(),
@@ -62,7 +67,7 @@ impl System {
         ));
         std::fs::create_dir_all(&dir).unwrap();
         let config = dir.join("config.toml");
-        std::fs::write(&config, CONFIG).unwrap();
+        std::fs::write(&config, config_text).unwrap();
         let mut up = Command::new(EXE)
             .arg("up")
             .args(extra)

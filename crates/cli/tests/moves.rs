@@ -1,0 +1,221 @@
+//! Node moves, end to end (real processes: `shardsched up`, sim executor), through the
+//! wire (`client_coord::Request::MoveNodes` with the admin's credentials):
+//! - a running job on a moving node keeps running to its end, and the node comes up in the
+//!   recipient only after that: the recipient's `up` line in its `transitions.log` is after
+//!   the donor's `released` line (CLOCK_MONOTONIC, one host);
+//! - a job submitted to the recipient that needs the node is reserved at the expected time
+//!   and starts right after the hand-over;
+//! - a move of idle nodes completes at once.
+//!
+//! Started queues may not share definitions, so the recipient is configured stopped over
+//! a definition that overlaps the donor's; once the moved nodes are its own, starting it
+//! (without `--take`) is accepted.
+
+#![allow(clippy::unwrap_used)]
+
+mod harness;
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use harness::{System, wait_for};
+use serde_json::Value;
+use shardsched_proto::msg::client_coord::{self, QueueAction};
+use shardsched_proto::{Credentials, Role, Session};
+use shardsched_shard::driver::transitions::{LogLine, TRANSITIONS_FILE, parse_log};
+
+/// alpha owns node[0-3]; beta (stopped) defines node[3-7] and so owns node[4-7].
+const CONFIG: &str = r#"
+default_queue = "alpha"
+
+[cluster.inline]
+name = "tiny"
+
+[[cluster.inline.nodes]]
+hosts = "node[0-7]"
+sockets = 1
+cores_per_socket = 4
+
+[queues.alpha]
+nodes = "node[0-3]"
+policy = "fcfs"
+default_duration = "60s"
+max_duration = "2h"
+
+[queues.beta]
+nodes = "node[3-7]"
+policy = "easy"
+started = false
+default_duration = "60s"
+max_duration = "2h"
+"#;
+
+fn address(system: &System) -> SocketAddr {
+    std::fs::read_to_string(system.state().join("coordinator/address"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+fn admin(dir: &Path) -> Credentials {
+    Credentials::load(
+        &dir.join("ca.pem"),
+        &dir.join("cert.pem"),
+        &dir.join("key.pem"),
+    )
+    .unwrap()
+}
+
+/// Sends one admin request to the coordinator.
+fn coordinator(system: &System, request: &client_coord::Request) -> client_coord::Response {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let creds = admin(&system.state().join("client"));
+        let endpoint =
+            shardsched_proto::tls::client_endpoint(&creds, "127.0.0.1:0".parse().unwrap()).unwrap();
+        let coord: Session =
+            shardsched_proto::connect(&endpoint, address(system), Role::Coordinator, "coordinator")
+                .await
+                .unwrap();
+        let answer = coord.request(request).await;
+        coord.close();
+        answer.unwrap_or_else(|e| panic!("{request:?}: {e}"))
+    })
+}
+
+fn move_nodes(system: &System, nodes: &[&str], to: &str) {
+    let request = client_coord::Request::MoveNodes {
+        nodes: nodes.iter().map(|n| n.to_string()).collect(),
+        to: to.into(),
+    };
+    let answer = coordinator(system, &request);
+    assert!(
+        matches!(answer, client_coord::Response::Done { move_id: Some(_) }),
+        "{answer:?}"
+    );
+}
+
+fn start_queue(system: &System, queue: &str) {
+    let request = client_coord::Request::QueueControl {
+        queue: queue.into(),
+        action: QueueAction::Start { take: false },
+    };
+    let answer = coordinator(system, &request);
+    assert!(
+        matches!(answer, client_coord::Response::Done { .. }),
+        "{answer:?}"
+    );
+}
+
+fn node_row(system: &System, name: &str) -> Value {
+    system
+        .resources()
+        .into_iter()
+        .find(|n| n["name"] == name)
+        .unwrap_or_else(|| panic!("node {name} not listed"))
+}
+
+/// A shard's transition log.
+fn transitions(system: &System, queue: &str) -> Vec<LogLine> {
+    let text =
+        std::fs::read_to_string(system.shard_dir(queue).join(TRANSITIONS_FILE)).unwrap_or_default();
+    parse_log(&text).unwrap()
+}
+
+/// The time of the last `kind` line about `node` in `lines`.
+fn last(lines: &[LogLine], node: &str, kind: &str) -> Option<u128> {
+    lines
+        .iter()
+        .filter(|l| l.node == node && l.kind == kind)
+        .map(|l| l.at_ns)
+        .next_back()
+}
+
+#[test]
+fn a_busy_node_moves_after_its_job_and_a_waiting_job_starts_right_after() {
+    let system = System::start_with("moves-busy", CONFIG, &[]);
+    // Four one-node jobs fill alpha; the one on node3 will hold the moving node.
+    let ids: Vec<String> = (0..4)
+        .map(|_| system.submit(&["-N", "1", "-t", "8", "--", "app"]))
+        .collect();
+    let on_node3 = ids
+        .iter()
+        .find(|id| system.wait_state(id, "running")["nodes"] == "node3")
+        .cloned()
+        .or_else(|| {
+            ids.iter()
+                .find(|id| system.job(id)["nodes"] == "node3")
+                .cloned()
+        })
+        .expect("a job on node3");
+
+    move_nodes(&system, &["node3"], "beta");
+    // The coordinator lists a node under its new owner at once (intent moves first); that
+    // shard reports it incoming until the hand-over.
+    assert!(wait_for(|| {
+        let row = node_row(&system, "node3");
+        row["queue"] == "beta" && row["state"] == "incoming"
+    }));
+    start_queue(&system, "beta");
+    // beta's five nodes: node3 comes when alpha's job ends, so the job is reserved then.
+    let wide = system.submit(&["-q", "beta", "-N", "5", "-t", "5", "--", "app"]);
+    assert!(
+        wait_for(|| {
+            let row = system.job(&wide);
+            row["state"] == "pending" && row["reason"].as_str().unwrap_or("").contains("reserved")
+        }),
+        "{:#}",
+        system.job(&wide)
+    );
+    assert_eq!(
+        system.job(&on_node3)["state"],
+        "running",
+        "the move touches no job"
+    );
+
+    let done = system.wait_state(&on_node3, "completed");
+    let started = system.wait_state(&wide, "running");
+    assert_eq!(started["nodes"], "node[3-7]");
+    let end_ms = done["end_ms"].as_u64().unwrap();
+    let start_ms = started["start_ms"].as_u64().unwrap();
+    assert!(
+        start_ms >= end_ms,
+        "started {start_ms} before node3 was free at {end_ms}"
+    );
+
+    let donor = transitions(&system, "alpha");
+    let recipient = transitions(&system, "beta");
+    let released = last(&donor, "node3", "released").expect("alpha logged the release");
+    let down = last(&donor, "node3", "down").expect("alpha logged node3 down");
+    let up = last(&recipient, "node3", "up").expect("beta logged node3 up");
+    assert!(down < released, "{donor:?}");
+    assert!(
+        released < up,
+        "beta brought node3 up before alpha released it"
+    );
+    assert!(wait_for(|| node_row(&system, "node3")["queue"] == "beta"));
+}
+
+#[test]
+fn a_move_of_idle_nodes_completes_at_once() {
+    let system = System::start_with("moves-idle", CONFIG, &[]);
+    move_nodes(&system, &["node3"], "beta");
+    assert!(wait_for(|| {
+        let row = node_row(&system, "node3");
+        row["queue"] == "beta" && row["state"] == "up"
+    }));
+    let released = last(&transitions(&system, "alpha"), "node3", "released").expect("released");
+    let up = last(&transitions(&system, "beta"), "node3", "up").expect("up");
+    assert!(released < up);
+    // beta schedules on it once started; alpha no longer does.
+    start_queue(&system, "beta");
+    let job = system.submit(&["-q", "beta", "-N", "5", "-t", "5", "--", "app"]);
+    assert_eq!(system.wait_state(&job, "running")["nodes"], "node[3-7]");
+    let alpha = system.submit(&["-N", "4", "-t", "5", "--", "app"]);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(system.job(&alpha)["state"], "pending");
+}
