@@ -27,11 +27,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use shardsched_proto::msg::coord_shard::IncomingNode;
 use shardsched_proto::msg::coord_shard::{
-    Acquire, CancelJobs, DryRunReport, FreeAt, Incoming, NodeRelease, Reclaim, Release, Response,
-    Withdraw,
+    Acquire, CancelJobs, Incoming, Reclaim, Release, Response, Withdraw,
 };
 use shardsched_proto::msg::shard_coord::Released;
-use shardsched_proto::msg::{Generation, JobId, MoveId, NodeFlags, NodeGen, Refusal, RefusalCode};
+use shardsched_proto::msg::{Generation, JobId, MoveId, NodeFlags, NodeGen};
 
 use super::ShardCore;
 use super::exec::EndAs;
@@ -163,93 +162,6 @@ impl ShardCore {
         }
         let effects = self.moves.apply_assignment(&owned, &incoming);
         self.apply_effects(effects, "assignment", false);
-    }
-
-    /// Drains nodes (no new work, reservations re-planned, running jobs continue) or
-    /// undrains them. Names that are not nodes of the cluster are refused first.
-    pub fn set_node_drain(
-        &mut self,
-        now_ms: u64,
-        nodes: &[String],
-        drained: bool,
-        reason: &str,
-    ) -> Result<(), Refusal> {
-        self.observe(now_ms);
-        if let Some(bad) = nodes.iter().find(|n| !self.nodes.contains_key(*n)) {
-            return Err(Refusal::new(
-                RefusalCode::NotFound,
-                format!("no node {bad} in the cluster of queue {}", self.queue),
-            ));
-        }
-        for name in nodes {
-            if drained {
-                self.drained.insert(name.clone(), reason.to_owned());
-            } else {
-                self.drained.remove(name);
-            }
-            let effects = self.moves.set_drained(name, drained);
-            self.apply_effects(effects, "drain", false);
-            self.refresh_node(name, "drain");
-        }
-        tracing::info!(queue = %self.queue, nodes = nodes.len(), drained, %reason, "drain");
-        if self.options.journal {
-            self.journal
-                .push(JournalRecord::Drained(flag_list(&self.drained)));
-        }
-        self.status_version += 1;
-        Ok(())
-    }
-
-    /// Nodes drained, with the reason given (possibly empty).
-    pub fn drained_nodes(&self) -> &BTreeMap<String, String> {
-        &self.drained
-    }
-
-    /// What releasing `nodes` would do now, changing nothing: per node its free time (the
-    /// planned end of the last running job on it) and those jobs; the pending jobs that
-    /// could never run on the queue's definition without them.
-    pub fn dry_run_release(&self, nodes: &[String]) -> Result<DryRunReport, Refusal> {
-        let mut vertices = Vec::with_capacity(nodes.len());
-        for name in nodes {
-            let v = self.nodes.get(name).ok_or_else(|| {
-                Refusal::new(
-                    RefusalCode::NotFound,
-                    format!("no node {name} in the cluster of queue {}", self.queue),
-                )
-            })?;
-            vertices.push(*v);
-        }
-        let names: Vec<&str> = nodes.iter().map(String::as_str).collect();
-        let jobs = self.jobs_on(&names);
-        let mut all_free = FreeAt::Now;
-        let rows = nodes
-            .iter()
-            .map(|name| {
-                let held = jobs.get(name.as_str()).cloned().unwrap_or_default();
-                let free = match held.iter().map(|&(_, end)| end).max() {
-                    None => FreeAt::Now,
-                    Some(end) => FreeAt::Expected(end),
-                };
-                all_free = later(all_free, free);
-                NodeRelease {
-                    node: name.clone(),
-                    free,
-                    jobs: held.into_iter().map(|(id, _)| id).collect(),
-                }
-            })
-            .collect();
-        let stranded = self
-            .qm
-            .stranded_without(&vertices, self.now_s())
-            .map_err(|e| Refusal::new(RefusalCode::Internal, format!("queue manager: {e}")))?
-            .into_iter()
-            .map(shardsched_proto::Fluid)
-            .collect();
-        Ok(DryRunReport {
-            nodes: rows,
-            all_free,
-            stranded,
-        })
     }
 
     /// The transitions since the last call, oldest first.
@@ -479,18 +391,9 @@ impl ShardCore {
         }
     }
 
-    /// Restores the drain flags a restarted shard's journal has (part of the restart).
-    pub(super) fn restore_drained(&mut self, drained: &[(String, String)]) {
-        for (name, reason) in drained {
-            if self.nodes.contains_key(name) {
-                self.drained.insert(name.clone(), reason.clone());
-            }
-        }
-    }
-
     /// Running jobs holding each of `names`, with their planned ends (ms): one pass over
     /// the running jobs, whatever the number of nodes asked about.
-    fn jobs_on(&self, names: &[&str]) -> HashMap<String, Vec<(JobId, u64)>> {
+    pub(super) fn jobs_on(&self, names: &[&str]) -> HashMap<String, Vec<(JobId, u64)>> {
         let wanted: BTreeSet<&str> = names.iter().copied().collect();
         let mut out: HashMap<String, Vec<(JobId, u64)>> = HashMap::new();
         if wanted.iter().all(|n| !self.node_jobs.contains_key(*n)) {
@@ -513,17 +416,6 @@ impl ShardCore {
 }
 
 /// Flags as the journal keeps them.
-fn flag_list(flags: &BTreeMap<String, String>) -> Vec<(String, String)> {
+pub(super) fn flag_list(flags: &BTreeMap<String, String>) -> Vec<(String, String)> {
     flags.iter().map(|(n, r)| (n.clone(), r.clone())).collect()
-}
-
-/// The later of two free times.
-fn later(a: FreeAt, b: FreeAt) -> FreeAt {
-    match (a, b) {
-        (FreeAt::Expected(x), FreeAt::Expected(y)) => FreeAt::Expected(x.max(y)),
-        (FreeAt::Expected(x), FreeAt::Now) | (FreeAt::Now, FreeAt::Expected(x)) => {
-            FreeAt::Expected(x)
-        }
-        (FreeAt::Now, FreeAt::Now) => FreeAt::Now,
-    }
 }
