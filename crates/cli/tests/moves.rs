@@ -197,6 +197,11 @@ fn a_busy_node_moves_after_its_job_and_a_waiting_job_starts_right_after() {
         released < up,
         "beta brought node3 up before alpha released it"
     );
+    // For the record (not asserted): how long the hand-over took.
+    eprintln!(
+        "node3: donor released -> recipient up: {:.2} ms",
+        (up - released) as f64 / 1e6
+    );
     assert!(wait_for(|| node_row(&system, "node3")["queue"] == "beta"));
 }
 
