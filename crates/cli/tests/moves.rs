@@ -111,6 +111,11 @@ fn start_queue(system: &System, queue: &str) {
     );
 }
 
+/// Job `id`'s row, if its shard is online.
+fn listed(system: &System, id: &str) -> Option<Value> {
+    system.jobs().into_iter().find(|j| j["id"] == id)
+}
+
 fn node_row(system: &System, name: &str) -> Value {
     system
         .resources()
@@ -223,4 +228,111 @@ fn a_move_of_idle_nodes_completes_at_once() {
     let alpha = system.submit(&["-N", "4", "-t", "5", "--", "app"]);
     std::thread::sleep(std::time::Duration::from_millis(500));
     assert_eq!(system.job(&alpha)["state"], "pending");
+}
+
+#[test]
+fn a_donor_killed_mid_release_resumes_the_move_after_its_restart_and_loses_no_job() {
+    // Every Release answer is held back 2 s after its batch is durable: the test kills
+    // alpha in that window (the restarted alpha is slowed the same way, and answers).
+    let system = System::start_with_env(
+        "moves-donor-crash",
+        CONFIG,
+        &[],
+        &[(
+            shardsched_proto::failpoint::FAILPOINTS_VAR,
+            "shard.release.before_answer=sleep(2000)",
+        )],
+    );
+    let ids: Vec<String> = (0..4)
+        .map(|_| system.submit(&["-N", "1", "-t", "10", "--", "app"]))
+        .collect();
+    for id in &ids {
+        system.wait_state(id, "running");
+    }
+    let on_node3 = ids
+        .iter()
+        .find(|id| system.job(id)["nodes"] == "node3")
+        .cloned()
+        .expect("a job on node3");
+    let before = system.child_pid("alpha");
+    move_nodes(&system, &["node3"], "beta");
+    assert!(wait_for(|| last(
+        &transitions(&system, "alpha"),
+        "node3",
+        "down"
+    )
+    .is_some()));
+    rustix::process::kill_process(harness::pid(before), rustix::process::Signal::KILL).unwrap();
+    // Back (restarted by `up`), with the job on node3 still there.
+    assert!(wait_for(|| {
+        system.child_pid_opt("alpha").is_some_and(|p| p != before)
+            && listed(&system, &on_node3)
+                .is_some_and(|row| row["state"] == "running" || row["state"] == "completed")
+    }));
+    start_queue(&system, "beta");
+    for id in &ids {
+        system.wait_state(id, "completed");
+    }
+    assert!(wait_for(|| {
+        let row = node_row(&system, "node3");
+        row["queue"] == "beta" && row["state"] == "up"
+    }));
+    let donor = transitions(&system, "alpha");
+    let recipient = transitions(&system, "beta");
+    let released = last(&donor, "node3", "released").expect("alpha released node3");
+    let up = last(&recipient, "node3", "up").expect("beta brought node3 up");
+    assert!(released < up, "{donor:?} {recipient:?}");
+    // The job on node3 ran to its end: it ended after its full 10 s.
+    let row = system.job(&on_node3);
+    let ran = row["end_ms"].as_u64().unwrap() - row["start_ms"].as_u64().unwrap();
+    assert!(ran >= 10_000, "{row:#}");
+}
+
+#[test]
+fn a_recipient_killed_mid_acquire_gets_the_node_after_its_restart() {
+    let system = System::start_with_env(
+        "moves-recipient-crash",
+        CONFIG,
+        &[],
+        &[(
+            shardsched_proto::failpoint::FAILPOINTS_VAR,
+            "shard.acquire.before_answer=sleep(2000)",
+        )],
+    );
+    let before = system.child_pid("beta");
+    move_nodes(&system, &["node3"], "beta");
+    assert!(wait_for(|| last(
+        &transitions(&system, "beta"),
+        "node3",
+        "up"
+    )
+    .is_some()));
+    rustix::process::kill_process(harness::pid(before), rustix::process::Signal::KILL).unwrap();
+    assert!(wait_for(|| {
+        system.child_pid_opt("beta").is_some_and(|p| p != before)
+            && node_row(&system, "node3")["state"] == "up"
+    }));
+    let row = node_row(&system, "node3");
+    assert_eq!(row["queue"], "beta");
+    let donor = transitions(&system, "alpha");
+    let recipient = transitions(&system, "beta");
+    let released = last(&donor, "node3", "released").expect("released");
+    let first_up = recipient
+        .iter()
+        .find(|l| l.node == "node3" && l.kind == "up")
+        .expect("up")
+        .at_ns;
+    assert!(released < first_up);
+    // The restarted beta said its nodes went down with the process, then up again.
+    let node3: Vec<&str> = recipient
+        .iter()
+        .filter(|l| l.node == "node3")
+        .map(|l| l.kind.as_str())
+        .collect();
+    assert_eq!(node3.first(), Some(&"up"));
+    assert_eq!(node3.last(), Some(&"up"), "{node3:?}");
+    // alpha never uses it again.
+    let job = system.submit(&["-N", "4", "-t", "5", "--", "app"]);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(system.job(&job)["state"], "pending");
 }

@@ -57,6 +57,17 @@ impl System {
 
     /// Starts `up` with configuration `config` and `extra` arguments.
     pub fn start_with(name: &str, config_text: &str, extra: &[&str]) -> System {
+        System::start_with_env(name, config_text, extra, &[])
+    }
+
+    /// As [`System::start_with`], with environment variables for `up` and its children
+    /// (e.g. `SHARDSCHED_FAILPOINTS`).
+    pub fn start_with_env(
+        name: &str,
+        config_text: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> System {
         let dir = std::env::temp_dir().join(format!(
             "shardsched-{name}-{}-{}",
             std::process::id(),
@@ -69,6 +80,7 @@ impl System {
         let config = dir.join("config.toml");
         std::fs::write(&config, config_text).unwrap();
         let mut up = Command::new(EXE)
+            .envs(env.iter().copied())
             .arg("up")
             .args(extra)
             .arg("--config")
@@ -225,13 +237,18 @@ impl System {
         }
     }
 
-    /// The pid of `up`'s child whose command line has `word` (`coordinator`, or a queue).
-    pub fn child_pid(&self, word: &str) -> u32 {
-        let up = self.up.as_ref().unwrap().id();
+    /// The pid of `up`'s child whose command line has `word`, if there is one now.
+    pub fn child_pid_opt(&self, word: &str) -> Option<u32> {
+        let up = self.up.as_ref()?.id();
         children_of(up)
             .into_iter()
             .find(|(_, cmdline)| cmdline.iter().any(|a| a == word))
             .map(|(pid, _)| pid)
+    }
+
+    /// The pid of `up`'s child whose command line has `word` (`coordinator`, or a queue).
+    pub fn child_pid(&self, word: &str) -> u32 {
+        self.child_pid_opt(word)
             .unwrap_or_else(|| panic!("no child of up with {word:?} in its command line"))
     }
 
