@@ -22,7 +22,7 @@ use harness::{System, wait_for};
 use serde_json::Value;
 use shardsched_proto::msg::client_coord::{self, QueueAction};
 use shardsched_proto::{Credentials, Role, Session};
-use shardsched_shard::driver::transitions::{LogLine, TRANSITIONS_FILE, parse_log};
+use shardsched_shard::driver::transitions::{LogLine, TRANSITIONS_FILE, check_logs, parse_log};
 
 /// alpha owns node[0-3]; beta (stopped) defines node[3-7] and so owns node[4-7].
 const CONFIG: &str = r#"
@@ -194,6 +194,7 @@ fn a_busy_node_moves_after_its_job_and_a_waiting_job_starts_right_after() {
 
     let donor = transitions(&system, "alpha");
     let recipient = transitions(&system, "beta");
+    check_logs(&[donor.clone(), recipient.clone()]).unwrap();
     let released = last(&donor, "node3", "released").expect("alpha logged the release");
     let down = last(&donor, "node3", "down").expect("alpha logged node3 down");
     let up = last(&recipient, "node3", "up").expect("beta logged node3 up");
@@ -218,8 +219,10 @@ fn a_move_of_idle_nodes_completes_at_once() {
         let row = node_row(&system, "node3");
         row["queue"] == "beta" && row["state"] == "up"
     }));
-    let released = last(&transitions(&system, "alpha"), "node3", "released").expect("released");
-    let up = last(&transitions(&system, "beta"), "node3", "up").expect("up");
+    let (donor, recipient) = (transitions(&system, "alpha"), transitions(&system, "beta"));
+    check_logs(&[donor.clone(), recipient.clone()]).unwrap();
+    let released = last(&donor, "node3", "released").expect("released");
+    let up = last(&recipient, "node3", "up").expect("up");
     assert!(released < up);
     // beta schedules on it once started; alpha no longer does.
     start_queue(&system, "beta");
@@ -279,6 +282,7 @@ fn a_donor_killed_mid_release_resumes_the_move_after_its_restart_and_loses_no_jo
     }));
     let donor = transitions(&system, "alpha");
     let recipient = transitions(&system, "beta");
+    check_logs(&[donor.clone(), recipient.clone()]).unwrap();
     let released = last(&donor, "node3", "released").expect("alpha released node3");
     let up = last(&recipient, "node3", "up").expect("beta brought node3 up");
     assert!(released < up, "{donor:?} {recipient:?}");
@@ -316,6 +320,7 @@ fn a_recipient_killed_mid_acquire_gets_the_node_after_its_restart() {
     assert_eq!(row["queue"], "beta");
     let donor = transitions(&system, "alpha");
     let recipient = transitions(&system, "beta");
+    check_logs(&[donor.clone(), recipient.clone()]).unwrap();
     let released = last(&donor, "node3", "released").expect("released");
     let first_up = recipient
         .iter()
