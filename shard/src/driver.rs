@@ -109,6 +109,8 @@ pub async fn run(
     options: ShardOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), DriverError> {
+    // Failpoint entries scoped `<queue>/shard.…` fire in this shard only.
+    shardsched_proto::failpoint::set_scope(&options.queue);
     let creds = load_credentials(&options.state_dir, &options.queue)?;
     let (journal, restored) = open_journal(&options.state_dir)?;
     let endpoint = tls::server_endpoint(&creds, options.listen)?;

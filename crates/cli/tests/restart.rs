@@ -7,28 +7,24 @@
 //!   submits were streaming in (the answers wait for their batch's journal commit);
 //! - a shard whose journal is damaged refuses to start, exits non-zero, and names the file.
 //!
-//! The harness is a trimmed copy of tests/system.rs's (`up` in a fresh directory, driven
-//! through the `shardsched` commands and their `--json` output).
+//! They use the whole-system harness (tests/harness), with a one-queue cluster of their own.
 
 #![allow(clippy::unwrap_used)]
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+mod harness;
 
-use rustix::process::{Pid, Signal, kill_process};
+use harness::{EXE, System, UP_TIMEOUT, WAIT_TIMEOUT, creds_in, now_ms, pid, wait_for};
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rustix::process::{Signal, kill_process};
 use serde_json::Value;
 use shardsched_proto::msg::client_coord;
 use shardsched_proto::msg::client_shard::{self, IdempotencyKey, Submit};
-use shardsched_proto::{Credentials, Role, Session};
+use shardsched_proto::{Role, Session};
 
-const EXE: &str = env!("CARGO_BIN_EXE_shardsched");
-/// How long `up` may take to be ready (a debug build, on a loaded 2-core machine).
-const UP_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long a test waits for jobs to reach a state.
-const JOBS_TIMEOUT: Duration = Duration::from_secs(60);
 /// Sim time runs this much faster than real time.
 const TIME_SCALE: u64 = 10;
 
@@ -52,226 +48,49 @@ default_duration = "10s"
 max_duration = "2h"
 "#;
 
-struct System {
-    up: Option<Child>,
-    dir: PathBuf,
+/// Starts `up` over [`CONFIG`], with a fast sim clock and finished jobs kept 2 h.
+fn start(name: &str) -> System {
+    let scale = TIME_SCALE.to_string();
+    System::start_with(name, CONFIG, &["--time-scale", &scale, "--retention", "2h"])
 }
 
-impl System {
-    fn start(name: &str) -> System {
-        let dir = std::env::temp_dir().join(format!(
-            "shardsched-restart-{name}-{}-{}",
-            std::process::id(),
-            now_ms()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let config = dir.join("config.toml");
-        std::fs::write(&config, CONFIG).unwrap();
-        let mut up = Command::new(EXE)
-            .args([
-                "up",
-                "--time-scale",
-                &TIME_SCALE.to_string(),
-                "--retention",
-                "2h",
-            ])
-            .arg("--config")
-            .arg(&config)
-            .arg("--dir")
-            .arg(dir.join("state"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(dir.join("up.stderr")).unwrap())
-            .spawn()
-            .unwrap();
-        let stdout = up.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            let mut tx = Some(tx);
-            for line in std::io::BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if line.starts_with("shardsched is up")
-                    && let Some(tx) = tx.take()
-                {
-                    let _ = tx.send(());
-                }
-            }
-        });
-        let system = System { up: Some(up), dir };
-        assert!(
-            rx.recv_timeout(UP_TIMEOUT).is_ok(),
-            "`shardsched up` was not ready; its stderr: {}",
-            std::fs::read_to_string(system.dir.join("up.stderr")).unwrap_or_default()
-        );
-        system
-    }
+/// Submits to alpha; returns the id.
+fn submit(system: &System, args: &[&str]) -> String {
+    let mut all = vec!["-q", "alpha"];
+    all.extend_from_slice(args);
+    system.submit(&all)
+}
 
-    fn state(&self) -> PathBuf {
-        self.dir.join("state")
+/// Every job of alpha (finished ones too), by id; `None` while alpha's shard does not
+/// answer.
+fn try_jobs(system: &System) -> Option<BTreeMap<String, Value>> {
+    let out = system.cli(&["jobs", "-A", "-a", "-q", "alpha", "--json"]);
+    if !out.status.success() {
+        return None;
     }
-
-    fn cli(&self, args: &[&str]) -> Output {
-        Command::new(EXE)
-            .args(args)
-            .env("SHARDSCHED_DIR", self.state())
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.cli(args);
-        assert!(
-            out.status.success(),
-            "shardsched {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    fn submit(&self, args: &[&str]) -> String {
-        let mut all = vec!["submit", "-q", "alpha"];
-        all.extend_from_slice(args);
-        self.ok(&all).trim().to_owned()
-    }
-
-    /// Every job of alpha (finished ones too), by id; `None` while alpha's shard does not
-    /// answer.
-    fn try_jobs(&self) -> Option<BTreeMap<String, Value>> {
-        let out = self.cli(&["jobs", "-A", "-a", "-q", "alpha", "--json"]);
-        if !out.status.success() {
-            return None;
-        }
-        match serde_json::from_slice(&out.stdout) {
-            Ok(Value::Array(rows)) => Some(
-                rows.into_iter()
-                    .map(|j| (j["id"].as_str().unwrap().to_owned(), j))
-                    .collect(),
-            ),
-            _ => None,
-        }
-    }
-
-    fn wait_jobs(
-        &self,
-        what: &str,
-        done: impl Fn(&BTreeMap<String, Value>) -> bool,
-    ) -> BTreeMap<String, Value> {
-        let deadline = Instant::now() + JOBS_TIMEOUT;
-        loop {
-            if let Some(jobs) = self.try_jobs()
-                && done(&jobs)
-            {
-                return jobs;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}; jobs: {:#?}",
-                self.try_jobs()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn up_pid(&self) -> u32 {
-        self.up.as_ref().unwrap().id()
-    }
-
-    /// The pid of `up`'s child with `word` in its command line.
-    fn child_pid(&self, word: &str) -> Option<u32> {
-        children_of(self.up_pid())
-            .into_iter()
-            .find(|(_, cmdline)| cmdline.iter().any(|a| a == word))
-            .map(|(pid, _)| pid)
-    }
-
-    fn address(&self) -> SocketAddr {
-        std::fs::read_to_string(self.state().join("coordinator/address"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap()
-    }
-
-    fn stop(&mut self) {
-        let Some(mut up) = self.up.take() else {
-            return;
-        };
-        let children: Vec<u32> = children_of(up.id()).into_iter().map(|(p, _)| p).collect();
-        let _ = kill_process(pid(up.id()), Signal::TERM);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = up.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = up.kill();
-        let _ = up.wait();
-        for p in children {
-            let _ = kill_process(pid(p), Signal::KILL);
-        }
+    match serde_json::from_slice(&out.stdout) {
+        Ok(Value::Array(rows)) => Some(
+            rows.into_iter()
+                .map(|j| (j["id"].as_str().unwrap().to_owned(), j))
+                .collect(),
+        ),
+        _ => None,
     }
 }
 
-impl Drop for System {
-    fn drop(&mut self) {
-        self.stop();
-        if std::thread::panicking() {
-            eprintln!("test state kept in {}", self.dir.display());
-        } else {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
-    }
-}
-
-fn pid(p: u32) -> Pid {
-    Pid::from_raw(p as i32).unwrap()
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
-}
-
-/// Live children of `parent`, with their command lines.
-fn children_of(parent: u32) -> Vec<(u32, Vec<String>)> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(p) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
-            continue;
-        };
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        if fields.len() < 2 || fields[0] == "Z" || fields[1].parse::<u32>() != Ok(parent) {
-            continue;
-        }
-        let cmdline = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
-        let args = cmdline
-            .split(|&b| b == 0)
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect();
-        out.push((p, args));
-    }
-    out
-}
-
-fn creds_in(dir: &Path) -> Credentials {
-    Credentials::load(
-        &dir.join("ca.pem"),
-        &dir.join("cert.pem"),
-        &dir.join("key.pem"),
-    )
-    .unwrap()
+/// Waits until `done` holds for alpha's jobs (riding out the shard's restart).
+fn wait_jobs(
+    system: &System,
+    what: &str,
+    done: impl Fn(&BTreeMap<String, Value>) -> bool,
+) -> BTreeMap<String, Value> {
+    let mut jobs = None;
+    let found = wait_for(|| {
+        jobs = try_jobs(system);
+        jobs.as_ref().is_some_and(&done)
+    });
+    assert!(found, "timed out waiting for {what}; jobs: {jobs:#?}");
+    jobs.unwrap()
 }
 
 /// A session with alpha's shard (and its endpoint, which must outlive it).
@@ -338,18 +157,18 @@ fn num(job: &Value, field: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_shard_restarts_from_its_journal_without_losing_or_duplicating_jobs() {
-    let system = System::start("kill");
+    let system = start("kill");
     // Two 100 s jobs (10 s of real time) fill the 4 nodes; fcfs keeps the rest waiting.
     let running: Vec<String> = (0..2)
-        .map(|_| system.submit(&["-N", "2", "-t", "100", "--", "sleep"]))
+        .map(|_| submit(&system, &["-N", "2", "-t", "100", "--", "sleep"]))
         .collect();
     let pending = [
-        system.submit(&["-N", "4", "-t", "10", "--", "sleep"]),
-        system.submit(&["-N", "1", "-t", "10", "--", "sleep"]),
+        submit(&system, &["-N", "4", "-t", "10", "--", "sleep"]),
+        submit(&system, &["-N", "1", "-t", "10", "--", "sleep"]),
     ];
     let (keyed, duplicate) = submit_with_key(&system, 7, 10).await;
     assert!(!duplicate);
-    let before = system.wait_jobs("two running jobs", |jobs| {
+    let before = wait_jobs(&system, "two running jobs", |jobs| {
         running.iter().all(|id| jobs[id]["state"] == "running")
     });
     assert_eq!(before.len(), 5, "{before:#?}");
@@ -357,16 +176,18 @@ async fn a_killed_shard_restarts_from_its_journal_without_losing_or_duplicating_
         assert_eq!(before[id]["state"], "pending", "{id}: {:#?}", before[id]);
     }
 
-    let shard = system.child_pid("alpha").expect("alpha's shard");
+    let shard = system.try_child_pid("alpha").expect("alpha's shard");
     kill_process(pid(shard), Signal::KILL).unwrap();
     let killed_ms = now_ms();
     // `up` restarts it from the same state directory; wait for the new process to answer.
     let deadline = Instant::now() + UP_TIMEOUT;
-    while system.child_pid("alpha").is_none_or(|p| p == shard) {
+    while system.try_child_pid("alpha").is_none_or(|p| p == shard) {
         assert!(Instant::now() < deadline, "alpha's shard was not restarted");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let after = system.wait_jobs("the restarted shard to answer", |jobs| !jobs.is_empty());
+    let after = wait_jobs(&system, "the restarted shard to answer", |jobs| {
+        !jobs.is_empty()
+    });
 
     // Nothing lost, nothing duplicated, nothing changed.
     assert_eq!(
@@ -392,10 +213,10 @@ async fn a_killed_shard_restarts_from_its_journal_without_losing_or_duplicating_
     }
     // A retried submit after the restart is the same job; a new one gets a new id.
     assert_eq!(submit_with_key(&system, 7, 10).await, (keyed.clone(), true));
-    let fresh = system.submit(&["-n", "1", "-t", "1", "--", "true"]);
+    let fresh = submit(&system, &["-n", "1", "-t", "1", "--", "true"]);
     assert!(!before.contains_key(&fresh), "{fresh} reused an id");
 
-    let done = system.wait_jobs("every job to complete", |jobs| {
+    let done = wait_jobs(&system, "every job to complete", |jobs| {
         jobs.values().all(|j| j["state"] == "completed")
     });
     assert_eq!(done.len(), 6, "{done:#?}");
@@ -427,9 +248,9 @@ async fn a_killed_shard_restarts_from_its_journal_without_losing_or_duplicating_
 
 #[test]
 fn a_shard_with_a_damaged_journal_refuses_to_start_and_names_the_file() {
-    let mut system = System::start("damaged");
-    let id = system.submit(&["-N", "1", "-t", "100", "--", "sleep"]);
-    system.wait_jobs("the job to run", |jobs| {
+    let mut system = start("damaged");
+    let id = submit(&system, &["-N", "1", "-t", "100", "--", "sleep"]);
+    wait_jobs(&system, "the job to run", |jobs| {
         jobs.get(&id).is_some_and(|j| j["state"] == "running")
     });
     let address = system.address().to_string();
@@ -489,7 +310,7 @@ async fn every_submit_acknowledged_before_a_kill_is_there_after_the_restart() {
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::sync::{Arc, Mutex};
 
-    let system = System::start("acked");
+    let system = start("acked");
     let (_endpoint, session) = alpha_session(&system).await;
     let acked = Arc::new(Mutex::new(Vec::<String>::new()));
     let stop = Arc::new(AtomicBool::new(false));
@@ -518,7 +339,7 @@ async fn every_submit_acknowledged_before_a_kill_is_there_after_the_restart() {
         }));
     }
     // Kill the shard while the submits stream in.
-    let deadline = Instant::now() + JOBS_TIMEOUT;
+    let deadline = Instant::now() + WAIT_TIMEOUT;
     while acked.lock().unwrap().len() < 300 {
         assert!(
             Instant::now() < deadline,
@@ -526,7 +347,7 @@ async fn every_submit_acknowledged_before_a_kill_is_there_after_the_restart() {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let shard = system.child_pid("alpha").expect("alpha's shard");
+    let shard = system.try_child_pid("alpha").expect("alpha's shard");
     kill_process(pid(shard), Signal::KILL).unwrap();
     stop.store(true, Ordering::Relaxed);
     for worker in workers {
@@ -534,11 +355,13 @@ async fn every_submit_acknowledged_before_a_kill_is_there_after_the_restart() {
     }
     let acked: Vec<String> = acked.lock().unwrap().clone();
     let deadline = Instant::now() + UP_TIMEOUT;
-    while system.child_pid("alpha").is_none_or(|p| p == shard) {
+    while system.try_child_pid("alpha").is_none_or(|p| p == shard) {
         assert!(Instant::now() < deadline, "alpha's shard was not restarted");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let jobs = system.wait_jobs("the restarted shard to answer", |jobs| !jobs.is_empty());
+    let jobs = wait_jobs(&system, "the restarted shard to answer", |jobs| {
+        !jobs.is_empty()
+    });
     let lost: Vec<&String> = acked.iter().filter(|id| !jobs.contains_key(*id)).collect();
     assert!(
         lost.is_empty(),

@@ -16,53 +16,32 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod harness;
+
+use harness::{EXE, System, UP_TIMEOUT, alive, children_of, creds_in, pid, two_queues};
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::PathBuf;
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use rustix::process::{Pid, Signal, kill_process};
+use rustix::process::{Signal, kill_process};
 use serde_json::Value;
 use shardsched_proto::msg::client_coord::{self, QueueAction};
 use shardsched_proto::msg::client_shard::{self, IdempotencyKey, Submit};
 use shardsched_proto::msg::{JobsQuery, RefusalCode, RouteTable, UserFilter};
 use shardsched_proto::{Ca, Credentials, Error, HandshakeFailure, Role, Session, StreamCode};
 
-const EXE: &str = env!("CARGO_BIN_EXE_shardsched");
-/// How long `up` may take to be ready (a debug build, on a loaded 2-core machine).
-const UP_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long a test waits for jobs to reach a state.
-const JOBS_TIMEOUT: Duration = Duration::from_secs(30);
 /// Sim time runs this much faster than real time: a 10 s job takes 1 s.
 const TIME_SCALE: &str = "10";
 
-/// Two queues over disjoint halves of an 8-node cluster (1 socket × 4 cores per node).
-const CONFIG: &str = r#"
-default_queue = "alpha"
-
-[cluster.inline]
-name = "tiny"
-
-[[cluster.inline.nodes]]
-hosts = "node[0-7]"
-sockets = 1
-cores_per_socket = 4
-
-[queues.alpha]
-nodes = "node[0-3]"
-policy = "fcfs"
-default_duration = "10s"
-max_duration = "2h"
-
-[queues.beta]
-nodes = "node[4-7]"
-policy = "easy"
-default_duration = "10s"
-max_duration = "2h"
-"#;
+/// The system the tests start: [`harness::two_queues`] with 10 s default durations.
+fn start(name: &str) -> System {
+    System::start_with(name, &two_queues("10s"), &["--time-scale", TIME_SCALE])
+}
 
 fn definition(queue: &str) -> BTreeSet<String> {
     let range = match queue {
@@ -73,293 +52,6 @@ fn definition(queue: &str) -> BTreeSet<String> {
     range.map(|i| format!("node{i}")).collect()
 }
 
-// ---------------------------------------------------------------------------------------
-// The harness.
-
-/// A running `shardsched up` in its own directory.
-struct System {
-    up: Option<Child>,
-    dir: PathBuf,
-}
-
-impl System {
-    /// Starts `up` with the test configuration and waits until it says it is up.
-    fn start(name: &str) -> System {
-        let dir = std::env::temp_dir().join(format!(
-            "shardsched-system-{name}-{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let config = dir.join("config.toml");
-        std::fs::write(&config, CONFIG).unwrap();
-        let mut up = Command::new(EXE)
-            .args(["up", "--time-scale", TIME_SCALE, "--config"])
-            .arg(&config)
-            .arg("--dir")
-            .arg(dir.join("state"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(dir.join("up.stderr")).unwrap())
-            .spawn()
-            .unwrap();
-        let stdout = up.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            let mut tx = Some(tx);
-            for line in std::io::BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if line.starts_with("shardsched is up")
-                    && let Some(tx) = tx.take()
-                {
-                    let _ = tx.send(());
-                }
-            }
-        });
-        let system = System { up: Some(up), dir };
-        if rx.recv_timeout(UP_TIMEOUT).is_err() {
-            panic!(
-                "`shardsched up` was not ready within {} s; its stderr: {}; logs in {}",
-                UP_TIMEOUT.as_secs(),
-                std::fs::read_to_string(system.dir.join("up.stderr")).unwrap_or_default(),
-                system.state().join("logs").display()
-            );
-        }
-        system
-    }
-
-    fn state(&self) -> PathBuf {
-        self.dir.join("state")
-    }
-
-    fn up_pid(&self) -> u32 {
-        self.up.as_ref().unwrap().id()
-    }
-
-    /// Runs `shardsched ARGS` against this system.
-    fn cli(&self, args: &[&str]) -> Output {
-        self.cli_in(&self.state(), args)
-    }
-
-    /// Runs `shardsched ARGS` with `SHARDSCHED_DIR=dir`.
-    fn cli_in(&self, dir: &Path, args: &[&str]) -> Output {
-        Command::new(EXE)
-            .args(args)
-            .env("SHARDSCHED_DIR", dir)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    }
-
-    /// Runs a command that must succeed; returns its stdout.
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.cli(args);
-        assert!(
-            out.status.success(),
-            "shardsched {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    fn json(&self, args: &[&str]) -> Vec<Value> {
-        let text = self.ok(args);
-        match serde_json::from_str(&text) {
-            Ok(Value::Array(rows)) => rows,
-            other => panic!("shardsched {} printed {other:?}", args.join(" ")),
-        }
-    }
-
-    /// Submits; returns the job id printed.
-    fn submit(&self, args: &[&str]) -> String {
-        let mut all = vec!["submit"];
-        all.extend_from_slice(args);
-        let id = self.ok(&all);
-        let id = id.trim();
-        assert!(
-            !id.is_empty() && !id.contains('\n'),
-            "submit printed {id:?}"
-        );
-        id.to_owned()
-    }
-
-    fn jobs(&self) -> Vec<Value> {
-        self.json(&["jobs", "-A", "-a", "--json"])
-    }
-
-    fn job(&self, id: &str) -> Value {
-        self.jobs()
-            .into_iter()
-            .find(|j| j["id"] == id)
-            .unwrap_or_else(|| panic!("job {id} is not listed"))
-    }
-
-    fn resources(&self) -> Vec<Value> {
-        self.json(&["resource", "list", "--json"])
-    }
-
-    /// Waits until `done` holds for the job list.
-    fn wait_jobs(&self, what: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-        let deadline = Instant::now() + JOBS_TIMEOUT;
-        loop {
-            let jobs = self.jobs();
-            if done(&jobs) {
-                return jobs;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}; jobs: {jobs:#?}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn wait_state(&self, id: &str, state: &str) -> Value {
-        let jobs = self.wait_jobs(&format!("{id} to be {state}"), |jobs| {
-            jobs.iter().any(|j| j["id"] == id && j["state"] == state)
-        });
-        jobs.into_iter().find(|j| j["id"] == id).unwrap()
-    }
-
-    fn address(&self) -> SocketAddr {
-        std::fs::read_to_string(self.state().join("coordinator/address"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap()
-    }
-
-    /// The admin credentials `up` issued.
-    fn admin(&self) -> Credentials {
-        creds_in(&self.state().join("client"))
-    }
-
-    /// A user certificate `name`, in a client directory of its own (with the address).
-    fn user_dir(&self, name: &str) -> PathBuf {
-        let dir = self.dir.join(format!("user-{name}"));
-        let out = Command::new(EXE)
-            .args([
-                "cert",
-                "issue",
-                "--role",
-                "user",
-                "--name",
-                name,
-                "--state-dir",
-            ])
-            .arg(self.state().join("coordinator"))
-            .arg("--out")
-            .arg(dir.join("client"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "cert issue: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        std::fs::create_dir_all(dir.join("coordinator")).unwrap();
-        std::fs::copy(
-            self.state().join("coordinator/address"),
-            dir.join("coordinator/address"),
-        )
-        .unwrap();
-        dir
-    }
-
-    /// The pid of `up`'s child whose command line has `word` (`coordinator`, or a queue).
-    fn child_pid(&self, word: &str) -> u32 {
-        children_of(self.up_pid())
-            .into_iter()
-            .find(|(_, cmdline)| cmdline.iter().any(|a| a == word))
-            .map(|(pid, _)| pid)
-            .unwrap_or_else(|| panic!("no child of up with {word:?} in its command line"))
-    }
-
-    /// Stops `up` with SIGTERM and returns whether it exited 0 with no child left behind.
-    fn stop(&mut self) -> (bool, Vec<u32>) {
-        let Some(mut up) = self.up.take() else {
-            return (false, Vec::new());
-        };
-        let children: Vec<u32> = children_of(up.id()).into_iter().map(|(p, _)| p).collect();
-        let _ = kill_process(pid(up.id()), Signal::TERM);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let mut status = None;
-        while Instant::now() < deadline {
-            if let Ok(Some(s)) = up.try_wait() {
-                status = Some(s);
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        if status.is_none() {
-            let _ = up.kill();
-            let _ = up.wait();
-        }
-        let survivors: Vec<u32> = children.into_iter().filter(|&p| alive(p)).collect();
-        for &p in &survivors {
-            let _ = kill_process(pid(p), Signal::KILL);
-        }
-        (status.is_some_and(|s| s.success()), survivors)
-    }
-}
-
-impl Drop for System {
-    fn drop(&mut self) {
-        self.stop();
-        if std::thread::panicking() {
-            eprintln!("test state kept in {}", self.dir.display());
-        } else {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
-    }
-}
-
-fn pid(p: u32) -> Pid {
-    Pid::from_raw(p as i32).unwrap()
-}
-
-fn alive(p: u32) -> bool {
-    // A zombie has exited; only its parent's wait is missing.
-    match std::fs::read_to_string(format!("/proc/{p}/stat")) {
-        Ok(stat) => !stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
-}
-
-/// Live children of `parent`, with their command lines.
-fn children_of(parent: u32) -> Vec<(u32, Vec<String>)> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(p) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
-            continue;
-        };
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        if fields.len() < 2 || fields[0] == "Z" || fields[1].parse::<u32>() != Ok(parent) {
-            continue;
-        }
-        let cmdline = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
-        let args = cmdline
-            .split(|&b| b == 0)
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect();
-        out.push((p, args));
-    }
-    out
-}
-
 /// A memory figure of a process from `/proc/PID/status` (`VmRSS`, `VmSize`), in KiB.
 fn mem_kib(p: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{p}/status")).unwrap();
@@ -368,15 +60,6 @@ fn mem_kib(p: u32, field: &str) -> u64 {
         .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap()
-}
-
-fn creds_in(dir: &Path) -> Credentials {
-    Credentials::load(
-        &dir.join("ca.pem"),
-        &dir.join("cert.pem"),
-        &dir.join("key.pem"),
-    )
-    .unwrap()
 }
 
 fn endpoint(creds: &Credentials) -> quinn::Endpoint {
@@ -607,7 +290,7 @@ fn hostlists_expand() {
 
 #[test]
 fn jobs_in_two_queues_run_in_parallel_on_their_own_nodes_complete_and_free() {
-    let mut system = System::start("parallel");
+    let mut system = start("parallel");
     let checker = Checker::start(system.state());
     // Each queue gets whole-node jobs (two waves on its 4 nodes) and core-sized ones.
     let submit_all = |queue: &'static str| {
@@ -696,7 +379,7 @@ fn jobs_in_two_queues_run_in_parallel_on_their_own_nodes_complete_and_free() {
 
 #[test]
 fn cancelling_a_running_job_frees_its_nodes() {
-    let system = System::start("cancel");
+    let system = start("cancel");
     let big = system.submit(&["-q", "alpha", "-N", "4", "-t", "1h", "--", "sleep", "3600"]);
     let running = system.wait_state(&big, "running");
     assert_eq!(running["nodes"], "node[0-3]");
@@ -732,7 +415,7 @@ fn cancelling_a_running_job_frees_its_nodes() {
 
 #[test]
 fn a_job_that_can_never_fit_its_queue_is_denied_with_the_reason() {
-    let system = System::start("deny");
+    let system = start("deny");
     // beta has 4 nodes; the cluster has 8.
     let out = system.cli(&["submit", "-q", "beta", "-N", "5", "--", "hostname"]);
     assert!(!out.status.success(), "submit must fail");
@@ -753,7 +436,7 @@ fn a_job_that_can_never_fit_its_queue_is_denied_with_the_reason() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_submit_with_the_same_key_makes_one_job() {
-    let system = System::start("idempotent");
+    let system = start("idempotent");
     let creds = system.admin();
     let endpoint = endpoint(&creds);
     let coord = coordinator(&endpoint, system.address()).await;
@@ -828,7 +511,7 @@ async fn a_retried_submit_with_the_same_key_makes_one_job() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_without_the_right_certificate_or_authority_are_refused() {
-    let system = System::start("security");
+    let system = start("security");
     let addr = system.address();
     let admin = system.admin();
 
@@ -948,7 +631,7 @@ async fn clients_without_the_right_certificate_or_authority_are_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_four_gib_frame_header_is_refused_without_the_coordinator_growing() {
-    let system = System::start("bigframe");
+    let system = start("bigframe");
     let coordinator_pid = system.child_pid("coordinator");
     let endpoint = endpoint(&system.admin());
     let session = coordinator(&endpoint, system.address()).await;
@@ -983,7 +666,7 @@ async fn a_four_gib_frame_header_is_refused_without_the_coordinator_growing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_on_a_stream_resets_that_stream_and_the_processes_keep_serving() {
-    let system = System::start("garbage");
+    let system = start("garbage");
     let coordinator_pid = system.child_pid("coordinator");
     let shard_pid = system.child_pid("alpha");
     let endpoint = endpoint(&system.admin());
@@ -1031,7 +714,7 @@ async fn garbage_on_a_stream_resets_that_stream_and_the_processes_keep_serving()
 
 #[test]
 fn up_restarts_a_shard_that_dies() {
-    let system = System::start("restart");
+    let system = start("restart");
     let before = system.child_pid("beta");
     kill_process(pid(before), Signal::KILL).unwrap();
     // A new shard for beta comes back and registers; submits reach it.
@@ -1066,7 +749,7 @@ fn up_restarts_a_shard_that_dies() {
 
 #[test]
 fn a_coordinator_killed_and_restarted_loses_nothing_and_submits_wait_it_out() {
-    let system = System::start("coordinator-restart");
+    let system = start("coordinator-restart");
     // alpha (fcfs): one job holding every node, one waiting behind it.
     let running = system.submit(&["-q", "alpha", "-N", "4", "-t", "30", "--", "sleep", "30"]);
     system.wait_state(&running, "running");
@@ -1087,7 +770,7 @@ fn a_coordinator_killed_and_restarted_loses_nothing_and_submits_wait_it_out() {
     // The shards re-registered: both queues are online again, and no job was lost.
     let deadline = Instant::now() + UP_TIMEOUT;
     loop {
-        let queues = system.json(&["queue", "list", "--json"]);
+        let queues = system.rows(&["queue", "list", "--json"]);
         if queues.iter().all(|q| q["online"] == true) {
             break;
         }

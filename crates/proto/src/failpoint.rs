@@ -16,6 +16,16 @@
 //! once, at the first hit; a malformed entry is reported on stderr, naming it, and ignored
 //! (a failpoint never takes a process down by being misspelt).
 //!
+//! Two more knobs make them usable under `shardsched up`, whose children all inherit the
+//! same environment and are restarted when they die:
+//!
+//! - **Scope.** A process names itself once ([`set_scope`]: `coordinator`, or the shard's
+//!   queue). An entry `SCOPE/NAME=ACTION` fires only in that process (`beta/shard.acquire.
+//!   before_up=exit` crashes beta's shard, not alpha's); an entry without a scope fires in all.
+//! - **Once.** With `SHARDSCHED_FAILPOINTS_ONCE_DIR=DIR`, a point fires at most once across
+//!   processes: before firing it creates `DIR/<scope>.<name>` (create-new), and a point whose
+//!   file exists does not fire. So the process `up` restarts after the crash runs through.
+//!
 //! Names are listed where they are hit; docs/MOVES.md lists the move protocol's.
 
 use std::collections::HashMap;
@@ -25,6 +35,8 @@ use std::time::Duration;
 
 /// The environment variable holding the armed failpoints.
 pub const FAILPOINTS_VAR: &str = "SHARDSCHED_FAILPOINTS";
+/// With this variable set to a directory, each failpoint fires at most once (see above).
+pub const FAILPOINTS_ONCE_DIR_VAR: &str = "SHARDSCHED_FAILPOINTS_ONCE_DIR";
 /// Exit status of a process stopped by an `exit` failpoint.
 pub const FAILPOINT_EXIT_CODE: i32 = 86;
 /// Most failpoints one process arms.
@@ -52,6 +64,14 @@ struct Armed {
     hits: AtomicU64,
 }
 
+static SCOPE: OnceLock<String> = OnceLock::new();
+
+/// Names this process for scoped failpoints (`coordinator`, or a shard's queue). Call once,
+/// before the first [`hit`]; later calls are ignored.
+pub fn set_scope(scope: &str) {
+    let _ = SCOPE.set(scope.to_owned());
+}
+
 fn armed() -> &'static HashMap<String, Armed> {
     static ARMED: OnceLock<HashMap<String, Armed>> = OnceLock::new();
     ARMED.get_or_init(|| match std::env::var(FAILPOINTS_VAR) {
@@ -72,12 +92,27 @@ pub fn hit(name: &str) {
     if points.is_empty() {
         return;
     }
-    let Some(point) = points.get(name) else {
+    let scope = SCOPE.get().map_or("", String::as_str);
+    let scoped = format!("{scope}/{name}");
+    let Some(point) = points.get(&scoped).or_else(|| points.get(name)) else {
         return;
     };
     let n = point.hits.fetch_add(1, Ordering::Relaxed) + 1;
     if point.at_hit.is_some_and(|at| at != n) {
         return;
+    }
+    if point.action != Action::Off
+        && let Some(dir) = std::env::var_os(FAILPOINTS_ONCE_DIR_VAR)
+    {
+        let marker = std::path::Path::new(&dir).join(format!("{scope}.{name}"));
+        let first = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&marker)
+            .and_then(|f| f.sync_all());
+        if first.is_err() {
+            return;
+        }
     }
     match point.action {
         Action::Exit => {

@@ -1,16 +1,19 @@
-//! A small harness for the exec and node-failure whole-system tests: a `shardsched up`
-//! (coordinator + one shard per queue, real processes, real QUIC) in a fresh directory,
-//! driven through the `shardsched` commands and their `--json` output. (tests/system.rs
-//! has its own, larger one.)
+//! The harness of the whole-system tests: a `shardsched up` (coordinator + one shard per
+//! queue, real processes, real QUIC) in a fresh directory, driven through the `shardsched`
+//! commands and their `--json` output, and through the wire where a test must misbehave.
+//! Every process is stopped by [`System`]'s `Drop`, even when a test fails: SIGTERM to `up`
+//! (which stops its children in order), then SIGKILL to anything left.
 
 #![allow(dead_code, clippy::unwrap_used)]
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, kill_process};
 use serde_json::Value;
+use shardsched_proto::Credentials;
 
 pub const EXE: &str = env!("CARGO_BIN_EXE_shardsched");
 /// How long `up` may take to be ready (a debug build, on a loaded 2-core machine).
@@ -18,7 +21,9 @@ pub const UP_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a test waits for something to happen.
 pub const WAIT_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Two queues over disjoint halves of an 8-node cluster (1 socket × 4 cores per node).
+/// Two queues over disjoint halves of an 8-node cluster (1 socket × 4 cores per node):
+/// alpha (fcfs) on node[0-3], beta (easy) on node[4-7], both with a default duration of
+/// 60 s. [`two_queues`] gives the same with another default duration.
 pub const CONFIG: &str = r#"
 default_queue = "alpha"
 
@@ -43,6 +48,14 @@ default_duration = "60s"
 max_duration = "2h"
 "#;
 
+/// [`CONFIG`] with jobs lasting `default_duration` (e.g. `"10s"`) when they give none.
+pub fn two_queues(default_duration: &str) -> String {
+    CONFIG.replace(
+        "default_duration = \"60s\"",
+        &format!("default_duration = \"{default_duration}\""),
+    )
+}
+
 /// A running `shardsched up` in its own directory; stopped (SIGTERM, then SIGKILL) on drop.
 pub struct System {
     up: Option<Child>,
@@ -55,16 +68,16 @@ impl System {
         System::start_with(name, CONFIG, extra)
     }
 
-    /// Starts `up` with configuration `config` and `extra` arguments.
-    pub fn start_with(name: &str, config_text: &str, extra: &[&str]) -> System {
-        System::start_with_env(name, config_text, extra, &[])
+    /// Starts `up` with the configuration `config` and `extra` arguments.
+    pub fn start_with(name: &str, config: &str, extra: &[&str]) -> System {
+        System::start_with_env(name, config, extra, &[])
     }
 
     /// As [`System::start_with`], with environment variables for `up` and its children
     /// (e.g. `SHARDSCHED_FAILPOINTS`).
     pub fn start_with_env(
         name: &str,
-        config_text: &str,
+        config: &str,
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> System {
@@ -77,14 +90,14 @@ impl System {
                 .as_nanos()
         ));
         std::fs::create_dir_all(&dir).unwrap();
-        let config = dir.join("config.toml");
-        std::fs::write(&config, config_text).unwrap();
+        let config_file = dir.join("config.toml");
+        std::fs::write(&config_file, config).unwrap();
         let mut up = Command::new(EXE)
             .envs(env.iter().copied())
             .arg("up")
             .args(extra)
             .arg("--config")
-            .arg(&config)
+            .arg(&config_file)
             .arg("--dir")
             .arg(dir.join("state"))
             .stdin(Stdio::null())
@@ -109,9 +122,10 @@ impl System {
         let system = System { up: Some(up), dir };
         if rx.recv_timeout(UP_TIMEOUT).is_err() {
             panic!(
-                "`shardsched up` was not ready within {} s; its stderr: {}",
+                "`shardsched up` was not ready within {} s; its stderr: {}; logs in {}",
                 UP_TIMEOUT.as_secs(),
                 std::fs::read_to_string(system.dir.join("up.stderr")).unwrap_or_default(),
+                system.state().join("logs").display()
             );
         }
         system
@@ -119,6 +133,25 @@ impl System {
 
     pub fn state(&self) -> PathBuf {
         self.dir.join("state")
+    }
+
+    /// `up`'s pid.
+    pub fn up_pid(&self) -> u32 {
+        self.up.as_ref().unwrap().id()
+    }
+
+    /// The coordinator's address, as it wrote it.
+    pub fn address(&self) -> SocketAddr {
+        std::fs::read_to_string(self.state().join("coordinator/address"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    /// The admin credentials `up` issued.
+    pub fn admin(&self) -> Credentials {
+        creds_in(&self.state().join("client"))
     }
 
     /// A queue's shard state directory.
@@ -209,6 +242,14 @@ impl System {
             .unwrap_or_else(|e| panic!("shardsched {} printed {text:?}: {e}", args.join(" ")))
     }
 
+    /// A command printing a JSON list; its rows.
+    pub fn rows(&self, args: &[&str]) -> Vec<Value> {
+        match self.json(args) {
+            Value::Array(rows) => rows,
+            other => panic!("shardsched {} printed {other:?}", args.join(" ")),
+        }
+    }
+
     /// Submits; returns the job id printed.
     pub fn submit(&self, args: &[&str]) -> String {
         let mut all = vec!["submit"];
@@ -217,10 +258,7 @@ impl System {
     }
 
     pub fn jobs(&self) -> Vec<Value> {
-        match self.json(&["jobs", "-A", "-a", "--json"]) {
-            Value::Array(rows) => rows,
-            other => panic!("jobs printed {other:?}"),
-        }
+        self.rows(&["jobs", "-A", "-a", "--json"])
     }
 
     pub fn job(&self, id: &str) -> Value {
@@ -231,25 +269,32 @@ impl System {
     }
 
     pub fn resources(&self) -> Vec<Value> {
-        match self.json(&["resource", "list", "--json"]) {
-            Value::Array(rows) => rows,
-            other => panic!("resource list printed {other:?}"),
-        }
+        self.rows(&["resource", "list", "--json"])
     }
 
-    /// The pid of `up`'s child whose command line has `word`, if there is one now.
-    pub fn child_pid_opt(&self, word: &str) -> Option<u32> {
-        let up = self.up.as_ref()?.id();
-        children_of(up)
+    /// The pid of `up`'s child whose command line has `word` (`coordinator`, or a queue).
+    pub fn child_pid(&self, word: &str) -> u32 {
+        self.try_child_pid(word)
+            .unwrap_or_else(|| panic!("no child of up with {word:?} in its command line"))
+    }
+
+    /// The same, `None` when there is none (between a death and its restart).
+    pub fn try_child_pid(&self, word: &str) -> Option<u32> {
+        children_of(self.up_pid())
             .into_iter()
             .find(|(_, cmdline)| cmdline.iter().any(|a| a == word))
             .map(|(pid, _)| pid)
     }
 
-    /// The pid of `up`'s child whose command line has `word` (`coordinator`, or a queue).
-    pub fn child_pid(&self, word: &str) -> u32 {
-        self.child_pid_opt(word)
-            .unwrap_or_else(|| panic!("no child of up with {word:?} in its command line"))
+    /// Waits until `done` holds for the job list (`jobs -A -a`); returns it.
+    pub fn wait_jobs(&self, what: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let mut jobs = Vec::new();
+        let found = wait_for(|| {
+            jobs = self.jobs();
+            done(&jobs)
+        });
+        assert!(found, "timed out waiting for {what}; jobs: {jobs:#?}");
+        jobs
     }
 
     /// Waits until job `id` is in `state`; returns its row.
@@ -264,20 +309,39 @@ impl System {
     }
 }
 
-impl Drop for System {
-    fn drop(&mut self) {
-        if let Some(mut up) = self.up.take() {
-            let _ = kill_process(pid(up.id()), Signal::TERM);
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = up.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
+impl System {
+    /// Stops `up` with SIGTERM and returns whether it exited 0 with no child left behind
+    /// (the children left are killed).
+    pub fn stop(&mut self) -> (bool, Vec<u32>) {
+        let Some(mut up) = self.up.take() else {
+            return (false, Vec::new());
+        };
+        let children: Vec<u32> = children_of(up.id()).into_iter().map(|(p, _)| p).collect();
+        let _ = kill_process(pid(up.id()), Signal::TERM);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut status = None;
+        while Instant::now() < deadline {
+            if let Ok(Some(s)) = up.try_wait() {
+                status = Some(s);
+                break;
             }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if status.is_none() {
             let _ = up.kill();
             let _ = up.wait();
         }
+        let survivors: Vec<u32> = children.into_iter().filter(|&p| alive(p)).collect();
+        for &p in &survivors {
+            let _ = kill_process(pid(p), Signal::KILL);
+        }
+        (status.is_some_and(|s| s.success()), survivors)
+    }
+}
+
+impl Drop for System {
+    fn drop(&mut self) {
+        self.stop();
         if std::thread::panicking() {
             eprintln!("test state kept in {}", self.dir.display());
         } else {
@@ -353,4 +417,22 @@ pub fn children_of(parent: u32) -> Vec<(u32, Vec<String>)> {
         out.push((p, args));
     }
     out
+}
+
+/// The credentials in a client or state directory (`ca.pem`, `cert.pem`, `key.pem`).
+pub fn creds_in(dir: &Path) -> Credentials {
+    Credentials::load(
+        &dir.join("ca.pem"),
+        &dir.join("cert.pem"),
+        &dir.join("key.pem"),
+    )
+    .unwrap()
+}
+
+/// The wall clock, ms since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
 }
