@@ -9,9 +9,12 @@
 //!   connect to the coordinator from the same endpoint; Register{queue, listen,
 //!       held = the journal's owned nodes (allocated flags), last_job_id}
 //!       → Assignment (cluster, queue config, generator id, owned nodes)
-//!   build ShardCore with the ASSIGNED nodes up (none before), restore the journal's jobs;
+//!   build ShardCore with the ASSIGNED nodes up (none before): a first start, or
+//!       ShardCore::restored (node move states, flags, jobs, then the assignment)
+//!   open <state-dir>/transitions.log (driver/transitions.rs)
 //!   start the journal's commit thread; spawn the core task, the client accept loop
-//!   on the registration connection: serve coord_shard commands, send Status reports
+//!   on the registration connection: serve coord_shard commands (moves, drain, dry run
+//!       included), send Status reports and durable Released reports (driver/released.rs)
 //!   until shutdown, or the coordinator is lost for COORDINATOR_LOST_AFTER:
 //!       lost → reconnect with backoff, re-register (held nodes, last job id), carry on
 //! ```
@@ -22,8 +25,10 @@
 
 mod core_task;
 mod exec_task;
+mod released;
 mod serve;
 pub mod stats;
+pub mod transitions;
 
 pub use exec_task::{ExecOptions, Executor};
 
@@ -104,6 +109,8 @@ pub async fn run(
     options: ShardOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), DriverError> {
+    // Failpoint entries scoped `<queue>/shard.…` fire in this shard only.
+    shardsched_proto::failpoint::set_scope(&options.queue);
     let creds = load_credentials(&options.state_dir, &options.queue)?;
     let (journal, restored) = open_journal(&options.state_dir)?;
     let endpoint = tls::server_endpoint(&creds, options.listen)?;
@@ -199,11 +206,14 @@ async fn serve_until(
     // The configuration this core runs with: a re-registration that brings another one
     // restarts the shard (see `needs_restart`).
     let running_config = assignment.queue.clone();
-    let mut core = ShardCore::new(&assignment, core_options)?;
-    if !restored.is_empty() {
-        core.restore(core_task::now_ms(), &restored)?;
-    }
+    let core = if restored.is_empty() {
+        ShardCore::new(&assignment, core_options)?
+    } else {
+        ShardCore::restored(&assignment, core_options, core_task::now_ms(), &restored)?.0
+    };
     drop(restored);
+    let log = transitions::TransitionLog::open(&options.state_dir, &options.queue);
+    let released = released::ReleasedQueue::default();
     let committer = Committer::start(journal)?;
     let journal_stats = tokio::spawn(stats::write_periodically(
         committer.clone(),
@@ -240,7 +250,11 @@ async fn serve_until(
         Arc::clone(&snapshot),
         status_tx,
         committer,
-        exec,
+        core_task::Sinks {
+            exec,
+            log,
+            released: released.clone(),
+        },
     ));
     let mut core_running = true;
     // Set by a `Reconfigure` from the coordinator: stop cleanly, exit for a restart.
@@ -251,7 +265,9 @@ async fn serve_until(
         Arc::clone(&snapshot),
     ));
     let outcome = loop {
-        let on_link = serve_coordinator(&session, &commands, &snapshot, &status_rx, &restart);
+        let on_link = serve_coordinator(
+            &session, &commands, &snapshot, &status_rx, &restart, &released,
+        );
         let lost = tokio::select! {
             () = &mut shutdown => break Ok(()),
             () = restart.notified() => {
@@ -332,6 +348,7 @@ fn serve_coordinator(
     snapshot: &Arc<ArcSwap<Snapshot>>,
     status: &watch::Receiver<Option<ShardStatus>>,
     restart: &Arc<tokio::sync::Notify>,
+    released: &released::ReleasedQueue,
 ) -> OnLink {
     let (commands, snapshot) = (commands.clone(), Arc::clone(snapshot));
     let restart = Arc::clone(restart);
@@ -356,7 +373,8 @@ fn serve_coordinator(
     let mut status = status.clone();
     status.mark_changed();
     let reporting = tokio::spawn(report_status(session.clone(), status));
-    OnLink(vec![serving, reporting])
+    let releasing = tokio::spawn(released::report(session.clone(), released.clone()));
+    OnLink(vec![serving, reporting, releasing])
 }
 
 /// Sends every status report the core task hands out (it bounds their rate).

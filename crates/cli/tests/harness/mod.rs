@@ -70,6 +70,17 @@ impl System {
 
     /// Starts `up` with the configuration `config` and `extra` arguments.
     pub fn start_with(name: &str, config: &str, extra: &[&str]) -> System {
+        System::start_with_env(name, config, extra, &[])
+    }
+
+    /// As [`System::start_with`], with environment variables for `up` and its children
+    /// (e.g. `SHARDSCHED_FAILPOINTS`).
+    pub fn start_with_env(
+        name: &str,
+        config: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> System {
         let dir = std::env::temp_dir().join(format!(
             "shardsched-{name}-{}-{}",
             std::process::id(),
@@ -82,6 +93,7 @@ impl System {
         let config_file = dir.join("config.toml");
         std::fs::write(&config_file, config).unwrap();
         let mut up = Command::new(EXE)
+            .envs(env.iter().copied())
             .arg("up")
             .args(extra)
             .arg("--config")
