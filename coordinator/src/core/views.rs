@@ -135,7 +135,7 @@ impl Core {
                     jobs_running: seen.map_or(0, |s| s.jobs_running),
                     reason: seen.and_then(|s| s.reason.clone()),
                 };
-                self.overlay_intent(&mut row);
+                self.overlay_intent(n, &mut row);
                 row
             })
             .collect();
@@ -145,7 +145,7 @@ impl Core {
     /// Adds what the coordinator knows and a shard's report may not say: a node moving
     /// (outgoing in its donor until released, then incoming in its recipient until up
     /// there), and the admin's flags (drained, down) on a node reported up.
-    fn overlay_intent(&self, row: &mut NodeStatus) {
+    fn overlay_intent(&self, n: usize, row: &mut NodeStatus) {
         let moving = self
             .moves
             .moving(&row.name)
@@ -155,9 +155,17 @@ impl Core {
         {
             match node.state {
                 MoveNodeState::Outgoing { .. } | MoveNodeState::Returning => {
-                    if row.state != NodeState::Down {
-                        row.state = NodeState::Outgoing;
-                    }
+                    // The donor still has it: its report is the observation that counts.
+                    let seen = self
+                        .queue_index(&view.from)
+                        .and_then(|qi| self.shards[qi].as_ref())
+                        .and_then(|l| l.report.as_ref())
+                        .and_then(|r| r.nodes.get(&n));
+                    row.state = match seen {
+                        Some(s) if s.state != NodeState::Down => NodeState::Outgoing,
+                        _ => NodeState::Down,
+                    };
+                    row.jobs_running = seen.map_or(0, |s| s.jobs_running);
                     row.queue = Some(view.from.clone());
                     row.reason = Some(format!("moving to {} (move {})", view.to, view.move_id.0));
                 }
