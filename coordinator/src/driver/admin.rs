@@ -38,9 +38,6 @@ pub(super) async fn queue_admin(
     tracing::info!(%peer, queue = %req.queue, action = ?req.action, reason = %req.reason,
         release_to = ?req.release_to, changed = control.changed, move_id = ?control.move_id, "queue control");
     flush(shared).await?;
-    if control.move_id.is_some() {
-        shardsched_proto::failpoint::hit("coord.move.after_journal");
-    }
     if let Some(command) = control.notify {
         tell_queue_state(shared, &command).await;
     }
@@ -65,7 +62,6 @@ pub(super) async fn move_nodes(
         .with_core(|core| core.move_between(now, &req.nodes, &req.from, &req.to, deadline))?;
     tracing::info!(%peer, from = %req.from, to = %req.to, nodes = req.nodes.len(), move_id = move_id.0, ?deadline, "move");
     flush(shared).await?;
-    shardsched_proto::failpoint::hit("coord.move.after_journal");
     Ok(ClientResponse::Done {
         move_id: Some(move_id),
     })

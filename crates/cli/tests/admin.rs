@@ -62,6 +62,11 @@ struct System {
 
 impl System {
     fn start(name: &str) -> System {
+        System::start_with_env(name, &[])
+    }
+
+    /// [`System::start`] with environment variables for `up` and its children.
+    fn start_with_env(name: &str, env: &[(&str, &str)]) -> System {
         let dir = std::env::temp_dir().join(format!(
             "shardsched-admin-{name}-{}-{}",
             std::process::id(),
@@ -78,6 +83,7 @@ impl System {
             .arg(&config)
             .arg("--dir")
             .arg(dir.join("state"))
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(dir.join("up.stderr")).unwrap())
@@ -422,4 +428,45 @@ fn moves_drain_and_refusals_name_what_is_wrong() {
         true,
         "a refused stop changes nothing"
     );
+}
+
+/// The failpoint `coord.move.after_journal` kills the coordinator right after the move is
+/// durable and before it answers: the admin hears an error, `up` restarts the coordinator,
+/// and the move is there, resumed from the journal.
+#[test]
+fn a_move_journaled_before_a_crash_is_resumed() {
+    let system = System::start_with_env(
+        "failpoint",
+        &[("SHARDSCHED_FAILPOINTS", "coord.move.after_journal=1*exit")],
+    );
+    let before = system.child_pid("coordinator");
+    let out = system.cli(&[
+        "queue", "move", "node0", "--from", "alpha", "--to", "standby",
+    ]);
+    assert!(
+        !out.status.success(),
+        "the coordinator answered before dying: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let mut moves = Vec::new();
+    assert!(
+        wait_for(|| {
+            let out = system.cli(&["queue", "moves", "--json"]);
+            if !out.status.success() {
+                return false;
+            }
+            moves = match serde_json::from_slice(&out.stdout) {
+                Ok(Value::Array(rows)) => rows,
+                _ => Vec::new(),
+            };
+            !moves.is_empty()
+        }),
+        "the restarted coordinator has no move"
+    );
+    assert_ne!(system.child_pid("coordinator"), before, "it was restarted");
+    assert_eq!(moves[0]["id"], 1);
+    assert_eq!(moves[0]["from"], "alpha");
+    assert_eq!(moves[0]["to"], "standby");
+    assert_eq!(moves[0]["nodes"][0]["node"], "node0");
+    assert_eq!(moves[0]["nodes"][0]["generation"], 2);
 }
