@@ -150,7 +150,7 @@ impl Core {
         if !unknown.is_empty() {
             return Err(Refusal::new(
                 RefusalCode::NotFound,
-                format!("no such node in the cluster: {}", encode_hostlist(&unknown)),
+                format!("no node {} in the cluster", encode_hostlist(&unknown)),
             ));
         }
         let mut plan = FlagPlan::new();
