@@ -126,19 +126,16 @@ impl Core {
         epoch: u64,
     ) -> Result<(Core, Durable), CoreError> {
         config::check(&config).map_err(CoreError::Config)?;
-        // An admin's queue state (journaled) wins over the configuration's.
+        // An admin's queue state (journaled) wins over the configuration's flags, but not
+        // over its ownership rules: those use the configuration's flags, so that with the
+        // moved nodes kept (`reconcile`) a restart gives back the owners it had. Nodes change
+        // owner only through moves.
         let admin_state: Vec<Option<&ownership::DurableQueue>> = config
             .queues
             .iter()
             .map(|q| previous.queues.get(&q.name))
             .collect();
-        let started: Vec<bool> = config
-            .queues
-            .iter()
-            .zip(&admin_state)
-            .map(|(q, a)| a.map_or(q.started, |a| a.started))
-            .collect();
-        let owners = ownership::assign_owners_with(&config, &started);
+        let owners = ownership::assign_owners(&config);
         let (own, durable) = ownership::reconcile(&config, owners, previous)?;
         let queues = config
             .queues

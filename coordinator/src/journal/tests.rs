@@ -62,6 +62,10 @@ fn a_restart_is_a_reopen_with_everything_acknowledged() {
         .expect("disable");
     core.queue_admin(NOW, "batch", QueueAction::Stop, "", None)
         .expect("stop");
+    // With batch stopped, standby may start without taking anything: it owns nothing, and
+    // a restart must not hand it batch's nodes either.
+    core.queue_admin(NOW, "standby", QueueAction::Start { take: false }, "", None)
+        .expect("start");
     let batch = core.owned_by("batch");
     core.set_node_flag(&batch[5..6], NodeFlag::Drained, true, "bad dimm")
         .expect("drain");
@@ -110,6 +114,7 @@ fn a_restart_is_a_reopen_with_everything_acknowledged() {
     }
     assert_eq!(again.queue_flags("debug"), Some((false, true)));
     assert_eq!(again.queue_flags("batch").map(|f| f.1), Some(false));
+    assert_eq!(again.queue_flags("standby").map(|f| f.1), Some(true));
     assert_eq!(again.queue_reason("debug"), Some("maintenance"));
     let drained = again.node_flags(&batch[5]).expect("drained kept");
     assert_eq!(drained.drained.as_deref(), Some("bad dimm"));
