@@ -337,3 +337,30 @@ started = false
     assert_eq!(again.owned_by("b").len(), 1024);
     assert!(again.moves().is_empty(), "a finished move leaves no record");
 }
+
+#[test]
+fn a_failed_write_is_offered_again_and_holds_its_commands_back() {
+    let config = Config::embedded_default().expect("config");
+    let (mut core, _) = Core::new(config, &Durable::default(), 1).expect("core");
+    register(&mut core, "batch", 1);
+    register(&mut core, "standby", 2);
+    if let Some(w) = core.journal_take() {
+        core.journal_done(&w);
+    }
+    core.moves_to_send();
+    core.move_nodes(NOW, &names(&["node0"]), "standby")
+        .expect("move");
+    let failed = core.journal_take().expect("records to write");
+    core.journal_failed(failed.clone());
+    assert!(
+        core.moves_to_send().is_empty(),
+        "no command before its records are durable"
+    );
+    let again = core.journal_take().expect("offered again");
+    assert_eq!(again.token, failed.token);
+    assert_eq!(again.delta.nodes, failed.delta.nodes);
+    assert_eq!(again.delta.moves, failed.delta.moves);
+    assert_eq!(again.steps, failed.steps);
+    core.journal_done(&again);
+    assert!(!core.moves_to_send().is_empty(), "durable: the commands go");
+}
