@@ -38,7 +38,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 use shardsched_proto::fluid::GENERATOR_ID_MAX;
-use shardsched_proto::msg::Generation;
+use shardsched_proto::msg::{Generation, NodeFlags};
 
 use crate::config::Config;
 use crate::moves::MoveRecord;
@@ -72,6 +72,24 @@ pub struct Durable {
     /// configuration file's queues until `reload` (`None`: the file is authoritative).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_table: Option<crate::queue_table::RuntimeQueues>,
+    /// Queue name → the run-time state an admin set (enable/disable/start/stop). A queue
+    /// absent here runs as its configuration says; one present keeps the admin's state
+    /// across restarts.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub queues: BTreeMap<String, DurableQueue>,
+}
+
+/// A queue's run-time state as an admin set it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DurableQueue {
+    /// Accepts submissions.
+    pub enabled: bool,
+    /// Schedules.
+    pub started: bool,
+    /// Why it was disabled (empty when enabled, or when no reason was given).
+    #[serde(default)]
+    pub reason: String,
 }
 
 /// One node's durable ownership.
@@ -86,6 +104,22 @@ pub struct DurableNode {
     /// The owner was set by a node move (see the module documentation).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub moved: bool,
+    /// Marked down by an admin, with the reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub down: Option<String>,
+    /// Drained by an admin, with the reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drained: Option<String>,
+}
+
+impl DurableNode {
+    /// The node's admin flags, if it has any.
+    pub fn flags(&self) -> Option<NodeFlags> {
+        (self.down.is_some() || self.drained.is_some()).then(|| NodeFlags {
+            down: self.down.clone(),
+            drained: self.drained.clone(),
+        })
+    }
 }
 
 /// The coordinator's intent for every node, plus each queue's generator id.
@@ -179,6 +213,7 @@ pub fn reconcile(
         moves: previous.moves.clone(),
         next_move_id: previous.next_move_id,
         queue_table: previous.queue_table.clone(),
+        queues: previous.queues.clone(),
     };
     let mut generator = Vec::with_capacity(config.queues.len());
     for q in &config.queues {
@@ -206,17 +241,23 @@ pub fn reconcile(
         let owner_name = owned_by
             .and_then(|qi| config.queues.get(qi))
             .map(|q| q.name.clone());
-        let (g, moved) = match next.nodes.get(&node.name) {
+        let previous_node = next.nodes.get(&node.name);
+        let (g, moved) = match previous_node {
             None => (u64::from(owner_name.is_some()), false),
             Some(prev) if prev.owner == owner_name => (prev.generation, prev.moved),
             Some(prev) => (prev.generation.saturating_add(1), false),
         };
+        // Admin flags belong to the node, whoever owns it.
+        let (down, drained) =
+            previous_node.map_or((None, None), |p| (p.down.clone(), p.drained.clone()));
         next.nodes.insert(
             node.name.clone(),
             DurableNode {
                 owner: owner_name,
                 generation: g,
                 moved,
+                down,
+                drained,
             },
         );
         generation.push(Generation(g));

@@ -8,12 +8,16 @@
 //! | a shard registers | [`Core::register`] | its [`Assignment`](shardsched_proto::msg::shard_coord::Assignment), or a refusal, or "another connection holds the queue" (the driver probes it) |
 //! | a shard reports | [`Core::status`] | stored as observation |
 //! | a shard's connection ends | [`Core::disconnected`] | its queue goes offline |
-//! | an admin changes a queue | [`Core::queue_control`] | the command for the queue's shard, if any |
+//! | an admin changes a queue | [`Core::queue_admin`] (or [`Core::queue_control`]) | the command for the queue's shard, if any, and the move started by `--take` / `--release-to` |
+//! | an admin moves nodes or cancels a move | [`Core::move_nodes`], [`Core::move_between`], [`Core::cancel_move`] | the move's id / the returned nodes; commands follow through [`Core::moves_to_send`] |
+//! | an admin flags nodes (down, drained) | [`Core::set_node_flag`] | the shards that have the nodes now |
+//! | the driver journals | [`Core::journal_take`], then [`Core::journal_done`] or [`Core::journal_failed`] | the changed records, as one delta |
 //! | a client reads | [`Core::routes`], [`Core::queue_list`], [`Core::resources`], [`Core::jobs_plan`] | the answer, or the shards to ask |
 //!
 //! Every change a client could see bumps [`Core::epoch`]; the driver then republishes
 //! [`Core::routes`].
 
+mod admin;
 mod moving;
 #[cfg(test)]
 mod props;
@@ -33,6 +37,7 @@ use crate::config::{self, Config};
 use crate::moves::{JournalToken, MoveMachine, NodeIntentInit, RecoverError};
 use crate::ownership::{self, Durable, DurableError};
 
+pub use admin::{FlagPlan, JournalWrite, NodeFlag};
 pub use moving::MoveCommand;
 pub use reconfig::{Reconfig, RestartCommand};
 pub use registry::{RegisterError, ShardLink};
@@ -64,6 +69,8 @@ pub struct Core {
     durable: Durable,
     /// The newest move record not yet handed to the driver's journal write.
     move_pending: Option<JournalToken>,
+    /// Durable records changed since the last journal write (see [`admin`]).
+    dirty: admin::Dirty,
 }
 
 /// A queue's run-time state.
@@ -125,15 +132,25 @@ impl Core {
     ) -> Result<(Core, Durable), CoreError> {
         let config = reconfig::effective_config(config, previous)?;
         config::check(&config).map_err(CoreError::Config)?;
+        // An admin's queue state (journaled) wins over the configuration's flags, but not
+        // over its ownership rules: those use the configuration's flags, so that with the
+        // moved nodes kept (`reconcile`) a restart gives back the owners it had. Nodes change
+        // owner only through moves.
+        let admin_state: Vec<Option<&ownership::DurableQueue>> = config
+            .queues
+            .iter()
+            .map(|q| previous.queues.get(&q.name))
+            .collect();
         let owners = ownership::assign_owners(&config);
         let (own, durable) = ownership::reconcile(&config, owners, previous)?;
         let queues = config
             .queues
             .iter()
             .zip(&own.generator)
-            .map(|(q, &generator_id)| QueueState {
-                enabled: q.enabled,
-                started: q.started,
+            .zip(&admin_state)
+            .map(|((q, &generator_id), a)| QueueState {
+                enabled: a.map_or(q.enabled, |a| a.enabled),
+                started: a.map_or(q.started, |a| a.started),
                 generator_id,
             })
             .collect();
@@ -184,6 +201,7 @@ impl Core {
             moves,
             durable: durable.clone(),
             move_pending: None,
+            dirty: admin::Dirty::default(),
         };
         Ok((core, durable))
     }

@@ -165,14 +165,6 @@ impl Core {
         self.replace_queues(file, true)
     }
 
-    /// The durable state as it stands: what the driver writes after a queue table change.
-    pub fn durable_state(&self) -> Durable {
-        let mut durable = self.durable.clone();
-        durable.moves = self.moves.active_records();
-        durable.next_move_id = self.moves.next_move_id();
-        durable
-    }
-
     /// The queues a change to `candidate` would remove (for the driver's live job check).
     pub fn removed_by(&self, candidate: &Config) -> Vec<String> {
         self.config
@@ -376,12 +368,14 @@ impl Core {
                 }
                 self.owner[n] = Some(qi);
                 self.generation[n] = generation;
+                let flags = self.durable.nodes.get(&node).cloned().unwrap_or_default();
                 self.durable.nodes.insert(
                     node.clone(),
                     DurableNode {
                         owner: Some(name.clone()),
                         generation: generation.0,
                         moved: false,
+                        ..flags
                     },
                 );
                 gained.push(node);
@@ -430,6 +424,7 @@ impl Core {
         }
         self.durable.queue_table = (!from_file).then(|| RuntimeQueues::of(&self.config));
         out.journal = self.durable != durable_before;
+        self.journal_changes_since(&durable_before);
         if out.changes.is_empty() {
             out.changes.push("nothing changed".into());
         }

@@ -13,6 +13,7 @@ use shardsched_proto::msg::{
 };
 
 use super::{ConnId, Core};
+use crate::moves::MovingStep;
 
 /// How to answer a `jobs` request: which shards to ask, with which query.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -126,17 +127,71 @@ impl Core {
                     (Some(_), Some(s)) => s.state,
                     (Some(_), None) => NodeState::Down,
                 };
-                NodeStatus {
+                let mut row = NodeStatus {
                     name: node.name.clone(),
                     queue: owner.map(|qi| self.config.queues[qi].name.clone()),
                     state,
                     generation: self.generation[n],
                     jobs_running: seen.map_or(0, |s| s.jobs_running),
                     reason: seen.and_then(|s| s.reason.clone()),
-                }
+                };
+                self.overlay_intent(n, &mut row);
+                row
             })
             .collect();
         Ok(rows)
+    }
+
+    /// Adds what the coordinator knows and a shard's report may not say: a node moving
+    /// (outgoing in its donor until released, then incoming in its recipient until up
+    /// there), and the admin's flags (drained, down) on a node reported up.
+    fn overlay_intent(&self, n: usize, row: &mut NodeStatus) {
+        if let Some(moving) = self.moves.moving_node(&row.name) {
+            match moving.step {
+                MovingStep::InDonor => {
+                    // The donor still has it: its report is the observation that counts.
+                    let seen = self
+                        .queue_index(moving.from)
+                        .and_then(|qi| self.shards[qi].as_ref())
+                        .and_then(|l| l.report.as_ref())
+                        .and_then(|r| r.nodes.get(&n));
+                    row.state = match seen {
+                        Some(s) if s.state != NodeState::Down => NodeState::Outgoing,
+                        _ => NodeState::Down,
+                    };
+                    row.jobs_running = seen.map_or(0, |s| s.jobs_running);
+                    row.queue = Some(moving.from.to_owned());
+                    row.reason = Some(format!(
+                        "moving to {} (move {})",
+                        moving.to, moving.move_id.0
+                    ));
+                }
+                MovingStep::Released => {
+                    row.state = NodeState::Incoming;
+                    row.queue = Some(moving.to.to_owned());
+                    row.reason = Some(format!("from {} (move {})", moving.from, moving.move_id.0));
+                }
+            }
+            return;
+        }
+        let Some(flags) = self.node_flags(&row.name) else {
+            return;
+        };
+        if !matches!(
+            row.state,
+            NodeState::Up | NodeState::Drained | NodeState::Down
+        ) {
+            return;
+        }
+        if let Some(reason) = flags.down {
+            row.state = NodeState::Down;
+            row.reason = Some(reason);
+        } else if let Some(reason) = flags.drained
+            && row.state == NodeState::Up
+        {
+            row.state = NodeState::Drained;
+            row.reason = Some(reason);
+        }
     }
 
     /// Plans a `jobs` request from `peer`: the shards to ask and the query to send them.

@@ -2,8 +2,9 @@
 //! [`Core`] behind a lock, and the routing table published with arc-swap.
 //!
 //! ```text
-//! Coordinator::bind(config, options)   state dir: CA, own certificate, durable state, then
-//!                                      the endpoint, then <state-dir>/address
+//! Coordinator::bind(config, options)   state dir: CA, own certificate, the journal (opened,
+//!                                      verified, the start's changes committed), then the
+//!                                      endpoint, then <state-dir>/address
 //! Coordinator::run(shutdown)           accept loop until `shutdown` resolves (SIGTERM or
 //!                                      Ctrl-C with [`shutdown_signal`]); then close every
 //!                                      connection and remove the address file
@@ -15,6 +16,7 @@
 //! against the peer's role before a handler runs, so admin-only operations never reach the
 //! core from a user. The core's lock is never held across an `.await`.
 
+mod admin;
 mod files;
 mod handlers;
 mod reconfig;
@@ -33,9 +35,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::config::Config;
 use crate::core::{ConnId, Core, CoreError};
-use crate::ownership::DurableError;
+use crate::journal::{CoordJournal, CoordJournalError, Origin};
 
-pub use files::{ADDRESS_FILE, CERT_STEM, STATE_FILE};
+pub use crate::journal::{JOURNAL_FILE, LEGACY_STATE_FILE};
+pub use files::{ADDRESS_FILE, CERT_STEM};
 
 /// Most connections (shards, users, admins) served at once; one more is refused at the
 /// door. Requests in flight per connection are bounded by QUIC flow control at
@@ -61,7 +64,7 @@ pub const MOVE_PUMP_IDLE: Duration = Duration::from_secs(60);
 pub struct Options {
     /// UDP address to listen on (port 0: any free port; see `<state-dir>/address`).
     pub listen: SocketAddr,
-    /// State directory: CA, the coordinator's certificate, durable state, address file.
+    /// State directory: CA, the coordinator's certificate, journal, address file.
     pub state_dir: PathBuf,
 }
 
@@ -79,14 +82,9 @@ pub enum DriverError {
     /// The CA or the coordinator's certificate could not be loaded or made.
     #[error(transparent)]
     Tls(#[from] TlsError),
-    /// The durable state could not be read.
-    #[error("{}: {error}", .path.display())]
-    Durable {
-        /// The state file.
-        path: PathBuf,
-        /// Why.
-        error: DurableError,
-    },
+    /// The journal could not be opened (damaged: the file is named), read or written.
+    #[error(transparent)]
+    Journal(#[from] CoordJournalError),
     /// The core refused the configuration with the durable state.
     #[error(transparent)]
     Core(#[from] CoreError),
@@ -112,25 +110,42 @@ pub(crate) struct Shared {
     routes: ArcSwap<RouteTable>,
     /// Serialises admin changes, so that a shard hears them in the order they were made.
     admin: tokio::sync::Mutex<()>,
-    /// The state directory (the durable state is the move journal for now).
-    state_dir: PathBuf,
-    /// Serialises durable-state writes, so an older snapshot never replaces a newer one and
-    /// a flush returns only once every record before it is on disk.
-    journal: tokio::sync::Mutex<()>,
+    /// The journal. Its lock serialises writes, so a flush returns only once every record
+    /// changed before it is on disk (a flush that finds nothing to write waited for the one
+    /// that carried its records).
+    journal: tokio::sync::Mutex<CoordJournal>,
     /// Wakes the move pump (new records or commands, answers).
     moves_wake: tokio::sync::Notify,
 }
 
 impl Coordinator {
     /// Prepares the state directory (creating the CA and the coordinator's certificate on
-    /// first start), builds the core and writes its durable state, binds the endpoint and
-    /// writes `<state-dir>/address`. Needs a tokio runtime.
+    /// first start), opens and verifies the journal (importing the old TOML state file
+    /// once), builds the core and commits the start's changes, binds the endpoint and
+    /// writes `<state-dir>/address`. Needs a tokio runtime. A damaged journal refuses the
+    /// start with the file named.
     pub fn bind(config: Config, options: &Options) -> Result<Coordinator, DriverError> {
         let dir = &options.state_dir;
         let (creds, reset_secret) = files::credentials(dir)?;
-        let previous = files::read_durable(dir)?;
-        let (core, durable) = Core::new(config, &previous, now_ms())?;
-        files::write_durable(dir, &durable)?;
+        // The journal blocks on its commit thread: open it off the async runtime.
+        let (journal, core) = off_runtime(|| -> Result<_, DriverError> {
+            let (mut journal, previous, origin) = CoordJournal::open(dir)?;
+            match &origin {
+                Origin::Fresh => {
+                    tracing::info!(journal = %journal.path().display(), "new coordinator journal")
+                }
+                Origin::Journal => {}
+                Origin::Imported(from) => tracing::info!(
+                    from = %from.display(),
+                    journal = %journal.path().display(),
+                    "imported the old coordinator state file into the journal"
+                ),
+            }
+            let (core, durable) = Core::new(config, &previous, now_ms())?;
+            journal.write_blocking(&durable.diff(&previous))?;
+            Ok((journal, core))
+        })?;
+        shardsched_proto::failpoint::hit("coord.start.after_journal");
         let endpoint =
             tls::server_endpoint_with_reset_secret(&creds, options.listen, &reset_secret)?;
         let local_addr = endpoint.local_addr().map_err(|error| DriverError::Io {
@@ -153,8 +168,7 @@ impl Coordinator {
                 sessions: Mutex::new(HashMap::new()),
                 routes,
                 admin: tokio::sync::Mutex::new(()),
-                state_dir: dir.clone(),
-                journal: tokio::sync::Mutex::new(()),
+                journal: tokio::sync::Mutex::new(journal),
                 moves_wake: tokio::sync::Notify::new(),
             }),
             endpoint,
@@ -277,6 +291,15 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // Core methods do not panic on any input; should one have panicked anyway, serving the
     // state it left is better than taking every connection down with it.
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Runs blocking `work` on a thread outside the async runtime (the journal's blocking calls
+/// must not run on a runtime thread), and waits for it.
+fn off_runtime<T: Send>(work: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|s| match s.spawn(work).join() {
+        Ok(out) => out,
+        Err(panic) => std::panic::resume_unwind(panic),
+    })
 }
 
 pub(crate) fn now_ms() -> u64 {

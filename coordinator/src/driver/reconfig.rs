@@ -17,7 +17,7 @@ use shardsched_proto::msg::client_coord::{Request, Response};
 use shardsched_proto::msg::{JobsQuery, Refusal, RefusalCode, UserFilter, coord_shard};
 use shardsched_proto::{Error, Peer, Reply};
 
-use super::{SHARD_COMMAND_TIMEOUT, Shared, files, handlers::flush_moves, now_ms};
+use super::{SHARD_COMMAND_TIMEOUT, Shared, handlers::flush, now_ms};
 use crate::config::{Config, DEFAULT_CONFIG_ORIGIN};
 use crate::core::{Core, Reconfig};
 use crate::queue_table;
@@ -65,11 +65,9 @@ pub(super) async fn queue_table_request(
         }
     };
     tracing::info!(%peer, changes = ?done.changes, "queue table changed");
-    if done.journal {
-        write_state(shared).await?;
-    }
-    // Move records (remove --give-to) go through the move journal path as usual.
-    flush_moves(shared).await?;
+    // The new queue table, owners and any move (remove --give-to) are journaled before
+    // anything is sent.
+    flush(shared).await?;
     for command in &done.stop {
         let request = coord_shard::Request::SetQueueState {
             enabled: command.enabled,
@@ -203,26 +201,6 @@ async fn send(
             SHARD_COMMAND_TIMEOUT.as_secs()
         )),
     }
-}
-
-/// Writes the durable state with the new queue table (fsync) before anything is sent.
-async fn write_state(shared: &Shared) -> Result<(), Refusal> {
-    let _journal = shared.journal.lock().await;
-    let durable = shared.with_core(|core| core.durable_state());
-    let dir = shared.state_dir.clone();
-    match tokio::task::spawn_blocking(move || files::write_durable(&dir, &durable)).await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(state_refusal(e.to_string())),
-        Err(e) => Err(state_refusal(e.to_string())),
-    }
-}
-
-fn state_refusal(error: String) -> Refusal {
-    tracing::error!(%error, "could not write the coordinator state after a queue table change");
-    Refusal::new(
-        RefusalCode::Unavailable,
-        format!("the change is made but the coordinator could not write its state: {error}"),
-    )
 }
 
 /// The configuration file read again (the embedded default when it started with none).

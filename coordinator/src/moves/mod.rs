@@ -66,7 +66,7 @@ use outbox::Outbox;
 use state::{Move, NodeIntent, Phase, State};
 pub use types::{
     JournalToken, MoveError, MoveNodeState, MoveNodeView, MoveRecord, MoveStatus, MoveView,
-    NodeIntentInit, RecoverError, ShardAssignment, Transmit,
+    MovingNode, MovingStep, NodeIntentInit, RecoverError, ShardAssignment, Transmit,
 };
 
 /// See the module documentation.
@@ -109,6 +109,7 @@ impl MoveMachine {
                 active: BTreeMap::new(),
                 finished: VecDeque::new(),
                 next_move_id: first_move_id.max(1),
+                now_ms: 0,
             },
             outbox: Outbox::default(),
             anomalies: VecDeque::new(),
@@ -155,6 +156,7 @@ impl MoveMachine {
     ) -> Result<MoveId, MoveError> {
         let nodes: BTreeSet<&str> = nodes.iter().map(String::as_str).collect();
         self.check_move(&nodes, from, to)?;
+        self.state.now_ms = now;
         let move_id = MoveId(self.state.next_move_id);
         let record = MoveRecord::Started {
             move_id,
@@ -181,6 +183,7 @@ impl MoveMachine {
     /// way to the recipient. Returns the returned nodes (none when every node was already
     /// released or the move was cancelled before).
     pub fn cancel_move(&mut self, now: u64, move_id: MoveId) -> Result<Vec<String>, MoveError> {
+        self.state.now_ms = now;
         let mv = self
             .state
             .active
@@ -210,6 +213,7 @@ impl MoveMachine {
     /// Time passes: moves whose re-send is due send their unacknowledged commands again,
     /// and moves past their deadline tell the donor to cancel the jobs holding their nodes.
     pub fn tick(&mut self, now: u64) {
+        self.state.now_ms = now;
         let due: Vec<MoveId> = self
             .state
             .active

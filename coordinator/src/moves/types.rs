@@ -221,6 +221,11 @@ pub struct MoveNodeView {
     pub generation: Generation,
     /// Its step.
     pub state: MoveNodeState,
+    /// When its release was recorded, ms since the Unix epoch (coordinator clock; `None`
+    /// before, and for a release recorded before a coordinator restart: not journaled).
+    pub released_ms: Option<u64>,
+    /// When its acquisition by the recipient was recorded (as `released_ms`).
+    pub acquired_ms: Option<u64>,
 }
 
 /// A node's step in a move.
@@ -242,4 +247,27 @@ pub enum MoveNodeState {
     Returning,
     /// Back in the donor.
     Returned,
+}
+
+/// A node of an unfinished move, as [`MoveMachine::moving_node`](super::MoveMachine::moving_node)
+/// finds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MovingNode<'a> {
+    /// The move.
+    pub move_id: MoveId,
+    /// Donor.
+    pub from: &'a str,
+    /// Recipient.
+    pub to: &'a str,
+    /// Where it is.
+    pub step: MovingStep,
+}
+
+/// Where a moving node is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MovingStep {
+    /// Still in the donor: outgoing, or returning to it after a cancel.
+    InDonor,
+    /// Released by the donor, not yet up in the recipient.
+    Released,
 }

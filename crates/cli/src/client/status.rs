@@ -30,6 +30,8 @@ pub enum QueueCommand {
     /// Changes a queue's definition, policies or limits; its shard restarts with its jobs.
     /// Admin only.
     Update(super::queue_config::UpdateArgs),
+    #[command(flatten)]
+    Admin(super::admin::QueueAdminCommand),
 }
 
 /// Flags of `shardsched resource`.
@@ -49,6 +51,8 @@ pub enum ResourceCommand {
     Down(NodeStateArgs),
     /// Marks nodes up again after `resource down`. Admin only.
     Up(NodeStateArgs),
+    #[command(flatten)]
+    Admin(super::admin::ResourceAdminCommand),
 }
 
 /// Flags of `resource down` and `resource up`.
@@ -88,6 +92,7 @@ pub fn queue_main(args: &QueueArgs) -> Result<()> {
         QueueCommand::Add(add) => return super::queue_config::add_main(add),
         QueueCommand::Remove(remove) => return super::queue_config::remove_main(remove),
         QueueCommand::Update(update) => return super::queue_config::update_main(update),
+        QueueCommand::Admin(command) => return super::admin::queue_main(command),
     };
     super::run(|client| async move {
         let routes = client.routes().await?;
@@ -118,6 +123,7 @@ pub fn resource_main(args: &ResourceArgs) -> Result<()> {
         ResourceCommand::List(list) => list,
         ResourceCommand::Down(nodes) => return node_state_main(nodes, true),
         ResourceCommand::Up(nodes) => return node_state_main(nodes, false),
+        ResourceCommand::Admin(command) => return super::admin::resource_main(command),
     };
     super::run(|client| async move {
         let nodes = match client
