@@ -26,12 +26,18 @@ pub struct Allocation {
     pub duration: u64,
 }
 
-/// Static facts about the tree that writers' order needs: each vertex's post-order
-/// position and depth (computed once per graph, 6 bytes a vertex).
+/// Static facts about the tree that writers' order needs, computed once per graph (12 bytes
+/// a vertex): each vertex's post-order position and depth, the vertices in post-order, and
+/// the size of each subtree. In post-order a subtree is one contiguous run ending at its
+/// root, so a vertex taken whole expands to a slice copy rather than a walk.
 #[derive(Clone, Debug, Default)]
 pub struct TreeOrder {
     post: Vec<u32>,
     depth: Vec<u16>,
+    /// The vertex at each post-order position.
+    seq: Vec<u32>,
+    /// Vertices in each vertex's subtree, itself included.
+    subtree: Vec<u32>,
 }
 
 impl TreeOrder {
@@ -39,12 +45,16 @@ impl TreeOrder {
         let n = g.len();
         let mut post = vec![0u32; n];
         let mut depth = vec![0u16; n];
-        let mut next = 0u32;
+        let mut seq = Vec::with_capacity(n);
+        let mut subtree = vec![1u32; n];
         let mut stack: Vec<(u32, bool)> = vec![(g.root().0, false)];
         while let Some((v, done)) = stack.pop() {
             if done {
-                post[v as usize] = next;
-                next += 1;
+                post[v as usize] = seq.len() as u32;
+                seq.push(v);
+                if let Some(p) = g.parent(VertexId(v)) {
+                    subtree[p.index()] += subtree[v as usize];
+                }
                 continue;
             }
             stack.push((v, true));
@@ -53,16 +63,33 @@ impl TreeOrder {
                 stack.push((c, false));
             }
         }
-        TreeOrder { post, depth }
+        TreeOrder {
+            post,
+            depth,
+            seq,
+            subtree,
+        }
+    }
+
+    /// Post-order positions of `v`'s strict descendants: `v`'s subtree minus `v` itself.
+    fn below(&self, v: u32) -> std::ops::Range<usize> {
+        let hi = self.post[v as usize] as usize;
+        let lo = (hi + 1).saturating_sub(self.subtree[v as usize] as usize);
+        lo..hi
     }
 }
 
-/// Reusable per-match memory: a mark per vertex (by epoch, so clearing is free).
+/// Reusable per-match memory: a mark per vertex (by epoch, so clearing is free), and the
+/// buffers an expansion works in.
 #[derive(Clone, Debug, Default)]
 pub struct Marks {
     epoch: u32,
     mark: Vec<u32>,
     slot: Vec<u32>,
+    sparse: Vec<AllocVertex>,
+    wholes: Vec<u32>,
+    stack: Vec<u32>,
+    keys: Vec<(u32, u32)>,
 }
 
 impl Marks {
@@ -77,12 +104,39 @@ impl Marks {
             self.mark.fill(0);
             self.epoch = 1;
         }
+        self.sparse.clear();
+        self.wholes.clear();
+        self.stack.clear();
+        self.keys.clear();
+    }
+
+    fn put(&mut self, order: &TreeOrder, v: u32, needs: i64, excl: bool) {
+        let i = v as usize;
+        if self.mark[i] == self.epoch {
+            let e = &mut self.sparse[self.slot[i] as usize];
+            e.needs = e.needs.max(needs);
+            e.exclusive |= excl;
+        } else {
+            self.mark[i] = self.epoch;
+            self.slot[i] = self.sparse.len() as u32;
+            self.sparse.push(AllocVertex {
+                v: VertexId(v),
+                needs,
+                exclusive: excl,
+                depth: u32::from(order.depth[i]),
+            });
+        }
     }
 }
 
 /// Expands the picks under `top` into the set of allocated vertices: every pick, the whole
 /// subtree of picks marked whole, every ancestor on the way (shared), and — under
 /// node-exclusive policies — every node on the way taken whole.
+///
+/// Inside a subtree taken whole every vertex is taken whole (all its units, exclusively),
+/// whatever the picks said of it, so only the vertices outside such subtrees (the picks and
+/// their ancestors: a few per node) are collected one by one; each whole subtree is then
+/// copied from the post-order, which is already the writers' children-first order.
 #[allow(clippy::too_many_arguments)]
 pub fn expand(
     g: &ResourceGraph,
@@ -96,86 +150,92 @@ pub fn expand(
 ) -> Allocation {
     marks.begin(g.len());
     let epoch = marks.epoch;
-    let mut out: Vec<AllocVertex> = Vec::new();
-    let put = |marks: &mut Marks, out: &mut Vec<AllocVertex>, v: u32, needs: i64, excl: bool| {
-        let i = v as usize;
-        if marks.mark[i] == epoch {
-            let e = &mut out[marks.slot[i] as usize];
-            e.needs = e.needs.max(needs);
-            e.exclusive |= excl;
-        } else {
-            marks.mark[i] = epoch;
-            marks.slot[i] = out.len() as u32;
-            out.push(AllocVertex {
-                v: VertexId(v),
-                needs,
-                exclusive: excl,
-                depth: u32::from(order.depth[i]),
-            });
-        }
-    };
-    let mut wholes: Vec<u32> = Vec::new();
-    let mut stack: Vec<u32> = (top.0..top.0 + top.1).collect();
-    while let Some(i) = stack.pop() {
+    marks.stack.extend(top.0..top.0 + top.1);
+    while let Some(i) = marks.stack.pop() {
         let p = arena[i as usize];
-        put(marks, &mut out, p.v, p.needs, p.excl);
+        marks.put(order, p.v, p.needs, p.excl);
         if p.whole {
-            wholes.push(p.v);
+            marks.wholes.push(p.v);
         }
-        stack.extend(p.sub_start..p.sub_start + p.sub_len);
+        marks.stack.extend(p.sub_start..p.sub_start + p.sub_len);
     }
-    let picked = out.len();
+    let picked = marks.sparse.len();
     for i in 0..picked {
-        let mut cur = out[i].v;
+        let mut cur = marks.sparse[i].v;
         while let Some(p) = g.parent(cur) {
             if marks.mark[p.index()] == epoch {
                 break;
             }
-            put(marks, &mut out, p.0, 1, false);
+            marks.put(order, p.0, 1, false);
             cur = p;
         }
     }
     if node_exclusive && let Some(node) = g.sym("node") {
-        for e in out.iter_mut().filter(|e| g.kind(e.v) == node) {
+        for e in marks.sparse.iter_mut().filter(|e| g.kind(e.v) == node) {
             e.exclusive = true;
-            wholes.push(e.v.0);
+            marks.wholes.push(e.v.0);
         }
     }
-    for w in wholes {
-        for d in g.preorder(VertexId(w)).skip(1) {
-            let i = d.index();
-            if marks.mark[i] == epoch {
-                let e = &mut out[marks.slot[i] as usize];
-                e.needs = g.size(d);
-                e.exclusive = true;
-            } else {
-                put(marks, &mut out, d.0, g.size(d), true);
+    // Post-order positions of the collected vertices, and the maximal whole subtrees as
+    // post-order ranges of their strict descendants.
+    for (i, e) in marks.sparse.iter().enumerate() {
+        marks.keys.push((order.post[e.v.index()], i as u32));
+    }
+    marks.keys.sort_unstable();
+    let mut ranges: Vec<std::ops::Range<usize>> = marks
+        .wholes
+        .iter()
+        .map(|&w| order.below(w))
+        .filter(|r| !r.is_empty())
+        .collect();
+    ranges.sort_unstable_by_key(|r| (r.start, std::cmp::Reverse(r.end)));
+    let mut maximal: Vec<std::ops::Range<usize>> = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        match maximal.last() {
+            Some(m) if r.end <= m.end => {}
+            _ => maximal.push(r),
+        }
+    }
+    let whole_count: usize = maximal.iter().map(|r| r.len()).sum();
+    let mut out = Vec::with_capacity(marks.sparse.len() + whole_count);
+    let mut next_range = maximal.iter().peekable();
+    for &(pos, i) in &marks.keys {
+        let pos = pos as usize;
+        // Emit every whole range that ends at or before this vertex's position.
+        while let Some(r) = next_range.peek()
+            && r.start <= pos
+        {
+            if pos < r.end {
+                break;
             }
+            push_whole(g, order, &order.seq[(*r).clone()], &mut out);
+            next_range.next();
+        }
+        let inside = next_range
+            .peek()
+            .is_some_and(|r| r.start <= pos && pos < r.end);
+        if !inside {
+            out.push(marks.sparse[i as usize]);
         }
     }
-    // Children-first order: a walk restricted to the marked vertices (cheaper than sorting
-    // when whole subtrees are taken).
-    let mut ordered = Vec::with_capacity(out.len());
-    let mut stack: Vec<(u32, bool)> = vec![(g.root().0, false)];
-    while let Some((v, expanded)) = stack.pop() {
-        if expanded {
-            ordered.push(out[marks.slot[v as usize] as usize]);
-            continue;
-        }
-        stack.push((v, true));
-        for &c in g.children(VertexId(v)).iter().rev() {
-            if marks.mark[c as usize] == epoch {
-                stack.push((c, false));
-            }
-        }
+    for r in next_range {
+        push_whole(g, order, &order.seq[r.clone()], &mut out);
     }
-    let out = ordered;
-    let _ = &order.post;
     Allocation {
         vertices: out,
         at,
         duration,
     }
+}
+
+/// Appends vertices of a subtree taken whole: all their units, exclusively.
+fn push_whole(g: &ResourceGraph, order: &TreeOrder, seq: &[u32], out: &mut Vec<AllocVertex>) {
+    out.extend(seq.iter().map(|&d| AllocVertex {
+        v: VertexId(d),
+        needs: g.size(VertexId(d)),
+        exclusive: true,
+        depth: u32::from(order.depth[d as usize]),
+    }));
 }
 
 /// Records `alloc` in the calendars; returns the records so cancel can remove exactly them.
@@ -203,21 +263,52 @@ fn commit_inner(
     a: &Allocation,
     spans: &mut Vec<SpanRef>,
 ) -> Result<(), MatchError> {
+    // Which vertices need calendar entries of their own: not those below a vertex this
+    // allocation holds exclusively. Every walk starts at the root and a vertex is visited
+    // only after its parent passed the prune, which fails on an exclusively held vertex
+    // during any window that overlaps the hold; so nothing below it can be looked at while
+    // it is held, and a whole node costs its own entries, not one per core.
+    // Walked parents-first (the reverse of the children-first order), the parent of a
+    // vertex at depth d is the last vertex seen at depth d - 1. `shadow[i]` is the depth
+    // of the topmost exclusive ancestor of vertex i in this allocation, if any.
+    const NONE: u32 = u32::MAX;
+    let mut shadow = vec![NONE; a.vertices.len()];
+    // Per depth: the topmost exclusive vertex over (or at) the last vertex seen there.
+    let mut shadow_at_depth: Vec<u32> = Vec::new();
+    for (i, av) in a.vertices.iter().enumerate().rev() {
+        let d = av.depth as usize;
+        if shadow_at_depth.len() <= d {
+            shadow_at_depth.resize(d + 1, NONE);
+        }
+        let above = if d > 0 { shadow_at_depth[d - 1] } else { NONE };
+        shadow[i] = above;
+        shadow_at_depth[d] = if above == NONE && av.exclusive {
+            av.depth
+        } else {
+            above
+        };
+    }
     // Exclusively taken units of each pruned type below each vertex, summed children-first:
     // `below[d]` collects the totals of the children (at depth d) of the vertex being
-    // finished at depth d - 1.
+    // finished at depth d - 1. A vertex in an exclusive vertex's shadow adds its units
+    // straight to the row of that vertex's children: its own sums are never needed.
     let k = st.prune_types.len();
-    let max_depth = a
-        .vertices
-        .iter()
-        .map(|v| v.depth as usize)
-        .max()
-        .unwrap_or(0);
+    let max_depth = shadow_at_depth.len();
     // Row d (k entries) of `below`, flat: no allocation per vertex.
     let mut below: Vec<i64> = vec![0; (max_depth + 2) * k];
     let mut total: Vec<i64> = vec![0; k];
     let mut agg_need: Vec<(VertexId, Vec<i64>)> = Vec::new();
-    for av in &a.vertices {
+    let prune_types = st.prune_types.clone();
+    let prune_index = |kind| prune_types.iter().position(|&t| t == kind);
+    for (av, &top) in a.vertices.iter().zip(&shadow) {
+        if top != NONE {
+            if av.exclusive
+                && let Some(i) = prune_index(g.kind(av.v))
+            {
+                below[(top as usize + 1) * k + i] += av.needs;
+            }
+            continue;
+        }
         st.hold(av.v, a.at, a.duration, av.needs, av.exclusive, spans)?;
         if k == 0 {
             continue;
@@ -230,19 +321,14 @@ fn commit_inner(
             let need: Vec<i64> = agg
                 .types
                 .iter()
-                .map(|t| {
-                    st.prune_types
-                        .iter()
-                        .position(|p| p == t)
-                        .map_or(0, |i| total[i])
-                })
+                .map(|&t| prune_index(t).map_or(0, |i| total[i]))
                 .collect();
             if need.iter().any(|&n| n > 0) {
                 agg_need.push((av.v, need));
             }
         }
         if av.exclusive
-            && let Some(i) = st.prune_types.iter().position(|&t| t == g.kind(av.v))
+            && let Some(i) = prune_index(g.kind(av.v))
         {
             total[i] += av.needs;
         }
