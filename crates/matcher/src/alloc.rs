@@ -79,9 +79,15 @@ impl TreeOrder {
     }
 }
 
-/// Reusable per-match memory: a mark per vertex (by epoch, so clearing is free), and the
-/// buffers an expansion works in.
-#[derive(Clone, Debug, Default)]
+/// Vertex lists of allocations that ended, kept for the next ones. A whole-node allocation
+/// lists every vertex of its nodes (tens of kilobytes for a hundred nodes); taking fresh
+/// memory for each one, and giving it back, made the kernel zero pages on every match.
+pub const SPARE_VERTEX_LISTS_MAX: usize = 8;
+
+/// Reusable per-match memory: a mark per vertex (by epoch, so clearing is free), the
+/// buffers an expansion works in, and spare vertex lists (at most
+/// [`SPARE_VERTEX_LISTS_MAX`]). Scratch only: a clone starts empty.
+#[derive(Debug, Default)]
 pub struct Marks {
     epoch: u32,
     mark: Vec<u32>,
@@ -90,9 +96,29 @@ pub struct Marks {
     wholes: Vec<u32>,
     stack: Vec<u32>,
     keys: Vec<(u32, u32)>,
+    spare: Vec<Vec<AllocVertex>>,
+}
+
+impl Clone for Marks {
+    fn clone(&self) -> Self {
+        Marks::default()
+    }
 }
 
 impl Marks {
+    /// An empty vertex list, reusing the memory of an ended allocation when there is one.
+    pub fn vertex_list(&mut self) -> Vec<AllocVertex> {
+        self.spare.pop().unwrap_or_default()
+    }
+
+    /// Keeps `list`'s memory for a later allocation (up to [`SPARE_VERTEX_LISTS_MAX`]).
+    pub fn give_back(&mut self, mut list: Vec<AllocVertex>) {
+        if self.spare.len() < SPARE_VERTEX_LISTS_MAX && list.capacity() > 0 {
+            list.clear();
+            self.spare.push(list);
+        }
+    }
+
     fn begin(&mut self, n: usize) {
         if self.mark.len() != n {
             self.mark = vec![0; n];
@@ -197,7 +223,8 @@ pub fn expand(
         }
     }
     let whole_count: usize = maximal.iter().map(|r| r.len()).sum();
-    let mut out = Vec::with_capacity(marks.sparse.len() + whole_count);
+    let mut out = marks.vertex_list();
+    out.reserve(marks.sparse.len() + whole_count);
     let mut next_range = maximal.iter().peekable();
     for &(pos, i) in &marks.keys {
         let pos = pos as usize;
@@ -245,8 +272,11 @@ pub fn commit(
     st: &mut SchedState,
     alloc: &Allocation,
 ) -> Result<Vec<SpanRef>, MatchError> {
-    let mut spans = Vec::with_capacity(alloc.vertices.len() + 8);
-    let r = commit_inner(g, st, alloc, &mut spans);
+    let shadows = shadows(alloc);
+    let shadowed: usize = shadows.iter().map(|s| s.top - s.first).sum();
+    let own = alloc.vertices.len() - shadowed;
+    let mut spans = Vec::with_capacity(2 * own);
+    let r = commit_inner(g, st, alloc, &shadows, &mut spans);
     if let Err(e) = r {
         for s in spans {
             // Removing what was just added cannot fail; if it did, the first error is the one to report.
@@ -257,59 +287,94 @@ pub fn commit(
     Ok(spans)
 }
 
+/// The subtree below a vertex an allocation holds exclusively (and is not itself below
+/// another such vertex): positions `first..top` of the allocation's vertices, `top` being
+/// the vertex's own position (children-first order puts a subtree right before its root).
+#[derive(Clone, Copy, Debug)]
+struct Shadow {
+    first: usize,
+    top: usize,
+    depth: u32,
+}
+
+/// The shadows of `a`, in allocation order. Walked parents-first (the reverse of the
+/// children-first order), a subtree is the run of deeper vertices after its root.
+fn shadows(a: &Allocation) -> Vec<Shadow> {
+    let mut out = Vec::new();
+    let mut open: Option<Shadow> = None;
+    for (i, av) in a.vertices.iter().enumerate().rev() {
+        if let Some(s) = open.as_mut() {
+            if av.depth > s.depth {
+                s.first = i;
+                continue;
+            }
+            out.extend(open.take().filter(|s| s.first < s.top));
+        }
+        if av.exclusive {
+            open = Some(Shadow {
+                first: i,
+                top: i,
+                depth: av.depth,
+            });
+        }
+    }
+    out.extend(open.filter(|s| s.first < s.top));
+    out.reverse();
+    out
+}
+
+/// Which calendar entries an allocation makes, and why so few.
+///
+/// While an allocation holds a vertex exclusively, nothing else can look at that vertex's
+/// units, its aggregates, or anything below it: every walk starts at the root, a vertex is
+/// visited only after its parent passed the prune, and the prune fails on a vertex whose
+/// job-count calendar is full during any part of the window asked about. So such a vertex
+/// gets only its job-count entry (the root excepted: the queue manager reads the root's
+/// aggregates directly), and the vertices below it get none; their units still count in
+/// the aggregates of the vertices above. A whole node then costs one calendar entry, not
+/// one per core, memory pool and socket.
 fn commit_inner(
     g: &ResourceGraph,
     st: &mut SchedState,
     a: &Allocation,
+    shadows: &[Shadow],
     spans: &mut Vec<SpanRef>,
 ) -> Result<(), MatchError> {
-    // Which vertices need calendar entries of their own: not those below a vertex this
-    // allocation holds exclusively. Every walk starts at the root and a vertex is visited
-    // only after its parent passed the prune, which fails on an exclusively held vertex
-    // during any window that overlaps the hold; so nothing below it can be looked at while
-    // it is held, and a whole node costs its own entries, not one per core.
-    // Walked parents-first (the reverse of the children-first order), the parent of a
-    // vertex at depth d is the last vertex seen at depth d - 1. `shadow[i]` is the depth
-    // of the topmost exclusive ancestor of vertex i in this allocation, if any.
-    const NONE: u32 = u32::MAX;
-    let mut shadow = vec![NONE; a.vertices.len()];
-    // Per depth: the topmost exclusive vertex over (or at) the last vertex seen there.
-    let mut shadow_at_depth: Vec<u32> = Vec::new();
-    for (i, av) in a.vertices.iter().enumerate().rev() {
-        let d = av.depth as usize;
-        if shadow_at_depth.len() <= d {
-            shadow_at_depth.resize(d + 1, NONE);
-        }
-        let above = if d > 0 { shadow_at_depth[d - 1] } else { NONE };
-        shadow[i] = above;
-        shadow_at_depth[d] = if above == NONE && av.exclusive {
-            av.depth
-        } else {
-            above
-        };
-    }
     // Exclusively taken units of each pruned type below each vertex, summed children-first:
     // `below[d]` collects the totals of the children (at depth d) of the vertex being
-    // finished at depth d - 1. A vertex in an exclusive vertex's shadow adds its units
-    // straight to the row of that vertex's children: its own sums are never needed.
+    // finished at depth d - 1. A shadowed vertex adds its units straight to the row of
+    // its shadow's root's children: its own sums are never needed.
     let k = st.prune_types.len();
-    let max_depth = shadow_at_depth.len();
-    // Row d (k entries) of `below`, flat: no allocation per vertex.
+    let max_depth = a.vertices.iter().map(|v| v.depth).max().unwrap_or(0) as usize;
     let mut below: Vec<i64> = vec![0; (max_depth + 2) * k];
     let mut total: Vec<i64> = vec![0; k];
     let mut agg_need: Vec<(VertexId, Vec<i64>)> = Vec::new();
     let prune_types = st.prune_types.clone();
     let prune_index = |kind| prune_types.iter().position(|&t| t == kind);
-    for (av, &top) in a.vertices.iter().zip(&shadow) {
-        if top != NONE {
-            if av.exclusive
-                && let Some(i) = prune_index(g.kind(av.v))
-            {
-                below[(top as usize + 1) * k + i] += av.needs;
+    let mut next_shadow = shadows.iter().peekable();
+    let mut i = 0;
+    while i < a.vertices.len() {
+        if let Some(s) = next_shadow.next_if(|s| s.first == i) {
+            if k > 0 {
+                let row = &mut below[(s.depth as usize + 1) * k..(s.depth as usize + 2) * k];
+                for av in &a.vertices[s.first..s.top] {
+                    if av.exclusive
+                        && let Some(j) = prune_index(g.kind(av.v))
+                    {
+                        row[j] += av.needs;
+                    }
+                }
             }
+            i = s.top;
             continue;
         }
-        st.hold(av.v, a.at, a.duration, av.needs, av.exclusive, spans)?;
+        let av = &a.vertices[i];
+        i += 1;
+        if av.exclusive && av.depth > 0 {
+            st.hold_exclusive_mark(av.v, a.at, a.duration, av.needs, spans)?;
+        } else {
+            st.hold(av.v, a.at, a.duration, av.needs, av.exclusive, spans)?;
+        }
         if k == 0 {
             continue;
         }
@@ -317,20 +382,22 @@ fn commit_inner(
         let children = &mut below[(d + 1) * k..(d + 2) * k];
         total.copy_from_slice(children);
         children.fill(0);
-        if let Some(agg) = st.aggregate(av.v) {
+        if !(av.exclusive && av.depth > 0)
+            && let Some(agg) = st.aggregate(av.v)
+        {
             let need: Vec<i64> = agg
                 .types
                 .iter()
-                .map(|&t| prune_index(t).map_or(0, |i| total[i]))
+                .map(|&t| prune_index(t).map_or(0, |j| total[j]))
                 .collect();
             if need.iter().any(|&n| n > 0) {
                 agg_need.push((av.v, need));
             }
         }
         if av.exclusive
-            && let Some(i) = prune_index(g.kind(av.v))
+            && let Some(j) = prune_index(g.kind(av.v))
         {
-            total[i] += av.needs;
+            total[j] += av.needs;
         }
         for (acc, t) in below[d * k..(d + 1) * k].iter_mut().zip(&total) {
             *acc += t;

@@ -298,11 +298,13 @@ impl Matcher {
     ) -> Result<Allocation, MatchError> {
         let spans = alloc::commit(&self.graph, &mut self.state, &alloc)?;
         *self.ends.entry(end_of(&alloc)).or_default() += 1;
+        let mut vertices = self.marks.vertex_list();
+        vertices.extend_from_slice(&alloc.vertices);
         self.jobs.insert(
             jobid,
             JobRecord {
                 state,
-                alloc: alloc.clone(),
+                alloc: Allocation { vertices, ..alloc },
                 spans,
             },
         );
@@ -322,10 +324,17 @@ impl Matcher {
                 self.ends.remove(&end);
             }
         }
-        for s in job.spans {
+        for &s in &job.spans {
             self.state.remove(s)?;
         }
+        self.marks.give_back(job.alloc.vertices);
         Ok(())
+    }
+
+    /// Hands back an allocation the caller is done with (one [`Matcher::run`] returned),
+    /// so that its memory serves a later match instead of being freed and taken again.
+    pub fn recycle(&mut self, alloc: Allocation) {
+        self.marks.give_back(alloc.vertices);
     }
 
     /// The job `jobid`, if the matcher holds resources for it.

@@ -241,6 +241,30 @@ impl SchedState {
         Ok(())
     }
 
+    /// Records that `v` is held exclusively, and nothing more: what an exclusive hold
+    /// must show to every walk (see `alloc::commit`). A leaf keeps its one hold of units
+    /// and job count, as [`SchedState::hold`] makes it; an inner vertex gets only its
+    /// job-count entry.
+    pub fn hold_exclusive_mark(
+        &mut self,
+        v: VertexId,
+        at: i64,
+        dur: u64,
+        needs: i64,
+        out: &mut Vec<SpanRef>,
+    ) -> Result<(), MatchError> {
+        let i = self.inner_of[v.index()];
+        if i == LEAF {
+            return self.hold(v, at, dur, needs, true, out);
+        }
+        let id = self.inner[i as usize]
+            .xcheck
+            .add_span(at, dur, XCHECK_TOTAL)
+            .map_err(|e| MatchError::Internal(e.to_string()))?;
+        out.push(SpanRef::Xcheck(i, id));
+        Ok(())
+    }
+
     /// Adds an aggregate span at inner vertex `v`.
     pub fn hold_aggregate(
         &mut self,

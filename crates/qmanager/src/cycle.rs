@@ -402,6 +402,7 @@ impl QueueManager {
             MatchOutcome::Allocated(a) | MatchOutcome::Reserved(a) => {
                 let at = a.at;
                 let held = self.root.held(&self.matcher, &a);
+                self.matcher.recycle(a);
                 self.reserved_held.insert(id, held);
                 self.reserved.insert((at, id));
                 self.set_reason(id, WaitReason::Reserved { at })?;
