@@ -26,32 +26,37 @@ pub struct Allocation {
     pub duration: u64,
 }
 
-/// Static facts about the tree that writers' order needs, computed once per graph (12 bytes
-/// a vertex): each vertex's post-order position and depth, the vertices in post-order, and
-/// the size of each subtree. In post-order a subtree is one contiguous run ending at its
-/// root, so a vertex taken whole expands to a slice copy rather than a walk.
+/// Static facts about the tree that expansion needs, computed once per graph (32 bytes a
+/// vertex): each vertex's post-order position, the size of each subtree, and every vertex
+/// in post-order as a whole subtree lists it (all its units, exclusively). In post-order a
+/// subtree is one contiguous run ending at its root, so a vertex taken whole expands to one
+/// slice copy rather than a walk, already in the writers' children-first order.
 #[derive(Clone, Debug, Default)]
 pub struct TreeOrder {
     post: Vec<u32>,
-    depth: Vec<u16>,
-    /// The vertex at each post-order position.
-    seq: Vec<u32>,
     /// Vertices in each vertex's subtree, itself included.
     subtree: Vec<u32>,
+    /// The vertex at each post-order position, taken whole.
+    template: Vec<AllocVertex>,
 }
 
 impl TreeOrder {
     pub fn new(g: &ResourceGraph) -> TreeOrder {
         let n = g.len();
         let mut post = vec![0u32; n];
-        let mut depth = vec![0u16; n];
-        let mut seq = Vec::with_capacity(n);
+        let mut depth = vec![0u32; n];
+        let mut template = Vec::with_capacity(n);
         let mut subtree = vec![1u32; n];
         let mut stack: Vec<(u32, bool)> = vec![(g.root().0, false)];
         while let Some((v, done)) = stack.pop() {
             if done {
-                post[v as usize] = seq.len() as u32;
-                seq.push(v);
+                post[v as usize] = template.len() as u32;
+                template.push(AllocVertex {
+                    v: VertexId(v),
+                    needs: g.size(VertexId(v)),
+                    exclusive: true,
+                    depth: depth[v as usize],
+                });
                 if let Some(p) = g.parent(VertexId(v)) {
                     subtree[p.index()] += subtree[v as usize];
                 }
@@ -65,9 +70,8 @@ impl TreeOrder {
         }
         TreeOrder {
             post,
-            depth,
-            seq,
             subtree,
+            template,
         }
     }
 
@@ -76,6 +80,10 @@ impl TreeOrder {
         let hi = self.post[v as usize] as usize;
         let lo = (hi + 1).saturating_sub(self.subtree[v as usize] as usize);
         lo..hi
+    }
+
+    fn depth(&self, v: u32) -> u32 {
+        self.template[self.post[v as usize] as usize].depth
     }
 }
 
@@ -97,6 +105,10 @@ pub struct Marks {
     stack: Vec<u32>,
     keys: Vec<(u32, u32)>,
     spare: Vec<Vec<AllocVertex>>,
+    /// Positions in the last expansion's vertex list of each subtree taken whole (its
+    /// strict descendants, copied from the template): `commit` sums them from static
+    /// totals instead of vertex by vertex.
+    whole_runs: Vec<(u32, u32)>,
 }
 
 impl Clone for Marks {
@@ -106,9 +118,20 @@ impl Clone for Marks {
 }
 
 impl Marks {
-    /// An empty vertex list, reusing the memory of an ended allocation when there is one.
-    pub fn vertex_list(&mut self) -> Vec<AllocVertex> {
-        self.spare.pop().unwrap_or_default()
+    /// An empty vertex list with room for `n` vertices, reusing the memory of an ended
+    /// allocation: the smallest spare list that is large enough. When none is, the largest
+    /// is freed first, so that the new one may take its place without fresh pages.
+    pub fn vertex_list(&mut self, n: usize) -> Vec<AllocVertex> {
+        let fit = (0..self.spare.len())
+            .filter(|&i| self.spare[i].capacity() >= n)
+            .min_by_key(|&i| self.spare[i].capacity());
+        if let Some(i) = fit {
+            return self.spare.swap_remove(i);
+        }
+        if let Some(i) = (0..self.spare.len()).max_by_key(|&i| self.spare[i].capacity()) {
+            drop(self.spare.swap_remove(i));
+        }
+        Vec::with_capacity(n)
     }
 
     /// Keeps `list`'s memory for a later allocation (up to [`SPARE_VERTEX_LISTS_MAX`]).
@@ -134,6 +157,7 @@ impl Marks {
         self.wholes.clear();
         self.stack.clear();
         self.keys.clear();
+        self.whole_runs.clear();
     }
 
     fn put(&mut self, order: &TreeOrder, v: u32, needs: i64, excl: bool) {
@@ -149,7 +173,7 @@ impl Marks {
                 v: VertexId(v),
                 needs,
                 exclusive: excl,
-                depth: u32::from(order.depth[i]),
+                depth: order.depth(v),
             });
         }
     }
@@ -223,8 +247,7 @@ pub fn expand(
         }
     }
     let whole_count: usize = maximal.iter().map(|r| r.len()).sum();
-    let mut out = marks.vertex_list();
-    out.reserve(marks.sparse.len() + whole_count);
+    let mut out = marks.vertex_list(marks.sparse.len() + whole_count);
     let mut next_range = maximal.iter().peekable();
     for &(pos, i) in &marks.keys {
         let pos = pos as usize;
@@ -235,7 +258,7 @@ pub fn expand(
             if pos < r.end {
                 break;
             }
-            push_whole(g, order, &order.seq[(*r).clone()], &mut out);
+            push_whole(order, (*r).clone(), &mut out, &mut marks.whole_runs);
             next_range.next();
         }
         let inside = next_range
@@ -246,7 +269,7 @@ pub fn expand(
         }
     }
     for r in next_range {
-        push_whole(g, order, &order.seq[r.clone()], &mut out);
+        push_whole(order, r.clone(), &mut out, &mut marks.whole_runs);
     }
     Allocation {
         vertices: out,
@@ -255,14 +278,24 @@ pub fn expand(
     }
 }
 
-/// Appends vertices of a subtree taken whole: all their units, exclusively.
-fn push_whole(g: &ResourceGraph, order: &TreeOrder, seq: &[u32], out: &mut Vec<AllocVertex>) {
-    out.extend(seq.iter().map(|&d| AllocVertex {
-        v: VertexId(d),
-        needs: g.size(VertexId(d)),
-        exclusive: true,
-        depth: u32::from(order.depth[d as usize]),
-    }));
+/// Appends the strict descendants of a vertex taken whole (post-order positions `range`),
+/// and notes where they went.
+fn push_whole(
+    order: &TreeOrder,
+    range: std::ops::Range<usize>,
+    out: &mut Vec<AllocVertex>,
+    runs: &mut Vec<(u32, u32)>,
+) {
+    let start = out.len() as u32;
+    out.extend_from_slice(&order.template[range]);
+    runs.push((start, out.len() as u32));
+}
+
+impl Marks {
+    /// Where the last [`expand`] copied whole subtrees (see `commit_expanded`).
+    pub(crate) fn whole_runs(&self) -> &[(u32, u32)] {
+        &self.whole_runs
+    }
 }
 
 /// Records `alloc` in the calendars; returns the records so cancel can remove exactly them.
@@ -272,11 +305,23 @@ pub fn commit(
     st: &mut SchedState,
     alloc: &Allocation,
 ) -> Result<Vec<SpanRef>, MatchError> {
-    let shadows = shadows(alloc);
+    commit_expanded(g, st, alloc, &[])
+}
+
+/// As [`commit`], for an allocation [`expand`] just made: `whole_runs` (from
+/// [`Marks::whole_runs`]) says which runs of its vertices are whole subtrees, whose units
+/// are then summed from static totals rather than vertex by vertex.
+pub(crate) fn commit_expanded(
+    g: &ResourceGraph,
+    st: &mut SchedState,
+    alloc: &Allocation,
+    whole_runs: &[(u32, u32)],
+) -> Result<Vec<SpanRef>, MatchError> {
+    let shadows = shadows(alloc, whole_runs);
     let shadowed: usize = shadows.iter().map(|s| s.top - s.first).sum();
     let own = alloc.vertices.len() - shadowed;
     let mut spans = Vec::with_capacity(2 * own);
-    let r = commit_inner(g, st, alloc, &shadows, &mut spans);
+    let r = commit_inner(g, st, alloc, &shadows, whole_runs, &mut spans);
     if let Err(e) = r {
         for s in spans {
             // Removing what was just added cannot fail; if it did, the first error is the one to report.
@@ -298,24 +343,37 @@ struct Shadow {
 }
 
 /// The shadows of `a`, in allocation order. Walked parents-first (the reverse of the
-/// children-first order), a subtree is the run of deeper vertices after its root.
-fn shadows(a: &Allocation) -> Vec<Shadow> {
+/// children-first order), a subtree is the run of deeper vertices after its root. A run in
+/// `whole_runs` is the whole subtree of the (exclusive) vertex right after it, so it lies
+/// in the shadow open at that vertex and is stepped over at once.
+fn shadows(a: &Allocation, whole_runs: &[(u32, u32)]) -> Vec<Shadow> {
     let mut out = Vec::new();
     let mut open: Option<Shadow> = None;
-    for (i, av) in a.vertices.iter().enumerate().rev() {
-        if let Some(s) = open.as_mut() {
-            if av.depth > s.depth {
-                s.first = i;
-                continue;
-            }
+    let mut wholes = whole_runs.iter().rev().peekable();
+    let mut i = a.vertices.len();
+    while i > 0 {
+        i -= 1;
+        let av = &a.vertices[i];
+        let inside = open.as_ref().is_some_and(|s| av.depth > s.depth);
+        if !inside {
             out.extend(open.take().filter(|s| s.first < s.top));
+            if av.exclusive {
+                open = Some(Shadow {
+                    first: i,
+                    top: i,
+                    depth: av.depth,
+                });
+            }
         }
-        if av.exclusive {
-            open = Some(Shadow {
-                first: i,
-                top: i,
-                depth: av.depth,
-            });
+        while wholes.next_if(|w| w.1 as usize > i).is_some() {}
+        if let Some(s) = open.as_mut() {
+            s.first = i.min(s.first);
+            if av.exclusive
+                && let Some(w) = wholes.next_if(|w| w.1 as usize == i)
+            {
+                s.first = w.0 as usize;
+                i = s.first;
+            }
         }
     }
     out.extend(open.filter(|s| s.first < s.top));
@@ -338,6 +396,7 @@ fn commit_inner(
     st: &mut SchedState,
     a: &Allocation,
     shadows: &[Shadow],
+    whole_runs: &[(u32, u32)],
     spans: &mut Vec<SpanRef>,
 ) -> Result<(), MatchError> {
     // Exclusively taken units of each pruned type below each vertex, summed children-first:
@@ -352,11 +411,21 @@ fn commit_inner(
     let prune_types = st.prune_types.clone();
     let prune_index = |kind| prune_types.iter().position(|&t| t == kind);
     let mut next_shadow = shadows.iter().peekable();
+    let mut next_whole = whole_runs.iter().peekable();
     let mut i = 0;
     while i < a.vertices.len() {
         if let Some(s) = next_shadow.next_if(|s| s.first == i) {
-            if k > 0 {
-                let row = &mut below[(s.depth as usize + 1) * k..(s.depth as usize + 2) * k];
+            while next_whole.next_if(|w| (w.0 as usize) < s.first).is_some() {}
+            let whole = next_whole
+                .next_if(|w| (w.0 as usize, w.1 as usize) == (s.first, s.top))
+                .is_some();
+            let row = &mut below[(s.depth as usize + 1) * k..(s.depth as usize + 2) * k];
+            if whole && let Some(units) = st.units_below(a.vertices[s.top].v) {
+                // Every vertex below, all its units, exclusively: the static totals.
+                for (acc, u) in row.iter_mut().zip(units) {
+                    *acc += u;
+                }
+            } else if k > 0 {
                 for av in &a.vertices[s.first..s.top] {
                     if av.exclusive
                         && let Some(j) = prune_index(g.kind(av.v))

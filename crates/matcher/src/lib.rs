@@ -296,9 +296,14 @@ impl Matcher {
         state: JobState,
         alloc: Allocation,
     ) -> Result<Allocation, MatchError> {
-        let spans = alloc::commit(&self.graph, &mut self.state, &alloc)?;
+        let spans = alloc::commit_expanded(
+            &self.graph,
+            &mut self.state,
+            &alloc,
+            self.marks.whole_runs(),
+        )?;
         *self.ends.entry(end_of(&alloc)).or_default() += 1;
-        let mut vertices = self.marks.vertex_list();
+        let mut vertices = self.marks.vertex_list(alloc.vertices.len());
         vertices.extend_from_slice(&alloc.vertices);
         self.jobs.insert(
             jobid,
@@ -340,6 +345,21 @@ impl Matcher {
     /// The job `jobid`, if the matcher holds resources for it.
     pub fn job(&self, jobid: u64) -> Option<&JobRecord> {
         self.jobs.get(&jobid)
+    }
+
+    /// What job `jobid` takes from `v`'s aggregate: units of each of its types (in the
+    /// aggregate's order), zeros when it takes none there. `None` when the job is unknown
+    /// or `v` has no aggregate. Read from the job's calendar records, so it costs a few
+    /// records, not a pass over the allocation's vertices.
+    pub fn aggregate_use(&self, jobid: u64, v: VertexId) -> Option<Vec<i64>> {
+        let job = self.jobs.get(&jobid)?;
+        let agg = self.state.aggregate(v)?;
+        let used = job
+            .spans
+            .iter()
+            .rev()
+            .find_map(|&s| self.state.aggregate_span(v, s));
+        Some(used.map_or_else(|| vec![0; agg.types.len()], <[i64]>::to_vec))
     }
 
     /// All jobs, by id.

@@ -401,7 +401,7 @@ impl QueueManager {
             // Allocated at `from` > now: the matcher holds it as it holds a reservation.
             MatchOutcome::Allocated(a) | MatchOutcome::Reserved(a) => {
                 let at = a.at;
-                let held = self.root.held(&self.matcher, &a);
+                let held = self.root.held(&self.matcher, id, &a);
                 self.matcher.recycle(a);
                 self.reserved_held.insert(id, held);
                 self.reserved.insert((at, id));

@@ -111,9 +111,22 @@ impl QueueManager {
 }
 
 impl RootAgg {
-    /// What `alloc` takes from the root's aggregates, per tracked type: the units of every
-    /// exclusively taken vertex of that type (as the matcher commits them).
-    pub(crate) fn held(&self, m: &Matcher, alloc: &Allocation) -> Vec<i64> {
+    /// What job `id`'s `alloc` takes from the root's aggregates, per tracked type: the units
+    /// of every exclusively taken vertex of that type. Below the root, that is what the
+    /// matcher recorded in the root's aggregate; the root itself counts if taken.
+    pub(crate) fn held(&self, m: &Matcher, id: JobId, alloc: &Allocation) -> Vec<i64> {
+        if let Some(mut held) = m.aggregate_use(id, self.root)
+            && held.len() == self.types.len()
+        {
+            if let Some(top) = alloc.vertices.last()
+                && top.v == self.root
+                && top.exclusive
+                && let Some(i) = self.types.iter().position(|&t| t == m.graph.kind(top.v))
+            {
+                held[i] += top.needs;
+            }
+            return held;
+        }
         let mut held = vec![0; self.types.len()];
         for av in alloc.vertices.iter().filter(|av| av.exclusive) {
             let kind = m.graph.kind(av.v);
