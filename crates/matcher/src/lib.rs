@@ -81,6 +81,16 @@ pub enum MatchOutcome {
     Satisfiable(bool),
 }
 
+/// The answer of [`Matcher::place`]: [`MatchOutcome`] without the allocation, which the
+/// matcher keeps ([`Matcher::job`], [`Matcher::copy_allocation`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    Allocated { at: i64 },
+    Reserved { at: i64 },
+    NoMatch { satisfiable: Option<bool> },
+    Satisfiable(bool),
+}
+
 /// Whether a job holds its resources now or later.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum JobState {
@@ -161,44 +171,74 @@ impl Matcher {
         jobid: u64,
         now: i64,
     ) -> Result<MatchOutcome, MatchError> {
+        let placed = self.place(op, js, jobid, now)?;
+        let copy = |m: &mut Matcher| {
+            m.copy_allocation(jobid)
+                .ok_or_else(|| MatchError::Internal(format!("job {jobid} placed but not held")))
+        };
+        Ok(match placed {
+            Placement::Allocated { .. } => MatchOutcome::Allocated(copy(self)?),
+            Placement::Reserved { .. } => MatchOutcome::Reserved(copy(self)?),
+            Placement::NoMatch { satisfiable } => MatchOutcome::NoMatch { satisfiable },
+            Placement::Satisfiable(b) => MatchOutcome::Satisfiable(b),
+        })
+    }
+
+    /// As [`Matcher::run`], without handing back a copy of the allocation: it stays in the
+    /// matcher ([`Matcher::job`]). A whole-node allocation lists every vertex of its nodes,
+    /// so a caller that needs only the start (a queue manager placing a reservation) saves
+    /// copying it.
+    pub fn place(
+        &mut self,
+        op: MatchOp,
+        js: &Jobspec,
+        jobid: u64,
+        now: i64,
+    ) -> Result<Placement, MatchError> {
         if op != MatchOp::Satisfiability && self.jobs.contains_key(&jobid) {
             return Err(MatchError::DuplicateJob(jobid));
         }
         let req = Request::compile(js, &self.graph, &self.state.prune_types)?;
         match op {
-            MatchOp::Satisfiability => Ok(MatchOutcome::Satisfiable(self.satisfiable(&req, now))),
+            MatchOp::Satisfiability => Ok(Placement::Satisfiable(self.satisfiable(&req, now))),
             MatchOp::Allocate | MatchOp::AllocateWithSatisfiability => {
                 if let Some(a) = self.try_at(&req, now) {
-                    return self
-                        .record(jobid, JobState::Allocated, a)
-                        .map(MatchOutcome::Allocated);
+                    return self.record(jobid, JobState::Allocated, a);
                 }
                 let satisfiable = (op == MatchOp::AllocateWithSatisfiability)
                     .then(|| self.satisfiable(&req, now));
-                Ok(MatchOutcome::NoMatch { satisfiable })
+                Ok(Placement::NoMatch { satisfiable })
             }
             MatchOp::AllocateOrElseReserve => {
                 if let Some(a) = self.try_at(&req, now) {
-                    return self
-                        .record(jobid, JobState::Allocated, a)
-                        .map(MatchOutcome::Allocated);
+                    return self.record(jobid, JobState::Allocated, a);
                 }
                 for t in self.candidate_times(now) {
                     if let Some(a) = self.try_at(&req, t) {
-                        return self
-                            .record(jobid, JobState::Reserved, a)
-                            .map(MatchOutcome::Reserved);
+                        return self.record(jobid, JobState::Reserved, a);
                     }
                 }
                 // As Fluxion: a failed reservation is reported unsatisfiable only when, even
                 // ignoring allocations and status, not one candidate qualifies for some
                 // top-level request; down resources make it fail, not the request.
                 let unsat = !self.graph_has_candidates(&req, now);
-                Ok(MatchOutcome::NoMatch {
+                Ok(Placement::NoMatch {
                     satisfiable: Some(!unsat),
                 })
             }
         }
+    }
+
+    /// A copy of job `jobid`'s allocation (in memory an ended allocation left, when there
+    /// is some).
+    pub fn copy_allocation(&mut self, jobid: u64) -> Option<Allocation> {
+        let job = self.jobs.get(&jobid)?;
+        let mut vertices = self.marks.vertex_list(job.alloc.vertices.len());
+        vertices.extend_from_slice(&job.alloc.vertices);
+        Some(Allocation {
+            vertices,
+            ..job.alloc
+        })
     }
 
     /// Whether `req` could ever be satisfied by the graph as it is (status respected,
@@ -295,7 +335,7 @@ impl Matcher {
         jobid: u64,
         state: JobState,
         alloc: Allocation,
-    ) -> Result<Allocation, MatchError> {
+    ) -> Result<Placement, MatchError> {
         let spans = alloc::commit_expanded(
             &self.graph,
             &mut self.state,
@@ -303,17 +343,19 @@ impl Matcher {
             self.marks.whole_runs(),
         )?;
         *self.ends.entry(end_of(&alloc)).or_default() += 1;
-        let mut vertices = self.marks.vertex_list(alloc.vertices.len());
-        vertices.extend_from_slice(&alloc.vertices);
+        let at = alloc.at;
         self.jobs.insert(
             jobid,
             JobRecord {
                 state,
-                alloc: Allocation { vertices, ..alloc },
+                alloc,
                 spans,
             },
         );
-        Ok(alloc)
+        Ok(match state {
+            JobState::Allocated => Placement::Allocated { at },
+            JobState::Reserved => Placement::Reserved { at },
+        })
     }
 
     /// Removes job `jobid`'s allocation or reservation, restoring the calendars exactly.

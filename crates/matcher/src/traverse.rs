@@ -493,7 +493,7 @@ impl<'a> Traversal<'a> {
             });
         self.explore(u, shape, false, true, budget.as_mut());
         let policy = self.policy;
-        self.cands[mark..].sort_by(|a, b| policy.better(a.score, b.score));
+        sort_candidates(&mut self.cands[mark..], policy);
         let mut qual = u64::MAX;
         for &e in shape {
             let min = self.req.req(e).count.min.max(1);
@@ -553,7 +553,7 @@ impl<'a> Traversal<'a> {
     /// met; returns the arena range of the picks.
     fn finish(&mut self, mark: usize, with: &[ReqId]) -> Option<(u32, u32)> {
         let policy = self.policy;
-        self.cands[mark..].sort_by(|a, b| policy.better(a.score, b.score));
+        sort_candidates(&mut self.cands[mark..], policy);
         let start = self.arena.len() as u32;
         for &c in with {
             let kind = self.kind_of(c)?;
@@ -704,6 +704,16 @@ impl<'a> Traversal<'a> {
             }
         }
         Some(usage)
+    }
+}
+
+/// Best first, ties in walk order (a stable sort). A best-first walk hands candidates up
+/// already in that order: checking costs less than sorting (which allocates).
+fn sort_candidates(cands: &mut [Cand], policy: MatchPolicy) {
+    let in_order =
+        cands.is_sorted_by(|a, b| policy.better(a.score, b.score) != std::cmp::Ordering::Greater);
+    if !in_order {
+        cands.sort_by(|a, b| policy.better(a.score, b.score));
     }
 }
 

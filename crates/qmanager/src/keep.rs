@@ -31,7 +31,7 @@
 
 use std::ops::Bound;
 
-use shardsched_matcher::{Allocation, Matcher};
+use shardsched_matcher::Matcher;
 
 use crate::event::JobId;
 use crate::queue::QueueManager;
@@ -111,13 +111,20 @@ impl QueueManager {
 }
 
 impl RootAgg {
-    /// What job `id`'s `alloc` takes from the root's aggregates, per tracked type: the units
-    /// of every exclusively taken vertex of that type. Below the root, that is what the
-    /// matcher recorded in the root's aggregate; the root itself counts if taken.
-    pub(crate) fn held(&self, m: &Matcher, id: JobId, alloc: &Allocation) -> Vec<i64> {
-        if let Some(mut held) = m.aggregate_use(id, self.root)
-            && held.len() == self.types.len()
+    /// What job `id`'s allocation or reservation takes from the root's aggregates, per
+    /// tracked type: the units of every exclusively taken vertex of that type. Below the
+    /// root, that is what the matcher recorded in the root's aggregate; the root itself
+    /// counts if taken.
+    pub(crate) fn held(&self, m: &Matcher, id: JobId) -> Vec<i64> {
+        let mut held = vec![0; self.types.len()];
+        let Some(job) = m.job(id) else {
+            return held;
+        };
+        let alloc = &job.alloc;
+        if let Some(below) = m.aggregate_use(id, self.root)
+            && below.len() == self.types.len()
         {
+            held = below;
             if let Some(top) = alloc.vertices.last()
                 && top.v == self.root
                 && top.exclusive
@@ -127,7 +134,6 @@ impl RootAgg {
             }
             return held;
         }
-        let mut held = vec![0; self.types.len()];
         for av in alloc.vertices.iter().filter(|av| av.exclusive) {
             let kind = m.graph.kind(av.v);
             if let Some(i) = self.types.iter().position(|&t| t == kind) {
