@@ -43,7 +43,7 @@
 use std::collections::HashMap;
 use std::ops::Bound;
 
-use shardsched_matcher::{MatchError, MatchOp, Placement};
+use shardsched_matcher::{Allocation, MatchError, MatchOp, Placement};
 
 use crate::error::QueueError;
 use crate::event::{Event, JobId, WaitReason};
@@ -418,11 +418,20 @@ impl QueueManager {
     }
 
     /// Job `id`, just allocated at `now` in the matcher, starts: its event carries a copy of
-    /// the allocation (the matcher keeps its own to cancel it).
+    /// the allocation (the matcher keeps its own to cancel it), or only its window when the
+    /// caller asked for no vertices ([`QueueManager::set_started_allocations`]).
     fn start(&mut self, id: JobId, now: i64) -> Result<(), QueueError> {
-        let alloc = self.matcher.copy_allocation(id).ok_or_else(|| {
-            MatchError::Internal(format!("job {id} allocated but not held by the matcher"))
-        })?;
+        let held = || MatchError::Internal(format!("job {id} allocated but not held"));
+        let alloc = if self.started_allocations {
+            self.matcher.copy_allocation(id).ok_or_else(held)?
+        } else {
+            let a = &self.matcher.job(id).ok_or_else(held)?.alloc;
+            Allocation {
+                vertices: Vec::new(),
+                at: a.at,
+                duration: a.duration,
+            }
+        };
         let job = self.jobs.get_mut(&id).ok_or(QueueError::NoSuchJob(id))?;
         let end = alloc
             .at
