@@ -292,9 +292,17 @@ fn push_whole(
 }
 
 impl Marks {
-    /// Where the last [`expand`] copied whole subtrees (see `commit_expanded`).
-    pub(crate) fn whole_runs(&self) -> &[(u32, u32)] {
-        &self.whole_runs
+    /// Where the last [`expand`] copied whole subtrees (see `commit_expanded`), taken out so
+    /// that no later commit can use them for another allocation; hand the buffer back with
+    /// [`Marks::return_whole_runs`].
+    pub(crate) fn take_whole_runs(&mut self) -> Vec<(u32, u32)> {
+        std::mem::take(&mut self.whole_runs)
+    }
+
+    /// Gives back the (emptied) buffer [`Marks::take_whole_runs`] took.
+    pub(crate) fn return_whole_runs(&mut self, mut runs: Vec<(u32, u32)>) {
+        runs.clear();
+        self.whole_runs = runs;
     }
 }
 

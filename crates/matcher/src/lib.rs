@@ -203,7 +203,7 @@ impl Matcher {
             MatchOp::Satisfiability => Ok(Placement::Satisfiable(self.satisfiable(&req, now))),
             MatchOp::Allocate | MatchOp::AllocateWithSatisfiability => {
                 if let Some(a) = self.try_at(&req, now) {
-                    return self.record(jobid, JobState::Allocated, a);
+                    return self.record_expanded(jobid, JobState::Allocated, a);
                 }
                 let satisfiable = (op == MatchOp::AllocateWithSatisfiability)
                     .then(|| self.satisfiable(&req, now));
@@ -211,11 +211,11 @@ impl Matcher {
             }
             MatchOp::AllocateOrElseReserve => {
                 if let Some(a) = self.try_at(&req, now) {
-                    return self.record(jobid, JobState::Allocated, a);
+                    return self.record_expanded(jobid, JobState::Allocated, a);
                 }
                 for t in self.candidate_times(now) {
                     if let Some(a) = self.try_at(&req, t) {
-                        return self.record(jobid, JobState::Reserved, a);
+                        return self.record_expanded(jobid, JobState::Reserved, a);
                     }
                 }
                 // As Fluxion: a failed reservation is reported unsatisfiable only when, even
@@ -330,18 +330,31 @@ impl Matcher {
             .collect()
     }
 
-    fn record(
+    /// Records the allocation the last `try_at` expanded, with what the expansion knows of
+    /// its whole subtrees.
+    fn record_expanded(
         &mut self,
         jobid: u64,
         state: JobState,
         alloc: Allocation,
     ) -> Result<Placement, MatchError> {
-        let spans = alloc::commit_expanded(
-            &self.graph,
-            &mut self.state,
-            &alloc,
-            self.marks.whole_runs(),
-        )?;
+        let runs = self.marks.take_whole_runs();
+        let placed = self.record(jobid, state, alloc, &runs);
+        self.marks.return_whole_runs(runs);
+        placed
+    }
+
+    /// Records `alloc` for `jobid`. `whole_runs` are the runs of its vertices that are whole
+    /// subtrees copied from the template (`alloc::expand`), or empty: only the allocation
+    /// just expanded may pass them.
+    fn record(
+        &mut self,
+        jobid: u64,
+        state: JobState,
+        alloc: Allocation,
+        whole_runs: &[(u32, u32)],
+    ) -> Result<Placement, MatchError> {
+        let spans = alloc::commit_expanded(&self.graph, &mut self.state, &alloc, whole_runs)?;
         *self.ends.entry(end_of(&alloc)).or_default() += 1;
         let at = alloc.at;
         self.jobs.insert(
