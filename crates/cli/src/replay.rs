@@ -17,7 +17,9 @@ use shardsched_matcher::MatchPolicy;
 use shardsched_qmanager::metrics::{self, Metrics};
 use shardsched_qmanager::replay::{Replay, Unit};
 use shardsched_qmanager::{Params, QueuePolicy, RESERVATION_DEPTH_DEFAULT, Stats, swf};
-use shardsched_resource::{GraphFormat, ResourceGraph, generated_cluster, read_graph_file};
+use shardsched_resource::{
+    GraphFormat, ResourceGraph, SCHEDULER_TYPES, generated_cluster, keep_types, read_graph_file,
+};
 
 /// Replays with at least this many jobs show a progress bar (on a terminal).
 const PROGRESS_JOBS_MIN: usize = 5_000;
@@ -112,7 +114,14 @@ pub fn main(args: &ReplayArgs) -> Result<()> {
     Ok(())
 }
 
+/// The cluster to replay on, reduced to the types a shard schedules (as a shard loads its
+/// graph), so that replay measures and decides what a shard would.
 fn load_cluster(args: &ReplayArgs) -> Result<ResourceGraph> {
+    let full = load_full_cluster(args)?;
+    keep_types(&full, SCHEDULER_TYPES).context("reducing the cluster to the scheduler's types")
+}
+
+fn load_full_cluster(args: &ReplayArgs) -> Result<ResourceGraph> {
     match (&args.cluster, args.nodes) {
         (Some(path), _) => {
             let format = GraphFormat::from_path(path).unwrap_or(GraphFormat::Spec);

@@ -84,6 +84,16 @@ pub enum MatchOutcome {
     Satisfiable(bool),
 }
 
+/// The answer of [`Matcher::place`]: [`MatchOutcome`] without the allocation, which the
+/// matcher keeps ([`Matcher::job`], [`Matcher::copy_allocation`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    Allocated { at: i64 },
+    Reserved { at: i64 },
+    NoMatch { satisfiable: Option<bool> },
+    Satisfiable(bool),
+}
+
 /// Whether a job holds its resources now or later.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum JobState {
@@ -164,44 +174,74 @@ impl Matcher {
         jobid: u64,
         now: i64,
     ) -> Result<MatchOutcome, MatchError> {
+        let placed = self.place(op, js, jobid, now)?;
+        let copy = |m: &mut Matcher| {
+            m.copy_allocation(jobid)
+                .ok_or_else(|| MatchError::Internal(format!("job {jobid} placed but not held")))
+        };
+        Ok(match placed {
+            Placement::Allocated { .. } => MatchOutcome::Allocated(copy(self)?),
+            Placement::Reserved { .. } => MatchOutcome::Reserved(copy(self)?),
+            Placement::NoMatch { satisfiable } => MatchOutcome::NoMatch { satisfiable },
+            Placement::Satisfiable(b) => MatchOutcome::Satisfiable(b),
+        })
+    }
+
+    /// As [`Matcher::run`], without handing back a copy of the allocation: it stays in the
+    /// matcher ([`Matcher::job`]). A whole-node allocation lists every vertex of its nodes,
+    /// so a caller that needs only the start (a queue manager placing a reservation) saves
+    /// copying it.
+    pub fn place(
+        &mut self,
+        op: MatchOp,
+        js: &Jobspec,
+        jobid: u64,
+        now: i64,
+    ) -> Result<Placement, MatchError> {
         if op != MatchOp::Satisfiability && self.jobs.contains_key(&jobid) {
             return Err(MatchError::DuplicateJob(jobid));
         }
         let req = Request::compile(js, &self.graph, &self.state.prune_types)?;
         match op {
-            MatchOp::Satisfiability => Ok(MatchOutcome::Satisfiable(self.satisfiable(&req, now))),
+            MatchOp::Satisfiability => Ok(Placement::Satisfiable(self.satisfiable(&req, now))),
             MatchOp::Allocate | MatchOp::AllocateWithSatisfiability => {
                 if let Some(a) = self.try_at(&req, now) {
-                    return self
-                        .record(jobid, JobState::Allocated, a)
-                        .map(MatchOutcome::Allocated);
+                    return self.record_expanded(jobid, JobState::Allocated, a);
                 }
                 let satisfiable = (op == MatchOp::AllocateWithSatisfiability)
                     .then(|| self.satisfiable(&req, now));
-                Ok(MatchOutcome::NoMatch { satisfiable })
+                Ok(Placement::NoMatch { satisfiable })
             }
             MatchOp::AllocateOrElseReserve => {
                 if let Some(a) = self.try_at(&req, now) {
-                    return self
-                        .record(jobid, JobState::Allocated, a)
-                        .map(MatchOutcome::Allocated);
+                    return self.record_expanded(jobid, JobState::Allocated, a);
                 }
                 for t in self.candidate_times(now) {
                     if let Some(a) = self.try_at(&req, t) {
-                        return self
-                            .record(jobid, JobState::Reserved, a)
-                            .map(MatchOutcome::Reserved);
+                        return self.record_expanded(jobid, JobState::Reserved, a);
                     }
                 }
                 // As Fluxion: a failed reservation is reported unsatisfiable only when, even
                 // ignoring allocations and status, not one candidate qualifies for some
                 // top-level request; down resources make it fail, not the request.
                 let unsat = !self.graph_has_candidates(&req, now);
-                Ok(MatchOutcome::NoMatch {
+                Ok(Placement::NoMatch {
                     satisfiable: Some(!unsat),
                 })
             }
         }
+    }
+
+    /// A copy of job `jobid`'s allocation (in memory an ended allocation left, when there
+    /// is some).
+    pub fn copy_allocation(&mut self, jobid: u64) -> Option<Allocation> {
+        let job = self.jobs.get(&jobid)?;
+        let mut vertices = self.marks.vertex_list(job.alloc.vertices.len());
+        vertices.extend_from_slice(&job.alloc.vertices);
+        Some(Allocation {
+            vertices,
+            ..job.alloc
+        })
     }
 
     /// Whether `req` could ever be satisfied by the graph as it is (status respected,
@@ -293,23 +333,45 @@ impl Matcher {
             .collect()
     }
 
+    /// Records the allocation the last `try_at` expanded, with what the expansion knows of
+    /// its whole subtrees.
+    fn record_expanded(
+        &mut self,
+        jobid: u64,
+        state: JobState,
+        alloc: Allocation,
+    ) -> Result<Placement, MatchError> {
+        let runs = self.marks.take_whole_runs();
+        let placed = self.record(jobid, state, alloc, &runs);
+        self.marks.return_whole_runs(runs);
+        placed
+    }
+
+    /// Records `alloc` for `jobid`. `whole_runs` are the runs of its vertices that are whole
+    /// subtrees copied from the template (`alloc::expand`), or empty: only the allocation
+    /// just expanded may pass them.
     fn record(
         &mut self,
         jobid: u64,
         state: JobState,
         alloc: Allocation,
-    ) -> Result<Allocation, MatchError> {
-        let spans = alloc::commit(&self.graph, &mut self.state, &alloc)?;
+        whole_runs: &[(u32, u32)],
+    ) -> Result<Placement, MatchError> {
+        let spans = alloc::commit_expanded(&self.graph, &mut self.state, &alloc, whole_runs)?;
         *self.ends.entry(end_of(&alloc)).or_default() += 1;
+        let at = alloc.at;
         self.jobs.insert(
             jobid,
             JobRecord {
                 state,
-                alloc: alloc.clone(),
+                alloc,
                 spans,
             },
         );
-        Ok(alloc)
+        Ok(match state {
+            JobState::Allocated => Placement::Allocated { at },
+            JobState::Reserved => Placement::Reserved { at },
+        })
     }
 
     /// Removes job `jobid`'s allocation or reservation, restoring the calendars exactly.
@@ -325,15 +387,37 @@ impl Matcher {
                 self.ends.remove(&end);
             }
         }
-        for s in job.spans {
+        for &s in &job.spans {
             self.state.remove(s)?;
         }
+        self.marks.give_back(job.alloc.vertices);
         Ok(())
+    }
+
+    /// Hands back an allocation the caller is done with (one [`Matcher::run`] returned),
+    /// so that its memory serves a later match instead of being freed and taken again.
+    pub fn recycle(&mut self, alloc: Allocation) {
+        self.marks.give_back(alloc.vertices);
     }
 
     /// The job `jobid`, if the matcher holds resources for it.
     pub fn job(&self, jobid: u64) -> Option<&JobRecord> {
         self.jobs.get(&jobid)
+    }
+
+    /// What job `jobid` takes from `v`'s aggregate: units of each of its types (in the
+    /// aggregate's order), zeros when it takes none there. `None` when the job is unknown
+    /// or `v` has no aggregate. Read from the job's calendar records, so it costs a few
+    /// records, not a pass over the allocation's vertices.
+    pub fn aggregate_use(&self, jobid: u64, v: VertexId) -> Option<Vec<i64>> {
+        let job = self.jobs.get(&jobid)?;
+        let agg = self.state.aggregate(v)?;
+        let used = job
+            .spans
+            .iter()
+            .rev()
+            .find_map(|&s| self.state.aggregate_span(v, s));
+        Some(used.map_or_else(|| vec![0; agg.types.len()], <[i64]>::to_vec))
     }
 
     /// All jobs, by id.

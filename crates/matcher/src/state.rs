@@ -86,6 +86,9 @@ pub struct SchedState {
     pub leaves: Pools,
     /// Low-level types of the prune filters, as symbols of this graph.
     pub prune_types: Vec<Sym>,
+    /// Units of each prune type strictly below each inner vertex (`prune_types.len()` per
+    /// entry of `inner`): what taking its subtree whole takes from the aggregates above.
+    units_below: Vec<i64>,
 }
 
 /// One record of an allocation in the calendars, so that cancel removes exactly it.
@@ -129,10 +132,12 @@ impl SchedState {
         }
         let mut inner_of = vec![LEAF; n];
         let mut inner = Vec::new();
+        let mut units_below = Vec::new();
         for v in g.vertices() {
             if g.children(v).is_empty() {
                 continue;
             }
+            units_below.extend_from_slice(&below[v.index() * k..(v.index() + 1) * k]);
             let mut types = Vec::new();
             let mut totals = Vec::new();
             for (i, t) in prune_types.iter().enumerate() {
@@ -161,7 +166,16 @@ impl SchedState {
             inner,
             leaves: Pools::new(n),
             prune_types,
+            units_below,
         }
+    }
+
+    /// Units of each prune type (in `prune_types` order) strictly below `v`; `None` for a
+    /// leaf.
+    pub fn units_below(&self, v: VertexId) -> Option<&[i64]> {
+        let i = self.inner_of[v.index()];
+        let k = self.prune_types.len();
+        (i != LEAF).then(|| &self.units_below[i as usize * k..(i as usize + 1) * k])
     }
 
     fn inner(&self, v: VertexId) -> Option<&Inner> {
@@ -177,19 +191,43 @@ impl SchedState {
                 units_free: inner.plans.avail_during(at, dur),
                 jobs_free: inner.xcheck.avail_during(at, dur),
             },
-            None => {
-                if self.leaves.is_idle(v.index()) {
-                    return Usage {
-                        units_free: size,
-                        jobs_free: XCHECK_TOTAL,
-                    };
+            None => self.leaf_usage(v, size, at, dur),
+        }
+    }
+
+    /// As [`SchedState::usage`], but `None` as soon as the job count shows the vertex held
+    /// exclusively (no job count free): the walk's question, answered without looking at
+    /// the units of a vertex it cannot use anyway.
+    #[inline]
+    pub fn usage_if_reachable(&self, v: VertexId, size: i64, at: i64, dur: u64) -> Option<Usage> {
+        let usage = match self.inner(v) {
+            Some(inner) => {
+                let jobs_free = inner.xcheck.avail_during(at, dur);
+                if jobs_free <= 0 {
+                    return None;
                 }
-                let peak = self.leaves.peak_during(v.index(), at, dur);
                 Usage {
-                    units_free: size - peak.units,
-                    jobs_free: XCHECK_TOTAL - peak.jobs,
+                    units_free: inner.plans.avail_during(at, dur),
+                    jobs_free,
                 }
             }
+            None => self.leaf_usage(v, size, at, dur),
+        };
+        (usage.jobs_free > 0).then_some(usage)
+    }
+
+    #[inline]
+    fn leaf_usage(&self, v: VertexId, size: i64, at: i64, dur: u64) -> Usage {
+        if self.leaves.is_idle(v.index()) {
+            return Usage {
+                units_free: size,
+                jobs_free: XCHECK_TOTAL,
+            };
+        }
+        let peak = self.leaves.peak_during(v.index(), at, dur);
+        Usage {
+            units_free: size - peak.units,
+            jobs_free: XCHECK_TOTAL - peak.jobs,
         }
     }
 
@@ -203,6 +241,18 @@ impl SchedState {
     /// The aggregate of `v`, if it has one.
     pub fn aggregate(&self, v: VertexId) -> Option<&Aggregate> {
         self.inner(v)?.agg.as_ref()
+    }
+
+    /// The units per type an aggregate record takes, if `s` is one made at `v`.
+    pub fn aggregate_span(&self, v: VertexId, s: SpanRef) -> Option<&[i64]> {
+        let SpanRef::Agg(i, id) = s else {
+            return None;
+        };
+        if self.inner_of[v.index()] != i {
+            return None;
+        }
+        let agg = self.inner[i as usize].agg.as_ref()?;
+        agg.plan.span(id).map(|span| span.planned)
     }
 
     /// Records one vertex's use: `needs` units when exclusive, and its job count.
@@ -238,6 +288,30 @@ impl SchedState {
                 inner.plans.add_span(at, dur, needs).map_err(err)?,
             ));
         }
+        Ok(())
+    }
+
+    /// Records that `v` is held exclusively, and nothing more: what an exclusive hold
+    /// must show to every walk (see `alloc::commit`). A leaf keeps its one hold of units
+    /// and job count, as [`SchedState::hold`] makes it; an inner vertex gets only its
+    /// job-count entry.
+    pub fn hold_exclusive_mark(
+        &mut self,
+        v: VertexId,
+        at: i64,
+        dur: u64,
+        needs: i64,
+        out: &mut Vec<SpanRef>,
+    ) -> Result<(), MatchError> {
+        let i = self.inner_of[v.index()];
+        if i == LEAF {
+            return self.hold(v, at, dur, needs, true, out);
+        }
+        let id = self.inner[i as usize]
+            .xcheck
+            .add_span(at, dur, XCHECK_TOTAL)
+            .map_err(|e| MatchError::Internal(e.to_string()))?;
+        out.push(SpanRef::Xcheck(i, id));
         Ok(())
     }
 

@@ -152,6 +152,8 @@ struct Visit {
 pub struct Scratch {
     cands: Vec<Cand>,
     arena: Vec<Pick>,
+    cursors: Vec<usize>,
+    slots: Vec<Cand>,
 }
 
 /// One match attempt at one time window.
@@ -172,6 +174,9 @@ pub struct Traversal<'a> {
     /// Candidates of every vertex being decided, innermost on top.
     cands: Vec<Cand>,
     pub arena: Vec<Pick>,
+    /// Slot formation's working memory (see `dom_slot`).
+    cursors: Vec<usize>,
+    slots: Vec<Cand>,
 }
 
 impl<'a> Traversal<'a> {
@@ -190,6 +195,8 @@ impl<'a> Traversal<'a> {
         let Scratch {
             mut cands,
             mut arena,
+            cursors,
+            slots,
         } = scratch;
         cands.clear();
         arena.clear();
@@ -207,6 +214,8 @@ impl<'a> Traversal<'a> {
             multilevel: 0,
             cands,
             arena,
+            cursors,
+            slots,
         }
     }
 
@@ -215,6 +224,8 @@ impl<'a> Traversal<'a> {
         Scratch {
             cands: self.cands,
             arena: self.arena,
+            cursors: self.cursors,
+            slots: self.slots,
         }
     }
 
@@ -329,11 +340,14 @@ impl<'a> Traversal<'a> {
         excl: bool,
         budget: Option<&mut Budget>,
     ) -> Option<Visit> {
-        let x_in = excl || self.exclusivity(reqs, u);
         let test = self.test(u, reqs, pristine);
         if matches!(test, Test::NoMatch) {
             return None;
         }
+        let x_in = excl || self.exclusivity(reqs, u);
+        // Both are pure filters: the cheaper one (a held vertex fails on its job count)
+        // goes first.
+        let usage = self.prune_ok(u, x_in, reqs)?;
         let may_hold = match test {
             Test::Pristine => self.subtree_may_hold(u, reqs),
             Test::Slot { slot, .. } => self.subtree_may_hold(u, &[slot]),
@@ -342,7 +356,6 @@ impl<'a> Traversal<'a> {
         if !self.sat && !may_hold {
             return None;
         }
-        let usage = self.prune_ok(u, x_in, reqs)?;
         let factor = node_factor(self.g, &self.policy, self.node, u);
         self.multilevel += factor;
         let mark = self.cands.len();
@@ -428,12 +441,18 @@ impl<'a> Traversal<'a> {
         let n = children.len();
         // Best-first only under a budget; otherwise graph order, as Fluxion walks.
         let reverse = budget.is_some() && self.policy.prefer_high;
+        // Below a match, a child whose type no request names (and no slot can form at) is
+        // not part of the request: skip it without a visit (`test` would say `NoMatch`).
+        let any_kind = pristine || reqs.iter().any(|&r| self.req.req(r).is_slot);
         for i in 0..n {
             let c = VertexId(children[if reverse { n - 1 - i } else { i }]);
+            let kind = self.g.kind(c);
+            if !any_kind && !reqs.iter().any(|&r| self.req.req(r).kind == Some(kind)) {
+                continue;
+            }
             let Some(vis) = self.dom_dfv(c, reqs, pristine, excl, budget.as_deref_mut()) else {
                 continue;
             };
-            let kind = self.g.kind(c);
             let idx = self.push_pick(c, vis.avail, vis.excl, vis.whole, vis.sub);
             self.cands.push(Cand {
                 kind,
@@ -474,7 +493,7 @@ impl<'a> Traversal<'a> {
             });
         self.explore(u, shape, false, true, budget.as_mut());
         let policy = self.policy;
-        self.cands[mark..].sort_by(|a, b| policy.better(a.score, b.score));
+        sort_candidates(&mut self.cands[mark..], policy);
         let mut qual = u64::MAX;
         for &e in shape {
             let min = self.req.req(e).count.min.max(1);
@@ -482,8 +501,12 @@ impl<'a> Traversal<'a> {
             qual = qual.min(u64::try_from(qc).unwrap_or(0) / min);
         }
         qual = qual.min(nslots);
-        let mut cursors = vec![mark; shape.len()];
-        let mut slots = Vec::new();
+        // Reused buffers: nothing below recurses, so one pair serves every slot visit.
+        let mut cursors = std::mem::take(&mut self.cursors);
+        cursors.clear();
+        cursors.resize(shape.len(), mark);
+        let mut slots = std::mem::take(&mut self.slots);
+        slots.clear();
         'slots: for _ in 0..qual {
             let start = self.arena.len();
             let mut score = 0i64;
@@ -521,14 +544,16 @@ impl<'a> Traversal<'a> {
             });
         }
         self.cands.truncate(mark);
-        self.cands.extend(slots);
+        self.cands.extend_from_slice(&slots);
+        self.cursors = cursors;
+        self.slots = slots;
     }
 
     /// For each child request, choose the best candidates above `mark` until its count is
     /// met; returns the arena range of the picks.
     fn finish(&mut self, mark: usize, with: &[ReqId]) -> Option<(u32, u32)> {
         let policy = self.policy;
-        self.cands[mark..].sort_by(|a, b| policy.better(a.score, b.score));
+        sort_candidates(&mut self.cands[mark..], policy);
         let start = self.arena.len() as u32;
         for &c in with {
             let kind = self.kind_of(c)?;
@@ -646,7 +671,8 @@ impl<'a> Traversal<'a> {
                 jobs_free: XCHECK_TOTAL,
             }
         } else {
-            self.st.usage(u, self.g.size(u), self.at, self.dur)
+            self.st
+                .usage_if_reachable(u, self.g.size(u), self.at, self.dur)?
         };
         let jobs_free = usage.jobs_free;
         if jobs_free <= 0 || usage.units_free <= 0 {
@@ -678,6 +704,16 @@ impl<'a> Traversal<'a> {
             }
         }
         Some(usage)
+    }
+}
+
+/// Best first, ties in walk order (a stable sort). A best-first walk hands candidates up
+/// already in that order: checking costs less than sorting (which allocates).
+fn sort_candidates(cands: &mut [Cand], policy: MatchPolicy) {
+    let in_order =
+        cands.is_sorted_by(|a, b| policy.better(a.score, b.score) != std::cmp::Ordering::Greater);
+    if !in_order {
+        cands.sort_by(|a, b| policy.better(a.score, b.score));
     }
 }
 

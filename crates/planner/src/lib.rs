@@ -21,8 +21,8 @@
 //! exists only where usage changes, so adding and then removing spans (in any
 //! order) gives back exactly the representation of a fresh planner, and the
 //! two compare equal. Lookups are binary searches over that list; spans live
-//! in a small slab addressed by [`SpanId`]. A planner that has no spans holds
-//! no heap memory.
+//! in a small slab addressed by [`SpanId`]. A planner that never had a span
+//! holds no heap memory; one that had keeps its calendar for the next.
 //!
 //! Queries answer "how many units are free at / during" and "when is the
 //! earliest time at or after `at` that `request` units are free for

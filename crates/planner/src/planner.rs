@@ -9,13 +9,16 @@ use crate::{PlannerError, Span, SpanId};
 /// Availability of one pool of `total` identical units over the integer time
 /// window `[base_time, base_time + horizon)`.
 ///
-/// An idle planner (no span was ever added, or all were removed) holds no heap
-/// memory. See the [crate documentation](crate) for the model.
+/// A planner that never had a span holds no heap memory. Once it had one, it
+/// keeps its (possibly empty) calendar: a vertex that is held and freed over
+/// and over (a node taken by one whole-node job after another) would otherwise
+/// allocate and free it every time. See the [crate documentation](crate) for
+/// the model.
 #[derive(Debug, Clone)]
 pub struct Planner {
     window: Window,
     total: i64,
-    /// `None` while no span exists.
+    /// `None` until the first span; afterwards kept, even when empty.
     cal: Option<Box<Calendar>>,
     /// Serial given to the next span; survives the calendar being dropped so
     /// that stale ids stay stale.
@@ -121,13 +124,11 @@ impl Planner {
     }
 
     /// Removes a span, giving its units back. Once the last span is removed
-    /// the planner is equal to a fresh one and holds no heap memory.
+    /// the planner is equal to a fresh one (it keeps its empty calendar's
+    /// memory for the next span).
     pub fn rem_span(&mut self, id: SpanId) -> Result<(), PlannerError> {
         let cal = self.cal.as_mut().ok_or(PlannerError::UnknownSpan(id))?;
         cal.remove(id)?;
-        if cal.live() == 0 {
-            self.cal = None;
-        }
         Ok(())
     }
 
@@ -258,10 +259,17 @@ impl Planner {
 
 impl PartialEq for Planner {
     /// Logical equality: same window, total, change points and spans (with
-    /// the same ids). The serial counter for future ids is not compared, so a
-    /// planner whose spans were all removed equals a fresh one.
+    /// the same ids). The serial counter for future ids and a kept empty
+    /// calendar are not compared, so a planner whose spans were all removed
+    /// equals a fresh one.
     fn eq(&self, other: &Self) -> bool {
-        self.window == other.window && self.total == other.total && self.cal == other.cal
+        let calendars_equal = match (&self.cal, &other.cal) {
+            (Some(a), Some(b)) => a == b,
+            // An empty calendar has no change points (they are canonical).
+            (Some(c), None) | (None, Some(c)) => c.live() == 0,
+            (None, None) => true,
+        };
+        self.window == other.window && self.total == other.total && calendars_equal
     }
 }
 

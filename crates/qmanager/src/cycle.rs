@@ -43,7 +43,7 @@
 use std::collections::HashMap;
 use std::ops::Bound;
 
-use shardsched_matcher::{Allocation, MatchOp, MatchOutcome};
+use shardsched_matcher::{Allocation, MatchError, MatchOp, Placement};
 
 use crate::error::QueueError;
 use crate::event::{Event, JobId, WaitReason};
@@ -307,9 +307,12 @@ impl QueueManager {
         self.set_reason(id, WaitReason::Queued)?;
         let job = self.jobs.get(&id).ok_or(QueueError::NoSuchJob(id))?;
         self.stats.match_allocate += 1;
-        match self.matcher.run(MatchOp::Allocate, &job.jobspec, id, now)? {
-            MatchOutcome::Allocated(a) => {
-                self.start(id, now, a)?;
+        match self
+            .matcher
+            .place(MatchOp::Allocate, &job.jobspec, id, now)?
+        {
+            Placement::Allocated { .. } => {
+                self.start(id, now)?;
                 Ok(true)
             }
             _ => Ok(false),
@@ -369,9 +372,12 @@ impl QueueManager {
             return Ok(false);
         }
         self.stats.match_allocate += 1;
-        match self.matcher.run(MatchOp::Allocate, &job.jobspec, id, now)? {
-            MatchOutcome::Allocated(a) => {
-                self.start(id, now, a)?;
+        match self
+            .matcher
+            .place(MatchOp::Allocate, &job.jobspec, id, now)?
+        {
+            Placement::Allocated { .. } => {
+                self.start(id, now)?;
                 Ok(true)
             }
             _ => Ok(false),
@@ -390,28 +396,42 @@ impl QueueManager {
                 .map_or(now, |t| t.max(now))
         };
         self.stats.match_reserve += 1;
-        let out = self
+        // The allocation stays in the matcher: a reservation needs no copy of it.
+        let placed = self
             .matcher
-            .run(MatchOp::AllocateOrElseReserve, &job.jobspec, id, from)?;
-        match out {
-            MatchOutcome::Allocated(a) if a.at == now => {
-                self.start(id, now, a)?;
+            .place(MatchOp::AllocateOrElseReserve, &job.jobspec, id, from)?;
+        match placed {
+            Placement::Allocated { at } if at == now => {
+                self.start(id, now)?;
                 Ok(Attempt::Started)
             }
             // Allocated at `from` > now: the matcher holds it as it holds a reservation.
-            MatchOutcome::Allocated(a) | MatchOutcome::Reserved(a) => {
-                let at = a.at;
-                let held = self.root.held(&self.matcher, &a);
+            Placement::Allocated { at } | Placement::Reserved { at } => {
+                let held = self.root.held(&self.matcher, id);
                 self.reserved_held.insert(id, held);
                 self.reserved.insert((at, id));
                 self.set_reason(id, WaitReason::Reserved { at })?;
                 Ok(Attempt::Reserved(at))
             }
-            MatchOutcome::NoMatch { .. } | MatchOutcome::Satisfiable(_) => Ok(Attempt::Blocked),
+            Placement::NoMatch { .. } | Placement::Satisfiable(_) => Ok(Attempt::Blocked),
         }
     }
 
-    fn start(&mut self, id: JobId, now: i64, alloc: Allocation) -> Result<(), QueueError> {
+    /// Job `id`, just allocated at `now` in the matcher, starts: its event carries a copy of
+    /// the allocation (the matcher keeps its own to cancel it), or only its window when the
+    /// caller asked for no vertices ([`QueueManager::set_started_allocations`]).
+    fn start(&mut self, id: JobId, now: i64) -> Result<(), QueueError> {
+        let held = || MatchError::Internal(format!("job {id} allocated but not held"));
+        let alloc = if self.started_allocations {
+            self.matcher.copy_allocation(id).ok_or_else(held)?
+        } else {
+            let a = &self.matcher.job(id).ok_or_else(held)?.alloc;
+            Allocation {
+                vertices: Vec::new(),
+                at: a.at,
+                duration: a.duration,
+            }
+        };
         let job = self.jobs.get_mut(&id).ok_or(QueueError::NoSuchJob(id))?;
         let end = alloc
             .at

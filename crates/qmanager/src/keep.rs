@@ -31,7 +31,7 @@
 
 use std::ops::Bound;
 
-use shardsched_matcher::{Allocation, Matcher};
+use shardsched_matcher::Matcher;
 
 use crate::event::JobId;
 use crate::queue::QueueManager;
@@ -111,10 +111,29 @@ impl QueueManager {
 }
 
 impl RootAgg {
-    /// What `alloc` takes from the root's aggregates, per tracked type: the units of every
-    /// exclusively taken vertex of that type (as the matcher commits them).
-    pub(crate) fn held(&self, m: &Matcher, alloc: &Allocation) -> Vec<i64> {
+    /// What job `id`'s allocation or reservation takes from the root's aggregates, per
+    /// tracked type: the units of every exclusively taken vertex of that type. Below the
+    /// root, that is what the matcher recorded in the root's aggregate; the root itself
+    /// counts if taken.
+    pub(crate) fn held(&self, m: &Matcher, id: JobId) -> Vec<i64> {
         let mut held = vec![0; self.types.len()];
+        let Some(job) = m.job(id) else {
+            return held;
+        };
+        let alloc = &job.alloc;
+        if let Some(below) = m.aggregate_use(id, self.root)
+            && below.len() == self.types.len()
+        {
+            held = below;
+            if let Some(top) = alloc.vertices.last()
+                && top.v == self.root
+                && top.exclusive
+                && let Some(i) = self.types.iter().position(|&t| t == m.graph.kind(top.v))
+            {
+                held[i] += top.needs;
+            }
+            return held;
+        }
         for av in alloc.vertices.iter().filter(|av| av.exclusive) {
             let kind = m.graph.kind(av.v);
             if let Some(i) = self.types.iter().position(|&t| t == kind) {

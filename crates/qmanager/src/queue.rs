@@ -110,6 +110,9 @@ pub struct QueueManager {
     pub(crate) last_now: Option<i64>,
     pub(crate) events: VecDeque<Event>,
     pub(crate) stats: Stats,
+    /// Whether started events carry the allocation's vertices (see
+    /// [`QueueManager::set_started_allocations`]).
+    pub(crate) started_allocations: bool,
 }
 
 impl QueueManager {
@@ -153,6 +156,7 @@ impl QueueManager {
             last_now: None,
             events: VecDeque::new(),
             stats: Stats::default(),
+            started_allocations: true,
         })
     }
 
@@ -326,6 +330,15 @@ impl QueueManager {
             }
         }
         Ok(())
+    }
+
+    /// Whether [`Event::Started`] carries the job's allocation (on by default). A caller that
+    /// never reads where jobs run (workload replay) turns it off and saves a copy of every
+    /// allocation, a whole-node job listing every vertex of its nodes: the event's
+    /// allocation then has its start and duration and no vertices. The matcher holds the
+    /// allocation either way ([`QueueManager::matcher`]).
+    pub fn set_started_allocations(&mut self, on: bool) {
+        self.started_allocations = on;
     }
 
     /// The next event, oldest first.

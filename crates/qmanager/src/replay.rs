@@ -109,7 +109,9 @@ impl<'w> Replay<'w> {
         params: Params,
     ) -> Result<Replay<'w>, ReplayError> {
         let capacity = capacity(&graph, unit);
-        let qm = QueueManager::new(graph, params)?;
+        let mut qm = QueueManager::new(graph, params)?;
+        // Replay reads when jobs start, never where: started events need no vertex lists.
+        qm.set_started_allocations(false);
         let mut order: Vec<usize> = (0..workload.jobs.len()).collect();
         order.sort_by_key(|&i| workload.jobs[i].submit);
         let origin = workload

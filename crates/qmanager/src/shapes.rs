@@ -134,7 +134,7 @@ fn satisfiable(m: &mut Matcher, js: &Jobspec, now: i64) -> Result<bool, MatchErr
 /// The root vertex's aggregate calendars, for [`RootAgg::may_fit`].
 #[derive(Debug, Clone)]
 pub(crate) struct RootAgg {
-    root: VertexId,
+    pub(crate) root: VertexId,
     /// The types the root's aggregate tracks (empty without prune filters).
     pub(crate) types: Vec<Sym>,
     /// Units of each type below the root.

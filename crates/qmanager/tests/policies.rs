@@ -358,3 +358,55 @@ fn queue_depth_counts_the_jobs_pending_not_the_ones_that_started() {
         assert_eq!(started(&events(&mut qm)), vec![3, 4], "{policy}");
     }
 }
+
+/// Started events carry a copy of what the matcher holds; with allocations turned off
+/// (replay) the same events come out, with the window and no vertices.
+#[test]
+fn started_events_with_and_without_allocations() {
+    let scenario = |with_vertices: bool| {
+        let mut qm = queue(4, QueuePolicy::Easy);
+        qm.set_started_allocations(with_vertices);
+        qm.submit(job(1, 3, 100, 0)).unwrap();
+        qm.submit(job(2, 4, 100, 0)).unwrap();
+        qm.submit(job(3, 1, 50, 0)).unwrap();
+        qm.schedule(0).unwrap();
+        let mut out = events(&mut qm);
+        for e in &out {
+            if let Event::Started { id, alloc, .. } = e {
+                let held = &qm.matcher().job(*id).unwrap().alloc;
+                if with_vertices {
+                    assert_eq!(alloc, held);
+                } else {
+                    assert!(alloc.vertices.is_empty());
+                    assert_eq!((alloc.at, alloc.duration), (held.at, held.duration));
+                }
+            }
+        }
+        qm.complete(1, 100).unwrap();
+        qm.complete(3, 100).unwrap();
+        qm.schedule(100).unwrap();
+        out.extend(events(&mut qm));
+        out
+    };
+    let full = scenario(true);
+    let bare = scenario(false);
+    assert_eq!(started(&full), vec![1, 3, 2]);
+    assert_eq!(full.len(), bare.len());
+    for (f, b) in full.iter().zip(&bare) {
+        match (f, b) {
+            (
+                Event::Started { id, at, alloc },
+                Event::Started {
+                    id: id2,
+                    at: at2,
+                    alloc: alloc2,
+                },
+            ) => {
+                assert_eq!((id, at), (id2, at2));
+                assert!(!alloc.vertices.is_empty());
+                assert_eq!((alloc.at, alloc.duration), (alloc2.at, alloc2.duration));
+            }
+            _ => assert_eq!(f, b),
+        }
+    }
+}

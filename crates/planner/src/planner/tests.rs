@@ -132,8 +132,16 @@ fn rem_span_restores_fresh_state() {
         p.rem_span(*id).unwrap();
     }
     assert_eq!(p, Planner::new(0, 100, 10));
-    assert!(p.cal.is_none());
+    assert_eq!(Planner::new(0, 100, 10), p);
+    // The emptied calendar is kept for the next span, and holds nothing.
+    assert!(p.cal.as_ref().is_some_and(|c| c.live() == 0));
+    assert_eq!((p.span_count(), p.point_count()), (0, 0));
+    assert_eq!(p.avail_during(0, 100), 10);
     assert_eq!(p.rem_span(ids[0]), Err(PlannerError::UnknownSpan(ids[0])));
+    let again = p.add_span(10, 5, 10).unwrap();
+    assert_ne!(p, Planner::new(0, 100, 10));
+    p.rem_span(again).unwrap();
+    assert_eq!(p, Planner::new(0, 100, 10));
 }
 
 #[test]

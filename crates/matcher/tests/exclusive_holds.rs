@@ -1,0 +1,148 @@
+//! What an exclusive hold records, and that it is enough: a vertex held exclusively gets
+//! only its job-count entry and nothing below it gets any, yet no walk can reach below it
+//! while it is held; and the shortcuts `Matcher::place` takes when committing whole
+//! subtrees leave exactly the calendars a plain `alloc::commit` makes.
+#![allow(clippy::unwrap_used)]
+
+use shardsched_jobspec::{Jobspec, Shorthand};
+use shardsched_matcher::{
+    MatchOp, MatchPolicy, Matcher, Placement, PruneFilters, SchedState, alloc, checker,
+};
+use shardsched_resource::{ResourceGraph, VertexId, generated_cluster};
+
+fn matcher(nodes: usize, policy: &str) -> Matcher {
+    let g = generated_cluster(nodes).build().expect("cluster");
+    Matcher::new(
+        g,
+        MatchPolicy::parse(policy).expect("policy"),
+        &PruneFilters::default_filters(),
+    )
+}
+
+fn spec(nodes: Option<u64>, tasks: Option<u64>, duration: u64) -> Jobspec {
+    Shorthand {
+        nodes,
+        tasks,
+        duration,
+        command: vec!["app".into()],
+        ..Shorthand::default()
+    }
+    .to_jobspec()
+    .expect("jobspec")
+}
+
+fn subtree(g: &ResourceGraph, v: VertexId) -> Vec<VertexId> {
+    g.preorder(v).collect()
+}
+
+#[test]
+fn a_whole_node_costs_one_entry_and_blocks_everything_below() {
+    let mut m = matcher(2, "first");
+    // `-N1` without tasks: one whole exclusive node.
+    let placed = m
+        .place(MatchOp::Allocate, &spec(Some(1), None, 100), 1, 0)
+        .unwrap();
+    assert_eq!(placed, Placement::Allocated { at: 0 });
+    let alloc = m.job(1).unwrap().alloc.clone();
+    let g = &m.graph;
+    let node = alloc
+        .vertices
+        .iter()
+        .find(|av| g.kind_str(av.v) == "node")
+        .unwrap()
+        .v;
+    let below = subtree(g, node);
+    // The allocation lists the whole node, every vertex exclusively with all its units.
+    for &d in &below {
+        let av = alloc.vertices.iter().find(|av| av.v == d).unwrap();
+        assert!(av.exclusive && av.needs == g.size(d), "{}", g.path(d));
+    }
+    // The calendars: the node's job count is full; nothing below it holds anything.
+    let usage = m.state.usage(node, g.size(node), 0, 100);
+    assert_eq!(usage.jobs_free, 0);
+    assert_eq!(usage.units_free, g.size(node), "no unit entry of its own");
+    for &d in below.iter().skip(1) {
+        if g.children(d).is_empty() {
+            assert!(m.state.leaves.is_idle(d.index()), "{}", g.path(d));
+        }
+    }
+    // Yet nothing below it can be taken while it is held: the other node's 44 cores fit,
+    // one more does not, until the hold ends.
+    let cores = |n| spec(None, Some(n), 50);
+    assert!(matches!(
+        m.place(MatchOp::Allocate, &cores(45), 2, 0).unwrap(),
+        Placement::NoMatch { .. }
+    ));
+    assert!(matches!(
+        m.place(MatchOp::Allocate, &cores(45), 2, 99).unwrap(),
+        Placement::NoMatch { .. }
+    ));
+    assert_eq!(
+        m.place(MatchOp::Allocate, &cores(44), 3, 0).unwrap(),
+        Placement::Allocated { at: 0 }
+    );
+    assert_eq!(
+        m.place(MatchOp::AllocateOrElseReserve, &cores(45), 4, 0)
+            .unwrap(),
+        Placement::Reserved { at: 100 }
+    );
+    let allocs: Vec<_> = m.jobs().map(|(id, j)| (id, &j.alloc)).collect();
+    assert!(checker::check(&m.graph, &allocs).is_empty());
+    // Cancelling gives the calendars back exactly.
+    for id in [1, 3, 4] {
+        m.cancel(id).unwrap();
+    }
+    assert_eq!(
+        m.state,
+        SchedState::new(&m.graph, &PruneFilters::default_filters())
+    );
+}
+
+#[test]
+fn committing_expanded_allocations_matches_a_plain_commit() {
+    for policy in ["first", "low", "hinodex"] {
+        let mut m = matcher(8, policy);
+        let jobs = [
+            spec(Some(3), None, 100),    // whole nodes
+            spec(None, Some(30), 80),    // cores spread over sockets
+            spec(Some(2), Some(4), 60),  // two shared nodes, two cores each
+            spec(Some(1), None, 40),     // one whole node
+            spec(Some(4), None, 200),    // more than is free now: a reservation
+            spec(None, Some(100), 10),   // cores, maybe later
+            spec(Some(1), Some(1), 300), // one core on a shared node
+        ];
+        for (i, js) in jobs.iter().enumerate() {
+            let id = i as u64 + 1;
+            m.place(MatchOp::AllocateOrElseReserve, js, id, 0).unwrap();
+        }
+        let placed = m.jobs().count();
+        assert!(placed >= 5, "{policy}: only {placed} jobs placed");
+        let mut fresh = SchedState::new(&m.graph, &PruneFilters::default_filters());
+        for (_, j) in m.jobs() {
+            alloc::commit(&m.graph, &mut fresh, &j.alloc).unwrap();
+        }
+        assert!(fresh == m.state, "{policy}: calendars differ");
+        // What each job takes from the root's aggregate, read from its records, is the sum
+        // of its exclusive units of each tracked type.
+        let root = m.graph.root();
+        let types = m.state.aggregate(root).unwrap().types.clone();
+        for (id, j) in m.jobs() {
+            let summed: Vec<i64> = types
+                .iter()
+                .map(|&t| {
+                    j.alloc
+                        .vertices
+                        .iter()
+                        .filter(|av| av.exclusive && av.v != root && m.graph.kind(av.v) == t)
+                        .map(|av| av.needs)
+                        .sum()
+                })
+                .collect();
+            assert_eq!(
+                m.aggregate_use(id, root).unwrap(),
+                summed,
+                "{policy} job {id}"
+            );
+        }
+    }
+}
