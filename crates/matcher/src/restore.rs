@@ -80,7 +80,7 @@ impl Matcher {
     /// were running. Vertex status is not consulted (a running job's allocation is a fact,
     /// even on a node that is down now). Fails, recording nothing, if the job already holds
     /// resources or the calendars cannot take the allocation.
-    pub fn restore(&mut self, jobid: u64, alloc: Allocation) -> Result<Allocation, MatchError> {
+    pub fn restore(&mut self, jobid: u64, alloc: Allocation) -> Result<(), MatchError> {
         if self.jobs.contains_key(&jobid) {
             return Err(MatchError::DuplicateJob(jobid));
         }
@@ -94,7 +94,8 @@ impl Matcher {
                 bad.v.0
             )));
         }
-        self.record(jobid, JobState::Allocated, alloc)
+        self.record(jobid, JobState::Allocated, alloc, &[])?;
+        Ok(())
     }
 }
 
