@@ -143,12 +143,15 @@ fn a_busy_node_moves_after_its_job_and_a_waiting_job_starts_right_after() {
         .expect("a job on node3");
 
     move_nodes(&system, &["node3"], "beta");
-    // The coordinator lists a node under its new owner at once (intent moves first); that
-    // shard reports it incoming until the hand-over.
-    assert!(wait_for(|| {
-        let row = node_row(&system, "node3");
-        row["queue"] == "beta" && row["state"] == "incoming"
-    }));
+    // `resource list` shows the node outgoing in its donor until the donor releases it.
+    assert!(
+        wait_for(|| {
+            let row = node_row(&system, "node3");
+            row["queue"] == "alpha" && row["state"] == "outgoing"
+        }),
+        "{:#}",
+        node_row(&system, "node3")
+    );
     start_queue(&system, "beta");
     // beta's five nodes: node3 comes when alpha's job ends, so the job is reserved then.
     let wide = system.submit(&["-q", "beta", "-N", "5", "-t", "5", "--", "app"]);
