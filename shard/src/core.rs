@@ -22,12 +22,15 @@ mod events;
 mod exec;
 #[cfg(test)]
 mod exec_tests;
+mod moving;
+#[cfg(test)]
+mod moving_tests;
 mod nodes;
 mod restore;
 mod status;
 
+pub use moving::{Transition, TransitionKind};
 pub use restore::RestoreSummary;
-use restore::node_gens;
 #[cfg(test)]
 mod restore_tests;
 #[cfg(test)]
@@ -38,6 +41,7 @@ use std::sync::Arc;
 
 use shardsched_jobspec::Jobspec;
 use shardsched_proto::msg::client_shard::{CancelOutcome, CancelResult, Submit};
+use shardsched_proto::msg::shard_coord::Released;
 use shardsched_proto::msg::{
     Generation, JobId, JobInfo, JobList, JobState, JobsQuery, NodeGen, QueueConfig, Refusal,
     RefusalCode,
@@ -49,10 +53,11 @@ use shardsched_resource::{ResourceGraph, VertexId};
 use crate::assign::{self, MS_PER_S};
 use crate::error::ShardError;
 use crate::job::{JobRecord, Reason, job_name};
-use crate::journal::{AcceptedJob, JournalRecord};
+use crate::journal::{AcceptedJob, JournalRecord, Restored};
 use crate::limits::{
     ACTIVE_JOBS_MAX, FINISHED_JOBS_RETAINED, PRIORITY_DEFAULT, RETENTION_DEFAULT_MS,
 };
+use crate::moves::ShardMoves;
 use crate::snapshot::Snapshot;
 use crate::table::JobTable;
 
@@ -130,6 +135,20 @@ pub struct ShardCore {
     end_as: HashMap<JobId, EndAs>,
     /// Nodes an admin marked down, with the reason (see `core/nodes.rs`).
     down: BTreeMap<String, String>,
+    /// Nodes an admin drained, with the reason (see `core/moving.rs`).
+    drained: BTreeMap<String, String>,
+    /// Which nodes this shard owns, gives away or receives, at which generation.
+    moves: ShardMoves,
+    /// Incoming nodes held in the queue manager until their expected free time.
+    incoming_held: BTreeMap<String, VertexId>,
+    /// Up/down/released transitions for the driver's log, oldest first.
+    transitions: Vec<Transition>,
+    /// `Released` reports for the coordinator, oldest first.
+    released: Vec<Released>,
+    /// Nodes whose last allocation ended since the moves were last settled.
+    freed_nodes: BTreeSet<String>,
+    /// `owned` changed since the journal was last told.
+    owned_changed: bool,
     /// Changes to make durable, oldest first (when `options.journal`).
     journal: Vec<JournalRecord>,
     /// The last id the journal was told of.
@@ -154,12 +173,81 @@ impl ShardCore {
         assignment: &shardsched_proto::msg::shard_coord::Assignment,
         options: CoreOptions,
     ) -> Result<ShardCore, ShardError> {
+        let mut core = ShardCore::build(assignment, options, &[])?;
+        core.apply_assignment(
+            &assignment.owned,
+            &assignment.incoming,
+            Some(&assignment.flags),
+        );
+        Ok(core)
+    }
+
+    /// A restarted shard's core: the journal's node states, flags and jobs come back, and
+    /// nothing is up but what the coordinator's `assignment` confirms (an outgoing node
+    /// stays outgoing and is released if its jobs ended meanwhile). Every node the journal
+    /// had up is logged down first (it stopped being usable when the process did).
+    pub fn restored(
+        assignment: &shardsched_proto::msg::shard_coord::Assignment,
+        options: CoreOptions,
+        now_ms: u64,
+        restored: &Restored,
+    ) -> Result<(ShardCore, RestoreSummary), ShardError> {
+        // Nodes with running jobs in the journal stay in the graph whatever the definition.
+        let kept: Vec<NodeGen> = restored
+            .moves
+            .iter()
+            .filter(|(_, e)| !matches!(e.holding, crate::moves::Holding::NotOwned))
+            .map(|(n, e)| NodeGen {
+                node: n.clone(),
+                generation: e.generation,
+            })
+            .chain(restored.owned.iter().cloned())
+            .collect();
+        let mut core = ShardCore::build(assignment, options, &kept)?;
+        for n in &restored.owned {
+            if core.nodes.contains_key(&n.node) {
+                core.transitions.push(Transition {
+                    node: n.node.clone(),
+                    kind: TransitionKind::Down,
+                    generation: n.generation,
+                    why: "restart",
+                });
+            }
+        }
+        core.moves = ShardMoves::restore(restored.moves.iter().cloned());
+        core.observe(now_ms);
+        core.restore_down(&restored.down)?;
+        core.restore_drained(&restored.drained);
+        core.apply_assignment(
+            &assignment.owned,
+            &assignment.incoming,
+            Some(&assignment.flags),
+        );
+        let summary = core.restore(now_ms, restored)?;
+        core.settle_all_outgoing();
+        Ok((core, summary))
+    }
+
+    /// The core before any node is up: the graph restricted to the queue's definition plus
+    /// the nodes owned, incoming, and `kept`.
+    fn build(
+        assignment: &shardsched_proto::msg::shard_coord::Assignment,
+        options: CoreOptions,
+        kept: &[NodeGen],
+    ) -> Result<ShardCore, ShardError> {
         let graph = assign::cluster_graph(&assignment.cluster)?;
-        ShardCore::with_graph(
+        let extra: Vec<NodeGen> = assignment
+            .owned
+            .iter()
+            .cloned()
+            .chain(assignment.incoming.iter().map(|(_, n)| n.node.clone()))
+            .chain(kept.iter().cloned())
+            .collect();
+        ShardCore::with_graph_only(
             graph,
             &assignment.queue,
             assignment.generator_id,
-            &assignment.owned,
+            &extra,
             options,
         )
     }
@@ -168,6 +256,18 @@ impl ShardCore {
     /// definition is `config.definition` plus the owned nodes (all owned nodes when the
     /// definition is empty).
     pub fn with_graph(
+        graph: ResourceGraph,
+        config: &QueueConfig,
+        generator_id: u16,
+        owned: &[NodeGen],
+        options: CoreOptions,
+    ) -> Result<ShardCore, ShardError> {
+        let mut core = ShardCore::with_graph_only(graph, config, generator_id, owned, options)?;
+        core.set_owned(owned)?;
+        Ok(core)
+    }
+
+    fn with_graph_only(
         mut graph: ResourceGraph,
         config: &QueueConfig,
         generator_id: u16,
@@ -217,10 +317,20 @@ impl ShardCore {
             kill_requested: HashMap::new(),
             end_as: HashMap::new(),
             down: BTreeMap::new(),
+            drained: BTreeMap::new(),
+            moves: ShardMoves::new(),
+            incoming_held: BTreeMap::new(),
+            transitions: Vec::new(),
+            released: Vec::new(),
+            freed_nodes: BTreeSet::new(),
+            owned_changed: false,
             journal: Vec::new(),
             journaled_last_id: None,
         };
-        core.set_owned(owned)?;
+        // Nothing is up until the move machine says so (`refresh_node`).
+        for &v in core.nodes.values() {
+            core.qm.set_availability(v, false)?;
+        }
         Ok(core)
     }
 
@@ -422,30 +532,17 @@ impl ShardCore {
         }
     }
 
-    /// Makes exactly `owned` available (with their generations): every other node is
-    /// unavailable. Running jobs are never touched; pending ones that no longer fit wait.
-    /// Names that are not nodes of the cluster are ignored (and logged).
+    /// Makes exactly `owned` available (with their generations), as a registration
+    /// answer with no incoming node and no flags would: every other owned node goes down
+    /// (an outgoing one stays outgoing). Running jobs are never touched; pending ones that
+    /// no longer fit wait. Names that are not nodes of the cluster are ignored (and logged).
     pub fn set_owned(&mut self, owned: &[NodeGen]) -> Result<(), ShardError> {
-        let mut now_owned = BTreeMap::new();
         for n in owned {
-            if self.nodes.contains_key(&n.node) {
-                now_owned.insert(n.node.clone(), n.generation);
-            } else {
+            if !self.nodes.contains_key(&n.node) {
                 tracing::warn!(queue = %self.queue, node = %n.node, "assigned a node the cluster does not have");
             }
         }
-        // Nodes outside the definition are already down (a no-op) unless owned before.
-        // A node an admin marked down stays unavailable.
-        for (name, &v) in &self.nodes {
-            let up = now_owned.contains_key(name) && !self.down.contains_key(name);
-            self.qm.set_availability(v, up)?;
-        }
-        if self.options.journal && self.owned != now_owned {
-            self.journal
-                .push(JournalRecord::Owned(node_gens(&now_owned)));
-        }
-        self.owned = now_owned;
-        self.status_version += 1;
+        self.apply_assignment(owned, &[], None);
         self.refresh_reasons(usize::MAX);
         Ok(())
     }

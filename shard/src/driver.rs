@@ -22,8 +22,10 @@
 
 mod core_task;
 mod exec_task;
+mod released;
 mod serve;
 pub mod stats;
+pub mod transitions;
 
 pub use exec_task::{ExecOptions, Executor};
 
@@ -193,11 +195,14 @@ async fn serve_until(
         journal: true,
         ..CoreOptions::default()
     };
-    let mut core = ShardCore::new(&assignment, core_options)?;
-    if !restored.is_empty() {
-        core.restore(core_task::now_ms(), &restored)?;
-    }
+    let core = if restored.is_empty() {
+        ShardCore::new(&assignment, core_options)?
+    } else {
+        ShardCore::restored(&assignment, core_options, core_task::now_ms(), &restored)?.0
+    };
     drop(restored);
+    let log = transitions::TransitionLog::open(&options.state_dir, &options.queue);
+    let released = released::ReleasedQueue::default();
     let committer = Committer::start(journal)?;
     let journal_stats = tokio::spawn(stats::write_periodically(
         committer.clone(),
@@ -234,7 +239,11 @@ async fn serve_until(
         Arc::clone(&snapshot),
         status_tx,
         committer,
-        exec,
+        core_task::Sinks {
+            exec,
+            log,
+            released: released.clone(),
+        },
     ));
     let mut core_running = true;
     let clients = tokio::spawn(serve::clients(
@@ -243,7 +252,7 @@ async fn serve_until(
         Arc::clone(&snapshot),
     ));
     let outcome = loop {
-        let on_link = serve_coordinator(&session, &commands, &snapshot, &status_rx);
+        let on_link = serve_coordinator(&session, &commands, &snapshot, &status_rx, &released);
         let lost = tokio::select! {
             () = &mut shutdown => break Ok(()),
             joined = &mut core_task => {
@@ -312,6 +321,7 @@ fn serve_coordinator(
     commands: &mpsc::Sender<Command>,
     snapshot: &Arc<ArcSwap<Snapshot>>,
     status: &watch::Receiver<Option<ShardStatus>>,
+    released: &released::ReleasedQueue,
 ) -> OnLink {
     let (commands, snapshot) = (commands.clone(), Arc::clone(snapshot));
     let serving = tokio::spawn({
@@ -329,7 +339,8 @@ fn serve_coordinator(
     let mut status = status.clone();
     status.mark_changed();
     let reporting = tokio::spawn(report_status(session.clone(), status));
-    OnLink(vec![serving, reporting])
+    let releasing = tokio::spawn(released::report(session.clone(), released.clone()));
+    OnLink(vec![serving, reporting, releasing])
 }
 
 /// Sends every status report the core task hands out (it bounds their rate).

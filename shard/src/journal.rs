@@ -7,7 +7,12 @@
 //! meta  owned                 Vec<NodeGen> the nodes owned and their generations
 //! meta  last_job_id           JobId        the highest id issued (FLUIDs continue after it)
 //! meta  down_nodes            Vec<(String, String)>  nodes an admin marked down, with why
+//! meta  drained_nodes         Vec<(String, String)>  nodes an admin drained, with why
+//! meta  node:<name>           NodeEntry    a node's move state: generation, holding, flags
 //! ```
+//!
+//! A node's move state (`shard/src/moves.rs`) is one meta value per node, written when it
+//! changes, so a move of a few nodes writes a few small values whatever the cluster size.
 //!
 //! A job requeued after a node failure loses its `runs` record: it is pending again.
 //!
@@ -31,6 +36,8 @@ use shardsched_proto::msg::client_shard::IdempotencyKey;
 use shardsched_proto::msg::shard_coord::HeldNode;
 use shardsched_proto::msg::{JobId, JobState, NodeGen};
 
+use crate::moves::{Holding, NodeEntry};
+
 /// Accepted jobs.
 pub const JOBS_TABLE: &str = "jobs";
 /// Started jobs.
@@ -43,6 +50,10 @@ pub const OWNED_META: &str = "owned";
 pub const LAST_ID_META: &str = "last_job_id";
 /// The nodes marked down.
 pub const DOWN_META: &str = "down_nodes";
+/// The nodes drained.
+pub const DRAINED_META: &str = "drained_nodes";
+/// Prefix of the per-node move state metas (`node:<name>`).
+pub const NODE_META_PREFIX: &str = "node:";
 
 /// A job as accepted.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -121,6 +132,10 @@ pub enum JournalRecord {
     Requeued(JobId),
     /// The nodes marked down now, with their reasons.
     Down(Vec<(String, String)>),
+    /// The nodes drained now, with their reasons.
+    Drained(Vec<(String, String)>),
+    /// A node's move state changed.
+    Node(String, NodeEntry),
 }
 
 /// A job read back from the journal.
@@ -145,6 +160,10 @@ pub struct Restored {
     pub last_id: Option<JobId>,
     /// Nodes marked down, with their reasons.
     pub down: Vec<(String, String)>,
+    /// Nodes drained, with their reasons.
+    pub drained: Vec<(String, String)>,
+    /// Every node's move state, by name.
+    pub moves: Vec<(String, NodeEntry)>,
 }
 
 impl StartedJob {
@@ -193,6 +212,8 @@ impl Restored {
             && self.owned.is_empty()
             && self.last_id.is_none()
             && self.down.is_empty()
+            && self.drained.is_empty()
+            && self.moves.is_empty()
     }
 
     /// What a restarting shard reports in `Register::held`: the owned nodes, each marked
@@ -209,11 +230,29 @@ impl Restored {
                 }
             }
         }
-        self.owned
+        // Outgoing nodes are still held: their jobs run.
+        let outgoing = self
+            .moves
             .iter()
+            .filter(|(_, e)| matches!(e.holding, Holding::Outgoing { .. }))
+            .map(|(name, e)| NodeGen {
+                node: name.clone(),
+                generation: e.generation,
+            });
+        let mut nodes: BTreeMap<String, NodeGen> = BTreeMap::new();
+        for n in self.owned.iter().cloned().chain(outgoing) {
+            let keep = nodes
+                .get(&n.node)
+                .is_none_or(|old| old.generation < n.generation);
+            if keep {
+                nodes.insert(n.node.clone(), n);
+            }
+        }
+        nodes
+            .into_values()
             .map(|n| HeldNode {
-                node: n.clone(),
                 allocated: busy.contains(n.node.as_str()),
+                node: n,
             })
             .collect()
     }
@@ -255,6 +294,12 @@ pub fn to_batch(records: &[JournalRecord]) -> Result<Batch, shardsched_proto::co
             }
             JournalRecord::Down(nodes) => {
                 batch.put_meta(DOWN_META, encode(nodes)?);
+            }
+            JournalRecord::Drained(nodes) => {
+                batch.put_meta(DRAINED_META, encode(nodes)?);
+            }
+            JournalRecord::Node(name, entry) => {
+                batch.put_meta(&format!("{NODE_META_PREFIX}{name}"), encode(entry)?);
             }
         }
     }
@@ -330,11 +375,27 @@ pub fn restored(path: &Path, tables: Tables) -> Result<Restored, JournalError> {
             .map_err(|e| JournalError::decode(path, "meta", 0, format!("{DOWN_META}: {e}")))?,
         None => Vec::new(),
     };
+    let drained = match tables.metas.get(DRAINED_META) {
+        Some(bytes) => decode(bytes)
+            .map_err(|e| JournalError::decode(path, "meta", 0, format!("{DRAINED_META}: {e}")))?,
+        None => Vec::new(),
+    };
+    let mut moves = Vec::new();
+    for (name, bytes) in &tables.metas {
+        let Some(node) = name.strip_prefix(NODE_META_PREFIX) else {
+            continue;
+        };
+        let entry: NodeEntry = decode(bytes)
+            .map_err(|e| JournalError::decode(path, "meta", 0, format!("{name}: {e}")))?;
+        moves.push((node.to_owned(), entry));
+    }
     Ok(Restored {
         jobs: jobs.into_values().collect(),
         owned,
         last_id,
         down,
+        drained,
+        moves,
     })
 }
 

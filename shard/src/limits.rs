@@ -84,3 +84,15 @@ pub const EXEC_QUEUE_CAPACITY: usize = 4096;
 /// The `exec` executor: the largest launch, status or pid file read from a job directory
 /// (they are a few hundred bytes; anything larger is not ours).
 pub const EXEC_FILE_BYTES_MAX: u64 = 1 << 20;
+
+/// How far an incoming node's hold is pushed, ms, when its donor's expected free time has
+/// passed and the `Acquire` has not come yet: reservations on it move this much later at a
+/// time (short, so a job waiting for it starts soon after the hand-over).
+pub const INCOMING_HOLD_EXTEND_MS: u64 = 2_000;
+
+/// `Released` reports waiting to be acknowledged by the coordinator, at most (more are
+/// dropped: the coordinator re-asks the donor about every outgoing node anyway).
+pub const RELEASED_PENDING_MAX: usize = 4096;
+
+/// How often unacknowledged `Released` reports are sent again.
+pub const RELEASED_RESEND_INTERVAL: Duration = Duration::from_secs(1);

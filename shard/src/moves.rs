@@ -28,6 +28,8 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
+
 use shardsched_proto::msg::coord_shard::{
     Acquire, CancelJobs, FreeAt, Incoming, IncomingNode, Reclaim, Release, ReleaseState, Response,
     StaleNode, Withdraw,
@@ -49,7 +51,7 @@ impl<F: Fn(&str) -> Vec<(JobId, u64)>> NodeJobs for F {
 }
 
 /// Whose a node is, from this shard's point of view.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Holding {
     /// Not this shard's (never was, released, or withdrawn).
     NotOwned,
@@ -70,7 +72,7 @@ pub enum Holding {
 }
 
 /// One node's entry: what is journaled about it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeEntry {
     /// The newest generation seen for it.
     pub generation: Generation,

@@ -25,6 +25,7 @@
 pub mod alloc;
 pub mod checker;
 pub mod constraint;
+mod hold;
 pub mod policy;
 pub mod request;
 mod restore;

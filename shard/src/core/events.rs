@@ -34,6 +34,8 @@ impl ShardCore {
             }
         }
         self.drain(None);
+        self.settle_moves();
+        self.extend_holds();
         let forgotten = self
             .table
             .expire(now_ms.saturating_sub(self.options.retention_ms));
@@ -42,6 +44,7 @@ impl ShardCore {
         if self.config.started {
             self.schedule(now_s)?;
         }
+        self.settle_moves();
         Ok(())
     }
 
@@ -87,6 +90,10 @@ impl ShardCore {
             return Some(self.now_ms);
         }
         let run_end = self.sim_ends.first().map(|&(end, _)| end);
+        let run_end = match (run_end, self.next_hold_end_ms()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let reservation = if self.config.started {
             self.qm
                 .reservations()
@@ -243,6 +250,7 @@ impl ShardCore {
                     *count -= 1;
                     if *count == 0 {
                         self.node_jobs.remove(node);
+                        self.freed_nodes.insert(node.clone());
                     }
                 }
             }

@@ -202,6 +202,7 @@ impl ShardCore {
                 *count -= 1;
                 if *count == 0 {
                     self.node_jobs.remove(node);
+                    self.freed_nodes.insert(node.clone());
                 }
             }
         }

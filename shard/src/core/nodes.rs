@@ -58,13 +58,17 @@ impl ShardCore {
                 if self.down.remove(&name).is_some() {
                     tracing::info!(queue = %self.queue, node = %name, "node up");
                 }
-                let up = self.owned.contains_key(&name);
-                self.qm.set_availability(v, up).map_err(internal)?;
+                let effects = self.moves.set_down(&name, false);
+                self.apply_effects(effects, "node-state", false);
+                self.refresh_node(&name, "node-state");
                 continue;
             }
             tracing::info!(queue = %self.queue, node = %name, %reason, "node down");
             self.down.insert(name.clone(), reason.to_owned());
             self.qm.set_availability(v, false).map_err(internal)?;
+            let effects = self.moves.set_down(&name, true);
+            self.apply_effects(effects, "node-state", false);
+            self.refresh_node(&name, "node-state");
             self.end_jobs_on_down_node(&name);
         }
         if self.options.journal {
@@ -76,7 +80,7 @@ impl ShardCore {
     }
 
     /// Ends (fails or requeues) every running job on down node `name`.
-    fn end_jobs_on_down_node(&mut self, name: &str) {
+    pub(super) fn end_jobs_on_down_node(&mut self, name: &str) {
         let why = match self.down.get(name).map(String::as_str) {
             None => return,
             Some("") => format!("node {name} went down"),

@@ -42,6 +42,13 @@ impl ShardCore {
     /// Takes the changes to make durable since the last call, oldest first: the driver
     /// commits them before it publishes the snapshot or answers the batch that made them.
     pub fn take_journal(&mut self) -> Vec<JournalRecord> {
+        if self.owned_changed {
+            self.owned_changed = false;
+            if self.options.journal {
+                self.journal
+                    .push(JournalRecord::Owned(node_gens(&self.owned)));
+            }
+        }
         if self.options.journal && self.last_id != self.journaled_last_id {
             if let Some(id) = self.last_id {
                 self.journal.push(JournalRecord::LastId(id));

@@ -26,6 +26,7 @@ fn journaling(retention_ms: u64, finished_retained: usize) -> ShardCore {
 fn kinds(records: &[JournalRecord]) -> Vec<&'static str> {
     records
         .iter()
+        .filter(|r| !matches!(r, JournalRecord::Node(..)))
         .map(|r| match r {
             JournalRecord::Accepted(_) => "accepted",
             JournalRecord::Started(_) => "started",
@@ -35,6 +36,8 @@ fn kinds(records: &[JournalRecord]) -> Vec<&'static str> {
             JournalRecord::LastId(_) => "last_id",
             JournalRecord::Requeued(_) => "requeued",
             JournalRecord::Down(_) => "down",
+            JournalRecord::Drained(_) => "drained",
+            JournalRecord::Node(..) => "node",
         })
         .collect()
 }
@@ -124,6 +127,8 @@ fn a_running_job_on_a_vertex_the_cluster_lacks_refuses_the_restore() {
     let mut core = journaling(u64::MAX, 100);
     let id = shardsched_proto::Fluid(42);
     let restored = Restored {
+        drained: Vec::new(),
+        moves: Vec::new(),
         jobs: vec![RestoredJob {
             accepted: AcceptedJob {
                 id,

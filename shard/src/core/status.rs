@@ -5,34 +5,51 @@ use shardsched_proto::msg::shard_coord::{HeldNode, ShardStatus};
 use shardsched_proto::msg::{NodeGen, NodeState, NodeStatus, QueueStatus};
 
 use super::ShardCore;
+use crate::moves::Holding;
 
 impl ShardCore {
     /// The status report as of `now_ms`: the queue's counters and every owned node.
     pub fn status(&self, now_ms: u64) -> ShardStatus {
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-        let nodes = self
+        let mut nodes: Vec<NodeStatus> = self
             .owned
             .iter()
             .map(|(name, &generation)| {
-                let down = self.down.get(name);
+                let (state, reason) = match (self.down.get(name), self.drained.get(name)) {
+                    (Some(r), _) => (NodeState::Down, r),
+                    (None, Some(r)) => (NodeState::Drained, r),
+                    (None, None) => (NodeState::Up, &String::new()),
+                };
                 NodeStatus {
                     name: name.clone(),
                     queue: Some(self.queue.to_string()),
-                    state: if down.is_some() {
-                        NodeState::Down
-                    } else {
-                        NodeState::Up
-                    },
+                    state,
                     generation,
                     jobs_running: self.node_jobs.get(name).copied().unwrap_or(0),
-                    reason: down.filter(|r| !r.is_empty()).cloned(),
+                    reason: Some(reason.clone()).filter(|r| !r.is_empty()),
                 }
             })
             .collect();
+        // Moving nodes: outgoing (still holding jobs) and incoming.
+        for (name, entry) in self.moves.entries() {
+            let state = match entry.holding {
+                Holding::Outgoing { .. } => NodeState::Outgoing,
+                Holding::Incoming { .. } => NodeState::Incoming,
+                _ => continue,
+            };
+            nodes.push(NodeStatus {
+                name: name.to_owned(),
+                queue: Some(self.queue.to_string()),
+                state,
+                generation: entry.generation,
+                jobs_running: self.node_jobs.get(name).copied().unwrap_or(0),
+                reason: None,
+            });
+        }
         let up = self
             .owned
             .keys()
-            .filter(|n| !self.down.contains_key(*n))
+            .filter(|n| !self.down.contains_key(*n) && !self.drained.contains_key(*n))
             .count();
         ShardStatus {
             time_ms: now_ms.max(self.now_ms),
@@ -56,11 +73,16 @@ impl ShardCore {
     /// The owned nodes, each marked allocated when a running job holds it: what a
     /// re-registering shard reports in `Register::held`.
     pub fn held(&self) -> Vec<HeldNode> {
+        let outgoing = self.moves.entries().filter_map(|(name, e)| {
+            matches!(e.holding, Holding::Outgoing { .. }).then_some((name, e.generation))
+        });
         self.owned
             .iter()
-            .map(|(name, &generation)| HeldNode {
+            .map(|(name, &generation)| (name.as_str(), generation))
+            .chain(outgoing)
+            .map(|(name, generation)| HeldNode {
                 node: NodeGen {
-                    node: name.clone(),
+                    node: name.to_owned(),
                     generation,
                 },
                 allocated: self.node_jobs.contains_key(name),

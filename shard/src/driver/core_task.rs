@@ -30,12 +30,16 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
 use shardsched_journal::{CommitTicket, Committer};
-use shardsched_proto::msg::shard_coord::{Assignment, HeldNode, ShardStatus};
+use shardsched_proto::failpoint;
+use shardsched_proto::msg::shard_coord::{Assignment, HeldNode, Released, ShardStatus};
 use shardsched_proto::msg::{JobId, client_shard, coord_shard};
+use shardsched_proto::rpc::Rpc;
 use shardsched_proto::{Peer, Reply};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::exec_task::ExecRequest;
+use super::released::ReleasedQueue;
+use super::transitions::TransitionLog;
 use crate::core::{ExecAction, ShardCore};
 use crate::error::DriverError;
 use crate::exec::JobEnd;
@@ -81,6 +85,24 @@ pub(crate) enum Command {
         reason: String,
         reply: oneshot::Sender<Reply<coord_shard::Response>>,
     },
+    /// A move command from the coordinator (Release, Incoming, Acquire, Reclaim,
+    /// Withdraw, CancelJobs).
+    Move {
+        request: coord_shard::Request,
+        reply: oneshot::Sender<Reply<coord_shard::Response>>,
+    },
+    /// The coordinator drains or undrains nodes.
+    SetNodeDrain {
+        nodes: Vec<String>,
+        drained: bool,
+        reason: String,
+        reply: oneshot::Sender<Reply<coord_shard::Response>>,
+    },
+    /// What releasing these nodes would do (changes nothing).
+    DryRunRelease {
+        nodes: Vec<String>,
+        reply: oneshot::Sender<Reply<coord_shard::Response>>,
+    },
     /// Exec executor: a job's processes are gone.
     JobEnded { id: JobId, end: JobEnd },
     /// Finish the current batch and stop.
@@ -97,6 +119,13 @@ enum Answer {
         oneshot::Sender<Reply<coord_shard::Response>>,
         Reply<coord_shard::Response>,
     ),
+    /// A move command's answer, with the failpoint hit once it is durable, just before it
+    /// is sent (`shard.<step>.before_answer`).
+    Move(
+        oneshot::Sender<Reply<coord_shard::Response>>,
+        Reply<coord_shard::Response>,
+        &'static str,
+    ),
 }
 
 /// A batch waiting for its commit before it is published and answered.
@@ -108,6 +137,18 @@ struct Publish {
     /// Launches and kills for the exec task: a job is launched only once its start is
     /// durable, so a restart never runs it twice.
     exec: Vec<ExecRequest>,
+    /// `Released` reports, sent once the release is durable.
+    released: Vec<Released>,
+}
+
+/// Where the core task's side products go besides the journal and the snapshot.
+pub(crate) struct Sinks {
+    /// The exec task's queue, in exec mode.
+    pub(crate) exec: Option<mpsc::Sender<ExecRequest>>,
+    /// `transitions.log`.
+    pub(crate) log: TransitionLog,
+    /// `Released` reports for the coordinator.
+    pub(crate) released: ReleasedQueue,
 }
 
 /// When the last status report was handed out, and what it showed.
@@ -126,8 +167,13 @@ pub(crate) async fn run(
     snapshot: Arc<ArcSwap<Snapshot>>,
     status: watch::Sender<Option<ShardStatus>>,
     committer: Committer,
-    exec: Option<mpsc::Sender<ExecRequest>>,
+    sinks: Sinks,
 ) -> Result<(), DriverError> {
+    let Sinks {
+        exec,
+        mut log,
+        released,
+    } = sinks;
     let queue = core.queue().to_owned();
     if let Some(exec) = &exec {
         // Jobs already running (restored by a restart) are watched like new ones.
@@ -138,10 +184,10 @@ pub(crate) async fn run(
         }
     }
     let (to_publisher, published) = mpsc::channel(COMMITS_IN_FLIGHT_MAX);
-    let mut publisher = tokio::spawn(publish(published, snapshot, exec));
+    let mut publisher = tokio::spawn(publish(published, snapshot, exec, released));
     let mut publisher_ended = false;
     let outcome = tokio::select! {
-        outcome = batches(&mut core, &mut commands, &to_publisher, &status, &committer) => outcome,
+        outcome = batches(&mut core, &mut commands, &to_publisher, &status, &committer, &mut log) => outcome,
         joined = &mut publisher => {
             publisher_ended = true;
             joined_outcome(joined)
@@ -175,10 +221,12 @@ async fn batches(
     to_publisher: &mpsc::Sender<Publish>,
     status: &watch::Sender<Option<ShardStatus>>,
     committer: &Committer,
+    log: &mut TransitionLog,
 ) -> Result<(), DriverError> {
     let mut clock = StatusClock::default();
     let mut answers = Vec::new();
     // What the core changed while it was built (its ownership, a restore) goes first.
+    log.write(&core.take_transitions());
     journal(core, committer, to_publisher, Vec::new()).await?;
     loop {
         let wake_ms = [
@@ -208,18 +256,22 @@ async fn batches(
         let mut stop = false;
         if let Some(command) = first {
             stop = handle(core, now, command, &mut answers);
+            log.write(&core.take_transitions());
             let mut taken = 1;
             while !stop && taken < BATCH_REQUESTS_MAX {
                 let Ok(command) = commands.try_recv() else {
                     break;
                 };
                 stop = handle(core, now, command, &mut answers);
+                log.write(&core.take_transitions());
                 taken += 1;
             }
         }
         if let Err(e) = core.tick(now) {
             tracing::error!(queue = %core.queue(), error = %e, "scheduling pass failed");
         }
+        // `released` lines go on file before the reports can leave (after the commit).
+        log.write(&core.take_transitions());
         journal(core, committer, to_publisher, std::mem::take(&mut answers)).await?;
         if now >= clock.due_ms(core.status_version()) {
             clock.last_ms = Some(now);
@@ -241,6 +293,7 @@ async fn journal(
     answers: Vec<Answer>,
 ) -> Result<(), DriverError> {
     let exec = exec_requests(core);
+    let released = core.take_released();
     let records = core.take_journal();
     let ticket = if records.is_empty() {
         None
@@ -255,6 +308,7 @@ async fn journal(
         snapshot: Arc::new(core.snapshot()),
         answers,
         exec,
+        released,
     };
     to_publisher
         .send(publish)
@@ -269,6 +323,7 @@ async fn publish(
     mut batches: mpsc::Receiver<Publish>,
     snapshot: Arc<ArcSwap<Snapshot>>,
     exec: Option<mpsc::Sender<ExecRequest>>,
+    released: ReleasedQueue,
 ) -> Result<(), DriverError> {
     while let Some(batch) = batches.recv().await {
         if let Some(ticket) = batch.ticket {
@@ -280,8 +335,13 @@ async fn publish(
             let _ = match answer {
                 Answer::Client(to, reply) => to.send(reply).is_ok(),
                 Answer::Coordinator(to, reply) => to.send(reply).is_ok(),
+                Answer::Move(to, reply, point) => {
+                    failpoint::hit(point);
+                    to.send(reply).is_ok()
+                }
             };
         }
+        released.push(batch.released);
         // The exec task never waits on the core task, so this wait is bounded.
         for request in batch.exec {
             let sent = match &exec {
@@ -341,6 +401,28 @@ fn handle(core: &mut ShardCore, now: u64, command: Command, answers: &mut Vec<An
                 .map(|()| coord_shard::Response::Ack { stale: Vec::new() });
             answers.push(Answer::Coordinator(reply, result));
         }
+        Command::Move { request, reply } => {
+            let (result, point) = handle_move(core, now, &request);
+            answers.push(Answer::Move(reply, result, point));
+        }
+        Command::SetNodeDrain {
+            nodes,
+            drained,
+            reason,
+            reply,
+        } => {
+            failpoint::hit("shard.drain.before_apply");
+            let result = core
+                .set_node_drain(now, &nodes, drained, &reason)
+                .map(|()| coord_shard::Response::Ack { stale: Vec::new() });
+            answers.push(Answer::Coordinator(reply, result));
+        }
+        Command::DryRunRelease { nodes, reply } => {
+            let result = core
+                .dry_run_release(&nodes)
+                .map(coord_shard::Response::DryRun);
+            answers.push(Answer::Coordinator(reply, result));
+        }
         Command::JobEnded { id, end } => core.handle_job_ended(now, id, &end),
         Command::Reassigned(assignment) => reassigned(core, &assignment),
         Command::Held(reply) => {
@@ -349,6 +431,67 @@ fn handle(core: &mut ShardCore, now: u64, command: Command, answers: &mut Vec<An
         Command::Stop => return true,
     }
     false
+}
+
+/// Applies one move command; returns the answer and the failpoint to hit before sending
+/// it (once durable). `shard.<step>.before_apply` is hit first, before anything changes.
+fn handle_move(
+    core: &mut ShardCore,
+    now: u64,
+    request: &coord_shard::Request,
+) -> (Reply<coord_shard::Response>, &'static str) {
+    use coord_shard::Request;
+    match request {
+        Request::Release(r) => {
+            failpoint::hit("shard.release.before_apply");
+            (
+                Ok(core.handle_release(now, r)),
+                "shard.release.before_answer",
+            )
+        }
+        Request::Incoming(r) => {
+            failpoint::hit("shard.incoming.before_apply");
+            (
+                Ok(core.handle_incoming(now, r)),
+                "shard.incoming.before_answer",
+            )
+        }
+        Request::Acquire(r) => {
+            failpoint::hit("shard.acquire.before_apply");
+            (
+                Ok(core.handle_acquire(now, r)),
+                "shard.acquire.before_answer",
+            )
+        }
+        Request::Reclaim(r) => {
+            failpoint::hit("shard.reclaim.before_apply");
+            (
+                Ok(core.handle_reclaim(now, r)),
+                "shard.reclaim.before_answer",
+            )
+        }
+        Request::Withdraw(r) => {
+            failpoint::hit("shard.withdraw.before_apply");
+            (
+                Ok(core.handle_withdraw(now, r)),
+                "shard.withdraw.before_answer",
+            )
+        }
+        Request::CancelJobs(r) => {
+            failpoint::hit("shard.cancel_jobs.before_apply");
+            (
+                Ok(core.handle_cancel_jobs(now, r)),
+                "shard.cancel_jobs.before_answer",
+            )
+        }
+        other => (
+            Err(shardsched_proto::msg::Refusal::new(
+                shardsched_proto::msg::RefusalCode::Invalid,
+                format!("{} is not a move command", other.kind()),
+            )),
+            "shard.move.before_answer",
+        ),
+    }
 }
 
 /// The core's launches and kills of this batch, as requests for the exec task.
@@ -379,9 +522,11 @@ fn reassigned(core: &mut ShardCore, assignment: &Assignment) {
         tracing::warn!(queue = %core.queue(), "the queue's policies changed; restart the shard to apply them");
     }
     core.set_queue_state(queue.enabled, queue.started);
-    if let Err(e) = core.set_owned(&assignment.owned) {
-        tracing::error!(queue = %core.queue(), error = %e, "cannot apply the new ownership");
-    }
+    core.apply_assignment(
+        &assignment.owned,
+        &assignment.incoming,
+        Some(&assignment.flags),
+    );
     if let Err(e) = core.set_generator_id(assignment.generator_id) {
         tracing::error!(queue = %core.queue(), error = %e, "cannot use the new generator id");
     }

@@ -78,8 +78,8 @@ pub(crate) async fn client_request(
     }
 }
 
-/// One coordinator command. Node moves belong to a later issue and are refused as
-/// `Unavailable` for now.
+/// One coordinator command. Everything but the jobs list goes through the core task (a dry
+/// run too: it reads the queue manager).
 pub(crate) async fn coordinator_request(
     commands: mpsc::Sender<Command>,
     snapshot: Arc<ArcSwap<Snapshot>>,
@@ -110,17 +110,28 @@ pub(crate) async fn coordinator_request(
             })
             .await
         }
-        Request::Release(_)
+        Request::SetNodeDrain {
+            nodes,
+            drained,
+            reason,
+        } => {
+            ask(&commands, |reply| Command::SetNodeDrain {
+                nodes,
+                drained,
+                reason,
+                reply,
+            })
+            .await
+        }
+        Request::DryRunRelease { nodes } => {
+            ask(&commands, |reply| Command::DryRunRelease { nodes, reply }).await
+        }
+        request @ (Request::Release(_)
         | Request::Incoming(_)
         | Request::Acquire(_)
         | Request::Reclaim(_)
         | Request::Withdraw(_)
-        | Request::CancelJobs(_)
-        | Request::SetNodeDrain { .. }
-        | Request::DryRunRelease { .. } => Err(Refusal::new(
-            RefusalCode::Unavailable,
-            "node moves and drains are not implemented yet in this shard",
-        )),
+        | Request::CancelJobs(_)) => ask(&commands, |reply| Command::Move { request, reply }).await,
     }
 }
 
