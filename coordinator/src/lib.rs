@@ -53,6 +53,7 @@
 pub mod config;
 pub mod core;
 pub mod driver;
+pub mod journal;
 pub mod moves;
 pub mod ownership;
 

@@ -38,7 +38,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 use shardsched_proto::fluid::GENERATOR_ID_MAX;
-use shardsched_proto::msg::Generation;
+use shardsched_proto::msg::{Generation, NodeFlags};
 
 use crate::config::Config;
 use crate::moves::MoveRecord;
@@ -68,6 +68,24 @@ pub struct Durable {
     /// The id the next move gets (0 when no move was ever made: ids start at 1).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub next_move_id: u64,
+    /// Queue name → the run-time state an admin set (enable/disable/start/stop). A queue
+    /// absent here runs as its configuration says; one present keeps the admin's state
+    /// across restarts.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub queues: BTreeMap<String, DurableQueue>,
+}
+
+/// A queue's run-time state as an admin set it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DurableQueue {
+    /// Accepts submissions.
+    pub enabled: bool,
+    /// Schedules.
+    pub started: bool,
+    /// Why it was disabled (empty when enabled, or when no reason was given).
+    #[serde(default)]
+    pub reason: String,
 }
 
 /// One node's durable ownership.
@@ -82,6 +100,22 @@ pub struct DurableNode {
     /// The owner was set by a node move (see the module documentation).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub moved: bool,
+    /// Marked down by an admin, with the reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub down: Option<String>,
+    /// Drained by an admin, with the reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drained: Option<String>,
+}
+
+impl DurableNode {
+    /// The node's admin flags, if it has any.
+    pub fn flags(&self) -> Option<NodeFlags> {
+        (self.down.is_some() || self.drained.is_some()).then(|| NodeFlags {
+            down: self.down.clone(),
+            drained: self.drained.clone(),
+        })
+    }
 }
 
 /// The coordinator's intent for every node, plus each queue's generator id.
@@ -143,10 +177,17 @@ impl Durable {
 
 /// Each node's owner at start (see the module documentation), by node index.
 pub fn assign_owners(config: &Config) -> Vec<Option<usize>> {
+    let started: Vec<bool> = config.queues.iter().map(|q| q.started).collect();
+    assign_owners_with(config, &started)
+}
+
+/// [`assign_owners`] with each queue's started flag given (by queue index): the durable
+/// admin state wins over the configuration's.
+pub fn assign_owners_with(config: &Config, started: &[bool]) -> Vec<Option<usize>> {
     let mut owner = vec![None; config.cluster.nodes.len()];
     for pass_started in [true, false] {
         for (qi, q) in config.queues.iter().enumerate() {
-            if q.started != pass_started {
+            if started.get(qi).copied().unwrap_or(q.started) != pass_started {
                 continue;
             }
             for &n in &q.definition {
@@ -174,6 +215,7 @@ pub fn reconcile(
         nodes: previous.nodes.clone(),
         moves: previous.moves.clone(),
         next_move_id: previous.next_move_id,
+        queues: previous.queues.clone(),
     };
     let mut generator = Vec::with_capacity(config.queues.len());
     for q in &config.queues {
@@ -201,17 +243,23 @@ pub fn reconcile(
         let owner_name = owned_by
             .and_then(|qi| config.queues.get(qi))
             .map(|q| q.name.clone());
-        let (g, moved) = match next.nodes.get(&node.name) {
+        let previous_node = next.nodes.get(&node.name);
+        let (g, moved) = match previous_node {
             None => (u64::from(owner_name.is_some()), false),
             Some(prev) if prev.owner == owner_name => (prev.generation, prev.moved),
             Some(prev) => (prev.generation.saturating_add(1), false),
         };
+        // Admin flags belong to the node, whoever owns it.
+        let (down, drained) =
+            previous_node.map_or((None, None), |p| (p.down.clone(), p.drained.clone()));
         next.nodes.insert(
             node.name.clone(),
             DurableNode {
                 owner: owner_name,
                 generation: g,
                 moved,
+                down,
+                drained,
             },
         );
         generation.push(Generation(g));

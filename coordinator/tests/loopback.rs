@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use shardsched_coordinator::driver::{ADDRESS_FILE, STATE_FILE};
+use shardsched_coordinator::driver::{ADDRESS_FILE, JOURNAL_FILE};
 use shardsched_coordinator::{Config, Coordinator, Options};
 use shardsched_proto::msg::client_coord::{self, QueueAction, Response as ClientResponse};
 use shardsched_proto::msg::shard_coord::{self, Assignment, Register, ShardStatus};
@@ -136,7 +136,7 @@ async fn shards_register_and_clients_read_over_real_quic() {
     let addr = coordinator.local_addr();
     let written = std::fs::read_to_string(dir.0.join(ADDRESS_FILE)).expect("address file");
     assert_eq!(written, format!("{addr}\n"));
-    assert!(dir.0.join(STATE_FILE).exists());
+    assert!(dir.0.join(JOURNAL_FILE).exists());
     let (stop, stopped) = oneshot::channel::<()>();
     let running = tokio::spawn(coordinator.run(async move {
         let _ = stopped.await;
@@ -473,11 +473,18 @@ async fn an_idle_move_runs_over_real_quic_and_outlives_a_restart() {
             move_id: Some(shardsched_proto::msg::MoveId(1))
         }
     );
-    // Accepted means journaled: the state file already names the move.
-    let state = std::fs::read_to_string(dir.0.join(STATE_FILE)).expect("state file");
-    let durable = shardsched_coordinator::ownership::Durable::from_toml(&state).expect("state");
-    assert_eq!(durable.nodes["node0"].owner.as_deref(), Some("standby"));
-    assert_eq!(durable.nodes["node0"].generation, 2);
+    // Accepted means journaled (the restart below reads it back); `queue moves` shows it.
+    let moves = match root.request(&client_coord::Request::Moves).await {
+        Ok(ClientResponse::Moves(moves)) => moves,
+        other => panic!("unexpected answer {other:?}"),
+    };
+    assert_eq!(moves.len(), 1);
+    assert_eq!(
+        (moves[0].from.as_str(), moves[0].to.as_str()),
+        ("batch", "standby")
+    );
+    assert_eq!(moves[0].nodes[0].node, "node0");
+    assert_eq!(moves[0].nodes[0].generation, Generation(2));
 
     let release = next_command(&mut batch_commands, |r| match r {
         coord_shard::Request::Release(r) => Some(r),
@@ -493,19 +500,31 @@ async fn an_idle_move_runs_over_real_quic_and_outlives_a_restart() {
     .await;
     assert_eq!(acquire.nodes.len(), 2);
 
-    // Completion is journaled once the recipient acknowledged; wait for the state file to
+    // Completion is journaled once the recipient acknowledged; wait for `queue moves` to
     // say so (bounded), then restart on the same state directory.
     let mut finished = false;
     for _ in 0..300 {
-        let state = std::fs::read_to_string(dir.0.join(STATE_FILE)).expect("state file");
-        let durable = shardsched_coordinator::ownership::Durable::from_toml(&state).expect("state");
-        if durable.moves.is_empty() {
+        let moves = match root.request(&client_coord::Request::Moves).await {
+            Ok(ClientResponse::Moves(moves)) => moves,
+            other => panic!("unexpected answer {other:?}"),
+        };
+        if moves[0].status == "completed" {
+            let node = &moves[0].nodes[0];
+            assert_eq!(node.state, "up");
+            let (released, acquired) = (
+                node.released_ms.expect("released"),
+                node.acquired_ms.expect("acquired"),
+            );
+            assert!(
+                node.requested_ms <= released && released <= acquired,
+                "{node:?}"
+            );
             finished = true;
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(finished, "the move never finished in the journal");
+    assert!(finished, "the move never finished");
     let _ = stop.send(());
     running.await.expect("joined").expect("ran");
 

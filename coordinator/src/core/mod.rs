@@ -14,6 +14,7 @@
 //! Every change a client could see bumps [`Core::epoch`]; the driver then republishes
 //! [`Core::routes`].
 
+mod admin;
 mod moving;
 #[cfg(test)]
 mod props;
@@ -32,6 +33,7 @@ use crate::config::{self, Config};
 use crate::moves::{JournalToken, MoveMachine, NodeIntentInit, RecoverError};
 use crate::ownership::{self, Durable, DurableError};
 
+pub use admin::{FlagPlan, JournalWrite, NodeFlag};
 pub use moving::MoveCommand;
 pub use registry::{RegisterError, ShardLink};
 pub use views::{JobsPlan, merge_jobs};
@@ -62,6 +64,8 @@ pub struct Core {
     durable: Durable,
     /// The newest move record not yet handed to the driver's journal write.
     move_pending: Option<JournalToken>,
+    /// Durable records changed since the last journal write (see [`admin`]).
+    dirty: admin::Dirty,
 }
 
 /// A queue's run-time state.
@@ -122,15 +126,28 @@ impl Core {
         epoch: u64,
     ) -> Result<(Core, Durable), CoreError> {
         config::check(&config).map_err(CoreError::Config)?;
-        let owners = ownership::assign_owners(&config);
+        // An admin's queue state (journaled) wins over the configuration's.
+        let admin_state: Vec<Option<&ownership::DurableQueue>> = config
+            .queues
+            .iter()
+            .map(|q| previous.queues.get(&q.name))
+            .collect();
+        let started: Vec<bool> = config
+            .queues
+            .iter()
+            .zip(&admin_state)
+            .map(|(q, a)| a.map_or(q.started, |a| a.started))
+            .collect();
+        let owners = ownership::assign_owners_with(&config, &started);
         let (own, durable) = ownership::reconcile(&config, owners, previous)?;
         let queues = config
             .queues
             .iter()
             .zip(&own.generator)
-            .map(|(q, &generator_id)| QueueState {
-                enabled: q.enabled,
-                started: q.started,
+            .zip(&admin_state)
+            .map(|((q, &generator_id), a)| QueueState {
+                enabled: a.map_or(q.enabled, |a| a.enabled),
+                started: a.map_or(q.started, |a| a.started),
                 generator_id,
             })
             .collect();
@@ -181,6 +198,7 @@ impl Core {
             moves,
             durable: durable.clone(),
             move_pending: None,
+            dirty: admin::Dirty::default(),
         };
         Ok((core, durable))
     }

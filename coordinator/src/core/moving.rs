@@ -23,8 +23,7 @@ use shardsched_proto::msg::{MoveId, Refusal, RefusalCode};
 use shardsched_resource::encode_hostlist;
 
 use super::{ConnId, Core};
-use crate::moves::{JournalToken, MoveError, MoveRecord, MoveView};
-use crate::ownership::Durable;
+use crate::moves::{MoveError, MoveRecord, MoveView};
 
 /// A command for a connected shard.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -82,6 +81,35 @@ impl Core {
             ));
         }
         self.start_moves(now_ms, &by_donor, to)
+    }
+
+    /// Moves `nodes` from queue `from` to queue `to` (`queue move --from --to`): every
+    /// node must be owned by `from`, in `to`'s definition, and in no unfinished move. Past
+    /// `deadline_ms` the donor cancels the jobs still holding them.
+    pub fn move_between(
+        &mut self,
+        now_ms: u64,
+        nodes: &[String],
+        from: &str,
+        to: &str,
+        deadline_ms: Option<u64>,
+    ) -> Result<MoveId, Refusal> {
+        self.check_move(nodes, from, to)?;
+        let id = self
+            .moves
+            .start_move(now_ms, nodes, from, to, deadline_ms)
+            .map_err(refusal)?;
+        tracing::info!(move_id = id.0, %from, %to, nodes = %encode_hostlist(nodes), "move started");
+        self.sync_moves();
+        Ok(id)
+    }
+
+    /// Whether [`Core::move_between`] would accept this move now; changes nothing.
+    pub fn check_move(&self, nodes: &[String], from: &str, to: &str) -> Result<(), Refusal> {
+        self.queue_index(from)
+            .ok_or_else(|| self.no_such_queue(from))?;
+        self.queue_index(to).ok_or_else(|| self.no_such_queue(to))?;
+        self.moves.check_start(nodes, from, to).map_err(refusal)
     }
 
     /// Every unfinished move, then the finished ones still remembered (`queue moves`).
@@ -150,27 +178,6 @@ impl Core {
         self.moves.next_wakeup_ms()
     }
 
-    /// The durable state to write, and the token to report once it is written, when move
-    /// records are waiting.
-    pub fn moves_to_journal(&mut self) -> Option<(Durable, JournalToken)> {
-        let token = self.move_pending.take()?;
-        let mut durable = self.durable.clone();
-        durable.moves = self.moves.active_records();
-        durable.next_move_id = self.moves.next_move_id();
-        Some((durable, token))
-    }
-
-    /// Writing the durable state for `token` failed: it is offered again at the next
-    /// [`Core::moves_to_journal`] (its commands wait until then).
-    pub fn moves_write_failed(&mut self, token: JournalToken) {
-        self.move_pending = Some(self.move_pending.map_or(token, |t| t.max(token)));
-    }
-
-    /// The durable state up to `token` is written: its commands may go.
-    pub fn moves_journaled(&mut self, token: JournalToken) {
-        self.moves.journaled(token);
-    }
-
     /// Commands whose records are durable, for connected shards (a command for a queue
     /// whose shard is offline is dropped: it is sent again when the shard registers).
     pub fn moves_to_send(&mut self) -> Vec<MoveCommand> {
@@ -181,10 +188,15 @@ impl Core {
                 .and_then(|qi| self.shards[qi].as_ref())
                 .map(|link| link.conn);
             if let Some(conn) = conn {
+                let mut request = t.request;
+                // Flags travel with the node: the recipient brings it up with them.
+                if let Request::Acquire(acquire) = &mut request {
+                    acquire.flags = self.flags_of(acquire.nodes.iter().map(|ng| ng.node.as_str()));
+                }
                 out.push(MoveCommand {
                     queue: t.queue,
                     conn,
-                    request: t.request,
+                    request,
                 });
             }
         }
@@ -220,6 +232,15 @@ impl Core {
         let mut changed = false;
         while let Some((token, record)) = self.moves.poll_journal() {
             self.move_pending = Some(token);
+            self.dirty.moves.insert(record.move_id());
+            self.dirty.next_move_id = true;
+            self.dirty.steps.insert(match &record {
+                MoveRecord::Started { .. } => "started",
+                MoveRecord::Released { .. } => "released",
+                MoveRecord::Acquired { .. } => "acquired",
+                MoveRecord::Cancelled { .. } => "cancelled",
+                MoveRecord::Returned { .. } => "returned",
+            });
             let nodes = match &record {
                 MoveRecord::Started { nodes, .. } | MoveRecord::Cancelled { nodes, .. } => nodes,
                 _ => continue,
@@ -237,6 +258,7 @@ impl Core {
                     entry.generation = generation.0;
                     entry.owner = owner;
                     entry.moved = true;
+                    self.dirty.nodes.insert(ng.node.clone());
                 }
                 changed = true;
             }
@@ -248,7 +270,7 @@ impl Core {
 }
 
 /// A move refusal for the client, with the code its kind deserves.
-fn refusal(e: MoveError) -> Refusal {
+pub(super) fn refusal(e: MoveError) -> Refusal {
     let code = match &e {
         MoveError::NoSuchQueue(_) | MoveError::NoSuchNode(_) | MoveError::NoSuchMove(_) => {
             RefusalCode::NotFound

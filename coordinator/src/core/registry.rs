@@ -220,6 +220,12 @@ impl Core {
         let mut owned = self.moves.owned_for(&q.name);
         owned.sort_by_key(|ng| self.node_index.get(&ng.node).copied());
         let incoming = self.moves.incoming_for(&q.name);
+        let flags = self.flags_of(
+            owned
+                .iter()
+                .map(|ng| ng.node.as_str())
+                .chain(incoming.iter().map(|(_, i)| i.node.node.as_str())),
+        );
         Assignment {
             generator_id: state.generator_id,
             cluster: ClusterDescription {
@@ -240,7 +246,7 @@ impl Core {
             },
             owned,
             incoming,
-            flags: Default::default(),
+            flags,
         }
     }
 }

@@ -13,6 +13,7 @@ use shardsched_proto::msg::{
 };
 
 use super::{ConnId, Core};
+use crate::moves::MoveNodeState;
 
 /// How to answer a `jobs` request: which shards to ask, with which query.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -126,17 +127,75 @@ impl Core {
                     (Some(_), Some(s)) => s.state,
                     (Some(_), None) => NodeState::Down,
                 };
-                NodeStatus {
+                let mut row = NodeStatus {
                     name: node.name.clone(),
                     queue: owner.map(|qi| self.config.queues[qi].name.clone()),
                     state,
                     generation: self.generation[n],
                     jobs_running: seen.map_or(0, |s| s.jobs_running),
                     reason: seen.and_then(|s| s.reason.clone()),
-                }
+                };
+                self.overlay_intent(n, &mut row);
+                row
             })
             .collect();
         Ok(rows)
+    }
+
+    /// Adds what the coordinator knows and a shard's report may not say: a node moving
+    /// (outgoing in its donor until released, then incoming in its recipient until up
+    /// there), and the admin's flags (drained, down) on a node reported up.
+    fn overlay_intent(&self, n: usize, row: &mut NodeStatus) {
+        let moving = self
+            .moves
+            .moving(&row.name)
+            .and_then(|id| self.moves.move_view(id));
+        if let Some(view) = moving
+            && let Some(node) = view.nodes.iter().find(|n| n.node == row.name)
+        {
+            match node.state {
+                MoveNodeState::Outgoing { .. } | MoveNodeState::Returning => {
+                    // The donor still has it: its report is the observation that counts.
+                    let seen = self
+                        .queue_index(&view.from)
+                        .and_then(|qi| self.shards[qi].as_ref())
+                        .and_then(|l| l.report.as_ref())
+                        .and_then(|r| r.nodes.get(&n));
+                    row.state = match seen {
+                        Some(s) if s.state != NodeState::Down => NodeState::Outgoing,
+                        _ => NodeState::Down,
+                    };
+                    row.jobs_running = seen.map_or(0, |s| s.jobs_running);
+                    row.queue = Some(view.from.clone());
+                    row.reason = Some(format!("moving to {} (move {})", view.to, view.move_id.0));
+                }
+                MoveNodeState::Released => {
+                    row.state = NodeState::Incoming;
+                    row.queue = Some(view.to.clone());
+                    row.reason = Some(format!("from {} (move {})", view.from, view.move_id.0));
+                }
+                MoveNodeState::Up | MoveNodeState::Returned => {}
+            }
+            return;
+        }
+        let Some(flags) = self.node_flags(&row.name) else {
+            return;
+        };
+        if !matches!(
+            row.state,
+            NodeState::Up | NodeState::Drained | NodeState::Down
+        ) {
+            return;
+        }
+        if let Some(reason) = flags.down {
+            row.state = NodeState::Down;
+            row.reason = Some(reason);
+        } else if let Some(reason) = flags.drained
+            && row.state == NodeState::Up
+        {
+            row.state = NodeState::Drained;
+            row.reason = Some(reason);
+        }
     }
 
     /// Plans a `jobs` request from `peer`: the shards to ask and the query to send them.

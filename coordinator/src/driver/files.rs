@@ -4,12 +4,14 @@
 //! ```text
 //! <state-dir>/ca.pem, ca.key              the cluster CA (created on first start)
 //! <state-dir>/coordinator.pem, .key       the coordinator's certificate, issued at every start
-//! <state-dir>/coordinator-state.toml      generator ids, node owners and generations
+//! <state-dir>/journal.redb                the journal (crate::journal): generator ids,
+//!                                         queue states, node owners, generations, flags,
+//!                                         unfinished moves
 //! <state-dir>/address                     the bound socket address, one line
 //! ```
 //!
-//! The state file and the address file are replaced atomically (write a temporary file,
-//! fsync, rename), so a reader never sees half of one.
+//! The address file is replaced atomically (write a temporary file, fsync, rename), so a
+//! reader never sees half of one.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -19,12 +21,9 @@ use shardsched_proto::identity::COORDINATOR_NAME;
 use shardsched_proto::{Ca, Credentials, Role};
 
 use super::DriverError;
-use crate::ownership::Durable;
 
 /// File holding the bound address, written after binding.
 pub const ADDRESS_FILE: &str = "address";
-/// File holding the durable state.
-pub const STATE_FILE: &str = "coordinator-state.toml";
 /// Stem of the coordinator's certificate and key files.
 pub const CERT_STEM: &str = "coordinator";
 
@@ -43,26 +42,6 @@ pub(super) fn credentials(dir: &Path) -> Result<(Credentials, Vec<u8>), DriverEr
     issued.write(dir, CERT_STEM)?;
     let creds = Credentials::from_pem(ca.cert_pem(), &issued.cert_pem, &issued.key_pem)?;
     Ok((creds, ca.derived_secret(RESET_SECRET_LABEL)))
-}
-
-/// The durable state of the previous run, or the empty state on first start.
-pub(super) fn read_durable(dir: &Path) -> Result<Durable, DriverError> {
-    let path = dir.join(STATE_FILE);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => Durable::from_toml(&text).map_err(|error| DriverError::Durable { path, error }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Durable::default()),
-        Err(error) => Err(DriverError::Io { path, error }),
-    }
-}
-
-/// Writes the durable state (atomically, fsync-ed).
-pub(super) fn write_durable(dir: &Path, durable: &Durable) -> Result<(), DriverError> {
-    let text = format!(
-        "# shardsched coordinator state: generator ids, node owners and generations.\n\
-         # Written by the coordinator; do not edit while it runs.\n{}",
-        durable.to_toml()
-    );
-    write_atomic(&dir.join(STATE_FILE), &text)
 }
 
 /// Writes `<dir>/address`; returns its path.

@@ -1,21 +1,20 @@
 //! Request handlers: shards (`shard_coord`) and clients (`client_coord`), and the commands
 //! the coordinator sends shards (`coord_shard`) on their own connections.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use shardsched_proto::msg::client_coord::{self, Response as ClientResponse};
 use shardsched_proto::msg::shard_coord::{self, Response as ShardResponse};
 use shardsched_proto::msg::{JobList, JobsQuery, Refusal, RefusalCode, UserFilter, coord_shard};
-use shardsched_proto::{Error, Peer, Reply, Session, serve};
+use shardsched_proto::{Error, Peer, Reply, Session, failpoint, serve};
 use tokio::task::JoinSet;
 
 use super::{
-    FANOUT_TIMEOUT, MOVE_PUMP_IDLE, SHARD_COMMAND_TIMEOUT, SHARD_PROBE_TIMEOUT, Shared, files,
+    FANOUT_TIMEOUT, MOVE_PUMP_IDLE, SHARD_COMMAND_TIMEOUT, SHARD_PROBE_TIMEOUT, Shared, admin,
     lock, now_ms,
 };
-use crate::core::{ConnId, Core, MoveCommand, QueueCommand, RegisterError, merge_jobs};
+use crate::core::{ConnId, Core, MoveCommand, NodeFlag, QueueCommand, RegisterError, merge_jobs};
 
 /// Serves a shard's connection until it ends, then marks its queue offline.
 pub(super) async fn shard_connection(shared: Arc<Shared>, session: Session) {
@@ -98,7 +97,7 @@ async fn shard_request(
             };
             shared.with_core(|core| core.moves_registered(now_ms(), &reg.queue, &reg.held));
             // The assignment names generations: they must be on disk before it leaves.
-            flush_moves(&shared).await?;
+            flush(&shared).await?;
             let address = shared.with_core(|core| core.shard(&reg.queue).map(|l| l.address));
             tracing::info!(
                 queue = %reg.queue,
@@ -115,7 +114,7 @@ async fn shard_request(
         }
         shard_coord::Request::Released(released) => {
             shared.with_core(|core| core.moves_released(now_ms(), conn, &peer.name, &released))?;
-            flush_moves(&shared).await?;
+            flush(&shared).await?;
             Ok(ShardResponse::Ack)
         }
     }
@@ -164,117 +163,37 @@ async fn client_request(
             jobs(&shared, &peer, &query).await.map(ClientResponse::Jobs)
         }
         client_coord::Request::QueueControl { queue, action } => {
-            // One admin change at a time, so shards hear them in order.
-            let _admin = shared.admin.lock().await;
-            let control = shared.with_core(|core| core.queue_control(now_ms(), &queue, action))?;
-            tracing::info!(%peer, %queue, ?action, changed = control.changed, move_id = ?control.move_id, "queue control");
-            flush_moves(&shared).await?;
-            if let Some(command) = control.notify {
-                tell_queue_state(&shared, &command).await;
-            }
-            Ok(ClientResponse::Done {
-                move_id: control.move_id,
-            })
+            let req = client_coord::QueueAdmin {
+                queue,
+                action,
+                reason: String::new(),
+                release_to: None,
+            };
+            admin::queue_admin(&shared, &peer, req).await
         }
+        client_coord::Request::QueueAdmin(req) => admin::queue_admin(&shared, &peer, req).await,
+        client_coord::Request::Move(req) => admin::move_nodes(&shared, &peer, req).await,
+        client_coord::Request::CancelMove { move_id } => {
+            admin::cancel_move(&shared, &peer, move_id).await
+        }
+        client_coord::Request::Moves => Ok(admin::moves(&shared)),
         client_coord::Request::MoveNodes { nodes, to } => {
             let _admin = shared.admin.lock().await;
             let move_id = shared.with_core(|core| core.move_nodes(now_ms(), &nodes, &to))?;
             tracing::info!(%peer, %to, ?move_id, "move nodes");
-            flush_moves(&shared).await?;
+            flush(&shared).await?;
             Ok(ClientResponse::Done { move_id })
         }
         client_coord::Request::SetNodeState {
             nodes,
             down,
             reason,
-        } => {
-            let _admin = shared.admin.lock().await;
-            let plan = shared.with_core(|core| node_state_plan(core, &nodes))?;
-            tracing::info!(%peer, nodes = nodes.len(), down, %reason, "node state");
-            for (queue, (conn, nodes)) in plan {
-                let request = coord_shard::Request::SetNodeState {
-                    nodes,
-                    down,
-                    reason: reason.clone(),
-                };
-                tell_shard(&shared, &queue, conn, &request).await?;
-            }
-            Ok(ClientResponse::Done { move_id: None })
-        }
-        client_coord::Request::SetNodeDrain { .. } => Err(Refusal::new(
-            RefusalCode::Unavailable,
-            "draining nodes is not implemented yet",
-        )),
-    }
-}
-
-/// The owning shards of `nodes`, each with its nodes. Refused (nothing is sent) when a
-/// name is not a node of the cluster, a node is owned by no queue, or an owner's shard is
-/// not connected: the down flag lives in the owning shard.
-fn node_state_plan(
-    core: &crate::core::Core,
-    nodes: &[String],
-) -> Result<BTreeMap<String, (ConnId, Vec<String>)>, Refusal> {
-    let mut plan: BTreeMap<String, (ConnId, Vec<String>)> = BTreeMap::new();
-    for node in nodes {
-        let Some(queue) = core.owner_of(node) else {
-            let (code, message) = match core.generation_of(node) {
-                None => (
-                    RefusalCode::NotFound,
-                    format!("no node {node} in the cluster"),
-                ),
-                Some(_) => (
-                    RefusalCode::Unavailable,
-                    format!("node {node} is owned by no queue"),
-                ),
-            };
-            return Err(Refusal::new(code, message));
-        };
-        let link = core.shard(queue).ok_or_else(|| {
-            Refusal::new(
-                RefusalCode::Unavailable,
-                format!("node {node}: queue {queue}'s shard is not connected; nothing changed"),
-            )
-        })?;
-        plan.entry(queue.to_owned())
-            .or_insert_with(|| (link.conn, Vec::new()))
-            .1
-            .push(node.clone());
-    }
-    Ok(plan)
-}
-
-/// Sends a command to a queue's shard and waits (bounded by [`SHARD_COMMAND_TIMEOUT`]) for
-/// its answer; a failure is returned as a refusal naming the queue.
-async fn tell_shard(
-    shared: &Shared,
-    queue: &str,
-    conn: ConnId,
-    request: &coord_shard::Request,
-) -> Result<(), Refusal> {
-    let session = shared.session(conn).ok_or_else(|| {
-        Refusal::new(
-            RefusalCode::Unavailable,
-            format!("queue {queue}'s shard is not connected"),
-        )
-    })?;
-    match tokio::time::timeout(SHARD_COMMAND_TIMEOUT, session.request(request)).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(Error::Refused(refusal))) => Err(Refusal::new(
-            refusal.code,
-            format!("queue {queue}'s shard: {}", refusal.message),
-        )),
-        Ok(Err(e)) => Err(Refusal::new(
-            RefusalCode::Unavailable,
-            format!("queue {queue}'s shard: {e}"),
-        )),
-        Err(_) => Err(Refusal::new(
-            RefusalCode::Unavailable,
-            format!(
-                "queue {queue}'s shard did not answer within {} s",
-                SHARD_COMMAND_TIMEOUT.as_secs()
-            ),
-        )),
+        } => admin::node_flag(&shared, &peer, &nodes, NodeFlag::Down, down, &reason).await,
+        client_coord::Request::SetNodeDrain {
+            nodes,
+            drained,
+            reason,
+        } => admin::node_flag(&shared, &peer, &nodes, NodeFlag::Drained, drained, &reason).await,
     }
 }
 
@@ -331,7 +250,7 @@ async fn jobs(shared: &Shared, peer: &Peer, query: &JobsQuery) -> Result<JobList
 /// Sends `SetQueueState` to a queue's shard. A shard that does not acknowledge still gets
 /// the state on its next registration (the assignment carries it), so a failure is logged,
 /// not returned: the admin's change is the coordinator's intent either way.
-async fn tell_queue_state(shared: &Shared, command: &QueueCommand) {
+pub(super) async fn tell_queue_state(shared: &Shared, command: &QueueCommand) {
     let Some(session) = shared.session(command.conn) else {
         return;
     };
@@ -350,31 +269,36 @@ async fn tell_queue_state(shared: &Shared, command: &QueueCommand) {
     }
 }
 
-/// Makes every move record handed out so far durable (one write of the durable state,
-/// fsync-ed) and wakes the move pump to send what that released. Returns only once
-/// everything queued before the call is on disk, even if another task's write carried it.
-pub(super) async fn flush_moves(shared: &Shared) -> Result<(), Refusal> {
-    let _journal = shared.journal.lock().await;
-    let Some((durable, token)) = shared.with_core(Core::moves_to_journal) else {
+/// Makes every record changed so far durable (one journal batch, group-committed) and
+/// wakes the move pump to send the commands that released. Returns only once everything
+/// changed before the call is on disk, even if another task's write carried it (writes are
+/// serialised by the journal's lock).
+pub(super) async fn flush(shared: &Shared) -> Result<(), Refusal> {
+    let mut journal = shared.journal.lock().await;
+    let Some(write) = shared.with_core(Core::journal_take) else {
         return Ok(());
     };
-    let dir = shared.state_dir.clone();
-    let written = tokio::task::spawn_blocking(move || files::write_durable(&dir, &durable)).await;
-    let error = match written {
-        Ok(Ok(())) => {
-            shared.with_core(|core| core.moves_journaled(token));
+    match journal.write(&write.delta).await {
+        Ok(()) => {
+            if !write.steps.is_empty() {
+                failpoint::hit("coord.move.after_journal");
+            }
+            for step in &write.steps {
+                failpoint::hit(&format!("coord.move.after_journal_{step}"));
+            }
+            shared.with_core(|core| core.journal_done(&write));
             shared.moves_wake.notify_one();
-            return Ok(());
+            Ok(())
         }
-        Ok(Err(e)) => e.to_string(),
-        Err(e) => e.to_string(),
-    };
-    shared.with_core(|core| core.moves_write_failed(token));
-    tracing::error!(error = %error, "could not write the coordinator state; move commands wait");
-    Err(Refusal::new(
-        RefusalCode::Unavailable,
-        format!("the coordinator could not write its state: {error}"),
-    ))
+        Err(e) => {
+            shared.with_core(|core| core.journal_failed(write));
+            tracing::error!(error = %e, "could not write the coordinator journal; changes and move commands wait");
+            Err(Refusal::new(
+                RefusalCode::Unavailable,
+                format!("the coordinator could not write its journal: {e}"),
+            ))
+        }
+    }
 }
 
 /// The move pump: writes move records, sends the commands they released, and ticks the
@@ -382,7 +306,7 @@ pub(super) async fn flush_moves(shared: &Shared) -> Result<(), Refusal> {
 pub(super) async fn move_pump(shared: Arc<Shared>) {
     loop {
         // A failed write is logged by `flush_moves` and retried on the next wake-up.
-        let _ = flush_moves(&shared).await;
+        let _ = flush(&shared).await;
         for command in shared.with_core(Core::moves_to_send) {
             tokio::spawn(send_move_command(Arc::clone(&shared), command));
         }
@@ -405,10 +329,21 @@ async fn send_move_command(shared: Arc<Shared>, command: MoveCommand) {
     let Some(session) = shared.session(command.conn) else {
         return;
     };
+    let step = match &command.request {
+        coord_shard::Request::Release(_) => "release",
+        coord_shard::Request::Incoming(_) => "incoming",
+        coord_shard::Request::Acquire(_) => "acquire",
+        coord_shard::Request::Reclaim(_) => "reclaim",
+        coord_shard::Request::Withdraw(_) => "withdraw",
+        coord_shard::Request::CancelJobs(_) => "cancel_jobs",
+        _ => "other",
+    };
+    failpoint::hit(&format!("coord.move.before_send_{step}"));
     let answer =
         tokio::time::timeout(SHARD_COMMAND_TIMEOUT, session.request(&command.request)).await;
     match answer {
         Ok(Ok(response)) => {
+            failpoint::hit(&format!("coord.move.after_answer_{step}"));
             shared.with_core(|core| {
                 core.moves_answer(now_ms(), &command.queue, &command.request, &response);
             });
@@ -425,52 +360,4 @@ async fn send_move_command(shared: Arc<Shared>, command: MoveCommand) {
 
 fn conn_id(session: &Session) -> ConnId {
     ConnId(session.connection().stable_id() as u64)
-}
-
-#[cfg(test)]
-mod tests {
-    use shardsched_proto::msg::shard_coord::Register;
-
-    use super::*;
-    use crate::config::Config;
-    use crate::core::Core;
-    use crate::ownership::Durable;
-
-    fn names(nodes: &[&str]) -> Vec<String> {
-        nodes.iter().map(|n| n.to_string()).collect()
-    }
-
-    #[test]
-    fn node_state_plans_group_nodes_by_owning_shard_and_refuse_what_cannot_be_done() {
-        let config = Config::embedded_default().expect("config");
-        let (mut core, _) = Core::new(config, &Durable::default(), 1).expect("core");
-        let batch = core.owned_by("batch");
-        let debug = core.owned_by("debug");
-        let refusal = node_state_plan(&core, &names(&["nowhere"])).expect_err("unknown");
-        assert_eq!(refusal.code, RefusalCode::NotFound);
-        assert!(refusal.message.contains("nowhere"), "{refusal}");
-        let refusal = node_state_plan(&core, &batch[..1]).expect_err("offline");
-        assert_eq!(refusal.code, RefusalCode::Unavailable);
-        assert!(refusal.message.contains("batch"), "{refusal}");
-
-        for (conn, queue) in [(1, "batch"), (2, "debug")] {
-            let register = Register {
-                queue: queue.into(),
-                listen: SocketAddr::from(([127, 0, 0, 1], 4000 + conn as u16)),
-                held: Vec::new(),
-                last_job_id: None,
-            };
-            let remote = SocketAddr::from(([127, 0, 0, 1], 5000));
-            core.register(ConnId(conn), queue, remote, &register)
-                .expect("registered");
-        }
-        let asked = vec![batch[0].clone(), debug[0].clone(), batch[1].clone()];
-        let plan = node_state_plan(&core, &asked).expect("plan");
-        assert_eq!(plan.len(), 2);
-        assert_eq!(
-            plan["batch"],
-            (ConnId(1), vec![batch[0].clone(), batch[1].clone()])
-        );
-        assert_eq!(plan["debug"], (ConnId(2), vec![debug[0].clone()]));
-    }
 }

@@ -15,6 +15,7 @@
 //! against the peer's role before a handler runs, so admin-only operations never reach the
 //! core from a user. The core's lock is never held across an `.await`.
 
+mod admin;
 mod files;
 mod handlers;
 
@@ -32,9 +33,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::config::Config;
 use crate::core::{ConnId, Core, CoreError};
-use crate::ownership::DurableError;
+use crate::journal::{CoordJournal, CoordJournalError, Origin};
 
-pub use files::{ADDRESS_FILE, CERT_STEM, STATE_FILE};
+pub use crate::journal::{JOURNAL_FILE, LEGACY_STATE_FILE};
+pub use files::{ADDRESS_FILE, CERT_STEM};
 
 /// Most connections (shards, users, admins) served at once; one more is refused at the
 /// door. Requests in flight per connection are bounded by QUIC flow control at
@@ -78,14 +80,9 @@ pub enum DriverError {
     /// The CA or the coordinator's certificate could not be loaded or made.
     #[error(transparent)]
     Tls(#[from] TlsError),
-    /// The durable state could not be read.
-    #[error("{}: {error}", .path.display())]
-    Durable {
-        /// The state file.
-        path: PathBuf,
-        /// Why.
-        error: DurableError,
-    },
+    /// The journal could not be opened (damaged: the file is named), read or written.
+    #[error(transparent)]
+    Journal(#[from] CoordJournalError),
     /// The core refused the configuration with the durable state.
     #[error(transparent)]
     Core(#[from] CoreError),
@@ -111,11 +108,10 @@ pub(crate) struct Shared {
     routes: ArcSwap<RouteTable>,
     /// Serialises admin changes, so that a shard hears them in the order they were made.
     admin: tokio::sync::Mutex<()>,
-    /// The state directory (the durable state is the move journal for now).
-    state_dir: PathBuf,
-    /// Serialises durable-state writes, so an older snapshot never replaces a newer one and
-    /// a flush returns only once every record before it is on disk.
-    journal: tokio::sync::Mutex<()>,
+    /// The journal. Its lock serialises writes, so a flush returns only once every record
+    /// changed before it is on disk (a flush that finds nothing to write waited for the one
+    /// that carried its records).
+    journal: tokio::sync::Mutex<CoordJournal>,
     /// Wakes the move pump (new records or commands, answers).
     moves_wake: tokio::sync::Notify,
 }
@@ -127,9 +123,25 @@ impl Coordinator {
     pub fn bind(config: Config, options: &Options) -> Result<Coordinator, DriverError> {
         let dir = &options.state_dir;
         let (creds, reset_secret) = files::credentials(dir)?;
-        let previous = files::read_durable(dir)?;
-        let (core, durable) = Core::new(config, &previous, now_ms())?;
-        files::write_durable(dir, &durable)?;
+        // The journal blocks on its commit thread: open it off the async runtime.
+        let (journal, core) = off_runtime(|| -> Result<_, DriverError> {
+            let (mut journal, previous, origin) = CoordJournal::open(dir)?;
+            match &origin {
+                Origin::Fresh => {
+                    tracing::info!(journal = %journal.path().display(), "new coordinator journal")
+                }
+                Origin::Journal => {}
+                Origin::Imported(from) => tracing::info!(
+                    from = %from.display(),
+                    journal = %journal.path().display(),
+                    "imported the old coordinator state file into the journal"
+                ),
+            }
+            let (core, durable) = Core::new(config, &previous, now_ms())?;
+            journal.write_blocking(&durable.diff(&previous))?;
+            Ok((journal, core))
+        })?;
+        shardsched_proto::failpoint::hit("coord.start.after_journal");
         let endpoint =
             tls::server_endpoint_with_reset_secret(&creds, options.listen, &reset_secret)?;
         let local_addr = endpoint.local_addr().map_err(|error| DriverError::Io {
@@ -152,8 +164,7 @@ impl Coordinator {
                 sessions: Mutex::new(HashMap::new()),
                 routes,
                 admin: tokio::sync::Mutex::new(()),
-                state_dir: dir.clone(),
-                journal: tokio::sync::Mutex::new(()),
+                journal: tokio::sync::Mutex::new(journal),
                 moves_wake: tokio::sync::Notify::new(),
             }),
             endpoint,
@@ -276,6 +287,15 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // Core methods do not panic on any input; should one have panicked anyway, serving the
     // state it left is better than taking every connection down with it.
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Runs blocking `work` on a thread outside the async runtime (the journal's blocking calls
+/// must not run on a runtime thread), and waits for it.
+fn off_runtime<T: Send>(work: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|s| match s.spawn(work).join() {
+        Ok(out) => out,
+        Err(panic) => std::panic::resume_unwind(panic),
+    })
 }
 
 pub(crate) fn now_ms() -> u64 {

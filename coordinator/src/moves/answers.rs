@@ -26,6 +26,7 @@ impl MoveMachine {
         nodes: &[ReleaseState],
         stale: &[StaleNode],
     ) {
+        self.state.now_ms = now;
         self.note_stale(queue, stale);
         let mut free_now: BTreeMap<MoveId, Vec<NodeGen>> = BTreeMap::new();
         let mut updated: BTreeSet<MoveId> = BTreeSet::new();
@@ -69,6 +70,7 @@ impl MoveMachine {
 
     /// A donor's report that nodes became free after its `Releasing` answer.
     pub fn handle_released(&mut self, now: u64, queue: &str, released: &Released) {
+        self.state.now_ms = now;
         let nodes: Vec<NodeGen> = released
             .nodes
             .iter()
@@ -87,7 +89,8 @@ impl MoveMachine {
 
     /// A shard acknowledged a command (`Incoming`, `Acquire`, `Reclaim`, `Withdraw`,
     /// `CancelJobs`); `stale` lists the nodes it refused as older than one it has seen.
-    pub fn handle_ack(&mut self, _now: u64, queue: &str, request: &Request, stale: &[StaleNode]) {
+    pub fn handle_ack(&mut self, now: u64, queue: &str, request: &Request, stale: &[StaleNode]) {
+        self.state.now_ms = now;
         self.note_stale(queue, stale);
         let refused: HashSet<&NodeGen> = stale.iter().map(|s| &s.node).collect();
         match request {
@@ -144,6 +147,7 @@ impl MoveMachine {
     /// what the shard remembers; a generation newer than the coordinator's is recorded as
     /// an anomaly.
     pub fn shard_registered(&mut self, now: u64, queue: &str, held: &[HeldNode]) {
+        self.state.now_ms = now;
         self.outbox.assign(ShardAssignment {
             queue: queue.to_owned(),
             owned: self.owned_for(queue),

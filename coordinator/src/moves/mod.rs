@@ -108,6 +108,7 @@ impl MoveMachine {
                 active: BTreeMap::new(),
                 finished: VecDeque::new(),
                 next_move_id: first_move_id.max(1),
+                now_ms: 0,
             },
             outbox: Outbox::default(),
             anomalies: VecDeque::new(),
@@ -154,6 +155,7 @@ impl MoveMachine {
     ) -> Result<MoveId, MoveError> {
         let nodes: BTreeSet<&str> = nodes.iter().map(String::as_str).collect();
         self.check_move(&nodes, from, to)?;
+        self.state.now_ms = now;
         let move_id = MoveId(self.state.next_move_id);
         let record = MoveRecord::Started {
             move_id,
@@ -180,6 +182,7 @@ impl MoveMachine {
     /// way to the recipient. Returns the returned nodes (none when every node was already
     /// released or the move was cancelled before).
     pub fn cancel_move(&mut self, now: u64, move_id: MoveId) -> Result<Vec<String>, MoveError> {
+        self.state.now_ms = now;
         let mv = self
             .state
             .active
@@ -209,6 +212,7 @@ impl MoveMachine {
     /// Time passes: moves whose re-send is due send their unacknowledged commands again,
     /// and moves past their deadline tell the donor to cancel the jobs holding their nodes.
     pub fn tick(&mut self, now: u64) {
+        self.state.now_ms = now;
         let due: Vec<MoveId> = self
             .state
             .active

@@ -70,6 +70,10 @@ impl Phase {
 pub(crate) struct MoveNode {
     pub(crate) generation: Generation,
     pub(crate) phase: Phase,
+    /// Not journaled: when its release was recorded (coordinator clock), for `queue moves`.
+    pub(crate) released_ms: Option<u64>,
+    /// Not journaled: when its acquisition was recorded.
+    pub(crate) acquired_ms: Option<u64>,
 }
 
 /// One move.
@@ -165,6 +169,8 @@ impl Move {
             .map(|(name, n)| MoveNodeView {
                 node: name.clone(),
                 generation: n.generation,
+                released_ms: n.released_ms,
+                acquired_ms: n.acquired_ms,
                 state: match &n.phase {
                     Phase::Outgoing {
                         expected_free_ms,
@@ -201,6 +207,9 @@ pub(crate) struct State {
     pub(crate) active: BTreeMap<MoveId, Move>,
     pub(crate) finished: VecDeque<Move>,
     pub(crate) next_move_id: u64,
+    /// The time of the input being handled (0 while replaying a journal: unknown), for the
+    /// nodes' step times.
+    pub(crate) now_ms: u64,
 }
 
 impl State {
@@ -240,6 +249,8 @@ impl State {
                         MoveNode {
                             generation: ng.generation,
                             phase: Phase::outgoing(),
+                            released_ms: None,
+                            acquired_ms: None,
                         },
                     );
                 }
@@ -263,11 +274,13 @@ impl State {
                 self.step(id, nodes, |phase| {
                     matches!(phase, Phase::Outgoing { .. }).then_some(Phase::Released)
                 })?;
+                self.stamp(id, nodes, |n, t| n.released_ms = t);
             }
             MoveRecord::Acquired { nodes, .. } => {
                 self.step(id, nodes, |phase| {
                     matches!(phase, Phase::Released).then_some(Phase::Acquired)
                 })?;
+                self.stamp(id, nodes, |n, t| n.acquired_ms = t);
                 self.clear_moving(id, nodes);
             }
             MoveRecord::Cancelled { nodes, .. } => {
@@ -337,6 +350,18 @@ impl State {
             })?;
         }
         Ok(())
+    }
+
+    /// Records the input's time on the named nodes of move `id` (nothing while replaying).
+    fn stamp(&mut self, id: MoveId, nodes: &[NodeGen], set: impl Fn(&mut MoveNode, Option<u64>)) {
+        let at = (self.now_ms > 0).then_some(self.now_ms);
+        if let Some(mv) = self.active.get_mut(&id) {
+            for ng in nodes {
+                if let Some(node) = mv.nodes.get_mut(&ng.node) {
+                    set(node, at);
+                }
+            }
+        }
     }
 
     fn clear_moving(&mut self, id: MoveId, nodes: &[NodeGen]) {

@@ -221,6 +221,11 @@ pub struct MoveNodeView {
     pub generation: Generation,
     /// Its step.
     pub state: MoveNodeState,
+    /// When its release was recorded, ms since the Unix epoch (coordinator clock; `None`
+    /// before, and for a release recorded before a coordinator restart: not journaled).
+    pub released_ms: Option<u64>,
+    /// When its acquisition by the recipient was recorded (as `released_ms`).
+    pub acquired_ms: Option<u64>,
 }
 
 /// A node's step in a move.

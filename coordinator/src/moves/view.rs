@@ -105,6 +105,12 @@ impl MoveMachine {
         self.state.active.values().flat_map(Move::records).collect()
     }
 
+    /// One unfinished move's records, compacted (as in [`MoveMachine::active_records`]);
+    /// `None` once it finished (its records can go).
+    pub fn records_of(&self, move_id: MoveId) -> Option<Vec<MoveRecord>> {
+        self.state.active.get(&move_id).map(Move::records)
+    }
+
     /// Every node's intent (owner and generation), in name order.
     pub fn intent(&self) -> Vec<NodeIntentInit> {
         self.state

@@ -47,9 +47,11 @@ enum Command {
     Job(client::jobs::JobArgs),
     /// Cancels jobs.
     Cancel(client::jobs::CancelArgs),
-    /// Queues: `queue list`.
+    /// Queues: `queue list`, and for admins `enable`, `disable`, `start`, `stop`, `move`,
+    /// and `moves` to watch them.
     Queue(client::status::QueueArgs),
-    /// Nodes, their owning queues and states: `resource list`.
+    /// Nodes, their owning queues and states: `resource list`; for admins `down`, `up`,
+    /// `drain`, `undrain`.
     Resource(client::status::ResourceArgs),
     /// Runs a short scripted workload against a running `up` and tells what happened.
     Demo(demo::DemoArgs),

@@ -39,9 +39,9 @@ fn register(core: &mut Core, queue: &str, conn: u64) {
 
 /// Writes (pretends to) whatever is pending; returns the durable state and the commands.
 fn journal(core: &mut Core) -> (Option<Durable>, Vec<MoveCommand>) {
-    let written = core.moves_to_journal().map(|(durable, token)| {
-        core.moves_journaled(token);
-        durable
+    let written = core.journal_take().map(|write| {
+        core.journal_done(&write);
+        core.durable_state()
     });
     (written, core.moves_to_send())
 }

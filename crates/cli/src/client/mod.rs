@@ -26,6 +26,7 @@
 //! Cluster-wide views (`queue list`, `resource list`) come from the coordinator; job lists
 //! are gathered from every shard in parallel.
 
+pub mod admin;
 pub mod jobs;
 pub mod output;
 pub mod status;

@@ -21,6 +21,8 @@ pub struct QueueArgs {
 pub enum QueueCommand {
     /// Every queue: enabled/started, policies, nodes, jobs. `*` marks the default queue.
     List(ListArgs),
+    #[command(flatten)]
+    Admin(super::admin::QueueAdminCommand),
 }
 
 /// Flags of `shardsched resource`.
@@ -40,6 +42,8 @@ pub enum ResourceCommand {
     Down(NodeStateArgs),
     /// Marks nodes up again after `resource down`. Admin only.
     Up(NodeStateArgs),
+    #[command(flatten)]
+    Admin(super::admin::ResourceAdminCommand),
 }
 
 /// Flags of `resource down` and `resource up`.
@@ -74,7 +78,10 @@ pub struct ResourceListArgs {
 
 /// `shardsched queue …`.
 pub fn queue_main(args: &QueueArgs) -> Result<()> {
-    let QueueCommand::List(list) = &args.command;
+    let list = match &args.command {
+        QueueCommand::List(list) => list,
+        QueueCommand::Admin(command) => return super::admin::queue_main(command),
+    };
     super::run(|client| async move {
         let routes = client.routes().await?;
         let queues = match client
@@ -104,6 +111,7 @@ pub fn resource_main(args: &ResourceArgs) -> Result<()> {
         ResourceCommand::List(list) => list,
         ResourceCommand::Down(nodes) => return node_state_main(nodes, true),
         ResourceCommand::Up(nodes) => return node_state_main(nodes, false),
+        ResourceCommand::Admin(command) => return super::admin::resource_main(command),
     };
     super::run(|client| async move {
         let nodes = match client

@@ -8,7 +8,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::common::{JobList, JobsQuery, MoveId, NodeStatus, QueueStatus, RouteTable};
+use super::common::{
+    Generation, JobId, JobList, JobsQuery, MoveId, NodeStatus, QueueStatus, RouteTable,
+};
+use super::coord_shard::DryRunReport;
 use crate::identity::Op;
 use crate::rpc::Rpc;
 
@@ -62,6 +65,94 @@ pub enum Request {
         /// Why, shown in `resource list` (drain only).
         reason: String,
     },
+    /// [`Request::QueueControl`] with its extras: a reason (kept with a disable) and, for a
+    /// stop, a queue to hand the stopped queue's owned nodes to (moves, as `--take` does).
+    /// Admin only.
+    QueueAdmin(QueueAdmin),
+    /// Move nodes between two named queues, with a deadline, or only ask the donor what the
+    /// move would do (`dry_run`: nothing changes; answered with [`Response::DryRun`]).
+    /// Admin only.
+    Move(MoveRequest),
+    /// Cancel a move: its nodes not yet released go back to the donor. Answered with
+    /// [`Response::Cancelled`]. Admin only.
+    CancelMove {
+        /// The move.
+        move_id: MoveId,
+    },
+    /// Every unfinished move, then the finished ones the coordinator still remembers.
+    /// Answered with [`Response::Moves`]. Any user or admin.
+    Moves,
+}
+
+/// See [`Request::QueueAdmin`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueAdmin {
+    /// The queue.
+    pub queue: String,
+    /// What to do.
+    pub action: QueueAction,
+    /// Why (kept with a disable; may be empty).
+    pub reason: String,
+    /// Stop only: move the queue's owned nodes to this queue.
+    pub release_to: Option<String>,
+}
+
+/// See [`Request::Move`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MoveRequest {
+    /// Node names.
+    pub nodes: Vec<String>,
+    /// Donor: every node must be owned by it.
+    pub from: String,
+    /// Recipient: every node must be in its definition.
+    pub to: String,
+    /// How long the donor's jobs may keep the nodes, in milliseconds from now; past it they
+    /// are cancelled.
+    pub deadline_ms: Option<u64>,
+    /// Only ask the donor what releasing the nodes would do.
+    pub dry_run: bool,
+}
+
+/// One move, for `queue moves`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MoveInfo {
+    /// The move.
+    pub move_id: MoveId,
+    /// Donor.
+    pub from: String,
+    /// Recipient.
+    pub to: String,
+    /// `active`, `completed` or `cancelled`.
+    pub status: String,
+    /// When it was asked for, ms since the Unix epoch (coordinator clock).
+    pub started_ms: u64,
+    /// Its deadline, if any (ms since the Unix epoch).
+    pub deadline_ms: Option<u64>,
+    /// Its nodes, in name order.
+    pub nodes: Vec<MoveNodeInfo>,
+}
+
+/// One node of a [`MoveInfo`]. Times are ms since the Unix epoch on the coordinator's clock,
+/// as it saw each step (absent for steps not taken, and for steps taken before a coordinator
+/// restart: they are not journaled).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MoveNodeInfo {
+    /// Node name.
+    pub node: String,
+    /// The generation its current step carries.
+    pub generation: Generation,
+    /// `outgoing`, `released`, `up`, `returning` or `returned`.
+    pub state: String,
+    /// Outgoing: when the donor expects it free.
+    pub expected_free_ms: Option<u64>,
+    /// Outgoing: the donor's jobs still holding it.
+    pub jobs: Vec<JobId>,
+    /// When the move was asked for.
+    pub requested_ms: u64,
+    /// When its release was journaled.
+    pub released_ms: Option<u64>,
+    /// When the recipient's acknowledgement of `Acquire` was journaled.
+    pub acquired_ms: Option<u64>,
 }
 
 /// A queue change.
@@ -97,6 +188,15 @@ pub enum Response {
         /// The move that carries the change out, if it needs one.
         move_id: Option<MoveId>,
     },
+    /// Answer to a dry-run [`Request::Move`]: the donor's report.
+    DryRun(DryRunReport),
+    /// Answer to [`Request::CancelMove`]: the nodes going back to the donor.
+    Cancelled {
+        /// Node names (empty: every node was already released).
+        returned: Vec<String>,
+    },
+    /// Answer to [`Request::Moves`].
+    Moves(Vec<MoveInfo>),
 }
 
 impl Rpc for Request {
@@ -112,16 +212,24 @@ impl Rpc for Request {
             Request::MoveNodes { .. } => "client_coord.move_nodes",
             Request::SetNodeState { .. } => "client_coord.set_node_state",
             Request::SetNodeDrain { .. } => "client_coord.set_node_drain",
+            Request::QueueAdmin(_) => "client_coord.queue_admin",
+            Request::Move(_) => "client_coord.move",
+            Request::CancelMove { .. } => "client_coord.cancel_move",
+            Request::Moves => "client_coord.moves",
         }
     }
 
     fn op(&self) -> Op {
         match self {
-            Request::Routes | Request::Jobs(_) | Request::Queues | Request::Resources { .. } => {
-                Op::ReadStatus
-            }
-            Request::QueueControl { .. } => Op::AdminQueues,
+            Request::Routes
+            | Request::Jobs(_)
+            | Request::Queues
+            | Request::Resources { .. }
+            | Request::Moves => Op::ReadStatus,
+            Request::QueueControl { .. } | Request::QueueAdmin(_) => Op::AdminQueues,
             Request::MoveNodes { .. }
+            | Request::Move(_)
+            | Request::CancelMove { .. }
             | Request::SetNodeState { .. }
             | Request::SetNodeDrain { .. } => Op::AdminNodes,
         }

@@ -1,0 +1,487 @@
+//! Admin commands on queues, moves and node flags, all asked of the coordinator, which
+//! journals each change before it answers (docs/MOVES.md, docs/JOURNAL.md):
+//!
+//! ```text
+//! queue enable|disable NAME [--reason R]     accept submissions, or refuse new ones
+//! queue start NAME [--take]                  schedule (--take: move in shared nodes)
+//! queue stop NAME [--release-to Q]           stop scheduling; running jobs untouched
+//! queue move HOSTLIST --from A --to B [--deadline D] [--dry-run]
+//! queue move --cancel MOVE
+//! queue moves [--json]                       every move and each node's step
+//! resource drain HOSTLIST [--reason R]       no new work on the nodes, in their owner
+//! resource undrain HOSTLIST
+//! ```
+//!
+//! The certificate's role decides: users are refused by the coordinator, not here.
+
+use anyhow::{Result, bail};
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+use shardsched_proto::msg::MoveId;
+use shardsched_proto::msg::client_coord::{
+    MoveInfo, MoveRequest, QueueAction, QueueAdmin, Request, Response,
+};
+use shardsched_proto::msg::coord_shard::{DryRunReport, FreeAt};
+use shardsched_resource::{decode_hostlist, encode_hostlist};
+
+use super::output::{self, Table};
+use super::submit::parse_duration_secs;
+use super::wire_error;
+
+/// `queue` subcommands that change things (admin), and `queue moves`.
+#[derive(Subcommand, Debug, Clone)]
+pub enum QueueAdminCommand {
+    /// Accepts submissions again. Admin only.
+    Enable(QueueNameArgs),
+    /// Refuses new submissions (queued and running jobs stay). Admin only.
+    Disable(QueueReasonArgs),
+    /// Starts scheduling. Refused, naming the nodes, when the queue's definition shares
+    /// nodes owned by a started queue, unless `--take` moves them in. Admin only.
+    Start(QueueStartArgs),
+    /// Stops scheduling: jobs keep being accepted and wait; running jobs are untouched.
+    /// Admin only.
+    Stop(QueueStopArgs),
+    /// Moves nodes from one queue to another while both run (or cancels a move). Admin
+    /// only.
+    Move(MoveArgs),
+    /// Every move in progress and the recent finished ones, with each node's step.
+    Moves(MovesArgs),
+}
+
+/// `resource` subcommands for drain (admin).
+#[derive(Subcommand, Debug, Clone)]
+pub enum ResourceAdminCommand {
+    /// Takes nodes out of scheduling in their owning queue, without moving them; running
+    /// jobs finish. The flag stays with the node across restarts and moves. Admin only.
+    Drain(DrainArgs),
+    /// Undoes `resource drain`. Admin only.
+    Undrain(UndrainArgs),
+}
+
+/// A queue name.
+#[derive(Args, Debug, Clone)]
+pub struct QueueNameArgs {
+    /// The queue.
+    pub name: String,
+}
+
+/// `queue disable`.
+#[derive(Args, Debug, Clone)]
+pub struct QueueReasonArgs {
+    /// The queue.
+    pub name: String,
+    /// Why (kept with the queue's state).
+    #[arg(long, short = 'r', default_value = "")]
+    pub reason: String,
+}
+
+/// `queue start`.
+#[derive(Args, Debug, Clone)]
+pub struct QueueStartArgs {
+    /// The queue.
+    pub name: String,
+    /// Move in the nodes its definition shares with started queues.
+    #[arg(long)]
+    pub take: bool,
+}
+
+/// `queue stop`.
+#[derive(Args, Debug, Clone)]
+pub struct QueueStopArgs {
+    /// The queue.
+    pub name: String,
+    /// Move the queue's nodes that are in this queue's definition to it.
+    #[arg(long, value_name = "QUEUE")]
+    pub release_to: Option<String>,
+}
+
+/// `queue move`.
+#[derive(Args, Debug, Clone)]
+pub struct MoveArgs {
+    /// The nodes, as a hostlist (`node[0-3,7]`).
+    #[arg(value_name = "HOSTLIST", required_unless_present = "cancel")]
+    pub nodes: Option<String>,
+    /// The queue that owns them now.
+    #[arg(long, required_unless_present = "cancel")]
+    pub from: Option<String>,
+    /// The queue to give them to (they must be in its definition).
+    #[arg(long, required_unless_present = "cancel")]
+    pub to: Option<String>,
+    /// Past this duration (`90s`, `30m`, `2h`), the donor's jobs still holding the nodes
+    /// are cancelled.
+    #[arg(long, value_name = "DURATION")]
+    pub deadline: Option<String>,
+    /// Only say when the nodes would be free and which pending jobs could never run;
+    /// change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Cancel this move instead: its nodes not yet released go back to the donor.
+    #[arg(long, value_name = "MOVE", conflicts_with_all = ["nodes", "from", "to", "deadline", "dry_run"])]
+    pub cancel: Option<u64>,
+}
+
+/// `queue moves`.
+#[derive(Args, Debug, Clone)]
+pub struct MovesArgs {
+    /// Print JSON (with each node's step times, ms since the Unix epoch).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `resource drain`.
+#[derive(Args, Debug, Clone)]
+pub struct DrainArgs {
+    /// The nodes, as a hostlist.
+    #[arg(value_name = "HOSTLIST")]
+    pub nodes: String,
+    /// Why (shown by `resource list`).
+    #[arg(long, short = 'r', default_value = "")]
+    pub reason: String,
+}
+
+/// `resource undrain`.
+#[derive(Args, Debug, Clone)]
+pub struct UndrainArgs {
+    /// The nodes, as a hostlist.
+    #[arg(value_name = "HOSTLIST")]
+    pub nodes: String,
+}
+
+/// Runs a `queue` admin subcommand.
+pub fn queue_main(command: &QueueAdminCommand) -> Result<()> {
+    match command {
+        QueueAdminCommand::Enable(a) => queue_state(&a.name, QueueAction::Enable, "", None),
+        QueueAdminCommand::Disable(a) => {
+            queue_state(&a.name, QueueAction::Disable, &a.reason, None)
+        }
+        QueueAdminCommand::Start(a) => {
+            queue_state(&a.name, QueueAction::Start { take: a.take }, "", None)
+        }
+        QueueAdminCommand::Stop(a) => {
+            queue_state(&a.name, QueueAction::Stop, "", a.release_to.as_deref())
+        }
+        QueueAdminCommand::Move(a) => move_main(a),
+        QueueAdminCommand::Moves(a) => moves_main(a),
+    }
+}
+
+/// Runs a `resource` admin subcommand.
+pub fn resource_main(command: &ResourceAdminCommand) -> Result<()> {
+    let (hostlist, drained, reason) = match command {
+        ResourceAdminCommand::Drain(a) => (&a.nodes, true, a.reason.as_str()),
+        ResourceAdminCommand::Undrain(a) => (&a.nodes, false, ""),
+    };
+    let nodes = hostlist_nodes(hostlist)?;
+    let request = Request::SetNodeDrain {
+        nodes: nodes.clone(),
+        drained,
+        reason: reason.to_owned(),
+    };
+    ask(request, |response| match response {
+        Response::Done { .. } => {
+            let word = if drained { "drained" } else { "undrained" };
+            Ok(format!("{} {word}\n", encode_hostlist(&nodes)))
+        }
+        other => bail!("the coordinator answered resource drain with {other:?}"),
+    })
+}
+
+fn queue_state(
+    queue: &str,
+    action: QueueAction,
+    reason: &str,
+    release_to: Option<&str>,
+) -> Result<()> {
+    let request = Request::QueueAdmin(QueueAdmin {
+        queue: queue.to_owned(),
+        action,
+        reason: reason.to_owned(),
+        release_to: release_to.map(str::to_owned),
+    });
+    let word = match action {
+        QueueAction::Enable => "enabled",
+        QueueAction::Disable => "disabled",
+        QueueAction::Start { .. } => "started",
+        QueueAction::Stop => "stopped",
+    };
+    ask(request, |response| match response {
+        Response::Done { move_id } => Ok(match move_id {
+            Some(MoveId(id)) => format!("{queue} {word}; move {id} carries its nodes\n"),
+            None => format!("{queue} {word}\n"),
+        }),
+        other => bail!("the coordinator answered queue {word} with {other:?}"),
+    })
+}
+
+fn move_main(args: &MoveArgs) -> Result<()> {
+    if let Some(id) = args.cancel {
+        return ask(
+            Request::CancelMove {
+                move_id: MoveId(id),
+            },
+            |response| match response {
+                Response::Cancelled { returned } if returned.is_empty() => Ok(format!(
+                    "move {id} cancelled; every node was already released, nothing returns\n"
+                )),
+                Response::Cancelled { returned } => Ok(format!(
+                    "move {id} cancelled; {} go back to the donor\n",
+                    encode_hostlist(&returned)
+                )),
+                other => bail!("the coordinator answered the cancel with {other:?}"),
+            },
+        );
+    }
+    let (Some(hostlist), Some(from), Some(to)) = (&args.nodes, &args.from, &args.to) else {
+        bail!("queue move needs HOSTLIST, --from and --to (or --cancel MOVE)");
+    };
+    let nodes = hostlist_nodes(hostlist)?;
+    let deadline_ms = match &args.deadline {
+        None => None,
+        Some(text) => {
+            let secs = parse_duration_secs(text)
+                .map_err(|e| anyhow::anyhow!("--deadline {text:?}: {e}"))?;
+            if secs == 0 {
+                bail!("--deadline {text:?}: must be more than zero");
+            }
+            Some(secs.saturating_mul(1000))
+        }
+    };
+    let request = Request::Move(MoveRequest {
+        nodes,
+        from: from.clone(),
+        to: to.clone(),
+        deadline_ms,
+        dry_run: args.dry_run,
+    });
+    ask(request, |response| match response {
+        Response::Done {
+            move_id: Some(MoveId(id)),
+        } => Ok(format!("{id}\n")),
+        Response::DryRun(report) => Ok(dry_run_text(&report, output::now_ms())),
+        other => bail!("the coordinator answered queue move with {other:?}"),
+    })
+}
+
+fn moves_main(args: &MovesArgs) -> Result<()> {
+    let json = args.json;
+    ask(Request::Moves, |response| match response {
+        Response::Moves(moves) if json => {
+            let rows: Vec<Value> = moves.iter().map(move_json).collect();
+            Ok(format!("{}\n", Value::Array(rows)))
+        }
+        Response::Moves(moves) => Ok(moves_table(&moves, output::now_ms())),
+        other => bail!("the coordinator answered queue moves with {other:?}"),
+    })
+}
+
+/// Sends one request to the coordinator and prints what `show` makes of the answer.
+fn ask(request: Request, show: impl FnOnce(Response) -> Result<String>) -> Result<()> {
+    let response = super::run(|client| async move {
+        client
+            .coordinator(&request)
+            .await
+            .map_err(|e| wire_error(e, "coordinator"))
+    })?;
+    output::emit(&show(response)?)
+}
+
+fn hostlist_nodes(hostlist: &str) -> Result<Vec<String>> {
+    let nodes =
+        decode_hostlist(hostlist).map_err(|e| anyhow::anyhow!("HOSTLIST {hostlist:?}: {e}"))?;
+    if nodes.is_empty() {
+        bail!("HOSTLIST {hostlist:?} names no node");
+    }
+    Ok(nodes)
+}
+
+/// A move as `queue moves --json` prints it.
+pub fn move_json(m: &MoveInfo) -> Value {
+    let nodes: Vec<Value> = m
+        .nodes
+        .iter()
+        .map(|n| {
+            json!({
+                "node": n.node,
+                "generation": n.generation.0,
+                "state": n.state,
+                "expected_free_ms": n.expected_free_ms,
+                "jobs": n.jobs.iter().map(|j| j.to_string()).collect::<Vec<String>>(),
+                "requested_ms": n.requested_ms,
+                "released_ms": n.released_ms,
+                "acquired_ms": n.acquired_ms,
+            })
+        })
+        .collect();
+    json!({
+        "id": m.move_id.0,
+        "from": m.from,
+        "to": m.to,
+        "status": m.status,
+        "started_ms": m.started_ms,
+        "deadline_ms": m.deadline_ms,
+        "nodes": nodes,
+    })
+}
+
+/// `queue moves` for people: one line per move and step, nodes grouped.
+fn moves_table(moves: &[MoveInfo], now_ms: u64) -> String {
+    if moves.is_empty() {
+        return "no moves\n".to_owned();
+    }
+    let mut table = Table::new(&[
+        "MOVE", "FROM", "TO", "STATUS", "STEP", "NNODES", "DETAIL", "NODELIST",
+    ]);
+    for m in moves {
+        let mut groups: Vec<(String, String, Vec<&str>)> = Vec::new();
+        for n in &m.nodes {
+            let detail = match (n.state.as_str(), n.expected_free_ms) {
+                ("outgoing", Some(t)) => {
+                    let jobs: Vec<String> = n.jobs.iter().map(|j| j.to_string()).collect();
+                    format!(
+                        "free in {} (jobs {})",
+                        output::human_duration(t.saturating_sub(now_ms)),
+                        jobs.join(",")
+                    )
+                }
+                ("outgoing", None) => "waiting for the donor".to_owned(),
+                _ => String::new(),
+            };
+            match groups
+                .iter_mut()
+                .find(|(s, d, _)| *s == n.state && *d == detail)
+            {
+                Some((_, _, names)) => names.push(&n.node),
+                None => groups.push((n.state.clone(), detail, vec![&n.node])),
+            }
+        }
+        for (step, detail, names) in groups {
+            table.row(vec![
+                m.move_id.0.to_string(),
+                m.from.clone(),
+                m.to.clone(),
+                m.status.clone(),
+                step,
+                names.len().to_string(),
+                if detail.is_empty() {
+                    "-".into()
+                } else {
+                    detail
+                },
+                encode_hostlist(&names),
+            ]);
+        }
+    }
+    table.render()
+}
+
+/// `queue move --dry-run`: per node and overall, when the nodes would be free, and the
+/// pending jobs that could never run.
+fn dry_run_text(report: &DryRunReport, now_ms: u64) -> String {
+    let when = |free: &FreeAt| match free {
+        FreeAt::Now => "now".to_owned(),
+        FreeAt::Expected(t) => format!(
+            "in {} ({})",
+            output::human_duration(t.saturating_sub(now_ms)),
+            output::utc_timestamp(*t)
+        ),
+    };
+    let mut table = Table::new(&["NODE", "FREE", "JOBS"]);
+    for n in &report.nodes {
+        let jobs: Vec<String> = n.jobs.iter().map(|j| j.to_string()).collect();
+        table.row(vec![
+            n.node.clone(),
+            when(&n.free),
+            if jobs.is_empty() {
+                "-".into()
+            } else {
+                jobs.join(",")
+            },
+        ]);
+    }
+    let mut out = table.render();
+    out.push_str(&format!("all free: {}\n", when(&report.all_free)));
+    if report.stranded.is_empty() {
+        out.push_str("no pending job of the donor would be left unable to run\n");
+    } else {
+        let ids: Vec<String> = report.stranded.iter().map(|j| j.to_string()).collect();
+        out.push_str(&format!(
+            "pending jobs of the donor that could never run: {}\n",
+            ids.join(" ")
+        ));
+    }
+    out.push_str("(dry run: nothing changed)\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use shardsched_proto::msg::Generation;
+    use shardsched_proto::msg::client_coord::MoveNodeInfo;
+    use shardsched_proto::msg::coord_shard::NodeRelease;
+
+    use super::*;
+
+    fn node(name: &str, state: &str, free: Option<u64>) -> MoveNodeInfo {
+        MoveNodeInfo {
+            node: name.into(),
+            generation: Generation(2),
+            state: state.into(),
+            expected_free_ms: free,
+            jobs: Vec::new(),
+            requested_ms: 1_000,
+            released_ms: (state != "outgoing").then_some(1_005),
+            acquired_ms: (state == "up").then_some(1_009),
+        }
+    }
+
+    #[test]
+    fn moves_print_grouped_by_step_and_as_json_with_times() {
+        let m = MoveInfo {
+            move_id: MoveId(4),
+            from: "batch".into(),
+            to: "debug".into(),
+            status: "active".into(),
+            started_ms: 1_000,
+            deadline_ms: None,
+            nodes: vec![
+                node("node0", "up", None),
+                node("node1", "up", None),
+                node("node2", "outgoing", Some(61_000)),
+            ],
+        };
+        let text = moves_table(std::slice::from_ref(&m), 1_000);
+        assert!(text.contains("node[0-1]"), "{text}");
+        assert!(text.contains("free in 1m"), "{text}");
+        let v = move_json(&m);
+        assert_eq!(v["id"], 4);
+        assert_eq!(v["nodes"][0]["released_ms"], 1_005);
+        assert_eq!(v["nodes"][0]["acquired_ms"], 1_009);
+        assert_eq!(v["nodes"][2]["released_ms"], Value::Null);
+        assert_eq!(moves_table(&[], 0), "no moves\n");
+    }
+
+    #[test]
+    fn a_dry_run_says_when_and_what_would_strand() {
+        let report = DryRunReport {
+            nodes: vec![
+                NodeRelease {
+                    node: "node0".into(),
+                    free: FreeAt::Now,
+                    jobs: Vec::new(),
+                },
+                NodeRelease {
+                    node: "node1".into(),
+                    free: FreeAt::Expected(121_000),
+                    jobs: vec![shardsched_proto::Fluid(77)],
+                },
+            ],
+            all_free: FreeAt::Expected(121_000),
+            stranded: vec![shardsched_proto::Fluid(78)],
+        };
+        let text = dry_run_text(&report, 1_000);
+        assert!(text.contains("node0") && text.contains("now"), "{text}");
+        assert!(text.contains("in 2m"), "{text}");
+        assert!(text.contains("could never run"), "{text}");
+        assert!(text.contains("nothing changed"), "{text}");
+    }
+}
