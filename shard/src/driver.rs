@@ -106,6 +106,8 @@ pub async fn run(
     options: ShardOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), DriverError> {
+    // Scoped failpoints (`QUEUE/NAME=ACTION`) fire in this queue's shard only.
+    shardsched_proto::failpoint::set_scope(&options.queue);
     let creds = load_credentials(&options.state_dir, &options.queue)?;
     let (journal, restored) = open_journal(&options.state_dir)?;
     let endpoint = tls::server_endpoint(&creds, options.listen)?;

@@ -70,6 +70,12 @@ impl System {
 
     /// Starts `up` with the configuration `config` and `extra` arguments.
     pub fn start_with(name: &str, config: &str, extra: &[&str]) -> System {
+        System::start_env(name, config, extra, &[])
+    }
+
+    /// [`System::start_with`] with environment variables `env` for `up` and the children it
+    /// starts (and restarts), e.g. `SHARDSCHED_FAILPOINTS`.
+    pub fn start_env(name: &str, config: &str, extra: &[&str], env: &[(&str, &str)]) -> System {
         let dir = std::env::temp_dir().join(format!(
             "shardsched-{name}-{}-{}",
             std::process::id(),
@@ -88,6 +94,7 @@ impl System {
             .arg(&config_file)
             .arg("--dir")
             .arg(dir.join("state"))
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(dir.join("up.stderr")).unwrap())
