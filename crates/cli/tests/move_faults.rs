@@ -15,8 +15,8 @@
 //!   a node was up in two shards, or up in the recipient while the donor still held it;
 //! - the failpoint did fire (its once-marker exists): a case that injects nothing fails.
 //!
-//! Cases run one system at a time inside a test (their failures are collected and reported
-//! together, each with its state directory kept); the tests run in parallel.
+//! Each case runs its own system; a test runs a few cases at once and reports all the
+//! failures together (each with its state directory kept).
 
 #![allow(clippy::unwrap_used)]
 
@@ -94,28 +94,46 @@ const COORDINATOR: &str = "coordinator";
 const DONOR: &str = "alpha";
 const RECIPIENT: &str = "beta";
 
-/// Runs `cases`, each in a system of its own; panics listing the ones that failed.
+/// Systems one test runs at once. The processes mostly wait (restart backoff, polling), so
+/// a few at a time keep the file's wall time low without starving a 2-core machine.
+const CASES_AT_ONCE: usize = 3;
+
+/// Runs `cases`, each in a system of its own ([`CASES_AT_ONCE`] at a time); panics listing
+/// the ones that failed (their state directories are kept and named on stderr).
 fn run_all(cases: &[Case]) {
-    let mut failed = Vec::new();
-    for c in cases {
-        let name = format!("{}/{}", c.scope, c.point);
-        let began = std::time::Instant::now();
-        let outcome = std::panic::catch_unwind(|| run_case(c));
-        eprintln!(
-            "fault case {name} ({:?}): {} in {:.1} s",
-            c.scenario,
-            if outcome.is_ok() { "ok" } else { "FAILED" },
-            began.elapsed().as_secs_f64()
-        );
-        if let Err(e) = outcome {
-            let why = e
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-                .unwrap_or_default();
-            failed.push(format!("{name} ({:?}): {why}", c.scenario));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let failed = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..CASES_AT_ONCE.min(cases.len()) {
+            scope.spawn(|| {
+                while let Some(c) =
+                    cases.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+                {
+                    let name = format!("{}/{}", c.scope, c.point);
+                    let began = std::time::Instant::now();
+                    let outcome = std::panic::catch_unwind(|| run_case(c));
+                    eprintln!(
+                        "fault case {name} ({:?}): {} in {:.1} s",
+                        c.scenario,
+                        if outcome.is_ok() { "ok" } else { "FAILED" },
+                        began.elapsed().as_secs_f64()
+                    );
+                    if let Err(e) = outcome {
+                        let why = e
+                            .downcast_ref::<String>()
+                            .cloned()
+                            .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                            .unwrap_or_default();
+                        failed
+                            .lock()
+                            .unwrap()
+                            .push(format!("{name} ({:?}): {why}", c.scenario));
+                    }
+                }
+            });
         }
-    }
+    });
+    let failed = failed.into_inner().unwrap();
     assert!(
         failed.is_empty(),
         "{} of {} fault cases failed:\n{}",
