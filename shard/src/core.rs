@@ -18,6 +18,7 @@
 //! and nothing is recorded, so a retry is judged afresh. A job that fits the definition but
 //! not the nodes the queue owns now is accepted and waits, with the reason in `job info`.
 
+mod drain;
 mod events;
 mod exec;
 #[cfg(test)]
@@ -53,7 +54,7 @@ use shardsched_resource::{ResourceGraph, VertexId};
 use crate::assign::{self, MS_PER_S};
 use crate::error::ShardError;
 use crate::job::{JobRecord, Reason, job_name};
-use crate::journal::{AcceptedJob, JournalRecord, Restored};
+use crate::journal::{AcceptedJob, JournalRecord};
 use crate::limits::{
     ACTIVE_JOBS_MAX, FINISHED_JOBS_RETAINED, PRIORITY_DEFAULT, RETENTION_DEFAULT_MS,
 };
@@ -182,76 +183,6 @@ impl ShardCore {
         Ok(core)
     }
 
-    /// A restarted shard's core: the journal's node states, flags and jobs come back, and
-    /// nothing is up but what the coordinator's `assignment` confirms (an outgoing node
-    /// stays outgoing and is released if its jobs ended meanwhile). Every node the journal
-    /// had up is logged down first (it stopped being usable when the process did).
-    pub fn restored(
-        assignment: &shardsched_proto::msg::shard_coord::Assignment,
-        options: CoreOptions,
-        now_ms: u64,
-        restored: &Restored,
-    ) -> Result<(ShardCore, RestoreSummary), ShardError> {
-        // Nodes with running jobs in the journal stay in the graph whatever the definition.
-        let kept: Vec<NodeGen> = restored
-            .moves
-            .iter()
-            .filter(|(_, e)| !matches!(e.holding, crate::moves::Holding::NotOwned))
-            .map(|(n, e)| NodeGen {
-                node: n.clone(),
-                generation: e.generation,
-            })
-            .chain(restored.owned.iter().cloned())
-            .collect();
-        let mut core = ShardCore::build(assignment, options, &kept)?;
-        for n in &restored.owned {
-            if core.nodes.contains_key(&n.node) {
-                core.transitions.push(Transition {
-                    node: n.node.clone(),
-                    kind: TransitionKind::Down,
-                    generation: n.generation,
-                    why: "restart",
-                });
-            }
-        }
-        core.moves = ShardMoves::restore(restored.moves.iter().cloned());
-        core.observe(now_ms);
-        core.restore_down(&restored.down)?;
-        core.restore_drained(&restored.drained);
-        core.apply_assignment(
-            &assignment.owned,
-            &assignment.incoming,
-            Some(&assignment.flags),
-        );
-        let summary = core.restore(now_ms, restored)?;
-        core.settle_all_outgoing();
-        Ok((core, summary))
-    }
-
-    /// The core before any node is up: the graph restricted to the queue's definition plus
-    /// the nodes owned, incoming, and `kept`.
-    fn build(
-        assignment: &shardsched_proto::msg::shard_coord::Assignment,
-        options: CoreOptions,
-        kept: &[NodeGen],
-    ) -> Result<ShardCore, ShardError> {
-        let graph = assign::cluster_graph(&assignment.cluster)?;
-        let extra: Vec<NodeGen> = assignment
-            .owned
-            .iter()
-            .cloned()
-            .chain(assignment.incoming.iter().map(|(_, n)| n.node.clone()))
-            .chain(kept.iter().cloned())
-            .collect();
-        ShardCore::with_graph_only(
-            graph,
-            &assignment.queue,
-            assignment.generator_id,
-            &extra,
-            options,
-        )
-    }
-
     /// A core over an already built graph (reduced to the scheduler's types). The queue's
     /// definition is `config.definition` plus the owned nodes (all owned nodes when the
     /// definition is empty).
@@ -267,7 +198,7 @@ impl ShardCore {
         Ok(core)
     }
 
-    fn with_graph_only(
+    pub(super) fn with_graph_only(
         mut graph: ResourceGraph,
         config: &QueueConfig,
         generator_id: u16,

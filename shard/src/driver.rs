@@ -9,9 +9,12 @@
 //!   connect to the coordinator from the same endpoint; Register{queue, listen,
 //!       held = the journal's owned nodes (allocated flags), last_job_id}
 //!       → Assignment (cluster, queue config, generator id, owned nodes)
-//!   build ShardCore with the ASSIGNED nodes up (none before), restore the journal's jobs;
+//!   build ShardCore with the ASSIGNED nodes up (none before): a first start, or
+//!       ShardCore::restored (node move states, flags, jobs, then the assignment)
+//!   open <state-dir>/transitions.log (driver/transitions.rs)
 //!   start the journal's commit thread; spawn the core task, the client accept loop
-//!   on the registration connection: serve coord_shard commands, send Status reports
+//!   on the registration connection: serve coord_shard commands (moves, drain, dry run
+//!       included), send Status reports and durable Released reports (driver/released.rs)
 //!   until shutdown, or the coordinator is lost for COORDINATOR_LOST_AFTER:
 //!       lost → reconnect with backoff, re-register (held nodes, last job id), carry on
 //! ```
@@ -106,7 +109,7 @@ pub async fn run(
     options: ShardOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), DriverError> {
-    // Scoped failpoints (`QUEUE/NAME=ACTION`) fire in this queue's shard only.
+    // Failpoint entries scoped `<queue>/shard.…` fire in this shard only.
     shardsched_proto::failpoint::set_scope(&options.queue);
     let creds = load_credentials(&options.state_dir, &options.queue)?;
     let (journal, restored) = open_journal(&options.state_dir)?;

@@ -16,6 +16,14 @@
 //! - a restart loses and duplicates nothing: every job comes back in the same state, with
 //!   the same times, nodes and owner, pending jobs in the same order, and retried keys and
 //!   new ids keep working after it.
+//!
+//! Node moves interleave with all of this: `Release`, `Incoming`, `Acquire`, `Reclaim`,
+//! `Withdraw` and `CancelJobs` with current, repeated and stale generations, and restarts
+//! rebuild the core with `ShardCore::restored` from an assignment made of what the move
+//! machine owns and receives (as the coordinator's intent would be). Additionally:
+//! - no running job holds a node a move command left not owned or incoming (released,
+//!   withdrawn): allocations exist only on nodes up or outgoing;
+//! - every `Released` report names nodes no running job holds.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -63,6 +71,48 @@ enum Op {
         down: bool,
     },
     Restart,
+    Move(MoveOp),
+}
+
+#[derive(Clone, Debug)]
+enum MoveOp {
+    Release {
+        mask: u8,
+        delta: i8,
+    },
+    Incoming {
+        node: usize,
+        delta: i8,
+        in_ms: Option<u64>,
+    },
+    Acquire {
+        node: usize,
+        delta: i8,
+    },
+    Reclaim {
+        node: usize,
+        delta: i8,
+    },
+    Withdraw {
+        node: usize,
+        delta: i8,
+    },
+    CancelJobs {
+        node: usize,
+    },
+}
+
+fn move_op() -> impl Strategy<Value = MoveOp> {
+    let delta = prop_oneof![1 => Just(-1i8), 2 => Just(0i8), 4 => Just(1i8)];
+    prop_oneof![
+        (1u8..16, delta.clone()).prop_map(|(mask, delta)| MoveOp::Release { mask, delta }),
+        (0..NODES.len(), delta.clone(), prop::option::of(0u64..8_000))
+            .prop_map(|(node, delta, in_ms)| MoveOp::Incoming { node, delta, in_ms }),
+        (0..NODES.len(), delta.clone()).prop_map(|(node, delta)| MoveOp::Acquire { node, delta }),
+        (0..NODES.len(), delta.clone()).prop_map(|(node, delta)| MoveOp::Reclaim { node, delta }),
+        (0..NODES.len(), delta).prop_map(|(node, delta)| MoveOp::Withdraw { node, delta }),
+        (0..NODES.len()).prop_map(|node| MoveOp::CancelJobs { node }),
+    ]
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -81,27 +131,26 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0u8..16).prop_map(|mask| Op::Own { mask }),
         1 => (0..NODES.len(), any::<bool>()).prop_map(|(node, down)| Op::NodeState { node, down }),
         1 => Just(Op::Restart),
+        3 => move_op().prop_map(Op::Move),
     ]
 }
 
-fn owned(mask: u8) -> Vec<NodeGen> {
+fn owned(mask: u8, gens: &[u64; 4]) -> Vec<NodeGen> {
     NODES
         .iter()
         .enumerate()
         .filter(|(i, _)| mask & (1 << i) != 0)
-        .map(|(_, n)| NodeGen {
+        .map(|(i, n)| NodeGen {
             node: n.to_string(),
-            generation: Generation(1),
+            generation: Generation(gens[i]),
         })
         .collect()
 }
 
-fn new_core(policy: &str, mask: u8) -> ShardCore {
-    let cluster = "name = \"c\"\n[[nodes]]\nhosts = \"n[0-3]\"\ncores_per_socket = 4\n";
-    let graph = shardsched_resource::read_cluster_spec(cluster).expect("cluster");
-    let graph = shardsched_resource::keep_types(&graph, shardsched_resource::SCHEDULER_TYPES)
-        .expect("graph");
-    let queue = QueueConfig {
+const CLUSTER: &str = "name = \"c\"\n[[nodes]]\nhosts = \"n[0-3]\"\ncores_per_socket = 4\n";
+
+fn queue_config(policy: &str) -> QueueConfig {
+    QueueConfig {
         name: "batch".into(),
         queue_policy: policy.into(),
         match_policy: "lonode".into(),
@@ -113,15 +162,25 @@ fn new_core(policy: &str, mask: u8) -> ShardCore {
         definition: vec!["n0".into(), "n1".into(), "n2".into()],
         enabled: true,
         started: true,
-    };
-    let options = CoreOptions {
+    }
+}
+
+fn core_options() -> CoreOptions {
+    CoreOptions {
         time_scale: 1.0,
         finished_retained: 10_000,
         retention_ms: u64::MAX,
         journal: true,
         ..CoreOptions::default()
-    };
-    ShardCore::with_graph(graph, &queue, 3, &owned(mask), options).expect("core")
+    }
+}
+
+fn new_core(policy: &str, mask: u8) -> ShardCore {
+    let graph = shardsched_resource::read_cluster_spec(CLUSTER).expect("cluster");
+    let graph = shardsched_resource::keep_types(&graph, shardsched_resource::SCHEDULER_TYPES)
+        .expect("graph");
+    let queue = queue_config(policy);
+    ShardCore::with_graph(graph, &queue, 3, &owned(mask, &[1; 4]), core_options()).expect("core")
 }
 
 /// The journal as the committer would leave it, in memory: table → key → value.
@@ -190,6 +249,11 @@ struct Model {
     keys: HashMap<(usize, u8), JobId>,
     /// Jobs seen running, with the nodes they started on.
     started: BTreeMap<JobId, Vec<String>>,
+    /// The newest generation handed out per node (the coordinator's).
+    gens: [u64; 4],
+    /// Nodes `Own` took away while a job ran on them (a coordinator never does that
+    /// without a `Release`): exempt from the move check until their jobs are gone.
+    yanked: BTreeSet<String>,
 }
 
 impl Model {
@@ -214,7 +278,20 @@ impl Model {
             }
             Op::Own { mask } => {
                 self.mask = mask;
-                self.core.set_owned(&owned(mask)).expect("owned");
+                self.core
+                    .set_owned(&owned(mask, &self.gens))
+                    .expect("owned");
+                for job in self.core.jobs().filter(|j| j.state == JobState::Running) {
+                    for node in &job.nodes {
+                        if !self.core.owned().contains_key(node) {
+                            self.yanked.insert(node.clone());
+                        }
+                    }
+                }
+                self.core.tick(self.now).expect("tick");
+            }
+            Op::Move(ref m) => {
+                self.move_step(m);
                 self.core.tick(self.now).expect("tick");
             }
             Op::NodeState { node, down } => {
@@ -244,9 +321,8 @@ impl Model {
         let started = self.core.config().started;
 
         let restored = self.journal.restored();
-        let mut core = new_core(self.policy, self.mask);
+        let mut core = self.restored_core(&restored);
         core.set_queue_state(true, started);
-        core.restore(self.now, &restored).expect("restore");
         assert_eq!(
             core.down_nodes(),
             self.core.down_nodes(),
@@ -464,10 +540,216 @@ impl Model {
             m.jobs().map(|(id, j)| (id, &j.alloc)).collect();
         let violations = checker::check(&m.graph, &allocs);
         assert!(violations.is_empty(), "{violations:?}");
+        self.check_moves();
     }
 }
 
 impl Model {
+    /// A generation for a command about node `i`: the current one moved by `delta` (a
+    /// positive delta is a new generation, as the coordinator would hand out).
+    fn generation(&mut self, i: usize, delta: i8) -> Generation {
+        let g = match delta {
+            d if d > 0 => {
+                self.gens[i] += 1;
+                self.gens[i]
+            }
+            0 => self.gens[i],
+            _ => self.gens[i].saturating_sub(1),
+        };
+        Generation(g)
+    }
+
+    fn move_step(&mut self, m: &MoveOp) {
+        use shardsched_proto::msg::MoveId;
+        use shardsched_proto::msg::coord_shard::{
+            Acquire, CancelJobs, Incoming, IncomingNode, Reclaim, Release, Withdraw,
+        };
+        let ng = |node: usize, generation: Generation| NodeGen {
+            node: NODES[node].to_owned(),
+            generation,
+        };
+        let now = self.now;
+        // Each command goes where the coordinator would send it: Release to the owner,
+        // Incoming/Withdraw to a shard that does not own the node, Acquire to the
+        // recipient, Reclaim to the donor.
+        use shardsched_shard::moves::Holding as H;
+        let holding = |core: &ShardCore, i: usize| core.moves().entry(NODES[i]).holding;
+        let fits = match *m {
+            MoveOp::Release { .. } | MoveOp::CancelJobs { .. } => true,
+            MoveOp::Incoming { node, .. } | MoveOp::Withdraw { node, .. } => {
+                matches!(holding(&self.core, node), H::NotOwned | H::Incoming { .. })
+            }
+            MoveOp::Acquire { node, .. } => {
+                !matches!(holding(&self.core, node), H::Outgoing { .. })
+            }
+            MoveOp::Reclaim { node, .. } => {
+                !matches!(holding(&self.core, node), H::Incoming { .. })
+            }
+        };
+        if !fits {
+            return;
+        }
+        match *m {
+            MoveOp::Release { mask, delta } => {
+                let owners: Vec<usize> = (0..NODES.len())
+                    .filter(|i| mask & (1 << i) != 0)
+                    .filter(|&i| matches!(holding(&self.core, i), H::Owned | H::Outgoing { .. }))
+                    .collect();
+                let nodes: Vec<NodeGen> = owners
+                    .into_iter()
+                    .map(|i| {
+                        let g = self.generation(i, delta);
+                        ng(i, g)
+                    })
+                    .collect();
+                let move_id = MoveId(nodes.iter().map(|n| n.generation.0).max().unwrap_or(0));
+                self.core.handle_release(now, &Release { move_id, nodes });
+            }
+            MoveOp::Incoming { node, delta, in_ms } => {
+                let g = self.generation(node, delta);
+                self.core.handle_incoming(
+                    now,
+                    &Incoming {
+                        move_id: MoveId(g.0),
+                        nodes: vec![IncomingNode {
+                            node: ng(node, g),
+                            expected_free_ms: in_ms.map(|d| now + d),
+                        }],
+                    },
+                );
+            }
+            MoveOp::Acquire { node, delta } => {
+                let g = self.generation(node, delta);
+                self.core.handle_acquire(
+                    now,
+                    &Acquire {
+                        move_id: MoveId(g.0),
+                        nodes: vec![ng(node, g)],
+                        flags: BTreeMap::new(),
+                    },
+                );
+            }
+            MoveOp::Reclaim { node, delta } => {
+                let g = self.generation(node, delta);
+                self.core.handle_reclaim(
+                    now,
+                    &Reclaim {
+                        move_id: MoveId(g.0),
+                        nodes: vec![ng(node, g)],
+                    },
+                );
+            }
+            MoveOp::Withdraw { node, delta } => {
+                let g = self.generation(node, delta);
+                self.core.handle_withdraw(
+                    now,
+                    &Withdraw {
+                        move_id: MoveId(g.0),
+                        nodes: vec![ng(node, g)],
+                    },
+                );
+            }
+            MoveOp::CancelJobs { node } => {
+                let entry = self.core.moves().entry(NODES[node]);
+                let move_id = match entry.holding {
+                    shardsched_shard::moves::Holding::Outgoing { move_id } => move_id,
+                    _ => MoveId(entry.generation.0),
+                };
+                self.core.handle_cancel_jobs(
+                    now,
+                    &CancelJobs {
+                        move_id,
+                        nodes: vec![ng(node, entry.generation)],
+                    },
+                );
+            }
+        }
+    }
+
+    /// The core a restarted shard builds: the coordinator's assignment lists what the move
+    /// machine owned and received (at their generations), and the journal brings back the
+    /// rest.
+    fn restored_core(&self, restored: &journal::Restored) -> ShardCore {
+        use shardsched_proto::msg::coord_shard::IncomingNode;
+        use shardsched_proto::msg::shard_coord::Assignment;
+        use shardsched_proto::msg::{ClusterDescription, ClusterFormat};
+        use shardsched_shard::moves::Holding;
+        let mut owned = Vec::new();
+        let mut incoming = Vec::new();
+        for (name, e) in self.core.moves().entries() {
+            let node = NodeGen {
+                node: name.to_owned(),
+                generation: e.generation,
+            };
+            match e.holding {
+                Holding::Owned => owned.push(node),
+                Holding::Incoming {
+                    move_id,
+                    expected_free_ms,
+                } => incoming.push((
+                    move_id,
+                    IncomingNode {
+                        node,
+                        expected_free_ms,
+                    },
+                )),
+                _ => {}
+            }
+        }
+        // The coordinator knows the admin flags and hands them back.
+        let mut flags: BTreeMap<String, shardsched_proto::msg::NodeFlags> = BTreeMap::new();
+        for (name, reason) in self.core.down_nodes() {
+            flags.entry(name.clone()).or_default().down = Some(reason.clone());
+        }
+        for (name, reason) in self.core.drained_nodes() {
+            flags.entry(name.clone()).or_default().drained = Some(reason.clone());
+        }
+        let assignment = Assignment {
+            generator_id: 3,
+            cluster: ClusterDescription {
+                format: ClusterFormat::Spec,
+                text: CLUSTER.into(),
+            },
+            queue: queue_config(self.policy),
+            owned,
+            incoming,
+            flags,
+        };
+        let (core, _) =
+            ShardCore::restored(&assignment, core_options(), self.now, restored).expect("restore");
+        core
+    }
+
+    /// The move invariants: allocations only on nodes up or outgoing (but those `Own` took
+    /// away), and `Released` only for nodes no job holds.
+    fn check_moves(&mut self) {
+        use shardsched_shard::moves::Holding;
+        let mut held: BTreeSet<String> = BTreeSet::new();
+        for job in self.core.jobs().filter(|j| j.state == JobState::Running) {
+            held.extend(job.nodes.iter().cloned());
+        }
+        self.yanked.retain(|n| held.contains(n));
+        for node in &held {
+            if self.yanked.contains(node) {
+                continue;
+            }
+            let holding = self.core.moves().entry(node).holding;
+            assert!(
+                matches!(holding, Holding::Owned | Holding::Outgoing { .. }),
+                "a running job holds {node}, which is {holding:?} here"
+            );
+        }
+        for report in self.core.take_released() {
+            for n in &report.nodes {
+                assert!(
+                    !held.contains(&n.node),
+                    "{} released with a job on it",
+                    n.node
+                );
+            }
+        }
+    }
+
     /// Liveness: while the queue is started, none of the jobs the policy looks at (the
     /// first queue-depth pending ones without a reservation) could start now on the
     /// matcher's calendars, reservations included.
@@ -529,6 +811,8 @@ proptest! {
             ids: Vec::new(),
             keys: HashMap::new(),
             started: BTreeMap::new(),
+            gens: [1; 4],
+            yanked: BTreeSet::new(),
         };
         for op in &ops {
             model.step(op);

@@ -230,7 +230,7 @@ fn run_case(c: &Case) {
     let once = once_dir(&label);
     let spec = format!("{}/{}=exit", c.scope, c.point);
     let once_str = once.display().to_string();
-    let system = System::start_env(
+    let system = System::start_with_env(
         &format!("fault-{label}"),
         CONFIG,
         &["--time-scale", TIME_SCALE],

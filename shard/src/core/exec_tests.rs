@@ -463,3 +463,46 @@ fn forgotten_exec_jobs_have_their_directories_removed() {
     assert_eq!(core.take_exec_actions(), vec![ExecAction::Forget(first)]);
     assert!(core.job(first).is_none());
 }
+
+#[test]
+fn a_moves_deadline_kills_the_processes_before_the_node_is_released() {
+    use shardsched_proto::msg::MoveId;
+    use shardsched_proto::msg::coord_shard::{CancelJobs, Release};
+    let mut core = exec_core();
+    let id = submit(&mut core, 1, 600, false);
+    core.tick(NOW).expect("tick");
+    core.take_exec_actions();
+    let node = core.job(id).expect("job").nodes[0].clone();
+    let at = |generation| NodeGen {
+        node: node.clone(),
+        generation: Generation(generation),
+    };
+    core.handle_release(
+        NOW,
+        &Release {
+            move_id: MoveId(9),
+            nodes: vec![at(2)],
+        },
+    );
+    core.handle_cancel_jobs(
+        NOW + 1,
+        &CancelJobs {
+            move_id: MoveId(9),
+            nodes: vec![at(2)],
+        },
+    );
+    core.tick(NOW + 1).expect("tick");
+    assert!(
+        core.take_exec_actions()
+            .iter()
+            .any(|a| matches!(a, ExecAction::Kill { id: k, .. } if *k == id))
+    );
+    assert_eq!(core.job(id).expect("job").state, JobState::Running);
+    assert!(core.take_released().is_empty(), "its processes still run");
+    core.handle_job_ended(NOW + 2, id, &killed(EndCause::Cancelled, "move deadline"));
+    core.tick(NOW + 2).expect("tick");
+    assert_eq!(core.job(id).expect("job").state, JobState::Cancelled);
+    let released = core.take_released();
+    assert_eq!(released.len(), 1);
+    assert_eq!(released[0].nodes, vec![at(2)]);
+}

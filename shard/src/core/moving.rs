@@ -27,11 +27,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use shardsched_proto::msg::coord_shard::IncomingNode;
 use shardsched_proto::msg::coord_shard::{
-    Acquire, CancelJobs, DryRunReport, FreeAt, Incoming, NodeRelease, Reclaim, Release, Response,
-    Withdraw,
+    Acquire, CancelJobs, Incoming, Reclaim, Release, Response, Withdraw,
 };
 use shardsched_proto::msg::shard_coord::Released;
-use shardsched_proto::msg::{Generation, JobId, MoveId, NodeFlags, NodeGen, Refusal, RefusalCode};
+use shardsched_proto::msg::{Generation, JobId, MoveId, NodeFlags, NodeGen};
 
 use super::ShardCore;
 use super::exec::EndAs;
@@ -102,7 +101,7 @@ impl ShardCore {
         self.observe(now_ms);
         let nodes: Vec<&str> = acquire.nodes.iter().map(|n| n.node.as_str()).collect();
         let (response, effects) = self.moves.handle_acquire(acquire);
-        self.set_flags(&nodes, &acquire.flags);
+        self.set_flags(&nodes, &acquire.flags, true);
         self.apply_effects(effects, "acquire", false);
         response
     }
@@ -138,7 +137,9 @@ impl ShardCore {
     }
 
     /// What the coordinator's (re)registration answer says this shard owns and receives.
-    /// `flags` (when given) win over the shard's own for the listed nodes.
+    /// `flags` (when given) win over the shard's own for the nodes they name; a listed node
+    /// they do not name keeps the shard's own flags (the coordinator on main does not carry
+    /// flags in registrations yet, and an empty map must not undo a drain or a failure).
     pub fn apply_assignment(
         &mut self,
         owned: &[NodeGen],
@@ -159,97 +160,10 @@ impl ShardCore {
                 .chain(incoming.iter().map(|(_, n)| n.node.node.clone()))
                 .collect();
             let listed: Vec<&str> = listed.iter().map(String::as_str).collect();
-            self.set_flags(&listed, flags);
+            self.set_flags(&listed, flags, false);
         }
         let effects = self.moves.apply_assignment(&owned, &incoming);
         self.apply_effects(effects, "assignment", false);
-    }
-
-    /// Drains nodes (no new work, reservations re-planned, running jobs continue) or
-    /// undrains them. Names that are not nodes of the cluster are refused first.
-    pub fn set_node_drain(
-        &mut self,
-        now_ms: u64,
-        nodes: &[String],
-        drained: bool,
-        reason: &str,
-    ) -> Result<(), Refusal> {
-        self.observe(now_ms);
-        if let Some(bad) = nodes.iter().find(|n| !self.nodes.contains_key(*n)) {
-            return Err(Refusal::new(
-                RefusalCode::NotFound,
-                format!("no node {bad} in the cluster of queue {}", self.queue),
-            ));
-        }
-        for name in nodes {
-            if drained {
-                self.drained.insert(name.clone(), reason.to_owned());
-            } else {
-                self.drained.remove(name);
-            }
-            let effects = self.moves.set_drained(name, drained);
-            self.apply_effects(effects, "drain", false);
-            self.refresh_node(name, "drain");
-        }
-        tracing::info!(queue = %self.queue, nodes = nodes.len(), drained, %reason, "drain");
-        if self.options.journal {
-            self.journal
-                .push(JournalRecord::Drained(flag_list(&self.drained)));
-        }
-        self.status_version += 1;
-        Ok(())
-    }
-
-    /// Nodes drained, with the reason given (possibly empty).
-    pub fn drained_nodes(&self) -> &BTreeMap<String, String> {
-        &self.drained
-    }
-
-    /// What releasing `nodes` would do now, changing nothing: per node its free time (the
-    /// planned end of the last running job on it) and those jobs; the pending jobs that
-    /// could never run on the queue's definition without them.
-    pub fn dry_run_release(&self, nodes: &[String]) -> Result<DryRunReport, Refusal> {
-        let mut vertices = Vec::with_capacity(nodes.len());
-        for name in nodes {
-            let v = self.nodes.get(name).ok_or_else(|| {
-                Refusal::new(
-                    RefusalCode::NotFound,
-                    format!("no node {name} in the cluster of queue {}", self.queue),
-                )
-            })?;
-            vertices.push(*v);
-        }
-        let names: Vec<&str> = nodes.iter().map(String::as_str).collect();
-        let jobs = self.jobs_on(&names);
-        let mut all_free = FreeAt::Now;
-        let rows = nodes
-            .iter()
-            .map(|name| {
-                let held = jobs.get(name.as_str()).cloned().unwrap_or_default();
-                let free = match held.iter().map(|&(_, end)| end).max() {
-                    None => FreeAt::Now,
-                    Some(end) => FreeAt::Expected(end),
-                };
-                all_free = later(all_free, free);
-                NodeRelease {
-                    node: name.clone(),
-                    free,
-                    jobs: held.into_iter().map(|(id, _)| id).collect(),
-                }
-            })
-            .collect();
-        let stranded = self
-            .qm
-            .stranded_without(&vertices, self.now_s())
-            .map_err(|e| Refusal::new(RefusalCode::Internal, format!("queue manager: {e}")))?
-            .into_iter()
-            .map(shardsched_proto::Fluid)
-            .collect();
-        Ok(DryRunReport {
-            nodes: rows,
-            all_free,
-            stranded,
-        })
     }
 
     /// The transitions since the last call, oldest first.
@@ -434,11 +348,22 @@ impl ShardCore {
         self.status_version += 1;
     }
 
-    /// The coordinator's flags for `nodes` (absent: none) replace the shard's own.
-    fn set_flags(&mut self, nodes: &[&str], flags: &BTreeMap<String, NodeFlags>) {
+    /// The coordinator's flags for `nodes` replace the shard's own; a node `flags` does not
+    /// name has none when `clear_absent` (an acquired node's flags come with it), else keeps
+    /// the shard's.
+    fn set_flags(
+        &mut self,
+        nodes: &[&str],
+        flags: &BTreeMap<String, NodeFlags>,
+        clear_absent: bool,
+    ) {
         let (mut down_changed, mut drained_changed) = (false, false);
         for &name in nodes {
-            let f = flags.get(name).cloned().unwrap_or_default();
+            let f = match flags.get(name) {
+                Some(f) => f.clone(),
+                None if clear_absent => NodeFlags::default(),
+                None => continue,
+            };
             if self.down.get(name) != f.down.as_ref() {
                 down_changed = true;
                 match &f.down {
@@ -479,18 +404,9 @@ impl ShardCore {
         }
     }
 
-    /// Restores the drain flags a restarted shard's journal has (part of the restart).
-    pub(super) fn restore_drained(&mut self, drained: &[(String, String)]) {
-        for (name, reason) in drained {
-            if self.nodes.contains_key(name) {
-                self.drained.insert(name.clone(), reason.clone());
-            }
-        }
-    }
-
     /// Running jobs holding each of `names`, with their planned ends (ms): one pass over
     /// the running jobs, whatever the number of nodes asked about.
-    fn jobs_on(&self, names: &[&str]) -> HashMap<String, Vec<(JobId, u64)>> {
+    pub(super) fn jobs_on(&self, names: &[&str]) -> HashMap<String, Vec<(JobId, u64)>> {
         let wanted: BTreeSet<&str> = names.iter().copied().collect();
         let mut out: HashMap<String, Vec<(JobId, u64)>> = HashMap::new();
         if wanted.iter().all(|n| !self.node_jobs.contains_key(*n)) {
@@ -513,17 +429,6 @@ impl ShardCore {
 }
 
 /// Flags as the journal keeps them.
-fn flag_list(flags: &BTreeMap<String, String>) -> Vec<(String, String)> {
+pub(super) fn flag_list(flags: &BTreeMap<String, String>) -> Vec<(String, String)> {
     flags.iter().map(|(n, r)| (n.clone(), r.clone())).collect()
-}
-
-/// The later of two free times.
-fn later(a: FreeAt, b: FreeAt) -> FreeAt {
-    match (a, b) {
-        (FreeAt::Expected(x), FreeAt::Expected(y)) => FreeAt::Expected(x.max(y)),
-        (FreeAt::Expected(x), FreeAt::Now) | (FreeAt::Now, FreeAt::Expected(x)) => {
-            FreeAt::Expected(x)
-        }
-        (FreeAt::Now, FreeAt::Now) => FreeAt::Now,
-    }
 }

@@ -510,3 +510,29 @@ fn a_recipient_restarted_mid_move_brings_nothing_up_before_the_acquire() {
     core.tick(NOW + 2).expect("tick");
     assert_eq!(state(&core, wide), JobState::Running);
 }
+
+#[test]
+fn assignment_flags_win_for_the_nodes_they_name_and_leave_the_others_alone() {
+    let mut core = core_with(&["n0", "n1"], &["n0", "n1"], CoreOptions::default());
+    core.set_node_drain(NOW, &["n1".into()], true, "mine")
+        .expect("drain");
+    let mut flags = BTreeMap::new();
+    flags.insert(
+        "n0".to_owned(),
+        NodeFlags {
+            down: Some("coordinator says".into()),
+            drained: None,
+        },
+    );
+    core.apply_assignment(&[ng("n0", 1), ng("n1", 1)], &[], Some(&flags));
+    assert_eq!(
+        core.down_nodes().get("n0").map(String::as_str),
+        Some("coordinator says")
+    );
+    assert_eq!(
+        core.drained_nodes().get("n1").map(String::as_str),
+        Some("mine"),
+        "not named: kept"
+    );
+    assert_eq!(node_state(&core, "n0"), Some(NodeState::Down));
+}

@@ -21,11 +21,12 @@ use std::sync::Arc;
 use shardsched_proto::msg::{Generation, JobId, JobState, NodeGen};
 use shardsched_qmanager::{JobRequest, JobView};
 
-use super::ShardCore;
+use super::{CoreOptions, ShardCore, Transition, TransitionKind};
 use crate::assign::MS_PER_S;
 use crate::error::ShardError;
 use crate::job::{JobRecord, Reason, job_name};
 use crate::journal::{JournalRecord, Restored, RestoredJob};
+use crate::moves::ShardMoves;
 
 /// What a restore brought back.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -236,6 +237,90 @@ impl ShardCore {
             submit_time: i64::try_from(a.submit_ms / MS_PER_S).unwrap_or(i64::MAX),
             user,
         })
+    }
+}
+
+impl ShardCore {
+    /// A restarted shard's core: the journal's node states, flags and jobs come back, and
+    /// nothing is up but what the coordinator's `assignment` confirms (an outgoing node
+    /// stays outgoing and is released if its jobs ended meanwhile). Every node the journal
+    /// had up is logged down first (it stopped being usable when the process did).
+    pub fn restored(
+        assignment: &shardsched_proto::msg::shard_coord::Assignment,
+        options: CoreOptions,
+        now_ms: u64,
+        restored: &Restored,
+    ) -> Result<(ShardCore, RestoreSummary), ShardError> {
+        // Nodes with running jobs in the journal stay in the graph whatever the definition.
+        let kept: Vec<NodeGen> = restored
+            .moves
+            .iter()
+            .filter(|(_, e)| !matches!(e.holding, crate::moves::Holding::NotOwned))
+            .map(|(n, e)| NodeGen {
+                node: n.clone(),
+                generation: e.generation,
+            })
+            .chain(restored.owned.iter().cloned())
+            .collect();
+        let mut core = ShardCore::build(assignment, options, &kept)?;
+        for n in &restored.owned {
+            if core.nodes.contains_key(&n.node) {
+                core.transitions.push(Transition {
+                    node: n.node.clone(),
+                    kind: TransitionKind::Down,
+                    generation: n.generation,
+                    why: "restart",
+                });
+            }
+        }
+        core.moves = ShardMoves::restore(restored.moves.iter().cloned());
+        core.observe(now_ms);
+        core.restore_down(&restored.down)?;
+        core.restore_drained(&restored.drained);
+        // Running jobs first: their allocations are facts, holds are planned around them.
+        let summary = core.restore(now_ms, restored)?;
+        core.apply_assignment(
+            &assignment.owned,
+            &assignment.incoming,
+            Some(&assignment.flags),
+        );
+        // Entries the assignment repeated exactly changed nothing in the machine, but this
+        // queue manager is new: every node the machine holds is put in place once.
+        let held: Vec<String> = core
+            .moves
+            .entries()
+            .filter(|(_, e)| !matches!(e.holding, crate::moves::Holding::NotOwned))
+            .map(|(n, _)| n.to_owned())
+            .collect();
+        for name in held {
+            core.refresh_node(&name, "restart");
+        }
+        core.settle_all_outgoing();
+        Ok((core, summary))
+    }
+
+    /// The core before any node is up: the graph restricted to the queue's definition plus
+    /// the nodes owned, incoming, and `kept`.
+    pub(super) fn build(
+        assignment: &shardsched_proto::msg::shard_coord::Assignment,
+        options: CoreOptions,
+        kept: &[NodeGen],
+    ) -> Result<ShardCore, ShardError> {
+        let graph = crate::assign::cluster_graph(&assignment.cluster)?;
+        let extra: Vec<NodeGen> = assignment
+            .owned
+            .iter()
+            .cloned()
+            .chain(assignment.incoming.iter().map(|(_, n)| n.node.clone()))
+            .chain(kept.iter().cloned())
+            .collect();
+        ShardCore::with_graph_only(
+            graph,
+            &assignment.queue,
+            assignment.generator_id,
+            &extra,
+            options,
+        )
     }
 }
 

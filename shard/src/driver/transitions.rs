@@ -116,6 +116,56 @@ pub fn parse_log(text: &str) -> Result<Vec<LogLine>, String> {
         .collect()
 }
 
+/// Checks the move rule over several shards' logs (one host, so their times compare): no
+/// node is ever up in two shards at once, and no node comes up in a shard while another
+/// shard that gave it up in a `Release` has not logged it `released` (still holds an
+/// allocation there). Returns the first violation, naming the lines.
+pub fn check_logs(logs: &[Vec<LogLine>]) -> Result<(), String> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let mut lines: Vec<&LogLine> = logs.iter().flatten().collect();
+    lines.sort_by_key(|l| l.at_ns);
+    let mut up: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    let mut holding: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for l in lines {
+        let (node, queue) = (l.node.as_str(), l.queue.as_str());
+        let ups = up.entry(node).or_default();
+        let holds = holding.entry(node).or_default();
+        match l.kind.as_str() {
+            "up" => {
+                if let Some(other) = ups.iter().find(|q| **q != queue) {
+                    return Err(format!(
+                        "{node} up in {queue} at {} while up in {other}",
+                        l.at_ns
+                    ));
+                }
+                if let Some(other) = holds.iter().find(|q| **q != queue) {
+                    return Err(format!(
+                        "{node} up in {queue} at {} before {other} released it",
+                        l.at_ns
+                    ));
+                }
+                holds.remove(queue);
+                ups.insert(queue);
+            }
+            "down" => {
+                ups.remove(queue);
+                if l.why == "release" {
+                    holds.insert(queue);
+                }
+            }
+            "released" => {
+                holds.remove(queue);
+            }
+            other => {
+                return Err(format!(
+                    "unknown transition {other:?} for {node} in {queue}"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use shardsched_proto::msg::Generation;
@@ -147,5 +197,18 @@ mod tests {
         assert_eq!((lines[1].queue.as_str(), lines[1].generation), ("batch", 3));
         assert!(lines[0].at_ns <= lines[1].at_ns);
         assert!(parse_log("1 q n up x why").is_err());
+    }
+
+    #[test]
+    fn the_checker_catches_an_early_up_and_a_double_up() {
+        let log = |text: &str| parse_log(text).expect("parse");
+        let donor =
+            log("1 a n3 up 1 assignment\n5 a n3 down 2 release\n9 a n3 released 2 job-end\n");
+        let good = log("10 b n3 up 2 acquire\n");
+        assert_eq!(check_logs(&[donor.clone(), good]), Ok(()));
+        let early = log("7 b n3 up 2 acquire\n");
+        assert!(check_logs(&[donor.clone(), early]).is_err());
+        let double = log("3 b n3 up 2 acquire\n");
+        assert!(check_logs(&[donor, double]).is_err());
     }
 }

@@ -72,12 +72,17 @@ impl System {
 
     /// Starts `up` with the configuration `config` and `extra` arguments.
     pub fn start_with(name: &str, config: &str, extra: &[&str]) -> System {
-        System::start_env(name, config, extra, &[])
+        System::start_with_env(name, config, extra, &[])
     }
 
-    /// [`System::start_with`] with environment variables `env` for `up` and the children it
-    /// starts (and restarts), e.g. `SHARDSCHED_FAILPOINTS`.
-    pub fn start_env(name: &str, config: &str, extra: &[&str], env: &[(&str, &str)]) -> System {
+    /// As [`System::start_with`], with environment variables for `up` and its children
+    /// (e.g. `SHARDSCHED_FAILPOINTS`).
+    pub fn start_with_env(
+        name: &str,
+        config: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> System {
         let dir = std::env::temp_dir().join(format!(
             "shardsched-{name}-{}-{}",
             std::process::id(),
@@ -90,13 +95,13 @@ impl System {
         let config_file = dir.join("config.toml");
         std::fs::write(&config_file, config).unwrap();
         let mut up = Command::new(EXE)
+            .envs(env.iter().copied())
             .arg("up")
             .args(extra)
             .arg("--config")
             .arg(&config_file)
             .arg("--dir")
             .arg(dir.join("state"))
-            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(dir.join("up.stderr")).unwrap())

@@ -1,0 +1,309 @@
+//! Node moves, end to end (real processes: `shardsched up`, sim executor), through the
+//! wire (`client_coord::Request::MoveNodes` with the admin's credentials):
+//! - a running job on a moving node keeps running to its end, and the node comes up in the
+//!   recipient only after that: the recipient's `up` line in its `transitions.log` is after
+//!   the donor's `released` line (CLOCK_MONOTONIC, one host);
+//! - a job submitted to the recipient that needs the node is reserved at the expected time
+//!   and starts right after the hand-over;
+//! - a move of idle nodes completes at once.
+//!
+//! Started queues may not share definitions, so the recipient is configured stopped over
+//! a definition that overlaps the donor's; once the moved nodes are its own, starting it
+//! (without `--take`) is accepted.
+
+#![allow(clippy::unwrap_used)]
+
+mod harness;
+
+use harness::{System, wait_for};
+use serde_json::Value;
+use shardsched_proto::msg::client_coord::{self, QueueAction};
+use shardsched_proto::{Role, Session};
+use shardsched_shard::driver::transitions::{LogLine, TRANSITIONS_FILE, check_logs, parse_log};
+
+/// alpha owns node[0-3]; beta (stopped) defines node[3-7] and so owns node[4-7].
+const CONFIG: &str = r#"
+default_queue = "alpha"
+
+[cluster.inline]
+name = "tiny"
+
+[[cluster.inline.nodes]]
+hosts = "node[0-7]"
+sockets = 1
+cores_per_socket = 4
+
+[queues.alpha]
+nodes = "node[0-3]"
+policy = "fcfs"
+default_duration = "60s"
+max_duration = "2h"
+
+[queues.beta]
+nodes = "node[3-7]"
+policy = "easy"
+started = false
+default_duration = "60s"
+max_duration = "2h"
+"#;
+
+/// Sends one admin request to the coordinator.
+fn coordinator(system: &System, request: &client_coord::Request) -> client_coord::Response {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let creds = system.admin();
+        let endpoint =
+            shardsched_proto::tls::client_endpoint(&creds, "127.0.0.1:0".parse().unwrap()).unwrap();
+        let coord: Session = shardsched_proto::connect(
+            &endpoint,
+            system.address(),
+            Role::Coordinator,
+            "coordinator",
+        )
+        .await
+        .unwrap();
+        let answer = coord.request(request).await;
+        coord.close();
+        answer.unwrap_or_else(|e| panic!("{request:?}: {e}"))
+    })
+}
+
+fn move_nodes(system: &System, nodes: &[&str], to: &str) {
+    let request = client_coord::Request::MoveNodes {
+        nodes: nodes.iter().map(|n| n.to_string()).collect(),
+        to: to.into(),
+    };
+    let answer = coordinator(system, &request);
+    assert!(
+        matches!(answer, client_coord::Response::Done { move_id: Some(_) }),
+        "{answer:?}"
+    );
+}
+
+fn start_queue(system: &System, queue: &str) {
+    let request = client_coord::Request::QueueControl {
+        queue: queue.into(),
+        action: QueueAction::Start { take: false },
+    };
+    let answer = coordinator(system, &request);
+    assert!(
+        matches!(answer, client_coord::Response::Done { .. }),
+        "{answer:?}"
+    );
+}
+
+/// Job `id`'s row, if its shard is online.
+fn listed(system: &System, id: &str) -> Option<Value> {
+    system.jobs().into_iter().find(|j| j["id"] == id)
+}
+
+fn node_row(system: &System, name: &str) -> Value {
+    system
+        .resources()
+        .into_iter()
+        .find(|n| n["name"] == name)
+        .unwrap_or_else(|| panic!("node {name} not listed"))
+}
+
+/// A shard's transition log.
+fn transitions(system: &System, queue: &str) -> Vec<LogLine> {
+    let text =
+        std::fs::read_to_string(system.shard_dir(queue).join(TRANSITIONS_FILE)).unwrap_or_default();
+    parse_log(&text).unwrap()
+}
+
+/// The time of the last `kind` line about `node` in `lines`.
+fn last(lines: &[LogLine], node: &str, kind: &str) -> Option<u128> {
+    lines
+        .iter()
+        .filter(|l| l.node == node && l.kind == kind)
+        .map(|l| l.at_ns)
+        .next_back()
+}
+
+#[test]
+fn a_busy_node_moves_after_its_job_and_a_waiting_job_starts_right_after() {
+    let system = System::start_with("moves-busy", CONFIG, &[]);
+    // Four one-node jobs fill alpha; the one on node3 will hold the moving node.
+    let ids: Vec<String> = (0..4)
+        .map(|_| system.submit(&["-N", "1", "-t", "8", "--", "app"]))
+        .collect();
+    let on_node3 = ids
+        .iter()
+        .find(|id| system.wait_state(id, "running")["nodes"] == "node3")
+        .cloned()
+        .or_else(|| {
+            ids.iter()
+                .find(|id| system.job(id)["nodes"] == "node3")
+                .cloned()
+        })
+        .expect("a job on node3");
+
+    move_nodes(&system, &["node3"], "beta");
+    // The coordinator lists a node under its new owner at once (intent moves first); that
+    // shard reports it incoming until the hand-over.
+    assert!(wait_for(|| {
+        let row = node_row(&system, "node3");
+        row["queue"] == "beta" && row["state"] == "incoming"
+    }));
+    start_queue(&system, "beta");
+    // beta's five nodes: node3 comes when alpha's job ends, so the job is reserved then.
+    let wide = system.submit(&["-q", "beta", "-N", "5", "-t", "5", "--", "app"]);
+    assert!(
+        wait_for(|| {
+            let row = system.job(&wide);
+            row["state"] == "pending" && row["reason"].as_str().unwrap_or("").contains("reserved")
+        }),
+        "{:#}",
+        system.job(&wide)
+    );
+    assert_eq!(
+        system.job(&on_node3)["state"],
+        "running",
+        "the move touches no job"
+    );
+
+    let done = system.wait_state(&on_node3, "completed");
+    let started = system.wait_state(&wide, "running");
+    assert_eq!(started["nodes"], "node[3-7]");
+    let end_ms = done["end_ms"].as_u64().unwrap();
+    let start_ms = started["start_ms"].as_u64().unwrap();
+    assert!(
+        start_ms >= end_ms,
+        "started {start_ms} before node3 was free at {end_ms}"
+    );
+
+    let donor = transitions(&system, "alpha");
+    let recipient = transitions(&system, "beta");
+    check_logs(&[donor.clone(), recipient.clone()]).unwrap();
+    let released = last(&donor, "node3", "released").expect("alpha logged the release");
+    let down = last(&donor, "node3", "down").expect("alpha logged node3 down");
+    let up = last(&recipient, "node3", "up").expect("beta logged node3 up");
+    assert!(down < released, "{donor:?}");
+    assert!(
+        released < up,
+        "beta brought node3 up before alpha released it"
+    );
+    // For the record (not asserted): how long the hand-over took.
+    eprintln!(
+        "node3: donor released -> recipient up: {:.2} ms",
+        (up - released) as f64 / 1e6
+    );
+    assert!(wait_for(|| node_row(&system, "node3")["queue"] == "beta"));
+}
+
+#[test]
+fn a_move_of_idle_nodes_completes_at_once() {
+    let system = System::start_with("moves-idle", CONFIG, &[]);
+    move_nodes(&system, &["node3"], "beta");
+    assert!(wait_for(|| {
+        let row = node_row(&system, "node3");
+        row["queue"] == "beta" && row["state"] == "up"
+    }));
+    let (donor, recipient) = (transitions(&system, "alpha"), transitions(&system, "beta"));
+    check_logs(&[donor.clone(), recipient.clone()]).unwrap();
+    let released = last(&donor, "node3", "released").expect("released");
+    let up = last(&recipient, "node3", "up").expect("up");
+    assert!(released < up);
+    // beta schedules on it once started; alpha no longer does.
+    start_queue(&system, "beta");
+    let job = system.submit(&["-q", "beta", "-N", "5", "-t", "5", "--", "app"]);
+    assert_eq!(system.wait_state(&job, "running")["nodes"], "node[3-7]");
+    let alpha = system.submit(&["-N", "4", "-t", "5", "--", "app"]);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(system.job(&alpha)["state"], "pending");
+}
+
+/// The busy-node move with `queue`'s shard crashed (`exit`, once) at failpoint `point`;
+/// `up` restarts it. The move must complete, no job may be lost or restarted, and the two
+/// transition logs must obey the move rule.
+fn crash_during_a_move(queue: &str, point: &str) {
+    let once = std::env::temp_dir().join(format!(
+        "shardsched-moves-once-{}-{}",
+        std::process::id(),
+        point
+    ));
+    let _ = std::fs::remove_dir_all(&once);
+    std::fs::create_dir_all(&once).unwrap();
+    let armed = format!("{queue}/{point}=exit");
+    let system = System::start_with_env(
+        &format!("moves-crash-{queue}"),
+        CONFIG,
+        &[],
+        &[
+            (shardsched_proto::failpoint::FAILPOINTS_VAR, armed.as_str()),
+            (
+                shardsched_proto::failpoint::FAILPOINTS_ONCE_DIR_VAR,
+                once.to_str().unwrap(),
+            ),
+        ],
+    );
+    let ids: Vec<String> = (0..4)
+        .map(|_| system.submit(&["-N", "1", "-t", "8", "--", "app"]))
+        .collect();
+    for id in &ids {
+        system.wait_state(id, "running");
+    }
+    let on_node3 = ids
+        .iter()
+        .find(|id| system.job(id)["nodes"] == "node3")
+        .cloned()
+        .expect("a job on node3");
+    move_nodes(&system, &["node3"], "beta");
+    start_queue(&system, "beta");
+    let wide = system.submit(&["-q", "beta", "-N", "5", "-t", "3", "--", "app"]);
+    let state_of = |id: &str| listed(&system, id).map(|row| row["state"].clone());
+    assert!(
+        wait_for(|| ids
+            .iter()
+            .all(|id| state_of(id) == Some("completed".into()))),
+        "alpha's jobs did not all complete"
+    );
+    assert!(
+        wait_for(|| state_of(&wide) == Some("completed".into())),
+        "beta's job never ran: {:?}",
+        listed(&system, &wide)
+    );
+    assert!(
+        std::fs::read_dir(&once).unwrap().next().is_some(),
+        "the failpoint {armed} never fired"
+    );
+    assert!(wait_for(|| {
+        let row = node_row(&system, "node3");
+        row["queue"] == "beta" && row["state"] == "up"
+    }));
+    let donor = transitions(&system, "alpha");
+    let recipient = transitions(&system, "beta");
+    check_logs(&[donor.clone(), recipient.clone()]).unwrap();
+    // The job on node3 ran to its end once: 8 s from its first start.
+    let row = listed(&system, &on_node3).unwrap();
+    let ran = row["end_ms"].as_u64().unwrap() - row["start_ms"].as_u64().unwrap();
+    assert!(ran >= 8_000, "{row:#}");
+    let row = listed(&system, &wide).unwrap();
+    assert_eq!(row["nodes"], "node[3-7]");
+    assert!(row["start_ms"].as_u64() >= listed(&system, &on_node3).unwrap()["end_ms"].as_u64());
+    let _ = std::fs::remove_dir_all(&once);
+}
+
+#[test]
+fn the_donor_crashing_after_journaling_a_release_does_not_break_the_move() {
+    crash_during_a_move("alpha", "shard.release.before_answer");
+}
+
+#[test]
+fn the_donor_crashing_before_sending_released_does_not_break_the_move() {
+    crash_during_a_move("alpha", "shard.released.before_send");
+}
+
+#[test]
+fn the_recipient_crashing_after_journaling_incoming_does_not_break_the_move() {
+    crash_during_a_move("beta", "shard.incoming.before_answer");
+}
+
+#[test]
+fn the_recipient_crashing_after_journaling_an_acquire_does_not_break_the_move() {
+    crash_during_a_move("beta", "shard.acquire.before_answer");
+}
