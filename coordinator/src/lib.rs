@@ -12,8 +12,8 @@
 //! # The loop to understand
 //!
 //! ```text
-//!  start:  Config ──► Core::new(config, previous Durable) ──► write Durable ──► bind QUIC,
-//!          write <state-dir>/address
+//!  start:  open + verify <state-dir>/journal.redb ──► Durable ──► Core::new(config, Durable)
+//!          ──► commit the start's changes ──► bind QUIC, write <state-dir>/address
 //!  then, for every connection (role from its certificate):
 //!    shard  ──Register──► core.register ──► Assignment (generator id, cluster, queue, owned nodes)
 //!           ──Status────► core.status (observation)
@@ -22,7 +22,10 @@
 //!    client ──Routes──► the published RouteTable (arc-swap, no lock)
 //!           ──Queues / Resources──► core views
 //!           ──Jobs──► core.jobs_plan ─► ask each shard ─► merge_jobs
-//!           ──QueueControl (admin)──► core.queue_control ─► SetQueueState to the shard
+//!           ──QueueControl / QueueAdmin (admin)──► core.queue_admin ─► journal ─►
+//!                                                   SetQueueState to the shard
+//!           ──Move / CancelMove / SetNodeDrain / SetNodeState (admin)──► core ─► journal ─►
+//!                                                   commands to the shards
 //! ```
 //!
 //! [`core::Core`] is pure — no tokio, no sockets, no clock — and every decision is made
@@ -45,10 +48,11 @@
 //! assert!(core.routes().routes.is_empty()); // no shard has registered yet
 //! ```
 //!
-//! Node moves (`MoveNodes`, `queue start --take`) run through the pure [`moves`] machine;
-//! their records are made durable by rewriting the small TOML state file atomically (the
-//! whole intent plus the unfinished moves' records) before any command leaves — a stand-in
-//! for a real journal. Not here yet: configuration reload.
+//! Node moves (`MoveNodes`, `Move`, `queue start --take`, `stop --release-to`) run through
+//! the pure [`moves`] machine. Everything acknowledged — generator ids, queue states an admin
+//! set, every node's owner, generation and flags, the unfinished moves' records — is in the
+//! [`journal`] (redb, one record per key, group commit) before any answer or command leaves.
+//! Not here yet: configuration reload.
 
 pub mod config;
 pub mod core;

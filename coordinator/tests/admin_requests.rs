@@ -182,7 +182,13 @@ async fn admin_changes_are_journaled_forwarded_and_outlive_a_restart() {
 
     // A user may list moves but change nothing.
     let moves = user.request(&client_coord::Request::Moves).await;
-    assert_eq!(moves.expect("moves"), ClientResponse::Moves(Vec::new()));
+    assert_eq!(
+        moves.expect("moves"),
+        ClientResponse::Moves {
+            moves: Vec::new(),
+            truncated: false
+        }
+    );
     let r = refused(
         user.request(&client_coord::Request::SetNodeDrain {
             nodes: vec!["node0".into()],
@@ -256,7 +262,7 @@ async fn admin_changes_are_journaled_forwarded_and_outlive_a_restart() {
     })
     .await;
     match root.request(&client_coord::Request::Moves).await {
-        Ok(ClientResponse::Moves(moves)) => {
+        Ok(ClientResponse::Moves { moves, .. }) => {
             assert_eq!(moves.len(), 1);
             assert_eq!(moves[0].status, "active");
             assert_eq!(moves[0].nodes[0].state, "outgoing");

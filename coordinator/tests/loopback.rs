@@ -475,7 +475,7 @@ async fn an_idle_move_runs_over_real_quic_and_outlives_a_restart() {
     );
     // Accepted means journaled (the restart below reads it back); `queue moves` shows it.
     let moves = match root.request(&client_coord::Request::Moves).await {
-        Ok(ClientResponse::Moves(moves)) => moves,
+        Ok(ClientResponse::Moves { moves, .. }) => moves,
         other => panic!("unexpected answer {other:?}"),
     };
     assert_eq!(moves.len(), 1);
@@ -505,7 +505,7 @@ async fn an_idle_move_runs_over_real_quic_and_outlives_a_restart() {
     let mut finished = false;
     for _ in 0..300 {
         let moves = match root.request(&client_coord::Request::Moves).await {
-            Ok(ClientResponse::Moves(moves)) => moves,
+            Ok(ClientResponse::Moves { moves, .. }) => moves,
             other => panic!("unexpected answer {other:?}"),
         };
         if moves[0].status == "completed" {

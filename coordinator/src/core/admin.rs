@@ -16,7 +16,7 @@ use shardsched_resource::encode_hostlist;
 
 use super::{ConnId, Control, Core};
 use crate::journal::{DurableDelta, NodeRecord, QueueRecord};
-use crate::moves::JournalToken;
+use crate::moves::{JournalToken, MovingStep};
 use crate::ownership::{Durable, DurableQueue};
 
 /// Keys changed since the last [`Core::journal_take`].
@@ -150,7 +150,7 @@ impl Core {
         if !unknown.is_empty() {
             return Err(Refusal::new(
                 RefusalCode::NotFound,
-                format!("no such node in the cluster: {}", encode_hostlist(&unknown)),
+                format!("no node {} in the cluster", encode_hostlist(&unknown)),
             ));
         }
         let mut plan = FlagPlan::new();
@@ -196,23 +196,8 @@ impl Core {
     /// The connected shard that has `node` up or on its way out: the donor while the node
     /// is outgoing in a move, else its owner.
     fn flag_holder(&self, node: &str) -> Option<(String, ConnId)> {
-        let queue = match self
-            .moves
-            .moving(node)
-            .and_then(|id| self.moves.move_view(id))
-        {
-            Some(view)
-                if view.nodes.iter().any(|n| {
-                    n.node == node
-                        && matches!(
-                            n.state,
-                            crate::moves::MoveNodeState::Outgoing { .. }
-                                | crate::moves::MoveNodeState::Returning
-                        )
-                }) =>
-            {
-                view.from
-            }
+        let queue = match self.moves.moving_node(node) {
+            Some(m) if m.step == MovingStep::InDonor => m.from.to_owned(),
             _ => self.owner_of(node)?.to_owned(),
         };
         let conn = self.shard(&queue)?.conn;

@@ -13,7 +13,7 @@ use shardsched_proto::msg::{
 };
 
 use super::{ConnId, Core};
-use crate::moves::MoveNodeState;
+use crate::moves::MovingStep;
 
 /// How to answer a `jobs` request: which shards to ask, with which query.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -146,18 +146,12 @@ impl Core {
     /// (outgoing in its donor until released, then incoming in its recipient until up
     /// there), and the admin's flags (drained, down) on a node reported up.
     fn overlay_intent(&self, n: usize, row: &mut NodeStatus) {
-        let moving = self
-            .moves
-            .moving(&row.name)
-            .and_then(|id| self.moves.move_view(id));
-        if let Some(view) = moving
-            && let Some(node) = view.nodes.iter().find(|n| n.node == row.name)
-        {
-            match node.state {
-                MoveNodeState::Outgoing { .. } | MoveNodeState::Returning => {
+        if let Some(moving) = self.moves.moving_node(&row.name) {
+            match moving.step {
+                MovingStep::InDonor => {
                     // The donor still has it: its report is the observation that counts.
                     let seen = self
-                        .queue_index(&view.from)
+                        .queue_index(moving.from)
                         .and_then(|qi| self.shards[qi].as_ref())
                         .and_then(|l| l.report.as_ref())
                         .and_then(|r| r.nodes.get(&n));
@@ -166,15 +160,17 @@ impl Core {
                         _ => NodeState::Down,
                     };
                     row.jobs_running = seen.map_or(0, |s| s.jobs_running);
-                    row.queue = Some(view.from.clone());
-                    row.reason = Some(format!("moving to {} (move {})", view.to, view.move_id.0));
+                    row.queue = Some(moving.from.to_owned());
+                    row.reason = Some(format!(
+                        "moving to {} (move {})",
+                        moving.to, moving.move_id.0
+                    ));
                 }
-                MoveNodeState::Released => {
+                MovingStep::Released => {
                     row.state = NodeState::Incoming;
-                    row.queue = Some(view.to.clone());
-                    row.reason = Some(format!("from {} (move {})", view.from, view.move_id.0));
+                    row.queue = Some(moving.to.to_owned());
+                    row.reason = Some(format!("from {} (move {})", moving.from, moving.move_id.0));
                 }
-                MoveNodeState::Up | MoveNodeState::Returned => {}
             }
             return;
         }

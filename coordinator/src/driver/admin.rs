@@ -17,6 +17,7 @@ use shardsched_proto::{Error, Peer, Reply};
 use super::handlers::{flush, tell_queue_state};
 use super::{SHARD_COMMAND_TIMEOUT, Shared, now_ms};
 use crate::core::{FlagPlan, NodeFlag};
+use crate::moves::limits::MOVE_VIEW_NODE_ROWS_MAX;
 use crate::moves::{MoveNodeState, MoveStatus, MoveView};
 
 /// `queue enable|disable|start|stop` with a reason or `--release-to`.
@@ -135,7 +136,18 @@ pub(super) async fn cancel_move(
 /// `queue moves`.
 pub(super) fn moves(shared: &Shared) -> ClientResponse {
     let views = shared.with_core(|core| core.moves());
-    ClientResponse::Moves(views.into_iter().map(move_info).collect())
+    let mut rows = 0usize;
+    let mut moves = Vec::with_capacity(views.len());
+    let mut truncated = false;
+    for view in views {
+        rows = rows.saturating_add(view.nodes.len());
+        if rows > MOVE_VIEW_NODE_ROWS_MAX {
+            truncated = true;
+            break;
+        }
+        moves.push(move_info(view));
+    }
+    ClientResponse::Moves { moves, truncated }
 }
 
 /// `resource drain|undrain` and `resource down|up`: journaled first, then forwarded to the

@@ -2,8 +2,9 @@
 //! [`Core`] behind a lock, and the routing table published with arc-swap.
 //!
 //! ```text
-//! Coordinator::bind(config, options)   state dir: CA, own certificate, durable state, then
-//!                                      the endpoint, then <state-dir>/address
+//! Coordinator::bind(config, options)   state dir: CA, own certificate, the journal (opened,
+//!                                      verified, the start's changes committed), then the
+//!                                      endpoint, then <state-dir>/address
 //! Coordinator::run(shutdown)           accept loop until `shutdown` resolves (SIGTERM or
 //!                                      Ctrl-C with [`shutdown_signal`]); then close every
 //!                                      connection and remove the address file
@@ -62,7 +63,7 @@ pub const MOVE_PUMP_IDLE: Duration = Duration::from_secs(60);
 pub struct Options {
     /// UDP address to listen on (port 0: any free port; see `<state-dir>/address`).
     pub listen: SocketAddr,
-    /// State directory: CA, the coordinator's certificate, durable state, address file.
+    /// State directory: CA, the coordinator's certificate, journal, address file.
     pub state_dir: PathBuf,
 }
 
@@ -118,8 +119,10 @@ pub(crate) struct Shared {
 
 impl Coordinator {
     /// Prepares the state directory (creating the CA and the coordinator's certificate on
-    /// first start), builds the core and writes its durable state, binds the endpoint and
-    /// writes `<state-dir>/address`. Needs a tokio runtime.
+    /// first start), opens and verifies the journal (importing the old TOML state file
+    /// once), builds the core and commits the start's changes, binds the endpoint and
+    /// writes `<state-dir>/address`. Needs a tokio runtime. A damaged journal refuses the
+    /// start with the file named.
     pub fn bind(config: Config, options: &Options) -> Result<Coordinator, DriverError> {
         // Scoped failpoints (`coordinator/NAME=ACTION`) fire in this process only.
         shardsched_proto::failpoint::set_scope("coordinator");

@@ -27,3 +27,7 @@ pub const TRANSMIT_PENDING_MAX: usize = 65_536;
 /// Anomalies (a shard claiming a generation newer than the coordinator's) kept for the
 /// view and the logs; the oldest is dropped first.
 pub const ANOMALIES_RETAINED: usize = 64;
+
+/// Most node rows in one `queue moves` answer (about 100 bytes each on the wire, so well
+/// inside a frame); moves past it are left out and the answer says it was truncated.
+pub const MOVE_VIEW_NODE_ROWS_MAX: usize = 65_536;

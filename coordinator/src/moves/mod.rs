@@ -65,7 +65,7 @@ use outbox::Outbox;
 use state::{Move, NodeIntent, Phase, State};
 pub use types::{
     JournalToken, MoveError, MoveNodeState, MoveNodeView, MoveRecord, MoveStatus, MoveView,
-    NodeIntentInit, RecoverError, ShardAssignment, Transmit,
+    MovingNode, MovingStep, NodeIntentInit, RecoverError, ShardAssignment, Transmit,
 };
 
 /// See the module documentation.

@@ -248,3 +248,26 @@ pub enum MoveNodeState {
     /// Back in the donor.
     Returned,
 }
+
+/// A node of an unfinished move, as [`MoveMachine::moving_node`](super::MoveMachine::moving_node)
+/// finds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MovingNode<'a> {
+    /// The move.
+    pub move_id: MoveId,
+    /// Donor.
+    pub from: &'a str,
+    /// Recipient.
+    pub to: &'a str,
+    /// Where it is.
+    pub step: MovingStep,
+}
+
+/// Where a moving node is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MovingStep {
+    /// Still in the donor: outgoing, or returning to it after a cancel.
+    InDonor,
+    /// Released by the donor, not yet up in the recipient.
+    Released,
+}

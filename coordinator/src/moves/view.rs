@@ -8,6 +8,7 @@ use shardsched_proto::msg::{Generation, MoveId, NodeGen};
 use super::MoveMachine;
 use super::state::{Move, Phase};
 use super::types::{MoveError, MoveRecord, MoveView, NodeIntentInit};
+use super::types::{MovingNode, MovingStep};
 
 impl MoveMachine {
     /// A node's owner (intent).
@@ -23,6 +24,24 @@ impl MoveMachine {
     /// The unfinished move a node is in.
     pub fn moving(&self, node: &str) -> Option<MoveId> {
         self.state.nodes.get(node)?.moving
+    }
+
+    /// Where a node of an unfinished move is, without copying the move (for per-node
+    /// views over many nodes).
+    pub fn moving_node(&self, node: &str) -> Option<MovingNode<'_>> {
+        let id = self.state.nodes.get(node)?.moving?;
+        let mv = self.state.active.get(&id)?;
+        let step = match mv.nodes.get(node)?.phase {
+            Phase::Outgoing { .. } | Phase::Returning { .. } => MovingStep::InDonor,
+            Phase::Released => MovingStep::Released,
+            Phase::Acquired | Phase::Returned => return None,
+        };
+        Some(MovingNode {
+            move_id: id,
+            from: &mv.from,
+            to: &mv.to,
+            step,
+        })
     }
 
     /// The nodes `queue`'s shard may have up: those it owns that are in no move, released

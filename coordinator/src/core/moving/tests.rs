@@ -232,3 +232,50 @@ fn start_take_moves_the_shared_nodes() {
     assert_eq!(core.moves()[0].nodes.len(), 112);
     assert_eq!(core.moves()[0].from, "batch");
 }
+
+#[test]
+fn resources_show_a_moving_node_in_its_donor_then_incoming_in_its_recipient() {
+    use shardsched_proto::msg::NodeState;
+    let (mut core, _) = core();
+    register(&mut core, "batch", 1);
+    register(&mut core, "standby", 2);
+    journal(&mut core);
+    core.move_nodes(NOW, &names(&["node0"]), "standby")
+        .expect("accepted");
+    let (_, sent) = journal(&mut core);
+    let row = |core: &Core| {
+        core.resources(None)
+            .expect("rows")
+            .into_iter()
+            .find(|r| r.name == "node0")
+            .expect("node0")
+    };
+    let r = row(&core);
+    assert_eq!(r.queue.as_deref(), Some("batch"), "still in its donor");
+    assert!(
+        r.reason.as_deref().is_some_and(|t| t.contains("moving to standby")),
+        "{r:?}"
+    );
+    let release = sent
+        .iter()
+        .find(|c| matches!(c.request, Request::Release(_)))
+        .expect("release");
+    let answer = Response::Releasing {
+        nodes: vec![ReleaseState {
+            node: NodeGen {
+                node: "node0".into(),
+                generation: Generation(2),
+            },
+            free: FreeAt::Now,
+            jobs: Vec::new(),
+        }],
+        stale: Vec::new(),
+    };
+    core.moves_answer(NOW, "batch", &release.request, &answer);
+    journal(&mut core);
+    let r = row(&core);
+    assert_eq!(
+        (r.state, r.queue.as_deref()),
+        (NodeState::Incoming, Some("standby"))
+    );
+}

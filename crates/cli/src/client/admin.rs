@@ -265,11 +265,17 @@ fn move_main(args: &MoveArgs) -> Result<()> {
 fn moves_main(args: &MovesArgs) -> Result<()> {
     let json = args.json;
     ask(Request::Moves, |response| match response {
-        Response::Moves(moves) if json => {
-            let rows: Vec<Value> = moves.iter().map(move_json).collect();
-            Ok(format!("{}\n", Value::Array(rows)))
+        Response::Moves { moves, truncated } => {
+            if truncated {
+                eprintln!("shardsched: too many moves for one answer; the newest are left out");
+            }
+            if json {
+                let rows: Vec<Value> = moves.iter().map(move_json).collect();
+                Ok(format!("{}\n", Value::Array(rows)))
+            } else {
+                Ok(moves_table(&moves, output::now_ms()))
+            }
         }
-        Response::Moves(moves) => Ok(moves_table(&moves, output::now_ms())),
         other => bail!("the coordinator answered queue moves with {other:?}"),
     })
 }

@@ -195,8 +195,14 @@ pub enum Response {
         /// Node names (empty: every node was already released).
         returned: Vec<String>,
     },
-    /// Answer to [`Request::Moves`].
-    Moves(Vec<MoveInfo>),
+    /// Answer to [`Request::Moves`]: unfinished moves first, then finished ones, oldest
+    /// first; cut (and `truncated` set) when the node rows would not fit one response.
+    Moves {
+        /// The moves.
+        moves: Vec<MoveInfo>,
+        /// Moves were left out.
+        truncated: bool,
+    },
 }
 
 impl Rpc for Request {
