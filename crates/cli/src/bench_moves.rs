@@ -34,7 +34,7 @@ use serde::Serialize;
 use shardsched_jobspec::Shorthand;
 use shardsched_proto::msg::client_coord::{self, MoveRequest};
 use shardsched_proto::msg::client_shard::{Request, Response, Submit};
-use shardsched_proto::msg::{JobId, JobsQuery, Route, UserFilter};
+use shardsched_proto::msg::{JobId, JobsQuery, MoveId, Route, UserFilter};
 use shardsched_shard::driver::transitions::{LogLine, TRANSITIONS_FILE, monotonic_ns, parse_log};
 
 use crate::bench_e2e::{UpProcess, file_system_of, percentile};
@@ -46,6 +46,9 @@ pub const MOVE_TIMEOUT: Duration = Duration::from_secs(120);
 /// How often it reads the transition logs while waiting (the figures come from the lines'
 /// own timestamps, so this only bounds the benchmark's pace, not what it measures).
 pub const LOG_POLL: Duration = Duration::from_millis(1);
+/// How often it asks the coordinator whether a move is finished (between moves; not
+/// part of any figure).
+pub const FINISH_POLL: Duration = Duration::from_millis(2);
 /// The job-end phase's jobs end this far apart (real time).
 pub const JOB_END_SPACING_MS: u64 = 200;
 /// Simulated time in the shards runs this much faster than real time, so that the job-end
@@ -253,11 +256,11 @@ impl Bench {
             dry_run: false,
         });
         let sent = monotonic_ns();
-        match self.client.coordinator(&request).await {
-            Ok(client_coord::Response::Done { .. }) => {}
+        let move_id = match self.client.coordinator(&request).await {
+            Ok(client_coord::Response::Done { move_id }) => move_id,
             Ok(other) => bail!("the coordinator answered a move with {other:?}"),
             Err(e) => return Err(crate::client::wire_error(e, "coordinator")),
-        }
+        };
         let answered = monotonic_ns();
         let tail = if to == "left" {
             &mut self.left
@@ -266,10 +269,37 @@ impl Bench {
         };
         let ups = tail.wait_up(nodes).await?;
         let last = ups.values().copied().max().unwrap_or(sent);
+        // The nodes are up; the move is finished once the coordinator journaled the
+        // recipient's acknowledgements (the next move of these nodes waits for that).
+        self.wait_finished(move_id).await?;
         Ok(Moved {
             answered_ns: ns_between(sent, answered),
             last_up_ns: ns_between(sent, last),
         })
+    }
+}
+
+impl Bench {
+    /// Waits until the coordinator no longer lists `move_id` as active.
+    async fn wait_finished(&self, move_id: Option<MoveId>) -> Result<()> {
+        let Some(id) = move_id else {
+            return Ok(());
+        };
+        let deadline = Instant::now() + MOVE_TIMEOUT;
+        loop {
+            let moves = match self.client.coordinator(&client_coord::Request::Moves).await {
+                Ok(client_coord::Response::Moves { moves, .. }) => moves,
+                Ok(other) => bail!("the coordinator answered queue moves with {other:?}"),
+                Err(e) => return Err(crate::client::wire_error(e, "coordinator")),
+            };
+            if !moves.iter().any(|m| m.move_id == id && m.status == "active") {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("move {} still active after {} s", id.0, MOVE_TIMEOUT.as_secs());
+            }
+            tokio::time::sleep(FINISH_POLL).await;
+        }
     }
 }
 
