@@ -12,8 +12,11 @@
 //!    request, then back to `left` in one request: a full swap of a queue's nodes. Figure:
 //!    request to the last node up.
 //! 2. **one idle node**, repeated (default 200 times, each a different node): request to up.
-//!    Median and p99; also the request's round trip (the coordinator answers once the move
-//!    is journaled).
+//!    Median and p99; and where the time goes: the request's round trip (the coordinator
+//!    answers once the move is journaled), request to the donor's `released` line (the
+//!    coordinator's journal write, `Release` sent, applied by the donor), and from that line
+//!    to the recipient's `up` (the donor's journal commit and answer, the coordinator's
+//!    journal write of the release, `Acquire` sent and applied).
 //! 3. **batch**: 100 idle nodes in one request, repeated (default 5): request to the last up.
 //! 4. **job end**: J one-node jobs run on `left` (J = 20, ending 200 ms apart), their nodes
 //!    are moved to `right` while the jobs run; per node, from the job's end to the node up in
@@ -202,24 +205,47 @@ async fn phases(args: &MovesArgs, dir: &Path) -> Result<Vec<MovesReport>> {
     ));
 
     eprintln!("bench moves: {} single idle nodes", args.single);
-    let (mut up, mut rtt) = (Vec::new(), Vec::new());
+    let (mut up, mut rtt, mut released, mut handover) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for i in 0..args.single {
         let m = bench.move_nodes(&names(i..i + 1), "left", "right").await?;
         up.push(m.last_up_ns);
         rtt.push(m.answered_ns);
+        released.push(m.released_ns);
+        handover.push(m.last_up_ns.saturating_sub(m.released_ns));
     }
     reports.push(MovesReport::new("1 idle node, request → up", 1, up));
-    reports.push(MovesReport::new("1 idle node, request round trip", 1, rtt));
+    reports.push(MovesReport::new(
+        "... request → coordinator's answer",
+        1,
+        rtt,
+    ));
+    reports.push(MovesReport::new(
+        "... request → donor's released line",
+        1,
+        released,
+    ));
+    reports.push(MovesReport::new(
+        "... donor's released → recipient's up",
+        1,
+        handover,
+    ));
 
     eprintln!("bench moves: {} batches of 100 idle nodes", args.batches);
     let mut batch = Vec::new();
     let first = args.single;
     for b in 0..args.batches {
         let from = first + 100 * b;
-        let m = bench.move_nodes(&names(from..from + 100), "left", "right").await?;
+        let m = bench
+            .move_nodes(&names(from..from + 100), "left", "right")
+            .await?;
         batch.push(m.last_up_ns);
     }
-    reports.push(MovesReport::new("100 idle nodes, request → last up", 100, batch));
+    reports.push(MovesReport::new(
+        "100 idle nodes, request → last up",
+        100,
+        batch,
+    ));
 
     eprintln!("bench moves: {} job ends", args.job_ends);
     let (by_released, by_end_ms) = job_ends(&mut bench, args.job_ends).await?;
@@ -239,7 +265,12 @@ async fn phases(args: &MovesArgs, dir: &Path) -> Result<Vec<MovesReport>> {
 
 /// One move's times, ns after its request was sent.
 struct Moved {
+    /// The coordinator's answer (the move is journaled).
     answered_ns: u64,
+    /// The donor's last `released` line (written when it applied `Release`, before its
+    /// journal commit).
+    released_ns: u64,
+    /// The recipient's last `up` line.
     last_up_ns: u64,
 }
 
@@ -269,11 +300,24 @@ impl Bench {
         };
         let ups = tail.wait_up(nodes).await?;
         let last = ups.values().copied().max().unwrap_or(sent);
+        let donor = if to == "left" {
+            &mut self.right
+        } else {
+            &mut self.left
+        };
+        let released = donor
+            .lines_since_skip()?
+            .iter()
+            .filter(|l| l.kind == "released")
+            .map(|l| l.at_ns)
+            .max()
+            .unwrap_or(sent);
         // The nodes are up; the move is finished once the coordinator journaled the
         // recipient's acknowledgements (the next move of these nodes waits for that).
         self.wait_finished(move_id).await?;
         Ok(Moved {
             answered_ns: ns_between(sent, answered),
+            released_ns: ns_between(sent, released),
             last_up_ns: ns_between(sent, last),
         })
     }
@@ -292,11 +336,18 @@ impl Bench {
                 Ok(other) => bail!("the coordinator answered queue moves with {other:?}"),
                 Err(e) => return Err(crate::client::wire_error(e, "coordinator")),
             };
-            if !moves.iter().any(|m| m.move_id == id && m.status == "active") {
+            if !moves
+                .iter()
+                .any(|m| m.move_id == id && m.status == "active")
+            {
                 return Ok(());
             }
             if Instant::now() > deadline {
-                bail!("move {} still active after {} s", id.0, MOVE_TIMEOUT.as_secs());
+                bail!(
+                    "move {} still active after {} s",
+                    id.0,
+                    MOVE_TIMEOUT.as_secs()
+                );
             }
             tokio::time::sleep(FINISH_POLL).await;
         }
@@ -315,7 +366,7 @@ async fn job_ends(bench: &mut Bench, count: u64) -> Result<(Vec<u64>, Vec<u64>)>
         bail!("queue left has no route");
     };
     // Wall − monotonic, to put `end_ms` on the logs' clock.
-    let offset_ns = i128::try_from(crate::client::output::now_ms()).unwrap_or(0) * 1_000_000
+    let offset_ns = i128::from(crate::client::output::now_ms()) * 1_000_000
         - i128::try_from(monotonic_ns()).unwrap_or(0);
     let mut ids = Vec::new();
     for i in 0..count {
@@ -546,7 +597,10 @@ mod tests {
     #[test]
     fn reports_take_quantiles_in_microseconds() {
         let r = MovesReport::new("x", 1, (1..=100).map(|i| i * 1000).collect());
-        assert_eq!((r.median_us, r.p99_us, r.max_us, r.samples), (50, 99, 100, 100));
+        assert_eq!(
+            (r.median_us, r.p99_us, r.max_us, r.samples),
+            (50, 99, 100, 100)
+        );
     }
 
     #[test]
@@ -557,8 +611,11 @@ mod tests {
         std::fs::write(&path, "1 right node0 up 1 assignment\n").expect("write");
         let mut tail = LogTail::new(path.clone());
         tail.skip_to_end().expect("skip");
-        std::fs::write(&path, "1 right node0 up 1 assignment\n2 right node1 up 2 acquire\n3 right no")
-            .expect("write");
+        std::fs::write(
+            &path,
+            "1 right node0 up 1 assignment\n2 right node1 up 2 acquire\n3 right no",
+        )
+        .expect("write");
         let lines = tail.lines_since_skip().expect("read");
         assert_eq!(lines.len(), 1);
         assert_eq!((lines[0].node.as_str(), lines[0].at_ns), ("node1", 2));

@@ -283,8 +283,9 @@ fn run_case(c: &Case) {
         let out = system.cli(&["resource", "list", "--json"]);
         serde_json::from_slice::<Value>(&out.stdout).is_ok_and(|v| {
             v.as_array().is_some_and(|rows| {
-                rows.iter()
-                    .any(|r| r["name"] == idle.as_str() && r["queue"] == "beta" && r["state"] == "up")
+                rows.iter().any(|r| {
+                    r["name"] == idle.as_str() && r["queue"] == "beta" && r["state"] == "up"
+                })
             })
         })
     });
@@ -392,8 +393,7 @@ fn run_case(c: &Case) {
         assert_eq!(state, "up", "{node} in {queue}: {owners:?}");
         let n: u32 = node.trim_start_matches("node").parse().unwrap();
         // The idle node was up in beta before any cancel; the busy one returns on cancel.
-        let to_beta =
-            n >= 4 || *node == idle || (*node == busy && c.scenario != Scenario::Cancel);
+        let to_beta = n >= 4 || *node == idle || (*node == busy && c.scenario != Scenario::Cancel);
         let want = if to_beta { "beta" } else { "alpha" };
         assert_eq!(queue, want, "{node}: {owners:?}");
     }

@@ -77,7 +77,9 @@ pub fn parse(origin: &str, text: &str) -> Result<Vec<Line>, String> {
         let bad = |what: &str| format!("{origin} line {}: {what}: {raw:?}", i + 1);
         let f: Vec<&str> = raw.split_whitespace().collect();
         if f.len() < 5 {
-            return Err(bad("expected `NS QUEUE NODE up|down|released GENERATION WHY`"));
+            return Err(bad(
+                "expected `NS QUEUE NODE up|down|released GENERATION WHY`",
+            ));
         }
         let kind = match f[3] {
             "up" => Kind::Up,
@@ -100,8 +102,8 @@ pub fn parse(origin: &str, text: &str) -> Result<Vec<Line>, String> {
 /// Reads `<shards_dir>/*/transitions.log` (a shard that never wrote one has none).
 pub fn read_all(shards_dir: &Path) -> Result<Vec<Line>, String> {
     let mut all = Vec::new();
-    let entries = std::fs::read_dir(shards_dir)
-        .map_err(|e| format!("{}: {e}", shards_dir.display()))?;
+    let entries =
+        std::fs::read_dir(shards_dir).map_err(|e| format!("{}: {e}", shards_dir.display()))?;
     for entry in entries.flatten() {
         let path = entry.path().join("transitions.log");
         match std::fs::read_to_string(&path) {
@@ -149,7 +151,11 @@ pub fn wall_minus_monotonic_ns() -> i128 {
 /// Checks I1 and I2 over `lines` (any order; merged by time) and `jobs`. `wall_offset_ns`
 /// turns a monotonic stamp into wall-clock ns ([`wall_minus_monotonic_ns`]). Returns every
 /// violation found, each naming the node, the shards and the instant.
-pub fn check(lines: &[Line], jobs: &[JobSpan], wall_offset_ns: i128) -> Result<Checked, Vec<String>> {
+pub fn check(
+    lines: &[Line],
+    jobs: &[JobSpan],
+    wall_offset_ns: i128,
+) -> Result<Checked, Vec<String>> {
     let mut timeline: Vec<&Line> = lines.iter().collect();
     timeline.sort_by_key(|l| l.at_ns);
     // node → shards it is up in now; node → shard → whether released since its last up.
@@ -182,9 +188,10 @@ pub fn check(lines: &[Line], jobs: &[JobSpan], wall_offset_ns: i128) -> Result<C
                     }
                 }
                 checked.handovers += usize::from(handover);
-                for job in jobs.iter().filter(|j| {
-                    j.queue != queue && j.nodes.iter().any(|n| n == node)
-                }) {
+                for job in jobs
+                    .iter()
+                    .filter(|j| j.queue != queue && j.nodes.iter().any(|n| n == node))
+                {
                     let up_wall = line.at_ns as i128 + wall_offset_ns;
                     let start = i128::from(job.start_ms) * 1_000_000;
                     if start > up_wall {
@@ -247,17 +254,29 @@ mod tests {
     fn up_in_two_shards_is_i1() {
         // beta brings node0 up before alpha took it down (alpha's lines are in another file:
         // the merge must order them).
-        let mut all = lines("100 alpha node0 up 1 assignment\n300 alpha node0 released 2 release\n");
+        let mut all =
+            lines("100 alpha node0 up 1 assignment\n300 alpha node0 released 2 release\n");
         all.extend(lines("200 beta node0 up 2 acquire\n"));
         let errors = check(&all, &[], 0).expect_err("overlap is caught");
-        assert!(errors.iter().any(|e| e.starts_with("I1: node0 up in beta at 200")), "{errors:?}");
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.starts_with("I1: node0 up in beta at 200")),
+            "{errors:?}"
+        );
     }
 
     #[test]
     fn down_without_released_is_i2() {
-        let log = "100 alpha node0 up 1 a\n200 alpha node0 down 2 release\n300 beta node0 up 2 acquire\n";
+        let log =
+            "100 alpha node0 up 1 a\n200 alpha node0 down 2 release\n300 beta node0 up 2 acquire\n";
         let errors = check(&lines(log), &[], 0).expect_err("no release line is caught");
-        assert!(errors.iter().any(|e| e.starts_with("I2: node0") && e.contains("alpha never wrote")), "{errors:?}");
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.starts_with("I2: node0") && e.contains("alpha never wrote")),
+            "{errors:?}"
+        );
     }
 
     #[test]
@@ -275,12 +294,21 @@ mod tests {
         };
         let errors = check(&lines(log), std::slice::from_ref(&job), 1_000_000_000)
             .expect_err("the job's end is caught");
-        assert!(errors.iter().any(|e| e.contains("job f1 of alpha")), "{errors:?}");
+        assert!(
+            errors.iter().any(|e| e.contains("job f1 of alpha")),
+            "{errors:?}"
+        );
         // Ended in time (within the ms slack): clean.
-        let ended = JobSpan { end_ms: Some(1_301), ..job.clone() };
+        let ended = JobSpan {
+            end_ms: Some(1_301),
+            ..job.clone()
+        };
         check(&lines(log), &[ended], 1_000_000_000).expect("a job ended by then is fine");
         // Still running (no end): caught.
-        let running = JobSpan { end_ms: None, ..job };
+        let running = JobSpan {
+            end_ms: None,
+            ..job
+        };
         assert!(check(&lines(log), &[running], 1_000_000_000).is_err());
     }
 
