@@ -11,7 +11,8 @@
 //!    over all 2N nodes) owns the other N. All N nodes of `left` move to `right` in one
 //!    request, then back to `left` in one request: a full swap of a queue's nodes. Figure:
 //!    request to the last node up.
-//! 2. **one idle node**, repeated (default 200 times, each a different node): request to up.
+//! 2. **one idle node**, repeated (default 200 times, each a different node, 20 ms apart so
+//!    that each finds the coordinator's journal idle): request to up.
 //!    Median and p99; and where the time goes: the request's round trip (the coordinator
 //!    answers once the move is journaled), request to the donor's `released` line (the
 //!    coordinator's journal write, `Release` sent, applied by the donor), and from that line
@@ -52,6 +53,10 @@ pub const LOG_POLL: Duration = Duration::from_millis(1);
 /// How often it asks the coordinator whether a move is finished (between moves; not
 /// part of any figure).
 pub const FINISH_POLL: Duration = Duration::from_millis(2);
+/// Pause between two single-node moves (not part of any figure): a move is listed as
+/// finished once the coordinator took the recipient's acknowledgement, before its
+/// completion record is on disk; a move sent at once would wait behind that write.
+pub const SINGLE_MOVE_SPACING: Duration = Duration::from_millis(20);
 /// The job-end phase's jobs end this far apart (real time).
 pub const JOB_END_SPACING_MS: u64 = 200;
 /// Simulated time in the shards runs this much faster than real time, so that the job-end
@@ -208,6 +213,9 @@ async fn phases(args: &MovesArgs, dir: &Path) -> Result<Vec<MovesReport>> {
     let (mut up, mut rtt, mut released, mut handover) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for i in 0..args.single {
+        // Let the previous move's last journal write (its completion, written after the
+        // coordinator marks it finished) end first, so each move is measured alone.
+        tokio::time::sleep(SINGLE_MOVE_SPACING).await;
         let m = bench.move_nodes(&names(i..i + 1), "left", "right").await?;
         up.push(m.last_up_ns);
         rtt.push(m.answered_ns);
