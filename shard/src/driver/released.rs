@@ -66,6 +66,12 @@ pub(crate) async fn report(session: Session, queue: ReleasedQueue) {
                     queue.acknowledged(r);
                     failpoint::hit("shard.released.after_ack");
                 }
+                Err(shardsched_proto::Error::Refused(refusal)) => {
+                    // Refused, not lost: sending it again would be refused again (the
+                    // coordinator re-asks about outgoing nodes if it still needs to know).
+                    tracing::warn!(move_id = ?r.move_id, %refusal, "Released refused by the coordinator; dropped");
+                    queue.acknowledged(r);
+                }
                 Err(e) => {
                     tracing::debug!(error = %e, move_id = ?r.move_id, "Released not acknowledged");
                     if session.connection().close_reason().is_some() {
