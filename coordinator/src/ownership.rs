@@ -177,17 +177,10 @@ impl Durable {
 
 /// Each node's owner at start (see the module documentation), by node index.
 pub fn assign_owners(config: &Config) -> Vec<Option<usize>> {
-    let started: Vec<bool> = config.queues.iter().map(|q| q.started).collect();
-    assign_owners_with(config, &started)
-}
-
-/// [`assign_owners`] with each queue's started flag given (by queue index): the durable
-/// admin state wins over the configuration's.
-pub fn assign_owners_with(config: &Config, started: &[bool]) -> Vec<Option<usize>> {
     let mut owner = vec![None; config.cluster.nodes.len()];
     for pass_started in [true, false] {
         for (qi, q) in config.queues.iter().enumerate() {
-            if started.get(qi).copied().unwrap_or(q.started) != pass_started {
+            if q.started != pass_started {
                 continue;
             }
             for &n in &q.definition {

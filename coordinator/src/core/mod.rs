@@ -8,7 +8,10 @@
 //! | a shard registers | [`Core::register`] | its [`Assignment`](shardsched_proto::msg::shard_coord::Assignment), or a refusal, or "another connection holds the queue" (the driver probes it) |
 //! | a shard reports | [`Core::status`] | stored as observation |
 //! | a shard's connection ends | [`Core::disconnected`] | its queue goes offline |
-//! | an admin changes a queue | [`Core::queue_control`] | the command for the queue's shard, if any |
+//! | an admin changes a queue | [`Core::queue_admin`] (or [`Core::queue_control`]) | the command for the queue's shard, if any, and the move started by `--take` / `--release-to` |
+//! | an admin moves nodes or cancels a move | [`Core::move_nodes`], [`Core::move_between`], [`Core::cancel_move`] | the move's id / the returned nodes; commands follow through [`Core::moves_to_send`] |
+//! | an admin flags nodes (down, drained) | [`Core::set_node_flag`] | the shards that have the nodes now |
+//! | the driver journals | [`Core::journal_take`], then [`Core::journal_done`] or [`Core::journal_failed`] | the changed records, as one delta |
 //! | a client reads | [`Core::routes`], [`Core::queue_list`], [`Core::resources`], [`Core::jobs_plan`] | the answer, or the shards to ask |
 //!
 //! Every change a client could see bumps [`Core::epoch`]; the driver then republishes
@@ -126,19 +129,16 @@ impl Core {
         epoch: u64,
     ) -> Result<(Core, Durable), CoreError> {
         config::check(&config).map_err(CoreError::Config)?;
-        // An admin's queue state (journaled) wins over the configuration's.
+        // An admin's queue state (journaled) wins over the configuration's flags, but not
+        // over its ownership rules: those use the configuration's flags, so that with the
+        // moved nodes kept (`reconcile`) a restart gives back the owners it had. Nodes change
+        // owner only through moves.
         let admin_state: Vec<Option<&ownership::DurableQueue>> = config
             .queues
             .iter()
             .map(|q| previous.queues.get(&q.name))
             .collect();
-        let started: Vec<bool> = config
-            .queues
-            .iter()
-            .zip(&admin_state)
-            .map(|(q, a)| a.map_or(q.started, |a| a.started))
-            .collect();
-        let owners = ownership::assign_owners_with(&config, &started);
+        let owners = ownership::assign_owners(&config);
         let (own, durable) = ownership::reconcile(&config, owners, previous)?;
         let queues = config
             .queues

@@ -62,6 +62,10 @@ fn a_restart_is_a_reopen_with_everything_acknowledged() {
         .expect("disable");
     core.queue_admin(NOW, "batch", QueueAction::Stop, "", None)
         .expect("stop");
+    // With batch stopped, standby may start without taking anything: it owns nothing, and
+    // a restart must not hand it batch's nodes either.
+    core.queue_admin(NOW, "standby", QueueAction::Start { take: false }, "", None)
+        .expect("start");
     let batch = core.owned_by("batch");
     core.set_node_flag(&batch[5..6], NodeFlag::Drained, true, "bad dimm")
         .expect("drain");
@@ -110,6 +114,7 @@ fn a_restart_is_a_reopen_with_everything_acknowledged() {
     }
     assert_eq!(again.queue_flags("debug"), Some((false, true)));
     assert_eq!(again.queue_flags("batch").map(|f| f.1), Some(false));
+    assert_eq!(again.queue_flags("standby").map(|f| f.1), Some(true));
     assert_eq!(again.queue_reason("debug"), Some("maintenance"));
     let drained = again.node_flags(&batch[5]).expect("drained kept");
     assert_eq!(drained.drained.as_deref(), Some("bad dimm"));
@@ -331,4 +336,31 @@ started = false
     let (_j, again, _) = start(dir.path(), core.config().clone());
     assert_eq!(again.owned_by("b").len(), 1024);
     assert!(again.moves().is_empty(), "a finished move leaves no record");
+}
+
+#[test]
+fn a_failed_write_is_offered_again_and_holds_its_commands_back() {
+    let config = Config::embedded_default().expect("config");
+    let (mut core, _) = Core::new(config, &Durable::default(), 1).expect("core");
+    register(&mut core, "batch", 1);
+    register(&mut core, "standby", 2);
+    if let Some(w) = core.journal_take() {
+        core.journal_done(&w);
+    }
+    core.moves_to_send();
+    core.move_nodes(NOW, &names(&["node0"]), "standby")
+        .expect("move");
+    let failed = core.journal_take().expect("records to write");
+    core.journal_failed(failed.clone());
+    assert!(
+        core.moves_to_send().is_empty(),
+        "no command before its records are durable"
+    );
+    let again = core.journal_take().expect("offered again");
+    assert_eq!(again.token, failed.token);
+    assert_eq!(again.delta.nodes, failed.delta.nodes);
+    assert_eq!(again.delta.moves, failed.delta.moves);
+    assert_eq!(again.steps, failed.steps);
+    core.journal_done(&again);
+    assert!(!core.moves_to_send().is_empty(), "durable: the commands go");
 }

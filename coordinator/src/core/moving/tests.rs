@@ -253,7 +253,9 @@ fn resources_show_a_moving_node_in_its_donor_then_incoming_in_its_recipient() {
     let r = row(&core);
     assert_eq!(r.queue.as_deref(), Some("batch"), "still in its donor");
     assert!(
-        r.reason.as_deref().is_some_and(|t| t.contains("moving to standby")),
+        r.reason
+            .as_deref()
+            .is_some_and(|t| t.contains("moving to standby")),
         "{r:?}"
     );
     let release = sent

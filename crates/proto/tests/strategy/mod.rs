@@ -339,7 +339,85 @@ pub fn client_coord_request() -> impl Strategy<Value = client_coord::Request> {
                 reason,
             }
         }),
+        (
+            name(),
+            Just(client_coord::QueueAction::Stop),
+            name(),
+            option::of(name())
+        )
+            .prop_map(|(queue, action, reason, release_to)| {
+                client_coord::Request::QueueAdmin(client_coord::QueueAdmin {
+                    queue,
+                    action,
+                    reason,
+                    release_to,
+                })
+            }),
+        (
+            vec(name(), 0..4),
+            name(),
+            name(),
+            option::of(any::<u64>()),
+            any::<bool>()
+        )
+            .prop_map(|(nodes, from, to, deadline_ms, dry_run)| {
+                client_coord::Request::Move(client_coord::MoveRequest {
+                    nodes,
+                    from,
+                    to,
+                    deadline_ms,
+                    dry_run,
+                })
+            }),
+        any::<u64>().prop_map(|id| client_coord::Request::CancelMove {
+            move_id: MoveId(id)
+        }),
+        Just(client_coord::Request::Moves),
     ]
+}
+
+fn move_info() -> impl Strategy<Value = client_coord::MoveInfo> {
+    let node = (
+        name(),
+        any::<u64>(),
+        name(),
+        option::of(any::<u64>()),
+        vec(fluid(), 0..2),
+        any::<u64>(),
+        option::of(any::<u64>()),
+    )
+        .prop_map(
+            |(node, g, state, expected_free_ms, jobs, requested_ms, released_ms)| {
+                client_coord::MoveNodeInfo {
+                    node,
+                    generation: shardsched_proto::msg::Generation(g),
+                    state,
+                    expected_free_ms,
+                    jobs,
+                    requested_ms,
+                    released_ms,
+                    acquired_ms: released_ms,
+                }
+            },
+        );
+    (
+        any::<u64>(),
+        name(),
+        name(),
+        option::of(any::<u64>()),
+        vec(node, 0..3),
+    )
+        .prop_map(
+            |(id, from, to, deadline_ms, nodes)| client_coord::MoveInfo {
+                move_id: MoveId(id),
+                status: "active".into(),
+                started_ms: id,
+                from,
+                to,
+                deadline_ms,
+                nodes,
+            },
+        )
 }
 
 pub fn client_coord_reply() -> impl Strategy<Value = Reply<client_coord::Response>> {
@@ -351,6 +429,9 @@ pub fn client_coord_reply() -> impl Strategy<Value = Reply<client_coord::Respons
         option::of(any::<u64>()).prop_map(|m| client_coord::Response::Done {
             move_id: m.map(MoveId)
         }),
+        vec(name(), 0..3).prop_map(|returned| client_coord::Response::Cancelled { returned }),
+        (vec(move_info(), 0..2), any::<bool>())
+            .prop_map(|(moves, truncated)| client_coord::Response::Moves { moves, truncated }),
     ];
     prop_oneof![response.prop_map(Ok), refusal().prop_map(Err)]
 }
