@@ -125,6 +125,8 @@ impl Coordinator {
     /// writes `<state-dir>/address`. Needs a tokio runtime. A damaged journal refuses the
     /// start with the file named.
     pub fn bind(config: Config, options: &Options) -> Result<Coordinator, DriverError> {
+        // Scoped failpoints (`coordinator/NAME=ACTION`) fire in this process only.
+        shardsched_proto::failpoint::set_scope("coordinator");
         let dir = &options.state_dir;
         let (creds, reset_secret) = files::credentials(dir)?;
         // The journal blocks on its commit thread: open it off the async runtime.

@@ -367,7 +367,7 @@ pub fn main(args: &E2eArgs) -> Result<()> {
 
 /// The file system holding `path`, as `TYPE (SOURCE)` from /proc/mounts (the mount point
 /// that is the longest prefix of it); `unknown` when it cannot be told.
-fn file_system_of(path: &Path) -> String {
+pub(crate) fn file_system_of(path: &Path) -> String {
     let Ok(mounts) = std::fs::read_to_string("/proc/mounts") else {
         return "unknown".into();
     };
@@ -637,7 +637,7 @@ fn elapsed_ns(epoch: Instant) -> u64 {
 }
 
 /// The `p` quantile of sorted values (nearest rank).
-fn percentile(sorted: &[u64], p: f64) -> u64 {
+pub(crate) fn percentile(sorted: &[u64], p: f64) -> u64 {
     if sorted.is_empty() {
         return 0;
     }
@@ -704,18 +704,25 @@ fn report_table(args: &E2eArgs, reports: &[PhaseReport], work: &Path, fs: &str) 
     out
 }
 
-/// A `shardsched up` started by the benchmark, stopped on drop.
-struct UpProcess {
+/// A `shardsched up` started by the benchmark, stopped on drop (also used by
+/// `bench moves`).
+pub(crate) struct UpProcess {
     child: Option<Child>,
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
 }
 
 impl UpProcess {
     /// Starts `up` with `config` in `dir` and waits for its "is up" line.
     fn start(config: &Path, dir: &Path) -> Result<UpProcess> {
+        UpProcess::start_with(config, dir, &[])
+    }
+
+    /// [`UpProcess::start`] with `extra` arguments for `up`.
+    pub(crate) fn start_with(config: &Path, dir: &Path, extra: &[&str]) -> Result<UpProcess> {
         let exe = std::env::current_exe().context("finding this executable")?;
         let mut child = Command::new(exe)
             .arg("up")
+            .args(extra)
             .arg("--config")
             .arg(config)
             .arg("--dir")
@@ -759,7 +766,7 @@ impl UpProcess {
         self.child.as_ref().map_or(0, Child::id)
     }
 
-    fn stop(mut self) {
+    pub(crate) fn stop(mut self) {
         self.stop_now();
     }
 

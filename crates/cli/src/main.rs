@@ -11,6 +11,7 @@
 
 mod bench;
 mod bench_e2e;
+mod bench_moves;
 mod cert_cmd;
 mod client;
 mod coordinator_cmd;
@@ -94,6 +95,9 @@ enum BenchCliCommand {
     /// The whole system over QUIC on loopback: submit throughput and submit→allocated
     /// latency through one shard, then two at once.
     E2e(bench_e2e::E2eArgs),
+    /// Node moves between two shards: one idle node, 100, a queue's 1,024, a job's end to
+    /// its node up in the recipient (docs/BENCHMARKS.md, "Moves").
+    Moves(bench_moves::MovesArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -115,6 +119,7 @@ fn main() -> std::process::ExitCode {
         Command::Bench(BenchCli { command }) => match command {
             BenchCliCommand::Matching(command) => bench::main(&bench::BenchArgs { command }),
             BenchCliCommand::E2e(args) => bench_e2e::main(&args),
+            BenchCliCommand::Moves(args) => bench_moves::main(&args),
         },
         Command::Replay(args) => replay::main(&args),
         Command::Workload(args) => workload::main(&args),
