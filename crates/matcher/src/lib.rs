@@ -30,6 +30,8 @@ pub mod policy;
 pub mod request;
 mod restore;
 pub mod state;
+#[cfg(test)]
+mod test_support;
 pub mod traverse;
 pub mod writer;
 

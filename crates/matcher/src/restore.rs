@@ -101,28 +101,12 @@ impl Matcher {
 
 #[cfg(test)]
 mod tests {
-    use shardsched_resource::{CONTAINMENT, GraphBuilder, VertexSpec};
-
-    use crate::{MatchOp, MatchOutcome, MatchPolicy, PruneFilters};
+    use crate::{MatchOp, MatchOutcome};
 
     use super::*;
 
     fn matcher() -> Matcher {
-        let mut b = GraphBuilder::new();
-        let c = b.add_vertex(VertexSpec::new("cluster", "c", 0));
-        for i in 0..2 {
-            let n = b.add_vertex(VertexSpec::new("node", "node", i));
-            b.add_edge(c, n, CONTAINMENT);
-            for k in 0..2 {
-                let core = b.add_vertex(VertexSpec::new("core", "core", k));
-                b.add_edge(n, core, CONTAINMENT);
-            }
-        }
-        Matcher::new(
-            b.finish().expect("graph"),
-            MatchPolicy::parse("low").expect("policy"),
-            &PruneFilters::default_filters(),
-        )
+        crate::test_support::two_node_matcher()
     }
 
     fn one_node() -> shardsched_jobspec::Jobspec {

@@ -86,39 +86,13 @@ impl QueueManager {
 
 #[cfg(test)]
 mod tests {
-    use shardsched_jobspec::Shorthand;
-
-    use crate::{Event, JobRequest, Params, QueueManager, QueuePolicy};
-
-    fn job(id: u64, nodes: u64, duration: u64) -> JobRequest {
-        JobRequest {
-            id,
-            jobspec: Shorthand {
-                nodes: Some(nodes),
-                duration,
-                command: vec!["app".into()],
-                ..Shorthand::default()
-            }
-            .to_jobspec()
-            .expect("jobspec"),
-            priority: 0,
-            submit_time: 0,
-            user: 1,
-        }
-    }
+    use crate::Event;
+    use crate::test_support::{easy_queue, first_node, job};
 
     #[test]
     fn a_held_node_is_reserved_at_the_hold_end_and_allocated_once_released() {
-        let graph = shardsched_resource::generated_cluster(2)
-            .build()
-            .expect("graph");
-        let mut qm =
-            QueueManager::new(graph, Params::with_policy(QueuePolicy::Easy)).expect("queue");
-        let node = qm.matcher().graph.sym("node").expect("node type");
-        let v = (0..qm.matcher().graph.len())
-            .map(|i| shardsched_resource::VertexId(i as u32))
-            .find(|&v| qm.matcher().graph.kind(v) == node)
-            .expect("a node");
+        let mut qm = easy_queue(2);
+        let v = first_node(&qm);
         qm.set_availability(v, false).expect("down");
         qm.hold_node(v, 0, 100).expect("hold");
         assert_eq!(qm.hold_end(v), Some(100));

@@ -70,6 +70,8 @@ pub mod replay;
 mod restore;
 mod shapes;
 pub mod swf;
+#[cfg(test)]
+mod test_support;
 mod without;
 pub mod workload;
 

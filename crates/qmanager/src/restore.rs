@@ -57,33 +57,13 @@ impl QueueManager {
 
 #[cfg(test)]
 mod tests {
-    use shardsched_jobspec::Shorthand;
     use shardsched_matcher::StoredAllocation;
 
-    use crate::{Event, JobRequest, Params, QueueManager, QueuePolicy};
-
-    fn job(id: u64, nodes: u64, duration: u64) -> JobRequest {
-        JobRequest {
-            id,
-            jobspec: Shorthand {
-                nodes: Some(nodes),
-                duration,
-                command: vec!["app".into()],
-                ..Shorthand::default()
-            }
-            .to_jobspec()
-            .expect("jobspec"),
-            priority: 0,
-            submit_time: 0,
-            user: 1,
-        }
-    }
+    use crate::test_support::{easy_queue, job};
+    use crate::{Event, QueueManager};
 
     fn queue() -> QueueManager {
-        let graph = shardsched_resource::generated_cluster(4)
-            .build()
-            .expect("graph");
-        QueueManager::new(graph, Params::with_policy(QueuePolicy::Easy)).expect("queue")
+        easy_queue(4)
     }
 
     #[test]

@@ -48,40 +48,16 @@ impl QueueManager {
 
 #[cfg(test)]
 mod tests {
-    use shardsched_jobspec::Shorthand;
-    use shardsched_resource::VertexId;
-
-    use crate::{JobRequest, Params, QueueManager, QueuePolicy};
+    use crate::JobRequest;
 
     fn job(id: u64, nodes: u64) -> JobRequest {
-        JobRequest {
-            id,
-            jobspec: Shorthand {
-                nodes: Some(nodes),
-                duration: 10,
-                command: vec!["app".into()],
-                ..Shorthand::default()
-            }
-            .to_jobspec()
-            .expect("jobspec"),
-            priority: 0,
-            submit_time: 0,
-            user: 1,
-        }
+        crate::test_support::job(id, nodes, 10)
     }
 
     #[test]
     fn jobs_needing_more_nodes_than_would_be_left_are_stranded() {
-        let graph = shardsched_resource::generated_cluster(3)
-            .build()
-            .expect("graph");
-        let mut qm =
-            QueueManager::new(graph, Params::with_policy(QueuePolicy::Easy)).expect("queue");
-        let node = qm.matcher().graph.sym("node").expect("node type");
-        let first = (0..qm.matcher().graph.len())
-            .map(|i| VertexId(i as u32))
-            .find(|&v| qm.matcher().graph.kind(v) == node)
-            .expect("a node");
+        let mut qm = crate::test_support::easy_queue(3);
+        let first = crate::test_support::first_node(&qm);
         qm.submit(job(1, 3)).expect("submit");
         qm.submit(job(2, 2)).expect("submit");
         assert_eq!(qm.stranded_without(&[first], 0).expect("dry run"), vec![1]);

@@ -1,0 +1,24 @@
+//! Fixtures shared by the unit tests of this crate's modules.
+
+use shardsched_resource::{CONTAINMENT, GraphBuilder, VertexSpec};
+
+use crate::{MatchPolicy, Matcher, PruneFilters};
+
+/// A matcher (policy low) over a cluster of two nodes with two cores each.
+pub fn two_node_matcher() -> Matcher {
+    let mut b = GraphBuilder::new();
+    let c = b.add_vertex(VertexSpec::new("cluster", "c", 0));
+    for i in 0..2 {
+        let n = b.add_vertex(VertexSpec::new("node", "node", i));
+        b.add_edge(c, n, CONTAINMENT);
+        for k in 0..2 {
+            let core = b.add_vertex(VertexSpec::new("core", "core", k));
+            b.add_edge(n, core, CONTAINMENT);
+        }
+    }
+    Matcher::new(
+        b.finish().expect("graph"),
+        MatchPolicy::parse("low").expect("policy"),
+        &PruneFilters::default_filters(),
+    )
+}
