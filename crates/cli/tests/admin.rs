@@ -15,23 +15,10 @@ use rustix::process::{Signal, kill_process};
 use serde_json::Value;
 
 /// alpha and beta over disjoint halves of 8 nodes; standby, stopped, over two of alpha's.
-const CONFIG: &str = r#"
-default_queue = "alpha"
-
-[cluster.inline]
-name = "tiny"
-
-[[cluster.inline.nodes]]
-hosts = "node[0-7]"
-sockets = 1
-cores_per_socket = 4
-
-[queues.alpha]
-nodes = "node[0-3]"
-policy = "fcfs"
-default_duration = "60s"
-max_duration = "2h"
-
+fn config() -> String {
+    harness::with_alpha(
+        "node[0-7]",
+        r#"
 [queues.beta]
 nodes = "node[4-7]"
 policy = "easy"
@@ -43,14 +30,16 @@ nodes = "node[0-1]"
 started = false
 default_duration = "60s"
 max_duration = "2h"
-"#;
+"#,
+    )
+}
 
 fn start(name: &str) -> System {
-    System::start_with(name, CONFIG, &[])
+    System::start_with(name, &config(), &[])
 }
 
 fn start_with_env(name: &str, env: &[(&str, &str)]) -> System {
-    System::start_with_env(name, CONFIG, &[], env)
+    System::start_with_env(name, &config(), &[], env)
 }
 
 fn queue(system: &System, name: &str) -> Value {

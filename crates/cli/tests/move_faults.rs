@@ -30,30 +30,19 @@ use serde_json::Value;
 
 /// alpha owns node[0-3]; beta, stopped, is defined over all eight nodes and owns node[4-7]
 /// (started queues may not share a definition at load), so alpha's nodes can move to beta.
-const CONFIG: &str = r#"
-default_queue = "alpha"
-
-[cluster.inline]
-name = "tiny"
-
-[[cluster.inline.nodes]]
-hosts = "node[0-7]"
-sockets = 1
-cores_per_socket = 4
-
-[queues.alpha]
-nodes = "node[0-3]"
-policy = "fcfs"
-default_duration = "60s"
-max_duration = "2h"
-
+fn config() -> String {
+    harness::with_alpha(
+        "node[0-7]",
+        r#"
 [queues.beta]
 nodes = "node[0-7]"
 policy = "easy"
 started = false
 default_duration = "60s"
 max_duration = "2h"
-"#;
+"#,
+    )
+}
 
 /// Simulated time runs this much faster than real time (the deadline scenario's job).
 const TIME_SCALE: &str = "20";
@@ -232,7 +221,7 @@ fn run_case(c: &Case) {
     let once_str = once.display().to_string();
     let system = System::start_with_env(
         &format!("fault-{label}"),
-        CONFIG,
+        &config(),
         &["--time-scale", TIME_SCALE],
         &[
             ("SHARDSCHED_FAILPOINTS", spec.as_str()),

@@ -22,30 +22,19 @@ use shardsched_proto::{Role, Session};
 use shardsched_shard::driver::transitions::{LogLine, TRANSITIONS_FILE, check_logs, parse_log};
 
 /// alpha owns node[0-3]; beta (stopped) defines node[3-7] and so owns node[4-7].
-const CONFIG: &str = r#"
-default_queue = "alpha"
-
-[cluster.inline]
-name = "tiny"
-
-[[cluster.inline.nodes]]
-hosts = "node[0-7]"
-sockets = 1
-cores_per_socket = 4
-
-[queues.alpha]
-nodes = "node[0-3]"
-policy = "fcfs"
-default_duration = "60s"
-max_duration = "2h"
-
+fn config() -> String {
+    harness::with_alpha(
+        "node[0-7]",
+        r#"
 [queues.beta]
 nodes = "node[3-7]"
 policy = "easy"
 started = false
 default_duration = "60s"
 max_duration = "2h"
-"#;
+"#,
+    )
+}
 
 /// Sends one admin request to the coordinator.
 fn coordinator(system: &System, request: &client_coord::Request) -> client_coord::Response {
@@ -126,7 +115,7 @@ fn last(lines: &[LogLine], node: &str, kind: &str) -> Option<u128> {
 
 #[test]
 fn a_busy_node_moves_after_its_job_and_a_waiting_job_starts_right_after() {
-    let system = System::start_with("moves-busy", CONFIG, &[]);
+    let system = System::start_with("moves-busy", &config(), &[]);
     // Four one-node jobs fill alpha; the one on node3 will hold the moving node.
     let ids: Vec<String> = (0..4)
         .map(|_| system.submit(&["-N", "1", "-t", "8", "--", "app"]))
@@ -200,7 +189,7 @@ fn a_busy_node_moves_after_its_job_and_a_waiting_job_starts_right_after() {
 
 #[test]
 fn a_move_of_idle_nodes_completes_at_once() {
-    let system = System::start_with("moves-idle", CONFIG, &[]);
+    let system = System::start_with("moves-idle", &config(), &[]);
     move_nodes(&system, &["node3"], "beta");
     assert!(wait_for(|| {
         let row = node_row(&system, "node3");
@@ -234,7 +223,7 @@ fn crash_during_a_move(queue: &str, point: &str) {
     let armed = format!("{queue}/{point}=exit");
     let system = System::start_with_env(
         &format!("moves-crash-{queue}"),
-        CONFIG,
+        &config(),
         &[],
         &[
             (shardsched_proto::failpoint::FAILPOINTS_VAR, armed.as_str()),

@@ -14,29 +14,18 @@ use serde_json::Value;
 
 /// alpha and beta as in the harness, on a 14-node cluster whose node[8-13] no queue
 /// defines.
-const CONFIG: &str = r#"
-default_queue = "alpha"
-
-[cluster.inline]
-name = "tiny"
-
-[[cluster.inline.nodes]]
-hosts = "node[0-13]"
-sockets = 1
-cores_per_socket = 4
-
-[queues.alpha]
-nodes = "node[0-3]"
-policy = "fcfs"
-default_duration = "60s"
-max_duration = "2h"
-
+fn config() -> String {
+    harness::with_alpha(
+        "node[0-13]",
+        r#"
 [queues.beta]
 nodes = "node[4-7]"
 policy = "easy"
 default_duration = "60s"
 max_duration = "2h"
-"#;
+"#,
+    )
+}
 
 fn queue(system: &System, name: &str) -> Option<Value> {
     match system.json(&["queue", "list", "--json"]) {
@@ -97,7 +86,7 @@ fn wait_new_shard(system: &System, queue: &str, old: u32) -> u32 {
 
 #[test]
 fn queues_are_added_updated_removed_and_reloaded_at_run_time_without_losing_jobs() {
-    let system = System::start_with("reconfig", CONFIG, &[]);
+    let system = System::start_with("reconfig", &config(), &[]);
 
     // Add: up starts the shard; the queue owns its free nodes and takes jobs.
     let out = system.ok(&[
@@ -207,7 +196,7 @@ fn queues_are_added_updated_removed_and_reloaded_at_run_time_without_losing_jobs
     // file) keeps its jobs; alpha is not restarted.
     let edited = format!(
         "{}\n[queues.gamma]\nnodes = \"node[8-11]\"\npolicy = \"easy\"\nqueue_depth = 8\nmax_duration = \"2h\"\n\n[queues.delta]\nnodes = \"node[12-13]\"\npolicy = \"conservative\"\n",
-        CONFIG.replace("policy = \"easy\"", "policy = \"conservative\"")
+        config().replace("policy = \"easy\"", "policy = \"conservative\"")
     );
     std::fs::write(system.config_file(), edited).unwrap();
     let beta_pid = system.child_pid("beta");

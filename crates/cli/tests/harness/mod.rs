@@ -26,14 +26,32 @@ pub const WAIT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Two queues over disjoint halves of an 8-node cluster (1 socket × 4 cores per node):
 /// alpha (fcfs) on node[0-3], beta (easy) on node[4-7], both with a default duration of
 /// 60 s. [`two_queues`] gives the same with another default duration.
-pub const CONFIG: &str = r#"
+pub fn two_queues_config() -> String {
+    with_alpha(
+        "node[0-7]",
+        r#"
+[queues.beta]
+nodes = "node[4-7]"
+policy = "easy"
+default_duration = "60s"
+max_duration = "2h"
+"#,
+    )
+}
+
+/// A cluster of `hosts` (1 socket × 4 cores per node) with queue alpha (fcfs, node[0-3],
+/// the default) and the queue sections `queues` (TOML) after it: the shape most tests
+/// start from.
+pub fn with_alpha(hosts: &str, queues: &str) -> String {
+    format!(
+        r#"
 default_queue = "alpha"
 
 [cluster.inline]
 name = "tiny"
 
 [[cluster.inline.nodes]]
-hosts = "node[0-7]"
+hosts = "{hosts}"
 sockets = 1
 cores_per_socket = 4
 
@@ -42,17 +60,14 @@ nodes = "node[0-3]"
 policy = "fcfs"
 default_duration = "60s"
 max_duration = "2h"
+{queues}"#
+    )
+}
 
-[queues.beta]
-nodes = "node[4-7]"
-policy = "easy"
-default_duration = "60s"
-max_duration = "2h"
-"#;
-
-/// [`CONFIG`] with jobs lasting `default_duration` (e.g. `"10s"`) when they give none.
+/// [`two_queues_config`] with jobs lasting `default_duration` (e.g. `"10s"`) when they
+/// give none.
 pub fn two_queues(default_duration: &str) -> String {
-    CONFIG.replace(
+    two_queues_config().replace(
         "default_duration = \"60s\"",
         &format!("default_duration = \"{default_duration}\""),
     )
@@ -65,9 +80,10 @@ pub struct System {
 }
 
 impl System {
-    /// Starts `up` with [`CONFIG`] and `extra` arguments; waits until it says it is up.
+    /// Starts `up` with [`two_queues_config`] and `extra` arguments; waits until it says it
+    /// is up.
     pub fn start(name: &str, extra: &[&str]) -> System {
-        System::start_with(name, CONFIG, extra)
+        System::start_with(name, &two_queues_config(), extra)
     }
 
     /// Starts `up` with the configuration `config` and `extra` arguments.
