@@ -288,3 +288,69 @@ fn a_move_journaled_before_a_crash_is_resumed() {
     assert_eq!(moves[0]["nodes"][0]["generation"], 2);
     let _ = std::fs::remove_dir_all(&once);
 }
+
+/// `--dry-run` names when each node would be free, the jobs holding it, and the donor's
+/// pending jobs that could never run without the nodes, and changes nothing; `stop
+/// --release-to` then hands the stopped queue's nodes that the other queue defines to it,
+/// without touching the job still running on them until it ends.
+#[test]
+fn a_dry_run_changes_nothing_and_stop_release_to_moves_the_nodes() {
+    let system = start("dry-run");
+    let busy = system.submit(&["-q", "alpha", "-N", "4", "-t", "1h", "--", "sleep", "3600"]);
+    system.wait_state(&busy, "running");
+    // Needs all four of alpha's nodes: stranded if two of them left.
+    let wide = system.submit(&["-q", "alpha", "-N", "4", "-t", "60", "--", "app"]);
+    let out = system.ok(&[
+        "queue",
+        "move",
+        "node[0-1]",
+        "--from",
+        "alpha",
+        "--to",
+        "standby",
+        "--dry-run",
+    ]);
+    assert!(out.contains("node0") && out.contains("node1"), "{out}");
+    assert!(
+        out.contains(&busy),
+        "the job holding the nodes is named: {out}"
+    );
+    assert!(
+        out.contains("could never run") && out.contains(&wide),
+        "the stranded pending job is named: {out}"
+    );
+    assert!(out.contains("nothing changed"), "{out}");
+    assert!(system.rows(&["queue", "moves", "--json"]).is_empty());
+    let node0 = node(&system, "node0");
+    assert_eq!(
+        (&node0["queue"], &node0["state"]),
+        (&Value::from("alpha"), &Value::from("up"))
+    );
+
+    // stop --release-to: alpha's nodes that standby defines go to standby, once the job
+    // holding them ends (cancelled here); alpha keeps its other nodes and its pending job.
+    system.ok(&["queue", "stop", "alpha", "--release-to", "standby"]);
+    assert_eq!(queue(&system, "alpha")["started"], false);
+    assert_eq!(
+        job_state(&system, &busy),
+        "running",
+        "stopping touches no running job"
+    );
+    let node0 = node(&system, "node0");
+    assert_eq!(
+        (&node0["queue"], &node0["state"]),
+        (&Value::from("alpha"), &Value::from("outgoing"))
+    );
+    system.ok(&["cancel", &busy]);
+    assert!(
+        wait_for(|| {
+            let (n0, n1) = (node(&system, "node0"), node(&system, "node1"));
+            n0["queue"] == "standby" && n1["queue"] == "standby" && n0["state"] == "up"
+        }),
+        "node[0-1] never reached standby: {} {}",
+        node(&system, "node0"),
+        node(&system, "node1")
+    );
+    assert_eq!(node(&system, "node2")["queue"], "alpha");
+    assert_eq!(job_state(&system, &wide), "pending");
+}
