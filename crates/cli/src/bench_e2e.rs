@@ -328,40 +328,72 @@ pub fn main(args: &E2eArgs) -> Result<()> {
             args.nodes / 2
         );
     }
-    let (work, remove_after) = match &args.dir {
-        Some(dir) => (dir.clone(), false),
-        None if Path::new("target").is_dir() => (
-            PathBuf::from("target").join(format!("bench-e2e-{}", std::process::id())),
-            true,
-        ),
-        None => (
-            std::env::temp_dir().join(format!("shardsched-bench-e2e-{}", std::process::id())),
-            true,
-        ),
-    };
-    std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
-    let work = work
-        .canonicalize()
-        .with_context(|| format!("resolving {}", work.display()))?;
-    let fs = file_system_of(&work);
-    if fs.starts_with("tmpfs") {
-        eprintln!(
-            "bench e2e: warning: {} is on {fs}: the journals' fsyncs cost nothing there; use --dir on a disk",
-            work.display()
-        );
-    }
-    let config = work.join("config.toml");
-    std::fs::write(&config, config_toml(args.nodes))
-        .with_context(|| format!("writing {}", config.display()))?;
-    let result = run_phases(args, &work, &config);
-    if remove_after {
-        let _ = std::fs::remove_dir_all(&work);
-    }
+    let bench = BenchDir::prepare("e2e", args.dir.as_deref(), &config_toml(args.nodes))?;
+    let result = run_phases(args, &bench.work, &bench.config);
+    bench.finish();
     let reports = result?;
     if args.json {
         emit(&format!("{}\n", serde_json::to_string_pretty(&reports)?))
     } else {
-        emit(&report_table(args, &reports, &work, &fs))
+        emit(&report_table(args, &reports, &bench.work, &bench.fs))
+    }
+}
+
+/// A benchmark's working directory: the journals go there, so it must be on the disk being
+/// measured. `--dir` if given (kept), else a fresh `target/bench-NAME-PID` when run from a
+/// cargo checkout, else one under the temp dir (both removed by [`BenchDir::finish`]).
+pub(crate) struct BenchDir {
+    /// The directory, canonical.
+    pub(crate) work: PathBuf,
+    /// The configuration file written in it.
+    pub(crate) config: PathBuf,
+    /// Its file system, for the report (a tmpfs is warned about).
+    pub(crate) fs: String,
+    remove_after: bool,
+}
+
+impl BenchDir {
+    /// Creates the directory for benchmark `name` and writes `config_text` in it.
+    pub(crate) fn prepare(name: &str, dir: Option<&Path>, config_text: &str) -> Result<BenchDir> {
+        let (work, remove_after) = match dir {
+            Some(dir) => (dir.to_owned(), false),
+            None if Path::new("target").is_dir() => (
+                PathBuf::from("target").join(format!("bench-{name}-{}", std::process::id())),
+                true,
+            ),
+            None => (
+                std::env::temp_dir()
+                    .join(format!("shardsched-bench-{name}-{}", std::process::id())),
+                true,
+            ),
+        };
+        std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+        let work = work
+            .canonicalize()
+            .with_context(|| format!("resolving {}", work.display()))?;
+        let fs = file_system_of(&work);
+        if fs.starts_with("tmpfs") {
+            eprintln!(
+                "bench {name}: warning: {} is on {fs}: the journals' fsyncs cost nothing there; use --dir on a disk",
+                work.display()
+            );
+        }
+        let config = work.join("config.toml");
+        std::fs::write(&config, config_text)
+            .with_context(|| format!("writing {}", config.display()))?;
+        Ok(BenchDir {
+            work,
+            config,
+            fs,
+            remove_after,
+        })
+    }
+
+    /// Removes the directory unless the user chose it.
+    pub(crate) fn finish(&self) {
+        if self.remove_after {
+            let _ = std::fs::remove_dir_all(&self.work);
+        }
     }
 }
 

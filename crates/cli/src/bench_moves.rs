@@ -41,7 +41,7 @@ use shardsched_proto::msg::client_shard::{Request, Response, Submit};
 use shardsched_proto::msg::{JobId, JobsQuery, MoveId, Route, UserFilter};
 use shardsched_shard::driver::transitions::{LogLine, TRANSITIONS_FILE, monotonic_ns, parse_log};
 
-use crate::bench_e2e::{UpProcess, file_system_of, percentile};
+use crate::bench_e2e::{BenchDir, UpProcess, percentile};
 use crate::client::output::{Table, emit};
 use crate::client::{Client, StateDir, submit::new_key};
 
@@ -129,40 +129,14 @@ pub fn main(args: &MovesArgs) -> Result<()> {
             args.nodes
         );
     }
-    let (work, remove_after) = match &args.dir {
-        Some(dir) => (dir.clone(), false),
-        None if Path::new("target").is_dir() => (
-            PathBuf::from("target").join(format!("bench-moves-{}", std::process::id())),
-            true,
-        ),
-        None => (
-            std::env::temp_dir().join(format!("shardsched-bench-moves-{}", std::process::id())),
-            true,
-        ),
-    };
-    std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
-    let work = work
-        .canonicalize()
-        .with_context(|| format!("resolving {}", work.display()))?;
-    let fs = file_system_of(&work);
-    if fs.starts_with("tmpfs") {
-        eprintln!(
-            "bench moves: warning: {} is on {fs}: the journals' fsyncs cost nothing there; use --dir on a disk",
-            work.display()
-        );
-    }
-    let config = work.join("config.toml");
-    std::fs::write(&config, config_toml(args.nodes))
-        .with_context(|| format!("writing {}", config.display()))?;
-    let result = run(args, &work, &config);
-    if remove_after {
-        let _ = std::fs::remove_dir_all(&work);
-    }
+    let bench = BenchDir::prepare("moves", args.dir.as_deref(), &config_toml(args.nodes))?;
+    let result = run(args, &bench.work, &bench.config);
+    bench.finish();
     let reports = result?;
     if args.json {
         emit(&format!("{}\n", serde_json::to_string_pretty(&reports)?))
     } else {
-        emit(&report_table(args, &reports, &work, &fs))
+        emit(&report_table(args, &reports, &bench.work, &bench.fs))
     }
 }
 
