@@ -3,9 +3,11 @@
 //! forwarded to the shard that has the node and carried in the registration answer, the
 //! dry run asked of the donor, and users refused.
 
+mod common;
+
+use common::{connect_as, localhost};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::Path;
 use std::time::Duration;
 
 use shardsched_coordinator::driver::JOURNAL_FILE;
@@ -16,43 +18,8 @@ use shardsched_proto::msg::client_coord::{
 use shardsched_proto::msg::coord_shard::{self, DryRunReport, FreeAt, NodeRelease};
 use shardsched_proto::msg::shard_coord::{self, Assignment, Register};
 use shardsched_proto::msg::{MoveId, RefusalCode};
-use shardsched_proto::{Ca, Error, Fluid, Role, Session, connect, serve, tls};
+use shardsched_proto::{Error, Fluid, Role, Session, serve};
 use tokio::sync::{mpsc, oneshot};
-
-/// A directory removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(label: &str) -> TempDir {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!(
-            "shardsched-coordinator-admin-{label}-{}-{n}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn localhost() -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], 0))
-}
-
-async fn connect_as(dir: &Path, addr: SocketAddr, role: Role, name: &str) -> Session {
-    let ca = Ca::load(dir).expect("the coordinator made a CA");
-    let creds = ca.credentials(role, name).expect("credentials");
-    let endpoint = tls::client_endpoint(&creds, localhost()).expect("endpoint");
-    connect(&endpoint, addr, Role::Coordinator, "coordinator")
-        .await
-        .expect("connect")
-}
 
 /// A test shard: reports every command on a channel; answers `Release` with every node
 /// busy until far away (so a move stays outgoing), `DryRunRelease` with a report, and
@@ -168,17 +135,17 @@ impl Running {
 
 #[tokio::test]
 async fn admin_changes_are_journaled_forwarded_and_outlive_a_restart() {
-    let dir = TempDir::new("changes");
-    let running = start(&dir.0);
-    assert!(dir.0.join(JOURNAL_FILE).exists());
-    let batch = connect_as(&dir.0, running.addr, Role::Shard, "batch").await;
+    let dir = common::state_dir();
+    let running = start(dir.path());
+    assert!(dir.path().join(JOURNAL_FILE).exists());
+    let batch = connect_as(dir.path(), running.addr, Role::Shard, "batch").await;
     let mut batch_commands = serve_shard(&batch);
     register(&batch, "batch", 7001).await;
-    let debug = connect_as(&dir.0, running.addr, Role::Shard, "debug").await;
+    let debug = connect_as(dir.path(), running.addr, Role::Shard, "debug").await;
     let mut debug_commands = serve_shard(&debug);
     register(&debug, "debug", 7002).await;
-    let root = connect_as(&dir.0, running.addr, Role::Admin, "root").await;
-    let user = connect_as(&dir.0, running.addr, Role::User, "bob").await;
+    let root = connect_as(dir.path(), running.addr, Role::Admin, "root").await;
+    let user = connect_as(dir.path(), running.addr, Role::User, "bob").await;
 
     // A user may list moves but change nothing.
     let moves = user.request(&client_coord::Request::Moves).await;
@@ -302,8 +269,8 @@ async fn admin_changes_are_journaled_forwarded_and_outlive_a_restart() {
     running.stop().await;
 
     // Restart: the disable, the drain and the unfinished move are the journal's.
-    let running = start(&dir.0);
-    let batch = connect_as(&dir.0, running.addr, Role::Shard, "batch").await;
+    let running = start(dir.path());
+    let batch = connect_as(dir.path(), running.addr, Role::Shard, "batch").await;
     let _batch_commands = serve_shard(&batch);
     let a = register(&batch, "batch", 7001).await;
     assert_eq!(
@@ -314,11 +281,11 @@ async fn admin_changes_are_journaled_forwarded_and_outlive_a_restart() {
         a.owned.iter().all(|n| n.node != "node2"),
         "node2 is still on its way out"
     );
-    let debug = connect_as(&dir.0, running.addr, Role::Shard, "debug").await;
+    let debug = connect_as(dir.path(), running.addr, Role::Shard, "debug").await;
     let _debug_commands = serve_shard(&debug);
     let a = register(&debug, "debug", 7002).await;
     assert!(!a.queue.enabled, "the disable outlived the restart");
-    let root = connect_as(&dir.0, running.addr, Role::Admin, "root").await;
+    let root = connect_as(dir.path(), running.addr, Role::Admin, "root").await;
     match root
         .request(&client_coord::Request::CancelMove { move_id: MoveId(1) })
         .await

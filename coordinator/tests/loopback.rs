@@ -1,9 +1,10 @@
 //! The real driver on 127.0.0.1: real QUIC, certificates from the coordinator's own CA, a test
 //! shard built from proto, users and admins.
 
+mod common;
+
+use common::{connect_as, localhost};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use shardsched_coordinator::driver::{ADDRESS_FILE, JOURNAL_FILE};
@@ -14,44 +15,8 @@ use shardsched_proto::msg::{
     Generation, JobList, JobState, JobSummary, JobsQuery, NodeState, NodeStatus, QueueStatus,
     RefusalCode, RouteTable, UserFilter, coord_shard,
 };
-use shardsched_proto::{Ca, Error, Fluid, Role, Session, connect, serve, tls};
+use shardsched_proto::{Ca, Error, Fluid, Role, Session, serve};
 use tokio::sync::{mpsc, oneshot};
-
-/// A directory removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(label: &str) -> TempDir {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!(
-            "shardsched-coordinator-{label}-{}-{n}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn localhost() -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], 0))
-}
-
-/// Connects to the coordinator as `role`/`name`, with a certificate from its CA.
-async fn connect_as(dir: &Path, addr: SocketAddr, role: Role, name: &str) -> Session {
-    let ca = Ca::load(dir).expect("the coordinator made a CA");
-    let creds = ca.credentials(role, name).expect("credentials");
-    let endpoint = tls::client_endpoint(&creds, localhost()).expect("endpoint");
-    connect(&endpoint, addr, Role::Coordinator, "coordinator")
-        .await
-        .expect("connect")
-}
 
 /// A test shard: answers the coordinator's commands (reporting `SetQueueState` on a
 /// channel, answering `Jobs` with `jobs`).
@@ -126,24 +91,24 @@ fn job(id: u64, owner: &str) -> JobSummary {
 
 #[tokio::test]
 async fn shards_register_and_clients_read_over_real_quic() {
-    let dir = TempDir::new("loopback");
+    let dir = common::state_dir();
     let config = Config::embedded_default().expect("config");
     let options = Options {
         listen: localhost(),
-        state_dir: dir.0.clone(),
+        state_dir: dir.path().to_owned(),
     };
     let coordinator = Coordinator::bind(config, &options).expect("bind");
     let addr = coordinator.local_addr();
-    let written = std::fs::read_to_string(dir.0.join(ADDRESS_FILE)).expect("address file");
+    let written = std::fs::read_to_string(dir.path().join(ADDRESS_FILE)).expect("address file");
     assert_eq!(written, format!("{addr}\n"));
-    assert!(dir.0.join(JOURNAL_FILE).exists());
+    assert!(dir.path().join(JOURNAL_FILE).exists());
     let (stop, stopped) = oneshot::channel::<()>();
     let running = tokio::spawn(coordinator.run(async move {
         let _ = stopped.await;
     }));
 
     // A shard registers and gets its assignment.
-    let shard = connect_as(&dir.0, addr, Role::Shard, "batch").await;
+    let shard = connect_as(dir.path(), addr, Role::Shard, "batch").await;
     let mut commands = serve_commands(&shard, vec![job(10, "alice"), job(30, "alice")]);
     let assignment = register(&shard, "batch", 7001).await.expect("registered");
     assert_eq!(assignment.generator_id, 1);
@@ -181,7 +146,7 @@ async fn shards_register_and_clients_read_over_real_quic() {
     assert_eq!(ack, shard_coord::Response::Ack);
 
     // A user reads routes, queues, resources and jobs.
-    let alice = connect_as(&dir.0, addr, Role::User, "alice").await;
+    let alice = connect_as(dir.path(), addr, Role::User, "alice").await;
     let table = routes(&alice).await;
     assert_eq!(table.default_queue.as_deref(), Some("batch"));
     assert_eq!(table.routes.len(), 1);
@@ -259,7 +224,7 @@ async fn shards_register_and_clients_read_over_real_quic() {
     );
 
     // An admin may, and the shard hears of it.
-    let root = connect_as(&dir.0, addr, Role::Admin, "root").await;
+    let root = connect_as(dir.path(), addr, Role::Admin, "root").await;
     // standby shares batch's nodes, and batch is started: starting it needs a move.
     let r = refused(
         root.request(&client_coord::Request::QueueControl {
@@ -290,7 +255,7 @@ async fn shards_register_and_clients_read_over_real_quic() {
     assert!(routes(&alice).await.epoch > table.epoch);
 
     // A second live shard for batch is refused; a shard may only register its own queue.
-    let twin = connect_as(&dir.0, addr, Role::Shard, "batch").await;
+    let twin = connect_as(dir.path(), addr, Role::Shard, "batch").await;
     let r = refused(register(&twin, "batch", 7002).await);
     assert_eq!(r.code, RefusalCode::Unavailable);
     assert!(
@@ -338,16 +303,19 @@ async fn shards_register_and_clients_read_over_real_quic() {
 
     let _ = stop.send(());
     running.await.expect("task").expect("clean shutdown");
-    assert!(!dir.0.join(ADDRESS_FILE).exists(), "address file removed");
+    assert!(
+        !dir.path().join(ADDRESS_FILE).exists(),
+        "address file removed"
+    );
 }
 
 #[tokio::test]
 async fn a_silent_holder_is_replaced_by_a_restarted_shard() {
-    let dir = TempDir::new("silent");
+    let dir = common::state_dir();
     let config = Config::embedded_default().expect("config");
     let options = Options {
         listen: localhost(),
-        state_dir: dir.0.clone(),
+        state_dir: dir.path().to_owned(),
     };
     let coordinator = Coordinator::bind(config, &options).expect("bind");
     let addr = coordinator.local_addr();
@@ -358,15 +326,15 @@ async fn a_silent_holder_is_replaced_by_a_restarted_shard() {
 
     // The first shard registers but never answers commands (a hung or vanished process
     // whose connection has not timed out yet).
-    let hung = connect_as(&dir.0, addr, Role::Shard, "debug").await;
+    let hung = connect_as(dir.path(), addr, Role::Shard, "debug").await;
     register(&hung, "debug", 7101).await.expect("registered");
-    let fresh = connect_as(&dir.0, addr, Role::Shard, "debug").await;
+    let fresh = connect_as(dir.path(), addr, Role::Shard, "debug").await;
     let _commands = serve_commands(&fresh, Vec::new());
     let a = register(&fresh, "debug", 7102)
         .await
         .expect("replaces the silent one");
     assert_eq!(a.generator_id, 2);
-    let user = connect_as(&dir.0, addr, Role::User, "bob").await;
+    let user = connect_as(dir.path(), addr, Role::User, "bob").await;
     let table = routes(&user).await;
     assert_eq!(table.routes.len(), 1);
     assert_eq!(table.routes[0].address.port(), 7102);
@@ -379,7 +347,7 @@ async fn a_silent_holder_is_replaced_by_a_restarted_shard() {
     let coordinator = Coordinator::bind(config, &options).expect("bind again");
     assert_eq!(coordinator.routes().routes.len(), 0);
     drop(coordinator);
-    let ca_again = Ca::load(&dir.0).expect("same CA");
+    let ca_again = Ca::load(dir.path()).expect("same CA");
     assert!(!ca_again.cert_pem().is_empty());
 }
 
@@ -435,10 +403,10 @@ async fn next_command<T>(
 
 #[tokio::test]
 async fn an_idle_move_runs_over_real_quic_and_outlives_a_restart() {
-    let dir = TempDir::new("moves");
+    let dir = common::state_dir();
     let options = Options {
         listen: localhost(),
-        state_dir: dir.0.clone(),
+        state_dir: dir.path().to_owned(),
     };
     let config = Config::embedded_default().expect("config");
     let coordinator = Coordinator::bind(config, &options).expect("bind");
@@ -447,19 +415,19 @@ async fn an_idle_move_runs_over_real_quic_and_outlives_a_restart() {
     let running = tokio::spawn(coordinator.run(async move {
         let _ = stopped.await;
     }));
-    let batch = connect_as(&dir.0, addr, Role::Shard, "batch").await;
+    let batch = connect_as(dir.path(), addr, Role::Shard, "batch").await;
     let mut batch_commands = serve_moves(&batch);
     register(&batch, "batch", 7001)
         .await
         .expect("batch registered");
-    let standby = connect_as(&dir.0, addr, Role::Shard, "standby").await;
+    let standby = connect_as(dir.path(), addr, Role::Shard, "standby").await;
     let mut standby_commands = serve_moves(&standby);
     let a = register(&standby, "standby", 7003)
         .await
         .expect("standby registered");
     assert!(a.owned.is_empty());
 
-    let root = connect_as(&dir.0, addr, Role::Admin, "root").await;
+    let root = connect_as(dir.path(), addr, Role::Admin, "root").await;
     let done = root
         .request(&client_coord::Request::MoveNodes {
             nodes: vec!["node0".into(), "node1".into()],
@@ -535,7 +503,7 @@ async fn an_idle_move_runs_over_real_quic_and_outlives_a_restart() {
     let running = tokio::spawn(coordinator.run(async move {
         let _ = stopped.await;
     }));
-    let standby = connect_as(&dir.0, addr, Role::Shard, "standby").await;
+    let standby = connect_as(dir.path(), addr, Role::Shard, "standby").await;
     let _commands = serve_moves(&standby);
     let a = register(&standby, "standby", 7003)
         .await

@@ -290,7 +290,7 @@ pub(super) async fn flush(shared: &Shared) -> Result<(), Refusal> {
                 failpoint::hit("coord.move.after_journal");
             }
             for step in &write.steps {
-                failpoint::hit(&format!("coord.move.after_journal_{step}"));
+                failpoint::hit(format_args!("coord.move.after_journal_{step}"));
             }
             shared.with_core(|core| core.journal_done(&write));
             shared.moves_wake.notify_one();
@@ -344,12 +344,12 @@ async fn send_move_command(shared: Arc<Shared>, command: MoveCommand) {
         coord_shard::Request::CancelJobs(_) => "cancel_jobs",
         _ => "other",
     };
-    failpoint::hit(&format!("coord.move.before_send_{step}"));
+    failpoint::hit(format_args!("coord.move.before_send_{step}"));
     let answer =
         tokio::time::timeout(SHARD_COMMAND_TIMEOUT, session.request(&command.request)).await;
     match answer {
         Ok(Ok(response)) => {
-            failpoint::hit(&format!("coord.move.after_answer_{step}"));
+            failpoint::hit(format_args!("coord.move.after_answer_{step}"));
             shared.with_core(|core| {
                 core.moves_answer(now_ms(), &command.queue, &command.request, &response);
             });

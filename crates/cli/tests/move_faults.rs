@@ -21,11 +21,13 @@
 #![allow(clippy::unwrap_used)]
 
 mod harness;
+#[path = "harness/transitions.rs"]
+mod transitions;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use harness::{System, transitions, wait_for};
+use harness::{System, wait_for};
 use serde_json::Value;
 
 /// alpha owns node[0-3]; beta, stopped, is defined over all eight nodes and owns node[4-7]

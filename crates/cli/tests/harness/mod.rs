@@ -6,8 +6,6 @@
 
 #![allow(dead_code, clippy::unwrap_used)]
 
-pub mod transitions;
-
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
