@@ -339,23 +339,9 @@ impl ShardMoves {
 
     /// The recipient's side of a cancelled move: the nodes are not coming.
     pub fn handle_withdraw(&mut self, withdraw: &Withdraw) -> (Response, Vec<Effect>) {
-        let mut stale = Vec::new();
-        let mut effects = Vec::new();
-        for ng in &withdraw.nodes {
-            let entry = self.nodes.entry(ng.node.clone()).or_default();
-            if let Some(s) = refuse_older(ng, entry) {
-                stale.push(s);
-                continue;
-            }
-            let before = entry.clone();
-            entry.generation = ng.generation;
-            entry.holding = Holding::NotOwned;
-            if *entry != before {
-                effects.push(Effect::Persist(ng.node.clone(), entry.clone()));
-                effects.push(Effect::TakeDown(ng.node.clone()));
-            }
-        }
-        (Response::Ack { stale }, effects)
+        self.set_holding(&withdraw.nodes, Holding::NotOwned, |node, _| {
+            Effect::TakeDown(node.to_owned())
+        })
     }
 
     /// The donor's side, past a move's deadline: cancel the jobs still holding the nodes.
@@ -421,6 +407,17 @@ impl ShardMoves {
     }
 
     fn take_owned(&mut self, nodes: &[NodeGen]) -> (Response, Vec<Effect>) {
+        self.set_holding(nodes, Holding::Owned, bring_up)
+    }
+
+    /// Sets each node (refusing stale generations) to `holding` at the command's
+    /// generation; a node that changed is persisted, then `then` says what the core does.
+    fn set_holding(
+        &mut self,
+        nodes: &[NodeGen],
+        holding: Holding,
+        then: impl Fn(&str, &NodeEntry) -> Effect,
+    ) -> (Response, Vec<Effect>) {
         let mut stale = Vec::new();
         let mut effects = Vec::new();
         for ng in nodes {
@@ -431,10 +428,10 @@ impl ShardMoves {
             }
             let before = entry.clone();
             entry.generation = ng.generation;
-            entry.holding = Holding::Owned;
+            entry.holding = holding.clone();
             if *entry != before {
                 effects.push(Effect::Persist(ng.node.clone(), entry.clone()));
-                effects.push(bring_up(&ng.node, entry));
+                effects.push(then(&ng.node, entry));
             }
         }
         (Response::Ack { stale }, effects)
