@@ -101,7 +101,11 @@ pub fn generate(seed: u64) -> Case {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut features: BTreeSet<&'static str> = BTreeSet::new();
     let extended = rng.random_bool(EXTENDED_SHARE);
-    features.insert(if extended { "tier:extended" } else { "tier:core" });
+    features.insert(if extended {
+        "tier:extended"
+    } else {
+        "tier:core"
+    });
     let graph = random_graph(&mut rng);
     let mut files = Vec::new();
     let mut args = Vec::new();
@@ -158,7 +162,10 @@ pub fn generate(seed: u64) -> Case {
     }
     if rng.random_bool(0.12) {
         features.insert("prune-filters");
-        let filters = PRUNE_FILTERS.choose(&mut rng).copied().unwrap_or("ALL:core");
+        let filters = PRUNE_FILTERS
+            .choose(&mut rng)
+            .copied()
+            .unwrap_or("ALL:core");
         args.push(format!("--prune-filters={filters}"));
     }
     let (commands, f) = random_commands(&mut rng, &graph, &names, extended, policy == "variation");
@@ -225,7 +232,13 @@ mod tests {
         for seed in 0..300 {
             let info = generate(seed).info;
             if info.features.contains("tier:core") {
-                for f in ["flexible", "find", "multi-match", "cancel-stats", "variation"] {
+                for f in [
+                    "flexible",
+                    "find",
+                    "multi-match",
+                    "cancel-stats",
+                    "variation",
+                ] {
                     assert!(!info.features.contains(f), "seed {seed}: {f}");
                 }
                 assert!(!info.writer.ends_with("_shorthand"), "seed {seed}");
@@ -242,7 +255,15 @@ mod tests {
         for (w, _) in WRITERS {
             assert!(cases.iter().any(|c| c.writer == w), "{w} never drawn");
         }
-        for f in ["jgf", "grug", "flexible", "or-slots", "xor-slots", "v1", "find"] {
+        for f in [
+            "jgf",
+            "grug",
+            "flexible",
+            "or-slots",
+            "xor-slots",
+            "v1",
+            "find",
+        ] {
             assert!(
                 cases.iter().any(|c| c.features.contains(f)),
                 "{f} never drawn"

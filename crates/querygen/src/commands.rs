@@ -89,7 +89,10 @@ fn hostlist(rng: &mut ChaCha8Rng, g: &Graph) -> String {
     let Some(a) = nodes.choose(rng) else {
         return "node0".to_string();
     };
-    match nodes.iter().find(|b| b.basename == a.basename && b.id == a.id + 1) {
+    match nodes
+        .iter()
+        .find(|b| b.basename == a.basename && b.id == a.id + 1)
+    {
         Some(_) if rng.random_bool(0.5) => format!("{}[{}-{}]", a.basename, a.id, a.id + 1),
         _ => a.name.clone(),
     }
@@ -153,7 +156,10 @@ pub fn random_commands(
     let js = |rng: &mut ChaCha8Rng| jobspecs.choose(rng).cloned().unwrap_or_default();
     for _ in 0..n {
         let kind = KINDS
-            .choose_weighted(rng, |&(k, w)| if extended || !is_extended(k) { w } else { 0 })
+            .choose_weighted(
+                rng,
+                |&(k, w)| if extended || !is_extended(k) { w } else { 0 },
+            )
             .map(|(k, _)| *k)
             .unwrap_or(Kind::Allocate);
         let some_job = |rng: &mut ChaCha8Rng| {
@@ -216,7 +222,9 @@ pub fn random_commands(
             }
             Kind::SetProperty => {
                 f.insert("property");
-                let key = ["perf_class", "color", "arch"].choose(rng).unwrap_or(&"color");
+                let key = ["perf_class", "color", "arch"]
+                    .choose(rng)
+                    .unwrap_or(&"color");
                 let _ = writeln!(
                     s,
                     "set-property {} {key}={}",

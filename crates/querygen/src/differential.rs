@@ -102,10 +102,7 @@ fn corpus_cases(dir: &Path) -> Result<Vec<PathBuf>, GenError> {
 }
 
 /// Runs every case; `hook` sees each outcome (tests add their own checks there).
-pub fn run_all(
-    opts: &Options,
-    mut hook: impl FnMut(&CaseOutcome<'_>),
-) -> Result<Report, GenError> {
+pub fn run_all(opts: &Options, mut hook: impl FnMut(&CaseOutcome<'_>)) -> Result<Report, GenError> {
     std::fs::create_dir_all(&opts.scratch).map_err(|e| GenError::io(&opts.scratch, e))?;
     let mut report = Report::default();
     let dirs: Vec<(Option<u64>, PathBuf)> = match &opts.oracle {
@@ -245,7 +242,12 @@ fn fluxion_offsets(
 ) -> Result<Vec<usize>, GenError> {
     let n = stream_len(dir)?;
     (1..=n)
-        .map(|k| Ok(fluxion.run_prefix(dir, info, k, scratch, "fluxion-prefix")?.out.len()))
+        .map(|k| {
+            Ok(fluxion
+                .run_prefix(dir, info, k, scratch, "fluxion-prefix")?
+                .out
+                .len())
+        })
         .collect()
 }
 
@@ -279,7 +281,9 @@ fn first_differing_command(
         return Ok(None);
     }
     let agrees = |k: usize| -> Result<bool, GenError> {
-        let ours = opts.ours.run_prefix(dir, info, k, &opts.scratch, "ours-prefix")?;
+        let ours = opts
+            .ours
+            .run_prefix(dir, info, k, &opts.scratch, "ours-prefix")?;
         let end = offsets[k - 1].min(want.len());
         Ok(ours.failure().is_none() && ours.out == want[..end])
     };

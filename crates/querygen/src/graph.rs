@@ -313,14 +313,22 @@ impl Graph {
         let mut edges = Vec::new();
         collect(&self.root, None, &mut templates, &mut edges);
         let mut s = String::from(GRUG_KEYS);
-        let _ = writeln!(s, "    <graph id=\"{}\" edgedefault=\"directed\">", self.name);
+        let _ = writeln!(
+            s,
+            "    <graph id=\"{}\" edgedefault=\"directed\">",
+            self.name
+        );
         for (i, t) in templates.iter().enumerate() {
             let _ = writeln!(s, "        <node id=\"{}\">", t.key);
             if i == 0 {
                 s.push_str("            <data key=\"root\">1</data>\n");
             }
             let _ = writeln!(s, "            <data key=\"type\">{}</data>", t.ty);
-            let _ = writeln!(s, "            <data key=\"basename\">{}</data>", t.basename);
+            let _ = writeln!(
+                s,
+                "            <data key=\"basename\">{}</data>",
+                t.basename
+            );
             if t.size != 1 {
                 let _ = writeln!(s, "            <data key=\"size\">{}</data>", t.size);
             }
@@ -337,10 +345,18 @@ impl Graph {
                 child.key, child.key
             );
             if e.id_scope != 0 {
-                let _ = writeln!(s, "            <data key=\"id_scope\">{}</data>", e.id_scope);
+                let _ = writeln!(
+                    s,
+                    "            <data key=\"id_scope\">{}</data>",
+                    e.id_scope
+                );
             }
             if e.id_start != 0 {
-                let _ = writeln!(s, "            <data key=\"id_start\">{}</data>", e.id_start);
+                let _ = writeln!(
+                    s,
+                    "            <data key=\"id_start\">{}</data>",
+                    e.id_start
+                );
             }
             if e.id_stride != 1 {
                 let _ = writeln!(
@@ -349,7 +365,11 @@ impl Graph {
                     e.id_stride
                 );
             }
-            let _ = writeln!(s, "            <data key=\"multi_scale\">{}</data>", e.scale);
+            let _ = writeln!(
+                s,
+                "            <data key=\"multi_scale\">{}</data>",
+                e.scale
+            );
             s.push_str("        </edge>\n");
         }
         s.push_str("    </graph>\n</graphml>\n");

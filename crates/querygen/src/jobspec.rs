@@ -89,27 +89,32 @@ fn count(rng: &mut ChaCha8Rng, avail: i64, f: &mut Features) -> Count {
     if rng.random_bool(0.25) {
         n = 1;
     }
-    if rng.random_bool(0.06) {
+    if rng.random_bool(0.04) {
         n = avail + rng.random_range(1..=3);
         f.insert("over-count");
     }
     if rng.random_bool(0.08) {
         f.insert("range");
         let max = n + rng.random_range(0..=avail);
-        return match rng.random_range(0..4) {
-            0 => Count::Range {
+        // Fluxion wants all or none of max, operator and operand; the rare `{min, max}`
+        // checks that both refuse it the same way.
+        return match rng.random_range(0..10) {
+            0..=2 => Count::Range {
                 min: n,
                 max: None,
                 operator: None,
                 operand: None,
             },
-            1 => Count::Range {
-                min: n,
-                max: Some(max),
-                operator: None,
-                operand: None,
-            },
-            2 => Count::Range {
+            3 => {
+                f.insert("bad-range");
+                Count::Range {
+                    min: n,
+                    max: Some(max),
+                    operator: None,
+                    operand: None,
+                }
+            }
+            4..=6 => Count::Range {
                 min: n,
                 max: Some(max),
                 operator: Some("+"),
@@ -259,12 +264,13 @@ pub fn random_jobspec(
         r.with = inner;
         inner = vec![r];
     }
-    if rng.random_bool(0.05) && !inner.is_empty() {
-        f.insert("multi-top");
+    // Error paths, rarely: Fluxion refuses siblings of one type and unknown types.
+    if rng.random_bool(0.015) && !inner.is_empty() {
+        f.insert("same-type-siblings");
         let again = inner[0].clone();
         inner.push(again);
     }
-    if rng.random_bool(0.02) {
+    if rng.random_bool(0.01) {
         f.insert("unknown-type");
         inner[0].with.push(req("bb", Count::Fixed(1)));
     }
@@ -305,7 +311,10 @@ fn total_copies(root: &Template, t: &Template) -> i64 {
     if std::ptr::eq(root, t) {
         return 1;
     }
-    root.children.iter().find_map(|c| walk(c, t, 1)).unwrap_or(1)
+    root.children
+        .iter()
+        .find_map(|c| walk(c, t, 1))
+        .unwrap_or(1)
 }
 
 impl Jobspec {
@@ -320,14 +329,17 @@ impl Jobspec {
             "tasks:\n  - command: [ \"app\" ]\n    slot: {}\n    count:\n      per_slot: 1\n",
             self.task_slot
         );
-        if self.duration.is_some() || self.queue.is_some() {
-            s.push_str("attributes:\n  system:\n");
-            if let Some(d) = self.duration {
-                let _ = writeln!(s, "    duration: {d}");
-            }
-            if let Some(q) = self.queue {
-                let _ = writeln!(s, "    queue: {q}");
-            }
+        // Fluxion requires `attributes`, even empty.
+        if self.duration.is_none() && self.queue.is_none() {
+            s.push_str("attributes:\n  system: {}\n");
+            return s;
+        }
+        s.push_str("attributes:\n  system:\n");
+        if let Some(d) = self.duration {
+            let _ = writeln!(s, "    duration: {d}");
+        }
+        if let Some(q) = self.queue {
+            let _ = writeln!(s, "    queue: {q}");
         }
         s
     }

@@ -191,7 +191,10 @@ impl Report {
             }
         }
         if !self.by_first_command.is_empty() {
-            let _ = writeln!(s, "disagreements by the first command whose output differs:");
+            let _ = writeln!(
+                s,
+                "disagreements by the first command whose output differs:"
+            );
             let mut kinds: Vec<_> = self.by_first_command.iter().collect();
             kinds.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
             for (k, n) in kinds {
@@ -313,7 +316,10 @@ mod tests {
     #[test]
     fn command_kinds_keep_the_subcommand() {
         assert_eq!(command_kind("match allocate j0.yaml"), "match allocate");
-        assert_eq!(command_kind("multi-match allocate a b"), "multi-match allocate");
+        assert_eq!(
+            command_kind("multi-match allocate a b"),
+            "multi-match allocate"
+        );
         assert_eq!(command_kind("cancel 4 stats"), "cancel stats");
         assert_eq!(command_kind("set-status /c0/node0 down"), "set-status");
     }
