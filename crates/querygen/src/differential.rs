@@ -143,9 +143,9 @@ pub fn run_all(opts: &Options, mut hook: impl FnMut(&CaseOutcome<'_>)) -> Result
                 save_failure(&dir, &opts.scratch, &failures.join(case_folder(info.seed)))?;
             }
             if opts.attribute
-                && let Some(Ok((want, _))) = &expected
+                && let Some(Ok(want)) = &expected
             {
-                outcome.first_command = first_differing_command(opts, &dir, &info, want)?;
+                outcome.first_command = first_differing_command(opts, &dir, &info, &want.out)?;
             }
         }
         report.add(&info, &outcome);
@@ -162,8 +162,15 @@ pub fn run_all(opts: &Options, mut hook: impl FnMut(&CaseOutcome<'_>)) -> Result
     Ok(report)
 }
 
-/// Fluxion's (`-t` output, standard output) for the case, or why there is none.
-type Expected = Option<Result<(Vec<u8>, Vec<u8>), String>>;
+/// What Fluxion printed for a case.
+struct FluxionOutput {
+    /// The `-t` file.
+    out: Vec<u8>,
+    stdout: Vec<u8>,
+}
+
+/// Fluxion's outputs for the case, or why there are none (`None`: no oracle).
+type Expected = Option<Result<FluxionOutput, String>>;
 
 fn expected_output(opts: &Options, dir: &Path, info: &CaseInfo) -> Result<Expected, GenError> {
     let read = |name: &str| {
@@ -174,13 +181,19 @@ fn expected_output(opts: &Options, dir: &Path, info: &CaseInfo) -> Result<Expect
         Oracle::None => None,
         Oracle::Corpus(_) => Some(match std::fs::read_to_string(dir.join("fluxion.failed")) {
             Ok(why) => Err(why.trim().to_string()),
-            Err(_) => Ok((read("fluxion.out")?, read("fluxion.stdout")?)),
+            Err(_) => Ok(FluxionOutput {
+                out: read("fluxion.out")?,
+                stdout: read("fluxion.stdout")?,
+            }),
         }),
         Oracle::Binary(fluxion) => {
             let r = fluxion.run(dir, info, &opts.scratch, "fluxion")?;
             let result = match r.failure() {
                 Some(why) => Err(why),
-                None => Ok((r.out, r.stdout)),
+                None => Ok(FluxionOutput {
+                    out: r.out,
+                    stdout: r.stdout,
+                }),
             };
             if opts.write_corpus.is_some() {
                 let write = |name: &str, bytes: &[u8]| {
@@ -188,9 +201,9 @@ fn expected_output(opts: &Options, dir: &Path, info: &CaseInfo) -> Result<Expect
                     std::fs::write(&p, bytes).map_err(|e| GenError::io(&p, e))
                 };
                 match &result {
-                    Ok((out, stdout)) => {
-                        write("fluxion.out", out)?;
-                        write("fluxion.stdout", stdout)?;
+                    Ok(f) => {
+                        write("fluxion.out", &f.out)?;
+                        write("fluxion.stdout", &f.stdout)?;
                         let offsets = fluxion_offsets(fluxion, dir, info, &opts.scratch)?;
                         let text: String = offsets.iter().map(|o| format!("{o}\n")).collect();
                         write(OFFSETS_FILE, text.as_bytes())?;
@@ -203,14 +216,14 @@ fn expected_output(opts: &Options, dir: &Path, info: &CaseInfo) -> Result<Expect
     })
 }
 
-fn judge(ours: &RunResult, expected: Option<&Result<(Vec<u8>, Vec<u8>), String>>) -> Outcome {
+fn judge(ours: &RunResult, expected: Option<&Result<FluxionOutput, String>>) -> Outcome {
     let mut outcome = Outcome {
         verdict: Verdict::Unchecked,
         stdout_agrees: None,
         malformed: check_output(&ours.out).err(),
         first_command: None,
     };
-    let (want, want_stdout) = match expected {
+    let want = match expected {
         None => return outcome,
         Some(Err(why)) => {
             outcome.verdict = Verdict::OracleFailed(why.clone());
@@ -222,8 +235,8 @@ fn judge(ours: &RunResult, expected: Option<&Result<(Vec<u8>, Vec<u8>), String>>
         outcome.verdict = Verdict::OursFailed(why);
         return outcome;
     }
-    outcome.stdout_agrees = Some(normalize_stdout(want_stdout) == normalize_stdout(&ours.stdout));
-    outcome.verdict = match first_difference(want, &ours.out) {
+    outcome.stdout_agrees = Some(normalize_stdout(&want.stdout) == normalize_stdout(&ours.stdout));
+    outcome.verdict = match first_difference(&want.out, &ours.out) {
         None => Verdict::Agree,
         Some(d) => Verdict::Differ(d),
     };

@@ -94,8 +94,20 @@ impl Program {
             .map(|l| format!("{l}\n"))
             .collect();
         prefix.push_str("quit\n");
-        let path = scratch.join(format!("{tag}.prefix.in"));
-        std::fs::write(&path, prefix).map_err(|e| GenError::io(&path, e))?;
+        self.run_stream(case_dir, info, &prefix, scratch, tag)
+    }
+
+    /// As [`Program::run`] with `stream` on standard input instead of the case's own.
+    pub fn run_stream(
+        &self,
+        case_dir: &Path,
+        info: &CaseInfo,
+        stream: &str,
+        scratch: &Path,
+        tag: &str,
+    ) -> Result<RunResult, GenError> {
+        let path = scratch.join(format!("{tag}.in"));
+        std::fs::write(&path, stream).map_err(|e| GenError::io(&path, e))?;
         self.run_with(case_dir, info, &path, scratch, tag)
     }
 
