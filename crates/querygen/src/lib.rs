@@ -26,6 +26,7 @@ pub mod case;
 pub mod commands;
 pub mod differential;
 pub mod graph;
+pub mod graph_text;
 pub mod jobspec;
 pub mod report;
 pub mod run;
