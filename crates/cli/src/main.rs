@@ -16,6 +16,7 @@ mod cert_cmd;
 mod client;
 mod coordinator_cmd;
 mod demo;
+mod differential;
 mod query;
 mod replay;
 mod shard_cmd;
@@ -77,6 +78,10 @@ enum Command {
     /// Runs one exec job under supervision (started by a shard; docs/EXEC.md).
     #[command(hide = true)]
     Supervise(supervise_cmd::SuperviseArgs),
+    /// Random resource-query cases through `query` and Fluxion's resource-query, compared
+    /// byte for byte (a developer's instrument; docs/MATCHING.md).
+    #[command(hide = true)]
+    Differential(differential::DifferentialArgs),
 }
 
 /// `shardsched bench`: the matching benchmarks of [`bench`], plus `e2e` from [`bench_e2e`].
@@ -124,6 +129,7 @@ fn main() -> std::process::ExitCode {
         Command::Replay(args) => replay::main(&args),
         Command::Workload(args) => workload::main(&args),
         Command::Supervise(args) => supervise_cmd::main(&args),
+        Command::Differential(args) => differential::main(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
