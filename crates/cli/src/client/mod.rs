@@ -41,9 +41,10 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use shardsched_proto::msg::{
-    JobId, JobList, JobsQuery, Refusal, RefusalCode, Route, RouteTable, client_coord, client_shard,
+    JobId, JobList, JobsQuery, NodeStatus, Refusal, RefusalCode, Route, RouteTable, client_coord,
+    client_shard,
 };
-use shardsched_proto::{Credentials, Error as WireError, Role, Session, connect};
+use shardsched_proto::{Credentials, Error as WireError, Role, Rpc, Session, connect};
 
 /// Environment variable naming the client directory.
 pub const DIR_ENV: &str = "SHARDSCHED_DIR";
@@ -254,6 +255,34 @@ impl Client {
         }
     }
 
+    /// Every node's row (or `queue`'s owned nodes'), in cluster order, asked a page at a
+    /// time: a reply carries what fits one frame and says where the next page starts.
+    pub async fn resources(&self, queue: Option<&str>) -> Result<Vec<NodeStatus>> {
+        let mut rows = Vec::new();
+        let mut start = 0;
+        loop {
+            let request = client_coord::Request::Resources {
+                queue: queue.map(str::to_owned),
+                start,
+            };
+            match self
+                .coordinator(&request)
+                .await
+                .map_err(|e| wire_error(e, "coordinator"))?
+            {
+                client_coord::Response::Resources { nodes, next } => {
+                    rows.extend(nodes);
+                    match next {
+                        Some(next) if next > start => start = next,
+                        Some(_) => bail!("the coordinator's resource pages do not advance"),
+                        None => return Ok(rows),
+                    }
+                }
+                other => bail!("the coordinator answered resource list with {other:?}"),
+            }
+        }
+    }
+
     /// A connection to `route`'s shard, opened on first use and kept.
     pub async fn shard(&self, route: &Route) -> Result<Session> {
         let mut shards = self.shards.lock().await;
@@ -367,6 +396,15 @@ async fn dial(
         Ok(Err(e)) => Err(anyhow::Error::new(e)),
         Err(_) => bail!("no answer within {} s", CONNECT_TIMEOUT.as_secs()),
     }
+}
+
+/// Checks `request` against the bounds every server checks ([`Rpc::check`]: reasons,
+/// names, node lists, jobspec size), so that a person gets the error before anything is
+/// sent, in the server's words.
+pub fn check_locally(request: &impl Rpc) -> Result<()> {
+    request
+        .check()
+        .map_err(|refusal| anyhow!("{}", refusal.message))
 }
 
 /// A wire error as a sentence naming who answered; refusals read as the server wrote them.

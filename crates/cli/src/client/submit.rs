@@ -116,7 +116,7 @@ async fn routes_with_retry(client: &Client) -> Result<RouteTable> {
                     started.elapsed().as_secs()
                 )));
             }
-            Err(e) => eprintln!("shardsched: {e:#}; retrying"),
+            Err(e) => super::output::say(format_args!("{e:#}; retrying")),
         }
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(SUBMIT_RETRY_BACKOFF_MAX);
@@ -214,6 +214,7 @@ pub async fn submit(
         jobspec_json,
         priority,
     });
+    super::check_locally(&request)?;
     let mut routes = routes;
     let mut backoff = SUBMIT_RETRY_BACKOFF;
     let mut attempt = 1;
@@ -254,7 +255,7 @@ pub async fn submit(
                 started.elapsed().as_secs()
             )));
         }
-        eprintln!("shardsched: {waiting_for:#}; retrying");
+        super::output::say(format_args!("{waiting_for:#}; retrying"));
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(SUBMIT_RETRY_BACKOFF_MAX);
     }
