@@ -74,6 +74,37 @@ fn a_flag_cleared_while_its_shard_is_offline_is_cleared_when_it_registers() {
     }
 }
 
+#[test]
+fn a_command_started_while_the_coordinator_does_not_answer_waits_for_it() {
+    let system = System::start("coordinator-away", &[]);
+    let coordinator = system.child_pid("coordinator");
+    kill_process(pid(coordinator), Signal::STOP).unwrap();
+    let mut submit = Command::new(EXE)
+        .args(["submit", "-q", "beta", "-t", "60s", "--", "app"])
+        .env("SHARDSCHED_DIR", system.state())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Its first connection gets no answer: it says it retries (and does not give up).
+    let lines = stderr_lines(&mut submit);
+    let mut seen = Vec::new();
+    let retrying = loop {
+        match lines.recv_timeout(harness::WAIT_TIMEOUT) {
+            Ok(line) if line.contains("retrying") => break true,
+            Ok(line) => seen.push(line),
+            Err(_) => break false,
+        }
+    };
+    kill_process(pid(coordinator), Signal::CONT).unwrap();
+    let out = submit.wait_with_output().unwrap();
+    assert!(retrying, "no retry announced; stderr: {seen:?}");
+    assert!(out.status.success(), "the submit failed; stderr: {seen:?}");
+    let id = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    system.wait_state(&id, "running");
+}
+
 /// Sends `request` to the coordinator as the admin, over the wire (no CLI check).
 fn ask_coordinator(
     system: &System,
@@ -392,7 +423,6 @@ fn ci_run_prints_its_own_wall_time_even_when_it_fails() {
 }
 
 /// Reads a child's standard error line by line on a thread, so a test can wait for a line.
-#[allow(dead_code)]
 fn stderr_lines(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<String> {
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -405,9 +435,4 @@ fn stderr_lines(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<St
         }
     });
     rx
-}
-
-#[allow(dead_code)]
-fn exe() -> Command {
-    Command::new(EXE)
 }
