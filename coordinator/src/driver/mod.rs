@@ -93,6 +93,22 @@ pub enum DriverError {
     Endpoint(#[from] shardsched_proto::Error),
 }
 
+impl DriverError {
+    /// Whether the coordinator could not start because its journal cannot be read back (a
+    /// damaged file or record, a format this build does not read): restarting would fail
+    /// the same way (exit with
+    /// [`UNREADABLE_EXIT_STATUS`](shardsched_journal::UNREADABLE_EXIT_STATUS)).
+    pub fn journal_unreadable(&self) -> bool {
+        match self {
+            DriverError::Journal(CoordJournalError::Journal(e)) => e.is_unreadable(),
+            DriverError::Journal(
+                CoordJournalError::Format { .. } | CoordJournalError::LegacyDecode { .. },
+            ) => true,
+            _ => false,
+        }
+    }
+}
+
 /// A bound coordinator, ready to [`run`](Coordinator::run).
 pub struct Coordinator {
     shared: Arc<Shared>,

@@ -20,6 +20,7 @@ use std::process::{Command, Stdio};
 use harness::{EXE, System, pid, wait_for};
 use rustix::process::{Signal, kill_process};
 use serde_json::Value;
+use shardsched_journal::{Batch, Committer, Journal};
 use shardsched_proto::limits::{FRAME_BYTES_MAX, REASON_BYTES_MAX};
 use shardsched_proto::msg::{RefusalCode, client_coord};
 use shardsched_proto::{Role, StreamCode, connect, tls};
@@ -397,6 +398,56 @@ attributes:
     let admin = system.json(&["job", "info", &id, "--json"]);
     assert!(admin["jobspec"].to_string().contains("s3cret-token"));
     assert!(admin["events"].as_array().is_some_and(|e| !e.is_empty()));
+}
+
+#[test]
+fn a_journal_record_that_does_not_decode_stops_the_shard_naming_it_and_up_does_not_loop() {
+    let system = System::start("journal-decode", &[]);
+    let id = system.submit(&["-q", "alpha", "-t", "60s", "--", "app"]);
+    system.wait_state(&id, "running");
+    // alpha dies while `up` is stopped, so that its journal can be damaged before `up`
+    // restarts it: a record with a good checksum whose value is not a job.
+    kill_process(pid(system.up_pid()), Signal::STOP).unwrap();
+    let alpha = system.child_pid("alpha");
+    kill_process(pid(alpha), Signal::KILL).unwrap();
+    assert!(wait_for(|| !harness::alive(alpha)));
+    let journal = system.shard_dir("alpha").join("journal.redb");
+    {
+        let committer = Committer::start(Journal::open(&journal).unwrap()).unwrap();
+        let mut batch = Batch::new();
+        batch.put("jobs", 12345, b"not a job".to_vec());
+        committer
+            .submit_blocking(batch)
+            .unwrap()
+            .wait_blocking()
+            .unwrap();
+    }
+    kill_process(pid(system.up_pid()), Signal::CONT).unwrap();
+
+    // `up` restarts alpha once; alpha stops, naming the file, table and key; `up` says it
+    // will not restart it, and does not.
+    let up_stderr = || std::fs::read_to_string(system.dir.join("up.stderr")).unwrap_or_default();
+    assert!(
+        wait_for(|| up_stderr().contains("cannot read its journal back")),
+        "up kept restarting alpha: {}",
+        up_stderr()
+    );
+    let said = up_stderr();
+    assert!(
+        said.contains(&journal.display().to_string()) && said.contains("table jobs, key 12345"),
+        "{said}"
+    );
+    let log = std::fs::read_to_string(system.state().join("logs/shard-alpha.log")).unwrap();
+    assert_eq!(
+        log.matches("==== shardsched up: starting shard alpha")
+            .count(),
+        2,
+        "started, then restarted once: {log}"
+    );
+    assert!(!log.contains("panicked"), "{log}");
+    // The rest of the system carries on.
+    let other = system.submit(&["-q", "beta", "-t", "60s", "--", "app"]);
+    system.wait_state(&other, "running");
 }
 
 #[test]
