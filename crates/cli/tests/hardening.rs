@@ -17,21 +17,13 @@ mod harness;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use harness::{EXE, System, pid, wait_for};
+use harness::{EXE, System, mem_kib, pid, wait_for};
 use rustix::process::{Signal, kill_process};
 use serde_json::Value;
 use shardsched_journal::{Batch, Committer, Journal};
+use shardsched_proto::StreamCode;
 use shardsched_proto::limits::{FRAME_BYTES_MAX, REASON_BYTES_MAX};
 use shardsched_proto::msg::{RefusalCode, client_coord};
-use shardsched_proto::{Role, StreamCode, connect, tls};
-
-fn node(system: &System, name: &str) -> Value {
-    system
-        .resources()
-        .into_iter()
-        .find(|n| n["name"] == name)
-        .unwrap_or_else(|| panic!("no node {name}"))
-}
 
 fn online(system: &System, queue: &str) -> bool {
     system
@@ -53,8 +45,9 @@ fn a_flag_cleared_while_its_shard_is_offline_is_cleared_when_it_registers() {
     let system = System::start("flags-offline", &[]);
     system.ok(&["resource", "drain", "node0", "--reason", "maintenance"]);
     system.ok(&["resource", "down", "node1", "--reason", "disk"]);
-    assert!(wait_for(|| node(&system, "node0")["state"] == "drained"
-        && node(&system, "node1")["state"] == "down"));
+    assert!(wait_for(
+        || system.node("node0")["state"] == "drained" && system.node("node1")["state"] == "down"
+    ));
 
     // alpha's shard stops answering: the coordinator journals the clears (its intent) and
     // cannot tell the shard, which then dies and comes back with its journal's flags.
@@ -69,7 +62,7 @@ fn a_flag_cleared_while_its_shard_is_offline_is_cleared_when_it_registers() {
     let id = system.submit(&["-q", "alpha", "-N", "4", "-t", "60s", "--", "app"]);
     system.wait_state(&id, "running");
     for name in ["node0", "node1"] {
-        let row = node(&system, name);
+        let row = system.node(name);
         assert_eq!(row["state"], "up", "{row:#}");
         assert_eq!(row["reason"], Value::Null, "{row:#}");
     }
@@ -116,16 +109,7 @@ fn ask_coordinator(
         .build()
         .unwrap();
     runtime.block_on(async {
-        let endpoint =
-            tls::client_endpoint(&system.admin(), "127.0.0.1:0".parse().unwrap()).unwrap();
-        let session = connect(
-            &endpoint,
-            system.address(),
-            Role::Coordinator,
-            "coordinator",
-        )
-        .await
-        .unwrap();
+        let (_endpoint, session) = system.admin_session().await;
         let answer = session.request(request).await;
         session.close();
         answer
@@ -175,32 +159,14 @@ fn reasons_have_a_bound_on_the_cli_and_the_wire_and_lists_stay_readable() {
     kill_process(pid(beta), Signal::KILL).unwrap();
     wait_restarted(&system, "beta", beta);
     assert!(online(&system, "alpha"));
-    assert_eq!(node(&system, "node7")["reason"], longest.as_str());
-}
-
-/// A field of `/proc/PID/status`, in KiB.
-fn mem_kib(p: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{p}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
+    assert_eq!(system.node("node7")["reason"], longest.as_str());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn announced_requests_cost_a_server_what_arrives_not_what_is_announced() {
     let system = System::start("memory", &[]);
     let coordinator = system.child_pid("coordinator");
-    let endpoint = tls::client_endpoint(&system.admin(), "127.0.0.1:0".parse().unwrap()).unwrap();
-    let session = connect(
-        &endpoint,
-        system.address(),
-        Role::Coordinator,
-        "coordinator",
-    )
-    .await
-    .unwrap();
+    let (_endpoint, session) = system.admin_session().await;
     session
         .request(&client_coord::Request::Routes)
         .await
@@ -258,7 +224,7 @@ fn names_and_reasons_reach_terminals_and_logs_escaped() {
         "/bin/\x1b]0;owned\x07x\nƒFORGED  alpha  root",
     ]);
     system.wait_state(&id, "running");
-    assert!(wait_for(|| node(&system, "node5")["state"] == "drained"));
+    assert!(wait_for(|| system.node("node5")["state"] == "drained"));
 
     let unsafe_char = |text: &str| text.chars().find(|&c| c.is_control() && c != '\n');
     for args in [
@@ -286,7 +252,7 @@ fn names_and_reasons_reach_terminals_and_logs_escaped() {
         "{nodes:?}"
     );
     // JSON carries the text as it is (its encoder escapes it).
-    assert_eq!(node(&system, "node5")["reason"], evil_reason);
+    assert_eq!(system.node("node5")["reason"], evil_reason);
 
     // A refusal quoting what the user typed, on standard error.
     let err = system.fails(&["resource", "drain", "evil\x07\x1bEnode"]);
