@@ -173,10 +173,13 @@ async fn shards_register_and_clients_read_over_real_quic() {
     assert_eq!((queues[0].nodes_up, queues[0].jobs_running), (1, 2));
 
     let nodes = match alice
-        .request(&client_coord::Request::Resources { queue: None })
+        .request(&client_coord::Request::Resources {
+            queue: None,
+            start: 0,
+        })
         .await
     {
-        Ok(ClientResponse::Resources(n)) => n,
+        Ok(ClientResponse::Resources { nodes, next: None }) => nodes,
         other => panic!("unexpected answer {other:?}"),
     };
     assert_eq!(nodes.len(), 128);

@@ -83,12 +83,15 @@ pub struct ShardOptions {
 }
 
 /// Installs the tracing subscriber: `RUST_LOG`-style filter (default `info`) to stderr.
+/// Field values are escaped ([`shardsched_proto::text::log_fields`]): names and reasons
+/// come from users.
 /// For binaries; does nothing if one is already installed.
 pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .fmt_fields(shardsched_proto::text::log_fields())
         .with_writer(std::io::stderr)
         .try_init();
 }

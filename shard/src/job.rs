@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use shardsched_proto::limits::JOB_NAME_BYTES_MAX;
 use shardsched_proto::msg::client_shard::IdempotencyKey;
 use shardsched_proto::msg::{JobEvent, JobId, JobInfo, JobState, JobSummary};
 use shardsched_qmanager::WaitReason;
@@ -92,7 +93,7 @@ impl JobRecord {
     pub fn info(&self, queue: &str, queue_started: bool) -> JobInfo {
         JobInfo {
             summary: self.summary(queue, queue_started),
-            jobspec_json: self.jobspec_json.to_string(),
+            jobspec_json: Some(self.jobspec_json.to_string()),
             r_json: self.r_json.as_deref().map(str::to_owned),
             events: self.events.clone(),
         }
@@ -125,13 +126,53 @@ fn wait_text(why: WaitReason) -> String {
 }
 
 /// The short name of a job: the first word of its first task's command, without its
-/// directory; `job` when it has none.
+/// directory; `job` when it has none. At most [`JOB_NAME_BYTES_MAX`] bytes: a longer one is
+/// cut and ends in `…` (every row of every job list carries it).
 pub fn job_name(jobspec: &shardsched_jobspec::Jobspec) -> String {
-    jobspec
+    let name = jobspec
         .tasks
         .first()
         .and_then(|t| t.command.first())
-        .map(|c| c.rsplit('/').next().unwrap_or(c).to_owned())
+        .map(|c| c.rsplit('/').next().unwrap_or(c))
         .filter(|c| !c.is_empty())
-        .unwrap_or_else(|| "job".to_owned())
+        .unwrap_or("job");
+    if name.len() <= JOB_NAME_BYTES_MAX {
+        return name.to_owned();
+    }
+    const MARK: &str = "…";
+    let mut end = JOB_NAME_BYTES_MAX - MARK.len();
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{MARK}", &name[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_name_has_a_bound_and_says_when_it_was_cut() {
+        let named = |command: &str| {
+            shardsched_jobspec::Shorthand {
+                nodes: None,
+                tasks: None,
+                cores_per_task: 1,
+                gpus_per_task: 0,
+                duration: 60,
+                exclusive: false,
+                command: vec![command.to_owned()],
+                queue: None,
+            }
+            .to_jobspec()
+            .map(|j| job_name(&j))
+            .unwrap_or_default()
+        };
+        assert_eq!(named("/usr/bin/app"), "app");
+        let long = named(&format!("/bin/{}", "é".repeat(JOB_NAME_BYTES_MAX)));
+        assert!(
+            long.len() <= JOB_NAME_BYTES_MAX && long.ends_with('…'),
+            "{long}"
+        );
+    }
 }

@@ -10,8 +10,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use shardsched_proto::limits::NODE_FLAGS_BYTES_MAX;
 use shardsched_proto::msg::client_coord::QueueAction;
-use shardsched_proto::msg::{MoveId, NodeFlags, Refusal, RefusalCode};
+use shardsched_proto::msg::{MoveId, NodeFlags, Refusal, RefusalCode, bounds};
 use shardsched_resource::encode_hostlist;
 
 use super::{ConnId, Control, Core};
@@ -69,6 +70,7 @@ impl Core {
         reason: &str,
         release_to: Option<&str>,
     ) -> Result<Control, Refusal> {
+        bounds::reason(reason)?;
         let qi = self
             .queue_index(queue)
             .ok_or_else(|| self.no_such_queue(queue))?;
@@ -155,6 +157,10 @@ impl Core {
                 format!("no node {} in the cluster", encode_hostlist(&unknown)),
             ));
         }
+        bounds::reason(reason)?;
+        if on {
+            self.check_flags_bytes(nodes, flag, reason)?;
+        }
         let mut plan = FlagPlan::new();
         for node in nodes {
             let value = on.then(|| reason.to_owned());
@@ -177,6 +183,46 @@ impl Core {
             }
         }
         Ok(plan)
+    }
+
+    /// Refuses a flag that would take the flags of all nodes past [`NODE_FLAGS_BYTES_MAX`]
+    /// (each flagged node's name and reasons): every message and journal record that carries
+    /// many nodes' flags then fits a frame, whatever the cluster's size.
+    fn check_flags_bytes(
+        &self,
+        nodes: &[String],
+        flag: NodeFlag,
+        reason: &str,
+    ) -> Result<(), Refusal> {
+        let named: BTreeSet<&str> = nodes.iter().map(String::as_str).collect();
+        let total: usize = self
+            .durable
+            .nodes
+            .iter()
+            .map(|(name, node)| {
+                let (mut down, mut drained) = (node.down.as_deref(), node.drained.as_deref());
+                if named.contains(name.as_str()) {
+                    match flag {
+                        NodeFlag::Down => down = Some(reason),
+                        NodeFlag::Drained => drained = Some(reason),
+                    }
+                }
+                match (down, drained) {
+                    (None, None) => 0,
+                    (d, r) => name.len() + d.map_or(0, str::len) + r.map_or(0, str::len),
+                }
+            })
+            .sum();
+        if total <= NODE_FLAGS_BYTES_MAX {
+            return Ok(());
+        }
+        Err(Refusal::new(
+            RefusalCode::Invalid,
+            format!(
+                "the flags of all nodes would take {total} bytes (names and reasons), more \
+                 than the {NODE_FLAGS_BYTES_MAX}-byte limit: give a shorter reason"
+            ),
+        ))
     }
 
     /// A node's admin flags (none: `None`).

@@ -553,3 +553,45 @@ fn jobs_fan_out_plan_and_merge() {
         "a shard that failed"
     );
 }
+
+#[test]
+fn node_flags_have_bounds_so_every_message_carrying_them_fits_a_frame() {
+    use shardsched_proto::limits::{FRAME_BYTES_MAX, NODE_FLAGS_BYTES_MAX, REASON_BYTES_MAX};
+    let mut core = core_from(
+        "default_queue = \"a\"\n\
+         [cluster.inline]\nname = \"big\"\n\
+         [[cluster.inline.nodes]]\nhosts = \"node[0-9999]\"\nsockets = 1\ncores_per_socket = 1\n\
+         [queues.a]\nnodes = \"node[0-9999]\"\n",
+    );
+    let all: Vec<String> = (0..10_000).map(|i| format!("node{i}")).collect();
+    let too_long = "r".repeat(REASON_BYTES_MAX + 1);
+    let refused = core
+        .set_node_flag(&all[..1], NodeFlag::Drained, true, &too_long)
+        .expect_err("a reason past its bound");
+    assert_eq!(refused.code, RefusalCode::Invalid);
+    let longest = "r".repeat(REASON_BYTES_MAX);
+    core.set_node_flag(&all, NodeFlag::Drained, true, &longest)
+        .expect("10,000 nodes drained with the longest reason fit");
+    let refused = core
+        .set_node_flag(&all, NodeFlag::Down, true, &longest)
+        .expect_err("past the bound of all flags together");
+    assert!(
+        refused
+            .message
+            .contains(&format!("more than the {NODE_FLAGS_BYTES_MAX}-byte limit")),
+        "{}",
+        refused.message
+    );
+    assert_eq!(
+        core.node_flags("node0").and_then(|f| f.down),
+        None,
+        "nothing set"
+    );
+    core.set_node_flag(&all, NodeFlag::Down, true, "psu")
+        .expect("a short reason fits");
+    let assignment = core
+        .register(ConnId(1), "a", remote(), &register("a", 7001))
+        .expect("registered");
+    assert_eq!(assignment.flags.len(), 10_000);
+    assert!(shardsched_proto::codec::encoded_len(&assignment) < FRAME_BYTES_MAX / 2);
+}

@@ -9,7 +9,7 @@ use shardsched_proto::Peer;
 use shardsched_proto::limits::JOBS_PER_RESPONSE_MAX;
 use shardsched_proto::msg::{
     JobList, JobsQuery, NodeState, NodeStatus, QueueStatus, Refusal, RefusalCode, Route,
-    RouteTable, UserFilter,
+    RouteTable, UserFilter, bounds,
 };
 
 use super::{ConnId, Core};
@@ -254,7 +254,12 @@ pub fn merge_jobs(plan: &JobsPlan, answers: Vec<JobList>, failed: usize) -> JobL
         jobs.truncate(plan.limit);
         truncated = true;
     }
-    JobList { jobs, truncated }
+    // Each shard's part fits a frame; all of them together may not.
+    let (jobs, cut) = bounds::fit_reply(jobs);
+    JobList {
+        jobs,
+        truncated: truncated || cut,
+    }
 }
 
 fn count(n: usize) -> u32 {

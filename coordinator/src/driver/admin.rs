@@ -11,7 +11,7 @@ use std::sync::Arc;
 use shardsched_proto::msg::client_coord::{
     MoveInfo, MoveNodeInfo, MoveRequest, QueueAdmin, Response as ClientResponse,
 };
-use shardsched_proto::msg::{MoveId, Refusal, RefusalCode, coord_shard};
+use shardsched_proto::msg::{MoveId, Refusal, RefusalCode, bounds, coord_shard};
 use shardsched_proto::{Error, Peer, Reply};
 
 use super::handlers::{flush, tell_queue_state};
@@ -147,7 +147,11 @@ pub(super) fn moves(shared: &Shared) -> ClientResponse {
         }
         moves.push(move_info(view));
     }
-    ClientResponse::Moves { moves, truncated }
+    let (moves, cut) = bounds::fit_reply(moves);
+    ClientResponse::Moves {
+        moves,
+        truncated: truncated || cut,
+    }
 }
 
 /// `resource drain|undrain` and `resource down|up`: journaled first, then forwarded to the

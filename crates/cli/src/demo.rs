@@ -26,11 +26,13 @@ use shardsched_resource::encode_hostlist;
 use crate::client::output::{self, human_duration};
 use crate::client::{Client, submit, wire_error};
 
-/// `println!` that stops quietly on a closed pipe (`shardsched demo | head`).
+/// `println!` that stops quietly on a closed pipe (`shardsched demo | head`), escaping
+/// control characters (reasons come from the system).
 macro_rules! say {
     () => { say!("") };
     ($($arg:tt)*) => {{
-        let _ = crate::client::output::emit(&format!("{}\n", format_args!($($arg)*)));
+        let text = crate::client::output::escape_lines(&format!($($arg)*));
+        let _ = crate::client::output::emit(&format!("{text}\n"));
     }};
 }
 
@@ -254,7 +256,7 @@ async fn our_jobs(client: &Arc<Client>, ids: &[(JobId, String)]) -> Result<Vec<J
     };
     let (list, warnings) = client.jobs(&routes, &query).await?;
     for warning in warnings {
-        eprintln!("shardsched: warning: {warning}");
+        crate::client::output::say(format_args!("warning: {warning}"));
     }
     Ok(list
         .jobs
@@ -342,14 +344,7 @@ async fn watch(
 /// Checks, from the coordinator's ownership, that every job ran on its own queue's nodes,
 /// and says so.
 async fn check_own_nodes(client: &Client, jobs: &[JobSummary]) -> Result<()> {
-    let nodes = match client
-        .coordinator(&client_coord::Request::Resources { queue: None })
-        .await
-        .map_err(|e| wire_error(e, "coordinator"))?
-    {
-        client_coord::Response::Resources(nodes) => nodes,
-        other => bail!("the coordinator answered resource list with {other:?}"),
-    };
+    let nodes = client.resources(None).await?;
     let owner: HashMap<&str, Option<&str>> = nodes
         .iter()
         .map(|n| (n.name.as_str(), n.queue.as_deref()))

@@ -134,7 +134,7 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("shardsched: {e:#}");
+            client::output::say(format_args!("{e:#}"));
             std::process::ExitCode::FAILURE
         }
     }

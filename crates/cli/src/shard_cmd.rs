@@ -7,7 +7,9 @@
 //! directory, it brings back its jobs. A damaged journal makes it refuse to start. The shard
 //! listens on `--listen` (port 0: any free port), registers its real address with the
 //! coordinator, and serves clients until Ctrl-C or SIGTERM, or until the coordinator has
-//! been unreachable for a while. It logs to stderr (`RUST_LOG` filters, default `info`).
+//! been unreachable for a while. It logs to stderr (`RUST_LOG` filters, default `info`). A
+//! journal it cannot read back stops it with the file, table and key named and exit status
+//! [`UNREADABLE_EXIT_STATUS`] (65), which `up` does not restart.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -15,6 +17,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
+use shardsched_journal::UNREADABLE_EXIT_STATUS;
 use shardsched_shard::limits::KILL_GRACE;
 use shardsched_shard::{
     DriverError, ExecOptions, RESTART_EXIT_STATUS, ShardOptions, init_logging, run_until_signal,
@@ -101,6 +104,12 @@ pub fn main(args: &ShardArgs) -> Result<()> {
         // Not a failure: the coordinator asked for a restart with a new queue
         // configuration; the distinct status tells the supervisor to start it again at once.
         Err(DriverError::Restart) => std::process::exit(i32::from(RESTART_EXIT_STATUS)),
+        // A journal that cannot be read back: the error names the file, table and key, and
+        // the status tells the supervisor not to restart into the same failure.
+        Err(e) if e.journal_unreadable() => {
+            crate::client::output::say(format_args!("shard {}: {e}", args.queue));
+            std::process::exit(i32::from(UNREADABLE_EXIT_STATUS))
+        }
         result => result.with_context(|| format!("shard {}", args.queue)),
     }
 }

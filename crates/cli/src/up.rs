@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use rustix::process::{Pid, Signal, kill_process};
+use shardsched_journal::UNREADABLE_EXIT_STATUS;
 use shardsched_proto::msg::client_coord::{Request, Response};
 use shardsched_proto::msg::{QueueStatus, RefusalCode};
 use tokio::signal::unix::{SignalKind, signal};
@@ -418,7 +419,7 @@ impl Supervisor {
             }
             self.sync_queues();
             if self.children.first().is_some_and(|c| c.abandoned) {
-                bail!("the coordinator failed {RESTARTS_MAX} times in a row; stopping everything");
+                bail!("the coordinator is not restarted (said above why); stopping everything");
             }
         }
     }
@@ -503,6 +504,18 @@ impl Supervised {
                     self.label
                 );
                 self.restart_at = Some(Instant::now());
+            }
+            Ok(Some(status)) if status.code() == Some(i32::from(UNREADABLE_EXIT_STATUS)) => {
+                // Its journal cannot be read back: a restart would fail the same way.
+                eprintln!(
+                    "shardsched up: {} cannot read its journal back (exit status {}); not \
+                     restarting it: an admin must look at the file its log names{}",
+                    self.label,
+                    UNREADABLE_EXIT_STATUS,
+                    self.log_tail()
+                );
+                self.abandoned = true;
+                return;
             }
             Ok(Some(status)) => {
                 let ran = self.started_at.elapsed();

@@ -18,7 +18,7 @@
 
 mod harness;
 
-use harness::{EXE, System, UP_TIMEOUT, alive, children_of, creds_in, pid, two_queues};
+use harness::{EXE, System, UP_TIMEOUT, alive, children_of, creds_in, mem_kib, pid, two_queues};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
@@ -53,15 +53,6 @@ fn definition(queue: &str) -> BTreeSet<String> {
 }
 
 /// A memory figure of a process from `/proc/PID/status` (`VmRSS`, `VmSize`), in KiB.
-fn mem_kib(p: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{p}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
-
 fn endpoint(creds: &Credentials) -> quinn::Endpoint {
     shardsched_proto::tls::client_endpoint(creds, "127.0.0.1:0".parse().unwrap()).unwrap()
 }

@@ -112,6 +112,35 @@ impl JournalError {
         )
     }
 
+    /// Whether the journal's content could not be read back (the file does not open, a
+    /// record is corrupted or does not decode, the state record disagrees): a restart would
+    /// fail the same way, unlike a failed write ([`ErrorKind::Storage`], a stopped
+    /// committer). See [`UNREADABLE_EXIT_STATUS`](crate::UNREADABLE_EXIT_STATUS).
+    pub fn is_unreadable(&self) -> bool {
+        matches!(
+            self.kind,
+            ErrorKind::Open(_)
+                | ErrorKind::Checksum { .. }
+                | ErrorKind::Truncated { .. }
+                | ErrorKind::State(_)
+                | ErrorKind::Decode { .. }
+                | ErrorKind::Panicked(_)
+        )
+    }
+
+    /// The named value `name` (the meta table) in the journal at `path` that the caller
+    /// could not decode: the error names the value as its key.
+    pub fn decode_meta(path: &Path, name: &str, message: impl ToString) -> JournalError {
+        JournalError::new(
+            path,
+            ErrorKind::Decode {
+                table: "meta".to_owned(),
+                key: name.to_owned(),
+                message: message.to_string(),
+            },
+        )
+    }
+
     pub(crate) fn storage(
         path: &Path,
         op: &'static str,

@@ -57,6 +57,17 @@ pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, CodecError> {
     Ok(bytes)
 }
 
+/// How many bytes `value`'s encoding takes, without encoding it into memory (for fitting
+/// list replies to a frame). A value that cannot be encoded counts as too large for any
+/// frame.
+pub fn encoded_len<T: Serialize + ?Sized>(value: &T) -> usize {
+    let mut size = bincode::enc::write::SizeWriter::default();
+    match bincode::serde::encode_into_writer(value, &mut size, config()) {
+        Ok(()) => size.bytes_written,
+        Err(_) => usize::MAX,
+    }
+}
+
 /// Decodes one `T` that must span all of `bytes`. Never panics, whatever the input.
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
     if bytes.len() > FRAME_BYTES_MAX {
@@ -94,6 +105,15 @@ mod tests {
         let bytes = [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF];
         let err = decode::<Vec<u8>>(&bytes).expect_err("must refuse");
         assert!(matches!(err, CodecError::Decode(_)), "{err}");
+    }
+
+    #[test]
+    fn encoded_len_is_the_encodings_length() {
+        let value = (7u64, String::from("node3"), vec![1u8, 2, 3]);
+        assert_eq!(
+            encoded_len(&value),
+            encode(&value).map(|b| b.len()).unwrap_or(0)
+        );
     }
 
     #[test]

@@ -57,6 +57,9 @@ pub enum Op {
     CancelOwn,
     /// Cancel any job.
     CancelAny,
+    /// Read any job in full: its jobspec (command, environment), R and events. Others see
+    /// a job's summary only ([`Peer::may_read_job`]).
+    ReadAnyJob,
     /// Change queues: enable, disable, start, stop, reconfigure.
     AdminQueues,
     /// Change nodes: move between queues, drain, undrain.
@@ -103,7 +106,9 @@ impl Role {
     pub fn may(self, op: Op) -> bool {
         match op {
             Op::ReadStatus | Op::Submit | Op::CancelOwn => matches!(self, Role::User | Role::Admin),
-            Op::CancelAny | Op::AdminQueues | Op::AdminNodes => self == Role::Admin,
+            Op::CancelAny | Op::ReadAnyJob | Op::AdminQueues | Op::AdminNodes => {
+                self == Role::Admin
+            }
             Op::ShardReport => self == Role::Shard,
             Op::ShardCommand => self == Role::Coordinator,
         }
@@ -140,6 +145,7 @@ impl Op {
             Op::Submit => "submit jobs",
             Op::CancelOwn => "cancel their own jobs",
             Op::CancelAny => "cancel other users' jobs",
+            Op::ReadAnyJob => "read other users' jobspecs",
             Op::AdminQueues => "change queues",
             Op::AdminNodes => "change nodes",
             Op::ShardReport => "report as a shard",
@@ -182,6 +188,13 @@ impl Peer {
     /// Whether this peer may cancel a job owned by `owner` (a user or admin name).
     pub fn may_cancel(&self, owner: &str) -> bool {
         self.may(Op::CancelAny) || (self.may(Op::CancelOwn) && self.name == owner)
+    }
+
+    /// Whether this peer may read all of a job owned by `owner` — its jobspec (command,
+    /// environment), R and events (which say where its output goes) — rather than its
+    /// summary only: its owner and admins may (Slurm's `PrivateData=jobs`, Flux's guests).
+    pub fn may_read_job(&self, owner: &str) -> bool {
+        self.may(Op::ReadAnyJob) || (self.may(Op::ReadStatus) && self.name == owner)
     }
 }
 
@@ -285,6 +298,10 @@ mod tests {
         assert!(bob.may_cancel("bob") && !bob.may_cancel("alice"));
         let root = Peer::new(Role::Admin, "root").expect("peer");
         assert!(root.may_cancel("alice"));
+        assert!(bob.may_read_job("bob") && !bob.may_read_job("alice"));
+        assert!(root.may_read_job("alice"));
+        let shard = Peer::new(Role::Shard, "bob").expect("peer");
+        assert!(!shard.may_read_job("bob"), "a shard is no user");
         assert_eq!(
             server_name(Role::Shard, "Batch"),
             "batch.shard.shardsched.internal"

@@ -68,6 +68,7 @@
 //! # }
 //! ```
 
+pub mod budget;
 pub mod ca;
 pub mod codec;
 pub mod error;
@@ -79,6 +80,7 @@ pub mod limits;
 pub mod msg;
 pub mod rpc;
 pub mod signal;
+pub mod text;
 pub mod tls;
 
 pub use ca::{Ca, IssuedCert};
@@ -93,10 +95,13 @@ pub use tls::Credentials;
 pub const ALPN: &[u8] = ALPN_STR.as_bytes();
 /// [`ALPN`] as text.
 pub const ALPN_STR: &str = "shardsched/1";
-/// The protocol version this build speaks, sent in the hello.
-pub const PROTOCOL_VERSION: u32 = 1;
-/// The oldest protocol version this build still accepts in a hello.
-pub const PROTOCOL_VERSION_MIN: u32 = 1;
+/// The protocol version this build speaks, sent in the hello. 2: `resource list` is paged
+/// (`Resources { start }` / `{ nodes, next }`) and `JobInfo.jobspec_json` is optional (a
+/// job's jobspec is private to its owner and admins).
+pub const PROTOCOL_VERSION: u32 = 2;
+/// The oldest protocol version this build still accepts in a hello (version 1 messages do
+/// not decode as version 2's).
+pub const PROTOCOL_VERSION_MIN: u32 = 2;
 /// This build's software string, sent in the hello for logs.
 pub const SOFTWARE: &str = concat!("shardsched ", env!("CARGO_PKG_VERSION"));
 pub use signal::shutdown_signal;

@@ -15,6 +15,28 @@ pub const FRAME_HEADER_BYTES: usize = 4;
 /// byte limit, so no message can make the decoder reserve more than this.
 pub const FRAME_BYTES_MAX: usize = 16 * 1024 * 1024;
 
+/// The most a frame reader reserves before payload bytes arrive, in bytes; the buffer grows
+/// with what is received. (The announced length is the peer's word, not its bytes.)
+pub const FRAME_READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// Request bytes one connection may have in flight at a server (read, decoded, being
+/// handled): a request whose frame would go past it waits (within
+/// [`FRAME_READ_TIMEOUT`]) for earlier ones to finish, and meanwhile QUIC flow control stops
+/// the peer's sending. Without it, [`STREAMS_CONCURRENT_MAX`] streams of
+/// [`FRAME_BYTES_MAX`] each could hold 16 GiB.
+pub const CONNECTION_REQUEST_BYTES_MAX: usize = 64 * 1024 * 1024;
+
+/// Request bytes one peer (one certificate, over all its connections) may have in flight at
+/// a server, as [`CONNECTION_REQUEST_BYTES_MAX`] does for one connection.
+pub const PEER_REQUEST_BYTES_MAX: usize = 256 * 1024 * 1024;
+
+/// Bytes a peer may send on one connection beyond what the receiver has read (QUIC's
+/// connection-level flow-control window): what a connection can make QUIC buffer.
+pub const CONNECTION_RECEIVE_WINDOW_BYTES: u32 = 8 * 1024 * 1024;
+
+/// Longest hello, in bytes (a version and a software string).
+pub const HELLO_BYTES_MAX: usize = 4096;
+
 /// How long a peer may take to deliver one whole frame (header and payload) once the stream
 /// is open. A stream that dribbles bytes slower than this is reset.
 pub const FRAME_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -69,6 +91,36 @@ pub const JOBS_PER_RESPONSE_MAX: usize = 50_000;
 
 /// Most job ids one request may name (cancel).
 pub const IDS_PER_REQUEST_MAX: usize = 10_000;
+
+/// Longest reason an admin may give (`resource drain|down`, `queue disable`), in bytes. A
+/// reason travels with every node it flags (registrations, moves, status reports, both
+/// journals, `resource list`), so it is a sentence, not a document.
+pub const REASON_BYTES_MAX: usize = 256;
+
+/// Most bytes the coordinator's node flags may take together (each flagged node's name and
+/// reasons): a request that would go past it is refused. Every message that carries the
+/// flags of many nodes (a registration's assignment, a move's `Acquire`, a shard's status
+/// report and journal record) stays far below a frame whatever the cluster's size.
+pub const NODE_FLAGS_BYTES_MAX: usize = 4 * 1024 * 1024;
+
+/// Longest node name a request may carry, in bytes (a DNS name).
+pub const NODE_NAME_BYTES_MAX: usize = 253;
+
+/// Most node names one request may carry (a hostlist expands to at most as many).
+pub const NODES_PER_REQUEST_MAX: usize = 1_000_000;
+
+/// Longest text field of a queue specification (`queue add|update`: a hostlist, a
+/// duration, a policy name), in bytes.
+pub const SPEC_TEXT_BYTES_MAX: usize = 64 * 1024;
+
+/// Longest job name in a job list, in bytes; a longer one (it comes from the command) is
+/// cut, ending in `…`.
+pub const JOB_NAME_BYTES_MAX: usize = 128;
+
+/// Most bytes of rows one list reply carries: the frame less room for the rest of the
+/// message. A longer list is paged (`resource list`) or cut with its `truncated` marker
+/// (job lists, moves): never dropped for being too large.
+pub const LIST_REPLY_BYTES_MAX: usize = FRAME_BYTES_MAX - 64 * 1024;
 
 /// Longest idempotency key, in bytes.
 pub const IDEMPOTENCY_KEY_BYTES: usize = 16;

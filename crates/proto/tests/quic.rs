@@ -347,17 +347,17 @@ async fn a_protocol_version_mismatch_gives_a_clear_error_on_both_sides() {
         localhost(),
     )
     .expect("endpoint");
-    let err = connect_speaking(&client, server.addr, Role::Coordinator, "coordinator", 2)
+    let err = connect_speaking(&client, server.addr, Role::Coordinator, "coordinator", 3)
         .await
-        .expect_err("version 2 is not spoken");
+        .expect_err("version 3 is not spoken");
     assert_eq!(
         err.to_string(),
-        "peer does not support protocol version 2 (it speaks 1)"
+        "peer does not support protocol version 3 (it speaks 2)"
     );
     let seen = server.next_error().await;
     assert_eq!(
         seen.to_string(),
-        "protocol version 2 not supported (this build speaks 1)"
+        "protocol version 3 not supported (this build speaks 2)"
     );
 }
 

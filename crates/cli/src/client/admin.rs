@@ -282,6 +282,7 @@ fn moves_main(args: &MovesArgs) -> Result<()> {
 
 /// Sends one request to the coordinator and prints what `show` makes of the answer.
 fn ask(request: Request, show: impl FnOnce(Response) -> Result<String>) -> Result<()> {
+    super::check_locally(&request)?;
     let response = super::run(|client| async move {
         client
             .coordinator(&request)

@@ -93,7 +93,7 @@ pub fn jobs_main(args: &JobsArgs) -> Result<()> {
         };
         let (list, warnings) = client.jobs(&routes, &query).await?;
         for warning in &warnings {
-            eprintln!("shardsched: warning: {warning}");
+            output::say(format_args!("warning: {warning}"));
         }
         if list.truncated {
             eprintln!("shardsched: warning: the list is truncated (use --limit or -q)");
@@ -174,7 +174,7 @@ pub fn cancel_main(args: &CancelArgs) -> Result<()> {
                     Ok(Response::Cancelled(outcomes)) => outcomes,
                     Ok(other) => bail!("queue {queue}'s shard answered cancel with {other:?}"),
                     Err(e) => {
-                        eprintln!("shardsched: cancelling in queue {queue}: {e:#}");
+                        output::say(format_args!("cancelling in queue {queue}: {e:#}"));
                         failures += chunk.len();
                         continue;
                     }

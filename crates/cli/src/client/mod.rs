@@ -25,28 +25,37 @@
 //! shard that issued it, so `job info` and `cancel` need no lookup beyond the table.
 //! Cluster-wide views (`queue list`, `resource list`) come from the coordinator; job lists
 //! are gathered from every shard in parallel.
+//!
+//! A coordinator or shard that restarts is waited out ([`retry`]): the first connection and
+//! every later one are retried on a new connection for a bounded time, and a client that
+//! already has a routing table keeps sending jobs to the shards it names while the
+//! coordinator is away.
 
 pub mod admin;
 pub mod jobs;
 pub mod output;
 pub mod queue_config;
+pub mod retry;
+pub mod state_dir;
 pub mod status;
 pub mod submit;
 
+pub use state_dir::StateDir;
+
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use shardsched_proto::msg::{
-    JobId, JobList, JobsQuery, Refusal, RefusalCode, Route, RouteTable, client_coord, client_shard,
+    JobId, JobList, JobsQuery, NodeStatus, Refusal, RefusalCode, Route, RouteTable, client_coord,
+    client_shard,
 };
-use shardsched_proto::{Credentials, Error as WireError, Role, Session, connect};
+use shardsched_proto::{Credentials, Error as WireError, Peer, Role, Rpc, Session, connect};
 
-/// Environment variable naming the client directory.
-pub const DIR_ENV: &str = "SHARDSCHED_DIR";
+use self::retry::{Retry, retryable, safe_to_repeat};
+
 /// The coordinator's certificate name: clients ask TLS for exactly this server.
 pub const COORDINATOR_NAME: &str = "coordinator";
 /// How long a client waits for the coordinator's (or a shard's) handshake and hello before
@@ -57,200 +66,229 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// that the process exits anyway; the server then sees an idle timeout instead of a close.
 pub const CLOSE_WAIT: Duration = Duration::from_millis(200);
 
-/// The directory layout shared by `up` and every client command.
-#[derive(Clone, Debug)]
-pub struct StateDir {
-    root: PathBuf,
-}
-
-impl StateDir {
-    /// The directory named by `SHARDSCHED_DIR`, else [`StateDir::default_root`].
-    pub fn from_env() -> Result<StateDir> {
-        match std::env::var_os(DIR_ENV) {
-            Some(dir) if !dir.is_empty() => Ok(StateDir::at(PathBuf::from(dir))),
-            _ => Ok(StateDir::at(StateDir::default_root()?)),
-        }
-    }
-
-    /// `dir` if given, else [`StateDir::from_env`].
-    pub fn given_or_env(dir: Option<&Path>) -> Result<StateDir> {
-        match dir {
-            Some(dir) => Ok(StateDir::at(dir.to_owned())),
-            None => StateDir::from_env(),
-        }
-    }
-
-    /// A layout rooted at `root`.
-    pub fn at(root: PathBuf) -> StateDir {
-        StateDir { root }
-    }
-
-    /// `$XDG_STATE_HOME/shardsched` when `XDG_STATE_HOME` is an absolute path (the XDG base
-    /// directory rules ignore relative ones), else `$HOME/.local/state/shardsched`: state that
-    /// outlives a run (the CA, journals) but is not configuration.
-    pub fn default_root() -> Result<PathBuf> {
-        if let Some(state) = std::env::var_os("XDG_STATE_HOME") {
-            let state = PathBuf::from(state);
-            if state.is_absolute() {
-                return Ok(state.join("shardsched"));
-            }
-        }
-        match std::env::var_os("HOME") {
-            Some(home) if !home.is_empty() => {
-                Ok(PathBuf::from(home).join(".local/state/shardsched"))
-            }
-            _ => bail!(
-                "neither {DIR_ENV}, XDG_STATE_HOME nor HOME is set: set {DIR_ENV} to the \
-                 directory `shardsched up` uses"
-            ),
-        }
-    }
-
-    /// The root directory.
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
-    /// The coordinator's state directory (CA, journal, `address`).
-    pub fn coordinator_dir(&self) -> PathBuf {
-        self.root.join("coordinator")
-    }
-
-    /// The file in which the coordinator writes its bound address.
-    pub fn address_file(&self) -> PathBuf {
-        self.coordinator_dir().join("address")
-    }
-
-    /// This user's certificate, key and CA.
-    pub fn client_dir(&self) -> PathBuf {
-        self.root.join("client")
-    }
-
-    /// A shard's state directory.
-    pub fn shard_dir(&self, queue: &str) -> PathBuf {
-        self.root.join("shards").join(queue)
-    }
-
-    /// Where `up` sends its children's output.
-    pub fn logs_dir(&self) -> PathBuf {
-        self.root.join("logs")
-    }
-
-    /// The coordinator's address, from [`StateDir::address_file`].
-    pub fn coordinator_address(&self) -> Result<SocketAddr> {
-        let path = self.address_file();
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
-                "no coordinator address in {}: is `shardsched up` running? (set {DIR_ENV} to \
-                 the directory it printed)",
-                self.root.display()
-            ),
-            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
-        };
-        let line = text.lines().next().unwrap_or("").trim();
-        line.parse().map_err(|_| {
-            anyhow!(
-                "{} holds {line:?}, not a socket address (ip:port)",
-                path.display()
-            )
-        })
-    }
-
-    /// This user's credentials from [`StateDir::client_dir`].
-    pub fn credentials(&self) -> Result<Credentials> {
-        let dir = self.client_dir();
-        for file in ["cert.pem", "key.pem", "ca.pem"] {
-            let path = dir.join(file);
-            if !path.exists() {
-                bail!(
-                    "no client certificate in {} ({file} is missing): `shardsched up` issues \
-                     one, or an admin can with `shardsched cert issue --out {}`",
-                    dir.display(),
-                    dir.display()
-                );
-            }
-        }
-        Credentials::load(
-            &dir.join("ca.pem"),
-            &dir.join("cert.pem"),
-            &dir.join("key.pem"),
-        )
-        .with_context(|| format!("loading the client certificate in {}", dir.display()))
-    }
-}
-
 /// A client of one running system: a connection to the coordinator and, lazily, one to each
 /// shard it needs. Cheap to share (`Arc`) between tasks; requests on one connection run
-/// concurrently, each on its own QUIC stream.
+/// concurrently, each on its own QUIC stream. A connection that broke is opened again on the
+/// next request, and requests ride out a restart ([`retry`]).
 pub struct Client {
     endpoint: quinn::Endpoint,
-    coordinator: Session,
     coordinator_addr: SocketAddr,
+    /// Where the address came from, for errors (`" (address from FILE)"`, or empty).
+    origin: String,
+    /// Say on standard error when a request is retried (commands), or not (`up`).
+    announce_retries: bool,
+    /// The coordinator connection; `None` (or closed) until the next request dials again.
+    coordinator: tokio::sync::Mutex<Option<Session>>,
+    /// Who the coordinator said we are, from the first connection.
+    me: Option<Peer>,
+    /// The last routing table the coordinator gave: while it is away, jobs still go to the
+    /// shards it named ([`Client::known_routes`]).
+    routes: std::sync::Mutex<Option<RouteTable>>,
     /// Open shard connections by queue, with the address they were opened to (a restarted
     /// shard comes back at a new address, which invalidates the entry).
     shards: tokio::sync::Mutex<HashMap<String, Session>>,
 }
 
 impl Client {
-    /// Connects to the coordinator named in `dir` with the certificate in `dir`.
+    /// Connects to the coordinator named in `dir` with the certificate in `dir`, retrying
+    /// for up to [`RETRY_WINDOW`](retry::RETRY_WINDOW) while it does not answer (and saying
+    /// so on standard error).
     pub async fn connect(dir: &StateDir) -> Result<Client> {
         let addr = dir.coordinator_address()?;
         let creds = dir.credentials()?;
         let origin = format!(" (address from {})", dir.address_file().display());
-        Client::connect_from(addr, &creds, &origin).await
+        Client::connect_from(addr, &creds, origin, true).await
     }
 
-    /// Connects to the coordinator at `addr` with `creds`.
+    /// Connects to the coordinator at `addr` with `creds`, retrying quietly.
     pub async fn connect_with(addr: SocketAddr, creds: &Credentials) -> Result<Client> {
-        Client::connect_from(addr, creds, "").await
+        Client::connect_from(addr, creds, String::new(), false).await
     }
 
-    /// [`Client::connect_with`], saying in errors where `addr` came from.
-    async fn connect_from(addr: SocketAddr, creds: &Credentials, origin: &str) -> Result<Client> {
+    async fn connect_from(
+        addr: SocketAddr,
+        creds: &Credentials,
+        origin: String,
+        announce_retries: bool,
+    ) -> Result<Client> {
         let bind = match addr {
             SocketAddr::V4(_) => SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
             SocketAddr::V6(_) => SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0)),
         };
         let endpoint = shardsched_proto::tls::client_endpoint(creds, bind)
             .context("setting up the client's QUIC endpoint")?;
-        let coordinator = dial(&endpoint, addr, Role::Coordinator, COORDINATOR_NAME)
-            .await
-            .map_err(|e| {
-                e.context(format!(
-                    "cannot reach the coordinator at {addr}{origin}: is `shardsched up` running?"
-                ))
-            })?;
-        Ok(Client {
+        let mut client = Client {
             endpoint,
-            coordinator,
             coordinator_addr: addr,
+            origin,
+            announce_retries,
+            coordinator: tokio::sync::Mutex::new(None),
+            me: None,
+            routes: std::sync::Mutex::new(None),
             shards: tokio::sync::Mutex::new(HashMap::new()),
-        })
+        };
+        let mut retry = Retry::new();
+        let session = loop {
+            match client.coordinator_session().await {
+                Ok(session) => break session,
+                Err(e) if retryable(&e) && client.wait_to_retry(&mut retry, &e).await => {}
+                Err(e) => return Err(client.unreachable(e, &retry)),
+            }
+        };
+        client.me = session.seen_as().cloned();
+        Ok(client)
     }
 
     /// Who the coordinator says we are (from our certificate).
-    pub fn me(&self) -> Option<&shardsched_proto::Peer> {
-        self.coordinator.seen_as()
+    pub fn me(&self) -> Option<&Peer> {
+        self.me.as_ref()
     }
 
-    /// Asks the coordinator.
+    /// Asks the coordinator, on a new connection if the last one broke. A failure that may
+    /// go away by itself ([`retryable`]) is retried for up to
+    /// [`RETRY_WINDOW`](retry::RETRY_WINDOW) when nothing was sent or the request is
+    /// [`safe_to_repeat`].
     pub async fn coordinator(
         &self,
         req: &client_coord::Request,
     ) -> Result<client_coord::Response, WireError> {
-        self.coordinator.request(req).await
+        let mut retry = Retry::new();
+        loop {
+            match self.coordinator_once(req).await {
+                Ok(answer) => return Ok(answer),
+                Err((e, sent))
+                    if retryable(&e)
+                        && (!sent || safe_to_repeat(req))
+                        && self.wait_to_retry(&mut retry, &e).await => {}
+                Err((e, _)) => return Err(e),
+            }
+        }
     }
 
-    /// The coordinator's routing table.
+    /// One attempt: the error, and whether the request may have reached the coordinator.
+    async fn coordinator_once(
+        &self,
+        req: &client_coord::Request,
+    ) -> Result<client_coord::Response, (WireError, bool)> {
+        let session = self.coordinator_session().await.map_err(|e| (e, false))?;
+        match session.request(req).await {
+            Err(e) if retryable(&e) => {
+                // That connection is done for: the next attempt dials again.
+                session.close();
+                Err((e, true))
+            }
+            other => other.map_err(|e| (e, true)),
+        }
+    }
+
+    /// The open coordinator connection, or a new one (one attempt).
+    async fn coordinator_session(&self) -> Result<Session, WireError> {
+        let mut current = self.coordinator.lock().await;
+        if let Some(session) = current.as_ref()
+            && session.connection().close_reason().is_none()
+        {
+            return Ok(session.clone());
+        }
+        let session = dial(
+            &self.endpoint,
+            self.coordinator_addr,
+            Role::Coordinator,
+            COORDINATOR_NAME,
+        )
+        .await?;
+        *current = Some(session.clone());
+        Ok(session)
+    }
+
+    /// Says why a retry comes (for commands), then waits for it; `false` when the retry
+    /// window is spent.
+    async fn wait_to_retry(&self, retry: &mut Retry, e: &WireError) -> bool {
+        if retry.spent() {
+            return false;
+        }
+        if self.announce_retries {
+            output::say(format_args!(
+                "the coordinator at {} does not answer ({e}); retrying (for up to {} s)",
+                self.coordinator_addr,
+                retry::RETRY_WINDOW.as_secs()
+            ));
+        }
+        retry.wait().await
+    }
+
+    /// The error of a coordinator that could not be reached.
+    fn unreachable(&self, e: WireError, retry: &Retry) -> anyhow::Error {
+        anyhow::Error::new(e).context(format!(
+            "cannot reach the coordinator at {}{} (tried for {} s): is `shardsched up` running?",
+            self.coordinator_addr,
+            self.origin,
+            retry.elapsed().as_secs()
+        ))
+    }
+
+    /// The coordinator's routing table, retried as [`Client::coordinator`] does; kept as
+    /// [`Client::known_routes`].
     pub async fn routes(&self) -> Result<RouteTable> {
-        match self
-            .coordinator(&client_coord::Request::Routes)
+        self.routes_from(self.coordinator(&client_coord::Request::Routes).await)
+    }
+
+    /// The coordinator's routing table, one attempt (on a new connection if the last one
+    /// broke): for callers that retry themselves and fall back on
+    /// [`Client::known_routes`].
+    pub async fn routes_now(&self) -> Result<RouteTable> {
+        let answer = self
+            .coordinator_once(&client_coord::Request::Routes)
             .await
+            .map_err(|(e, _)| e);
+        self.routes_from(answer)
+    }
+
+    fn routes_from(&self, answer: Result<client_coord::Response, WireError>) -> Result<RouteTable> {
+        match answer
             .map_err(|e| wire_error(e, &format!("coordinator at {}", self.coordinator_addr)))?
         {
-            client_coord::Response::Routes(table) => Ok(table),
+            client_coord::Response::Routes(table) => {
+                *self.routes.lock().unwrap_or_else(PoisonError::into_inner) = Some(table.clone());
+                Ok(table)
+            }
             other => bail!("the coordinator answered a routes request with {other:?}"),
+        }
+    }
+
+    /// The last routing table the coordinator gave this client, if any: where the shards
+    /// were, to reach them while the coordinator is away.
+    pub fn known_routes(&self) -> Option<RouteTable> {
+        self.routes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Every node's row (or `queue`'s owned nodes'), in cluster order, asked a page at a
+    /// time: a reply carries what fits one frame and says where the next page starts.
+    pub async fn resources(&self, queue: Option<&str>) -> Result<Vec<NodeStatus>> {
+        let mut rows = Vec::new();
+        let mut start = 0;
+        loop {
+            let request = client_coord::Request::Resources {
+                queue: queue.map(str::to_owned),
+                start,
+            };
+            match self
+                .coordinator(&request)
+                .await
+                .map_err(|e| wire_error(e, "coordinator"))?
+            {
+                client_coord::Response::Resources { nodes, next } => {
+                    rows.extend(nodes);
+                    match next {
+                        Some(next) if next > start => start = next,
+                        Some(_) => bail!("the coordinator's resource pages do not advance"),
+                        None => return Ok(rows),
+                    }
+                }
+                other => bail!("the coordinator answered resource list with {other:?}"),
+            }
         }
     }
 
@@ -266,7 +304,7 @@ impl Client {
         let session = dial(&self.endpoint, route.address, Role::Shard, &route.queue)
             .await
             .map_err(|e| {
-                e.context(format!(
+                anyhow::Error::new(e).context(format!(
                     "cannot reach queue {}'s shard at {}",
                     route.queue, route.address
                 ))
@@ -350,7 +388,9 @@ impl Client {
         for session in self.shards.lock().await.values() {
             session.close();
         }
-        self.coordinator.close();
+        if let Some(session) = self.coordinator.lock().await.as_ref() {
+            session.close();
+        }
         let _ = tokio::time::timeout(CLOSE_WAIT, self.endpoint.wait_idle()).await;
     }
 }
@@ -361,12 +401,23 @@ async fn dial(
     addr: SocketAddr,
     role: Role,
     name: &str,
-) -> Result<Session> {
+) -> Result<Session, WireError> {
     match tokio::time::timeout(CONNECT_TIMEOUT, connect(endpoint, addr, role, name)).await {
-        Ok(Ok(session)) => Ok(session),
-        Ok(Err(e)) => Err(anyhow::Error::new(e)),
-        Err(_) => bail!("no answer within {} s", CONNECT_TIMEOUT.as_secs()),
+        Ok(result) => result,
+        Err(_) => Err(WireError::Timeout {
+            what: "connecting",
+            after: CONNECT_TIMEOUT,
+        }),
     }
+}
+
+/// Checks `request` against the bounds every server checks ([`Rpc::check`]: reasons,
+/// names, node lists, jobspec size), so that a person gets the error before anything is
+/// sent, in the server's words.
+pub fn check_locally(request: &impl Rpc) -> Result<()> {
+    request
+        .check()
+        .map_err(|refusal| anyhow!("{}", refusal.message))
 }
 
 /// A wire error as a sentence naming who answered; refusals read as the server wrote them.
@@ -414,3 +465,6 @@ where
         result
     })
 }
+
+#[cfg(test)]
+mod tests;

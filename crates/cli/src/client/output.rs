@@ -4,11 +4,16 @@
 //! field by field rather than derived from the wire types: a wire change must not silently
 //! change what `jobs --json` prints. Job ids are F58 text (`ƒ…`, as Flux prints them), node
 //! sets are hostlists (`node[0-3]`), states are lowercase words.
+//!
+//! Text for people never carries a control character from what users typed (job names,
+//! reasons, queue and node names, servers' refusals): every table cell, `job info` value and
+//! message on standard error goes through [`escape_control`] (JSON escapes them itself).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use shardsched_proto::msg::{JobEvent, JobInfo, JobState, JobSummary, NodeStatus, QueueStatus};
+use shardsched_proto::text::escape_control;
 use shardsched_resource::encode_hostlist;
 
 /// Writes `text` to standard output. A closed pipe (`shardsched jobs | head`) ends the output
@@ -22,7 +27,31 @@ pub fn emit(text: &str) -> anyhow::Result<()> {
     }
 }
 
-/// A table printed with left-aligned columns separated by two spaces.
+/// Writes `message` to standard error after `shardsched: `, escaped line by line
+/// ([`escape_lines`]): errors and warnings quote what servers and users wrote.
+pub fn say(message: impl std::fmt::Display) {
+    eprintln!("shardsched: {}", escape_lines(&message.to_string()));
+}
+
+/// `text` with control characters escaped ([`escape_control`]) line by line, keeping its
+/// own line breaks (a multi-line message stays readable, no line of it can forge another).
+pub fn escape_lines(text: &str) -> String {
+    text.split('\n')
+        .map(escape_control)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A cell or value for people: `text` escaped, without a copy when it needs none.
+fn escaped(text: String) -> String {
+    match escape_control(&text) {
+        std::borrow::Cow::Borrowed(_) => text,
+        std::borrow::Cow::Owned(safe) => safe,
+    }
+}
+
+/// A table printed with left-aligned columns separated by two spaces. Cells are escaped
+/// ([`escape_control`]): a name or reason cannot forge a row or move the cursor.
 pub struct Table {
     rows: Vec<Vec<String>>,
 }
@@ -35,9 +64,9 @@ impl Table {
         }
     }
 
-    /// Adds a row (one cell per header).
+    /// Adds a row (one cell per header), escaped.
     pub fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
+        self.rows.push(cells.into_iter().map(escaped).collect());
     }
 
     /// The table as text, one line per row, trailing spaces trimmed.
@@ -187,7 +216,12 @@ fn embedded_json(text: &str) -> Value {
 pub fn job_info_json(info: &JobInfo) -> Value {
     let mut value = job_json(&info.summary);
     if let Value::Object(map) = &mut value {
-        map.insert("jobspec".into(), embedded_json(&info.jobspec_json));
+        map.insert(
+            "jobspec".into(),
+            info.jobspec_json
+                .as_deref()
+                .map_or(Value::Null, embedded_json),
+        );
         map.insert(
             "R".into(),
             info.r_json.as_deref().map_or(Value::Null, embedded_json),
@@ -208,12 +242,17 @@ fn event_json(event: &JobEvent) -> Value {
     })
 }
 
+/// What `job info` says instead of a job's jobspec, R and events when they are not the
+/// asker's to see.
+pub const PRIVATE_NOTE: &str =
+    "\n(the jobspec, R and events of a job are shown to its owner and to admins only)\n";
+
 /// `job info` for people: the summary, R, and the eventlog with times relative to submit.
 pub fn job_info_text(info: &JobInfo) -> String {
     let job = &info.summary;
     let mut out = String::new();
     let mut line = |key: &str, value: String| {
-        out.push_str(&format!("{key:<10} {value}\n"));
+        out.push_str(&format!("{key:<10} {}\n", escaped(value)));
     };
     line("id", format!("{} ({})", job.id, job.id.0));
     line("queue", job.queue.clone());
@@ -245,6 +284,10 @@ pub fn job_info_text(info: &JobInfo) -> String {
     for (key, value) in exec_lines(info) {
         line(key, value);
     }
+    if info.jobspec_json.is_none() {
+        out.push_str(PRIVATE_NOTE);
+        return out;
+    }
     out.push_str("\nR:\n");
     match &info.r_json {
         Some(r) => {
@@ -253,7 +296,7 @@ pub fn job_info_text(info: &JobInfo) -> String {
                 .and_then(|v| serde_json::to_string_pretty(&v).ok())
                 .unwrap_or_else(|| r.clone());
             for l in pretty.lines() {
-                out.push_str(&format!("  {l}\n"));
+                out.push_str(&format!("  {}\n", escape_control(l)));
             }
         }
         None => out.push_str("  (not allocated)\n"),
@@ -269,8 +312,8 @@ pub fn job_info_text(info: &JobInfo) -> String {
         out.push_str(&format!(
             "  +{:>9.3}s  {}{}\n",
             at as f64 / 1000.0,
-            event.name,
-            context
+            escape_control(&event.name),
+            escape_control(&context)
         ));
     }
     out
@@ -425,6 +468,16 @@ mod tests {
         assert_eq!(utc_timestamp(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(utc_timestamp(951_782_400_123), "2000-02-29T00:00:00.123Z");
         assert_eq!(utc_timestamp(1_735_689_599_999), "2024-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn what_users_wrote_is_escaped_in_tables_texts_and_messages() {
+        let mut t = Table::new(&["NAME", "INFO"]);
+        t.row(vec!["evil\x1b[2J".into(), "x\nƒFORGED  alice  R".into()]);
+        let text = t.render();
+        assert_eq!(text.lines().count(), 2, "{text:?}");
+        assert!(text.contains("evil\\u{1b}[2J"), "{text:?}");
+        assert_eq!(escape_lines("a\x07\nb"), "a\\u{7}\nb");
     }
 
     #[test]

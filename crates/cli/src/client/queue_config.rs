@@ -138,6 +138,7 @@ pub fn reload_main(_args: &ReloadArgs) -> Result<()> {
 
 /// Sends one change and prints what the coordinator says it did.
 fn change(request: Request, what: &'static str) -> Result<()> {
+    super::check_locally(&request)?;
     super::run(|client| async move {
         let answer = client
             .coordinator(&request)
@@ -147,7 +148,7 @@ fn change(request: Request, what: &'static str) -> Result<()> {
             Response::Reconfigured { changes, move_id } => {
                 let mut text = String::new();
                 for line in changes {
-                    text.push_str(&line);
+                    text.push_str(&shardsched_proto::text::escape_control(&line));
                     text.push('\n');
                 }
                 if let Some(id) = move_id {

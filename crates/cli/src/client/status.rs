@@ -126,16 +126,7 @@ pub fn resource_main(args: &ResourceArgs) -> Result<()> {
         ResourceCommand::Admin(command) => return super::admin::resource_main(command),
     };
     super::run(|client| async move {
-        let nodes = match client
-            .coordinator(&Request::Resources {
-                queue: list.queue.clone(),
-            })
-            .await
-            .map_err(|e| wire_error(e, "coordinator"))?
-        {
-            Response::Resources(nodes) => nodes,
-            other => bail!("the coordinator answered resource list with {other:?}"),
-        };
+        let nodes = client.resources(list.queue.as_deref()).await?;
         if list.json {
             let rows: Vec<Value> = nodes.iter().map(output::node_json).collect();
             output::emit(&format!("{}\n", Value::Array(rows)))
@@ -156,12 +147,13 @@ fn node_state_main(args: &NodeStateArgs, down: bool) -> Result<()> {
     if !down && !args.reason.is_empty() {
         bail!("--reason goes with `resource down`, not `resource up`");
     }
+    let request = Request::SetNodeState {
+        nodes: nodes.clone(),
+        down,
+        reason: args.reason.clone(),
+    };
+    super::check_locally(&request)?;
     super::run(|client| async move {
-        let request = Request::SetNodeState {
-            nodes: nodes.clone(),
-            down,
-            reason: args.reason.clone(),
-        };
         match client
             .coordinator(&request)
             .await

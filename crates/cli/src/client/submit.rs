@@ -12,33 +12,30 @@
 //! restarted listens at a new address.
 //!
 //! A queue whose shard is restarting is `offline` in the routing table, and a coordinator that
-//! is restarting does not answer: both are waited out, retrying with a doubling backoff for
-//! up to [`SUBMIT_RETRY_WINDOW`]; after that the submit fails and says which one it waited
-//! for. Connection failures on the submit itself are retried at most
-//! [`SUBMIT_ATTEMPTS_MAX`] times.
+//! is restarting does not answer: both are waited out ([`super::retry`]: a doubling backoff
+//! for up to [`RETRY_WINDOW`](super::retry::RETRY_WINDOW)); after that the submit fails and
+//! says which one it waited for. While the coordinator does not answer, the job goes to the
+//! shard named by the last routing table this client got, which is most likely still there.
+//! Connection failures on the submit itself are retried at most [`SUBMIT_ATTEMPTS_MAX`]
+//! times.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use rand::RngCore;
 use shardsched_jobspec::{Jobspec, Shorthand};
+use shardsched_proto::Error as WireError;
 use shardsched_proto::limits::IDEMPOTENCY_KEY_BYTES;
 use shardsched_proto::msg::client_shard::{IdempotencyKey, Request, Response, Submit};
 use shardsched_proto::msg::{JobId, RefusalCode, Route, RouteTable};
-use shardsched_proto::{CloseCode, Error as WireError};
 
+use super::retry::{Retry, retryable};
 use super::{Client, describe_refusal};
 
-/// Most attempts one submit makes (the first try and its retries) before giving up.
+/// Most attempts one submit makes on a shard (the first try and its retries) before giving
+/// up.
 pub const SUBMIT_ATTEMPTS_MAX: u32 = 5;
-/// Wait before the first retry; doubled for each later one.
-pub const SUBMIT_RETRY_BACKOFF: Duration = Duration::from_millis(200);
-/// Longest wait between two retries.
-pub const SUBMIT_RETRY_BACKOFF_MAX: Duration = Duration::from_secs(2);
-/// How long a submit waits for an offline queue's shard or an unreachable coordinator.
-pub const SUBMIT_RETRY_WINDOW: Duration = Duration::from_secs(30);
 
 /// Flags of `shardsched submit`.
 #[derive(Args, Debug, Clone)]
@@ -86,7 +83,7 @@ pub struct SubmitArgs {
 pub fn main(args: &SubmitArgs) -> Result<()> {
     let mut jobspec = build_jobspec(args)?;
     super::run(|client| async move {
-        let routes = routes_with_retry(&client).await?;
+        let routes = client.routes().await?;
         let queue = choose_queue(args, &jobspec, &routes)?;
         jobspec.attributes.queue = Some(queue.clone());
         let (id, _duplicate) = submit(
@@ -100,27 +97,6 @@ pub fn main(args: &SubmitArgs) -> Result<()> {
         .await?;
         super::output::emit(&format!("{id}\n"))
     })
-}
-
-/// The routing table, waiting up to [`SUBMIT_RETRY_WINDOW`] for a coordinator that does not
-/// answer (it may be restarting).
-async fn routes_with_retry(client: &Client) -> Result<RouteTable> {
-    let started = std::time::Instant::now();
-    let mut backoff = SUBMIT_RETRY_BACKOFF;
-    loop {
-        match client.routes().await {
-            Ok(table) => return Ok(table),
-            Err(e) if started.elapsed() + backoff > SUBMIT_RETRY_WINDOW => {
-                return Err(e.context(format!(
-                    "the coordinator did not answer for {} s",
-                    started.elapsed().as_secs()
-                )));
-            }
-            Err(e) => eprintln!("shardsched: {e:#}; retrying"),
-        }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(SUBMIT_RETRY_BACKOFF_MAX);
-    }
 }
 
 /// A fresh random idempotency key.
@@ -214,17 +190,20 @@ pub async fn submit(
         jobspec_json,
         priority,
     });
+    super::check_locally(&request)?;
     let mut routes = routes;
-    let mut backoff = SUBMIT_RETRY_BACKOFF;
+    let mut retry = Retry::new();
     let mut attempt = 1;
-    let started = std::time::Instant::now();
     loop {
         let table = match routes.take() {
             Some(table) => Ok(table),
-            None => client.routes().await,
+            None => client.routes_now().await,
         };
+        // A coordinator that does not answer is likely restarting; the shards it named are
+        // likely where they were.
+        let table = table.or_else(|e| client.known_routes().ok_or(e));
         let waiting_for = match table {
-            // The coordinator is unreachable (restarting?): nothing was sent yet.
+            // The coordinator is unreachable and no table is known: nothing was sent yet.
             Err(e) => e.context("the coordinator does not answer"),
             Ok(table) if table.offline.iter().any(|q| q == queue) => {
                 anyhow!("queue {queue} is offline: its shard is not connected (restarting?)")
@@ -248,15 +227,14 @@ pub async fn submit(
                 }
             }
         };
-        if started.elapsed() + backoff > SUBMIT_RETRY_WINDOW {
+        if retry.spent() {
             return Err(waiting_for.context(format!(
                 "submitting to queue {queue}: gave up after waiting {} s",
-                started.elapsed().as_secs()
+                retry.elapsed().as_secs()
             )));
         }
-        eprintln!("shardsched: {waiting_for:#}; retrying");
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(SUBMIT_RETRY_BACKOFF_MAX);
+        super::output::say(format_args!("{waiting_for:#}; retrying"));
+        retry.wait().await;
     }
 }
 
@@ -298,22 +276,6 @@ async fn try_submit(
         Err(e) => e,
     };
     Ok(Err(failure))
-}
-
-/// Whether a failed request may be retried with the same idempotency key: the connection
-/// or stream broke, or the answer did not come in time. Refusals and protocol mismatches
-/// would fail the same way again.
-fn retryable(e: &WireError) -> bool {
-    match e {
-        WireError::ConnectionLost(_)
-        | WireError::Timeout { .. }
-        | WireError::StreamReset { .. }
-        | WireError::Endpoint(_) => true,
-        WireError::Closed(code) => {
-            !matches!(code, CloseCode::VersionUnsupported | CloseCode::NoIdentity)
-        }
-        _ => false,
-    }
 }
 
 /// Parses a Flux Standard Duration into whole seconds, rounding fractions up: `90`, `90s`,

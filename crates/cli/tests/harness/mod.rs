@@ -293,6 +293,31 @@ impl System {
         self.rows(&["resource", "list", "--json"])
     }
 
+    /// One node's row of `resource list --json`.
+    pub fn node(&self, name: &str) -> Value {
+        self.resources()
+            .into_iter()
+            .find(|n| n["name"] == name)
+            .unwrap_or_else(|| panic!("no node {name}"))
+    }
+
+    /// A wire session to the coordinator with the admin certificate, and the endpoint it
+    /// runs on (keep both).
+    pub async fn admin_session(&self) -> (quinn::Endpoint, shardsched_proto::Session) {
+        let endpoint =
+            shardsched_proto::tls::client_endpoint(&self.admin(), "127.0.0.1:0".parse().unwrap())
+                .unwrap();
+        let session = shardsched_proto::connect(
+            &endpoint,
+            self.address(),
+            shardsched_proto::Role::Coordinator,
+            "coordinator",
+        )
+        .await
+        .unwrap();
+        (endpoint, session)
+    }
+
     /// The pid of `up`'s child whose command line has `word` (`coordinator`, or a queue).
     pub fn child_pid(&self, word: &str) -> u32 {
         self.try_child_pid(word)
@@ -448,6 +473,16 @@ pub fn creds_in(dir: &Path) -> Credentials {
         &dir.join("key.pem"),
     )
     .unwrap()
+}
+
+/// A field of `/proc/PID/status` (`VmRSS`, `VmPeak`, …), in KiB.
+pub fn mem_kib(p: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{p}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
 }
 
 /// The wall clock, ms since the Unix epoch.

@@ -8,11 +8,13 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::bounds;
 use super::common::{
-    Generation, JobId, JobList, JobsQuery, MoveId, NodeStatus, QueueStatus, RouteTable,
+    Generation, JobId, JobList, JobsQuery, MoveId, NodeStatus, QueueStatus, Refusal, RouteTable,
 };
 use super::coord_shard::DryRunReport;
 use crate::identity::Op;
+use crate::limits::SPEC_TEXT_BYTES_MAX;
 use crate::rpc::Rpc;
 
 /// A request to the coordinator.
@@ -24,10 +26,13 @@ pub enum Request {
     Jobs(JobsQuery),
     /// Every queue's status. Any user or admin.
     Queues,
-    /// Every node's owner and state, optionally one queue's. Any user or admin.
+    /// Every node's owner and state, optionally one queue's, a page at a time (answered
+    /// with [`Response::Resources`]). Any user or admin.
     Resources {
         /// Only this queue's nodes, if given.
         queue: Option<String>,
+        /// The first row to send: 0 for the first page, then the answer's `next`.
+        start: u32,
     },
     /// Enable, disable, start or stop a queue. Admin only.
     QueueControl {
@@ -222,8 +227,14 @@ pub enum Response {
     Jobs(JobList),
     /// Answer to [`Request::Queues`].
     Queues(Vec<QueueStatus>),
-    /// Answer to [`Request::Resources`].
-    Resources(Vec<NodeStatus>),
+    /// Answer to [`Request::Resources`]: the rows from `start` that fit one reply
+    /// ([`LIST_REPLY_BYTES_MAX`](crate::limits::LIST_REPLY_BYTES_MAX)), in cluster order.
+    Resources {
+        /// The rows.
+        nodes: Vec<NodeStatus>,
+        /// More rows follow: ask again with this `start`.
+        next: Option<u32>,
+    },
     /// An admin change was accepted (and journaled); a move started if it has an id.
     Done {
         /// The move that carries the change out, if it needs one.
@@ -296,6 +307,56 @@ impl Rpc for Request {
             | Request::CancelMove { .. }
             | Request::SetNodeState { .. }
             | Request::SetNodeDrain { .. } => Op::AdminNodes,
+        }
+    }
+
+    /// Reasons, names, node lists and queue specifications within their bounds
+    /// ([`bounds`]).
+    fn check(&self) -> Result<(), Refusal> {
+        let queue = |name: &str| bounds::name("the queue name", name);
+        match self {
+            Request::Routes | Request::Queues | Request::Moves | Request::Reload => Ok(()),
+            Request::CancelMove { .. } => Ok(()),
+            Request::Jobs(query) => bounds::jobs_query(query),
+            Request::Resources { queue: q, .. } => bounds::name_opt("the queue name", q.as_deref()),
+            Request::QueueControl { queue: q, .. } => queue(q),
+            Request::QueueAdmin(admin) => {
+                queue(&admin.queue)?;
+                bounds::name_opt("the queue name", admin.release_to.as_deref())?;
+                bounds::reason(&admin.reason)
+            }
+            Request::MoveNodes { nodes, to } => {
+                queue(to)?;
+                bounds::nodes(nodes)
+            }
+            Request::Move(m) => {
+                queue(&m.from)?;
+                queue(&m.to)?;
+                bounds::nodes(&m.nodes)
+            }
+            Request::SetNodeState { nodes, reason, .. }
+            | Request::SetNodeDrain { nodes, reason, .. } => {
+                bounds::reason(reason)?;
+                bounds::nodes(nodes)
+            }
+            Request::AddQueue(spec) | Request::UpdateQueue(spec) => {
+                queue(&spec.name)?;
+                let texts = [
+                    ("the node list", &spec.nodes),
+                    ("the policy", &spec.policy),
+                    ("the match policy", &spec.match_policy),
+                    ("the default duration", &spec.default_duration),
+                    ("the maximum duration", &spec.max_duration),
+                ];
+                texts.into_iter().try_for_each(|(what, text)| {
+                    text.as_deref()
+                        .map_or(Ok(()), |t| bounds::text(what, t, SPEC_TEXT_BYTES_MAX))
+                })
+            }
+            Request::RemoveQueue { queue: q, give_to } => {
+                queue(q)?;
+                bounds::name_opt("the queue name", give_to.as_deref())
+            }
         }
     }
 }

@@ -117,6 +117,7 @@ impl Rpc for Request {
                     s.jobspec_json.len()
                 ),
             )),
+            Request::Jobs(query) => super::bounds::jobs_query(query),
             Request::Cancel { ids } if ids.len() > IDS_PER_REQUEST_MAX => Err(Refusal::new(
                 RefusalCode::Invalid,
                 format!(

@@ -121,17 +121,31 @@ pub struct JobEvent {
     pub context_json: String,
 }
 
-/// Everything about one job.
+/// Everything about one job — or, for a peer that is neither its owner nor an admin
+/// ([`Peer::may_read_job`]), its summary only: the jobspec (command, environment), R and
+/// events (where its output goes) are private.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobInfo {
     /// The summary row.
     pub summary: JobSummary,
-    /// The jobspec as submitted (canonical JSON).
-    pub jobspec_json: String,
-    /// The RFC 20 R document, once allocated.
+    /// The jobspec as submitted (canonical JSON); `None` when it is not the asker's to see.
+    pub jobspec_json: Option<String>,
+    /// The RFC 20 R document, once allocated (and the asker's to see).
     pub r_json: Option<String>,
-    /// Its events, oldest first.
+    /// Its events, oldest first (empty when not the asker's to see).
     pub events: Vec<JobEvent>,
+}
+
+impl JobInfo {
+    /// The summary alone, for a peer that may not see the rest.
+    pub fn summary_only(self) -> JobInfo {
+        JobInfo {
+            summary: self.summary,
+            jobspec_json: None,
+            r_json: None,
+            events: Vec::new(),
+        }
+    }
 }
 
 /// Whose jobs a list asks for.

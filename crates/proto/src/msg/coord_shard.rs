@@ -22,7 +22,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::common::{JobId, JobList, JobsQuery, MoveId, NodeFlags, NodeGen, QueueConfig};
+use super::bounds;
+use super::common::{JobId, JobList, JobsQuery, MoveId, NodeFlags, NodeGen, QueueConfig, Refusal};
 use crate::identity::Op;
 use crate::rpc::Rpc;
 
@@ -245,5 +246,26 @@ impl Rpc for Request {
 
     fn op(&self) -> Op {
         Op::ShardCommand
+    }
+
+    /// The flags' reasons and node lists within their bounds ([`bounds`]), as from a client:
+    /// a shard journals what it is told, so it checks too.
+    fn check(&self) -> Result<(), Refusal> {
+        match self {
+            Request::SetNodeState { nodes, reason, .. }
+            | Request::SetNodeDrain { nodes, reason, .. } => {
+                bounds::reason(reason)?;
+                bounds::nodes(nodes)
+            }
+            Request::DryRunRelease { nodes } => bounds::nodes(nodes),
+            Request::Acquire(acquire) => acquire.flags.values().try_for_each(|f| {
+                [&f.down, &f.drained]
+                    .into_iter()
+                    .flatten()
+                    .try_for_each(|r| bounds::reason(r))
+            }),
+            Request::Jobs(query) => bounds::jobs_query(query),
+            _ => Ok(()),
+        }
     }
 }

@@ -16,6 +16,7 @@
 //! ([`Peer`](crate::identity::Peer)). Fields that *filter* by a name (which user's jobs to
 //! list) are filters, not claims.
 
+pub mod bounds;
 pub mod client_coord;
 pub mod client_shard;
 pub mod common;

@@ -95,8 +95,9 @@ pub struct Assignment {
     pub owned: Vec<NodeGen>,
     /// Nodes moving to this shard, reservable from their expected free time.
     pub incoming: Vec<(MoveId, IncomingNode)>,
-    /// The admin flags (down, drained) of the nodes above that have any; they win over
-    /// what the shard's own journal remembers.
+    /// The admin flags (down, drained) of the nodes above that have any. They are the
+    /// intent, both ways: a node above without an entry has no flag, whatever the shard's
+    /// own journal remembers (a flag cleared while the shard was offline is cleared).
     pub flags: BTreeMap<String, NodeFlags>,
 }
 

@@ -289,16 +289,20 @@ pub fn client_shard_reply() -> impl Strategy<Value = Reply<client_shard::Respons
         (fluid(), any::<bool>())
             .prop_map(|(id, duplicate)| client_shard::Response::Submitted { id, duplicate }),
         job_list().prop_map(client_shard::Response::Jobs),
-        (summary(), text(), option::of(text()), vec(event, 0..3)).prop_map(
-            |(summary, jobspec_json, r_json, events)| {
+        (
+            summary(),
+            option::of(text()),
+            option::of(text()),
+            vec(event, 0..3)
+        )
+            .prop_map(|(summary, jobspec_json, r_json, events)| {
                 client_shard::Response::JobInfo(Box::new(JobInfo {
                     summary,
                     jobspec_json,
                     r_json,
                     events,
                 }))
-            }
-        ),
+            }),
         vec(
             (fluid(), result).prop_map(|(id, result)| CancelOutcome { id, result }),
             0..3
@@ -320,7 +324,8 @@ pub fn client_coord_request() -> impl Strategy<Value = client_coord::Request> {
         Just(client_coord::Request::Routes),
         query().prop_map(client_coord::Request::Jobs),
         Just(client_coord::Request::Queues),
-        option::of(name()).prop_map(|queue| client_coord::Request::Resources { queue }),
+        (option::of(name()), any::<u32>())
+            .prop_map(|(queue, start)| client_coord::Request::Resources { queue, start }),
         (name(), action)
             .prop_map(|(queue, action)| client_coord::Request::QueueControl { queue, action }),
         (vec(name(), 0..4), name())
@@ -464,7 +469,8 @@ pub fn client_coord_reply() -> impl Strategy<Value = Reply<client_coord::Respons
         route_table().prop_map(client_coord::Response::Routes),
         job_list().prop_map(client_coord::Response::Jobs),
         vec(queue_status(), 0..3).prop_map(client_coord::Response::Queues),
-        vec(node_status(), 0..3).prop_map(client_coord::Response::Resources),
+        (vec(node_status(), 0..3), option::of(any::<u32>()))
+            .prop_map(|(nodes, next)| client_coord::Response::Resources { nodes, next }),
         option::of(any::<u64>()).prop_map(|m| client_coord::Response::Done {
             move_id: m.map(MoveId)
         }),
