@@ -86,6 +86,7 @@ fn job(id: u64, owner: &str) -> JobSummary {
         end_ms: None,
         duration_ms: 60_000,
         reason: String::new(),
+        reserved_ms: None,
     }
 }
 
@@ -129,6 +130,9 @@ async fn shards_register_and_clients_read_over_real_quic() {
             jobs_pending: 0,
             jobs_running: 2,
             online: true,
+            definition: String::new(),
+            owned: String::new(),
+            reason: String::new(),
         },
         nodes: vec![NodeStatus {
             name: "node0".into(),

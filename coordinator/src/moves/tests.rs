@@ -306,7 +306,8 @@ fn cancel_returns_unreleased_nodes_with_a_new_generation() {
 fn unacknowledged_commands_are_sent_again_and_the_deadline_cancels_jobs() {
     let mut m = machine();
     let deadline = NOW + 10 * limits::RESEND_INTERVAL_MS;
-    m.start_move(NOW, &names(&["n0"]), "a", "b", Some(deadline))
+    let id = m
+        .start_move(NOW, &names(&["n0"]), "a", "b", Some(deadline))
         .expect("valid");
     flush(&mut m);
     m.tick(NOW + 1);
@@ -325,6 +326,18 @@ fn unacknowledged_commands_are_sent_again_and_the_deadline_cancels_jobs() {
         &[],
     );
     let (_, sent) = flush(&mut m);
+    // The job would run past the deadline, which cancels it: the node is free at the
+    // deadline, for the recipient's plans and for `queue moves`.
+    let incoming = sent.iter().find_map(|t| match &t.request {
+        Request::Incoming(inc) => Some(inc.nodes[0].expected_free_ms),
+        _ => None,
+    });
+    assert_eq!(incoming, Some(Some(deadline)), "{sent:?}");
+    let view = m.move_view(id).expect("view");
+    assert!(
+        matches!(&view.nodes[0].state, MoveNodeState::Outgoing { expected_free_ms: Some(t), .. } if *t == deadline),
+        "{view:?}"
+    );
     for t in &sent {
         m.handle_ack(NOW, &t.queue, &t.request, &[]);
     }

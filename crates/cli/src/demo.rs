@@ -6,6 +6,9 @@
 //!   nodes, at the same time;
 //! - a running job that is cancelled frees its node at once;
 //! - a job that could never fit its queue is denied at submit, with the reason;
+//! - a node busy in one running queue moves to another whose definition overlaps it: it is
+//!   outgoing while its job runs, and up in the recipient right after the job's end
+//!   (`move_step`);
 //! - everything ends, and the nodes are free again.
 //!
 //! Durations are a few seconds of simulated run time (the shards' sim executor), so the
@@ -17,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use shardsched_jobspec::Shorthand;
+use shardsched_jobspec::{Jobspec, Shorthand};
 use shardsched_proto::msg::client_coord;
 use shardsched_proto::msg::client_shard::{CancelResult, Request, Response};
 use shardsched_proto::msg::{JobId, JobState, JobSummary, JobsQuery, QueueStatus, UserFilter};
@@ -33,6 +36,8 @@ macro_rules! say {
         let _ = crate::client::output::emit(&format!("{}\n", format_args!($($arg)*)));
     }};
 }
+
+mod move_step;
 
 /// How often the demo looks at its jobs.
 pub const DEMO_POLL_INTERVAL: Duration = Duration::from_millis(100);
@@ -147,10 +152,13 @@ async fn run(client: &Arc<Client>, args: &DemoArgs) -> Result<()> {
         output::run_time(&ended, output::now_ms())
     );
 
-    say!("\n4. watching the jobs of step 1 until they end:");
+    say!("\n4. a busy node moves between two running queues:");
+    move_step::run(client, &queues, started, deadline).await?;
+
+    say!("\n5. watching the jobs of step 1 until they end:");
     watch(client, &jobs, started, deadline).await?;
 
-    say!("\n5. where they ran:");
+    say!("\n6. where they ran:");
     let list = our_jobs(client, &jobs).await?;
     let _ = output::emit(&indent(&output::jobs_table(&list)));
     check_own_nodes(client, &list).await?;
@@ -210,6 +218,10 @@ async fn submit_one(client: &Client, queue: &str, shorthand: &Shorthand) -> Resu
     let mut shorthand = shorthand.clone();
     shorthand.queue = Some(queue.to_owned());
     let jobspec = shorthand.to_jobspec().context("building a demo jobspec")?;
+    submit_jobspec(client, queue, &jobspec).await
+}
+
+async fn submit_jobspec(client: &Client, queue: &str, jobspec: &Jobspec) -> Result<JobId> {
     let (id, _) = submit::submit(
         client,
         None,
@@ -314,7 +326,9 @@ async fn watch(
             }
             seen.insert(job.id, job.state);
             let detail = match job.state {
-                JobState::Pending if !job.reason.is_empty() => format!(" ({})", job.reason),
+                JobState::Pending if !job.reason.is_empty() => {
+                    format!(" ({})", output::job_reason(job, output::now_ms()))
+                }
                 JobState::Running => format!(" on {}", encode_hostlist(&job.nodes)),
                 JobState::Completed | JobState::Failed | JobState::Cancelled => {
                     format!(" after {}", output::run_time(job, output::now_ms()))
@@ -340,8 +354,9 @@ async fn watch(
 }
 
 /// Checks, from the coordinator's ownership, that every job ran on its own queue's nodes,
-/// and says so.
-async fn check_own_nodes(client: &Client, jobs: &[JobSummary]) -> Result<()> {
+/// and says so; then how many nodes run jobs now, from the shards' own job lists (the
+/// coordinator's per-node counts are its last status reports, a moment old).
+async fn check_own_nodes(client: &Arc<Client>, jobs: &[JobSummary]) -> Result<()> {
     let nodes = match client
         .coordinator(&client_coord::Request::Resources { queue: None })
         .await
@@ -367,12 +382,41 @@ async fn check_own_nodes(client: &Client, jobs: &[JobSummary]) -> Result<()> {
             }
         }
     }
-    let busy = nodes.iter().filter(|n| n.jobs_running > 0).count();
     if strays == 0 {
         say!("   every job ran on its own queue's nodes.");
     }
+    let busy = busy_nodes(&running_jobs(client).await?);
     say!("   nodes running jobs now: {busy} of {}.", nodes.len());
     Ok(())
+}
+
+/// Everyone's running jobs, asked of every shard.
+async fn running_jobs(client: &Arc<Client>) -> Result<Vec<JobSummary>> {
+    let routes = client.routes().await?;
+    let query = JobsQuery {
+        queue: None,
+        user: UserFilter::All,
+        include_inactive: false,
+        limit: shardsched_proto::limits::JOBS_PER_RESPONSE_MAX as u32,
+    };
+    let (list, warnings) = client.jobs(&routes, &query).await?;
+    for warning in warnings {
+        eprintln!("shardsched: warning: {warning}");
+    }
+    Ok(list
+        .jobs
+        .into_iter()
+        .filter(|j| j.state == JobState::Running)
+        .collect())
+}
+
+/// How many distinct nodes `running` jobs hold.
+fn busy_nodes(running: &[JobSummary]) -> usize {
+    let nodes: std::collections::BTreeSet<&str> = running
+        .iter()
+        .flat_map(|j| j.nodes.iter().map(String::as_str))
+        .collect();
+    nodes.len()
 }
 
 fn indent(text: &str) -> String {

@@ -142,7 +142,7 @@ proptest! {
                         policy: Some(["fcfs", "easy", "hybrid", "conservative"][policy].into()),
                         ..QueueSpec::default()
                     };
-                    core.update_queue(&spec).map(|_| ())
+                    core.update_queue(0, &spec).map(|_| ())
                 }
                 Op::Remove { name } => core.remove_queue(5, NAMES[name], None).map(|_| ()),
                 Op::Connect { name } => {

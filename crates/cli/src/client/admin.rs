@@ -22,7 +22,7 @@ use shardsched_proto::msg::client_coord::{
     MoveInfo, MoveRequest, QueueAction, QueueAdmin, Request, Response,
 };
 use shardsched_proto::msg::coord_shard::{DryRunReport, FreeAt};
-use shardsched_resource::{decode_hostlist, encode_hostlist};
+use shardsched_resource::{decode_hostlist, encode_hostlist, sort_hosts};
 
 use super::output::{self, Table};
 use super::submit::parse_duration_secs;
@@ -204,11 +204,20 @@ fn queue_state(
         QueueAction::Start { .. } => "started",
         QueueAction::Stop => "stopped",
     };
+    let done = |move_id: Option<MoveId>| match move_id {
+        Some(MoveId(id)) => format!("{queue} {word}; move {id} carries its nodes\n"),
+        None => format!("{queue} {word}\n"),
+    };
     ask(request, |response| match response {
-        Response::Done { move_id } => Ok(match move_id {
-            Some(MoveId(id)) => format!("{queue} {word}; move {id} carries its nodes\n"),
-            None => format!("{queue} {word}\n"),
-        }),
+        Response::Done { move_id } => Ok(done(move_id)),
+        // Done, with what the admin should know beyond it.
+        Response::Reconfigured { changes, move_id } => {
+            let mut text = done(move_id);
+            for line in changes {
+                text.push_str(&format!("  {line}\n"));
+            }
+            Ok(text)
+        }
         other => bail!("the coordinator answered queue {word} with {other:?}"),
     })
 }
@@ -246,6 +255,11 @@ fn move_main(args: &MoveArgs) -> Result<()> {
             Some(secs.saturating_mul(1000))
         }
     };
+    let hosts = {
+        let mut sorted = nodes.clone();
+        sort_hosts(&mut sorted);
+        encode_hostlist(&sorted)
+    };
     let request = Request::Move(MoveRequest {
         nodes,
         from: from.clone(),
@@ -256,7 +270,9 @@ fn move_main(args: &MoveArgs) -> Result<()> {
     ask(request, |response| match response {
         Response::Done {
             move_id: Some(MoveId(id)),
-        } => Ok(format!("{id}\n")),
+        } => Ok(format!(
+            "move {id} started: {hosts} from {from} to {to} (`shardsched queue moves` follows it)\n"
+        )),
         Response::DryRun(report) => Ok(dry_run_text(&report, output::now_ms())),
         other => bail!("the coordinator answered queue move with {other:?}"),
     })
@@ -343,8 +359,13 @@ fn moves_table(moves: &[MoveInfo], now_ms: u64) -> String {
             let detail = match (n.state.as_str(), n.expected_free_ms) {
                 ("outgoing", Some(t)) => {
                     let jobs: Vec<String> = n.jobs.iter().map(|j| j.to_string()).collect();
+                    let why = if m.deadline_ms == Some(t) {
+                        "at the deadline: jobs"
+                    } else {
+                        "jobs"
+                    };
                     format!(
-                        "free in {} (jobs {})",
+                        "free in {} ({why} {})",
                         output::human_duration(t.saturating_sub(now_ms)),
                         jobs.join(",")
                     )
@@ -360,7 +381,8 @@ fn moves_table(moves: &[MoveInfo], now_ms: u64) -> String {
                 None => groups.push((n.state.clone(), detail, vec![&n.node])),
             }
         }
-        for (step, detail, names) in groups {
+        for (step, detail, mut names) in groups {
+            sort_hosts(&mut names);
             table.row(vec![
                 m.move_id.0.to_string(),
                 m.from.clone(),
