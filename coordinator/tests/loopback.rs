@@ -229,7 +229,7 @@ async fn shards_register_and_clients_read_over_real_quic() {
 
     // An admin may, and the shard hears of it.
     let root = connect_as(dir.path(), addr, Role::Admin, "root").await;
-    // standby shares batch's nodes, and batch is started: starting it needs a move.
+    // standby is defined over batch's nodes and owns none: starting it needs a move.
     let r = refused(
         root.request(&client_coord::Request::QueueControl {
             queue: "standby".into(),
@@ -238,7 +238,7 @@ async fn shards_register_and_clients_read_over_real_quic() {
         .await,
     );
     assert!(
-        r.message.contains("shares nodes with started queues"),
+        r.message.contains("would start owning no node"),
         "{r}"
     );
     let done = root

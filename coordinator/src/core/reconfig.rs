@@ -401,13 +401,11 @@ impl Core {
         }
         let mut gained: Vec<Vec<String>> = vec![Vec::new(); self.config.queues.len()];
         for owns_pass in [true, false] {
-            for qi in 0..self.config.queues.len() {
+            for (qi, taken) in gained.iter_mut().enumerate() {
                 let q = &self.config.queues[qi];
                 let nodes = if owns_pass { &q.owns } else { &q.definition };
                 for n in nodes.clone() {
-                    if let Some(node) = self.take_unowned(qi, n) {
-                        gained[qi].push(node);
-                    }
+                    taken.extend(self.take_unowned(qi, n));
                 }
             }
         }

@@ -13,6 +13,7 @@ use shardsched_proto::msg::shard_coord::Register;
 
 use super::*;
 use crate::config::Config;
+use shardsched_proto::msg::Generation;
 
 const NODES: usize = 24;
 const NAMES: [&str; 4] = ["q0", "q1", "q2", "q3"];

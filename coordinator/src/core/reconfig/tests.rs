@@ -6,6 +6,7 @@ use shardsched_proto::msg::shard_coord::{Register, ShardStatus};
 
 use super::*;
 use crate::config::Config;
+use shardsched_proto::msg::Generation;
 
 /// Cluster of the embedded default (node0..node127): a (node[0-9], started, default),
 /// b (node[10-19], started), node[20-127] unassigned.
