@@ -237,10 +237,7 @@ async fn shards_register_and_clients_read_over_real_quic() {
         })
         .await,
     );
-    assert!(
-        r.message.contains("would start owning no node"),
-        "{r}"
-    );
+    assert!(r.message.contains("would start owning no node"), "{r}");
     let done = root
         .request(&client_coord::Request::QueueControl {
             queue: "batch".into(),

@@ -152,11 +152,11 @@ async fn run(client: &Arc<Client>, args: &DemoArgs) -> Result<()> {
         output::run_time(&ended, output::now_ms())
     );
 
-    say!("\n4. a busy node moves between two running queues:");
-    move_step::run(client, &queues, started, deadline).await?;
-
-    say!("\n5. watching the jobs of step 1 until they end:");
+    say!("\n4. watching the jobs of step 1 until they end:");
     watch(client, &jobs, started, deadline).await?;
+
+    say!("\n5. a busy node moves between two running queues:");
+    move_step::run(client, &queues, started, deadline).await?;
 
     say!("\n6. where they ran:");
     let list = our_jobs(client, &jobs).await?;

@@ -71,10 +71,20 @@ fn job_state(system: &System, id: &str) -> String {
 fn queue_states_work_through_the_cli_and_survive_a_coordinator_kill() {
     let system = start("states");
 
-    // Disabled: submits are refused; enabled again: accepted.
+    // Disabled: submits are refused, with the admin's reason, which `queue list` shows
+    // too; enabled again: accepted.
     system.ok(&["queue", "disable", "beta", "--reason", "maintenance"]);
     assert_eq!(queue(&system, "beta")["enabled"], false);
-    system.fails(&["submit", "-q", "beta", "-N", "1", "-t", "60", "--", "app"]);
+    assert_eq!(queue(&system, "beta")["reason"], "maintenance");
+    let table = system.ok(&["queue", "list"]);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("beta") && l.ends_with("maintenance")),
+        "{table}"
+    );
+    let err = system.fails(&["submit", "-q", "beta", "-N", "1", "-t", "60s", "--", "app"]);
+    assert!(err.contains("disabled: maintenance"), "{err}");
 
     // Stopped: a job is accepted and waits; started again, it runs.
     system.ok(&["queue", "stop", "alpha"]);

@@ -35,8 +35,9 @@ pub enum QueueAdminCommand {
     Enable(QueueNameArgs),
     /// Refuses new submissions (queued and running jobs stay). Admin only.
     Disable(QueueReasonArgs),
-    /// Starts scheduling. Refused, naming the nodes, when the queue's definition shares
-    /// nodes owned by a started queue, unless `--take` moves them in. Admin only.
+    /// Starts scheduling with the nodes the queue owns now (`--take` also moves in those of
+    /// its definition that started queues own); refused, naming them, when it would own
+    /// nothing. Admin only.
     Start(QueueStartArgs),
     /// Stops scheduling: jobs keep being accepted and wait; running jobs are untouched.
     /// Admin only.
@@ -80,7 +81,7 @@ pub struct QueueReasonArgs {
 pub struct QueueStartArgs {
     /// The queue.
     pub name: String,
-    /// Move in the nodes its definition shares with started queues.
+    /// Move in the nodes of its definition that started queues own.
     #[arg(long)]
     pub take: bool,
 }
@@ -90,7 +91,8 @@ pub struct QueueStartArgs {
 pub struct QueueStopArgs {
     /// The queue.
     pub name: String,
-    /// Move the queue's nodes that are in this queue's definition to it.
+    /// Move the queue's nodes that are in this queue's definition to it (nodes still on
+    /// their way in go back to their donor).
     #[arg(long, value_name = "QUEUE")]
     pub release_to: Option<String>,
 }
