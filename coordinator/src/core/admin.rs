@@ -143,11 +143,13 @@ impl Core {
             match self.moves.moving_node(&name) {
                 None if self.config.queues[ti].definition.contains(&n) => plan.nodes.push(name),
                 None => plan.kept.push(name),
-                Some(m) if m.step == MovingStep::InDonor => {
+                // On its way in: still outgoing in its donor.
+                Some(m) if m.step == MovingStep::InDonor && m.to == queue.as_str() => {
                     if !plan.cancel.contains(&m.move_id) {
                         plan.cancel.push(m.move_id);
                     }
                 }
+                // Released to Q, or coming back to Q from a cancelled move: in a moment.
                 Some(m) => arriving.push((name, m.move_id)),
             }
         }
@@ -157,7 +159,8 @@ impl Core {
         let message = if let Some((_, move_id)) = arriving.first() {
             let names: Vec<&str> = arriving.iter().map(|(n, _)| n.as_str()).collect();
             format!(
-                "{} are being handed to {queue} (move {}); try again in a moment",
+                "{} are being handed to {queue} (move {}): try again once \
+                 `shardsched queue moves` shows it done",
                 encode_hostlist(&names),
                 move_id.0
             )

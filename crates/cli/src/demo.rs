@@ -257,22 +257,31 @@ async fn cancel(client: &Client, id: JobId) -> Result<()> {
 
 /// Our jobs among everyone's, ended ones included.
 async fn our_jobs(client: &Arc<Client>, ids: &[(JobId, String)]) -> Result<Vec<JobSummary>> {
+    let mine = list_jobs(client, UserFilter::Mine, true).await?;
+    Ok(mine
+        .into_iter()
+        .filter(|j| ids.iter().any(|(id, _)| *id == j.id))
+        .collect())
+}
+
+/// The jobs of `user`, asked of every shard (live ones, or all with `include_inactive`).
+async fn list_jobs(
+    client: &Arc<Client>,
+    user: UserFilter,
+    include_inactive: bool,
+) -> Result<Vec<JobSummary>> {
     let routes = client.routes().await?;
     let query = JobsQuery {
         queue: None,
-        user: UserFilter::Mine,
-        include_inactive: true,
+        user,
+        include_inactive,
         limit: shardsched_proto::limits::JOBS_PER_RESPONSE_MAX as u32,
     };
     let (list, warnings) = client.jobs(&routes, &query).await?;
     for warning in warnings {
         eprintln!("shardsched: warning: {warning}");
     }
-    Ok(list
-        .jobs
-        .into_iter()
-        .filter(|j| ids.iter().any(|(id, _)| *id == j.id))
-        .collect())
+    Ok(list.jobs)
 }
 
 async fn job(client: &Client, id: JobId) -> Result<JobSummary> {
@@ -385,35 +394,17 @@ async fn check_own_nodes(client: &Arc<Client>, jobs: &[JobSummary]) -> Result<()
     if strays == 0 {
         say!("   every job ran on its own queue's nodes.");
     }
-    let busy = busy_nodes(&running_jobs(client).await?);
+    let live = list_jobs(client, UserFilter::All, false).await?;
+    let busy = busy_nodes(&live);
     say!("   nodes running jobs now: {busy} of {}.", nodes.len());
     Ok(())
 }
 
-/// Everyone's running jobs, asked of every shard.
-async fn running_jobs(client: &Arc<Client>) -> Result<Vec<JobSummary>> {
-    let routes = client.routes().await?;
-    let query = JobsQuery {
-        queue: None,
-        user: UserFilter::All,
-        include_inactive: false,
-        limit: shardsched_proto::limits::JOBS_PER_RESPONSE_MAX as u32,
-    };
-    let (list, warnings) = client.jobs(&routes, &query).await?;
-    for warning in warnings {
-        eprintln!("shardsched: warning: {warning}");
-    }
-    Ok(list
-        .jobs
-        .into_iter()
-        .filter(|j| j.state == JobState::Running)
-        .collect())
-}
-
-/// How many distinct nodes `running` jobs hold.
-fn busy_nodes(running: &[JobSummary]) -> usize {
-    let nodes: std::collections::BTreeSet<&str> = running
+/// How many distinct nodes the running ones of `jobs` hold.
+fn busy_nodes(jobs: &[JobSummary]) -> usize {
+    let nodes: std::collections::BTreeSet<&str> = jobs
         .iter()
+        .filter(|j| j.state == JobState::Running)
         .flat_map(|j| j.nodes.iter().map(String::as_str))
         .collect();
     nodes.len()

@@ -90,14 +90,6 @@ fn listed(system: &System, id: &str) -> Option<Value> {
     system.jobs().into_iter().find(|j| j["id"] == id)
 }
 
-fn node_row(system: &System, name: &str) -> Value {
-    system
-        .resources()
-        .into_iter()
-        .find(|n| n["name"] == name)
-        .unwrap_or_else(|| panic!("node {name} not listed"))
-}
-
 /// A shard's transition log.
 fn transitions(system: &System, queue: &str) -> Vec<LogLine> {
     let text =
@@ -134,11 +126,11 @@ fn a_busy_node_moves_after_its_job_and_a_waiting_job_starts_right_after() {
     // `resource list` shows the node outgoing in its donor until the donor releases it.
     assert!(
         wait_for(|| {
-            let row = node_row(&system, "node3");
+            let row = system.node_row("node3");
             row["queue"] == "alpha" && row["state"] == "outgoing"
         }),
         "{:#}",
-        node_row(&system, "node3")
+        system.node_row("node3")
     );
     start_queue(&system, "beta");
     // beta's five nodes: node3 comes when alpha's job ends, so the job is reserved then.
@@ -184,7 +176,7 @@ fn a_busy_node_moves_after_its_job_and_a_waiting_job_starts_right_after() {
         "node3: donor released -> recipient up: {:.2} ms",
         (up - released) as f64 / 1e6
     );
-    assert!(wait_for(|| node_row(&system, "node3")["queue"] == "beta"));
+    assert!(wait_for(|| system.node_row("node3")["queue"] == "beta"));
 }
 
 #[test]
@@ -192,7 +184,7 @@ fn a_move_of_idle_nodes_completes_at_once() {
     let system = System::start_with("moves-idle", &config(), &[]);
     move_nodes(&system, &["node3"], "beta");
     assert!(wait_for(|| {
-        let row = node_row(&system, "node3");
+        let row = system.node_row("node3");
         row["queue"] == "beta" && row["state"] == "up"
     }));
     let (donor, recipient) = (transitions(&system, "alpha"), transitions(&system, "beta"));
@@ -281,7 +273,7 @@ fn crash_during_a_move(queue: &str, point: &str) {
         "the failpoint {armed} never fired"
     );
     assert!(wait_for(|| {
-        let row = node_row(&system, "node3");
+        let row = system.node_row("node3");
         row["queue"] == "beta" && row["state"] == "up"
     }));
     let donor = transitions(&system, "alpha");

@@ -35,22 +35,6 @@ max_duration = "2h"
     )
 }
 
-fn queue(system: &System, name: &str) -> Value {
-    system
-        .rows(&["queue", "list", "--json"])
-        .into_iter()
-        .find(|q| q["name"] == name)
-        .unwrap_or_else(|| panic!("no queue {name}"))
-}
-
-fn node(system: &System, name: &str) -> Value {
-    system
-        .resources()
-        .into_iter()
-        .find(|n| n["name"] == name)
-        .unwrap_or_else(|| panic!("no node {name}"))
-}
-
 /// Fills alpha with four one-node jobs that outlast the test; the id of the one on `busy`.
 fn fill_alpha(system: &System, busy: &str) -> String {
     let ids: Vec<String> = (0..4)
@@ -69,7 +53,7 @@ fn fill_alpha(system: &System, busy: &str) -> String {
 /// documentation says.
 fn node3_moves_busy_between_two_started_queues(system: &System) {
     let busy = "node3";
-    let (alpha, beta) = (queue(system, "alpha"), queue(system, "beta"));
+    let (alpha, beta) = (system.queue_row("alpha"), system.queue_row("beta"));
     assert_eq!(
         (&alpha["started"], &beta["started"]),
         (&Value::from(true), &Value::from(true))
@@ -87,7 +71,7 @@ fn node3_moves_busy_between_two_started_queues(system: &System) {
         )
     );
     // Outgoing in alpha while its job runs; beta owns it (intent) and plans on it.
-    let row = node(system, busy);
+    let row = system.node_row(busy);
     assert_eq!(
         (&row["queue"], &row["state"]),
         (&Value::from("alpha"), &Value::from("outgoing")),
@@ -122,13 +106,13 @@ fn node3_moves_busy_between_two_started_queues(system: &System) {
         format!("{busy},node[4-7]").replace("node3,node[4-7]", "node[3-7]")
     );
     assert!(started["start_ms"].as_u64() >= ended["end_ms"].as_u64());
-    let row = node(system, busy);
+    let row = system.node_row(busy);
     assert_eq!(
         (&row["queue"], &row["state"]),
         (&Value::from("beta"), &Value::from("up")),
         "{row}"
     );
-    assert_eq!(queue(system, "beta")["nodes_owned"], 5);
+    assert_eq!(system.queue_row("beta")["nodes_owned"], 5);
     let moves = system.rows(&["queue", "moves", "--json"]);
     assert_eq!(moves[0]["status"], "completed", "{moves:?}");
 
@@ -145,8 +129,8 @@ fn node3_moves_busy_between_two_started_queues(system: &System) {
 fn overlapping_definitions_from_the_configuration_file() {
     let system = System::start_with("overlap-file", &config("node[3-7]"), &[]);
     // node3 is in both definitions; alpha (first by name) owns it.
-    assert_eq!(queue(&system, "beta")["definition"], "node[3-7]");
-    assert_eq!(queue(&system, "alpha")["definition"], "node[0-3]");
+    assert_eq!(system.queue_row("beta")["definition"], "node[3-7]");
+    assert_eq!(system.queue_row("alpha")["definition"], "node[0-3]");
     node3_moves_busy_between_two_started_queues(&system);
 }
 
@@ -166,11 +150,11 @@ fn overlapping_definitions_made_at_run_time() {
     // beta's shard restarts with its new definition; alpha keeps node3.
     assert!(
         wait_for(|| {
-            let beta = queue(&system, "beta");
+            let beta = system.queue_row("beta");
             beta["online"] == true && beta["definition"] == "node[3-7]"
         }),
         "{}",
-        queue(&system, "beta")
+        system.queue_row("beta")
     );
     node3_moves_busy_between_two_started_queues(&system);
 }

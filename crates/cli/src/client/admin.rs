@@ -491,6 +491,30 @@ mod tests {
     }
 
     #[test]
+    fn moves_read_in_natural_order_and_say_when_the_deadline_frees_a_node() {
+        let mut nodes: Vec<MoveNodeInfo> = ["node0", "node1", "node10", "node100", "node2"]
+            .iter()
+            .map(|n| node(n, "up", None))
+            .collect();
+        nodes.push(node("node3", "outgoing", Some(31_000)));
+        let m = MoveInfo {
+            move_id: MoveId(7),
+            from: "batch".into(),
+            to: "debug".into(),
+            status: "active".into(),
+            started_ms: 1_000,
+            deadline_ms: Some(31_000),
+            nodes,
+        };
+        let text = moves_table(std::slice::from_ref(&m), 1_000);
+        assert!(text.contains("node[0-2,10,100]"), "{text}");
+        assert!(
+            text.contains("free in 30.0s (at the deadline: jobs"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn a_dry_run_says_when_and_what_would_strand() {
         let report = DryRunReport {
             nodes: vec![

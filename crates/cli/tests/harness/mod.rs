@@ -293,6 +293,22 @@ impl System {
         self.rows(&["resource", "list", "--json"])
     }
 
+    /// One queue's row in `queue list --json`.
+    pub fn queue_row(&self, name: &str) -> Value {
+        self.rows(&["queue", "list", "--json"])
+            .into_iter()
+            .find(|q| q["name"] == name)
+            .unwrap_or_else(|| panic!("no queue {name}"))
+    }
+
+    /// One node's row in `resource list --json`.
+    pub fn node_row(&self, name: &str) -> Value {
+        self.resources()
+            .into_iter()
+            .find(|n| n["name"] == name)
+            .unwrap_or_else(|| panic!("no node {name}"))
+    }
+
     /// The pid of `up`'s child whose command line has `word` (`coordinator`, or a queue).
     pub fn child_pid(&self, word: &str) -> u32 {
         self.try_child_pid(word)
