@@ -86,6 +86,7 @@ fn job(id: u64, owner: &str) -> JobSummary {
         end_ms: None,
         duration_ms: 60_000,
         reason: String::new(),
+        reserved_ms: None,
     }
 }
 
@@ -129,6 +130,9 @@ async fn shards_register_and_clients_read_over_real_quic() {
             jobs_pending: 0,
             jobs_running: 2,
             online: true,
+            definition: String::new(),
+            owned: String::new(),
+            reason: String::new(),
         },
         nodes: vec![NodeStatus {
             name: "node0".into(),
@@ -228,7 +232,7 @@ async fn shards_register_and_clients_read_over_real_quic() {
 
     // An admin may, and the shard hears of it.
     let root = connect_as(dir.path(), addr, Role::Admin, "root").await;
-    // standby shares batch's nodes, and batch is started: starting it needs a move.
+    // standby is defined over batch's nodes and owns none: starting it needs a move.
     let r = refused(
         root.request(&client_coord::Request::QueueControl {
             queue: "standby".into(),
@@ -236,10 +240,7 @@ async fn shards_register_and_clients_read_over_real_quic() {
         })
         .await,
     );
-    assert!(
-        r.message.contains("shares nodes with started queues"),
-        "{r}"
-    );
+    assert!(r.message.contains("would start owning no node"), "{r}");
     let done = root
         .request(&client_coord::Request::QueueControl {
             queue: "batch".into(),

@@ -8,6 +8,7 @@ use shardsched_proto::msg::client_shard::IdempotencyKey;
 use shardsched_proto::msg::{JobEvent, JobId, JobInfo, JobState, JobSummary};
 use shardsched_qmanager::WaitReason;
 
+use crate::assign::MS_PER_S;
 use crate::limits::EVENTS_PER_JOB_MAX;
 
 /// A job in the shard's table. Cloned only when a published snapshot still shares it
@@ -86,6 +87,19 @@ impl JobRecord {
             end_ms: self.end_ms,
             duration_ms: self.duration_ms,
             reason: self.reason_text(queue, queue_started),
+            reserved_ms: self.reserved_ms(queue_started),
+        }
+    }
+
+    /// A pending job's reserved start (ms), while its queue schedules.
+    fn reserved_ms(&self, queue_started: bool) -> Option<u64> {
+        match self.reason {
+            Reason::Waiting(WaitReason::Reserved { at })
+                if queue_started && self.state == JobState::Pending =>
+            {
+                Some(u64::try_from(at).unwrap_or(0).saturating_mul(MS_PER_S))
+            }
+            _ => None,
         }
     }
 
@@ -111,16 +125,11 @@ impl JobRecord {
     }
 }
 
-/// A pending job's reason in words. Reservation times are the matcher's (whole seconds
-/// since the Unix epoch), shown in ms like every other time on the wire.
+/// A pending job's reason in words. A reservation's time travels apart
+/// ([`JobSummary::reserved_ms`]), for clients to show in their reader's time zone.
 fn wait_text(why: WaitReason) -> String {
     match why {
-        WaitReason::Reserved { at } => {
-            format!(
-                "reserved to start at {} ms",
-                u64::try_from(at).unwrap_or(0).saturating_mul(1000)
-            )
-        }
+        WaitReason::Reserved { .. } => "reserved to start".to_owned(),
         other => other.to_string(),
     }
 }

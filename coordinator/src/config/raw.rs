@@ -39,6 +39,7 @@ struct RawCluster {
 struct RawQueue {
     nodes: Option<Spanned<String>>,
     requires: Option<Spanned<Vec<String>>>,
+    owns: Option<Spanned<String>>,
     policy: Option<Spanned<String>>,
     match_policy: Option<Spanned<String>>,
     queue_depth: Option<Spanned<u32>>,
@@ -102,9 +103,9 @@ pub(super) fn parse(text: &str, origin: &str, base_dir: &Path) -> Result<Config,
         ));
     }
     let mut queues = Vec::with_capacity(raw_queues.len());
-    let mut spans = Vec::with_capacity(raw_queues.len());
+    let mut owns_spans = Vec::with_capacity(raw_queues.len());
     for (name, q) in raw_queues {
-        spans.push(q.span());
+        owns_spans.push(q.get_ref().owns.as_ref().map(Spanned::span));
         queues.push(queue(&name, q, &cluster, &by_name, &errors)?);
     }
 
@@ -133,7 +134,7 @@ pub(super) fn parse(text: &str, origin: &str, base_dir: &Path) -> Result<Config,
         }
     };
 
-    check_started_overlap(&queues, &spans, &cluster, &errors)?;
+    check_owns_disjoint(&queues, &owns_spans, &cluster, &errors)?;
     Ok(Config {
         origin: origin.to_owned(),
         cluster,
@@ -232,27 +233,8 @@ fn queue(
 
     let mut definition: Option<BTreeSet<usize>> = None;
     if let Some(nodes) = &raw.nodes {
-        let hosts = decode_hostlist(nodes.get_ref())
-            .map_err(|e| err(Some(nodes.span()), "nodes", e.to_string()))?;
-        let mut set = BTreeSet::new();
-        let mut missing = Vec::new();
-        for host in &hosts {
-            match by_name.get(host.as_str()) {
-                Some(&i) => {
-                    set.insert(i);
-                }
-                None => missing.push(host.as_str()),
-            }
-        }
-        if !missing.is_empty() {
-            let message = format!(
-                "{} not in the cluster ({} node{})",
-                encode_hostlist(&missing),
-                missing.len(),
-                if missing.len() == 1 { "" } else { "s" }
-            );
-            return Err(err(Some(nodes.span()), "nodes", message));
-        }
+        let set = resolve_hostlist(nodes.get_ref(), by_name)
+            .map_err(|m| err(Some(nodes.span()), "nodes", m))?;
         definition = Some(set);
     }
     if let Some(requires) = &raw.requires {
@@ -292,6 +274,30 @@ fn queue(
             "the definition is empty (no node of the cluster matches)".into(),
         ));
     }
+
+    let owns = match &raw.owns {
+        None => Vec::new(),
+        Some(owns) => {
+            let set = resolve_hostlist(owns.get_ref(), by_name)
+                .map_err(|m| err(Some(owns.span()), "owns", m))?;
+            let outside: Vec<&str> = set
+                .iter()
+                .filter(|n| definition.binary_search(n).is_err())
+                .map(|&n| cluster.nodes[n].name.as_str())
+                .collect();
+            if !outside.is_empty() {
+                return Err(err(
+                    Some(owns.span()),
+                    "owns",
+                    format!(
+                        "{} not in the queue's definition (owns must be part of nodes/requires)",
+                        encode_hostlist(&outside)
+                    ),
+                ));
+            }
+            set.into_iter().collect()
+        }
+    };
 
     let policy = match &raw.policy {
         None => QueuePolicy::Fcfs,
@@ -369,21 +375,48 @@ fn queue(
         default_duration_ms,
         max_duration_ms,
         definition,
+        owns,
         started: raw.started.unwrap_or(true),
         enabled: raw.enabled.unwrap_or(true),
     })
 }
 
-fn check_started_overlap(
+/// A hostlist resolved to node indices; the message names the hosts not in the cluster.
+fn resolve_hostlist(text: &str, by_name: &HashMap<&str, usize>) -> Result<BTreeSet<usize>, String> {
+    let hosts = decode_hostlist(text).map_err(|e| e.to_string())?;
+    let mut set = BTreeSet::new();
+    let mut missing = Vec::new();
+    for host in &hosts {
+        match by_name.get(host.as_str()) {
+            Some(&i) => {
+                set.insert(i);
+            }
+            None => missing.push(host.as_str()),
+        }
+    }
+    if !missing.is_empty() {
+        return Err(format!(
+            "{} not in the cluster ({} node{})",
+            encode_hostlist(&missing),
+            missing.len(),
+            if missing.len() == 1 { "" } else { "s" }
+        ));
+    }
+    Ok(set)
+}
+
+/// Definitions may overlap (started queues' too: that is what makes a move between two
+/// running queues possible), but two queues cannot both be told to own a node.
+fn check_owns_disjoint(
     queues: &[QueueDef],
-    spans: &[Range<usize>],
+    spans: &[Option<Range<usize>>],
     cluster: &Cluster,
     errors: &Errors<'_>,
 ) -> Result<(), ConfigError> {
     let mut owner: Vec<Option<&str>> = vec![None; cluster.nodes.len()];
-    for (q, span) in queues.iter().zip(spans).filter(|(q, _)| q.started) {
+    for (q, span) in queues.iter().zip(spans) {
         let mut shared: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-        for &n in &q.definition {
+        for &n in &q.owns {
             match owner[n] {
                 Some(other) => shared
                     .entry(other)
@@ -394,13 +427,10 @@ fn check_started_overlap(
         }
         if let Some((other, nodes)) = shared.into_iter().next() {
             return Err(errors.at(
-                Some(span.clone()),
+                span.clone(),
                 format!(
-                    "queues {other} and {} are both started and their definitions share {} node{} ({}); \
-                     started queues cannot own the same node: set started = false on one of them",
+                    "queue {}: owns: {} already owned by queue {other}; a node has one owner",
                     q.name,
-                    nodes.len(),
-                    if nodes.len() == 1 { "" } else { "s" },
                     encode_hostlist(&nodes)
                 ),
             ));

@@ -68,7 +68,11 @@ fn the_embedded_default() {
     assert_eq!(batch.max_duration_ms, 24 * 3_600_000);
 
     let debug = c.queue("debug").expect("debug");
-    assert_eq!(debug.definition, (112..128).collect::<Vec<_>>());
+    assert_eq!(
+        debug.definition,
+        (96..128).collect::<Vec<_>>(),
+        "overlaps batch on node[96-111]: a move between two running queues"
+    );
     assert_eq!(debug.policy, QueuePolicy::Fcfs);
     assert_eq!(debug.max_duration_ms, 30 * 60_000);
     assert!(debug.started);
@@ -265,10 +269,19 @@ fn each_invalid_case_names_its_place() {
             "default_queue = \"c\"\n[queues.a]\nnodes = \"node0\"\n",
             "cfg.toml:1:17: default_queue: no queue named \"c\" (queues: a)",
         ),
-        // Started queues that overlap.
+        // owns: inside the definition, and one owner per node.
         (
-            "default_queue = \"a\"\n[queues.a]\nnodes = \"node[0-9]\"\n[queues.b]\nnodes = \"node[6-20]\"\n",
-            "cfg.toml:4:1: queues a and b are both started and their definitions share 4 nodes (node[6-9])",
+            "default_queue = \"a\"\n[queues.a]\nnodes = \"node[0-9]\"\nowns = \"node[8-12]\"\n",
+            "cfg.toml:4:8: queue a: owns: node[10-12] not in the queue's definition",
+        ),
+        (
+            "default_queue = \"a\"\n[queues.a]\nnodes = \"node[0-9]\"\nowns = \"node[0-99999]\"\n",
+            "cfg.toml:4:8: queue a: owns: node[128-99999] not in the cluster",
+        ),
+        (
+            "default_queue = \"a\"\n[queues.a]\nnodes = \"node[0-9]\"\nowns = \"node[6-7]\"\n\
+             [queues.b]\nnodes = \"node[6-20]\"\nowns = \"node[7-8]\"\n",
+            "cfg.toml:7:8: queue b: owns: node7 already owned by queue a; a node has one owner",
         ),
         // The cluster.
         (
@@ -298,13 +311,27 @@ fn each_invalid_case_names_its_place() {
 }
 
 #[test]
-fn overlap_between_a_started_and_a_stopped_queue_is_fine() {
+fn definitions_overlap_started_or_not() {
     let c = parse(
         "default_queue = \"a\"\n[queues.a]\nnodes = \"node[0-9]\"\n\
          [queues.b]\nnodes = \"node[0-20]\"\nstarted = false\n",
     )
     .expect("valid");
     assert_eq!(c.queues.len(), 2);
+    // Two started queues over node[6-9]: a owns them (first by name), unless b's `owns`
+    // names some.
+    let c = parse(
+        "default_queue = \"a\"\n[queues.a]\nnodes = \"node[0-9]\"\n\
+         [queues.b]\nnodes = \"node[6-20]\"\nowns = \"node[8-9]\"\n",
+    )
+    .expect("valid");
+    let b = c.queue("b").expect("b");
+    assert!(b.started);
+    assert_eq!(b.owns, [8, 9]);
+    let owners = crate::ownership::assign_owners(&c);
+    assert_eq!(owners[6], Some(0));
+    assert_eq!(owners[8], Some(1));
+    assert_eq!(owners[20], Some(1));
 }
 
 #[test]

@@ -96,15 +96,43 @@ fn stopped_queues_keep_free_nodes_and_unassigned_nodes_stay_unassigned() {
 }
 
 #[test]
-fn overlapping_started_queues_built_in_code_are_refused() {
+fn started_queues_may_overlap_and_the_first_by_name_owns_the_shared_nodes() {
     let mut config = Config::embedded_default().expect("default");
     for q in &mut config.queues {
         q.started = true;
     }
-    match Core::new(config, &Durable::default(), 0) {
-        Err(CoreError::Config(e)) => assert!(e.contains("batch and standby overlap"), "{e}"),
-        other => panic!("expected a refusal, got {other:?}"),
-    }
+    let (core, _) = Core::new(config, &Durable::default(), 0).expect("overlap is allowed");
+    assert_eq!(core.owned_by("batch").len(), 112);
+    assert_eq!(core.owner_of("node96"), Some("batch"), "batch < debug");
+    assert_eq!(core.owned_by("debug").len(), 16);
+    assert!(core.owned_by("standby").is_empty());
+}
+
+#[test]
+fn a_queue_starts_with_what_it_owns_and_says_what_take_would_move() {
+    let mut core = default_core();
+    core.queue_control(0, "debug", QueueAction::Stop)
+        .expect("stop");
+    // debug owns node[112-127]; node[96-111] of its definition are batch's (started).
+    let c = core
+        .queue_control(0, "debug", QueueAction::Start { take: false })
+        .expect("it owns nodes: it starts");
+    assert_eq!(c.move_id, None);
+    assert_eq!(
+        c.notes,
+        ["debug started without node[96-111] (batch owns them; \
+          `shardsched queue start debug --take` would move them)"]
+    );
+    assert_eq!(core.queue_flags("debug"), Some((true, true)));
+    assert_eq!(core.owner_of("node96"), Some("batch"));
+    // --take moves them: batch and debug both run.
+    core.queue_control(0, "debug", QueueAction::Stop)
+        .expect("stop");
+    let c = core
+        .queue_control(7, "debug", QueueAction::Start { take: true })
+        .expect("take");
+    assert!(c.move_id.is_some() && c.notes.is_empty(), "{c:?}");
+    assert_eq!(core.owner_of("node96"), Some("debug"));
 }
 
 #[test]
@@ -293,6 +321,9 @@ fn report(queue: &str, nodes: &[(&str, NodeState, u32)]) -> ShardStatus {
             jobs_pending: 3,
             jobs_running: 2,
             online: true,
+            definition: String::new(),
+            owned: String::new(),
+            reason: String::new(),
         },
         nodes: nodes
             .iter()
@@ -392,7 +423,8 @@ fn queue_control() {
         Control {
             changed: true,
             notify: None,
-            move_id: None
+            move_id: None,
+            notes: Vec::new(),
         }
     );
     assert_eq!(core.queue_flags("batch"), Some((false, true)));
@@ -425,17 +457,22 @@ fn queue_control() {
         .expect("again");
     assert!(!a.queue.started && !a.queue.enabled);
 
-    // standby overlaps batch's nodes; with batch stopped it may start (owning nothing), with
-    // batch started it may not.
+    // standby overlaps batch's nodes and owns none: it would start owning nothing, so it is
+    // refused, saying who owns them and what moves them in.
     core.queue_control(0, "batch", QueueAction::Start { take: false })
         .expect("start batch");
     let r = core
         .queue_control(0, "standby", QueueAction::Start { take: false })
-        .expect_err("overlap");
+        .expect_err("owns nothing");
     assert_eq!(r.code, RefusalCode::Unavailable);
     assert!(
         r.message
-            .contains("queue standby shares nodes with started queues (batch owns node[0-111])"),
+            .contains("queue standby would start owning no node (batch owns node[0-111])"),
+        "{r}"
+    );
+    assert!(
+        r.message
+            .contains("`shardsched queue start standby --take`"),
         "{r}"
     );
     assert_eq!(core.queue_flags("standby"), Some((true, false)));
@@ -464,6 +501,7 @@ fn job(id: u64, submit_ms: u64) -> JobSummary {
         end_ms: None,
         duration_ms: 60_000,
         reason: String::new(),
+        reserved_ms: None,
     }
 }
 

@@ -173,7 +173,11 @@ async fn client_request(
                 reason: String::new(),
                 release_to: None,
             };
-            admin::queue_admin(&shared, &peer, req).await
+            // The plain request (older clients) is answered `Done`, whatever notes.
+            let control = admin::queue_change(&shared, &peer, req).await?;
+            Ok(ClientResponse::Done {
+                move_id: control.move_id,
+            })
         }
         client_coord::Request::QueueAdmin(req) => admin::queue_admin(&shared, &peer, req).await,
         client_coord::Request::Move(req) => admin::move_nodes(&shared, &peer, req).await,

@@ -12,6 +12,7 @@
 //! ```
 
 use std::path::Path;
+use std::time::Duration;
 
 use shardsched_proto::msg::client_coord::{Request, Response};
 use shardsched_proto::msg::{JobsQuery, Refusal, RefusalCode, UserFilter, coord_shard};
@@ -37,19 +38,23 @@ pub(super) async fn queue_table_request(
             })?;
             core.add_queue(def)
         })?,
-        Request::UpdateQueue(spec) => shared.with_core(|core| core.update_queue(&spec))?,
+        Request::UpdateQueue(spec) => {
+            shared.with_core(|core| core.update_queue(now_ms(), &spec))?
+        }
         Request::RemoveQueue { queue, give_to } => {
             let removing =
                 shared.with_core(|core| give_to.is_none() || core.owned_by(&queue).is_empty());
-            let names = if removing {
-                vec![queue.clone()]
+            if removing {
+                with_removals_held(shared, std::slice::from_ref(&queue), |core| {
+                    core.remove_queue(now_ms(), &queue, None)
+                })
+                .await?
             } else {
-                Vec::new()
-            };
-            with_removals_held(shared, &names, |core| {
-                core.remove_queue(now_ms(), &queue, give_to.as_deref())
-            })
-            .await?
+                let giving = shared
+                    .with_core(|core| core.remove_queue(now_ms(), &queue, give_to.as_deref()))?;
+                flush(shared).await?;
+                remove_after_move(shared, &queue, giving).await?
+            }
         }
         Request::Reload => {
             let origin = shared.with_core(|core| core.config().origin.clone());
@@ -94,6 +99,47 @@ pub(super) async fn queue_table_request(
         changes: done.changes,
         move_id: done.move_id,
     })
+}
+
+/// How long `queue remove --give-to` waits for its move before it answers. The queue has
+/// no job, so its nodes are idle and the move takes a few round trips; past this, the
+/// admin is told to remove it again once the move is done.
+const REMOVE_MOVE_WAIT: Duration = Duration::from_secs(10);
+/// How often the wait looks at the move.
+const REMOVE_MOVE_POLL: Duration = Duration::from_millis(10);
+
+/// The second half of `queue remove Q --give-to R`: `giving` started the move of Q's nodes
+/// (journaled); once it is done, Q is removed as a plain `queue remove` would. The answer
+/// says both, or, if the move is not done in [`REMOVE_MOVE_WAIT`], what to type later.
+async fn remove_after_move(
+    shared: &Shared,
+    queue: &str,
+    mut giving: Reconfig,
+) -> Result<Reconfig, Refusal> {
+    let Some(move_id) = giving.move_id else {
+        return Ok(giving);
+    };
+    let deadline = tokio::time::Instant::now() + REMOVE_MOVE_WAIT;
+    while !shared.with_core(|core| core.move_finished(move_id)) {
+        if tokio::time::Instant::now() >= deadline {
+            giving.changes.push(format!(
+                "move {} is not done yet: `shardsched queue remove {queue}` removes the queue \
+                 once `shardsched queue moves` shows it completed",
+                move_id.0
+            ));
+            return Ok(giving);
+        }
+        tokio::time::sleep(REMOVE_MOVE_POLL).await;
+    }
+    let removed = with_removals_held(shared, &[queue.to_owned()], |core| {
+        core.remove_queue(now_ms(), queue, None)
+    })
+    .await?;
+    giving.changes.extend(removed.changes);
+    giving.restart = removed.restart;
+    giving.stop = removed.stop;
+    giving.journal |= removed.journal;
+    Ok(giving)
 }
 
 /// Runs `change` with the shards of `removing` disabled and checked to hold no live job;

@@ -7,7 +7,7 @@
 //! benchmark reads just before it sends the request: both ends of every figure come from
 //! one clock on one host, at nanosecond resolution. The phases:
 //!
-//! 1. **full queue**: queue `left` owns node[0-N) (default 1,024), `right` (stopped, defined
+//! 1. **full queue**: queue `left` owns node[0-N) (default 1,024), `right` (started too, defined
 //!    over all 2N nodes) owns the other N. All N nodes of `left` move to `right` in one
 //!    request, then back to `left` in one request: a full swap of a queue's nodes. Figure:
 //!    request to the last node up.
@@ -516,8 +516,9 @@ impl LogTail {
     }
 }
 
-/// Two queues: `left` owns node[0-N); `right`, stopped and defined over all 2N nodes, owns
-/// node[N-2N), so `left`'s nodes can move to it and back.
+/// Two started queues: `left` owns node[0-N); `right`, defined over all 2N nodes (an
+/// overlap: `left` owns the shared half, first by name), owns node[N-2N), so `left`'s nodes
+/// can move to it and back while both run.
 fn config_toml(nodes: u64) -> String {
     format!(
         r#"# shardsched bench moves: two queues of {nodes} nodes; right may take left's.
@@ -541,7 +542,6 @@ max_duration = "24h"
 [queues.right]
 nodes = "node[0-{last}]"
 policy = "fcfs"
-started = false
 default_duration = "1h"
 max_duration = "24h"
 "#,

@@ -6,6 +6,9 @@
 //!   nodes, at the same time;
 //! - a running job that is cancelled frees its node at once;
 //! - a job that could never fit its queue is denied at submit, with the reason;
+//! - a node busy in one running queue moves to another whose definition overlaps it: it is
+//!   outgoing while its job runs, and up in the recipient right after the job's end
+//!   (`move_step`);
 //! - everything ends, and the nodes are free again.
 //!
 //! Durations are a few seconds of simulated run time (the shards' sim executor), so the
@@ -17,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use shardsched_jobspec::Shorthand;
+use shardsched_jobspec::{Jobspec, Shorthand};
 use shardsched_proto::msg::client_coord;
 use shardsched_proto::msg::client_shard::{CancelResult, Request, Response};
 use shardsched_proto::msg::{JobId, JobState, JobSummary, JobsQuery, QueueStatus, UserFilter};
@@ -35,6 +38,8 @@ macro_rules! say {
         let _ = crate::client::output::emit(&format!("{text}\n"));
     }};
 }
+
+mod move_step;
 
 /// How often the demo looks at its jobs.
 pub const DEMO_POLL_INTERVAL: Duration = Duration::from_millis(100);
@@ -152,7 +157,10 @@ async fn run(client: &Arc<Client>, args: &DemoArgs) -> Result<()> {
     say!("\n4. watching the jobs of step 1 until they end:");
     watch(client, &jobs, started, deadline).await?;
 
-    say!("\n5. where they ran:");
+    say!("\n5. a busy node moves between two running queues:");
+    move_step::run(client, &queues, started, deadline).await?;
+
+    say!("\n6. where they ran:");
     let list = our_jobs(client, &jobs).await?;
     let _ = output::emit(&indent(&output::jobs_table(&list)));
     check_own_nodes(client, &list).await?;
@@ -212,6 +220,10 @@ async fn submit_one(client: &Client, queue: &str, shorthand: &Shorthand) -> Resu
     let mut shorthand = shorthand.clone();
     shorthand.queue = Some(queue.to_owned());
     let jobspec = shorthand.to_jobspec().context("building a demo jobspec")?;
+    submit_jobspec(client, queue, &jobspec).await
+}
+
+async fn submit_jobspec(client: &Client, queue: &str, jobspec: &Jobspec) -> Result<JobId> {
     let (id, _) = submit::submit(
         client,
         None,
@@ -247,22 +259,31 @@ async fn cancel(client: &Client, id: JobId) -> Result<()> {
 
 /// Our jobs among everyone's, ended ones included.
 async fn our_jobs(client: &Arc<Client>, ids: &[(JobId, String)]) -> Result<Vec<JobSummary>> {
+    let mine = list_jobs(client, UserFilter::Mine, true).await?;
+    Ok(mine
+        .into_iter()
+        .filter(|j| ids.iter().any(|(id, _)| *id == j.id))
+        .collect())
+}
+
+/// The jobs of `user`, asked of every shard (live ones, or all with `include_inactive`).
+async fn list_jobs(
+    client: &Arc<Client>,
+    user: UserFilter,
+    include_inactive: bool,
+) -> Result<Vec<JobSummary>> {
     let routes = client.routes().await?;
     let query = JobsQuery {
         queue: None,
-        user: UserFilter::Mine,
-        include_inactive: true,
+        user,
+        include_inactive,
         limit: shardsched_proto::limits::JOBS_PER_RESPONSE_MAX as u32,
     };
     let (list, warnings) = client.jobs(&routes, &query).await?;
     for warning in warnings {
         crate::client::output::say(format_args!("warning: {warning}"));
     }
-    Ok(list
-        .jobs
-        .into_iter()
-        .filter(|j| ids.iter().any(|(id, _)| *id == j.id))
-        .collect())
+    Ok(list.jobs)
 }
 
 async fn job(client: &Client, id: JobId) -> Result<JobSummary> {
@@ -316,7 +337,9 @@ async fn watch(
             }
             seen.insert(job.id, job.state);
             let detail = match job.state {
-                JobState::Pending if !job.reason.is_empty() => format!(" ({})", job.reason),
+                JobState::Pending if !job.reason.is_empty() => {
+                    format!(" ({})", output::job_reason(job, output::now_ms()))
+                }
                 JobState::Running => format!(" on {}", encode_hostlist(&job.nodes)),
                 JobState::Completed | JobState::Failed | JobState::Cancelled => {
                     format!(" after {}", output::run_time(job, output::now_ms()))
@@ -342,8 +365,9 @@ async fn watch(
 }
 
 /// Checks, from the coordinator's ownership, that every job ran on its own queue's nodes,
-/// and says so.
-async fn check_own_nodes(client: &Client, jobs: &[JobSummary]) -> Result<()> {
+/// and says so; then how many nodes run jobs now, from the shards' own job lists (the
+/// coordinator's per-node counts are its last status reports, a moment old).
+async fn check_own_nodes(client: &Arc<Client>, jobs: &[JobSummary]) -> Result<()> {
     let nodes = client.resources(None).await?;
     let owner: HashMap<&str, Option<&str>> = nodes
         .iter()
@@ -362,12 +386,23 @@ async fn check_own_nodes(client: &Client, jobs: &[JobSummary]) -> Result<()> {
             }
         }
     }
-    let busy = nodes.iter().filter(|n| n.jobs_running > 0).count();
     if strays == 0 {
         say!("   every job ran on its own queue's nodes.");
     }
+    let live = list_jobs(client, UserFilter::All, false).await?;
+    let busy = busy_nodes(&live);
     say!("   nodes running jobs now: {busy} of {}.", nodes.len());
     Ok(())
+}
+
+/// How many distinct nodes the running ones of `jobs` hold.
+fn busy_nodes(jobs: &[JobSummary]) -> usize {
+    let nodes: std::collections::BTreeSet<&str> = jobs
+        .iter()
+        .filter(|j| j.state == JobState::Running)
+        .flat_map(|j| j.nodes.iter().map(String::as_str))
+        .collect();
+    nodes.len()
 }
 
 fn indent(text: &str) -> String {

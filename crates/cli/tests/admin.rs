@@ -42,22 +42,6 @@ fn start_with_env(name: &str, env: &[(&str, &str)]) -> System {
     System::start_with_env(name, &config(), &[], env)
 }
 
-fn queue(system: &System, name: &str) -> Value {
-    system
-        .rows(&["queue", "list", "--json"])
-        .into_iter()
-        .find(|q| q["name"] == name)
-        .unwrap_or_else(|| panic!("no queue {name}"))
-}
-
-fn node(system: &System, name: &str) -> Value {
-    system
-        .resources()
-        .into_iter()
-        .find(|n| n["name"] == name)
-        .unwrap_or_else(|| panic!("no node {name}"))
-}
-
 fn job_state(system: &System, id: &str) -> String {
     system
         .jobs()
@@ -71,14 +55,24 @@ fn job_state(system: &System, id: &str) -> String {
 fn queue_states_work_through_the_cli_and_survive_a_coordinator_kill() {
     let system = start("states");
 
-    // Disabled: submits are refused; enabled again: accepted.
+    // Disabled: submits are refused, with the admin's reason, which `queue list` shows
+    // too; enabled again: accepted.
     system.ok(&["queue", "disable", "beta", "--reason", "maintenance"]);
-    assert_eq!(queue(&system, "beta")["enabled"], false);
-    system.fails(&["submit", "-q", "beta", "-N", "1", "-t", "60", "--", "app"]);
+    assert_eq!(system.queue_row("beta")["enabled"], false);
+    assert_eq!(system.queue_row("beta")["reason"], "maintenance");
+    let table = system.ok(&["queue", "list"]);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("beta") && l.ends_with("maintenance")),
+        "{table}"
+    );
+    let err = system.fails(&["submit", "-q", "beta", "-N", "1", "-t", "60s", "--", "app"]);
+    assert!(err.contains("disabled: maintenance"), "{err}");
 
     // Stopped: a job is accepted and waits; started again, it runs.
     system.ok(&["queue", "stop", "alpha"]);
-    assert_eq!(queue(&system, "alpha")["started"], false);
+    assert_eq!(system.queue_row("alpha")["started"], false);
     let waiting = system
         .ok(&["submit", "-q", "alpha", "-N", "1", "-t", "600", "--", "app"])
         .trim()
@@ -94,12 +88,16 @@ fn queue_states_work_through_the_cli_and_survive_a_coordinator_kill() {
             && system.child_pid("coordinator") != coordinator),
         "the coordinator did not come back"
     );
-    assert_eq!(queue(&system, "beta")["enabled"], false, "disable survived");
+    assert_eq!(
+        system.queue_row("beta")["enabled"],
+        false,
+        "disable survived"
+    );
     assert!(
-        wait_for(|| queue(&system, "alpha")["online"] == true),
+        wait_for(|| system.queue_row("alpha")["online"] == true),
         "alpha's shard did not re-register"
     );
-    assert_eq!(queue(&system, "alpha")["started"], false, "stop survived");
+    assert_eq!(system.queue_row("alpha")["started"], false, "stop survived");
     assert_eq!(job_state(&system, &waiting), "pending");
 
     system.ok(&["queue", "start", "alpha"]);
@@ -192,7 +190,7 @@ fn moves_drain_and_refusals_name_what_is_wrong() {
     ]);
     assert!(err.contains("node0"), "{err}");
     // `resource list` tells where they are: outgoing in alpha.
-    let node0 = node(&system, "node0");
+    let node0 = system.node_row("node0");
     assert!(
         node0["queue"] == "alpha" && node0["state"] == "outgoing",
         "{node0}"
@@ -203,11 +201,11 @@ fn moves_drain_and_refusals_name_what_is_wrong() {
     assert!(out.contains("move 1 cancelled"), "{out}");
     assert!(
         wait_for(|| {
-            let n = node(&system, "node0");
+            let n = system.node_row("node0");
             n["queue"] == "alpha" && n["state"] == "up"
         }),
         "node0 did not come back to alpha: {}",
-        node(&system, "node0")
+        system.node_row("node0")
     );
     assert_eq!(job_state(&system, &busy), "running");
     system.ok(&["cancel", &busy]);
@@ -216,12 +214,12 @@ fn moves_drain_and_refusals_name_what_is_wrong() {
 
     // Drain: the coordinator's flag shows in `resource list` and goes away with undrain.
     system.ok(&["resource", "drain", "node5", "--reason", "bad dimm"]);
-    let node5 = node(&system, "node5");
+    let node5 = system.node_row("node5");
     assert_eq!(node5["state"], "drained", "{node5}");
     assert_eq!(node5["reason"], "bad dimm", "{node5}");
     system.ok(&["resource", "undrain", "node5"]);
     assert!(
-        wait_for(|| node(&system, "node5")["state"] == "up"),
+        wait_for(|| system.node_row("node5")["state"] == "up"),
         "node5 stayed drained"
     );
     let err = system.fails(&["resource", "drain", "node99"]);
@@ -231,7 +229,7 @@ fn moves_drain_and_refusals_name_what_is_wrong() {
     let err = system.fails(&["queue", "stop", "beta", "--release-to", "standby"]);
     assert!(err.contains("beta") && err.contains("standby"), "{err}");
     assert_eq!(
-        queue(&system, "beta")["started"],
+        system.queue_row("beta")["started"],
         true,
         "a refused stop changes nothing"
     );
@@ -321,7 +319,7 @@ fn a_dry_run_changes_nothing_and_stop_release_to_moves_the_nodes() {
     );
     assert!(out.contains("nothing changed"), "{out}");
     assert!(system.rows(&["queue", "moves", "--json"]).is_empty());
-    let node0 = node(&system, "node0");
+    let node0 = system.node_row("node0");
     assert_eq!(
         (&node0["queue"], &node0["state"]),
         (&Value::from("alpha"), &Value::from("up"))
@@ -330,13 +328,13 @@ fn a_dry_run_changes_nothing_and_stop_release_to_moves_the_nodes() {
     // stop --release-to: alpha's nodes that standby defines go to standby, once the job
     // holding them ends (cancelled here); alpha keeps its other nodes and its pending job.
     system.ok(&["queue", "stop", "alpha", "--release-to", "standby"]);
-    assert_eq!(queue(&system, "alpha")["started"], false);
+    assert_eq!(system.queue_row("alpha")["started"], false);
     assert_eq!(
         job_state(&system, &busy),
         "running",
         "stopping touches no running job"
     );
-    let node0 = node(&system, "node0");
+    let node0 = system.node_row("node0");
     assert_eq!(
         (&node0["queue"], &node0["state"]),
         (&Value::from("alpha"), &Value::from("outgoing"))
@@ -344,13 +342,13 @@ fn a_dry_run_changes_nothing_and_stop_release_to_moves_the_nodes() {
     system.ok(&["cancel", &busy]);
     assert!(
         wait_for(|| {
-            let (n0, n1) = (node(&system, "node0"), node(&system, "node1"));
+            let (n0, n1) = (system.node_row("node0"), system.node_row("node1"));
             n0["queue"] == "standby" && n1["queue"] == "standby" && n0["state"] == "up"
         }),
         "node[0-1] never reached standby: {} {}",
-        node(&system, "node0"),
-        node(&system, "node1")
+        system.node_row("node0"),
+        system.node_row("node1")
     );
-    assert_eq!(node(&system, "node2")["queue"], "alpha");
+    assert_eq!(system.node_row("node2")["queue"], "alpha");
     assert_eq!(job_state(&system, &wide), "pending");
 }

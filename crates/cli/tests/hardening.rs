@@ -45,9 +45,8 @@ fn a_flag_cleared_while_its_shard_is_offline_is_cleared_when_it_registers() {
     let system = System::start("flags-offline", &[]);
     system.ok(&["resource", "drain", "node0", "--reason", "maintenance"]);
     system.ok(&["resource", "down", "node1", "--reason", "disk"]);
-    assert!(wait_for(
-        || system.node("node0")["state"] == "drained" && system.node("node1")["state"] == "down"
-    ));
+    assert!(wait_for(|| system.node_row("node0")["state"] == "drained"
+        && system.node_row("node1")["state"] == "down"));
 
     // alpha's shard stops answering: the coordinator journals the clears (its intent) and
     // cannot tell the shard, which then dies and comes back with its journal's flags.
@@ -62,7 +61,7 @@ fn a_flag_cleared_while_its_shard_is_offline_is_cleared_when_it_registers() {
     let id = system.submit(&["-q", "alpha", "-N", "4", "-t", "60s", "--", "app"]);
     system.wait_state(&id, "running");
     for name in ["node0", "node1"] {
-        let row = system.node(name);
+        let row = system.node_row(name);
         assert_eq!(row["state"], "up", "{row:#}");
         assert_eq!(row["reason"], Value::Null, "{row:#}");
     }
@@ -159,7 +158,7 @@ fn reasons_have_a_bound_on_the_cli_and_the_wire_and_lists_stay_readable() {
     kill_process(pid(beta), Signal::KILL).unwrap();
     wait_restarted(&system, "beta", beta);
     assert!(online(&system, "alpha"));
-    assert_eq!(system.node("node7")["reason"], longest.as_str());
+    assert_eq!(system.node_row("node7")["reason"], longest.as_str());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -224,7 +223,7 @@ fn names_and_reasons_reach_terminals_and_logs_escaped() {
         "/bin/\x1b]0;owned\x07x\nƒFORGED  alpha  root",
     ]);
     system.wait_state(&id, "running");
-    assert!(wait_for(|| system.node("node5")["state"] == "drained"));
+    assert!(wait_for(|| system.node_row("node5")["state"] == "drained"));
 
     let unsafe_char = |text: &str| text.chars().find(|&c| c.is_control() && c != '\n');
     for args in [
@@ -252,7 +251,7 @@ fn names_and_reasons_reach_terminals_and_logs_escaped() {
         "{nodes:?}"
     );
     // JSON carries the text as it is (its encoder escapes it).
-    assert_eq!(system.node("node5")["reason"], evil_reason);
+    assert_eq!(system.node_row("node5")["reason"], evil_reason);
 
     // A refusal quoting what the user typed, on standard error.
     let err = system.fails(&["resource", "drain", "evil\x07\x1bEnode"]);

@@ -224,3 +224,39 @@ fn queues_are_added_updated_removed_and_reloaded_at_run_time_without_losing_jobs
     assert!(err.contains("config.toml"), "{err}");
     assert!(queue(&system, "delta").is_some());
 }
+
+/// `queue remove Q --give-to R`: Q's nodes move to R (a normal move), then Q is removed,
+/// in one command; a definition update that would leave out nodes Q owns says what to type.
+#[test]
+fn remove_give_to_moves_the_nodes_then_removes_the_queue() {
+    let system = System::start_with("remove-give-to", &config(), &[]);
+    let out = system.ok(&["queue", "add", "spare", "--nodes", "node[8-9]", "--stopped"]);
+    assert!(out.contains("spare owns node[8-9]"), "{out}");
+    wait_online(&system, "spare");
+    let err = system.fails(&["queue", "update", "spare", "--nodes", "node8"]);
+    assert!(
+        err.contains("`shardsched queue move node9 --from spare --to QUEUE`"),
+        "{err}"
+    );
+    let err = system.fails(&["queue", "remove", "spare", "--give-to", "alpha"]);
+    assert!(
+        err.contains("`shardsched queue update alpha --nodes node[0-3,8-9]` adds them"),
+        "{err}"
+    );
+    system.ok(&["queue", "update", "alpha", "--nodes", "node[0-3,8-9]"]);
+    wait_online(&system, "alpha");
+    let spare_pid = system.child_pid("spare");
+    let out = system.ok(&["queue", "remove", "spare", "--give-to", "alpha"]);
+    assert!(
+        out.contains("spare: its nodes node[8-9] move to alpha"),
+        "{out}"
+    );
+    assert!(out.contains("removed queue spare"), "{out}");
+    assert!(queue(&system, "spare").is_none());
+    let alpha = queue(&system, "alpha").unwrap();
+    assert_eq!(alpha["owned"], "node[0-3,8-9]", "{alpha}");
+    assert!(
+        wait_for(|| !alive(spare_pid)),
+        "spare's shard was not stopped"
+    );
+}

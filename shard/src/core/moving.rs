@@ -397,17 +397,27 @@ impl ShardCore {
 
     /// Running jobs holding each of `names`, with their planned ends (ms): one pass over
     /// the running jobs, whatever the number of nodes asked about.
+    ///
+    /// A planned end is the job's start plus its duration: the timeline the queue manager
+    /// reserves on, here and in the recipient of a move. (Under `--time-scale` a sim job
+    /// ends earlier, as a real job may end before its time limit; the node is released
+    /// then.)
     pub(super) fn jobs_on(&self, names: &[&str]) -> HashMap<String, Vec<(JobId, u64)>> {
         let wanted: BTreeSet<&str> = names.iter().copied().collect();
         let mut out: HashMap<String, Vec<(JobId, u64)>> = HashMap::new();
         if wanted.iter().all(|n| !self.node_jobs.contains_key(*n)) {
             return out;
         }
-        let mut running: Vec<(&JobId, &u64)> = self.running.iter().collect();
+        let mut running: Vec<&JobId> = self.running.keys().collect();
         running.sort_unstable();
-        for (&id, &end) in running {
+        for &id in running {
             let Some(job) = self.table.get(id) else {
                 continue;
+            };
+            let end = match (job.start_ms, job.duration_ms) {
+                (Some(start), d) if d > 0 => start.saturating_add(d),
+                // Unlimited, or not started (cannot be: it runs).
+                _ => u64::MAX,
             };
             for node in &job.nodes {
                 if wanted.contains(node.as_str()) {

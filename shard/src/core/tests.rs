@@ -268,12 +268,13 @@ fn sim_completion_frees_nodes_for_the_next_job() {
     core.tick(NOW).expect("tick");
     assert_eq!(state(&core, first.id), JobState::Running);
     assert_eq!(state(&core, second.id), JobState::Pending);
-    let reason = core
-        .job(second.id)
-        .expect("job")
-        .summary("batch", true)
-        .reason;
-    assert!(reason.starts_with("reserved to start at"), "{reason}");
+    let summary = core.job(second.id).expect("job").summary("batch", true);
+    assert_eq!(summary.reason, "reserved to start");
+    assert_eq!(
+        summary.reserved_ms,
+        Some(NOW + 5_000),
+        "the time travels apart"
+    );
     let wake = core.next_wakeup_ms().expect("a wakeup");
     assert_eq!(wake, NOW + 5_000);
     core.tick(wake).expect("tick");

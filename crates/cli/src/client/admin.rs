@@ -22,7 +22,7 @@ use shardsched_proto::msg::client_coord::{
     MoveInfo, MoveRequest, QueueAction, QueueAdmin, Request, Response,
 };
 use shardsched_proto::msg::coord_shard::{DryRunReport, FreeAt};
-use shardsched_resource::{decode_hostlist, encode_hostlist};
+use shardsched_resource::{decode_hostlist, encode_hostlist, sort_hosts};
 
 use super::output::{self, Table};
 use super::submit::parse_duration_secs;
@@ -35,8 +35,9 @@ pub enum QueueAdminCommand {
     Enable(QueueNameArgs),
     /// Refuses new submissions (queued and running jobs stay). Admin only.
     Disable(QueueReasonArgs),
-    /// Starts scheduling. Refused, naming the nodes, when the queue's definition shares
-    /// nodes owned by a started queue, unless `--take` moves them in. Admin only.
+    /// Starts scheduling with the nodes the queue owns now (`--take` also moves in those of
+    /// its definition that started queues own); refused, naming them, when it would own
+    /// nothing. Admin only.
     Start(QueueStartArgs),
     /// Stops scheduling: jobs keep being accepted and wait; running jobs are untouched.
     /// Admin only.
@@ -80,7 +81,7 @@ pub struct QueueReasonArgs {
 pub struct QueueStartArgs {
     /// The queue.
     pub name: String,
-    /// Move in the nodes its definition shares with started queues.
+    /// Move in the nodes of its definition that started queues own.
     #[arg(long)]
     pub take: bool,
 }
@@ -90,7 +91,8 @@ pub struct QueueStartArgs {
 pub struct QueueStopArgs {
     /// The queue.
     pub name: String,
-    /// Move the queue's nodes that are in this queue's definition to it.
+    /// Move the queue's nodes that are in this queue's definition to it (nodes still on
+    /// their way in go back to their donor).
     #[arg(long, value_name = "QUEUE")]
     pub release_to: Option<String>,
 }
@@ -204,11 +206,20 @@ fn queue_state(
         QueueAction::Start { .. } => "started",
         QueueAction::Stop => "stopped",
     };
+    let done = |move_id: Option<MoveId>| match move_id {
+        Some(MoveId(id)) => format!("{queue} {word}; move {id} carries its nodes\n"),
+        None => format!("{queue} {word}\n"),
+    };
     ask(request, |response| match response {
-        Response::Done { move_id } => Ok(match move_id {
-            Some(MoveId(id)) => format!("{queue} {word}; move {id} carries its nodes\n"),
-            None => format!("{queue} {word}\n"),
-        }),
+        Response::Done { move_id } => Ok(done(move_id)),
+        // Done, with what the admin should know beyond it.
+        Response::Reconfigured { changes, move_id } => {
+            let mut text = done(move_id);
+            for line in changes {
+                text.push_str(&format!("  {line}\n"));
+            }
+            Ok(text)
+        }
         other => bail!("the coordinator answered queue {word} with {other:?}"),
     })
 }
@@ -246,6 +257,11 @@ fn move_main(args: &MoveArgs) -> Result<()> {
             Some(secs.saturating_mul(1000))
         }
     };
+    let hosts = {
+        let mut sorted = nodes.clone();
+        sort_hosts(&mut sorted);
+        encode_hostlist(&sorted)
+    };
     let request = Request::Move(MoveRequest {
         nodes,
         from: from.clone(),
@@ -256,7 +272,9 @@ fn move_main(args: &MoveArgs) -> Result<()> {
     ask(request, |response| match response {
         Response::Done {
             move_id: Some(MoveId(id)),
-        } => Ok(format!("{id}\n")),
+        } => Ok(format!(
+            "move {id} started: {hosts} from {from} to {to} (`shardsched queue moves` follows it)\n"
+        )),
         Response::DryRun(report) => Ok(dry_run_text(&report, output::now_ms())),
         other => bail!("the coordinator answered queue move with {other:?}"),
     })
@@ -344,8 +362,13 @@ fn moves_table(moves: &[MoveInfo], now_ms: u64) -> String {
             let detail = match (n.state.as_str(), n.expected_free_ms) {
                 ("outgoing", Some(t)) => {
                     let jobs: Vec<String> = n.jobs.iter().map(|j| j.to_string()).collect();
+                    let why = if m.deadline_ms == Some(t) {
+                        "at the deadline: jobs"
+                    } else {
+                        "jobs"
+                    };
                     format!(
-                        "free in {} (jobs {})",
+                        "free in {} ({why} {})",
                         output::human_duration(t.saturating_sub(now_ms)),
                         jobs.join(",")
                     )
@@ -361,7 +384,8 @@ fn moves_table(moves: &[MoveInfo], now_ms: u64) -> String {
                 None => groups.push((n.state.clone(), detail, vec![&n.node])),
             }
         }
-        for (step, detail, names) in groups {
+        for (step, detail, mut names) in groups {
+            sort_hosts(&mut names);
             table.row(vec![
                 m.move_id.0.to_string(),
                 m.from.clone(),
@@ -465,6 +489,30 @@ mod tests {
         assert_eq!(v["nodes"][0]["acquired_ms"], 1_009);
         assert_eq!(v["nodes"][2]["released_ms"], Value::Null);
         assert_eq!(moves_table(&[], 0), "no moves\n");
+    }
+
+    #[test]
+    fn moves_read_in_natural_order_and_say_when_the_deadline_frees_a_node() {
+        let mut nodes: Vec<MoveNodeInfo> = ["node0", "node1", "node10", "node100", "node2"]
+            .iter()
+            .map(|n| node(n, "up", None))
+            .collect();
+        nodes.push(node("node3", "outgoing", Some(31_000)));
+        let m = MoveInfo {
+            move_id: MoveId(7),
+            from: "batch".into(),
+            to: "debug".into(),
+            status: "active".into(),
+            started_ms: 1_000,
+            deadline_ms: Some(31_000),
+            nodes,
+        };
+        let text = moves_table(std::slice::from_ref(&m), 1_000);
+        assert!(text.contains("node[0-2,10,100]"), "{text}");
+        assert!(
+            text.contains("free in 30.0s (at the deadline: jobs"),
+            "{text}"
+        );
     }
 
     #[test]

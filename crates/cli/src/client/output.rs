@@ -126,6 +126,39 @@ pub fn utc_timestamp(ms: u64) -> String {
     )
 }
 
+/// A time in the reader's local time zone (the system's: `TZ`, else `/etc/localtime`):
+/// `14:05:03 CET` on `now_ms`'s day, with the date before it otherwise.
+pub fn local_time(ms: u64, now_ms: u64) -> String {
+    let zone = jiff::tz::TimeZone::system();
+    let zoned = |ms: u64| {
+        jiff::Timestamp::from_millisecond(i64::try_from(ms).unwrap_or(i64::MAX))
+            .ok()
+            .map(|t| t.to_zoned(zone.clone()))
+    };
+    match (zoned(ms), zoned(now_ms)) {
+        (Some(at), Some(now)) if at.date() == now.date() => at.strftime("%H:%M:%S %Z").to_string(),
+        (Some(at), _) => at.strftime("%Y-%m-%d %H:%M:%S %Z").to_string(),
+        (None, _) => utc_timestamp(ms),
+    }
+}
+
+/// Why a job is where it is, for people: the shard's words, with a reservation's time in
+/// local time and how far off it is (`reserved to start at 14:05:03 CET (in 4m10s)`).
+pub fn job_reason(job: &JobSummary, now_ms: u64) -> String {
+    match job.reserved_ms {
+        Some(at) => format!(
+            "{} at {} ({})",
+            job.reason,
+            local_time(at, now_ms),
+            match at.checked_sub(now_ms) {
+                Some(ahead) if ahead > 0 => format!("in {}", human_duration(ahead)),
+                _ => "due".to_owned(),
+            }
+        ),
+        None => job.reason.clone(),
+    }
+}
+
 /// A duration for people: `850ms`, `12.3s`, `4m05s`, `2h03m`, `3d04h`.
 pub fn human_duration(ms: u64) -> String {
     let s = ms / 1000;
@@ -165,12 +198,13 @@ pub fn jobs_table(jobs: &[JobSummary]) -> String {
         "JOBID", "QUEUE", "USER", "NAME", "ST", "NNODES", "TIME", "INFO",
     ]);
     for job in jobs {
+        let reason = job_reason(job, now);
         let info = if job.nodes.is_empty() {
-            job.reason.clone()
-        } else if job.reason.is_empty() {
+            reason
+        } else if reason.is_empty() {
             encode_hostlist(&job.nodes)
         } else {
-            format!("{} ({})", encode_hostlist(&job.nodes), job.reason)
+            format!("{} ({reason})", encode_hostlist(&job.nodes))
         };
         table.row(vec![
             job.id.to_string(),
@@ -203,6 +237,7 @@ pub fn job_json(job: &JobSummary) -> Value {
         "end_ms": job.end_ms,
         "duration_ms": job.duration_ms,
         "reason": job.reason,
+        "reserved_ms": job.reserved_ms,
     })
 }
 
@@ -279,7 +314,7 @@ pub fn job_info_text(info: &JobInfo) -> String {
         line("ran", ran);
     }
     if !job.reason.is_empty() {
-        line("reason", job.reason.clone());
+        line("reason", job_reason(job, now_ms()));
     }
     for (key, value) in exec_lines(info) {
         line(key, value);
@@ -417,23 +452,43 @@ pub fn queue_json(queue: &QueueStatus, default: bool) -> Value {
         "jobs_pending": queue.jobs_pending,
         "jobs_running": queue.jobs_running,
         "online": queue.online,
+        "definition": queue.definition,
+        "owned": queue.owned,
+        "reason": queue.reason,
     })
 }
 
 /// `queue list` for people. The default queue is marked with `*`, as `flux queue list` does.
-pub fn queues_table(queues: &[QueueStatus], default: Option<&str>) -> String {
+/// `long` adds each queue's definition and owned nodes (hostlists); a REASON column shows
+/// why queues were disabled, when any was.
+pub fn queues_table(queues: &[QueueStatus], default: Option<&str>, long: bool) -> String {
     let yes_no = |b: bool| if b { "y" } else { "n" }.to_owned();
-    let mut table = Table::new(&[
+    let reasons = queues.iter().any(|q| !q.reason.is_empty());
+    let mut headers = vec![
         "QUEUE", "EN", "ST", "SHARD", "POLICY", "MATCH", "DEFINED", "OWNED", "UP", "PENDING",
         "RUNNING",
-    ]);
+    ];
+    if long {
+        headers.extend(["DEFINITION", "OWNED_NODES"]);
+    }
+    if reasons {
+        headers.push("REASON");
+    }
+    let mut table = Table::new(&headers);
+    let dash = |s: &str| {
+        if s.is_empty() {
+            "-".to_owned()
+        } else {
+            s.to_owned()
+        }
+    };
     for q in queues {
         let mark = if Some(q.name.as_str()) == default {
             "*"
         } else {
             ""
         };
-        table.row(vec![
+        let mut row = vec![
             format!("{}{mark}", q.name),
             yes_no(q.enabled),
             yes_no(q.started),
@@ -445,7 +500,14 @@ pub fn queues_table(queues: &[QueueStatus], default: Option<&str>) -> String {
             q.nodes_up.to_string(),
             q.jobs_pending.to_string(),
             q.jobs_running.to_string(),
-        ]);
+        ];
+        if long {
+            row.extend([dash(&q.definition), dash(&q.owned)]);
+        }
+        if reasons {
+            row.push(dash(&q.reason));
+        }
+        table.row(row);
     }
     table.render()
 }
@@ -478,6 +540,43 @@ mod tests {
         assert_eq!(text.lines().count(), 2, "{text:?}");
         assert!(text.contains("evil\\u{1b}[2J"), "{text:?}");
         assert_eq!(escape_lines("a\x07\nb"), "a\\u{7}\nb");
+    }
+
+    #[test]
+    fn a_reserved_start_reads_in_local_time_and_from_now() {
+        let now = 1_800_000_000_000;
+        let job = JobSummary {
+            id: shardsched_proto::Fluid(1),
+            queue: "batch".into(),
+            owner: "alice".into(),
+            name: "app".into(),
+            state: JobState::Pending,
+            priority: 16,
+            nodes: Vec::new(),
+            submit_ms: now,
+            start_ms: None,
+            end_ms: None,
+            duration_ms: 60_000,
+            reason: "reserved to start".into(),
+            reserved_ms: Some(now + 250_000),
+        };
+        let text = job_reason(&job, now);
+        assert!(text.starts_with("reserved to start at "), "{text}");
+        assert!(text.ends_with("(in 4m10s)"), "{text}");
+        assert!(!text.contains("1800000250000"), "no raw epoch ms: {text}");
+        let clock = local_time(now + 250_000, now);
+        assert!(text.contains(&clock), "{text} / {clock}");
+        assert_eq!(clock.matches(':').count(), 2, "{clock}");
+        assert!(
+            local_time(now + 3 * 86_400_000, now).contains('-'),
+            "another day: the date"
+        );
+        let plain = JobSummary {
+            reserved_ms: None,
+            reason: "queued".into(),
+            ..job
+        };
+        assert_eq!(job_reason(&plain, now), "queued");
     }
 
     #[test]

@@ -58,6 +58,10 @@ pub struct UpdateArgs {
     pub name: String,
     #[command(flatten)]
     pub flags: QueueFlags,
+    /// Move the nodes the new `--nodes` leaves out, and the queue owns, to this queue
+    /// (each once its jobs end); without it such an update is refused.
+    #[arg(long, value_name = "Q", requires = "nodes")]
+    pub give_to: Option<String>,
 }
 
 /// Flags of `queue remove`.
@@ -65,7 +69,7 @@ pub struct UpdateArgs {
 pub struct RemoveArgs {
     /// The queue.
     pub name: String,
-    /// Move the queue's nodes to this queue first (remove it again once the move is done).
+    /// Move the queue's nodes to this queue first; the queue is removed once they are there.
     #[arg(long, value_name = "Q")]
     pub give_to: Option<String>,
 }
@@ -86,6 +90,7 @@ impl QueueFlags {
             default_duration: self.default_duration.clone(),
             max_duration: self.max_duration.clone(),
             stopped,
+            give_to: None,
         }
     }
 
@@ -116,10 +121,11 @@ pub fn update_main(args: &UpdateArgs) -> Result<()> {
             args.name
         );
     }
-    change(
-        Request::UpdateQueue(args.flags.spec(&args.name, false)),
-        "queue update",
-    )
+    let spec = QueueSpec {
+        give_to: args.give_to.clone(),
+        ..args.flags.spec(&args.name, false)
+    };
+    change(Request::UpdateQueue(spec), "queue update")
 }
 
 /// `queue remove NAME [--give-to Q]`.

@@ -19,7 +19,8 @@ pub struct QueueArgs {
 /// What `shardsched queue` does.
 #[derive(Subcommand, Debug, Clone)]
 pub enum QueueCommand {
-    /// Every queue: enabled/started, policies, nodes, jobs. `*` marks the default queue.
+    /// Every queue: enabled/started, policies, nodes, jobs (`-l`: definitions and owned
+    /// nodes). `*` marks the default queue.
     List(ListArgs),
     /// Adds a queue at run time: `queue add NAME --nodes HOSTLIST [--policy P] …`. Admin
     /// only.
@@ -69,9 +70,12 @@ pub struct NodeStateArgs {
 /// Flags of `queue list`.
 #[derive(Args, Debug, Clone)]
 pub struct ListArgs {
-    /// Print JSON instead of a table.
+    /// Print JSON instead of a table (with each queue's `definition` and `owned` nodes).
     #[arg(long)]
     pub json: bool,
+    /// Add each queue's definition and owned nodes (hostlists) to the table.
+    #[arg(long, short = 'l', short_alias = 'o')]
+    pub long: bool,
 }
 
 /// Flags of `resource list`.
@@ -112,7 +116,7 @@ pub fn queue_main(args: &QueueArgs) -> Result<()> {
                 .collect();
             output::emit(&format!("{}\n", Value::Array(rows)))
         } else {
-            output::emit(&output::queues_table(&queues, default))
+            output::emit(&output::queues_table(&queues, default, list.long))
         }
     })
 }

@@ -259,6 +259,12 @@ async fn try_submit(
                     RefusalCode::Denied => {
                         anyhow!("job denied by queue {queue}: {}", refusal.message)
                     }
+                    // A disabled queue: the admin's reason, as the routing table has it.
+                    _ if !route.enabled && !route.reason.is_empty() => anyhow!(
+                        "queue {queue} refused the job: {} (disabled: {})",
+                        describe_refusal(&refusal),
+                        route.reason
+                    ),
                     _ => anyhow!(
                         "queue {queue} refused the job: {}",
                         describe_refusal(&refusal)

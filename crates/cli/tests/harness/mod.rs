@@ -293,8 +293,16 @@ impl System {
         self.rows(&["resource", "list", "--json"])
     }
 
-    /// One node's row of `resource list --json`.
-    pub fn node(&self, name: &str) -> Value {
+    /// One queue's row in `queue list --json`.
+    pub fn queue_row(&self, name: &str) -> Value {
+        self.rows(&["queue", "list", "--json"])
+            .into_iter()
+            .find(|q| q["name"] == name)
+            .unwrap_or_else(|| panic!("no queue {name}"))
+    }
+
+    /// One node's row in `resource list --json`.
+    pub fn node_row(&self, name: &str) -> Value {
         self.resources()
             .into_iter()
             .find(|n| n["name"] == name)

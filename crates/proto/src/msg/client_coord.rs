@@ -100,7 +100,7 @@ pub enum Request {
         /// The move.
         move_id: MoveId,
     },
-    /// Every unfinished move, then the finished ones the coordinator still remembers.
+    /// Every unfinished move and the finished ones the coordinator still remembers.
     /// Answered with [`Response::Moves`]. Any user or admin.
     Moves,
 }
@@ -128,6 +128,9 @@ pub struct QueueSpec {
     pub max_duration: Option<String>,
     /// Added stopped (`queue add --stopped`); ignored by an update.
     pub stopped: bool,
+    /// Update only: the queue that takes the nodes the new definition leaves out and the
+    /// queue owns (moved to it, as `queue move` would).
+    pub give_to: Option<String>,
 }
 
 /// See [`Request::QueueAdmin`].
@@ -174,7 +177,7 @@ pub struct MoveInfo {
     pub started_ms: u64,
     /// Its deadline, if any (ms since the Unix epoch).
     pub deadline_ms: Option<u64>,
-    /// Its nodes, in name order.
+    /// Its nodes, in natural order (`node2` before `node10`).
     pub nodes: Vec<MoveNodeInfo>,
 }
 
@@ -189,7 +192,7 @@ pub struct MoveNodeInfo {
     pub generation: Generation,
     /// `outgoing`, `released`, `up`, `returning` or `returned`.
     pub state: String,
-    /// Outgoing: when the donor expects it free.
+    /// Outgoing: when it will be free (its jobs' expected end, or the deadline if earlier).
     pub expected_free_ms: Option<u64>,
     /// Outgoing: the donor's jobs still holding it.
     pub jobs: Vec<JobId>,
@@ -255,8 +258,9 @@ pub enum Response {
         /// Node names (empty: every node was already released).
         returned: Vec<String>,
     },
-    /// Answer to [`Request::Moves`]: unfinished moves first, then finished ones, oldest
-    /// first; cut (and `truncated` set) when the node rows would not fit one response.
+    /// Answer to [`Request::Moves`]: the moves by id, nodes in natural order (`node2`
+    /// before `node10`); when the node rows would not fit one response, the oldest finished
+    /// moves are left out first (and `truncated` is set).
     Moves {
         /// The moves.
         moves: Vec<MoveInfo>,

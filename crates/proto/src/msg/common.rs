@@ -108,6 +108,9 @@ pub struct JobSummary {
     pub duration_ms: u64,
     /// Why it is still pending, or why it failed; empty otherwise.
     pub reason: String,
+    /// A pending job's reserved start, ms since the Unix epoch (the reason then says it is
+    /// reserved; clients show this time as they like, e.g. local time and "in 4m10s").
+    pub reserved_ms: Option<u64>,
 }
 
 /// One event in a job's history (Flux's eventlog, simplified).
@@ -225,6 +228,14 @@ pub struct QueueStatus {
     pub jobs_running: u32,
     /// Its shard is registered with the coordinator now (`false`: offline, e.g. restarting).
     pub online: bool,
+    /// Its definition, as a hostlist (the nodes it may own). Filled in by the coordinator;
+    /// empty in a shard's own report.
+    pub definition: String,
+    /// The nodes it owns now, as a hostlist (coordinator only, as `definition`).
+    pub owned: String,
+    /// Why an admin disabled it (empty when enabled or when none was given; coordinator
+    /// only).
+    pub reason: String,
 }
 
 /// Where to reach one queue's shard.
@@ -242,6 +253,9 @@ pub struct Route {
     pub enabled: bool,
     /// Scheduling.
     pub started: bool,
+    /// Why an admin disabled the queue (empty when enabled or none was given): a client
+    /// whose submit the shard refuses as disabled says it.
+    pub reason: String,
 }
 
 /// The coordinator's routing table: queue → shard.

@@ -95,6 +95,7 @@ pub fn summary() -> impl Strategy<Value = JobSummary> {
                     end_ms,
                     duration_ms,
                     reason,
+                    reserved_ms: start_ms.xor(end_ms),
                 }
             },
         )
@@ -160,7 +161,6 @@ pub fn queue_status() -> impl Strategy<Value = QueueStatus> {
     )
         .prop_map(
             |((name, enabled, started, queue_policy, match_policy), n, online)| QueueStatus {
-                name,
                 enabled,
                 started,
                 queue_policy,
@@ -171,6 +171,10 @@ pub fn queue_status() -> impl Strategy<Value = QueueStatus> {
                 jobs_pending: n[3],
                 jobs_running: n[4],
                 online,
+                definition: format!("node[0-{}]", n[0] % 64),
+                owned: String::new(),
+                reason: name.chars().rev().collect(),
+                name,
             },
         )
 }
@@ -190,6 +194,11 @@ pub fn route_table() -> impl Strategy<Value = RouteTable> {
         any::<bool>(),
     )
         .prop_map(|(queue, address, generator_id, enabled, started)| Route {
+            reason: if enabled {
+                String::new()
+            } else {
+                queue.clone()
+            },
             queue,
             address,
             generator_id,
@@ -407,12 +416,13 @@ pub fn queue_spec() -> impl Strategy<Value = client_coord::QueueSpec> {
                 (name, nodes, policy, match_policy),
                 (queue_depth, reservation_depth, default_duration, max_duration, stopped),
             )| client_coord::QueueSpec {
-                name,
                 nodes,
                 policy,
                 match_policy,
                 queue_depth,
                 reservation_depth,
+                give_to: stopped.then(|| name.clone()),
+                name,
                 default_duration,
                 max_duration,
                 stopped,
