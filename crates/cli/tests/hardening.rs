@@ -378,7 +378,17 @@ fn a_journal_record_that_does_not_decode_stops_the_shard_naming_it_and_up_does_n
     assert!(wait_for(|| !harness::alive(alpha)));
     let journal = system.shard_dir("alpha").join("journal.redb");
     {
-        let committer = Committer::start(Journal::open(&journal).unwrap()).unwrap();
+        // The main thread shows as a zombie before the other threads have exited and closed
+        // the journal's file (and its lock): wait until the lock is free, not for the pid.
+        let mut opened = None;
+        assert!(
+            wait_for(|| {
+                opened = Journal::open(&journal).ok();
+                opened.is_some()
+            }),
+            "alpha's journal stayed locked after alpha died"
+        );
+        let committer = Committer::start(opened.unwrap()).unwrap();
         let mut batch = Batch::new();
         batch.put("jobs", 12345, b"not a job".to_vec());
         committer
