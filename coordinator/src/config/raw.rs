@@ -6,6 +6,7 @@ use std::ops::Range;
 use std::path::Path;
 
 use serde::Deserialize;
+use shardsched_jobspec::duration::{BareUnit, Fsd, parse_fsd, seconds_to_ms};
 use shardsched_resource::{Location, ReadError, decode_hostlist, encode_hostlist};
 use toml::Spanned;
 
@@ -409,14 +410,18 @@ fn check_started_overlap(
     Ok(())
 }
 
-/// A duration in milliseconds: an integer or float of seconds, or Flux's duration syntax
-/// (`"90s"`, `"30m"`, `"1.5h"`, `"2d"`, a bare `"3600"` is seconds); `0`, `"0"` and
-/// `"unlimited"` mean none.
+/// A duration in milliseconds: an integer or float of seconds, or a Flux duration
+/// (`"90s"`, `"30m"`, `"1.5h"`, `"2d"`; a bare `"3600"` is seconds); `0`, `"0"`,
+/// `"unlimited"` and `"inf"` mean none. One parser for every duration:
+/// [`shardsched_jobspec::duration`].
 pub fn duration_ms(value: &toml::Value) -> Result<u64, String> {
-    let seconds = match value {
-        toml::Value::Integer(s) => *s as f64,
-        toml::Value::Float(s) => *s,
-        toml::Value::String(s) => return parse_duration(s),
+    let parsed = match value {
+        toml::Value::Integer(s) => seconds_to_ms(*s as f64, &s.to_string()),
+        toml::Value::Float(s) => seconds_to_ms(*s, &format!("{s:?}")),
+        toml::Value::String(s) => parse_fsd(s, BareUnit::Seconds).map(|d| match d {
+            Fsd::Finite(ms) => ms,
+            Fsd::Unlimited => 0,
+        }),
         other => {
             return Err(format!(
                 "expected seconds or a duration like \"1h\", found a {}",
@@ -424,43 +429,7 @@ pub fn duration_ms(value: &toml::Value) -> Result<u64, String> {
             ));
         }
     };
-    seconds_to_ms(seconds).ok_or_else(|| format!("{value} is not a duration in seconds"))
-}
-
-fn parse_duration(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    if t == "unlimited" || t == "infinity" || t == "inf" {
-        return Ok(0);
-    }
-    let (number, unit) = match t.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
-        Some((i, _)) => (&t[..i], &t[i..]),
-        None => (t, "s"),
-    };
-    let scale = match unit {
-        "ms" => 0.001,
-        "s" => 1.0,
-        "m" => 60.0,
-        "h" => 3600.0,
-        "d" => 86_400.0,
-        _ => {
-            return Err(format!(
-                "{text:?}: unknown unit {unit:?} (expected ms, s, m, h or d, e.g. \"30m\")"
-            ));
-        }
-    };
-    let value: f64 = number.parse().map_err(|_| {
-        format!("{text:?} is not a duration (e.g. \"90s\", \"30m\", \"1.5h\", \"2d\")")
-    })?;
-    seconds_to_ms(value * scale).ok_or_else(|| format!("{text:?} is not a valid duration"))
-}
-
-/// The longest duration accepted: about 1,000 years, so that arithmetic on times never
-/// overflows.
-const DURATION_MAX_MS: f64 = 1000.0 * 365.0 * 86_400_000.0;
-
-fn seconds_to_ms(seconds: f64) -> Option<u64> {
-    let ms = (seconds * 1000.0).round();
-    (ms.is_finite() && (0.0..=DURATION_MAX_MS).contains(&ms)).then_some(ms as u64)
+    parsed.map_err(|e| e.to_string())
 }
 
 fn show_ms(ms: u64) -> String {

@@ -238,11 +238,20 @@ fn each_invalid_case_names_its_place() {
         ),
         (
             "[queues.a]\nnodes = \"node0\"\ndefault_duration = \"soon\"\n",
-            "queue a: default_duration: \"soon\": unknown unit",
+            "queue a: default_duration: \"soon\" is not a duration",
         ),
         (
             "[queues.a]\nnodes = \"node0\"\ndefault_duration = -5\n",
-            "queue a: default_duration: -5 is not a duration",
+            "queue a: default_duration: \"-5\" is negative",
+        ),
+        // Below 1 ms a duration would round to 0, which means "unlimited".
+        (
+            "[queues.a]\nnodes = \"node0\"\nmax_duration = \"0.4ms\"\n",
+            "cfg.toml:3:16: queue a: max_duration: \"0.4ms\" is shorter than 1ms",
+        ),
+        (
+            "[queues.a]\nnodes = \"node0\"\nmax_duration = 1e-300\n",
+            "queue a: max_duration: \"1e-300\" is shorter than 1ms",
         ),
         (
             "[queues.a]\nnodes = \"node0\"\nmax_duration = true\n",
@@ -321,6 +330,9 @@ fn durations() {
     assert_eq!(s("3600"), Ok(3_600_000));
     assert_eq!(s("0"), Ok(0));
     assert_eq!(s("unlimited"), Ok(0));
+    assert_eq!(s("inf"), Ok(0));
+    assert!(s("0.4ms").is_err());
+    assert!(ms(toml::Value::Float(1e-300)).is_err());
     assert!(s("").is_err());
     assert!(s("h").is_err());
     assert!(s("-1h").is_err());

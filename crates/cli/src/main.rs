@@ -16,6 +16,7 @@ mod cert_cmd;
 mod client;
 mod coordinator_cmd;
 mod demo;
+mod duration_arg;
 mod query;
 mod replay;
 mod shard_cmd;

@@ -65,6 +65,15 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 pub const LOG_TAIL_LINES: usize = 20;
 /// A shard child's label is this followed by its queue's name.
 pub const SHARD_LABEL_PREFIX: &str = "shard ";
+/// The commands `up` suggests once it is up; the README's quick start shows the same ones
+/// (a test checks it).
+pub const HINT_COMMANDS: [&str; 5] = [
+    "submit -N 2 -t 1m -- sleep 60",
+    "jobs -a",
+    "queue list",
+    "resource list",
+    "demo",
+];
 /// Name of the lock file (holding `up`'s pid) in the state directory.
 pub const LOCK_FILE: &str = "up.pid";
 
@@ -87,10 +96,10 @@ pub struct UpArgs {
     /// [default: the shard's, sim].
     #[arg(long, value_name = "EXECUTOR")]
     pub executor: Option<crate::shard_cmd::Executor>,
-    /// How long the shards keep finished jobs (in memory and in their journals): 90, 30m,
-    /// 2h, 1d [default: the shard's, 1h].
-    #[arg(long, value_name = "DURATION", value_parser = crate::client::submit::parse_duration_secs)]
-    pub retention: Option<u64>,
+    /// How long the shards keep finished jobs (in memory and in their journals): 90s, 30m,
+    /// 2h, 1d (a bare number is seconds) [default: the shard's, 1h].
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration_arg::seconds_or_units)]
+    pub retention: Option<Duration>,
 }
 
 /// `shardsched up`.
@@ -120,7 +129,7 @@ pub fn main(args: &UpArgs) -> Result<()> {
             config,
             time_scale: args.time_scale,
             executor: args.executor,
-            retention_s: args.retention,
+            retention: args.retention,
             children: Vec::new(),
             coordinator: None,
             queue_sync: None,
@@ -164,8 +173,8 @@ struct Supervisor {
     config: Option<PathBuf>,
     time_scale: Option<f64>,
     executor: Option<crate::shard_cmd::Executor>,
-    /// `--retention` for the shards, seconds.
-    retention_s: Option<u64>,
+    /// `--retention` for the shards.
+    retention: Option<Duration>,
     /// The coordinator first, then the shards (in queue order at start, then in the order
     /// queues were added at run time).
     children: Vec<Supervised>,
@@ -251,8 +260,11 @@ impl Supervisor {
             };
             shard_args.extend(["--executor".to_owned(), name.to_owned()]);
         }
-        if let Some(secs) = self.retention_s {
-            shard_args.extend(["--retention".to_owned(), secs.to_string()]);
+        if let Some(retention) = self.retention {
+            shard_args.extend([
+                "--retention".to_owned(),
+                crate::duration_arg::to_arg(retention),
+            ]);
         }
         self.spawn_new(
             &format!("{SHARD_LABEL_PREFIX}{queue}"),
@@ -799,13 +811,7 @@ fn banner(
             "  export SHARDSCHED_DIR={root}   # the default: only needed if set elsewhere"
         );
     }
-    for example in [
-        "submit -N 1 -t 60 -- sleep 60",
-        "jobs -a",
-        "queue list",
-        "resource list",
-        "demo",
-    ] {
+    for example in HINT_COMMANDS {
         let _ = writeln!(out, "  {cmd} {example}");
     }
     let _ = writeln!(out, "Ctrl-C stops everything.");
@@ -834,6 +840,21 @@ fn command_name(exe: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `up`'s printed hint and the README's quick start must not disagree (they once said
+    /// `-N 1` and `-N 2`).
+    #[test]
+    fn the_readme_shows_the_commands_up_suggests() {
+        let readme = include_str!("../../../README.md");
+        for command in HINT_COMMANDS {
+            assert!(
+                readme.lines().any(|line| line
+                    .trim_start()
+                    .starts_with(&format!("shardsched {command}"))),
+                "the README's quick start does not show `shardsched {command}`"
+            );
+        }
+    }
 
     #[test]
     fn backoff_doubles_and_is_capped() {

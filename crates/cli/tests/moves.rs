@@ -118,7 +118,7 @@ fn a_busy_node_moves_after_its_job_and_a_waiting_job_starts_right_after() {
     let system = System::start_with("moves-busy", &config(), &[]);
     // Four one-node jobs fill alpha; the one on node3 will hold the moving node.
     let ids: Vec<String> = (0..4)
-        .map(|_| system.submit(&["-N", "1", "-t", "8", "--", "app"]))
+        .map(|_| system.submit(&["-N", "1", "-t", "8s", "--", "app"]))
         .collect();
     let on_node3 = ids
         .iter()
@@ -143,7 +143,7 @@ fn a_busy_node_moves_after_its_job_and_a_waiting_job_starts_right_after() {
     );
     start_queue(&system, "beta");
     // beta's five nodes: node3 comes when alpha's job ends, so the job is reserved then.
-    let wide = system.submit(&["-q", "beta", "-N", "5", "-t", "5", "--", "app"]);
+    let wide = system.submit(&["-q", "beta", "-N", "5", "-t", "5s", "--", "app"]);
     assert!(
         wait_for(|| {
             let row = system.job(&wide);
@@ -202,9 +202,9 @@ fn a_move_of_idle_nodes_completes_at_once() {
     assert!(released < up);
     // beta schedules on it once started; alpha no longer does.
     start_queue(&system, "beta");
-    let job = system.submit(&["-q", "beta", "-N", "5", "-t", "5", "--", "app"]);
+    let job = system.submit(&["-q", "beta", "-N", "5", "-t", "5s", "--", "app"]);
     assert_eq!(system.wait_state(&job, "running")["nodes"], "node[3-7]");
-    let alpha = system.submit(&["-N", "4", "-t", "5", "--", "app"]);
+    let alpha = system.submit(&["-N", "4", "-t", "5s", "--", "app"]);
     std::thread::sleep(std::time::Duration::from_millis(500));
     assert_eq!(system.job(&alpha)["state"], "pending");
 }
@@ -234,7 +234,7 @@ fn crash_during_a_move(queue: &str, point: &str) {
         ],
     );
     let ids: Vec<String> = (0..4)
-        .map(|_| system.submit(&["-N", "1", "-t", "8", "--", "app"]))
+        .map(|_| system.submit(&["-N", "1", "-t", "8s", "--", "app"]))
         .collect();
     for id in &ids {
         system.wait_state(id, "running");
@@ -246,7 +246,7 @@ fn crash_during_a_move(queue: &str, point: &str) {
         .expect("a job on node3");
     move_nodes(&system, &["node3"], "beta");
     start_queue(&system, "beta");
-    let wide = system.submit(&["-q", "beta", "-N", "5", "-t", "3", "--", "app"]);
+    let wide = system.submit(&["-q", "beta", "-N", "5", "-t", "3s", "--", "app"]);
     let state_of = |id: &str| listed(&system, id).map(|row| row["state"].clone());
     assert!(
         wait_for(|| ids
