@@ -129,7 +129,9 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("shardsched: {e:#}");
+            // Not `eprintln!`, which panics when stderr is closed.
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr(), "shardsched: {e:#}");
             std::process::ExitCode::FAILURE
         }
     }

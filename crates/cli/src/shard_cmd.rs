@@ -52,6 +52,9 @@ pub struct ShardArgs {
     /// node down): 500ms, 10s; a bare number is seconds [default: 5s].
     #[arg(long, value_name = "DURATION", value_parser = crate::duration_arg::seconds_or_units)]
     pub kill_grace: Option<Duration>,
+    /// Set by `up`: hold this file locked (shared) while running (`up::lock`).
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub up_lock: Option<PathBuf>,
 }
 
 /// How a shard runs jobs.
@@ -82,6 +85,11 @@ pub fn main(args: &ShardArgs) -> Result<()> {
             })
         }
     };
+    let _up_lock = args
+        .up_lock
+        .as_deref()
+        .map(crate::up::lock::hold_shared)
+        .transpose()?;
     init_logging();
     let options = ShardOptions {
         queue: args.queue.clone(),

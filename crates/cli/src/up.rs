@@ -4,8 +4,10 @@
 //! `shardsched coordinator`, `cert issue` and `shard`; it only does it in the right order and
 //! keeps it running:
 //!
-//! 1. lay out the state directory (see [`crate::client`]) and take its lock (`up.pid`), so
-//!    two `up`s never share a directory;
+//! 1. take the state directory's lock ([`lock`]: `up` holds `up.pid`, its children
+//!    `processes.lock`), so two `up`s never share a directory, even when the first was
+//!    killed and its children still serve; then lay the directory out (see
+//!    [`crate::client`]);
 //! 2. start the coordinator on `127.0.0.1:0` and wait for it to write its bound address;
 //! 3. issue the local user an **admin** certificate (named after `$USER`), so every client
 //!    command works with no flags, and ask the coordinator which queues it has;
@@ -41,6 +43,17 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use crate::client::{Client, StateDir};
 
+/// `eprintln!` that cannot fail: stopping the children must not depend on being able to
+/// print. A closed terminal gives EIO, `up 2>&1 | tee` after Ctrl-C gives EPIPE, and
+/// `eprintln!` panics on both, which once left every child running.
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+pub mod lock;
 mod queues;
 
 /// How long the coordinator may take to write its address, and the shards to become
@@ -74,8 +87,6 @@ pub const HINT_COMMANDS: [&str; 5] = [
     "resource list",
     "demo",
 ];
-/// Name of the lock file (holding `up`'s pid) in the state directory.
-pub const LOCK_FILE: &str = "up.pid";
 
 /// Flags of `shardsched up`.
 #[derive(Args, Debug, Clone)]
@@ -107,8 +118,9 @@ pub fn main(args: &UpArgs) -> Result<()> {
     let dir = StateDir::given_or_env(args.dir.as_deref())?;
     let root = absolute(dir.root())?;
     let dir = StateDir::at(root);
+    create_private_dir(dir.root())?;
+    let lock = lock::UpLock::take(&dir)?;
     prepare_dirs(&dir)?;
-    let _lock = Lock::take(&dir)?;
     let config = match &args.config {
         Some(path) => Some(
             fs::canonicalize(path)
@@ -130,6 +142,7 @@ pub fn main(args: &UpArgs) -> Result<()> {
             time_scale: args.time_scale,
             executor: args.executor,
             retention: args.retention,
+            processes_lock: lock.processes_lock().to_owned(),
             children: Vec::new(),
             coordinator: None,
             queue_sync: None,
@@ -175,6 +188,8 @@ struct Supervisor {
     executor: Option<crate::shard_cmd::Executor>,
     /// `--retention` for the shards.
     retention: Option<Duration>,
+    /// Given to every child with `--up-lock` (see [`lock`]).
+    processes_lock: PathBuf,
     /// The coordinator first, then the shards (in queue order at start, then in the order
     /// queues were added at run time).
     children: Vec<Supervised>,
@@ -228,6 +243,8 @@ impl Supervisor {
             listen.to_owned(),
             "--state-dir".to_owned(),
             path_arg(&self.dir.coordinator_dir()),
+            "--up-lock".to_owned(),
+            path_arg(&self.processes_lock),
         ];
         if let Some(config) = &self.config {
             args.extend(["--config".to_owned(), path_arg(config)]);
@@ -249,6 +266,8 @@ impl Supervisor {
             path_arg(&shard_dir),
             "--listen".to_owned(),
             "127.0.0.1:0".to_owned(),
+            "--up-lock".to_owned(),
+            path_arg(&self.processes_lock),
         ];
         if let Some(scale) = self.time_scale {
             shard_args.extend(["--time-scale".to_owned(), scale.to_string()]);
@@ -420,7 +439,7 @@ impl Supervisor {
             tokio::select! {
                 biased;
                 name = stop.recv() => {
-                    eprintln!("shardsched up: {name}: stopping");
+                    note!("shardsched up: {name}: stopping");
                     return Ok(());
                 }
                 () = tokio::time::sleep(SUPERVISE_INTERVAL) => {}
@@ -452,6 +471,20 @@ impl Supervisor {
         stop_all(shards.iter_mut()).await;
         stop_all(coordinator.into_iter()).await;
         let _ = remove_if_present(&self.dir.address_file());
+    }
+}
+
+/// The last resort, should anything between start and [`Supervisor::shutdown`] panic: the
+/// children run in their own process groups, so nothing else would stop them.
+impl Drop for Supervisor {
+    fn drop(&mut self) {
+        let retiring = self.retiring.iter_mut().map(queues::Retiring::child_mut);
+        for child in self.children.iter_mut().chain(retiring) {
+            if let Some(process) = &mut child.process {
+                let _ = process.kill();
+                let _ = process.wait();
+            }
+        }
     }
 }
 
@@ -510,7 +543,7 @@ impl Supervised {
         }
         match self.try_exited() {
             Ok(Some(status)) if queues::is_restart(status) => {
-                eprintln!(
+                note!(
                     "shardsched up: {} stopped to apply its new queue configuration; restarting it",
                     self.label
                 );
@@ -523,7 +556,7 @@ impl Supervised {
                 }
                 self.failures += 1;
                 if self.failures > RESTARTS_MAX {
-                    eprintln!(
+                    note!(
                         "shardsched up: {} exited ({}) after {} failed runs in a row; giving \
                          up on it (log: {})",
                         self.label,
@@ -535,7 +568,7 @@ impl Supervised {
                     return;
                 }
                 let backoff = restart_backoff(self.failures);
-                eprintln!(
+                note!(
                     "shardsched up: {} exited ({}) after {:.1} s; restarting in {:.1} s (log: {})",
                     self.label,
                     describe_status(status),
@@ -546,16 +579,16 @@ impl Supervised {
                 self.restart_at = Some(Instant::now() + backoff);
             }
             Ok(None) => {}
-            Err(e) => eprintln!("shardsched up: {e:#}"),
+            Err(e) => note!("shardsched up: {e:#}"),
         }
         if self.process.is_none()
             && let Some(at) = self.restart_at
             && Instant::now() >= at
         {
             match self.spawn(exe) {
-                Ok(()) => eprintln!("shardsched up: restarted {}", self.label),
+                Ok(()) => note!("shardsched up: restarted {}", self.label),
                 Err(e) => {
-                    eprintln!("shardsched up: {e:#}");
+                    note!("shardsched up: {e:#}");
                     self.failures += 1;
                     self.restart_at = Some(Instant::now() + restart_backoff(self.failures));
                 }
@@ -594,7 +627,7 @@ async fn stop_all<'a>(children: impl Iterator<Item = &'a mut Supervised>) {
         tokio::time::sleep(POLL_INTERVAL).await;
     }
     for child in live {
-        eprintln!(
+        note!(
             "shardsched up: {} did not stop within {} s; killing it",
             child.label,
             SHUTDOWN_GRACE.as_secs()
@@ -638,48 +671,6 @@ impl StopSignals {
             _ = self.hangup.recv() => "hung up",
         }
     }
-}
-
-/// The state directory's lock: `up.pid` with our pid, removed on drop.
-struct Lock {
-    path: PathBuf,
-}
-
-impl Lock {
-    fn take(dir: &StateDir) -> Result<Lock> {
-        let path = dir.root().join(LOCK_FILE);
-        if let Ok(text) = fs::read_to_string(&path)
-            && let Ok(pid) = text.trim().parse::<u32>()
-            && pid != std::process::id()
-            && is_shardsched_up(pid)
-        {
-            bail!(
-                "another `shardsched up` (pid {pid}) is running with {}: stop it first, or \
-                 use --dir for a second system",
-                dir.root().display()
-            );
-        }
-        fs::write(&path, format!("{}\n", std::process::id()))
-            .with_context(|| format!("writing {}", path.display()))?;
-        Ok(Lock { path })
-    }
-}
-
-impl Drop for Lock {
-    fn drop(&mut self) {
-        let _ = fs::remove_file(&self.path);
-    }
-}
-
-/// Whether `pid` is a live `shardsched up` (a pid in a stale lock may have been reused).
-fn is_shardsched_up(pid: u32) -> bool {
-    let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else {
-        return false;
-    };
-    let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
-    args.first()
-        .is_some_and(|a| a.windows(10).any(|w| w == b"shardsched"))
-        && args.iter().any(|a| *a == b"up")
 }
 
 fn prepare_dirs(dir: &StateDir) -> Result<()> {
