@@ -81,6 +81,7 @@ fn job(id: u64, owner: &str) -> JobSummary {
         state: JobState::Running,
         priority: 16,
         nodes: vec!["node0".into()],
+        nodes_requested: Some(1),
         submit_ms: id,
         start_ms: Some(id),
         end_ms: None,

@@ -19,6 +19,8 @@ pub const DEPTH_MAX: u32 = 1_000_000;
 pub(crate) const QUEUE_DEPTH_DEFAULT: u32 = 32;
 pub(crate) const RESERVATION_DEPTH_DEFAULT: u32 = 64;
 pub(crate) const DEFAULT_DURATION_DEFAULT_MS: u64 = 3_600_000;
+/// The most resource types `[cluster] load_allowlist` may name.
+pub const LOAD_ALLOWLIST_TYPES_MAX: usize = 32;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -33,6 +35,7 @@ struct RawConfig {
 struct RawCluster {
     spec: Option<Spanned<String>>,
     inline: Option<Spanned<toml::Table>>,
+    load_allowlist: Option<Spanned<Vec<String>>>,
 }
 
 #[derive(Deserialize)]
@@ -156,10 +159,24 @@ fn cluster(
         return Cluster::embedded_default().map_err(cluster_error);
     };
     let span = raw.span();
-    match raw.into_inner() {
+    let raw = raw.into_inner();
+    let load_allowlist =
+        match &raw.load_allowlist {
+            Some(list) => Some(check_load_allowlist(list.get_ref()).map_err(|m| {
+                errors.at(Some(list.span()), format!("[cluster] load_allowlist: {m}"))
+            })?),
+            None => None,
+        };
+    let mut cluster = match raw {
+        RawCluster {
+            spec: None,
+            inline: None,
+            load_allowlist: Some(_),
+        } => Cluster::embedded_default().map_err(cluster_error),
         RawCluster {
             spec: Some(spec),
             inline: None,
+            ..
         } => {
             let path = base_dir.join(spec.get_ref());
             let text = std::fs::read_to_string(&path).map_err(|e| {
@@ -173,6 +190,7 @@ fn cluster(
         RawCluster {
             spec: None,
             inline: Some(inline),
+            ..
         } => {
             let at = inline.span();
             let text = toml::to_string(inline.get_ref()).map_err(|e| {
@@ -185,6 +203,7 @@ fn cluster(
         RawCluster {
             spec: Some(_),
             inline: Some(_),
+            ..
         } => Err(errors.at(
             Some(span),
             "[cluster]: give either spec = \"FILE\" or [cluster.inline], not both",
@@ -192,11 +211,47 @@ fn cluster(
         RawCluster {
             spec: None,
             inline: None,
+            load_allowlist: None,
         } => Err(errors.at(
             Some(span),
             "[cluster]: give spec = \"FILE\" or [cluster.inline] (or leave [cluster] out for the default cluster)",
         )),
+    }?;
+    if let Some(list) = load_allowlist {
+        cluster.load_allowlist = list;
     }
+    Ok(cluster)
+}
+
+/// `[cluster] load_allowlist`: resource type names, at most [`LOAD_ALLOWLIST_TYPES_MAX`],
+/// with `node` (shards own and schedule nodes). Duplicates are dropped.
+fn check_load_allowlist(list: &[String]) -> Result<Vec<String>, String> {
+    if list.len() > LOAD_ALLOWLIST_TYPES_MAX {
+        return Err(format!(
+            "{} types, more than the limit of {LOAD_ALLOWLIST_TYPES_MAX}",
+            list.len()
+        ));
+    }
+    let mut kept: Vec<String> = Vec::with_capacity(list.len());
+    for kind in list {
+        let valid = !kind.is_empty()
+            && kind.len() <= shardsched_proto::limits::NAME_BYTES_MAX
+            && kind
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !valid {
+            return Err(format!(
+                "{kind:?} is not a resource type name (letters, digits, `-`, `_`)"
+            ));
+        }
+        if !kept.contains(kind) {
+            kept.push(kind.clone());
+        }
+    }
+    if !kept.iter().any(|k| k == "node") {
+        return Err("must include \"node\": shards own and schedule nodes".to_owned());
+    }
+    Ok(kept)
 }
 
 /// A spec reader's message without its place (which would point into text the user never

@@ -351,3 +351,39 @@ fn policy_names_round_trip() {
         assert_eq!(MatchPolicy::parse(p.as_str()), Some(p));
     }
 }
+
+#[test]
+fn the_load_allowlist_is_a_cluster_setting() {
+    let q = "[queues.a]\nnodes = \"node0\"\n";
+    let default = parse(q).expect("valid");
+    assert_eq!(
+        default.cluster.load_allowlist,
+        ["cluster", "rack", "node", "core", "gpu", "memory"]
+    );
+    let sockets = parse(&format!(
+        "[cluster]\nload_allowlist = [\"node\", \"socket\", \"core\", \"node\"]\n{q}"
+    ))
+    .expect("valid: the default cluster with sockets loaded");
+    assert_eq!(sockets.cluster.load_allowlist, ["node", "socket", "core"]);
+    assert_eq!(sockets.cluster.nodes, default.cluster.nodes);
+
+    for (list, expected) in [
+        (
+            "[\"core\"]",
+            "cfg.toml:2:18: [cluster] load_allowlist: must include \"node\"",
+        ),
+        ("[\"node\", \"\"]", "\"\" is not a resource type name"),
+        ("[\"node\", \"a b\"]", "\"a b\" is not a resource type name"),
+    ] {
+        let e = error(&format!("[cluster]\nload_allowlist = {list}\n{q}"));
+        assert!(e.contains(expected), "{list}: {e}");
+    }
+    let many: Vec<String> = (0..=LOAD_ALLOWLIST_TYPES_MAX)
+        .map(|i| format!("\"t{i}\""))
+        .collect();
+    let e = error(&format!(
+        "[cluster]\nload_allowlist = [\"node\", {}]\n{q}",
+        many.join(", ")
+    ));
+    assert!(e.contains("more than the limit of 32"), "{e}");
+}

@@ -329,7 +329,7 @@ impl Core {
             .map(|(other, nodes)| format!("{other} owns {}", encode_hostlist(nodes)))
             .collect();
         Err(Refusal::new(
-            RefusalCode::Unavailable,
+            RefusalCode::Policy,
             format!(
                 "queue {} shares nodes with started queues ({}); started queues cannot own the same node: \
                  stop them first, or use start --take to move the nodes",

@@ -3,9 +3,11 @@
 //!
 //! ```text
 //! admin lock (one change at a time)
-//!   removals: each queue to remove is disabled at its shard, then its shard is asked for
-//!             its live jobs; any → re-enabled and refused (the core's check reads status
-//!             reports, which may be a moment old)
+//!   removals: the core's checks that need no shard (owned nodes, moves, default queue)
+//!             first; then each queue to remove is disabled at its shard if, and only if, it
+//!             holds no job (`DisableIfIdle`, one step at the shard: a removal refused for
+//!             jobs never disables the queue); the core then takes that answer over the
+//!             shard's last status report, which may be a moment old
 //!   core change (pure; all or nothing)
 //!   write the durable state (fsync) ─► only then: Reconfigure to each changed queue's
 //!             shard (it restarts from its journal), SetQueueState off to removed shards
@@ -14,7 +16,7 @@
 use std::path::Path;
 
 use shardsched_proto::msg::client_coord::{Request, Response};
-use shardsched_proto::msg::{JobsQuery, Refusal, RefusalCode, UserFilter, coord_shard};
+use shardsched_proto::msg::{Refusal, RefusalCode, coord_shard};
 use shardsched_proto::{Error, Peer, Reply};
 
 use super::{SHARD_COMMAND_TIMEOUT, Shared, handlers::flush, now_ms};
@@ -39,8 +41,10 @@ pub(super) async fn queue_table_request(
         })?,
         Request::UpdateQueue(spec) => shared.with_core(|core| core.update_queue(&spec))?,
         Request::RemoveQueue { queue, give_to } => {
-            let removing =
-                shared.with_core(|core| give_to.is_none() || core.owned_by(&queue).is_empty());
+            let removing = shared.with_core(|core| {
+                core.check_remove_request(&queue, give_to.as_deref())?;
+                Ok::<_, Refusal>(give_to.is_none() || core.owned_by(&queue).is_empty())
+            })?;
             let names = if removing {
                 vec![queue.clone()]
             } else {
@@ -96,13 +100,17 @@ pub(super) async fn queue_table_request(
     })
 }
 
-/// Runs `change` with the shards of `removing` disabled and checked to hold no live job;
-/// re-enables them when the change is refused.
+/// Runs `change` with the shards of `removing` disabled, each only if it holds no job;
+/// re-enables them when the change is refused after all. A queue that owns nodes or is in a
+/// move is refused before anything is disabled.
 async fn with_removals_held(
     shared: &Shared,
     removing: &[String],
     change: impl FnOnce(&mut Core) -> Result<Reconfig, Refusal>,
 ) -> Result<Reconfig, Refusal> {
+    for queue in removing {
+        shared.with_core(|core| core.check_removable(queue))?;
+    }
     let mut held = Vec::new();
     let mut refused = None;
     for queue in removing {
@@ -111,35 +119,13 @@ async fn with_removals_held(
         else {
             continue; // Offline: the core refuses.
         };
-        let off = coord_shard::Request::SetQueueState {
-            enabled: false,
-            started: flags.1,
-        };
-        if let Err(e) = send(shared, conn, &off).await {
-            refused = Some(Refusal::new(
-                RefusalCode::Unavailable,
-                format!("queue {queue}'s shard: {e}"),
-            ));
-            break;
-        }
-        held.push((queue.clone(), conn, flags));
-        match live_jobs(shared, conn).await {
-            Ok(0) => {}
-            Ok(_) => {
-                refused = Some(Refusal::new(
-                    RefusalCode::Unavailable,
-                    format!(
-                        "queue {queue} has live jobs (pending or running): cancel them or wait for \
-                         them to end (jobs cannot move between queues)"
-                    ),
-                ));
-                break;
+        match ask_shard(shared, conn, &coord_shard::Request::DisableIfIdle).await {
+            Ok(()) => {
+                shared.with_core(|core| core.saw_idle(queue));
+                held.push((queue.clone(), conn, flags));
             }
-            Err(e) => {
-                refused = Some(Refusal::new(
-                    RefusalCode::Unavailable,
-                    format!("queue {queue}'s shard: {e}"),
-                ));
+            Err(refusal) => {
+                refused = Some(refusal);
                 break;
             }
         }
@@ -159,28 +145,26 @@ async fn with_removals_held(
     result
 }
 
-/// How many live jobs the removal check asks a shard for (any is too many).
-const LIVE_JOBS_ASKED: usize = 1;
-
-/// Whether a shard holds pending or running jobs: 0 if none, else at least 1 (it is asked
-/// for at most [`LIVE_JOBS_ASKED`]).
-async fn live_jobs(shared: &Shared, conn: crate::core::ConnId) -> Result<usize, String> {
-    let session = shared.session(conn).ok_or("not connected")?;
-    let query = coord_shard::Request::Jobs(JobsQuery {
-        queue: None,
-        user: UserFilter::All,
-        include_inactive: false,
-        limit: LIVE_JOBS_ASKED as u32,
-    });
-    match tokio::time::timeout(SHARD_COMMAND_TIMEOUT, session.request(&query)).await {
-        Ok(Ok(coord_shard::Response::Jobs(list))) => {
-            Ok(list.jobs.len() + usize::from(list.truncated))
-        }
-        Ok(Ok(other)) => Err(format!("unexpected answer {other:?}")),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!(
-            "no answer within {} s",
-            SHARD_COMMAND_TIMEOUT.as_secs()
+/// [`send`], keeping a shard's refusal as it is (its code and message) and calling
+/// anything else `Unavailable`.
+async fn ask_shard(
+    shared: &Shared,
+    conn: crate::core::ConnId,
+    request: &coord_shard::Request,
+) -> Result<(), Refusal> {
+    let session = shared.session(conn).ok_or_else(|| {
+        Refusal::new(RefusalCode::Unavailable, "a queue's shard is not connected")
+    })?;
+    match tokio::time::timeout(SHARD_COMMAND_TIMEOUT, session.request(request)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(Error::Refused(r))) => Err(r),
+        Ok(Err(e)) => Err(Refusal::new(RefusalCode::Unavailable, e.to_string())),
+        Err(_) => Err(Refusal::new(
+            RefusalCode::Unavailable,
+            format!(
+                "a queue's shard did not answer within {} s",
+                SHARD_COMMAND_TIMEOUT.as_secs()
+            ),
         )),
     }
 }
@@ -191,16 +175,9 @@ async fn send(
     conn: crate::core::ConnId,
     request: &coord_shard::Request,
 ) -> Result<(), String> {
-    let session = shared.session(conn).ok_or("not connected")?;
-    match tokio::time::timeout(SHARD_COMMAND_TIMEOUT, session.request(request)).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(Error::Refused(r))) => Err(r.message),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!(
-            "no answer within {} s",
-            SHARD_COMMAND_TIMEOUT.as_secs()
-        )),
-    }
+    ask_shard(shared, conn, request)
+        .await
+        .map_err(|r| r.message)
 }
 
 /// The configuration file read again (the embedded default when it started with none).

@@ -111,6 +111,7 @@ pub(crate) async fn coordinator_request(
             })
             .await
         }
+        Request::DisableIfIdle => ask(&commands, |reply| Command::DisableIfIdle { reply }).await,
         Request::SetNodeState {
             nodes,
             down,

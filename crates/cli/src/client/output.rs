@@ -8,7 +8,9 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use shardsched_proto::msg::{JobEvent, JobInfo, JobState, JobSummary, NodeStatus, QueueStatus};
+use shardsched_proto::msg::{
+    JobEvent, JobInfo, JobState, JobSummary, NodeState, NodeStatus, QueueStatus,
+};
 use shardsched_resource::encode_hostlist;
 
 /// Writes `text` to standard output. A closed pipe (`shardsched jobs | head`) ends the output
@@ -129,6 +131,16 @@ pub fn run_time(job: &JobSummary, now_ms: u64) -> String {
     }
 }
 
+/// NNODES as `flux jobs` shows it: the nodes a job holds or held, else the fewest its
+/// jobspec asks for; `None` for a pending job that asks for slots only.
+pub fn nnodes(job: &JobSummary) -> Option<u64> {
+    if job.nodes.is_empty() {
+        job.nodes_requested
+    } else {
+        Some(job.nodes.len() as u64)
+    }
+}
+
 /// The job table of `shardsched jobs`.
 pub fn jobs_table(jobs: &[JobSummary]) -> String {
     let now = now_ms();
@@ -149,7 +161,7 @@ pub fn jobs_table(jobs: &[JobSummary]) -> String {
             job.owner.clone(),
             job.name.clone(),
             state_code(job.state).to_owned(),
-            job.nodes.len().to_string(),
+            nnodes(job).map_or_else(String::new, |n| n.to_string()),
             run_time(job, now),
             info,
         ]);
@@ -168,7 +180,7 @@ pub fn job_json(job: &JobSummary) -> Value {
         "state": job.state.as_str(),
         "priority": job.priority,
         "nodes": encode_hostlist(&job.nodes),
-        "nnodes": job.nodes.len(),
+        "nnodes": nnodes(job),
         "submit_ms": job.submit_ms,
         "start_ms": job.start_ms,
         "end_ms": job.end_ms,
@@ -317,11 +329,21 @@ pub fn node_json(node: &NodeStatus) -> Value {
     json!({
         "name": node.name,
         "queue": node.queue,
-        "state": node.state.as_str(),
+        "state": node_state(node),
         "generation": node.generation.0,
         "jobs_running": node.jobs_running,
         "reason": node.reason,
     })
+}
+
+/// A node's state as flux-core words it: a drained node still running jobs is `draining`
+/// until they end.
+pub fn node_state(node: &NodeStatus) -> &'static str {
+    if node.state == NodeState::Drained && node.jobs_running > 0 {
+        "draining"
+    } else {
+        node.state.as_str()
+    }
 }
 
 /// `resource list` for people: nodes grouped by state and owner, as `flux resource list`
@@ -332,8 +354,8 @@ pub fn resources_table(nodes: &[NodeStatus]) -> String {
     let mut groups: Vec<(String, String, Vec<&NodeStatus>)> = Vec::new();
     for node in nodes {
         let state = match &node.reason {
-            Some(reason) => format!("{} ({reason})", node.state.as_str()),
-            None => node.state.as_str().to_owned(),
+            Some(reason) => format!("{} ({reason})", node_state(node)),
+            None => node_state(node).to_owned(),
         };
         let queue = node.queue.clone().unwrap_or_else(|| "-".to_owned());
         match groups
