@@ -26,17 +26,14 @@
 //! output goes to `logs/<name>.log` in the state directory; when a child fails to start, the
 //! end of its log is shown.
 
-use std::fmt::Write as _;
-use std::fs::{self, OpenOptions};
-use std::io::Write as _;
+use std::fs;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
-use rustix::process::{Pid, Signal, kill_process};
 use shardsched_proto::msg::client_coord::{Request, Response};
 use shardsched_proto::msg::{QueueStatus, RefusalCode};
 use tokio::signal::unix::{SignalKind, signal};
@@ -53,8 +50,12 @@ macro_rules! note {
     }};
 }
 
+mod banner;
+mod child;
 pub mod lock;
 mod queues;
+
+use child::{Supervised, describe_status, stop_all};
 
 /// How long the coordinator may take to write its address, and the shards to become
 /// routable, before `up` gives up. Generous: a debug build loading a large cluster is slow.
@@ -78,16 +79,6 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 pub const LOG_TAIL_LINES: usize = 20;
 /// A shard child's label is this followed by its queue's name.
 pub const SHARD_LABEL_PREFIX: &str = "shard ";
-/// The commands `up` suggests once it is up; the README's quick start shows the same ones
-/// (a test checks it).
-pub const HINT_COMMANDS: [&str; 5] = [
-    "submit -N 2 -t 1m -- sleep 60",
-    "jobs -a",
-    "queue list",
-    "resource list",
-    "demo",
-];
-
 /// Flags of `shardsched up`.
 #[derive(Args, Debug, Clone)]
 pub struct UpArgs {
@@ -162,24 +153,6 @@ pub fn main(args: &UpArgs) -> Result<()> {
     })
 }
 
-/// One supervised process.
-struct Supervised {
-    /// `coordinator`, or `shard <queue>`.
-    label: String,
-    /// Its log file.
-    log: PathBuf,
-    /// Arguments after the executable.
-    args: Vec<String>,
-    process: Option<Child>,
-    started_at: Instant,
-    /// Consecutive runs that ended before [`RESTART_STABLE_RUN`].
-    failures: u32,
-    /// When to start it again after it died.
-    restart_at: Option<Instant>,
-    /// Given up after [`RESTARTS_MAX`] failures.
-    abandoned: bool,
-}
-
 struct Supervisor {
     exe: PathBuf,
     dir: StateDir,
@@ -229,7 +202,7 @@ impl Supervisor {
         self.queue_sync = Some(queues::QueueSync::start(self.dir.clone(), address));
         client.close().await;
         // A closed stdout must not stop the system: the banner is for whoever watches.
-        let _ = crate::client::output::emit(&banner(
+        let _ = crate::client::output::emit(&banner::banner(
             &self.exe, &self.dir, address, &user, &queues, &routes,
         ));
         Ok(())
@@ -488,165 +461,6 @@ impl Drop for Supervisor {
     }
 }
 
-impl Supervised {
-    fn spawn(&mut self, exe: &Path) -> Result<()> {
-        let mut log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .with_context(|| format!("opening log {}", self.log.display()))?;
-        let _ = writeln!(
-            log,
-            "==== shardsched up: starting {} at {}: {} {}",
-            self.label,
-            crate::client::output::utc_timestamp(crate::client::output::now_ms()),
-            exe.display(),
-            self.args.join(" ")
-        );
-        let stderr = log.try_clone().context("duplicating a log file handle")?;
-        let mut command = Command::new(exe);
-        command
-            .args(&self.args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(log))
-            .stderr(Stdio::from(stderr));
-        // Own process group: a terminal's Ctrl-C reaches `up` only, which stops children in
-        // order.
-        std::os::unix::process::CommandExt::process_group(&mut command, 0);
-        let process = command
-            .spawn()
-            .with_context(|| format!("starting {}", self.label))?;
-        self.process = Some(process);
-        self.started_at = Instant::now();
-        self.restart_at = None;
-        Ok(())
-    }
-
-    /// The exit status if the process has exited (reaping it).
-    fn try_exited(&mut self) -> Result<Option<ExitStatus>> {
-        let Some(process) = &mut self.process else {
-            return Ok(None);
-        };
-        let status = process
-            .try_wait()
-            .with_context(|| format!("waiting for {}", self.label))?;
-        if status.is_some() {
-            self.process = None;
-        }
-        Ok(status)
-    }
-
-    /// One supervision step: notice a death, schedule and perform restarts.
-    fn tend(&mut self, exe: &Path) {
-        if self.abandoned {
-            return;
-        }
-        match self.try_exited() {
-            Ok(Some(status)) if queues::is_restart(status) => {
-                note!(
-                    "shardsched up: {} stopped to apply its new queue configuration; restarting it",
-                    self.label
-                );
-                self.restart_at = Some(Instant::now());
-            }
-            Ok(Some(status)) => {
-                let ran = self.started_at.elapsed();
-                if ran >= RESTART_STABLE_RUN {
-                    self.failures = 0;
-                }
-                self.failures += 1;
-                if self.failures > RESTARTS_MAX {
-                    note!(
-                        "shardsched up: {} exited ({}) after {} failed runs in a row; giving \
-                         up on it (log: {})",
-                        self.label,
-                        describe_status(status),
-                        RESTARTS_MAX,
-                        self.log.display()
-                    );
-                    self.abandoned = true;
-                    return;
-                }
-                let backoff = restart_backoff(self.failures);
-                note!(
-                    "shardsched up: {} exited ({}) after {:.1} s; restarting in {:.1} s (log: {})",
-                    self.label,
-                    describe_status(status),
-                    ran.as_secs_f64(),
-                    backoff.as_secs_f64(),
-                    self.log.display()
-                );
-                self.restart_at = Some(Instant::now() + backoff);
-            }
-            Ok(None) => {}
-            Err(e) => note!("shardsched up: {e:#}"),
-        }
-        if self.process.is_none()
-            && let Some(at) = self.restart_at
-            && Instant::now() >= at
-        {
-            match self.spawn(exe) {
-                Ok(()) => note!("shardsched up: restarted {}", self.label),
-                Err(e) => {
-                    note!("shardsched up: {e:#}");
-                    self.failures += 1;
-                    self.restart_at = Some(Instant::now() + restart_backoff(self.failures));
-                }
-            }
-        }
-    }
-
-    /// The end of the log, for error messages.
-    fn log_tail(&self) -> String {
-        let text = fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        let tail = &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..];
-        let mut out = format!("\n--- last lines of {} ---", self.log.display());
-        for line in tail {
-            let _ = write!(out, "\n{line}");
-        }
-        out
-    }
-}
-
-/// SIGTERM to every live process in `children`, wait up to [`SHUTDOWN_GRACE`] for all of
-/// them, then SIGKILL whoever is left.
-async fn stop_all<'a>(children: impl Iterator<Item = &'a mut Supervised>) {
-    let mut live: Vec<&mut Supervised> = children.filter(|c| c.process.is_some()).collect();
-    for child in &live {
-        if let Some(process) = &child.process {
-            let _ = kill_process(Pid::from_child(process), Signal::TERM);
-        }
-    }
-    let deadline = Instant::now() + SHUTDOWN_GRACE;
-    while Instant::now() < deadline {
-        live.retain_mut(|c| !matches!(c.try_exited(), Ok(Some(_)) | Err(_)));
-        if live.is_empty() {
-            return;
-        }
-        tokio::time::sleep(POLL_INTERVAL).await;
-    }
-    for child in live {
-        note!(
-            "shardsched up: {} did not stop within {} s; killing it",
-            child.label,
-            SHUTDOWN_GRACE.as_secs()
-        );
-        if let Some(process) = &mut child.process {
-            let _ = process.kill();
-            let _ = process.wait();
-        }
-        child.process = None;
-    }
-}
-
-/// The wait before restart number `failures` (1-based): doubling from
-/// [`RESTART_BACKOFF_FIRST`], capped at [`RESTART_BACKOFF_MAX`].
-fn restart_backoff(failures: u32) -> Duration {
-    let doublings = failures.saturating_sub(1).min(16);
-    (RESTART_BACKOFF_FIRST * 2u32.pow(doublings)).min(RESTART_BACKOFF_MAX)
-}
-
 /// Ctrl-C, SIGTERM and SIGHUP (a closed terminal), as one stream of stop requests.
 struct StopSignals {
     interrupt: tokio::signal::unix::Signal,
@@ -738,120 +552,5 @@ fn local_user_name() -> String {
         "admin".to_owned()
     } else {
         name
-    }
-}
-
-fn describe_status(status: ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exit status {code}"),
-        (None, Some(sig)) => format!("killed by signal {sig}"),
-        _ => status.to_string(),
-    }
-}
-
-/// What `up` prints once everything is routable: where things are and what to type next.
-fn banner(
-    exe: &Path,
-    dir: &StateDir,
-    address: SocketAddr,
-    user: &str,
-    queues: &[QueueStatus],
-    routes: &shardsched_proto::msg::RouteTable,
-) -> String {
-    let cmd = command_name(exe);
-    let mut out = String::new();
-    let _ = writeln!(out, "shardsched is up: coordinator at {address}");
-    let mut table = crate::client::output::Table::new(&["  QUEUE", "STATE", "SHARD", "NODES"]);
-    for q in queues {
-        // The route carries the shard's own flags; the queue list may predate its first
-        // status report.
-        let route = routes.queue(&q.name);
-        let started = route.map_or(q.started, |r| r.started);
-        let enabled = route.map_or(q.enabled, |r| r.enabled);
-        let mut state = if started { "started" } else { "stopped" }.to_owned();
-        if !enabled {
-            state.push_str(", disabled");
-        }
-        if routes.default_queue.as_deref() == Some(q.name.as_str()) {
-            state.push_str(", default");
-        }
-        let shard = route.map_or_else(String::new, |r| r.address.to_string());
-        table.row(vec![
-            format!("  {}", q.name),
-            state,
-            shard,
-            format!("{} defined", q.nodes_defined),
-        ]);
-    }
-    out.push_str(&table.render());
-    let root = dir.root().display();
-    let _ = writeln!(out, "state directory: {root}  (logs in {root}/logs)");
-    let _ = writeln!(
-        out,
-        "clients use the admin certificate {user:?} in {root}/client"
-    );
-    let _ = writeln!(out);
-    let _ = writeln!(out, "In another terminal:");
-    let default_root = StateDir::default_root().ok();
-    if default_root.as_deref() != Some(dir.root()) {
-        let _ = writeln!(out, "  export SHARDSCHED_DIR={root}");
-    } else {
-        let _ = writeln!(
-            out,
-            "  export SHARDSCHED_DIR={root}   # the default: only needed if set elsewhere"
-        );
-    }
-    for example in HINT_COMMANDS {
-        let _ = writeln!(out, "  {cmd} {example}");
-    }
-    let _ = writeln!(out, "Ctrl-C stops everything.");
-    out
-}
-
-/// `shardsched` when this executable is the one found on `PATH`, else its full path (as
-/// under `cargo run`), so the printed commands work when pasted.
-fn command_name(exe: &Path) -> String {
-    let on_path = std::env::var_os("PATH").is_some_and(|path| {
-        std::env::split_paths(&path).any(|d| {
-            let candidate = d.join("shardsched");
-            match (fs::canonicalize(&candidate), fs::canonicalize(exe)) {
-                (Ok(a), Ok(b)) => a == b,
-                _ => false,
-            }
-        })
-    });
-    if on_path {
-        "shardsched".to_owned()
-    } else {
-        exe.display().to_string()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// `up`'s printed hint and the README's quick start must not disagree (they once said
-    /// `-N 1` and `-N 2`).
-    #[test]
-    fn the_readme_shows_the_commands_up_suggests() {
-        let readme = include_str!("../../../README.md");
-        for command in HINT_COMMANDS {
-            assert!(
-                readme.lines().any(|line| line
-                    .trim_start()
-                    .starts_with(&format!("shardsched {command}"))),
-                "the README's quick start does not show `shardsched {command}`"
-            );
-        }
-    }
-
-    #[test]
-    fn backoff_doubles_and_is_capped() {
-        assert_eq!(restart_backoff(1), RESTART_BACKOFF_FIRST);
-        assert_eq!(restart_backoff(2), RESTART_BACKOFF_FIRST * 2);
-        assert_eq!(restart_backoff(3), RESTART_BACKOFF_FIRST * 4);
-        assert_eq!(restart_backoff(50), RESTART_BACKOFF_MAX);
     }
 }
