@@ -195,3 +195,42 @@ fn queue_help_names_every_queue_command() {
         );
     }
 }
+
+/// The README's recipe for a second user, step by step.
+#[test]
+fn a_second_user_gets_access_as_the_readme_says() {
+    let system = start("new-user-second");
+    let bob = system.dir.join("bob");
+    let client = bob.join("client");
+    system.ok(&[
+        "cert",
+        "issue",
+        "--role",
+        "user",
+        "--name",
+        "bob",
+        "--out",
+        client.to_str().unwrap(),
+    ]);
+    std::fs::create_dir_all(bob.join("coordinator")).unwrap();
+    std::fs::copy(
+        system.state().join("coordinator/address"),
+        bob.join("coordinator/address"),
+    )
+    .unwrap();
+    let out = system.cli_in(
+        &bob,
+        &["submit", "-N", "1", "-t", "10m", "--", "sleep", "600"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    assert_eq!(system.job(&id)["owner"], "bob");
+    let out = system.cli_in(&bob, &["jobs"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&id));
+    let out = system.cli_in(&bob, &["resource", "drain", "node0"]);
+    assert!(!out.status.success(), "a user is no admin");
+}
