@@ -9,16 +9,16 @@
 
 mod common;
 
-use common::{connect_as, localhost};
+use common::{Running, connect_as, serve_recorded};
 use std::net::SocketAddr;
 use std::path::Path;
 
-use shardsched_coordinator::{Config, Coordinator, Options};
+use shardsched_coordinator::Config;
 use shardsched_proto::msg::client_coord::{self, Response as ClientResponse};
 use shardsched_proto::msg::shard_coord::{self, Register, ShardStatus};
 use shardsched_proto::msg::{JobList, QueueStatus, Refusal, RefusalCode, RouteTable, coord_shard};
-use shardsched_proto::{Error, Role, Session, serve};
-use tokio::sync::{mpsc, oneshot};
+use shardsched_proto::{Error, Role, Session};
+use tokio::sync::mpsc;
 
 /// `gone` is defined over `keep`'s nodes and stopped: it owns nothing, so only its jobs can
 /// stand in the way of its removal.
@@ -34,29 +34,18 @@ started = false
 /// A test shard for `gone` that holds `live` jobs: it refuses `DisableIfIdle` while it
 /// holds any, as the real shard does, and reports every command on a channel.
 fn serve_gone(session: &Session, live: usize) -> mpsc::UnboundedReceiver<coord_shard::Request> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(serve(
-        session.clone(),
-        move |_peer, req: coord_shard::Request| {
-            let tx = tx.clone();
-            async move {
-                let _ = tx.send(req.clone());
-                match req {
-                    coord_shard::Request::DisableIfIdle if live > 0 => Err(Refusal::new(
-                        RefusalCode::Policy,
-                        format!("queue gone has jobs ({live} running)"),
-                    )),
-                    // What a shard holding `live` jobs would list (only the count matters).
-                    coord_shard::Request::Jobs(_) => Ok(coord_shard::Response::Jobs(JobList {
-                        jobs: Vec::new(),
-                        truncated: live > 0,
-                    })),
-                    _ => Ok(coord_shard::Response::Ack { stale: Vec::new() }),
-                }
-            }
-        },
-    ));
-    rx
+    serve_recorded(session, move |req| match req {
+        coord_shard::Request::DisableIfIdle if live > 0 => Err(Refusal::new(
+            RefusalCode::Policy,
+            format!("queue gone has jobs ({live} running)"),
+        )),
+        // What a shard holding `live` jobs would list (only the count matters).
+        coord_shard::Request::Jobs(_) => Ok(coord_shard::Response::Jobs(JobList {
+            jobs: Vec::new(),
+            truncated: live > 0,
+        })),
+        _ => Ok(coord_shard::Response::Ack { stale: Vec::new() }),
+    })
 }
 
 /// Registers `gone`'s shard and reports one running job: a report made just before the
@@ -93,32 +82,9 @@ async fn register_reporting_one_running(shard: &Session) {
     assert_eq!(ack.expect("status"), shard_coord::Response::Ack);
 }
 
-struct Running {
-    addr: SocketAddr,
-    stop: oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<Result<(), shardsched_coordinator::DriverError>>,
-}
-
 fn start(dir: &Path) -> Running {
-    let options = Options {
-        listen: localhost(),
-        state_dir: dir.to_owned(),
-    };
     let config = Config::parse(CONFIG, "removal.toml", Path::new(".")).expect("config");
-    let coordinator = Coordinator::bind(config, &options).expect("bind");
-    let addr = coordinator.local_addr();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(coordinator.run(async move {
-        let _ = stopped.await;
-    }));
-    Running { addr, stop, task }
-}
-
-impl Running {
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        self.task.await.expect("joined").expect("ran");
-    }
+    common::start(dir, config)
 }
 
 fn remove_gone() -> client_coord::Request {

@@ -327,13 +327,7 @@ impl ShardCore {
         id: JobId,
     ) -> Result<Submitted, Refusal> {
         let priority = submit.priority.unwrap_or(PRIORITY_DEFAULT);
-        let asked_s = jobspec.attributes.duration;
-        let duration_ms = self
-            .qm
-            .params()
-            .effective_duration(asked_s)
-            .unwrap_or(asked_s)
-            .saturating_mul(MS_PER_S);
+        let duration_ms = self.duration_ms(&jobspec);
         let mut job = JobRecord::accepted(&NewJob {
             id,
             owner,
@@ -453,6 +447,17 @@ impl ShardCore {
             self.config.started = started;
             self.status_version += 1;
         }
+    }
+
+    /// A job's duration in ms: what its jobspec asks, the queue's default when it asks
+    /// none.
+    pub(super) fn duration_ms(&self, jobspec: &Jobspec) -> u64 {
+        let asked_s = jobspec.attributes.duration;
+        self.qm
+            .params()
+            .effective_duration(asked_s)
+            .unwrap_or(asked_s)
+            .saturating_mul(MS_PER_S)
     }
 
     /// Disables submissions if no job is pending or running, in one step of the event loop

@@ -28,6 +28,16 @@ impl Drop for Orphans {
     }
 }
 
+/// `up`'s children (coordinator, alpha's and beta's shards), killed when the guard drops.
+fn children(system: &System) -> Orphans {
+    let pids: Vec<u32> = children_of(system.up_pid())
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
+    assert_eq!(pids.len(), 3, "coordinator, alpha and beta");
+    Orphans(pids)
+}
+
 /// Runs a second `up` on `system`'s directory; it must exit by itself (a generous timeout
 /// catches one that started a system instead).
 fn second_up(system: &System) -> Output {
@@ -85,19 +95,14 @@ fn a_second_up_on_the_directory_touches_nothing_and_names_the_live_processes() {
     assert_eq!(clobberable(&system), before);
 
     // After it was SIGKILLed: its coordinator and shards still serve.
-    let children: Vec<u32> = children_of(system.up_pid())
-        .into_iter()
-        .map(|(p, _)| p)
-        .collect();
-    assert_eq!(children.len(), 3, "coordinator, alpha and beta");
-    let _orphans = Orphans(children.clone());
+    let orphans = children(&system);
     kill_process(pid(system.up_pid()), Signal::KILL).unwrap();
     assert!(wait_for(|| !alive(system.up_pid())));
 
     let out = second_up(&system);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "a second up started: {stderr}");
-    for child in &children {
+    for child in &orphans.0 {
         assert!(
             stderr.contains(&format!("pid {child} (")),
             "pid {child} not named: {stderr}"
@@ -112,7 +117,7 @@ fn a_second_up_on_the_directory_touches_nothing_and_names_the_live_processes() {
     );
     // Clients are not cut off.
     system.ok(&["queue", "list"]);
-    assert!(children.iter().all(|&c| alive(c)));
+    assert!(orphans.0.iter().all(|&c| alive(c)));
 }
 
 /// Starts `up` with its stderr a pipe whose reading end is closed: every write fails.
@@ -131,17 +136,12 @@ fn start_without_stderr(name: &str) -> System {
 /// `signal` to `up`, whose stderr is gone: it exits 0 and no child is left.
 fn stops_its_children_on(name: &str, signal: Signal) {
     let mut system = start_without_stderr(name);
-    let children: Vec<u32> = children_of(system.up_pid())
-        .into_iter()
-        .map(|(p, _)| p)
-        .collect();
-    assert_eq!(children.len(), 3, "coordinator, alpha and beta");
-    let _orphans = Orphans(children.clone());
+    let orphans = children(&system);
     kill_process(pid(system.up_pid()), signal).unwrap();
     assert!(
-        wait_for(|| children.iter().all(|&c| !alive(c))),
+        wait_for(|| orphans.0.iter().all(|&c| !alive(c))),
         "after {signal:?}, up left {:?} running",
-        children.iter().filter(|&&c| alive(c)).collect::<Vec<_>>()
+        orphans.0.iter().filter(|&&c| alive(c)).collect::<Vec<_>>()
     );
     let (clean, left) = system.stop();
     assert!(clean, "up did not exit 0 after {signal:?}");

@@ -148,13 +148,7 @@ impl ShardCore {
         let a = &job.accepted;
         let jobspec = shardsched_jobspec::parse_json(&a.jobspec_json)
             .map_err(|e| restore_error(a.id, &format!("its jobspec: {e}")))?;
-        let asked_s = jobspec.attributes.duration;
-        let duration_ms = self
-            .qm
-            .params()
-            .effective_duration(asked_s)
-            .unwrap_or(asked_s)
-            .saturating_mul(MS_PER_S);
+        let duration_ms = self.duration_ms(&jobspec);
         let mut record = JobRecord::accepted(&NewJob {
             id: a.id,
             owner: &a.owner,
