@@ -3,11 +3,12 @@
 //!
 //! ```text
 //! admin lock (one change at a time)
-//!   removals: the core's checks that need no shard (owned nodes, moves, default queue)
-//!             first; then each queue to remove is disabled at its shard if, and only if, it
-//!             holds no job (`DisableIfIdle`, one step at the shard: a removal refused for
-//!             jobs never disables the queue); the core then takes that answer over the
-//!             shard's last status report, which may be a moment old
+//!   removals: refused first, changing nothing, while the queue's shard lists jobs or the
+//!             core's checks that need no shard fail (owned nodes, moves, default queue);
+//!             then each queue to remove is disabled at its shard if, and only if, it still
+//!             holds no job (`DisableIfIdle`, one step at the shard, so no submit slips in
+//!             between); the core then takes that answer over the shard's last status
+//!             report, which may be a moment old
 //!   core change (pure; all or nothing)
 //!   write the durable state (fsync) ─► only then: Reconfigure to each changed queue's
 //!             shard (it restarts from its journal), SetQueueState off to removed shards
@@ -16,7 +17,7 @@
 use std::path::Path;
 
 use shardsched_proto::msg::client_coord::{Request, Response};
-use shardsched_proto::msg::{Refusal, RefusalCode, coord_shard};
+use shardsched_proto::msg::{JobsQuery, Refusal, RefusalCode, UserFilter, coord_shard};
 use shardsched_proto::{Error, Peer, Reply};
 
 use super::{SHARD_COMMAND_TIMEOUT, Shared, handlers::flush, now_ms};
@@ -101,14 +102,18 @@ pub(super) async fn queue_table_request(
 }
 
 /// Runs `change` with the shards of `removing` disabled, each only if it holds no job;
-/// re-enables them when the change is refused after all. A queue that owns nodes or is in a
-/// move is refused before anything is disabled.
+/// re-enables them when the change is refused after all. A queue that has jobs (asked of
+/// its shard, not read from a report), owns nodes or is in a move is refused before
+/// anything is disabled.
 async fn with_removals_held(
     shared: &Shared,
     removing: &[String],
     change: impl FnOnce(&mut Core) -> Result<Reconfig, Refusal>,
 ) -> Result<Reconfig, Refusal> {
     for queue in removing {
+        if let Some(conn) = shared.with_core(|core| core.shard(queue).map(|l| l.conn)) {
+            refuse_if_jobs(shared, queue, conn).await?;
+        }
         shared.with_core(|core| core.check_removable(queue))?;
     }
     let mut held = Vec::new();
@@ -120,7 +125,7 @@ async fn with_removals_held(
             continue; // Offline: the core refuses.
         };
         match ask_shard(shared, conn, &coord_shard::Request::DisableIfIdle).await {
-            Ok(()) => {
+            Ok(_) => {
                 shared.with_core(|core| core.saw_idle(queue));
                 held.push((queue.clone(), conn, flags));
             }
@@ -145,18 +150,50 @@ async fn with_removals_held(
     result
 }
 
+/// How many live jobs the removal check asks a shard for (any is too many).
+const LIVE_JOBS_ASKED: u32 = 1;
+
+/// Refuses while `queue`'s shard holds a pending or running job. Read-only: the removal
+/// then disables the queue only if it is still idle (`DisableIfIdle`).
+async fn refuse_if_jobs(
+    shared: &Shared,
+    queue: &str,
+    conn: crate::core::ConnId,
+) -> Result<(), Refusal> {
+    let query = coord_shard::Request::Jobs(JobsQuery {
+        queue: None,
+        user: UserFilter::All,
+        include_inactive: false,
+        limit: LIVE_JOBS_ASKED,
+    });
+    match ask_shard(shared, conn, &query).await? {
+        coord_shard::Response::Jobs(list) if list.jobs.is_empty() && !list.truncated => Ok(()),
+        coord_shard::Response::Jobs(_) => Err(Refusal::new(
+            RefusalCode::Policy,
+            format!(
+                "queue {queue} has jobs (pending or running): cancel them or wait for them to \
+                 end (jobs cannot move between queues)"
+            ),
+        )),
+        other => Err(Refusal::new(
+            RefusalCode::Unavailable,
+            format!("queue {queue}'s shard answered a job list with {other:?}"),
+        )),
+    }
+}
+
 /// [`send`], keeping a shard's refusal as it is (its code and message) and calling
 /// anything else `Unavailable`.
 async fn ask_shard(
     shared: &Shared,
     conn: crate::core::ConnId,
     request: &coord_shard::Request,
-) -> Result<(), Refusal> {
+) -> Result<coord_shard::Response, Refusal> {
     let session = shared.session(conn).ok_or_else(|| {
         Refusal::new(RefusalCode::Unavailable, "a queue's shard is not connected")
     })?;
     match tokio::time::timeout(SHARD_COMMAND_TIMEOUT, session.request(request)).await {
-        Ok(Ok(_)) => Ok(()),
+        Ok(Ok(answer)) => Ok(answer),
         Ok(Err(Error::Refused(r))) => Err(r),
         Ok(Err(e)) => Err(Refusal::new(RefusalCode::Unavailable, e.to_string())),
         Err(_) => Err(Refusal::new(
@@ -177,6 +214,7 @@ async fn send(
 ) -> Result<(), String> {
     ask_shard(shared, conn, request)
         .await
+        .map(drop)
         .map_err(|r| r.message)
 }
 
