@@ -94,9 +94,9 @@ pub const ALPN: &[u8] = ALPN_STR.as_bytes();
 /// [`ALPN`] as text.
 pub const ALPN_STR: &str = "shardsched/1";
 /// The protocol version this build speaks, sent in the hello.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 /// The oldest protocol version this build still accepts in a hello.
-pub const PROTOCOL_VERSION_MIN: u32 = 1;
+pub const PROTOCOL_VERSION_MIN: u32 = 2;
 /// This build's software string, sent in the hello for logs.
 pub const SOFTWARE: &str = concat!("shardsched ", env!("CARGO_PKG_VERSION"));
 pub use signal::shutdown_signal;
