@@ -182,8 +182,8 @@ async fn refuse_if_jobs(
     }
 }
 
-/// [`send`], keeping a shard's refusal as it is (its code and message) and calling
-/// anything else `Unavailable`.
+/// Sends one command to a shard's connection and waits (bounded) for its answer. A shard's
+/// refusal comes back as it is (its code and message); anything else is `Unavailable`.
 async fn ask_shard(
     shared: &Shared,
     conn: crate::core::ConnId,
@@ -206,7 +206,7 @@ async fn ask_shard(
     }
 }
 
-/// Sends one command to a shard's connection and waits (bounded) for its answer.
+/// [`ask_shard`] where only whether it worked matters (for the log).
 async fn send(
     shared: &Shared,
     conn: crate::core::ConnId,
