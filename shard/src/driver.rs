@@ -93,6 +93,8 @@ pub fn init_logging() {
         .with_env_filter(filter)
         .fmt_fields(shardsched_proto::text::log_fields())
         .with_writer(std::io::stderr)
+        // Colour only for a terminal: under `up`, stderr is a log file.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
 }
 

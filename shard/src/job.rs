@@ -40,6 +40,8 @@ pub struct JobRecord {
     pub duration_ms: u64,
     /// Node names it holds or held, in graph order.
     pub nodes: Vec<String>,
+    /// The fewest nodes its jobspec asks for (`None`: slots only).
+    pub nodes_requested: Option<u64>,
     /// The jobspec as submitted.
     pub jobspec_json: Arc<str>,
     /// Its RFC 20 R, once allocated.
@@ -59,7 +61,55 @@ pub enum Reason {
     Text(String),
 }
 
+/// A job as accepted: at its submission, and when restored from the journal.
+pub struct NewJob<'a> {
+    /// The job id.
+    pub id: JobId,
+    /// The submitting certificate's name.
+    pub owner: &'a str,
+    /// The client's idempotency key.
+    pub key: IdempotencyKey,
+    /// Priority within the queue.
+    pub priority: u32,
+    /// Submission time, ms since the Unix epoch.
+    pub submit_ms: u64,
+    /// Requested duration in ms, the queue's default applied.
+    pub duration_ms: u64,
+    /// The jobspec, parsed.
+    pub jobspec: &'a shardsched_jobspec::Jobspec,
+    /// The jobspec as submitted.
+    pub jobspec_json: &'a str,
+}
+
 impl JobRecord {
+    /// A pending job with its `submit` event.
+    pub fn accepted(a: &NewJob<'_>) -> JobRecord {
+        let mut job = JobRecord {
+            id: a.id,
+            owner: a.owner.to_owned(),
+            key: a.key,
+            name: job_name(a.jobspec),
+            priority: a.priority,
+            state: JobState::Pending,
+            reason: Reason::None,
+            submit_ms: a.submit_ms,
+            start_ms: None,
+            end_ms: None,
+            duration_ms: a.duration_ms,
+            nodes: Vec::new(),
+            nodes_requested: a.jobspec.nodes_requested(),
+            jobspec_json: Arc::from(a.jobspec_json),
+            r_json: None,
+            events: Vec::new(),
+        };
+        job.push_event(
+            a.submit_ms,
+            "submit",
+            serde_json::json!({"owner": a.owner, "priority": a.priority}),
+        );
+        job
+    }
+
     /// Appends an event, unless the job already has [`EVENTS_PER_JOB_MAX`].
     pub fn push_event(&mut self, time_ms: u64, name: &str, context: serde_json::Value) {
         if self.events.len() < EVENTS_PER_JOB_MAX {
@@ -82,6 +132,7 @@ impl JobRecord {
             state: self.state,
             priority: self.priority,
             nodes: self.nodes.clone(),
+            nodes_requested: self.nodes_requested,
             submit_ms: self.submit_ms,
             start_ms: self.start_ms,
             end_ms: self.end_ms,

@@ -30,14 +30,14 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::path::Path;
 
-use shardsched_resource::{DEFAULT_CLUSTER_TOML, ReadError};
+use shardsched_resource::{DEFAULT_CLUSTER_TOML, ReadError, SCHEDULER_TYPES};
 
 use crate::QUEUES_MAX;
 
-pub use raw::duration_ms as raw_duration_ms;
 pub(crate) use raw::{
     DEFAULT_DURATION_DEFAULT_MS, DEPTH_MAX, QUEUE_DEPTH_DEFAULT, RESERVATION_DEPTH_DEFAULT,
 };
+pub use raw::{LOAD_ALLOWLIST_TYPES_MAX, duration_ms as raw_duration_ms};
 
 /// The embedded default configuration: the 128-node default cluster, `batch` (node[0-111],
 /// easy, started), `debug` (node[96-127], fcfs, 30 minutes at most, started; it owns
@@ -96,6 +96,11 @@ pub struct Config {
 pub struct Cluster {
     /// The cluster spec text (docs/CLUSTER_SPEC.md) handed to every shard.
     pub spec_toml: String,
+    /// The resource types the shards load from it, as Fluxion's `load-allowlist`
+    /// (`[cluster] load_allowlist`; default [`SCHEDULER_TYPES`]): RFC 25 jobspecs
+    /// (`node -> slot -> core`, what `submit -N -n -c` builds) name no sockets, and only
+    /// match whole nodes' cores on a graph without them.
+    pub load_allowlist: Vec<String>,
     /// Its nodes in graph (rank) order; a node's index here is its id everywhere in this
     /// crate.
     pub nodes: Vec<ClusterNode>,
@@ -274,7 +279,11 @@ impl Cluster {
                     .unwrap_or_default(),
             })
             .collect();
-        Ok(Cluster { spec_toml, nodes })
+        Ok(Cluster {
+            spec_toml,
+            nodes,
+            load_allowlist: SCHEDULER_TYPES.iter().map(|&t| t.to_owned()).collect(),
+        })
     }
 }
 

@@ -6,6 +6,7 @@ use std::ops::Range;
 use std::path::Path;
 
 use serde::Deserialize;
+use shardsched_jobspec::duration::{BareUnit, Fsd, parse_fsd, seconds_to_ms};
 use shardsched_resource::{Location, ReadError, decode_hostlist, encode_hostlist};
 use toml::Spanned;
 
@@ -18,6 +19,8 @@ pub const DEPTH_MAX: u32 = 1_000_000;
 pub(crate) const QUEUE_DEPTH_DEFAULT: u32 = 32;
 pub(crate) const RESERVATION_DEPTH_DEFAULT: u32 = 64;
 pub(crate) const DEFAULT_DURATION_DEFAULT_MS: u64 = 3_600_000;
+/// The most resource types `[cluster] load_allowlist` may name.
+pub const LOAD_ALLOWLIST_TYPES_MAX: usize = 32;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -32,6 +35,7 @@ struct RawConfig {
 struct RawCluster {
     spec: Option<Spanned<String>>,
     inline: Option<Spanned<toml::Table>>,
+    load_allowlist: Option<Spanned<Vec<String>>>,
 }
 
 #[derive(Deserialize)]
@@ -156,10 +160,24 @@ fn cluster(
         return Cluster::embedded_default().map_err(cluster_error);
     };
     let span = raw.span();
-    match raw.into_inner() {
+    let raw = raw.into_inner();
+    let load_allowlist =
+        match &raw.load_allowlist {
+            Some(list) => Some(check_load_allowlist(list.get_ref()).map_err(|m| {
+                errors.at(Some(list.span()), format!("[cluster] load_allowlist: {m}"))
+            })?),
+            None => None,
+        };
+    let mut cluster = match raw {
+        RawCluster {
+            spec: None,
+            inline: None,
+            load_allowlist: Some(_),
+        } => Cluster::embedded_default().map_err(cluster_error),
         RawCluster {
             spec: Some(spec),
             inline: None,
+            ..
         } => {
             let path = base_dir.join(spec.get_ref());
             let text = std::fs::read_to_string(&path).map_err(|e| {
@@ -173,6 +191,7 @@ fn cluster(
         RawCluster {
             spec: None,
             inline: Some(inline),
+            ..
         } => {
             let at = inline.span();
             let text = toml::to_string(inline.get_ref()).map_err(|e| {
@@ -185,6 +204,7 @@ fn cluster(
         RawCluster {
             spec: Some(_),
             inline: Some(_),
+            ..
         } => Err(errors.at(
             Some(span),
             "[cluster]: give either spec = \"FILE\" or [cluster.inline], not both",
@@ -192,11 +212,47 @@ fn cluster(
         RawCluster {
             spec: None,
             inline: None,
+            load_allowlist: None,
         } => Err(errors.at(
             Some(span),
             "[cluster]: give spec = \"FILE\" or [cluster.inline] (or leave [cluster] out for the default cluster)",
         )),
+    }?;
+    if let Some(list) = load_allowlist {
+        cluster.load_allowlist = list;
     }
+    Ok(cluster)
+}
+
+/// `[cluster] load_allowlist`: resource type names, at most [`LOAD_ALLOWLIST_TYPES_MAX`],
+/// with `node` (shards own and schedule nodes). Duplicates are dropped.
+fn check_load_allowlist(list: &[String]) -> Result<Vec<String>, String> {
+    if list.len() > LOAD_ALLOWLIST_TYPES_MAX {
+        return Err(format!(
+            "{} types, more than the limit of {LOAD_ALLOWLIST_TYPES_MAX}",
+            list.len()
+        ));
+    }
+    let mut kept: Vec<String> = Vec::with_capacity(list.len());
+    for kind in list {
+        let valid = !kind.is_empty()
+            && kind.len() <= shardsched_proto::limits::NAME_BYTES_MAX
+            && kind
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !valid {
+            return Err(format!(
+                "{kind:?} is not a resource type name (letters, digits, `-`, `_`)"
+            ));
+        }
+        if !kept.contains(kind) {
+            kept.push(kind.clone());
+        }
+    }
+    if !kept.iter().any(|k| k == "node") {
+        return Err("must include \"node\": shards own and schedule nodes".to_owned());
+    }
+    Ok(kept)
 }
 
 /// A spec reader's message without its place (which would point into text the user never
@@ -439,14 +495,18 @@ fn check_owns_disjoint(
     Ok(())
 }
 
-/// A duration in milliseconds: an integer or float of seconds, or Flux's duration syntax
-/// (`"90s"`, `"30m"`, `"1.5h"`, `"2d"`, a bare `"3600"` is seconds); `0`, `"0"` and
-/// `"unlimited"` mean none.
+/// A duration in milliseconds: an integer or float of seconds, or a Flux duration
+/// (`"90s"`, `"30m"`, `"1.5h"`, `"2d"`; a bare `"3600"` is seconds); `0`, `"0"`,
+/// `"unlimited"` and `"inf"` mean none. One parser for every duration:
+/// [`shardsched_jobspec::duration`].
 pub fn duration_ms(value: &toml::Value) -> Result<u64, String> {
-    let seconds = match value {
-        toml::Value::Integer(s) => *s as f64,
-        toml::Value::Float(s) => *s,
-        toml::Value::String(s) => return parse_duration(s),
+    let parsed = match value {
+        toml::Value::Integer(s) => seconds_to_ms(*s as f64, &s.to_string()),
+        toml::Value::Float(s) => seconds_to_ms(*s, &format!("{s:?}")),
+        toml::Value::String(s) => parse_fsd(s, BareUnit::Seconds).map(|d| match d {
+            Fsd::Finite(ms) => ms,
+            Fsd::Unlimited => 0,
+        }),
         other => {
             return Err(format!(
                 "expected seconds or a duration like \"1h\", found a {}",
@@ -454,43 +514,7 @@ pub fn duration_ms(value: &toml::Value) -> Result<u64, String> {
             ));
         }
     };
-    seconds_to_ms(seconds).ok_or_else(|| format!("{value} is not a duration in seconds"))
-}
-
-fn parse_duration(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    if t == "unlimited" || t == "infinity" || t == "inf" {
-        return Ok(0);
-    }
-    let (number, unit) = match t.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
-        Some((i, _)) => (&t[..i], &t[i..]),
-        None => (t, "s"),
-    };
-    let scale = match unit {
-        "ms" => 0.001,
-        "s" => 1.0,
-        "m" => 60.0,
-        "h" => 3600.0,
-        "d" => 86_400.0,
-        _ => {
-            return Err(format!(
-                "{text:?}: unknown unit {unit:?} (expected ms, s, m, h or d, e.g. \"30m\")"
-            ));
-        }
-    };
-    let value: f64 = number.parse().map_err(|_| {
-        format!("{text:?} is not a duration (e.g. \"90s\", \"30m\", \"1.5h\", \"2d\")")
-    })?;
-    seconds_to_ms(value * scale).ok_or_else(|| format!("{text:?} is not a valid duration"))
-}
-
-/// The longest duration accepted: about 1,000 years, so that arithmetic on times never
-/// overflows.
-const DURATION_MAX_MS: f64 = 1000.0 * 365.0 * 86_400_000.0;
-
-fn seconds_to_ms(seconds: f64) -> Option<u64> {
-    let ms = (seconds * 1000.0).round();
-    (ms.is_finite() && (0.0..=DURATION_MAX_MS).contains(&ms)).then_some(ms as u64)
+    parsed.map_err(|e| e.to_string())
 }
 
 fn show_ms(ms: u64) -> String {

@@ -242,11 +242,20 @@ fn each_invalid_case_names_its_place() {
         ),
         (
             "[queues.a]\nnodes = \"node0\"\ndefault_duration = \"soon\"\n",
-            "queue a: default_duration: \"soon\": unknown unit",
+            "queue a: default_duration: \"soon\" is not a duration",
         ),
         (
             "[queues.a]\nnodes = \"node0\"\ndefault_duration = -5\n",
-            "queue a: default_duration: -5 is not a duration",
+            "queue a: default_duration: \"-5\" is negative",
+        ),
+        // Below 1 ms a duration would round to 0, which means "unlimited".
+        (
+            "[queues.a]\nnodes = \"node0\"\nmax_duration = \"0.4ms\"\n",
+            "cfg.toml:3:16: queue a: max_duration: \"0.4ms\" is shorter than 1ms",
+        ),
+        (
+            "[queues.a]\nnodes = \"node0\"\nmax_duration = 1e-300\n",
+            "queue a: max_duration: \"1e-300\" is shorter than 1ms",
         ),
         (
             "[queues.a]\nnodes = \"node0\"\nmax_duration = true\n",
@@ -348,6 +357,9 @@ fn durations() {
     assert_eq!(s("3600"), Ok(3_600_000));
     assert_eq!(s("0"), Ok(0));
     assert_eq!(s("unlimited"), Ok(0));
+    assert_eq!(s("inf"), Ok(0));
+    assert!(s("0.4ms").is_err());
+    assert!(ms(toml::Value::Float(1e-300)).is_err());
     assert!(s("").is_err());
     assert!(s("h").is_err());
     assert!(s("-1h").is_err());
@@ -365,4 +377,40 @@ fn policy_names_round_trip() {
     for p in MatchPolicy::ALL {
         assert_eq!(MatchPolicy::parse(p.as_str()), Some(p));
     }
+}
+
+#[test]
+fn the_load_allowlist_is_a_cluster_setting() {
+    let q = "[queues.a]\nnodes = \"node0\"\n";
+    let default = parse(q).expect("valid");
+    assert_eq!(
+        default.cluster.load_allowlist,
+        ["cluster", "rack", "node", "core", "gpu", "memory"]
+    );
+    let sockets = parse(&format!(
+        "[cluster]\nload_allowlist = [\"node\", \"socket\", \"core\", \"node\"]\n{q}"
+    ))
+    .expect("valid: the default cluster with sockets loaded");
+    assert_eq!(sockets.cluster.load_allowlist, ["node", "socket", "core"]);
+    assert_eq!(sockets.cluster.nodes, default.cluster.nodes);
+
+    for (list, expected) in [
+        (
+            "[\"core\"]",
+            "cfg.toml:2:18: [cluster] load_allowlist: must include \"node\"",
+        ),
+        ("[\"node\", \"\"]", "\"\" is not a resource type name"),
+        ("[\"node\", \"a b\"]", "\"a b\" is not a resource type name"),
+    ] {
+        let e = error(&format!("[cluster]\nload_allowlist = {list}\n{q}"));
+        assert!(e.contains(expected), "{list}: {e}");
+    }
+    let many: Vec<String> = (0..=LOAD_ALLOWLIST_TYPES_MAX)
+        .map(|i| format!("\"t{i}\""))
+        .collect();
+    let e = error(&format!(
+        "[cluster]\nload_allowlist = [\"node\", {}]\n{q}",
+        many.join(", ")
+    ));
+    assert!(e.contains("more than the limit of 32"), "{e}");
 }

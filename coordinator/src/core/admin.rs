@@ -65,8 +65,8 @@ pub enum NodeFlag {
     Drained,
 }
 
-/// The shards to tell about a flag change: queue → (connection, nodes).
-pub type FlagPlan = BTreeMap<String, (ConnId, Vec<String>)>;
+/// The shards to tell about a flag change: (queue, reason) → (connection, nodes).
+pub type FlagPlan = BTreeMap<(String, String), (ConnId, Vec<String>)>;
 
 impl Core {
     /// [`Core::queue_control`] with a reason (kept with a disable) and, for a stop, a queue
@@ -212,6 +212,11 @@ impl Core {
     /// to whichever shard owns the node, now and at every registration and move. Returns
     /// the connected shards to tell now: each node's owner, or — for a node still outgoing
     /// in a move — the donor that still has it.
+    ///
+    /// Setting a flag again without a reason keeps the reason the node has: `resource drain
+    /// node[0-7]` after `resource drain node3 --reason "bad dimm"` must not erase why node3
+    /// was drained. (flux-core refuses such a drain without `--force`; keeping the reason
+    /// loses nothing and needs no flag. A new reason replaces the old one.)
     pub fn set_node_flag(
         &mut self,
         nodes: &[String],
@@ -236,20 +241,23 @@ impl Core {
         }
         let mut plan = FlagPlan::new();
         for node in nodes {
-            let value = on.then(|| reason.to_owned());
+            let mut value = on.then(|| reason.to_owned());
             if let Some(entry) = self.durable.nodes.get_mut(node) {
                 let slot = match flag {
                     NodeFlag::Down => &mut entry.down,
                     NodeFlag::Drained => &mut entry.drained,
                 };
+                if on && reason.is_empty() && slot.is_some() {
+                    value.clone_from(slot);
+                }
                 if *slot != value {
-                    *slot = value;
+                    *slot = value.clone();
                     self.dirty.nodes.insert(node.clone());
                 }
             }
             let holder = self.flag_holder(node);
             if let Some((queue, conn)) = holder {
-                plan.entry(queue)
+                plan.entry((queue, value.unwrap_or_default()))
                     .or_insert_with(|| (conn, Vec::new()))
                     .1
                     .push(node.clone());

@@ -370,7 +370,7 @@ impl Core {
             format!(" ({})", owners.join("; "))
         };
         Refusal::new(
-            RefusalCode::Unavailable,
+            RefusalCode::Policy,
             format!("queue {queue} would start owning no node{owners}: {hint}"),
         )
     }

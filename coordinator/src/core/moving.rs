@@ -282,7 +282,8 @@ pub(super) fn refusal(e: MoveError) -> Refusal {
         MoveError::NoSuchQueue(_) | MoveError::NoSuchNode(_) | MoveError::NoSuchMove(_) => {
             RefusalCode::NotFound
         }
-        MoveError::AlreadyMoving { .. } | MoveError::Busy(_) => RefusalCode::Unavailable,
+        MoveError::AlreadyMoving { .. } => RefusalCode::Policy,
+        MoveError::Busy(_) => RefusalCode::Unavailable,
         MoveError::SameQueue(_)
         | MoveError::NoNodes
         | MoveError::TooManyNodes { .. }

@@ -136,27 +136,12 @@ impl Core {
         queue: &str,
         give_to: Option<&str>,
     ) -> Result<Reconfig, Refusal> {
-        let qi = self
-            .queue_index(queue)
-            .ok_or_else(|| self.no_such_queue(queue))?;
-        if let Some(to) = give_to {
-            if to == queue {
-                return Err(invalid(format!(
-                    "queue {queue} cannot give its nodes to itself"
-                )));
-            }
-            self.queue_index(to).ok_or_else(|| self.no_such_queue(to))?;
-        }
-        if self.config.default_queue == queue {
-            return Err(invalid(format!(
-                "queue {queue} is the default queue; it cannot be removed (reload a configuration with another default_queue)"
-            )));
-        }
+        let qi = self.check_remove_request(queue, give_to)?;
         self.check_no_jobs(qi)?;
         let owned = self.owned_by(queue);
         if let (Some(to), false) = (give_to, owned.is_empty()) {
             if self.moves.queue_in_move(queue) {
-                return Err(busy(format!(
+                return Err(policy(format!(
                     "queue {queue} is in an unfinished move: wait for it (queue moves) or cancel it"
                 )));
             }
@@ -232,19 +217,85 @@ impl Core {
         }
     }
 
+    /// The checks of [`Core::remove_queue`] that need no shard: the queues exist, `give_to`
+    /// is another queue, `queue` is not the default. Pure (the driver asks first too);
+    /// returns `queue`'s index.
+    pub fn check_remove_request(
+        &self,
+        queue: &str,
+        give_to: Option<&str>,
+    ) -> Result<usize, Refusal> {
+        let qi = self
+            .queue_index(queue)
+            .ok_or_else(|| self.no_such_queue(queue))?;
+        if let Some(to) = give_to {
+            if to == queue {
+                return Err(invalid(format!(
+                    "queue {queue} cannot give its nodes to itself"
+                )));
+            }
+            self.queue_index(to).ok_or_else(|| self.no_such_queue(to))?;
+        }
+        if self.config.default_queue == queue {
+            return Err(invalid(format!(
+                "queue {queue} is the default queue; it cannot be removed (reload a configuration with another default_queue)"
+            )));
+        }
+        Ok(qi)
+    }
+
+    /// Whether `queue` may go as far as its nodes and moves are concerned: it owns nothing
+    /// and is in no unfinished move. Pure: the driver asks before it disables the queue's
+    /// shard, so that a removal refused for this never disables the queue.
+    pub fn check_removable(&self, queue: &str) -> Result<(), Refusal> {
+        let qi = self
+            .queue_index(queue)
+            .ok_or_else(|| self.no_such_queue(queue))?;
+        let owned: Vec<usize> = self.owned_indices(qi).collect();
+        if !owned.is_empty() {
+            return Err(policy(format!(
+                "queue {queue} owns {}: move them to another queue first (queue remove --give-to Q)",
+                encode_hostlist(&self.config.node_names(&owned))
+            )));
+        }
+        if self.moves.queue_in_move(queue) {
+            return Err(policy(format!(
+                "queue {queue} is in an unfinished move: wait for it or cancel it"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The driver has just seen `queue`'s shard hold no job, and disabled it so that none
+    /// can come (`DisableIfIdle`): fresher than the shard's last status report, which may
+    /// still count a job that ended a moment ago.
+    pub fn saw_idle(&mut self, queue: &str) {
+        let report = self
+            .queue_index(queue)
+            .and_then(|qi| self.shards[qi].as_mut())
+            .and_then(|link| link.report.as_mut());
+        if let Some(report) = report {
+            report.queue.jobs_pending = 0;
+            report.queue.jobs_running = 0;
+        }
+    }
+
     /// Refused while the queue's shard reports jobs, or is not connected.
     fn check_no_jobs(&self, qi: usize) -> Result<(), Refusal> {
         let name = &self.config.queues[qi].name;
         let Some(link) = &self.shards[qi] else {
-            return Err(busy(format!(
-                "queue {name}'s shard is not connected, so nobody can tell whether it has jobs; \
-                 start its shard, then remove the queue"
-            )));
+            return Err(Refusal::new(
+                RefusalCode::Unavailable,
+                format!(
+                    "queue {name}'s shard is not connected, so nobody can tell whether it has \
+                     jobs; start its shard, then remove the queue"
+                ),
+            ));
         };
         if let Some(report) = &link.report {
             let (pending, running) = (report.queue.jobs_pending, report.queue.jobs_running);
             if pending + running > 0 {
-                return Err(busy(format!(
+                return Err(policy(format!(
                     "queue {name} has jobs ({pending} pending, {running} running): cancel them or \
                      wait for them to end (jobs cannot move between queues)"
                 )));
@@ -269,23 +320,9 @@ impl Core {
             candidate.origin = self.config.origin.clone();
         }
         // Removed queues own nothing and are in no move.
-        for (qi, q) in self.config.queues.iter().enumerate() {
-            if candidate.queue(&q.name).is_some() {
-                continue;
-            }
-            let owned: Vec<usize> = self.owned_indices(qi).collect();
-            if !owned.is_empty() {
-                return Err(busy(format!(
-                    "queue {} owns {}: move them to another queue first (queue remove --give-to Q)",
-                    q.name,
-                    encode_hostlist(&self.config.node_names(&owned))
-                )));
-            }
-            if self.moves.queue_in_move(&q.name) {
-                return Err(busy(format!(
-                    "queue {} is in an unfinished move: wait for it or cancel it",
-                    q.name
-                )));
+        for q in &self.config.queues {
+            if candidate.queue(&q.name).is_none() {
+                self.check_removable(&q.name)?;
             }
         }
         // A definition never loses a node its queue owns.
@@ -299,7 +336,7 @@ impl Core {
                 .collect();
             if !lost.is_empty() {
                 let hosts = encode_hostlist(&self.config.node_names(&lost));
-                return Err(busy(format!(
+                return Err(policy(format!(
                     "queue {}: its definition would lose {hosts}, which it owns: move them \
                      first (`shardsched queue move {hosts} --from {} --to QUEUE`), or give \
                      `--give-to QUEUE` to move them as part of the update",
@@ -318,7 +355,7 @@ impl Core {
                 .max()
                 .map_or(Some(GENERATOR_ID_FIRST), |m| m.checked_add(1))
                 .filter(|&id| id <= GENERATOR_ID_MAX)
-                .ok_or_else(|| busy(format!("no generator id left for queue {}", q.name)))?;
+                .ok_or_else(|| policy(format!("no generator id left for queue {}", q.name)))?;
             generators.insert(q.name.clone(), id);
         }
 
@@ -487,6 +524,7 @@ fn invalid(message: String) -> Refusal {
     Refusal::new(RefusalCode::Invalid, message)
 }
 
-fn busy(message: String) -> Refusal {
-    Refusal::new(RefusalCode::Unavailable, message)
+/// A rule refuses the change in the present state (jobs, owned nodes, moves).
+fn policy(message: String) -> Refusal {
+    Refusal::new(RefusalCode::Policy, message)
 }

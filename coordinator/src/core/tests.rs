@@ -464,7 +464,7 @@ fn queue_control() {
     let r = core
         .queue_control(0, "standby", QueueAction::Start { take: false })
         .expect_err("owns nothing");
-    assert_eq!(r.code, RefusalCode::Unavailable);
+    assert_eq!(r.code, RefusalCode::Policy);
     assert!(
         r.message
             .contains("queue standby would start owning no node (batch owns node[0-111])"),
@@ -496,6 +496,7 @@ fn job(id: u64, submit_ms: u64) -> JobSummary {
         state: JobState::Pending,
         priority: 16,
         nodes: Vec::new(),
+        nodes_requested: Some(1),
         submit_ms,
         start_ms: None,
         end_ms: None,
@@ -632,4 +633,43 @@ fn node_flags_have_bounds_so_every_message_carrying_them_fits_a_frame() {
         .expect("registered");
     assert_eq!(assignment.flags.len(), 10_000);
     assert!(shardsched_proto::codec::encoded_len(&assignment) < FRAME_BYTES_MAX / 2);
+}
+
+/// `resource drain node[0-1]` after `resource drain node0 --reason "bad dimm"` keeps why
+/// node0 was drained (it used to erase it); a new reason replaces the old one.
+#[test]
+fn a_flag_set_again_without_a_reason_keeps_the_earlier_reason() {
+    let mut core = default_core();
+    core.register(ConnId(1), "batch", remote(), &register("batch", 7001))
+        .expect("registered");
+    let nodes: Vec<String> = core.owned_by("batch")[..2].to_vec();
+    let reason = |core: &Core, n: &str| core.node_flags(n).and_then(|f| f.drained);
+    core.set_node_flag(&nodes[..1], NodeFlag::Drained, true, "bad dimm")
+        .expect("drain");
+    let plan = core
+        .set_node_flag(&nodes, NodeFlag::Drained, true, "")
+        .expect("drain again");
+    assert_eq!(reason(&core, &nodes[0]).as_deref(), Some("bad dimm"));
+    assert_eq!(reason(&core, &nodes[1]).as_deref(), Some(""));
+    // The shard is told each node's own reason.
+    let told: Vec<(&str, &[String])> = plan
+        .iter()
+        .map(|((_, r), (_, n))| (r.as_str(), n.as_slice()))
+        .collect();
+    assert_eq!(told, [("", &nodes[1..]), ("bad dimm", &nodes[..1])]);
+
+    core.set_node_flag(
+        &nodes[..1],
+        NodeFlag::Drained,
+        true,
+        "dimm replaced, testing",
+    )
+    .expect("new reason");
+    assert_eq!(
+        reason(&core, &nodes[0]).as_deref(),
+        Some("dimm replaced, testing")
+    );
+    core.set_node_flag(&nodes[..1], NodeFlag::Drained, false, "")
+        .expect("undrain");
+    assert_eq!(reason(&core, &nodes[0]), None);
 }

@@ -197,17 +197,18 @@ pub(super) async fn node_flag(
     let plan: FlagPlan = shared.with_core(|core| core.set_node_flag(nodes, flag, on, reason))?;
     tracing::info!(%peer, nodes = nodes.len(), ?flag, on, %reason, "node flag");
     flush(shared).await?;
-    for (queue, (conn, nodes)) in plan {
+    // One request per queue and reason: a node flagged again without a reason keeps its own.
+    for ((queue, reason), (conn, nodes)) in plan {
         let request = match flag {
             NodeFlag::Down => coord_shard::Request::SetNodeState {
                 nodes,
                 down: on,
-                reason: reason.to_owned(),
+                reason,
             },
             NodeFlag::Drained => coord_shard::Request::SetNodeDrain {
                 nodes,
                 drained: on,
-                reason: reason.to_owned(),
+                reason,
             },
         };
         let Some(session) = shared.session(conn) else {

@@ -33,6 +33,9 @@ pub struct CoordinatorArgs {
     /// Check the configuration, print a summary and exit without serving.
     #[arg(long)]
     pub check: bool,
+    /// Set by `up`: hold this file locked (shared) while running (`up::lock`).
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub up_lock: Option<PathBuf>,
 }
 
 /// `shardsched coordinator`.
@@ -45,6 +48,11 @@ pub fn main(args: &CoordinatorArgs) -> Result<()> {
         print_summary(&config);
         return Ok(());
     }
+    let _up_lock = args
+        .up_lock
+        .as_deref()
+        .map(crate::up::lock::hold_shared)
+        .transpose()?;
     driver::init_logging();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -47,9 +47,10 @@ pub const DEMO_POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// Flags of `shardsched demo`.
 #[derive(Args, Debug, Clone)]
 pub struct DemoArgs {
-    /// Give up waiting for the jobs after this many seconds.
-    #[arg(long, default_value_t = 120, value_name = "SECONDS")]
-    pub timeout: u64,
+    /// Give up waiting for the jobs after this long (2m, 90s; a bare number is seconds).
+    #[arg(long, default_value = "2m", value_name = "DURATION",
+          value_parser = crate::duration_arg::seconds_or_units)]
+    pub timeout: Duration,
 }
 
 /// One scripted job.
@@ -139,7 +140,7 @@ async fn run(client: &Arc<Client>, args: &DemoArgs) -> Result<()> {
     };
     let long_id = submit_one(client, &a.name, &long).await?;
     say!("   {long_id}  {:<8} 1 node for an hour", a.name);
-    let deadline = Instant::now() + Duration::from_secs(args.timeout);
+    let deadline = Instant::now() + args.timeout;
     let running = wait_for(client, long_id, deadline, |j| j.state != JobState::Pending).await?;
     say!(
         "   {long_id} is {} on {}; cancelling it",

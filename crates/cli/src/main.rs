@@ -17,6 +17,7 @@ mod client;
 mod coordinator_cmd;
 mod demo;
 mod differential;
+mod duration_arg;
 mod query;
 mod replay;
 mod shard_cmd;
@@ -49,8 +50,8 @@ enum Command {
     Job(client::jobs::JobArgs),
     /// Cancels jobs.
     Cancel(client::jobs::CancelArgs),
-    /// Queues: `queue list`, and for admins `enable`, `disable`, `start`, `stop`, `move`,
-    /// and `moves` to watch them.
+    /// Queues: `queue list`; for admins `add`, `remove`, `update`, `enable`, `disable`,
+    /// `start`, `stop`, `move`, and `moves` to watch them.
     Queue(client::status::QueueArgs),
     /// Nodes, their owning queues and states: `resource list`; for admins `down`, `up`,
     /// `drain`, `undrain`.

@@ -74,7 +74,9 @@ fn queue_states_work_through_the_cli_and_survive_a_coordinator_kill() {
     system.ok(&["queue", "stop", "alpha"]);
     assert_eq!(system.queue_row("alpha")["started"], false);
     let waiting = system
-        .ok(&["submit", "-q", "alpha", "-N", "1", "-t", "600", "--", "app"])
+        .ok(&[
+            "submit", "-q", "alpha", "-N", "1", "-t", "600s", "--", "app",
+        ])
         .trim()
         .to_owned();
     assert_eq!(job_state(&system, &waiting), "pending");
@@ -106,7 +108,7 @@ fn queue_states_work_through_the_cli_and_survive_a_coordinator_kill() {
         "the waiting job never ran once alpha started"
     );
     system.ok(&["queue", "enable", "beta"]);
-    system.ok(&["submit", "-q", "beta", "-N", "1", "-t", "60", "--", "app"]);
+    system.ok(&["submit", "-q", "beta", "-N", "1", "-t", "60s", "--", "app"]);
 
     // Users may read, not change.
     let bob = system.user_dir("bob");
@@ -297,7 +299,7 @@ fn a_dry_run_changes_nothing_and_stop_release_to_moves_the_nodes() {
     let busy = system.submit(&["-q", "alpha", "-N", "4", "-t", "1h", "--", "sleep", "3600"]);
     system.wait_state(&busy, "running");
     // Needs all four of alpha's nodes: stranded if two of them left.
-    let wide = system.submit(&["-q", "alpha", "-N", "4", "-t", "60", "--", "app"]);
+    let wide = system.submit(&["-q", "alpha", "-N", "4", "-t", "60s", "--", "app"]);
     let out = system.ok(&[
         "queue",
         "move",

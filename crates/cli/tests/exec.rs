@@ -35,7 +35,7 @@ fn exec_jobs_run_with_their_allocation_in_the_environment_and_record_their_exit(
         "env > {}.tmp && mv {0}.tmp {0}; echo to-stdout; echo to-stderr >&2",
         out.display()
     );
-    let id = system.submit(&["-N", "2", "-t", "60", "--", "sh", "-c", &script]);
+    let id = system.submit(&["-N", "2", "-t", "60s", "--", "sh", "-c", &script]);
     let row = system.wait_state(&id, "completed");
     let vars = shardsched_vars(&std::fs::read_to_string(&out).unwrap());
     assert_eq!(vars["SHARDSCHED_JOB_ID"], id);
@@ -116,11 +116,20 @@ fn time_limits_and_cancels_kill_the_whole_process_group() {
             o = out.display()
         )
     };
-    let timed = system.submit(&["-n", "1", "-t", "2", "--", "sh", "-c", &script("timed", "")]);
+    let timed = system.submit(&[
+        "-n",
+        "1",
+        "-t",
+        "2s",
+        "--",
+        "sh",
+        "-c",
+        &script("timed", ""),
+    ]);
     // This one ignores SIGTERM (and so does its sleep): only the SIGKILL after the grace
     // period ends it.
     let stubborn = script("stubborn", "trap '' TERM;");
-    let cancelled = system.submit(&["-n", "1", "-t", "600", "--", "sh", "-c", &stubborn]);
+    let cancelled = system.submit(&["-n", "1", "-t", "600s", "--", "sh", "-c", &stubborn]);
     let pids = |tag: &str| {
         let out = system.dir.join(tag);
         [

@@ -22,8 +22,8 @@ fn node_row(system: &System, name: &str) -> Value {
 #[test]
 fn a_node_marked_down_fails_or_requeues_its_jobs_and_leaves_scheduling_until_up() {
     let system = System::start("node-failure", &[]);
-    let plain = system.submit(&["-N", "1", "-t", "600", "--", "app"]);
-    let requeue = system.submit(&["-N", "1", "-t", "600", "--requeue", "--", "app"]);
+    let plain = system.submit(&["-N", "1", "-t", "600s", "--", "app"]);
+    let requeue = system.submit(&["-N", "1", "-t", "600s", "--requeue", "--", "app"]);
     let plain_node = system.wait_state(&plain, "running")["nodes"]
         .as_str()
         .unwrap()
@@ -64,8 +64,8 @@ fn a_node_marked_down_fails_or_requeues_its_jobs_and_leaves_scheduling_until_up(
 
     // Two of alpha's four nodes are down and one runs the requeued job: one more job
     // fits, the next waits — never on a down node.
-    let third = system.submit(&["-N", "1", "-t", "600", "--", "app"]);
-    let fourth = system.submit(&["-N", "1", "-t", "600", "--", "app"]);
+    let third = system.submit(&["-N", "1", "-t", "600s", "--", "app"]);
+    let fourth = system.submit(&["-N", "1", "-t", "600s", "--", "app"]);
     let third_node = system.wait_state(&third, "running")["nodes"].clone();
     assert!(third_node != plain_node.as_str() && third_node != requeue_node.as_str());
     assert_eq!(system.job(&fourth)["state"], "pending");

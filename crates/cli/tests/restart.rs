@@ -160,11 +160,11 @@ async fn a_killed_shard_restarts_from_its_journal_without_losing_or_duplicating_
     let system = start("kill");
     // Two 100 s jobs (10 s of real time) fill the 4 nodes; fcfs keeps the rest waiting.
     let running: Vec<String> = (0..2)
-        .map(|_| submit(&system, &["-N", "2", "-t", "100", "--", "sleep"]))
+        .map(|_| submit(&system, &["-N", "2", "-t", "100s", "--", "sleep"]))
         .collect();
     let pending = [
-        submit(&system, &["-N", "4", "-t", "10", "--", "sleep"]),
-        submit(&system, &["-N", "1", "-t", "10", "--", "sleep"]),
+        submit(&system, &["-N", "4", "-t", "10s", "--", "sleep"]),
+        submit(&system, &["-N", "1", "-t", "10s", "--", "sleep"]),
     ];
     let (keyed, duplicate) = submit_with_key(&system, 7, 10).await;
     assert!(!duplicate);
@@ -213,7 +213,7 @@ async fn a_killed_shard_restarts_from_its_journal_without_losing_or_duplicating_
     }
     // A retried submit after the restart is the same job; a new one gets a new id.
     assert_eq!(submit_with_key(&system, 7, 10).await, (keyed.clone(), true));
-    let fresh = submit(&system, &["-n", "1", "-t", "1", "--", "true"]);
+    let fresh = submit(&system, &["-n", "1", "-t", "1s", "--", "true"]);
     assert!(!before.contains_key(&fresh), "{fresh} reused an id");
 
     let done = wait_jobs(&system, "every job to complete", |jobs| {
@@ -249,7 +249,7 @@ async fn a_killed_shard_restarts_from_its_journal_without_losing_or_duplicating_
 #[test]
 fn a_shard_with_a_damaged_journal_refuses_to_start_and_names_the_file() {
     let mut system = start("damaged");
-    let id = submit(&system, &["-N", "1", "-t", "100", "--", "sleep"]);
+    let id = submit(&system, &["-N", "1", "-t", "100s", "--", "sleep"]);
     wait_jobs(&system, "the job to run", |jobs| {
         jobs.get(&id).is_some_and(|j| j["state"] == "running")
     });

@@ -290,9 +290,9 @@ fn jobs_in_two_queues_run_in_parallel_on_their_own_nodes_complete_and_free() {
             let mut ids = Vec::new();
             for i in 0..8 {
                 let id = if i % 2 == 0 {
-                    system.submit(&["-q", queue, "-N", "1", "-t", "10", "--", "sleep", "10"])
+                    system.submit(&["-q", queue, "-N", "1", "-t", "10s", "--", "sleep", "10"])
                 } else {
-                    system.submit(&["-q", queue, "-n", "2", "-t", "5", "--", "true"])
+                    system.submit(&["-q", queue, "-n", "2", "-t", "5s", "--", "true"])
                 };
                 ids.push(id);
             }
@@ -374,7 +374,7 @@ fn cancelling_a_running_job_frees_its_nodes() {
     let big = system.submit(&["-q", "alpha", "-N", "4", "-t", "1h", "--", "sleep", "3600"]);
     let running = system.wait_state(&big, "running");
     assert_eq!(running["nodes"], "node[0-3]");
-    let waiting = system.submit(&["-q", "alpha", "-N", "2", "-t", "10", "--", "sleep", "10"]);
+    let waiting = system.submit(&["-q", "alpha", "-N", "2", "-t", "10s", "--", "sleep", "10"]);
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
         system.job(&waiting)["state"],
@@ -421,7 +421,7 @@ fn a_job_that_can_never_fit_its_queue_is_denied_with_the_reason() {
     // Nothing was queued.
     assert!(system.jobs().is_empty(), "{:?}", system.jobs());
     // A job that fits is accepted in the same queue.
-    let id = system.submit(&["-q", "beta", "-N", "4", "-t", "1", "--", "true"]);
+    let id = system.submit(&["-q", "beta", "-N", "4", "-t", "1s", "--", "true"]);
     system.wait_state(&id, "completed");
 }
 
@@ -724,7 +724,7 @@ fn up_restarts_a_shard_that_dies() {
     }
     let deadline = Instant::now() + UP_TIMEOUT;
     let id = loop {
-        let out = system.cli(&["submit", "-q", "beta", "-t", "1", "--", "true"]);
+        let out = system.cli(&["submit", "-q", "beta", "-t", "1s", "--", "true"]);
         if out.status.success() {
             break String::from_utf8(out.stdout).unwrap().trim().to_owned();
         }
@@ -742,14 +742,14 @@ fn up_restarts_a_shard_that_dies() {
 fn a_coordinator_killed_and_restarted_loses_nothing_and_submits_wait_it_out() {
     let system = start("coordinator-restart");
     // alpha (fcfs): one job holding every node, one waiting behind it.
-    let running = system.submit(&["-q", "alpha", "-N", "4", "-t", "30", "--", "sleep", "30"]);
+    let running = system.submit(&["-q", "alpha", "-N", "4", "-t", "30s", "--", "sleep", "30"]);
     system.wait_state(&running, "running");
-    let waiting = system.submit(&["-q", "alpha", "-N", "1", "-t", "5", "--", "true"]);
+    let waiting = system.submit(&["-q", "alpha", "-N", "1", "-t", "5s", "--", "true"]);
     let before = system.child_pid("coordinator");
     kill_process(pid(before), Signal::KILL).unwrap();
 
     // A submit during the outage waits for the coordinator (restarted by `up`) and succeeds.
-    let during = system.cli(&["submit", "-q", "beta", "-t", "5", "--", "true"]);
+    let during = system.cli(&["submit", "-q", "beta", "-t", "5s", "--", "true"]);
     assert!(
         during.status.success(),
         "a submit during the outage failed: {}",

@@ -66,7 +66,9 @@ pub enum FluidError {
     #[error("FLUID timestamps are exhausted (the clock is past epoch + 2^40 ms)")]
     TimestampExhausted,
     /// The text is neither a decimal nor an F58 job id.
-    #[error("{0:?} is not a job id (expected decimal or F58, like \u{192}2KEkBMqV)")]
+    #[error(
+        "{0:?} is not a job id (expected F58 like \u{192}2KEkBMqV, or f2KEkBMqV without the \u{192}, or decimal)"
+    )]
     Parse(String),
 }
 

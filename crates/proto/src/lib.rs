@@ -96,8 +96,9 @@ pub const ALPN: &[u8] = ALPN_STR.as_bytes();
 /// [`ALPN`] as text.
 pub const ALPN_STR: &str = "shardsched/1";
 /// The protocol version this build speaks, sent in the hello. 2: `resource list` is paged
-/// (`Resources { start }` / `{ nodes, next }`) and `JobInfo.jobspec_json` is optional (a
-/// job's jobspec is private to its owner and admins).
+/// (`Resources { start }` / `{ nodes, next }`), `JobInfo.jobspec_json` is optional (a
+/// job's jobspec is private to its owner and admins), jobs carry the nodes they ask for,
+/// policy refusals have their own code and shards answer `DisableIfIdle`.
 pub const PROTOCOL_VERSION: u32 = 2;
 /// The oldest protocol version this build still accepts in a hello (version 1 messages do
 /// not decode as version 2's).

@@ -421,6 +421,7 @@ fn assignment(owned: Vec<NodeGen>, incoming: Vec<(MoveId, IncomingNode)>) -> Ass
         cluster: ClusterDescription {
             format: ClusterFormat::Spec,
             text: "name = \"c\"\n[[nodes]]\nhosts = \"n[0-3]\"\ncores_per_socket = 4\n".into(),
+            load_allowlist: Vec::new(),
         },
         queue: QueueConfig {
             name: "batch".into(),

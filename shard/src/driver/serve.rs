@@ -119,6 +119,7 @@ pub(crate) async fn coordinator_request(
             })
             .await
         }
+        Request::DisableIfIdle => ask(&commands, |reply| Command::DisableIfIdle { reply }).await,
         Request::SetNodeState {
             nodes,
             down,

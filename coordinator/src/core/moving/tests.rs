@@ -91,7 +91,7 @@ fn a_move_is_journaled_before_its_commands_and_refusals_name_the_nodes() {
     let r = core
         .move_nodes(NOW, &names(&["node0"]), "batch")
         .expect_err("moving");
-    assert_eq!(r.code, RefusalCode::Unavailable);
+    assert_eq!(r.code, RefusalCode::Policy);
     assert!(r.message.contains("already moving: node0"), "{r}");
     let r = core
         .move_nodes(NOW, &names(&["node120"]), "batch")

@@ -25,7 +25,6 @@ use shardsched_proto::msg::coord_shard::{DryRunReport, FreeAt};
 use shardsched_resource::{decode_hostlist, encode_hostlist, sort_hosts};
 
 use super::output::{self, Table};
-use super::submit::parse_duration_secs;
 use super::wire_error;
 
 /// `queue` subcommands that change things (admin), and `queue moves`.
@@ -109,8 +108,8 @@ pub struct MoveArgs {
     /// The queue to give them to (they must be in its definition).
     #[arg(long, required_unless_present = "cancel")]
     pub to: Option<String>,
-    /// Past this duration (`90s`, `30m`, `2h`), the donor's jobs still holding the nodes
-    /// are cancelled.
+    /// Past this duration (`90s`, `30m`, `2h`; a bare number is seconds), the donor's jobs
+    /// still holding the nodes are cancelled.
     #[arg(long, value_name = "DURATION")]
     pub deadline: Option<String>,
     /// Only say when the nodes would be free and which pending jobs could never run;
@@ -249,12 +248,12 @@ fn move_main(args: &MoveArgs) -> Result<()> {
     let deadline_ms = match &args.deadline {
         None => None,
         Some(text) => {
-            let secs = parse_duration_secs(text)
-                .map_err(|e| anyhow::anyhow!("--deadline {text:?}: {e}"))?;
-            if secs == 0 {
+            let deadline = crate::duration_arg::seconds_or_units(text)
+                .map_err(|e| anyhow::anyhow!("--deadline: {e}"))?;
+            if deadline.is_zero() {
                 bail!("--deadline {text:?}: must be more than zero");
             }
-            Some(secs.saturating_mul(1000))
+            Some(deadline.as_millis() as u64)
         }
     };
     let hosts = {

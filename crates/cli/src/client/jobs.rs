@@ -56,7 +56,7 @@ pub enum JobCommand {
 /// Flags of `shardsched job info`.
 #[derive(Args, Debug, Clone)]
 pub struct JobInfoArgs {
-    /// The job id (F58 like ƒ2KEkBMqV, or decimal).
+    /// The job id: F58 like ƒ2KEkBMqV (or f2KEkBMqV, with an ASCII f), or decimal.
     pub id: JobId,
     /// Print JSON instead of text.
     #[arg(long)]
@@ -66,7 +66,8 @@ pub struct JobInfoArgs {
 /// Flags of `shardsched cancel`.
 #[derive(Args, Debug, Clone)]
 pub struct CancelArgs {
-    /// The jobs to cancel (F58 or decimal ids).
+    /// The jobs to cancel: F58 ids like ƒ2KEkBMqV (or f2KEkBMqV, with an ASCII f), or
+    /// decimal.
     #[arg(required = true, value_name = "ID")]
     pub ids: Vec<JobId>,
 }
@@ -154,8 +155,9 @@ pub fn cancel_main(args: &CancelArgs) -> Result<()> {
                     .or_insert_with(|| (route.clone(), Vec::new()))
                     .1
                     .push(id),
+                // The error names the job.
                 Err(e) => {
-                    eprintln!("shardsched: {id}: {e:#}");
+                    eprintln!("shardsched: {e:#}");
                     failures += 1;
                 }
             }

@@ -371,13 +371,14 @@ impl Client {
         Ok((list, warnings))
     }
 
-    /// The route of the shard that issued `id`.
+    /// The route of the shard that issued `id`. Its refusal names the job in both forms
+    /// (`12345` is shown as F58): which shard issues which ids is the system's business.
     pub fn route_of(routes: &RouteTable, id: JobId) -> Result<&Route> {
         routes.job(id).ok_or_else(|| {
             anyhow!(
-                "no shard with generator id {} is registered (job {id} belongs to a queue \
-                 whose shard is not running, or the id is wrong)",
-                id.generator_id()
+                "no job {} ({id}): no running queue issued it (the id is wrong, or its \
+                 queue's shard is not running)",
+                id.0
             )
         })
     }
@@ -438,6 +439,7 @@ pub fn describe_refusal(refusal: &Refusal) -> String {
         RefusalCode::Unavailable => "unavailable",
         RefusalCode::Stale => "stale",
         RefusalCode::Internal => "internal error",
+        RefusalCode::Policy => "refused by policy",
     };
     format!("{kind}: {}", refusal.message)
 }

@@ -12,7 +12,9 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use shardsched_proto::msg::{JobEvent, JobInfo, JobState, JobSummary, NodeStatus, QueueStatus};
+use shardsched_proto::msg::{
+    JobEvent, JobInfo, JobState, JobSummary, NodeState, NodeStatus, QueueStatus,
+};
 use shardsched_proto::text::escape_control;
 use shardsched_resource::encode_hostlist;
 
@@ -30,7 +32,13 @@ pub fn emit(text: &str) -> anyhow::Result<()> {
 /// Writes `message` to standard error after `shardsched: `, escaped line by line
 /// ([`escape_lines`]): errors and warnings quote what servers and users wrote.
 pub fn say(message: impl std::fmt::Display) {
-    eprintln!("shardsched: {}", escape_lines(&message.to_string()));
+    // Not `eprintln!`, which panics when stderr is closed (a terminal gone, `| tee` stopped).
+    use std::io::Write as _;
+    let _ = writeln!(
+        std::io::stderr(),
+        "shardsched: {}",
+        escape_lines(&message.to_string())
+    );
 }
 
 /// `text` with control characters escaped ([`escape_control`]) line by line, keeping its
@@ -191,6 +199,16 @@ pub fn run_time(job: &JobSummary, now_ms: u64) -> String {
     }
 }
 
+/// NNODES as `flux jobs` shows it: the nodes a job holds or held, else the fewest its
+/// jobspec asks for; `None` for a pending job that asks for slots only.
+pub fn nnodes(job: &JobSummary) -> Option<u64> {
+    if job.nodes.is_empty() {
+        job.nodes_requested
+    } else {
+        Some(job.nodes.len() as u64)
+    }
+}
+
 /// The job table of `shardsched jobs`.
 pub fn jobs_table(jobs: &[JobSummary]) -> String {
     let now = now_ms();
@@ -212,7 +230,7 @@ pub fn jobs_table(jobs: &[JobSummary]) -> String {
             job.owner.clone(),
             job.name.clone(),
             state_code(job.state).to_owned(),
-            job.nodes.len().to_string(),
+            nnodes(job).map_or_else(String::new, |n| n.to_string()),
             run_time(job, now),
             info,
         ]);
@@ -231,7 +249,7 @@ pub fn job_json(job: &JobSummary) -> Value {
         "state": job.state.as_str(),
         "priority": job.priority,
         "nodes": encode_hostlist(&job.nodes),
-        "nnodes": job.nodes.len(),
+        "nnodes": nnodes(job),
         "submit_ms": job.submit_ms,
         "start_ms": job.start_ms,
         "end_ms": job.end_ms,
@@ -395,11 +413,21 @@ pub fn node_json(node: &NodeStatus) -> Value {
     json!({
         "name": node.name,
         "queue": node.queue,
-        "state": node.state.as_str(),
+        "state": node_state(node),
         "generation": node.generation.0,
         "jobs_running": node.jobs_running,
         "reason": node.reason,
     })
+}
+
+/// A node's state as flux-core words it: a drained node still running jobs is `draining`
+/// until they end.
+pub fn node_state(node: &NodeStatus) -> &'static str {
+    if node.state == NodeState::Drained && node.jobs_running > 0 {
+        "draining"
+    } else {
+        node.state.as_str()
+    }
 }
 
 /// `resource list` for people: nodes grouped by state and owner, as `flux resource list`
@@ -410,8 +438,8 @@ pub fn resources_table(nodes: &[NodeStatus]) -> String {
     let mut groups: Vec<(String, String, Vec<&NodeStatus>)> = Vec::new();
     for node in nodes {
         let state = match &node.reason {
-            Some(reason) => format!("{} ({reason})", node.state.as_str()),
-            None => node.state.as_str().to_owned(),
+            Some(reason) => format!("{} ({reason})", node_state(node)),
+            None => node_state(node).to_owned(),
         };
         let queue = node.queue.clone().unwrap_or_else(|| "-".to_owned());
         match groups
@@ -559,6 +587,7 @@ mod tests {
             duration_ms: 60_000,
             reason: "reserved to start".into(),
             reserved_ms: Some(now + 250_000),
+            nodes_requested: Some(1),
         };
         let text = job_reason(&job, now);
         assert!(text.starts_with("reserved to start at "), "{text}");

@@ -45,7 +45,8 @@ pub struct ResourceArgs {
 /// What `shardsched resource` does.
 #[derive(Subcommand, Debug, Clone)]
 pub enum ResourceCommand {
-    /// Nodes with their owning queue and state (up, down, drained, outgoing, incoming).
+    /// Nodes with their owning queue and state (up, down, drained, draining, outgoing,
+    /// incoming).
     List(ResourceListArgs),
     /// Marks nodes down (failed): jobs running on them fail, or are requeued when submitted
     /// with `--requeue`, and the nodes leave scheduling until marked up. Admin only.

@@ -56,9 +56,10 @@ pub struct SubmitArgs {
     /// GPUs per task.
     #[arg(short = 'g', long = "gpus-per-task", default_value_t = 0)]
     pub gpus_per_task: u64,
-    /// Time limit: seconds, or with a unit (90s, 30m, 2h, 1d; fractions allowed)
-    /// [default: the queue's].
-    #[arg(short = 't', long = "time-limit", value_name = "DURATION", value_parser = parse_duration_secs)]
+    /// Time limit: minutes, as in Flux and Slurm, or with a unit (90s, 30m, 2h, 1d;
+    /// fractions allowed) [default: the queue's].
+    #[arg(short = 't', long = "time-limit", value_name = "MIN|DURATION",
+          value_parser = crate::duration_arg::time_limit_secs)]
     pub time_limit: Option<u64>,
     /// Whole nodes, even when --tasks would fit in part of them.
     #[arg(short = 'x', long)]
@@ -119,7 +120,7 @@ pub fn build_jobspec(args: &SubmitArgs) -> Result<Jobspec> {
             if args.command.is_empty() {
                 bail!(
                     "no command: give the job's command after `--`, e.g. \
-                     `shardsched submit -N 1 -t 60 -- sleep 60`"
+                     `shardsched submit -N 1 -t 1m -- sleep 60`"
                 );
             }
             Shorthand {
@@ -282,57 +283,4 @@ async fn try_submit(
         Err(e) => e,
     };
     Ok(Err(failure))
-}
-
-/// Parses a Flux Standard Duration into whole seconds, rounding fractions up: `90`, `90s`,
-/// `1.5m`, `2h`, `1d`. Zero means "the queue's default".
-pub fn parse_duration_secs(text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    let (number, unit) = match text.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
-        Some((i, _)) => text.split_at(i),
-        None => (text, ""),
-    };
-    let scale = match unit {
-        "" | "s" => 1.0,
-        "m" => 60.0,
-        "h" => 3600.0,
-        "d" => 86_400.0,
-        _ => {
-            return Err(format!(
-                "unknown unit {unit:?} in {text:?} (use s, m, h or d)"
-            ));
-        }
-    };
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration (e.g. 90, 30m, 2h)"))?;
-    if !value.is_finite() || value < 0.0 {
-        return Err(format!("{text:?} is not a duration (e.g. 90, 30m, 2h)"));
-    }
-    let seconds = (value * scale).ceil();
-    if seconds > u32::MAX as f64 {
-        return Err(format!("{text:?} is too long"));
-    }
-    Ok(seconds as u64)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_parse_like_flux() {
-        assert_eq!(parse_duration_secs("90"), Ok(90));
-        assert_eq!(parse_duration_secs("90s"), Ok(90));
-        assert_eq!(parse_duration_secs("30m"), Ok(1800));
-        assert_eq!(parse_duration_secs("2h"), Ok(7200));
-        assert_eq!(parse_duration_secs("1.5m"), Ok(90));
-        assert_eq!(parse_duration_secs("0.2"), Ok(1));
-        assert_eq!(parse_duration_secs("1d"), Ok(86_400));
-        assert_eq!(parse_duration_secs("0"), Ok(0));
-        assert!(parse_duration_secs("2w").is_err());
-        assert!(parse_duration_secs("-1").is_err());
-        assert!(parse_duration_secs("abc").is_err());
-        assert!(parse_duration_secs("").is_err());
-    }
 }

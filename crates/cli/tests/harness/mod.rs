@@ -97,6 +97,18 @@ impl System {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> System {
+        System::start_with_stderr(name, config, extra, env, None)
+    }
+
+    /// As [`System::start_with_env`], with `up`'s stderr going to `stderr` instead of the
+    /// file `up.stderr` (e.g. a pipe the test closes).
+    pub fn start_with_stderr(
+        name: &str,
+        config: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        stderr: Option<Stdio>,
+    ) -> System {
         let dir = std::env::temp_dir().join(format!(
             "shardsched-{name}-{}-{}",
             std::process::id(),
@@ -108,6 +120,8 @@ impl System {
         std::fs::create_dir_all(&dir).unwrap();
         let config_file = dir.join("config.toml");
         std::fs::write(&config_file, config).unwrap();
+        let stderr =
+            stderr.unwrap_or_else(|| std::fs::File::create(dir.join("up.stderr")).unwrap().into());
         let mut up = Command::new(EXE)
             .envs(env.iter().copied())
             .arg("up")
@@ -118,7 +132,7 @@ impl System {
             .arg(dir.join("state"))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(dir.join("up.stderr")).unwrap())
+            .stderr(stderr)
             .spawn()
             .unwrap();
         let stdout = up.stdout.take().unwrap();

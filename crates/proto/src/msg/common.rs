@@ -98,6 +98,9 @@ pub struct JobSummary {
     pub priority: u32,
     /// Nodes it holds or held, in graph order (empty while pending).
     pub nodes: Vec<String>,
+    /// The fewest nodes its jobspec asks for, shown while it has none; `None` when it asks
+    /// for slots only (`Jobspec::nodes_requested`).
+    pub nodes_requested: Option<u64>,
     /// Submission time, milliseconds since the Unix epoch.
     pub submit_ms: u64,
     /// Start time, if it started.
@@ -292,12 +295,17 @@ pub enum RefusalCode {
     Invalid,
     /// A job that can never run in its queue.
     Denied,
-    /// Not possible now: queue disabled, shard not registered, coordinator starting.
+    /// Not possible now for a reason that passes by itself: shard not registered,
+    /// coordinator starting, a journal that cannot be written, too much in flight.
     Unavailable,
     /// A move command carrying an older generation than one already seen.
     Stale,
     /// The server failed.
     Internal,
+    /// A rule refuses it in the present state, a decision rather than an outage: the queue
+    /// is disabled, has jobs, owns nodes, its nodes are moving. Retrying does not help
+    /// until an admin (or the jobs ending) changes that state; the message says what to do.
+    Policy,
 }
 
 /// The format of a cluster description.
@@ -320,6 +328,9 @@ pub struct ClusterDescription {
     pub format: ClusterFormat,
     /// Its text.
     pub text: String,
+    /// The resource types the shard loads from it (Fluxion's `load-allowlist`); empty: the
+    /// default, `shardsched_resource::SCHEDULER_TYPES`.
+    pub load_allowlist: Vec<String>,
 }
 
 /// One queue's configuration, as the coordinator hands it to the queue's shard.

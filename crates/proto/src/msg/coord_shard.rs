@@ -83,6 +83,11 @@ pub enum Request {
     /// status, so that its supervisor starts it again at once; it then registers, gets this
     /// configuration in its assignment and restores its jobs from its journal.
     Reconfigure(Box<QueueConfig>),
+    /// The queue is being removed: disable submissions if, and only if, no job is pending
+    /// or running, in one step (`Ack`), else refuse (`Policy`) and change nothing. A
+    /// removal refused for jobs never leaves the queue disabled, and no submit can slip in
+    /// between the check and the disable.
+    DisableIfIdle,
 }
 
 /// Release nodes for a move.
@@ -241,6 +246,7 @@ impl Rpc for Request {
             Request::SetNodeDrain { .. } => "coord_shard.set_node_drain",
             Request::DryRunRelease { .. } => "coord_shard.dry_run_release",
             Request::Reconfigure(_) => "coord_shard.reconfigure",
+            Request::DisableIfIdle => "coord_shard.disable_if_idle",
         }
     }
 

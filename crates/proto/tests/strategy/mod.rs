@@ -69,7 +69,7 @@ pub fn summary() -> impl Strategy<Value = JobSummary> {
     (
         (fluid(), name(), name(), text(), job_state(), any::<u32>()),
         (
-            vec(name(), 0..4),
+            (vec(name(), 0..4), option::of(any::<u64>())),
             any::<u64>(),
             option::of(any::<u64>()),
             option::of(any::<u64>()),
@@ -80,7 +80,7 @@ pub fn summary() -> impl Strategy<Value = JobSummary> {
         .prop_map(
             |(
                 (id, queue, owner, name, state, priority),
-                (nodes, submit_ms, start_ms, end_ms, duration_ms, reason),
+                ((nodes, nodes_requested), submit_ms, start_ms, end_ms, duration_ms, reason),
             )| {
                 JobSummary {
                     id,
@@ -90,6 +90,7 @@ pub fn summary() -> impl Strategy<Value = JobSummary> {
                     state,
                     priority,
                     nodes,
+                    nodes_requested,
                     submit_ms,
                     start_ms,
                     end_ms,
@@ -130,6 +131,7 @@ pub fn refusal() -> impl Strategy<Value = Refusal> {
         RefusalCode::Unavailable,
         RefusalCode::Stale,
         RefusalCode::Internal,
+        RefusalCode::Policy,
     ]);
     (code, text()).prop_map(|(code, message)| Refusal { code, message })
 }
@@ -546,7 +548,11 @@ pub fn shard_coord_reply() -> impl Strategy<Value = Reply<shard_coord::Response>
         .prop_map(
             |(generator_id, format, text, queue, owned, incoming, flags)| Assignment {
                 generator_id,
-                cluster: ClusterDescription { format, text },
+                cluster: ClusterDescription {
+                    format,
+                    text,
+                    load_allowlist: Vec::new(),
+                },
                 queue,
                 owned,
                 incoming,
@@ -613,6 +619,7 @@ pub fn coord_shard_request() -> impl Strategy<Value = coord_shard::Request> {
             coord_shard::Request::SetQueueState { enabled, started }
         }),
         query().prop_map(coord_shard::Request::Jobs),
+        Just(coord_shard::Request::DisableIfIdle),
         (vec(name(), 0..4), any::<bool>(), name()).prop_map(|(nodes, down, reason)| {
             coord_shard::Request::SetNodeState {
                 nodes,
