@@ -9,10 +9,10 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use shardsched_proto::codec::{decode, encode};
-use shardsched_proto::msg::hello::{Hello, HelloReply};
-use shardsched_proto::msg::{client_coord, client_shard, coord_shard, shard_coord};
-use shardsched_proto::rpc::Reply;
+use shardsched_wire::codec::{decode, encode};
+use shardsched_wire::msg::hello::{Hello, HelloReply};
+use shardsched_wire::msg::{client_coord, client_shard, coord_shard, shard_coord};
+use shardsched_wire::rpc::Reply;
 use strategy::*;
 
 fn round_trips<T: Serialize + DeserializeOwned + PartialEq + Debug>(

@@ -5,17 +5,17 @@
 use proptest::collection::vec;
 use proptest::option;
 use proptest::prelude::*;
-use shardsched_proto::fluid::Fluid;
-use shardsched_proto::msg::client_shard::{CancelOutcome, CancelResult, IdempotencyKey, Submit};
-use shardsched_proto::msg::coord_shard::{
+use shardsched_wire::fluid::Fluid;
+use shardsched_wire::msg::client_shard::{CancelOutcome, CancelResult, IdempotencyKey, Submit};
+use shardsched_wire::msg::coord_shard::{
     Acquire, CancelJobs, FreeAt, Incoming, IncomingNode, Reclaim, Release, ReleaseState, StaleNode,
     Withdraw,
 };
-use shardsched_proto::msg::hello::{Hello, HelloReply};
-use shardsched_proto::msg::shard_coord::{Assignment, HeldNode, Register, Released, ShardStatus};
-use shardsched_proto::msg::*;
-use shardsched_proto::rpc::Reply;
-use shardsched_proto::{Peer, Role};
+use shardsched_wire::msg::hello::{Hello, HelloReply};
+use shardsched_wire::msg::shard_coord::{Assignment, HeldNode, Register, Released, ShardStatus};
+use shardsched_wire::msg::*;
+use shardsched_wire::rpc::Reply;
+use shardsched_wire::{Peer, Role};
 
 pub fn text() -> impl Strategy<Value = String> {
     "\\PC{0,12}"
@@ -446,7 +446,7 @@ fn move_info() -> impl Strategy<Value = client_coord::MoveInfo> {
             |(node, g, state, expected_free_ms, jobs, requested_ms, released_ms)| {
                 client_coord::MoveNodeInfo {
                     node,
-                    generation: shardsched_proto::msg::Generation(g),
+                    generation: shardsched_wire::msg::Generation(g),
                     state,
                     expected_free_ms,
                     jobs,
