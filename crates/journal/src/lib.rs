@@ -44,6 +44,7 @@
 pub mod batch;
 pub mod committer;
 pub mod error;
+pub mod format;
 pub mod histogram;
 pub mod limits;
 pub mod store;
