@@ -23,7 +23,10 @@
 //! machine owns and receives (as the coordinator's intent would be). Additionally:
 //! - no running job holds a node a move command left not owned or incoming (released,
 //!   withdrawn): allocations exist only on nodes up or outgoing;
-//! - every `Released` report names nodes no running job holds.
+//! - every `Released` report names nodes no running job holds;
+//! - the core's own invariants hold (`ShardCore::invariants`: the node table, the job
+//!   table, the queue manager and the per-node counts agree), and the journal's bytes read
+//!   back exactly as the core's in-memory journal model (`MemJournal`) says.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -183,15 +186,18 @@ fn new_core(policy: &str, mask: u8) -> ShardCore {
     ShardCore::with_graph(graph, &queue, 3, &owned(mask, &[1; 4]), core_options()).expect("core")
 }
 
-/// The journal as the committer would leave it, in memory: table → key → value.
+/// The journal as the committer would leave it, in memory: table → key → encoded value,
+/// beside the core's typed model of the same journal.
 #[derive(Default)]
-struct MemJournal {
+struct DiskImage {
     tables: BTreeMap<String, BTreeMap<u64, Vec<u8>>>,
     metas: BTreeMap<String, Vec<u8>>,
+    model: journal::MemJournal,
 }
 
-impl MemJournal {
+impl DiskImage {
     fn commit(&mut self, records: &[JournalRecord]) {
+        self.model.commit(records);
         let batch: Batch = journal::to_batch(records).expect("encode");
         for w in batch.writes() {
             match w {
@@ -233,7 +239,13 @@ impl MemJournal {
             ends: rows(journal::ENDS_TABLE),
             metas: self.metas.clone(),
         };
-        journal::restored(std::path::Path::new("mem.redb"), tables).expect("decode")
+        let restored = journal::restored(std::path::Path::new("mem.redb"), tables).expect("decode");
+        assert_eq!(
+            Ok(&restored),
+            self.model.restored().as_ref(),
+            "the bytes read back are what the journal model holds"
+        );
+        restored
     }
 }
 
@@ -241,7 +253,7 @@ struct Model {
     core: ShardCore,
     policy: &'static str,
     mask: u8,
-    journal: MemJournal,
+    journal: DiskImage,
     now: u64,
     /// Every id handed out (first submits only).
     ids: Vec<JobId>,
@@ -541,6 +553,9 @@ impl Model {
         let violations = checker::check(&m.graph, &allocs);
         assert!(violations.is_empty(), "{violations:?}");
         self.check_moves();
+        if let Err(broken) = self.core.invariants() {
+            panic!("after {op:?}: {broken}");
+        }
     }
 }
 
@@ -572,8 +587,8 @@ impl Model {
         // Each command goes where the coordinator would send it: Release to the owner,
         // Incoming/Withdraw to a shard that does not own the node, Acquire to the
         // recipient, Reclaim to the donor.
-        use shardsched_shard::moves::Holding as H;
-        let holding = |core: &ShardCore, i: usize| core.moves().entry(NODES[i]).holding;
+        use shardsched_shard::nodes::Holding as H;
+        let holding = |core: &ShardCore, i: usize| core.nodes().entry(NODES[i]).holding;
         let fits = match *m {
             MoveOp::Release { .. } | MoveOp::CancelJobs { .. } => true,
             MoveOp::Incoming { node, .. } | MoveOp::Withdraw { node, .. } => {
@@ -650,9 +665,9 @@ impl Model {
                 );
             }
             MoveOp::CancelJobs { node } => {
-                let entry = self.core.moves().entry(NODES[node]);
+                let entry = self.core.nodes().entry(NODES[node]);
                 let move_id = match entry.holding {
-                    shardsched_shard::moves::Holding::Outgoing { move_id } => move_id,
+                    shardsched_shard::nodes::Holding::Outgoing { move_id } => move_id,
                     _ => MoveId(entry.generation.0),
                 };
                 self.core.handle_cancel_jobs(
@@ -673,10 +688,10 @@ impl Model {
         use shardsched_proto::msg::coord_shard::IncomingNode;
         use shardsched_proto::msg::shard_coord::Assignment;
         use shardsched_proto::msg::{ClusterDescription, ClusterFormat};
-        use shardsched_shard::moves::Holding;
+        use shardsched_shard::nodes::Holding;
         let mut owned = Vec::new();
         let mut incoming = Vec::new();
-        for (name, e) in self.core.moves().entries() {
+        for (name, e) in self.core.nodes().entries() {
             let node = NodeGen {
                 node: name.to_owned(),
                 generation: e.generation,
@@ -724,7 +739,7 @@ impl Model {
     /// The move invariants: allocations only on nodes up or outgoing (but those `Own` took
     /// away), and `Released` only for nodes no job holds.
     fn check_moves(&mut self) {
-        use shardsched_shard::moves::Holding;
+        use shardsched_shard::nodes::Holding;
         let mut held: BTreeSet<String> = BTreeSet::new();
         for job in self.core.jobs().filter(|j| j.state == JobState::Running) {
             held.extend(job.nodes.iter().cloned());
@@ -734,7 +749,7 @@ impl Model {
             if self.yanked.contains(node) {
                 continue;
             }
-            let holding = self.core.moves().entry(node).holding;
+            let holding = self.core.nodes().entry(node).holding;
             assert!(
                 matches!(holding, Holding::Owned | Holding::Outgoing { .. }),
                 "a running job holds {node}, which is {holding:?} here"
@@ -807,7 +822,7 @@ proptest! {
             core: new_core(policy, 0b0011),
             policy,
             mask: 0b0011,
-            journal: MemJournal::default(),
+            journal: DiskImage::default(),
             now: NOW,
             ids: Vec::new(),
             keys: HashMap::new(),

@@ -3,16 +3,16 @@
 //! manager emits is recorded in the job table here, and nowhere else.
 
 use shardsched_matcher::{Allocation, StoredAllocation, writer};
-use shardsched_proto::Fluid;
-use shardsched_proto::msg::JobState;
 use shardsched_qmanager::{CycleKind, DenyReason, Event, JobView, WaitReason};
 use shardsched_resource::encode_hostlist;
+use shardsched_wire::Fluid;
+use shardsched_wire::msg::JobState;
 
 use super::{CoreExecutor, ExecAction, ShardCore};
 use crate::assign::MS_PER_S;
 use crate::error::ShardError;
 use crate::job::Reason;
-use crate::journal::{EndedJob, JournalRecord, StartedJob};
+use crate::journal::{EndState, EndedJob, JournalRecord, StartedJob};
 use crate::limits::{REASON_REFRESH_MAX, SCHEDULE_PASSES_MAX};
 
 impl ShardCore {
@@ -23,11 +23,11 @@ impl ShardCore {
     pub fn tick(&mut self, now_ms: u64) -> Result<(), ShardError> {
         let now_ms = self.observe(now_ms);
         let now_s = self.now_s();
-        while let Some(&(end, id)) = self.sim_ends.first() {
+        while let Some(&(end, id)) = self.jobs.sim_ends.first() {
             if end > now_ms {
                 break;
             }
-            self.sim_ends.pop_first();
+            self.jobs.sim_ends.pop_first();
             if let Err(e) = self.qm.complete(id.0, now_s) {
                 tracing::error!(queue = %self.queue, job = %id, error = %e, "cannot complete a running job");
                 self.fail(id, format!("internal error: {e}"));
@@ -37,6 +37,7 @@ impl ShardCore {
         self.settle_moves();
         self.extend_holds();
         let forgotten = self
+            .jobs
             .table
             .expire(now_ms.saturating_sub(self.options.retention_ms));
         self.forget(forgotten);
@@ -45,6 +46,14 @@ impl ShardCore {
             self.schedule(now_s)?;
         }
         self.settle_moves();
+        debug_assert_eq!(
+            (self.jobs.pending.len(), self.jobs.running.len()),
+            (
+                self.qm.pending_len() + self.qm.waiting_len(),
+                self.qm.running_len()
+            ),
+            "the job table's live jobs are not the queue manager's"
+        );
         Ok(())
     }
 
@@ -89,7 +98,7 @@ impl ShardCore {
         if self.backlog {
             return Some(self.now_ms);
         }
-        let run_end = self.sim_ends.first().map(|&(end, _)| end);
+        let run_end = self.jobs.sim_ends.first().map(|&(end, _)| end);
         let run_end = match (run_end, self.next_hold_end_ms()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -124,7 +133,9 @@ impl ShardCore {
     fn apply(&mut self, event: Event) {
         let id = Fluid(event.id());
         match event {
-            Event::Completed { .. } | Event::Cancelled { .. } if self.end_as.contains_key(&id) => {
+            Event::Completed { .. } | Event::Cancelled { .. }
+                if self.jobs.end_as.contains_key(&id) =>
+            {
                 self.end_as_planned(id);
             }
             Event::Started { alloc, .. } => self.started(id, &alloc),
@@ -158,13 +169,20 @@ impl ShardCore {
         let end = now_ms.saturating_add(sim_run_ms(alloc.duration, scale));
         if self.options.journal {
             let stored = StoredAllocation::from_allocation(&self.qm.matcher().graph, alloc);
-            self.journal.push(JournalRecord::Started(StartedJob::new(
+            self.journal(JournalRecord::Started(StartedJob::new(
                 id, now_ms, end, stored,
             )));
         }
         self.mark_running(id, alloc, now_ms, end);
+        debug_assert!(
+            self.jobs
+                .table
+                .get(id)
+                .is_some_and(|j| j.nodes.iter().all(|n| self.nodes.is_schedulable(n))),
+            "{id} started on a node that is not up here, or is drained or down"
+        );
         if self.is_exec() {
-            self.exec_actions.push(ExecAction::Launch(id));
+            self.outbox.exec_actions.push(ExecAction::Launch(id));
         }
     }
 
@@ -189,17 +207,19 @@ impl ShardCore {
     /// its supervisor's report: the driver watches every running job.)
     pub(super) fn mark_running(&mut self, id: Fluid, alloc: &Allocation, now_ms: u64, end: u64) {
         let (nodes, r_json) = self.nodes_and_r(alloc);
-        self.pending.remove(&id);
-        self.running.insert(id, end);
+        self.jobs.pending.remove(&id);
+        self.jobs.running.insert(id, end);
         if !self.is_exec() {
-            self.sim_ends.insert((end, id));
+            self.jobs.sim_ends.insert((end, id));
         }
         let start_context = self.start_context(id);
-        for node in &nodes {
-            *self.node_jobs.entry(node.clone()).or_default() += 1;
-        }
+        self.jobs.count_on(&nodes);
         self.status_version += 1;
-        let Some(job) = self.table.get_mut(id) else {
+        debug_assert!(
+            matches!(self.qm.job(id.0), Some(JobView::Running { .. })),
+            "{id} runs here but not in the queue manager"
+        );
+        let Some(job) = self.jobs.table.get_mut(id) else {
             tracing::error!(queue = %self.queue, job = %id, "started a job the table does not have");
             return;
         };
@@ -221,15 +241,15 @@ impl ShardCore {
     /// queue manager).
     pub(super) fn ended(&mut self, id: Fluid, state: JobState, reason: Reason) {
         let now_ms = self.now_ms;
-        let was_running = match self.running.remove(&id) {
+        let was_running = match self.jobs.running.remove(&id) {
             Some(end) => {
-                self.sim_ends.remove(&(end, id));
+                self.jobs.sim_ends.remove(&(end, id));
                 true
             }
             None => false,
         };
-        self.pending.remove(&id);
-        let Some(job) = self.table.get_mut(id) else {
+        self.jobs.pending.remove(&id);
+        let Some(job) = self.jobs.table.get_mut(id) else {
             return;
         };
         if !job.state.is_active() {
@@ -249,32 +269,31 @@ impl ShardCore {
             ),
             _ => {}
         }
-        if was_running {
+        let freed = if was_running {
             job.push_event(now_ms, "free", serde_json::json!({}));
-            for node in &job.nodes {
-                if let Some(count) = self.node_jobs.get_mut(node) {
-                    *count -= 1;
-                    if *count == 0 {
-                        self.node_jobs.remove(node);
-                        self.freed_nodes.insert(node.clone());
-                    }
-                }
-            }
-        }
+            job.nodes.clone()
+        } else {
+            Vec::new()
+        };
         job.push_event(now_ms, "clean", serde_json::json!({}));
-        if self.options.journal {
-            let reason = match &job.reason {
-                Reason::Text(text) => text.clone(),
-                _ => String::new(),
-            };
-            self.journal.push(JournalRecord::Ended(EndedJob {
-                id,
-                state,
+        let reason = match &job.reason {
+            Reason::Text(text) => text.clone(),
+            _ => String::new(),
+        };
+        self.job_left(&freed);
+        if let Some(end_state) = EndState::of(state) {
+            self.journal(JournalRecord::Ended(EndedJob {
+                id: id.0,
+                state: end_state,
                 reason,
                 end_ms: now_ms,
             }));
         }
-        let forgotten = self.table.finished(id);
+        debug_assert!(
+            self.qm.job(id.0).is_none(),
+            "{id} ended here but the queue manager still holds it"
+        );
+        let forgotten = self.jobs.table.finished(id);
         self.forget(forgotten);
         self.status_version += 1;
         tracing::debug!(queue = %self.queue, job = %id, state = %state, "ended");
@@ -284,7 +303,7 @@ impl ShardCore {
     pub(super) fn fail(&mut self, id: Fluid, why: String) {
         let now_ms = self.now_ms;
         self.ended(id, JobState::Failed, Reason::Text(why.clone()));
-        if let Some(job) = self.table.get_mut(id)
+        if let Some(job) = self.jobs.table.get_mut(id)
             && job.state == JobState::Failed
         {
             job.push_event(
@@ -299,18 +318,18 @@ impl ShardCore {
     /// exec mode their directories go.
     pub(super) fn forget(&mut self, ids: Vec<Fluid>) {
         if self.is_exec() {
-            self.exec_actions
+            self.outbox
+                .exec_actions
                 .extend(ids.iter().copied().map(ExecAction::Forget));
         }
-        if self.options.journal {
-            self.journal
-                .extend(ids.into_iter().map(JournalRecord::Forgotten));
+        for id in ids {
+            self.journal(JournalRecord::Forgotten(id));
         }
     }
 
     fn set_reason(&mut self, id: Fluid, reason: Reason) {
-        if self.table.get(id).is_some_and(|j| j.reason != reason)
-            && let Some(job) = self.table.get_mut(id)
+        if self.jobs.table.get(id).is_some_and(|j| j.reason != reason)
+            && let Some(job) = self.jobs.table.get_mut(id)
         {
             job.reason = reason;
         }
@@ -320,7 +339,7 @@ impl ShardCore {
     /// job (waiting ones included) when `limit` is `usize::MAX`.
     pub(super) fn refresh_reasons(&mut self, limit: usize) {
         let ids: Vec<Fluid> = if limit == usize::MAX {
-            self.pending.iter().copied().collect()
+            self.jobs.pending.iter().copied().collect()
         } else {
             self.qm.pending_order().take(limit).map(Fluid).collect()
         };

@@ -7,8 +7,8 @@
 
 use std::sync::Arc;
 
-use shardsched_proto::limits::JOBS_PER_RESPONSE_MAX;
-use shardsched_proto::msg::{JobId, JobInfo, JobList, JobsQuery, UserFilter, bounds};
+use shardsched_wire::limits::JOBS_PER_RESPONSE_MAX;
+use shardsched_wire::msg::{JobId, JobInfo, JobList, JobsQuery, UserFilter, bounds};
 
 use crate::job::JobRecord;
 use crate::table::{Buckets, bucket_of};

@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use shardsched_proto::limits::JOB_NAME_BYTES_MAX;
-use shardsched_proto::msg::client_shard::IdempotencyKey;
-use shardsched_proto::msg::{JobEvent, JobId, JobInfo, JobState, JobSummary};
 use shardsched_qmanager::WaitReason;
+use shardsched_wire::limits::JOB_NAME_BYTES_MAX;
+use shardsched_wire::msg::client_shard::IdempotencyKey;
+use shardsched_wire::msg::{JobEvent, JobId, JobInfo, JobState, JobSummary};
 
 use crate::assign::MS_PER_S;
 use crate::limits::EVENTS_PER_JOB_MAX;

@@ -14,8 +14,8 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
-use shardsched_proto::msg::{JobId, JobState};
 use shardsched_qmanager::JobRequest;
+use shardsched_wire::msg::{JobId, JobState};
 
 use super::{MS_PER_S, ShardCore};
 use crate::exec::{EndCause, JobEnd, STDERR_FILE, STDOUT_FILE, job_dir};
@@ -86,14 +86,14 @@ impl ShardCore {
 
     /// The jobs running now (in exec mode: those whose processes the driver watches).
     pub fn running_job_ids(&self) -> Vec<JobId> {
-        let mut ids: Vec<JobId> = self.running.keys().copied().collect();
+        let mut ids: Vec<JobId> = self.jobs.running.keys().copied().collect();
         ids.sort_unstable();
         ids
     }
 
     /// The launches and kills asked for since the last call, oldest first.
     pub fn take_exec_actions(&mut self) -> Vec<ExecAction> {
-        std::mem::take(&mut self.exec_actions)
+        std::mem::take(&mut self.outbox.exec_actions)
     }
 
     /// Exec executor: the processes of running job `id` are gone, as `end` says. The job
@@ -103,13 +103,17 @@ impl ShardCore {
     /// about a job that is not running is ignored (a repeat).
     pub fn handle_job_ended(&mut self, now_ms: u64, id: JobId, end: &JobEnd) {
         let now_ms = self.observe(now_ms);
-        if !self.running.contains_key(&id) {
+        if !self.jobs.running.contains_key(&id) {
             tracing::debug!(queue = %self.queue, job = %id, "end of a job that is not running");
-            self.kill_requested.remove(&id);
+            self.jobs.kill_requested.remove(&id);
             return;
         }
-        let plan = self.kill_requested.remove(&id).or_else(|| plan_for(end));
-        if let Some(job) = self.table.get_mut(id)
+        let plan = self
+            .jobs
+            .kill_requested
+            .remove(&id)
+            .or_else(|| plan_for(end));
+        if let Some(job) = self.jobs.table.get_mut(id)
             && !end.succeeded()
         {
             let mut context = json!({"cause": end.cause.to_string()});
@@ -142,12 +146,12 @@ impl ShardCore {
             return;
         }
         let why = plan.why().to_owned();
-        self.kill_requested.entry(id).or_insert(plan);
-        self.exec_actions.push(ExecAction::Kill {
+        self.jobs.kill_requested.entry(id).or_insert(plan);
+        self.outbox.exec_actions.push(ExecAction::Kill {
             id,
             why: why.clone(),
         });
-        if let Some(job) = self.table.get_mut(id) {
+        if let Some(job) = self.jobs.table.get_mut(id) {
             job.reason = Reason::Text(format!("{why}: stopping its processes"));
         }
         self.status_version += 1;
@@ -155,9 +159,9 @@ impl ShardCore {
 
     /// Gives running job `id`'s resources back and records it as `plan` says.
     fn end_running_now(&mut self, id: JobId, plan: EndAs) {
-        self.end_as.insert(id, plan);
+        self.jobs.end_as.insert(id, plan);
         if let Err(e) = self.qm.complete(id.0, self.now_s()) {
-            self.end_as.remove(&id);
+            self.jobs.end_as.remove(&id);
             tracing::error!(queue = %self.queue, job = %id, error = %e, "cannot end a running job");
             self.fail(id, format!("internal error: {e}"));
         }
@@ -166,13 +170,13 @@ impl ShardCore {
 
     /// The queue manager reported job `id` ended and [`Self::end_as`] says how to record it.
     pub(super) fn end_as_planned(&mut self, id: JobId) {
-        let Some(plan) = self.end_as.remove(&id) else {
+        let Some(plan) = self.jobs.end_as.remove(&id) else {
             return;
         };
         match plan {
             EndAs::Cancelled(why) => self.ended(id, JobState::Cancelled, Reason::Text(why)),
             EndAs::Failed { exception, why } => {
-                if let (Some(kind), Some(job)) = (exception, self.table.get_mut(id)) {
+                if let (Some(kind), Some(job)) = (exception, self.jobs.table.get_mut(id)) {
                     job.push_event(
                         self.now_ms,
                         "exception",
@@ -190,30 +194,22 @@ impl ShardCore {
     /// the same priority (up to the matcher's one-second resolution).
     fn requeue(&mut self, id: JobId, why: String) {
         let now_ms = self.now_ms;
-        if let Some(end) = self.running.remove(&id) {
-            self.sim_ends.remove(&(end, id));
+        if let Some(end) = self.jobs.running.remove(&id) {
+            self.jobs.sim_ends.remove(&(end, id));
         }
-        self.kill_requested.remove(&id);
-        let Some(job) = self.table.get(id) else {
+        self.jobs.kill_requested.remove(&id);
+        let Some(job) = self.jobs.table.get(id) else {
             return;
         };
-        for node in &job.nodes {
-            if let Some(count) = self.node_jobs.get_mut(node) {
-                *count -= 1;
-                if *count == 0 {
-                    self.node_jobs.remove(node);
-                    self.freed_nodes.insert(node.clone());
-                }
-            }
-        }
+        let nodes = job.nodes.clone();
         let request = shardsched_jobspec::parse_json(&job.jobspec_json).map(|jobspec| JobRequest {
             id: id.0,
             jobspec,
             priority: i64::from(job.priority),
             submit_time: i64::try_from(job.submit_ms / MS_PER_S).unwrap_or(i64::MAX),
-            user: self.users.get(&job.owner).copied().unwrap_or(0),
+            user: self.ids.users.get(&job.owner).copied().unwrap_or(0),
         });
-        if let Some(job) = self.table.get_mut(id) {
+        if let Some(job) = self.jobs.table.get_mut(id) {
             job.push_event(now_ms, "free", json!({}));
             job.push_event(now_ms, "requeue", json!({"note": why}));
             job.state = JobState::Pending;
@@ -222,11 +218,10 @@ impl ShardCore {
             job.nodes.clear();
             job.r_json = None;
         }
-        self.pending.insert(id);
+        self.job_left(&nodes);
+        self.jobs.pending.insert(id);
         self.status_version += 1;
-        if self.options.journal {
-            self.journal.push(JournalRecord::Requeued(id));
-        }
+        self.journal(JournalRecord::Requeued(id));
         let submitted = match request {
             Ok(request) => self.qm.submit(request).map_err(|e| e.to_string()),
             Err(e) => Err(format!("its jobspec no longer parses: {e}")),

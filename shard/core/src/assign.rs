@@ -9,17 +9,17 @@
 //! inside the definition that the queue does not own are merely unavailable (the core marks
 //! them down through [`QueueManager::set_availability`]), so a job that needs them waits.
 //!
-//! [`Assignment`]: shardsched_proto::msg::shard_coord::Assignment
+//! [`Assignment`]: shardsched_wire::msg::shard_coord::Assignment
 //! [`QueueManager::set_availability`]: shardsched_qmanager::QueueManager::set_availability
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use shardsched_matcher::MatchPolicy;
-use shardsched_proto::msg::{ClusterDescription, ClusterFormat, QueueConfig};
 use shardsched_qmanager::{Params, QueuePolicy};
 use shardsched_resource::{
     GraphFormat, ResourceGraph, SCHEDULER_TYPES, Status, VertexId, keep_types, read_graph,
 };
+use shardsched_wire::msg::{ClusterDescription, ClusterFormat, QueueConfig};
 
 use crate::error::ShardError;
 

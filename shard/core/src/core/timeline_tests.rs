@@ -4,8 +4,8 @@
 //! scale), and which pending jobs a release would strand (against what the queue would
 //! still own, not its whole definition).
 
-use shardsched_proto::msg::coord_shard::{FreeAt, Release, Response};
-use shardsched_proto::msg::{Generation, JobState, MoveId, NodeGen};
+use shardsched_wire::msg::coord_shard::{FreeAt, Release, Response};
+use shardsched_wire::msg::{Generation, JobState, MoveId, NodeGen};
 
 use super::tests::{NOW, core_with, jobspec, submit};
 use super::{CoreOptions, ShardCore};
@@ -20,7 +20,7 @@ fn release(node: &str) -> Release {
     }
 }
 
-fn job(core: &mut ShardCore, key: u8, nodes: u64, secs: u64) -> shardsched_proto::Fluid {
+fn job(core: &mut ShardCore, key: u8, nodes: u64, secs: u64) -> shardsched_wire::Fluid {
     core.handle_submit(NOW, "alice", &submit(key, jobspec(Some(nodes), None, secs)))
         .expect("accepted")
         .id

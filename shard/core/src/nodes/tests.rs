@@ -1,9 +1,15 @@
-//! Unit tests of the shard's move machine, one per command, plus a property test: any
-//! sequence of commands, repeated and reordered, never moves a node's generation backwards
-//! and never leaves a node both up and unowned.
+//! Unit tests of the node table, one per command, plus a property test: any sequence of
+//! commands, repeated and reordered, never moves a node's generation backwards, never
+//! leaves a node both up and unowned, and reports exactly the up/down transitions.
 
 use proptest::prelude::*;
-use shardsched_proto::fluid::Fluid;
+use shardsched_wire::fluid::Fluid;
+use shardsched_wire::msg::coord_shard::{
+    Acquire, CancelJobs, FreeAt, Incoming, IncomingNode, Reclaim, Release, Response, StaleNode,
+    Withdraw,
+};
+use shardsched_wire::msg::shard_coord::Released;
+use shardsched_wire::msg::{Generation, JobId, MoveId, NodeGen};
 
 use super::*;
 
@@ -14,8 +20,8 @@ fn ng(node: &str, g: u64) -> NodeGen {
     }
 }
 
-fn owning(nodes: &[&str]) -> ShardMoves {
-    let mut m = ShardMoves::new();
+fn owning(nodes: &[&str]) -> NodeTable {
+    let mut m = NodeTable::new();
     let owned: Vec<NodeGen> = nodes.iter().map(|n| ng(n, 1)).collect();
     m.apply_assignment(&owned, &[]);
     m
@@ -44,7 +50,14 @@ fn release_of_an_idle_node_is_immediate() {
         matches!(effects[0], Effect::Persist(..)),
         "journal before answering"
     );
-    assert_eq!(effects[1], Effect::TakeDown("n0".into()));
+    assert_eq!(
+        effects[1],
+        Effect::WentDown {
+            node: "n0".into(),
+            generation: Generation(2)
+        }
+    );
+    assert_eq!(effects[2], Effect::TakeDown("n0".into()));
     // A repeat gets the same answer and changes nothing.
     let (again, effects) = m.handle_release(&release, &no_jobs);
     assert!(matches!(again, Response::Releasing { ref nodes, .. } if nodes[0].free == FreeAt::Now));
@@ -72,7 +85,8 @@ fn a_busy_node_goes_outgoing_and_is_released_when_its_last_job_ends() {
     };
     assert_eq!(nodes[0].free, FreeAt::Expected(900), "the last job's end");
     assert_eq!(nodes[0].jobs, vec![job, Fluid(8)]);
-    assert_eq!(effects[1], Effect::StopAllocating("n0".into()));
+    assert!(matches!(effects[1], Effect::WentDown { .. }));
+    assert_eq!(effects[2], Effect::StopAllocating("n0".into()));
     assert!(!m.is_schedulable("n0"));
     let one_left = |n: &str| {
         if n == "n0" {
@@ -128,7 +142,7 @@ fn older_generations_are_refused_as_stale() {
 #[test]
 fn incoming_then_acquire_brings_the_node_up_with_its_flags() {
     let mut m = owning(&[]);
-    m.set_drained("n5", true);
+    m.set_drained("n5", Some("disks".into()));
     let incoming = Incoming {
         move_id: MoveId(2),
         nodes: vec![IncomingNode {
@@ -154,7 +168,16 @@ fn incoming_then_acquire_brings_the_node_up_with_its_flags() {
         drained: true,
         down: false
     }));
+    assert!(effects.contains(&Effect::WentUp {
+        node: "n5".into(),
+        generation: Generation(4)
+    }));
     assert!(m.is_up("n5") && !m.is_schedulable("n5"), "up but drained");
+    assert_eq!(
+        m.entry("n5").drained.as_deref(),
+        Some("disks"),
+        "its reason too"
+    );
     // A late Incoming of the same move does not take the node back down.
     let (_, effects) = m.handle_incoming(&incoming);
     assert!(effects.is_empty());
@@ -230,18 +253,34 @@ fn a_restarted_shard_brings_nothing_up_until_the_assignment() {
         .entries()
         .map(|(n, e)| (n.to_owned(), e.clone()))
         .collect();
-    let mut m = ShardMoves::restore(entries);
+    let mut m = NodeTable::restore(entries);
     assert!(!m.is_up("n0"));
-    m.apply_assignment(&[ng("n0", 1)], &[]);
+    let effects = m.apply_assignment(&[ng("n0", 1)], &[]);
     assert!(m.is_up("n0"));
+    let ups: Vec<&Effect> = effects
+        .iter()
+        .filter(|e| matches!(e, Effect::WentUp { .. } | Effect::WentDown { .. }))
+        .collect();
+    assert_eq!(
+        ups,
+        [&Effect::WentUp {
+            node: "n0".into(),
+            generation: Generation(1)
+        }],
+        "confirmed: up once, and nothing else moved"
+    );
     assert_eq!(
         m.entry("n1").holding,
         Holding::Outgoing { move_id: MoveId(1) },
         "still outgoing: the coordinator re-sends its Release"
     );
     // An owned node the assignment no longer lists goes down.
-    m.apply_assignment(&[], &[]);
+    let effects = m.apply_assignment(&[], &[]);
     assert!(!m.is_up("n0"));
+    assert!(effects.contains(&Effect::WentDown {
+        node: "n0".into(),
+        generation: Generation(1)
+    }));
 }
 
 #[derive(Clone, Debug)]
@@ -275,16 +314,17 @@ proptest! {
         let jobs = move |_: &str| if busy { vec![(Fluid(1), 10)] } else { Vec::new() };
         for c in cmds {
             let before = m.entry("n");
+            let was_up = m.is_up("n");
             let id = MoveId(1);
-            let (response, _) = match c {
+            let (response, effects) = match c {
                 Cmd::Release(g) => m.handle_release(&Release { move_id: id, nodes: vec![ng("n", g)] }, &jobs),
                 Cmd::Incoming(g) => m.handle_incoming(&Incoming { move_id: id, nodes: vec![IncomingNode { node: ng("n", g), expected_free_ms: None }] }),
                 Cmd::Acquire(g) => m.handle_acquire(&Acquire { move_id: id, nodes: vec![ng("n", g)], flags: Default::default() }),
                 Cmd::Reclaim(g) => m.handle_reclaim(&Reclaim { move_id: id, nodes: vec![ng("n", g)] }),
                 Cmd::Withdraw(g) => m.handle_withdraw(&Withdraw { move_id: id, nodes: vec![ng("n", g)] }),
                 Cmd::Gone => {
-                    m.allocations_gone(&["n".into()], &no_jobs);
-                    continue;
+                    let (_, effects) = m.allocations_gone(&["n".into()], &no_jobs);
+                    (Response::Ack { stale: Vec::new() }, effects)
                 }
             };
             let after = m.entry("n");
@@ -297,6 +337,11 @@ proptest! {
                 prop_assert_eq!(&after, &before, "a stale command changed the node");
             }
             prop_assert_eq!(m.is_up("n"), after.holding == Holding::Owned);
+            let went_up = effects.iter().any(|e| matches!(e, Effect::WentUp { .. }));
+            let went_down = effects.iter().any(|e| matches!(e, Effect::WentDown { .. }));
+            prop_assert_eq!((went_up, went_down), (!was_up && m.is_up("n"), was_up && !m.is_up("n")));
+            let persisted = effects.iter().any(|e| matches!(e, Effect::Persist(..)));
+            prop_assert_eq!(persisted, after != before, "journaled exactly when it changed");
         }
     }
 }

@@ -2,11 +2,11 @@
 //! retention, queue state, snapshots.
 
 use shardsched_jobspec::Shorthand;
-use shardsched_proto::msg::client_shard::{CancelResult, IdempotencyKey, Submit};
-use shardsched_proto::msg::{
+use shardsched_wire::msg::client_shard::{CancelResult, IdempotencyKey, Submit};
+use shardsched_wire::msg::{
     Generation, JobState, JobsQuery, NodeGen, QueueConfig, RefusalCode, UserFilter,
 };
-use shardsched_proto::{Peer, Role};
+use shardsched_wire::{Peer, Role};
 
 use super::{CoreOptions, ShardCore};
 use crate::job::Reason;
@@ -80,7 +80,7 @@ fn user(name: &str) -> Peer {
     Peer::new(Role::User, name).expect("peer")
 }
 
-fn state(core: &ShardCore, id: shardsched_proto::Fluid) -> JobState {
+fn state(core: &ShardCore, id: shardsched_wire::Fluid) -> JobState {
     core.job(id).expect("job").state
 }
 
@@ -156,7 +156,7 @@ fn users_cancel_only_their_own_jobs() {
     assert_eq!(refused[0].result, CancelResult::Forbidden);
     assert_eq!(state(&core, a.id), JobState::Running);
 
-    let ids = [a.id, shardsched_proto::Fluid(12345)];
+    let ids = [a.id, shardsched_wire::Fluid(12345)];
     let done = core.handle_cancel(NOW + 2, &user("alice"), &ids);
     assert_eq!(done[0].result, CancelResult::Cancelled);
     assert_eq!(done[1].result, CancelResult::NotFound);
@@ -410,7 +410,7 @@ fn job_lists_filter_and_snapshots_do_not_change() {
         "an old snapshot keeps what it saw"
     );
 
-    let ids = |list: shardsched_proto::msg::JobList| -> Vec<_> {
+    let ids = |list: shardsched_wire::msg::JobList| -> Vec<_> {
         list.jobs.iter().map(|j| j.id).collect()
     };
     assert_eq!(
@@ -449,7 +449,7 @@ fn job_lists_filter_and_snapshots_do_not_change() {
     let info = core.handle_job_info(a.id).expect("info");
     assert_eq!(info.summary.queue, "batch");
     assert!(info.r_json.is_some() && !info.events.is_empty());
-    assert!(core.handle_job_info(shardsched_proto::Fluid(1)).is_none());
+    assert!(core.handle_job_info(shardsched_wire::Fluid(1)).is_none());
 }
 
 #[test]

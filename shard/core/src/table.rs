@@ -19,8 +19,8 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
-use shardsched_proto::msg::JobId;
-use shardsched_proto::msg::client_shard::IdempotencyKey;
+use shardsched_wire::msg::JobId;
+use shardsched_wire::msg::client_shard::IdempotencyKey;
 
 use crate::job::JobRecord;
 

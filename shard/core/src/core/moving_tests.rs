@@ -2,12 +2,11 @@
 
 use std::collections::BTreeMap;
 
-use shardsched_journal::Write;
-use shardsched_proto::msg::coord_shard::{
+use shardsched_wire::msg::coord_shard::{
     Acquire, CancelJobs, FreeAt, Incoming, IncomingNode, Reclaim, Release, Response, Withdraw,
 };
-use shardsched_proto::msg::shard_coord::{Assignment, Released};
-use shardsched_proto::msg::{
+use shardsched_wire::msg::shard_coord::{Assignment, Released};
+use shardsched_wire::msg::{
     ClusterDescription, ClusterFormat, Generation, JobState, MoveId, NodeFlags, NodeGen, NodeState,
     QueueConfig,
 };
@@ -15,8 +14,7 @@ use shardsched_proto::msg::{
 use super::tests::{NOW, core_with, jobspec, submit};
 use super::{CoreOptions, ShardCore, TransitionKind};
 use crate::job::Reason;
-use crate::journal::{self, JournalRecord, Tables};
-use crate::moves::Holding;
+use crate::journal::{self, HoldingRecord, JournalRecord, MemJournal};
 
 fn journaling() -> CoreOptions {
     CoreOptions {
@@ -57,7 +55,7 @@ fn incoming(move_id: u64, node: &str, generation: u64, free: Option<u64>) -> Inc
     }
 }
 
-fn one_node_job(core: &mut ShardCore, key: u8, duration_s: u64) -> shardsched_proto::Fluid {
+fn one_node_job(core: &mut ShardCore, key: u8, duration_s: u64) -> shardsched_wire::Fluid {
     core.handle_submit(
         NOW,
         "alice",
@@ -67,7 +65,7 @@ fn one_node_job(core: &mut ShardCore, key: u8, duration_s: u64) -> shardsched_pr
     .id
 }
 
-fn state(core: &ShardCore, id: shardsched_proto::Fluid) -> JobState {
+fn state(core: &ShardCore, id: shardsched_wire::Fluid) -> JobState {
     core.job(id).expect("job").state
 }
 
@@ -111,7 +109,7 @@ fn a_running_job_on_an_outgoing_node_keeps_running_and_the_node_is_released_at_i
     assert!(
         records
             .iter()
-            .any(|r| matches!(r, JournalRecord::Node(n, e) if n == "n0" && matches!(e.holding, Holding::Outgoing { .. }))),
+            .any(|r| matches!(r, JournalRecord::Node(n, e) if n == "n0" && matches!(e.holding, HoldingRecord::Outgoing { .. }))),
         "{records:?}"
     );
 
@@ -283,7 +281,9 @@ fn a_cancelled_move_gives_the_donor_its_node_back_and_the_recipient_forgets_it()
     );
     assert_eq!(node_state(&recipient, "n0"), None);
     assert_eq!(
-        recipient.queue_manager().hold_end(recipient.nodes["n0"]),
+        recipient
+            .queue_manager()
+            .hold_end(recipient.cluster.vertices["n0"]),
         None
     );
 }
@@ -309,6 +309,7 @@ fn past_the_deadline_the_jobs_holding_an_outgoing_node_are_cancelled_and_it_is_r
 #[test]
 fn a_drained_node_takes_no_new_work_its_job_continues_and_it_shows_drained() {
     let mut core = core_with(&["n0", "n1"], &["n0", "n1"], journaling());
+    core.take_journal();
     let job = one_node_job(&mut core, 1, 100);
     core.tick(NOW).expect("tick");
     assert_eq!(core.job(job).expect("job").nodes, vec!["n0"]);
@@ -327,10 +328,21 @@ fn a_drained_node_takes_no_new_work_its_job_continues_and_it_shows_drained() {
         (NodeState::Drained, Some("new disks"))
     );
     assert_eq!(status.queue.nodes_up, 0);
-    assert!(
-        core.take_journal()
-            .iter()
-            .any(|r| matches!(r, JournalRecord::Drained(d) if d.len() == 2))
+    let drained: Vec<(String, Option<String>)> = core
+        .take_journal()
+        .into_iter()
+        .filter_map(|r| match r {
+            JournalRecord::Node(n, e) => Some((n, e.drained)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        drained,
+        [
+            ("n1".to_owned(), Some("new disks".to_owned())),
+            ("n0".to_owned(), Some(String::new()))
+        ],
+        "each node journaled once, with its reason"
     );
     core.set_node_drain(NOW + 1, &["n1".into()], false, "")
         .expect("undrain");
@@ -378,41 +390,11 @@ fn a_dry_run_says_when_nodes_would_be_free_and_which_jobs_would_be_stranded() {
     assert!(core.dry_run_release(&["n7".into()]).is_err());
 }
 
-/// The tables a journal would hold after `records`.
+/// What a journal holding `records` reads back.
 fn journaled(records: &[JournalRecord]) -> journal::Restored {
-    let batch = journal::to_batch(records).expect("encode");
-    let mut tables: BTreeMap<String, BTreeMap<u64, Vec<u8>>> = BTreeMap::new();
-    let mut metas = BTreeMap::new();
-    for w in batch.writes() {
-        match w {
-            Write::Put { table, key, value } => {
-                tables
-                    .entry(table.clone())
-                    .or_default()
-                    .insert(*key, value.clone());
-            }
-            Write::Delete { table, key } => {
-                tables.entry(table.clone()).or_default().remove(key);
-            }
-            Write::DeleteBelow { .. } | Write::DeleteMeta { .. } => {}
-            Write::PutMeta { name, value } => {
-                metas.insert(name.clone(), value.clone());
-            }
-        }
-    }
-    let rows = |t: &str| -> Vec<(u64, Vec<u8>)> {
-        tables
-            .get(t)
-            .map(|m| m.iter().map(|(k, v)| (*k, v.clone())).collect())
-            .unwrap_or_default()
-    };
-    let tables = Tables {
-        jobs: rows(journal::JOBS_TABLE),
-        runs: rows(journal::RUNS_TABLE),
-        ends: rows(journal::ENDS_TABLE),
-        metas,
-    };
-    journal::restored(std::path::Path::new("mem.redb"), tables).expect("decode")
+    let mut journal = MemJournal::default();
+    journal.commit(records);
+    journal.restored().expect("no orphan")
 }
 
 fn assignment(owned: Vec<NodeGen>, incoming: Vec<(MoveId, IncomingNode)>) -> Assignment {
@@ -544,5 +526,34 @@ fn assignment_flags_are_the_intent_for_every_listed_node_both_ways() {
         core.drained_nodes().get("n2").map(String::as_str),
         Some("not listed"),
         "a node the assignment does not list keeps its flags"
+    );
+}
+
+/// The flags an `Acquire` brings replace the node's own, in the journal too: its last
+/// record of the node is the entry as the node table has it (once, the entry the move step
+/// produced was journaled after the flags changed it, and a restart brought back a flag
+/// the coordinator had cleared).
+#[test]
+fn an_acquired_nodes_journal_record_has_the_coordinators_flags() {
+    let mut core = core_with(&["n0", "n1"], &["n0"], journaling());
+    core.set_node_state(NOW, &["n1".into()], true, "psu")
+        .expect("down");
+    let mut records = core.take_journal();
+    core.handle_acquire(NOW + 1, &acquire(1, &["n1"], 2));
+    records.extend(core.take_journal());
+    assert_eq!(
+        core.down_nodes().get("n1"),
+        None,
+        "cleared by the coordinator"
+    );
+    let restored = journaled(&records);
+    let (_, n1) = restored
+        .nodes
+        .iter()
+        .find(|(n, _)| n == "n1")
+        .expect("n1 journaled");
+    assert_eq!(
+        (n1.holding.clone(), n1.down.clone()),
+        (HoldingRecord::Owned, None)
     );
 }

@@ -2,15 +2,21 @@
 //! driver, ends reported back, nodes marked down under running jobs (failed or requeued),
 //! and nodes out of scheduling until marked up.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use shardsched_jobspec::Shorthand;
-use shardsched_proto::msg::client_shard::{CancelResult, IdempotencyKey, Submit};
-use shardsched_proto::msg::{Generation, JobId, JobState, NodeGen, NodeState, QueueConfig};
-use shardsched_proto::{Peer, Role};
+use shardsched_wire::msg::client_shard::{CancelResult, IdempotencyKey, Submit};
+use shardsched_wire::msg::shard_coord::Assignment;
+use shardsched_wire::msg::{
+    ClusterDescription, ClusterFormat, Generation, JobId, JobState, NodeFlags, NodeGen, NodeState,
+    QueueConfig,
+};
+use shardsched_wire::{Peer, Role};
 
 use super::{CoreExecutor, CoreOptions, ExecAction, ShardCore};
 use crate::exec::{EndCause, JobEnd};
+use crate::journal::{JournalRecord, MemJournal};
 
 /// Some time in 2027, ms.
 const NOW: u64 = 1_800_000_000_000;
@@ -25,12 +31,9 @@ fn core(executor: CoreExecutor) -> ShardCore {
     })
 }
 
-fn core_with(options: CoreOptions) -> ShardCore {
-    let graph = shardsched_resource::read_cluster_spec(CLUSTER).expect("cluster");
-    let graph = shardsched_resource::keep_types(&graph, shardsched_resource::SCHEDULER_TYPES)
-        .expect("graph");
-    let names = ["n0", "n1"];
-    let config = QueueConfig {
+/// The queue: fcfs over n0 and n1.
+fn config() -> QueueConfig {
+    QueueConfig {
         name: "batch".into(),
         queue_policy: "fcfs".into(),
         match_policy: "lonode".into(),
@@ -38,18 +41,28 @@ fn core_with(options: CoreOptions) -> ShardCore {
         reservation_depth: 1,
         default_duration_ms: 60_000,
         max_duration_ms: 3_600_000,
-        definition: names.iter().map(|s| s.to_string()).collect(),
+        definition: vec!["n0".into(), "n1".into()],
         enabled: true,
         started: true,
-    };
-    let owned: Vec<NodeGen> = names
+    }
+}
+
+/// n0 and n1 at generation 1.
+fn owned() -> Vec<NodeGen> {
+    ["n0", "n1"]
         .iter()
         .map(|n| NodeGen {
             node: n.to_string(),
             generation: Generation(1),
         })
-        .collect();
-    ShardCore::with_graph(graph, &config, 5, &owned, options).expect("core")
+        .collect()
+}
+
+fn core_with(options: CoreOptions) -> ShardCore {
+    let graph = shardsched_resource::read_cluster_spec(CLUSTER).expect("cluster");
+    let graph = shardsched_resource::keep_types(&graph, shardsched_resource::SCHEDULER_TYPES)
+        .expect("graph");
+    ShardCore::with_graph(graph, &config(), 5, &owned(), options).expect("core")
 }
 
 fn exec_core() -> ShardCore {
@@ -350,87 +363,96 @@ fn in_exec_mode_a_node_down_kills_first_then_fails_or_requeues() {
     assert_eq!(core.take_exec_actions(), vec![ExecAction::Launch(requeues)]);
 }
 
+/// The core a restarted shard builds from `journal`, with the coordinator's assignment:
+/// n0 and n1 owned, `node` marked down (the coordinator keeps the flags too).
+fn restarted(options: CoreOptions, journal: &MemJournal, node: &str) -> ShardCore {
+    let mut flags = BTreeMap::new();
+    flags.insert(
+        node.to_owned(),
+        NodeFlags {
+            down: Some("psu".into()),
+            drained: None,
+        },
+    );
+    let assignment = Assignment {
+        generator_id: 5,
+        cluster: ClusterDescription {
+            format: ClusterFormat::Spec,
+            text: CLUSTER.into(),
+            load_allowlist: Vec::new(),
+        },
+        queue: config(),
+        owned: owned(),
+        incoming: Vec::new(),
+        flags,
+    };
+    let restored = journal.restored().expect("no orphan");
+    ShardCore::restored(&assignment, options, NOW + 2, &restored)
+        .expect("restored")
+        .0
+}
+
 #[test]
 fn down_flags_and_requeues_are_journaled_and_down_flags_come_back() {
-    use crate::journal::{JournalRecord, Restored};
-    let journaled = |executor| {
-        let mut core = core(executor);
-        let mut options = core.options.clone();
-        options.journal = true;
-        core.options = options;
-        core
+    let options = CoreOptions {
+        journal: true,
+        ..CoreOptions::default()
     };
-    let mut core = journaled(CoreExecutor::Sim);
+    let mut core = core_with(options.clone());
+    let mut journal = MemJournal::default();
     let job = submit(&mut core, 1, 600, true);
     core.tick(NOW).expect("tick");
-    core.take_journal();
+    journal.commit(&core.take_journal());
     let node = core.job(job).expect("job").nodes[0].clone();
     core.set_node_state(NOW + 1, std::slice::from_ref(&node), true, "psu")
         .expect("down");
     let records = core.take_journal();
+    journal.commit(&records);
     assert!(
         records.contains(&JournalRecord::Requeued(job)),
         "{records:?}"
     );
     assert!(
-        records.contains(&JournalRecord::Down(vec![(node.clone(), "psu".into())])),
+        records.iter().any(
+            |r| matches!(r, JournalRecord::Node(n, e) if *n == node && e.down.as_deref() == Some("psu"))
+        ),
         "{records:?}"
     );
 
-    // A restarted core marks the node down again: a job waits for the other node only.
-    let mut again = journaled(CoreExecutor::Sim);
-    let restored = Restored {
-        down: vec![(node.clone(), "psu".into())],
-        ..Restored::default()
-    };
-    again.restore(NOW + 2, &restored).expect("restore");
+    // A restarted core has the node down again: the requeued job and a new one wait for
+    // the other node, one at a time.
+    let mut again = restarted(options, &journal, &node);
     assert_eq!(
         again.down_nodes().get(&node).map(String::as_str),
         Some("psu")
     );
-    let a = submit(&mut again, 2, 600, false);
     let b = submit(&mut again, 3, 600, false);
     again.tick(NOW + 3).expect("tick");
-    assert_ne!(again.job(a).expect("a").nodes, vec![node.clone()]);
+    assert_ne!(again.job(job).expect("job").nodes, vec![node.clone()]);
+    assert_eq!(state(&again, job), JobState::Running);
     assert_eq!(state(&again, b), JobState::Pending);
+    assert_eq!(again.invariants(), Ok(()));
 }
 
 #[test]
 fn a_restart_kills_again_an_exec_job_left_running_on_a_down_node() {
-    use crate::journal::{JournalRecord, Restored, RestoredJob};
-    let journaled = || {
-        let mut core = exec_core();
-        core.options.journal = true;
-        core
+    let options = CoreOptions {
+        journal: true,
+        executor: CoreExecutor::Exec {
+            jobs_dir: PathBuf::from("/state/jobs"),
+        },
+        ..CoreOptions::default()
     };
-    let mut core = journaled();
+    let mut core = core_with(options.clone());
     let job = submit(&mut core, 1, 600, false);
     core.tick(NOW).expect("tick");
     let node = core.job(job).expect("job").nodes[0].clone();
     core.set_node_state(NOW + 1, std::slice::from_ref(&node), true, "psu")
         .expect("down");
     // The shard dies here: the kill may never have reached the supervisor.
-    let records = core.take_journal();
-    let accepted = records.iter().find_map(|r| match r {
-        JournalRecord::Accepted(a) => Some(a.clone()),
-        _ => None,
-    });
-    let started = records.iter().find_map(|r| match r {
-        JournalRecord::Started(s) => Some(s.clone()),
-        _ => None,
-    });
-    let restored = Restored {
-        jobs: vec![RestoredJob {
-            accepted: accepted.expect("accepted"),
-            started,
-            ended: None,
-        }],
-        last_id: Some(job),
-        down: vec![(node, "psu".into())],
-        ..Restored::default()
-    };
-    let mut again = journaled();
-    again.restore(NOW + 2, &restored).expect("restore");
+    let mut journal = MemJournal::default();
+    journal.commit(&core.take_journal());
+    let mut again = restarted(options, &journal, &node);
     assert_eq!(state(&again, job), JobState::Running);
     assert!(matches!(
         again.take_exec_actions().as_slice(),
@@ -466,8 +488,8 @@ fn forgotten_exec_jobs_have_their_directories_removed() {
 
 #[test]
 fn a_moves_deadline_kills_the_processes_before_the_node_is_released() {
-    use shardsched_proto::msg::MoveId;
-    use shardsched_proto::msg::coord_shard::{CancelJobs, Release};
+    use shardsched_wire::msg::MoveId;
+    use shardsched_wire::msg::coord_shard::{CancelJobs, Release};
     let mut core = exec_core();
     let id = submit(&mut core, 1, 600, false);
     core.tick(NOW).expect("tick");

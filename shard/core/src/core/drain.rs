@@ -5,13 +5,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use shardsched_proto::msg::coord_shard::{DryRunReport, FreeAt, NodeRelease};
-use shardsched_proto::msg::{Refusal, RefusalCode};
+use shardsched_wire::msg::coord_shard::{DryRunReport, FreeAt, NodeRelease};
+use shardsched_wire::msg::{Refusal, RefusalCode};
 
 use super::ShardCore;
-use super::moving::flag_list;
-use crate::journal::JournalRecord;
-use crate::moves::Holding;
+use crate::nodes::Holding;
 
 impl ShardCore {
     /// Drains nodes (no new work, reservations re-planned, running jobs continue) or
@@ -24,34 +22,24 @@ impl ShardCore {
         reason: &str,
     ) -> Result<(), Refusal> {
         self.observe(now_ms);
-        if let Some(bad) = nodes.iter().find(|n| !self.nodes.contains_key(*n)) {
-            return Err(Refusal::new(
-                RefusalCode::NotFound,
-                format!("no node {bad} in the cluster of queue {}", self.queue),
-            ));
-        }
+        self.known_nodes(nodes)?;
         for name in nodes {
-            if drained {
-                self.drained.insert(name.clone(), reason.to_owned());
-            } else {
-                self.drained.remove(name);
-            }
-            let effects = self.moves.set_drained(name, drained);
+            let flag = drained.then(|| reason.to_owned());
+            let effects = self.nodes.set_drained(name, flag);
             self.apply_effects(effects, "drain", false);
             self.refresh_node(name, "drain");
         }
         tracing::info!(queue = %self.queue, nodes = nodes.len(), drained, %reason, "drain");
-        if self.options.journal {
-            self.journal
-                .push(JournalRecord::Drained(flag_list(&self.drained)));
-        }
         self.status_version += 1;
         Ok(())
     }
 
-    /// Nodes drained, with the reason given (possibly empty).
-    pub fn drained_nodes(&self) -> &BTreeMap<String, String> {
-        &self.drained
+    /// Nodes drained, with the reason given (possibly empty): a view of the node table.
+    pub fn drained_nodes(&self) -> BTreeMap<String, String> {
+        self.nodes
+            .drained_nodes()
+            .map(|(n, r)| (n.to_owned(), r.to_owned()))
+            .collect()
     }
 
     /// What releasing `nodes` would do now, changing nothing: per node its free time (the
@@ -60,23 +48,16 @@ impl ShardCore {
     /// incoming nodes, less these: not its whole definition, which may name nodes other
     /// queues own).
     pub fn dry_run_release(&self, nodes: &[String]) -> Result<DryRunReport, Refusal> {
-        for name in nodes {
-            if !self.nodes.contains_key(name) {
-                return Err(Refusal::new(
-                    RefusalCode::NotFound,
-                    format!("no node {name} in the cluster of queue {}", self.queue),
-                ));
-            }
-        }
+        self.known_nodes(nodes)?;
         let leaving: BTreeSet<&str> = nodes.iter().map(String::as_str).collect();
         let vertices: Vec<_> = self
-            .nodes
+            .cluster
+            .vertices
             .iter()
             .filter(|(name, _)| {
-                let kept = matches!(
-                    self.moves.entry(name).holding,
-                    Holding::Owned | Holding::Incoming { .. }
-                );
+                let kept = self.nodes.get(name).is_some_and(|e| {
+                    matches!(e.holding, Holding::Owned | Holding::Incoming { .. })
+                });
                 leaving.contains(name.as_str()) || !kept
             })
             .map(|(_, &v)| v)
@@ -105,22 +86,13 @@ impl ShardCore {
             .stranded_without(&vertices, self.now_s())
             .map_err(|e| Refusal::new(RefusalCode::Internal, format!("queue manager: {e}")))?
             .into_iter()
-            .map(shardsched_proto::Fluid)
+            .map(shardsched_wire::Fluid)
             .collect();
         Ok(DryRunReport {
             nodes: rows,
             all_free,
             stranded,
         })
-    }
-
-    /// Restores the drain flags a restarted shard's journal has (part of the restart).
-    pub(super) fn restore_drained(&mut self, drained: &[(String, String)]) {
-        for (name, reason) in drained {
-            if self.nodes.contains_key(name) {
-                self.drained.insert(name.clone(), reason.clone());
-            }
-        }
     }
 }
 
