@@ -34,6 +34,7 @@ use shardsched_proto::{Fluid, Peer, Role};
 use shardsched_shard::journal::{
     self, EndState, HoldingRecord, JOBS_TABLE, NodeRecord, RUNS_TABLE, Restored,
 };
+use shardsched_shard::nodes::Flag;
 use shardsched_shard::{CoreOptions, ShardCore};
 
 /// When the golden journal's jobs were submitted, ms (some time in 2027).
@@ -175,9 +176,14 @@ fn write_golden_v1() {
             nodes: vec![ng("n1", 2)],
         },
     );
-    core.set_node_drain(NOW + 30_000, &["n2".into()], true, "new disks")
-        .expect("drain");
-    core.set_node_state(NOW + 30_000, &["n0".into()], true, "psu")
+    core.set_node_flag(
+        NOW + 30_000,
+        &["n2".into()],
+        Flag::Drained,
+        Some("new disks"),
+    )
+    .expect("drain");
+    core.set_node_flag(NOW + 30_000, &["n0".into()], Flag::Down, Some("psu"))
         .expect("down");
     core.tick(NOW + 30_000).expect("tick");
     commit(&mut core);

@@ -39,6 +39,7 @@ use shardsched_proto::msg::{Generation, JobId, JobState, NodeGen, QueueConfig};
 use shardsched_proto::{Peer, Role};
 use shardsched_qmanager::JobView;
 use shardsched_shard::journal::{self, JournalRecord, Tables};
+use shardsched_shard::nodes::Flag;
 use shardsched_shard::{CoreOptions, ShardCore};
 
 const NOW: u64 = 1_800_000_000_000;
@@ -308,7 +309,12 @@ impl Model {
             }
             Op::NodeState { node, down } => {
                 self.core
-                    .set_node_state(self.now, &[NODES[node].to_owned()], down, "test")
+                    .set_node_flag(
+                        self.now,
+                        &[NODES[node].to_owned()],
+                        Flag::Down,
+                        down.then_some("test"),
+                    )
                     .expect("node state");
                 self.core.tick(self.now).expect("tick");
             }

@@ -7,7 +7,8 @@
 //!
 //! Inputs: [`ShardCore::handle_submit`], [`ShardCore::handle_cancel`],
 //! [`ShardCore::set_queue_state`], [`ShardCore::set_owned`], the move commands
-//! (`core/moving.rs`), node failure and drain (`core/down.rs`, `core/drain.rs`), and
+//! (`core/moving.rs`), node flags (`core/flags.rs`: down, drained), dry runs
+//! (`core/dry_run.rs`), and
 //! [`ShardCore::tick`], which completes the sim jobs whose run time is over, schedules, and
 //! records what the queue manager decided. Reads: [`ShardCore::snapshot`] (and the
 //! `handle_jobs` / `handle_job_info` conveniences built on it), [`ShardCore::status`],
@@ -23,12 +24,12 @@
 //! and nothing is recorded, so a retry is judged afresh. A job that fits the definition but
 //! not the nodes the queue owns now is accepted and waits, with the reason in `job info`.
 
-mod down;
-mod drain;
+mod dry_run;
 mod events;
 mod exec;
 #[cfg(test)]
 mod exec_tests;
+mod flags;
 mod invariants;
 mod moving;
 #[cfg(test)]

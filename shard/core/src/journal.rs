@@ -223,24 +223,12 @@ impl Restored {
             })
             .collect();
         for run in runs {
-            let key = run.id;
-            by_id
-                .get_mut(&key)
-                .ok_or(Orphan {
-                    table: RUNS_TABLE,
-                    key,
-                })?
-                .started = Some(run);
+            let job = job_of(&mut by_id, RUNS_TABLE, run.id)?;
+            job.started = Some(run);
         }
         for end in ends {
-            let key = end.id;
-            by_id
-                .get_mut(&key)
-                .ok_or(Orphan {
-                    table: ENDS_TABLE,
-                    key,
-                })?
-                .ended = Some(end);
+            let job = job_of(&mut by_id, ENDS_TABLE, end.id)?;
+            job.ended = Some(end);
         }
         Ok(Restored {
             jobs: by_id.into_values().collect(),
@@ -291,6 +279,15 @@ impl Restored {
     pub fn live(&self) -> usize {
         self.jobs.iter().filter(|j| j.ended.is_none()).count()
     }
+}
+
+/// The job a `table` record keyed `key` belongs to.
+fn job_of<'a>(
+    jobs: &'a mut BTreeMap<u64, RestoredJob>,
+    table: &'static str,
+    key: u64,
+) -> Result<&'a mut RestoredJob, Orphan> {
+    jobs.get_mut(&key).ok_or(Orphan { table, key })
 }
 
 /// A journal's tables in memory, applied as the driver's committer would apply the same

@@ -8,7 +8,7 @@
 //! ```text
 //!   inputs, each with now_ms:   handle_submit, handle_cancel, set_queue_state,
 //!                               handle_release/incoming/acquire/reclaim/withdraw/cancel_jobs,
-//!                               apply_assignment, set_node_state, set_node_drain,
+//!                               apply_assignment, set_node_flag (down, drained),
 //!                               handle_job_ended (exec)
 //!   then once per batch:        tick(now_ms)  — sim completions, scheduling passes
 //!   outputs, polled:            take_journal()      records to make durable first

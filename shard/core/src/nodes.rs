@@ -33,7 +33,7 @@
 
 mod moves;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use shardsched_wire::msg::coord_shard::StaleNode;
 use shardsched_wire::msg::{Generation, JobId, MoveId, NodeGen};
@@ -48,6 +48,13 @@ pub trait NodeJobs {
 impl<F: Fn(&str) -> Vec<(JobId, u64)>> NodeJobs for F {
     fn jobs_on(&self, node: &str) -> Vec<(JobId, u64)> {
         self(node)
+    }
+}
+
+/// The jobs on each node, as the core gathers them for a command.
+impl NodeJobs for HashMap<String, Vec<(JobId, u64)>> {
+    fn jobs_on(&self, node: &str) -> Vec<(JobId, u64)> {
+        self.get(node).cloned().unwrap_or_default()
     }
 }
 
@@ -118,6 +125,15 @@ impl NodeEntry {
             _ => None,
         }
     }
+}
+
+/// The admin flags a node carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flag {
+    /// Drained: no new work, running jobs continue.
+    Drained,
+    /// Down (failed): no new work, running jobs end.
+    Down,
 }
 
 /// What the core must do after an input, in order.
@@ -242,26 +258,15 @@ impl NodeTable {
             .filter_map(|(n, e)| e.drained.as_deref().map(|r| (n, r)))
     }
 
-    /// Drains a node (`Some(reason)`) or undrains it (`None`): an admin's request, or the
-    /// coordinator's word; the flag travels with the node.
-    pub fn set_drained(&mut self, node: &str, drained: Option<String>) -> Vec<Effect> {
-        self.set_flag(node, |e| &mut e.drained, drained)
-    }
-
-    /// Marks a node down (`Some(reason)`) or up again (`None`); the flag travels with the
-    /// node.
-    pub fn set_down(&mut self, node: &str, down: Option<String>) -> Vec<Effect> {
-        self.set_flag(node, |e| &mut e.down, down)
-    }
-
-    fn set_flag(
-        &mut self,
-        node: &str,
-        flag: impl Fn(&mut NodeEntry) -> &mut Option<String>,
-        value: Option<String>,
-    ) -> Vec<Effect> {
+    /// Sets `flag` on a node with its reason (`Some`) or clears it (`None`): an admin's
+    /// request, or the coordinator's word; the flag travels with the node.
+    pub fn set_flag(&mut self, node: &str, flag: Flag, value: Option<String>) -> Vec<Effect> {
         let mut effects = Vec::new();
-        if self.update(node, &mut effects, |e| *flag(e) = value) && self.is_up(node) {
+        let changed = self.update(node, &mut effects, |e| match flag {
+            Flag::Drained => e.drained = value,
+            Flag::Down => e.down = value,
+        });
+        if changed && self.is_up(node) {
             let entry = self.entry(node);
             effects.push(bring_up(node, &entry));
         }

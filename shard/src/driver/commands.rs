@@ -4,13 +4,14 @@
 
 use shardsched_proto::failpoint;
 use shardsched_proto::msg::shard_coord::{Assignment, HeldNode};
-use shardsched_proto::msg::{JobId, client_shard, coord_shard};
+use shardsched_proto::msg::{JobId, Refusal, RefusalCode, client_shard, coord_shard};
 use shardsched_proto::rpc::Rpc;
 use shardsched_proto::{Peer, Reply};
 use tokio::sync::oneshot;
 
 use crate::core::ShardCore;
 use crate::exec::JobEnd;
+use crate::nodes::Flag;
 
 /// A request for the core task.
 #[derive(Debug)]
@@ -82,8 +83,8 @@ pub(crate) enum Answer {
         oneshot::Sender<Reply<coord_shard::Response>>,
         Reply<coord_shard::Response>,
     ),
-    /// A move command's answer, with the failpoint hit once it is durable, just before it
-    /// is sent (`shard.<step>.before_answer`).
+    /// A move command's answer, with its step: the failpoint `shard.<step>.before_answer`
+    /// is hit once it is durable, just before it is sent.
     Move(
         oneshot::Sender<Reply<coord_shard::Response>>,
         Reply<coord_shard::Response>,
@@ -143,13 +144,13 @@ pub(crate) fn handle(
             reply,
         } => {
             let result = core
-                .set_node_state(now, &nodes, down, &reason)
+                .set_node_flag(now, &nodes, Flag::Down, down.then_some(reason.as_str()))
                 .map(|()| coord_shard::Response::Ack { stale: Vec::new() });
             answers.push(Answer::Coordinator(reply, result));
         }
         Command::Move { request, reply } => {
-            let (result, point) = handle_move(core, now, &request);
-            answers.push(Answer::Move(reply, result, point));
+            let (result, step) = handle_move(core, now, &request);
+            answers.push(Answer::Move(reply, result, step));
         }
         Command::SetNodeDrain {
             nodes,
@@ -159,7 +160,12 @@ pub(crate) fn handle(
         } => {
             failpoint::hit("shard.drain.before_apply");
             let result = core
-                .set_node_drain(now, &nodes, drained, &reason)
+                .set_node_flag(
+                    now,
+                    &nodes,
+                    Flag::Drained,
+                    drained.then_some(reason.as_str()),
+                )
                 .map(|()| coord_shard::Response::Ack { stale: Vec::new() });
             answers.push(Answer::Coordinator(reply, result));
         }
@@ -179,65 +185,38 @@ pub(crate) fn handle(
     false
 }
 
-/// Applies one move command; returns the answer and the failpoint to hit before sending
-/// it (once durable). `shard.<step>.before_apply` is hit first, before anything changes.
+/// Applies one move command; returns the answer and its step (`release`, …, `move` for a
+/// request that is not one), whose failpoint `shard.<step>.before_answer` is hit once the
+/// answer is durable, just before it is sent. `shard.<step>.before_apply` is hit first,
+/// before anything changes.
 fn handle_move(
     core: &mut ShardCore,
     now: u64,
     request: &coord_shard::Request,
 ) -> (Reply<coord_shard::Response>, &'static str) {
     use coord_shard::Request;
-    match request {
-        Request::Release(r) => {
-            failpoint::hit("shard.release.before_apply");
-            (
-                Ok(core.handle_release(now, r)),
-                "shard.release.before_answer",
-            )
-        }
-        Request::Incoming(r) => {
-            failpoint::hit("shard.incoming.before_apply");
-            (
-                Ok(core.handle_incoming(now, r)),
-                "shard.incoming.before_answer",
-            )
-        }
-        Request::Acquire(r) => {
-            failpoint::hit("shard.acquire.before_apply");
-            (
-                Ok(core.handle_acquire(now, r)),
-                "shard.acquire.before_answer",
-            )
-        }
-        Request::Reclaim(r) => {
-            failpoint::hit("shard.reclaim.before_apply");
-            (
-                Ok(core.handle_reclaim(now, r)),
-                "shard.reclaim.before_answer",
-            )
-        }
-        Request::Withdraw(r) => {
-            failpoint::hit("shard.withdraw.before_apply");
-            (
-                Ok(core.handle_withdraw(now, r)),
-                "shard.withdraw.before_answer",
-            )
-        }
-        Request::CancelJobs(r) => {
-            failpoint::hit("shard.cancel_jobs.before_apply");
-            (
-                Ok(core.handle_cancel_jobs(now, r)),
-                "shard.cancel_jobs.before_answer",
-            )
-        }
-        other => (
-            Err(shardsched_proto::msg::Refusal::new(
-                shardsched_proto::msg::RefusalCode::Invalid,
+    let (step, response) = match request {
+        Request::Release(r) => applied("release", || core.handle_release(now, r)),
+        Request::Incoming(r) => applied("incoming", || core.handle_incoming(now, r)),
+        Request::Acquire(r) => applied("acquire", || core.handle_acquire(now, r)),
+        Request::Reclaim(r) => applied("reclaim", || core.handle_reclaim(now, r)),
+        Request::Withdraw(r) => applied("withdraw", || core.handle_withdraw(now, r)),
+        Request::CancelJobs(r) => applied("cancel_jobs", || core.handle_cancel_jobs(now, r)),
+        other => {
+            let refusal = Refusal::new(
+                RefusalCode::Invalid,
                 format!("{} is not a move command", other.kind()),
-            )),
-            "shard.move.before_answer",
-        ),
-    }
+            );
+            return (Err(refusal), "move");
+        }
+    };
+    (Ok(response), step)
+}
+
+/// Hits `shard.<step>.before_apply`, then applies the step.
+fn applied<T>(step: &'static str, apply: impl FnOnce() -> T) -> (&'static str, T) {
+    failpoint::hit(format_args!("shard.{step}.before_apply"));
+    (step, apply())
 }
 
 /// Applies what a re-registration handed back. The cluster and the queue's policies are

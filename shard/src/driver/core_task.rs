@@ -258,8 +258,8 @@ async fn publish(
             let _ = match answer {
                 Answer::Client(to, reply) => to.send(reply).is_ok(),
                 Answer::Coordinator(to, reply) => to.send(reply).is_ok(),
-                Answer::Move(to, reply, point) => {
-                    failpoint::hit(point);
+                Answer::Move(to, reply, step) => {
+                    failpoint::hit(format_args!("shard.{step}.before_answer"));
                     to.send(reply).is_ok()
                 }
             };

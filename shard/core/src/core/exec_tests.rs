@@ -17,6 +17,7 @@ use shardsched_wire::{Peer, Role};
 use super::{CoreExecutor, CoreOptions, ExecAction, ShardCore};
 use crate::exec::{EndCause, JobEnd};
 use crate::journal::{JournalRecord, MemJournal};
+use crate::nodes::Flag;
 
 /// Some time in 2027, ms.
 const NOW: u64 = 1_800_000_000_000;
@@ -244,8 +245,13 @@ fn a_node_down_under_a_running_job_fails_it_and_leaves_scheduling() {
     let job = submit(&mut core, 1, 600, false);
     core.tick(NOW).expect("tick");
     let node = core.job(job).expect("job").nodes[0].clone();
-    core.set_node_state(NOW + 1_000, std::slice::from_ref(&node), true, "fan broken")
-        .expect("down");
+    core.set_node_flag(
+        NOW + 1_000,
+        std::slice::from_ref(&node),
+        Flag::Down,
+        Some("fan broken"),
+    )
+    .expect("down");
     assert_eq!(state(&core, job), JobState::Failed);
     assert_eq!(
         reason(&core, job),
@@ -281,13 +287,16 @@ fn a_node_down_under_a_running_job_fails_it_and_leaves_scheduling() {
     core.set_owned(&owned).expect("owned");
     core.tick(NOW + 3_000).expect("tick");
     assert_eq!(state(&core, b), JobState::Pending);
-    core.set_node_state(NOW + 4_000, std::slice::from_ref(&node), false, "")
+    core.set_node_flag(NOW + 4_000, std::slice::from_ref(&node), Flag::Down, None)
         .expect("up");
     core.tick(NOW + 4_000).expect("tick");
     assert_eq!(state(&core, b), JobState::Running);
     assert_eq!(core.job(b).expect("b").nodes, vec![node]);
     assert!(core.down_nodes().is_empty());
-    assert!(core.set_node_state(NOW, &["n9".into()], true, "").is_err());
+    assert!(
+        core.set_node_flag(NOW, &["n9".into()], Flag::Down, Some(""))
+            .is_err()
+    );
 }
 
 #[test]
@@ -296,8 +305,13 @@ fn a_node_down_requeues_a_job_that_allows_it() {
     let job = submit(&mut core, 1, 600, true);
     core.tick(NOW).expect("tick");
     let first = core.job(job).expect("job").nodes[0].clone();
-    core.set_node_state(NOW + 1_000, std::slice::from_ref(&first), true, "")
-        .expect("down");
+    core.set_node_flag(
+        NOW + 1_000,
+        std::slice::from_ref(&first),
+        Flag::Down,
+        Some(""),
+    )
+    .expect("down");
     // Requeued, keeping its id and submit time, and started again on the other node.
     assert!(
         core.job(job)
@@ -322,9 +336,9 @@ fn in_exec_mode_a_node_down_kills_first_then_fails_or_requeues() {
     core.tick(NOW).expect("tick");
     core.take_exec_actions();
     let nodes = ["n0".to_owned(), "n1".to_owned()];
-    core.set_node_state(NOW + 1, &nodes[..1], true, "psu")
+    core.set_node_flag(NOW + 1, &nodes[..1], Flag::Down, Some("psu"))
         .expect("down n0");
-    core.set_node_state(NOW + 1, &nodes[1..], true, "psu")
+    core.set_node_flag(NOW + 1, &nodes[1..], Flag::Down, Some("psu"))
         .expect("down n1");
     let kills: Vec<JobId> = core
         .take_exec_actions()
@@ -356,7 +370,7 @@ fn in_exec_mode_a_node_down_kills_first_then_fails_or_requeues() {
     // Both nodes down: it waits; one up: it runs again (a new launch).
     core.tick(NOW + 3).expect("tick");
     assert_eq!(state(&core, requeues), JobState::Pending);
-    core.set_node_state(NOW + 4, &nodes[1..], false, "")
+    core.set_node_flag(NOW + 4, &nodes[1..], Flag::Down, None)
         .expect("up");
     core.tick(NOW + 4).expect("tick");
     assert_eq!(state(&core, requeues), JobState::Running);
@@ -404,8 +418,13 @@ fn down_flags_and_requeues_are_journaled_and_down_flags_come_back() {
     core.tick(NOW).expect("tick");
     journal.commit(&core.take_journal());
     let node = core.job(job).expect("job").nodes[0].clone();
-    core.set_node_state(NOW + 1, std::slice::from_ref(&node), true, "psu")
-        .expect("down");
+    core.set_node_flag(
+        NOW + 1,
+        std::slice::from_ref(&node),
+        Flag::Down,
+        Some("psu"),
+    )
+    .expect("down");
     let records = core.take_journal();
     journal.commit(&records);
     assert!(
@@ -447,8 +466,13 @@ fn a_restart_kills_again_an_exec_job_left_running_on_a_down_node() {
     let job = submit(&mut core, 1, 600, false);
     core.tick(NOW).expect("tick");
     let node = core.job(job).expect("job").nodes[0].clone();
-    core.set_node_state(NOW + 1, std::slice::from_ref(&node), true, "psu")
-        .expect("down");
+    core.set_node_flag(
+        NOW + 1,
+        std::slice::from_ref(&node),
+        Flag::Down,
+        Some("psu"),
+    )
+    .expect("down");
     // The shard dies here: the kill may never have reached the supervisor.
     let mut journal = MemJournal::default();
     journal.commit(&core.take_journal());

@@ -23,7 +23,7 @@ use shardsched_wire::msg::shard_coord::Released;
 use shardsched_wire::msg::{Generation, JobId, MoveId, NodeFlags, NodeGen};
 
 use super::ShardCore;
-use crate::nodes::Holding;
+use crate::nodes::{Flag, Holding};
 
 /// What happened to a node, for the transition log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,11 +65,8 @@ impl ShardCore {
     /// The donor's side of a move (see [`crate::nodes::NodeTable::handle_release`]).
     pub fn handle_release(&mut self, now_ms: u64, release: &Release) -> Response {
         self.observe(now_ms);
-        let names: Vec<&str> = release.nodes.iter().map(|n| n.node.as_str()).collect();
-        let jobs = self.jobs_on(&names);
-        let (response, effects) = self
-            .nodes
-            .handle_release(release, &|n: &str| jobs.get(n).cloned().unwrap_or_default());
+        let jobs = self.jobs_on(release.nodes.iter().map(|n| n.node.as_str()));
+        let (response, effects) = self.nodes.handle_release(release, &jobs);
         self.apply_effects(effects, "release", true);
         response
     }
@@ -115,11 +112,8 @@ impl ShardCore {
     /// mode their processes die before their resources are freed, as for any cancel).
     pub fn handle_cancel_jobs(&mut self, now_ms: u64, cancel: &CancelJobs) -> Response {
         self.observe(now_ms);
-        let names: Vec<&str> = cancel.nodes.iter().map(|n| n.node.as_str()).collect();
-        let jobs = self.jobs_on(&names);
-        let (response, effects) = self
-            .nodes
-            .handle_cancel_jobs(cancel, &|n: &str| jobs.get(n).cloned().unwrap_or_default());
+        let jobs = self.jobs_on(cancel.nodes.iter().map(|n| n.node.as_str()));
+        let (response, effects) = self.nodes.handle_cancel_jobs(cancel, &jobs);
         self.apply_effects(effects, "cancel-jobs", false);
         response
     }
@@ -205,15 +199,10 @@ impl ShardCore {
         for &name in nodes {
             let f = flags.get(name).cloned().unwrap_or_default();
             let went_down = f.down.is_some();
-            let effects = self.nodes.set_down(name, f.down);
-            if !effects.is_empty() {
-                self.apply_effects(effects, "assignment", false);
-                if went_down {
-                    self.end_jobs_on_down_node(name);
-                }
+            if self.flag_node(name, Flag::Down, f.down, "assignment") && went_down {
+                self.end_jobs_on_down_node(name);
             }
-            let effects = self.nodes.set_drained(name, f.drained);
-            self.apply_effects(effects, "assignment", false);
+            self.flag_node(name, Flag::Drained, f.drained, "assignment");
         }
     }
 
@@ -224,8 +213,11 @@ impl ShardCore {
     /// reserves on, here and in the recipient of a move. (Under `--time-scale` a sim job
     /// ends earlier, as a real job may end before its time limit; the node is released
     /// then.)
-    pub(super) fn jobs_on(&self, names: &[&str]) -> HashMap<String, Vec<(JobId, u64)>> {
-        let wanted: BTreeSet<&str> = names.iter().copied().collect();
+    pub(super) fn jobs_on<'a>(
+        &self,
+        names: impl IntoIterator<Item = &'a str>,
+    ) -> HashMap<String, Vec<(JobId, u64)>> {
+        let wanted: BTreeSet<&str> = names.into_iter().collect();
         let mut out: HashMap<String, Vec<(JobId, u64)>> = HashMap::new();
         if wanted.iter().all(|n| self.jobs.on(n) == 0) {
             return out;

@@ -15,6 +15,7 @@ use super::tests::{NOW, core_with, jobspec, submit};
 use super::{CoreOptions, ShardCore, TransitionKind};
 use crate::job::Reason;
 use crate::journal::{self, HoldingRecord, JournalRecord, MemJournal};
+use crate::nodes::Flag;
 
 fn journaling() -> CoreOptions {
     CoreOptions {
@@ -313,12 +314,12 @@ fn a_drained_node_takes_no_new_work_its_job_continues_and_it_shows_drained() {
     let job = one_node_job(&mut core, 1, 100);
     core.tick(NOW).expect("tick");
     assert_eq!(core.job(job).expect("job").nodes, vec!["n0"]);
-    core.set_node_drain(NOW, &["n1".into()], true, "new disks")
+    core.set_node_flag(NOW, &["n1".into()], Flag::Drained, Some("new disks"))
         .expect("drain");
     let next = one_node_job(&mut core, 2, 100);
     core.tick(NOW).expect("tick");
     assert_eq!(state(&core, next), JobState::Pending, "n1 is drained");
-    core.set_node_drain(NOW, &["n0".into()], true, "")
+    core.set_node_flag(NOW, &["n0".into()], Flag::Drained, Some(""))
         .expect("drain");
     assert_eq!(state(&core, job), JobState::Running);
     let status = core.status(NOW);
@@ -344,11 +345,14 @@ fn a_drained_node_takes_no_new_work_its_job_continues_and_it_shows_drained() {
         ],
         "each node journaled once, with its reason"
     );
-    core.set_node_drain(NOW + 1, &["n1".into()], false, "")
+    core.set_node_flag(NOW + 1, &["n1".into()], Flag::Drained, None)
         .expect("undrain");
     core.tick(NOW + 1).expect("tick");
     assert_eq!(state(&core, next), JobState::Running);
-    assert!(core.set_node_drain(NOW, &["n9".into()], true, "").is_err());
+    assert!(
+        core.set_node_flag(NOW, &["n9".into()], Flag::Drained, Some(""))
+            .is_err()
+    );
 }
 
 #[test]
@@ -501,9 +505,9 @@ fn assignment_flags_are_the_intent_for_every_listed_node_both_ways() {
         &["n0", "n1", "n2"],
         CoreOptions::default(),
     );
-    core.set_node_drain(NOW, &["n1".into()], true, "mine")
+    core.set_node_flag(NOW, &["n1".into()], Flag::Drained, Some("mine"))
         .expect("drain");
-    core.set_node_drain(NOW, &["n2".into()], true, "not listed")
+    core.set_node_flag(NOW, &["n2".into()], Flag::Drained, Some("not listed"))
         .expect("drain");
     let mut flags = BTreeMap::new();
     flags.insert(
@@ -536,7 +540,7 @@ fn assignment_flags_are_the_intent_for_every_listed_node_both_ways() {
 #[test]
 fn an_acquired_nodes_journal_record_has_the_coordinators_flags() {
     let mut core = core_with(&["n0", "n1"], &["n0"], journaling());
-    core.set_node_state(NOW, &["n1".into()], true, "psu")
+    core.set_node_flag(NOW, &["n1".into()], Flag::Down, Some("psu"))
         .expect("down");
     let mut records = core.take_journal();
     core.handle_acquire(NOW + 1, &acquire(1, &["n1"], 2));

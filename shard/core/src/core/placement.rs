@@ -21,7 +21,7 @@ use super::moving::{Transition, TransitionKind};
 use crate::assign::MS_PER_S;
 use crate::journal::{JournalRecord, NodeRecord};
 use crate::limits::INCOMING_HOLD_EXTEND_MS;
-use crate::nodes::Effect;
+use crate::nodes::{Effect, Flag};
 
 impl ShardCore {
     /// The cluster nodes up here (owned and confirmed, flags aside), with their generations.
@@ -148,6 +148,22 @@ impl ShardCore {
             }
         }
         self.status_version += 1;
+    }
+
+    /// Sets or clears `flag` on node `name` (see `NodeTable::set_flag`) and puts the node
+    /// where it now belongs; `why` names the request. Returns whether the flag changed.
+    pub(super) fn flag_node(
+        &mut self,
+        name: &str,
+        flag: Flag,
+        value: Option<String>,
+        why: &'static str,
+    ) -> bool {
+        let effects = self.nodes.set_flag(name, flag, value);
+        let changed = !effects.is_empty();
+        self.apply_effects(effects, why, false);
+        self.refresh_node(name, why);
+        changed
     }
 
     /// Queues a line of the transition log (only for nodes of the cluster).

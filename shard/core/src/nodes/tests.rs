@@ -142,7 +142,7 @@ fn older_generations_are_refused_as_stale() {
 #[test]
 fn incoming_then_acquire_brings_the_node_up_with_its_flags() {
     let mut m = owning(&[]);
-    m.set_drained("n5", Some("disks".into()));
+    m.set_flag("n5", Flag::Drained, Some("disks".into()));
     let incoming = Incoming {
         move_id: MoveId(2),
         nodes: vec![IncomingNode {

@@ -1,11 +1,13 @@
-//! Node failure: an admin marks nodes down (`shardsched resource down`) or up again.
+//! Admin flags on nodes: `shardsched resource down|up` (node failure) and `resource
+//! drain|undrain`. Both take nodes out of scheduling at once, in their owner, whether or
+//! not the queue owns them, without moving them; the flag, with its reason, is the node
+//! table's and survives ownership changes and restarts (it is journaled with the node's
+//! entry).
 //!
-//! A node marked down leaves scheduling at once (the queue manager sees it unavailable,
-//! whether or not the queue owns it) and stays out until marked up; the flag, with its
-//! reason, is the node table's and survives ownership changes and restarts (it is
-//! journaled with the node's entry). Each job running on it ends: requeued when its jobspec
-//! allows it (`attributes.system.requeue: true`, `submit --requeue`), failed otherwise with
-//! the reason `node X went down: R`. In exec mode its processes are killed first (see
+//! A drained node's running jobs continue (its reservations are re-planned). A node marked
+//! down ends each job running on it: requeued when its jobspec allows it
+//! (`attributes.system.requeue: true`, `submit --requeue`), failed otherwise with the
+//! reason `node X went down: R`. In exec mode its processes are killed first (see
 //! `core/exec.rs`).
 
 use std::collections::BTreeMap;
@@ -16,6 +18,7 @@ use shardsched_wire::msg::{JobId, Refusal, RefusalCode};
 use super::ShardCore;
 use super::exec::EndAs;
 use crate::job::JobRecord;
+use crate::nodes::Flag;
 
 /// The jobspec key (under `attributes.system`) that lets a job be requeued when a node it
 /// runs on goes down.
@@ -24,40 +27,43 @@ pub const REQUEUE_ATTRIBUTE: &str = "requeue";
 impl ShardCore {
     /// Nodes marked down, with the reason given (possibly empty): a view of the node table.
     pub fn down_nodes(&self) -> BTreeMap<String, String> {
-        self.nodes
-            .down_nodes()
-            .map(|(n, r)| (n.to_owned(), r.to_owned()))
-            .collect()
+        collect_flags(self.nodes.down_nodes())
     }
 
-    /// Marks `nodes` down (with `reason`) or up. Names that are not nodes of the cluster are
-    /// refused before anything changes. Marking a node up makes it available again if the
-    /// queue owns it. See the module documentation for what happens to running jobs.
-    pub fn set_node_state(
+    /// Nodes drained, with the reason given (possibly empty): a view of the node table.
+    pub fn drained_nodes(&self) -> BTreeMap<String, String> {
+        collect_flags(self.nodes.drained_nodes())
+    }
+
+    /// Sets `flag` on `nodes` with `reason` (`Some`, possibly empty), or clears it (`None`):
+    /// marks nodes down or up, drains or undrains them. Names that are not nodes of the
+    /// cluster are refused before anything changes. A node whose flags are all clear is
+    /// available again if the queue owns it. See the module documentation for what happens
+    /// to running jobs.
+    pub fn set_node_flag(
         &mut self,
         now_ms: u64,
         nodes: &[String],
-        down: bool,
-        reason: &str,
+        flag: Flag,
+        reason: Option<&str>,
     ) -> Result<(), Refusal> {
         self.observe(now_ms);
         self.known_nodes(nodes)?;
+        let why = match flag {
+            Flag::Down => "node-state",
+            Flag::Drained => "drain",
+        };
         for name in nodes {
-            if down {
-                tracing::info!(queue = %self.queue, node = %name, %reason, "node down");
-            } else if self.nodes.get(name).is_some_and(|e| e.down.is_some()) {
-                tracing::info!(queue = %self.queue, node = %name, "node up");
-            }
-            let flag = down.then(|| reason.to_owned());
-            let effects = self.nodes.set_down(name, flag);
-            self.apply_effects(effects, "node-state", false);
-            self.refresh_node(name, "node-state");
-            if down {
+            tracing::info!(queue = %self.queue, node = %name, ?flag, set = reason.is_some(), reason = reason.unwrap_or(""), "node flag");
+            self.flag_node(name, flag, reason.map(str::to_owned), why);
+            if flag == Flag::Down && reason.is_some() {
                 self.end_jobs_on_down_node(name);
             }
         }
         self.status_version += 1;
-        self.refresh_reasons(usize::MAX);
+        if flag == Flag::Down {
+            self.refresh_reasons(usize::MAX);
+        }
         Ok(())
     }
 
@@ -124,4 +130,9 @@ fn requeue_allowed(job: &JobRecord) -> bool {
     serde_json::from_str::<Value>(&job.jobspec_json).is_ok_and(|spec| {
         spec.pointer(&format!("/attributes/system/{REQUEUE_ATTRIBUTE}")) == Some(&Value::Bool(true))
     })
+}
+
+/// Flags as the views list them.
+fn collect_flags<'a>(flags: impl Iterator<Item = (&'a str, &'a str)>) -> BTreeMap<String, String> {
+    flags.map(|(n, r)| (n.to_owned(), r.to_owned())).collect()
 }

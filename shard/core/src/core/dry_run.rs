@@ -1,9 +1,7 @@
-//! Drain and dry run: an admin's `resource drain` takes nodes out of scheduling in their
-//! owner without moving them (running jobs continue, reservations are re-planned, the flag
-//! is journaled and travels with the node); `queue move --dry-run` asks the donor what a
-//! release would do, changing nothing.
+//! Dry run: `queue move --dry-run` asks the donor what a release would do, changing
+//! nothing.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use shardsched_wire::msg::coord_shard::{DryRunReport, FreeAt, NodeRelease};
 use shardsched_wire::msg::{Refusal, RefusalCode};
@@ -12,36 +10,6 @@ use super::ShardCore;
 use crate::nodes::Holding;
 
 impl ShardCore {
-    /// Drains nodes (no new work, reservations re-planned, running jobs continue) or
-    /// undrains them. Names that are not nodes of the cluster are refused first.
-    pub fn set_node_drain(
-        &mut self,
-        now_ms: u64,
-        nodes: &[String],
-        drained: bool,
-        reason: &str,
-    ) -> Result<(), Refusal> {
-        self.observe(now_ms);
-        self.known_nodes(nodes)?;
-        for name in nodes {
-            let flag = drained.then(|| reason.to_owned());
-            let effects = self.nodes.set_drained(name, flag);
-            self.apply_effects(effects, "drain", false);
-            self.refresh_node(name, "drain");
-        }
-        tracing::info!(queue = %self.queue, nodes = nodes.len(), drained, %reason, "drain");
-        self.status_version += 1;
-        Ok(())
-    }
-
-    /// Nodes drained, with the reason given (possibly empty): a view of the node table.
-    pub fn drained_nodes(&self) -> BTreeMap<String, String> {
-        self.nodes
-            .drained_nodes()
-            .map(|(n, r)| (n.to_owned(), r.to_owned()))
-            .collect()
-    }
-
     /// What releasing `nodes` would do now, changing nothing: per node its free time (the
     /// planned end of the last running job on it) and those jobs; the pending jobs that
     /// could never run on what the queue would still own without them (its owned and
@@ -62,8 +30,7 @@ impl ShardCore {
             })
             .map(|(_, &v)| v)
             .collect();
-        let names: Vec<&str> = nodes.iter().map(String::as_str).collect();
-        let jobs = self.jobs_on(&names);
+        let jobs = self.jobs_on(nodes.iter().map(String::as_str));
         let mut all_free = FreeAt::Now;
         let rows = nodes
             .iter()
