@@ -52,7 +52,8 @@ impl<'a> Link<'a> {
         }
     }
 
-    /// The first registration: `None` if shutdown came first.
+    /// Registers (at start, or again after the connection was lost), retrying for up to
+    /// [`COORDINATOR_LOST_AFTER`]: `None` if shutdown came first.
     pub(super) async fn register<S: Future<Output = ()>>(
         &self,
         shutdown: &mut Pin<&mut S>,
@@ -98,8 +99,10 @@ impl<'a> Link<'a> {
                 self.register.held = held;
                 self.register.last_job_id = last_job_id;
             }
-            let Some((new_session, assignment)) = self.register(shutdown).await? else {
-                break Ok(());
+            let (new_session, assignment) = match self.register(shutdown).await {
+                Ok(Some(registered)) => registered,
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e),
             };
             tracing::info!(%queue, "registered again");
             session = new_session;
