@@ -89,7 +89,7 @@ fn bad_input_is_an_error_not_a_panic() {
 fn bench_dir() -> Option<PathBuf> {
     let dir = match std::env::var_os("SHARDSCHED_BENCH_DIR") {
         Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/bench"),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/bench"),
     };
     if dir.join("bench1024.graphml").is_file() {
         Some(dir)

@@ -21,9 +21,7 @@ const CASE_TIMEOUT: Duration = Duration::from_secs(60);
 fn shared_dir(var: &str, rel: &str) -> Option<PathBuf> {
     let dir = match std::env::var_os(var) {
         Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../..")
-            .join(rel),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel),
     };
     if dir.is_dir() {
         return Some(dir);

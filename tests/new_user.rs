@@ -95,10 +95,7 @@ fn a_drain_without_a_reason_keeps_the_earlier_one_and_a_busy_drained_node_is_dra
 
 #[test]
 fn the_readme_jobspec_runs_and_an_unloaded_type_is_denied_saying_why() {
-    let example = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../docs/examples/one-node.yaml"
-    );
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/examples/one-node.yaml");
     let sockets = r#"version: 9999
 resources:
   - type: node

@@ -1,16 +1,15 @@
-//! Shared helpers for the criterion benches.
+//! The matching benchmarks' inputs: the reference jobspecs, built in, and where the shared
+//! bench folder (`../shared/bench`: the reference graphs and the same jobspecs) is.
+//!
+//! The jobspecs are built in, with the same text as `../shared/bench/*.yaml`, so that
+//! benches on generated clusters run without the shared folder; a test checks they have
+//! not drifted from the files when those are present. `shardsched bench match` and the
+//! criterion benches (`benches/matching.rs`) both take them from here.
 
-pub mod matching {
-    //! Inputs of the matching bench (`benches/matching.rs`).
-    //!
-    //! The jobspecs are built in, with the same text as `../shared/bench/*.yaml`, so that
-    //! benches on generated clusters run without the shared folder; a test checks they have
-    //! not drifted from the files when those are present.
+use std::path::{Path, PathBuf};
 
-    use std::path::{Path, PathBuf};
-
-    /// `a_node_excl.yaml`: one node, exclusive.
-    pub const NODE_EXCL: &str = r#"version: 9999
+/// `a_node_excl.yaml`: one node, exclusive.
+pub const NODE_EXCL: &str = r#"version: 9999
 resources:
   - type: node
     count: 1
@@ -31,8 +30,8 @@ tasks:
     count:
       per_slot: 1
 "#;
-    /// `c_socket_22c_1g.yaml`: one socket with 22 cores and 1 gpu.
-    pub const SOCKET_22C_1G: &str = r#"version: 9999
+/// `c_socket_22c_1g.yaml`: one socket with 22 cores and 1 gpu.
+pub const SOCKET_22C_1G: &str = r#"version: 9999
 resources:
   - type: slot
     count: 1
@@ -54,8 +53,8 @@ tasks:
     count:
       per_slot: 1
 "#;
-    /// `d_64node_excl.yaml`: 64 nodes, exclusive.
-    pub const NODES64_EXCL: &str = r#"version: 9999
+/// `d_64node_excl.yaml`: 64 nodes, exclusive.
+pub const NODES64_EXCL: &str = r#"version: 9999
 resources:
   - type: node
     count: 64
@@ -77,48 +76,55 @@ tasks:
       per_slot: 1
 "#;
 
-    /// The bench inputs folder: `$SHARDSCHED_BENCH_DIR`, else `../shared/bench` beside the
-    /// workspace root. `Err` carries the reason to print when skipping file-based benches.
-    pub fn bench_dir() -> Result<PathBuf, String> {
-        let (dir, how) = match std::env::var_os("SHARDSCHED_BENCH_DIR") {
-            Some(d) => (PathBuf::from(d), "SHARDSCHED_BENCH_DIR"),
-            None => (
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/bench"),
-                "default",
-            ),
-        };
-        if dir.is_dir() {
-            Ok(dir)
-        } else {
-            Err(format!(
-                "bench inputs not found at {} ({how}); set SHARDSCHED_BENCH_DIR",
-                dir.display()
-            ))
-        }
-    }
+/// Environment variable naming the bench inputs folder.
+pub const BENCH_DIR_ENV: &str = "SHARDSCHED_BENCH_DIR";
 
-    #[cfg(test)]
-    mod tests {
-        use super::*;
+/// The bench inputs folder, canonical: `given` (a `--bench-dir` flag), else
+/// `$SHARDSCHED_BENCH_DIR`, else `default`. `Err` carries the reason to print (and skip,
+/// for the criterion benches).
+pub fn find_bench_dir(given: Option<&Path>, default: &Path) -> Result<PathBuf, String> {
+    let (dir, how) = match (given, std::env::var_os(BENCH_DIR_ENV)) {
+        (Some(d), _) => (d.to_owned(), "--bench-dir"),
+        (None, Some(d)) => (PathBuf::from(d), BENCH_DIR_ENV),
+        (None, None) => (default.to_owned(), "the default"),
+    };
+    std::fs::canonicalize(&dir).map_err(|e| {
+        format!(
+            "bench inputs not found at {} ({how}: {e}); give --bench-dir or set {BENCH_DIR_ENV}",
+            dir.display()
+        )
+    })
+}
 
-        #[test]
-        fn built_in_jobspecs_match_the_shared_files() {
-            let dir = match bench_dir() {
-                Ok(d) => d,
-                Err(why) => {
-                    println!("skipping: {why}");
-                    return;
-                }
-            };
-            for (name, text) in [
-                ("a_node_excl.yaml", NODE_EXCL),
-                ("c_socket_22c_1g.yaml", SOCKET_22C_1G),
-                ("d_64node_excl.yaml", NODES64_EXCL),
-            ] {
-                let on_disk = std::fs::read_to_string(dir.join(name))
-                    .unwrap_or_else(|e| panic!("{name}: {e}"));
-                assert_eq!(on_disk, text, "{name} drifted from the built-in copy");
+/// [`find_bench_dir`] for the criterion benches: `../shared/bench` beside the workspace.
+pub fn bench_dir() -> Result<PathBuf, String> {
+    find_bench_dir(
+        None,
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/bench"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn built_in_jobspecs_match_the_shared_files() {
+        let dir = match bench_dir() {
+            Ok(d) => d,
+            Err(why) => {
+                println!("skipping: {why}");
+                return;
             }
+        };
+        for (name, text) in [
+            ("a_node_excl.yaml", NODE_EXCL),
+            ("c_socket_22c_1g.yaml", SOCKET_22C_1G),
+            ("d_64node_excl.yaml", NODES64_EXCL),
+        ] {
+            let on_disk =
+                std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(on_disk, text, "{name} drifted from the built-in copy");
         }
     }
 }

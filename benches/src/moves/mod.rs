@@ -27,23 +27,25 @@
 //!
 //! The working directory defaults to `target/bench-moves-PID` (on the disk, removed
 //! afterwards); the report names its file system.
+//!
+//! The phases and the report are here; a move and its timing in [`measure`], the
+//! shards' transition logs read as they grow in [`log_tail`].
 
-use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde::Serialize;
-use shardsched_jobspec::Shorthand;
-use shardsched_proto::msg::client_coord::{self, MoveRequest};
-use shardsched_proto::msg::client_shard::{Request, Response, Submit};
-use shardsched_proto::msg::{JobId, JobsQuery, MoveId, Route, UserFilter};
-use shardsched_shard::driver::transitions::{LogLine, TRANSITIONS_FILE, monotonic_ns, parse_log};
+use shardsched_client::output::{Table, emit};
+use shardsched_histogram::nearest_rank;
 
-use crate::bench_e2e::{BenchDir, UpProcess, percentile};
-use crate::client::output::{Table, emit};
-use crate::client::{Client, StateDir, submit::new_key};
+use crate::system::{self, BenchDir, BenchQueue, UpProcess};
+
+use measure::MoveBench;
+
+pub mod log_tail;
+pub mod measure;
 
 /// How long the benchmark waits for any one move (or the jobs) before giving up.
 pub const MOVE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -106,15 +108,16 @@ pub struct MovesReport {
 }
 
 impl MovesReport {
-    fn new(phase: &str, nodes_per_move: usize, mut samples_ns: Vec<u64>) -> MovesReport {
+    /// The figures of `samples_ns` (nanoseconds).
+    pub fn new(phase: &str, nodes_per_move: usize, mut samples_ns: Vec<u64>) -> MovesReport {
         let mut us: Vec<u64> = samples_ns.drain(..).map(|ns| ns / 1000).collect();
         us.sort_unstable();
         MovesReport {
             phase: phase.to_owned(),
             samples: us.len(),
             nodes_per_move,
-            median_us: percentile(&us, 0.5),
-            p99_us: percentile(&us, 0.99),
+            median_us: nearest_rank(&us, 0.5),
+            p99_us: nearest_rank(&us, 0.99),
             max_us: us.last().copied().unwrap_or(0),
         }
     }
@@ -143,7 +146,7 @@ pub fn main(args: &MovesArgs) -> Result<()> {
 fn run(args: &MovesArgs, work: &Path, config: &Path) -> Result<Vec<MovesReport>> {
     let dir = work.join("up");
     eprintln!("bench moves: starting `up` in {}", dir.display());
-    let up = UpProcess::start_with(config, &dir, &["--time-scale", &TIME_SCALE.to_string()])?;
+    let up = UpProcess::start(config, &dir, &["--time-scale", &TIME_SCALE.to_string()])?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -154,20 +157,8 @@ fn run(args: &MovesArgs, work: &Path, config: &Path) -> Result<Vec<MovesReport>>
     result
 }
 
-/// The queues and their logs, and the client.
-struct Bench {
-    client: Client,
-    left: LogTail,
-    right: LogTail,
-}
-
 async fn phases(args: &MovesArgs, dir: &Path) -> Result<Vec<MovesReport>> {
-    let state = StateDir::at(dir.to_owned());
-    let mut bench = Bench {
-        client: Client::connect(&state).await?,
-        left: LogTail::new(state.shard_dir("left").join(TRANSITIONS_FILE)),
-        right: LogTail::new(state.shard_dir("right").join(TRANSITIONS_FILE)),
-    };
+    let mut bench = MoveBench::connect(dir).await?;
     let names = |range: std::ops::Range<u64>| -> Vec<String> {
         range.map(|i| format!("node{i}")).collect()
     };
@@ -230,7 +221,7 @@ async fn phases(args: &MovesArgs, dir: &Path) -> Result<Vec<MovesReport>> {
     ));
 
     eprintln!("bench moves: {} job ends", args.job_ends);
-    let (by_released, by_end_ms) = job_ends(&mut bench, args.job_ends).await?;
+    let (by_released, by_end_ms) = bench.job_ends(args.job_ends).await?;
     reports.push(MovesReport::new(
         "job end (donor's released line) → up",
         args.job_ends as usize,
@@ -241,312 +232,27 @@ async fn phases(args: &MovesArgs, dir: &Path) -> Result<Vec<MovesReport>> {
         args.job_ends as usize,
         by_end_ms,
     ));
-    bench.client.close().await;
+    bench.close().await;
     Ok(reports)
-}
-
-/// One move's times, ns after its request was sent.
-struct Moved {
-    /// The coordinator's answer (the move is journaled).
-    answered_ns: u64,
-    /// The donor's last `released` line (written when it applied `Release`, before its
-    /// journal commit).
-    released_ns: u64,
-    /// The recipient's last `up` line.
-    last_up_ns: u64,
-}
-
-impl Bench {
-    /// Moves `nodes` and waits until all are up in the recipient.
-    async fn move_nodes(&mut self, nodes: &[String], from: &str, to: &str) -> Result<Moved> {
-        self.left.skip_to_end()?;
-        self.right.skip_to_end()?;
-        let request = client_coord::Request::Move(MoveRequest {
-            nodes: nodes.to_vec(),
-            from: from.to_owned(),
-            to: to.to_owned(),
-            deadline_ms: None,
-            dry_run: false,
-        });
-        let sent = monotonic_ns();
-        let move_id = match self.client.coordinator(&request).await {
-            Ok(client_coord::Response::Done { move_id }) => move_id,
-            Ok(other) => bail!("the coordinator answered a move with {other:?}"),
-            Err(e) => return Err(crate::client::wire_error(e, "coordinator")),
-        };
-        let answered = monotonic_ns();
-        let tail = if to == "left" {
-            &mut self.left
-        } else {
-            &mut self.right
-        };
-        let ups = tail.wait_up(nodes).await?;
-        let last = ups.values().copied().max().unwrap_or(sent);
-        let donor = if to == "left" {
-            &mut self.right
-        } else {
-            &mut self.left
-        };
-        let released = donor
-            .lines_since_skip()?
-            .iter()
-            .filter(|l| l.kind == "released")
-            .map(|l| l.at_ns)
-            .max()
-            .unwrap_or(sent);
-        // The nodes are up; the move is finished once the coordinator journaled the
-        // recipient's acknowledgements (the next move of these nodes waits for that).
-        self.wait_finished(move_id).await?;
-        Ok(Moved {
-            answered_ns: ns_between(sent, answered),
-            released_ns: ns_between(sent, released),
-            last_up_ns: ns_between(sent, last),
-        })
-    }
-}
-
-impl Bench {
-    /// Waits until the coordinator no longer lists `move_id` as active.
-    async fn wait_finished(&self, move_id: Option<MoveId>) -> Result<()> {
-        let Some(id) = move_id else {
-            return Ok(());
-        };
-        let deadline = Instant::now() + MOVE_TIMEOUT;
-        loop {
-            let moves = match self.client.coordinator(&client_coord::Request::Moves).await {
-                Ok(client_coord::Response::Moves { moves, .. }) => moves,
-                Ok(other) => bail!("the coordinator answered queue moves with {other:?}"),
-                Err(e) => return Err(crate::client::wire_error(e, "coordinator")),
-            };
-            if !moves
-                .iter()
-                .any(|m| m.move_id == id && m.status == "active")
-            {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "move {} still active after {} s",
-                    id.0,
-                    MOVE_TIMEOUT.as_secs()
-                );
-            }
-            tokio::time::sleep(FINISH_POLL).await;
-        }
-    }
-}
-
-fn ns_between(from: u128, to: u128) -> u64 {
-    u64::try_from(to.saturating_sub(from)).unwrap_or(u64::MAX)
-}
-
-/// Phase 4: `count` jobs on `left`, their nodes moved to `right` while they run; per node,
-/// job end → up, by the donor's `released` line and by the job's `end_ms`.
-async fn job_ends(bench: &mut Bench, count: u64) -> Result<(Vec<u64>, Vec<u64>)> {
-    let routes = bench.client.routes().await?;
-    let Some(route) = routes.queue("left").cloned() else {
-        bail!("queue left has no route");
-    };
-    // Wall − monotonic, to put `end_ms` on the logs' clock.
-    let offset_ns = i128::from(crate::client::output::now_ms()) * 1_000_000
-        - i128::try_from(monotonic_ns()).unwrap_or(0);
-    let mut ids = Vec::new();
-    for i in 0..count {
-        // Simulated seconds; the spacing in real time is JOB_END_SPACING_MS.
-        let secs = (1000 + i * JOB_END_SPACING_MS) * TIME_SCALE / 1000;
-        let jobspec = Shorthand {
-            nodes: Some(1),
-            exclusive: true,
-            duration: secs,
-            command: vec!["sleep".into(), secs.to_string()],
-            queue: Some("left".into()),
-            ..Shorthand::default()
-        }
-        .to_jobspec()
-        .context("building the job-end jobspec")?;
-        let request = Request::Submit(Submit {
-            idempotency_key: new_key(),
-            jobspec_json: jobspec.to_json().to_string(),
-            priority: None,
-        });
-        match bench.client.ask_shard(&route, &request).await? {
-            Response::Submitted { id, .. } => ids.push(id),
-            other => bail!("unexpected answer to a submit: {other:?}"),
-        }
-    }
-    let running = jobs_of(&bench.client, &route, &ids).await?;
-    let mut nodes = Vec::new();
-    for id in &ids {
-        match running.get(id).and_then(|j| j.nodes.first()) {
-            Some(node) if running[id].end_ms.is_none() => nodes.push(node.clone()),
-            _ => bail!("job {id} did not start at once, or ended before its node moved"),
-        }
-    }
-    bench.move_nodes(&nodes, "left", "right").await?;
-    // Every node is up in right now; the donor's released lines are in its log.
-    let released = bench.left.lines_since_skip()?;
-    let ups = bench.right.lines_since_skip()?;
-    let ended = jobs_of(&bench.client, &route, &ids).await?;
-    let (mut by_released, mut by_end_ms) = (Vec::new(), Vec::new());
-    for (id, node) in ids.iter().zip(&nodes) {
-        let up = find(&ups, node, "up").context("no up line")?;
-        let rel = find(&released, node, "released").context("no released line")?;
-        by_released.push(ns_between(rel, up));
-        if let Some(end_ms) = ended.get(id).and_then(|j| j.end_ms) {
-            let end_mono = i128::from(end_ms) * 1_000_000 - offset_ns;
-            by_end_ms.push(u64::try_from(i128::try_from(up).unwrap_or(0) - end_mono).unwrap_or(0));
-        }
-    }
-    Ok((by_released, by_end_ms))
-}
-
-fn find(lines: &[LogLine], node: &str, kind: &str) -> Option<u128> {
-    lines
-        .iter()
-        .find(|l| l.node == node && l.kind == kind)
-        .map(|l| l.at_ns)
-}
-
-/// The jobs `ids` as `route`'s shard lists them, by id.
-async fn jobs_of(
-    client: &Client,
-    route: &Route,
-    ids: &[JobId],
-) -> Result<BTreeMap<JobId, shardsched_proto::msg::JobSummary>> {
-    let wanted: HashSet<JobId> = ids.iter().copied().collect();
-    let query = Request::Jobs(JobsQuery {
-        queue: None,
-        user: UserFilter::All,
-        include_inactive: true,
-        limit: shardsched_proto::limits::JOBS_PER_RESPONSE_MAX as u32,
-    });
-    match client.ask_shard(route, &query).await? {
-        Response::Jobs(list) => Ok(list
-            .jobs
-            .into_iter()
-            .filter(|j| wanted.contains(&j.id))
-            .map(|j| (j.id, j))
-            .collect()),
-        other => bail!("unexpected answer to a job list: {other:?}"),
-    }
-}
-
-/// A transition log read as it grows.
-struct LogTail {
-    path: PathBuf,
-    /// Bytes already read.
-    offset: usize,
-    /// Lines read since the last [`LogTail::skip_to_end`].
-    seen: Vec<LogLine>,
-}
-
-impl LogTail {
-    fn new(path: PathBuf) -> LogTail {
-        LogTail {
-            path,
-            offset: 0,
-            seen: Vec::new(),
-        }
-    }
-
-    fn read_all(&self) -> Result<Vec<u8>> {
-        match std::fs::read(&self.path) {
-            Ok(bytes) => Ok(bytes),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(e) => Err(e).with_context(|| format!("reading {}", self.path.display())),
-        }
-    }
-
-    /// Forgets what is there now: later reads see only new lines.
-    fn skip_to_end(&mut self) -> Result<()> {
-        self.offset = self.read_all()?.len();
-        self.seen.clear();
-        Ok(())
-    }
-
-    /// Reads the complete lines added since the last read.
-    fn poll(&mut self) -> Result<()> {
-        let bytes = self.read_all()?;
-        let Some(new) = bytes.get(self.offset..) else {
-            return Ok(());
-        };
-        let Some(end) = new.iter().rposition(|&b| b == b'\n') else {
-            return Ok(());
-        };
-        let text = std::str::from_utf8(&new[..=end])
-            .with_context(|| format!("{} is not UTF-8", self.path.display()))?;
-        self.seen
-            .extend(parse_log(text).map_err(|e| anyhow::anyhow!("{}: {e}", self.path.display()))?);
-        self.offset += end + 1;
-        Ok(())
-    }
-
-    /// The lines since the last skip.
-    fn lines_since_skip(&mut self) -> Result<Vec<LogLine>> {
-        self.poll()?;
-        Ok(self.seen.clone())
-    }
-
-    /// Waits until every node of `nodes` has an `up` line; their times.
-    async fn wait_up(&mut self, nodes: &[String]) -> Result<BTreeMap<String, u128>> {
-        let wanted: HashSet<&str> = nodes.iter().map(String::as_str).collect();
-        let deadline = Instant::now() + MOVE_TIMEOUT;
-        loop {
-            self.poll()?;
-            let ups: BTreeMap<String, u128> = self
-                .seen
-                .iter()
-                .filter(|l| l.kind == "up" && wanted.contains(l.node.as_str()))
-                .map(|l| (l.node.clone(), l.at_ns))
-                .collect();
-            if ups.len() == wanted.len() {
-                return Ok(ups);
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "{} of {} nodes up in {} after {} s",
-                    ups.len(),
-                    wanted.len(),
-                    self.path.display(),
-                    MOVE_TIMEOUT.as_secs()
-                );
-            }
-            tokio::time::sleep(LOG_POLL).await;
-        }
-    }
 }
 
 /// Two started queues: `left` owns node[0-N); `right`, defined over all 2N nodes (an
 /// overlap: `left` owns the shared half, first by name), owns node[N-2N), so `left`'s nodes
 /// can move to it and back while both run.
 fn config_toml(nodes: u64) -> String {
-    format!(
-        r#"# shardsched bench moves: two queues of {nodes} nodes; right may take left's.
-default_queue = "left"
-
-[cluster.inline]
-name = "bench"
-
-[[cluster.inline.nodes]]
-hosts = "node[0-{last}]"
-rack_size = 64
-sockets = 2
-cores_per_socket = 22
-
-[queues.left]
-nodes = "node[0-{left_last}]"
-policy = "fcfs"
-default_duration = "1h"
-max_duration = "24h"
-
-[queues.right]
-nodes = "node[0-{last}]"
-policy = "fcfs"
-default_duration = "1h"
-max_duration = "24h"
-"#,
-        last = 2 * nodes - 1,
-        left_last = nodes - 1,
+    let queue = |name, nodes| BenchQueue {
+        name,
+        nodes,
+        match_first: false,
+    };
+    system::config_toml(
+        &format!("shardsched bench moves: two queues of {nodes} nodes; right may take left's."),
+        2 * nodes,
+        &[],
+        &[
+            queue("left", format!("node[0-{}]", nodes - 1)),
+            queue("right", format!("node[0-{}]", 2 * nodes - 1)),
+        ],
     )
 }
 
@@ -583,24 +289,5 @@ mod tests {
             (r.median_us, r.p99_us, r.max_us, r.samples),
             (50, 99, 100, 100)
         );
-    }
-
-    #[test]
-    fn the_log_tail_reads_only_new_complete_lines() {
-        let dir = std::env::temp_dir().join(format!("bench-moves-tail-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let path = dir.join(TRANSITIONS_FILE);
-        std::fs::write(&path, "1 right node0 up 1 assignment\n").expect("write");
-        let mut tail = LogTail::new(path.clone());
-        tail.skip_to_end().expect("skip");
-        std::fs::write(
-            &path,
-            "1 right node0 up 1 assignment\n2 right node1 up 2 acquire\n3 right no",
-        )
-        .expect("write");
-        let lines = tail.lines_since_skip().expect("read");
-        assert_eq!(lines.len(), 1);
-        assert_eq!((lines[0].node.as_str(), lines[0].at_ns), ("node1", 2));
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

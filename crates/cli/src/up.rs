@@ -7,7 +7,7 @@
 //! 1. take the state directory's lock ([`lock`]: `up` holds `up.pid`, its children
 //!    `processes.lock`), so two `up`s never share a directory, even when the first was
 //!    killed and its children still serve; then lay the directory out (see
-//!    [`crate::client`]);
+//!    [`shardsched_proto::state_dir`]);
 //! 2. start the coordinator on `127.0.0.1:0` and wait for it to write its bound address;
 //! 3. issue the local user an **admin** certificate (named after `$USER`), so every client
 //!    command works with no flags, and ask the coordinator which queues it has;
@@ -34,11 +34,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
+use shardsched_client::{Client, StateDir};
+use shardsched_proto::backoff::Backoff;
 use shardsched_proto::msg::client_coord::{Request, Response};
 use shardsched_proto::msg::{QueueStatus, RefusalCode};
 use tokio::signal::unix::{SignalKind, signal};
-
-use crate::client::{Client, StateDir};
 
 /// `eprintln!` that cannot fail: stopping the children must not depend on being able to
 /// print. A closed terminal gives EIO, `up 2>&1 | tee` after Ctrl-C gives EPIPE, and
@@ -49,6 +49,8 @@ macro_rules! note {
         let _ = writeln!(std::io::stderr(), $($arg)*);
     }};
 }
+
+use crate::cert_cmd::create_private_dir;
 
 mod banner;
 mod child;
@@ -68,6 +70,8 @@ pub const SUPERVISE_INTERVAL: Duration = Duration::from_millis(200);
 pub const RESTART_BACKOFF_FIRST: Duration = Duration::from_millis(500);
 /// The longest wait between two restarts of one child.
 pub const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// The wait before restarting a dead child, by its consecutive failures.
+pub const RESTART_BACKOFF: Backoff = Backoff::new(RESTART_BACKOFF_FIRST, RESTART_BACKOFF_MAX);
 /// A child that ran this long before dying counts as healthy: its backoff starts over.
 pub const RESTART_STABLE_RUN: Duration = Duration::from_secs(60);
 /// Consecutive failed runs after which a child is given up on (and, for the coordinator,
@@ -202,7 +206,7 @@ impl Supervisor {
         self.queue_sync = Some(queues::QueueSync::start(self.dir.clone(), address));
         client.close().await;
         // A closed stdout must not stop the system: the banner is for whoever watches.
-        let _ = crate::client::output::emit(&banner::banner(
+        let _ = shardsched_client::output::emit(&banner::banner(
             &self.exe, &self.dir, address, &user, &queues, &routes,
         ));
         Ok(())
@@ -492,24 +496,11 @@ fn prepare_dirs(dir: &StateDir) -> Result<()> {
         dir.root().to_owned(),
         dir.client_dir(),
         dir.logs_dir(),
-        dir.root().join("shards"),
+        dir.shards_dir(),
     ] {
         create_private_dir(&d)?;
     }
     Ok(())
-}
-
-/// Creates `dir` (and parents) with mode 0700 when missing: it holds private keys.
-fn create_private_dir(dir: &Path) -> Result<()> {
-    if dir.is_dir() {
-        return Ok(());
-    }
-    let mut builder = fs::DirBuilder::new();
-    builder.recursive(true);
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder
-        .create(dir)
-        .with_context(|| format!("creating {}", dir.display()))
 }
 
 fn remove_if_present(path: &Path) -> Result<()> {

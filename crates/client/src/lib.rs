@@ -1,19 +1,12 @@
-//! The user's commands: how a `shardsched` invocation finds and talks to a running system.
+//! A client of a running shardsched system: how a `shardsched` command (and `up`, the demo,
+//! the end-to-end benchmarks) finds the system and talks to it.
 //!
 //! # Where things are
 //!
 //! Everything a client needs is in one directory, named by `SHARDSCHED_DIR`, and by default
-//! the one `shardsched up` uses ([`StateDir::default_root`]):
-//!
-//! ```text
-//! $SHARDSCHED_DIR/            default: $XDG_STATE_HOME/shardsched, else $HOME/.local/state/shardsched
-//!   coordinator/address       the coordinator's bound address, one line (beside its CA, journal)
-//!   client/{cert,key,ca}.pem  this user's certificate (`up` issues the local user an admin one)
-//!   shards/<queue>/           each shard's state directory (`up` only)
-//!   logs/<process>.log        each child's output (`up` only)
-//! ```
-//!
-//! So after `shardsched up`, every command works with no flags, and a second cluster (or a
+//! the one `shardsched up` uses ([`StateDir::default_root`]; the layout is
+//! [`shardsched_proto::state_dir`]'s): the coordinator's address in `coordinator/address`,
+//! this user's certificate in `client/`. So after `shardsched up`, every command works with no flags, and a second cluster (or a
 //! test) is just another directory.
 //!
 //! # How a command talks
@@ -31,16 +24,17 @@
 //! already has a routing table keeps sending jobs to the shards it names while the
 //! coordinator is away.
 
-pub mod admin;
-pub mod jobs;
+//!
+//! # What people read
+//!
+//! [`output`] writes to people: tables and messages whose every cell is escaped, times and
+//! durations, and writes that end quietly on a closed pipe.
+
 pub mod output;
-pub mod queue_config;
 pub mod retry;
-pub mod state_dir;
-pub mod status;
 pub mod submit;
 
-pub use state_dir::StateDir;
+pub use shardsched_proto::state_dir::{DIR_ENV, StateDir};
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -48,6 +42,9 @@ use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
+use shardsched_proto::identity::COORDINATOR_NAME;
+use shardsched_proto::limits::IDEMPOTENCY_KEY_BYTES;
+use shardsched_proto::msg::client_shard::IdempotencyKey;
 use shardsched_proto::msg::{
     JobId, JobList, JobsQuery, NodeStatus, Refusal, RefusalCode, Route, RouteTable, client_coord,
     client_shard,
@@ -56,8 +53,6 @@ use shardsched_proto::{Credentials, Error as WireError, Peer, Role, Rpc, Session
 
 use self::retry::{Retry, retryable, safe_to_repeat};
 
-/// The coordinator's certificate name: clients ask TLS for exactly this server.
-pub const COORDINATOR_NAME: &str = "coordinator";
 /// How long a client waits for the coordinator's (or a shard's) handshake and hello before
 /// saying it is unreachable. Shorter than the wire's own handshake bound because a person is
 /// waiting, and on loopback a live server answers in milliseconds.
@@ -394,6 +389,13 @@ impl Client {
         }
         let _ = tokio::time::timeout(CLOSE_WAIT, self.endpoint.wait_idle()).await;
     }
+}
+
+/// A fresh random idempotency key, chosen once per submit so that its retries are safe.
+pub fn new_key() -> IdempotencyKey {
+    let mut key = [0u8; IDEMPOTENCY_KEY_BYTES];
+    rand::RngCore::fill_bytes(&mut rand::rng(), &mut key);
+    IdempotencyKey(key)
 }
 
 /// Connects with [`CONNECT_TIMEOUT`].

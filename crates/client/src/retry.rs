@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use shardsched_proto::backoff::Backoff;
 use shardsched_proto::msg::client_coord::Request;
 use shardsched_proto::{CloseCode, Error as WireError};
 
@@ -35,7 +36,7 @@ pub const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(2);
 #[derive(Debug)]
 pub struct Retry {
     started: Instant,
-    backoff: Duration,
+    backoff: Backoff,
 }
 
 impl Retry {
@@ -43,13 +44,13 @@ impl Retry {
     pub fn new() -> Retry {
         Retry {
             started: Instant::now(),
-            backoff: RETRY_BACKOFF,
+            backoff: Backoff::new(RETRY_BACKOFF, RETRY_BACKOFF_MAX),
         }
     }
 
     /// Whether the next attempt would start past [`RETRY_WINDOW`]: time to give up.
     pub fn spent(&self) -> bool {
-        self.started.elapsed() + self.backoff > RETRY_WINDOW
+        self.started.elapsed() + self.backoff.peek() > RETRY_WINDOW
     }
 
     /// Sleeps before the next attempt and returns `true`, or returns `false` at once when
@@ -58,8 +59,7 @@ impl Retry {
         if self.spent() {
             return false;
         }
-        tokio::time::sleep(self.backoff).await;
-        self.backoff = (self.backoff * 2).min(RETRY_BACKOFF_MAX);
+        tokio::time::sleep(self.backoff.next_wait()).await;
         true
     }
 
@@ -115,10 +115,10 @@ mod tests {
         let mut retry = Retry::new();
         assert!(!retry.spent());
         assert!(retry.wait().await);
-        assert_eq!(retry.backoff, RETRY_BACKOFF * 2);
+        assert_eq!(retry.backoff.peek(), RETRY_BACKOFF * 2);
         let late = Retry {
             started: Instant::now() - (RETRY_WINDOW - RETRY_BACKOFF_MAX / 2),
-            backoff: RETRY_BACKOFF_MAX,
+            backoff: Backoff::new(RETRY_BACKOFF_MAX, RETRY_BACKOFF_MAX),
         };
         assert!(late.spent(), "a wait would end past the window");
         let mut late = late;

@@ -149,7 +149,7 @@ async fn a_client_routes_to_known_shards_while_the_coordinator_is_away_and_recon
     a.task.await.expect("coordinator stopped");
 
     // A submit still reaches the shard the last routing table named, with its key.
-    let (id, duplicate) = super::submit::submit(
+    let (id, duplicate) = crate::submit::submit(
         &client,
         None,
         "batch",

@@ -1,6 +1,24 @@
-//! A small log-linear latency histogram (HDR-style: 8 sub-buckets per power of two, so a
-//! quantile is within 12.5 % of the true value), in microseconds. Fixed size, no allocation
-//! per sample: the commit thread records every fsync in it.
+//! Percentiles, one way for the whole project: the nearest-rank method (the value at rank
+//! `ceil(q · n)` of `n` sorted samples), on kept samples ([`nearest_rank`]) or on a histogram
+//! of them ([`LatencyHistogram`], [`quantile_of_buckets`]).
+//!
+//! [`LatencyHistogram`] is a small log-linear histogram (HDR-style: 8 sub-buckets per power
+//! of two, so a quantile is within 12.5 % of the true value), in microseconds. Fixed size,
+//! no allocation per sample: the journal's commit thread records every fsync in it, and a
+//! shard writes its buckets out so that a benchmark can take quantiles of the commits
+//! between two readings. Benchmarks that keep every sample use [`nearest_rank`].
+//!
+//! ```
+//! use std::time::Duration;
+//! use shardsched_histogram::{LatencyHistogram, nearest_rank};
+//!
+//! let sorted: Vec<u64> = (1..=100).collect();
+//! assert_eq!(nearest_rank(&sorted, 0.99), 99);
+//!
+//! let mut h = LatencyHistogram::default();
+//! h.record(Duration::from_micros(7));
+//! assert_eq!(h.quantile(0.5), Duration::from_micros(7));
+//! ```
 
 use std::time::Duration;
 
@@ -62,9 +80,7 @@ impl LatencyHistogram {
         if self.count == 0 {
             return Duration::ZERO;
         }
-        let q = q.clamp(0.0, 1.0);
-        // The rank of the sample sought, 1-based.
-        let rank = ((q * self.count as f64).ceil() as u64).clamp(1, self.count);
+        let rank = rank_of(q, self.count);
         let mut seen = 0;
         for (i, &c) in self.counts.iter().enumerate() {
             seen += c;
@@ -105,7 +121,7 @@ pub fn quantile_of_buckets(buckets: &[(u64, u64)], q: f64) -> u64 {
     if total == 0 {
         return 0;
     }
-    let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).clamp(1, total);
+    let rank = rank_of(q, total);
     let mut seen = 0;
     for &(bound, c) in buckets {
         seen += c;
@@ -114,6 +130,22 @@ pub fn quantile_of_buckets(buckets: &[(u64, u64)], q: f64) -> u64 {
         }
     }
     buckets.last().map_or(0, |&(b, _)| b)
+}
+
+/// The value at quantile `q` (0.0 ..= 1.0) of sorted samples, nearest-rank method; the
+/// default (0) when there are none.
+pub fn nearest_rank<T: Copy + Default>(sorted: &[T], q: f64) -> T {
+    if sorted.is_empty() {
+        return T::default();
+    }
+    let rank = rank_of(q, sorted.len() as u64);
+    sorted[usize::try_from(rank).unwrap_or(sorted.len()) - 1]
+}
+
+/// The 1-based rank of the `q`-quantile among `count` (> 0) samples: `ceil(q · count)`,
+/// at least 1.
+fn rank_of(q: f64, count: u64) -> u64 {
+    ((q.clamp(0.0, 1.0) * count as f64).ceil() as u64).clamp(1, count)
 }
 
 fn bucket_of(us: u64) -> usize {
@@ -140,6 +172,18 @@ fn upper_bound(i: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(nearest_rank(&v, 0.5), 50);
+        assert_eq!(nearest_rank(&v, 0.99), 99);
+        assert_eq!(nearest_rank(&v, 1.0), 100);
+        assert_eq!(nearest_rank(&v, 0.0), 1);
+        assert_eq!(nearest_rank(&[7u64], 0.99), 7);
+        assert_eq!(nearest_rank::<u64>(&[], 0.5), 0);
+        assert_eq!(nearest_rank(&[1.5f64, 2.5], 0.5), 1.5);
+    }
 
     #[test]
     fn buckets_cover_their_values() {

@@ -17,15 +17,14 @@
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
+use shardsched_client::output::{self, Table};
+use shardsched_client::{check_locally, run, wire_error};
 use shardsched_proto::msg::MoveId;
 use shardsched_proto::msg::client_coord::{
     MoveInfo, MoveRequest, QueueAction, QueueAdmin, Request, Response,
 };
 use shardsched_proto::msg::coord_shard::{DryRunReport, FreeAt};
 use shardsched_resource::{decode_hostlist, encode_hostlist, sort_hosts};
-
-use super::output::{self, Table};
-use super::wire_error;
 
 /// `queue` subcommands that change things (admin), and `queue moves`.
 #[derive(Subcommand, Debug, Clone)]
@@ -299,8 +298,8 @@ fn moves_main(args: &MovesArgs) -> Result<()> {
 
 /// Sends one request to the coordinator and prints what `show` makes of the answer.
 fn ask(request: Request, show: impl FnOnce(Response) -> Result<String>) -> Result<()> {
-    super::check_locally(&request)?;
-    let response = super::run(|client| async move {
+    check_locally(&request)?;
+    let response = run(|client| async move {
         client
             .coordinator(&request)
             .await

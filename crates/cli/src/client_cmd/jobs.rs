@@ -10,11 +10,12 @@ use std::collections::BTreeMap;
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 use serde_json::Value;
+use shardsched_client::{Client, output, run};
 use shardsched_proto::limits::{IDS_PER_REQUEST_MAX, JOBS_PER_RESPONSE_MAX};
 use shardsched_proto::msg::client_shard::{CancelResult, Request, Response};
 use shardsched_proto::msg::{JobId, JobsQuery, UserFilter};
 
-use super::{Client, output};
+use super::job_view;
 
 /// Flags of `shardsched jobs`.
 #[derive(Args, Debug, Clone)]
@@ -74,7 +75,7 @@ pub struct CancelArgs {
 
 /// `shardsched jobs`.
 pub fn jobs_main(args: &JobsArgs) -> Result<()> {
-    super::run(|client| async move {
+    run(|client| async move {
         let routes = client.routes().await?;
         if let Some(queue) = &args.queue
             && routes.queue(queue).is_none()
@@ -100,10 +101,10 @@ pub fn jobs_main(args: &JobsArgs) -> Result<()> {
             eprintln!("shardsched: warning: the list is truncated (use --limit or -q)");
         }
         if args.json {
-            let rows: Vec<Value> = list.jobs.iter().map(output::job_json).collect();
+            let rows: Vec<Value> = list.jobs.iter().map(job_view::job_json).collect();
             output::emit(&format!("{}\n", Value::Array(rows)))
         } else {
-            output::emit(&output::jobs_table(&list.jobs))
+            output::emit(&job_view::jobs_table(&list.jobs))
         }
     })
 }
@@ -116,7 +117,7 @@ pub fn job_main(args: &JobArgs) -> Result<()> {
 }
 
 fn job_info_main(args: &JobInfoArgs) -> Result<()> {
-    super::run(|client| async move {
+    run(|client| async move {
         let routes = client.routes().await?;
         let route = Client::route_of(&routes, args.id)?;
         match client
@@ -125,9 +126,9 @@ fn job_info_main(args: &JobInfoArgs) -> Result<()> {
         {
             Response::JobInfo(info) => {
                 if args.json {
-                    output::emit(&format!("{}\n", output::job_info_json(&info)))
+                    output::emit(&format!("{}\n", job_view::job_info_json(&info)))
                 } else {
-                    output::emit(&output::job_info_text(&info))
+                    output::emit(&job_view::job_info_text(&info))
                 }
             }
             other => bail!(
@@ -142,7 +143,7 @@ fn job_info_main(args: &JobInfoArgs) -> Result<()> {
 /// failure exit status if any was not found or not ours (an already-ended job is only
 /// reported: the caller's intent holds).
 pub fn cancel_main(args: &CancelArgs) -> Result<()> {
-    super::run(|client| async move {
+    run(|client| async move {
         let routes = client.routes().await?;
         let mut by_queue: BTreeMap<String, (shardsched_proto::msg::Route, Vec<JobId>)> =
             BTreeMap::new();

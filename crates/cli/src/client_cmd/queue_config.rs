@@ -8,9 +8,8 @@
 
 use anyhow::{Result, bail};
 use clap::Args;
+use shardsched_client::{check_locally, output, run, wire_error};
 use shardsched_proto::msg::client_coord::{QueueSpec, Request, Response};
-
-use super::{output, wire_error};
 
 /// Definition, policies and limits, as in a `[queues.NAME]` table.
 #[derive(Args, Debug, Clone, Default)]
@@ -144,8 +143,8 @@ pub fn reload_main(_args: &ReloadArgs) -> Result<()> {
 
 /// Sends one change and prints what the coordinator says it did.
 fn change(request: Request, what: &'static str) -> Result<()> {
-    super::check_locally(&request)?;
-    super::run(|client| async move {
+    check_locally(&request)?;
+    run(|client| async move {
         let answer = client
             .coordinator(&request)
             .await

@@ -4,10 +4,11 @@
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 use serde_json::Value;
+use shardsched_client::{check_locally, output, run, wire_error};
 use shardsched_proto::msg::client_coord::{Request, Response};
 use shardsched_resource::{decode_hostlist, encode_hostlist};
 
-use super::{output, wire_error};
+use super::cluster_view;
 
 /// Flags of `shardsched queue`.
 #[derive(Args, Debug, Clone)]
@@ -99,7 +100,7 @@ pub fn queue_main(args: &QueueArgs) -> Result<()> {
         QueueCommand::Update(update) => return super::queue_config::update_main(update),
         QueueCommand::Admin(command) => return super::admin::queue_main(command),
     };
-    super::run(|client| async move {
+    run(|client| async move {
         let routes = client.routes().await?;
         let queues = match client
             .coordinator(&Request::Queues)
@@ -113,11 +114,11 @@ pub fn queue_main(args: &QueueArgs) -> Result<()> {
         if list.json {
             let rows: Vec<Value> = queues
                 .iter()
-                .map(|q| output::queue_json(q, Some(q.name.as_str()) == default))
+                .map(|q| cluster_view::queue_json(q, Some(q.name.as_str()) == default))
                 .collect();
             output::emit(&format!("{}\n", Value::Array(rows)))
         } else {
-            output::emit(&output::queues_table(&queues, default, list.long))
+            output::emit(&cluster_view::queues_table(&queues, default, list.long))
         }
     })
 }
@@ -130,13 +131,13 @@ pub fn resource_main(args: &ResourceArgs) -> Result<()> {
         ResourceCommand::Up(nodes) => return node_state_main(nodes, false),
         ResourceCommand::Admin(command) => return super::admin::resource_main(command),
     };
-    super::run(|client| async move {
+    run(|client| async move {
         let nodes = client.resources(list.queue.as_deref()).await?;
         if list.json {
-            let rows: Vec<Value> = nodes.iter().map(output::node_json).collect();
+            let rows: Vec<Value> = nodes.iter().map(cluster_view::node_json).collect();
             output::emit(&format!("{}\n", Value::Array(rows)))
         } else {
-            output::emit(&output::resources_table(&nodes))
+            output::emit(&cluster_view::resources_table(&nodes))
         }
     })
 }
@@ -157,8 +158,8 @@ fn node_state_main(args: &NodeStateArgs, down: bool) -> Result<()> {
         down,
         reason: args.reason.clone(),
     };
-    super::check_locally(&request)?;
-    super::run(|client| async move {
+    check_locally(&request)?;
+    run(|client| async move {
         match client
             .coordinator(&request)
             .await
