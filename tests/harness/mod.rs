@@ -3,73 +3,37 @@
 //! commands and their `--json` output, and through the wire where a test must misbehave.
 //! Every process is stopped by [`System`]'s `Drop`, even when a test fails: SIGTERM to `up`
 //! (which stops its children in order), then SIGKILL to anything left.
+//!
+//! [`System`] starts and stops the system ([`System::start_with`]) and says where its parts
+//! are; its commands and their answers are in [`cli`], the configurations tests start
+//! from in [`config`], and what tests read of processes (`/proc`) in [`process`].
 
-#![allow(dead_code, clippy::unwrap_used)]
+// Each test binary uses part of the harness.
+#![allow(dead_code, unused_imports, clippy::unwrap_used)]
+
+mod cli;
+mod config;
+mod process;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rustix::process::{Pid, Signal, kill_process};
-use serde_json::Value;
-use shardsched_proto::Credentials;
+use rustix::process::{Signal, kill_process};
+use shardsched_proto::{Credentials, StateDir};
+
+pub use config::{two_queues, two_queues_config, with_alpha};
+pub use process::{alive, children_of, creds_in, mem_kib, now_ms, pid, read_pid_file};
 
 pub const EXE: &str = env!("CARGO_BIN_EXE_shardsched");
+/// Sim time in [`System::start_fast`] runs this much faster than real time: a 10 s job
+/// takes 1 s.
+pub const FAST_TIME_SCALE: &str = "10";
 /// How long `up` may take to be ready (a debug build, on a loaded 2-core machine).
 pub const UP_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a test waits for something to happen.
 pub const WAIT_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Two queues over disjoint halves of an 8-node cluster (1 socket × 4 cores per node):
-/// alpha (fcfs) on node[0-3], beta (easy) on node[4-7], both with a default duration of
-/// 60 s. [`two_queues`] gives the same with another default duration.
-pub fn two_queues_config() -> String {
-    with_alpha(
-        "node[0-7]",
-        r#"
-[queues.beta]
-nodes = "node[4-7]"
-policy = "easy"
-default_duration = "60s"
-max_duration = "2h"
-"#,
-    )
-}
-
-/// A cluster of `hosts` (1 socket × 4 cores per node) with queue alpha (fcfs, node[0-3],
-/// the default) and the queue sections `queues` (TOML) after it: the shape most tests
-/// start from.
-pub fn with_alpha(hosts: &str, queues: &str) -> String {
-    format!(
-        r#"
-default_queue = "alpha"
-
-[cluster.inline]
-name = "tiny"
-
-[[cluster.inline.nodes]]
-hosts = "{hosts}"
-sockets = 1
-cores_per_socket = 4
-
-[queues.alpha]
-nodes = "node[0-3]"
-policy = "fcfs"
-default_duration = "60s"
-max_duration = "2h"
-{queues}"#
-    )
-}
-
-/// [`two_queues_config`] with jobs lasting `default_duration` (e.g. `"10s"`) when they
-/// give none.
-pub fn two_queues(default_duration: &str) -> String {
-    two_queues_config().replace(
-        "default_duration = \"60s\"",
-        &format!("default_duration = \"{default_duration}\""),
-    )
-}
 
 /// A running `shardsched up` in its own directory; stopped (SIGTERM, then SIGKILL) on drop.
 pub struct System {
@@ -82,6 +46,12 @@ impl System {
     /// is up.
     pub fn start(name: &str, extra: &[&str]) -> System {
         System::start_with(name, &two_queues_config(), extra)
+    }
+
+    /// Starts `up` with [`two_queues`] whose jobs last 10 s unless they say otherwise, and
+    /// sim time [`FAST_TIME_SCALE`] times faster than real time.
+    pub fn start_fast(name: &str) -> System {
+        System::start_with(name, &two_queues("10s"), &["--time-scale", FAST_TIME_SCALE])
     }
 
     /// Starts `up` with the configuration `config` and `extra` arguments.
@@ -155,7 +125,7 @@ impl System {
                 "`shardsched up` was not ready within {} s; its stderr: {}; logs in {}",
                 UP_TIMEOUT.as_secs(),
                 std::fs::read_to_string(system.dir.join("up.stderr")).unwrap_or_default(),
-                system.state().join("logs").display()
+                system.layout().logs_dir().display()
             );
         }
         system
@@ -175,169 +145,24 @@ impl System {
         self.up.as_ref().unwrap().id()
     }
 
+    /// The state directory's layout.
+    pub fn layout(&self) -> StateDir {
+        StateDir::at(self.state())
+    }
+
     /// The coordinator's address, as it wrote it.
     pub fn address(&self) -> SocketAddr {
-        std::fs::read_to_string(self.state().join("coordinator/address"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap()
+        self.layout().coordinator_address().unwrap()
     }
 
     /// The admin credentials `up` issued.
     pub fn admin(&self) -> Credentials {
-        creds_in(&self.state().join("client"))
+        self.layout().credentials().unwrap()
     }
 
     /// A queue's shard state directory.
     pub fn shard_dir(&self, queue: &str) -> PathBuf {
-        self.state().join("shards").join(queue)
-    }
-
-    /// Runs `shardsched ARGS` against this system.
-    pub fn cli(&self, args: &[&str]) -> Output {
-        Command::new(EXE)
-            .args(args)
-            .env("SHARDSCHED_DIR", self.state())
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    }
-
-    /// A user (not admin) certificate `name` in a client directory of its own (with the
-    /// coordinator's address), for `SHARDSCHED_DIR`.
-    pub fn user_dir(&self, name: &str) -> PathBuf {
-        let dir = self.dir.join(format!("user-{name}"));
-        let out = Command::new(EXE)
-            .args([
-                "cert",
-                "issue",
-                "--role",
-                "user",
-                "--name",
-                name,
-                "--state-dir",
-            ])
-            .arg(self.state().join("coordinator"))
-            .arg("--out")
-            .arg(dir.join("client"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "cert issue: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        std::fs::create_dir_all(dir.join("coordinator")).unwrap();
-        std::fs::copy(
-            self.state().join("coordinator/address"),
-            dir.join("coordinator/address"),
-        )
-        .unwrap();
-        dir
-    }
-
-    /// Runs `shardsched ARGS` with `SHARDSCHED_DIR=dir`.
-    pub fn cli_in(&self, dir: &Path, args: &[&str]) -> Output {
-        Command::new(EXE)
-            .args(args)
-            .env("SHARDSCHED_DIR", dir)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    }
-
-    /// Runs a command that must succeed; returns its stdout.
-    pub fn ok(&self, args: &[&str]) -> String {
-        let out = self.cli(args);
-        assert!(
-            out.status.success(),
-            "shardsched {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    /// Runs a command that must fail; returns its stderr.
-    pub fn fails(&self, args: &[&str]) -> String {
-        let out = self.cli(args);
-        assert!(
-            !out.status.success(),
-            "shardsched {} succeeded: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stdout)
-        );
-        String::from_utf8(out.stderr).unwrap()
-    }
-
-    pub fn json(&self, args: &[&str]) -> Value {
-        let text = self.ok(args);
-        serde_json::from_str(&text)
-            .unwrap_or_else(|e| panic!("shardsched {} printed {text:?}: {e}", args.join(" ")))
-    }
-
-    /// A command printing a JSON list; its rows.
-    pub fn rows(&self, args: &[&str]) -> Vec<Value> {
-        match self.json(args) {
-            Value::Array(rows) => rows,
-            other => panic!("shardsched {} printed {other:?}", args.join(" ")),
-        }
-    }
-
-    /// Submits; returns the job id printed.
-    pub fn submit(&self, args: &[&str]) -> String {
-        let mut all = vec!["submit"];
-        all.extend_from_slice(args);
-        self.ok(&all).trim().to_owned()
-    }
-
-    pub fn jobs(&self) -> Vec<Value> {
-        self.rows(&["jobs", "-A", "-a", "--json"])
-    }
-
-    pub fn job(&self, id: &str) -> Value {
-        self.jobs()
-            .into_iter()
-            .find(|j| j["id"] == id)
-            .unwrap_or_else(|| panic!("job {id} is not listed"))
-    }
-
-    pub fn resources(&self) -> Vec<Value> {
-        self.rows(&["resource", "list", "--json"])
-    }
-
-    /// One queue's row in `queue list --json`.
-    pub fn queue_row(&self, name: &str) -> Value {
-        self.rows(&["queue", "list", "--json"])
-            .into_iter()
-            .find(|q| q["name"] == name)
-            .unwrap_or_else(|| panic!("no queue {name}"))
-    }
-
-    /// One node's row in `resource list --json`.
-    pub fn node_row(&self, name: &str) -> Value {
-        self.resources()
-            .into_iter()
-            .find(|n| n["name"] == name)
-            .unwrap_or_else(|| panic!("no node {name}"))
-    }
-
-    /// A wire session to the coordinator with the admin certificate, and the endpoint it
-    /// runs on (keep both).
-    pub async fn admin_session(&self) -> (quinn::Endpoint, shardsched_proto::Session) {
-        let endpoint =
-            shardsched_proto::tls::client_endpoint(&self.admin(), "127.0.0.1:0".parse().unwrap())
-                .unwrap();
-        let session = shardsched_proto::connect(
-            &endpoint,
-            self.address(),
-            shardsched_proto::Role::Coordinator,
-            "coordinator",
-        )
-        .await
-        .unwrap();
-        (endpoint, session)
+        self.layout().shard_dir(queue)
     }
 
     /// The pid of `up`'s child whose command line has `word` (`coordinator`, or a queue).
@@ -352,28 +177,6 @@ impl System {
             .into_iter()
             .find(|(_, cmdline)| cmdline.iter().any(|a| a == word))
             .map(|(pid, _)| pid)
-    }
-
-    /// Waits until `done` holds for the job list (`jobs -A -a`); returns it.
-    pub fn wait_jobs(&self, what: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-        let mut jobs = Vec::new();
-        let found = wait_for(|| {
-            jobs = self.jobs();
-            done(&jobs)
-        });
-        assert!(found, "timed out waiting for {what}; jobs: {jobs:#?}");
-        jobs
-    }
-
-    /// Waits until job `id` is in `state`; returns its row.
-    pub fn wait_state(&self, id: &str, state: &str) -> Value {
-        let mut last = Value::Null;
-        let found = wait_for(|| {
-            last = self.job(id);
-            last["state"] == state
-        });
-        assert!(found, "job {id} never became {state}: {last:#}");
-        last
     }
 }
 
@@ -430,87 +233,4 @@ pub fn wait_for(mut done: impl FnMut() -> bool) -> bool {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-pub fn pid(p: u32) -> Pid {
-    Pid::from_raw(p as i32).unwrap()
-}
-
-/// Whether process `p` runs (a zombie has exited: only its parent's wait is missing).
-pub fn alive(p: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{p}/stat")) {
-        Ok(stat) => !stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
-        Err(_) => false,
-    }
-}
-
-/// Reads a pid a job wrote to a file (waiting for it to appear).
-pub fn read_pid_file(path: &Path) -> u32 {
-    let mut text = String::new();
-    assert!(
-        wait_for(|| {
-            text = std::fs::read_to_string(path).unwrap_or_default();
-            text.ends_with('\n')
-        }),
-        "{} never written",
-        path.display()
-    );
-    text.trim().parse().unwrap()
-}
-
-/// The live children of `parent`, with their command lines.
-pub fn children_of(parent: u32) -> Vec<(u32, Vec<String>)> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(p) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
-            continue;
-        };
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        if fields.len() < 2 || fields[0] == "Z" || fields[1].parse::<u32>() != Ok(parent) {
-            continue;
-        }
-        let cmdline = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
-        let args = cmdline
-            .split(|&b| b == 0)
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect();
-        out.push((p, args));
-    }
-    out
-}
-
-/// The credentials in a client or state directory (`ca.pem`, `cert.pem`, `key.pem`).
-pub fn creds_in(dir: &Path) -> Credentials {
-    Credentials::load(
-        &dir.join("ca.pem"),
-        &dir.join("cert.pem"),
-        &dir.join("key.pem"),
-    )
-    .unwrap()
-}
-
-/// A field of `/proc/PID/status` (`VmRSS`, `VmPeak`, …), in KiB.
-pub fn mem_kib(p: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{p}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
-
-/// The wall clock, ms since the Unix epoch.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
 }
