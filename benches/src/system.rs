@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use rustix::process::{Pid, Signal, kill_process};
+use serde::Serialize;
+use shardsched_client::output::emit;
 
 /// How long a benchmark waits for `up` to say it is up.
 pub const UP_START_TIMEOUT: Duration = Duration::from_secs(300);
@@ -90,6 +92,28 @@ pub fn file_system_of(path: &Path) -> String {
         })
         .max_by_key(|(len, _)| *len)
         .map_or_else(|| "unknown".into(), |(_, fs)| fs)
+}
+
+/// Runs whole-system benchmark `name` in its working directory (`dir`, see [`BenchDir`],
+/// with `config_text` written in it) and prints what `run` reports: as JSON with `json`,
+/// else as `table` writes it (given the directory, canonical, and its file system).
+pub fn run_in_bench_dir<R: Serialize>(
+    name: &str,
+    dir: Option<&Path>,
+    config_text: &str,
+    json: bool,
+    run: impl FnOnce(&Path, &Path) -> Result<Vec<R>>,
+    table: impl FnOnce(&[R], &Path, &str) -> String,
+) -> Result<()> {
+    let bench = BenchDir::prepare(name, dir, config_text)?;
+    let result = run(&bench.work, &bench.config);
+    bench.finish();
+    let reports = result?;
+    if json {
+        emit(&format!("{}\n", serde_json::to_string_pretty(&reports)?))
+    } else {
+        emit(&table(&reports, &bench.work, &bench.fs))
+    }
 }
 
 /// One queue of a benchmark's configuration.

@@ -53,9 +53,9 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde::Serialize;
-use shardsched_client::output::{Table, emit};
+use shardsched_client::output::Table;
 
-use crate::system::{self, BenchDir, BenchQueue, UpProcess};
+use crate::system::{self, BenchQueue, UpProcess};
 
 pub mod phase;
 pub mod readings;
@@ -149,15 +149,14 @@ pub fn main(args: &E2eArgs) -> Result<()> {
             args.nodes / 2
         );
     }
-    let bench = BenchDir::prepare("e2e", args.dir.as_deref(), &config_toml(args.nodes))?;
-    let result = run_phases(args, &bench.work, &bench.config);
-    bench.finish();
-    let reports = result?;
-    if args.json {
-        emit(&format!("{}\n", serde_json::to_string_pretty(&reports)?))
-    } else {
-        emit(&report_table(args, &reports, &bench.work, &bench.fs))
-    }
+    system::run_in_bench_dir(
+        "e2e",
+        args.dir.as_deref(),
+        &config_toml(args.nodes),
+        args.json,
+        |work, config| run_phases(args, work, config),
+        |reports, work, fs| report_table(args, reports, work, fs),
+    )
 }
 
 /// What one phase does: which queues it submits to, how many jobs each, how many at once.

@@ -187,21 +187,52 @@ fn mib(bytes: u64) -> String {
     format!("{:.1}", bytes as f64 / (1024.0 * 1024.0))
 }
 
-fn phase_rows(label: &str, r: &InsideReport, rows: &mut Vec<Vec<String>>) {
-    for p in &r.phases {
-        rows.push(vec![
-            label.to_string(),
-            p.op.clone(),
-            p.latency.calls.to_string(),
-            p.allocated.to_string(),
-            p.reserved.to_string(),
-            p.no_match.to_string(),
-            format!("{:.1}", p.latency.median_us),
-            format!("{:.1}", p.latency.p99_us),
-            format!("{:.1}", p.latency.max_us),
-            format!("{:.1}", p.latency.total_ms),
-        ]);
+/// The per-call table under a summary: each run's phases, one row each.
+fn phase_table<'a>(runs: impl IntoIterator<Item = (&'a str, &'a InsideReport)>) -> String {
+    let mut rows = Vec::new();
+    for (label, r) in runs {
+        for p in &r.phases {
+            rows.push(vec![
+                label.to_string(),
+                p.op.clone(),
+                p.latency.calls.to_string(),
+                p.allocated.to_string(),
+                p.reserved.to_string(),
+                p.no_match.to_string(),
+                format!("{:.1}", p.latency.median_us),
+                format!("{:.1}", p.latency.p99_us),
+                format!("{:.1}", p.latency.max_us),
+                format!("{:.1}", p.latency.total_ms),
+            ]);
+        }
     }
+    format!(
+        "Per call of Matcher::run, by phase:\n{}\n",
+        table(2, &PHASE_HEADER, &rows)
+    )
+}
+
+/// The columns both summaries end with: per-call latency, load time, memory.
+const INSIDE_HEADER: [&str; 6] = [
+    "median µs",
+    "p99 µs",
+    "load ms",
+    "load MiB",
+    "B/vertex",
+    "peak MiB",
+];
+
+/// `r`'s cells under [`INSIDE_HEADER`].
+fn inside_cells(r: &InsideReport) -> [String; 6] {
+    let mem = r.memory.as_ref();
+    [
+        format!("{:.1}", r.all.median_us),
+        format!("{:.1}", r.all.p99_us),
+        format!("{:.1}", r.load.total_ms),
+        mem.map_or("-".into(), |m| mib(m.load_delta_bytes)),
+        mem.map_or("-".into(), |m| format!("{:.0}", m.bytes_per_vertex)),
+        mem.map_or("-".into(), |m| mib(m.peak_bytes)),
+    ]
 }
 
 const PHASE_HEADER: [&str; 10] = [
@@ -221,8 +252,7 @@ const PHASE_HEADER: [&str; 10] = [
 pub fn render_workloads(doc: &WorkloadsDocument) -> String {
     let mut rows = Vec::new();
     for w in &doc.workloads {
-        let mem = w.inside.memory.as_ref();
-        rows.push(vec![
+        let mut row = vec![
             format!("{}{}", w.name, if w.truncated { "*" } else { "" }),
             w.commands.to_string(),
             w.process
@@ -234,40 +264,24 @@ pub fn render_workloads(doc: &WorkloadsDocument) -> String {
                 .map_or("-".into(), |p| format!("{:.2}", p.median_cpu_s)),
             w.fluxion_s.map_or("-".into(), |f| format!("{f:.1}")),
             w.speedup.map_or("-".into(), |s| format!("{s:.1}×")),
-            format!("{:.1}", w.inside.all.median_us),
-            format!("{:.1}", w.inside.all.p99_us),
-            format!("{:.1}", w.inside.load.total_ms),
-            mem.map_or("-".into(), |m| mib(m.load_delta_bytes)),
-            mem.map_or("-".into(), |m| format!("{:.0}", m.bytes_per_vertex)),
-            mem.map_or("-".into(), |m| mib(m.peak_bytes)),
-        ]);
+        ];
+        row.extend(inside_cells(&w.inside));
+        rows.push(row);
     }
-    let mut out = table(
-        1,
-        &[
-            "workload",
-            "matches",
-            "process s",
-            "CPU s",
-            "Fluxion s",
-            "speed-up",
-            "median µs",
-            "p99 µs",
-            "load ms",
-            "load MiB",
-            "B/vertex",
-            "peak MiB",
-        ],
-        &rows,
-    );
+    let mut header = vec![
+        "workload",
+        "matches",
+        "process s",
+        "CPU s",
+        "Fluxion s",
+        "speed-up",
+    ];
+    header.extend(INSIDE_HEADER);
+    let mut out = table(1, &header, &rows);
     out.push('\n');
-    let mut detail = Vec::new();
-    for w in &doc.workloads {
-        phase_rows(&w.name, &w.inside, &mut detail);
-    }
-    out.push_str("Per call of Matcher::run, by phase:\n");
-    out.push_str(&table(2, &PHASE_HEADER, &detail));
-    out.push('\n');
+    out.push_str(&phase_table(
+        doc.workloads.iter().map(|w| (w.name.as_str(), &w.inside)),
+    ));
     let _ = writeln!(out, "bench inputs: {}", doc.bench_dir);
     let _ = writeln!(
         out,
@@ -325,48 +339,25 @@ pub fn render_workloads(doc: &WorkloadsDocument) -> String {
 
 /// The report of an inside run for people.
 pub fn render_inside(r: &InsideReport) -> String {
-    let mem = r.memory.as_ref();
-    let row = vec![
+    let mut row = vec![
         r.source.clone(),
         r.policy.clone(),
         r.vertices.to_string(),
         r.all.calls.to_string(),
-        format!("{:.1}", r.all.median_us),
-        format!("{:.1}", r.all.p99_us),
-        format!("{:.1}", r.load.total_ms),
-        mem.map_or("-".into(), |m| mib(m.load_delta_bytes)),
-        mem.map_or("-".into(), |m| format!("{:.0}", m.bytes_per_vertex)),
-        mem.map_or("-".into(), |m| mib(m.peak_bytes)),
     ];
-    let mut out = table(
-        1,
-        &[
-            "graph",
-            "policy",
-            "vertices",
-            "matches",
-            "median µs",
-            "p99 µs",
-            "load ms",
-            "load MiB",
-            "B/vertex",
-            "peak MiB",
-        ],
-        &[row],
-    );
+    row.extend(inside_cells(r));
+    let mut header = vec!["graph", "policy", "vertices", "matches"];
+    header.extend(INSIDE_HEADER);
+    let mut out = table(1, &header, &[row]);
     out.push('\n');
-    let mut detail = Vec::new();
-    phase_rows(&r.source, r, &mut detail);
-    out.push_str("Per call of Matcher::run, by phase:\n");
-    out.push_str(&table(2, &PHASE_HEADER, &detail));
-    out.push('\n');
+    out.push_str(&phase_table([(r.source.as_str(), r)]));
     let _ = writeln!(out, "jobspec: {}", r.jobspec);
     let _ = writeln!(
         out,
         "load ms: graph {:.1} + Matcher::new {:.1}",
         r.load.graph_ms, r.load.state_ms
     );
-    match mem {
+    match r.memory {
         Some(_) => {
             let _ = writeln!(out, "memory: {MEMORY_METHOD}");
         }
@@ -380,6 +371,48 @@ pub fn render_inside(r: &InsideReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_inside_report_reads_as_a_summary_then_its_phases() {
+        let report = InsideReport {
+            source: "generated 2 nodes".into(),
+            policy: "first".into(),
+            jobspec: "one exclusive node (built in)".into(),
+            vertices: 40,
+            load: Load {
+                graph_ms: 1.0,
+                state_ms: 0.5,
+                total_ms: 1.5,
+            },
+            all: Latency::of(&[Duration::from_micros(3), Duration::from_micros(5)]),
+            phases: vec![Phase {
+                op: "allocate".into(),
+                allocated: 2,
+                latency: Latency::of(&[Duration::from_micros(3), Duration::from_micros(5)]),
+                ..Phase::default()
+            }],
+            memory: None,
+        };
+        let text = render_inside(&report);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "graph              policy  vertices  matches  median µs  p99 µs  load ms  load MiB  \
+             B/vertex  peak MiB"
+        );
+        assert_eq!(
+            lines[2],
+            "generated 2 nodes   first        40        2        3.0     5.0      1.5         -         -         -"
+        );
+        assert_eq!(lines[4], "Per call of Matcher::run, by phase:");
+        assert!(
+            lines[7].starts_with("generated 2 nodes  allocate"),
+            "{text}"
+        );
+        assert_eq!(lines[8], "");
+        assert_eq!(lines[9], "jobspec: one exclusive node (built in)");
+        assert!(text.ends_with("memory: not measured (/proc/self/status unavailable)\n"));
+    }
 
     #[test]
     fn table_aligns() {

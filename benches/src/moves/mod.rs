@@ -37,10 +37,10 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde::Serialize;
-use shardsched_client::output::{Table, emit};
+use shardsched_client::output::Table;
 use shardsched_histogram::nearest_rank;
 
-use crate::system::{self, BenchDir, BenchQueue, UpProcess};
+use crate::system::{self, BenchQueue, UpProcess};
 
 use measure::MoveBench;
 
@@ -132,15 +132,14 @@ pub fn main(args: &MovesArgs) -> Result<()> {
             args.nodes
         );
     }
-    let bench = BenchDir::prepare("moves", args.dir.as_deref(), &config_toml(args.nodes))?;
-    let result = run(args, &bench.work, &bench.config);
-    bench.finish();
-    let reports = result?;
-    if args.json {
-        emit(&format!("{}\n", serde_json::to_string_pretty(&reports)?))
-    } else {
-        emit(&report_table(args, &reports, &bench.work, &bench.fs))
-    }
+    system::run_in_bench_dir(
+        "moves",
+        args.dir.as_deref(),
+        &config_toml(args.nodes),
+        args.json,
+        |work, config| run(args, work, config),
+        |reports, work, fs| report_table(args, reports, work, fs),
+    )
 }
 
 fn run(args: &MovesArgs, work: &Path, config: &Path) -> Result<Vec<MovesReport>> {
