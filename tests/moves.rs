@@ -19,7 +19,6 @@ mod harness;
 use harness::{System, wait_for};
 use serde_json::Value;
 use shardsched_proto::msg::client_coord::{self, QueueAction};
-use shardsched_proto::{Role, Session};
 use shardsched_shard::driver::transitions::{LogLine, TRANSITIONS_FILE, check_logs, parse_log};
 
 /// alpha owns node[0-3]; beta (stopped) defines node[3-7] and so owns node[4-7].
@@ -44,17 +43,7 @@ fn coordinator(system: &System, request: &client_coord::Request) -> client_coord
         .build()
         .unwrap();
     runtime.block_on(async {
-        let creds = system.admin();
-        let endpoint =
-            shardsched_proto::tls::client_endpoint(&creds, "127.0.0.1:0".parse().unwrap()).unwrap();
-        let coord: Session = shardsched_proto::connect(
-            &endpoint,
-            system.address(),
-            Role::Coordinator,
-            "coordinator",
-        )
-        .await
-        .unwrap();
+        let (_endpoint, coord) = system.admin_session().await;
         let answer = coord.request(request).await;
         coord.close();
         answer.unwrap_or_else(|e| panic!("{request:?}: {e}"))

@@ -13,7 +13,7 @@
 
 mod harness;
 
-use harness::{EXE, System, UP_TIMEOUT, WAIT_TIMEOUT, creds_in, now_ms, pid, wait_for};
+use harness::{EXE, System, UP_TIMEOUT, WAIT_TIMEOUT, now_ms, pid, wait_for};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, Stdio};
@@ -95,17 +95,7 @@ fn wait_jobs(
 
 /// A session with alpha's shard (and its endpoint, which must outlive it).
 async fn alpha_session(system: &System) -> (quinn::Endpoint, Session) {
-    let creds = creds_in(&system.state().join("client"));
-    let endpoint =
-        shardsched_proto::tls::client_endpoint(&creds, "127.0.0.1:0".parse().unwrap()).unwrap();
-    let coord: Session = shardsched_proto::connect(
-        &endpoint,
-        system.address(),
-        Role::Coordinator,
-        "coordinator",
-    )
-    .await
-    .unwrap();
+    let (endpoint, coord) = system.admin_session().await;
     let table = match coord.request(&client_coord::Request::Routes).await.unwrap() {
         client_coord::Response::Routes(table) => table,
         other => panic!("routes: {other:?}"),

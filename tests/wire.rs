@@ -192,7 +192,7 @@ async fn clients_without_the_right_certificate_or_authority_are_refused() {
     tls.alpn_protocols = vec![shardsched_proto::ALPN.to_vec()];
     let mut anonymous = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
     anonymous.set_default_client_config(shardsched_proto::tls::quic_client_config(tls).unwrap());
-    let err = shardsched_proto::connect(&anonymous, addr, Role::Coordinator, "coordinator")
+    let err = shardsched_proto::connect(&anonymous, addr, Role::Coordinator, COORDINATOR_NAME)
         .await
         .expect_err("no certificate, no connection");
     assert!(
@@ -221,9 +221,14 @@ async fn clients_without_the_right_certificate_or_authority_are_refused() {
     let other_ca = Ca::create(&system.dir.join("other-ca")).unwrap();
     let stranger = other_ca.credentials(Role::Admin, "mallory").unwrap();
     let stranger_endpoint = endpoint(&stranger);
-    let err = shardsched_proto::connect(&stranger_endpoint, addr, Role::Coordinator, "coordinator")
-        .await
-        .expect_err("a stranger's certificate is refused");
+    let err = shardsched_proto::connect(
+        &stranger_endpoint,
+        addr,
+        Role::Coordinator,
+        COORDINATOR_NAME,
+    )
+    .await
+    .expect_err("a stranger's certificate is refused");
     assert!(err.to_string().contains("CA"), "{err}");
     // Through the CLI, with the stranger's certificate in a client directory.
     let stranger_dir = system.dir.join("stranger");
