@@ -102,27 +102,16 @@ pub fn now_ms() -> u64 {
 }
 
 /// A time as UTC ISO 8601 with milliseconds, `2026-11-30T05:17:15.123Z`: unambiguous in logs
-/// and bug reports whatever the reader's time zone.
+/// and bug reports whatever the reader's time zone. A time past what a calendar date can say
+/// (year 9999) reads as its milliseconds.
 pub fn utc_timestamp(ms: u64) -> String {
-    let days = (ms / 86_400_000) as i64;
-    let in_day = ms % 86_400_000;
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        in_day / 3_600_000,
-        (in_day / 60_000) % 60,
-        (in_day / 1000) % 60,
-        in_day % 1000
-    )
+    i64::try_from(ms)
+        .ok()
+        .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+        .map_or_else(
+            || format!("{ms} ms after 1970-01-01T00:00:00Z"),
+            |t| t.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
+        )
 }
 
 /// A time in the reader's local time zone (the system's: `TZ`, else `/etc/localtime`):
@@ -171,6 +160,8 @@ mod tests {
         assert_eq!(utc_timestamp(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(utc_timestamp(951_782_400_123), "2000-02-29T00:00:00.123Z");
         assert_eq!(utc_timestamp(1_735_689_599_999), "2024-12-31T23:59:59.999Z");
+        assert_eq!(utc_timestamp(1_800_000_000_000), "2027-01-15T08:00:00.000Z");
+        assert!(utc_timestamp(u64::MAX).starts_with("18446744073709551615 ms"));
     }
 
     #[test]
