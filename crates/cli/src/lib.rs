@@ -8,8 +8,8 @@
 //! - **the system**: `up` (a coordinator and one shard per queue on loopback, supervised),
 //!   `coordinator`, `shard` and `cert` (the processes and certificates `up` starts and issues);
 //! - **the user's commands**, which talk to a running system through the directory named by
-//!   `SHARDSCHED_DIR` (see [`client_cmd`] and [`shardsched_client`]): `submit`, `jobs`, `job info`, `cancel`,
-//!   `queue list`, `resource list`, and `demo`;
+//!   `SHARDSCHED_DIR` (see `client_cmd` and [`shardsched_client`]): `submit`, `jobs`,
+//!   `job info`, `cancel`, `queue list`, `resource list`, and `demo`;
 //! - **offline tools**: `query` (Fluxion's resource-query), `bench` (the benchmarks of
 //!   [`shardsched_benches`]), `replay`, `workload`.
 

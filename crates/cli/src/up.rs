@@ -40,6 +40,8 @@ use shardsched_client::StateDir;
 use shardsched_proto::backoff::Backoff;
 use tokio::signal::unix::{SignalKind, signal};
 
+use crate::cert_cmd::create_private_dir;
+
 /// `eprintln!` that cannot fail: stopping the children must not depend on being able to
 /// print. A closed terminal gives EIO, `up 2>&1 | tee` after Ctrl-C gives EPIPE, and
 /// `eprintln!` panics on both, which once left every child running.
@@ -49,8 +51,6 @@ macro_rules! note {
         let _ = writeln!(std::io::stderr(), $($arg)*);
     }};
 }
-
-use crate::cert_cmd::create_private_dir;
 
 mod banner;
 mod child;
