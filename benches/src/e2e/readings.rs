@@ -21,7 +21,8 @@ pub struct JournalReading {
 }
 
 impl JournalReading {
-    /// Reads `dir`/journal-stats.json ([`JOURNAL_STATS_FILE`]); a missing or unreadable file reads as nothing.
+    /// Reads `dir`/journal-stats.json ([`JOURNAL_STATS_FILE`]); a missing or unreadable
+    /// file reads as nothing.
     fn read(dir: &Path) -> JournalReading {
         let Ok(text) = std::fs::read_to_string(dir.join(JOURNAL_STATS_FILE)) else {
             return JournalReading::default();

@@ -11,9 +11,10 @@
 //! - **Where does that time go?** A second, fresh process loads the graph and runs the same
 //!   stream through [`Matcher::run`](shardsched_matcher::Matcher::run) — the entry point
 //!   `query`, replay and the shards use, so no benchmark-only fast path can flatter the
-//!   numbers — timing every call for median and p99, timing the load, and reading its own memory from `/proc/self/status`. It runs in a
-//!   fresh process (this binary again, with `--graph … --json`) so that one workload's freed
-//!   memory cannot hide in the next one's RSS delta and the peak (VmHWM) belongs to one
+//!   numbers — timing every call for median and p99, timing the load, and reading its own
+//!   memory from `/proc/self/status`. It runs in a fresh process (this binary again, with
+//!   `--graph … --json`) so that one workload's freed memory cannot hide in the next one's
+//!   RSS delta and the peak (VmHWM) belongs to one
 //!   workload alone.
 //!
 //! Without `--workload`, `bench match --nodes N` (a generated cluster) or `--graph FILE` runs

@@ -6,8 +6,8 @@
 //! Everything a client needs is in one directory, named by `SHARDSCHED_DIR`, and by default
 //! the one `shardsched up` uses ([`StateDir::default_root`]; the layout is
 //! [`shardsched_proto::state_dir`]'s): the coordinator's address in `coordinator/address`,
-//! this user's certificate in `client/`. So after `shardsched up`, every command works with no flags, and a second cluster (or a
-//! test) is just another directory.
+//! this user's certificate in `client/`. So after `shardsched up`, every command works with
+//! no flags, and a second cluster (or a test) is just another directory.
 //!
 //! # How a command talks
 //!

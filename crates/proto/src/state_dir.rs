@@ -7,20 +7,20 @@
 //! the clients read, and tests and benchmarks read the shards' logs.
 //!
 //! ```text
-//! $SHARDSCHED_DIR/               default: $XDG_STATE_HOME/shardsched, else $HOME/.local/state/shardsched
-//!   up.pid                       up's own lock, holding its pid                  UP_LOCK_FILE
-//!   processes.lock               held shared by up's coordinator and shards     PROCESSES_LOCK_FILE
-//!   coordinator/                 the coordinator's state directory              COORDINATOR_DIR
-//!     ca.pem, ca.key             the cluster CA                                 CA_CERT_FILE, CA_KEY_FILE
-//!     journal.redb               its journal                                    JOURNAL_FILE
-//!     address                    its bound socket address, one line             ADDRESS_FILE
-//!   client/                      this user's cert.pem, key.pem, ca.pem          CLIENT_DIR
-//!   shards/<queue>/              a shard's state directory                      SHARDS_DIR
-//!     cert.pem, key.pem, ca.pem  its certificate                                CERT_FILE, KEY_FILE
-//!     journal.redb               its journal                                    JOURNAL_FILE
-//!     transitions.log            its nodes' up/down, for checkers               TRANSITIONS_FILE
-//!     journal-stats.json         its journal's commit statistics, for benches   JOURNAL_STATS_FILE
-//!   logs/<process>.log           each child's output                            LOGS_DIR
+//! $SHARDSCHED_DIR/     (default: $XDG_STATE_HOME/shardsched, else ~/.local/state/shardsched)
+//!   up.pid             up's own lock, holding its pid                  UP_LOCK_FILE
+//!   processes.lock     held shared by up's coordinator and shards      PROCESSES_LOCK_FILE
+//!   coordinator/       the coordinator's state directory               COORDINATOR_DIR
+//!     ca.pem, ca.key   the cluster CA                                  CA_CERT_FILE, CA_KEY_FILE
+//!     journal.redb     its journal                                     JOURNAL_FILE
+//!     address          its bound socket address, one line              ADDRESS_FILE
+//!   client/            this user's cert.pem, key.pem, ca.pem           CLIENT_DIR
+//!   shards/<queue>/    a shard's state directory                       SHARDS_DIR
+//!     cert.pem         its certificate (and key.pem, ca.pem)           CERT_FILE, KEY_FILE
+//!     journal.redb     its journal                                     JOURNAL_FILE
+//!     transitions.log  its nodes' up/down, for checkers                TRANSITIONS_FILE
+//!     journal-stats.json  its journal's commit statistics, for benches JOURNAL_STATS_FILE
+//!   logs/<process>.log each child's output                             LOGS_DIR
 //! ```
 //!
 //! [`StateDir`] joins these names onto a root, and reads what a client needs from it (the
