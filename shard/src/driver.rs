@@ -48,19 +48,17 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use shardsched_journal::{JOURNAL_FILE, Journal};
+use shardsched_journal::Journal;
+use shardsched_proto::state_dir::JOURNAL_FILE;
 use shardsched_proto::{CloseCode, Credentials, Error, Role, tls};
 
 use crate::error::DriverError;
 use crate::journal::{self, Restored};
 use crate::limits::SHUTDOWN_LINGER;
 
-/// The shard's certificate in its state directory.
-pub const CERT_FILE: &str = "cert.pem";
-/// The shard's private key in its state directory.
-pub const KEY_FILE: &str = "key.pem";
-/// The cluster CA's certificate in the state directory.
-pub const CA_FILE: &str = shardsched_proto::ca::CA_CERT_FILE;
+/// The shard's certificate, its private key and the cluster CA's certificate, in its state
+/// directory.
+pub use shardsched_proto::state_dir::{CA_CERT_FILE as CA_FILE, CERT_FILE, KEY_FILE};
 
 /// What `shardsched shard` is told on its command line.
 #[derive(Clone, Debug, PartialEq)]

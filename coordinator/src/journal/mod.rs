@@ -33,7 +33,7 @@ use records::{
 };
 
 /// The journal's file name in the state directory.
-pub const JOURNAL_FILE: &str = shardsched_journal::JOURNAL_FILE;
+pub use shardsched_proto::state_dir::JOURNAL_FILE;
 /// The state file of earlier versions, imported once.
 pub const LEGACY_STATE_FILE: &str = "coordinator-state.toml";
 /// What the legacy state file is renamed to once imported.

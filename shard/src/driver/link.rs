@@ -9,6 +9,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
+use shardsched_proto::backoff::Backoff;
 use shardsched_proto::identity::COORDINATOR_NAME;
 use shardsched_proto::msg::shard_coord::{self, Assignment, Register, ShardStatus};
 use shardsched_proto::msg::{QueueConfig, RefusalCode};
@@ -126,7 +127,7 @@ impl<'a> Link<'a> {
     async fn register_with_retry(&self) -> Result<(Session, Assignment), DriverError> {
         let addr = self.options.coordinator;
         let started = Instant::now();
-        let mut backoff = RECONNECT_BACKOFF_MIN;
+        let mut backoff = Backoff::new(RECONNECT_BACKOFF_MIN, RECONNECT_BACKOFF_MAX);
         loop {
             let last = match register_once(self.endpoint, addr, &self.register).await {
                 Ok(registered) => return Ok(registered),
@@ -140,9 +141,8 @@ impl<'a> Link<'a> {
                     last,
                 });
             }
-            tracing::info!(coordinator = %addr, error = %last, retry_in_ms = backoff.as_millis() as u64, "coordinator not reached");
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(RECONNECT_BACKOFF_MAX);
+            tracing::info!(coordinator = %addr, error = %last, retry_in_ms = backoff.peek().as_millis() as u64, "coordinator not reached");
+            tokio::time::sleep(backoff.next_wait()).await;
         }
     }
 }
@@ -256,16 +256,6 @@ fn needs_restart(running: &QueueConfig, new: &QueueConfig) -> bool {
     fixed(running) != fixed(new)
 }
 
-/// How long to wait before the next attempt after `failures` failed ones.
-#[cfg(test)]
-fn backoff_after(failures: u32) -> std::time::Duration {
-    let mut backoff = RECONNECT_BACKOFF_MIN;
-    for _ in 0..failures {
-        backoff = (backoff * 2).min(RECONNECT_BACKOFF_MAX);
-    }
-    backoff
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -300,12 +290,5 @@ mod tests {
             ..running.clone()
         };
         assert!(needs_restart(&running, &definition));
-    }
-
-    #[test]
-    fn backoff_is_bounded() {
-        assert_eq!(backoff_after(0), RECONNECT_BACKOFF_MIN);
-        assert_eq!(backoff_after(1), RECONNECT_BACKOFF_MIN * 2);
-        assert_eq!(backoff_after(60), RECONNECT_BACKOFF_MAX);
     }
 }
