@@ -30,12 +30,18 @@ mod exec;
 #[cfg(test)]
 mod exec_tests;
 mod flags;
+#[cfg(test)]
+mod flags_tests;
 mod invariants;
 mod moving;
+#[cfg(test)]
+mod moving_restore_tests;
 #[cfg(test)]
 mod moving_tests;
 mod parts;
 mod placement;
+#[cfg(test)]
+mod queue_tests;
 mod restore;
 mod status;
 mod submit;

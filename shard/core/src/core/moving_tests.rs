@@ -1,44 +1,42 @@
-//! Unit tests of node moves, drains and dry runs in the core.
+//! Unit tests of node moves, drains and dry runs in the core (moves across a restart are
+//! in `moving_restore_tests.rs`, which shares this file's helpers).
 
 use std::collections::BTreeMap;
 
 use shardsched_wire::msg::coord_shard::{
     Acquire, CancelJobs, FreeAt, Incoming, IncomingNode, Reclaim, Release, Response, Withdraw,
 };
-use shardsched_wire::msg::shard_coord::{Assignment, Released};
-use shardsched_wire::msg::{
-    ClusterDescription, ClusterFormat, Generation, JobState, MoveId, NodeFlags, NodeGen, NodeState,
-    QueueConfig,
-};
+use shardsched_wire::msg::shard_coord::Released;
+use shardsched_wire::msg::{Generation, JobState, MoveId, NodeFlags, NodeGen, NodeState};
 
 use super::tests::{NOW, core_with, jobspec, submit};
 use super::{CoreOptions, ShardCore, TransitionKind};
 use crate::job::Reason;
-use crate::journal::{self, HoldingRecord, JournalRecord, MemJournal};
+use crate::journal::{HoldingRecord, JournalRecord};
 use crate::nodes::Flag;
 
-fn journaling() -> CoreOptions {
+pub(super) fn journaling() -> CoreOptions {
     CoreOptions {
         journal: true,
         ..CoreOptions::default()
     }
 }
 
-fn ng(node: &str, generation: u64) -> NodeGen {
+pub(super) fn ng(node: &str, generation: u64) -> NodeGen {
     NodeGen {
         node: node.into(),
         generation: Generation(generation),
     }
 }
 
-fn release(move_id: u64, nodes: &[&str], generation: u64) -> Release {
+pub(super) fn release(move_id: u64, nodes: &[&str], generation: u64) -> Release {
     Release {
         move_id: MoveId(move_id),
         nodes: nodes.iter().map(|n| ng(n, generation)).collect(),
     }
 }
 
-fn acquire(move_id: u64, nodes: &[&str], generation: u64) -> Acquire {
+pub(super) fn acquire(move_id: u64, nodes: &[&str], generation: u64) -> Acquire {
     Acquire {
         move_id: MoveId(move_id),
         nodes: nodes.iter().map(|n| ng(n, generation)).collect(),
@@ -46,7 +44,7 @@ fn acquire(move_id: u64, nodes: &[&str], generation: u64) -> Acquire {
     }
 }
 
-fn incoming(move_id: u64, node: &str, generation: u64, free: Option<u64>) -> Incoming {
+pub(super) fn incoming(move_id: u64, node: &str, generation: u64, free: Option<u64>) -> Incoming {
     Incoming {
         move_id: MoveId(move_id),
         nodes: vec![IncomingNode {
@@ -56,7 +54,11 @@ fn incoming(move_id: u64, node: &str, generation: u64, free: Option<u64>) -> Inc
     }
 }
 
-fn one_node_job(core: &mut ShardCore, key: u8, duration_s: u64) -> shardsched_wire::Fluid {
+pub(super) fn one_node_job(
+    core: &mut ShardCore,
+    key: u8,
+    duration_s: u64,
+) -> shardsched_wire::Fluid {
     core.handle_submit(
         NOW,
         "alice",
@@ -66,11 +68,11 @@ fn one_node_job(core: &mut ShardCore, key: u8, duration_s: u64) -> shardsched_wi
     .id
 }
 
-fn state(core: &ShardCore, id: shardsched_wire::Fluid) -> JobState {
+pub(super) fn state(core: &ShardCore, id: shardsched_wire::Fluid) -> JobState {
     core.job(id).expect("job").state
 }
 
-fn node_state(core: &ShardCore, node: &str) -> Option<NodeState> {
+pub(super) fn node_state(core: &ShardCore, node: &str) -> Option<NodeState> {
     core.status(NOW)
         .nodes
         .into_iter()
@@ -392,172 +394,4 @@ fn a_dry_run_says_when_nodes_would_be_free_and_which_jobs_would_be_stranded() {
     assert_eq!(report.stranded, vec![wide]);
     assert!(core.owned().contains_key("n0"), "a dry run changes nothing");
     assert!(core.dry_run_release(&["n7".into()]).is_err());
-}
-
-/// What a journal holding `records` reads back.
-fn journaled(records: &[JournalRecord]) -> journal::Restored {
-    let mut journal = MemJournal::default();
-    journal.commit(records);
-    journal.restored().expect("no orphan")
-}
-
-fn assignment(owned: Vec<NodeGen>, incoming: Vec<(MoveId, IncomingNode)>) -> Assignment {
-    Assignment {
-        generator_id: 5,
-        cluster: ClusterDescription {
-            format: ClusterFormat::Spec,
-            text: "name = \"c\"\n[[nodes]]\nhosts = \"n[0-3]\"\ncores_per_socket = 4\n".into(),
-            load_allowlist: Vec::new(),
-        },
-        queue: QueueConfig {
-            name: "batch".into(),
-            queue_policy: "easy".into(),
-            match_policy: "lonode".into(),
-            queue_depth: 32,
-            reservation_depth: 1,
-            default_duration_ms: 60_000,
-            max_duration_ms: 3_600_000,
-            definition: vec!["n0".into(), "n1".into()],
-            enabled: true,
-            started: true,
-        },
-        owned,
-        incoming,
-        flags: BTreeMap::new(),
-    }
-}
-
-#[test]
-fn a_donor_restarted_mid_move_keeps_the_node_outgoing_and_releases_it_when_its_job_ends() {
-    let first = assignment(vec![ng("n0", 1), ng("n1", 1)], Vec::new());
-    let mut core = ShardCore::new(&first, journaling()).expect("core");
-    let job = one_node_job(&mut core, 1, 10);
-    core.tick(NOW).expect("tick");
-    core.handle_release(NOW + 1, &release(1, &["n0"], 2));
-    core.tick(NOW + 1).expect("tick");
-    let mut records = core.take_journal();
-    records.extend(core.take_journal());
-    let restored = journaled(&records);
-
-    // The coordinator's answer no longer lists n0 (it is the recipient's now).
-    let again = assignment(vec![ng("n1", 1)], Vec::new());
-    let (mut core, summary) =
-        ShardCore::restored(&again, journaling(), NOW + 2, &restored).expect("restored");
-    assert_eq!(summary.running, 1);
-    assert_eq!(node_state(&core, "n0"), Some(NodeState::Outgoing));
-    assert!(!core.owned().contains_key("n0"));
-    assert!(core.owned().contains_key("n1"));
-    let log = core.take_transitions();
-    assert!(
-        log.iter()
-            .all(|t| !(t.node == "n0" && t.kind == TransitionKind::Up)),
-        "{log:?}"
-    );
-    assert!(
-        core.held()
-            .iter()
-            .any(|h| h.node.node == "n0" && h.allocated)
-    );
-    core.tick(NOW + 10_000).expect("tick");
-    assert_eq!(state(&core, job), JobState::Completed);
-    assert_eq!(
-        core.take_released(),
-        vec![Released {
-            move_id: MoveId(1),
-            nodes: vec![ng("n0", 2)]
-        }]
-    );
-}
-
-#[test]
-fn a_recipient_restarted_mid_move_brings_nothing_up_before_the_acquire() {
-    let first = assignment(vec![ng("n0", 1)], Vec::new());
-    let mut core = ShardCore::new(&first, journaling()).expect("core");
-    core.handle_incoming(NOW, &incoming(3, "n1", 2, Some(NOW + 20_000)));
-    let restored = journaled(&core.take_journal());
-    let coming = vec![(
-        MoveId(3),
-        IncomingNode {
-            node: ng("n1", 2),
-            expected_free_ms: Some(NOW + 20_000),
-        },
-    )];
-    let again = assignment(vec![ng("n0", 1)], coming);
-    let (mut core, _) =
-        ShardCore::restored(&again, journaling(), NOW + 1, &restored).expect("restored");
-    assert_eq!(node_state(&core, "n1"), Some(NodeState::Incoming));
-    assert!(!core.owned().contains_key("n1"));
-    let wide = core
-        .handle_submit(NOW + 1, "alice", &submit(1, jobspec(Some(2), None, 10)))
-        .expect("accepted")
-        .id;
-    core.tick(NOW + 1).expect("tick");
-    assert_eq!(state(&core, wide), JobState::Pending);
-    core.handle_acquire(NOW + 2, &acquire(3, &["n1"], 2));
-    core.tick(NOW + 2).expect("tick");
-    assert_eq!(state(&core, wide), JobState::Running);
-}
-
-#[test]
-fn assignment_flags_are_the_intent_for_every_listed_node_both_ways() {
-    let mut core = core_with(
-        &["n0", "n1", "n2"],
-        &["n0", "n1", "n2"],
-        CoreOptions::default(),
-    );
-    core.set_node_flag(NOW, &["n1".into()], Flag::Drained, Some("mine"))
-        .expect("drain");
-    core.set_node_flag(NOW, &["n2".into()], Flag::Drained, Some("not listed"))
-        .expect("drain");
-    let mut flags = BTreeMap::new();
-    flags.insert(
-        "n0".to_owned(),
-        NodeFlags {
-            down: Some("coordinator says".into()),
-            drained: None,
-        },
-    );
-    // n1's drain was cleared while the shard was away: the assignment does not name it.
-    core.apply_assignment(&[ng("n0", 1), ng("n1", 1)], &[], Some(&flags));
-    assert_eq!(
-        core.down_nodes().get("n0").map(String::as_str),
-        Some("coordinator says")
-    );
-    assert_eq!(core.drained_nodes().get("n1"), None, "cleared: not named");
-    assert_eq!(node_state(&core, "n0"), Some(NodeState::Down));
-    assert_eq!(node_state(&core, "n1"), Some(NodeState::Up));
-    assert_eq!(
-        core.drained_nodes().get("n2").map(String::as_str),
-        Some("not listed"),
-        "a node the assignment does not list keeps its flags"
-    );
-}
-
-/// The flags an `Acquire` brings replace the node's own, in the journal too: its last
-/// record of the node is the entry as the node table has it (once, the entry the move step
-/// produced was journaled after the flags changed it, and a restart brought back a flag
-/// the coordinator had cleared).
-#[test]
-fn an_acquired_nodes_journal_record_has_the_coordinators_flags() {
-    let mut core = core_with(&["n0", "n1"], &["n0"], journaling());
-    core.set_node_flag(NOW, &["n1".into()], Flag::Down, Some("psu"))
-        .expect("down");
-    let mut records = core.take_journal();
-    core.handle_acquire(NOW + 1, &acquire(1, &["n1"], 2));
-    records.extend(core.take_journal());
-    assert_eq!(
-        core.down_nodes().get("n1"),
-        None,
-        "cleared by the coordinator"
-    );
-    let restored = journaled(&records);
-    let (_, n1) = restored
-        .nodes
-        .iter()
-        .find(|(n, _)| n == "n1")
-        .expect("n1 journaled");
-    assert_eq!(
-        (n1.holding.clone(), n1.down.clone()),
-        (HoldingRecord::Owned, None)
-    );
 }
