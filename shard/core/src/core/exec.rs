@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
-use shardsched_qmanager::JobRequest;
+use shardsched_qmanager::{JobRequest, JobView};
 use shardsched_wire::msg::{JobId, JobState};
 
 use super::{MS_PER_S, ShardCore};
@@ -237,6 +237,11 @@ impl ShardCore {
         if let Some(reason) = self.drain(Some(id.0)) {
             let text = format!("{why}; denied when requeued: {reason}");
             self.ended(id, JobState::Failed, Reason::Text(text));
+        } else {
+            debug_assert!(
+                matches!(self.qm.job(id.0), Some(JobView::Pending { .. })),
+                "{id}: requeued but the queue manager does not have it pending"
+            );
         }
         tracing::info!(queue = %self.queue, job = %id, %why, "requeued");
     }

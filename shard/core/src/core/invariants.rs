@@ -3,9 +3,10 @@
 //! after every event, in release builds too. Each transition also `debug_assert!`s the part
 //! it touched (cheaply, so that every test checks it for free): a node's generation never
 //! goes back (`NodeTable::update`), the queue manager's availability of a node is the node
-//! table's (`refresh_node`), a job starts only on nodes up here and unflagged (`started`),
-//! a job the table has pending, running or ended is so in the queue manager (`admit`,
-//! `mark_running`, `ended`), and the live counts agree after every tick.
+//! table's (`refresh_node`; so no outgoing node is up), a job starts only on nodes up here
+//! and unflagged (`started`), a job the table has pending, running or ended is so in the
+//! queue manager (`admit`, `mark_running`, `requeue`, `ended`), the live counts agree after
+//! every tick, and a restored core passes the whole check.
 //!
 //! What is *not* an invariant: that every running job is on a node this shard holds. A
 //! re-registration's assignment may take an owned node that still runs jobs (the
@@ -20,6 +21,7 @@ use shardsched_wire::msg::{JobId, JobState};
 
 use super::ShardCore;
 use super::exec::CoreExecutor;
+use crate::nodes::Holding;
 
 /// An invariant that does not hold, in words.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -46,6 +48,13 @@ impl ShardCore {
         let graph = &self.qm.matcher().graph;
         for (name, &v) in &self.cluster.vertices {
             let available = graph.status(v) == Status::Up;
+            let outgoing = self
+                .nodes
+                .get(name)
+                .is_some_and(|e| matches!(e.holding, Holding::Outgoing { .. }));
+            if outgoing && (available || self.nodes.is_up(name)) {
+                return broken(format!("{name} is outgoing but up"));
+            }
             if available != self.placed_up(name) {
                 let entry = self.nodes.entry(name);
                 return broken(format!(
@@ -161,5 +170,61 @@ impl ShardCore {
             )));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use shardsched_wire::msg::coord_shard::Release;
+    use shardsched_wire::msg::{Generation, MoveId, NodeGen};
+
+    use super::super::CoreOptions;
+    use super::super::tests::{NOW, core_with, jobspec, submit};
+
+    /// The check is only worth its calls if it sees a broken core: each part it compares,
+    /// put out of step by hand, is reported.
+    #[test]
+    fn a_core_put_out_of_step_by_hand_is_reported() {
+        let mut core = core_with(&["n0", "n1"], &["n0", "n1"], CoreOptions::default());
+        let job = |core: &mut super::ShardCore, key| {
+            core.handle_submit(NOW, "alice", &submit(key, jobspec(Some(1), None, 60)))
+                .expect("accepted")
+                .id
+        };
+        job(&mut core, 1);
+        job(&mut core, 2);
+        core.tick(NOW).expect("tick");
+        // n1 still runs a job: it stays outgoing.
+        let release = Release {
+            move_id: MoveId(1),
+            nodes: vec![NodeGen {
+                node: "n1".into(),
+                generation: Generation(2),
+            }],
+        };
+        core.handle_release(NOW, &release);
+        let id = job(&mut core, 3);
+        core.tick(NOW).expect("tick");
+        assert_eq!(core.invariants(), Ok(()));
+
+        let n1 = core.cluster.vertices["n1"];
+        core.qm.set_availability(n1, true).expect("availability");
+        let broken = core.invariants().expect_err("outgoing but available");
+        assert!(broken.0.contains("n1 is outgoing but up"), "{broken}");
+        core.qm.set_availability(n1, false).expect("availability");
+        assert_eq!(core.invariants(), Ok(()));
+
+        core.jobs.pending.remove(&id);
+        let broken = core
+            .invariants()
+            .expect_err("a pending job the live set lacks");
+        assert!(broken.0.contains(&id.to_string()), "{broken}");
+        core.jobs.pending.insert(id);
+
+        *core.jobs.per_node.entry("n0".into()).or_default() += 1;
+        let broken = core
+            .invariants()
+            .expect_err("a count with no job behind it");
+        assert!(broken.0.contains("running jobs per node"), "{broken}");
     }
 }

@@ -121,6 +121,7 @@ impl ShardCore {
             core.refresh_node(&name, "restart");
         }
         core.settle_all_outgoing();
+        debug_assert_eq!(core.invariants(), Ok(()), "after a restore");
         Ok((core, summary))
     }
 
