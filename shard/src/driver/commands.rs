@@ -16,57 +16,23 @@ use crate::nodes::Flag;
 /// A request for the core task.
 #[derive(Debug)]
 pub(crate) enum Command {
-    /// A client submits; `owner` is its certificate name.
-    Submit {
-        owner: String,
-        submit: client_shard::Submit,
-        reply: oneshot::Sender<Reply<client_shard::Response>>,
-    },
-    /// A client cancels.
-    Cancel {
+    /// A client's request that changes the core (submit, cancel; reads are answered from
+    /// the snapshot and never come here). `peer` is who asks, from its certificate.
+    Client {
         peer: Peer,
-        ids: Vec<JobId>,
+        request: client_shard::Request,
         reply: oneshot::Sender<Reply<client_shard::Response>>,
     },
-    /// The coordinator enables/disables or starts/stops the queue.
-    SetQueueState {
-        enabled: bool,
-        started: bool,
-        reply: oneshot::Sender<Reply<coord_shard::Response>>,
-    },
-    /// The coordinator removes the queue: disable it if it holds no job.
-    DisableIfIdle {
+    /// A coordinator's request the core answers: queue state, removal, node flags, dry
+    /// runs, move commands.
+    Coordinator {
+        request: coord_shard::Request,
         reply: oneshot::Sender<Reply<coord_shard::Response>>,
     },
     /// A re-registration's answer: apply queue state, ownership and generator id.
     Reassigned(Box<Assignment>),
     /// What to tell the coordinator when re-registering.
     Held(oneshot::Sender<(Vec<HeldNode>, Option<JobId>)>),
-    /// The coordinator marks nodes down or up.
-    SetNodeState {
-        nodes: Vec<String>,
-        down: bool,
-        reason: String,
-        reply: oneshot::Sender<Reply<coord_shard::Response>>,
-    },
-    /// A move command from the coordinator (Release, Incoming, Acquire, Reclaim,
-    /// Withdraw, CancelJobs).
-    Move {
-        request: coord_shard::Request,
-        reply: oneshot::Sender<Reply<coord_shard::Response>>,
-    },
-    /// The coordinator drains or undrains nodes.
-    SetNodeDrain {
-        nodes: Vec<String>,
-        drained: bool,
-        reason: String,
-        reply: oneshot::Sender<Reply<coord_shard::Response>>,
-    },
-    /// What releasing these nodes would do (changes nothing).
-    DryRunRelease {
-        nodes: Vec<String>,
-        reply: oneshot::Sender<Reply<coord_shard::Response>>,
-    },
     /// Exec executor: a job's processes are gone.
     JobEnded { id: JobId, end: JobEnd },
     /// Finish the current batch and stop.
@@ -79,16 +45,12 @@ pub(crate) enum Answer {
         oneshot::Sender<Reply<client_shard::Response>>,
         Reply<client_shard::Response>,
     ),
+    /// With a move command's step: the failpoint `shard.<step>.before_answer` is hit once
+    /// the answer is durable, just before it is sent.
     Coordinator(
         oneshot::Sender<Reply<coord_shard::Response>>,
         Reply<coord_shard::Response>,
-    ),
-    /// A move command's answer, with its step: the failpoint `shard.<step>.before_answer`
-    /// is hit once it is durable, just before it is sent.
-    Move(
-        oneshot::Sender<Reply<coord_shard::Response>>,
-        Reply<coord_shard::Response>,
-        &'static str,
+        Option<&'static str>,
     ),
 }
 
@@ -100,80 +62,14 @@ pub(crate) fn handle(
     answers: &mut Vec<Answer>,
 ) -> bool {
     match command {
-        Command::Submit {
-            owner,
-            submit,
+        Command::Client {
+            peer,
+            request,
             reply,
-        } => {
-            let result = core.handle_submit(now, &owner, &submit).map(|s| {
-                client_shard::Response::Submitted {
-                    id: s.id,
-                    duplicate: s.duplicate,
-                }
-            });
-            answers.push(Answer::Client(reply, result));
-        }
-        Command::Cancel { peer, ids, reply } => {
-            let outcomes = core.handle_cancel(now, &peer, &ids);
-            answers.push(Answer::Client(
-                reply,
-                Ok(client_shard::Response::Cancelled(outcomes)),
-            ));
-        }
-        Command::SetQueueState {
-            enabled,
-            started,
-            reply,
-        } => {
-            core.set_queue_state(enabled, started);
-            answers.push(Answer::Coordinator(
-                reply,
-                Ok(coord_shard::Response::Ack { stale: Vec::new() }),
-            ));
-        }
-        Command::DisableIfIdle { reply } => {
-            let result = core
-                .disable_if_idle()
-                .map(|()| coord_shard::Response::Ack { stale: Vec::new() });
-            answers.push(Answer::Coordinator(reply, result));
-        }
-        Command::SetNodeState {
-            nodes,
-            down,
-            reason,
-            reply,
-        } => {
-            let result = core
-                .set_node_flag(now, &nodes, Flag::Down, down.then_some(reason.as_str()))
-                .map(|()| coord_shard::Response::Ack { stale: Vec::new() });
-            answers.push(Answer::Coordinator(reply, result));
-        }
-        Command::Move { request, reply } => {
-            let (result, step) = handle_move(core, now, &request);
-            answers.push(Answer::Move(reply, result, step));
-        }
-        Command::SetNodeDrain {
-            nodes,
-            drained,
-            reason,
-            reply,
-        } => {
-            failpoint::hit("shard.drain.before_apply");
-            let result = core
-                .set_node_flag(
-                    now,
-                    &nodes,
-                    Flag::Drained,
-                    drained.then_some(reason.as_str()),
-                )
-                .map(|()| coord_shard::Response::Ack { stale: Vec::new() });
-            answers.push(Answer::Coordinator(reply, result));
-        }
-        Command::DryRunRelease { nodes, reply } => {
-            let result = core
-                .dry_run_release(&nodes)
-                .map(coord_shard::Response::DryRun);
-            answers.push(Answer::Coordinator(reply, result));
+        } => answers.push(Answer::Client(reply, client(core, now, &peer, request))),
+        Command::Coordinator { request, reply } => {
+            let (result, step) = coordinator(core, now, &request);
+            answers.push(Answer::Coordinator(reply, result, step));
         }
         Command::JobEnded { id, end } => core.handle_job_ended(now, id, &end),
         Command::Reassigned(assignment) => reassigned(core, &assignment),
@@ -185,38 +81,95 @@ pub(crate) fn handle(
     false
 }
 
-/// Applies one move command; returns the answer and its step (`release`, …, `move` for a
-/// request that is not one), whose failpoint `shard.<step>.before_answer` is hit once the
-/// answer is durable, just before it is sent. `shard.<step>.before_apply` is hit first,
-/// before anything changes.
-fn handle_move(
+/// One client request, one core call.
+fn client(
+    core: &mut ShardCore,
+    now: u64,
+    peer: &Peer,
+    request: client_shard::Request,
+) -> Reply<client_shard::Response> {
+    use client_shard::{Request, Response};
+    match request {
+        Request::Submit(submit) => {
+            core.handle_submit(now, &peer.name, &submit)
+                .map(|s| Response::Submitted {
+                    id: s.id,
+                    duplicate: s.duplicate,
+                })
+        }
+        Request::Cancel { ids } => Ok(Response::Cancelled(core.handle_cancel(now, peer, &ids))),
+        Request::Jobs(_) | Request::JobInfo { .. } => Err(answered_by_the_driver(request.kind())),
+    }
+}
+
+/// One coordinator request, one core call; a move command also returns its step (see
+/// [`Answer::Coordinator`]).
+fn coordinator(
     core: &mut ShardCore,
     now: u64,
     request: &coord_shard::Request,
-) -> (Reply<coord_shard::Response>, &'static str) {
-    use coord_shard::Request;
-    let (step, response) = match request {
-        Request::Release(r) => applied("release", || core.handle_release(now, r)),
-        Request::Incoming(r) => applied("incoming", || core.handle_incoming(now, r)),
-        Request::Acquire(r) => applied("acquire", || core.handle_acquire(now, r)),
-        Request::Reclaim(r) => applied("reclaim", || core.handle_reclaim(now, r)),
-        Request::Withdraw(r) => applied("withdraw", || core.handle_withdraw(now, r)),
-        Request::CancelJobs(r) => applied("cancel_jobs", || core.handle_cancel_jobs(now, r)),
-        other => {
-            let refusal = Refusal::new(
-                RefusalCode::Invalid,
-                format!("{} is not a move command", other.kind()),
-            );
-            return (Err(refusal), "move");
+) -> (Reply<coord_shard::Response>, Option<&'static str>) {
+    use coord_shard::{Request, Response};
+    let ack = |()| Response::Ack { stale: Vec::new() };
+    let result = match request {
+        Request::SetQueueState { enabled, started } => {
+            core.set_queue_state(*enabled, *started);
+            Ok(ack(()))
         }
+        Request::DisableIfIdle => core.disable_if_idle().map(ack),
+        Request::SetNodeState {
+            nodes,
+            down,
+            reason,
+        } => core
+            .set_node_flag(now, nodes, Flag::Down, down.then_some(reason.as_str()))
+            .map(ack),
+        Request::SetNodeDrain {
+            nodes,
+            drained,
+            reason,
+        } => {
+            failpoint::hit("shard.drain.before_apply");
+            core.set_node_flag(
+                now,
+                nodes,
+                Flag::Drained,
+                drained.then_some(reason.as_str()),
+            )
+            .map(ack)
+        }
+        Request::DryRunRelease { nodes } => core.dry_run_release(nodes).map(Response::DryRun),
+        Request::Release(r) => return step("release", || core.handle_release(now, r)),
+        Request::Incoming(r) => return step("incoming", || core.handle_incoming(now, r)),
+        Request::Acquire(r) => return step("acquire", || core.handle_acquire(now, r)),
+        Request::Reclaim(r) => return step("reclaim", || core.handle_reclaim(now, r)),
+        Request::Withdraw(r) => return step("withdraw", || core.handle_withdraw(now, r)),
+        Request::CancelJobs(r) => {
+            return step("cancel_jobs", || core.handle_cancel_jobs(now, r));
+        }
+        Request::Reconfigure(_) | Request::Jobs(_) => Err(answered_by_the_driver(request.kind())),
     };
-    (Ok(response), step)
+    (result, None)
 }
 
-/// Hits `shard.<step>.before_apply`, then applies the step.
-fn applied<T>(step: &'static str, apply: impl FnOnce() -> T) -> (&'static str, T) {
+/// The refusal for a request the driver answers itself (reads from the snapshot, a
+/// reconfiguration's restart), should one reach the core task.
+fn answered_by_the_driver(kind: &str) -> Refusal {
+    Refusal::new(
+        RefusalCode::Internal,
+        format!("{kind} is answered by the driver, not by the core task"),
+    )
+}
+
+/// A move command's step: hits `shard.<step>.before_apply` before anything changes, then
+/// applies it; `shard.<step>.before_answer` is hit once the answer is durable, just before
+/// it is sent (see [`Answer::Coordinator`]).
+fn step(
+    step: &'static str,
+    apply: impl FnOnce() -> coord_shard::Response,
+) -> (Reply<coord_shard::Response>, Option<&'static str>) {
     failpoint::hit(format_args!("shard.{step}.before_apply"));
-    (step, apply())
+    (Ok(apply()), Some(step))
 }
 
 /// Applies what a re-registration handed back. The cluster and the queue's policies are

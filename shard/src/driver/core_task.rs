@@ -257,9 +257,10 @@ async fn publish(
             // A client that gave up waiting is not an error.
             let _ = match answer {
                 Answer::Client(to, reply) => to.send(reply).is_ok(),
-                Answer::Coordinator(to, reply) => to.send(reply).is_ok(),
-                Answer::Move(to, reply, step) => {
-                    failpoint::hit(format_args!("shard.{step}.before_answer"));
+                Answer::Coordinator(to, reply, step) => {
+                    if let Some(step) = step {
+                        failpoint::hit(format_args!("shard.{step}.before_answer"));
+                    }
                     to.send(reply).is_ok()
                 }
             };
