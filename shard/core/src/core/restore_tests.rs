@@ -1,5 +1,5 @@
 //! Unit tests of the core's journal records, retention, and restore refusals (the
-//! property test in tests/props.rs restarts the core at random points).
+//! property test in shard/tests/props/ restarts the core at random points).
 
 use super::tests::{NOW, core_with, jobspec, submit};
 use super::{CoreOptions, ShardCore};
