@@ -18,6 +18,8 @@
 //! the expectations below. A test failing here without such a change means the build no
 //! longer reads journals it wrote: that is the bug.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -28,7 +30,6 @@ use shardsched_proto::msg::coord_shard::{Incoming, IncomingNode, Release};
 use shardsched_proto::msg::shard_coord::Assignment;
 use shardsched_proto::msg::{
     ClusterDescription, ClusterFormat, Generation, JobState, MoveId, NodeFlags, NodeGen, NodeState,
-    QueueConfig,
 };
 use shardsched_proto::{Fluid, Peer, Role};
 use shardsched_shard::journal::{
@@ -56,21 +57,6 @@ fn copy_of(name: &str) -> (tempfile::TempDir, PathBuf) {
     (dir, path)
 }
 
-fn queue() -> QueueConfig {
-    QueueConfig {
-        name: "batch".into(),
-        queue_policy: "easy".into(),
-        match_policy: "lonode".into(),
-        queue_depth: 32,
-        reservation_depth: 1,
-        default_duration_ms: 60_000,
-        max_duration_ms: 3_600_000,
-        definition: vec!["n0".into(), "n1".into(), "n2".into(), "n3".into()],
-        enabled: true,
-        started: true,
-    }
-}
-
 fn ng(node: &str, generation: u64) -> NodeGen {
     NodeGen {
         node: node.into(),
@@ -92,7 +78,7 @@ fn assignment(
             text: CLUSTER.into(),
             load_allowlist: Vec::new(),
         },
-        queue: queue(),
+        queue: common::queue(&["n0", "n1", "n2", "n3"]),
         owned,
         incoming,
         flags,

@@ -9,15 +9,9 @@ use shardsched_wire::msg::client_shard::{CancelResult, IdempotencyKey, Submit};
 use shardsched_wire::msg::{Generation, JobId, JobState, NodeGen, QueueConfig};
 use shardsched_wire::{Peer, Role};
 
+use super::tests::{self, NOW};
 use super::{CoreExecutor, CoreOptions, ExecAction, ShardCore};
 use crate::exec::{EndCause, JobEnd};
-
-/// Some time in 2027, ms.
-pub(super) const NOW: u64 = 1_800_000_000_000;
-
-/// n0..n3, one socket of 4 cores each.
-pub(super) const CLUSTER: &str =
-    "name = \"c\"\n[[nodes]]\nhosts = \"n[0-3]\"\ncores_per_socket = 4\n";
 
 pub(super) fn core(executor: CoreExecutor) -> ShardCore {
     core_with(CoreOptions {
@@ -29,35 +23,18 @@ pub(super) fn core(executor: CoreExecutor) -> ShardCore {
 /// The queue: fcfs over n0 and n1.
 pub(super) fn config() -> QueueConfig {
     QueueConfig {
-        name: "batch".into(),
         queue_policy: "fcfs".into(),
-        match_policy: "lonode".into(),
-        queue_depth: 32,
-        reservation_depth: 1,
-        default_duration_ms: 60_000,
-        max_duration_ms: 3_600_000,
-        definition: vec!["n0".into(), "n1".into()],
-        enabled: true,
-        started: true,
+        ..tests::config(&["n0", "n1"])
     }
 }
 
 /// n0 and n1 at generation 1.
 pub(super) fn owned() -> Vec<NodeGen> {
-    ["n0", "n1"]
-        .iter()
-        .map(|n| NodeGen {
-            node: n.to_string(),
-            generation: Generation(1),
-        })
-        .collect()
+    tests::owned(&["n0", "n1"])
 }
 
 pub(super) fn core_with(options: CoreOptions) -> ShardCore {
-    let graph = shardsched_resource::read_cluster_spec(CLUSTER).expect("cluster");
-    let graph = shardsched_resource::keep_types(&graph, shardsched_resource::SCHEDULER_TYPES)
-        .expect("graph");
-    ShardCore::with_graph(graph, &config(), 5, &owned(), options).expect("core")
+    tests::core_for(&config(), &["n0", "n1"], options)
 }
 
 pub(super) fn exec_core() -> ShardCore {

@@ -6,13 +6,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use shardsched_wire::msg::shard_coord::Assignment;
-use shardsched_wire::msg::{
-    ClusterDescription, ClusterFormat, Generation, JobId, JobState, NodeFlags, NodeGen, NodeState,
-};
+use shardsched_wire::msg::{Generation, JobId, JobState, NodeFlags, NodeGen, NodeState};
 
-use super::exec_tests::{
-    CLUSTER, NOW, config, core, core_with, exec_core, killed, owned, reason, state, submit,
-};
+use super::exec_tests::{config, core, core_with, exec_core, killed, owned, reason, state, submit};
+use super::tests::{self, NOW};
 use super::{CoreExecutor, CoreOptions, ExecAction, ShardCore};
 use crate::exec::EndCause;
 use crate::journal::{JournalRecord, MemJournal};
@@ -24,13 +21,7 @@ fn a_node_down_under_a_running_job_fails_it_and_leaves_scheduling() {
     let job = submit(&mut core, 1, 600, false);
     core.tick(NOW).expect("tick");
     let node = core.job(job).expect("job").nodes[0].clone();
-    core.set_node_flag(
-        NOW + 1_000,
-        std::slice::from_ref(&node),
-        Flag::Down,
-        Some("fan broken"),
-    )
-    .expect("down");
+    mark_down(&mut core, NOW + 1_000, &node, Some("fan broken"));
     assert_eq!(state(&core, job), JobState::Failed);
     assert_eq!(
         reason(&core, job),
@@ -66,8 +57,7 @@ fn a_node_down_under_a_running_job_fails_it_and_leaves_scheduling() {
     core.set_owned(&owned).expect("owned");
     core.tick(NOW + 3_000).expect("tick");
     assert_eq!(state(&core, b), JobState::Pending);
-    core.set_node_flag(NOW + 4_000, std::slice::from_ref(&node), Flag::Down, None)
-        .expect("up");
+    mark_down(&mut core, NOW + 4_000, &node, None);
     core.tick(NOW + 4_000).expect("tick");
     assert_eq!(state(&core, b), JobState::Running);
     assert_eq!(core.job(b).expect("b").nodes, vec![node]);
@@ -84,13 +74,7 @@ fn a_node_down_requeues_a_job_that_allows_it() {
     let job = submit(&mut core, 1, 600, true);
     core.tick(NOW).expect("tick");
     let first = core.job(job).expect("job").nodes[0].clone();
-    core.set_node_flag(
-        NOW + 1_000,
-        std::slice::from_ref(&first),
-        Flag::Down,
-        Some(""),
-    )
-    .expect("down");
+    mark_down(&mut core, NOW + 1_000, &first, Some(""));
     // Requeued, keeping its id and submit time, and started again on the other node.
     assert!(
         core.job(job)
@@ -114,11 +98,8 @@ fn in_exec_mode_a_node_down_kills_first_then_fails_or_requeues() {
     let requeues = submit(&mut core, 2, 600, true);
     core.tick(NOW).expect("tick");
     core.take_exec_actions();
-    let nodes = ["n0".to_owned(), "n1".to_owned()];
-    core.set_node_flag(NOW + 1, &nodes[..1], Flag::Down, Some("psu"))
-        .expect("down n0");
-    core.set_node_flag(NOW + 1, &nodes[1..], Flag::Down, Some("psu"))
-        .expect("down n1");
+    mark_down(&mut core, NOW + 1, "n0", Some("psu"));
+    mark_down(&mut core, NOW + 1, "n1", Some("psu"));
     let kills: Vec<JobId> = core
         .take_exec_actions()
         .into_iter()
@@ -149,8 +130,7 @@ fn in_exec_mode_a_node_down_kills_first_then_fails_or_requeues() {
     // Both nodes down: it waits; one up: it runs again (a new launch).
     core.tick(NOW + 3).expect("tick");
     assert_eq!(state(&core, requeues), JobState::Pending);
-    core.set_node_flag(NOW + 4, &nodes[1..], Flag::Down, None)
-        .expect("up");
+    mark_down(&mut core, NOW + 4, "n1", None);
     core.tick(NOW + 4).expect("tick");
     assert_eq!(state(&core, requeues), JobState::Running);
     assert_eq!(core.take_exec_actions(), vec![ExecAction::Launch(requeues)]);
@@ -168,16 +148,8 @@ fn restarted(options: CoreOptions, journal: &MemJournal, node: &str) -> ShardCor
         },
     );
     let assignment = Assignment {
-        generator_id: 5,
-        cluster: ClusterDescription {
-            format: ClusterFormat::Spec,
-            text: CLUSTER.into(),
-            load_allowlist: Vec::new(),
-        },
-        queue: config(),
-        owned: owned(),
-        incoming: Vec::new(),
         flags,
+        ..tests::assignment(config(), owned(), Vec::new())
     };
     let restored = journal.restored().expect("no orphan");
     ShardCore::restored(&assignment, options, NOW + 2, &restored)
@@ -197,13 +169,7 @@ fn down_flags_and_requeues_are_journaled_and_down_flags_come_back() {
     core.tick(NOW).expect("tick");
     journal.commit(&core.take_journal());
     let node = core.job(job).expect("job").nodes[0].clone();
-    core.set_node_flag(
-        NOW + 1,
-        std::slice::from_ref(&node),
-        Flag::Down,
-        Some("psu"),
-    )
-    .expect("down");
+    mark_down(&mut core, NOW + 1, &node, Some("psu"));
     let records = core.take_journal();
     journal.commit(&records);
     assert!(
@@ -245,13 +211,7 @@ fn a_restart_kills_again_an_exec_job_left_running_on_a_down_node() {
     let job = submit(&mut core, 1, 600, false);
     core.tick(NOW).expect("tick");
     let node = core.job(job).expect("job").nodes[0].clone();
-    core.set_node_flag(
-        NOW + 1,
-        std::slice::from_ref(&node),
-        Flag::Down,
-        Some("psu"),
-    )
-    .expect("down");
+    mark_down(&mut core, NOW + 1, &node, Some("psu"));
     // The shard dies here: the kill may never have reached the supervisor.
     let mut journal = MemJournal::default();
     journal.commit(&core.take_journal());
@@ -264,4 +224,10 @@ fn a_restart_kills_again_an_exec_job_left_running_on_a_down_node() {
     again.handle_job_ended(NOW + 3, job, &killed(EndCause::Cancelled, "node went down"));
     assert_eq!(state(&again, job), JobState::Failed);
     assert!(reason(&again, job).contains("went down: psu"));
+}
+
+/// Marks `node` down at `at` with `reason`, or up again (`None`).
+fn mark_down(core: &mut ShardCore, at: u64, node: &str, reason: Option<&str>) {
+    core.set_node_flag(at, &[node.to_owned()], Flag::Down, reason)
+        .expect("a node of the cluster");
 }

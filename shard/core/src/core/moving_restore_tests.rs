@@ -6,14 +6,12 @@ use std::collections::BTreeMap;
 
 use shardsched_wire::msg::coord_shard::IncomingNode;
 use shardsched_wire::msg::shard_coord::{Assignment, Released};
-use shardsched_wire::msg::{
-    ClusterDescription, ClusterFormat, JobState, MoveId, NodeFlags, NodeGen, NodeState, QueueConfig,
-};
+use shardsched_wire::msg::{JobState, MoveId, NodeFlags, NodeGen, NodeState};
 
 use super::moving_tests::{
     acquire, incoming, journaling, ng, node_state, one_node_job, release, state,
 };
-use super::tests::{NOW, core_with, jobspec, submit};
+use super::tests::{self, NOW, core_with, jobspec, submit};
 use super::{CoreOptions, ShardCore, TransitionKind};
 use crate::journal::{self, HoldingRecord, JournalRecord, MemJournal};
 use crate::nodes::Flag;
@@ -25,30 +23,9 @@ fn journaled(records: &[JournalRecord]) -> journal::Restored {
     journal.restored().expect("no orphan")
 }
 
+/// The coordinator's answer: queue `batch` over n0 and n1.
 fn assignment(owned: Vec<NodeGen>, incoming: Vec<(MoveId, IncomingNode)>) -> Assignment {
-    Assignment {
-        generator_id: 5,
-        cluster: ClusterDescription {
-            format: ClusterFormat::Spec,
-            text: "name = \"c\"\n[[nodes]]\nhosts = \"n[0-3]\"\ncores_per_socket = 4\n".into(),
-            load_allowlist: Vec::new(),
-        },
-        queue: QueueConfig {
-            name: "batch".into(),
-            queue_policy: "easy".into(),
-            match_policy: "lonode".into(),
-            queue_depth: 32,
-            reservation_depth: 1,
-            default_duration_ms: 60_000,
-            max_duration_ms: 3_600_000,
-            definition: vec!["n0".into(), "n1".into()],
-            enabled: true,
-            started: true,
-        },
-        owned,
-        incoming,
-        flags: BTreeMap::new(),
-    }
+    tests::assignment(tests::config(&["n0", "n1"]), owned, incoming)
 }
 
 #[test]

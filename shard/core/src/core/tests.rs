@@ -2,9 +2,16 @@
 //! helpers here (a four-node cluster, jobspecs, submits) serve the other test files too;
 //! queue-wide behaviour (retention, queue state, job lists) is in `queue_tests.rs`.
 
+use std::collections::BTreeMap;
+
 use shardsched_jobspec::Shorthand;
 use shardsched_wire::msg::client_shard::{CancelResult, IdempotencyKey, Submit};
-use shardsched_wire::msg::{Generation, JobState, NodeGen, QueueConfig, RefusalCode};
+use shardsched_wire::msg::coord_shard::IncomingNode;
+use shardsched_wire::msg::shard_coord::Assignment;
+use shardsched_wire::msg::{
+    ClusterDescription, ClusterFormat, Generation, JobState, MoveId, NodeGen, QueueConfig,
+    RefusalCode,
+};
 use shardsched_wire::{Peer, Role};
 
 use super::{CoreOptions, ShardCore};
@@ -14,8 +21,10 @@ use crate::job::Reason;
 pub(super) const NOW: u64 = 1_800_000_000_000;
 
 /// n0..n3, one socket of 4 cores each.
-const CLUSTER: &str = "name = \"c\"\n[[nodes]]\nhosts = \"n[0-3]\"\ncores_per_socket = 4\n";
+pub(super) const CLUSTER: &str =
+    "name = \"c\"\n[[nodes]]\nhosts = \"n[0-3]\"\ncores_per_socket = 4\n";
 
+/// Queue `batch` over `definition`: easy, lonode, one reservation.
 pub(super) fn config(definition: &[&str]) -> QueueConfig {
     QueueConfig {
         name: "batch".into(),
@@ -42,10 +51,36 @@ pub(super) fn owned(nodes: &[&str]) -> Vec<NodeGen> {
 }
 
 pub(super) fn core_with(definition: &[&str], own: &[&str], options: CoreOptions) -> ShardCore {
+    core_for(&config(definition), own, options)
+}
+
+/// A core of `queue` over [`CLUSTER`], owning `own` at generation 1.
+pub(super) fn core_for(queue: &QueueConfig, own: &[&str], options: CoreOptions) -> ShardCore {
     let graph = shardsched_resource::read_cluster_spec(CLUSTER).expect("cluster");
     let graph = shardsched_resource::keep_types(&graph, shardsched_resource::SCHEDULER_TYPES)
         .expect("graph");
-    ShardCore::with_graph(graph, &config(definition), 5, &owned(own), options).expect("core")
+    ShardCore::with_graph(graph, queue, 5, &owned(own), options).expect("core")
+}
+
+/// The coordinator's answer to a (re)registering shard of `queue` over [`CLUSTER`], with
+/// no flags.
+pub(super) fn assignment(
+    queue: QueueConfig,
+    owned: Vec<NodeGen>,
+    incoming: Vec<(MoveId, IncomingNode)>,
+) -> Assignment {
+    Assignment {
+        generator_id: 5,
+        cluster: ClusterDescription {
+            format: ClusterFormat::Spec,
+            text: CLUSTER.into(),
+            load_allowlist: Vec::new(),
+        },
+        queue,
+        owned,
+        incoming,
+        flags: BTreeMap::new(),
+    }
 }
 
 /// Definition n0..n2, owning n0 and n1.
