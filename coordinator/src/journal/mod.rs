@@ -16,8 +16,6 @@
 //! earlier versions, `coordinator-state.toml`, when one exists; once that import is
 //! durable, the file is renamed `coordinator-state.toml.imported`, so it is imported once.
 
-pub mod records;
-
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -27,8 +25,8 @@ use shardsched_proto::msg::MoveId;
 
 use crate::moves::MoveRecord;
 use crate::ownership::{Durable, DurableError};
-pub use records::{DurableDelta, JOURNAL_FORMAT, NodeRecord, QueueRecord};
-use records::{
+pub use crate::records::{DurableDelta, JOURNAL_FORMAT, NodeRecord, QueueRecord};
+use crate::records::{
     FORMAT_META, MOVES_TABLE, NEXT_MOVE_ID_META, NODES_TABLE, QUEUE_TABLE_META, QUEUES_TABLE,
 };
 

@@ -261,7 +261,7 @@ fn a_record_that_does_not_decode_is_refused_with_table_and_key() {
         .committer
         .submit_blocking({
             let mut b = Batch::new();
-            b.put(records::NODES_TABLE, 9_999, b"not a node".to_vec());
+            b.put(crate::records::NODES_TABLE, 9_999, b"not a node".to_vec());
             b
         })
         .expect("submit")
