@@ -16,16 +16,16 @@
 //!
 //! # Generations and what is durable
 //!
-//! A node's [`Generation`] is bumped whenever its owner changes, and the coordinator writes it
-//! ([`Durable`]) before any shard hears of it, so a shard can refuse a command older than one
-//! it has seen. Across restarts the owner computed from the (possibly edited) configuration is
+//! A node's [`Generation`] is bumped whenever its owner changes, and the coordinator journals
+//! it ([`Durable`]) before any shard hears of it, so a shard can refuse a command older than
+//! one it has seen. Across restarts the owner computed from the (possibly edited) configuration is
 //! compared with the durable one: same owner, same generation; different owner, generation + 1.
 //! A node first seen gets generation 1 if owned, 0 if not.
 //!
 //! # Moves outlive restarts
 //!
 //! An owner set by a node move (`queue move`, `start --take`) is an admin's decision, not
-//! the configuration's: such a node ([`DurableNode::moved`]) keeps its durable owner across
+//! the configuration's: such a node ([`NodeIntent::kept`]) keeps its durable owner across
 //! restarts as long as that queue still defines it, instead of going back to the owner the
 //! rule above gives. A node of an unfinished move (named by [`Durable::moves`]) keeps its
 //! durable owner and generation whatever the configuration says, so that the move resumes
@@ -35,113 +35,30 @@
 //! forever, even for queues removed from the configuration, so a job id never names two
 //! shards.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use std::collections::BTreeSet;
-
-use serde::{Deserialize, Serialize};
 use shardsched_wire::fluid::GENERATOR_ID_MAX;
-use shardsched_wire::msg::{Generation, NodeFlags};
+use shardsched_wire::msg::Generation;
 
 use crate::config::Config;
-use crate::moves::MoveRecord;
+use crate::moves::{MoveRecord, NodeIntent};
+use crate::records::Durable;
 
-/// Version of the [`Durable`] file format.
-pub const DURABLE_FORMAT: u32 = 1;
 /// The first generator id handed out (0 is left unused, so it never names a shard).
 pub const GENERATOR_ID_FIRST: u16 = 1;
 
-/// What the coordinator keeps on disk between runs: generator ids and each node's owner and
-/// generation. Encoded as TOML by [`Durable::to_toml`].
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Durable {
-    /// [`DURABLE_FORMAT`].
-    pub format: u32,
-    /// Queue name → generator id, for every queue ever configured.
-    #[serde(default)]
-    pub generators: BTreeMap<String, u16>,
-    /// Node name → owner and generation, for every node ever seen.
-    #[serde(default)]
-    pub nodes: BTreeMap<String, DurableNode>,
-    /// The move journal, compacted: the records of the moves not finished when it was
-    /// written ([`MoveMachine::active_records`](crate::moves::MoveMachine::active_records)).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub moves: Vec<MoveRecord>,
-    /// The id the next move gets (0 when no move was ever made: ids start at 1).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub next_move_id: u64,
-    /// The queue table as changed at run time (`queue add|remove|update`); it replaces the
-    /// configuration file's queues until `reload` (`None`: the file is authoritative).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub queue_table: Option<crate::queue_table::RuntimeQueues>,
-    /// Queue name → the run-time state an admin set (enable/disable/start/stop). A queue
-    /// absent here runs as its configuration says; one present keeps the admin's state
-    /// across restarts.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub queues: BTreeMap<String, DurableQueue>,
-}
-
-/// A queue's run-time state as an admin set it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DurableQueue {
-    /// Accepts submissions.
-    pub enabled: bool,
-    /// Schedules.
-    pub started: bool,
-    /// Why it was disabled (empty when enabled, or when no reason was given).
-    #[serde(default)]
-    pub reason: String,
-}
-
-/// One node's durable ownership.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DurableNode {
-    /// Owning queue; absent when unassigned.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner: Option<String>,
-    /// Its generation.
-    pub generation: u64,
-    /// The owner was set by a node move (see the module documentation).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub moved: bool,
-    /// Marked down by an admin, with the reason.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub down: Option<String>,
-    /// Drained by an admin, with the reason.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub drained: Option<String>,
-}
-
-impl DurableNode {
-    /// The node's admin flags, if it has any.
-    pub fn flags(&self) -> Option<NodeFlags> {
-        (self.down.is_some() || self.drained.is_some()).then(|| NodeFlags {
-            down: self.down.clone(),
-            drained: self.drained.clone(),
-        })
-    }
-}
-
-/// The coordinator's intent for every node, plus each queue's generator id.
+/// What a start begins from, before the unfinished moves are replayed over it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Ownership {
-    /// Owner per node (index into [`Config::queues`]), by node index.
-    pub owner: Vec<Option<usize>>,
-    /// Generation per node, by node index.
-    pub generation: Vec<Generation>,
-    /// Generator id per queue, by queue index.
-    pub generator: Vec<u16>,
+pub struct Start {
+    /// Every node of the cluster with its intent, in cluster order.
+    pub nodes: Vec<(String, NodeIntent)>,
+    /// Queue name → generator id, for every queue ever configured.
+    pub generators: BTreeMap<String, u16>,
 }
 
-/// Durable state could not be used.
+/// Durable state could not be used with the configuration.
 #[derive(Debug, thiserror::Error)]
 pub enum DurableError {
-    /// The file is not a durable state of a format this build reads.
-    #[error("coordinator state is unreadable: {0}")]
-    Decode(String),
     /// An unfinished move names a queue or node the configuration no longer has.
     #[error(
         "the move journal names {what}, which the configuration no longer has; \
@@ -161,25 +78,29 @@ pub enum DurableError {
     },
 }
 
-impl Durable {
-    /// Parses a durable state written by [`Durable::to_toml`].
-    pub fn from_toml(text: &str) -> Result<Durable, DurableError> {
-        let durable: Durable =
-            toml::from_str(text).map_err(|e| DurableError::Decode(e.to_string()))?;
-        if durable.format != DURABLE_FORMAT {
-            return Err(DurableError::Decode(format!(
-                "format {} (this build reads {DURABLE_FORMAT})",
-                durable.format
-            )));
+/// `known` with a fresh generator id for every name of `queues` it lacks (ids of known
+/// names are kept, and an id is never given to a second name). Errors name the first queue
+/// left without one.
+pub fn assign_generators<'a>(
+    known: &BTreeMap<String, u16>,
+    queues: impl IntoIterator<Item = &'a str>,
+) -> Result<BTreeMap<String, u16>, DurableError> {
+    let mut generators = known.clone();
+    for queue in queues {
+        if generators.contains_key(queue) {
+            continue;
         }
-        Ok(durable)
+        let id = generators
+            .values()
+            .max()
+            .map_or(Some(GENERATOR_ID_FIRST), |m| m.checked_add(1))
+            .filter(|&id| id <= GENERATOR_ID_MAX)
+            .ok_or_else(|| DurableError::GeneratorsExhausted {
+                queue: queue.to_owned(),
+            })?;
+        generators.insert(queue.to_owned(), id);
     }
-
-    /// The state as TOML text.
-    pub fn to_toml(&self) -> String {
-        // Only strings, integers and maps: serialization cannot fail.
-        toml::to_string(self).unwrap_or_default()
-    }
+    Ok(generators)
 }
 
 /// Each node's owner at start (see the module documentation), by node index.
@@ -210,78 +131,44 @@ pub fn assign_owners(config: &Config) -> Vec<Option<usize>> {
 }
 
 /// Combines the owners at start with the previous durable state: generations (bumped where
-/// the owner changed) and generator ids (kept, new queues get fresh ones). Returns the
-/// ownership and the durable state to write before anything is sent.
+/// the owner changed), admin flags (the node's, whoever owns it) and generator ids (kept;
+/// new queues get fresh ones).
 pub fn reconcile(
     config: &Config,
     mut owner: Vec<Option<usize>>,
     previous: &Durable,
-) -> Result<(Ownership, Durable), DurableError> {
+) -> Result<Start, DurableError> {
     keep_moved_owners(config, &mut owner, previous)?;
-    let mut next = Durable {
-        format: DURABLE_FORMAT,
-        generators: previous.generators.clone(),
-        nodes: previous.nodes.clone(),
-        moves: previous.moves.clone(),
-        next_move_id: previous.next_move_id,
-        queue_table: previous.queue_table.clone(),
-        queues: previous.queues.clone(),
-    };
-    let mut generator = Vec::with_capacity(config.queues.len());
-    for q in &config.queues {
-        let id = match next.generators.get(&q.name) {
-            Some(&id) => id,
-            None => {
-                let id = next
-                    .generators
-                    .values()
-                    .max()
-                    .map_or(Some(GENERATOR_ID_FIRST), |m| m.checked_add(1))
-                    .filter(|&id| id <= GENERATOR_ID_MAX)
-                    .ok_or_else(|| DurableError::GeneratorsExhausted {
-                        queue: q.name.clone(),
-                    })?;
-                next.generators.insert(q.name.clone(), id);
-                id
-            }
-        };
-        generator.push(id);
-    }
-
-    let mut generation = Vec::with_capacity(owner.len());
-    for (node, owned_by) in config.cluster.nodes.iter().zip(&owner) {
-        let owner_name = owned_by
-            .and_then(|qi| config.queues.get(qi))
-            .map(|q| q.name.clone());
-        let previous_node = next.nodes.get(&node.name);
-        let (g, moved) = match previous_node {
-            None => (u64::from(owner_name.is_some()), false),
-            Some(prev) if prev.owner == owner_name => (prev.generation, prev.moved),
-            Some(prev) => (prev.generation.saturating_add(1), false),
-        };
-        // Admin flags belong to the node, whoever owns it.
-        let (down, drained) =
-            previous_node.map_or((None, None), |p| (p.down.clone(), p.drained.clone()));
-        next.nodes.insert(
-            node.name.clone(),
-            DurableNode {
-                owner: owner_name,
-                generation: g,
-                moved,
-                down,
-                drained,
-            },
-        );
-        generation.push(Generation(g));
-    }
-    Ok((
-        Ownership {
-            owner,
-            generation,
-            generator,
-        },
-        next,
-    ))
+    let generators = assign_generators(
+        &previous.generators,
+        config.queues.iter().map(|q| q.name.as_str()),
+    )?;
+    let nodes = config
+        .cluster
+        .nodes
+        .iter()
+        .zip(&owner)
+        .map(|(node, owned_by)| {
+            let owner = owned_by
+                .and_then(|qi| config.queues.get(qi))
+                .map(|q| q.name.clone());
+            let before = previous.nodes.get(&node.name);
+            let (generation, kept) = match before {
+                None => (u64::from(owner.is_some()), false),
+                Some(prev) if prev.owner == owner => (prev.generation.0, prev.kept),
+                Some(prev) => (prev.generation.0.saturating_add(1), false),
+            };
+            let intent = NodeIntent {
+                owner,
+                generation: Generation(generation),
+                kept,
+                down: before.and_then(|p| p.down.clone()),
+                drained: before.and_then(|p| p.drained.clone()),
+            };
+            (node.name.clone(), intent)
+        })
+        .collect();
+    Ok(Start { nodes, generators })
 }
 
 /// Overrides the configuration's owners with the durable ones where a move set them (see the
@@ -326,7 +213,7 @@ fn keep_moved_owners(
             continue;
         };
         let is_pinned = pinned.contains(node.name.as_str());
-        if !(prev.moved || is_pinned) {
+        if !(prev.kept || is_pinned) {
             continue;
         }
         let Some(qi) = prev
@@ -343,8 +230,4 @@ fn keep_moved_owners(
         }
     }
     Ok(())
-}
-
-fn is_zero(v: &u64) -> bool {
-    *v == 0
 }

@@ -6,108 +6,68 @@
 //! Also the one place a [`QueueSpec`] from the wire becomes a [`QueueDef`], with the
 //! configuration file's defaults and value rules (same constants, same parsers).
 
-use serde::{Deserialize, Serialize};
-use shardsched_wire::msg::client_coord::QueueSpec;
 use shardsched_resource::{decode_hostlist, encode_hostlist};
+use shardsched_wire::msg::client_coord::QueueSpec;
 
 use crate::config::{Config, MatchPolicy, QueueDef, QueuePolicy};
 use crate::config::{
     DEFAULT_DURATION_DEFAULT_MS, DEPTH_MAX, QUEUE_DEPTH_DEFAULT, RESERVATION_DEPTH_DEFAULT,
     raw_duration_ms,
 };
+use crate::records::{QueueDefRecord, QueueTableRecord};
 
-/// The whole queue table as last changed at run time.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RuntimeQueues {
-    /// Where a submit without `-q` goes.
-    pub default_queue: String,
-    /// Every queue, by name.
-    #[serde(default)]
-    pub queue: Vec<DurableQueue>,
-}
-
-/// One queue of [`RuntimeQueues`]: a [`QueueDef`] with its definition as node names, so
-/// that it survives a change of the cluster's node order.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DurableQueue {
-    /// Queue name.
-    pub name: String,
-    /// The definition, as a hostlist.
-    pub nodes: String,
-    /// Queue policy name.
-    pub policy: String,
-    /// Match policy name.
-    pub match_policy: String,
-    /// Pending jobs considered per cycle.
-    pub queue_depth: u32,
-    /// Reservations made by `hybrid`.
-    pub reservation_depth: u32,
-    /// Milliseconds (0: unlimited).
-    pub default_duration_ms: u64,
-    /// Milliseconds (0: unlimited).
-    pub max_duration_ms: u64,
-    /// Started when the coordinator starts.
-    pub started: bool,
-    /// Enabled when the coordinator starts.
-    pub enabled: bool,
-}
-
-impl RuntimeQueues {
-    /// The table of `config`.
-    pub fn of(config: &Config) -> RuntimeQueues {
-        RuntimeQueues {
-            default_queue: config.default_queue.clone(),
-            queue: config
-                .queues
-                .iter()
-                .map(|q| DurableQueue {
-                    name: q.name.clone(),
-                    nodes: encode_hostlist(&config.node_names(&q.definition)),
-                    policy: q.policy.as_str().to_owned(),
-                    match_policy: q.match_policy.as_str().to_owned(),
-                    queue_depth: q.queue_depth,
-                    reservation_depth: q.reservation_depth,
-                    default_duration_ms: q.default_duration_ms,
-                    max_duration_ms: q.max_duration_ms,
-                    started: q.started,
-                    enabled: q.enabled,
-                })
-                .collect(),
-        }
-    }
-
-    /// `file` (for its cluster) with this table's queues instead of its own. Errors name
-    /// the queue and field that no longer fit the cluster.
-    pub fn apply_to(&self, file: &Config) -> Result<Config, String> {
-        let mut config = file.clone();
-        config.default_queue = self.default_queue.clone();
-        config.queues = Vec::with_capacity(self.queue.len());
-        for q in &self.queue {
-            let err = |what: String| format!("run-time queue {}: {what}", q.name);
-            let def = QueueDef {
+/// The queue table of `config`, as the journal keeps it.
+pub fn record_of(config: &Config) -> QueueTableRecord {
+    QueueTableRecord {
+        default_queue: config.default_queue.clone(),
+        queues: config
+            .queues
+            .iter()
+            .map(|q| QueueDefRecord {
                 name: q.name.clone(),
-                policy: QueuePolicy::parse(&q.policy)
-                    .ok_or_else(|| err(format!("unknown policy {:?}", q.policy)))?,
-                match_policy: MatchPolicy::parse(&q.match_policy)
-                    .ok_or_else(|| err(format!("unknown match policy {:?}", q.match_policy)))?,
+                nodes: encode_hostlist(&config.node_names(&q.definition)),
+                policy: q.policy.as_str().to_owned(),
+                match_policy: q.match_policy.as_str().to_owned(),
                 queue_depth: q.queue_depth,
                 reservation_depth: q.reservation_depth,
                 default_duration_ms: q.default_duration_ms,
                 max_duration_ms: q.max_duration_ms,
-                definition: definition(file, &q.nodes).map_err(err)?,
-                // `owns` decides owners at first start only; after a run-time change every
-                // owner is kept as an admin's decision, so the table needs none.
-                owns: Vec::new(),
                 started: q.started,
                 enabled: q.enabled,
-            };
-            config.queues.push(def);
-        }
-        config.queues.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(config)
+            })
+            .collect(),
     }
+}
+
+/// `file` (for its cluster) with `table`'s queues instead of its own. Errors name the queue
+/// and field that no longer fit the cluster.
+pub fn apply_to(table: &QueueTableRecord, file: &Config) -> Result<Config, String> {
+    let mut config = file.clone();
+    config.default_queue = table.default_queue.clone();
+    config.queues = Vec::with_capacity(table.queues.len());
+    for q in &table.queues {
+        let err = |what: String| format!("run-time queue {}: {what}", q.name);
+        let def = QueueDef {
+            name: q.name.clone(),
+            policy: QueuePolicy::parse(&q.policy)
+                .ok_or_else(|| err(format!("unknown policy {:?}", q.policy)))?,
+            match_policy: MatchPolicy::parse(&q.match_policy)
+                .ok_or_else(|| err(format!("unknown match policy {:?}", q.match_policy)))?,
+            queue_depth: q.queue_depth,
+            reservation_depth: q.reservation_depth,
+            default_duration_ms: q.default_duration_ms,
+            max_duration_ms: q.max_duration_ms,
+            definition: definition(file, &q.nodes).map_err(err)?,
+            // `owns` decides owners at first start only; after a run-time change every
+            // owner is kept as an admin's decision, so the table needs none.
+            owns: Vec::new(),
+            started: q.started,
+            enabled: q.enabled,
+        };
+        config.queues.push(def);
+    }
+    config.queues.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(config)
 }
 
 /// A hostlist resolved to node indices of `config`'s cluster, ascending, without repeats.

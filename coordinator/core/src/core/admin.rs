@@ -2,23 +2,25 @@
 //! reason, and `stop --release-to`), node flags (down, drained) — and the journal's
 //! bookkeeping: which records changed since the last write.
 //!
-//! Every change lands in the core's [`Durable`] state at once and marks its key dirty; the
-//! driver takes the dirty records as one [`DurableDelta`] ([`Core::journal_take`]), makes
-//! them durable, and only then answers the admin or sends the commands that depend on them
-//! ([`Core::journal_done`]). A failed write gives the delta back ([`Core::journal_failed`]),
-//! to be written with the next one.
+//! Every change lands in the core's state at once and marks its key dirty (a node's in the
+//! node table itself); the driver takes the dirty records as one [`DurableDelta`]
+//! ([`Core::journal_take`]), makes them durable, and only then answers the admin or sends
+//! the commands that depend on them ([`Core::journal_done`]). A write that fails stops the
+//! coordinator: its restart replays the journal, which never held the lost records.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use shardsched_resource::encode_hostlist;
 use shardsched_wire::limits::NODE_FLAGS_BYTES_MAX;
 use shardsched_wire::msg::client_coord::QueueAction;
 use shardsched_wire::msg::{MoveId, NodeFlags, Refusal, RefusalCode, bounds};
-use shardsched_resource::encode_hostlist;
 
 use super::{ConnId, Control, Core};
-use crate::records::{DurableDelta, NodeRecord, QueueRecord};
-use crate::moves::{JournalToken, MovingStep};
-use crate::ownership::{Durable, DurableQueue};
+use crate::moves::{JournalToken, MovingStep, NodeFlag};
+use crate::queue_table;
+use crate::records::{
+    AdminQueueState, Durable, DurableDelta, NodeRecord, QueueRecord, QueueTableRecord, move_steps,
+};
 
 /// What `queue stop Q --release-to R` does.
 #[derive(Debug, Default)]
@@ -31,10 +33,9 @@ struct ReleasePlan {
     kept: Vec<String>,
 }
 
-/// Keys changed since the last [`Core::journal_take`].
+/// Keys changed since the last [`Core::journal_take`] (nodes: the node table's list).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(super) struct Dirty {
-    pub(super) nodes: BTreeSet<String>,
     pub(super) queues: BTreeSet<String>,
     pub(super) moves: BTreeSet<MoveId>,
     pub(super) next_move_id: bool,
@@ -54,15 +55,6 @@ pub struct JournalWrite {
     /// Kinds of move records it makes durable (`started`, `released`, `acquired`,
     /// `cancelled`, `returned`): the driver's failpoints `coord.move.after_journal_<kind>`.
     pub steps: BTreeSet<&'static str>,
-}
-
-/// Which admin flag.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NodeFlag {
-    /// Down (failed).
-    Down,
-    /// Drained.
-    Drained,
 }
 
 /// The shards to tell about a flag change: (queue, reason) → (connection, nodes).
@@ -87,9 +79,10 @@ impl Core {
         let qi = self
             .queue_index(queue)
             .ok_or_else(|| self.no_such_queue(queue))?;
+        let before = self.admin_state(qi);
         let Some(to) = release_to else {
             let control = self.queue_control(now_ms, queue, action)?;
-            self.remember_queue_state(qi, reason);
+            self.remember_queue_state(qi, reason, before);
             return Ok(control);
         };
         if action != QueueAction::Stop {
@@ -129,7 +122,7 @@ impl Core {
                 encode_hostlist(&plan.kept)
             ));
         }
-        self.remember_queue_state(qi, reason);
+        self.remember_queue_state(qi, reason, before);
         Ok(control)
     }
 
@@ -185,25 +178,33 @@ impl Core {
 
     /// A queue's disable reason (empty when none or enabled).
     pub fn queue_reason(&self, queue: &str) -> Option<&str> {
-        self.durable.queues.get(queue).map(|q| q.reason.as_str())
+        let qi = self.queue_index(queue)?;
+        self.queues[qi].admin_reason.as_deref()
     }
 
-    /// Journals queue `qi`'s current state as the admin's.
-    fn remember_queue_state(&mut self, qi: usize, reason: &str) {
+    /// The run-time state an admin set for queue `qi`, if any (what the journal keeps).
+    pub(super) fn admin_state(&self, qi: usize) -> Option<AdminQueueState> {
         let state = &self.queues[qi];
-        let name = self.config.queues[qi].name.clone();
-        let record = DurableQueue {
+        state.admin_reason.as_ref().map(|reason| AdminQueueState {
             enabled: state.enabled,
             started: state.started,
-            reason: if state.enabled {
-                String::new()
-            } else {
-                reason.to_owned()
-            },
-        };
-        if self.durable.queues.get(&name) != Some(&record) {
-            self.durable.queues.insert(name.clone(), record);
-            self.dirty.queues.insert(name);
+            reason: reason.clone(),
+        })
+    }
+
+    /// Makes queue `qi`'s current state the admin's, journaled if it differs from
+    /// `before` (the admin's state before the change).
+    fn remember_queue_state(&mut self, qi: usize, reason: &str, before: Option<AdminQueueState>) {
+        let state = &mut self.queues[qi];
+        state.admin_reason = Some(if state.enabled {
+            String::new()
+        } else {
+            reason.to_owned()
+        });
+        if self.admin_state(qi) != before {
+            self.dirty
+                .queues
+                .insert(self.config.queues[qi].name.clone());
         }
     }
 
@@ -226,7 +227,7 @@ impl Core {
     ) -> Result<FlagPlan, Refusal> {
         let unknown: Vec<&str> = nodes
             .iter()
-            .filter(|n| !self.node_index.contains_key(n.as_str()))
+            .filter(|n| !self.moves.nodes().contains(n))
             .map(String::as_str)
             .collect();
         if !unknown.is_empty() {
@@ -242,19 +243,14 @@ impl Core {
         let mut plan = FlagPlan::new();
         for node in nodes {
             let mut value = on.then(|| reason.to_owned());
-            if let Some(entry) = self.durable.nodes.get_mut(node) {
-                let slot = match flag {
-                    NodeFlag::Down => &mut entry.down,
-                    NodeFlag::Drained => &mut entry.drained,
-                };
-                if on && reason.is_empty() && slot.is_some() {
-                    value.clone_from(slot);
-                }
-                if *slot != value {
-                    *slot = value.clone();
-                    self.dirty.nodes.insert(node.clone());
-                }
+            let current = self.moves.nodes().get(node).and_then(|i| match flag {
+                NodeFlag::Down => i.down.clone(),
+                NodeFlag::Drained => i.drained.clone(),
+            });
+            if on && reason.is_empty() && current.is_some() {
+                value = current;
             }
+            self.moves.set_flag(node, flag, value.clone());
             let holder = self.flag_holder(node);
             if let Some((queue, conn)) = holder {
                 plan.entry((queue, value.unwrap_or_default()))
@@ -277,12 +273,12 @@ impl Core {
     ) -> Result<(), Refusal> {
         let named: BTreeSet<&str> = nodes.iter().map(String::as_str).collect();
         let total: usize = self
-            .durable
-            .nodes
+            .moves
+            .nodes()
             .iter()
-            .map(|(name, node)| {
+            .map(|(name, node, _)| {
                 let (mut down, mut drained) = (node.down.as_deref(), node.drained.as_deref());
-                if named.contains(name.as_str()) {
+                if named.contains(name) {
                     match flag {
                         NodeFlag::Down => down = Some(reason),
                         NodeFlag::Drained => drained = Some(reason),
@@ -308,7 +304,7 @@ impl Core {
 
     /// A node's admin flags (none: `None`).
     pub fn node_flags(&self, node: &str) -> Option<NodeFlags> {
-        self.durable.nodes.get(node).and_then(|n| n.flags())
+        self.moves.nodes().get(node)?.flags()
     }
 
     /// The flags of those of `nodes` that have any.
@@ -334,38 +330,37 @@ impl Core {
     }
 
     /// The records changed since the last call, if any: the driver writes them, then calls
-    /// [`Core::journal_done`] (or [`Core::journal_failed`]).
+    /// [`Core::journal_done`].
     pub fn journal_take(&mut self) -> Option<JournalWrite> {
         let token = self.move_pending.take();
+        let nodes = self.moves.take_changed_nodes();
         let dirty = std::mem::take(&mut self.dirty);
-        if token.is_none() && dirty == Dirty::default() {
+        if token.is_none() && nodes.is_empty() && dirty == Dirty::default() {
             return None;
         }
         let mut delta = DurableDelta::default();
         for name in &dirty.queues {
-            if let Some(&id) = self.durable.generators.get(name) {
-                delta.queues.push((
-                    id,
-                    QueueRecord {
-                        name: name.clone(),
-                        state: self.durable.queues.get(name).cloned(),
-                    },
-                ));
+            if let Some(&id) = self.generators.get(name) {
+                let admin = self.queue_index(name).and_then(|qi| self.admin_state(qi));
+                delta
+                    .queues
+                    .push((id, QueueRecord::new(name, admin.as_ref())));
             }
         }
-        for name in &dirty.nodes {
-            if let Some(node) = self.durable.nodes.get(name) {
+        for name in &nodes {
+            if let Some(node) = self.moves.nodes().get(name) {
                 delta.nodes.push(NodeRecord::new(name, node));
             }
         }
         for &id in &dirty.moves {
-            delta.moves.push((id, self.moves.records_of(id)));
+            let records = self.moves.records_of(id).map(|r| move_steps(&r));
+            delta.moves.push((id.0, records));
         }
         if dirty.next_move_id {
             delta.next_move_id = Some(self.moves.next_move_id());
         }
         if dirty.queue_table {
-            delta.queue_table = Some(self.durable.queue_table.clone());
+            delta.queue_table = Some(self.queue_table_record());
         }
         Some(JournalWrite {
             delta,
@@ -381,45 +376,37 @@ impl Core {
         }
     }
 
-    /// Writing `write` failed: its records are offered again with the next
-    /// [`Core::journal_take`] (and the move commands behind them wait until then).
-    pub fn journal_failed(&mut self, write: JournalWrite) {
-        if let Some(token) = write.token {
-            self.move_pending = Some(self.move_pending.map_or(token, |t| t.max(token)));
-        }
-        for (_, q) in write.delta.queues {
-            self.dirty.queues.insert(q.name);
-        }
-        for n in write.delta.nodes {
-            self.dirty.nodes.insert(n.name);
-        }
-        for (id, _) in write.delta.moves {
-            self.dirty.moves.insert(id);
-        }
-        self.dirty.next_move_id |= write.delta.next_move_id.is_some();
-        self.dirty.queue_table |= write.delta.queue_table.is_some();
-        self.dirty.steps.extend(write.steps);
-    }
-
-    /// Marks for the journal every queue, node and queue-table record that differs from
-    /// `before` (for changes made to the durable state wholesale, such as a queue table
-    /// change).
+    /// Marks for the journal every queue and queue-table record that differs from `before`
+    /// (for changes made to the queue table wholesale; nodes mark themselves).
     pub(super) fn journal_changes_since(&mut self, before: &Durable) {
-        let delta = self.durable.diff(before);
+        let delta = self.durable_state().diff(before);
         self.dirty
             .queues
             .extend(delta.queues.into_iter().map(|(_, q)| q.name));
-        self.dirty
-            .nodes
-            .extend(delta.nodes.into_iter().map(|n| n.name));
         self.dirty.queue_table |= delta.queue_table.is_some();
     }
 
-    /// The whole durable state now (what the journal holds once every write is done).
+    /// The whole durable state now (what the journal holds once every write is done),
+    /// computed from the core.
     pub fn durable_state(&self) -> Durable {
-        let mut durable = self.durable.clone();
-        durable.moves = self.moves.active_records();
-        durable.next_move_id = self.moves.next_move_id();
-        durable
+        Durable {
+            generators: self.generators.clone(),
+            queues: (0..self.queues.len())
+                .filter_map(|qi| {
+                    let admin = self.admin_state(qi)?;
+                    Some((self.config.queues[qi].name.clone(), admin))
+                })
+                .collect(),
+            nodes: self.moves.intent().into_iter().collect(),
+            moves: self.moves.active_records(),
+            next_move_id: self.moves.next_move_id(),
+            queue_table: self.queue_table_record(),
+        }
+    }
+
+    /// The run-time queue table as the journal keeps it (`None`: the file's).
+    fn queue_table_record(&self) -> Option<QueueTableRecord> {
+        self.runtime_table
+            .then(|| queue_table::record_of(&self.config))
     }
 }

@@ -18,6 +18,7 @@
 //! [`Core::routes`].
 
 mod admin;
+mod invariants;
 mod moving;
 #[cfg(test)]
 mod props;
@@ -27,17 +28,19 @@ mod registry;
 mod tests;
 mod views;
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
+use shardsched_resource::encode_hostlist;
 use shardsched_wire::msg::client_coord::QueueAction;
 use shardsched_wire::msg::{Generation, MoveId, Refusal, RefusalCode};
-use shardsched_resource::encode_hostlist;
 
 use crate::config::{self, Config};
-use crate::moves::{JournalToken, MoveMachine, NodeIntentInit, RecoverError};
-use crate::ownership::{self, Durable, DurableError};
+use crate::moves::{JournalToken, MoveMachine, RecoverError};
+use crate::ownership::{self, DurableError};
+use crate::records::Durable;
 
-pub use admin::{FlagPlan, JournalWrite, NodeFlag};
+pub use crate::moves::NodeFlag;
+pub use admin::{FlagPlan, JournalWrite};
 pub use moving::MoveCommand;
 pub use reconfig::{Reconfig, RestartCommand};
 pub use registry::{RegisterError, ShardLink};
@@ -48,28 +51,27 @@ pub use views::{JobsPlan, merge_jobs};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ConnId(pub u64);
 
-/// The coordinator's state.
+/// The coordinator's state. Every fact has one home (see the crate documentation):
+/// nodes are in the move machine's node table, queues' run-time state here, observations
+/// in the shard registry; everything else is computed from them when asked.
 #[derive(Debug)]
 pub struct Core {
     config: Config,
-    /// Per queue (same index as `config.queues`): run-time flags and generator id.
+    /// Per queue (same index as `config.queues`): run-time flags.
     queues: Vec<QueueState>,
-    /// Intent: owner per node (queue index), by node index.
-    owner: Vec<Option<usize>>,
-    /// Intent: generation per node.
-    generation: Vec<Generation>,
-    /// Node name → node index.
-    node_index: HashMap<String, usize>,
+    /// Queue name → generator id, for every queue ever configured (an id is never reused).
+    generators: BTreeMap<String, u16>,
+    /// The queue table was changed at run time: the journal keeps it over the file's.
+    runtime_table: bool,
     /// Observation: the registered shard of each queue, if connected.
     shards: Vec<Option<ShardLink>>,
     epoch: u64,
-    /// Node moves: the authority on intent while they run (see [`moving`]).
+    /// Node moves, and the node table: every node's owner, generation, flags and move.
     moves: MoveMachine,
-    /// The durable state as last computed (nodes kept up to date by moves).
-    durable: Durable,
     /// The newest move record not yet handed to the driver's journal write.
     move_pending: Option<JournalToken>,
-    /// Durable records changed since the last journal write (see [`admin`]).
+    /// Queue and move records changed since the last journal write (nodes: the node
+    /// table's own list; see [`admin`]).
     dirty: admin::Dirty,
 }
 
@@ -78,7 +80,15 @@ pub struct Core {
 struct QueueState {
     enabled: bool,
     started: bool,
-    generator_id: u16,
+    /// Set by an admin (journaled, kept across restarts), with the disable reason (empty
+    /// when enabled or none was given); `None`: as configured.
+    admin_reason: Option<String>,
+}
+
+impl QueueState {
+    fn flags(&self) -> (bool, bool) {
+        (self.enabled, self.started)
+    }
 }
 
 /// What an admin's queue change needs the driver to do.
@@ -139,73 +149,51 @@ impl Core {
         // over its ownership rules: those use the configuration's flags, so that with the
         // moved nodes kept (`reconcile`) a restart gives back the owners it had. Nodes change
         // owner only through moves.
-        let admin_state: Vec<Option<&ownership::DurableQueue>> = config
-            .queues
-            .iter()
-            .map(|q| previous.queues.get(&q.name))
-            .collect();
-        let owners = ownership::assign_owners(&config);
-        let (own, durable) = ownership::reconcile(&config, owners, previous)?;
         let queues = config
             .queues
             .iter()
-            .zip(&own.generator)
-            .zip(&admin_state)
-            .map(|((q, &generator_id), a)| QueueState {
-                enabled: a.map_or(q.enabled, |a| a.enabled),
-                started: a.map_or(q.started, |a| a.started),
-                generator_id,
+            .map(|q| match previous.queues.get(&q.name) {
+                Some(admin) => QueueState {
+                    enabled: admin.enabled,
+                    started: admin.started,
+                    admin_reason: Some(admin.reason.clone()),
+                },
+                None => QueueState {
+                    enabled: q.enabled,
+                    started: q.started,
+                    admin_reason: None,
+                },
             })
             .collect();
-        let node_index = config
-            .cluster
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.name.clone(), i))
-            .collect();
-        let shards = vec![None; config.queues.len()];
-        let intents: Vec<NodeIntentInit> = config
-            .cluster
-            .nodes
-            .iter()
-            .zip(&own.owner)
-            .zip(&own.generation)
-            .map(|((node, owner), &generation)| NodeIntentInit {
-                node: node.name.clone(),
-                owner: owner
-                    .and_then(|qi| config.queues.get(qi))
-                    .map(|q| q.name.clone()),
-                generation,
-            })
-            .collect();
+        let owners = ownership::assign_owners(&config);
+        let start = ownership::reconcile(&config, owners, previous)?;
         let definitions: Vec<(String, Vec<String>)> = config
             .queues
             .iter()
             .map(|q| (q.name.clone(), config.node_names(&q.definition)))
             .collect();
-        let moves = MoveMachine::recover(
-            intents,
+        let mut moves = MoveMachine::recover(
+            start.nodes,
             definitions,
-            durable.next_move_id,
-            durable.moves.clone(),
+            previous.next_move_id,
+            previous.moves.clone(),
         )?;
-        let mut durable = durable;
-        durable.moves = moves.active_records();
-        durable.next_move_id = moves.next_move_id();
+        // The start's changes are written whole, as the diff with `previous`.
+        moves.take_changed_nodes();
+        let shards = vec![None; config.queues.len()];
         let core = Core {
+            runtime_table: previous.queue_table.is_some(),
             config,
             queues,
-            owner: own.owner,
-            generation: own.generation,
-            node_index,
+            generators: start.generators,
             shards,
             epoch,
             moves,
-            durable: durable.clone(),
             move_pending: None,
             dirty: admin::Dirty::default(),
         };
+        debug_assert_eq!(core.invariants(), Ok(()));
+        let durable = core.durable_state();
         Ok((core, durable))
     }
 
@@ -221,16 +209,12 @@ impl Core {
 
     /// The owning queue of a node (intent), by name.
     pub fn owner_of(&self, node: &str) -> Option<&str> {
-        let &n = self.node_index.get(node)?;
-        let qi = (*self.owner.get(n)?)?;
-        Some(self.config.queues.get(qi)?.name.as_str())
+        self.moves.owner_of(node)
     }
 
     /// A node's generation (intent), by name.
     pub fn generation_of(&self, node: &str) -> Option<Generation> {
-        self.node_index
-            .get(node)
-            .and_then(|&n| self.generation.get(n).copied())
+        self.moves.generation_of(node)
     }
 
     /// The names of the nodes `queue` owns, in cluster order.
@@ -245,14 +229,12 @@ impl Core {
 
     /// A queue's generator id.
     pub fn generator_id(&self, queue: &str) -> Option<u16> {
-        self.queue_index(queue)
-            .map(|qi| self.queues[qi].generator_id)
+        self.generators.get(queue).copied()
     }
 
     /// A queue's run-time flags `(enabled, started)` (intent).
     pub fn queue_flags(&self, queue: &str) -> Option<(bool, bool)> {
-        self.queue_index(queue)
-            .map(|qi| (self.queues[qi].enabled, self.queues[qi].started))
+        self.queue_index(queue).map(|qi| self.queues[qi].flags())
     }
 
     /// Enables, disables, starts or stops a queue (an admin's request; the driver checked
@@ -268,7 +250,7 @@ impl Core {
         let qi = self
             .queue_index(queue)
             .ok_or_else(|| self.no_such_queue(queue))?;
-        let before = self.queues[qi].clone();
+        let before = self.queues[qi].flags();
         let mut move_id = None;
         let mut notes = Vec::new();
         match action {
@@ -276,7 +258,7 @@ impl Core {
             QueueAction::Disable => self.queues[qi].enabled = false,
             QueueAction::Stop => self.queues[qi].started = false,
             QueueAction::Start { take } => {
-                if !before.started {
+                if !before.1 {
                     let others = self.defined_elsewhere(qi);
                     let started: Vec<(String, Vec<String>)> = others
                         .iter()
@@ -304,14 +286,14 @@ impl Core {
                 self.queues[qi].started = true;
             }
         }
-        let after = &self.queues[qi];
-        let changed = *after != before;
+        let (enabled, started) = self.queues[qi].flags();
+        let changed = (enabled, started) != before;
         let notify = match (&self.shards[qi], changed) {
             (Some(link), true) => Some(QueueCommand {
                 queue: queue.to_owned(),
                 conn: link.conn,
-                enabled: after.enabled,
-                started: after.started,
+                enabled,
+                started,
             }),
             _ => None,
         };
@@ -329,19 +311,40 @@ impl Core {
     /// The nodes of `qi`'s definition owned by other queues, by owner in name order: the
     /// owner, whether it is started, and the nodes (in cluster order).
     fn defined_elsewhere(&self, qi: usize) -> Vec<(String, bool, Vec<String>)> {
-        let mut by_owner: Vec<(String, bool, Vec<String>)> = Vec::new();
-        for &n in &self.config.queues[qi].definition {
-            let Some(other) = self.owner[n].filter(|&o| o != qi) else {
+        let mut by_owner: Vec<(String, bool, Vec<String>)> = self
+            .owned_elsewhere(qi, &self.config.queues[qi].definition)
+            .into_iter()
+            .map(|(other, nodes)| {
+                let name = self.config.queues[other].name.clone();
+                (name, self.queues[other].started, nodes)
+            })
+            .collect();
+        by_owner.sort_by(|a, b| a.0.cmp(&b.0));
+        by_owner
+    }
+
+    /// Those of `nodes` (indices) that another queue than `qi` owns, grouped by that queue
+    /// (its index) in the order first met, each group in the order given.
+    fn owned_elsewhere(&self, qi: usize, nodes: &[usize]) -> Vec<(usize, Vec<String>)> {
+        let queue = self.config.queues[qi].name.as_str();
+        let mut by_owner: Vec<(usize, Vec<String>)> = Vec::new();
+        for &n in nodes {
+            let Some((name, intent)) = self.moves.nodes().at(n) else {
                 continue;
             };
-            let name = &self.config.queues[other].name;
-            let node = self.config.cluster.nodes[n].name.clone();
-            match by_owner.iter_mut().find(|(q, _, _)| q == name) {
-                Some((_, _, nodes)) => nodes.push(node),
-                None => by_owner.push((name.clone(), self.queues[other].started, vec![node])),
+            let Some(other) = intent
+                .owner
+                .as_deref()
+                .filter(|&o| o != queue)
+                .and_then(|o| self.queue_index(o))
+            else {
+                continue;
+            };
+            match by_owner.iter_mut().find(|(o, _)| *o == other) {
+                Some((_, list)) => list.push(name.to_owned()),
+                None => by_owner.push((other, vec![name.to_owned()])),
             }
         }
-        by_owner.sort_by(|a, b| a.0.cmp(&b.0));
         by_owner
     }
 
@@ -380,11 +383,7 @@ impl Core {
     }
 
     fn owned_indices(&self, qi: usize) -> impl Iterator<Item = usize> + '_ {
-        self.owner
-            .iter()
-            .enumerate()
-            .filter(move |(_, o)| **o == Some(qi))
-            .map(|(n, _)| n)
+        self.moves.nodes().owned_by(&self.config.queues[qi].name)
     }
 
     fn no_such_queue(&self, queue: &str) -> Refusal {

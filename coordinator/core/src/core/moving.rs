@@ -5,22 +5,22 @@
 //! The driver's part, after any call that may have moved something:
 //!
 //! ```text
-//!   core.moves_to_journal() ─► Some((durable, token)) ─► write the durable state (fsync)
-//!                                                       ─► core.moves_journaled(token)
-//!   core.moves_to_send()    ─► [(queue, conn, request)] ─► send; on answer
-//!                                                           core.moves_answer(...)
+//!   core.journal_take()  ─► Some(write) ─► write.delta to the journal (fsync)
+//!                                        ─► core.journal_done(&write)
+//!   core.moves_to_send() ─► [(queue, conn, request)] ─► send; on answer
+//!                                                       core.moves_answer(...)
 //!   every core.moves_next_wakeup(): core.moves_tick(now)
 //! ```
 //!
-//! The durable state is the whole intent plus the records of the moves not finished
-//! ([`MoveMachine::active_records`]): writing it makes every record handed out so far durable
-//! at once (the machine applies a record when it queues it), which is why one token covers
-//! them all.
+//! A write carries the records of every move changed since the last one, compacted
+//! ([`MoveMachine::records_of`]), and the node records the moves changed: it makes every
+//! record handed out so far durable at once (the machine applies a record when it queues
+//! it), which is why one token covers them all.
 
+use shardsched_resource::encode_hostlist;
 use shardsched_wire::msg::coord_shard::{Request, Response};
 use shardsched_wire::msg::shard_coord::{HeldNode, Released};
 use shardsched_wire::msg::{MoveId, Refusal, RefusalCode};
-use shardsched_resource::encode_hostlist;
 
 use super::{ConnId, Core};
 use crate::moves::{MoveError, MoveRecord, MoveStatus, MoveView};
@@ -50,7 +50,7 @@ impl Core {
         self.queue_index(to).ok_or_else(|| self.no_such_queue(to))?;
         let unknown: Vec<&str> = nodes
             .iter()
-            .filter(|n| !self.node_index.contains_key(n.as_str()))
+            .filter(|n| !self.moves.nodes().contains(n))
             .map(String::as_str)
             .collect();
         if !unknown.is_empty() {
@@ -195,15 +195,10 @@ impl Core {
                 .and_then(|qi| self.shards[qi].as_ref())
                 .map(|link| link.conn);
             if let Some(conn) = conn {
-                let mut request = t.request;
-                // Flags travel with the node: the recipient brings it up with them.
-                if let Request::Acquire(acquire) = &mut request {
-                    acquire.flags = self.flags_of(acquire.nodes.iter().map(|ng| ng.node.as_str()));
-                }
                 out.push(MoveCommand {
                     queue: t.queue,
                     conn,
-                    request,
+                    request: t.request,
                 });
             }
         }
@@ -233,44 +228,21 @@ impl Core {
         Ok(first)
     }
 
-    /// Takes the machine's new records: the owners and generations they set go into the
-    /// core's intent and the durable state; the last token is kept for the driver.
+    /// Takes the machine's new records for the next journal write (the node table marks
+    /// the nodes they changed itself); the last token is kept for the driver.
     fn sync_moves(&mut self) {
-        let mut changed = false;
+        let mut owners_changed = false;
         while let Some((token, record)) = self.moves.poll_journal() {
             self.move_pending = Some(token);
             self.dirty.moves.insert(record.move_id());
             self.dirty.next_move_id = true;
-            self.dirty.steps.insert(match &record {
-                MoveRecord::Started { .. } => "started",
-                MoveRecord::Released { .. } => "released",
-                MoveRecord::Acquired { .. } => "acquired",
-                MoveRecord::Cancelled { .. } => "cancelled",
-                MoveRecord::Returned { .. } => "returned",
-            });
-            let nodes = match &record {
-                MoveRecord::Started { nodes, .. } | MoveRecord::Cancelled { nodes, .. } => nodes,
-                _ => continue,
-            };
-            for ng in nodes {
-                let Some(&n) = self.node_index.get(&ng.node) else {
-                    continue;
-                };
-                // The machine's intent now (it may already include later records).
-                let owner = self.moves.owner_of(&ng.node).map(str::to_owned);
-                let generation = self.moves.generation_of(&ng.node).unwrap_or(ng.generation);
-                self.owner[n] = owner.as_deref().and_then(|o| self.queue_index(o));
-                self.generation[n] = generation;
-                if let Some(entry) = self.durable.nodes.get_mut(&ng.node) {
-                    entry.generation = generation.0;
-                    entry.owner = owner;
-                    entry.moved = true;
-                    self.dirty.nodes.insert(ng.node.clone());
-                }
-                changed = true;
-            }
+            self.dirty.steps.insert(record.kind());
+            owners_changed |= matches!(
+                record,
+                MoveRecord::Started { .. } | MoveRecord::Cancelled { .. }
+            );
         }
-        if changed {
+        if owners_changed {
             self.bump();
         }
     }

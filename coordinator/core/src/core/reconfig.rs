@@ -24,21 +24,21 @@
 //! the driver finishes the removal once the move is done), and a reload whose `owns`
 //! differs from the owners now only says which moves would apply it.
 
+mod apply;
 mod owners;
 #[cfg(test)]
 mod props;
 #[cfg(test)]
 mod tests;
 
+use shardsched_resource::encode_hostlist;
 use shardsched_wire::msg::client_coord::QueueSpec;
 use shardsched_wire::msg::{MoveId, QueueConfig, Refusal, RefusalCode};
-use shardsched_resource::encode_hostlist;
 
-use super::{ConnId, Core, CoreError, QueueCommand, QueueState, ShardLink};
+use super::{ConnId, Core, CoreError, QueueCommand};
 use crate::config::{self, Config, QueueDef};
-use crate::ownership::{Durable, GENERATOR_ID_FIRST};
-use crate::queue_table::{self, RuntimeQueues};
-use shardsched_wire::fluid::GENERATOR_ID_MAX;
+use crate::queue_table;
+use crate::records::Durable;
 
 /// What a queue table change needs the driver to do, after writing
 /// [`Core::durable_state`].
@@ -200,9 +200,9 @@ impl Core {
         self.queue_index(queue).map(|qi| self.queue_config_at(qi))
     }
 
-    fn queue_config_at(&self, qi: usize) -> QueueConfig {
+    pub(super) fn queue_config_at(&self, qi: usize) -> QueueConfig {
         let q = &self.config.queues[qi];
-        let state = &self.queues[qi];
+        let (enabled, started) = self.queues[qi].flags();
         QueueConfig {
             name: q.name.clone(),
             queue_policy: q.policy.as_str().to_owned(),
@@ -212,8 +212,8 @@ impl Core {
             default_duration_ms: q.default_duration_ms,
             max_duration_ms: q.max_duration_ms,
             definition: self.config.node_names(&q.definition),
-            enabled: state.enabled,
-            started: state.started,
+            enabled,
+            started,
         }
     }
 
@@ -303,202 +303,6 @@ impl Core {
         }
         Ok(())
     }
-
-    /// Checks `candidate` against the rules of the module documentation and applies it.
-    /// `from_file`: it is the configuration file (reload), which becomes authoritative.
-    fn replace_queues(
-        &mut self,
-        mut candidate: Config,
-        from_file: bool,
-    ) -> Result<Reconfig, Refusal> {
-        // A file's errors name the file; a run-time change's are about the change itself.
-        config::check(&candidate).map_err(|e| match from_file {
-            true => invalid(format!("{}: {e}", candidate.origin)),
-            false => invalid(e),
-        })?;
-        if !from_file {
-            candidate.origin = self.config.origin.clone();
-        }
-        // Removed queues own nothing and are in no move.
-        for q in &self.config.queues {
-            if candidate.queue(&q.name).is_none() {
-                self.check_removable(&q.name)?;
-            }
-        }
-        // A definition never loses a node its queue owns.
-        for new in &candidate.queues {
-            let Some(qi) = self.queue_index(&new.name) else {
-                continue;
-            };
-            let lost: Vec<usize> = self
-                .owned_indices(qi)
-                .filter(|n| new.definition.binary_search(n).is_err())
-                .collect();
-            if !lost.is_empty() {
-                let hosts = encode_hostlist(&self.config.node_names(&lost));
-                return Err(policy(format!(
-                    "queue {}: its definition would lose {hosts}, which it owns: move them \
-                     first (`shardsched queue move {hosts} --from {} --to QUEUE`), or give \
-                     `--give-to QUEUE` to move them as part of the update",
-                    new.name, new.name
-                )));
-            }
-        }
-        // Generator ids: kept per name forever, fresh for a name never seen.
-        let mut generators = self.durable.generators.clone();
-        for q in &candidate.queues {
-            if generators.contains_key(&q.name) {
-                continue;
-            }
-            let id = generators
-                .values()
-                .max()
-                .map_or(Some(GENERATOR_ID_FIRST), |m| m.checked_add(1))
-                .filter(|&id| id <= GENERATOR_ID_MAX)
-                .ok_or_else(|| policy(format!("no generator id left for queue {}", q.name)))?;
-            generators.insert(q.name.clone(), id);
-        }
-
-        // Checked: apply.
-        let before: Vec<(String, Option<QueueConfig>)> = (0..self.config.queues.len())
-            .map(|qi| {
-                (
-                    self.config.queues[qi].name.clone(),
-                    Some(self.queue_config_at(qi)),
-                )
-            })
-            .collect();
-        let durable_before = self.durable.clone();
-        let mut out = Reconfig::default();
-        let mut queues = Vec::with_capacity(candidate.queues.len());
-        let mut shards = Vec::with_capacity(candidate.queues.len());
-        for q in &candidate.queues {
-            match self.queue_index(&q.name) {
-                Some(old) => {
-                    queues.push(self.queues[old].clone());
-                    shards.push(self.shards[old].take());
-                }
-                None => {
-                    queues.push(QueueState {
-                        enabled: q.enabled,
-                        started: q.started,
-                        generator_id: generators
-                            .get(&q.name)
-                            .copied()
-                            .unwrap_or(GENERATOR_ID_FIRST),
-                    });
-                    shards.push(None);
-                    out.changes.push(format!(
-                        "added queue {} ({} nodes, {}{})",
-                        q.name,
-                        q.definition.len(),
-                        q.policy,
-                        if q.started { "" } else { ", stopped" }
-                    ));
-                }
-            }
-        }
-        for (qi, old) in self.config.queues.iter().enumerate() {
-            if candidate.queue(&old.name).is_some() {
-                continue;
-            }
-            self.moves.set_definition(&old.name, None);
-            out.changes.push(format!("removed queue {}", old.name));
-            if let Some(ShardLink { conn, .. }) = self.shards[qi].take() {
-                out.stop.push(QueueCommand {
-                    queue: old.name.clone(),
-                    conn,
-                    enabled: false,
-                    started: false,
-                });
-            }
-        }
-        // Owners by name, remapped to the new indices.
-        let owner_names: Vec<Option<String>> = self
-            .owner
-            .iter()
-            .map(|o| o.map(|qi| self.config.queues[qi].name.clone()))
-            .collect();
-        self.config = candidate;
-        self.queues = queues;
-        self.shards = shards;
-        self.owner = owner_names
-            .iter()
-            .map(|o| o.as_deref().and_then(|name| self.queue_index(name)))
-            .collect();
-        self.durable.generators = generators;
-        // Unassigned nodes of new or grown definitions become their queue's: those an
-        // `owns` names first, then the rest by queue name.
-        for qi in 0..self.config.queues.len() {
-            let name = self.config.queues[qi].name.clone();
-            self.moves.set_definition(
-                &name,
-                Some(self.config.node_names(&self.config.queues[qi].definition)),
-            );
-        }
-        let mut gained: Vec<Vec<String>> = vec![Vec::new(); self.config.queues.len()];
-        for owns_pass in [true, false] {
-            for (qi, taken) in gained.iter_mut().enumerate() {
-                let q = &self.config.queues[qi];
-                let nodes = if owns_pass { &q.owns } else { &q.definition };
-                for n in nodes.clone() {
-                    taken.extend(self.take_unowned(qi, n));
-                }
-            }
-        }
-        for (qi, gained) in gained.into_iter().enumerate() {
-            if !gained.is_empty() {
-                out.changes.push(format!(
-                    "queue {} owns {} now",
-                    self.config.queues[qi].name,
-                    encode_hostlist(&gained)
-                ));
-            }
-        }
-        // Shards whose configuration changed restart with the new one.
-        for (name, old) in before {
-            let Some(qi) = self.queue_index(&name) else {
-                continue;
-            };
-            let new = self.queue_config_at(qi);
-            if old.as_ref() == Some(&new) {
-                continue;
-            }
-            out.changes
-                .push(format!("queue {name}: configuration changed"));
-            if let Some(link) = &self.shards[qi] {
-                out.changes.push(format!(
-                    "queue {name}: its shard restarts to apply it (no job is lost)"
-                ));
-                out.restart.push(RestartCommand {
-                    queue: name,
-                    conn: link.conn,
-                    config: new,
-                });
-            }
-        }
-        // Every owner stands as an admin's decision (like a move's): a restart keeps it as
-        // long as its queue defines the node, instead of recomputing owners from the start
-        // rules, which could give a node of a stopped queue to a started one added later.
-        for (n, owner) in self.owner.iter().enumerate() {
-            if owner.is_some()
-                && let Some(entry) = self
-                    .durable
-                    .nodes
-                    .get_mut(&self.config.cluster.nodes[n].name)
-            {
-                entry.moved = true;
-            }
-        }
-        self.durable.queue_table = (!from_file).then(|| RuntimeQueues::of(&self.config));
-        out.journal = self.durable != durable_before;
-        self.journal_changes_since(&durable_before);
-        if out.changes.is_empty() {
-            out.changes.push("nothing changed".into());
-        }
-        self.bump();
-        Ok(out)
-    }
 }
 
 /// The configuration the coordinator runs with: the file's, or, when the previous run
@@ -507,7 +311,7 @@ pub(super) fn effective_config(file: Config, previous: &Durable) -> Result<Confi
     let Some(table) = &previous.queue_table else {
         return Ok(file);
     };
-    let config = table.apply_to(&file).map_err(|e| {
+    let config = queue_table::apply_to(table, &file).map_err(|e| {
         CoreError::Config(format!(
             "the coordinator state's run-time queue table does not fit {}: {e} \
              (remove its queue_table to start from the file)",
@@ -520,11 +324,11 @@ pub(super) fn effective_config(file: Config, previous: &Durable) -> Result<Confi
     Ok(config)
 }
 
-fn invalid(message: String) -> Refusal {
+pub(super) fn invalid(message: String) -> Refusal {
     Refusal::new(RefusalCode::Invalid, message)
 }
 
 /// A rule refuses the change in the present state (jobs, owned nodes, moves).
-fn policy(message: String) -> Refusal {
+pub(super) fn policy(message: String) -> Refusal {
     Refusal::new(RefusalCode::Policy, message)
 }

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 
 use shardsched_wire::msg::shard_coord::{Assignment, Register, ShardStatus};
 use shardsched_wire::msg::{
-    ClusterDescription, ClusterFormat, NodeStatus, QueueConfig, QueueStatus, Refusal, RefusalCode,
+    ClusterDescription, ClusterFormat, NodeStatus, QueueStatus, Refusal, RefusalCode,
 };
 
 use super::{ConnId, Core};
@@ -96,7 +96,7 @@ impl Core {
             // A shard listening on every interface is reached where it connected from.
             address.set_ip(remote.ip());
         }
-        let generator_id = self.queues[qi].generator_id;
+        let generator_id = self.generators.get(&reg.queue).copied().unwrap_or_default();
         if let Some(last) = reg.last_job_id
             && last.generator_id() != generator_id
         {
@@ -170,7 +170,7 @@ impl Core {
         let qi = self.registered(conn, shard_name)?;
         let mut nodes = HashMap::with_capacity(status.nodes.len());
         for node in status.nodes {
-            if let Some(&n) = self.node_index.get(&node.name) {
+            if let Some(n) = self.moves.nodes().index_of(&node.name) {
                 nodes.insert(n, node);
             }
         }
@@ -213,12 +213,10 @@ impl Core {
 
     fn assignment(&self, qi: usize) -> Assignment {
         let q = &self.config.queues[qi];
-        let state = &self.queues[qi];
-        // From the move machine: a node still outgoing to this queue is incoming, not
-        // owned, until its donor released it. (The driver makes the journal durable before
-        // it sends this answer.)
-        let mut owned = self.moves.owned_for(&q.name);
-        owned.sort_by_key(|ng| self.node_index.get(&ng.node).copied());
+        // From the move machine, in cluster order: a node still outgoing to this queue is
+        // incoming, not owned, until its donor released it. (The driver makes the journal
+        // durable before it sends this answer.)
+        let owned = self.moves.owned_for(&q.name);
         let incoming = self.moves.incoming_for(&q.name);
         let flags = self.flags_of(
             owned
@@ -227,24 +225,13 @@ impl Core {
                 .chain(incoming.iter().map(|(_, i)| i.node.node.as_str())),
         );
         Assignment {
-            generator_id: state.generator_id,
+            generator_id: self.generators.get(&q.name).copied().unwrap_or_default(),
             cluster: ClusterDescription {
                 format: ClusterFormat::Spec,
                 text: self.config.cluster.spec_toml.clone(),
                 load_allowlist: self.config.cluster.load_allowlist.clone(),
             },
-            queue: QueueConfig {
-                name: q.name.clone(),
-                queue_policy: q.policy.as_str().to_owned(),
-                match_policy: q.match_policy.as_str().to_owned(),
-                queue_depth: q.queue_depth,
-                reservation_depth: q.reservation_depth,
-                default_duration_ms: q.default_duration_ms,
-                max_duration_ms: q.max_duration_ms,
-                definition: self.config.node_names(&q.definition),
-                enabled: state.enabled,
-                started: state.started,
-            },
+            queue: self.queue_config_at(qi),
             owned,
             incoming,
             flags,

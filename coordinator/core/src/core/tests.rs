@@ -1,6 +1,7 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
+use shardsched_resource::DEFAULT_CLUSTER_TOML;
 use shardsched_wire::msg::client_coord::QueueAction;
 use shardsched_wire::msg::shard_coord::{HeldNode, Register, ShardStatus};
 use shardsched_wire::msg::{
@@ -8,10 +9,9 @@ use shardsched_wire::msg::{
     NodeStatus, QueueStatus, RefusalCode, UserFilter,
 };
 use shardsched_wire::{Fluid, Peer, Role};
-use shardsched_resource::DEFAULT_CLUSTER_TOML;
 
 use super::*;
-use crate::ownership::Durable;
+use crate::records::Durable;
 
 const EPOCH0: u64 = 1000;
 
@@ -139,8 +139,7 @@ fn a_queue_starts_with_what_it_owns_and_says_what_take_would_move() {
 fn generations_and_generator_ids_survive_restarts_and_config_edits() {
     let config = Config::embedded_default().expect("default");
     let (_, first) = Core::new(config.clone(), &Durable::default(), 0).expect("core");
-    let text = first.to_toml();
-    let read = Durable::from_toml(&text).expect("decode");
+    let read = first.reread();
     assert_eq!(read, first);
 
     // Same configuration: nothing changes.
@@ -172,9 +171,6 @@ fn generations_and_generator_ids_survive_restarts_and_config_edits() {
         Some(&3),
         "retired ids stay taken"
     );
-
-    assert!(Durable::from_toml("format = 2\n").is_err());
-    assert!(Durable::from_toml("format = 1\nsurprise = 1\n").is_err());
 }
 
 #[test]
@@ -672,4 +668,27 @@ fn a_flag_set_again_without_a_reason_keeps_the_earlier_reason() {
     core.set_node_flag(&nodes[..1], NodeFlag::Drained, false, "")
         .expect("undrain");
     assert_eq!(reason(&core, &nodes[0]), None);
+}
+
+#[test]
+fn a_resource_list_longer_than_a_reply_comes_in_pages_that_cover_it_once() {
+    let mut core = default_core();
+    let nodes: Vec<String> = (0..128).map(|i| format!("node{i}")).collect();
+    core.set_node_flag(&nodes, NodeFlag::Down, true, &"r".repeat(200))
+        .expect("down");
+    let rows = core.resources(None).expect("rows");
+    let budget = 10 * shardsched_wire::codec::encoded_len(&rows[0]);
+    let (mut seen, mut start, mut pages) = (Vec::new(), 0, 0);
+    loop {
+        let (page, next) = core.resources_page(None, start, budget).expect("a page");
+        pages += 1;
+        assert!(shardsched_wire::codec::encoded_len(&page) <= budget + 8);
+        seen.extend(page);
+        match next {
+            Some(next) => start = next,
+            None => break,
+        }
+    }
+    assert_eq!(seen, rows);
+    assert!(pages >= 12, "{pages} pages");
 }

@@ -5,8 +5,11 @@
 //! owners, generations and enabled come from intent; node states, counters and "started"
 //! (scheduling *now*) need a connected shard and come from its last report.
 
+use std::collections::{BTreeSet, HashMap};
+
 use shardsched_wire::Peer;
 use shardsched_wire::limits::JOBS_PER_RESPONSE_MAX;
+use shardsched_wire::msg::client_coord::{MoveInfo, MoveNodeInfo};
 use shardsched_wire::msg::{
     JobList, JobsQuery, NodeState, NodeStatus, QueueStatus, Refusal, RefusalCode, Route,
     RouteTable, UserFilter, bounds,
@@ -15,7 +18,8 @@ use shardsched_wire::msg::{
 use shardsched_resource::encode_hostlist;
 
 use super::{ConnId, Core};
-use crate::moves::MovingStep;
+use crate::moves::limits::MOVE_VIEW_NODE_ROWS_MAX;
+use crate::moves::{MoveNodeState, MoveStatus, MoveView, MovingStep};
 
 /// How to answer a `jobs` request: which shards to ask, with which query.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,7 +49,7 @@ impl Core {
                 link.as_ref().map(|link| Route {
                     queue: q.name.clone(),
                     address: link.address,
-                    generator_id: state.generator_id,
+                    generator_id: self.generator_id(&q.name).unwrap_or_default(),
                     enabled: state.enabled,
                     started: state.started,
                     reason: self.queue_reason(&q.name).unwrap_or_default().to_owned(),
@@ -116,15 +120,26 @@ impl Core {
             Some(q) => Some(self.queue_index(q).ok_or_else(|| self.no_such_queue(q))?),
             None => None,
         };
-        let rows = self
+        let queue_index: HashMap<&str, usize> = self
             .config
-            .cluster
-            .nodes
+            .queues
             .iter()
             .enumerate()
-            .filter(|(n, _)| only.is_none() || self.owner[*n] == only)
-            .map(|(n, node)| {
-                let owner = self.owner[n];
+            .map(|(qi, q)| (q.name.as_str(), qi))
+            .collect();
+        let rows = self
+            .moves
+            .nodes()
+            .iter()
+            .enumerate()
+            .filter_map(|(n, (name, intent, _))| {
+                let owner = intent
+                    .owner
+                    .as_deref()
+                    .and_then(|o| queue_index.get(o).copied());
+                if only.is_some() && owner != only {
+                    return None;
+                }
                 let seen = owner
                     .and_then(|qi| self.shards[qi].as_ref())
                     .and_then(|l| l.report.as_ref())
@@ -135,18 +150,59 @@ impl Core {
                     (Some(_), None) => NodeState::Down,
                 };
                 let mut row = NodeStatus {
-                    name: node.name.clone(),
-                    queue: owner.map(|qi| self.config.queues[qi].name.clone()),
+                    name: name.to_owned(),
+                    queue: intent.owner.clone(),
                     state,
-                    generation: self.generation[n],
+                    generation: intent.generation,
                     jobs_running: seen.map_or(0, |s| s.jobs_running),
                     reason: seen.and_then(|s| s.reason.clone()),
                 };
                 self.overlay_intent(n, &mut row);
-                row
+                Some(row)
             })
             .collect();
         Ok(rows)
+    }
+
+    /// The page of [`Core::resources`] from row `start` that fits `budget` bytes, and
+    /// where the next page starts (`None`: this was the last).
+    pub fn resources_page(
+        &self,
+        queue: Option<&str>,
+        start: u32,
+        budget: usize,
+    ) -> Result<(Vec<NodeStatus>, Option<u32>), Refusal> {
+        let rows = self.resources(queue)?;
+        let skip = usize::try_from(start).unwrap_or(usize::MAX);
+        let (nodes, more) = bounds::fit_rows(rows.into_iter().skip(skip), budget);
+        let sent = u32::try_from(nodes.len()).unwrap_or(u32::MAX);
+        Ok((nodes, more.then(|| start.saturating_add(sent))))
+    }
+
+    /// `queue moves`, by move id, and whether moves were left out: when the node rows would
+    /// not fit one answer, unfinished moves are kept first, then the newest finished ones.
+    pub fn move_list(&self) -> (Vec<MoveInfo>, bool) {
+        let views = self.moves();
+        let mut by_priority: Vec<&MoveView> = views.iter().collect();
+        by_priority.sort_by_key(|v| (v.status != MoveStatus::Active, std::cmp::Reverse(v.move_id)));
+        let mut rows = 0usize;
+        let mut kept = BTreeSet::new();
+        let mut truncated = false;
+        for view in by_priority {
+            rows = rows.saturating_add(view.nodes.len());
+            if rows > MOVE_VIEW_NODE_ROWS_MAX {
+                truncated = true;
+                break;
+            }
+            kept.insert(view.move_id);
+        }
+        let moves: Vec<MoveInfo> = views
+            .into_iter()
+            .filter(|v| kept.contains(&v.move_id))
+            .map(move_info)
+            .collect();
+        let (moves, cut) = bounds::fit_reply(moves);
+        (moves, truncated || cut)
     }
 
     /// Adds what the coordinator knows and a shard's report may not say: a node moving
@@ -266,6 +322,50 @@ pub fn merge_jobs(plan: &JobsPlan, answers: Vec<JobList>, failed: usize) -> JobL
     JobList {
         jobs,
         truncated: truncated || cut,
+    }
+}
+
+/// A move as `queue moves` shows it.
+fn move_info(view: MoveView) -> MoveInfo {
+    let status = match view.status {
+        MoveStatus::Active => "active",
+        MoveStatus::Completed => "completed",
+        MoveStatus::Cancelled => "cancelled",
+    };
+    let nodes = view
+        .nodes
+        .into_iter()
+        .map(|n| {
+            let (state, expected_free_ms, jobs) = match n.state {
+                MoveNodeState::Outgoing {
+                    expected_free_ms,
+                    jobs,
+                } => ("outgoing", expected_free_ms, jobs),
+                MoveNodeState::Released => ("released", None, Vec::new()),
+                MoveNodeState::Up => ("up", None, Vec::new()),
+                MoveNodeState::Returning => ("returning", None, Vec::new()),
+                MoveNodeState::Returned => ("returned", None, Vec::new()),
+            };
+            MoveNodeInfo {
+                node: n.node,
+                generation: n.generation,
+                state: state.to_owned(),
+                expected_free_ms,
+                jobs,
+                requested_ms: view.started_ms,
+                released_ms: n.released_ms,
+                acquired_ms: n.acquired_ms,
+            }
+        })
+        .collect();
+    MoveInfo {
+        move_id: view.move_id,
+        from: view.from,
+        to: view.to,
+        status: status.to_owned(),
+        started_ms: view.started_ms,
+        deadline_ms: view.deadline_ms,
+        nodes,
     }
 }
 

@@ -253,7 +253,7 @@ impl MoveMachine {
         ng: &NodeGen,
         side: Side,
     ) -> Option<(MoveId, &mut MoveNode)> {
-        let id = self.state.nodes.get(&ng.node)?.moving?;
+        let id = self.state.nodes.moving(&ng.node)?;
         let mv = self.state.active.get_mut(&id)?;
         if side.queue(mv) != queue {
             return None;

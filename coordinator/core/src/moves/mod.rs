@@ -45,7 +45,9 @@
 
 mod answers;
 mod emit;
+mod invariants;
 pub mod limits;
+mod nodes;
 mod outbox;
 mod reconfig;
 mod state;
@@ -56,17 +58,18 @@ mod view;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use shardsched_resource::encode_hostlist;
 use shardsched_wire::msg::coord_shard::Request;
 use shardsched_wire::msg::{Generation, MoveId, NodeGen};
-use shardsched_resource::encode_hostlist;
 
 use emit::Want;
 use limits::{ANOMALIES_RETAINED, MOVE_NODES_MAX, MOVES_ACTIVE_MAX, RESEND_INTERVAL_MS};
+pub use nodes::{NodeFlag, NodeIntent, NodeTable};
 use outbox::Outbox;
-use state::{Move, NodeIntent, Phase, State};
+use state::{Move, Phase, State};
 pub use types::{
     JournalToken, MoveError, MoveNodeState, MoveNodeView, MoveRecord, MoveStatus, MoveView,
-    MovingNode, MovingStep, NodeIntentInit, RecoverError, ShardAssignment, Transmit,
+    MovingNode, MovingStep, RecoverError, ShardAssignment, Transmit,
 };
 
 /// See the module documentation.
@@ -79,25 +82,16 @@ pub struct MoveMachine {
 }
 
 impl MoveMachine {
-    /// A machine over the given nodes (owner and generation, intent) and queue definitions
-    /// (queue → the nodes it may own), with no move in progress. `first_move_id` is the
-    /// first id handed out (keep ids growing across journal compactions).
+    /// A machine over the given nodes (name and intent, in the order the node table keeps)
+    /// and queue definitions (queue → the nodes it may own), with no move in progress.
+    /// `first_move_id` is the first id handed out (keep ids growing across journal
+    /// compactions).
     pub fn new(
-        nodes: impl IntoIterator<Item = NodeIntentInit>,
+        nodes: impl IntoIterator<Item = (String, NodeIntent)>,
         definitions: impl IntoIterator<Item = (String, Vec<String>)>,
         first_move_id: u64,
     ) -> MoveMachine {
-        let nodes = nodes
-            .into_iter()
-            .map(|n| {
-                let intent = NodeIntent {
-                    owner: n.owner,
-                    generation: n.generation,
-                    moving: None,
-                };
-                (n.node, intent)
-            })
-            .collect();
+        let nodes = NodeTable::new(nodes);
         let definitions = definitions
             .into_iter()
             .map(|(q, nodes)| (q, nodes.into_iter().collect()))
@@ -120,7 +114,7 @@ impl MoveMachine {
     /// records start from, then every journaled record in order. Unfinished moves send
     /// their commands again at the first [`MoveMachine::tick`].
     pub fn recover(
-        nodes: impl IntoIterator<Item = NodeIntentInit>,
+        nodes: impl IntoIterator<Item = (String, NodeIntent)>,
         definitions: impl IntoIterator<Item = (String, Vec<String>)>,
         first_move_id: u64,
         records: impl IntoIterator<Item = MoveRecord>,
@@ -166,7 +160,7 @@ impl MoveMachine {
                 .iter()
                 .map(|&n| NodeGen {
                     node: n.to_owned(),
-                    generation: next_generation(self.state.nodes.get(n).map(|i| i.generation)),
+                    generation: next_generation(self.state.nodes.generation(n)),
                 })
                 .collect(),
             started_ms: now,
@@ -250,9 +244,21 @@ impl MoveMachine {
         self.outbox.journaled(token);
     }
 
-    /// The next command whose records are durable.
+    /// The next command whose records are durable. An `Acquire` carries the nodes' admin
+    /// flags as they are now: the recipient brings each node up with them.
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
-        self.outbox.poll_transmit()
+        let mut transmit = self.outbox.poll_transmit()?;
+        if let Request::Acquire(acquire) = &mut transmit.request {
+            acquire.flags = acquire
+                .nodes
+                .iter()
+                .filter_map(|ng| {
+                    let flags = self.state.nodes.get(&ng.node)?.flags()?;
+                    Some((ng.node.clone(), flags))
+                })
+                .collect();
+        }
+        Some(transmit)
     }
 
     /// The next registration answer whose records are durable (the driver answers the
@@ -284,7 +290,7 @@ impl MoveMachine {
         let unknown: Vec<&str> = nodes
             .iter()
             .copied()
-            .filter(|n| !self.state.nodes.contains_key(*n))
+            .filter(|n| !self.state.nodes.contains(n))
             .collect();
         if !unknown.is_empty() {
             return Err(MoveError::NoSuchNode(encode_hostlist(&unknown)));

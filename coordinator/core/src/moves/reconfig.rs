@@ -3,9 +3,8 @@
 //! given to a queue. Neither starts a move: a node that changes hands between two queues
 //! always goes through a move.
 
-use shardsched_wire::msg::Generation;
-
-use super::MoveMachine;
+use super::nodes::NodeFlag;
+use super::{MoveMachine, next_generation};
 
 impl MoveMachine {
     /// Sets (`Some`) or forgets (`None`) a queue's definition, so that later moves check
@@ -23,18 +22,52 @@ impl MoveMachine {
         }
     }
 
-    /// Gives an unassigned node that is in no move to `owner` at `generation` (the caller
-    /// journals it before any shard hears of it). Returns whether it did: a node that is
-    /// owned or moving is left alone.
-    pub fn assign_unowned(&mut self, node: &str, owner: &str, generation: Generation) -> bool {
-        match self.state.nodes.get_mut(node) {
-            Some(intent) if intent.owner.is_none() && intent.moving.is_none() => {
-                intent.owner = Some(owner.to_owned());
-                intent.generation = generation;
-                true
-            }
-            _ => false,
+    /// Whether the machine knows `queue` with exactly `nodes` as its definition.
+    pub fn definition_is(&self, queue: &str, nodes: &[String]) -> bool {
+        self.state
+            .definitions
+            .get(queue)
+            .is_some_and(|d| d.len() == nodes.len() && nodes.iter().all(|n| d.contains(n)))
+    }
+
+    /// Gives an unassigned node that is in no move to `owner`, at a new generation (the
+    /// caller journals it before any shard hears of it). Returns whether it did: a node
+    /// that is owned or moving is left alone.
+    pub fn assign_unowned(&mut self, node: &str, owner: &str) -> bool {
+        let nodes = &mut self.state.nodes;
+        let Some(intent) = nodes.get(node) else {
+            return false;
+        };
+        if intent.owner.is_some() || nodes.moving(node).is_some() {
+            return false;
         }
+        debug_assert!(
+            self.state
+                .definitions
+                .get(owner)
+                .is_some_and(|d| d.contains(node)),
+            "node {node} given to {owner}, outside its definition"
+        );
+        let generation = next_generation(Some(intent.generation));
+        nodes.set_owner(node, Some(owner.to_owned()), generation, None);
+        true
+    }
+
+    /// Sets or clears one admin flag of `node` (flags are the node's, whoever owns it);
+    /// `None` when there is no such node, else whether anything changed.
+    pub fn set_flag(&mut self, node: &str, flag: NodeFlag, value: Option<String>) -> Option<bool> {
+        self.state.nodes.set_flag(node, flag, value)
+    }
+
+    /// Marks every owned node's owner as an admin's decision (see
+    /// [`NodeTable::keep_owners`](super::NodeTable::keep_owners)).
+    pub fn keep_owners(&mut self) {
+        self.state.nodes.keep_owners();
+    }
+
+    /// The nodes whose intent changed since the last call, to journal.
+    pub fn take_changed_nodes(&mut self) -> std::collections::BTreeSet<String> {
+        self.state.nodes.take_changed()
     }
 
     /// Whether a queue is the donor or the recipient of an unfinished move.

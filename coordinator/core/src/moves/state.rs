@@ -7,21 +7,13 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use shardsched_wire::msg::{Generation, JobId, MoveId, NodeGen};
 
 use super::limits::MOVES_FINISHED_RETAINED;
+use super::nodes::NodeTable;
 use super::types::{MoveNodeState, MoveNodeView, MoveRecord, MoveStatus, MoveView};
 
 /// Selects nodes by phase (for [`Move::records`]).
 type PhaseFilter = fn(&Phase) -> bool;
 /// Builds one kind of record (for [`Move::records`]).
 type MakeRecord = fn(MoveId, Vec<NodeGen>) -> MoveRecord;
-
-/// One node's intent: who should own it, at which generation, and the move it is in.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct NodeIntent {
-    pub(crate) owner: Option<String>,
-    pub(crate) generation: Generation,
-    /// The unfinished move this node takes part in.
-    pub(crate) moving: Option<MoveId>,
-}
 
 /// A node's step in one move.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -214,7 +206,8 @@ impl Move {
 /// Everything the machine knows, minus its output queues.
 #[derive(Debug, Default)]
 pub(crate) struct State {
-    pub(crate) nodes: BTreeMap<String, NodeIntent>,
+    /// The node table: owners, generations, flags, and the move each node is in.
+    pub(crate) nodes: NodeTable,
     pub(crate) definitions: BTreeMap<String, BTreeSet<String>>,
     pub(crate) active: BTreeMap<MoveId, Move>,
     pub(crate) finished: VecDeque<Move>,
@@ -244,17 +237,21 @@ impl State {
                 }
                 let mut move_nodes = BTreeMap::new();
                 for ng in nodes {
-                    let intent = self
+                    let current = self
                         .nodes
-                        .get_mut(&ng.node)
+                        .generation(&ng.node)
                         .ok_or_else(|| format!("no node {} in the cluster", ng.node))?;
                     // Live, a start always carries a newer generation. Replayed over a
                     // compacted base, a node that already finished its part of this move
                     // may have moved on since: its newer intent stays.
-                    if ng.generation >= intent.generation {
-                        intent.owner = Some(to.clone());
-                        intent.generation = ng.generation;
-                        intent.moving = Some(id);
+                    if ng.generation >= current {
+                        debug_assert!(
+                            self.nodes.moving(&ng.node).is_none(),
+                            "node {} would be in two moves",
+                            ng.node
+                        );
+                        self.nodes
+                            .set_owner(&ng.node, Some(to.clone()), ng.generation, Some(id));
                     }
                     move_nodes.insert(
                         ng.node.clone(),
@@ -314,12 +311,13 @@ impl State {
                     };
                     // A returning node's start generation is one below its current one, so
                     // a replayed start left it alone: this record puts it back in the move.
-                    if let Some(intent) = self.nodes.get_mut(&ng.node)
-                        && ng.generation >= intent.generation
+                    if self
+                        .nodes
+                        .generation(&ng.node)
+                        .is_some_and(|current| ng.generation >= current)
                     {
-                        intent.owner = Some(from.clone());
-                        intent.generation = ng.generation;
-                        intent.moving = Some(id);
+                        self.nodes
+                            .set_owner(&ng.node, Some(from.clone()), ng.generation, Some(id));
                     }
                 }
             }
@@ -378,11 +376,7 @@ impl State {
 
     fn clear_moving(&mut self, id: MoveId, nodes: &[NodeGen]) {
         for ng in nodes {
-            if let Some(intent) = self.nodes.get_mut(&ng.node)
-                && intent.moving == Some(id)
-            {
-                intent.moving = None;
-            }
+            self.nodes.leave_move(&ng.node, id);
         }
     }
 

@@ -8,13 +8,19 @@ use super::*;
 
 const NOW: u64 = 1_000_000;
 
-/// Nodes n0..n3 owned by `a` at generation 1; `b` may own n0..n2.
-fn machine() -> MoveMachine {
-    let nodes = (0..4).map(|i| NodeIntentInit {
-        node: format!("n{i}"),
+/// Node `name` owned by `a` at generation 1.
+fn owned_by_a(name: &str) -> (String, NodeIntent) {
+    let intent = NodeIntent {
         owner: Some("a".into()),
         generation: Generation(1),
-    });
+        ..NodeIntent::default()
+    };
+    (name.to_owned(), intent)
+}
+
+/// Nodes n0..n3 owned by `a` at generation 1; `b` may own n0..n2.
+fn machine() -> MoveMachine {
+    let nodes = (0..4).map(|i| owned_by_a(&format!("n{i}")));
     let defs = vec![
         ("a".to_owned(), (0..4).map(|i| format!("n{i}")).collect()),
         ("b".to_owned(), (0..3).map(|i| format!("n{i}")).collect()),
@@ -44,6 +50,7 @@ fn flush(m: &mut MoveMachine) -> (Vec<MoveRecord>, Vec<Transmit>) {
     while let Some(t) = m.poll_transmit() {
         sent.push(t);
     }
+    assert_eq!(m.invariants(), Ok(()));
     (records, sent)
 }
 
@@ -429,11 +436,7 @@ fn recovery_rebuilds_the_same_intent_and_resends() {
     );
     let (records, _) = flush(&mut m);
     let base = machine();
-    let base_nodes = ["n0", "n1", "n2", "n3"].map(|n| NodeIntentInit {
-        node: n.into(),
-        owner: base.owner_of(n).map(str::to_owned),
-        generation: base.generation_of(n).unwrap_or_default(),
-    });
+    let base_nodes = base.intent();
     let defs = vec![
         ("a".to_owned(), names(&["n0", "n1", "n2", "n3"])),
         ("b".to_owned(), names(&["n0", "n1", "n2"])),
@@ -530,11 +533,7 @@ fn the_compacted_journal_rebuilds_unfinished_moves_over_the_intent() {
 /// compacted journal is replayed.
 #[test]
 fn compaction_keeps_a_node_that_moved_on_from_an_unfinished_move() {
-    let nodes = (0..2).map(|i| NodeIntentInit {
-        node: format!("n{i}"),
-        owner: Some("a".into()),
-        generation: Generation(1),
-    });
+    let nodes = (0..2).map(|i| owned_by_a(&format!("n{i}")));
     let defs = vec![
         ("a".to_owned(), names(&["n0", "n1"])),
         ("b".to_owned(), names(&["n0", "n1"])),
@@ -643,11 +642,7 @@ fn steps_are_timed_by_the_inputs_clock() {
 /// unfinished later one), nodes `n2` before `n10`.
 #[test]
 fn moves_are_listed_by_id_with_their_nodes_in_natural_order() {
-    let nodes = (0..12).map(|i| NodeIntentInit {
-        node: format!("n{i}"),
-        owner: Some("a".into()),
-        generation: Generation(1),
-    });
+    let nodes = (0..12).map(|i| owned_by_a(&format!("n{i}")));
     let all: Vec<String> = (0..12).map(|i| format!("n{i}")).collect();
     let defs = vec![("a".to_owned(), all.clone()), ("b".to_owned(), all)];
     let mut m = MoveMachine::new(nodes, defs, 1);

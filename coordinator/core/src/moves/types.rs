@@ -9,7 +9,7 @@ use shardsched_wire::msg::{Generation, JobId, MoveId, NodeGen};
 /// A record carries the generations it gives nodes, so replaying the records over the
 /// ownership of the previous run rebuilds every node's owner and generation exactly
 /// ([`MoveMachine::recover`](super::MoveMachine::recover)).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MoveRecord {
     /// A move began: each node's owner is now `to`, at the given (new) generation.
     Started {
@@ -58,6 +58,18 @@ pub enum MoveRecord {
 }
 
 impl MoveRecord {
+    /// The record's kind (`started`, `released`, `acquired`, `cancelled`, `returned`), as
+    /// the driver's failpoints name it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            MoveRecord::Started { .. } => "started",
+            MoveRecord::Released { .. } => "released",
+            MoveRecord::Acquired { .. } => "acquired",
+            MoveRecord::Cancelled { .. } => "cancelled",
+            MoveRecord::Returned { .. } => "returned",
+        }
+    }
+
     /// The move the record is about.
     pub fn move_id(&self) -> MoveId {
         match self {
@@ -97,17 +109,6 @@ pub struct ShardAssignment {
     pub owned: Vec<NodeGen>,
     /// Nodes on their way to it.
     pub incoming: Vec<(MoveId, IncomingNode)>,
-}
-
-/// A node as the machine is built with: name, owning queue (intent), generation.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NodeIntentInit {
-    /// Node name.
-    pub node: String,
-    /// Owning queue, if any.
-    pub owner: Option<String>,
-    /// Its generation.
-    pub generation: Generation,
 }
 
 /// Why a move request was refused. Every variant names what was wrong.

@@ -6,30 +6,36 @@ use shardsched_wire::msg::coord_shard::IncomingNode;
 use shardsched_wire::msg::{Generation, MoveId, NodeGen};
 
 use super::MoveMachine;
+use super::nodes::{NodeIntent, NodeTable};
 use super::state::{Move, Phase};
-use super::types::{MoveError, MoveRecord, MoveView, NodeIntentInit};
+use super::types::{MoveError, MoveRecord, MoveView};
 use super::types::{MovingNode, MovingStep};
 
 impl MoveMachine {
+    /// The node table: every node's owner, generation, flags and move.
+    pub fn nodes(&self) -> &NodeTable {
+        &self.state.nodes
+    }
+
     /// A node's owner (intent).
     pub fn owner_of(&self, node: &str) -> Option<&str> {
-        self.state.nodes.get(node)?.owner.as_deref()
+        self.state.nodes.owner(node)
     }
 
     /// A node's generation (intent).
     pub fn generation_of(&self, node: &str) -> Option<Generation> {
-        self.state.nodes.get(node).map(|n| n.generation)
+        self.state.nodes.generation(node)
     }
 
     /// The unfinished move a node is in.
     pub fn moving(&self, node: &str) -> Option<MoveId> {
-        self.state.nodes.get(node)?.moving
+        self.state.nodes.moving(node)
     }
 
     /// Where a node of an unfinished move is, without copying the move (for per-node
     /// views over many nodes).
     pub fn moving_node(&self, node: &str) -> Option<MovingNode<'_>> {
-        let id = self.state.nodes.get(node)?.moving?;
+        let id = self.state.nodes.moving(node)?;
         let mv = self.state.active.get(&id)?;
         let step = match mv.nodes.get(node)?.phase {
             Phase::Outgoing { .. } | Phase::Returning { .. } => MovingStep::InDonor,
@@ -52,9 +58,9 @@ impl MoveMachine {
         self.state
             .nodes
             .iter()
-            .filter(|(name, n)| {
-                n.owner.as_deref() == Some(queue)
-                    && !n.moving.is_some_and(|id| {
+            .filter(|(name, intent, moving)| {
+                intent.owner.as_deref() == Some(queue)
+                    && !moving.is_some_and(|id| {
                         self.state.active.get(&id).is_some_and(|m| {
                             m.to == queue
                                 && m.nodes
@@ -63,9 +69,9 @@ impl MoveMachine {
                         })
                     })
             })
-            .map(|(name, n)| NodeGen {
-                node: name.clone(),
-                generation: n.generation,
+            .map(|(name, intent, _)| NodeGen {
+                node: name.to_owned(),
+                generation: intent.generation,
             })
             .collect()
     }
@@ -133,17 +139,9 @@ impl MoveMachine {
         self.state.active.get(&move_id).map(Move::records)
     }
 
-    /// Every node's intent (owner and generation), in name order.
-    pub fn intent(&self) -> Vec<NodeIntentInit> {
-        self.state
-            .nodes
-            .iter()
-            .map(|(name, n)| NodeIntentInit {
-                node: name.clone(),
-                owner: n.owner.clone(),
-                generation: n.generation,
-            })
-            .collect()
+    /// Every node's intent, in the node table's order (what [`MoveMachine::new`] takes).
+    pub fn intent(&self) -> Vec<(String, NodeIntent)> {
+        self.state.nodes.intents()
     }
 
     /// The id the next move will get.

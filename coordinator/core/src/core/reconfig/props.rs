@@ -161,7 +161,7 @@ proptest! {
                     Ok(())
                 }
                 Op::Restart => {
-                    let durable = Durable::from_toml(&core.durable_state().to_toml()).expect("decode");
+                    let durable = core.durable_state().reread();
                     let (restarted, _) = Core::new(file.clone(), &durable, 2).expect("restart");
                     prop_assert_eq!(observed(&restarted), observed(&core), "a restart changes nothing");
                     core = restarted;
@@ -170,6 +170,7 @@ proptest! {
             };
             // A refusal changes nothing a client sees; whatever happened, the rules hold.
             let _ = result;
+            prop_assert_eq!(core.invariants(), Ok(()));
             for (n, node) in nodes().iter().enumerate() {
                 if let Some(owner) = core.owner_of(node) {
                     let def = &core.config().queue(owner).expect("owner is a queue").definition;

@@ -98,7 +98,7 @@ fn adding_a_queue_gives_it_the_unassigned_nodes_of_its_definition_and_a_fresh_ge
     let table = durable.queue_table.expect("run-time table kept");
     assert!(
         table
-            .queue
+            .queues
             .iter()
             .any(|q| q.name == "c" && q.nodes == "node[15-24]")
     );
@@ -292,8 +292,7 @@ fn runtime_table_survives_a_restart_until_reload_makes_the_file_authoritative() 
     )
     .expect("updated");
     let durable = core.durable_state();
-    let text = durable.to_toml();
-    let read = Durable::from_toml(&text).expect("decode");
+    let read = durable.reread();
 
     // A restart with the same file keeps the run-time table.
     let (restarted, _) = Core::new(file.clone(), &read, 2).expect("restart");
