@@ -142,7 +142,10 @@ fn the_golden_v1_journal_opens_and_reads_back_the_scenarios_state() {
     // the decoder cannot hide a change of the bytes)...
     assert_eq!(read.generators.get("gpu"), Some(&4));
     let debug = read.queues.get("debug").unwrap();
-    assert_eq!((debug.enabled, debug.reason.as_str()), (false, "maintenance"));
+    assert_eq!(
+        (debug.enabled, debug.reason.as_str()),
+        (false, "maintenance")
+    );
     assert_eq!(read.nodes["node5"].drained.as_deref(), Some("bad dimm"));
     assert_eq!(read.nodes["node6"].down.as_deref(), Some("dead psu"));
     let node96 = &read.nodes["node96"];
@@ -150,7 +153,12 @@ fn the_golden_v1_journal_opens_and_reads_back_the_scenarios_state() {
     assert_eq!((node96.generation, node96.kept), (Generation(2), true));
     assert_eq!(read.next_move_id, 3);
     let table = read.queue_table.as_ref().unwrap();
-    assert!(table.queues.iter().any(|q| q.name == "gpu" && q.nodes == "node[120-127]"));
+    assert!(
+        table
+            .queues
+            .iter()
+            .any(|q| q.name == "gpu" && q.nodes == "node[120-127]")
+    );
     let steps: Vec<MoveStepRecord> = read.moves.iter().map(MoveStepRecord::from).collect();
     assert!(matches!(
         steps.as_slice(),

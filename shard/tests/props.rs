@@ -152,8 +152,8 @@ const CLUSTER: &str = "name = \"c\"\n[[nodes]]\nhosts = \"n[0-3]\"\ncores_per_so
 fn queue_config(policy: &str) -> QueueConfig {
     QueueConfig {
         name: "batch".into(),
-        queue_policy: policy.into(),
-        match_policy: "lonode".into(),
+        queue_policy: shardsched_proto::msg::QueuePolicy::parse(policy).expect("a queue policy"),
+        match_policy: shardsched_proto::msg::MatchPolicy::LoNode,
         // Shallow, so that bursts exceed it.
         queue_depth: 3,
         reservation_depth: 4,

@@ -6,14 +6,14 @@
 //! Also the one place a [`QueueSpec`] from the wire becomes a [`QueueDef`], with the
 //! configuration file's defaults and value rules (same constants, same parsers).
 
-use shardsched_resource::{decode_hostlist, encode_hostlist};
+use shardsched_resource::encode_hostlist;
 use shardsched_wire::msg::client_coord::QueueSpec;
 
-use crate::config::{Config, MatchPolicy, QueueDef, QueuePolicy};
-use crate::config::{
-    DEFAULT_DURATION_DEFAULT_MS, DEPTH_MAX, QUEUE_DEPTH_DEFAULT, RESERVATION_DEPTH_DEFAULT,
-    raw_duration_ms,
+use crate::config::values::{
+    self, QUEUE_DEPTH_DEFAULT, RESERVATION_DEPTH_DEFAULT, check_default_within_max,
+    default_duration_within, duration_text_ms, longer_than_max, resolve_hostlist,
 };
+use crate::config::{Config, MatchPolicy, QueueDef, QueuePolicy};
 use crate::records::{QueueDefRecord, QueueTableRecord};
 
 /// The queue table of `config`, as the journal keeps it.
@@ -49,10 +49,8 @@ pub fn apply_to(table: &QueueTableRecord, file: &Config) -> Result<Config, Strin
         let err = |what: String| format!("run-time queue {}: {what}", q.name);
         let def = QueueDef {
             name: q.name.clone(),
-            policy: QueuePolicy::parse(&q.policy)
-                .ok_or_else(|| err(format!("unknown policy {:?}", q.policy)))?,
-            match_policy: MatchPolicy::parse(&q.match_policy)
-                .ok_or_else(|| err(format!("unknown match policy {:?}", q.match_policy)))?,
+            policy: QueuePolicy::parse(&q.policy).map_err(err)?,
+            match_policy: MatchPolicy::parse(&q.match_policy).map_err(err)?,
             queue_depth: q.queue_depth,
             reservation_depth: q.reservation_depth,
             default_duration_ms: q.default_duration_ms,
@@ -70,30 +68,15 @@ pub fn apply_to(table: &QueueTableRecord, file: &Config) -> Result<Config, Strin
     Ok(config)
 }
 
-/// A hostlist resolved to node indices of `config`'s cluster, ascending, without repeats.
+/// A hostlist resolved to node indices of `config`'s cluster, ascending, without repeats;
+/// not empty.
 pub fn definition(config: &Config, hostlist: &str) -> Result<Vec<usize>, String> {
-    let names = decode_hostlist(hostlist).map_err(|e| format!("nodes: {e}"))?;
-    let mut missing = Vec::new();
-    let mut indices = Vec::with_capacity(names.len());
-    for name in &names {
-        match config.cluster.nodes.iter().position(|n| &n.name == name) {
-            Some(i) => indices.push(i),
-            None => missing.push(name.as_str()),
-        }
-    }
-    if !missing.is_empty() {
-        return Err(format!(
-            "nodes: {} not in the cluster ({} nodes)",
-            encode_hostlist(&missing),
-            config.cluster.nodes.len()
-        ));
-    }
-    indices.sort_unstable();
-    indices.dedup();
-    if indices.is_empty() {
+    let index_of = |name: &str| config.cluster.nodes.iter().position(|n| n.name == name);
+    let set = resolve_hostlist(hostlist, index_of).map_err(|e| format!("nodes: {e}"))?;
+    if set.is_empty() {
         return Err("nodes: the definition is empty".into());
     }
-    Ok(indices)
+    Ok(set.into_iter().collect())
 }
 
 /// `spec` applied over `base` (an update), or over the file's defaults when `base` is
@@ -111,28 +94,17 @@ pub fn queue_def(
         }
     };
     let policy = match (&spec.policy, base) {
-        (Some(p), _) => QueuePolicy::parse(p).ok_or_else(|| {
-            format!(
-                "policy: unknown queue policy {p:?} (expected fcfs, easy, hybrid or conservative)"
-            )
-        })?,
+        (Some(p), _) => QueuePolicy::parse(p).map_err(|e| format!("policy: {e}"))?,
         (None, Some(base)) => base.policy,
         (None, None) => QueuePolicy::Fcfs,
     };
     let match_policy = match (&spec.match_policy, base) {
-        (Some(p), _) => MatchPolicy::parse(p).ok_or_else(|| {
-            let known: Vec<&str> = MatchPolicy::ALL.iter().map(|m| m.as_str()).collect();
-            format!(
-                "match_policy: unknown match policy {p:?} (expected {})",
-                known.join(", ")
-            )
-        })?,
+        (Some(p), _) => MatchPolicy::parse(p).map_err(|e| format!("match_policy: {e}"))?,
         (None, Some(base)) => base.match_policy,
         (None, None) => MatchPolicy::First,
     };
     let depth = |value: Option<u32>, key: &str, old: Option<u32>, default: u32| match value {
-        Some(d) if d > DEPTH_MAX => Err(format!("{key}: {d} is more than {DEPTH_MAX}")),
-        Some(d) => Ok(d),
+        Some(d) => values::depth(d).map_err(|e| format!("{key}: {e}")),
         None => Ok(old.unwrap_or(default)),
     };
     let queue_depth = depth(
@@ -149,10 +121,7 @@ pub fn queue_def(
     )?;
     let duration = |text: &Option<String>, key: &str| -> Result<Option<u64>, String> {
         text.as_deref()
-            .map(|t| {
-                raw_duration_ms(&toml::Value::String(t.to_owned()))
-                    .map_err(|e| format!("{key}: {e}"))
-            })
+            .map(|t| duration_text_ms(t).map_err(|e| format!("{key}: {e}")))
             .transpose()
     };
     let max_duration_ms = match duration(&spec.max_duration, "max_duration")? {
@@ -163,22 +132,13 @@ pub fn queue_def(
         Some(ms) => ms,
         None => match base {
             // An update that lowers the maximum below the default caps the default.
-            Some(b)
-                if max_duration_ms > 0
-                    && (b.default_duration_ms == 0 || b.default_duration_ms > max_duration_ms) =>
-            {
-                max_duration_ms
-            }
+            Some(b) if longer_than_max(b.default_duration_ms, max_duration_ms) => max_duration_ms,
             Some(b) => b.default_duration_ms,
-            None if max_duration_ms == 0 => DEFAULT_DURATION_DEFAULT_MS,
-            None => DEFAULT_DURATION_DEFAULT_MS.min(max_duration_ms),
+            None => default_duration_within(max_duration_ms),
         },
     };
-    if max_duration_ms > 0 && (default_duration_ms == 0 || default_duration_ms > max_duration_ms) {
-        return Err(format!(
-            "default_duration: {default_duration_ms} ms is longer than max_duration ({max_duration_ms} ms)"
-        ));
-    }
+    check_default_within_max(default_duration_ms, max_duration_ms)
+        .map_err(|e| format!("default_duration: {e}"))?;
     Ok(QueueDef {
         name: spec.name.clone(),
         policy,

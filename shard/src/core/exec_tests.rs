@@ -32,8 +32,8 @@ fn core_with(options: CoreOptions) -> ShardCore {
     let names = ["n0", "n1"];
     let config = QueueConfig {
         name: "batch".into(),
-        queue_policy: "fcfs".into(),
-        match_policy: "lonode".into(),
+        queue_policy: shardsched_proto::msg::QueuePolicy::Fcfs,
+        match_policy: shardsched_proto::msg::MatchPolicy::LoNode,
         queue_depth: 32,
         reservation_depth: 1,
         default_duration_ms: 60_000,

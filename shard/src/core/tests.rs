@@ -20,8 +20,8 @@ const CLUSTER: &str = "name = \"c\"\n[[nodes]]\nhosts = \"n[0-3]\"\ncores_per_so
 fn config(definition: &[&str]) -> QueueConfig {
     QueueConfig {
         name: "batch".into(),
-        queue_policy: "easy".into(),
-        match_policy: "lonode".into(),
+        queue_policy: shardsched_proto::msg::QueuePolicy::Easy,
+        match_policy: shardsched_proto::msg::MatchPolicy::LoNode,
         queue_depth: 32,
         reservation_depth: 1,
         default_duration_ms: 60_000,

@@ -25,6 +25,7 @@
 mod raw;
 #[cfg(test)]
 mod tests;
+pub(crate) mod values;
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -34,10 +35,10 @@ use shardsched_resource::{DEFAULT_CLUSTER_TOML, ReadError, SCHEDULER_TYPES};
 
 use crate::QUEUES_MAX;
 
-pub(crate) use raw::{
-    DEFAULT_DURATION_DEFAULT_MS, DEPTH_MAX, QUEUE_DEPTH_DEFAULT, RESERVATION_DEPTH_DEFAULT,
-};
-pub use raw::{LOAD_ALLOWLIST_TYPES_MAX, duration_ms as raw_duration_ms};
+pub use raw::LOAD_ALLOWLIST_TYPES_MAX;
+/// The policies are the wire's: a shard gets them typed in its `QueueConfig`.
+pub use shardsched_wire::msg::{MatchPolicy, QueuePolicy};
+pub use values::{DEPTH_MAX, duration_ms};
 
 /// The embedded default configuration: the 128-node default cluster, `batch` (node[0-111],
 /// easy, started), `debug` (node[96-127], fcfs, 30 minutes at most, started; it owns
@@ -142,40 +143,6 @@ pub struct QueueDef {
     pub started: bool,
     /// Accepting submissions when the coordinator starts.
     pub enabled: bool,
-}
-
-/// Queue policies (docs/ARCHITECTURE.md, "Queues").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum QueuePolicy {
-    /// First come, first served: a blocked job stops the cycle.
-    Fcfs,
-    /// EASY backfill: one reservation.
-    Easy,
-    /// `reservation_depth` reservations.
-    Hybrid,
-    /// A reservation for every considered job.
-    Conservative,
-}
-
-/// Match policies, as Fluxion names them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum MatchPolicy {
-    /// Fluxion's `first`.
-    First,
-    /// `firstnodex`.
-    FirstNodeX,
-    /// `high`.
-    High,
-    /// `low`.
-    Low,
-    /// `hinode`.
-    HiNode,
-    /// `lonode`.
-    LoNode,
-    /// `hinodex`.
-    HiNodeX,
-    /// `lonodex`.
-    LoNodeX,
 }
 
 /// Why a configuration was refused. The message names the file, and the line and column or
@@ -284,76 +251,6 @@ impl Cluster {
             nodes,
             load_allowlist: SCHEDULER_TYPES.iter().map(|&t| t.to_owned()).collect(),
         })
-    }
-}
-
-impl QueuePolicy {
-    /// Every policy.
-    pub const ALL: [QueuePolicy; 4] = [
-        QueuePolicy::Fcfs,
-        QueuePolicy::Easy,
-        QueuePolicy::Hybrid,
-        QueuePolicy::Conservative,
-    ];
-
-    /// Its name in configuration and on the wire.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            QueuePolicy::Fcfs => "fcfs",
-            QueuePolicy::Easy => "easy",
-            QueuePolicy::Hybrid => "hybrid",
-            QueuePolicy::Conservative => "conservative",
-        }
-    }
-
-    /// The policy named `name`.
-    pub fn parse(name: &str) -> Option<QueuePolicy> {
-        QueuePolicy::ALL.into_iter().find(|p| p.as_str() == name)
-    }
-}
-
-impl MatchPolicy {
-    /// Every policy.
-    pub const ALL: [MatchPolicy; 8] = [
-        MatchPolicy::First,
-        MatchPolicy::FirstNodeX,
-        MatchPolicy::High,
-        MatchPolicy::Low,
-        MatchPolicy::HiNode,
-        MatchPolicy::LoNode,
-        MatchPolicy::HiNodeX,
-        MatchPolicy::LoNodeX,
-    ];
-
-    /// Its name in configuration and on the wire (Fluxion's spelling).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MatchPolicy::First => "first",
-            MatchPolicy::FirstNodeX => "firstnodex",
-            MatchPolicy::High => "high",
-            MatchPolicy::Low => "low",
-            MatchPolicy::HiNode => "hinode",
-            MatchPolicy::LoNode => "lonode",
-            MatchPolicy::HiNodeX => "hinodex",
-            MatchPolicy::LoNodeX => "lonodex",
-        }
-    }
-
-    /// The policy named `name`.
-    pub fn parse(name: &str) -> Option<MatchPolicy> {
-        MatchPolicy::ALL.into_iter().find(|p| p.as_str() == name)
-    }
-}
-
-impl fmt::Display for QueuePolicy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl fmt::Display for MatchPolicy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

@@ -1,24 +1,20 @@
 //! The configuration as written (serde, with the span of every value), and its validation
 //! into a [`Config`].
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+mod queue;
+
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::path::Path;
 
 use serde::Deserialize;
-use shardsched_jobspec::duration::{BareUnit, Fsd, parse_fsd, seconds_to_ms};
-use shardsched_resource::{Location, ReadError, decode_hostlist, encode_hostlist};
+use shardsched_resource::{Location, ReadError};
 use toml::Spanned;
 
-use super::{Cluster, Config, ConfigError, MatchPolicy, QueueDef, QueuePolicy};
+use super::{Cluster, Config, ConfigError};
 use crate::QUEUES_MAX;
+use queue::{RawQueue, check_owns_disjoint};
 
-/// Pending jobs per cycle and reservations, like the qmanager's bound (0 means all).
-pub const DEPTH_MAX: u32 = 1_000_000;
-/// Defaults of the optional queue keys.
-pub(crate) const QUEUE_DEPTH_DEFAULT: u32 = 32;
-pub(crate) const RESERVATION_DEPTH_DEFAULT: u32 = 64;
-pub(crate) const DEFAULT_DURATION_DEFAULT_MS: u64 = 3_600_000;
 /// The most resource types `[cluster] load_allowlist` may name.
 pub const LOAD_ALLOWLIST_TYPES_MAX: usize = 32;
 
@@ -36,22 +32,6 @@ struct RawCluster {
     spec: Option<Spanned<String>>,
     inline: Option<Spanned<toml::Table>>,
     load_allowlist: Option<Spanned<Vec<String>>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawQueue {
-    nodes: Option<Spanned<String>>,
-    requires: Option<Spanned<Vec<String>>>,
-    owns: Option<Spanned<String>>,
-    policy: Option<Spanned<String>>,
-    match_policy: Option<Spanned<String>>,
-    queue_depth: Option<Spanned<u32>>,
-    reservation_depth: Option<Spanned<u32>>,
-    default_duration: Option<Spanned<toml::Value>>,
-    max_duration: Option<Spanned<toml::Value>>,
-    started: Option<bool>,
-    enabled: Option<bool>,
 }
 
 /// Builds errors that point into the text.
@@ -110,7 +90,7 @@ pub(super) fn parse(text: &str, origin: &str, base_dir: &Path) -> Result<Config,
     let mut owns_spans = Vec::with_capacity(raw_queues.len());
     for (name, q) in raw_queues {
         owns_spans.push(q.get_ref().owns.as_ref().map(Spanned::span));
-        queues.push(queue(&name, q, &cluster, &by_name, &errors)?);
+        queues.push(queue::queue(&name, q, &cluster, &by_name, &errors)?);
     }
 
     let default_queue = match raw.default_queue {
@@ -262,271 +242,5 @@ fn read_error_message(e: &ReadError) -> String {
         ReadError::Invalid { message, .. } => message.clone(),
         ReadError::Limit { what, limit, .. } => format!("{what} would exceed the limit of {limit}"),
         other => other.to_string(),
-    }
-}
-
-fn queue(
-    name: &str,
-    raw: Spanned<RawQueue>,
-    cluster: &Cluster,
-    by_name: &HashMap<&str, usize>,
-    errors: &Errors<'_>,
-) -> Result<QueueDef, ConfigError> {
-    let span = raw.span();
-    let raw = raw.into_inner();
-    let err = |at: Option<Range<usize>>, key: &str, message: String| {
-        errors.at(
-            at.or(Some(span.clone())),
-            format!("queue {name}: {key}: {message}"),
-        )
-    };
-    if let Err(e) = shardsched_wire::identity::check_name(name) {
-        return Err(errors.at(
-            Some(span),
-            format!("queue name: {e} (queue names are shard names)"),
-        ));
-    }
-
-    let mut definition: Option<BTreeSet<usize>> = None;
-    if let Some(nodes) = &raw.nodes {
-        let set = resolve_hostlist(nodes.get_ref(), by_name)
-            .map_err(|m| err(Some(nodes.span()), "nodes", m))?;
-        definition = Some(set);
-    }
-    if let Some(requires) = &raw.requires {
-        let wanted = requires.get_ref();
-        let having: BTreeSet<usize> = cluster
-            .nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| wanted.iter().all(|p| n.properties.contains(p)))
-            .map(|(i, _)| i)
-            .collect();
-        definition = Some(match definition {
-            Some(listed) => listed.intersection(&having).copied().collect(),
-            None => having,
-        });
-    }
-    let definition: Vec<usize> = match definition {
-        None => {
-            return Err(err(
-                None,
-                "nodes",
-                "missing: give nodes = \"HOSTLIST\" and/or requires = [\"PROPERTY\", ...]".into(),
-            ));
-        }
-        Some(d) => d.into_iter().collect(),
-    };
-    if definition.is_empty() {
-        let at = raw.requires.as_ref().map(Spanned::span);
-        let key = if raw.requires.is_some() {
-            "requires"
-        } else {
-            "nodes"
-        };
-        return Err(err(
-            at,
-            key,
-            "the definition is empty (no node of the cluster matches)".into(),
-        ));
-    }
-
-    let owns = match &raw.owns {
-        None => Vec::new(),
-        Some(owns) => {
-            let set = resolve_hostlist(owns.get_ref(), by_name)
-                .map_err(|m| err(Some(owns.span()), "owns", m))?;
-            let outside: Vec<&str> = set
-                .iter()
-                .filter(|n| definition.binary_search(n).is_err())
-                .map(|&n| cluster.nodes[n].name.as_str())
-                .collect();
-            if !outside.is_empty() {
-                return Err(err(
-                    Some(owns.span()),
-                    "owns",
-                    format!(
-                        "{} not in the queue's definition (owns must be part of nodes/requires)",
-                        encode_hostlist(&outside)
-                    ),
-                ));
-            }
-            set.into_iter().collect()
-        }
-    };
-
-    let policy = match &raw.policy {
-        None => QueuePolicy::Fcfs,
-        Some(p) => QueuePolicy::parse(p.get_ref()).ok_or_else(|| {
-            err(
-                Some(p.span()),
-                "policy",
-                format!(
-                    "unknown queue policy {:?} (expected fcfs, easy, hybrid or conservative)",
-                    p.get_ref()
-                ),
-            )
-        })?,
-    };
-    let match_policy = match &raw.match_policy {
-        None => MatchPolicy::First,
-        Some(p) => MatchPolicy::parse(p.get_ref()).ok_or_else(|| {
-            err(
-                Some(p.span()),
-                "match_policy",
-                format!(
-                    "unknown match policy {:?} (expected first, firstnodex, high, low, hinode, lonode, hinodex or lonodex)",
-                    p.get_ref()
-                ),
-            )
-        })?,
-    };
-    let depth = |value: &Option<Spanned<u32>>, key: &str, default: u32| match value {
-        None => Ok(default),
-        Some(v) if *v.get_ref() > DEPTH_MAX => Err(err(
-            Some(v.span()),
-            key,
-            format!(
-                "{} is more than the limit of {DEPTH_MAX} (0 means all)",
-                v.get_ref()
-            ),
-        )),
-        Some(v) => Ok(*v.get_ref()),
-    };
-    let queue_depth = depth(&raw.queue_depth, "queue_depth", QUEUE_DEPTH_DEFAULT)?;
-    let reservation_depth = depth(
-        &raw.reservation_depth,
-        "reservation_depth",
-        RESERVATION_DEPTH_DEFAULT,
-    )?;
-    let duration = |value: &Option<Spanned<toml::Value>>, key: &str, default: u64| match value {
-        None => Ok(default),
-        Some(v) => duration_ms(v.get_ref()).map_err(|m| err(Some(v.span()), key, m)),
-    };
-    let max_duration_ms = duration(&raw.max_duration, "max_duration", 0)?;
-    let default_default = if max_duration_ms == 0 {
-        DEFAULT_DURATION_DEFAULT_MS
-    } else {
-        DEFAULT_DURATION_DEFAULT_MS.min(max_duration_ms)
-    };
-    let default_duration_ms = duration(&raw.default_duration, "default_duration", default_default)?;
-    if max_duration_ms > 0 && (default_duration_ms == 0 || default_duration_ms > max_duration_ms) {
-        let at = raw.default_duration.as_ref().map(Spanned::span);
-        return Err(err(
-            at,
-            "default_duration",
-            format!(
-                "{} is longer than max_duration ({})",
-                show_ms(default_duration_ms),
-                show_ms(max_duration_ms)
-            ),
-        ));
-    }
-    Ok(QueueDef {
-        name: name.to_owned(),
-        policy,
-        match_policy,
-        queue_depth,
-        reservation_depth,
-        default_duration_ms,
-        max_duration_ms,
-        definition,
-        owns,
-        started: raw.started.unwrap_or(true),
-        enabled: raw.enabled.unwrap_or(true),
-    })
-}
-
-/// A hostlist resolved to node indices; the message names the hosts not in the cluster.
-fn resolve_hostlist(text: &str, by_name: &HashMap<&str, usize>) -> Result<BTreeSet<usize>, String> {
-    let hosts = decode_hostlist(text).map_err(|e| e.to_string())?;
-    let mut set = BTreeSet::new();
-    let mut missing = Vec::new();
-    for host in &hosts {
-        match by_name.get(host.as_str()) {
-            Some(&i) => {
-                set.insert(i);
-            }
-            None => missing.push(host.as_str()),
-        }
-    }
-    if !missing.is_empty() {
-        return Err(format!(
-            "{} not in the cluster ({} node{})",
-            encode_hostlist(&missing),
-            missing.len(),
-            if missing.len() == 1 { "" } else { "s" }
-        ));
-    }
-    Ok(set)
-}
-
-/// Definitions may overlap (started queues' too: that is what makes a move between two
-/// running queues possible), but two queues cannot both be told to own a node.
-fn check_owns_disjoint(
-    queues: &[QueueDef],
-    spans: &[Option<Range<usize>>],
-    cluster: &Cluster,
-    errors: &Errors<'_>,
-) -> Result<(), ConfigError> {
-    let mut owner: Vec<Option<&str>> = vec![None; cluster.nodes.len()];
-    for (q, span) in queues.iter().zip(spans) {
-        let mut shared: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-        for &n in &q.owns {
-            match owner[n] {
-                Some(other) => shared
-                    .entry(other)
-                    .or_default()
-                    .push(cluster.nodes[n].name.as_str()),
-                None => owner[n] = Some(&q.name),
-            }
-        }
-        if let Some((other, nodes)) = shared.into_iter().next() {
-            return Err(errors.at(
-                span.clone(),
-                format!(
-                    "queue {}: owns: {} already owned by queue {other}; a node has one owner",
-                    q.name,
-                    encode_hostlist(&nodes)
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// A duration in milliseconds: an integer or float of seconds, or a Flux duration
-/// (`"90s"`, `"30m"`, `"1.5h"`, `"2d"`; a bare `"3600"` is seconds); `0`, `"0"`,
-/// `"unlimited"` and `"inf"` mean none. One parser for every duration:
-/// [`shardsched_jobspec::duration`].
-pub fn duration_ms(value: &toml::Value) -> Result<u64, String> {
-    let parsed = match value {
-        toml::Value::Integer(s) => seconds_to_ms(*s as f64, &s.to_string()),
-        toml::Value::Float(s) => seconds_to_ms(*s, &format!("{s:?}")),
-        toml::Value::String(s) => parse_fsd(s, BareUnit::Seconds).map(|d| match d {
-            Fsd::Finite(ms) => ms,
-            Fsd::Unlimited => 0,
-        }),
-        other => {
-            return Err(format!(
-                "expected seconds or a duration like \"1h\", found a {}",
-                other.type_str()
-            ));
-        }
-    };
-    parsed.map_err(|e| e.to_string())
-}
-
-fn show_ms(ms: u64) -> String {
-    if ms == 0 {
-        "unlimited".into()
-    } else if ms.is_multiple_of(3_600_000) {
-        format!("{}h", ms / 3_600_000)
-    } else if ms.is_multiple_of(60_000) {
-        format!("{}m", ms / 60_000)
-    } else if ms.is_multiple_of(1000) {
-        format!("{}s", ms / 1000)
-    } else {
-        format!("{ms}ms")
     }
 }

@@ -205,8 +205,8 @@ impl Core {
         let (enabled, started) = self.queues[qi].flags();
         QueueConfig {
             name: q.name.clone(),
-            queue_policy: q.policy.as_str().to_owned(),
-            match_policy: q.match_policy.as_str().to_owned(),
+            queue_policy: q.policy,
+            match_policy: q.match_policy,
             queue_depth: q.queue_depth,
             reservation_depth: q.reservation_depth,
             default_duration_ms: q.default_duration_ms,

@@ -12,6 +12,7 @@ use shardsched_wire::{Fluid, Peer, Role};
 
 use super::*;
 use crate::records::Durable;
+use shardsched_wire::msg::{MatchPolicy, QueuePolicy};
 
 const EPOCH0: u64 = 1000;
 
@@ -201,8 +202,8 @@ fn registration_and_routing_epochs() {
         }
     );
     assert_eq!(a.queue.name, "batch");
-    assert_eq!(a.queue.queue_policy, "easy");
-    assert_eq!(a.queue.match_policy, "first");
+    assert_eq!(a.queue.queue_policy, QueuePolicy::Easy);
+    assert_eq!(a.queue.match_policy, MatchPolicy::First);
     assert_eq!(a.queue.definition.len(), 112);
     assert_eq!(a.queue.max_duration_ms, 24 * 3_600_000);
     assert!(a.queue.started && a.queue.enabled);
@@ -309,8 +310,8 @@ fn report(queue: &str, nodes: &[(&str, NodeState, u32)]) -> ShardStatus {
             name: queue.into(),
             enabled: true,
             started: true,
-            queue_policy: "easy".into(),
-            match_policy: "first".into(),
+            queue_policy: shardsched_wire::msg::QueuePolicy::Easy,
+            match_policy: shardsched_wire::msg::MatchPolicy::First,
             nodes_defined: 0,
             nodes_owned: 0,
             nodes_up: 0,

@@ -1,8 +1,8 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
-use shardsched_wire::msg::QueueStatus;
 use shardsched_wire::msg::shard_coord::{Register, ShardStatus};
+use shardsched_wire::msg::{MatchPolicy, QueuePolicy, QueueStatus};
 
 use super::*;
 use crate::config::Config;
@@ -52,8 +52,8 @@ fn connect(core: &mut Core, queue: &str, conn: u64, pending: u32, running: u32) 
             name: queue.into(),
             enabled: true,
             started: true,
-            queue_policy: "fcfs".into(),
-            match_policy: "first".into(),
+            queue_policy: shardsched_wire::msg::QueuePolicy::Fcfs,
+            match_policy: shardsched_wire::msg::MatchPolicy::First,
             nodes_defined: 0,
             nodes_owned: 0,
             nodes_up: 0,
@@ -156,15 +156,19 @@ fn updates_restart_only_the_changed_queues_shard_and_never_drop_owned_nodes() {
     assert_eq!(done.restart.len(), 1, "only a's shard restarts");
     assert_eq!(done.restart[0].queue, "a");
     assert_eq!(done.restart[0].conn, ConnId(1));
-    assert_eq!(done.restart[0].config.queue_policy, "conservative");
+    assert_eq!(
+        done.restart[0].config.queue_policy,
+        QueuePolicy::Conservative
+    );
     assert_eq!(done.restart[0].config.queue_depth, 8);
     assert_eq!(
-        done.restart[0].config.match_policy, "first",
+        done.restart[0].config.match_policy,
+        MatchPolicy::First,
         "unchanged field kept"
     );
     let listed = core.queue_list();
     let a = listed.iter().find(|q| q.name == "a").expect("a");
-    assert_eq!(a.queue_policy, "conservative");
+    assert_eq!(a.queue_policy, QueuePolicy::Conservative);
 
     // The same values again change nothing, restart nothing and write nothing.
     let again = core.update_queue(0, &change).expect("updated");
