@@ -34,7 +34,7 @@ use crate::records::{
 };
 
 /// The journal's file name in the state directory.
-pub const JOURNAL_FILE: &str = shardsched_journal::JOURNAL_FILE;
+pub use shardsched_proto::state_dir::JOURNAL_FILE;
 /// The state file of the versions before the journal, refused by name.
 pub const LEGACY_STATE_FILE: &str = "coordinator-state.toml";
 

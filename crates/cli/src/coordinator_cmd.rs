@@ -68,7 +68,7 @@ pub fn main(args: &CoordinatorArgs) -> Result<()> {
             // The error names the file, table and key; the status tells the supervisor not
             // to restart into the same failure.
             Err(e) if e.journal_unreadable() => {
-                crate::client::output::say(format_args!("coordinator: {e}"));
+                shardsched_client::output::say(format_args!("coordinator: {e}"));
                 std::process::exit(i32::from(UNREADABLE_EXIT_STATUS))
             }
             Err(e) => return Err(e.into()),

@@ -20,22 +20,24 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
+use shardsched_client::output::{self, human_duration};
+use shardsched_client::submit::submit;
+use shardsched_client::{Client, new_key, wire_error};
 use shardsched_jobspec::{Jobspec, Shorthand};
 use shardsched_proto::msg::client_coord;
 use shardsched_proto::msg::client_shard::{CancelResult, Request, Response};
 use shardsched_proto::msg::{JobId, JobState, JobSummary, JobsQuery, QueueStatus, UserFilter};
 use shardsched_resource::encode_hostlist;
 
-use crate::client::output::{self, human_duration};
-use crate::client::{Client, submit, wire_error};
+use crate::client_cmd::job_view;
 
 /// `println!` that stops quietly on a closed pipe (`shardsched demo | head`), escaping
 /// control characters (reasons come from the system).
 macro_rules! say {
     () => { say!("") };
     ($($arg:tt)*) => {{
-        let text = crate::client::output::escape_lines(&format!($($arg)*));
-        let _ = crate::client::output::emit(&format!("{text}\n"));
+        let text = shardsched_client::output::escape_lines(&format!($($arg)*));
+        let _ = shardsched_client::output::emit(&format!("{text}\n"));
     }};
 }
 
@@ -62,7 +64,7 @@ struct Planned {
 
 /// `shardsched demo`.
 pub fn main(args: &DemoArgs) -> Result<()> {
-    crate::client::run(|client| async move { run(&client, args).await })
+    shardsched_client::run(|client| async move { run(&client, args).await })
 }
 
 async fn run(client: &Arc<Client>, args: &DemoArgs) -> Result<()> {
@@ -152,7 +154,7 @@ async fn run(client: &Arc<Client>, args: &DemoArgs) -> Result<()> {
     say!(
         "   {long_id} is {} after {}; its node is free again",
         ended.state,
-        output::run_time(&ended, output::now_ms())
+        job_view::run_time(&ended, output::now_ms())
     );
 
     say!("\n4. watching the jobs of step 1 until they end:");
@@ -163,7 +165,7 @@ async fn run(client: &Arc<Client>, args: &DemoArgs) -> Result<()> {
 
     say!("\n6. where they ran:");
     let list = our_jobs(client, &jobs).await?;
-    let _ = output::emit(&indent(&output::jobs_table(&list)));
+    let _ = output::emit(&indent(&job_view::jobs_table(&list)));
     check_own_nodes(client, &list).await?;
     say!(
         "\ndemo done in {}.",
@@ -225,13 +227,13 @@ async fn submit_one(client: &Client, queue: &str, shorthand: &Shorthand) -> Resu
 }
 
 async fn submit_jobspec(client: &Client, queue: &str, jobspec: &Jobspec) -> Result<JobId> {
-    let (id, _) = submit::submit(
+    let (id, _) = submit(
         client,
         None,
         queue,
         jobspec.to_json().to_string(),
         None,
-        submit::new_key(),
+        new_key(),
     )
     .await?;
     Ok(id)
@@ -282,7 +284,7 @@ async fn list_jobs(
     };
     let (list, warnings) = client.jobs(&routes, &query).await?;
     for warning in warnings {
-        crate::client::output::say(format_args!("warning: {warning}"));
+        output::say(format_args!("warning: {warning}"));
     }
     Ok(list.jobs)
 }
@@ -339,11 +341,11 @@ async fn watch(
             seen.insert(job.id, job.state);
             let detail = match job.state {
                 JobState::Pending if !job.reason.is_empty() => {
-                    format!(" ({})", output::job_reason(job, output::now_ms()))
+                    format!(" ({})", job_view::job_reason(job, output::now_ms()))
                 }
                 JobState::Running => format!(" on {}", encode_hostlist(&job.nodes)),
                 JobState::Completed | JobState::Failed | JobState::Cancelled => {
-                    format!(" after {}", output::run_time(job, output::now_ms()))
+                    format!(" after {}", job_view::run_time(job, output::now_ms()))
                 }
                 _ => String::new(),
             };

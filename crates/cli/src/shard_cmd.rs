@@ -110,7 +110,7 @@ pub fn main(args: &ShardArgs) -> Result<()> {
         // A journal that cannot be read back: the error names the file, table and key, and
         // the status tells the supervisor not to restart into the same failure.
         Err(e) if e.journal_unreadable() => {
-            crate::client::output::say(format_args!("shard {}: {e}", args.queue));
+            shardsched_client::output::say(format_args!("shard {}: {e}", args.queue));
             std::process::exit(i32::from(UNREADABLE_EXIT_STATUS))
         }
         result => result.with_context(|| format!("shard {}", args.queue)),

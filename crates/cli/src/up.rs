@@ -7,7 +7,7 @@
 //! 1. take the state directory's lock ([`lock`]: `up` holds `up.pid`, its children
 //!    `processes.lock`), so two `up`s never share a directory, even when the first was
 //!    killed and its children still serve; then lay the directory out (see
-//!    [`crate::client`]);
+//!    [`shardsched_proto::state_dir`]);
 //! 2. start the coordinator on `127.0.0.1:0` and wait for it to write its bound address;
 //! 3. issue the local user an **admin** certificate (named after `$USER`), so every client
 //!    command works with no flags, and ask the coordinator which queues it has;
@@ -25,20 +25,22 @@
 //! and the shutdown happens in order (shards before the coordinator), not all at once. Their
 //! output goes to `logs/<name>.log` in the state directory; when a child fails to start, the
 //! end of its log is shown.
+//!
+//! Steps 2 to 5 are in [`start`], a child's life in [`child`], the lock in [`lock`], the
+//! queue table's changes at run time in [`queues`].
 
 use std::fs;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
-use shardsched_proto::msg::client_coord::{Request, Response};
-use shardsched_proto::msg::{QueueStatus, RefusalCode};
+use shardsched_client::StateDir;
+use shardsched_proto::backoff::Backoff;
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::client::{Client, StateDir};
+use crate::cert_cmd::create_private_dir;
 
 /// `eprintln!` that cannot fail: stopping the children must not depend on being able to
 /// print. A closed terminal gives EIO, `up 2>&1 | tee` after Ctrl-C gives EPIPE, and
@@ -54,8 +56,9 @@ mod banner;
 mod child;
 pub mod lock;
 mod queues;
+mod start;
 
-use child::{Supervised, describe_status, stop_all};
+use child::{Supervised, stop_all};
 
 /// How long the coordinator may take to write its address, and the shards to become
 /// routable, before `up` gives up. Generous: a debug build loading a large cluster is slow.
@@ -68,6 +71,8 @@ pub const SUPERVISE_INTERVAL: Duration = Duration::from_millis(200);
 pub const RESTART_BACKOFF_FIRST: Duration = Duration::from_millis(500);
 /// The longest wait between two restarts of one child.
 pub const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// The wait before restarting a dead child, by its consecutive failures.
+pub const RESTART_BACKOFF: Backoff = Backoff::new(RESTART_BACKOFF_FIRST, RESTART_BACKOFF_MAX);
 /// A child that ran this long before dying counts as healthy: its backoff starts over.
 pub const RESTART_STABLE_RUN: Duration = Duration::from_secs(60);
 /// Consecutive failed runs after which a child is given up on (and, for the coordinator,
@@ -175,237 +180,6 @@ struct Supervisor {
 }
 
 impl Supervisor {
-    /// Steps 2 to 5 of the module doc.
-    async fn start(&mut self) -> Result<()> {
-        // A stale address from an earlier run would be mistaken for the new coordinator's.
-        remove_if_present(&self.dir.address_file())?;
-        let args = self.coordinator_args("127.0.0.1:0");
-        self.spawn_new("coordinator", "coordinator", args)?;
-        let address = self.wait_for_address().await?;
-        // Restarts bind the same address, so that running shards and clients find it again.
-        let args = self.coordinator_args(&address.to_string());
-        if let Some(coordinator) = self.children.first_mut() {
-            coordinator.args = args;
-        }
-
-        let user = local_user_name();
-        self.issue_cert("admin", &user, &self.dir.client_dir())?;
-        let creds = self.dir.credentials()?;
-        let client = Client::connect_with(address, &creds).await?;
-        let queues = self.queues(&client).await?;
-
-        self.coordinator = Some(address);
-        for queue in &queues {
-            self.spawn_shard(&queue.name, address)?;
-        }
-        let routes = self.wait_for_routes(&client, &queues).await?;
-        self.queue_sync = Some(queues::QueueSync::start(self.dir.clone(), address));
-        client.close().await;
-        // A closed stdout must not stop the system: the banner is for whoever watches.
-        let _ = crate::client::output::emit(&banner::banner(
-            &self.exe, &self.dir, address, &user, &queues, &routes,
-        ));
-        Ok(())
-    }
-
-    /// The coordinator's command line, listening on `listen`.
-    fn coordinator_args(&self, listen: &str) -> Vec<String> {
-        let mut args = vec![
-            "coordinator".to_owned(),
-            "--listen".to_owned(),
-            listen.to_owned(),
-            "--state-dir".to_owned(),
-            path_arg(&self.dir.coordinator_dir()),
-            "--up-lock".to_owned(),
-            path_arg(&self.processes_lock),
-        ];
-        if let Some(config) = &self.config {
-            args.extend(["--config".to_owned(), path_arg(config)]);
-        }
-        args
-    }
-
-    /// Issues queue `queue`'s shard its certificate and starts it.
-    fn spawn_shard(&mut self, queue: &str, address: SocketAddr) -> Result<()> {
-        let shard_dir = self.dir.shard_dir(queue);
-        self.issue_cert("shard", queue, &shard_dir)?;
-        let mut shard_args = vec![
-            "shard".to_owned(),
-            "--queue".to_owned(),
-            queue.to_owned(),
-            "--coordinator".to_owned(),
-            address.to_string(),
-            "--state-dir".to_owned(),
-            path_arg(&shard_dir),
-            "--listen".to_owned(),
-            "127.0.0.1:0".to_owned(),
-            "--up-lock".to_owned(),
-            path_arg(&self.processes_lock),
-        ];
-        if let Some(scale) = self.time_scale {
-            shard_args.extend(["--time-scale".to_owned(), scale.to_string()]);
-        }
-        if let Some(executor) = self.executor {
-            let name = match executor {
-                crate::shard_cmd::Executor::Sim => "sim",
-                crate::shard_cmd::Executor::Exec => "exec",
-            };
-            shard_args.extend(["--executor".to_owned(), name.to_owned()]);
-        }
-        if let Some(retention) = self.retention {
-            shard_args.extend([
-                "--retention".to_owned(),
-                crate::duration_arg::to_arg(retention),
-            ]);
-        }
-        self.spawn_new(
-            &format!("{SHARD_LABEL_PREFIX}{queue}"),
-            &format!("shard-{queue}"),
-            shard_args,
-        )
-    }
-
-    /// Starts a child for the first time.
-    fn spawn_new(&mut self, label: &str, log_stem: &str, args: Vec<String>) -> Result<()> {
-        let mut child = Supervised {
-            label: label.to_owned(),
-            log: self.dir.logs_dir().join(format!("{log_stem}.log")),
-            args,
-            process: None,
-            started_at: Instant::now(),
-            failures: 0,
-            restart_at: None,
-            abandoned: false,
-        };
-        child.spawn(&self.exe)?;
-        self.children.push(child);
-        Ok(())
-    }
-
-    /// Waits for the coordinator's address file, failing early if the coordinator exits.
-    async fn wait_for_address(&mut self) -> Result<SocketAddr> {
-        let deadline = Instant::now() + STARTUP_TIMEOUT;
-        let file = self.dir.address_file();
-        loop {
-            self.check_started_children()?;
-            if file.exists()
-                && let Ok(addr) = self.dir.coordinator_address()
-            {
-                return Ok(addr);
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "the coordinator did not write {} within {} s{}",
-                    file.display(),
-                    STARTUP_TIMEOUT.as_secs(),
-                    self.children[0].log_tail()
-                );
-            }
-            tokio::time::sleep(POLL_INTERVAL).await;
-        }
-    }
-
-    /// The configured queues, asked of the coordinator (which parsed the configuration), so
-    /// that `up` and the coordinator can never disagree about them.
-    async fn queues(&mut self, client: &Client) -> Result<Vec<QueueStatus>> {
-        let deadline = Instant::now() + STARTUP_TIMEOUT;
-        loop {
-            self.check_started_children()?;
-            match client.coordinator(&Request::Queues).await {
-                Ok(Response::Queues(queues)) if !queues.is_empty() => return Ok(queues),
-                Ok(Response::Queues(_)) => bail!("the coordinator has no queues configured"),
-                Ok(other) => bail!("the coordinator answered a queue list with {other:?}"),
-                Err(shardsched_proto::Error::Refused(r))
-                    if r.code == RefusalCode::Unavailable && Instant::now() < deadline => {}
-                Err(e) => return Err(e).context("asking the coordinator for its queues"),
-            }
-            tokio::time::sleep(POLL_INTERVAL).await;
-        }
-    }
-
-    /// Waits until every queue has a route (its shard registered).
-    async fn wait_for_routes(
-        &mut self,
-        client: &Client,
-        queues: &[QueueStatus],
-    ) -> Result<shardsched_proto::msg::RouteTable> {
-        let deadline = Instant::now() + STARTUP_TIMEOUT;
-        loop {
-            self.check_started_children()?;
-            let routes = client.routes().await?;
-            let missing: Vec<&str> = queues
-                .iter()
-                .filter(|q| routes.queue(&q.name).is_none())
-                .map(|q| q.name.as_str())
-                .collect();
-            if missing.is_empty() {
-                return Ok(routes);
-            }
-            if Instant::now() > deadline {
-                let mut tails = String::new();
-                for child in &self.children {
-                    if missing.iter().any(|q| child.label == format!("shard {q}")) {
-                        tails.push_str(&child.log_tail());
-                    }
-                }
-                bail!(
-                    "no route for queue(s) {} after {} s: their shards did not register{tails}",
-                    missing.join(", "),
-                    STARTUP_TIMEOUT.as_secs()
-                );
-            }
-            tokio::time::sleep(POLL_INTERVAL).await;
-        }
-    }
-
-    /// While starting, a child that exits is an error (with its log), not a restart.
-    fn check_started_children(&mut self) -> Result<()> {
-        for child in &mut self.children {
-            if let Some(status) = child.try_exited()? {
-                if queues::is_restart(status) {
-                    // Reconfigured while starting: start it again at once.
-                    child.spawn(&self.exe)?;
-                    continue;
-                }
-                bail!(
-                    "{} exited while starting ({}){}",
-                    child.label,
-                    describe_status(status),
-                    child.log_tail()
-                );
-            }
-        }
-        Ok(())
-    }
-
-    /// Runs `shardsched cert issue` for one identity.
-    fn issue_cert(&self, role: &str, name: &str, out: &Path) -> Result<()> {
-        let output = Command::new(&self.exe)
-            .args([
-                "cert",
-                "issue",
-                "--role",
-                role,
-                "--name",
-                name,
-                "--state-dir",
-            ])
-            .arg(self.dir.coordinator_dir())
-            .arg("--out")
-            .arg(out)
-            .stdin(Stdio::null())
-            .output()
-            .context("running `shardsched cert issue`")?;
-        if !output.status.success() {
-            bail!(
-                "`shardsched cert issue --role {role} --name {name}` failed ({}): {}",
-                describe_status(output.status),
-                String::from_utf8_lossy(&output.stderr).trim()
-            );
-        }
-        Ok(())
-    }
-
     /// Step 6: until a stop signal, restart children that die.
     async fn supervise(&mut self, stop: &mut StopSignals) -> Result<()> {
         loop {
@@ -492,24 +266,11 @@ fn prepare_dirs(dir: &StateDir) -> Result<()> {
         dir.root().to_owned(),
         dir.client_dir(),
         dir.logs_dir(),
-        dir.root().join("shards"),
+        dir.shards_dir(),
     ] {
         create_private_dir(&d)?;
     }
     Ok(())
-}
-
-/// Creates `dir` (and parents) with mode 0700 when missing: it holds private keys.
-fn create_private_dir(dir: &Path) -> Result<()> {
-    if dir.is_dir() {
-        return Ok(());
-    }
-    let mut builder = fs::DirBuilder::new();
-    builder.recursive(true);
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder
-        .create(dir)
-        .with_context(|| format!("creating {}", dir.display()))
 }
 
 fn remove_if_present(path: &Path) -> Result<()> {
@@ -522,35 +283,4 @@ fn remove_if_present(path: &Path) -> Result<()> {
 
 fn absolute(path: &Path) -> Result<PathBuf> {
     std::path::absolute(path).with_context(|| format!("resolving {}", path.display()))
-}
-
-fn path_arg(path: &Path) -> String {
-    path.to_string_lossy().into_owned()
-}
-
-/// The local user's name as a certificate name: `$USER` (or `$LOGNAME`) with characters
-/// outside `[A-Za-z0-9_-]` replaced by `-`, else `admin`.
-fn local_user_name() -> String {
-    let raw = std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_default();
-    let mut name: String = raw
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .take(shardsched_proto::limits::NAME_BYTES_MAX)
-        .collect();
-    if !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
-        name = String::new();
-    }
-    if name.is_empty() {
-        "admin".to_owned()
-    } else {
-        name
-    }
 }

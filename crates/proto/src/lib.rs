@@ -20,6 +20,9 @@
 //!   [`frame`]s whose length is checked against [`limits::FRAME_BYTES_MAX`] before anything
 //!   is allocated. Every bound is a named constant in [`limits`].
 //! * Job ids are Flux FLUIDs ([`fluid`]): unique across shards without a round trip.
+//! * Where a running system keeps its files (the coordinator's address, certificates,
+//!   journals, locks) is named in [`state_dir`]; how a process waits between attempts to
+//!   reach another, in [`backoff`].
 //!
 //! # The one loop to understand
 //!
@@ -68,6 +71,7 @@
 //! # }
 //! ```
 
+pub mod backoff;
 pub mod budget;
 pub mod ca;
 pub mod error;
@@ -75,6 +79,7 @@ pub mod frame;
 pub mod identity;
 pub mod rpc;
 pub mod signal;
+pub mod state_dir;
 pub mod text;
 pub mod tls;
 
@@ -89,3 +94,4 @@ pub use tls::Credentials;
 
 pub use shardsched_wire::{ALPN, ALPN_STR, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN, SOFTWARE};
 pub use signal::shutdown_signal;
+pub use state_dir::StateDir;

@@ -14,8 +14,8 @@ use shardsched_proto::msg::{JobState, MoveId, QueueStatus};
 use shardsched_resource::decode_hostlist;
 
 use super::{DEMO_POLL_INTERVAL, submit_jobspec, wait_for};
-use crate::client::output::human_duration;
-use crate::client::{Client, wire_error};
+use shardsched_client::output::human_duration;
+use shardsched_client::{Client, wire_error};
 
 /// How long the busy node's job runs (simulated), in seconds.
 const MOVE_JOB_SECS: u64 = 4;
@@ -97,7 +97,7 @@ pub(super) async fn run(
     if outgoing.state == "outgoing" {
         let free_in = outgoing
             .expected_free_ms
-            .map(|t| t.saturating_sub(crate::client::output::now_ms()))
+            .map(|t| t.saturating_sub(shardsched_client::output::now_ms()))
             .unwrap_or(0);
         say!(
             "   {} {node} is outgoing in {from}: its job runs on, untouched; {to} plans on it in {}",

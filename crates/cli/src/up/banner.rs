@@ -7,7 +7,7 @@ use std::path::Path;
 
 use shardsched_proto::msg::QueueStatus;
 
-use crate::client::StateDir;
+use shardsched_client::StateDir;
 
 /// The commands `up` suggests once it is up; the README's quick start shows the same ones
 /// (a test checks it).
@@ -31,7 +31,7 @@ pub(super) fn banner(
     let cmd = command_name(exe);
     let mut out = String::new();
     let _ = writeln!(out, "shardsched is up: coordinator at {address}");
-    let mut table = crate::client::output::Table::new(&["  QUEUE", "STATE", "SHARD", "NODES"]);
+    let mut table = shardsched_client::output::Table::new(&["  QUEUE", "STATE", "SHARD", "NODES"]);
     for q in queues {
         // The route carries the shard's own flags; the queue list may predate its first
         // status report.

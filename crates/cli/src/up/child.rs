@@ -6,15 +6,15 @@ use std::fs::{self, OpenOptions};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result};
 use rustix::process::{Pid, Signal, kill_process};
 use shardsched_journal::UNREADABLE_EXIT_STATUS;
 
 use super::{
-    LOG_TAIL_LINES, POLL_INTERVAL, RESTART_BACKOFF_FIRST, RESTART_BACKOFF_MAX, RESTART_STABLE_RUN,
-    RESTARTS_MAX, SHUTDOWN_GRACE, queues,
+    LOG_TAIL_LINES, POLL_INTERVAL, RESTART_BACKOFF, RESTART_STABLE_RUN, RESTARTS_MAX,
+    SHUTDOWN_GRACE, queues,
 };
 
 /// One supervised process.
@@ -46,7 +46,7 @@ impl Supervised {
             log,
             "==== shardsched up: starting {} at {}: {} {}",
             self.label,
-            crate::client::output::utc_timestamp(crate::client::output::now_ms()),
+            shardsched_client::output::utc_timestamp(shardsched_client::output::now_ms()),
             exe.display(),
             self.args.join(" ")
         );
@@ -126,7 +126,7 @@ impl Supervised {
                     self.abandoned = true;
                     return;
                 }
-                let backoff = restart_backoff(self.failures);
+                let backoff = RESTART_BACKOFF.after(self.failures);
                 note!(
                     "shardsched up: {} exited ({}) after {:.1} s; restarting in {:.1} s (log: {})",
                     self.label,
@@ -149,7 +149,7 @@ impl Supervised {
                 Err(e) => {
                     note!("shardsched up: {e:#}");
                     self.failures += 1;
-                    self.restart_at = Some(Instant::now() + restart_backoff(self.failures));
+                    self.restart_at = Some(Instant::now() + RESTART_BACKOFF.after(self.failures));
                 }
             }
         }
@@ -199,31 +199,11 @@ pub(super) async fn stop_all<'a>(children: impl Iterator<Item = &'a mut Supervis
     }
 }
 
-/// The wait before restart number `failures` (1-based): doubling from
-/// [`RESTART_BACKOFF_FIRST`], capped at [`RESTART_BACKOFF_MAX`].
-pub(super) fn restart_backoff(failures: u32) -> Duration {
-    let doublings = failures.saturating_sub(1).min(16);
-    (RESTART_BACKOFF_FIRST * 2u32.pow(doublings)).min(RESTART_BACKOFF_MAX)
-}
-
 pub(super) fn describe_status(status: ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
         (Some(code), _) => format!("exit status {code}"),
         (None, Some(sig)) => format!("killed by signal {sig}"),
         _ => status.to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_and_is_capped() {
-        assert_eq!(restart_backoff(1), RESTART_BACKOFF_FIRST);
-        assert_eq!(restart_backoff(2), RESTART_BACKOFF_FIRST * 2);
-        assert_eq!(restart_backoff(3), RESTART_BACKOFF_FIRST * 4);
-        assert_eq!(restart_backoff(50), RESTART_BACKOFF_MAX);
     }
 }

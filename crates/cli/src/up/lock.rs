@@ -29,12 +29,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-use crate::client::StateDir;
-
-/// `up`'s own lock, holding its pid.
-pub const UP_LOCK_FILE: &str = "up.pid";
-/// The lock `up`'s coordinator and shards hold shared.
-pub const PROCESSES_LOCK_FILE: &str = "processes.lock";
+use shardsched_client::StateDir;
+#[cfg(doc)]
+use shardsched_proto::state_dir::{PROCESSES_LOCK_FILE, UP_LOCK_FILE};
 
 /// `up`'s exclusive lock on a state directory; released when dropped (or when `up` dies).
 pub struct UpLock {
@@ -46,7 +43,7 @@ impl UpLock {
     /// Takes the directory, or says who has it. Creates nothing but the two lock files.
     pub fn take(dir: &StateDir) -> Result<UpLock> {
         let root = dir.root();
-        let path = root.join(UP_LOCK_FILE);
+        let path = dir.up_lock_file();
         let mut file = open_lock_file(&path)?;
         match file.try_lock() {
             Ok(()) => {}
@@ -67,7 +64,7 @@ impl UpLock {
                 return Err(e).with_context(|| format!("locking {}", path.display()));
             }
         }
-        let processes = root.join(PROCESSES_LOCK_FILE);
+        let processes = dir.processes_lock_file();
         let probe = open_lock_file(&processes)?;
         match probe.try_lock() {
             Ok(()) => drop(probe),
@@ -197,7 +194,7 @@ mod tests {
     #[test]
     fn a_shared_holder_is_found_in_proc_locks() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().join(PROCESSES_LOCK_FILE);
+        let path = StateDir::at(dir.path().to_owned()).processes_lock_file();
         assert!(lock_holders(&path).is_empty());
         let _held = hold_shared(&path).expect("lock");
         if std::fs::metadata("/proc/locks").is_err() {

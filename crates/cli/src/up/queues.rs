@@ -17,7 +17,7 @@ use shardsched_shard::RESTART_EXIT_STATUS;
 use tokio::sync::watch;
 
 use super::{SHARD_LABEL_PREFIX, SHUTDOWN_GRACE, Supervised, Supervisor};
-use crate::client::{Client, StateDir};
+use shardsched_client::{Client, StateDir};
 
 /// How often `up` reads the coordinator's queue list to follow added and removed queues.
 pub const QUEUE_SYNC_INTERVAL: Duration = Duration::from_secs(1);
