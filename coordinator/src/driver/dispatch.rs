@@ -378,6 +378,7 @@ impl CoreTask {
         reason: &str,
         reply: ClientReply,
     ) {
+        failpoint::hit("coord.node_flag.before_core");
         let plan = match self.core.set_node_flag(nodes, flag, on, reason) {
             Ok(plan) => plan,
             Err(refusal) => return self.answer(reply, Err(refusal)),

@@ -21,7 +21,7 @@
 //! ```
 //!
 //! Each connection is served by role, read from its certificate: shards' `shard_coord`
-//! requests and users' and admins' `client_coord` requests become [`Event`]s, each matched
+//! requests and users' and admins' `client_coord` requests become `Event`s, each matched
 //! once, in the core task, to a core call (`dispatch`). proto's `serve` checks each
 //! request's [`Op`](shardsched_proto::Op) against the peer's role first, so admin-only
 //! operations never reach the core from a user. The routing table, republished after
@@ -30,7 +30,7 @@
 //! Nothing waits on the network inside the core task: a request that needs a shard's
 //! answer (a job list, a dry run, a removal's idle check, a liveness probe) or a file
 //! (reload) hands that to a small task, which comes back with an event. Commands to a
-//! shard that change its state leave through that shard's [`link`], one at a time, in the
+//! shard that change its state leave through that shard's `link`, one at a time, in the
 //! order the core decided them.
 //!
 //! A journal write that fails stops the coordinator (`run` returns the error), and a panic

@@ -259,6 +259,7 @@ impl Core {
                     .push(node.clone());
             }
         }
+        self.debug_check();
         Ok(plan)
     }
 
@@ -332,6 +333,7 @@ impl Core {
     /// The records changed since the last call, if any: the driver writes them, then calls
     /// [`Core::journal_done`].
     pub fn journal_take(&mut self) -> Option<JournalWrite> {
+        self.debug_check();
         let token = self.move_pending.take();
         let nodes = self.moves.take_changed_nodes();
         let dirty = std::mem::take(&mut self.dirty);

@@ -1,6 +1,9 @@
 //! What must hold across the core after every input: [`Core::invariants`], for property
-//! tests and the simulator (release builds too). The move machine checks its own part
-//! ([`MoveMachine::invariants`](crate::moves::MoveMachine::invariants)).
+//! tests and the simulator (release builds too), and checked after every transition in
+//! debug builds ([`Core::debug_check`]). The move machine checks its own part
+//! ([`MoveMachine::invariants`](crate::moves::MoveMachine::invariants)), and
+//! `debug_assert!`s guard its node table's transitions (a generation never goes back, a
+//! node is in one move at most, a node given to a queue is in its definition).
 
 use std::collections::BTreeMap;
 
@@ -76,5 +79,15 @@ impl Core {
             }
         }
         self.moves.invariants()
+    }
+
+    /// Called at the end of every transition (each input, each move step, each journal
+    /// batch): in debug builds, so in every test, a broken invariant panics there, naming
+    /// it. Release builds skip it; the simulator calls [`Core::invariants`] itself.
+    pub(super) fn debug_check(&self) {
+        #[cfg(debug_assertions)]
+        if let Err(broken) = self.invariants() {
+            panic!("coordinator core invariant broken: {broken}");
+        }
     }
 }

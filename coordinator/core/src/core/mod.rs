@@ -1,18 +1,22 @@
 //! The coordinator's pure core: the queue table, node ownership (intent), the shard registry
 //! (observation) and the views built from them. No tokio, no sockets, no clock.
 //!
-//! The driver owns one [`Core`] behind a lock and calls it for every event:
+//! The driver's core task owns the one [`Core`] (no lock: nothing else touches it) and
+//! calls it once for every event:
 //!
 //! | event | method | what comes back |
 //! |---|---|---|
-//! | a shard registers | [`Core::register`] | its [`Assignment`](shardsched_wire::msg::shard_coord::Assignment), or a refusal, or "another connection holds the queue" (the driver probes it) |
+//! | a shard registers | [`Core::register`], then [`Core::moves_registered`] | its [`Assignment`](shardsched_wire::msg::shard_coord::Assignment), or a refusal, or "another connection holds the queue" (the driver probes it) |
 //! | a shard reports | [`Core::status`] | stored as observation |
+//! | a shard reports released nodes / answers a move command | [`Core::moves_released`], [`Core::moves_answer`] | the move's next steps, through [`Core::moves_to_send`] |
 //! | a shard's connection ends | [`Core::disconnected`] | its queue goes offline |
 //! | an admin changes a queue | [`Core::queue_admin`] (or [`Core::queue_control`]) | the command for the queue's shard, if any, and the move started by `--take` / `--release-to` |
+//! | an admin changes the queue table | [`Core::add_queue`], [`Core::update_queue`], [`Core::remove_queue`], [`Core::reload`] | a [`Reconfig`]: the shards to stop and restart |
 //! | an admin moves nodes or cancels a move | [`Core::move_nodes`], [`Core::move_between`], [`Core::cancel_move`] | the move's id / the returned nodes; commands follow through [`Core::moves_to_send`] |
 //! | an admin flags nodes (down, drained) | [`Core::set_node_flag`] | the shards that have the nodes now |
-//! | the driver journals | [`Core::journal_take`], then [`Core::journal_done`] or [`Core::journal_failed`] | the changed records, as one delta |
-//! | a client reads | [`Core::routes`], [`Core::queue_list`], [`Core::resources`], [`Core::jobs_plan`] | the answer, or the shards to ask |
+//! | time passes (end of every batch) | [`Core::moves_tick`] | re-sends and deadlines; [`Core::moves_next_wakeup`] says when next |
+//! | the driver journals (end of every batch) | [`Core::journal_take`], then [`Core::journal_done`] once durable | the changed records, as one delta |
+//! | a client reads | [`Core::routes`], [`Core::queue_list`], [`Core::resources_page`], [`Core::jobs_plan`] | the answer, or the shards to ask |
 //!
 //! Every change a client could see bumps [`Core::epoch`]; the driver then republishes
 //! [`Core::routes`].
@@ -192,7 +196,7 @@ impl Core {
             move_pending: None,
             dirty: admin::Dirty::default(),
         };
-        debug_assert_eq!(core.invariants(), Ok(()));
+        core.debug_check();
         let durable = core.durable_state();
         Ok((core, durable))
     }
@@ -300,6 +304,7 @@ impl Core {
         if changed {
             self.bump();
         }
+        self.debug_check();
         Ok(Control {
             changed,
             notify,

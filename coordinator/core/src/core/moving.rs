@@ -245,6 +245,7 @@ impl Core {
         if owners_changed {
             self.bump();
         }
+        self.debug_check();
     }
 }
 

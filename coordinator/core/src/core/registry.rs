@@ -129,6 +129,7 @@ impl Core {
         if previous.map(|l| l.address) != Some(address) {
             self.bump();
         }
+        self.debug_check();
         Ok(self.assignment(qi))
     }
 
@@ -156,6 +157,7 @@ impl Core {
             .position(|l| l.as_ref().is_some_and(|l| l.conn == conn))?;
         self.shards[qi] = None;
         self.bump();
+        self.debug_check();
         Some(self.config.queues[qi].name.clone())
     }
 

@@ -59,6 +59,7 @@ impl Core {
             out.changes.push("nothing changed".into());
         }
         self.bump();
+        self.debug_check();
         Ok(out)
     }
 
