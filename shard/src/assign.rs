@@ -173,6 +173,23 @@ mod tests {
         assert_eq!((p.default_duration, p.max_duration), (0, 1));
     }
 
+    /// The wire's policies are the queue manager's and the matcher's by name: every one
+    /// the coordinator can send is one the shard runs.
+    #[test]
+    fn every_policy_on_the_wire_is_one_the_shard_runs() {
+        for queue_policy in shardsched_proto::msg::QueuePolicy::ALL {
+            for match_policy in shardsched_proto::msg::MatchPolicy::ALL {
+                let config = QueueConfig {
+                    queue_policy,
+                    match_policy,
+                    ..config()
+                };
+                let p = params(&config).expect("params");
+                assert_eq!(p.policy.to_string(), queue_policy.as_str());
+            }
+        }
+    }
+
     #[test]
     fn graph_keeps_scheduler_types_only() {
         let g = cluster_graph(&ClusterDescription {

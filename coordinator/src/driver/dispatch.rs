@@ -475,7 +475,6 @@ impl CoreTask {
                     queue: queue.clone(),
                     link: conn.and_then(|c| Some((c, self.links.get(&c)?.clone()))),
                     removable: self.core.check_removable(queue),
-                    flags: self.core.queue_flags(queue).unwrap_or_default(),
                 }
             })
             .collect();
@@ -520,7 +519,10 @@ impl CoreTask {
                 self.table_changed(&peer, done, reply);
             }
             Err(refusal) => {
-                let commands = held.iter().map(Tell::re_enable).collect();
+                let commands = held
+                    .iter()
+                    .filter_map(|h| Some(Tell::re_enable(h, self.core.queue_flags(&h.queue)?)))
+                    .collect();
                 self.after.push(After::Tell {
                     commands,
                     reply,

@@ -90,12 +90,11 @@ pub(super) enum TableChange {
     Reload(Box<Config>),
 }
 
-/// A removed queue's shard, disabled while it held no job; re-enabled with `flags` if the
-/// removal is refused after all.
+/// A removed queue's shard, disabled while it held no job; given the core's state for the
+/// queue back if the removal is refused after all.
 pub(super) struct Held {
     pub(super) queue: String,
     pub(super) conn: ConnId,
-    pub(super) flags: (bool, bool),
 }
 
 /// Queues `event` for the core task and waits for the answer `make` arranges; the answer

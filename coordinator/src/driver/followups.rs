@@ -63,9 +63,10 @@ impl Tell {
         Tell::new(queue, conn, request, TellKind::Restart)
     }
 
-    /// A queue held for a removal that was refused, given its state back.
-    pub(super) fn re_enable(held: &Held) -> Tell {
-        let (enabled, started) = held.flags;
+    /// A queue held for a removal that was refused, given its state back: `flags`, the
+    /// core's `(enabled, started)` for it now.
+    pub(super) fn re_enable(held: &Held, flags: (bool, bool)) -> Tell {
+        let (enabled, started) = flags;
         let request = coord_shard::Request::SetQueueState { enabled, started };
         Tell::new(&held.queue, held.conn, request, TellKind::ReEnable)
     }
@@ -218,8 +219,6 @@ pub(super) struct HoldStep {
     pub(super) link: Option<(ConnId, Link)>,
     /// The core's checks that need no shard (owned nodes, moves).
     pub(super) removable: Result<(), Refusal>,
-    /// Its run-time flags, to give back if the removal is refused.
-    pub(super) flags: (bool, bool),
 }
 
 /// How many live jobs the removal check asks a shard for (any is too many).
@@ -252,7 +251,6 @@ pub(super) async fn hold_removals(
             held.push(Held {
                 queue: step.queue.clone(),
                 conn: *conn,
-                flags: step.flags,
             });
         }
         Ok(())

@@ -225,17 +225,7 @@ impl Core {
         on: bool,
         reason: &str,
     ) -> Result<FlagPlan, Refusal> {
-        let unknown: Vec<&str> = nodes
-            .iter()
-            .filter(|n| !self.moves.nodes().contains(n))
-            .map(String::as_str)
-            .collect();
-        if !unknown.is_empty() {
-            return Err(Refusal::new(
-                RefusalCode::NotFound,
-                format!("no node {} in the cluster", encode_hostlist(&unknown)),
-            ));
-        }
+        self.check_known(nodes)?;
         bounds::reason(reason)?;
         if on {
             self.check_flags_bytes(nodes, flag, reason)?;

@@ -391,6 +391,22 @@ impl Core {
         self.moves.nodes().owned_by(&self.config.queues[qi].name)
     }
 
+    /// Refuses `nodes` unless every one is a node of the cluster, naming those that are not.
+    fn check_known(&self, nodes: &[String]) -> Result<(), Refusal> {
+        let unknown: Vec<&str> = nodes
+            .iter()
+            .filter(|n| !self.moves.nodes().contains(n))
+            .map(String::as_str)
+            .collect();
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        Err(Refusal::new(
+            RefusalCode::NotFound,
+            format!("no node {} in the cluster", encode_hostlist(&unknown)),
+        ))
+    }
+
     fn no_such_queue(&self, queue: &str) -> Refusal {
         let known: Vec<&str> = self.config.queues.iter().map(|q| q.name.as_str()).collect();
         Refusal::new(

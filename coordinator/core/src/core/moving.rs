@@ -48,17 +48,7 @@ impl Core {
         to: &str,
     ) -> Result<Option<MoveId>, Refusal> {
         self.queue_index(to).ok_or_else(|| self.no_such_queue(to))?;
-        let unknown: Vec<&str> = nodes
-            .iter()
-            .filter(|n| !self.moves.nodes().contains(n))
-            .map(String::as_str)
-            .collect();
-        if !unknown.is_empty() {
-            return Err(Refusal::new(
-                RefusalCode::NotFound,
-                format!("no such node in the cluster: {}", encode_hostlist(&unknown)),
-            ));
-        }
+        self.check_known(nodes)?;
         let mut unassigned = Vec::new();
         let mut by_donor: Vec<(String, Vec<String>)> = Vec::new();
         for n in nodes {
@@ -100,7 +90,7 @@ impl Core {
             .start_move(now_ms, nodes, from, to, deadline_ms)
             .map_err(refusal)?;
         tracing::info!(move_id = id.0, %from, %to, nodes = %encode_hostlist(nodes), "move started");
-        self.sync_moves();
+        self.after_move_input();
         Ok(id)
     }
 
@@ -127,7 +117,7 @@ impl Core {
     /// Cancels a move: its nodes not yet released go back to the donor. Returns them.
     pub fn cancel_move(&mut self, now_ms: u64, move_id: MoveId) -> Result<Vec<String>, Refusal> {
         let returned = self.moves.cancel_move(now_ms, move_id).map_err(refusal)?;
-        self.sync_moves();
+        self.after_move_input();
         Ok(returned)
     }
 
@@ -138,7 +128,7 @@ impl Core {
         // The machine also queues the assignment; the registration answer built by
         // `register` is the one sent, after the driver made the journal durable.
         while self.moves.poll_assignment().is_some() {}
-        self.sync_moves();
+        self.after_move_input();
     }
 
     /// A donor's report that nodes of a move became free.
@@ -152,7 +142,7 @@ impl Core {
         let qi = self.registered(conn, shard_name)?;
         let queue = self.config.queues[qi].name.clone();
         self.moves.handle_released(now_ms, &queue, released);
-        self.sync_moves();
+        self.after_move_input();
         Ok(())
     }
 
@@ -171,13 +161,13 @@ impl Core {
             Response::Ack { stale } => self.moves.handle_ack(now_ms, queue, request, stale),
             Response::Jobs(_) | Response::DryRun(_) => {}
         }
-        self.sync_moves();
+        self.after_move_input();
     }
 
     /// Time passes: re-sends and deadlines.
     pub fn moves_tick(&mut self, now_ms: u64) {
         self.moves.tick(now_ms);
-        self.sync_moves();
+        self.after_move_input();
     }
 
     /// When [`Core::moves_tick`] next has work.
@@ -224,13 +214,16 @@ impl Core {
             tracing::info!(move_id = id.0, %from, %to, nodes = %encode_hostlist(nodes), "move started");
             first.get_or_insert(id);
         }
-        self.sync_moves();
+        self.after_move_input();
         Ok(first)
     }
 
-    /// Takes the machine's new records for the next journal write (the node table marks
-    /// the nodes they changed itself); the last token is kept for the driver.
-    fn sync_moves(&mut self) {
+    /// After each input to the move machine: takes its new records for the next journal
+    /// write (the node table marks the nodes they changed itself; the last token is kept
+    /// for the driver), bumps the epoch when owners changed, and checks the invariants.
+    /// Nothing is copied out of the machine: owners, generations and flags stay in its
+    /// node table.
+    fn after_move_input(&mut self) {
         let mut owners_changed = false;
         while let Some((token, record)) = self.moves.poll_journal() {
             self.move_pending = Some(token);
