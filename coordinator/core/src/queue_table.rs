@@ -94,12 +94,12 @@ pub fn queue_def(
         }
     };
     let policy = match (&spec.policy, base) {
-        (Some(p), _) => QueuePolicy::parse(p).map_err(|e| format!("policy: {e}"))?,
+        (Some(p), _) => *p,
         (None, Some(base)) => base.policy,
         (None, None) => QueuePolicy::Fcfs,
     };
     let match_policy = match (&spec.match_policy, base) {
-        (Some(p), _) => MatchPolicy::parse(p).map_err(|e| format!("match_policy: {e}"))?,
+        (Some(p), _) => *p,
         (None, Some(base)) => base.match_policy,
         (None, None) => MatchPolicy::First,
     };

@@ -42,8 +42,8 @@ pub const ALPN_STR: &str = "shardsched/1";
 /// (`Resources { start }` / `{ nodes, next }`), `JobInfo.jobspec_json` is optional (a
 /// job's jobspec is private to its owner and admins), jobs carry the nodes they ask for,
 /// policy refusals have their own code and shards answer `DisableIfIdle`. 3: queue and
-/// match policies are typed ([`msg::QueuePolicy`], [`msg::MatchPolicy`]) in `QueueConfig`
-/// and `QueueStatus`.
+/// match policies are typed ([`msg::QueuePolicy`], [`msg::MatchPolicy`]) in `QueueConfig`,
+/// `QueueStatus` and `QueueSpec`.
 pub const PROTOCOL_VERSION: u32 = 3;
 /// The oldest protocol version this build still accepts in a hello (version 2 messages do
 /// not decode as version 3's).

@@ -422,8 +422,8 @@ pub fn queue_spec() -> impl Strategy<Value = client_coord::QueueSpec> {
         (
             name(),
             option::of(name()),
-            option::of(name()),
-            option::of(name()),
+            option::of(queue_policy()),
+            option::of(match_policy()),
         ),
         (
             option::of(any::<u32>()),

@@ -13,7 +13,7 @@ use shardsched_wire::msg::shard_coord::Register;
 
 use super::*;
 use crate::config::Config;
-use shardsched_wire::msg::Generation;
+use shardsched_wire::msg::{Generation, QueuePolicy};
 
 const NODES: usize = 24;
 const NAMES: [&str; 4] = ["q0", "q1", "q2", "q3"];
@@ -140,7 +140,7 @@ proptest! {
                     let spec = QueueSpec {
                         name: NAMES[name].into(),
                         nodes: Some(hostlist(lo, len)),
-                        policy: Some(["fcfs", "easy", "hybrid", "conservative"][policy].into()),
+                        policy: Some(QueuePolicy::ALL[policy]),
                         ..QueueSpec::default()
                     };
                     core.update_queue(0, &spec).map(|_| ())

@@ -125,13 +125,6 @@ fn additions_that_break_the_configuration_rules_are_refused_and_change_nothing()
     assert!(e.contains("not in the cluster"), "{e}");
     let bad = QueueSpec {
         nodes: Some("node1".into()),
-        policy: Some("lifo".into()),
-        ..spec("c")
-    };
-    let e = queue_table::queue_def(core.config(), None, &bad).expect_err("policy");
-    assert!(e.contains("unknown queue policy"), "{e}");
-    let bad = QueueSpec {
-        nodes: Some("node1".into()),
         default_duration: Some("2h".into()),
         max_duration: Some("1h".into()),
         ..spec("c")
@@ -148,7 +141,7 @@ fn updates_restart_only_the_changed_queues_shard_and_never_drop_owned_nodes() {
     connect(&mut core, "a", 1, 2, 1);
     connect(&mut core, "b", 2, 0, 0);
     let change = QueueSpec {
-        policy: Some("conservative".into()),
+        policy: Some(QueuePolicy::Conservative),
         queue_depth: Some(8),
         ..spec("a")
     };
@@ -290,7 +283,7 @@ fn runtime_table_survives_a_restart_until_reload_makes_the_file_authoritative() 
     core.update_queue(
         0,
         &QueueSpec {
-            policy: Some("hybrid".into()),
+            policy: Some(QueuePolicy::Hybrid),
             ..spec("a")
         },
     )
