@@ -229,6 +229,24 @@ pub struct StaleNode {
     pub seen: super::common::Generation,
 }
 
+impl Request {
+    /// The step of a move this command is (`release`, `incoming`, `acquire`, `reclaim`,
+    /// `withdraw`, `cancel_jobs`): the name in the failpoints of both ends
+    /// (`coord.move.before_send_<step>`, `shard.<step>.before_apply`, …). `None` for a
+    /// command that is no move step.
+    pub fn move_step(&self) -> Option<&'static str> {
+        Some(match self {
+            Request::Release(_) => "release",
+            Request::Incoming(_) => "incoming",
+            Request::Acquire(_) => "acquire",
+            Request::Reclaim(_) => "reclaim",
+            Request::Withdraw(_) => "withdraw",
+            Request::CancelJobs(_) => "cancel_jobs",
+            _ => return None,
+        })
+    }
+}
+
 impl Rpc for Request {
     type Response = Response;
 
