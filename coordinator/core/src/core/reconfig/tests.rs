@@ -449,6 +449,41 @@ fn update_give_to_moves_the_nodes_left_out_and_applies_the_definition() {
     );
 }
 
+/// Cancelling the move an `update --give-to` started cannot hand the nodes back to a donor
+/// whose definition left them out: they go on to the recipient, and the cancel returns
+/// only what the donor may still own (found by the simulator: the returned nodes were
+/// owned outside their queue's definition).
+#[test]
+fn cancelling_a_give_to_move_returns_no_node_outside_the_donors_definition() {
+    let mut core = core(TWO_QUEUES);
+    connect(&mut core, "a", 1, 0, 0);
+    connect(&mut core, "b", 2, 0, 0);
+    let grow = QueueSpec {
+        nodes: Some("node[0-19]".into()),
+        ..spec("a")
+    };
+    core.update_queue(0, &grow)
+        .expect("a defines b's nodes too");
+    let shrink = QueueSpec {
+        nodes: Some("node[10-15]".into()),
+        give_to: Some("a".into()),
+        ..spec("b")
+    };
+    let move_id = core
+        .update_queue(3, &shrink)
+        .expect("moved out, then shrunk")
+        .move_id
+        .expect("a move");
+    let returned = core.cancel_move(4, move_id).expect("cancelled");
+    assert_eq!(
+        returned,
+        Vec::<String>::new(),
+        "b's definition has none of them"
+    );
+    assert_eq!(core.owner_of("node16"), Some("a"), "still on its way to a");
+    assert_eq!(core.invariants(), Ok(()));
+}
+
 /// `owns` in a reloaded file that differs from who owns the nodes now changes no owner:
 /// the answer says which move would apply it.
 #[test]
