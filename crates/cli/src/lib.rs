@@ -22,6 +22,7 @@ mod duration_arg;
 mod query;
 mod replay;
 mod shard_cmd;
+mod sim_cmd;
 mod supervise_cmd;
 mod up;
 mod workload;
@@ -77,6 +78,10 @@ enum Command {
     Replay(replay::ReplayArgs),
     /// Generates synthetic workloads.
     Workload(workload::WorkloadArgs),
+    /// The deterministic simulator: the real coordinator and shard cores under a seeded
+    /// network, crashes and workload, checked after every step (docs/SIM.md). Exit status
+    /// 1 when a seed breaks an invariant.
+    Sim(sim_cmd::SimArgs),
     /// Runs one exec job under supervision (started by a shard; docs/EXEC.md).
     #[command(hide = true)]
     Supervise(supervise_cmd::SuperviseArgs),
@@ -106,6 +111,7 @@ pub fn main() -> std::process::ExitCode {
         Command::Bench(args) => shardsched_benches::main(&args),
         Command::Replay(args) => replay::main(&args),
         Command::Workload(args) => workload::main(&args),
+        Command::Sim(args) => return sim_cmd::main(&args),
         Command::Supervise(args) => supervise_cmd::main(&args),
         Command::Differential(args) => differential::main(&args),
     };
