@@ -9,7 +9,8 @@
 //! no-generation-check   a shard takes a command whose generation is older than one it
 //!                       has seen                          (shard core, node table)
 //! ack-before-journal    a batch's journal records are handed out one batch late, so its
-//!                       answers leave before they are durable   (shard core)
+//!                       answers and commands leave before they are durable
+//!                                                         (shard core, coordinator core)
 //! release-while-held    a donor releases a node at once, though a running job holds it
 //!                                                         (shard core, node table)
 //! ```

@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use shardsched_failpoint::mutant::{self, Mutant};
 use shardsched_resource::encode_hostlist;
 use shardsched_wire::limits::NODE_FLAGS_BYTES_MAX;
 use shardsched_wire::msg::client_coord::QueueAction;
@@ -379,6 +380,11 @@ impl Core {
         }
         if dirty.queue_table {
             delta.queue_table = Some(self.queue_table_record());
+        }
+        if mutant::active(Mutant::AckBeforeJournal) {
+            // The write carries the records of the write before: what it releases (its
+            // token's commands, the batch's answers) leaves before it is durable.
+            delta = self.deferred.replace(delta).unwrap_or_default();
         }
         Some(JournalWrite {
             delta,

@@ -77,6 +77,9 @@ pub struct Core {
     /// Queue and move records changed since the last journal write (nodes: the node
     /// table's own list; see [`admin`]).
     dirty: admin::Dirty,
+    /// Records held back one write by the mutant `ack-before-journal` (always empty
+    /// otherwise; docs/SIM.md).
+    deferred: Option<crate::records::DurableDelta>,
 }
 
 /// A queue's run-time state.
@@ -205,6 +208,7 @@ impl Core {
             moves,
             move_pending: None,
             dirty: admin::Dirty::default(),
+            deferred: None,
         };
         core.debug_check();
         let durable = core.durable_state();
