@@ -148,6 +148,19 @@ pub(crate) struct Checker {
     moves: BTreeMap<u64, (BTreeSet<String>, Option<u64>)>,
     /// Jobs seen ended by a move's deadline.
     pub(crate) deadline_cancels: u64,
+    /// What the last check of each shard found, by queue.
+    shards: BTreeMap<String, Summary>,
+}
+
+/// What the checks across shards need of one shard, as last checked.
+#[derive(Debug, Default)]
+struct Summary {
+    /// The shard's version then (see [`Checker::stale`]).
+    version: u64,
+    /// Nodes up in it.
+    up: Vec<String>,
+    /// Nodes its running jobs hold.
+    holding: Vec<String>,
 }
 
 impl Checker {
@@ -175,59 +188,58 @@ impl Checker {
         self.downs.insert(node.to_owned());
     }
 
+    /// Whether move `id` was seen already.
+    pub(crate) fn knows_move(&self, id: u64) -> bool {
+        self.moves.contains_key(&id)
+    }
+
     /// A move the coordinator has: its nodes and deadline.
     pub(crate) fn move_seen(&mut self, id: u64, nodes: BTreeSet<String>, deadline: Option<u64>) {
         self.moves.entry(id).or_insert((nodes, deadline));
     }
 
-    /// Every check of an instant over the shards' `views` (by queue) and the generations
-    /// the coordinator's journal holds.
+    /// Whether `queue`'s shard must be checked again: its version is not the one last
+    /// checked (a shard that ran no batch, started nor crashed has not changed).
+    pub(crate) fn stale(&self, queue: &str, version: u64) -> bool {
+        self.shards.get(queue).is_none_or(|s| s.version != version)
+    }
+
+    /// Every check of an instant: `changed` holds the views of the shards that changed
+    /// (by queue, with their version: see [`Checker::stale`]); the others are as last
+    /// checked. `durable_generation` is the generation of a node the coordinator's journal
+    /// holds (it only grows, so an unchanged shard stays within it).
     pub(crate) fn instant(
         &mut self,
-        views: &BTreeMap<String, View<'_>>,
+        changed: &BTreeMap<String, (u64, View<'_>)>,
         durable_generation: &dyn Fn(&str) -> u64,
     ) -> Result<(), Violation> {
-        let mut up_in: BTreeMap<String, Vec<&str>> = BTreeMap::new();
-        let mut held_by: BTreeMap<String, Vec<&str>> = BTreeMap::new();
-        for (queue, view) in views {
-            if let View::Live(core) = view {
-                core.invariants()
-                    .map_err(|v| broken(Invariant::I4, format!("shard {queue}'s core: {}", v.0)))?;
-                for (node, _) in core.nodes().up_nodes() {
-                    up_in.entry(node.to_owned()).or_default().push(queue);
-                }
-            }
-            for (node, generation) in generations(view) {
-                let durable = durable_generation(&node);
-                if generation > durable {
+        for (queue, (version, view)) in changed {
+            let summary = self.shard(queue, view, durable_generation)?;
+            self.shards.insert(
+                queue.clone(),
+                Summary {
+                    version: *version,
+                    ..summary
+                },
+            );
+            for (id, _) in self.acked.iter().filter(|(_, q)| *q == queue) {
+                let seen_ended = self.jobs.get(id).is_some_and(|s| s.ended);
+                if !seen_ended && !has_job(view, *id) {
                     return Err(broken(
-                        Invariant::I3,
-                        format!(
-                            "{queue} has seen {node} at generation {generation}, but the \
-                             coordinator's journal holds only {durable}: a restarted \
-                             coordinator could hand that generation out again"
-                        ),
+                        Invariant::I4,
+                        format!("job {id} was acknowledged by {queue} but {queue} has lost it"),
                     ));
                 }
             }
-            let mut running_on: BTreeMap<&str, JobId> = BTreeMap::new();
-            let jobs = observe(view);
-            for job in &jobs {
-                if job.state != JobState::Running {
-                    continue;
-                }
-                for node in &job.nodes {
-                    if let Some(other) = running_on.insert(node, job.id) {
-                        return Err(broken(
-                            Invariant::I4,
-                            format!("{node} runs jobs {other} and {} in {queue}", job.id),
-                        ));
-                    }
-                    held_by.entry(node.clone()).or_default().push(queue);
-                }
+        }
+        let mut up_in: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        let mut held_by: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (queue, summary) in &self.shards {
+            for node in &summary.up {
+                up_in.entry(node).or_default().push(queue);
             }
-            for job in jobs {
-                self.job(queue, job)?;
+            for node in &summary.holding {
+                held_by.entry(node).or_default().push(queue);
             }
         }
         for (node, queues) in &up_in {
@@ -248,17 +260,51 @@ impl Checker {
                 ));
             }
         }
-        for (id, queue) in &self.acked {
-            let seen_ended = self.jobs.get(id).is_some_and(|s| s.ended);
-            let present = views.get(queue).is_some_and(|v| has_job(v, *id));
-            if !seen_ended && !present && views.contains_key(queue) {
+        Ok(())
+    }
+
+    /// The checks of one shard's view, and what the checks across shards need of it.
+    fn shard(
+        &mut self,
+        queue: &str,
+        view: &View<'_>,
+        durable_generation: &dyn Fn(&str) -> u64,
+    ) -> Result<Summary, Violation> {
+        let mut summary = Summary::default();
+        if let View::Live(core) = view {
+            core.invariants()
+                .map_err(|v| broken(Invariant::I4, format!("shard {queue}'s core: {}", v.0)))?;
+            summary.up = core.nodes().up_nodes().map(|(n, _)| n.to_owned()).collect();
+        }
+        for (node, generation) in generations(view) {
+            let durable = durable_generation(node);
+            if generation > durable {
                 return Err(broken(
-                    Invariant::I4,
-                    format!("job {id} was acknowledged by {queue} but {queue} has lost it"),
+                    Invariant::I3,
+                    format!(
+                        "{queue} has seen {node} at generation {generation}, but the \
+                         coordinator's journal holds only {durable}: a restarted \
+                         coordinator could hand that generation out again"
+                    ),
                 ));
             }
         }
-        Ok(())
+        let mut running_on: BTreeMap<String, JobId> = BTreeMap::new();
+        for job in observe(view, &self.jobs) {
+            if job.state == JobState::Running {
+                for node in &job.nodes {
+                    if let Some(other) = running_on.insert(node.clone(), job.id) {
+                        return Err(broken(
+                            Invariant::I4,
+                            format!("{node} runs jobs {other} and {} in {queue}", job.id),
+                        ));
+                    }
+                }
+            }
+            self.job(queue, job)?;
+        }
+        summary.holding = running_on.into_keys().collect();
+        Ok(summary)
     }
 
     /// What one observation of a job must agree with.
@@ -374,25 +420,42 @@ impl Checker {
     }
 }
 
-/// The jobs a view shows.
-fn observe(view: &View<'_>) -> Vec<JobObs> {
+/// The jobs a view shows; a job `seen` ended is shown by its state alone (all that can
+/// still go wrong with it is coming back to life).
+fn observe(view: &View<'_>, seen: &BTreeMap<JobId, Seen>) -> Vec<JobObs> {
+    let ended = |id: JobId| seen.get(&id).is_some_and(|s| s.ended);
+    let bare = |id, state| JobObs {
+        id,
+        state,
+        start_ms: None,
+        planned_end_ms: None,
+        end_ms: None,
+        nodes: Vec::new(),
+        reason: String::new(),
+    };
     match view {
         View::Live(core) => core
             .jobs()
-            .map(|j| JobObs {
-                id: j.id,
-                state: j.state,
-                start_ms: j.start_ms,
-                // The span the queue manager planned: from the second it started in.
-                planned_end_ms: j
-                    .start_ms
-                    .map(|s| (s / 1000 * 1000).saturating_add(j.duration_ms)),
-                end_ms: j.end_ms,
-                nodes: sorted(j.nodes.clone()),
-                reason: match &j.reason {
-                    Reason::Text(text) => text.clone(),
-                    Reason::None | Reason::Waiting(_) => String::new(),
-                },
+            .map(|j| {
+                if ended(j.id) {
+                    bare(j.id, j.state)
+                } else {
+                    JobObs {
+                        id: j.id,
+                        state: j.state,
+                        start_ms: j.start_ms,
+                        // The span the queue manager planned: from the second it started in.
+                        planned_end_ms: j
+                            .start_ms
+                            .map(|s| (s / 1000 * 1000).saturating_add(j.duration_ms)),
+                        end_ms: j.end_ms,
+                        nodes: sorted(j.nodes.clone()),
+                        reason: match &j.reason {
+                            Reason::Text(text) => text.clone(),
+                            Reason::None | Reason::Waiting(_) => String::new(),
+                        },
+                    }
+                }
             })
             .collect(),
         View::Journal(restored) => restored
@@ -405,8 +468,12 @@ fn observe(view: &View<'_>) -> Vec<JobObs> {
                     (None, Some(_)) => JobState::Running,
                     (None, None) => JobState::Pending,
                 };
+                let id = shardsched_wire::Fluid(j.accepted.id);
+                if ended(id) {
+                    return bare(id, state);
+                }
                 JobObs {
-                    id: shardsched_wire::Fluid(j.accepted.id),
+                    id,
                     state,
                     start_ms: started.map(|s| s.start_ms),
                     planned_end_ms: started.map(|s| s.sim_end_ms),
@@ -443,18 +510,15 @@ fn sorted(mut nodes: Vec<String>) -> Vec<String> {
 }
 
 /// Every node a view has an entry for, with the generation it has seen.
-fn generations(view: &View<'_>) -> Vec<(String, u64)> {
+fn generations<'a>(view: &'a View<'_>) -> Box<dyn Iterator<Item = (&'a str, u64)> + 'a> {
     match view {
-        View::Live(core) => core
-            .nodes()
-            .entries()
-            .map(|(n, e)| (n.to_owned(), e.generation.0))
-            .collect(),
-        View::Journal(restored) => restored
-            .nodes
-            .iter()
-            .map(|(n, r)| (n.clone(), r.generation))
-            .collect(),
+        View::Live(core) => Box::new(core.nodes().entries().map(|(n, e)| (n, e.generation.0))),
+        View::Journal(restored) => Box::new(
+            restored
+                .nodes
+                .iter()
+                .map(|(n, r)| (n.as_str(), r.generation)),
+        ),
     }
 }
 

@@ -108,6 +108,9 @@ pub(crate) struct ShardProcess {
     status_sent: Option<(u64, u64)>,
     /// Restart once the process is not running: at this time.
     pub(crate) restart_at: Option<u64>,
+    /// Bumped whenever the core or the journal may have changed (a batch, a start, a
+    /// crash): the checker looks again only at shards whose version moved.
+    pub(crate) version: u64,
 }
 
 impl ShardProcess {
@@ -126,6 +129,7 @@ impl ShardProcess {
             released_sent_ms: 0,
             status_sent: None,
             restart_at: None,
+            version: 0,
         }
     }
 
@@ -137,6 +141,7 @@ impl ShardProcess {
                 self.queue, o.table, o.key
             )
         })?;
+        self.version += 1;
         self.alive = true;
         self.core = None;
         self.link = Link::Idle { retry_at: now };
@@ -150,6 +155,7 @@ impl ShardProcess {
     /// The process dies: everything not in the journal is gone. Returns the connection it
     /// had, for the network to close.
     pub(crate) fn crash(&mut self) -> Option<ConnId> {
+        self.version += 1;
         self.alive = false;
         self.core = None;
         self.inbox.clear();
@@ -285,6 +291,7 @@ impl ShardProcess {
         options: &CoreOptions,
         ids: &mut dyn FnMut() -> u64,
     ) -> Result<ShardOut, String> {
+        self.version += 1;
         let mut out = ShardOut::default();
         let events: Vec<ShardEvent> = self.inbox.drain(..).collect();
         for event in events {

@@ -52,6 +52,8 @@ pub struct Stats {
     pub coordinator_crashes: u64,
     pub shard_crashes: u64,
     pub crashes_after_write: u64,
+    /// Crashes (of either kind) while the coordinator had a move unfinished.
+    pub crashes_mid_move: u64,
     /// Connections cut, messages dropped and duplicated.
     pub cuts: u64,
     pub dropped: u64,
@@ -70,6 +72,7 @@ impl Stats {
         self.coordinator_crashes += other.coordinator_crashes;
         self.shard_crashes += other.shard_crashes;
         self.crashes_after_write += other.crashes_after_write;
+        self.crashes_mid_move += other.crashes_mid_move;
         self.cuts += other.cuts;
         self.dropped += other.dropped;
         self.duplicated += other.duplicated;
@@ -380,8 +383,21 @@ impl World {
         Ok(())
     }
 
+    /// Counts a crash while a move is unfinished.
+    fn count_mid_move(&mut self) {
+        let moving = self
+            .coord
+            .core
+            .as_ref()
+            .is_some_and(|core| core.moves().iter().any(|m| m.status == MoveStatus::Active));
+        if moving {
+            self.stats.crashes_mid_move += 1;
+        }
+    }
+
     fn crash_coordinator(&mut self) -> Result<(), Violation> {
         self.stats.coordinator_crashes += 1;
+        self.count_mid_move();
         self.coord.crash();
         for conn in self.net.open_conns() {
             self.net.close(conn);
@@ -393,10 +409,14 @@ impl World {
     }
 
     fn crash_shard(&mut self, queue: &str) {
+        if !self.shards.contains_key(queue) {
+            return;
+        }
+        self.stats.shard_crashes += 1;
+        self.count_mid_move();
         let Some(shard) = self.shards.get_mut(queue) else {
             return;
         };
-        self.stats.shard_crashes += 1;
         if let Some(conn) = shard.crash() {
             self.net.close(conn);
             let at = self.now + self.rng.random_range(NOTICE_DELAY_MS);
@@ -704,12 +724,17 @@ impl World {
             core.invariants()
                 .map_err(|e| broken(Invariant::I3, format!("coordinator core: {e}")))?;
             for m in core.moves() {
-                let nodes = m.nodes.iter().map(|n| n.node.clone()).collect();
-                self.checker.move_seen(m.move_id.0, nodes, m.deadline_ms);
+                if !self.checker.knows_move(m.move_id.0) {
+                    let nodes = m.nodes.iter().map(|n| n.node.clone()).collect();
+                    self.checker.move_seen(m.move_id.0, nodes, m.deadline_ms);
+                }
             }
         }
         let mut views = BTreeMap::new();
         for (queue, shard) in &self.shards {
+            if !self.checker.stale(queue, shard.version) {
+                continue;
+            }
             let view = match (&shard.core, shard.alive) {
                 (Some(core), true) => View::Live(core),
                 _ => View::Journal(shard.journal.restored().map_err(|o| {
@@ -719,7 +744,7 @@ impl World {
                     )
                 })?),
             };
-            views.insert(queue.clone(), view);
+            views.insert(queue.clone(), (shard.version, view));
         }
         let journal = &self.coord.journal;
         let durable = |node: &str| journal.nodes.get(node).map_or(0, |n| n.generation.0);
