@@ -1,0 +1,469 @@
+//! The metrics each process exports, every series prefixed `shardsched_` (docs/OPERATIONS.md
+//! lists them all). Two kinds:
+//!
+//! - **counters, gauges and histograms the driver updates** at the few points where the
+//!   event happens (a request answered, a connection opened, a journal commit, a scheduling
+//!   pass): cheap atomic updates, no lock held across anything;
+//! - **gauges read from views**: the coordinator's jobs, nodes and moves are not counted a
+//!   second time beside the core that owns them; they are set from the core's own views
+//!   (the replies of `queue list`, `resource list` and `queue moves`) just before each
+//!   exposition ([`CoordinatorMetrics::observe`]), so they can never drift from it.
+//!
+//! The registry and the text format are `prometheus-client`'s (the Prometheus project's
+//! client): a scrape gets OpenMetrics text, which Prometheus reads.
+
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+use shardsched_wire::identity::Role;
+use shardsched_wire::msg::RefusalCode;
+
+use crate::status::ClusterStatus;
+
+/// Every series' name starts with this (and `_`).
+pub const METRIC_PREFIX: &str = "shardsched";
+/// The smallest latency bucket's upper bound, in seconds (50 µs).
+pub const LATENCY_BUCKET_FIRST_SECONDS: f64 = 0.000_05;
+/// Each latency bucket's bound is this many times the one before.
+pub const LATENCY_BUCKET_FACTOR: f64 = 2.5;
+/// Latency buckets: from 50 µs up to about 47 s.
+pub const LATENCY_BUCKETS: u16 = 16;
+/// The smallest move-step bucket's bound, in seconds: a step of an idle node takes
+/// milliseconds, a busy node's waits for its jobs (minutes to days).
+pub const MOVE_STEP_BUCKET_FIRST_SECONDS: f64 = 0.01;
+/// Each move-step bucket's bound is this many times the one before.
+pub const MOVE_STEP_BUCKET_FACTOR: f64 = 4.0;
+/// Move-step buckets: from 10 ms up to about 12 days.
+pub const MOVE_STEP_BUCKETS: u16 = 14;
+
+/// A queue and a state (jobs, nodes).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueStateLabels {
+    /// The queue (empty for a node no queue owns).
+    pub queue: String,
+    /// `pending`, `running`; `up`, `down`, `drained`, …
+    pub state: String,
+}
+
+/// A state alone (a shard's jobs: the queue is the shard's constant label).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabels {
+    /// `pending`, `running`, `blocked`, …
+    pub state: String,
+}
+
+/// A queue alone.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueLabels {
+    /// The queue.
+    pub queue: String,
+}
+
+/// A move step.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StepLabels {
+    /// `outgoing`, `released`, `returning`; for durations `release` or `acquire`.
+    pub step: String,
+}
+
+/// The peer of a connection, by its certificate's role.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PeerLabels {
+    /// `coordinator`, `shard`, `admin` or `user`.
+    pub peer: String,
+}
+
+/// A request kind (the wire's, e.g. `client_shard.submit`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    /// The request kind.
+    pub kind: String,
+}
+
+/// A refused request: its kind and why.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusalLabels {
+    /// The request kind.
+    pub kind: String,
+    /// The refusal code: `denied`, `invalid`, `forbidden`, `policy`, `unavailable`, …
+    pub reason: String,
+}
+
+/// The version of the binary, as a constant series of value 1.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: String,
+}
+
+/// What every process exports: its connections, requests, refusals and journal.
+#[derive(Clone, Debug)]
+pub struct ProcessMetrics {
+    /// QUIC connections open now, by the peer's role.
+    pub connections: Family<PeerLabels, Gauge>,
+    /// Requests answered, by kind.
+    pub requests: Family<KindLabels, Counter>,
+    /// Requests refused, by kind and refusal code.
+    pub refusals: Family<RefusalLabels, Counter>,
+    /// From handing a batch of records to the journal until it is durable.
+    pub journal_commit: Histogram,
+    /// redb's commit of one transaction (its fsyncs).
+    pub journal_fsync: Histogram,
+}
+
+/// The coordinator's own series, besides [`ProcessMetrics`].
+#[derive(Clone, Debug)]
+pub struct CoordinatorMetrics {
+    /// Jobs by queue and state, as the shards last reported them.
+    pub jobs: Family<QueueStateLabels, Gauge>,
+    /// Nodes by owning queue and state.
+    pub nodes: Family<QueueStateLabels, Gauge>,
+    /// 1 when the queue's shard is registered, else 0.
+    pub queue_online: Family<QueueLabels, Gauge>,
+    /// Moves not finished.
+    pub moves_in_flight: Gauge,
+    /// Nodes of unfinished moves, by their step.
+    pub move_nodes: Family<StepLabels, Gauge>,
+    /// How long each step of a node's move took: `release` from the request to the donor's
+    /// release, `acquire` from the release to the recipient's acknowledgement.
+    pub move_step: Family<StepLabels, Histogram>,
+}
+
+/// A shard's own series, besides [`ProcessMetrics`]; all carry the label `queue`.
+#[derive(Clone, Debug)]
+pub struct ShardMetrics {
+    /// Jobs by state: `pending` (the queue's depth), `running`.
+    pub jobs: Family<StateLabels, Gauge>,
+    /// Pending jobs that cannot start now (their reason says why).
+    pub jobs_blocked: Gauge,
+    /// Submits accepted.
+    pub submits: Counter,
+    /// Jobs ended, by final state.
+    pub jobs_ended: Family<StateLabels, Counter>,
+    /// One match (allocate, or reserve) of one job.
+    pub match_time: Histogram,
+    /// One scheduling pass of the queue manager over the pending jobs.
+    pub schedule_cycle: Histogram,
+}
+
+/// A process's metrics registry and its exposition.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// What every process exports.
+    pub process: ProcessMetrics,
+}
+
+impl Metrics {
+    /// The registry of the coordinator.
+    pub fn coordinator() -> (Metrics, CoordinatorMetrics) {
+        let mut metrics = Metrics::new(Registry::with_prefix(METRIC_PREFIX));
+        let coordinator = CoordinatorMetrics {
+            jobs: Family::default(),
+            nodes: Family::default(),
+            queue_online: Family::default(),
+            moves_in_flight: Gauge::default(),
+            move_nodes: Family::default(),
+            move_step: Family::new_with_constructor(move_step_histogram),
+        };
+        let r = &mut metrics.registry;
+        r.register(
+            "jobs",
+            "Jobs by queue and state, as the shards last reported them",
+            coordinator.jobs.clone(),
+        );
+        r.register(
+            "nodes",
+            "Nodes by owning queue (empty: none) and state",
+            coordinator.nodes.clone(),
+        );
+        r.register(
+            "queue_online",
+            "1 when the queue's shard is registered with the coordinator",
+            coordinator.queue_online.clone(),
+        );
+        r.register(
+            "moves_in_flight",
+            "Moves not finished",
+            coordinator.moves_in_flight.clone(),
+        );
+        r.register(
+            "move_nodes",
+            "Nodes of unfinished moves, by step",
+            coordinator.move_nodes.clone(),
+        );
+        r.register_with_unit(
+            "move_step",
+            "Duration of one node's move step: release (request to the donor's release), \
+             acquire (release to the recipient's acknowledgement)",
+            Unit::Seconds,
+            coordinator.move_step.clone(),
+        );
+        (metrics, coordinator)
+    }
+
+    /// The registry of queue `queue`'s shard: every series carries `queue="<queue>"`.
+    pub fn shard(queue: &str) -> (Metrics, ShardMetrics) {
+        let labels = [("queue".into(), queue.to_owned().into())];
+        let mut metrics = Metrics::new(Registry::with_prefix_and_labels(
+            METRIC_PREFIX,
+            labels.into_iter(),
+        ));
+        let shard = ShardMetrics {
+            jobs: Family::default(),
+            jobs_blocked: Gauge::default(),
+            submits: Counter::default(),
+            jobs_ended: Family::default(),
+            match_time: latency_histogram(),
+            schedule_cycle: latency_histogram(),
+        };
+        let r = &mut metrics.registry;
+        r.register(
+            "jobs",
+            "Jobs by state (pending: the queue's depth)",
+            shard.jobs.clone(),
+        );
+        r.register(
+            "jobs_blocked",
+            "Pending jobs that cannot start now",
+            shard.jobs_blocked.clone(),
+        );
+        r.register("submits", "Submits accepted", shard.submits.clone());
+        r.register(
+            "jobs_ended",
+            "Jobs ended, by final state",
+            shard.jobs_ended.clone(),
+        );
+        r.register_with_unit(
+            "match",
+            "One match (allocate or reserve) of one job",
+            Unit::Seconds,
+            shard.match_time.clone(),
+        );
+        r.register_with_unit(
+            "schedule_cycle",
+            "One scheduling pass over the pending jobs",
+            Unit::Seconds,
+            shard.schedule_cycle.clone(),
+        );
+        (metrics, shard)
+    }
+
+    /// Registers what every process exports.
+    fn new(mut registry: Registry) -> Metrics {
+        let process = ProcessMetrics {
+            connections: Family::default(),
+            requests: Family::default(),
+            refusals: Family::default(),
+            journal_commit: latency_histogram(),
+            journal_fsync: latency_histogram(),
+        };
+        let build = Family::<BuildLabels, Gauge>::default();
+        build
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+            })
+            .set(1);
+        registry.register("build_info", "The binary's version", build);
+        registry.register(
+            "quic_connections",
+            "QUIC connections open, by the peer's role",
+            process.connections.clone(),
+        );
+        registry.register(
+            "requests",
+            "Requests answered, by kind",
+            process.requests.clone(),
+        );
+        registry.register(
+            "refusals",
+            "Requests refused, by kind and reason",
+            process.refusals.clone(),
+        );
+        registry.register_with_unit(
+            "journal_commit",
+            "From handing records to the journal until they are durable",
+            Unit::Seconds,
+            process.journal_commit.clone(),
+        );
+        registry.register_with_unit(
+            "journal_fsync",
+            "The journal's commit of one transaction (its fsyncs)",
+            Unit::Seconds,
+            process.journal_fsync.clone(),
+        );
+        Metrics { registry, process }
+    }
+
+    /// The registry as OpenMetrics text (what a scrape of `/metrics` returns).
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing to a String cannot fail; a label value that does is left out.
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut text, &self.registry) {
+            tracing::warn!(error = %e, "encoding metrics");
+        }
+        text
+    }
+}
+
+impl ProcessMetrics {
+    /// A connection from a peer with role `role` opened; the guard closes it when dropped.
+    pub fn connection_opened(&self, role: Role) -> ConnectionGuard {
+        let gauge = self.connections.get_or_create_owned(&PeerLabels {
+            peer: role.as_str().to_owned(),
+        });
+        gauge.inc();
+        ConnectionGuard { gauge }
+    }
+
+    /// One request of `kind` answered; `refused` with its code when it was refused.
+    pub fn request(&self, kind: &str, refused: Option<RefusalCode>) {
+        self.requests
+            .get_or_create(&KindLabels {
+                kind: kind.to_owned(),
+            })
+            .inc();
+        if let Some(code) = refused {
+            self.refusals
+                .get_or_create(&RefusalLabels {
+                    kind: kind.to_owned(),
+                    reason: refusal_label(code).to_owned(),
+                })
+                .inc();
+        }
+    }
+
+    /// One journal commit: how long until durable, and its fsync part.
+    pub fn journal_committed(&self, until_durable: Duration, fsync: Duration) {
+        self.journal_commit.observe(until_durable.as_secs_f64());
+        self.journal_fsync.observe(fsync.as_secs_f64());
+    }
+}
+
+/// Counts one open connection until dropped.
+#[derive(Debug)]
+pub struct ConnectionGuard {
+    gauge: Gauge,
+}
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        self.gauge.dec();
+    }
+}
+
+impl CoordinatorMetrics {
+    /// Sets the gauges read from views to what `status` says: jobs and queues from the
+    /// queue list, nodes from the resource list, moves from the move list. Label sets that
+    /// are gone (a removed queue) are cleared first, so they disappear rather than stick.
+    pub fn observe(&self, status: &ClusterStatus) {
+        self.jobs.clear();
+        self.queue_online.clear();
+        for q in &status.queues {
+            for (state, count) in [("pending", q.jobs_pending), ("running", q.jobs_running)] {
+                self.jobs
+                    .get_or_create(&QueueStateLabels {
+                        queue: q.name.clone(),
+                        state: state.to_owned(),
+                    })
+                    .set(i64::from(count));
+            }
+            self.queue_online
+                .get_or_create(&QueueLabels {
+                    queue: q.name.clone(),
+                })
+                .set(i64::from(q.online));
+        }
+        self.nodes.clear();
+        for node in &status.nodes {
+            self.nodes
+                .get_or_create(&QueueStateLabels {
+                    queue: node.queue.clone().unwrap_or_default(),
+                    state: crate::status::node_state(node).to_owned(),
+                })
+                .inc();
+        }
+        self.move_nodes.clear();
+        let active: Vec<_> = status
+            .moves
+            .iter()
+            .filter(|m| m.status == "active")
+            .collect();
+        self.moves_in_flight
+            .set(i64::try_from(active.len()).unwrap_or(i64::MAX));
+        for node in active.iter().flat_map(|m| &m.nodes) {
+            self.move_nodes
+                .get_or_create(&StepLabels {
+                    step: node.state.clone(),
+                })
+                .inc();
+        }
+    }
+
+    /// One node's move step took `took` (`step`: `release` or `acquire`).
+    pub fn move_step_took(&self, step: &str, took: Duration) {
+        self.move_step
+            .get_or_create(&StepLabels {
+                step: step.to_owned(),
+            })
+            .observe(took.as_secs_f64());
+    }
+}
+
+impl ShardMetrics {
+    /// Sets the job gauges from the core's counts.
+    pub fn set_jobs(&self, pending: u64, running: u64, blocked: u64) {
+        for (state, count) in [("pending", pending), ("running", running)] {
+            self.jobs
+                .get_or_create(&StateLabels {
+                    state: state.to_owned(),
+                })
+                .set(i64::try_from(count).unwrap_or(i64::MAX));
+        }
+        self.jobs_blocked
+            .set(i64::try_from(blocked).unwrap_or(i64::MAX));
+    }
+
+    /// A job ended in `state` (`completed`, `failed`, `cancelled`).
+    pub fn job_ended(&self, state: &str) {
+        self.jobs_ended
+            .get_or_create(&StateLabels {
+                state: state.to_owned(),
+            })
+            .inc();
+    }
+}
+
+/// A refusal code as a label value.
+pub fn refusal_label(code: RefusalCode) -> &'static str {
+    match code {
+        RefusalCode::Forbidden => "forbidden",
+        RefusalCode::NotFound => "not_found",
+        RefusalCode::Invalid => "invalid",
+        RefusalCode::Denied => "denied",
+        RefusalCode::Unavailable => "unavailable",
+        RefusalCode::Stale => "stale",
+        RefusalCode::Internal => "internal",
+        RefusalCode::Policy => "policy",
+    }
+}
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(
+        LATENCY_BUCKET_FIRST_SECONDS,
+        LATENCY_BUCKET_FACTOR,
+        LATENCY_BUCKETS,
+    ))
+}
+
+fn move_step_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(
+        MOVE_STEP_BUCKET_FIRST_SECONDS,
+        MOVE_STEP_BUCKET_FACTOR,
+        MOVE_STEP_BUCKETS,
+    ))
+}
