@@ -4,7 +4,8 @@
 //! On first start it creates the cluster CA in the state directory; on every start it issues
 //! its own certificate, writes its durable state, binds, and writes `DIR/address` (the bound
 //! socket address, one line). It logs to stderr (`RUST_LOG` filters) and stops cleanly on
-//! Ctrl-C or SIGTERM, removing the address file. A journal it cannot read back stops it with
+//! Ctrl-C or SIGTERM, removing the address file. `--log-format json` writes one JSON object
+//! per line. A journal it cannot read back stops it with
 //! the file, table and key named and exit status [`UNREADABLE_EXIT_STATUS`] (65), which `up`
 //! does not restart.
 
@@ -16,6 +17,7 @@ use clap::Args;
 use shardsched_coordinator::config::{Config, DEFAULT_CONFIG_ORIGIN};
 use shardsched_coordinator::driver::{self, Coordinator, Options};
 use shardsched_journal::UNREADABLE_EXIT_STATUS;
+use shardsched_telemetry::LogFormat;
 
 /// Flags of `shardsched coordinator`.
 #[derive(Args, Debug, Clone)]
@@ -33,6 +35,10 @@ pub struct CoordinatorArgs {
     /// Check the configuration, print a summary and exit without serving.
     #[arg(long)]
     pub check: bool,
+    /// Log lines as `text` (for people) or `json` (one object per line); `RUST_LOG`
+    /// filters either.
+    #[arg(long, value_name = "FORMAT", default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
     /// Set by `up`: hold this file locked (shared) while running (`up::lock`).
     #[arg(long, value_name = "FILE", hide = true)]
     pub up_lock: Option<PathBuf>,
@@ -53,7 +59,7 @@ pub fn main(args: &CoordinatorArgs) -> Result<()> {
         .as_deref()
         .map(crate::up::lock::hold_shared)
         .transpose()?;
-    driver::init_logging();
+    shardsched_telemetry::logs::init(args.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

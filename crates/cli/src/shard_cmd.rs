@@ -7,7 +7,8 @@
 //! directory, it brings back its jobs. A damaged journal makes it refuse to start. The shard
 //! listens on `--listen` (port 0: any free port), registers its real address with the
 //! coordinator, and serves clients until Ctrl-C or SIGTERM, or until the coordinator has
-//! been unreachable for a while. It logs to stderr (`RUST_LOG` filters, default `info`). A
+//! been unreachable for a while. It logs to stderr (`RUST_LOG` filters, default `info`; as
+//! JSON with `--log-format json`). A
 //! journal it cannot read back stops it with the file, table and key named and exit status
 //! [`UNREADABLE_EXIT_STATUS`] (65), which `up` does not restart.
 
@@ -20,8 +21,9 @@ use clap::{Args, ValueEnum};
 use shardsched_journal::UNREADABLE_EXIT_STATUS;
 use shardsched_shard::limits::KILL_GRACE;
 use shardsched_shard::{
-    DriverError, ExecOptions, RESTART_EXIT_STATUS, ShardOptions, init_logging, run_until_signal,
+    DriverError, ExecOptions, RESTART_EXIT_STATUS, ShardOptions, run_until_signal,
 };
+use shardsched_telemetry::LogFormat;
 
 /// Flags of `shardsched shard`.
 #[derive(Args, Debug, Clone)]
@@ -55,6 +57,10 @@ pub struct ShardArgs {
     /// node down): 500ms, 10s; a bare number is seconds [default: 5s].
     #[arg(long, value_name = "DURATION", value_parser = crate::duration_arg::seconds_or_units)]
     pub kill_grace: Option<Duration>,
+    /// Log lines as `text` (for people) or `json` (one object per line); `RUST_LOG`
+    /// filters either.
+    #[arg(long, value_name = "FORMAT", default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
     /// Set by `up`: hold this file locked (shared) while running (`up::lock`).
     #[arg(long, value_name = "FILE", hide = true)]
     pub up_lock: Option<PathBuf>,
@@ -93,7 +99,7 @@ pub fn main(args: &ShardArgs) -> Result<()> {
         .as_deref()
         .map(crate::up::lock::hold_shared)
         .transpose()?;
-    init_logging();
+    shardsched_telemetry::logs::init(args.log_format);
     let options = ShardOptions {
         queue: args.queue.clone(),
         coordinator: args.coordinator,

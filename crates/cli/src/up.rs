@@ -38,6 +38,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use shardsched_client::StateDir;
 use shardsched_proto::backoff::Backoff;
+use shardsched_telemetry::LogFormat;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::cert_cmd::create_private_dir;
@@ -107,6 +108,9 @@ pub struct UpArgs {
     /// 2h, 1d (a bare number is seconds) [default: the shard's, 1h].
     #[arg(long, value_name = "DURATION", value_parser = crate::duration_arg::seconds_or_units)]
     pub retention: Option<Duration>,
+    /// The coordinator's and the shards' log lines in their log files: `text` or `json`.
+    #[arg(long, value_name = "FORMAT", default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
 }
 
 /// `shardsched up`.
@@ -138,6 +142,7 @@ pub fn main(args: &UpArgs) -> Result<()> {
             time_scale: args.time_scale,
             executor: args.executor,
             retention: args.retention,
+            log_format: args.log_format,
             processes_lock: lock.processes_lock().to_owned(),
             children: Vec::new(),
             coordinator: None,
@@ -166,6 +171,8 @@ struct Supervisor {
     executor: Option<crate::shard_cmd::Executor>,
     /// `--retention` for the shards.
     retention: Option<Duration>,
+    /// `--log-format` for every child.
+    log_format: LogFormat,
     /// Given to every child with `--up-lock` (see [`lock`]).
     processes_lock: PathBuf,
     /// The coordinator first, then the shards (in queue order at start, then in the order

@@ -62,6 +62,8 @@ impl Supervisor {
             path_arg(&self.dir.coordinator_dir()),
             "--up-lock".to_owned(),
             path_arg(&self.processes_lock),
+            "--log-format".to_owned(),
+            self.log_format.to_string(),
         ];
         if let Some(config) = &self.config {
             args.extend(["--config".to_owned(), path_arg(config)]);
@@ -85,6 +87,8 @@ impl Supervisor {
             "127.0.0.1:0".to_owned(),
             "--up-lock".to_owned(),
             path_arg(&self.processes_lock),
+            "--log-format".to_owned(),
+            self.log_format.to_string(),
         ];
         if let Some(scale) = self.time_scale {
             shard_args.extend(["--time-scale".to_owned(), scale.to_string()]);
