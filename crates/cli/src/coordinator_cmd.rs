@@ -3,21 +3,25 @@
 //!
 //! On first start it creates the cluster CA in the state directory; on every start it issues
 //! its own certificate, writes its durable state, binds, and writes `DIR/address` (the bound
-//! socket address, one line). It logs to stderr (`RUST_LOG` filters) and stops cleanly on
-//! Ctrl-C or SIGTERM, removing the address file. `--log-format json` writes one JSON object
-//! per line. A journal it cannot read back stops it with
-//! the file, table and key named and exit status [`UNREADABLE_EXIT_STATUS`] (65), which `up`
-//! does not restart.
+//! socket address, one line); then it serves its status page and `/metrics` over HTTP on
+//! `--http-listen` and writes their URL to `DIR/http-address`. It logs to stderr
+//! (`RUST_LOG` filters; `--log-format json` writes one JSON object per line) and stops
+//! cleanly on Ctrl-C or SIGTERM, removing both address files. A journal it cannot read back
+//! stops it with the file, table and key named and exit status [`UNREADABLE_EXIT_STATUS`]
+//! (65), which `up` does not restart.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Args;
 use shardsched_coordinator::config::{Config, DEFAULT_CONFIG_ORIGIN};
 use shardsched_coordinator::driver::{self, Coordinator, Options};
 use shardsched_journal::UNREADABLE_EXIT_STATUS;
-use shardsched_telemetry::LogFormat;
+use shardsched_telemetry::{LogFormat, Metrics};
+
+use crate::http_listener::HttpListener;
 
 /// Flags of `shardsched coordinator`.
 #[derive(Args, Debug, Clone)]
@@ -29,6 +33,11 @@ pub struct CoordinatorArgs {
     /// UDP address to listen on; port 0 picks a free port (written to DIR/address).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
     pub listen: SocketAddr,
+    /// TCP address of the status page and `/metrics` (HTTP); port 0 picks a free port (its
+    /// URL is written to DIR/http-address). Off loopback, the page leaves out admins'
+    /// reasons and job ids.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    pub http_listen: SocketAddr,
     /// State directory: the cluster CA, the coordinator's certificate and state, `address`.
     #[arg(long, value_name = "DIR")]
     pub state_dir: PathBuf,
@@ -79,6 +88,9 @@ pub fn main(args: &CoordinatorArgs) -> Result<()> {
             }
             Err(e) => return Err(e.into()),
         };
+        let (metrics, _views) = Metrics::coordinator();
+        let _http =
+            HttpListener::start(args.http_listen, &args.state_dir, Arc::new(metrics), None).await?;
         coordinator.run(driver::shutdown_signal()).await?;
         Ok(())
     })

@@ -21,6 +21,7 @@ mod demo;
 mod differential;
 mod docs_cmd;
 mod duration_arg;
+mod http_listener;
 mod query;
 mod replay;
 mod shard_cmd;
