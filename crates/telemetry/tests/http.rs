@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use shardsched_telemetry::metrics::refusal_label;
+use shardsched_telemetry::metrics::{refusal_label, sample as series};
 use shardsched_telemetry::status::StatusFuture;
 use shardsched_telemetry::{
     ClusterStatus, HttpServer, Metrics, StatusService, StatusSource, StatusUnavailable,
@@ -108,22 +108,6 @@ fn get(addr: SocketAddr, path: &str) -> (u16, String, String) {
         content_type,
         response.into_body().read_to_string().unwrap(),
     )
-}
-
-/// The value of the series `name{labels}` in a scrape (labels in any order).
-fn series(scrape: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    scrape.lines().find_map(|line| {
-        let (key, value) = line.rsplit_once(' ')?;
-        let (metric, rest) = key.split_once('{').unwrap_or((key, "}"));
-        if metric != name {
-            return None;
-        }
-        let found = rest.trim_end_matches('}');
-        labels
-            .iter()
-            .all(|(k, v)| found.split(',').any(|kv| kv == format!("{k}=\"{v}\"")))
-            .then(|| value.parse().ok())?
-    })
 }
 
 #[test]
