@@ -125,9 +125,13 @@ fn the_tour_runs_as_written() {
         .to_owned();
 
     // Terminal 2.
-    let run = shell(home.path(), &["-e", "-x"], &block("<!-- tour: terminal 2 -->"))
-        .output()
-        .unwrap();
+    let run = shell(
+        home.path(),
+        &["-e", "-x"],
+        &block("<!-- tour: terminal 2 -->"),
+    )
+    .output()
+    .unwrap();
     let out = String::from_utf8_lossy(&run.stdout);
     assert!(
         run.status.success(),

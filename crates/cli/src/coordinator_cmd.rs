@@ -21,7 +21,7 @@ use shardsched_coordinator::driver::{self, Coordinator, Options};
 use shardsched_journal::UNREADABLE_EXIT_STATUS;
 use shardsched_telemetry::{LogFormat, Metrics};
 
-use crate::http_listener::HttpListener;
+use crate::telemetry::{self, HttpListener};
 
 /// Flags of `shardsched coordinator`.
 #[derive(Args, Debug, Clone)]
@@ -69,10 +69,9 @@ pub fn main(args: &CoordinatorArgs) -> Result<()> {
         .map(crate::up::lock::hold_shared)
         .transpose()?;
     shardsched_telemetry::logs::init(args.log_format);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let runtime = telemetry::runtime(tracing::info_span!("coordinator"))?;
+    let (metrics, _views) = Metrics::coordinator();
+    telemetry::observe_wire(&metrics.process);
     runtime.block_on(async {
         let options = Options {
             listen: args.listen,
@@ -88,7 +87,6 @@ pub fn main(args: &CoordinatorArgs) -> Result<()> {
             }
             Err(e) => return Err(e.into()),
         };
-        let (metrics, _views) = Metrics::coordinator();
         let _http =
             HttpListener::start(args.http_listen, &args.state_dir, Arc::new(metrics), None).await?;
         coordinator.run(driver::shutdown_signal()).await?;

@@ -21,11 +21,11 @@ mod demo;
 mod differential;
 mod docs_cmd;
 mod duration_arg;
-mod http_listener;
 mod query;
 mod replay;
 mod shard_cmd;
 mod supervise_cmd;
+mod telemetry;
 mod up;
 mod workload;
 

@@ -14,16 +14,17 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use shardsched_journal::UNREADABLE_EXIT_STATUS;
 use shardsched_shard::limits::KILL_GRACE;
-use shardsched_shard::{
-    DriverError, ExecOptions, RESTART_EXIT_STATUS, ShardOptions, run_until_signal,
-};
-use shardsched_telemetry::LogFormat;
+use shardsched_shard::{DriverError, ExecOptions, RESTART_EXIT_STATUS, ShardOptions};
+use shardsched_telemetry::{LogFormat, Metrics};
+
+use crate::telemetry::{self, HttpListener};
 
 /// Flags of `shardsched shard`.
 #[derive(Args, Debug, Clone)]
@@ -47,6 +48,10 @@ pub struct ShardArgs {
     /// UDP address to listen on for clients; port 0 picks a free port.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
     pub listen: SocketAddr,
+    /// TCP address of its `/metrics` (HTTP); port 0 picks a free port (its URL is written
+    /// to DIR/http-address).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    pub http_listen: SocketAddr,
     /// The sim executor runs jobs this many times faster than their duration.
     #[arg(long, value_name = "F", default_value_t = 1.0)]
     pub time_scale: f64,
@@ -100,6 +105,9 @@ pub fn main(args: &ShardArgs) -> Result<()> {
         .map(crate::up::lock::hold_shared)
         .transpose()?;
     shardsched_telemetry::logs::init(args.log_format);
+    let runtime = telemetry::runtime(tracing::info_span!("shard", queue = %args.queue))?;
+    let (metrics, _shard_metrics) = Metrics::shard(&args.queue);
+    telemetry::observe_wire(&metrics.process);
     let options = ShardOptions {
         queue: args.queue.clone(),
         coordinator: args.coordinator,
@@ -109,7 +117,12 @@ pub fn main(args: &ShardArgs) -> Result<()> {
         executor,
         retention: args.retention,
     };
-    match run_until_signal(options) {
+    let served = runtime.block_on(async {
+        let _http =
+            HttpListener::start(args.http_listen, &args.state_dir, Arc::new(metrics), None).await?;
+        anyhow::Ok(shardsched_shard::run(options, shardsched_proto::shutdown_signal()).await)
+    })?;
+    match served {
         // Not a failure: the coordinator asked for a restart with a new queue
         // configuration; the distinct status tells the supervisor to start it again at once.
         Err(DriverError::Restart) => std::process::exit(i32::from(RESTART_EXIT_STATUS)),

@@ -32,5 +32,5 @@ pub mod status;
 
 pub use http::{HttpError, HttpServer, StatusService};
 pub use logs::LogFormat;
-pub use metrics::{ConnectionGuard, CoordinatorMetrics, Metrics, ProcessMetrics, ShardMetrics};
+pub use metrics::{CoordinatorMetrics, Metrics, ProcessMetrics, ShardMetrics};
 pub use status::{ClusterStatus, Exposure, StatusPage, StatusSource, StatusUnavailable};

@@ -316,13 +316,20 @@ impl Metrics {
 }
 
 impl ProcessMetrics {
-    /// A connection from a peer with role `role` opened; the guard closes it when dropped.
-    pub fn connection_opened(&self, role: Role) -> ConnectionGuard {
-        let gauge = self.connections.get_or_create_owned(&PeerLabels {
+    /// A connection with a peer of role `role` opened.
+    pub fn connected(&self, role: Role) {
+        self.connection_gauge(role).inc();
+    }
+
+    /// A connection with a peer of role `role` closed.
+    pub fn disconnected(&self, role: Role) {
+        self.connection_gauge(role).dec();
+    }
+
+    fn connection_gauge(&self, role: Role) -> Gauge {
+        self.connections.get_or_create_owned(&PeerLabels {
             peer: role.as_str().to_owned(),
-        });
-        gauge.inc();
-        ConnectionGuard { gauge }
+        })
     }
 
     /// One request of `kind` answered; `refused` with its code when it was refused.
@@ -346,18 +353,6 @@ impl ProcessMetrics {
     pub fn journal_committed(&self, until_durable: Duration, fsync: Duration) {
         self.journal_commit.observe(until_durable.as_secs_f64());
         self.journal_fsync.observe(fsync.as_secs_f64());
-    }
-}
-
-/// Counts one open connection until dropped.
-#[derive(Debug)]
-pub struct ConnectionGuard {
-    gauge: Gauge,
-}
-
-impl Drop for ConnectionGuard {
-    fn drop(&mut self) {
-        self.gauge.dec();
     }
 }
 

@@ -122,7 +122,7 @@ fn metrics_follow_the_views_and_the_drivers_counters() {
         ..ClusterStatus::default()
     };
     let (addr, metrics) = start(&views);
-    let _connection = metrics.process.connection_opened(Role::Shard);
+    metrics.process.connected(Role::Shard);
     metrics
         .process
         .request("client_coord.move", Some(RefusalCode::Policy));
