@@ -28,7 +28,7 @@ use shardsched_proto::fluid::Fluid;
 use shardsched_proto::msg::coord_shard::{Request, Response};
 use shardsched_proto::msg::shard_coord::{HeldNode, Released};
 use shardsched_proto::msg::{Generation, JobId};
-use shardsched_shard::moves::{Effect, Holding, ShardMoves};
+use shardsched_shard::nodes::{Effect, Holding, NodeTable as ShardMoves};
 
 use checker::{Checker, JobEnd, Observation, ShardView};
 
@@ -84,7 +84,7 @@ struct Shard {
     /// `None` while crashed (the entries are kept in `journal`).
     moves: Option<ShardMoves>,
     /// What the shard journaled: its node entries (written before every answer).
-    journal: Vec<(String, shardsched_shard::moves::NodeEntry)>,
+    journal: Vec<(String, shardsched_shard::nodes::NodeEntry)>,
     /// Running jobs: they survive a shard crash (each runs under its own supervisor).
     jobs: Vec<Job>,
 }
