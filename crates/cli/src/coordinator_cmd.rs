@@ -70,8 +70,8 @@ pub fn main(args: &CoordinatorArgs) -> Result<()> {
         .transpose()?;
     shardsched_telemetry::logs::init(args.log_format);
     let runtime = telemetry::runtime(tracing::info_span!("coordinator"))?;
-    let (metrics, _views) = Metrics::coordinator();
-    telemetry::observe_wire(&metrics.process);
+    let (metrics, views) = Metrics::coordinator();
+    telemetry::observe_wire(&views.process);
     runtime.block_on(async {
         let options = Options {
             listen: args.listen,

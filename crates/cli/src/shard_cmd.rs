@@ -106,8 +106,8 @@ pub fn main(args: &ShardArgs) -> Result<()> {
         .transpose()?;
     shardsched_telemetry::logs::init(args.log_format);
     let runtime = telemetry::runtime(tracing::info_span!("shard", queue = %args.queue))?;
-    let (metrics, _shard_metrics) = Metrics::shard(&args.queue);
-    telemetry::observe_wire(&metrics.process);
+    let (metrics, shard_metrics) = Metrics::shard(&args.queue);
+    telemetry::observe_wire(&shard_metrics.process);
     let options = ShardOptions {
         queue: args.queue.clone(),
         coordinator: args.coordinator,
@@ -116,6 +116,7 @@ pub fn main(args: &ShardArgs) -> Result<()> {
         time_scale: args.time_scale,
         executor,
         retention: args.retention,
+        metrics: shard_metrics,
     };
     let served = runtime.block_on(async {
         let _http =

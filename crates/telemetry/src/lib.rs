@@ -14,7 +14,7 @@
 //! let metrics = Arc::new(metrics);
 //! let server = HttpServer::bind("127.0.0.1:0".parse()?).await?;
 //! println!("metrics at {}metrics", server.url());
-//! shard.submits.inc();
+//! shard.set_jobs(4, 2, 1); // pending, running, blocked
 //! server.serve(metrics, None, std::future::pending()).await?;
 //! # Ok(())
 //! # }

@@ -120,9 +120,11 @@ pub struct ProcessMetrics {
     pub journal_fsync: Histogram,
 }
 
-/// The coordinator's own series, besides [`ProcessMetrics`].
+/// The coordinator's series: its own, and what every process exports.
 #[derive(Clone, Debug)]
 pub struct CoordinatorMetrics {
+    /// What every process exports.
+    pub process: ProcessMetrics,
     /// Jobs by queue and state, as the shards last reported them.
     pub jobs: Family<QueueStateLabels, Gauge>,
     /// Nodes by owning queue and state.
@@ -138,17 +140,17 @@ pub struct CoordinatorMetrics {
     pub move_step: Family<StepLabels, Histogram>,
 }
 
-/// A shard's own series, besides [`ProcessMetrics`]; all carry the label `queue`.
+/// A shard's series: its own, and what every process exports; all carry the label `queue`.
+/// (Its submits and their refusals by reason are [`ProcessMetrics`]' requests and refusals
+/// of kind `client_shard.submit`.)
 #[derive(Clone, Debug)]
 pub struct ShardMetrics {
+    /// What every process exports.
+    pub process: ProcessMetrics,
     /// Jobs by state: `pending` (the queue's depth), `running`.
     pub jobs: Family<StateLabels, Gauge>,
-    /// Pending jobs that cannot start now (their reason says why).
+    /// Pending jobs that cannot run on what the queue has up now: they wait for nodes.
     pub jobs_blocked: Gauge,
-    /// Submits accepted.
-    pub submits: Counter,
-    /// Jobs ended, by final state.
-    pub jobs_ended: Family<StateLabels, Counter>,
     /// One match (allocate, or reserve) of one job.
     pub match_time: Histogram,
     /// One scheduling pass of the queue manager over the pending jobs.
@@ -159,15 +161,16 @@ pub struct ShardMetrics {
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
-    /// What every process exports.
-    pub process: ProcessMetrics,
 }
 
 impl Metrics {
     /// The registry of the coordinator.
     pub fn coordinator() -> (Metrics, CoordinatorMetrics) {
-        let mut metrics = Metrics::new(Registry::with_prefix(METRIC_PREFIX));
+        let mut registry = Registry::with_prefix(METRIC_PREFIX);
+        let process = ProcessMetrics::register(&mut registry);
+        let mut metrics = Metrics { registry };
         let coordinator = CoordinatorMetrics {
+            process,
             jobs: Family::default(),
             nodes: Family::default(),
             queue_online: Family::default(),
@@ -214,15 +217,13 @@ impl Metrics {
     /// The registry of queue `queue`'s shard: every series carries `queue="<queue>"`.
     pub fn shard(queue: &str) -> (Metrics, ShardMetrics) {
         let labels = [("queue".into(), queue.to_owned().into())];
-        let mut metrics = Metrics::new(Registry::with_prefix_and_labels(
-            METRIC_PREFIX,
-            labels.into_iter(),
-        ));
+        let mut registry = Registry::with_prefix_and_labels(METRIC_PREFIX, labels.into_iter());
+        let process = ProcessMetrics::register(&mut registry);
+        let mut metrics = Metrics { registry };
         let shard = ShardMetrics {
+            process,
             jobs: Family::default(),
             jobs_blocked: Gauge::default(),
-            submits: Counter::default(),
-            jobs_ended: Family::default(),
             match_time: latency_histogram(),
             schedule_cycle: latency_histogram(),
         };
@@ -236,12 +237,6 @@ impl Metrics {
             "jobs_blocked",
             "Pending jobs that cannot start now",
             shard.jobs_blocked.clone(),
-        );
-        r.register("submits", "Submits accepted", shard.submits.clone());
-        r.register(
-            "jobs_ended",
-            "Jobs ended, by final state",
-            shard.jobs_ended.clone(),
         );
         r.register_with_unit(
             "match",
@@ -258,8 +253,20 @@ impl Metrics {
         (metrics, shard)
     }
 
-    /// Registers what every process exports.
-    fn new(mut registry: Registry) -> Metrics {
+    /// The registry as OpenMetrics text (what a scrape of `/metrics` returns).
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing to a String cannot fail; a label value that does is left out.
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut text, &self.registry) {
+            tracing::warn!(error = %e, "encoding metrics");
+        }
+        text
+    }
+}
+
+impl ProcessMetrics {
+    /// Registers what every process exports in `registry`.
+    fn register(registry: &mut Registry) -> ProcessMetrics {
         let process = ProcessMetrics {
             connections: Family::default(),
             requests: Family::default(),
@@ -301,21 +308,9 @@ impl Metrics {
             Unit::Seconds,
             process.journal_fsync.clone(),
         );
-        Metrics { registry, process }
+        process
     }
 
-    /// The registry as OpenMetrics text (what a scrape of `/metrics` returns).
-    pub fn encode(&self) -> String {
-        let mut text = String::new();
-        // Writing to a String cannot fail; a label value that does is left out.
-        if let Err(e) = prometheus_client::encoding::text::encode(&mut text, &self.registry) {
-            tracing::warn!(error = %e, "encoding metrics");
-        }
-        text
-    }
-}
-
-impl ProcessMetrics {
     /// A connection with a peer of role `role` opened.
     pub fn connected(&self, role: Role) {
         self.connection_gauge(role).inc();
@@ -349,9 +344,14 @@ impl ProcessMetrics {
         }
     }
 
-    /// One journal commit: how long until durable, and its fsync part.
-    pub fn journal_committed(&self, until_durable: Duration, fsync: Duration) {
+    /// A batch of records handed to the journal was durable `until_durable` later.
+    pub fn journal_committed(&self, until_durable: Duration) {
         self.journal_commit.observe(until_durable.as_secs_f64());
+    }
+
+    /// One journal transaction (a group commit: one or more batches) took `fsync` to
+    /// commit; told once per transaction.
+    pub fn journal_fsynced(&self, fsync: Duration) {
         self.journal_fsync.observe(fsync.as_secs_f64());
     }
 }
@@ -428,13 +428,17 @@ impl ShardMetrics {
             .set(i64::try_from(blocked).unwrap_or(i64::MAX));
     }
 
-    /// A job ended in `state` (`completed`, `failed`, `cancelled`).
-    pub fn job_ended(&self, state: &str) {
-        self.jobs_ended
-            .get_or_create(&StateLabels {
-                state: state.to_owned(),
-            })
-            .inc();
+    /// A scheduling pass that took `took` and made `matches` matches: the pass's time, and
+    /// its time shared evenly among its matches as their latency (the core cannot time one
+    /// match without a clock, and keeps none).
+    pub fn scheduled(&self, took: Duration, matches: u64) {
+        self.schedule_cycle.observe(took.as_secs_f64());
+        if matches > 0 {
+            let each = took.as_secs_f64() / matches as f64;
+            for _ in 0..matches {
+                self.match_time.observe(each);
+            }
+        }
     }
 }
 
@@ -490,6 +494,20 @@ fn move_step_histogram() -> Histogram {
         MOVE_STEP_BUCKET_FACTOR,
         MOVE_STEP_BUCKETS,
     ))
+}
+
+impl Default for ShardMetrics {
+    /// Handles in no registry: what a shard driven by a test updates.
+    fn default() -> ShardMetrics {
+        Metrics::shard("").1
+    }
+}
+
+impl Default for CoordinatorMetrics {
+    /// Handles in no registry: what a coordinator driven by a test updates.
+    fn default() -> CoordinatorMetrics {
+        Metrics::coordinator().1
+    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use shardsched_telemetry::metrics::{refusal_label, sample as series};
 use shardsched_telemetry::status::StatusFuture;
 use shardsched_telemetry::{
-    ClusterStatus, HttpServer, Metrics, StatusService, StatusSource, StatusUnavailable,
+    ClusterStatus, HttpServer, Metrics, ProcessMetrics, StatusService, StatusSource,
+    StatusUnavailable,
 };
 use shardsched_wire::identity::Role;
 use shardsched_wire::msg::{Generation, NodeState, NodeStatus, QueueStatus, RefusalCode};
@@ -61,15 +62,15 @@ fn node(name: &str, queue: &str, state: NodeState) -> NodeStatus {
 }
 
 /// A coordinator-like server (with the page) on a runtime of its own.
-fn start(views: &Views) -> (SocketAddr, Arc<Metrics>) {
+fn start(views: &Views) -> (SocketAddr, ProcessMetrics) {
     let (metrics, coordinator) = Metrics::coordinator();
     let metrics = Arc::new(metrics);
+    let process = coordinator.process.clone();
     let service = StatusService {
         source: Arc::new(views.clone()),
         metrics: coordinator,
     };
     let (tx, rx) = std::sync::mpsc::channel();
-    let served = Arc::clone(&metrics);
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -82,12 +83,12 @@ fn start(views: &Views) -> (SocketAddr, Arc<Metrics>) {
                 .unwrap();
             tx.send(server.local_addr()).unwrap();
             server
-                .serve(served, Some(service), std::future::pending())
+                .serve(metrics, Some(service), std::future::pending())
                 .await
                 .unwrap();
         });
     });
-    (rx.recv().unwrap(), metrics)
+    (rx.recv().unwrap(), process)
 }
 
 fn get(addr: SocketAddr, path: &str) -> (u16, String, String) {
@@ -121,14 +122,11 @@ fn metrics_follow_the_views_and_the_drivers_counters() {
         ],
         ..ClusterStatus::default()
     };
-    let (addr, metrics) = start(&views);
-    metrics.process.connected(Role::Shard);
-    metrics
-        .process
-        .request("client_coord.move", Some(RefusalCode::Policy));
-    metrics
-        .process
-        .journal_committed(Duration::from_millis(3), Duration::from_millis(2));
+    let (addr, process) = start(&views);
+    process.connected(Role::Shard);
+    process.request("client_coord.move", Some(RefusalCode::Policy));
+    process.journal_committed(Duration::from_millis(3));
+    process.journal_fsynced(Duration::from_millis(2));
 
     let (status, content_type, scrape) = get(addr, "/metrics");
     assert_eq!(status, 200);
@@ -175,7 +173,7 @@ fn metrics_follow_the_views_and_the_drivers_counters() {
 
 #[test]
 fn the_page_is_embedded_and_loads_nothing_from_elsewhere() {
-    let (addr, _metrics) = start(&Views::default());
+    let (addr, _process) = start(&Views::default());
     let (status, content_type, html) = get(addr, "/");
     assert_eq!(status, 200);
     assert!(content_type.starts_with("text/html"), "{content_type}");
@@ -198,7 +196,7 @@ fn the_page_is_embedded_and_loads_nothing_from_elsewhere() {
 fn the_json_and_the_event_stream_follow_the_views() {
     let views = Views::default();
     views.0.lock().unwrap().nodes = vec![node("node0", "batch", NodeState::Up)];
-    let (addr, _metrics) = start(&views);
+    let (addr, _process) = start(&views);
 
     let (status, _, json) = get(addr, "/api/status");
     assert_eq!(status, 200);
@@ -232,8 +230,8 @@ fn the_json_and_the_event_stream_follow_the_views() {
 #[test]
 fn a_server_without_views_serves_metrics_only() {
     let (metrics, shard) = Metrics::shard("batch");
-    shard.submits.inc();
     shard.set_jobs(1, 2, 1);
+    shard.scheduled(Duration::from_millis(4), 2);
     let metrics = Arc::new(metrics);
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -256,8 +254,17 @@ fn a_server_without_views_serves_metrics_only() {
     let (_, _, scrape) = get(addr, "/metrics");
     let running = [("queue", "batch"), ("state", "running")];
     assert_eq!(series(&scrape, "shardsched_jobs", &running), Some(2.0));
+    let batch = [("queue", "batch")];
     assert_eq!(
-        series(&scrape, "shardsched_submits_total", &[("queue", "batch")]),
+        series(&scrape, "shardsched_jobs_blocked", &batch),
+        Some(1.0)
+    );
+    assert_eq!(
+        series(&scrape, "shardsched_match_seconds_count", &batch),
+        Some(2.0)
+    );
+    assert_eq!(
+        series(&scrape, "shardsched_schedule_cycle_seconds_count", &batch),
         Some(1.0)
     );
     assert_eq!(get(addr, "/").0, 404);

@@ -4,9 +4,10 @@
 
 use shardsched_proto::failpoint;
 use shardsched_proto::msg::shard_coord::{Assignment, HeldNode};
-use shardsched_proto::msg::{JobId, Refusal, RefusalCode, client_shard, coord_shard};
+use shardsched_proto::msg::{JobId, MoveId, Refusal, RefusalCode, client_shard, coord_shard};
 use shardsched_proto::rpc::Rpc;
 use shardsched_proto::{Peer, Reply};
+use shardsched_resource::encode_hostlist;
 use tokio::sync::oneshot;
 
 use crate::core::ShardCore;
@@ -139,13 +140,29 @@ fn coordinator(
             .map(ack)
         }
         Request::DryRunRelease { nodes } => core.dry_run_release(nodes).map(Response::DryRun),
-        Request::Release(r) => return step("release", || core.handle_release(now, r)),
-        Request::Incoming(r) => return step("incoming", || core.handle_incoming(now, r)),
-        Request::Acquire(r) => return step("acquire", || core.handle_acquire(now, r)),
-        Request::Reclaim(r) => return step("reclaim", || core.handle_reclaim(now, r)),
-        Request::Withdraw(r) => return step("withdraw", || core.handle_withdraw(now, r)),
+        Request::Release(r) => {
+            let span = move_span(r.move_id, r.nodes.iter().map(|n| &n.node));
+            return step("release", span, || core.handle_release(now, r));
+        }
+        Request::Incoming(r) => {
+            let span = move_span(r.move_id, r.nodes.iter().map(|n| &n.node.node));
+            return step("incoming", span, || core.handle_incoming(now, r));
+        }
+        Request::Acquire(r) => {
+            let span = move_span(r.move_id, r.nodes.iter().map(|n| &n.node));
+            return step("acquire", span, || core.handle_acquire(now, r));
+        }
+        Request::Reclaim(r) => {
+            let span = move_span(r.move_id, r.nodes.iter().map(|n| &n.node));
+            return step("reclaim", span, || core.handle_reclaim(now, r));
+        }
+        Request::Withdraw(r) => {
+            let span = move_span(r.move_id, r.nodes.iter().map(|n| &n.node));
+            return step("withdraw", span, || core.handle_withdraw(now, r));
+        }
         Request::CancelJobs(r) => {
-            return step("cancel_jobs", || core.handle_cancel_jobs(now, r));
+            let span = move_span(r.move_id, r.nodes.iter().map(|n| &n.node));
+            return step("cancel_jobs", span, || core.handle_cancel_jobs(now, r));
         }
         Request::Reconfigure(_) | Request::Jobs(_) => Err(answered_by_the_driver(request.kind())),
     };
@@ -162,14 +179,23 @@ fn answered_by_the_driver(kind: &str) -> Refusal {
 }
 
 /// A move command's step: hits `shard.<step>.before_apply` before anything changes, then
-/// applies it; `shard.<step>.before_answer` is hit once the answer is durable, just before
-/// it is sent (see [`Answer::Coordinator`]).
+/// applies it inside the move's span; `shard.<step>.before_answer` is hit once the answer
+/// is durable, just before it is sent (see [`Answer::Coordinator`]).
 fn step(
     step: &'static str,
+    span: tracing::Span,
     apply: impl FnOnce() -> coord_shard::Response,
 ) -> (Reply<coord_shard::Response>, Option<&'static str>) {
+    let _move = span.entered();
+    tracing::debug!(step, "move step");
     failpoint::hit(format_args!("shard.{step}.before_apply"));
     (Ok(apply()), Some(step))
+}
+
+/// The span of a move's log lines: its id and its nodes (a hostlist).
+fn move_span<'a>(move_id: MoveId, nodes: impl Iterator<Item = &'a String>) -> tracing::Span {
+    let nodes: Vec<&str> = nodes.map(String::as_str).collect();
+    tracing::info_span!("move", move_id = move_id.0, nodes = %encode_hostlist(&nodes))
 }
 
 /// Applies what a re-registration handed back. The cluster and the queue's policies are
@@ -183,7 +209,7 @@ fn reassigned(core: &mut ShardCore, assignment: &Assignment) {
         config.queue_depth,
     ) != (&queue.queue_policy, &queue.match_policy, queue.queue_depth)
     {
-        tracing::warn!(queue = %core.queue(), "the queue's policies changed; restart the shard to apply them");
+        tracing::warn!("the queue's policies changed; restart the shard to apply them");
     }
     core.set_queue_state(queue.enabled, queue.started);
     core.apply_assignment(
@@ -192,6 +218,6 @@ fn reassigned(core: &mut ShardCore, assignment: &Assignment) {
         Some(&assignment.flags),
     );
     if let Err(e) = core.set_generator_id(assignment.generator_id) {
-        tracing::error!(queue = %core.queue(), error = %e, "cannot use the new generator id");
+        tracing::error!(error = %e, "cannot use the new generator id");
     }
 }

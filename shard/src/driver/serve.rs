@@ -99,7 +99,6 @@ pub(crate) async fn coordinator_request(
             // stops cleanly and the process exits for a restart (DriverError::Restart); the
             // journal brings every job back under the new configuration.
             tracing::info!(
-                queue = %config.name,
                 policy = %config.queue_policy,
                 match_policy = %config.match_policy,
                 "new queue configuration; restarting to apply it"
