@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder};
 use harness::{System, WAIT_TIMEOUT, batch_and_debug};
+use rustix::process::{Signal, kill_process_group};
 use serde_json::{Value, json};
 
 /// Set to 1 to make a missing browser a failure rather than a skip.
@@ -117,7 +118,8 @@ fn find_program(name: &str) -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
-/// A chromedriver on a free loopback port; killed on drop.
+/// A chromedriver on a free loopback port, in a process group of its own with the browser
+/// it starts; the whole group is killed on drop, so that no browser outlives a failed test.
 struct Driver {
     child: Child,
     port: u16,
@@ -125,13 +127,14 @@ struct Driver {
 
 impl Driver {
     fn start(chromedriver: &Path) -> Driver {
-        let mut child = Command::new(chromedriver)
+        let mut command = Command::new(chromedriver);
+        command
             .arg("--port=0")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+            .stderr(Stdio::null());
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        let mut child = command.spawn().unwrap();
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         // Reads until the port line, then keeps draining so that chromedriver never blocks.
@@ -183,7 +186,7 @@ impl Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        let _ = kill_process_group(harness::pid(self.child.id()), Signal::KILL);
         let _ = self.child.wait();
     }
 }
