@@ -89,6 +89,8 @@ pub fn main(args: &CoordinatorArgs) -> Result<()> {
         };
         let _http =
             HttpListener::start(args.http_listen, &args.state_dir, Arc::new(metrics), None).await?;
+        // Nothing here catches a panic: one in the core task unwinds out of `run` and the
+        // process exits (status 101), so its supervisor restarts it over its journal.
         coordinator.run(driver::shutdown_signal()).await?;
         Ok(())
     })
