@@ -52,7 +52,8 @@ pub fn two_queues(default_duration: &str) -> String {
 
 /// Queues batch (fcfs, node[0-5], the default) and debug (fcfs, node[4-7]) on an 8-node
 /// cluster (1 socket × 4 cores per node): their definitions overlap on node[4-5], which
-/// batch owns at start, so those can move to debug while both run.
+/// batch owns at start, so those can move to debug while both run. Batch's match policy
+/// `low` fills its nodes from node0 up.
 pub fn batch_and_debug() -> String {
     r#"
 default_queue = "batch"
@@ -68,6 +69,7 @@ cores_per_socket = 4
 [queues.batch]
 nodes = "node[0-5]"
 policy = "fcfs"
+match_policy = "low"
 default_duration = "1h"
 max_duration = "2h"
 

@@ -94,6 +94,13 @@ impl CoreTask {
                 }
                 Err(refusal) => self.answer(reply, Err(refusal)),
             },
+            Event::Status { reply } => {
+                // The views as of this batch, sent once what they show is durable.
+                let status = super::telemetry::cluster_status(&self.core, now);
+                self.after.push(After::Spawn(Box::pin(async move {
+                    let _ = reply.send(status);
+                })));
+            }
         }
     }
 

@@ -62,6 +62,10 @@ pub(super) enum Event {
         file: Result<Config, Refusal>,
         reply: ClientReply,
     },
+    /// The status page (or a scrape of `/metrics`) asks for the core's views.
+    Status {
+        reply: oneshot::Sender<shardsched_telemetry::ClusterStatus>,
+    },
 }
 
 /// A shard's `Register`, kept while the shard that holds its queue is probed.

@@ -19,7 +19,7 @@ use clap::Args;
 use shardsched_coordinator::config::{Config, DEFAULT_CONFIG_ORIGIN};
 use shardsched_coordinator::driver::{self, Coordinator, Options};
 use shardsched_journal::UNREADABLE_EXIT_STATUS;
-use shardsched_telemetry::{LogFormat, Metrics};
+use shardsched_telemetry::{LogFormat, Metrics, StatusService};
 
 use crate::telemetry::{self, HttpListener};
 
@@ -78,7 +78,7 @@ pub fn main(args: &CoordinatorArgs) -> Result<()> {
             state_dir: args.state_dir.clone(),
         };
         let coordinator = match Coordinator::bind(config, &options) {
-            Ok(coordinator) => coordinator,
+            Ok(coordinator) => coordinator.with_metrics(views.clone()),
             // The error names the file, table and key; the status tells the supervisor not
             // to restart into the same failure.
             Err(e) if e.journal_unreadable() => {
@@ -87,8 +87,17 @@ pub fn main(args: &CoordinatorArgs) -> Result<()> {
             }
             Err(e) => return Err(e.into()),
         };
-        let _http =
-            HttpListener::start(args.http_listen, &args.state_dir, Arc::new(metrics), None).await?;
+        let page = StatusService {
+            source: coordinator.status_source(),
+            metrics: views,
+        };
+        let _http = HttpListener::start(
+            args.http_listen,
+            &args.state_dir,
+            Arc::new(metrics),
+            Some(page),
+        )
+        .await?;
         // Nothing here catches a panic: one in the core task unwinds out of `run` and the
         // process exits (status 101), so its supervisor restarts it over its journal.
         coordinator.run(driver::shutdown_signal()).await?;

@@ -13,6 +13,8 @@ use std::fmt;
 use std::io::IsTerminal as _;
 use std::str::FromStr;
 
+use shardsched_resource::encode_hostlist;
+use shardsched_wire::msg::coord_shard;
 use shardsched_wire::text::Escaped;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::field::MakeExt as _;
@@ -86,6 +88,21 @@ pub fn init(format: LogFormat) {
             .with_ansi(false)
             .try_init(),
     };
+}
+
+/// The span of a move command's log lines, on the coordinator that sends it and on the
+/// shard that applies it: `move{move_id nodes step}` (`nodes` a hostlist). A request that
+/// is no move command gets a disabled span.
+pub fn move_span(request: &coord_shard::Request, step: &str) -> tracing::Span {
+    match request.move_nodes() {
+        Some((move_id, nodes)) => tracing::info_span!(
+            "move",
+            move_id = move_id.0,
+            nodes = %encode_hostlist(&nodes),
+            step
+        ),
+        None => tracing::Span::none(),
+    }
 }
 
 /// The field formatter of text logs: fields as the default formatter writes them

@@ -15,7 +15,9 @@ use shardsched_telemetry::{
     StatusUnavailable,
 };
 use shardsched_wire::identity::Role;
-use shardsched_wire::msg::{Generation, NodeState, NodeStatus, QueueStatus, RefusalCode};
+use shardsched_wire::msg::{
+    Generation, MatchPolicy, NodeState, NodeStatus, QueuePolicy, QueueStatus, RefusalCode,
+};
 
 /// How long a test waits for the server to show a change.
 const WAIT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -36,8 +38,8 @@ fn queue(name: &str, pending: u32, running: u32) -> QueueStatus {
         name: name.into(),
         enabled: true,
         started: true,
-        queue_policy: "fcfs".parse().unwrap(),
-        match_policy: "first".parse().unwrap(),
+        queue_policy: QueuePolicy::Fcfs,
+        match_policy: MatchPolicy::First,
         nodes_defined: 4,
         nodes_owned: 4,
         nodes_up: 4,

@@ -4,10 +4,10 @@
 
 use shardsched_proto::failpoint;
 use shardsched_proto::msg::shard_coord::{Assignment, HeldNode};
-use shardsched_proto::msg::{JobId, MoveId, Refusal, RefusalCode, client_shard, coord_shard};
+use shardsched_proto::msg::{JobId, Refusal, RefusalCode, client_shard, coord_shard};
 use shardsched_proto::rpc::Rpc;
 use shardsched_proto::{Peer, Reply};
-use shardsched_resource::encode_hostlist;
+use shardsched_telemetry::logs::move_span;
 use tokio::sync::oneshot;
 
 use crate::core::ShardCore;
@@ -140,29 +140,17 @@ fn coordinator(
             .map(ack)
         }
         Request::DryRunRelease { nodes } => core.dry_run_release(nodes).map(Response::DryRun),
-        Request::Release(r) => {
-            let span = move_span(r.move_id, r.nodes.iter().map(|n| &n.node));
-            return step("release", span, || core.handle_release(now, r));
-        }
+        Request::Release(r) => return step("release", request, || core.handle_release(now, r)),
         Request::Incoming(r) => {
-            let span = move_span(r.move_id, r.nodes.iter().map(|n| &n.node.node));
-            return step("incoming", span, || core.handle_incoming(now, r));
+            return step("incoming", request, || core.handle_incoming(now, r));
         }
-        Request::Acquire(r) => {
-            let span = move_span(r.move_id, r.nodes.iter().map(|n| &n.node));
-            return step("acquire", span, || core.handle_acquire(now, r));
-        }
-        Request::Reclaim(r) => {
-            let span = move_span(r.move_id, r.nodes.iter().map(|n| &n.node));
-            return step("reclaim", span, || core.handle_reclaim(now, r));
-        }
+        Request::Acquire(r) => return step("acquire", request, || core.handle_acquire(now, r)),
+        Request::Reclaim(r) => return step("reclaim", request, || core.handle_reclaim(now, r)),
         Request::Withdraw(r) => {
-            let span = move_span(r.move_id, r.nodes.iter().map(|n| &n.node));
-            return step("withdraw", span, || core.handle_withdraw(now, r));
+            return step("withdraw", request, || core.handle_withdraw(now, r));
         }
         Request::CancelJobs(r) => {
-            let span = move_span(r.move_id, r.nodes.iter().map(|n| &n.node));
-            return step("cancel_jobs", span, || core.handle_cancel_jobs(now, r));
+            return step("cancel_jobs", request, || core.handle_cancel_jobs(now, r));
         }
         Request::Reconfigure(_) | Request::Jobs(_) => Err(answered_by_the_driver(request.kind())),
     };
@@ -183,19 +171,13 @@ fn answered_by_the_driver(kind: &str) -> Refusal {
 /// is durable, just before it is sent (see [`Answer::Coordinator`]).
 fn step(
     step: &'static str,
-    span: tracing::Span,
+    request: &coord_shard::Request,
     apply: impl FnOnce() -> coord_shard::Response,
 ) -> (Reply<coord_shard::Response>, Option<&'static str>) {
-    let _move = span.entered();
-    tracing::debug!(step, "move step");
+    let _move = move_span(request, step).entered();
+    tracing::debug!("move step");
     failpoint::hit(format_args!("shard.{step}.before_apply"));
     (Ok(apply()), Some(step))
-}
-
-/// The span of a move's log lines: its id and its nodes (a hostlist).
-fn move_span<'a>(move_id: MoveId, nodes: impl Iterator<Item = &'a String>) -> tracing::Span {
-    let nodes: Vec<&str> = nodes.map(String::as_str).collect();
-    tracing::info_span!("move", move_id = move_id.0, nodes = %encode_hostlist(&nodes))
 }
 
 /// Applies what a re-registration handed back. The cluster and the queue's policies are
