@@ -42,6 +42,7 @@ max_duration = "2h"
     let names: Vec<&str> = queues.iter().filter_map(|q| q["name"].as_str()).collect();
     assert_eq!(names, ["alpha", "beta"]);
     assert_eq!(queues[0]["default"], true);
+    assert_eq!(queues[0]["pending_reasons"]["queued"], 0, "{}", queues[0]);
 
     let nodes = system.rows(&["resource", "list", "--json"]);
     assert_eq!(nodes.len(), 8);

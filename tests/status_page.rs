@@ -1,8 +1,9 @@
 //! The coordinator's status page in a real browser: headless Chromium (Debian's `chromium`,
 //! driven through `chromedriver` with fantoccini) opens the page once, and the page —
-//! refreshed live by its event stream, never reloaded — shows a busy node go outgoing when
-//! it is moved, then change colour and owner when its job ends and it comes up in the
-//! recipient. Screenshots of both moments are saved under target/ for a person to look at.
+//! refreshed live by its event stream, never reloaded — shows why a job waits, a busy node
+//! go outgoing when it is moved, then change colour and owner when its job ends and it comes
+//! up in the recipient. Screenshots of both moments are saved under target/ for a person to
+//! look at.
 //!
 //! Without chromium and chromedriver the test is skipped, saying so, unless
 //! `SHARDSCHED_REQUIRE_CHROMIUM=1` (as `.ci/run` sets), when it fails instead.
@@ -69,6 +70,11 @@ fn the_page_shows_a_node_change_owner_and_colour_when_it_moves() {
         })
         .await;
         assert_eq!(owner, "batch");
+
+        // A job that cannot start now: the queue's row says why it waits.
+        system.submit(&["-q", "batch", "-N", "2", "-t", "1h", "--", "app"]);
+        let why = "[data-queue=\"batch\"] [data-pending-reasons]";
+        wait_text(&browser, why, "1 waiting for resources").await;
 
         // The move: node4 is busy, so it stays outgoing in batch until its job ends.
         system.ok(&["queue", "move", "node4", "--from", "batch", "--to", "debug"]);

@@ -19,7 +19,7 @@ use std::pin::Pin;
 
 use serde::Serialize;
 use shardsched_wire::msg::client_coord::MoveInfo;
-use shardsched_wire::msg::{NodeState, NodeStatus, QueueStatus};
+use shardsched_wire::msg::{NodeState, NodeStatus, PendingReasons, QueueStatus};
 
 /// The coordinator's views at one instant: the page's and the view-derived metrics' input.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -106,6 +106,8 @@ pub struct PageQueue {
     pub jobs_running: u32,
     /// Why it was disabled (`None` when redacted or none was given).
     pub reason: Option<String>,
+    /// Its pending jobs counted by why they wait (counts only: shown off loopback too).
+    pub pending_reasons: PendingReasons,
 }
 
 /// One node on the page.
@@ -184,6 +186,7 @@ impl StatusPage {
                     jobs_pending: q.jobs_pending,
                     jobs_running: q.jobs_running,
                     reason: text(&Some(q.reason.clone()).filter(|r| !r.is_empty())),
+                    pending_reasons: q.pending_reasons,
                 })
                 .collect(),
             nodes: status

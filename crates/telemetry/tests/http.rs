@@ -49,6 +49,7 @@ fn queue(name: &str, pending: u32, running: u32) -> QueueStatus {
         definition: String::new(),
         owned: String::new(),
         reason: String::new(),
+        pending_reasons: Default::default(),
     }
 }
 

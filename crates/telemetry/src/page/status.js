@@ -51,6 +51,16 @@ function clock(ms) {
   return ms === null || ms === undefined ? "" : new Date(ms).toLocaleTimeString();
 }
 
+// "3 waiting for resources, 1 reserved" from a queue's pending reasons.
+const PENDING_WORDS = [["resources", "waiting for resources"], ["reserved", "reserved"],
+  ["no_reservation", "no start time found"], ["unavailable", "need nodes down or away"],
+  ["queued", "queued"]];
+
+function pendingText(reasons) {
+  return PENDING_WORDS.filter(([key]) => reasons[key] > 0)
+    .map(([key, words]) => `${reasons[key]} ${words}`).join(", ");
+}
+
 function renderQueues(status, colours) {
   const body = document.querySelector("#queues tbody");
   body.replaceChildren();
@@ -66,6 +76,7 @@ function renderQueues(status, colours) {
       element("td", {}, q.policy),
       element("td", { class: "number" }, `${q.nodes_owned} / ${q.nodes_up} / ${q.nodes_defined}`),
       element("td", { class: "number", "data-count": "pending" }, q.jobs_pending),
+      element("td", { "data-pending-reasons": "" }, pendingText(q.pending_reasons)),
       element("td", { class: "number", "data-count": "running" }, q.jobs_running),
       element("td", {}, q.reason || "")));
   }
