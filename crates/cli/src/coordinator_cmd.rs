@@ -23,6 +23,11 @@ use shardsched_telemetry::{LogFormat, Metrics, StatusService};
 
 use crate::telemetry::{self, HttpListener};
 
+/// Where the status page is served when neither `--http-listen` nor the configuration says:
+/// a free loopback port.
+pub const HTTP_LISTEN_DEFAULT: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
+
 /// Flags of `shardsched coordinator`.
 #[derive(Args, Debug, Clone)]
 pub struct CoordinatorArgs {
@@ -35,9 +40,10 @@ pub struct CoordinatorArgs {
     pub listen: SocketAddr,
     /// TCP address of the status page and `/metrics` (HTTP); port 0 picks a free port (its
     /// URL is written to DIR/http-address). Off loopback, the page leaves out admins'
-    /// reasons and job ids.
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
-    pub http_listen: SocketAddr,
+    /// reasons and job ids [default: the configuration's `[http] listen`, else
+    /// 127.0.0.1:0].
+    #[arg(long, value_name = "ADDR")]
+    pub http_listen: Option<SocketAddr>,
     /// State directory: the cluster CA, the coordinator's certificate and state, `address`.
     #[arg(long, value_name = "DIR")]
     pub state_dir: PathBuf,
@@ -72,6 +78,7 @@ pub fn main(args: &CoordinatorArgs) -> Result<()> {
     let runtime = telemetry::runtime(tracing::info_span!("coordinator"))?;
     let (metrics, views) = Metrics::coordinator();
     telemetry::observe_wire(&views.process);
+    let http_listen = config.http_listen;
     runtime.block_on(async {
         let options = Options {
             listen: args.listen,
@@ -92,7 +99,9 @@ pub fn main(args: &CoordinatorArgs) -> Result<()> {
             metrics: views,
         };
         let _http = HttpListener::start(
-            args.http_listen,
+            args.http_listen
+                .or(http_listen)
+                .unwrap_or(HTTP_LISTEN_DEFAULT),
             &args.state_dir,
             Arc::new(metrics),
             Some(page),

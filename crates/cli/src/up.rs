@@ -112,9 +112,10 @@ pub struct UpArgs {
     pub retention: Option<Duration>,
     /// Where the coordinator serves its status page and `/metrics` (HTTP). Bound off
     /// loopback, the page leaves out admins' reasons and job ids (docs/OPERATIONS.md). The
-    /// shards serve their `/metrics` on free loopback ports.
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
-    pub http_listen: SocketAddr,
+    /// shards serve their `/metrics` on free loopback ports [default: the configuration's
+    /// `[http] listen`, else a free loopback port].
+    #[arg(long, value_name = "ADDR")]
+    pub http_listen: Option<SocketAddr>,
     /// The coordinator's and the shards' log lines in their log files: `text` or `json`.
     #[arg(long, value_name = "FORMAT", default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -181,8 +182,9 @@ struct Supervisor {
     retention: Option<Duration>,
     /// `--log-format` for every child.
     log_format: LogFormat,
-    /// The coordinator's `--http-listen` (after its first start, the address it bound).
-    http_listen: SocketAddr,
+    /// The coordinator's `--http-listen`, if any (after its first start, the address it
+    /// bound).
+    http_listen: Option<SocketAddr>,
     /// Given to every child with `--up-lock` (see [`lock`]).
     processes_lock: PathBuf,
     /// The coordinator first, then the shards (in queue order at start, then in the order

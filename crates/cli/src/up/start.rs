@@ -29,7 +29,8 @@ impl Supervisor {
         let address = self.wait_for_address().await?;
         // Restarts bind the same addresses, so that running shards, clients and open status
         // pages find it again.
-        self.http_listen = self.dir.http_address()?;
+        let http = self.dir.http_address()?;
+        self.http_listen = Some(http);
         let args = self.coordinator_args(address);
         if let Some(coordinator) = self.children.first_mut() {
             coordinator.args = args;
@@ -52,7 +53,7 @@ impl Supervisor {
         let _ = shardsched_client::output::emit(&banner::banner(
             &self.exe,
             &self.dir,
-            (address, self.http_listen),
+            (address, http),
             &user,
             &queues,
             &routes,
@@ -66,8 +67,6 @@ impl Supervisor {
             "coordinator".to_owned(),
             "--listen".to_owned(),
             listen.to_string(),
-            "--http-listen".to_owned(),
-            self.http_listen.to_string(),
             "--state-dir".to_owned(),
             path_arg(&self.dir.coordinator_dir()),
             "--up-lock".to_owned(),
@@ -77,6 +76,9 @@ impl Supervisor {
         ];
         if let Some(config) = &self.config {
             args.extend(["--config".to_owned(), path_arg(config)]);
+        }
+        if let Some(http) = self.http_listen {
+            args.extend(["--http-listen".to_owned(), http.to_string()]);
         }
         args
     }
