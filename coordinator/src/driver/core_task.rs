@@ -295,17 +295,20 @@ async fn send_move_command(
         coord_shard::Request::CancelJobs(_) => "cancel_jobs",
         _ => "other",
     };
-    failpoint::hit(format_args!("coord.move.before_send_{step}"));
-    let asked = super::link::ask(&session, &command.request, SHARD_COMMAND_TIMEOUT)
-        .instrument(move_span(&command.request, step))
-        .await;
-    match asked {
-        Ok(response) => {
-            failpoint::hit(format_args!("coord.move.after_answer_{step}"));
-            let _ = events.send(Event::MoveAnswer { command, response }).await;
-        }
-        Err(refusal) => {
-            tracing::debug!(queue = %command.queue, %refusal, "shard did not take a move command");
+    let span = move_span(&command.request, step);
+    async move {
+        failpoint::hit(format_args!("coord.move.before_send_{step}"));
+        tracing::debug!(queue = %command.queue, "sending a move command");
+        match super::link::ask(&session, &command.request, SHARD_COMMAND_TIMEOUT).await {
+            Ok(response) => {
+                failpoint::hit(format_args!("coord.move.after_answer_{step}"));
+                let _ = events.send(Event::MoveAnswer { command, response }).await;
+            }
+            Err(refusal) => {
+                tracing::debug!(queue = %command.queue, %refusal, "shard did not take a move command");
+            }
         }
     }
+    .instrument(span)
+    .await;
 }

@@ -264,7 +264,9 @@ pub use shardsched_proto::shutdown_signal;
 /// Runs blocking `work` on a thread outside the async runtime (the journal's blocking calls
 /// must not run on a runtime thread), and waits for it.
 fn off_runtime<T: Send>(work: impl FnOnce() -> T + Send) -> T {
-    std::thread::scope(|s| match s.spawn(work).join() {
+    // The thread logs inside the caller's span (the process's).
+    let span = tracing::Span::current();
+    std::thread::scope(|s| match s.spawn(move || span.in_scope(work)).join() {
         Ok(out) => out,
         Err(panic) => std::panic::resume_unwind(panic),
     })

@@ -23,12 +23,16 @@ pub(crate) enum Command {
         peer: Peer,
         request: client_shard::Request,
         reply: oneshot::Sender<Reply<client_shard::Response>>,
+        /// The request's span: what the core logs for it is logged inside.
+        span: tracing::Span,
     },
     /// A coordinator's request the core answers: queue state, removal, node flags, dry
     /// runs, move commands.
     Coordinator {
         request: coord_shard::Request,
         reply: oneshot::Sender<Reply<coord_shard::Response>>,
+        /// The request's span.
+        span: tracing::Span,
     },
     /// A re-registration's answer: apply queue state, ownership and generator id.
     Reassigned(Box<Assignment>),
@@ -67,9 +71,17 @@ pub(crate) fn handle(
             peer,
             request,
             reply,
-        } => answers.push(Answer::Client(reply, client(core, now, &peer, request))),
-        Command::Coordinator { request, reply } => {
-            let (result, step) = coordinator(core, now, &request);
+            span,
+        } => {
+            let answer = span.in_scope(|| client(core, now, &peer, request));
+            answers.push(Answer::Client(reply, answer));
+        }
+        Command::Coordinator {
+            request,
+            reply,
+            span,
+        } => {
+            let (result, step) = span.in_scope(|| coordinator(core, now, &request));
             answers.push(Answer::Coordinator(reply, result, step));
         }
         Command::JobEnded { id, end } => core.handle_job_ended(now, id, &end),
