@@ -32,9 +32,9 @@ fn json_lines(path: &Path) -> Vec<Value> {
 /// its own (`span`) or one around it (`spans`).
 fn in_span(line: &Value, name: &str, field: &str, value: &str) -> bool {
     let spans = line["spans"].as_array().into_iter().flatten();
-    std::iter::once(&line["span"]).chain(spans).any(|s| {
-        s["name"] == name && (field.is_empty() || s[field].as_str() == Some(value))
-    })
+    std::iter::once(&line["span"])
+        .chain(spans)
+        .any(|s| s["name"] == name && (field.is_empty() || s[field].as_str() == Some(value)))
 }
 
 #[test]

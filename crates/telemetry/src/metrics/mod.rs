@@ -14,7 +14,6 @@
 
 use std::time::Duration;
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -24,6 +23,15 @@ use shardsched_wire::identity::Role;
 use shardsched_wire::msg::RefusalCode;
 
 use crate::status::ClusterStatus;
+
+mod labels;
+mod sample;
+
+use labels::BuildLabels;
+pub use labels::{
+    KindLabels, PeerLabels, QueueLabels, QueueStateLabels, RefusalLabels, StateLabels, StepLabels,
+};
+pub use sample::sample;
 
 /// How stale the coordinator's job gauges may be: they are read from the shards' latest
 /// status reports at each scrape, and a shard reports a change within its
@@ -45,65 +53,6 @@ pub const MOVE_STEP_BUCKET_FIRST_SECONDS: f64 = 0.01;
 pub const MOVE_STEP_BUCKET_FACTOR: f64 = 4.0;
 /// Move-step buckets: from 10 ms up to about 12 days.
 pub const MOVE_STEP_BUCKETS: u16 = 14;
-
-/// A queue and a state (jobs, nodes).
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct QueueStateLabels {
-    /// The queue (empty for a node no queue owns).
-    pub queue: String,
-    /// `pending`, `running`; `up`, `down`, `drained`, …
-    pub state: String,
-}
-
-/// A state alone (a shard's jobs: the queue is the shard's constant label).
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StateLabels {
-    /// `pending`, `running`, `blocked`, …
-    pub state: String,
-}
-
-/// A queue alone.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct QueueLabels {
-    /// The queue.
-    pub queue: String,
-}
-
-/// A move step.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StepLabels {
-    /// `outgoing`, `released`, `returning`; for durations `release` or `acquire`.
-    pub step: String,
-}
-
-/// The peer of a connection, by its certificate's role.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PeerLabels {
-    /// `coordinator`, `shard`, `admin` or `user`.
-    pub peer: String,
-}
-
-/// A request kind (the wire's, e.g. `client_shard.submit`).
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct KindLabels {
-    /// The request kind.
-    pub kind: String,
-}
-
-/// A refused request: its kind and why.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RefusalLabels {
-    /// The request kind.
-    pub kind: String,
-    /// The refusal code: `denied`, `invalid`, `forbidden`, `policy`, `unavailable`, …
-    pub reason: String,
-}
-
-/// The version of the binary, as a constant series of value 1.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct BuildLabels {
-    version: String,
-}
 
 /// What every process exports: its connections, requests, refusals and journal.
 #[derive(Clone, Debug)]
@@ -442,30 +391,6 @@ impl ShardMetrics {
     }
 }
 
-/// The value of the series `name` whose labels include `labels` (in any order) in a scrape
-/// `text`, if there is one: what tests and tools read back from `/metrics`. (Label values
-/// holding `,` or `"` are not told apart; ours never do.)
-pub fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    text.lines().find_map(|line| {
-        if line.starts_with('#') {
-            return None;
-        }
-        let (key, value) = line.rsplit_once(' ')?;
-        let (metric, found) = match key.split_once('{') {
-            Some((metric, rest)) => (metric, rest.strip_suffix('}')?),
-            None => (key, ""),
-        };
-        let wanted = |(k, v): &(&str, &str)| {
-            found.split(',').any(|pair| {
-                pair.strip_prefix(k).and_then(|p| p.strip_prefix('=')) == Some(&format!("\"{v}\""))
-            })
-        };
-        (metric == name && labels.iter().all(wanted))
-            .then(|| value.parse().ok())
-            .flatten()
-    })
-}
-
 /// A refusal code as a label value.
 pub fn refusal_label(code: RefusalCode) -> &'static str {
     match code {
@@ -507,23 +432,5 @@ impl Default for CoordinatorMetrics {
     /// Handles in no registry: what a coordinator driven by a test updates.
     fn default() -> CoordinatorMetrics {
         Metrics::coordinator().1
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_sample_is_found_by_name_and_labels_in_any_order() {
-        let text = "# TYPE shardsched_jobs gauge\n\
-                    shardsched_jobs{state=\"running\",queue=\"batch\"} 3\n\
-                    shardsched_jobs{state=\"pending\",queue=\"batch\"} 1\n\
-                    shardsched_moves_in_flight 2\n";
-        let running = [("queue", "batch"), ("state", "running")];
-        assert_eq!(sample(text, "shardsched_jobs", &running), Some(3.0));
-        assert_eq!(sample(text, "shardsched_moves_in_flight", &[]), Some(2.0));
-        assert_eq!(sample(text, "shardsched_jobs", &[("queue", "debug")]), None);
-        assert_eq!(sample(text, "shardsched_job", &[]), None);
     }
 }
