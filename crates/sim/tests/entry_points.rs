@@ -18,10 +18,12 @@ const DRIVER_ONLY: &[(&str, &str)] = &[
     ("move_list", "`queue moves`"),
     ("jobs_plan", "the `jobs` fan-out"),
     ("snapshot", "the snapshot reads are served from"),
-    ("queue", "log fields"),
     ("owned", "log fields"),
     ("shard", "a connected shard's address, for logs and probes"),
     ("epoch", "when to republish the routing table"),
+    // Reads for `/metrics` and the status page (crates/telemetry).
+    ("resources", "the coordinator's node gauges"),
+    ("queue_manager", "a shard's queue gauges"),
     (
         "check_move",
         "`queue move --dry-run` asks the donor's shard, changing nothing",

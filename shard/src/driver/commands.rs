@@ -8,6 +8,7 @@ use shardsched_proto::failpoint;
 use shardsched_proto::msg::shard_coord::{Assignment, HeldNode};
 use shardsched_proto::msg::{JobId, client_shard, coord_shard};
 use shardsched_proto::{Peer, Reply};
+use shardsched_telemetry::logs::move_span;
 use tokio::sync::oneshot;
 
 use crate::core::ShardCore;
@@ -22,12 +23,16 @@ pub(crate) enum Command {
         peer: Peer,
         request: client_shard::Request,
         reply: oneshot::Sender<Reply<client_shard::Response>>,
+        /// The request's span: what the core logs for it is logged inside.
+        span: tracing::Span,
     },
     /// A coordinator's request the core answers: queue state, removal, node flags, dry
     /// runs, move commands.
     Coordinator {
         request: coord_shard::Request,
         reply: oneshot::Sender<Reply<coord_shard::Response>>,
+        /// The request's span.
+        span: tracing::Span,
     },
     /// A re-registration's answer: apply queue state, ownership and generator id.
     Reassigned(Box<Assignment>),
@@ -66,12 +71,17 @@ pub(crate) fn handle(
             peer,
             request,
             reply,
-        } => answers.push(Answer::Client(
+            span,
+        } => {
+            let answer = span.in_scope(|| core.handle_client(now, &peer, &request));
+            answers.push(Answer::Client(reply, answer));
+        }
+        Command::Coordinator {
+            request,
             reply,
-            core.handle_client(now, &peer, &request),
-        )),
-        Command::Coordinator { request, reply } => {
-            let (result, step) = coordinator(core, now, &request);
+            span,
+        } => {
+            let (result, step) = span.in_scope(|| coordinator(core, now, &request));
             answers.push(Answer::Coordinator(reply, result, step));
         }
         Command::JobEnded { id, end } => core.handle_job_ended(now, id, &end),
@@ -85,17 +95,21 @@ pub(crate) fn handle(
 }
 
 /// One coordinator request, one core call ([`ShardCore::handle_coordinator`]); a move
-/// command also returns its step (see [`Answer::Coordinator`]), and hits
-/// `shard.<step>.before_apply` before anything changes (`shard.drain.before_apply` for a
-/// drain).
+/// command runs inside its move's span, also returns its step (see
+/// [`Answer::Coordinator`]), and hits `shard.<step>.before_apply` before anything changes
+/// (`shard.drain.before_apply` for a drain).
 fn coordinator(
     core: &mut ShardCore,
     now: u64,
     request: &coord_shard::Request,
 ) -> (Reply<coord_shard::Response>, Option<&'static str>) {
     let step = request.move_step();
+    let _move = step.map(|step| move_span(request, step).entered());
     match step {
-        Some(step) => failpoint::hit(format_args!("shard.{step}.before_apply")),
+        Some(step) => {
+            tracing::debug!("move step");
+            failpoint::hit(format_args!("shard.{step}.before_apply"));
+        }
         None if matches!(request, coord_shard::Request::SetNodeDrain { .. }) => {
             failpoint::hit("shard.drain.before_apply");
         }

@@ -55,7 +55,6 @@ pub(super) fn build_core(
     };
     let core = ShardCore::start(assignment, core_options, core_task::now_ms(), &restored)?;
     tracing::info!(
-        queue = %options.queue,
         generator_id = assignment.generator_id,
         owned = core.owned().len(),
         enabled = assignment.queue.enabled,
@@ -103,6 +102,7 @@ impl Tasks {
             Arc::clone(&snapshot),
             status_tx,
             committer,
+            options.metrics.clone(),
             core_task::Sinks {
                 exec,
                 log,
