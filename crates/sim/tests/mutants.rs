@@ -1,7 +1,8 @@
 //! Each mutant (a deliberate bug in a core's real code path) is caught within 2,000
 //! seeds: the checker is not blind to it. Runs only in a build with the cargo feature
-//! `mutants` (`.ci/run` runs `cargo test -p shardsched-sim --features mutants --release
-//! --test mutants`).
+//! `mutants` (`.ci/run` runs `cargo test -p shardsched-sim --features mutants --test
+//! mutants`). Each is caught in release builds too, without the cores' debug assertions:
+//! `no-generation-check` then by liveness (the system never settles).
 
 #![cfg(feature = "mutants")]
 
