@@ -277,6 +277,7 @@ fn table(rows: &[Row], with_stats: bool) -> String {
             "sat",
             "prefiltered",
             "replanned",
+            "kept",
         ];
         let _ = writeln!(s, "\n{}", row_text(head.map(String::from)));
         for Row {
@@ -295,6 +296,7 @@ fn table(rows: &[Row], with_stats: bool) -> String {
                 st.match_satisfiability,
                 st.prefiltered,
                 st.reservations_replanned,
+                st.reservations_kept,
             ];
             let mut row = vec![p.name().to_string()];
             row.extend(cells.iter().map(u64::to_string));
