@@ -13,16 +13,17 @@
 //! - **Replan** when the order changed (priority change, a job entering ahead of where the
 //!   last walk got to, a job back from waiting), or availability or a node hold changed: the
 //!   full definition. When calendar time in the future was freed (a running job ended before
-//!   its planned end or was cancelled, a reservation was cancelled), the walk goes over every
-//!   considered job as the definition does, but leaves in place each reservation that module
-//!   `keep` proves the re-plan would put back where it is, and places the others again so
-//!   that the matcher answers as it would with every later reservation cancelled (module
-//!   `replan`).
+//!   its planned end or was cancelled, a reservation was cancelled), or a reservation's start
+//!   passed with no cycle then (the definition searches it a window it does not hold), the
+//!   walk goes over every considered job as the definition does, but leaves in place each
+//!   reservation that module `keep` proves the re-plan would put back where it is, and places
+//!   the others again so that the matcher answers as it would with every later reservation
+//!   cancelled (module `replan`).
 //! - **Retry** when time up to now was freed (a job ended at or after its planned end, a
 //!   planned end passed): every considered job that could not start is tried again, but the
 //!   reservations stay. Re-planning them would give the same answer: the calendar after
 //!   `now` is unchanged, and each reservation was already the earliest fit after the last
-//!   cycle, at a time later than `now`. And when a reservation is due (its start has come):
+//!   cycle, at a time later than `now`. And when a reservation is due (its start is `now`):
 //!   a re-plan would start it now on the resources it holds and put the others back, so the
 //!   walk does just that (and falls back to a re-plan if it somehow does not fit).
 //! - **Continue** when only new jobs arrived behind the last walk, or the last walk stopped at

@@ -60,19 +60,22 @@
 //! A job that must be placed again finds in the matcher the reservations of jobs after it
 //! that the walk has not reached (its *tail*), which the definition has cancelled. A tail
 //! reservation starting at or after `B` cannot change an answer whose search looks only at
-//! windows ending by `B` (A1). So every tail reservation starting before `B` is cancelled (the
-//! walk places it again when it gets there) before the job is matched, where
-//!
-//! - `B` is the end of the job's old reservation when that started at or after `now` and no
-//!   taken change meets its window: the old placement still succeeds (only freed time met
-//!   it, (A3)), so the earliest fit is no later (A2) and its window ends by `B`;
-//! - otherwise the job is first matched with the whole tail held: what that finds still
-//!   succeeds without the tail (A3), so the exact answer's window ends by the end `B` of the
-//!   one found. If a tail reservation starts before `B`, those are cancelled and the job is
-//!   matched again, now exactly.
+//! windows ending by `B` (A1). The job is first matched with the whole tail held. What that
+//! finds still succeeds without the tail (A3), so the exact answer's window ends by its end;
+//! and by the end of the job's old reservation too, when that started at or after `now` and
+//! no taken change meets its window (the old placement still succeeds: only freed time met
+//! it, (A3)). `B` is the earlier of the two ends. When no tail reservation starts before
+//! `B`, the answer ends by `B` (an old placement ending at `B` meets no tail reservation, so
+//! the match would have found it), every window it tried read what the definition reads, and
+//! the answer is exact. Otherwise the tail reservations starting before `B` are cancelled (the
+//! walk places them again when it gets there) and the job is matched again, now exactly.
 //!
 //! A job placed again at the same start on the same vertices changes nothing; any other
-//! outcome frees its old window and takes its new one.
+//! outcome frees its old window and takes its new one. A tail reservation cancelled this way
+//! is, when the walk reaches it, just a job whose old reservation rule 1 may still prove: if
+//! it does, the old allocation, copied when it was cancelled, goes back into the matcher
+//! without a match (it fits: nothing placed since meets its window, and the tail behind it
+//! was placed around it).
 
 use std::collections::BTreeSet;
 use std::ops::Bound;

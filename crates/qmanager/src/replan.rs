@@ -131,21 +131,14 @@ impl QueueManager {
             .as_ref()
             .filter(|b| b.at >= now && !rp.delta.taken_meets(b.at, b.end))
             .map(|b| b.end);
-        if let Some(b) = bound {
-            self.cancel_tail(Some(key), b, rp)?;
-        }
         let mut placed = self.match_or_reserve(id, now)?;
-        if bound.is_none() {
-            // What it found with the whole tail held still fits without: the exact answer
-            // ends by its end.
-            let reach = self.placed_end(id, &placed);
-            if self.tail_starting_before(Some(key), reach).next().is_some() {
-                if placed_in_matcher(&placed) {
-                    self.matcher.cancel(id)?;
-                }
-                self.cancel_tail(Some(key), reach, rp)?;
-                placed = self.match_or_reserve(id, now)?;
+        let reach = self.placed_end(id, &placed).min(bound.unwrap_or(i64::MAX));
+        if self.tail_starting_before(Some(key), reach).next().is_some() {
+            if placed_in_matcher(&placed) {
+                self.matcher.cancel(id)?;
             }
+            self.cancel_tail(Some(key), reach, rp)?;
+            placed = self.match_or_reserve(id, now)?;
         }
         let attempt = self.settle(id, now, placed)?;
         self.note_change(id, before, attempt, rp);
