@@ -73,7 +73,7 @@
 //! A job placed again at the same start on the same vertices changes nothing; any other
 //! outcome frees its old window and takes its new one. A tail reservation cancelled this way
 //! is, when the walk reaches it, just a job whose old reservation rule 1 may still prove: if
-//! it does, the old allocation, copied when it was cancelled, goes back into the matcher
+//! it does, the old allocation, kept when it was cancelled, goes back into the matcher
 //! without a match (it fits: nothing placed since meets its window, and the tail behind it
 //! was placed around it).
 

@@ -99,10 +99,20 @@ impl QueueManager {
 
     /// Takes job `id`'s reservation out of the matcher and the queue; it is pending again.
     pub(crate) fn unreserve(&mut self, id: JobId) -> Result<Option<Reserved>, QueueError> {
-        self.matcher.cancel(id)?;
+        let (r, alloc) = self.unreserve_taking(id)?;
+        self.matcher.recycle(alloc);
+        Ok(r)
+    }
+
+    /// As [`QueueManager::unreserve`], handing back the allocation the matcher held.
+    pub(crate) fn unreserve_taking(
+        &mut self,
+        id: JobId,
+    ) -> Result<(Option<Reserved>, Allocation), QueueError> {
+        let alloc = self.matcher.take(id)?;
         let r = self.reservations.remove(id);
         self.set_reason(id, WaitReason::Queued)?;
-        Ok(r)
+        Ok((r, alloc))
     }
 
     /// Starts job `id`, whose reservation at `at` is due, on the resources it was reserved:

@@ -37,7 +37,7 @@ pub(crate) struct Replanning {
 struct Before {
     at: i64,
     end: i64,
-    /// A copy of its allocation (from the matcher's spare vertex lists, given back after).
+    /// Its allocation, taken out of the matcher (given back to it after).
     alloc: Option<Allocation>,
 }
 
@@ -59,20 +59,20 @@ impl QueueManager {
         id: JobId,
         rp: &mut Replanning,
     ) -> Result<(), QueueError> {
-        let alloc = self.matcher.copy_allocation(id);
-        if let Some(r) = self.unreserve(id)? {
-            rp.old.insert(id, r.at);
-            rp.before.insert(
-                id,
-                Before {
-                    at: r.at,
-                    end: r.end,
-                    alloc,
-                },
-            );
-            self.stats.reservations_replanned += 1;
-        } else if let Some(a) = alloc {
-            self.matcher.recycle(a);
+        match self.unreserve_taking(id)? {
+            (Some(r), alloc) => {
+                rp.old.insert(id, r.at);
+                rp.before.insert(
+                    id,
+                    Before {
+                        at: r.at,
+                        end: r.end,
+                        alloc: Some(alloc),
+                    },
+                );
+                self.stats.reservations_replanned += 1;
+            }
+            (None, alloc) => self.matcher.recycle(alloc),
         }
         Ok(())
     }
