@@ -170,9 +170,9 @@ impl QueueManager {
         // Free in the re-plan's view: this reservation (if held) and every one behind it.
         let free: Vec<Held> = self
             .reservations
-            .by_start()
-            .filter(|&(_, q)| q == id || self.jobs.get(&q).is_some_and(|other| other.key > job.key))
-            .filter_map(|(_, q)| self.reservations.get(q))
+            .get(id)
+            .into_iter()
+            .chain(self.reservations.behind(job.key))
             .map(|h| Held {
                 at: h.at,
                 end: h.end,

@@ -88,13 +88,26 @@ impl QueueManager {
             // Allocated at `from` > now: the matcher holds it as it holds a reservation.
             Placement::Allocated { at } | Placement::Reserved { at } => {
                 let end = self.matcher.job(id).map_or(at, |j| end_of(&j.alloc));
-                let held = self.root.held(&self.matcher, id);
-                self.reservations.insert(id, Reserved { at, end, held });
-                self.set_reason(id, WaitReason::Reserved { at })?;
+                self.note_reservation(id, at, end)?;
                 Ok(Attempt::Reserved(at))
             }
             Placement::NoMatch { .. } | Placement::Satisfiable(_) => Ok(Attempt::Blocked),
         }
+    }
+
+    /// Records that job `id`, pending, holds the reservation at `at` the matcher just
+    /// recorded over `[at, end)`.
+    pub(crate) fn note_reservation(
+        &mut self,
+        id: JobId,
+        at: i64,
+        end: i64,
+    ) -> Result<(), QueueError> {
+        let key = self.jobs.get(&id).ok_or(QueueError::NoSuchJob(id))?.key;
+        let held = self.root.held(&self.matcher, id);
+        self.reservations
+            .insert(id, Reserved { at, end, held, key });
+        self.set_reason(id, WaitReason::Reserved { at })
     }
 
     /// Takes job `id`'s reservation out of the matcher and the queue; it is pending again.

@@ -14,11 +14,10 @@ use std::collections::HashMap;
 use shardsched_matcher::{Allocation, Placement};
 
 use crate::error::QueueError;
-use crate::event::{JobId, WaitReason};
+use crate::event::JobId;
 use crate::keep::{Change, Delta};
 use crate::place::{Attempt, end_of};
 use crate::queue::{Key, QueueManager};
-use crate::reservations::Reserved;
 
 /// The state of one re-plan walk (see the module documentation).
 #[derive(Debug, Default)]
@@ -100,8 +99,8 @@ impl QueueManager {
         self.reservations
             .starting_before(before)
             .map(|(_, id)| id)
-            .filter(move |id| {
-                after.is_none_or(|k| self.jobs.get(id).is_some_and(|job| job.key > k))
+            .filter(move |&id| {
+                after.is_none_or(|k| self.reservations.get(id).is_some_and(|r| r.key > k))
             })
     }
 
@@ -152,9 +151,7 @@ impl QueueManager {
         if self.matcher.restore(id, alloc).is_err() {
             return Ok(false);
         }
-        let held = self.root.held(&self.matcher, id);
-        self.reservations.insert(id, Reserved { at, end, held });
-        self.set_reason(id, WaitReason::Reserved { at })?;
+        self.note_reservation(id, at, end)?;
         Ok(true)
     }
 

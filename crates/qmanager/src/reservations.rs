@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
 
 use crate::event::JobId;
+use crate::queue::Key;
 
 /// One reservation as the queue manager sees it; the matcher holds its vertices.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -15,6 +16,9 @@ pub(crate) struct Reserved {
     pub(crate) end: i64,
     /// Units of each root-tracked type it takes (see `RootAgg::held`).
     pub(crate) held: Vec<i64>,
+    /// Its job's place in the pending order, to tell the reservations behind a job in walk
+    /// order without looking the jobs up.
+    pub(crate) key: Key,
 }
 
 /// Every reservation held, indexed three ways that are kept in step here only.
@@ -66,6 +70,11 @@ impl Reservations {
         self.by_job.is_empty()
     }
 
+    /// The reservations of jobs after `key` in walk order, in no particular order.
+    pub(crate) fn behind(&self, key: Key) -> impl Iterator<Item = &Reserved> + '_ {
+        self.by_job.values().filter(move |r| r.key > key)
+    }
+
     /// The earliest reservation: (start, job).
     pub(crate) fn first(&self) -> Option<(i64, JobId)> {
         self.by_start.first().copied()
@@ -98,6 +107,11 @@ mod tests {
             at,
             end,
             held: vec![1],
+            key: Key {
+                priority: std::cmp::Reverse(0),
+                submit: at,
+                seq: 0,
+            },
         }
     }
 
