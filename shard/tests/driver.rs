@@ -2,6 +2,8 @@
 //! built from the proto crate: register, submit, run, complete, coordinator commands,
 //! reconnection, shutdown.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,7 +13,7 @@ use shardsched_proto::msg::client_shard::{self, CancelResult, IdempotencyKey, Su
 use shardsched_proto::msg::shard_coord::{self, Assignment, Register, ShardStatus};
 use shardsched_proto::msg::{
     ClusterDescription, ClusterFormat, Generation, JobId, JobState, JobsQuery, NodeGen,
-    QueueConfig, RefusalCode, UserFilter, coord_shard,
+    RefusalCode, UserFilter, coord_shard,
 };
 use shardsched_proto::{Ca, Error, Role, Session, accept, connect, serve, tls};
 use shardsched_shard::{DriverError, ShardOptions};
@@ -62,19 +64,9 @@ fn assignment() -> Assignment {
         cluster: ClusterDescription {
             format: ClusterFormat::Spec,
             text: "name = \"c\"\n[[nodes]]\nhosts = \"n[0-1]\"\ncores_per_socket = 4\n".into(),
+            load_allowlist: Vec::new(),
         },
-        queue: QueueConfig {
-            name: "batch".into(),
-            queue_policy: "easy".into(),
-            match_policy: "lonode".into(),
-            queue_depth: 32,
-            reservation_depth: 1,
-            default_duration_ms: 60_000,
-            max_duration_ms: 3_600_000,
-            definition: vec!["n0".into(), "n1".into()],
-            enabled: true,
-            started: true,
-        },
+        queue: common::queue(&["n0", "n1"]),
         owned: ["n0", "n1"]
             .into_iter()
             .map(|n| NodeGen {
@@ -315,7 +307,7 @@ async fn a_shard_registers_runs_jobs_and_obeys_its_coordinator() {
         Ok(coord_shard::Response::Ack { .. })
     ));
     match alice.request(&submit_request(3, 1)).await {
-        Err(Error::Refused(r)) => assert_eq!(r.code, RefusalCode::Unavailable),
+        Err(Error::Refused(r)) => assert_eq!(r.code, RefusalCode::Policy),
         other => panic!("submit to a disabled queue: {other:?}"),
     }
 

@@ -31,11 +31,12 @@ fn assignment() -> Assignment {
         cluster: ClusterDescription {
             format: ClusterFormat::Spec,
             text: spec.to_toml(),
+            load_allowlist: Vec::new(),
         },
         queue: QueueConfig {
             name: "batch".into(),
-            queue_policy: "easy".into(),
-            match_policy: "first".into(),
+            queue_policy: shardsched_proto::msg::QueuePolicy::Easy,
+            match_policy: shardsched_proto::msg::MatchPolicy::First,
             queue_depth: 32,
             reservation_depth: 1,
             default_duration_ms: 3_600_000,

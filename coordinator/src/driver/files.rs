@@ -23,9 +23,9 @@ use shardsched_proto::{Ca, Credentials, Role};
 use super::DriverError;
 
 /// File holding the bound address, written after binding.
-pub const ADDRESS_FILE: &str = "address";
-/// Stem of the coordinator's certificate and key files.
-pub const CERT_STEM: &str = "coordinator";
+pub use shardsched_proto::state_dir::ADDRESS_FILE;
+/// Stem of the coordinator's certificate and key files: the name its certificate carries.
+pub const CERT_STEM: &str = COORDINATOR_NAME;
 
 /// Label of the CA-derived secret that keys the coordinator's QUIC stateless resets.
 const RESET_SECRET_LABEL: &str = "coordinator stateless reset";

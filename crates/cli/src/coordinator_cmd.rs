@@ -33,6 +33,9 @@ pub struct CoordinatorArgs {
     /// Check the configuration, print a summary and exit without serving.
     #[arg(long)]
     pub check: bool,
+    /// Set by `up`: hold this file locked (shared) while running (`up::lock`).
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub up_lock: Option<PathBuf>,
 }
 
 /// `shardsched coordinator`.
@@ -45,6 +48,11 @@ pub fn main(args: &CoordinatorArgs) -> Result<()> {
         print_summary(&config);
         return Ok(());
     }
+    let _up_lock = args
+        .up_lock
+        .as_deref()
+        .map(crate::up::lock::hold_shared)
+        .transpose()?;
     driver::init_logging();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -60,11 +68,13 @@ pub fn main(args: &CoordinatorArgs) -> Result<()> {
             // The error names the file, table and key; the status tells the supervisor not
             // to restart into the same failure.
             Err(e) if e.journal_unreadable() => {
-                crate::client::output::say(format_args!("coordinator: {e}"));
+                shardsched_client::output::say(format_args!("coordinator: {e}"));
                 std::process::exit(i32::from(UNREADABLE_EXIT_STATUS))
             }
             Err(e) => return Err(e.into()),
         };
+        // Nothing here catches a panic: one in the core task unwinds out of `run` and the
+        // process exits (status 101), so its supervisor restarts it over its journal.
         coordinator.run(driver::shutdown_signal()).await?;
         Ok(())
     })

@@ -57,6 +57,7 @@
 //! ```
 
 pub mod constraint;
+pub mod duration;
 pub mod error;
 pub mod model;
 pub mod parse;

@@ -86,6 +86,11 @@ pub enum ErrorKind {
     /// after a failed commit nothing more is written).
     #[error("the commit thread has stopped: {0}")]
     Stopped(String),
+    /// The journal's format stamp is missing (records written before format v1), of another
+    /// kind of process, newer than this build reads, or unreadable
+    /// ([`format::check`](crate::format::check)).
+    #[error("{0}")]
+    Format(String),
     /// The commit queue is full (only from `try_submit`).
     #[error("the commit queue is full")]
     Full,
@@ -124,6 +129,7 @@ impl JournalError {
                 | ErrorKind::Truncated { .. }
                 | ErrorKind::State(_)
                 | ErrorKind::Decode { .. }
+                | ErrorKind::Format(_)
                 | ErrorKind::Panicked(_)
         )
     }

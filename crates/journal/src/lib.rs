@@ -44,18 +44,15 @@
 pub mod batch;
 pub mod committer;
 pub mod error;
-pub mod histogram;
+pub mod format;
 pub mod limits;
 pub mod store;
 
 pub use batch::{Batch, Write};
 pub use committer::{CommitStats, CommitTicket, Committer};
 pub use error::{ErrorKind, JournalError};
-pub use histogram::{LatencyHistogram, quantile_of_buckets};
-pub use store::{CommitInfo, Journal, JournalState, journal_path};
-
-/// The journal's file name in a process's state directory.
-pub const JOURNAL_FILE: &str = "journal.redb";
+pub use shardsched_histogram::{LatencyHistogram, quantile_of_buckets};
+pub use store::{CommitInfo, Journal, JournalState};
 
 /// The exit status of a process that cannot read its journal back (a damaged file, a record
 /// that does not decode or cannot be restored): restarting it would fail the same way, so

@@ -31,7 +31,7 @@ use crate::budget::{RequestBudget, Reserved};
 use crate::codec;
 use crate::error::{CloseCode, Error, IdentityError, StreamCode};
 use crate::frame::{FrameError, read_frame, read_header, read_payload, write_frame};
-use crate::identity::{Op, Peer, Role, peer_of, server_name};
+use crate::identity::{Peer, Role, peer_of, server_name};
 use crate::limits::{
     CLOSE_LINGER, FRAME_BYTES_MAX, FRAME_READ_TIMEOUT, HANDSHAKE_TIMEOUT, HELLO_BYTES_MAX,
     REQUEST_TIMEOUT,
@@ -40,26 +40,7 @@ use crate::msg::hello::{Hello, HelloReply};
 use crate::msg::{Refusal, RefusalCode};
 use crate::{PROTOCOL_VERSION, PROTOCOL_VERSION_MIN, SOFTWARE};
 
-/// A request type: names its response and the authority it needs.
-pub trait Rpc: Serialize + DeserializeOwned + Debug + Send + Sync + 'static {
-    /// What the server answers (inside [`Reply`]).
-    type Response: Serialize + DeserializeOwned + Debug + Send + Sync + 'static;
-
-    /// A stable name for logs and errors, e.g. `client_shard.submit`.
-    fn kind(&self) -> &'static str;
-
-    /// The authority needed; [`serve`] refuses peers whose role lacks it.
-    fn op(&self) -> Op;
-
-    /// Application-level bounds (beyond the frame size), checked by [`serve`] before the
-    /// handler runs.
-    fn check(&self) -> Result<(), Refusal> {
-        Ok(())
-    }
-}
-
-/// What travels back on a request stream: the answer, or a refusal.
-pub type Reply<T> = Result<T, Refusal>;
+pub use shardsched_wire::rpc::{Reply, Rpc};
 
 /// An open, authenticated connection that has exchanged hellos.
 #[derive(Clone, Debug)]
