@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use shardsched_qmanager::check::check_schedule;
+use shardsched_replay::check::check_schedule;
 
 /// A scratch directory, removed when dropped.
 struct Scratch(PathBuf);

@@ -4,7 +4,7 @@
 //! Each shard runs one [`QueueManager`] over its own resource graph. It does no I/O, reads
 //! no clock and draws no random numbers: the caller passes time in and takes decisions out,
 //! so the same core runs in a shard, under a deterministic simulator, and in virtual time
-//! in [`replay`]. The loop a reader must understand:
+//! in replay (crate `shardsched-replay`). The loop a reader must understand:
 //!
 //! 1. inputs — [`QueueManager::submit`], [`QueueManager::cancel`],
 //!    [`QueueManager::complete`] (a job ended at `now`),
@@ -52,31 +52,24 @@
 //! assert!(events.contains(&Event::Reserved { id: 2, at: 100 }));
 //! ```
 //!
-//! Around the core, for replaying workloads (`shardsched replay`): [`swf`] reads and writes
-//! the Standard Workload Format, [`replay`] drives the core in virtual time, [`metrics`]
-//! computes the standard measures, [`workload`] generates synthetic workloads, and [`check`]
-//! verifies a replayed schedule from its output file alone.
+//! Replaying workloads through it (`shardsched replay`: the Standard Workload Format, virtual
+//! time, synthetic workloads, the schedule checker) is the crate `shardsched-replay`'s work.
 
-pub mod check;
 pub mod cycle;
 pub mod error;
 pub mod event;
 mod hold;
 mod keep;
-pub mod metrics;
 pub mod params;
 mod place;
 pub mod queue;
 mod replan;
-pub mod replay;
 mod reservations;
 mod restore;
 mod shapes;
-pub mod swf;
 #[cfg(test)]
 mod test_support;
 mod without;
-pub mod workload;
 
 pub use cycle::CycleKind;
 pub use error::QueueError;

@@ -2,13 +2,17 @@
 //! schedule checker and by the properties each policy promises.
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
-use shardsched_qmanager::check::check_schedule;
-use shardsched_qmanager::replay::{JobResult, Replay, Unit};
-use shardsched_qmanager::swf::{self, Workload};
-use shardsched_qmanager::workload::{GenParams, generate};
 use shardsched_qmanager::{Params, QueuePolicy};
+use shardsched_replay::check::check_schedule;
+use shardsched_replay::replay::{JobResult, Replay, Unit};
+use shardsched_replay::swf::{self, Workload};
+use shardsched_replay::workload::{GenParams, generate};
+use shardsched_resource::ResourceGraph;
+
+/// A cluster of `n` nodes (2 sockets × 22 cores each).
+fn cluster(n: usize) -> ResourceGraph {
+    shardsched_resource::generated_cluster(n).build().unwrap()
+}
 
 fn workload(jobs: usize, nodes: u64, seed: u64) -> Workload {
     let text = generate(&GenParams {
@@ -40,7 +44,7 @@ fn exact(w: &Workload) -> Workload {
 }
 
 fn replay(w: &Workload, nodes: usize, unit: Unit, params: Params) -> (Vec<JobResult>, String) {
-    let mut r = Replay::new(common::cluster(nodes), w, unit, params).unwrap();
+    let mut r = Replay::new(cluster(nodes), w, unit, params).unwrap();
     while r.step().unwrap() {
         let m = r.queue().matcher();
         let allocs: Vec<_> = m.jobs().map(|(id, j)| (id, &j.alloc)).collect();
@@ -79,7 +83,7 @@ fn backfill_policies_beat_fcfs_on_wait() {
     let w = workload(150, 16, 11);
     let mean = |p| {
         let (r, _) = replay(&w, 16, Unit::Node, params(p));
-        let m = shardsched_qmanager::metrics::compute(&r, 16, 1.0);
+        let m = shardsched_replay::metrics::compute(&r, 16, 1.0);
         m.wait_mean
     };
     let fcfs = mean(QueuePolicy::Fcfs);
