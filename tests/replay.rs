@@ -57,23 +57,9 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// `workload generate` at load 1.2, into `dir/name`.
 fn generate(dir: &Scratch, name: &str, jobs: usize, nodes: u64, seed: u64) -> PathBuf {
-    let out = dir.path(name);
-    ok(&[
-        "workload",
-        "generate",
-        "--jobs",
-        &jobs.to_string(),
-        "--nodes",
-        &nodes.to_string(),
-        "--seed",
-        &seed.to_string(),
-        "--load",
-        "1.2",
-        "--output",
-        s(&out),
-    ]);
-    out
+    generate_with(dir, name, jobs, nodes, seed, "1.2")
 }
 
 /// One job of an SWF file as the independent simulator sees it.

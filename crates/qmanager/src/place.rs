@@ -25,6 +25,12 @@ impl QueueManager {
             self.stats.prefiltered += 1;
             return Ok(false);
         }
+        self.allocate_now(id, now)
+    }
+
+    /// Asks the matcher for job `id` now, and starts it if it fits.
+    fn allocate_now(&mut self, id: JobId, now: i64) -> Result<bool, QueueError> {
+        let job = self.jobs.get(&id).ok_or(QueueError::NoSuchJob(id))?;
         self.stats.match_allocate += 1;
         match self
             .matcher
@@ -133,18 +139,7 @@ impl QueueManager {
     /// be a re-plan). `false` if it does not fit after all: only a re-plan may decide then.
     pub(crate) fn start_reserved(&mut self, id: JobId, now: i64) -> Result<bool, QueueError> {
         self.unreserve(id)?;
-        let job = self.jobs.get(&id).ok_or(QueueError::NoSuchJob(id))?;
-        self.stats.match_allocate += 1;
-        match self
-            .matcher
-            .place(MatchOp::Allocate, &job.jobspec, id, now)?
-        {
-            Placement::Allocated { .. } => {
-                self.start(id, now)?;
-                Ok(true)
-            }
-            _ => Ok(false),
-        }
+        self.allocate_now(id, now)
     }
 
     pub(crate) fn set_reason(&mut self, id: JobId, reason: WaitReason) -> Result<(), QueueError> {

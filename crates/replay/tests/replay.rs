@@ -132,18 +132,24 @@ fn easy_never_starts_the_head_after_its_reservation() {
             Unit::Node,
             params(QueuePolicy::Easy),
         );
-        let reserved = results
-            .iter()
-            .filter(|r| r.first_reservation.is_some())
-            .count();
-        assert!(reserved > 10, "the workload exercises reservations");
-        for (i, r) in results.iter().enumerate() {
-            if let (Some(first), Some(start)) = (r.first_reservation, r.start) {
-                assert!(
-                    start <= first,
-                    "job {i} reserved at {first} started at {start}"
-                );
-            }
+        assert_no_start_after_first_reservation(&results);
+    }
+}
+
+/// No job started after the first reservation it was given, and the workload gave enough
+/// reservations for that to mean something.
+fn assert_no_start_after_first_reservation(results: &[JobResult]) {
+    let reserved = results
+        .iter()
+        .filter(|r| r.first_reservation.is_some())
+        .count();
+    assert!(reserved > 10, "the workload exercises reservations");
+    for (i, r) in results.iter().enumerate() {
+        if let (Some(first), Some(start)) = (r.first_reservation, r.start) {
+            assert!(
+                start <= first,
+                "job {i} reserved at {first} started at {start}"
+            );
         }
     }
 }
@@ -154,19 +160,7 @@ fn conservative_never_starts_a_job_after_its_first_reservation() {
     for seed in [31, 32] {
         let w = exact(&workload(120, 8, seed));
         let (results, _) = replay(&w, 8, Unit::Node, params(QueuePolicy::Conservative));
-        let reserved = results
-            .iter()
-            .filter(|r| r.first_reservation.is_some())
-            .count();
-        assert!(reserved > 10, "the workload exercises reservations");
-        for (i, r) in results.iter().enumerate() {
-            if let (Some(first), Some(start)) = (r.first_reservation, r.start) {
-                assert!(
-                    start <= first,
-                    "job {i} reserved at {first} started at {start}"
-                );
-            }
-        }
+        assert_no_start_after_first_reservation(&results);
     }
 }
 
