@@ -26,9 +26,9 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use shardsched_proto::Reply;
 use shardsched_proto::failpoint;
+use shardsched_proto::msg::RouteTable;
 use shardsched_proto::msg::client_coord::Response as ClientResponse;
 use shardsched_proto::msg::shard_coord::Response as ShardResponse;
-use shardsched_proto::msg::{RouteTable, coord_shard};
 use shardsched_telemetry::logs::move_span;
 use tokio::sync::mpsc;
 use tracing::Instrument as _;
@@ -249,23 +249,14 @@ impl CoreTask {
         reply: ClientReply,
     ) {
         tracing::info!(%peer, changes = ?done.changes, "queue table changed");
-        let stops = done.stop.iter().map(|c| {
-            Tell::stop(
-                &c.queue,
-                c.conn,
-                coord_shard::Request::SetQueueState {
-                    enabled: c.enabled,
-                    started: c.started,
-                },
-            )
-        });
-        let restarts = done.restart.iter().map(|c| {
-            Tell::restart(
-                &c.queue,
-                c.conn,
-                coord_shard::Request::Reconfigure(Box::new(c.config.clone())),
-            )
-        });
+        let stops = done
+            .stop
+            .iter()
+            .map(|c| Tell::stop(&c.queue, c.conn, c.request()));
+        let restarts = done
+            .restart
+            .iter()
+            .map(|c| Tell::restart(&c.queue, c.conn, c.request()));
         let commands = stops.chain(restarts).collect();
         self.after.push(After::Tell {
             commands,
@@ -286,15 +277,7 @@ async fn send_move_command(
     command: MoveCommand,
     events: mpsc::Sender<Event>,
 ) {
-    let step = match &command.request {
-        coord_shard::Request::Release(_) => "release",
-        coord_shard::Request::Incoming(_) => "incoming",
-        coord_shard::Request::Acquire(_) => "acquire",
-        coord_shard::Request::Reclaim(_) => "reclaim",
-        coord_shard::Request::Withdraw(_) => "withdraw",
-        coord_shard::Request::CancelJobs(_) => "cancel_jobs",
-        _ => "other",
-    };
+    let step = command.request.move_step().unwrap_or("other");
     let span = move_span(&command.request, step);
     async move {
         failpoint::hit(format_args!("coord.move.before_send_{step}"));

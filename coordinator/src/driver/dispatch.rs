@@ -8,15 +8,14 @@ use shardsched_proto::msg::client_coord::{
     self, MoveRequest, QueueAdmin, Response as ClientResponse,
 };
 use shardsched_proto::msg::shard_coord::{self, Response as ShardResponse};
-use shardsched_proto::msg::{Refusal, RefusalCode, coord_shard};
+use shardsched_proto::msg::{Refusal, RefusalCode};
 use shardsched_proto::{Peer, Reply};
 
 use super::REMOVE_MOVE_WAIT;
 use super::core_task::{After, CoreTask, RemovalWait};
 use super::event::{ClientReply, Event, Held, Registration, Removal, TableChange};
 use super::followups::{self, HoldStep, Tell};
-use crate::core::{ConnId, NodeFlag, RegisterError};
-use crate::queue_table;
+use crate::core::{ConnId, NodeFlag, RegisterError, Registering, flag_commands};
 
 impl CoreTask {
     /// Dispatches one event.
@@ -157,11 +156,7 @@ impl CoreTask {
                 return self.node_flag(&peer, &nodes, NodeFlag::Drained, drained, &reason, reply);
             }
             R::AddQueue(spec) => {
-                let added = queue_table::queue_def(self.core.config(), None, &spec)
-                    .map_err(|e| {
-                        Refusal::new(RefusalCode::Invalid, format!("queue {}: {e}", spec.name))
-                    })
-                    .and_then(|def| self.core.add_queue(def));
+                let added = self.core.add_queue_spec(&spec);
                 return self.table_change(&peer, added, reply);
             }
             R::UpdateQueue(spec) => {
@@ -196,11 +191,9 @@ impl CoreTask {
             let gone = Refusal::new(RefusalCode::Unavailable, "the connection has ended");
             return self.answer_shard(reg.reply, Err(gone));
         }
-        let registered = self
-            .core
-            .register(reg.conn, &reg.peer.name, reg.remote, &reg.register);
+        let registered = self.core.register_shard(now, registering(&reg));
         match registered {
-            Ok(assignment) => self.registered(now, reg, assignment),
+            Ok(assignment) => self.registered(reg, assignment),
             Err(RegisterError::Refused(refusal)) => self.refuse_registration(reg, refusal),
             Err(RegisterError::Held { conn: holder, .. }) => {
                 let Some(link) = self.links.get(&holder) else {
@@ -220,27 +213,21 @@ impl CoreTask {
         }
     }
 
+    /// The holder was probed: the core decides ([`Core::register_after_probe`]); a
+    /// newcomer whose own connection is gone meanwhile is refused as if the holder lived.
+    ///
+    /// [`Core::register_after_probe`]: crate::core::Core::register_after_probe
     fn holder_probed(&mut self, now: u64, alive: bool, holder: ConnId, reg: Registration) {
-        let queue = reg.register.queue.clone();
-        if alive || !self.links.contains_key(&reg.conn) {
-            let refusal = self.core.refuse_second_shard(&queue);
-            return self.refuse_registration(reg, refusal);
-        }
-        tracing::info!(%queue, "the shard that held the queue does not answer; replacing it");
-        if let Some(old) = self.links.remove(&holder) {
+        let alive = alive || !self.links.contains_key(&reg.conn);
+        if !alive && let Some(old) = self.links.remove(&holder) {
             old.session().close();
         }
-        self.core.disconnected(holder);
-        let again = self
+        let registered = self
             .core
-            .register(reg.conn, &reg.peer.name, reg.remote, &reg.register);
-        match again {
-            Ok(assignment) => self.registered(now, reg, assignment),
-            Err(RegisterError::Refused(refusal)) => self.refuse_registration(reg, refusal),
-            Err(RegisterError::Held { queue, .. }) => {
-                let refusal = self.core.refuse_second_shard(&queue);
-                self.refuse_registration(reg, refusal);
-            }
+            .register_after_probe(now, holder, alive, registering(&reg));
+        match registered {
+            Ok(assignment) => self.registered(reg, assignment),
+            Err(refusal) => self.refuse_registration(reg, refusal),
         }
     }
 
@@ -250,9 +237,8 @@ impl CoreTask {
     }
 
     /// The registration answer names generations: it leaves once the batch is durable.
-    fn registered(&mut self, now: u64, reg: Registration, assignment: shard_coord::Assignment) {
+    fn registered(&mut self, reg: Registration, assignment: shard_coord::Assignment) {
         let queue = &reg.register.queue;
-        self.core.moves_registered(now, queue, &reg.register.held);
         let address = self.core.shard(queue).map(|l| l.address);
         tracing::info!(
             %queue,
@@ -313,7 +299,7 @@ impl CoreTask {
         let commands = control
             .notify
             .iter()
-            .map(|c| Tell::queue_state(&c.queue, c.conn, c.enabled, c.started))
+            .map(|c| Tell::queue_state(&c.queue, c.conn, c.request()))
             .collect();
         let answer = if !notes || control.notes.is_empty() {
             ClientResponse::Done {
@@ -393,23 +379,9 @@ impl CoreTask {
             Err(refusal) => return self.answer(reply, Err(refusal)),
         };
         tracing::info!(%peer, nodes = nodes.len(), ?flag, on, %reason, "node flag");
-        let commands = plan
+        let commands = flag_commands(plan, flag, on)
             .into_iter()
-            .map(|((queue, reason), (conn, nodes))| {
-                let request = match flag {
-                    NodeFlag::Down => coord_shard::Request::SetNodeState {
-                        nodes,
-                        down: on,
-                        reason,
-                    },
-                    NodeFlag::Drained => coord_shard::Request::SetNodeDrain {
-                        nodes,
-                        drained: on,
-                        reason,
-                    },
-                };
-                Tell::node_flag(&queue, conn, request)
-            })
+            .map(|(queue, conn, request)| Tell::node_flag(&queue, conn, request))
             .collect();
         self.after.push(After::Tell {
             commands,
@@ -539,5 +511,15 @@ impl CoreTask {
                 });
             }
         }
+    }
+}
+
+/// The core's view of a registration the driver holds.
+fn registering(reg: &Registration) -> Registering<'_> {
+    Registering {
+        conn: reg.conn,
+        shard_name: &reg.peer.name,
+        remote: reg.remote,
+        register: &reg.register,
     }
 }

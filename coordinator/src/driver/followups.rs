@@ -43,8 +43,7 @@ enum TellKind {
 impl Tell {
     /// `SetQueueState` after an admin's change: a shard that does not acknowledge still
     /// gets the state on its next registration (the assignment carries it).
-    pub(super) fn queue_state(queue: &str, conn: ConnId, enabled: bool, started: bool) -> Tell {
-        let request = coord_shard::Request::SetQueueState { enabled, started };
+    pub(super) fn queue_state(queue: &str, conn: ConnId, request: coord_shard::Request) -> Tell {
         Tell::new(queue, conn, request, TellKind::QueueState)
     }
 

@@ -24,6 +24,7 @@ mod duration_arg;
 mod query;
 mod replay;
 mod shard_cmd;
+mod sim_cmd;
 mod supervise_cmd;
 mod telemetry;
 mod up;
@@ -80,6 +81,10 @@ enum Command {
     Replay(replay::ReplayArgs),
     /// Generates synthetic workloads.
     Workload(workload::WorkloadArgs),
+    /// The deterministic simulator: the real coordinator and shard cores under a seeded
+    /// network, crashes and workload, checked after every step (docs/SIM.md). Exit status
+    /// 1 when a seed breaks an invariant.
+    Sim(sim_cmd::SimArgs),
     /// Prints a shell's completion script: `shardsched completions bash`.
     Completions(docs_cmd::CompletionsArgs),
     /// Prints the man page (`shardsched man | man -l -`), or writes one page per command
@@ -114,6 +119,7 @@ pub fn main() -> std::process::ExitCode {
         Command::Bench(args) => shardsched_benches::main(&args),
         Command::Replay(args) => replay::main(&args),
         Command::Workload(args) => workload::main(&args),
+        Command::Sim(args) => return sim_cmd::main(&args),
         Command::Completions(args) => docs_cmd::completions_main(&args),
         Command::Man(args) => docs_cmd::man_main(&args),
         Command::Supervise(args) => supervise_cmd::main(&args),

@@ -24,6 +24,7 @@
 //! and nothing is recorded, so a retry is judged afresh. A job that fits the definition but
 //! not the nodes the queue owns now is accepted and waits, with the reason in `job info`.
 
+mod dispatch;
 mod dry_run;
 mod events;
 mod exec;
@@ -46,6 +47,7 @@ mod restore;
 mod status;
 mod submit;
 
+pub use dispatch::needs_restart;
 pub use invariants::Violation;
 pub use moving::{Transition, TransitionKind};
 pub use restore::RestoreSummary;

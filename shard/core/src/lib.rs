@@ -92,7 +92,7 @@ pub mod table;
 
 pub use crate::core::{
     CoreExecutor, CoreOptions, ExecAction, RestoreSummary, ShardCore, Submitted, Transition,
-    TransitionKind, Violation,
+    TransitionKind, Violation, needs_restart,
 };
 pub use error::ShardError;
 pub use job::{JobRecord, Reason};

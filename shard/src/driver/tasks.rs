@@ -53,11 +53,7 @@ pub(super) fn build_core(
         journal: true,
         ..CoreOptions::default()
     };
-    let core = if restored.is_empty() {
-        ShardCore::new(assignment, core_options)?
-    } else {
-        ShardCore::restored(assignment, core_options, core_task::now_ms(), &restored)?.0
-    };
+    let core = ShardCore::start(assignment, core_options, core_task::now_ms(), &restored)?;
     tracing::info!(
         generator_id = assignment.generator_id,
         owned = core.owned().len(),

@@ -33,7 +33,7 @@ mod tests;
 
 use shardsched_resource::encode_hostlist;
 use shardsched_wire::msg::client_coord::QueueSpec;
-use shardsched_wire::msg::{MoveId, QueueConfig, Refusal, RefusalCode};
+use shardsched_wire::msg::{MoveId, QueueConfig, Refusal, RefusalCode, coord_shard};
 
 use super::{ConnId, Core, CoreError, QueueCommand};
 use crate::config::{self, Config, QueueDef};
@@ -67,7 +67,22 @@ pub struct RestartCommand {
     pub config: QueueConfig,
 }
 
+impl RestartCommand {
+    /// The command itself: `Reconfigure` with the queue's new configuration.
+    pub fn request(&self) -> coord_shard::Request {
+        coord_shard::Request::Reconfigure(Box::new(self.config.clone()))
+    }
+}
+
 impl Core {
+    /// `queue add` as an admin asks it: the spec checked against the configuration
+    /// ([`queue_table::queue_def`]), then [`Core::add_queue`].
+    pub fn add_queue_spec(&mut self, spec: &QueueSpec) -> Result<Reconfig, Refusal> {
+        let def = queue_table::queue_def(&self.config, None, spec)
+            .map_err(|e| invalid(format!("queue {}: {e}", spec.name)))?;
+        self.add_queue(def)
+    }
+
     /// Adds a queue (`queue add`). Refused when the name is taken or a value breaks a
     /// configuration rule. Its definition may overlap other queues' (started or not): it
     /// owns the nodes of its definition that no queue owns.

@@ -17,6 +17,7 @@
 //! last id issued. Nothing restored is journaled again (it is on disk already); what the
 //! restore changes (a pending job the queue now denies) is.
 
+use shardsched_failpoint::mutant::{self, Mutant};
 use shardsched_qmanager::{JobRequest, JobView};
 use shardsched_wire::Fluid;
 use shardsched_wire::msg::shard_coord::Assignment;
@@ -50,7 +51,13 @@ impl ShardCore {
             }
             self.outbox.journaled_last_id = self.ids.last;
         }
-        std::mem::take(&mut self.outbox.journal)
+        let records = std::mem::take(&mut self.outbox.journal);
+        if mutant::active(Mutant::AckBeforeJournal) {
+            // The batch's records are handed out with the next batch's: its answers leave
+            // before they are durable.
+            return std::mem::replace(&mut self.outbox.deferred, records);
+        }
+        records
     }
 
     /// The end of job `id` was just journaled with the queue manager's word for it
