@@ -87,10 +87,6 @@ pub const SUPERVISOR_POLL_INTERVAL: Duration = Duration::from_millis(200);
 /// core task waits when it is full.
 pub const EXEC_QUEUE_CAPACITY: usize = 4096;
 
-/// The `exec` executor: the largest launch, status or pid file read from a job directory
-/// (they are a few hundred bytes; anything larger is not ours).
-pub const EXEC_FILE_BYTES_MAX: u64 = 1 << 20;
-
 /// How far an incoming node's hold is pushed, ms, when its donor's expected free time has
 /// passed and the `Acquire` has not come yet: reservations on it move this much later at a
 /// time (short, so a job waiting for it starts soon after the hand-over).

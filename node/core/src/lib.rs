@@ -51,6 +51,7 @@
 
 mod core;
 mod lease;
+pub mod pmi;
 mod refused;
 
 pub use crate::core::{Action, AgentCore, Recovered};

@@ -37,7 +37,6 @@
 //! variables of [`env`](mod@env) (docs/EXEC.md).
 
 pub mod env;
-pub mod files;
 pub mod launch;
 pub mod rset;
 pub mod supervisor;
@@ -45,6 +44,10 @@ pub mod supervisor;
 use std::path::{Path, PathBuf};
 
 use shardsched_proto::msg::JobId;
+
+/// The file and process helpers (atomic writes, bounded reads, liveness), shared with the
+/// node agent.
+pub use shardsched_process::files;
 
 pub use launch::{LaunchSpec, RunningOrEnded, launch, recover, remove_job_dirs, request_kill};
 pub use supervisor::supervise;
@@ -105,6 +108,17 @@ pub enum ExecError {
         /// Why.
         message: String,
     },
+}
+
+impl From<shardsched_process::FileError> for ExecError {
+    fn from(e: shardsched_process::FileError) -> ExecError {
+        match e {
+            shardsched_process::FileError::Io { path, source } => ExecError::Io { path, source },
+            shardsched_process::FileError::BadFile { path, message } => {
+                ExecError::BadFile { path, message }
+            }
+        }
+    }
 }
 
 impl ExecError {
