@@ -78,6 +78,7 @@ pub mod error;
 pub mod frame;
 pub mod identity;
 pub mod rpc;
+pub mod sign;
 pub mod signal;
 pub mod state_dir;
 pub mod text;
