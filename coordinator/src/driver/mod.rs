@@ -298,6 +298,13 @@ async fn connection(shared: Arc<Shared>, incoming: quinn::Incoming, _permit: Own
     match session.peer().role {
         Role::Shard => handlers::shard_connection(shared, session).await,
         Role::User | Role::Admin => handlers::client_connection(shared, session).await,
+        Role::Node => {
+            // Node agents register once the coordinator tracks them (issue 15, step 3).
+            tracing::info!(%remote, peer = %session.peer(), "node agents are not served yet");
+            session
+                .connection()
+                .close(CloseCode::Done.varint(), b"node agents not served yet");
+        }
         Role::Coordinator => {
             tracing::warn!(%remote, peer = %session.peer(), "refusing a coordinator certificate as a client");
             session.connection().close(

@@ -16,7 +16,12 @@ use crate::refused::Refused;
 pub enum Action {
     /// Start the job's supervisor on this node with this launch (signature, user, cgroup,
     /// prolog: the driver's checks; a failure comes back as an end).
-    Spawn(Box<NodeLaunch>),
+    Spawn {
+        /// The queue whose shard launched it.
+        queue: String,
+        /// The launch.
+        launch: Box<NodeLaunch>,
+    },
     /// Stop the job's processes (SIGTERM, grace, SIGKILL); the end comes back through
     /// [`AgentCore::handle_ended`] once every process is gone.
     Kill {
@@ -128,6 +133,12 @@ impl AgentCore {
     /// The owner known, if any.
     pub fn owner(&self) -> Option<&NodeOwner> {
         self.owner.as_ref()
+    }
+
+    /// The coordinator's heartbeat timeout (from its registration answer): the lease is
+    /// half of it.
+    pub fn set_heartbeat_timeout(&mut self, heartbeat_timeout_ms: u64) {
+        self.lease_ms = heartbeat_timeout_ms / 2;
     }
 
     /// The lease, ms (half the heartbeat timeout).
@@ -252,7 +263,10 @@ impl AgentCore {
                 seen: false,
             },
         );
-        self.actions.push_back(Action::Spawn(launch));
+        self.actions.push_back(Action::Spawn {
+            queue: from.to_owned(),
+            launch,
+        });
     }
 
     /// Makes room by dropping the oldest ended job its shard has seen; false if none.

@@ -49,7 +49,7 @@ fn only_the_owner_at_its_generation_launches() {
         .expect("launch");
     let actions = core.take_actions();
     assert!(
-        matches!(&actions[..], [Action::Spawn(l)] if l.job == job(1)),
+        matches!(&actions[..], [Action::Spawn { launch: l, .. }] if l.job == job(1)),
         "{actions:?}"
     );
     // A repeated launch of a live job starts nothing more.
@@ -233,7 +233,7 @@ fn a_requeued_job_runs_again_once_it_ended_here() {
     core.take_actions();
     core.handle_launch(2, "alpha", launch("node3", job(1), 1))
         .expect("again");
-    assert!(matches!(&core.take_actions()[..], [Action::Spawn(_)]));
+    assert!(matches!(&core.take_actions()[..], [Action::Spawn { .. }]));
     assert_eq!(core.job(job(1)), Some(&JobOnNode::Launching));
 }
 

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use rustix::process::{Pid, Signal, kill_process};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use shardsched_proto::msg::JobId;
 
 use super::env::{JobFacts, job_variables};
@@ -81,43 +80,18 @@ impl Prepared {
         };
         let jobspec = shardsched_jobspec::parse_json(&job.jobspec_json)
             .map_err(|e| fail(format!("jobspec: {e}")))?;
-        let command = jobspec
-            .tasks
-            .first()
-            .map(|t| t.command.clone())
-            .filter(|c| !c.is_empty())
-            .ok_or_else(|| fail("the jobspec's tasks[0].command is empty".to_owned()))?;
+        let run = shardsched_jobspec::Execution::of(&jobspec).map_err(fail)?;
         let r_json = job
             .r_json
             .as_deref()
             .ok_or_else(|| fail("the job has no R (it was not allocated)".to_owned()))?;
         let r = RSummary::parse(r_json).map_err(fail)?;
         let dir = job_dir(jobs_dir, job.id);
-        let system = &jobspec.attributes.system_other;
-        let cwd = match system.get("cwd") {
-            None => dir.clone(),
-            Some(Value::String(cwd)) => PathBuf::from(cwd),
-            Some(_) => return Err(fail("attributes.system.cwd is not a string".to_owned())),
-        };
-        let mut env = Vec::new();
-        match system.get("environment") {
-            None => {}
-            Some(Value::Object(vars)) => {
-                for (name, value) in vars {
-                    let Value::String(value) = value else {
-                        return Err(fail(format!(
-                            "attributes.system.environment.{name} is not a string"
-                        )));
-                    };
-                    env.push((name.clone(), value.clone()));
-                }
-            }
-            Some(_) => {
-                return Err(fail(
-                    "attributes.system.environment is not an object".to_owned(),
-                ));
-            }
-        }
+        let (command, cwd, mut env) = (
+            run.command,
+            run.cwd.unwrap_or_else(|| dir.clone()),
+            run.environment,
+        );
         let r_path = dir.join(R_FILE);
         env.extend(job_variables(&JobFacts {
             id: job.id,
