@@ -292,17 +292,7 @@ fn set_aside(dir: &Path) -> Result<(), String> {
             "an earlier run's supervisor (pid {pid}) still runs"
         ));
     }
-    let name = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    for run in 1u32.. {
-        let aside = dir.with_file_name(format!("{name}.run-{run}"));
-        if !aside.exists() {
-            return fs::rename(dir, &aside).map_err(|e| e.to_string());
-        }
-    }
-    Ok(())
+    shardsched_process::files::set_aside(dir).map_err(|e| e.to_string())
 }
 
 /// The job's directory, owned by its user, mode 0700 (its plan holds its environment).

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use shardsched_node_core::pmi::{PmiNode, PmiOutput};
 use shardsched_process::FileError;
-use shardsched_process::files::{group_alive, read_json, read_small, write_atomic};
+use shardsched_process::files::{group_alive, kill_reason, read_json, write_atomic};
 use shardsched_proto::msg::agent::{EndCause, JobEnd};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::OwnedWriteHalf;
@@ -420,12 +420,5 @@ async fn until(deadline: Option<Instant>) {
 }
 
 fn cancel_reason(dir: &Path) -> Option<String> {
-    match read_small(&dir.join(CANCEL_FILE)) {
-        Ok(Some(text)) => Some(match text.trim() {
-            "" => "cancelled".to_owned(),
-            why => why.to_owned(),
-        }),
-        Ok(None) => None,
-        Err(e) => Some(format!("cancelled ({e})")),
-    }
+    kill_reason(&dir.join(CANCEL_FILE))
 }

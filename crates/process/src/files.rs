@@ -160,6 +160,36 @@ fn stat_fields(stat: &str) -> Option<(char, u32)> {
     Some((state, pgrp))
 }
 
+/// The reason in a kill request file (a job directory's `cancel`), if there is one: its
+/// text, `cancelled` when empty, or the error that kept it from being read.
+pub fn kill_reason(path: &Path) -> Option<String> {
+    match read_small(path) {
+        Ok(Some(text)) => Some(match text.trim() {
+            "" => "cancelled".to_owned(),
+            why => why.to_owned(),
+        }),
+        Ok(None) => None,
+        Err(e) => Some(format!("cancelled ({e})")),
+    }
+}
+
+/// Moves an earlier run's job directory aside as `DIR.run-N`, the first free N (a
+/// requeued job runs again in a fresh directory). The caller has checked that nothing of
+/// that run still runs.
+pub fn set_aside(dir: &Path) -> Result<(), FileError> {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    for run in 1u32.. {
+        let aside = dir.with_file_name(format!("{name}.run-{run}"));
+        if !aside.exists() {
+            return fs::rename(dir, &aside).map_err(|e| FileError::io(&aside, e));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

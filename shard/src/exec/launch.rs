@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use shardsched_proto::msg::JobId;
 
 use super::env::{JobFacts, job_variables};
-use super::files::{process_alive, read_json, read_pid, write_atomic};
+use super::files::{self, process_alive, read_json, read_pid, write_atomic};
 use super::rset::RSummary;
 use super::{
     CANCEL_FILE, EndCause, ExecError, JOBS_DIR, JobEnd, LAUNCH_FILE, PID_FILE, R_FILE, STATUS_FILE,
@@ -159,17 +159,7 @@ fn set_aside(dir: &Path) -> Result<(), ExecError> {
             message: format!("an earlier run's supervisor (pid {pid}) is still running"),
         });
     }
-    let name = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    for run in 1u32.. {
-        let aside = dir.with_file_name(format!("{name}.run-{run}"));
-        if !aside.exists() {
-            return fs::rename(dir, &aside).map_err(|e| ExecError::io(&aside, e));
-        }
-    }
-    Ok(())
+    Ok(files::set_aside(dir)?)
 }
 
 /// Removes the directory of job `id` under `jobs_dir` and those of its earlier runs

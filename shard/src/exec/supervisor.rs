@@ -26,7 +26,7 @@ use tokio::process::{Child, Command};
 use tokio::signal::unix::{Signal as SignalStream, SignalKind, signal};
 use tokio::time::Instant;
 
-use super::files::{group_alive, read_json, read_small, write_atomic};
+use super::files::{group_alive, kill_reason, read_json, write_atomic};
 use super::{
     CANCEL_FILE, EndCause, ExecError, JobEnd, LAUNCH_FILE, LaunchSpec, PID_FILE, STATUS_FILE,
     STDERR_FILE, STDOUT_FILE,
@@ -198,14 +198,7 @@ async fn until(deadline: Option<Instant>) {
 
 /// The reason in the shard's cancel file, if there is one.
 fn cancel_reason(dir: &Path) -> Option<String> {
-    match read_small(&dir.join(CANCEL_FILE)) {
-        Ok(Some(text)) => Some(match text.trim() {
-            "" => "cancelled".to_owned(),
-            why => why.to_owned(),
-        }),
-        Ok(None) => None,
-        Err(e) => Some(format!("cancelled ({e})")),
-    }
+    kill_reason(&dir.join(CANCEL_FILE))
 }
 
 /// SIGTERM to the group, then up to `grace` for the command and every other process of
