@@ -66,7 +66,7 @@ mod tests {
     fn command_cwd_and_environment_are_read_and_bad_ones_named() {
         let text = r#"{"version":1,"resources":[{"type":"slot","count":1,"label":"task",
             "with":[{"type":"core","count":1}]}],"tasks":[{"command":["env"],"slot":"task",
-            "count":{"per_slot":1}}],"attributes":{"system":{"cwd":"/tmp",
+            "count":{"per_slot":1}}],"attributes":{"system":{"duration":60,"cwd":"/tmp",
             "environment":{"A":"1"}}}}"#;
         let jobspec = crate::parse_json(text).expect("jobspec");
         let run = Execution::of(&jobspec).expect("execution");
