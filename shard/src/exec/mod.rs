@@ -43,42 +43,16 @@ pub mod supervisor;
 
 use std::path::{Path, PathBuf};
 
-use shardsched_proto::msg::JobId;
-
 /// The file and process helpers (atomic writes, bounded reads, liveness), shared with the
 /// node agent.
 pub use shardsched_process::files;
 
 pub use launch::{LaunchSpec, RunningOrEnded, launch, recover, remove_job_dirs, request_kill};
+pub use shardsched_shard_core::exec::{
+    CANCEL_FILE, EndCause, JOBS_DIR, JobEnd, LAUNCH_FILE, PID_FILE, R_FILE, STATUS_FILE,
+    STDERR_FILE, STDOUT_FILE, SUPERVISOR_LOG, job_dir,
+};
 pub use supervisor::supervise;
-
-/// The directory under a shard's state directory that holds one directory per exec job.
-pub const JOBS_DIR: &str = "jobs";
-/// The launch description the shard writes for the supervisor.
-pub const LAUNCH_FILE: &str = "launch.json";
-/// The job's R.
-pub const R_FILE: &str = "R.json";
-/// The supervisor's pid.
-pub const PID_FILE: &str = "supervisor.pid";
-/// The job's standard output.
-pub const STDOUT_FILE: &str = "stdout";
-/// The job's standard error.
-pub const STDERR_FILE: &str = "stderr";
-/// A kill request from the shard (its text is the reason).
-pub const CANCEL_FILE: &str = "cancel";
-/// How the job ended, written by the supervisor.
-pub const STATUS_FILE: &str = "status";
-/// The supervisor's own messages.
-pub const SUPERVISOR_LOG: &str = "supervisor.log";
-
-/// The directory of job `id` under the shard's jobs directory (`<state-dir>/jobs`).
-pub fn job_dir(jobs_dir: &Path, id: JobId) -> PathBuf {
-    jobs_dir.join(id.to_string())
-}
-
-/// How a job ended (the supervisor's `status` file): the wire's types, shared with node
-/// agents, which report the same.
-pub use shardsched_proto::msg::agent::{EndCause, JobEnd};
 
 /// Something went wrong launching, watching or supervising a job.
 #[derive(Debug, thiserror::Error)]

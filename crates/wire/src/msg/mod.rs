@@ -32,7 +32,9 @@ pub mod coord_shard;
 pub mod hello;
 pub mod node_coord;
 pub mod node_node;
+pub mod policy;
 pub mod shard_coord;
 pub mod shard_node;
 
 pub use common::*;
+pub use policy::{MatchPolicy, QueuePolicy};

@@ -1,0 +1,35 @@
+//! The `exec` executor's vocabulary, shared by the core and the driver: the layout of a job
+//! directory and how a job's processes ended ([`JobEnd`]). The core turns a [`JobEnd`] into
+//! the job's end; the driver (`shardsched_shard::exec`) writes and reads the files.
+
+use std::path::{Path, PathBuf};
+
+use shardsched_wire::msg::JobId;
+
+/// The directory under a shard's state directory that holds one directory per exec job.
+pub const JOBS_DIR: &str = "jobs";
+/// The launch description the shard writes for the supervisor.
+pub const LAUNCH_FILE: &str = "launch.json";
+/// The job's R.
+pub const R_FILE: &str = "R.json";
+/// The supervisor's pid.
+pub const PID_FILE: &str = "supervisor.pid";
+/// The job's standard output.
+pub const STDOUT_FILE: &str = "stdout";
+/// The job's standard error.
+pub const STDERR_FILE: &str = "stderr";
+/// A kill request from the shard (its text is the reason).
+pub const CANCEL_FILE: &str = "cancel";
+/// How the job ended, written by the supervisor.
+pub const STATUS_FILE: &str = "status";
+/// The supervisor's own messages.
+pub const SUPERVISOR_LOG: &str = "supervisor.log";
+
+/// The directory of job `id` under the shard's jobs directory (`<state-dir>/jobs`).
+pub fn job_dir(jobs_dir: &Path, id: JobId) -> PathBuf {
+    jobs_dir.join(id.to_string())
+}
+
+/// How a job ended (the supervisor's `status` file): the wire's types, shared with node
+/// agents, which report the same.
+pub use shardsched_wire::msg::agent::{EndCause, JobEnd};
