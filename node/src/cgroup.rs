@@ -70,7 +70,17 @@ impl Hierarchy {
         fs::create_dir_all(&root).ok()?;
         for (name, dir) in &v1 {
             if fs::create_dir_all(dir).is_ok() && name == "cpuset" {
-                inherit_cpuset(dir);
+                // Every level made here needs its cpus and mems, or nothing below it can
+                // hold a process (ENOSPC): the top one first.
+                let mount = base.join(name);
+                let mut levels: Vec<&Path> = dir
+                    .ancestors()
+                    .take_while(|d| d.starts_with(&mount) && *d != mount)
+                    .collect();
+                levels.reverse();
+                for level in levels {
+                    inherit_cpuset(level);
+                }
             }
         }
         Some(Hierarchy { root, v1 })

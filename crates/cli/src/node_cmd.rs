@@ -53,6 +53,9 @@ pub struct NodeArgs {
     /// Allow jobs to run as root (uid 0).
     #[arg(long)]
     pub allow_root: bool,
+    /// Set by `up`: hold this file locked (shared) while running (`up::lock`).
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub up_lock: Option<PathBuf>,
 }
 
 /// Flags of `shardsched node-supervise`.
@@ -65,6 +68,11 @@ pub struct NodeSuperviseArgs {
 
 /// `shardsched node`.
 pub fn main(args: &NodeArgs) -> Result<()> {
+    let _up_lock = args
+        .up_lock
+        .as_deref()
+        .map(crate::up::lock::hold_shared)
+        .transpose()?;
     shardsched_shard::init_logging();
     let creds = load_credentials(&args.state_dir).map_err(|e| anyhow!(e))?;
     let as_root = nix::unistd::Uid::effective().is_root();
@@ -102,8 +110,9 @@ pub fn main(args: &NodeArgs) -> Result<()> {
             epilog: args.epilog.clone(),
         },
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // One thread: an agent carries a few messages a second; a cluster of them on one
+    // machine (`up --agents`) should not cost a thread pool each.
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the runtime")?;

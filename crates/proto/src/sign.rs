@@ -22,7 +22,7 @@ use ring::signature::{
 use rustls::server::WebPkiClientVerifier;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
-use shardsched_wire::msg::agent::{SignedJobspec, signed_bytes};
+use shardsched_wire::msg::agent::{JobSignature, SignedJobspec, signed_bytes};
 
 use crate::identity::{Peer, Role, peer_of_certificate};
 use crate::tls::Credentials;
@@ -48,27 +48,54 @@ pub enum SignError {
     BadSignature,
 }
 
+/// The signing half of a user's or an admin's credentials: its key pair, parsed once, and
+/// its certificate. A client makes one and signs every jobspec it submits.
+#[derive(Debug)]
+pub struct JobSigner {
+    pair: EcdsaKeyPair,
+    cert_pem: String,
+    rng: SystemRandom,
+}
+
+impl JobSigner {
+    /// The signer of `creds` (its key must be an ECDSA P-256 PKCS#8 key, as the cluster
+    /// CA issues them).
+    pub fn new(creds: &Credentials) -> Result<JobSigner, SignError> {
+        let (_, _, key) = creds.parts();
+        let PrivateKeyDer::Pkcs8(pkcs8) = key else {
+            return Err(SignError::Sign("the key is not PKCS#8".to_owned()));
+        };
+        let rng = SystemRandom::new();
+        let pair = EcdsaKeyPair::from_pkcs8(
+            &ECDSA_P256_SHA256_ASN1_SIGNING,
+            pkcs8.secret_pkcs8_der(),
+            &rng,
+        )
+        .map_err(|e| SignError::Sign(e.to_string()))?;
+        Ok(JobSigner {
+            pair,
+            cert_pem: creds.cert_pem().to_owned(),
+            rng,
+        })
+    }
+
+    /// The signature of `jobspec_json`.
+    pub fn sign(&self, jobspec_json: &str) -> Result<JobSignature, SignError> {
+        let signature = self
+            .pair
+            .sign(&self.rng, &signed_bytes(jobspec_json))
+            .map_err(|e| SignError::Sign(e.to_string()))?;
+        Ok(JobSignature {
+            cert_pem: self.cert_pem.clone(),
+            signature: signature.as_ref().to_vec(),
+        })
+    }
+}
+
 /// Signs `jobspec_json` with the private key of `creds` (a user's or an admin's).
 pub fn sign_jobspec(creds: &Credentials, jobspec_json: &str) -> Result<SignedJobspec, SignError> {
-    let (_, _, key) = creds.parts();
-    let PrivateKeyDer::Pkcs8(pkcs8) = key else {
-        return Err(SignError::Sign("the key is not PKCS#8".to_owned()));
-    };
-    let rng = SystemRandom::new();
-    let pair = EcdsaKeyPair::from_pkcs8(
-        &ECDSA_P256_SHA256_ASN1_SIGNING,
-        pkcs8.secret_pkcs8_der(),
-        &rng,
-    )
-    .map_err(|e| SignError::Sign(e.to_string()))?;
-    let signature = pair
-        .sign(&rng, &signed_bytes(jobspec_json))
-        .map_err(|e| SignError::Sign(e.to_string()))?;
-    Ok(SignedJobspec {
-        jobspec_json: jobspec_json.to_owned(),
-        cert_pem: creds.cert_pem().to_owned(),
-        signature: signature.as_ref().to_vec(),
-    })
+    let signature = JobSigner::new(creds)?.sign(jobspec_json)?;
+    Ok(SignedJobspec::new(jobspec_json, &signature))
 }
 
 /// Checks a signed jobspec against the cluster CA of `creds`; returns the signer (a user or

@@ -188,7 +188,7 @@ impl Op {
 impl Peer {
     /// A peer, checking the name.
     pub fn new(role: Role, name: &str) -> Result<Self, IdentityError> {
-        check_name(name)?;
+        check_name_for(role, name)?;
         Ok(Peer {
             role,
             name: name.to_owned(),
@@ -254,6 +254,20 @@ pub fn check_name(name: &str) -> Result<(), IdentityError> {
     }
 }
 
+/// Checks a certificate name for `role`. Users' and admins' names are POSIX user names
+/// (a node agent runs their jobs as the user the certificate names, exactly): they may also
+/// hold `.` (`john.doe`), never as the first byte. The roles that serve (coordinator,
+/// shard, node) keep [`check_name`]'s rule, their names being DNS labels.
+pub fn check_name_for(role: Role, name: &str) -> Result<(), IdentityError> {
+    match role {
+        Role::User | Role::Admin => {
+            let dotless = name.replace('.', "_");
+            check_name(&dotless).map_err(|_| IdentityError::BadUserName(name.to_owned()))
+        }
+        Role::Coordinator | Role::Shard | Role::Node => check_name(name),
+    }
+}
+
 /// The TLS server name of a serving peer: `<name>.<role>.shardsched.internal`, lowercase.
 pub fn server_name(role: Role, name: &str) -> String {
     format!("{}.{role}.{SERVER_NAME_SUFFIX}", name.to_ascii_lowercase())
@@ -279,6 +293,13 @@ mod tests {
             assert!(Peer::from_uri(bad).is_err(), "{bad}");
         }
         assert!(check_name(&"a".repeat(NAME_BYTES_MAX)).is_ok());
+        assert!(Peer::new(Role::User, "john.doe").is_ok());
+        assert!(Peer::from_uri("shardsched://user/john.doe").is_ok());
+        assert!(Peer::new(Role::User, ".hidden").is_err());
+        assert!(
+            Peer::new(Role::Shard, "a.b").is_err(),
+            "a shard's name is a DNS label"
+        );
         assert!(check_name(&"a".repeat(NAME_BYTES_MAX + 1)).is_err());
     }
 

@@ -75,6 +75,12 @@ pub enum IdentityError {
         "name {0:?} is invalid (1 to 63 letters, digits, '-' or '_', starting with a letter or digit)"
     )]
     BadName(String),
+    /// A user's or an admin's name is not a POSIX user name.
+    #[error(
+        "user name {0:?} is invalid (1 to 63 letters, digits, '.', '-' or '_', starting with a \
+         letter or digit)"
+    )]
+    BadUserName(String),
     /// The certificate could not be parsed.
     #[error("unreadable certificate: {0}")]
     BadCertificate(String),

@@ -442,6 +442,7 @@ impl AgentCore {
         AgentReport {
             node: self.node.clone(),
             owner: self.owner.clone(),
+            lease_ms: self.lease_ms,
             jobs: self
                 .jobs
                 .iter()

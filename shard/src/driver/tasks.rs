@@ -28,6 +28,8 @@ pub(super) struct Tasks {
     pub(super) status: watch::Receiver<Option<ShardStatus>>,
     /// `Released` reports waiting for the coordinator.
     pub(super) released: released::ReleasedQueue,
+    /// The registration connection to the coordinator, for the agents executor's questions.
+    pub(super) coordinator: watch::Sender<Option<shardsched_proto::Session>>,
     core_task: JoinHandle<Result<(), DriverError>>,
     /// `false` once the core task has ended (and been joined).
     core_running: bool,
@@ -48,6 +50,7 @@ pub(super) fn build_core(
             Executor::Exec(_) => CoreExecutor::Exec {
                 jobs_dir: exec_task::jobs_dir(&options.state_dir),
             },
+            Executor::Agents(_) => CoreExecutor::Agents,
         },
         retention_ms: u64::try_from(options.retention.as_millis()).unwrap_or(u64::MAX),
         journal: true,
@@ -87,8 +90,21 @@ impl Tasks {
         let snapshot = Arc::new(ArcSwap::from_pointee(core.snapshot()));
         let (commands, queue) = mpsc::channel(COMMAND_QUEUE_CAPACITY);
         let (status_tx, status) = watch::channel(None);
+        let (coordinator, coordinator_rx) = watch::channel(None);
         let exec = match &options.executor {
             Executor::Sim => None,
+            Executor::Agents(agents_options) => {
+                let (exec_tx, exec_rx) = mpsc::channel(EXEC_QUEUE_CAPACITY);
+                tokio::spawn(crate::agents::task::run(
+                    options.queue.clone(),
+                    agents_options.clone(),
+                    endpoint.clone(),
+                    coordinator_rx,
+                    exec_rx,
+                    commands.clone(),
+                ));
+                Some(exec_tx)
+            }
             Executor::Exec(exec_options) => {
                 let (exec_tx, exec_rx) = mpsc::channel(EXEC_QUEUE_CAPACITY);
                 tokio::spawn(exec_task::run(
@@ -119,6 +135,7 @@ impl Tasks {
             Arc::clone(&snapshot),
         ));
         Ok(Tasks {
+            coordinator,
             commands,
             snapshot,
             status,

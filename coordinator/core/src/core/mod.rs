@@ -22,6 +22,7 @@
 //! [`Core::routes`].
 
 mod admin;
+mod agents;
 mod invariants;
 mod moving;
 #[cfg(test)]
@@ -45,6 +46,7 @@ use crate::records::Durable;
 
 pub use crate::moves::NodeFlag;
 pub use admin::{FlagPlan, JournalWrite};
+pub use agents::{AgentCommand, UNREACHABLE_REASON};
 pub use moving::MoveCommand;
 pub use reconfig::{Reconfig, RestartCommand};
 pub use registry::{RegisterError, ShardLink};
@@ -77,6 +79,8 @@ pub struct Core {
     /// Queue and move records changed since the last journal write (nodes: the node
     /// table's own list; see [`admin`]).
     dirty: admin::Dirty,
+    /// Observation: the node agents that registered, and `Owner` messages for them.
+    agents: agents::Agents,
 }
 
 /// A queue's run-time state.
@@ -195,6 +199,7 @@ impl Core {
             moves,
             move_pending: None,
             dirty: admin::Dirty::default(),
+            agents: agents::Agents::default(),
         };
         core.debug_check();
         let durable = core.durable_state();

@@ -58,6 +58,51 @@ pub struct SignedJobspec {
     pub signature: Vec<u8>,
 }
 
+/// A submit's signature of its jobspec: what the shard keeps with the job (journaled) and
+/// relays, with the jobspec, in every launch ([`SignedJobspec`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobSignature {
+    /// The submitting user's certificate (PEM), at most
+    /// [`CERT_PEM_BYTES_MAX`](crate::limits::CERT_PEM_BYTES_MAX) bytes.
+    pub cert_pem: String,
+    /// ECDSA P-256 SHA-256 signature (ASN.1 DER) of [`signed_bytes`] of the jobspec, at
+    /// most [`SIGNATURE_BYTES_MAX`](crate::limits::SIGNATURE_BYTES_MAX) bytes.
+    pub signature: Vec<u8>,
+}
+
+impl JobSignature {
+    /// Its bounds.
+    pub fn check(&self) -> Result<(), Refusal> {
+        bounds::text("the certificate", &self.cert_pem, CERT_PEM_BYTES_MAX)?;
+        if self.signature.len() > SIGNATURE_BYTES_MAX {
+            return Err(invalid(format!(
+                "the signature is {} bytes, more than the {SIGNATURE_BYTES_MAX}-byte limit",
+                self.signature.len()
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl SignedJobspec {
+    /// `jobspec_json` with its signature.
+    pub fn new(jobspec_json: &str, signature: &JobSignature) -> SignedJobspec {
+        SignedJobspec {
+            jobspec_json: jobspec_json.to_owned(),
+            cert_pem: signature.cert_pem.clone(),
+            signature: signature.signature.clone(),
+        }
+    }
+
+    /// Its signature alone.
+    pub fn signature(&self) -> JobSignature {
+        JobSignature {
+            cert_pem: self.cert_pem.clone(),
+            signature: self.signature.clone(),
+        }
+    }
+}
+
 /// The bytes a jobspec signature covers: a fixed label, then the jobspec text. The label
 /// keeps a signature over a jobspec from being valid for anything else signed by the same
 /// key.
@@ -124,13 +169,7 @@ impl NodeLaunch {
     /// The bounds of a launch, checked by the agent before anything else.
     pub fn check(&self) -> Result<(), Refusal> {
         bounds::text("the jobspec", &self.signed.jobspec_json, JOBSPEC_BYTES_MAX)?;
-        bounds::text("the certificate", &self.signed.cert_pem, CERT_PEM_BYTES_MAX)?;
-        if self.signed.signature.len() > SIGNATURE_BYTES_MAX {
-            return Err(invalid(format!(
-                "the signature is {} bytes, more than the {SIGNATURE_BYTES_MAX}-byte limit",
-                self.signed.signature.len()
-            )));
-        }
+        self.signed.signature().check()?;
         bounds::text("the R", &self.r_json, R_BYTES_MAX)?;
         if self.nodes.is_empty() || self.nodes.len() > JOB_NODES_MAX {
             return Err(invalid(format!(
@@ -330,6 +369,10 @@ pub struct AgentReport {
     pub node: String,
     /// The owner it knows, if any.
     pub owner: Option<NodeOwner>,
+    /// Its lease, ms (half the coordinator's heartbeat timeout): a shard renews well
+    /// within it, and takes the tasks of an agent it has not heard from for this plus the
+    /// kill grace as killed.
+    pub lease_ms: u64,
     /// Its jobs (running, stopping, or ended and not yet acknowledged), by job id; at most
     /// [`AGENT_JOBS_MAX`](crate::limits::AGENT_JOBS_MAX).
     pub jobs: Vec<JobReport>,

@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::agent::JobSignature;
 use super::common::{JobId, JobInfo, JobList, JobsQuery, Refusal, RefusalCode};
 use crate::identity::Op;
 use crate::limits::{IDEMPOTENCY_KEY_BYTES, IDS_PER_REQUEST_MAX, JOBSPEC_BYTES_MAX};
@@ -40,6 +41,10 @@ pub struct Submit {
     pub jobspec_json: String,
     /// Priority within the queue (higher first); the queue's default when absent.
     pub priority: Option<u32>,
+    /// The submitter's signature of `jobspec_json`: node agents run the job as the
+    /// signer only with it (docs/EXEC.md). Clients always sign; a shard that runs jobs
+    /// through agents refuses a submit without one.
+    pub signature: Option<JobSignature>,
 }
 
 /// A client-chosen key that makes a retried submit safe.
@@ -117,6 +122,10 @@ impl Rpc for Request {
                     s.jobspec_json.len()
                 ),
             )),
+            Request::Submit(Submit {
+                signature: Some(signature),
+                ..
+            }) => signature.check(),
             Request::Jobs(query) => super::bounds::jobs_query(query),
             Request::Cancel { ids } if ids.len() > IDS_PER_REQUEST_MAX => Err(Refusal::new(
                 RefusalCode::Invalid,

@@ -164,7 +164,7 @@ impl ShardCore {
         // In exec mode, the expected end only: the job ends when its supervisor says so.
         let scale = match self.options.executor {
             CoreExecutor::Sim => self.options.time_scale,
-            CoreExecutor::Exec { .. } => 1.0,
+            CoreExecutor::Exec { .. } | CoreExecutor::Agents => 1.0,
         };
         let end = now_ms.saturating_add(sim_run_ms(alloc.duration, scale));
         if self.options.journal {

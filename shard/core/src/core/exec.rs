@@ -36,6 +36,10 @@ pub enum CoreExecutor {
         /// `<state-dir>/jobs`: where job directories are (shown in `job info`).
         jobs_dir: PathBuf,
     },
+    /// Really run on the nodes allocated, by their node agents, as the user who signed the
+    /// submit: like `Exec` for the core (launches, kills, ends come from the driver), and a
+    /// submit without a signature is refused. Output is read with `shardsched job output`.
+    Agents,
 }
 
 /// What the driver must do for the exec executor.
@@ -79,9 +83,9 @@ impl EndAs {
 }
 
 impl ShardCore {
-    /// Whether jobs really run (the exec executor).
+    /// Whether jobs really run (the exec executor, or node agents).
     pub fn is_exec(&self) -> bool {
-        matches!(self.options.executor, CoreExecutor::Exec { .. })
+        !matches!(self.options.executor, CoreExecutor::Sim)
     }
 
     /// The jobs running now (in exec mode: those whose processes the driver watches).
@@ -265,7 +269,7 @@ impl ShardCore {
     /// The `start` event's context: in exec mode, where the job's output goes.
     pub(super) fn start_context(&self, id: JobId) -> serde_json::Value {
         match &self.options.executor {
-            CoreExecutor::Sim => json!({}),
+            CoreExecutor::Sim | CoreExecutor::Agents => json!({}),
             CoreExecutor::Exec { jobs_dir } => exec_start_context(jobs_dir, id),
         }
     }

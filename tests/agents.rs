@@ -1,0 +1,126 @@
+//! `shardsched up --agents`: one node agent per node, each on a loopback address of its
+//! own; the shards launch every job on its nodes' agents, as the user who submitted it.
+//! The agents run as whoever runs the test (as root: jobs run as root, the admin
+//! certificate being named after root; otherwise as the test's user).
+
+mod harness;
+
+use std::path::PathBuf;
+
+use harness::{System, read_pid_file, with_alpha};
+
+/// Four nodes in alpha, four in beta; agents found silent after 4 s.
+fn config() -> String {
+    with_alpha(
+        "node[0-7]",
+        r#"
+[queues.beta]
+nodes = "node[4-7]"
+policy = "easy"
+default_duration = "60s"
+max_duration = "2h"
+
+[agents]
+heartbeat_timeout = "4s"
+"#,
+    )
+}
+
+/// A job's directory on a node.
+fn job_dir(sys: &System, node: &str, id: &str) -> PathBuf {
+    sys.layout().node_dir(node).join("jobs").join(id)
+}
+
+/// The first field of each line a task wrote (its output file on its node).
+fn task_output(sys: &System, node: &str, id: &str, rank: u32) -> Vec<String> {
+    let path = job_dir(sys, node, id).join(format!("task-{rank}.out"));
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The parent of process `pid`, from `/proc`.
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+#[test]
+fn a_four_node_job_runs_one_task_on_each_node_under_that_nodes_agent() {
+    let sys = System::start_with("agents-four", &config(), &["--agents"]);
+    // Each task says where it is, who it runs as, its pid's parent (its node's supervisor)
+    // and that one's parent (the agent, which started the supervisor).
+    let script = "echo $SHARDSCHED_NODE $SHARDSCHED_TASK_RANK $SHARDSCHED_NTASKS $(id -un) \
+                  $PPID $(cut -d' ' -f4 /proc/$PPID/stat); sleep 1";
+    let id = sys.submit(&["-N", "4", "-t", "1m", "--", "sh", "-c", script]);
+    let row = sys.wait_state(&id, "completed");
+    assert_eq!(row["nodes"], "node[0-3]");
+    let id_un = std::process::Command::new("id")
+        .arg("-un")
+        .output()
+        .unwrap();
+    let me = String::from_utf8_lossy(&id_un.stdout).trim().to_owned();
+    for (rank, node) in ["node0", "node1", "node2", "node3"].iter().enumerate() {
+        let words = task_output(&sys, node, &id, rank as u32);
+        assert_eq!(words[0], *node, "SHARDSCHED_NODE of rank {rank}: {words:?}");
+        assert_eq!(words[1], rank.to_string());
+        assert_eq!(words[2], "4", "SHARDSCHED_NTASKS");
+        assert_eq!(words[3], me, "the task runs as the submitting user");
+        let supervisor = read_pid_file(&job_dir(&sys, node, &id).join("supervisor.pid"));
+        assert_eq!(
+            words[4],
+            supervisor.to_string(),
+            "{node}'s task is its supervisor's child"
+        );
+        let agent = sys.child_pid(node);
+        assert_eq!(
+            words[5],
+            agent.to_string(),
+            "{node}'s supervisor was started by {node}'s agent"
+        );
+        assert_eq!(
+            parent_of(agent),
+            Some(sys.up_pid()),
+            "up supervises the agents"
+        );
+    }
+    // Each agent listens on its own loopback address, written to its state directory.
+    let mut addresses: Vec<String> = (0..8)
+        .map(|n| {
+            let file = sys.layout().node_dir(&format!("node{n}")).join("address");
+            std::fs::read_to_string(file).unwrap().trim().to_owned()
+        })
+        .collect();
+    assert!(
+        addresses.iter().all(|a| a.starts_with("127.0.1.")),
+        "{addresses:?}"
+    );
+    addresses.sort();
+    addresses.dedup();
+    assert_eq!(addresses.len(), 8);
+}
+
+#[test]
+fn a_jobs_exit_status_is_its_highest_tasks() {
+    let sys = System::start_with("agents-status", &config(), &["--agents"]);
+    let id = sys.submit(&[
+        "-N",
+        "2",
+        "-t",
+        "1m",
+        "--",
+        "sh",
+        "-c",
+        "exit $SHARDSCHED_TASK_RANK",
+    ]);
+    let row = sys.wait_state(&id, "failed");
+    let info = sys.ok(&["job", "info", &id]);
+    assert!(info.contains("exit code 1"), "{row:#}\n{info}");
+}
