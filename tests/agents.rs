@@ -65,7 +65,7 @@ fn a_four_node_job_runs_one_task_on_each_node_under_that_nodes_agent() {
     let id_un = std::process::Command::new("id")
         .arg("-un")
         .output()
-        .unwrap();
+        .expect("id -un");
     let me = String::from_utf8_lossy(&id_un.stdout).trim().to_owned();
     for (rank, node) in ["node0", "node1", "node2", "node3"].iter().enumerate() {
         let words = task_output(&sys, node, &id, rank as u32);
@@ -95,7 +95,10 @@ fn a_four_node_job_runs_one_task_on_each_node_under_that_nodes_agent() {
     let mut addresses: Vec<String> = (0..8)
         .map(|n| {
             let file = sys.layout().node_dir(&format!("node{n}")).join("address");
-            std::fs::read_to_string(file).unwrap().trim().to_owned()
+            std::fs::read_to_string(file)
+                .expect("address")
+                .trim()
+                .to_owned()
         })
         .collect();
     assert!(
