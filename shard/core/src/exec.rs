@@ -14,6 +14,10 @@ pub const LAUNCH_FILE: &str = "launch.json";
 pub const R_FILE: &str = "R.json";
 /// The supervisor's pid.
 pub const PID_FILE: &str = "supervisor.pid";
+/// The job's process group id (its command's pid), written by the supervisor as soon as
+/// the command runs: what lets the shard find and kill the job's processes when the
+/// supervisor is gone.
+pub const GROUP_FILE: &str = "group.pid";
 /// The job's standard output.
 pub const STDOUT_FILE: &str = "stdout";
 /// The job's standard error.

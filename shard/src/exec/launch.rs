@@ -6,16 +6,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use rustix::process::{Pid, Signal, kill_process};
+use rustix::process::{Pid, Signal, kill_process, kill_process_group};
 use serde::{Deserialize, Serialize};
 use shardsched_proto::msg::JobId;
 
 use super::env::{JobFacts, job_variables};
-use super::files::{self, process_alive, read_json, read_pid, write_atomic};
+use super::files::{self, group_alive, process_alive, read_json, read_pid, write_atomic};
 use super::rset::RSummary;
 use super::{
-    CANCEL_FILE, EndCause, ExecError, JOBS_DIR, JobEnd, LAUNCH_FILE, PID_FILE, R_FILE, STATUS_FILE,
-    SUPERVISOR_LOG, job_dir,
+    CANCEL_FILE, EndCause, ExecError, GROUP_FILE, JOBS_DIR, JobEnd, LAUNCH_FILE, PID_FILE, R_FILE,
+    STATUS_FILE, SUPERVISOR_LOG, job_dir,
 };
 use crate::job::JobRecord;
 
@@ -208,7 +208,10 @@ pub fn request_kill(dir: &Path, why: &str) -> Result<(), ExecError> {
 }
 
 /// Reads a job directory: the status if written, else whether its supervisor (from the pid
-/// file) still runs.
+/// file) still runs. A supervisor gone without a status (killed outright) leaves its job
+/// running while a process of the job's group lives: those are killed (SIGKILL), and the
+/// job is reported ended, as lost, only once none is left, so its resources are never
+/// given to another job while its processes still use them.
 pub fn observe(dir: &Path) -> Result<RunningOrEnded, ExecError> {
     if let Some(end) = read_json::<JobEnd>(&dir.join(STATUS_FILE))? {
         return Ok(RunningOrEnded::Ended(end));
@@ -223,10 +226,26 @@ pub fn observe(dir: &Path) -> Result<RunningOrEnded, ExecError> {
     if let Some(end) = read_json::<JobEnd>(&dir.join(STATUS_FILE))? {
         return Ok(RunningOrEnded::Ended(end));
     }
-    let note = match pid {
+    // Killed outright: its job's processes may live on. They are killed, and the job is
+    // taken as running (holding its resources) until none is left.
+    let group = read_pid(&dir.join(GROUP_FILE))?;
+    if let Some(pgid) = group
+        && group_alive(pgid)
+    {
+        if let Some(raw) = i32::try_from(pgid).ok().and_then(Pid::from_raw) {
+            let _ = kill_process_group(raw, Signal::KILL);
+        }
+        return Ok(RunningOrEnded::Running {
+            pid: pid.unwrap_or(pgid),
+        });
+    }
+    let mut note = match pid {
         Some(pid) => format!("its supervisor (pid {pid}) is gone without writing a status"),
         None => "its supervisor never started (no supervisor.pid)".to_owned(),
     };
+    if group.is_some() {
+        note.push_str("; no process of the job is left");
+    }
     Ok(RunningOrEnded::Ended(JobEnd::without_status(
         EndCause::Lost,
         note,

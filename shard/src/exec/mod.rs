@@ -28,6 +28,7 @@
 //! | `launch.json` | shard | the [`LaunchSpec`]: command, environment, time limit, grace |
 //! | `R.json` | shard | the job's RFC 20 R (`SHARDSCHED_JOB_R` points here) |
 //! | `supervisor.pid` | shard, supervisor | its pid: written by the shard as soon as it is spawned, and again by the supervisor first thing |
+//! | `group.pid` | supervisor | the job's process group, once its command runs |
 //! | `stdout`, `stderr` | the job | its output |
 //! | `cancel` | shard | a kill request, with its reason |
 //! | `status` | supervisor | the [`JobEnd`], written once, last |
@@ -49,8 +50,8 @@ pub use shardsched_process::files;
 
 pub use launch::{LaunchSpec, RunningOrEnded, launch, recover, remove_job_dirs, request_kill};
 pub use shardsched_shard_core::exec::{
-    CANCEL_FILE, EndCause, JOBS_DIR, JobEnd, LAUNCH_FILE, PID_FILE, R_FILE, STATUS_FILE,
-    STDERR_FILE, STDOUT_FILE, SUPERVISOR_LOG, job_dir,
+    CANCEL_FILE, EndCause, GROUP_FILE, JOBS_DIR, JobEnd, LAUNCH_FILE, PID_FILE, R_FILE,
+    STATUS_FILE, STDERR_FILE, STDOUT_FILE, SUPERVISOR_LOG, job_dir,
 };
 pub use supervisor::supervise;
 

@@ -28,8 +28,8 @@ use tokio::time::Instant;
 
 use super::files::{group_alive, kill_reason, read_json, write_atomic};
 use super::{
-    CANCEL_FILE, EndCause, ExecError, JobEnd, LAUNCH_FILE, LaunchSpec, PID_FILE, STATUS_FILE,
-    STDERR_FILE, STDOUT_FILE,
+    CANCEL_FILE, EndCause, ExecError, GROUP_FILE, JobEnd, LAUNCH_FILE, LaunchSpec, PID_FILE,
+    STATUS_FILE, STDERR_FILE, STDOUT_FILE,
 };
 use crate::limits::SUPERVISOR_POLL_INTERVAL;
 
@@ -122,6 +122,11 @@ async fn run(dir: &Path, spec: &LaunchSpec) -> JobEnd {
     let Some(pgid) = child.id() else {
         return JobEnd::without_status(EndCause::Lost, "the command ended before it was seen");
     };
+    // Should this supervisor be killed outright, the shard finds the group here and kills
+    // it before it frees the job's resources.
+    if let Err(e) = write_atomic(&dir.join(GROUP_FILE), format!("{pgid}\n").as_bytes()) {
+        tracing::warn!(error = %e, "cannot write the job's process group");
+    }
     let grace = Duration::from_millis(spec.kill_grace_ms);
     let deadline = (spec.time_limit_ms > 0)
         .then(|| Instant::now() + Duration::from_millis(spec.time_limit_ms));
