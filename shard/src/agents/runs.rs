@@ -23,7 +23,6 @@ use shardsched_proto::msg::agent::{AgentReport, EndCause, JobEnd, JobOnNode, Nod
 use shardsched_proto::msg::shard_coord::AgentAddress;
 use shardsched_proto::msg::{JobId, RefusalCode};
 
-use super::launch::{LaunchFacts, node_launches};
 use super::links::Failure;
 use crate::driver::exec_task::Generations;
 use crate::job::JobRecord;
@@ -47,6 +46,10 @@ pub const LOST_MARGIN_MS: u64 = 1_000;
 /// The lease assumed until an agent reports its own, ms (the coordinator's default
 /// heartbeat timeout, halved).
 pub const LEASE_DEFAULT_MS: u64 = 15_000;
+
+#[cfg(test)]
+mod tests;
+mod tick;
 
 /// One node's part of one job.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,6 +79,9 @@ struct JobRun {
     since_ms: u64,
     /// The kill asked for, and when it was last sent.
     kill: Option<(String, u64)>,
+    /// The end of the node that made the job stop elsewhere (it could not start there, or
+    /// lost it): the job's end.
+    failed: Option<JobEnd>,
 }
 
 /// One node's agent, as this shard knows it.
@@ -190,6 +196,7 @@ impl Runs {
                 launches: None,
                 since_ms: now_ms,
                 kill: None,
+                failed: None,
             },
         );
     }
@@ -319,22 +326,26 @@ impl Runs {
             let Some(share) = run.shares.get_mut(node) else {
                 continue;
             };
+            // A report speaks only for what was launched (or in doubt) before it was
+            // asked for: an older report may hold an earlier run of a requeued job.
+            let (Share::Unknown { since } | Share::Live { since }) = *share else {
+                continue;
+            };
+            if since >= asked {
+                continue;
+            }
             *share = match (ours.get(id), &*share) {
-                (_, Share::Ended(_)) => continue,
                 (Some(JobOnNode::Ended(end)), _) => Share::Ended(end.clone()),
                 (Some(_), Share::Unknown { .. }) => Share::Live { since: asked },
                 (Some(_), _) => continue,
-                (None, Share::Unknown { since }) if *since < asked => {
+                (None, Share::Unknown { .. }) => {
                     tracing::info!(queue = %self.queue, job = %id, %node, "the agent does not have the job: launching it");
                     Share::Waiting { retry_ms: now_ms }
                 }
-                (None, Share::Live { since }) if *since < asked => {
-                    Share::Ended(JobEnd::without_status(
-                        EndCause::Lost,
-                        format!("node {node}'s agent no longer knows the job"),
-                    ))
-                }
-                (None, _) => continue,
+                (None, _) => Share::Ended(JobEnd::without_status(
+                    EndCause::Lost,
+                    format!("node {node}'s agent no longer knows the job"),
+                )),
             };
         }
     }
@@ -344,8 +355,9 @@ impl Runs {
         let mut out = Vec::new();
         self.ask_addresses(now_ms, &mut out);
         self.send_launches(now_ms, &mut out);
-        self.send_kills(now_ms, &mut out);
         self.give_up(now_ms);
+        self.kill_the_rest();
+        self.send_kills(now_ms, &mut out);
         self.finish();
         self.renew(now_ms, &mut out);
         out
@@ -354,242 +366,5 @@ impl Runs {
     /// Jobs whose every share ended, with the end that speaks for the job.
     pub fn take_ended(&mut self) -> Vec<(JobId, JobEnd)> {
         std::mem::take(&mut self.ended)
-    }
-
-    fn ask_addresses(&mut self, now_ms: u64, out: &mut Vec<Send>) {
-        let due = self
-            .asked_ms
-            .is_none_or(|at| now_ms >= at.saturating_add(ADDRESSES_RETRY_MS));
-        if self.asking || !due {
-            return;
-        }
-        let mut wanted: BTreeSet<String> = BTreeSet::new();
-        for run in self.jobs.values() {
-            let waiting = run
-                .shares
-                .values()
-                .any(|s| matches!(s, Share::Waiting { .. }));
-            for (node, share) in &run.shares {
-                let agent = self.agents.get(node);
-                let unknown = agent.is_none_or(|a| a.address.is_none());
-                let failing = agent.is_some_and(|a| a.failing_since.is_some());
-                if (waiting && unknown) || (failing && !matches!(share, Share::Ended(_))) {
-                    wanted.insert(node.clone());
-                }
-            }
-        }
-        if !wanted.is_empty() {
-            self.asking = true;
-            self.asked_ms = Some(now_ms);
-            out.push(Send::Addresses(wanted.into_iter().collect()));
-        }
-    }
-
-    fn send_launches(&mut self, now_ms: u64, out: &mut Vec<Send>) {
-        for (id, run) in &mut self.jobs {
-            let due = run
-                .shares
-                .values()
-                .any(|s| matches!(s, Share::Waiting { retry_ms } if *retry_ms <= now_ms));
-            if !due {
-                continue;
-            }
-            if run.launches.is_none() {
-                let addresses: Option<BTreeMap<String, SocketAddr>> = run
-                    .job
-                    .nodes
-                    .iter()
-                    .map(|n| Some((n.clone(), self.agents.get(n)?.address?)))
-                    .collect();
-                let Some(agents) = addresses else {
-                    continue;
-                };
-                let facts = LaunchFacts {
-                    queue: &self.queue,
-                    generations: &run.generations,
-                    agents: &agents,
-                    kill_grace_ms: self.kill_grace_ms,
-                };
-                match node_launches(&run.job, &facts) {
-                    Ok(launches) => {
-                        let by_node = launches
-                            .into_iter()
-                            .map(|l| (l.this_node().map(|n| n.node.clone()).unwrap_or_default(), l))
-                            .collect();
-                        run.launches = Some(by_node);
-                    }
-                    Err(why) => {
-                        tracing::warn!(queue = %self.queue, job = %id, %why, "cannot launch");
-                        for share in run.shares.values_mut() {
-                            if matches!(share, Share::Waiting { .. }) {
-                                *share = Share::Ended(JobEnd::without_status(
-                                    EndCause::Error,
-                                    why.clone(),
-                                ));
-                            }
-                        }
-                        continue;
-                    }
-                }
-            }
-            let Some(launches) = &run.launches else {
-                continue;
-            };
-            for (node, share) in &mut run.shares {
-                let Share::Waiting { retry_ms } = share else {
-                    continue;
-                };
-                let addr = self.agents.get(node).and_then(|a| a.address);
-                let (Some(launch), Some(addr), true) =
-                    (launches.get(node), addr, *retry_ms <= now_ms)
-                else {
-                    continue;
-                };
-                // The launch as built, with the node's address as known now.
-                *share = Share::Sending;
-                out.push(Send::Launch {
-                    node: node.clone(),
-                    addr,
-                    launch: Box::new(launch.clone()),
-                });
-            }
-        }
-    }
-
-    fn send_kills(&mut self, now_ms: u64, out: &mut Vec<Send>) {
-        for (&id, run) in &mut self.jobs {
-            let Some((why, sent_ms)) = &mut run.kill else {
-                continue;
-            };
-            if *sent_ms != 0 && now_ms < sent_ms.saturating_add(KILL_RESEND_MS) {
-                continue;
-            }
-            *sent_ms = now_ms.max(1);
-            for (node, share) in &run.shares {
-                if matches!(share, Share::Ended(_) | Share::Waiting { .. }) {
-                    continue;
-                }
-                if let Some(addr) = self.agents.get(node).and_then(|a| a.address) {
-                    out.push(Send::Kill {
-                        node: node.clone(),
-                        addr,
-                        job: id,
-                        why: why.clone(),
-                    });
-                }
-            }
-        }
-    }
-
-    /// Shares that cannot end by an agent's word: launches that never got through, and
-    /// agents unreachable past their lease and the kill grace (they killed the tasks).
-    fn give_up(&mut self, now_ms: u64) {
-        for (id, run) in &mut self.jobs {
-            let stuck_since = run.since_ms.saturating_add(LAUNCH_RETRY_FOR_MS);
-            for (node, share) in &mut run.shares {
-                let agent = self.agents.get(node);
-                match share {
-                    Share::Ended(_) | Share::Sending => {}
-                    Share::Waiting { .. } => {
-                        if now_ms >= stuck_since {
-                            *share = Share::Ended(JobEnd::without_status(
-                                EndCause::Error,
-                                format!("could not launch on {node}: its agent is not reachable"),
-                            ));
-                        }
-                    }
-                    Share::Unknown { .. } | Share::Live { .. } => {
-                        let Some(failing) = agent.and_then(|a| a.failing_since) else {
-                            continue;
-                        };
-                        let heard = agent
-                            .and_then(|a| a.heard_ms)
-                            .unwrap_or(run.since_ms)
-                            .min(failing);
-                        let lease = agent.and_then(|a| a.lease_ms).unwrap_or(LEASE_DEFAULT_MS);
-                        let gone = heard
-                            .saturating_add(lease)
-                            .saturating_add(self.kill_grace_ms)
-                            .saturating_add(LOST_MARGIN_MS);
-                        if now_ms >= gone {
-                            tracing::warn!(queue = %self.queue, job = %id, %node, "node agent unreachable past its lease: its tasks are taken as killed");
-                            *share = Share::Ended(JobEnd::without_status(
-                                EndCause::Lost,
-                                format!(
-                                    "node {node}'s agent unreachable since {heard} ms; its lease \
-                                     ran out, so it killed the job's tasks there"
-                                ),
-                            ));
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// Jobs whose shares all ended: to the core, and to each agent's `seen`.
-    fn finish(&mut self) {
-        let done: Vec<JobId> = self
-            .jobs
-            .iter()
-            .filter(|(_, r)| r.shares.values().all(|s| matches!(s, Share::Ended(_))))
-            .map(|(&id, _)| id)
-            .collect();
-        for id in done {
-            let Some(run) = self.jobs.remove(&id) else {
-                continue;
-            };
-            let end = run
-                .shares
-                .into_values()
-                .filter_map(|s| match s {
-                    Share::Ended(end) => Some(end),
-                    _ => None,
-                })
-                .reduce(JobEnd::worst)
-                .unwrap_or_else(|| JobEnd::without_status(EndCause::Lost, "no node"));
-            for node in &run.job.nodes {
-                if let Some(agent) = self.agents.get_mut(node) {
-                    agent.seen.insert(id);
-                }
-            }
-            self.finished.insert(id, run.job.nodes.clone());
-            self.ended.push((id, end));
-        }
-    }
-
-    fn renew(&mut self, now_ms: u64, out: &mut Vec<Send>) {
-        let mut busy: BTreeSet<&str> = BTreeSet::new();
-        for run in self.jobs.values() {
-            for (node, share) in &run.shares {
-                if !matches!(share, Share::Ended(_) | Share::Waiting { .. }) {
-                    busy.insert(node);
-                }
-            }
-        }
-        let asked = self.seq + 1;
-        let mut sent = false;
-        for (node, agent) in &mut self.agents {
-            let wanted = busy.contains(node.as_str()) || !agent.seen.is_empty();
-            let Some(addr) = agent.address else { continue };
-            if !wanted || agent.renewing || now_ms < agent.next_renew_ms {
-                continue;
-            }
-            let every = agent
-                .lease_ms
-                .map_or(RENEW_FIRST_MS, |lease| (lease / 4).clamp(100, RENEW_MAX_MS));
-            agent.renewing = true;
-            agent.next_renew_ms = now_ms.saturating_add(every);
-            sent = true;
-            out.push(Send::Renew {
-                node: node.clone(),
-                addr,
-                seen: agent.seen.iter().copied().collect(),
-                asked,
-            });
-        }
-        if sent {
-            self.seq = asked;
-        }
     }
 }

@@ -27,6 +27,9 @@ use shardsched_wire::msg::{Refusal, RefusalCode, coord_node, node_coord};
 
 use super::{ConnId, Core, FlagPlan, NodeFlag};
 
+#[cfg(test)]
+mod tests;
+
 /// The start of the reason a node marked down for its agent's silence gets; a node whose
 /// down reason starts so is the one `return_to_service` brings back.
 pub const UNREACHABLE_REASON: &str = "node agent unreachable since ";
