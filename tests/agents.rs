@@ -5,51 +5,10 @@
 
 mod harness;
 
-use std::path::PathBuf;
+use harness::{System, agents_config, parent_of, read_pid_file};
 
-use harness::{System, read_pid_file, with_alpha};
-
-/// Four nodes in alpha, four in beta; agents found silent after 4 s.
 fn config() -> String {
-    with_alpha(
-        "node[0-7]",
-        r#"
-[queues.beta]
-nodes = "node[4-7]"
-policy = "easy"
-default_duration = "60s"
-max_duration = "2h"
-
-[agents]
-heartbeat_timeout = "4s"
-"#,
-    )
-}
-
-/// A job's directory on a node.
-fn job_dir(sys: &System, node: &str, id: &str) -> PathBuf {
-    sys.layout().node_dir(node).join("jobs").join(id)
-}
-
-/// The first field of each line a task wrote (its output file on its node).
-fn task_output(sys: &System, node: &str, id: &str, rank: u32) -> Vec<String> {
-    let path = job_dir(sys, node, id).join(format!("task-{rank}.out"));
-    std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .split_whitespace()
-        .map(str::to_owned)
-        .collect()
-}
-
-/// The parent of process `pid`, from `/proc`.
-fn parent_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?
-        .1
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
+    agents_config("heartbeat_timeout = \"4s\"")
 }
 
 #[test]
@@ -68,18 +27,18 @@ fn a_four_node_job_runs_one_task_on_each_node_under_that_nodes_agent() {
         .expect("id -un");
     let me = String::from_utf8_lossy(&id_un.stdout).trim().to_owned();
     for (rank, node) in ["node0", "node1", "node2", "node3"].iter().enumerate() {
-        let words = task_output(&sys, node, &id, rank as u32);
+        let words = sys.task_words(node, &id, rank as u32);
         assert_eq!(words[0], *node, "SHARDSCHED_NODE of rank {rank}: {words:?}");
         assert_eq!(words[1], rank.to_string());
         assert_eq!(words[2], "4", "SHARDSCHED_NTASKS");
         assert_eq!(words[3], me, "the task runs as the submitting user");
-        let supervisor = read_pid_file(&job_dir(&sys, node, &id).join("supervisor.pid"));
+        let supervisor = read_pid_file(&sys.node_job_dir(node, &id).join("supervisor.pid"));
         assert_eq!(
             words[4],
             supervisor.to_string(),
             "{node}'s task is its supervisor's child"
         );
-        let agent = sys.child_pid(node);
+        let agent = sys.agent_pid(node).expect("agent");
         assert_eq!(
             words[5],
             agent.to_string(),

@@ -111,6 +111,7 @@ pub async fn run(options: NodeOptions) -> Result<(), String> {
     let endpoint = tls::server_endpoint(&creds, options.listen).map_err(|e| e.to_string())?;
     let address = endpoint.local_addr().map_err(|e| e.to_string())?;
     let state_dir = options.exec.state_dir.clone();
+    let cgroups = options.exec.cgroups.clone();
     write_atomic(
         &state_dir.join(ADDRESS_FILE),
         format!("{address}\n").as_bytes(),
@@ -159,6 +160,9 @@ pub async fn run(options: NodeOptions) -> Result<(), String> {
         () = core_task(core, events, exec_tx, state_dir) => Ok(()),
         () = shardsched_proto::shutdown_signal() => {
             tracing::info!("node agent stopping; its jobs' supervisors keep running");
+            if let Some(cgroups) = &cgroups {
+                cgroups.remove_empty();
+            }
             Ok(())
         }
     }
@@ -451,11 +455,14 @@ async fn registered_session(
     let interval = Duration::from_millis(heartbeat_interval_ms.max(100));
     loop {
         tokio::time::sleep(interval).await;
+        tracing::debug!("heartbeat: asking the core for its report");
         let report_now = report(events).await.ok_or("the agent is stopping")?;
+        tracing::debug!("heartbeat: sending");
         session
             .request(&node_coord::Request::Heartbeat(report_now))
             .await
             .map_err(|e| e.to_string())?;
+        tracing::debug!("heartbeat: answered");
     }
 }
 

@@ -37,6 +37,22 @@ pub struct JobCgroups {
     pub v1: Vec<PathBuf>,
 }
 
+/// Where the cgroup file systems are mounted.
+const CGROUP_MOUNT: &str = "/sys/fs/cgroup";
+
+/// The unified hierarchy's mount point on this host (the whole of `/sys/fs/cgroup` with
+/// cgroup v2 alone, `/sys/fs/cgroup/unified` on a hybrid host), if there is one.
+pub fn unified_mount() -> Option<PathBuf> {
+    let base = Path::new(CGROUP_MOUNT);
+    if base.join("cgroup.controllers").exists() {
+        Some(base.to_owned())
+    } else if base.join("unified/cgroup.controllers").exists() {
+        Some(base.join("unified"))
+    } else {
+        None
+    }
+}
+
 /// The v1 controllers a job gets a cgroup in, where mounted.
 const V1_CONTROLLERS: [&str; 3] = ["cpuset", "devices", "pids"];
 
@@ -45,14 +61,8 @@ impl Hierarchy {
     /// `shardsched/<node>` under its mount point). `None` when there is no unified
     /// hierarchy to use (the agent then tracks jobs by process group only, and says so).
     pub fn find(root: Option<&Path>, node: &str) -> Option<Hierarchy> {
-        let base = Path::new("/sys/fs/cgroup");
-        let unified = if base.join("cgroup.controllers").exists() {
-            base.to_owned()
-        } else if base.join("unified/cgroup.controllers").exists() {
-            base.join("unified")
-        } else {
-            return None;
-        };
+        let base = Path::new(CGROUP_MOUNT);
+        let unified = unified_mount()?;
         let root = root
             .map(Path::to_owned)
             .unwrap_or_else(|| unified.join("shardsched").join(node));
@@ -125,6 +135,25 @@ impl Hierarchy {
             }
         }
         Ok(made)
+    }
+}
+
+impl Hierarchy {
+    /// Removes the agent's root cgroups, and their parents the agent's start made, as far
+    /// as they are empty (an agent stopping cleanly leaves no empty directory behind; one
+    /// that still holds a job's cgroup stays).
+    pub fn remove_empty(&self) {
+        let mounts = [unified_mount(), Some(PathBuf::from(CGROUP_MOUNT))];
+        for root in std::iter::once(&self.root).chain(self.v1.iter().map(|(_, d)| d)) {
+            for dir in root.ancestors() {
+                if mounts.iter().flatten().any(|m| m == dir) || !dir.starts_with(CGROUP_MOUNT) {
+                    break;
+                }
+                if fs::remove_dir(dir).is_err() {
+                    break;
+                }
+            }
+        }
     }
 }
 

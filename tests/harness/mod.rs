@@ -11,6 +11,7 @@
 // Each test binary uses part of the harness.
 #![allow(dead_code, unused_imports, clippy::unwrap_used)]
 
+mod agents;
 mod cli;
 mod config;
 mod process;
@@ -23,6 +24,7 @@ use std::time::{Duration, Instant};
 use rustix::process::{Signal, kill_process};
 use shardsched_proto::{Credentials, StateDir};
 
+pub use agents::{agents_config, parent_of};
 pub use config::{two_queues, two_queues_config, with_alpha};
 pub use process::{alive, children_of, creds_in, mem_kib, now_ms, pid, read_pid_file};
 

@@ -160,7 +160,12 @@ impl CoreTask {
                 nodes,
                 down,
                 reason,
-            } => return self.node_flag(&peer, &nodes, NodeFlag::Down, down, &reason, reply),
+            } => {
+                if !down && let Err(refusal) = self.core.check_agents_heard(now, &nodes) {
+                    return self.answer(reply, Err(refusal));
+                }
+                return self.node_flag(&peer, &nodes, NodeFlag::Down, down, &reason, reply);
+            }
             R::SetNodeDrain {
                 nodes,
                 drained,

@@ -527,8 +527,15 @@ impl AgentCore {
         match self.leases.get_mut(queue) {
             Some(lease) => lease.renew(now_ms),
             None => {
+                // A new lease is persisted at once: an agent restarted before the next lazy
+                // write must find it, or it would kill the shard's first jobs at its first
+                // tick.
                 self.leases
                     .insert(queue.to_owned(), Lease::new(now_ms, now_ms));
+                self.actions.push_back(Action::PersistLease {
+                    queue: queue.to_owned(),
+                    heard_ms: now_ms,
+                });
             }
         }
     }

@@ -223,6 +223,36 @@ impl Core {
             .map(|heard| heard.saturating_add(timeout))
     }
 
+    /// Refuses to bring `nodes` up (`resource up`) while one's agent is silent past the
+    /// heartbeat timeout: [`Core::agents_tick`] would mark it down again at once.
+    pub fn check_agents_heard(&self, now_ms: u64, nodes: &[String]) -> Result<(), Refusal> {
+        let timeout = self.config.agents.heartbeat_timeout_ms;
+        let silent: Vec<String> = nodes
+            .iter()
+            .filter_map(|node| {
+                let heard = match self.agents.seen.get(node) {
+                    Some(seen) => seen.heard_ms,
+                    None if self.config.agents.required => self.agents.since_ms?,
+                    None => return None,
+                };
+                (now_ms.saturating_sub(heard) >= timeout)
+                    .then(|| format!("{node} (last heard {})", utc(heard)))
+            })
+            .collect();
+        if silent.is_empty() {
+            return Ok(());
+        }
+        Err(Refusal::new(
+            RefusalCode::Unavailable,
+            format!(
+                "the node agents of {} are silent past the heartbeat timeout ({} ms): the \
+                 nodes would be marked down again at once; bring their agents back first",
+                silent.join(", "),
+                timeout
+            ),
+        ))
+    }
+
     /// Where the agents of `nodes` listen, for a shard.
     pub fn agent_addresses(&self, nodes: &[String]) -> Vec<AgentAddress> {
         nodes

@@ -4,6 +4,10 @@
 //! address it got to its state directory (`$DIR/nodes/<node>/address`), and registers with
 //! the coordinator, which tells the shards where it is.
 //!
+//! Their cgroups are under `shardsched/up-<digest of the state directory>/<node>` in the
+//! unified hierarchy, apart from any other system's on the host; an agent that stops
+//! removes its own when empty.
+//!
 //! Run by root, the agents run each job as the user who signed it, `--allow-root` included
 //! (the local admin certificate is named after root, whose jobs these are); run by anyone
 //! else, they run every job as that user, and say so.
@@ -41,6 +45,9 @@ impl Supervisor {
     ) -> Result<()> {
         let nodes = cluster_nodes(client).await?;
         let as_root = rustix::process::geteuid().is_root();
+        // This system's agents keep their cgroups apart from any other's on the host.
+        let cgroups = shardsched_node::cgroup::unified_mount()
+            .map(|mount| mount.join("shardsched").join(self.cgroup_name()));
         for (index, node) in nodes.iter().enumerate() {
             let dir = self.dir.node_dir(node);
             cert_cmd::issue(&self.dir.coordinator_dir(), Role::Node, node, &dir)?;
@@ -62,6 +69,10 @@ impl Supervisor {
             if as_root {
                 args.push("--allow-root".to_owned());
             }
+            if let Some(cgroups) = &cgroups {
+                args.push("--cgroup-root".to_owned());
+                args.push(cgroups.join(node).to_string_lossy().into_owned());
+            }
             self.spawn_new(
                 &format!("{NODE_LABEL_PREFIX}{node}"),
                 &format!("node-{node}"),
@@ -70,6 +81,15 @@ impl Supervisor {
             self.agent_dirs.push(dir);
         }
         Ok(())
+    }
+
+    /// The name of this system's directory of cgroups: `up-` and a digest of the state
+    /// directory's path.
+    fn cgroup_name(&self) -> String {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        self.dir.root().hash(&mut hasher);
+        format!("up-{:016x}", hasher.finish())
     }
 
     /// Waits until every agent wrote its address (it registers right after).

@@ -140,6 +140,10 @@ fn a_silent_agent_marks_its_node_down_and_return_to_service_brings_it_back() {
         assert!(reason.starts_with(UNREACHABLE_REASON), "{reason}");
         assert!(reason.ends_with('Z'), "a UTC time: {reason}");
         assert!(core.agents_tick(NOW + 60_000).is_empty(), "marked once");
+        let refused = core
+            .check_agents_heard(NOW + 60_000, &["n0".into()])
+            .expect_err("resource up while silent");
+        assert!(refused.message.contains("n0 (last heard"), "{refused}");
         core.agent_disconnected(ConnId(10));
         let (_, back) = core
             .agent_register(
