@@ -86,3 +86,39 @@ fn a_jobs_exit_status_is_its_highest_tasks() {
     let info = sys.ok(&["job", "info", &id]);
     assert!(info.contains("exit code 1"), "{row:#}\n{info}");
 }
+
+#[test]
+fn job_output_brings_a_tasks_output_from_its_node_and_follows_it() {
+    let sys = System::start_with("agents-output", &config(), &["--agents"]);
+    let go = sys.dir.join("go");
+    let script = format!(
+        "echo out $SHARDSCHED_TASK_RANK; echo err $SHARDSCHED_TASK_RANK >&2; \
+         while [ ! -e {go} ]; do sleep 0.1; done; echo bye $SHARDSCHED_TASK_RANK",
+        go = go.display()
+    );
+    let id = sys.submit(&["-N", "2", "-t", "1m", "--", "sh", "-c", &script]);
+    sys.wait_state(&id, "running");
+    assert!(
+        harness::wait_for(|| sys.ok(&["job", "output", &id, "--task", "1"]) == "out 1\n"),
+        "task 1's output so far"
+    );
+    // --follow prints until the task ends.
+    let follow = std::process::Command::new(harness::EXE)
+        .env("SHARDSCHED_DIR", sys.state())
+        .args(["job", "output", &id, "--task", "1", "--follow"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("job output --follow");
+    std::fs::write(&go, "").expect("go");
+    let followed = follow.wait_with_output().expect("it ends with the task");
+    assert!(followed.status.success());
+    assert_eq!(String::from_utf8_lossy(&followed.stdout), "out 1\nbye 1\n");
+    sys.wait_state(&id, "completed");
+    assert_eq!(sys.ok(&["job", "output", &id]), "out 0\nbye 0\n");
+    assert_eq!(
+        sys.ok(&["job", "output", &id, "--task", "1", "--stderr"]),
+        "err 1\n"
+    );
+    let missing = sys.fails(&["job", "output", &id, "--task", "2"]);
+    assert!(missing.contains("no task 2"), "{missing}");
+}

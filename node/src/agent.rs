@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use shardsched_node_core::pmi::{Fence, FenceCollector};
 use shardsched_node_core::{Action, AgentCore, Refused};
-use shardsched_process::files::{read_json, write_atomic};
+use shardsched_process::files::{read_json, read_range, write_atomic};
 use shardsched_proto::msg::agent::{AgentReport, JobEnd, NodeLaunch, NodeOwner, OwnerChange};
 use shardsched_proto::msg::shard_node::{OutputChunk, OutputRequest};
 use shardsched_proto::msg::{JobId, Refusal, RefusalCode};
@@ -270,17 +270,8 @@ fn output(
     }
     let ended = core.job(req.job).is_some_and(|s| !s.is_live());
     let path = output_file(&job_dir(state_dir, req.job), req.rank, req.stderr);
-    use std::io::{Read, Seek, SeekFrom};
-    let mut bytes = Vec::new();
-    let read = std::fs::File::open(&path).and_then(|mut file| {
-        file.seek(SeekFrom::Start(req.offset))?;
-        file.take(u64::from(req.max_bytes)).read_to_end(&mut bytes)
-    });
-    match read {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(refusal(e, RefusalCode::Internal)),
-    }
+    let bytes = read_range(&path, req.offset, req.max_bytes)
+        .map_err(|e| refusal(e, RefusalCode::Internal))?;
     let complete = ended && (bytes.len() as u64) < u64::from(req.max_bytes);
     Ok(shard_node::Response::Output(OutputChunk {
         bytes,

@@ -36,6 +36,7 @@ mod commands;
 pub(crate) mod core_task;
 pub(crate) mod exec_task;
 mod link;
+pub(crate) mod output;
 mod released;
 mod serve;
 pub mod stats;

@@ -63,6 +63,9 @@ pub const SUPERVISOR_POLL_INTERVAL: Duration = Duration::from_millis(200);
 /// core task waits when it is full.
 pub const EXEC_QUEUE_CAPACITY: usize = 4096;
 
+/// `job output` reads waiting for the agents task at once; a client waits when it is full.
+pub const OUTPUT_ASKS_QUEUED_MAX: usize = 256;
+
 /// `Released` reports waiting to be acknowledged by the coordinator, at most (more are
 /// dropped: the coordinator re-asks the donor about every outgoing node anyway).
 pub const RELEASED_PENDING_MAX: usize = 4096;

@@ -43,6 +43,21 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
     Ok(())
 }
 
+/// Up to `max` bytes of `path` from byte `offset` (a job's output, read while it grows): a
+/// file not written yet reads as empty.
+pub fn read_range(path: &Path, offset: u64, max: u32) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    let read = File::open(path).and_then(|mut file| {
+        std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(offset))?;
+        file.take(u64::from(max)).read_to_end(&mut bytes)
+    });
+    match read {
+        Ok(_) => Ok(bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Reads a small file: `None` when it does not exist, an error when it is larger than
 /// [`FILE_BYTES_MAX`] or unreadable.
 pub fn read_small(path: &Path) -> Result<Option<String>, FileError> {

@@ -106,6 +106,21 @@ fn slots_of(resources: &[Resource]) -> (u64, u64) {
     (slots, cores)
 }
 
+/// The node that runs task `rank` of `job` (as [`node_launches`] lays the tasks out).
+pub fn node_of_task(job: &JobRecord, rank: u32) -> Result<String, String> {
+    let r = RSummary::parse(job.r_json.as_deref().ok_or("the job has not started")?)?;
+    let jobspec =
+        shardsched_jobspec::parse_json(&job.jobspec_json).map_err(|e| format!("jobspec: {e}"))?;
+    let mut first = 0u32;
+    for (share, ntasks) in r.nodes.iter().zip(tasks_per_node(&jobspec, &r)) {
+        if rank < first.saturating_add(ntasks) {
+            return Ok(share.host.clone());
+        }
+        first = first.saturating_add(ntasks);
+    }
+    Err(format!("the job has {first} tasks: no task {rank}"))
+}
+
 /// What a launch is made of, beyond the job itself.
 pub struct LaunchFacts<'a> {
     /// The shard's queue.

@@ -363,6 +363,17 @@ impl Runs {
         out
     }
 
+    /// The node that runs task `rank` of `job`, and its agent's address if known.
+    pub fn address_of_task(
+        &self,
+        job: &JobRecord,
+        rank: u32,
+    ) -> Result<(String, Option<SocketAddr>), String> {
+        let node = super::launch::node_of_task(job, rank)?;
+        let addr = self.agents.get(&node).and_then(|a| a.address);
+        Ok((node, addr))
+    }
+
     /// Jobs whose every share ended, with the end that speaks for the job.
     pub fn take_ended(&mut self) -> Vec<(JobId, JobEnd)> {
         std::mem::take(&mut self.ended)

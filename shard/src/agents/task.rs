@@ -2,12 +2,14 @@
 //! bookkeeping of [`Runs`], sends what it asks for (each request in a task of its own, its
 //! answer coming back on a channel), and hands ended jobs to the core task.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use shardsched_proto::Session;
 use shardsched_proto::msg::agent::AgentReport;
 use shardsched_proto::msg::shard_coord::AgentAddress;
-use shardsched_proto::msg::{JobId, shard_node};
+use shardsched_proto::msg::shard_node::OutputRequest;
+use shardsched_proto::msg::{JobId, Refusal, RefusalCode, shard_node};
 use tokio::sync::{mpsc, watch};
 
 use super::AgentsOptions;
@@ -15,6 +17,7 @@ use super::links::{Failure, Links};
 use super::runs::{Runs, Send};
 use crate::driver::core_task::{Command, now_ms};
 use crate::driver::exec_task::{ExecRequest, deliver};
+use crate::driver::output::OutputAsk;
 
 /// How often the task looks at its jobs when nothing arrives.
 pub const AGENTS_TICK: Duration = Duration::from_millis(50);
@@ -35,15 +38,32 @@ enum Heard {
     },
 }
 
+/// What the agents task is given.
+pub(crate) struct Inputs {
+    /// The shard's queue.
+    pub(crate) queue: String,
+    /// The executor's settings.
+    pub(crate) options: AgentsOptions,
+    /// The shard's endpoint, from which agents are reached.
+    pub(crate) endpoint: quinn::Endpoint,
+    /// The shard's registration connection to the coordinator, while registered.
+    pub(crate) coordinator: watch::Receiver<Option<Session>>,
+    /// The core task's launches, kills, forgets and watches.
+    pub(crate) requests: mpsc::Receiver<ExecRequest>,
+    /// `job output` reads.
+    pub(crate) outputs: mpsc::Receiver<OutputAsk>,
+}
+
 /// Runs until the core task drops its sender (or the core task is gone).
-pub(crate) async fn run(
-    queue: String,
-    options: AgentsOptions,
-    endpoint: quinn::Endpoint,
-    coordinator: watch::Receiver<Option<Session>>,
-    mut requests: mpsc::Receiver<ExecRequest>,
-    commands: mpsc::Sender<Command>,
-) {
+pub(crate) async fn run(inputs: Inputs, commands: mpsc::Sender<Command>) {
+    let Inputs {
+        queue,
+        options,
+        endpoint,
+        coordinator,
+        mut requests,
+        mut outputs,
+    } = inputs;
     let grace_ms = u64::try_from(options.kill_grace.as_millis()).unwrap_or(u64::MAX);
     let mut runs = Runs::new(&queue, grace_ms);
     let links = Links::new(endpoint, coordinator);
@@ -63,6 +83,10 @@ pub(crate) async fn run(
                     ExecRequest::Kill { id, why } => runs.kill(now, id, &why),
                     ExecRequest::Forget(id) => sends.extend(runs.forget(id)),
                 }
+            }
+            Some(ask) = outputs.recv() => {
+                let addr = runs.address_of_task(&ask.job, ask.query.task);
+                tokio::spawn(read_output(links.clone(), ask, addr));
             }
             Some(answer) = heard.recv() => {
                 let now = now_ms();
@@ -144,4 +168,52 @@ async fn carry(links: Links, send: Send, heard: mpsc::UnboundedSender<Heard>) {
         }
     };
     let _ = heard.send(back);
+}
+
+/// Reads a task's output on its node: the node from the job's layout, its agent's address
+/// as known (else as the coordinator says).
+async fn read_output(
+    links: Links,
+    ask: OutputAsk,
+    known: Result<(String, Option<SocketAddr>), String>,
+) {
+    let OutputAsk { job, query, reply } = ask;
+    let answer = async {
+        let (node, addr) = known.map_err(|why| Refusal::new(RefusalCode::NotFound, why))?;
+        let addr = match addr {
+            Some(addr) => addr,
+            None => links
+                .addresses(vec![node.clone()])
+                .await
+                .ok()
+                .and_then(|a| a.first().and_then(|a| a.address))
+                .ok_or_else(|| {
+                    Refusal::new(
+                        RefusalCode::Unavailable,
+                        format!("no agent is known for {node}"),
+                    )
+                })?,
+        };
+        let request = shard_node::Request::Output(OutputRequest {
+            job: job.id,
+            rank: query.task,
+            stderr: query.stderr,
+            offset: query.offset,
+            max_bytes: query.max_bytes,
+        });
+        match links.ask(&node, addr, &request).await {
+            Ok(shard_node::Response::Output(chunk)) => Ok(chunk),
+            Ok(other) => Err(Refusal::new(
+                RefusalCode::Internal,
+                format!("{node}'s agent answered {other:?}"),
+            )),
+            Err(Failure::Refused(refusal)) => Err(refusal),
+            Err(Failure::Unreachable(why)) => Err(Refusal::new(
+                RefusalCode::Unavailable,
+                format!("{node}'s agent: {why}"),
+            )),
+        }
+    }
+    .await;
+    let _ = reply.send(answer);
 }

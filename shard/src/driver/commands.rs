@@ -98,7 +98,9 @@ fn client(
                 })
         }
         Request::Cancel { ids } => Ok(Response::Cancelled(core.handle_cancel(now, peer, &ids))),
-        Request::Jobs(_) | Request::JobInfo { .. } => Err(answered_by_the_driver(request.kind())),
+        Request::Jobs(_) | Request::JobInfo { .. } | Request::Output(_) => {
+            Err(answered_by_the_driver(request.kind()))
+        }
     }
 }
 

@@ -11,11 +11,12 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::core_task::{self, Command};
+use super::output::OutputSource;
 use super::{Executor, ShardOptions, exec_task, released, serve, stats, transitions};
 use crate::core::{CoreExecutor, CoreOptions, ShardCore};
 use crate::error::DriverError;
 use crate::journal::Restored;
-use crate::limits::{COMMAND_QUEUE_CAPACITY, EXEC_QUEUE_CAPACITY};
+use crate::limits::{COMMAND_QUEUE_CAPACITY, EXEC_QUEUE_CAPACITY, OUTPUT_ASKS_QUEUED_MAX};
 use crate::snapshot::Snapshot;
 
 /// The running tasks, and the handles the coordinator's link uses.
@@ -91,21 +92,28 @@ impl Tasks {
         let (commands, queue) = mpsc::channel(COMMAND_QUEUE_CAPACITY);
         let (status_tx, status) = watch::channel(None);
         let (coordinator, coordinator_rx) = watch::channel(None);
+        let mut output = OutputSource::None;
         let exec = match &options.executor {
             Executor::Sim => None,
             Executor::Agents(agents_options) => {
                 let (exec_tx, exec_rx) = mpsc::channel(EXEC_QUEUE_CAPACITY);
+                let (asks_tx, asks) = mpsc::channel(OUTPUT_ASKS_QUEUED_MAX);
+                output = OutputSource::Agents(asks_tx);
                 tokio::spawn(crate::agents::task::run(
-                    options.queue.clone(),
-                    agents_options.clone(),
-                    endpoint.clone(),
-                    coordinator_rx,
-                    exec_rx,
+                    crate::agents::task::Inputs {
+                        queue: options.queue.clone(),
+                        options: agents_options.clone(),
+                        endpoint: endpoint.clone(),
+                        coordinator: coordinator_rx,
+                        requests: exec_rx,
+                        outputs: asks,
+                    },
                     commands.clone(),
                 ));
                 Some(exec_tx)
             }
             Executor::Exec(exec_options) => {
+                output = OutputSource::Exec(exec_task::jobs_dir(&options.state_dir));
                 let (exec_tx, exec_rx) = mpsc::channel(EXEC_QUEUE_CAPACITY);
                 tokio::spawn(exec_task::run(
                     options.queue.clone(),
@@ -133,6 +141,7 @@ impl Tasks {
             endpoint.clone(),
             commands.clone(),
             Arc::clone(&snapshot),
+            output,
         ));
         Ok(Tasks {
             coordinator,
