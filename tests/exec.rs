@@ -68,7 +68,10 @@ fn exec_jobs_run_with_their_allocation_in_the_environment_and_record_their_exit(
     );
     // `job output` reads them through the shard.
     assert_eq!(system.ok(&["job", "output", &id]), "to-stdout\n");
-    assert_eq!(system.ok(&["job", "output", &id, "--stderr"]), "to-stderr\n");
+    assert_eq!(
+        system.ok(&["job", "output", &id, "--stderr"]),
+        "to-stderr\n"
+    );
     let info = system.ok(&["job", "info", &id]);
     assert!(
         info.contains(&format!("stdout     {}", dir.join("stdout").display())),

@@ -94,6 +94,7 @@ async fn shard_connection(session: Session, events: mpsc::Sender<Event>) {
                 peer,
                 request,
                 reply,
+                span: tracing::Span::current(),
             })
             .await
         }
@@ -151,6 +152,7 @@ async fn client_connection(
                 peer,
                 request,
                 reply,
+                span: tracing::Span::current(),
             })
             .await
         }

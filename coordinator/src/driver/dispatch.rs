@@ -59,7 +59,8 @@ impl CoreTask {
                 peer,
                 request,
                 reply,
-            } => match request {
+                span,
+            } => span.in_scope(|| match request {
                 shard_coord::Request::Register(register) => self.register(
                     now,
                     Registration {
@@ -82,12 +83,13 @@ impl CoreTask {
                     let answer = ShardResponse::Agents(self.core.agent_addresses(&nodes));
                     self.answer_shard(reply, Ok(answer));
                 }
-            },
+            }),
             Event::Client {
                 peer,
                 request,
                 reply,
-            } => self.client(now, peer, request, reply),
+                span,
+            } => span.in_scope(|| self.client(now, peer, request, reply)),
             Event::MoveAnswer { command, response } => {
                 self.core
                     .moves_answer(now, &command.queue, &command.request, &response);
@@ -115,6 +117,13 @@ impl CoreTask {
                 }
                 Err(refusal) => self.answer(reply, Err(refusal)),
             },
+            Event::Status { reply } => {
+                // The views as of this batch, sent once what they show is durable.
+                let status = super::telemetry::cluster_status(&self.core, now);
+                self.after.push(After::Spawn(Box::pin(async move {
+                    let _ = reply.send(status);
+                })));
+            }
         }
     }
 

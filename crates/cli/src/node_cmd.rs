@@ -20,6 +20,7 @@ use shardsched_node::agent::{NodeOptions, load_credentials, run};
 use shardsched_node::cgroup::Hierarchy;
 use shardsched_node::executor::ExecSettings;
 use shardsched_node::user::{MIN_UID_DEFAULT, UserPolicy, effective_user};
+use shardsched_telemetry::LogFormat;
 
 /// Flags of `shardsched node`.
 #[derive(Args, Debug, Clone)]
@@ -53,6 +54,10 @@ pub struct NodeArgs {
     /// Allow jobs to run as root (uid 0).
     #[arg(long)]
     pub allow_root: bool,
+    /// Log lines as `text` (for people) or `json` (one object per line); `RUST_LOG`
+    /// filters either.
+    #[arg(long, value_name = "FORMAT", default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
     /// Set by `up`: hold this file locked (shared) while running (`up::lock`).
     #[arg(long, value_name = "FILE", hide = true)]
     pub up_lock: Option<PathBuf>,
@@ -73,7 +78,7 @@ pub fn main(args: &NodeArgs) -> Result<()> {
         .as_deref()
         .map(crate::up::lock::hold_shared)
         .transpose()?;
-    shardsched_shard::init_logging();
+    shardsched_telemetry::logs::init(args.log_format);
     let creds = load_credentials(&args.state_dir).map_err(|e| anyhow!(e))?;
     let as_root = nix::unistd::Uid::effective().is_root();
     if !as_root {

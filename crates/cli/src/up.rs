@@ -15,9 +15,11 @@
 //! 4. with `--agents`, issue each node's agent a certificate and start one `node` process
 //!    per node of the cluster ([`agents`]); issue each queue's shard a certificate and
 //!    start one `shard` process per queue;
-//! 5. wait until every queue's shard is routable, then print how to reach the system;
+//! 5. wait until every queue's shard is routable, then print how to reach the system and
+//!    where the status page is (the coordinator wrote its URL to `coordinator/http-address`);
 //! 6. supervise: a child that dies is reported and restarted with bounded backoff (the
-//!    coordinator at the address it had, so running shards and clients find it again); a
+//!    coordinator at the addresses it had, so running shards, clients and browsers find it
+//!    again); a
 //!    shard that exits with the restart status (its queue was reconfigured) is started
 //!    again at once; every [`queues::QUEUE_SYNC_INTERVAL`] the coordinator's queue list is
 //!    read, and shards are started for added queues and stopped for removed ones;
@@ -41,6 +43,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use shardsched_client::StateDir;
 use shardsched_proto::backoff::Backoff;
+use shardsched_telemetry::LogFormat;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::cert_cmd::create_private_dir;
@@ -116,6 +119,15 @@ pub struct UpArgs {
     /// nodes' agents, as the user who submitted it (implies real execution; docs/EXEC.md).
     #[arg(long)]
     pub agents: bool,
+    /// Where the coordinator serves its status page and `/metrics` (HTTP). Bound off
+    /// loopback, the page leaves out admins' reasons and job ids (docs/OPERATIONS.md). The
+    /// shards serve their `/metrics` on free loopback ports [default: the configuration's
+    /// `[http] listen`, else a free loopback port].
+    #[arg(long, value_name = "ADDR")]
+    pub http_listen: Option<SocketAddr>,
+    /// The coordinator's and the shards' log lines in their log files: `text` or `json`.
+    #[arg(long, value_name = "FORMAT", default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
 }
 
 /// `shardsched up`.
@@ -160,6 +172,8 @@ pub fn main(args: &UpArgs) -> Result<()> {
             retention: args.retention,
             agents: args.agents,
             agent_dirs: Vec::new(),
+            log_format: args.log_format,
+            http_listen: args.http_listen,
             processes_lock: lock.processes_lock().to_owned(),
             children: Vec::new(),
             coordinator: None,
@@ -192,6 +206,11 @@ struct Supervisor {
     agents: bool,
     /// The node agents' state directories, once started.
     agent_dirs: Vec<PathBuf>,
+    /// `--log-format` for every child.
+    log_format: LogFormat,
+    /// The coordinator's `--http-listen`, if any (after its first start, the address it
+    /// bound).
+    http_listen: Option<SocketAddr>,
     /// Given to every child with `--up-lock` (see [`lock`]).
     processes_lock: PathBuf,
     /// The coordinator first, then the node agents (`--agents`), then the shards (in queue
@@ -244,6 +263,7 @@ impl Supervisor {
         stop_all(shards.iter_mut()).await;
         stop_all(coordinator.into_iter()).await;
         let _ = remove_if_present(&self.dir.address_file());
+        let _ = remove_if_present(&self.dir.http_address_file());
     }
 }
 

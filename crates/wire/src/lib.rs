@@ -43,12 +43,13 @@ pub const ALPN_STR: &str = "shardsched/1";
 /// job's jobspec is private to its owner and admins), jobs carry the nodes they ask for,
 /// policy refusals have their own code and shards answer `DisableIfIdle`. 3: queue and
 /// match policies are typed ([`msg::QueuePolicy`], [`msg::MatchPolicy`]) in `QueueConfig`,
-/// `QueueStatus` and `QueueSpec`. 4: the role `node` (node agents) and its messages
-/// (`node_coord`, `coord_node`, `shard_node`, `node_node`).
-pub const PROTOCOL_VERSION: u32 = 4;
-/// The oldest protocol version this build still accepts in a hello (version 3 peers would
+/// `QueueStatus` and `QueueSpec`. 4: `QueueStatus` counts its pending jobs by reason
+/// ([`msg::PendingReasons`]). 5: the role `node` (node agents) and its messages
+/// (`node_coord`, `coord_node`, `shard_node`, `node_node`), signed submits, `job output`.
+pub const PROTOCOL_VERSION: u32 = 5;
+/// The oldest protocol version this build still accepts in a hello (version 4 peers would
 /// not decode a `Role::Node` in a hello, nor the agents' messages).
-pub const PROTOCOL_VERSION_MIN: u32 = 4;
+pub const PROTOCOL_VERSION_MIN: u32 = 5;
 /// This build's software string, sent in the hello for logs.
 pub const SOFTWARE: &str = concat!("shardsched ", env!("CARGO_PKG_VERSION"));
 

@@ -28,6 +28,7 @@ struct RawConfig {
     cluster: Option<Spanned<RawCluster>>,
     queues: Option<Spanned<BTreeMap<String, Spanned<RawQueue>>>>,
     agents: Option<RawAgents>,
+    http: Option<Spanned<RawHttp>>,
 }
 
 #[derive(Deserialize)]
@@ -36,6 +37,12 @@ struct RawAgents {
     required: Option<bool>,
     heartbeat_timeout: Option<Spanned<toml::Value>>,
     return_to_service: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHttp {
+    listen: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -132,12 +139,26 @@ pub(super) fn parse(text: &str, origin: &str, base_dir: &Path) -> Result<Config,
 
     check_owns_disjoint(&queues, &owns_spans, &cluster, &errors)?;
     let agents = agents(raw.agents, &errors)?;
+    let http_listen = match raw.http.and_then(|h| h.into_inner().listen) {
+        Some(listen) => {
+            let span = listen.span();
+            let text = listen.into_inner();
+            Some(text.parse().map_err(|_| {
+                errors.at(
+                    Some(span),
+                    format!("[http] listen: {text:?} is not an address (ip:port)"),
+                )
+            })?)
+        }
+        None => None,
+    };
     Ok(Config {
         origin: origin.to_owned(),
         cluster,
         default_queue,
         queues,
         agents,
+        http_listen,
     })
 }
 

@@ -63,6 +63,7 @@ fn arbitrary_config() -> impl Strategy<Value = Config> {
                 default_queue: "q0".into(),
                 queues,
                 agents: Default::default(),
+                http_listen: None,
             }
         })
     })

@@ -65,6 +65,8 @@ impl Supervisor {
                 SocketAddr::from((agent_address(index), 0)).to_string(),
                 "--up-lock".to_owned(),
                 self.processes_lock.to_string_lossy().into_owned(),
+                "--log-format".to_owned(),
+                self.log_format.to_string(),
             ];
             if as_root {
                 args.push("--allow-root".to_owned());
