@@ -28,6 +28,10 @@ use crate::layout::{ADDRESS_FILE, LEASES_FILE, fence_file, job_dir, output_file}
 /// The heartbeat timeout assumed until the coordinator says its own, ms.
 pub const HEARTBEAT_TIMEOUT_DEFAULT_MS: u64 = 30_000;
 
+/// How long the core task sleeps when its core has no deadline (every event ticks it
+/// anyway; an idle agent should not wake for nothing).
+const IDLE_WAKE: Duration = Duration::from_secs(60);
+
 /// Most events queued for the core task.
 const EVENTS_QUEUED_MAX: usize = 4096;
 
@@ -180,7 +184,7 @@ async fn core_task(
         let wake = core
             .next_wake_ms()
             .map(|at| Duration::from_millis(at.saturating_sub(now_ms())))
-            .unwrap_or(Duration::from_secs(1));
+            .unwrap_or(IDLE_WAKE);
         let event = tokio::select! {
             event = events.recv() => match event {
                 Some(event) => Some(event),
@@ -513,7 +517,8 @@ async fn executor_task(
                     relay(&node, &endpoint, &watched, &mut collectors, job, &from, fence, done);
                 }
             },
-            _ = tick.tick() => {
+            // Idle (no job on the node), the agent does not wake at all for its jobs.
+            _ = tick.tick(), if !watched.is_empty() => {
                 let mut ended = Vec::new();
                 for (&job, watch) in &mut watched {
                     if let Some(end) = executor::check_ended(&watch.dir) {

@@ -34,8 +34,9 @@ pub const LAUNCH_RETRY_FOR_MS: u64 = 30_000;
 pub const LAUNCH_RETRY_MS: u64 = 250;
 /// How often an agent whose lease is not known yet is renewed, ms.
 pub const RENEW_FIRST_MS: u64 = 250;
-/// The longest wait between two renewals of an agent, ms.
-pub const RENEW_MAX_MS: u64 = 2_000;
+/// The longest wait between two renewals of an agent, ms: also how late a job's end may be
+/// heard of.
+pub const RENEW_MAX_MS: u64 = 500;
 /// How often the addresses of unreachable agents are asked for again, ms.
 pub const ADDRESSES_RETRY_MS: u64 = 1_000;
 /// How often a kill is sent again to an agent whose share is still live, ms.
@@ -361,6 +362,12 @@ impl Runs {
         self.finish();
         self.renew(now_ms, &mut out);
         out
+    }
+
+    /// Whether there is nothing to watch or send: no job, no end to tell an agent of, no
+    /// address asked for.
+    pub fn is_idle(&self) -> bool {
+        self.jobs.is_empty() && !self.asking && self.agents.values().all(|a| a.seen.is_empty())
     }
 
     /// The node that runs task `rank` of `job`, and its agent's address if known.

@@ -98,7 +98,8 @@ pub(crate) async fn run(inputs: Inputs, commands: mpsc::Sender<Command>) {
                     }
                 }
             }
-            _ = tick.tick() => {}
+            // An idle shard (no job on an agent, nothing to tell one) does not wake for it.
+            _ = tick.tick(), if !runs.is_idle() => {}
         }
         sends.extend(runs.tick(now_ms()));
         for send in sends {
