@@ -20,7 +20,9 @@ use shardsched_proto::msg::shard_node::{OutputChunk, OutputRequest};
 use shardsched_proto::msg::{JobId, Refusal, RefusalCode};
 use shardsched_proto::msg::{coord_node, node_coord, node_node, shard_node};
 use shardsched_proto::{Credentials, Peer, Role, Session, accept, connect, serve, tls};
-use tokio::sync::{mpsc, oneshot};
+use std::sync::Arc;
+
+use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::executor::{self, EXEC_POLL_INTERVAL, ExecSettings};
 use crate::layout::{ADDRESS_FILE, LEASES_FILE, fence_file, job_dir, output_file};
@@ -49,6 +51,9 @@ pub struct NodeOptions {
     pub listen: SocketAddr,
     /// The executor's settings.
     pub exec: ExecSettings,
+    /// The site's health check and how often it runs (Slurm's HealthCheckProgram): a
+    /// failure drains the node with its output as the reason.
+    pub health: Option<(PathBuf, Duration)>,
 }
 
 /// What reaches the core task.
@@ -75,6 +80,8 @@ enum Event {
         job: JobId,
         end: JobEnd,
     },
+    /// The health check's word: `None` fit, else why not.
+    Health(Option<String>),
 }
 
 /// What reaches the executor task.
@@ -147,12 +154,22 @@ pub async fn run(options: NodeOptions) -> Result<(), String> {
         events_tx.clone(),
         exec_tx.clone(),
     ));
+    let heartbeat_now = Arc::new(Notify::new());
     tokio::spawn(coordinator_link(
         endpoint.clone(),
         options.coordinator,
         address,
         events_tx.clone(),
+        Arc::clone(&heartbeat_now),
     ));
+    if let Some((script, every)) = options.health.clone() {
+        tokio::spawn(health_checks(
+            script,
+            every,
+            options.name.clone(),
+            events_tx.clone(),
+        ));
+    }
     tokio::spawn(executor_task(
         options.exec.clone(),
         options.name.clone(),
@@ -161,7 +178,7 @@ pub async fn run(options: NodeOptions) -> Result<(), String> {
         events_tx,
     ));
     tokio::select! {
-        () = core_task(core, events, exec_tx, state_dir) => Ok(()),
+        () = core_task(core, events, exec_tx, state_dir, heartbeat_now) => Ok(()),
         () = shardsched_proto::shutdown_signal() => {
             tracing::info!("node agent stopping; its jobs' supervisors keep running");
             if let Some(cgroups) = &cgroups {
@@ -178,6 +195,7 @@ async fn core_task(
     mut events: mpsc::Receiver<Event>,
     exec: mpsc::UnboundedSender<ExecInput>,
     state_dir: PathBuf,
+    heartbeat_now: Arc<Notify>,
 ) {
     let mut leases: BTreeMap<String, u64> = BTreeMap::new();
     loop {
@@ -194,7 +212,12 @@ async fn core_task(
         };
         let now = now_ms();
         if let Some(event) = event {
+            let before = core.unhealthy().map(str::to_owned);
             handle(&mut core, now, event, &state_dir);
+            if core.unhealthy() != before.as_deref() {
+                tracing::warn!(unhealthy = ?core.unhealthy(), "the node's health changed; telling the coordinator");
+                heartbeat_now.notify_one();
+            }
         }
         core.tick(now);
         for action in core.take_actions() {
@@ -252,6 +275,7 @@ fn handle(core: &mut AgentCore, now: u64, event: Event, state_dir: &std::path::P
         }
         Event::Spawned { job, pid } => core.handle_spawned(now, job, pid),
         Event::Ended { job, end } => core.handle_ended(now, job, end),
+        Event::Health(unhealthy) => core.set_health(unhealthy),
     }
 }
 
@@ -360,9 +384,12 @@ async fn coordinator_link(
     coordinator: SocketAddr,
     listen: SocketAddr,
     events: mpsc::Sender<Event>,
+    heartbeat_now: Arc<Notify>,
 ) {
     loop {
-        if let Err(e) = registered_session(&endpoint, coordinator, listen, &events).await {
+        let registered =
+            registered_session(&endpoint, coordinator, listen, &events, &heartbeat_now).await;
+        if let Err(e) = registered {
             tracing::warn!(%coordinator, error = %e, "cannot reach the coordinator; retrying");
         }
         tokio::time::sleep(COORDINATOR_RETRY).await;
@@ -380,6 +407,7 @@ async fn registered_session(
     coordinator: SocketAddr,
     listen: SocketAddr,
     events: &mpsc::Sender<Event>,
+    heartbeat_now: &Notify,
 ) -> Result<(), String> {
     let session = connect(
         endpoint,
@@ -449,15 +477,34 @@ async fn registered_session(
     ));
     let interval = Duration::from_millis(heartbeat_interval_ms.max(100));
     loop {
-        tokio::time::sleep(interval).await;
-        tracing::debug!("heartbeat: asking the core for its report");
+        // Every interval, and at once when the node's health changed.
+        tokio::select! {
+            () = tokio::time::sleep(interval) => {}
+            () = heartbeat_now.notified() => {}
+        }
         let report_now = report(events).await.ok_or("the agent is stopping")?;
-        tracing::debug!("heartbeat: sending");
         session
             .request(&node_coord::Request::Heartbeat(report_now))
             .await
             .map_err(|e| e.to_string())?;
-        tracing::debug!("heartbeat: answered");
+    }
+}
+
+/// Runs the site's health check every `every`, and tells the core what it says.
+async fn health_checks(
+    script: PathBuf,
+    every: Duration,
+    node: String,
+    events: mpsc::Sender<Event>,
+) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let unhealthy = executor::health_check(&script, &node).await.err();
+        if events.send(Event::Health(unhealthy)).await.is_err() {
+            return;
+        }
     }
 }
 
@@ -495,9 +542,9 @@ async fn executor_task(
                             watched.insert(job, WatchedJob { dir, launch: multi.then_some(launch), next_epoch: 0 });
                             let _ = events.send(Event::Spawned { job, pid }).await;
                         }
-                        Err(why) => {
-                            tracing::warn!(%job, %why, "launch refused");
-                            let end = JobEnd::without_status(shardsched_proto::msg::agent::EndCause::Error, why);
+                        Err(refused) => {
+                            let end = refused.end();
+                            tracing::warn!(%job, cause = %end.cause, why = %end.note, "launch refused");
                             let _ = events.send(Event::Ended { job, end }).await;
                         }
                     }

@@ -73,12 +73,37 @@ pub struct ExecSettings {
     pub epilog: Option<PathBuf>,
 }
 
+/// Why a job's supervisor was not started.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SpawnError {
+    /// The launch cannot run here (its signature, its user, its directory, its cgroup).
+    Refused(String),
+    /// The site's prolog failed: the job goes back to pending.
+    Prolog(String),
+}
+
+impl From<String> for SpawnError {
+    fn from(why: String) -> SpawnError {
+        SpawnError::Refused(why)
+    }
+}
+
+impl SpawnError {
+    /// How the job ended on this node.
+    pub fn end(self) -> JobEnd {
+        match self {
+            SpawnError::Refused(why) => JobEnd::without_status(EndCause::Error, why),
+            SpawnError::Prolog(why) => JobEnd::without_status(EndCause::Prolog, why),
+        }
+    }
+}
+
 /// Prepares and starts a job's supervisor; its pid, or why not.
 pub async fn spawn(
     settings: &ExecSettings,
     queue: &str,
     launch: &NodeLaunch,
-) -> Result<u32, String> {
+) -> Result<u32, SpawnError> {
     let signer = verify_jobspec(&settings.creds, &launch.signed).map_err(|e| e.to_string())?;
     let run_as: Option<RunAs> = if settings.as_root {
         Some(resolve(&signer.name, &settings.users)?)
@@ -107,9 +132,17 @@ pub async fn spawn(
     let plan = Plan::prepare(launch, run_as.clone(), &dir, cgroups)?;
     write_json(&dir.join(PLAN_FILE), &plan)?;
     if let Some(prolog) = &settings.prolog {
-        run_site_script(prolog, launch.job, &signer.name, &me.node)
-            .await
-            .map_err(|why| format!("prolog failed: {why}"))?;
+        run_site_script(
+            prolog,
+            &job_env(&launch.job.to_string(), &signer.name, &me.node),
+        )
+        .await
+        .map_err(|why| {
+            SpawnError::Prolog(format!(
+                "prolog failed on {} for job {}: {why}",
+                me.node, launch.job
+            ))
+        })?;
     }
     let log = fs::File::create(dir.join(SUPERVISOR_LOG)).map_err(|e| e.to_string())?;
     let child = std::process::Command::new(&settings.program)
@@ -244,25 +277,35 @@ pub fn remove_files(state_dir: &Path, job: JobId) {
 /// Runs the epilog after a job's processes are gone; a failure is logged.
 pub async fn epilog(settings: &ExecSettings, job: JobId, node: &str) {
     if let Some(epilog) = &settings.epilog
-        && let Err(why) = run_site_script(epilog, job, "", node).await
+        && let Err(why) = run_site_script(epilog, &job_env(&job.to_string(), "", node)).await
     {
         tracing::warn!(job = %job, %why, "the epilog failed");
     }
 }
 
-/// Runs a site script (prolog, epilog, health check) with the job's facts in its
-/// environment; `Err` with its status and the start of its output when it fails.
-pub async fn run_site_script(
-    script: &Path,
-    job: JobId,
-    user: &str,
-    node: &str,
-) -> Result<(), String> {
+/// A job's prolog's and epilog's variables.
+fn job_env<'a>(job: &'a str, user: &'a str, node: &'a str) -> [(&'static str, &'a str); 3] {
+    [
+        ("SHARDSCHED_JOB_ID", job),
+        ("SHARDSCHED_JOB_USER", user),
+        ("SHARDSCHED_NODE", node),
+    ]
+}
+
+/// Runs the site's health check on `node`: `Err` with why the node is unfit.
+pub async fn health_check(script: &Path, node: &str) -> Result<(), String> {
+    run_site_script(script, &[("SHARDSCHED_NODE", node)])
+        .await
+        .map_err(|why| format!("health check failed: {why}"))
+}
+
+/// Runs a site script (prolog, epilog, health check) with `env` (the node, and the job's
+/// facts for a job's scripts); `Err` with its status and the start of its output when it
+/// fails.
+pub async fn run_site_script(script: &Path, env: &[(&str, &str)]) -> Result<(), String> {
     let mut command = tokio::process::Command::new(script);
     command
-        .env("SHARDSCHED_JOB_ID", job.to_string())
-        .env("SHARDSCHED_JOB_USER", user)
-        .env("SHARDSCHED_NODE", node)
+        .envs(env.iter().copied())
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true);
     let output = tokio::time::timeout(SITE_SCRIPT_TIMEOUT, command.output())

@@ -15,7 +15,7 @@ use super::REMOVE_MOVE_WAIT;
 use super::core_task::{After, CoreTask, RemovalWait};
 use super::event::{ClientReply, Event, Held, Registration, Removal, TableChange};
 use super::followups::{self, HoldStep, Tell};
-use crate::core::{ConnId, FlagPlan, NodeFlag, RegisterError};
+use crate::core::{AgentFlags, ConnId, FlagPlan, NodeFlag, RegisterError};
 use crate::queue_table;
 
 impl CoreTask {
@@ -434,6 +434,12 @@ impl CoreTask {
         }
     }
 
+    /// What an agent's word changed in node flags, forwarded to the shards once durable.
+    fn agent_flags(&mut self, flags: AgentFlags) {
+        self.node_flag_changed(NodeFlag::Down, false, flags.up);
+        self.node_flag_changed(NodeFlag::Drained, true, flags.drained);
+    }
+
     /// A node agent's request.
     fn agent(
         &mut self,
@@ -447,12 +453,12 @@ impl CoreTask {
                 let (answer, back) = self
                     .core
                     .agent_register(now, conn, &peer.name, listen, report)?;
-                self.node_flag_changed(NodeFlag::Down, false, back);
+                self.agent_flags(back);
                 Ok(answer)
             }
             node_coord::Request::Heartbeat(report) => {
                 let back = self.core.agent_heartbeat(now, conn, &peer.name, report)?;
-                self.node_flag_changed(NodeFlag::Down, false, back);
+                self.agent_flags(back);
                 Ok(node_coord::Response::Ack)
             }
         }

@@ -48,6 +48,14 @@ pub struct NodeArgs {
     /// Run after each job's processes are gone, as root.
     #[arg(long, value_name = "PATH")]
     pub epilog: Option<PathBuf>,
+    /// Run every --health-interval, as root; a failure drains the node with the program's
+    /// output as the reason (`resource undrain` brings it back).
+    #[arg(long, value_name = "PATH")]
+    pub health_check: Option<PathBuf>,
+    /// How often the health check runs: 60s, 5m (a bare number is seconds).
+    #[arg(long, value_name = "DURATION", default_value = "60s",
+          value_parser = crate::duration_arg::seconds_or_units)]
+    pub health_interval: std::time::Duration,
     /// Users with a lower uid are refused.
     #[arg(long, value_name = "UID", default_value_t = MIN_UID_DEFAULT)]
     pub min_uid: u32,
@@ -114,6 +122,12 @@ pub fn main(args: &NodeArgs) -> Result<()> {
             prolog: args.prolog.clone(),
             epilog: args.epilog.clone(),
         },
+        health: args.health_check.clone().map(|script| {
+            (
+                script,
+                args.health_interval.max(std::time::Duration::from_secs(1)),
+            )
+        }),
     };
     // One thread: an agent carries a few messages a second; a cluster of them on one
     // machine (`up --agents`) should not cost a thread pool each.

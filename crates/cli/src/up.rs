@@ -119,6 +119,15 @@ pub struct UpArgs {
     /// nodes' agents, as the user who submitted it (implies real execution; docs/EXEC.md).
     #[arg(long)]
     pub agents: bool,
+    /// With --agents: one more argument for every node agent, e.g.
+    /// `--agent-arg=--prolog=/etc/shardsched/prolog` (repeat it for several).
+    #[arg(
+        long = "agent-arg",
+        value_name = "ARG",
+        allow_hyphen_values = true,
+        requires = "agents"
+    )]
+    pub agent_args: Vec<String>,
     /// Where the coordinator serves its status page and `/metrics` (HTTP). Bound off
     /// loopback, the page leaves out admins' reasons and job ids (docs/OPERATIONS.md). The
     /// shards serve their `/metrics` on free loopback ports [default: the configuration's
@@ -171,6 +180,7 @@ pub fn main(args: &UpArgs) -> Result<()> {
             },
             retention: args.retention,
             agents: args.agents,
+            agent_args: args.agent_args.clone(),
             agent_dirs: Vec::new(),
             log_format: args.log_format,
             http_listen: args.http_listen,
@@ -204,6 +214,8 @@ struct Supervisor {
     retention: Option<Duration>,
     /// `--agents`: one node agent per node.
     agents: bool,
+    /// `--agent-arg`s, for every agent.
+    agent_args: Vec<String>,
     /// The node agents' state directories, once started.
     agent_dirs: Vec<PathBuf>,
     /// `--log-format` for every child.

@@ -2,9 +2,9 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use shardsched_wire::limits::AGENT_JOBS_MAX;
+use shardsched_wire::limits::{AGENT_JOBS_MAX, REASON_BYTES_MAX};
 use shardsched_wire::msg::agent::{
-    AgentReport, JobEnd, JobOnNode, JobReport, NodeLaunch, NodeOwner, OwnerChange,
+    AgentReport, EndCause, JobEnd, JobOnNode, JobReport, NodeLaunch, NodeOwner, OwnerChange,
 };
 use shardsched_wire::msg::{Generation, JobId};
 
@@ -75,6 +75,8 @@ pub struct AgentCore {
     /// Per queue that has or had jobs here.
     leases: BTreeMap<String, Lease>,
     actions: VecDeque<Action>,
+    /// Why the node should take no new work (its health check failed, or a prolog did).
+    unhealthy: Option<String>,
 }
 
 impl AgentCore {
@@ -88,6 +90,7 @@ impl AgentCore {
             jobs: BTreeMap::new(),
             leases: BTreeMap::new(),
             actions: VecDeque::new(),
+            unhealthy: None,
         }
     }
 
@@ -371,9 +374,24 @@ impl AgentCore {
         self.debug_check();
     }
 
-    /// Every process of the job on this node is gone, as `end` says.
+    /// Whether the node is fit for work, as its health check says (`None`: it is; else
+    /// why not). Reported to the coordinator, which drains the node.
+    pub fn set_health(&mut self, unhealthy: Option<String>) {
+        self.unhealthy = unhealthy.map(|why| reason(&why));
+    }
+
+    /// Why the node should take no new work, if it should.
+    pub fn unhealthy(&self) -> Option<&str> {
+        self.unhealthy.as_deref()
+    }
+
+    /// Every process of the job on this node is gone, as `end` says. A job whose prolog
+    /// failed makes the node unhealthy: it should take no new work until an admin looks.
     pub fn handle_ended(&mut self, now_ms: u64, job: JobId, end: JobEnd) {
         let _ = now_ms;
+        if end.cause == EndCause::Prolog {
+            self.unhealthy = Some(reason(&end.note));
+        }
         if let Some(entry) = self.jobs.get_mut(&job)
             && entry.state.is_live()
         {
@@ -443,6 +461,7 @@ impl AgentCore {
             node: self.node.clone(),
             owner: self.owner.clone(),
             lease_ms: self.lease_ms,
+            unhealthy: self.unhealthy.clone(),
             jobs: self
                 .jobs
                 .iter()
@@ -552,4 +571,13 @@ impl AgentCore {
         queues.dedup();
         queues
     }
+}
+
+/// `why`, cut to a reason's bound ([`REASON_BYTES_MAX`]) at a character boundary.
+fn reason(why: &str) -> String {
+    let mut end = why.len().min(REASON_BYTES_MAX);
+    while !why.is_char_boundary(end) {
+        end -= 1;
+    }
+    why[..end].to_owned()
 }

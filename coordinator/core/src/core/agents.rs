@@ -60,6 +60,15 @@ pub(super) struct Agents {
     out: Vec<AgentCommand>,
 }
 
+/// What an agent's word changed in its node's flags, for the shards that have the node.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AgentFlags {
+    /// Nodes up again (`return_to_service`).
+    pub up: FlagPlan,
+    /// Nodes drained: the agent reports them unfit (a failed health check or prolog).
+    pub drained: FlagPlan,
+}
+
 /// A message for a connected agent.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AgentCommand {
@@ -81,8 +90,8 @@ impl Agents {
 impl Core {
     /// A node agent (certificate name `cert_name`, connection `conn`) registers: it must be
     /// the agent of a node of the cluster, its own. Returns the answer (the node's owner
-    /// unless it is moving, the heartbeat interval and timeout) and the shards to tell that
-    /// the node is up again (`return_to_service`).
+    /// unless it is moving, the heartbeat interval and timeout) and what its word changed
+    /// in the node's flags ([`AgentFlags`]).
     pub fn agent_register(
         &mut self,
         now_ms: u64,
@@ -90,7 +99,7 @@ impl Core {
         cert_name: &str,
         listen: SocketAddr,
         report: AgentReport,
-    ) -> Result<(node_coord::Response, FlagPlan), Refusal> {
+    ) -> Result<(node_coord::Response, AgentFlags), Refusal> {
         let node = report.node.clone();
         if node != cert_name {
             return Err(Refusal::new(
@@ -109,6 +118,7 @@ impl Core {
             ));
         }
         tracing::info!(%node, %listen, jobs = report.jobs.len(), "node agent registered");
+        let unhealthy = new_reason(self.agents.seen.get(&node), &report);
         self.agents.seen.insert(
             node.clone(),
             AgentSeen {
@@ -118,7 +128,10 @@ impl Core {
                 report,
             },
         );
-        let plan = self.back_in_service(&node)?;
+        let flags = AgentFlags {
+            up: self.back_in_service(&node)?,
+            drained: self.drain_if_unfit(&node, unhealthy)?,
+        };
         let agents = &self.config.agents;
         let answer = node_coord::Response::Registered {
             owner: self.agent_owner(&node),
@@ -126,18 +139,18 @@ impl Core {
             heartbeat_timeout_ms: agents.heartbeat_timeout_ms,
         };
         self.debug_check();
-        Ok((answer, plan))
+        Ok((answer, flags))
     }
 
-    /// A registered agent's heartbeat: it is alive, and this is its table. Returns the
-    /// shards to tell that the node is up again (`return_to_service`).
+    /// A registered agent's heartbeat: it is alive, and this is its table. Returns what its
+    /// word changed in the node's flags ([`AgentFlags`]).
     pub fn agent_heartbeat(
         &mut self,
         now_ms: u64,
         conn: ConnId,
         cert_name: &str,
         report: AgentReport,
-    ) -> Result<FlagPlan, Refusal> {
+    ) -> Result<AgentFlags, Refusal> {
         let Some(seen) = self
             .agents
             .seen
@@ -150,8 +163,35 @@ impl Core {
             ));
         };
         seen.heard_ms = seen.heard_ms.max(now_ms);
+        let unhealthy = new_reason(Some(&*seen), &report);
         seen.report = report;
-        self.back_in_service(cert_name)
+        Ok(AgentFlags {
+            up: self.back_in_service(cert_name)?,
+            drained: self.drain_if_unfit(cert_name, unhealthy)?,
+        })
+    }
+
+    /// An agent that reports its node unfit for a new reason has it drained with that
+    /// reason, unless the node is drained already (an admin's reason is kept). The drain
+    /// stays until `resource undrain`, which holds until the agent reports another reason
+    /// (a health check that passed and fails again, another job's prolog).
+    fn drain_if_unfit(
+        &mut self,
+        node: &str,
+        unhealthy: Option<String>,
+    ) -> Result<FlagPlan, Refusal> {
+        let drained = self
+            .moves
+            .nodes()
+            .get(node)
+            .is_some_and(|i| i.drained.is_some());
+        match unhealthy {
+            Some(why) if !drained => {
+                tracing::warn!(%node, reason = %why, "node agent reports its node unfit: drained");
+                self.set_node_flag(&[node.to_owned()], NodeFlag::Drained, true, &why)
+            }
+            _ => Ok(FlagPlan::new()),
+        }
     }
 
     /// A connection ended: if it was an agent's, the agent is no longer reachable there (its
@@ -356,4 +396,14 @@ fn utc(ms: u64) -> String {
         .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
         .map(|t| format!("{:.0}", t))
         .unwrap_or_else(|| format!("{ms} ms after the Unix epoch"))
+}
+
+/// The reason an agent's `report` gives for its node being unfit, if it did not give it in
+/// its last report (`seen`): a drain follows the agent's word once, not at every heartbeat.
+fn new_reason(seen: Option<&AgentSeen>, report: &AgentReport) -> Option<String> {
+    let before = seen.and_then(|s| s.report.unhealthy.as_deref());
+    report
+        .unhealthy
+        .clone()
+        .filter(|why| Some(why.as_str()) != before)
 }

@@ -46,7 +46,7 @@ use crate::records::Durable;
 
 pub use crate::moves::NodeFlag;
 pub use admin::{FlagPlan, JournalWrite};
-pub use agents::{AgentCommand, UNREACHABLE_REASON};
+pub use agents::{AgentCommand, AgentFlags, UNREACHABLE_REASON};
 pub use moving::MoveCommand;
 pub use reconfig::{Reconfig, RestartCommand};
 pub use registry::{RegisterError, ShardLink};

@@ -71,6 +71,7 @@ impl Supervisor {
             if as_root {
                 args.push("--allow-root".to_owned());
             }
+            args.extend(self.agent_args.iter().cloned());
             if let Some(cgroups) = &cgroups {
                 args.push("--cgroup-root".to_owned());
                 args.push(cgroups.join(node).to_string_lossy().into_owned());

@@ -240,6 +240,9 @@ pub enum EndCause {
     Error,
     /// Its supervisor is gone without having written a status.
     Lost,
+    /// The site's prolog failed on the node: the job's tasks never started there, and the
+    /// job goes back to pending (Slurm's Prolog).
+    Prolog,
 }
 
 /// How a job's processes ended: what a supervisor writes to its `status` file, what an
@@ -319,6 +322,7 @@ impl fmt::Display for EndCause {
             EndCause::Cancelled => "cancelled",
             EndCause::Error => "error",
             EndCause::Lost => "lost",
+            EndCause::Prolog => "prolog",
         })
     }
 }
@@ -373,6 +377,11 @@ pub struct AgentReport {
     /// within it, and takes the tasks of an agent it has not heard from for this plus the
     /// kill grace as killed.
     pub lease_ms: u64,
+    /// Why the node should take no new work, if it should: its health check failed, or a
+    /// job's prolog did (the program's output, at most
+    /// [`REASON_BYTES_MAX`](crate::limits::REASON_BYTES_MAX) bytes). The
+    /// coordinator drains the node with it as the reason (`resource undrain` ends it).
+    pub unhealthy: Option<String>,
     /// Its jobs (running, stopping, or ended and not yet acknowledged), by job id; at most
     /// [`AGENT_JOBS_MAX`](crate::limits::AGENT_JOBS_MAX).
     pub jobs: Vec<JobReport>,

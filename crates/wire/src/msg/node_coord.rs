@@ -71,9 +71,13 @@ impl Rpc for Request {
     }
 }
 
-/// A report's bounds: its node name and at most [`AGENT_JOBS_MAX`] jobs.
+/// A report's bounds: its node name, its health reason, and at most [`AGENT_JOBS_MAX`]
+/// jobs.
 pub fn check_report(report: &AgentReport) -> Result<(), Refusal> {
     bounds::text("the node name", &report.node, NODE_NAME_BYTES_MAX)?;
+    if let Some(why) = &report.unhealthy {
+        bounds::reason(why)?;
+    }
     if report.jobs.len() > AGENT_JOBS_MAX {
         return Err(Refusal::new(
             super::common::RefusalCode::Invalid,

@@ -263,6 +263,9 @@ fn plan_for(end: &JobEnd) -> Option<EndAs> {
         EndCause::Cancelled => Some(EndAs::Cancelled(format!("cancelled: {}", end.note))),
         EndCause::Error => failed(Some("exec"), format!("could not start: {}", end.note)),
         EndCause::Lost => failed(Some("exec"), format!("lost: {}", end.note)),
+        // It never ran: back to pending (a prolog that fails on every node keeps the job
+        // going round; the site drains such a node).
+        EndCause::Prolog => Some(EndAs::Requeue(end.note.clone())),
     }
 }
 

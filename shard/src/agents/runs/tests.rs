@@ -80,6 +80,7 @@ fn report(node: &str, jobs: Vec<(u64, JobOnNode)>) -> AgentReport {
     AgentReport {
         node: node.to_owned(),
         owner: None,
+        unhealthy: None,
         lease_ms: 2_000,
         jobs: jobs
             .into_iter()
@@ -175,6 +176,38 @@ fn a_job_ends_when_every_node_says_so_with_its_worst_end() {
         })
         .collect();
     assert_eq!(seen, vec![&vec![Fluid(7)], &vec![Fluid(7)]]);
+}
+
+#[test]
+fn a_requeued_jobs_launch_waits_until_the_agent_was_told_its_earlier_end() {
+    let mut runs = launched();
+    let asked = renewals(&runs.tick(3));
+    for (node, asked) in asked {
+        let report = report(&node, vec![(7, exited(1))]);
+        runs.renewed(4, &node, asked, &[], Ok(report));
+    }
+    runs.tick(5);
+    assert_eq!(runs.take_ended().len(), 1);
+    // Requeued, it starts again on the same nodes before the agents heard their `seen`.
+    runs.launch(6, job(7), generations());
+    assert!(
+        launches(&runs.tick(7)).is_empty(),
+        "not before the agents were told"
+    );
+    let sends = runs.tick(1_000);
+    assert!(launches(&sends).is_empty(), "{sends:?}");
+    let told: Vec<(String, u64)> = renewals(&sends);
+    assert_eq!(told.len(), 2, "the agents are told first: {sends:?}");
+    for (node, asked) in told {
+        runs.renewed(
+            1_001,
+            &node,
+            asked,
+            &[Fluid(7)],
+            Ok(report(&node, Vec::new())),
+        );
+    }
+    assert_eq!(launches(&runs.tick(1_002)), vec!["n0", "n1"]);
 }
 
 #[test]

@@ -97,7 +97,14 @@ impl Runs {
                 let Share::Waiting { retry_ms } = share else {
                     continue;
                 };
-                let addr = self.agents.get(node).and_then(|a| a.address);
+                let agent = self.agents.get(node);
+                // An earlier run of this job (requeued) ended on the node: the agent is
+                // told first that its end is recorded, so that word cannot reach it after
+                // this run's launch and hide this run's end.
+                if agent.is_some_and(|a| a.seen.contains(id)) {
+                    continue;
+                }
+                let addr = agent.and_then(|a| a.address);
                 let (Some(launch), Some(addr), true) =
                     (launches.get(node), addr, *retry_ms <= now_ms)
                 else {
@@ -122,7 +129,12 @@ impl Runs {
                 continue;
             }
             let failed = run.shares.iter().find_map(|(node, share)| match share {
-                Share::Ended(end) if matches!(end.cause, EndCause::Error | EndCause::Lost) => {
+                Share::Ended(end)
+                    if matches!(
+                        end.cause,
+                        EndCause::Error | EndCause::Lost | EndCause::Prolog
+                    ) =>
+                {
                     Some((node, end))
                 }
                 _ => None,

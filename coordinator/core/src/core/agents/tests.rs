@@ -13,7 +13,7 @@ use shardsched_wire::msg::{Generation, MoveId, NodeGen, RefusalCode, coord_node,
 
 use super::UNREACHABLE_REASON;
 use crate::config::Config;
-use crate::core::{ConnId, Core};
+use crate::core::{AgentFlags, ConnId, Core, NodeFlag};
 use crate::records::Durable;
 
 const NOW: u64 = 1_800_000_000_000;
@@ -39,6 +39,7 @@ fn report(node: &str, jobs: Vec<JobReport>) -> AgentReport {
     AgentReport {
         node: node.to_owned(),
         owner: None,
+        unhealthy: None,
         lease_ms: TIMEOUT / 2,
         jobs,
     }
@@ -91,7 +92,7 @@ fn an_agent_registers_for_its_own_node_and_learns_its_owner() {
     let (answer, back) = core
         .agent_register(NOW, ConnId(10), "n0", listen(1), report("n0", Vec::new()))
         .expect("registers");
-    assert!(back.is_empty());
+    assert_eq!(back, AgentFlags::default());
     assert_eq!(
         owner(&answer),
         Some(NodeOwner {
@@ -156,10 +157,10 @@ fn a_silent_agent_marks_its_node_down_and_return_to_service_brings_it_back() {
             .expect("registers again");
         let flags = core.node_flags("n0");
         if return_to_service {
-            assert_eq!(back.len(), 1, "the shard is told the node is up");
+            assert_eq!(back.up.len(), 1, "the shard is told the node is up");
             assert!(flags.is_none(), "{flags:?}");
         } else {
-            assert!(back.is_empty());
+            assert!(back.up.is_empty());
             assert!(
                 flags.and_then(|f| f.down).is_some(),
                 "down until resource up"
@@ -279,4 +280,42 @@ fn an_acquire_tells_the_agent_its_new_owner_and_a_release_waits_for_the_agents_w
         }
     );
     let _ = MoveId(0);
+}
+
+#[test]
+fn an_agent_that_reports_its_node_unfit_has_it_drained_with_its_reason() {
+    let mut core = core("");
+    register_shard(&mut core, "a", 1);
+    core.agent_register(NOW, ConnId(10), "n0", listen(1), report("n0", Vec::new()))
+        .expect("registers");
+    let mut unfit = report("n0", Vec::new());
+    unfit.unhealthy = Some("health check failed: /sbin/check (exit status: 1): disk full".into());
+    let flags = core
+        .agent_heartbeat(NOW + 1, ConnId(10), "n0", unfit.clone())
+        .expect("heartbeat");
+    let ((queue, reason), (_, nodes)) = flags.drained.into_iter().next().expect("drained");
+    assert_eq!((queue.as_str(), nodes), ("a", vec!["n0".to_owned()]));
+    assert!(reason.ends_with("disk full"), "{reason}");
+    let again = core
+        .agent_heartbeat(NOW + 2, ConnId(10), "n0", unfit.clone())
+        .expect("heartbeat");
+    assert!(again.drained.is_empty(), "drained once");
+    // An admin's undrain holds while the agent repeats the same reason.
+    core.set_node_flag(&["n0".to_owned()], NodeFlag::Drained, false, "")
+        .expect("undrain");
+    let repeated = core
+        .agent_heartbeat(NOW + 3, ConnId(10), "n0", unfit.clone())
+        .expect("heartbeat");
+    assert!(repeated.drained.is_empty(), "the undrain holds");
+    assert!(core.node_flags("n0").and_then(|f| f.drained).is_none());
+    // Fit, then unfit again: drained again, and it stays drained while fit.
+    core.agent_heartbeat(NOW + 4, ConnId(10), "n0", report("n0", Vec::new()))
+        .expect("heartbeat");
+    let relapse = core
+        .agent_heartbeat(NOW + 5, ConnId(10), "n0", unfit)
+        .expect("heartbeat");
+    assert_eq!(relapse.drained.len(), 1, "a new failure drains again");
+    core.agent_heartbeat(NOW + 6, ConnId(10), "n0", report("n0", Vec::new()))
+        .expect("heartbeat");
+    assert!(core.node_flags("n0").and_then(|f| f.drained).is_some());
 }
