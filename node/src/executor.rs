@@ -122,15 +122,6 @@ pub async fn spawn(
     let me = launch
         .this_node()
         .ok_or_else(|| "the launch does not name this node".to_owned())?;
-    let cgroups = match &settings.cgroups {
-        Some(hierarchy) => hierarchy
-            .create(&format!("job-{}", launch.job.0), &me.cores, &me.gpus)
-            .map_err(|e| format!("cannot make the job's cgroup: {e}"))?,
-        None => JobCgroups::default(),
-    };
-    write_json(&dir.join(CGROUPS_FILE), &cgroups)?;
-    let plan = Plan::prepare(launch, run_as.clone(), &dir, cgroups)?;
-    write_json(&dir.join(PLAN_FILE), &plan)?;
     if let Some(prolog) = &settings.prolog {
         run_site_script(
             prolog,
@@ -144,10 +135,37 @@ pub async fn spawn(
             ))
         })?;
     }
+    let cgroups = match &settings.cgroups {
+        Some(hierarchy) => hierarchy
+            .create(&format!("job-{}", launch.job.0), &me.cores, &me.gpus)
+            .map_err(|e| format!("cannot make the job's cgroup: {e}"))?,
+        None => JobCgroups::default(),
+    };
+    let started = start_supervisor(settings, launch, run_as, &dir, cgroups.clone());
+    if started.is_err() {
+        // Nothing runs in them: a failed launch leaves no cgroup behind.
+        if let Err(e) = cgroups.remove() {
+            tracing::warn!(job = %launch.job, error = %e, "cannot remove the job's cgroups");
+        }
+    }
+    Ok(started?)
+}
+
+/// Writes the job's plan and starts its supervisor in `cgroups`; its pid, or why not.
+fn start_supervisor(
+    settings: &ExecSettings,
+    launch: &NodeLaunch,
+    run_as: Option<RunAs>,
+    dir: &Path,
+    cgroups: JobCgroups,
+) -> Result<u32, String> {
+    write_json(&dir.join(CGROUPS_FILE), &cgroups)?;
+    let plan = Plan::prepare(launch, run_as, dir, cgroups)?;
+    write_json(&dir.join(PLAN_FILE), &plan)?;
     let log = fs::File::create(dir.join(SUPERVISOR_LOG)).map_err(|e| e.to_string())?;
     let child = std::process::Command::new(&settings.program)
         .arg(SUPERVISE_SUBCOMMAND)
-        .arg(&dir)
+        .arg(dir)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(log)

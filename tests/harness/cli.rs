@@ -11,12 +11,19 @@ use super::{EXE, System, wait_for};
 impl System {
     /// Runs `shardsched ARGS` against this system.
     pub fn cli(&self, args: &[&str]) -> Output {
-        Command::new(EXE)
-            .args(args)
-            .env("SHARDSCHED_DIR", self.state())
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
+        self.cli_in(&self.state(), args)
+    }
+
+    /// `shardsched`, run in this system's network namespace if it has one.
+    fn command(&self) -> Command {
+        match &self.netns {
+            Some(netns) => {
+                let mut command = Command::new("ip");
+                command.args(["netns", "exec", netns, EXE]);
+                command
+            }
+            None => Command::new(EXE),
+        }
     }
 
     /// A user (not admin) certificate `name` in a client directory of its own (with the
@@ -51,7 +58,7 @@ impl System {
 
     /// Runs `shardsched ARGS` with `SHARDSCHED_DIR=dir`.
     pub fn cli_in(&self, dir: &Path, args: &[&str]) -> Output {
-        Command::new(EXE)
+        self.command()
             .args(args)
             .env("SHARDSCHED_DIR", dir)
             .stdin(Stdio::null())

@@ -16,6 +16,7 @@ mod agents;
 mod cli;
 mod config;
 mod http;
+mod netns;
 mod process;
 
 use std::net::SocketAddr;
@@ -29,6 +30,7 @@ use shardsched_proto::{Credentials, StateDir};
 pub use agents::{agents_config, parent_of};
 pub use config::{batch_and_debug, two_queues, two_queues_config, with_alpha};
 pub use http::{http_get, sample, scrape};
+pub use netns::{HEAD_ADDRESS, NetCluster, REQUIRE_PRIVILEGED, ip, privileged};
 pub use process::{alive, children_of, creds_in, mem_kib, now_ms, pid, read_pid_file};
 
 pub const EXE: &str = env!("CARGO_BIN_EXE_shardsched");
@@ -44,6 +46,8 @@ pub const WAIT_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct System {
     up: Option<Child>,
     pub dir: PathBuf,
+    /// The network namespace its commands run in (`ip netns exec`), if not the test's.
+    netns: Option<String>,
 }
 
 impl System {
@@ -124,7 +128,11 @@ impl System {
                 }
             }
         });
-        let system = System { up: Some(up), dir };
+        let system = System {
+            up: Some(up),
+            dir,
+            netns: None,
+        };
         if rx.recv_timeout(UP_TIMEOUT).is_err() {
             panic!(
                 "`shardsched up` was not ready within {} s; its stderr: {}; logs in {}",
