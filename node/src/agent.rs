@@ -132,6 +132,9 @@ pub async fn run(options: NodeOptions) -> Result<(), String> {
         .ok()
         .flatten()
         .unwrap_or_default();
+    if options.exec.as_root {
+        executor::open_jobs_dir(&state_dir)?;
+    }
     let found = executor::recover(&state_dir);
     tracing::info!(node = %options.name, %address, recovered = found.len(), "node agent up");
     let core = AgentCore::recover(

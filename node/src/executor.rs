@@ -357,6 +357,37 @@ fn set_aside(dir: &Path) -> Result<(), String> {
 }
 
 /// The job's directory, owned by its user, mode 0700 (its plan holds its environment).
+/// Makes the state directory and its `jobs` directory searchable (not readable) by
+/// everyone (0711): a job's supervisor and tasks, once they are the job's user, reach their
+/// own directory (0700, the user's) through them. An ancestor that others cannot search
+/// would stop every user's job: the agent says which at start.
+pub fn open_jobs_dir(state_dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let jobs = state_dir.join(JOBS_DIR);
+    fs::create_dir_all(&jobs).map_err(|e| format!("cannot make {}: {e}", jobs.display()))?;
+    for dir in [state_dir, jobs.as_path()] {
+        let mode = fs::metadata(dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?
+            .permissions()
+            .mode();
+        let searchable = fs::Permissions::from_mode((mode & 0o7700) | 0o011);
+        fs::set_permissions(dir, searchable)
+            .map_err(|e| format!("cannot make {} searchable: {e}", dir.display()))?;
+    }
+    let absolute = fs::canonicalize(state_dir).unwrap_or_else(|_| state_dir.to_owned());
+    for ancestor in absolute.ancestors().skip(1) {
+        let closed = fs::metadata(ancestor).is_ok_and(|m| m.permissions().mode() & 0o001 == 0);
+        if closed {
+            tracing::warn!(
+                directory = %ancestor.display(),
+                "others cannot search this directory: jobs of users other than root cannot \
+                 reach their directories under the state directory"
+            );
+        }
+    }
+    Ok(())
+}
+
 fn make_job_dir(dir: &Path, run_as: Option<&RunAs>) -> Result<(), String> {
     use std::os::unix::fs::DirBuilderExt;
     fs::DirBuilder::new()

@@ -18,8 +18,8 @@ impl System {
     fn command(&self) -> Command {
         match &self.netns {
             Some(netns) => {
-                let mut command = Command::new("ip");
-                command.args(["netns", "exec", netns, EXE]);
+                let mut command = Command::new("nsenter");
+                command.arg(format!("--net=/run/netns/{netns}")).arg(EXE);
                 command
             }
             None => Command::new(EXE),

@@ -30,7 +30,7 @@ use shardsched_proto::{Credentials, StateDir};
 pub use agents::{agents_config, parent_of};
 pub use config::{batch_and_debug, two_queues, two_queues_config, with_alpha};
 pub use http::{http_get, sample, scrape};
-pub use netns::{HEAD_ADDRESS, NetCluster, REQUIRE_PRIVILEGED, ip, privileged};
+pub use netns::{AgentSetup, HEAD_ADDRESS, NetCluster, REQUIRE_PRIVILEGED, ip, privileged};
 pub use process::{alive, children_of, creds_in, mem_kib, now_ms, pid, read_pid_file};
 
 pub const EXE: &str = env!("CARGO_BIN_EXE_shardsched");
@@ -46,7 +46,7 @@ pub const WAIT_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct System {
     up: Option<Child>,
     pub dir: PathBuf,
-    /// The network namespace its commands run in (`ip netns exec`), if not the test's.
+    /// The network namespace its commands run in (by `nsenter`), if not the test's.
     netns: Option<String>,
 }
 

@@ -25,12 +25,13 @@ pub const HEAD_ADDRESS: &str = "198.18.0.1";
 /// Whether this test can run as root with namespaces; if not, says why and returns false,
 /// or fails under [`REQUIRE_PRIVILEGED`].
 pub fn privileged(test: &str) -> bool {
-    let why = if !rustix::process::geteuid().is_root() {
-        Some("needs root".to_owned())
-    } else if !Path::new("/run").exists() || which("ip").is_none() {
-        Some("needs iproute2's `ip`".to_owned())
+    let why = if rustix::process::geteuid().is_root() {
+        ["ip", "nsenter", "unshare"]
+            .into_iter()
+            .find(|p| which(p).is_none())
+            .map(|missing| format!("needs `{missing}`"))
     } else {
-        None
+        Some("needs root".to_owned())
     };
     let Some(why) = why else { return true };
     let message = format!("skipped {test}: {why}/namespaces");
@@ -78,6 +79,35 @@ fn sweep() {
     }
 }
 
+/// How [`NetCluster::start_with`] starts the agents.
+#[derive(Clone, Debug, Default)]
+pub struct AgentSetup {
+    /// A command each agent runs under (one that ends by running its arguments).
+    pub prefix: Vec<String>,
+    /// Without `--allow-root`: root's jobs (uid 0) are refused.
+    pub refuse_root: bool,
+}
+
+impl AgentSetup {
+    /// Agents in a private mount namespace where `passwd` and `group` are the user and
+    /// group databases (bind-mounted over `/etc`'s: the host's files are left alone).
+    pub fn with_users(passwd: &Path, group: &Path) -> AgentSetup {
+        let script = format!(
+            "mount --bind {} /etc/passwd && mount --bind {} /etc/group && exec \"$@\"",
+            passwd.display(),
+            group.display()
+        );
+        AgentSetup {
+            prefix: ["unshare", "--mount", "--propagation", "private", "sh", "-c"]
+                .iter()
+                .map(|s| (*s).to_owned())
+                .chain([script, "sh".to_owned()])
+                .collect(),
+            refuse_root: true,
+        }
+    }
+}
+
 /// The system of [`NetCluster::start`]: a coordinator and one shard (queue `alpha`) in the
 /// head namespace, an agent per node in its own.
 pub struct NetCluster {
@@ -94,8 +124,13 @@ pub struct NetCluster {
 
 impl NetCluster {
     /// Makes the namespaces and starts the system on `nodes` with `config` (which must give
-    /// queue `alpha` those nodes and `[agents]`).
+    /// queue `alpha` those nodes and `[agents]`); the agents run root's jobs.
     pub fn start(name: &str, config: &str, nodes: &[&str]) -> NetCluster {
+        NetCluster::start_with(name, config, nodes, &AgentSetup::default())
+    }
+
+    /// As [`NetCluster::start`], the agents started as `setup` says.
+    pub fn start_with(name: &str, config: &str, nodes: &[&str], setup: &AgentSetup) -> NetCluster {
         sweep();
         let me = std::process::id();
         let ns = |what: &str| format!("{NETNS_PREFIX}{me}{what}");
@@ -120,7 +155,7 @@ impl NetCluster {
             cluster.join(&netns, node, &format!("198.18.0.{}", 10 + i));
             cluster.nodes.push((node.to_string(), netns, None));
         }
-        cluster.start_processes(&head);
+        cluster.start_processes(&head, setup);
         cluster
     }
 
@@ -169,11 +204,21 @@ impl NetCluster {
     }
 
     fn spawn(&self, netns: &str, log: &str, args: &[String]) -> Child {
+        self.spawn_under(netns, &[], log, args)
+    }
+
+    /// Runs `shardsched ARGS` in `netns`, under `prefix` (a command that ends by running
+    /// its arguments).
+    fn spawn_under(&self, netns: &str, prefix: &[String], log: &str, args: &[String]) -> Child {
         let logs = self.sys.layout().logs_dir();
         std::fs::create_dir_all(&logs).expect("logs dir");
         let out = std::fs::File::create(logs.join(format!("{log}.log"))).expect("log file");
-        Command::new("ip")
-            .args(["netns", "exec", netns, EXE])
+        // nsenter, not `ip netns exec`, which mounts a sysfs of its own over /sys and so
+        // hides the cgroup hierarchies from the agents.
+        Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{netns}"))
+            .args(prefix)
+            .arg(EXE)
             .args(args)
             .stdin(Stdio::null())
             .stdout(out.try_clone().expect("log file"))
@@ -182,7 +227,7 @@ impl NetCluster {
             .expect("spawn")
     }
 
-    fn start_processes(&mut self, head: &str) {
+    fn start_processes(&mut self, head: &str, setup: &AgentSetup) {
         let layout = self.sys.layout();
         let s = |p: PathBuf| p.to_string_lossy().into_owned();
         let coordinator = self.spawn(
@@ -219,6 +264,13 @@ impl NetCluster {
         .trim()
         .to_owned();
         self.issue("admin", &me, &layout.client_dir());
+        // As `up` makes it: a job run as its user reaches its directory under its node's.
+        std::fs::create_dir_all(layout.nodes_dir()).expect("nodes dir");
+        std::fs::set_permissions(
+            layout.nodes_dir(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o711),
+        )
+        .expect("nodes dir mode");
         self.issue("shard", "alpha", &layout.shard_dir("alpha"));
         for i in 0..self.nodes.len() {
             let node = self.nodes[i].0.clone();
@@ -235,12 +287,15 @@ impl NetCluster {
                 s(dir),
                 "--listen".into(),
                 format!("198.18.0.{}:0", 10 + i),
-                "--allow-root".into(),
             ];
+            if !setup.refuse_root {
+                args.push("--allow-root".into());
+            }
             if let Some(cgroups) = &self.cgroups {
                 args.extend(["--cgroup-root".into(), s(cgroups.join(&node))]);
             }
-            self.nodes[i].2 = Some(self.spawn(&netns, &format!("node-{node}"), &args));
+            let log = format!("node-{node}");
+            self.nodes[i].2 = Some(self.spawn_under(&netns, &setup.prefix, &log, &args));
         }
         let shard = self.spawn(
             head,

@@ -48,6 +48,7 @@ impl Supervisor {
         // This system's agents keep their cgroups apart from any other's on the host.
         let cgroups = shardsched_node::cgroup::unified_mount()
             .map(|mount| mount.join("shardsched").join(self.cgroup_name()));
+        searchable_dir(&self.dir.nodes_dir())?;
         for (index, node) in nodes.iter().enumerate() {
             let dir = self.dir.node_dir(node);
             cert_cmd::issue(&self.dir.coordinator_dir(), Role::Node, node, &dir)?;
@@ -142,6 +143,15 @@ async fn cluster_nodes(client: &Client) -> Result<Vec<String>> {
             other => bail!("the coordinator answered a node list with {other:?}"),
         }
     }
+}
+
+/// Makes `dir` (the agents' state directories' parent) searchable but not readable by
+/// others (0711): a job run as its user reaches its directory under its node's.
+fn searchable_dir(dir: &std::path::Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711))
+        .with_context(|| format!("setting the mode of {}", dir.display()))
 }
 
 #[cfg(test)]
