@@ -122,3 +122,64 @@ fn job_output_brings_a_tasks_output_from_its_node_and_follows_it() {
     let missing = sys.fails(&["job", "output", &id, "--task", "2"]);
     assert!(missing.contains("no task 2"), "{missing}");
 }
+
+#[test]
+fn tasks_on_two_nodes_exchange_names_through_pmi() {
+    let sys = System::start_with("agents-pmi", &config(), &["--agents"]);
+    // A small PMI-1 client: each task puts its node under its rank, waits at the barrier
+    // (a fence across both nodes' agents), and gets the other rank's.
+    let script = r#"
+        pmi() { echo "$1" >&$PMI_FD; read -r reply <&$PMI_FD; echo "$reply"; }
+        pmi "cmd=init pmi_version=1 pmi_subversion=1" >/dev/null
+        kvs=$(pmi cmd=get_my_kvsname | sed 's/.*kvsname=//')
+        pmi "cmd=put kvsname=$kvs key=node-$PMI_RANK value=$SHARDSCHED_NODE" >/dev/null
+        pmi cmd=barrier_in >/dev/null
+        other=$(pmi "cmd=get kvsname=$kvs key=node-$((1 - PMI_RANK))" | sed 's/.*value=//')
+        pmi cmd=finalize >/dev/null
+        echo "$PMI_SIZE $SHARDSCHED_NODE $other"
+    "#;
+    let id = sys.submit(&["-N", "2", "-t", "1m", "--", "bash", "-c", script]);
+    let row = sys.wait_state(&id, "completed");
+    let words = |task: &str| -> Vec<String> {
+        sys.ok(&["job", "output", &id, "--task", task])
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect()
+    };
+    let (zero, one) = (words("0"), words("1"));
+    assert_eq!(zero.len(), 3, "{zero:?} {row:#}");
+    assert_eq!(one.len(), 3, "{one:?}");
+    assert_eq!((zero[0].as_str(), one[0].as_str()), ("2", "2"), "PMI_SIZE");
+    assert_ne!(zero[1], one[1], "one task per node");
+    assert_eq!(zero[2], one[1], "rank 0 got rank 1's node");
+    assert_eq!(one[2], zero[1], "rank 1 got rank 0's node");
+}
+
+#[test]
+fn cancel_kills_a_tasks_setsid_grandchild() {
+    // Only a cgroup holds a process that left the task's session; an agent has cgroups as
+    // root.
+    if !harness::privileged("agents setsid") {
+        return;
+    }
+    let sys = System::start_with("agents-setsid", &config(), &["--agents"]);
+    let pid_file = sys.dir.join("grandchild.pid");
+    let script = format!(
+        "setsid sleep 600 & echo $! > {pids}.tmp && mv {pids}.tmp {pids}; exec sleep 600",
+        pids = pid_file.display()
+    );
+    let id = sys.submit(&["-N", "1", "-t", "1m", "--", "sh", "-c", &script]);
+    assert!(
+        harness::wait_for(|| pid_file.exists()),
+        "the grandchild started: {:#}",
+        sys.job(&id)
+    );
+    let grandchild = read_pid_file(&pid_file);
+    assert!(harness::alive(grandchild));
+    sys.ok(&["cancel", &id]);
+    sys.wait_state(&id, "cancelled");
+    assert!(
+        harness::wait_for(|| !harness::alive(grandchild)),
+        "the setsid grandchild {grandchild} outlived its job's cancel"
+    );
+}
