@@ -7,33 +7,13 @@ mod harness;
 
 use std::path::Path;
 
-use harness::{NetCluster, alive, parent_of, privileged, wait_for};
+use harness::{NetCluster, alive, alpha_agents_config, parent_of, privileged, wait_for};
 
 const NODES: [&str; 5] = ["node0", "node1", "node2", "node3", "node4"];
 
-/// One queue, alpha, on five nodes; an agent silent for 4 s has its node marked down.
+/// One queue, alpha, on the five nodes.
 fn config() -> String {
-    r#"
-default_queue = "alpha"
-
-[cluster.inline]
-name = "netns"
-
-[[cluster.inline.nodes]]
-hosts = "node[0-4]"
-sockets = 1
-cores_per_socket = 4
-
-[queues.alpha]
-nodes = "node[0-4]"
-policy = "fcfs"
-default_duration = "60s"
-max_duration = "2h"
-
-[agents]
-heartbeat_timeout = "4s"
-"#
-    .to_owned()
+    alpha_agents_config("node[0-4]")
 }
 
 /// A task line of `starts`: the node it ran on, its pid, its parent's pid.

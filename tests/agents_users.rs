@@ -7,7 +7,10 @@ mod harness;
 
 use std::net::SocketAddr;
 
-use harness::{AgentSetup, NetCluster, System, agents_config, creds_in, privileged, wait_for};
+use harness::{
+    AgentSetup, NetCluster, System, agents_config, alpha_agents_config, creds_in, privileged,
+    wait_for,
+};
 use shardsched_proto::identity::COORDINATOR_NAME;
 use shardsched_proto::msg::agent::AgentReport;
 use shardsched_proto::msg::{
@@ -15,28 +18,6 @@ use shardsched_proto::msg::{
     shard_node,
 };
 use shardsched_proto::{Error, Role, Session, connect, tls};
-
-/// One node, node0, in queue alpha.
-const ONE_NODE: &str = r#"
-default_queue = "alpha"
-
-[cluster.inline]
-name = "users"
-
-[[cluster.inline.nodes]]
-hosts = "node0"
-sockets = 1
-cores_per_socket = 4
-
-[queues.alpha]
-nodes = "node0"
-policy = "fcfs"
-default_duration = "60s"
-max_duration = "2h"
-
-[agents]
-heartbeat_timeout = "4s"
-"#;
 
 /// Submits `command` with the user certificate `user` (retried until the shard takes
 /// it: the system may still be starting); the job's id.
@@ -89,7 +70,7 @@ fn a_job_runs_as_its_signer_and_unknown_root_and_system_users_are_refused() {
     .expect("group");
     let cluster = NetCluster::start_with(
         "agents-users",
-        ONE_NODE,
+        &alpha_agents_config("node0"),
         &["node0"],
         &AgentSetup::with_users(&passwd, &group),
     );

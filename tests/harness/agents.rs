@@ -1,7 +1,8 @@
 //! What the tests of `up --agents` share: their configuration, where a job's files are on
 //! a node, and process ancestry.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use super::System;
 use super::config::with_alpha;
@@ -24,6 +25,57 @@ max_duration = "2h"
 "#
         ),
     )
+}
+
+/// One queue, alpha, on nodes `hosts` (e.g. `node[0-4]`); an agent silent for 4 s has its
+/// node marked down.
+pub fn alpha_agents_config(hosts: &str) -> String {
+    format!(
+        r#"
+default_queue = "alpha"
+
+[cluster.inline]
+name = "agents"
+
+[[cluster.inline.nodes]]
+hosts = "{hosts}"
+sockets = 1
+cores_per_socket = 4
+
+[queues.alpha]
+nodes = "{hosts}"
+policy = "fcfs"
+default_duration = "60s"
+max_duration = "2h"
+
+[agents]
+heartbeat_timeout = "4s"
+"#
+    )
+}
+
+/// Issues a certificate of `role` named `name` from the CA in `coordinator_dir` into `out`.
+pub fn issue_cert(coordinator_dir: &Path, role: &str, name: &str, out: &Path) {
+    let done = Command::new(super::EXE)
+        .args([
+            "cert",
+            "issue",
+            "--role",
+            role,
+            "--name",
+            name,
+            "--state-dir",
+        ])
+        .arg(coordinator_dir)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .expect("cert issue");
+    assert!(
+        done.status.success(),
+        "cert issue --role {role} --name {name}: {}",
+        String::from_utf8_lossy(&done.stderr)
+    );
 }
 
 impl System {

@@ -30,25 +30,11 @@ impl System {
     /// coordinator's address), for `SHARDSCHED_DIR`.
     pub fn user_dir(&self, name: &str) -> PathBuf {
         let dir = self.dir.join(format!("user-{name}"));
-        let out = Command::new(EXE)
-            .args([
-                "cert",
-                "issue",
-                "--role",
-                "user",
-                "--name",
-                name,
-                "--state-dir",
-            ])
-            .arg(self.layout().coordinator_dir())
-            .arg("--out")
-            .arg(dir.join("client"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "cert issue: {}",
-            String::from_utf8_lossy(&out.stderr)
+        super::issue_cert(
+            &self.layout().coordinator_dir(),
+            "user",
+            name,
+            &dir.join("client"),
         );
         let user = StateDir::at(dir.clone());
         std::fs::create_dir_all(user.coordinator_dir()).unwrap();

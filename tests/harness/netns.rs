@@ -318,26 +318,7 @@ impl NetCluster {
     }
 
     fn issue(&self, role: &str, name: &str, out: &Path) {
-        let done = Command::new(EXE)
-            .args([
-                "cert",
-                "issue",
-                "--role",
-                role,
-                "--name",
-                name,
-                "--state-dir",
-            ])
-            .arg(self.sys.layout().coordinator_dir())
-            .arg("--out")
-            .arg(out)
-            .output()
-            .expect("cert issue");
-        assert!(
-            done.status.success(),
-            "cert issue --role {role} --name {name}: {}",
-            String::from_utf8_lossy(&done.stderr)
-        );
+        super::issue_cert(&self.sys.layout().coordinator_dir(), role, name, out);
     }
 }
 
