@@ -271,8 +271,9 @@ fn a_job_whose_supervisor_is_killed_holds_its_nodes_until_its_processes_are_gone
     let next = system.submit(&["-N", "4", "--", "true"]);
     kill_process(harness::pid(supervisor), Signal::KILL).unwrap();
     let done = wait_for(|| {
-        let sleeping = alive(sleep);
+        // The states first: a sleep still alive after them was alive when they were read.
         let (a, b) = (system.job(&first), system.job(&next));
+        let sleeping = alive(sleep);
         if sleeping {
             assert_eq!(a["state"], "running", "freed while its sleep runs: {a:#}");
             assert_eq!(b["state"], "pending", "started beside the sleep: {b:#}");

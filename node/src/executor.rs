@@ -148,7 +148,7 @@ pub async fn spawn(
             tracing::warn!(job = %launch.job, error = %e, "cannot remove the job's cgroups");
         }
     }
-    Ok(started?)
+    started.map_err(SpawnError::Refused)
 }
 
 /// Writes the job's plan and starts its supervisor in `cgroups`; its pid, or why not.
