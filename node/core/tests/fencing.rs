@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use common::{TIMEOUT_MS, job, launch, owned, owner};
 use shardsched_node_core::{Action, AgentCore, Recovered, Refused};
+use shardsched_wire::limits::REASON_BYTES_MAX;
 use shardsched_wire::msg::Generation;
 use shardsched_wire::msg::agent::{EndCause, JobEnd, JobOnNode, OwnerChange};
 
@@ -280,4 +281,24 @@ fn only_leases(actions: Vec<Action>) -> bool {
     actions
         .iter()
         .all(|a| matches!(a, Action::PersistLease { .. }))
+}
+
+#[test]
+fn a_failed_prolog_or_health_check_makes_the_node_unhealthy_until_a_check_passes() {
+    let mut core = owned("alpha", 3);
+    assert_eq!(core.report().unhealthy, None);
+    core.handle_launch(1, "alpha", launch("node3", job(1), 3))
+        .expect("launch");
+    let why = "prolog failed on node3 for job 1: no scratch space";
+    core.handle_ended(2, job(1), JobEnd::without_status(EndCause::Prolog, why));
+    assert_eq!(core.report().unhealthy.as_deref(), Some(why));
+    // A reason is cut to its bound, at a character boundary.
+    core.set_health(Some("é".repeat(REASON_BYTES_MAX)));
+    let long = core.report().unhealthy.expect("unhealthy");
+    assert!(
+        long.len() <= REASON_BYTES_MAX && long.starts_with('é'),
+        "{long}"
+    );
+    core.set_health(None);
+    assert_eq!(core.report().unhealthy, None, "a passing check clears it");
 }
