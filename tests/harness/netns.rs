@@ -132,7 +132,10 @@ impl NetCluster {
     /// As [`NetCluster::start`], the agents started as `setup` says.
     pub fn start_with(name: &str, config: &str, nodes: &[&str], setup: &AgentSetup) -> NetCluster {
         sweep();
-        let me = std::process::id();
+        // The test process's pid (what the sweep goes by), and which of its clusters.
+        static CLUSTERS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let nth = CLUSTERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let me = format!("{}c{nth}", std::process::id());
         let ns = |what: &str| format!("{NETNS_PREFIX}{me}{what}");
         let hub = ns("hub");
         let head = ns("head");
