@@ -53,6 +53,9 @@ pub fn to_batch(records: &[JournalRecord]) -> Result<Batch, FormatError> {
             JournalRecord::Accepted(job) => {
                 batch.put(JOBS_TABLE, job.id, format::encode(job)?);
             }
+            JournalRecord::Signed(signature) => {
+                batch.put(SIGNATURES_TABLE, signature.id, format::encode(signature)?);
+            }
             JournalRecord::Started(run) => {
                 batch.put(RUNS_TABLE, run.id, format::encode(run)?);
             }
@@ -63,7 +66,8 @@ pub fn to_batch(records: &[JournalRecord]) -> Result<Batch, FormatError> {
                 batch
                     .delete(JOBS_TABLE, id.0)
                     .delete(RUNS_TABLE, id.0)
-                    .delete(ENDS_TABLE, id.0);
+                    .delete(ENDS_TABLE, id.0)
+                    .delete(SIGNATURES_TABLE, id.0);
             }
             JournalRecord::LastId(id) => {
                 batch.put_meta(LAST_ID_META, format::encode(&id.0)?);
@@ -85,6 +89,7 @@ pub fn load(journal: &Journal) -> Result<Restored, JournalError> {
         jobs: journal.scan(JOBS_TABLE)?,
         runs: journal.scan(RUNS_TABLE)?,
         ends: journal.scan(ENDS_TABLE)?,
+        signatures: journal.scan(SIGNATURES_TABLE)?,
         metas: journal.metas()?,
     };
     restored(journal.path(), tables)
@@ -99,6 +104,8 @@ pub struct Tables {
     pub runs: Vec<(u64, Vec<u8>)>,
     /// [`ENDS_TABLE`].
     pub ends: Vec<(u64, Vec<u8>)>,
+    /// [`SIGNATURES_TABLE`].
+    pub signatures: Vec<(u64, Vec<u8>)>,
     /// Named values.
     pub metas: BTreeMap<String, Vec<u8>>,
 }
@@ -108,6 +115,8 @@ pub fn restored(path: &Path, tables: Tables) -> Result<Restored, JournalError> {
     let jobs = decode_table::<AcceptedJob>(path, JOBS_TABLE, tables.jobs, |j| j.id)?;
     let runs = decode_table::<StartedJob>(path, RUNS_TABLE, tables.runs, |r| r.id)?;
     let ends = decode_table::<EndedJob>(path, ENDS_TABLE, tables.ends, |e| e.id)?;
+    let signatures =
+        decode_table::<SignatureRecord>(path, SIGNATURES_TABLE, tables.signatures, |s| s.id)?;
     let last_id = match tables.metas.get(LAST_ID_META) {
         Some(bytes) => Some(
             format::decode::<u64>(bytes)
@@ -124,7 +133,7 @@ pub fn restored(path: &Path, tables: Tables) -> Result<Restored, JournalError> {
             format::decode(bytes).map_err(|e| JournalError::decode_meta(path, name, e))?;
         nodes.push((node.to_owned(), record));
     }
-    Restored::assemble(jobs, runs, ends, last_id, nodes).map_err(|o| {
+    Restored::assemble(jobs, runs, ends, signatures, last_id, nodes).map_err(|o| {
         JournalError::decode(
             path,
             o.table,

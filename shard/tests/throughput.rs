@@ -144,6 +144,7 @@ async fn one_shard_sustains_thousands_of_submits_per_second() {
                     idempotency_key: IdempotencyKey(key),
                     jobspec_json: jobspec.clone(),
                     priority: None,
+                    signature: None,
                 });
                 let sent = Instant::now();
                 match session.request(&request).await {
@@ -193,6 +194,7 @@ async fn one_shard_sustains_thousands_of_submits_per_second() {
             idempotency_key: IdempotencyKey(key),
             jobspec_json: jobspec.clone(),
             priority: None,
+            signature: None,
         });
         let sent = Instant::now();
         session.request(&request).await.expect("submit");

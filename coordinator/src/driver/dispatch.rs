@@ -8,14 +8,16 @@ use shardsched_proto::msg::client_coord::{
     self, MoveRequest, QueueAdmin, Response as ClientResponse,
 };
 use shardsched_proto::msg::shard_coord::{self, Response as ShardResponse};
-use shardsched_proto::msg::{Refusal, RefusalCode};
+use shardsched_proto::msg::{Refusal, RefusalCode, node_coord};
 use shardsched_proto::{Peer, Reply};
 
 use super::REMOVE_MOVE_WAIT;
 use super::core_task::{After, CoreTask, RemovalWait};
 use super::event::{ClientReply, Event, Held, Registration, Removal, TableChange};
 use super::followups::{self, HoldStep, Tell};
-use crate::core::{ConnId, NodeFlag, RegisterError, Registering, flag_commands};
+use crate::core::{
+    AgentFlags, ConnId, FlagPlan, NodeFlag, RegisterError, Registering, flag_commands,
+};
 
 impl CoreTask {
     /// Dispatches one event.
@@ -24,8 +26,25 @@ impl CoreTask {
             Event::Connected { conn, session } => {
                 self.links.insert(conn, super::link::Link::start(session));
             }
+            Event::AgentConnected { conn, session } => {
+                self.agent_sessions.insert(conn, session);
+            }
+            Event::Agent {
+                conn,
+                peer,
+                request,
+                reply,
+            } => {
+                let answer = self.agent(now, conn, &peer, request);
+                self.after.push(After::Agent(reply, answer));
+            }
             Event::Closed { conn, error } => {
                 self.links.remove(&conn);
+                if self.agent_sessions.remove(&conn).is_some()
+                    && let Some(node) = self.core.agent_disconnected(conn)
+                {
+                    tracing::info!(%node, error = error.as_deref().unwrap_or("closed"), "node agent disconnected");
+                }
                 if let Some(queue) = self.core.disconnected(conn) {
                     match error {
                         None => tracing::info!(%queue, "shard disconnected; queue offline"),
@@ -60,6 +79,10 @@ impl CoreTask {
                 shard_coord::Request::Released(released) => {
                     let answer = self.core.moves_released(now, conn, &peer.name, &released);
                     self.answer_shard(reply, answer.map(|()| ShardResponse::Ack));
+                }
+                shard_coord::Request::Agents { nodes } => {
+                    let answer = ShardResponse::Agents(self.core.agent_addresses(&nodes));
+                    self.answer_shard(reply, Ok(answer));
                 }
             }),
             Event::Client {
@@ -147,7 +170,12 @@ impl CoreTask {
                 nodes,
                 down,
                 reason,
-            } => return self.node_flag(&peer, &nodes, NodeFlag::Down, down, &reason, reply),
+            } => {
+                if !down && let Err(refusal) = self.core.check_agents_heard(now, &nodes) {
+                    return self.answer(reply, Err(refusal));
+                }
+                return self.node_flag(&peer, &nodes, NodeFlag::Down, down, &reason, reply);
+            }
             R::SetNodeDrain {
                 nodes,
                 drained,
@@ -379,15 +407,49 @@ impl CoreTask {
             Err(refusal) => return self.answer(reply, Err(refusal)),
         };
         tracing::info!(%peer, nodes = nodes.len(), ?flag, on, %reason, "node flag");
-        let commands = flag_commands(plan, flag, on)
-            .into_iter()
-            .map(|(queue, conn, request)| Tell::node_flag(&queue, conn, request))
-            .collect();
         self.after.push(After::Tell {
-            commands,
+            commands: flag_tells(flag, on, plan),
             reply,
             answer: Ok(ClientResponse::Done { move_id: None }),
         });
+    }
+
+    /// A node flag the coordinator changed on its own (an agent silent past the timeout, or
+    /// back in service): forwarded to the shards that have the nodes, once durable.
+    pub(super) fn node_flag_changed(&mut self, flag: NodeFlag, on: bool, plan: FlagPlan) {
+        if !plan.is_empty() {
+            self.after.push(After::Notify(flag_tells(flag, on, plan)));
+        }
+    }
+
+    /// What an agent's word changed in node flags, forwarded to the shards once durable.
+    fn agent_flags(&mut self, flags: AgentFlags) {
+        self.node_flag_changed(NodeFlag::Down, false, flags.up);
+        self.node_flag_changed(NodeFlag::Drained, true, flags.drained);
+    }
+
+    /// A node agent's request.
+    fn agent(
+        &mut self,
+        now: u64,
+        conn: ConnId,
+        peer: &Peer,
+        request: node_coord::Request,
+    ) -> Reply<node_coord::Response> {
+        match request {
+            node_coord::Request::Register { listen, report } => {
+                let (answer, back) = self
+                    .core
+                    .agent_register(now, conn, &peer.name, listen, report)?;
+                self.agent_flags(back);
+                Ok(answer)
+            }
+            node_coord::Request::Heartbeat(report) => {
+                let back = self.core.agent_heartbeat(now, conn, &peer.name, report)?;
+                self.agent_flags(back);
+                Ok(node_coord::Response::Ack)
+            }
+        }
     }
 
     /// `queue add|update`: applied here; the shards it stops or restarts are told once it
@@ -522,4 +584,12 @@ fn registering(reg: &Registration) -> Registering<'_> {
         remote: reg.remote,
         register: &reg.register,
     }
+}
+
+/// The shards' commands for a flag change ([`flag_commands`]), to be told.
+fn flag_tells(flag: NodeFlag, on: bool, plan: FlagPlan) -> Vec<Tell> {
+    flag_commands(plan, flag, on)
+        .into_iter()
+        .map(|(queue, conn, request)| Tell::node_flag(&queue, conn, request))
+        .collect()
 }

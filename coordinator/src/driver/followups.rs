@@ -105,6 +105,14 @@ impl Tell {
 }
 
 /// Waits for the answers of commands queued on shards' links (each bounded by the link's
+/// timeout) and logs them: a change nobody asked for (an agent gone silent).
+pub(super) async fn notify(queued: Vec<(Tell, oneshot::Receiver<Answer>)>) {
+    for (tell, receiver) in queued {
+        tell.log(&answer_of(receiver).await);
+    }
+}
+
+/// Waits for the answers of commands queued on shards' links (each bounded by the link's
 /// timeout), logs them, then answers the client: the admin hears back once the shards
 /// have the change, or have been given up on (they get it at their next registration).
 pub(super) async fn tell(

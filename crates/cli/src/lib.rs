@@ -21,6 +21,7 @@ mod demo;
 mod differential;
 mod docs_cmd;
 mod duration_arg;
+mod node_cmd;
 mod query;
 mod replay;
 mod shard_cmd;
@@ -70,6 +71,8 @@ enum Command {
     Coordinator(coordinator_cmd::CoordinatorArgs),
     /// One queue's scheduling shard.
     Shard(shard_cmd::ShardArgs),
+    /// The node agent of one compute node: runs the jobs allocated there.
+    Node(node_cmd::NodeArgs),
     /// Certificates from the cluster CA: `cert issue --role ROLE --name NAME --out DIR`.
     Cert(cert_cmd::CertArgs),
     /// Fluxion resource-query compatible matcher: reads commands on standard input.
@@ -93,6 +96,9 @@ enum Command {
     /// Runs one exec job under supervision (started by a shard; docs/EXEC.md).
     #[command(hide = true)]
     Supervise(supervise_cmd::SuperviseArgs),
+    /// Runs one job's tasks on a node (started by a node agent; docs/EXEC.md).
+    #[command(hide = true, name = "node-supervise")]
+    NodeSupervise(node_cmd::NodeSuperviseArgs),
     /// Random resource-query cases through `query` and Fluxion's resource-query, compared
     /// byte for byte (a developer's instrument; docs/MATCHING.md).
     #[command(hide = true)]
@@ -114,6 +120,8 @@ pub fn main() -> std::process::ExitCode {
         Command::Demo(args) => demo::main(&args),
         Command::Coordinator(args) => coordinator_cmd::main(&args),
         Command::Shard(args) => shard_cmd::main(&args),
+        Command::Node(args) => node_cmd::main(&args),
+        Command::NodeSupervise(args) => node_cmd::supervise_main(&args),
         Command::Cert(args) => cert_cmd::main(&args),
         Command::Query(args) => query::main(&args),
         Command::Bench(args) => shardsched_benches::main(&args),

@@ -48,10 +48,12 @@ pub async fn submit(
     priority: Option<u32>,
     key: IdempotencyKey,
 ) -> Result<(JobId, bool)> {
+    let signature = client.sign(&jobspec_json)?;
     let request = Request::Submit(Submit {
         idempotency_key: key,
         jobspec_json,
         priority,
+        signature,
     });
     check_locally(&request)?;
     let mut routes = routes;

@@ -59,6 +59,7 @@
 pub mod constraint;
 pub mod duration;
 pub mod error;
+pub mod execution;
 pub mod model;
 pub mod parse;
 pub mod read;
@@ -67,6 +68,7 @@ mod validate;
 
 pub use constraint::Constraint;
 pub use error::{Format, JobspecError};
+pub use execution::Execution;
 pub use model::{
     Attributes, Count, CountOp, Jobspec, Resource, Task, TaskCount, VERSION_1, VERSION_GENERAL,
 };

@@ -66,6 +66,7 @@ impl Clients {
                         idempotency_key: IdempotencyKey(key),
                         jobspec_json: jobspec,
                         priority: None,
+                        signature: None,
                     }),
                     id: None,
                     done: false,

@@ -323,6 +323,10 @@ fn shard_request(
             let name = name().unwrap_or_default();
             core.moves_released(now, conn, &name, &released).map(ack)
         }
+        // Sim shards run jobs with the sim executor: no node agents.
+        shard_coord::Request::Agents { nodes } => {
+            Ok(shard_coord::Response::Agents(core.agent_addresses(&nodes)))
+        }
     }
 }
 

@@ -80,6 +80,7 @@ fn shard_request(request: &shard_coord::Request) -> String {
         shard_coord::Request::Register(r) => format!("register {} held={:?}", r.queue, r.held),
         shard_coord::Request::Status(_) => "status".to_owned(),
         shard_coord::Request::Released(r) => format!("released {r:?}"),
+        shard_coord::Request::Agents { nodes } => format!("agents {nodes:?}"),
     }
 }
 

@@ -510,6 +510,7 @@ fn describe(record: &JournalRecord) -> String {
         JournalRecord::Node(name, node) => {
             format!("{name}@{} {:?}", node.generation, node.holding)
         }
+        JournalRecord::Signed(signed) => format!("signed {}", Fluid(signed.id)),
     }
 }
 

@@ -44,6 +44,15 @@ const DRIVER_ONLY: &[(&str, &str)] = &[
     ("removed_by", "reload"),
     ("reload", "reload"),
     ("queue_flags", "a refused removal's re-enable"),
+    // Node agents (issue 15): not simulated yet; the simulator's shards run the sim
+    // executor, so no agent registers or reports (docs/SIM.md, "Not covered").
+    ("agent_register", "node agents"),
+    ("agent_heartbeat", "node agents"),
+    ("agent_disconnected", "node agents"),
+    ("agents_tick", "node agents"),
+    ("agents_next_wakeup", "node agents"),
+    ("agents_to_send", "node agents"),
+    ("check_agents_heard", "node agents"),
 ];
 
 /// Names that would mean the simulator drives a core's inner machine itself.

@@ -44,11 +44,13 @@ pub const ALPN_STR: &str = "shardsched/1";
 /// policy refusals have their own code and shards answer `DisableIfIdle`. 3: queue and
 /// match policies are typed ([`msg::QueuePolicy`], [`msg::MatchPolicy`]) in `QueueConfig`,
 /// `QueueStatus` and `QueueSpec`. 4: `QueueStatus` counts its pending jobs by reason
-/// ([`msg::PendingReasons`]).
-pub const PROTOCOL_VERSION: u32 = 4;
-/// The oldest protocol version this build still accepts in a hello (version 3 messages do
-/// not decode as version 4's).
-pub const PROTOCOL_VERSION_MIN: u32 = 4;
+/// ([`msg::PendingReasons`]). 5: issue 19's (Fluxion). 6: the role `node` (node agents)
+/// and its messages (`node_coord`, `coord_node`, `shard_node`, `node_node`), signed
+/// submits, `job output`, an agent's health in its report.
+pub const PROTOCOL_VERSION: u32 = 6;
+/// The oldest protocol version this build still accepts in a hello (older peers would
+/// not decode a `Role::Node` in a hello, nor the agents' messages).
+pub const PROTOCOL_VERSION_MIN: u32 = 6;
 /// This build's software string, sent in the hello for logs.
 pub const SOFTWARE: &str = concat!("shardsched ", env!("CARGO_PKG_VERSION"));
 
@@ -68,13 +70,19 @@ pub enum IdentityError {
     #[error("identity URI {0:?} is not shardsched://<role>/<name>")]
     BadUri(String),
     /// Unknown role word.
-    #[error("unknown role {0:?} (expected coordinator, shard, admin or user)")]
+    #[error("unknown role {0:?} (expected coordinator, shard, admin, user or node)")]
     BadRole(String),
     /// The name is empty, too long or has characters outside `[A-Za-z0-9_-]`.
     #[error(
         "name {0:?} is invalid (1 to 63 letters, digits, '-' or '_', starting with a letter or digit)"
     )]
     BadName(String),
+    /// A user's or an admin's name is not a POSIX user name.
+    #[error(
+        "user name {0:?} is invalid (1 to 63 letters, digits, '.', '-' or '_', starting with a \
+         letter or digit)"
+    )]
+    BadUserName(String),
     /// The certificate could not be parsed.
     #[error("unreadable certificate: {0}")]
     BadCertificate(String),

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use shardsched_qmanager::WaitReason;
 use shardsched_wire::limits::JOB_NAME_BYTES_MAX;
+use shardsched_wire::msg::agent::JobSignature;
 use shardsched_wire::msg::client_shard::IdempotencyKey;
 use shardsched_wire::msg::{JobEvent, JobId, JobInfo, JobState, JobSummary};
 
@@ -48,6 +49,9 @@ pub struct JobRecord {
     pub r_json: Option<Arc<str>>,
     /// Its events, oldest first (at most [`EVENTS_PER_JOB_MAX`]).
     pub events: Vec<JobEvent>,
+    /// The submitter's signature of the jobspec, relayed to node agents (which run the job
+    /// as the signer only with it).
+    pub signature: Option<Arc<JobSignature>>,
 }
 
 /// Why a job is where it is, kept as data and worded only when read.
@@ -79,6 +83,8 @@ pub struct NewJob<'a> {
     pub jobspec: &'a shardsched_jobspec::Jobspec,
     /// The jobspec as submitted.
     pub jobspec_json: &'a str,
+    /// Its signature, if the submit was signed.
+    pub signature: Option<JobSignature>,
 }
 
 impl JobRecord {
@@ -101,6 +107,7 @@ impl JobRecord {
             jobspec_json: Arc::from(a.jobspec_json),
             r_json: None,
             events: Vec::new(),
+            signature: a.signature.clone().map(Arc::new),
         };
         job.push_event(
             a.submit_ms,

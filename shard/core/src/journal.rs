@@ -6,6 +6,7 @@
 //! table jobs   key = job id   AcceptedJob  written when the job is accepted (never changes)
 //! table runs   key = job id   StartedJob   when it starts: start, sim end, its allocation
 //! table ends   key = job id   EndedJob     when it ends: state, reason, end time
+//! table signatures key = job id SignatureRecord  with the job, when its submit was signed
 //! meta  last_job_id           u64          the highest id issued (FLUIDs continue after it)
 //! meta  node:<name>           NodeRecord   the node table's entry: generation, holding, flags
 //! meta  format                             "shardsched-shard-journal v1" (the store's stamp)
@@ -52,6 +53,19 @@ pub struct AcceptedJob {
     pub priority: u32,
     /// Submission time, ms since the Unix epoch.
     pub submit_ms: u64,
+}
+
+/// A job's signature: the submitter's certificate and signature of the jobspec, relayed to
+/// node agents in every launch. A table of its own (format v1 holds it since the agents
+/// came; a journal without it reads as jobs without signatures).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignatureRecord {
+    /// Its job's id.
+    pub id: u64,
+    /// The submitter's certificate (PEM).
+    pub cert_pem: String,
+    /// The signature (ASN.1 DER).
+    pub signature: Vec<u8>,
 }
 
 /// A job's start.
@@ -145,6 +159,8 @@ pub enum HoldingRecord {
 pub enum JournalRecord {
     /// A job was accepted.
     Accepted(AcceptedJob),
+    /// An accepted job's signature (written with it).
+    Signed(SignatureRecord),
     /// A job started.
     Started(StartedJob),
     /// A job ended.
@@ -168,6 +184,8 @@ pub struct RestoredJob {
     pub started: Option<StartedJob>,
     /// Its end, if it ended.
     pub ended: Option<EndedJob>,
+    /// Its signature, if its submit was signed.
+    pub signature: Option<SignatureRecord>,
 }
 
 /// Everything the journal remembers, in job id order.
@@ -196,18 +214,21 @@ pub const JOBS_TABLE: &str = "jobs";
 pub const RUNS_TABLE: &str = "runs";
 /// The `ends` table.
 pub const ENDS_TABLE: &str = "ends";
+/// The `signatures` table.
+pub const SIGNATURES_TABLE: &str = "signatures";
 /// The meta value holding the highest job id issued.
 pub const LAST_ID_META: &str = "last_job_id";
 /// Prefix of the node table's meta values (`node:<name>`).
 pub const NODE_META_PREFIX: &str = "node:";
 
 impl Restored {
-    /// Puts a journal's records together: each `runs` and `ends` record joins the `jobs`
-    /// record of its key; one with no such job is an [`Orphan`].
+    /// Puts a journal's records together: each `runs`, `ends` and `signatures` record
+    /// joins the `jobs` record of its key; one with no such job is an [`Orphan`].
     pub fn assemble(
         jobs: impl IntoIterator<Item = AcceptedJob>,
         runs: impl IntoIterator<Item = StartedJob>,
         ends: impl IntoIterator<Item = EndedJob>,
+        signatures: impl IntoIterator<Item = SignatureRecord>,
         last_id: Option<u64>,
         nodes: impl IntoIterator<Item = (String, NodeRecord)>,
     ) -> Result<Restored, Orphan> {
@@ -218,6 +239,7 @@ impl Restored {
                     accepted,
                     started: None,
                     ended: None,
+                    signature: None,
                 };
                 (job.accepted.id, job)
             })
@@ -229,6 +251,10 @@ impl Restored {
         for end in ends {
             let job = job_of(&mut by_id, ENDS_TABLE, end.id)?;
             job.ended = Some(end);
+        }
+        for signature in signatures {
+            let job = job_of(&mut by_id, SIGNATURES_TABLE, signature.id)?;
+            job.signature = Some(signature);
         }
         Ok(Restored {
             jobs: by_id.into_values().collect(),
@@ -297,6 +323,7 @@ pub struct MemJournal {
     jobs: BTreeMap<u64, AcceptedJob>,
     runs: BTreeMap<u64, StartedJob>,
     ends: BTreeMap<u64, EndedJob>,
+    signatures: BTreeMap<u64, SignatureRecord>,
     last_id: Option<u64>,
     nodes: BTreeMap<String, NodeRecord>,
 }
@@ -309,6 +336,9 @@ impl MemJournal {
                 JournalRecord::Accepted(job) => {
                     self.jobs.insert(job.id, job.clone());
                 }
+                JournalRecord::Signed(signature) => {
+                    self.signatures.insert(signature.id, signature.clone());
+                }
                 JournalRecord::Started(run) => {
                     self.runs.insert(run.id, run.clone());
                 }
@@ -319,6 +349,7 @@ impl MemJournal {
                     self.jobs.remove(&id.0);
                     self.runs.remove(&id.0);
                     self.ends.remove(&id.0);
+                    self.signatures.remove(&id.0);
                 }
                 JournalRecord::LastId(id) => self.last_id = Some(id.0),
                 JournalRecord::Requeued(id) => {
@@ -337,6 +368,7 @@ impl MemJournal {
             self.jobs.values().cloned(),
             self.runs.values().cloned(),
             self.ends.values().cloned(),
+            self.signatures.values().cloned(),
             self.last_id,
             self.nodes.iter().map(|(n, r)| (n.clone(), r.clone())),
         )

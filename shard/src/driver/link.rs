@@ -81,6 +81,7 @@ impl<'a> Link<'a> {
         // Set by a `Reconfigure` from the coordinator: stop cleanly, exit for a restart.
         let restart = Arc::new(tokio::sync::Notify::new());
         let outcome = loop {
+            tasks.coordinator.send_replace(Some(session.clone()));
             let on_link = serve_coordinator(&session, tasks, &restart);
             let lost = tokio::select! {
                 () = shutdown.as_mut() => break Ok(()),

@@ -6,17 +6,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use rustix::process::{Pid, Signal, kill_process};
+use rustix::process::{Pid, Signal, kill_process, kill_process_group};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use shardsched_proto::msg::JobId;
 
 use super::env::{JobFacts, job_variables};
-use super::files::{process_alive, read_json, read_pid, write_atomic};
+use super::files::{self, group_alive, process_alive, read_json, read_pid, write_atomic};
 use super::rset::RSummary;
 use super::{
-    CANCEL_FILE, EndCause, ExecError, JOBS_DIR, JobEnd, LAUNCH_FILE, PID_FILE, R_FILE, STATUS_FILE,
-    SUPERVISOR_LOG, job_dir,
+    CANCEL_FILE, EndCause, ExecError, GROUP_FILE, JOBS_DIR, JobEnd, LAUNCH_FILE, PID_FILE, R_FILE,
+    STATUS_FILE, SUPERVISOR_LOG, job_dir,
 };
 use crate::job::JobRecord;
 
@@ -81,43 +80,18 @@ impl Prepared {
         };
         let jobspec = shardsched_jobspec::parse_json(&job.jobspec_json)
             .map_err(|e| fail(format!("jobspec: {e}")))?;
-        let command = jobspec
-            .tasks
-            .first()
-            .map(|t| t.command.clone())
-            .filter(|c| !c.is_empty())
-            .ok_or_else(|| fail("the jobspec's tasks[0].command is empty".to_owned()))?;
+        let run = shardsched_jobspec::Execution::of(&jobspec).map_err(fail)?;
         let r_json = job
             .r_json
             .as_deref()
             .ok_or_else(|| fail("the job has no R (it was not allocated)".to_owned()))?;
         let r = RSummary::parse(r_json).map_err(fail)?;
         let dir = job_dir(jobs_dir, job.id);
-        let system = &jobspec.attributes.system_other;
-        let cwd = match system.get("cwd") {
-            None => dir.clone(),
-            Some(Value::String(cwd)) => PathBuf::from(cwd),
-            Some(_) => return Err(fail("attributes.system.cwd is not a string".to_owned())),
-        };
-        let mut env = Vec::new();
-        match system.get("environment") {
-            None => {}
-            Some(Value::Object(vars)) => {
-                for (name, value) in vars {
-                    let Value::String(value) = value else {
-                        return Err(fail(format!(
-                            "attributes.system.environment.{name} is not a string"
-                        )));
-                    };
-                    env.push((name.clone(), value.clone()));
-                }
-            }
-            Some(_) => {
-                return Err(fail(
-                    "attributes.system.environment is not an object".to_owned(),
-                ));
-            }
-        }
+        let (command, cwd, mut env) = (
+            run.command,
+            run.cwd.unwrap_or_else(|| dir.clone()),
+            run.environment,
+        );
         let r_path = dir.join(R_FILE);
         env.extend(job_variables(&JobFacts {
             id: job.id,
@@ -185,17 +159,7 @@ fn set_aside(dir: &Path) -> Result<(), ExecError> {
             message: format!("an earlier run's supervisor (pid {pid}) is still running"),
         });
     }
-    let name = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    for run in 1u32.. {
-        let aside = dir.with_file_name(format!("{name}.run-{run}"));
-        if !aside.exists() {
-            return fs::rename(dir, &aside).map_err(|e| ExecError::io(&aside, e));
-        }
-    }
-    Ok(())
+    Ok(files::set_aside(dir)?)
 }
 
 /// Removes the directory of job `id` under `jobs_dir` and those of its earlier runs
@@ -244,7 +208,10 @@ pub fn request_kill(dir: &Path, why: &str) -> Result<(), ExecError> {
 }
 
 /// Reads a job directory: the status if written, else whether its supervisor (from the pid
-/// file) still runs.
+/// file) still runs. A supervisor gone without a status (killed outright) leaves its job
+/// running while a process of the job's group lives: those are killed (SIGKILL), and the
+/// job is reported ended, as lost, only once none is left, so its resources are never
+/// given to another job while its processes still use them.
 pub fn observe(dir: &Path) -> Result<RunningOrEnded, ExecError> {
     if let Some(end) = read_json::<JobEnd>(&dir.join(STATUS_FILE))? {
         return Ok(RunningOrEnded::Ended(end));
@@ -259,10 +226,26 @@ pub fn observe(dir: &Path) -> Result<RunningOrEnded, ExecError> {
     if let Some(end) = read_json::<JobEnd>(&dir.join(STATUS_FILE))? {
         return Ok(RunningOrEnded::Ended(end));
     }
-    let note = match pid {
+    // Killed outright: its job's processes may live on. They are killed, and the job is
+    // taken as running (holding its resources) until none is left.
+    let group = read_pid(&dir.join(GROUP_FILE))?;
+    if let Some(pgid) = group
+        && group_alive(pgid)
+    {
+        if let Some(raw) = i32::try_from(pgid).ok().and_then(Pid::from_raw) {
+            let _ = kill_process_group(raw, Signal::KILL);
+        }
+        return Ok(RunningOrEnded::Running {
+            pid: pid.unwrap_or(pgid),
+        });
+    }
+    let mut note = match pid {
         Some(pid) => format!("its supervisor (pid {pid}) is gone without writing a status"),
         None => "its supervisor never started (no supervisor.pid)".to_owned(),
     };
+    if group.is_some() {
+        note.push_str("; no process of the job is left");
+    }
     Ok(RunningOrEnded::Ended(JobEnd::without_status(
         EndCause::Lost,
         note,

@@ -253,6 +253,7 @@ impl Model {
             idempotency_key: IdempotencyKey([key; 16]),
             jobspec_json: jobspec.to_json().to_string(),
             priority: Some(u32::from(key % 3)),
+            signature: None,
         };
         let known = self.keys.get(&(user, key)).copied();
         match self.core.handle_submit(self.now, USERS[user], &submit) {

@@ -11,7 +11,10 @@ use serde::Deserialize;
 use shardsched_resource::{Location, ReadError};
 use toml::Spanned;
 
-use super::{Cluster, Config, ConfigError};
+use super::{
+    AgentsConfig, Cluster, Config, ConfigError, HEARTBEAT_TIMEOUT_MAX_MS, HEARTBEAT_TIMEOUT_MIN_MS,
+    values,
+};
 use crate::QUEUES_MAX;
 use queue::{RawQueue, check_owns_disjoint};
 
@@ -24,7 +27,16 @@ struct RawConfig {
     default_queue: Option<Spanned<String>>,
     cluster: Option<Spanned<RawCluster>>,
     queues: Option<Spanned<BTreeMap<String, Spanned<RawQueue>>>>,
+    agents: Option<RawAgents>,
     http: Option<Spanned<RawHttp>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAgents {
+    required: Option<bool>,
+    heartbeat_timeout: Option<Spanned<toml::Value>>,
+    return_to_service: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -126,6 +138,7 @@ pub(super) fn parse(text: &str, origin: &str, base_dir: &Path) -> Result<Config,
     };
 
     check_owns_disjoint(&queues, &owns_spans, &cluster, &errors)?;
+    let agents = agents(raw.agents, &errors)?;
     let http_listen = match raw.http.and_then(|h| h.into_inner().listen) {
         Some(listen) => {
             let span = listen.span();
@@ -144,8 +157,38 @@ pub(super) fn parse(text: &str, origin: &str, base_dir: &Path) -> Result<Config,
         cluster,
         default_queue,
         queues,
+        agents,
         http_listen,
     })
+}
+
+/// `[agents]`, with its defaults.
+fn agents(raw: Option<RawAgents>, errors: &Errors<'_>) -> Result<AgentsConfig, ConfigError> {
+    let mut agents = AgentsConfig::default();
+    let Some(raw) = raw else {
+        return Ok(agents);
+    };
+    agents.required = raw.required.unwrap_or(agents.required);
+    agents.return_to_service = raw.return_to_service.unwrap_or(agents.return_to_service);
+    if let Some(value) = raw.heartbeat_timeout {
+        let ms = values::duration_ms(value.get_ref()).map_err(|m| {
+            errors.at(
+                Some(value.span()),
+                format!("[agents] heartbeat_timeout: {m}"),
+            )
+        })?;
+        if !(HEARTBEAT_TIMEOUT_MIN_MS..=HEARTBEAT_TIMEOUT_MAX_MS).contains(&ms) {
+            return Err(errors.at(
+                Some(value.span()),
+                format!(
+                    "[agents] heartbeat_timeout: {ms} ms is outside {HEARTBEAT_TIMEOUT_MIN_MS} ms \
+                     to {HEARTBEAT_TIMEOUT_MAX_MS} ms"
+                ),
+            ));
+        }
+        agents.heartbeat_timeout_ms = ms;
+    }
+    Ok(agents)
 }
 
 fn cluster(

@@ -22,6 +22,7 @@
 //! [`Core::routes`].
 
 mod admin;
+mod agents;
 mod invariants;
 mod moving;
 #[cfg(test)]
@@ -45,6 +46,7 @@ use crate::records::Durable;
 
 pub use crate::moves::NodeFlag;
 pub use admin::{FlagPlan, JournalWrite, flag_commands};
+pub use agents::{AgentCommand, AgentFlags, UNREACHABLE_REASON};
 pub use moving::MoveCommand;
 pub use reconfig::{Reconfig, RestartCommand};
 pub use registry::{RegisterError, Registering, ShardLink};
@@ -80,6 +82,8 @@ pub struct Core {
     /// Records held back one write by the mutant `ack-before-journal` (always empty
     /// otherwise; docs/SIM.md).
     deferred: Option<crate::records::DurableDelta>,
+    /// Observation: the node agents that registered, and `Owner` messages for them.
+    agents: agents::Agents,
 }
 
 /// A queue's run-time state.
@@ -209,6 +213,7 @@ impl Core {
             move_pending: None,
             dirty: admin::Dirty::default(),
             deferred: None,
+            agents: agents::Agents::default(),
         };
         core.debug_check();
         let durable = core.durable_state();

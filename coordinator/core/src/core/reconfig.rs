@@ -182,8 +182,10 @@ impl Core {
     /// Makes `file` (the configuration file, read again) authoritative: queues it lacks are
     /// removed, new ones added, the others take its definitions, policies and limits (their
     /// enabled/started flags stay as they are now). All or nothing, with the same checks as
-    /// the single changes. The cluster itself cannot change without a restart.
-    pub fn reload(&mut self, file: Config) -> Result<Reconfig, Refusal> {
+    /// the single changes. The cluster itself cannot change without a restart, nor does
+    /// `[agents]` (it takes effect at the next start).
+    pub fn reload(&mut self, mut file: Config) -> Result<Reconfig, Refusal> {
+        file.agents = self.config.agents.clone();
         if file.cluster != self.config.cluster {
             return Err(invalid(format!(
                 "{}: the cluster changed; a new cluster needs a coordinator restart (reload changes queues only)",

@@ -1,4 +1,4 @@
-//! `shardsched jobs`, `job info ID` and `cancel ID…`.
+//! `shardsched jobs`, `job info ID` and `cancel ID…` (`job output` is in [`super::output`]).
 //!
 //! Job lists are gathered from every shard in parallel (each answers from its status
 //! snapshot, so listing never blocks scheduling). A job id names its shard (the FLUID
@@ -52,6 +52,9 @@ pub struct JobArgs {
 pub enum JobCommand {
     /// One job in full: its summary, its R (what it got) and its events.
     Info(JobInfoArgs),
+    /// What one of its tasks wrote (standard output, or `--stderr`), `--follow`ing it
+    /// while it runs.
+    Output(super::output::JobOutputArgs),
 }
 
 /// Flags of `shardsched job info`.
@@ -113,6 +116,7 @@ pub fn jobs_main(args: &JobsArgs) -> Result<()> {
 pub fn job_main(args: &JobArgs) -> Result<()> {
     match &args.command {
         JobCommand::Info(info) => job_info_main(info),
+        JobCommand::Output(out) => super::output::job_output_main(out),
     }
 }
 

@@ -8,6 +8,7 @@ pub mod cluster_view;
 pub mod job_view;
 pub mod jobs;
 pub mod move_view;
+pub mod output;
 pub mod queue_config;
 pub mod status;
 pub mod submit;

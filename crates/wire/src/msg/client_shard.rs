@@ -1,4 +1,4 @@
-//! Client (CLI: user or admin) → shard: submit, list, inspect, cancel.
+//! Client (CLI: user or admin) → shard: submit, list, inspect, cancel, read a job's output.
 //!
 //! The job's owner is the submitting certificate's name. A retried submit with the same
 //! idempotency key from the same owner returns the original job (`duplicate: true`); keys of
@@ -6,9 +6,13 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::agent::JobSignature;
 use super::common::{JobId, JobInfo, JobList, JobsQuery, Refusal, RefusalCode};
+pub use super::shard_node::OutputChunk;
 use crate::identity::Op;
-use crate::limits::{IDEMPOTENCY_KEY_BYTES, IDS_PER_REQUEST_MAX, JOBSPEC_BYTES_MAX};
+use crate::limits::{
+    IDEMPOTENCY_KEY_BYTES, IDS_PER_REQUEST_MAX, JOBSPEC_BYTES_MAX, OUTPUT_CHUNK_BYTES_MAX,
+};
 use crate::rpc::Rpc;
 
 /// A request to a shard.
@@ -28,6 +32,25 @@ pub enum Request {
         /// The jobs, at most [`IDS_PER_REQUEST_MAX`].
         ids: Vec<JobId>,
     },
+    /// Part of what a job's task wrote (the peer's own job, unless the peer is an admin):
+    /// the shard reads it on the node that ran the task (through its agent), or from the
+    /// job's directory under the exec executor.
+    Output(OutputQuery),
+}
+
+/// Which part of which task's output.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputQuery {
+    /// The job.
+    pub job: JobId,
+    /// The task's rank (0 under the exec executor, which runs one command).
+    pub task: u32,
+    /// Standard error rather than standard output.
+    pub stderr: bool,
+    /// From this byte.
+    pub offset: u64,
+    /// At most this many bytes, at most [`OUTPUT_CHUNK_BYTES_MAX`].
+    pub max_bytes: u32,
 }
 
 /// A submission.
@@ -40,6 +63,10 @@ pub struct Submit {
     pub jobspec_json: String,
     /// Priority within the queue (higher first); the queue's default when absent.
     pub priority: Option<u32>,
+    /// The submitter's signature of `jobspec_json`: node agents run the job as the
+    /// signer only with it (docs/EXEC.md). Clients always sign; a shard that runs jobs
+    /// through agents refuses a submit without one.
+    pub signature: Option<JobSignature>,
 }
 
 /// A client-chosen key that makes a retried submit safe.
@@ -62,6 +89,8 @@ pub enum Response {
     JobInfo(Box<JobInfo>),
     /// Answer to [`Request::Cancel`], one outcome per id, in request order.
     Cancelled(Vec<CancelOutcome>),
+    /// Answer to [`Request::Output`].
+    Output(OutputChunk),
 }
 
 /// What happened to one job of a cancel request.
@@ -95,6 +124,7 @@ impl Rpc for Request {
             Request::Jobs(_) => "client_shard.jobs",
             Request::JobInfo { .. } => "client_shard.job_info",
             Request::Cancel { .. } => "client_shard.cancel",
+            Request::Output(_) => "client_shard.output",
         }
     }
 
@@ -103,7 +133,7 @@ impl Rpc for Request {
     fn op(&self) -> Op {
         match self {
             Request::Submit(_) => Op::Submit,
-            Request::Jobs(_) | Request::JobInfo { .. } => Op::ReadStatus,
+            Request::Jobs(_) | Request::JobInfo { .. } | Request::Output(_) => Op::ReadStatus,
             Request::Cancel { .. } => Op::CancelOwn,
         }
     }
@@ -117,7 +147,21 @@ impl Rpc for Request {
                     s.jobspec_json.len()
                 ),
             )),
+            Request::Submit(Submit {
+                signature: Some(signature),
+                ..
+            }) => signature.check(),
             Request::Jobs(query) => super::bounds::jobs_query(query),
+            Request::Output(query) if query.max_bytes > OUTPUT_CHUNK_BYTES_MAX => {
+                Err(Refusal::new(
+                    RefusalCode::Invalid,
+                    format!(
+                        "{} bytes of output asked for, more than the limit of \
+                         {OUTPUT_CHUNK_BYTES_MAX}",
+                        query.max_bytes
+                    ),
+                ))
+            }
             Request::Cancel { ids } if ids.len() > IDS_PER_REQUEST_MAX => Err(Refusal::new(
                 RefusalCode::Invalid,
                 format!(

@@ -300,6 +300,7 @@ pub fn client_shard_request() -> impl Strategy<Value = client_shard::Request> {
                     idempotency_key: IdempotencyKey(key),
                     jobspec_json,
                     priority,
+                    signature: None,
                 })
             }
         ),

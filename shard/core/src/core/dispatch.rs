@@ -64,7 +64,9 @@ impl ShardCore {
             Request::Cancel { ids } => {
                 Ok(Response::Cancelled(self.handle_cancel(now_ms, peer, ids)))
             }
-            Request::Jobs(_) | Request::JobInfo { .. } => Err(answered_by_the_driver(request)),
+            Request::Jobs(_) | Request::JobInfo { .. } | Request::Output(_) => {
+                Err(answered_by_the_driver(request))
+            }
         }
     }
 

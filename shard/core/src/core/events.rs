@@ -165,7 +165,7 @@ impl ShardCore {
         // In exec mode, the expected end only: the job ends when its supervisor says so.
         let scale = match self.options.executor {
             CoreExecutor::Sim => self.options.time_scale,
-            CoreExecutor::Exec { .. } => 1.0,
+            CoreExecutor::Exec { .. } | CoreExecutor::Agents => 1.0,
         };
         let end = now_ms.saturating_add(sim_run_ms(alloc.duration, scale));
         // The queue manager plans in whole seconds: the allocation holds its nodes from
@@ -174,7 +174,7 @@ impl ShardCore {
         // rest of the second the job started in.
         let end = match self.options.executor {
             CoreExecutor::Sim => end.min(span_end_ms(alloc)),
-            CoreExecutor::Exec { .. } => end,
+            CoreExecutor::Exec { .. } | CoreExecutor::Agents => end,
         };
         if self.options.journal {
             let stored = StoredAllocation::from_allocation(&self.qm.matcher().graph, alloc);

@@ -29,6 +29,7 @@ use crate::error::ShardError;
 use crate::job::{JobRecord, NewJob, Reason};
 use crate::journal::{JournalRecord, Restored, RestoredJob};
 use crate::nodes::{Holding, NodeTable};
+use shardsched_wire::msg::agent::JobSignature;
 
 /// What a restore brought back.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -249,6 +250,10 @@ impl ShardCore {
             duration_ms,
             jobspec: &jobspec,
             jobspec_json: &a.jobspec_json,
+            signature: job.signature.as_ref().map(|s| JobSignature {
+                cert_pem: s.cert_pem.clone(),
+                signature: s.signature.clone(),
+            }),
         });
         let Some(end) = &job.ended else {
             return Ok(record);

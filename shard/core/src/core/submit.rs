@@ -8,11 +8,11 @@ use shardsched_wire::msg::client_shard::{CancelOutcome, CancelResult, Submit};
 use shardsched_wire::msg::{JobId, JobState, Refusal, RefusalCode};
 
 use super::exec::EndAs;
-use super::{ShardCore, Submitted};
+use super::{CoreExecutor, ShardCore, Submitted};
 use crate::assign;
 use crate::core::job_span;
 use crate::job::{JobRecord, NewJob, Reason};
-use crate::journal::{AcceptedJob, JournalRecord};
+use crate::journal::{AcceptedJob, JournalRecord, SignatureRecord};
 use crate::limits::{ACTIVE_JOBS_MAX, PRIORITY_DEFAULT};
 
 impl ShardCore {
@@ -45,6 +45,16 @@ impl ShardCore {
                 RefusalCode::Unavailable,
                 format!(
                     "queue {} holds {ACTIVE_JOBS_MAX} live jobs, its limit; try later",
+                    self.queue
+                ),
+            ));
+        }
+        if matches!(self.options.executor, CoreExecutor::Agents) && submit.signature.is_none() {
+            return Err(Refusal::new(
+                RefusalCode::Invalid,
+                format!(
+                    "queue {} runs jobs through node agents, which run a job only as the user \
+                     who signed it: this submit is not signed",
                     self.queue
                 ),
             ));
@@ -89,6 +99,7 @@ impl ShardCore {
             duration_ms,
             jobspec: &jobspec,
             jobspec_json: &submit.jobspec_json,
+            signature: submit.signature.clone(),
         });
         let request = JobRequest {
             id: id.0,
@@ -126,6 +137,13 @@ impl ShardCore {
             priority,
             submit_ms: now_ms,
         }));
+        if let Some(signature) = &submit.signature {
+            self.journal(JournalRecord::Signed(SignatureRecord {
+                id: id.0,
+                cert_pem: signature.cert_pem.clone(),
+                signature: signature.signature.clone(),
+            }));
+        }
         self.jobs.table.insert(job);
         self.jobs.pending.insert(id);
         debug_assert!(

@@ -107,6 +107,7 @@ pub(super) fn submit(key: u8, jobspec_json: String) -> Submit {
         idempotency_key: IdempotencyKey([key; 16]),
         jobspec_json,
         priority: None,
+        signature: None,
     }
 }
 
