@@ -3,31 +3,43 @@
 //! The traverser walks the graph and the request together; comparing interned symbols
 //! instead of type strings keeps that walk free of string work.
 
-use shardsched_jobspec::{Count, Jobspec, Resource};
+use shardsched_jobspec::{Count, CountOp, Jobspec, Resource};
 
 use crate::MatchError;
 use crate::constraint::NodeConstraint;
+use crate::types::{PruneTypes, SLOT, TypeTable};
 use shardsched_resource::{ResourceGraph, Sym};
 
 /// Index of a [`Req`] in [`Request::reqs`].
 pub type ReqId = u32;
+
+/// The type of a request Fluxion does not know (it matches no vertex).
+pub const UNKNOWN_TYPE: Sym = Sym(u32::MAX - 1_000_000);
 
 /// One resource vertex of the jobspec.
 #[derive(Clone, Debug)]
 pub struct Req {
     /// The graph's symbol for this type; `None` when no vertex has it (or for a slot).
     pub kind: Option<Sym>,
+    /// The type as Fluxion knows it: [`SLOT`] for slots, [`UNKNOWN_TYPE`] when unknown.
+    pub ty: Sym,
     /// `type: slot`.
     pub is_slot: bool,
     pub count: Count,
     /// Explicit `exclusive`; slots are exclusive for their contents regardless.
     pub exclusive: Option<bool>,
+    /// The label of a non-slot resource (Fluxion records it on the vertices it matches).
+    pub label: Option<String>,
     pub with: Vec<ReqId>,
     /// Per instance of this resource: how many units of each pruned type its strict subtree
     /// needs (the resource itself not counted).
     pub needs: Vec<(Sym, i64)>,
     /// [`Req::needs`] plus the resource itself: what one instance needs in all.
     pub unit_needs: Vec<(Sym, i64)>,
+    /// Fluxion's `user_data`: units of each pruning type (by interning rank) below one
+    /// instance, from the children's minimum counts — what a vertex's aggregate must hold
+    /// for the vertex to be considered.
+    pub user_data: Vec<(u32, i64)>,
 }
 
 impl Req {
@@ -49,6 +61,63 @@ impl Req {
         }
         merged.into_iter()
     }
+
+    /// Fluxion's `calc_count`: how many to take when `qualified` are available — the
+    /// largest value of the count's sequence within `qualified` and `max`, or 0 when even
+    /// `min` is not available.
+    pub fn calc_count(&self, qualified: u64) -> u64 {
+        calc_count(&self.count, qualified)
+    }
+
+    /// Fluxion's `calc_effective_max`: the count taken when everything is available.
+    pub fn effective_max(&self) -> u64 {
+        calc_count(&self.count, u64::from(u32::MAX))
+    }
+}
+
+/// Fluxion's `calc_count` on its 32-bit counts (values above `u32::MAX` are clamped).
+pub fn calc_count(count: &Count, qualified: u64) -> u64 {
+    let clamp = |x: u64| x.min(u64::from(u32::MAX));
+    let (min, max, qc) = (clamp(count.min), clamp(count.max), clamp(qualified));
+    if min > max || min > qc {
+        return 0;
+    }
+    let operand = count.operand;
+    match count.operator {
+        CountOp::Add => {
+            let top = qc.min(max);
+            let range = top - min;
+            top - range % operand.max(1)
+        }
+        CountOp::Mul => {
+            if operand <= 1 {
+                return min;
+            }
+            let mut cur = min;
+            let mut out = 0;
+            // Fluxion loops while cur grows; cur 0 would never grow.
+            while cur != 0 && cur <= qc && cur <= max {
+                out = cur;
+                cur = cur.saturating_mul(operand);
+            }
+            out
+        }
+        CountOp::Pow => {
+            if operand < 2 || min == 1 {
+                return min;
+            }
+            let mut cur = min;
+            let mut out = 0;
+            while cur <= qc && cur <= max {
+                let base = cur;
+                out = cur;
+                for _ in 1..operand {
+                    cur = cur.saturating_mul(base);
+                }
+            }
+            out
+        }
+    }
 }
 
 /// A compiled jobspec.
@@ -60,6 +129,24 @@ pub struct Request {
     pub duration: u64,
     /// RFC 31 constraint, judged at node vertices.
     pub constraint: Option<NodeConstraint>,
+    /// Types written `exclusive: true` anywhere: matched vertices of these types are taken
+    /// with their whole subtree.
+    pub exclusive_types: Vec<Sym>,
+    /// Whether any non-slot resource carries a label (labels are recorded on every vertex
+    /// the walk matches, chosen or not).
+    pub labelled: bool,
+    /// Fluxion's top-level `user_data`: units of each pruning type the whole request needs
+    /// (by interning rank), from minimum counts.
+    pub totals: Vec<(u32, i64)>,
+}
+
+/// How a request is compiled: just against the graph (the queue manager's use), or with
+/// Fluxion's type table and pruning types (the matcher's).
+struct Context<'a> {
+    graph: &'a ResourceGraph,
+    prune_syms: &'a [Sym],
+    fluxion: Option<(&'a TypeTable, &'a PruneTypes)>,
+    strict: bool,
 }
 
 impl Request {
@@ -70,6 +157,36 @@ impl Request {
         graph: &ResourceGraph,
         prune_types: &[Sym],
     ) -> Result<Request, MatchError> {
+        let cx = Context {
+            graph,
+            prune_syms: prune_types,
+            fluxion: None,
+            strict: false,
+        };
+        Self::build(js, &cx)
+    }
+
+    /// Compiles `js` as Fluxion does: types by its table, pruning-type needs by its rules.
+    /// A type Fluxion does not know is an error when `strict` (its jobspec reader refuses
+    /// it), else a type no vertex has.
+    pub fn compile_fluxion(
+        js: &Jobspec,
+        graph: &ResourceGraph,
+        prune_syms: &[Sym],
+        types: &TypeTable,
+        prune: &PruneTypes,
+        strict: bool,
+    ) -> Result<Request, MatchError> {
+        let cx = Context {
+            graph,
+            prune_syms,
+            fluxion: Some((types, prune)),
+            strict,
+        };
+        Self::build(js, &cx)
+    }
+
+    fn build(js: &Jobspec, cx: &Context<'_>) -> Result<Request, MatchError> {
         let constraint = js
             .attributes
             .constraints
@@ -81,49 +198,91 @@ impl Request {
             top: Vec::new(),
             duration: js.attributes.duration,
             constraint,
+            exclusive_types: Vec::new(),
+            labelled: false,
+            totals: Vec::new(),
         };
+        let mut totals = Vec::new();
         for r in &js.resources {
-            let id = out.add(r, graph, prune_types);
+            let id = out.add(r, cx)?;
             out.top.push(id);
+            out.accumulate(id, 1, cx, &mut totals);
         }
+        out.totals = totals;
         Ok(out)
     }
 
-    fn add(&mut self, r: &Resource, graph: &ResourceGraph, prune_types: &[Sym]) -> ReqId {
+    fn add(&mut self, r: &Resource, cx: &Context<'_>) -> Result<ReqId, MatchError> {
         let is_slot = r.kind == "slot";
-        let kind = if is_slot { None } else { graph.sym(&r.kind) };
+        let kind = if is_slot { None } else { cx.graph.sym(&r.kind) };
+        let ty = match cx.fluxion {
+            _ if is_slot => SLOT,
+            Some((types, _)) => match types.lookup(cx.graph, &r.kind) {
+                Some(t) => t,
+                None if cx.strict => {
+                    return Err(MatchError::BadRequest(format!(
+                        "resource type {:?} is not a resource type known to fluxion",
+                        r.kind
+                    )));
+                }
+                None => UNKNOWN_TYPE,
+            },
+            None => kind.unwrap_or(UNKNOWN_TYPE),
+        };
+        if r.exclusive == Some(true) && !self.exclusive_types.contains(&ty) {
+            self.exclusive_types.push(ty);
+        }
+        let label = r.label.clone().filter(|_| !is_slot);
+        self.labelled |= label.is_some();
         let with: Vec<ReqId> = r
             .with
             .iter()
-            .map(|c| self.add(c, graph, prune_types))
-            .collect();
+            .map(|c| self.add(c, cx))
+            .collect::<Result<_, _>>()?;
         let mut needs: Vec<(Sym, i64)> = Vec::new();
-        let bump = |needs: &mut Vec<(Sym, i64)>, t: Sym, n: i64| match needs
-            .iter_mut()
-            .find(|(s, _)| *s == t)
-        {
-            Some(e) => e.1 = e.1.saturating_add(n),
-            None => needs.push((t, n)),
-        };
         for &c in &with {
             let child = &self.reqs[c as usize];
             let mult = i64::try_from(child.count.min).unwrap_or(i64::MAX);
-            for (t, n) in child.needs_with_self(prune_types) {
+            for (t, n) in child.needs_with_self(cx.prune_syms) {
                 bump(&mut needs, t, n.saturating_mul(mult));
             }
         }
+        let mut user_data = Vec::new();
+        for &c in &with {
+            self.accumulate(c, 1, cx, &mut user_data);
+        }
         let mut req = Req {
             kind,
+            ty,
             is_slot,
             count: r.count,
             exclusive: r.exclusive,
+            label,
             with,
             needs,
             unit_needs: Vec::new(),
+            user_data,
         };
-        req.unit_needs = req.needs_with_self(prune_types).collect();
+        req.unit_needs = req.needs_with_self(cx.prune_syms).collect();
         self.reqs.push(req);
-        self.reqs.len() as ReqId - 1
+        Ok(self.reqs.len() as ReqId - 1)
+    }
+
+    /// Adds what `times` instances of request `id` need (its own minimum count when it is a
+    /// pruning type, and its `user_data`) to `into`: Fluxion's `prime_jobspec`.
+    fn accumulate(&self, id: ReqId, times: i64, cx: &Context<'_>, into: &mut Vec<(u32, i64)>) {
+        let Some((types, prune)) = cx.fluxion else {
+            return;
+        };
+        let r = self.req(id);
+        let min = i64::try_from(r.count.min.min(u64::from(u32::MAX))).unwrap_or(0);
+        let rank = types.rank(r.ty);
+        if prune.is_pruning(rank) {
+            bump_rank(into, rank, min.saturating_mul(times));
+        }
+        for &(t, n) in &r.user_data {
+            bump_rank(into, t, min.saturating_mul(n).saturating_mul(times));
+        }
     }
 
     #[inline]
@@ -145,6 +304,25 @@ impl Request {
             })
             .fold(0i64, |a, b| a.saturating_add(b))
     }
+
+    /// Units of pruning type `rank` in `data` (0 when absent).
+    pub fn amount(data: &[(u32, i64)], rank: u32) -> Option<i64> {
+        data.iter().find(|e| e.0 == rank).map(|e| e.1)
+    }
+}
+
+fn bump(needs: &mut Vec<(Sym, i64)>, t: Sym, n: i64) {
+    match needs.iter_mut().find(|(s, _)| *s == t) {
+        Some(e) => e.1 = e.1.saturating_add(n),
+        None => needs.push((t, n)),
+    }
+}
+
+fn bump_rank(into: &mut Vec<(u32, i64)>, t: u32, n: i64) {
+    match into.iter_mut().find(|(s, _)| *s == t) {
+        Some(e) => e.1 = e.1.saturating_add(n),
+        None => into.push((t, n)),
+    }
 }
 
 /// How many of a resource to take when `qualified` are available: the largest value of the
@@ -154,4 +332,33 @@ pub fn select_count(count: &Count, qualified: i64) -> i64 {
     count
         .largest_fitting(q)
         .map_or(0, |n| i64::try_from(n).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn count(min: u64, max: u64, operator: CountOp, operand: u64) -> Count {
+        Count {
+            min,
+            max,
+            operator,
+            operand,
+        }
+    }
+
+    #[test]
+    fn calc_count_follows_fluxion() {
+        assert_eq!(calc_count(&Count::exact(3), 5), 3);
+        assert_eq!(calc_count(&Count::exact(3), 2), 0);
+        assert_eq!(calc_count(&count(2, 64, CountOp::Pow, 4), u64::MAX), 16);
+        assert_eq!(calc_count(&count(2, 64, CountOp::Pow, 4), 12), 2);
+        assert_eq!(calc_count(&count(1, 10, CountOp::Add, 3), 9), 7);
+        assert_eq!(calc_count(&count(1, 8, CountOp::Mul, 2), 5), 4);
+        // {min: 2} without max never stops early.
+        assert_eq!(
+            calc_count(&count(2, u64::MAX, CountOp::Add, 1), u64::from(u32::MAX)),
+            u64::from(u32::MAX)
+        );
+    }
 }

@@ -1,22 +1,25 @@
 //! Per-vertex scheduling state, in dense arrays indexed by vertex.
 //!
-//! What the matcher needs to know about a vertex during a window is, as in Fluxion, how
-//! many of its own units are free (a core has 1, a 2 GB memory pool 2) and how many jobs
-//! touch it — a shared use counts 1, an exclusive use all [`XCHECK_TOTAL`], so an
-//! exclusively held vertex blocks everyone and a vertex anybody touches cannot be taken
-//! exclusively. Leaves (cores, gpus, memory: nearly every vertex) keep both in one compact
-//! hold list ([`Pools`]: 4 bytes per vertex idle, no allocation in steady state); inner
-//! vertices, which every job passes through, keep two [`Planner`]s.
+//! As in Fluxion, each vertex keeps how many of its own units are taken (a core has 1, a
+//! 2 GB memory pool 2; only exclusive uses take units) and how many jobs touch it (every use
+//! counts 1: an exclusive request wants a vertex no job touches). Leaves (cores, gpus,
+//! memory: nearly every vertex) keep both in one compact hold list ([`Pools`]: 4 bytes per
+//! vertex idle, no allocation in steady state); inner vertices, which every job passes
+//! through, keep two [`Planner`]s.
 //!
-//! Prune filters (`HL:LL`) add, at inner vertices, the free units of each low-level type
-//! below them ([`Aggregate`]), so the traversal skips subtrees that cannot hold a request.
+//! Inner vertices also keep Fluxion's aggregate ("subplan"): the free units of each pruning
+//! type below them, for the types [`PruneTypes::tracked_by`] the vertex's type — the prune
+//! filters (`HL:LL`), completed by every leaf type no filter names (anchored at `cluster`).
+//! The walk skips vertices whose aggregate cannot hold a request; `first` orders siblings by
+//! the last of these types.
 
 use shardsched_planner::{HoldId, MultiPlanner, Planner, Pools, SpanId};
 use shardsched_resource::{ResourceGraph, Sym, VertexId};
 
 use crate::MatchError;
+use crate::types::{PruneTypes, TypeTable};
 
-/// Capacity of the job-count calendar; an exclusive use takes all of it.
+/// Capacity of the job-count calendar (Fluxion's `X_CHECKER_NJOBS`).
 pub const XCHECK_TOTAL: i64 = 1 << 30;
 /// First instant of the planning window.
 pub const PLAN_BASE: i64 = 0;
@@ -31,18 +34,15 @@ pub struct PruneFilters {
 }
 
 impl PruneFilters {
-    /// Parses `HL:LL,HL:LL` (`ALL` for any high-level type); empty means no filters.
+    /// Parses `HL:LL,HL:LL` (`ALL` for any high-level type; blanks inside a pair are
+    /// ignored). An empty or blank text means the default, as resource-query takes it.
     pub fn parse(s: &str) -> Result<PruneFilters, MatchError> {
-        let mut pairs = Vec::new();
-        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (hl, ll) = part
-                .split_once(':')
-                .filter(|(h, l)| !h.is_empty() && !l.is_empty())
-                .ok_or_else(|| MatchError::BadPruneFilter(part.to_string()))?;
-            let hl = (hl != "ALL").then(|| hl.to_string());
-            pairs.push((hl, ll.to_string()));
+        if s.trim().is_empty() {
+            return Ok(PruneFilters::default_filters());
         }
-        Ok(PruneFilters { pairs })
+        Ok(PruneFilters {
+            pairs: PruneTypes::parse(s)?,
+        })
     }
 
     /// The default, `ALL:core,ALL:node`.
@@ -51,12 +51,22 @@ impl PruneFilters {
             pairs: vec![(None, "core".into()), (None, "node".into())],
         }
     }
+
+    /// The type names the filters mention, anchors before low-level types, in order.
+    pub fn type_names(&self) -> impl Iterator<Item = &str> {
+        self.pairs
+            .iter()
+            .flat_map(|(h, l)| h.iter().map(String::as_str).chain([l.as_str()]))
+    }
 }
 
 /// The aggregate calendar of one vertex: free units of each tracked type below it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Aggregate {
+    /// The tracked types, in Fluxion's order.
     pub types: Vec<Sym>,
+    /// Their interning ranks (parallel to `types`).
+    pub ranks: Vec<u32>,
     pub plan: MultiPlanner,
 }
 
@@ -84,11 +94,10 @@ pub struct SchedState {
     inner_of: Vec<u32>,
     pub inner: Vec<Inner>,
     pub leaves: Pools,
-    /// Low-level types of the prune filters, as symbols of this graph.
+    /// Every pruning type, as symbols (graph symbols, or the type table's own).
     pub prune_types: Vec<Sym>,
-    /// Units of each prune type strictly below each inner vertex (`prune_types.len()` per
-    /// entry of `inner`): what taking its subtree whole takes from the aggregates above.
-    units_below: Vec<i64>,
+    /// The pruning types' ranks (parallel to `prune_types`).
+    pub prune_ranks: Vec<u32>,
 }
 
 /// One record of an allocation in the calendars, so that cancel removes exactly it.
@@ -101,86 +110,92 @@ pub enum SpanRef {
 }
 
 impl SchedState {
-    /// Fresh state for `g` with the given prune filters.
-    pub fn new(g: &ResourceGraph, filters: &PruneFilters) -> SchedState {
+    /// Fresh state for `g`: primes the aggregates as Fluxion does, completing `prune` with
+    /// the leaf types no filter names.
+    pub fn new(g: &ResourceGraph, types: &TypeTable, prune: &mut PruneTypes) -> SchedState {
         let n = g.len();
-        let resolved: Vec<(Option<Sym>, Sym)> = filters
-            .pairs
-            .iter()
-            .filter_map(|(hl, ll)| {
-                let ll = g.sym(ll)?;
-                match hl {
-                    None => Some((None, ll)),
-                    Some(h) => g.sym(h).map(|h| (Some(h), ll)),
-                }
-            })
-            .collect();
-        let mut prune_types: Vec<Sym> = resolved.iter().map(|p| p.1).collect();
-        prune_types.sort();
-        prune_types.dedup();
-        // Units of each low-level type below every vertex, summed bottom-up.
-        let k = prune_types.len();
-        let mut below = vec![0i64; n * k];
-        let order: Vec<VertexId> = g.preorder(g.root()).collect();
-        for &v in order.iter().rev() {
-            if let Some(p) = g.parent(v) {
-                for (i, t) in prune_types.iter().enumerate() {
-                    let own = if g.kind(v) == *t { g.size(v) } else { 0 };
-                    below[p.index() * k + i] += below[v.index() * k + i] + own;
-                }
-            }
-        }
+        let cluster = 0u32;
+        // Subtree units of each pruning type (by rank), post-order, as Fluxion primes them.
+        let mut below: Vec<Vec<(u32, i64)>> = vec![Vec::new(); n];
         let mut inner_of = vec![LEAF; n];
         let mut inner = Vec::new();
-        let mut units_below = Vec::new();
-        for v in g.vertices() {
-            if g.children(v).is_empty() {
+        // Iterative DFS: (vertex, children visited).
+        let mut stack: Vec<(u32, bool)> = vec![(g.root().0, false)];
+        let mut own: Vec<Vec<(u32, i64)>> = vec![Vec::new(); n];
+        while let Some((v, done)) = stack.pop() {
+            let vid = VertexId(v);
+            let rank = types.rank(g.kind(vid));
+            if !done {
+                // Fluxion counts a vertex's own size first, with the types known then.
+                if prune.is_pruning(rank) {
+                    own[v as usize].push((rank, g.size(vid)));
+                }
+                let leaf = g.out_degree(vid) == 0 || g.children(vid).is_empty();
+                if leaf {
+                    if !prune.is_pruning(rank) {
+                        prune.set(Some(cluster), rank);
+                        own[v as usize].push((rank, g.size(vid)));
+                    }
+                    let mine = std::mem::take(&mut own[v as usize]);
+                    below[v as usize] = mine;
+                    continue;
+                }
+                stack.push((v, true));
+                for &c in g.children(vid).iter().rev() {
+                    stack.push((c, false));
+                }
                 continue;
             }
-            units_below.extend_from_slice(&below[v.index() * k..(v.index() + 1) * k]);
-            let mut types = Vec::new();
-            let mut totals = Vec::new();
-            for (i, t) in prune_types.iter().enumerate() {
-                let tracked = resolved
-                    .iter()
-                    .any(|(hl, ll)| ll == t && hl.is_none_or(|h| h == g.kind(v)));
-                let total = below[v.index() * k + i];
-                if tracked && total > 0 {
-                    types.push(*t);
-                    totals.push(total);
+            // Children are done: sum them, then add this vertex's own size.
+            let mut sum: Vec<(u32, i64)> = Vec::new();
+            for &c in g.children(vid) {
+                for &(t, k) in &below[c as usize] {
+                    add_to(&mut sum, t, k);
                 }
             }
-            let agg = (!types.is_empty()).then(|| Aggregate {
-                types,
-                plan: MultiPlanner::new(PLAN_BASE, PLAN_HORIZON, &totals),
+            let tracked = prune.tracked_by(rank);
+            let agg = (!tracked.is_empty()).then(|| {
+                let totals: Vec<i64> = tracked
+                    .iter()
+                    .map(|t| sum.iter().find(|e| e.0 == *t).map_or(0, |e| e.1))
+                    .collect();
+                Aggregate {
+                    types: tracked.iter().map(|&r| types.at_rank(r)).collect(),
+                    ranks: tracked.clone(),
+                    plan: MultiPlanner::new(PLAN_BASE, PLAN_HORIZON, &totals),
+                }
             });
-            inner_of[v.index()] = inner.len() as u32;
+            inner_of[v as usize] = inner.len() as u32;
             inner.push(Inner {
-                plans: Planner::new(PLAN_BASE, PLAN_HORIZON, g.size(v)),
+                plans: Planner::new(PLAN_BASE, PLAN_HORIZON, g.size(vid)),
                 xcheck: Planner::new(PLAN_BASE, PLAN_HORIZON, XCHECK_TOTAL),
                 agg,
             });
+            for (t, k) in std::mem::take(&mut own[v as usize]) {
+                add_to(&mut sum, t, k);
+            }
+            // Only pruning types travel up.
+            sum.retain(|e| prune.is_pruning(e.0));
+            below[v as usize] = sum;
         }
+        let prune_ranks: Vec<u32> = prune.all().collect();
         SchedState {
             inner_of,
             inner,
             leaves: Pools::new(n),
-            prune_types,
-            units_below,
+            prune_types: prune_ranks.iter().map(|&r| types.at_rank(r)).collect(),
+            prune_ranks,
         }
-    }
-
-    /// Units of each prune type (in `prune_types` order) strictly below `v`; `None` for a
-    /// leaf.
-    pub fn units_below(&self, v: VertexId) -> Option<&[i64]> {
-        let i = self.inner_of[v.index()];
-        let k = self.prune_types.len();
-        (i != LEAF).then(|| &self.units_below[i as usize * k..(i as usize + 1) * k])
     }
 
     fn inner(&self, v: VertexId) -> Option<&Inner> {
         let i = self.inner_of[v.index()];
         (i != LEAF).then(|| &self.inner[i as usize])
+    }
+
+    /// Whether `v` keeps no calendars of its own beyond a leaf's hold list.
+    pub fn is_leaf(&self, v: VertexId) -> bool {
+        self.inner_of[v.index()] == LEAF
     }
 
     /// How `v` (of size `size`) is used during `[at, at + dur)`.
@@ -195,25 +210,25 @@ impl SchedState {
         }
     }
 
-    /// As [`SchedState::usage`], but `None` as soon as the job count shows the vertex held
-    /// exclusively (no job count free): the walk's question, answered without looking at
-    /// the units of a vertex it cannot use anyway.
+    /// Own units of `v` free throughout `[at, at + dur)` (Fluxion's `by_avail`).
     #[inline]
-    pub fn usage_if_reachable(&self, v: VertexId, size: i64, at: i64, dur: u64) -> Option<Usage> {
-        let usage = match self.inner(v) {
-            Some(inner) => {
-                let jobs_free = inner.xcheck.avail_during(at, dur);
-                if jobs_free <= 0 {
-                    return None;
-                }
-                Usage {
-                    units_free: inner.plans.avail_during(at, dur),
-                    jobs_free,
-                }
+    pub fn units_free(&self, v: VertexId, size: i64, at: i64, dur: u64) -> i64 {
+        match self.inner(v) {
+            Some(inner) => inner.plans.avail_during(at, dur),
+            None => self.leaf_usage(v, size, at, dur).units_free,
+        }
+    }
+
+    /// Whether no job touches `v` during `[at, at + dur)` (Fluxion's exclusivity check).
+    #[inline]
+    pub fn untouched(&self, v: VertexId, at: i64, dur: u64) -> bool {
+        match self.inner(v) {
+            Some(inner) => inner.xcheck.avail_during(at, dur) >= XCHECK_TOTAL,
+            None => {
+                self.leaves.is_idle(v.index())
+                    || self.leaves.peak_during(v.index(), at, dur).jobs == 0
             }
-            None => self.leaf_usage(v, size, at, dur),
-        };
-        (usage.jobs_free > 0).then_some(usage)
+        }
     }
 
     #[inline]
@@ -238,6 +253,26 @@ impl SchedState {
         Some(a.plan.avail_during(at, dur, i))
     }
 
+    /// Whether `v`'s aggregate can give `need` (by pruning-type rank; absent types need 0)
+    /// during the window: Fluxion's `by_subplan`. True when `v` has no aggregate.
+    /// With `empty`, as if nothing were allocated (only the totals count).
+    pub fn agg_fits(
+        &self,
+        v: VertexId,
+        need: &[(u32, i64)],
+        at: i64,
+        dur: u64,
+        empty: bool,
+    ) -> bool {
+        let Some(a) = self.inner(v).and_then(|i| i.agg.as_ref()) else {
+            return true;
+        };
+        a.ranks.iter().enumerate().all(|(i, r)| {
+            let n = need.iter().find(|e| e.0 == *r).map_or(0, |e| e.1);
+            n <= 0 || (n <= a.plan.totals()[i] && (empty || a.plan.avail_during(at, dur, i) >= n))
+        })
+    }
+
     /// The aggregate of `v`, if it has one.
     pub fn aggregate(&self, v: VertexId) -> Option<&Aggregate> {
         self.inner(v)?.agg.as_ref()
@@ -255,7 +290,8 @@ impl SchedState {
         agg.plan.span(id).map(|span| span.planned)
     }
 
-    /// Records one vertex's use: `needs` units when exclusive, and its job count.
+    /// Records one vertex's use by a job: one job on its count, and `needs` units when
+    /// exclusive.
     pub fn hold(
         &mut self,
         v: VertexId,
@@ -266,21 +302,18 @@ impl SchedState {
         out: &mut Vec<SpanRef>,
     ) -> Result<(), MatchError> {
         let err = |e: shardsched_planner::PlannerError| MatchError::Internal(e.to_string());
-        let jobs = if exclusive { XCHECK_TOTAL } else { 1 };
         let i = self.inner_of[v.index()];
         if i == LEAF {
             let units = if exclusive { needs } else { 0 };
             out.push(SpanRef::Leaf(
-                self.leaves
-                    .add(v.index(), at, dur, units, jobs)
-                    .map_err(err)?,
+                self.leaves.add(v.index(), at, dur, units, 1).map_err(err)?,
             ));
             return Ok(());
         }
         let inner = &mut self.inner[i as usize];
         out.push(SpanRef::Xcheck(
             i,
-            inner.xcheck.add_span(at, dur, jobs).map_err(err)?,
+            inner.xcheck.add_span(at, dur, 1).map_err(err)?,
         ));
         if exclusive {
             out.push(SpanRef::Plan(
@@ -291,48 +324,42 @@ impl SchedState {
         Ok(())
     }
 
-    /// Records that `v` is held exclusively, and nothing more: what an exclusive hold
-    /// must show to every walk (see `alloc::commit`). A leaf keeps its one hold of units
-    /// and job count, as [`SchedState::hold`] makes it; an inner vertex gets only its
-    /// job-count entry.
-    pub fn hold_exclusive_mark(
-        &mut self,
-        v: VertexId,
-        at: i64,
-        dur: u64,
-        needs: i64,
-        out: &mut Vec<SpanRef>,
-    ) -> Result<(), MatchError> {
-        let i = self.inner_of[v.index()];
-        if i == LEAF {
-            return self.hold(v, at, dur, needs, true, out);
-        }
-        let id = self.inner[i as usize]
-            .xcheck
-            .add_span(at, dur, XCHECK_TOTAL)
-            .map_err(|e| MatchError::Internal(e.to_string()))?;
-        out.push(SpanRef::Xcheck(i, id));
-        Ok(())
-    }
-
-    /// Adds an aggregate span at inner vertex `v`.
+    /// Adds an aggregate span at inner vertex `v` taking `needs` (by pruning-type rank;
+    /// types `v` does not track are ignored). Nothing when `v` has no aggregate.
     pub fn hold_aggregate(
         &mut self,
         v: VertexId,
         at: i64,
         dur: u64,
-        needs: &[i64],
-    ) -> Result<SpanRef, MatchError> {
+        needs: &[(u32, i64)],
+        out: &mut Vec<SpanRef>,
+    ) -> Result<(), MatchError> {
         let i = self.inner_of[v.index()];
-        let agg = (i != LEAF)
-            .then(|| self.inner[i as usize].agg.as_mut())
-            .flatten()
-            .ok_or_else(|| MatchError::Internal(format!("vertex {} has no aggregate", v.0)))?;
+        if i == LEAF {
+            return Ok(());
+        }
+        let Some(agg) = self.inner[i as usize].agg.as_mut() else {
+            return Ok(());
+        };
+        let amounts: Vec<i64> = agg
+            .ranks
+            .iter()
+            .map(|r| needs.iter().find(|e| e.0 == *r).map_or(0, |e| e.1))
+            .collect();
         let id = agg
             .plan
-            .add_span(at, dur, needs)
+            .add_span(at, dur, &amounts)
             .map_err(|e| MatchError::Internal(e.to_string()))?;
-        Ok(SpanRef::Agg(i, id))
+        out.push(SpanRef::Agg(i, id));
+        Ok(())
+    }
+
+    /// Free units at `now` of the last type `v`'s aggregate tracks, and whether the
+    /// aggregate has any record: what `first` reorders `v` among its siblings by.
+    pub fn last_type_free_at(&self, v: VertexId, now: i64) -> Option<(i64, bool)> {
+        let a = self.inner(v)?.agg.as_ref()?;
+        let last = a.types.len().checked_sub(1)?;
+        Some((a.plan.avail_at(now, last), a.plan.span_count() > 0))
     }
 
     /// Removes a record made by [`SchedState::hold`] or [`SchedState::hold_aggregate`].
@@ -351,5 +378,12 @@ impl SchedState {
             },
         };
         r.map_err(|e| MatchError::Internal(e.to_string()))
+    }
+}
+
+fn add_to(sum: &mut Vec<(u32, i64)>, t: u32, k: i64) {
+    match sum.iter_mut().find(|e| e.0 == t) {
+        Some(e) => e.1 = e.1.saturating_add(k),
+        None => sum.push((t, k)),
     }
 }

@@ -850,6 +850,12 @@ impl ResourceGraph {
         out
     }
 
+    /// Number of edges leaving `v`, in every subsystem (Fluxion's `out_degree`: a vertex is a
+    /// leaf when it has none).
+    pub fn out_degree(&self, v: VertexId) -> usize {
+        self.topo.edges(NodeIndex::new(v.index())).count()
+    }
+
     /// Vertices of the containment tree below and including `v`, parents before children.
     pub fn preorder(&self, v: VertexId) -> Preorder<'_> {
         Preorder {
@@ -877,6 +883,11 @@ impl ResourceGraph {
     /// The string behind a symbol.
     pub fn str(&self, sym: Sym) -> &str {
         self.interner.resolve(sym)
+    }
+
+    /// How many symbols the graph has: every symbol it hands out is below this.
+    pub fn sym_count(&self) -> usize {
+        self.interner.len()
     }
 
     #[inline]

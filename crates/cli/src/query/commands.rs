@@ -1,0 +1,247 @@
+//! resource-query's other commands: cancel, properties, status, and the job listings.
+
+use std::io::Write;
+
+use anyhow::Result;
+use shardsched_resource::Status;
+
+use super::{BAR, Lifecycle, Session};
+
+impl Session {
+    pub(super) fn cmd_cancel(&mut self, words: &[&str], out: &mut dyn Write) -> Result<()> {
+        if !(2..=3).contains(&words.len()) {
+            eprintln!("ERROR: cancel: malformed command (cancel JOBID [stats])");
+            return Ok(());
+        }
+        let jobid = strtoll(words[1]) as u64;
+        if !self.allocations.contains(&jobid) && !self.reservations.contains(&jobid) {
+            eprintln!("ERROR: cancel: nonexistent job {jobid}");
+            return Ok(());
+        }
+        let counts = self.matcher.cancel_counts(jobid);
+        if let Err(e) = self.matcher.cancel(jobid) {
+            eprintln!("ERROR: cancel: error encountered while removing job {jobid}: {e}");
+            return Ok(());
+        }
+        self.allocations.remove(&jobid);
+        self.reservations.remove(&jobid);
+        if let Some(j) = self.jobs.get_mut(&jobid) {
+            j.state = Lifecycle::Canceled;
+        }
+        if words.get(2) == Some(&"stats") {
+            let (pre, post) = counts.unwrap_or((0, 0));
+            writeln!(
+                out,
+                "{BAR}\nINFO: CANCEL PREORDER COUNT=\"{pre}\"\nINFO: CANCEL POSTORDER COUNT=\"{post}\"\n{BAR}"
+            )?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn cmd_set_property(&mut self, words: &[&str], out: &mut dyn Write) -> Result<()> {
+        if words.len() != 3 {
+            eprintln!("ERROR: set-property: malformed command (set-property PATH KEY=VALUE)");
+            return Ok(());
+        }
+        let (path, kv) = (words[1], words[2]);
+        let pos = kv.find('=');
+        let (k, v) = match pos {
+            Some(p) if p != 0 && p != kv.len() - 1 => (&kv[..p], &kv[p + 1..]),
+            _ => {
+                writeln!(
+                    out,
+                    "Incorrect input format. \nPlease use `set-property <resource> PROPERTY=VALUE`."
+                )?;
+                return Ok(());
+            }
+        };
+        match self.matcher.vertex(path) {
+            Ok(vx) => self.matcher.graph.set_property(vx, k, v),
+            Err(_) => writeln!(out, "Couldn't find path {path} in resource graph.")?,
+        }
+        Ok(())
+    }
+
+    pub(super) fn cmd_get_property(&mut self, words: &[&str], out: &mut dyn Write) -> Result<()> {
+        if words.len() != 2 {
+            eprintln!("ERROR: get-property: malformed command (get-property PATH)");
+            return Ok(());
+        }
+        let path = words[1];
+        let Ok(vx) = self.matcher.vertex(path) else {
+            writeln!(out, "Could not find path {path} in resource graph.")?;
+            return Ok(());
+        };
+        let g = &self.matcher.graph;
+        match g.properties(vx).filter(|p| !p.is_empty()) {
+            Some(props) => {
+                for (k, v) in props {
+                    writeln!(out, "{k}={v}")?;
+                }
+            }
+            None => writeln!(
+                out,
+                "No properties were found for {path} (vtx's uniq_id={}).",
+                g.uniq_id(vx)
+            )?,
+        }
+        Ok(())
+    }
+
+    pub(super) fn cmd_set_status(&mut self, words: &[&str], out: &mut dyn Write) -> Result<()> {
+        if words.len() != 3 {
+            eprintln!("ERROR: set-status: malformed command (set-status PATH up|down)");
+            return Ok(());
+        }
+        let path = words[1];
+        if self.matcher.vertex(path).is_err() {
+            writeln!(out, "Could not find path {path} in resource graph.")?;
+            return Ok(());
+        }
+        let status = match words[2] {
+            "up" => Status::Up,
+            "down" => Status::Down,
+            other => {
+                eprintln!("ERROR: set-status: unrecognized status {other:?} (up or down)");
+                return Ok(());
+            }
+        };
+        if let Err(e) = self.matcher.set_status(path, status) {
+            eprintln!("ERROR: {e}");
+        }
+        Ok(())
+    }
+
+    pub(super) fn cmd_get_status(&mut self, words: &[&str], out: &mut dyn Write) -> Result<()> {
+        if words.len() != 2 {
+            eprintln!("ERROR: get-status: malformed command (get-status PATH)");
+            return Ok(());
+        }
+        let path = words[1];
+        match self.matcher.vertex(path) {
+            Ok(v) => writeln!(out, "{path} is {}", self.matcher.graph.status(v).as_str())?,
+            Err(_) => writeln!(out, "Could not find path {path} in resource graph.")?,
+        }
+        Ok(())
+    }
+
+    pub(super) fn cmd_info(&mut self, words: &[&str], stdout: &mut dyn Write) -> Result<()> {
+        if words.len() != 2 {
+            eprintln!("ERROR: info: malformed command (info JOBID)");
+            return Ok(());
+        }
+        let jobid = strtoll(words[1]) as u64;
+        match self.jobs.get(&jobid) {
+            Some(j) => writeln!(
+                stdout,
+                "INFO: {jobid}, {}, {}, {}, {}",
+                j.state.as_str(),
+                j.at,
+                j.jobspec,
+                j.overhead
+            )?,
+            None => eprintln!("ERROR: info: nonexistent job {jobid}"),
+        }
+        Ok(())
+    }
+
+    pub(super) fn cmd_list(&mut self, stdout: &mut dyn Write) -> Result<()> {
+        for (id, j) in &self.jobs {
+            writeln!(
+                stdout,
+                "INFO: {id}, {}, {}, {}, {}",
+                j.state.as_str(),
+                j.at,
+                j.jobspec,
+                j.overhead
+            )?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn cmd_stat(&mut self, words: &[&str], stdout: &mut dyn Write) -> Result<()> {
+        if words.len() != 1 {
+            eprintln!("ERROR: stat: malformed command (stat)");
+            return Ok(());
+        }
+        let n = self.jobs.len();
+        let (min, avg) = if n > 0 {
+            (self.perf.0, self.perf.2 / n as f64)
+        } else {
+            (0.0, 0.0)
+        };
+        writeln!(stdout, "INFO: Num. of Jobs Matched: {n}")?;
+        writeln!(stdout, "INFO: Min. Match Time: {min}")?;
+        writeln!(stdout, "INFO: Max. Match Time: {}", self.perf.1)?;
+        writeln!(stdout, "INFO: Avg. Match Time: {avg}")?;
+        Ok(())
+    }
+
+    pub(super) fn cmd_cat(&mut self, words: &[&str], stdout: &mut dyn Write) -> Result<()> {
+        let Some(file) = words.get(1) else {
+            return Ok(());
+        };
+        if let Ok(text) = std::fs::read_to_string(file) {
+            for line in text.lines() {
+                writeln!(stdout, "{line}")?;
+            }
+        }
+        writeln!(stdout, "INFO: Jobspec in {file}")?;
+        Ok(())
+    }
+}
+
+/// resource-query's `help`: the commands it knows.
+pub(super) fn help(words: &[&str], stdout: &mut dyn Write) -> Result<()> {
+    const NOTES: &[(&str, &str, &str)] = &[
+        ("match", "m", "Allocate or reserve matching resources"),
+        (
+            "multi-match",
+            "M",
+            "Allocate or reserve for multiple jobspecs",
+        ),
+        ("find", "f", "Find resources matched with criteria"),
+        ("cancel", "c", "Cancel an allocation or reservation"),
+        ("partial-cancel", "pc", "Partially release an allocation"),
+        ("set-property", "p", "Add a property to a resource"),
+        ("get-property", "g", "Get all properties of a resource"),
+        ("set-status", "t", "Set resource status on vertex"),
+        ("get-status", "e", "Get the graph resource vertex status"),
+        ("list", "l", "List all jobs"),
+        ("info", "i", "Print info on a jobid"),
+        ("stat", "s", "Print overall stats"),
+        ("cat", "a", "Print jobspec file"),
+        ("help", "h", "Print help message"),
+        ("quit", "q", "Quit the session"),
+    ];
+    let want = words.get(1).copied();
+    let mut found = false;
+    for (name, abbr, note) in NOTES {
+        if want.is_none_or(|w| w == *name || w == *abbr) {
+            writeln!(stdout, "INFO: {name} ({abbr}) -- {note}")?;
+            found = true;
+        }
+    }
+    if let (Some(w), false) = (want, found) {
+        writeln!(stdout, "ERROR: unknown command: {w}")?;
+    }
+    Ok(())
+}
+
+/// C's `strtoll(s, NULL, 10)`: leading blanks and sign, then digits; 0 when none.
+pub(super) fn strtoll(s: &str) -> i64 {
+    let t = s.trim_start();
+    let (neg, digits) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let end = digits
+        .bytes()
+        .position(|b| !b.is_ascii_digit())
+        .unwrap_or(digits.len());
+    let n = digits[..end]
+        .parse::<i64>()
+        .unwrap_or(if end == 0 { 0 } else { i64::MAX });
+    if neg { -n } else { n }
+}

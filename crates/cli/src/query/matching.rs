@@ -1,0 +1,248 @@
+//! `match` and `multi-match`, as resource-query runs them (its `run_match` and
+//! `match_allocate`): what is printed, and which outcomes consume a job id.
+
+use std::io::Write;
+use std::time::Instant;
+
+use anyhow::Result;
+use shardsched_matcher::writer::WriterError;
+use shardsched_matcher::{FluxionOp, MatchError, QueryOutcome};
+
+use super::{BAR, JobInfo, Lifecycle, Session};
+
+/// resource-query's `errno` after a match, as far as its output tells them apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Errno {
+    /// EBUSY: nothing now; the id is consumed.
+    Busy,
+    /// ENODEV / ENOENT: unsatisfiable.
+    NoDev,
+    /// EINVAL and the like: refused before matching; the id is not consumed.
+    Inval,
+}
+
+/// What one match produced.
+struct Answer {
+    ok: bool,
+    errno: Errno,
+    text: String,
+    at: i64,
+    elapsed: f64,
+}
+
+impl Session {
+    pub(super) fn cmd_match(
+        &mut self,
+        words: &[&str],
+        out: &mut dyn Write,
+        stdout: &mut dyn Write,
+    ) -> Result<()> {
+        if words.len() != 3 {
+            eprintln!("ERROR: match: malformed command (match SUBCMD JOBSPEC)");
+            return Ok(());
+        }
+        let Some(op) = FluxionOp::parse(words[1]) else {
+            eprintln!("ERROR: match: unknown subcommand {:?}", words[1]);
+            return Ok(());
+        };
+        let jobid = self.counter;
+        self.run_match(jobid, op, words[2], out, stdout)?;
+        Ok(())
+    }
+
+    pub(super) fn cmd_multi_match(
+        &mut self,
+        words: &[&str],
+        out: &mut dyn Write,
+        stdout: &mut dyn Write,
+    ) -> Result<()> {
+        if words.len() <= 3 {
+            eprintln!(
+                "ERROR: multi-match: malformed command (multi-match SUBCMD JOBSPEC1 JOBSPEC2 …)"
+            );
+            return Ok(());
+        }
+        let Some(op) = FluxionOp::parse(words[1]) else {
+            eprintln!("ERROR: multi-match: unknown subcommand {:?}", words[1]);
+            return Ok(());
+        };
+        for file in &words[2..] {
+            let jobid = self.counter;
+            if !self.run_match(jobid, op, file, out, stdout)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs one match and prints its answer; false when it failed.
+    fn run_match(
+        &mut self,
+        jobid: u64,
+        op: FluxionOp,
+        file: &str,
+        out: &mut dyn Write,
+        stdout: &mut dyn Write,
+    ) -> Result<bool> {
+        let js = match self.jobspec(file) {
+            Err(msg) => {
+                eprintln!("ERROR: {msg}");
+                return Ok(true);
+            }
+            Ok(parsed) => parsed,
+        };
+        let a = self.match_allocate(op, jobid, file, js);
+        let sat = a.ok || a.errno != Errno::NoDev;
+        out.write_all(a.text.as_bytes())?;
+        if op == FluxionOp::Satisfiability {
+            let what = if sat { "Satisfiable" } else { "Unsatisfiable" };
+            writeln!(out, "{BAR}\nINFO: {what} request\n{BAR}")?;
+            if self.elapse {
+                writeln!(stdout, "INFO: ELAPSE={:.6}", a.elapsed)?;
+            }
+            return Ok(a.ok);
+        }
+        if a.ok {
+            let allocated = !matches!(
+                op,
+                FluxionOp::WithoutAllocating | FluxionOp::WithoutAllocatingFuture
+            );
+            let mode = match (allocated, a.at) {
+                (false, _) => "MATCHED",
+                (true, 0) => "ALLOCATED",
+                (true, _) => "RESERVED",
+            };
+            let when = if a.at == 0 {
+                "Now".to_string()
+            } else {
+                a.at.to_string()
+            };
+            writeln!(
+                out,
+                "{BAR}\nINFO: JOBID={jobid}\nINFO: RESOURCES={mode}\nINFO: SCHEDULED AT={when}"
+            )?;
+            if self.elapse {
+                writeln!(stdout, "INFO: ELAPSE={:.6}", a.elapsed)?;
+            }
+            writeln!(out, "{BAR}")?;
+        } else {
+            writeln!(out, "{BAR}\nINFO: No matching resources found")?;
+            if !sat {
+                writeln!(out, "INFO: Unsatisfiable request")?;
+            }
+            writeln!(out, "INFO: JOBID={jobid}")?;
+            if self.elapse {
+                writeln!(out, "INFO: ELAPSE={:.6}", a.elapsed)?;
+            }
+            writeln!(out, "{BAR}")?;
+        }
+        Ok(a.ok)
+    }
+
+    /// resource-query's `match_allocate`: runs the match, feeds and empties the writer,
+    /// records the job, consumes the id unless the request was refused before matching.
+    fn match_allocate(
+        &mut self,
+        op: FluxionOp,
+        jobid: u64,
+        file: &str,
+        js: Result<std::rc::Rc<shardsched_jobspec::Jobspec>, String>,
+    ) -> Answer {
+        let started = Instant::now();
+        let fail = |errno, started: Instant| Answer {
+            ok: false,
+            errno,
+            text: String::new(),
+            at: 0,
+            elapsed: started.elapsed().as_secs_f64(),
+        };
+        let js = match js {
+            Ok(js) => js,
+            Err(msg) => {
+                eprintln!("ERROR: Jobspec error for {jobid}: {msg}");
+                return fail(Errno::Inval, started);
+            }
+        };
+        let outcome = match self.matcher.schedule(op, &js, jobid, 0) {
+            Ok(o) => o,
+            Err(MatchError::BadRequest(msg)) => {
+                eprintln!("ERROR: {file}: {msg}");
+                return fail(Errno::Inval, started);
+            }
+            Err(e) => {
+                eprintln!("ERROR: {file}: {e}");
+                return fail(Errno::Inval, started);
+            }
+        };
+        let (ok, errno, at, record) = match &outcome {
+            QueryOutcome::Allocated(at, a)
+            | QueryOutcome::Reserved(at, a)
+            | QueryOutcome::Matched(at, a) => {
+                self.writer
+                    .feed(&self.matcher.graph, self.matcher.labels(), a);
+                if let Some(q) = &js.attributes.queue {
+                    self.writer.emit_attr("queue", q);
+                }
+                let record = !matches!(outcome, QueryOutcome::Matched(..));
+                (op != FluxionOp::Satisfiability, Errno::Busy, *at, record)
+            }
+            QueryOutcome::NoMatch { unsatisfiable } => {
+                let e = if *unsatisfiable {
+                    Errno::NoDev
+                } else {
+                    Errno::Busy
+                };
+                (false, e, 0, false)
+            }
+            QueryOutcome::Satisfiable(b) => {
+                (*b, if *b { Errno::Busy } else { Errno::NoDev }, 0, false)
+            }
+        };
+        let mut text = String::new();
+        if let Err(e) = self.writer.emit(&mut text) {
+            eprintln!("ERROR: {file}: match writer: {e}");
+            let errno = match e {
+                WriterError::Unbalanced => Errno::NoDev,
+                _ => Errno::Inval,
+            };
+            return fail(errno, started);
+        }
+        let elapsed = started.elapsed().as_secs_f64();
+        if ok && record {
+            let state = if at == 0 {
+                self.allocations.insert(jobid);
+                Lifecycle::Allocated
+            } else {
+                self.reservations.insert(jobid);
+                Lifecycle::Reserved
+            };
+            self.jobs.insert(
+                jobid,
+                JobInfo {
+                    state,
+                    at,
+                    jobspec: file.to_string(),
+                    overhead: elapsed,
+                },
+            );
+        }
+        if !matches!(
+            op,
+            FluxionOp::Satisfiability
+                | FluxionOp::WithoutAllocating
+                | FluxionOp::WithoutAllocatingFuture
+        ) {
+            self.counter += 1;
+            self.perf.0 = self.perf.0.min(elapsed);
+            self.perf.1 = self.perf.1.max(elapsed);
+            self.perf.2 += elapsed;
+        }
+        Answer {
+            ok,
+            errno,
+            text,
+            at,
+            elapsed,
+        }
+    }
+}

@@ -1,0 +1,421 @@
+//! One match from start to end, as Fluxion's `dfu_traverser_t::run` does it: the checks of
+//! the request, the node-count precheck, a select now, the fallbacks of each operation
+//! (reservation search, the far-horizon satisfiability check), then the update.
+
+use shardsched_jobspec::Jobspec;
+use shardsched_resource::{Status, VertexId};
+
+use crate::dfu::{Errno, Walk, WalkKind, Window};
+use crate::request::Request;
+use crate::state::{PLAN_BASE, PLAN_HORIZON};
+use crate::{Allocation, JobState, MatchError, Matcher, Placement};
+
+/// resource-query's match operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FluxionOp {
+    Allocate,
+    AllocateWithSatisfiability,
+    AllocateOrElseReserve,
+    Satisfiability,
+    /// Match now and report it, recording nothing.
+    WithoutAllocating,
+    /// Match now or at the earliest time, recording nothing.
+    WithoutAllocatingFuture,
+}
+
+impl FluxionOp {
+    /// Parses resource-query's spelling.
+    pub fn parse(s: &str) -> Option<FluxionOp> {
+        Some(match s {
+            "allocate" => FluxionOp::Allocate,
+            "allocate_with_satisfiability" => FluxionOp::AllocateWithSatisfiability,
+            "allocate_orelse_reserve" => FluxionOp::AllocateOrElseReserve,
+            "satisfiability" => FluxionOp::Satisfiability,
+            "without_allocating" => FluxionOp::WithoutAllocating,
+            "without_allocating_future" => FluxionOp::WithoutAllocatingFuture,
+            _ => return None,
+        })
+    }
+
+    fn records(self) -> bool {
+        !matches!(
+            self,
+            FluxionOp::WithoutAllocating
+                | FluxionOp::WithoutAllocatingFuture
+                | FluxionOp::Satisfiability
+        )
+    }
+}
+
+/// The answer of [`Matcher::schedule`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum QueryOutcome {
+    /// Held now (the allocation is the job's; also in [`Matcher::job`]).
+    Allocated(i64, Allocation),
+    /// Held from a later time.
+    Reserved(i64, Allocation),
+    /// Matched at this time, nothing recorded (`without_allocating*`).
+    Matched(i64, Allocation),
+    /// Nothing found; `unsatisfiable` when resource-query prints "Unsatisfiable request".
+    NoMatch { unsatisfiable: bool },
+    /// The answer of `satisfiability`.
+    Satisfiable(bool),
+}
+
+impl Matcher {
+    /// Runs `op` for `js` as job `jobid` at `now`, as resource-query does. An error is a
+    /// request Fluxion refuses before matching (no job id is consumed then).
+    pub fn schedule(
+        &mut self,
+        op: FluxionOp,
+        js: &Jobspec,
+        jobid: u64,
+        now: i64,
+    ) -> Result<QueryOutcome, MatchError> {
+        self.schedule_as(op, js, jobid, now, true)
+    }
+
+    /// As [`Matcher::schedule`] with `fluxion`; without it (the shards' use): a type
+    /// Fluxion does not know matches nothing instead of refusing the request, satisfiability
+    /// keeps vertices that are down out, and there is no node-count precheck (it reads a
+    /// count of up nodes that callers changing status directly would leave behind).
+    pub(crate) fn schedule_as(
+        &mut self,
+        op: FluxionOp,
+        js: &Jobspec,
+        jobid: u64,
+        now: i64,
+        fluxion: bool,
+    ) -> Result<QueryOutcome, MatchError> {
+        let sat_kind = if fluxion {
+            WalkKind::Satisfiability
+        } else {
+            WalkKind::SatisfiabilityUp
+        };
+        if op.records() && self.jobs.contains_key(&jobid) {
+            return Err(MatchError::DuplicateJob(jobid));
+        }
+        let req = Request::compile_fluxion(
+            js,
+            &self.graph,
+            &self.state.prune_types,
+            &self.types,
+            &self.prune,
+            fluxion,
+        )?;
+        if req.top.is_empty() {
+            return Err(MatchError::BadRequest(
+                "the jobspec has no resources".into(),
+            ));
+        }
+        let g_duration = u64::try_from(self.graph_end - PLAN_BASE).unwrap_or(0);
+        if req.duration > g_duration {
+            return Err(MatchError::BadRequest(format!(
+                "duration {} is longer than the graph's planning period ({g_duration} s)",
+                req.duration
+            )));
+        }
+        let mut dur = if req.duration == 0 {
+            g_duration
+        } else {
+            req.duration
+        };
+        if op == FluxionOp::Satisfiability {
+            let sat = self.far_select(&req, dur, sat_kind);
+            return Ok(QueryOutcome::Satisfiable(sat));
+        }
+        if fluxion && let Err(e) = self.feasible(op, &req, now, dur) {
+            return Ok(QueryOutcome::NoMatch {
+                unsatisfiable: e == Errno::NoDev,
+            });
+        }
+        let first_kind = if op.records() {
+            WalkKind::Allocate
+        } else {
+            WalkKind::NoAllocate
+        };
+        let mut found = self.select(&req, now, now, dur, first_kind).then_some(now);
+        let mut reserve = false;
+        if found.is_none() {
+            match op {
+                FluxionOp::AllocateWithSatisfiability => {
+                    let sat = self.far_select(&req, dur, sat_kind);
+                    return Ok(QueryOutcome::NoMatch {
+                        unsatisfiable: !sat,
+                    });
+                }
+                FluxionOp::AllocateOrElseReserve | FluxionOp::WithoutAllocatingFuture => {
+                    let kind = if op == FluxionOp::AllocateOrElseReserve {
+                        reserve = true;
+                        WalkKind::Reserve
+                    } else {
+                        WalkKind::NoAllocate
+                    };
+                    match self.search_times(&req, now, dur, kind) {
+                        Ok(t) => found = Some(t),
+                        Err(errno) => {
+                            // Fluxion checks satisfiability only when no time was left.
+                            let unsat = matches!(errno, Errno::NoEnt | Errno::Range)
+                                && !self.far_select_errno(&req, dur, errno);
+                            return Ok(QueryOutcome::NoMatch {
+                                unsatisfiable: unsat,
+                            });
+                        }
+                    }
+                }
+                _ => {
+                    return Ok(QueryOutcome::NoMatch {
+                        unsatisfiable: false,
+                    });
+                }
+            }
+        }
+        let at = found.unwrap_or(now);
+        if at == self.graph_end {
+            return Ok(QueryOutcome::NoMatch {
+                unsatisfiable: false,
+            });
+        }
+        if at > self.graph_end || at < PLAN_BASE {
+            return Err(MatchError::BadRequest(format!(
+                "no time before the end of the planning period ({})",
+                self.graph_end
+            )));
+        }
+        if at.saturating_add(i64::try_from(dur).unwrap_or(i64::MAX)) > self.graph_end {
+            dur = u64::try_from(self.graph_end - at).unwrap_or(0);
+        }
+        let mut whole = req.exclusive_types.clone();
+        if self.policy.node_exclusive
+            && let Some(node) = self.graph.sym("node")
+            && !whole.contains(&node)
+        {
+            whole.push(node);
+        }
+        let vertices = crate::update::emission(&self.graph, &self.graph, &self.marks, &whole);
+        if vertices.is_empty() {
+            return Ok(QueryOutcome::NoMatch {
+                unsatisfiable: false,
+            });
+        }
+        let mut alloc = Allocation {
+            vertices,
+            at,
+            duration: dur,
+        };
+        if !op.records() {
+            if let Some(order) = self.order.as_mut().filter(|_| fluxion) {
+                for av in &alloc.vertices {
+                    crate::learn_weight(&self.graph, &self.state, order, av.v, now);
+                }
+            }
+            return Ok(QueryOutcome::Matched(at, alloc));
+        }
+        let state = if reserve && at != now {
+            JobState::Reserved
+        } else {
+            JobState::Allocated
+        };
+        // `first` learns its sticky child order from every match, reading free amounts at
+        // the match's "now" (0 in resource-query) even for a reservation. The shards do not
+        // learn: a queue re-plans its reservations as often as it likes and skips unchanged
+        // work, and neither may change where later jobs go.
+        let learn = if fluxion { Some(now) } else { None };
+        let placed = self.record_match(jobid, state, alloc.clone(), learn)?;
+        let held = self
+            .jobs
+            .get(&jobid)
+            .map(|j| j.alloc.clone())
+            .unwrap_or_else(|| {
+                alloc.vertices.clear();
+                alloc
+            });
+        Ok(match placed {
+            Placement::Reserved { at } => QueryOutcome::Reserved(at, held),
+            _ => QueryOutcome::Allocated(at, held),
+        })
+    }
+
+    /// One select at `at`; leaves its marks for the update.
+    fn select(&mut self, req: &Request, at: i64, now: i64, dur: u64, kind: WalkKind) -> bool {
+        self.walk(req, at, now, dur, kind).0
+    }
+
+    /// One select; returns whether it succeeded and its errno.
+    fn walk(
+        &mut self,
+        req: &Request,
+        at: i64,
+        now: i64,
+        dur: u64,
+        kind: WalkKind,
+    ) -> (bool, Errno) {
+        self.seq += 1;
+        let cands = self.cands.take().unwrap_or_default();
+        let mut w = Walk::new(
+            &self.graph,
+            &self.graph,
+            &self.state,
+            req,
+            &self.types,
+            self.policy,
+            Window { at, now, dur, kind },
+            &self.score_order,
+            self.order.as_ref(),
+            &mut self.marks,
+            &mut self.labels,
+            self.seq,
+            cands,
+        );
+        let ok = w.select();
+        let errno = w.errno;
+        self.cands = Some(w.into_cands());
+        (ok, errno)
+    }
+
+    /// The far-horizon check: could the request fit the graph with nothing allocated and
+    /// status ignored?
+    fn far_select(&mut self, req: &Request, dur: u64, kind: WalkKind) -> bool {
+        let at = self.graph_end;
+        self.select(req, at, at, dur, kind)
+    }
+
+    /// As [`Matcher::far_select`] after a failed reservation search that left `errno`:
+    /// resource-query calls a request unsatisfiable also when this check succeeds without
+    /// any vertex failing on the way (`errno` is then still the search's).
+    fn far_select_errno(&mut self, req: &Request, dur: u64, errno: Errno) -> bool {
+        let at = self.graph_end;
+        let (ok, e) = self.walk(req, at, at, dur, WalkKind::Satisfiability);
+        ok && !(e == Errno::None && errno == Errno::NoEnt)
+    }
+
+    /// Fluxion's reservation search: from `now + 1`, the times at which jobs start or end
+    /// where the root's aggregate has the request's totals for the whole duration, each
+    /// tried with a full select; the first that succeeds.
+    fn search_times(
+        &mut self,
+        req: &Request,
+        now: i64,
+        dur: u64,
+        kind: WalkKind,
+    ) -> Result<i64, Errno> {
+        let root = self.graph.root();
+        let need: Vec<i64> = match self.state.aggregate(root) {
+            Some(a) => a
+                .ranks
+                .iter()
+                .map(|r| Request::amount(&req.totals, *r).unwrap_or(0))
+                .collect(),
+            None => Vec::new(),
+        };
+        if let Some(a) = self.state.aggregate(root)
+            && need.iter().zip(a.plan.totals()).any(|(n, t)| n > t)
+        {
+            return Err(Errno::Range);
+        }
+        let from = now.saturating_add(1);
+        let mut t = from;
+        loop {
+            let Some((&next, _)) = self.times.range(t..).next() else {
+                return Err(Errno::NoEnt);
+            };
+            t = next.saturating_add(1);
+            let end = next.saturating_add(i64::try_from(dur).unwrap_or(i64::MAX));
+            if end > PLAN_BASE + i64::try_from(PLAN_HORIZON).unwrap_or(i64::MAX) {
+                return Err(Errno::NoEnt);
+            }
+            let fits = match self.state.aggregate(root) {
+                Some(a) => a.plan.fits_during(next, dur, &need),
+                None => true,
+            };
+            if fits && self.select(req, next, now, dur, kind) {
+                return Ok(next);
+            }
+        }
+    }
+
+    /// Fluxion's `request_feasible`: enough nodes up (and, with a constraint, enough
+    /// admitted and free) for the nodes the request names?
+    fn feasible(&self, op: FluxionOp, req: &Request, at: i64, dur: u64) -> Result<(), Errno> {
+        let Some(node) = self.graph.sym("node") else {
+            return Ok(());
+        };
+        let node_rank = self.types.rank(node);
+        let target = if self.prune.is_pruning(node_rank) {
+            Request::amount(&req.totals, node_rank).unwrap_or(0)
+        } else {
+            0
+        };
+        let checking_sat = op == FluxionOp::AllocateWithSatisfiability;
+        let fail = if checking_sat {
+            Errno::NoDev
+        } else {
+            Errno::Busy
+        };
+        if req.constraint.is_none() && target <= self.nodes_up {
+            return Ok(());
+        }
+        if target > self.nodes_up {
+            return Err(fail);
+        }
+        let Some(c) = &req.constraint else {
+            return Ok(());
+        };
+        let target_time = if matches!(op, FluxionOp::Allocate | FluxionOp::WithoutAllocating) {
+            at
+        } else {
+            self.graph_end - 1
+        };
+        let g = &self.graph;
+        let mut feasible = 0;
+        for v in g.vertices() {
+            if feasible >= target {
+                break;
+            }
+            if g.kind(v) != node || !c.admits(g, v) {
+                continue;
+            }
+            if !checking_sat && g.status(v) != Status::Up {
+                continue;
+            }
+            if self.state.units_free(v, g.size(v), target_time, dur) == 1 {
+                feasible += 1;
+            }
+        }
+        if feasible < target {
+            return Err(fail);
+        }
+        Ok(())
+    }
+
+    /// Whether `js` would be allocated on this graph with nothing held and status ignored:
+    /// the far-horizon select succeeds *and* takes some vertex exclusively. (Fluxion's
+    /// `satisfiability` asks only the first: a request that takes nothing exclusively is
+    /// satisfiable yet never allocated.)
+    pub fn allocatable_when_empty(&mut self, js: &Jobspec) -> Result<bool, MatchError> {
+        let req = Request::compile_fluxion(
+            js,
+            &self.graph,
+            &self.state.prune_types,
+            &self.types,
+            &self.prune,
+            false,
+        )?;
+        let dur = if req.duration == 0 { 1 } else { req.duration };
+        if !self.far_select(&req, dur, WalkKind::Satisfiability) {
+            return Ok(false);
+        }
+        let mut whole = req.exclusive_types.clone();
+        if self.policy.node_exclusive
+            && let Some(node) = self.graph.sym("node")
+        {
+            whole.push(node);
+        }
+        Ok(!crate::update::emission(&self.graph, &self.graph, &self.marks, &whole).is_empty())
+    }
+
+    /// The vertex a walk starts from.
+    pub fn root(&self) -> VertexId {
+        self.graph.root()
+    }
+}
