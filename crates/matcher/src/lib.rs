@@ -46,7 +46,7 @@ use shardsched_jobspec::Jobspec;
 use shardsched_resource::{ResourceGraph, Status, VertexId};
 
 pub use alloc::{AllocVertex, Allocation};
-pub use dfu::{EdgeOrder, Labels};
+pub use dfu::{EdgeOrder, Errno, Labels};
 pub use policy::MatchPolicy;
 pub use request::Request;
 pub use restore::{StoredAllocation, StoredVertex};
@@ -164,6 +164,8 @@ pub struct Matcher {
     graph_end: i64,
     /// Fluxion's count of up nodes (its own bookkeeping, quirks included).
     nodes_up: i64,
+    /// Fluxion's errno during the last [`Matcher::schedule`].
+    errno: dfu::Errno,
 }
 
 impl Matcher {
@@ -219,6 +221,7 @@ impl Matcher {
             jobs: BTreeMap::new(),
             graph_end: PLAN_BASE.saturating_add(i64::try_from(PLAN_HORIZON / 2).unwrap_or(0)),
             nodes_up,
+            errno: dfu::Errno::None,
         }
     }
 

@@ -120,14 +120,16 @@ impl Matcher {
         } else {
             req.duration
         };
+        // Fluxion's errno for this command: resource-query's prompt leaves ENOTTY (here
+        // `None`), then each step may set its own.
+        self.errno = Errno::None;
         if op == FluxionOp::Satisfiability {
             let sat = self.far_select(&req, dur, sat_kind);
             return Ok(QueryOutcome::Satisfiable(sat));
         }
         if fluxion && let Err(e) = self.feasible(op, &req, now, dur) {
-            return Ok(QueryOutcome::NoMatch {
-                unsatisfiable: e == Errno::NoDev,
-            });
+            self.errno = e;
+            return Ok(self.no_match());
         }
         let first_kind = if op.records() {
             WalkKind::Allocate
@@ -139,10 +141,9 @@ impl Matcher {
         if found.is_none() {
             match op {
                 FluxionOp::AllocateWithSatisfiability => {
-                    let sat = self.far_select(&req, dur, sat_kind);
-                    return Ok(QueryOutcome::NoMatch {
-                        unsatisfiable: !sat,
-                    });
+                    self.errno = Errno::Busy;
+                    self.far_select(&req, dur, sat_kind);
+                    return Ok(self.no_match());
                 }
                 FluxionOp::AllocateOrElseReserve | FluxionOp::WithoutAllocatingFuture => {
                     let kind = if op == FluxionOp::AllocateOrElseReserve {
@@ -152,21 +153,20 @@ impl Matcher {
                         WalkKind::NoAllocate
                     };
                     match self.search_times(&req, now, dur, kind) {
-                        Ok(t) => found = Some(t),
-                        Err(errno) => {
-                            // Fluxion checks satisfiability only when no time was left.
-                            let unsat = matches!(errno, Errno::NoEnt | Errno::Range)
-                                && !self.far_select_errno(&req, dur, errno);
-                            return Ok(QueryOutcome::NoMatch {
-                                unsatisfiable: unsat,
-                            });
+                        Some(t) => found = Some(t),
+                        None => {
+                            // No time left: Fluxion asks whether it could ever fit.
+                            if matches!(self.errno, Errno::NoEnt | Errno::Range) {
+                                self.errno = Errno::Busy;
+                                self.far_select(&req, dur, sat_kind);
+                            }
+                            return Ok(self.no_match());
                         }
                     }
                 }
                 _ => {
-                    return Ok(QueryOutcome::NoMatch {
-                        unsatisfiable: false,
-                    });
+                    self.errno = Errno::Busy;
+                    return Ok(self.no_match());
                 }
             }
         }
@@ -270,35 +270,40 @@ impl Matcher {
         let ok = w.select();
         let errno = w.errno;
         self.cands = Some(w.into_cands());
+        if errno != Errno::None {
+            self.errno = errno;
+        }
         (ok, errno)
     }
 
     /// The far-horizon check: could the request fit the graph with nothing allocated and
-    /// status ignored?
+    /// status ignored? A failure turns "busy" into "can never fit" (ENODEV).
     fn far_select(&mut self, req: &Request, dur: u64, kind: WalkKind) -> bool {
         let at = self.graph_end;
-        self.select(req, at, at, dur, kind)
+        let ok = self.select(req, at, at, dur, kind);
+        if !ok && matches!(self.errno, Errno::Busy | Errno::Range) {
+            self.errno = Errno::NoDev;
+        }
+        ok
     }
 
-    /// As [`Matcher::far_select`] after a failed reservation search that left `errno`:
-    /// resource-query calls a request unsatisfiable also when this check succeeds without
-    /// any vertex failing on the way (`errno` is then still the search's).
-    fn far_select_errno(&mut self, req: &Request, dur: u64, errno: Errno) -> bool {
-        let at = self.graph_end;
-        let (ok, e) = self.walk(req, at, at, dur, WalkKind::Satisfiability);
-        ok && !(e == Errno::None && errno == Errno::NoEnt)
+    /// The errno the last [`Matcher::schedule`] ended with: what resource-query's output
+    /// depends on (busy: the job id is consumed; unsatisfiable: consumed, and said so;
+    /// anything else: the request counts as refused, its id is not consumed).
+    pub fn last_errno(&self) -> Errno {
+        self.errno
+    }
+
+    fn no_match(&self) -> QueryOutcome {
+        QueryOutcome::NoMatch {
+            unsatisfiable: self.errno == Errno::NoDev,
+        }
     }
 
     /// Fluxion's reservation search: from `now + 1`, the times at which jobs start or end
     /// where the root's aggregate has the request's totals for the whole duration, each
     /// tried with a full select; the first that succeeds.
-    fn search_times(
-        &mut self,
-        req: &Request,
-        now: i64,
-        dur: u64,
-        kind: WalkKind,
-    ) -> Result<i64, Errno> {
+    fn search_times(&mut self, req: &Request, now: i64, dur: u64, kind: WalkKind) -> Option<i64> {
         let root = self.graph.root();
         let need: Vec<i64> = match self.state.aggregate(root) {
             Some(a) => a
@@ -311,25 +316,28 @@ impl Matcher {
         if let Some(a) = self.state.aggregate(root)
             && need.iter().zip(a.plan.totals()).any(|(n, t)| n > t)
         {
-            return Err(Errno::Range);
+            self.errno = Errno::Range;
+            return None;
         }
         let from = now.saturating_add(1);
         let mut t = from;
         loop {
             let Some((&next, _)) = self.times.range(t..).next() else {
-                return Err(Errno::NoEnt);
+                self.errno = Errno::NoEnt;
+                return None;
             };
             t = next.saturating_add(1);
             let end = next.saturating_add(i64::try_from(dur).unwrap_or(i64::MAX));
             if end > PLAN_BASE + i64::try_from(PLAN_HORIZON).unwrap_or(i64::MAX) {
-                return Err(Errno::NoEnt);
+                self.errno = Errno::NoEnt;
+                return None;
             }
             let fits = match self.state.aggregate(root) {
                 Some(a) => a.plan.fits_during(next, dur, &need),
                 None => true,
             };
             if fits && self.select(req, next, now, dur, kind) {
-                return Ok(next);
+                return Some(next);
             }
         }
     }

@@ -10,15 +10,34 @@ use shardsched_matcher::{FluxionOp, MatchError, QueryOutcome};
 
 use super::{BAR, JobInfo, Lifecycle, Session};
 
-/// resource-query's `errno` after a match, as far as its output tells them apart.
+/// resource-query's `errno` after a match, as far as its output tells them apart: EBUSY
+/// and ENODEV consume the job id, ENODEV and ENOENT print "Unsatisfiable request".
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Errno {
-    /// EBUSY: nothing now; the id is consumed.
+    /// EBUSY: nothing now.
     Busy,
-    /// ENODEV / ENOENT: unsatisfiable.
+    /// ENODEV: can never fit.
     NoDev,
-    /// EINVAL and the like: refused before matching; the id is not consumed.
+    /// ENOENT: the id is not consumed, yet the request is called unsatisfiable.
+    NoEnt,
+    /// EINVAL, ENOTTY and the like: refused; the id is not consumed.
     Inval,
+}
+
+impl Errno {
+    fn from_matcher(e: shardsched_matcher::Errno) -> Errno {
+        use shardsched_matcher::Errno as M;
+        match e {
+            M::Busy => Errno::Busy,
+            M::NoDev => Errno::NoDev,
+            M::NoEnt => Errno::NoEnt,
+            M::None | M::Range | M::Inval => Errno::Inval,
+        }
+    }
+
+    fn consumes_id(self) -> bool {
+        matches!(self, Errno::Busy | Errno::NoDev)
+    }
 }
 
 /// What one match produced.
@@ -92,7 +111,7 @@ impl Session {
             Ok(parsed) => parsed,
         };
         let a = self.match_allocate(op, jobid, file, js);
-        let sat = a.ok || a.errno != Errno::NoDev;
+        let sat = a.ok || !matches!(a.errno, Errno::NoDev | Errno::NoEnt);
         out.write_all(a.text.as_bytes())?;
         if op == FluxionOp::Satisfiability {
             let what = if sat { "Satisfiable" } else { "Unsatisfiable" };
@@ -186,23 +205,29 @@ impl Session {
                 let record = !matches!(outcome, QueryOutcome::Matched(..));
                 (op != FluxionOp::Satisfiability, Errno::Busy, *at, record)
             }
-            QueryOutcome::NoMatch { unsatisfiable } => {
-                let e = if *unsatisfiable {
-                    Errno::NoDev
-                } else {
-                    Errno::Busy
-                };
+            QueryOutcome::NoMatch { .. } => {
+                let e = Errno::from_matcher(self.matcher.last_errno());
+                if !e.consumes_id() {
+                    // As resource-query: refused without consuming the id.
+                    eprintln!("ERROR: {file}: the match failed without a verdict ({e:?})");
+                    return fail(e, started);
+                }
                 (false, e, 0, false)
             }
             QueryOutcome::Satisfiable(b) => {
-                (*b, if *b { Errno::Busy } else { Errno::NoDev }, 0, false)
+                let e = if *b {
+                    Errno::Busy
+                } else {
+                    Errno::from_matcher(self.matcher.last_errno())
+                };
+                (*b, e, 0, false)
             }
         };
         let mut text = String::new();
         if let Err(e) = self.writer.emit(&mut text) {
             eprintln!("ERROR: {file}: match writer: {e}");
             let errno = match e {
-                WriterError::Unbalanced => Errno::NoDev,
+                WriterError::Unbalanced => Errno::NoEnt,
                 _ => Errno::Inval,
             };
             return fail(errno, started);

@@ -337,6 +337,10 @@ impl<'a> Walk<'a> {
         });
         let _ = r;
         let ok = self.resolve_graph(root, vis.avail);
+        if ok.is_none() {
+            // Fluxion's select: a failed resolve means "can never fit here".
+            self.errno = Errno::NoDev;
+        }
         self.marks.root = Mark {
             epoch: self.marks.epoch,
             needs: ok.unwrap_or(0),
