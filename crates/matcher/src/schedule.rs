@@ -172,9 +172,9 @@ impl Matcher {
         }
         let at = found.unwrap_or(now);
         if at == self.graph_end {
-            return Ok(QueryOutcome::NoMatch {
-                unsatisfiable: false,
-            });
+            // Fluxion: no schedulable point before the end of the graph's time.
+            self.errno = Errno::Busy;
+            return Ok(self.no_match());
         }
         if at > self.graph_end || at < PLAN_BASE {
             return Err(MatchError::BadRequest(format!(
@@ -194,9 +194,8 @@ impl Matcher {
         }
         let vertices = crate::update::emission(&self.graph, &self.graph, &self.marks, &whole);
         if vertices.is_empty() {
-            return Ok(QueryOutcome::NoMatch {
-                unsatisfiable: false,
-            });
+            // Nothing taken exclusively: the update fails, leaving the select's errno.
+            return Ok(self.no_match());
         }
         let mut alloc = Allocation {
             vertices,
@@ -238,7 +237,11 @@ impl Matcher {
 
     /// One select at `at`; leaves its marks for the update.
     fn select(&mut self, req: &Request, at: i64, now: i64, dur: u64, kind: WalkKind) -> bool {
-        self.walk(req, at, now, dur, kind).0
+        let r = self.walk(req, at, now, dur, kind);
+        if std::env::var_os("SS_DEBUG").is_some() {
+            eprintln!("select at={at} now={now} dur={dur} kind={kind:?} -> {r:?}");
+        }
+        r.0
     }
 
     /// One select; returns whether it succeeded and its errno.
@@ -319,27 +322,35 @@ impl Matcher {
             self.errno = Errno::Range;
             return None;
         }
-        let from = now.saturating_add(1);
-        let mut t = from;
+        let mut t = now.saturating_add(1);
         loop {
-            let Some((&next, _)) = self.times.range(t..).next() else {
+            let Some(next) = self.next_time(root, t, dur, &need) else {
                 self.errno = Errno::NoEnt;
                 return None;
             };
             t = next.saturating_add(1);
-            let end = next.saturating_add(i64::try_from(dur).unwrap_or(i64::MAX));
-            if end > PLAN_BASE + i64::try_from(PLAN_HORIZON).unwrap_or(i64::MAX) {
-                self.errno = Errno::NoEnt;
-                return None;
-            }
-            let fits = match self.state.aggregate(root) {
-                Some(a) => a.plan.fits_during(next, dur, &need),
-                None => true,
-            };
-            if fits && self.select(req, next, now, dur, kind) {
+            if self.select(req, next, now, dur, kind) {
+                // Fluxion's loop asks for the following time even after a success: none
+                // left is ENOENT, which shows when the update then takes nothing.
+                if self.next_time(root, t, dur, &need).is_none() {
+                    self.errno = Errno::NoEnt;
+                }
                 return Some(next);
             }
         }
+    }
+
+    /// The first time at or after `from` at which a job starts or ends and the root's
+    /// aggregate has `need` for `dur` (Fluxion's `planner_multi_avail_time_first/next`).
+    fn next_time(&self, root: VertexId, from: i64, dur: u64, need: &[i64]) -> Option<i64> {
+        let horizon = PLAN_BASE + i64::try_from(PLAN_HORIZON).unwrap_or(i64::MAX);
+        self.times.range(from..).map(|(&t, _)| t).find(|&t| {
+            t.saturating_add(i64::try_from(dur).unwrap_or(i64::MAX)) <= horizon
+                && self
+                    .state
+                    .aggregate(root)
+                    .is_none_or(|a| a.plan.fits_during(t, dur, need))
+        })
     }
 
     /// Fluxion's `request_feasible`: enough nodes up (and, with a constraint, enough

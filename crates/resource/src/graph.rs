@@ -167,6 +167,8 @@ pub struct GraphBuilder {
     outside: Vec<bool>,
     /// The first vertex whose size is below 1 (reported by `finish`).
     bad_size: Option<u32>,
+    /// `uniq_id`s that differ from the vertex's position (a JGF file may give its own).
+    uniq_override: HashMap<u32, i64>,
     /// Default names already made: `name_cache[basename][id]`, `NO_SYM` when not yet.
     name_cache: Vec<Vec<Sym>>,
     name_buf: String,
@@ -210,6 +212,7 @@ impl GraphBuilder {
             pending: Vec::new(),
             outside: Vec::new(),
             bad_size: None,
+            uniq_override: HashMap::new(),
             name_cache: Vec::new(),
             name_buf: String::new(),
         }
@@ -421,6 +424,15 @@ impl GraphBuilder {
         self.exclusive[v.index()] = exclusive;
     }
 
+    /// Gives `v` a `uniq_id` other than its position (what a JGF file says).
+    pub fn set_uniq_id(&mut self, v: VertexId, uniq_id: i64) {
+        if uniq_id == i64::from(v.0) {
+            self.uniq_override.remove(&v.0);
+        } else {
+            self.uniq_override.insert(v.0, uniq_id);
+        }
+    }
+
     /// Sets (or replaces) one property of `v`.
     pub fn set_property(&mut self, v: VertexId, key: &str, value: &str) {
         self.properties
@@ -630,6 +642,7 @@ impl GraphBuilder {
             exclusive: shrink(self.exclusive),
             status: shrink(self.status),
             properties: self.properties,
+            uniq: Vec::new(),
             parent,
             child_start,
             child_list,
@@ -637,6 +650,11 @@ impl GraphBuilder {
             interner: self.interner,
         };
         g.properties.shrink_to_fit();
+        if !self.uniq_override.is_empty() {
+            g.uniq = (0..n as u32)
+                .map(|v| self.uniq_override.get(&v).copied().unwrap_or(i64::from(v)))
+                .collect();
+        }
         let expected = n - detached;
         let reached = g.reachable_count();
         if reached != expected {
@@ -782,6 +800,8 @@ pub struct ResourceGraph {
     status: Vec<Status>,
     /// Sparse: most vertices have no properties.
     properties: HashMap<u32, BTreeMap<String, String>>,
+    /// Each vertex's `uniq_id`, when some differs from its position (else empty).
+    uniq: Vec<i64>,
     /// Containment parent; `u32::MAX` for the root.
     parent: Vec<u32>,
     child_start: Vec<u32>,
@@ -907,9 +927,14 @@ impl ResourceGraph {
     pub fn id(&self, v: VertexId) -> i64 {
         self.id.get(v.index())
     }
-    /// Unique id: the creation index, as Fluxion numbers `uniq_id`.
+    /// Unique id: the creation index, as Fluxion numbers a GRUG's vertices, or what a JGF
+    /// file gives.
+    #[inline]
     pub fn uniq_id(&self, v: VertexId) -> i64 {
-        v.0 as i64
+        match self.uniq.get(v.index()) {
+            Some(&u) => u,
+            None => i64::from(v.0),
+        }
     }
     pub fn rank(&self, v: VertexId) -> i64 {
         self.rank.get(v.index())
