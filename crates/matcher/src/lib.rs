@@ -27,6 +27,7 @@ pub mod alloc;
 pub mod checker;
 pub mod constraint;
 pub mod dfu;
+pub mod find;
 mod gccsort;
 mod hold;
 pub mod policy;

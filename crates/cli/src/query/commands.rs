@@ -38,6 +38,28 @@ impl Session {
         Ok(())
     }
 
+    /// `find CRITERIA…`: the vertices found, then the expression between bars.
+    pub(super) fn cmd_find(&mut self, words: &[&str], out: &mut dyn Write) -> Result<()> {
+        if words.len() < 2 {
+            eprintln!("ERROR: malformed command: ");
+            return Ok(());
+        }
+        let criteria = words[1..].join(" ");
+        if let Err(e) = self.matcher.find(&criteria, &mut self.writer) {
+            eprintln!("find: {e}");
+            return Ok(());
+        }
+        match self.writer.emit_find() {
+            Ok(text) => out.write_all(text.unwrap_or_default().as_bytes())?,
+            Err(e) => {
+                eprintln!("find: ERROR: find writer emit: {e}");
+                return Ok(());
+            }
+        }
+        writeln!(out, "{BAR}\nINFO: EXPRESSION=\"{criteria}\"\n{BAR}")?;
+        Ok(())
+    }
+
     pub(super) fn cmd_set_property(&mut self, words: &[&str], out: &mut dyn Write) -> Result<()> {
         if words.len() != 3 {
             eprintln!("ERROR: set-property: malformed command (set-property PATH KEY=VALUE)");

@@ -167,6 +167,11 @@ impl MatchWriter {
         self.times = (a.at, end);
     }
 
+    /// Sets the window R reports (Fluxion's `emit_tm`).
+    pub fn set_times(&mut self, start: i64, end: i64) {
+        self.times = (start, end);
+    }
+
     /// Sets R's `attributes.system.scheduler.<k>` (kept for every later match).
     pub fn emit_attr(&mut self, k: &str, v: &str) {
         match self.attrs.iter_mut().find(|e| e.0 == k) {
