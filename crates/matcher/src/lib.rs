@@ -167,6 +167,8 @@ pub struct Matcher {
     nodes_up: i64,
     /// Fluxion's errno during the last [`Matcher::schedule`].
     errno: dfu::Errno,
+    /// Fluxion's flexible traverser (`-T flexible`): or-slots and xor-slots.
+    flexible: bool,
 }
 
 impl Matcher {
@@ -223,7 +225,14 @@ impl Matcher {
             graph_end: PLAN_BASE.saturating_add(i64::try_from(PLAN_HORIZON / 2).unwrap_or(0)),
             nodes_up,
             errno: dfu::Errno::None,
+            flexible: false,
         }
+    }
+
+    /// Chooses Fluxion's flexible traverser (`-T flexible`: or-slots formed by best score,
+    /// xor-slots tried one alternative at a time) or its default one.
+    pub fn set_flexible(&mut self, flexible: bool) {
+        self.flexible = flexible;
     }
 
     /// Sets the end of the planning period (see [`Matcher::graph_end`]); resource-query uses

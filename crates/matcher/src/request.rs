@@ -25,6 +25,8 @@ pub struct Req {
     pub ty: Sym,
     /// `type: slot`.
     pub is_slot: bool,
+    /// `type: xor_slot` (the flexible traverser expands these into alternatives).
+    pub is_xor: bool,
     pub count: Count,
     /// Explicit `exclusive`; slots are exclusive for their contents regardless.
     pub exclusive: Option<bool>,
@@ -138,6 +140,16 @@ pub struct Request {
     /// Fluxion's top-level `user_data`: units of each pruning type the whole request needs
     /// (by interning rank), from minimum counts.
     pub totals: Vec<(u32, i64)>,
+    /// Compiled for the flexible traverser: or-slots (several slots in one list) form by
+    /// best score, and `unions` holds, for each list of requests, the union of its members'
+    /// contents (by type, the largest minimum count) that the children are visited with.
+    pub flexible: bool,
+    pub unions: Vec<(Vec<ReqId>, Vec<ReqId>)>,
+    /// Whether the request has `xor_slot`s (the flexible traverser tries each alternative).
+    pub has_xor: bool,
+    /// With `flexible` and `has_xor`: the alternatives to try in turn ([`Request::variants`];
+    /// empty when there are too many).
+    pub alternatives: Vec<Request>,
 }
 
 /// How a request is compiled: just against the graph (the queue manager's use), or with
@@ -147,6 +159,7 @@ struct Context<'a> {
     prune_syms: &'a [Sym],
     fluxion: Option<(&'a TypeTable, &'a PruneTypes)>,
     strict: bool,
+    flexible: bool,
 }
 
 impl Request {
@@ -162,13 +175,15 @@ impl Request {
             prune_syms: prune_types,
             fluxion: None,
             strict: false,
+            flexible: false,
         };
         Self::build(js, &cx)
     }
 
-    /// Compiles `js` as Fluxion does: types by its table, pruning-type needs by its rules.
-    /// A type Fluxion does not know is an error when `strict` (its jobspec reader refuses
-    /// it), else a type no vertex has.
+    /// Compiles `js` as Fluxion does: types by its table, pruning-type needs by its rules
+    /// (the flexible traverser's when `flexible`). A type Fluxion does not know is an error
+    /// when `strict` (its jobspec reader refuses it), else a type no vertex has.
+    #[allow(clippy::too_many_arguments)]
     pub fn compile_fluxion(
         js: &Jobspec,
         graph: &ResourceGraph,
@@ -176,14 +191,24 @@ impl Request {
         types: &TypeTable,
         prune: &PruneTypes,
         strict: bool,
+        flexible: bool,
     ) -> Result<Request, MatchError> {
         let cx = Context {
             graph,
             prune_syms,
             fluxion: Some((types, prune)),
             strict,
+            flexible,
         };
-        Self::build(js, &cx)
+        let mut r = Self::build(js, &cx)?;
+        if flexible {
+            r.flexible = true;
+            r.unions = r.compute_unions(types);
+            if r.has_xor {
+                r.alternatives = r.variants(types).unwrap_or_default();
+            }
+        }
+        Ok(r)
     }
 
     fn build(js: &Jobspec, cx: &Context<'_>) -> Result<Request, MatchError> {
@@ -201,19 +226,25 @@ impl Request {
             exclusive_types: Vec::new(),
             labelled: false,
             totals: Vec::new(),
+            flexible: false,
+            unions: Vec::new(),
+            has_xor: false,
+            alternatives: Vec::new(),
         };
-        let mut totals = Vec::new();
         for r in &js.resources {
             let id = out.add(r, cx)?;
             out.top.push(id);
-            out.accumulate(id, 1, cx, &mut totals);
         }
+        let mut totals = Vec::new();
+        out.prime(&out.top, cx, &mut totals);
         out.totals = totals;
         Ok(out)
     }
 
     fn add(&mut self, r: &Resource, cx: &Context<'_>) -> Result<ReqId, MatchError> {
         let is_slot = r.kind == "slot";
+        let is_xor = r.kind == "xor_slot";
+        self.has_xor |= is_xor;
         let kind = if is_slot { None } else { cx.graph.sym(&r.kind) };
         let ty = match cx.fluxion {
             _ if is_slot => SLOT,
@@ -248,13 +279,12 @@ impl Request {
             }
         }
         let mut user_data = Vec::new();
-        for &c in &with {
-            self.accumulate(c, 1, cx, &mut user_data);
-        }
+        self.prime(&with, cx, &mut user_data);
         let mut req = Req {
             kind,
             ty,
             is_slot,
+            is_xor,
             count: r.count,
             exclusive: r.exclusive,
             label,
@@ -268,21 +298,176 @@ impl Request {
         Ok(self.reqs.len() as ReqId - 1)
     }
 
-    /// Adds what `times` instances of request `id` need (its own minimum count when it is a
-    /// pruning type, and its `user_data`) to `into`: Fluxion's `prime_jobspec`.
-    fn accumulate(&self, id: ReqId, times: i64, cx: &Context<'_>, into: &mut Vec<(u32, i64)>) {
+    /// Fluxion's `prime_jobspec` of the list `ids` into `into`: each request's own minimum
+    /// count when it is a pruning type, and its `user_data` times that count. Under the
+    /// flexible traverser a slot (or xor_slot) lowers instead: each type it needs to the
+    /// least of what is there and what it needs, and the types it does not need to 0.
+    fn prime(&self, ids: &[ReqId], cx: &Context<'_>, into: &mut Vec<(u32, i64)>) {
         let Some((types, prune)) = cx.fluxion else {
             return;
         };
-        let r = self.req(id);
-        let min = i64::try_from(r.count.min.min(u64::from(u32::MAX))).unwrap_or(0);
-        let rank = types.rank(r.ty);
-        if prune.is_pruning(rank) {
-            bump_rank(into, rank, min.saturating_mul(times));
+        for &id in ids {
+            let r = self.req(id);
+            let min = i64::try_from(r.count.min.min(u64::from(u32::MAX))).unwrap_or(0);
+            let rank = types.rank(r.ty);
+            if prune.is_pruning(rank) {
+                bump_rank(into, rank, min);
+            }
+            if cx.flexible && (r.is_slot || r.is_xor) {
+                for &(t, n) in &r.user_data {
+                    let n = min.saturating_mul(n);
+                    match into.iter_mut().find(|e| e.0 == t) {
+                        Some(e) => e.1 = e.1.min(n),
+                        None => into.push((t, n)),
+                    }
+                }
+                for e in into.iter_mut() {
+                    if !r.user_data.iter().any(|u| u.0 == e.0) {
+                        e.1 = e.1.min(0);
+                    }
+                }
+                continue;
+            }
+            for &(t, n) in &r.user_data {
+                bump_rank(into, t, min.saturating_mul(n));
+            }
         }
-        for &(t, n) in &r.user_data {
-            bump_rank(into, t, min.saturating_mul(n).saturating_mul(times));
+    }
+
+    /// For every list of requests (the top list, each `with`, and each union found), the
+    /// union of its members' contents: by type (in interning order), the member with the
+    /// largest minimum count, the first one seen on ties.
+    fn compute_unions(&self, types: &TypeTable) -> Vec<(Vec<ReqId>, Vec<ReqId>)> {
+        let mut lists: Vec<Vec<ReqId>> = vec![self.top.clone()];
+        lists.extend(self.reqs.iter().map(|r| r.with.clone()));
+        let mut out: Vec<(Vec<ReqId>, Vec<ReqId>)> = Vec::new();
+        while let Some(list) = lists.pop() {
+            if out.iter().any(|(l, _)| *l == list) {
+                continue;
+            }
+            let mut by_type: Vec<(u32, ReqId)> = Vec::new();
+            for &s in &list {
+                for &c in &self.req(s).with {
+                    let q = self.req(c);
+                    let rank = types.rank(q.ty);
+                    match by_type.iter_mut().find(|e| e.0 == rank) {
+                        Some(e) => {
+                            if self.req(e.1).count.min < q.count.min {
+                                e.1 = c;
+                            }
+                        }
+                        None => by_type.push((rank, c)),
+                    }
+                }
+            }
+            by_type.sort_by_key(|e| e.0);
+            let union: Vec<ReqId> = by_type.into_iter().map(|e| e.1).collect();
+            lists.push(union.clone());
+            out.push((list, union));
         }
+        out
+    }
+
+    /// The union of `list`'s members' contents (see [`Request::unions`]).
+    pub fn union_of(&self, list: &[ReqId]) -> &[ReqId] {
+        self.unions
+            .iter()
+            .find(|(l, _)| l == list)
+            .map_or(&[][..], |(_, u)| u.as_slice())
+    }
+
+    /// The flexible traverser's alternatives of a request with `xor_slot`s (Fluxion's
+    /// `split_xor_slots`): every combination of one expansion per required member and one
+    /// xor choice per list, each xor choice turned into a slot. `None` past 1000
+    /// alternatives. Requirements computed on the whole request are kept.
+    pub fn variants(&self, types: &TypeTable) -> Option<Vec<Request>> {
+        let trees = self.split(&self.top)?;
+        let mut out = Vec::with_capacity(trees.len());
+        for tree in trees {
+            let mut r = Request {
+                reqs: Vec::new(),
+                top: Vec::new(),
+                duration: self.duration,
+                constraint: self.constraint.clone(),
+                exclusive_types: self.exclusive_types.clone(),
+                labelled: self.labelled,
+                totals: self.totals.clone(),
+                flexible: self.flexible,
+                unions: Vec::new(),
+                has_xor: false,
+                alternatives: Vec::new(),
+            };
+            for n in &tree {
+                let id = r.adopt(self, n);
+                r.top.push(id);
+            }
+            r.unions = r.compute_unions(types);
+            out.push(r);
+        }
+        Some(out)
+    }
+
+    fn adopt(&mut self, from: &Request, n: &XorNode) -> ReqId {
+        let with: Vec<ReqId> = n.with.iter().map(|c| self.adopt(from, c)).collect();
+        let mut q = from.req(n.id).clone();
+        q.with = with;
+        if q.is_xor {
+            q.is_xor = false;
+            q.is_slot = true;
+            q.ty = SLOT;
+            q.kind = None;
+            q.label = None;
+        }
+        self.reqs.push(q);
+        self.reqs.len() as ReqId - 1
+    }
+
+    fn split(&self, list: &[ReqId]) -> Option<Vec<Vec<XorNode>>> {
+        const MAX: usize = 1000;
+        let mut base: Vec<Vec<XorNode>> = vec![Vec::new()];
+        let mut options: Vec<XorNode> = Vec::new();
+        for &r in list {
+            let children = self.split(&self.req(r).with)?;
+            if self.req(r).is_xor {
+                for c in children {
+                    options.push(XorNode { id: r, with: c });
+                    if options.len() > MAX {
+                        return None;
+                    }
+                }
+                continue;
+            }
+            let mut next = Vec::new();
+            for v in &base {
+                for c in &children {
+                    let mut n = v.clone();
+                    n.push(XorNode {
+                        id: r,
+                        with: c.clone(),
+                    });
+                    next.push(n);
+                    if next.len() > MAX {
+                        return None;
+                    }
+                }
+            }
+            base = next;
+        }
+        if options.is_empty() {
+            return Some(base);
+        }
+        let mut out = Vec::new();
+        for v in &base {
+            for o in &options {
+                let mut n = v.clone();
+                n.push(o.clone());
+                out.push(n);
+                if out.len() > MAX {
+                    return None;
+                }
+            }
+        }
+        Some(out)
     }
 
     #[inline]
@@ -309,6 +494,13 @@ impl Request {
     pub fn amount(data: &[(u32, i64)], rank: u32) -> Option<i64> {
         data.iter().find(|e| e.0 == rank).map(|e| e.1)
     }
+}
+
+/// One request of an xor alternative, with its members.
+#[derive(Clone, Debug)]
+struct XorNode {
+    id: ReqId,
+    with: Vec<XorNode>,
 }
 
 fn bump(needs: &mut Vec<(Sym, i64)>, t: Sym, n: i64) {

@@ -102,6 +102,7 @@ impl Matcher {
             &self.types,
             &self.prune,
             fluxion,
+            self.flexible,
         )?;
         if req.top.is_empty() {
             return Err(MatchError::BadRequest(
@@ -244,8 +245,35 @@ impl Matcher {
         r.0
     }
 
-    /// One select; returns whether it succeeded and its errno.
+    /// One select; returns whether it succeeded and its errno. A request with xor slots
+    /// under the flexible traverser is tried alternative by alternative until one succeeds.
     fn walk(
+        &mut self,
+        req: &Request,
+        at: i64,
+        now: i64,
+        dur: u64,
+        kind: WalkKind,
+    ) -> (bool, Errno) {
+        if req.flexible && req.has_xor {
+            if req.alternatives.is_empty() {
+                // Too many alternatives: Fluxion's EOVERFLOW refuses the request.
+                self.errno = Errno::Inval;
+                return (false, Errno::Inval);
+            }
+            let mut last = (false, Errno::None);
+            for alt in &req.alternatives {
+                last = self.walk_one(alt, at, now, dur, kind);
+                if last.0 {
+                    break;
+                }
+            }
+            return last;
+        }
+        self.walk_one(req, at, now, dur, kind)
+    }
+
+    fn walk_one(
         &mut self,
         req: &Request,
         at: i64,
@@ -419,6 +447,7 @@ impl Matcher {
             &self.types,
             &self.prune,
             false,
+            self.flexible,
         )?;
         let dur = if req.duration == 0 { 1 } else { req.duration };
         if !self.far_select(&req, dur, WalkKind::Satisfiability) {

@@ -151,8 +151,14 @@ impl Session {
             .filter(|f| !f.trim().is_empty())
             .collect();
         let filters = PruneFilters::parse(&spec.join(","))?;
+        let flexible = match args.traverser.as_str() {
+            "simple" => false,
+            "flexible" => true,
+            other => anyhow::bail!("-T {other}: unknown traverser policy (simple, flexible)"),
+        };
         let mut matcher = Matcher::new(graph, policy, &filters);
         matcher.set_graph_end(FLUXION_GRAPH_END);
+        matcher.set_flexible(flexible);
         Ok(Session {
             matcher,
             writer: writer.session(),

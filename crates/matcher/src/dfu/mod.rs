@@ -277,6 +277,7 @@ impl<'a> Walk<'a> {
         // An unchosen vertex's label stays on it and shows in later JGF output: a labelled
         // request must visit everything Fluxion visits.
         let budgets = !req.labelled
+            && !req.flexible
             && !policy.stop_at_first
             && !policy.variation
             && !win.kind.ignores_calendars();
@@ -413,6 +414,9 @@ impl<'a> Walk<'a> {
         self.multilevel += factor;
         let mark = self.cands.groups.len();
         match t.kind {
+            MatchKind::Slot if self.req.flexible => {
+                self.dom_or_slot(u, t.next, t.nslots, t.pristine);
+            }
             MatchKind::Slot => self.dom_slot(u, t.next, t.nslots, t.pristine),
             _ => {
                 let mut own = if t.kind == MatchKind::Resource {
@@ -595,6 +599,9 @@ impl<'a> Walk<'a> {
 
     /// Fluxion's `test`: how `u` relates to `reqs`.
     fn test(&self, u: VertexId, reqs: &'a [ReqId], pristine: bool) -> Test<'a> {
+        if self.req.flexible {
+            return self.test_flexible(u, reqs, pristine);
+        }
         let req = self.req;
         let ukind = self.g.kind(u);
         let mut matched = false;
@@ -651,6 +658,72 @@ impl<'a> Walk<'a> {
         }
     }
 
+    /// The flexible traverser's `test`: several slots may share a list (or-slots); a slot
+    /// list forms at `u` when any of its members could, and is then handed whole to
+    /// [`Walk::dom_or_slot`]. A matched resource whose contents hold slots that cannot form
+    /// at `u` does not match it.
+    fn test_flexible(&self, u: VertexId, reqs: &'a [ReqId], pristine: bool) -> Test<'a> {
+        let req = self.req;
+        let ukind = self.g.kind(u);
+        let (mut matched, mut or_matched) = (false, false);
+        let mut slots: Option<(&'a [ReqId], u64)> = None;
+        let mut resource: Option<ReqId> = None;
+        for &r in reqs {
+            let q = req.req(r);
+            if !q.is_slot && q.ty == ukind {
+                if matched || or_matched {
+                    return Test::none(reqs);
+                }
+                resource = Some(r);
+                for &c in &q.with {
+                    if req.req(c).is_slot {
+                        slots = Some((&q.with, req.req(c).effective_max()));
+                    }
+                }
+                matched = true;
+            } else if q.is_slot {
+                if matched {
+                    return Test::none(reqs);
+                }
+                slots = Some((reqs, q.effective_max()));
+                or_matched = true;
+            }
+        }
+        let unmatched = Test {
+            kind: if pristine {
+                MatchKind::Pristine
+            } else {
+                MatchKind::None
+            },
+            next: reqs,
+            nslots: 0,
+            pristine,
+        };
+        if let Some((list, n)) = slots {
+            if list.iter().any(|&s| self.slot_match(u, s)) {
+                return Test {
+                    kind: MatchKind::Slot,
+                    next: list,
+                    nslots: n,
+                    pristine: false,
+                };
+            }
+            return Test {
+                nslots: n,
+                ..unmatched
+            };
+        }
+        if let Some(r) = resource {
+            return Test {
+                kind: MatchKind::Resource,
+                next: &req.req(r).with,
+                nslots: 0,
+                pristine: false,
+            };
+        }
+        unmatched
+    }
+
     /// Whether `u` has children of every type the slot holds.
     fn slot_match(&self, u: VertexId, slot: ReqId) -> bool {
         let children = self.tree.children(u);
@@ -682,6 +755,9 @@ impl<'a> Walk<'a> {
             self.errno = Errno::Busy;
             return false;
         }
+        // The flexible traverser goes on past a slot whose subtree check fails: the last
+        // check made decides.
+        let mut ok = true;
         for &r in reqs {
             let q = self.req.req(r);
             if q.ty != ukind && !q.is_slot {
@@ -698,19 +774,22 @@ impl<'a> Walk<'a> {
                     return false;
                 }
             }
-            if !q.user_data.is_empty() && !self.st.agg_fits(u, &q.user_data, w.at, w.dur, sat) {
+            ok = q.user_data.is_empty() || self.st.agg_fits(u, &q.user_data, w.at, w.dur, sat);
+            if !ok {
                 self.errno = Errno::Busy;
-                return false;
+                if !(self.req.flexible && q.is_slot) {
+                    return false;
+                }
             }
         }
-        true
+        ok
     }
 
     /// Whether the subtree of an omitted-prefix vertex could hand up a candidate for any of
     /// `reqs`: one instance needs at least its own needs free below. Fluxion walks such
     /// subtrees anyway and finds nothing there; skipping them changes nothing but the time.
     fn subtree_may_hold(&self, u: VertexId, t: &Test<'_>, reqs: &[ReqId]) -> bool {
-        if t.kind != MatchKind::Pristine || self.win.kind.ignores_calendars() {
+        if t.kind != MatchKind::Pristine || self.win.kind.ignores_calendars() || self.req.flexible {
             return true;
         }
         let w = &self.win;

@@ -6,6 +6,8 @@
 //! least the per-slot count. A slot takes whole candidates — a 616-unit ssd backs one
 //! `ssd[101]` slot, not six — in sorted order, and scores 1 plus its members' scores.
 
+use std::collections::HashMap;
+
 use shardsched_resource::{Sym, VertexId};
 
 use super::Walk;
@@ -143,3 +145,199 @@ impl<'a> Walk<'a> {
         if qual == u64::MAX { 0 } else { qual }
     }
 }
+
+/// One state of the or-slot search: the counts left after it, how many slots the best
+/// choice from here forms, and which slot that choice takes first (Fluxion's
+/// `select_or_config` tuple).
+type OrConfig = (Vec<i64>, i64, i64);
+
+impl<'a> Walk<'a> {
+    /// The flexible traverser's `dom_slot`: the children are visited with the union of the
+    /// slots' contents; then the slots are chosen to form as many as possible (a memoized
+    /// search over the counts left, the first slot of the list winning ties), and formed in
+    /// that order from each type's sorted candidates.
+    pub(super) fn dom_or_slot(
+        &mut self,
+        u: VertexId,
+        slots: &'a [ReqId],
+        nslots: u64,
+        pristine: bool,
+    ) {
+        let req: &'a crate::request::Request = self.req;
+        let union = req.union_of(slots);
+        let mark = self.cands.groups.len();
+        self.explore(u, union, pristine, true, None, nslots);
+        self.choices.clear();
+        let mut kinds: Vec<Sym> = Vec::new();
+        for g in &self.cands.groups[mark..] {
+            if !kinds.contains(&g.kind) {
+                kinds.push(g.kind);
+            }
+        }
+        kinds.sort_by_key(|&k| self.types.rank(k));
+        let slot_order_high = self.policy.prefer_high || self.policy.variation;
+        {
+            let cands = &self.cands;
+            if slot_order_high {
+                self.choices
+                    .choose_all(cands, mark, &kinds, &mut |a: i64, b: i64| a > b);
+            } else {
+                self.choices
+                    .choose_all(cands, mark, &kinds, &mut |a: i64, b: i64| a < b);
+            }
+        }
+        let types: Vec<Sym> = union.iter().map(|&r| req.req(r).ty).collect();
+        let counts: Vec<i64> = types
+            .iter()
+            .map(|&t| i64::from(self.cands.qualified(mark, t) as u32 as i32))
+            .collect();
+        let mut memo: HashMap<Vec<i64>, OrConfig> = HashMap::new();
+        // Fluxion keeps the slot count in an int.
+        let nslots = i64::from(nslots as u32 as i32);
+        let mut cfg = self.select_or_config(slots, &types, &counts, nslots, &mut memo);
+        let qual = cfg.1 as u32;
+        let mut cursors: Vec<(Sym, usize)> = Vec::new();
+        let mut formed: Vec<(i64, Vec<EvalEdge>)> = Vec::new();
+        let mut complete = qual > 0;
+        'slots: for _ in 0..qual {
+            let Ok(index) = usize::try_from(cfg.2) else {
+                complete = false;
+                break;
+            };
+            let Some(&slot) = slots.get(index) else {
+                complete = false;
+                break;
+            };
+            let members = &req.req(slot).with;
+            if members.is_empty() && formed.len() >= SLOTS_WITHOUT_MEMBERS_MAX {
+                break;
+            }
+            let mut score = 1i64;
+            let mut edges = Vec::new();
+            for &e in members {
+                let q = req.req(e);
+                let qc = self.cands.qualified(mark, q.ty);
+                let count = q.calc_count(qc);
+                let list = self.list_of(q.ty, mark);
+                let pos = match cursors.iter().position(|c| c.0 == q.ty) {
+                    Some(p) => p,
+                    None => {
+                        cursors.push((q.ty, 0));
+                        cursors.len() - 1
+                    }
+                };
+                let mut j = 0u64;
+                while j < count {
+                    let Some(&gi) = list.get(cursors[pos].1) else {
+                        complete = false;
+                        break 'slots;
+                    };
+                    cursors[pos].1 += 1;
+                    let g = self.cands.groups[gi as usize];
+                    let first = self.cands.edges[g.edges.0 as usize];
+                    edges.push(EvalEdge {
+                        child: first.child,
+                        needs: g.count,
+                        excl: true,
+                    });
+                    score += g.score;
+                    j += g.count;
+                }
+            }
+            formed.push((score, edges));
+            cfg = memo.get(&cfg.0).cloned().unwrap_or((Vec::new(), 0, 0));
+        }
+        self.cands.groups.truncate(mark);
+        if !complete {
+            return;
+        }
+        for (score, edges) in formed {
+            let s = self.cands.edges.len() as u32;
+            let n = edges.len() as u32;
+            self.cands.edges.extend(edges);
+            self.cands.groups.push(EGroup {
+                kind: SLOT,
+                score,
+                count: 1,
+                root: false,
+                edges: (s, n),
+            });
+        }
+    }
+
+    /// Fluxion's `select_or_config`: the most slots `counts` (of `types`) can form, and the
+    /// first slot to take for it. With one slot: the least, over its members, of the counts
+    /// over what one slot takes, capped by `nslots`; with several: the best of taking each
+    /// slot first (the first of the best on ties), searched depth first with memoization.
+    fn select_or_config(
+        &self,
+        slots: &[ReqId],
+        types: &[Sym],
+        counts: &[i64],
+        nslots: i64,
+        memo: &mut HashMap<Vec<i64>, OrConfig>,
+    ) -> OrConfig {
+        if let Some(c) = memo.get(counts) {
+            return c.clone();
+        }
+        let req = self.req;
+        let idx = |t: Sym| types.iter().position(|&x| x == t);
+        if let [slot] = slots {
+            let mut max = nslots;
+            for &e in &req.req(*slot).with {
+                let q = req.req(e);
+                let have = idx(q.ty).map(|i| counts[i] as u32);
+                let qc = have.unwrap_or(0);
+                let count = q.calc_count(u64::from(qc)) as u32;
+                match have {
+                    Some(h) if h >= count && count > 0 => {
+                        max = max.min(i64::from((h / count) as i32));
+                    }
+                    _ => {
+                        max = 0;
+                        break;
+                    }
+                }
+            }
+            let c = (counts.to_vec(), max, 0);
+            memo.insert(counts.to_vec(), c.clone());
+            return c;
+        }
+        let mut best = -1i64;
+        for (i, &slot) in slots.iter().enumerate() {
+            let mut updated = counts.to_vec();
+            let mut fits = true;
+            for &e in &req.req(slot).with {
+                let q = req.req(e);
+                let Some(k) = idx(q.ty) else {
+                    fits = false;
+                    break;
+                };
+                let count = q.calc_count(u64::from(counts[k] as u32)) as u32;
+                if count == 0 {
+                    fits = false;
+                    break;
+                }
+                updated[k] = i64::from((updated[k] as u32).wrapping_sub(count) as i32);
+            }
+            // A slot that takes nothing would search forever (Fluxion recurses without end).
+            if !fits || updated == counts {
+                continue;
+            }
+            let test = self
+                .select_or_config(slots, types, &updated, nslots, memo)
+                .1;
+            if best < test {
+                best = test;
+                memo.insert(counts.to_vec(), (updated, best + 1, i as i64));
+            }
+        }
+        if best < 0 {
+            memo.insert(counts.to_vec(), (Vec::new(), 0, -1));
+        }
+        memo.get(counts).cloned().unwrap_or((Vec::new(), 0, -1))
+    }
+}
+
+/// Slots formed at most from an or-slot without members (Fluxion would form billions).
+const SLOTS_WITHOUT_MEMBERS_MAX: usize = 1 << 16;
