@@ -316,7 +316,8 @@ impl Matcher {
         };
         let _ = expr(criteria, &mut ex);
         let mut held: HashMap<u32, Held> = HashMap::new();
-        for (&id, job) in &self.jobs {
+        let orphans = self.orphans.iter().map(|(id, job)| (id, job));
+        for (&id, job) in self.jobs.iter().chain(orphans) {
             for av in &job.alloc.vertices {
                 let h = held.entry(av.v.0).or_default();
                 h.tags.push(id);

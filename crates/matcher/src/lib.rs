@@ -169,6 +169,11 @@ pub struct Matcher {
     errno: dfu::Errno,
     /// Fluxion's flexible traverser (`-T flexible`): or-slots and xor-slots.
     flexible: bool,
+    /// Jobs matched again under the same id (see [`Matcher::schedule`]): what they took
+    /// stays taken, and `find` still sees it under their id.
+    orphans: Vec<(u64, JobRecord)>,
+    /// Walk every vertex Fluxion's walk visits (no best-first early stop), for its errno.
+    exhaustive: bool,
 }
 
 impl Matcher {
@@ -226,6 +231,8 @@ impl Matcher {
             nodes_up,
             errno: dfu::Errno::None,
             flexible: false,
+            orphans: Vec::new(),
+            exhaustive: false,
         }
     }
 

@@ -93,7 +93,15 @@ impl Matcher {
             WalkKind::SatisfiabilityUp
         };
         if op.records() && self.jobs.contains_key(&jobid) {
-            return Err(MatchError::DuplicateJob(jobid));
+            if !fluxion {
+                return Err(MatchError::DuplicateJob(jobid));
+            }
+            // resource-query hands the traverser a job id again when a match succeeded but
+            // its writer failed (the id was not consumed): Fluxion matches anyway, and what
+            // the first match took stays taken for good.
+            if let Some(old) = self.jobs.remove(&jobid) {
+                self.orphans.push((jobid, old));
+            }
         }
         let req = Request::compile_fluxion(
             js,
@@ -195,7 +203,15 @@ impl Matcher {
         }
         let vertices = crate::update::emission(&self.graph, &self.graph, &self.marks, &whole);
         if vertices.is_empty() {
-            // Nothing taken exclusively: the update fails, leaving the select's errno.
+            // Nothing taken exclusively: the update fails, leaving the select's errno — which
+            // the vertices a best-first walk skipped may have set: walk again visiting all.
+            // (Only for the first select: a reservation search's errno also depends on the
+            // times it tried after.)
+            if at == now {
+                self.exhaustive = true;
+                self.select(&req, at, now, dur, first_kind);
+                self.exhaustive = false;
+            }
             return Ok(self.no_match());
         }
         let mut alloc = Allocation {
@@ -298,6 +314,9 @@ impl Matcher {
             self.seq,
             cands,
         );
+        if self.exhaustive {
+            w.no_budgets();
+        }
         let ok = w.select();
         let errno = w.errno;
         self.cands = Some(w.into_cands());

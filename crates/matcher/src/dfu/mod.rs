@@ -304,6 +304,11 @@ impl<'a> Walk<'a> {
         }
     }
 
+    /// Visits everything Fluxion's walk visits (its errno then is Fluxion's too).
+    pub fn no_budgets(&mut self) {
+        self.budgets = false;
+    }
+
     /// Gives the candidate stack back for the next walk.
     pub fn into_cands(self) -> Cands {
         self.cands
