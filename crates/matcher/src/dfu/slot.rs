@@ -26,6 +26,7 @@ impl<'a> Walk<'a> {
     ) {
         let mark = self.cands.groups.len();
         self.explore(u, shape, pristine, true, None, nslots);
+        self.note_empty_types(shape, mark);
         // dom_finish_slot: every type present is sorted and taken whole.
         self.choices.clear();
         let mut kinds: Vec<Sym> = Vec::new();
@@ -103,6 +104,22 @@ impl<'a> Walk<'a> {
         }
     }
 
+    /// Fluxion's EINVAL from `dom_finish_slot`: under a stop-on-1 policy, once a child was
+    /// found, every type the children were visited with has a (maybe empty) candidate list,
+    /// and taking all of an empty one fails with EINVAL — an errno that stays unless a later
+    /// step sets another.
+    fn note_empty_types(&mut self, list: &[ReqId], mark: usize) {
+        if !self.policy.stop_at_first || self.cands.groups.len() == mark {
+            return;
+        }
+        if list
+            .iter()
+            .any(|&r| self.cands.qualified(mark, self.req.req(r).ty) == 0)
+        {
+            self.errno = super::Errno::Inval;
+        }
+    }
+
     /// The candidates of `kind` above `mark` in the order slots take them: sorted when the
     /// type was sorted, else in stack order.
     fn list_of(&self, kind: Sym, mark: usize) -> Vec<u32> {
@@ -167,6 +184,7 @@ impl<'a> Walk<'a> {
         let union = req.union_of(slots);
         let mark = self.cands.groups.len();
         self.explore(u, union, pristine, true, None, nslots);
+        self.note_empty_types(union, mark);
         self.choices.clear();
         let mut kinds: Vec<Sym> = Vec::new();
         for g in &self.cands.groups[mark..] {
