@@ -28,6 +28,8 @@ pub mod checker;
 pub mod constraint;
 pub mod dfu;
 pub mod find;
+mod partial;
+pub use partial::PartialCancel;
 mod gccsort;
 mod hold;
 pub mod policy;
@@ -116,8 +118,12 @@ pub enum JobState {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JobRecord {
     pub state: JobState,
+    /// The vertices the job holds (Fluxion's job tags), children before parents.
     pub alloc: Allocation,
     pub spans: Vec<SpanRef>,
+    /// Part of it was cancelled ([`Matcher::partial_cancel_ranks`]): what is left may no
+    /// longer be reachable from the root through vertices it holds.
+    pub partial: bool,
 }
 
 /// Errors of the matcher.
@@ -374,6 +380,7 @@ impl Matcher {
                 state,
                 alloc,
                 spans,
+                partial: false,
             },
         );
         Ok(match state {
@@ -431,11 +438,42 @@ impl Matcher {
                 }
             }
         }
+        if job.partial {
+            // Fluxion's cancel walk stops at vertices the job no longer holds: what lies
+            // below them stays taken.
+            let reach = self.reachable(&job);
+            for &s in &job.spans {
+                if reach.contains(&self.state.span_vertex(s).0) {
+                    self.state.remove(s)?;
+                }
+            }
+            return Ok(());
+        }
         for &s in &job.spans {
             self.state.remove(s)?;
         }
         self.spares.give_back(job.alloc.vertices);
         Ok(())
+    }
+
+    /// The vertices of `job` its cancel walk reaches: from the root, through vertices the
+    /// job holds (none when it does not hold the root).
+    fn reachable(&self, job: &JobRecord) -> std::collections::HashSet<u32> {
+        let held: std::collections::HashSet<u32> =
+            job.alloc.vertices.iter().map(|av| av.v.0).collect();
+        let mut out = std::collections::HashSet::new();
+        let root = self.graph.root();
+        if !held.contains(&root.0) {
+            return out;
+        }
+        let mut stack = vec![root];
+        while let Some(v) = stack.pop() {
+            if !held.contains(&v.0) || !out.insert(v.0) {
+                continue;
+            }
+            stack.extend(self.graph.children(v).iter().map(|&c| VertexId(c)));
+        }
+        out
     }
 
     /// The visit counts Fluxion's cancel walk would report for job `jobid` (its `cancel …
@@ -447,6 +485,14 @@ impl Matcher {
         let root = self.graph.root();
         if !job.alloc.vertices.iter().any(|av| av.v == root) {
             return Some((0, 0));
+        }
+        if job.partial {
+            let reach = self.reachable(job);
+            let visited: u64 = reach
+                .iter()
+                .map(|&v| self.graph.children(VertexId(v)).len() as u64)
+                .sum();
+            return Some((1 + visited, reach.len() as u64));
         }
         let held = job.alloc.vertices.len() as u64;
         let visited: u64 = job

@@ -92,6 +92,8 @@ pub struct Usage {
 pub struct SchedState {
     /// Index into `inner` for inner vertices, `LEAF` for leaves.
     inner_of: Vec<u32>,
+    /// The vertex of each entry of `inner`.
+    inner_vertex: Vec<u32>,
     pub inner: Vec<Inner>,
     pub leaves: Pools,
     /// Every pruning type, as symbols (graph symbols, or the type table's own).
@@ -103,7 +105,8 @@ pub struct SchedState {
 /// One record of an allocation in the calendars, so that cancel removes exactly it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SpanRef {
-    Leaf(HoldId),
+    /// A leaf's hold (its vertex, and the hold).
+    Leaf(u32, HoldId),
     Plan(u32, SpanId),
     Xcheck(u32, SpanId),
     Agg(u32, SpanId),
@@ -118,6 +121,7 @@ impl SchedState {
         // Subtree units of each pruning type (by rank), post-order, as Fluxion primes them.
         let mut below: Vec<Vec<(u32, i64)>> = vec![Vec::new(); n];
         let mut inner_of = vec![LEAF; n];
+        let mut inner_vertex: Vec<u32> = Vec::new();
         let mut inner = Vec::new();
         // Iterative DFS: (vertex, children visited).
         let mut stack: Vec<(u32, bool)> = vec![(g.root().0, false)];
@@ -166,6 +170,7 @@ impl SchedState {
                 }
             });
             inner_of[v as usize] = inner.len() as u32;
+            inner_vertex.push(v);
             inner.push(Inner {
                 plans: Planner::new(PLAN_BASE, PLAN_HORIZON, g.size(vid)),
                 xcheck: Planner::new(PLAN_BASE, PLAN_HORIZON, XCHECK_TOTAL),
@@ -181,6 +186,7 @@ impl SchedState {
         let prune_ranks: Vec<u32> = prune.all().collect();
         SchedState {
             inner_of,
+            inner_vertex,
             inner,
             leaves: Pools::new(n),
             prune_types: prune_ranks.iter().map(|&r| types.at_rank(r)).collect(),
@@ -306,6 +312,7 @@ impl SchedState {
         if i == LEAF {
             let units = if exclusive { needs } else { 0 };
             out.push(SpanRef::Leaf(
+                v.0,
                 self.leaves.add(v.index(), at, dur, units, 1).map_err(err)?,
             ));
             return Ok(());
@@ -362,10 +369,47 @@ impl SchedState {
         Some((a.plan.avail_at(now, last), a.plan.span_count() > 0))
     }
 
+    /// The vertex a record is on.
+    pub fn span_vertex(&self, s: SpanRef) -> VertexId {
+        match s {
+            SpanRef::Leaf(v, _) => VertexId(v),
+            SpanRef::Plan(i, _) | SpanRef::Xcheck(i, _) | SpanRef::Agg(i, _) => {
+                VertexId(self.inner_vertex[i as usize])
+            }
+        }
+    }
+
+    /// Replaces the aggregate record `s` by one of `amounts` (by the aggregate's types) over
+    /// the same window.
+    pub fn replace_aggregate(
+        &mut self,
+        s: SpanRef,
+        amounts: &[i64],
+    ) -> Result<SpanRef, MatchError> {
+        let SpanRef::Agg(i, id) = s else {
+            return Err(MatchError::Internal("not an aggregate record".into()));
+        };
+        let err = |e: shardsched_planner::PlannerError| MatchError::Internal(e.to_string());
+        let agg = self.inner[i as usize]
+            .agg
+            .as_mut()
+            .ok_or_else(|| MatchError::Internal(format!("inner vertex {i} has no aggregate")))?;
+        let (start, duration) = {
+            let span = agg
+                .plan
+                .span(id)
+                .ok_or_else(|| MatchError::Internal("unknown aggregate record".into()))?;
+            (span.start, span.duration)
+        };
+        agg.plan.rem_span(id).map_err(err)?;
+        let new = agg.plan.add_span(start, duration, amounts).map_err(err)?;
+        Ok(SpanRef::Agg(i, new))
+    }
+
     /// Removes a record made by [`SchedState::hold`] or [`SchedState::hold_aggregate`].
     pub fn remove(&mut self, s: SpanRef) -> Result<(), MatchError> {
         let r = match s {
-            SpanRef::Leaf(id) => self.leaves.remove(id),
+            SpanRef::Leaf(_, id) => self.leaves.remove(id),
             SpanRef::Plan(i, id) => self.inner[i as usize].plans.rem_span(id),
             SpanRef::Xcheck(i, id) => self.inner[i as usize].xcheck.rem_span(id),
             SpanRef::Agg(i, id) => match self.inner[i as usize].agg.as_mut() {

@@ -3,7 +3,9 @@
 use std::io::Write;
 
 use anyhow::Result;
-use shardsched_resource::Status;
+use std::collections::BTreeSet;
+
+use shardsched_resource::{CONTAINMENT, Status, VertexId};
 
 use super::{BAR, Lifecycle, Session};
 
@@ -36,6 +38,102 @@ impl Session {
             )?;
         }
         Ok(())
+    }
+
+    /// `partial-cancel JOBID jgf|rv1exec FILE [stats]`: gives back the part of an
+    /// allocation the R in FILE names (Fluxion's `remove` with an R).
+    pub(super) fn cmd_partial_cancel(&mut self, words: &[&str], out: &mut dyn Write) -> Result<()> {
+        if !(4..=5).contains(&words.len()) {
+            eprintln!("ERROR: malformed command");
+            return Ok(());
+        }
+        let jobid = strtoll(words[1]) as u64;
+        let format = words[2];
+        if format != "jgf" && format != "rv1exec" {
+            eprintln!("ERROR: unsupported reader {format}");
+            return Ok(());
+        }
+        let Ok(text) = std::fs::read(words[3]) else {
+            eprintln!("ERROR: can't open {}", words[3]);
+            return Ok(());
+        };
+        let text = String::from_utf8_lossy(&text);
+        if !self.allocations.contains(&jobid) {
+            if self.reservations.contains(&jobid) {
+                eprintln!("ERROR: reservations not currently supported by partial cancel");
+            } else {
+                eprintln!("ERROR: nonexistent job {jobid}");
+            }
+            return Ok(());
+        }
+        let result = if format == "rv1exec" {
+            rv1exec_ranks(&text).and_then(|ranks| {
+                self.matcher
+                    .partial_cancel_ranks(jobid, &ranks)
+                    .map_err(|e| e.to_string())
+            })
+        } else {
+            self.jgf_vertices(&text).and_then(|vs| {
+                self.matcher
+                    .partial_cancel_vertices(jobid, &vs)
+                    .map_err(|e| e.to_string())
+            })
+        };
+        match result {
+            Ok(done) => {
+                if done.full {
+                    self.allocations.remove(&jobid);
+                    if let Some(j) = self.jobs.get_mut(&jobid) {
+                        j.state = Lifecycle::Canceled;
+                    }
+                }
+            }
+            Err(e) => {
+                eprintln!("partial-cancel: {e}");
+                eprintln!("ERROR: error encountered while removing job {jobid}");
+            }
+        }
+        if words.get(4) == Some(&"stats") {
+            // Fluxion's partial cancel visits nothing it counts.
+            writeln!(
+                out,
+                "{BAR}\nINFO: PARTIAL CANCEL PREORDER COUNT=\"0\"\nINFO: PARTIAL CANCEL POSTORDER COUNT=\"0\"\n{BAR}"
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The vertices a JGF R names, found as Fluxion's JGF reader finds them (by path and
+    /// rank, then the same type, basename, name, id, size and paths); `None` where not.
+    fn jgf_vertices(&self, text: &str) -> std::result::Result<Vec<Option<VertexId>>, String> {
+        let doc = shardsched_resource::parse_jgf(text).map_err(|e| e.to_string())?;
+        let g = &self.matcher.graph;
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::with_capacity(doc.vertices.len());
+        for jv in &doc.vertices {
+            if !seen.insert(jv.key.clone()) {
+                out.push(None);
+                break;
+            }
+            let found = jv
+                .paths
+                .get(CONTAINMENT)
+                .and_then(|p| g.find_path(p))
+                .filter(|&v| {
+                    let spec = &jv.spec;
+                    g.rank(v) == spec.rank
+                        && g.kind_str(v) == spec.kind
+                        && g.basename(v) == spec.basename
+                        && spec.name.as_deref().is_none_or(|n| g.name(v) == n)
+                        && g.id(v) == spec.id
+                        && g.size(v) == spec.size
+                });
+            out.push(found);
+            if found.is_none() {
+                break;
+            }
+        }
+        Ok(out)
     }
 
     /// `find CRITERIA…`: the vertices found, then the expression between bars.
@@ -248,6 +346,28 @@ pub(super) fn help(words: &[&str], stdout: &mut dyn Write) -> Result<()> {
         writeln!(stdout, "ERROR: unknown command: {w}")?;
     }
     Ok(())
+}
+
+/// The ranks of an rv1exec R's `execution.R_lite` (Fluxion's rv1exec partial cancel).
+fn rv1exec_ranks(text: &str) -> std::result::Result<BTreeSet<i64>, String> {
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    if v.get("version").and_then(serde_json::Value::as_i64) != Some(1) {
+        return Err("R: version 1 expected".into());
+    }
+    let lite = v
+        .get("execution")
+        .and_then(|e| e.get("R_lite"))
+        .ok_or("R: no execution.R_lite")?;
+    let mut ranks = BTreeSet::new();
+    for entry in lite.as_array().map(Vec::as_slice).unwrap_or_default() {
+        let r = entry
+            .get("rank")
+            .and_then(serde_json::Value::as_str)
+            .ok_or("R_lite: an entry without a rank")?;
+        let ids = shardsched_resource::parse_idset(r, 1 << 24).map_err(|e| e.to_string())?;
+        ranks.extend(ids.iter().map(|&i| i as i64));
+    }
+    Ok(ranks)
 }
 
 /// C's `strtoll(s, NULL, 10)`: leading blanks and sign, then digits; 0 when none.

@@ -220,6 +220,7 @@ impl Session {
             Some("multi-match") => self.cmd_multi_match(words, out, stdout)?,
             Some("cancel") => self.cmd_cancel(words, out)?,
             Some("find") => self.cmd_find(words, out)?,
+            Some("partial-cancel") => self.cmd_partial_cancel(words, out)?,
             Some("set-property") => self.cmd_set_property(words, out)?,
             Some("get-property") => self.cmd_get_property(words, out)?,
             Some("set-status") => self.cmd_set_status(words, out)?,
