@@ -93,8 +93,23 @@ pub fn commit(
     lenient: bool,
     after: impl FnMut(&SchedState, VertexId),
 ) -> Result<Vec<SpanRef>, MatchError> {
+    commit_noting(g, st, ranks, alloc, lenient, after, &mut Vec::new())
+}
+
+/// [`commit`], noting in `refused` each vertex left out (lenient) with the number of kept
+/// vertices before it: Fluxion still writes the edge into it there.
+pub fn commit_noting(
+    g: &ResourceGraph,
+    st: &mut SchedState,
+    ranks: &dyn PruneRank,
+    alloc: &mut Allocation,
+    lenient: bool,
+    after: impl FnMut(&SchedState, VertexId),
+    refused: &mut Vec<(usize, VertexId)>,
+) -> Result<Vec<SpanRef>, MatchError> {
     let mut spans = Vec::with_capacity(alloc.vertices.len() + 8);
-    match commit_inner(g, st, ranks, alloc, lenient, after, &mut spans) {
+    refused.clear();
+    match commit_inner(g, st, ranks, alloc, lenient, after, &mut spans, refused) {
         Ok(()) => Ok(spans),
         Err(e) => {
             for s in spans {
@@ -106,6 +121,7 @@ pub fn commit(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn commit_inner(
     g: &ResourceGraph,
     st: &mut SchedState,
@@ -114,6 +130,7 @@ fn commit_inner(
     lenient: bool,
     mut after: impl FnMut(&SchedState, VertexId),
     spans: &mut Vec<SpanRef>,
+    refused: &mut Vec<(usize, VertexId)>,
 ) -> Result<(), MatchError> {
     let (at, dur) = (alloc.at, alloc.duration);
     // below[d]: what the children (at depth d) of the vertex being finished at depth d-1
@@ -139,6 +156,7 @@ fn commit_inner(
                 )));
             }
             skew += 1;
+            refused.push((kept, av.v));
             continue;
         }
         let row = &mut below[d];

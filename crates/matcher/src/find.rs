@@ -342,7 +342,12 @@ impl Matcher {
             now,
         };
         let mut fed = Vec::new();
-        f.walk(self.graph.root(), 0, Inherited::default(), &mut fed)?;
+        f.walk(
+            self.graph.root(),
+            self.level_drift,
+            Inherited::default(),
+            &mut fed,
+        )?;
         for item in fed {
             match item {
                 Fed::Vertex(v, depth, ag) => w.emit_vertex(

@@ -180,6 +180,12 @@ pub struct Matcher {
     orphans: Vec<(u64, JobRecord)>,
     /// Walk every vertex Fluxion's walk visits (no best-first early stop), for its errno.
     exhaustive: bool,
+    /// Levels Fluxion's update walk failed to give back (one per vertex a calendar
+    /// refused): every later output is indented that much deeper.
+    level_drift: u32,
+    /// The vertices the last recorded match left out, with the number of kept vertices
+    /// before each (see [`Matcher::last_refused`]).
+    refused: Vec<(usize, VertexId)>,
 }
 
 impl Matcher {
@@ -239,6 +245,8 @@ impl Matcher {
             flexible: false,
             orphans: Vec::new(),
             exhaustive: false,
+            level_drift: 0,
+            refused: Vec::new(),
         }
     }
 
@@ -400,11 +408,19 @@ impl Matcher {
         let g = &self.graph;
         let mut order = learn.and(self.order.as_mut());
         let now = learn.unwrap_or(alloc.at);
-        alloc::commit(g, &mut self.state, &ranks, alloc, lenient, |st, v| {
-            if let Some(order) = order.as_deref_mut() {
-                learn_weight(g, st, order, v, now);
-            }
-        })
+        alloc::commit_noting(
+            g,
+            &mut self.state,
+            &ranks,
+            alloc,
+            lenient,
+            |st, v| {
+                if let Some(order) = order.as_deref_mut() {
+                    learn_weight(g, st, order, v, now);
+                }
+            },
+            &mut self.refused,
+        )
     }
 
     /// Calendars of this graph with nothing held (what cancelling every job gives back).
@@ -502,6 +518,13 @@ impl Matcher {
             .map(|av| self.graph.children(av.v).len() as u64)
             .sum();
         Some((1 + visited, held))
+    }
+
+    /// The vertices the last recorded match left out because their calendars refused them
+    /// (each with the number of kept vertices before it): Fluxion writes no vertex for them
+    /// but still the edge into them ([`writer::MatchWriter::feed_with_refused`]).
+    pub fn last_refused(&self) -> &[(usize, VertexId)] {
+        &self.refused
     }
 
     /// Hands back an allocation the caller is done with (one [`Matcher::run`] returned),

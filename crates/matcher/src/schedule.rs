@@ -225,6 +225,11 @@ impl Matcher {
                     crate::learn_weight(&self.graph, &self.state, order, av.v, now);
                 }
             }
+            if fluxion && self.level_drift > 0 {
+                for av in &mut alloc.vertices {
+                    av.depth += self.level_drift;
+                }
+            }
             return Ok(QueryOutcome::Matched(at, alloc));
         }
         let state = if reserve && at != now {
@@ -237,7 +242,18 @@ impl Matcher {
         // learn: a queue re-plans its reservations as often as it likes and skips unchanged
         // work, and neither may change where later jobs go.
         let learn = if fluxion { Some(now) } else { None };
+        let listed = alloc.vertices.len();
         let placed = self.record_match(jobid, state, alloc.clone(), learn)?;
+        if fluxion && let Some(job) = self.jobs.get_mut(&jobid) {
+            // Fluxion's walk level is not restored at a vertex whose calendar refused it,
+            // and the level is the writers' indentation from then on, in every later walk.
+            if self.level_drift > 0 {
+                for av in &mut job.alloc.vertices {
+                    av.depth += self.level_drift;
+                }
+            }
+            self.level_drift += (listed - job.alloc.vertices.len()) as u32;
+        }
         let held = self
             .jobs
             .get(&jobid)

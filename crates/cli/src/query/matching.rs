@@ -197,8 +197,17 @@ impl Session {
             QueryOutcome::Allocated(at, a)
             | QueryOutcome::Reserved(at, a)
             | QueryOutcome::Matched(at, a) => {
-                self.writer
-                    .feed(&self.matcher.graph, self.matcher.labels(), a);
+                let refused = if matches!(outcome, QueryOutcome::Matched(..)) {
+                    &[][..]
+                } else {
+                    self.matcher.last_refused()
+                };
+                self.writer.feed_with_refused(
+                    &self.matcher.graph,
+                    self.matcher.labels(),
+                    a,
+                    refused,
+                );
                 if let Some(q) = &js.attributes.queue {
                     self.writer.emit_attr("queue", q);
                 }

@@ -130,6 +130,18 @@ impl MatchWriter {
 
     /// Feeds every vertex of `a` and the edge into each, in order, and its window.
     pub fn feed(&mut self, g: &ResourceGraph, labels: &Labels, a: &Allocation) {
+        self.feed_with_refused(g, labels, a, &[]);
+    }
+
+    /// [`MatchWriter::feed`], with the edges into vertices the match left out (each after
+    /// the number of kept vertices given: see [`crate::Matcher::last_refused`]).
+    pub fn feed_with_refused(
+        &mut self,
+        g: &ResourceGraph,
+        labels: &Labels,
+        a: &Allocation,
+        refused: &[(usize, VertexId)],
+    ) {
         // The exclusive flag of the parent of each vertex: walking backwards, a vertex's
         // parent is the last vertex seen one level up.
         let mut excl_at: Vec<bool> = Vec::new();
@@ -142,7 +154,20 @@ impl MatchWriter {
             excl_at[d] = av.exclusive;
             parent_excl[i] = d > 0 && excl_at[d - 1];
         }
+        let refused_edge = |w: &mut MatchWriter, at: usize| {
+            for &(_, v) in refused.iter().filter(|r| r.0 == at) {
+                if let Some(p) = g.parent(v) {
+                    let excl = a
+                        .vertices
+                        .iter()
+                        .find(|x| x.v == p)
+                        .is_some_and(|x| x.exclusive);
+                    w.emit_edge(g, p, v, excl, CONTAINMENT);
+                }
+            }
+        };
         for (i, av) in a.vertices.iter().enumerate() {
+            refused_edge(self, i);
             let label = labels.get(&av.v.0).map(|l| l.1.as_str());
             self.emit_vertex(
                 g,
@@ -162,6 +187,7 @@ impl MatchWriter {
                 self.emit_edge(g, p, av.v, parent_excl[i], CONTAINMENT);
             }
         }
+        refused_edge(self, a.vertices.len());
         let end =
             a.at.saturating_add(i64::try_from(a.duration).unwrap_or(i64::MAX));
         self.times = (a.at, end);
