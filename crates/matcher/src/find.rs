@@ -24,7 +24,7 @@
 
 use std::collections::HashMap;
 
-use shardsched_resource::{CONTAINMENT, HostRanges, ResourceGraph, Status, VertexId};
+use shardsched_resource::{HostRanges, ResourceGraph, Status, VertexId};
 
 use crate::writer::{Emitted, MatchWriter, WriterError};
 use crate::{JobState, Matcher};
@@ -343,7 +343,7 @@ impl Matcher {
         };
         let mut fed = Vec::new();
         f.walk(
-            self.graph.root(),
+            self.tree().root(),
             self.level_drift,
             Inherited::default(),
             &mut fed,
@@ -362,7 +362,7 @@ impl Matcher {
                     },
                     ag.as_deref(),
                 ),
-                Fed::Edge(p, c) => w.emit_edge(&self.graph, p, c, false, CONTAINMENT),
+                Fed::Edge(p, c) => w.emit_edge(&self.graph, p, c, false, self.dominant_subsystem()),
             }
         }
         w.set_times(0, 0);
@@ -394,7 +394,7 @@ impl Find<'_> {
             reserved: over.reserved || held.is_some_and(|h| !h.reserved.is_empty()),
         };
         let mut nchildren = 0;
-        for &c in g.children(u) {
+        for &c in self.m.tree().children(u) {
             let c = VertexId(c);
             if self.visited[c.index()] {
                 continue;

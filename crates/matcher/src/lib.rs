@@ -186,6 +186,21 @@ pub struct Matcher {
     /// The vertices the last recorded match left out, with the number of kept vertices
     /// before each (see [`Matcher::last_refused`]).
     refused: Vec<(usize, VertexId)>,
+    /// The dominant subsystem's tree when it is not containment (`-S PA`).
+    subtree: Option<Box<dfu::subtree::SubTree>>,
+    /// The pruning types the filters name (before the leaf types a walk adds).
+    prune_base: PruneTypes,
+}
+
+/// The tree walks follow: the dominant subsystem's, containment's by default.
+fn tree_of<'a>(
+    graph: &'a ResourceGraph,
+    subtree: &'a Option<Box<dfu::subtree::SubTree>>,
+) -> &'a dyn dfu::Tree {
+    match subtree {
+        Some(t) => t.as_ref(),
+        None => graph,
+    }
 }
 
 impl Matcher {
@@ -205,6 +220,7 @@ impl Matcher {
                 prune.set(anchor, types.rank(low));
             }
         }
+        let prune_base = prune.clone();
         let state = SchedState::new(&graph, &types, &mut prune);
         let mut prune_rank_of = vec![None; graph.sym_count()];
         for (i, slot) in prune_rank_of.iter_mut().enumerate() {
@@ -247,7 +263,54 @@ impl Matcher {
             exhaustive: false,
             level_drift: 0,
             refused: Vec::new(),
+            subtree: None,
+            prune_base,
         }
+    }
+
+    /// Makes `subsystem` the dominant one (resource-query's `-S PA`: walks follow the power
+    /// subsystem's edges from its root). Only before anything is held; `containment` goes
+    /// back to the default.
+    pub fn set_dominant_subsystem(&mut self, subsystem: &str) -> Result<(), MatchError> {
+        if !self.jobs.is_empty() {
+            return Err(MatchError::Internal(
+                "the dominant subsystem changes only before any match".into(),
+            ));
+        }
+        self.subtree = if subsystem == shardsched_resource::CONTAINMENT {
+            None
+        } else {
+            Some(Box::new(
+                dfu::subtree::SubTree::new(&self.graph, subsystem).ok_or_else(|| {
+                    MatchError::BadRequest(format!("the graph has no {subsystem} subsystem"))
+                })?,
+            ))
+        };
+        let mut prune = self.prune_base.clone();
+        let tree = tree_of(&self.graph, &self.subtree);
+        self.state = SchedState::new_on(&self.graph, tree, &self.types, &mut prune);
+        for (i, slot) in self.prune_rank_of.iter_mut().enumerate() {
+            let r = self.types.rank(shardsched_resource::Sym(i as u32));
+            *slot = (r != u32::MAX && prune.is_pruning(r)).then_some(r);
+        }
+        self.prune = prune;
+        self.score_order = dfu::ScoreOrder::new(&self.graph, tree, &self.policy);
+        if self.order.is_some() {
+            self.order = Some(EdgeOrder::new(&self.graph, tree));
+        }
+        Ok(())
+    }
+
+    /// The dominant subsystem's name (`containment` unless set otherwise).
+    pub fn dominant_subsystem(&self) -> &str {
+        self.subtree
+            .as_ref()
+            .map_or(shardsched_resource::CONTAINMENT, |t| t.name.as_str())
+    }
+
+    /// The tree walks follow (see [`Matcher::set_dominant_subsystem`]).
+    pub fn tree(&self) -> &dyn dfu::Tree {
+        tree_of(&self.graph, &self.subtree)
     }
 
     /// Chooses Fluxion's flexible traverser (`-T flexible`: or-slots formed by best score,
@@ -406,6 +469,7 @@ impl Matcher {
     ) -> Result<Vec<SpanRef>, MatchError> {
         let ranks = RankOf(&self.prune_rank_of, &self.graph);
         let g = &self.graph;
+        let tree = tree_of(&self.graph, &self.subtree);
         let mut order = learn.and(self.order.as_mut());
         let now = learn.unwrap_or(alloc.at);
         alloc::commit_noting(
@@ -416,7 +480,7 @@ impl Matcher {
             lenient,
             |st, v| {
                 if let Some(order) = order.as_deref_mut() {
-                    learn_weight(g, st, order, v, now);
+                    learn_weight(tree, st, order, v, now);
                 }
             },
             &mut self.refused,
@@ -426,7 +490,7 @@ impl Matcher {
     /// Calendars of this graph with nothing held (what cancelling every job gives back).
     pub fn fresh_state(&self) -> SchedState {
         let mut prune = self.prune.clone();
-        SchedState::new(&self.graph, &self.types, &mut prune)
+        SchedState::new_on(&self.graph, self.tree(), &self.types, &mut prune)
     }
 
     /// Records `alloc` in `st` as a match would (for checks that rebuild calendars).
@@ -478,7 +542,7 @@ impl Matcher {
         let held: std::collections::HashSet<u32> =
             job.alloc.vertices.iter().map(|av| av.v.0).collect();
         let mut out = std::collections::HashSet::new();
-        let root = self.graph.root();
+        let root = self.tree().root();
         if !held.contains(&root.0) {
             return out;
         }
@@ -487,7 +551,7 @@ impl Matcher {
             if !held.contains(&v.0) || !out.insert(v.0) {
                 continue;
             }
-            stack.extend(self.graph.children(v).iter().map(|&c| VertexId(c)));
+            stack.extend(self.tree().children(v).iter().map(|&c| VertexId(c)));
         }
         out
     }
@@ -498,7 +562,7 @@ impl Matcher {
     /// each held vertex. `None` for an unknown job.
     pub fn cancel_counts(&self, jobid: u64) -> Option<(u64, u64)> {
         let job = self.jobs.get(&jobid)?;
-        let root = self.graph.root();
+        let root = self.tree().root();
         if !job.alloc.vertices.iter().any(|av| av.v == root) {
             return Some((0, 0));
         }
@@ -506,7 +570,7 @@ impl Matcher {
             let reach = self.reachable(job);
             let visited: u64 = reach
                 .iter()
-                .map(|&v| self.graph.children(VertexId(v)).len() as u64)
+                .map(|&v| self.tree().children(VertexId(v)).len() as u64)
                 .sum();
             return Some((1 + visited, reach.len() as u64));
         }
@@ -515,7 +579,7 @@ impl Matcher {
             .alloc
             .vertices
             .iter()
-            .map(|av| self.graph.children(av.v).len() as u64)
+            .map(|av| self.tree().children(av.v).len() as u64)
             .sum();
         Some((1 + visited, held))
     }
@@ -525,6 +589,21 @@ impl Matcher {
     /// but still the edge into them ([`writer::MatchWriter::feed_with_refused`]).
     pub fn last_refused(&self) -> &[(usize, VertexId)] {
         &self.refused
+    }
+
+    /// Feeds `a` to `w` as Fluxion's update walk would: along the dominant subsystem, with
+    /// the labels of the last walk, and (when `a` was just recorded) the edges into the
+    /// vertices it left out.
+    pub fn feed_writer(&self, w: &mut writer::MatchWriter, a: &Allocation, recorded: bool) {
+        let refused = if recorded { &self.refused[..] } else { &[][..] };
+        w.feed_on(
+            &self.graph,
+            self.tree(),
+            self.dominant_subsystem(),
+            &self.labels,
+            a,
+            refused,
+        );
     }
 
     /// Hands back an allocation the caller is done with (one [`Matcher::run`] returned),
@@ -597,8 +676,14 @@ impl alloc::PruneRank for RankOf<'_> {
 
 /// `first`'s reordering after a match: the edge into `v` gets the free amount, at `now`, of
 /// the last type `v`'s aggregate tracks (Fluxion's `upd_by_outedges`). Leaves keep theirs.
-fn learn_weight(g: &ResourceGraph, st: &SchedState, order: &mut EdgeOrder, v: VertexId, now: i64) {
-    let Some(parent) = g.parent(v) else {
+fn learn_weight(
+    tree: &dyn dfu::Tree,
+    st: &SchedState,
+    order: &mut EdgeOrder,
+    v: VertexId,
+    now: i64,
+) {
+    let Some(parent) = tree.parent(v) else {
         return;
     };
     let Some((free, has_spans)) = st.last_type_free_at(v, now) else {

@@ -166,7 +166,7 @@ impl Matcher {
                 )));
             };
             let mut cur = root;
-            while let Some(p) = self.graph.parent(cur) {
+            while let Some(p) = self.tree().parent(cur) {
                 let e = parent_counts.entry(p.0).or_default();
                 for (&t, &n) in counts {
                     *e.entry(t).or_default() += n;
@@ -174,7 +174,7 @@ impl Matcher {
                 cur = p;
             }
         }
-        let root = self.graph.root();
+        let root = self.tree().root();
         if self.holds(jobid, root) {
             for (&v, counts) in &parent_counts {
                 self.shrink(jobid, VertexId(v), counts)?;

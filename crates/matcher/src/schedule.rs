@@ -201,7 +201,7 @@ impl Matcher {
         {
             whole.push(node);
         }
-        let vertices = crate::update::emission(&self.graph, &self.graph, &self.marks, &whole);
+        let vertices = crate::update::emission(&self.graph, self.tree(), &self.marks, &whole);
         if vertices.is_empty() {
             // Nothing taken exclusively: the update fails, leaving the select's errno — which
             // the vertices a best-first walk skipped may have set: walk again visiting all.
@@ -221,8 +221,9 @@ impl Matcher {
         };
         if !op.records() {
             if let Some(order) = self.order.as_mut().filter(|_| fluxion) {
+                let tree = crate::tree_of(&self.graph, &self.subtree);
                 for av in &alloc.vertices {
-                    crate::learn_weight(&self.graph, &self.state, order, av.v, now);
+                    crate::learn_weight(tree, &self.state, order, av.v, now);
                 }
             }
             if fluxion && self.level_drift > 0 {
@@ -317,7 +318,7 @@ impl Matcher {
         let cands = self.cands.take().unwrap_or_default();
         let mut w = Walk::new(
             &self.graph,
-            &self.graph,
+            crate::tree_of(&self.graph, &self.subtree),
             &self.state,
             req,
             &self.types,
@@ -494,7 +495,7 @@ impl Matcher {
         {
             whole.push(node);
         }
-        Ok(!crate::update::emission(&self.graph, &self.graph, &self.marks, &whole).is_empty())
+        Ok(!crate::update::emission(&self.graph, self.tree(), &self.marks, &whole).is_empty())
     }
 
     /// The vertex a walk starts from.

@@ -116,6 +116,16 @@ impl SchedState {
     /// Fresh state for `g`: primes the aggregates as Fluxion does, completing `prune` with
     /// the leaf types no filter names.
     pub fn new(g: &ResourceGraph, types: &TypeTable, prune: &mut PruneTypes) -> SchedState {
+        Self::new_on(g, g, types, prune)
+    }
+
+    /// [`SchedState::new`] over the tree of the dominant subsystem `tree`.
+    pub fn new_on(
+        g: &ResourceGraph,
+        tree: &dyn crate::dfu::Tree,
+        types: &TypeTable,
+        prune: &mut PruneTypes,
+    ) -> SchedState {
         let n = g.len();
         let cluster = 0u32;
         // Subtree units of each pruning type (by rank), post-order, as Fluxion primes them.
@@ -124,7 +134,7 @@ impl SchedState {
         let mut inner_vertex: Vec<u32> = Vec::new();
         let mut inner = Vec::new();
         // Iterative DFS: (vertex, children visited).
-        let mut stack: Vec<(u32, bool)> = vec![(g.root().0, false)];
+        let mut stack: Vec<(u32, bool)> = vec![(tree.root().0, false)];
         let mut own: Vec<Vec<(u32, i64)>> = vec![Vec::new(); n];
         while let Some((v, done)) = stack.pop() {
             let vid = VertexId(v);
@@ -134,7 +144,7 @@ impl SchedState {
                 if prune.is_pruning(rank) {
                     own[v as usize].push((rank, g.size(vid)));
                 }
-                let leaf = g.out_degree(vid) == 0 || g.children(vid).is_empty();
+                let leaf = g.out_degree(vid) == 0 || tree.children(vid).is_empty();
                 if leaf {
                     if !prune.is_pruning(rank) {
                         prune.set(Some(cluster), rank);
@@ -145,14 +155,14 @@ impl SchedState {
                     continue;
                 }
                 stack.push((v, true));
-                for &c in g.children(vid).iter().rev() {
+                for &c in tree.children(vid).iter().rev() {
                     stack.push((c, false));
                 }
                 continue;
             }
             // Children are done: sum them, then add this vertex's own size.
             let mut sum: Vec<(u32, i64)> = Vec::new();
-            for &c in g.children(vid) {
+            for &c in tree.children(vid) {
                 for &(t, k) in &below[c as usize] {
                     add_to(&mut sum, t, k);
                 }

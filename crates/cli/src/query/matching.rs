@@ -197,17 +197,8 @@ impl Session {
             QueryOutcome::Allocated(at, a)
             | QueryOutcome::Reserved(at, a)
             | QueryOutcome::Matched(at, a) => {
-                let refused = if matches!(outcome, QueryOutcome::Matched(..)) {
-                    &[][..]
-                } else {
-                    self.matcher.last_refused()
-                };
-                self.writer.feed_with_refused(
-                    &self.matcher.graph,
-                    self.matcher.labels(),
-                    a,
-                    refused,
-                );
+                let recorded = !matches!(outcome, QueryOutcome::Matched(..));
+                self.matcher.feed_writer(&mut self.writer, a, recorded);
                 if let Some(q) = &js.attributes.queue {
                     self.writer.emit_attr("queue", q);
                 }

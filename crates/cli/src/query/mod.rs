@@ -70,6 +70,32 @@ fn graph_format(s: &str) -> Result<GraphFormat> {
     })
 }
 
+/// The dominant subsystem of resource-query's `-S` (its first subsystem): CA, IBA, IBBA,
+/// PA, PFS1BA, VA, C+…, IB+IBBA, V+PFS1BA, ALL, in either case.
+fn dominant_subsystem(name: &str) -> Result<&'static str> {
+    const NAMES: &[(&str, &str)] = &[
+        ("CA", "containment"),
+        ("IBA", "ibnet"),
+        ("IBBA", "ibnetbw"),
+        ("PA", "power"),
+        ("PFS1BA", "pfs1bw"),
+        ("C+IBA", "containment"),
+        ("C+IBBA", "containment"),
+        ("C+PA", "containment"),
+        ("C+PFS1BA", "containment"),
+        ("IB+IBBA", "ibnet"),
+        ("C+P+IBA", "containment"),
+        ("V+PFS1BA", "virtual1"),
+        ("VA", "virtual1"),
+        ("ALL", "containment"),
+    ];
+    NAMES
+        .iter()
+        .find(|(n, _)| *n == name || n.to_lowercase() == name)
+        .map(|(_, d)| *d)
+        .with_context(|| format!("-S {name}: unknown match subsystems"))
+}
+
 /// Fluxion's graph duration (`SYSTEM_MAX_DURATION`, 100 years): a job without a duration
 /// lasts that long, and no job runs past it.
 const FLUXION_GRAPH_END: i64 = 3_153_600_000;
@@ -159,6 +185,10 @@ impl Session {
         let mut matcher = Matcher::new(graph, policy, &filters);
         matcher.set_graph_end(FLUXION_GRAPH_END);
         matcher.set_flexible(flexible);
+        let dominant = dominant_subsystem(&args.subsystems)?;
+        if dominant != shardsched_resource::CONTAINMENT {
+            matcher.set_dominant_subsystem(dominant)?;
+        }
         Ok(Session {
             matcher,
             writer: writer.session(),

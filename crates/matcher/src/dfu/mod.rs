@@ -31,6 +31,7 @@ pub(crate) mod evals;
 mod explore;
 mod score;
 mod slot;
+pub mod subtree;
 
 use std::collections::HashMap;
 

@@ -142,6 +142,20 @@ impl MatchWriter {
         a: &Allocation,
         refused: &[(usize, VertexId)],
     ) {
+        self.feed_on(g, g, CONTAINMENT, labels, a, refused);
+    }
+
+    /// [`MatchWriter::feed_with_refused`] for a walk of the dominant subsystem `subsystem`
+    /// along `tree`.
+    pub fn feed_on(
+        &mut self,
+        g: &ResourceGraph,
+        tree: &dyn crate::dfu::Tree,
+        subsystem: &str,
+        labels: &Labels,
+        a: &Allocation,
+        refused: &[(usize, VertexId)],
+    ) {
         // The exclusive flag of the parent of each vertex: walking backwards, a vertex's
         // parent is the last vertex seen one level up.
         let mut excl_at: Vec<bool> = Vec::new();
@@ -181,10 +195,10 @@ impl MatchWriter {
                 },
                 None,
             );
-            if av.depth > 0
-                && let Some(p) = g.parent(av.v)
+            if av.v != tree.root()
+                && let Some(p) = tree.parent(av.v)
             {
-                self.emit_edge(g, p, av.v, parent_excl[i], CONTAINMENT);
+                self.emit_edge(g, p, av.v, parent_excl[i], subsystem);
             }
         }
         refused_edge(self, a.vertices.len());
