@@ -51,7 +51,7 @@ use shardsched_resource::{ResourceGraph, Status, VertexId};
 pub use alloc::{AllocVertex, Allocation};
 pub use dfu::{EdgeOrder, Errno, Labels};
 pub use policy::MatchPolicy;
-pub use request::Request;
+pub use request::{Request, UNKNOWN_TYPE_MESSAGE};
 pub use restore::{StoredAllocation, StoredVertex};
 pub use schedule::{FluxionOp, QueryOutcome};
 pub use state::{PLAN_BASE, PLAN_HORIZON, PruneFilters, SchedState, SpanRef};

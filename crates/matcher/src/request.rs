@@ -16,6 +16,9 @@ pub type ReqId = u32;
 /// The type of a request Fluxion does not know (it matches no vertex).
 pub const UNKNOWN_TYPE: Sym = Sym(u32::MAX - 1_000_000);
 
+/// Fluxion's jobspec error for a resource type it does not know.
+pub const UNKNOWN_TYPE_MESSAGE: &str = "Value of \"type\" must be a resource type known to fluxion";
+
 /// One resource vertex of the jobspec.
 #[derive(Clone, Debug)]
 pub struct Req {
@@ -251,10 +254,7 @@ impl Request {
             Some((types, _)) => match types.lookup(cx.graph, &r.kind) {
                 Some(t) => t,
                 None if cx.strict => {
-                    return Err(MatchError::BadRequest(format!(
-                        "resource type {:?} is not a resource type known to fluxion",
-                        r.kind
-                    )));
+                    return Err(MatchError::BadRequest(UNKNOWN_TYPE_MESSAGE.to_string()));
                 }
                 None => UNKNOWN_TYPE,
             },

@@ -5,6 +5,7 @@ use std::io::Write;
 use anyhow::Result;
 use std::collections::BTreeSet;
 
+use shardsched_matcher::find::FindError;
 use shardsched_resource::{CONTAINMENT, Status, VertexId};
 
 use super::{BAR, Lifecycle, Session};
@@ -12,17 +13,18 @@ use super::{BAR, Lifecycle, Session};
 impl Session {
     pub(super) fn cmd_cancel(&mut self, words: &[&str], out: &mut dyn Write) -> Result<()> {
         if !(2..=3).contains(&words.len()) {
-            eprintln!("ERROR: cancel: malformed command (cancel JOBID [stats])");
+            eprintln!("ERROR: malformed command");
             return Ok(());
         }
         let jobid = strtoll(words[1]) as u64;
         if !self.allocations.contains(&jobid) && !self.reservations.contains(&jobid) {
-            eprintln!("ERROR: cancel: nonexistent job {jobid}");
+            eprintln!("cancel: ERROR: nonexistent job {jobid}");
             return Ok(());
         }
         let counts = self.matcher.cancel_counts(jobid);
         if let Err(e) = self.matcher.cancel(jobid) {
-            eprintln!("ERROR: cancel: error encountered while removing job {jobid}: {e}");
+            let _ = e;
+            eprintln!("cancel: ERROR: error encountered while removing job {jobid}");
             return Ok(());
         }
         self.allocations.remove(&jobid);
@@ -88,10 +90,7 @@ impl Session {
                     }
                 }
             }
-            Err(e) => {
-                eprintln!("partial-cancel: {e}");
-                eprintln!("ERROR: error encountered while removing job {jobid}");
-            }
+            Err(_) => eprintln!("ERROR: error encountered while removing job {jobid}"),
         }
         if words.get(4) == Some(&"stats") {
             // Fluxion's partial cancel visits nothing it counts.
@@ -144,13 +143,20 @@ impl Session {
         }
         let criteria = words[1..].join(" ");
         if let Err(e) = self.matcher.find(&criteria, &mut self.writer) {
-            eprintln!("find: {e}");
+            match e {
+                FindError::Invalid(c) => eprint!("findfind: invalid criteria: {c}.\n"),
+                FindError::SpanMissing(v) => {
+                    eprint!("finddom_find_dfv: span missing in job2span  for vertex: {v}\n");
+                }
+                FindError::Writer(_) => {}
+            }
             return Ok(());
         }
         match self.writer.emit_find() {
             Ok(text) => out.write_all(text.unwrap_or_default().as_bytes())?,
             Err(e) => {
-                eprintln!("find: ERROR: find writer emit: {e}");
+                let _ = e;
+                eprintln!("find: ERROR: find writer emit: Invalid argument");
                 return Ok(());
             }
         }
@@ -160,7 +166,7 @@ impl Session {
 
     pub(super) fn cmd_set_property(&mut self, words: &[&str], out: &mut dyn Write) -> Result<()> {
         if words.len() != 3 {
-            eprintln!("ERROR: set-property: malformed command (set-property PATH KEY=VALUE)");
+            eprintln!("ERROR: malformed command");
             return Ok(());
         }
         let (path, kv) = (words[1], words[2]);
@@ -184,7 +190,7 @@ impl Session {
 
     pub(super) fn cmd_get_property(&mut self, words: &[&str], out: &mut dyn Write) -> Result<()> {
         if words.len() != 2 {
-            eprintln!("ERROR: get-property: malformed command (get-property PATH)");
+            eprintln!("ERROR: malformed command");
             return Ok(());
         }
         let path = words[1];
@@ -210,7 +216,7 @@ impl Session {
 
     pub(super) fn cmd_set_status(&mut self, words: &[&str], out: &mut dyn Write) -> Result<()> {
         if words.len() != 3 {
-            eprintln!("ERROR: set-status: malformed command (set-status PATH up|down)");
+            eprintln!("ERROR: malformed command");
             return Ok(());
         }
         let path = words[1];
@@ -222,7 +228,8 @@ impl Session {
             "up" => Status::Up,
             "down" => Status::Down,
             other => {
-                eprintln!("ERROR: set-status: unrecognized status {other:?} (up or down)");
+                let _ = other;
+                eprintln!("ERROR: unrecognized status");
                 return Ok(());
             }
         };
@@ -234,7 +241,7 @@ impl Session {
 
     pub(super) fn cmd_get_status(&mut self, words: &[&str], out: &mut dyn Write) -> Result<()> {
         if words.len() != 2 {
-            eprintln!("ERROR: get-status: malformed command (get-status PATH)");
+            eprintln!("ERROR: malformed command");
             return Ok(());
         }
         let path = words[1];
@@ -247,7 +254,7 @@ impl Session {
 
     pub(super) fn cmd_info(&mut self, words: &[&str], stdout: &mut dyn Write) -> Result<()> {
         if words.len() != 2 {
-            eprintln!("ERROR: info: malformed command (info JOBID)");
+            eprintln!("ERROR: malformed command");
             return Ok(());
         }
         let jobid = strtoll(words[1]) as u64;
@@ -260,7 +267,7 @@ impl Session {
                 j.jobspec,
                 j.overhead
             )?,
-            None => eprintln!("ERROR: info: nonexistent job {jobid}"),
+            None => eprintln!("info: ERROR: nonexistent job {jobid}"),
         }
         Ok(())
     }
@@ -281,7 +288,7 @@ impl Session {
 
     pub(super) fn cmd_stat(&mut self, words: &[&str], stdout: &mut dyn Write) -> Result<()> {
         if words.len() != 1 {
-            eprintln!("ERROR: stat: malformed command (stat)");
+            eprintln!("ERROR: malformed command");
             return Ok(());
         }
         let n = self.jobs.len();

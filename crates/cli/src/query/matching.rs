@@ -40,6 +40,19 @@ impl Errno {
     }
 }
 
+/// C's `strerror` of the errno a match left.
+fn strerror(e: shardsched_matcher::Errno) -> &'static str {
+    use shardsched_matcher::Errno as M;
+    match e {
+        M::None => "Inappropriate ioctl for device",
+        M::Busy => "Device or resource busy",
+        M::NoDev => "No such device",
+        M::NoEnt => "No such file or directory",
+        M::Range => "Numerical result out of range",
+        M::Inval => "Invalid argument",
+    }
+}
+
 /// What one match produced.
 struct Answer {
     ok: bool,
@@ -57,11 +70,11 @@ impl Session {
         stdout: &mut dyn Write,
     ) -> Result<()> {
         if words.len() != 3 {
-            eprintln!("ERROR: match: malformed command (match SUBCMD JOBSPEC)");
+            eprintln!("ERROR: malformed command");
             return Ok(());
         }
         let Some(op) = FluxionOp::parse(words[1]) else {
-            eprintln!("ERROR: match: unknown subcommand {:?}", words[1]);
+            eprintln!("ERROR: unknown subcmd {}", words[1]);
             return Ok(());
         };
         let jobid = self.counter;
@@ -76,13 +89,11 @@ impl Session {
         stdout: &mut dyn Write,
     ) -> Result<()> {
         if words.len() <= 3 {
-            eprintln!(
-                "ERROR: multi-match: malformed command (multi-match SUBCMD JOBSPEC1 JOBSPEC2 …)"
-            );
+            eprintln!("ERROR: malformed command");
             return Ok(());
         }
         let Some(op) = FluxionOp::parse(words[1]) else {
-            eprintln!("ERROR: multi-match: unknown subcommand {:?}", words[1]);
+            eprintln!("ERROR: unknown subcmd {}", words[1]);
             return Ok(());
         };
         for file in &words[2..] {
@@ -178,18 +189,19 @@ impl Session {
         let js = match js {
             Ok(js) => js,
             Err(msg) => {
-                eprintln!("ERROR: Jobspec error for {jobid}: {msg}");
+                eprintln!("match_allocate: ERROR: Jobspec error for {jobid}: {msg}");
                 return fail(Errno::Inval, started);
             }
         };
         let outcome = match self.matcher.schedule(op, &js, jobid, 0) {
             Ok(o) => o,
-            Err(MatchError::BadRequest(msg)) => {
-                eprintln!("ERROR: {file}: {msg}");
+            Err(MatchError::BadRequest(msg)) if msg == shardsched_matcher::UNKNOWN_TYPE_MESSAGE => {
+                eprintln!("match_allocate: ERROR: Jobspec error for {jobid}: {msg}");
                 return fail(Errno::Inval, started);
             }
             Err(e) => {
-                eprintln!("ERROR: {file}: {e}");
+                let _ = (file, e);
+                eprintln!("match_allocate: ERROR: traverser: Invalid argument");
                 return fail(Errno::Inval, started);
             }
         };
@@ -209,7 +221,10 @@ impl Session {
                 let e = Errno::from_matcher(self.matcher.last_errno());
                 if !e.consumes_id() {
                     // As resource-query: refused without consuming the id.
-                    eprintln!("ERROR: {file}: the match failed without a verdict ({e:?})");
+                    eprintln!(
+                        "match_allocate: ERROR: traverser: {}",
+                        strerror(self.matcher.last_errno())
+                    );
                     return fail(e, started);
                 }
                 (false, e, 0, false)
@@ -225,11 +240,16 @@ impl Session {
         };
         let mut text = String::new();
         if let Err(e) = self.writer.emit(&mut text) {
-            eprintln!("ERROR: {file}: match writer: {e}");
             let errno = match e {
                 WriterError::Unbalanced => Errno::NoEnt,
                 _ => Errno::Inval,
             };
+            let why = if errno == Errno::NoEnt {
+                "No such file or directory"
+            } else {
+                "Invalid argument"
+            };
+            eprintln!("match_allocate: ERROR: match writer emit: {why}");
             return fail(errno, started);
         }
         let elapsed = started.elapsed().as_secs_f64();

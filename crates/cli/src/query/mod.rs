@@ -58,6 +58,18 @@ pub struct QueryArgs {
     /// Accepted for compatibility (there is no prompt).
     #[arg(short = 'd', long = "disable-prompt")]
     pub disable_prompt: bool,
+    /// Types to keep when loading (resource-query: hwloc only; other readers ignore it).
+    #[arg(short = 'W', long = "load-allowlist")]
+    pub load_allowlist: Option<String>,
+    /// Accepted for compatibility: the format of a graph dump (dot, graphml).
+    #[arg(short = 'g', long = "graph-format")]
+    pub graph_format: Option<String>,
+    /// Accepted for compatibility: the base name of a graph dump (not written).
+    #[arg(short = 'o', long = "graph-output")]
+    pub graph_output: Option<String>,
+    /// Accepted for compatibility: vertices to reserve room for.
+    #[arg(short = 'r', long = "reserve-vtx-vec")]
+    pub reserve_vtx_vec: Option<u64>,
 }
 
 fn graph_format(s: &str) -> Result<GraphFormat> {
@@ -225,7 +237,12 @@ impl Session {
                 continue;
             };
             let words: Vec<&str> = line.split_whitespace().collect();
-            if !self.execute(&words, out, stdout)? {
+            let go_on = self.execute(&words, out, stdout)?;
+            // resource-query's output is line-flushed: its messages on stderr land after
+            // what the commands before printed, even when both go to one file.
+            out.flush()?;
+            stdout.flush()?;
+            if !go_on {
                 break;
             }
         }
@@ -261,10 +278,8 @@ impl Session {
             Some("cat") => self.cmd_cat(words, stdout)?,
             Some("help") => commands::help(words, stdout)?,
             Some("quit") => return Ok(false),
-            Some(other) => eprintln!("ERROR: {other} is not supported"),
             // resource-query skips what it does not know (comments too), silently.
-            None if cmd.starts_with('#') => {}
-            None => eprintln!("ERROR: unknown command {:?}", escape(cmd)),
+            Some(_) | None => {}
         }
         Ok(true)
     }
@@ -282,11 +297,15 @@ impl Session {
         }
         let bytes = std::fs::read(file).map_err(|_| format!("can't open {file}"))?;
         let Ok(text) = String::from_utf8(bytes) else {
-            return Ok(Err(format!("{file}: the jobspec is not valid UTF-8")));
+            return Ok(Err("the jobspec is not valid UTF-8".to_string()));
         };
         let js = match shardsched_jobspec::parse_fluxion(&text) {
             Ok(js) => Rc::new(js),
-            Err(e) => return Ok(Err(format!("{file}: {e}"))),
+            // Fluxion's message alone (its parse errors carry no place).
+            Err(shardsched_jobspec::JobspecError::Invalid { message, .. }) => {
+                return Ok(Err(message));
+            }
+            Err(e) => return Ok(Err(e.to_string())),
         };
         if self.parsed.len() >= PARSED_JOBSPECS_MAX {
             self.parsed.clear();
@@ -295,11 +314,6 @@ impl Session {
             .insert(file.to_string(), (stamp, Rc::clone(&js)));
         Ok(Ok(js))
     }
-}
-
-/// `s` with control characters escaped, for messages.
-fn escape(s: &str) -> String {
-    s.chars().flat_map(char::escape_debug).collect()
 }
 
 /// resource-query's command table: names and abbreviations (the first that matches wins,
@@ -352,11 +366,11 @@ fn run_session(session: &mut Session, args: &QueryArgs) -> Result<()> {
             session.run(stdin.lock(), &mut out, &mut stdout)
         }
         None => {
-            let mut buf = Vec::new();
-            let result = session.run(stdin.lock(), &mut buf, &mut stdout);
-            // What was matched before an error is still printed.
-            stdout.write_all(&buf)?;
-            result
+            // Both streams are standard output, in the order printed (as resource-query's).
+            drop(stdout);
+            let mut out = std::io::stdout();
+            let mut info = std::io::stdout();
+            session.run(stdin.lock(), &mut out, &mut info)
         }
     }
 }
