@@ -265,7 +265,7 @@ impl Session {
                 j.state.as_str(),
                 j.at,
                 j.jobspec,
-                j.overhead
+                fmt_g(j.overhead)
             )?,
             None => eprintln!("info: ERROR: nonexistent job {jobid}"),
         }
@@ -280,7 +280,7 @@ impl Session {
                 j.state.as_str(),
                 j.at,
                 j.jobspec,
-                j.overhead
+                fmt_g(j.overhead)
             )?;
         }
         Ok(())
@@ -298,9 +298,9 @@ impl Session {
             (0.0, 0.0)
         };
         writeln!(stdout, "INFO: Num. of Jobs Matched: {n}")?;
-        writeln!(stdout, "INFO: Min. Match Time: {min}")?;
-        writeln!(stdout, "INFO: Max. Match Time: {}", self.perf.1)?;
-        writeln!(stdout, "INFO: Avg. Match Time: {avg}")?;
+        writeln!(stdout, "INFO: Min. Match Time: {}", fmt_g(min))?;
+        writeln!(stdout, "INFO: Max. Match Time: {}", fmt_g(self.perf.1))?;
+        writeln!(stdout, "INFO: Avg. Match Time: {}", fmt_g(avg))?;
         Ok(())
     }
 
@@ -375,6 +375,36 @@ fn rv1exec_ranks(text: &str) -> std::result::Result<BTreeSet<i64>, String> {
         ranks.extend(ids.iter().map(|&i| i as i64));
     }
     Ok(ranks)
+}
+
+/// A number as C++'s `ostream << double` prints it (`%g`: 6 significant digits, trailing
+/// zeros dropped, exponent form below 1e-4 and from 1e6).
+pub(super) fn fmt_g(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() {
+        return if x.is_nan() {
+            "nan".into()
+        } else if x.is_infinite() {
+            if x > 0.0 { "inf".into() } else { "-inf".into() }
+        } else {
+            "0".into()
+        };
+    }
+    let sci = format!("{x:.5e}");
+    let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let trim = |s: &str| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    if !(-4..6).contains(&exp) {
+        let sign = if exp < 0 { '-' } else { '+' };
+        return format!("{}e{sign}{:02}", trim(mant), exp.abs());
+    }
+    let decimals = usize::try_from(5 - exp).unwrap_or(0);
+    trim(&format!("{x:.decimals$}"))
 }
 
 /// C's `strtoll(s, NULL, 10)`: leading blanks and sign, then digits; 0 when none.

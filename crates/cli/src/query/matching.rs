@@ -277,10 +277,8 @@ impl Session {
                 | FluxionOp::WithoutAllocating
                 | FluxionOp::WithoutAllocatingFuture
         ) {
+            // (resource-query's match times are kept by `update` only.)
             self.counter += 1;
-            self.perf.0 = self.perf.0.min(elapsed);
-            self.perf.1 = self.perf.1.max(elapsed);
-            self.perf.2 += elapsed;
         }
         Answer {
             ok,
