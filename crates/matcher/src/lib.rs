@@ -190,6 +190,8 @@ pub struct Matcher {
     subtree: Option<Box<dfu::subtree::SubTree>>,
     /// The pruning types the filters name (before the leaf types a walk adds).
     prune_base: PruneTypes,
+    /// A walk's visit state in a graph where vertices share parents (kept between walks).
+    dag_state: Option<Box<dfu::DagState>>,
 }
 
 /// The tree walks follow: the dominant subsystem's, containment's by default.
@@ -239,7 +241,7 @@ impl Matcher {
                 .map(|v| if graph.status(v) == Status::Up { 1 } else { -1 })
                 .sum()
         });
-        Matcher {
+        let mut m = Matcher {
             graph,
             state,
             policy,
@@ -265,7 +267,13 @@ impl Matcher {
             refused: Vec::new(),
             subtree: None,
             prune_base,
+            dag_state: None,
+        };
+        if m.graph.has_shared_children() {
+            // Walks follow every containment edge, each vertex once.
+            let _ = m.set_dominant_subsystem(shardsched_resource::CONTAINMENT);
         }
+        m
     }
 
     /// Makes `subsystem` the dominant one (resource-query's `-S PA`: walks follow the power
@@ -277,15 +285,16 @@ impl Matcher {
                 "the dominant subsystem changes only before any match".into(),
             ));
         }
-        self.subtree = if subsystem == shardsched_resource::CONTAINMENT {
-            None
-        } else {
-            Some(Box::new(
-                dfu::subtree::SubTree::new(&self.graph, subsystem).ok_or_else(|| {
-                    MatchError::BadRequest(format!("the graph has no {subsystem} subsystem"))
-                })?,
-            ))
-        };
+        self.subtree =
+            if subsystem == shardsched_resource::CONTAINMENT && !self.graph.has_shared_children() {
+                None
+            } else {
+                Some(Box::new(
+                    dfu::subtree::SubTree::new(&self.graph, subsystem).ok_or_else(|| {
+                        MatchError::BadRequest(format!("the graph has no {subsystem} subsystem"))
+                    })?,
+                ))
+            };
         let mut prune = self.prune_base.clone();
         let tree = tree_of(&self.graph, &self.subtree);
         self.state = SchedState::new_on(&self.graph, tree, &self.types, &mut prune);
@@ -566,13 +575,15 @@ impl Matcher {
         if !job.alloc.vertices.iter().any(|av| av.v == root) {
             return Some((0, 0));
         }
-        if job.partial {
+        if job.partial || self.tree().is_dag() {
+            // The walk enters the root and every child of a vertex it removes, each once.
             let reach = self.reachable(job);
-            let visited: u64 = reach
-                .iter()
-                .map(|&v| self.tree().children(VertexId(v)).len() as u64)
-                .sum();
-            return Some((1 + visited, reach.len() as u64));
+            let mut entered: std::collections::HashSet<u32> = std::collections::HashSet::new();
+            entered.insert(root.0);
+            for &v in &reach {
+                entered.extend(self.tree().children(VertexId(v)).iter().copied());
+            }
+            return Some((entered.len() as u64, reach.len() as u64));
         }
         let held = job.alloc.vertices.len() as u64;
         let visited: u64 = job

@@ -334,7 +334,18 @@ impl Matcher {
         if self.exhaustive {
             w.no_budgets();
         }
+        if crate::tree_of(&self.graph, &self.subtree).is_dag() {
+            w.with_dag(self.dag_state.take().unwrap_or_else(|| {
+                Box::new(crate::dfu::DagState {
+                    visited: Vec::new(),
+                    via: Vec::new(),
+                })
+            }));
+        }
         let ok = w.select();
+        if let Some(d) = w.take_dag() {
+            self.dag_state = Some(d);
+        }
         let errno = w.errno;
         self.cands = Some(w.into_cands());
         if errno != Errno::None {

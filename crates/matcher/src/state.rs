@@ -133,13 +133,22 @@ impl SchedState {
         let mut inner_of = vec![LEAF; n];
         let mut inner_vertex: Vec<u32> = Vec::new();
         let mut inner = Vec::new();
-        // Iterative DFS: (vertex, children visited).
-        let mut stack: Vec<(u32, bool)> = vec![(tree.root().0, false)];
+        // Iterative DFS: (vertex, children visited, parent). Where vertices share parents,
+        // each is primed once, under the first parent that reaches it (Fluxion's colors).
+        let dag = tree.is_dag();
+        let mut primed_by = vec![u32::MAX; if dag { n } else { 0 }];
+        let mut stack: Vec<(u32, bool, u32)> = vec![(tree.root().0, false, u32::MAX)];
         let mut own: Vec<Vec<(u32, i64)>> = vec![Vec::new(); n];
-        while let Some((v, done)) = stack.pop() {
+        while let Some((v, done, from)) = stack.pop() {
             let vid = VertexId(v);
             let rank = types.rank(g.kind(vid));
             if !done {
+                if dag {
+                    if primed_by[v as usize] != u32::MAX || v == tree.root().0 && from != u32::MAX {
+                        continue;
+                    }
+                    primed_by[v as usize] = from;
+                }
                 // Fluxion counts a vertex's own size first, with the types known then.
                 if prune.is_pruning(rank) {
                     own[v as usize].push((rank, g.size(vid)));
@@ -154,15 +163,18 @@ impl SchedState {
                     below[v as usize] = mine;
                     continue;
                 }
-                stack.push((v, true));
+                stack.push((v, true, from));
                 for &c in tree.children(vid).iter().rev() {
-                    stack.push((c, false));
+                    stack.push((c, false, v));
                 }
                 continue;
             }
             // Children are done: sum them, then add this vertex's own size.
             let mut sum: Vec<(u32, i64)> = Vec::new();
             for &c in tree.children(vid) {
+                if dag && primed_by[c as usize] != v {
+                    continue;
+                }
                 for &(t, k) in &below[c as usize] {
                     add_to(&mut sum, t, k);
                 }

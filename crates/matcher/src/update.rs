@@ -31,6 +31,11 @@ pub fn emission(
         marks,
         whole: &whole,
         out: &mut out,
+        seen: if tree.is_dag() {
+            vec![false; g.len()]
+        } else {
+            Vec::new()
+        },
     };
     let n = walk.visit(root, marks.root.needs, marks.root.excl, false, 0);
     if n == 0 {
@@ -45,6 +50,8 @@ struct Emit<'a, F: Fn(VertexId) -> bool> {
     marks: &'a Marks,
     whole: &'a F,
     out: &'a mut Vec<AllocVertex>,
+    /// Visited vertices, in a graph where vertices share parents (Fluxion's colors).
+    seen: Vec<bool>,
 }
 
 impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
@@ -54,13 +61,21 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
         let whole = shadow || (self.whole)(u);
         let excl = excl || whole;
         let mut n = 0;
+        let dag = !self.seen.is_empty();
+        if dag {
+            self.seen[u.index()] = true;
+        }
         for &c in self.tree.children(u) {
+            if dag && self.seen[c as usize] {
+                continue;
+            }
             let (needs, x) = if whole {
                 (u64::try_from(self.g.size(VertexId(c))).unwrap_or(0), true)
             } else {
                 match self.marks.get(c) {
-                    Some(m) => (m.needs, m.excl),
-                    None => continue,
+                    // In a DAG the mark is on one edge into `c`: the one from its walk parent.
+                    Some(m) if !dag || m.from == u.0 => (m.needs, m.excl),
+                    _ => continue,
                 }
             };
             n += self.visit(VertexId(c), needs, x, whole, depth + 1);

@@ -169,6 +169,10 @@ pub struct GraphBuilder {
     bad_size: Option<u32>,
     /// `uniq_id`s that differ from the vertex's position (a JGF file may give its own).
     uniq_override: HashMap<u32, i64>,
+    /// Whether a vertex may have more than one containment parent (Fluxion's GRUG
+    /// `ASSOCIATE_IN` within containment): the first is its tree parent, the others are
+    /// extra containment edges.
+    shared_children: bool,
     /// Default names already made: `name_cache[basename][id]`, `NO_SYM` when not yet.
     name_cache: Vec<Vec<Sym>>,
     name_buf: String,
@@ -213,6 +217,7 @@ impl GraphBuilder {
             outside: Vec::new(),
             bad_size: None,
             uniq_override: HashMap::new(),
+            shared_children: false,
             name_cache: Vec::new(),
             name_buf: String::new(),
         }
@@ -485,6 +490,11 @@ impl GraphBuilder {
         }
     }
 
+    /// Lets a vertex have several containment parents (see [`ResourceGraph::has_shared_children`]).
+    pub fn allow_shared_children(&mut self) {
+        self.shared_children = true;
+    }
+
     /// Declares that `v` belongs only to other subsystems than containment (Fluxion's power
     /// subsystem, say: a `powerpanel` and its `power` vertices have no containment parent).
     /// Such a vertex is neither a containment root nor required to be reachable from the
@@ -568,8 +578,14 @@ impl GraphBuilder {
         let mut parent = vec![u32::MAX; n];
         // child_start[p] counts p's containment children, then becomes the end of p's range.
         let mut child_start = vec![0u32; n + 1];
+        let shared_ok = self.shared_children;
+        let mut shared = false;
         let mut link = |p: u32, c: u32, name: &[Sym], interner: &Interner| {
             if parent[c as usize] != u32::MAX {
+                if shared_ok {
+                    shared = true;
+                    return Ok(());
+                }
                 let name = interner.resolve(name[c as usize]).to_string();
                 return Err(GraphError::TwoParents { child: c, name });
             }
@@ -605,11 +621,21 @@ impl GraphBuilder {
         // Fill each range from its end, walking the edges backwards: children keep their
         // edge order and each range's end becomes its start.
         let mut child_list = vec![0u32; end as usize];
+        // With shared children only the edge from the tree parent is a tree edge (the first
+        // one: the last met walking backwards).
+        let mut placed = vec![false; if shared { n } else { 0 }];
         for e in topo.raw_edges().iter().rev() {
             if e.weight == containment {
                 let p = e.source().index();
+                let c = e.target().index();
+                if shared {
+                    if parent[c] as usize != p || placed[c] {
+                        continue;
+                    }
+                    placed[c] = true;
+                }
                 child_start[p] -= 1;
-                child_list[child_start[p] as usize] = e.target().index() as u32;
+                child_list[child_start[p] as usize] = c as u32;
             }
         }
         let outside = std::mem::take(&mut self.outside);
@@ -648,6 +674,7 @@ impl GraphBuilder {
             child_list,
             root: VertexId(root as u32),
             interner: self.interner,
+            shared_children: shared,
         };
         g.properties.shrink_to_fit();
         if !self.uniq_override.is_empty() {
@@ -806,6 +833,8 @@ pub struct ResourceGraph {
     parent: Vec<u32>,
     child_start: Vec<u32>,
     child_list: Vec<u32>,
+    /// Some vertex has more than one containment parent ([`GraphBuilder::allow_shared_children`]).
+    shared_children: bool,
     root: VertexId,
     interner: Interner,
 }
@@ -844,6 +873,13 @@ impl ResourceGraph {
     pub fn parent(&self, v: VertexId) -> Option<VertexId> {
         let p = self.parent[v.index()];
         (p != u32::MAX).then_some(VertexId(p))
+    }
+
+    /// Whether some vertex has more than one containment parent: [`ResourceGraph::children`]
+    /// and [`ResourceGraph::parent`] then give the tree of first parents, and
+    /// [`ResourceGraph::subsystem_children`] every containment edge.
+    pub fn has_shared_children(&self) -> bool {
+        self.shared_children
     }
 
     /// Whether `v` is in the containment tree (the root or a vertex with a containment

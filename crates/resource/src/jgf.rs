@@ -136,6 +136,7 @@ impl JgfDocument {
             mark[e.target] = true;
         }
         let mut b = GraphBuilder::with_capacity(n, self.edges.len());
+        b.allow_shared_children();
         for (i, v) in self.vertices.iter().enumerate() {
             let id = b.add_vertex_spec(&v.spec);
             let uniq = v

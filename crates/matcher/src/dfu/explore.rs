@@ -81,6 +81,9 @@ impl<'a> Walk<'a> {
         for i in 0..n {
             let c = VertexId(children[if reverse { n - 1 - i } else { i }]);
             let kind = self.g.kind(c);
+            if self.seen(u, c) {
+                continue;
+            }
             if !any_kind && !reqs.iter().any(|&r| self.req.req(r).ty == kind) {
                 self.errno = super::Errno::Busy;
                 continue;
@@ -135,7 +138,7 @@ impl<'a> Walk<'a> {
         for &c in order.children(u) {
             let c = VertexId(c);
             let kind = self.g.kind(c);
-            if satisfied.contains(&kind) {
+            if satisfied.contains(&kind) || self.seen(u, c) {
                 continue;
             }
             let mut x = excl;

@@ -100,6 +100,8 @@ pub struct Mark {
     pub epoch: u32,
     pub needs: u64,
     pub excl: bool,
+    /// The parent the marked edge comes from (in a graph where a vertex has several).
+    pub from: u32,
 }
 
 /// Edge marks of the last select, by child vertex, plus the root's.
@@ -124,11 +126,12 @@ impl Marks {
         }
     }
 
-    pub fn set(&mut self, child: u32, needs: u64, excl: bool) {
+    pub fn set(&mut self, child: u32, needs: u64, excl: bool, from: u32) {
         self.by_child[child as usize] = Mark {
             epoch: self.epoch,
             needs,
             excl,
+            from,
         };
     }
 
@@ -156,6 +159,11 @@ pub trait Tree {
     fn children(&self, v: VertexId) -> &[u32];
     fn parent(&self, v: VertexId) -> Option<VertexId>;
     fn root(&self) -> VertexId;
+    /// Whether some vertex has several parents (walks then visit each vertex once, by
+    /// the first edge that reaches it, as Fluxion's colors do).
+    fn is_dag(&self) -> bool {
+        false
+    }
 }
 
 impl Tree for ResourceGraph {
@@ -256,6 +264,16 @@ pub struct Walk<'a> {
     storage_node: Option<Sym>,
     /// Whether walking best-first with early stop is allowed for this request.
     budgets: bool,
+    /// In a graph where a vertex has several parents: the walk's visit stamp of each
+    /// vertex (Fluxion's colors) and the parent it was visited from.
+    dag: Option<Box<DagState>>,
+}
+
+/// Per-walk visit state in a graph where a vertex has several parents.
+#[derive(Clone, Debug, Default)]
+pub struct DagState {
+    pub visited: Vec<u64>,
+    pub via: Vec<u32>,
 }
 
 impl<'a> Walk<'a> {
@@ -278,6 +296,7 @@ impl<'a> Walk<'a> {
         // An unchosen vertex's label stays on it and shows in later JGF output: a labelled
         // request must visit everything Fluxion visits.
         let budgets = !req.labelled
+            && !tree.is_dag()
             && !req.flexible
             && !policy.stop_at_first
             && !policy.variation
@@ -302,6 +321,46 @@ impl<'a> Walk<'a> {
             node: g.sym("node"),
             storage_node: g.sym("storage_node"),
             budgets,
+            dag: None,
+        }
+    }
+
+    /// Gives the walk the visit state it needs in a graph where vertices share parents.
+    pub fn with_dag(&mut self, mut st: Box<DagState>) {
+        let n = self.g.len();
+        if st.visited.len() != n {
+            st.visited = vec![0; n];
+            st.via = vec![u32::MAX; n];
+        }
+        self.dag = Some(st);
+    }
+
+    /// Takes the visit state back (for the next walk).
+    pub fn take_dag(&mut self) -> Option<Box<DagState>> {
+        self.dag.take()
+    }
+
+    /// The parent `child` was visited from (its tree parent outside a DAG).
+    fn via_of(&self, child: u32) -> u32 {
+        match &self.dag {
+            Some(d) => d.via[child as usize],
+            None => u32::MAX,
+        }
+    }
+
+    /// Whether `c` was already visited in this walk (a DAG only); else notes `u` as the
+    /// parent it is visited from.
+    pub(super) fn seen(&mut self, u: VertexId, c: VertexId) -> bool {
+        let seq = self.seq;
+        match &mut self.dag {
+            Some(d) => {
+                if d.visited[c.index()] == seq {
+                    return true;
+                }
+                d.via[c.index()] = u.0;
+                false
+            }
+            None => false,
         }
     }
 
@@ -352,6 +411,7 @@ impl<'a> Walk<'a> {
             epoch: self.marks.epoch,
             needs: ok.unwrap_or(0),
             excl,
+            from: u32::MAX,
         };
         ok.is_some()
     }
@@ -415,6 +475,10 @@ impl<'a> Walk<'a> {
         // dom_discover_vtx
         if self.policy.node_centric && Some(self.g.kind(u)) == self.node && self.g.id(u) < -1 {
             return None;
+        }
+        let seq = self.seq;
+        if let Some(d) = &mut self.dag {
+            d.visited[u.index()] = seq;
         }
         let factor = self.node_factor(u);
         self.multilevel += factor;
@@ -539,7 +603,8 @@ impl<'a> Walk<'a> {
                 let (s, n) = self.cands.groups[gi].edges;
                 for ei in s..s + n {
                     let e = self.cands.edges[ei as usize];
-                    self.marks.set(e.child, e.needs, e.excl);
+                    let from = self.via_of(e.child);
+                    self.marks.set(e.child, e.needs, e.excl, from);
                     if unconstrained {
                         self.mark_up(mark, VertexId(e.child));
                     }
@@ -570,7 +635,7 @@ impl<'a> Walk<'a> {
                 .any(|c| c.kind == kind && c.best_k > 0);
             if contained && !chosen {
                 let size = u64::try_from(self.g.size(tgt)).unwrap_or(0);
-                self.marks.set(tgt.0, size, false);
+                self.marks.set(tgt.0, size, false, parent.0);
             }
         }
     }

@@ -13,6 +13,8 @@ pub struct SubTree {
     list: Vec<u32>,
     parent: Vec<u32>,
     root: VertexId,
+    /// Some vertex has several parents in the subsystem.
+    dag: bool,
 }
 
 impl SubTree {
@@ -23,25 +25,39 @@ impl SubTree {
         let mut start = Vec::with_capacity(n + 1);
         let mut list = Vec::new();
         let mut parent = vec![u32::MAX; n];
+        let mut dag = false;
         for v in g.vertices() {
             start.push(list.len() as u32);
             for c in g.subsystem_children(v, subsystem) {
                 if parent[c.index()] == u32::MAX {
                     parent[c.index()] = v.0;
+                } else {
+                    dag = true;
                 }
                 list.push(c.0);
             }
         }
         start.push(list.len() as u32);
-        let root = g
-            .vertices()
-            .find(|&v| parent[v.index()] == u32::MAX && start[v.index() + 1] > start[v.index()])?;
+        let root = if subsystem == shardsched_resource::CONTAINMENT {
+            g.root()
+        } else {
+            g.vertices().find(|&v| {
+                parent[v.index()] == u32::MAX && start[v.index() + 1] > start[v.index()]
+            })?
+        };
+        if dag && subsystem == shardsched_resource::CONTAINMENT {
+            // The tree parent is the graph's (the first edge in).
+            for v in g.vertices() {
+                parent[v.index()] = g.parent(v).map_or(u32::MAX, |p| p.0);
+            }
+        }
         Some(SubTree {
             name: subsystem.to_string(),
             start,
             list,
             parent,
             root,
+            dag,
         })
     }
 }
@@ -60,5 +76,9 @@ impl Tree for SubTree {
 
     fn root(&self) -> VertexId {
         self.root
+    }
+
+    fn is_dag(&self) -> bool {
+        self.dag
     }
 }

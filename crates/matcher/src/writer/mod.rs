@@ -195,10 +195,22 @@ impl MatchWriter {
                 },
                 None,
             );
-            if av.v != tree.root()
-                && let Some(p) = tree.parent(av.v)
-            {
-                self.emit_edge(g, p, av.v, parent_excl[i], subsystem);
+            // The edge the walk came by: where vertices share parents, from the next vertex
+            // one level up (post-order); else from the parent.
+            if av.v != tree.root() {
+                let up = if tree.is_dag() {
+                    a.vertices[i + 1..]
+                        .iter()
+                        .find(|x| x.depth < av.depth)
+                        .filter(|x| x.depth + 1 == av.depth)
+                        .map(|x| x.v)
+                        .or_else(|| tree.parent(av.v))
+                } else {
+                    tree.parent(av.v)
+                };
+                if let Some(p) = up {
+                    self.emit_edge(g, p, av.v, parent_excl[i], subsystem);
+                }
             }
         }
         refused_edge(self, a.vertices.len());

@@ -113,6 +113,7 @@ fn count(recipe: &Recipe, steps: &[Step]) -> Option<(usize, usize)> {
 pub(super) fn generate(recipe: &Recipe) -> Result<ResourceGraph, ReadError> {
     let steps = walk(recipe);
     let mut builder = GraphBuilder::new();
+    builder.allow_shared_children();
     // Allocate the graph once when its size is known from the recipe.
     if let Some((vertices, edges)) = count(recipe, &steps) {
         builder.reserve(vertices, edges);
