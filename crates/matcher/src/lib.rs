@@ -192,6 +192,9 @@ pub struct Matcher {
     prune_base: PruneTypes,
     /// A walk's visit state in a graph where vertices share parents (kept between walks).
     dag_state: Option<Box<dfu::DagState>>,
+    /// How many vertices the last recorded match took (its job may hold more: see
+    /// `record_as`).
+    last_recorded: usize,
 }
 
 /// The tree walks follow: the dominant subsystem's, containment's by default.
@@ -268,6 +271,7 @@ impl Matcher {
             subtree: None,
             prune_base,
             dag_state: None,
+            last_recorded: 0,
         };
         if m.graph.has_shared_children() {
             // Walks follow every containment edge, each vertex once.
@@ -450,17 +454,39 @@ impl Matcher {
         lenient: bool,
         learn: Option<i64>,
     ) -> Result<Placement, MatchError> {
-        let spans = self.commit(&mut alloc, lenient, learn)?;
+        let mut spans = self.commit(&mut alloc, lenient, learn)?;
         let at = alloc.at;
         *self.times.entry(at).or_default() += 1;
         *self.times.entry(end_of(&alloc)).or_default() += 1;
+        let mut partial = false;
+        self.last_recorded = alloc.vertices.len();
+        if let Some(old) = self.jobs.remove(&jobid) {
+            // The same id matched again (Fluxion keeps per-vertex records by job id): the
+            // job holds both; where both hold a vertex the new records replace the old ones
+            // in its books, and the old ones stay taken for good.
+            let new_vertices: std::collections::HashSet<u32> =
+                alloc.vertices.iter().map(|av| av.v.0).collect();
+            for &s in &old.spans {
+                if !new_vertices.contains(&self.state.span_vertex(s).0) {
+                    spans.push(s);
+                }
+            }
+            alloc.vertices.extend(
+                old.alloc
+                    .vertices
+                    .iter()
+                    .filter(|av| !new_vertices.contains(&av.v.0))
+                    .copied(),
+            );
+            partial = true;
+        }
         self.jobs.insert(
             jobid,
             JobRecord {
                 state,
                 alloc,
                 spans,
-                partial: false,
+                partial,
             },
         );
         Ok(match state {

@@ -97,11 +97,8 @@ impl Matcher {
                 return Err(MatchError::DuplicateJob(jobid));
             }
             // resource-query hands the traverser a job id again when a match succeeded but
-            // its writer failed (the id was not consumed): Fluxion matches anyway, and what
-            // the first match took stays taken for good.
-            if let Some(old) = self.jobs.remove(&jobid) {
-                self.orphans.push((jobid, old));
-            }
+            // its writer failed (the id was not consumed): Fluxion matches anyway, and the
+            // job then holds both (see `record_as`).
         }
         let req = Request::compile_fluxion(
             js,
@@ -245,20 +242,25 @@ impl Matcher {
         let learn = if fluxion { Some(now) } else { None };
         let listed = alloc.vertices.len();
         let placed = self.record_match(jobid, state, alloc.clone(), learn)?;
+        let taken = self.last_recorded;
         if fluxion && let Some(job) = self.jobs.get_mut(&jobid) {
             // Fluxion's walk level is not restored at a vertex whose calendar refused it,
             // and the level is the writers' indentation from then on, in every later walk.
             if self.level_drift > 0 {
-                for av in &mut job.alloc.vertices {
+                for av in &mut job.alloc.vertices[..taken] {
                     av.depth += self.level_drift;
                 }
             }
-            self.level_drift += (listed - job.alloc.vertices.len()) as u32;
+            self.level_drift += (listed - taken) as u32;
         }
         let held = self
             .jobs
             .get(&jobid)
-            .map(|j| j.alloc.clone())
+            .map(|j| {
+                let mut a = j.alloc.clone();
+                a.vertices.truncate(taken);
+                a
+            })
             .unwrap_or_else(|| {
                 alloc.vertices.clear();
                 alloc
