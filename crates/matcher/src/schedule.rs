@@ -92,13 +92,11 @@ impl Matcher {
         } else {
             WalkKind::SatisfiabilityUp
         };
-        if op.records() && self.jobs.contains_key(&jobid) {
-            if !fluxion {
-                return Err(MatchError::DuplicateJob(jobid));
-            }
-            // resource-query hands the traverser a job id again when a match succeeded but
-            // its writer failed (the id was not consumed): Fluxion matches anyway, and the
-            // job then holds both (see `record_as`).
+        // resource-query hands the traverser a job id again when a match succeeded but its
+        // writer failed (the id was not consumed): Fluxion matches anyway, and the job then
+        // holds both (see `record_as`).
+        if op.records() && self.jobs.contains_key(&jobid) && !fluxion {
+            return Err(MatchError::DuplicateJob(jobid));
         }
         let req = Request::compile_fluxion(
             js,

@@ -144,9 +144,9 @@ impl Session {
         let criteria = words[1..].join(" ");
         if let Err(e) = self.matcher.find(&criteria, &mut self.writer) {
             match e {
-                FindError::Invalid(c) => eprint!("findfind: invalid criteria: {c}.\n"),
+                FindError::Invalid(c) => eprintln!("findfind: invalid criteria: {c}."),
                 FindError::SpanMissing(v) => {
-                    eprint!("finddom_find_dfv: span missing in job2span  for vertex: {v}\n");
+                    eprintln!("finddom_find_dfv: span missing in job2span  for vertex: {v}");
                 }
                 FindError::Writer(_) => {}
             }

@@ -258,6 +258,11 @@ pub struct Walk<'a> {
     pub errno: Errno,
     pub(crate) cands: Cands,
     pub(crate) choices: Choices,
+    /// Scratch of slot formation (kept to reuse their memory).
+    slot_kinds: Vec<Sym>,
+    slot_members: Vec<(Sym, u64, usize)>,
+    slot_edges: Vec<evals::EvalEdge>,
+    slot_list: Vec<(i64, u32, u32)>,
     /// Node-centric score of the ancestors being visited.
     multilevel: i64,
     node: Option<Sym>,
@@ -317,6 +322,10 @@ impl<'a> Walk<'a> {
             errno: Errno::None,
             cands,
             choices: Choices::default(),
+            slot_kinds: Vec::new(),
+            slot_members: Vec::new(),
+            slot_edges: Vec::new(),
+            slot_list: Vec::new(),
             multilevel: 0,
             node: g.sym("node"),
             storage_node: g.sym("storage_node"),

@@ -10,8 +10,8 @@ use std::collections::HashMap;
 
 use shardsched_resource::{Sym, VertexId};
 
-use super::Walk;
 use super::evals::{EGroup, EvalEdge};
+use super::{Budget, Walk};
 use crate::request::ReqId;
 use crate::types::SLOT;
 
@@ -25,11 +25,21 @@ impl<'a> Walk<'a> {
         pristine: bool,
     ) {
         let mark = self.cands.groups.len();
-        self.explore(u, shape, pristine, true, None, nslots);
+        // With an exact number of slots of one exactly-counted member type whose scores
+        // follow the graph's order, the best members are the first found walking
+        // best-first: stop there (the slots formed from the rest would never be chosen).
+        let mut budget = self.budget_for(shape).map(|b| Budget {
+            remaining: b
+                .remaining
+                .saturating_mul(i64::try_from(nslots).unwrap_or(i64::MAX)),
+            ..b
+        });
+        self.explore(u, shape, pristine, true, budget.as_mut(), nslots);
         self.note_empty_types(shape, mark);
         // dom_finish_slot: every type present is sorted and taken whole.
         self.choices.clear();
-        let mut kinds: Vec<Sym> = Vec::new();
+        let mut kinds = std::mem::take(&mut self.slot_kinds);
+        kinds.clear();
         for g in &self.cands.groups[mark..] {
             if !kinds.contains(&g.kind) {
                 kinds.push(g.kind);
@@ -47,61 +57,73 @@ impl<'a> Walk<'a> {
                     .choose_all(cands, mark, &kinds, &mut |a: i64, b: i64| a < b);
             }
         }
+        self.slot_kinds = kinds;
         let qual = self.count_slots(shape, mark);
-        let mut cursors: Vec<(Sym, usize)> = Vec::new();
-        let mut slots: Vec<(i64, Vec<EvalEdge>)> = Vec::new();
+        // Each member's count per slot (from what qualifies, as Fluxion computes it for
+        // every slot) and its cursor in the sorted candidates.
+        let mut members = std::mem::take(&mut self.slot_members);
+        members.clear();
+        for &e in shape {
+            let q = self.req.req(e);
+            let count = q.calc_count(self.cands.qualified(mark, q.ty));
+            members.push((q.ty, count, 0usize));
+        }
+        let mut edges = std::mem::take(&mut self.slot_edges);
+        edges.clear();
+        let mut slots = std::mem::take(&mut self.slot_list);
+        slots.clear();
         let mut complete = true;
-        'slots: for _ in 0..qual {
-            let mut score = 1i64;
-            let mut edges = Vec::new();
-            for &e in shape {
-                let q = self.req.req(e);
-                let qc = self.cands.qualified(mark, q.ty);
-                let count = q.calc_count(qc);
-                let list = self.list_of(q.ty, mark);
-                let pos = match cursors.iter().position(|c| c.0 == q.ty) {
-                    Some(p) => p,
-                    None => {
-                        cursors.push((q.ty, 0));
-                        cursors.len() - 1
+        {
+            let cands = &self.cands;
+            let choices = &self.choices;
+            'slots: for _ in 0..qual {
+                let mut score = 1i64;
+                let start = edges.len();
+                for i in 0..members.len() {
+                    let (ty, count, _) = members[i];
+                    // A type sharing its cursor with an earlier member of the same type.
+                    let owner = members[..i].iter().position(|m| m.0 == ty).unwrap_or(i);
+                    let list = choices.sorted(ty);
+                    let mut j = 0u64;
+                    while j < count {
+                        let Some(&gi) = list.get(members[owner].2) else {
+                            complete = false;
+                            break 'slots;
+                        };
+                        members[owner].2 += 1;
+                        let g = cands.groups[gi as usize];
+                        let first = cands.edges[g.edges.0 as usize];
+                        edges.push(EvalEdge {
+                            child: first.child,
+                            needs: g.count,
+                            excl: true,
+                        });
+                        score += g.score;
+                        j += g.count;
                     }
-                };
-                let mut j = 0u64;
-                while j < count {
-                    let Some(&gi) = list.get(cursors[pos].1) else {
-                        complete = false;
-                        break 'slots;
-                    };
-                    cursors[pos].1 += 1;
-                    let g = self.cands.groups[gi as usize];
-                    let first = self.cands.edges[g.edges.0 as usize];
-                    edges.push(EvalEdge {
-                        child: first.child,
-                        needs: g.count,
-                        excl: true,
-                    });
-                    score += g.score;
-                    j += g.count;
                 }
+                slots.push((score, start as u32, (edges.len() - start) as u32));
             }
-            slots.push((score, edges));
         }
         self.cands.groups.truncate(mark);
-        if !complete {
-            return;
+        if complete {
+            for &(score, s, n) in &slots {
+                let at = self.cands.edges.len() as u32;
+                self.cands
+                    .edges
+                    .extend_from_slice(&edges[s as usize..(s + n) as usize]);
+                self.cands.groups.push(EGroup {
+                    kind: SLOT,
+                    score,
+                    count: 1,
+                    root: false,
+                    edges: (at, n),
+                });
+            }
         }
-        for (score, edges) in slots {
-            let s = self.cands.edges.len() as u32;
-            let n = edges.len() as u32;
-            self.cands.edges.extend(edges);
-            self.cands.groups.push(EGroup {
-                kind: SLOT,
-                score,
-                count: 1,
-                root: false,
-                edges: (s, n),
-            });
-        }
+        self.slot_members = members;
+        self.slot_edges = edges;
+        self.slot_list = slots;
     }
 
     /// Fluxion's EINVAL from `dom_finish_slot`: under a stop-on-1 policy, once a child was
@@ -147,12 +169,21 @@ impl<'a> Walk<'a> {
             } else {
                 let mut accum = 0u64;
                 let mut shares = 0u64;
-                for gi in self.list_of(q.ty, mark) {
-                    let n = self.cands.groups[gi as usize].count;
+                let mut add = |n: u64| {
                     accum = accum.saturating_add(n);
                     if accum >= count {
                         shares += 1;
                         accum = 0;
+                    }
+                };
+                let sorted = self.choices.sorted(q.ty);
+                if sorted.is_empty() {
+                    for g in self.cands.groups[mark..].iter().filter(|g| g.kind == q.ty) {
+                        add(g.count);
+                    }
+                } else {
+                    for &gi in sorted {
+                        add(self.cands.groups[gi as usize].count);
                     }
                 }
                 shares

@@ -658,6 +658,20 @@ pub fn writers_agree(g: &ResourceGraph, a: &Allocation) -> Result<(), String> {
             }
             continue;
         }
+        if name.starts_with("rv1") && text.is_empty() {
+            // Fluxion's R writers fail (print nothing) when no core or gpu under a node is
+            // allocated: R_lite would be empty (`slot->node` on a node with no cores
+            // listed, checked with resource-query).
+            let node = g.sym("node");
+            let in_r = a.vertices.iter().any(|av| {
+                matches!(g.kind_str(av.v), "core" | "gpu")
+                    && node.and_then(|n| g.ancestor_of_kind(av.v, n)).is_some()
+            });
+            if in_r {
+                return Err(format!("{name}: no text for an allocation with an R"));
+            }
+            continue;
+        }
         let v: serde_json::Value =
             serde_json::from_str(&text).map_err(|e| format!("{name}: not JSON: {e}"))?;
         if !name.starts_with("rv1") {

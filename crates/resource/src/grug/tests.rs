@@ -81,7 +81,10 @@ fn embedded_recipe_generates_breadth_by_type_with_scoped_ids() {
     );
     assert_eq!(g.path(VertexId(20)), "/c0/rack1/node5/core1");
     assert_eq!(child_names(&g, VertexId(2)), ["node3", "node4", "node5"]);
-    assert!(g.vertices().all(|v| g.rank(v) == -1));
+    // Fluxion ranks nodes 0, 1, 2… in creation order; every other vertex has rank -1.
+    let ranks: Vec<i64> = g.vertices().map(|v| g.rank(v)).collect();
+    assert_eq!(&ranks[..9], [-1, -1, -1, 0, 1, 2, 3, 4, 5]);
+    assert!(ranks[9..].iter().all(|&r| r == -1));
 }
 
 #[test]
