@@ -17,7 +17,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{Bencher, Criterion, criterion_group, criterion_main};
-use shardsched_benches::matching::{NODE_EXCL, NODES64_EXCL, SOCKET_22C_1G, bench_dir};
+use shardsched_benches::inputs::{NODE_EXCL, NODES64_EXCL, SOCKET_22C_1G, bench_dir};
 use shardsched_jobspec::Jobspec;
 use shardsched_matcher::{MatchOp, MatchOutcome, MatchPolicy, Matcher, PruneFilters};
 use shardsched_resource::{GraphFormat, ResourceGraph, generated_cluster, read_graph_file};

@@ -2,14 +2,17 @@
 //!
 //! # The rule at start
 //!
-//! 1. Started queues, in name order, each own their definition minus the nodes an earlier
-//!    started queue already owns. (A loaded [`Config`] has no overlap between started
-//!    definitions, so in practice each owns its whole definition.)
-//! 2. Then stopped queues, in name order, own what is left of their definitions: nodes that
+//! 1. Each queue owns the nodes its `owns` names (inside its definition, named by no other
+//!    queue: [`Config`] checks it), started or not.
+//! 2. Started queues, in name order, each own the rest of their definition minus the nodes
+//!    an earlier rule or queue already gave: definitions of started queues may overlap, and
+//!    a node defined by several of them goes to the first (that is what lets the others
+//!    take it by a move while all run).
+//! 3. Then stopped queues, in name order, own what is left of their definitions: nodes that
 //!    no started queue defines. A stopped queue over batch's nodes (standby) therefore owns
 //!    nothing, while a stopped queue over otherwise free nodes keeps them ready, so that
 //!    starting it needs no move.
-//! 3. Every other node is unassigned.
+//! 4. Every other node is unassigned.
 //!
 //! # Generations and what is durable
 //!
@@ -182,11 +185,20 @@ impl Durable {
 /// Each node's owner at start (see the module documentation), by node index.
 pub fn assign_owners(config: &Config) -> Vec<Option<usize>> {
     let mut owner = vec![None; config.cluster.nodes.len()];
+    for (qi, q) in config.queues.iter().enumerate() {
+        for &n in &q.owns {
+            if let Some(slot @ None) = owner.get_mut(n) {
+                *slot = Some(qi);
+            }
+        }
+    }
     for pass_started in [true, false] {
         for (qi, q) in config.queues.iter().enumerate() {
             if q.started != pass_started {
                 continue;
             }
+            // After the started pass every node a started queue defines has an owner, so
+            // a stopped queue takes only nodes no started queue defines.
             for &n in &q.definition {
                 if let Some(slot @ None) = owner.get_mut(n) {
                     *slot = Some(qi);

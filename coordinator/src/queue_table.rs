@@ -97,6 +97,9 @@ impl RuntimeQueues {
                 default_duration_ms: q.default_duration_ms,
                 max_duration_ms: q.max_duration_ms,
                 definition: definition(file, &q.nodes).map_err(err)?,
+                // `owns` decides owners at first start only; after a run-time change every
+                // owner is kept as an admin's decision, so the table needs none.
+                owns: Vec::new(),
                 started: q.started,
                 enabled: q.enabled,
             };
@@ -225,6 +228,8 @@ pub fn queue_def(
         default_duration_ms,
         max_duration_ms,
         definition,
+        // `owns` is a configuration-file key, read at first start (docs/CONFIG.md).
+        owns: Vec::new(),
         started: base.map_or(!spec.stopped, |b| b.started),
         enabled: base.is_none_or(|b| b.enabled),
     })

@@ -5,66 +5,48 @@
 
 mod common;
 
-use common::{connect_as, localhost};
+use common::{Running, connect_as, releasing, serve_recorded};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
+use shardsched_coordinator::Config;
 use shardsched_coordinator::driver::JOURNAL_FILE;
-use shardsched_coordinator::{Config, Coordinator, Options};
 use shardsched_proto::msg::client_coord::{
     self, MoveRequest, QueueAction, QueueAdmin, Response as ClientResponse,
 };
 use shardsched_proto::msg::coord_shard::{self, DryRunReport, FreeAt, NodeRelease};
 use shardsched_proto::msg::shard_coord::{self, Assignment, Register};
 use shardsched_proto::msg::{MoveId, RefusalCode};
-use shardsched_proto::{Error, Fluid, Role, Session, serve};
-use tokio::sync::{mpsc, oneshot};
+use shardsched_proto::{Error, Fluid, Role, Session};
+use tokio::sync::mpsc;
 
 /// A test shard: reports every command on a channel; answers `Release` with every node
 /// busy until far away (so a move stays outgoing), `DryRunRelease` with a report, and
 /// acknowledges the rest.
 fn serve_shard(session: &Session) -> mpsc::UnboundedReceiver<coord_shard::Request> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(serve(
-        session.clone(),
-        move |_peer, req: coord_shard::Request| {
-            let tx = tx.clone();
-            async move {
-                let _ = tx.send(req.clone());
-                Ok(match req {
-                    coord_shard::Request::Release(release) => coord_shard::Response::Releasing {
-                        nodes: release
-                            .nodes
-                            .into_iter()
-                            .map(|node| coord_shard::ReleaseState {
-                                node,
-                                free: FreeAt::Expected(u64::MAX / 2),
-                                jobs: vec![Fluid(7)],
-                            })
-                            .collect(),
-                        stale: Vec::new(),
-                    },
-                    coord_shard::Request::DryRunRelease { nodes } => {
-                        coord_shard::Response::DryRun(DryRunReport {
-                            nodes: nodes
-                                .into_iter()
-                                .map(|node| NodeRelease {
-                                    node,
-                                    free: FreeAt::Now,
-                                    jobs: Vec::new(),
-                                })
-                                .collect(),
-                            all_free: FreeAt::Now,
-                            stranded: vec![Fluid(9)],
+    serve_recorded(session, |req| {
+        Ok(match req {
+            coord_shard::Request::Release(release) => {
+                releasing(release, FreeAt::Expected(u64::MAX / 2), &[Fluid(7)])
+            }
+            coord_shard::Request::DryRunRelease { nodes } => {
+                coord_shard::Response::DryRun(DryRunReport {
+                    nodes: nodes
+                        .into_iter()
+                        .map(|node| NodeRelease {
+                            node,
+                            free: FreeAt::Now,
+                            jobs: Vec::new(),
                         })
-                    }
-                    _ => coord_shard::Response::Ack { stale: Vec::new() },
+                        .collect(),
+                    all_free: FreeAt::Now,
+                    stranded: vec![Fluid(9)],
                 })
             }
-        },
-    ));
-    rx
+            _ => coord_shard::Response::Ack { stale: Vec::new() },
+        })
+    })
 }
 
 async fn register(session: &Session, queue: &str, port: u16) -> Assignment {
@@ -105,32 +87,8 @@ fn refused<T: std::fmt::Debug>(result: Result<T, Error>) -> shardsched_proto::ms
     }
 }
 
-struct Running {
-    addr: SocketAddr,
-    stop: oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<Result<(), shardsched_coordinator::DriverError>>,
-}
-
 fn start(dir: &Path) -> Running {
-    let options = Options {
-        listen: localhost(),
-        state_dir: dir.to_owned(),
-    };
-    let config = Config::embedded_default().expect("config");
-    let coordinator = Coordinator::bind(config, &options).expect("bind");
-    let addr = coordinator.local_addr();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(coordinator.run(async move {
-        let _ = stopped.await;
-    }));
-    Running { addr, stop, task }
-}
-
-impl Running {
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        self.task.await.expect("joined").expect("ran");
-    }
+    common::start(dir, Config::embedded_default().expect("config"))
 }
 
 #[tokio::test]

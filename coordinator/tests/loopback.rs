@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{connect_as, localhost};
+use common::{connect_as, localhost, releasing, serve_recorded};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -15,7 +15,7 @@ use shardsched_proto::msg::{
     Generation, JobList, JobState, JobSummary, JobsQuery, NodeState, NodeStatus, QueueStatus,
     RefusalCode, RouteTable, UserFilter, coord_shard,
 };
-use shardsched_proto::{Ca, Error, Fluid, Role, Session, serve};
+use shardsched_proto::{Ca, Error, Fluid, Role, Session};
 use tokio::sync::{mpsc, oneshot};
 
 /// A test shard: answers the coordinator's commands (reporting `SetQueueState` on a
@@ -24,25 +24,15 @@ fn serve_commands(
     session: &Session,
     jobs: Vec<JobSummary>,
 ) -> mpsc::UnboundedReceiver<coord_shard::Request> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(serve(
-        session.clone(),
-        move |_peer, req: coord_shard::Request| {
-            let tx = tx.clone();
-            let jobs = jobs.clone();
-            async move {
-                let _ = tx.send(req.clone());
-                Ok(match req {
-                    coord_shard::Request::Jobs(_) => coord_shard::Response::Jobs(JobList {
-                        jobs,
-                        truncated: false,
-                    }),
-                    _ => coord_shard::Response::Ack { stale: Vec::new() },
-                })
-            }
-        },
-    ));
-    rx
+    serve_recorded(session, move |req| {
+        Ok(match req {
+            coord_shard::Request::Jobs(_) => coord_shard::Response::Jobs(JobList {
+                jobs: jobs.clone(),
+                truncated: false,
+            }),
+            _ => coord_shard::Response::Ack { stale: Vec::new() },
+        })
+    })
 }
 
 async fn register(session: &Session, queue: &str, port: u16) -> Result<Assignment, Error> {
@@ -81,11 +71,13 @@ fn job(id: u64, owner: &str) -> JobSummary {
         state: JobState::Running,
         priority: 16,
         nodes: vec!["node0".into()],
+        nodes_requested: Some(1),
         submit_ms: id,
         start_ms: Some(id),
         end_ms: None,
         duration_ms: 60_000,
         reason: String::new(),
+        reserved_ms: None,
     }
 }
 
@@ -129,6 +121,9 @@ async fn shards_register_and_clients_read_over_real_quic() {
             jobs_pending: 0,
             jobs_running: 2,
             online: true,
+            definition: String::new(),
+            owned: String::new(),
+            reason: String::new(),
         },
         nodes: vec![NodeStatus {
             name: "node0".into(),
@@ -173,10 +168,13 @@ async fn shards_register_and_clients_read_over_real_quic() {
     assert_eq!((queues[0].nodes_up, queues[0].jobs_running), (1, 2));
 
     let nodes = match alice
-        .request(&client_coord::Request::Resources { queue: None })
+        .request(&client_coord::Request::Resources {
+            queue: None,
+            start: 0,
+        })
         .await
     {
-        Ok(ClientResponse::Resources(n)) => n,
+        Ok(ClientResponse::Resources { nodes, next: None }) => nodes,
         other => panic!("unexpected answer {other:?}"),
     };
     assert_eq!(nodes.len(), 128);
@@ -225,7 +223,7 @@ async fn shards_register_and_clients_read_over_real_quic() {
 
     // An admin may, and the shard hears of it.
     let root = connect_as(dir.path(), addr, Role::Admin, "root").await;
-    // standby shares batch's nodes, and batch is started: starting it needs a move.
+    // standby is defined over batch's nodes and owns none: starting it needs a move.
     let r = refused(
         root.request(&client_coord::Request::QueueControl {
             queue: "standby".into(),
@@ -233,10 +231,7 @@ async fn shards_register_and_clients_read_over_real_quic() {
         })
         .await,
     );
-    assert!(
-        r.message.contains("shares nodes with started queues"),
-        "{r}"
-    );
+    assert!(r.message.contains("would start owning no node"), "{r}");
     let done = root
         .request(&client_coord::Request::QueueControl {
             queue: "batch".into(),
@@ -354,32 +349,14 @@ async fn a_silent_holder_is_replaced_by_a_restarted_shard() {
 /// A test shard that takes part in moves: it answers `Release` with every node free now,
 /// acknowledges everything else, and reports each command on a channel.
 fn serve_moves(session: &Session) -> mpsc::UnboundedReceiver<coord_shard::Request> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(serve(
-        session.clone(),
-        move |_peer, req: coord_shard::Request| {
-            let tx = tx.clone();
-            async move {
-                let _ = tx.send(req.clone());
-                Ok(match req {
-                    coord_shard::Request::Release(release) => coord_shard::Response::Releasing {
-                        nodes: release
-                            .nodes
-                            .into_iter()
-                            .map(|node| coord_shard::ReleaseState {
-                                node,
-                                free: coord_shard::FreeAt::Now,
-                                jobs: Vec::new(),
-                            })
-                            .collect(),
-                        stale: Vec::new(),
-                    },
-                    _ => coord_shard::Response::Ack { stale: Vec::new() },
-                })
+    serve_recorded(session, |req| {
+        Ok(match req {
+            coord_shard::Request::Release(release) => {
+                releasing(release, coord_shard::FreeAt::Now, &[])
             }
-        },
-    ));
-    rx
+            _ => coord_shard::Response::Ack { stale: Vec::new() },
+        })
+    })
 }
 
 /// The next command on `rx` that `pick` selects (others are skipped); a hang guard, not a

@@ -405,6 +405,7 @@ impl World {
             | Request::SetNodeDrain { .. }
             | Request::DryRunRelease { .. }
             | Request::Reconfigure(_)
+            | Request::DisableIfIdle
             | Request::Jobs(_) => {
                 return Ok(());
             }

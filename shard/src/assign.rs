@@ -1,8 +1,9 @@
 //! From the coordinator's [`Assignment`] to what the core runs on: the resource graph (only
 //! the queue's definition inside it), the queue manager's parameters, and the node index.
 //!
-//! The whole cluster is loaded, then reduced to [`SCHEDULER_TYPES`] so that RFC 25 jobspecs
-//! (`node → slot → core`) match on graphs with sockets. Nodes outside the queue's definition
+//! The whole cluster is loaded, then reduced to the cluster's load allowlist (by default
+//! [`SCHEDULER_TYPES`]) so that RFC 25 jobspecs (`node → slot → core`) match on graphs with
+//! sockets. Nodes outside the queue's definition
 //! are marked down *before* the queue manager is built: for it they are outside the
 //! definition for good, so a job that could only fit with them is denied at submit. Nodes
 //! inside the definition that the queue does not own are merely unavailable (the core marks
@@ -25,7 +26,8 @@ use crate::error::ShardError;
 /// Milliseconds in a second: the wire counts in ms, the matcher in whole seconds.
 pub const MS_PER_S: u64 = 1000;
 
-/// The resource graph the shard schedules on, from the cluster description.
+/// The resource graph the shard schedules on, from the cluster description: only the types
+/// of its load allowlist.
 pub fn cluster_graph(cluster: &ClusterDescription) -> Result<ResourceGraph, ShardError> {
     let format = match cluster.format {
         ClusterFormat::Grug => GraphFormat::Grug,
@@ -34,7 +36,12 @@ pub fn cluster_graph(cluster: &ClusterDescription) -> Result<ResourceGraph, Shar
         ClusterFormat::Spec => GraphFormat::Spec,
     };
     let full = read_graph(format, &cluster.text).map_err(|e| ShardError::Cluster(e.to_string()))?;
-    keep_types(&full, SCHEDULER_TYPES).map_err(|e| ShardError::Cluster(e.to_string()))
+    let types: Vec<&str> = if cluster.load_allowlist.is_empty() {
+        SCHEDULER_TYPES.to_vec()
+    } else {
+        cluster.load_allowlist.iter().map(String::as_str).collect()
+    };
+    keep_types(&full, &types).map_err(|e| ShardError::Cluster(e.to_string()))
 }
 
 /// The node vertices of a graph, by host name.
@@ -67,6 +74,35 @@ pub fn restrict_to_definition(
         }
     }
     Ok(())
+}
+
+/// Why a jobspec can never fit because of the load allowlist, if it can't: the resource
+/// types it asks for that the graph has no vertex of, with the types the graph has. A denial
+/// otherwise says only "unsatisfiable" about a jobspec that names `socket` on a graph loaded
+/// without sockets (docs/examples/one-node.yaml before it dropped its socket level).
+pub fn types_not_loaded(
+    graph: &ResourceGraph,
+    jobspec: &shardsched_jobspec::Jobspec,
+) -> Option<String> {
+    let loaded: BTreeSet<&str> = graph.vertices().map(|v| graph.kind_str(v)).collect();
+    let mut missing: BTreeSet<&str> = BTreeSet::new();
+    let mut stack: Vec<&shardsched_jobspec::Resource> = jobspec.resources.iter().collect();
+    while let Some(r) = stack.pop() {
+        if r.kind != "slot" && !loaded.contains(r.kind.as_str()) {
+            missing.insert(&r.kind);
+        }
+        stack.extend(&r.with);
+    }
+    if missing.is_empty() {
+        return None;
+    }
+    let list = |set: BTreeSet<&str>| set.into_iter().collect::<Vec<_>>().join(", ");
+    Some(format!(
+        "the jobspec asks for {}, which the shards do not load: they load only {} (the \
+         cluster's load_allowlist in the coordinator's configuration, docs/CONFIG.md)",
+        list(missing),
+        list(loaded)
+    ))
 }
 
 /// The queue manager's parameters from the queue's configuration. Durations go from ms to
@@ -146,6 +182,7 @@ mod tests {
         let g = cluster_graph(&ClusterDescription {
             format: ClusterFormat::Spec,
             text: shardsched_resource::DEFAULT_CLUSTER_TOML.into(),
+            load_allowlist: Vec::new(),
         })
         .expect("graph");
         assert!(g.vertices().all(|v| g.kind_str(v) != "socket"));
@@ -153,6 +190,7 @@ mod tests {
         let bad = ClusterDescription {
             format: ClusterFormat::Spec,
             text: "nodes = 3".into(),
+            load_allowlist: Vec::new(),
         };
         assert!(matches!(cluster_graph(&bad), Err(ShardError::Cluster(_))));
     }

@@ -36,6 +36,8 @@ pub use restore::RestoreSummary;
 mod restore_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod timeline_tests;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -53,7 +55,7 @@ use shardsched_resource::{ResourceGraph, VertexId};
 
 use crate::assign::{self, MS_PER_S};
 use crate::error::ShardError;
-use crate::job::{JobRecord, Reason, job_name};
+use crate::job::{JobRecord, NewJob, Reason};
 use crate::journal::{AcceptedJob, JournalRecord};
 use crate::limits::{
     ACTIVE_JOBS_MAX, FINISHED_JOBS_RETAINED, PRIORITY_DEFAULT, RETENTION_DEFAULT_MS,
@@ -282,7 +284,7 @@ impl ShardCore {
         }
         if !self.config.enabled {
             return Err(Refusal::new(
-                RefusalCode::Unavailable,
+                RefusalCode::Policy,
                 format!(
                     "queue {} is disabled: it accepts no submissions",
                     self.queue
@@ -327,8 +329,17 @@ impl ShardCore {
         id: JobId,
     ) -> Result<Submitted, Refusal> {
         let priority = submit.priority.unwrap_or(PRIORITY_DEFAULT);
-        let name = job_name(&jobspec);
-        let asked_s = jobspec.attributes.duration;
+        let duration_ms = self.duration_ms(&jobspec);
+        let mut job = JobRecord::accepted(&NewJob {
+            id,
+            owner,
+            key: submit.idempotency_key,
+            priority,
+            submit_ms: now_ms,
+            duration_ms,
+            jobspec: &jobspec,
+            jobspec_json: &submit.jobspec_json,
+        });
         let next_user = u32::try_from(self.users.len()).unwrap_or(u32::MAX);
         let user = *self.users.entry(owner.to_owned()).or_insert(next_user);
         let request = JobRequest {
@@ -343,45 +354,22 @@ impl ShardCore {
             tracing::error!(queue = %self.queue, job = %id, error = %e, "queue manager refused a submit");
             return Err(Refusal::new(RefusalCode::Internal, e.to_string()));
         }
-        if let Some(reason) = self.drain(Some(id.0)) {
-            tracing::debug!(queue = %self.queue, job = %id, %reason, "denied");
+        if let Some(denied) = self.drain(Some(id.0)) {
+            tracing::debug!(queue = %self.queue, job = %id, reason = %denied, "denied");
+            let mut reason = denied.to_string();
+            if let Ok(jobspec) = shardsched_jobspec::parse_json(&submit.jobspec_json)
+                && let Some(why) = assign::types_not_loaded(&self.qm.matcher().graph, &jobspec)
+            {
+                reason = format!("{reason}: {why}");
+            }
             return Err(Refusal::new(
                 RefusalCode::Denied,
                 format!("denied by queue {}: {reason}", self.queue),
             ));
         }
-        let duration_ms = self
-            .qm
-            .params()
-            .effective_duration(asked_s)
-            .unwrap_or(asked_s)
-            .saturating_mul(MS_PER_S);
-        let reason = match self.qm.job(id.0) {
-            Some(JobView::Pending { reason }) => Reason::Waiting(reason),
-            _ => Reason::None,
-        };
-        let mut job = JobRecord {
-            id,
-            owner: owner.to_owned(),
-            key: submit.idempotency_key,
-            name,
-            priority,
-            state: JobState::Pending,
-            reason,
-            submit_ms: now_ms,
-            start_ms: None,
-            end_ms: None,
-            duration_ms,
-            nodes: Vec::new(),
-            jobspec_json: Arc::from(submit.jobspec_json.as_str()),
-            r_json: None,
-            events: Vec::new(),
-        };
-        job.push_event(
-            now_ms,
-            "submit",
-            serde_json::json!({"owner": owner, "priority": priority}),
-        );
+        if let Some(JobView::Pending { reason }) = self.qm.job(id.0) {
+            job.reason = Reason::Waiting(reason);
+        }
         if self.options.journal {
             self.journal.push(JournalRecord::Accepted(AcceptedJob {
                 id,
@@ -461,6 +449,36 @@ impl ShardCore {
             self.config.started = started;
             self.status_version += 1;
         }
+    }
+
+    /// A job's duration in ms: what its jobspec asks, the queue's default when it asks
+    /// none.
+    pub(super) fn duration_ms(&self, jobspec: &Jobspec) -> u64 {
+        let asked_s = jobspec.attributes.duration;
+        self.qm
+            .params()
+            .effective_duration(asked_s)
+            .unwrap_or(asked_s)
+            .saturating_mul(MS_PER_S)
+    }
+
+    /// Disables submissions if no job is pending or running, in one step of the event loop
+    /// (the coordinator is removing the queue): else refuses, naming the jobs, and changes
+    /// nothing.
+    pub fn disable_if_idle(&mut self) -> Result<(), Refusal> {
+        let (pending, running) = (self.pending.len(), self.running.len());
+        if pending + running > 0 {
+            return Err(Refusal::new(
+                RefusalCode::Policy,
+                format!(
+                    "queue {} has jobs ({pending} pending, {running} running): cancel them or \
+                     wait for them to end (jobs cannot move between queues)",
+                    self.queue
+                ),
+            ));
+        }
+        self.set_queue_state(false, self.config.started);
+        Ok(())
     }
 
     /// Makes exactly `owned` available (with their generations), as a registration

@@ -39,10 +39,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use shardsched_journal::{Committer, JOURNAL_FILE, Journal};
+use shardsched_journal::{Committer, Journal};
+use shardsched_proto::backoff::Backoff;
 use shardsched_proto::identity::COORDINATOR_NAME;
 use shardsched_proto::msg::shard_coord::{self, Assignment, Register, ShardStatus};
 use shardsched_proto::msg::{QueueConfig, RefusalCode};
+use shardsched_proto::state_dir::JOURNAL_FILE;
 use shardsched_proto::{CloseCode, Credentials, Error, Role, Session, connect, serve, tls};
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -56,12 +58,9 @@ use crate::limits::{
 };
 use crate::snapshot::Snapshot;
 
-/// The shard's certificate in its state directory.
-pub const CERT_FILE: &str = "cert.pem";
-/// The shard's private key in its state directory.
-pub const KEY_FILE: &str = "key.pem";
-/// The cluster CA's certificate in the state directory.
-pub const CA_FILE: &str = shardsched_proto::ca::CA_CERT_FILE;
+/// The shard's certificate, its private key and the cluster CA's certificate, in its state
+/// directory.
+pub use shardsched_proto::state_dir::{CA_CERT_FILE as CA_FILE, CERT_FILE, KEY_FILE};
 
 /// What `shardsched shard` is told on its command line.
 #[derive(Clone, Debug, PartialEq)]
@@ -83,13 +82,18 @@ pub struct ShardOptions {
 }
 
 /// Installs the tracing subscriber: `RUST_LOG`-style filter (default `info`) to stderr.
+/// Field values are escaped ([`shardsched_proto::text::log_fields`]): names and reasons
+/// come from users.
 /// For binaries; does nothing if one is already installed.
 pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .fmt_fields(shardsched_proto::text::log_fields())
         .with_writer(std::io::stderr)
+        // Colour only for a terminal: under `up`, stderr is a log file.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
 }
 
@@ -408,7 +412,7 @@ async fn register_with_retry(
     register: &Register,
 ) -> Result<(Session, Assignment), DriverError> {
     let started = Instant::now();
-    let mut backoff = RECONNECT_BACKOFF_MIN;
+    let mut backoff = Backoff::new(RECONNECT_BACKOFF_MIN, RECONNECT_BACKOFF_MAX);
     loop {
         let last = match register_once(endpoint, addr, register).await {
             Ok(registered) => return Ok(registered),
@@ -422,9 +426,8 @@ async fn register_with_retry(
                 last,
             });
         }
-        tracing::info!(coordinator = %addr, error = %last, retry_in_ms = backoff.as_millis() as u64, "coordinator not reached");
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(RECONNECT_BACKOFF_MAX);
+        tracing::info!(coordinator = %addr, error = %last, retry_in_ms = backoff.peek().as_millis() as u64, "coordinator not reached");
+        tokio::time::sleep(backoff.next_wait()).await;
     }
 }
 
@@ -483,16 +486,6 @@ fn advertised(bound: SocketAddr) -> SocketAddr {
     SocketAddr::new(ip, bound.port())
 }
 
-/// How long to wait before the next attempt after `failures` failed ones.
-#[cfg(test)]
-fn backoff_after(failures: u32) -> std::time::Duration {
-    let mut backoff = RECONNECT_BACKOFF_MIN;
-    for _ in 0..failures {
-        backoff = (backoff * 2).min(RECONNECT_BACKOFF_MAX);
-    }
-    backoff
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -527,13 +520,6 @@ mod tests {
             ..running.clone()
         };
         assert!(needs_restart(&running, &definition));
-    }
-
-    #[test]
-    fn backoff_is_bounded() {
-        assert_eq!(backoff_after(0), RECONNECT_BACKOFF_MIN);
-        assert_eq!(backoff_after(1), RECONNECT_BACKOFF_MIN * 2);
-        assert_eq!(backoff_after(60), RECONNECT_BACKOFF_MAX);
     }
 
     #[test]

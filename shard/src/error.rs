@@ -81,6 +81,19 @@ pub enum DriverError {
     Restart,
 }
 
+impl DriverError {
+    /// Whether the shard stopped because its journal cannot be taken back: the file or a
+    /// record is damaged, or a record does not restore. Restarting would fail the same way
+    /// (exit with [`UNREADABLE_EXIT_STATUS`](shardsched_journal::UNREADABLE_EXIT_STATUS)).
+    pub fn journal_unreadable(&self) -> bool {
+        match self {
+            DriverError::Journal(e) => e.is_unreadable(),
+            DriverError::Core(ShardError::Restore(_)) => true,
+            _ => false,
+        }
+    }
+}
+
 /// The exit status of `shardsched shard` after [`DriverError::Restart`]: its supervisor
 /// (`up`, or a service manager) starts it again at once, without counting a failure.
 /// 75 is `EX_TEMPFAIL` of sysexits.h.

@@ -3,10 +3,12 @@
 
 use std::sync::Arc;
 
+use shardsched_proto::limits::JOB_NAME_BYTES_MAX;
 use shardsched_proto::msg::client_shard::IdempotencyKey;
 use shardsched_proto::msg::{JobEvent, JobId, JobInfo, JobState, JobSummary};
 use shardsched_qmanager::WaitReason;
 
+use crate::assign::MS_PER_S;
 use crate::limits::EVENTS_PER_JOB_MAX;
 
 /// A job in the shard's table. Cloned only when a published snapshot still shares it
@@ -38,6 +40,8 @@ pub struct JobRecord {
     pub duration_ms: u64,
     /// Node names it holds or held, in graph order.
     pub nodes: Vec<String>,
+    /// The fewest nodes its jobspec asks for (`None`: slots only).
+    pub nodes_requested: Option<u64>,
     /// The jobspec as submitted.
     pub jobspec_json: Arc<str>,
     /// Its RFC 20 R, once allocated.
@@ -57,7 +61,55 @@ pub enum Reason {
     Text(String),
 }
 
+/// A job as accepted: at its submission, and when restored from the journal.
+pub struct NewJob<'a> {
+    /// The job id.
+    pub id: JobId,
+    /// The submitting certificate's name.
+    pub owner: &'a str,
+    /// The client's idempotency key.
+    pub key: IdempotencyKey,
+    /// Priority within the queue.
+    pub priority: u32,
+    /// Submission time, ms since the Unix epoch.
+    pub submit_ms: u64,
+    /// Requested duration in ms, the queue's default applied.
+    pub duration_ms: u64,
+    /// The jobspec, parsed.
+    pub jobspec: &'a shardsched_jobspec::Jobspec,
+    /// The jobspec as submitted.
+    pub jobspec_json: &'a str,
+}
+
 impl JobRecord {
+    /// A pending job with its `submit` event.
+    pub fn accepted(a: &NewJob<'_>) -> JobRecord {
+        let mut job = JobRecord {
+            id: a.id,
+            owner: a.owner.to_owned(),
+            key: a.key,
+            name: job_name(a.jobspec),
+            priority: a.priority,
+            state: JobState::Pending,
+            reason: Reason::None,
+            submit_ms: a.submit_ms,
+            start_ms: None,
+            end_ms: None,
+            duration_ms: a.duration_ms,
+            nodes: Vec::new(),
+            nodes_requested: a.jobspec.nodes_requested(),
+            jobspec_json: Arc::from(a.jobspec_json),
+            r_json: None,
+            events: Vec::new(),
+        };
+        job.push_event(
+            a.submit_ms,
+            "submit",
+            serde_json::json!({"owner": a.owner, "priority": a.priority}),
+        );
+        job
+    }
+
     /// Appends an event, unless the job already has [`EVENTS_PER_JOB_MAX`].
     pub fn push_event(&mut self, time_ms: u64, name: &str, context: serde_json::Value) {
         if self.events.len() < EVENTS_PER_JOB_MAX {
@@ -80,11 +132,25 @@ impl JobRecord {
             state: self.state,
             priority: self.priority,
             nodes: self.nodes.clone(),
+            nodes_requested: self.nodes_requested,
             submit_ms: self.submit_ms,
             start_ms: self.start_ms,
             end_ms: self.end_ms,
             duration_ms: self.duration_ms,
             reason: self.reason_text(queue, queue_started),
+            reserved_ms: self.reserved_ms(queue_started),
+        }
+    }
+
+    /// A pending job's reserved start (ms), while its queue schedules.
+    fn reserved_ms(&self, queue_started: bool) -> Option<u64> {
+        match self.reason {
+            Reason::Waiting(WaitReason::Reserved { at })
+                if queue_started && self.state == JobState::Pending =>
+            {
+                Some(u64::try_from(at).unwrap_or(0).saturating_mul(MS_PER_S))
+            }
+            _ => None,
         }
     }
 
@@ -92,7 +158,7 @@ impl JobRecord {
     pub fn info(&self, queue: &str, queue_started: bool) -> JobInfo {
         JobInfo {
             summary: self.summary(queue, queue_started),
-            jobspec_json: self.jobspec_json.to_string(),
+            jobspec_json: Some(self.jobspec_json.to_string()),
             r_json: self.r_json.as_deref().map(str::to_owned),
             events: self.events.clone(),
         }
@@ -110,28 +176,63 @@ impl JobRecord {
     }
 }
 
-/// A pending job's reason in words. Reservation times are the matcher's (whole seconds
-/// since the Unix epoch), shown in ms like every other time on the wire.
+/// A pending job's reason in words. A reservation's time travels apart
+/// ([`JobSummary::reserved_ms`]), for clients to show in their reader's time zone.
 fn wait_text(why: WaitReason) -> String {
     match why {
-        WaitReason::Reserved { at } => {
-            format!(
-                "reserved to start at {} ms",
-                u64::try_from(at).unwrap_or(0).saturating_mul(1000)
-            )
-        }
+        WaitReason::Reserved { .. } => "reserved to start".to_owned(),
         other => other.to_string(),
     }
 }
 
 /// The short name of a job: the first word of its first task's command, without its
-/// directory; `job` when it has none.
+/// directory; `job` when it has none. At most [`JOB_NAME_BYTES_MAX`] bytes: a longer one is
+/// cut and ends in `…` (every row of every job list carries it).
 pub fn job_name(jobspec: &shardsched_jobspec::Jobspec) -> String {
-    jobspec
+    let name = jobspec
         .tasks
         .first()
         .and_then(|t| t.command.first())
-        .map(|c| c.rsplit('/').next().unwrap_or(c).to_owned())
+        .map(|c| c.rsplit('/').next().unwrap_or(c))
         .filter(|c| !c.is_empty())
-        .unwrap_or_else(|| "job".to_owned())
+        .unwrap_or("job");
+    if name.len() <= JOB_NAME_BYTES_MAX {
+        return name.to_owned();
+    }
+    const MARK: &str = "…";
+    let mut end = JOB_NAME_BYTES_MAX - MARK.len();
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{MARK}", &name[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_name_has_a_bound_and_says_when_it_was_cut() {
+        let named = |command: &str| {
+            shardsched_jobspec::Shorthand {
+                nodes: None,
+                tasks: None,
+                cores_per_task: 1,
+                gpus_per_task: 0,
+                duration: 60,
+                exclusive: false,
+                command: vec![command.to_owned()],
+                queue: None,
+            }
+            .to_jobspec()
+            .map(|j| job_name(&j))
+            .unwrap_or_default()
+        };
+        assert_eq!(named("/usr/bin/app"), "app");
+        let long = named(&format!("/bin/{}", "é".repeat(JOB_NAME_BYTES_MAX)));
+        assert!(
+            long.len() <= JOB_NAME_BYTES_MAX && long.ends_with('…'),
+            "{long}"
+        );
+    }
 }

@@ -359,25 +359,23 @@ pub fn restored(path: &Path, tables: Tables) -> Result<Restored, JournalError> {
         job.ended = Some(end);
     }
     let owned = match tables.metas.get(OWNED_META) {
-        Some(bytes) => decode(bytes)
-            .map_err(|e| JournalError::decode(path, "meta", 0, format!("{OWNED_META}: {e}")))?,
+        Some(bytes) => decode(bytes).map_err(|e| JournalError::decode_meta(path, OWNED_META, e))?,
         None => Vec::new(),
     };
-    let last_id =
-        match tables.metas.get(LAST_ID_META) {
-            Some(bytes) => Some(decode(bytes).map_err(|e| {
-                JournalError::decode(path, "meta", 0, format!("{LAST_ID_META}: {e}"))
-            })?),
-            None => None,
-        };
+    let last_id = match tables.metas.get(LAST_ID_META) {
+        Some(bytes) => {
+            Some(decode(bytes).map_err(|e| JournalError::decode_meta(path, LAST_ID_META, e))?)
+        }
+        None => None,
+    };
     let down = match tables.metas.get(DOWN_META) {
-        Some(bytes) => decode(bytes)
-            .map_err(|e| JournalError::decode(path, "meta", 0, format!("{DOWN_META}: {e}")))?,
+        Some(bytes) => decode(bytes).map_err(|e| JournalError::decode_meta(path, DOWN_META, e))?,
         None => Vec::new(),
     };
     let drained = match tables.metas.get(DRAINED_META) {
-        Some(bytes) => decode(bytes)
-            .map_err(|e| JournalError::decode(path, "meta", 0, format!("{DRAINED_META}: {e}")))?,
+        Some(bytes) => {
+            decode(bytes).map_err(|e| JournalError::decode_meta(path, DRAINED_META, e))?
+        }
         None => Vec::new(),
     };
     let mut moves = Vec::new();
@@ -385,8 +383,8 @@ pub fn restored(path: &Path, tables: Tables) -> Result<Restored, JournalError> {
         let Some(node) = name.strip_prefix(NODE_META_PREFIX) else {
             continue;
         };
-        let entry: NodeEntry = decode(bytes)
-            .map_err(|e| JournalError::decode(path, "meta", 0, format!("{name}: {e}")))?;
+        let entry: NodeEntry =
+            decode(bytes).map_err(|e| JournalError::decode_meta(path, name, e))?;
         moves.push((node.to_owned(), entry));
     }
     Ok(Restored {
@@ -447,5 +445,32 @@ impl HasId for StartedJob {
 impl HasId for EndedJob {
     fn id(&self) -> JobId {
         self.id
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_value_that_does_not_decode_is_named_by_file_table_and_key() {
+        let path = Path::new("/state/journal.redb");
+        let mut tables = Tables::default();
+        tables.metas.insert(DRAINED_META.into(), vec![0xFF; 3]);
+        let e = restored(path, tables).expect_err("garbage meta");
+        assert!(e.is_unreadable());
+        assert!(
+            e.to_string().starts_with(
+                "journal /state/journal.redb: table meta, key drained_nodes: cannot decode"
+            ),
+            "{e}"
+        );
+        let mut tables = Tables::default();
+        tables.jobs.push((7, b"not a job".to_vec()));
+        let e = restored(path, tables).expect_err("garbage job");
+        assert!(
+            e.to_string().contains("table jobs, key 7: cannot decode"),
+            "{e}"
+        );
     }
 }

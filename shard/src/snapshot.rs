@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use shardsched_proto::limits::JOBS_PER_RESPONSE_MAX;
-use shardsched_proto::msg::{JobId, JobInfo, JobList, JobsQuery, UserFilter};
+use shardsched_proto::msg::{JobId, JobInfo, JobList, JobsQuery, UserFilter, bounds};
 
 use crate::job::JobRecord;
 use crate::table::{Buckets, bucket_of};
@@ -97,14 +97,14 @@ impl Snapshot {
             Ok(0) | Err(_) => JOBS_PER_RESPONSE_MAX,
             Ok(n) => n.min(JOBS_PER_RESPONSE_MAX),
         };
-        let truncated = rows.len() > limit;
+        let mut truncated = rows.len() > limit;
         rows.truncate(limit);
-        JobList {
-            jobs: rows
-                .into_iter()
-                .map(|j| j.summary(&self.queue, self.started))
-                .collect(),
-            truncated,
-        }
+        // Each row is bounded, but many of them may not fit one frame.
+        let (jobs, cut) = bounds::fit_reply(
+            rows.into_iter()
+                .map(|j| j.summary(&self.queue, self.started)),
+        );
+        truncated |= cut;
+        JobList { jobs, truncated }
     }
 }

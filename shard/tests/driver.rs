@@ -62,6 +62,7 @@ fn assignment() -> Assignment {
         cluster: ClusterDescription {
             format: ClusterFormat::Spec,
             text: "name = \"c\"\n[[nodes]]\nhosts = \"n[0-1]\"\ncores_per_socket = 4\n".into(),
+            load_allowlist: Vec::new(),
         },
         queue: QueueConfig {
             name: "batch".into(),
@@ -315,7 +316,7 @@ async fn a_shard_registers_runs_jobs_and_obeys_its_coordinator() {
         Ok(coord_shard::Response::Ack { .. })
     ));
     match alice.request(&submit_request(3, 1)).await {
-        Err(Error::Refused(r)) => assert_eq!(r.code, RefusalCode::Unavailable),
+        Err(Error::Refused(r)) => assert_eq!(r.code, RefusalCode::Policy),
         other => panic!("submit to a disabled queue: {other:?}"),
     }
 

@@ -709,6 +709,7 @@ impl Model {
             cluster: ClusterDescription {
                 format: ClusterFormat::Spec,
                 text: CLUSTER.into(),
+                load_allowlist: Vec::new(),
             },
             queue: queue_config(self.policy),
             owned,

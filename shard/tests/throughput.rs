@@ -31,6 +31,7 @@ fn assignment() -> Assignment {
         cluster: ClusterDescription {
             format: ClusterFormat::Spec,
             text: spec.to_toml(),
+            load_allowlist: Vec::new(),
         },
         queue: QueueConfig {
             name: "batch".into(),

@@ -14,9 +14,10 @@
 //! [`Config::parse`] reads the text (unknown keys are errors, pointing at `file:line:column`),
 //! loads the cluster spec, resolves every definition to node indices and checks the whole:
 //! queue names are valid shard names, definitions are non-empty and inside the cluster, the
-//! default queue exists, and the definitions of queues that start out started never overlap
-//! (two started queues cannot own the same node; overlaps between a started and a stopped
-//! queue are the point of standby queues).
+//! default queue exists, and each queue's optional `owns` lies inside its definition, with
+//! no node named by two queues' `owns`. Definitions may overlap, started queues' too: a
+//! definition is what a queue *may* own, and an overlap is what lets a node move between
+//! two running queues.
 //!
 //! The result is plain data. Nothing here decides ownership: that is
 //! [`crate::ownership`], from this data.
@@ -29,18 +30,19 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::path::Path;
 
-use shardsched_resource::{DEFAULT_CLUSTER_TOML, ReadError};
+use shardsched_resource::{DEFAULT_CLUSTER_TOML, ReadError, SCHEDULER_TYPES};
 
 use crate::QUEUES_MAX;
 
-pub use raw::duration_ms as raw_duration_ms;
 pub(crate) use raw::{
     DEFAULT_DURATION_DEFAULT_MS, DEPTH_MAX, QUEUE_DEPTH_DEFAULT, RESERVATION_DEPTH_DEFAULT,
 };
+pub use raw::{LOAD_ALLOWLIST_TYPES_MAX, duration_ms as raw_duration_ms};
 
 /// The embedded default configuration: the 128-node default cluster, `batch` (node[0-111],
-/// easy, started), `debug` (node[112-127], fcfs, 30 minutes at most, started) and `standby`
-/// (batch's nodes, stopped).
+/// easy, started), `debug` (node[96-127], fcfs, 30 minutes at most, started; it owns
+/// node[112-127] and may take node[96-111] from batch by a move) and `standby` (batch's
+/// nodes, stopped).
 pub const DEFAULT_CONFIG_TOML: &str = r#"# shardsched's default coordinator configuration (docs/CONFIG.md).
 # No [cluster] table: the embedded 128-node default cluster (node0..node127).
 default_queue = "batch"
@@ -53,8 +55,10 @@ queue_depth = 32
 default_duration = "1h"
 max_duration = "24h"
 
+# Overlaps batch on node[96-111]: batch owns those (first in name order) and debug owns
+# node[112-127]; `queue move node[96-99] --from batch --to debug` moves some while both run.
 [queues.debug]
-nodes = "node[112-127]"
+nodes = "node[96-127]"
 policy = "fcfs"
 match_policy = "first"
 default_duration = "10m"
@@ -92,6 +96,11 @@ pub struct Config {
 pub struct Cluster {
     /// The cluster spec text (docs/CLUSTER_SPEC.md) handed to every shard.
     pub spec_toml: String,
+    /// The resource types the shards load from it, as Fluxion's `load-allowlist`
+    /// (`[cluster] load_allowlist`; default [`SCHEDULER_TYPES`]): RFC 25 jobspecs
+    /// (`node -> slot -> core`, what `submit -N -n -c` builds) name no sockets, and only
+    /// match whole nodes' cores on a graph without them.
+    pub load_allowlist: Vec<String>,
     /// Its nodes in graph (rank) order; a node's index here is its id everywhere in this
     /// crate.
     pub nodes: Vec<ClusterNode>,
@@ -125,6 +134,10 @@ pub struct QueueDef {
     pub max_duration_ms: u64,
     /// The nodes the queue may own: indices into [`Cluster::nodes`], ascending, not empty.
     pub definition: Vec<usize>,
+    /// The nodes it owns at first start, whatever other queues define them (`owns`):
+    /// ascending, inside `definition`, named by no other queue's `owns`. Empty: none named,
+    /// the rules of [`crate::ownership`] decide.
+    pub owns: Vec<usize>,
     /// Scheduling when the coordinator starts.
     pub started: bool,
     /// Accepting submissions when the coordinator starts.
@@ -266,7 +279,11 @@ impl Cluster {
                     .unwrap_or_default(),
             })
             .collect();
-        Ok(Cluster { spec_toml, nodes })
+        Ok(Cluster {
+            spec_toml,
+            nodes,
+            load_allowlist: SCHEDULER_TYPES.iter().map(|&t| t.to_owned()).collect(),
+        })
     }
 }
 
@@ -341,8 +358,8 @@ impl fmt::Display for MatchPolicy {
 }
 
 /// Checks the invariants [`Config`] promises, for configurations built in code (tests,
-/// property tests): names, definitions inside the cluster, the default queue, and no overlap
-/// between the definitions of started queues.
+/// property tests, run-time changes): names, definitions inside the cluster, the default
+/// queue, and `owns` inside each definition and named by one queue at most.
 pub fn check(config: &Config) -> Result<(), String> {
     if config.queues.is_empty() {
         return Err("no queues".into());
@@ -356,16 +373,28 @@ pub fn check(config: &Config) -> Result<(), String> {
         if q.definition.is_empty() {
             return Err(format!("queue {}: empty definition", q.name));
         }
-        for &n in &q.definition {
-            let slot = owner
-                .get_mut(n)
-                .ok_or_else(|| format!("queue {}: node index {n} outside the cluster", q.name))?;
-            if q.started {
-                if let Some(other) = slot {
-                    return Err(format!("queues {other} and {} overlap", q.name));
-                }
-                *slot = Some(&q.name);
+        if let Some(&n) = q.definition.iter().find(|&&n| n >= owner.len()) {
+            return Err(format!(
+                "queue {}: node index {n} outside the cluster",
+                q.name
+            ));
+        }
+        for &n in &q.owns {
+            if q.definition.binary_search(&n).is_err() {
+                return Err(format!(
+                    "queue {}: owns {}, which is not in its definition",
+                    q.name,
+                    config.node_names(&[n]).join("")
+                ));
             }
+            if let Some(other) = owner[n] {
+                return Err(format!(
+                    "queues {other} and {} both own {}",
+                    q.name,
+                    config.node_names(&[n]).join("")
+                ));
+            }
+            owner[n] = Some(&q.name);
         }
     }
     if config.queue(&config.default_queue).is_none() {

@@ -6,6 +6,7 @@ use std::ops::Range;
 use std::path::Path;
 
 use serde::Deserialize;
+use shardsched_jobspec::duration::{BareUnit, Fsd, parse_fsd, seconds_to_ms};
 use shardsched_resource::{Location, ReadError, decode_hostlist, encode_hostlist};
 use toml::Spanned;
 
@@ -18,6 +19,8 @@ pub const DEPTH_MAX: u32 = 1_000_000;
 pub(crate) const QUEUE_DEPTH_DEFAULT: u32 = 32;
 pub(crate) const RESERVATION_DEPTH_DEFAULT: u32 = 64;
 pub(crate) const DEFAULT_DURATION_DEFAULT_MS: u64 = 3_600_000;
+/// The most resource types `[cluster] load_allowlist` may name.
+pub const LOAD_ALLOWLIST_TYPES_MAX: usize = 32;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -32,6 +35,7 @@ struct RawConfig {
 struct RawCluster {
     spec: Option<Spanned<String>>,
     inline: Option<Spanned<toml::Table>>,
+    load_allowlist: Option<Spanned<Vec<String>>>,
 }
 
 #[derive(Deserialize)]
@@ -39,6 +43,7 @@ struct RawCluster {
 struct RawQueue {
     nodes: Option<Spanned<String>>,
     requires: Option<Spanned<Vec<String>>>,
+    owns: Option<Spanned<String>>,
     policy: Option<Spanned<String>>,
     match_policy: Option<Spanned<String>>,
     queue_depth: Option<Spanned<u32>>,
@@ -102,9 +107,9 @@ pub(super) fn parse(text: &str, origin: &str, base_dir: &Path) -> Result<Config,
         ));
     }
     let mut queues = Vec::with_capacity(raw_queues.len());
-    let mut spans = Vec::with_capacity(raw_queues.len());
+    let mut owns_spans = Vec::with_capacity(raw_queues.len());
     for (name, q) in raw_queues {
-        spans.push(q.span());
+        owns_spans.push(q.get_ref().owns.as_ref().map(Spanned::span));
         queues.push(queue(&name, q, &cluster, &by_name, &errors)?);
     }
 
@@ -133,7 +138,7 @@ pub(super) fn parse(text: &str, origin: &str, base_dir: &Path) -> Result<Config,
         }
     };
 
-    check_started_overlap(&queues, &spans, &cluster, &errors)?;
+    check_owns_disjoint(&queues, &owns_spans, &cluster, &errors)?;
     Ok(Config {
         origin: origin.to_owned(),
         cluster,
@@ -155,10 +160,24 @@ fn cluster(
         return Cluster::embedded_default().map_err(cluster_error);
     };
     let span = raw.span();
-    match raw.into_inner() {
+    let raw = raw.into_inner();
+    let load_allowlist =
+        match &raw.load_allowlist {
+            Some(list) => Some(check_load_allowlist(list.get_ref()).map_err(|m| {
+                errors.at(Some(list.span()), format!("[cluster] load_allowlist: {m}"))
+            })?),
+            None => None,
+        };
+    let mut cluster = match raw {
+        RawCluster {
+            spec: None,
+            inline: None,
+            load_allowlist: Some(_),
+        } => Cluster::embedded_default().map_err(cluster_error),
         RawCluster {
             spec: Some(spec),
             inline: None,
+            ..
         } => {
             let path = base_dir.join(spec.get_ref());
             let text = std::fs::read_to_string(&path).map_err(|e| {
@@ -172,6 +191,7 @@ fn cluster(
         RawCluster {
             spec: None,
             inline: Some(inline),
+            ..
         } => {
             let at = inline.span();
             let text = toml::to_string(inline.get_ref()).map_err(|e| {
@@ -184,6 +204,7 @@ fn cluster(
         RawCluster {
             spec: Some(_),
             inline: Some(_),
+            ..
         } => Err(errors.at(
             Some(span),
             "[cluster]: give either spec = \"FILE\" or [cluster.inline], not both",
@@ -191,11 +212,47 @@ fn cluster(
         RawCluster {
             spec: None,
             inline: None,
+            load_allowlist: None,
         } => Err(errors.at(
             Some(span),
             "[cluster]: give spec = \"FILE\" or [cluster.inline] (or leave [cluster] out for the default cluster)",
         )),
+    }?;
+    if let Some(list) = load_allowlist {
+        cluster.load_allowlist = list;
     }
+    Ok(cluster)
+}
+
+/// `[cluster] load_allowlist`: resource type names, at most [`LOAD_ALLOWLIST_TYPES_MAX`],
+/// with `node` (shards own and schedule nodes). Duplicates are dropped.
+fn check_load_allowlist(list: &[String]) -> Result<Vec<String>, String> {
+    if list.len() > LOAD_ALLOWLIST_TYPES_MAX {
+        return Err(format!(
+            "{} types, more than the limit of {LOAD_ALLOWLIST_TYPES_MAX}",
+            list.len()
+        ));
+    }
+    let mut kept: Vec<String> = Vec::with_capacity(list.len());
+    for kind in list {
+        let valid = !kind.is_empty()
+            && kind.len() <= shardsched_proto::limits::NAME_BYTES_MAX
+            && kind
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !valid {
+            return Err(format!(
+                "{kind:?} is not a resource type name (letters, digits, `-`, `_`)"
+            ));
+        }
+        if !kept.contains(kind) {
+            kept.push(kind.clone());
+        }
+    }
+    if !kept.iter().any(|k| k == "node") {
+        return Err("must include \"node\": shards own and schedule nodes".to_owned());
+    }
+    Ok(kept)
 }
 
 /// A spec reader's message without its place (which would point into text the user never
@@ -232,27 +289,8 @@ fn queue(
 
     let mut definition: Option<BTreeSet<usize>> = None;
     if let Some(nodes) = &raw.nodes {
-        let hosts = decode_hostlist(nodes.get_ref())
-            .map_err(|e| err(Some(nodes.span()), "nodes", e.to_string()))?;
-        let mut set = BTreeSet::new();
-        let mut missing = Vec::new();
-        for host in &hosts {
-            match by_name.get(host.as_str()) {
-                Some(&i) => {
-                    set.insert(i);
-                }
-                None => missing.push(host.as_str()),
-            }
-        }
-        if !missing.is_empty() {
-            let message = format!(
-                "{} not in the cluster ({} node{})",
-                encode_hostlist(&missing),
-                missing.len(),
-                if missing.len() == 1 { "" } else { "s" }
-            );
-            return Err(err(Some(nodes.span()), "nodes", message));
-        }
+        let set = resolve_hostlist(nodes.get_ref(), by_name)
+            .map_err(|m| err(Some(nodes.span()), "nodes", m))?;
         definition = Some(set);
     }
     if let Some(requires) = &raw.requires {
@@ -292,6 +330,30 @@ fn queue(
             "the definition is empty (no node of the cluster matches)".into(),
         ));
     }
+
+    let owns = match &raw.owns {
+        None => Vec::new(),
+        Some(owns) => {
+            let set = resolve_hostlist(owns.get_ref(), by_name)
+                .map_err(|m| err(Some(owns.span()), "owns", m))?;
+            let outside: Vec<&str> = set
+                .iter()
+                .filter(|n| definition.binary_search(n).is_err())
+                .map(|&n| cluster.nodes[n].name.as_str())
+                .collect();
+            if !outside.is_empty() {
+                return Err(err(
+                    Some(owns.span()),
+                    "owns",
+                    format!(
+                        "{} not in the queue's definition (owns must be part of nodes/requires)",
+                        encode_hostlist(&outside)
+                    ),
+                ));
+            }
+            set.into_iter().collect()
+        }
+    };
 
     let policy = match &raw.policy {
         None => QueuePolicy::Fcfs,
@@ -369,21 +431,48 @@ fn queue(
         default_duration_ms,
         max_duration_ms,
         definition,
+        owns,
         started: raw.started.unwrap_or(true),
         enabled: raw.enabled.unwrap_or(true),
     })
 }
 
-fn check_started_overlap(
+/// A hostlist resolved to node indices; the message names the hosts not in the cluster.
+fn resolve_hostlist(text: &str, by_name: &HashMap<&str, usize>) -> Result<BTreeSet<usize>, String> {
+    let hosts = decode_hostlist(text).map_err(|e| e.to_string())?;
+    let mut set = BTreeSet::new();
+    let mut missing = Vec::new();
+    for host in &hosts {
+        match by_name.get(host.as_str()) {
+            Some(&i) => {
+                set.insert(i);
+            }
+            None => missing.push(host.as_str()),
+        }
+    }
+    if !missing.is_empty() {
+        return Err(format!(
+            "{} not in the cluster ({} node{})",
+            encode_hostlist(&missing),
+            missing.len(),
+            if missing.len() == 1 { "" } else { "s" }
+        ));
+    }
+    Ok(set)
+}
+
+/// Definitions may overlap (started queues' too: that is what makes a move between two
+/// running queues possible), but two queues cannot both be told to own a node.
+fn check_owns_disjoint(
     queues: &[QueueDef],
-    spans: &[Range<usize>],
+    spans: &[Option<Range<usize>>],
     cluster: &Cluster,
     errors: &Errors<'_>,
 ) -> Result<(), ConfigError> {
     let mut owner: Vec<Option<&str>> = vec![None; cluster.nodes.len()];
-    for (q, span) in queues.iter().zip(spans).filter(|(q, _)| q.started) {
+    for (q, span) in queues.iter().zip(spans) {
         let mut shared: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-        for &n in &q.definition {
+        for &n in &q.owns {
             match owner[n] {
                 Some(other) => shared
                     .entry(other)
@@ -394,13 +483,10 @@ fn check_started_overlap(
         }
         if let Some((other, nodes)) = shared.into_iter().next() {
             return Err(errors.at(
-                Some(span.clone()),
+                span.clone(),
                 format!(
-                    "queues {other} and {} are both started and their definitions share {} node{} ({}); \
-                     started queues cannot own the same node: set started = false on one of them",
+                    "queue {}: owns: {} already owned by queue {other}; a node has one owner",
                     q.name,
-                    nodes.len(),
-                    if nodes.len() == 1 { "" } else { "s" },
                     encode_hostlist(&nodes)
                 ),
             ));
@@ -409,14 +495,18 @@ fn check_started_overlap(
     Ok(())
 }
 
-/// A duration in milliseconds: an integer or float of seconds, or Flux's duration syntax
-/// (`"90s"`, `"30m"`, `"1.5h"`, `"2d"`, a bare `"3600"` is seconds); `0`, `"0"` and
-/// `"unlimited"` mean none.
+/// A duration in milliseconds: an integer or float of seconds, or a Flux duration
+/// (`"90s"`, `"30m"`, `"1.5h"`, `"2d"`; a bare `"3600"` is seconds); `0`, `"0"`,
+/// `"unlimited"` and `"inf"` mean none. One parser for every duration:
+/// [`shardsched_jobspec::duration`].
 pub fn duration_ms(value: &toml::Value) -> Result<u64, String> {
-    let seconds = match value {
-        toml::Value::Integer(s) => *s as f64,
-        toml::Value::Float(s) => *s,
-        toml::Value::String(s) => return parse_duration(s),
+    let parsed = match value {
+        toml::Value::Integer(s) => seconds_to_ms(*s as f64, &s.to_string()),
+        toml::Value::Float(s) => seconds_to_ms(*s, &format!("{s:?}")),
+        toml::Value::String(s) => parse_fsd(s, BareUnit::Seconds).map(|d| match d {
+            Fsd::Finite(ms) => ms,
+            Fsd::Unlimited => 0,
+        }),
         other => {
             return Err(format!(
                 "expected seconds or a duration like \"1h\", found a {}",
@@ -424,43 +514,7 @@ pub fn duration_ms(value: &toml::Value) -> Result<u64, String> {
             ));
         }
     };
-    seconds_to_ms(seconds).ok_or_else(|| format!("{value} is not a duration in seconds"))
-}
-
-fn parse_duration(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    if t == "unlimited" || t == "infinity" || t == "inf" {
-        return Ok(0);
-    }
-    let (number, unit) = match t.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
-        Some((i, _)) => (&t[..i], &t[i..]),
-        None => (t, "s"),
-    };
-    let scale = match unit {
-        "ms" => 0.001,
-        "s" => 1.0,
-        "m" => 60.0,
-        "h" => 3600.0,
-        "d" => 86_400.0,
-        _ => {
-            return Err(format!(
-                "{text:?}: unknown unit {unit:?} (expected ms, s, m, h or d, e.g. \"30m\")"
-            ));
-        }
-    };
-    let value: f64 = number.parse().map_err(|_| {
-        format!("{text:?} is not a duration (e.g. \"90s\", \"30m\", \"1.5h\", \"2d\")")
-    })?;
-    seconds_to_ms(value * scale).ok_or_else(|| format!("{text:?} is not a valid duration"))
-}
-
-/// The longest duration accepted: about 1,000 years, so that arithmetic on times never
-/// overflows.
-const DURATION_MAX_MS: f64 = 1000.0 * 365.0 * 86_400_000.0;
-
-fn seconds_to_ms(seconds: f64) -> Option<u64> {
-    let ms = (seconds * 1000.0).round();
-    (ms.is_finite() && (0.0..=DURATION_MAX_MS).contains(&ms)).then_some(ms as u64)
+    parsed.map_err(|e| e.to_string())
 }
 
 fn show_ms(ms: u64) -> String {

@@ -68,7 +68,11 @@ fn the_embedded_default() {
     assert_eq!(batch.max_duration_ms, 24 * 3_600_000);
 
     let debug = c.queue("debug").expect("debug");
-    assert_eq!(debug.definition, (112..128).collect::<Vec<_>>());
+    assert_eq!(
+        debug.definition,
+        (96..128).collect::<Vec<_>>(),
+        "overlaps batch on node[96-111]: a move between two running queues"
+    );
     assert_eq!(debug.policy, QueuePolicy::Fcfs);
     assert_eq!(debug.max_duration_ms, 30 * 60_000);
     assert!(debug.started);
@@ -238,11 +242,20 @@ fn each_invalid_case_names_its_place() {
         ),
         (
             "[queues.a]\nnodes = \"node0\"\ndefault_duration = \"soon\"\n",
-            "queue a: default_duration: \"soon\": unknown unit",
+            "queue a: default_duration: \"soon\" is not a duration",
         ),
         (
             "[queues.a]\nnodes = \"node0\"\ndefault_duration = -5\n",
-            "queue a: default_duration: -5 is not a duration",
+            "queue a: default_duration: \"-5\" is negative",
+        ),
+        // Below 1 ms a duration would round to 0, which means "unlimited".
+        (
+            "[queues.a]\nnodes = \"node0\"\nmax_duration = \"0.4ms\"\n",
+            "cfg.toml:3:16: queue a: max_duration: \"0.4ms\" is shorter than 1ms",
+        ),
+        (
+            "[queues.a]\nnodes = \"node0\"\nmax_duration = 1e-300\n",
+            "queue a: max_duration: \"1e-300\" is shorter than 1ms",
         ),
         (
             "[queues.a]\nnodes = \"node0\"\nmax_duration = true\n",
@@ -265,10 +278,19 @@ fn each_invalid_case_names_its_place() {
             "default_queue = \"c\"\n[queues.a]\nnodes = \"node0\"\n",
             "cfg.toml:1:17: default_queue: no queue named \"c\" (queues: a)",
         ),
-        // Started queues that overlap.
+        // owns: inside the definition, and one owner per node.
         (
-            "default_queue = \"a\"\n[queues.a]\nnodes = \"node[0-9]\"\n[queues.b]\nnodes = \"node[6-20]\"\n",
-            "cfg.toml:4:1: queues a and b are both started and their definitions share 4 nodes (node[6-9])",
+            "default_queue = \"a\"\n[queues.a]\nnodes = \"node[0-9]\"\nowns = \"node[8-12]\"\n",
+            "cfg.toml:4:8: queue a: owns: node[10-12] not in the queue's definition",
+        ),
+        (
+            "default_queue = \"a\"\n[queues.a]\nnodes = \"node[0-9]\"\nowns = \"node[0-99999]\"\n",
+            "cfg.toml:4:8: queue a: owns: node[128-99999] not in the cluster",
+        ),
+        (
+            "default_queue = \"a\"\n[queues.a]\nnodes = \"node[0-9]\"\nowns = \"node[6-7]\"\n\
+             [queues.b]\nnodes = \"node[6-20]\"\nowns = \"node[7-8]\"\n",
+            "cfg.toml:7:8: queue b: owns: node7 already owned by queue a; a node has one owner",
         ),
         // The cluster.
         (
@@ -298,13 +320,27 @@ fn each_invalid_case_names_its_place() {
 }
 
 #[test]
-fn overlap_between_a_started_and_a_stopped_queue_is_fine() {
+fn definitions_overlap_started_or_not() {
     let c = parse(
         "default_queue = \"a\"\n[queues.a]\nnodes = \"node[0-9]\"\n\
          [queues.b]\nnodes = \"node[0-20]\"\nstarted = false\n",
     )
     .expect("valid");
     assert_eq!(c.queues.len(), 2);
+    // Two started queues over node[6-9]: a owns them (first by name), unless b's `owns`
+    // names some.
+    let c = parse(
+        "default_queue = \"a\"\n[queues.a]\nnodes = \"node[0-9]\"\n\
+         [queues.b]\nnodes = \"node[6-20]\"\nowns = \"node[8-9]\"\n",
+    )
+    .expect("valid");
+    let b = c.queue("b").expect("b");
+    assert!(b.started);
+    assert_eq!(b.owns, [8, 9]);
+    let owners = crate::ownership::assign_owners(&c);
+    assert_eq!(owners[6], Some(0));
+    assert_eq!(owners[8], Some(1));
+    assert_eq!(owners[20], Some(1));
 }
 
 #[test]
@@ -321,6 +357,9 @@ fn durations() {
     assert_eq!(s("3600"), Ok(3_600_000));
     assert_eq!(s("0"), Ok(0));
     assert_eq!(s("unlimited"), Ok(0));
+    assert_eq!(s("inf"), Ok(0));
+    assert!(s("0.4ms").is_err());
+    assert!(ms(toml::Value::Float(1e-300)).is_err());
     assert!(s("").is_err());
     assert!(s("h").is_err());
     assert!(s("-1h").is_err());
@@ -338,4 +377,40 @@ fn policy_names_round_trip() {
     for p in MatchPolicy::ALL {
         assert_eq!(MatchPolicy::parse(p.as_str()), Some(p));
     }
+}
+
+#[test]
+fn the_load_allowlist_is_a_cluster_setting() {
+    let q = "[queues.a]\nnodes = \"node0\"\n";
+    let default = parse(q).expect("valid");
+    assert_eq!(
+        default.cluster.load_allowlist,
+        ["cluster", "rack", "node", "core", "gpu", "memory"]
+    );
+    let sockets = parse(&format!(
+        "[cluster]\nload_allowlist = [\"node\", \"socket\", \"core\", \"node\"]\n{q}"
+    ))
+    .expect("valid: the default cluster with sockets loaded");
+    assert_eq!(sockets.cluster.load_allowlist, ["node", "socket", "core"]);
+    assert_eq!(sockets.cluster.nodes, default.cluster.nodes);
+
+    for (list, expected) in [
+        (
+            "[\"core\"]",
+            "cfg.toml:2:18: [cluster] load_allowlist: must include \"node\"",
+        ),
+        ("[\"node\", \"\"]", "\"\" is not a resource type name"),
+        ("[\"node\", \"a b\"]", "\"a b\" is not a resource type name"),
+    ] {
+        let e = error(&format!("[cluster]\nload_allowlist = {list}\n{q}"));
+        assert!(e.contains(expected), "{list}: {e}");
+    }
+    let many: Vec<String> = (0..=LOAD_ALLOWLIST_TYPES_MAX)
+        .map(|i| format!("\"t{i}\""))
+        .collect();
+    let e = error(&format!(
+        "[cluster]\nload_allowlist = [\"node\", {}]\n{q}",
+        many.join(", ")
+    ));
+    assert!(e.contains("more than the limit of 32"), "{e}");
 }

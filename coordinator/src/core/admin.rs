@@ -10,14 +10,26 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use shardsched_proto::limits::NODE_FLAGS_BYTES_MAX;
 use shardsched_proto::msg::client_coord::QueueAction;
-use shardsched_proto::msg::{MoveId, NodeFlags, Refusal, RefusalCode};
+use shardsched_proto::msg::{MoveId, NodeFlags, Refusal, RefusalCode, bounds};
 use shardsched_resource::encode_hostlist;
 
 use super::{ConnId, Control, Core};
 use crate::journal::{DurableDelta, NodeRecord, QueueRecord};
 use crate::moves::{JournalToken, MovingStep};
 use crate::ownership::{Durable, DurableQueue};
+
+/// What `queue stop Q --release-to R` does.
+#[derive(Debug, Default)]
+struct ReleasePlan {
+    /// Q's settled nodes in R's definition: moved to R.
+    nodes: Vec<String>,
+    /// Unfinished moves into Q whose nodes are still in their donor: cancelled.
+    cancel: Vec<MoveId>,
+    /// Q's settled nodes outside R's definition: Q keeps them.
+    kept: Vec<String>,
+}
 
 /// Keys changed since the last [`Core::journal_take`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -53,14 +65,16 @@ pub enum NodeFlag {
     Drained,
 }
 
-/// The shards to tell about a flag change: queue → (connection, nodes).
-pub type FlagPlan = BTreeMap<String, (ConnId, Vec<String>)>;
+/// The shards to tell about a flag change: (queue, reason) → (connection, nodes).
+pub type FlagPlan = BTreeMap<(String, String), (ConnId, Vec<String>)>;
 
 impl Core {
     /// [`Core::queue_control`] with a reason (kept with a disable) and, for a stop, a queue
     /// to hand the stopped queue's nodes to: those of its owned nodes in `release_to`'s
-    /// definition move there (one move; refused if there are none). The queue's new state
-    /// is journaled as the admin's, so it survives restarts.
+    /// definition move there (one move), and nodes still on their way in to it (outgoing
+    /// in their donor: a `--take` not finished) go back to their donor (their move is
+    /// cancelled). Refused, changing nothing, when that leaves nothing to do. The queue's
+    /// new state is journaled as the admin's, so it survives restarts.
     pub fn queue_admin(
         &mut self,
         now_ms: u64,
@@ -69,43 +83,104 @@ impl Core {
         reason: &str,
         release_to: Option<&str>,
     ) -> Result<Control, Refusal> {
+        bounds::reason(reason)?;
         let qi = self
             .queue_index(queue)
             .ok_or_else(|| self.no_such_queue(queue))?;
-        if let Some(to) = release_to {
-            if action != QueueAction::Stop {
-                return Err(Refusal::new(
-                    RefusalCode::Invalid,
-                    "--release-to goes with queue stop",
-                ));
-            }
-            let ti = self.queue_index(to).ok_or_else(|| self.no_such_queue(to))?;
-            let nodes: Vec<String> = self
-                .owned_indices(qi)
-                .filter(|n| self.config.queues[ti].definition.contains(n))
-                .map(|n| self.config.cluster.nodes[n].name.clone())
-                .filter(|n| self.moves.moving(n).is_none())
-                .collect();
-            if nodes.is_empty() {
-                return Err(Refusal::new(
-                    RefusalCode::Invalid,
-                    format!(
-                        "queue {queue} owns no node of queue {to}'s definition: nothing to release to it"
-                    ),
-                ));
-            }
-            // Checked before the stop changes anything.
-            self.moves
-                .check_start(&nodes, queue, to)
-                .map_err(super::moving::refusal)?;
-            let mut control = self.queue_control(now_ms, queue, action)?;
-            control.move_id = self.start_moves(now_ms, &[(queue.to_owned(), nodes)], to)?;
+        let Some(to) = release_to else {
+            let control = self.queue_control(now_ms, queue, action)?;
             self.remember_queue_state(qi, reason);
             return Ok(control);
+        };
+        if action != QueueAction::Stop {
+            return Err(Refusal::new(
+                RefusalCode::Invalid,
+                "--release-to goes with queue stop",
+            ));
         }
-        let control = self.queue_control(now_ms, queue, action)?;
+        let ti = self.queue_index(to).ok_or_else(|| self.no_such_queue(to))?;
+        let plan = self.release_plan(qi, ti)?;
+        // Checked before the stop changes anything.
+        if !plan.nodes.is_empty() {
+            self.moves
+                .check_start(&plan.nodes, queue, to)
+                .map_err(super::moving::refusal)?;
+        }
+        let mut control = self.queue_control(now_ms, queue, action)?;
+        for move_id in plan.cancel {
+            let (donor, returned) = match self.moves.move_view(move_id) {
+                Some(m) => (m.from, self.cancel_move(now_ms, move_id)?),
+                None => continue,
+            };
+            if !returned.is_empty() {
+                control.notes.push(format!(
+                    "{} were still on their way to {queue} (move {}): they go back to {donor}",
+                    encode_hostlist(&returned),
+                    move_id.0
+                ));
+            }
+        }
+        if !plan.nodes.is_empty() {
+            control.move_id = self.start_moves(now_ms, &[(queue.to_owned(), plan.nodes)], to)?;
+        }
+        if !plan.kept.is_empty() {
+            control.notes.push(format!(
+                "{queue} keeps {}: not in {to}'s definition",
+                encode_hostlist(&plan.kept)
+            ));
+        }
         self.remember_queue_state(qi, reason);
         Ok(control)
+    }
+
+    /// What `stop qi --release-to ti` would do; refused when it would do nothing, saying
+    /// why and what to type instead.
+    fn release_plan(&self, qi: usize, ti: usize) -> Result<ReleasePlan, Refusal> {
+        let queue = &self.config.queues[qi].name;
+        let to = &self.config.queues[ti].name;
+        let mut plan = ReleasePlan::default();
+        let mut arriving: Vec<(String, MoveId)> = Vec::new();
+        for n in self.owned_indices(qi) {
+            let name = self.config.cluster.nodes[n].name.clone();
+            match self.moves.moving_node(&name) {
+                None if self.config.queues[ti].definition.contains(&n) => plan.nodes.push(name),
+                None => plan.kept.push(name),
+                // On its way in: still outgoing in its donor.
+                Some(m) if m.step == MovingStep::InDonor && m.to == queue.as_str() => {
+                    if !plan.cancel.contains(&m.move_id) {
+                        plan.cancel.push(m.move_id);
+                    }
+                }
+                // Released to Q, or coming back to Q from a cancelled move: in a moment.
+                Some(m) => arriving.push((name, m.move_id)),
+            }
+        }
+        if !plan.nodes.is_empty() || !plan.cancel.is_empty() {
+            return Ok(plan);
+        }
+        let message = if let Some((_, move_id)) = arriving.first() {
+            let names: Vec<&str> = arriving.iter().map(|(n, _)| n.as_str()).collect();
+            format!(
+                "{} are being handed to {queue} (move {}): try again once \
+                 `shardsched queue moves` shows it done",
+                encode_hostlist(&names),
+                move_id.0
+            )
+        } else if plan.kept.is_empty() {
+            format!("queue {queue} owns no node: nothing to release to {to}")
+        } else {
+            let mut wider = self.config.queues[ti].definition.clone();
+            wider.extend(self.owned_indices(qi));
+            wider.sort_unstable();
+            wider.dedup();
+            format!(
+                "none of queue {queue}'s nodes ({}) is in {to}'s definition: \
+                 `shardsched queue update {to} --nodes {}` adds them",
+                encode_hostlist(&plan.kept),
+                encode_hostlist(&self.config.node_names(&wider))
+            )
+        };
+        Err(Refusal::new(RefusalCode::Invalid, message))
     }
 
     /// A queue's disable reason (empty when none or enabled).
@@ -137,6 +212,11 @@ impl Core {
     /// to whichever shard owns the node, now and at every registration and move. Returns
     /// the connected shards to tell now: each node's owner, or — for a node still outgoing
     /// in a move — the donor that still has it.
+    ///
+    /// Setting a flag again without a reason keeps the reason the node has: `resource drain
+    /// node[0-7]` after `resource drain node3 --reason "bad dimm"` must not erase why node3
+    /// was drained. (flux-core refuses such a drain without `--force`; keeping the reason
+    /// loses nothing and needs no flag. A new reason replaces the old one.)
     pub fn set_node_flag(
         &mut self,
         nodes: &[String],
@@ -155,28 +235,75 @@ impl Core {
                 format!("no node {} in the cluster", encode_hostlist(&unknown)),
             ));
         }
+        bounds::reason(reason)?;
+        if on {
+            self.check_flags_bytes(nodes, flag, reason)?;
+        }
         let mut plan = FlagPlan::new();
         for node in nodes {
-            let value = on.then(|| reason.to_owned());
+            let mut value = on.then(|| reason.to_owned());
             if let Some(entry) = self.durable.nodes.get_mut(node) {
                 let slot = match flag {
                     NodeFlag::Down => &mut entry.down,
                     NodeFlag::Drained => &mut entry.drained,
                 };
+                if on && reason.is_empty() && slot.is_some() {
+                    value.clone_from(slot);
+                }
                 if *slot != value {
-                    *slot = value;
+                    *slot = value.clone();
                     self.dirty.nodes.insert(node.clone());
                 }
             }
             let holder = self.flag_holder(node);
             if let Some((queue, conn)) = holder {
-                plan.entry(queue)
+                plan.entry((queue, value.unwrap_or_default()))
                     .or_insert_with(|| (conn, Vec::new()))
                     .1
                     .push(node.clone());
             }
         }
         Ok(plan)
+    }
+
+    /// Refuses a flag that would take the flags of all nodes past [`NODE_FLAGS_BYTES_MAX`]
+    /// (each flagged node's name and reasons): every message and journal record that carries
+    /// many nodes' flags then fits a frame, whatever the cluster's size.
+    fn check_flags_bytes(
+        &self,
+        nodes: &[String],
+        flag: NodeFlag,
+        reason: &str,
+    ) -> Result<(), Refusal> {
+        let named: BTreeSet<&str> = nodes.iter().map(String::as_str).collect();
+        let total: usize = self
+            .durable
+            .nodes
+            .iter()
+            .map(|(name, node)| {
+                let (mut down, mut drained) = (node.down.as_deref(), node.drained.as_deref());
+                if named.contains(name.as_str()) {
+                    match flag {
+                        NodeFlag::Down => down = Some(reason),
+                        NodeFlag::Drained => drained = Some(reason),
+                    }
+                }
+                match (down, drained) {
+                    (None, None) => 0,
+                    (d, r) => name.len() + d.map_or(0, str::len) + r.map_or(0, str::len),
+                }
+            })
+            .sum();
+        if total <= NODE_FLAGS_BYTES_MAX {
+            return Ok(());
+        }
+        Err(Refusal::new(
+            RefusalCode::Invalid,
+            format!(
+                "the flags of all nodes would take {total} bytes (names and reasons), more \
+                 than the {NODE_FLAGS_BYTES_MAX}-byte limit: give a shorter reason"
+            ),
+        ))
     }
 
     /// A node's admin flags (none: `None`).

@@ -90,6 +90,9 @@ pub struct Control {
     pub notify: Option<QueueCommand>,
     /// The first move started to carry the change out (`start --take`), if any.
     pub move_id: Option<MoveId>,
+    /// What the admin should know beyond "done", one line each (e.g. nodes of its
+    /// definition a queue started without, and how to take them).
+    pub notes: Vec<String>,
 }
 
 /// `SetQueueState` for one shard.
@@ -253,9 +256,9 @@ impl Core {
     }
 
     /// Enables, disables, starts or stops a queue (an admin's request; the driver checked
-    /// the role). Starting is refused when the queue's definition shares nodes with another
-    /// started queue, unless `take` is given: then those nodes are moved to it (one move
-    /// per donor, started at `now_ms`).
+    /// the role). A queue starts with the nodes it owns now; with `take`, the nodes its
+    /// definition shares with other started queues are moved to it (one move per donor,
+    /// started at `now_ms`). Starting is refused only when the queue would own nothing.
     pub fn queue_control(
         &mut self,
         now_ms: u64,
@@ -267,15 +270,35 @@ impl Core {
             .ok_or_else(|| self.no_such_queue(queue))?;
         let before = self.queues[qi].clone();
         let mut move_id = None;
+        let mut notes = Vec::new();
         match action {
             QueueAction::Enable => self.queues[qi].enabled = true,
             QueueAction::Disable => self.queues[qi].enabled = false,
             QueueAction::Stop => self.queues[qi].started = false,
             QueueAction::Start { take } => {
                 if !before.started {
-                    let shared = self.check_start(qi, take)?;
-                    if !shared.is_empty() {
-                        move_id = self.start_moves(now_ms, &shared, queue)?;
+                    let others = self.defined_elsewhere(qi);
+                    let started: Vec<(String, Vec<String>)> = others
+                        .iter()
+                        .filter(|(_, started, _)| *started)
+                        .map(|(q, _, nodes)| (q.clone(), nodes.clone()))
+                        .collect();
+                    if take && !started.is_empty() {
+                        move_id = self.start_moves(now_ms, &started, queue)?;
+                    } else if self.owned_indices(qi).next().is_none() {
+                        return Err(self.owns_nothing(queue, &others));
+                    } else {
+                        notes = others
+                            .iter()
+                            .filter(|(_, started, _)| *started)
+                            .map(|(other, _, nodes)| {
+                                format!(
+                                    "{queue} started without {} ({other} owns them; \
+                                     `shardsched queue start {queue} --take` would move them)",
+                                    encode_hostlist(nodes)
+                                )
+                            })
+                            .collect();
                     }
                 }
                 self.queues[qi].started = true;
@@ -299,44 +322,57 @@ impl Core {
             changed,
             notify,
             move_id,
+            notes,
         })
     }
 
-    /// The nodes `qi`'s definition shares with other started queues, by owner; refused
-    /// unless `take`.
-    fn check_start(&self, qi: usize, take: bool) -> Result<Vec<(String, Vec<String>)>, Refusal> {
-        let q = &self.config.queues[qi];
-        let mut shared: Vec<(&str, Vec<&str>)> = Vec::new();
-        for &n in &q.definition {
-            let Some(other) = self.owner[n].filter(|&o| o != qi && self.queues[o].started) else {
+    /// The nodes of `qi`'s definition owned by other queues, by owner in name order: the
+    /// owner, whether it is started, and the nodes (in cluster order).
+    fn defined_elsewhere(&self, qi: usize) -> Vec<(String, bool, Vec<String>)> {
+        let mut by_owner: Vec<(String, bool, Vec<String>)> = Vec::new();
+        for &n in &self.config.queues[qi].definition {
+            let Some(other) = self.owner[n].filter(|&o| o != qi) else {
                 continue;
             };
-            let other = self.config.queues[other].name.as_str();
-            let node = self.config.cluster.nodes[n].name.as_str();
-            match shared.iter_mut().find(|(name, _)| *name == other) {
-                Some((_, nodes)) => nodes.push(node),
-                None => shared.push((other, vec![node])),
+            let name = &self.config.queues[other].name;
+            let node = self.config.cluster.nodes[n].name.clone();
+            match by_owner.iter_mut().find(|(q, _, _)| q == name) {
+                Some((_, _, nodes)) => nodes.push(node),
+                None => by_owner.push((name.clone(), self.queues[other].started, vec![node])),
             }
         }
-        if shared.is_empty() || take {
-            return Ok(shared
-                .into_iter()
-                .map(|(q, nodes)| (q.to_owned(), nodes.into_iter().map(str::to_owned).collect()))
-                .collect());
-        }
-        let detail: Vec<String> = shared
+        by_owner.sort_by(|a, b| a.0.cmp(&b.0));
+        by_owner
+    }
+
+    /// Why `queue` may not start: it would own nothing. Names who owns its definition and
+    /// what to type.
+    fn owns_nothing(&self, queue: &str, others: &[(String, bool, Vec<String>)]) -> Refusal {
+        let owners: Vec<String> = others
             .iter()
-            .map(|(other, nodes)| format!("{other} owns {}", encode_hostlist(nodes)))
+            .map(|(other, _, nodes)| format!("{other} owns {}", encode_hostlist(nodes)))
             .collect();
-        Err(Refusal::new(
-            RefusalCode::Unavailable,
+        let hint = if others.iter().any(|(_, started, _)| *started) {
+            format!("`shardsched queue start {queue} --take` moves in the started queues' nodes")
+        } else if let Some((other, _, nodes)) = others.first() {
             format!(
-                "queue {} shares nodes with started queues ({}); started queues cannot own the same node: \
-                 stop them first, or use start --take to move the nodes",
-                q.name,
-                detail.join("; ")
-            ),
-        ))
+                "`shardsched queue move {} --from {other} --to {queue}` gives it nodes first",
+                encode_hostlist(nodes)
+            )
+        } else {
+            format!(
+                "no queue owns any node of its definition; `shardsched queue update {queue} --nodes …` changes it"
+            )
+        };
+        let owners = if owners.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", owners.join("; "))
+        };
+        Refusal::new(
+            RefusalCode::Policy,
+            format!("queue {queue} would start owning no node{owners}: {hint}"),
+        )
     }
 
     fn queue_index(&self, queue: &str) -> Option<usize> {

@@ -23,7 +23,7 @@ use shardsched_proto::msg::{MoveId, Refusal, RefusalCode};
 use shardsched_resource::encode_hostlist;
 
 use super::{ConnId, Core};
-use crate::moves::{MoveError, MoveRecord, MoveView};
+use crate::moves::{MoveError, MoveRecord, MoveStatus, MoveView};
 
 /// A command for a connected shard.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -110,6 +110,13 @@ impl Core {
             .ok_or_else(|| self.no_such_queue(from))?;
         self.queue_index(to).ok_or_else(|| self.no_such_queue(to))?;
         self.moves.check_start(nodes, from, to).map_err(refusal)
+    }
+
+    /// Whether move `move_id` is over (completed, cancelled, or long forgotten).
+    pub fn move_finished(&self, move_id: MoveId) -> bool {
+        self.moves
+            .move_view(move_id)
+            .is_none_or(|m| m.status != MoveStatus::Active)
     }
 
     /// Every unfinished move, then the finished ones still remembered (`queue moves`).
@@ -275,7 +282,8 @@ pub(super) fn refusal(e: MoveError) -> Refusal {
         MoveError::NoSuchQueue(_) | MoveError::NoSuchNode(_) | MoveError::NoSuchMove(_) => {
             RefusalCode::NotFound
         }
-        MoveError::AlreadyMoving { .. } | MoveError::Busy(_) => RefusalCode::Unavailable,
+        MoveError::AlreadyMoving { .. } => RefusalCode::Policy,
+        MoveError::Busy(_) => RefusalCode::Unavailable,
         MoveError::SameQueue(_)
         | MoveError::NoNodes
         | MoveError::TooManyNodes { .. }

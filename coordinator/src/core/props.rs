@@ -27,69 +27,89 @@ fn queue(i: usize, definition: Vec<usize>, started: bool) -> QueueDef {
         default_duration_ms: 60_000,
         max_duration_ms: 0,
         definition,
+        owns: Vec::new(),
         started,
         enabled: true,
     }
 }
 
-/// Up to 6 queues over a cluster of up to 40 nodes, any definitions, any started flags.
+/// Up to 6 queues over a cluster of up to 40 nodes, any definitions, any started flags,
+/// some with `owns` (a part of their definition no earlier queue owns).
 fn arbitrary_config() -> impl Strategy<Value = Config> {
     (2usize..40).prop_flat_map(|n| {
         let one = (
             proptest::collection::btree_set(0..n, 1..n.min(12)),
             any::<bool>(),
+            proptest::collection::btree_set(0..n, 0..3),
         );
-        proptest::collection::vec(one, 1..6).prop_map(move |queues| Config {
-            origin: "proptest".into(),
-            cluster: cluster(n),
-            default_queue: "q0".into(),
-            queues: queues
+        proptest::collection::vec(one, 1..6).prop_map(move |queues| {
+            let mut claimed = std::collections::BTreeSet::new();
+            let queues = queues
                 .into_iter()
                 .enumerate()
-                .map(|(i, (def, started))| queue(i, def.into_iter().collect(), started))
-                .collect(),
+                .map(|(i, (def, started, wanted))| {
+                    let mut q = queue(i, def.iter().copied().collect(), started);
+                    q.owns = wanted
+                        .into_iter()
+                        .filter(|n| def.contains(n) && claimed.insert(*n))
+                        .collect();
+                    q
+                })
+                .collect();
+            Config {
+                origin: "proptest".into(),
+                cluster: cluster(n),
+                default_queue: "q0".into(),
+                queues,
+            }
         })
     })
+}
+
+/// The owner the rules give node `n`: the queue whose `owns` names it, else the first
+/// started queue (by name) defining it, else the first stopped one.
+fn expected_owner(config: &Config, n: usize) -> Option<usize> {
+    let defining = |started: Option<bool>| {
+        config
+            .queues
+            .iter()
+            .position(|q| q.definition.contains(&n) && started.is_none_or(|s| q.started == s))
+    };
+    config
+        .queues
+        .iter()
+        .position(|q| q.owns.contains(&n))
+        .or_else(|| defining(Some(true)))
+        .or_else(|| defining(None))
 }
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
-    /// Whatever the definitions: every owned node is in its owner's definition, started
-    /// queues are served first, and stopped queues only own what no started queue defines.
+    /// Whatever the definitions: every owned node is in its owner's definition, `owns`
+    /// comes first, then started queues by name, and stopped queues only own what no started
+    /// queue defines.
     #[test]
     fn ownership_invariants(config in arbitrary_config()) {
         let owners = assign_owners(&config);
         prop_assert_eq!(owners.len(), config.cluster.nodes.len());
         for (n, owner) in owners.iter().enumerate() {
-            let defining: Vec<usize> = config.queues.iter().enumerate()
-                .filter(|(_, q)| q.definition.contains(&n)).map(|(i, _)| i).collect();
-            let started_defining: Vec<usize> = defining.iter().copied()
-                .filter(|&i| config.queues[i].started).collect();
-            match owner {
-                None => prop_assert!(defining.is_empty()),
-                Some(q) => {
-                    prop_assert!(defining.contains(q));
-                    // The first started queue (by name) defining the node owns it, else the
-                    // first stopped one.
-                    let expected = started_defining.first().or(defining.first());
-                    prop_assert_eq!(Some(q), expected);
-                }
+            prop_assert_eq!(*owner, expected_owner(&config, n));
+            if let Some(q) = owner {
+                prop_assert!(config.queues[*q].definition.contains(&n));
             }
         }
-        // A valid configuration never has two started queues wanting one node, so each
-        // started queue owns its whole definition.
-        if crate::config::check(&config).is_ok() {
-            let (core, durable) = Core::new(config.clone(), &Durable::default(), 0)
-                .map_err(|e| TestCaseError::fail(e.to_string()))?;
-            for q in config.queues.iter().filter(|q| q.started) {
-                prop_assert_eq!(core.owned_by(&q.name), config.node_names(&q.definition));
-            }
-            let mut ids: Vec<u16> = durable.generators.values().copied().collect();
-            ids.sort_unstable();
-            ids.dedup();
-            prop_assert_eq!(ids.len(), config.queues.len());
+        // Built in code or loaded, the core starts with exactly these owners.
+        let (core, durable) = Core::new(config.clone(), &Durable::default(), 0)
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        for (qi, q) in config.queues.iter().enumerate() {
+            let mine: Vec<usize> = (0..owners.len()).filter(|&n| owners[n] == Some(qi)).collect();
+            prop_assert_eq!(core.owned_by(&q.name), config.node_names(&mine));
         }
+        let mut ids: Vec<u16> = durable.generators.values().copied().collect();
+        ids.sort_unstable();
+        ids.dedup();
+        prop_assert_eq!(ids.len(), config.queues.len());
     }
 
     /// Generations never go back, and move exactly where the owner changed.
@@ -119,10 +139,11 @@ proptest! {
         prop_assert_eq!(durable3, durable2);
     }
 
-    /// A configuration file is accepted exactly when its started definitions are disjoint,
-    /// and then no node is owned by two started queues.
+    /// A configuration file with overlapping definitions (started or not) and disjoint
+    /// `owns` is accepted, and gives the same owners as the configuration built in code:
+    /// every node a started queue defines is owned by a started queue or by an `owns`.
     #[test]
-    fn config_files_accept_exactly_disjoint_started_queues(config in arbitrary_config()) {
+    fn config_files_with_overlaps_load_with_the_same_owners(config in arbitrary_config()) {
         let mut text = format!(
             "default_queue = \"q0\"\n[cluster.inline]\n[[cluster.inline.nodes]]\nhosts = \"node[0-{}]\"\ncores_per_socket = 1\n",
             config.cluster.nodes.len() - 1
@@ -130,15 +151,19 @@ proptest! {
         for q in &config.queues {
             let hosts = shardsched_resource::encode_hostlist(&config.node_names(&q.definition));
             text.push_str(&format!("[queues.{}]\nnodes = \"{hosts}\"\nstarted = {}\n", q.name, q.started));
+            if !q.owns.is_empty() {
+                let owns = shardsched_resource::encode_hostlist(&config.node_names(&q.owns));
+                text.push_str(&format!("owns = \"{owns}\"\n"));
+            }
         }
-        let parsed = Config::parse(&text, "proptest.toml", Path::new("."));
-        prop_assert_eq!(parsed.is_ok(), crate::config::check(&config).is_ok(), "{}", text);
-        if let Ok(parsed) = parsed {
-            let owners = assign_owners(&parsed);
-            for q in parsed.queues.iter().filter(|q| q.started) {
-                for &n in &q.definition {
-                    prop_assert_eq!(owners[n].map(|i| parsed.queues[i].name.as_str()), Some(q.name.as_str()));
-                }
+        let parsed = Config::parse(&text, "proptest.toml", Path::new("."))
+            .map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+        let owners = assign_owners(&parsed);
+        prop_assert_eq!(&owners, &assign_owners(&config));
+        for q in parsed.queues.iter().filter(|q| q.started) {
+            for &n in &q.definition {
+                let owner = owners[n].map(|i| &parsed.queues[i]);
+                prop_assert!(owner.is_some_and(|o| o.started || o.owns.contains(&n)), "{}", text);
             }
         }
     }

@@ -8,7 +8,8 @@
 //!   → candidate configuration  → config::check (the file's rules: a run-time table is
 //!                                 always a valid configuration)
 //!   → ownership checks          a removed queue owns nothing and is in no move; a queue's
-//!                                 definition never loses a node the queue owns
+//!                                 definition never loses a node the queue owns (update
+//!                                 --give-to moves them out first)
 //!   → apply                     per-queue state remapped by name; unassigned nodes of a
 //!                                 new or grown definition become the queue's (generation
 //!                                 bumped); generator ids of new names are fresh, of known
@@ -18,21 +19,24 @@
 //!                                  SetQueueState off for a removed queue's shard)
 //! ```
 //!
-//! A node never changes hands between two queues here: that is always a move (a removal
-//! with `give_to` starts one and asks the admin to remove the queue once it is done).
+//! Definitions may overlap, started queues' too. A node never changes hands between two
+//! queues here: that is always a move (a removal or an update with `give_to` starts one;
+//! the driver finishes the removal once the move is done), and a reload whose `owns`
+//! differs from the owners now only says which moves would apply it.
 
+mod owners;
 #[cfg(test)]
 mod props;
 #[cfg(test)]
 mod tests;
 
 use shardsched_proto::msg::client_coord::QueueSpec;
-use shardsched_proto::msg::{Generation, MoveId, QueueConfig, Refusal, RefusalCode};
+use shardsched_proto::msg::{MoveId, QueueConfig, Refusal, RefusalCode};
 use shardsched_resource::encode_hostlist;
 
 use super::{ConnId, Core, CoreError, QueueCommand, QueueState, ShardLink};
 use crate::config::{self, Config, QueueDef};
-use crate::ownership::{Durable, DurableNode, GENERATOR_ID_FIRST};
+use crate::ownership::{Durable, GENERATOR_ID_FIRST};
 use crate::queue_table::{self, RuntimeQueues};
 use shardsched_proto::fluid::GENERATOR_ID_MAX;
 
@@ -64,9 +68,9 @@ pub struct RestartCommand {
 }
 
 impl Core {
-    /// Adds a queue (`queue add`). Refused when the name is taken, or the new table breaks
-    /// a configuration rule (a started queue whose definition overlaps another started
-    /// queue's: add it `--stopped`, then `queue start --take`).
+    /// Adds a queue (`queue add`). Refused when the name is taken or a value breaks a
+    /// configuration rule. Its definition may overlap other queues' (started or not): it
+    /// owns the nodes of its definition that no queue owns.
     pub fn add_queue(&mut self, def: QueueDef) -> Result<Reconfig, Refusal> {
         if self.queue_index(&def.name).is_some() {
             return Err(invalid(format!("queue {} already exists", def.name)));
@@ -79,58 +83,72 @@ impl Core {
 
     /// Changes a queue's definition, policies or limits (`queue update`): the fields of
     /// `spec` that are set. Its shard, if connected, is told to restart with the new
-    /// configuration when it differs.
-    pub fn update_queue(&mut self, spec: &QueueSpec) -> Result<Reconfig, Refusal> {
+    /// configuration when it differs. A new definition may not leave out nodes the queue
+    /// owns, unless `spec.give_to` names a queue to move them to first (one move, started
+    /// at `now_ms`; the queue's shard keeps them outgoing until their jobs end).
+    pub fn update_queue(&mut self, now_ms: u64, spec: &QueueSpec) -> Result<Reconfig, Refusal> {
         let qi = self
             .queue_index(&spec.name)
             .ok_or_else(|| self.no_such_queue(&spec.name))?;
         let base = &self.config.queues[qi];
         let def = queue_table::queue_def(&self.config, Some(base), spec)
             .map_err(|e| invalid(format!("queue {}: {e}", spec.name)))?;
+        let lost: Vec<String> = self
+            .owned_indices(qi)
+            .filter(|n| def.definition.binary_search(n).is_err())
+            .map(|n| self.config.cluster.nodes[n].name.clone())
+            .collect();
         let mut candidate = self.config.clone();
         candidate.queues[qi] = def;
-        self.replace_queues(candidate, false)
+        let mut moved = None;
+        if let (Some(to), false) = (&spec.give_to, lost.is_empty()) {
+            config::check(&candidate).map_err(invalid)?;
+            self.check_move(&lost, &spec.name, to)?;
+            let move_id = self.start_moves(now_ms, &[(spec.name.clone(), lost.clone())], to)?;
+            moved = Some((move_id, to.clone()));
+        }
+        let mut out = self.replace_queues(candidate, false)?;
+        if let Some((move_id, to)) = moved {
+            out.changes.insert(
+                0,
+                format!(
+                    "queue {}: {} move to {to}{} (each once its jobs end)",
+                    spec.name,
+                    encode_hostlist(&lost),
+                    move_id
+                        .map(|m| format!(" in move {}", m.0))
+                        .unwrap_or_default()
+                ),
+            );
+            out.move_id = move_id;
+        }
+        Ok(out)
     }
 
     /// Removes a queue (`queue remove`). Refused while its shard reports jobs (or is not
     /// connected, so that nobody can tell), while it owns nodes, is in a move, or is the
     /// default queue. With `give_to`, a queue that owns nodes has them moved there (one
-    /// move, started at `now_ms`) and the answer asks to remove it again once the move is
-    /// done.
+    /// move, started at `now_ms`; they are idle, having no job) and the queue stays: the
+    /// driver removes it once [`Core::move_finished`] says the move is done.
     pub fn remove_queue(
         &mut self,
         now_ms: u64,
         queue: &str,
         give_to: Option<&str>,
     ) -> Result<Reconfig, Refusal> {
-        let qi = self
-            .queue_index(queue)
-            .ok_or_else(|| self.no_such_queue(queue))?;
-        if let Some(to) = give_to {
-            if to == queue {
-                return Err(invalid(format!(
-                    "queue {queue} cannot give its nodes to itself"
-                )));
-            }
-            self.queue_index(to).ok_or_else(|| self.no_such_queue(to))?;
-        }
-        if self.config.default_queue == queue {
-            return Err(invalid(format!(
-                "queue {queue} is the default queue; it cannot be removed (reload a configuration with another default_queue)"
-            )));
-        }
+        let qi = self.check_remove_request(queue, give_to)?;
         self.check_no_jobs(qi)?;
         let owned = self.owned_by(queue);
         if let (Some(to), false) = (give_to, owned.is_empty()) {
             if self.moves.queue_in_move(queue) {
-                return Err(busy(format!(
+                return Err(policy(format!(
                     "queue {queue} is in an unfinished move: wait for it (queue moves) or cancel it"
                 )));
             }
             let move_id = self.start_moves(now_ms, &[(queue.to_owned(), owned.clone())], to)?;
             return Ok(Reconfig {
                 changes: vec![format!(
-                    "queue {queue}: its nodes {} are moving to {to}{}; remove it again once the move is done",
+                    "queue {queue}: its nodes {} move to {to}{}",
                     encode_hostlist(&owned),
                     move_id
                         .map(|m| format!(" (move {})", m.0))
@@ -162,7 +180,9 @@ impl Core {
                 self.check_no_jobs(qi)?;
             }
         }
-        self.replace_queues(file, true)
+        let mut out = self.replace_queues(file, true)?;
+        out.changes.extend(self.owns_not_applied());
+        Ok(out)
     }
 
     /// The queues a change to `candidate` would remove (for the driver's live job check).
@@ -197,19 +217,85 @@ impl Core {
         }
     }
 
+    /// The checks of [`Core::remove_queue`] that need no shard: the queues exist, `give_to`
+    /// is another queue, `queue` is not the default. Pure (the driver asks first too);
+    /// returns `queue`'s index.
+    pub fn check_remove_request(
+        &self,
+        queue: &str,
+        give_to: Option<&str>,
+    ) -> Result<usize, Refusal> {
+        let qi = self
+            .queue_index(queue)
+            .ok_or_else(|| self.no_such_queue(queue))?;
+        if let Some(to) = give_to {
+            if to == queue {
+                return Err(invalid(format!(
+                    "queue {queue} cannot give its nodes to itself"
+                )));
+            }
+            self.queue_index(to).ok_or_else(|| self.no_such_queue(to))?;
+        }
+        if self.config.default_queue == queue {
+            return Err(invalid(format!(
+                "queue {queue} is the default queue; it cannot be removed (reload a configuration with another default_queue)"
+            )));
+        }
+        Ok(qi)
+    }
+
+    /// Whether `queue` may go as far as its nodes and moves are concerned: it owns nothing
+    /// and is in no unfinished move. Pure: the driver asks before it disables the queue's
+    /// shard, so that a removal refused for this never disables the queue.
+    pub fn check_removable(&self, queue: &str) -> Result<(), Refusal> {
+        let qi = self
+            .queue_index(queue)
+            .ok_or_else(|| self.no_such_queue(queue))?;
+        let owned: Vec<usize> = self.owned_indices(qi).collect();
+        if !owned.is_empty() {
+            return Err(policy(format!(
+                "queue {queue} owns {}: move them to another queue first (queue remove --give-to Q)",
+                encode_hostlist(&self.config.node_names(&owned))
+            )));
+        }
+        if self.moves.queue_in_move(queue) {
+            return Err(policy(format!(
+                "queue {queue} is in an unfinished move: wait for it or cancel it"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The driver has just seen `queue`'s shard hold no job, and disabled it so that none
+    /// can come (`DisableIfIdle`): fresher than the shard's last status report, which may
+    /// still count a job that ended a moment ago.
+    pub fn saw_idle(&mut self, queue: &str) {
+        let report = self
+            .queue_index(queue)
+            .and_then(|qi| self.shards[qi].as_mut())
+            .and_then(|link| link.report.as_mut());
+        if let Some(report) = report {
+            report.queue.jobs_pending = 0;
+            report.queue.jobs_running = 0;
+        }
+    }
+
     /// Refused while the queue's shard reports jobs, or is not connected.
     fn check_no_jobs(&self, qi: usize) -> Result<(), Refusal> {
         let name = &self.config.queues[qi].name;
         let Some(link) = &self.shards[qi] else {
-            return Err(busy(format!(
-                "queue {name}'s shard is not connected, so nobody can tell whether it has jobs; \
-                 start its shard, then remove the queue"
-            )));
+            return Err(Refusal::new(
+                RefusalCode::Unavailable,
+                format!(
+                    "queue {name}'s shard is not connected, so nobody can tell whether it has \
+                     jobs; start its shard, then remove the queue"
+                ),
+            ));
         };
         if let Some(report) = &link.report {
             let (pending, running) = (report.queue.jobs_pending, report.queue.jobs_running);
             if pending + running > 0 {
-                return Err(busy(format!(
+                return Err(policy(format!(
                     "queue {name} has jobs ({pending} pending, {running} running): cancel them or \
                      wait for them to end (jobs cannot move between queues)"
                 )));
@@ -225,28 +311,18 @@ impl Core {
         mut candidate: Config,
         from_file: bool,
     ) -> Result<Reconfig, Refusal> {
-        config::check(&candidate).map_err(|e| invalid(format!("{}: {e}", candidate.origin)))?;
+        // A file's errors name the file; a run-time change's are about the change itself.
+        config::check(&candidate).map_err(|e| match from_file {
+            true => invalid(format!("{}: {e}", candidate.origin)),
+            false => invalid(e),
+        })?;
         if !from_file {
             candidate.origin = self.config.origin.clone();
         }
         // Removed queues own nothing and are in no move.
-        for (qi, q) in self.config.queues.iter().enumerate() {
-            if candidate.queue(&q.name).is_some() {
-                continue;
-            }
-            let owned: Vec<usize> = self.owned_indices(qi).collect();
-            if !owned.is_empty() {
-                return Err(busy(format!(
-                    "queue {} owns {}: move them to another queue first (queue remove --give-to Q)",
-                    q.name,
-                    encode_hostlist(&self.config.node_names(&owned))
-                )));
-            }
-            if self.moves.queue_in_move(&q.name) {
-                return Err(busy(format!(
-                    "queue {} is in an unfinished move: wait for it or cancel it",
-                    q.name
-                )));
+        for q in &self.config.queues {
+            if candidate.queue(&q.name).is_none() {
+                self.check_removable(&q.name)?;
             }
         }
         // A definition never loses a node its queue owns.
@@ -259,10 +335,12 @@ impl Core {
                 .filter(|n| new.definition.binary_search(n).is_err())
                 .collect();
             if !lost.is_empty() {
-                return Err(busy(format!(
-                    "queue {}: its definition would lose {}, which it owns: move them first (queue move)",
-                    new.name,
-                    encode_hostlist(&self.config.node_names(&lost))
+                let hosts = encode_hostlist(&self.config.node_names(&lost));
+                return Err(policy(format!(
+                    "queue {}: its definition would lose {hosts}, which it owns: move them \
+                     first (`shardsched queue move {hosts} --from {} --to QUEUE`), or give \
+                     `--give-to QUEUE` to move them as part of the update",
+                    new.name, new.name
                 )));
             }
         }
@@ -277,7 +355,7 @@ impl Core {
                 .max()
                 .map_or(Some(GENERATOR_ID_FIRST), |m| m.checked_add(1))
                 .filter(|&id| id <= GENERATOR_ID_MAX)
-                .ok_or_else(|| busy(format!("no generator id left for queue {}", q.name)))?;
+                .ok_or_else(|| policy(format!("no generator id left for queue {}", q.name)))?;
             generators.insert(q.name.clone(), id);
         }
 
@@ -349,40 +427,30 @@ impl Core {
             .map(|o| o.as_deref().and_then(|name| self.queue_index(name)))
             .collect();
         self.durable.generators = generators;
-        // Unassigned nodes of new or grown definitions become their queue's.
+        // Unassigned nodes of new or grown definitions become their queue's: those an
+        // `owns` names first, then the rest by queue name.
         for qi in 0..self.config.queues.len() {
             let name = self.config.queues[qi].name.clone();
             self.moves.set_definition(
                 &name,
                 Some(self.config.node_names(&self.config.queues[qi].definition)),
             );
-            let mut gained = Vec::new();
-            for n in self.config.queues[qi].definition.clone() {
-                if self.owner[n].is_some() {
-                    continue;
+        }
+        let mut gained: Vec<Vec<String>> = vec![Vec::new(); self.config.queues.len()];
+        for owns_pass in [true, false] {
+            for (qi, taken) in gained.iter_mut().enumerate() {
+                let q = &self.config.queues[qi];
+                let nodes = if owns_pass { &q.owns } else { &q.definition };
+                for n in nodes.clone() {
+                    taken.extend(self.take_unowned(qi, n));
                 }
-                let node = self.config.cluster.nodes[n].name.clone();
-                let generation = Generation(self.generation[n].0.saturating_add(1));
-                if !self.moves.assign_unowned(&node, &name, generation) {
-                    continue;
-                }
-                self.owner[n] = Some(qi);
-                self.generation[n] = generation;
-                let flags = self.durable.nodes.get(&node).cloned().unwrap_or_default();
-                self.durable.nodes.insert(
-                    node.clone(),
-                    DurableNode {
-                        owner: Some(name.clone()),
-                        generation: generation.0,
-                        moved: false,
-                        ..flags
-                    },
-                );
-                gained.push(node);
             }
+        }
+        for (qi, gained) in gained.into_iter().enumerate() {
             if !gained.is_empty() {
                 out.changes.push(format!(
-                    "queue {name} owns {} now",
+                    "queue {} owns {} now",
+                    self.config.queues[qi].name,
                     encode_hostlist(&gained)
                 ));
             }
@@ -456,6 +524,7 @@ fn invalid(message: String) -> Refusal {
     Refusal::new(RefusalCode::Invalid, message)
 }
 
-fn busy(message: String) -> Refusal {
-    Refusal::new(RefusalCode::Unavailable, message)
+/// A rule refuses the change in the present state (jobs, owned nodes, moves).
+fn policy(message: String) -> Refusal {
+    Refusal::new(RefusalCode::Policy, message)
 }

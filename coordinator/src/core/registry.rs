@@ -231,6 +231,7 @@ impl Core {
             cluster: ClusterDescription {
                 format: ClusterFormat::Spec,
                 text: self.config.cluster.spec_toml.clone(),
+                load_allowlist: self.config.cluster.load_allowlist.clone(),
             },
             queue: QueueConfig {
                 name: q.name.clone(),

@@ -96,15 +96,43 @@ fn stopped_queues_keep_free_nodes_and_unassigned_nodes_stay_unassigned() {
 }
 
 #[test]
-fn overlapping_started_queues_built_in_code_are_refused() {
+fn started_queues_may_overlap_and_the_first_by_name_owns_the_shared_nodes() {
     let mut config = Config::embedded_default().expect("default");
     for q in &mut config.queues {
         q.started = true;
     }
-    match Core::new(config, &Durable::default(), 0) {
-        Err(CoreError::Config(e)) => assert!(e.contains("batch and standby overlap"), "{e}"),
-        other => panic!("expected a refusal, got {other:?}"),
-    }
+    let (core, _) = Core::new(config, &Durable::default(), 0).expect("overlap is allowed");
+    assert_eq!(core.owned_by("batch").len(), 112);
+    assert_eq!(core.owner_of("node96"), Some("batch"), "batch < debug");
+    assert_eq!(core.owned_by("debug").len(), 16);
+    assert!(core.owned_by("standby").is_empty());
+}
+
+#[test]
+fn a_queue_starts_with_what_it_owns_and_says_what_take_would_move() {
+    let mut core = default_core();
+    core.queue_control(0, "debug", QueueAction::Stop)
+        .expect("stop");
+    // debug owns node[112-127]; node[96-111] of its definition are batch's (started).
+    let c = core
+        .queue_control(0, "debug", QueueAction::Start { take: false })
+        .expect("it owns nodes: it starts");
+    assert_eq!(c.move_id, None);
+    assert_eq!(
+        c.notes,
+        ["debug started without node[96-111] (batch owns them; \
+          `shardsched queue start debug --take` would move them)"]
+    );
+    assert_eq!(core.queue_flags("debug"), Some((true, true)));
+    assert_eq!(core.owner_of("node96"), Some("batch"));
+    // --take moves them: batch and debug both run.
+    core.queue_control(0, "debug", QueueAction::Stop)
+        .expect("stop");
+    let c = core
+        .queue_control(7, "debug", QueueAction::Start { take: true })
+        .expect("take");
+    assert!(c.move_id.is_some() && c.notes.is_empty(), "{c:?}");
+    assert_eq!(core.owner_of("node96"), Some("debug"));
 }
 
 #[test]
@@ -293,6 +321,9 @@ fn report(queue: &str, nodes: &[(&str, NodeState, u32)]) -> ShardStatus {
             jobs_pending: 3,
             jobs_running: 2,
             online: true,
+            definition: String::new(),
+            owned: String::new(),
+            reason: String::new(),
         },
         nodes: nodes
             .iter()
@@ -392,7 +423,8 @@ fn queue_control() {
         Control {
             changed: true,
             notify: None,
-            move_id: None
+            move_id: None,
+            notes: Vec::new(),
         }
     );
     assert_eq!(core.queue_flags("batch"), Some((false, true)));
@@ -425,17 +457,22 @@ fn queue_control() {
         .expect("again");
     assert!(!a.queue.started && !a.queue.enabled);
 
-    // standby overlaps batch's nodes; with batch stopped it may start (owning nothing), with
-    // batch started it may not.
+    // standby overlaps batch's nodes and owns none: it would start owning nothing, so it is
+    // refused, saying who owns them and what moves them in.
     core.queue_control(0, "batch", QueueAction::Start { take: false })
         .expect("start batch");
     let r = core
         .queue_control(0, "standby", QueueAction::Start { take: false })
-        .expect_err("overlap");
-    assert_eq!(r.code, RefusalCode::Unavailable);
+        .expect_err("owns nothing");
+    assert_eq!(r.code, RefusalCode::Policy);
     assert!(
         r.message
-            .contains("queue standby shares nodes with started queues (batch owns node[0-111])"),
+            .contains("queue standby would start owning no node (batch owns node[0-111])"),
+        "{r}"
+    );
+    assert!(
+        r.message
+            .contains("`shardsched queue start standby --take`"),
         "{r}"
     );
     assert_eq!(core.queue_flags("standby"), Some((true, false)));
@@ -459,11 +496,13 @@ fn job(id: u64, submit_ms: u64) -> JobSummary {
         state: JobState::Pending,
         priority: 16,
         nodes: Vec::new(),
+        nodes_requested: Some(1),
         submit_ms,
         start_ms: None,
         end_ms: None,
         duration_ms: 60_000,
         reason: String::new(),
+        reserved_ms: None,
     }
 }
 
@@ -552,4 +591,85 @@ fn jobs_fan_out_plan_and_merge() {
         merge_jobs(&plan, Vec::new(), 1).truncated,
         "a shard that failed"
     );
+}
+
+#[test]
+fn node_flags_have_bounds_so_every_message_carrying_them_fits_a_frame() {
+    use shardsched_proto::limits::{FRAME_BYTES_MAX, NODE_FLAGS_BYTES_MAX, REASON_BYTES_MAX};
+    let mut core = core_from(
+        "default_queue = \"a\"\n\
+         [cluster.inline]\nname = \"big\"\n\
+         [[cluster.inline.nodes]]\nhosts = \"node[0-9999]\"\nsockets = 1\ncores_per_socket = 1\n\
+         [queues.a]\nnodes = \"node[0-9999]\"\n",
+    );
+    let all: Vec<String> = (0..10_000).map(|i| format!("node{i}")).collect();
+    let too_long = "r".repeat(REASON_BYTES_MAX + 1);
+    let refused = core
+        .set_node_flag(&all[..1], NodeFlag::Drained, true, &too_long)
+        .expect_err("a reason past its bound");
+    assert_eq!(refused.code, RefusalCode::Invalid);
+    let longest = "r".repeat(REASON_BYTES_MAX);
+    core.set_node_flag(&all, NodeFlag::Drained, true, &longest)
+        .expect("10,000 nodes drained with the longest reason fit");
+    let refused = core
+        .set_node_flag(&all, NodeFlag::Down, true, &longest)
+        .expect_err("past the bound of all flags together");
+    assert!(
+        refused
+            .message
+            .contains(&format!("more than the {NODE_FLAGS_BYTES_MAX}-byte limit")),
+        "{}",
+        refused.message
+    );
+    assert_eq!(
+        core.node_flags("node0").and_then(|f| f.down),
+        None,
+        "nothing set"
+    );
+    core.set_node_flag(&all, NodeFlag::Down, true, "psu")
+        .expect("a short reason fits");
+    let assignment = core
+        .register(ConnId(1), "a", remote(), &register("a", 7001))
+        .expect("registered");
+    assert_eq!(assignment.flags.len(), 10_000);
+    assert!(shardsched_proto::codec::encoded_len(&assignment) < FRAME_BYTES_MAX / 2);
+}
+
+/// `resource drain node[0-1]` after `resource drain node0 --reason "bad dimm"` keeps why
+/// node0 was drained (it used to erase it); a new reason replaces the old one.
+#[test]
+fn a_flag_set_again_without_a_reason_keeps_the_earlier_reason() {
+    let mut core = default_core();
+    core.register(ConnId(1), "batch", remote(), &register("batch", 7001))
+        .expect("registered");
+    let nodes: Vec<String> = core.owned_by("batch")[..2].to_vec();
+    let reason = |core: &Core, n: &str| core.node_flags(n).and_then(|f| f.drained);
+    core.set_node_flag(&nodes[..1], NodeFlag::Drained, true, "bad dimm")
+        .expect("drain");
+    let plan = core
+        .set_node_flag(&nodes, NodeFlag::Drained, true, "")
+        .expect("drain again");
+    assert_eq!(reason(&core, &nodes[0]).as_deref(), Some("bad dimm"));
+    assert_eq!(reason(&core, &nodes[1]).as_deref(), Some(""));
+    // The shard is told each node's own reason.
+    let told: Vec<(&str, &[String])> = plan
+        .iter()
+        .map(|((_, r), (_, n))| (r.as_str(), n.as_slice()))
+        .collect();
+    assert_eq!(told, [("", &nodes[1..]), ("bad dimm", &nodes[..1])]);
+
+    core.set_node_flag(
+        &nodes[..1],
+        NodeFlag::Drained,
+        true,
+        "dimm replaced, testing",
+    )
+    .expect("new reason");
+    assert_eq!(
+        reason(&core, &nodes[0]).as_deref(),
+        Some("dimm replaced, testing")
+    );
+    core.set_node_flag(&nodes[..1], NodeFlag::Drained, false, "")
+        .expect("undrain");
+    assert_eq!(reason(&core, &nodes[0]), None);
 }

@@ -9,8 +9,10 @@ use shardsched_proto::Peer;
 use shardsched_proto::limits::JOBS_PER_RESPONSE_MAX;
 use shardsched_proto::msg::{
     JobList, JobsQuery, NodeState, NodeStatus, QueueStatus, Refusal, RefusalCode, Route,
-    RouteTable, UserFilter,
+    RouteTable, UserFilter, bounds,
 };
+
+use shardsched_resource::encode_hostlist;
 
 use super::{ConnId, Core};
 use crate::moves::MovingStep;
@@ -46,6 +48,7 @@ impl Core {
                     generator_id: state.generator_id,
                     enabled: state.enabled,
                     started: state.started,
+                    reason: self.queue_reason(&q.name).unwrap_or_default().to_owned(),
                 })
             })
             .collect();
@@ -67,7 +70,8 @@ impl Core {
 
     /// Every queue's status, by name. `started` is true only while the queue is started
     /// *and* its shard is connected; node and job counters come from the shard's last report
-    /// (zero while it is offline or has not reported).
+    /// (zero while it is offline or has not reported); definition, owned nodes (intent: a
+    /// node on its way in counts) and the disable reason are the coordinator's.
     pub fn queue_list(&self) -> Vec<QueueStatus> {
         self.config
             .queues
@@ -96,6 +100,9 @@ impl Core {
                     jobs_pending: report.map_or(0, |r| r.queue.jobs_pending),
                     jobs_running: report.map_or(0, |r| r.queue.jobs_running),
                     online: link.is_some(),
+                    definition: encode_hostlist(&self.config.node_names(&q.definition)),
+                    owned: encode_hostlist(&self.config.node_names(&owned)),
+                    reason: self.queue_reason(&q.name).unwrap_or_default().to_owned(),
                 }
             })
             .collect()
@@ -254,7 +261,12 @@ pub fn merge_jobs(plan: &JobsPlan, answers: Vec<JobList>, failed: usize) -> JobL
         jobs.truncate(plan.limit);
         truncated = true;
     }
-    JobList { jobs, truncated }
+    // Each shard's part fits a frame; all of them together may not.
+    let (jobs, cut) = bounds::fit_reply(jobs);
+    JobList {
+        jobs,
+        truncated: truncated || cut,
+    }
 }
 
 fn count(n: usize) -> u32 {

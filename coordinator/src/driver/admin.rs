@@ -11,21 +11,42 @@ use std::sync::Arc;
 use shardsched_proto::msg::client_coord::{
     MoveInfo, MoveNodeInfo, MoveRequest, QueueAdmin, Response as ClientResponse,
 };
-use shardsched_proto::msg::{MoveId, Refusal, RefusalCode, coord_shard};
+use shardsched_proto::msg::{MoveId, Refusal, RefusalCode, bounds, coord_shard};
 use shardsched_proto::{Error, Peer, Reply};
 
 use super::handlers::{flush, tell_queue_state};
 use super::{SHARD_COMMAND_TIMEOUT, Shared, now_ms};
-use crate::core::{FlagPlan, NodeFlag};
+use crate::core::{Control, FlagPlan, NodeFlag};
 use crate::moves::limits::MOVE_VIEW_NODE_ROWS_MAX;
 use crate::moves::{MoveNodeState, MoveStatus, MoveView};
 
-/// `queue enable|disable|start|stop` with a reason or `--release-to`.
+/// `queue enable|disable|start|stop` with a reason or `--release-to`. Answered `Done`, or
+/// `Reconfigured` with what the admin should know beyond it (nodes a queue started
+/// without, moves cancelled by a stop) when there is any.
 pub(super) async fn queue_admin(
     shared: &Shared,
     peer: &Peer,
     req: QueueAdmin,
 ) -> Reply<ClientResponse> {
+    let control = queue_change(shared, peer, req).await?;
+    Ok(if control.notes.is_empty() {
+        ClientResponse::Done {
+            move_id: control.move_id,
+        }
+    } else {
+        ClientResponse::Reconfigured {
+            changes: control.notes,
+            move_id: control.move_id,
+        }
+    })
+}
+
+/// Carries out a queue change: core, journal, then the queue's shard.
+pub(super) async fn queue_change(
+    shared: &Shared,
+    peer: &Peer,
+    req: QueueAdmin,
+) -> Result<Control, Refusal> {
     let _admin = shared.admin.lock().await;
     let control = shared.with_core(|core| {
         core.queue_admin(
@@ -39,12 +60,10 @@ pub(super) async fn queue_admin(
     tracing::info!(%peer, queue = %req.queue, action = ?req.action, reason = %req.reason,
         release_to = ?req.release_to, changed = control.changed, move_id = ?control.move_id, "queue control");
     flush(shared).await?;
-    if let Some(command) = control.notify {
-        tell_queue_state(shared, &command).await;
+    if let Some(command) = &control.notify {
+        tell_queue_state(shared, command).await;
     }
-    Ok(ClientResponse::Done {
-        move_id: control.move_id,
-    })
+    Ok(control)
 }
 
 /// `queue move HOSTLIST --from A --to B [--deadline D] [--dry-run]`.
@@ -133,21 +152,33 @@ pub(super) async fn cancel_move(
     Ok(ClientResponse::Cancelled { returned })
 }
 
-/// `queue moves`.
+/// `queue moves`: by move id. When the node rows would not fit one answer, unfinished
+/// moves are kept first, then the newest finished ones.
 pub(super) fn moves(shared: &Shared) -> ClientResponse {
     let views = shared.with_core(|core| core.moves());
+    let mut by_priority: Vec<&MoveView> = views.iter().collect();
+    by_priority.sort_by_key(|v| (v.status != MoveStatus::Active, std::cmp::Reverse(v.move_id)));
     let mut rows = 0usize;
-    let mut moves = Vec::with_capacity(views.len());
+    let mut kept = std::collections::BTreeSet::new();
     let mut truncated = false;
-    for view in views {
+    for view in by_priority {
         rows = rows.saturating_add(view.nodes.len());
         if rows > MOVE_VIEW_NODE_ROWS_MAX {
             truncated = true;
             break;
         }
-        moves.push(move_info(view));
+        kept.insert(view.move_id);
     }
-    ClientResponse::Moves { moves, truncated }
+    let moves: Vec<_> = views
+        .into_iter()
+        .filter(|v| kept.contains(&v.move_id))
+        .map(move_info)
+        .collect();
+    let (moves, cut) = bounds::fit_reply(moves);
+    ClientResponse::Moves {
+        moves,
+        truncated: truncated || cut,
+    }
 }
 
 /// `resource drain|undrain` and `resource down|up`: journaled first, then forwarded to the
@@ -166,17 +197,18 @@ pub(super) async fn node_flag(
     let plan: FlagPlan = shared.with_core(|core| core.set_node_flag(nodes, flag, on, reason))?;
     tracing::info!(%peer, nodes = nodes.len(), ?flag, on, %reason, "node flag");
     flush(shared).await?;
-    for (queue, (conn, nodes)) in plan {
+    // One request per queue and reason: a node flagged again without a reason keeps its own.
+    for ((queue, reason), (conn, nodes)) in plan {
         let request = match flag {
             NodeFlag::Down => coord_shard::Request::SetNodeState {
                 nodes,
                 down: on,
-                reason: reason.to_owned(),
+                reason,
             },
             NodeFlag::Drained => coord_shard::Request::SetNodeDrain {
                 nodes,
                 drained: on,
-                reason: reason.to_owned(),
+                reason,
             },
         };
         let Some(session) = shared.session(conn) else {

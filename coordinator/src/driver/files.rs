@@ -23,7 +23,7 @@ use shardsched_proto::{Ca, Credentials, Role};
 use super::DriverError;
 
 /// File holding the bound address, written after binding.
-pub const ADDRESS_FILE: &str = "address";
+pub use shardsched_proto::state_dir::ADDRESS_FILE;
 /// Stem of the coordinator's certificate and key files.
 pub const CERT_STEM: &str = "coordinator";
 

@@ -4,9 +4,12 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use shardsched_proto::limits::LIST_REPLY_BYTES_MAX;
 use shardsched_proto::msg::client_coord::{self, Response as ClientResponse};
 use shardsched_proto::msg::shard_coord::{self, Response as ShardResponse};
-use shardsched_proto::msg::{JobList, JobsQuery, Refusal, RefusalCode, UserFilter, coord_shard};
+use shardsched_proto::msg::{
+    JobList, JobsQuery, NodeStatus, Refusal, RefusalCode, UserFilter, bounds, coord_shard,
+};
 use shardsched_proto::{Error, Peer, Reply, Session, failpoint, serve};
 use tokio::task::JoinSet;
 
@@ -156,9 +159,10 @@ async fn client_request(
         client_coord::Request::Queues => Ok(ClientResponse::Queues(
             shared.with_core(|core| core.queue_list()),
         )),
-        client_coord::Request::Resources { queue } => shared
-            .with_core(|core| core.resources(queue.as_deref()))
-            .map(ClientResponse::Resources),
+        client_coord::Request::Resources { queue, start } => {
+            let rows = shared.with_core(|core| core.resources(queue.as_deref()))?;
+            Ok(resources_page(rows, start, LIST_REPLY_BYTES_MAX))
+        }
         client_coord::Request::Jobs(query) => {
             jobs(&shared, &peer, &query).await.map(ClientResponse::Jobs)
         }
@@ -169,7 +173,11 @@ async fn client_request(
                 reason: String::new(),
                 release_to: None,
             };
-            admin::queue_admin(&shared, &peer, req).await
+            // The plain request (older clients) is answered `Done`, whatever notes.
+            let control = admin::queue_change(&shared, &peer, req).await?;
+            Ok(ClientResponse::Done {
+                move_id: control.move_id,
+            })
         }
         client_coord::Request::QueueAdmin(req) => admin::queue_admin(&shared, &peer, req).await,
         client_coord::Request::Move(req) => admin::move_nodes(&shared, &peer, req).await,
@@ -200,6 +208,17 @@ async fn client_request(
         | client_coord::Request::Reload) => {
             super::reconfig::queue_table_request(&shared, &peer, request).await
         }
+    }
+}
+
+/// The page of `rows` from `start` that fits `budget` bytes, and where the next one starts.
+fn resources_page(rows: Vec<NodeStatus>, start: u32, budget: usize) -> ClientResponse {
+    let skip = usize::try_from(start).unwrap_or(usize::MAX);
+    let (nodes, more) = bounds::fit_rows(rows.into_iter().skip(skip), budget);
+    let sent = u32::try_from(nodes.len()).unwrap_or(u32::MAX);
+    ClientResponse::Resources {
+        nodes,
+        next: more.then(|| start.saturating_add(sent)),
     }
 }
 
@@ -366,4 +385,43 @@ async fn send_move_command(shared: Arc<Shared>, command: MoveCommand) {
 
 fn conn_id(session: &Session) -> ConnId {
     ConnId(session.connection().stable_id() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use shardsched_proto::msg::{Generation, NodeState};
+
+    use super::*;
+
+    #[test]
+    fn a_resource_list_longer_than_a_reply_comes_in_pages_that_cover_it_once() {
+        let rows: Vec<NodeStatus> = (0..50)
+            .map(|i| NodeStatus {
+                name: format!("node{i:02}"),
+                queue: Some("batch".into()),
+                state: NodeState::Drained,
+                generation: Generation(1),
+                jobs_running: 0,
+                reason: Some("r".repeat(200)),
+            })
+            .collect();
+        let budget = 10 * shardsched_proto::codec::encoded_len(&rows[0]);
+        let (mut seen, mut start, mut pages) = (Vec::new(), 0, 0);
+        loop {
+            let ClientResponse::Resources { nodes, next } =
+                resources_page(rows.clone(), start, budget)
+            else {
+                panic!("not a resources answer");
+            };
+            pages += 1;
+            assert!(shardsched_proto::codec::encoded_len(&nodes) <= budget + 8);
+            seen.extend(nodes);
+            match next {
+                Some(next) => start = next,
+                None => break,
+            }
+        }
+        assert_eq!(seen, rows);
+        assert_eq!(pages, 5);
+    }
 }

@@ -93,6 +93,22 @@ pub enum DriverError {
     Endpoint(#[from] shardsched_proto::Error),
 }
 
+impl DriverError {
+    /// Whether the coordinator could not start because its journal cannot be read back (a
+    /// damaged file or record, a format this build does not read): restarting would fail
+    /// the same way (exit with
+    /// [`UNREADABLE_EXIT_STATUS`](shardsched_journal::UNREADABLE_EXIT_STATUS)).
+    pub fn journal_unreadable(&self) -> bool {
+        match self {
+            DriverError::Journal(CoordJournalError::Journal(e)) => e.is_unreadable(),
+            DriverError::Journal(
+                CoordJournalError::Format { .. } | CoordJournalError::LegacyDecode { .. },
+            ) => true,
+            _ => false,
+        }
+    }
+}
+
 /// A bound coordinator, ready to [`run`](Coordinator::run).
 pub struct Coordinator {
     shared: Arc<Shared>,
@@ -236,12 +252,15 @@ impl Coordinator {
 }
 
 /// Installs a tracing subscriber writing to stderr, filtered by `RUST_LOG` (default:
-/// `info`). For binaries; does nothing if a subscriber is already installed.
+/// `info`).
+/// Field values are escaped ([`shardsched_proto::text::log_fields`]): names and reasons
+/// come from users. For binaries; does nothing if a subscriber is already installed.
 pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .fmt_fields(shardsched_proto::text::log_fields())
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();

@@ -33,7 +33,7 @@ use records::{
 };
 
 /// The journal's file name in the state directory.
-pub const JOURNAL_FILE: &str = shardsched_journal::JOURNAL_FILE;
+pub use shardsched_proto::state_dir::JOURNAL_FILE;
 /// The state file of earlier versions, imported once.
 pub const LEGACY_STATE_FILE: &str = "coordinator-state.toml";
 /// What the legacy state file is renamed to once imported.
@@ -296,13 +296,13 @@ fn read_state(journal: &Journal) -> Result<(Durable, HashMap<String, u64>), Coor
     let next_move_id = match journal.meta(NEXT_MOVE_ID_META)? {
         None => 0,
         Some(bytes) => le_u64(&bytes)
-            .ok_or_else(|| JournalError::decode(path, "meta", 0, "next_move_id is not 8 bytes"))?,
+            .ok_or_else(|| JournalError::decode_meta(path, NEXT_MOVE_ID_META, "not 8 bytes"))?,
     };
     let queue_table = match journal.meta(QUEUE_TABLE_META)? {
         None => None,
         Some(bytes) => Some(
             codec::decode(&bytes)
-                .map_err(|e| JournalError::decode(path, "meta", 0, format!("queue_table: {e}")))?,
+                .map_err(|e| JournalError::decode_meta(path, QUEUE_TABLE_META, e))?,
         ),
     };
     Ok((

@@ -62,11 +62,15 @@ fn a_restart_is_a_reopen_with_everything_acknowledged() {
         .expect("disable");
     core.queue_admin(NOW, "batch", QueueAction::Stop, "", None)
         .expect("stop");
-    // With batch stopped, standby may start without taking anything: it owns nothing, and
-    // a restart must not hand it batch's nodes either.
+    // Two of batch's nodes move to standby, which then starts with them (nothing to take:
+    // batch is stopped); a restart must not hand it batch's other nodes.
+    let batch = core.owned_by("batch");
+    let moved = core
+        .move_nodes(NOW, &batch[..2], "standby")
+        .expect("move accepted")
+        .expect("a move");
     core.queue_admin(NOW, "standby", QueueAction::Start { take: false }, "", None)
         .expect("start");
-    let batch = core.owned_by("batch");
     core.set_node_flag(&batch[5..6], NodeFlag::Drained, true, "bad dimm")
         .expect("drain");
     core.set_node_flag(&batch[6..7], NodeFlag::Down, true, "dead psu")
@@ -83,10 +87,6 @@ fn a_restart_is_a_reopen_with_everything_acknowledged() {
         core.set_node_flag(&unowned, NodeFlag::Drained, true, "spare")
             .expect("an unowned node can be flagged");
     }
-    let moved = core
-        .move_nodes(NOW, &batch[..2], "standby")
-        .expect("move accepted")
-        .expect("a move");
     flush(&mut journal, &mut core);
     let before = core.durable_state();
     drop(journal);

@@ -138,6 +138,7 @@ impl MoveMachine {
             | Request::SetNodeDrain { .. }
             | Request::DryRunRelease { .. }
             | Request::Reconfigure(_)
+            | Request::DisableIfIdle
             | Request::Jobs(_) => {}
         }
     }

@@ -48,10 +48,11 @@ pub(crate) fn commands(mv: &Move, now: u64, want: Want<'_>) -> Vec<Transmit> {
                 if want.force_release || !answered || overdue {
                     release.push(ng.clone());
                 }
-                if *incoming_acked != Some(*expected_free_ms) {
+                let free = mv.free_by(*expected_free_ms);
+                if *incoming_acked != Some(free) {
                     incoming.push(IncomingNode {
                         node: ng.clone(),
-                        expected_free_ms: *expected_free_ms,
+                        expected_free_ms: free,
                     });
                 }
                 if deadline_passed && !cancel_acked {

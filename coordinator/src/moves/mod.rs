@@ -297,7 +297,8 @@ impl MoveMachine {
         if !not_owned.is_empty() {
             return Err(MoveError::NotOwned {
                 queue: from.to_owned(),
-                nodes: encode_hostlist(&not_owned),
+                nodes: hostlist(not_owned.iter().copied()),
+                owners: self.owners_of(&not_owned),
             });
         }
         let definition = self.state.definitions.get(to);
@@ -307,9 +308,15 @@ impl MoveMachine {
             .filter(|n| !definition.is_some_and(|d| d.contains(*n)))
             .collect();
         if !outside.is_empty() {
+            let wider = definition
+                .into_iter()
+                .flatten()
+                .map(String::as_str)
+                .chain(outside.iter().copied());
             return Err(MoveError::NotInDefinition {
                 queue: to.to_owned(),
-                nodes: encode_hostlist(&outside),
+                nodes: hostlist(outside.iter().copied()),
+                wider: hostlist(wider),
             });
         }
         let moving: Vec<(&str, MoveId)> = nodes
@@ -317,9 +324,8 @@ impl MoveMachine {
             .filter_map(|n| self.moving(n).map(|id| (*n, id)))
             .collect();
         if let Some(&(_, id)) = moving.first() {
-            let names: Vec<&str> = moving.iter().map(|(n, _)| *n).collect();
             return Err(MoveError::AlreadyMoving {
-                nodes: encode_hostlist(&names),
+                nodes: hostlist(moving.iter().map(|(n, _)| *n)),
                 move_id: id.0,
             });
         }
@@ -330,6 +336,26 @@ impl MoveMachine {
             return Err(MoveError::Busy("journal queue full".into()));
         }
         Ok(())
+    }
+
+    /// Who owns `nodes` (none of them the donor), for a refusal: `debug owns node0;
+    /// node5 is unassigned`.
+    fn owners_of(&self, nodes: &[&str]) -> String {
+        let mut by_owner: BTreeMap<Option<&str>, Vec<&str>> = BTreeMap::new();
+        for &n in nodes {
+            by_owner.entry(self.owner_of(n)).or_default().push(n);
+        }
+        by_owner
+            .into_iter()
+            .map(|(owner, names)| {
+                let hosts = hostlist(names);
+                match owner {
+                    Some(q) => format!("{q} owns {hosts}"),
+                    None => format!("{hosts} unassigned"),
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
     }
 
     /// Applies a record the machine built and queues it for the journal.
@@ -391,6 +417,14 @@ impl MoveMachine {
         }
         self.anomalies.push_back(text);
     }
+}
+
+/// Node names as a hostlist in natural order (`node[2,10]`, not `node[10,2]`).
+fn hostlist<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
+    let mut names: Vec<&str> = names.into_iter().collect();
+    shardsched_resource::sort_hosts(&mut names);
+    names.dedup();
+    encode_hostlist(&names)
 }
 
 fn deadline_passed(mv: &Move, now: u64) -> bool {

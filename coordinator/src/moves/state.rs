@@ -155,6 +155,16 @@ impl Move {
         out
     }
 
+    /// When a node the donor expects free at `expected` will be free: then, or at the
+    /// move's deadline if that is earlier (the donor cancels the jobs then). What the
+    /// recipient plans on and `queue moves` shows.
+    pub(crate) fn free_by(&self, expected: Option<u64>) -> Option<u64> {
+        match (expected, self.deadline_ms) {
+            (Some(t), Some(d)) if !self.cancelled => Some(t.min(d)),
+            (t, _) => t,
+        }
+    }
+
     pub(crate) fn view(&self) -> MoveView {
         let status = if !self.is_done() {
             MoveStatus::Active
@@ -163,7 +173,7 @@ impl Move {
         } else {
             MoveStatus::Completed
         };
-        let nodes = self
+        let mut nodes: Vec<MoveNodeView> = self
             .nodes
             .iter()
             .map(|(name, n)| MoveNodeView {
@@ -177,7 +187,7 @@ impl Move {
                         jobs,
                         ..
                     } => MoveNodeState::Outgoing {
-                        expected_free_ms: *expected_free_ms,
+                        expected_free_ms: self.free_by(*expected_free_ms),
                         jobs: jobs.clone(),
                     },
                     Phase::Released => MoveNodeState::Released,
@@ -187,6 +197,8 @@ impl Move {
                 },
             })
             .collect();
+        // node2 before node10: the order people read (the map's is the text order).
+        nodes.sort_by(|a, b| shardsched_resource::host_order(&a.node, &b.node));
         MoveView {
             move_id: self.id,
             from: self.from.clone(),

@@ -306,7 +306,8 @@ fn cancel_returns_unreleased_nodes_with_a_new_generation() {
 fn unacknowledged_commands_are_sent_again_and_the_deadline_cancels_jobs() {
     let mut m = machine();
     let deadline = NOW + 10 * limits::RESEND_INTERVAL_MS;
-    m.start_move(NOW, &names(&["n0"]), "a", "b", Some(deadline))
+    let id = m
+        .start_move(NOW, &names(&["n0"]), "a", "b", Some(deadline))
         .expect("valid");
     flush(&mut m);
     m.tick(NOW + 1);
@@ -325,6 +326,18 @@ fn unacknowledged_commands_are_sent_again_and_the_deadline_cancels_jobs() {
         &[],
     );
     let (_, sent) = flush(&mut m);
+    // The job would run past the deadline, which cancels it: the node is free at the
+    // deadline, for the recipient's plans and for `queue moves`.
+    let incoming = sent.iter().find_map(|t| match &t.request {
+        Request::Incoming(inc) => Some(inc.nodes[0].expected_free_ms),
+        _ => None,
+    });
+    assert_eq!(incoming, Some(Some(deadline)), "{sent:?}");
+    let view = m.move_view(id).expect("view");
+    assert!(
+        matches!(&view.nodes[0].state, MoveNodeState::Outgoing { expected_free_ms: Some(t), .. } if *t == deadline),
+        "{view:?}"
+    );
     for t in &sent {
         m.handle_ack(NOW, &t.queue, &t.request, &[]);
     }
@@ -624,4 +637,47 @@ fn steps_are_timed_by_the_inputs_clock() {
     let view = m.move_view(id).expect("remembered");
     assert_eq!(view.started_ms, NOW);
     assert_eq!(view.nodes[0].acquired_ms, Some(NOW + 9));
+}
+
+/// `queue moves` reads naturally: moves by id (a finished move is not put after an
+/// unfinished later one), nodes `n2` before `n10`.
+#[test]
+fn moves_are_listed_by_id_with_their_nodes_in_natural_order() {
+    let nodes = (0..12).map(|i| NodeIntentInit {
+        node: format!("n{i}"),
+        owner: Some("a".into()),
+        generation: Generation(1),
+    });
+    let all: Vec<String> = (0..12).map(|i| format!("n{i}")).collect();
+    let defs = vec![("a".to_owned(), all.clone()), ("b".to_owned(), all)];
+    let mut m = MoveMachine::new(nodes, defs, 1);
+    let first = m
+        .start_move(NOW, &names(&["n0"]), "a", "b", None)
+        .expect("valid");
+    let second = m
+        .start_move(NOW, &names(&["n10", "n2", "n11"]), "a", "b", None)
+        .expect("valid");
+    flush(&mut m);
+    // The first finishes (idle node: released, then acquired); the second does not.
+    m.handle_releasing(
+        NOW,
+        "a",
+        &[ReleaseState {
+            node: ng("n0", 2),
+            free: FreeAt::Now,
+            jobs: Vec::new(),
+        }],
+        &[],
+    );
+    let (_, sent) = flush(&mut m);
+    for t in sent {
+        m.handle_ack(NOW, &t.queue, &t.request, &[]);
+    }
+    flush(&mut m);
+    let views = m.moves();
+    let ids: Vec<MoveId> = views.iter().map(|v| v.move_id).collect();
+    assert_eq!(ids, [first, second]);
+    assert_eq!(views[0].status, MoveStatus::Completed);
+    let order: Vec<&str> = views[1].nodes.iter().map(|n| n.node.as_str()).collect();
+    assert_eq!(order, ["n2", "n10", "n11"]);
 }

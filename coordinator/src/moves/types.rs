@@ -134,23 +134,33 @@ pub enum MoveError {
     #[error("no such node in the cluster: {0}")]
     NoSuchNode(String),
     /// Nodes not owned by the donor.
-    #[error("not owned by queue {queue}: {nodes}")]
+    #[error("not owned by queue {queue}: {nodes} ({owners})")]
     NotOwned {
         /// The donor.
         queue: String,
         /// The nodes (hostlist).
         nodes: String,
+        /// Who owns them instead (`debug owns node0; node5 is unassigned`).
+        owners: String,
     },
     /// Nodes outside the recipient's definition.
-    #[error("not in queue {queue}'s definition: {nodes}")]
+    #[error(
+        "{nodes} not in queue {queue}'s definition: \
+         `shardsched queue update {queue} --nodes {wider}` adds them"
+    )]
     NotInDefinition {
         /// The recipient.
         queue: String,
         /// The nodes (hostlist).
         nodes: String,
+        /// The recipient's definition with them (hostlist).
+        wider: String,
     },
     /// Nodes already in an unfinished move (a node takes part in one move at a time).
-    #[error("already moving: {nodes} (cancel or wait for move {move_id})")]
+    #[error(
+        "already moving: {nodes} (move {move_id}: wait until `shardsched queue moves` shows it \
+         done, or `shardsched queue move --cancel {move_id}`)"
+    )]
     AlreadyMoving {
         /// The nodes (hostlist).
         nodes: String,
@@ -208,7 +218,7 @@ pub struct MoveView {
     pub deadline_ms: Option<u64>,
     /// Where it stands.
     pub status: MoveStatus,
-    /// Its nodes, in name order.
+    /// Its nodes, in natural order (`node2` before `node10`).
     pub nodes: Vec<MoveNodeView>,
 }
 
@@ -234,7 +244,8 @@ pub struct MoveNodeView {
 pub enum MoveNodeState {
     /// Still in the donor, taking no new work; its jobs run to their end.
     Outgoing {
-        /// When the donor expects it free (`None`: not answered yet).
+        /// When it will be free: the end its donor expects of its jobs, or the move's
+        /// deadline if earlier (`None`: not answered yet).
         expected_free_ms: Option<u64>,
         /// The jobs the donor said hold it.
         jobs: Vec<JobId>,

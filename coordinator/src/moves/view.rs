@@ -97,14 +97,17 @@ impl MoveMachine {
         out
     }
 
-    /// Every unfinished move, then the finished ones still remembered, oldest first.
+    /// Every unfinished move and the finished ones still remembered, by move id.
     pub fn moves(&self) -> Vec<MoveView> {
-        self.state
+        let mut views: Vec<MoveView> = self
+            .state
             .active
             .values()
             .chain(self.state.finished.iter())
             .map(Move::view)
-            .collect()
+            .collect();
+        views.sort_by_key(|v| v.move_id);
+        views
     }
 
     /// One move, unfinished or remembered.

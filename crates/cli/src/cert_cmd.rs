@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
-use shardsched_proto::ca::{CA_CERT_FILE, CA_KEY_FILE, write_private};
+use shardsched_client::StateDir;
+use shardsched_proto::ca::write_private;
+use shardsched_proto::state_dir::{CA_CERT_FILE, CA_KEY_FILE, CERT_FILE, KEY_FILE};
 use shardsched_proto::{Ca, Role};
-
-use crate::client::StateDir;
 
 /// Flags of `shardsched cert`.
 #[derive(Args, Debug, Clone)]
@@ -58,11 +58,6 @@ pub enum RoleArg {
     /// A user.
     User,
 }
-
-/// File names written into `--out`.
-pub const CERT_FILE: &str = "cert.pem";
-/// The private key's file name.
-pub const KEY_FILE: &str = "key.pem";
 
 /// `shardsched cert`.
 pub fn main(args: &CertArgs) -> Result<()> {
@@ -113,7 +108,8 @@ fn write_public(path: &Path, text: &str) -> Result<()> {
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
-fn create_private_dir(dir: &Path) -> Result<()> {
+/// Creates `dir` (and parents) with mode 0700 when missing: it holds private keys.
+pub(crate) fn create_private_dir(dir: &Path) -> Result<()> {
     if dir.is_dir() {
         return Ok(());
     }

@@ -4,7 +4,9 @@
 //! On first start it creates the cluster CA in the state directory; on every start it issues
 //! its own certificate, writes its durable state, binds, and writes `DIR/address` (the bound
 //! socket address, one line). It logs to stderr (`RUST_LOG` filters) and stops cleanly on
-//! Ctrl-C or SIGTERM, removing the address file.
+//! Ctrl-C or SIGTERM, removing the address file. A journal it cannot read back stops it with
+//! the file, table and key named and exit status [`UNREADABLE_EXIT_STATUS`] (65), which `up`
+//! does not restart.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -13,6 +15,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use shardsched_coordinator::config::{Config, DEFAULT_CONFIG_ORIGIN};
 use shardsched_coordinator::driver::{self, Coordinator, Options};
+use shardsched_journal::UNREADABLE_EXIT_STATUS;
 
 /// Flags of `shardsched coordinator`.
 #[derive(Args, Debug, Clone)]
@@ -30,6 +33,9 @@ pub struct CoordinatorArgs {
     /// Check the configuration, print a summary and exit without serving.
     #[arg(long)]
     pub check: bool,
+    /// Set by `up`: hold this file locked (shared) while running (`up::lock`).
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub up_lock: Option<PathBuf>,
 }
 
 /// `shardsched coordinator`.
@@ -42,6 +48,11 @@ pub fn main(args: &CoordinatorArgs) -> Result<()> {
         print_summary(&config);
         return Ok(());
     }
+    let _up_lock = args
+        .up_lock
+        .as_deref()
+        .map(crate::up::lock::hold_shared)
+        .transpose()?;
     driver::init_logging();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -52,7 +63,16 @@ pub fn main(args: &CoordinatorArgs) -> Result<()> {
             listen: args.listen,
             state_dir: args.state_dir.clone(),
         };
-        let coordinator = Coordinator::bind(config, &options)?;
+        let coordinator = match Coordinator::bind(config, &options) {
+            Ok(coordinator) => coordinator,
+            // The error names the file, table and key; the status tells the supervisor not
+            // to restart into the same failure.
+            Err(e) if e.journal_unreadable() => {
+                shardsched_client::output::say(format_args!("coordinator: {e}"));
+                std::process::exit(i32::from(UNREADABLE_EXIT_STATUS))
+            }
+            Err(e) => return Err(e.into()),
+        };
         coordinator.run(driver::shutdown_signal()).await?;
         Ok(())
     })

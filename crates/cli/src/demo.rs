@@ -6,6 +6,9 @@
 //!   nodes, at the same time;
 //! - a running job that is cancelled frees its node at once;
 //! - a job that could never fit its queue is denied at submit, with the reason;
+//! - a node busy in one running queue moves to another whose definition overlaps it: it is
+//!   outgoing while its job runs, and up in the recipient right after the job's end
+//!   (`move_step`);
 //! - everything ends, and the nodes are free again.
 //!
 //! Durations are a few seconds of simulated run time (the shards' sim executor), so the
@@ -17,22 +20,28 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use shardsched_jobspec::Shorthand;
+use shardsched_client::output::{self, human_duration};
+use shardsched_client::submit::submit;
+use shardsched_client::{Client, new_key, wire_error};
+use shardsched_jobspec::{Jobspec, Shorthand};
 use shardsched_proto::msg::client_coord;
 use shardsched_proto::msg::client_shard::{CancelResult, Request, Response};
 use shardsched_proto::msg::{JobId, JobState, JobSummary, JobsQuery, QueueStatus, UserFilter};
 use shardsched_resource::encode_hostlist;
 
-use crate::client::output::{self, human_duration};
-use crate::client::{Client, submit, wire_error};
+use crate::client_cmd::job_view;
 
-/// `println!` that stops quietly on a closed pipe (`shardsched demo | head`).
+/// `println!` that stops quietly on a closed pipe (`shardsched demo | head`), escaping
+/// control characters (reasons come from the system).
 macro_rules! say {
     () => { say!("") };
     ($($arg:tt)*) => {{
-        let _ = crate::client::output::emit(&format!("{}\n", format_args!($($arg)*)));
+        let text = shardsched_client::output::escape_lines(&format!($($arg)*));
+        let _ = shardsched_client::output::emit(&format!("{text}\n"));
     }};
 }
+
+mod move_step;
 
 /// How often the demo looks at its jobs.
 pub const DEMO_POLL_INTERVAL: Duration = Duration::from_millis(100);
@@ -40,9 +49,10 @@ pub const DEMO_POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// Flags of `shardsched demo`.
 #[derive(Args, Debug, Clone)]
 pub struct DemoArgs {
-    /// Give up waiting for the jobs after this many seconds.
-    #[arg(long, default_value_t = 120, value_name = "SECONDS")]
-    pub timeout: u64,
+    /// Give up waiting for the jobs after this long (2m, 90s; a bare number is seconds).
+    #[arg(long, default_value = "2m", value_name = "DURATION",
+          value_parser = crate::duration_arg::seconds_or_units)]
+    pub timeout: Duration,
 }
 
 /// One scripted job.
@@ -54,7 +64,7 @@ struct Planned {
 
 /// `shardsched demo`.
 pub fn main(args: &DemoArgs) -> Result<()> {
-    crate::client::run(|client| async move { run(&client, args).await })
+    shardsched_client::run(|client| async move { run(&client, args).await })
 }
 
 async fn run(client: &Arc<Client>, args: &DemoArgs) -> Result<()> {
@@ -132,7 +142,7 @@ async fn run(client: &Arc<Client>, args: &DemoArgs) -> Result<()> {
     };
     let long_id = submit_one(client, &a.name, &long).await?;
     say!("   {long_id}  {:<8} 1 node for an hour", a.name);
-    let deadline = Instant::now() + Duration::from_secs(args.timeout);
+    let deadline = Instant::now() + args.timeout;
     let running = wait_for(client, long_id, deadline, |j| j.state != JobState::Pending).await?;
     say!(
         "   {long_id} is {} on {}; cancelling it",
@@ -144,15 +154,18 @@ async fn run(client: &Arc<Client>, args: &DemoArgs) -> Result<()> {
     say!(
         "   {long_id} is {} after {}; its node is free again",
         ended.state,
-        output::run_time(&ended, output::now_ms())
+        job_view::run_time(&ended, output::now_ms())
     );
 
     say!("\n4. watching the jobs of step 1 until they end:");
     watch(client, &jobs, started, deadline).await?;
 
-    say!("\n5. where they ran:");
+    say!("\n5. a busy node moves between two running queues:");
+    move_step::run(client, &queues, started, deadline).await?;
+
+    say!("\n6. where they ran:");
     let list = our_jobs(client, &jobs).await?;
-    let _ = output::emit(&indent(&output::jobs_table(&list)));
+    let _ = output::emit(&indent(&job_view::jobs_table(&list)));
     check_own_nodes(client, &list).await?;
     say!(
         "\ndemo done in {}.",
@@ -210,13 +223,17 @@ async fn submit_one(client: &Client, queue: &str, shorthand: &Shorthand) -> Resu
     let mut shorthand = shorthand.clone();
     shorthand.queue = Some(queue.to_owned());
     let jobspec = shorthand.to_jobspec().context("building a demo jobspec")?;
-    let (id, _) = submit::submit(
+    submit_jobspec(client, queue, &jobspec).await
+}
+
+async fn submit_jobspec(client: &Client, queue: &str, jobspec: &Jobspec) -> Result<JobId> {
+    let (id, _) = submit(
         client,
         None,
         queue,
         jobspec.to_json().to_string(),
         None,
-        submit::new_key(),
+        new_key(),
     )
     .await?;
     Ok(id)
@@ -245,22 +262,31 @@ async fn cancel(client: &Client, id: JobId) -> Result<()> {
 
 /// Our jobs among everyone's, ended ones included.
 async fn our_jobs(client: &Arc<Client>, ids: &[(JobId, String)]) -> Result<Vec<JobSummary>> {
+    let mine = list_jobs(client, UserFilter::Mine, true).await?;
+    Ok(mine
+        .into_iter()
+        .filter(|j| ids.iter().any(|(id, _)| *id == j.id))
+        .collect())
+}
+
+/// The jobs of `user`, asked of every shard (live ones, or all with `include_inactive`).
+async fn list_jobs(
+    client: &Arc<Client>,
+    user: UserFilter,
+    include_inactive: bool,
+) -> Result<Vec<JobSummary>> {
     let routes = client.routes().await?;
     let query = JobsQuery {
         queue: None,
-        user: UserFilter::Mine,
-        include_inactive: true,
+        user,
+        include_inactive,
         limit: shardsched_proto::limits::JOBS_PER_RESPONSE_MAX as u32,
     };
     let (list, warnings) = client.jobs(&routes, &query).await?;
     for warning in warnings {
-        eprintln!("shardsched: warning: {warning}");
+        output::say(format_args!("warning: {warning}"));
     }
-    Ok(list
-        .jobs
-        .into_iter()
-        .filter(|j| ids.iter().any(|(id, _)| *id == j.id))
-        .collect())
+    Ok(list.jobs)
 }
 
 async fn job(client: &Client, id: JobId) -> Result<JobSummary> {
@@ -314,10 +340,12 @@ async fn watch(
             }
             seen.insert(job.id, job.state);
             let detail = match job.state {
-                JobState::Pending if !job.reason.is_empty() => format!(" ({})", job.reason),
+                JobState::Pending if !job.reason.is_empty() => {
+                    format!(" ({})", job_view::job_reason(job, output::now_ms()))
+                }
                 JobState::Running => format!(" on {}", encode_hostlist(&job.nodes)),
                 JobState::Completed | JobState::Failed | JobState::Cancelled => {
-                    format!(" after {}", output::run_time(job, output::now_ms()))
+                    format!(" after {}", job_view::run_time(job, output::now_ms()))
                 }
                 _ => String::new(),
             };
@@ -340,16 +368,10 @@ async fn watch(
 }
 
 /// Checks, from the coordinator's ownership, that every job ran on its own queue's nodes,
-/// and says so.
-async fn check_own_nodes(client: &Client, jobs: &[JobSummary]) -> Result<()> {
-    let nodes = match client
-        .coordinator(&client_coord::Request::Resources { queue: None })
-        .await
-        .map_err(|e| wire_error(e, "coordinator"))?
-    {
-        client_coord::Response::Resources(nodes) => nodes,
-        other => bail!("the coordinator answered resource list with {other:?}"),
-    };
+/// and says so; then how many nodes run jobs now, from the shards' own job lists (the
+/// coordinator's per-node counts are its last status reports, a moment old).
+async fn check_own_nodes(client: &Arc<Client>, jobs: &[JobSummary]) -> Result<()> {
+    let nodes = client.resources(None).await?;
     let owner: HashMap<&str, Option<&str>> = nodes
         .iter()
         .map(|n| (n.name.as_str(), n.queue.as_deref()))
@@ -367,12 +389,23 @@ async fn check_own_nodes(client: &Client, jobs: &[JobSummary]) -> Result<()> {
             }
         }
     }
-    let busy = nodes.iter().filter(|n| n.jobs_running > 0).count();
     if strays == 0 {
         say!("   every job ran on its own queue's nodes.");
     }
+    let live = list_jobs(client, UserFilter::All, false).await?;
+    let busy = busy_nodes(&live);
     say!("   nodes running jobs now: {busy} of {}.", nodes.len());
     Ok(())
+}
+
+/// How many distinct nodes the running ones of `jobs` hold.
+fn busy_nodes(jobs: &[JobSummary]) -> usize {
+    let nodes: std::collections::BTreeSet<&str> = jobs
+        .iter()
+        .filter(|j| j.state == JobState::Running)
+        .flat_map(|j| j.nodes.iter().map(String::as_str))
+        .collect();
+    nodes.len()
 }
 
 fn indent(text: &str) -> String {

@@ -7,7 +7,9 @@
 //! directory, it brings back its jobs. A damaged journal makes it refuse to start. The shard
 //! listens on `--listen` (port 0: any free port), registers its real address with the
 //! coordinator, and serves clients until Ctrl-C or SIGTERM, or until the coordinator has
-//! been unreachable for a while. It logs to stderr (`RUST_LOG` filters, default `info`).
+//! been unreachable for a while. It logs to stderr (`RUST_LOG` filters, default `info`). A
+//! journal it cannot read back stops it with the file, table and key named and exit status
+//! [`UNREADABLE_EXIT_STATUS`] (65), which `up` does not restart.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -15,6 +17,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
+use shardsched_journal::UNREADABLE_EXIT_STATUS;
 use shardsched_shard::limits::KILL_GRACE;
 use shardsched_shard::{
     DriverError, ExecOptions, RESTART_EXIT_STATUS, ShardOptions, init_logging, run_until_signal,
@@ -34,10 +37,11 @@ pub struct ShardArgs {
     #[arg(long, value_name = "DIR")]
     pub state_dir: PathBuf,
     /// How long finished jobs are kept (for `jobs -a`, in memory and in the journal)
-    /// after they end: 90, 30m, 2h, 1d (at most the newest 10,000 are kept in any case).
+    /// after they end: 90s, 30m, 2h, 1d, a bare number is seconds (at most the newest 10,000
+    /// are kept in any case).
     #[arg(long, value_name = "DURATION", default_value = "1h",
-          value_parser = crate::client::submit::parse_duration_secs)]
-    pub retention: u64,
+          value_parser = crate::duration_arg::seconds_or_units)]
+    pub retention: Duration,
     /// UDP address to listen on for clients; port 0 picks a free port.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
     pub listen: SocketAddr,
@@ -47,10 +51,13 @@ pub struct ShardArgs {
     /// How jobs run.
     #[arg(long, value_enum, default_value_t = Executor::Sim)]
     pub executor: Executor,
-    /// exec: seconds between SIGTERM and SIGKILL when a job is killed (time limit, cancel,
-    /// node down).
-    #[arg(long, value_name = "SECONDS", default_value_t = KILL_GRACE.as_secs_f64())]
-    pub kill_grace: f64,
+    /// exec: time between SIGTERM and SIGKILL when a job is killed (time limit, cancel,
+    /// node down): 500ms, 10s; a bare number is seconds [default: 5s].
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration_arg::seconds_or_units)]
+    pub kill_grace: Option<Duration>,
+    /// Set by `up`: hold this file locked (shared) while running (`up::lock`).
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub up_lock: Option<PathBuf>,
 }
 
 /// How a shard runs jobs.
@@ -71,22 +78,21 @@ pub fn main(args: &ShardArgs) -> Result<()> {
             args.time_scale
         );
     }
-    if !(args.kill_grace.is_finite() && args.kill_grace >= 0.0) {
-        anyhow::bail!(
-            "--kill-grace must be a number of seconds, not {}",
-            args.kill_grace
-        );
-    }
     let executor = match args.executor {
         Executor::Sim => shardsched_shard::Executor::Sim,
         Executor::Exec => {
             let program = std::env::current_exe().context("finding this executable")?;
             shardsched_shard::Executor::Exec(ExecOptions {
                 program,
-                kill_grace: Duration::from_secs_f64(args.kill_grace),
+                kill_grace: args.kill_grace.unwrap_or(KILL_GRACE),
             })
         }
     };
+    let _up_lock = args
+        .up_lock
+        .as_deref()
+        .map(crate::up::lock::hold_shared)
+        .transpose()?;
     init_logging();
     let options = ShardOptions {
         queue: args.queue.clone(),
@@ -95,12 +101,18 @@ pub fn main(args: &ShardArgs) -> Result<()> {
         listen: args.listen,
         time_scale: args.time_scale,
         executor,
-        retention: Duration::from_secs(args.retention),
+        retention: args.retention,
     };
     match run_until_signal(options) {
         // Not a failure: the coordinator asked for a restart with a new queue
         // configuration; the distinct status tells the supervisor to start it again at once.
         Err(DriverError::Restart) => std::process::exit(i32::from(RESTART_EXIT_STATUS)),
+        // A journal that cannot be read back: the error names the file, table and key, and
+        // the status tells the supervisor not to restart into the same failure.
+        Err(e) if e.journal_unreadable() => {
+            shardsched_client::output::say(format_args!("shard {}: {e}", args.queue));
+            std::process::exit(i32::from(UNREADABLE_EXIT_STATUS))
+        }
         result => result.with_context(|| format!("shard {}", args.queue)),
     }
 }

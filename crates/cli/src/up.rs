@@ -4,8 +4,10 @@
 //! `shardsched coordinator`, `cert issue` and `shard`; it only does it in the right order and
 //! keeps it running:
 //!
-//! 1. lay out the state directory (see [`crate::client`]) and take its lock (`up.pid`), so
-//!    two `up`s never share a directory;
+//! 1. take the state directory's lock ([`lock`]: `up` holds `up.pid`, its children
+//!    `processes.lock`), so two `up`s never share a directory, even when the first was
+//!    killed and its children still serve; then lay the directory out (see
+//!    [`shardsched_proto::state_dir`]);
 //! 2. start the coordinator on `127.0.0.1:0` and wait for it to write its bound address;
 //! 3. issue the local user an **admin** certificate (named after `$USER`), so every client
 //!    command works with no flags, and ask the coordinator which queues it has;
@@ -23,25 +25,40 @@
 //! and the shutdown happens in order (shards before the coordinator), not all at once. Their
 //! output goes to `logs/<name>.log` in the state directory; when a child fails to start, the
 //! end of its log is shown.
+//!
+//! Steps 2 to 5 are in [`start`], a child's life in [`child`], the lock in [`lock`], the
+//! queue table's changes at run time in [`queues`].
 
-use std::fmt::Write as _;
-use std::fs::{self, OpenOptions};
-use std::io::Write as _;
+use std::fs;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
-use rustix::process::{Pid, Signal, kill_process};
-use shardsched_proto::msg::client_coord::{Request, Response};
-use shardsched_proto::msg::{QueueStatus, RefusalCode};
+use shardsched_client::StateDir;
+use shardsched_proto::backoff::Backoff;
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::client::{Client, StateDir};
+use crate::cert_cmd::create_private_dir;
 
+/// `eprintln!` that cannot fail: stopping the children must not depend on being able to
+/// print. A closed terminal gives EIO, `up 2>&1 | tee` after Ctrl-C gives EPIPE, and
+/// `eprintln!` panics on both, which once left every child running.
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+mod banner;
+mod child;
+pub mod lock;
 mod queues;
+mod start;
+
+use child::{Supervised, stop_all};
 
 /// How long the coordinator may take to write its address, and the shards to become
 /// routable, before `up` gives up. Generous: a debug build loading a large cluster is slow.
@@ -54,6 +71,8 @@ pub const SUPERVISE_INTERVAL: Duration = Duration::from_millis(200);
 pub const RESTART_BACKOFF_FIRST: Duration = Duration::from_millis(500);
 /// The longest wait between two restarts of one child.
 pub const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// The wait before restarting a dead child, by its consecutive failures.
+pub const RESTART_BACKOFF: Backoff = Backoff::new(RESTART_BACKOFF_FIRST, RESTART_BACKOFF_MAX);
 /// A child that ran this long before dying counts as healthy: its backoff starts over.
 pub const RESTART_STABLE_RUN: Duration = Duration::from_secs(60);
 /// Consecutive failed runs after which a child is given up on (and, for the coordinator,
@@ -65,9 +84,6 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 pub const LOG_TAIL_LINES: usize = 20;
 /// A shard child's label is this followed by its queue's name.
 pub const SHARD_LABEL_PREFIX: &str = "shard ";
-/// Name of the lock file (holding `up`'s pid) in the state directory.
-pub const LOCK_FILE: &str = "up.pid";
-
 /// Flags of `shardsched up`.
 #[derive(Args, Debug, Clone)]
 pub struct UpArgs {
@@ -87,10 +103,10 @@ pub struct UpArgs {
     /// [default: the shard's, sim].
     #[arg(long, value_name = "EXECUTOR")]
     pub executor: Option<crate::shard_cmd::Executor>,
-    /// How long the shards keep finished jobs (in memory and in their journals): 90, 30m,
-    /// 2h, 1d [default: the shard's, 1h].
-    #[arg(long, value_name = "DURATION", value_parser = crate::client::submit::parse_duration_secs)]
-    pub retention: Option<u64>,
+    /// How long the shards keep finished jobs (in memory and in their journals): 90s, 30m,
+    /// 2h, 1d (a bare number is seconds) [default: the shard's, 1h].
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration_arg::seconds_or_units)]
+    pub retention: Option<Duration>,
 }
 
 /// `shardsched up`.
@@ -98,8 +114,9 @@ pub fn main(args: &UpArgs) -> Result<()> {
     let dir = StateDir::given_or_env(args.dir.as_deref())?;
     let root = absolute(dir.root())?;
     let dir = StateDir::at(root);
+    create_private_dir(dir.root())?;
+    let lock = lock::UpLock::take(&dir)?;
     prepare_dirs(&dir)?;
-    let _lock = Lock::take(&dir)?;
     let config = match &args.config {
         Some(path) => Some(
             fs::canonicalize(path)
@@ -120,7 +137,8 @@ pub fn main(args: &UpArgs) -> Result<()> {
             config,
             time_scale: args.time_scale,
             executor: args.executor,
-            retention_s: args.retention,
+            retention: args.retention,
+            processes_lock: lock.processes_lock().to_owned(),
             children: Vec::new(),
             coordinator: None,
             queue_sync: None,
@@ -140,32 +158,16 @@ pub fn main(args: &UpArgs) -> Result<()> {
     })
 }
 
-/// One supervised process.
-struct Supervised {
-    /// `coordinator`, or `shard <queue>`.
-    label: String,
-    /// Its log file.
-    log: PathBuf,
-    /// Arguments after the executable.
-    args: Vec<String>,
-    process: Option<Child>,
-    started_at: Instant,
-    /// Consecutive runs that ended before [`RESTART_STABLE_RUN`].
-    failures: u32,
-    /// When to start it again after it died.
-    restart_at: Option<Instant>,
-    /// Given up after [`RESTARTS_MAX`] failures.
-    abandoned: bool,
-}
-
 struct Supervisor {
     exe: PathBuf,
     dir: StateDir,
     config: Option<PathBuf>,
     time_scale: Option<f64>,
     executor: Option<crate::shard_cmd::Executor>,
-    /// `--retention` for the shards, seconds.
-    retention_s: Option<u64>,
+    /// `--retention` for the shards.
+    retention: Option<Duration>,
+    /// Given to every child with `--up-lock` (see [`lock`]).
+    processes_lock: PathBuf,
     /// The coordinator first, then the shards (in queue order at start, then in the order
     /// queues were added at run time).
     children: Vec<Supervised>,
@@ -178,237 +180,13 @@ struct Supervisor {
 }
 
 impl Supervisor {
-    /// Steps 2 to 5 of the module doc.
-    async fn start(&mut self) -> Result<()> {
-        // A stale address from an earlier run would be mistaken for the new coordinator's.
-        remove_if_present(&self.dir.address_file())?;
-        let args = self.coordinator_args("127.0.0.1:0");
-        self.spawn_new("coordinator", "coordinator", args)?;
-        let address = self.wait_for_address().await?;
-        // Restarts bind the same address, so that running shards and clients find it again.
-        let args = self.coordinator_args(&address.to_string());
-        if let Some(coordinator) = self.children.first_mut() {
-            coordinator.args = args;
-        }
-
-        let user = local_user_name();
-        self.issue_cert("admin", &user, &self.dir.client_dir())?;
-        let creds = self.dir.credentials()?;
-        let client = Client::connect_with(address, &creds).await?;
-        let queues = self.queues(&client).await?;
-
-        self.coordinator = Some(address);
-        for queue in &queues {
-            self.spawn_shard(&queue.name, address)?;
-        }
-        let routes = self.wait_for_routes(&client, &queues).await?;
-        self.queue_sync = Some(queues::QueueSync::start(self.dir.clone(), address));
-        client.close().await;
-        // A closed stdout must not stop the system: the banner is for whoever watches.
-        let _ = crate::client::output::emit(&banner(
-            &self.exe, &self.dir, address, &user, &queues, &routes,
-        ));
-        Ok(())
-    }
-
-    /// The coordinator's command line, listening on `listen`.
-    fn coordinator_args(&self, listen: &str) -> Vec<String> {
-        let mut args = vec![
-            "coordinator".to_owned(),
-            "--listen".to_owned(),
-            listen.to_owned(),
-            "--state-dir".to_owned(),
-            path_arg(&self.dir.coordinator_dir()),
-        ];
-        if let Some(config) = &self.config {
-            args.extend(["--config".to_owned(), path_arg(config)]);
-        }
-        args
-    }
-
-    /// Issues queue `queue`'s shard its certificate and starts it.
-    fn spawn_shard(&mut self, queue: &str, address: SocketAddr) -> Result<()> {
-        let shard_dir = self.dir.shard_dir(queue);
-        self.issue_cert("shard", queue, &shard_dir)?;
-        let mut shard_args = vec![
-            "shard".to_owned(),
-            "--queue".to_owned(),
-            queue.to_owned(),
-            "--coordinator".to_owned(),
-            address.to_string(),
-            "--state-dir".to_owned(),
-            path_arg(&shard_dir),
-            "--listen".to_owned(),
-            "127.0.0.1:0".to_owned(),
-        ];
-        if let Some(scale) = self.time_scale {
-            shard_args.extend(["--time-scale".to_owned(), scale.to_string()]);
-        }
-        if let Some(executor) = self.executor {
-            let name = match executor {
-                crate::shard_cmd::Executor::Sim => "sim",
-                crate::shard_cmd::Executor::Exec => "exec",
-            };
-            shard_args.extend(["--executor".to_owned(), name.to_owned()]);
-        }
-        if let Some(secs) = self.retention_s {
-            shard_args.extend(["--retention".to_owned(), secs.to_string()]);
-        }
-        self.spawn_new(
-            &format!("{SHARD_LABEL_PREFIX}{queue}"),
-            &format!("shard-{queue}"),
-            shard_args,
-        )
-    }
-
-    /// Starts a child for the first time.
-    fn spawn_new(&mut self, label: &str, log_stem: &str, args: Vec<String>) -> Result<()> {
-        let mut child = Supervised {
-            label: label.to_owned(),
-            log: self.dir.logs_dir().join(format!("{log_stem}.log")),
-            args,
-            process: None,
-            started_at: Instant::now(),
-            failures: 0,
-            restart_at: None,
-            abandoned: false,
-        };
-        child.spawn(&self.exe)?;
-        self.children.push(child);
-        Ok(())
-    }
-
-    /// Waits for the coordinator's address file, failing early if the coordinator exits.
-    async fn wait_for_address(&mut self) -> Result<SocketAddr> {
-        let deadline = Instant::now() + STARTUP_TIMEOUT;
-        let file = self.dir.address_file();
-        loop {
-            self.check_started_children()?;
-            if file.exists()
-                && let Ok(addr) = self.dir.coordinator_address()
-            {
-                return Ok(addr);
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "the coordinator did not write {} within {} s{}",
-                    file.display(),
-                    STARTUP_TIMEOUT.as_secs(),
-                    self.children[0].log_tail()
-                );
-            }
-            tokio::time::sleep(POLL_INTERVAL).await;
-        }
-    }
-
-    /// The configured queues, asked of the coordinator (which parsed the configuration), so
-    /// that `up` and the coordinator can never disagree about them.
-    async fn queues(&mut self, client: &Client) -> Result<Vec<QueueStatus>> {
-        let deadline = Instant::now() + STARTUP_TIMEOUT;
-        loop {
-            self.check_started_children()?;
-            match client.coordinator(&Request::Queues).await {
-                Ok(Response::Queues(queues)) if !queues.is_empty() => return Ok(queues),
-                Ok(Response::Queues(_)) => bail!("the coordinator has no queues configured"),
-                Ok(other) => bail!("the coordinator answered a queue list with {other:?}"),
-                Err(shardsched_proto::Error::Refused(r))
-                    if r.code == RefusalCode::Unavailable && Instant::now() < deadline => {}
-                Err(e) => return Err(e).context("asking the coordinator for its queues"),
-            }
-            tokio::time::sleep(POLL_INTERVAL).await;
-        }
-    }
-
-    /// Waits until every queue has a route (its shard registered).
-    async fn wait_for_routes(
-        &mut self,
-        client: &Client,
-        queues: &[QueueStatus],
-    ) -> Result<shardsched_proto::msg::RouteTable> {
-        let deadline = Instant::now() + STARTUP_TIMEOUT;
-        loop {
-            self.check_started_children()?;
-            let routes = client.routes().await?;
-            let missing: Vec<&str> = queues
-                .iter()
-                .filter(|q| routes.queue(&q.name).is_none())
-                .map(|q| q.name.as_str())
-                .collect();
-            if missing.is_empty() {
-                return Ok(routes);
-            }
-            if Instant::now() > deadline {
-                let mut tails = String::new();
-                for child in &self.children {
-                    if missing.iter().any(|q| child.label == format!("shard {q}")) {
-                        tails.push_str(&child.log_tail());
-                    }
-                }
-                bail!(
-                    "no route for queue(s) {} after {} s: their shards did not register{tails}",
-                    missing.join(", "),
-                    STARTUP_TIMEOUT.as_secs()
-                );
-            }
-            tokio::time::sleep(POLL_INTERVAL).await;
-        }
-    }
-
-    /// While starting, a child that exits is an error (with its log), not a restart.
-    fn check_started_children(&mut self) -> Result<()> {
-        for child in &mut self.children {
-            if let Some(status) = child.try_exited()? {
-                if queues::is_restart(status) {
-                    // Reconfigured while starting: start it again at once.
-                    child.spawn(&self.exe)?;
-                    continue;
-                }
-                bail!(
-                    "{} exited while starting ({}){}",
-                    child.label,
-                    describe_status(status),
-                    child.log_tail()
-                );
-            }
-        }
-        Ok(())
-    }
-
-    /// Runs `shardsched cert issue` for one identity.
-    fn issue_cert(&self, role: &str, name: &str, out: &Path) -> Result<()> {
-        let output = Command::new(&self.exe)
-            .args([
-                "cert",
-                "issue",
-                "--role",
-                role,
-                "--name",
-                name,
-                "--state-dir",
-            ])
-            .arg(self.dir.coordinator_dir())
-            .arg("--out")
-            .arg(out)
-            .stdin(Stdio::null())
-            .output()
-            .context("running `shardsched cert issue`")?;
-        if !output.status.success() {
-            bail!(
-                "`shardsched cert issue --role {role} --name {name}` failed ({}): {}",
-                describe_status(output.status),
-                String::from_utf8_lossy(&output.stderr).trim()
-            );
-        }
-        Ok(())
-    }
-
     /// Step 6: until a stop signal, restart children that die.
     async fn supervise(&mut self, stop: &mut StopSignals) -> Result<()> {
         loop {
             tokio::select! {
                 biased;
                 name = stop.recv() => {
-                    eprintln!("shardsched up: {name}: stopping");
+                    note!("shardsched up: {name}: stopping");
                     return Ok(());
                 }
                 () = tokio::time::sleep(SUPERVISE_INTERVAL) => {}
@@ -418,7 +196,7 @@ impl Supervisor {
             }
             self.sync_queues();
             if self.children.first().is_some_and(|c| c.abandoned) {
-                bail!("the coordinator failed {RESTARTS_MAX} times in a row; stopping everything");
+                bail!("the coordinator is not restarted (said above why); stopping everything");
             }
         }
     }
@@ -443,163 +221,18 @@ impl Supervisor {
     }
 }
 
-impl Supervised {
-    fn spawn(&mut self, exe: &Path) -> Result<()> {
-        let mut log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .with_context(|| format!("opening log {}", self.log.display()))?;
-        let _ = writeln!(
-            log,
-            "==== shardsched up: starting {} at {}: {} {}",
-            self.label,
-            crate::client::output::utc_timestamp(crate::client::output::now_ms()),
-            exe.display(),
-            self.args.join(" ")
-        );
-        let stderr = log.try_clone().context("duplicating a log file handle")?;
-        let mut command = Command::new(exe);
-        command
-            .args(&self.args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(log))
-            .stderr(Stdio::from(stderr));
-        // Own process group: a terminal's Ctrl-C reaches `up` only, which stops children in
-        // order.
-        std::os::unix::process::CommandExt::process_group(&mut command, 0);
-        let process = command
-            .spawn()
-            .with_context(|| format!("starting {}", self.label))?;
-        self.process = Some(process);
-        self.started_at = Instant::now();
-        self.restart_at = None;
-        Ok(())
-    }
-
-    /// The exit status if the process has exited (reaping it).
-    fn try_exited(&mut self) -> Result<Option<ExitStatus>> {
-        let Some(process) = &mut self.process else {
-            return Ok(None);
-        };
-        let status = process
-            .try_wait()
-            .with_context(|| format!("waiting for {}", self.label))?;
-        if status.is_some() {
-            self.process = None;
-        }
-        Ok(status)
-    }
-
-    /// One supervision step: notice a death, schedule and perform restarts.
-    fn tend(&mut self, exe: &Path) {
-        if self.abandoned {
-            return;
-        }
-        match self.try_exited() {
-            Ok(Some(status)) if queues::is_restart(status) => {
-                eprintln!(
-                    "shardsched up: {} stopped to apply its new queue configuration; restarting it",
-                    self.label
-                );
-                self.restart_at = Some(Instant::now());
-            }
-            Ok(Some(status)) => {
-                let ran = self.started_at.elapsed();
-                if ran >= RESTART_STABLE_RUN {
-                    self.failures = 0;
-                }
-                self.failures += 1;
-                if self.failures > RESTARTS_MAX {
-                    eprintln!(
-                        "shardsched up: {} exited ({}) after {} failed runs in a row; giving \
-                         up on it (log: {})",
-                        self.label,
-                        describe_status(status),
-                        RESTARTS_MAX,
-                        self.log.display()
-                    );
-                    self.abandoned = true;
-                    return;
-                }
-                let backoff = restart_backoff(self.failures);
-                eprintln!(
-                    "shardsched up: {} exited ({}) after {:.1} s; restarting in {:.1} s (log: {})",
-                    self.label,
-                    describe_status(status),
-                    ran.as_secs_f64(),
-                    backoff.as_secs_f64(),
-                    self.log.display()
-                );
-                self.restart_at = Some(Instant::now() + backoff);
-            }
-            Ok(None) => {}
-            Err(e) => eprintln!("shardsched up: {e:#}"),
-        }
-        if self.process.is_none()
-            && let Some(at) = self.restart_at
-            && Instant::now() >= at
-        {
-            match self.spawn(exe) {
-                Ok(()) => eprintln!("shardsched up: restarted {}", self.label),
-                Err(e) => {
-                    eprintln!("shardsched up: {e:#}");
-                    self.failures += 1;
-                    self.restart_at = Some(Instant::now() + restart_backoff(self.failures));
-                }
+/// The last resort, should anything between start and [`Supervisor::shutdown`] panic: the
+/// children run in their own process groups, so nothing else would stop them.
+impl Drop for Supervisor {
+    fn drop(&mut self) {
+        let retiring = self.retiring.iter_mut().map(queues::Retiring::child_mut);
+        for child in self.children.iter_mut().chain(retiring) {
+            if let Some(process) = &mut child.process {
+                let _ = process.kill();
+                let _ = process.wait();
             }
         }
     }
-
-    /// The end of the log, for error messages.
-    fn log_tail(&self) -> String {
-        let text = fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        let tail = &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..];
-        let mut out = format!("\n--- last lines of {} ---", self.log.display());
-        for line in tail {
-            let _ = write!(out, "\n{line}");
-        }
-        out
-    }
-}
-
-/// SIGTERM to every live process in `children`, wait up to [`SHUTDOWN_GRACE`] for all of
-/// them, then SIGKILL whoever is left.
-async fn stop_all<'a>(children: impl Iterator<Item = &'a mut Supervised>) {
-    let mut live: Vec<&mut Supervised> = children.filter(|c| c.process.is_some()).collect();
-    for child in &live {
-        if let Some(process) = &child.process {
-            let _ = kill_process(Pid::from_child(process), Signal::TERM);
-        }
-    }
-    let deadline = Instant::now() + SHUTDOWN_GRACE;
-    while Instant::now() < deadline {
-        live.retain_mut(|c| !matches!(c.try_exited(), Ok(Some(_)) | Err(_)));
-        if live.is_empty() {
-            return;
-        }
-        tokio::time::sleep(POLL_INTERVAL).await;
-    }
-    for child in live {
-        eprintln!(
-            "shardsched up: {} did not stop within {} s; killing it",
-            child.label,
-            SHUTDOWN_GRACE.as_secs()
-        );
-        if let Some(process) = &mut child.process {
-            let _ = process.kill();
-            let _ = process.wait();
-        }
-        child.process = None;
-    }
-}
-
-/// The wait before restart number `failures` (1-based): doubling from
-/// [`RESTART_BACKOFF_FIRST`], capped at [`RESTART_BACKOFF_MAX`].
-fn restart_backoff(failures: u32) -> Duration {
-    let doublings = failures.saturating_sub(1).min(16);
-    (RESTART_BACKOFF_FIRST * 2u32.pow(doublings)).min(RESTART_BACKOFF_MAX)
 }
 
 /// Ctrl-C, SIGTERM and SIGHUP (a closed terminal), as one stream of stop requests.
@@ -628,71 +261,16 @@ impl StopSignals {
     }
 }
 
-/// The state directory's lock: `up.pid` with our pid, removed on drop.
-struct Lock {
-    path: PathBuf,
-}
-
-impl Lock {
-    fn take(dir: &StateDir) -> Result<Lock> {
-        let path = dir.root().join(LOCK_FILE);
-        if let Ok(text) = fs::read_to_string(&path)
-            && let Ok(pid) = text.trim().parse::<u32>()
-            && pid != std::process::id()
-            && is_shardsched_up(pid)
-        {
-            bail!(
-                "another `shardsched up` (pid {pid}) is running with {}: stop it first, or \
-                 use --dir for a second system",
-                dir.root().display()
-            );
-        }
-        fs::write(&path, format!("{}\n", std::process::id()))
-            .with_context(|| format!("writing {}", path.display()))?;
-        Ok(Lock { path })
-    }
-}
-
-impl Drop for Lock {
-    fn drop(&mut self) {
-        let _ = fs::remove_file(&self.path);
-    }
-}
-
-/// Whether `pid` is a live `shardsched up` (a pid in a stale lock may have been reused).
-fn is_shardsched_up(pid: u32) -> bool {
-    let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else {
-        return false;
-    };
-    let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
-    args.first()
-        .is_some_and(|a| a.windows(10).any(|w| w == b"shardsched"))
-        && args.iter().any(|a| *a == b"up")
-}
-
 fn prepare_dirs(dir: &StateDir) -> Result<()> {
     for d in [
         dir.root().to_owned(),
         dir.client_dir(),
         dir.logs_dir(),
-        dir.root().join("shards"),
+        dir.shards_dir(),
     ] {
         create_private_dir(&d)?;
     }
     Ok(())
-}
-
-/// Creates `dir` (and parents) with mode 0700 when missing: it holds private keys.
-fn create_private_dir(dir: &Path) -> Result<()> {
-    if dir.is_dir() {
-        return Ok(());
-    }
-    let mut builder = fs::DirBuilder::new();
-    builder.recursive(true);
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder
-        .create(dir)
-        .with_context(|| format!("creating {}", dir.display()))
 }
 
 fn remove_if_present(path: &Path) -> Result<()> {
@@ -705,141 +283,4 @@ fn remove_if_present(path: &Path) -> Result<()> {
 
 fn absolute(path: &Path) -> Result<PathBuf> {
     std::path::absolute(path).with_context(|| format!("resolving {}", path.display()))
-}
-
-fn path_arg(path: &Path) -> String {
-    path.to_string_lossy().into_owned()
-}
-
-/// The local user's name as a certificate name: `$USER` (or `$LOGNAME`) with characters
-/// outside `[A-Za-z0-9_-]` replaced by `-`, else `admin`.
-fn local_user_name() -> String {
-    let raw = std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_default();
-    let mut name: String = raw
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .take(shardsched_proto::limits::NAME_BYTES_MAX)
-        .collect();
-    if !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
-        name = String::new();
-    }
-    if name.is_empty() {
-        "admin".to_owned()
-    } else {
-        name
-    }
-}
-
-fn describe_status(status: ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exit status {code}"),
-        (None, Some(sig)) => format!("killed by signal {sig}"),
-        _ => status.to_string(),
-    }
-}
-
-/// What `up` prints once everything is routable: where things are and what to type next.
-fn banner(
-    exe: &Path,
-    dir: &StateDir,
-    address: SocketAddr,
-    user: &str,
-    queues: &[QueueStatus],
-    routes: &shardsched_proto::msg::RouteTable,
-) -> String {
-    let cmd = command_name(exe);
-    let mut out = String::new();
-    let _ = writeln!(out, "shardsched is up: coordinator at {address}");
-    let mut table = crate::client::output::Table::new(&["  QUEUE", "STATE", "SHARD", "NODES"]);
-    for q in queues {
-        // The route carries the shard's own flags; the queue list may predate its first
-        // status report.
-        let route = routes.queue(&q.name);
-        let started = route.map_or(q.started, |r| r.started);
-        let enabled = route.map_or(q.enabled, |r| r.enabled);
-        let mut state = if started { "started" } else { "stopped" }.to_owned();
-        if !enabled {
-            state.push_str(", disabled");
-        }
-        if routes.default_queue.as_deref() == Some(q.name.as_str()) {
-            state.push_str(", default");
-        }
-        let shard = route.map_or_else(String::new, |r| r.address.to_string());
-        table.row(vec![
-            format!("  {}", q.name),
-            state,
-            shard,
-            format!("{} defined", q.nodes_defined),
-        ]);
-    }
-    out.push_str(&table.render());
-    let root = dir.root().display();
-    let _ = writeln!(out, "state directory: {root}  (logs in {root}/logs)");
-    let _ = writeln!(
-        out,
-        "clients use the admin certificate {user:?} in {root}/client"
-    );
-    let _ = writeln!(out);
-    let _ = writeln!(out, "In another terminal:");
-    let default_root = StateDir::default_root().ok();
-    if default_root.as_deref() != Some(dir.root()) {
-        let _ = writeln!(out, "  export SHARDSCHED_DIR={root}");
-    } else {
-        let _ = writeln!(
-            out,
-            "  export SHARDSCHED_DIR={root}   # the default: only needed if set elsewhere"
-        );
-    }
-    for example in [
-        "submit -N 1 -t 60 -- sleep 60",
-        "jobs -a",
-        "queue list",
-        "resource list",
-        "demo",
-    ] {
-        let _ = writeln!(out, "  {cmd} {example}");
-    }
-    let _ = writeln!(out, "Ctrl-C stops everything.");
-    out
-}
-
-/// `shardsched` when this executable is the one found on `PATH`, else its full path (as
-/// under `cargo run`), so the printed commands work when pasted.
-fn command_name(exe: &Path) -> String {
-    let on_path = std::env::var_os("PATH").is_some_and(|path| {
-        std::env::split_paths(&path).any(|d| {
-            let candidate = d.join("shardsched");
-            match (fs::canonicalize(&candidate), fs::canonicalize(exe)) {
-                (Ok(a), Ok(b)) => a == b,
-                _ => false,
-            }
-        })
-    });
-    if on_path {
-        "shardsched".to_owned()
-    } else {
-        exe.display().to_string()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_and_is_capped() {
-        assert_eq!(restart_backoff(1), RESTART_BACKOFF_FIRST);
-        assert_eq!(restart_backoff(2), RESTART_BACKOFF_FIRST * 2);
-        assert_eq!(restart_backoff(3), RESTART_BACKOFF_FIRST * 4);
-        assert_eq!(restart_backoff(50), RESTART_BACKOFF_MAX);
-    }
 }

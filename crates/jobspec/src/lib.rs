@@ -60,6 +60,7 @@
 //! ```
 
 pub mod constraint;
+pub mod duration;
 pub mod error;
 pub mod fluxion;
 pub mod model;

@@ -319,6 +319,26 @@ impl Jobspec {
         })
     }
 
+    /// The fewest nodes the job asks for, as `flux jobs` shows a pending job's NNODES:
+    /// each `node` counts its minimum, times the minimum counts of what contains it
+    /// (`rack[2] -> node[3]` is 6). `None` when the jobspec names no node (slots only: the
+    /// matcher decides how many nodes they land on).
+    pub fn nodes_requested(&self) -> Option<u64> {
+        fn nodes_in(resources: &[Resource]) -> Option<u64> {
+            resources
+                .iter()
+                .filter_map(|r| {
+                    if r.kind == "node" {
+                        Some(r.count.min)
+                    } else {
+                        nodes_in(&r.with).map(|n| n.saturating_mul(r.count.min))
+                    }
+                })
+                .reduce(u64::saturating_add)
+        }
+        nodes_in(&self.resources)
+    }
+
     /// The labels of every `slot` in the resource tree, in document order (duplicates kept).
     pub fn slot_labels(&self) -> Vec<&str> {
         let mut out = Vec::new();
@@ -434,5 +454,22 @@ mod tests {
             attributes: Attributes::default(),
         };
         assert_eq!(js.slot_labels(), vec!["a", "b"]);
+    }
+
+    #[test]
+    fn nodes_requested_multiplies_down_to_the_nodes() {
+        let js = |resources| Jobspec {
+            version: VERSION_GENERAL,
+            resources,
+            tasks: vec![],
+            attributes: Attributes::default(),
+        };
+        let node = |n| Resource::new("node", Count::exact(n));
+        let mut rack = Resource::new("rack", range(2, 4, CountOp::Add, 1));
+        rack.with.push(node(3));
+        assert_eq!(js(vec![node(2)]).nodes_requested(), Some(2));
+        assert_eq!(js(vec![rack, node(1)]).nodes_requested(), Some(7));
+        let slots = Resource::new("slot", Count::exact(8));
+        assert_eq!(js(vec![slots]).nodes_requested(), None);
     }
 }

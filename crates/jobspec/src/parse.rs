@@ -7,6 +7,7 @@
 use serde_json::{Map, Value};
 
 use crate::constraint::Constraint;
+use crate::duration;
 use crate::error::JobspecError;
 use crate::model::{
     Attributes, Count, CountOp, Jobspec, Resource, Task, TaskCount, VERSION_1, VERSION_GENERAL,
@@ -360,6 +361,8 @@ fn parse_attributes(value: &Value, version: u32) -> Result<Attributes, JobspecEr
     Ok(attributes)
 }
 
+/// `attributes.system.duration`: a number of seconds (RFC 14), as whole seconds rounded up,
+/// with the bounds every duration has ([`crate::duration`]).
 fn parse_duration(value: &Value, path: &str) -> Result<u64, JobspecError> {
     let Value::Number(n) = value else {
         return Err(JobspecError::invalid(
@@ -367,25 +370,14 @@ fn parse_duration(value: &Value, path: &str) -> Result<u64, JobspecError> {
             format!("expected a number of seconds, found {}", describe(value)),
         ));
     };
-    if let Some(secs) = n.as_u64() {
-        return Ok(secs);
-    }
     let secs = n.as_f64().unwrap_or(f64::NAN);
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(JobspecError::invalid(
-            path,
-            format!("must be a number of seconds >= 0, found {n}"),
-        ));
+    match duration::seconds_to_ms(secs, &n.to_string()) {
+        Ok(ms) => Ok(duration::ms_to_whole_seconds(ms)),
+        Err(duration::DurationError::Negative(_) | duration::DurationError::Malformed(_)) => Err(
+            JobspecError::invalid(path, format!("must be a number of seconds >= 0, found {n}")),
+        ),
+        Err(e) => Err(JobspecError::invalid(path, e.to_string())),
     }
-    let up = secs.ceil();
-    // 2^64 is exactly representable; anything at or above it does not fit in u64.
-    if up >= 18_446_744_073_709_551_616.0 {
-        return Err(JobspecError::invalid(
-            path,
-            format!("is too large, found {n}"),
-        ));
-    }
-    Ok(up as u64)
 }
 
 #[cfg(test)]

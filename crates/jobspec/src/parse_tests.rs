@@ -350,7 +350,11 @@ fn attributes() {
     );
     assert_eq!(
         aerr("{system: {duration: 1e30}}"),
-        "attributes.system.duration: is too large, found 1e+30"
+        "attributes.system.duration: \"1e+30\" is longer than 1000 years, the longest duration"
+    );
+    assert_eq!(
+        aerr("{system: {duration: 1e-300}}"),
+        "attributes.system.duration: \"1e-300\" is shorter than 1ms, the shortest duration (0 is written 0)"
     );
     assert_eq!(
         aerr("{system: {queue: 3}}"),

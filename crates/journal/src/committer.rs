@@ -18,11 +18,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
+use shardsched_histogram::LatencyHistogram;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::batch::Batch;
 use crate::error::{ErrorKind, JournalError};
-use crate::histogram::LatencyHistogram;
 use crate::limits::{GROUP_COMMIT_MAX, JOURNAL_QUEUE_CAPACITY};
 use crate::store::{CommitInfo, Journal};
 

@@ -86,6 +86,11 @@ pub enum ErrorKind {
     /// after a failed commit nothing more is written).
     #[error("the commit thread has stopped: {0}")]
     Stopped(String),
+    /// The journal's format stamp is missing (records written before format v1), of another
+    /// kind of process, newer than this build reads, or unreadable
+    /// ([`format::check`](crate::format::check)).
+    #[error("{0}")]
+    Format(String),
     /// The commit queue is full (only from `try_submit`).
     #[error("the commit queue is full")]
     Full,
@@ -107,6 +112,36 @@ impl JournalError {
             ErrorKind::Decode {
                 table: table.to_owned(),
                 key: key.to_string(),
+                message: message.to_string(),
+            },
+        )
+    }
+
+    /// Whether the journal's content could not be read back (the file does not open, a
+    /// record is corrupted or does not decode, the state record disagrees): a restart would
+    /// fail the same way, unlike a failed write ([`ErrorKind::Storage`], a stopped
+    /// committer). See [`UNREADABLE_EXIT_STATUS`](crate::UNREADABLE_EXIT_STATUS).
+    pub fn is_unreadable(&self) -> bool {
+        matches!(
+            self.kind,
+            ErrorKind::Open(_)
+                | ErrorKind::Checksum { .. }
+                | ErrorKind::Truncated { .. }
+                | ErrorKind::State(_)
+                | ErrorKind::Decode { .. }
+                | ErrorKind::Format(_)
+                | ErrorKind::Panicked(_)
+        )
+    }
+
+    /// The named value `name` (the meta table) in the journal at `path` that the caller
+    /// could not decode: the error names the value as its key.
+    pub fn decode_meta(path: &Path, name: &str, message: impl ToString) -> JournalError {
+        JournalError::new(
+            path,
+            ErrorKind::Decode {
+                table: "meta".to_owned(),
+                key: name.to_owned(),
                 message: message.to_string(),
             },
         )

@@ -44,15 +44,18 @@
 pub mod batch;
 pub mod committer;
 pub mod error;
-pub mod histogram;
+pub mod format;
 pub mod limits;
 pub mod store;
 
 pub use batch::{Batch, Write};
 pub use committer::{CommitStats, CommitTicket, Committer};
 pub use error::{ErrorKind, JournalError};
-pub use histogram::{LatencyHistogram, quantile_of_buckets};
-pub use store::{CommitInfo, Journal, JournalState, journal_path};
+pub use shardsched_histogram::{LatencyHistogram, quantile_of_buckets};
+pub use store::{CommitInfo, Journal, JournalState};
 
-/// The journal's file name in a process's state directory.
-pub const JOURNAL_FILE: &str = "journal.redb";
+/// The exit status of a process that cannot read its journal back (a damaged file, a record
+/// that does not decode or cannot be restored): restarting it would fail the same way, so
+/// its supervisor (`shardsched up`) does not, and says so; an admin must look at the file
+/// the error names. 65 is `EX_DATAERR` of sysexits.h.
+pub const UNREADABLE_EXIT_STATUS: u8 = 65;

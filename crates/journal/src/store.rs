@@ -571,12 +571,6 @@ fn read_state(path: &Path, stored: Option<Vec<u8>>) -> Result<JournalState, Jour
     })
 }
 
-/// Where a path's journal goes: `<dir>/journal.redb`. A helper for processes that keep
-/// their journal in a state directory.
-pub fn journal_path(state_dir: &Path) -> PathBuf {
-    state_dir.join(crate::JOURNAL_FILE)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -115,41 +115,7 @@ pub enum HandshakeFailure {
     Other(String),
 }
 
-/// A certificate's identity could not be read or is not acceptable.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum IdentityError {
-    /// The connection has no verified peer certificate.
-    #[error("peer presented no client certificate")]
-    NoPeerCertificate,
-    /// The certificate has no `shardsched://` SAN URI.
-    #[error("certificate carries no shardsched identity (SAN URI shardsched://<role>/<name>)")]
-    NoIdentity,
-    /// The certificate has more than one `shardsched://` SAN URI.
-    #[error("certificate carries more than one shardsched identity")]
-    AmbiguousIdentity,
-    /// The identity URI is not `shardsched://<role>/<name>`.
-    #[error("identity URI {0:?} is not shardsched://<role>/<name>")]
-    BadUri(String),
-    /// Unknown role word.
-    #[error("unknown role {0:?} (expected coordinator, shard, admin or user)")]
-    BadRole(String),
-    /// The name is empty, too long or has characters outside `[A-Za-z0-9_-]`.
-    #[error(
-        "name {0:?} is invalid (1 to 63 letters, digits, '-' or '_', starting with a letter or digit)"
-    )]
-    BadName(String),
-    /// The certificate could not be parsed.
-    #[error("unreadable certificate: {0}")]
-    BadCertificate(String),
-    /// The server is not the peer the client asked for.
-    #[error("expected to reach {expected} but its certificate says {got}")]
-    WrongPeer {
-        /// Who the client asked for.
-        expected: String,
-        /// Who answered.
-        got: String,
-    },
-}
+pub use shardsched_wire::IdentityError;
 
 /// The CA, a certificate or a TLS configuration could not be created or loaded.
 #[derive(Debug, thiserror::Error)]

@@ -7,9 +7,10 @@
 //! ```
 //!
 //! The length is checked against the caller's maximum (normally
-//! [`FRAME_BYTES_MAX`](crate::limits::FRAME_BYTES_MAX)) *before* the payload buffer is
-//! allocated: a header announcing 4 GiB costs the reader four bytes and an error, never
-//! memory. The whole frame must arrive within a timeout.
+//! [`FRAME_BYTES_MAX`](crate::limits::FRAME_BYTES_MAX)) before anything else, and the
+//! payload buffer then grows with the bytes that actually arrive, never from the announced
+//! length: a header announcing 16 MiB followed by silence costs the reader a few bytes, not
+//! 16 MiB, however many streams do it at once. The whole frame must arrive within a timeout.
 //!
 //! The functions work on any tokio byte stream, so they are tested here on in-memory pipes;
 //! over QUIC they run on [`quinn::RecvStream`] / [`quinn::SendStream`].
@@ -19,7 +20,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::limits::FRAME_HEADER_BYTES;
+use crate::limits::{FRAME_HEADER_BYTES, FRAME_READ_CHUNK_BYTES};
 
 /// A frame could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -111,17 +112,42 @@ async fn read_frame_untimed<R: AsyncRead + Unpin>(
     reader: &mut R,
     max: usize,
 ) -> Result<Vec<u8>, FrameError> {
+    let len = read_header(reader, max).await?;
+    read_payload(reader, len).await
+}
+
+/// Reads a frame's header and returns the payload length it announces, refusing anything
+/// above `max`. With [`read_payload`], for a reader that must reserve the bytes (a budget)
+/// between the two.
+pub async fn read_header<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    max: usize,
+) -> Result<usize, FrameError> {
     let mut header = [0u8; FRAME_HEADER_BYTES];
     reader
         .read_exact(&mut header)
         .await
         .map_err(eof_is_truncated)?;
-    let len = decode_header(header, max)?;
-    let mut payload = vec![0u8; len];
-    reader
-        .read_exact(&mut payload)
+    decode_header(header, max)
+}
+
+/// Reads a payload of exactly `len` bytes. The buffer starts at most
+/// [`FRAME_READ_CHUNK_BYTES`] long and grows as bytes arrive: the length came from the
+/// peer, and what it announced is not yet what it sent.
+pub async fn read_payload<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    len: usize,
+) -> Result<Vec<u8>, FrameError> {
+    let mut payload = Vec::with_capacity(len.min(FRAME_READ_CHUNK_BYTES));
+    let wanted = u64::try_from(len).unwrap_or(u64::MAX);
+    (&mut *reader)
+        .take(wanted)
+        .read_to_end(&mut payload)
         .await
         .map_err(eof_is_truncated)?;
+    if payload.len() < len {
+        return Err(FrameError::Truncated);
+    }
     Ok(payload)
 }
 
@@ -171,6 +197,26 @@ mod tests {
             }
             other => panic!("expected TooLarge, got {other:?}"),
         }
+    }
+
+    #[tokio::test]
+    async fn a_payload_buffer_grows_with_what_arrives_not_with_what_is_announced() {
+        // 16 MiB announced, 3 bytes sent, then silence: nothing near 16 MiB is reserved.
+        let (mut writer, mut reader) = tokio::io::duplex(64);
+        writer.write_all(&[1, 0, 0, 0, 7, 8, 9]).await.ok();
+        let len = read_header(&mut reader, FRAME_BYTES_MAX).await.ok();
+        assert_eq!(len, Some(FRAME_BYTES_MAX));
+        let mut payload = Vec::with_capacity(FRAME_READ_CHUNK_BYTES);
+        let read = tokio::time::timeout(
+            SHORT,
+            (&mut reader)
+                .take(FRAME_BYTES_MAX as u64)
+                .read_to_end(&mut payload),
+        )
+        .await;
+        assert!(read.is_err(), "still waiting for the rest");
+        assert_eq!(payload, [7, 8, 9]);
+        assert!(payload.capacity() <= FRAME_READ_CHUNK_BYTES);
     }
 
     #[tokio::test]

@@ -20,6 +20,9 @@
 //!   [`frame`]s whose length is checked against [`limits::FRAME_BYTES_MAX`] before anything
 //!   is allocated. Every bound is a named constant in [`limits`].
 //! * Job ids are Flux FLUIDs ([`fluid`]): unique across shards without a round trip.
+//! * Where a running system keeps its files (the coordinator's address, certificates,
+//!   journals, locks) is named in [`state_dir`]; how a process waits between attempts to
+//!   reach another, in [`backoff`].
 //!
 //! # The one loop to understand
 //!
@@ -68,35 +71,27 @@
 //! # }
 //! ```
 
+pub mod backoff;
+pub mod budget;
 pub mod ca;
-pub mod codec;
 pub mod error;
-pub mod failpoint;
-pub mod fluid;
 pub mod frame;
 pub mod identity;
-pub mod limits;
-pub mod msg;
 pub mod rpc;
 pub mod signal;
+pub mod state_dir;
+pub mod text;
 pub mod tls;
 
 pub use ca::{Ca, IssuedCert};
 pub use error::{CloseCode, Error, HandshakeFailure, IdentityError, StreamCode, TlsError};
-pub use fluid::{Fluid, FluidGenerator};
+// The wire's pure parts, re-exported under their old paths (`shardsched_proto::msg`, …).
 pub use identity::{Op, Peer, Role, peer_of};
 pub use rpc::{Reply, Rpc, Session, accept, connect, request, serve};
+pub use shardsched_failpoint as failpoint;
+pub use shardsched_wire::{Fluid, FluidGenerator, codec, fluid, limits, msg};
 pub use tls::Credentials;
 
-/// The ALPN protocol id: wire generation 1. A peer that does not offer it fails the TLS
-/// handshake.
-pub const ALPN: &[u8] = ALPN_STR.as_bytes();
-/// [`ALPN`] as text.
-pub const ALPN_STR: &str = "shardsched/1";
-/// The protocol version this build speaks, sent in the hello.
-pub const PROTOCOL_VERSION: u32 = 1;
-/// The oldest protocol version this build still accepts in a hello.
-pub const PROTOCOL_VERSION_MIN: u32 = 1;
-/// This build's software string, sent in the hello for logs.
-pub const SOFTWARE: &str = concat!("shardsched ", env!("CARGO_PKG_VERSION"));
+pub use shardsched_wire::{ALPN, ALPN_STR, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN, SOFTWARE};
 pub use signal::shutdown_signal;
+pub use state_dir::StateDir;

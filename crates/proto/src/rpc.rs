@@ -27,37 +27,20 @@ use std::time::Duration;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::budget::{RequestBudget, Reserved};
 use crate::codec;
 use crate::error::{CloseCode, Error, IdentityError, StreamCode};
-use crate::frame::{read_frame, write_frame};
-use crate::identity::{Op, Peer, Role, peer_of, server_name};
+use crate::frame::{FrameError, read_frame, read_header, read_payload, write_frame};
+use crate::identity::{Peer, Role, peer_of, server_name};
 use crate::limits::{
-    CLOSE_LINGER, FRAME_BYTES_MAX, FRAME_READ_TIMEOUT, HANDSHAKE_TIMEOUT, REQUEST_TIMEOUT,
+    CLOSE_LINGER, FRAME_BYTES_MAX, FRAME_READ_TIMEOUT, HANDSHAKE_TIMEOUT, HELLO_BYTES_MAX,
+    REQUEST_TIMEOUT,
 };
-use crate::msg::Refusal;
 use crate::msg::hello::{Hello, HelloReply};
+use crate::msg::{Refusal, RefusalCode};
 use crate::{PROTOCOL_VERSION, PROTOCOL_VERSION_MIN, SOFTWARE};
 
-/// A request type: names its response and the authority it needs.
-pub trait Rpc: Serialize + DeserializeOwned + Debug + Send + Sync + 'static {
-    /// What the server answers (inside [`Reply`]).
-    type Response: Serialize + DeserializeOwned + Debug + Send + Sync + 'static;
-
-    /// A stable name for logs and errors, e.g. `client_shard.submit`.
-    fn kind(&self) -> &'static str;
-
-    /// The authority needed; [`serve`] refuses peers whose role lacks it.
-    fn op(&self) -> Op;
-
-    /// Application-level bounds (beyond the frame size), checked by [`serve`] before the
-    /// handler runs.
-    fn check(&self) -> Result<(), Refusal> {
-        Ok(())
-    }
-}
-
-/// What travels back on a request stream: the answer, or a refusal.
-pub type Reply<T> = Result<T, Refusal>;
+pub use shardsched_wire::rpc::{Reply, Rpc};
 
 /// An open, authenticated connection that has exchanged hellos.
 #[derive(Clone, Debug)]
@@ -176,7 +159,8 @@ pub async fn accept(incoming: quinn::Incoming) -> Result<Session, Error> {
             }
         };
         let (mut send, mut recv) = conn.accept_bi().await?;
-        let hello: Hello = match read_message(&mut recv, FRAME_READ_TIMEOUT).await {
+        let hello: Hello = match read_message(&mut recv, HELLO_BYTES_MAX, FRAME_READ_TIMEOUT).await
+        {
             Ok(hello) => hello,
             Err(e) => {
                 conn.close(CloseCode::HelloMissing.varint(), b"no hello");
@@ -232,6 +216,7 @@ where
     F: Future<Output = Reply<R::Response>> + Send + 'static,
 {
     let handler = Arc::new(handler);
+    let budget = RequestBudget::for_connection(&session.peer);
     loop {
         let (send, recv) = match session.conn.accept_bi().await {
             Ok(streams) => streams,
@@ -249,6 +234,7 @@ where
             send,
             recv,
             Arc::clone(&handler),
+            budget.clone(),
         ));
     }
 }
@@ -258,14 +244,16 @@ async fn serve_stream<R, H, F>(
     send: quinn::SendStream,
     mut recv: quinn::RecvStream,
     handler: Arc<H>,
+    budget: RequestBudget,
 ) where
     R: Rpc,
     H: Fn(Peer, R) -> F + Send + Sync + 'static,
     F: Future<Output = Reply<R::Response>> + Send + 'static,
 {
     let mut reply_to = ReplyStream { send, done: false };
-    let req: R = match read_message(&mut recv, FRAME_READ_TIMEOUT).await {
-        Ok(req) => req,
+    // The request's bytes stay reserved until its reply is written.
+    let (req, _reserved): (R, Reserved) = match read_budgeted(&mut recv, &budget).await {
+        Ok(read) => read,
         Err(e) => {
             let code = e.stream_code();
             tracing::debug!(%peer, error = %e, "refusing request stream");
@@ -284,11 +272,27 @@ async fn serve_stream<R, H, F>(
     } else {
         handler(peer.clone(), req).await
     };
-    let written = timed(
-        REQUEST_TIMEOUT,
-        "writing a reply",
-        write_message(&mut reply_to.send, &reply),
-    )
+    let bytes = match codec::encode(&reply) {
+        Ok(bytes) => bytes,
+        // Lists are fitted to a frame where they are made; should an answer still not fit,
+        // the asker gets a refusal saying so rather than a reset stream.
+        Err(e) => {
+            tracing::warn!(%peer, kind, error = %e, "reply too large; refusing instead");
+            let refusal: Reply<R::Response> = Err(Refusal::new(
+                RefusalCode::Internal,
+                format!("the answer to {kind} does not fit one message: {e}"),
+            ));
+            match codec::encode(&refusal) {
+                Ok(bytes) => bytes,
+                Err(_) => return,
+            }
+        }
+    };
+    let written = timed(REQUEST_TIMEOUT, "writing a reply", async {
+        write_frame(&mut reply_to.send, &bytes, FRAME_BYTES_MAX)
+            .await
+            .map_err(Error::from_frame)
+    })
     .await;
     match written {
         Ok(()) => reply_to.finish(),
@@ -337,19 +341,43 @@ async fn round_trip<Q: Serialize, A: DeserializeOwned>(
             .await
             .map_err(Error::from_frame)?;
         let _ = send.finish();
-        read_message(&mut recv, REQUEST_TIMEOUT).await
+        read_message(&mut recv, FRAME_BYTES_MAX, REQUEST_TIMEOUT).await
     };
     timed(REQUEST_TIMEOUT, "request", work).await
 }
 
 async fn read_message<T: DeserializeOwned>(
     recv: &mut quinn::RecvStream,
+    max: usize,
     timeout: Duration,
 ) -> Result<T, Error> {
-    let bytes = read_frame(recv, FRAME_BYTES_MAX, timeout)
+    let bytes = read_frame(recv, max, timeout)
         .await
         .map_err(Error::from_frame)?;
     Ok(codec::decode(&bytes)?)
+}
+
+/// Reads and decodes one request frame within [`FRAME_READ_TIMEOUT`], its announced length
+/// reserved from `budget` before its payload is read (see [`crate::budget`]).
+async fn read_budgeted<T: DeserializeOwned>(
+    recv: &mut quinn::RecvStream,
+    budget: &RequestBudget,
+) -> Result<(T, Reserved), Error> {
+    let work = async {
+        let len = read_header(recv, FRAME_BYTES_MAX).await?;
+        let reserved = budget.reserve(len).await;
+        let payload = read_payload(recv, len).await?;
+        Ok((payload, reserved))
+    };
+    let (payload, reserved) = match tokio::time::timeout(FRAME_READ_TIMEOUT, work).await {
+        Ok(read) => read.map_err(Error::from_frame)?,
+        Err(_elapsed) => {
+            return Err(Error::Frame(FrameError::Timeout {
+                after: FRAME_READ_TIMEOUT,
+            }));
+        }
+    };
+    Ok((codec::decode(&payload)?, reserved))
 }
 
 async fn write_message<T: Serialize>(send: &mut quinn::SendStream, value: &T) -> Result<(), Error> {

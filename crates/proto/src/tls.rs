@@ -18,7 +18,9 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use crate::ALPN;
 use crate::error::{Error, IdentityError, TlsError};
 use crate::identity::{Peer, peer_of_certificate};
-use crate::limits::{IDLE_TIMEOUT, KEEP_ALIVE_INTERVAL, STREAMS_CONCURRENT_MAX};
+use crate::limits::{
+    CONNECTION_RECEIVE_WINDOW_BYTES, IDLE_TIMEOUT, KEEP_ALIVE_INTERVAL, STREAMS_CONCURRENT_MAX,
+};
 
 /// What one process needs to speak the wire: the cluster CA, its certificate, its key.
 #[derive(Debug)]
@@ -88,12 +90,14 @@ fn config_error(e: impl std::fmt::Display) -> TlsError {
     TlsError::Config(e.to_string())
 }
 
-/// The QUIC transport settings shared by both ends: idle timeout, keep-alive, stream limits.
+/// The QUIC transport settings shared by both ends: idle timeout, keep-alive, stream limits,
+/// and the connection's receive window (what a peer may make QUIC buffer unread).
 pub fn transport_config() -> quinn::TransportConfig {
     let mut transport = quinn::TransportConfig::default();
     transport
         .max_concurrent_bidi_streams(quinn::VarInt::from_u32(STREAMS_CONCURRENT_MAX))
         .max_concurrent_uni_streams(quinn::VarInt::from_u32(0))
+        .receive_window(quinn::VarInt::from_u32(CONNECTION_RECEIVE_WINDOW_BYTES))
         .keep_alive_interval(Some(KEEP_ALIVE_INTERVAL));
     // IDLE_TIMEOUT is 60 s, far inside QUIC's varint range, so the conversion cannot fail.
     if let Ok(idle) = quinn::IdleTimeout::try_from(IDLE_TIMEOUT) {

@@ -16,7 +16,8 @@ use shardsched_proto::msg::{
 };
 use shardsched_proto::rpc::connect_speaking;
 use shardsched_proto::{
-    ALPN, Credentials, Error, HandshakeFailure, Peer, Role, StreamCode, connect, serve, tls,
+    ALPN, Credentials, Error, HandshakeFailure, PROTOCOL_VERSION, Peer, Role, StreamCode, connect,
+    serve, tls,
 };
 
 fn submit(jobspec: &str) -> client_shard::Request {
@@ -347,17 +348,24 @@ async fn a_protocol_version_mismatch_gives_a_clear_error_on_both_sides() {
         localhost(),
     )
     .expect("endpoint");
-    let err = connect_speaking(&client, server.addr, Role::Coordinator, "coordinator", 2)
-        .await
-        .expect_err("version 2 is not spoken");
+    let newer = PROTOCOL_VERSION + 1;
+    let err = connect_speaking(
+        &client,
+        server.addr,
+        Role::Coordinator,
+        "coordinator",
+        newer,
+    )
+    .await
+    .expect_err("a newer version is not spoken");
     assert_eq!(
         err.to_string(),
-        "peer does not support protocol version 2 (it speaks 1)"
+        format!("peer does not support protocol version {newer} (it speaks {PROTOCOL_VERSION})")
     );
     let seen = server.next_error().await;
     assert_eq!(
         seen.to_string(),
-        "protocol version 2 not supported (this build speaks 1)"
+        format!("protocol version {newer} not supported (this build speaks {PROTOCOL_VERSION})")
     );
 }
 

@@ -84,7 +84,8 @@ pub enum Event {
     },
     /// The job is reserved to start at `at`; sent when a reservation is made or moves.
     Reserved { id: JobId, at: i64 },
-    /// A pending job lost its reservation without starting (a re-plan gave it none).
+    /// A pending job lost its reservation without starting: a re-plan gave it none, or the
+    /// resources it needs went down (it then waits: [`WaitReason::Unavailable`]).
     Unreserved { id: JobId },
     /// The job was refused at submit; it is forgotten.
     Denied { id: JobId, reason: DenyReason },

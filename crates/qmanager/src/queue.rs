@@ -295,11 +295,17 @@ impl QueueManager {
                 &mut self.stats.match_satisfiability,
             )?;
             if !fits {
+                let reserved = matches!(job.state, State::Pending(WaitReason::Reserved { .. }));
                 self.leave_pending(id)?;
                 let job = self.job_mut(id)?;
                 job.state = State::Waiting;
                 let key = job.key;
                 self.waiting.insert(key, id);
+                // Its reservation went with the resources: say so, or the caller would
+                // keep showing a start time that no longer holds.
+                if reserved {
+                    self.events.push_back(Event::Unreserved { id });
+                }
             }
         }
         self.recheck_waiting(now)

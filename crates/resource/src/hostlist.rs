@@ -154,6 +154,17 @@ enum Run<'a> {
     Bare(&'a str),
 }
 
+/// Sorts hostnames in natural order: by the part before their trailing digits, then by
+/// the number (`node2` before `node10`), then as text.
+pub fn sort_hosts<S: AsRef<str>>(hosts: &mut [S]) {
+    hosts.sort_by(|a, b| host_order(a.as_ref(), b.as_ref()));
+}
+
+/// The natural order of two hostnames (see [`sort_hosts`]).
+pub fn host_order(a: &str, b: &str) -> std::cmp::Ordering {
+    (split_host(a), a).cmp(&(split_host(b), b))
+}
+
 /// Encodes hostnames, in the order given, into Flux's compressed form.
 pub fn encode_hostlist<S: AsRef<str>>(hosts: &[S]) -> String {
     let mut runs: Vec<Run<'_>> = Vec::new();
@@ -270,6 +281,20 @@ mod tests {
         assert!(decode_hostlist("a b").is_err());
         let e = decode_hostlist("n[0-99999999999]").unwrap_err();
         assert!(e.message.contains("more than"), "{e}");
+    }
+
+    #[test]
+    fn natural_order_puts_node2_before_node10() {
+        let mut names = vec!["node10", "node2", "login1", "node1", "node100", "node02"];
+        sort_hosts(&mut names);
+        assert_eq!(
+            names,
+            ["login1", "node1", "node02", "node2", "node10", "node100"]
+        );
+        let mut names: Vec<String> = hosts("node[0-12]");
+        names.sort();
+        sort_hosts(&mut names);
+        assert_eq!(encode_hostlist(&names), "node[0-12]");
     }
 
     #[test]

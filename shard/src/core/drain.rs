@@ -3,7 +3,7 @@
 //! is journaled and travels with the node); `queue move --dry-run` asks the donor what a
 //! release would do, changing nothing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use shardsched_proto::msg::coord_shard::{DryRunReport, FreeAt, NodeRelease};
 use shardsched_proto::msg::{Refusal, RefusalCode};
@@ -11,6 +11,7 @@ use shardsched_proto::msg::{Refusal, RefusalCode};
 use super::ShardCore;
 use super::moving::flag_list;
 use crate::journal::JournalRecord;
+use crate::moves::Holding;
 
 impl ShardCore {
     /// Drains nodes (no new work, reservations re-planned, running jobs continue) or
@@ -55,18 +56,31 @@ impl ShardCore {
 
     /// What releasing `nodes` would do now, changing nothing: per node its free time (the
     /// planned end of the last running job on it) and those jobs; the pending jobs that
-    /// could never run on the queue's definition without them.
+    /// could never run on what the queue would still own without them (its owned and
+    /// incoming nodes, less these: not its whole definition, which may name nodes other
+    /// queues own).
     pub fn dry_run_release(&self, nodes: &[String]) -> Result<DryRunReport, Refusal> {
-        let mut vertices = Vec::with_capacity(nodes.len());
         for name in nodes {
-            let v = self.nodes.get(name).ok_or_else(|| {
-                Refusal::new(
+            if !self.nodes.contains_key(name) {
+                return Err(Refusal::new(
                     RefusalCode::NotFound,
                     format!("no node {name} in the cluster of queue {}", self.queue),
-                )
-            })?;
-            vertices.push(*v);
+                ));
+            }
         }
+        let leaving: BTreeSet<&str> = nodes.iter().map(String::as_str).collect();
+        let vertices: Vec<_> = self
+            .nodes
+            .iter()
+            .filter(|(name, _)| {
+                let kept = matches!(
+                    self.moves.entry(name).holding,
+                    Holding::Owned | Holding::Incoming { .. }
+                );
+                leaving.contains(name.as_str()) || !kept
+            })
+            .map(|(_, &v)| v)
+            .collect();
         let names: Vec<&str> = nodes.iter().map(String::as_str).collect();
         let jobs = self.jobs_on(&names);
         let mut all_free = FreeAt::Now;

@@ -132,7 +132,13 @@ impl ShardCore {
                 self.set_reason(id, Reason::Waiting(WaitReason::Reserved { at }));
             }
             Event::Unreserved { .. } => {
-                self.set_reason(id, Reason::Waiting(WaitReason::Resources));
+                // Why it waits now, as the queue manager sees it (resources, or unavailable
+                // when what it needs went down).
+                let why = match self.qm.job(id.0) {
+                    Some(JobView::Pending { reason }) => reason,
+                    _ => WaitReason::Resources,
+                };
+                self.set_reason(id, Reason::Waiting(why));
             }
             Event::Denied { reason, .. } => self.fail(id, format!("denied: {reason}")),
             Event::Completed { .. } => self.ended(id, JobState::Completed, Reason::None),

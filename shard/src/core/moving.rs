@@ -101,7 +101,7 @@ impl ShardCore {
         self.observe(now_ms);
         let nodes: Vec<&str> = acquire.nodes.iter().map(|n| n.node.as_str()).collect();
         let (response, effects) = self.moves.handle_acquire(acquire);
-        self.set_flags(&nodes, &acquire.flags, true);
+        self.set_flags(&nodes, &acquire.flags);
         self.apply_effects(effects, "acquire", false);
         response
     }
@@ -137,9 +137,10 @@ impl ShardCore {
     }
 
     /// What the coordinator's (re)registration answer says this shard owns and receives.
-    /// `flags` (when given) win over the shard's own for the nodes they name; a listed node
-    /// they do not name keeps the shard's own flags (the coordinator on main does not carry
-    /// flags in registrations yet, and an empty map must not undo a drain or a failure).
+    /// `flags` (when given) are the coordinator's intent for every node listed: a listed
+    /// node they do not name has no flag, so a drain or a failure cleared while this shard
+    /// was offline is cleared here too (and one set meanwhile is set). `None` (a test's
+    /// [`ShardCore::set_owned`]) leaves the shard's flags alone.
     pub fn apply_assignment(
         &mut self,
         owned: &[NodeGen],
@@ -160,7 +161,7 @@ impl ShardCore {
                 .chain(incoming.iter().map(|(_, n)| n.node.node.clone()))
                 .collect();
             let listed: Vec<&str> = listed.iter().map(String::as_str).collect();
-            self.set_flags(&listed, flags, false);
+            self.set_flags(&listed, flags);
         }
         let effects = self.moves.apply_assignment(&owned, &incoming);
         self.apply_effects(effects, "assignment", false);
@@ -348,22 +349,12 @@ impl ShardCore {
         self.status_version += 1;
     }
 
-    /// The coordinator's flags for `nodes` replace the shard's own; a node `flags` does not
-    /// name has none when `clear_absent` (an acquired node's flags come with it), else keeps
-    /// the shard's.
-    fn set_flags(
-        &mut self,
-        nodes: &[&str],
-        flags: &BTreeMap<String, NodeFlags>,
-        clear_absent: bool,
-    ) {
+    /// The coordinator's flags for `nodes` replace the shard's own: a node `flags` does not
+    /// name has none (the coordinator's flags are the intent, both ways).
+    fn set_flags(&mut self, nodes: &[&str], flags: &BTreeMap<String, NodeFlags>) {
         let (mut down_changed, mut drained_changed) = (false, false);
         for &name in nodes {
-            let f = match flags.get(name) {
-                Some(f) => f.clone(),
-                None if clear_absent => NodeFlags::default(),
-                None => continue,
-            };
+            let f = flags.get(name).cloned().unwrap_or_default();
             if self.down.get(name) != f.down.as_ref() {
                 down_changed = true;
                 match &f.down {
@@ -406,17 +397,27 @@ impl ShardCore {
 
     /// Running jobs holding each of `names`, with their planned ends (ms): one pass over
     /// the running jobs, whatever the number of nodes asked about.
+    ///
+    /// A planned end is the job's start plus its duration: the timeline the queue manager
+    /// reserves on, here and in the recipient of a move. (Under `--time-scale` a sim job
+    /// ends earlier, as a real job may end before its time limit; the node is released
+    /// then.)
     pub(super) fn jobs_on(&self, names: &[&str]) -> HashMap<String, Vec<(JobId, u64)>> {
         let wanted: BTreeSet<&str> = names.iter().copied().collect();
         let mut out: HashMap<String, Vec<(JobId, u64)>> = HashMap::new();
         if wanted.iter().all(|n| !self.node_jobs.contains_key(*n)) {
             return out;
         }
-        let mut running: Vec<(&JobId, &u64)> = self.running.iter().collect();
+        let mut running: Vec<&JobId> = self.running.keys().collect();
         running.sort_unstable();
-        for (&id, &end) in running {
+        for &id in running {
             let Some(job) = self.table.get(id) else {
                 continue;
+            };
+            let end = match (job.start_ms, job.duration_ms) {
+                (Some(start), d) if d > 0 => start.saturating_add(d),
+                // Unlimited, or not started (cannot be: it runs).
+                _ => u64::MAX,
             };
             for node in &job.nodes {
                 if wanted.contains(node.as_str()) {

@@ -421,6 +421,7 @@ fn assignment(owned: Vec<NodeGen>, incoming: Vec<(MoveId, IncomingNode)>) -> Ass
         cluster: ClusterDescription {
             format: ClusterFormat::Spec,
             text: "name = \"c\"\n[[nodes]]\nhosts = \"n[0-3]\"\ncores_per_socket = 4\n".into(),
+            load_allowlist: Vec::new(),
         },
         queue: QueueConfig {
             name: "batch".into(),
@@ -512,9 +513,15 @@ fn a_recipient_restarted_mid_move_brings_nothing_up_before_the_acquire() {
 }
 
 #[test]
-fn assignment_flags_win_for_the_nodes_they_name_and_leave_the_others_alone() {
-    let mut core = core_with(&["n0", "n1"], &["n0", "n1"], CoreOptions::default());
+fn assignment_flags_are_the_intent_for_every_listed_node_both_ways() {
+    let mut core = core_with(
+        &["n0", "n1", "n2"],
+        &["n0", "n1", "n2"],
+        CoreOptions::default(),
+    );
     core.set_node_drain(NOW, &["n1".into()], true, "mine")
+        .expect("drain");
+    core.set_node_drain(NOW, &["n2".into()], true, "not listed")
         .expect("drain");
     let mut flags = BTreeMap::new();
     flags.insert(
@@ -524,15 +531,18 @@ fn assignment_flags_win_for_the_nodes_they_name_and_leave_the_others_alone() {
             drained: None,
         },
     );
+    // n1's drain was cleared while the shard was away: the assignment does not name it.
     core.apply_assignment(&[ng("n0", 1), ng("n1", 1)], &[], Some(&flags));
     assert_eq!(
         core.down_nodes().get("n0").map(String::as_str),
         Some("coordinator says")
     );
-    assert_eq!(
-        core.drained_nodes().get("n1").map(String::as_str),
-        Some("mine"),
-        "not named: kept"
-    );
+    assert_eq!(core.drained_nodes().get("n1"), None, "cleared: not named");
     assert_eq!(node_state(&core, "n0"), Some(NodeState::Down));
+    assert_eq!(node_state(&core, "n1"), Some(NodeState::Up));
+    assert_eq!(
+        core.drained_nodes().get("n2").map(String::as_str),
+        Some("not listed"),
+        "a node the assignment does not list keeps its flags"
+    );
 }

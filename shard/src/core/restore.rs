@@ -16,15 +16,13 @@
 //! last id issued. Nothing restored is journaled again (it is on disk already); what the
 //! restore changes (a pending job the queue now denies) is.
 
-use std::sync::Arc;
-
 use shardsched_proto::msg::{Generation, JobId, JobState, NodeGen};
 use shardsched_qmanager::{JobRequest, JobView};
 
 use super::{CoreOptions, ShardCore, Transition, TransitionKind};
 use crate::assign::MS_PER_S;
 use crate::error::ShardError;
-use crate::job::{JobRecord, Reason, job_name};
+use crate::job::{JobRecord, NewJob, Reason};
 use crate::journal::{JournalRecord, Restored, RestoredJob};
 use crate::moves::ShardMoves;
 
@@ -150,35 +148,17 @@ impl ShardCore {
         let a = &job.accepted;
         let jobspec = shardsched_jobspec::parse_json(&a.jobspec_json)
             .map_err(|e| restore_error(a.id, &format!("its jobspec: {e}")))?;
-        let asked_s = jobspec.attributes.duration;
-        let duration_ms = self
-            .qm
-            .params()
-            .effective_duration(asked_s)
-            .unwrap_or(asked_s)
-            .saturating_mul(MS_PER_S);
-        let mut record = JobRecord {
+        let duration_ms = self.duration_ms(&jobspec);
+        let mut record = JobRecord::accepted(&NewJob {
             id: a.id,
-            owner: a.owner.clone(),
+            owner: &a.owner,
             key: a.key,
-            name: job_name(&jobspec),
             priority: a.priority,
-            state: JobState::Pending,
-            reason: Reason::None,
             submit_ms: a.submit_ms,
-            start_ms: None,
-            end_ms: None,
             duration_ms,
-            nodes: Vec::new(),
-            jobspec_json: Arc::from(a.jobspec_json.as_str()),
-            r_json: None,
-            events: Vec::new(),
-        };
-        record.push_event(
-            a.submit_ms,
-            "submit",
-            serde_json::json!({"owner": a.owner, "priority": a.priority}),
-        );
+            jobspec: &jobspec,
+            jobspec_json: &a.jobspec_json,
+        });
         let Some(end) = &job.ended else {
             return Ok(record);
         };

@@ -65,6 +65,9 @@ impl ShardCore {
                 jobs_pending: count(self.pending.len()),
                 jobs_running: count(self.running.len()),
                 online: true,
+                definition: String::new(),
+                owned: String::new(),
+                reason: String::new(),
             },
             nodes,
         }

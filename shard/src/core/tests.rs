@@ -268,12 +268,13 @@ fn sim_completion_frees_nodes_for_the_next_job() {
     core.tick(NOW).expect("tick");
     assert_eq!(state(&core, first.id), JobState::Running);
     assert_eq!(state(&core, second.id), JobState::Pending);
-    let reason = core
-        .job(second.id)
-        .expect("job")
-        .summary("batch", true)
-        .reason;
-    assert!(reason.starts_with("reserved to start at"), "{reason}");
+    let summary = core.job(second.id).expect("job").summary("batch", true);
+    assert_eq!(summary.reason, "reserved to start");
+    assert_eq!(
+        summary.reserved_ms,
+        Some(NOW + 5_000),
+        "the time travels apart"
+    );
     let wake = core.next_wakeup_ms().expect("a wakeup");
     assert_eq!(wake, NOW + 5_000);
     core.tick(wake).expect("tick");
@@ -354,7 +355,7 @@ fn a_stopped_queue_accepts_but_does_not_schedule_and_a_disabled_one_refuses() {
     let refusal = core
         .handle_submit(NOW + 2, "alice", &submit(2, jobspec(None, None, 10)))
         .expect_err("disabled");
-    assert_eq!(refusal.code, RefusalCode::Unavailable);
+    assert_eq!(refusal.code, RefusalCode::Policy);
     // A retry of an accepted submit still finds its job.
     let again = core
         .handle_submit(NOW + 3, "alice", &submit(1, jobspec(None, None, 10)))
@@ -546,4 +547,61 @@ fn a_node_owned_outside_the_definition_is_given_back_entirely() {
         let record = core.job(id).expect("job");
         assert!(record.nodes.iter().all(|n| n == "n0"), "{:?}", record.nodes);
     }
+}
+
+/// A queue being removed is disabled only when it holds no job, in one step: a removal
+/// refused for jobs never leaves it disabled.
+#[test]
+fn disable_if_idle_disables_only_an_idle_queue() {
+    let mut core = core();
+    let job = core
+        .handle_submit(NOW, "alice", &submit(1, jobspec(Some(1), None, 10)))
+        .expect("job");
+    let refusal = core.disable_if_idle().expect_err("it has a job");
+    assert_eq!(refusal.code, RefusalCode::Policy);
+    assert!(refusal.message.contains("1 pending"), "{refusal}");
+    assert!(core.status(NOW).queue.enabled, "a refusal changes nothing");
+    let cancelled = core.handle_cancel(NOW, &user("alice"), &[job.id]);
+    assert_eq!(cancelled[0].result, CancelResult::Cancelled);
+    core.disable_if_idle().expect("idle now");
+    assert!(!core.status(NOW).queue.enabled);
+}
+
+/// A jobspec naming a type the shards do not load (their load allowlist) is denied saying
+/// so, not only "unsatisfiable".
+#[test]
+fn a_jobspec_naming_an_unloaded_type_is_denied_with_the_allowlist() {
+    let mut core = core();
+    let sockets = r#"{"version": 9999, "resources": [{"type": "node", "count": 1, "with": [
+        {"type": "slot", "label": "task", "count": 1, "with": [
+          {"type": "socket", "count": 1, "with": [{"type": "core", "count": 1}]}]}]}],
+      "tasks": [{"command": ["app"], "slot": "task", "count": {"per_slot": 1}}],
+      "attributes": {"system": {"duration": 10}}}"#;
+    let refusal = core
+        .handle_submit(NOW, "alice", &submit(1, sockets.into()))
+        .expect_err("denied");
+    assert_eq!(refusal.code, RefusalCode::Denied);
+    assert!(
+        refusal
+            .message
+            .contains("asks for socket, which the shards do not load")
+            && refusal.message.contains("load_allowlist"),
+        "{refusal}"
+    );
+}
+
+/// A pending job shows the nodes it asks for (`NNODES`), not 0.
+#[test]
+fn a_pending_job_carries_the_nodes_it_asks_for() {
+    let mut core = core();
+    let wide = core
+        .handle_submit(NOW, "alice", &submit(1, jobspec(Some(3), None, 10)))
+        .expect("fits the definition, waits for n2");
+    let slots = core
+        .handle_submit(NOW, "alice", &submit(2, jobspec(None, Some(2), 10)))
+        .expect("slots");
+    let summary = |id| core.job(id).expect("job").summary("batch", true);
+    assert_eq!(summary(wide.id).state, JobState::Pending);
+    assert_eq!(summary(wide.id).nodes_requested, Some(3));
+    assert_eq!(summary(slots.id).nodes_requested, None);
 }

@@ -74,6 +74,10 @@ pub(crate) enum Command {
         started: bool,
         reply: oneshot::Sender<Reply<coord_shard::Response>>,
     },
+    /// The coordinator removes the queue: disable it if it holds no job.
+    DisableIfIdle {
+        reply: oneshot::Sender<Reply<coord_shard::Response>>,
+    },
     /// A re-registration's answer: apply queue state, ownership and generator id.
     Reassigned(Box<Assignment>),
     /// What to tell the coordinator when re-registering.
@@ -389,6 +393,12 @@ fn handle(core: &mut ShardCore, now: u64, command: Command, answers: &mut Vec<An
                 reply,
                 Ok(coord_shard::Response::Ack { stale: Vec::new() }),
             ));
+        }
+        Command::DisableIfIdle { reply } => {
+            let result = core
+                .disable_if_idle()
+                .map(|()| coord_shard::Response::Ack { stale: Vec::new() });
+            answers.push(Answer::Coordinator(reply, result));
         }
         Command::SetNodeState {
             nodes,

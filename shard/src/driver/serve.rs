@@ -67,7 +67,15 @@ pub(crate) async fn client_request(
             let snapshot = snapshot.load();
             snapshot
                 .job_info(id)
-                .map(|info| Response::JobInfo(Box::new(info)))
+                .map(|info| {
+                    // Private unless the peer owns the job or is an admin.
+                    let info = if peer.may_read_job(&info.summary.owner) {
+                        info
+                    } else {
+                        info.summary_only()
+                    };
+                    Response::JobInfo(Box::new(info))
+                })
                 .ok_or_else(|| {
                     Refusal::new(
                         RefusalCode::NotFound,
@@ -111,6 +119,7 @@ pub(crate) async fn coordinator_request(
             })
             .await
         }
+        Request::DisableIfIdle => ask(&commands, |reply| Command::DisableIfIdle { reply }).await,
         Request::SetNodeState {
             nodes,
             down,

@@ -18,7 +18,7 @@ use std::time::Duration;
 use shardsched_journal::{CommitStats, Committer};
 
 /// The file, in the state directory.
-pub const JOURNAL_STATS_FILE: &str = "journal-stats.json";
+pub use shardsched_proto::state_dir::JOURNAL_STATS_FILE;
 
 /// How often the statistics are looked at (and written when they changed).
 pub const JOURNAL_STATS_INTERVAL: Duration = Duration::from_secs(1);

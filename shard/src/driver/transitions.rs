@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use crate::core::Transition;
 
 /// The log's file name in the state directory.
-pub const TRANSITIONS_FILE: &str = "transitions.log";
+pub use shardsched_proto::state_dir::TRANSITIONS_FILE;
 
 /// The open log.
 pub(crate) struct TransitionLog {

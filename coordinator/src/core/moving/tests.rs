@@ -91,7 +91,7 @@ fn a_move_is_journaled_before_its_commands_and_refusals_name_the_nodes() {
     let r = core
         .move_nodes(NOW, &names(&["node0"]), "batch")
         .expect_err("moving");
-    assert_eq!(r.code, RefusalCode::Unavailable);
+    assert_eq!(r.code, RefusalCode::Policy);
     assert!(r.message.contains("already moving: node0"), "{r}");
     let r = core
         .move_nodes(NOW, &names(&["node120"]), "batch")
@@ -279,5 +279,131 @@ fn resources_show_a_moving_node_in_its_donor_then_incoming_in_its_recipient() {
     assert_eq!(
         (r.state, r.queue.as_deref()),
         (NodeState::Incoming, Some("standby"))
+    );
+}
+
+#[test]
+fn refusals_say_what_to_type_next() {
+    let (mut core, _) = core();
+    // node0 is batch's and not in debug's definition (node[96-127]).
+    let r = core
+        .move_between(NOW, &names(&["node0"]), "batch", "debug", None)
+        .expect_err("outside debug");
+    assert_eq!(
+        r.message,
+        "node0 not in queue debug's definition: \
+         `shardsched queue update debug --nodes node[0,96-127]` adds them"
+    );
+    let r = core
+        .move_between(NOW, &names(&["node120"]), "batch", "debug", None)
+        .expect_err("not batch's");
+    assert!(
+        r.message
+            .contains("not owned by queue batch: node120 (debug owns node120)"),
+        "{r}"
+    );
+    let id = core
+        .move_between(NOW, &names(&["node97", "node96"]), "batch", "debug", None)
+        .expect("overlap: a move between two running queues");
+    let r = core
+        .move_between(NOW, &names(&["node97"]), "debug", "batch", None)
+        .expect_err("moving");
+    assert!(
+        r.message
+            .contains(&format!("`shardsched queue move --cancel {}`", id.0)),
+        "{r}"
+    );
+}
+
+/// `stop Q --release-to R` while nodes are still on their way into Q (a `--take` whose
+/// donor's job still runs): their move is cancelled, so they go back to their donor rather
+/// than coming up later in the stopped Q; and a refusal never says Q owns nothing while it
+/// owns nodes.
+#[test]
+fn stop_release_to_takes_back_the_nodes_still_coming_in() {
+    let (mut core, _) = core();
+    register(&mut core, "batch", 1);
+    register(&mut core, "standby", 2);
+    core.queue_control(NOW, "batch", QueueAction::Stop)
+        .expect("stop");
+    core.queue_control(NOW, "batch", QueueAction::Start { take: false })
+        .expect("start");
+    let take = core
+        .queue_control(NOW, "standby", QueueAction::Start { take: true })
+        .expect("take")
+        .move_id
+        .expect("a move");
+    let (_, sent) = journal(&mut core);
+    let release = sent
+        .iter()
+        .find_map(|c| match &c.request {
+            Request::Release(r) => Some(r.clone()),
+            _ => None,
+        })
+        .expect("release sent");
+    // batch has a job on every node: all stay outgoing.
+    let busy: Vec<ReleaseState> = release
+        .nodes
+        .iter()
+        .map(|ng| ReleaseState {
+            node: ng.clone(),
+            free: FreeAt::Expected(NOW + 3_600_000),
+            jobs: Vec::new(),
+        })
+        .collect();
+    core.moves_answer(
+        NOW,
+        "batch",
+        &Request::Release(release.clone()),
+        &Response::Releasing {
+            nodes: busy,
+            stale: Vec::new(),
+        },
+    );
+    assert_eq!(
+        core.owned_by("standby").len(),
+        112,
+        "intent: all on their way"
+    );
+
+    // Nothing settled in standby is in debug's definition... but nodes are coming in: the
+    // stop cancels their move.
+    let c = core
+        .queue_admin(NOW, "standby", QueueAction::Stop, "", Some("batch"))
+        .expect("stop --release-to");
+    assert_eq!(core.queue_flags("standby"), Some((true, false)));
+    assert!(
+        c.notes
+            .iter()
+            .any(|n| n.contains(&format!("(move {})", take.0)) && n.contains("go back to batch")),
+        "{c:?}"
+    );
+    assert_eq!(core.owner_of("node0"), Some("batch"));
+    assert!(core.owned_by("standby").is_empty());
+    assert_eq!(
+        core.moves()
+            .iter()
+            .find(|m| m.move_id == take)
+            .map(|m| m.status),
+        Some(MoveStatus::Active),
+        "returning until both shards acknowledge"
+    );
+
+    // A queue that owns nodes, none in the other's definition: refused, not "owns no node".
+    let r = core
+        .queue_admin(NOW, "debug", QueueAction::Stop, "", Some("standby"))
+        .expect_err("none in standby's definition");
+    assert!(!r.message.contains("owns no node"), "{r}");
+    assert!(
+        r.message.contains(
+            "none of queue debug's nodes (node[112-127]) is in standby's definition: \
+             `shardsched queue update standby --nodes node[0-127]` adds them"
+        ),
+        "{r}"
+    );
+    assert_eq!(
+        core.queue_flags("debug"),
+        Some((true, true)),
+        "nothing changed"
     );
 }

@@ -13,6 +13,7 @@ use shardsched_proto::msg::shard_coord::Register;
 
 use super::*;
 use crate::config::Config;
+use shardsched_proto::msg::Generation;
 
 const NODES: usize = 24;
 const NAMES: [&str; 4] = ["q0", "q1", "q2", "q3"];
@@ -142,7 +143,7 @@ proptest! {
                         policy: Some(["fcfs", "easy", "hybrid", "conservative"][policy].into()),
                         ..QueueSpec::default()
                     };
-                    core.update_queue(&spec).map(|_| ())
+                    core.update_queue(0, &spec).map(|_| ())
                 }
                 Op::Remove { name } => core.remove_queue(5, NAMES[name], None).map(|_| ()),
                 Op::Connect { name } => {

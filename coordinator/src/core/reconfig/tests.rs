@@ -6,6 +6,7 @@ use shardsched_proto::msg::shard_coord::{Register, ShardStatus};
 
 use super::*;
 use crate::config::Config;
+use shardsched_proto::msg::Generation;
 
 /// Cluster of the embedded default (node0..node127): a (node[0-9], started, default),
 /// b (node[10-19], started), node[20-127] unassigned.
@@ -59,6 +60,9 @@ fn connect(core: &mut Core, queue: &str, conn: u64, pending: u32, running: u32) 
             jobs_pending: pending,
             jobs_running: running,
             online: true,
+            definition: String::new(),
+            owned: String::new(),
+            reason: String::new(),
         },
         nodes: Vec::new(),
     };
@@ -106,11 +110,13 @@ fn additions_that_break_the_configuration_rules_are_refused_and_change_nothing()
     let same = def(&core, "a", "node[30-31]", false);
     let refusal = core.add_queue(same).expect_err("name taken");
     assert!(refusal.message.contains("already exists"), "{refusal}");
-    // Started over b's nodes: two started definitions may not overlap.
-    let overlapping = def(&core, "c", "node[15-24]", false);
-    let refusal = core.add_queue(overlapping).expect_err("overlap");
+    // A name that is no shard name: refused, naming the change, not the file the
+    // coordinator started from.
+    let unnamed = def(&core, "-c", "node[30-31]", false);
+    let refusal = core.add_queue(unnamed).expect_err("bad name");
     assert_eq!(refusal.code, RefusalCode::Invalid);
-    assert!(refusal.message.contains("overlap"), "{refusal}");
+    assert!(!refusal.message.contains("test.toml"), "{refusal}");
+    assert!(core.queue_flags("-c").is_none());
     let bad = QueueSpec {
         nodes: Some("node[500-501]".into()),
         ..spec("c")
@@ -146,7 +152,7 @@ fn updates_restart_only_the_changed_queues_shard_and_never_drop_owned_nodes() {
         queue_depth: Some(8),
         ..spec("a")
     };
-    let done = core.update_queue(&change).expect("updated");
+    let done = core.update_queue(0, &change).expect("updated");
     assert_eq!(done.restart.len(), 1, "only a's shard restarts");
     assert_eq!(done.restart[0].queue, "a");
     assert_eq!(done.restart[0].conn, ConnId(1));
@@ -161,7 +167,7 @@ fn updates_restart_only_the_changed_queues_shard_and_never_drop_owned_nodes() {
     assert_eq!(a.queue_policy, "conservative");
 
     // The same values again change nothing, restart nothing and write nothing.
-    let again = core.update_queue(&change).expect("updated");
+    let again = core.update_queue(0, &change).expect("updated");
     assert!(again.restart.is_empty());
     assert!(!again.journal);
     assert_eq!(again.changes, ["nothing changed"]);
@@ -172,7 +178,7 @@ fn updates_restart_only_the_changed_queues_shard_and_never_drop_owned_nodes() {
         nodes: Some("node[10-21]".into()),
         ..spec("b")
     };
-    let done = core.update_queue(&grow).expect("grown");
+    let done = core.update_queue(0, &grow).expect("grown");
     assert_eq!(core.owner_of("node21"), Some("b"));
     assert_eq!(done.restart.len(), 1);
     assert_eq!(done.restart[0].config.definition.len(), 12);
@@ -180,11 +186,11 @@ fn updates_restart_only_the_changed_queues_shard_and_never_drop_owned_nodes() {
         nodes: Some("node[10-15]".into()),
         ..spec("b")
     };
-    let refusal = core.update_queue(&shrink).expect_err("owned nodes");
+    let refusal = core.update_queue(0, &shrink).expect_err("owned nodes");
     assert!(refusal.message.contains("node[16-21]"), "{refusal}");
     assert!(refusal.message.contains("move them first"), "{refusal}");
     assert_eq!(core.owned_by("b").len(), 12);
-    let refusal = core.update_queue(&spec("zzz")).expect_err("unknown");
+    let refusal = core.update_queue(0, &spec("zzz")).expect_err("unknown");
     assert_eq!(refusal.code, RefusalCode::NotFound);
 }
 
@@ -235,13 +241,17 @@ fn removal_with_give_to_moves_the_nodes_and_a_removed_name_keeps_its_generator_i
         nodes: Some("node[0-19,30-31]".into()),
         ..spec("a")
     };
-    core.update_queue(&grow).expect("a grows");
+    core.update_queue(0, &grow).expect("a grows");
     let done = core.remove_queue(5, "c", Some("a")).expect("move started");
-    assert!(done.move_id.is_some());
+    let move_id = done.move_id.expect("a move");
     assert!(
-        done.changes[0].contains("remove it again"),
+        done.changes[0].contains("node[30-31] move to a"),
         "{:?}",
         done.changes
+    );
+    assert!(
+        !core.move_finished(move_id),
+        "the driver waits for it, then removes c"
     );
     assert_eq!(core.owner_of("node30"), Some("a"), "intent moves at once");
     assert!(core.queue_flags("c").is_some(), "not removed yet");
@@ -273,10 +283,13 @@ fn runtime_table_survives_a_restart_until_reload_makes_the_file_authoritative() 
     let c = def(&core, "c", "node[40-49]", false);
     core.add_queue(c).expect("added");
     connect(&mut core, "a", 1, 0, 0);
-    core.update_queue(&QueueSpec {
-        policy: Some("hybrid".into()),
-        ..spec("a")
-    })
+    core.update_queue(
+        0,
+        &QueueSpec {
+            policy: Some("hybrid".into()),
+            ..spec("a")
+        },
+    )
     .expect("updated");
     let durable = core.durable_state();
     let text = durable.to_toml();
@@ -336,4 +349,133 @@ fn runtime_table_survives_a_restart_until_reload_makes_the_file_authoritative() 
         let refusal = restarted.reload(other).expect_err("cluster");
         assert!(refusal.message.contains("cluster changed"), "{refusal}");
     }
+}
+
+/// Definitions of started queues may overlap at run time too: `queue update` widens b over
+/// a's nodes (a keeps them), and a node a move gave b can then be left out of b's
+/// definition only by moving it out (`--give-to`), in the same update.
+#[test]
+fn started_queues_overlap_at_run_time_and_update_give_to_moves_owned_nodes_out() {
+    let mut core = core(TWO_QUEUES);
+    connect(&mut core, "a", 1, 0, 0);
+    connect(&mut core, "b", 2, 0, 0);
+    let widen = QueueSpec {
+        nodes: Some("node[8-19]".into()),
+        ..spec("b")
+    };
+    let done = core
+        .update_queue(0, &widen)
+        .expect("overlap over a started queue");
+    assert_eq!(
+        core.owner_of("node8"),
+        Some("a"),
+        "owners change only by moves"
+    );
+    assert_eq!(done.restart.len(), 1);
+    core.move_between(5, &["node8".to_owned()], "a", "b", None)
+        .expect("a move between two running queues");
+    assert_eq!(core.owner_of("node8"), Some("b"));
+
+    // b's definition back to node[10-19]: b owns node8, so that is refused, saying what
+    // to type; --give-to a would move it back, but not while it is still moving in.
+    let shrink = QueueSpec {
+        nodes: Some("node[10-19]".into()),
+        ..spec("b")
+    };
+    let refusal = core.update_queue(7, &shrink).expect_err("b owns node8");
+    assert!(
+        refusal
+            .message
+            .contains("`shardsched queue move node8 --from b --to QUEUE`"),
+        "{refusal}"
+    );
+    assert!(refusal.message.contains("--give-to"), "{refusal}");
+    let refusal = core
+        .update_queue(
+            7,
+            &QueueSpec {
+                give_to: Some("a".into()),
+                ..shrink.clone()
+            },
+        )
+        .expect_err("node8 is still moving in");
+    assert!(
+        refusal.message.contains("already moving: node8"),
+        "{refusal}"
+    );
+}
+
+#[test]
+fn update_give_to_moves_the_nodes_left_out_and_applies_the_definition() {
+    let mut core = core(TWO_QUEUES);
+    connect(&mut core, "a", 1, 0, 0);
+    connect(&mut core, "b", 2, 0, 0);
+    let grow = QueueSpec {
+        nodes: Some("node[0-19]".into()),
+        ..spec("a")
+    };
+    core.update_queue(0, &grow)
+        .expect("a defines b's nodes too");
+    let shrink = QueueSpec {
+        nodes: Some("node[10-15]".into()),
+        give_to: Some("a".into()),
+        ..spec("b")
+    };
+    let done = core
+        .update_queue(3, &shrink)
+        .expect("moved out, then shrunk");
+    let move_id = done.move_id.expect("a move");
+    assert!(
+        done.changes[0].contains("queue b: node[16-19] move to a in move"),
+        "{:?}",
+        done.changes
+    );
+    assert_eq!(core.owner_of("node16"), Some("a"));
+    assert_eq!(
+        core.config().queue("b").map(|q| q.definition.len()),
+        Some(6)
+    );
+    assert_eq!(done.restart.len(), 1, "b's shard restarts with node[10-15]");
+    assert!(!core.move_finished(move_id));
+    // A recipient whose definition lacks them: refused, nothing changed.
+    let refused = QueueSpec {
+        nodes: Some("node[10-12]".into()),
+        give_to: Some("c".into()),
+        ..spec("b")
+    };
+    assert_eq!(
+        core.update_queue(4, &refused).expect_err("no c").code,
+        RefusalCode::NotFound
+    );
+    assert_eq!(
+        core.config().queue("b").map(|q| q.definition.len()),
+        Some(6)
+    );
+}
+
+/// `owns` in a reloaded file that differs from who owns the nodes now changes no owner:
+/// the answer says which move would apply it.
+#[test]
+fn a_reload_whose_owns_differs_says_the_moves_and_changes_no_owner() {
+    let mut core = core(TWO_QUEUES);
+    connect(&mut core, "a", 1, 0, 0);
+    connect(&mut core, "b", 2, 0, 0);
+    let edited = Config::parse(
+        "default_queue = \"a\"\n\
+         [queues.a]\nnodes = \"node[0-9]\"\npolicy = \"easy\"\n\
+         [queues.b]\nnodes = \"node[5-19]\"\nowns = \"node[5-6]\"\n",
+        "test.toml",
+        Path::new("."),
+    )
+    .expect("file");
+    let done = core.reload(edited).expect("reloaded");
+    assert_eq!(core.owner_of("node5"), Some("a"));
+    assert!(
+        done.changes.iter().any(|l| l.contains(
+            "queue b: owns names node[5-6], which a owns now; owners change only by moves: \
+             `shardsched queue move node[5-6] --from a --to b`"
+        )),
+        "{:?}",
+        done.changes
+    );
 }

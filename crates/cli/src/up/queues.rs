@@ -17,7 +17,7 @@ use shardsched_shard::RESTART_EXIT_STATUS;
 use tokio::sync::watch;
 
 use super::{SHARD_LABEL_PREFIX, SHUTDOWN_GRACE, Supervised, Supervisor};
-use crate::client::{Client, StateDir};
+use shardsched_client::{Client, StateDir};
 
 /// How often `up` reads the coordinator's queue list to follow added and removed queues.
 pub const QUEUE_SYNC_INTERVAL: Duration = Duration::from_secs(1);
@@ -116,10 +116,10 @@ impl Supervisor {
             .collect();
         for queue in queues.iter().filter(|q| !running.contains(q)) {
             match self.spawn_shard(queue, address) {
-                Ok(()) => eprintln!("shardsched up: queue {queue} added; started its shard"),
-                Err(e) => eprintln!(
-                    "shardsched up: queue {queue} added, but its shard did not start: {e:#}"
-                ),
+                Ok(()) => note!("shardsched up: queue {queue} added; started its shard"),
+                Err(e) => {
+                    note!("shardsched up: queue {queue} added, but its shard did not start: {e:#}")
+                }
             }
         }
         let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.children)
@@ -131,7 +131,7 @@ impl Supervisor {
             });
         self.children = kept;
         for child in gone {
-            eprintln!("shardsched up: queue removed; stopping {}", child.label);
+            note!("shardsched up: queue removed; stopping {}", child.label);
             if let Some(process) = &child.process {
                 let _ = kill_process(Pid::from_child(process), Signal::TERM);
             }
@@ -151,7 +151,7 @@ impl Supervisor {
             if r.since.elapsed() >= SHUTDOWN_GRACE
                 && let Some(process) = &mut r.child.process
             {
-                eprintln!(
+                note!(
                     "shardsched up: {} did not stop within {} s; killing it",
                     r.child.label,
                     SHUTDOWN_GRACE.as_secs()
@@ -169,5 +169,10 @@ impl Retiring {
     /// The child, for shutdown.
     pub(super) fn into_child(self) -> Supervised {
         self.child
+    }
+
+    /// The child, for the supervisor's last-resort kill.
+    pub(super) fn child_mut(&mut self) -> &mut Supervised {
+        &mut self.child
     }
 }

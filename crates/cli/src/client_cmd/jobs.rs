@@ -1,0 +1,212 @@
+//! `shardsched jobs`, `job info ID` and `cancel ID…`.
+//!
+//! Job lists are gathered from every shard in parallel (each answers from its status
+//! snapshot, so listing never blocks scheduling). A job id names its shard (the FLUID
+//! generator field), so `job info` and `cancel` go to that shard alone; cancel's owner check
+//! is made there, against this client's certificate.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Result, bail};
+use clap::{Args, Subcommand};
+use serde_json::Value;
+use shardsched_client::{Client, output, run};
+use shardsched_proto::limits::{IDS_PER_REQUEST_MAX, JOBS_PER_RESPONSE_MAX};
+use shardsched_proto::msg::client_shard::{CancelResult, Request, Response};
+use shardsched_proto::msg::{JobId, JobsQuery, UserFilter};
+
+use super::job_view;
+
+/// Flags of `shardsched jobs`.
+#[derive(Args, Debug, Clone)]
+pub struct JobsArgs {
+    /// Include ended jobs (completed, failed, cancelled).
+    #[arg(short = 'a', long = "all")]
+    pub all: bool,
+    /// Every user's jobs, not only yours.
+    #[arg(short = 'A', long = "all-users")]
+    pub all_users: bool,
+    /// Only this user's jobs.
+    #[arg(short = 'u', long, conflicts_with = "all_users")]
+    pub user: Option<String>,
+    /// Only this queue's jobs.
+    #[arg(short = 'q', long)]
+    pub queue: Option<String>,
+    /// At most this many jobs per queue (newest first).
+    #[arg(long, default_value_t = JOBS_PER_RESPONSE_MAX as u32)]
+    pub limit: u32,
+    /// Print a JSON list of jobs instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Flags of `shardsched job`.
+#[derive(Args, Debug, Clone)]
+pub struct JobArgs {
+    #[command(subcommand)]
+    pub command: JobCommand,
+}
+
+/// What `shardsched job` does.
+#[derive(Subcommand, Debug, Clone)]
+pub enum JobCommand {
+    /// One job in full: its summary, its R (what it got) and its events.
+    Info(JobInfoArgs),
+}
+
+/// Flags of `shardsched job info`.
+#[derive(Args, Debug, Clone)]
+pub struct JobInfoArgs {
+    /// The job id: F58 like ƒ2KEkBMqV (or f2KEkBMqV, with an ASCII f), or decimal.
+    pub id: JobId,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Flags of `shardsched cancel`.
+#[derive(Args, Debug, Clone)]
+pub struct CancelArgs {
+    /// The jobs to cancel: F58 ids like ƒ2KEkBMqV (or f2KEkBMqV, with an ASCII f), or
+    /// decimal.
+    #[arg(required = true, value_name = "ID")]
+    pub ids: Vec<JobId>,
+}
+
+/// `shardsched jobs`.
+pub fn jobs_main(args: &JobsArgs) -> Result<()> {
+    run(|client| async move {
+        let routes = client.routes().await?;
+        if let Some(queue) = &args.queue
+            && routes.queue(queue).is_none()
+        {
+            bail!("no queue named {queue:?} has a shard running");
+        }
+        let user = match (&args.user, args.all_users) {
+            (Some(name), _) => UserFilter::Named(name.clone()),
+            (None, true) => UserFilter::All,
+            (None, false) => UserFilter::Mine,
+        };
+        let query = JobsQuery {
+            queue: args.queue.clone(),
+            user,
+            include_inactive: args.all,
+            limit: args.limit,
+        };
+        let (list, warnings) = client.jobs(&routes, &query).await?;
+        for warning in &warnings {
+            output::say(format_args!("warning: {warning}"));
+        }
+        if list.truncated {
+            eprintln!("shardsched: warning: the list is truncated (use --limit or -q)");
+        }
+        if args.json {
+            let rows: Vec<Value> = list.jobs.iter().map(job_view::job_json).collect();
+            output::emit(&format!("{}\n", Value::Array(rows)))
+        } else {
+            output::emit(&job_view::jobs_table(&list.jobs))
+        }
+    })
+}
+
+/// `shardsched job …`.
+pub fn job_main(args: &JobArgs) -> Result<()> {
+    match &args.command {
+        JobCommand::Info(info) => job_info_main(info),
+    }
+}
+
+fn job_info_main(args: &JobInfoArgs) -> Result<()> {
+    run(|client| async move {
+        let routes = client.routes().await?;
+        let route = Client::route_of(&routes, args.id)?;
+        match client
+            .ask_shard(route, &Request::JobInfo { id: args.id })
+            .await?
+        {
+            Response::JobInfo(info) => {
+                if args.json {
+                    output::emit(&format!("{}\n", job_view::job_info_json(&info)))
+                } else {
+                    output::emit(&job_view::job_info_text(&info))
+                }
+            }
+            other => bail!(
+                "queue {}'s shard answered job info with {other:?}",
+                route.queue
+            ),
+        }
+    })
+}
+
+/// `shardsched cancel`: quiet on success, one line per job that was not cancelled, and a
+/// failure exit status if any was not found or not ours (an already-ended job is only
+/// reported: the caller's intent holds).
+pub fn cancel_main(args: &CancelArgs) -> Result<()> {
+    run(|client| async move {
+        let routes = client.routes().await?;
+        let mut by_queue: BTreeMap<String, (shardsched_proto::msg::Route, Vec<JobId>)> =
+            BTreeMap::new();
+        let mut failures = 0usize;
+        let mut seen = std::collections::HashSet::new();
+        for &id in args.ids.iter().filter(|id| seen.insert(**id)) {
+            match Client::route_of(&routes, id) {
+                Ok(route) => by_queue
+                    .entry(route.queue.clone())
+                    .or_insert_with(|| (route.clone(), Vec::new()))
+                    .1
+                    .push(id),
+                // The error names the job.
+                Err(e) => {
+                    eprintln!("shardsched: {e:#}");
+                    failures += 1;
+                }
+            }
+        }
+        for (queue, (route, ids)) in by_queue {
+            for chunk in ids.chunks(IDS_PER_REQUEST_MAX) {
+                let answer = client
+                    .ask_shard(
+                        &route,
+                        &Request::Cancel {
+                            ids: chunk.to_vec(),
+                        },
+                    )
+                    .await;
+                let outcomes = match answer {
+                    Ok(Response::Cancelled(outcomes)) => outcomes,
+                    Ok(other) => bail!("queue {queue}'s shard answered cancel with {other:?}"),
+                    Err(e) => {
+                        output::say(format_args!("cancelling in queue {queue}: {e:#}"));
+                        failures += chunk.len();
+                        continue;
+                    }
+                };
+                for outcome in outcomes {
+                    match outcome.result {
+                        CancelResult::Cancelled => {}
+                        CancelResult::AlreadyInactive => {
+                            eprintln!("shardsched: {}: already ended", outcome.id);
+                        }
+                        CancelResult::NotFound => {
+                            eprintln!("shardsched: {}: no such job in queue {queue}", outcome.id);
+                            failures += 1;
+                        }
+                        CancelResult::Forbidden => {
+                            eprintln!(
+                                "shardsched: {}: not your job (only its owner or an admin may \
+                                 cancel it)",
+                                outcome.id
+                            );
+                            failures += 1;
+                        }
+                    }
+                }
+            }
+        }
+        if failures > 0 {
+            bail!("{failures} of {} jobs not cancelled", args.ids.len());
+        }
+        Ok(())
+    })
+}

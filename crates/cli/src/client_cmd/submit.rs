@@ -1,0 +1,139 @@
+//! `shardsched submit`: one job, straight to its queue's shard.
+//!
+//! The jobspec is built here (from `--jobspec FILE`, YAML or JSON, or from the `-N -n -c -g
+//! -t` shorthand) and sent as canonical JSON; the shard parses and judges it again, because
+//! the wire trusts no client. The queue is `-q`, else the jobspec's own, else the routing
+//! table's default.
+//!
+//! A submit carries a random idempotency key chosen once per invocation, and rides out a
+//! restarting coordinator or shard ([`shardsched_client::submit`]).
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::Args;
+use shardsched_client::submit::{queue_names, submit};
+use shardsched_client::{new_key, output};
+use shardsched_jobspec::{Jobspec, Shorthand};
+use shardsched_proto::msg::RouteTable;
+
+/// Flags of `shardsched submit`.
+#[derive(Args, Debug, Clone)]
+pub struct SubmitArgs {
+    /// Queue [default: the jobspec's queue, else the cluster's default queue].
+    #[arg(short = 'q', long)]
+    pub queue: Option<String>,
+    /// Number of nodes (whole nodes unless --tasks is given too).
+    #[arg(short = 'N', long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub nodes: Option<u64>,
+    /// Number of tasks [default: 1, or one per node].
+    #[arg(short = 'n', long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub tasks: Option<u64>,
+    /// Cores per task.
+    #[arg(short = 'c', long = "cores-per-task", default_value_t = 1,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub cores_per_task: u64,
+    /// GPUs per task.
+    #[arg(short = 'g', long = "gpus-per-task", default_value_t = 0)]
+    pub gpus_per_task: u64,
+    /// Time limit: minutes, as in Flux and Slurm, or with a unit (90s, 30m, 2h, 1d;
+    /// fractions allowed) [default: the queue's].
+    #[arg(short = 't', long = "time-limit", value_name = "MIN|DURATION",
+          value_parser = crate::duration_arg::time_limit_secs)]
+    pub time_limit: Option<u64>,
+    /// Whole nodes, even when --tasks would fit in part of them.
+    #[arg(short = 'x', long)]
+    pub exclusive: bool,
+    /// Priority within the queue (higher first) [default: the queue's].
+    #[arg(long)]
+    pub priority: Option<u32>,
+    /// Requeue the job (back to pending, keeping its place) instead of failing it when a
+    /// node it runs on is marked down: sets `attributes.system.requeue`.
+    #[arg(long)]
+    pub requeue: bool,
+    /// A jobspec file (RFC 14/25, YAML or JSON) instead of the shorthand flags.
+    #[arg(long, value_name = "FILE",
+          conflicts_with_all = ["nodes", "tasks", "cores_per_task", "gpus_per_task", "exclusive", "command"])]
+    pub jobspec: Option<PathBuf>,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// `shardsched submit`.
+pub fn main(args: &SubmitArgs) -> Result<()> {
+    let mut jobspec = build_jobspec(args)?;
+    shardsched_client::run(|client| async move {
+        let routes = client.routes().await?;
+        let queue = choose_queue(args, &jobspec, &routes)?;
+        jobspec.attributes.queue = Some(queue.clone());
+        let (id, _duplicate) = submit(
+            &client,
+            Some(routes),
+            &queue,
+            jobspec.to_json().to_string(),
+            args.priority,
+            new_key(),
+        )
+        .await?;
+        output::emit(&format!("{id}\n"))
+    })
+}
+
+/// The jobspec the flags describe. Its queue is set later, once the routing table is known.
+pub fn build_jobspec(args: &SubmitArgs) -> Result<Jobspec> {
+    let mut jobspec = match &args.jobspec {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading jobspec {}", path.display()))?;
+            shardsched_jobspec::parse(&text)
+                .with_context(|| format!("jobspec {}", path.display()))?
+        }
+        None => {
+            if args.command.is_empty() {
+                bail!(
+                    "no command: give the job's command after `--`, e.g. \
+                     `shardsched submit -N 1 -t 1m -- sleep 60`"
+                );
+            }
+            Shorthand {
+                nodes: args.nodes,
+                tasks: args.tasks,
+                cores_per_task: args.cores_per_task,
+                gpus_per_task: args.gpus_per_task,
+                duration: 0,
+                exclusive: args.exclusive,
+                command: args.command.clone(),
+                queue: None,
+            }
+            .to_jobspec()
+            .context("building the jobspec from the command line")?
+        }
+    };
+    if let Some(seconds) = args.time_limit {
+        jobspec.attributes.duration = seconds;
+    }
+    if args.requeue {
+        jobspec
+            .attributes
+            .system_other
+            .insert("requeue".into(), serde_json::Value::Bool(true));
+    }
+    Ok(jobspec)
+}
+
+/// The queue a job goes to: `-q`, else the jobspec's, else the table's default.
+fn choose_queue(args: &SubmitArgs, jobspec: &Jobspec, routes: &RouteTable) -> Result<String> {
+    let queue = args
+        .queue
+        .clone()
+        .or_else(|| jobspec.attributes.queue.clone())
+        .or_else(|| routes.default_queue.clone())
+        .ok_or_else(|| {
+            anyhow!(
+                "no queue given and the cluster has no default queue: use -q ({})",
+                queue_names(routes)
+            )
+        })?;
+    Ok(queue)
+}

@@ -1,0 +1,119 @@
+//! The `shardsched` command line: every subcommand, parsed and run by [`main`]. The binary
+//! itself is the root package's `src/main.rs`, which only calls [`main`], so that the
+//! tests of the binary (the root `tests/`) and `cargo run` at the root find it. Each
+//! subcommand lives in its own module.
+//!
+//! The commands fall in three groups:
+//!
+//! - **the system**: `up` (a coordinator and one shard per queue on loopback, supervised),
+//!   `coordinator`, `shard` and `cert` (the processes and certificates `up` starts and issues);
+//! - **the user's commands**, which talk to a running system through the directory named by
+//!   `SHARDSCHED_DIR` (see `client_cmd` and [`shardsched_client`]): `submit`, `jobs`,
+//!   `job info`, `cancel`, `queue list`, `resource list`, and `demo`;
+//! - **offline tools**: `query` (Fluxion's resource-query), `bench` (the benchmarks of
+//!   [`shardsched_benches`]), `replay`, `workload`.
+
+mod cert_cmd;
+mod client_cmd;
+mod coordinator_cmd;
+mod demo;
+mod differential;
+mod duration_arg;
+mod query;
+mod replay;
+mod shard_cmd;
+mod supervise_cmd;
+mod up;
+mod workload;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "shardsched",
+    version,
+    about = "A sharded batch scheduler for HPC clusters"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Starts a coordinator and one shard per queue on loopback, and supervises them.
+    Up(up::UpArgs),
+    /// Submits a job to its queue's shard and prints its id.
+    Submit(client_cmd::submit::SubmitArgs),
+    /// Lists jobs (yours, pending and running, unless told otherwise).
+    Jobs(client_cmd::jobs::JobsArgs),
+    /// One job in detail: `job info ID`.
+    Job(client_cmd::jobs::JobArgs),
+    /// Cancels jobs.
+    Cancel(client_cmd::jobs::CancelArgs),
+    /// Queues: `queue list`; for admins `add`, `remove`, `update`, `enable`, `disable`,
+    /// `start`, `stop`, `move`, and `moves` to watch them.
+    Queue(client_cmd::status::QueueArgs),
+    /// Nodes, their owning queues and states: `resource list`; for admins `down`, `up`,
+    /// `drain`, `undrain`.
+    Resource(client_cmd::status::ResourceArgs),
+    /// Re-reads the coordinator's configuration file: its queues replace the run-time
+    /// changes (`queue add|remove|update`). Admin only.
+    Reload(client_cmd::queue_config::ReloadArgs),
+    /// Runs a short scripted workload against a running `up` and tells what happened.
+    Demo(demo::DemoArgs),
+    /// The coordinator: queue configuration, node ownership, routing table.
+    Coordinator(coordinator_cmd::CoordinatorArgs),
+    /// One queue's scheduling shard.
+    Shard(shard_cmd::ShardArgs),
+    /// Certificates from the cluster CA: `cert issue --role ROLE --name NAME --out DIR`.
+    Cert(cert_cmd::CertArgs),
+    /// Fluxion resource-query compatible matcher: reads commands on standard input.
+    Query(query::QueryArgs),
+    /// Benchmarks: matching latency on generated clusters or graph files, and the whole
+    /// system end to end (`bench e2e`).
+    Bench(shardsched_benches::BenchArgs),
+    /// Replays a workload (SWF) through the real queue manager and matcher in virtual time.
+    Replay(replay::ReplayArgs),
+    /// Generates synthetic workloads.
+    Workload(workload::WorkloadArgs),
+    /// Runs one exec job under supervision (started by a shard; docs/EXEC.md).
+    #[command(hide = true)]
+    Supervise(supervise_cmd::SuperviseArgs),
+    /// Random resource-query cases through `query` and Fluxion's resource-query, compared
+    /// byte for byte (a developer's instrument; docs/MATCHING.md).
+    #[command(hide = true)]
+    Differential(differential::DifferentialArgs),
+}
+
+/// Parses the command line and runs the subcommand: the whole of `shardsched`.
+pub fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Up(args) => up::main(&args),
+        Command::Submit(args) => client_cmd::submit::main(&args),
+        Command::Jobs(args) => client_cmd::jobs::jobs_main(&args),
+        Command::Job(args) => client_cmd::jobs::job_main(&args),
+        Command::Cancel(args) => client_cmd::jobs::cancel_main(&args),
+        Command::Queue(args) => client_cmd::status::queue_main(&args),
+        Command::Resource(args) => client_cmd::status::resource_main(&args),
+        Command::Reload(args) => client_cmd::queue_config::reload_main(&args),
+        Command::Demo(args) => demo::main(&args),
+        Command::Coordinator(args) => coordinator_cmd::main(&args),
+        Command::Shard(args) => shard_cmd::main(&args),
+        Command::Cert(args) => cert_cmd::main(&args),
+        Command::Query(args) => query::main(&args),
+        Command::Bench(args) => shardsched_benches::main(&args),
+        Command::Replay(args) => replay::main(&args),
+        Command::Workload(args) => workload::main(&args),
+        Command::Supervise(args) => supervise_cmd::main(&args),
+        Command::Differential(args) => differential::main(&args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            shardsched_client::output::say(format_args!("{e:#}"));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

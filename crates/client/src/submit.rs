@@ -1,0 +1,148 @@
+//! A submit that rides out restarts.
+//!
+//! A submit carries a random idempotency key ([`crate::new_key`]) chosen once per job. If the
+//! connection fails before the answer arrives, the job may or may not have been accepted;
+//! retrying with the **same** key makes the shard return the first job instead of making a
+//! second one, so a retried submit is safe. Retries refresh the routing table first, since a
+//! shard that restarted listens at a new address.
+//!
+//! A queue whose shard is restarting is `offline` in the routing table, and a coordinator that
+//! is restarting does not answer: both are waited out ([`crate::retry`]: a doubling backoff
+//! for up to [`RETRY_WINDOW`](crate::retry::RETRY_WINDOW)); after that the submit fails and
+//! says which one it waited for. While the coordinator does not answer, the job goes to the
+//! shard named by the last routing table this client got, which is most likely still there.
+//! Connection failures on the submit itself are retried at most [`SUBMIT_ATTEMPTS_MAX`]
+//! times.
+
+use anyhow::{Result, anyhow, bail};
+use shardsched_proto::Error as WireError;
+use shardsched_proto::msg::client_shard::{IdempotencyKey, Request, Response, Submit};
+use shardsched_proto::msg::{JobId, RefusalCode, Route, RouteTable};
+
+use crate::retry::{Retry, retryable};
+use crate::{Client, check_locally, describe_refusal, output};
+
+/// Most attempts one submit makes on a shard (the first try and its retries) before giving
+/// up.
+pub const SUBMIT_ATTEMPTS_MAX: u32 = 5;
+
+/// The queues a table routes, for messages.
+pub fn queue_names(routes: &RouteTable) -> String {
+    let names: Vec<&str> = routes.routes.iter().map(|r| r.queue.as_str()).collect();
+    if names.is_empty() {
+        "no queue has a shard running".to_owned()
+    } else {
+        format!("routable queues: {}", names.join(", "))
+    }
+}
+
+/// Submits `jobspec_json` to `queue`'s shard with `key`, retrying on connection failures
+/// with the same key (so at most one job results). `routes` is a fresh routing table if the
+/// caller has one; retries fetch their own. Returns the id and whether the shard recognised
+/// the key from an earlier attempt.
+pub async fn submit(
+    client: &Client,
+    routes: Option<RouteTable>,
+    queue: &str,
+    jobspec_json: String,
+    priority: Option<u32>,
+    key: IdempotencyKey,
+) -> Result<(JobId, bool)> {
+    let request = Request::Submit(Submit {
+        idempotency_key: key,
+        jobspec_json,
+        priority,
+    });
+    check_locally(&request)?;
+    let mut routes = routes;
+    let mut retry = Retry::new();
+    let mut attempt = 1;
+    loop {
+        let table = match routes.take() {
+            Some(table) => Ok(table),
+            None => client.routes_now().await,
+        };
+        // A coordinator that does not answer is likely restarting; the shards it named are
+        // likely where they were.
+        let table = table.or_else(|e| client.known_routes().ok_or(e));
+        let waiting_for = match table {
+            // The coordinator is unreachable and no table is known: nothing was sent yet.
+            Err(e) => e.context("the coordinator does not answer"),
+            Ok(table) if table.offline.iter().any(|q| q == queue) => {
+                anyhow!("queue {queue} is offline: its shard is not connected (restarting?)")
+            }
+            Ok(table) => {
+                let Some(route) = table.queue(queue).cloned() else {
+                    bail!("no queue {queue:?} ({})", queue_names(&table));
+                };
+                match try_submit(client, &route, queue, &request).await? {
+                    Ok(done) => return Ok(done),
+                    Err(failure) if attempt >= SUBMIT_ATTEMPTS_MAX => {
+                        return Err(failure.context(format!(
+                            "submitting to queue {queue}: gave up after {attempt} attempts"
+                        )));
+                    }
+                    Err(failure) => {
+                        attempt += 1;
+                        client.forget_shard(queue).await;
+                        failure.context(format!("submit to queue {queue} failed"))
+                    }
+                }
+            }
+        };
+        if retry.spent() {
+            return Err(waiting_for.context(format!(
+                "submitting to queue {queue}: gave up after waiting {} s",
+                retry.elapsed().as_secs()
+            )));
+        }
+        output::say(format_args!("{waiting_for:#}; retrying"));
+        retry.wait().await;
+    }
+}
+
+/// One submit attempt: `Ok(Ok(answer))`, or `Ok(Err(why))` when the connection failed in a
+/// way a retry with the same key may fix, or `Err` when retrying cannot help.
+async fn try_submit(
+    client: &Client,
+    route: &Route,
+    queue: &str,
+    request: &Request,
+) -> Result<Result<(JobId, bool)>> {
+    let failure = match client.shard(route).await {
+        Ok(session) => match session.request(request).await {
+            Ok(Response::Submitted { id, duplicate }) => return Ok(Ok((id, duplicate))),
+            Ok(other) => bail!("queue {queue}'s shard answered a submit with {other:?}"),
+            Err(WireError::Refused(refusal)) => {
+                return Err(match refusal.code {
+                    // The shard's reason usually names the queue already.
+                    RefusalCode::Denied if refusal.message.contains(queue) => {
+                        anyhow!("{}", refusal.message)
+                    }
+                    RefusalCode::Denied => {
+                        anyhow!("job denied by queue {queue}: {}", refusal.message)
+                    }
+                    // A disabled queue: the admin's reason, as the routing table has it.
+                    _ if !route.enabled && !route.reason.is_empty() => anyhow!(
+                        "queue {queue} refused the job: {} (disabled: {})",
+                        describe_refusal(&refusal),
+                        route.reason
+                    ),
+                    _ => anyhow!(
+                        "queue {queue} refused the job: {}",
+                        describe_refusal(&refusal)
+                    ),
+                });
+            }
+            Err(e) if retryable(&e) => anyhow::Error::new(e),
+            Err(e) => {
+                return Err(
+                    anyhow::Error::new(e).context(format!("submitting to queue {queue}'s shard"))
+                );
+            }
+        },
+        // Could not connect: the shard may be restarting; the job was not sent.
+        Err(e) => e,
+    };
+    Ok(Err(failure))
+}

@@ -1,0 +1,283 @@
+//! Random command streams: 3 to 30 commands of resource-query's language, mixing the match
+//! operations with cancels, status changes, properties, `find` expressions and the commands
+//! that print to standard output only (`info`, `list`, `stat`). Every stream ends with
+//! `quit`: without it Fluxion's resource-query spins at end of input.
+
+use std::fmt::Write as _;
+
+use rand::Rng;
+use rand::seq::IndexedRandom;
+use rand_chacha::ChaCha8Rng;
+
+use crate::graph::Graph;
+use crate::jobspec::Features;
+
+/// Fewest and most commands of a stream (before `quit`).
+pub const STREAM_COMMANDS_MIN: usize = 3;
+pub const STREAM_COMMANDS_MAX: usize = 30;
+
+/// What a stream can say, with how often each is drawn.
+#[derive(Clone, Copy)]
+enum Kind {
+    Allocate,
+    OrElseReserve,
+    WithSatisfiability,
+    Satisfiability,
+    WithoutAllocating,
+    MultiMatch,
+    Cancel,
+    CancelStats,
+    SetDown,
+    SetUp,
+    GetStatus,
+    SetProperty,
+    GetProperty,
+    Find,
+    Info,
+    List,
+    Stat,
+    Comment,
+}
+
+/// Kinds only an extended case draws: features beyond the core tier of the conformance
+/// cases.
+fn is_extended(k: Kind) -> bool {
+    matches!(
+        k,
+        Kind::WithoutAllocating | Kind::MultiMatch | Kind::CancelStats | Kind::Find
+    )
+}
+
+const KINDS: [(Kind, u32); 18] = [
+    (Kind::Allocate, 24),
+    (Kind::OrElseReserve, 18),
+    (Kind::WithSatisfiability, 10),
+    (Kind::Satisfiability, 6),
+    (Kind::WithoutAllocating, 2),
+    (Kind::MultiMatch, 3),
+    (Kind::Cancel, 12),
+    (Kind::CancelStats, 2),
+    (Kind::SetDown, 5),
+    (Kind::SetUp, 3),
+    (Kind::GetStatus, 2),
+    (Kind::SetProperty, 2),
+    (Kind::GetProperty, 2),
+    (Kind::Find, 6),
+    (Kind::Info, 3),
+    (Kind::List, 1),
+    (Kind::Stat, 1),
+    (Kind::Comment, 1),
+];
+
+/// A vertex path to name: mostly a node, sometimes another vertex or one that is not there.
+fn some_path(rng: &mut ChaCha8Rng, g: &Graph) -> String {
+    let nodes = g.paths_of("node");
+    match rng.random_range(0..10) {
+        0 => format!("{}/nosuch0", g.vertices[0].path),
+        1 | 2 => g
+            .vertices
+            .choose(rng)
+            .map(|v| v.path.clone())
+            .unwrap_or_default(),
+        _ => nodes.choose(rng).map(|s| s.to_string()).unwrap_or_default(),
+    }
+}
+
+/// A hostlist of one or two node names (`node3`, `node[0-1]`).
+fn hostlist(rng: &mut ChaCha8Rng, g: &Graph) -> String {
+    let nodes: Vec<_> = g.vertices.iter().filter(|v| v.ty == "node").collect();
+    let Some(a) = nodes.choose(rng) else {
+        return "node0".to_string();
+    };
+    match nodes
+        .iter()
+        .find(|b| b.basename == a.basename && b.id == a.id + 1)
+    {
+        Some(_) if rng.random_bool(0.5) => format!("{}[{}-{}]", a.basename, a.id, a.id + 1),
+        _ => a.name.clone(),
+    }
+}
+
+/// A `find` expression of one to three terms.
+fn find_expr(rng: &mut ChaCha8Rng, g: &Graph, jobs: u64) -> String {
+    let term = |rng: &mut ChaCha8Rng| -> String {
+        let job = rng.random_range(1..=jobs.max(1));
+        match rng.random_range(0..12) {
+            0 => "status=up".into(),
+            1 => "status=down".into(),
+            2 | 3 => "sched-now=allocated".into(),
+            4 => "sched-now=free".into(),
+            5 => "sched-future=reserved".into(),
+            6 => "sched-future=free".into(),
+            7 => format!("jobid-alloc={job}"),
+            8 => format!("jobid-reserved={job}"),
+            9 => format!("jobid-span={job}"),
+            10 => format!("names={}", hostlist(rng, g)),
+            _ => "property=perf_class".into(),
+        }
+    };
+    let mut s = term(rng);
+    for _ in 0..rng.random_range(0..=2) {
+        let op = *[" and ", " or ", " "].choose(rng).unwrap_or(&" and ");
+        let t = term(rng);
+        if rng.random_bool(0.15) {
+            let u = term(rng);
+            let _ = write!(s, "{op}({t} or {u})");
+        } else {
+            let _ = write!(s, "{op}{t}");
+        }
+    }
+    s
+}
+
+/// A random stream over `graph` naming the jobspec files `jobspecs`; `extended` allows
+/// `find`, `multi-match`, `without_allocating` and `cancel … stats`; `variation` first
+/// gives nodes `perf_class` properties for the variation-aware policy.
+pub fn random_commands(
+    rng: &mut ChaCha8Rng,
+    g: &Graph,
+    jobspecs: &[String],
+    extended: bool,
+    variation: bool,
+) -> (String, Features) {
+    let mut f = Features::new();
+    let mut s = String::new();
+    if variation {
+        for p in g.paths_of("node") {
+            if rng.random_bool(0.7) {
+                let class = rng.random_range(0..=4);
+                let _ = writeln!(s, "set-property {p} perf_class={class}");
+            }
+        }
+    }
+    // Job ids handed out so far (an upper bound: satisfiability and parse errors take none).
+    let mut jobs: u64 = 0;
+    let n = rng.random_range(STREAM_COMMANDS_MIN..=STREAM_COMMANDS_MAX);
+    let js = |rng: &mut ChaCha8Rng| jobspecs.choose(rng).cloned().unwrap_or_default();
+    for _ in 0..n {
+        let kind = KINDS
+            .choose_weighted(
+                rng,
+                |&(k, w)| if extended || !is_extended(k) { w } else { 0 },
+            )
+            .map(|(k, _)| *k)
+            .unwrap_or(Kind::Allocate);
+        let some_job = |rng: &mut ChaCha8Rng| {
+            if jobs == 0 || rng.random_bool(0.1) {
+                jobs + 3
+            } else {
+                rng.random_range(1..=jobs)
+            }
+        };
+        match kind {
+            Kind::Allocate => {
+                jobs += 1;
+                let _ = writeln!(s, "match allocate {}", js(rng));
+            }
+            Kind::OrElseReserve => {
+                f.insert("reserve");
+                jobs += 1;
+                let _ = writeln!(s, "match allocate_orelse_reserve {}", js(rng));
+            }
+            Kind::WithSatisfiability => {
+                f.insert("with-satisfiability");
+                jobs += 1;
+                let _ = writeln!(s, "match allocate_with_satisfiability {}", js(rng));
+            }
+            Kind::Satisfiability => {
+                f.insert("satisfiability");
+                let _ = writeln!(s, "match satisfiability {}", js(rng));
+            }
+            Kind::WithoutAllocating => {
+                f.insert("without-allocating");
+                let _ = writeln!(s, "match without_allocating {}", js(rng));
+            }
+            Kind::MultiMatch => {
+                f.insert("multi-match");
+                let k = rng.random_range(2..=3);
+                jobs += k;
+                let files: Vec<String> = (0..k).map(|_| js(rng)).collect();
+                let _ = writeln!(s, "multi-match allocate {}", files.join(" "));
+            }
+            Kind::Cancel => {
+                f.insert("cancel");
+                let _ = writeln!(s, "cancel {}", some_job(rng));
+            }
+            Kind::CancelStats => {
+                f.insert("cancel-stats");
+                let _ = writeln!(s, "cancel {} stats", some_job(rng));
+            }
+            Kind::SetDown | Kind::SetUp => {
+                f.insert("set-status");
+                let status = if matches!(kind, Kind::SetDown) {
+                    "down"
+                } else {
+                    "up"
+                };
+                let _ = writeln!(s, "set-status {} {status}", some_path(rng, g));
+            }
+            Kind::GetStatus => {
+                f.insert("get-status");
+                let _ = writeln!(s, "get-status {}", some_path(rng, g));
+            }
+            Kind::SetProperty => {
+                f.insert("property");
+                let key = ["perf_class", "color", "arch"]
+                    .choose(rng)
+                    .unwrap_or(&"color");
+                let _ = writeln!(
+                    s,
+                    "set-property {} {key}={}",
+                    some_path(rng, g),
+                    rng.random_range(0..3)
+                );
+            }
+            Kind::GetProperty => {
+                f.insert("property");
+                let _ = writeln!(s, "get-property {}", some_path(rng, g));
+            }
+            Kind::Find => {
+                f.insert("find");
+                let _ = writeln!(s, "find {}", find_expr(rng, g, jobs));
+            }
+            Kind::Info => {
+                f.insert("stdout-commands");
+                let _ = writeln!(s, "info {}", some_job(rng));
+            }
+            Kind::List => {
+                f.insert("stdout-commands");
+                s.push_str("list\n");
+            }
+            Kind::Stat => {
+                f.insert("stdout-commands");
+                s.push_str("stat\n");
+            }
+            Kind::Comment => s.push_str("# a comment\n"),
+        }
+    }
+    s.push_str("quit\n");
+    (s, f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::random_graph;
+    use rand::SeedableRng;
+
+    #[test]
+    fn streams_have_3_to_30_commands_and_end_with_quit() {
+        for seed in 0..100 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let g = random_graph(&mut rng);
+            let (s, _) = random_commands(&mut rng, &g, &["j0.yaml".to_string()], true, false);
+            let lines: Vec<&str> = s.lines().collect();
+            assert_eq!(lines.last(), Some(&"quit"));
+            let n = lines.len() - 1;
+            assert!(
+                (STREAM_COMMANDS_MIN..=STREAM_COMMANDS_MAX).contains(&n),
+                "{n}"
+            );
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! shardsched's wire: the messages clients, shards and the coordinator exchange, their
+//! encoding, job ids and every bound on them — and nothing that does I/O.
+//!
+//! This crate is what a pure core may depend on: serde, bincode and thiserror only, no tokio,
+//! no QUIC, no TLS, no clock. The transport that carries these messages (QUIC streams,
+//! mutual TLS, frames, the certificate authority) is `shardsched-proto`.
+//!
+//! * **What** is asked is a request enum from [`msg`], one module per pair of peers. Each
+//!   implements [`Rpc`], which names its response type and the [`Op`] it needs.
+//! * **Who** may ask is a [`Role`], read by the transport from the peer's certificate
+//!   ([`identity`]); no message names its sender.
+//! * **How** it is encoded is [`codec`] (bincode 2, the only module that touches it); every
+//!   bound is a named constant in [`limits`].
+//! * Job ids are Flux FLUIDs ([`fluid`]): unique across shards without a round trip.
+//! * Untrusted text reaches terminals and logs through [`text::escape_control`].
+//!
+//! ```
+//! use shardsched_wire::codec;
+//! use shardsched_wire::msg::client_coord::Request;
+//! let bytes = codec::encode(&Request::Routes).unwrap();
+//! assert_eq!(codec::decode::<Request>(&bytes).unwrap(), Request::Routes);
+//! ```
+
+pub mod codec;
+pub mod fluid;
+pub mod identity;
+pub mod limits;
+pub mod msg;
+pub mod rpc;
+pub mod text;
+
+pub use fluid::{Fluid, FluidGenerator};
+pub use identity::{COORDINATOR_NAME, Op, Peer, Role};
+pub use rpc::{Reply, Rpc};
+
+/// The ALPN protocol id: wire generation 1. A peer that does not offer it fails the TLS
+/// handshake.
+pub const ALPN: &[u8] = ALPN_STR.as_bytes();
+/// [`ALPN`] as text.
+pub const ALPN_STR: &str = "shardsched/1";
+/// The protocol version this build speaks, sent in the hello. 2: `resource list` is paged
+/// (`Resources { start }` / `{ nodes, next }`), `JobInfo.jobspec_json` is optional (a
+/// job's jobspec is private to its owner and admins), jobs carry the nodes they ask for,
+/// policy refusals have their own code and shards answer `DisableIfIdle`.
+pub const PROTOCOL_VERSION: u32 = 2;
+/// The oldest protocol version this build still accepts in a hello (version 1 messages do
+/// not decode as version 2's).
+pub const PROTOCOL_VERSION_MIN: u32 = 2;
+/// This build's software string, sent in the hello for logs.
+pub const SOFTWARE: &str = concat!("shardsched ", env!("CARGO_PKG_VERSION"));
+
+/// A certificate's identity could not be read or is not acceptable.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum IdentityError {
+    /// The connection has no verified peer certificate.
+    #[error("peer presented no client certificate")]
+    NoPeerCertificate,
+    /// The certificate has no `shardsched://` SAN URI.
+    #[error("certificate carries no shardsched identity (SAN URI shardsched://<role>/<name>)")]
+    NoIdentity,
+    /// The certificate has more than one `shardsched://` SAN URI.
+    #[error("certificate carries more than one shardsched identity")]
+    AmbiguousIdentity,
+    /// The identity URI is not `shardsched://<role>/<name>`.
+    #[error("identity URI {0:?} is not shardsched://<role>/<name>")]
+    BadUri(String),
+    /// Unknown role word.
+    #[error("unknown role {0:?} (expected coordinator, shard, admin or user)")]
+    BadRole(String),
+    /// The name is empty, too long or has characters outside `[A-Za-z0-9_-]`.
+    #[error(
+        "name {0:?} is invalid (1 to 63 letters, digits, '-' or '_', starting with a letter or digit)"
+    )]
+    BadName(String),
+    /// The certificate could not be parsed.
+    #[error("unreadable certificate: {0}")]
+    BadCertificate(String),
+    /// The server is not the peer the client asked for.
+    #[error("expected to reach {expected} but its certificate says {got}")]
+    WrongPeer {
+        /// Who the client asked for.
+        expected: String,
+        /// Who answered.
+        got: String,
+    },
+}

@@ -1,0 +1,126 @@
+//! Every bound of the wire, with its unit in its name or its type.
+//!
+//! Nothing that comes from the network may grow without one of these limits. They are
+//! constants rather than configuration on purpose: both ends of a connection must agree on
+//! them, and a change is a protocol change (bump [`PROTOCOL_VERSION`](crate::PROTOCOL_VERSION)
+//! when one shrinks).
+
+use std::time::Duration;
+
+/// Size of a frame header: the payload length as a big-endian `u32`.
+pub const FRAME_HEADER_BYTES: usize = 4;
+
+/// Largest frame payload a peer may announce: 16 MiB. A header announcing more is refused
+/// before any payload byte is read or any buffer is allocated. It is also the decoder's
+/// byte limit, so no message can make the decoder reserve more than this.
+pub const FRAME_BYTES_MAX: usize = 16 * 1024 * 1024;
+
+/// The most a frame reader reserves before payload bytes arrive, in bytes; the buffer grows
+/// with what is received. (The announced length is the peer's word, not its bytes.)
+pub const FRAME_READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// Request bytes one connection may have in flight at a server (read, decoded, being
+/// handled): a request whose frame would go past it waits (within
+/// [`FRAME_READ_TIMEOUT`]) for earlier ones to finish, and meanwhile QUIC flow control stops
+/// the peer's sending. Without it, [`STREAMS_CONCURRENT_MAX`] streams of
+/// [`FRAME_BYTES_MAX`] each could hold 16 GiB.
+pub const CONNECTION_REQUEST_BYTES_MAX: usize = 64 * 1024 * 1024;
+
+/// Request bytes one peer (one certificate, over all its connections) may have in flight at
+/// a server, as [`CONNECTION_REQUEST_BYTES_MAX`] does for one connection.
+pub const PEER_REQUEST_BYTES_MAX: usize = 256 * 1024 * 1024;
+
+/// Bytes a peer may send on one connection beyond what the receiver has read (QUIC's
+/// connection-level flow-control window): what a connection can make QUIC buffer.
+pub const CONNECTION_RECEIVE_WINDOW_BYTES: u32 = 8 * 1024 * 1024;
+
+/// Longest hello, in bytes (a version and a software string).
+pub const HELLO_BYTES_MAX: usize = 4096;
+
+/// How long a peer may take to deliver one whole frame (header and payload) once the stream
+/// is open. A stream that dribbles bytes slower than this is reset.
+pub const FRAME_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a client waits for the answer to one request, from opening the stream to the
+/// last byte of the response. Covers the server's work (a journal fsync, a match).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a QUIC + TLS handshake and the hello exchange may take together.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long the refusing side waits for its refusal to reach the peer before closing the
+/// connection (version mismatch, missing hello).
+pub const CLOSE_LINGER: Duration = Duration::from_millis(500);
+
+/// A connection with no traffic for this long is closed. Keep-alives keep healthy
+/// long-lived connections (shard to coordinator) open.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Interval between QUIC keep-alive pings on an otherwise idle connection.
+pub const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Requests a peer may have in flight on one connection at once (bidirectional streams).
+/// QUIC flow control enforces it: the peer cannot open stream number `N + 1` until one of
+/// the first `N` is done.
+pub const STREAMS_CONCURRENT_MAX: u32 = 1024;
+
+/// Longest certificate name (a queue, shard, user or admin name), in bytes. A name is also a
+/// DNS label in server certificates, hence 63.
+pub const NAME_BYTES_MAX: usize = 63;
+
+/// Largest jobspec (canonical JSON text) a submit may carry, in bytes: 1 MiB.
+pub const JOBSPEC_BYTES_MAX: usize = 1024 * 1024;
+
+/// Longest free-text message in a [`Refusal`](crate::msg::Refusal), in bytes; longer ones are
+/// cut when built with [`Refusal::new`](crate::msg::Refusal::new).
+pub const REFUSAL_MESSAGE_BYTES_MAX: usize = 4096;
+
+/// Validity of the cluster CA certificate, in days (about ten years).
+pub const CA_VALIDITY_DAYS: i64 = 3653;
+
+/// Validity of an issued (leaf) certificate, in days. `shardsched up` re-issues its own
+/// certificates on every start; user and admin certificates are re-issued by an admin.
+pub const CERT_VALIDITY_DAYS: i64 = 365;
+
+/// Back-dating of `not_before` on every issued certificate, in days, so that a peer whose
+/// clock is slightly behind the issuer's still accepts a fresh certificate.
+pub const CERT_BACKDATE_DAYS: i64 = 1;
+
+/// Most jobs one list response carries; a server stops there and sets `truncated`.
+pub const JOBS_PER_RESPONSE_MAX: usize = 50_000;
+
+/// Most job ids one request may name (cancel).
+pub const IDS_PER_REQUEST_MAX: usize = 10_000;
+
+/// Longest reason an admin may give (`resource drain|down`, `queue disable`), in bytes. A
+/// reason travels with every node it flags (registrations, moves, status reports, both
+/// journals, `resource list`), so it is a sentence, not a document.
+pub const REASON_BYTES_MAX: usize = 256;
+
+/// Most bytes the coordinator's node flags may take together (each flagged node's name and
+/// reasons): a request that would go past it is refused. Every message that carries the
+/// flags of many nodes (a registration's assignment, a move's `Acquire`, a shard's status
+/// report and journal record) stays far below a frame whatever the cluster's size.
+pub const NODE_FLAGS_BYTES_MAX: usize = 4 * 1024 * 1024;
+
+/// Longest node name a request may carry, in bytes (a DNS name).
+pub const NODE_NAME_BYTES_MAX: usize = 253;
+
+/// Most node names one request may carry (a hostlist expands to at most as many).
+pub const NODES_PER_REQUEST_MAX: usize = 1_000_000;
+
+/// Longest text field of a queue specification (`queue add|update`: a hostlist, a
+/// duration, a policy name), in bytes.
+pub const SPEC_TEXT_BYTES_MAX: usize = 64 * 1024;
+
+/// Longest job name in a job list, in bytes; a longer one (it comes from the command) is
+/// cut, ending in `…`.
+pub const JOB_NAME_BYTES_MAX: usize = 128;
+
+/// Most bytes of rows one list reply carries: the frame less room for the rest of the
+/// message. A longer list is paged (`resource list`) or cut with its `truncated` marker
+/// (job lists, moves): never dropped for being too large.
+pub const LIST_REPLY_BYTES_MAX: usize = FRAME_BYTES_MAX - 64 * 1024;
+
+/// Longest idempotency key, in bytes.
+pub const IDEMPOTENCY_KEY_BYTES: usize = 16;

@@ -1,0 +1,118 @@
+//! Shard → coordinator: registration, status reports, releases.
+//!
+//! A shard's certificate name is its queue's name; the coordinator refuses a registration for
+//! any other queue. A restarting shard brings no node up until the [`Assignment`] it gets
+//! back says what it owns; what it reports in [`Register::held`] are facts about live
+//! allocations (never killed by reconciliation), not claims of ownership.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use serde::{Deserialize, Serialize};
+
+use super::common::{
+    ClusterDescription, JobId, MoveId, NodeFlags, NodeGen, NodeStatus, QueueConfig, QueueStatus,
+};
+use super::coord_shard::IncomingNode;
+use crate::identity::Op;
+use crate::rpc::Rpc;
+
+/// A request from a shard to the coordinator.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    /// "I am up": sent first on every (re)connection.
+    Register(Register),
+    /// Periodic and on-change status, for `queue list` and `resource list`.
+    Status(ShardStatus),
+    /// Nodes of a move that became free after the shard answered the move's `Release`.
+    Released(Released),
+}
+
+/// A shard's registration.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Register {
+    /// The queue this shard schedules (must equal the certificate name).
+    pub queue: String,
+    /// Where clients reach this shard (without IPv6 flow info or scope id, see
+    /// [`Route::address`](super::common::Route::address)).
+    pub listen: SocketAddr,
+    /// Nodes the shard's journal says it owned before a restart, with live allocations
+    /// marked. Empty on first start.
+    pub held: Vec<HeldNode>,
+    /// The highest job id in the shard's journal, so the coordinator can check that the
+    /// generator id it hands back cannot repeat an id.
+    pub last_job_id: Option<JobId>,
+}
+
+/// A node as a restarting shard remembers it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldNode {
+    /// Node and the newest generation the shard has seen for it.
+    pub node: NodeGen,
+    /// Whether a running job still holds resources on it.
+    pub allocated: bool,
+}
+
+/// A shard's status report.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardStatus {
+    /// When the report was made, milliseconds since the Unix epoch.
+    pub time_ms: u64,
+    /// The queue's counters.
+    pub queue: QueueStatus,
+    /// Every node the shard owns or is receiving, with its state.
+    pub nodes: Vec<NodeStatus>,
+}
+
+/// Nodes of a move now free in the donor (no allocation left).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Released {
+    /// The move.
+    pub move_id: MoveId,
+    /// The nodes, with the generation of the move's `Release`.
+    pub nodes: Vec<NodeGen>,
+}
+
+/// The coordinator's answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Response {
+    /// Answer to [`Request::Register`].
+    Registered(Box<Assignment>),
+    /// Received (and journaled where it matters).
+    Ack,
+}
+
+/// What a registered shard is, owns and runs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Assignment {
+    /// The FLUID generator id for this shard's job ids.
+    pub generator_id: u16,
+    /// The whole cluster (the shard loads all of it; nodes it does not own stay unavailable).
+    pub cluster: ClusterDescription,
+    /// The queue's configuration.
+    pub queue: QueueConfig,
+    /// Nodes the shard owns now, with their generations.
+    pub owned: Vec<NodeGen>,
+    /// Nodes moving to this shard, reservable from their expected free time.
+    pub incoming: Vec<(MoveId, IncomingNode)>,
+    /// The admin flags (down, drained) of the nodes above that have any. They are the
+    /// intent, both ways: a node above without an entry has no flag, whatever the shard's
+    /// own journal remembers (a flag cleared while the shard was offline is cleared).
+    pub flags: BTreeMap<String, NodeFlags>,
+}
+
+impl Rpc for Request {
+    type Response = Response;
+
+    fn kind(&self) -> &'static str {
+        match self {
+            Request::Register(_) => "shard_coord.register",
+            Request::Status(_) => "shard_coord.status",
+            Request::Released(_) => "shard_coord.released",
+        }
+    }
+
+    fn op(&self) -> Op {
+        Op::ShardReport
+    }
+}
