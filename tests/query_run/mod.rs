@@ -184,11 +184,11 @@ impl Run {
         }
     }
 
-    /// The `ERROR:` lines of a session.
+    /// The `ERROR:` lines of a session (resource-query prefixes some with the command).
     pub fn errors(&self) -> Vec<&str> {
         self.stderr
             .lines()
-            .filter(|l| l.starts_with("ERROR: "))
+            .filter(|l| l.contains("ERROR: "))
             .collect()
     }
 }

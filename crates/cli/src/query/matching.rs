@@ -196,11 +196,10 @@ impl Session {
         let outcome = match self.matcher.schedule(op, &js, jobid, 0) {
             Ok(o) => o,
             Err(MatchError::BadRequest(msg)) if msg == shardsched_matcher::UNKNOWN_TYPE_MESSAGE => {
-                eprintln!("match_allocate: ERROR: Jobspec error for {jobid}: {msg}");
+                eprintln!("match_allocate: ERROR: Jobspec error for {jobid}: {file}: {msg}");
                 return fail(Errno::Inval, started);
             }
-            Err(e) => {
-                let _ = (file, e);
+            Err(_) => {
                 eprintln!("match_allocate: ERROR: traverser: Invalid argument");
                 return fail(Errno::Inval, started);
             }
