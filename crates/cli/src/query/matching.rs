@@ -196,7 +196,7 @@ impl Session {
         let outcome = match self.matcher.schedule(op, &js, jobid, 0) {
             Ok(o) => o,
             Err(MatchError::BadRequest(msg)) if msg == shardsched_matcher::UNKNOWN_TYPE_MESSAGE => {
-                eprintln!("match_allocate: ERROR: Jobspec error for {jobid}: {file}: {msg}");
+                eprintln!("match_allocate: ERROR: Jobspec error for {jobid}: {msg}");
                 return fail(Errno::Inval, started);
             }
             Err(_) => {
