@@ -157,7 +157,8 @@ pub enum QueuePolicy {
     Conservative,
 }
 
-/// Match policies, as Fluxion names them.
+/// Match policies: every one `shardsched query -P` takes (the matcher's parser decides),
+/// kept by Fluxion's name, or by its spelled-out knobs when no name has them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MatchPolicy {
     /// Fluxion's `first`.
@@ -176,7 +177,43 @@ pub enum MatchPolicy {
     HiNodeX,
     /// `lonodex`.
     LoNodeX,
+    /// `variation`: lowest `perf_class` first.
+    Variation,
+    /// Knobs no name stands for (`policy=low stop_on_1_matches=true`): bit 0 high ids
+    /// first, bit 1 node-centric, bit 2 node-exclusive, bit 3 stop at the first match.
+    Knobs(u8),
 }
+
+/// [`MatchPolicy::Knobs`] spelled out, by its bits.
+const KNOBS: [&str; 16] = {
+    const fn knob(bits: u8) -> &'static str {
+        match bits {
+            0 => "policy=low node_centric=false node_exclusive=false stop_on_1_matches=false",
+            1 => "policy=high node_centric=false node_exclusive=false stop_on_1_matches=false",
+            2 => "policy=low node_centric=true node_exclusive=false stop_on_1_matches=false",
+            3 => "policy=high node_centric=true node_exclusive=false stop_on_1_matches=false",
+            4 => "policy=low node_centric=false node_exclusive=true stop_on_1_matches=false",
+            5 => "policy=high node_centric=false node_exclusive=true stop_on_1_matches=false",
+            6 => "policy=low node_centric=true node_exclusive=true stop_on_1_matches=false",
+            7 => "policy=high node_centric=true node_exclusive=true stop_on_1_matches=false",
+            8 => "policy=low node_centric=false node_exclusive=false stop_on_1_matches=true",
+            9 => "policy=high node_centric=false node_exclusive=false stop_on_1_matches=true",
+            10 => "policy=low node_centric=true node_exclusive=false stop_on_1_matches=true",
+            11 => "policy=high node_centric=true node_exclusive=false stop_on_1_matches=true",
+            12 => "policy=low node_centric=false node_exclusive=true stop_on_1_matches=true",
+            13 => "policy=high node_centric=false node_exclusive=true stop_on_1_matches=true",
+            14 => "policy=low node_centric=true node_exclusive=true stop_on_1_matches=true",
+            _ => "policy=high node_centric=true node_exclusive=true stop_on_1_matches=true",
+        }
+    }
+    let mut t = [""; 16];
+    let mut i = 0;
+    while i < 16 {
+        t[i] = knob(i as u8);
+        i += 1;
+    }
+    t
+};
 
 /// Why a configuration was refused. The message names the file, and the line and column or
 /// the queue and key at fault.
@@ -313,8 +350,8 @@ impl QueuePolicy {
 }
 
 impl MatchPolicy {
-    /// Every policy.
-    pub const ALL: [MatchPolicy; 8] = [
+    /// Every named policy.
+    pub const ALL: [MatchPolicy; 9] = [
         MatchPolicy::First,
         MatchPolicy::FirstNodeX,
         MatchPolicy::High,
@@ -323,6 +360,7 @@ impl MatchPolicy {
         MatchPolicy::LoNode,
         MatchPolicy::HiNodeX,
         MatchPolicy::LoNodeX,
+        MatchPolicy::Variation,
     ];
 
     /// Its name in configuration and on the wire (Fluxion's spelling).
@@ -336,12 +374,29 @@ impl MatchPolicy {
             MatchPolicy::LoNode => "lonode",
             MatchPolicy::HiNodeX => "hinodex",
             MatchPolicy::LoNodeX => "lonodex",
+            MatchPolicy::Variation => "variation",
+            MatchPolicy::Knobs(bits) => KNOBS[usize::from(bits & 15)],
         }
     }
 
-    /// The policy named `name`.
+    /// The policy `name` stands for: a name, or knobs as `shardsched query -P` reads them
+    /// (`policy=high node_centric=true …`), kept by name when a name has the same knobs.
     pub fn parse(name: &str) -> Option<MatchPolicy> {
-        MatchPolicy::ALL.into_iter().find(|p| p.as_str() == name)
+        if let Some(p) = MatchPolicy::ALL.into_iter().find(|p| p.as_str() == name) {
+            return Some(p);
+        }
+        let knobs = shardsched_matcher::MatchPolicy::parse(name).ok()?;
+        let same = |p: &MatchPolicy| {
+            shardsched_matcher::MatchPolicy::parse(p.as_str()).is_ok_and(|q| q == knobs)
+        };
+        if let Some(p) = MatchPolicy::ALL.into_iter().find(same) {
+            return Some(p);
+        }
+        let bits = u8::from(knobs.prefer_high)
+            | u8::from(knobs.node_centric) << 1
+            | u8::from(knobs.node_exclusive) << 2
+            | u8::from(knobs.stop_at_first) << 3;
+        Some(MatchPolicy::Knobs(bits))
     }
 }
 

@@ -375,7 +375,7 @@ fn queue(
                 Some(p.span()),
                 "match_policy",
                 format!(
-                    "unknown match policy {:?} (expected first, firstnodex, high, low, hinode, lonode, hinodex or lonodex)",
+                    "unknown match policy {:?} (expected first, firstnodex, high, low, hinode, lonode, hinodex, lonodex, variation, or knobs as `policy=high node_centric=true node_exclusive=false stop_on_1_matches=true`)",
                     p.get_ref()
                 ),
             )

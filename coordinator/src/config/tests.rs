@@ -95,6 +95,39 @@ fn a_minimal_file_takes_the_defaults() {
     assert!(q.started && q.enabled);
 }
 
+/// Every policy `shardsched query -P` takes: the names (variation too) and the knobs, kept
+/// by name when a name has the same knobs, and read back from the spelling they print.
+#[test]
+fn match_policy_is_any_policy_query_takes() {
+    for p in MatchPolicy::ALL {
+        assert_eq!(MatchPolicy::parse(p.as_str()), Some(p));
+    }
+    assert_eq!(
+        MatchPolicy::parse("policy=high node_centric=true stop_on_1_matches=true"),
+        Some(MatchPolicy::First)
+    );
+    let knobs = MatchPolicy::parse("policy=low stop_on_1_matches=true").expect("knobs");
+    assert_eq!(knobs, MatchPolicy::Knobs(8));
+    assert_eq!(
+        knobs.as_str(),
+        "policy=low node_centric=false node_exclusive=false stop_on_1_matches=true"
+    );
+    assert_eq!(MatchPolicy::parse(knobs.as_str()), Some(knobs));
+    for bad in ["best", "node_centric=true", "policy=mid", ""] {
+        assert_eq!(MatchPolicy::parse(bad), None, "{bad:?}");
+    }
+    let c = parse(
+        "default_queue = \"a\"\n[queues.a]\nnodes = \"node0\"\nmatch_policy = \"variation\"\n\
+         [queues.b]\nnodes = \"node1\"\nmatch_policy = \"policy=low stop_on_1_matches=true\"\n",
+    )
+    .expect("valid");
+    assert_eq!(
+        c.queue("a").expect("a").match_policy,
+        MatchPolicy::Variation
+    );
+    assert_eq!(c.queue("b").expect("b").match_policy, knobs);
+}
+
 #[test]
 fn inline_cluster_and_definitions_by_property() {
     let text = format!(

@@ -77,8 +77,9 @@ impl Matcher {
 
     /// As [`Matcher::schedule`] with `fluxion`; without it (the shards' use): a type
     /// Fluxion does not know matches nothing instead of refusing the request, satisfiability
-    /// keeps vertices that are down out, and there is no node-count precheck (it reads a
-    /// count of up nodes that callers changing status directly would leave behind).
+    /// keeps vertices that are down out, there is no node-count precheck (it reads a
+    /// count of up nodes that callers changing status directly would leave behind), and a
+    /// jobspec with or-slots or `xor_slot`s gets the flexible traverser by itself.
     pub(crate) fn schedule_as(
         &mut self,
         op: FluxionOp,
@@ -105,7 +106,7 @@ impl Matcher {
             &self.types,
             &self.prune,
             fluxion,
-            self.flexible,
+            self.flexible_for(js, fluxion),
         )?;
         if req.top.is_empty() {
             return Err(MatchError::BadRequest(
@@ -494,7 +495,7 @@ impl Matcher {
             &self.types,
             &self.prune,
             false,
-            self.flexible,
+            self.flexible_for(js, false),
         )?;
         let dur = if req.duration == 0 { 1 } else { req.duration };
         if !self.far_select(&req, dur, WalkKind::Satisfiability) {
@@ -507,6 +508,14 @@ impl Matcher {
             whole.push(node);
         }
         Ok(!crate::update::emission(&self.graph, self.tree(), &self.marks, &whole).is_empty())
+    }
+
+    /// Whether `js` is matched by the flexible traverser: when chosen (`-T flexible`), and
+    /// outside resource-query's rules (`fluxion` false: the shards) for a jobspec that
+    /// offers alternatives (or-slots, `xor_slot`), which only the flexible traverser
+    /// matches. Other jobspecs keep the simple traverser's answers there.
+    fn flexible_for(&self, js: &Jobspec, fluxion: bool) -> bool {
+        self.flexible || (!fluxion && js.has_alternatives())
     }
 
     /// The vertex a walk starts from.

@@ -20,7 +20,8 @@ pub struct QueueFlags {
     /// Queue policy: fcfs, easy, hybrid, conservative [add: fcfs].
     #[arg(long, value_name = "P")]
     pub policy: Option<String>,
-    /// Match policy: first, firstnodex, high, low, hinode, lonode, hinodex, lonodex
+    /// Match policy: first, firstnodex, high, low, hinode, lonode, hinodex, lonodex, variation,
+    /// or knobs as `policy=low stop_on_1_matches=true` (any `shardsched query -P` takes)
     /// [add: first].
     #[arg(long, value_name = "M")]
     pub match_policy: Option<String>,
