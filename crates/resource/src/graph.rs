@@ -112,6 +112,7 @@ pub enum GraphError {
 }
 
 mod builder;
+mod paths;
 #[cfg(test)]
 mod tests;
 
@@ -199,6 +200,8 @@ pub struct ResourceGraph {
     shared_children: bool,
     root: VertexId,
     interner: Interner,
+    /// Paths beyond the containment path of names (other subsystems, a JGF file's own).
+    paths: paths::Paths,
 }
 
 impl ResourceGraph {
@@ -375,8 +378,42 @@ impl ResourceGraph {
             .is_some_and(|p| p.contains_key(key))
     }
 
-    /// Containment path, e.g. `/tiny0/rack0/node0`.
+    /// Containment path, e.g. `/tiny0/rack0/node0`: the names from the root, unless the
+    /// graph file gave the vertex another one (a JGF file's `paths`, taken as Fluxion takes
+    /// them).
     pub fn path(&self, v: VertexId) -> String {
+        match self.paths.given(v) {
+            Some(p) => p.to_string(),
+            None => self.names_path(v),
+        }
+    }
+
+    /// Every path of `v`, by subsystem (Fluxion's `paths` map): containment first when `v`
+    /// is in it, then the other subsystems it belongs to in the order they were first named.
+    pub fn paths(&self, v: VertexId) -> Vec<(&str, String)> {
+        let mut out = Vec::new();
+        if self.in_containment(v) {
+            out.push((CONTAINMENT, self.path(v)));
+        }
+        for (sub, p) in self.paths.other(v) {
+            out.push((self.str(*sub), p.to_string()));
+        }
+        out
+    }
+
+    /// How many paths the graph's vertices have in all (Fluxion's `by_path` entries).
+    pub fn path_count(&self) -> usize {
+        let in_tree = self.vertices().filter(|&v| self.in_containment(v)).count();
+        in_tree + self.paths.count()
+    }
+
+    /// The symbol of the containment subsystem (always the first the graph interns).
+    fn containment_sym(&self) -> Sym {
+        Sym(0)
+    }
+
+    /// The names from the root to `v`, as a path.
+    fn names_path(&self, v: VertexId) -> String {
         let mut parts = vec![self.name(v)];
         let mut cur = v;
         while let Some(p) = self.parent(cur) {
@@ -391,9 +428,19 @@ impl ResourceGraph {
         out
     }
 
-    /// The vertex at a containment path such as `/tiny0/rack0/node0`, walking down from the
-    /// root by name (no path index is kept: it would cost more memory than the whole graph).
+    /// The vertex at a path such as `/tiny0/rack0/node0`: one the graph file gave, or a
+    /// path in another subsystem, else walking the containment tree down from the root by
+    /// name (no index of those is kept: it would cost more memory than the whole graph).
     pub fn find_path(&self, path: &str) -> Option<VertexId> {
+        if let Some(v) = self.paths.find(path) {
+            return Some(v);
+        }
+        // A vertex the file placed elsewhere is not at the path of its names.
+        self.find_names_path(path)
+            .filter(|&v| self.paths.given(v).is_none())
+    }
+
+    fn find_names_path(&self, path: &str) -> Option<VertexId> {
         let mut parts = path.split('/').filter(|p| !p.is_empty());
         let first = parts.next()?;
         if self.name(self.root) != first {
@@ -469,6 +516,7 @@ impl ResourceGraph {
             + topo.1 * (size_of::<Sym>() + 4 * size_of::<u32>())
             + self.interner.heap_bytes()
             + properties
+            + self.paths.heap_bytes()
     }
 
     /// How many vertices a preorder walk from the root reaches.

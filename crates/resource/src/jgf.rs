@@ -152,6 +152,9 @@ impl JgfDocument {
             if outside {
                 b.mark_outside_containment(id);
             }
+            for (subsystem, path) in &v.paths {
+                b.set_path(id, subsystem, path);
+            }
         }
         for e in &self.edges {
             b.add_edge(

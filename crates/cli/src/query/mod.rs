@@ -349,12 +349,43 @@ fn command(word: &str) -> Option<&'static str> {
 
 /// Runs `shardsched query`.
 pub fn main(args: &QueryArgs) -> Result<()> {
+    let started = std::time::Instant::now();
     let mut session = Session::open(args)?;
+    if args.elapse {
+        let secs = started.elapsed().as_secs_f64();
+        print!("{}", graph_info(&session.matcher.graph, secs));
+    }
     let result = run_session(&mut session, args);
     // The process ends right after: freeing a large graph vertex by vertex would only
     // delay the exit.
     std::mem::forget(session);
     result
+}
+
+/// What resource-query prints about the graph under `-e`: the load time, vertex and edge
+/// counts, the distinct types, names and paths, and how many vertices have each rank.
+fn graph_info(g: &shardsched_resource::ResourceGraph, load_secs: f64) -> String {
+    let types: std::collections::HashSet<&str> = g.vertices().map(|v| g.kind_str(v)).collect();
+    let names: std::collections::HashSet<&str> = g.vertices().map(|v| g.name(v)).collect();
+    let mut ranks: BTreeMap<i64, usize> = BTreeMap::new();
+    for v in g.vertices() {
+        *ranks.entry(g.rank(v)).or_default() += 1;
+    }
+    let mut out = format!(
+        "INFO: Graph Load Time: {}\nINFO: Vertex Count: {}\nINFO: Edge Count: {}\n\
+         INFO: by_type Key-Value Pairs: {}\nINFO: by_name Key-Value Pairs: {}\n\
+         INFO: by_path Key-Value Pairs: {}\n",
+        commands::fmt_g(load_secs),
+        g.len(),
+        g.edge_count(None),
+        types.len(),
+        names.len(),
+        g.path_count(),
+    );
+    for (rank, n) in ranks {
+        out.push_str(&format!("INFO: number of vertices with rank {rank}: {n}\n"));
+    }
+    out
 }
 
 fn run_session(session: &mut Session, args: &QueryArgs) -> Result<()> {

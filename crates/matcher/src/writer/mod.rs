@@ -471,7 +471,9 @@ fn jgf_vertex(g: &ResourceGraph, e: &Emitted<'_>, agfilter: Option<&[(String, St
         m.set("size", Json::Int(e.needs));
     }
     let mut paths = Json::obj();
-    paths.set(CONTAINMENT, Json::Str(g.path(v)));
+    for (subsystem, path) in g.paths(v) {
+        paths.set(subsystem, Json::Str(path));
+    }
     m.set("paths", paths);
     if let Some(l) = e.label {
         let mut eph = Json::obj();

@@ -65,6 +65,8 @@ pub struct GraphBuilder {
     bad_size: Option<u32>,
     /// `uniq_id`s that differ from the vertex's position (a JGF file may give its own).
     uniq_override: HashMap<u32, i64>,
+    /// Paths a reader gave: (vertex, subsystem, path).
+    given_paths: Vec<(u32, String, String)>,
     /// Whether a vertex may have more than one containment parent (Fluxion's GRUG
     /// `ASSOCIATE_IN` within containment): the first is its tree parent, the others are
     /// extra containment edges.
@@ -113,6 +115,7 @@ impl GraphBuilder {
             outside: Vec::new(),
             bad_size: None,
             uniq_override: HashMap::new(),
+            given_paths: Vec::new(),
             shared_children: false,
             name_cache: Vec::new(),
             name_buf: String::new(),
@@ -323,6 +326,13 @@ impl GraphBuilder {
     /// Marks `v` exclusive (as a graph file may).
     pub fn set_exclusive(&mut self, v: VertexId, exclusive: bool) {
         self.exclusive[v.index()] = exclusive;
+    }
+
+    /// Gives `v` its path in `subsystem`, as a graph file writes it (see
+    /// [`ResourceGraph::paths`]).
+    pub fn set_path(&mut self, v: VertexId, subsystem: &str, path: &str) {
+        self.given_paths
+            .push((v.0, subsystem.to_string(), path.to_string()));
     }
 
     /// Gives `v` a `uniq_id` other than its position (what a JGF file says).
@@ -571,6 +581,7 @@ impl GraphBuilder {
             root: VertexId(root as u32),
             interner: self.interner,
             shared_children: shared,
+            paths: Default::default(),
         };
         g.properties.shrink_to_fit();
         if !self.uniq_override.is_empty() {
@@ -585,6 +596,7 @@ impl GraphBuilder {
                 "{reached} of {expected} vertices reachable"
             )));
         }
+        g.paths = super::paths::Paths::new(&mut g, std::mem::take(&mut self.given_paths));
         Ok(g)
     }
 

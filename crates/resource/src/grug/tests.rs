@@ -314,3 +314,28 @@ proptest! {
         let _ = read_grug(&text);
     }
 }
+
+/// A generated graph's vertices have a path in every subsystem whose edges reach them
+/// (`power.graphml`: nodes and pdus in containment and power, the power panel only in power).
+#[test]
+fn power_paths_follow_the_power_edges() {
+    let Some(g) = read("grugs/power.graphml") else {
+        return;
+    };
+    let node = g.find_path("/power0/rack0/node0").unwrap();
+    assert_eq!(
+        g.paths(node),
+        [
+            ("containment", "/power0/rack0/node0".into()),
+            ("power", "/powerpanel0/pdu0/node0".into())
+        ]
+    );
+    let panel = g.find_path("/powerpanel0").unwrap();
+    assert_eq!(g.kind_str(panel), "powerpanel");
+    assert!(!g.in_containment(panel));
+    assert_eq!(
+        g.path_count(),
+        4118,
+        "resource-query -e: by_path Key-Value Pairs"
+    );
+}

@@ -154,7 +154,10 @@ fn other_conformance_jgfs_load() {
         child_names(&g, chassis1)[4..],
         ["ssd19", "ssd20", "ssd21", "ssd22"]
     );
-    assert_eq!(g.size(g.find_path("/mini/chassis1/ssd21").unwrap()), 616);
+    // Its paths are the file's own: the vertex named ssd21 is at .../ssd2.
+    let ssd = g.find_path("/mini/chassis1/ssd2").unwrap();
+    assert_eq!((g.name(ssd), g.size(ssd)), ("ssd21", 616));
+    assert_eq!(g.find_path("/mini/chassis1/ssd21"), None);
 
     let Some(g) = read("jgfs/elastic/tiny-partial-cancel.json") else {
         return;
@@ -192,4 +195,37 @@ proptest! {
         text.replace_range(at..end, &junk);
         let _ = read_jgf(&text);
     }
+}
+
+/// A JGF vertex's `paths` are taken as written (Fluxion's reader does): a containment path
+/// other than the names' one is where the vertex is found, and other subsystems' paths
+/// follow it.
+#[test]
+fn given_paths_are_kept() {
+    let text = r#"{"graph": {"nodes": [
+      {"id": "0", "metadata": {"type": "cluster", "name": "mini", "paths": {"containment": "/mini"}}},
+      {"id": "1", "metadata": {"type": "ssd", "paths": {"containment": "/mini/ssd0", "power": "/p0/ssd0"}}},
+      {"id": "2", "metadata": {"type": "ssd", "paths": {"containment": "/mini/ssd1"}}}
+     ],
+     "edges": [{"source": "0", "target": "1"}, {"source": "0", "target": "2"}]}}"#;
+    let g = read_jgf(text).unwrap();
+    let (a, b) = (VertexId(1), VertexId(2));
+    assert_eq!((g.name(a), g.name(b)), ("ssd1", "ssd2"));
+    assert_eq!(g.path(a), "/mini/ssd0");
+    assert_eq!(
+        g.paths(a),
+        [
+            ("containment", "/mini/ssd0".into()),
+            ("power", "/p0/ssd0".into())
+        ]
+    );
+    assert_eq!(g.find_path("/mini/ssd0"), Some(a));
+    assert_eq!(g.find_path("/mini/ssd1"), Some(b));
+    assert_eq!(
+        g.find_path("/mini/ssd2"),
+        None,
+        "ssd2 is not where its name says"
+    );
+    assert_eq!(g.find_path("/p0/ssd0"), Some(a));
+    assert_eq!(g.path_count(), 4);
 }
