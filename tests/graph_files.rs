@@ -6,6 +6,11 @@
 //! paths in every subsystem) must be what resource-query gives, recorded in
 //! `fluxion-graphs.tsv`. A file resource-query refuses must be refused.
 //!
+//! Each graph then gets the same match results: a fixed stream of matches (a core on a node,
+//! two 4-core slots, two exclusive nodes; allocate, reserve, cancel, satisfiability, `find`)
+//! under the policies first, high and lonodex and the writers simple, jgf, rlite and
+//! rv1_nosched; the table keeps the CRC-32 of all their outputs.
+//!
 //! With `FLUXION_RESOURCE_QUERY` set to Fluxion's binary, each file is also run through it
 //! and compared byte for byte (and the table's rows are checked against it).
 //!
@@ -20,6 +25,51 @@ use std::process::{Command, Stdio};
 
 /// What `find` is asked: every vertex.
 const FIND_ALL: &str = "find status=up or status=down\nquit\n";
+
+/// The match stream every graph is put through, and its jobspecs.
+const MATCHES: &str = "match allocate a.yaml\nmatch allocate b.yaml\n\
+    match allocate_orelse_reserve c.yaml\nmatch allocate a.yaml\n\
+    match allocate_orelse_reserve b.yaml\ncancel 1\nmatch allocate_with_satisfiability c.yaml\n\
+    match satisfiability b.yaml\nmatch allocate_orelse_reserve c.yaml\n\
+    find sched-now=allocated\nquit\n";
+const JOBSPECS: [(&str, &str); 3] = [
+    ("a.yaml", "node: 1, slot: 1, core: 1, 3600"),
+    ("b.yaml", "slot: 2, core: 4, 1800"),
+    ("c.yaml", "node: 2 exclusive, slot: 1, core: 1, 7200"),
+];
+const POLICIES: [&str; 3] = ["first", "high", "lonodex"];
+const WRITERS: [&str; 4] = ["simple", "jgf", "rlite", "rv1_nosched"];
+
+/// A jobspec from its outline `[node: N [exclusive], ]slot: N, core: N, DURATION`.
+fn jobspec(outline: &str) -> String {
+    let parts: Vec<&str> = outline.split(", ").collect();
+    let (levels, duration) = parts.split_at(parts.len() - 1);
+    let mut text = String::from("version: 9999\nresources:\n");
+    for (depth, level) in levels.iter().enumerate() {
+        let pad = "  ".repeat(2 * depth + 1);
+        let (kind, rest) = level.split_once(": ").expect("kind: count");
+        let (count, exclusive) = match rest.split_once(' ') {
+            Some((n, _)) => (n, true),
+            None => (rest, false),
+        };
+        text.push_str(&format!("{pad}- type: {kind}\n{pad}  count: {count}\n"));
+        if exclusive {
+            text.push_str(&format!("{pad}  exclusive: true\n"));
+        }
+        if kind == "slot" {
+            text.push_str(&format!("{pad}  label: default\n"));
+        }
+        if depth + 1 < levels.len() {
+            text.push_str(&format!("{pad}  with:\n"));
+        }
+    }
+    text.push_str("tasks:\n  - command: [app]\n    slot: default\n    count: {per_slot: 1}\n");
+    text.push_str(&format!(
+        "attributes:\n  system:\n    duration: {}\n",
+        duration[0]
+    ));
+    text
+}
 
 fn conformance_dir() -> Option<PathBuf> {
     let dir = match std::env::var_os("SHARDSCHED_CONFORMANCE_DIR") {
@@ -75,12 +125,14 @@ fn format_of(file: &str) -> &'static str {
     }
 }
 
-/// One row of the table: the graph info, the find output's length and CRC-32.
+/// One row of the table: the graph info, the find output's length and CRC-32, the CRC-32
+/// of the match outputs.
 #[derive(Debug, PartialEq, Eq)]
 struct Row {
     info: String,
     bytes: usize,
     crc: String,
+    matches: String,
 }
 
 /// Runs `bin` (ours, or resource-query with `query` left out) on `file`: its row, and the
@@ -121,6 +173,7 @@ fn run(bin: &[&str], dir: &Path, file: &str, scratch: &Path) -> (Row, Vec<u8>) {
             info: "refused".into(),
             bytes: 0,
             crc: "0".into(),
+            matches: "0".into(),
         };
         return (row, Vec::new());
     }
@@ -129,8 +182,43 @@ fn run(bin: &[&str], dir: &Path, file: &str, scratch: &Path) -> (Row, Vec<u8>) {
         info: info.join(" | "),
         bytes: data.len(),
         crc: format!("{:08x}", crc32fast::hash(&data)),
+        matches: format!("{:08x}", matches(bin, dir, file, scratch)),
     };
     (row, data)
+}
+
+/// The CRC-32 of the outputs of [`MATCHES`] on `file` under every policy and writer (the
+/// jobspecs are in `scratch`).
+fn matches(bin: &[&str], dir: &Path, file: &str, scratch: &Path) -> u32 {
+    let mut all = crc32fast::Hasher::new();
+    let graph = dir.join(file);
+    let out = scratch.join("matches.out");
+    for policy in POLICIES {
+        for writer in WRITERS {
+            let _ = std::fs::remove_file(&out);
+            let mut child = Command::new(bin[0])
+                .args(&bin[1..])
+                .arg("-L")
+                .arg(&graph)
+                .args(["-f", format_of(file), "-P", policy, "-F", writer, "-t"])
+                .arg(&out)
+                .current_dir(scratch)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn");
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(MATCHES.as_bytes())
+                .expect("write commands");
+            child.wait().expect("wait");
+            all.update(&std::fs::read(&out).unwrap_or_default());
+        }
+    }
+    all.finalize()
 }
 
 fn table() -> BTreeMap<String, Row> {
@@ -140,11 +228,12 @@ fn table() -> BTreeMap<String, Row> {
         .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
         .map(|l| {
             let f: Vec<&str> = l.split('\t').collect();
-            assert_eq!(f.len(), 5, "fluxion-graphs.tsv: malformed line {l:?}");
+            assert_eq!(f.len(), 6, "fluxion-graphs.tsv: malformed line {l:?}");
             let row = Row {
                 info: f[2].to_string(),
                 bytes: f[3].parse().expect("byte count"),
                 crc: f[4].to_string(),
+                matches: f[5].to_string(),
             };
             (f[0].to_string(), row)
         })
@@ -158,6 +247,9 @@ fn every_conformance_graph_loads_with_fluxions_vertex_set() {
     };
     let data = dir.join("t/data/resource");
     let scratch = tempfile::tempdir().expect("scratch");
+    for (name, outline) in JOBSPECS {
+        std::fs::write(scratch.path().join(name), jobspec(outline)).expect("jobspec");
+    }
     let want = table();
     let files = graph_files(&data);
     assert!(files.len() >= 19, "graph files found: {files:?}");
@@ -181,16 +273,18 @@ fn every_conformance_graph_loads_with_fluxions_vertex_set() {
         }
         if let Some(bin) = &fluxion {
             let (theirs, their_find) = run(&[bin], &data, file, scratch.path());
-            if theirs.info != ours.info || their_find != our_find {
+            if theirs.info != ours.info || their_find != our_find || theirs.matches != ours.matches
+            {
                 bad.push(format!("{file}: differs from {bin} itself"));
             }
             if want.get(file) != Some(&theirs) {
                 bad.push(format!(
-                    "{file}: the table is stale; {bin} gives\n{file}\t{}\t{}\t{}\t{}",
+                    "{file}: the table is stale; {bin} gives\n{file}\t{}\t{}\t{}\t{}\t{}",
                     format_of(file),
                     theirs.info,
                     theirs.bytes,
-                    theirs.crc
+                    theirs.crc,
+                    theirs.matches
                 ));
             }
         }

@@ -74,21 +74,31 @@ impl Rlite {
     }
 
     /// The R_lite array, the nodelist array and the properties object (if any), and clears
-    /// what was gathered.
+    /// what was gathered. On an error (a negative rank) everything gathered stays, as in
+    /// Fluxion's `fill`, so every later emit fails too; the nodes of each signature it got
+    /// to are left sorted by rank, as its `std::sort` leaves them.
     pub fn take(&mut self) -> Result<(Json, Json, Option<Json>), WriterError> {
-        let gathered = std::mem::take(&mut self.gathered);
-        let props = std::mem::take(&mut self.props);
         let mut r_lite = Vec::new();
         let mut all: Vec<(i64, String)> = Vec::new();
-        for (sig, nodes) in gathered {
-            let nodes = by_rank(nodes);
+        for (sig, nodes) in self.gathered.iter_mut() {
+            *nodes = by_rank(std::mem::take(nodes));
             let ranks = idset(nodes.iter().map(|n| n.0))?;
-            all.extend(nodes);
+            all.extend(nodes.iter().cloned());
             let mut o = Json::obj();
             o.set("rank", Json::Str(ranks));
-            o.set("children", parse_signature(&sig));
+            o.set("children", parse_signature(sig));
             r_lite.push(o);
         }
+        let properties = if self.props.is_empty() {
+            None
+        } else {
+            let mut p = Json::obj();
+            for (k, ranks) in self.props.iter_mut() {
+                ranks.sort_unstable();
+                p.set(k, Json::Str(idset(ranks.iter().copied())?));
+            }
+            Some(p)
+        };
         let all = by_rank(all);
         let hosts: Vec<&str> = all.iter().map(|n| n.1.as_str()).collect();
         let nodelist = if hosts.is_empty() {
@@ -96,16 +106,8 @@ impl Rlite {
         } else {
             Json::Arr(vec![Json::Str(encode_hostlist(&hosts))])
         };
-        let properties = if props.is_empty() {
-            None
-        } else {
-            let mut p = Json::obj();
-            for (k, mut ranks) in props {
-                ranks.sort_unstable();
-                p.set(&k, Json::Str(idset(ranks.into_iter())?));
-            }
-            Some(p)
-        };
+        self.gathered.clear();
+        self.props.clear();
         Ok((Json::Arr(r_lite), nodelist, properties))
     }
 }
