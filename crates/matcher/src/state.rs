@@ -128,57 +128,81 @@ impl SchedState {
     ) -> SchedState {
         let n = g.len();
         let cluster = 0u32;
-        // Subtree units of each pruning type (by rank), post-order, as Fluxion primes them.
-        let mut below: Vec<Vec<(u32, i64)>> = vec![Vec::new(); n];
         let mut inner_of = vec![LEAF; n];
         let mut inner_vertex: Vec<u32> = Vec::new();
         let mut inner = Vec::new();
-        // Iterative DFS: (vertex, children visited, parent). Where vertices share parents,
-        // each is primed once, under the first parent that reaches it (Fluxion's colors).
+        // Depth-first, children in order, each inner vertex a frame summing the units of
+        // each pruning type (by rank) its children hold. Where vertices share parents, each
+        // is primed once, under the first parent that reaches it (Fluxion's colors).
         let dag = tree.is_dag();
-        let mut primed_by = vec![u32::MAX; if dag { n } else { 0 }];
-        let mut stack: Vec<(u32, bool, u32)> = vec![(tree.root().0, false, u32::MAX)];
-        let mut own: Vec<Vec<(u32, i64)>> = vec![Vec::new(); n];
-        while let Some((v, done, from)) = stack.pop() {
-            let vid = VertexId(v);
-            let rank = types.rank(g.kind(vid));
-            if !done {
+        let mut primed = vec![false; if dag { n } else { 0 }];
+        let root = tree.root();
+        if dag {
+            primed[root.index()] = true;
+        }
+        let mut frames: Vec<Frame> = Vec::new();
+        // Sums of finished frames, reused.
+        let mut spare: Vec<Vec<(u32, i64)>> = Vec::new();
+        // Fluxion counts a vertex's own size first, with the types known then.
+        let own_of = |prune: &PruneTypes, v: VertexId| {
+            let rank = types.rank(g.kind(v));
+            prune.is_pruning(rank).then(|| (rank, g.size(v)))
+        };
+        if tree.children(root).is_empty() {
+            // A graph of one vertex: a leaf, primed as one.
+            let rank = types.rank(g.kind(root));
+            if !prune.is_pruning(rank) {
+                prune.set(Some(cluster), rank);
+            }
+        } else {
+            frames.push(Frame {
+                v: root.0,
+                next: 0,
+                sum: Vec::new(),
+                own: own_of(prune, root),
+            });
+        }
+        while let Some(top) = frames.last_mut() {
+            let v = VertexId(top.v);
+            let children = tree.children(v);
+            if let Some(&c) = children.get(top.next) {
+                top.next += 1;
                 if dag {
-                    if primed_by[v as usize] != u32::MAX || v == tree.root().0 && from != u32::MAX {
+                    if primed[c as usize] {
                         continue;
                     }
-                    primed_by[v as usize] = from;
+                    primed[c as usize] = true;
                 }
-                // Fluxion counts a vertex's own size first, with the types known then.
-                if prune.is_pruning(rank) {
-                    own[v as usize].push((rank, g.size(vid)));
-                }
-                let leaf = g.out_degree(vid) == 0 || tree.children(vid).is_empty();
-                if leaf {
+                let cv = VertexId(c);
+                if tree.children(cv).is_empty() {
+                    // A leaf holds its own size, its type made a pruning type (anchored at
+                    // the cluster) when no filter names it.
+                    let rank = types.rank(g.kind(cv));
                     if !prune.is_pruning(rank) {
                         prune.set(Some(cluster), rank);
-                        own[v as usize].push((rank, g.size(vid)));
                     }
-                    let mine = std::mem::take(&mut own[v as usize]);
-                    below[v as usize] = mine;
-                    continue;
-                }
-                stack.push((v, true, from));
-                for &c in tree.children(vid).iter().rev() {
-                    stack.push((c, false, v));
+                    add_to(&mut top.sum, rank, g.size(cv));
+                } else {
+                    let own = own_of(prune, cv);
+                    frames.push(Frame {
+                        v: c,
+                        next: 0,
+                        sum: spare.pop().unwrap_or_default(),
+                        own,
+                    });
                 }
                 continue;
             }
-            // Children are done: sum them, then add this vertex's own size.
-            let mut sum: Vec<(u32, i64)> = Vec::new();
-            for &c in tree.children(vid) {
-                if dag && primed_by[c as usize] != v {
-                    continue;
-                }
-                for &(t, k) in &below[c as usize] {
-                    add_to(&mut sum, t, k);
-                }
-            }
+            // Children are done: the aggregate, then this vertex's own size, and what
+            // travels up (pruning types only).
+            let Some(Frame {
+                v, own, mut sum, ..
+            }) = frames.pop()
+            else {
+                break;
+            };
+            let vid = VertexId(v);
+            let rank = types.rank(g.kind(vid));
             let tracked = prune.tracked_by(rank);
             let agg = (!tracked.is_empty()).then(|| {
                 let totals: Vec<i64> = tracked
@@ -187,7 +211,7 @@ impl SchedState {
                     .collect();
                 Aggregate {
                     types: tracked.iter().map(|&r| types.at_rank(r)).collect(),
-                    ranks: tracked.clone(),
+                    ranks: tracked,
                     plan: MultiPlanner::new(PLAN_BASE, PLAN_HORIZON, &totals),
                 }
             });
@@ -198,12 +222,18 @@ impl SchedState {
                 xcheck: Planner::new(PLAN_BASE, PLAN_HORIZON, XCHECK_TOTAL),
                 agg,
             });
-            for (t, k) in std::mem::take(&mut own[v as usize]) {
+            if let Some((t, k)) = own {
                 add_to(&mut sum, t, k);
             }
-            // Only pruning types travel up.
-            sum.retain(|e| prune.is_pruning(e.0));
-            below[v as usize] = sum;
+            if let Some(parent) = frames.last_mut() {
+                for &(t, k) in &sum {
+                    if prune.is_pruning(t) {
+                        add_to(&mut parent.sum, t, k);
+                    }
+                }
+            }
+            sum.clear();
+            spare.push(sum);
         }
         let prune_ranks: Vec<u32> = prune.all().collect();
         SchedState {
@@ -445,6 +475,17 @@ impl SchedState {
         };
         r.map_err(|e| MatchError::Internal(e.to_string()))
     }
+}
+
+/// An inner vertex whose children [`SchedState::new_on`] is summing.
+struct Frame {
+    v: u32,
+    /// Its next child to visit.
+    next: usize,
+    /// Units of each pruning type (by rank) its children visited so far hold.
+    sum: Vec<(u32, i64)>,
+    /// Its own size, when its type was a pruning type as the walk reached it.
+    own: Option<(u32, i64)>,
 }
 
 fn add_to(sum: &mut Vec<(u32, i64)>, t: u32, k: i64) {

@@ -198,11 +198,21 @@ impl EdgeOrder {
         let uniq: Vec<i64> = g.vertices().map(|v| g.uniq_id(v)).collect();
         for v in g.vertices() {
             start.push(order.len() as u32);
-            let mut kids: Vec<u32> = tree.children(v).to_vec();
+            let from = order.len();
+            order.extend_from_slice(tree.children(v));
             // std::map keyed (weight, uniq_id) with std::greater: equal keys keep the first.
-            kids.sort_by(|a, b| uniq[*b as usize].cmp(&uniq[*a as usize]));
-            kids.dedup_by(|a, b| uniq[*a as usize] == uniq[*b as usize]);
-            order.extend(kids);
+            let kids = &mut order[from..];
+            if kids.len() > 1 {
+                kids.sort_by(|a, b| uniq[*b as usize].cmp(&uniq[*a as usize]));
+                let mut keep = 1;
+                for i in 1..kids.len() {
+                    if uniq[kids[i] as usize] != uniq[kids[keep - 1] as usize] {
+                        kids[keep] = kids[i];
+                        keep += 1;
+                    }
+                }
+                order.truncate(from + keep);
+            }
         }
         start.push(order.len() as u32);
         EdgeOrder {
@@ -229,14 +239,21 @@ impl EdgeOrder {
         let Some(pos) = list.iter().position(|&c| c == child) else {
             return;
         };
-        let key = |c: u32| (self.weight[c as usize], self.uniq[c as usize]);
+        let (weight, uniq) = (&self.weight, &self.uniq);
+        let key = |c: u32| (weight[c as usize], uniq[c as usize]);
         let mine = key(child);
-        // Remove, then insert before the first entry with a smaller key.
-        let mut v: Vec<u32> = list.to_vec();
-        v.remove(pos);
-        let at = v.iter().position(|&c| key(c) < mine).unwrap_or(v.len());
-        v.insert(at, child);
-        list.copy_from_slice(&v);
+        // Where it goes among the others: before the first with a smaller key.
+        let at = list
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != pos)
+            .position(|(_, &c)| key(c) < mine)
+            .unwrap_or(list.len() - 1);
+        if at < pos {
+            list[at..=pos].rotate_right(1);
+        } else if at > pos {
+            list[pos..=at].rotate_left(1);
+        }
     }
 }
 

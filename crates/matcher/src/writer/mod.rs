@@ -17,7 +17,6 @@
 mod json;
 mod rlite;
 
-use std::collections::VecDeque;
 use std::fmt::Write as _;
 
 use shardsched_resource::{CONTAINMENT, ResourceGraph, VertexId};
@@ -72,7 +71,8 @@ impl Writer {
     pub fn session(self) -> MatchWriter {
         MatchWriter {
             kind: self,
-            lines: VecDeque::new(),
+            text: String::new(),
+            line_starts: Vec::new(),
             nodes: Vec::new(),
             edges: Vec::new(),
             rlite: Rlite::default(),
@@ -97,8 +97,10 @@ impl Writer {
 #[derive(Clone, Debug)]
 pub struct MatchWriter {
     kind: Writer,
-    /// simple / pretty_simple lines.
-    lines: VecDeque<String>,
+    /// simple / pretty_simple lines, in the order fed (pretty_simple prints them reversed),
+    /// and where each starts in `text`.
+    text: String,
+    line_starts: Vec<usize>,
     /// JGF nodes and edges.
     nodes: Vec<Json>,
     edges: Vec<Json>,
@@ -241,7 +243,9 @@ impl MatchWriter {
     ) {
         match self.kind {
             Writer::Simple | Writer::PrettySimple => {
-                let mut line = String::from("      ");
+                self.line_starts.push(self.text.len());
+                let line = &mut self.text;
+                line.push_str("      ");
                 for _ in 0..=e.depth {
                     line.push_str("---");
                 }
@@ -252,11 +256,6 @@ impl MatchWriter {
                     (_, false) => "shared",
                 };
                 let _ = writeln!(line, "{}[{}:{mode}]", g.name(e.v), e.needs);
-                if self.kind == Writer::Simple {
-                    self.lines.push_back(line);
-                } else {
-                    self.lines.push_front(line);
-                }
             }
             Writer::Jgf => self.nodes.push(jgf_vertex(g, e, agfilter)),
             Writer::JgfShorthand => self.shorthand_vertex(g, e, agfilter),
@@ -373,15 +372,26 @@ impl MatchWriter {
         Ok(Some(o))
     }
 
+    /// Appends the simple lines fed (pretty_simple: last first), and clears them.
+    fn take_lines(&mut self, out: &mut String) {
+        if self.kind == Writer::PrettySimple {
+            let mut end = self.text.len();
+            for &start in self.line_starts.iter().rev() {
+                out.push_str(&self.text[start..end]);
+                end = start;
+            }
+        } else {
+            out.push_str(&self.text);
+        }
+        self.text.clear();
+        self.line_starts.clear();
+    }
+
     /// Appends the text of what was fed since the last emit (Fluxion's `emit`), and clears
     /// it.
     pub fn emit(&mut self, out: &mut String) -> Result<(), WriterError> {
         match self.kind {
-            Writer::Simple | Writer::PrettySimple => {
-                for l in self.lines.drain(..) {
-                    out.push_str(&l);
-                }
-            }
+            Writer::Simple | Writer::PrettySimple => self.take_lines(out),
             Writer::Jgf | Writer::JgfShorthand => {
                 if let Some(j) = self.take_jgf()? {
                     out.push_str(&j.dump());
@@ -417,7 +427,8 @@ impl MatchWriter {
     pub fn emit_find(&mut self) -> Result<Option<String>, WriterError> {
         match self.kind {
             Writer::Simple | Writer::PrettySimple => {
-                let text: String = self.lines.drain(..).collect();
+                let mut text = String::new();
+                self.take_lines(&mut text);
                 Ok((!text.is_empty()).then_some(text))
             }
             Writer::Jgf | Writer::JgfShorthand => {
