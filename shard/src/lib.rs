@@ -1,13 +1,13 @@
-//! One queue's scheduling shard: the whole cluster graph with only the queue's nodes
-//! available, its own queue manager, a job table, and the `sim` executor — a pure core — plus
-//! the async driver that connects it to the coordinator and serves clients over QUIC, and
-//! the `exec` executor that really runs jobs under supervisor processes ([`exec`]).
+//! One queue's scheduling shard as a process: the driver around the pure core
+//! ([`shardsched_shard_core`], re-exported here) that connects it to the coordinator,
+//! serves clients over QUIC, journals what it changes, and really runs jobs with the `exec`
+//! executor ([`exec`]). The core decides; this crate only moves bytes and time.
 //!
 //! # The shard's loop
 //!
 //! ```text
 //!   clients ──QUIC──► serve(client_shard) ─┐ submit, cancel        ┌─► reads: jobs, job info
-//!   coordinator ────► serve(coord_shard) ──┤ queue state           │   (from the snapshot,
+//!   coordinator ────► serve(coord_shard) ──┤ queue state, moves    │   (from the snapshot,
 //!                                          ▼                       │    never waiting)
 //!                         bounded mpsc (COMMAND_QUEUE_CAPACITY)     │
 //!                                          ▼                       │
@@ -15,7 +15,7 @@
 //!               then ONE ShardCore::tick(now): sim completions + scheduling, once
 //!               ShardCore::take_journal() → the journal's committer (group commit, fsync)
 //!   publisher:  once that commit is durable: publish the Snapshot ──┘
-//!               (arc-swap), answer the batch
+//!               (arc-swap), answer the batch, hand launches/kills to the exec task
 //!   core task:  meanwhile on to the next batch, or sleep until a request or next_wakeup_ms()
 //! ```
 //!
@@ -26,74 +26,34 @@
 //! is allocated before its submit is even answered. The snapshot is published *before* the
 //! answers go out, so a client that was told `Submitted` finds its job in `jobs`; and both
 //! wait for the batch's journal commit, so what a client was told survives a SIGKILL
-//! (docs/JOURNAL.md; a restarted shard rebuilds itself with [`ShardCore::restore`]).
+//! (docs/JOURNAL.md; a restarted shard rebuilds its core with [`ShardCore::restored`]).
 //!
-//! # The pure core
+//! # Who owns what
 //!
-//! [`ShardCore`] does no I/O and reads no clock: each input carries `now_ms`, and the
-//! queue manager's decisions come out of [`ShardCore::tick`] into the job table. It is what
-//! the tests drive directly (see `core/tests.rs` and the property test), and what the driver
-//! drives for real.
-//!
-//! ```
-//! use shardsched_proto::msg::client_shard::{IdempotencyKey, Submit};
-//! use shardsched_proto::msg::{Generation, JobState, NodeGen, QueueConfig};
-//! use shardsched_shard::{CoreOptions, ShardCore};
-//!
-//! let cluster = shardsched_resource::read_cluster_spec(
-//!     "name = \"c\"\n[[nodes]]\nhosts = \"n[0-1]\"\ncores_per_socket = 4\n").unwrap();
-//! let graph = shardsched_resource::keep_types(&cluster, shardsched_resource::SCHEDULER_TYPES).unwrap();
-//! let queue = QueueConfig {
-//!     name: "batch".into(), queue_policy: "easy".into(), match_policy: "first".into(),
-//!     queue_depth: 32, reservation_depth: 1, default_duration_ms: 60_000,
-//!     max_duration_ms: 3_600_000, definition: vec!["n0".into(), "n1".into()],
-//!     enabled: true, started: true,
-//! };
-//! let owned = vec![NodeGen { node: "n0".into(), generation: Generation(1) }];
-//! let mut core = ShardCore::with_graph(graph, &queue, 7, &owned, CoreOptions::default()).unwrap();
-//!
-//! let jobspec = shardsched_jobspec::Shorthand { tasks: Some(2), duration: 10,
-//!     command: vec!["app".into()], ..Default::default() }.to_jobspec().unwrap();
-//! let submit = Submit { idempotency_key: IdempotencyKey([1; 16]),
-//!     jobspec_json: jobspec.to_json().to_string(), priority: None };
-//! let now = 1_800_000_000_000;
-//! let job = core.handle_submit(now, "alice", &submit).unwrap();
-//! core.tick(now).unwrap();                      // the batch is scheduled: it starts
-//! assert_eq!(core.job(job.id).unwrap().state, JobState::Running);
-//! assert_eq!(core.job(job.id).unwrap().nodes, vec!["n0"]);  // only owned nodes
-//! assert_eq!(core.next_wakeup_ms(), Some(now + 10_000));   // when its sim run ends
-//! core.tick(now + 10_000).unwrap();
-//! assert_eq!(core.job(job.id).unwrap().state, JobState::Completed);
-//! ```
+//! The core task alone owns the [`ShardCore`] (the node table, the job side, the queue
+//! manager). Other tasks hold only what they are handed: the published [`Snapshot`]
+//! (reads), the journal's committer thread (durability), the exec task (processes), the
+//! transition log and the `Released` queue (reports to the coordinator).
 //!
 //! # Modules
 //!
-//! - [`core`]: [`ShardCore`] — submit, cancel, queue state, ownership, nodes down/up, tick,
-//!   exec launches/kills/ends, status;
-//! - [`exec`]: the exec executor — job directories, the supervisor, `recover`;
-//! - [`job`], [`table`]: the job records and the copy-on-write table that holds them;
-//! - [`journal`]: the records the shard journals and how they are read back;
-//! - [`snapshot`]: the immutable view reads are served from;
-//! - [`assign`]: from the coordinator's assignment to a graph and queue parameters;
 //! - [`driver`]: credentials, QUIC, registration, the core task, the exec task, shutdown;
-//! - [`limits`]: every bound, named.
+//! - [`journal`]: the core's records on disk (format `shardsched-shard-journal v1`);
+//! - [`exec`]: the exec executor — job directories, the supervisor, `recover`;
+//! - [`limits`]: every bound of the driver (and the core's, re-exported);
+//! - re-exported from the core: [`core`], [`nodes`], [`job`], [`table`], [`snapshot`],
+//!   [`assign`].
 
-pub mod assign;
-pub mod core;
 pub mod driver;
 pub mod error;
 pub mod exec;
-pub mod job;
 pub mod journal;
 pub mod limits;
-pub mod moves;
-pub mod snapshot;
-pub mod table;
 
-pub use crate::core::{
-    CoreExecutor, CoreOptions, ExecAction, RestoreSummary, ShardCore, Submitted,
+pub use shardsched_shard_core::{
+    CoreExecutor, CoreOptions, ExecAction, JobRecord, Reason, RestoreSummary, ShardCore, Snapshot,
+    Submitted, Transition, TransitionKind, assign, core, job, nodes, snapshot, table,
 };
+
 pub use driver::{ExecOptions, Executor, ShardOptions, init_logging, run, run_until_signal};
 pub use error::{DriverError, RESTART_EXIT_STATUS, ShardError};
-pub use job::{JobRecord, Reason};
-pub use snapshot::Snapshot;

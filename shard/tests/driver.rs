@@ -2,6 +2,8 @@
 //! built from the proto crate: register, submit, run, complete, coordinator commands,
 //! reconnection, shutdown.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,7 +13,7 @@ use shardsched_proto::msg::client_shard::{self, CancelResult, IdempotencyKey, Su
 use shardsched_proto::msg::shard_coord::{self, Assignment, Register, ShardStatus};
 use shardsched_proto::msg::{
     ClusterDescription, ClusterFormat, Generation, JobId, JobState, JobsQuery, NodeGen,
-    QueueConfig, RefusalCode, UserFilter, coord_shard,
+    RefusalCode, UserFilter, coord_shard,
 };
 use shardsched_proto::{Ca, Error, Role, Session, accept, connect, serve, tls};
 use shardsched_shard::{DriverError, ShardOptions};
@@ -64,18 +66,7 @@ fn assignment() -> Assignment {
             text: "name = \"c\"\n[[nodes]]\nhosts = \"n[0-1]\"\ncores_per_socket = 4\n".into(),
             load_allowlist: Vec::new(),
         },
-        queue: QueueConfig {
-            name: "batch".into(),
-            queue_policy: "easy".into(),
-            match_policy: "lonode".into(),
-            queue_depth: 32,
-            reservation_depth: 1,
-            default_duration_ms: 60_000,
-            max_duration_ms: 3_600_000,
-            definition: vec!["n0".into(), "n1".into()],
-            enabled: true,
-            started: true,
-        },
+        queue: common::queue(&["n0", "n1"]),
         owned: ["n0", "n1"]
             .into_iter()
             .map(|n| NodeGen {

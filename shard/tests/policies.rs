@@ -4,7 +4,7 @@
 //! Fluxion's resource-query on these) gives on the same graph and jobspecs.
 
 use shardsched_proto::msg::client_shard::{IdempotencyKey, Submit};
-use shardsched_proto::msg::{Generation, JobState, NodeGen, QueueConfig};
+use shardsched_proto::msg::{Generation, JobState, MatchPolicy, NodeGen, QueueConfig, QueuePolicy};
 use shardsched_resource::ResourceGraph;
 use shardsched_shard::{CoreOptions, ShardCore};
 
@@ -48,8 +48,8 @@ fn graph() -> ResourceGraph {
 fn core(match_policy: &str) -> ShardCore {
     let queue = QueueConfig {
         name: "batch".into(),
-        queue_policy: "easy".into(),
-        match_policy: match_policy.into(),
+        queue_policy: QueuePolicy::Easy,
+        match_policy: MatchPolicy::parse(match_policy).expect("a policy query takes"),
         queue_depth: 32,
         reservation_depth: 1,
         default_duration_ms: 60_000,
@@ -170,5 +170,25 @@ fn a_job_may_offer_alternatives() {
         assert_eq!(got, (vec![or.0.to_string()], or.1), "{policy}: or-slots");
         let got = run_one(&mut core, 2, &xor_slots);
         assert_eq!(got, (vec![xor.0.to_string()], xor.1), "{policy}: xor_slot");
+    }
+}
+
+/// Every policy a queue may name reaches the shard's matcher as what `query -P` makes of the
+/// same text: the wire's names and knobs read back by the matcher's own parser.
+#[test]
+fn every_wire_policy_is_a_matcher_policy() {
+    let knobs = (0..16u8).map(MatchPolicy::Knobs);
+    for p in MatchPolicy::ALL.into_iter().chain(knobs) {
+        let m = shardsched_matcher::MatchPolicy::parse(p.as_str()).expect("the matcher reads it");
+        if let MatchPolicy::Knobs(bits) = p {
+            let want = (bits & 1 != 0, bits & 2 != 0, bits & 4 != 0, bits & 8 != 0);
+            let got = (
+                m.prefer_high,
+                m.node_centric,
+                m.node_exclusive,
+                m.stop_at_first,
+            );
+            assert_eq!(got, want, "{}", p.as_str());
+        }
     }
 }

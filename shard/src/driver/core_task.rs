@@ -31,18 +31,16 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use arc_swap::ArcSwap;
 use shardsched_journal::{CommitTicket, Committer};
 use shardsched_proto::failpoint;
-use shardsched_proto::msg::shard_coord::{Assignment, HeldNode, Released, ShardStatus};
-use shardsched_proto::msg::{JobId, client_shard, coord_shard};
-use shardsched_proto::rpc::Rpc;
-use shardsched_proto::{Peer, Reply};
-use tokio::sync::{mpsc, oneshot, watch};
+use shardsched_proto::msg::shard_coord::{Released, ShardStatus};
+use tokio::sync::{mpsc, watch};
 
+pub(crate) use super::commands::Command;
+use super::commands::{Answer, handle};
 use super::exec_task::ExecRequest;
 use super::released::ReleasedQueue;
 use super::transitions::TransitionLog;
 use crate::core::{ExecAction, ShardCore};
 use crate::error::DriverError;
-use crate::exec::JobEnd;
 use crate::journal::to_batch;
 use crate::limits::{
     BATCH_REQUESTS_MAX, COMMITS_IN_FLIGHT_MAX, STATUS_INTERVAL_MAX, STATUS_INTERVAL_MIN,
@@ -52,85 +50,6 @@ use crate::snapshot::Snapshot;
 /// Longest the task sleeps without looking at the clock again (a wakeup far in the future,
 /// e.g. the end of a job of unlimited duration, is re-read after this).
 const WAKE_AFTER_MAX: Duration = Duration::from_secs(3600);
-
-/// A request for the core task.
-#[derive(Debug)]
-pub(crate) enum Command {
-    /// A client submits; `owner` is its certificate name.
-    Submit {
-        owner: String,
-        submit: client_shard::Submit,
-        reply: oneshot::Sender<Reply<client_shard::Response>>,
-    },
-    /// A client cancels.
-    Cancel {
-        peer: Peer,
-        ids: Vec<JobId>,
-        reply: oneshot::Sender<Reply<client_shard::Response>>,
-    },
-    /// The coordinator enables/disables or starts/stops the queue.
-    SetQueueState {
-        enabled: bool,
-        started: bool,
-        reply: oneshot::Sender<Reply<coord_shard::Response>>,
-    },
-    /// The coordinator removes the queue: disable it if it holds no job.
-    DisableIfIdle {
-        reply: oneshot::Sender<Reply<coord_shard::Response>>,
-    },
-    /// A re-registration's answer: apply queue state, ownership and generator id.
-    Reassigned(Box<Assignment>),
-    /// What to tell the coordinator when re-registering.
-    Held(oneshot::Sender<(Vec<HeldNode>, Option<JobId>)>),
-    /// The coordinator marks nodes down or up.
-    SetNodeState {
-        nodes: Vec<String>,
-        down: bool,
-        reason: String,
-        reply: oneshot::Sender<Reply<coord_shard::Response>>,
-    },
-    /// A move command from the coordinator (Release, Incoming, Acquire, Reclaim,
-    /// Withdraw, CancelJobs).
-    Move {
-        request: coord_shard::Request,
-        reply: oneshot::Sender<Reply<coord_shard::Response>>,
-    },
-    /// The coordinator drains or undrains nodes.
-    SetNodeDrain {
-        nodes: Vec<String>,
-        drained: bool,
-        reason: String,
-        reply: oneshot::Sender<Reply<coord_shard::Response>>,
-    },
-    /// What releasing these nodes would do (changes nothing).
-    DryRunRelease {
-        nodes: Vec<String>,
-        reply: oneshot::Sender<Reply<coord_shard::Response>>,
-    },
-    /// Exec executor: a job's processes are gone.
-    JobEnded { id: JobId, end: JobEnd },
-    /// Finish the current batch and stop.
-    Stop,
-}
-
-/// An answer held back until the batch's snapshot is published.
-enum Answer {
-    Client(
-        oneshot::Sender<Reply<client_shard::Response>>,
-        Reply<client_shard::Response>,
-    ),
-    Coordinator(
-        oneshot::Sender<Reply<coord_shard::Response>>,
-        Reply<coord_shard::Response>,
-    ),
-    /// A move command's answer, with the failpoint hit once it is durable, just before it
-    /// is sent (`shard.<step>.before_answer`).
-    Move(
-        oneshot::Sender<Reply<coord_shard::Response>>,
-        Reply<coord_shard::Response>,
-        &'static str,
-    ),
-}
 
 /// A batch waiting for its commit before it is published and answered.
 struct Publish {
@@ -338,9 +257,10 @@ async fn publish(
             // A client that gave up waiting is not an error.
             let _ = match answer {
                 Answer::Client(to, reply) => to.send(reply).is_ok(),
-                Answer::Coordinator(to, reply) => to.send(reply).is_ok(),
-                Answer::Move(to, reply, point) => {
-                    failpoint::hit(point);
+                Answer::Coordinator(to, reply, step) => {
+                    if let Some(step) = step {
+                        failpoint::hit(format_args!("shard.{step}.before_answer"));
+                    }
                     to.send(reply).is_ok()
                 }
             };
@@ -360,150 +280,6 @@ async fn publish(
     Ok(())
 }
 
-/// Applies one request; returns whether the task must stop after this batch.
-fn handle(core: &mut ShardCore, now: u64, command: Command, answers: &mut Vec<Answer>) -> bool {
-    match command {
-        Command::Submit {
-            owner,
-            submit,
-            reply,
-        } => {
-            let result = core.handle_submit(now, &owner, &submit).map(|s| {
-                client_shard::Response::Submitted {
-                    id: s.id,
-                    duplicate: s.duplicate,
-                }
-            });
-            answers.push(Answer::Client(reply, result));
-        }
-        Command::Cancel { peer, ids, reply } => {
-            let outcomes = core.handle_cancel(now, &peer, &ids);
-            answers.push(Answer::Client(
-                reply,
-                Ok(client_shard::Response::Cancelled(outcomes)),
-            ));
-        }
-        Command::SetQueueState {
-            enabled,
-            started,
-            reply,
-        } => {
-            core.set_queue_state(enabled, started);
-            answers.push(Answer::Coordinator(
-                reply,
-                Ok(coord_shard::Response::Ack { stale: Vec::new() }),
-            ));
-        }
-        Command::DisableIfIdle { reply } => {
-            let result = core
-                .disable_if_idle()
-                .map(|()| coord_shard::Response::Ack { stale: Vec::new() });
-            answers.push(Answer::Coordinator(reply, result));
-        }
-        Command::SetNodeState {
-            nodes,
-            down,
-            reason,
-            reply,
-        } => {
-            let result = core
-                .set_node_state(now, &nodes, down, &reason)
-                .map(|()| coord_shard::Response::Ack { stale: Vec::new() });
-            answers.push(Answer::Coordinator(reply, result));
-        }
-        Command::Move { request, reply } => {
-            let (result, point) = handle_move(core, now, &request);
-            answers.push(Answer::Move(reply, result, point));
-        }
-        Command::SetNodeDrain {
-            nodes,
-            drained,
-            reason,
-            reply,
-        } => {
-            failpoint::hit("shard.drain.before_apply");
-            let result = core
-                .set_node_drain(now, &nodes, drained, &reason)
-                .map(|()| coord_shard::Response::Ack { stale: Vec::new() });
-            answers.push(Answer::Coordinator(reply, result));
-        }
-        Command::DryRunRelease { nodes, reply } => {
-            let result = core
-                .dry_run_release(&nodes)
-                .map(coord_shard::Response::DryRun);
-            answers.push(Answer::Coordinator(reply, result));
-        }
-        Command::JobEnded { id, end } => core.handle_job_ended(now, id, &end),
-        Command::Reassigned(assignment) => reassigned(core, &assignment),
-        Command::Held(reply) => {
-            let _ = reply.send((core.held(), core.last_job_id()));
-        }
-        Command::Stop => return true,
-    }
-    false
-}
-
-/// Applies one move command; returns the answer and the failpoint to hit before sending
-/// it (once durable). `shard.<step>.before_apply` is hit first, before anything changes.
-fn handle_move(
-    core: &mut ShardCore,
-    now: u64,
-    request: &coord_shard::Request,
-) -> (Reply<coord_shard::Response>, &'static str) {
-    use coord_shard::Request;
-    match request {
-        Request::Release(r) => {
-            failpoint::hit("shard.release.before_apply");
-            (
-                Ok(core.handle_release(now, r)),
-                "shard.release.before_answer",
-            )
-        }
-        Request::Incoming(r) => {
-            failpoint::hit("shard.incoming.before_apply");
-            (
-                Ok(core.handle_incoming(now, r)),
-                "shard.incoming.before_answer",
-            )
-        }
-        Request::Acquire(r) => {
-            failpoint::hit("shard.acquire.before_apply");
-            (
-                Ok(core.handle_acquire(now, r)),
-                "shard.acquire.before_answer",
-            )
-        }
-        Request::Reclaim(r) => {
-            failpoint::hit("shard.reclaim.before_apply");
-            (
-                Ok(core.handle_reclaim(now, r)),
-                "shard.reclaim.before_answer",
-            )
-        }
-        Request::Withdraw(r) => {
-            failpoint::hit("shard.withdraw.before_apply");
-            (
-                Ok(core.handle_withdraw(now, r)),
-                "shard.withdraw.before_answer",
-            )
-        }
-        Request::CancelJobs(r) => {
-            failpoint::hit("shard.cancel_jobs.before_apply");
-            (
-                Ok(core.handle_cancel_jobs(now, r)),
-                "shard.cancel_jobs.before_answer",
-            )
-        }
-        other => (
-            Err(shardsched_proto::msg::Refusal::new(
-                shardsched_proto::msg::RefusalCode::Invalid,
-                format!("{} is not a move command", other.kind()),
-            )),
-            "shard.move.before_answer",
-        ),
-    }
-}
-
 /// The core's launches and kills of this batch, as requests for the exec task.
 fn exec_requests(core: &mut ShardCore) -> Vec<ExecRequest> {
     core.take_exec_actions()
@@ -516,30 +292,6 @@ fn exec_requests(core: &mut ShardCore) -> Vec<ExecRequest> {
             ExecAction::Forget(id) => Some(ExecRequest::Forget(id)),
         })
         .collect()
-}
-
-/// Applies what a re-registration handed back. The cluster and the queue's policies are
-/// fixed for the life of the process: a change there needs a shard restart.
-fn reassigned(core: &mut ShardCore, assignment: &Assignment) {
-    let queue = &assignment.queue;
-    let config = core.config();
-    if (
-        &config.queue_policy,
-        &config.match_policy,
-        config.queue_depth,
-    ) != (&queue.queue_policy, &queue.match_policy, queue.queue_depth)
-    {
-        tracing::warn!(queue = %core.queue(), "the queue's policies changed; restart the shard to apply them");
-    }
-    core.set_queue_state(queue.enabled, queue.started);
-    core.apply_assignment(
-        &assignment.owned,
-        &assignment.incoming,
-        Some(&assignment.flags),
-    );
-    if let Err(e) = core.set_generator_id(assignment.generator_id) {
-        tracing::error!(queue = %core.queue(), error = %e, "cannot use the new generator id");
-    }
 }
 
 impl StatusClock {

@@ -51,16 +51,13 @@ pub(crate) async fn client_request(
 ) -> Reply<client_shard::Response> {
     use client_shard::{Request, Response};
     match request {
-        Request::Submit(submit) => {
-            ask(&commands, |reply| Command::Submit {
-                owner: peer.name,
-                submit,
+        request @ (Request::Submit(_) | Request::Cancel { .. }) => {
+            ask(&commands, |reply| Command::Client {
+                peer,
+                request,
                 reply,
             })
             .await
-        }
-        Request::Cancel { ids } => {
-            ask(&commands, |reply| Command::Cancel { peer, ids, reply }).await
         }
         Request::Jobs(query) => Ok(Response::Jobs(snapshot.load().jobs(&peer.name, &query))),
         Request::JobInfo { id } => {
@@ -86,8 +83,8 @@ pub(crate) async fn client_request(
     }
 }
 
-/// One coordinator command. Everything but the jobs list goes through the core task (a dry
-/// run too: it reads the queue manager).
+/// One coordinator command. Everything but a reconfiguration (a restart) and the jobs list
+/// (the snapshot) goes through the core task, a dry run too: it reads the queue manager.
 pub(crate) async fn coordinator_request(
     commands: mpsc::Sender<Command>,
     snapshot: Arc<ArcSwap<Snapshot>>,
@@ -111,50 +108,7 @@ pub(crate) async fn coordinator_request(
             Ok(Response::Ack { stale: Vec::new() })
         }
         Request::Jobs(query) => Ok(Response::Jobs(snapshot.load().jobs(&peer.name, &query))),
-        Request::SetQueueState { enabled, started } => {
-            ask(&commands, |reply| Command::SetQueueState {
-                enabled,
-                started,
-                reply,
-            })
-            .await
-        }
-        Request::DisableIfIdle => ask(&commands, |reply| Command::DisableIfIdle { reply }).await,
-        Request::SetNodeState {
-            nodes,
-            down,
-            reason,
-        } => {
-            ask(&commands, |reply| Command::SetNodeState {
-                nodes,
-                down,
-                reason,
-                reply,
-            })
-            .await
-        }
-        Request::SetNodeDrain {
-            nodes,
-            drained,
-            reason,
-        } => {
-            ask(&commands, |reply| Command::SetNodeDrain {
-                nodes,
-                drained,
-                reason,
-                reply,
-            })
-            .await
-        }
-        Request::DryRunRelease { nodes } => {
-            ask(&commands, |reply| Command::DryRunRelease { nodes, reply }).await
-        }
-        request @ (Request::Release(_)
-        | Request::Incoming(_)
-        | Request::Acquire(_)
-        | Request::Reclaim(_)
-        | Request::Withdraw(_)
-        | Request::CancelJobs(_)) => ask(&commands, |reply| Command::Move { request, reply }).await,
+        request => ask(&commands, |reply| Command::Coordinator { request, reply }).await,
     }
 }
 

@@ -1,0 +1,130 @@
+//! The parts a [`ShardCore`](super::ShardCore) is made of, each the one owner of its
+//! state: the cluster's node index, the job side, the ids it hands out, and the outbox the
+//! driver empties after every batch. (The node table is [`crate::nodes::NodeTable`]; the
+//! queue manager is the qmanager crate's.)
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use shardsched_resource::VertexId;
+use shardsched_wire::FluidGenerator;
+use shardsched_wire::msg::JobId;
+use shardsched_wire::msg::shard_coord::Released;
+
+use super::exec::{EndAs, ExecAction};
+use super::moving::Transition;
+use crate::journal::JournalRecord;
+use crate::table::JobTable;
+
+/// The cluster's nodes as the graph has them, and which of them the queue may own.
+#[derive(Debug)]
+pub(super) struct Cluster {
+    /// Every node of the cluster, by name.
+    pub(super) vertices: BTreeMap<String, VertexId>,
+    /// Nodes the queue may own: its configured definition, plus any node an assignment or
+    /// a move handed it (the coordinator's word; logged when it is news).
+    pub(super) definition: BTreeSet<String>,
+}
+
+/// The job side: every job's record, and the live sets that mirror the queue manager's
+/// view of its jobs (checked by `ShardCore::invariants`).
+#[derive(Debug)]
+pub(super) struct Jobs {
+    /// Every job the shard knows, live and retained finished.
+    pub(super) table: JobTable,
+    /// Live pending jobs (in the pending order or waiting for nodes).
+    pub(super) pending: BTreeSet<JobId>,
+    /// Running jobs → the time their sim run ends, ms.
+    pub(super) running: HashMap<JobId, u64>,
+    /// The same, ordered by end (sim executor only).
+    pub(super) sim_ends: BTreeSet<(u64, JobId)>,
+    /// Running jobs per node name.
+    pub(super) per_node: HashMap<String, u32>,
+    /// Nodes whose last running job ended since the node table was last told.
+    pub(super) freed: BTreeSet<String>,
+    /// Exec executor: running jobs whose processes the core asked to kill, and how each is
+    /// recorded once they are gone.
+    pub(super) kill_requested: HashMap<JobId, EndAs>,
+    /// Jobs the queue manager is about to report ended that must be recorded otherwise than
+    /// completed or cancelled (see `core/exec.rs`).
+    pub(super) end_as: HashMap<JobId, EndAs>,
+}
+
+/// The ids the core hands out, and the users it numbers for the queue manager.
+#[derive(Debug)]
+pub(super) struct Ids {
+    /// The FLUID generator.
+    pub(super) generator: FluidGenerator,
+    /// The highest job id issued.
+    pub(super) last: Option<JobId>,
+    /// Owner name → the queue manager's numeric user.
+    pub(super) users: HashMap<String, u32>,
+}
+
+/// What the core produced for the driver since it last looked, oldest first.
+#[derive(Debug, Default)]
+pub(super) struct Outbox {
+    /// Changes to make durable.
+    pub(super) journal: Vec<JournalRecord>,
+    /// The last id the journal was told of.
+    pub(super) journaled_last_id: Option<JobId>,
+    /// Up/down/released transitions for the driver's log.
+    pub(super) transitions: Vec<Transition>,
+    /// `Released` reports for the coordinator.
+    pub(super) released: Vec<Released>,
+    /// Exec executor: launches, kills and forgotten jobs.
+    pub(super) exec_actions: Vec<ExecAction>,
+}
+
+impl Jobs {
+    /// An empty job side keeping at most `retained` finished jobs.
+    pub(super) fn new(retained: usize) -> Jobs {
+        Jobs {
+            table: JobTable::new(retained),
+            pending: BTreeSet::new(),
+            running: HashMap::new(),
+            sim_ends: BTreeSet::new(),
+            per_node: HashMap::new(),
+            freed: BTreeSet::new(),
+            kill_requested: HashMap::new(),
+            end_as: HashMap::new(),
+        }
+    }
+
+    /// Live jobs: pending and running.
+    pub(super) fn live(&self) -> usize {
+        self.pending.len() + self.running.len()
+    }
+
+    /// A job started on (or came back running on) `nodes`.
+    pub(super) fn count_on(&mut self, nodes: &[String]) {
+        for node in nodes {
+            *self.per_node.entry(node.clone()).or_default() += 1;
+        }
+    }
+
+    /// A running job left `nodes`: a node with no running job left is freed.
+    pub(super) fn uncount_on(&mut self, nodes: &[String]) {
+        for node in nodes {
+            if let Some(count) = self.per_node.get_mut(node) {
+                *count -= 1;
+                if *count == 0 {
+                    self.per_node.remove(node);
+                    self.freed.insert(node.clone());
+                }
+            }
+        }
+    }
+
+    /// Running jobs on `node`.
+    pub(super) fn on(&self, node: &str) -> u32 {
+        self.per_node.get(node).copied().unwrap_or(0)
+    }
+}
+
+impl Ids {
+    /// The queue manager's number for `owner`, numbered in order of first appearance.
+    pub(super) fn user(&mut self, owner: &str) -> u32 {
+        let next = u32::try_from(self.users.len()).unwrap_or(u32::MAX);
+        *self.users.entry(owner.to_owned()).or_insert(next)
+    }
+}

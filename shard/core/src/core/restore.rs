@@ -1,0 +1,301 @@
+//! The core's side of durability: the journal records it queues
+//! ([`ShardCore::take_journal`]) and the restart that rebuilds it from what the journal
+//! remembers ([`ShardCore::restored`]).
+//!
+//! A restart brings back the node table first (every node's holding, generation and
+//! flags; nothing up until the coordinator's assignment confirms it), then the journal's
+//! jobs in id (= submission) order:
+//! - finished jobs go back into the table (for `jobs -a`), into the retention queue in the
+//!   order they ended;
+//! - running jobs come back on EXACTLY their allocation (vertex paths resolved in this
+//!   graph; a path the cluster no longer has refuses the restart), with their sim end from
+//!   the journal, so they end on time;
+//! - pending jobs are submitted again with their original submit times and priorities, so
+//!   they keep their order; the next tick re-plans reservations around the running ones.
+//!
+//! Idempotency keys come back with the jobs, and the FLUID generator continues after the
+//! last id issued. Nothing restored is journaled again (it is on disk already); what the
+//! restore changes (a pending job the queue now denies) is.
+
+use shardsched_qmanager::{JobRequest, JobView};
+use shardsched_wire::Fluid;
+use shardsched_wire::msg::shard_coord::Assignment;
+use shardsched_wire::msg::{JobId, JobState, NodeGen};
+
+use super::{CoreOptions, ShardCore, Transition, TransitionKind};
+use crate::assign::MS_PER_S;
+use crate::error::ShardError;
+use crate::job::{JobRecord, NewJob, Reason};
+use crate::journal::{JournalRecord, Restored, RestoredJob};
+use crate::nodes::{Holding, NodeTable};
+
+/// What a restore brought back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RestoreSummary {
+    /// Jobs pending again.
+    pub pending: usize,
+    /// Jobs running again on their allocations.
+    pub running: usize,
+    /// Finished jobs kept for `jobs -a`.
+    pub finished: usize,
+}
+
+impl ShardCore {
+    /// Takes the changes to make durable since the last call, oldest first: the driver
+    /// commits them before it publishes the snapshot or answers the batch that made them.
+    pub fn take_journal(&mut self) -> Vec<JournalRecord> {
+        if self.ids.last != self.outbox.journaled_last_id {
+            if let Some(id) = self.ids.last {
+                self.journal(JournalRecord::LastId(id));
+            }
+            self.outbox.journaled_last_id = self.ids.last;
+        }
+        std::mem::take(&mut self.outbox.journal)
+    }
+
+    /// The end of job `id` was just journaled with the queue manager's word for it
+    /// ("cancelled"); `reason` says more (who cancelled).
+    pub(super) fn journal_end_reason(&mut self, id: JobId, reason: &str) {
+        if let Some(JournalRecord::Ended(end)) = self
+            .outbox
+            .journal
+            .iter_mut()
+            .rev()
+            .find(|r| matches!(r, JournalRecord::Ended(e) if e.id == id.0))
+        {
+            reason.clone_into(&mut end.reason);
+        }
+    }
+
+    /// A restarted shard's core: the journal's node table and jobs come back, and nothing
+    /// is up but what the coordinator's `assignment` confirms (an outgoing node stays
+    /// outgoing and is released if its jobs ended meanwhile). Every node the journal had
+    /// owned is logged down first (it stopped being usable when the process did). Errors
+    /// name the job: a jobspec that no longer parses, an allocation on a vertex the cluster
+    /// does not have, a queue manager that refuses a running job back.
+    pub fn restored(
+        assignment: &Assignment,
+        options: CoreOptions,
+        now_ms: u64,
+        restored: &Restored,
+    ) -> Result<(ShardCore, RestoreSummary), ShardError> {
+        let entries: Vec<_> = restored.node_entries().collect();
+        // Nodes the journal holds stay in the graph whatever the definition: running jobs
+        // may be on them.
+        let kept: Vec<NodeGen> = entries
+            .iter()
+            .filter(|(_, e)| e.holding != Holding::NotOwned)
+            .map(|(n, e)| NodeGen {
+                node: n.clone(),
+                generation: e.generation,
+            })
+            .collect();
+        let mut core = ShardCore::build(assignment, options, &kept)?;
+        for (name, e) in &entries {
+            if e.holding == Holding::Owned && core.cluster.vertices.contains_key(name) {
+                core.outbox.transitions.push(Transition {
+                    node: name.clone(),
+                    kind: TransitionKind::Down,
+                    generation: e.generation,
+                    why: "restart",
+                });
+            }
+        }
+        core.nodes = NodeTable::restore(entries);
+        // Running jobs first: their allocations are facts, holds are planned around them.
+        let summary = core.restore_jobs(now_ms, restored)?;
+        core.apply_assignment(
+            &assignment.owned,
+            &assignment.incoming,
+            Some(&assignment.flags),
+        );
+        // Entries the assignment repeated exactly changed nothing in the table, but this
+        // queue manager is new: every node the table holds is put in place once.
+        let held: Vec<String> = core
+            .nodes
+            .entries()
+            .filter(|(_, e)| e.holding != Holding::NotOwned)
+            .map(|(n, _)| n.to_owned())
+            .collect();
+        for name in held {
+            core.refresh_node(&name, "restart");
+        }
+        core.settle_all_outgoing();
+        debug_assert_eq!(core.invariants(), Ok(()), "after a restore");
+        Ok((core, summary))
+    }
+
+    /// The core before any node is up: the graph restricted to the queue's definition plus
+    /// the nodes owned, incoming, and `kept`.
+    pub(super) fn build(
+        assignment: &Assignment,
+        options: CoreOptions,
+        kept: &[NodeGen],
+    ) -> Result<ShardCore, ShardError> {
+        let graph = crate::assign::cluster_graph(&assignment.cluster)?;
+        let extra: Vec<NodeGen> = assignment
+            .owned
+            .iter()
+            .cloned()
+            .chain(assignment.incoming.iter().map(|(_, n)| n.node.clone()))
+            .chain(kept.iter().cloned())
+            .collect();
+        ShardCore::with_graph_only(
+            graph,
+            &assignment.queue,
+            assignment.generator_id,
+            &extra,
+            options,
+        )
+    }
+
+    /// Rebuilds the jobs of `restored` at `now_ms` (see the module documentation), the node
+    /// table being back already (a job on a node marked down is ended again).
+    pub(super) fn restore_jobs(
+        &mut self,
+        now_ms: u64,
+        restored: &Restored,
+    ) -> Result<RestoreSummary, ShardError> {
+        let now_ms = self.observe(now_ms);
+        let mut summary = RestoreSummary::default();
+        let mut finished = Vec::new();
+        for job in &restored.jobs {
+            let id = Fluid(job.accepted.id);
+            let record = self.restored_record(job)?;
+            self.ids.last = self.ids.last.max(Some(id));
+            match (&job.started, &job.ended) {
+                (_, Some(end)) => {
+                    finished.push((end.end_ms, id));
+                    self.jobs.table.insert(record);
+                    summary.finished += 1;
+                }
+                (Some(run), None) => {
+                    let alloc = run
+                        .allocation()
+                        .resolve(&self.qm.matcher().graph)
+                        .map_err(|e| restore_error(id, &format!("its allocation: {e}")))?;
+                    let request = self.request(job, &record)?;
+                    let start_s = i64::try_from(run.start_ms / MS_PER_S).unwrap_or(i64::MAX);
+                    self.qm
+                        .restore_running(request, start_s, alloc.clone())
+                        .map_err(|e| restore_error(id, &e.to_string()))?;
+                    self.jobs.table.insert(record);
+                    self.mark_running(id, &alloc, run.start_ms, run.sim_end_ms);
+                    summary.running += 1;
+                }
+                (None, None) => {
+                    let request = self.request(job, &record)?;
+                    self.jobs.table.insert(record);
+                    self.jobs.pending.insert(id);
+                    self.qm
+                        .submit(request)
+                        .map_err(|e| restore_error(id, &e.to_string()))?;
+                    summary.pending += 1;
+                }
+            }
+        }
+        // Pending jobs the queue now denies (its definition changed) fail, and say so.
+        self.drain(None);
+        self.end_jobs_on_down_nodes();
+        finished.sort_unstable();
+        for (_, id) in finished {
+            let forgotten = self.jobs.table.finished(id);
+            self.forget(forgotten);
+        }
+        self.ids.last = self.ids.last.max(restored.last_id);
+        self.outbox.journaled_last_id = self.ids.last;
+        if let Some(last) = self.ids.last {
+            self.ids.generator.resume_after(last);
+        }
+        for id in self.jobs.pending.clone() {
+            if let Some(JobView::Pending { reason }) = self.qm.job(id.0)
+                && let Some(job) = self.jobs.table.get_mut(id)
+            {
+                job.reason = Reason::Waiting(reason);
+            }
+        }
+        self.status_version += 1;
+        tracing::info!(queue = %self.queue, pending = summary.pending, running = summary.running, finished = summary.finished, now_ms, "restored from the journal");
+        Ok(summary)
+    }
+
+    /// The table's record of a journaled job, as it stood when last journaled (a running
+    /// job is recorded pending here; `mark_running` then runs it).
+    fn restored_record(&self, job: &RestoredJob) -> Result<JobRecord, ShardError> {
+        let a = &job.accepted;
+        let id = Fluid(a.id);
+        let jobspec = shardsched_jobspec::parse_json(&a.jobspec_json)
+            .map_err(|e| restore_error(id, &format!("its jobspec: {e}")))?;
+        let duration_ms = self.duration_ms(&jobspec);
+        let mut record = JobRecord::accepted(&NewJob {
+            id,
+            owner: &a.owner,
+            key: a.idempotency_key(),
+            priority: a.priority,
+            submit_ms: a.submit_ms,
+            duration_ms,
+            jobspec: &jobspec,
+            jobspec_json: &a.jobspec_json,
+        });
+        let Some(end) = &job.ended else {
+            return Ok(record);
+        };
+        if let Some(run) = &job.started {
+            // A finished job's allocation is history: shown if this graph still has it.
+            if let Ok(alloc) = run.allocation().resolve(&self.qm.matcher().graph) {
+                let (nodes, r_json) = self.nodes_and_r(&alloc);
+                record.push_event(
+                    run.start_ms,
+                    "alloc",
+                    serde_json::json!({"nodes": shardsched_resource::encode_hostlist(&nodes)}),
+                );
+                record.nodes = nodes;
+                record.r_json = Some(r_json.into());
+            }
+            record.push_event(run.start_ms, "start", self.start_context(id));
+            record.start_ms = Some(run.start_ms);
+        }
+        record.state = JobState::from(end.state);
+        record.reason = if end.reason.is_empty() {
+            Reason::None
+        } else {
+            Reason::Text(end.reason.clone())
+        };
+        record.end_ms = Some(end.end_ms);
+        let ending = match record.state {
+            JobState::Completed => ("finish", serde_json::json!({"status": 0})),
+            JobState::Cancelled => (
+                "exception",
+                serde_json::json!({"type": "cancel", "severity": 0}),
+            ),
+            _ => (
+                "exception",
+                serde_json::json!({"type": "internal", "severity": 0, "note": end.reason}),
+            ),
+        };
+        record.push_event(end.end_ms, ending.0, ending.1);
+        if job.started.is_some() {
+            record.push_event(end.end_ms, "free", serde_json::json!({}));
+        }
+        record.push_event(end.end_ms, "clean", serde_json::json!({}));
+        Ok(record)
+    }
+
+    /// The queue manager's request for a journaled job (its user numbered as at submit).
+    fn request(&mut self, job: &RestoredJob, record: &JobRecord) -> Result<JobRequest, ShardError> {
+        let a = &job.accepted;
+        let jobspec = shardsched_jobspec::parse_json(&a.jobspec_json)
+            .map_err(|e| restore_error(record.id, &format!("its jobspec: {e}")))?;
+        Ok(JobRequest {
+            id: record.id.0,
+            jobspec,
+            priority: i64::from(a.priority),
+            submit_time: i64::try_from(a.submit_ms / MS_PER_S).unwrap_or(i64::MAX),
+            user: self.ids.user(&a.owner),
+        })
+    }
+}
+
+fn restore_error(id: JobId, what: &str) -> ShardError {
+    ShardError::Restore(format!("job {id}: {what}"))
+}

@@ -1,0 +1,200 @@
+//! Jobs coming in and going out at a client's or the coordinator's request: submit (with
+//! its retries and refusals), cancel, and disabling an idle queue.
+
+use shardsched_jobspec::Jobspec;
+use shardsched_qmanager::{JobRequest, JobView};
+use shardsched_wire::Peer;
+use shardsched_wire::msg::client_shard::{CancelOutcome, CancelResult, Submit};
+use shardsched_wire::msg::{JobId, JobState, Refusal, RefusalCode};
+
+use super::exec::EndAs;
+use super::{ShardCore, Submitted};
+use crate::assign;
+use crate::job::{JobRecord, NewJob, Reason};
+use crate::journal::{AcceptedJob, JournalRecord};
+use crate::limits::{ACTIVE_JOBS_MAX, PRIORITY_DEFAULT};
+
+impl ShardCore {
+    /// Takes a job in at `now_ms` for `owner` (the submitting certificate's name). See the
+    /// module documentation for what is refused.
+    pub fn handle_submit(
+        &mut self,
+        now_ms: u64,
+        owner: &str,
+        submit: &Submit,
+    ) -> Result<Submitted, Refusal> {
+        let now_ms = self.observe(now_ms);
+        if let Some(id) = self.jobs.table.by_key(owner, &submit.idempotency_key) {
+            return Ok(Submitted {
+                id,
+                duplicate: true,
+            });
+        }
+        if !self.config.enabled {
+            return Err(Refusal::new(
+                RefusalCode::Policy,
+                format!(
+                    "queue {} is disabled: it accepts no submissions",
+                    self.queue
+                ),
+            ));
+        }
+        if self.jobs.live() >= ACTIVE_JOBS_MAX {
+            return Err(Refusal::new(
+                RefusalCode::Unavailable,
+                format!(
+                    "queue {} holds {ACTIVE_JOBS_MAX} live jobs, its limit; try later",
+                    self.queue
+                ),
+            ));
+        }
+        let jobspec = shardsched_jobspec::parse_json(&submit.jobspec_json)
+            .map_err(|e| Refusal::new(RefusalCode::Invalid, format!("invalid jobspec: {e}")))?;
+        if let Some(other) = jobspec.attributes.queue.as_deref()
+            && other != &*self.queue
+        {
+            return Err(Refusal::new(
+                RefusalCode::Invalid,
+                format!(
+                    "the jobspec names queue {other} but was submitted to queue {}",
+                    self.queue
+                ),
+            ));
+        }
+        let id = self
+            .ids
+            .generator
+            .next(now_ms)
+            .map_err(|e| Refusal::new(RefusalCode::Internal, e.to_string()))?;
+        self.admit(now_ms, owner, submit, jobspec, id)
+    }
+
+    fn admit(
+        &mut self,
+        now_ms: u64,
+        owner: &str,
+        submit: &Submit,
+        jobspec: Jobspec,
+        id: JobId,
+    ) -> Result<Submitted, Refusal> {
+        let priority = submit.priority.unwrap_or(PRIORITY_DEFAULT);
+        let duration_ms = self.duration_ms(&jobspec);
+        let mut job = JobRecord::accepted(&NewJob {
+            id,
+            owner,
+            key: submit.idempotency_key,
+            priority,
+            submit_ms: now_ms,
+            duration_ms,
+            jobspec: &jobspec,
+            jobspec_json: &submit.jobspec_json,
+        });
+        let request = JobRequest {
+            id: id.0,
+            jobspec,
+            priority: i64::from(priority),
+            submit_time: self.now_s(),
+            user: self.ids.user(owner),
+        };
+        self.ids.last = self.ids.last.max(Some(id));
+        if let Err(e) = self.qm.submit(request) {
+            tracing::error!(queue = %self.queue, job = %id, error = %e, "queue manager refused a submit");
+            return Err(Refusal::new(RefusalCode::Internal, e.to_string()));
+        }
+        if let Some(denied) = self.drain(Some(id.0)) {
+            tracing::debug!(queue = %self.queue, job = %id, reason = %denied, "denied");
+            let mut reason = denied.to_string();
+            if let Ok(jobspec) = shardsched_jobspec::parse_json(&submit.jobspec_json)
+                && let Some(why) = assign::types_not_loaded(&self.qm.matcher().graph, &jobspec)
+            {
+                reason = format!("{reason}: {why}");
+            }
+            return Err(Refusal::new(
+                RefusalCode::Denied,
+                format!("denied by queue {}: {reason}", self.queue),
+            ));
+        }
+        if let Some(JobView::Pending { reason }) = self.qm.job(id.0) {
+            job.reason = Reason::Waiting(reason);
+        }
+        self.journal(JournalRecord::Accepted(AcceptedJob {
+            id: id.0,
+            owner: owner.to_owned(),
+            key: submit.idempotency_key.0,
+            jobspec_json: submit.jobspec_json.clone(),
+            priority,
+            submit_ms: now_ms,
+        }));
+        self.jobs.table.insert(job);
+        self.jobs.pending.insert(id);
+        debug_assert!(
+            matches!(self.qm.job(id.0), Some(JobView::Pending { .. })),
+            "{id}: accepted but the queue manager does not have it pending"
+        );
+        self.status_version += 1;
+        Ok(Submitted {
+            id,
+            duplicate: false,
+        })
+    }
+
+    /// Cancels jobs for `peer`: users only their own ([`Peer::may_cancel`]), admins any.
+    /// One outcome per id, in order. Freed resources are used by the next [`Self::tick`].
+    pub fn handle_cancel(&mut self, now_ms: u64, peer: &Peer, ids: &[JobId]) -> Vec<CancelOutcome> {
+        self.observe(now_ms);
+        ids.iter()
+            .map(|&id| CancelOutcome {
+                id,
+                result: self.cancel_one(peer, id),
+            })
+            .collect()
+    }
+
+    fn cancel_one(&mut self, peer: &Peer, id: JobId) -> CancelResult {
+        let Some(job) = self.jobs.table.get(id) else {
+            return CancelResult::NotFound;
+        };
+        if !peer.may_cancel(&job.owner) {
+            return CancelResult::Forbidden;
+        }
+        if !job.state.is_active() {
+            return CancelResult::AlreadyInactive;
+        }
+        if job.state == JobState::Running && self.is_exec() {
+            // Its processes go first; it ends when its supervisor says they are gone.
+            self.end_running(id, EndAs::Cancelled(format!("cancelled by {peer}")));
+            return CancelResult::Cancelled;
+        }
+        if let Err(e) = self.qm.cancel(id.0) {
+            tracing::error!(queue = %self.queue, job = %id, error = %e, "queue manager lost a live job");
+            self.fail(id, format!("internal error: {e}"));
+            return CancelResult::AlreadyInactive;
+        }
+        self.drain(None);
+        let reason = format!("cancelled by {peer}");
+        self.journal_end_reason(id, &reason);
+        if let Some(job) = self.jobs.table.get_mut(id) {
+            job.reason = Reason::Text(reason);
+        }
+        CancelResult::Cancelled
+    }
+
+    /// Disables submissions if no job is pending or running, in one step of the event loop
+    /// (the coordinator is removing the queue): else refuses, naming the jobs, and changes
+    /// nothing.
+    pub fn disable_if_idle(&mut self) -> Result<(), Refusal> {
+        let (pending, running) = (self.jobs.pending.len(), self.jobs.running.len());
+        if pending + running > 0 {
+            return Err(Refusal::new(
+                RefusalCode::Policy,
+                format!(
+                    "queue {} has jobs ({pending} pending, {running} running): cancel them or \
+                     wait for them to end (jobs cannot move between queues)",
+                    self.queue
+                ),
+            ));
+        }
+        self.set_queue_state(false, self.config.started);
+        Ok(())
+    }
+}

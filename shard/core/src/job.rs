@@ -1,0 +1,238 @@
+//! One job as the shard remembers it: who submitted it, where it is in its life, what it got
+//! and what happened to it, in the wire's units (milliseconds since the Unix epoch).
+
+use std::sync::Arc;
+
+use shardsched_qmanager::WaitReason;
+use shardsched_wire::limits::JOB_NAME_BYTES_MAX;
+use shardsched_wire::msg::client_shard::IdempotencyKey;
+use shardsched_wire::msg::{JobEvent, JobId, JobInfo, JobState, JobSummary};
+
+use crate::assign::MS_PER_S;
+use crate::limits::EVENTS_PER_JOB_MAX;
+
+/// A job in the shard's table. Cloned only when a published snapshot still shares it
+/// (copy on write), so fields that can be large are behind an `Arc`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobRecord {
+    /// The job id (a FLUID).
+    pub id: JobId,
+    /// The submitting certificate's name.
+    pub owner: String,
+    /// The client's idempotency key (with `owner`, the key of a retried submit).
+    pub key: IdempotencyKey,
+    /// A short name: the command's first word.
+    pub name: String,
+    /// Priority within the queue (higher first).
+    pub priority: u32,
+    /// Where it is in its life.
+    pub state: JobState,
+    /// Why it is pending, or how it ended.
+    pub reason: Reason,
+    /// Submission time, ms since the Unix epoch.
+    pub submit_ms: u64,
+    /// Start time, once started.
+    pub start_ms: Option<u64>,
+    /// End time, once ended.
+    pub end_ms: Option<u64>,
+    /// Requested duration in ms (the queue's default when the jobspec names none; 0 =
+    /// unlimited).
+    pub duration_ms: u64,
+    /// Node names it holds or held, in graph order.
+    pub nodes: Vec<String>,
+    /// The fewest nodes its jobspec asks for (`None`: slots only).
+    pub nodes_requested: Option<u64>,
+    /// The jobspec as submitted.
+    pub jobspec_json: Arc<str>,
+    /// Its RFC 20 R, once allocated.
+    pub r_json: Option<Arc<str>>,
+    /// Its events, oldest first (at most [`EVENTS_PER_JOB_MAX`]).
+    pub events: Vec<JobEvent>,
+}
+
+/// Why a job is where it is, kept as data and worded only when read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reason {
+    /// Nothing to say (running, completed).
+    None,
+    /// Pending, as the queue manager last said.
+    Waiting(WaitReason),
+    /// Free text (a cancellation, a failure).
+    Text(String),
+}
+
+/// A job as accepted: at its submission, and when restored from the journal.
+pub struct NewJob<'a> {
+    /// The job id.
+    pub id: JobId,
+    /// The submitting certificate's name.
+    pub owner: &'a str,
+    /// The client's idempotency key.
+    pub key: IdempotencyKey,
+    /// Priority within the queue.
+    pub priority: u32,
+    /// Submission time, ms since the Unix epoch.
+    pub submit_ms: u64,
+    /// Requested duration in ms, the queue's default applied.
+    pub duration_ms: u64,
+    /// The jobspec, parsed.
+    pub jobspec: &'a shardsched_jobspec::Jobspec,
+    /// The jobspec as submitted.
+    pub jobspec_json: &'a str,
+}
+
+impl JobRecord {
+    /// A pending job with its `submit` event.
+    pub fn accepted(a: &NewJob<'_>) -> JobRecord {
+        let mut job = JobRecord {
+            id: a.id,
+            owner: a.owner.to_owned(),
+            key: a.key,
+            name: job_name(a.jobspec),
+            priority: a.priority,
+            state: JobState::Pending,
+            reason: Reason::None,
+            submit_ms: a.submit_ms,
+            start_ms: None,
+            end_ms: None,
+            duration_ms: a.duration_ms,
+            nodes: Vec::new(),
+            nodes_requested: a.jobspec.nodes_requested(),
+            jobspec_json: Arc::from(a.jobspec_json),
+            r_json: None,
+            events: Vec::new(),
+        };
+        job.push_event(
+            a.submit_ms,
+            "submit",
+            serde_json::json!({"owner": a.owner, "priority": a.priority}),
+        );
+        job
+    }
+
+    /// Appends an event, unless the job already has [`EVENTS_PER_JOB_MAX`].
+    pub fn push_event(&mut self, time_ms: u64, name: &str, context: serde_json::Value) {
+        if self.events.len() < EVENTS_PER_JOB_MAX {
+            self.events.push(JobEvent {
+                time_ms,
+                name: name.to_owned(),
+                context_json: context.to_string(),
+            });
+        }
+    }
+
+    /// The list row for this job. `queue_started` words the reason of a pending job whose
+    /// queue is stopped.
+    pub fn summary(&self, queue: &str, queue_started: bool) -> JobSummary {
+        JobSummary {
+            id: self.id,
+            queue: queue.to_owned(),
+            owner: self.owner.clone(),
+            name: self.name.clone(),
+            state: self.state,
+            priority: self.priority,
+            nodes: self.nodes.clone(),
+            nodes_requested: self.nodes_requested,
+            submit_ms: self.submit_ms,
+            start_ms: self.start_ms,
+            end_ms: self.end_ms,
+            duration_ms: self.duration_ms,
+            reason: self.reason_text(queue, queue_started),
+            reserved_ms: self.reserved_ms(queue_started),
+        }
+    }
+
+    /// A pending job's reserved start (ms), while its queue schedules.
+    fn reserved_ms(&self, queue_started: bool) -> Option<u64> {
+        match self.reason {
+            Reason::Waiting(WaitReason::Reserved { at })
+                if queue_started && self.state == JobState::Pending =>
+            {
+                Some(u64::try_from(at).unwrap_or(0).saturating_mul(MS_PER_S))
+            }
+            _ => None,
+        }
+    }
+
+    /// Everything about this job.
+    pub fn info(&self, queue: &str, queue_started: bool) -> JobInfo {
+        JobInfo {
+            summary: self.summary(queue, queue_started),
+            jobspec_json: Some(self.jobspec_json.to_string()),
+            r_json: self.r_json.as_deref().map(str::to_owned),
+            events: self.events.clone(),
+        }
+    }
+
+    fn reason_text(&self, queue: &str, queue_started: bool) -> String {
+        match &self.reason {
+            Reason::Waiting(_) if !queue_started && self.state == JobState::Pending => {
+                format!("queue {queue} is stopped")
+            }
+            Reason::Waiting(why) => wait_text(*why),
+            Reason::Text(text) => text.clone(),
+            Reason::None => String::new(),
+        }
+    }
+}
+
+/// A pending job's reason in words. A reservation's time travels apart
+/// ([`JobSummary::reserved_ms`]), for clients to show in their reader's time zone.
+fn wait_text(why: WaitReason) -> String {
+    match why {
+        WaitReason::Reserved { .. } => "reserved to start".to_owned(),
+        other => other.to_string(),
+    }
+}
+
+/// The short name of a job: the first word of its first task's command, without its
+/// directory; `job` when it has none. At most [`JOB_NAME_BYTES_MAX`] bytes: a longer one is
+/// cut and ends in `…` (every row of every job list carries it).
+pub fn job_name(jobspec: &shardsched_jobspec::Jobspec) -> String {
+    let name = jobspec
+        .tasks
+        .first()
+        .and_then(|t| t.command.first())
+        .map(|c| c.rsplit('/').next().unwrap_or(c))
+        .filter(|c| !c.is_empty())
+        .unwrap_or("job");
+    if name.len() <= JOB_NAME_BYTES_MAX {
+        return name.to_owned();
+    }
+    const MARK: &str = "…";
+    let mut end = JOB_NAME_BYTES_MAX - MARK.len();
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{MARK}", &name[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_name_has_a_bound_and_says_when_it_was_cut() {
+        let named = |command: &str| {
+            shardsched_jobspec::Shorthand {
+                nodes: None,
+                tasks: None,
+                cores_per_task: 1,
+                gpus_per_task: 0,
+                duration: 60,
+                exclusive: false,
+                command: vec![command.to_owned()],
+                queue: None,
+            }
+            .to_jobspec()
+            .map(|j| job_name(&j))
+            .unwrap_or_default()
+        };
+        assert_eq!(named("/usr/bin/app"), "app");
+        let long = named(&format!("/bin/{}", "é".repeat(JOB_NAME_BYTES_MAX)));
+        assert!(
+            long.len() <= JOB_NAME_BYTES_MAX && long.ends_with('…'),
+            "{long}"
+        );
+    }
+}

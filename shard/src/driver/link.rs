@@ -1,0 +1,294 @@
+//! The shard's link to the coordinator: registration (with the journal's held nodes and
+//! last job id), the coordinator's commands and the status and `Released` reports on that
+//! connection, and — when it is lost — registering again and handing the new assignment
+//! to the core task, until shutdown, a restart or the coordinator is lost for good.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
+
+use shardsched_proto::backoff::Backoff;
+use shardsched_proto::identity::COORDINATOR_NAME;
+use shardsched_proto::msg::shard_coord::{self, Assignment, Register, ShardStatus};
+use shardsched_proto::msg::{QueueConfig, RefusalCode};
+use shardsched_proto::{Error, Role, Session, connect, serve};
+use tokio::sync::{oneshot, watch};
+
+use super::core_task::Command;
+use super::tasks::Tasks;
+use super::{ShardOptions, released, serve as handlers};
+use crate::error::DriverError;
+use crate::journal::Restored;
+use crate::limits::{
+    COORDINATOR_LOST_AFTER, RECONNECT_BACKOFF_MAX, RECONNECT_BACKOFF_MIN, RESTART_ACK_LINGER,
+};
+
+/// The link: where the coordinator is, and what this shard tells it when registering.
+pub(super) struct Link<'a> {
+    options: &'a ShardOptions,
+    endpoint: &'a quinn::Endpoint,
+    register: Register,
+}
+
+impl<'a> Link<'a> {
+    /// A link that registers `listen` for the queue, holding what the journal says.
+    pub(super) fn new(
+        options: &'a ShardOptions,
+        endpoint: &'a quinn::Endpoint,
+        listen: SocketAddr,
+        restored: &Restored,
+    ) -> Link<'a> {
+        let register = Register {
+            queue: options.queue.clone(),
+            listen,
+            held: restored.held(),
+            last_job_id: restored.last_id,
+        };
+        Link {
+            options,
+            endpoint,
+            register,
+        }
+    }
+
+    /// Registers (at start, or again after the connection was lost), retrying for up to
+    /// [`COORDINATOR_LOST_AFTER`]: `None` if shutdown came first.
+    pub(super) async fn register<S: Future<Output = ()>>(
+        &self,
+        shutdown: &mut Pin<&mut S>,
+    ) -> Result<Option<(Session, Assignment)>, DriverError> {
+        tokio::select! {
+            () = shutdown.as_mut() => Ok(None),
+            registered = self.register_with_retry() => registered.map(Some),
+        }
+    }
+
+    /// Serves the coordinator on `session` (see the module documentation) until shutdown
+    /// (`Ok`), a restart, the core task's end or the coordinator lost for good (`Err`).
+    /// `running` is the configuration the core was built with: a re-registration that
+    /// brings another one restarts the shard.
+    pub(super) async fn serve<S: Future<Output = ()>>(
+        &mut self,
+        mut session: Session,
+        running: &QueueConfig,
+        tasks: &mut Tasks,
+        shutdown: &mut Pin<&mut S>,
+    ) -> Result<(), DriverError> {
+        let queue = self.options.queue.as_str();
+        // Set by a `Reconfigure` from the coordinator: stop cleanly, exit for a restart.
+        let restart = Arc::new(tokio::sync::Notify::new());
+        let outcome = loop {
+            let on_link = serve_coordinator(&session, tasks, &restart);
+            let lost = tokio::select! {
+                () = shutdown.as_mut() => break Ok(()),
+                () = restart.notified() => {
+                    // Let the acknowledgement leave before the connection closes.
+                    tokio::time::sleep(RESTART_ACK_LINGER).await;
+                    break Err(DriverError::Restart);
+                }
+                ended = tasks.core_ended() => break ended,
+                lost = session.connection().closed() => lost,
+            };
+            on_link.abort();
+            tracing::warn!(%queue, error = %Error::from(lost), "lost the coordinator; reconnecting");
+            let (held_tx, held_rx) = oneshot::channel();
+            if tasks.commands.send(Command::Held(held_tx)).await.is_ok()
+                && let Ok((held, last_job_id)) = held_rx.await
+            {
+                self.register.held = held;
+                self.register.last_job_id = last_job_id;
+            }
+            let (new_session, assignment) = match self.register(shutdown).await {
+                Ok(Some(registered)) => registered,
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e),
+            };
+            tracing::info!(%queue, "registered again");
+            session = new_session;
+            if needs_restart(running, &assignment.queue) {
+                // Changed while we were away (a coordinator restart with an edited
+                // configuration, a Reconfigure that did not reach us).
+                tracing::info!(%queue, "the queue's configuration changed while disconnected; restarting to apply it");
+                break Err(DriverError::Restart);
+            }
+            let _ = tasks
+                .commands
+                .send(Command::Reassigned(Box::new(assignment)))
+                .await;
+        };
+        session.close();
+        outcome
+    }
+
+    /// Connects and registers, retrying with a doubling backoff for up to
+    /// [`COORDINATOR_LOST_AFTER`].
+    async fn register_with_retry(&self) -> Result<(Session, Assignment), DriverError> {
+        let addr = self.options.coordinator;
+        let started = Instant::now();
+        let mut backoff = Backoff::new(RECONNECT_BACKOFF_MIN, RECONNECT_BACKOFF_MAX);
+        loop {
+            let last = match register_once(self.endpoint, addr, &self.register).await {
+                Ok(registered) => return Ok(registered),
+                Err(Attempt::Fatal(e)) => return Err(e),
+                Err(Attempt::Retry(why)) => why,
+            };
+            if started.elapsed() >= COORDINATOR_LOST_AFTER {
+                return Err(DriverError::CoordinatorLost {
+                    addr,
+                    secs: COORDINATOR_LOST_AFTER.as_secs(),
+                    last,
+                });
+            }
+            tracing::info!(coordinator = %addr, error = %last, retry_in_ms = backoff.peek().as_millis() as u64, "coordinator not reached");
+            tokio::time::sleep(backoff.next_wait()).await;
+        }
+    }
+}
+
+/// The tasks bound to one registration connection: serving the coordinator's commands and
+/// sending status reports. Aborted together when the connection is lost.
+struct OnLink(Vec<tokio::task::JoinHandle<()>>);
+
+impl OnLink {
+    fn abort(self) {
+        for task in self.0 {
+            task.abort();
+        }
+    }
+}
+
+fn serve_coordinator(
+    session: &Session,
+    tasks: &Tasks,
+    restart: &Arc<tokio::sync::Notify>,
+) -> OnLink {
+    let (status, released) = (&tasks.status, &tasks.released);
+    let (commands, snapshot) = (tasks.commands.clone(), Arc::clone(&tasks.snapshot));
+    let restart = Arc::clone(restart);
+    let serving = tokio::spawn({
+        let session = session.clone();
+        async move {
+            let served = serve(session, move |peer, request| {
+                handlers::coordinator_request(
+                    commands.clone(),
+                    Arc::clone(&snapshot),
+                    Arc::clone(&restart),
+                    peer,
+                    request,
+                )
+            })
+            .await;
+            if let Err(e) = served {
+                tracing::debug!(error = %e, "coordinator connection ended");
+            }
+        }
+    });
+    let mut status = status.clone();
+    status.mark_changed();
+    let reporting = tokio::spawn(report_status(session.clone(), status));
+    let releasing = tokio::spawn(released::report(session.clone(), released.clone()));
+    OnLink(vec![serving, reporting, releasing])
+}
+
+/// Sends every status report the core task hands out (it bounds their rate).
+async fn report_status(session: Session, mut reports: watch::Receiver<Option<ShardStatus>>) {
+    while reports.changed().await.is_ok() {
+        let Some(report) = reports.borrow_and_update().clone() else {
+            continue;
+        };
+        if let Err(e) = session.request(&shard_coord::Request::Status(report)).await {
+            tracing::debug!(error = %e, "status report not delivered");
+            if session.connection().close_reason().is_some() {
+                return;
+            }
+        }
+    }
+}
+
+/// Why one registration attempt failed.
+enum Attempt {
+    /// Worth trying again (coordinator not up yet, network).
+    Retry(String),
+    /// Trying again would not help (refused, wrong certificates).
+    Fatal(DriverError),
+}
+
+async fn register_once(
+    endpoint: &quinn::Endpoint,
+    addr: SocketAddr,
+    register: &Register,
+) -> Result<(Session, Assignment), Attempt> {
+    let session = match connect(endpoint, addr, Role::Coordinator, COORDINATOR_NAME).await {
+        Ok(session) => session,
+        Err(e @ (Error::Handshake(_) | Error::Identity(_) | Error::PeerVersionMismatch { .. })) => {
+            return Err(Attempt::Fatal(e.into()));
+        }
+        Err(e) => return Err(Attempt::Retry(e.to_string())),
+    };
+    let answer = session
+        .request(&shard_coord::Request::Register(register.clone()))
+        .await;
+    match answer {
+        Ok(shard_coord::Response::Registered(assignment)) => Ok((session, *assignment)),
+        Ok(other) => Err(Attempt::Fatal(DriverError::Refused(format!(
+            "unexpected answer to register: {other:?}"
+        )))),
+        Err(Error::Refused(r)) if r.code != RefusalCode::Unavailable => {
+            Err(Attempt::Fatal(DriverError::Refused(r.message)))
+        }
+        Err(e) => {
+            session.close();
+            Err(Attempt::Retry(e.to_string()))
+        }
+    }
+}
+
+/// Whether `new` differs from the configuration the core was built with in anything a
+/// running core cannot take (all but the enabled/started flags, which it applies live).
+fn needs_restart(running: &QueueConfig, new: &QueueConfig) -> bool {
+    let fixed = |c: &QueueConfig| QueueConfig {
+        enabled: true,
+        started: true,
+        ..c.clone()
+    };
+    fixed(running) != fixed(new)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_changed_configuration_beyond_the_flags_needs_a_restart() {
+        let running = QueueConfig {
+            name: "q".into(),
+            queue_policy: shardsched_proto::msg::QueuePolicy::Fcfs,
+            match_policy: shardsched_proto::msg::MatchPolicy::First,
+            queue_depth: 32,
+            reservation_depth: 64,
+            default_duration_ms: 60_000,
+            max_duration_ms: 0,
+            definition: vec!["node0".into()],
+            enabled: true,
+            started: true,
+        };
+        let flags = QueueConfig {
+            enabled: false,
+            started: false,
+            ..running.clone()
+        };
+        assert!(!needs_restart(&running, &flags));
+        let policy = QueueConfig {
+            queue_policy: shardsched_proto::msg::QueuePolicy::Easy,
+            ..running.clone()
+        };
+        assert!(needs_restart(&running, &policy));
+        let definition = QueueConfig {
+            definition: vec!["node0".into(), "node1".into()],
+            ..running.clone()
+        };
+        assert!(needs_restart(&running, &definition));
+    }
+}
