@@ -93,13 +93,10 @@ impl<'a> Walk<'a> {
                 continue;
             };
             self.cands.push_vertex(kind, vis.score, vis.avail, c.0, x);
-            if let Some(b) = budget.as_deref_mut() {
-                if b.kind == kind {
-                    b.remaining -= i64::try_from(vis.avail).unwrap_or(i64::MAX);
-                }
-                if b.remaining <= 0 {
-                    return;
-                }
+            if let Some(b) = budget.as_deref_mut()
+                && b.take(kind, vis.avail)
+            {
+                return;
             }
         }
     }

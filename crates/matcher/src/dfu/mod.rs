@@ -409,7 +409,7 @@ impl<'a> Walk<'a> {
         let top = &self.req.top;
         let excl = self.exclusivity(top, root);
         let mut x_in = excl;
-        let mut budget = self.budget_for(top);
+        let mut budget = self.budget_for(top, score::Among::Walk);
         let Some(vis) = self.dom_dfv(root, top, true, &mut x_in, budget.as_mut()) else {
             return false;
         };
@@ -513,10 +513,27 @@ impl<'a> Walk<'a> {
             MatchKind::Slot if self.req.flexible => {
                 self.dom_or_slot(u, t.next, t.nslots, t.pristine);
             }
-            MatchKind::Slot => self.dom_slot(u, t.next, t.nslots, t.pristine),
+            MatchKind::Slot => {
+                // Who chooses among the slots formed here: `u` when its own request holds
+                // the slot, the top under an omitted prefix, else `u`'s matched parent.
+                let ukind = self.g.kind(u);
+                let own = reqs.iter().any(|&r| {
+                    let q = self.req.req(r);
+                    !q.is_slot && q.ty == ukind
+                });
+                let chooser = if own {
+                    score::Among::Siblings
+                } else if pristine {
+                    score::Among::Walk
+                } else {
+                    score::Among::Cousins
+                };
+                self.dom_slot(u, t.next, t.nslots, t.pristine, chooser);
+            }
             _ => {
                 let mut own = if t.kind == MatchKind::Resource {
-                    self.budget_for(t.next)
+                    // A matched resource chooses among its own children.
+                    self.budget_for(t.next, score::Among::Siblings)
                 } else {
                     None
                 };
@@ -932,25 +949,55 @@ impl<'a> Test<'a> {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Budget {
     pub kind: Sym,
+    /// Units still wanted; with `per_share`, shares (slots) still wanted.
     pub remaining: i64,
+    /// Forming slots: the units one slot needs of `kind`, each candidate's whole amount
+    /// counting towards one slot only (Fluxion's share tally); 0 otherwise.
+    pub per_share: u64,
+    /// Units towards the share being completed.
+    pub accum: u64,
+}
+
+impl Budget {
+    /// Counts a candidate of `kind` with `avail` units; true once nothing more is wanted.
+    pub fn take(&mut self, kind: Sym, avail: u64) -> bool {
+        if kind == self.kind {
+            if self.per_share == 0 {
+                self.remaining -= i64::try_from(avail).unwrap_or(i64::MAX);
+            } else {
+                self.accum = self.accum.saturating_add(avail);
+                if self.accum >= self.per_share {
+                    self.remaining -= 1;
+                    self.accum = 0;
+                }
+            }
+        }
+        self.remaining <= 0
+    }
 }
 
 impl Walk<'_> {
     /// A budget for deciding `with`, when early stop is exact: one child request with an
-    /// exact count, of a type whose scores strictly follow the graph order.
-    fn budget_for(&self, with: &[ReqId]) -> Option<Budget> {
+    /// exact count, of a type whose scores strictly increase along the graph order among
+    /// the candidates the decision sees (`among`). With no two candidates tied, the best
+    /// ones are the same however many worse ones are found (GCC's unstable sort places
+    /// ties by the length of the list).
+    fn budget_for(&self, with: &[ReqId], among: score::Among) -> Option<Budget> {
         if !self.budgets {
             return None;
         }
         let [c] = with else { return None };
         let q = self.req.req(*c);
-        if q.is_slot || q.count.min != q.count.max {
+        if q.is_slot || q.count.min != q.count.max || q.ty == SLOT {
             return None;
         }
+        let ordered = self.score_order.ordered(q.ty, among);
         let remaining = i64::try_from(q.count.min).unwrap_or(i64::MAX);
-        (q.ty != SLOT && self.score_order.monotone(q.ty)).then_some(Budget {
+        ordered.then_some(Budget {
             kind: q.ty,
             remaining,
+            per_share: 0,
+            accum: 0,
         })
     }
 }

@@ -11,29 +11,37 @@ use std::collections::HashMap;
 use shardsched_resource::{Sym, VertexId};
 
 use super::evals::{EGroup, EvalEdge};
+use super::score::Among;
 use super::{Budget, Walk};
 use crate::request::ReqId;
 use crate::types::SLOT;
 
 impl<'a> Walk<'a> {
-    /// Forms slots of `shape` at `u`; leaves them on the candidate stack.
+    /// Forms slots of `shape` at `u`; leaves them on the candidate stack. `chooser` says
+    /// whose decision picks among them (`u`'s, its parent's, or the top's).
     pub(super) fn dom_slot(
         &mut self,
         u: VertexId,
         shape: &'a [ReqId],
         nslots: u64,
         pristine: bool,
+        chooser: Among,
     ) {
         let mark = self.cands.groups.len();
-        // With an exact number of slots of one exactly-counted member type whose scores
-        // follow the graph's order, the best members are the first found walking
-        // best-first: stop there (the slots formed from the rest would never be chosen).
-        let mut budget = self.budget_for(shape).map(|b| Budget {
-            remaining: b
-                .remaining
-                .saturating_mul(i64::try_from(nslots).unwrap_or(i64::MAX)),
-            ..b
-        });
+        // With one exactly-counted member type of unit-sized vertices whose scores follow
+        // the graph order among the members the `chooser` compares, the best members are
+        // the first found walking best-first: stop once they fill as many slots as can be
+        // asked for; the slots the rest would form score worse (every slot has as many
+        // members, each worse than the last) and are never chosen.
+        let unit = |b: &Budget| self.score_order.unit_sized(b.kind);
+        let mut budget = self
+            .budget_for(shape, chooser)
+            .filter(unit)
+            .map(|b| Budget {
+                per_share: u64::try_from(b.remaining).unwrap_or(u64::MAX),
+                remaining: i64::try_from(nslots).unwrap_or(i64::MAX),
+                ..b
+            });
         self.explore(u, shape, pristine, true, budget.as_mut(), nslots);
         self.note_empty_types(shape, mark);
         // dom_finish_slot: every type present is sorted and taken whole.
