@@ -541,6 +541,15 @@ impl Matcher {
 
     /// Removes job `jobid`'s allocation or reservation, restoring the calendars exactly.
     pub fn cancel(&mut self, jobid: u64) -> Result<(), MatchError> {
+        let alloc = self.take(jobid)?;
+        self.spares.give_back(alloc.vertices);
+        Ok(())
+    }
+
+    /// As [`Matcher::cancel`], handing the allocation back instead of keeping its memory for
+    /// a later match: for a caller that may put it back ([`Matcher::restore`]) or compare it
+    /// with what replaces it, and would otherwise copy it first.
+    pub fn take(&mut self, jobid: u64) -> Result<Allocation, MatchError> {
         let job = self
             .jobs
             .remove(&jobid)
@@ -562,13 +571,12 @@ impl Matcher {
                     self.state.remove(s)?;
                 }
             }
-            return Ok(());
+            return Ok(job.alloc);
         }
         for &s in &job.spans {
             self.state.remove(s)?;
         }
-        self.spares.give_back(job.alloc.vertices);
-        Ok(())
+        Ok(job.alloc)
     }
 
     /// The vertices of `job` its cancel walk reaches: from the root, through vertices the

@@ -43,12 +43,13 @@ pub const ALPN_STR: &str = "shardsched/1";
 /// job's jobspec is private to its owner and admins), jobs carry the nodes they ask for,
 /// policy refusals have their own code and shards answer `DisableIfIdle`. 3: queue and
 /// match policies are typed ([`msg::QueuePolicy`], [`msg::MatchPolicy`]) in `QueueConfig`,
-/// `QueueStatus` and `QueueSpec`. 4: a match policy may be `variation` or knobs spelled
-/// out ([`msg::MatchPolicy::Variation`], [`msg::MatchPolicy::Knobs`]).
-pub const PROTOCOL_VERSION: u32 = 4;
-/// The oldest protocol version this build still accepts in a hello (a version 3 peer could
-/// not decode the match policies version 4 added).
-pub const PROTOCOL_VERSION_MIN: u32 = 4;
+/// `QueueStatus` and `QueueSpec`. 4: `QueueStatus` counts its pending jobs by reason
+/// ([`msg::PendingReasons`]). 5: a match policy may be `variation` or knobs spelled out
+/// ([`msg::MatchPolicy::Variation`], [`msg::MatchPolicy::Knobs`]).
+pub const PROTOCOL_VERSION: u32 = 5;
+/// The oldest protocol version this build still accepts in a hello (a version 4 peer could
+/// not decode the match policies version 5 added).
+pub const PROTOCOL_VERSION_MIN: u32 = 5;
 /// This build's software string, sent in the hello for logs.
 pub const SOFTWARE: &str = concat!("shardsched ", env!("CARGO_PKG_VERSION"));
 
