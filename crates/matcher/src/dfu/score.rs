@@ -179,17 +179,7 @@ mod tests {
 
     #[test]
     fn ids_restarting_per_parent_are_ordered_among_siblings_only() {
-        let mut b = GraphBuilder::new();
-        let c = b.add_vertex(VertexSpec::new("cluster", "c", 0));
-        for i in 0..2 {
-            let n = b.add_vertex(VertexSpec::new("node", "node", i));
-            b.add_edge(c, n, CONTAINMENT);
-            for k in 0..2 {
-                let core = b.add_vertex(VertexSpec::new("core", "core", k));
-                b.add_edge(n, core, CONTAINMENT);
-            }
-        }
-        let g = b.finish().expect("graph");
+        let g = crate::test_support::two_node_graph();
         let core = g.sym("core").expect("core");
         let low = order(&g, "low");
         assert!(low.ordered(core, Among::Siblings));

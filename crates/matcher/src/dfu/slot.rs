@@ -45,26 +45,8 @@ impl<'a> Walk<'a> {
         self.explore(u, shape, pristine, true, budget.as_mut(), nslots);
         self.note_empty_types(shape, mark);
         // dom_finish_slot: every type present is sorted and taken whole.
-        self.choices.clear();
         let mut kinds = std::mem::take(&mut self.slot_kinds);
-        kinds.clear();
-        for g in &self.cands.groups[mark..] {
-            if !kinds.contains(&g.kind) {
-                kinds.push(g.kind);
-            }
-        }
-        kinds.sort_by_key(|&k| self.types.rank(k));
-        let slot_order_high = self.policy.prefer_high || self.policy.variation;
-        {
-            let cands = &self.cands;
-            if slot_order_high {
-                self.choices
-                    .choose_all(cands, mark, &kinds, &mut |a: i64, b: i64| a > b);
-            } else {
-                self.choices
-                    .choose_all(cands, mark, &kinds, &mut |a: i64, b: i64| a < b);
-            }
-        }
+        self.choose_all_present(mark, &mut kinds);
         self.slot_kinds = kinds;
         let qual = self.count_slots(shape, mark);
         // Each member's count per slot (from what qualifies, as Fluxion computes it for
@@ -208,6 +190,27 @@ impl<'a> Walk<'a> {
 type OrConfig = (Vec<i64>, i64, i64);
 
 impl<'a> Walk<'a> {
+    /// Sorts every type present above `mark` by the slot order and takes each whole (the
+    /// start of Fluxion's `dom_finish_slot`); `kinds` gets those types in interning order.
+    fn choose_all_present(&mut self, mark: usize, kinds: &mut Vec<Sym>) {
+        self.choices.clear();
+        kinds.clear();
+        for g in &self.cands.groups[mark..] {
+            if !kinds.contains(&g.kind) {
+                kinds.push(g.kind);
+            }
+        }
+        kinds.sort_by_key(|&k| self.types.rank(k));
+        let cands = &self.cands;
+        if self.policy.prefer_high || self.policy.variation {
+            self.choices
+                .choose_all(cands, mark, kinds, &mut |a: i64, b: i64| a > b);
+        } else {
+            self.choices
+                .choose_all(cands, mark, kinds, &mut |a: i64, b: i64| a < b);
+        }
+    }
+
     /// The flexible traverser's `dom_slot`: the children are visited with the union of the
     /// slots' contents; then the slots are chosen to form as many as possible (a memoized
     /// search over the counts left, the first slot of the list winning ties), and formed in
@@ -224,25 +227,8 @@ impl<'a> Walk<'a> {
         let mark = self.cands.groups.len();
         self.explore(u, union, pristine, true, None, nslots);
         self.note_empty_types(union, mark);
-        self.choices.clear();
         let mut kinds: Vec<Sym> = Vec::new();
-        for g in &self.cands.groups[mark..] {
-            if !kinds.contains(&g.kind) {
-                kinds.push(g.kind);
-            }
-        }
-        kinds.sort_by_key(|&k| self.types.rank(k));
-        let slot_order_high = self.policy.prefer_high || self.policy.variation;
-        {
-            let cands = &self.cands;
-            if slot_order_high {
-                self.choices
-                    .choose_all(cands, mark, &kinds, &mut |a: i64, b: i64| a > b);
-            } else {
-                self.choices
-                    .choose_all(cands, mark, &kinds, &mut |a: i64, b: i64| a < b);
-            }
-        }
+        self.choose_all_present(mark, &mut kinds);
         let types: Vec<Sym> = union.iter().map(|&r| req.req(r).ty).collect();
         let counts: Vec<i64> = types
             .iter()
