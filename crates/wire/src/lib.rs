@@ -44,13 +44,15 @@ pub const ALPN_STR: &str = "shardsched/1";
 /// policy refusals have their own code and shards answer `DisableIfIdle`. 3: queue and
 /// match policies are typed ([`msg::QueuePolicy`], [`msg::MatchPolicy`]) in `QueueConfig`,
 /// `QueueStatus` and `QueueSpec`. 4: `QueueStatus` counts its pending jobs by reason
-/// ([`msg::PendingReasons`]). 5: issue 19's (Fluxion). 6: the role `node` (node agents)
-/// and its messages (`node_coord`, `coord_node`, `shard_node`, `node_node`), signed
-/// submits, `job output`, an agent's health in its report.
-pub const PROTOCOL_VERSION: u32 = 6;
-/// The oldest protocol version this build still accepts in a hello (older peers would
-/// not decode a `Role::Node` in a hello, nor the agents' messages).
-pub const PROTOCOL_VERSION_MIN: u32 = 6;
+/// ([`msg::PendingReasons`]). 5: not used (a branch's number that landed as 7). 6: the role
+/// `node` (node agents) and its messages (`node_coord`, `coord_node`, `shard_node`,
+/// `node_node`), signed submits, `job output`, an agent's health in its report. 7: a match
+/// policy may be `variation` or knobs spelled out ([`msg::MatchPolicy::Variation`],
+/// [`msg::MatchPolicy::Knobs`]).
+pub const PROTOCOL_VERSION: u32 = 7;
+/// The oldest protocol version this build still accepts in a hello (a version 6 peer could
+/// not decode the match policies version 7 added).
+pub const PROTOCOL_VERSION_MIN: u32 = 7;
 /// This build's software string, sent in the hello for logs.
 pub const SOFTWARE: &str = concat!("shardsched ", env!("CARGO_PKG_VERSION"));
 
