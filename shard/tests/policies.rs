@@ -75,6 +75,7 @@ fn run_one(core: &mut ShardCore, key: u8, jobspec: &str) -> (Vec<String>, usize)
         idempotency_key: IdempotencyKey([key; 16]),
         jobspec_json: jobspec.to_string(),
         priority: None,
+        signature: None,
     };
     let job = core.handle_submit(NOW, "alice", &submit).expect("accepted");
     core.tick(NOW).expect("tick");
