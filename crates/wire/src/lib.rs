@@ -43,11 +43,12 @@ pub const ALPN_STR: &str = "shardsched/1";
 /// job's jobspec is private to its owner and admins), jobs carry the nodes they ask for,
 /// policy refusals have their own code and shards answer `DisableIfIdle`. 3: queue and
 /// match policies are typed ([`msg::QueuePolicy`], [`msg::MatchPolicy`]) in `QueueConfig`,
-/// `QueueStatus` and `QueueSpec`.
-pub const PROTOCOL_VERSION: u32 = 3;
-/// The oldest protocol version this build still accepts in a hello (version 2 messages do
-/// not decode as version 3's).
-pub const PROTOCOL_VERSION_MIN: u32 = 3;
+/// `QueueStatus` and `QueueSpec`. 4: `QueueStatus` counts its pending jobs by reason
+/// ([`msg::PendingReasons`]).
+pub const PROTOCOL_VERSION: u32 = 4;
+/// The oldest protocol version this build still accepts in a hello (version 3 messages do
+/// not decode as version 4's).
+pub const PROTOCOL_VERSION_MIN: u32 = 4;
 /// This build's software string, sent in the hello for logs.
 pub const SOFTWARE: &str = concat!("shardsched ", env!("CARGO_PKG_VERSION"));
 

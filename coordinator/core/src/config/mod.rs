@@ -90,6 +90,9 @@ pub struct Config {
     pub default_queue: String,
     /// The queues, sorted by name.
     pub queues: Vec<QueueDef>,
+    /// `[http] listen`: where the status page and `/metrics` are served, unless
+    /// `--http-listen` says otherwise (read at start; docs/OPERATIONS.md).
+    pub http_listen: Option<std::net::SocketAddr>,
 }
 
 /// The cluster, as the shards will load it.

@@ -10,6 +10,7 @@ use shardsched_wire::msg::{JobId, JobState, Refusal, RefusalCode};
 use super::exec::EndAs;
 use super::{ShardCore, Submitted};
 use crate::assign;
+use crate::core::job_span;
 use crate::job::{JobRecord, NewJob, Reason};
 use crate::journal::{AcceptedJob, JournalRecord};
 use crate::limits::{ACTIVE_JOBS_MAX, PRIORITY_DEFAULT};
@@ -98,11 +99,11 @@ impl ShardCore {
         };
         self.ids.last = self.ids.last.max(Some(id));
         if let Err(e) = self.qm.submit(request) {
-            tracing::error!(queue = %self.queue, job = %id, error = %e, "queue manager refused a submit");
+            tracing::error!(parent: &job_span(&self.queue, id), error = %e, "queue manager refused a submit");
             return Err(Refusal::new(RefusalCode::Internal, e.to_string()));
         }
         if let Some(denied) = self.drain(Some(id.0)) {
-            tracing::debug!(queue = %self.queue, job = %id, reason = %denied, "denied");
+            tracing::debug!(parent: &job_span(&self.queue, id), reason = %denied, "denied");
             let mut reason = denied.to_string();
             if let Ok(jobspec) = shardsched_jobspec::parse_json(&submit.jobspec_json)
                 && let Some(why) = assign::types_not_loaded(&self.qm.matcher().graph, &jobspec)
@@ -166,7 +167,7 @@ impl ShardCore {
             return CancelResult::Cancelled;
         }
         if let Err(e) = self.qm.cancel(id.0) {
-            tracing::error!(queue = %self.queue, job = %id, error = %e, "queue manager lost a live job");
+            tracing::error!(parent: &job_span(&self.queue, id), error = %e, "queue manager lost a live job");
             self.fail(id, format!("internal error: {e}"));
             return CancelResult::AlreadyInactive;
         }
