@@ -1,7 +1,7 @@
 //! Covers: one record standing for a full exclusive hold on every leaf child of a vertex.
 //!
 //! Why: Fluxion's update walk records a job on every vertex it takes, so a whole node costs
-//! a hold on each of its cores, gpus and memory pools (58 on the bench nodes), and
+//! a hold on each of its cores, gpus and memory pools (56 on the bench nodes), and
 //! recording them was a fifth of a large match. When a match takes *every* leaf child of an
 //! inner vertex exclusively with all its units, [`SchedState::hold_cover`] records one
 //! cover at the parent instead; every question about such a leaf (its units free, its job
