@@ -69,7 +69,7 @@ fn job(id: u64, owner: &str) -> JobSummary {
         owner: owner.into(),
         name: "sleep".into(),
         state: JobState::Running,
-        priority: 16,
+        urgency: 16,
         nodes: vec!["node0".into()],
         nodes_requested: Some(1),
         submit_ms: id,

@@ -145,7 +145,7 @@ fn submit_request(key: u8, duration: u64) -> client_shard::Request {
     client_shard::Request::Submit(Submit {
         idempotency_key: IdempotencyKey([key; 16]),
         jobspec_json: jobspec.to_json().to_string(),
-        priority: None,
+        urgency: None,
     })
 }
 

@@ -142,7 +142,7 @@ async fn one_shard_sustains_thousands_of_submits_per_second() {
                 let request = client_shard::Request::Submit(Submit {
                     idempotency_key: IdempotencyKey(key),
                     jobspec_json: jobspec.clone(),
-                    priority: None,
+                    urgency: None,
                 });
                 let sent = Instant::now();
                 match session.request(&request).await {
@@ -191,7 +191,7 @@ async fn one_shard_sustains_thousands_of_submits_per_second() {
         let request = client_shard::Request::Submit(Submit {
             idempotency_key: IdempotencyKey(key),
             jobspec_json: jobspec.clone(),
-            priority: None,
+            urgency: None,
         });
         let sent = Instant::now();
         session.request(&request).await.expect("submit");

@@ -66,7 +66,7 @@ pub async fn run(phase: &Phase, dir: &Path, up_pid: u32) -> Result<PhaseReport> 
                     let request = Request::Submit(Submit {
                         idempotency_key: new_key(),
                         jobspec_json: String::clone(&jobspec_json),
-                        priority: None,
+                        urgency: None,
                     });
                     let sent_ns = elapsed_ns(epoch);
                     match session.request(&request).await {

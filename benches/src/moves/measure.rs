@@ -155,7 +155,7 @@ impl MoveBench {
             let request = Request::Submit(Submit {
                 idempotency_key: new_key(),
                 jobspec_json: jobspec.to_json().to_string(),
-                priority: None,
+                urgency: None,
             });
             match self.client.ask_shard(&route, &request).await? {
                 Response::Submitted { id, .. } => ids.push(id),

@@ -494,7 +494,7 @@ fn job(id: u64, submit_ms: u64) -> JobSummary {
         owner: "alice".into(),
         name: "sleep".into(),
         state: JobState::Pending,
-        priority: 16,
+        urgency: 16,
         nodes: Vec::new(),
         nodes_requested: Some(1),
         submit_ms,

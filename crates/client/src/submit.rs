@@ -45,13 +45,13 @@ pub async fn submit(
     routes: Option<RouteTable>,
     queue: &str,
     jobspec_json: String,
-    priority: Option<u32>,
+    urgency: Option<u8>,
     key: IdempotencyKey,
 ) -> Result<(JobId, bool)> {
     let request = Request::Submit(Submit {
         idempotency_key: key,
         jobspec_json,
-        priority,
+        urgency,
     });
     check_locally(&request)?;
     let mut routes = routes;

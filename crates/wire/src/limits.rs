@@ -122,5 +122,21 @@ pub const JOB_NAME_BYTES_MAX: usize = 128;
 /// (job lists, moves): never dropped for being too large.
 pub const LIST_REPLY_BYTES_MAX: usize = FRAME_BYTES_MAX - 64 * 1024;
 
+/// Highest urgency a job may have (Flux's scale, 0..=31). Urgency orders a queue's pending
+/// jobs (higher first, then by submit time); 0 holds a job; 31 expedites it. See
+/// [`URGENCY_DEFAULT`], [`URGENCY_USER_MAX`].
+pub const URGENCY_MAX: u8 = 31;
+
+/// The urgency of a job submitted without one, and of a job released from a hold.
+pub const URGENCY_DEFAULT: u8 = 16;
+
+/// Highest urgency a user (not an admin) may give a job: above it is an admin's
+/// ([`Op::RaiseUrgency`](crate::Op::RaiseUrgency)), as in Flux.
+pub const URGENCY_USER_MAX: u8 = 16;
+
+/// The urgency that holds a job: it stays pending and is not considered until its
+/// urgency is raised (`job release`, `job urgency`).
+pub const URGENCY_HOLD: u8 = 0;
+
 /// Longest idempotency key, in bytes.
 pub const IDEMPOTENCY_KEY_BYTES: usize = 16;

@@ -6,6 +6,7 @@
 //! (`now_ms / 1000`).
 //!
 //! Inputs: [`ShardCore::handle_submit`], [`ShardCore::handle_cancel`],
+//! [`ShardCore::handle_urgency`] (`core/holds.rs`: holds and urgency),
 //! [`ShardCore::set_queue_state`], [`ShardCore::set_owned`], the move commands
 //! (`core/moving.rs`), node flags (`core/flags.rs`: down, drained), dry runs
 //! (`core/dry_run.rs`), and
@@ -32,6 +33,9 @@ mod exec_tests;
 mod flags;
 #[cfg(test)]
 mod flags_tests;
+mod holds;
+#[cfg(test)]
+mod holds_tests;
 mod invariants;
 mod moving;
 #[cfg(test)]

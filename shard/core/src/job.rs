@@ -23,8 +23,8 @@ pub struct JobRecord {
     pub key: IdempotencyKey,
     /// A short name: the command's first word.
     pub name: String,
-    /// Priority within the queue (higher first).
-    pub priority: u32,
+    /// Urgency, 0..=31 (Flux's): the queue manager's priority; 0 is held.
+    pub urgency: u8,
     /// Where it is in its life.
     pub state: JobState,
     /// Why it is pending, or how it ended.
@@ -57,8 +57,26 @@ pub enum Reason {
     None,
     /// Pending, as the queue manager last said.
     Waiting(WaitReason),
+    /// Pending, held out of the queue by the shard (`core/holds.rs`).
+    Held(Hold),
     /// Free text (a cancellation, a failure).
     Text(String),
+}
+
+/// Why the shard holds a pending job out of the queue manager's pending order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hold {
+    /// Urgency 0: held by its owner or an admin until released.
+    User,
+}
+
+impl Hold {
+    /// The reason's words, as `jobs` shows them.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Hold::User => "held",
+        }
+    }
 }
 
 /// A job as accepted: at its submission, and when restored from the journal.
@@ -69,8 +87,8 @@ pub struct NewJob<'a> {
     pub owner: &'a str,
     /// The client's idempotency key.
     pub key: IdempotencyKey,
-    /// Priority within the queue.
-    pub priority: u32,
+    /// Urgency, 0..=31.
+    pub urgency: u8,
     /// Submission time, ms since the Unix epoch.
     pub submit_ms: u64,
     /// Requested duration in ms, the queue's default applied.
@@ -89,7 +107,7 @@ impl JobRecord {
             owner: a.owner.to_owned(),
             key: a.key,
             name: job_name(a.jobspec),
-            priority: a.priority,
+            urgency: a.urgency,
             state: JobState::Pending,
             reason: Reason::None,
             submit_ms: a.submit_ms,
@@ -105,7 +123,7 @@ impl JobRecord {
         job.push_event(
             a.submit_ms,
             "submit",
-            serde_json::json!({"owner": a.owner, "priority": a.priority}),
+            serde_json::json!({"owner": a.owner, "urgency": a.urgency}),
         );
         job
     }
@@ -130,7 +148,7 @@ impl JobRecord {
             owner: self.owner.clone(),
             name: self.name.clone(),
             state: self.state,
-            priority: self.priority,
+            urgency: self.urgency,
             nodes: self.nodes.clone(),
             nodes_requested: self.nodes_requested,
             submit_ms: self.submit_ms,
@@ -170,6 +188,7 @@ impl JobRecord {
                 format!("queue {queue} is stopped")
             }
             Reason::Waiting(why) => wait_text(*why),
+            Reason::Held(hold) => hold.as_str().to_owned(),
             Reason::Text(text) => text.clone(),
             Reason::None => String::new(),
         }

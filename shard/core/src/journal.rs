@@ -1,15 +1,19 @@
 //! What the shard journals: record types of its own, apart from the wire's, so that a
 //! change to a message never changes what is on disk (journal format
-//! `shardsched-shard-journal v1`, docs/JOURNAL.md).
+//! `shardsched-shard-journal v2`, docs/JOURNAL.md).
 //!
 //! ```text
-//! table jobs   key = job id   AcceptedJob  written when the job is accepted (never changes)
-//! table runs   key = job id   StartedJob   when it starts: start, sim end, its allocation
-//! table ends   key = job id   EndedJob     when it ends: state, reason, end time
+//! table jobs    key = job id  AcceptedJob  written when the job is accepted (never changes)
+//! table runs    key = job id  StartedJob   when it starts: start, sim end, its allocation
+//! table ends    key = job id  EndedJob     when it ends: state, reason, end time
+//! table urgency key = job id  u8           its urgency, once changed after submit (v2)
 //! meta  last_job_id           u64          the highest id issued (FLUIDs continue after it)
 //! meta  node:<name>           NodeRecord   the node table's entry: generation, holding, flags
-//! meta  format                             "shardsched-shard-journal v1" (the store's stamp)
+//! meta  format                             "shardsched-shard-journal v2" (the store's stamp)
 //! ```
+//!
+//! Version 2 only adds tables: every v1 record is a v2 record, so a v1 journal is upgraded
+//! by stamping it v2 (the driver does so when it opens one).
 //!
 //! A node is journaled once, whole, when its entry changes ([`crate::nodes`]), so a move
 //! of a few nodes writes a few small values whatever the cluster size. A job requeued after
@@ -35,7 +39,9 @@ use crate::nodes::{Holding, NodeEntry};
 /// The journal kind in the format stamp.
 pub const FORMAT_KIND: &str = "shard";
 /// The journal format this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest format this build upgrades (by restamping: see the module documentation).
+pub const FORMAT_VERSION_UPGRADED: u32 = 1;
 
 /// A job as accepted.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,8 +54,9 @@ pub struct AcceptedJob {
     pub key: [u8; 16],
     /// The jobspec as submitted.
     pub jobspec_json: String,
-    /// Priority within the queue.
-    pub priority: u32,
+    /// Urgency at submit, 0..=31 (format v1 called it priority, on the same scale with
+    /// the same default, 16); a later change is in the `urgency` table.
+    pub urgency: u32,
     /// Submission time, ms since the Unix epoch.
     pub submit_ms: u64,
 }
@@ -155,6 +162,8 @@ pub enum JournalRecord {
     LastId(JobId),
     /// A running job went back to pending (requeued): its start is void.
     Requeued(JobId),
+    /// A pending job's urgency changed.
+    Urgency(JobId, u8),
     /// A node's entry changed.
     Node(String, NodeRecord),
 }
@@ -168,6 +177,8 @@ pub struct RestoredJob {
     pub started: Option<StartedJob>,
     /// Its end, if it ended.
     pub ended: Option<EndedJob>,
+    /// Its urgency, if it changed after submit.
+    pub urgency: Option<u8>,
 }
 
 /// Everything the journal remembers, in job id order.
@@ -179,6 +190,16 @@ pub struct Restored {
     pub last_id: Option<JobId>,
     /// Every node's entry, by name.
     pub nodes: Vec<(String, NodeRecord)>,
+}
+
+impl RestoredJob {
+    /// Its urgency now: the last change, else the one it was accepted with (at most 31).
+    pub fn urgency(&self) -> u8 {
+        let accepted = u8::try_from(self.accepted.urgency).unwrap_or(u8::MAX);
+        self.urgency
+            .unwrap_or(accepted)
+            .min(shardsched_wire::limits::URGENCY_MAX)
+    }
 }
 
 /// A `runs` or `ends` record whose job the `jobs` table does not have.
@@ -196,6 +217,8 @@ pub const JOBS_TABLE: &str = "jobs";
 pub const RUNS_TABLE: &str = "runs";
 /// The `ends` table.
 pub const ENDS_TABLE: &str = "ends";
+/// The `urgency` table.
+pub const URGENCY_TABLE: &str = "urgency";
 /// The meta value holding the highest job id issued.
 pub const LAST_ID_META: &str = "last_job_id";
 /// Prefix of the node table's meta values (`node:<name>`).
@@ -208,6 +231,7 @@ impl Restored {
         jobs: impl IntoIterator<Item = AcceptedJob>,
         runs: impl IntoIterator<Item = StartedJob>,
         ends: impl IntoIterator<Item = EndedJob>,
+        urgencies: impl IntoIterator<Item = (u64, u8)>,
         last_id: Option<u64>,
         nodes: impl IntoIterator<Item = (String, NodeRecord)>,
     ) -> Result<Restored, Orphan> {
@@ -218,6 +242,7 @@ impl Restored {
                     accepted,
                     started: None,
                     ended: None,
+                    urgency: None,
                 };
                 (job.accepted.id, job)
             })
@@ -229,6 +254,9 @@ impl Restored {
         for end in ends {
             let job = job_of(&mut by_id, ENDS_TABLE, end.id)?;
             job.ended = Some(end);
+        }
+        for (id, urgency) in urgencies {
+            job_of(&mut by_id, URGENCY_TABLE, id)?.urgency = Some(urgency);
         }
         Ok(Restored {
             jobs: by_id.into_values().collect(),
@@ -297,6 +325,7 @@ pub struct MemJournal {
     jobs: BTreeMap<u64, AcceptedJob>,
     runs: BTreeMap<u64, StartedJob>,
     ends: BTreeMap<u64, EndedJob>,
+    urgency: BTreeMap<u64, u8>,
     last_id: Option<u64>,
     nodes: BTreeMap<String, NodeRecord>,
 }
@@ -319,6 +348,10 @@ impl MemJournal {
                     self.jobs.remove(&id.0);
                     self.runs.remove(&id.0);
                     self.ends.remove(&id.0);
+                    self.urgency.remove(&id.0);
+                }
+                JournalRecord::Urgency(id, urgency) => {
+                    self.urgency.insert(id.0, *urgency);
                 }
                 JournalRecord::LastId(id) => self.last_id = Some(id.0),
                 JournalRecord::Requeued(id) => {
@@ -337,6 +370,7 @@ impl MemJournal {
             self.jobs.values().cloned(),
             self.runs.values().cloned(),
             self.ends.values().cloned(),
+            self.urgency.iter().map(|(&id, &u)| (id, u)),
             self.last_id,
             self.nodes.iter().map(|(n, r)| (n.clone(), r.clone())),
         )

@@ -16,7 +16,7 @@ use crate::nodes::Flag;
 /// A request for the core task.
 #[derive(Debug)]
 pub(crate) enum Command {
-    /// A client's request that changes the core (submit, cancel; reads are answered from
+    /// A client's request that changes the core (submit, cancel, urgency; reads are answered from
     /// the snapshot and never come here). `peer` is who asks, from its certificate.
     Client {
         peer: Peer,
@@ -98,6 +98,9 @@ fn client(
                 })
         }
         Request::Cancel { ids } => Ok(Response::Cancelled(core.handle_cancel(now, peer, &ids))),
+        Request::Urgency { ids, change } => Ok(Response::Urgency(
+            core.handle_urgency(now, peer, &ids, change),
+        )),
         Request::Jobs(_) | Request::JobInfo { .. } => Err(answered_by_the_driver(request.kind())),
     }
 }

@@ -51,7 +51,7 @@ pub(crate) async fn client_request(
 ) -> Reply<client_shard::Response> {
     use client_shard::{Request, Response};
     match request {
-        request @ (Request::Submit(_) | Request::Cancel { .. }) => {
+        request @ (Request::Submit(_) | Request::Cancel { .. } | Request::Urgency { .. }) => {
             ask(&commands, |reply| Command::Client {
                 peer,
                 request,

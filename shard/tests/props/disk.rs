@@ -56,6 +56,7 @@ impl DiskImage {
             jobs: rows(journal::JOBS_TABLE),
             runs: rows(journal::RUNS_TABLE),
             ends: rows(journal::ENDS_TABLE),
+            urgency: rows(journal::URGENCY_TABLE),
             metas: self.metas.clone(),
         };
         let restored = journal::restored(std::path::Path::new("mem.redb"), tables).expect("decode");

@@ -168,8 +168,8 @@ impl Model {
         for (id, old) in &before {
             let new = &after[id];
             assert_eq!(
-                (old.state, &old.owner, old.key, old.priority, old.submit_ms),
-                (new.state, &new.owner, new.key, new.priority, new.submit_ms),
+                (old.state, &old.owner, old.key, old.urgency, old.submit_ms),
+                (new.state, &new.owner, new.key, new.urgency, new.submit_ms),
                 "{id}"
             );
             assert_eq!(
@@ -252,7 +252,7 @@ impl Model {
         let submit = Submit {
             idempotency_key: IdempotencyKey([key; 16]),
             jobspec_json: jobspec.to_json().to_string(),
-            priority: Some(u32::from(key % 3)),
+            urgency: Some(14 + key % 3),
         };
         let known = self.keys.get(&(user, key)).copied();
         match self.core.handle_submit(self.now, USERS[user], &submit) {

@@ -99,7 +99,7 @@ pub fn job_json(job: &JobSummary) -> Value {
         "owner": job.owner,
         "name": job.name,
         "state": job.state.as_str(),
-        "priority": job.priority,
+        "urgency": job.urgency,
         "nodes": encode_hostlist(&job.nodes),
         "nnodes": nnodes(job),
         "submit_ms": job.submit_ms,
@@ -164,7 +164,7 @@ pub fn job_info_text(info: &JobInfo) -> String {
     line("owner", job.owner.clone());
     line("name", job.name.clone());
     line("state", job.state.as_str().to_owned());
-    line("priority", job.priority.to_string());
+    line("urgency", job.urgency.to_string());
     line("submitted", utc_timestamp(job.submit_ms));
     line("duration", human_duration(job.duration_ms));
     if !job.nodes.is_empty() {
@@ -273,7 +273,7 @@ mod tests {
             owner: "alice".into(),
             name: "app".into(),
             state: JobState::Pending,
-            priority: 16,
+            urgency: 16,
             nodes: Vec::new(),
             submit_ms: now,
             start_ms: None,

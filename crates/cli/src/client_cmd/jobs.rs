@@ -5,7 +5,7 @@
 //! generator field), so `job info` and `cancel` go to that shard alone; cancel's owner check
 //! is made there, against this client's certificate.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
@@ -13,9 +13,9 @@ use serde_json::Value;
 use shardsched_client::{Client, output, run};
 use shardsched_proto::limits::{IDS_PER_REQUEST_MAX, JOBS_PER_RESPONSE_MAX};
 use shardsched_proto::msg::client_shard::{CancelResult, Request, Response};
-use shardsched_proto::msg::{JobId, JobsQuery, UserFilter};
+use shardsched_proto::msg::{JobId, JobsQuery, Route, RouteTable, UserFilter};
 
-use super::job_view;
+use super::{hold, job_view};
 
 /// Flags of `shardsched jobs`.
 #[derive(Args, Debug, Clone)]
@@ -52,6 +52,14 @@ pub struct JobArgs {
 pub enum JobCommand {
     /// One job in full: its summary, its R (what it got) and its events.
     Info(JobInfoArgs),
+    /// Holds pending jobs (urgency 0): they stay pending, with reason `held`, until
+    /// released.
+    Hold(hold::JobIdsArgs),
+    /// Releases held jobs (urgency back to 16): they take their place again by submit time.
+    Release(hold::JobIdsArgs),
+    /// Sets a pending job's urgency: 0-31, or `default`, `hold`, `expedite` (above 16
+    /// admins only).
+    Urgency(hold::UrgencyArgs),
 }
 
 /// Flags of `shardsched job info`.
@@ -113,6 +121,9 @@ pub fn jobs_main(args: &JobsArgs) -> Result<()> {
 pub fn job_main(args: &JobArgs) -> Result<()> {
     match &args.command {
         JobCommand::Info(info) => job_info_main(info),
+        JobCommand::Hold(ids) => hold::hold_main(ids),
+        JobCommand::Release(ids) => hold::release_main(ids),
+        JobCommand::Urgency(urgency) => hold::urgency_main(urgency),
     }
 }
 
@@ -145,43 +156,16 @@ fn job_info_main(args: &JobInfoArgs) -> Result<()> {
 pub fn cancel_main(args: &CancelArgs) -> Result<()> {
     run(|client| async move {
         let routes = client.routes().await?;
-        let mut by_queue: BTreeMap<String, (shardsched_proto::msg::Route, Vec<JobId>)> =
-            BTreeMap::new();
-        let mut failures = 0usize;
-        let mut seen = std::collections::HashSet::new();
-        for &id in args.ids.iter().filter(|id| seen.insert(**id)) {
-            match Client::route_of(&routes, id) {
-                Ok(route) => by_queue
-                    .entry(route.queue.clone())
-                    .or_insert_with(|| (route.clone(), Vec::new()))
-                    .1
-                    .push(id),
-                // The error names the job.
-                Err(e) => {
-                    eprintln!("shardsched: {e:#}");
-                    failures += 1;
-                }
-            }
-        }
-        for (queue, (route, ids)) in by_queue {
-            for chunk in ids.chunks(IDS_PER_REQUEST_MAX) {
-                let answer = client
-                    .ask_shard(
-                        &route,
-                        &Request::Cancel {
-                            ids: chunk.to_vec(),
-                        },
-                    )
-                    .await;
-                let outcomes = match answer {
-                    Ok(Response::Cancelled(outcomes)) => outcomes,
-                    Ok(other) => bail!("queue {queue}'s shard answered cancel with {other:?}"),
-                    Err(e) => {
-                        output::say(format_args!("cancelling in queue {queue}: {e:#}"));
-                        failures += chunk.len();
-                        continue;
-                    }
+        let failures = ask_by_shard(
+            &client,
+            &routes,
+            &args.ids,
+            |ids| Request::Cancel { ids },
+            |queue, response| {
+                let Response::Cancelled(outcomes) = response else {
+                    bail!("queue {queue}'s shard answered cancel with {response:?}");
                 };
+                let mut failures = 0;
                 for outcome in outcomes {
                     match outcome.result {
                         CancelResult::Cancelled => {}
@@ -202,11 +186,55 @@ pub fn cancel_main(args: &CancelArgs) -> Result<()> {
                         }
                     }
                 }
-            }
-        }
+                Ok(failures)
+            },
+        )
+        .await?;
         if failures > 0 {
             bail!("{failures} of {} jobs not cancelled", args.ids.len());
         }
         Ok(())
     })
+}
+
+/// Asks about `ids`, each of the shard that issued it: one request per shard made by `make`
+/// (in chunks of [`IDS_PER_REQUEST_MAX`] ids, duplicates asked once), whose answer `read`
+/// turns into a count of failures. Returns the failures: those `read` counted, ids no
+/// running queue issued, and ids of a request that failed (each said on stderr).
+pub(super) async fn ask_by_shard(
+    client: &Client,
+    routes: &RouteTable,
+    ids: &[JobId],
+    make: impl Fn(Vec<JobId>) -> Request,
+    mut read: impl FnMut(&str, Response) -> Result<usize>,
+) -> Result<usize> {
+    let mut by_queue: BTreeMap<String, (Route, Vec<JobId>)> = BTreeMap::new();
+    let mut failures = 0usize;
+    let mut seen = HashSet::new();
+    for &id in ids.iter().filter(|id| seen.insert(**id)) {
+        match Client::route_of(routes, id) {
+            Ok(route) => by_queue
+                .entry(route.queue.clone())
+                .or_insert_with(|| (route.clone(), Vec::new()))
+                .1
+                .push(id),
+            // The error names the job.
+            Err(e) => {
+                eprintln!("shardsched: {e:#}");
+                failures += 1;
+            }
+        }
+    }
+    for (queue, (route, ids)) in by_queue {
+        for chunk in ids.chunks(IDS_PER_REQUEST_MAX) {
+            match client.ask_shard(&route, &make(chunk.to_vec())).await {
+                Ok(response) => failures += read(&queue, response)?,
+                Err(e) => {
+                    output::say(format_args!("asking queue {queue}: {e:#}"));
+                    failures += chunk.len();
+                }
+            }
+        }
+    }
+    Ok(failures)
 }

@@ -44,9 +44,12 @@ pub struct SubmitArgs {
     /// Whole nodes, even when --tasks would fit in part of them.
     #[arg(short = 'x', long)]
     pub exclusive: bool,
-    /// Priority within the queue (higher first) [default: the queue's].
-    #[arg(long)]
-    pub priority: Option<u32>,
+    /// Urgency, 0-31 (Flux's): pending jobs run by urgency, then submit time; 0 (`hold`)
+    /// submits the job held; above 16 admins only; 31 (`expedite`) runs it first
+    /// [default: 16].
+    #[arg(long, value_name = "N|default|hold|expedite", alias = "priority",
+          value_parser = super::hold::urgency_arg)]
+    pub urgency: Option<u8>,
     /// Requeue the job (back to pending, keeping its place) instead of failing it when a
     /// node it runs on is marked down: sets `attributes.system.requeue`.
     #[arg(long)]
@@ -72,7 +75,7 @@ pub fn main(args: &SubmitArgs) -> Result<()> {
             Some(routes),
             &queue,
             jobspec.to_json().to_string(),
-            args.priority,
+            args.urgency,
             new_key(),
         )
         .await?;

@@ -7,11 +7,11 @@
 
 use serde::Serialize;
 
-use super::common::{JobsQuery, Refusal, RefusalCode, UserFilter};
+use super::common::{JobId, JobsQuery, Refusal, RefusalCode, UserFilter};
 use crate::codec::encoded_len;
 use crate::limits::{
-    LIST_REPLY_BYTES_MAX, NAME_BYTES_MAX, NODE_NAME_BYTES_MAX, NODES_PER_REQUEST_MAX,
-    REASON_BYTES_MAX,
+    IDS_PER_REQUEST_MAX, LIST_REPLY_BYTES_MAX, NAME_BYTES_MAX, NODE_NAME_BYTES_MAX,
+    NODES_PER_REQUEST_MAX, REASON_BYTES_MAX, URGENCY_MAX,
 };
 
 /// `text` (called `what` in the refusal) is at most `max` bytes.
@@ -58,6 +58,31 @@ pub fn nodes(nodes: &[String]) -> Result<(), Refusal> {
     nodes
         .iter()
         .try_for_each(|n| text("a node name", n, NODE_NAME_BYTES_MAX))
+}
+
+/// The job ids of one request (`what`: "cancel"): at most [`IDS_PER_REQUEST_MAX`].
+pub fn ids(what: &str, ids: &[JobId]) -> Result<(), Refusal> {
+    if ids.len() <= IDS_PER_REQUEST_MAX {
+        return Ok(());
+    }
+    Err(Refusal::new(
+        RefusalCode::Invalid,
+        format!(
+            "{} job ids in one {what}, more than the limit of {IDS_PER_REQUEST_MAX}",
+            ids.len()
+        ),
+    ))
+}
+
+/// An urgency: at most [`URGENCY_MAX`].
+pub fn urgency(urgency: u8) -> Result<(), Refusal> {
+    if urgency <= URGENCY_MAX {
+        return Ok(());
+    }
+    Err(Refusal::new(
+        RefusalCode::Invalid,
+        format!("urgency {urgency} is above the maximum, {URGENCY_MAX}"),
+    ))
 }
 
 /// A job list query's names.

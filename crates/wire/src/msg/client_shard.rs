@@ -1,4 +1,4 @@
-//! Client (CLI: user or admin) → shard: submit, list, inspect, cancel.
+//! Client (CLI: user or admin) → shard: submit, list, inspect, cancel, change urgency.
 //!
 //! The job's owner is the submitting certificate's name. A retried submit with the same
 //! idempotency key from the same owner returns the original job (`duplicate: true`); keys of
@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::common::{JobId, JobInfo, JobList, JobsQuery, Refusal, RefusalCode};
 use crate::identity::Op;
-use crate::limits::{IDEMPOTENCY_KEY_BYTES, IDS_PER_REQUEST_MAX, JOBSPEC_BYTES_MAX};
+use crate::limits::{IDEMPOTENCY_KEY_BYTES, JOBSPEC_BYTES_MAX, URGENCY_USER_MAX};
 use crate::rpc::Rpc;
 
 /// A request to a shard.
@@ -25,9 +25,29 @@ pub enum Request {
     },
     /// Cancel jobs (each must be the peer's own, unless the peer is an admin).
     Cancel {
-        /// The jobs, at most [`IDS_PER_REQUEST_MAX`].
+        /// The jobs, at most [`IDS_PER_REQUEST_MAX`](crate::limits::IDS_PER_REQUEST_MAX).
         ids: Vec<JobId>,
     },
+    /// Change pending jobs' urgency: hold, release, or set (each must be the peer's own,
+    /// unless the peer is an admin; above [`URGENCY_USER_MAX`] admins only).
+    Urgency {
+        /// The jobs, at most [`IDS_PER_REQUEST_MAX`](crate::limits::IDS_PER_REQUEST_MAX).
+        ids: Vec<JobId>,
+        /// What to do to each.
+        change: UrgencyChange,
+    },
+}
+
+/// A change of urgency (Flux's `flux job urgency`, Slurm's `scontrol hold|release`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum UrgencyChange {
+    /// Set it to this (0..=[`URGENCY_MAX`](crate::limits::URGENCY_MAX); 0 holds the job).
+    Set(u8),
+    /// Hold the job: urgency 0.
+    Hold,
+    /// Release a held job: urgency back to the default; a job that is not held keeps its
+    /// urgency.
+    Release,
 }
 
 /// A submission.
@@ -38,8 +58,10 @@ pub struct Submit {
     /// The RFC 14 jobspec as canonical JSON (the CLI turns YAML and shorthand into it). The
     /// shard parses and validates it: the wire does not trust its structure.
     pub jobspec_json: String,
-    /// Priority within the queue (higher first); the queue's default when absent.
-    pub priority: Option<u32>,
+    /// Urgency, 0..=[`URGENCY_MAX`](crate::limits::URGENCY_MAX) (Flux's): pending jobs run by urgency (higher first),
+    /// then submit time; 0 submits the job held; above [`URGENCY_USER_MAX`] admins only.
+    /// [`URGENCY_DEFAULT`](crate::limits::URGENCY_DEFAULT) when absent.
+    pub urgency: Option<u8>,
 }
 
 /// A client-chosen key that makes a retried submit safe.
@@ -62,6 +84,30 @@ pub enum Response {
     JobInfo(Box<JobInfo>),
     /// Answer to [`Request::Cancel`], one outcome per id, in request order.
     Cancelled(Vec<CancelOutcome>),
+    /// Answer to [`Request::Urgency`], one outcome per id, in request order.
+    Urgency(Vec<UrgencyOutcome>),
+}
+
+/// What happened to one job of an urgency request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UrgencyOutcome {
+    /// The job.
+    pub id: JobId,
+    /// What happened.
+    pub result: UrgencyResult,
+}
+
+/// What happened to one job of an urgency request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum UrgencyResult {
+    /// Its urgency is now this (unchanged if it already was).
+    Set(u8),
+    /// It is running or has ended: urgency orders pending jobs only.
+    NotPending,
+    /// No such job in this shard.
+    NotFound,
+    /// It belongs to someone else and the peer is not an admin.
+    Forbidden,
 }
 
 /// What happened to one job of a cancel request.
@@ -95,16 +141,25 @@ impl Rpc for Request {
             Request::Jobs(_) => "client_shard.jobs",
             Request::JobInfo { .. } => "client_shard.job_info",
             Request::Cancel { .. } => "client_shard.cancel",
+            Request::Urgency { .. } => "client_shard.urgency",
         }
     }
 
-    /// Cancel needs only [`Op::CancelOwn`] here; the shard checks each job's owner with
-    /// [`Peer::may_cancel`](crate::identity::Peer::may_cancel).
+    /// Cancel and urgency changes need only [`Op::CancelOwn`] here; the shard checks each
+    /// job's owner with [`Peer::may_cancel`](crate::identity::Peer::may_cancel). An
+    /// urgency above [`URGENCY_USER_MAX`] needs [`Op::RaiseUrgency`].
     fn op(&self) -> Op {
         match self {
+            Request::Submit(s) if s.urgency.is_some_and(|u| u > URGENCY_USER_MAX) => {
+                Op::RaiseUrgency
+            }
+            Request::Urgency {
+                change: UrgencyChange::Set(u),
+                ..
+            } if *u > URGENCY_USER_MAX => Op::RaiseUrgency,
             Request::Submit(_) => Op::Submit,
             Request::Jobs(_) | Request::JobInfo { .. } => Op::ReadStatus,
-            Request::Cancel { .. } => Op::CancelOwn,
+            Request::Cancel { .. } | Request::Urgency { .. } => Op::CancelOwn,
         }
     }
 
@@ -117,15 +172,17 @@ impl Rpc for Request {
                     s.jobspec_json.len()
                 ),
             )),
+            Request::Submit(s) => super::bounds::urgency(s.urgency.unwrap_or(0)),
             Request::Jobs(query) => super::bounds::jobs_query(query),
-            Request::Cancel { ids } if ids.len() > IDS_PER_REQUEST_MAX => Err(Refusal::new(
-                RefusalCode::Invalid,
-                format!(
-                    "{} job ids in one cancel, more than the limit of {IDS_PER_REQUEST_MAX}",
-                    ids.len()
-                ),
-            )),
-            _ => Ok(()),
+            Request::Cancel { ids } => super::bounds::ids("cancel", ids),
+            Request::Urgency { ids, change } => {
+                super::bounds::ids("urgency change", ids)?;
+                match change {
+                    UrgencyChange::Set(u) => super::bounds::urgency(*u),
+                    UrgencyChange::Hold | UrgencyChange::Release => Ok(()),
+                }
+            }
+            Request::JobInfo { .. } => Ok(()),
         }
     }
 }

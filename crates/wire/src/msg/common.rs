@@ -94,8 +94,9 @@ pub struct JobSummary {
     pub name: String,
     /// Its state.
     pub state: JobState,
-    /// Priority within its queue (higher first).
-    pub priority: u32,
+    /// Its urgency, 0..=31 (Flux's): pending jobs run by urgency, then submit time; 0 is
+    /// held (its reason says so).
+    pub urgency: u8,
     /// Nodes it holds or held, in graph order (empty while pending).
     pub nodes: Vec<String>,
     /// The fewest nodes its jobspec asks for, shown while it has none; `None` when it asks

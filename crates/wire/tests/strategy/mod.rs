@@ -6,7 +6,10 @@ use proptest::collection::vec;
 use proptest::option;
 use proptest::prelude::*;
 use shardsched_wire::fluid::Fluid;
-use shardsched_wire::msg::client_shard::{CancelOutcome, CancelResult, IdempotencyKey, Submit};
+use shardsched_wire::msg::client_shard::{
+    CancelOutcome, CancelResult, IdempotencyKey, Submit, UrgencyChange, UrgencyOutcome,
+    UrgencyResult,
+};
 use shardsched_wire::msg::coord_shard::{
     Acquire, CancelJobs, FreeAt, Incoming, IncomingNode, Reclaim, Release, ReleaseState, StaleNode,
     Withdraw,
@@ -67,7 +70,7 @@ pub fn node_state() -> impl Strategy<Value = NodeState> {
 
 pub fn summary() -> impl Strategy<Value = JobSummary> {
     (
-        (fluid(), name(), name(), text(), job_state(), any::<u32>()),
+        (fluid(), name(), name(), text(), job_state(), any::<u8>()),
         (
             (vec(name(), 0..4), option::of(any::<u64>())),
             any::<u64>(),
@@ -79,7 +82,7 @@ pub fn summary() -> impl Strategy<Value = JobSummary> {
     )
         .prop_map(
             |(
-                (id, queue, owner, name, state, priority),
+                (id, queue, owner, name, state, urgency),
                 ((nodes, nodes_requested), submit_ms, start_ms, end_ms, duration_ms, reason),
             )| {
                 JobSummary {
@@ -88,7 +91,7 @@ pub fn summary() -> impl Strategy<Value = JobSummary> {
                     owner,
                     name,
                     state,
-                    priority,
+                    urgency,
                     nodes,
                     nodes_requested,
                     submit_ms,
@@ -269,18 +272,37 @@ pub fn stale() -> impl Strategy<Value = StaleNode> {
 
 pub fn client_shard_request() -> impl Strategy<Value = client_shard::Request> {
     prop_oneof![
-        (any::<[u8; 16]>(), text(), option::of(any::<u32>())).prop_map(
-            |(key, jobspec_json, priority)| {
+        (any::<[u8; 16]>(), text(), option::of(any::<u8>())).prop_map(
+            |(key, jobspec_json, urgency)| {
                 client_shard::Request::Submit(Submit {
                     idempotency_key: IdempotencyKey(key),
                     jobspec_json,
-                    priority,
+                    urgency,
                 })
             }
         ),
         query().prop_map(client_shard::Request::Jobs),
         fluid().prop_map(|id| client_shard::Request::JobInfo { id }),
         vec(fluid(), 0..5).prop_map(|ids| client_shard::Request::Cancel { ids }),
+        (vec(fluid(), 0..5), urgency_change())
+            .prop_map(|(ids, change)| client_shard::Request::Urgency { ids, change }),
+    ]
+}
+
+pub fn urgency_result() -> impl Strategy<Value = UrgencyResult> {
+    prop_oneof![
+        any::<u8>().prop_map(UrgencyResult::Set),
+        Just(UrgencyResult::NotPending),
+        Just(UrgencyResult::NotFound),
+        Just(UrgencyResult::Forbidden),
+    ]
+}
+
+pub fn urgency_change() -> impl Strategy<Value = UrgencyChange> {
+    prop_oneof![
+        any::<u8>().prop_map(UrgencyChange::Set),
+        Just(UrgencyChange::Hold),
+        Just(UrgencyChange::Release),
     ]
 }
 
@@ -319,6 +341,14 @@ pub fn client_shard_reply() -> impl Strategy<Value = Reply<client_shard::Respons
             0..3
         )
         .prop_map(client_shard::Response::Cancelled),
+        vec((fluid(), urgency_result()), 0..3).prop_map(|outcomes| {
+            client_shard::Response::Urgency(
+                outcomes
+                    .into_iter()
+                    .map(|(id, result)| UrgencyOutcome { id, result })
+                    .collect(),
+            )
+        }),
     ];
     prop_oneof![response.prop_map(Ok), refusal().prop_map(Err)]
 }

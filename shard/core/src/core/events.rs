@@ -49,7 +49,7 @@ impl ShardCore {
         debug_assert_eq!(
             (self.jobs.pending.len(), self.jobs.running.len()),
             (
-                self.qm.pending_len() + self.qm.waiting_len(),
+                self.qm.pending_len() + self.qm.waiting_len() + self.qm.held_len(),
                 self.qm.running_len()
             ),
             "the job table's live jobs are not the queue manager's"
@@ -344,7 +344,10 @@ impl ShardCore {
             self.qm.pending_order().take(limit).map(Fluid).collect()
         };
         for id in ids {
-            if let Some(JobView::Pending { reason }) = self.qm.job(id.0) {
+            // A held job keeps the reason the shard gave it (`core/holds.rs`).
+            if let Some(JobView::Pending { reason }) = self.qm.job(id.0)
+                && reason != WaitReason::Held
+            {
                 self.set_reason(id, Reason::Waiting(reason));
             }
         }

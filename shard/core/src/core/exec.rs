@@ -14,10 +14,10 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
-use shardsched_qmanager::{JobRequest, JobView};
+use shardsched_qmanager::JobView;
 use shardsched_wire::msg::{JobId, JobState};
 
-use super::{MS_PER_S, ShardCore};
+use super::ShardCore;
 use crate::exec::{EndCause, JobEnd, STDERR_FILE, STDOUT_FILE, job_dir};
 use crate::job::Reason;
 use crate::journal::JournalRecord;
@@ -191,7 +191,7 @@ impl ShardCore {
 
     /// Puts a job whose run ended (its resources are already free in the queue manager)
     /// back in the queue with its first submit time, so it keeps its place among jobs of
-    /// the same priority (up to the matcher's one-second resolution).
+    /// the same urgency (up to the matcher's one-second resolution).
     fn requeue(&mut self, id: JobId, why: String) {
         let now_ms = self.now_ms;
         if let Some(end) = self.jobs.running.remove(&id) {
@@ -202,13 +202,9 @@ impl ShardCore {
             return;
         };
         let nodes = job.nodes.clone();
-        let request = shardsched_jobspec::parse_json(&job.jobspec_json).map(|jobspec| JobRequest {
-            id: id.0,
-            jobspec,
-            priority: i64::from(job.priority),
-            submit_time: i64::try_from(job.submit_ms / MS_PER_S).unwrap_or(i64::MAX),
-            user: self.ids.users.get(&job.owner).copied().unwrap_or(0),
-        });
+        let (urgency, submit_ms, owner) = (job.urgency, job.submit_ms, job.owner.clone());
+        let request = shardsched_jobspec::parse_json(&job.jobspec_json)
+            .map(|jobspec| self.queue_request(id, jobspec, urgency, submit_ms, &owner));
         if let Some(job) = self.jobs.table.get_mut(id) {
             job.push_event(now_ms, "free", json!({}));
             job.push_event(now_ms, "requeue", json!({"note": why}));

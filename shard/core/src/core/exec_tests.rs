@@ -62,7 +62,7 @@ pub(super) fn submit(core: &mut ShardCore, key: u8, duration: u64, requeue: bool
     let submit = Submit {
         idempotency_key: IdempotencyKey([key; 16]),
         jobspec_json: jobspec.to_json().to_string(),
-        priority: None,
+        urgency: None,
     };
     core.handle_submit(NOW, "alice", &submit)
         .expect("accepted")

@@ -10,8 +10,9 @@
 //! - running jobs come back on EXACTLY their allocation (vertex paths resolved in this
 //!   graph; a path the cluster no longer has refuses the restart), with their sim end from
 //!   the journal, so they end on time;
-//! - pending jobs are submitted again with their original submit times and priorities, so
-//!   they keep their order; the next tick re-plans reservations around the running ones.
+//! - pending jobs are submitted again with their original submit times and urgencies, so
+//!   they keep their order (held ones held again); the next tick re-plans reservations
+//!   around the running ones.
 //!
 //! Idempotency keys come back with the jobs, and the FLUID generator continues after the
 //! last id issued. Nothing restored is journaled again (it is on disk already); what the
@@ -159,6 +160,7 @@ impl ShardCore {
         let now_ms = self.observe(now_ms);
         let mut summary = RestoreSummary::default();
         let mut finished = Vec::new();
+        let mut held = Vec::new();
         for job in &restored.jobs {
             let id = Fluid(job.accepted.id);
             let record = self.restored_record(job)?;
@@ -190,6 +192,7 @@ impl ShardCore {
                     self.qm
                         .submit(request)
                         .map_err(|e| restore_error(id, &e.to_string()))?;
+                    held.push(id);
                     summary.pending += 1;
                 }
             }
@@ -214,6 +217,9 @@ impl ShardCore {
                 job.reason = Reason::Waiting(reason);
             }
         }
+        for id in held {
+            self.sync_hold(id);
+        }
         self.status_version += 1;
         tracing::info!(queue = %self.queue, pending = summary.pending, running = summary.running, finished = summary.finished, now_ms, "restored from the journal");
         Ok(summary)
@@ -231,7 +237,7 @@ impl ShardCore {
             id,
             owner: &a.owner,
             key: a.idempotency_key(),
-            priority: a.priority,
+            urgency: job.urgency(),
             submit_ms: a.submit_ms,
             duration_ms,
             jobspec: &jobspec,
@@ -286,13 +292,7 @@ impl ShardCore {
         let a = &job.accepted;
         let jobspec = shardsched_jobspec::parse_json(&a.jobspec_json)
             .map_err(|e| restore_error(record.id, &format!("its jobspec: {e}")))?;
-        Ok(JobRequest {
-            id: record.id.0,
-            jobspec,
-            priority: i64::from(a.priority),
-            submit_time: i64::try_from(a.submit_ms / MS_PER_S).unwrap_or(i64::MAX),
-            user: self.ids.user(&a.owner),
-        })
+        Ok(self.queue_request(record.id, jobspec, record.urgency, a.submit_ms, &a.owner))
     }
 }
 

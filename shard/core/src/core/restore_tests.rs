@@ -33,6 +33,7 @@ fn kinds(records: &[JournalRecord]) -> Vec<&'static str> {
             JournalRecord::Forgotten(_) => "forgotten",
             JournalRecord::LastId(_) => "last_id",
             JournalRecord::Requeued(_) => "requeued",
+            JournalRecord::Urgency(..) => "urgency",
             JournalRecord::Node(..) => "node",
         })
         .collect()
@@ -139,7 +140,7 @@ fn a_running_job_on_a_vertex_the_cluster_lacks_refuses_the_restore() {
                 owner: "alice".into(),
                 key: [9; 16],
                 jobspec_json: jobspec(None, Some(1), 10),
-                priority: 16,
+                urgency: 16,
                 submit_ms: NOW - 5_000,
             },
             started: Some(StartedJob {
@@ -155,6 +156,7 @@ fn a_running_job_on_a_vertex_the_cluster_lacks_refuses_the_restore() {
                 duration: 10,
             }),
             ended: None,
+            urgency: None,
         }],
         last_id: Some(id),
     };

@@ -2,8 +2,9 @@
 //! its retries and refusals), cancel, and disabling an idle queue.
 
 use shardsched_jobspec::Jobspec;
-use shardsched_qmanager::{JobRequest, JobView};
+use shardsched_qmanager::JobView;
 use shardsched_wire::Peer;
+use shardsched_wire::limits::{URGENCY_DEFAULT, URGENCY_MAX};
 use shardsched_wire::msg::client_shard::{CancelOutcome, CancelResult, Submit};
 use shardsched_wire::msg::{JobId, JobState, Refusal, RefusalCode};
 
@@ -12,7 +13,7 @@ use super::{ShardCore, Submitted};
 use crate::assign;
 use crate::job::{JobRecord, NewJob, Reason};
 use crate::journal::{AcceptedJob, JournalRecord};
-use crate::limits::{ACTIVE_JOBS_MAX, PRIORITY_DEFAULT};
+use crate::limits::ACTIVE_JOBS_MAX;
 
 impl ShardCore {
     /// Takes a job in at `now_ms` for `owner` (the submitting certificate's name). See the
@@ -77,25 +78,19 @@ impl ShardCore {
         jobspec: Jobspec,
         id: JobId,
     ) -> Result<Submitted, Refusal> {
-        let priority = submit.priority.unwrap_or(PRIORITY_DEFAULT);
+        let urgency = submit.urgency.unwrap_or(URGENCY_DEFAULT).min(URGENCY_MAX);
         let duration_ms = self.duration_ms(&jobspec);
         let mut job = JobRecord::accepted(&NewJob {
             id,
             owner,
             key: submit.idempotency_key,
-            priority,
+            urgency,
             submit_ms: now_ms,
             duration_ms,
             jobspec: &jobspec,
             jobspec_json: &submit.jobspec_json,
         });
-        let request = JobRequest {
-            id: id.0,
-            jobspec,
-            priority: i64::from(priority),
-            submit_time: self.now_s(),
-            user: self.ids.user(owner),
-        };
+        let request = self.queue_request(id, jobspec, urgency, now_ms, owner);
         self.ids.last = self.ids.last.max(Some(id));
         if let Err(e) = self.qm.submit(request) {
             tracing::error!(queue = %self.queue, job = %id, error = %e, "queue manager refused a submit");
@@ -122,7 +117,7 @@ impl ShardCore {
             owner: owner.to_owned(),
             key: submit.idempotency_key.0,
             jobspec_json: submit.jobspec_json.clone(),
-            priority,
+            urgency: u32::from(urgency),
             submit_ms: now_ms,
         }));
         self.jobs.table.insert(job);
@@ -131,6 +126,7 @@ impl ShardCore {
             matches!(self.qm.job(id.0), Some(JobView::Pending { .. })),
             "{id}: accepted but the queue manager does not have it pending"
         );
+        self.sync_hold(id);
         self.status_version += 1;
         Ok(Submitted {
             id,

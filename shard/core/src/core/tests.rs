@@ -106,7 +106,7 @@ pub(super) fn submit(key: u8, jobspec_json: String) -> Submit {
     Submit {
         idempotency_key: IdempotencyKey([key; 16]),
         jobspec_json,
-        priority: None,
+        urgency: None,
     }
 }
 
