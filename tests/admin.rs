@@ -289,6 +289,65 @@ fn a_move_journaled_before_a_crash_is_resumed() {
     let _ = std::fs::remove_dir_all(&once);
 }
 
+/// A panic in the coordinator's core task (here the failpoint `coord.node_flag.before_core`
+/// armed to `panic`, standing for a bug in the core) stops the coordinator process, which
+/// exits with Rust's panic status; `up` restarts it, and the restart replays the journal:
+/// what was acknowledged before the panic is there.
+#[test]
+fn a_panic_in_the_core_stops_the_coordinator_and_the_restart_replays_its_journal() {
+    let once = std::env::temp_dir().join(format!(
+        "shardsched-failpoints-once-panic-{}-{}",
+        std::process::id(),
+        harness::now_ms()
+    ));
+    std::fs::create_dir_all(&once).unwrap();
+    let system = start_with_env(
+        "core-panic",
+        &[
+            (
+                "SHARDSCHED_FAILPOINTS",
+                "coordinator/coord.node_flag.before_core=2*panic",
+            ),
+            ("SHARDSCHED_FAILPOINTS_ONCE_DIR", once.to_str().unwrap()),
+        ],
+    );
+    system.ok(&["resource", "drain", "node5", "--reason", "bad dimm"]);
+    let before = system.child_pid("coordinator");
+    // The second flag change panics in the core task: however the client fares (it may
+    // retry once the restarted coordinator answers), the process that took it is gone.
+    let _ = system.cli(&["resource", "drain", "node6", "--reason", "fan"]);
+    assert!(
+        wait_for(|| system
+            .try_child_pid("coordinator")
+            .is_some_and(|p| p != before)
+            && system.cli(&["queue", "list", "--json"]).status.success()),
+        "the coordinator was not restarted after its panic"
+    );
+    let up = std::fs::read_to_string(system.dir.join("up.stderr")).unwrap();
+    assert!(
+        up.contains("coordinator exited (exit status 101)"),
+        "up did not see the coordinator die of a panic: {up}"
+    );
+    let log = std::fs::read_to_string(system.layout().logs_dir().join("coordinator.log"))
+        .unwrap_or_default();
+    assert!(
+        log.contains("failpoint coord.node_flag.before_core: panic"),
+        "the panic is not in the coordinator's log: {log}"
+    );
+    // node5 reads "down" until beta's shard has registered with the new coordinator.
+    assert!(
+        wait_for(|| system.node_row("node5")["state"] == "drained"),
+        "node5 is not drained after the restart: {}",
+        system.node_row("node5")
+    );
+    let node5 = system.node_row("node5");
+    assert_eq!(
+        node5["reason"], "bad dimm",
+        "replayed from the journal: {node5}"
+    );
+    let _ = std::fs::remove_dir_all(&once);
+}
+
 /// `--dry-run` names when each node would be free, the jobs holding it, and the donor's
 /// pending jobs that could never run without the nodes, and changes nothing; `stop
 /// --release-to` then hands the stopped queue's nodes that the other queue defines to it,

@@ -106,15 +106,15 @@ async fn shards_register_and_clients_read_over_real_quic() {
     assert_eq!(assignment.generator_id, 1);
     assert_eq!(assignment.owned.len(), 112);
     assert_eq!(assignment.owned[0].generation, Generation(1));
-    assert_eq!(assignment.queue.queue_policy, "easy");
+    assert_eq!(assignment.queue.queue_policy.as_str(), "easy");
     let status = ShardStatus {
         time_ms: 1,
         queue: QueueStatus {
             name: "batch".into(),
             enabled: true,
             started: true,
-            queue_policy: "easy".into(),
-            match_policy: "first".into(),
+            queue_policy: shardsched_proto::msg::QueuePolicy::Easy,
+            match_policy: shardsched_proto::msg::MatchPolicy::First,
             nodes_defined: 112,
             nodes_owned: 112,
             nodes_up: 1,

@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use shardsched_coordinator::moves::limits::RESEND_INTERVAL_MS;
-use shardsched_coordinator::moves::{MoveMachine, MoveRecord, MoveStatus, NodeIntentInit};
+use shardsched_coordinator::moves::{MoveMachine, MoveRecord, MoveStatus, NodeIntent};
 use shardsched_proto::fluid::Fluid;
 use shardsched_proto::msg::coord_shard::{Request, Response};
 use shardsched_proto::msg::shard_coord::{HeldNode, Released};
@@ -101,7 +101,7 @@ struct World {
     rng: ChaCha8Rng,
     now: u64,
     /// The ownership the coordinator's disk starts from (replaced by compaction).
-    base: Vec<NodeIntentInit>,
+    base: Vec<(String, NodeIntent)>,
     /// The first move id after the base.
     first_move_id: u64,
     definitions: Vec<(String, Vec<String>)>,
@@ -133,11 +133,14 @@ impl World {
                     def.push(n.clone());
                 }
             }
-            base.push(NodeIntentInit {
-                node: n.clone(),
-                owner: Some(queue_names[owner].clone()),
-                generation: Generation(1),
-            });
+            base.push((
+                n.clone(),
+                NodeIntent {
+                    owner: Some(queue_names[owner].clone()),
+                    generation: Generation(1),
+                    ..NodeIntent::default()
+                },
+            ));
         }
         let definitions: Vec<(String, Vec<String>)> =
             queue_names.iter().cloned().zip(defs).collect();

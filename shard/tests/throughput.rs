@@ -35,8 +35,8 @@ fn assignment() -> Assignment {
         },
         queue: QueueConfig {
             name: "batch".into(),
-            queue_policy: "easy".into(),
-            match_policy: "first".into(),
+            queue_policy: shardsched_proto::msg::QueuePolicy::Easy,
+            match_policy: shardsched_proto::msg::MatchPolicy::First,
             queue_depth: 32,
             reservation_depth: 1,
             default_duration_ms: 3_600_000,

@@ -24,8 +24,8 @@ use super::DriverError;
 
 /// File holding the bound address, written after binding.
 pub use shardsched_proto::state_dir::ADDRESS_FILE;
-/// Stem of the coordinator's certificate and key files.
-pub const CERT_STEM: &str = "coordinator";
+/// Stem of the coordinator's certificate and key files: the name its certificate carries.
+pub const CERT_STEM: &str = COORDINATOR_NAME;
 
 /// Label of the CA-derived secret that keys the coordinator's QUIC stateless resets.
 const RESET_SECRET_LABEL: &str = "coordinator stateless reset";

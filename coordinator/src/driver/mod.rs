@@ -1,41 +1,67 @@
-//! The coordinator's async driver: one QUIC endpoint, a task per connection, the pure
-//! [`Core`] behind a lock, and the routing table published with arc-swap.
+//! The coordinator's async driver: one QUIC endpoint, a task per connection, and ONE task
+//! that owns the pure [`Core`] and the journal — quinn's endpoint driver, raft-rs's
+//! `RawNode` loop.
 //!
 //! ```text
 //! Coordinator::bind(config, options)   state dir: CA, own certificate, the journal (opened,
 //!                                      verified, the start's changes committed), then the
 //!                                      endpoint, then <state-dir>/address
-//! Coordinator::run(shutdown)           accept loop until `shutdown` resolves (SIGTERM or
-//!                                      Ctrl-C with [`shutdown_signal`]); then close every
-//!                                      connection and remove the address file
+//! Coordinator::run(shutdown)           the core task, and the accept loop, until `shutdown`
+//!                                      resolves (SIGTERM or Ctrl-C with [`shutdown_signal`]);
+//!                                      then close every connection and remove the address file
+//!
+//! connection tasks ──Event──► core task (owns Core + journal + each shard's link)
+//!   shard / client requests        loop {
+//!   connections up and down          wait for an event, or the moves' next wakeup
+//!   move answers, continuations      handle it and every event already queued (a batch)
+//!                                    core.moves_tick(now)
+//!                                    journal what the batch changed (fsync)
+//!                                    publish the routing table, then answer and send
+//!                                  }
 //! ```
 //!
-//! Each connection is served by role, read from its certificate: shards get `shard_coord`
-//! requests served and their session kept for `coord_shard` commands; users and admins get
-//! `client_coord`. proto's `serve` checks each request's [`Op`](shardsched_proto::Op)
-//! against the peer's role before a handler runs, so admin-only operations never reach the
-//! core from a user. The core's lock is never held across an `.await`.
+//! Each connection is served by role, read from its certificate: shards' `shard_coord`
+//! requests and users' and admins' `client_coord` requests become `Event`s, each matched
+//! once, in the core task, to a core call (`dispatch`). proto's `serve` checks each
+//! request's [`Op`](shardsched_proto::Op) against the peer's role first, so admin-only
+//! operations never reach the core from a user. The routing table, republished after
+//! every batch that moved the core's epoch, is the one thing read without the core task.
+//!
+//! Nothing waits on the network inside the core task: a request that needs a shard's
+//! answer (a job list, a dry run, a removal's idle check, a liveness probe) or a file
+//! (reload) hands that to a small task, which comes back with an event. Commands to a
+//! shard that change its state leave through that shard's `link`, one at a time, in the
+//! order the core decided them.
+//!
+//! A journal write that fails stops the coordinator (`run` returns the error), and a panic
+//! in the core task unwinds out of `run`: either way the process exits non-zero, its
+//! supervisor restarts it, and the restart replays the journal, which holds everything
+//! that was ever acknowledged.
 
-mod admin;
+mod connections;
+mod core_task;
+mod dispatch;
+mod event;
 mod files;
-mod handlers;
-mod reconfig;
+mod followups;
+mod link;
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
 use shardsched_proto::msg::RouteTable;
-use shardsched_proto::{CloseCode, Role, Session, TlsError, accept, tls};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use shardsched_proto::{CloseCode, TlsError, tls};
+use tokio::sync::mpsc;
 
 use crate::config::Config;
-use crate::core::{ConnId, Core, CoreError};
+use crate::core::{Core, CoreError};
 use crate::journal::{CoordJournal, CoordJournalError, Origin};
+use core_task::CoreTask;
+use event::Event;
 
 pub use crate::journal::{JOURNAL_FILE, LEGACY_STATE_FILE};
 pub use files::{ADDRESS_FILE, CERT_STEM};
@@ -44,6 +70,10 @@ pub use files::{ADDRESS_FILE, CERT_STEM};
 /// door. Requests in flight per connection are bounded by QUIC flow control at
 /// [`STREAMS_CONCURRENT_MAX`](shardsched_proto::limits::STREAMS_CONCURRENT_MAX).
 pub const CONNECTIONS_MAX: usize = 4096;
+/// Events queued for the core task; a connection waits to queue more (back-pressure).
+pub const EVENTS_QUEUED_MAX: usize = 1024;
+/// Most events the core task handles in one batch (one journal write).
+pub const BATCH_EVENTS_MAX: usize = 256;
 /// How long a shard that holds a queue has to answer a liveness probe when a second shard
 /// registers for the same queue. If it does not answer, it is taken for dead (a shard that
 /// restarted before its old connection timed out) and the newcomer registers.
@@ -51,13 +81,14 @@ pub const SHARD_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long each shard has to answer a `jobs` fan-out; a shard that does not is left out and
 /// the list is marked truncated.
 pub const FANOUT_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long a shard has to acknowledge a command (`SetQueueState`).
+/// How long a shard has to acknowledge a command (`SetQueueState`, a move step, …).
 pub const SHARD_COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long shutdown waits for connections to close cleanly.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
-/// Longest sleep of the move pump when no move is in progress (it is woken by every move
-/// event anyway).
-pub const MOVE_PUMP_IDLE: Duration = Duration::from_secs(60);
+/// How long `queue remove --give-to` waits for its move before it answers. The queue has
+/// no job, so its nodes are idle and the move takes a few round trips; past this, the
+/// admin is told to remove it again once the move is done.
+pub const REMOVE_MOVE_WAIT: Duration = Duration::from_secs(10);
 
 /// Where the coordinator listens and keeps its state.
 #[derive(Clone, Debug)]
@@ -99,47 +130,26 @@ impl DriverError {
     /// the same way (exit with
     /// [`UNREADABLE_EXIT_STATUS`](shardsched_journal::UNREADABLE_EXIT_STATUS)).
     pub fn journal_unreadable(&self) -> bool {
-        match self {
-            DriverError::Journal(CoordJournalError::Journal(e)) => e.is_unreadable(),
-            DriverError::Journal(
-                CoordJournalError::Format { .. } | CoordJournalError::LegacyDecode { .. },
-            ) => true,
-            _ => false,
-        }
+        matches!(self, DriverError::Journal(e) if e.is_unreadable())
     }
 }
 
 /// A bound coordinator, ready to [`run`](Coordinator::run).
 pub struct Coordinator {
-    shared: Arc<Shared>,
+    task: CoreTask,
+    queued: mpsc::Receiver<Event>,
+    routes: Arc<ArcSwap<RouteTable>>,
     endpoint: quinn::Endpoint,
     local_addr: SocketAddr,
     address_file: PathBuf,
 }
 
-/// What every connection task shares.
-pub(crate) struct Shared {
-    core: Mutex<Core>,
-    /// Sessions of connected shards, by connection, to send them commands.
-    sessions: Mutex<HashMap<ConnId, Session>>,
-    /// The routing table, republished after every change of the core's epoch.
-    routes: ArcSwap<RouteTable>,
-    /// Serialises admin changes, so that a shard hears them in the order they were made.
-    admin: tokio::sync::Mutex<()>,
-    /// The journal. Its lock serialises writes, so a flush returns only once every record
-    /// changed before it is on disk (a flush that finds nothing to write waited for the one
-    /// that carried its records).
-    journal: tokio::sync::Mutex<CoordJournal>,
-    /// Wakes the move pump (new records or commands, answers).
-    moves_wake: tokio::sync::Notify,
-}
-
 impl Coordinator {
     /// Prepares the state directory (creating the CA and the coordinator's certificate on
-    /// first start), opens and verifies the journal (importing the old TOML state file
-    /// once), builds the core and commits the start's changes, binds the endpoint and
-    /// writes `<state-dir>/address`. Needs a tokio runtime. A damaged journal refuses the
-    /// start with the file named.
+    /// first start), opens and verifies the journal, builds the core and commits the
+    /// start's changes, binds the endpoint and writes `<state-dir>/address`. Needs a tokio
+    /// runtime. A damaged journal, or one this build does not read, refuses the start with
+    /// the file named.
     pub fn bind(config: Config, options: &Options) -> Result<Coordinator, DriverError> {
         // Scoped failpoints (`coordinator/NAME=ACTION`) fire in this process only.
         shardsched_proto::failpoint::set_scope("coordinator");
@@ -148,16 +158,8 @@ impl Coordinator {
         // The journal blocks on its commit thread: open it off the async runtime.
         let (journal, core) = off_runtime(|| -> Result<_, DriverError> {
             let (mut journal, previous, origin) = CoordJournal::open(dir)?;
-            match &origin {
-                Origin::Fresh => {
-                    tracing::info!(journal = %journal.path().display(), "new coordinator journal")
-                }
-                Origin::Journal => {}
-                Origin::Imported(from) => tracing::info!(
-                    from = %from.display(),
-                    journal = %journal.path().display(),
-                    "imported the old coordinator state file into the journal"
-                ),
+            if origin == Origin::Fresh {
+                tracing::info!(journal = %journal.path().display(), "new coordinator journal");
             }
             let (core, durable) = Core::new(config, &previous, now_ms())?;
             journal.write_blocking(&durable.diff(&previous))?;
@@ -171,7 +173,8 @@ impl Coordinator {
             error,
         })?;
         let address_file = files::write_address(dir, local_addr)?;
-        let routes = ArcSwap::from_pointee(core.routes());
+        let routes = Arc::new(ArcSwap::from_pointee(core.routes()));
+        let (events, queued) = mpsc::channel::<Event>(EVENTS_QUEUED_MAX);
         tracing::info!(
             address = %local_addr,
             state_dir = %dir.display(),
@@ -181,14 +184,9 @@ impl Coordinator {
             "coordinator listening"
         );
         Ok(Coordinator {
-            shared: Arc::new(Shared {
-                core: Mutex::new(core),
-                sessions: Mutex::new(HashMap::new()),
-                routes,
-                admin: tokio::sync::Mutex::new(()),
-                journal: tokio::sync::Mutex::new(journal),
-                moves_wake: tokio::sync::Notify::new(),
-            }),
+            task: CoreTask::new(core, journal, Arc::clone(&routes), events),
+            queued,
+            routes,
             endpoint,
             local_addr,
             address_file,
@@ -202,52 +200,45 @@ impl Coordinator {
 
     /// The routing table as clients see it now.
     pub fn routes(&self) -> Arc<RouteTable> {
-        self.shared.routes.load_full()
+        self.routes.load_full()
     }
 
     /// Serves until `shutdown` resolves or the endpoint closes, then closes every connection
-    /// (waiting at most [`SHUTDOWN_GRACE`]) and removes the address file.
+    /// (waiting at most [`SHUTDOWN_GRACE`]) and removes the address file. Returns the error
+    /// that stopped the core task (a failed journal write); a panic in it unwinds from here.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), DriverError> {
-        let connections = Arc::new(Semaphore::new(CONNECTIONS_MAX));
-        let pump = tokio::spawn(handlers::move_pump(Arc::clone(&self.shared)));
-        tokio::pin!(shutdown);
-        loop {
-            tokio::select! {
-                () = &mut shutdown => break,
-                incoming = self.endpoint.accept() => {
-                    let Some(incoming) = incoming else { break };
-                    match Arc::clone(&connections).try_acquire_owned() {
-                        Ok(permit) => {
-                            tokio::spawn(connection(Arc::clone(&self.shared), incoming, permit));
-                        }
-                        Err(_) => {
-                            tracing::warn!(
-                                remote = %incoming.remote_address(),
-                                limit = CONNECTIONS_MAX,
-                                "connection refused: too many connections"
-                            );
-                            incoming.refuse();
-                        }
-                    }
-                }
-            }
-        }
-        pump.abort();
+        let Coordinator {
+            task,
+            queued,
+            routes,
+            endpoint,
+            address_file,
+            ..
+        } = self;
+        let accepting = tokio::spawn(connections::accept_loop(
+            endpoint.clone(),
+            task.events.clone(),
+            routes,
+        ));
+        let outcome = tokio::select! {
+            () = shutdown => Ok(()),
+            ended = task.run(queued) => ended,
+        };
+        accepting.abort();
         tracing::info!("coordinator shutting down");
-        self.endpoint
-            .close(CloseCode::Done.varint(), b"coordinator shutting down");
-        let _ = tokio::time::timeout(SHUTDOWN_GRACE, self.endpoint.wait_idle()).await;
-        match std::fs::remove_file(&self.address_file) {
+        endpoint.close(CloseCode::Done.varint(), b"coordinator shutting down");
+        let _ = tokio::time::timeout(SHUTDOWN_GRACE, endpoint.wait_idle()).await;
+        match std::fs::remove_file(&address_file) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(error) => {
-                return Err(DriverError::Io {
-                    path: self.address_file.clone(),
+                return outcome.and(Err(DriverError::Io {
+                    path: address_file.clone(),
                     error,
-                });
+                }));
             }
         }
-        Ok(())
+        outcome
     }
 }
 
@@ -268,52 +259,6 @@ pub fn init_logging() {
 
 pub use shardsched_proto::shutdown_signal;
 
-impl Shared {
-    /// Runs `f` on the core and republishes the routing table if the epoch moved.
-    fn with_core<T>(&self, f: impl FnOnce(&mut Core) -> T) -> T {
-        let mut core = lock(&self.core);
-        let before = core.epoch();
-        let out = f(&mut core);
-        if core.epoch() != before {
-            self.routes.store(Arc::new(core.routes()));
-        }
-        out
-    }
-
-    fn session(&self, conn: ConnId) -> Option<Session> {
-        lock(&self.sessions).get(&conn).cloned()
-    }
-}
-
-/// Serves one connection by its peer's role.
-async fn connection(shared: Arc<Shared>, incoming: quinn::Incoming, _permit: OwnedSemaphorePermit) {
-    let remote = incoming.remote_address();
-    let session = match accept(incoming).await {
-        Ok(session) => session,
-        Err(e) => {
-            tracing::info!(%remote, error = %e, "connection refused");
-            return;
-        }
-    };
-    match session.peer().role {
-        Role::Shard => handlers::shard_connection(shared, session).await,
-        Role::User | Role::Admin => handlers::client_connection(shared, session).await,
-        Role::Coordinator => {
-            tracing::warn!(%remote, peer = %session.peer(), "refusing a coordinator certificate as a client");
-            session.connection().close(
-                CloseCode::NoIdentity.varint(),
-                b"coordinators do not connect to coordinators",
-            );
-        }
-    }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Core methods do not panic on any input; should one have panicked anyway, serving the
-    // state it left is better than taking every connection down with it.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// Runs blocking `work` on a thread outside the async runtime (the journal's blocking calls
 /// must not run on a runtime thread), and waits for it.
 fn off_runtime<T: Send>(work: impl FnOnce() -> T + Send) -> T {
@@ -323,6 +268,7 @@ fn off_runtime<T: Send>(work: impl FnOnce() -> T + Send) -> T {
     })
 }
 
+/// The wall clock, ms since the Unix epoch: the one clock the core's inputs get.
 pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

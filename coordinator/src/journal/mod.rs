@@ -1,74 +1,71 @@
 //! The coordinator's journal: `<state-dir>/journal.redb`, a `shardsched-journal` store of
-//! one record per queue, per node and per unfinished move (see [`records`] for the layout).
+//! one record per queue, per node and per unfinished move, in the coordinator's own record
+//! format (`shardsched_coordinator_core::records`, format v1), encoded with the journal's
+//! format (`shardsched_journal::format`), never the wire's codec.
 //!
-//! The pure core keeps the whole [`Durable`] state in memory and hands the driver only what
-//! changed ([`DurableDelta`]); [`CoordJournal::write`] turns a delta into one batch for the
-//! group [`Committer`] and returns once it is durable. So a 1,024-node move costs a few
-//! commits (its start, then releases and acquisitions as they come, each carrying every
-//! change made meanwhile), not one per node, and finished moves' records are deleted in the
+//! The pure core keeps its state in memory and hands the driver only what changed
+//! ([`DurableDelta`]); [`CoordJournal::write`] turns a delta into one batch for the group
+//! [`Committer`] and returns once it is durable. So a 1,024-node move costs a few commits
+//! (its start, then releases and acquisitions as they come, each carrying every change
+//! made meanwhile), not one per node, and finished moves' records are deleted in the
 //! commit that finishes them: the journal holds the present, not the history.
 //!
 //! # Start
 //!
 //! [`CoordJournal::open`] opens and verifies the journal (a damaged one refuses the start
-//! with the file named). A journal never initialised (no `format` value: new, or created
-//! by a start that died before its first commit) is filled from the TOML state file of
-//! earlier versions, `coordinator-state.toml`, when one exists; once that import is
-//! durable, the file is renamed `coordinator-state.toml.imported`, so it is imported once.
-
-pub mod records;
+//! with the file named), checks its format stamp, `shardsched-coordinator-journal v1`, and
+//! reads every record back into a [`Durable`]. A journal of an earlier shardsched (records
+//! in the wire's encoding, with no stamp or with the old numeric one), the TOML state file
+//! of the versions before the journal (`coordinator-state.toml`), a journal of another
+//! kind or of a newer format are refused by name: never misread. A new journal is stamped
+//! at once.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use shardsched_journal::{Batch, CommitStats, Committer, Journal, JournalError};
-use shardsched_proto::codec;
-use shardsched_proto::msg::MoveId;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use shardsched_journal::format::{self, FORMAT_META, Stamp};
+use shardsched_journal::{Batch, CommitStats, Committer, ErrorKind, Journal, JournalError};
 
-use crate::moves::MoveRecord;
-use crate::ownership::{Durable, DurableError};
-pub use records::{DurableDelta, JOURNAL_FORMAT, NodeRecord, QueueRecord};
-use records::{
-    FORMAT_META, MOVES_TABLE, NEXT_MOVE_ID_META, NODES_TABLE, QUEUE_TABLE_META, QUEUES_TABLE,
+use crate::records::{
+    Durable, DurableDelta, JOURNAL_KIND, JOURNAL_VERSION, MOVES_TABLE, MoveStepRecord,
+    NEXT_MOVE_ID_META, NODES_TABLE, NodeRecord, QUEUE_TABLE_META, QUEUES_TABLE, QueueRecord,
 };
 
 /// The journal's file name in the state directory.
 pub use shardsched_proto::state_dir::JOURNAL_FILE;
-/// The state file of earlier versions, imported once.
+/// The state file of the versions before the journal, refused by name.
 pub const LEGACY_STATE_FILE: &str = "coordinator-state.toml";
-/// What the legacy state file is renamed to once imported.
-pub const LEGACY_IMPORTED_SUFFIX: &str = ".imported";
 
 /// The journal could not be opened, read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum CoordJournalError {
-    /// The store refused (damaged file, I/O error, stopped committer); names the file.
+    /// The store refused (damaged file, a record that does not decode, a format this build
+    /// does not read, I/O error, stopped committer); names the file.
     #[error(transparent)]
     Journal(#[from] JournalError),
-    /// The legacy state file could not be read or renamed.
-    #[error("{}: {error}", .path.display())]
+    /// The state directory holds the state file of a version before the journal.
+    #[error(
+        "{}: the state file of a shardsched before the coordinator journal, which this build \
+         does not read; move the state directory aside to start afresh, or run the \
+         shardsched that wrote it",
+        .path.display()
+    )]
     Legacy {
         /// The file.
         path: PathBuf,
-        /// Why.
-        error: String,
     },
-    /// The legacy state file does not decode.
-    #[error("{}: {error}", .path.display())]
-    LegacyDecode {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        error: DurableError,
-    },
-    /// A value in the journal is of a format this build does not read.
-    #[error("journal {}: format {found} (this build reads {JOURNAL_FORMAT})", .path.display())]
-    Format {
-        /// The journal file.
-        path: PathBuf,
-        /// The format found.
-        found: u32,
-    },
+}
+
+impl CoordJournalError {
+    /// Whether the journal cannot be read back: restarting would fail the same way.
+    pub fn is_unreadable(&self) -> bool {
+        match self {
+            CoordJournalError::Journal(e) => e.is_unreadable(),
+            CoordJournalError::Legacy { .. } => true,
+        }
+    }
 }
 
 /// Where the state a start begins from came from.
@@ -78,8 +75,6 @@ pub enum Origin {
     Fresh,
     /// The journal.
     Journal,
-    /// The legacy TOML state file (now renamed).
-    Imported(PathBuf),
 }
 
 /// The open journal and its commit thread.
@@ -100,74 +95,50 @@ impl std::fmt::Debug for CoordJournal {
 }
 
 impl CoordJournal {
-    /// Opens (creating on first start) and verifies `<dir>/journal.redb`, and reads the
-    /// durable state from it — or, when it was never initialised, from the legacy state
-    /// file, which is then imported. Blocking: call before serving, or off the runtime.
+    /// Opens (creating and stamping on first start) and verifies `<dir>/journal.redb`, and
+    /// reads the durable state from it. Blocking: call before serving, or off the runtime.
     pub fn open(dir: &Path) -> Result<(CoordJournal, Durable, Origin), CoordJournalError> {
         let path = dir.join(JOURNAL_FILE);
         let journal = Journal::open(&path)?;
-        let initialised = match journal.meta(FORMAT_META)? {
-            None => false,
-            Some(bytes) => {
-                let found = le_u32(&bytes).unwrap_or(u32::MAX);
-                if found != JOURNAL_FORMAT {
-                    return Err(CoordJournalError::Format { path, found });
+        refuse_numeric_stamp(&journal)?;
+        let origin = match format::check(&journal, JOURNAL_KIND, JOURNAL_VERSION)? {
+            Stamp::Current => Origin::Journal,
+            Stamp::Fresh => {
+                let legacy = dir.join(LEGACY_STATE_FILE);
+                if legacy.exists() {
+                    return Err(CoordJournalError::Legacy { path: legacy });
                 }
-                true
+                Origin::Fresh
+            }
+            // v1 is the first format: an older one is not a coordinator journal this build
+            // knows how to read.
+            Stamp::Older(found) => {
+                return Err(format_error(
+                    &journal,
+                    format!(
+                        "{JOURNAL_KIND} journal format v{found}; this build reads \
+                         v{JOURNAL_VERSION} only"
+                    ),
+                )
+                .into());
             }
         };
-        let (durable, node_keys) = if initialised {
-            read_state(&journal)?
-        } else {
-            (Durable::default(), HashMap::new())
-        };
+        let (durable, node_keys) = read_state(&journal)?;
         let next_node_key = node_keys.values().max().map_or(0, |k| k + 1);
         let committer = Committer::start(journal)?;
-        let mut this = CoordJournal {
+        if origin == Origin::Fresh {
+            let mut stamp = Batch::new();
+            stamp.put_meta(
+                FORMAT_META,
+                format::stamp_value(JOURNAL_KIND, JOURNAL_VERSION),
+            );
+            committer.submit_blocking(stamp)?.wait_blocking()?;
+        }
+        let this = CoordJournal {
             committer,
             node_keys,
             next_node_key,
         };
-        if initialised {
-            return Ok((this, durable, Origin::Journal));
-        }
-        let legacy = dir.join(LEGACY_STATE_FILE);
-        let (durable, origin) = match std::fs::read_to_string(&legacy) {
-            Ok(text) => {
-                let durable =
-                    Durable::from_toml(&text).map_err(|error| CoordJournalError::LegacyDecode {
-                        path: legacy.clone(),
-                        error,
-                    })?;
-                (durable, Origin::Imported(legacy.clone()))
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                (Durable::default(), Origin::Fresh)
-            }
-            Err(e) => {
-                return Err(CoordJournalError::Legacy {
-                    path: legacy,
-                    error: e.to_string(),
-                });
-            }
-        };
-        // The format value goes in with the imported state, in one commit: a journal with
-        // a format is a journal with its state.
-        let delta = durable.diff(&Durable::default());
-        let mut batch = this.batch(&delta)?;
-        batch.put_meta(FORMAT_META, JOURNAL_FORMAT.to_le_bytes());
-        this.committer
-            .submit_blocking(batch)?
-            .wait_blocking()
-            .map_err(CoordJournalError::from)?;
-        if let Origin::Imported(from) = &origin {
-            let mut to = from.as_os_str().to_owned();
-            to.push(LEGACY_IMPORTED_SUFFIX);
-            std::fs::rename(from, &to).map_err(|e| CoordJournalError::Legacy {
-                path: from.clone(),
-                error: format!("imported, but could not be renamed: {e}"),
-            })?;
-        }
         Ok((this, durable, origin))
     }
 
@@ -183,7 +154,8 @@ impl CoordJournal {
 
     /// Makes `delta` durable: one batch, group-committed with whatever else is queued.
     /// Returns once it is on disk. A failed commit stops the journal: every later write
-    /// fails too (the file's state after a failed fsync is unknown).
+    /// fails too (the file's state after a failed fsync is unknown), and the coordinator
+    /// stops.
     pub async fn write(&mut self, delta: &DurableDelta) -> Result<(), CoordJournalError> {
         if delta.is_empty() {
             return Ok(());
@@ -206,7 +178,7 @@ impl CoordJournal {
     /// The batch for `delta`; gives new nodes their keys.
     fn batch(&mut self, delta: &DurableDelta) -> Result<Batch, CoordJournalError> {
         let path = self.path().to_owned();
-        let encode = |table: &str, key: u64, value: &dyn erased::Encode| {
+        let encode = |table: &str, key: u64, value: &dyn Encode| {
             value
                 .encode()
                 .map_err(|e| JournalError::decode(&path, table, key, format!("encode: {e}")))
@@ -228,7 +200,7 @@ impl CoordJournal {
             };
             batch.put(NODES_TABLE, key, encode(NODES_TABLE, key, node)?);
         }
-        for (MoveId(id), records) in &delta.moves {
+        for (id, records) in &delta.moves {
             match records {
                 Some(records) => {
                     batch.put(MOVES_TABLE, *id, encode(MOVES_TABLE, *id, records)?);
@@ -254,83 +226,93 @@ impl CoordJournal {
     }
 }
 
+/// The coordinator journals of the versions before format v1 carried a four-byte number in
+/// the stamp's place; they are refused as written before v1, not as an unreadable stamp.
+fn refuse_numeric_stamp(journal: &Journal) -> Result<(), JournalError> {
+    match journal.meta(FORMAT_META)? {
+        Some(stamp) if stamp.len() == 4 && !stamp.starts_with(b"shardsched-") => Err(format_error(
+            journal,
+            format!(
+                "written before journal format v1 (a coordinator journal of an earlier \
+                     shardsched, in the wire's encoding, which this build does not read); this \
+                     build reads {JOURNAL_KIND} journal format v{JOURNAL_VERSION}: move the \
+                     state directory aside to start afresh, or run the shardsched that wrote it"
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn format_error(journal: &Journal, why: String) -> JournalError {
+    JournalError::new(journal.path(), ErrorKind::Format(why))
+}
+
 /// Reads every record back into a [`Durable`], with the node keys.
-fn read_state(journal: &Journal) -> Result<(Durable, HashMap<String, u64>), CoordJournalError> {
+fn read_state(journal: &Journal) -> Result<(Durable, HashMap<String, u64>), JournalError> {
     let path = journal.path();
-    let mut queues = Vec::new();
+    let mut delta = DurableDelta::default();
     for (key, bytes) in journal.scan(QUEUES_TABLE)? {
-        let record: QueueRecord =
-            codec::decode(&bytes).map_err(|e| JournalError::decode(path, QUEUES_TABLE, key, e))?;
+        let record: QueueRecord = decode(path, QUEUES_TABLE, key, &bytes)?;
         let id = u16::try_from(key).map_err(|_| {
             JournalError::decode(path, QUEUES_TABLE, key, "generator id out of range")
         })?;
-        queues.push((id, record));
+        delta.queues.push((id, record));
     }
-    let mut nodes = Vec::new();
     let mut keys = HashMap::new();
     for (key, bytes) in journal.scan(NODES_TABLE)? {
-        let record: NodeRecord =
-            codec::decode(&bytes).map_err(|e| JournalError::decode(path, NODES_TABLE, key, e))?;
+        let record: NodeRecord = decode(path, NODES_TABLE, key, &bytes)?;
         if keys.insert(record.name.clone(), key).is_some() {
             return Err(JournalError::decode(
                 path,
                 NODES_TABLE,
                 key,
                 format!("node {} has two records", record.name),
-            )
-            .into());
+            ));
         }
-        nodes.push(record);
+        delta.nodes.push(record);
     }
-    let mut moves = Vec::new();
     for (key, bytes) in journal.scan(MOVES_TABLE)? {
-        let records: Vec<MoveRecord> =
-            codec::decode(&bytes).map_err(|e| JournalError::decode(path, MOVES_TABLE, key, e))?;
-        if records.iter().any(|r| r.move_id() != MoveId(key)) {
-            return Err(
-                JournalError::decode(path, MOVES_TABLE, key, "a record of another move").into(),
-            );
-        }
-        moves.push((MoveId(key), records));
+        let records: Vec<MoveStepRecord> = decode(path, MOVES_TABLE, key, &bytes)?;
+        delta.moves.push((key, Some(records)));
     }
-    let next_move_id = match journal.meta(NEXT_MOVE_ID_META)? {
-        None => 0,
-        Some(bytes) => le_u64(&bytes)
-            .ok_or_else(|| JournalError::decode_meta(path, NEXT_MOVE_ID_META, "not 8 bytes"))?,
-    };
-    let queue_table = match journal.meta(QUEUE_TABLE_META)? {
+    delta.next_move_id = match journal.meta(NEXT_MOVE_ID_META)? {
         None => None,
         Some(bytes) => Some(
-            codec::decode(&bytes)
-                .map_err(|e| JournalError::decode_meta(path, QUEUE_TABLE_META, e))?,
+            <[u8; 8]>::try_from(bytes.as_slice())
+                .map(u64::from_le_bytes)
+                .map_err(|_| JournalError::decode_meta(path, NEXT_MOVE_ID_META, "not 8 bytes"))?,
         ),
     };
-    Ok((
-        Durable::from_records(queues, nodes, moves, next_move_id, queue_table),
-        keys,
-    ))
-}
-
-fn le_u32(bytes: &[u8]) -> Option<u32> {
-    Some(u32::from_le_bytes(bytes.try_into().ok()?))
-}
-
-fn le_u64(bytes: &[u8]) -> Option<u64> {
-    Some(u64::from_le_bytes(bytes.try_into().ok()?))
-}
-
-/// Encoding the three record types through one closure.
-mod erased {
-    use shardsched_proto::codec::{self, CodecError};
-
-    pub(super) trait Encode {
-        fn encode(&self) -> Result<Vec<u8>, CodecError>;
+    if let Some(bytes) = journal.meta(QUEUE_TABLE_META)? {
+        let table = format::decode(&bytes)
+            .map_err(|e| JournalError::decode_meta(path, QUEUE_TABLE_META, e))?;
+        delta.queue_table = Some(Some(table));
     }
+    let mut durable = Durable::default();
+    durable
+        .apply(delta)
+        .map_err(|e| JournalError::decode(path, e.table, e.key, e.message))?;
+    Ok((durable, keys))
+}
 
-    impl<T: serde::Serialize> Encode for T {
-        fn encode(&self) -> Result<Vec<u8>, CodecError> {
-            codec::encode(self)
-        }
+/// One record of `table` at `key`, decoded in the journal's format.
+fn decode<T: DeserializeOwned>(
+    path: &Path,
+    table: &str,
+    key: u64,
+    bytes: &[u8],
+) -> Result<T, JournalError> {
+    format::decode(bytes).map_err(|e| JournalError::decode(path, table, key, e))
+}
+
+/// Encoding the record types through one closure.
+trait Encode {
+    fn encode(&self) -> Result<Vec<u8>, format::FormatError>;
+}
+
+impl<T: Serialize> Encode for T {
+    fn encode(&self) -> Result<Vec<u8>, format::FormatError> {
+        format::encode(self)
     }
 }
 

@@ -1,6 +1,7 @@
 //! The journal-backed state: a restart is a reopen (same ownership, generations, queue
-//! states, flags, unfinished moves); the old TOML state is imported once; a damaged journal
-//! refuses the start naming the file; a big move costs a few commits, not one per node.
+//! states, flags, unfinished moves); the state of earlier versions is refused by name; a
+//! damaged journal refuses the start naming the file; a big move costs a few commits, not
+//! one per node.
 
 use std::path::Path;
 
@@ -8,11 +9,12 @@ use shardsched_proto::msg::client_coord::QueueAction;
 use shardsched_proto::msg::coord_shard::{FreeAt, ReleaseState, Request, Response};
 use shardsched_proto::msg::shard_coord::Register;
 
+use shardsched_journal::format;
+
 use super::*;
 use crate::config::Config;
 use crate::core::{ConnId, Core, NodeFlag};
 use crate::moves::MoveStatus;
-use crate::ownership::DURABLE_FORMAT;
 
 const NOW: u64 = 1_800_000_000_000;
 
@@ -198,32 +200,72 @@ fn flags_go_to_the_owner_in_its_assignment_and_with_a_moved_node() {
 }
 
 #[test]
-fn the_old_state_file_is_imported_once() {
+fn the_state_file_of_the_versions_before_the_journal_is_refused_by_name() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = Config::embedded_default().expect("config");
-    let (mut core, _) = Core::new(config.clone(), &Durable::default(), 1).expect("core");
-    core.move_nodes(NOW, &names(&["node0"]), "standby")
-        .expect("move");
-    let _ = core.journal_take();
-    let old = core.durable_state();
-    assert_eq!(old.format, DURABLE_FORMAT);
-    std::fs::write(dir.path().join(LEGACY_STATE_FILE), old.to_toml()).expect("write toml");
+    let legacy = dir.path().join(LEGACY_STATE_FILE);
+    std::fs::write(&legacy, "format = 1\n").expect("write toml");
+    let err = CoordJournal::open(dir.path()).expect_err("refused");
+    assert!(err.is_unreadable(), "a restart would fail the same way");
+    let text = err.to_string();
+    assert!(text.contains(&legacy.display().to_string()), "{text}");
+    assert!(text.contains("before the coordinator journal"), "{text}");
+    assert!(legacy.exists(), "nothing is lost");
+}
 
-    let (journal, read, origin) = CoordJournal::open(dir.path()).expect("imports");
-    assert!(matches!(origin, Origin::Imported(_)), "{origin:?}");
-    assert_eq!(read, old);
-    assert!(!dir.path().join(LEGACY_STATE_FILE).exists());
-    assert!(
-        dir.path()
-            .join(format!("{LEGACY_STATE_FILE}{LEGACY_IMPORTED_SUFFIX}"))
-            .exists()
-    );
-    drop(journal);
+/// A journal of an earlier shardsched: records in the wire's encoding, with no stamp (or
+/// with the numeric one the coordinator wrote then).
+#[test]
+fn a_journal_written_before_format_v1_is_refused_by_name() {
+    for numeric_stamp in [false, true] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(JOURNAL_FILE);
+        let old = Journal::open(&path).expect("open");
+        old.put(
+            crate::records::NODES_TABLE,
+            0,
+            b"\x05node0\x01\x05batch\x02",
+        )
+        .expect("an old record");
+        if numeric_stamp {
+            let mut b = Batch::new();
+            b.put_meta(FORMAT_META, 1u32.to_le_bytes());
+            old.commit(&b).expect("old stamp");
+        }
+        drop(old);
+        let err = CoordJournal::open(dir.path()).expect_err("refused");
+        assert!(err.is_unreadable(), "a restart would fail the same way");
+        let text = err.to_string();
+        assert!(text.contains(&path.display().to_string()), "{text}");
+        assert!(
+            text.contains("written before journal format v1"),
+            "numeric stamp {numeric_stamp}: {text}"
+        );
+    }
+}
 
-    let (_journal, again, origin) = start(dir.path(), config);
-    assert_eq!(origin, Origin::Journal);
-    assert_eq!(again.owner_of("node0"), Some("standby"));
-    assert_eq!(again.moves().len(), 1, "the unfinished move came along");
+#[test]
+fn a_journal_of_another_kind_or_a_newer_format_is_refused_by_name() {
+    for (stamp, expected) in [
+        (
+            format::stamp_value("shard", 1),
+            "a shard journal, not a coordinator one",
+        ),
+        (
+            format::stamp_value(JOURNAL_KIND, JOURNAL_VERSION + 1),
+            "written by a newer shardsched",
+        ),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let journal = Journal::open(dir.path().join(JOURNAL_FILE)).expect("open");
+        let mut b = Batch::new();
+        b.put_meta(FORMAT_META, stamp);
+        journal.commit(&b).expect("stamp");
+        drop(journal);
+        let err = CoordJournal::open(dir.path())
+            .expect_err("refused")
+            .to_string();
+        assert!(err.contains(expected), "{err}");
+    }
 }
 
 #[test]
@@ -261,7 +303,7 @@ fn a_record_that_does_not_decode_is_refused_with_table_and_key() {
         .committer
         .submit_blocking({
             let mut b = Batch::new();
-            b.put(records::NODES_TABLE, 9_999, b"not a node".to_vec());
+            b.put(crate::records::NODES_TABLE, 9_999, b"not a node".to_vec());
             b
         })
         .expect("submit")
@@ -339,7 +381,7 @@ started = false
 }
 
 #[test]
-fn a_failed_write_is_offered_again_and_holds_its_commands_back() {
+fn commands_wait_for_the_write_of_their_records() {
     let config = Config::embedded_default().expect("config");
     let (mut core, _) = Core::new(config, &Durable::default(), 1).expect("core");
     register(&mut core, "batch", 1);
@@ -350,17 +392,17 @@ fn a_failed_write_is_offered_again_and_holds_its_commands_back() {
     core.moves_to_send();
     core.move_nodes(NOW, &names(&["node0"]), "standby")
         .expect("move");
-    let failed = core.journal_take().expect("records to write");
-    core.journal_failed(failed.clone());
+    let write = core.journal_take().expect("records to write");
+    assert_eq!(write.steps.iter().copied().collect::<Vec<_>>(), ["started"]);
+    assert_eq!(
+        write.delta.nodes.len(),
+        1,
+        "node0's new owner and generation"
+    );
     assert!(
         core.moves_to_send().is_empty(),
         "no command before its records are durable"
     );
-    let again = core.journal_take().expect("offered again");
-    assert_eq!(again.token, failed.token);
-    assert_eq!(again.delta.nodes, failed.delta.nodes);
-    assert_eq!(again.delta.moves, failed.delta.moves);
-    assert_eq!(again.steps, failed.steps);
-    core.journal_done(&again);
+    core.journal_done(&write);
     assert!(!core.moves_to_send().is_empty(), "durable: the commands go");
 }

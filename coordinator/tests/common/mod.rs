@@ -9,6 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use shardsched_coordinator::{Config, Coordinator, DriverError, Options};
+use shardsched_proto::identity::COORDINATOR_NAME;
 use shardsched_proto::msg::coord_shard;
 use shardsched_proto::{Ca, Reply, Role, Session, connect, serve, tls};
 use tokio::sync::{mpsc, oneshot};
@@ -31,7 +32,7 @@ pub async fn connect_as(dir: &Path, addr: SocketAddr, role: Role, name: &str) ->
     let ca = Ca::load(dir).expect("the coordinator made a CA");
     let creds = ca.credentials(role, name).expect("credentials");
     let endpoint = tls::client_endpoint(&creds, localhost()).expect("endpoint");
-    connect(&endpoint, addr, Role::Coordinator, "coordinator")
+    connect(&endpoint, addr, Role::Coordinator, COORDINATOR_NAME)
         .await
         .expect("connect")
 }

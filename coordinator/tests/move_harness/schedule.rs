@@ -199,7 +199,7 @@ impl World {
             while !self.net.is_empty() {
                 self.deliver(0)?;
                 self.sync();
-                self.checker.check_step(&self.observe())?;
+                self.check_step()?;
             }
             let idle = self
                 .coord
@@ -210,15 +210,27 @@ impl World {
                 return Ok(());
             }
             self.advance(RESEND_INTERVAL_MS)?;
-            self.checker.check_step(&self.observe())?;
+            self.check_step()?;
         }
         Err("did not settle after healing".into())
+    }
+
+    /// The invariants of docs/ARCHITECTURE.md over what every process shows, and the
+    /// coordinator's own (node table and moves), if it is up.
+    fn check_step(&mut self) -> Result<(), String> {
+        self.checker.check_step(&self.observe())?;
+        match &self.coord.machine {
+            Some(m) => m
+                .invariants()
+                .map_err(|e| format!("coordinator invariant: {e}")),
+            None => Ok(()),
+        }
     }
 
     pub(super) fn run(&mut self) -> Result<(), String> {
         for _ in 0..STEPS {
             self.step()?;
-            self.checker.check_step(&self.observe())?;
+            self.check_step()?;
         }
         self.heal()?;
         let m = self
@@ -229,7 +241,7 @@ impl World {
         let owner: BTreeMap<String, Option<String>> = self
             .base
             .iter()
-            .map(|n| (n.node.clone(), m.owner_of(&n.node).map(str::to_owned)))
+            .map(|(n, _)| (n.clone(), m.owner_of(n).map(str::to_owned)))
             .collect();
         let unfinished: Vec<u64> = m
             .moves()

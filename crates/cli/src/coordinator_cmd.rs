@@ -73,6 +73,8 @@ pub fn main(args: &CoordinatorArgs) -> Result<()> {
             }
             Err(e) => return Err(e.into()),
         };
+        // Nothing here catches a panic: one in the core task unwinds out of `run` and the
+        // process exits (status 101), so its supervisor restarts it over its journal.
         coordinator.run(driver::shutdown_signal()).await?;
         Ok(())
     })

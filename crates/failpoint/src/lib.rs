@@ -8,6 +8,7 @@
 //! |---|---|
 //! | `exit` | the process exits at once with [`FAILPOINT_EXIT_CODE`] (no destructors, no flush: as close to SIGKILL as a process can do to itself) |
 //! | `abort` | `std::process::abort()` |
+//! | `panic` | `panic!` in the calling thread, unwinding as a bug would (what stops the process is then the code around it: a coordinator's core task, a shard's loop) |
 //! | `sleep(MS)` | the calling thread sleeps MS milliseconds (to widen a race) |
 //! | `off` | nothing (lets a test list a point without arming it) |
 //!
@@ -49,6 +50,8 @@ pub enum Action {
     Exit,
     /// Abort.
     Abort,
+    /// Panic (unwinding).
+    Panic,
     /// Sleep this long.
     Sleep(Duration),
     /// Nothing.
@@ -127,6 +130,7 @@ pub fn hit(name: impl std::fmt::Display) {
             eprintln!("shardsched: failpoint {name}: abort");
             std::process::abort();
         }
+        Action::Panic => panic!("failpoint {name}: panic"),
         Action::Sleep(d) => std::thread::sleep(d),
         Action::Off => {}
     }
@@ -176,13 +180,16 @@ fn parse_entry(entry: &str) -> Result<(String, Armed), String> {
     let action = match action {
         "exit" => Action::Exit,
         "abort" => Action::Abort,
+        "panic" => Action::Panic,
         "off" => Action::Off,
         other => {
             let ms = other
                 .strip_prefix("sleep(")
                 .and_then(|r| r.strip_suffix(')'))
                 .and_then(|ms| ms.trim().parse::<u64>().ok())
-                .ok_or_else(|| format!("unknown action {other:?} (exit, abort, sleep(MS), off)"))?;
+                .ok_or_else(|| {
+                    format!("unknown action {other:?} (exit, abort, panic, sleep(MS), off)")
+                })?;
             Action::Sleep(Duration::from_millis(ms))
         }
     };
@@ -204,7 +211,7 @@ mod tests {
     fn specs_parse_and_bad_entries_are_reported_not_fatal() {
         let (points, errors) = parse(
             "coord.move.after_journal=exit; shard.release.before_answer = 2*abort;\
-             x=sleep(15);y=off;bad;z=explode;w=0*exit;=exit",
+             x=sleep(15);y=off;p=3*panic;bad;z=explode;w=0*exit;=exit",
         );
         assert_eq!(points["coord.move.after_journal"].action, Action::Exit);
         assert_eq!(points["coord.move.after_journal"].at_hit, None);
@@ -212,7 +219,9 @@ mod tests {
         assert_eq!(points["shard.release.before_answer"].at_hit, Some(2));
         assert_eq!(points["x"].action, Action::Sleep(Duration::from_millis(15)));
         assert_eq!(points["y"].action, Action::Off);
-        assert_eq!(points.len(), 4);
+        assert_eq!(points["p"].action, Action::Panic);
+        assert_eq!(points["p"].at_hit, Some(3));
+        assert_eq!(points.len(), 5);
         assert_eq!(errors.len(), 4, "{errors:?}");
         assert!(errors.iter().any(|e| e.contains("explode")));
     }

@@ -41,13 +41,14 @@ pub const ALPN_STR: &str = "shardsched/1";
 /// The protocol version this build speaks, sent in the hello. 2: `resource list` is paged
 /// (`Resources { start }` / `{ nodes, next }`), `JobInfo.jobspec_json` is optional (a
 /// job's jobspec is private to its owner and admins), jobs carry the nodes they ask for,
-/// policy refusals have their own code and shards answer `DisableIfIdle`. 3: jobs have an
-/// urgency (0..=31, Flux's) instead of a priority, and shards answer `Urgency` (hold,
-/// release, set).
-pub const PROTOCOL_VERSION: u32 = 3;
+/// policy refusals have their own code and shards answer `DisableIfIdle`. 3: queue and
+/// match policies are typed ([`msg::QueuePolicy`], [`msg::MatchPolicy`]) in `QueueConfig`,
+/// `QueueStatus` and `QueueSpec`. 4: jobs have an urgency (0..=31, Flux's) instead of a
+/// priority, and shards answer `Urgency` (hold, release, set).
+pub const PROTOCOL_VERSION: u32 = 4;
 /// The oldest protocol version this build still accepts in a hello (older messages do not
 /// decode as this version's).
-pub const PROTOCOL_VERSION_MIN: u32 = 3;
+pub const PROTOCOL_VERSION_MIN: u32 = 4;
 /// This build's software string, sent in the hello for logs.
 pub const SOFTWARE: &str = concat!("shardsched ", env!("CARGO_PKG_VERSION"));
 

@@ -111,9 +111,10 @@ pub fn types_not_loaded(
 pub fn params(config: &QueueConfig) -> Result<Params, ShardError> {
     let policy: QueuePolicy = config
         .queue_policy
+        .as_str()
         .parse()
         .map_err(|e: shardsched_qmanager::QueueError| ShardError::QueueConfig(e.to_string()))?;
-    let match_policy = MatchPolicy::parse(&config.match_policy)
+    let match_policy = MatchPolicy::parse(config.match_policy.as_str())
         .map_err(|e| ShardError::QueueConfig(e.to_string()))?;
     let max_duration = match config.max_duration_ms {
         0 => 0,
@@ -146,8 +147,8 @@ mod tests {
     fn config() -> QueueConfig {
         QueueConfig {
             name: "batch".into(),
-            queue_policy: "easy".into(),
-            match_policy: "lonode".into(),
+            queue_policy: shardsched_wire::msg::QueuePolicy::Easy,
+            match_policy: shardsched_wire::msg::MatchPolicy::LoNode,
             queue_depth: 32,
             reservation_depth: 1,
             default_duration_ms: 1_500,
@@ -163,11 +164,6 @@ mod tests {
         let p = params(&config()).expect("params");
         assert_eq!(p.policy, QueuePolicy::Easy);
         assert_eq!((p.default_duration, p.max_duration), (2, 3600));
-        let bad = QueueConfig {
-            queue_policy: "sjf".into(),
-            ..config()
-        };
-        assert!(matches!(params(&bad), Err(ShardError::QueueConfig(_))));
         let tiny = QueueConfig {
             default_duration_ms: 0,
             max_duration_ms: 10,
@@ -175,6 +171,23 @@ mod tests {
         };
         let p = params(&tiny).expect("params");
         assert_eq!((p.default_duration, p.max_duration), (0, 1));
+    }
+
+    /// The wire's policies are the queue manager's and the matcher's by name: every one
+    /// the coordinator can send is one the shard runs.
+    #[test]
+    fn every_policy_on_the_wire_is_one_the_shard_runs() {
+        for queue_policy in shardsched_wire::msg::QueuePolicy::ALL {
+            for match_policy in shardsched_wire::msg::MatchPolicy::ALL {
+                let config = QueueConfig {
+                    queue_policy,
+                    match_policy,
+                    ..config()
+                };
+                let p = params(&config).expect("params");
+                assert_eq!(p.policy.to_string(), queue_policy.as_str());
+            }
+        }
     }
 
     #[test]

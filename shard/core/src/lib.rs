@@ -25,14 +25,14 @@
 //!
 //! ```
 //! use shardsched_wire::msg::client_shard::{IdempotencyKey, Submit};
-//! use shardsched_wire::msg::{Generation, JobState, NodeGen, QueueConfig};
+//! use shardsched_wire::msg::{Generation, JobState, MatchPolicy, NodeGen, QueueConfig, QueuePolicy};
 //! use shardsched_shard_core::{CoreOptions, ShardCore};
 //!
 //! let cluster = shardsched_resource::read_cluster_spec(
 //!     "name = \"c\"\n[[nodes]]\nhosts = \"n[0-1]\"\ncores_per_socket = 4\n").unwrap();
 //! let graph = shardsched_resource::keep_types(&cluster, shardsched_resource::SCHEDULER_TYPES).unwrap();
 //! let queue = QueueConfig {
-//!     name: "batch".into(), queue_policy: "easy".into(), match_policy: "first".into(),
+//!     name: "batch".into(), queue_policy: QueuePolicy::Easy, match_policy: MatchPolicy::First,
 //!     queue_depth: 32, reservation_depth: 1, default_duration_ms: 60_000,
 //!     max_duration_ms: 3_600_000, definition: vec!["n0".into(), "n1".into()],
 //!     enabled: true, started: true,

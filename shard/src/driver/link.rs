@@ -264,8 +264,8 @@ mod tests {
     fn only_a_changed_configuration_beyond_the_flags_needs_a_restart() {
         let running = QueueConfig {
             name: "q".into(),
-            queue_policy: "fcfs".into(),
-            match_policy: "first".into(),
+            queue_policy: shardsched_proto::msg::QueuePolicy::Fcfs,
+            match_policy: shardsched_proto::msg::MatchPolicy::First,
             queue_depth: 32,
             reservation_depth: 64,
             default_duration_ms: 60_000,
@@ -281,7 +281,7 @@ mod tests {
         };
         assert!(!needs_restart(&running, &flags));
         let policy = QueueConfig {
-            queue_policy: "easy".into(),
+            queue_policy: shardsched_proto::msg::QueuePolicy::Easy,
             ..running.clone()
         };
         assert!(needs_restart(&running, &policy));

@@ -7,8 +7,8 @@ use shardsched_proto::msg::QueueConfig;
 pub fn queue(definition: &[&str]) -> QueueConfig {
     QueueConfig {
         name: "batch".into(),
-        queue_policy: "easy".into(),
-        match_policy: "lonode".into(),
+        queue_policy: shardsched_proto::msg::QueuePolicy::Easy,
+        match_policy: shardsched_proto::msg::MatchPolicy::LoNode,
         queue_depth: 32,
         reservation_depth: 1,
         default_duration_ms: 60_000,

@@ -31,8 +31,8 @@ pub(crate) const CLUSTER: &str =
 pub(crate) fn queue_config(policy: &str) -> QueueConfig {
     QueueConfig {
         name: "batch".into(),
-        queue_policy: policy.into(),
-        match_policy: "lonode".into(),
+        queue_policy: shardsched_proto::msg::QueuePolicy::parse(policy).expect("a queue policy"),
+        match_policy: shardsched_proto::msg::MatchPolicy::LoNode,
         // Shallow, so that bursts exceed it.
         queue_depth: 3,
         reservation_depth: 4,

@@ -1,8 +1,9 @@
 //! `shardsched queue add|remove|update` and `shardsched reload`: run-time changes of the
 //! coordinator's queue table (admin only; docs/CONFIG.md, "Runtime changes").
 //!
-//! The flags mirror the configuration file's keys; the coordinator checks the values with
-//! the file's rules, so a refusal reads like a configuration error. Under `up`, an added
+//! The flags mirror the configuration file's keys; the policies are checked here (they
+//! travel typed), the other values by the coordinator with the file's rules, so a refusal
+//! reads like a configuration error. Under `up`, an added
 //! queue's shard is started, a removed queue's shard stopped, and a shard whose queue
 //! changed restarts with its jobs (from its journal).
 
@@ -10,6 +11,7 @@ use anyhow::{Result, bail};
 use clap::Args;
 use shardsched_client::{check_locally, output, run, wire_error};
 use shardsched_proto::msg::client_coord::{QueueSpec, Request, Response};
+use shardsched_proto::msg::{MatchPolicy, QueuePolicy};
 
 /// Definition, policies and limits, as in a `[queues.NAME]` table.
 #[derive(Args, Debug, Clone, Default)]
@@ -18,12 +20,12 @@ pub struct QueueFlags {
     #[arg(long, value_name = "HOSTLIST")]
     pub nodes: Option<String>,
     /// Queue policy: fcfs, easy, hybrid, conservative [add: fcfs].
-    #[arg(long, value_name = "P")]
-    pub policy: Option<String>,
+    #[arg(long, value_name = "P", value_parser = QueuePolicy::parse)]
+    pub policy: Option<QueuePolicy>,
     /// Match policy: first, firstnodex, high, low, hinode, lonode, hinodex, lonodex
     /// [add: first].
-    #[arg(long, value_name = "M")]
-    pub match_policy: Option<String>,
+    #[arg(long, value_name = "M", value_parser = MatchPolicy::parse)]
+    pub match_policy: Option<MatchPolicy>,
     /// Pending jobs considered per scheduling cycle, 0 for all [add: 32].
     #[arg(long, value_name = "N")]
     pub queue_depth: Option<u32>,
@@ -82,8 +84,8 @@ impl QueueFlags {
         QueueSpec {
             name: name.to_owned(),
             nodes: self.nodes.clone(),
-            policy: self.policy.clone(),
-            match_policy: self.match_policy.clone(),
+            policy: self.policy,
+            match_policy: self.match_policy,
             queue_depth: self.queue_depth,
             reservation_depth: self.reservation_depth,
             default_duration: self.default_duration.clone(),
@@ -164,4 +166,43 @@ fn change(request: Request, what: &'static str) -> Result<()> {
             other => bail!("the coordinator answered {what} with {other:?}"),
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        flags: QueueFlags,
+    }
+
+    #[test]
+    fn policies_are_read_typed_and_an_unknown_one_is_refused_naming_the_known() {
+        let read = Flags::try_parse_from(["q", "--policy", "hybrid", "--match-policy", "lonode"])
+            .expect("known policies");
+        assert_eq!(read.flags.policy, Some(QueuePolicy::Hybrid));
+        assert_eq!(read.flags.match_policy, Some(MatchPolicy::LoNode));
+        let refused = Flags::try_parse_from(["q", "--policy", "lifo"])
+            .err()
+            .expect("an unknown policy")
+            .to_string();
+        assert!(
+            refused.contains(
+                "unknown queue policy \"lifo\" (expected fcfs, easy, hybrid or conservative)"
+            ),
+            "{refused}"
+        );
+        let refused = Flags::try_parse_from(["q", "--match-policy", "best"])
+            .err()
+            .expect("an unknown match policy")
+            .to_string();
+        assert!(
+            refused.contains("unknown match policy \"best\""),
+            "{refused}"
+        );
+    }
 }

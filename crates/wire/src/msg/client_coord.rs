@@ -13,6 +13,7 @@ use super::common::{
     Generation, JobId, JobList, JobsQuery, MoveId, NodeStatus, QueueStatus, Refusal, RouteTable,
 };
 use super::coord_shard::DryRunReport;
+use super::policy::{MatchPolicy, QueuePolicy};
 use crate::identity::Op;
 use crate::limits::SPEC_TEXT_BYTES_MAX;
 use crate::rpc::Rpc;
@@ -106,18 +107,19 @@ pub enum Request {
 }
 
 /// A queue's definition, policies and limits as an admin gives them on the command line.
-/// Names and durations travel as text and are checked by the coordinator, with the same
-/// rules (and messages) as its configuration file (docs/CONFIG.md).
+/// The policies travel typed (the command line refuses an unknown name); the node list and
+/// durations travel as text and are checked by the coordinator, with the same rules (and
+/// messages) as its configuration file (docs/CONFIG.md).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueSpec {
     /// Queue name.
     pub name: String,
     /// The definition, as a hostlist (`node[0-15]`).
     pub nodes: Option<String>,
-    /// Queue policy (`fcfs`, `easy`, `hybrid`, `conservative`).
-    pub policy: Option<String>,
-    /// Match policy (`first`, `low`, …).
-    pub match_policy: Option<String>,
+    /// Queue policy.
+    pub policy: Option<QueuePolicy>,
+    /// Match policy.
+    pub match_policy: Option<MatchPolicy>,
     /// Pending jobs considered per cycle (0: all).
     pub queue_depth: Option<u32>,
     /// Reservations made by `hybrid` (0: all considered).
@@ -347,8 +349,6 @@ impl Rpc for Request {
                 queue(&spec.name)?;
                 let texts = [
                     ("the node list", &spec.nodes),
-                    ("the policy", &spec.policy),
-                    ("the match policy", &spec.match_policy),
                     ("the default duration", &spec.default_duration),
                     ("the maximum duration", &spec.max_duration),
                 ];

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
+use super::policy::{MatchPolicy, QueuePolicy};
 use crate::fluid::Fluid;
 use crate::identity::{Op, Peer};
 use crate::limits::REFUSAL_MESSAGE_BYTES_MAX;
@@ -216,10 +217,10 @@ pub struct QueueStatus {
     pub enabled: bool,
     /// Scheduling.
     pub started: bool,
-    /// Queue policy (`fcfs`, `easy`, `hybrid`, `conservative`).
-    pub queue_policy: String,
-    /// Match policy (`first`, `low`, `high`, …).
-    pub match_policy: String,
+    /// Queue policy.
+    pub queue_policy: QueuePolicy,
+    /// Match policy.
+    pub match_policy: MatchPolicy,
     /// Nodes in its definition.
     pub nodes_defined: u32,
     /// Nodes it owns now.
@@ -339,10 +340,10 @@ pub struct ClusterDescription {
 pub struct QueueConfig {
     /// Queue name.
     pub name: String,
-    /// Queue policy name.
-    pub queue_policy: String,
-    /// Match policy name.
-    pub match_policy: String,
+    /// Queue policy.
+    pub queue_policy: QueuePolicy,
+    /// Match policy.
+    pub match_policy: MatchPolicy,
     /// How many pending jobs the policy looks at per cycle.
     pub queue_depth: u32,
     /// How many reservations the policy makes (easy: 1; conservative: queue depth).

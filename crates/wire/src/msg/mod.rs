@@ -22,6 +22,8 @@ pub mod client_shard;
 pub mod common;
 pub mod coord_shard;
 pub mod hello;
+pub mod policy;
 pub mod shard_coord;
 
 pub use common::*;
+pub use policy::{MatchPolicy, QueuePolicy};

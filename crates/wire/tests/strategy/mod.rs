@@ -158,9 +158,23 @@ pub fn node_status() -> impl Strategy<Value = NodeStatus> {
         })
 }
 
+pub fn queue_policy() -> impl Strategy<Value = QueuePolicy> {
+    proptest::sample::select(QueuePolicy::ALL.to_vec())
+}
+
+pub fn match_policy() -> impl Strategy<Value = MatchPolicy> {
+    proptest::sample::select(MatchPolicy::ALL.to_vec())
+}
+
 pub fn queue_status() -> impl Strategy<Value = QueueStatus> {
     (
-        (name(), any::<bool>(), any::<bool>(), name(), name()),
+        (
+            name(),
+            any::<bool>(),
+            any::<bool>(),
+            queue_policy(),
+            match_policy(),
+        ),
         vec(any::<u32>(), 5),
         any::<bool>(),
     )
@@ -226,7 +240,13 @@ pub fn route_table() -> impl Strategy<Value = RouteTable> {
 
 pub fn queue_config() -> impl Strategy<Value = QueueConfig> {
     (
-        (name(), name(), name(), any::<u32>(), any::<u32>()),
+        (
+            name(),
+            queue_policy(),
+            match_policy(),
+            any::<u32>(),
+            any::<u32>(),
+        ),
         (
             any::<u64>(),
             any::<u64>(),
@@ -432,8 +452,8 @@ pub fn queue_spec() -> impl Strategy<Value = client_coord::QueueSpec> {
         (
             name(),
             option::of(name()),
-            option::of(name()),
-            option::of(name()),
+            option::of(queue_policy()),
+            option::of(match_policy()),
         ),
         (
             option::of(any::<u32>()),

@@ -23,7 +23,7 @@ pub(super) fn core(executor: CoreExecutor) -> ShardCore {
 /// The queue: fcfs over n0 and n1.
 pub(super) fn config() -> QueueConfig {
     QueueConfig {
-        queue_policy: "fcfs".into(),
+        queue_policy: shardsched_wire::msg::QueuePolicy::Fcfs,
         ..tests::config(&["n0", "n1"])
     }
 }

@@ -28,8 +28,8 @@ pub(super) const CLUSTER: &str =
 pub(super) fn config(definition: &[&str]) -> QueueConfig {
     QueueConfig {
         name: "batch".into(),
-        queue_policy: "easy".into(),
-        match_policy: "lonode".into(),
+        queue_policy: shardsched_wire::msg::QueuePolicy::Easy,
+        match_policy: shardsched_wire::msg::MatchPolicy::LoNode,
         queue_depth: 32,
         reservation_depth: 1,
         default_duration_ms: 60_000,

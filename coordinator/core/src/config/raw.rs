@@ -1,0 +1,246 @@
+//! The configuration as written (serde, with the span of every value), and its validation
+//! into a [`Config`].
+
+mod queue;
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
+use std::path::Path;
+
+use serde::Deserialize;
+use shardsched_resource::{Location, ReadError};
+use toml::Spanned;
+
+use super::{Cluster, Config, ConfigError};
+use crate::QUEUES_MAX;
+use queue::{RawQueue, check_owns_disjoint};
+
+/// The most resource types `[cluster] load_allowlist` may name.
+pub const LOAD_ALLOWLIST_TYPES_MAX: usize = 32;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    default_queue: Option<Spanned<String>>,
+    cluster: Option<Spanned<RawCluster>>,
+    queues: Option<Spanned<BTreeMap<String, Spanned<RawQueue>>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCluster {
+    spec: Option<Spanned<String>>,
+    inline: Option<Spanned<toml::Table>>,
+    load_allowlist: Option<Spanned<Vec<String>>>,
+}
+
+/// Builds errors that point into the text.
+struct Errors<'a> {
+    text: &'a str,
+    origin: &'a str,
+}
+
+impl Errors<'_> {
+    fn at(&self, span: Option<Range<usize>>, message: impl Into<String>) -> ConfigError {
+        let at = span.map(|s| match Location::of_offset(self.text, s.start) {
+            Location::LineColumn(line, column) => (line, column),
+            _ => (1, 1),
+        });
+        ConfigError::Invalid {
+            origin: self.origin.to_owned(),
+            at,
+            message: message.into(),
+        }
+    }
+}
+
+pub(super) fn parse(text: &str, origin: &str, base_dir: &Path) -> Result<Config, ConfigError> {
+    let errors = Errors { text, origin };
+    let raw: RawConfig =
+        toml::from_str(text).map_err(|e| errors.at(e.span(), e.message().trim_end()))?;
+    let cluster = cluster(raw.cluster, &errors, base_dir)?;
+    let by_name: HashMap<&str, usize> = cluster
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.name.as_str(), i))
+        .collect();
+
+    let Some(raw_queues) = raw.queues else {
+        return Err(errors.at(None, "no [queues.NAME] table: at least one queue is needed"));
+    };
+    let queues_span = raw_queues.span();
+    let raw_queues = raw_queues.into_inner();
+    if raw_queues.is_empty() {
+        return Err(errors.at(
+            Some(queues_span),
+            "[queues] is empty: at least one queue is needed",
+        ));
+    }
+    if raw_queues.len() > QUEUES_MAX {
+        return Err(errors.at(
+            Some(queues_span),
+            format!(
+                "{} queues, more than the limit of {QUEUES_MAX}",
+                raw_queues.len()
+            ),
+        ));
+    }
+    let mut queues = Vec::with_capacity(raw_queues.len());
+    let mut owns_spans = Vec::with_capacity(raw_queues.len());
+    for (name, q) in raw_queues {
+        owns_spans.push(q.get_ref().owns.as_ref().map(Spanned::span));
+        queues.push(queue::queue(&name, q, &cluster, &by_name, &errors)?);
+    }
+
+    let default_queue = match raw.default_queue {
+        Some(d) => {
+            let span = d.span();
+            let d = d.into_inner();
+            if !queues.iter().any(|q| q.name == d) {
+                let known: Vec<&str> = queues.iter().map(|q| q.name.as_str()).collect();
+                return Err(errors.at(
+                    Some(span),
+                    format!(
+                        "default_queue: no queue named {d:?} (queues: {})",
+                        known.join(", ")
+                    ),
+                ));
+            }
+            d
+        }
+        None if queues.len() == 1 => queues[0].name.clone(),
+        None => {
+            return Err(errors.at(
+                None,
+                "default_queue is required when there is more than one queue",
+            ));
+        }
+    };
+
+    check_owns_disjoint(&queues, &owns_spans, &cluster, &errors)?;
+    Ok(Config {
+        origin: origin.to_owned(),
+        cluster,
+        default_queue,
+        queues,
+    })
+}
+
+fn cluster(
+    raw: Option<Spanned<RawCluster>>,
+    errors: &Errors<'_>,
+    base_dir: &Path,
+) -> Result<Cluster, ConfigError> {
+    let cluster_error = |error: ReadError| ConfigError::Cluster {
+        origin: errors.origin.to_owned(),
+        error,
+    };
+    let Some(raw) = raw else {
+        return Cluster::embedded_default().map_err(cluster_error);
+    };
+    let span = raw.span();
+    let raw = raw.into_inner();
+    let load_allowlist =
+        match &raw.load_allowlist {
+            Some(list) => Some(check_load_allowlist(list.get_ref()).map_err(|m| {
+                errors.at(Some(list.span()), format!("[cluster] load_allowlist: {m}"))
+            })?),
+            None => None,
+        };
+    let mut cluster = match raw {
+        RawCluster {
+            spec: None,
+            inline: None,
+            load_allowlist: Some(_),
+        } => Cluster::embedded_default().map_err(cluster_error),
+        RawCluster {
+            spec: Some(spec),
+            inline: None,
+            ..
+        } => {
+            let path = base_dir.join(spec.get_ref());
+            let text = std::fs::read_to_string(&path).map_err(|e| {
+                errors.at(
+                    Some(spec.span()),
+                    format!("[cluster] spec: cannot read {}: {e}", path.display()),
+                )
+            })?;
+            Cluster::from_spec(text).map_err(|e| cluster_error(e.in_file(&path)))
+        }
+        RawCluster {
+            spec: None,
+            inline: Some(inline),
+            ..
+        } => {
+            let at = inline.span();
+            let text = toml::to_string(inline.get_ref()).map_err(|e| {
+                errors.at(Some(at.clone()), format!("[cluster.inline]: {e}"))
+            })?;
+            Cluster::from_spec(text).map_err(|e| {
+                errors.at(Some(at), format!("[cluster.inline]: {}", read_error_message(&e)))
+            })
+        }
+        RawCluster {
+            spec: Some(_),
+            inline: Some(_),
+            ..
+        } => Err(errors.at(
+            Some(span),
+            "[cluster]: give either spec = \"FILE\" or [cluster.inline], not both",
+        )),
+        RawCluster {
+            spec: None,
+            inline: None,
+            load_allowlist: None,
+        } => Err(errors.at(
+            Some(span),
+            "[cluster]: give spec = \"FILE\" or [cluster.inline] (or leave [cluster] out for the default cluster)",
+        )),
+    }?;
+    if let Some(list) = load_allowlist {
+        cluster.load_allowlist = list;
+    }
+    Ok(cluster)
+}
+
+/// `[cluster] load_allowlist`: resource type names, at most [`LOAD_ALLOWLIST_TYPES_MAX`],
+/// with `node` (shards own and schedule nodes). Duplicates are dropped.
+fn check_load_allowlist(list: &[String]) -> Result<Vec<String>, String> {
+    if list.len() > LOAD_ALLOWLIST_TYPES_MAX {
+        return Err(format!(
+            "{} types, more than the limit of {LOAD_ALLOWLIST_TYPES_MAX}",
+            list.len()
+        ));
+    }
+    let mut kept: Vec<String> = Vec::with_capacity(list.len());
+    for kind in list {
+        let valid = !kind.is_empty()
+            && kind.len() <= shardsched_wire::limits::NAME_BYTES_MAX
+            && kind
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !valid {
+            return Err(format!(
+                "{kind:?} is not a resource type name (letters, digits, `-`, `_`)"
+            ));
+        }
+        if !kept.contains(kind) {
+            kept.push(kind.clone());
+        }
+    }
+    if !kept.iter().any(|k| k == "node") {
+        return Err("must include \"node\": shards own and schedule nodes".to_owned());
+    }
+    Ok(kept)
+}
+
+/// A spec reader's message without its place (which would point into text the user never
+/// wrote: the inline table re-serialized).
+fn read_error_message(e: &ReadError) -> String {
+    match e {
+        ReadError::Invalid { message, .. } => message.clone(),
+        ReadError::Limit { what, limit, .. } => format!("{what} would exceed the limit of {limit}"),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,132 @@
+//! The connection side: accept, then serve each connection by its peer's role, turning
+//! every request into an [`Event`] for the core task and waiting for its answer.
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use shardsched_proto::msg::client_coord::{self, Response as ClientResponse};
+use shardsched_proto::msg::{RouteTable, shard_coord};
+use shardsched_proto::{CloseCode, Role, Session, accept, serve};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+
+use super::CONNECTIONS_MAX;
+use super::event::{Event, call};
+use crate::core::ConnId;
+
+/// Accepts connections until the endpoint closes, at most [`CONNECTIONS_MAX`] at once.
+pub(super) async fn accept_loop(
+    endpoint: quinn::Endpoint,
+    events: mpsc::Sender<Event>,
+    routes: Arc<ArcSwap<RouteTable>>,
+) {
+    let connections = Arc::new(Semaphore::new(CONNECTIONS_MAX));
+    while let Some(incoming) = endpoint.accept().await {
+        match Arc::clone(&connections).try_acquire_owned() {
+            Ok(permit) => {
+                tokio::spawn(connection(
+                    incoming,
+                    events.clone(),
+                    Arc::clone(&routes),
+                    permit,
+                ));
+            }
+            Err(_) => {
+                tracing::warn!(
+                    remote = %incoming.remote_address(),
+                    limit = CONNECTIONS_MAX,
+                    "connection refused: too many connections"
+                );
+                incoming.refuse();
+            }
+        }
+    }
+}
+
+/// Serves one connection by its peer's role.
+async fn connection(
+    incoming: quinn::Incoming,
+    events: mpsc::Sender<Event>,
+    routes: Arc<ArcSwap<RouteTable>>,
+    _permit: OwnedSemaphorePermit,
+) {
+    let remote = incoming.remote_address();
+    let session = match accept(incoming).await {
+        Ok(session) => session,
+        Err(e) => {
+            tracing::info!(%remote, error = %e, "connection refused");
+            return;
+        }
+    };
+    match session.peer().role {
+        Role::Shard => shard_connection(session, events).await,
+        Role::User | Role::Admin => client_connection(session, events, routes).await,
+        Role::Coordinator => {
+            tracing::warn!(%remote, peer = %session.peer(), "refusing a coordinator certificate as a client");
+            session.connection().close(
+                CloseCode::NoIdentity.varint(),
+                b"coordinators do not connect to coordinators",
+            );
+        }
+    }
+}
+
+/// Serves a shard's connection until it ends, then tells the core task (its queue goes
+/// offline).
+async fn shard_connection(session: Session, events: mpsc::Sender<Event>) {
+    let conn = ConnId(session.connection().stable_id() as u64);
+    let remote = session.remote_address();
+    tracing::debug!(peer = %session.peer(), %remote, "shard connected");
+    let connected = Event::Connected {
+        conn,
+        session: session.clone(),
+    };
+    if events.send(connected).await.is_err() {
+        return;
+    }
+    let requests = events.clone();
+    let served = serve(session, move |peer, request: shard_coord::Request| {
+        let events = requests.clone();
+        async move {
+            call(&events, |reply| Event::Shard {
+                conn,
+                remote,
+                peer,
+                request,
+                reply,
+            })
+            .await
+        }
+    })
+    .await;
+    let error = served.err().map(|e| e.to_string());
+    let _ = events.send(Event::Closed { conn, error }).await;
+}
+
+/// Serves a user's or an admin's connection until it ends. `Routes` is answered from the
+/// published table without the core task; everything else goes to it.
+async fn client_connection(
+    session: Session,
+    events: mpsc::Sender<Event>,
+    routes: Arc<ArcSwap<RouteTable>>,
+) {
+    let peer = session.peer().clone();
+    let served = serve(session, move |peer, request: client_coord::Request| {
+        let events = events.clone();
+        let routes = Arc::clone(&routes);
+        async move {
+            if request == client_coord::Request::Routes {
+                return Ok(ClientResponse::Routes(routes.load().as_ref().clone()));
+            }
+            call(&events, |reply| Event::Client {
+                peer,
+                request,
+                reply,
+            })
+            .await
+        }
+    })
+    .await;
+    if let Err(e) = served {
+        tracing::debug!(%peer, error = %e, "client connection ended");
+    }
+}

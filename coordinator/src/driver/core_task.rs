@@ -1,0 +1,294 @@
+//! The task that owns the [`Core`]: it takes events in batches, journals what a batch
+//! changed, and — once that is durable — publishes the routing table, answers, and sends
+//! the commands the batch released.
+//!
+//! ```text
+//! loop:
+//!   wait for an event, or the next wakeup (a move's re-send or deadline, a removal's wait)
+//!   take it and every event already queued (≤ BATCH_EVENTS_MAX): dispatch each to the core
+//!   core.moves_tick(now); removals waiting for their move go on or give up
+//!   write = core.journal_take() → journal.write(write) (group commit, fsync)
+//!                                → core.journal_done(write)      a failed write stops here
+//!   routes.store(core.routes())   if the epoch moved
+//!   the batch's answers, commands queued on the shards' links, follow-up tasks
+//!   core.moves_to_send() → one task per command; its answer comes back as an event
+//! ```
+//!
+//! No answer leaves before the journal holds what it depends on, and the journal is
+//! written in the order the core changed: one owner, one order, whatever the scheduling
+//! of connection tasks.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use shardsched_proto::Reply;
+use shardsched_proto::failpoint;
+use shardsched_proto::msg::client_coord::Response as ClientResponse;
+use shardsched_proto::msg::shard_coord::Response as ShardResponse;
+use shardsched_proto::msg::{RouteTable, coord_shard};
+use tokio::sync::mpsc;
+
+use super::event::{ClientReply, Event, Removal, ShardReply};
+use super::followups::{self, Tell};
+use super::link::Link;
+use super::{BATCH_EVENTS_MAX, DriverError, SHARD_COMMAND_TIMEOUT, now_ms};
+use crate::core::{ConnId, Core, MoveCommand, Reconfig};
+use crate::journal::CoordJournal;
+
+/// A follow-up task, spawned once its batch is durable.
+pub(super) type Task = Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// What a batch does once its journal write is durable, in the order it was decided.
+pub(super) enum After {
+    /// Answer a shard.
+    Shard(ShardReply, Reply<ShardResponse>),
+    /// Answer a client.
+    Client(ClientReply, Reply<ClientResponse>),
+    /// Queue commands on shards' links (in this order), then answer the client once each
+    /// was answered or timed out.
+    Tell {
+        commands: Vec<Tell>,
+        reply: ClientReply,
+        answer: Reply<ClientResponse>,
+    },
+    /// Spawn a task that needs no order (a fan-out, a probe, a file read).
+    Spawn(Task),
+}
+
+/// `queue remove --give-to`: the removal waits for the move of its nodes.
+pub(super) struct RemovalWait {
+    pub(super) move_id: shardsched_proto::msg::MoveId,
+    /// Past this (ms since the Unix epoch), the admin is answered without the removal.
+    pub(super) deadline_ms: u64,
+    pub(super) queue: String,
+    pub(super) removal: Removal,
+}
+
+/// See the module documentation.
+pub(super) struct CoreTask {
+    pub(super) core: Core,
+    journal: CoordJournal,
+    routes: Arc<ArcSwap<RouteTable>>,
+    /// Connected shards' links, by connection.
+    pub(super) links: HashMap<ConnId, Link>,
+    /// The core task's own queue, for follow-up tasks' continuations and move answers.
+    pub(super) events: mpsc::Sender<Event>,
+    /// Removals waiting for their move.
+    pub(super) waiting: Vec<RemovalWait>,
+    /// What the current batch does once durable.
+    pub(super) after: Vec<After>,
+}
+
+impl CoreTask {
+    /// The task over `core` and `journal`, publishing to `routes`; `events` is the sending
+    /// side of the queue it will run on.
+    pub(super) fn new(
+        core: Core,
+        journal: CoordJournal,
+        routes: Arc<ArcSwap<RouteTable>>,
+        events: mpsc::Sender<Event>,
+    ) -> CoreTask {
+        CoreTask {
+            core,
+            journal,
+            routes,
+            links: HashMap::new(),
+            events,
+            waiting: Vec::new(),
+            after: Vec::new(),
+        }
+    }
+
+    /// Runs the loop of the module documentation until a journal write fails (the task
+    /// holds a sender of `queued` itself, so the queue never closes).
+    pub(super) async fn run(
+        mut self,
+        mut queued: mpsc::Receiver<Event>,
+    ) -> Result<(), DriverError> {
+        loop {
+            let first = match self.next_wakeup_ms() {
+                Some(at) => {
+                    let sleep = Duration::from_millis(at.saturating_sub(now_ms()));
+                    tokio::select! {
+                        event = queued.recv() => event,
+                        () = tokio::time::sleep(sleep) => None,
+                    }
+                }
+                None => queued.recv().await,
+            };
+            let now = now_ms();
+            let epoch = self.core.epoch();
+            if let Some(event) = first {
+                self.handle(now, event);
+                for _ in 1..BATCH_EVENTS_MAX {
+                    let Ok(event) = queued.try_recv() else { break };
+                    self.handle(now, event);
+                }
+            }
+            self.core.moves_tick(now);
+            self.removals_waiting(now);
+            self.commit().await?;
+            if self.core.epoch() != epoch {
+                self.routes.store(Arc::new(self.core.routes()));
+            }
+            self.release();
+        }
+    }
+
+    /// Journals what the batch changed, if anything; returns once it is durable.
+    async fn commit(&mut self) -> Result<(), DriverError> {
+        let Some(write) = self.core.journal_take() else {
+            return Ok(());
+        };
+        if let Err(e) = self.journal.write(&write.delta).await {
+            tracing::error!(error = %e, "could not write the coordinator journal; stopping");
+            return Err(e.into());
+        }
+        if !write.steps.is_empty() {
+            failpoint::hit("coord.move.after_journal");
+        }
+        for step in &write.steps {
+            failpoint::hit(format_args!("coord.move.after_journal_{step}"));
+        }
+        self.core.journal_done(&write);
+        Ok(())
+    }
+
+    /// The batch is durable: its answers, commands and follow-ups go, in order.
+    fn release(&mut self) {
+        for after in std::mem::take(&mut self.after) {
+            match after {
+                After::Shard(reply, answer) => {
+                    let _ = reply.send(answer);
+                }
+                After::Client(reply, answer) => {
+                    let _ = reply.send(answer);
+                }
+                After::Tell {
+                    commands,
+                    reply,
+                    answer,
+                } => {
+                    let queued = commands
+                        .into_iter()
+                        .filter_map(|tell| {
+                            let link = self.links.get(&tell.conn)?;
+                            let receiver = link.send_ordered(tell.request.clone());
+                            Some((tell, receiver))
+                        })
+                        .collect();
+                    tokio::spawn(followups::tell(queued, reply, answer));
+                }
+                After::Spawn(task) => {
+                    tokio::spawn(task);
+                }
+            }
+        }
+        for command in self.core.moves_to_send() {
+            let Some(link) = self.links.get(&command.conn) else {
+                continue;
+            };
+            let session = link.session().clone();
+            tokio::spawn(send_move_command(session, command, self.events.clone()));
+        }
+    }
+
+    /// When the loop next has work without an event: a move's re-send or deadline, or a
+    /// removal's wait running out.
+    fn next_wakeup_ms(&self) -> Option<u64> {
+        let waits = self.waiting.iter().map(|w| w.deadline_ms);
+        self.core.moves_next_wakeup().into_iter().chain(waits).min()
+    }
+
+    /// Removals whose move is done go on to remove their queue; those past their wait are
+    /// answered with what to type later.
+    fn removals_waiting(&mut self, now: u64) {
+        let mut still = Vec::new();
+        for wait in std::mem::take(&mut self.waiting) {
+            if self.core.move_finished(wait.move_id) {
+                let queue = wait.queue.clone();
+                self.hold_removals(wait.removal, &[queue]);
+            } else if now >= wait.deadline_ms {
+                let mut giving = wait.removal.giving.unwrap_or_default();
+                giving.changes.push(format!(
+                    "move {} is not done yet: `shardsched queue remove {}` removes the queue \
+                     once `shardsched queue moves` shows it completed",
+                    wait.move_id.0, wait.queue
+                ));
+                self.table_changed(&wait.removal.peer, giving, wait.removal.reply);
+            } else {
+                still.push(wait);
+            }
+        }
+        self.waiting = still;
+    }
+
+    /// Answers a queue table change once durable, after telling the shards it stops and
+    /// restarts.
+    pub(super) fn table_changed(
+        &mut self,
+        peer: &shardsched_proto::Peer,
+        done: Reconfig,
+        reply: ClientReply,
+    ) {
+        tracing::info!(%peer, changes = ?done.changes, "queue table changed");
+        let stops = done.stop.iter().map(|c| {
+            Tell::stop(
+                &c.queue,
+                c.conn,
+                coord_shard::Request::SetQueueState {
+                    enabled: c.enabled,
+                    started: c.started,
+                },
+            )
+        });
+        let restarts = done.restart.iter().map(|c| {
+            Tell::restart(
+                &c.queue,
+                c.conn,
+                coord_shard::Request::Reconfigure(Box::new(c.config.clone())),
+            )
+        });
+        let commands = stops.chain(restarts).collect();
+        self.after.push(After::Tell {
+            commands,
+            reply,
+            answer: Ok(ClientResponse::Reconfigured {
+                changes: done.changes,
+                move_id: done.move_id,
+            }),
+        });
+    }
+}
+
+/// Sends one move command and hands the answer to the core task. A command that gets no
+/// answer is not retried here: the move machine sends it again (re-send interval,
+/// registration).
+async fn send_move_command(
+    session: shardsched_proto::Session,
+    command: MoveCommand,
+    events: mpsc::Sender<Event>,
+) {
+    let step = match &command.request {
+        coord_shard::Request::Release(_) => "release",
+        coord_shard::Request::Incoming(_) => "incoming",
+        coord_shard::Request::Acquire(_) => "acquire",
+        coord_shard::Request::Reclaim(_) => "reclaim",
+        coord_shard::Request::Withdraw(_) => "withdraw",
+        coord_shard::Request::CancelJobs(_) => "cancel_jobs",
+        _ => "other",
+    };
+    failpoint::hit(format_args!("coord.move.before_send_{step}"));
+    match super::link::ask(&session, &command.request, SHARD_COMMAND_TIMEOUT).await {
+        Ok(response) => {
+            failpoint::hit(format_args!("coord.move.after_answer_{step}"));
+            let _ = events.send(Event::MoveAnswer { command, response }).await;
+        }
+        Err(refusal) => {
+            tracing::debug!(queue = %command.queue, %refusal, "shard did not take a move command");
+        }
+    }
+}

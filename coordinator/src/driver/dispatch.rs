@@ -1,0 +1,534 @@
+//! Each event, matched once to the core call it stands for. What comes back is queued on
+//! the batch ([`After`]): answers, commands for shards, and follow-up tasks, all released
+//! once the batch is durable.
+
+use shardsched_proto::failpoint;
+use shardsched_proto::limits::LIST_REPLY_BYTES_MAX;
+use shardsched_proto::msg::client_coord::{
+    self, MoveRequest, QueueAdmin, Response as ClientResponse,
+};
+use shardsched_proto::msg::shard_coord::{self, Response as ShardResponse};
+use shardsched_proto::msg::{Refusal, RefusalCode, coord_shard};
+use shardsched_proto::{Peer, Reply};
+
+use super::REMOVE_MOVE_WAIT;
+use super::core_task::{After, CoreTask, RemovalWait};
+use super::event::{ClientReply, Event, Held, Registration, Removal, TableChange};
+use super::followups::{self, HoldStep, Tell};
+use crate::core::{ConnId, NodeFlag, RegisterError};
+use crate::queue_table;
+
+impl CoreTask {
+    /// Dispatches one event.
+    pub(super) fn handle(&mut self, now: u64, event: Event) {
+        match event {
+            Event::Connected { conn, session } => {
+                self.links.insert(conn, super::link::Link::start(session));
+            }
+            Event::Closed { conn, error } => {
+                self.links.remove(&conn);
+                if let Some(queue) = self.core.disconnected(conn) {
+                    match error {
+                        None => tracing::info!(%queue, "shard disconnected; queue offline"),
+                        Some(error) => {
+                            tracing::warn!(%queue, %error, "shard connection lost; queue offline");
+                        }
+                    }
+                }
+            }
+            Event::Shard {
+                conn,
+                remote,
+                peer,
+                request,
+                reply,
+            } => match request {
+                shard_coord::Request::Register(register) => self.register(
+                    now,
+                    Registration {
+                        conn,
+                        remote,
+                        peer,
+                        register,
+                        reply,
+                    },
+                ),
+                shard_coord::Request::Status(status) => {
+                    let answer = self.core.status(conn, &peer.name, status);
+                    self.answer_shard(reply, answer.map(|()| ShardResponse::Ack));
+                }
+                shard_coord::Request::Released(released) => {
+                    let answer = self.core.moves_released(now, conn, &peer.name, &released);
+                    self.answer_shard(reply, answer.map(|()| ShardResponse::Ack));
+                }
+            },
+            Event::Client {
+                peer,
+                request,
+                reply,
+            } => self.client(now, peer, request, reply),
+            Event::MoveAnswer { command, response } => {
+                self.core
+                    .moves_answer(now, &command.queue, &command.request, &response);
+            }
+            Event::HolderProbed {
+                alive,
+                holder,
+                registration,
+            } => self.holder_probed(now, alive, holder, registration),
+            Event::RemovalsHeld {
+                removal,
+                held,
+                outcome,
+            } => self.removals_held(now, removal, held, outcome),
+            Event::ConfigRead { peer, file, reply } => match file {
+                Ok(file) => {
+                    let names = self.core.removed_by(&file);
+                    let removal = Removal {
+                        peer,
+                        change: TableChange::Reload(Box::new(file)),
+                        giving: None,
+                        reply,
+                    };
+                    self.hold_removals(removal, &names);
+                }
+                Err(refusal) => self.answer(reply, Err(refusal)),
+            },
+        }
+    }
+
+    /// A user's or an admin's request.
+    fn client(&mut self, now: u64, peer: Peer, request: client_coord::Request, reply: ClientReply) {
+        use client_coord::Request as R;
+        let answer = match request {
+            R::Routes => Ok(ClientResponse::Routes(self.core.routes())),
+            R::Queues => Ok(ClientResponse::Queues(self.core.queue_list())),
+            R::Resources { queue, start } => self
+                .core
+                .resources_page(queue.as_deref(), start, LIST_REPLY_BYTES_MAX)
+                .map(|(nodes, next)| ClientResponse::Resources { nodes, next }),
+            R::Moves => {
+                let (moves, truncated) = self.core.move_list();
+                Ok(ClientResponse::Moves { moves, truncated })
+            }
+            R::Jobs(query) => return self.jobs(&peer, &query, reply),
+            R::QueueControl { queue, action } => {
+                let req = QueueAdmin {
+                    queue,
+                    action,
+                    reason: String::new(),
+                    release_to: None,
+                };
+                return self.queue_change(now, &peer, req, false, reply);
+            }
+            R::QueueAdmin(req) => return self.queue_change(now, &peer, req, true, reply),
+            R::Move(req) if req.dry_run => return self.dry_run(&req, reply),
+            R::Move(req) => self.move_between(now, &peer, &req),
+            R::CancelMove { move_id } => {
+                failpoint::hit("coord.move.before_cancel");
+                self.core.cancel_move(now, move_id).map(|returned| {
+                    tracing::info!(%peer, move_id = move_id.0, returned = returned.len(), "move cancelled");
+                    ClientResponse::Cancelled { returned }
+                })
+            }
+            R::MoveNodes { nodes, to } => self.core.move_nodes(now, &nodes, &to).map(|move_id| {
+                tracing::info!(%peer, %to, ?move_id, "move nodes");
+                ClientResponse::Done { move_id }
+            }),
+            R::SetNodeState {
+                nodes,
+                down,
+                reason,
+            } => return self.node_flag(&peer, &nodes, NodeFlag::Down, down, &reason, reply),
+            R::SetNodeDrain {
+                nodes,
+                drained,
+                reason,
+            } => {
+                return self.node_flag(&peer, &nodes, NodeFlag::Drained, drained, &reason, reply);
+            }
+            R::AddQueue(spec) => {
+                let added = queue_table::queue_def(self.core.config(), None, &spec)
+                    .map_err(|e| {
+                        Refusal::new(RefusalCode::Invalid, format!("queue {}: {e}", spec.name))
+                    })
+                    .and_then(|def| self.core.add_queue(def));
+                return self.table_change(&peer, added, reply);
+            }
+            R::UpdateQueue(spec) => {
+                let updated = self.core.update_queue(now, &spec);
+                return self.table_change(&peer, updated, reply);
+            }
+            R::RemoveQueue { queue, give_to } => {
+                return self.remove_queue(now, peer, queue, give_to, reply);
+            }
+            R::Reload => {
+                let origin = self.core.config().origin.clone();
+                let task = followups::read_config(origin, peer, reply, self.events.clone());
+                self.after.push(After::Spawn(Box::pin(task)));
+                return;
+            }
+        };
+        self.answer(reply, answer);
+    }
+
+    fn answer(&mut self, reply: ClientReply, answer: Reply<ClientResponse>) {
+        self.after.push(After::Client(reply, answer));
+    }
+
+    fn answer_shard(&mut self, reply: super::event::ShardReply, answer: Reply<ShardResponse>) {
+        self.after.push(After::Shard(reply, answer));
+    }
+
+    /// A shard registers; when another connection holds its queue, that one is probed
+    /// first ([`Event::HolderProbed`]).
+    fn register(&mut self, now: u64, reg: Registration) {
+        if !self.links.contains_key(&reg.conn) {
+            let gone = Refusal::new(RefusalCode::Unavailable, "the connection has ended");
+            return self.answer_shard(reg.reply, Err(gone));
+        }
+        let registered = self
+            .core
+            .register(reg.conn, &reg.peer.name, reg.remote, &reg.register);
+        match registered {
+            Ok(assignment) => self.registered(now, reg, assignment),
+            Err(RegisterError::Refused(refusal)) => self.refuse_registration(reg, refusal),
+            Err(RegisterError::Held { conn: holder, .. }) => {
+                let Some(link) = self.links.get(&holder) else {
+                    return self.holder_probed(now, false, holder, reg);
+                };
+                let (session, events) = (link.session().clone(), self.events.clone());
+                self.after.push(After::Spawn(Box::pin(async move {
+                    let alive = followups::alive(session).await;
+                    let probed = Event::HolderProbed {
+                        alive,
+                        holder,
+                        registration: reg,
+                    };
+                    let _ = events.send(probed).await;
+                })));
+            }
+        }
+    }
+
+    fn holder_probed(&mut self, now: u64, alive: bool, holder: ConnId, reg: Registration) {
+        let queue = reg.register.queue.clone();
+        if alive || !self.links.contains_key(&reg.conn) {
+            let refusal = self.core.refuse_second_shard(&queue);
+            return self.refuse_registration(reg, refusal);
+        }
+        tracing::info!(%queue, "the shard that held the queue does not answer; replacing it");
+        if let Some(old) = self.links.remove(&holder) {
+            old.session().close();
+        }
+        self.core.disconnected(holder);
+        let again = self
+            .core
+            .register(reg.conn, &reg.peer.name, reg.remote, &reg.register);
+        match again {
+            Ok(assignment) => self.registered(now, reg, assignment),
+            Err(RegisterError::Refused(refusal)) => self.refuse_registration(reg, refusal),
+            Err(RegisterError::Held { queue, .. }) => {
+                let refusal = self.core.refuse_second_shard(&queue);
+                self.refuse_registration(reg, refusal);
+            }
+        }
+    }
+
+    fn refuse_registration(&mut self, reg: Registration, refusal: Refusal) {
+        tracing::warn!(peer = %reg.peer, remote = %reg.remote, %refusal, "registration refused");
+        self.answer_shard(reg.reply, Err(refusal));
+    }
+
+    /// The registration answer names generations: it leaves once the batch is durable.
+    fn registered(&mut self, now: u64, reg: Registration, assignment: shard_coord::Assignment) {
+        let queue = &reg.register.queue;
+        self.core.moves_registered(now, queue, &reg.register.held);
+        let address = self.core.shard(queue).map(|l| l.address);
+        tracing::info!(
+            %queue,
+            address = ?address,
+            generator_id = assignment.generator_id,
+            owned = assignment.owned.len(),
+            "shard registered"
+        );
+        self.answer_shard(
+            reg.reply,
+            Ok(ShardResponse::Registered(Box::new(assignment))),
+        );
+    }
+
+    /// `jobs`: the plan here, the asking in a follow-up task.
+    fn jobs(&mut self, peer: &Peer, query: &shardsched_proto::msg::JobsQuery, reply: ClientReply) {
+        let plan = match self.core.jobs_plan(peer, query) {
+            Ok(plan) => plan,
+            Err(refusal) => return self.answer(reply, Err(refusal)),
+        };
+        let sessions = plan
+            .ask
+            .iter()
+            .map(|(queue, conn)| {
+                let session = self.links.get(conn).map(|l| l.session().clone());
+                (queue.clone(), session)
+            })
+            .collect();
+        let task = followups::jobs(plan, sessions, query.queue.is_some(), reply);
+        self.after.push(After::Spawn(Box::pin(task)));
+    }
+
+    /// `queue enable|disable|start|stop`, with a reason or `--release-to`: core, journal,
+    /// then the queue's shard, then the answer — `Done`, or `Reconfigured` with what the
+    /// admin should know beyond it when there is any (`notes`: not for the plain
+    /// `QueueControl` of older clients).
+    fn queue_change(
+        &mut self,
+        now: u64,
+        peer: &Peer,
+        req: QueueAdmin,
+        notes: bool,
+        reply: ClientReply,
+    ) {
+        let changed = self.core.queue_admin(
+            now,
+            &req.queue,
+            req.action,
+            &req.reason,
+            req.release_to.as_deref(),
+        );
+        let control = match changed {
+            Ok(control) => control,
+            Err(refusal) => return self.answer(reply, Err(refusal)),
+        };
+        tracing::info!(%peer, queue = %req.queue, action = ?req.action, reason = %req.reason,
+            release_to = ?req.release_to, changed = control.changed, move_id = ?control.move_id, "queue control");
+        let commands = control
+            .notify
+            .iter()
+            .map(|c| Tell::queue_state(&c.queue, c.conn, c.enabled, c.started))
+            .collect();
+        let answer = if !notes || control.notes.is_empty() {
+            ClientResponse::Done {
+                move_id: control.move_id,
+            }
+        } else {
+            ClientResponse::Reconfigured {
+                changes: control.notes,
+                move_id: control.move_id,
+            }
+        };
+        self.after.push(After::Tell {
+            commands,
+            reply,
+            answer: Ok(answer),
+        });
+    }
+
+    /// `queue move HOSTLIST --from A --to B [--deadline D]`.
+    fn move_between(&mut self, now: u64, peer: &Peer, req: &MoveRequest) -> Reply<ClientResponse> {
+        let deadline = req.deadline_ms.map(|d| now.saturating_add(d));
+        let move_id = self
+            .core
+            .move_between(now, &req.nodes, &req.from, &req.to, deadline)?;
+        tracing::info!(%peer, from = %req.from, to = %req.to, nodes = req.nodes.len(),
+            move_id = move_id.0, ?deadline, "move");
+        Ok(ClientResponse::Done {
+            move_id: Some(move_id),
+        })
+    }
+
+    /// `--dry-run`: checks the move as if it were to start, then asks the donor what
+    /// releasing the nodes would do. Nothing changes anywhere.
+    fn dry_run(&mut self, req: &MoveRequest, reply: ClientReply) {
+        let from = &req.from;
+        let session = self
+            .core
+            .check_move(&req.nodes, from, &req.to)
+            .and_then(|()| {
+                let conn = self.core.shard(from).map(|l| l.conn);
+                conn.and_then(|c| self.links.get(&c)).ok_or_else(|| {
+                    Refusal::new(
+                        RefusalCode::Unavailable,
+                        format!(
+                            "queue {from}'s shard is not connected: it cannot say when the \
+                             nodes would be free"
+                        ),
+                    )
+                })
+            })
+            .map(|link| link.session().clone());
+        match session {
+            Ok(session) => {
+                let task = followups::dry_run(from.clone(), session, req.nodes.clone(), reply);
+                self.after.push(After::Spawn(Box::pin(task)));
+            }
+            Err(refusal) => self.answer(reply, Err(refusal)),
+        }
+    }
+
+    /// `resource drain|undrain|down|up`: journaled first, then forwarded to the shards that
+    /// have the nodes now, one request per queue and reason (a node flagged again without
+    /// a reason keeps its own). A shard that is offline, or does not take it now, gets the
+    /// flag when it registers: the flag is the coordinator's intent either way.
+    fn node_flag(
+        &mut self,
+        peer: &Peer,
+        nodes: &[String],
+        flag: NodeFlag,
+        on: bool,
+        reason: &str,
+        reply: ClientReply,
+    ) {
+        failpoint::hit("coord.node_flag.before_core");
+        let plan = match self.core.set_node_flag(nodes, flag, on, reason) {
+            Ok(plan) => plan,
+            Err(refusal) => return self.answer(reply, Err(refusal)),
+        };
+        tracing::info!(%peer, nodes = nodes.len(), ?flag, on, %reason, "node flag");
+        let commands = plan
+            .into_iter()
+            .map(|((queue, reason), (conn, nodes))| {
+                let request = match flag {
+                    NodeFlag::Down => coord_shard::Request::SetNodeState {
+                        nodes,
+                        down: on,
+                        reason,
+                    },
+                    NodeFlag::Drained => coord_shard::Request::SetNodeDrain {
+                        nodes,
+                        drained: on,
+                        reason,
+                    },
+                };
+                Tell::node_flag(&queue, conn, request)
+            })
+            .collect();
+        self.after.push(After::Tell {
+            commands,
+            reply,
+            answer: Ok(ClientResponse::Done { move_id: None }),
+        });
+    }
+
+    /// `queue add|update`: applied here; the shards it stops or restarts are told once it
+    /// is durable.
+    fn table_change(
+        &mut self,
+        peer: &Peer,
+        change: Result<crate::core::Reconfig, Refusal>,
+        reply: ClientReply,
+    ) {
+        match change {
+            Ok(done) => self.table_changed(peer, done, reply),
+            Err(refusal) => self.answer(reply, Err(refusal)),
+        }
+    }
+
+    /// `queue remove Q [--give-to R]`. A queue that owns nodes and has somewhere to give
+    /// them has them moved first; the removal waits for that move ([`REMOVE_MOVE_WAIT`]).
+    fn remove_queue(
+        &mut self,
+        now: u64,
+        peer: Peer,
+        queue: String,
+        give_to: Option<String>,
+        reply: ClientReply,
+    ) {
+        if let Err(refusal) = self.core.check_remove_request(&queue, give_to.as_deref()) {
+            return self.answer(reply, Err(refusal));
+        }
+        let removal = Removal {
+            peer,
+            change: TableChange::Remove(queue.clone()),
+            giving: None,
+            reply,
+        };
+        if give_to.is_none() || self.core.owned_by(&queue).is_empty() {
+            return self.hold_removals(removal, &[queue]);
+        }
+        let giving = match self.core.remove_queue(now, &queue, give_to.as_deref()) {
+            Ok(giving) => giving,
+            Err(refusal) => return self.answer(removal.reply, Err(refusal)),
+        };
+        let Some(move_id) = giving.move_id else {
+            return self.table_changed(&removal.peer, giving, removal.reply);
+        };
+        let wait_ms = u64::try_from(REMOVE_MOVE_WAIT.as_millis()).unwrap_or(u64::MAX);
+        self.waiting.push(RemovalWait {
+            move_id,
+            deadline_ms: now.saturating_add(wait_ms),
+            queue,
+            removal: Removal {
+                giving: Some(giving),
+                ..removal
+            },
+        });
+    }
+
+    /// Starts a removal's checks at the shards of `queues` ([`followups::hold_removals`]),
+    /// with the core's own checks as they stand now.
+    pub(super) fn hold_removals(&mut self, removal: Removal, queues: &[String]) {
+        let steps = queues
+            .iter()
+            .map(|queue| {
+                let conn = self.core.shard(queue).map(|l| l.conn);
+                HoldStep {
+                    queue: queue.clone(),
+                    link: conn.and_then(|c| Some((c, self.links.get(&c)?.clone()))),
+                    removable: self.core.check_removable(queue),
+                }
+            })
+            .collect();
+        let task = followups::hold_removals(steps, removal, self.events.clone());
+        self.after.push(After::Spawn(Box::pin(task)));
+    }
+
+    /// The removal's shards are held (or one refused): the core decides, and a refused
+    /// removal gives the held queues their state back.
+    fn removals_held(
+        &mut self,
+        now: u64,
+        removal: Removal,
+        held: Vec<Held>,
+        outcome: Result<(), Refusal>,
+    ) {
+        for h in &held {
+            self.core.saw_idle(&h.queue);
+        }
+        let Removal {
+            peer,
+            change,
+            giving,
+            reply,
+        } = removal;
+        let done = outcome.and_then(|()| match change {
+            TableChange::Remove(queue) => self.core.remove_queue(now, &queue, None),
+            TableChange::Reload(file) => self.core.reload(*file),
+        });
+        match done {
+            Ok(done) => {
+                let done = match giving {
+                    Some(mut giving) => {
+                        giving.changes.extend(done.changes);
+                        giving.restart = done.restart;
+                        giving.stop = done.stop;
+                        giving.journal |= done.journal;
+                        giving
+                    }
+                    None => done,
+                };
+                self.table_changed(&peer, done, reply);
+            }
+            Err(refusal) => {
+                let commands = held
+                    .iter()
+                    .filter_map(|h| Some(Tell::re_enable(h, self.core.queue_flags(&h.queue)?)))
+                    .collect();
+                self.after.push(After::Tell {
+                    commands,
+                    reply,
+                    answer: Err(refusal),
+                });
+            }
+        }
+    }
+}
