@@ -121,6 +121,7 @@ fn submit_request(key: [u8; 16], seconds: u64) -> client_shard::Request {
         idempotency_key: IdempotencyKey(key),
         jobspec_json: jobspec.to_string(),
         urgency: None,
+        array: None,
     })
 }
 

@@ -102,6 +102,7 @@ async fn a_retried_submit_with_the_same_key_makes_one_job() {
         idempotency_key: IdempotencyKey([7; 16]),
         jobspec_json: jobspec("alpha", 60),
         urgency: None,
+        array: None,
     };
     let request = client_shard::Request::Submit(submit.clone());
 
@@ -361,6 +362,7 @@ async fn garbage_on_a_stream_resets_that_stream_and_the_processes_keep_serving()
             idempotency_key: IdempotencyKey([1; 16]),
             jobspec_json: jobspec("alpha", 1),
             urgency: None,
+            array: None,
         }))
         .await
         .unwrap();

@@ -78,6 +78,7 @@ fn job(id: u64, owner: &str) -> JobSummary {
         duration_ms: 60_000,
         reason: String::new(),
         reserved_ms: None,
+        array: None,
     }
 }
 

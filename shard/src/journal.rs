@@ -78,6 +78,18 @@ pub fn to_batch(records: &[JournalRecord]) -> Result<Batch, FormatError> {
             JournalRecord::Urgency(id, urgency) => {
                 batch.put(URGENCY_TABLE, id.0, format::encode(urgency)?);
             }
+            JournalRecord::Array(array) => {
+                batch.put(ARRAYS_TABLE, array.id, format::encode(array)?);
+            }
+            JournalRecord::ArrayForgotten { id, elements } => {
+                batch.delete(JOBS_TABLE, id.0).delete(ARRAYS_TABLE, id.0);
+                for e in elements {
+                    batch
+                        .delete(RUNS_TABLE, e.0)
+                        .delete(ENDS_TABLE, e.0)
+                        .delete(URGENCY_TABLE, e.0);
+                }
+            }
             JournalRecord::LastId(id) => {
                 batch.put_meta(LAST_ID_META, format::encode(&id.0)?);
             }
@@ -96,6 +108,7 @@ pub fn to_batch(records: &[JournalRecord]) -> Result<Batch, FormatError> {
 pub fn load(journal: &Journal) -> Result<Restored, JournalError> {
     let tables = Tables {
         jobs: journal.scan(JOBS_TABLE)?,
+        arrays: journal.scan(ARRAYS_TABLE)?,
         runs: journal.scan(RUNS_TABLE)?,
         ends: journal.scan(ENDS_TABLE)?,
         urgency: journal.scan(URGENCY_TABLE)?,
@@ -109,6 +122,8 @@ pub fn load(journal: &Journal) -> Result<Restored, JournalError> {
 pub struct Tables {
     /// [`JOBS_TABLE`], in key order.
     pub jobs: Vec<(u64, Vec<u8>)>,
+    /// [`ARRAYS_TABLE`].
+    pub arrays: Vec<(u64, Vec<u8>)>,
     /// [`RUNS_TABLE`].
     pub runs: Vec<(u64, Vec<u8>)>,
     /// [`ENDS_TABLE`].
@@ -122,6 +137,7 @@ pub struct Tables {
 /// Decodes the tables of the journal at `path` (named in errors) into a [`Restored`].
 pub fn restored(path: &Path, tables: Tables) -> Result<Restored, JournalError> {
     let jobs = decode_table::<AcceptedJob>(path, JOBS_TABLE, tables.jobs, |j| j.id)?;
+    let arrays = decode_table::<ArrayRecord>(path, ARRAYS_TABLE, tables.arrays, |a| a.id)?;
     let runs = decode_table::<StartedJob>(path, RUNS_TABLE, tables.runs, |r| r.id)?;
     let ends = decode_table::<EndedJob>(path, ENDS_TABLE, tables.ends, |e| e.id)?;
     let urgency = tables
@@ -149,7 +165,7 @@ pub fn restored(path: &Path, tables: Tables) -> Result<Restored, JournalError> {
             format::decode(bytes).map_err(|e| JournalError::decode_meta(path, name, e))?;
         nodes.push((node.to_owned(), record));
     }
-    Restored::assemble(jobs, runs, ends, urgency, last_id, nodes).map_err(|o| {
+    Restored::assemble(jobs, arrays, runs, ends, urgency, last_id, nodes).map_err(|o| {
         JournalError::decode(
             path,
             o.table,

@@ -146,6 +146,7 @@ fn submit_request(key: u8, duration: u64) -> client_shard::Request {
         idempotency_key: IdempotencyKey([key; 16]),
         jobspec_json: jobspec.to_json().to_string(),
         urgency: None,
+        array: None,
     })
 }
 

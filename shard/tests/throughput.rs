@@ -44,6 +44,7 @@ fn assignment() -> Assignment {
             definition: Vec::new(),
             enabled: true,
             started: true,
+            array_elements_max: shardsched_proto::limits::ARRAY_ELEMENTS_DEFAULT,
         },
         owned: (0..NODES)
             .map(|i| NodeGen {
@@ -143,6 +144,7 @@ async fn one_shard_sustains_thousands_of_submits_per_second() {
                     idempotency_key: IdempotencyKey(key),
                     jobspec_json: jobspec.clone(),
                     urgency: None,
+                    array: None,
                 });
                 let sent = Instant::now();
                 match session.request(&request).await {
@@ -192,6 +194,7 @@ async fn one_shard_sustains_thousands_of_submits_per_second() {
             idempotency_key: IdempotencyKey(key),
             jobspec_json: jobspec.clone(),
             urgency: None,
+            array: None,
         });
         let sent = Instant::now();
         session.request(&request).await.expect("submit");

@@ -7,4 +7,5 @@
 #[path = "../harness/mod.rs"]
 mod harness;
 
+mod arrays;
 mod holds;

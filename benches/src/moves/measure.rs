@@ -156,6 +156,7 @@ impl MoveBench {
                 idempotency_key: new_key(),
                 jobspec_json: jobspec.to_json().to_string(),
                 urgency: None,
+                array: None,
             });
             match self.client.ask_shard(&route, &request).await? {
                 Response::Submitted { id, .. } => ids.push(id),

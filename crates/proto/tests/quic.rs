@@ -25,6 +25,7 @@ fn submit(jobspec: &str) -> client_shard::Request {
         idempotency_key: IdempotencyKey([7; 16]),
         jobspec_json: jobspec.to_owned(),
         urgency: None,
+        array: None,
     })
 }
 

@@ -21,6 +21,7 @@
 //! assert_eq!(codec::decode::<Request>(&bytes).unwrap(), Request::Routes);
 //! ```
 
+pub mod array;
 pub mod codec;
 pub mod fluid;
 pub mod identity;
@@ -44,7 +45,8 @@ pub const ALPN_STR: &str = "shardsched/1";
 /// policy refusals have their own code and shards answer `DisableIfIdle`. 3: queue and
 /// match policies are typed ([`msg::QueuePolicy`], [`msg::MatchPolicy`]) in `QueueConfig`,
 /// `QueueStatus` and `QueueSpec`. 4: jobs have an urgency (0..=31, Flux's) instead of a
-/// priority, and shards answer `Urgency` (hold, release, set).
+/// priority, shards answer `Urgency` (hold, release, set), and a submit may be a job
+/// array (`Submit.array`, `JobSummary.array`, `QueueConfig.array_elements_max`).
 pub const PROTOCOL_VERSION: u32 = 4;
 /// The oldest protocol version this build still accepts in a hello (older messages do not
 /// decode as this version's).

@@ -138,5 +138,16 @@ pub const URGENCY_USER_MAX: u8 = 16;
 /// urgency is raised (`job release`, `job urgency`).
 pub const URGENCY_HOLD: u8 = 0;
 
+/// Most elements a job array may have, and the bound on its indices, whatever the
+/// configuration says (its `array_elements_max`, 100,000 by default, is at most this).
+pub const ARRAY_ELEMENTS_MAX: u32 = 1_000_000;
+
+/// The configuration's `array_elements_max` when it names none (Slurm's `MaxArraySize`
+/// default is 1,001; a parameter sweep of 100,000 is ordinary here).
+pub const ARRAY_ELEMENTS_DEFAULT: u32 = 100_000;
+
+/// Most comma-separated ranges an array's indices may be written as (`1-3,7,9-20:2`).
+pub const ARRAY_RANGES_MAX: usize = 1024;
+
 /// Longest idempotency key, in bytes.
 pub const IDEMPOTENCY_KEY_BYTES: usize = 16;

@@ -25,6 +25,9 @@
 //! and nothing is recorded, so a retry is judged afresh. A job that fits the definition but
 //! not the nodes the queue owns now is accepted and waits, with the reason in `job info`.
 
+mod arrays;
+#[cfg(test)]
+mod arrays_tests;
 mod dry_run;
 mod events;
 mod exec;

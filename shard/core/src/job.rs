@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use shardsched_qmanager::WaitReason;
+use shardsched_wire::array::ArrayElement;
 use shardsched_wire::limits::JOB_NAME_BYTES_MAX;
 use shardsched_wire::msg::client_shard::IdempotencyKey;
 use shardsched_wire::msg::{JobEvent, JobId, JobInfo, JobState, JobSummary};
@@ -48,6 +49,8 @@ pub struct JobRecord {
     pub r_json: Option<Arc<str>>,
     /// Its events, oldest first (at most [`EVENTS_PER_JOB_MAX`]).
     pub events: Vec<JobEvent>,
+    /// The array it is an element of, and its index there.
+    pub array: Option<ArrayElement>,
 }
 
 /// Why a job is where it is, kept as data and worded only when read.
@@ -68,6 +71,9 @@ pub enum Reason {
 pub enum Hold {
     /// Urgency 0: held by its owner or an admin until released.
     User,
+    /// An element of an array with as many elements running (or about to) as its `%N`
+    /// allows: it waits for one of them to end.
+    ArrayLimit,
 }
 
 impl Hold {
@@ -75,6 +81,7 @@ impl Hold {
     pub fn as_str(self) -> &'static str {
         match self {
             Hold::User => "held",
+            Hold::ArrayLimit => "array limit",
         }
     }
 }
@@ -95,8 +102,10 @@ pub struct NewJob<'a> {
     pub duration_ms: u64,
     /// The jobspec, parsed.
     pub jobspec: &'a shardsched_jobspec::Jobspec,
-    /// The jobspec as submitted.
-    pub jobspec_json: &'a str,
+    /// The jobspec as submitted (shared by an array's elements).
+    pub jobspec_json: &'a Arc<str>,
+    /// The array it is an element of.
+    pub array: Option<ArrayElement>,
 }
 
 impl JobRecord {
@@ -116,9 +125,10 @@ impl JobRecord {
             duration_ms: a.duration_ms,
             nodes: Vec::new(),
             nodes_requested: a.jobspec.nodes_requested(),
-            jobspec_json: Arc::from(a.jobspec_json),
+            jobspec_json: Arc::clone(a.jobspec_json),
             r_json: None,
             events: Vec::new(),
+            array: a.array,
         };
         job.push_event(
             a.submit_ms,
@@ -157,6 +167,7 @@ impl JobRecord {
             duration_ms: self.duration_ms,
             reason: self.reason_text(queue, queue_started),
             reserved_ms: self.reserved_ms(queue_started),
+            array: self.array,
         }
     }
 

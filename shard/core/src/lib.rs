@@ -35,7 +35,7 @@
 //!     name: "batch".into(), queue_policy: QueuePolicy::Easy, match_policy: MatchPolicy::First,
 //!     queue_depth: 32, reservation_depth: 1, default_duration_ms: 60_000,
 //!     max_duration_ms: 3_600_000, definition: vec!["n0".into(), "n1".into()],
-//!     enabled: true, started: true,
+//!     enabled: true, started: true, array_elements_max: 100_000,
 //! };
 //! let owned = vec![NodeGen { node: "n0".into(), generation: Generation(1) }];
 //! let mut core = ShardCore::with_graph(graph, &queue, 7, &owned, CoreOptions::default()).unwrap();

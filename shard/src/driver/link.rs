@@ -273,6 +273,7 @@ mod tests {
             definition: vec!["node0".into()],
             enabled: true,
             started: true,
+            array_elements_max: shardsched_proto::limits::ARRAY_ELEMENTS_DEFAULT,
         };
         let flags = QueueConfig {
             enabled: false,

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use shardsched_proto::array::ArrayElement;
 use shardsched_proto::msg::JobId;
 use shardsched_resource::encode_hostlist;
 
@@ -30,6 +31,10 @@ pub const JOB_R: &str = "SHARDSCHED_JOB_R";
 pub const JOB_DIR: &str = "SHARDSCHED_JOB_DIR";
 /// The job's time limit in seconds (0: none).
 pub const JOB_TIME_LIMIT: &str = "SHARDSCHED_JOB_TIME_LIMIT";
+/// An array's element: the array's id (`ID` of `ID[N]`).
+pub const ARRAY_ID: &str = "SHARDSCHED_ARRAY_ID";
+/// An array's element: its index (`N` of `ID[N]`).
+pub const ARRAY_INDEX: &str = "SHARDSCHED_ARRAY_INDEX";
 
 /// Everything the `SHARDSCHED_*` variables are made from.
 #[derive(Clone, Debug)]
@@ -46,6 +51,8 @@ pub struct JobFacts<'a> {
     pub dir: &'a Path,
     /// Its time limit, ms (0: none).
     pub time_limit_ms: u64,
+    /// The array it is an element of.
+    pub array: Option<ArrayElement>,
 }
 
 /// The `SHARDSCHED_*` variables for a job, name and value.
@@ -69,6 +76,12 @@ pub fn job_variables(facts: &JobFacts<'_>) -> Vec<(String, String)> {
         ),
     ]
     .into_iter()
+    .chain(facts.array.into_iter().flat_map(|e| {
+        [
+            (ARRAY_ID, e.array.to_string()),
+            (ARRAY_INDEX, e.index.to_string()),
+        ]
+    }))
     .map(|(k, v)| (k.to_owned(), v))
     .collect()
 }
@@ -101,6 +114,10 @@ mod tests {
             r_path: Path::new("/s/jobs/x/R.json"),
             dir: Path::new("/s/jobs/x"),
             time_limit_ms: 1_500,
+            array: Some(ArrayElement {
+                array: shardsched_proto::Fluid(123_456_000),
+                index: 7,
+            }),
         });
         let get = |k: &str| {
             vars.iter()
@@ -117,5 +134,7 @@ mod tests {
         assert_eq!(get(JOB_R), "/s/jobs/x/R.json");
         assert_eq!(get(JOB_TIME_LIMIT), "2");
         assert!(get(JOB_ID).starts_with('ƒ'));
+        assert_eq!(get(ARRAY_INDEX), "7");
+        assert!(get(ARRAY_ID).starts_with('ƒ'));
     }
 }

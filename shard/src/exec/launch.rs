@@ -126,6 +126,7 @@ impl Prepared {
             r_path: &r_path,
             dir: &dir,
             time_limit_ms: job.duration_ms,
+            array: job.array,
         }));
         Ok(Prepared {
             id: job.id,

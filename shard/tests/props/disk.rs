@@ -54,6 +54,7 @@ impl DiskImage {
         };
         let tables = Tables {
             jobs: rows(journal::JOBS_TABLE),
+            arrays: rows(journal::ARRAYS_TABLE),
             runs: rows(journal::RUNS_TABLE),
             ends: rows(journal::ENDS_TABLE),
             urgency: rows(journal::URGENCY_TABLE),

@@ -41,6 +41,7 @@ pub(crate) fn queue_config(policy: &str) -> QueueConfig {
         definition: vec!["n0".into(), "n1".into(), "n2".into()],
         enabled: true,
         started: true,
+        array_elements_max: shardsched_proto::limits::ARRAY_ELEMENTS_DEFAULT,
     }
 }
 
@@ -253,6 +254,7 @@ impl Model {
             idempotency_key: IdempotencyKey([key; 16]),
             jobspec_json: jobspec.to_json().to_string(),
             urgency: Some(14 + key % 3),
+            array: None,
         };
         let known = self.keys.get(&(user, key)).copied();
         match self.core.handle_submit(self.now, USERS[user], &submit) {

@@ -11,6 +11,9 @@
 //! max_duration = "24h"
 //! ```
 //!
+//! Top-level keys beside `default_queue`: `array_elements_max` (most elements of a job
+//! array, 100,000 by default).
+//!
 //! [`Config::parse`] reads the text (unknown keys are errors, pointing at `file:line:column`),
 //! loads the cluster spec, resolves every definition to node indices and checks the whole:
 //! queue names are valid shard names, definitions are non-empty and inside the cluster, the
@@ -90,6 +93,9 @@ pub struct Config {
     pub default_queue: String,
     /// The queues, sorted by name.
     pub queues: Vec<QueueDef>,
+    /// Most elements a job array may have, and the bound on its indices (every shard gets
+    /// it in its `QueueConfig`).
+    pub array_elements_max: u32,
 }
 
 /// The cluster, as the shards will load it.

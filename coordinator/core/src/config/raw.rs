@@ -9,6 +9,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 use shardsched_resource::{Location, ReadError};
+use shardsched_wire::limits::{ARRAY_ELEMENTS_DEFAULT, ARRAY_ELEMENTS_MAX};
 use toml::Spanned;
 
 use super::{Cluster, Config, ConfigError};
@@ -22,6 +23,7 @@ pub const LOAD_ALLOWLIST_TYPES_MAX: usize = 32;
 #[serde(deny_unknown_fields)]
 struct RawConfig {
     default_queue: Option<Spanned<String>>,
+    array_elements_max: Option<Spanned<u32>>,
     cluster: Option<Spanned<RawCluster>>,
     queues: Option<Spanned<BTreeMap<String, Spanned<RawQueue>>>>,
 }
@@ -119,11 +121,25 @@ pub(super) fn parse(text: &str, origin: &str, base_dir: &Path) -> Result<Config,
     };
 
     check_owns_disjoint(&queues, &owns_spans, &cluster, &errors)?;
+    let array_elements_max = match raw.array_elements_max {
+        None => ARRAY_ELEMENTS_DEFAULT,
+        Some(max) if (1..=ARRAY_ELEMENTS_MAX).contains(max.get_ref()) => max.into_inner(),
+        Some(max) => {
+            return Err(errors.at(
+                Some(max.span()),
+                format!(
+                    "array_elements_max = {}: must be 1..={ARRAY_ELEMENTS_MAX}",
+                    max.get_ref()
+                ),
+            ));
+        }
+    };
     Ok(Config {
         origin: origin.to_owned(),
         cluster,
         default_queue,
         queues,
+        array_elements_max,
     })
 }
 

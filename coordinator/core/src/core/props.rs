@@ -62,6 +62,7 @@ fn arbitrary_config() -> impl Strategy<Value = Config> {
                 cluster: cluster(n),
                 default_queue: "q0".into(),
                 queues,
+                array_elements_max: 100,
             }
         })
     })

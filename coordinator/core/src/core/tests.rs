@@ -500,6 +500,7 @@ fn job(id: u64, submit_ms: u64) -> JobSummary {
         duration_ms: 60_000,
         reason: String::new(),
         reserved_ms: None,
+        array: None,
     }
 }
 

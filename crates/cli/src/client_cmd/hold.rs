@@ -6,25 +6,27 @@
 use anyhow::{Result, bail};
 use clap::Args;
 use shardsched_client::run;
+use shardsched_proto::array::JobRef;
 use shardsched_proto::limits::{URGENCY_DEFAULT, URGENCY_HOLD, URGENCY_MAX};
 use shardsched_proto::msg::JobId;
 use shardsched_proto::msg::client_shard::{Request, Response, UrgencyChange, UrgencyResult};
 
-use super::jobs::ask_by_shard;
+use super::jobs::{ask_by_shard, job_ids};
 
 /// Jobs named by id.
 #[derive(Args, Debug, Clone)]
 pub struct JobIdsArgs {
-    /// The jobs: F58 ids like ƒ2KEkBMqV (or f2KEkBMqV, with an ASCII f), or decimal.
+    /// The jobs: F58 ids like ƒ2KEkBMqV (or f2KEkBMqV, with an ASCII f), or decimal; an
+    /// array's id names all its elements, ID[N] one.
     #[arg(required = true, value_name = "ID")]
-    pub ids: Vec<JobId>,
+    pub ids: Vec<JobRef>,
 }
 
 /// Flags of `shardsched job urgency`.
 #[derive(Args, Debug, Clone)]
 pub struct UrgencyArgs {
-    /// The job.
-    pub id: JobId,
+    /// The job (an array's id: all its elements; ID[N]: one).
+    pub id: JobRef,
     /// Its new urgency: 0-31, `default` (16), `hold` (0) or `expedite` (31).
     #[arg(value_parser = urgency_arg)]
     pub urgency: u8,
@@ -47,17 +49,18 @@ pub fn urgency_arg(text: &str) -> Result<u8, String> {
 
 /// `shardsched job hold`.
 pub fn hold_main(args: &JobIdsArgs) -> Result<()> {
-    change(&args.ids, UrgencyChange::Hold, "held")
+    change(&job_ids(&args.ids)?, UrgencyChange::Hold, "held")
 }
 
 /// `shardsched job release`.
 pub fn release_main(args: &JobIdsArgs) -> Result<()> {
-    change(&args.ids, UrgencyChange::Release, "released")
+    change(&job_ids(&args.ids)?, UrgencyChange::Release, "released")
 }
 
 /// `shardsched job urgency`.
 pub fn urgency_main(args: &UrgencyArgs) -> Result<()> {
-    change(&[args.id], UrgencyChange::Set(args.urgency), "changed")
+    let ids = job_ids(&[args.id])?;
+    change(&ids, UrgencyChange::Set(args.urgency), "changed")
 }
 
 /// Applies `change` to `ids`: quiet on success, one line per job left as it was, and a

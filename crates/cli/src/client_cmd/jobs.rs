@@ -11,6 +11,7 @@ use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 use serde_json::Value;
 use shardsched_client::{Client, output, run};
+use shardsched_proto::array::JobRef;
 use shardsched_proto::limits::{IDS_PER_REQUEST_MAX, JOBS_PER_RESPONSE_MAX};
 use shardsched_proto::msg::client_shard::{CancelResult, Request, Response};
 use shardsched_proto::msg::{JobId, JobsQuery, Route, RouteTable, UserFilter};
@@ -65,8 +66,9 @@ pub enum JobCommand {
 /// Flags of `shardsched job info`.
 #[derive(Args, Debug, Clone)]
 pub struct JobInfoArgs {
-    /// The job id: F58 like ƒ2KEkBMqV (or f2KEkBMqV, with an ASCII f), or decimal.
-    pub id: JobId,
+    /// The job id: F58 like ƒ2KEkBMqV (or f2KEkBMqV, with an ASCII f), or decimal; an
+    /// array's element as ID[N].
+    pub id: JobRef,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
@@ -76,9 +78,9 @@ pub struct JobInfoArgs {
 #[derive(Args, Debug, Clone)]
 pub struct CancelArgs {
     /// The jobs to cancel: F58 ids like ƒ2KEkBMqV (or f2KEkBMqV, with an ASCII f), or
-    /// decimal.
+    /// decimal; an array's id cancels all its elements, ID[N] one.
     #[arg(required = true, value_name = "ID")]
-    pub ids: Vec<JobId>,
+    pub ids: Vec<JobRef>,
 }
 
 /// `shardsched jobs`.
@@ -128,13 +130,11 @@ pub fn job_main(args: &JobArgs) -> Result<()> {
 }
 
 fn job_info_main(args: &JobInfoArgs) -> Result<()> {
+    let id = job_ids(&[args.id])?[0];
     run(|client| async move {
         let routes = client.routes().await?;
-        let route = Client::route_of(&routes, args.id)?;
-        match client
-            .ask_shard(route, &Request::JobInfo { id: args.id })
-            .await?
-        {
+        let route = Client::route_of(&routes, id)?;
+        match client.ask_shard(route, &Request::JobInfo { id }).await? {
             Response::JobInfo(info) => {
                 if args.json {
                     output::emit(&format!("{}\n", job_view::job_info_json(&info)))
@@ -154,12 +154,13 @@ fn job_info_main(args: &JobInfoArgs) -> Result<()> {
 /// failure exit status if any was not found or not ours (an already-ended job is only
 /// reported: the caller's intent holds).
 pub fn cancel_main(args: &CancelArgs) -> Result<()> {
+    let ids = job_ids(&args.ids)?;
     run(|client| async move {
         let routes = client.routes().await?;
         let failures = ask_by_shard(
             &client,
             &routes,
-            &args.ids,
+            &ids,
             |ids| Request::Cancel { ids },
             |queue, response| {
                 let Response::Cancelled(outcomes) = response else {
@@ -195,6 +196,16 @@ pub fn cancel_main(args: &CancelArgs) -> Result<()> {
         }
         Ok(())
     })
+}
+
+/// The job ids that `refs` name (`ID[N]`: its element's).
+pub(super) fn job_ids(refs: &[JobRef]) -> Result<Vec<JobId>> {
+    refs.iter()
+        .map(|r| {
+            r.job_id()
+                .map_err(|e| anyhow::anyhow!("{r}: no such element: {e}"))
+        })
+        .collect()
 }
 
 /// Asks about `ids`, each of the shard that issued it: one request per shard made by `make`

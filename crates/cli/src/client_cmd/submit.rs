@@ -12,10 +12,12 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
-use shardsched_client::submit::{queue_names, submit};
-use shardsched_client::{new_key, output};
+use shardsched_client::output;
+use shardsched_client::submit::{plain, queue_names, submit};
 use shardsched_jobspec::{Jobspec, Shorthand};
+use shardsched_proto::array::ArraySpec;
 use shardsched_proto::msg::RouteTable;
+use shardsched_proto::msg::client_shard::Submit;
 
 /// Flags of `shardsched submit`.
 #[derive(Args, Debug, Clone)]
@@ -50,6 +52,11 @@ pub struct SubmitArgs {
     #[arg(long, value_name = "N|default|hold|expedite", alias = "priority",
           value_parser = super::hold::urgency_arg)]
     pub urgency: Option<u8>,
+    /// A job array: one job per index, `ID[N]` (`SHARDSCHED_ARRAY_INDEX` in its
+    /// environment), e.g. `1-1000`, `0-15:4`, `1,5,9`; `%N` runs at most N at once
+    /// (`1-1000%50`). Prints the array's id `ID`.
+    #[arg(long, value_name = "INDICES[%N]")]
+    pub array: Option<ArraySpec>,
     /// Requeue the job (back to pending, keeping its place) instead of failing it when a
     /// node it runs on is marked down: sets `attributes.system.requeue`.
     #[arg(long)]
@@ -70,15 +77,12 @@ pub fn main(args: &SubmitArgs) -> Result<()> {
         let routes = client.routes().await?;
         let queue = choose_queue(args, &jobspec, &routes)?;
         jobspec.attributes.queue = Some(queue.clone());
-        let (id, _duplicate) = submit(
-            &client,
-            Some(routes),
-            &queue,
-            jobspec.to_json().to_string(),
-            args.urgency,
-            new_key(),
-        )
-        .await?;
+        let request = Submit {
+            urgency: args.urgency,
+            array: args.array.clone(),
+            ..plain(jobspec.to_json().to_string())
+        };
+        let (id, _duplicate) = submit(&client, Some(routes), &queue, request).await?;
         output::emit(&format!("{id}\n"))
     })
 }

@@ -8,10 +8,11 @@
 use serde::Serialize;
 
 use super::common::{JobId, JobsQuery, Refusal, RefusalCode, UserFilter};
+use crate::array::ArraySpec;
 use crate::codec::encoded_len;
 use crate::limits::{
-    IDS_PER_REQUEST_MAX, LIST_REPLY_BYTES_MAX, NAME_BYTES_MAX, NODE_NAME_BYTES_MAX,
-    NODES_PER_REQUEST_MAX, REASON_BYTES_MAX, URGENCY_MAX,
+    ARRAY_ELEMENTS_MAX, IDS_PER_REQUEST_MAX, LIST_REPLY_BYTES_MAX, NAME_BYTES_MAX,
+    NODE_NAME_BYTES_MAX, NODES_PER_REQUEST_MAX, REASON_BYTES_MAX, URGENCY_MAX,
 };
 
 /// `text` (called `what` in the refusal) is at most `max` bytes.
@@ -72,6 +73,13 @@ pub fn ids(what: &str, ids: &[JobId]) -> Result<(), Refusal> {
             ids.len()
         ),
     ))
+}
+
+/// An array's indices: within the wire's bounds ([`ArraySpec::check`] with
+/// [`ARRAY_ELEMENTS_MAX`]; the shard checks the configured bound).
+pub fn array(spec: &ArraySpec) -> Result<(), Refusal> {
+    spec.check(ARRAY_ELEMENTS_MAX)
+        .map_err(|e| Refusal::new(RefusalCode::Invalid, format!("array: {e}")))
 }
 
 /// An urgency: at most [`URGENCY_MAX`].

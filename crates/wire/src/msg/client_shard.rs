@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::common::{JobId, JobInfo, JobList, JobsQuery, Refusal, RefusalCode};
+use crate::array::ArraySpec;
 use crate::identity::Op;
 use crate::limits::{IDEMPOTENCY_KEY_BYTES, JOBSPEC_BYTES_MAX, URGENCY_USER_MAX};
 use crate::rpc::Rpc;
@@ -23,7 +24,8 @@ pub enum Request {
         /// The job.
         id: JobId,
     },
-    /// Cancel jobs (each must be the peer's own, unless the peer is an admin).
+    /// Cancel jobs (each must be the peer's own, unless the peer is an admin); an array's
+    /// id cancels all its elements.
     Cancel {
         /// The jobs, at most [`IDS_PER_REQUEST_MAX`](crate::limits::IDS_PER_REQUEST_MAX).
         ids: Vec<JobId>,
@@ -62,6 +64,9 @@ pub struct Submit {
     /// then submit time; 0 submits the job held; above [`URGENCY_USER_MAX`] admins only.
     /// [`URGENCY_DEFAULT`](crate::limits::URGENCY_DEFAULT) when absent.
     pub urgency: Option<u8>,
+    /// Submit a job array: one element per index, each a job `ID[N]` of this jobspec
+    /// ([`crate::array`]); the answer's id is the array's.
+    pub array: Option<ArraySpec>,
 }
 
 /// A client-chosen key that makes a retried submit safe.
@@ -172,7 +177,10 @@ impl Rpc for Request {
                     s.jobspec_json.len()
                 ),
             )),
-            Request::Submit(s) => super::bounds::urgency(s.urgency.unwrap_or(0)),
+            Request::Submit(s) => {
+                super::bounds::urgency(s.urgency.unwrap_or(0))?;
+                s.array.as_ref().map_or(Ok(()), super::bounds::array)
+            }
             Request::Jobs(query) => super::bounds::jobs_query(query),
             Request::Cancel { ids } => super::bounds::ids("cancel", ids),
             Request::Urgency { ids, change } => {

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use serde::{Deserialize, Serialize};
 
 use super::policy::{MatchPolicy, QueuePolicy};
+use crate::array::ArrayElement;
 use crate::fluid::Fluid;
 use crate::identity::{Op, Peer};
 use crate::limits::REFUSAL_MESSAGE_BYTES_MAX;
@@ -116,6 +117,8 @@ pub struct JobSummary {
     /// A pending job's reserved start, ms since the Unix epoch (the reason then says it is
     /// reserved; clients show this time as they like, e.g. local time and "in 4m10s").
     pub reserved_ms: Option<u64>,
+    /// The array it is an element of, and its index there (`ID[N]`).
+    pub array: Option<ArrayElement>,
 }
 
 /// One event in a job's history (Flux's eventlog, simplified).
@@ -358,6 +361,10 @@ pub struct QueueConfig {
     pub enabled: bool,
     /// Scheduling.
     pub started: bool,
+    /// Most elements a job array may have, and the bound on its indices (the
+    /// configuration's `array_elements_max`, at most
+    /// [`ARRAY_ELEMENTS_MAX`](crate::limits::ARRAY_ELEMENTS_MAX)).
+    pub array_elements_max: u32,
 }
 
 impl JobState {

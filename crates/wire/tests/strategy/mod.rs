@@ -5,6 +5,7 @@
 use proptest::collection::vec;
 use proptest::option;
 use proptest::prelude::*;
+use shardsched_wire::array::{ArrayElement, ArraySpec, IndexRange};
 use shardsched_wire::fluid::Fluid;
 use shardsched_wire::msg::client_shard::{
     CancelOutcome, CancelResult, IdempotencyKey, Submit, UrgencyChange, UrgencyOutcome,
@@ -100,6 +101,13 @@ pub fn summary() -> impl Strategy<Value = JobSummary> {
                     duration_ms,
                     reason,
                     reserved_ms: start_ms.xor(end_ms),
+                    array: submit_ms
+                        .checked_rem(3)
+                        .filter(|&r| r > 0)
+                        .map(|r| ArrayElement {
+                            array: id,
+                            index: u32::try_from(r).unwrap_or(0),
+                        }),
                 }
             },
         )
@@ -271,6 +279,7 @@ pub fn queue_config() -> impl Strategy<Value = QueueConfig> {
                     definition,
                     enabled,
                     started,
+                    array_elements_max: queue_depth.wrapping_mul(3),
                 }
             },
         )
@@ -292,21 +301,40 @@ pub fn stale() -> impl Strategy<Value = StaleNode> {
 
 pub fn client_shard_request() -> impl Strategy<Value = client_shard::Request> {
     prop_oneof![
-        (any::<[u8; 16]>(), text(), option::of(any::<u8>())).prop_map(
-            |(key, jobspec_json, urgency)| {
+        (
+            any::<[u8; 16]>(),
+            text(),
+            option::of(any::<u8>()),
+            option::of(array_spec())
+        )
+            .prop_map(|(key, jobspec_json, urgency, array)| {
                 client_shard::Request::Submit(Submit {
                     idempotency_key: IdempotencyKey(key),
                     jobspec_json,
                     urgency,
+                    array,
                 })
-            }
-        ),
+            }),
         query().prop_map(client_shard::Request::Jobs),
         fluid().prop_map(|id| client_shard::Request::JobInfo { id }),
         vec(fluid(), 0..5).prop_map(|ids| client_shard::Request::Cancel { ids }),
         (vec(fluid(), 0..5), urgency_change())
             .prop_map(|(ids, change)| client_shard::Request::Urgency { ids, change }),
     ]
+}
+
+pub fn array_spec() -> impl Strategy<Value = ArraySpec> {
+    (
+        vec((any::<u32>(), any::<u32>(), any::<u32>()), 0..3),
+        any::<u32>(),
+    )
+        .prop_map(|(ranges, max_running)| ArraySpec {
+            ranges: ranges
+                .into_iter()
+                .map(|(first, last, step)| IndexRange { first, last, step })
+                .collect(),
+            max_running,
+        })
 }
 
 pub fn urgency_result() -> impl Strategy<Value = UrgencyResult> {

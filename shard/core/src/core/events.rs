@@ -2,6 +2,8 @@
 //! jobs whose run time is over and schedules; every [`Event`] the queue
 //! manager emits is recorded in the job table here, and nowhere else.
 
+use std::sync::Arc;
+
 use shardsched_matcher::{Allocation, StoredAllocation, writer};
 use shardsched_qmanager::{CycleKind, DenyReason, Event, JobView, WaitReason};
 use shardsched_resource::encode_hostlist;
@@ -11,7 +13,7 @@ use shardsched_wire::msg::JobState;
 use super::{CoreExecutor, ExecAction, ShardCore};
 use crate::assign::MS_PER_S;
 use crate::error::ShardError;
-use crate::job::Reason;
+use crate::job::{JobRecord, Reason};
 use crate::journal::{EndState, EndedJob, JournalRecord, StartedJob};
 use crate::limits::{REASON_REFRESH_MAX, SCHEDULE_PASSES_MAX};
 
@@ -280,7 +282,11 @@ impl ShardCore {
             Reason::Text(text) => text.clone(),
             _ => String::new(),
         };
+        let array = job.array;
         self.job_left(&freed);
+        if let Some(element) = array {
+            self.element_ended(id, element.array);
+        }
         if let Some(end_state) = EndState::of(state) {
             self.journal(JournalRecord::Ended(EndedJob {
                 id: id.0,
@@ -314,16 +320,24 @@ impl ShardCore {
         }
     }
 
-    /// Finished jobs past retention left the table: the journal forgets them too, and in
-    /// exec mode their directories go.
-    pub(super) fn forget(&mut self, ids: Vec<Fluid>) {
+    /// Finished jobs past retention left the table: the journal forgets them too (an
+    /// array's elements with their array, once none is left), and in exec mode their
+    /// directories go.
+    pub(super) fn forget(&mut self, forgotten: Vec<Arc<JobRecord>>) {
         if self.is_exec() {
             self.outbox
                 .exec_actions
-                .extend(ids.iter().copied().map(ExecAction::Forget));
+                .extend(forgotten.iter().map(|j| ExecAction::Forget(j.id)));
         }
-        for id in ids {
-            self.journal(JournalRecord::Forgotten(id));
+        let mut elements = false;
+        for job in forgotten {
+            match job.array {
+                None => self.journal(JournalRecord::Forgotten(job.id)),
+                Some(_) => elements = true,
+            }
+        }
+        if elements {
+            self.forget_arrays();
         }
     }
 

@@ -63,6 +63,7 @@ pub(super) fn submit(core: &mut ShardCore, key: u8, duration: u64, requeue: bool
         idempotency_key: IdempotencyKey([key; 16]),
         jobspec_json: jobspec.to_json().to_string(),
         urgency: None,
+        array: None,
     };
     core.handle_submit(NOW, "alice", &submit)
         .expect("accepted")

@@ -6,9 +6,10 @@
 //! so released it comes back to its place by submit time). Holding is eligibility only:
 //! the queue policies and their re-plans never see a held job.
 //!
-//! Every hold the shard applies is decided in one place, [`ShardCore::hold_of`], and put in
-//! force in one place, [`ShardCore::sync_hold`], called whenever something it reads
-//! changes. `invariants()` checks that the queue manager holds exactly those jobs.
+//! Every hold the shard applies is decided in one place, [`ShardCore::hold_of`] (urgency
+//! 0, an array's limit: `core/arrays.rs`), and put in force in one place,
+//! [`ShardCore::sync_hold`], called whenever something it reads changes. `invariants()`
+//! checks that the queue manager holds exactly those jobs.
 
 use shardsched_jobspec::Jobspec;
 use shardsched_qmanager::{JobRequest, JobView, WaitReason};
@@ -42,9 +43,17 @@ impl ShardCore {
             .collect()
     }
 
-    fn urgency_one(&mut self, peer: &Peer, id: JobId, change: UrgencyChange) -> UrgencyResult {
+    pub(super) fn urgency_one(
+        &mut self,
+        peer: &Peer,
+        id: JobId,
+        change: UrgencyChange,
+    ) -> UrgencyResult {
         let Some(job) = self.jobs.table.get(id) else {
-            return UrgencyResult::NotFound;
+            return match self.array_elements(id) {
+                Some(elements) => self.urgency_array(peer, &elements, change),
+                None => UrgencyResult::NotFound,
+            };
         };
         if !peer.may_cancel(&job.owner) {
             return UrgencyResult::Forbidden;
@@ -76,7 +85,7 @@ impl ShardCore {
             );
         }
         self.journal(JournalRecord::Urgency(id, new));
-        self.sync_hold(id);
+        self.holds_changed(id);
         self.status_version += 1;
         UrgencyResult::Set(new)
     }
@@ -84,7 +93,13 @@ impl ShardCore {
     /// Why the shard holds pending job `job` out of the queue manager's pending order, if
     /// it does: the one place every hold is decided.
     pub(super) fn hold_of(&self, job: &JobRecord) -> Option<Hold> {
-        (job.urgency == URGENCY_HOLD).then_some(Hold::User)
+        if job.urgency == URGENCY_HOLD {
+            Some(Hold::User)
+        } else if self.array_limited(job) {
+            Some(Hold::ArrayLimit)
+        } else {
+            None
+        }
     }
 
     /// Puts pending job `id` in force as [`Self::hold_of`] says: held in the queue manager

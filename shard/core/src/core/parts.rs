@@ -47,6 +47,22 @@ pub(super) struct Jobs {
     /// Jobs the queue manager is about to report ended that must be recorded otherwise than
     /// completed or cancelled (see `core/exec.rs`).
     pub(super) end_as: HashMap<JobId, EndAs>,
+    /// Arrays with elements in the table (`core/arrays.rs`).
+    pub(super) arrays: BTreeMap<JobId, ArrayState>,
+}
+
+/// An array, while any of its elements is in the table (`core/arrays.rs`).
+#[derive(Debug)]
+pub(super) struct ArrayState {
+    /// Its elements, in index order.
+    pub(super) elements: Vec<JobId>,
+    /// At most this many elements admitted at once; 0: no limit (the sets stay empty).
+    pub(super) max_running: u32,
+    /// Elements the limit lets the queue manager consider: running, or pending and not
+    /// held by their owner.
+    pub(super) admitted: BTreeSet<JobId>,
+    /// Pending elements not admitted (held by their owner, or waiting for a slot).
+    pub(super) waiting: BTreeSet<JobId>,
 }
 
 /// The ids the core hands out, and the users it numbers for the queue manager.
@@ -87,6 +103,7 @@ impl Jobs {
             freed: BTreeSet::new(),
             kill_requested: HashMap::new(),
             end_as: HashMap::new(),
+            arrays: BTreeMap::new(),
         }
     }
 

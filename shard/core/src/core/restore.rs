@@ -18,6 +18,10 @@
 //! last id issued. Nothing restored is journaled again (it is on disk already); what the
 //! restore changes (a pending job the queue now denies) is.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use shardsched_jobspec::Jobspec;
 use shardsched_qmanager::{JobRequest, JobView};
 use shardsched_wire::Fluid;
 use shardsched_wire::msg::shard_coord::Assignment;
@@ -161,9 +165,19 @@ impl ShardCore {
         let mut summary = RestoreSummary::default();
         let mut finished = Vec::new();
         let mut held = Vec::new();
+        let mut limits = BTreeMap::new();
+        let mut parsed: Option<Parsed> = None;
         for job in &restored.jobs {
-            let id = Fluid(job.accepted.id);
-            let record = self.restored_record(job)?;
+            let id = Fluid(job.id);
+            // An array's elements share their array's record: parsed once.
+            let spec = match parsed.take() {
+                Some(p) if p.of == job.accepted.id => p,
+                _ => Parsed::new(job, id)?,
+            };
+            let record = self.restored_record(job, &spec)?;
+            if let Some(of) = job.array {
+                limits.insert(of.element.array, of.max_running);
+            }
             self.ids.last = self.ids.last.max(Some(id));
             match (&job.started, &job.ended) {
                 (_, Some(end)) => {
@@ -176,7 +190,7 @@ impl ShardCore {
                         .allocation()
                         .resolve(&self.qm.matcher().graph)
                         .map_err(|e| restore_error(id, &format!("its allocation: {e}")))?;
-                    let request = self.request(job, &record)?;
+                    let request = self.request(job, &record, &spec);
                     let start_s = i64::try_from(run.start_ms / MS_PER_S).unwrap_or(i64::MAX);
                     self.qm
                         .restore_running(request, start_s, alloc.clone())
@@ -186,7 +200,7 @@ impl ShardCore {
                     summary.running += 1;
                 }
                 (None, None) => {
-                    let request = self.request(job, &record)?;
+                    let request = self.request(job, &record, &spec);
                     self.jobs.table.insert(record);
                     self.jobs.pending.insert(id);
                     self.qm
@@ -196,6 +210,11 @@ impl ShardCore {
                     summary.pending += 1;
                 }
             }
+            parsed = Some(spec);
+        }
+        self.restore_arrays();
+        for (array, max_running) in limits {
+            self.restore_array_limit(array, max_running);
         }
         // Pending jobs the queue now denies (its definition changed) fail, and say so.
         self.drain(None);
@@ -227,21 +246,19 @@ impl ShardCore {
 
     /// The table's record of a journaled job, as it stood when last journaled (a running
     /// job is recorded pending here; `mark_running` then runs it).
-    fn restored_record(&self, job: &RestoredJob) -> Result<JobRecord, ShardError> {
+    fn restored_record(&self, job: &RestoredJob, spec: &Parsed) -> Result<JobRecord, ShardError> {
         let a = &job.accepted;
-        let id = Fluid(a.id);
-        let jobspec = shardsched_jobspec::parse_json(&a.jobspec_json)
-            .map_err(|e| restore_error(id, &format!("its jobspec: {e}")))?;
-        let duration_ms = self.duration_ms(&jobspec);
+        let id = Fluid(job.id);
         let mut record = JobRecord::accepted(&NewJob {
             id,
             owner: &a.owner,
             key: a.idempotency_key(),
             urgency: job.urgency(),
             submit_ms: a.submit_ms,
-            duration_ms,
-            jobspec: &jobspec,
-            jobspec_json: &a.jobspec_json,
+            duration_ms: self.duration_ms(&spec.jobspec),
+            jobspec: &spec.jobspec,
+            jobspec_json: &spec.json,
+            array: job.array.map(|of| of.element),
         });
         let Some(end) = &job.ended else {
             return Ok(record);
@@ -288,11 +305,30 @@ impl ShardCore {
     }
 
     /// The queue manager's request for a journaled job (its user numbered as at submit).
-    fn request(&mut self, job: &RestoredJob, record: &JobRecord) -> Result<JobRequest, ShardError> {
+    fn request(&mut self, job: &RestoredJob, record: &JobRecord, spec: &Parsed) -> JobRequest {
         let a = &job.accepted;
-        let jobspec = shardsched_jobspec::parse_json(&a.jobspec_json)
-            .map_err(|e| restore_error(record.id, &format!("its jobspec: {e}")))?;
-        Ok(self.queue_request(record.id, jobspec, record.urgency, a.submit_ms, &a.owner))
+        let jobspec = spec.jobspec.clone();
+        self.queue_request(record.id, jobspec, record.urgency, a.submit_ms, &a.owner)
+    }
+}
+
+/// A journaled jobspec, parsed (once for all the elements of an array).
+struct Parsed {
+    /// The `jobs` record it is of.
+    of: u64,
+    jobspec: Jobspec,
+    json: Arc<str>,
+}
+
+impl Parsed {
+    fn new(job: &RestoredJob, id: JobId) -> Result<Parsed, ShardError> {
+        let json = job.accepted.jobspec_json.as_str();
+        Ok(Parsed {
+            of: job.accepted.id,
+            jobspec: shardsched_jobspec::parse_json(json)
+                .map_err(|e| restore_error(id, &format!("its jobspec: {e}")))?,
+            json: Arc::from(json),
+        })
     }
 }
 
