@@ -250,6 +250,8 @@ fn a_supervisor_outlives_its_shard_and_is_recovered() {
                 command: vec!["sh".into(), "-c".into(), command.into()],
                 env: vec![],
                 cwd: dir.clone(),
+                stdout: None,
+                stderr: None,
                 time_limit_ms,
                 kill_grace_ms: 300,
             },

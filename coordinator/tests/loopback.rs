@@ -79,6 +79,7 @@ fn job(id: u64, owner: &str) -> JobSummary {
         reason: String::new(),
         reserved_ms: None,
         array: None,
+        begin_ms: None,
     }
 }
 

@@ -9,3 +9,4 @@ mod harness;
 
 mod arrays;
 mod holds;
+mod options;

@@ -23,6 +23,7 @@ mod query;
 mod replay;
 mod shard_cmd;
 mod supervise_cmd;
+mod time_arg;
 mod up;
 mod workload;
 
@@ -44,7 +45,7 @@ enum Command {
     /// Starts a coordinator and one shard per queue on loopback, and supervises them.
     Up(up::UpArgs),
     /// Submits a job to its queue's shard and prints its id.
-    Submit(client_cmd::submit::SubmitArgs),
+    Submit(Box<client_cmd::submit::SubmitArgs>),
     /// Lists jobs (yours, pending and running, unless told otherwise).
     Jobs(client_cmd::jobs::JobsArgs),
     /// One job in detail: `job info ID`.

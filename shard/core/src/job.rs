@@ -51,6 +51,8 @@ pub struct JobRecord {
     pub events: Vec<JobEvent>,
     /// The array it is an element of, and its index there.
     pub array: Option<ArrayElement>,
+    /// Not before this time (its `begin-time` dependency), ms since the Unix epoch.
+    pub begin_ms: Option<u64>,
 }
 
 /// Why a job is where it is, kept as data and worded only when read.
@@ -74,6 +76,8 @@ pub enum Hold {
     /// An element of an array with as many elements running (or about to) as its `%N`
     /// allows: it waits for one of them to end.
     ArrayLimit,
+    /// Its begin time has not come (the time is the job's `begin_ms`).
+    BeginTime,
 }
 
 impl Hold {
@@ -82,6 +86,7 @@ impl Hold {
         match self {
             Hold::User => "held",
             Hold::ArrayLimit => "array limit",
+            Hold::BeginTime => "begin time",
         }
     }
 }
@@ -129,6 +134,7 @@ impl JobRecord {
             r_json: None,
             events: Vec::new(),
             array: a.array,
+            begin_ms: a.jobspec.attributes.begin_time_ms(),
         };
         job.push_event(
             a.submit_ms,
@@ -168,6 +174,7 @@ impl JobRecord {
             reason: self.reason_text(queue, queue_started),
             reserved_ms: self.reserved_ms(queue_started),
             array: self.array,
+            begin_ms: self.begin_ms,
         }
     }
 
@@ -215,17 +222,20 @@ fn wait_text(why: WaitReason) -> String {
     }
 }
 
-/// The short name of a job: the first word of its first task's command, without its
-/// directory; `job` when it has none. At most [`JOB_NAME_BYTES_MAX`] bytes: a longer one is
-/// cut and ends in `…` (every row of every job list carries it).
+/// The short name of a job: the name its jobspec gives (`submit --job-name`), else the
+/// first word of its first task's command, without its directory; `job` when it has none.
+/// At most [`JOB_NAME_BYTES_MAX`] bytes: a longer one is cut and ends in `…` (every row of
+/// every job list carries it).
 pub fn job_name(jobspec: &shardsched_jobspec::Jobspec) -> String {
-    let name = jobspec
-        .tasks
-        .first()
-        .and_then(|t| t.command.first())
-        .map(|c| c.rsplit('/').next().unwrap_or(c))
-        .filter(|c| !c.is_empty())
-        .unwrap_or("job");
+    let name = jobspec.attributes.job_name().unwrap_or_else(|| {
+        jobspec
+            .tasks
+            .first()
+            .and_then(|t| t.command.first())
+            .map(|c| c.rsplit('/').next().unwrap_or(c))
+            .filter(|c| !c.is_empty())
+            .unwrap_or("job")
+    });
     if name.len() <= JOB_NAME_BYTES_MAX {
         return name.to_owned();
     }

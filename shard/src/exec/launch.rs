@@ -8,15 +8,14 @@ use std::time::Duration;
 
 use rustix::process::{Pid, Signal, kill_process};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use shardsched_proto::msg::JobId;
 
 use super::env::{JobFacts, job_variables};
 use super::files::{process_alive, read_json, read_pid, write_atomic};
 use super::rset::RSummary;
 use super::{
-    CANCEL_FILE, EndCause, ExecError, JOBS_DIR, JobEnd, LAUNCH_FILE, PID_FILE, R_FILE, STATUS_FILE,
-    SUPERVISOR_LOG, job_dir,
+    CANCEL_FILE, EndCause, ExecError, JOBS_DIR, JobEnd, JobFiles, LAUNCH_FILE, PID_FILE, R_FILE,
+    STATUS_FILE, SUPERVISOR_LOG, job_dir,
 };
 use crate::job::JobRecord;
 
@@ -34,6 +33,12 @@ pub struct LaunchSpec {
     pub env: Vec<(String, String)>,
     /// The working directory.
     pub cwd: PathBuf,
+    /// Where standard output goes ([`STDOUT_FILE`] in the job directory when absent).
+    #[serde(default)]
+    pub stdout: Option<PathBuf>,
+    /// Where standard error goes ([`STDERR_FILE`] in the job directory when absent).
+    #[serde(default)]
+    pub stderr: Option<PathBuf>,
     /// The time limit, ms (0: none).
     pub time_limit_ms: u64,
     /// SIGTERM-to-SIGKILL grace, ms.
@@ -93,31 +98,15 @@ impl Prepared {
             .ok_or_else(|| fail("the job has no R (it was not allocated)".to_owned()))?;
         let r = RSummary::parse(r_json).map_err(fail)?;
         let dir = job_dir(jobs_dir, job.id);
-        let system = &jobspec.attributes.system_other;
-        let cwd = match system.get("cwd") {
-            None => dir.clone(),
-            Some(Value::String(cwd)) => PathBuf::from(cwd),
-            Some(_) => return Err(fail("attributes.system.cwd is not a string".to_owned())),
-        };
-        let mut env = Vec::new();
-        match system.get("environment") {
-            None => {}
-            Some(Value::Object(vars)) => {
-                for (name, value) in vars {
-                    let Value::String(value) = value else {
-                        return Err(fail(format!(
-                            "attributes.system.environment.{name} is not a string"
-                        )));
-                    };
-                    env.push((name.clone(), value.clone()));
-                }
-            }
-            Some(_) => {
-                return Err(fail(
-                    "attributes.system.environment is not an object".to_owned(),
-                ));
-            }
-        }
+        // The jobspec's environment (checked when it was parsed), then ours.
+        let mut env: Vec<(String, String)> = jobspec
+            .attributes
+            .environment()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        let files = JobFiles::of(jobs_dir, job, &jobspec);
         let r_path = dir.join(R_FILE);
         env.extend(job_variables(&JobFacts {
             id: job.id,
@@ -134,7 +123,9 @@ impl Prepared {
                 job: job.id.to_string(),
                 command,
                 env,
-                cwd,
+                cwd: files.cwd,
+                stdout: Some(files.stdout),
+                stderr: Some(files.stderr),
                 time_limit_ms: job.duration_ms,
                 kill_grace_ms: u64::try_from(kill_grace.as_millis()).unwrap_or(u64::MAX),
             },

@@ -46,7 +46,7 @@ use std::path::{Path, PathBuf};
 
 pub use launch::{LaunchSpec, RunningOrEnded, launch, recover, remove_job_dirs, request_kill};
 pub use shardsched_shard_core::exec::{
-    CANCEL_FILE, EndCause, JOBS_DIR, JobEnd, LAUNCH_FILE, PID_FILE, R_FILE, STATUS_FILE,
+    CANCEL_FILE, EndCause, JOBS_DIR, JobEnd, JobFiles, LAUNCH_FILE, PID_FILE, R_FILE, STATUS_FILE,
     STDERR_FILE, STDOUT_FILE, SUPERVISOR_LOG, job_dir,
 };
 pub use supervisor::supervise;

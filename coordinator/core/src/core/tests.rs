@@ -501,6 +501,7 @@ fn job(id: u64, submit_ms: u64) -> JobSummary {
         reason: String::new(),
         reserved_ms: None,
         array: None,
+        begin_ms: None,
     }
 }
 

@@ -16,10 +16,15 @@ use shardsched_proto::msg::{JobEvent, JobId, JobInfo, JobState, JobSummary};
 use shardsched_proto::text::escape_control;
 use shardsched_resource::encode_hostlist;
 
-/// Why a job is where it is, for people: the shard's words, with a reservation's time in
-/// local time and how far off it is (`reserved to start at 14:05:03 CET (in 4m10s)`).
+/// Why a job is where it is, for people: the shard's words, with a reservation's time (or
+/// a begin time a pending job waits for) in local time and how far off it is (`reserved
+/// to start at 14:05:03 CET (in 4m10s)`).
 pub fn job_reason(job: &JobSummary, now_ms: u64) -> String {
-    match job.reserved_ms {
+    let waiting_to_begin = job.state == JobState::Pending && job.reason == "begin time";
+    match job
+        .reserved_ms
+        .or(job.begin_ms.filter(|_| waiting_to_begin))
+    {
         Some(at) => format!(
             "{} at {} ({})",
             job.reason,
@@ -203,6 +208,7 @@ pub fn job_json(job: &JobSummary) -> Value {
         "duration_ms": job.duration_ms,
         "reason": job.reason,
         "reserved_ms": job.reserved_ms,
+        "begin_ms": job.begin_ms,
     })
 }
 
@@ -384,6 +390,7 @@ mod tests {
             reason: String::new(),
             reserved_ms: None,
             array: Some(shardsched_proto::array::ArrayElement { array, index }),
+            begin_ms: None,
         };
         let jobs = [
             element(1, JobState::Running),
@@ -419,6 +426,7 @@ mod tests {
             reserved_ms: Some(now + 250_000),
             nodes_requested: Some(1),
             array: None,
+            begin_ms: None,
         };
         let text = job_reason(&job, now);
         assert!(text.starts_with("reserved to start at "), "{text}");

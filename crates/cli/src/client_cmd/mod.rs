@@ -7,6 +7,7 @@
 pub mod admin;
 pub mod cluster_view;
 pub mod hold;
+pub mod job_options;
 pub mod job_view;
 pub mod jobs;
 pub mod move_view;

@@ -19,6 +19,8 @@ use shardsched_proto::array::ArraySpec;
 use shardsched_proto::msg::RouteTable;
 use shardsched_proto::msg::client_shard::Submit;
 
+use super::job_options::JobOptions;
+
 /// Flags of `shardsched submit`.
 #[derive(Args, Debug, Clone)]
 pub struct SubmitArgs {
@@ -61,6 +63,10 @@ pub struct SubmitArgs {
     /// node it runs on is marked down: sets `attributes.system.requeue`.
     #[arg(long)]
     pub requeue: bool,
+    /// Name, output files, node properties and lists, begin time, working directory and
+    /// environment.
+    #[command(flatten)]
+    pub options: JobOptions,
     /// A jobspec file (RFC 14/25, YAML or JSON) instead of the shorthand flags.
     #[arg(long, value_name = "FILE",
           conflicts_with_all = ["nodes", "tasks", "cores_per_task", "gpus_per_task", "exclusive", "command"])]
@@ -126,6 +132,7 @@ pub fn build_jobspec(args: &SubmitArgs) -> Result<Jobspec> {
             .system_other
             .insert("requeue".into(), serde_json::Value::Bool(true));
     }
+    args.options.apply(&mut jobspec, output::now_ms())?;
     Ok(jobspec)
 }
 

@@ -119,6 +119,9 @@ pub struct JobSummary {
     pub reserved_ms: Option<u64>,
     /// The array it is an element of, and its index there (`ID[N]`).
     pub array: Option<ArrayElement>,
+    /// Not before this time (`submit --begin-time`), ms since the Unix epoch; a pending job
+    /// waiting for it says `begin time` (clients show the time as they like).
+    pub begin_ms: Option<u64>,
 }
 
 /// One event in a job's history (Flux's eventlog, simplified).

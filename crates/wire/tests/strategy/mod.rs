@@ -108,6 +108,7 @@ pub fn summary() -> impl Strategy<Value = JobSummary> {
                             array: id,
                             index: u32::try_from(r).unwrap_or(0),
                         }),
+                    begin_ms: end_ms.and(start_ms),
                 }
             },
         )

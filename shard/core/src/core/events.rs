@@ -36,6 +36,7 @@ impl ShardCore {
             }
         }
         self.drain(None);
+        self.begin_due();
         self.settle_moves();
         self.extend_holds();
         let forgotten = self
@@ -93,18 +94,14 @@ impl ShardCore {
     }
 
     /// When the core next needs a [`Self::tick`] without any request arriving: the end of
-    /// the earliest sim run, or the start of the earliest reservation (ms since the Unix
-    /// epoch); now, when the last tick left startable jobs behind. `None` when nothing is
-    /// due.
+    /// the earliest sim run or incoming node's hold, the earliest begin time, or the start
+    /// of the earliest reservation (ms since the Unix epoch); now, when the last tick left
+    /// startable jobs behind. `None` when nothing is due.
     pub fn next_wakeup_ms(&self) -> Option<u64> {
         if self.backlog {
             return Some(self.now_ms);
         }
         let run_end = self.jobs.sim_ends.first().map(|&(end, _)| end);
-        let run_end = match (run_end, self.next_hold_end_ms()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
         let reservation = if self.config.started {
             self.qm
                 .reservations()
@@ -113,10 +110,15 @@ impl ShardCore {
         } else {
             None
         };
-        match (run_end, reservation) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [
+            run_end,
+            self.next_hold_end_ms(),
+            self.next_begin_ms(),
+            reservation,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Records every pending event; returns the deny reason of job `watch` if it was denied

@@ -11,14 +11,14 @@
 //!
 //! In sim mode the same [`EndAs`] is applied at once.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::json;
 use shardsched_qmanager::JobView;
 use shardsched_wire::msg::{JobId, JobState};
 
 use super::ShardCore;
-use crate::exec::{EndCause, JobEnd, STDERR_FILE, STDOUT_FILE, job_dir};
+use crate::exec::{EndCause, JobEnd, JobFiles};
 use crate::job::Reason;
 use crate::journal::JournalRecord;
 
@@ -260,18 +260,21 @@ fn plan_for(end: &JobEnd) -> Option<EndAs> {
 impl ShardCore {
     /// The `start` event's context: in exec mode, where the job's output goes.
     pub(super) fn start_context(&self, id: JobId) -> serde_json::Value {
-        match &self.options.executor {
-            CoreExecutor::Sim => json!({}),
-            CoreExecutor::Exec { jobs_dir } => exec_start_context(jobs_dir, id),
+        let CoreExecutor::Exec { jobs_dir } = &self.options.executor else {
+            return json!({});
+        };
+        let Some(job) = self.jobs.table.get(id) else {
+            return json!({});
+        };
+        match shardsched_jobspec::parse_json(&job.jobspec_json) {
+            Ok(jobspec) => {
+                let files = JobFiles::of(jobs_dir, job, &jobspec);
+                json!({
+                    "stdout": files.stdout.to_string_lossy(),
+                    "stderr": files.stderr.to_string_lossy(),
+                })
+            }
+            Err(_) => json!({}),
         }
     }
-}
-
-/// The `start` event's context for an exec job: where its output goes.
-fn exec_start_context(jobs_dir: &Path, id: JobId) -> serde_json::Value {
-    let dir = job_dir(jobs_dir, id);
-    json!({
-        "stdout": dir.join(STDOUT_FILE).to_string_lossy(),
-        "stderr": dir.join(STDERR_FILE).to_string_lossy(),
-    })
 }

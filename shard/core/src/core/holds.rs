@@ -95,6 +95,8 @@ impl ShardCore {
     pub(super) fn hold_of(&self, job: &JobRecord) -> Option<Hold> {
         if job.urgency == URGENCY_HOLD {
             Some(Hold::User)
+        } else if job.begin_ms.is_some_and(|t| t > self.now_ms) {
+            Some(Hold::BeginTime)
         } else if self.array_limited(job) {
             Some(Hold::ArrayLimit)
         } else {
@@ -129,6 +131,33 @@ impl ShardCore {
         if let Some(job) = self.jobs.table.get_mut(id) {
             job.reason = reason;
         }
+    }
+
+    /// A job just accepted (or restored) pending: if its begin time is still to come, the
+    /// tick that reaches it lets it in ([`Self::begin_due`]).
+    pub(super) fn defer(&mut self, id: JobId) {
+        if let Some(at) = self.jobs.table.get(id).and_then(|j| j.begin_ms)
+            && at > self.now_ms
+        {
+            self.jobs.deferred.insert((at, id));
+        }
+    }
+
+    /// Lets in the jobs whose begin time has come by now (a job that ended meanwhile is
+    /// left alone: `sync_hold` looks at pending jobs only).
+    pub(super) fn begin_due(&mut self) {
+        while let Some(&(at, id)) = self.jobs.deferred.first() {
+            if at > self.now_ms {
+                break;
+            }
+            self.jobs.deferred.pop_first();
+            self.holds_changed(id);
+        }
+    }
+
+    /// When the earliest deferred job's begin time comes.
+    pub(super) fn next_begin_ms(&self) -> Option<u64> {
+        self.jobs.deferred.first().map(|&(at, _)| at)
     }
 
     /// The queue manager's request for a job: its urgency is the priority, its submit time

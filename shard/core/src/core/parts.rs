@@ -49,6 +49,8 @@ pub(super) struct Jobs {
     pub(super) end_as: HashMap<JobId, EndAs>,
     /// Arrays with elements in the table (`core/arrays.rs`).
     pub(super) arrays: BTreeMap<JobId, ArrayState>,
+    /// Pending jobs whose begin time has not come, by that time (`core/holds.rs`).
+    pub(super) deferred: BTreeSet<(u64, JobId)>,
 }
 
 /// An array, while any of its elements is in the table (`core/arrays.rs`).
@@ -104,6 +106,7 @@ impl Jobs {
             kill_requested: HashMap::new(),
             end_as: HashMap::new(),
             arrays: BTreeMap::new(),
+            deferred: BTreeSet::new(),
         }
     }
 

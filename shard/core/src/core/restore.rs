@@ -206,6 +206,7 @@ impl ShardCore {
                     self.qm
                         .submit(request)
                         .map_err(|e| restore_error(id, &e.to_string()))?;
+                    self.defer(id);
                     held.push(id);
                     summary.pending += 1;
                 }

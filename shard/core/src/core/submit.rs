@@ -151,6 +151,7 @@ impl ShardCore {
             }
             self.jobs.table.insert(job);
             self.jobs.pending.insert(job_id);
+            self.defer(job_id);
             debug_assert!(
                 matches!(self.qm.job(job_id.0), Some(JobView::Pending { .. })),
                 "{job_id}: accepted but the queue manager does not have it pending"
