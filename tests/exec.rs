@@ -257,6 +257,7 @@ fn a_supervisor_outlives_its_shard_and_is_recovered() {
             },
             dir,
             r_json: "{}".into(),
+            files: Vec::new(),
         }
     };
     let (stubborn, quick, limited) = (Fluid(1 << 30), Fluid(2 << 30), Fluid(3 << 30));

@@ -8,5 +8,6 @@
 mod harness;
 
 mod arrays;
+mod batch;
 mod holds;
 mod options;

@@ -46,6 +46,9 @@ enum Command {
     Up(up::UpArgs),
     /// Submits a job to its queue's shard and prints its id.
     Submit(Box<client_cmd::submit::SubmitArgs>),
+    /// Submits a batch script (options in its #SHARDSCHED, #SBATCH or #FLUX: lines) and
+    /// prints its id.
+    Batch(Box<client_cmd::batch::BatchArgs>),
     /// Lists jobs (yours, pending and running, unless told otherwise).
     Jobs(client_cmd::jobs::JobsArgs),
     /// One job in detail: `job info ID`.
@@ -93,6 +96,7 @@ pub fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Up(args) => up::main(&args),
         Command::Submit(args) => client_cmd::submit::main(&args),
+        Command::Batch(args) => client_cmd::batch::main(&args),
         Command::Jobs(args) => client_cmd::jobs::jobs_main(&args),
         Command::Job(args) => client_cmd::jobs::job_main(&args),
         Command::Cancel(args) => client_cmd::jobs::cancel_main(&args),

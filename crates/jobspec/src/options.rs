@@ -8,7 +8,12 @@
 //! cwd                              the working directory (`--cwd`; the submitter's)
 //! environment                      {NAME: VALUE, ...} (`--env`; the submitter's)
 //! dependencies                     [{scheme: begin-time, value: SECONDS}]  (`--begin-time`)
+//! files.NAME                       {data: TEXT, encoding: utf-8, mode: 0o700}  (`batch`)
 //! ```
+//!
+//! `files` (RFC 37's file archive, as `flux batch` ships its script) are written into the
+//! job's directory before it starts, and `{{tmpdir}}` in its command names that directory:
+//! a batch job's command is `{{tmpdir}}/script`.
 //!
 //! Each is checked when a jobspec is parsed ([`check`]), with a named bound, so a shard and
 //! a client refuse the same jobspecs, naming the field. Only the `begin-time` dependency
@@ -31,6 +36,21 @@ pub const PATH_BYTES_MAX: usize = 4096;
 pub const ENVIRONMENT_VARS_MAX: usize = 4096;
 /// Most dependencies a jobspec may list.
 pub const DEPENDENCIES_MAX: usize = 16;
+/// Most files a jobspec may carry.
+pub const FILES_MAX: usize = 16;
+/// Longest file name a jobspec's file may have, in bytes (a plain name: no `/`).
+pub const FILE_NAME_BYTES_MAX: usize = 255;
+
+/// A file a jobspec carries (`attributes.system.files.NAME`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct File<'a> {
+    /// Its name in the job's directory.
+    pub name: &'a str,
+    /// Its text.
+    pub data: &'a str,
+    /// Its permission bits (e.g. `0o700`).
+    pub mode: u32,
+}
 
 /// The output streams a job has.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,6 +124,64 @@ pub(crate) fn check(system: &Map<String, Value>) -> Result<(), JobspecError> {
     if let Some(deps) = system.get("dependencies") {
         begin_time_of(deps)?;
     }
+    if let Some(files) = system.get("files") {
+        check_files(files)?;
+    }
+    Ok(())
+}
+
+/// `attributes.system.files`: at most [`FILES_MAX`] plain names, each with UTF-8 `data`
+/// (bounded by the jobspec's size) and a `mode` of permission bits.
+fn check_files(files: &Value) -> Result<(), JobspecError> {
+    const PATH: &str = "attributes.system.files";
+    let files = object(files, PATH)?;
+    if files.len() > FILES_MAX {
+        return Err(JobspecError::invalid(
+            PATH,
+            format!("{} files, more than the limit of {FILES_MAX}", files.len()),
+        ));
+    }
+    for (name, file) in files {
+        let path = format!("{PATH}.{name}");
+        let plain = !name.is_empty()
+            && name.len() <= FILE_NAME_BYTES_MAX
+            && !name.contains('/')
+            && name != "."
+            && name != "..";
+        if !plain {
+            return Err(JobspecError::invalid(
+                &path,
+                format!(
+                    "a file's name must be a plain name of at most {FILE_NAME_BYTES_MAX} bytes"
+                ),
+            ));
+        }
+        let file = object(file, &path)?;
+        if !file.get("data").is_some_and(Value::is_string) {
+            return Err(JobspecError::invalid(
+                format!("{path}.data"),
+                "expected a string",
+            ));
+        }
+        if let Some(encoding) = file.get("encoding")
+            && encoding.as_str() != Some("utf-8")
+        {
+            return Err(JobspecError::invalid(
+                format!("{path}.encoding"),
+                "only utf-8 is supported",
+            ));
+        }
+        let mode_ok = match file.get("mode") {
+            None => true,
+            Some(m) => m.as_u64().is_some_and(|m| m <= 0o7777),
+        };
+        if !mode_ok {
+            return Err(JobspecError::invalid(
+                format!("{path}.mode"),
+                "expected permission bits (0 to 0o7777)",
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -167,6 +245,34 @@ impl Attributes {
             .collect();
         self.system_other
             .insert("environment".into(), Value::Object(env));
+    }
+
+    /// The files the jobspec carries (checked when it was parsed).
+    pub fn files(&self) -> impl Iterator<Item = File<'_>> {
+        self.system_other
+            .get("files")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter_map(|(name, f)| {
+                Some(File {
+                    name,
+                    data: f.get("data")?.as_str()?,
+                    mode: f
+                        .get("mode")
+                        .and_then(Value::as_u64)
+                        .and_then(|m| u32::try_from(m).ok())
+                        .unwrap_or(0o600),
+                })
+            })
+    }
+
+    /// Adds a file (replacing one of the same name).
+    pub fn set_file(&mut self, file: File<'_>) {
+        self.system_mut("files").insert(
+            file.name.to_owned(),
+            json!({"data": file.data, "encoding": "utf-8", "mode": file.mode}),
+        );
     }
 
     /// The `begin-time` dependency: not before this time, ms since the Unix epoch.
@@ -311,6 +417,16 @@ mod tests {
         let env: Vec<_> = a.environment().expect("env").collect();
         assert_eq!(env, [("OMP_NUM_THREADS", "4")]);
         assert_eq!(a.begin_time_ms(), Some(1_800_000_000_500));
+        let mut js = back;
+        js.attributes.set_file(File {
+            name: "script",
+            data: "#!/bin/sh\necho hi\n",
+            mode: 0o700,
+        });
+        let back = crate::parse_json(&js.to_json().to_string()).expect("parses");
+        let files: Vec<File<'_>> = back.attributes.files().collect();
+        assert_eq!(files.len(), 1);
+        assert_eq!((files[0].name, files[0].mode), ("script", 0o700));
     }
 
     #[test]
@@ -339,6 +455,10 @@ mod tests {
         assert!(
             refuse(json!({"shell": {"options": {"output": {"stdout": {"type": "file"}}}}}))
                 .contains("needs a path")
+        );
+        assert!(
+            refuse(json!({"files": {"../evil": {"data": "x"}}})).contains("a plain name"),
+            "no file escapes the job's directory"
         );
     }
 }

@@ -2,6 +2,7 @@
 //! kill requests, and reading job directories back (for the watch, and after a restart).
 
 use std::fs;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -56,6 +57,19 @@ pub struct Prepared {
     pub spec: LaunchSpec,
     /// Its R, for `R.json`.
     pub r_json: String,
+    /// The files its jobspec carries (a batch script), written into its directory.
+    pub files: Vec<JobFile>,
+}
+
+/// A file a jobspec carries, to write into the job's directory before it starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobFile {
+    /// Its name (a plain name: the jobspec was checked when parsed).
+    pub name: String,
+    /// Its text.
+    pub data: String,
+    /// Its permission bits.
+    pub mode: u32,
 }
 
 /// A job directory as read back: its supervisor still runs, or the job ended.
@@ -86,18 +100,34 @@ impl Prepared {
         };
         let jobspec = shardsched_jobspec::parse_json(&job.jobspec_json)
             .map_err(|e| fail(format!("jobspec: {e}")))?;
-        let command = jobspec
+        let dir = job_dir(jobs_dir, job.id);
+        // `{{tmpdir}}` names the job's directory, where its files are (`flux batch`'s).
+        let tmpdir = dir.to_string_lossy().into_owned();
+        let command: Vec<String> = jobspec
             .tasks
             .first()
-            .map(|t| t.command.clone())
-            .filter(|c| !c.is_empty())
+            .map(|t| {
+                t.command
+                    .iter()
+                    .map(|w| w.replace("{{tmpdir}}", &tmpdir))
+                    .collect()
+            })
+            .filter(|c: &Vec<String>| !c.is_empty())
             .ok_or_else(|| fail("the jobspec's tasks[0].command is empty".to_owned()))?;
+        let carried = jobspec
+            .attributes
+            .files()
+            .map(|f| JobFile {
+                name: f.name.to_owned(),
+                data: f.data.to_owned(),
+                mode: f.mode,
+            })
+            .collect();
         let r_json = job
             .r_json
             .as_deref()
             .ok_or_else(|| fail("the job has no R (it was not allocated)".to_owned()))?;
         let r = RSummary::parse(r_json).map_err(fail)?;
-        let dir = job_dir(jobs_dir, job.id);
         // The jobspec's environment (checked when it was parsed), then ours.
         let mut env: Vec<(String, String)> = jobspec
             .attributes
@@ -131,6 +161,7 @@ impl Prepared {
             },
             dir,
             r_json: r_json.to_owned(),
+            files: carried,
         })
     }
 }
@@ -147,6 +178,12 @@ pub fn launch(program: &Path, prepared: &Prepared) -> Result<Child, ExecError> {
     }
     fs::create_dir_all(dir).map_err(|e| ExecError::io(dir, e))?;
     write_atomic(&dir.join(R_FILE), prepared.r_json.as_bytes())?;
+    for file in &prepared.files {
+        let path = dir.join(&file.name);
+        write_atomic(&path, file.data.as_bytes())?;
+        fs::set_permissions(&path, fs::Permissions::from_mode(file.mode))
+            .map_err(|e| ExecError::io(&path, e))?;
+    }
     let spec = serde_json::to_vec_pretty(&prepared.spec).map_err(|e| ExecError::BadFile {
         path: dir.join(LAUNCH_FILE),
         message: e.to_string(),

@@ -5,6 +5,7 @@
 //! for people ([`job_view`], [`cluster_view`], [`move_view`]) or as JSON for programs.
 
 pub mod admin;
+pub mod batch;
 pub mod cluster_view;
 pub mod hold;
 pub mod job_options;
