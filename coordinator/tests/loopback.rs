@@ -126,6 +126,7 @@ async fn shards_register_and_clients_read_over_real_quic() {
             definition: String::new(),
             owned: String::new(),
             reason: String::new(),
+            pending_reasons: Default::default(),
         },
         nodes: vec![NodeStatus {
             name: "node0".into(),

@@ -78,6 +78,7 @@ async fn register_reporting_one_running(shard: &Session) {
             definition: String::new(),
             owned: String::new(),
             reason: String::new(),
+            pending_reasons: Default::default(),
         },
         nodes: Vec::new(),
     };

@@ -51,6 +51,7 @@ use std::time::Duration;
 use shardsched_journal::Journal;
 use shardsched_proto::state_dir::JOURNAL_FILE;
 use shardsched_proto::{CloseCode, Credentials, Error, Role, tls};
+use shardsched_telemetry::ShardMetrics;
 
 use crate::error::DriverError;
 use crate::journal::{self, Restored};
@@ -61,7 +62,7 @@ use crate::limits::SHUTDOWN_LINGER;
 pub use shardsched_proto::state_dir::{CA_CERT_FILE as CA_FILE, CERT_FILE, KEY_FILE};
 
 /// What `shardsched shard` is told on its command line.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct ShardOptions {
     /// The queue this shard schedules (its certificate's name).
     pub queue: String,
@@ -77,33 +78,10 @@ pub struct ShardOptions {
     pub executor: Executor,
     /// How long finished jobs are kept (see [`CoreOptions::retention_ms`]).
     pub retention: Duration,
+    /// Where the shard counts what it does (its `/metrics`, served by the binary;
+    /// `ShardMetrics::default()` counts into no registry).
+    pub metrics: ShardMetrics,
 }
-
-/// Installs the tracing subscriber: `RUST_LOG`-style filter (default `info`) to stderr.
-/// Field values are escaped ([`shardsched_proto::text::log_fields`]): names and reasons
-/// come from users.
-/// For binaries; does nothing if one is already installed.
-pub fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .fmt_fields(shardsched_proto::text::log_fields())
-        .with_writer(std::io::stderr)
-        // Colour only for a terminal: under `up`, stderr is a log file.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
-}
-
-/// Runs the shard on a new multi-threaded runtime until SIGTERM or Ctrl-C.
-pub fn run_until_signal(options: ShardOptions) -> Result<(), DriverError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(run(options, shutdown_signal()))
-}
-
-pub use shardsched_proto::shutdown_signal;
 
 /// Runs the shard until `shutdown` resolves (`Ok`) or the coordinator is lost for good
 /// (`Err`). See the module documentation.
@@ -120,16 +98,16 @@ pub async fn run(
         .local_addr()
         .map_err(|e| Error::Endpoint(format!("local address: {e}")))?;
     let listen = advertised(bound);
-    tracing::info!(queue = %options.queue, %listen, coordinator = %options.coordinator, "shard listening");
+    tracing::info!(%listen, coordinator = %options.coordinator, "shard listening");
     let result = serve_until(&options, &endpoint, listen, journal, restored, shutdown).await;
     endpoint.close(CloseCode::Done.varint(), b"shutdown");
     let _ = tokio::time::timeout(SHUTDOWN_LINGER, endpoint.wait_idle()).await;
     match &result {
-        Ok(()) => tracing::info!(queue = %options.queue, "shard stopped"),
+        Ok(()) => tracing::info!("shard stopped"),
         Err(DriverError::Restart) => {
-            tracing::info!(queue = %options.queue, "shard stopped to restart with its new configuration")
+            tracing::info!("shard stopped to restart with its new configuration")
         }
-        Err(e) => tracing::error!(queue = %options.queue, error = %e, "shard stopping"),
+        Err(e) => tracing::error!(error = %e, "shard stopping"),
     }
     result
 }

@@ -55,5 +55,5 @@ pub use shardsched_shard_core::{
     Submitted, Transition, TransitionKind, assign, core, job, nodes, snapshot, table,
 };
 
-pub use driver::{ExecOptions, Executor, ShardOptions, init_logging, run, run_until_signal};
+pub use driver::{ExecOptions, Executor, ShardOptions, run};
 pub use error::{DriverError, RESTART_EXIT_STATUS, ShardError};

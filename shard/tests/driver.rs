@@ -176,6 +176,7 @@ fn options(coordinator: SocketAddr, state_dir: &Path) -> ShardOptions {
         time_scale: 20.0,
         executor: Default::default(),
         retention: std::time::Duration::from_secs(3600),
+        metrics: Default::default(),
     }
 }
 

@@ -107,6 +107,7 @@ async fn one_shard_sustains_thousands_of_submits_per_second() {
         time_scale: 1.0,
         executor: Default::default(),
         retention: std::time::Duration::from_secs(3600),
+        metrics: Default::default(),
     };
     tokio::spawn(shardsched_shard::run(options, std::future::pending()));
     let listen = listen_rx.recv().await.expect("registered");

@@ -49,3 +49,35 @@ pub fn two_queues(default_duration: &str) -> String {
         &format!("default_duration = \"{default_duration}\""),
     )
 }
+
+/// Queues batch (fcfs, node[0-5], the default) and debug (fcfs, node[4-7]) on an 8-node
+/// cluster (1 socket × 4 cores per node): their definitions overlap on node[4-5], which
+/// batch owns at start, so those can move to debug while both run. Batch's match policy
+/// `low` fills its nodes from node0 up.
+pub fn batch_and_debug() -> String {
+    r#"
+default_queue = "batch"
+
+[cluster.inline]
+name = "tiny"
+
+[[cluster.inline.nodes]]
+hosts = "node[0-7]"
+sockets = 1
+cores_per_socket = 4
+
+[queues.batch]
+nodes = "node[0-5]"
+policy = "fcfs"
+match_policy = "low"
+default_duration = "1h"
+max_duration = "2h"
+
+[queues.debug]
+nodes = "node[4-7]"
+policy = "fcfs"
+default_duration = "1h"
+max_duration = "2h"
+"#
+    .to_owned()
+}

@@ -6,13 +6,15 @@
 //!
 //! [`System`] starts and stops the system ([`System::start_with`]) and says where its parts
 //! are; its commands and their answers are in [`cli`], the configurations tests start
-//! from in [`config`], and what tests read of processes (`/proc`) in [`process`].
+//! from in [`config`], what they read over HTTP (`/metrics`, the status page) in [`http`],
+//! and what tests read of processes (`/proc`) in [`process`].
 
 // Each test binary uses part of the harness.
 #![allow(dead_code, unused_imports, clippy::unwrap_used)]
 
 mod cli;
 mod config;
+mod http;
 mod process;
 
 use std::net::SocketAddr;
@@ -23,7 +25,8 @@ use std::time::{Duration, Instant};
 use rustix::process::{Signal, kill_process};
 use shardsched_proto::{Credentials, StateDir};
 
-pub use config::{two_queues, two_queues_config, with_alpha};
+pub use config::{batch_and_debug, two_queues, two_queues_config, with_alpha};
+pub use http::{http_get, sample, scrape};
 pub use process::{alive, children_of, creds_in, mem_kib, now_ms, pid, read_pid_file};
 
 pub const EXE: &str = env!("CARGO_BIN_EXE_shardsched");

@@ -93,6 +93,7 @@ async fn shard_connection(session: Session, events: mpsc::Sender<Event>) {
                 peer,
                 request,
                 reply,
+                span: tracing::Span::current(),
             })
             .await
         }
@@ -121,6 +122,7 @@ async fn client_connection(
                 peer,
                 request,
                 reply,
+                span: tracing::Span::current(),
             })
             .await
         }

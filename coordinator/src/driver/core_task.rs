@@ -21,7 +21,7 @@
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use shardsched_proto::Reply;
@@ -29,11 +29,14 @@ use shardsched_proto::failpoint;
 use shardsched_proto::msg::client_coord::Response as ClientResponse;
 use shardsched_proto::msg::shard_coord::Response as ShardResponse;
 use shardsched_proto::msg::{RouteTable, coord_shard};
+use shardsched_telemetry::logs::move_span;
 use tokio::sync::mpsc;
+use tracing::Instrument as _;
 
 use super::event::{ClientReply, Event, Removal, ShardReply};
 use super::followups::{self, Tell};
 use super::link::Link;
+use super::telemetry::Counters;
 use super::{BATCH_EVENTS_MAX, DriverError, SHARD_COMMAND_TIMEOUT, now_ms};
 use crate::core::{ConnId, Core, MoveCommand, Reconfig};
 use crate::journal::CoordJournal;
@@ -80,6 +83,8 @@ pub(super) struct CoreTask {
     pub(super) waiting: Vec<RemovalWait>,
     /// What the current batch does once durable.
     pub(super) after: Vec<After>,
+    /// What the driver counts for `/metrics`.
+    pub(super) counters: Counters,
 }
 
 impl CoreTask {
@@ -99,6 +104,7 @@ impl CoreTask {
             events,
             waiting: Vec::new(),
             after: Vec::new(),
+            counters: Counters::default(),
         }
     }
 
@@ -143,10 +149,15 @@ impl CoreTask {
         let Some(write) = self.core.journal_take() else {
             return Ok(());
         };
-        if let Err(e) = self.journal.write(&write.delta).await {
-            tracing::error!(error = %e, "could not write the coordinator journal; stopping");
-            return Err(e.into());
-        }
+        let started = Instant::now();
+        let commit = match self.journal.write(&write.delta).await {
+            Ok(commit) => commit,
+            Err(e) => {
+                tracing::error!(error = %e, "could not write the coordinator journal; stopping");
+                return Err(e.into());
+            }
+        };
+        self.counters.committed(started.elapsed(), commit);
         if !write.steps.is_empty() {
             failpoint::hit("coord.move.after_journal");
         }
@@ -154,6 +165,9 @@ impl CoreTask {
             failpoint::hit(format_args!("coord.move.after_journal_{step}"));
         }
         self.core.journal_done(&write);
+        if write.steps.contains("released") || write.steps.contains("acquired") {
+            self.counters.steps_durable(&self.core.move_list().0);
+        }
         Ok(())
     }
 
@@ -281,14 +295,20 @@ async fn send_move_command(
         coord_shard::Request::CancelJobs(_) => "cancel_jobs",
         _ => "other",
     };
-    failpoint::hit(format_args!("coord.move.before_send_{step}"));
-    match super::link::ask(&session, &command.request, SHARD_COMMAND_TIMEOUT).await {
-        Ok(response) => {
-            failpoint::hit(format_args!("coord.move.after_answer_{step}"));
-            let _ = events.send(Event::MoveAnswer { command, response }).await;
-        }
-        Err(refusal) => {
-            tracing::debug!(queue = %command.queue, %refusal, "shard did not take a move command");
+    let span = move_span(&command.request, step);
+    async move {
+        failpoint::hit(format_args!("coord.move.before_send_{step}"));
+        tracing::debug!(queue = %command.queue, "sending a move command");
+        match super::link::ask(&session, &command.request, SHARD_COMMAND_TIMEOUT).await {
+            Ok(response) => {
+                failpoint::hit(format_args!("coord.move.after_answer_{step}"));
+                let _ = events.send(Event::MoveAnswer { command, response }).await;
+            }
+            Err(refusal) => {
+                tracing::debug!(queue = %command.queue, %refusal, "shard did not take a move command");
+            }
         }
     }
+    .instrument(span)
+    .await;
 }

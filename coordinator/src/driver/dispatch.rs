@@ -42,7 +42,8 @@ impl CoreTask {
                 peer,
                 request,
                 reply,
-            } => match request {
+                span,
+            } => span.in_scope(|| match request {
                 shard_coord::Request::Register(register) => self.register(
                     now,
                     Registration {
@@ -61,12 +62,13 @@ impl CoreTask {
                     let answer = self.core.moves_released(now, conn, &peer.name, &released);
                     self.answer_shard(reply, answer.map(|()| ShardResponse::Ack));
                 }
-            },
+            }),
             Event::Client {
                 peer,
                 request,
                 reply,
-            } => self.client(now, peer, request, reply),
+                span,
+            } => span.in_scope(|| self.client(now, peer, request, reply)),
             Event::MoveAnswer { command, response } => {
                 self.core
                     .moves_answer(now, &command.queue, &command.request, &response);
@@ -94,6 +96,13 @@ impl CoreTask {
                 }
                 Err(refusal) => self.answer(reply, Err(refusal)),
             },
+            Event::Status { reply } => {
+                // The views as of this batch, sent once what they show is durable.
+                let status = super::telemetry::cluster_status(&self.core, now);
+                self.after.push(After::Spawn(Box::pin(async move {
+                    let _ = reply.send(status);
+                })));
+            }
         }
     }
 

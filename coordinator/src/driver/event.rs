@@ -30,12 +30,16 @@ pub(super) enum Event {
         peer: Peer,
         request: shard_coord::Request,
         reply: ShardReply,
+        /// The request's span: what the core task logs for it is logged inside.
+        span: tracing::Span,
     },
     /// A user's or an admin's request (the role was checked by `serve`).
     Client {
         peer: Peer,
         request: client_coord::Request,
         reply: ClientReply,
+        /// The request's span.
+        span: tracing::Span,
     },
     /// A shard answered a move command.
     MoveAnswer {
@@ -61,6 +65,10 @@ pub(super) enum Event {
         peer: Peer,
         file: Result<Config, Refusal>,
         reply: ClientReply,
+    },
+    /// The status page (or a scrape of `/metrics`) asks for the core's views.
+    Status {
+        reply: oneshot::Sender<shardsched_telemetry::ClusterStatus>,
     },
 }
 

@@ -45,6 +45,7 @@ mod event;
 mod files;
 mod followups;
 mod link;
+mod telemetry;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -55,6 +56,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use arc_swap::ArcSwap;
 use shardsched_proto::msg::RouteTable;
 use shardsched_proto::{CloseCode, TlsError, tls};
+use shardsched_telemetry::{CoordinatorMetrics, StatusSource};
 use tokio::sync::mpsc;
 
 use crate::config::Config;
@@ -203,6 +205,21 @@ impl Coordinator {
         self.routes.load_full()
     }
 
+    /// Counts what the driver does (journal commits, move steps) into `metrics`, the
+    /// registry the binary serves.
+    pub fn with_metrics(mut self, metrics: CoordinatorMetrics) -> Coordinator {
+        self.task.counters.metrics = metrics;
+        self
+    }
+
+    /// The core's views for the status page and `/metrics`, asked of the core task like a
+    /// client's request (a refusal once the coordinator has stopped).
+    pub fn status_source(&self) -> Arc<dyn StatusSource> {
+        Arc::new(telemetry::StatusHandle {
+            events: self.task.events.clone(),
+        })
+    }
+
     /// Serves until `shutdown` resolves or the endpoint closes, then closes every connection
     /// (waiting at most [`SHUTDOWN_GRACE`]) and removes the address file. Returns the error
     /// that stopped the core task (a failed journal write); a panic in it unwinds from here.
@@ -242,27 +259,14 @@ impl Coordinator {
     }
 }
 
-/// Installs a tracing subscriber writing to stderr, filtered by `RUST_LOG` (default:
-/// `info`).
-/// Field values are escaped ([`shardsched_proto::text::log_fields`]): names and reasons
-/// come from users. For binaries; does nothing if a subscriber is already installed.
-pub fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .fmt_fields(shardsched_proto::text::log_fields())
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
-}
-
 pub use shardsched_proto::shutdown_signal;
 
 /// Runs blocking `work` on a thread outside the async runtime (the journal's blocking calls
 /// must not run on a runtime thread), and waits for it.
 fn off_runtime<T: Send>(work: impl FnOnce() -> T + Send) -> T {
-    std::thread::scope(|s| match s.spawn(work).join() {
+    // The thread logs inside the caller's span (the process's).
+    let span = tracing::Span::current();
+    std::thread::scope(|s| match s.spawn(move || span.in_scope(work)).join() {
         Ok(out) => out,
         Err(panic) => std::panic::resume_unwind(panic),
     })

@@ -26,7 +26,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use shardsched_journal::format::{self, FORMAT_META, Stamp};
-use shardsched_journal::{Batch, CommitStats, Committer, ErrorKind, Journal, JournalError};
+use shardsched_journal::{
+    Batch, CommitInfo, CommitStats, Committer, ErrorKind, Journal, JournalError,
+};
 
 use crate::records::{
     Durable, DurableDelta, JOURNAL_KIND, JOURNAL_VERSION, MOVES_TABLE, MoveStepRecord,
@@ -153,16 +155,19 @@ impl CoordJournal {
     }
 
     /// Makes `delta` durable: one batch, group-committed with whatever else is queued.
-    /// Returns once it is on disk. A failed commit stops the journal: every later write
+    /// Returns once it is on disk, with what the commit did (`None`: nothing to write). A
+    /// failed commit stops the journal: every later write
     /// fails too (the file's state after a failed fsync is unknown), and the coordinator
     /// stops.
-    pub async fn write(&mut self, delta: &DurableDelta) -> Result<(), CoordJournalError> {
+    pub async fn write(
+        &mut self,
+        delta: &DurableDelta,
+    ) -> Result<Option<CommitInfo>, CoordJournalError> {
         if delta.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let batch = self.batch(delta)?;
-        self.committer.commit(batch).await?;
-        Ok(())
+        Ok(Some(self.committer.commit(batch).await?))
     }
 
     /// [`CoordJournal::write`] from synchronous code (outside the runtime).

@@ -11,18 +11,21 @@
 //!   `SHARDSCHED_DIR` (see `client_cmd` and [`shardsched_client`]): `submit`, `jobs`,
 //!   `job info`, `cancel`, `queue list`, `resource list`, and `demo`;
 //! - **offline tools**: `query` (Fluxion's resource-query), `bench` (the benchmarks of
-//!   [`shardsched_benches`]), `replay`, `workload`.
+//!   [`shardsched_benches`]), `replay`, `workload`;
+//! - **about itself**: `completions SHELL` and `man`, generated from this definition.
 
 mod cert_cmd;
 mod client_cmd;
 mod coordinator_cmd;
 mod demo;
 mod differential;
+mod docs_cmd;
 mod duration_arg;
 mod query;
 mod replay;
 mod shard_cmd;
 mod supervise_cmd;
+mod telemetry;
 mod time_arg;
 mod up;
 mod workload;
@@ -81,6 +84,11 @@ enum Command {
     Replay(replay::ReplayArgs),
     /// Generates synthetic workloads.
     Workload(workload::WorkloadArgs),
+    /// Prints a shell's completion script: `shardsched completions bash`.
+    Completions(docs_cmd::CompletionsArgs),
+    /// Prints the man page (`shardsched man | man -l -`), or writes one page per command
+    /// into a directory (`--dir`).
+    Man(docs_cmd::ManArgs),
     /// Runs one exec job under supervision (started by a shard; docs/EXEC.md).
     #[command(hide = true)]
     Supervise(supervise_cmd::SuperviseArgs),
@@ -111,6 +119,8 @@ pub fn main() -> std::process::ExitCode {
         Command::Bench(args) => shardsched_benches::main(&args),
         Command::Replay(args) => replay::main(&args),
         Command::Workload(args) => workload::main(&args),
+        Command::Completions(args) => docs_cmd::completions_main(&args),
+        Command::Man(args) => docs_cmd::man_main(&args),
         Command::Supervise(args) => supervise_cmd::main(&args),
         Command::Differential(args) => differential::main(&args),
     };

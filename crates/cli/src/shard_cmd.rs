@@ -7,21 +7,24 @@
 //! directory, it brings back its jobs. A damaged journal makes it refuse to start. The shard
 //! listens on `--listen` (port 0: any free port), registers its real address with the
 //! coordinator, and serves clients until Ctrl-C or SIGTERM, or until the coordinator has
-//! been unreachable for a while. It logs to stderr (`RUST_LOG` filters, default `info`). A
+//! been unreachable for a while. It logs to stderr (`RUST_LOG` filters, default `info`; as
+//! JSON with `--log-format json`). A
 //! journal it cannot read back stops it with the file, table and key named and exit status
 //! [`UNREADABLE_EXIT_STATUS`] (65), which `up` does not restart.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use shardsched_journal::UNREADABLE_EXIT_STATUS;
 use shardsched_shard::limits::KILL_GRACE;
-use shardsched_shard::{
-    DriverError, ExecOptions, RESTART_EXIT_STATUS, ShardOptions, init_logging, run_until_signal,
-};
+use shardsched_shard::{DriverError, ExecOptions, RESTART_EXIT_STATUS, ShardOptions};
+use shardsched_telemetry::{LogFormat, Metrics};
+
+use crate::telemetry::{self, HttpListener};
 
 /// Flags of `shardsched shard`.
 #[derive(Args, Debug, Clone)]
@@ -45,6 +48,10 @@ pub struct ShardArgs {
     /// UDP address to listen on for clients; port 0 picks a free port.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
     pub listen: SocketAddr,
+    /// TCP address of its `/metrics` (HTTP); port 0 picks a free port (its URL is written
+    /// to DIR/http-address).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    pub http_listen: SocketAddr,
     /// The sim executor runs jobs this many times faster than their duration.
     #[arg(long, value_name = "F", default_value_t = 1.0)]
     pub time_scale: f64,
@@ -55,6 +62,10 @@ pub struct ShardArgs {
     /// node down): 500ms, 10s; a bare number is seconds [default: 5s].
     #[arg(long, value_name = "DURATION", value_parser = crate::duration_arg::seconds_or_units)]
     pub kill_grace: Option<Duration>,
+    /// Log lines as `text` (for people) or `json` (one object per line); `RUST_LOG`
+    /// filters either.
+    #[arg(long, value_name = "FORMAT", default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
     /// Set by `up`: hold this file locked (shared) while running (`up::lock`).
     #[arg(long, value_name = "FILE", hide = true)]
     pub up_lock: Option<PathBuf>,
@@ -93,7 +104,10 @@ pub fn main(args: &ShardArgs) -> Result<()> {
         .as_deref()
         .map(crate::up::lock::hold_shared)
         .transpose()?;
-    init_logging();
+    shardsched_telemetry::logs::init(args.log_format);
+    let runtime = telemetry::runtime(tracing::info_span!("shard", queue = %args.queue))?;
+    let (metrics, shard_metrics) = Metrics::shard(&args.queue);
+    telemetry::observe_wire(&shard_metrics.process);
     let options = ShardOptions {
         queue: args.queue.clone(),
         coordinator: args.coordinator,
@@ -102,8 +116,14 @@ pub fn main(args: &ShardArgs) -> Result<()> {
         time_scale: args.time_scale,
         executor,
         retention: args.retention,
+        metrics: shard_metrics,
     };
-    match run_until_signal(options) {
+    let served = runtime.block_on(async {
+        let _http =
+            HttpListener::start(args.http_listen, &args.state_dir, Arc::new(metrics), None).await?;
+        anyhow::Ok(shardsched_shard::run(options, shardsched_proto::shutdown_signal()).await)
+    })?;
+    match served {
         // Not a failure: the coordinator asked for a restart with a new queue
         // configuration; the distinct status tells the supervisor to start it again at once.
         Err(DriverError::Restart) => std::process::exit(i32::from(RESTART_EXIT_STATUS)),

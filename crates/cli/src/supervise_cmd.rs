@@ -22,7 +22,7 @@ pub struct SuperviseArgs {
 
 /// `shardsched supervise`.
 pub fn main(args: &SuperviseArgs) -> Result<()> {
-    shardsched_shard::init_logging();
+    shardsched_telemetry::logs::init(shardsched_telemetry::LogFormat::Text);
     let end = shardsched_shard::exec::supervise(&args.dir)
         .with_context(|| format!("supervising the job in {}", args.dir.display()))?;
     eprintln!(

@@ -12,9 +12,11 @@
 //! 3. issue the local user an **admin** certificate (named after `$USER`), so every client
 //!    command works with no flags, and ask the coordinator which queues it has;
 //! 4. issue each queue's shard a certificate and start one `shard` process per queue;
-//! 5. wait until every queue's shard is routable, then print how to reach the system;
+//! 5. wait until every queue's shard is routable, then print how to reach the system and
+//!    where the status page is (the coordinator wrote its URL to `coordinator/http-address`);
 //! 6. supervise: a child that dies is reported and restarted with bounded backoff (the
-//!    coordinator at the address it had, so running shards and clients find it again); a
+//!    coordinator at the addresses it had, so running shards, clients and browsers find it
+//!    again); a
 //!    shard that exits with the restart status (its queue was reconfigured) is started
 //!    again at once; every [`queues::QUEUE_SYNC_INTERVAL`] the coordinator's queue list is
 //!    read, and shards are started for added queues and stopped for removed ones;
@@ -38,6 +40,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use shardsched_client::StateDir;
 use shardsched_proto::backoff::Backoff;
+use shardsched_telemetry::LogFormat;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::cert_cmd::create_private_dir;
@@ -107,6 +110,15 @@ pub struct UpArgs {
     /// 2h, 1d (a bare number is seconds) [default: the shard's, 1h].
     #[arg(long, value_name = "DURATION", value_parser = crate::duration_arg::seconds_or_units)]
     pub retention: Option<Duration>,
+    /// Where the coordinator serves its status page and `/metrics` (HTTP). Bound off
+    /// loopback, the page leaves out admins' reasons and job ids (docs/OPERATIONS.md). The
+    /// shards serve their `/metrics` on free loopback ports [default: the configuration's
+    /// `[http] listen`, else a free loopback port].
+    #[arg(long, value_name = "ADDR")]
+    pub http_listen: Option<SocketAddr>,
+    /// The coordinator's and the shards' log lines in their log files: `text` or `json`.
+    #[arg(long, value_name = "FORMAT", default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
 }
 
 /// `shardsched up`.
@@ -138,6 +150,8 @@ pub fn main(args: &UpArgs) -> Result<()> {
             time_scale: args.time_scale,
             executor: args.executor,
             retention: args.retention,
+            log_format: args.log_format,
+            http_listen: args.http_listen,
             processes_lock: lock.processes_lock().to_owned(),
             children: Vec::new(),
             coordinator: None,
@@ -166,6 +180,11 @@ struct Supervisor {
     executor: Option<crate::shard_cmd::Executor>,
     /// `--retention` for the shards.
     retention: Option<Duration>,
+    /// `--log-format` for every child.
+    log_format: LogFormat,
+    /// The coordinator's `--http-listen`, if any (after its first start, the address it
+    /// bound).
+    http_listen: Option<SocketAddr>,
     /// Given to every child with `--up-lock` (see [`lock`]).
     processes_lock: PathBuf,
     /// The coordinator first, then the shards (in queue order at start, then in the order
@@ -218,6 +237,7 @@ impl Supervisor {
         stop_all(shards.iter_mut()).await;
         stop_all(coordinator.into_iter()).await;
         let _ = remove_if_present(&self.dir.address_file());
+        let _ = remove_if_present(&self.dir.http_address_file());
     }
 }
 

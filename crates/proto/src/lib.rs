@@ -22,7 +22,8 @@
 //! * Job ids are Flux FLUIDs ([`fluid`]): unique across shards without a round trip.
 //! * Where a running system keeps its files (the coordinator's address, certificates,
 //!   journals, locks) is named in [`state_dir`]; how a process waits between attempts to
-//!   reach another, in [`backoff`].
+//!   reach another, in [`backoff`]; what it counts of its requests and connections for its
+//!   metrics, in [`observe`].
 //!
 //! # The one loop to understand
 //!
@@ -77,6 +78,7 @@ pub mod ca;
 pub mod error;
 pub mod frame;
 pub mod identity;
+pub mod observe;
 pub mod rpc;
 pub mod signal;
 pub mod state_dir;

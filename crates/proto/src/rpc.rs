@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use tracing::Instrument as _;
 
 use crate::budget::{RequestBudget, Reserved};
 use crate::codec;
@@ -38,6 +39,7 @@ use crate::limits::{
 };
 use crate::msg::hello::{Hello, HelloReply};
 use crate::msg::{Refusal, RefusalCode};
+use crate::observe;
 use crate::{PROTOCOL_VERSION, PROTOCOL_VERSION_MIN, SOFTWARE};
 
 pub use shardsched_wire::rpc::{Reply, Rpc};
@@ -48,6 +50,8 @@ pub struct Session {
     conn: quinn::Connection,
     peer: Peer,
     seen_as: Option<Peer>,
+    /// Counts the connection open (see [`crate::observe`]) while any clone lives.
+    _counted: Option<Arc<observe::OpenConnection>>,
 }
 
 impl Session {
@@ -127,6 +131,7 @@ pub async fn connect_speaking(
         };
         match round_trip::<Hello, HelloReply>(&conn, &hello).await? {
             HelloReply::Welcome { you, .. } => Ok(Session {
+                _counted: observe::connection(peer.role),
                 conn,
                 peer,
                 seen_as: Some(you),
@@ -178,6 +183,7 @@ pub async fn accept(incoming: quinn::Incoming) -> Result<Session, Error> {
             let _ = send.finish();
             tracing::debug!(%peer, version, software = %hello.software, "connection accepted");
             Ok(Session {
+                _counted: observe::connection(peer.role),
                 conn,
                 peer,
                 seen_as: None,
@@ -229,13 +235,11 @@ where
             Err(e) => return Err(e.into()),
         };
         let peer = session.peer.clone();
-        tokio::spawn(serve_stream::<R, H, F>(
-            peer,
-            send,
-            recv,
-            Arc::clone(&handler),
-            budget.clone(),
-        ));
+        // The stream's task carries on the caller's span (the process's, the connection's).
+        tokio::spawn(
+            serve_stream::<R, H, F>(peer, send, recv, Arc::clone(&handler), budget.clone())
+                .in_current_span(),
+        );
     }
 }
 
@@ -264,14 +268,17 @@ async fn serve_stream<R, H, F>(
     };
     let kind = req.kind();
     let op = req.op();
+    // A span per request: what its handler logs says which request and whose.
+    let span = tracing::info_span!("request", kind, %peer);
     let reply = if !peer.may(op) {
-        tracing::info!(%peer, kind, "forbidden");
+        tracing::info!(parent: &span, "forbidden");
         Err(Refusal::forbidden(&peer, op))
     } else if let Err(refusal) = req.check() {
         Err(refusal)
     } else {
-        handler(peer.clone(), req).await
+        handler(peer.clone(), req).instrument(span).await
     };
+    observe::answered(kind, reply.as_ref().err().map(|refusal| refusal.code));
     let bytes = match codec::encode(&reply) {
         Ok(bytes) => bytes,
         // Lists are fitted to a frame where they are made; should an answer still not fit,

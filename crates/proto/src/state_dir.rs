@@ -14,12 +14,14 @@
 //!     ca.pem, ca.key   the cluster CA                                  CA_CERT_FILE, CA_KEY_FILE
 //!     journal.redb     its journal                                     JOURNAL_FILE
 //!     address          its bound socket address, one line              ADDRESS_FILE
+//!     http-address     the status page's URL, one line                 HTTP_ADDRESS_FILE
 //!   client/            this user's cert.pem, key.pem, ca.pem           CLIENT_DIR
 //!   shards/<queue>/    a shard's state directory                       SHARDS_DIR
 //!     cert.pem         its certificate (and key.pem, ca.pem)           CERT_FILE, KEY_FILE
 //!     journal.redb     its journal                                     JOURNAL_FILE
 //!     transitions.log  its nodes' up/down, for checkers                TRANSITIONS_FILE
 //!     journal-stats.json  its journal's commit statistics, for benches JOURNAL_STATS_FILE
+//!     http-address     the URL of its /metrics, one line              HTTP_ADDRESS_FILE
 //!   logs/<process>.log each child's output                             LOGS_DIR
 //! ```
 //!
@@ -43,6 +45,9 @@ pub const PROCESSES_LOCK_FILE: &str = "processes.lock";
 pub const COORDINATOR_DIR: &str = "coordinator";
 /// The file in which the coordinator writes its bound address, in its state directory.
 pub const ADDRESS_FILE: &str = "address";
+/// The file in which the coordinator writes its status page's URL (and a shard the URL it
+/// serves `/metrics` at), in its state directory.
+pub const HTTP_ADDRESS_FILE: &str = "http-address";
 /// The local user's certificate, key and CA.
 pub const CLIENT_DIR: &str = "client";
 /// The directory holding one state directory per queue's shard.
@@ -174,6 +179,11 @@ impl StateDir {
         self.coordinator_dir().join(ADDRESS_FILE)
     }
 
+    /// The file in which the coordinator writes its status page's URL.
+    pub fn http_address_file(&self) -> PathBuf {
+        self.coordinator_dir().join(HTTP_ADDRESS_FILE)
+    }
+
     /// This user's certificate, key and CA.
     pub fn client_dir(&self) -> PathBuf {
         self.root.join(CLIENT_DIR)
@@ -213,6 +223,12 @@ impl StateDir {
         })
     }
 
+    /// The coordinator's HTTP address (status page, `/metrics`), from
+    /// [`StateDir::http_address_file`].
+    pub fn http_address(&self) -> Result<SocketAddr, StateDirError> {
+        read_http_address(&self.http_address_file())
+    }
+
     /// This user's credentials from [`StateDir::client_dir`].
     pub fn credentials(&self) -> Result<Credentials, StateDirError> {
         let dir = self.client_dir();
@@ -230,6 +246,43 @@ impl StateDir {
     }
 }
 
+/// The address in an [`HTTP_ADDRESS_FILE`] (which holds a URL, `http://ADDR/`).
+pub fn read_http_address(path: &Path) -> Result<SocketAddr, StateDirError> {
+    let text = std::fs::read_to_string(path).map_err(|error| StateDirError::Read {
+        path: path.to_owned(),
+        error,
+    })?;
+    let line = text.lines().next().unwrap_or("").trim();
+    line.strip_prefix("http://")
+        .map(|rest| rest.trim_end_matches('/'))
+        .and_then(|addr| addr.parse().ok())
+        .ok_or_else(|| StateDirError::BadAddress {
+            path: path.to_owned(),
+            line: line.to_owned(),
+        })
+}
+
+/// Replaces `path` with `text` atomically (a temporary file beside it, fsync, rename, then
+/// the directory synced where it can be), so that a reader never sees half of it.
+pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let mut file = std::fs::File::create(&tmp)?;
+    file.write_all(text.as_bytes())?;
+    file.sync_all()?;
+    drop(file);
+    std::fs::rename(&tmp, path)?;
+    if let Some(parent) = path.parent() {
+        // Make the rename itself durable; not every platform can open a directory.
+        if let Ok(dir) = std::fs::File::open(parent) {
+            let _ = dir.sync_all();
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -238,6 +291,10 @@ mod tests {
     fn parts_are_named_under_the_root() {
         let dir = StateDir::at(PathBuf::from("/s"));
         assert_eq!(dir.address_file(), Path::new("/s/coordinator/address"));
+        assert_eq!(
+            dir.http_address_file(),
+            Path::new("/s/coordinator/http-address")
+        );
         assert_eq!(dir.shard_dir("batch"), Path::new("/s/shards/batch"));
         assert_eq!(dir.client_dir(), Path::new("/s/client"));
         assert_eq!(dir.logs_dir(), Path::new("/s/logs"));
@@ -255,6 +312,11 @@ mod tests {
         std::fs::write(dir.address_file(), "nonsense\n").expect("write");
         let e = dir.coordinator_address().expect_err("bad line");
         assert!(e.to_string().contains("not a socket address"), "{e}");
+        std::fs::write(dir.http_address_file(), "http://127.0.0.1:8/\n").expect("write");
+        assert_eq!(
+            dir.http_address().expect("parses"),
+            "127.0.0.1:8".parse::<SocketAddr>().expect("address")
+        );
         std::fs::write(dir.address_file(), "127.0.0.1:7\n").expect("write");
         assert_eq!(
             dir.coordinator_address().expect("parses"),

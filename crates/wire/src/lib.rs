@@ -44,13 +44,15 @@ pub const ALPN_STR: &str = "shardsched/1";
 /// job's jobspec is private to its owner and admins), jobs carry the nodes they ask for,
 /// policy refusals have their own code and shards answer `DisableIfIdle`. 3: queue and
 /// match policies are typed ([`msg::QueuePolicy`], [`msg::MatchPolicy`]) in `QueueConfig`,
-/// `QueueStatus` and `QueueSpec`. 4: jobs have an urgency (0..=31, Flux's) instead of a
-/// priority, shards answer `Urgency` (hold, release, set), and a submit may be a job
-/// array (`Submit.array`, `JobSummary.array`, `QueueConfig.array_elements_max`).
-pub const PROTOCOL_VERSION: u32 = 4;
+/// `QueueStatus` and `QueueSpec`. 4: `QueueStatus` counts its pending jobs by reason
+/// ([`msg::PendingReasons`]). 5: jobs have an urgency (0..=31, Flux's) instead of a
+/// priority, shards answer `Urgency` (hold, release, set), a submit may be a job array
+/// (`Submit.array`, `JobSummary.array`, `QueueConfig.array_elements_max`), and a job may
+/// have a begin time (`JobSummary.begin_ms`).
+pub const PROTOCOL_VERSION: u32 = 5;
 /// The oldest protocol version this build still accepts in a hello (older messages do not
 /// decode as this version's).
-pub const PROTOCOL_VERSION_MIN: u32 = 4;
+pub const PROTOCOL_VERSION_MIN: u32 = 5;
 /// This build's software string, sent in the hello for logs.
 pub const SOFTWARE: &str = concat!("shardsched ", env!("CARGO_PKG_VERSION"));
 

@@ -251,7 +251,7 @@ impl ShardCore {
     /// running job; pending jobs wait until the queue is started again.
     pub fn set_queue_state(&mut self, enabled: bool, started: bool) {
         if (self.config.enabled, self.config.started) != (enabled, started) {
-            tracing::info!(queue = %self.queue, enabled, started, "queue state");
+            tracing::info!(enabled, started, "queue state");
             self.config.enabled = enabled;
             self.config.started = started;
             self.status_version += 1;
@@ -276,7 +276,7 @@ impl ShardCore {
     pub fn set_owned(&mut self, owned: &[NodeGen]) -> Result<(), ShardError> {
         for n in owned {
             if !self.cluster.vertices.contains_key(&n.node) {
-                tracing::warn!(queue = %self.queue, node = %n.node, "assigned a node the cluster does not have");
+                tracing::warn!(node = %n.node, "assigned a node the cluster does not have");
             }
         }
         self.apply_assignment(owned, &[], None);
@@ -373,4 +373,10 @@ impl ShardCore {
     fn now_s(&self) -> i64 {
         i64::try_from(self.now_ms / MS_PER_S).unwrap_or(i64::MAX)
     }
+}
+
+/// The span of one job's log lines: its id and queue. Under the driver it sits in the
+/// process's span (`shard{queue=…}`), so a job's lines can be found by either field.
+pub(crate) fn job_span(queue: &str, id: JobId) -> tracing::Span {
+    tracing::info_span!("job", job = %id, queue = %queue)
 }

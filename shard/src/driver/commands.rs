@@ -7,6 +7,7 @@ use shardsched_proto::msg::shard_coord::{Assignment, HeldNode};
 use shardsched_proto::msg::{JobId, Refusal, RefusalCode, client_shard, coord_shard};
 use shardsched_proto::rpc::Rpc;
 use shardsched_proto::{Peer, Reply};
+use shardsched_telemetry::logs::move_span;
 use tokio::sync::oneshot;
 
 use crate::core::ShardCore;
@@ -22,12 +23,16 @@ pub(crate) enum Command {
         peer: Peer,
         request: client_shard::Request,
         reply: oneshot::Sender<Reply<client_shard::Response>>,
+        /// The request's span: what the core logs for it is logged inside.
+        span: tracing::Span,
     },
     /// A coordinator's request the core answers: queue state, removal, node flags, dry
     /// runs, move commands.
     Coordinator {
         request: coord_shard::Request,
         reply: oneshot::Sender<Reply<coord_shard::Response>>,
+        /// The request's span.
+        span: tracing::Span,
     },
     /// A re-registration's answer: apply queue state, ownership and generator id.
     Reassigned(Box<Assignment>),
@@ -66,9 +71,17 @@ pub(crate) fn handle(
             peer,
             request,
             reply,
-        } => answers.push(Answer::Client(reply, client(core, now, &peer, request))),
-        Command::Coordinator { request, reply } => {
-            let (result, step) = coordinator(core, now, &request);
+            span,
+        } => {
+            let answer = span.in_scope(|| client(core, now, &peer, request));
+            answers.push(Answer::Client(reply, answer));
+        }
+        Command::Coordinator {
+            request,
+            reply,
+            span,
+        } => {
+            let (result, step) = span.in_scope(|| coordinator(core, now, &request));
             answers.push(Answer::Coordinator(reply, result, step));
         }
         Command::JobEnded { id, end } => core.handle_job_ended(now, id, &end),
@@ -142,13 +155,17 @@ fn coordinator(
             .map(ack)
         }
         Request::DryRunRelease { nodes } => core.dry_run_release(nodes).map(Response::DryRun),
-        Request::Release(r) => return step("release", || core.handle_release(now, r)),
-        Request::Incoming(r) => return step("incoming", || core.handle_incoming(now, r)),
-        Request::Acquire(r) => return step("acquire", || core.handle_acquire(now, r)),
-        Request::Reclaim(r) => return step("reclaim", || core.handle_reclaim(now, r)),
-        Request::Withdraw(r) => return step("withdraw", || core.handle_withdraw(now, r)),
+        Request::Release(r) => return step("release", request, || core.handle_release(now, r)),
+        Request::Incoming(r) => {
+            return step("incoming", request, || core.handle_incoming(now, r));
+        }
+        Request::Acquire(r) => return step("acquire", request, || core.handle_acquire(now, r)),
+        Request::Reclaim(r) => return step("reclaim", request, || core.handle_reclaim(now, r)),
+        Request::Withdraw(r) => {
+            return step("withdraw", request, || core.handle_withdraw(now, r));
+        }
         Request::CancelJobs(r) => {
-            return step("cancel_jobs", || core.handle_cancel_jobs(now, r));
+            return step("cancel_jobs", request, || core.handle_cancel_jobs(now, r));
         }
         Request::Reconfigure(_) | Request::Jobs(_) => Err(answered_by_the_driver(request.kind())),
     };
@@ -165,12 +182,15 @@ fn answered_by_the_driver(kind: &str) -> Refusal {
 }
 
 /// A move command's step: hits `shard.<step>.before_apply` before anything changes, then
-/// applies it; `shard.<step>.before_answer` is hit once the answer is durable, just before
-/// it is sent (see [`Answer::Coordinator`]).
+/// applies it inside the move's span; `shard.<step>.before_answer` is hit once the answer
+/// is durable, just before it is sent (see [`Answer::Coordinator`]).
 fn step(
     step: &'static str,
+    request: &coord_shard::Request,
     apply: impl FnOnce() -> coord_shard::Response,
 ) -> (Reply<coord_shard::Response>, Option<&'static str>) {
+    let _move = move_span(request, step).entered();
+    tracing::debug!("move step");
     failpoint::hit(format_args!("shard.{step}.before_apply"));
     (Ok(apply()), Some(step))
 }
@@ -186,7 +206,7 @@ fn reassigned(core: &mut ShardCore, assignment: &Assignment) {
         config.queue_depth,
     ) != (&queue.queue_policy, &queue.match_policy, queue.queue_depth)
     {
-        tracing::warn!(queue = %core.queue(), "the queue's policies changed; restart the shard to apply them");
+        tracing::warn!("the queue's policies changed; restart the shard to apply them");
     }
     core.set_queue_state(queue.enabled, queue.started);
     core.apply_assignment(
@@ -195,6 +215,6 @@ fn reassigned(core: &mut ShardCore, assignment: &Assignment) {
         Some(&assignment.flags),
     );
     if let Err(e) = core.set_generator_id(assignment.generator_id) {
-        tracing::error!(queue = %core.queue(), error = %e, "cannot use the new generator id");
+        tracing::error!(error = %e, "cannot use the new generator id");
     }
 }

@@ -6,12 +6,13 @@
 //! core task, loop:
 //!   wait for a request, or the core's next wakeup, or the next status report
 //!   take it and every request already queued (≤ BATCH_REQUESTS_MAX) → ShardCore::handle_*
-//!   ShardCore::tick(now)                  scheduling, once for the whole batch
+//!   ShardCore::tick(now)                  scheduling, once for the whole batch (timed)
 //!   records = core.take_journal() → committer.submit(batch)  (group commit, fsync)
+//!   the job gauges of /metrics            from the queue manager's counts
 //!   hand (ticket, snapshot, answers) to the publisher         (≤ COMMITS_IN_FLIGHT_MAX)
 //!   hand a status report to the reporter  (at most every STATUS_INTERVAL_MIN)
 //! publisher task, in batch order:
-//!   wait for the batch's commit to be durable
+//!   wait for the batch's commit to be durable (its latency counted)
 //!   snapshot.store(…)                     reads see the batch's jobs …
 //!   answer the batch                      … before their submitters hear back
 //!   exec executor: the batch's launches and kills go to the exec task once it is durable
@@ -26,12 +27,13 @@
 //! `Unavailable`, never an acknowledgement.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
 use shardsched_journal::{CommitTicket, Committer};
 use shardsched_proto::failpoint;
 use shardsched_proto::msg::shard_coord::{Released, ShardStatus};
+use shardsched_telemetry::{ProcessMetrics, ShardMetrics};
 use tokio::sync::{mpsc, watch};
 
 pub(crate) use super::commands::Command;
@@ -53,8 +55,9 @@ const WAKE_AFTER_MAX: Duration = Duration::from_secs(3600);
 
 /// A batch waiting for its commit before it is published and answered.
 struct Publish {
-    /// The commit of what the batch changed (none: nothing to journal).
-    ticket: Option<CommitTicket>,
+    /// The commit of what the batch changed, and when it was handed to the journal (none:
+    /// nothing to journal).
+    ticket: Option<(CommitTicket, Instant)>,
     snapshot: Arc<Snapshot>,
     answers: Vec<Answer>,
     /// Launches and kills for the exec task: a job is launched only once its start is
@@ -90,6 +93,7 @@ pub(crate) async fn run(
     snapshot: Arc<ArcSwap<Snapshot>>,
     status: watch::Sender<Option<ShardStatus>>,
     committer: Committer,
+    metrics: ShardMetrics,
     sinks: Sinks,
 ) -> Result<(), DriverError> {
     let Sinks {
@@ -97,7 +101,6 @@ pub(crate) async fn run(
         mut log,
         released,
     } = sinks;
-    let queue = core.queue().to_owned();
     if let Some(exec) = &exec {
         // Jobs already running (restored by a restart) are watched like new ones.
         for id in core.running_job_ids() {
@@ -107,10 +110,24 @@ pub(crate) async fn run(
         }
     }
     let (to_publisher, published) = mpsc::channel(COMMITS_IN_FLIGHT_MAX);
-    let mut publisher = tokio::spawn(publish(published, snapshot, exec, released));
+    let mut publisher = tokio::spawn(publish(
+        published,
+        snapshot,
+        exec,
+        released,
+        metrics.process.clone(),
+    ));
     let mut publisher_ended = false;
+    let batches = batches(
+        &mut core,
+        &mut commands,
+        (&to_publisher, &status),
+        &committer,
+        &metrics,
+        &mut log,
+    );
     let outcome = tokio::select! {
-        outcome = batches(&mut core, &mut commands, &to_publisher, &status, &committer, &mut log) => outcome,
+        outcome = batches => outcome,
         joined = &mut publisher => {
             publisher_ended = true;
             joined_outcome(joined)
@@ -123,7 +140,7 @@ pub(crate) async fn run(
     } else {
         joined_outcome(publisher.await)
     };
-    tracing::debug!(%queue, "core task stopped");
+    tracing::debug!("core task stopped");
     outcome.and(drained)
 }
 
@@ -141,9 +158,9 @@ fn joined_outcome(
 async fn batches(
     core: &mut ShardCore,
     commands: &mut mpsc::Receiver<Command>,
-    to_publisher: &mpsc::Sender<Publish>,
-    status: &watch::Sender<Option<ShardStatus>>,
+    (to_publisher, status): (&mpsc::Sender<Publish>, &watch::Sender<Option<ShardStatus>>),
     committer: &Committer,
+    metrics: &ShardMetrics,
     log: &mut TransitionLog,
 ) -> Result<(), DriverError> {
     let mut clock = StatusClock::default();
@@ -190,12 +207,16 @@ async fn batches(
                 taken += 1;
             }
         }
-        if let Err(e) = core.tick(now) {
-            tracing::error!(queue = %core.queue(), error = %e, "scheduling pass failed");
-        }
+        tick(core, now, metrics);
         // `released` lines go on file before the reports can leave (after the commit).
         log.write(&core.take_transitions());
         journal(core, committer, to_publisher, std::mem::take(&mut answers)).await?;
+        let qm = core.queue_manager();
+        metrics.set_jobs(
+            count(qm.pending_len() + qm.waiting_len()),
+            count(qm.running_len()),
+            count(qm.waiting_len()),
+        );
         if now >= clock.due_ms(core.status_version()) {
             clock.last_ms = Some(now);
             clock.last_version = Some(core.status_version());
@@ -206,6 +227,30 @@ async fn batches(
         }
     }
     Ok(())
+}
+
+/// [`ShardCore::tick`], timed: a tick in which the queue manager scheduled (a cycle that was
+/// not idle) counts as a scheduling pass, its matches as matches.
+fn tick(core: &mut ShardCore, now: u64, metrics: &ShardMetrics) {
+    let work = |core: &ShardCore| {
+        let stats = core.queue_manager().stats();
+        let cycles = stats.cycles_continue + stats.cycles_retry + stats.cycles_replan;
+        (cycles, stats.match_allocate + stats.match_reserve)
+    };
+    let (cycles, matches) = work(core);
+    let started = Instant::now();
+    if let Err(e) = core.tick(now) {
+        tracing::error!(error = %e, "scheduling pass failed");
+    }
+    let took = started.elapsed();
+    let (cycles_after, matches_after) = work(core);
+    if cycles_after > cycles {
+        metrics.scheduled(took, matches_after.saturating_sub(matches));
+    }
+}
+
+fn count(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
 }
 
 /// Submits what the core changed to the committer and hands the batch to the publisher.
@@ -224,7 +269,8 @@ async fn journal(
         let batch = to_batch(&records).map_err(|e| {
             DriverError::CoreStopped(format!("a journal record does not encode: {e}"))
         })?;
-        Some(committer.submit(batch).await?)
+        let handed = Instant::now();
+        Some((committer.submit(batch).await?, handed))
     };
     let publish = Publish {
         ticket,
@@ -247,10 +293,17 @@ async fn publish(
     snapshot: Arc<ArcSwap<Snapshot>>,
     exec: Option<mpsc::Sender<ExecRequest>>,
     released: ReleasedQueue,
+    metrics: ProcessMetrics,
 ) -> Result<(), DriverError> {
+    // The last transaction whose fsync was counted: a group commit answers several batches.
+    let mut last_seq = None;
     while let Some(batch) = batches.recv().await {
-        if let Some(ticket) = batch.ticket {
-            ticket.wait().await?;
+        if let Some((ticket, submitted)) = batch.ticket {
+            let commit = ticket.wait().await?;
+            metrics.journal_committed(submitted.elapsed());
+            if last_seq.replace(commit.seq) != Some(commit.seq) {
+                metrics.journal_fsynced(commit.fsync);
+            }
         }
         snapshot.store(batch.snapshot);
         for answer in batch.answers {

@@ -56,6 +56,7 @@ pub(crate) async fn client_request(
                 peer,
                 request,
                 reply,
+                span: tracing::Span::current(),
             })
             .await
         }
@@ -99,7 +100,6 @@ pub(crate) async fn coordinator_request(
             // stops cleanly and the process exits for a restart (DriverError::Restart); the
             // journal brings every job back under the new configuration.
             tracing::info!(
-                queue = %config.name,
                 policy = %config.queue_policy,
                 match_policy = %config.match_policy,
                 "new queue configuration; restarting to apply it"
@@ -108,7 +108,15 @@ pub(crate) async fn coordinator_request(
             Ok(Response::Ack { stale: Vec::new() })
         }
         Request::Jobs(query) => Ok(Response::Jobs(snapshot.load().jobs(&peer.name, &query))),
-        request => ask(&commands, |reply| Command::Coordinator { request, reply }).await,
+        request => {
+            let span = tracing::Span::current();
+            ask(&commands, |reply| Command::Coordinator {
+                request,
+                reply,
+                span,
+            })
+            .await
+        }
     }
 }
 

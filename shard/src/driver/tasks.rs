@@ -59,7 +59,6 @@ pub(super) fn build_core(
         ShardCore::restored(assignment, core_options, core_task::now_ms(), &restored)?.0
     };
     tracing::info!(
-        queue = %options.queue,
         generator_id = assignment.generator_id,
         owned = core.owned().len(),
         enabled = assignment.queue.enabled,
@@ -107,6 +106,7 @@ impl Tasks {
             Arc::clone(&snapshot),
             status_tx,
             committer,
+            options.metrics.clone(),
             core_task::Sinks {
                 exec,
                 log,

@@ -96,6 +96,9 @@ pub struct Config {
     /// Most elements a job array may have, and the bound on its indices (every shard gets
     /// it in its `QueueConfig`).
     pub array_elements_max: u32,
+    /// `[http] listen`: where the status page and `/metrics` are served, unless
+    /// `--http-listen` says otherwise (read at start; docs/OPERATIONS.md).
+    pub http_listen: Option<std::net::SocketAddr>,
 }
 
 /// The cluster, as the shards will load it.

@@ -26,6 +26,13 @@ struct RawConfig {
     array_elements_max: Option<Spanned<u32>>,
     cluster: Option<Spanned<RawCluster>>,
     queues: Option<Spanned<BTreeMap<String, Spanned<RawQueue>>>>,
+    http: Option<Spanned<RawHttp>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHttp {
+    listen: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -134,12 +141,26 @@ pub(super) fn parse(text: &str, origin: &str, base_dir: &Path) -> Result<Config,
             ));
         }
     };
+    let http_listen = match raw.http.and_then(|h| h.into_inner().listen) {
+        Some(listen) => {
+            let span = listen.span();
+            let text = listen.into_inner();
+            Some(text.parse().map_err(|_| {
+                errors.at(
+                    Some(span),
+                    format!("[http] listen: {text:?} is not an address (ip:port)"),
+                )
+            })?)
+        }
+        None => None,
+    };
     Ok(Config {
         origin: origin.to_owned(),
         cluster,
         default_queue,
         queues,
         array_elements_max,
+        http_listen,
     })
 }
 

@@ -93,6 +93,24 @@ fn a_minimal_file_takes_the_defaults() {
     assert_eq!((q.queue_depth, q.reservation_depth), (32, 64));
     assert_eq!((q.default_duration_ms, q.max_duration_ms), (3_600_000, 0));
     assert!(q.started && q.enabled);
+    assert_eq!(c.http_listen, None, "no [http]: the command line's default");
+}
+
+#[test]
+fn the_status_page_address_is_a_setting() {
+    let queues = "[queues.all]\nnodes = \"node[0-127]\"\n";
+    let c = parse(&format!("[http]\nlisten = \"127.0.0.1:9464\"\n{queues}")).expect("valid");
+    assert_eq!(
+        c.http_listen,
+        Some("127.0.0.1:9464".parse().expect("address"))
+    );
+    let e = error(&format!("[http]\nlisten = \"localhost\"\n{queues}"));
+    assert!(
+        e.contains("cfg.toml:2:10") && e.contains("not an address"),
+        "{e}"
+    );
+    let e = error(&format!("[http]\nport = 9464\n{queues}"));
+    assert!(e.contains("unknown field `port`"), "{e}");
 }
 
 #[test]

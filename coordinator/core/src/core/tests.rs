@@ -321,6 +321,7 @@ fn report(queue: &str, nodes: &[(&str, NodeState, u32)]) -> ShardStatus {
             definition: String::new(),
             owned: String::new(),
             reason: String::new(),
+            pending_reasons: Default::default(),
         },
         nodes: nodes
             .iter()

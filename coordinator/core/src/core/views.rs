@@ -103,6 +103,8 @@ impl Core {
                     nodes_up: count(nodes_up),
                     jobs_pending: report.map_or(0, |r| r.queue.jobs_pending),
                     jobs_running: report.map_or(0, |r| r.queue.jobs_running),
+                    pending_reasons: report
+                        .map_or_else(Default::default, |r| r.queue.pending_reasons),
                     online: link.is_some(),
                     definition: encode_hostlist(&self.config.node_names(&q.definition)),
                     owned: encode_hostlist(&self.config.node_names(&owned)),

@@ -5,7 +5,7 @@
 //! queue enable|disable NAME [--reason R]     accept submissions, or refuse new ones
 //! queue start NAME [--take]                  schedule (--take: move in shared nodes)
 //! queue stop NAME [--release-to Q]           stop scheduling; running jobs untouched
-//! queue move HOSTLIST --from A --to B [--deadline D] [--dry-run]
+//! queue move HOSTLIST --from A --to B [--deadline D] [--dry-run [--json]]
 //! queue move --cancel MOVE
 //! queue moves [--json]                       every move and each node's step
 //! resource drain HOSTLIST [--reason R]       no new work on the nodes, in their owner
@@ -25,7 +25,7 @@ use shardsched_proto::msg::client_coord::{
 };
 use shardsched_resource::{decode_hostlist, encode_hostlist, sort_hosts};
 
-use super::move_view::{dry_run_text, move_json, moves_table};
+use super::move_view::{dry_run_json, dry_run_text, move_json, moves_table};
 
 /// `queue` subcommands that change things (admin), and `queue moves`.
 #[derive(Subcommand, Debug, Clone)]
@@ -119,6 +119,9 @@ pub struct MoveArgs {
     /// Cancel this move instead: its nodes not yet released go back to the donor.
     #[arg(long, value_name = "MOVE", conflicts_with_all = ["nodes", "from", "to", "deadline", "dry_run"])]
     pub cancel: Option<u64>,
+    /// With `--dry-run`: print the report as JSON (times in ms since the Unix epoch).
+    #[arg(long, requires = "dry_run")]
+    pub json: bool,
 }
 
 /// `queue moves`.
@@ -274,6 +277,7 @@ fn move_main(args: &MoveArgs) -> Result<()> {
         } => Ok(format!(
             "move {id} started: {hosts} from {from} to {to} (`shardsched queue moves` follows it)\n"
         )),
+        Response::DryRun(report) if args.json => Ok(format!("{}\n", dry_run_json(&report))),
         Response::DryRun(report) => Ok(dry_run_text(&report, output::now_ms())),
         other => bail!("the coordinator answered queue move with {other:?}"),
     })

@@ -81,6 +81,16 @@ pub fn queue_json(queue: &QueueStatus, default: bool) -> Value {
         "definition": queue.definition,
         "owned": queue.owned,
         "reason": queue.reason,
+        "pending_reasons": {
+            "queued": queue.pending_reasons.queued,
+            "resources": queue.pending_reasons.resources,
+            "reserved": queue.pending_reasons.reserved,
+            "no_reservation": queue.pending_reasons.no_reservation,
+            "unavailable": queue.pending_reasons.unavailable,
+            "held": queue.pending_reasons.held,
+            "begin_time": queue.pending_reasons.begin_time,
+            "array_limit": queue.pending_reasons.array_limit,
+        },
     })
 }
 

@@ -132,6 +132,37 @@ pub fn dry_run_text(report: &DryRunReport, now_ms: u64) -> String {
     out
 }
 
+/// `queue move --dry-run --json`: each node with when it would be free (`free_ms`, `null`
+/// for now) and the jobs holding it, the time all are free, and the stranded pending jobs.
+pub fn dry_run_json(report: &DryRunReport) -> Value {
+    let free_ms = |free: &FreeAt| match free {
+        FreeAt::Now => None,
+        FreeAt::Expected(t) => Some(*t),
+    };
+    let ids = |jobs: &[shardsched_proto::msg::JobId]| -> Vec<String> {
+        jobs.iter().map(ToString::to_string).collect()
+    };
+    let nodes: Vec<Value> = report
+        .nodes
+        .iter()
+        .map(|n| {
+            json!({
+                "node": n.node,
+                "free_now": n.free == FreeAt::Now,
+                "free_ms": free_ms(&n.free),
+                "jobs": ids(&n.jobs),
+            })
+        })
+        .collect();
+    json!({
+        "dry_run": true,
+        "nodes": nodes,
+        "all_free_now": report.all_free == FreeAt::Now,
+        "all_free_ms": free_ms(&report.all_free),
+        "stranded": ids(&report.stranded),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use shardsched_proto::msg::Generation;

@@ -200,6 +200,7 @@ mod tests {
             definition: definition.into(),
             owned: owned.into(),
             reason: String::new(),
+            pending_reasons: Default::default(),
         }
     }
 

@@ -23,7 +23,7 @@ pub const HINT_COMMANDS: [&str; 5] = [
 pub(super) fn banner(
     exe: &Path,
     dir: &StateDir,
-    address: SocketAddr,
+    (address, http): (SocketAddr, SocketAddr),
     user: &str,
     queues: &[QueueStatus],
     routes: &shardsched_proto::msg::RouteTable,
@@ -54,6 +54,8 @@ pub(super) fn banner(
         ]);
     }
     out.push_str(&table.render());
+    // The line the README's tour and the tests look for.
+    let _ = writeln!(out, "status page: http://{http}/");
     let root = dir.root().display();
     let _ = writeln!(out, "state directory: {root}  (logs in {root}/logs)");
     let _ = writeln!(

@@ -23,11 +23,15 @@ impl Supervisor {
     pub(super) async fn start(&mut self) -> Result<()> {
         // A stale address from an earlier run would be mistaken for the new coordinator's.
         remove_if_present(&self.dir.address_file())?;
-        let args = self.coordinator_args("127.0.0.1:0");
+        remove_if_present(&self.dir.http_address_file())?;
+        let args = self.coordinator_args("127.0.0.1:0".parse()?);
         self.spawn_new("coordinator", "coordinator", args)?;
         let address = self.wait_for_address().await?;
-        // Restarts bind the same address, so that running shards and clients find it again.
-        let args = self.coordinator_args(&address.to_string());
+        // Restarts bind the same addresses, so that running shards, clients and open status
+        // pages find it again.
+        let http = self.dir.http_address()?;
+        self.http_listen = Some(http);
+        let args = self.coordinator_args(address);
         if let Some(coordinator) = self.children.first_mut() {
             coordinator.args = args;
         }
@@ -47,24 +51,34 @@ impl Supervisor {
         client.close().await;
         // A closed stdout must not stop the system: the banner is for whoever watches.
         let _ = shardsched_client::output::emit(&banner::banner(
-            &self.exe, &self.dir, address, &user, &queues, &routes,
+            &self.exe,
+            &self.dir,
+            (address, http),
+            &user,
+            &queues,
+            &routes,
         ));
         Ok(())
     }
 
-    /// The coordinator's command line, listening on `listen`.
-    fn coordinator_args(&self, listen: &str) -> Vec<String> {
+    /// The coordinator's command line, listening on `listen` (and HTTP on `http_listen`).
+    fn coordinator_args(&self, listen: SocketAddr) -> Vec<String> {
         let mut args = vec![
             "coordinator".to_owned(),
             "--listen".to_owned(),
-            listen.to_owned(),
+            listen.to_string(),
             "--state-dir".to_owned(),
             path_arg(&self.dir.coordinator_dir()),
             "--up-lock".to_owned(),
             path_arg(&self.processes_lock),
+            "--log-format".to_owned(),
+            self.log_format.to_string(),
         ];
         if let Some(config) = &self.config {
             args.extend(["--config".to_owned(), path_arg(config)]);
+        }
+        if let Some(http) = self.http_listen {
+            args.extend(["--http-listen".to_owned(), http.to_string()]);
         }
         args
     }
@@ -85,6 +99,8 @@ impl Supervisor {
             "127.0.0.1:0".to_owned(),
             "--up-lock".to_owned(),
             path_arg(&self.processes_lock),
+            "--log-format".to_owned(),
+            self.log_format.to_string(),
         ];
         if let Some(scale) = self.time_scale {
             shard_args.extend(["--time-scale".to_owned(), scale.to_string()]);
@@ -126,10 +142,11 @@ impl Supervisor {
         Ok(())
     }
 
-    /// Waits for the coordinator's address file, failing early if the coordinator exits.
+    /// Waits for the coordinator's address files (QUIC, then HTTP: it writes them in that
+    /// order), failing early if the coordinator exits.
     async fn wait_for_address(&mut self) -> Result<SocketAddr> {
         let deadline = Instant::now() + STARTUP_TIMEOUT;
-        let file = self.dir.address_file();
+        let file = self.dir.http_address_file();
         loop {
             self.check_started_children()?;
             if file.exists()

@@ -247,6 +247,32 @@ pub struct QueueStatus {
     /// Why an admin disabled it (empty when enabled or when none was given; coordinator
     /// only).
     pub reason: String,
+    /// Why its pending jobs wait, counted by reason (from its shard's report).
+    pub pending_reasons: PendingReasons,
+}
+
+/// How many of a queue's pending jobs wait for each reason, as its queue manager last said
+/// (`job info` gives one job's): a fixed set of counters, so a report's size does not grow
+/// with its jobs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingReasons {
+    /// Not considered yet: just submitted, beyond the queue depth, or behind a blocked head.
+    pub queued: u32,
+    /// Not enough free resources now (and no reservation).
+    pub resources: u32,
+    /// Reserved to start at a known time.
+    pub reserved: u32,
+    /// Not enough free resources now, and no time at which it fits could be found.
+    pub no_reservation: u32,
+    /// Fits the queue's definition but not what is up now (nodes down, drained or moved
+    /// away).
+    pub unavailable: u32,
+    /// Held (urgency 0).
+    pub held: u32,
+    /// Waiting for its begin time.
+    pub begin_time: u32,
+    /// An array's element waiting for its array's limit (`%N`).
+    pub array_limit: u32,
 }
 
 /// Where to reach one queue's shard.

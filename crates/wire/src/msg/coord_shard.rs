@@ -229,6 +229,34 @@ pub struct StaleNode {
     pub seen: super::common::Generation,
 }
 
+impl Request {
+    /// A move command's move and node names (`None` for the other requests): what its log
+    /// lines are tagged with, on both ends.
+    pub fn move_nodes(&self) -> Option<(MoveId, Vec<&str>)> {
+        fn names(nodes: &[NodeGen]) -> Vec<&str> {
+            nodes.iter().map(|n| n.node.as_str()).collect()
+        }
+        match self {
+            Request::Release(r) => Some((r.move_id, names(&r.nodes))),
+            Request::Incoming(r) => Some((
+                r.move_id,
+                r.nodes.iter().map(|n| n.node.node.as_str()).collect(),
+            )),
+            Request::Acquire(r) => Some((r.move_id, names(&r.nodes))),
+            Request::Reclaim(r) => Some((r.move_id, names(&r.nodes))),
+            Request::Withdraw(r) => Some((r.move_id, names(&r.nodes))),
+            Request::CancelJobs(r) => Some((r.move_id, names(&r.nodes))),
+            Request::SetQueueState { .. }
+            | Request::Jobs(_)
+            | Request::SetNodeState { .. }
+            | Request::SetNodeDrain { .. }
+            | Request::DryRunRelease { .. }
+            | Request::Reconfigure(_)
+            | Request::DisableIfIdle => None,
+        }
+    }
+}
+
 impl Rpc for Request {
     type Response = Response;
 

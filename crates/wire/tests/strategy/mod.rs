@@ -202,6 +202,11 @@ pub fn queue_status() -> impl Strategy<Value = QueueStatus> {
                 definition: format!("node[0-{}]", n[0] % 64),
                 owned: String::new(),
                 reason: name.chars().rev().collect(),
+                pending_reasons: PendingReasons {
+                    queued: n[3],
+                    reserved: n[3] / 2,
+                    ..PendingReasons::default()
+                },
                 name,
             },
         )

@@ -12,6 +12,7 @@ use shardsched_wire::msg::JobState;
 
 use super::{CoreExecutor, ExecAction, ShardCore};
 use crate::assign::MS_PER_S;
+use crate::core::job_span;
 use crate::error::ShardError;
 use crate::job::{JobRecord, Reason};
 use crate::journal::{EndState, EndedJob, JournalRecord, StartedJob};
@@ -31,7 +32,7 @@ impl ShardCore {
             }
             self.jobs.sim_ends.pop_first();
             if let Err(e) = self.qm.complete(id.0, now_s) {
-                tracing::error!(queue = %self.queue, job = %id, error = %e, "cannot complete a running job");
+                tracing::error!(parent: &job_span(&self.queue, id), error = %e, "cannot complete a running job");
                 self.fail(id, format!("internal error: {e}"));
             }
         }
@@ -224,7 +225,7 @@ impl ShardCore {
             "{id} runs here but not in the queue manager"
         );
         let Some(job) = self.jobs.table.get_mut(id) else {
-            tracing::error!(queue = %self.queue, job = %id, "started a job the table does not have");
+            tracing::error!(parent: &job_span(&self.queue, id), "started a job the table does not have");
             return;
         };
         job.state = JobState::Running;
@@ -236,9 +237,10 @@ impl ShardCore {
             serde_json::json!({"nodes": encode_hostlist(&nodes)}),
         );
         job.push_event(now_ms, "start", start_context);
+        let hosts = encode_hostlist(&nodes);
         job.nodes = nodes;
         job.r_json = Some(r_json.into());
-        tracing::debug!(queue = %self.queue, job = %id, nodes = %encode_hostlist(&job.nodes), "started");
+        tracing::debug!(parent: &job_span(&self.queue, id), nodes = %hosts, "started");
     }
 
     /// A live job ended: completed or cancelled (its resources are already free in the
@@ -304,7 +306,7 @@ impl ShardCore {
         let forgotten = self.jobs.table.finished(id);
         self.forget(forgotten);
         self.status_version += 1;
-        tracing::debug!(queue = %self.queue, job = %id, state = %state, "ended");
+        tracing::debug!(parent: &job_span(&self.queue, id), state = %state, "ended");
     }
 
     /// Marks a job failed with `why` (the queue manager no longer holds it).

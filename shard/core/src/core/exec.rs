@@ -18,6 +18,7 @@ use shardsched_qmanager::JobView;
 use shardsched_wire::msg::{JobId, JobState};
 
 use super::ShardCore;
+use crate::core::job_span;
 use crate::exec::{EndCause, JobEnd, JobFiles};
 use crate::job::Reason;
 use crate::journal::JournalRecord;
@@ -104,7 +105,7 @@ impl ShardCore {
     pub fn handle_job_ended(&mut self, now_ms: u64, id: JobId, end: &JobEnd) {
         let now_ms = self.observe(now_ms);
         if !self.jobs.running.contains_key(&id) {
-            tracing::debug!(queue = %self.queue, job = %id, "end of a job that is not running");
+            tracing::debug!(parent: &job_span(&self.queue, id), "end of a job that is not running");
             self.jobs.kill_requested.remove(&id);
             return;
         }
@@ -125,12 +126,12 @@ impl ShardCore {
             }
             job.push_event(now_ms, "finish", context);
         }
-        tracing::debug!(queue = %self.queue, job = %id, cause = %end.cause, status = %end.status_text(), "processes ended");
+        tracing::debug!(parent: &job_span(&self.queue, id), cause = %end.cause, status = %end.status_text(), "processes ended");
         match plan {
             Some(plan) => self.end_running_now(id, plan),
             None => {
                 if let Err(e) = self.qm.complete(id.0, self.now_s()) {
-                    tracing::error!(queue = %self.queue, job = %id, error = %e, "cannot complete a running job");
+                    tracing::error!(parent: &job_span(&self.queue, id), error = %e, "cannot complete a running job");
                     self.fail(id, format!("internal error: {e}"));
                 }
                 self.drain(None);
@@ -162,7 +163,7 @@ impl ShardCore {
         self.jobs.end_as.insert(id, plan);
         if let Err(e) = self.qm.complete(id.0, self.now_s()) {
             self.jobs.end_as.remove(&id);
-            tracing::error!(queue = %self.queue, job = %id, error = %e, "cannot end a running job");
+            tracing::error!(parent: &job_span(&self.queue, id), error = %e, "cannot end a running job");
             self.fail(id, format!("internal error: {e}"));
         }
         self.drain(None);
@@ -239,7 +240,7 @@ impl ShardCore {
                 "{id}: requeued but the queue manager does not have it pending"
             );
         }
-        tracing::info!(queue = %self.queue, job = %id, %why, "requeued");
+        tracing::info!(parent: &job_span(&self.queue, id), %why, "requeued");
     }
 }
 

@@ -54,7 +54,7 @@ impl ShardCore {
             Flag::Drained => "drain",
         };
         for name in nodes {
-            tracing::info!(queue = %self.queue, node = %name, ?flag, set = reason.is_some(), reason = %reason.unwrap_or(""), "node flag");
+            tracing::info!(node = %name, ?flag, set = reason.is_some(), reason = %reason.unwrap_or(""), "node flag");
             self.flag_node(name, flag, reason.map(str::to_owned), why);
             if flag == Flag::Down && reason.is_some() {
                 self.end_jobs_on_down_node(name);

@@ -20,6 +20,7 @@ use shardsched_wire::msg::{JobId, JobState};
 
 use super::ShardCore;
 use crate::assign::MS_PER_S;
+use crate::core::job_span;
 use crate::job::{Hold, JobRecord, Reason};
 use crate::journal::JournalRecord;
 
@@ -72,7 +73,7 @@ impl ShardCore {
             return UrgencyResult::Set(new);
         }
         if let Err(e) = self.qm.set_priority(id.0, i64::from(new)) {
-            tracing::error!(queue = %self.queue, job = %id, error = %e, "queue manager lost a pending job");
+            tracing::error!(parent: &job_span(&self.queue, id), error = %e, "queue manager lost a pending job");
             return UrgencyResult::NotPending;
         }
         let now_ms = self.now_ms;
@@ -120,7 +121,7 @@ impl ShardCore {
             None => self.qm.release(id.0, self.now_s()),
         };
         if let Err(e) = result {
-            tracing::error!(queue = %self.queue, job = %id, error = %e, "queue manager lost a pending job");
+            tracing::error!(parent: &job_span(&self.queue, id), error = %e, "queue manager lost a pending job");
             return;
         }
         let reason = match (hold, self.qm.job(id.0)) {

@@ -73,7 +73,7 @@ impl ShardCore {
             if self.cluster.vertices.contains_key(name)
                 && self.cluster.definition.insert(name.to_owned())
             {
-                tracing::warn!(queue = %self.queue, node = %name, "given a node outside the queue's definition");
+                tracing::warn!(node = %name, "given a node outside the queue's definition");
                 self.status_version += 1;
             }
         }
@@ -220,7 +220,7 @@ impl ShardCore {
                 "{name} ({why}): the queue manager's availability is not the node table's"
             ),
             Err(e) => {
-                tracing::error!(queue = %self.queue, node = %name, error = %e, "cannot update the node in the queue manager")
+                tracing::error!(node = %name, error = %e, "cannot update the node in the queue manager")
             }
         }
         self.status_version += 1;

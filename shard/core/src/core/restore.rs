@@ -241,7 +241,13 @@ impl ShardCore {
             self.sync_hold(id);
         }
         self.status_version += 1;
-        tracing::info!(queue = %self.queue, pending = summary.pending, running = summary.running, finished = summary.finished, now_ms, "restored from the journal");
+        tracing::info!(
+            pending = summary.pending,
+            running = summary.running,
+            finished = summary.finished,
+            now_ms,
+            "restored from the journal"
+        );
         Ok(summary)
     }
 

@@ -2,10 +2,12 @@
 //! job side: the status report behind `queue list` and `resource list`, and what a
 //! re-registering shard holds.
 
+use shardsched_qmanager::WaitReason;
 use shardsched_wire::msg::shard_coord::{HeldNode, ShardStatus};
-use shardsched_wire::msg::{NodeGen, NodeState, NodeStatus, QueueStatus};
+use shardsched_wire::msg::{NodeGen, NodeState, NodeStatus, PendingReasons, QueueStatus};
 
 use super::ShardCore;
+use crate::job::{Hold, Reason};
 use crate::nodes::Holding;
 
 impl ShardCore {
@@ -61,9 +63,36 @@ impl ShardCore {
                 definition: String::new(),
                 owned: String::new(),
                 reason: String::new(),
+                pending_reasons: self.pending_reasons(),
             },
             nodes,
         }
+    }
+
+    /// The pending jobs counted by the reason the queue manager last gave each (a job not
+    /// looked at yet counts as queued).
+    fn pending_reasons(&self) -> PendingReasons {
+        let mut counts = PendingReasons::default();
+        for &id in &self.jobs.pending {
+            let reason = self.jobs.table.get(id).map(|job| &job.reason);
+            let counter = match reason {
+                Some(Reason::Waiting(WaitReason::Resources)) => &mut counts.resources,
+                Some(Reason::Waiting(WaitReason::Reserved { .. })) => &mut counts.reserved,
+                Some(Reason::Waiting(WaitReason::NoReservation)) => &mut counts.no_reservation,
+                Some(Reason::Waiting(WaitReason::Unavailable)) => &mut counts.unavailable,
+                Some(Reason::Held(Hold::User)) => &mut counts.held,
+                Some(Reason::Held(Hold::BeginTime)) => &mut counts.begin_time,
+                Some(Reason::Held(Hold::ArrayLimit)) => &mut counts.array_limit,
+                Some(
+                    Reason::Waiting(WaitReason::Queued | WaitReason::Held)
+                    | Reason::None
+                    | Reason::Text(_),
+                )
+                | None => &mut counts.queued,
+            };
+            *counter = counter.saturating_add(1);
+        }
+        counts
     }
 
     /// The nodes up here and those moving out, each marked allocated when a running job

@@ -15,6 +15,7 @@ use shardsched_wire::msg::{JobId, JobState, Refusal, RefusalCode};
 use super::exec::EndAs;
 use super::{ShardCore, Submitted};
 use crate::assign;
+use crate::core::job_span;
 use crate::job::{JobRecord, NewJob, Reason};
 use crate::journal::{AcceptedJob, ArrayRecord, JournalRecord};
 use crate::limits::ACTIVE_JOBS_MAX;
@@ -135,13 +136,13 @@ impl ShardCore {
             });
             let request = self.queue_request(job_id, jobspec.clone(), urgency, now_ms, owner);
             if let Err(e) = self.qm.submit(request) {
-                tracing::error!(queue = %self.queue, job = %job_id, error = %e, "queue manager refused a submit");
+                tracing::error!(parent: &job_span(&self.queue, job_id), error = %e, "queue manager refused a submit");
                 return Err(Refusal::new(RefusalCode::Internal, e.to_string()));
             }
             if let Some(denied) = self.drain(Some(job_id.0)) {
                 if n > 0 {
                     // Its like were accepted: the queue manager contradicts itself.
-                    tracing::error!(queue = %self.queue, job = %job_id, reason = %denied, "an array element was denied");
+                    tracing::error!(parent: &job_span(&self.queue, job_id), reason = %denied, "an array element was denied");
                     continue;
                 }
                 return Err(self.denial(&denied.to_string(), &jobspec));
@@ -224,7 +225,7 @@ impl ShardCore {
             return CancelResult::Cancelled;
         }
         if let Err(e) = self.qm.cancel(id.0) {
-            tracing::error!(queue = %self.queue, job = %id, error = %e, "queue manager lost a live job");
+            tracing::error!(parent: &job_span(&self.queue, id), error = %e, "queue manager lost a live job");
             self.fail(id, format!("internal error: {e}"));
             return CancelResult::AlreadyInactive;
         }

@@ -63,6 +63,7 @@ fn connect(core: &mut Core, queue: &str, conn: u64, pending: u32, running: u32) 
             definition: String::new(),
             owned: String::new(),
             reason: String::new(),
+            pending_reasons: Default::default(),
         },
         nodes: Vec::new(),
     };
