@@ -141,6 +141,8 @@ async fn a_retried_submit_with_the_same_key_makes_one_job() {
             user: UserFilter::All,
             include_inactive: true,
             limit: 100,
+            states: Vec::new(),
+            name: None,
         }))
         .await
         .unwrap()

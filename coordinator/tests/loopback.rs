@@ -135,6 +135,7 @@ async fn shards_register_and_clients_read_over_real_quic() {
             generation: Generation(1),
             jobs_running: 2,
             reason: None,
+            usage: Default::default(),
         }],
     };
     let ack = shard
@@ -190,6 +191,8 @@ async fn shards_register_and_clients_read_over_real_quic() {
         user: UserFilter::Mine,
         include_inactive: true,
         limit: 0,
+        states: Vec::new(),
+        name: None,
     };
     let list = match alice.request(&client_coord::Request::Jobs(query)).await {
         Ok(ClientResponse::Jobs(l)) => l,

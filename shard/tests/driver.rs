@@ -247,6 +247,8 @@ async fn a_shard_registers_runs_jobs_and_obeys_its_coordinator() {
         user: UserFilter::All,
         include_inactive: true,
         limit: 0,
+        states: Vec::new(),
+        name: None,
     };
     match link.request(&coord_shard::Request::Jobs(query)).await {
         Ok(coord_shard::Response::Jobs(list)) => {

@@ -9,14 +9,10 @@ use shardsched_proto::StateDir;
 use super::{EXE, System, wait_for};
 
 impl System {
-    /// Runs `shardsched ARGS` against this system.
+    /// Runs `shardsched ARGS` against this system, from the system's directory: a job
+    /// runs where it was submitted from, so its files land there and not in the source tree.
     pub fn cli(&self, args: &[&str]) -> Output {
-        Command::new(EXE)
-            .args(args)
-            .env("SHARDSCHED_DIR", self.state())
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
+        self.cli_in(&self.state(), args)
     }
 
     /// A user (not admin) certificate `name` in a client directory of its own (with the
@@ -49,10 +45,11 @@ impl System {
         dir
     }
 
-    /// Runs `shardsched ARGS` with `SHARDSCHED_DIR=dir`.
+    /// Runs `shardsched ARGS` with `SHARDSCHED_DIR=dir`, from the system's directory.
     pub fn cli_in(&self, dir: &Path, args: &[&str]) -> Output {
         Command::new(EXE)
             .args(args)
+            .current_dir(&self.dir)
             .env("SHARDSCHED_DIR", dir)
             .stdin(Stdio::null())
             .output()

@@ -61,6 +61,10 @@ fn a_batch_script_with_sbatch_lines_runs_as_they_ask() {
         (row["nnodes"].as_u64(), row["name"].as_str()),
         (Some(1), Some("one"))
     );
+    assert!(
+        system.dir.join(format!("batch-{id}.out")).exists(),
+        "a job's files go where it was submitted from (the harness types commands there)"
+    );
     let err = system.fails(&["batch", "/nonexistent/script.sh"]);
     assert!(
         err.contains("reading script /nonexistent/script.sh"),

@@ -10,4 +10,5 @@ mod harness;
 mod arrays;
 mod batch;
 mod holds;
+mod listings;
 mod options;

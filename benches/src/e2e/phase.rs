@@ -112,6 +112,8 @@ pub async fn run(phase: &Phase, dir: &Path, up_pid: u32) -> Result<PhaseReport> 
                         user: UserFilter::All,
                         include_inactive: true,
                         limit: shardsched_proto::limits::JOBS_PER_RESPONSE_MAX as u32,
+                        states: Vec::new(),
+                        name: None,
                     }),
                 )
                 .await?

@@ -214,6 +214,8 @@ async fn jobs_of(
         user: UserFilter::All,
         include_inactive: true,
         limit: shardsched_proto::limits::JOBS_PER_RESPONSE_MAX as u32,
+        states: Vec::new(),
+        name: None,
     });
     match client.ask_shard(route, &query).await? {
         Response::Jobs(list) => Ok(list

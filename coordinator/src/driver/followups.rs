@@ -205,6 +205,8 @@ pub(super) async fn alive(session: Session) -> bool {
         user: UserFilter::All,
         include_inactive: false,
         limit: 1,
+        states: Vec::new(),
+        name: None,
     });
     matches!(
         tokio::time::timeout(SHARD_PROBE_TIMEOUT, session.request(&probe)).await,
@@ -272,6 +274,8 @@ async fn refuse_if_jobs(queue: &str, link: &Link) -> Result<(), Refusal> {
         user: UserFilter::All,
         include_inactive: false,
         limit: LIVE_JOBS_ASKED,
+        states: Vec::new(),
+        name: None,
     });
     match answer_of(link.send_ordered(query)).await? {
         coord_shard::Response::Jobs(list) if list.jobs.is_empty() && !list.truncated => Ok(()),

@@ -273,6 +273,8 @@ async fn list_jobs(
         user,
         include_inactive,
         limit: shardsched_proto::limits::JOBS_PER_RESPONSE_MAX as u32,
+        states: Vec::new(),
+        name: None,
     };
     let (list, warnings) = client.jobs(&routes, &query).await?;
     for warning in warnings {

@@ -89,6 +89,9 @@ pub const CERT_BACKDATE_DAYS: i64 = 1;
 /// Most jobs one list response carries; a server stops there and sets `truncated`.
 pub const JOBS_PER_RESPONSE_MAX: usize = 50_000;
 
+/// Most states one job list query may name (there are five).
+pub const JOB_STATES_PER_QUERY_MAX: usize = 5;
+
 /// Most job ids one request may name (cancel).
 pub const IDS_PER_REQUEST_MAX: usize = 10_000;
 

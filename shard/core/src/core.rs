@@ -52,6 +52,7 @@ mod queue_tests;
 mod restore;
 mod status;
 mod submit;
+mod usage;
 
 pub use invariants::Violation;
 pub use moving::{Transition, TransitionKind};
@@ -208,6 +209,7 @@ impl ShardCore {
             )
             .collect();
         assign::restrict_to_definition(&mut graph, &vertices, &definition)?;
+        let capacity = usage::capacity(&graph, vertices.clone());
         let qm = QueueManager::new(graph, assign::params(config)?)?;
         let mut core = ShardCore {
             queue: Arc::from(config.name.as_str()),
@@ -216,6 +218,7 @@ impl ShardCore {
             cluster: Cluster {
                 vertices,
                 definition,
+                capacity,
             },
             nodes: NodeTable::new(),
             jobs: Jobs::new(options.finished_retained),

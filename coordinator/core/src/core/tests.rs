@@ -332,6 +332,7 @@ fn report(queue: &str, nodes: &[(&str, NodeState, u32)]) -> ShardStatus {
                 generation: Generation(1),
                 jobs_running: *jobs,
                 reason: None,
+                usage: Default::default(),
             })
             .collect(),
     }
@@ -518,6 +519,8 @@ fn jobs_fan_out_plan_and_merge() {
         user: UserFilter::Mine,
         include_inactive: false,
         limit: 0,
+        states: Vec::new(),
+        name: None,
     };
     let plan = core.jobs_plan(&user("alice"), &query).expect("plan");
     assert_eq!(

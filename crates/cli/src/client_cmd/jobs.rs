@@ -10,12 +10,13 @@ use std::collections::{BTreeMap, HashSet};
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 use serde_json::Value;
-use shardsched_client::{Client, output, run};
+use shardsched_client::{Client, check_locally, output, run};
 use shardsched_proto::array::JobRef;
 use shardsched_proto::limits::{IDS_PER_REQUEST_MAX, JOBS_PER_RESPONSE_MAX};
 use shardsched_proto::msg::client_shard::{CancelResult, Request, Response};
-use shardsched_proto::msg::{JobId, JobsQuery, Route, RouteTable, UserFilter};
+use shardsched_proto::msg::{JobId, JobState, JobsQuery, Route, RouteTable, UserFilter};
 
+use super::job_format::Format;
 use super::{hold, job_view};
 
 /// Flags of `shardsched jobs`.
@@ -36,9 +37,44 @@ pub struct JobsArgs {
     /// At most this many jobs per queue (newest first).
     #[arg(long, default_value_t = JOBS_PER_RESPONSE_MAX as u32)]
     pub limit: u32,
+    /// Only jobs in these states (comma-separated: pending, running, completed, failed,
+    /// cancelled, or their codes PD, R, CD, F, CA); ended states imply -a.
+    #[arg(long, value_name = "STATES", value_delimiter = ',', value_parser = state_arg)]
+    pub state: Vec<JobState>,
+    /// Only jobs of this name.
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Print these fields, one line per job (an array's elements each on its own): e.g.
+    /// '{id:>14} {name:<10} {state} {time_left}' (fields: see `job_format`, or give a
+    /// wrong one to have them listed).
+    #[arg(long, value_name = "FORMAT", conflicts_with = "json")]
+    pub format: Option<String>,
+    /// With --format: no header line.
+    #[arg(long = "no-header", requires = "format")]
+    pub no_header: bool,
     /// Print a JSON list of jobs instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// A job state as typed: its word or its code.
+pub fn state_arg(text: &str) -> Result<JobState, String> {
+    let states = [
+        JobState::Pending,
+        JobState::Running,
+        JobState::Completed,
+        JobState::Failed,
+        JobState::Cancelled,
+    ];
+    states
+        .into_iter()
+        .find(|s| {
+            s.as_str().eq_ignore_ascii_case(text)
+                || job_view::state_code(*s).eq_ignore_ascii_case(text)
+        })
+        .ok_or_else(|| {
+            format!("{text:?} is not a job state (pending, running, completed, failed, cancelled)")
+        })
 }
 
 /// Flags of `shardsched job`.
@@ -85,6 +121,7 @@ pub struct CancelArgs {
 
 /// `shardsched jobs`.
 pub fn jobs_main(args: &JobsArgs) -> Result<()> {
+    let format = args.format.as_deref().map(Format::parse).transpose()?;
     run(|client| async move {
         let routes = client.routes().await?;
         if let Some(queue) = &args.queue
@@ -100,9 +137,12 @@ pub fn jobs_main(args: &JobsArgs) -> Result<()> {
         let query = JobsQuery {
             queue: args.queue.clone(),
             user,
-            include_inactive: args.all,
+            include_inactive: args.all || args.state.iter().any(|s| !s.is_active()),
             limit: args.limit,
+            states: args.state.clone(),
+            name: args.name.clone(),
         };
+        check_locally(&Request::Jobs(query.clone()))?;
         let (list, warnings) = client.jobs(&routes, &query).await?;
         for warning in &warnings {
             output::say(format_args!("warning: {warning}"));
@@ -113,6 +153,8 @@ pub fn jobs_main(args: &JobsArgs) -> Result<()> {
         if args.json {
             let rows: Vec<Value> = list.jobs.iter().map(job_view::job_json).collect();
             output::emit(&format!("{}\n", Value::Array(rows)))
+        } else if let Some(format) = format {
+            output::emit(&format.render(&list.jobs, output::now_ms(), !args.no_header))
         } else {
             output::emit(&job_view::jobs_table(&list.jobs))
         }

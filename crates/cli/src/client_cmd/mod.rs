@@ -8,6 +8,7 @@ pub mod admin;
 pub mod batch;
 pub mod cluster_view;
 pub mod hold;
+pub mod job_format;
 pub mod job_options;
 pub mod job_view;
 pub mod jobs;

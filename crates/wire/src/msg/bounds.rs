@@ -11,8 +11,9 @@ use super::common::{JobId, JobsQuery, Refusal, RefusalCode, UserFilter};
 use crate::array::ArraySpec;
 use crate::codec::encoded_len;
 use crate::limits::{
-    ARRAY_ELEMENTS_MAX, IDS_PER_REQUEST_MAX, LIST_REPLY_BYTES_MAX, NAME_BYTES_MAX,
-    NODE_NAME_BYTES_MAX, NODES_PER_REQUEST_MAX, REASON_BYTES_MAX, URGENCY_MAX,
+    ARRAY_ELEMENTS_MAX, IDS_PER_REQUEST_MAX, JOB_NAME_BYTES_MAX, JOB_STATES_PER_QUERY_MAX,
+    LIST_REPLY_BYTES_MAX, NAME_BYTES_MAX, NODE_NAME_BYTES_MAX, NODES_PER_REQUEST_MAX,
+    REASON_BYTES_MAX, URGENCY_MAX,
 };
 
 /// `text` (called `what` in the refusal) is at most `max` bytes.
@@ -93,9 +94,21 @@ pub fn urgency(urgency: u8) -> Result<(), Refusal> {
     ))
 }
 
-/// A job list query's names.
+/// A job list query's names and states.
 pub fn jobs_query(query: &JobsQuery) -> Result<(), Refusal> {
     name_opt("the queue name", query.queue.as_deref())?;
+    if let Some(name) = &query.name {
+        text("the job name", name, JOB_NAME_BYTES_MAX)?;
+    }
+    if query.states.len() > JOB_STATES_PER_QUERY_MAX {
+        return Err(Refusal::new(
+            RefusalCode::Invalid,
+            format!(
+                "{} states in one job query, more than the limit of {JOB_STATES_PER_QUERY_MAX}",
+                query.states.len()
+            ),
+        ));
+    }
     match &query.user {
         UserFilter::Named(user) => name("the user name", user),
         UserFilter::Mine | UserFilter::All => Ok(()),

@@ -185,6 +185,26 @@ pub struct JobsQuery {
     /// At most this many rows (the server also caps at
     /// [`JOBS_PER_RESPONSE_MAX`](crate::limits::JOBS_PER_RESPONSE_MAX)).
     pub limit: u32,
+    /// Only jobs in these states (at most
+    /// [`JOB_STATES_PER_QUERY_MAX`](crate::limits::JOB_STATES_PER_QUERY_MAX)); empty: any
+    /// (as `include_inactive` says).
+    pub states: Vec<JobState>,
+    /// Only jobs of this name (at most
+    /// [`JOB_NAME_BYTES_MAX`](crate::limits::JOB_NAME_BYTES_MAX) bytes).
+    pub name: Option<String>,
+}
+
+impl JobsQuery {
+    /// Whether a job in `state` named `name` matches the query's states and name (its
+    /// queue and user are matched apart).
+    pub fn matches(&self, state: JobState, name: &str) -> bool {
+        let state_ok = if self.states.is_empty() {
+            self.include_inactive || state.is_active()
+        } else {
+            self.states.contains(&state)
+        };
+        state_ok && self.name.as_deref().is_none_or(|n| n == name)
+    }
 }
 
 /// A job list answer.
@@ -212,6 +232,34 @@ pub struct NodeStatus {
     /// Why it is down or drained, as the admin said (`None` when up, or when no reason
     /// was given).
     pub reason: Option<String>,
+    /// Its cores and GPUs, and how many are free now (the owning shard's word; zeros for
+    /// a node no shard reports).
+    pub usage: NodeUsage,
+}
+
+/// A node's cores and GPUs, and how many no running job holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeUsage {
+    /// Cores.
+    pub cores: u32,
+    /// Cores no running job holds.
+    pub cores_free: u32,
+    /// GPUs.
+    pub gpus: u32,
+    /// GPUs no running job holds.
+    pub gpus_free: u32,
+}
+
+impl NodeUsage {
+    /// Whether running jobs hold some of it but not all its cores (sinfo's `mix`).
+    pub fn is_mixed(&self) -> bool {
+        self.is_used() && self.cores_free > 0
+    }
+
+    /// Whether running jobs hold any of it.
+    pub fn is_used(&self) -> bool {
+        self.cores_free < self.cores || self.gpus_free < self.gpus
+    }
 }
 
 /// One queue in a queue list.

@@ -130,6 +130,8 @@ pub fn query() -> impl Strategy<Value = JobsQuery> {
             user,
             include_inactive,
             limit,
+            states: Vec::new(),
+            name: None,
         },
     )
 }
@@ -164,6 +166,12 @@ pub fn node_status() -> impl Strategy<Value = NodeStatus> {
             generation: Generation(g),
             jobs_running,
             reason,
+            usage: NodeUsage {
+                cores: jobs_running.wrapping_mul(4),
+                cores_free: jobs_running,
+                gpus: g as u32,
+                gpus_free: 0,
+            },
         })
 }
 

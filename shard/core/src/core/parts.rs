@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use shardsched_resource::VertexId;
 use shardsched_wire::FluidGenerator;
-use shardsched_wire::msg::JobId;
 use shardsched_wire::msg::shard_coord::Released;
+use shardsched_wire::msg::{JobId, NodeUsage};
 
 use super::exec::{EndAs, ExecAction};
 use super::moving::Transition;
@@ -23,6 +23,8 @@ pub(super) struct Cluster {
     /// Nodes the queue may own: its configured definition, plus any node an assignment or
     /// a move handed it (the coordinator's word; logged when it is news).
     pub(super) definition: BTreeSet<String>,
+    /// Every node's cores and GPUs (`core/usage.rs`).
+    pub(super) capacity: HashMap<String, NodeUsage>,
 }
 
 /// The job side: every job's record, and the live sets that mirror the queue manager's

@@ -71,6 +71,8 @@ fn query(user: UserFilter, include_inactive: bool) -> JobsQuery {
         user,
         include_inactive,
         limit: 0,
+        states: Vec::new(),
+        name: None,
     }
 }
 

@@ -15,6 +15,7 @@ impl ShardCore {
     /// its flag), then every node moving out or in.
     pub fn status(&self, now_ms: u64) -> ShardStatus {
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        let usage = self.node_usage();
         let row = |name: &str, state, generation, reason: Option<&str>| NodeStatus {
             name: name.to_owned(),
             queue: Some(self.queue.to_string()),
@@ -22,6 +23,7 @@ impl ShardCore {
             generation,
             jobs_running: self.jobs.on(name),
             reason: reason.filter(|r| !r.is_empty()).map(str::to_owned),
+            usage: usage.get(name).copied().unwrap_or_default(),
         };
         let mut nodes: Vec<NodeStatus> = Vec::new();
         let (mut owned, mut up) = (0, 0);
