@@ -360,7 +360,7 @@ impl World {
                         m.handle_releasing(now, &queue, nodes, stale);
                     }
                     Response::Ack { stale } => m.handle_ack(now, &queue, &request, stale),
-                    Response::Jobs(_) | Response::DryRun(_) => {}
+                    Response::Jobs(_) | Response::History(_) | Response::DryRun(_) => {}
                 }
                 self.log(|| format!("coord ← {queue}: {response:?}"));
                 self.pump();
@@ -409,7 +409,8 @@ impl World {
             | Request::DryRunRelease { .. }
             | Request::Reconfigure(_)
             | Request::DisableIfIdle
-            | Request::Jobs(_) => {
+            | Request::Jobs(_)
+            | Request::History(_) => {
                 return Ok(());
             }
         };

@@ -9,6 +9,7 @@ mod harness;
 
 mod arrays;
 mod batch;
+mod history;
 mod holds;
 mod listings;
 mod options;

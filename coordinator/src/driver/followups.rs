@@ -4,6 +4,7 @@
 //! those that must come back to it send an [`Event`].
 
 use std::path::Path;
+use std::sync::Arc;
 
 use shardsched_proto::msg::client_coord::Response as ClientResponse;
 use shardsched_proto::msg::{JobList, JobsQuery, Refusal, RefusalCode, UserFilter, coord_shard};
@@ -12,10 +13,12 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
 use super::event::{ClientReply, Event, Held, Removal};
+use super::history;
 use super::link::{self, Answer, Link, answer_of};
 use super::{FANOUT_TIMEOUT, SHARD_COMMAND_TIMEOUT, SHARD_PROBE_TIMEOUT};
 use crate::config::{Config, DEFAULT_CONFIG_ORIGIN};
 use crate::core::{ConnId, JobsPlan, merge_jobs};
+use crate::history::HistoryStore;
 
 /// One command for a shard's ordered queue, and how to log what came of it.
 pub(super) struct Tell {
@@ -230,10 +233,12 @@ const LIVE_JOBS_ASKED: u32 = 1;
 /// a pending or running job (asked of the shard, not read from a report) or the core's
 /// checks fail; then each is disabled at its shard if, and only if, it still holds no job
 /// (`DisableIfIdle`, one step at the shard, so no submit slips in between). Reports back
-/// which were disabled.
+/// which were disabled. A disabled queue's finished jobs are pulled into the history store
+/// then, so they outlive it.
 pub(super) async fn hold_removals(
     steps: Vec<HoldStep>,
     removal: Removal,
+    (store, pulling): (Arc<HistoryStore>, Arc<tokio::sync::Mutex<()>>),
     events: mpsc::Sender<Event>,
 ) {
     let mut held = Vec::new();
@@ -254,6 +259,9 @@ pub(super) async fn hold_removals(
                 queue: step.queue.clone(),
                 conn: *conn,
             });
+            // Its finished jobs into the history before the queue goes: none can end
+            // after this (it holds none now, and takes no more).
+            history::pull(&step.queue, link.session(), &store, &pulling).await?;
         }
         Ok(())
     }

@@ -54,6 +54,8 @@ enum Command {
     Batch(Box<client_cmd::batch::BatchArgs>),
     /// Lists jobs (yours, pending and running, unless told otherwise).
     Jobs(client_cmd::jobs::JobsArgs),
+    /// Core- and GPU-seconds of finished jobs by user, from the job history.
+    Usage(client_cmd::history::UsageArgs),
     /// One job in detail: `job info ID`.
     Job(client_cmd::jobs::JobArgs),
     /// Cancels jobs.
@@ -106,6 +108,7 @@ pub fn main() -> std::process::ExitCode {
         Command::Submit(args) => client_cmd::submit::main(&args),
         Command::Batch(args) => client_cmd::batch::main(&args),
         Command::Jobs(args) => client_cmd::jobs::jobs_main(&args),
+        Command::Usage(args) => client_cmd::history::usage_main(&args),
         Command::Job(args) => client_cmd::jobs::job_main(&args),
         Command::Cancel(args) => client_cmd::jobs::cancel_main(&args),
         Command::Queue(args) => client_cmd::status::queue_main(&args),

@@ -83,6 +83,7 @@ pub mod assign;
 pub mod core;
 pub mod error;
 pub mod exec;
+pub mod history;
 pub mod job;
 pub mod journal;
 pub mod limits;

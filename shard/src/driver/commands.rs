@@ -167,7 +167,9 @@ fn coordinator(
         Request::CancelJobs(r) => {
             return step("cancel_jobs", request, || core.handle_cancel_jobs(now, r));
         }
-        Request::Reconfigure(_) | Request::Jobs(_) => Err(answered_by_the_driver(request.kind())),
+        Request::Reconfigure(_) | Request::Jobs(_) | Request::History(_) => {
+            Err(answered_by_the_driver(request.kind()))
+        }
     };
     (result, None)
 }

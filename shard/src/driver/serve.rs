@@ -108,6 +108,7 @@ pub(crate) async fn coordinator_request(
             Ok(Response::Ack { stale: Vec::new() })
         }
         Request::Jobs(query) => Ok(Response::Jobs(snapshot.load().jobs(&peer.name, &query))),
+        Request::History(pull) => Ok(Response::History(snapshot.load().history(&pull))),
         request => {
             let span = tracing::Span::current();
             ask(&commands, |reply| Command::Coordinator {

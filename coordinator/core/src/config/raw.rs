@@ -13,6 +13,7 @@ use shardsched_wire::limits::{ARRAY_ELEMENTS_DEFAULT, ARRAY_ELEMENTS_MAX};
 use toml::Spanned;
 
 use super::{Cluster, Config, ConfigError};
+use super::{HISTORY_DAYS_DEFAULT, HISTORY_DAYS_MAX};
 use crate::QUEUES_MAX;
 use queue::{RawQueue, check_owns_disjoint};
 
@@ -24,6 +25,7 @@ pub const LOAD_ALLOWLIST_TYPES_MAX: usize = 32;
 struct RawConfig {
     default_queue: Option<Spanned<String>>,
     array_elements_max: Option<Spanned<u32>>,
+    history_days: Option<Spanned<u32>>,
     cluster: Option<Spanned<RawCluster>>,
     queues: Option<Spanned<BTreeMap<String, Spanned<RawQueue>>>>,
     http: Option<Spanned<RawHttp>>,
@@ -141,6 +143,19 @@ pub(super) fn parse(text: &str, origin: &str, base_dir: &Path) -> Result<Config,
             ));
         }
     };
+    let history_days = match raw.history_days {
+        None => HISTORY_DAYS_DEFAULT,
+        Some(days) if (1..=HISTORY_DAYS_MAX).contains(days.get_ref()) => days.into_inner(),
+        Some(days) => {
+            return Err(errors.at(
+                Some(days.span()),
+                format!(
+                    "history_days = {}: must be 1..={HISTORY_DAYS_MAX}",
+                    days.get_ref()
+                ),
+            ));
+        }
+    };
     let http_listen = match raw.http.and_then(|h| h.into_inner().listen) {
         Some(listen) => {
             let span = listen.span();
@@ -160,6 +175,7 @@ pub(super) fn parse(text: &str, origin: &str, base_dir: &Path) -> Result<Config,
         default_queue,
         queues,
         array_elements_max,
+        history_days,
         http_listen,
     })
 }

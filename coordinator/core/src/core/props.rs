@@ -63,6 +63,7 @@ fn arbitrary_config() -> impl Strategy<Value = Config> {
                 default_queue: "q0".into(),
                 queues,
                 array_elements_max: 100,
+                history_days: 90,
                 http_listen: None,
             }
         })

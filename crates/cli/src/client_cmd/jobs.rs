@@ -6,6 +6,7 @@
 //! is made there, against this client's certificate.
 
 use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
 
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
@@ -17,7 +18,7 @@ use shardsched_proto::msg::client_shard::{CancelResult, Request, Response};
 use shardsched_proto::msg::{JobId, JobState, JobsQuery, Route, RouteTable, UserFilter};
 
 use super::job_format::Format;
-use super::{hold, job_view};
+use super::{history, hold, job_view};
 
 /// Flags of `shardsched jobs`.
 #[derive(Args, Debug, Clone)]
@@ -41,6 +42,10 @@ pub struct JobsArgs {
     /// cancelled, or their codes PD, R, CD, F, CA); ended states imply -a.
     #[arg(long, value_name = "STATES", value_delimiter = ',', value_parser = state_arg)]
     pub state: Vec<JobState>,
+    /// With ended jobs that ended this long ago or since (e.g. `7d`), from the job history
+    /// (kept `history_days`) as well as the shards (implies -a).
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration_arg::seconds_or_units)]
+    pub since: Option<Duration>,
     /// Only jobs of this name.
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
@@ -137,13 +142,19 @@ pub fn jobs_main(args: &JobsArgs) -> Result<()> {
         let query = JobsQuery {
             queue: args.queue.clone(),
             user,
-            include_inactive: args.all || args.state.iter().any(|s| !s.is_active()),
+            include_inactive: args.all
+                || args.since.is_some()
+                || args.state.iter().any(|s| !s.is_active()),
             limit: args.limit,
             states: args.state.clone(),
             name: args.name.clone(),
         };
         check_locally(&Request::Jobs(query.clone()))?;
-        let (list, warnings) = client.jobs(&routes, &query).await?;
+        let (mut list, warnings) = client.jobs(&routes, &query).await?;
+        if args.since.is_some() {
+            list =
+                history::with_history(&client, list, &query, history::since_ms(args.since)).await?;
+        }
         for warning in &warnings {
             output::say(format_args!("warning: {warning}"));
         }

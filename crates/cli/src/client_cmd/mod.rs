@@ -7,6 +7,7 @@
 pub mod admin;
 pub mod batch;
 pub mod cluster_view;
+pub mod history;
 pub mod hold;
 pub mod job_format;
 pub mod job_options;

@@ -109,7 +109,12 @@ pub fn jobs_query(query: &JobsQuery) -> Result<(), Refusal> {
             ),
         ));
     }
-    match &query.user {
+    user_filter(&query.user)
+}
+
+/// A user filter's name.
+pub fn user_filter(user: &UserFilter) -> Result<(), Refusal> {
+    match user {
         UserFilter::Named(user) => name("the user name", user),
         UserFilter::Mine | UserFilter::All => Ok(()),
     }

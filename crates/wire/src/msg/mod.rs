@@ -22,6 +22,7 @@ pub mod client_shard;
 pub mod common;
 pub mod coord_shard;
 pub mod hello;
+pub mod history;
 pub mod policy;
 pub mod shard_coord;
 
