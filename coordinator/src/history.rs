@@ -110,6 +110,9 @@ impl HistoryStore {
             .map(|r| serde_json::to_vec(r).map(|bytes| (r.cursor(), bytes)))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| self.fail(e))?;
+        if !self.has_news(&encoded)? {
+            return Ok(());
+        }
         let cutoff = now_ms.saturating_sub(self.keep_ms);
         self.write(|tx| {
             let mut rows = tx.open_table(RECORDS)?;
@@ -137,6 +140,20 @@ impl HistoryStore {
             }
             Ok(())
         })
+    }
+
+    /// Whether any of `records` is not stored as it is (a pull repeats its last
+    /// millisecond: most pulls bring nothing new, and need no write).
+    fn has_news(&self, records: &[(HistoryCursor, Vec<u8>)]) -> Result<bool, HistoryError> {
+        let tx = self.db.begin_read().map_err(|e| self.fail(e))?;
+        let end_of = tx.open_table(END_OF).map_err(|e| self.fail(e))?;
+        for (at, _) in records {
+            let stored = end_of.get(at.id.0).map_err(|e| self.fail(e))?;
+            if stored.map(|v| v.value()) != Some(at.end_ms) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Calls `each` on every record that ended at or after `since_ms`, newest end first,

@@ -8,9 +8,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use shardsched_proto::Fluid;
 use shardsched_proto::msg::client_coord::Response as ClientResponse;
 use shardsched_proto::msg::coord_shard;
-use shardsched_proto::msg::history::{HISTORY_RECORDS_PER_PULL_MAX, HistoryPull};
+use shardsched_proto::msg::history::{
+    HISTORY_RECORDS_PER_PULL_MAX, HistoryCursor, HistoryPull, HistoryRecord,
+};
 use shardsched_proto::msg::{Refusal, RefusalCode};
 use shardsched_proto::{Peer, Reply, Session};
 use tokio::sync::Mutex;
@@ -113,10 +116,18 @@ pub(super) async fn pull(
     pulling: &Arc<Mutex<()>>,
 ) -> Result<(), Refusal> {
     let _one_at_a_time = pulling.lock().await;
+    let at = Arc::clone(store);
+    let q = queue.to_owned();
+    // From the last millisecond pulled again: a shard stamps ends with its clock, which
+    // never goes back, but two batches may end jobs in the same millisecond, and one of
+    // the second with a smaller id would sort before the cursor.
+    let mut after = blocking(move || at.cursor(&q))
+        .await?
+        .map(|c| HistoryCursor {
+            end_ms: c.end_ms.saturating_sub(1),
+            id: Fluid(u64::MAX),
+        });
     loop {
-        let at = Arc::clone(store);
-        let q = queue.to_owned();
-        let after = blocking(move || at.cursor(&q)).await?;
         let request = coord_shard::Request::History(HistoryPull {
             after,
             limit: HISTORY_RECORDS_PER_PULL_MAX,
@@ -134,6 +145,7 @@ pub(super) async fn pull(
         if records.is_empty() {
             return Ok(());
         }
+        after = records.last().map(HistoryRecord::cursor);
         let at = Arc::clone(store);
         let q = queue.to_owned();
         blocking(move || at.insert(&q, &records, now_ms())).await?;
