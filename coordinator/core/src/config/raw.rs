@@ -130,32 +130,20 @@ pub(super) fn parse(text: &str, origin: &str, base_dir: &Path) -> Result<Config,
     };
 
     check_owns_disjoint(&queues, &owns_spans, &cluster, &errors)?;
-    let array_elements_max = match raw.array_elements_max {
-        None => ARRAY_ELEMENTS_DEFAULT,
-        Some(max) if (1..=ARRAY_ELEMENTS_MAX).contains(max.get_ref()) => max.into_inner(),
-        Some(max) => {
-            return Err(errors.at(
-                Some(max.span()),
-                format!(
-                    "array_elements_max = {}: must be 1..={ARRAY_ELEMENTS_MAX}",
-                    max.get_ref()
-                ),
-            ));
-        }
-    };
-    let history_days = match raw.history_days {
-        None => HISTORY_DAYS_DEFAULT,
-        Some(days) if (1..=HISTORY_DAYS_MAX).contains(days.get_ref()) => days.into_inner(),
-        Some(days) => {
-            return Err(errors.at(
-                Some(days.span()),
-                format!(
-                    "history_days = {}: must be 1..={HISTORY_DAYS_MAX}",
-                    days.get_ref()
-                ),
-            ));
-        }
-    };
+    let array_elements_max = within(
+        raw.array_elements_max,
+        "array_elements_max",
+        ARRAY_ELEMENTS_DEFAULT,
+        ARRAY_ELEMENTS_MAX,
+        &errors,
+    )?;
+    let history_days = within(
+        raw.history_days,
+        "history_days",
+        HISTORY_DAYS_DEFAULT,
+        HISTORY_DAYS_MAX,
+        &errors,
+    )?;
     let http_listen = match raw.http.and_then(|h| h.into_inner().listen) {
         Some(listen) => {
             let span = listen.span();
@@ -259,6 +247,24 @@ fn cluster(
 
 /// `[cluster] load_allowlist`: resource type names, at most [`LOAD_ALLOWLIST_TYPES_MAX`],
 /// with `node` (shards own and schedule nodes). Duplicates are dropped.
+/// A top-level count: `default` when absent, else within `1..=max`.
+fn within(
+    value: Option<Spanned<u32>>,
+    key: &str,
+    default: u32,
+    max: u32,
+    errors: &Errors<'_>,
+) -> Result<u32, ConfigError> {
+    match value {
+        None => Ok(default),
+        Some(v) if (1..=max).contains(v.get_ref()) => Ok(v.into_inner()),
+        Some(v) => Err(errors.at(
+            Some(v.span()),
+            format!("{key} = {}: must be 1..={max}", v.get_ref()),
+        )),
+    }
+}
+
 fn check_load_allowlist(list: &[String]) -> Result<Vec<String>, String> {
     if list.len() > LOAD_ALLOWLIST_TYPES_MAX {
         return Err(format!(
