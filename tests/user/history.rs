@@ -100,6 +100,12 @@ max_duration = "2h"
         Some(("beta".into(), "completed".into()))
     );
     assert_eq!(state_of(&held), Some(("beta".into(), "cancelled".into())));
+    let removed = system.rows(&["jobs", "--since", "1d", "-q", "beta", "--json"]);
+    assert_eq!(
+        removed.len(),
+        3,
+        "a removed queue's jobs, by its name: {removed:#?}"
+    );
     let cancelled = system.ok(&[
         "jobs",
         "--since",
