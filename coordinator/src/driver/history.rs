@@ -76,7 +76,11 @@ impl CoreTask {
         let (store, pulling) = (self.history.store(), self.history.pulling());
         let (queue, session) = (queue.to_owned(), link.session().clone());
         self.after.push(After::Spawn(Box::pin(async move {
-            if let Err(refusal) = pull(&queue, &session, &store, &pulling).await {
+            // A pull under way (a slow shard, a removal's) does this one's work.
+            let Ok(_one_at_a_time) = pulling.try_lock() else {
+                return;
+            };
+            if let Err(refusal) = pull_locked(&queue, &session, &store).await {
                 tracing::warn!(%queue, error = %refusal, "job history not pulled; tried again later");
             }
         })));
@@ -116,6 +120,15 @@ pub(super) async fn pull(
     pulling: &Arc<Mutex<()>>,
 ) -> Result<(), Refusal> {
     let _one_at_a_time = pulling.lock().await;
+    pull_locked(queue, session, store).await
+}
+
+/// [`pull`], the lock held.
+async fn pull_locked(
+    queue: &str,
+    session: &Session,
+    store: &Arc<HistoryStore>,
+) -> Result<(), Refusal> {
     let at = Arc::clone(store);
     let q = queue.to_owned();
     // From the last millisecond pulled again: a shard stamps ends with its clock, which
