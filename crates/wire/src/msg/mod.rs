@@ -23,6 +23,7 @@ pub mod common;
 pub mod coord_shard;
 pub mod hello;
 pub mod history;
+pub mod jobs_query;
 pub mod policy;
 pub mod shard_coord;
 

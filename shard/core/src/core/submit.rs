@@ -122,7 +122,12 @@ impl ShardCore {
         let urgency = submit.urgency.unwrap_or(URGENCY_DEFAULT).min(URGENCY_MAX);
         let duration_ms = self.duration_ms(&jobspec);
         let jobspec_json: Arc<str> = Arc::from(submit.jobspec_json.as_str());
+        let last = elements.len().saturating_sub(1);
+        let mut jobspec = Some(jobspec);
         for (n, &(job_id, array)) in elements.iter().enumerate() {
+            let Some(parsed) = jobspec.as_ref() else {
+                break;
+            };
             let mut job = JobRecord::accepted(&NewJob {
                 id: job_id,
                 owner,
@@ -130,11 +135,21 @@ impl ShardCore {
                 urgency,
                 submit_ms: now_ms,
                 duration_ms,
-                jobspec: &jobspec,
+                jobspec: parsed,
                 jobspec_json: &jobspec_json,
                 array,
             });
-            let request = self.queue_request(job_id, jobspec.clone(), urgency, now_ms, owner);
+            // The last element (a plain job's only one) takes the parsed jobspec: the submit
+            // path copies none.
+            let spec = if n == last {
+                jobspec.take()
+            } else {
+                jobspec.clone()
+            };
+            let Some(spec) = spec else {
+                break;
+            };
+            let request = self.queue_request(job_id, spec, urgency, now_ms, owner);
             if let Err(e) = self.qm.submit(request) {
                 tracing::error!(parent: &job_span(&self.queue, job_id), error = %e, "queue manager refused a submit");
                 return Err(Refusal::new(RefusalCode::Internal, e.to_string()));
@@ -145,7 +160,7 @@ impl ShardCore {
                     tracing::error!(parent: &job_span(&self.queue, job_id), reason = %denied, "an array element was denied");
                     continue;
                 }
-                return Err(self.denial(&denied.to_string(), &jobspec));
+                return Err(self.denial(&denied.to_string(), &submit.jobspec_json));
             }
             if let Some(JobView::Pending { reason }) = self.qm.job(job_id.0) {
                 job.reason = Reason::Waiting(reason);
@@ -181,10 +196,14 @@ impl ShardCore {
         })
     }
 
-    /// The refusal of a job the queue manager denied for `reason`.
-    fn denial(&self, reason: &str, jobspec: &Jobspec) -> Refusal {
+    /// The refusal of a job the queue manager denied for `reason` (its jobspec read again
+    /// from `jobspec_json`, to say which types it names that are not loaded).
+    fn denial(&self, reason: &str, jobspec_json: &str) -> Refusal {
         tracing::debug!(queue = %self.queue, %reason, "denied");
-        let reason = match assign::types_not_loaded(&self.qm.matcher().graph, jobspec) {
+        let not_loaded = shardsched_jobspec::parse_json(jobspec_json)
+            .ok()
+            .and_then(|jobspec| assign::types_not_loaded(&self.qm.matcher().graph, &jobspec));
+        let reason = match not_loaded {
             Some(why) => format!("{reason}: {why}"),
             None => reason.to_owned(),
         };
