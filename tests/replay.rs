@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use shardsched_qmanager::check::check_schedule;
+use shardsched_replay::check::check_schedule;
 
 /// A scratch directory, removed when dropped.
 struct Scratch(PathBuf);
@@ -57,23 +57,9 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// `workload generate` at load 1.2, into `dir/name`.
 fn generate(dir: &Scratch, name: &str, jobs: usize, nodes: u64, seed: u64) -> PathBuf {
-    let out = dir.path(name);
-    ok(&[
-        "workload",
-        "generate",
-        "--jobs",
-        &jobs.to_string(),
-        "--nodes",
-        &nodes.to_string(),
-        "--seed",
-        &seed.to_string(),
-        "--load",
-        "1.2",
-        "--output",
-        s(&out),
-    ]);
-    out
+    generate_with(dir, name, jobs, nodes, seed, "1.2")
 }
 
 /// One job of an SWF file as the independent simulator sees it.
@@ -318,4 +304,141 @@ fn malformed_workloads_and_flags_are_errors_naming_the_place() {
         "workload", "generate", "--jobs", "5", "--nodes", "0", "--output", "-",
     ]);
     assert!(err.contains("nodes must be at least 1"), "{err}");
+}
+
+/// `workload generate` with these flags, into `dir/name`.
+fn generate_with(
+    dir: &Scratch,
+    name: &str,
+    jobs: usize,
+    nodes: u64,
+    seed: u64,
+    load: &str,
+) -> PathBuf {
+    let out = dir.path(name);
+    ok(&[
+        "workload",
+        "generate",
+        "--jobs",
+        &jobs.to_string(),
+        "--nodes",
+        &nodes.to_string(),
+        "--seed",
+        &seed.to_string(),
+        "--load",
+        load,
+        "--output",
+        s(&out),
+    ]);
+    out
+}
+
+/// The same workload with every job running exactly its requested time: no early end, so
+/// reservations come due exactly and are started where they are.
+fn exact_estimates(path: &Path) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let exact: String = text
+        .lines()
+        .map(|l| {
+            let mut f: Vec<&str> = l.split_whitespace().collect();
+            if !l.starts_with(';') && f.len() == 18 {
+                f[8] = f[3];
+                return f.join(" ") + "\n";
+            }
+            format!("{l}\n")
+        })
+        .collect();
+    std::fs::write(path, exact).unwrap();
+}
+
+/// A generated workload and the cluster and queue depth it is replayed with.
+struct Shape {
+    jobs: usize,
+    /// Processors the workload is generated for.
+    procs: u64,
+    seed: u64,
+    load: &'static str,
+    cluster: &'static [&'static str],
+    queue_depth: &'static str,
+    /// Every job runs exactly its requested time.
+    exact: bool,
+}
+
+/// The queue manager's shortcuts against the definition, through the command: each
+/// workload is replayed by every policy with and without `--exhaustive`, and the output
+/// files must be identical byte for byte.
+#[test]
+fn replays_match_the_exhaustive_definition_byte_for_byte() {
+    let dir = Scratch::new("exhaustive");
+    let shape = |jobs, procs, seed, load, cluster, queue_depth, exact| Shape {
+        jobs,
+        procs,
+        seed,
+        load,
+        cluster,
+        queue_depth,
+        exact,
+    };
+    let shapes = [
+        // Overloaded whole nodes, every pending job considered.
+        shape(240, 16, 1, "1.2", &["--nodes", "16"], "0", false),
+        // The benchmark's shape, scaled down: a queue depth the backlog exceeds.
+        shape(240, 64, 2, "0.9", &["--nodes", "64"], "16", false),
+        // Cores of two nodes (88 cores) as processors.
+        shape(
+            200,
+            88,
+            3,
+            "1.1",
+            &["--nodes", "2", "--unit", "core"],
+            "8",
+            false,
+        ),
+        // Exact estimates: reservations come due where they are.
+        shape(240, 16, 4, "1.1", &["--nodes", "16"], "0", true),
+        // Another seed of the overloaded shape, with a small depth.
+        shape(240, 32, 5, "1.3", &["--nodes", "32"], "4", false),
+    ];
+    for (k, sh) in shapes.iter().enumerate() {
+        let input = generate_with(
+            &dir,
+            &format!("in{k}.swf"),
+            sh.jobs,
+            sh.procs,
+            sh.seed,
+            sh.load,
+        );
+        if sh.exact {
+            exact_estimates(&input);
+        }
+        let run = |out: &Path, exhaustive: bool| {
+            let mut args = vec!["replay", "--workload", s(&input)];
+            args.extend_from_slice(sh.cluster);
+            args.extend([
+                "--policy",
+                "fcfs,easy,hybrid,conservative",
+                "--queue-depth",
+                sh.queue_depth,
+                "--reservation-depth",
+                "3",
+                "--output",
+                s(out),
+            ]);
+            if exhaustive {
+                args.push("--exhaustive");
+            }
+            ok(&args);
+        };
+        run(&dir.path("fast.swf"), false);
+        run(&dir.path("full.swf"), true);
+        for policy in ["fcfs", "easy", "hybrid", "conservative"] {
+            let fast = std::fs::read(dir.path(&format!("fast.{policy}.swf"))).unwrap();
+            let full = std::fs::read(dir.path(&format!("full.{policy}.swf"))).unwrap();
+            assert!(
+                fast == full,
+                "shape {k} (seed {}), {policy}: the replay differs from --exhaustive",
+                sh.seed
+            );
+        }
+    }
 }

@@ -19,10 +19,10 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use shardsched_jobspec::Shorthand;
-use shardsched_qmanager::replay::{Replay, Unit};
-use shardsched_qmanager::swf::{self, Workload};
-use shardsched_qmanager::workload::{GenParams, generate};
 use shardsched_qmanager::{JobRequest, Params, QueueManager, QueuePolicy};
+use shardsched_replay::replay::{Replay, Unit};
+use shardsched_replay::swf::{self, Workload};
+use shardsched_replay::workload::{GenParams, generate};
 use shardsched_resource::{CONTAINMENT, GraphBuilder, ResourceGraph, VertexSpec};
 
 fn workload(jobs: usize, nodes: u64) -> Workload {

@@ -13,12 +13,11 @@
 //! The address file is replaced atomically (write a temporary file, fsync, rename), so a
 //! reader never sees half of one.
 
-use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use shardsched_proto::identity::COORDINATOR_NAME;
-use shardsched_proto::{Ca, Credentials, Role};
+use shardsched_proto::{Ca, Credentials, Role, state_dir};
 
 use super::DriverError;
 
@@ -47,28 +46,9 @@ pub(super) fn credentials(dir: &Path) -> Result<(Credentials, Vec<u8>), DriverEr
 /// Writes `<dir>/address`; returns its path.
 pub(super) fn write_address(dir: &Path, addr: SocketAddr) -> Result<PathBuf, DriverError> {
     let path = dir.join(ADDRESS_FILE);
-    write_atomic(&path, &format!("{addr}\n"))?;
-    Ok(path)
-}
-
-fn write_atomic(path: &Path, text: &str) -> Result<(), DriverError> {
-    let io = |error| DriverError::Io {
-        path: path.to_owned(),
+    state_dir::write_atomic(&path, &format!("{addr}\n")).map_err(|error| DriverError::Io {
+        path: path.clone(),
         error,
-    };
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let mut file = std::fs::File::create(&tmp).map_err(io)?;
-    file.write_all(text.as_bytes()).map_err(io)?;
-    file.sync_all().map_err(io)?;
-    drop(file);
-    std::fs::rename(&tmp, path).map_err(io)?;
-    if let Some(parent) = path.parent() {
-        // Make the rename itself durable; not every platform can open a directory.
-        if let Ok(dir) = std::fs::File::open(parent) {
-            let _ = dir.sync_all();
-        }
-    }
-    Ok(())
+    })?;
+    Ok(path)
 }

@@ -3,7 +3,7 @@
 //! (utilisation, wait, bounded slowdown, makespan, scheduler throughput) as one table.
 //!
 //! The model (units, run-time capping, the order of events at one timestamp, what
-//! "scheduler time" covers) is `shardsched_qmanager::replay`'s, documented in
+//! "scheduler time" covers) is `shardsched_replay::replay`'s, documented in
 //! docs/QMANAGER.md.
 
 use std::fmt::Write as _;
@@ -14,9 +14,10 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use shardsched_matcher::MatchPolicy;
-use shardsched_qmanager::metrics::{self, Metrics};
-use shardsched_qmanager::replay::{Replay, Unit};
-use shardsched_qmanager::{Params, QueuePolicy, RESERVATION_DEPTH_DEFAULT, Stats, swf};
+use shardsched_qmanager::{Params, QueuePolicy, RESERVATION_DEPTH_DEFAULT, Stats};
+use shardsched_replay::metrics::{self, Metrics};
+use shardsched_replay::replay::{Replay, Unit};
+use shardsched_replay::swf;
 use shardsched_resource::{
     GraphFormat, ResourceGraph, SCHEDULER_TYPES, generated_cluster, keep_types, read_graph_file,
 };
@@ -83,7 +84,7 @@ pub fn main(args: &ReplayArgs) -> Result<()> {
         .with_context(|| format!("reading {}", args.workload.display()))?;
     let workload =
         swf::parse_bytes(&bytes).with_context(|| format!("reading {}", args.workload.display()))?;
-    let capacity = shardsched_qmanager::replay::capacity(&graph, args.unit);
+    let capacity = shardsched_replay::replay::capacity(&graph, args.unit);
     println!(
         "replay of {} ({} jobs) on {} {}s, match policy {}",
         args.workload.display(),
@@ -277,6 +278,7 @@ fn table(rows: &[Row], with_stats: bool) -> String {
             "sat",
             "prefiltered",
             "replanned",
+            "kept",
         ];
         let _ = writeln!(s, "\n{}", row_text(head.map(String::from)));
         for Row {
@@ -295,6 +297,7 @@ fn table(rows: &[Row], with_stats: bool) -> String {
                 st.match_satisfiability,
                 st.prefiltered,
                 st.reservations_replanned,
+                st.reservations_kept,
             ];
             let mut row = vec![p.name().to_string()];
             row.extend(cells.iter().map(u64::to_string));

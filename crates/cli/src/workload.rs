@@ -1,12 +1,12 @@
 //! `shardsched workload generate`: synthetic SWF workloads (the model is documented in
-//! `shardsched_qmanager::workload` and docs/QMANAGER.md), so that tests, benches and replays
+//! `shardsched_replay::workload` and docs/QMANAGER.md), so that tests, benches and replays
 //! need no downloaded trace. The same flags and seed always give the same file.
 
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use shardsched_qmanager::workload::{GenParams, LOAD_DEFAULT, generate};
+use shardsched_replay::workload::{GenParams, LOAD_DEFAULT, generate};
 
 /// Flags of `shardsched workload`.
 #[derive(Args, Debug, Clone)]

@@ -378,6 +378,15 @@ impl Matcher {
 
     /// Removes job `jobid`'s allocation or reservation, restoring the calendars exactly.
     pub fn cancel(&mut self, jobid: u64) -> Result<(), MatchError> {
+        let alloc = self.take(jobid)?;
+        self.marks.give_back(alloc.vertices);
+        Ok(())
+    }
+
+    /// As [`Matcher::cancel`], handing the allocation back instead of keeping its memory for
+    /// a later match: for a caller that may put it back ([`Matcher::restore`]) or compare it
+    /// with what replaces it, and would otherwise copy it first.
+    pub fn take(&mut self, jobid: u64) -> Result<Allocation, MatchError> {
         let job = self
             .jobs
             .remove(&jobid)
@@ -392,8 +401,7 @@ impl Matcher {
         for &s in &job.spans {
             self.state.remove(s)?;
         }
-        self.marks.give_back(job.alloc.vertices);
-        Ok(())
+        Ok(job.alloc)
     }
 
     /// Hands back an allocation the caller is done with (one [`Matcher::run`] returned),

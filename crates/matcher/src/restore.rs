@@ -157,6 +157,31 @@ mod tests {
     }
 
     #[test]
+    fn a_taken_reservation_put_back_answers_later_matches_as_before() {
+        let mut m = matcher();
+        for id in 1..=3 {
+            m.run(MatchOp::AllocateOrElseReserve, &one_node(), id, 100)
+                .expect("match");
+        }
+        let mut untouched = m.clone();
+        let held = m.job(3).expect("job 3").alloc.clone();
+        assert_eq!(held.at, 160, "job 3 is reserved");
+        let taken = m.take(3).expect("take");
+        assert_eq!(taken, held);
+        assert!(m.job(3).is_none());
+        assert!(matches!(m.take(3), Err(MatchError::NoSuchJob(3))));
+        m.restore(3, taken).expect("restore");
+        // Span ids differ (a record made again gets a new one); what later matches see does
+        // not.
+        for id in 4..=6 {
+            assert_eq!(
+                m.run(MatchOp::AllocateOrElseReserve, &one_node(), id, 100),
+                untouched.run(MatchOp::AllocateOrElseReserve, &one_node(), id, 100)
+            );
+        }
+    }
+
+    #[test]
     fn an_unknown_path_is_refused_by_name() {
         let m = matcher();
         let stored = StoredAllocation {

@@ -10,21 +10,22 @@
 //! most of them answering exactly as last time. So a cycle first asks what can have changed
 //! since the last one ([`CycleKind`]) and does only the work whose answer can differ:
 //!
-//! - **Replan** (the full definition) when the order changed (priority change, a job
-//!   entering ahead of where the last walk got to, a job back from waiting), when a reserved
-//!   job was cancelled, or when availability changed. When calendar time in the future was
-//!   freed (a running job ended before its planned end or was cancelled), only the
-//!   reservations that may move into it are re-planned: from the first one in walk order
-//!   that the aggregates cannot prove stays (module `keep`); the ones before it would be put
-//!   back where they are.
+//! - **Replan** when the order changed (priority change, a job entering ahead of where the
+//!   last walk got to, a job back from waiting), or availability or a node hold changed: the
+//!   full definition. When calendar time in the future was freed (a running job ended before
+//!   its planned end or was cancelled, a reservation was cancelled), or a reservation's start
+//!   passed with no cycle then (the definition searches it a window it does not hold), the
+//!   walk goes over every considered job as the definition does, but leaves in place each
+//!   reservation that module `keep` proves the re-plan would put back where it is, and places
+//!   the others again so that the matcher answers as it would with every later reservation
+//!   cancelled (module `replan`).
 //! - **Retry** when time up to now was freed (a job ended at or after its planned end, a
 //!   planned end passed): every considered job that could not start is tried again, but the
 //!   reservations stay. Re-planning them would give the same answer: the calendar after
 //!   `now` is unchanged, and each reservation was already the earliest fit after the last
-//!   cycle, at a time later than `now`. Also when jobs ended early but no reservation can
-//!   use the time they freed (module `keep`). And when a reservation is due (its start has
-//!   come): a re-plan would start it now on the resources it holds and put the others back,
-//!   so the walk does just that (and falls back to a re-plan if it somehow does not fit).
+//!   cycle, at a time later than `now`. And when a reservation is due (its start is `now`):
+//!   a re-plan would start it now on the resources it holds and put the others back, so the
+//!   walk does just that (and falls back to a re-plan if it somehow does not fit).
 //! - **Continue** when only new jobs arrived behind the last walk, or the last walk stopped at
 //!   the queue depth after starting jobs (they left the queue, so the window reaches further):
 //!   the walk resumes where it stopped, with the same reservations and the depth it used less
@@ -43,13 +44,13 @@
 use std::collections::HashMap;
 use std::ops::Bound;
 
-use shardsched_matcher::{Allocation, MatchError, MatchOp, Placement};
-
 use crate::error::QueueError;
 use crate::event::{Event, JobId, WaitReason};
-use crate::keep::Replan;
+use crate::keep::{Delta, KEEP_CHECK_RESERVATIONS_MAX};
 use crate::params::QueuePolicy;
+use crate::place::Attempt;
 use crate::queue::{Key, QueueManager, State};
+use crate::replan::Replanning;
 
 /// What a cycle had to do; see the module documentation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,10 +94,15 @@ enum WalkEnd {
     Replan,
 }
 
-enum Attempt {
-    Started,
-    Reserved(i64),
-    Blocked,
+/// How much of the definition a re-plan must redo.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Redo {
+    /// Nothing: keep every reservation.
+    Nothing,
+    /// Only what the changes since the last cycle may move (module `replan`).
+    Changed,
+    /// Cancel every reservation and place every job again.
+    All,
 }
 
 impl QueueManager {
@@ -108,9 +114,8 @@ impl QueueManager {
         {
             return Err(QueueError::TimeWentBackwards { now, last });
         }
-        let (mut kind, which) = self.cycle_kind(now);
-        let none = HashMap::new();
-        let end = match kind {
+        let (mut kind, redo) = self.cycle_kind(now);
+        let mut end = match kind {
             CycleKind::Idle => WalkEnd::Done,
             CycleKind::Continue => {
                 // The jobs the last walk started left the queue: the depth window now
@@ -118,22 +123,34 @@ impl QueueManager {
                 let mut w = self.walk;
                 w.considered = w.considered.saturating_sub(w.started);
                 w.started = 0;
-                self.walk_from(now, w, &none)?
+                self.walk_from(now, w, &HashMap::new())?
             }
-            CycleKind::Retry => self.walk_from(now, Walk::default(), &none)?,
-            CycleKind::Replan => {
-                let old = self.cancel_reservations(which)?;
-                let end = self.walk_from(now, Walk::default(), &old)?;
-                self.report_lost(&old);
-                end
+            CycleKind::Retry => self.walk_from(now, Walk::default(), &HashMap::new())?,
+            CycleKind::Replan if redo == Redo::Changed => {
+                let mut rp = Replanning::new(Delta::freed_since(&self.freed, now));
+                let r = self.replan_walk(now, &mut rp);
+                self.finish_replan(&mut rp);
+                r?;
+                self.report_lost(&rp.old);
+                if rp.old.is_empty() {
+                    // Every reservation stayed: what a retry does.
+                    kind = CycleKind::Retry;
+                }
+                WalkEnd::Done
             }
+            CycleKind::Replan => WalkEnd::Replan,
         };
         if end == WalkEnd::Replan {
             kind = CycleKind::Replan;
-            let old = self.cancel_reservations(Replan::All)?;
-            self.walk_from(now, Walk::default(), &old)?;
+            let old = self.cancel_all_reservations()?;
+            end = self.walk_from(now, Walk::default(), &old)?;
             self.report_lost(&old);
         }
+        debug_assert_eq!(
+            end,
+            WalkEnd::Done,
+            "a walk with no reservation held cannot fail"
+        );
         match kind {
             CycleKind::Idle => self.stats.cycles_idle += 1,
             CycleKind::Continue => self.stats.cycles_continue += 1,
@@ -141,15 +158,19 @@ impl QueueManager {
             CycleKind::Replan => self.stats.cycles_replan += 1,
         }
         self.replan = false;
-        self.freed_until = None;
+        self.freed.clear();
         self.retry = false;
         self.arrivals = None;
         self.last_now = Some(now);
         Ok(kind)
     }
 
-    fn cycle_kind(&self, now: i64) -> (CycleKind, Replan) {
-        let due = self.reserved.first().is_some_and(|&(at, _)| at <= now);
+    fn cycle_kind(&self, now: i64) -> (CycleKind, Redo) {
+        let first = self.reservations.first().map(|(at, _)| at);
+        let due = first.is_some_and(|at| at <= now);
+        // A reservation whose start passed with no cycle then: the re-plan searches from
+        // `now`, over a window its reservation does not cover, and may pick other vertices.
+        let overdue = first.is_some_and(|at| at < now);
         let ahead = match (self.arrivals, self.walk.last) {
             (Some(a), Some(last)) => a < last,
             _ => false,
@@ -163,16 +184,17 @@ impl QueueManager {
         // A job whose reservation failed saw reservations placed after it: keep none.
         let failed = self.walk.reservation_failed;
         let kind = if self.params.exhaustive || self.replan || ahead {
-            return (CycleKind::Replan, Replan::All);
-        } else if let Some(freed) = self.freed_until {
-            if failed {
-                return (CycleKind::Replan, Replan::All);
-            }
-            match self.replan_after_freeing(now, freed) {
-                Replan::Nothing => CycleKind::Retry,
-                partial => return (CycleKind::Replan, partial),
-            }
-        } else if self.retry || ended || due {
+            return (CycleKind::Replan, Redo::All);
+        } else if (!self.freed.is_empty() || overdue) && !self.reservations.is_empty() {
+            let unproven =
+                self.reservations.len() > KEEP_CHECK_RESERVATIONS_MAX || self.root.types.is_empty();
+            let redo = if failed || unproven {
+                Redo::All
+            } else {
+                Redo::Changed
+            };
+            return (CycleKind::Replan, redo);
+        } else if !self.freed.is_empty() || self.retry || ended || due {
             CycleKind::Retry
         } else if self.arrivals.is_some() || self.depth_left_jobs() {
             CycleKind::Continue
@@ -180,9 +202,9 @@ impl QueueManager {
             CycleKind::Idle
         };
         if kind == CycleKind::Retry && failed {
-            return (CycleKind::Replan, Replan::All);
+            return (CycleKind::Replan, Redo::All);
         }
-        (kind, Replan::Nothing)
+        (kind, Redo::Nothing)
     }
 
     /// Whether the last walk stopped at the queue depth after starting jobs: those left the
@@ -193,21 +215,13 @@ impl QueueManager {
         depth > 0 && self.walk.considered >= depth && self.walk.started > 0
     }
 
-    /// Cancels the reservations `which` says; returns what they were, to report only changes.
-    fn cancel_reservations(&mut self, which: Replan) -> Result<HashMap<JobId, i64>, QueueError> {
-        let ids: Vec<JobId> = match which {
-            Replan::Nothing => Vec::new(),
-            Replan::From(ids) => ids,
-            Replan::All => self.reserved.iter().map(|&(_, id)| id).collect(),
-        };
+    /// Cancels every reservation; returns where they were, to report only changes.
+    fn cancel_all_reservations(&mut self) -> Result<HashMap<JobId, i64>, QueueError> {
+        let ids: Vec<JobId> = self.reservations.by_start().map(|(_, id)| id).collect();
         let mut old = HashMap::with_capacity(ids.len());
         for id in ids {
-            if let State::Pending(WaitReason::Reserved { at }) = self.job_mut(id)?.state {
-                self.matcher.cancel(id)?;
-                self.reserved.remove(&(at, id));
-                self.reserved_held.remove(&id);
-                self.job_mut(id)?.state = State::Pending(WaitReason::Queued);
-                old.insert(id, at);
+            if let Some(r) = self.unreserve(id)? {
+                old.insert(id, r.at);
             }
         }
         self.stats.reservations_replanned += old.len() as u64;
@@ -230,13 +244,32 @@ impl QueueManager {
             .extend(lost.into_iter().map(|id| Event::Unreserved { id }));
     }
 
-    /// Walks the pending order after `w.last` (from the start when `None`). `old` holds the
-    /// reservations a re-plan cancelled: only new or moved ones are announced.
+    /// Walks the pending order after `w.last` (from the start when `None`), keeping the
+    /// reservations held. `old` holds the reservations a re-plan cancelled: only new or moved
+    /// ones are announced.
     fn walk_from(
+        &mut self,
+        now: i64,
+        w: Walk,
+        old: &HashMap<JobId, i64>,
+    ) -> Result<WalkEnd, QueueError> {
+        self.walk_with(now, w, old, None)
+    }
+
+    /// The walk of a re-plan that keeps what it proves stays (module `replan`). Reservations
+    /// of jobs beyond the walk would not be made: they go.
+    fn replan_walk(&mut self, now: i64, rp: &mut Replanning) -> Result<(), QueueError> {
+        self.walk_with(now, Walk::default(), &HashMap::new(), Some(rp))?;
+        let last = self.walk.last;
+        self.cancel_tail(last, i64::MAX, rp)
+    }
+
+    fn walk_with(
         &mut self,
         now: i64,
         mut w: Walk,
         old: &HashMap<JobId, i64>,
+        mut rp: Option<&mut Replanning>,
     ) -> Result<WalkEnd, QueueError> {
         let policy = self.params.policy;
         let reservations_max = self.params.reservations_max();
@@ -250,6 +283,10 @@ impl QueueManager {
             };
             let fcfs = policy == QueuePolicy::Fcfs;
             let allocate_only = fcfs || w.reservations >= reservations_max;
+            if allocate_only && let Some(rp) = rp.as_deref_mut() {
+                // No job from here on gets a reservation: the ones they held go.
+                self.cancel_tail(w.last, i64::MAX, rp)?;
+            }
             // fcfs tries only its head, which the aggregates answer as cheaply.
             if allocate_only && !fcfs && !self.params.exhaustive && !self.any_may_fit(now) {
                 self.skip_rest(&mut w);
@@ -260,15 +297,24 @@ impl QueueManager {
             self.stats.considered += 1;
             let job = self.jobs.get(&id).ok_or(QueueError::NoSuchJob(id))?;
             if let State::Pending(WaitReason::Reserved { at }) = job.state {
-                if at > now {
+                if let Some(rp) = rp.as_deref_mut() {
+                    let end = self.reservations.get(id).map_or(at, |r| r.end);
+                    if self.stays(id, at, end, now, &rp.delta) {
+                        w.reservations += 1;
+                        self.stats.reservations_kept += 1;
+                        continue;
+                    }
+                    self.unreserve_for_replan(id, rp)?;
+                } else if at > now {
                     // Kept from an earlier cycle (Retry): still the earliest fit.
                     w.reservations += 1;
-                } else if self.start_reserved(id, at, now)? {
+                    continue;
+                } else if self.start_reserved(id, now)? {
                     w.started += 1;
+                    continue;
                 } else {
                     return Ok(WalkEnd::Replan);
                 }
-                continue;
             }
             if allocate_only {
                 if self.try_allocate(id, now)? {
@@ -279,11 +325,16 @@ impl QueueManager {
                 }
                 continue;
             }
-            match self.allocate_or_reserve(id, now)? {
+            let attempt = match rp.as_deref_mut() {
+                Some(rp) => self.place_in_replan(id, now, rp)?,
+                None => self.allocate_or_reserve(id, now)?,
+            };
+            let old_at = rp.as_deref().map_or(old, |rp| &rp.old).get(&id).copied();
+            match attempt {
                 Attempt::Started => w.started += 1,
                 Attempt::Reserved(at) => {
                     w.reservations += 1;
-                    if old.get(&id) != Some(&at) {
+                    if old_at != Some(at) {
                         self.events.push_back(Event::Reserved { id, at });
                     }
                 }
@@ -295,28 +346,6 @@ impl QueueManager {
         }
         self.walk = w;
         Ok(WalkEnd::Done)
-    }
-
-    /// Starts job `id`, whose reservation at `at` is due, on the resources it was reserved:
-    /// what a re-plan would do, since nothing else it could see changed (else the cycle would
-    /// be a re-plan). `false` if it does not fit after all: only a re-plan may decide then.
-    fn start_reserved(&mut self, id: JobId, at: i64, now: i64) -> Result<bool, QueueError> {
-        self.matcher.cancel(id)?;
-        self.reserved.remove(&(at, id));
-        self.reserved_held.remove(&id);
-        self.set_reason(id, WaitReason::Queued)?;
-        let job = self.jobs.get(&id).ok_or(QueueError::NoSuchJob(id))?;
-        self.stats.match_allocate += 1;
-        match self
-            .matcher
-            .place(MatchOp::Allocate, &job.jobspec, id, now)?
-        {
-            Placement::Allocated { .. } => {
-                self.start(id, now)?;
-                Ok(true)
-            }
-            _ => Ok(false),
-        }
     }
 
     fn next_pending(&self, after: Option<Key>) -> Option<(Key, JobId)> {
@@ -356,92 +385,5 @@ impl QueueManager {
                 _ => true,
             }
         })
-    }
-
-    fn set_reason(&mut self, id: JobId, reason: WaitReason) -> Result<(), QueueError> {
-        self.job_mut(id)?.state = State::Pending(reason);
-        Ok(())
-    }
-
-    /// Starts job `id` now if it fits.
-    fn try_allocate(&mut self, id: JobId, now: i64) -> Result<bool, QueueError> {
-        let job = self.jobs.get(&id).ok_or(QueueError::NoSuchJob(id))?;
-        let duration = job.jobspec.attributes.duration;
-        if !self.params.exhaustive && !self.root.may_fit(&self.matcher, &job.needs, now, duration) {
-            self.stats.prefiltered += 1;
-            return Ok(false);
-        }
-        self.stats.match_allocate += 1;
-        match self
-            .matcher
-            .place(MatchOp::Allocate, &job.jobspec, id, now)?
-        {
-            Placement::Allocated { .. } => {
-                self.start(id, now)?;
-                Ok(true)
-            }
-            _ => Ok(false),
-        }
-    }
-
-    /// Starts job `id` now, or reserves its earliest start.
-    fn allocate_or_reserve(&mut self, id: JobId, now: i64) -> Result<Attempt, QueueError> {
-        let job = self.jobs.get(&id).ok_or(QueueError::NoSuchJob(id))?;
-        let duration = job.jobspec.attributes.duration;
-        let from = if self.params.exhaustive {
-            now
-        } else {
-            self.root
-                .earliest_fit(&self.matcher, &job.needs, now, duration)
-                .map_or(now, |t| t.max(now))
-        };
-        self.stats.match_reserve += 1;
-        // The allocation stays in the matcher: a reservation needs no copy of it.
-        let placed = self
-            .matcher
-            .place(MatchOp::AllocateOrElseReserve, &job.jobspec, id, from)?;
-        match placed {
-            Placement::Allocated { at } if at == now => {
-                self.start(id, now)?;
-                Ok(Attempt::Started)
-            }
-            // Allocated at `from` > now: the matcher holds it as it holds a reservation.
-            Placement::Allocated { at } | Placement::Reserved { at } => {
-                let held = self.root.held(&self.matcher, id);
-                self.reserved_held.insert(id, held);
-                self.reserved.insert((at, id));
-                self.set_reason(id, WaitReason::Reserved { at })?;
-                Ok(Attempt::Reserved(at))
-            }
-            Placement::NoMatch { .. } | Placement::Satisfiable(_) => Ok(Attempt::Blocked),
-        }
-    }
-
-    /// Job `id`, just allocated at `now` in the matcher, starts: its event carries a copy of
-    /// the allocation (the matcher keeps its own to cancel it), or only its window when the
-    /// caller asked for no vertices ([`QueueManager::set_started_allocations`]).
-    fn start(&mut self, id: JobId, now: i64) -> Result<(), QueueError> {
-        let held = || MatchError::Internal(format!("job {id} allocated but not held"));
-        let alloc = if self.started_allocations {
-            self.matcher.copy_allocation(id).ok_or_else(held)?
-        } else {
-            let a = &self.matcher.job(id).ok_or_else(held)?.alloc;
-            Allocation {
-                vertices: Vec::new(),
-                at: a.at,
-                duration: a.duration,
-            }
-        };
-        let job = self.jobs.get_mut(&id).ok_or(QueueError::NoSuchJob(id))?;
-        let end = alloc
-            .at
-            .saturating_add(i64::try_from(alloc.duration).unwrap_or(i64::MAX));
-        job.state = State::Running { start: now, end };
-        self.pending.remove(&job.key);
-        self.needs.remove(&job.needs);
-        self.running_ends.insert((end, id));
-        self.stats.started += 1;
-        self.events.push_back(Event::Started { id, at: now, alloc });
-        Ok(())
     }
 }

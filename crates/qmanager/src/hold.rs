@@ -34,8 +34,9 @@ impl QueueManager {
             return Err(QueueError::NoSuchVertex(v.0));
         }
         let id = hold_id(v);
-        if self.matcher.job(id).is_some() {
+        if let Some(end) = self.hold_end(v) {
             self.matcher.cancel(id)?;
+            self.hold_ends.remove(&(end, id));
         }
         let until = until.max(now.saturating_add(1));
         let duration = u64::try_from(until - now).unwrap_or(1);
@@ -45,17 +46,20 @@ impl QueueManager {
             self.drop_reservations()?;
             self.matcher.hold_node(id, v, now, duration)?;
         }
+        if let Some(end) = self.hold_end(v) {
+            // A later job may start to fit when the hold ends (module `keep`).
+            self.hold_ends.insert((end, id));
+        }
         self.replan = true;
         self.set_availability(v, true)
     }
 
     /// Cancels every reservation (announced as lost; the next cycle re-plans).
     fn drop_reservations(&mut self) -> Result<(), QueueError> {
-        let reserved: Vec<(i64, JobId)> = self.reserved.iter().copied().collect();
-        for (at, id) in reserved {
+        let reserved: Vec<JobId> = self.reservations.by_start().map(|(_, id)| id).collect();
+        for id in reserved {
             self.matcher.cancel(id)?;
-            self.reserved.remove(&(at, id));
-            self.reserved_held.remove(&id);
+            self.reservations.remove(id);
             self.job_mut(id)?.state = State::Pending(WaitReason::Queued);
             self.events.push_back(Event::Unreserved { id });
         }
@@ -74,10 +78,11 @@ impl QueueManager {
     /// Lifts the hold on `v` (its availability is left as it is); `false` if there was none.
     pub fn release_hold(&mut self, v: VertexId) -> Result<bool, QueueError> {
         let id = hold_id(v);
-        if self.matcher.job(id).is_none() {
+        let Some(end) = self.hold_end(v) else {
             return Ok(false);
-        }
+        };
         self.matcher.cancel(id)?;
+        self.hold_ends.remove(&(end, id));
         self.replan = true;
         self.retry = true;
         Ok(true)

@@ -1,34 +1,83 @@
-//! Keeping reservations when jobs end early: which ones can a re-plan move?
+//! Which reservations a re-plan would put back where they are, proven from what changed.
 //!
-//! A job that ends before its planned end frees its resources from `now` to that end. The
-//! cycle's definition then re-plans: cancel every reservation, reserve again in order. With
-//! a slow match that is the dominant cost of a backfill queue (most jobs end early, since
-//! users over-estimate), and most of the time it puts every reservation back exactly where it
-//! was. This module proves that cheaply, from the root's aggregate calendars, for as many of
-//! them as it can.
+//! # What a placement depends on
 //!
-//! Let `F` be the latest planned end among the jobs that freed time since the last cycle:
-//! what was freed lies in `[now, F)`. A re-plan keeps reservation `R` (start `t_R`,
-//! duration `d`) in place when the ones before it in walk order stay and
+//! By definition a cycle cancels every reservation and walks the pending order, placing each
+//! job in turn: started now, reserved at its earliest fit, or — beyond the reservation depth
+//! — started now or left waiting. Job `j`'s placement depends only on its *view*: the
+//! calendars of the running jobs, the node holds, and the placements of the jobs before it in
+//! walk order (those after it are cancelled when it is placed). Four facts about the matcher
+//! are used (the shortcuts of module `cycle` rest on them too; the differential tests replay
+//! workloads both ways and compare every start):
 //!
-//! 1. `F <= t_R`: the calendar over `R`'s window is untouched, so at `t_R` the matcher finds
-//!    the same resources; and
-//! 2. `R` cannot start earlier. It did not fit at any earlier instant before, so an earlier
-//!    fit must overlap the freed time: it starts at some candidate instant (`now`, or a held
-//!    job's end) before `F`. At each such instant `t`, the root's free units of each tracked
-//!    type over `[t, t + d)` must fall short of what `R` needs, counting as free the units of
-//!    `R` and of every reservation after it in walk order (a re-plan cancels them all, then
-//!    reserves in order, so `R` sees the ones before it in place). The aggregates count
-//!    units, not where they are, so they can only over-estimate what `R` would find: "falls
-//!    short" is never wrong.
+//! - **(A1) window**: a match at instant `t` for `d` seconds reads the calendars over
+//!   `[t, t + d)` and nothing else, so two views equal over that window get the same answer
+//!   there, vertices included.
+//! - **(A2) earliest fit**: allocate-or-else-reserve answers the earliest instant at or after
+//!   `now` at which a match succeeds. That instant is `now` or the end of a hold of the view:
+//!   between two ends nothing is freed, so a match that succeeds at `t` also succeeds at the
+//!   last end before `t` (or at `now`).
+//! - **(A3) monotony**: freeing calendar time never makes a match fail that succeeded.
+//! - **(A4) independence**: a match that picks vertices `V` at `t` picks `V` again when holds
+//!   are added that leave `V` free over its window: the candidates it passed over only got
+//!   fewer. Jobs started behind a reservation (backfilled) avoid its vertices, so they do
+//!   not move it when they are in its view at the next re-plan; the cycle's `Retry` and
+//!   `Continue` shortcuts rely on this already.
 //!
-//! The first reservation in walk order for which either fails, and every one after it, are
-//! re-planned; the ones before it are kept (a re-plan would put them back: each sees only
-//! the ones before it). If none fails, the cycle only retries blocked jobs. Each check is one aggregate query per type, and a finer one, cut at
-//! reservation boundaries, only when the coarse one (every overlapping reservation's units
-//! free over the whole window) does not already fall short. The bound
-//! [`KEEP_CHECK_RESERVATIONS_MAX`] keeps the proof cheaper than the re-plan it saves.
+//! # What changed ([`Delta`])
+//!
+//! Each reservation was the exact placement in its view when the last cycle ended. Since
+//! then its view can only have changed by **freed** time: a running job that ended (or was
+//! cancelled) before its planned end frees `[now, planned end)`, a cancelled reservation
+//! frees its window. (Arrivals come after it in walk order; a job that ended on time freed
+//! nothing after `now`; jobs backfilled behind it changed nothing by (A4); anything else — an
+//! order change, availability, holds — re-plans everything.) During the re-plan, each job before it in walk order whose placement changed
+//! adds two more: its old reservation's window is freed and its new window is **taken**
+//! (`[now, now + d)` when it starts now). Only intervals are recorded, not vertices.
+//!
+//! # Rule 1: a reservation stays ([`QueueManager::stays`])
+//!
+//! Reservation `R` of job `j`, at `t > now` over `[t, e)`, comes back exactly where it is
+//! (same start, same vertices) when
+//!
+//! 1. **no change meets `[t, e)`**: by (A1) the match at `t` sees what it saw and picks the
+//!    same vertices; and
+//! 2. **no match succeeds at any `s` in `[now, t)`**. Where `[s, s + d)` meets no change, the
+//!    calendars are as they were when it failed there (`t` was the earliest fit). Where it
+//!    meets only taken time, less is free than then, so it fails (A3). Only windows meeting
+//!    freed time can succeed, and by (A2) the earliest such `s` is `now` or the end of a hold
+//!    of `j`'s view. So at `now` and at every end of a running job, reservation or node hold
+//!    whose window meets freed time before `t` (a superset of those ends), the root's
+//!    aggregates must fall short of what `j` needs, counting as free the units of `R` itself
+//!    and of every reservation still held for a job after `j` — the re-plan has those
+//!    cancelled when it places `j`. The aggregates count free units, not where they are, so
+//!    they can only over-estimate what a match finds: "falls short" is never wrong.
+//!
+//! Then `R` is left in the matcher untouched, and the changes do not grow.
+//!
+//! # Rule 2: placing a job while later reservations are still held (module `replan`)
+//!
+//! A job that must be placed again finds in the matcher the reservations of jobs after it
+//! that the walk has not reached (its *tail*), which the definition has cancelled. A tail
+//! reservation starting at or after `B` cannot change an answer whose search looks only at
+//! windows ending by `B` (A1). The job is first matched with the whole tail held. What that
+//! finds still succeeds without the tail (A3), so the exact answer's window ends by its end;
+//! and by the end of the job's old reservation too, when that started at or after `now` and
+//! no taken change meets its window (the old placement still succeeds: only freed time met
+//! it, (A3)). `B` is the earlier of the two ends. When no tail reservation starts before
+//! `B`, the answer ends by `B` (an old placement ending at `B` meets no tail reservation, so
+//! the match would have found it), every window it tried read what the definition reads, and
+//! the answer is exact. Otherwise the tail reservations starting before `B` are cancelled (the
+//! walk places them again when it gets there) and the job is matched again, now exactly.
+//!
+//! A job placed again at the same start on the same vertices changes nothing; any other
+//! outcome frees its old window and takes its new one. A tail reservation cancelled this way
+//! is, when the walk reaches it, just a job whose old reservation rule 1 may still prove: if
+//! it does, the old allocation, kept when it was cancelled, goes back into the matcher
+//! without a match (it fits: nothing placed since meets its window, and the tail behind it
+//! was placed around it).
 
+use std::collections::BTreeSet;
 use std::ops::Bound;
 
 use shardsched_matcher::Matcher;
@@ -37,76 +86,146 @@ use crate::event::JobId;
 use crate::queue::QueueManager;
 use crate::shapes::{RootAgg, planning_window};
 
-/// With more reservations than this, re-plan rather than prove nothing moves.
+/// With more reservations than this, a re-plan cancels them all rather than prove which ones
+/// stay (each proof looks at every reservation behind it).
 pub const KEEP_CHECK_RESERVATIONS_MAX: usize = 128;
+/// Candidate instants a proof of rule 1 checks at most; beyond, the reservation is placed
+/// again rather than proven.
+pub const KEEP_CHECK_INSTANTS_MAX: usize = 256;
 
-/// A reservation as the proof sees it.
-struct Held<'a> {
+/// How one interval of a view changed (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Change {
+    Freed,
+    Taken,
+}
+
+/// What changed in the views of the jobs not yet placed, as intervals `[start, end)`.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Delta {
+    changes: Vec<(i64, i64, Change)>,
+}
+
+impl Delta {
+    /// The time freed since the last cycle; only what lies after `now` can matter.
+    pub(crate) fn freed_since(freed: &[(i64, i64)], now: i64) -> Delta {
+        let mut d = Delta::default();
+        for &(start, end) in freed {
+            d.push(start.max(now), end, Change::Freed);
+        }
+        d
+    }
+
+    pub(crate) fn push(&mut self, start: i64, end: i64, change: Change) {
+        if start < end {
+            self.changes.push((start, end, change));
+        }
+    }
+
+    /// Whether some change meets `[start, end)`.
+    pub(crate) fn meets(&self, start: i64, end: i64) -> bool {
+        self.changes.iter().any(|c| c.0 < end && start < c.1)
+    }
+
+    /// Whether some taken interval meets `[start, end)`.
+    pub(crate) fn taken_meets(&self, start: i64, end: i64) -> bool {
+        self.changes
+            .iter()
+            .any(|c| c.2 == Change::Taken && c.0 < end && start < c.1)
+    }
+
+    fn freed(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
+        self.changes
+            .iter()
+            .filter(|c| c.2 == Change::Freed)
+            .map(|c| (c.0, c.1))
+    }
+}
+
+/// A reservation as rule 1 counts it free.
+pub(crate) struct Held<'a> {
     at: i64,
     end: i64,
     held: &'a [i64],
 }
 
-/// What an early completion leaves to re-plan.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Replan {
-    /// Every reservation stays where it is.
-    Nothing,
-    /// These reservations (a suffix of the walk order) may move; the ones before stay.
-    From(Vec<JobId>),
-    /// No proof attempted: re-plan everything.
-    All,
-}
-
 impl QueueManager {
-    /// Which reservations a re-plan after calendar time up to `freed` was freed could move
-    /// (see the module documentation).
-    pub(crate) fn replan_after_freeing(&self, now: i64, freed: i64) -> Replan {
-        if self.reserved.is_empty() {
-            return Replan::Nothing;
+    /// Rule 1 of the module documentation: whether job `id`'s reservation at `at` over
+    /// `[at, end)` — held, or cancelled earlier in this re-plan — is what the re-plan at
+    /// `now` would place, given the changes `delta` in its view.
+    pub(crate) fn stays(&self, id: JobId, at: i64, end: i64, now: i64, delta: &Delta) -> bool {
+        let Some(job) = self.jobs.get(&id) else {
+            return false;
+        };
+        if at <= now || delta.meets(at, end) {
+            return false;
         }
-        if self.reserved.len() > KEEP_CHECK_RESERVATIONS_MAX || self.root.types.is_empty() {
-            return Replan::All;
+        let duration = job.jobspec.attributes.duration;
+        let Some(instants) = self.candidate_instants(now, at, duration, delta) else {
+            return false;
+        };
+        if instants.is_empty() {
+            return true;
         }
-        // In walk order: a re-plan reserves them in this order, each seeing the ones before
-        // it in place and the ones after it cancelled.
-        let mut holds = Vec::with_capacity(self.reserved.len());
-        for &(at, id) in &self.reserved {
-            let (Some(job), Some(held)) = (self.jobs.get(&id), self.reserved_held.get(&id)) else {
-                return Replan::All;
+        // Free in the re-plan's view: this reservation (if held) and every one behind it.
+        let free: Vec<Held> = self
+            .reservations
+            .get(id)
+            .into_iter()
+            .chain(self.reservations.behind(job.key))
+            .map(|h| Held {
+                at: h.at,
+                end: h.end,
+                held: &h.held,
+            })
+            .collect();
+        let free: Vec<&Held> = free.iter().collect();
+        !instants.iter().any(|&t| {
+            self.root
+                .may_fit_without(&self.matcher, &job.needs, t, duration, &free)
+        })
+    }
+
+    /// Instants in `[now, before)` at which a job of `duration` seconds may start to fit in
+    /// its view, among those whose window meets freed time: `now` and the ends of running
+    /// jobs, reservations and node holds (rule 1, part 2). `None` when there are more than
+    /// [`KEEP_CHECK_INSTANTS_MAX`].
+    fn candidate_instants(
+        &self,
+        now: i64,
+        before: i64,
+        duration: u64,
+        delta: &Delta,
+    ) -> Option<Vec<i64>> {
+        let d = i64::try_from(duration).unwrap_or(i64::MAX);
+        let mut instants = BTreeSet::new();
+        for (x, y) in delta.freed() {
+            // [s, s + d) meets [x, y) when x - d < s < y (any s < y when unlimited).
+            let lo = if d == 0 {
+                now
+            } else {
+                x.saturating_sub(d).saturating_add(1).max(now)
             };
-            let duration = job.jobspec.attributes.duration;
-            let Ok(d) = i64::try_from(planning_window(at, duration)) else {
-                return Replan::All;
-            };
-            let end = at.saturating_add(d);
-            holds.push((job.key, id, &job.needs, duration, Held { at, end, held }));
+            let hi = y.min(before);
+            if lo >= hi {
+                continue;
+            }
+            if lo == now {
+                instants.insert(now);
+            }
+            let range = (
+                Bound::Included((lo, JobId::MIN)),
+                Bound::Excluded((hi, JobId::MIN)),
+            );
+            let running = self.running_ends.range(range).map(|&(t, _)| t);
+            let holds = self.hold_ends.range(range).map(|&(t, _)| t);
+            let reserved = self.reservations.ends_between(lo - 1, hi);
+            instants.extend(running.chain(holds).chain(reserved));
+            if instants.len() > KEEP_CHECK_INSTANTS_MAX {
+                return None;
+            }
         }
-        holds.sort_by_key(|h| h.0);
-        let mut instants = vec![now];
-        instants.extend(
-            self.running_ends
-                .range((Bound::Excluded((now, JobId::MAX)), Bound::Unbounded))
-                .map(|&(end, _)| end)
-                .take_while(|&end| end < freed),
-        );
-        instants.dedup();
-        let all: Vec<&Held> = holds.iter().map(|h| &h.4).collect();
-        let moves = holds
-            .iter()
-            .enumerate()
-            .position(|(j, (_, _, needs, d, h))| {
-                // 1. The freed time reaches into its window, or 2. it may fit earlier.
-                freed > h.at
-                    || instants.iter().any(|&t| {
-                        self.root
-                            .may_fit_without(&self.matcher, needs, t, *d, &all[j..])
-                    })
-            });
-        match moves {
-            None => Replan::Nothing,
-            Some(j) => Replan::From(holds[j..].iter().map(|h| h.1).collect()),
-        }
+        Some(instants.into_iter().collect())
     }
 }
 
@@ -204,4 +323,22 @@ impl RootAgg {
 
 fn held(h: &Held, i: usize) -> i64 {
     h.held.get(i).copied().unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delta_meets_by_interval_and_kind() {
+        let mut d = Delta::freed_since(&[(0, 50), (10, 10)], 20);
+        assert!(d.meets(40, 60));
+        assert!(!d.meets(50, 60), "[20, 50) ends where the window starts");
+        assert!(!d.meets(0, 20), "clamped to now");
+        assert!(!d.taken_meets(0, 100));
+        d.push(70, 80, Change::Taken);
+        assert!(d.taken_meets(60, 71));
+        assert!(!d.taken_meets(80, 90));
+        assert_eq!(d.freed().collect::<Vec<_>>(), [(20, 50)]);
+    }
 }

@@ -4,7 +4,7 @@
 //! Each shard runs one [`QueueManager`] over its own resource graph. It does no I/O, reads
 //! no clock and draws no random numbers: the caller passes time in and takes decisions out,
 //! so the same core runs in a shard, under a deterministic simulator, and in virtual time
-//! in [`replay`]. The loop a reader must understand:
+//! in replay (crate `shardsched-replay`). The loop a reader must understand:
 //!
 //! 1. inputs — [`QueueManager::submit`], [`QueueManager::cancel`],
 //!    [`QueueManager::complete`] (a job ended at `now`),
@@ -53,35 +53,31 @@
 //! assert!(events.contains(&Event::Reserved { id: 2, at: 100 }));
 //! ```
 //!
-//! Around the core, for replaying workloads (`shardsched replay`): [`swf`] reads and writes
-//! the Standard Workload Format, [`replay`] drives the core in virtual time, [`metrics`]
-//! computes the standard measures, [`workload`] generates synthetic workloads, and [`check`]
-//! verifies a replayed schedule from its output file alone.
+//! Replaying workloads through it (`shardsched replay`: the Standard Workload Format, virtual
+//! time, synthetic workloads, the schedule checker) is the crate `shardsched-replay`'s work.
 
-pub mod check;
 pub mod cycle;
 pub mod error;
 pub mod event;
 mod held;
 mod hold;
 mod keep;
-pub mod metrics;
 pub mod params;
+mod place;
 pub mod queue;
-pub mod replay;
+mod replan;
+mod reservations;
 mod restore;
 mod shapes;
-pub mod swf;
 #[cfg(test)]
 mod test_support;
 mod without;
-pub mod workload;
 
 pub use cycle::CycleKind;
 pub use error::QueueError;
 pub use event::{DenyReason, Event, JobId, JobRequest, JobView, WaitReason};
 pub use hold::{hold_id, is_hold_id};
-pub use keep::KEEP_CHECK_RESERVATIONS_MAX;
+pub use keep::{KEEP_CHECK_INSTANTS_MAX, KEEP_CHECK_RESERVATIONS_MAX};
 pub use params::{DEPTH_MAX, Params, QUEUE_DEPTH_DEFAULT, QueuePolicy, RESERVATION_DEPTH_DEFAULT};
-pub use queue::{QueueManager, Stats};
+pub use queue::{FREED_INTERVALS_MAX, QueueManager, Stats};
 pub use shapes::SHAPES_MAX;

@@ -12,14 +12,20 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use shardsched_jobspec::Jobspec;
-use shardsched_matcher::{Matcher, PruneFilters};
+use shardsched_matcher::{Matcher, PLAN_BASE, PruneFilters};
 use shardsched_resource::{ResourceGraph, Status, VertexId};
 
 use crate::cycle::Walk;
 use crate::error::QueueError;
 use crate::event::{DenyReason, Event, JobId, JobRequest, JobView, WaitReason};
 use crate::params::Params;
+use crate::reservations::Reservations;
 use crate::shapes::{NeedIndex, RootAgg, Shapes};
+
+/// Intervals of freed calendar time remembered between two cycles (each a job that ended
+/// before its planned end, or a cancelled running job or reservation); beyond this many, the
+/// next cycle re-plans every reservation instead of proving which ones stay.
+pub const FREED_INTERVALS_MAX: usize = 1024;
 
 /// Pending order: priority (higher first), then submit time, then arrival order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -70,6 +76,8 @@ pub struct Stats {
     pub match_satisfiability: u64,
     /// Reservations cancelled by re-plans (to be reserved again, maybe elsewhere).
     pub reservations_replanned: u64,
+    /// Reservations a re-plan proved would come back where they are, and left in place.
+    pub reservations_kept: u64,
     /// Allocation attempts answered "no" by the root aggregates without a match.
     pub prefiltered: u64,
     pub started: u64,
@@ -90,21 +98,22 @@ pub struct QueueManager {
     pub(crate) held: usize,
     /// Planned ends of running jobs' allocations.
     pub(crate) running_ends: BTreeSet<(i64, JobId)>,
-    /// Reservations held in the matcher: (start, job).
-    pub(crate) reserved: BTreeSet<(i64, JobId)>,
-    /// What each reservation takes from the root's aggregates, per tracked type.
-    pub(crate) reserved_held: HashMap<JobId, Vec<i64>>,
+    /// Reservations held in the matcher.
+    pub(crate) reservations: Reservations,
+    /// Ends of node holds (module `hold`): (end, hold id).
+    pub(crate) hold_ends: BTreeSet<(i64, JobId)>,
     pub(crate) needs: NeedIndex,
     pub(crate) shapes: Shapes,
     pub(crate) root: RootAgg,
     /// Where the last cycle's walk over the pending order ended.
     pub(crate) walk: Walk,
-    /// The order, availability or a reservation changed: re-plan everything.
+    /// The order, availability or a node hold changed: re-plan everything.
     pub(crate) replan: bool,
-    /// Running jobs ended (or were cancelled) before their planned end, the latest of which
-    /// was planned to end here: calendar time up to this instant was freed. Re-plan, unless
-    /// no reservation can use it (module `keep`).
-    pub(crate) freed_until: Option<i64>,
+    /// Calendar time freed in the future since the last cycle, as `[start, end)` intervals:
+    /// running jobs that ended (or were cancelled) before their planned end, cancelled
+    /// reservations. The next cycle re-plans, keeping the reservations it can prove would
+    /// come back where they are (module `keep`). At most [`FREED_INTERVALS_MAX`].
+    pub(crate) freed: Vec<(i64, i64)>,
     /// Calendar time up to now was freed: retry blocked jobs, keep reservations.
     pub(crate) retry: bool,
     /// Smallest key that entered the pending order since the last cycle.
@@ -146,15 +155,15 @@ impl QueueManager {
             waiting: BTreeMap::new(),
             held: 0,
             running_ends: BTreeSet::new(),
-            reserved: BTreeSet::new(),
-            reserved_held: HashMap::new(),
+            reservations: Reservations::default(),
+            hold_ends: BTreeSet::new(),
             needs: NeedIndex::new(root.types.len()),
             shapes: Shapes::default(),
             root,
             matcher,
             walk: Walk::default(),
             replan: false,
-            freed_until: None,
+            freed: Vec::new(),
             retry: false,
             arrivals: None,
             epoch: 0,
@@ -234,10 +243,12 @@ impl QueueManager {
         let job = self.jobs.get(&id).ok_or(QueueError::NoSuchJob(id))?;
         let key = job.key;
         match job.state {
-            State::Pending(reason) => {
+            State::Pending(_) => {
+                let window = self.reservations.get(id).map(|r| (r.at, r.end));
                 self.leave_pending(id)?;
-                if matches!(reason, WaitReason::Reserved { .. }) {
-                    self.replan = true;
+                if let Some((at, end)) = window {
+                    // Jobs behind it lose a reservation from their view: its window is freed.
+                    self.free_interval(at, end);
                 } else {
                     // The queue-depth window or the fcfs head may have moved.
                     self.retry = true;
@@ -250,7 +261,7 @@ impl QueueManager {
             State::Running { end, .. } => {
                 self.matcher.cancel(id)?;
                 self.running_ends.remove(&(end, id));
-                self.freed(end, self.last_now.unwrap_or(i64::MIN));
+                self.freed(end, self.last_now.unwrap_or(PLAN_BASE));
             }
         }
         self.jobs.remove(&id);
@@ -396,7 +407,7 @@ impl QueueManager {
 
     /// Reservations now held: (job, start), earliest first.
     pub fn reservations(&self) -> impl Iterator<Item = (JobId, i64)> + '_ {
-        self.reserved.iter().map(|&(at, id)| (id, at))
+        self.reservations.by_start().map(|(at, id)| (id, at))
     }
 
     /// Pending jobs in the order the next cycle considers them.
@@ -420,10 +431,19 @@ impl QueueManager {
     /// A running job planned to end at `end` stopped holding its resources at `now`.
     fn freed(&mut self, end: i64, now: i64) {
         if end > now {
-            self.freed_until = Some(self.freed_until.map_or(end, |f| f.max(end)));
+            self.free_interval(now, end);
         } else {
             // Nothing after `now` changed: blocked jobs may be retried, nothing re-planned.
             self.retry = true;
+        }
+    }
+
+    /// Calendar time `[start, end)` was freed: the next cycle re-plans what it may change.
+    fn free_interval(&mut self, start: i64, end: i64) {
+        if self.freed.len() >= FREED_INTERVALS_MAX {
+            self.replan = true;
+        } else {
+            self.freed.push((start, end));
         }
     }
 
@@ -435,10 +455,9 @@ impl QueueManager {
     pub(crate) fn leave_pending(&mut self, id: JobId) -> Result<(), QueueError> {
         let job = self.jobs.get(&id).ok_or(QueueError::NoSuchJob(id))?;
         let key = job.key;
-        if let State::Pending(WaitReason::Reserved { at }) = job.state {
+        if let State::Pending(WaitReason::Reserved { .. }) = job.state {
             self.matcher.cancel(id)?;
-            self.reserved.remove(&(at, id));
-            self.reserved_held.remove(&id);
+            self.reservations.remove(id);
         }
         self.needs.remove(&job.needs);
         self.pending.remove(&key);

@@ -410,3 +410,65 @@ fn started_events_with_and_without_allocations() {
         }
     }
 }
+
+/// 8 nodes, conservative: job 1 holds 4 until 100, job 5 the other 4 until 300; job 2 (4
+/// nodes) is reserved at 100, job 3 (all 8) at 300.
+fn two_lanes() -> QueueManager {
+    let params = Params {
+        queue_depth: 0,
+        ..Params::with_policy(QueuePolicy::Conservative)
+    };
+    let mut qm = QueueManager::new(common::cluster(8), params).unwrap();
+    qm.submit(job(1, 4, 100, 0)).unwrap();
+    qm.submit(job(5, 4, 300, 0)).unwrap();
+    qm.submit(job(2, 4, 50, 0)).unwrap();
+    qm.submit(job(3, 8, 10, 0)).unwrap();
+    qm.schedule(0).unwrap();
+    assert_eq!(
+        qm.reservations().collect::<Vec<_>>(),
+        vec![(2, 100), (3, 300)]
+    );
+    events(&mut qm);
+    qm
+}
+
+#[test]
+fn a_reservation_the_changes_cannot_reach_stays_in_place() {
+    let mut qm = two_lanes();
+    let before = qm.matcher().job(3).unwrap().alloc.clone();
+    let stats = qm.stats().clone();
+    // Job 1 ends early: job 2 starts in the time it freed. Job 3 still needs job 5's nodes,
+    // held until 300: the re-plan leaves it where it is, untouched.
+    qm.complete(1, 20).unwrap();
+    assert_eq!(qm.schedule(20).unwrap(), CycleKind::Replan);
+    assert_eq!(started(&events(&mut qm)), vec![2]);
+    assert_eq!(qm.reservations().collect::<Vec<_>>(), vec![(3, 300)]);
+    assert_eq!(qm.matcher().job(3).unwrap().alloc, before);
+    let after = qm.stats();
+    assert_eq!(
+        after.reservations_replanned - stats.reservations_replanned,
+        1
+    );
+    assert_eq!(after.reservations_kept - stats.reservations_kept, 1);
+    assert_matcher_consistent(&qm);
+}
+
+#[test]
+fn cancelling_a_reservation_keeps_the_ones_it_did_not_hold_back() {
+    let mut qm = two_lanes();
+    let stats = qm.stats().clone();
+    // Job 2's window is freed; job 3 could not use it (job 5 holds half the nodes until
+    // 300): no reservation is placed again.
+    qm.cancel(2).unwrap();
+    assert_eq!(qm.schedule(1).unwrap(), CycleKind::Retry);
+    assert_eq!(qm.reservations().collect::<Vec<_>>(), vec![(3, 300)]);
+    assert_eq!(
+        qm.stats().reservations_replanned,
+        stats.reservations_replanned
+    );
+    // Job 5 ends early instead: job 3 moves to job 1's end.
+    qm.complete(5, 50).unwrap();
+    assert_eq!(qm.schedule(50).unwrap(), CycleKind::Replan);
+    assert!(events(&mut qm).contains(&Event::Reserved { id: 3, at: 100 }));
+    assert_matcher_consistent(&qm);
+}

@@ -22,10 +22,8 @@ use std::time::{Duration, Instant};
 use shardsched_jobspec::{JobspecError, Shorthand};
 use shardsched_resource::ResourceGraph;
 
-use crate::error::QueueError;
-use crate::event::{Event, JobRequest};
-use crate::params::Params;
-use crate::queue::QueueManager;
+use shardsched_qmanager::{Event, JobRequest, Params, QueueError, QueueManager};
+
 use crate::swf::{Fate, Workload};
 
 /// What one SWF processor is.

@@ -2,13 +2,17 @@
 //! schedule checker and by the properties each policy promises.
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
-use shardsched_qmanager::check::check_schedule;
-use shardsched_qmanager::replay::{JobResult, Replay, Unit};
-use shardsched_qmanager::swf::{self, Workload};
-use shardsched_qmanager::workload::{GenParams, generate};
 use shardsched_qmanager::{Params, QueuePolicy};
+use shardsched_replay::check::check_schedule;
+use shardsched_replay::replay::{JobResult, Replay, Unit};
+use shardsched_replay::swf::{self, Workload};
+use shardsched_replay::workload::{GenParams, generate};
+use shardsched_resource::ResourceGraph;
+
+/// A cluster of `n` nodes (2 sockets × 22 cores each).
+fn cluster(n: usize) -> ResourceGraph {
+    shardsched_resource::generated_cluster(n).build().unwrap()
+}
 
 fn workload(jobs: usize, nodes: u64, seed: u64) -> Workload {
     let text = generate(&GenParams {
@@ -40,7 +44,7 @@ fn exact(w: &Workload) -> Workload {
 }
 
 fn replay(w: &Workload, nodes: usize, unit: Unit, params: Params) -> (Vec<JobResult>, String) {
-    let mut r = Replay::new(common::cluster(nodes), w, unit, params).unwrap();
+    let mut r = Replay::new(cluster(nodes), w, unit, params).unwrap();
     while r.step().unwrap() {
         let m = r.queue().matcher();
         let allocs: Vec<_> = m.jobs().map(|(id, j)| (id, &j.alloc)).collect();
@@ -79,7 +83,7 @@ fn backfill_policies_beat_fcfs_on_wait() {
     let w = workload(150, 16, 11);
     let mean = |p| {
         let (r, _) = replay(&w, 16, Unit::Node, params(p));
-        let m = shardsched_qmanager::metrics::compute(&r, 16, 1.0);
+        let m = shardsched_replay::metrics::compute(&r, 16, 1.0);
         m.wait_mean
     };
     let fcfs = mean(QueuePolicy::Fcfs);
@@ -128,18 +132,24 @@ fn easy_never_starts_the_head_after_its_reservation() {
             Unit::Node,
             params(QueuePolicy::Easy),
         );
-        let reserved = results
-            .iter()
-            .filter(|r| r.first_reservation.is_some())
-            .count();
-        assert!(reserved > 10, "the workload exercises reservations");
-        for (i, r) in results.iter().enumerate() {
-            if let (Some(first), Some(start)) = (r.first_reservation, r.start) {
-                assert!(
-                    start <= first,
-                    "job {i} reserved at {first} started at {start}"
-                );
-            }
+        assert_no_start_after_first_reservation(&results);
+    }
+}
+
+/// No job started after the first reservation it was given, and the workload gave enough
+/// reservations for that to mean something.
+fn assert_no_start_after_first_reservation(results: &[JobResult]) {
+    let reserved = results
+        .iter()
+        .filter(|r| r.first_reservation.is_some())
+        .count();
+    assert!(reserved > 10, "the workload exercises reservations");
+    for (i, r) in results.iter().enumerate() {
+        if let (Some(first), Some(start)) = (r.first_reservation, r.start) {
+            assert!(
+                start <= first,
+                "job {i} reserved at {first} started at {start}"
+            );
         }
     }
 }
@@ -150,19 +160,7 @@ fn conservative_never_starts_a_job_after_its_first_reservation() {
     for seed in [31, 32] {
         let w = exact(&workload(120, 8, seed));
         let (results, _) = replay(&w, 8, Unit::Node, params(QueuePolicy::Conservative));
-        let reserved = results
-            .iter()
-            .filter(|r| r.first_reservation.is_some())
-            .count();
-        assert!(reserved > 10, "the workload exercises reservations");
-        for (i, r) in results.iter().enumerate() {
-            if let (Some(first), Some(start)) = (r.first_reservation, r.start) {
-                assert!(
-                    start <= first,
-                    "job {i} reserved at {first} started at {start}"
-                );
-            }
-        }
+        assert_no_start_after_first_reservation(&results);
     }
 }
 
