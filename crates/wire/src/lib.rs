@@ -45,14 +45,16 @@ pub const ALPN_STR: &str = "shardsched/1";
 /// policy refusals have their own code and shards answer `DisableIfIdle`. 3: queue and
 /// match policies are typed ([`msg::QueuePolicy`], [`msg::MatchPolicy`]) in `QueueConfig`,
 /// `QueueStatus` and `QueueSpec`. 4: `QueueStatus` counts its pending jobs by reason
-/// ([`msg::PendingReasons`]). 5: jobs have an urgency (0..=31, Flux's) instead of a
+/// ([`msg::PendingReasons`]). 7 (issue 17; 5 and 6 are other branches'): jobs have an urgency (0..=31, Flux's) instead of a
 /// priority, shards answer `Urgency` (hold, release, set), a submit may be a job array
 /// (`Submit.array`, `JobSummary.array`, `QueueConfig.array_elements_max`), and a job may
-/// have a begin time (`JobSummary.begin_ms`).
-pub const PROTOCOL_VERSION: u32 = 5;
+/// have a begin time (`JobSummary.begin_ms`); job lists filter by state and name, nodes
+/// report their free cores and GPUs (`NodeStatus.usage`), and the coordinator keeps a job
+/// history (`coord_shard::History`, `client_coord::History` and `Usage`).
+pub const PROTOCOL_VERSION: u32 = 7;
 /// The oldest protocol version this build still accepts in a hello (older messages do not
 /// decode as this version's).
-pub const PROTOCOL_VERSION_MIN: u32 = 5;
+pub const PROTOCOL_VERSION_MIN: u32 = 7;
 /// This build's software string, sent in the hello for logs.
 pub const SOFTWARE: &str = concat!("shardsched ", env!("CARGO_PKG_VERSION"));
 
