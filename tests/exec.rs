@@ -66,6 +66,12 @@ fn exec_jobs_run_with_their_allocation_in_the_environment_and_record_their_exit(
         std::fs::read_to_string(dir.join("stderr")).unwrap(),
         "to-stderr\n"
     );
+    // `job output` reads them through the shard.
+    assert_eq!(system.ok(&["job", "output", &id]), "to-stdout\n");
+    assert_eq!(
+        system.ok(&["job", "output", &id, "--stderr"]),
+        "to-stderr\n"
+    );
     let info = system.ok(&["job", "info", &id]);
     assert!(
         info.contains(&format!("stdout     {}", dir.join("stdout").display())),
@@ -231,6 +237,57 @@ fn a_running_job_survives_its_shard_being_killed_and_its_end_reaches_the_restart
         panic!("expected one ended job: {ended:?}");
     };
     assert_eq!((end.cause, end.exit_code), (EndCause::Completed, Some(5)));
+}
+
+/// Kills a process when dropped: a failing test leaves no `sleep 120` behind.
+struct KillOnDrop(u32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if alive(self.0) {
+            let _ = kill_process(harness::pid(self.0), Signal::KILL);
+        }
+    }
+}
+
+/// No job outlives its accounting: a supervisor killed outright (SIGKILL) leaves its job's
+/// `sleep 120` running; the shard kills it, and the job holds its nodes until it is gone,
+/// so the next job on those nodes never runs beside it.
+#[test]
+fn a_job_whose_supervisor_is_killed_holds_its_nodes_until_its_processes_are_gone() {
+    let system = System::start("exec-orphan", &["--executor", "exec"]);
+    let sleep_pid = system.dir.join("sleep.pid");
+    let script = format!("sleep 120 & echo $! > {}; wait", sleep_pid.display());
+    let first = system.submit(&["-N", "4", "--", "sh", "-c", &script]);
+    system.wait_state(&first, "running");
+    let sleep = read_pid_file(&sleep_pid);
+    let _cleanup = KillOnDrop(sleep);
+    let dir = job_dir(
+        &system.shard_dir("alpha").join("jobs"),
+        first.parse().unwrap(),
+    );
+    let supervisor = read_pid_file(&dir.join("supervisor.pid"));
+    // The next job wants the same (exclusive) nodes.
+    let next = system.submit(&["-N", "4", "--", "true"]);
+    kill_process(harness::pid(supervisor), Signal::KILL).unwrap();
+    let done = wait_for(|| {
+        // The states first: a sleep still alive after them was alive when they were read.
+        let (a, b) = (system.job(&first), system.job(&next));
+        let sleeping = alive(sleep);
+        if sleeping {
+            assert_eq!(a["state"], "running", "freed while its sleep runs: {a:#}");
+            assert_eq!(b["state"], "pending", "started beside the sleep: {b:#}");
+        }
+        !sleeping && b["state"] == "completed"
+    });
+    assert!(done, "the orphaned sleep is killed and the next job runs");
+    let row = system.job(&first);
+    assert_eq!(row["state"], "failed");
+    let reason = row["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("lost") && reason.contains("no process of the job is left"),
+        "{reason}"
+    );
 }
 
 /// A supervisor launched as a shard would, whose every handle is then dropped (the shard

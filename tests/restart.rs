@@ -122,6 +122,7 @@ fn submit_request(key: [u8; 16], seconds: u64) -> client_shard::Request {
         jobspec_json: jobspec.to_string(),
         urgency: None,
         array: None,
+        signature: None,
     })
 }
 

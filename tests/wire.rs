@@ -103,6 +103,7 @@ async fn a_retried_submit_with_the_same_key_makes_one_job() {
         jobspec_json: jobspec("alpha", 60),
         urgency: None,
         array: None,
+        signature: None,
     };
     let request = client_shard::Request::Submit(submit.clone());
 
@@ -365,6 +366,7 @@ async fn garbage_on_a_stream_resets_that_stream_and_the_processes_keep_serving()
             jobspec_json: jobspec("alpha", 1),
             urgency: None,
             array: None,
+            signature: None,
         }))
         .await
         .unwrap();

@@ -27,14 +27,16 @@
 //! By concern: `link` (registration, the coordinator's connection, reconnecting),
 //! `tasks` (building the core, starting and stopping the tasks around it), `core_task`
 //! (the batch loop and the publisher), `commands` (each request as one core call),
-//! `serve` (request handlers), `exec_task` (the exec executor's processes), `released`
+//! `serve` (request handlers), `exec_task` (the exec executor's processes; the agents
+//! executor is [`crate::agents`]), `released`
 //! (`Released` reports until acknowledged), [`transitions`] (the transition log),
 //! [`stats`] (journal statistics).
 
 mod commands;
-mod core_task;
-mod exec_task;
+pub(crate) mod core_task;
+pub(crate) mod exec_task;
 mod link;
+pub(crate) mod output;
 mod released;
 mod serve;
 pub mod stats;

@@ -62,6 +62,9 @@ pub fn to_batch(records: &[JournalRecord]) -> Result<Batch, FormatError> {
             JournalRecord::Accepted(job) => {
                 batch.put(JOBS_TABLE, job.id, format::encode(job)?);
             }
+            JournalRecord::Signed(signature) => {
+                batch.put(SIGNATURES_TABLE, signature.id, format::encode(signature)?);
+            }
             JournalRecord::Started(run) => {
                 batch.put(RUNS_TABLE, run.id, format::encode(run)?);
             }
@@ -73,7 +76,8 @@ pub fn to_batch(records: &[JournalRecord]) -> Result<Batch, FormatError> {
                     .delete(JOBS_TABLE, id.0)
                     .delete(RUNS_TABLE, id.0)
                     .delete(ENDS_TABLE, id.0)
-                    .delete(URGENCY_TABLE, id.0);
+                    .delete(URGENCY_TABLE, id.0)
+                    .delete(SIGNATURES_TABLE, id.0);
             }
             JournalRecord::Urgency(id, urgency) => {
                 batch.put(URGENCY_TABLE, id.0, format::encode(urgency)?);
@@ -82,7 +86,10 @@ pub fn to_batch(records: &[JournalRecord]) -> Result<Batch, FormatError> {
                 batch.put(ARRAYS_TABLE, array.id, format::encode(array)?);
             }
             JournalRecord::ArrayForgotten { id, elements } => {
-                batch.delete(JOBS_TABLE, id.0).delete(ARRAYS_TABLE, id.0);
+                batch
+                    .delete(JOBS_TABLE, id.0)
+                    .delete(ARRAYS_TABLE, id.0)
+                    .delete(SIGNATURES_TABLE, id.0);
                 for e in elements {
                     batch
                         .delete(RUNS_TABLE, e.0)
@@ -112,6 +119,7 @@ pub fn load(journal: &Journal) -> Result<Restored, JournalError> {
         runs: journal.scan(RUNS_TABLE)?,
         ends: journal.scan(ENDS_TABLE)?,
         urgency: journal.scan(URGENCY_TABLE)?,
+        signatures: journal.scan(SIGNATURES_TABLE)?,
         metas: journal.metas()?,
     };
     restored(journal.path(), tables)
@@ -130,6 +138,8 @@ pub struct Tables {
     pub ends: Vec<(u64, Vec<u8>)>,
     /// [`URGENCY_TABLE`].
     pub urgency: Vec<(u64, Vec<u8>)>,
+    /// [`SIGNATURES_TABLE`].
+    pub signatures: Vec<(u64, Vec<u8>)>,
     /// Named values.
     pub metas: BTreeMap<String, Vec<u8>>,
 }
@@ -149,6 +159,8 @@ pub fn restored(path: &Path, tables: Tables) -> Result<Restored, JournalError> {
                 .map_err(|e| JournalError::decode(path, URGENCY_TABLE, key, e))
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let signatures =
+        decode_table::<SignatureRecord>(path, SIGNATURES_TABLE, tables.signatures, |s| s.id)?;
     let last_id = match tables.metas.get(LAST_ID_META) {
         Some(bytes) => Some(
             format::decode::<u64>(bytes)
@@ -165,7 +177,10 @@ pub fn restored(path: &Path, tables: Tables) -> Result<Restored, JournalError> {
             format::decode(bytes).map_err(|e| JournalError::decode_meta(path, name, e))?;
         nodes.push((node.to_owned(), record));
     }
-    Restored::assemble(jobs, arrays, runs, ends, urgency, last_id, nodes).map_err(|o| {
+    Restored::assemble(
+        jobs, arrays, runs, ends, urgency, signatures, last_id, nodes,
+    )
+    .map_err(|o| {
         JournalError::decode(
             path,
             o.table,

@@ -44,6 +44,7 @@
 //! - re-exported from the core: [`core`], [`nodes`], [`job`], [`table`], [`snapshot`],
 //!   [`assign`].
 
+pub mod agents;
 pub mod driver;
 pub mod error;
 pub mod exec;

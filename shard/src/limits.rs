@@ -63,9 +63,8 @@ pub const SUPERVISOR_POLL_INTERVAL: Duration = Duration::from_millis(200);
 /// core task waits when it is full.
 pub const EXEC_QUEUE_CAPACITY: usize = 4096;
 
-/// The `exec` executor: the largest launch, status or pid file read from a job directory
-/// (they are a few hundred bytes; anything larger is not ours).
-pub const EXEC_FILE_BYTES_MAX: u64 = 1 << 20;
+/// `job output` reads waiting for the agents task at once; a client waits when it is full.
+pub const OUTPUT_ASKS_QUEUED_MAX: usize = 256;
 
 /// `Released` reports waiting to be acknowledged by the coordinator, at most (more are
 /// dropped: the coordinator re-asks the donor about every outgoing node anyway).

@@ -115,6 +115,16 @@ fn coordinator(ca: &Ca) -> (quinn::Endpoint, mpsc::UnboundedReceiver<Seen>) {
                             Ok(shard_coord::Response::Ack)
                         }
                         shard_coord::Request::Released(_) => Ok(shard_coord::Response::Ack),
+                        shard_coord::Request::Agents { nodes } => {
+                            let none = nodes
+                                .into_iter()
+                                .map(|node| shard_coord::AgentAddress {
+                                    node,
+                                    address: None,
+                                })
+                                .collect();
+                            Ok(shard_coord::Response::Agents(none))
+                        }
                     }
                 }
             }));
@@ -147,6 +157,7 @@ fn submit_request(key: u8, duration: u64) -> client_shard::Request {
         jobspec_json: jobspec.to_json().to_string(),
         urgency: None,
         array: None,
+        signature: None,
     })
 }
 

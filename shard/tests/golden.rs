@@ -99,6 +99,7 @@ fn submit(core: &mut ShardCore, at: u64, key: u8, nodes: u64, secs: u64) -> Flui
         jobspec_json: jobspec.to_json().to_string(),
         urgency: Some(key),
         array: None,
+        signature: None,
     };
     core.handle_submit(at, "alice", &submit)
         .expect("accepted")

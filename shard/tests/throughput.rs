@@ -146,6 +146,7 @@ async fn one_shard_sustains_thousands_of_submits_per_second() {
                     jobspec_json: jobspec.clone(),
                     urgency: None,
                     array: None,
+                    signature: None,
                 });
                 let sent = Instant::now();
                 match session.request(&request).await {
@@ -196,6 +197,7 @@ async fn one_shard_sustains_thousands_of_submits_per_second() {
             jobspec_json: jobspec.clone(),
             urgency: None,
             array: None,
+            signature: None,
         });
         let sent = Instant::now();
         session.request(&request).await.expect("submit");

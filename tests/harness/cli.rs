@@ -15,29 +15,27 @@ impl System {
         self.cli_in(&self.state(), args)
     }
 
+    /// `shardsched`, run in this system's network namespace if it has one.
+    fn command(&self) -> Command {
+        match &self.netns {
+            Some(netns) => {
+                let mut command = Command::new("nsenter");
+                command.arg(format!("--net=/run/netns/{netns}")).arg(EXE);
+                command
+            }
+            None => Command::new(EXE),
+        }
+    }
+
     /// A user (not admin) certificate `name` in a client directory of its own (with the
     /// coordinator's address), for `SHARDSCHED_DIR`.
     pub fn user_dir(&self, name: &str) -> PathBuf {
         let dir = self.dir.join(format!("user-{name}"));
-        let out = Command::new(EXE)
-            .args([
-                "cert",
-                "issue",
-                "--role",
-                "user",
-                "--name",
-                name,
-                "--state-dir",
-            ])
-            .arg(self.layout().coordinator_dir())
-            .arg("--out")
-            .arg(dir.join("client"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "cert issue: {}",
-            String::from_utf8_lossy(&out.stderr)
+        super::issue_cert(
+            &self.layout().coordinator_dir(),
+            "user",
+            name,
+            &dir.join("client"),
         );
         let user = StateDir::at(dir.clone());
         std::fs::create_dir_all(user.coordinator_dir()).unwrap();
@@ -47,7 +45,7 @@ impl System {
 
     /// Runs `shardsched ARGS` with `SHARDSCHED_DIR=dir`, from the system's directory.
     pub fn cli_in(&self, dir: &Path, args: &[&str]) -> Output {
-        Command::new(EXE)
+        self.command()
             .args(args)
             .current_dir(&self.dir)
             .env("SHARDSCHED_DIR", dir)

@@ -12,9 +12,11 @@
 // Each test binary uses part of the harness.
 #![allow(dead_code, unused_imports, clippy::unwrap_used)]
 
+mod agents;
 mod cli;
 mod config;
 mod http;
+mod netns;
 mod process;
 
 use std::net::SocketAddr;
@@ -25,8 +27,10 @@ use std::time::{Duration, Instant};
 use rustix::process::{Signal, kill_process};
 use shardsched_proto::{Credentials, StateDir};
 
+pub use agents::{agents_config, alpha_agents_config, issue_cert, parent_of};
 pub use config::{batch_and_debug, two_queues, two_queues_config, with_alpha};
 pub use http::{http_get, sample, scrape};
+pub use netns::{AgentSetup, HEAD_ADDRESS, NetCluster, REQUIRE_PRIVILEGED, ip, privileged};
 pub use process::{alive, children_of, creds_in, mem_kib, now_ms, pid, read_pid_file};
 
 pub const EXE: &str = env!("CARGO_BIN_EXE_shardsched");
@@ -42,6 +46,8 @@ pub const WAIT_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct System {
     up: Option<Child>,
     pub dir: PathBuf,
+    /// The network namespace its commands run in (by `nsenter`), if not the test's.
+    netns: Option<String>,
 }
 
 impl System {
@@ -122,7 +128,11 @@ impl System {
                 }
             }
         });
-        let system = System { up: Some(up), dir };
+        let system = System {
+            up: Some(up),
+            dir,
+            netns: None,
+        };
         if rx.recv_timeout(UP_TIMEOUT).is_err() {
             panic!(
                 "`shardsched up` was not ready within {} s; its stderr: {}; logs in {}",

@@ -24,18 +24,15 @@ gpus_per_socket = 1
 memory_per_socket_gb = 4
 "#;
 
-/// One core in a slot on one node, for an hour.
+/// One core in a slot, for an hour.
 pub const GOOD_JOBSPEC: &str = "version: 9999
 resources:
-  - type: node
+  - type: slot
     count: 1
+    label: default
     with:
-      - type: slot
+      - type: core
         count: 1
-        label: default
-        with:
-          - type: core
-            count: 1
 tasks:
   - command: [app]
     slot: default
@@ -187,11 +184,11 @@ impl Run {
         }
     }
 
-    /// The `ERROR:` lines of a session.
+    /// The `ERROR:` lines of a session (resource-query prefixes some with the command).
     pub fn errors(&self) -> Vec<&str> {
         self.stderr
             .lines()
-            .filter(|l| l.starts_with("ERROR: "))
+            .filter(|l| l.contains("ERROR: "))
             .collect()
     }
 }

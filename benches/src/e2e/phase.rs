@@ -68,6 +68,7 @@ pub async fn run(phase: &Phase, dir: &Path, up_pid: u32) -> Result<PhaseReport> 
                         jobspec_json: String::clone(&jobspec_json),
                         urgency: None,
                         array: None,
+                        signature: None,
                     });
                     let sent_ns = elapsed_ns(epoch);
                     match session.request(&request).await {

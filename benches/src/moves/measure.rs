@@ -157,6 +157,7 @@ impl MoveBench {
                 jobspec_json: jobspec.to_json().to_string(),
                 urgency: None,
                 array: None,
+                signature: None,
             });
             match self.client.ask_shard(&route, &request).await? {
                 Response::Submitted { id, .. } => ids.push(id),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use shardsched_proto::msg::client_coord::{self, Response as ClientResponse};
-use shardsched_proto::msg::{RouteTable, shard_coord};
+use shardsched_proto::msg::{RouteTable, node_coord, shard_coord};
 use shardsched_proto::{CloseCode, Role, Session, accept, serve};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
@@ -60,6 +60,7 @@ async fn connection(
     match session.peer().role {
         Role::Shard => shard_connection(session, events).await,
         Role::User | Role::Admin => client_connection(session, events, routes).await,
+        Role::Node => agent_connection(session, events).await,
         Role::Coordinator => {
             tracing::warn!(%remote, peer = %session.peer(), "refusing a coordinator certificate as a client");
             session.connection().close(
@@ -94,6 +95,35 @@ async fn shard_connection(session: Session, events: mpsc::Sender<Event>) {
                 request,
                 reply,
                 span: tracing::Span::current(),
+            })
+            .await
+        }
+    })
+    .await;
+    let error = served.err().map(|e| e.to_string());
+    let _ = events.send(Event::Closed { conn, error }).await;
+}
+
+/// Serves a node agent's connection (its registration and heartbeats; the coordinator
+/// sends it `Owner` on the same connection) until it ends, then tells the core task.
+async fn agent_connection(session: Session, events: mpsc::Sender<Event>) {
+    let conn = ConnId(session.connection().stable_id() as u64);
+    let connected = Event::AgentConnected {
+        conn,
+        session: session.clone(),
+    };
+    if events.send(connected).await.is_err() {
+        return;
+    }
+    let requests = events.clone();
+    let served = serve(session, move |peer, request: node_coord::Request| {
+        let events = requests.clone();
+        async move {
+            call(&events, |reply| Event::Agent {
+                conn,
+                peer,
+                request,
+                reply,
             })
             .await
         }

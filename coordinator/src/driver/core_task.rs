@@ -28,17 +28,17 @@ use shardsched_proto::Reply;
 use shardsched_proto::failpoint;
 use shardsched_proto::msg::client_coord::Response as ClientResponse;
 use shardsched_proto::msg::shard_coord::Response as ShardResponse;
-use shardsched_proto::msg::{RouteTable, coord_shard};
+use shardsched_proto::msg::{RouteTable, node_coord};
 use shardsched_telemetry::logs::move_span;
 use tokio::sync::mpsc;
 use tracing::Instrument as _;
 
-use super::event::{ClientReply, Event, Removal, ShardReply};
+use super::event::{AgentReply, ClientReply, Event, Removal, ShardReply};
 use super::followups::{self, Tell};
 use super::link::Link;
 use super::telemetry::Counters;
 use super::{BATCH_EVENTS_MAX, DriverError, SHARD_COMMAND_TIMEOUT, now_ms};
-use crate::core::{ConnId, Core, MoveCommand, Reconfig};
+use crate::core::{AgentCommand, ConnId, Core, MoveCommand, NodeFlag, Reconfig};
 use crate::journal::CoordJournal;
 
 /// A follow-up task, spawned once its batch is durable.
@@ -50,6 +50,8 @@ pub(super) enum After {
     Shard(ShardReply, Reply<ShardResponse>),
     /// Answer a client.
     Client(ClientReply, Reply<ClientResponse>),
+    /// Answer a node agent.
+    Agent(AgentReply, Reply<node_coord::Response>),
     /// Queue commands on shards' links (in this order), then answer the client once each
     /// was answered or timed out.
     Tell {
@@ -57,6 +59,9 @@ pub(super) enum After {
         reply: ClientReply,
         answer: Reply<ClientResponse>,
     },
+    /// Queue commands on shards' links (in this order) and log what comes of them: a
+    /// change no client waits for (a node down because its agent fell silent).
+    Notify(Vec<Tell>),
     /// Spawn a task that needs no order (a fan-out, a probe, a file read).
     Spawn(Task),
 }
@@ -77,6 +82,8 @@ pub(super) struct CoreTask {
     routes: Arc<ArcSwap<RouteTable>>,
     /// Connected shards' links, by connection.
     pub(super) links: HashMap<ConnId, Link>,
+    /// Connected node agents' sessions, by connection.
+    pub(super) agent_sessions: HashMap<ConnId, shardsched_proto::Session>,
     /// The core task's own queue, for follow-up tasks' continuations and move answers.
     pub(super) events: mpsc::Sender<Event>,
     /// Removals waiting for their move.
@@ -104,6 +111,7 @@ impl CoreTask {
             journal,
             routes,
             links: HashMap::new(),
+            agent_sessions: HashMap::new(),
             events,
             waiting: Vec::new(),
             after: Vec::new(),
@@ -139,6 +147,8 @@ impl CoreTask {
                 }
             }
             self.core.moves_tick(now);
+            let silent = self.core.agents_tick(now);
+            self.node_flag_changed(NodeFlag::Down, true, silent);
             self.removals_waiting(now);
             self.commit().await?;
             if self.core.epoch() != epoch {
@@ -185,25 +195,31 @@ impl CoreTask {
                 After::Client(reply, answer) => {
                     let _ = reply.send(answer);
                 }
+                After::Agent(reply, answer) => {
+                    let _ = reply.send(answer);
+                }
                 After::Tell {
                     commands,
                     reply,
                     answer,
                 } => {
-                    let queued = commands
-                        .into_iter()
-                        .filter_map(|tell| {
-                            let link = self.links.get(&tell.conn)?;
-                            let receiver = link.send_ordered(tell.request.clone());
-                            Some((tell, receiver))
-                        })
-                        .collect();
+                    let queued = self.queue_on_links(commands);
                     tokio::spawn(followups::tell(queued, reply, answer));
+                }
+                After::Notify(commands) => {
+                    let queued = self.queue_on_links(commands);
+                    tokio::spawn(followups::notify(queued));
                 }
                 After::Spawn(task) => {
                     tokio::spawn(task);
                 }
             }
+        }
+        for command in self.core.agents_to_send() {
+            let Some(session) = self.agent_sessions.get(&command.conn) else {
+                continue;
+            };
+            tokio::spawn(send_owner(session.clone(), command));
         }
         for command in self.core.moves_to_send() {
             let Some(link) = self.links.get(&command.conn) else {
@@ -214,11 +230,33 @@ impl CoreTask {
         }
     }
 
-    /// When the loop next has work without an event: a move's re-send or deadline, or a
-    /// removal's wait running out.
+    /// Queues each command on its shard's link (in order); those whose shard is gone are
+    /// dropped (the shard gets the state at its next registration).
+    fn queue_on_links(
+        &self,
+        commands: Vec<Tell>,
+    ) -> Vec<(Tell, tokio::sync::oneshot::Receiver<super::link::Answer>)> {
+        commands
+            .into_iter()
+            .filter_map(|tell| {
+                let link = self.links.get(&tell.conn)?;
+                let receiver = link.send_ordered(tell.request.clone());
+                Some((tell, receiver))
+            })
+            .collect()
+    }
+
+    /// When the loop next has work without an event: a move's re-send or deadline, a
+    /// removal's wait running out, or an agent reaching the heartbeat timeout.
     fn next_wakeup_ms(&self) -> Option<u64> {
         let waits = self.waiting.iter().map(|w| w.deadline_ms);
-        self.core.moves_next_wakeup().into_iter().chain(waits).min()
+        let agents = self.core.agents_next_wakeup();
+        self.core
+            .moves_next_wakeup()
+            .into_iter()
+            .chain(waits)
+            .chain(agents)
+            .min()
     }
 
     /// Removals whose move is done go on to remove their queue; those past their wait are
@@ -253,23 +291,14 @@ impl CoreTask {
         reply: ClientReply,
     ) {
         tracing::info!(%peer, changes = ?done.changes, "queue table changed");
-        let stops = done.stop.iter().map(|c| {
-            Tell::stop(
-                &c.queue,
-                c.conn,
-                coord_shard::Request::SetQueueState {
-                    enabled: c.enabled,
-                    started: c.started,
-                },
-            )
-        });
-        let restarts = done.restart.iter().map(|c| {
-            Tell::restart(
-                &c.queue,
-                c.conn,
-                coord_shard::Request::Reconfigure(Box::new(c.config.clone())),
-            )
-        });
+        let stops = done
+            .stop
+            .iter()
+            .map(|c| Tell::stop(&c.queue, c.conn, c.request()));
+        let restarts = done
+            .restart
+            .iter()
+            .map(|c| Tell::restart(&c.queue, c.conn, c.request()));
         let commands = stops.chain(restarts).collect();
         self.after.push(After::Tell {
             commands,
@@ -282,6 +311,17 @@ impl CoreTask {
     }
 }
 
+/// Tells a node's agent its new owner. One that does not take it learns the owner at its
+/// next registration.
+async fn send_owner(session: shardsched_proto::Session, command: AgentCommand) {
+    let node = command.node;
+    match tokio::time::timeout(SHARD_COMMAND_TIMEOUT, session.request(&command.request)).await {
+        Ok(Ok(_)) => tracing::debug!(%node, "node agent told its owner"),
+        Ok(Err(e)) => tracing::warn!(%node, error = %e, "node agent did not take its owner"),
+        Err(_) => tracing::warn!(%node, "node agent did not answer its owner in time"),
+    }
+}
+
 /// Sends one move command and hands the answer to the core task. A command that gets no
 /// answer is not retried here: the move machine sends it again (re-send interval,
 /// registration).
@@ -290,15 +330,7 @@ async fn send_move_command(
     command: MoveCommand,
     events: mpsc::Sender<Event>,
 ) {
-    let step = match &command.request {
-        coord_shard::Request::Release(_) => "release",
-        coord_shard::Request::Incoming(_) => "incoming",
-        coord_shard::Request::Acquire(_) => "acquire",
-        coord_shard::Request::Reclaim(_) => "reclaim",
-        coord_shard::Request::Withdraw(_) => "withdraw",
-        coord_shard::Request::CancelJobs(_) => "cancel_jobs",
-        _ => "other",
-    };
+    let step = command.request.move_step().unwrap_or("other");
     let span = move_span(&command.request, step);
     async move {
         failpoint::hit(format_args!("coord.move.before_send_{step}"));

@@ -9,15 +9,16 @@ use shardsched_proto::msg::client_coord::{
     self, MoveRequest, QueueAdmin, Response as ClientResponse,
 };
 use shardsched_proto::msg::shard_coord::{self, Response as ShardResponse};
-use shardsched_proto::msg::{Refusal, RefusalCode, coord_shard};
+use shardsched_proto::msg::{Refusal, RefusalCode, node_coord};
 use shardsched_proto::{Peer, Reply};
 
 use super::REMOVE_MOVE_WAIT;
 use super::core_task::{After, CoreTask, RemovalWait};
 use super::event::{ClientReply, Event, Held, Registration, Removal, TableChange};
 use super::followups::{self, HoldStep, Tell};
-use crate::core::{ConnId, NodeFlag, RegisterError};
-use crate::queue_table;
+use crate::core::{
+    AgentFlags, ConnId, FlagPlan, NodeFlag, RegisterError, Registering, flag_commands,
+};
 
 impl CoreTask {
     /// Dispatches one event.
@@ -26,8 +27,25 @@ impl CoreTask {
             Event::Connected { conn, session } => {
                 self.links.insert(conn, super::link::Link::start(session));
             }
+            Event::AgentConnected { conn, session } => {
+                self.agent_sessions.insert(conn, session);
+            }
+            Event::Agent {
+                conn,
+                peer,
+                request,
+                reply,
+            } => {
+                let answer = self.agent(now, conn, &peer, request);
+                self.after.push(After::Agent(reply, answer));
+            }
             Event::Closed { conn, error } => {
                 self.links.remove(&conn);
+                if self.agent_sessions.remove(&conn).is_some()
+                    && let Some(node) = self.core.agent_disconnected(conn)
+                {
+                    tracing::info!(%node, error = error.as_deref().unwrap_or("closed"), "node agent disconnected");
+                }
                 if let Some(queue) = self.core.disconnected(conn) {
                     match error {
                         None => tracing::info!(%queue, "shard disconnected; queue offline"),
@@ -65,6 +83,10 @@ impl CoreTask {
                 shard_coord::Request::Released(released) => {
                     let answer = self.core.moves_released(now, conn, &peer.name, &released);
                     self.answer_shard(reply, answer.map(|()| ShardResponse::Ack));
+                }
+                shard_coord::Request::Agents { nodes } => {
+                    let answer = ShardResponse::Agents(self.core.agent_addresses(&nodes));
+                    self.answer_shard(reply, Ok(answer));
                 }
             }),
             Event::Client {
@@ -154,7 +176,12 @@ impl CoreTask {
                 nodes,
                 down,
                 reason,
-            } => return self.node_flag(&peer, &nodes, NodeFlag::Down, down, &reason, reply),
+            } => {
+                if !down && let Err(refusal) = self.core.check_agents_heard(now, &nodes) {
+                    return self.answer(reply, Err(refusal));
+                }
+                return self.node_flag(&peer, &nodes, NodeFlag::Down, down, &reason, reply);
+            }
             R::SetNodeDrain {
                 nodes,
                 drained,
@@ -163,11 +190,7 @@ impl CoreTask {
                 return self.node_flag(&peer, &nodes, NodeFlag::Drained, drained, &reason, reply);
             }
             R::AddQueue(spec) => {
-                let added = queue_table::queue_def(self.core.config(), None, &spec)
-                    .map_err(|e| {
-                        Refusal::new(RefusalCode::Invalid, format!("queue {}: {e}", spec.name))
-                    })
-                    .and_then(|def| self.core.add_queue(def));
+                let added = self.core.add_queue_spec(&spec);
                 return self.table_change(&peer, added, reply);
             }
             R::UpdateQueue(spec) => {
@@ -202,11 +225,9 @@ impl CoreTask {
             let gone = Refusal::new(RefusalCode::Unavailable, "the connection has ended");
             return self.answer_shard(reg.reply, Err(gone));
         }
-        let registered = self
-            .core
-            .register(reg.conn, &reg.peer.name, reg.remote, &reg.register);
+        let registered = self.core.register_shard(now, registering(&reg));
         match registered {
-            Ok(assignment) => self.registered(now, reg, assignment),
+            Ok(assignment) => self.registered(reg, assignment),
             Err(RegisterError::Refused(refusal)) => self.refuse_registration(reg, refusal),
             Err(RegisterError::Held { conn: holder, .. }) => {
                 let Some(link) = self.links.get(&holder) else {
@@ -226,27 +247,21 @@ impl CoreTask {
         }
     }
 
+    /// The holder was probed: the core decides ([`Core::register_after_probe`]); a
+    /// newcomer whose own connection is gone meanwhile is refused as if the holder lived.
+    ///
+    /// [`Core::register_after_probe`]: crate::core::Core::register_after_probe
     fn holder_probed(&mut self, now: u64, alive: bool, holder: ConnId, reg: Registration) {
-        let queue = reg.register.queue.clone();
-        if alive || !self.links.contains_key(&reg.conn) {
-            let refusal = self.core.refuse_second_shard(&queue);
-            return self.refuse_registration(reg, refusal);
-        }
-        tracing::info!(%queue, "the shard that held the queue does not answer; replacing it");
-        if let Some(old) = self.links.remove(&holder) {
+        let alive = alive || !self.links.contains_key(&reg.conn);
+        if !alive && let Some(old) = self.links.remove(&holder) {
             old.session().close();
         }
-        self.core.disconnected(holder);
-        let again = self
+        let registered = self
             .core
-            .register(reg.conn, &reg.peer.name, reg.remote, &reg.register);
-        match again {
-            Ok(assignment) => self.registered(now, reg, assignment),
-            Err(RegisterError::Refused(refusal)) => self.refuse_registration(reg, refusal),
-            Err(RegisterError::Held { queue, .. }) => {
-                let refusal = self.core.refuse_second_shard(&queue);
-                self.refuse_registration(reg, refusal);
-            }
+            .register_after_probe(now, holder, alive, registering(&reg));
+        match registered {
+            Ok(assignment) => self.registered(reg, assignment),
+            Err(refusal) => self.refuse_registration(reg, refusal),
         }
     }
 
@@ -256,9 +271,8 @@ impl CoreTask {
     }
 
     /// The registration answer names generations: it leaves once the batch is durable.
-    fn registered(&mut self, now: u64, reg: Registration, assignment: shard_coord::Assignment) {
+    fn registered(&mut self, reg: Registration, assignment: shard_coord::Assignment) {
         let queue = &reg.register.queue;
-        self.core.moves_registered(now, queue, &reg.register.held);
         let address = self.core.shard(queue).map(|l| l.address);
         tracing::info!(
             %queue,
@@ -319,7 +333,7 @@ impl CoreTask {
         let commands = control
             .notify
             .iter()
-            .map(|c| Tell::queue_state(&c.queue, c.conn, c.enabled, c.started))
+            .map(|c| Tell::queue_state(&c.queue, c.conn, c.request()))
             .collect();
         let answer = if !notes || control.notes.is_empty() {
             ClientResponse::Done {
@@ -399,29 +413,49 @@ impl CoreTask {
             Err(refusal) => return self.answer(reply, Err(refusal)),
         };
         tracing::info!(%peer, nodes = nodes.len(), ?flag, on, %reason, "node flag");
-        let commands = plan
-            .into_iter()
-            .map(|((queue, reason), (conn, nodes))| {
-                let request = match flag {
-                    NodeFlag::Down => coord_shard::Request::SetNodeState {
-                        nodes,
-                        down: on,
-                        reason,
-                    },
-                    NodeFlag::Drained => coord_shard::Request::SetNodeDrain {
-                        nodes,
-                        drained: on,
-                        reason,
-                    },
-                };
-                Tell::node_flag(&queue, conn, request)
-            })
-            .collect();
         self.after.push(After::Tell {
-            commands,
+            commands: flag_tells(flag, on, plan),
             reply,
             answer: Ok(ClientResponse::Done { move_id: None }),
         });
+    }
+
+    /// A node flag the coordinator changed on its own (an agent silent past the timeout, or
+    /// back in service): forwarded to the shards that have the nodes, once durable.
+    pub(super) fn node_flag_changed(&mut self, flag: NodeFlag, on: bool, plan: FlagPlan) {
+        if !plan.is_empty() {
+            self.after.push(After::Notify(flag_tells(flag, on, plan)));
+        }
+    }
+
+    /// What an agent's word changed in node flags, forwarded to the shards once durable.
+    fn agent_flags(&mut self, flags: AgentFlags) {
+        self.node_flag_changed(NodeFlag::Down, false, flags.up);
+        self.node_flag_changed(NodeFlag::Drained, true, flags.drained);
+    }
+
+    /// A node agent's request.
+    fn agent(
+        &mut self,
+        now: u64,
+        conn: ConnId,
+        peer: &Peer,
+        request: node_coord::Request,
+    ) -> Reply<node_coord::Response> {
+        match request {
+            node_coord::Request::Register { listen, report } => {
+                let (answer, back) = self
+                    .core
+                    .agent_register(now, conn, &peer.name, listen, report)?;
+                self.agent_flags(back);
+                Ok(answer)
+            }
+            node_coord::Request::Heartbeat(report) => {
+                let back = self.core.agent_heartbeat(now, conn, &peer.name, report)?;
+                self.agent_flags(back);
+                Ok(node_coord::Response::Ack)
+            }
+        }
     }
 
     /// `queue add|update`: applied here; the shards it stops or restarts are told once it
@@ -547,4 +581,22 @@ impl CoreTask {
             }
         }
     }
+}
+
+/// The core's view of a registration the driver holds.
+fn registering(reg: &Registration) -> Registering<'_> {
+    Registering {
+        conn: reg.conn,
+        shard_name: &reg.peer.name,
+        remote: reg.remote,
+        register: &reg.register,
+    }
+}
+
+/// The shards' commands for a flag change ([`flag_commands`]), to be told.
+fn flag_tells(flag: NodeFlag, on: bool, plan: FlagPlan) -> Vec<Tell> {
+    flag_commands(plan, flag, on)
+        .into_iter()
+        .map(|(queue, conn, request)| Tell::node_flag(&queue, conn, request))
+        .collect()
 }

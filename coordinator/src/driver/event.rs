@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 
 use shardsched_proto::msg::client_coord::{self, Response as ClientResponse};
 use shardsched_proto::msg::shard_coord::{self, Register, Response as ShardResponse};
-use shardsched_proto::msg::{Refusal, RefusalCode, coord_shard};
+use shardsched_proto::msg::{Refusal, RefusalCode, coord_shard, node_coord};
 use shardsched_proto::{Peer, Reply, Session};
 use tokio::sync::{mpsc, oneshot};
 
@@ -14,6 +14,8 @@ use crate::core::{ConnId, MoveCommand, Reconfig};
 
 /// Where a shard's answer goes.
 pub(super) type ShardReply = oneshot::Sender<Reply<ShardResponse>>;
+/// Where a node agent's answer goes.
+pub(super) type AgentReply = oneshot::Sender<Reply<node_coord::Response>>;
 /// Where a client's answer goes.
 pub(super) type ClientReply = oneshot::Sender<Reply<ClientResponse>>;
 
@@ -21,6 +23,15 @@ pub(super) type ClientReply = oneshot::Sender<Reply<ClientResponse>>;
 pub(super) enum Event {
     /// A shard connected: its session, for the commands the coordinator sends it.
     Connected { conn: ConnId, session: Session },
+    /// A node agent connected: its session, for the `Owner` messages sent to it.
+    AgentConnected { conn: ConnId, session: Session },
+    /// A node agent's request.
+    Agent {
+        conn: ConnId,
+        peer: Peer,
+        request: node_coord::Request,
+        reply: AgentReply,
+    },
     /// A connection ended (`error`: why, when it did not end cleanly).
     Closed { conn: ConnId, error: Option<String> },
     /// A shard's request.

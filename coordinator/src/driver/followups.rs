@@ -46,8 +46,7 @@ enum TellKind {
 impl Tell {
     /// `SetQueueState` after an admin's change: a shard that does not acknowledge still
     /// gets the state on its next registration (the assignment carries it).
-    pub(super) fn queue_state(queue: &str, conn: ConnId, enabled: bool, started: bool) -> Tell {
-        let request = coord_shard::Request::SetQueueState { enabled, started };
+    pub(super) fn queue_state(queue: &str, conn: ConnId, request: coord_shard::Request) -> Tell {
         Tell::new(queue, conn, request, TellKind::QueueState)
     }
 
@@ -105,6 +104,14 @@ impl Tell {
             (TellKind::ReEnable, Err(e)) => tracing::warn!(%queue, error = %e,
                 "could not re-enable a queue after a refused removal"),
         }
+    }
+}
+
+/// Waits for the answers of commands queued on shards' links (each bounded by the link's
+/// timeout) and logs them: a change nobody asked for (an agent gone silent).
+pub(super) async fn notify(queued: Vec<(Tell, oneshot::Receiver<Answer>)>) {
+    for (tell, receiver) in queued {
+        tell.log(&answer_of(receiver).await);
     }
 }
 

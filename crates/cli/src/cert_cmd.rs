@@ -1,4 +1,4 @@
-//! `shardsched cert issue --role shard|admin|user --name N [--state-dir COORD_DIR] --out DIR`:
+//! `shardsched cert issue --role shard|admin|user|node --name N [--state-dir COORD_DIR] --out DIR`:
 //! a key and certificate signed by the cluster CA.
 //!
 //! Writes `DIR/cert.pem`, `DIR/key.pem` (mode 0600) and a copy of the CA certificate,
@@ -36,7 +36,8 @@ pub struct IssueArgs {
     /// The certificate's role.
     #[arg(long, value_enum)]
     pub role: RoleArg,
-    /// The certificate's name: a queue's name for a shard, a person's for users and admins.
+    /// The certificate's name: a queue's name for a shard, a person's for users and admins,
+    /// a node's for a node agent.
     #[arg(long)]
     pub name: String,
     /// The coordinator's state directory, which holds the CA [default: the `coordinator`
@@ -57,6 +58,8 @@ pub enum RoleArg {
     Admin,
     /// A user.
     User,
+    /// A node agent (named after its node).
+    Node,
 }
 
 /// `shardsched cert`.
@@ -75,6 +78,7 @@ fn issue_main(args: &IssueArgs) -> Result<()> {
         RoleArg::Shard => Role::Shard,
         RoleArg::Admin => Role::Admin,
         RoleArg::User => Role::User,
+        RoleArg::Node => Role::Node,
     };
     issue(&ca_dir, role, &args.name, &args.out)?;
     eprintln!(

@@ -50,6 +50,11 @@ pub struct CoordinatorArgs {
     /// Check the configuration, print a summary and exit without serving.
     #[arg(long)]
     pub check: bool,
+    /// Every node has an agent (`[agents] required = true`, whatever the file says): a
+    /// node whose agent has not registered within the heartbeat timeout is marked down.
+    /// `up --agents` passes it.
+    #[arg(long)]
+    pub agents: bool,
     /// Log lines as `text` (for people) or `json` (one object per line); `RUST_LOG`
     /// filters either.
     #[arg(long, value_name = "FORMAT", default_value_t = LogFormat::Text)]
@@ -61,10 +66,11 @@ pub struct CoordinatorArgs {
 
 /// `shardsched coordinator`.
 pub fn main(args: &CoordinatorArgs) -> Result<()> {
-    let config = match &args.config {
+    let mut config = match &args.config {
         Some(path) => Config::from_file(path)?,
         None => Config::embedded_default().context(DEFAULT_CONFIG_ORIGIN)?,
     };
+    config.agents.required |= args.agents;
     if args.check {
         print_summary(&config);
         return Ok(());

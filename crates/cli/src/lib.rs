@@ -21,9 +21,11 @@ mod demo;
 mod differential;
 mod docs_cmd;
 mod duration_arg;
+mod node_cmd;
 mod query;
 mod replay;
 mod shard_cmd;
+mod sim_cmd;
 mod supervise_cmd;
 mod telemetry;
 mod time_arg;
@@ -75,6 +77,8 @@ enum Command {
     Coordinator(coordinator_cmd::CoordinatorArgs),
     /// One queue's scheduling shard.
     Shard(shard_cmd::ShardArgs),
+    /// The node agent of one compute node: runs the jobs allocated there.
+    Node(node_cmd::NodeArgs),
     /// Certificates from the cluster CA: `cert issue --role ROLE --name NAME --out DIR`.
     Cert(cert_cmd::CertArgs),
     /// Fluxion resource-query compatible matcher: reads commands on standard input.
@@ -86,6 +90,10 @@ enum Command {
     Replay(replay::ReplayArgs),
     /// Generates synthetic workloads.
     Workload(workload::WorkloadArgs),
+    /// The deterministic simulator: the real coordinator and shard cores under a seeded
+    /// network, crashes and workload, checked after every step (docs/SIM.md). Exit status
+    /// 1 when a seed breaks an invariant.
+    Sim(sim_cmd::SimArgs),
     /// Prints a shell's completion script: `shardsched completions bash`.
     Completions(docs_cmd::CompletionsArgs),
     /// Prints the man page (`shardsched man | man -l -`), or writes one page per command
@@ -94,6 +102,9 @@ enum Command {
     /// Runs one exec job under supervision (started by a shard; docs/EXEC.md).
     #[command(hide = true)]
     Supervise(supervise_cmd::SuperviseArgs),
+    /// Runs one job's tasks on a node (started by a node agent; docs/EXEC.md).
+    #[command(hide = true, name = "node-supervise")]
+    NodeSupervise(node_cmd::NodeSuperviseArgs),
     /// Random resource-query cases through `query` and Fluxion's resource-query, compared
     /// byte for byte (a developer's instrument; docs/MATCHING.md).
     #[command(hide = true)]
@@ -117,11 +128,14 @@ pub fn main() -> std::process::ExitCode {
         Command::Demo(args) => demo::main(&args),
         Command::Coordinator(args) => coordinator_cmd::main(&args),
         Command::Shard(args) => shard_cmd::main(&args),
+        Command::Node(args) => node_cmd::main(&args),
+        Command::NodeSupervise(args) => node_cmd::supervise_main(&args),
         Command::Cert(args) => cert_cmd::main(&args),
         Command::Query(args) => query::main(&args),
         Command::Bench(args) => shardsched_benches::main(&args),
         Command::Replay(args) => replay::main(&args),
         Command::Workload(args) => workload::main(&args),
+        Command::Sim(args) => return sim_cmd::main(&args),
         Command::Completions(args) => docs_cmd::completions_main(&args),
         Command::Man(args) => docs_cmd::man_main(&args),
         Command::Supervise(args) => supervise_cmd::main(&args),

@@ -20,6 +20,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use shardsched_journal::UNREADABLE_EXIT_STATUS;
+use shardsched_shard::agents::AgentsOptions;
 use shardsched_shard::limits::KILL_GRACE;
 use shardsched_shard::{DriverError, ExecOptions, RESTART_EXIT_STATUS, ShardOptions};
 use shardsched_telemetry::{LogFormat, Metrics};
@@ -58,7 +59,7 @@ pub struct ShardArgs {
     /// How jobs run.
     #[arg(long, value_enum, default_value_t = Executor::Sim)]
     pub executor: Executor,
-    /// exec: time between SIGTERM and SIGKILL when a job is killed (time limit, cancel,
+    /// exec, agents: time between SIGTERM and SIGKILL when a job is killed (time limit, cancel,
     /// node down): 500ms, 10s; a bare number is seconds [default: 5s].
     #[arg(long, value_name = "DURATION", value_parser = crate::duration_arg::seconds_or_units)]
     pub kill_grace: Option<Duration>,
@@ -79,6 +80,9 @@ pub enum Executor {
     /// Really run: the job's command runs on this host, as this shard's user, under a
     /// supervisor process (`<state-dir>/jobs/<id>/` holds its output; docs/EXEC.md).
     Exec,
+    /// Really run on the nodes allocated, by their node agents (`shardsched node`), as the
+    /// user who signed the submit; `shardsched job output` shows what tasks wrote.
+    Agents,
 }
 
 /// `shardsched shard`.
@@ -91,6 +95,9 @@ pub fn main(args: &ShardArgs) -> Result<()> {
     }
     let executor = match args.executor {
         Executor::Sim => shardsched_shard::Executor::Sim,
+        Executor::Agents => shardsched_shard::Executor::Agents(AgentsOptions {
+            kill_grace: args.kill_grace.unwrap_or(KILL_GRACE),
+        }),
         Executor::Exec => {
             let program = std::env::current_exe().context("finding this executable")?;
             shardsched_shard::Executor::Exec(ExecOptions {

@@ -9,9 +9,12 @@
 //!    killed and its children still serve; then lay the directory out (see
 //!    [`shardsched_proto::state_dir`]);
 //! 2. start the coordinator on `127.0.0.1:0` and wait for it to write its bound address;
-//! 3. issue the local user an **admin** certificate (named after `$USER`), so every client
-//!    command works with no flags, and ask the coordinator which queues it has;
-//! 4. issue each queue's shard a certificate and start one `shard` process per queue;
+//! 3. issue the local user an **admin** certificate (named after the effective user's
+//!    passwd name), so every client command works with no flags, and ask the coordinator
+//!    which queues it has;
+//! 4. with `--agents`, issue each node's agent a certificate and start one `node` process
+//!    per node of the cluster ([`agents`]); issue each queue's shard a certificate and
+//!    start one `shard` process per queue;
 //! 5. wait until every queue's shard is routable, then print how to reach the system and
 //!    where the status page is (the coordinator wrote its URL to `coordinator/http-address`);
 //! 6. supervise: a child that dies is reported and restarted with bounded backoff (the
@@ -55,6 +58,7 @@ macro_rules! note {
     }};
 }
 
+mod agents;
 mod banner;
 mod child;
 pub mod lock;
@@ -110,6 +114,20 @@ pub struct UpArgs {
     /// 2h, 1d (a bare number is seconds) [default: the shard's, 1h].
     #[arg(long, value_name = "DURATION", value_parser = crate::duration_arg::seconds_or_units)]
     pub retention: Option<Duration>,
+    /// Run jobs through node agents: start one `shardsched node` per node of the cluster,
+    /// each on a loopback address of its own, and have the shards launch every job on its
+    /// nodes' agents, as the user who submitted it (implies real execution; docs/EXEC.md).
+    #[arg(long)]
+    pub agents: bool,
+    /// With --agents: one more argument for every node agent, e.g.
+    /// `--agent-arg=--prolog=/etc/shardsched/prolog` (repeat it for several).
+    #[arg(
+        long = "agent-arg",
+        value_name = "ARG",
+        allow_hyphen_values = true,
+        requires = "agents"
+    )]
+    pub agent_args: Vec<String>,
     /// Where the coordinator serves its status page and `/metrics` (HTTP). Bound off
     /// loopback, the page leaves out admins' reasons and job ids (docs/OPERATIONS.md). The
     /// shards serve their `/metrics` on free loopback ports [default: the configuration's
@@ -136,6 +154,13 @@ pub fn main(args: &UpArgs) -> Result<()> {
         ),
         None => None,
     };
+    if args.agents
+        && args
+            .executor
+            .is_some_and(|e| e != crate::shard_cmd::Executor::Agents)
+    {
+        bail!("--agents runs jobs through node agents: it goes with no other --executor");
+    }
     let exe = std::env::current_exe().context("finding this executable")?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -148,8 +173,15 @@ pub fn main(args: &UpArgs) -> Result<()> {
             dir,
             config,
             time_scale: args.time_scale,
-            executor: args.executor,
+            executor: if args.agents {
+                Some(crate::shard_cmd::Executor::Agents)
+            } else {
+                args.executor
+            },
             retention: args.retention,
+            agents: args.agents,
+            agent_args: args.agent_args.clone(),
+            agent_dirs: Vec::new(),
             log_format: args.log_format,
             http_listen: args.http_listen,
             processes_lock: lock.processes_lock().to_owned(),
@@ -180,6 +212,12 @@ struct Supervisor {
     executor: Option<crate::shard_cmd::Executor>,
     /// `--retention` for the shards.
     retention: Option<Duration>,
+    /// `--agents`: one node agent per node.
+    agents: bool,
+    /// `--agent-arg`s, for every agent.
+    agent_args: Vec<String>,
+    /// The node agents' state directories, once started.
+    agent_dirs: Vec<PathBuf>,
     /// `--log-format` for every child.
     log_format: LogFormat,
     /// The coordinator's `--http-listen`, if any (after its first start, the address it
@@ -187,8 +225,8 @@ struct Supervisor {
     http_listen: Option<SocketAddr>,
     /// Given to every child with `--up-lock` (see [`lock`]).
     processes_lock: PathBuf,
-    /// The coordinator first, then the shards (in queue order at start, then in the order
-    /// queues were added at run time).
+    /// The coordinator first, then the node agents (`--agents`), then the shards (in queue
+    /// order at start, then in the order queues were added at run time).
     children: Vec<Supervised>,
     /// The coordinator's address, once it wrote it.
     coordinator: Option<SocketAddr>,
@@ -287,6 +325,7 @@ fn prepare_dirs(dir: &StateDir) -> Result<()> {
         dir.client_dir(),
         dir.logs_dir(),
         dir.shards_dir(),
+        dir.nodes_dir(),
     ] {
         create_private_dir(&d)?;
     }

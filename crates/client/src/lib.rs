@@ -44,6 +44,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail};
 use shardsched_proto::identity::COORDINATOR_NAME;
 use shardsched_proto::limits::IDEMPOTENCY_KEY_BYTES;
+use shardsched_proto::msg::agent::JobSignature;
 use shardsched_proto::msg::client_shard::IdempotencyKey;
 use shardsched_proto::msg::{
     JobId, JobList, JobsQuery, NodeStatus, Refusal, RefusalCode, Route, RouteTable, client_coord,
@@ -82,6 +83,9 @@ pub struct Client {
     /// Open shard connections by queue, with the address they were opened to (a restarted
     /// shard comes back at a new address, which invalidates the entry).
     shards: tokio::sync::Mutex<HashMap<String, Session>>,
+    /// Signs the jobspecs this client submits (node agents run a job as its signer);
+    /// `None` when the certificate's key cannot sign (the submit is then unsigned).
+    signer: Option<shardsched_proto::sign::JobSigner>,
 }
 
 impl Client {
@@ -121,6 +125,7 @@ impl Client {
             me: None,
             routes: std::sync::Mutex::new(None),
             shards: tokio::sync::Mutex::new(HashMap::new()),
+            signer: shardsched_proto::sign::JobSigner::new(creds).ok(),
         };
         let mut retry = Retry::new();
         let session = loop {
@@ -132,6 +137,16 @@ impl Client {
         };
         client.me = session.seen_as().cloned();
         Ok(client)
+    }
+
+    /// This client's signature of `jobspec_json`, if its certificate can sign.
+    pub fn sign(&self, jobspec_json: &str) -> Result<Option<JobSignature>> {
+        match &self.signer {
+            None => Ok(None),
+            Some(signer) => Ok(Some(
+                signer.sign(jobspec_json).context("signing the jobspec")?,
+            )),
+        }
     }
 
     /// Who the coordinator says we are (from our certificate).

@@ -36,26 +36,30 @@ pub fn queue_names(routes: &RouteTable) -> String {
     }
 }
 
-/// `jobspec_json` as a plain submit (no urgency, no array) with a fresh idempotency key.
+/// `jobspec_json` as a plain submit (no urgency, no array) with a fresh idempotency key;
+/// [`submit`] signs it.
 pub fn plain(jobspec_json: String) -> Submit {
     Submit {
         idempotency_key: crate::new_key(),
         jobspec_json,
         urgency: None,
         array: None,
+        signature: None,
     }
 }
 
-/// Submits `submit` to `queue`'s shard, retrying on connection failures with its key (so at
-/// most one job results). `routes` is a fresh routing table if the caller has one; retries
-/// fetch their own. Returns the id and whether the shard recognised the key from an earlier
-/// attempt.
+/// Signs `submit` (replacing any signature it has) and submits it to `queue`'s shard,
+/// retrying on connection failures with its key (so at most one job results). `routes` is a
+/// fresh routing table if the caller has one; retries fetch their own. Returns the id and
+/// whether the shard recognised the key from an earlier attempt.
 pub async fn submit(
     client: &Client,
     routes: Option<RouteTable>,
     queue: &str,
     submit: Submit,
 ) -> Result<(JobId, bool)> {
+    let mut submit = submit;
+    submit.signature = client.sign(&submit.jobspec_json)?;
     let request = Request::Submit(submit);
     check_locally(&request)?;
     let mut routes = routes;

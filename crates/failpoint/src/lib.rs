@@ -29,6 +29,8 @@
 //!
 //! Names are listed where they are hit; docs/MOVES.md lists the move protocol's.
 
+pub mod mutant;
+
 use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -15,6 +15,9 @@
 //!   write it): any resource types at any depth, counts that are ranges
 //!   (`{min, max, operator, operand}`, see [`Count`]), several top-level resources.
 //!
+//! [`parse_fluxion`] reads a jobspec as Fluxion's own reader does instead (any version from 1
+//! to 9999, no RFC 25 shape rules): `shardsched query` uses it to answer as resource-query.
+//!
 //! Every error is a [`JobspecError`] naming the field path it is about, or the line and column
 //! of a syntax error. No input makes the parser panic; texts longer than
 //! [`JOBSPEC_BYTES_MAX`] or nesting deeper than [`JOBSPEC_DEPTH_MAX`] are refused.
@@ -59,6 +62,8 @@
 pub mod constraint;
 pub mod duration;
 pub mod error;
+pub mod execution;
+pub mod fluxion;
 pub mod model;
 pub mod options;
 pub mod parse;
@@ -68,6 +73,8 @@ mod validate;
 
 pub use constraint::Constraint;
 pub use error::{Format, JobspecError};
+pub use execution::Execution;
+pub use fluxion::parse_fluxion;
 pub use model::{
     Attributes, Count, CountOp, Jobspec, Resource, Task, TaskCount, VERSION_1, VERSION_GENERAL,
 };

@@ -353,6 +353,16 @@ impl Jobspec {
         }
         out
     }
+
+    /// Whether some resource list offers alternatives: more than one `slot` in one list
+    /// (or-slots) or any `xor_slot`. Only Fluxion's flexible traverser matches these.
+    pub fn has_alternatives(&self) -> bool {
+        fn any(list: &[Resource]) -> bool {
+            list.iter().filter(|r| r.kind == "slot").count() > 1
+                || list.iter().any(|r| r.kind == "xor_slot" || any(&r.with))
+        }
+        any(&self.resources)
+    }
 }
 
 #[cfg(test)]
@@ -454,6 +464,30 @@ mod tests {
             attributes: Attributes::default(),
         };
         assert_eq!(js.slot_labels(), vec!["a", "b"]);
+        assert!(js.has_alternatives(), "two slots in one list");
+    }
+
+    #[test]
+    fn alternatives_are_or_slots_or_xor_slots_at_any_depth() {
+        let js = |resources| Jobspec {
+            version: VERSION_GENERAL,
+            resources,
+            tasks: vec![],
+            attributes: Attributes::default(),
+        };
+        let slot = |kind: &str| {
+            let mut s = Resource::new(kind, Count::exact(1));
+            s.label = Some("s".into());
+            s.with.push(Resource::new("core", Count::exact(1)));
+            s
+        };
+        let mut node = Resource::new("node", Count::exact(1));
+        node.with = vec![slot("slot")];
+        assert!(!js(vec![node.clone()]).has_alternatives());
+        assert!(!js(vec![node.clone(), slot("slot")]).has_alternatives());
+        node.with.push(slot("xor_slot"));
+        assert!(js(vec![node]).has_alternatives());
+        assert!(js(vec![slot("slot"), slot("slot")]).has_alternatives());
     }
 
     #[test]

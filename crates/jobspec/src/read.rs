@@ -27,6 +27,21 @@ pub fn parse(text: &str) -> Result<Jobspec, JobspecError> {
 
 /// Parses a YAML jobspec.
 pub fn parse_yaml(text: &str) -> Result<Jobspec, JobspecError> {
+    from_value(&yaml_value(text)?)
+}
+
+/// Reads jobspec text, YAML or JSON (JSON when the first non-blank character is `{`), into
+/// a generic value, under the size and depth limits.
+pub(crate) fn read_value(text: &str) -> Result<Value, JobspecError> {
+    let body = text.trim_start_matches('\u{feff}').trim_start();
+    if body.starts_with('{') {
+        json_value(text)
+    } else {
+        yaml_value(text)
+    }
+}
+
+fn yaml_value(text: &str) -> Result<Value, JobspecError> {
     check_size(text)?;
     let mut budget = serde_saphyr::Budget::default();
     budget.max_depth = JOBSPEC_DEPTH_MAX;
@@ -36,22 +51,24 @@ pub fn parse_yaml(text: &str) -> Result<Jobspec, JobspecError> {
         budget: Some(budget),
         with_snippet: false,
     };
-    let value: Value = serde_saphyr::from_str_with_options(text, options).map_err(yaml_error)?;
-    from_value(&value)
+    serde_saphyr::from_str_with_options(text, options).map_err(yaml_error)
 }
 
 /// Parses a JSON jobspec.
 pub fn parse_json(text: &str) -> Result<Jobspec, JobspecError> {
+    from_value(&json_value(text)?)
+}
+
+fn json_value(text: &str) -> Result<Value, JobspecError> {
     check_size(text)?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     check_json_depth(text)?;
-    let value: Value = serde_json::from_str(text).map_err(|e| JobspecError::Syntax {
+    serde_json::from_str(text).map_err(|e| JobspecError::Syntax {
         format: Format::Json,
         line: e.line() as u64,
         column: e.column() as u64,
         message: strip_position(&e.to_string()),
-    })?;
-    from_value(&value)
+    })
 }
 
 fn check_size(text: &str) -> Result<(), JobspecError> {

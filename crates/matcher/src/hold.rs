@@ -62,7 +62,7 @@ impl Matcher {
             at,
             duration,
         };
-        self.record(id, JobState::Allocated, alloc, &[]).map(|_| ())
+        self.record(id, JobState::Allocated, alloc).map(|_| ())
     }
 }
 

@@ -2,10 +2,11 @@
 //! future time, and keeps the calendars that make those answers exact.
 //!
 //! One entry point, [`Matcher::run`], serves `shardsched query`, the benches, replay and the
-//! shards. A match walks the graph depth-first together with the jobspec (see [`traverse`]),
-//! scores candidates by the [`MatchPolicy`], picks the best, and — for allocations and
-//! reservations — records them in per-vertex calendars ([`state`]) so that later matches see
-//! them and [`Matcher::cancel`] restores the calendars exactly.
+//! shards. A match is Fluxion's: a *select* walks the graph depth-first together with the
+//! jobspec, scores candidates by the [`MatchPolicy`] and marks the best ([`dfu`]); an
+//! *update* walk then takes what the marks say ([`update`]) and — for allocations and
+//! reservations — records it in per-vertex calendars ([`state`]) so that later matches see
+//! it and [`Matcher::cancel`] restores the calendars exactly.
 //!
 //! ```
 //! use shardsched_matcher::{Matcher, MatchOp, MatchOutcome, MatchPolicy, PruneFilters};
@@ -25,14 +26,21 @@
 pub mod alloc;
 pub mod checker;
 pub mod constraint;
+pub mod dfu;
+pub mod find;
+mod partial;
+pub use partial::PartialCancel;
+mod gccsort;
 mod hold;
 pub mod policy;
 pub mod request;
 mod restore;
+mod schedule;
 pub mod state;
 #[cfg(test)]
 mod test_support;
-pub mod traverse;
+pub mod types;
+pub mod update;
 pub mod writer;
 
 use std::collections::BTreeMap;
@@ -41,10 +49,13 @@ use shardsched_jobspec::Jobspec;
 use shardsched_resource::{ResourceGraph, Status, VertexId};
 
 pub use alloc::{AllocVertex, Allocation};
+pub use dfu::{EdgeOrder, Errno, Labels};
 pub use policy::MatchPolicy;
-pub use request::Request;
+pub use request::{Request, UNKNOWN_TYPE_MESSAGE};
 pub use restore::{StoredAllocation, StoredVertex};
+pub use schedule::{FluxionOp, QueryOutcome};
 pub use state::{PLAN_BASE, PLAN_HORIZON, PruneFilters, SchedState, SpanRef};
+pub use types::{PruneTypes, TypeTable};
 pub use writer::Writer;
 
 /// What a caller asks of a match.
@@ -107,8 +118,12 @@ pub enum JobState {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JobRecord {
     pub state: JobState,
+    /// The vertices the job holds (Fluxion's job tags), children before parents.
     pub alloc: Allocation,
     pub spans: Vec<SpanRef>,
+    /// Part of it was cancelled ([`Matcher::partial_cancel_ranks`]): what is left may no
+    /// longer be reachable from the root through vertices it holds.
+    pub partial: bool,
 }
 
 /// Errors of the matcher.
@@ -134,38 +149,213 @@ pub struct Matcher {
     pub graph: ResourceGraph,
     pub state: SchedState,
     policy: MatchPolicy,
-    order: traverse::ScoreOrder,
-    tree: alloc::TreeOrder,
-    marks: alloc::Marks,
-    scratch: traverse::Scratch,
-    /// End times of held allocations and reservations, with how many end then: the only
-    /// instants a reservation can start at.
-    ends: BTreeMap<i64, u32>,
+    types: TypeTable,
+    prune: PruneTypes,
+    /// Interning rank of each type symbol when it is a pruning type.
+    prune_rank_of: Vec<Option<u32>>,
+    score_order: dfu::ScoreOrder,
+    /// `first`'s learned child order (stop-on-1 policies only).
+    order: Option<EdgeOrder>,
+    marks: dfu::Marks,
+    labels: Labels,
+    /// Fluxion's sequence number: one per select.
+    seq: u64,
+    cands: Option<dfu::evals::Cands>,
+    spares: alloc::Spares,
+    /// Start and end times of held allocations and reservations, with how many start or end
+    /// then: the only instants at which a reservation can start.
+    times: BTreeMap<i64, u32>,
     jobs: BTreeMap<u64, JobRecord>,
+    /// End of the graph's planning period (Fluxion's graph duration): durations are cut
+    /// there, and a job without one lasts until then.
+    graph_end: i64,
+    /// Fluxion's count of up nodes (its own bookkeeping, quirks included).
+    nodes_up: i64,
+    /// Fluxion's errno during the last [`Matcher::schedule`].
+    errno: dfu::Errno,
+    /// Fluxion's flexible traverser (`-T flexible`): or-slots and xor-slots.
+    flexible: bool,
+    /// Jobs matched again under the same id (see [`Matcher::schedule`]): what they took
+    /// stays taken, and `find` still sees it under their id.
+    orphans: Vec<(u64, JobRecord)>,
+    /// Walk every vertex Fluxion's walk visits (no best-first early stop), for its errno.
+    exhaustive: bool,
+    /// Levels Fluxion's update walk failed to give back (one per vertex a calendar
+    /// refused): every later output is indented that much deeper.
+    level_drift: u32,
+    /// The vertices the last recorded match left out, with the number of kept vertices
+    /// before each (see [`Matcher::last_refused`]).
+    refused: Vec<(usize, VertexId)>,
+    /// The dominant subsystem's tree when it is not containment (`-S PA`).
+    subtree: Option<Box<dfu::subtree::SubTree>>,
+    /// The pruning types the filters name (before the leaf types a walk adds).
+    prune_base: PruneTypes,
+    /// A walk's visit state in a graph where vertices share parents (kept between walks).
+    dag_state: Option<Box<dfu::DagState>>,
+    /// How many vertices the last recorded match took (its job may hold more: see
+    /// `record_as`).
+    last_recorded: usize,
+}
+
+/// The tree walks follow: the dominant subsystem's, containment's by default.
+fn tree_of<'a>(
+    graph: &'a ResourceGraph,
+    subtree: &'a Option<Box<dfu::subtree::SubTree>>,
+) -> &'a dyn dfu::Tree {
+    match subtree {
+        Some(t) => t.as_ref(),
+        None => graph,
+    }
 }
 
 impl Matcher {
     /// A matcher over `graph` with nothing allocated.
     pub fn new(graph: ResourceGraph, policy: MatchPolicy, filters: &PruneFilters) -> Matcher {
-        let state = SchedState::new(&graph, filters);
-        let order = traverse::ScoreOrder::new(&graph, &policy);
-        let tree = alloc::TreeOrder::new(&graph);
-        Matcher {
+        let types = TypeTable::new(&graph, filters.type_names());
+        let mut prune = PruneTypes::default();
+        for (hl, ll) in &filters.pairs {
+            let anchor = hl
+                .as_deref()
+                .and_then(|h| types.lookup(&graph, h))
+                .map(|s| types.rank(s));
+            if hl.is_some() && anchor.is_none() {
+                continue;
+            }
+            if let Some(low) = types.lookup(&graph, ll) {
+                prune.set(anchor, types.rank(low));
+            }
+        }
+        let prune_base = prune.clone();
+        let state = SchedState::new(&graph, &types, &mut prune);
+        let mut prune_rank_of = vec![None; graph.sym_count()];
+        for (i, slot) in prune_rank_of.iter_mut().enumerate() {
+            let r = types.rank(shardsched_resource::Sym(i as u32));
+            if r != u32::MAX && prune.is_pruning(r) {
+                *slot = Some(r);
+            }
+        }
+        let score_order = dfu::ScoreOrder::new(&graph, &graph, &policy);
+        let order = policy.stop_at_first.then(|| EdgeOrder::new(&graph, &graph));
+        let node = graph.sym("node");
+        let nodes_up = node.map_or(0, |n| {
+            graph
+                .vertices()
+                .filter(|&v| graph.kind(v) == n)
+                .map(|v| if graph.status(v) == Status::Up { 1 } else { -1 })
+                .sum()
+        });
+        let mut m = Matcher {
             graph,
             state,
             policy,
+            types,
+            prune,
+            prune_rank_of,
+            score_order,
             order,
-            tree,
-            marks: alloc::Marks::default(),
-            scratch: traverse::Scratch::default(),
-            ends: BTreeMap::new(),
+            marks: dfu::Marks::default(),
+            labels: Labels::default(),
+            seq: 0,
+            cands: None,
+            spares: alloc::Spares::default(),
+            times: BTreeMap::new(),
             jobs: BTreeMap::new(),
+            graph_end: PLAN_BASE.saturating_add(i64::try_from(PLAN_HORIZON / 2).unwrap_or(0)),
+            nodes_up,
+            errno: dfu::Errno::None,
+            flexible: false,
+            orphans: Vec::new(),
+            exhaustive: false,
+            level_drift: 0,
+            refused: Vec::new(),
+            subtree: None,
+            prune_base,
+            dag_state: None,
+            last_recorded: 0,
+        };
+        if m.graph.has_shared_children() {
+            // Walks follow every containment edge, each vertex once.
+            let _ = m.set_dominant_subsystem(shardsched_resource::CONTAINMENT);
         }
+        m
+    }
+
+    /// Makes `subsystem` the dominant one (resource-query's `-S PA`: walks follow the power
+    /// subsystem's edges from its root). Only before anything is held; `containment` goes
+    /// back to the default.
+    pub fn set_dominant_subsystem(&mut self, subsystem: &str) -> Result<(), MatchError> {
+        if !self.jobs.is_empty() {
+            return Err(MatchError::Internal(
+                "the dominant subsystem changes only before any match".into(),
+            ));
+        }
+        self.subtree =
+            if subsystem == shardsched_resource::CONTAINMENT && !self.graph.has_shared_children() {
+                None
+            } else {
+                Some(Box::new(
+                    dfu::subtree::SubTree::new(&self.graph, subsystem).ok_or_else(|| {
+                        MatchError::BadRequest(format!("the graph has no {subsystem} subsystem"))
+                    })?,
+                ))
+            };
+        let mut prune = self.prune_base.clone();
+        let tree = tree_of(&self.graph, &self.subtree);
+        self.state = SchedState::new_on(&self.graph, tree, &self.types, &mut prune);
+        for (i, slot) in self.prune_rank_of.iter_mut().enumerate() {
+            let r = self.types.rank(shardsched_resource::Sym(i as u32));
+            *slot = (r != u32::MAX && prune.is_pruning(r)).then_some(r);
+        }
+        self.prune = prune;
+        self.score_order = dfu::ScoreOrder::new(&self.graph, tree, &self.policy);
+        if self.order.is_some() {
+            self.order = Some(EdgeOrder::new(&self.graph, tree));
+        }
+        Ok(())
+    }
+
+    /// The dominant subsystem's name (`containment` unless set otherwise).
+    pub fn dominant_subsystem(&self) -> &str {
+        self.subtree
+            .as_ref()
+            .map_or(shardsched_resource::CONTAINMENT, |t| t.name.as_str())
+    }
+
+    /// The tree walks follow (see [`Matcher::set_dominant_subsystem`]).
+    pub fn tree(&self) -> &dyn dfu::Tree {
+        tree_of(&self.graph, &self.subtree)
+    }
+
+    /// Chooses Fluxion's flexible traverser (`-T flexible`: or-slots formed by best score,
+    /// xor-slots tried one alternative at a time) or its default one.
+    pub fn set_flexible(&mut self, flexible: bool) {
+        self.flexible = flexible;
+    }
+
+    /// Sets the end of the planning period (see [`Matcher::graph_end`]); resource-query uses
+    /// Fluxion's 100 years.
+    pub fn set_graph_end(&mut self, end: i64) {
+        self.graph_end = end.clamp(PLAN_BASE + 1, PLAN_BASE + (PLAN_HORIZON / 2) as i64);
+    }
+
+    /// End of the planning period: no job runs past it.
+    pub fn graph_end(&self) -> i64 {
+        self.graph_end
     }
 
     /// The match policy this matcher was built with.
     pub fn policy(&self) -> MatchPolicy {
         self.policy
+    }
+
+    /// Fluxion's type table of this graph.
+    pub fn types(&self) -> &TypeTable {
+        &self.types
+    }
+
+    /// Labels recorded on vertices by matches (printed by the JGF writer).
+    pub fn labels(&self) -> &Labels {
+        &self.labels
     }
 
     /// Matches `js` for job `jobid` at time `now` according to `op`.
@@ -190,9 +380,7 @@ impl Matcher {
     }
 
     /// As [`Matcher::run`], without handing back a copy of the allocation: it stays in the
-    /// matcher ([`Matcher::job`]). A whole-node allocation lists every vertex of its nodes,
-    /// so a caller that needs only the start (a queue manager placing a reservation) saves
-    /// copying it.
+    /// matcher ([`Matcher::job`]).
     pub fn place(
         &mut self,
         op: MatchOp,
@@ -203,42 +391,30 @@ impl Matcher {
         if op != MatchOp::Satisfiability && self.jobs.contains_key(&jobid) {
             return Err(MatchError::DuplicateJob(jobid));
         }
-        let req = Request::compile(js, &self.graph, &self.state.prune_types)?;
-        match op {
-            MatchOp::Satisfiability => Ok(Placement::Satisfiable(self.satisfiable(&req, now))),
-            MatchOp::Allocate | MatchOp::AllocateWithSatisfiability => {
-                if let Some(a) = self.try_at(&req, now) {
-                    return self.record_expanded(jobid, JobState::Allocated, a);
-                }
-                let satisfiable = (op == MatchOp::AllocateWithSatisfiability)
-                    .then(|| self.satisfiable(&req, now));
-                Ok(Placement::NoMatch { satisfiable })
-            }
-            MatchOp::AllocateOrElseReserve => {
-                if let Some(a) = self.try_at(&req, now) {
-                    return self.record_expanded(jobid, JobState::Allocated, a);
-                }
-                for t in self.candidate_times(now) {
-                    if let Some(a) = self.try_at(&req, t) {
-                        return self.record_expanded(jobid, JobState::Reserved, a);
-                    }
-                }
-                // As Fluxion: a failed reservation is reported unsatisfiable only when, even
-                // ignoring allocations and status, not one candidate qualifies for some
-                // top-level request; down resources make it fail, not the request.
-                let unsat = !self.graph_has_candidates(&req, now);
-                Ok(Placement::NoMatch {
-                    satisfiable: Some(!unsat),
-                })
-            }
-        }
+        let fop = match op {
+            MatchOp::Allocate => FluxionOp::Allocate,
+            MatchOp::AllocateWithSatisfiability => FluxionOp::AllocateWithSatisfiability,
+            MatchOp::AllocateOrElseReserve => FluxionOp::AllocateOrElseReserve,
+            MatchOp::Satisfiability => FluxionOp::Satisfiability,
+        };
+        Ok(match self.schedule_as(fop, js, jobid, now, false)? {
+            QueryOutcome::Allocated(at, _) => Placement::Allocated { at },
+            QueryOutcome::Reserved(at, _) => Placement::Reserved { at },
+            QueryOutcome::Matched(..) => Placement::NoMatch { satisfiable: None },
+            QueryOutcome::NoMatch { unsatisfiable } => Placement::NoMatch {
+                satisfiable: match op {
+                    MatchOp::Allocate => None,
+                    _ => Some(!unsatisfiable),
+                },
+            },
+            QueryOutcome::Satisfiable(b) => Placement::Satisfiable(b),
+        })
     }
 
-    /// A copy of job `jobid`'s allocation (in memory an ended allocation left, when there
-    /// is some).
+    /// A copy of job `jobid`'s allocation.
     pub fn copy_allocation(&mut self, jobid: u64) -> Option<Allocation> {
         let job = self.jobs.get(&jobid)?;
-        let mut vertices = self.marks.vertex_list(job.alloc.vertices.len());
+        let mut vertices = self.spares.vertex_list(job.alloc.vertices.len());
         vertices.extend_from_slice(&job.alloc.vertices);
         Some(Allocation {
             vertices,
@@ -246,128 +422,71 @@ impl Matcher {
         })
     }
 
-    /// Whether `req` could ever be satisfied by the graph as it is (status respected,
-    /// allocations ignored).
-    fn satisfiable(&self, req: &Request, now: i64) -> bool {
-        let dur = Self::duration_at(req, now);
-        dur > 0 && self.traversal(req, now, dur, true).select().is_some()
-    }
-
-    /// Whether every top-level request finds at least one candidate in the graph, ignoring
-    /// allocations and status.
-    fn graph_has_candidates(&self, req: &Request, now: i64) -> bool {
-        let dur = Self::duration_at(req, now);
-        self.traversal(req, now, dur, true)
-            .ignoring_status()
-            .top_has_candidates()
-    }
-
-    fn duration_at(req: &Request, at: i64) -> u64 {
-        let end = PLAN_BASE.saturating_add(PLAN_HORIZON as i64);
-        let left = u64::try_from(end.saturating_sub(at)).unwrap_or(0);
-        if req.duration == 0 {
-            left
-        } else {
-            req.duration.min(left)
-        }
-    }
-
-    fn traversal<'m>(
-        &'m self,
-        req: &'m Request,
-        at: i64,
-        dur: u64,
-        sat: bool,
-    ) -> traverse::Traversal<'m> {
-        traverse::Traversal::new(
-            &self.graph,
-            &self.state,
-            req,
-            &self.order,
-            self.policy,
-            at,
-            dur,
-            sat,
-            Default::default(),
-        )
-    }
-
-    fn try_at(&mut self, req: &Request, at: i64) -> Option<Allocation> {
-        let dur = Self::duration_at(req, at);
-        if dur == 0 {
-            return None;
-        }
-        let scratch = std::mem::take(&mut self.scratch);
-        let mut t = traverse::Traversal::new(
-            &self.graph,
-            &self.state,
-            req,
-            &self.order,
-            self.policy,
-            at,
-            dur,
-            false,
-            scratch,
-        );
-        let top = t.select();
-        let alloc = top.map(|top| {
-            alloc::expand(
-                &self.graph,
-                &self.tree,
-                &mut self.marks,
-                &t.arena,
-                top,
-                self.policy.node_exclusive,
-                at,
-                dur,
-            )
-        });
-        self.scratch = t.into_scratch();
-        alloc
-    }
-
-    /// Times after `now` at which some held resource frees up, in order: the only instants at
-    /// which a request that does not fit earlier can start to fit.
-    fn candidate_times(&self, now: i64) -> Vec<i64> {
-        self.ends
-            .range(now.saturating_add(1)..)
-            .map(|(&t, _)| t)
-            .collect()
-    }
-
-    /// Records the allocation the last `try_at` expanded, with what the expansion knows of
-    /// its whole subtrees.
-    fn record_expanded(
-        &mut self,
-        jobid: u64,
-        state: JobState,
-        alloc: Allocation,
-    ) -> Result<Placement, MatchError> {
-        let runs = self.marks.take_whole_runs();
-        let placed = self.record(jobid, state, alloc, &runs);
-        self.marks.return_whole_runs(runs);
-        placed
-    }
-
-    /// Records `alloc` for `jobid`. `whole_runs` are the runs of its vertices that are whole
-    /// subtrees copied from the template (`alloc::expand`), or empty: only the allocation
-    /// just expanded may pass them.
+    /// Records `alloc` for `jobid` (the calendars, the job, its times), failing on any
+    /// conflict: a restore or a hold.
     fn record(
         &mut self,
         jobid: u64,
         state: JobState,
         alloc: Allocation,
-        whole_runs: &[(u32, u32)],
     ) -> Result<Placement, MatchError> {
-        let spans = alloc::commit_expanded(&self.graph, &mut self.state, &alloc, whole_runs)?;
-        *self.ends.entry(end_of(&alloc)).or_default() += 1;
+        self.record_as(jobid, state, alloc, false, None)
+    }
+
+    /// Records what a match found: a vertex whose calendar refuses it is left out, as
+    /// Fluxion leaves it. With `learn` (the time at which `first` reads free amounts),
+    /// `first`'s learned order is updated too.
+    fn record_match(
+        &mut self,
+        jobid: u64,
+        state: JobState,
+        alloc: Allocation,
+        learn: Option<i64>,
+    ) -> Result<Placement, MatchError> {
+        self.record_as(jobid, state, alloc, true, learn)
+    }
+
+    fn record_as(
+        &mut self,
+        jobid: u64,
+        state: JobState,
+        mut alloc: Allocation,
+        lenient: bool,
+        learn: Option<i64>,
+    ) -> Result<Placement, MatchError> {
+        let mut spans = self.commit(&mut alloc, lenient, learn)?;
         let at = alloc.at;
+        *self.times.entry(at).or_default() += 1;
+        *self.times.entry(end_of(&alloc)).or_default() += 1;
+        let mut partial = false;
+        self.last_recorded = alloc.vertices.len();
+        if let Some(old) = self.jobs.remove(&jobid) {
+            // The same id matched again (Fluxion keeps per-vertex records by job id): the
+            // job holds both; where both hold a vertex the new records replace the old ones
+            // in its books, and the old ones stay taken for good.
+            let new_vertices: std::collections::HashSet<u32> =
+                alloc.vertices.iter().map(|av| av.v.0).collect();
+            for &s in &old.spans {
+                if !new_vertices.contains(&self.state.span_vertex(s).0) {
+                    spans.push(s);
+                }
+            }
+            alloc.vertices.extend(
+                old.alloc
+                    .vertices
+                    .iter()
+                    .filter(|av| !new_vertices.contains(&av.v.0))
+                    .copied(),
+            );
+            partial = true;
+        }
         self.jobs.insert(
             jobid,
             JobRecord {
                 state,
                 alloc,
                 spans,
+                partial,
             },
         );
         Ok(match state {
@@ -376,10 +495,54 @@ impl Matcher {
         })
     }
 
+    /// Records `alloc` in the calendars; on failure nothing stays recorded.
+    fn commit(
+        &mut self,
+        alloc: &mut Allocation,
+        lenient: bool,
+        learn: Option<i64>,
+    ) -> Result<Vec<SpanRef>, MatchError> {
+        let ranks = RankOf(&self.prune_rank_of, &self.graph);
+        let g = &self.graph;
+        let tree = tree_of(&self.graph, &self.subtree);
+        let mut order = learn.and(self.order.as_mut());
+        let now = learn.unwrap_or(alloc.at);
+        alloc::commit_noting(
+            g,
+            &mut self.state,
+            &ranks,
+            alloc,
+            lenient,
+            |st, v| {
+                if let Some(order) = order.as_deref_mut() {
+                    learn_weight(tree, st, order, v, now);
+                }
+            },
+            &mut self.refused,
+        )
+    }
+
+    /// Calendars of this graph with nothing held (what cancelling every job gives back).
+    pub fn fresh_state(&self) -> SchedState {
+        let mut prune = self.prune.clone();
+        SchedState::new_on(&self.graph, self.tree(), &self.types, &mut prune)
+    }
+
+    /// Records `alloc` in `st` as a match would (for checks that rebuild calendars).
+    pub fn commit_into(
+        &self,
+        st: &mut SchedState,
+        alloc: &Allocation,
+    ) -> Result<Vec<SpanRef>, MatchError> {
+        let ranks = RankOf(&self.prune_rank_of, &self.graph);
+        let mut copy = alloc.clone();
+        alloc::commit(&self.graph, st, &ranks, &mut copy, false, |_, _| {})
+    }
+
     /// Removes job `jobid`'s allocation or reservation, restoring the calendars exactly.
     pub fn cancel(&mut self, jobid: u64) -> Result<(), MatchError> {
         let alloc = self.take(jobid)?;
-        self.marks.give_back(alloc.vertices);
+        self.spares.give_back(alloc.vertices);
         Ok(())
     }
 
@@ -391,12 +554,24 @@ impl Matcher {
             .jobs
             .remove(&jobid)
             .ok_or(MatchError::NoSuchJob(jobid))?;
-        let end = end_of(&job.alloc);
-        if let Some(n) = self.ends.get_mut(&end) {
-            *n -= 1;
-            if *n == 0 {
-                self.ends.remove(&end);
+        for t in [job.alloc.at, end_of(&job.alloc)] {
+            if let Some(n) = self.times.get_mut(&t) {
+                *n -= 1;
+                if *n == 0 {
+                    self.times.remove(&t);
+                }
             }
+        }
+        if job.partial {
+            // Fluxion's cancel walk stops at vertices the job no longer holds: what lies
+            // below them stays taken.
+            let reach = self.reachable(&job);
+            for &s in &job.spans {
+                if reach.contains(&self.state.span_vertex(s).0) {
+                    self.state.remove(s)?;
+                }
+            }
+            return Ok(job.alloc);
         }
         for &s in &job.spans {
             self.state.remove(s)?;
@@ -404,10 +579,82 @@ impl Matcher {
         Ok(job.alloc)
     }
 
+    /// The vertices of `job` its cancel walk reaches: from the root, through vertices the
+    /// job holds (none when it does not hold the root).
+    fn reachable(&self, job: &JobRecord) -> std::collections::HashSet<u32> {
+        let held: std::collections::HashSet<u32> =
+            job.alloc.vertices.iter().map(|av| av.v.0).collect();
+        let mut out = std::collections::HashSet::new();
+        let root = self.tree().root();
+        if !held.contains(&root.0) {
+            return out;
+        }
+        let mut stack = vec![root];
+        while let Some(v) = stack.pop() {
+            if !held.contains(&v.0) || !out.insert(v.0) {
+                continue;
+            }
+            stack.extend(self.tree().children(v).iter().map(|&c| VertexId(c)));
+        }
+        out
+    }
+
+    /// The visit counts Fluxion's cancel walk would report for job `jobid` (its `cancel …
+    /// stats`): the walk starts at the root and descends into the children of every vertex
+    /// the job holds, so it visits one plus the children of each held vertex, and completes
+    /// each held vertex. `None` for an unknown job.
+    pub fn cancel_counts(&self, jobid: u64) -> Option<(u64, u64)> {
+        let job = self.jobs.get(&jobid)?;
+        let root = self.tree().root();
+        if !job.alloc.vertices.iter().any(|av| av.v == root) {
+            return Some((0, 0));
+        }
+        if job.partial || self.tree().is_dag() {
+            // The walk enters the root and every child of a vertex it removes, each once.
+            let reach = self.reachable(job);
+            let mut entered: std::collections::HashSet<u32> = std::collections::HashSet::new();
+            entered.insert(root.0);
+            for &v in &reach {
+                entered.extend(self.tree().children(VertexId(v)).iter().copied());
+            }
+            return Some((entered.len() as u64, reach.len() as u64));
+        }
+        let held = job.alloc.vertices.len() as u64;
+        let visited: u64 = job
+            .alloc
+            .vertices
+            .iter()
+            .map(|av| self.tree().children(av.v).len() as u64)
+            .sum();
+        Some((1 + visited, held))
+    }
+
+    /// The vertices the last recorded match left out because their calendars refused them
+    /// (each with the number of kept vertices before it): Fluxion writes no vertex for them
+    /// but still the edge into them ([`writer::MatchWriter::feed_with_refused`]).
+    pub fn last_refused(&self) -> &[(usize, VertexId)] {
+        &self.refused
+    }
+
+    /// Feeds `a` to `w` as Fluxion's update walk would: along the dominant subsystem, with
+    /// the labels of the last walk, and (when `a` was just recorded) the edges into the
+    /// vertices it left out.
+    pub fn feed_writer(&self, w: &mut writer::MatchWriter, a: &Allocation, recorded: bool) {
+        let refused = if recorded { &self.refused[..] } else { &[][..] };
+        w.feed_on(
+            &self.graph,
+            self.tree(),
+            self.dominant_subsystem(),
+            &self.labels,
+            a,
+            refused,
+        );
+    }
+
     /// Hands back an allocation the caller is done with (one [`Matcher::run`] returned),
     /// so that its memory serves a later match instead of being freed and taken again.
     pub fn recycle(&mut self, alloc: Allocation) {
-        self.marks.give_back(alloc.vertices);
+        self.spares.give_back(alloc.vertices);
     }
 
     /// The job `jobid`, if the matcher holds resources for it.
@@ -417,8 +664,7 @@ impl Matcher {
 
     /// What job `jobid` takes from `v`'s aggregate: units of each of its types (in the
     /// aggregate's order), zeros when it takes none there. `None` when the job is unknown
-    /// or `v` has no aggregate. Read from the job's calendar records, so it costs a few
-    /// records, not a pass over the allocation's vertices.
+    /// or `v` has no aggregate.
     pub fn aggregate_use(&self, jobid: u64, v: VertexId) -> Option<Vec<i64>> {
         let job = self.jobs.get(&jobid)?;
         let agg = self.state.aggregate(v)?;
@@ -438,7 +684,21 @@ impl Matcher {
     /// Marks the vertex at `path` up or down; down vertices and their subtrees are skipped.
     pub fn set_status(&mut self, path: &str, status: Status) -> Result<(), MatchError> {
         let v = self.vertex(path)?;
+        if self.graph.status(v) == status {
+            return Ok(());
+        }
         self.graph.set_status(v, status);
+        // Fluxion counts every node of the subtree, whatever its own status.
+        if let Some(node) = self.graph.sym("node") {
+            let sign = if status == Status::Up { 1 } else { -1 };
+            let g = &self.graph;
+            let delta: i64 = g
+                .preorder(v)
+                .filter(|&x| g.kind(x) == node)
+                .map(|x| g.size(x))
+                .sum();
+            self.nodes_up += sign * delta;
+        }
         Ok(())
     }
 
@@ -448,6 +708,37 @@ impl Matcher {
             .find_path(path)
             .ok_or_else(|| MatchError::NoSuchPath(path.to_string()))
     }
+}
+
+/// The pruning-type rank of a vertex's type.
+struct RankOf<'a>(&'a [Option<u32>], &'a ResourceGraph);
+
+impl alloc::PruneRank for RankOf<'_> {
+    fn prune_rank(&self, v: VertexId) -> Option<u32> {
+        self.0.get(self.1.kind(v).index()).copied().flatten()
+    }
+}
+
+/// `first`'s reordering after a match: the edge into `v` gets the free amount, at `now`, of
+/// the last type `v`'s aggregate tracks (Fluxion's `upd_by_outedges`). Leaves keep theirs.
+fn learn_weight(
+    tree: &dyn dfu::Tree,
+    st: &SchedState,
+    order: &mut EdgeOrder,
+    v: VertexId,
+    now: i64,
+) {
+    let Some(parent) = tree.parent(v) else {
+        return;
+    };
+    let Some((free, has_spans)) = st.last_type_free_at(v, now) else {
+        return;
+    };
+    if free == 0 && !has_spans {
+        return;
+    }
+    let w = u64::try_from(free).unwrap_or(0);
+    order.set_weight(parent, v.0, w);
 }
 
 /// When an allocation's resources free up.

@@ -25,10 +25,12 @@ pub struct MatchPolicy {
     pub node_centric: bool,
     /// Every node on a match's path is allocated whole and exclusively.
     pub node_exclusive: bool,
-    /// Stop at the first match found (Fluxion's `first`): accepted and recorded; the
-    /// traversal currently evaluates every candidate and picks by score, which gives the
-    /// same results except where documented in the conformance failure list.
+    /// Stop-on-1 (Fluxion's `first`): children are visited in a learned order and the
+    /// visit of a vertex's children stops as soon as its requests are met.
     pub stop_at_first: bool,
+    /// Fluxion's variation-aware policy: vertices scored by their `perf_class` property,
+    /// lowest class first; the four knobs above are off.
+    pub variation: bool,
 }
 
 /// Weight of a node's id in node-centric scores (Fluxion: multiply by 10000).
@@ -50,6 +52,7 @@ impl MatchPolicy {
             node_centric,
             node_exclusive,
             stop_at_first,
+            variation: false,
         };
         let p = match s.trim() {
             "high" => named(true, false, false, false),
@@ -60,33 +63,48 @@ impl MatchPolicy {
             "lonodex" => named(false, true, true, false),
             "first" => named(true, true, false, true),
             "firstnodex" => named(true, true, true, true),
+            "variation" => MatchPolicy {
+                variation: true,
+                ..named(false, false, false, false)
+            },
             other if other.contains('=') => return Self::parse_knobs(other),
             other => return Err(PolicyError(other.to_string())),
         };
         Ok(p)
     }
 
+    /// Fluxion's spelled-out knobs: `policy=high|low` (required), `node_centric=`,
+    /// `node_exclusive=`, `stop_on_1_matches=` (`true|false`); our own
+    /// `stop_on_k_matches=0|1` is accepted too.
     fn parse_knobs(s: &str) -> Result<MatchPolicy, PolicyError> {
         let bad = || PolicyError(s.to_string());
         let mut p = MatchPolicy::parse("high")?;
-        for kv in s.split_whitespace() {
+        let mut has_policy = false;
+        for kv in s.split(' ').filter(|w| !w.is_empty()) {
             let (k, v) = kv.split_once('=').ok_or_else(bad)?;
             let flag = || match v {
-                "true" | "1" => Ok(true),
-                "false" | "0" => Ok(false),
+                "true" => Ok(true),
+                "false" => Ok(false),
                 _ => Err(bad()),
             };
             match k {
-                "policy" => match v {
-                    "high" => p.prefer_high = true,
-                    "low" => p.prefer_high = false,
-                    _ => return Err(bad()),
-                },
+                "policy" => {
+                    has_policy = true;
+                    match v {
+                        "high" => p.prefer_high = true,
+                        "low" => p.prefer_high = false,
+                        _ => return Err(bad()),
+                    }
+                }
                 "node_centric" => p.node_centric = flag()?,
                 "node_exclusive" => p.node_exclusive = flag()?,
+                "stop_on_1_matches" => p.stop_at_first = flag()?,
                 "stop_on_k_matches" => p.stop_at_first = v.parse::<u32>().map_err(|_| bad())? > 0,
                 _ => return Err(bad()),
             }
+        }
+        if !has_policy {
+            return Err(bad());
         }
         Ok(p)
     }
@@ -109,19 +127,23 @@ impl Default for MatchPolicy {
             node_centric: true,
             node_exclusive: false,
             stop_at_first: true,
+            variation: false,
         }
     }
 }
 
 impl fmt::Display for MatchPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.variation {
+            return f.write_str("variation");
+        }
         write!(
             f,
-            "policy={} node_centric={} node_exclusive={} stop_on_k_matches={}",
+            "policy={} node_centric={} node_exclusive={} stop_on_1_matches={}",
             if self.prefer_high { "high" } else { "low" },
             self.node_centric,
             self.node_exclusive,
-            u32::from(self.stop_at_first)
+            self.stop_at_first
         )
     }
 }
@@ -134,7 +156,9 @@ mod tests {
     fn named_policies_and_knobs_agree() {
         assert_eq!(
             MatchPolicy::parse("hinodex"),
-            MatchPolicy::parse("policy=high node_centric=true node_exclusive=true")
+            MatchPolicy::parse(
+                "policy=high node_centric=true node_exclusive=true stop_on_1_matches=false"
+            )
         );
         assert_eq!(MatchPolicy::parse("first"), Ok(MatchPolicy::default()));
         assert!(

@@ -94,7 +94,7 @@ impl Matcher {
                 bad.v.0
             )));
         }
-        self.record(jobid, JobState::Allocated, alloc, &[])?;
+        self.record(jobid, JobState::Allocated, alloc)?;
         Ok(())
     }
 }

@@ -1,22 +1,25 @@
 //! Per-vertex scheduling state, in dense arrays indexed by vertex.
 //!
-//! What the matcher needs to know about a vertex during a window is, as in Fluxion, how
-//! many of its own units are free (a core has 1, a 2 GB memory pool 2) and how many jobs
-//! touch it — a shared use counts 1, an exclusive use all [`XCHECK_TOTAL`], so an
-//! exclusively held vertex blocks everyone and a vertex anybody touches cannot be taken
-//! exclusively. Leaves (cores, gpus, memory: nearly every vertex) keep both in one compact
-//! hold list ([`Pools`]: 4 bytes per vertex idle, no allocation in steady state); inner
-//! vertices, which every job passes through, keep two [`Planner`]s.
+//! As in Fluxion, each vertex keeps how many of its own units are taken (a core has 1, a
+//! 2 GB memory pool 2; only exclusive uses take units) and how many jobs touch it (every use
+//! counts 1: an exclusive request wants a vertex no job touches). Leaves (cores, gpus,
+//! memory: nearly every vertex) keep both in one compact hold list ([`Pools`]: 4 bytes per
+//! vertex idle, no allocation in steady state); inner vertices, which every job passes
+//! through, keep two [`Planner`]s.
 //!
-//! Prune filters (`HL:LL`) add, at inner vertices, the free units of each low-level type
-//! below them ([`Aggregate`]), so the traversal skips subtrees that cannot hold a request.
+//! Inner vertices also keep Fluxion's aggregate ("subplan"): the free units of each pruning
+//! type below them, for the types [`PruneTypes::tracked_by`] the vertex's type — the prune
+//! filters (`HL:LL`), completed by every leaf type no filter names (anchored at `cluster`).
+//! The walk skips vertices whose aggregate cannot hold a request; `first` orders siblings by
+//! the last of these types.
 
 use shardsched_planner::{HoldId, MultiPlanner, Planner, Pools, SpanId};
 use shardsched_resource::{ResourceGraph, Sym, VertexId};
 
 use crate::MatchError;
+use crate::types::{PruneTypes, TypeTable};
 
-/// Capacity of the job-count calendar; an exclusive use takes all of it.
+/// Capacity of the job-count calendar (Fluxion's `X_CHECKER_NJOBS`).
 pub const XCHECK_TOTAL: i64 = 1 << 30;
 /// First instant of the planning window.
 pub const PLAN_BASE: i64 = 0;
@@ -31,18 +34,15 @@ pub struct PruneFilters {
 }
 
 impl PruneFilters {
-    /// Parses `HL:LL,HL:LL` (`ALL` for any high-level type); empty means no filters.
+    /// Parses `HL:LL,HL:LL` (`ALL` for any high-level type; blanks inside a pair are
+    /// ignored). An empty or blank text means the default, as resource-query takes it.
     pub fn parse(s: &str) -> Result<PruneFilters, MatchError> {
-        let mut pairs = Vec::new();
-        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (hl, ll) = part
-                .split_once(':')
-                .filter(|(h, l)| !h.is_empty() && !l.is_empty())
-                .ok_or_else(|| MatchError::BadPruneFilter(part.to_string()))?;
-            let hl = (hl != "ALL").then(|| hl.to_string());
-            pairs.push((hl, ll.to_string()));
+        if s.trim().is_empty() {
+            return Ok(PruneFilters::default_filters());
         }
-        Ok(PruneFilters { pairs })
+        Ok(PruneFilters {
+            pairs: PruneTypes::parse(s)?,
+        })
     }
 
     /// The default, `ALL:core,ALL:node`.
@@ -51,12 +51,22 @@ impl PruneFilters {
             pairs: vec![(None, "core".into()), (None, "node".into())],
         }
     }
+
+    /// The type names the filters mention, anchors before low-level types, in order.
+    pub fn type_names(&self) -> impl Iterator<Item = &str> {
+        self.pairs
+            .iter()
+            .flat_map(|(h, l)| h.iter().map(String::as_str).chain([l.as_str()]))
+    }
 }
 
 /// The aggregate calendar of one vertex: free units of each tracked type below it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Aggregate {
+    /// The tracked types, in Fluxion's order.
     pub types: Vec<Sym>,
+    /// Their interning ranks (parallel to `types`).
+    pub ranks: Vec<u32>,
     pub plan: MultiPlanner,
 }
 
@@ -82,105 +92,168 @@ pub struct Usage {
 pub struct SchedState {
     /// Index into `inner` for inner vertices, `LEAF` for leaves.
     inner_of: Vec<u32>,
+    /// The vertex of each entry of `inner`.
+    inner_vertex: Vec<u32>,
     pub inner: Vec<Inner>,
     pub leaves: Pools,
-    /// Low-level types of the prune filters, as symbols of this graph.
+    /// Every pruning type, as symbols (graph symbols, or the type table's own).
     pub prune_types: Vec<Sym>,
-    /// Units of each prune type strictly below each inner vertex (`prune_types.len()` per
-    /// entry of `inner`): what taking its subtree whole takes from the aggregates above.
-    units_below: Vec<i64>,
+    /// The pruning types' ranks (parallel to `prune_types`).
+    pub prune_ranks: Vec<u32>,
 }
 
 /// One record of an allocation in the calendars, so that cancel removes exactly it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SpanRef {
-    Leaf(HoldId),
+    /// A leaf's hold (its vertex, and the hold).
+    Leaf(u32, HoldId),
     Plan(u32, SpanId),
     Xcheck(u32, SpanId),
     Agg(u32, SpanId),
 }
 
 impl SchedState {
-    /// Fresh state for `g` with the given prune filters.
-    pub fn new(g: &ResourceGraph, filters: &PruneFilters) -> SchedState {
+    /// Fresh state for `g`: primes the aggregates as Fluxion does, completing `prune` with
+    /// the leaf types no filter names.
+    pub fn new(g: &ResourceGraph, types: &TypeTable, prune: &mut PruneTypes) -> SchedState {
+        Self::new_on(g, g, types, prune)
+    }
+
+    /// [`SchedState::new`] over the tree of the dominant subsystem `tree`.
+    pub fn new_on(
+        g: &ResourceGraph,
+        tree: &dyn crate::dfu::Tree,
+        types: &TypeTable,
+        prune: &mut PruneTypes,
+    ) -> SchedState {
         let n = g.len();
-        let resolved: Vec<(Option<Sym>, Sym)> = filters
-            .pairs
-            .iter()
-            .filter_map(|(hl, ll)| {
-                let ll = g.sym(ll)?;
-                match hl {
-                    None => Some((None, ll)),
-                    Some(h) => g.sym(h).map(|h| (Some(h), ll)),
-                }
-            })
-            .collect();
-        let mut prune_types: Vec<Sym> = resolved.iter().map(|p| p.1).collect();
-        prune_types.sort();
-        prune_types.dedup();
-        // Units of each low-level type below every vertex, summed bottom-up.
-        let k = prune_types.len();
-        let mut below = vec![0i64; n * k];
-        let order: Vec<VertexId> = g.preorder(g.root()).collect();
-        for &v in order.iter().rev() {
-            if let Some(p) = g.parent(v) {
-                for (i, t) in prune_types.iter().enumerate() {
-                    let own = if g.kind(v) == *t { g.size(v) } else { 0 };
-                    below[p.index() * k + i] += below[v.index() * k + i] + own;
-                }
-            }
-        }
+        let cluster = 0u32;
         let mut inner_of = vec![LEAF; n];
+        let mut inner_vertex: Vec<u32> = Vec::new();
         let mut inner = Vec::new();
-        let mut units_below = Vec::new();
-        for v in g.vertices() {
-            if g.children(v).is_empty() {
+        // Depth-first, children in order, each inner vertex a frame summing the units of
+        // each pruning type (by rank) its children hold. Where vertices share parents, each
+        // is primed once, under the first parent that reaches it (Fluxion's colors).
+        let dag = tree.is_dag();
+        let mut primed = vec![false; if dag { n } else { 0 }];
+        let root = tree.root();
+        if dag {
+            primed[root.index()] = true;
+        }
+        let mut frames: Vec<Frame> = Vec::new();
+        // Sums of finished frames, reused.
+        let mut spare: Vec<Vec<(u32, i64)>> = Vec::new();
+        // Fluxion counts a vertex's own size first, with the types known then.
+        let own_of = |prune: &PruneTypes, v: VertexId| {
+            let rank = types.rank(g.kind(v));
+            prune.is_pruning(rank).then(|| (rank, g.size(v)))
+        };
+        if tree.children(root).is_empty() {
+            // A graph of one vertex: a leaf, primed as one.
+            let rank = types.rank(g.kind(root));
+            if !prune.is_pruning(rank) {
+                prune.set(Some(cluster), rank);
+            }
+        } else {
+            frames.push(Frame {
+                v: root.0,
+                next: 0,
+                sum: Vec::new(),
+                own: own_of(prune, root),
+            });
+        }
+        while let Some(top) = frames.last_mut() {
+            let v = VertexId(top.v);
+            let children = tree.children(v);
+            if let Some(&c) = children.get(top.next) {
+                top.next += 1;
+                if dag {
+                    if primed[c as usize] {
+                        continue;
+                    }
+                    primed[c as usize] = true;
+                }
+                let cv = VertexId(c);
+                if tree.children(cv).is_empty() {
+                    // A leaf holds its own size, its type made a pruning type (anchored at
+                    // the cluster) when no filter names it.
+                    let rank = types.rank(g.kind(cv));
+                    if !prune.is_pruning(rank) {
+                        prune.set(Some(cluster), rank);
+                    }
+                    add_to(&mut top.sum, rank, g.size(cv));
+                } else {
+                    let own = own_of(prune, cv);
+                    frames.push(Frame {
+                        v: c,
+                        next: 0,
+                        sum: spare.pop().unwrap_or_default(),
+                        own,
+                    });
+                }
                 continue;
             }
-            units_below.extend_from_slice(&below[v.index() * k..(v.index() + 1) * k]);
-            let mut types = Vec::new();
-            let mut totals = Vec::new();
-            for (i, t) in prune_types.iter().enumerate() {
-                let tracked = resolved
+            // Children are done: the aggregate, then this vertex's own size, and what
+            // travels up (pruning types only).
+            let Some(Frame {
+                v, own, mut sum, ..
+            }) = frames.pop()
+            else {
+                break;
+            };
+            let vid = VertexId(v);
+            let rank = types.rank(g.kind(vid));
+            let tracked = prune.tracked_by(rank);
+            let agg = (!tracked.is_empty()).then(|| {
+                let totals: Vec<i64> = tracked
                     .iter()
-                    .any(|(hl, ll)| ll == t && hl.is_none_or(|h| h == g.kind(v)));
-                let total = below[v.index() * k + i];
-                if tracked && total > 0 {
-                    types.push(*t);
-                    totals.push(total);
+                    .map(|t| sum.iter().find(|e| e.0 == *t).map_or(0, |e| e.1))
+                    .collect();
+                Aggregate {
+                    types: tracked.iter().map(|&r| types.at_rank(r)).collect(),
+                    ranks: tracked,
+                    plan: MultiPlanner::new(PLAN_BASE, PLAN_HORIZON, &totals),
                 }
-            }
-            let agg = (!types.is_empty()).then(|| Aggregate {
-                types,
-                plan: MultiPlanner::new(PLAN_BASE, PLAN_HORIZON, &totals),
             });
-            inner_of[v.index()] = inner.len() as u32;
+            inner_of[v as usize] = inner.len() as u32;
+            inner_vertex.push(v);
             inner.push(Inner {
-                plans: Planner::new(PLAN_BASE, PLAN_HORIZON, g.size(v)),
+                plans: Planner::new(PLAN_BASE, PLAN_HORIZON, g.size(vid)),
                 xcheck: Planner::new(PLAN_BASE, PLAN_HORIZON, XCHECK_TOTAL),
                 agg,
             });
+            if let Some((t, k)) = own {
+                add_to(&mut sum, t, k);
+            }
+            if let Some(parent) = frames.last_mut() {
+                for &(t, k) in &sum {
+                    if prune.is_pruning(t) {
+                        add_to(&mut parent.sum, t, k);
+                    }
+                }
+            }
+            sum.clear();
+            spare.push(sum);
         }
+        let prune_ranks: Vec<u32> = prune.all().collect();
         SchedState {
             inner_of,
+            inner_vertex,
             inner,
             leaves: Pools::new(n),
-            prune_types,
-            units_below,
+            prune_types: prune_ranks.iter().map(|&r| types.at_rank(r)).collect(),
+            prune_ranks,
         }
-    }
-
-    /// Units of each prune type (in `prune_types` order) strictly below `v`; `None` for a
-    /// leaf.
-    pub fn units_below(&self, v: VertexId) -> Option<&[i64]> {
-        let i = self.inner_of[v.index()];
-        let k = self.prune_types.len();
-        (i != LEAF).then(|| &self.units_below[i as usize * k..(i as usize + 1) * k])
     }
 
     fn inner(&self, v: VertexId) -> Option<&Inner> {
         let i = self.inner_of[v.index()];
         (i != LEAF).then(|| &self.inner[i as usize])
+    }
+
+    /// Whether `v` keeps no calendars of its own beyond a leaf's hold list.
+    pub fn is_leaf(&self, v: VertexId) -> bool {
+        self.inner_of[v.index()] == LEAF
     }
 
     /// How `v` (of size `size`) is used during `[at, at + dur)`.
@@ -195,25 +268,25 @@ impl SchedState {
         }
     }
 
-    /// As [`SchedState::usage`], but `None` as soon as the job count shows the vertex held
-    /// exclusively (no job count free): the walk's question, answered without looking at
-    /// the units of a vertex it cannot use anyway.
+    /// Own units of `v` free throughout `[at, at + dur)` (Fluxion's `by_avail`).
     #[inline]
-    pub fn usage_if_reachable(&self, v: VertexId, size: i64, at: i64, dur: u64) -> Option<Usage> {
-        let usage = match self.inner(v) {
-            Some(inner) => {
-                let jobs_free = inner.xcheck.avail_during(at, dur);
-                if jobs_free <= 0 {
-                    return None;
-                }
-                Usage {
-                    units_free: inner.plans.avail_during(at, dur),
-                    jobs_free,
-                }
+    pub fn units_free(&self, v: VertexId, size: i64, at: i64, dur: u64) -> i64 {
+        match self.inner(v) {
+            Some(inner) => inner.plans.avail_during(at, dur),
+            None => self.leaf_usage(v, size, at, dur).units_free,
+        }
+    }
+
+    /// Whether no job touches `v` during `[at, at + dur)` (Fluxion's exclusivity check).
+    #[inline]
+    pub fn untouched(&self, v: VertexId, at: i64, dur: u64) -> bool {
+        match self.inner(v) {
+            Some(inner) => inner.xcheck.avail_during(at, dur) >= XCHECK_TOTAL,
+            None => {
+                self.leaves.is_idle(v.index())
+                    || self.leaves.peak_during(v.index(), at, dur).jobs == 0
             }
-            None => self.leaf_usage(v, size, at, dur),
-        };
-        (usage.jobs_free > 0).then_some(usage)
+        }
     }
 
     #[inline]
@@ -238,6 +311,26 @@ impl SchedState {
         Some(a.plan.avail_during(at, dur, i))
     }
 
+    /// Whether `v`'s aggregate can give `need` (by pruning-type rank; absent types need 0)
+    /// during the window: Fluxion's `by_subplan`. True when `v` has no aggregate.
+    /// With `empty`, as if nothing were allocated (only the totals count).
+    pub fn agg_fits(
+        &self,
+        v: VertexId,
+        need: &[(u32, i64)],
+        at: i64,
+        dur: u64,
+        empty: bool,
+    ) -> bool {
+        let Some(a) = self.inner(v).and_then(|i| i.agg.as_ref()) else {
+            return true;
+        };
+        a.ranks.iter().enumerate().all(|(i, r)| {
+            let n = need.iter().find(|e| e.0 == *r).map_or(0, |e| e.1);
+            n <= 0 || (n <= a.plan.totals()[i] && (empty || a.plan.avail_during(at, dur, i) >= n))
+        })
+    }
+
     /// The aggregate of `v`, if it has one.
     pub fn aggregate(&self, v: VertexId) -> Option<&Aggregate> {
         self.inner(v)?.agg.as_ref()
@@ -255,7 +348,8 @@ impl SchedState {
         agg.plan.span(id).map(|span| span.planned)
     }
 
-    /// Records one vertex's use: `needs` units when exclusive, and its job count.
+    /// Records one vertex's use by a job: one job on its count, and `needs` units when
+    /// exclusive.
     pub fn hold(
         &mut self,
         v: VertexId,
@@ -266,21 +360,19 @@ impl SchedState {
         out: &mut Vec<SpanRef>,
     ) -> Result<(), MatchError> {
         let err = |e: shardsched_planner::PlannerError| MatchError::Internal(e.to_string());
-        let jobs = if exclusive { XCHECK_TOTAL } else { 1 };
         let i = self.inner_of[v.index()];
         if i == LEAF {
             let units = if exclusive { needs } else { 0 };
             out.push(SpanRef::Leaf(
-                self.leaves
-                    .add(v.index(), at, dur, units, jobs)
-                    .map_err(err)?,
+                v.0,
+                self.leaves.add(v.index(), at, dur, units, 1).map_err(err)?,
             ));
             return Ok(());
         }
         let inner = &mut self.inner[i as usize];
         out.push(SpanRef::Xcheck(
             i,
-            inner.xcheck.add_span(at, dur, jobs).map_err(err)?,
+            inner.xcheck.add_span(at, dur, 1).map_err(err)?,
         ));
         if exclusive {
             out.push(SpanRef::Plan(
@@ -291,54 +383,85 @@ impl SchedState {
         Ok(())
     }
 
-    /// Records that `v` is held exclusively, and nothing more: what an exclusive hold
-    /// must show to every walk (see `alloc::commit`). A leaf keeps its one hold of units
-    /// and job count, as [`SchedState::hold`] makes it; an inner vertex gets only its
-    /// job-count entry.
-    pub fn hold_exclusive_mark(
-        &mut self,
-        v: VertexId,
-        at: i64,
-        dur: u64,
-        needs: i64,
-        out: &mut Vec<SpanRef>,
-    ) -> Result<(), MatchError> {
-        let i = self.inner_of[v.index()];
-        if i == LEAF {
-            return self.hold(v, at, dur, needs, true, out);
-        }
-        let id = self.inner[i as usize]
-            .xcheck
-            .add_span(at, dur, XCHECK_TOTAL)
-            .map_err(|e| MatchError::Internal(e.to_string()))?;
-        out.push(SpanRef::Xcheck(i, id));
-        Ok(())
-    }
-
-    /// Adds an aggregate span at inner vertex `v`.
+    /// Adds an aggregate span at inner vertex `v` taking `needs` (by pruning-type rank;
+    /// types `v` does not track are ignored). Nothing when `v` has no aggregate.
     pub fn hold_aggregate(
         &mut self,
         v: VertexId,
         at: i64,
         dur: u64,
-        needs: &[i64],
-    ) -> Result<SpanRef, MatchError> {
+        needs: &[(u32, i64)],
+        out: &mut Vec<SpanRef>,
+    ) -> Result<(), MatchError> {
         let i = self.inner_of[v.index()];
-        let agg = (i != LEAF)
-            .then(|| self.inner[i as usize].agg.as_mut())
-            .flatten()
-            .ok_or_else(|| MatchError::Internal(format!("vertex {} has no aggregate", v.0)))?;
+        if i == LEAF {
+            return Ok(());
+        }
+        let Some(agg) = self.inner[i as usize].agg.as_mut() else {
+            return Ok(());
+        };
+        let amounts: Vec<i64> = agg
+            .ranks
+            .iter()
+            .map(|r| needs.iter().find(|e| e.0 == *r).map_or(0, |e| e.1))
+            .collect();
         let id = agg
             .plan
-            .add_span(at, dur, needs)
+            .add_span(at, dur, &amounts)
             .map_err(|e| MatchError::Internal(e.to_string()))?;
-        Ok(SpanRef::Agg(i, id))
+        out.push(SpanRef::Agg(i, id));
+        Ok(())
+    }
+
+    /// Free units at `now` of the last type `v`'s aggregate tracks, and whether the
+    /// aggregate has any record: what `first` reorders `v` among its siblings by.
+    pub fn last_type_free_at(&self, v: VertexId, now: i64) -> Option<(i64, bool)> {
+        let a = self.inner(v)?.agg.as_ref()?;
+        let last = a.types.len().checked_sub(1)?;
+        Some((a.plan.avail_at(now, last), a.plan.span_count() > 0))
+    }
+
+    /// The vertex a record is on.
+    pub fn span_vertex(&self, s: SpanRef) -> VertexId {
+        match s {
+            SpanRef::Leaf(v, _) => VertexId(v),
+            SpanRef::Plan(i, _) | SpanRef::Xcheck(i, _) | SpanRef::Agg(i, _) => {
+                VertexId(self.inner_vertex[i as usize])
+            }
+        }
+    }
+
+    /// Replaces the aggregate record `s` by one of `amounts` (by the aggregate's types) over
+    /// the same window.
+    pub fn replace_aggregate(
+        &mut self,
+        s: SpanRef,
+        amounts: &[i64],
+    ) -> Result<SpanRef, MatchError> {
+        let SpanRef::Agg(i, id) = s else {
+            return Err(MatchError::Internal("not an aggregate record".into()));
+        };
+        let err = |e: shardsched_planner::PlannerError| MatchError::Internal(e.to_string());
+        let agg = self.inner[i as usize]
+            .agg
+            .as_mut()
+            .ok_or_else(|| MatchError::Internal(format!("inner vertex {i} has no aggregate")))?;
+        let (start, duration) = {
+            let span = agg
+                .plan
+                .span(id)
+                .ok_or_else(|| MatchError::Internal("unknown aggregate record".into()))?;
+            (span.start, span.duration)
+        };
+        agg.plan.rem_span(id).map_err(err)?;
+        let new = agg.plan.add_span(start, duration, amounts).map_err(err)?;
+        Ok(SpanRef::Agg(i, new))
     }
 
     /// Removes a record made by [`SchedState::hold`] or [`SchedState::hold_aggregate`].
     pub fn remove(&mut self, s: SpanRef) -> Result<(), MatchError> {
         let r = match s {
-            SpanRef::Leaf(id) => self.leaves.remove(id),
+            SpanRef::Leaf(_, id) => self.leaves.remove(id),
             SpanRef::Plan(i, id) => self.inner[i as usize].plans.rem_span(id),
             SpanRef::Xcheck(i, id) => self.inner[i as usize].xcheck.rem_span(id),
             SpanRef::Agg(i, id) => match self.inner[i as usize].agg.as_mut() {
@@ -351,5 +474,23 @@ impl SchedState {
             },
         };
         r.map_err(|e| MatchError::Internal(e.to_string()))
+    }
+}
+
+/// An inner vertex whose children [`SchedState::new_on`] is summing.
+struct Frame {
+    v: u32,
+    /// Its next child to visit.
+    next: usize,
+    /// Units of each pruning type (by rank) its children visited so far hold.
+    sum: Vec<(u32, i64)>,
+    /// Its own size, when its type was a pruning type as the walk reached it.
+    own: Option<(u32, i64)>,
+}
+
+fn add_to(sum: &mut Vec<(u32, i64)>, t: u32, k: i64) {
+    match sum.iter_mut().find(|e| e.0 == t) {
+        Some(e) => e.1 = e.1.saturating_add(k),
+        None => sum.push((t, k)),
     }
 }

@@ -1,11 +1,20 @@
 //! Fixtures shared by the unit tests of this crate's modules.
 
-use shardsched_resource::{CONTAINMENT, GraphBuilder, VertexSpec};
+use shardsched_resource::{CONTAINMENT, GraphBuilder, ResourceGraph, VertexSpec};
 
 use crate::{MatchPolicy, Matcher, PruneFilters};
 
-/// A matcher (policy low) over a cluster of two nodes with two cores each.
+/// A matcher (policy low) over [`two_node_graph`].
 pub fn two_node_matcher() -> Matcher {
+    Matcher::new(
+        two_node_graph(),
+        MatchPolicy::parse("low").expect("policy"),
+        &PruneFilters::default_filters(),
+    )
+}
+
+/// A cluster of two nodes with two cores each (core ids 0 and 1 under each node).
+pub fn two_node_graph() -> ResourceGraph {
     let mut b = GraphBuilder::new();
     let c = b.add_vertex(VertexSpec::new("cluster", "c", 0));
     for i in 0..2 {
@@ -16,9 +25,5 @@ pub fn two_node_matcher() -> Matcher {
             b.add_edge(n, core, CONTAINMENT);
         }
     }
-    Matcher::new(
-        b.finish().expect("graph"),
-        MatchPolicy::parse("low").expect("policy"),
-        &PruneFilters::default_filters(),
-    )
+    b.finish().expect("graph")
 }

@@ -1,13 +1,10 @@
-//! What an exclusive hold records, and that it is enough: a vertex held exclusively gets
-//! only its job-count entry and nothing below it gets any, yet no walk can reach below it
-//! while it is held; and the shortcuts `Matcher::place` takes when committing whole
-//! subtrees leave exactly the calendars a plain `alloc::commit` makes.
+//! What an exclusive hold records, as Fluxion's update walk records it: every vertex of a
+//! node taken whole holds the job, all its units, and nothing below it can be taken while
+//! it is held; re-recording the jobs on fresh calendars gives the same calendars.
 #![allow(clippy::unwrap_used)]
 
 use shardsched_jobspec::{Jobspec, Shorthand};
-use shardsched_matcher::{
-    MatchOp, MatchPolicy, Matcher, Placement, PruneFilters, SchedState, alloc, checker,
-};
+use shardsched_matcher::{MatchOp, MatchPolicy, Matcher, Placement, PruneFilters, checker};
 use shardsched_resource::{ResourceGraph, VertexId, generated_cluster};
 
 fn matcher(nodes: usize, policy: &str) -> Matcher {
@@ -36,7 +33,7 @@ fn subtree(g: &ResourceGraph, v: VertexId) -> Vec<VertexId> {
 }
 
 #[test]
-fn a_whole_node_costs_one_entry_and_blocks_everything_below() {
+fn a_whole_node_holds_every_vertex_and_blocks_everything_below() {
     let mut m = matcher(2, "first");
     // `-N1` without tasks: one whole exclusive node.
     let placed = m
@@ -57,14 +54,11 @@ fn a_whole_node_costs_one_entry_and_blocks_everything_below() {
         let av = alloc.vertices.iter().find(|av| av.v == d).unwrap();
         assert!(av.exclusive && av.needs == g.size(d), "{}", g.path(d));
     }
-    // The calendars: the node's job count is full; nothing below it holds anything.
-    let usage = m.state.usage(node, g.size(node), 0, 100);
-    assert_eq!(usage.jobs_free, 0);
-    assert_eq!(usage.units_free, g.size(node), "no unit entry of its own");
-    for &d in below.iter().skip(1) {
-        if g.children(d).is_empty() {
-            assert!(m.state.leaves.is_idle(d.index()), "{}", g.path(d));
-        }
+    // The calendars: the node and everything below it hold the job and all their units.
+    for &d in &below {
+        let usage = m.state.usage(d, g.size(d), 0, 100);
+        assert_eq!(usage.units_free, 0, "{}", g.path(d));
+        assert!(!m.state.untouched(d, 0, 100), "{}", g.path(d));
     }
     // Yet nothing below it can be taken while it is held: the other node's 44 cores fit,
     // one more does not, until the hold ends.
@@ -92,10 +86,7 @@ fn a_whole_node_costs_one_entry_and_blocks_everything_below() {
     for id in [1, 3, 4] {
         m.cancel(id).unwrap();
     }
-    assert_eq!(
-        m.state,
-        SchedState::new(&m.graph, &PruneFilters::default_filters())
-    );
+    assert_eq!(m.state, m.fresh_state());
 }
 
 #[test]
@@ -117,9 +108,9 @@ fn committing_expanded_allocations_matches_a_plain_commit() {
         }
         let placed = m.jobs().count();
         assert!(placed >= 5, "{policy}: only {placed} jobs placed");
-        let mut fresh = SchedState::new(&m.graph, &PruneFilters::default_filters());
+        let mut fresh = m.fresh_state();
         for (_, j) in m.jobs() {
-            alloc::commit(&m.graph, &mut fresh, &j.alloc).unwrap();
+            m.commit_into(&mut fresh, &j.alloc).unwrap();
         }
         assert!(fresh == m.state, "{policy}: calendars differ");
         // What each job takes from the root's aggregate, read from its records, is the sum
@@ -134,7 +125,7 @@ fn committing_expanded_allocations_matches_a_plain_commit() {
                         .vertices
                         .iter()
                         .filter(|av| av.exclusive && av.v != root && m.graph.kind(av.v) == t)
-                        .map(|av| av.needs)
+                        .map(|av| m.graph.size(av.v))
                         .sum()
                 })
                 .collect();

@@ -80,6 +80,7 @@ pub mod frame;
 pub mod identity;
 pub mod observe;
 pub mod rpc;
+pub mod sign;
 pub mod signal;
 pub mod state_dir;
 pub mod text;

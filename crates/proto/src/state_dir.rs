@@ -22,6 +22,8 @@
 //!     transitions.log  its nodes' up/down, for checkers                TRANSITIONS_FILE
 //!     journal-stats.json  its journal's commit statistics, for benches JOURNAL_STATS_FILE
 //!     http-address     the URL of its /metrics, one line              HTTP_ADDRESS_FILE
+//!   nodes/<node>/      a node agent's state directory (`up --agents`)   NODES_DIR
+//!     address          where it listens, one line                      ADDRESS_FILE
 //!   logs/<process>.log each child's output                             LOGS_DIR
 //! ```
 //!
@@ -54,6 +56,8 @@ pub const CLIENT_DIR: &str = "client";
 pub const SHARDS_DIR: &str = "shards";
 /// Where `up` sends its children's output.
 pub const LOGS_DIR: &str = "logs";
+/// The node agents' state directories, under `up --agents`.
+pub const NODES_DIR: &str = "nodes";
 /// A process's journal, in its state directory.
 pub const JOURNAL_FILE: &str = "journal.redb";
 /// A certificate (a shard's, a client's), in its directory.
@@ -187,6 +191,16 @@ impl StateDir {
     /// This user's certificate, key and CA.
     pub fn client_dir(&self) -> PathBuf {
         self.root.join(CLIENT_DIR)
+    }
+
+    /// The directory of the node agents' state directories (`up --agents`).
+    pub fn nodes_dir(&self) -> PathBuf {
+        self.root.join(NODES_DIR)
+    }
+
+    /// A node agent's state directory (`up --agents`).
+    pub fn node_dir(&self, node: &str) -> PathBuf {
+        self.nodes_dir().join(node)
     }
 
     /// The directory of the shards' state directories.

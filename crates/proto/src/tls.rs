@@ -27,6 +27,8 @@ use crate::limits::{
 pub struct Credentials {
     ca: CertificateDer<'static>,
     cert: CertificateDer<'static>,
+    /// `cert` as it was read, for passing on (a signed jobspec carries it).
+    cert_pem: String,
     key: PrivateKeyDer<'static>,
 }
 
@@ -35,6 +37,7 @@ impl Clone for Credentials {
         Credentials {
             ca: self.ca.clone(),
             cert: self.cert.clone(),
+            cert_pem: self.cert_pem.clone(),
             key: self.key.clone_key(),
         }
     }
@@ -53,6 +56,7 @@ impl Credentials {
             ca: CertificateDer::from_pem_slice(ca_pem.as_bytes()).map_err(pem("CA certificate"))?,
             cert: CertificateDer::from_pem_slice(cert_pem.as_bytes())
                 .map_err(pem("certificate"))?,
+            cert_pem: cert_pem.to_owned(),
             key: PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(pem("private key"))?,
         })
     }
@@ -66,6 +70,22 @@ impl Credentials {
             })
         };
         Credentials::from_pem(&read(ca_path)?, &read(cert_path)?, &read(key_path)?)
+    }
+
+    /// This process's certificate, PEM.
+    pub fn cert_pem(&self) -> &str {
+        &self.cert_pem
+    }
+
+    /// The CA certificate, this process's certificate and its key.
+    pub(crate) fn parts(
+        &self,
+    ) -> (
+        &CertificateDer<'static>,
+        &CertificateDer<'static>,
+        &PrivateKeyDer<'static>,
+    ) {
+        (&self.ca, &self.cert, &self.key)
     }
 
     /// The identity in this process's own certificate.

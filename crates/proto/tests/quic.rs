@@ -26,6 +26,7 @@ fn submit(jobspec: &str) -> client_shard::Request {
         jobspec_json: jobspec.to_owned(),
         urgency: None,
         array: None,
+        signature: None,
     })
 }
 

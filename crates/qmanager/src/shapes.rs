@@ -156,9 +156,14 @@ impl RootAgg {
     }
 
     /// Units of each tracked type the request needs at least (count minimums); `Err` when
-    /// the request does not compile (e.g. a malformed constraint).
+    /// the request does not compile (e.g. a malformed constraint). A jobspec offering
+    /// alternatives (or-slots, `xor_slot`) needs only one of them, so no minimum is known:
+    /// nothing (the matcher alone decides).
     pub(crate) fn needs(&self, m: &Matcher, js: &Jobspec) -> Result<Vec<i64>, MatchError> {
         let req = Request::compile(js, &m.graph, &m.state.prune_types)?;
+        if js.has_alternatives() {
+            return Ok(vec![0; self.types.len()]);
+        }
         Ok(self.types.iter().map(|&t| req.total_need(t)).collect())
     }
 

@@ -18,6 +18,9 @@
 
 use std::fmt::Write as _;
 
+mod find;
+pub use find::HostRanges;
+
 /// The most hosts [`decode_hostlist`] expands, so that `node[0-99999999999]` is an error
 /// instead of an allocation of hundreds of gigabytes.
 pub const HOSTLIST_HOSTS_MAX: usize = 1_000_000;

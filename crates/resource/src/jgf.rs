@@ -136,8 +136,14 @@ impl JgfDocument {
             mark[e.target] = true;
         }
         let mut b = GraphBuilder::with_capacity(n, self.edges.len());
+        b.allow_shared_children();
         for (i, v) in self.vertices.iter().enumerate() {
             let id = b.add_vertex_spec(&v.spec);
+            let uniq = v
+                .uniq_id
+                .or_else(|| leading_int(&v.key))
+                .unwrap_or(i as i64);
+            b.set_uniq_id(id, uniq);
             let outside = if v.paths.is_empty() {
                 !touches_containment[i] && touches_other[i]
             } else {
@@ -145,6 +151,9 @@ impl JgfDocument {
             };
             if outside {
                 b.mark_outside_containment(id);
+            }
+            for (subsystem, path) in &v.paths {
+                b.set_path(id, subsystem, path);
             }
         }
         for e in &self.edges {
@@ -189,14 +198,23 @@ fn parse_vertex(node: &Json, position: usize, at: &At) -> Result<JgfVertex, Read
     }
     let basename = string("basename")?.unwrap_or_else(|| kind.clone());
     let uniq_id = int("uniq_id")?;
+    let name = string("name")?;
     let id = match int("id")? {
         Some(id) => id,
-        None => uniq_id
-            .or_else(|| key.parse().ok())
-            .unwrap_or(position as i64),
+        // Fluxion: the uniq_id; for a node, the digits its name ends with.
+        None => {
+            let uniq = uniq_id
+                .or_else(|| leading_int(&key))
+                .unwrap_or(position as i64);
+            let suffix = name
+                .as_deref()
+                .filter(|_| kind == "node")
+                .and_then(trailing_digits);
+            suffix.unwrap_or(uniq)
+        }
     };
     let mut spec = VertexSpec::new(&kind, &basename, id);
-    spec.name = string("name")?;
+    spec.name = name;
     spec.rank = int("rank")?.unwrap_or(-1);
     spec.size = int("size")?.unwrap_or(1);
     if spec.size < 1 {
@@ -204,7 +222,8 @@ fn parse_vertex(node: &Json, position: usize, at: &At) -> Result<JgfVertex, Read
             .key("size")
             .error(format!("must be at least 1, found {}", spec.size)));
     }
-    spec.unit = string("unit")?.unwrap_or_default();
+    // Fluxion's JGF reader reads `unit` but does not keep it.
+    string("unit")?;
     if let Some((v, at)) = field("exclusive") {
         spec.exclusive = at.bool(v)?;
     }
@@ -235,6 +254,31 @@ fn parse_vertex(node: &Json, position: usize, at: &At) -> Result<JgfVertex, Read
         uniq_id,
         paths,
     })
+}
+
+/// C's `stoll` on a node id: leading blanks, a sign, digits.
+fn leading_int(s: &str) -> Option<i64> {
+    let t = s.trim_start();
+    let (neg, rest) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let end = rest
+        .bytes()
+        .position(|b| !b.is_ascii_digit())
+        .unwrap_or(rest.len());
+    let n: i64 = rest[..end].parse().ok()?;
+    Some(if neg { -n } else { n })
+}
+
+/// The number a host name ends with (`node12` → 12).
+fn trailing_digits(name: &str) -> Option<i64> {
+    let start = name
+        .bytes()
+        .rposition(|b| !b.is_ascii_digit())
+        .map_or(0, |p| p + 1);
+    name[start..].parse().ok()
 }
 
 fn edge_subsystem(meta: Option<&Json>, at: &At) -> Result<String, ReadError> {

@@ -54,7 +54,9 @@ pub use graph::{
     CONTAINMENT, GraphBuilder, GraphError, ResourceGraph, Status, VertexId, VertexSpec,
 };
 pub use grug::{read_grug, read_grug_file};
-pub use hostlist::{HostlistError, decode_hostlist, encode_hostlist, host_order, sort_hosts};
+pub use hostlist::{
+    HostRanges, HostlistError, decode_hostlist, encode_hostlist, host_order, sort_hosts,
+};
 pub use idset::{IdSet, IdsetError, format_idset, parse_idset};
 pub use intern::{Interner, Sym};
 pub use jgf::{JgfDocument, JgfEdge, JgfVertex, parse_jgf, read_jgf, read_jgf_file};

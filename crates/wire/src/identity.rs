@@ -44,6 +44,11 @@ pub enum Role {
     Admin,
     /// A user: submits, reads status, cancels their own jobs.
     User,
+    /// A node agent (`shardsched node`): runs the tasks of the jobs allocated on its node.
+    /// Its name is its node's name. It reports to the coordinator and talks to the agents
+    /// of the other nodes of a job it runs (PMI), and nothing else: it cannot act as a
+    /// shard, a client or another node.
+    Node,
 }
 
 /// The authority a request needs; see [`Role::may`].
@@ -71,6 +76,15 @@ pub enum Op {
     ShardReport,
     /// The coordinator commanding a shard: assignments, moves, status fan-out.
     ShardCommand,
+    /// A node agent reporting to the coordinator: register, heartbeats.
+    AgentReport,
+    /// The coordinator telling a node agent which shard owns its node.
+    AgentOwner,
+    /// A shard asking a node agent to launch, kill, report or show output.
+    AgentLaunch,
+    /// A node agent talking to another of the same job (PMI fences). The receiving agent
+    /// checks that the sender's node is one of the job's.
+    AgentPeer,
 }
 
 /// An authenticated peer: role and name from its certificate.
@@ -84,7 +98,13 @@ pub struct Peer {
 
 impl Role {
     /// Every role, in declaration order.
-    pub const ALL: [Role; 4] = [Role::Coordinator, Role::Shard, Role::Admin, Role::User];
+    pub const ALL: [Role; 5] = [
+        Role::Coordinator,
+        Role::Shard,
+        Role::Admin,
+        Role::User,
+        Role::Node,
+    ];
 
     /// The lowercase word used in certificates and on the command line.
     pub fn as_str(self) -> &'static str {
@@ -93,6 +113,7 @@ impl Role {
             Role::Shard => "shard",
             Role::Admin => "admin",
             Role::User => "user",
+            Role::Node => "node",
         }
     }
 
@@ -106,6 +127,10 @@ impl Role {
     /// | CancelAny, RaiseUrgency, ReadAnyJob, AdminQueues, AdminNodes | | yes | | |
     /// | ShardReport | | | yes | |
     /// | ShardCommand | | | | yes |
+    /// | AgentLaunch | | | yes | |
+    /// | AgentOwner | | | | yes |
+    ///
+    /// and a node agent (role `node`) may only `AgentReport` and `AgentPeer`.
     pub fn may(self, op: Op) -> bool {
         match op {
             Op::ReadStatus | Op::Submit | Op::CancelOwn => matches!(self, Role::User | Role::Admin),
@@ -115,13 +140,15 @@ impl Role {
             | Op::AdminQueues
             | Op::AdminNodes => self == Role::Admin,
             Op::ShardReport => self == Role::Shard,
-            Op::ShardCommand => self == Role::Coordinator,
+            Op::ShardCommand | Op::AgentOwner => self == Role::Coordinator,
+            Op::AgentLaunch => self == Role::Shard,
+            Op::AgentReport | Op::AgentPeer => self == Role::Node,
         }
     }
 
     /// Whether certificates of this role also serve (carry a DNS name and server-auth usage).
     pub fn serves(self) -> bool {
-        matches!(self, Role::Coordinator | Role::Shard)
+        matches!(self, Role::Coordinator | Role::Shard | Role::Node)
     }
 }
 
@@ -156,6 +183,10 @@ impl Op {
             Op::AdminNodes => "change nodes",
             Op::ShardReport => "report as a shard",
             Op::ShardCommand => "command shards",
+            Op::AgentReport => "report as a node agent",
+            Op::AgentOwner => "tell node agents their owner",
+            Op::AgentLaunch => "launch tasks on a node",
+            Op::AgentPeer => "talk to node agents as one",
         }
     }
 }
@@ -163,7 +194,7 @@ impl Op {
 impl Peer {
     /// A peer, checking the name.
     pub fn new(role: Role, name: &str) -> Result<Self, IdentityError> {
-        check_name(name)?;
+        check_name_for(role, name)?;
         Ok(Peer {
             role,
             name: name.to_owned(),
@@ -229,6 +260,20 @@ pub fn check_name(name: &str) -> Result<(), IdentityError> {
     }
 }
 
+/// Checks a certificate name for `role`. Users' and admins' names are POSIX user names
+/// (a node agent runs their jobs as the user the certificate names, exactly): they may also
+/// hold `.` (`john.doe`), never as the first byte. The roles that serve (coordinator,
+/// shard, node) keep [`check_name`]'s rule, their names being DNS labels.
+pub fn check_name_for(role: Role, name: &str) -> Result<(), IdentityError> {
+    match role {
+        Role::User | Role::Admin => {
+            let dotless = name.replace('.', "_");
+            check_name(&dotless).map_err(|_| IdentityError::BadUserName(name.to_owned()))
+        }
+        Role::Coordinator | Role::Shard | Role::Node => check_name(name),
+    }
+}
+
 /// The TLS server name of a serving peer: `<name>.<role>.shardsched.internal`, lowercase.
 pub fn server_name(role: Role, name: &str) -> String {
     format!("{}.{role}.{SERVER_NAME_SUFFIX}", name.to_ascii_lowercase())
@@ -254,6 +299,13 @@ mod tests {
             assert!(Peer::from_uri(bad).is_err(), "{bad}");
         }
         assert!(check_name(&"a".repeat(NAME_BYTES_MAX)).is_ok());
+        assert!(Peer::new(Role::User, "john.doe").is_ok());
+        assert!(Peer::from_uri("shardsched://user/john.doe").is_ok());
+        assert!(Peer::new(Role::User, ".hidden").is_err());
+        assert!(
+            Peer::new(Role::Shard, "a.b").is_err(),
+            "a shard's name is a DNS label"
+        );
         assert!(check_name(&"a".repeat(NAME_BYTES_MAX + 1)).is_err());
     }
 
@@ -263,6 +315,25 @@ mod tests {
         assert!(Role::Admin.may(Op::AdminNodes) && Role::Admin.may(Op::CancelAny));
         assert!(!Role::Shard.may(Op::Submit) && Role::Shard.may(Op::ShardReport));
         assert!(Role::Coordinator.may(Op::ShardCommand) && !Role::Coordinator.may(Op::Submit));
+        // A node agent reports and talks to other agents, and may do nothing else.
+        for op in [
+            Op::ReadStatus,
+            Op::Submit,
+            Op::CancelOwn,
+            Op::CancelAny,
+            Op::ReadAnyJob,
+            Op::AdminQueues,
+            Op::AdminNodes,
+            Op::ShardReport,
+            Op::ShardCommand,
+            Op::AgentOwner,
+            Op::AgentLaunch,
+        ] {
+            assert!(!Role::Node.may(op), "{op:?}");
+        }
+        assert!(Role::Node.may(Op::AgentReport) && Role::Node.may(Op::AgentPeer));
+        assert!(Role::Shard.may(Op::AgentLaunch) && !Role::User.may(Op::AgentLaunch));
+        assert!(Role::Node.serves());
         let bob = Peer::new(Role::User, "bob").expect("peer");
         assert!(bob.may_cancel("bob") && !bob.may_cancel("alice"));
         let root = Peer::new(Role::Admin, "root").expect("peer");

@@ -45,16 +45,22 @@ pub const ALPN_STR: &str = "shardsched/1";
 /// policy refusals have their own code and shards answer `DisableIfIdle`. 3: queue and
 /// match policies are typed ([`msg::QueuePolicy`], [`msg::MatchPolicy`]) in `QueueConfig`,
 /// `QueueStatus` and `QueueSpec`. 4: `QueueStatus` counts its pending jobs by reason
-/// ([`msg::PendingReasons`]). 7 (issue 17; 5 and 6 are other branches'): jobs have an urgency (0..=31, Flux's) instead of a
+/// ([`msg::PendingReasons`]). 5: not used (a branch's number that landed as 7). 6: the role
+/// `node` (node agents) and its messages (`node_coord`, `coord_node`, `shard_node`,
+/// `node_node`), signed submits, `job output`, an agent's health in its report. 7: a match
+/// policy may be `variation` or knobs spelled out ([`msg::MatchPolicy::Variation`],
+/// [`msg::MatchPolicy::Knobs`]). 8: jobs have an urgency (0..=31, Flux's) instead of a
 /// priority, shards answer `Urgency` (hold, release, set), a submit may be a job array
-/// (`Submit.array`, `JobSummary.array`, `QueueConfig.array_elements_max`), and a job may
-/// have a begin time (`JobSummary.begin_ms`); job lists filter by state and name, nodes
-/// report their free cores and GPUs (`NodeStatus.usage`), and the coordinator keeps a job
-/// history (`coord_shard::History`, `client_coord::History` and `Usage`).
-pub const PROTOCOL_VERSION: u32 = 7;
-/// The oldest protocol version this build still accepts in a hello (older messages do not
-/// decode as this version's).
-pub const PROTOCOL_VERSION_MIN: u32 = 7;
+/// (`Submit.array`, `JobSummary.array`, `QueueConfig.array_elements_max`) and carries
+/// Flux's submit options in its jobspec, a job may have a begin time
+/// (`JobSummary.begin_ms`); job lists filter by state and name (`JobsQuery.states`,
+/// `.name`), nodes report their free cores and GPUs (`NodeStatus.usage`), and the
+/// coordinator keeps a job history (`coord_shard::History`, `client_coord::History` and
+/// `Usage`).
+pub const PROTOCOL_VERSION: u32 = 8;
+/// The oldest protocol version this build still accepts in a hello (a version 7 peer could
+/// not decode version 8's urgency, arrays and history messages).
+pub const PROTOCOL_VERSION_MIN: u32 = 8;
 /// This build's software string, sent in the hello for logs.
 pub const SOFTWARE: &str = concat!("shardsched ", env!("CARGO_PKG_VERSION"));
 
@@ -74,13 +80,19 @@ pub enum IdentityError {
     #[error("identity URI {0:?} is not shardsched://<role>/<name>")]
     BadUri(String),
     /// Unknown role word.
-    #[error("unknown role {0:?} (expected coordinator, shard, admin or user)")]
+    #[error("unknown role {0:?} (expected coordinator, shard, admin, user or node)")]
     BadRole(String),
     /// The name is empty, too long or has characters outside `[A-Za-z0-9_-]`.
     #[error(
         "name {0:?} is invalid (1 to 63 letters, digits, '-' or '_', starting with a letter or digit)"
     )]
     BadName(String),
+    /// A user's or an admin's name is not a POSIX user name.
+    #[error(
+        "user name {0:?} is invalid (1 to 63 letters, digits, '.', '-' or '_', starting with a \
+         letter or digit)"
+    )]
+    BadUserName(String),
     /// The certificate could not be parsed.
     #[error("unreadable certificate: {0}")]
     BadCertificate(String),

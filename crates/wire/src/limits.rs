@@ -154,3 +154,44 @@ pub const ARRAY_RANGES_MAX: usize = 1024;
 
 /// Longest idempotency key, in bytes.
 pub const IDEMPOTENCY_KEY_BYTES: usize = 16;
+
+/// Most jobs a node agent keeps in its table (running, stopping, or ended and not yet
+/// acknowledged by their shard), hence in one report. A launch past it is refused.
+pub const AGENT_JOBS_MAX: usize = 4096;
+
+/// Most tasks (ranks) of one job on one node.
+pub const TASKS_PER_NODE_MAX: u32 = 1024;
+
+/// Most nodes one launch names (the job's nodes, for its hostfile and PMI).
+pub const JOB_NODES_MAX: usize = 65_536;
+
+/// Most `SHARDSCHED_*` variables a shard may add to a launch.
+pub const LAUNCH_ENV_VARS_MAX: usize = 64;
+
+/// Longest variable (name and value together) a shard may add to a launch, in bytes.
+pub const LAUNCH_ENV_VAR_BYTES_MAX: usize = 8 * 1024;
+
+/// Longest R a launch carries, in bytes.
+pub const R_BYTES_MAX: usize = 4 * 1024 * 1024;
+
+/// Longest certificate (PEM) a signed jobspec carries, in bytes.
+pub const CERT_PEM_BYTES_MAX: usize = 16 * 1024;
+
+/// Longest signature of a jobspec, in bytes (an ECDSA P-256 signature, ASN.1, is at most 72).
+pub const SIGNATURE_BYTES_MAX: usize = 512;
+
+/// Longest reason a shard gives a kill, in bytes (it ends in the job's status).
+pub const KILL_REASON_BYTES_MAX: usize = 1024;
+
+/// Most bytes of a task's output one answer carries.
+pub const OUTPUT_CHUNK_BYTES_MAX: u32 = 1024 * 1024;
+
+/// Longest PMI key, in bytes (MPICH's PMI-1 `PMI_KVS_Get_key_length_max`).
+pub const PMI_KEY_BYTES_MAX: usize = 64;
+
+/// Longest PMI value, in bytes (MPICH's PMI-1 `PMI_KVS_Get_value_length_max`).
+pub const PMI_VALUE_BYTES_MAX: usize = 1024;
+
+/// Most bytes of keys and values one PMI fence carries between agents (and one job's
+/// key-value space holds on a node).
+pub const PMI_KVS_BYTES_MAX: usize = 4 * 1024 * 1024;

@@ -28,6 +28,7 @@
 mod arrays;
 #[cfg(test)]
 mod arrays_tests;
+mod dispatch;
 mod dry_run;
 mod events;
 mod exec;
@@ -54,6 +55,7 @@ mod status;
 mod submit;
 mod usage;
 
+pub use dispatch::needs_restart;
 pub use invariants::Violation;
 pub use moving::{Transition, TransitionKind};
 pub use restore::RestoreSummary;

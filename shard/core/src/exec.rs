@@ -2,10 +2,8 @@
 //! directory and how a job's processes ended ([`JobEnd`]). The core turns a [`JobEnd`] into
 //! the job's end; the driver (`shardsched_shard::exec`) writes and reads the files.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
 use shardsched_jobspec::{Jobspec, Stream};
 use shardsched_wire::msg::JobId;
 
@@ -19,6 +17,10 @@ pub const LAUNCH_FILE: &str = "launch.json";
 pub const R_FILE: &str = "R.json";
 /// The supervisor's pid.
 pub const PID_FILE: &str = "supervisor.pid";
+/// The job's process group id (its command's pid), written by the supervisor as soon as
+/// the command runs: what lets the shard find and kill the job's processes when the
+/// supervisor is gone.
+pub const GROUP_FILE: &str = "group.pid";
 /// The job's standard output.
 pub const STDOUT_FILE: &str = "stdout";
 /// The job's standard error.
@@ -84,110 +86,6 @@ fn fill(template: &str, job: &JobRecord) -> String {
         .replace("{{array_index}}", &index)
 }
 
-/// Why a job's processes ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum EndCause {
-    /// The command ended by itself (with any exit status).
-    Completed,
-    /// It reached its time limit and was killed.
-    Timeout,
-    /// It was killed on request (cancel, node down, or a SIGTERM to its supervisor).
-    Cancelled,
-    /// The command could not be started (not found, not executable, bad directory).
-    Error,
-    /// Its supervisor is gone without having written a status (found by `recover` or
-    /// by the shard's watch).
-    Lost,
-}
-
-/// How a job ended: what the supervisor writes to `status`, and what the core is told.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct JobEnd {
-    /// Why.
-    pub cause: EndCause,
-    /// The command's exit code, if it exited.
-    pub exit_code: Option<i32>,
-    /// The signal that ended the command, if one did.
-    pub signal: Option<i32>,
-    /// Words for a person: the kill request's reason, the start error.
-    #[serde(default)]
-    pub note: String,
-}
-
-impl JobEnd {
-    /// An end with no exit status (the command never ran, or nobody saw it end).
-    pub fn without_status(cause: EndCause, note: impl Into<String>) -> JobEnd {
-        JobEnd {
-            cause,
-            exit_code: None,
-            signal: None,
-            note: note.into(),
-        }
-    }
-
-    /// Whether the command itself succeeded: it ended by itself with exit code 0.
-    pub fn succeeded(&self) -> bool {
-        self.cause == EndCause::Completed && self.exit_code == Some(0)
-    }
-
-    /// The exit status in a few words: `exit code 3`, `signal 15`, `no exit status`.
-    pub fn status_text(&self) -> String {
-        match (self.exit_code, self.signal) {
-            (Some(code), _) => format!("exit code {code}"),
-            (None, Some(sig)) => format!("killed by signal {sig}"),
-            (None, None) => "no exit status".to_owned(),
-        }
-    }
-
-    /// The wait(2)-style status Flux puts in its `finish` event: code << 8, or the signal.
-    pub fn wait_status(&self) -> Option<i32> {
-        match (self.exit_code, self.signal) {
-            (Some(code), _) => Some((code & 0xff) << 8),
-            (None, Some(sig)) => Some(sig & 0x7f),
-            (None, None) => None,
-        }
-    }
-}
-
-impl fmt::Display for EndCause {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            EndCause::Completed => "completed",
-            EndCause::Timeout => "timeout",
-            EndCause::Cancelled => "cancelled",
-            EndCause::Error => "error",
-            EndCause::Lost => "lost",
-        })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn statuses_read_naturally() {
-        let exited = JobEnd {
-            cause: EndCause::Completed,
-            exit_code: Some(3),
-            signal: None,
-            note: String::new(),
-        };
-        assert!(!exited.succeeded());
-        assert_eq!(exited.status_text(), "exit code 3");
-        assert_eq!(exited.wait_status(), Some(3 << 8));
-        let killed = JobEnd {
-            cause: EndCause::Timeout,
-            exit_code: None,
-            signal: Some(15),
-            note: String::new(),
-        };
-        assert_eq!(killed.status_text(), "killed by signal 15");
-        assert_eq!(killed.wait_status(), Some(15));
-        let json = serde_json::to_string(&killed).expect("json");
-        assert!(json.contains("\"timeout\""), "{json}");
-        let back: JobEnd = serde_json::from_str(&json).expect("parse");
-        assert_eq!(back, killed);
-    }
-}
+/// How a job ended (the supervisor's `status` file): the wire's types, shared with node
+/// agents, which report the same.
+pub use shardsched_wire::msg::agent::{EndCause, JobEnd};

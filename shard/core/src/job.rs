@@ -6,6 +6,7 @@ use std::sync::Arc;
 use shardsched_qmanager::WaitReason;
 use shardsched_wire::array::ArrayElement;
 use shardsched_wire::limits::JOB_NAME_BYTES_MAX;
+use shardsched_wire::msg::agent::JobSignature;
 use shardsched_wire::msg::client_shard::IdempotencyKey;
 use shardsched_wire::msg::{JobEvent, JobId, JobInfo, JobState, JobSummary};
 
@@ -53,6 +54,9 @@ pub struct JobRecord {
     pub array: Option<ArrayElement>,
     /// Not before this time (its `begin-time` dependency), ms since the Unix epoch.
     pub begin_ms: Option<u64>,
+    /// The submitter's signature of the jobspec, relayed to node agents (which run the job
+    /// as the signer only with it).
+    pub signature: Option<Arc<JobSignature>>,
 }
 
 /// Why a job is where it is, kept as data and worded only when read.
@@ -111,6 +115,8 @@ pub struct NewJob<'a> {
     pub jobspec_json: &'a Arc<str>,
     /// The array it is an element of.
     pub array: Option<ArrayElement>,
+    /// Its signature, if the submit was signed (shared by an array's elements).
+    pub signature: Option<Arc<JobSignature>>,
 }
 
 impl JobRecord {
@@ -135,6 +141,7 @@ impl JobRecord {
             events: Vec::new(),
             array: a.array,
             begin_ms: a.jobspec.attributes.begin_time_ms(),
+            signature: a.signature.clone(),
         };
         job.push_event(
             a.submit_ms,

@@ -3,13 +3,15 @@
 //! `shardsched-shard-journal v2`, docs/JOURNAL.md).
 //!
 //! ```text
-//! table jobs    key = job id  AcceptedJob  written when the job is accepted (never changes)
-//! table runs    key = job id  StartedJob   when it starts: start, sim end, its allocation
-//! table ends    key = job id  EndedJob     when it ends: state, reason, end time
-//! table urgency key = job id  u8           its urgency, once changed after submit (v2)
-//! table arrays  key = job id  ArrayRecord  an array's indices and `%N` (v2); its jobspec
-//!                                          is the `jobs` record of the same id, its
-//!                                          elements' runs and ends are keyed by their ids
+//! table jobs       key = job id  AcceptedJob      written when the job is accepted (never changes)
+//! table runs       key = job id  StartedJob       when it starts: start, sim end, its allocation
+//! table ends       key = job id  EndedJob         when it ends: state, reason, end time
+//! table signatures key = job id  SignatureRecord  with the job, when its submit was signed
+//!                                                 (an array's: keyed by the array's id)
+//! table urgency    key = job id  u8               its urgency, once changed after submit (v2)
+//! table arrays     key = job id  ArrayRecord      an array's indices and `%N` (v2); its jobspec
+//!                                                 is the `jobs` record of the same id, its
+//!                                                 elements' runs and ends are keyed by their ids
 //! meta  last_job_id           u64          the highest id issued (FLUIDs continue after it)
 //! meta  node:<name>           NodeRecord   the node table's entry: generation, holding, flags
 //! meta  format                             "shardsched-shard-journal v2" (the store's stamp)
@@ -70,6 +72,19 @@ pub struct AcceptedJob {
     pub urgency: u32,
     /// Submission time, ms since the Unix epoch.
     pub submit_ms: u64,
+}
+
+/// A job's signature: the submitter's certificate and signature of the jobspec, relayed to
+/// node agents in every launch. A table of its own (a journal without it reads as jobs
+/// without signatures); an array's is keyed by the array's id and shared by its elements.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignatureRecord {
+    /// Its job's id.
+    pub id: u64,
+    /// The submitter's certificate (PEM).
+    pub cert_pem: String,
+    /// The signature (ASN.1 DER).
+    pub signature: Vec<u8>,
 }
 
 /// A job's start.
@@ -163,6 +178,8 @@ pub enum HoldingRecord {
 pub enum JournalRecord {
     /// A job was accepted.
     Accepted(AcceptedJob),
+    /// An accepted job's signature (written with it).
+    Signed(SignatureRecord),
     /// A job started.
     Started(StartedJob),
     /// A job ended.
@@ -217,6 +234,8 @@ pub const JOBS_TABLE: &str = "jobs";
 pub const RUNS_TABLE: &str = "runs";
 /// The `ends` table.
 pub const ENDS_TABLE: &str = "ends";
+/// The `signatures` table.
+pub const SIGNATURES_TABLE: &str = "signatures";
 /// The `urgency` table.
 pub const URGENCY_TABLE: &str = "urgency";
 /// The `arrays` table.

@@ -43,7 +43,8 @@
 //! let jobspec = shardsched_jobspec::Shorthand { tasks: Some(2), duration: 10,
 //!     command: vec!["app".into()], ..Default::default() }.to_jobspec().unwrap();
 //! let submit = Submit { idempotency_key: IdempotencyKey([1; 16]),
-//!     jobspec_json: jobspec.to_json().to_string(), urgency: None, array: None };
+//!     jobspec_json: jobspec.to_json().to_string(), urgency: None, array: None,
+//!     signature: None };
 //! let now = 1_800_000_000_000;
 //! let job = core.handle_submit(now, "alice", &submit).unwrap();
 //! core.tick(now).unwrap();                      // the batch is scheduled: it starts
@@ -93,7 +94,7 @@ pub mod table;
 
 pub use crate::core::{
     CoreExecutor, CoreOptions, ExecAction, RestoreSummary, ShardCore, Submitted, Transition,
-    TransitionKind, Violation,
+    TransitionKind, Violation, needs_restart,
 };
 pub use error::ShardError;
 pub use job::{JobRecord, Reason};

@@ -38,15 +38,17 @@ use tokio::sync::{mpsc, watch};
 
 pub(crate) use super::commands::Command;
 use super::commands::{Answer, handle};
-use super::exec_task::ExecRequest;
+use super::exec_task::{ExecRequest, Generations};
 use super::released::ReleasedQueue;
 use super::transitions::TransitionLog;
 use crate::core::{ExecAction, ShardCore};
 use crate::error::DriverError;
+use crate::job::JobRecord;
 use crate::journal::to_batch;
 use crate::limits::{
     BATCH_REQUESTS_MAX, COMMITS_IN_FLIGHT_MAX, STATUS_INTERVAL_MAX, STATUS_INTERVAL_MIN,
 };
+use crate::nodes::NodeTable;
 use crate::snapshot::Snapshot;
 
 /// Longest the task sleeps without looking at the clock again (a wakeup far in the future,
@@ -105,7 +107,9 @@ pub(crate) async fn run(
         // Jobs already running (restored by a restart) are watched like new ones.
         for id in core.running_job_ids() {
             if let Some(job) = core.job(id) {
-                let _ = exec.send(ExecRequest::Watch(Box::new(job.clone()))).await;
+                let generations = generations(core.nodes(), job);
+                let request = ExecRequest::Watch(Box::new(job.clone()), generations);
+                let _ = exec.send(request).await;
             }
         }
     }
@@ -338,12 +342,20 @@ fn exec_requests(core: &mut ShardCore) -> Vec<ExecRequest> {
     core.take_exec_actions()
         .into_iter()
         .filter_map(|action| match action {
-            ExecAction::Launch(id) => core
-                .job(id)
-                .map(|job| ExecRequest::Launch(Box::new(job.clone()))),
+            ExecAction::Launch(id) => core.job(id).map(|job| {
+                ExecRequest::Launch(Box::new(job.clone()), generations(core.nodes(), job))
+            }),
             ExecAction::Kill { id, why } => Some(ExecRequest::Kill { id, why }),
             ExecAction::Forget(id) => Some(ExecRequest::Forget(id)),
         })
+        .collect()
+}
+
+/// The generations of `job`'s nodes, as the node table holds them.
+fn generations(nodes: &NodeTable, job: &JobRecord) -> Generations {
+    job.nodes
+        .iter()
+        .filter_map(|n| nodes.get(n).map(|e| (n.clone(), e.generation)))
         .collect()
 }
 

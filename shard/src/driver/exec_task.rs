@@ -22,11 +22,12 @@ use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::Duration;
 
-use shardsched_proto::msg::JobId;
+use shardsched_proto::msg::{Generation, JobId};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
 
 use super::core_task::Command;
+use crate::agents::AgentsOptions;
 use crate::exec::files::read_json;
 use crate::exec::launch::{Prepared, observe};
 use crate::exec::{
@@ -44,6 +45,8 @@ pub enum Executor {
     Sim,
     /// Really run on this host, each under a supervisor (see [`crate::exec`]).
     Exec(ExecOptions),
+    /// Really run on the nodes allocated, by their node agents (see [`crate::agents`]).
+    Agents(AgentsOptions),
 }
 
 /// The exec executor's settings.
@@ -65,11 +68,15 @@ impl ExecOptions {
     }
 }
 
+/// The generation the shard holds each of a job's nodes at (what a node agent checks a
+/// launch against; the exec executor has no use for it).
+pub(crate) type Generations = BTreeMap<String, Generation>;
+
 /// A request from the core task.
 #[derive(Debug)]
 pub(crate) enum ExecRequest {
     /// Launch this job (it just started).
-    Launch(Box<JobRecord>),
+    Launch(Box<JobRecord>, Generations),
     /// Kill this job's processes.
     Kill {
         /// The job.
@@ -82,7 +89,7 @@ pub(crate) enum ExecRequest {
     /// Watch a job a restarted shard found running: launched by an earlier shard process,
     /// or, when it has no directory (that process died between journaling the start and
     /// launching), launched now.
-    Watch(Box<JobRecord>),
+    Watch(Box<JobRecord>, Generations),
 }
 
 /// A job being watched.
@@ -115,7 +122,7 @@ pub(crate) async fn run(
         tokio::select! {
             request = requests.recv() => match request {
                 None => break,
-                Some(ExecRequest::Launch(job)) => {
+                Some(ExecRequest::Launch(job, _)) => {
                     launch_one(&queue, &options, &jobs_dir, &job, &mut watched, &mut ended);
                 }
                 Some(ExecRequest::Kill { id, why }) => {
@@ -128,7 +135,7 @@ pub(crate) async fn run(
                         tracing::warn!(%queue, job = %id, error = %e, "cannot remove a forgotten job's directory");
                     }
                 }
-                Some(ExecRequest::Watch(job)) => {
+                Some(ExecRequest::Watch(job, _)) => {
                     let dir = job_dir(&jobs_dir, job.id);
                     if dir.exists() {
                         watched.entry(job.id).or_insert(Watched { dir, child: None });
@@ -219,7 +226,10 @@ fn check(watch: &mut Watched) -> Result<Option<JobEnd>, ExecError> {
 }
 
 /// Hands ended jobs to the core task without waiting; returns false when it is gone.
-fn deliver(ended: &mut VecDeque<(JobId, JobEnd)>, commands: &mpsc::Sender<Command>) -> bool {
+pub(crate) fn deliver(
+    ended: &mut VecDeque<(JobId, JobEnd)>,
+    commands: &mpsc::Sender<Command>,
+) -> bool {
     while let Some((id, end)) = ended.pop_front() {
         match commands.try_send(Command::JobEnded { id, end }) {
             Ok(()) => {}

@@ -19,6 +19,7 @@ use tokio::sync::{oneshot, watch};
 use super::core_task::Command;
 use super::tasks::Tasks;
 use super::{ShardOptions, released, serve as handlers};
+use crate::core::needs_restart;
 use crate::error::DriverError;
 use crate::journal::Restored;
 use crate::limits::{
@@ -80,6 +81,7 @@ impl<'a> Link<'a> {
         // Set by a `Reconfigure` from the coordinator: stop cleanly, exit for a restart.
         let restart = Arc::new(tokio::sync::Notify::new());
         let outcome = loop {
+            tasks.coordinator.send_replace(Some(session.clone()));
             let on_link = serve_coordinator(&session, tasks, &restart);
             let lost = tokio::select! {
                 () = shutdown.as_mut() => break Ok(()),
@@ -242,54 +244,5 @@ async fn register_once(
             session.close();
             Err(Attempt::Retry(e.to_string()))
         }
-    }
-}
-
-/// Whether `new` differs from the configuration the core was built with in anything a
-/// running core cannot take (all but the enabled/started flags, which it applies live).
-fn needs_restart(running: &QueueConfig, new: &QueueConfig) -> bool {
-    let fixed = |c: &QueueConfig| QueueConfig {
-        enabled: true,
-        started: true,
-        ..c.clone()
-    };
-    fixed(running) != fixed(new)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_a_changed_configuration_beyond_the_flags_needs_a_restart() {
-        let running = QueueConfig {
-            name: "q".into(),
-            queue_policy: shardsched_proto::msg::QueuePolicy::Fcfs,
-            match_policy: shardsched_proto::msg::MatchPolicy::First,
-            queue_depth: 32,
-            reservation_depth: 64,
-            default_duration_ms: 60_000,
-            max_duration_ms: 0,
-            definition: vec!["node0".into()],
-            enabled: true,
-            started: true,
-            array_elements_max: shardsched_proto::limits::ARRAY_ELEMENTS_DEFAULT,
-        };
-        let flags = QueueConfig {
-            enabled: false,
-            started: false,
-            ..running.clone()
-        };
-        assert!(!needs_restart(&running, &flags));
-        let policy = QueueConfig {
-            queue_policy: shardsched_proto::msg::QueuePolicy::Easy,
-            ..running.clone()
-        };
-        assert!(needs_restart(&running, &policy));
-        let definition = QueueConfig {
-            definition: vec!["node0".into(), "node1".into()],
-            ..running.clone()
-        };
-        assert!(needs_restart(&running, &definition));
     }
 }

@@ -10,6 +10,7 @@ use shardsched_proto::{Peer, Reply, accept, serve};
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use super::core_task::Command;
+use super::output::OutputSource;
 use crate::snapshot::Snapshot;
 
 /// Accepts client connections until the endpoint closes; each is served on its own task.
@@ -17,10 +18,12 @@ pub(crate) async fn clients(
     endpoint: quinn::Endpoint,
     commands: mpsc::Sender<Command>,
     snapshot: Arc<ArcSwap<Snapshot>>,
+    output: OutputSource,
 ) {
     while let Some(incoming) = endpoint.accept().await {
         let commands = commands.clone();
         let snapshot = Arc::clone(&snapshot);
+        let output = output.clone();
         tokio::spawn(async move {
             let session = match accept(incoming).await {
                 Ok(session) => session,
@@ -32,7 +35,14 @@ pub(crate) async fn clients(
             let peer = session.peer().clone();
             tracing::debug!(%peer, "client connected");
             let served = serve(session, move |peer, request| {
-                client_request(commands.clone(), Arc::clone(&snapshot), peer, request)
+                let output = output.clone();
+                client_request(
+                    commands.clone(),
+                    Arc::clone(&snapshot),
+                    output,
+                    peer,
+                    request,
+                )
             })
             .await;
             if let Err(e) = served {
@@ -46,6 +56,7 @@ pub(crate) async fn clients(
 pub(crate) async fn client_request(
     commands: mpsc::Sender<Command>,
     snapshot: Arc<ArcSwap<Snapshot>>,
+    output: OutputSource,
     peer: Peer,
     request: client_shard::Request,
 ) -> Reply<client_shard::Response> {
@@ -61,6 +72,12 @@ pub(crate) async fn client_request(
             .await
         }
         Request::Jobs(query) => Ok(Response::Jobs(snapshot.load().jobs(&peer.name, &query))),
+        Request::Output(query) => {
+            let snapshot = snapshot.load_full();
+            super::output::read(&output, &snapshot, &peer, query)
+                .await
+                .map(Response::Output)
+        }
         Request::JobInfo { id } => {
             let snapshot = snapshot.load();
             snapshot

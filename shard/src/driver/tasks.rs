@@ -11,11 +11,12 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::core_task::{self, Command};
+use super::output::OutputSource;
 use super::{Executor, ShardOptions, exec_task, released, serve, stats, transitions};
 use crate::core::{CoreExecutor, CoreOptions, ShardCore};
 use crate::error::DriverError;
 use crate::journal::Restored;
-use crate::limits::{COMMAND_QUEUE_CAPACITY, EXEC_QUEUE_CAPACITY};
+use crate::limits::{COMMAND_QUEUE_CAPACITY, EXEC_QUEUE_CAPACITY, OUTPUT_ASKS_QUEUED_MAX};
 use crate::snapshot::Snapshot;
 
 /// The running tasks, and the handles the coordinator's link uses.
@@ -28,6 +29,8 @@ pub(super) struct Tasks {
     pub(super) status: watch::Receiver<Option<ShardStatus>>,
     /// `Released` reports waiting for the coordinator.
     pub(super) released: released::ReleasedQueue,
+    /// The registration connection to the coordinator, for the agents executor's questions.
+    pub(super) coordinator: watch::Sender<Option<shardsched_proto::Session>>,
     core_task: JoinHandle<Result<(), DriverError>>,
     /// `false` once the core task has ended (and been joined).
     core_running: bool,
@@ -48,16 +51,13 @@ pub(super) fn build_core(
             Executor::Exec(_) => CoreExecutor::Exec {
                 jobs_dir: exec_task::jobs_dir(&options.state_dir),
             },
+            Executor::Agents(_) => CoreExecutor::Agents,
         },
         retention_ms: u64::try_from(options.retention.as_millis()).unwrap_or(u64::MAX),
         journal: true,
         ..CoreOptions::default()
     };
-    let core = if restored.is_empty() {
-        ShardCore::new(assignment, core_options)?
-    } else {
-        ShardCore::restored(assignment, core_options, core_task::now_ms(), &restored)?.0
-    };
+    let core = ShardCore::start(assignment, core_options, core_task::now_ms(), &restored)?;
     tracing::info!(
         generator_id = assignment.generator_id,
         owned = core.owned().len(),
@@ -86,9 +86,29 @@ impl Tasks {
         let snapshot = Arc::new(ArcSwap::from_pointee(core.snapshot()));
         let (commands, queue) = mpsc::channel(COMMAND_QUEUE_CAPACITY);
         let (status_tx, status) = watch::channel(None);
+        let (coordinator, coordinator_rx) = watch::channel(None);
+        let mut output = OutputSource::None;
         let exec = match &options.executor {
             Executor::Sim => None,
+            Executor::Agents(agents_options) => {
+                let (exec_tx, exec_rx) = mpsc::channel(EXEC_QUEUE_CAPACITY);
+                let (asks_tx, asks) = mpsc::channel(OUTPUT_ASKS_QUEUED_MAX);
+                output = OutputSource::Agents(asks_tx);
+                tokio::spawn(crate::agents::task::run(
+                    crate::agents::task::Inputs {
+                        queue: options.queue.clone(),
+                        options: agents_options.clone(),
+                        endpoint: endpoint.clone(),
+                        coordinator: coordinator_rx,
+                        requests: exec_rx,
+                        outputs: asks,
+                    },
+                    commands.clone(),
+                ));
+                Some(exec_tx)
+            }
             Executor::Exec(exec_options) => {
+                output = OutputSource::Exec(exec_task::jobs_dir(&options.state_dir));
                 let (exec_tx, exec_rx) = mpsc::channel(EXEC_QUEUE_CAPACITY);
                 tokio::spawn(exec_task::run(
                     options.queue.clone(),
@@ -117,8 +137,10 @@ impl Tasks {
             endpoint.clone(),
             commands.clone(),
             Arc::clone(&snapshot),
+            output,
         ));
         Ok(Tasks {
+            coordinator,
             commands,
             snapshot,
             status,

@@ -57,26 +57,43 @@ pub struct JobFacts<'a> {
 
 /// The `SHARDSCHED_*` variables for a job, name and value.
 pub fn job_variables(facts: &JobFacts<'_>) -> Vec<(String, String)> {
-    let hosts: Vec<&str> = facts.r.nodes.iter().map(|n| n.host.as_str()).collect();
-    let per_node: Vec<String> = facts.r.nodes.iter().map(|n| n.cores.to_string()).collect();
     let path = |p: &Path| p.to_string_lossy().into_owned();
+    let mut vars = allocation_variables(
+        facts.id,
+        facts.queue,
+        facts.r,
+        facts.time_limit_ms,
+        facts.array,
+    );
+    vars.push((JOB_R.to_owned(), path(facts.r_path)));
+    vars.push((JOB_DIR.to_owned(), path(facts.dir)));
+    vars
+}
+
+/// The variables that say what the job got, the same on every node: all of
+/// [`job_variables`] but the shard-local paths ([`JOB_R`], [`JOB_DIR`]). What a shard adds to
+/// a node agent's launch (the agent sets the job directory of its node).
+pub fn allocation_variables(
+    id: JobId,
+    queue: &str,
+    r: &RSummary,
+    time_limit_ms: u64,
+    array: Option<ArrayElement>,
+) -> Vec<(String, String)> {
+    let hosts: Vec<&str> = r.nodes.iter().map(|n| n.host.as_str()).collect();
+    let per_node: Vec<String> = r.nodes.iter().map(|n| n.cores().to_string()).collect();
     [
-        (JOB_ID, facts.id.to_string()),
+        (JOB_ID, id.to_string()),
         (JOB_NODELIST, encode_hostlist(&hosts)),
         (JOB_NNODES, hosts.len().to_string()),
-        (JOB_NCORES, facts.r.cores().to_string()),
+        (JOB_NCORES, r.cores().to_string()),
         (JOB_CORES_PER_NODE, per_node.join(",")),
-        (JOB_GPUS, facts.r.gpus().to_string()),
-        (QUEUE, facts.queue.to_owned()),
-        (JOB_R, path(facts.r_path)),
-        (JOB_DIR, path(facts.dir)),
-        (
-            JOB_TIME_LIMIT,
-            facts.time_limit_ms.div_ceil(1000).to_string(),
-        ),
+        (JOB_GPUS, r.gpus().to_string()),
+        (QUEUE, queue.to_owned()),
+        (JOB_TIME_LIMIT, time_limit_ms.div_ceil(1000).to_string()),
     ]
     .into_iter()
-    .chain(facts.array.into_iter().flat_map(|e| {
+    .chain(array.into_iter().flat_map(|e| {
         [
             (ARRAY_ID, e.array.to_string()),
             (ARRAY_INDEX, e.index.to_string()),
@@ -97,13 +114,13 @@ mod tests {
             nodes: vec![
                 NodeShare {
                     host: "node0".into(),
-                    cores: 4,
-                    gpus: 1,
+                    core_ids: vec![0, 1, 2, 3],
+                    gpu_ids: vec![0],
                 },
                 NodeShare {
                     host: "node1".into(),
-                    cores: 2,
-                    gpus: 0,
+                    core_ids: vec![0, 1],
+                    gpu_ids: Vec::new(),
                 },
             ],
         };

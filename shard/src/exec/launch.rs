@@ -7,16 +7,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use rustix::process::{Pid, Signal, kill_process};
+use rustix::process::{Pid, Signal, kill_process, kill_process_group};
 use serde::{Deserialize, Serialize};
 use shardsched_proto::msg::JobId;
 
 use super::env::{JobFacts, job_variables};
-use super::files::{process_alive, read_json, read_pid, write_atomic};
+use super::files::{self, group_alive, process_alive, read_json, read_pid, write_atomic};
 use super::rset::RSummary;
 use super::{
-    CANCEL_FILE, EndCause, ExecError, JOBS_DIR, JobEnd, JobFiles, LAUNCH_FILE, PID_FILE, R_FILE,
-    STATUS_FILE, SUPERVISOR_LOG, job_dir,
+    CANCEL_FILE, EndCause, ExecError, GROUP_FILE, JOBS_DIR, JobEnd, JobFiles, LAUNCH_FILE,
+    PID_FILE, R_FILE, STATUS_FILE, SUPERVISOR_LOG, job_dir,
 };
 use crate::job::JobRecord;
 
@@ -100,20 +100,15 @@ impl Prepared {
         };
         let jobspec = shardsched_jobspec::parse_json(&job.jobspec_json)
             .map_err(|e| fail(format!("jobspec: {e}")))?;
+        let run = shardsched_jobspec::Execution::of(&jobspec).map_err(fail)?;
         let dir = job_dir(jobs_dir, job.id);
         // `{{tmpdir}}` names the job's directory, where its files are (`flux batch`'s).
         let tmpdir = dir.to_string_lossy().into_owned();
-        let command: Vec<String> = jobspec
-            .tasks
-            .first()
-            .map(|t| {
-                t.command
-                    .iter()
-                    .map(|w| w.replace("{{tmpdir}}", &tmpdir))
-                    .collect()
-            })
-            .filter(|c: &Vec<String>| !c.is_empty())
-            .ok_or_else(|| fail("the jobspec's tasks[0].command is empty".to_owned()))?;
+        let command: Vec<String> = run
+            .command
+            .iter()
+            .map(|w| w.replace("{{tmpdir}}", &tmpdir))
+            .collect();
         let carried = jobspec
             .attributes
             .files()
@@ -129,13 +124,7 @@ impl Prepared {
             .ok_or_else(|| fail("the job has no R (it was not allocated)".to_owned()))?;
         let r = RSummary::parse(r_json).map_err(fail)?;
         // The jobspec's environment (checked when it was parsed), then ours.
-        let mut env: Vec<(String, String)> = jobspec
-            .attributes
-            .environment()
-            .into_iter()
-            .flatten()
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect();
+        let mut env = run.environment;
         let files = JobFiles::of(jobs_dir, job, &jobspec);
         let r_path = dir.join(R_FILE);
         env.extend(job_variables(&JobFacts {
@@ -214,17 +203,7 @@ fn set_aside(dir: &Path) -> Result<(), ExecError> {
             message: format!("an earlier run's supervisor (pid {pid}) is still running"),
         });
     }
-    let name = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    for run in 1u32.. {
-        let aside = dir.with_file_name(format!("{name}.run-{run}"));
-        if !aside.exists() {
-            return fs::rename(dir, &aside).map_err(|e| ExecError::io(&aside, e));
-        }
-    }
-    Ok(())
+    Ok(files::set_aside(dir)?)
 }
 
 /// Removes the directory of job `id` under `jobs_dir` and those of its earlier runs
@@ -273,7 +252,10 @@ pub fn request_kill(dir: &Path, why: &str) -> Result<(), ExecError> {
 }
 
 /// Reads a job directory: the status if written, else whether its supervisor (from the pid
-/// file) still runs.
+/// file) still runs. A supervisor gone without a status (killed outright) leaves its job
+/// running while a process of the job's group lives: those are killed (SIGKILL), and the
+/// job is reported ended, as lost, only once none is left, so its resources are never
+/// given to another job while its processes still use them.
 pub fn observe(dir: &Path) -> Result<RunningOrEnded, ExecError> {
     if let Some(end) = read_json::<JobEnd>(&dir.join(STATUS_FILE))? {
         return Ok(RunningOrEnded::Ended(end));
@@ -288,10 +270,26 @@ pub fn observe(dir: &Path) -> Result<RunningOrEnded, ExecError> {
     if let Some(end) = read_json::<JobEnd>(&dir.join(STATUS_FILE))? {
         return Ok(RunningOrEnded::Ended(end));
     }
-    let note = match pid {
+    // Killed outright: its job's processes may live on. They are killed, and the job is
+    // taken as running (holding its resources) until none is left.
+    let group = read_pid(&dir.join(GROUP_FILE))?;
+    if let Some(pgid) = group
+        && group_alive(pgid)
+    {
+        if let Some(raw) = i32::try_from(pgid).ok().and_then(Pid::from_raw) {
+            let _ = kill_process_group(raw, Signal::KILL);
+        }
+        return Ok(RunningOrEnded::Running {
+            pid: pid.unwrap_or(pgid),
+        });
+    }
+    let mut note = match pid {
         Some(pid) => format!("its supervisor (pid {pid}) is gone without writing a status"),
         None => "its supervisor never started (no supervisor.pid)".to_owned(),
     };
+    if group.is_some() {
+        note.push_str("; no process of the job is left");
+    }
     Ok(RunningOrEnded::Ended(JobEnd::without_status(
         EndCause::Lost,
         note,

@@ -28,6 +28,7 @@
 //! | `launch.json` | shard | the [`LaunchSpec`]: command, environment, time limit, grace |
 //! | `R.json` | shard | the job's RFC 20 R (`SHARDSCHED_JOB_R` points here) |
 //! | `supervisor.pid` | shard, supervisor | its pid: written by the shard as soon as it is spawned, and again by the supervisor first thing |
+//! | `group.pid` | supervisor | the job's process group, once its command runs |
 //! | `stdout`, `stderr` | the job | its output |
 //! | `cancel` | shard | a kill request, with its reason |
 //! | `status` | supervisor | the [`JobEnd`], written once, last |
@@ -37,17 +38,20 @@
 //! variables of [`env`](mod@env) (docs/EXEC.md).
 
 pub mod env;
-pub mod files;
 pub mod launch;
 pub mod rset;
 pub mod supervisor;
 
 use std::path::{Path, PathBuf};
 
+/// The file and process helpers (atomic writes, bounded reads, liveness), shared with the
+/// node agent.
+pub use shardsched_process::files;
+
 pub use launch::{LaunchSpec, RunningOrEnded, launch, recover, remove_job_dirs, request_kill};
 pub use shardsched_shard_core::exec::{
-    CANCEL_FILE, EndCause, JOBS_DIR, JobEnd, JobFiles, LAUNCH_FILE, PID_FILE, R_FILE, STATUS_FILE,
-    STDERR_FILE, STDOUT_FILE, SUPERVISOR_LOG, job_dir,
+    CANCEL_FILE, EndCause, GROUP_FILE, JOBS_DIR, JobEnd, JobFiles, LAUNCH_FILE, PID_FILE, R_FILE,
+    STATUS_FILE, STDERR_FILE, STDOUT_FILE, SUPERVISOR_LOG, job_dir,
 };
 pub use supervisor::supervise;
 
@@ -79,6 +83,17 @@ pub enum ExecError {
         /// Why.
         message: String,
     },
+}
+
+impl From<shardsched_process::FileError> for ExecError {
+    fn from(e: shardsched_process::FileError) -> ExecError {
+        match e {
+            shardsched_process::FileError::Io { path, source } => ExecError::Io { path, source },
+            shardsched_process::FileError::BadFile { path, message } => {
+                ExecError::BadFile { path, message }
+            }
+        }
+    }
 }
 
 impl ExecError {

@@ -1,5 +1,6 @@
 //! What a job got, per node, read back from its RFC 20 R: the numbers the `exec`
-//! executor puts in the job's environment.
+//! executor puts in the job's environment, and the core and GPU ids a node agent confines
+//! the job's tasks to.
 //!
 //! R's `R_lite` groups ranks that have the same children (`{"rank": "0-1", "children":
 //! {"core": "0-3"}}`) and `nodelist` names the hosts in rank order. The ranks are the
@@ -17,10 +18,22 @@ const IDS_PER_SET_MAX: usize = 1 << 20;
 pub struct NodeShare {
     /// Host name.
     pub host: String,
+    /// The ids of the cores allocated on it, ascending.
+    pub core_ids: Vec<u32>,
+    /// The ids of the GPUs allocated on it, ascending.
+    pub gpu_ids: Vec<u32>,
+}
+
+impl NodeShare {
     /// Cores allocated on it.
-    pub cores: u64,
+    pub fn cores(&self) -> u64 {
+        self.core_ids.len() as u64
+    }
+
     /// GPUs allocated on it.
-    pub gpus: u64,
+    pub fn gpus(&self) -> u64 {
+        self.gpu_ids.len() as u64
+    }
 }
 
 /// The allocation, node by node in rank order.
@@ -46,8 +59,9 @@ impl RSummary {
                 .ok_or("`execution.nodelist` holds a non-string")?;
             hosts.extend(decode_hostlist(text).map_err(|e| e.to_string())?);
         }
-        // rank → (cores, gpus)
-        let mut per_rank: std::collections::BTreeMap<u64, (u64, u64)> = Default::default();
+        // rank → (core ids, gpu ids)
+        let mut per_rank: std::collections::BTreeMap<u64, (Vec<u32>, Vec<u32>)> =
+            Default::default();
         for entry in execution
             .get("R_lite")
             .and_then(Value::as_array)
@@ -55,20 +69,27 @@ impl RSummary {
         {
             let ranks = idset_field(entry, "rank")?;
             let children = entry.get("children");
-            let count = |kind: &str| -> Result<u64, String> {
+            let ids = |kind: &str| -> Result<Vec<u32>, String> {
+                let bad = |e: String| format!("`R_lite[].children.{kind}`: {e}");
                 match children.and_then(|c| c.get(kind)) {
-                    None => Ok(0),
+                    None => Ok(Vec::new()),
                     Some(Value::String(s)) => parse_idset(s, IDS_PER_SET_MAX)
-                        .map(|ids| ids.len() as u64)
-                        .map_err(|e| format!("`R_lite[].children.{kind}`: {e}")),
+                        .map_err(|e| bad(e.to_string()))?
+                        .into_iter()
+                        .map(|id| u32::try_from(id).map_err(|_| bad(format!("id {id}"))))
+                        .collect(),
                     Some(_) => Err(format!("`R_lite[].children.{kind}` is not an idset")),
                 }
             };
-            let (cores, gpus) = (count("core")?, count("gpu")?);
+            let (cores, gpus) = (ids("core")?, ids("gpu")?);
             for rank in ranks {
                 let slot = per_rank.entry(rank).or_default();
-                slot.0 += cores;
-                slot.1 += gpus;
+                slot.0.extend(&cores);
+                slot.1.extend(&gpus);
+                slot.0.sort_unstable();
+                slot.0.dedup();
+                slot.1.sort_unstable();
+                slot.1.dedup();
             }
         }
         if per_rank.len() != hosts.len() {
@@ -81,19 +102,23 @@ impl RSummary {
         let nodes = hosts
             .into_iter()
             .zip(per_rank.into_values())
-            .map(|(host, (cores, gpus))| NodeShare { host, cores, gpus })
+            .map(|(host, (core_ids, gpu_ids))| NodeShare {
+                host,
+                core_ids,
+                gpu_ids,
+            })
             .collect();
         Ok(RSummary { nodes })
     }
 
     /// Cores over all nodes.
     pub fn cores(&self) -> u64 {
-        self.nodes.iter().map(|n| n.cores).sum()
+        self.nodes.iter().map(NodeShare::cores).sum()
     }
 
     /// GPUs over all nodes.
     pub fn gpus(&self) -> u64 {
-        self.nodes.iter().map(|n| n.gpus).sum()
+        self.nodes.iter().map(NodeShare::gpus).sum()
     }
 }
 
@@ -119,7 +144,7 @@ mod tests {
         let hosts: Vec<_> = s
             .nodes
             .iter()
-            .map(|n| (n.host.as_str(), n.cores, n.gpus))
+            .map(|n| (n.host.as_str(), n.cores(), n.gpus()))
             .collect();
         assert_eq!(
             hosts,
@@ -157,7 +182,11 @@ mod tests {
             let mut groups: Vec<(Vec<u64>, (u64, u64))> = Vec::new();
             for (gap, cores, gpus) in shares {
                 rank += gap;
-                nodes.push(NodeShare { host: format!("n{rank}"), cores, gpus });
+                nodes.push(NodeShare {
+                    host: format!("n{rank}"),
+                    core_ids: (0..cores as u32).collect(),
+                    gpu_ids: (0..gpus as u32).collect(),
+                });
                 match groups.iter_mut().find(|g| g.1 == (cores, gpus)) {
                     Some(g) => g.0.push(rank),
                     None => groups.push((vec![rank], (cores, gpus))),

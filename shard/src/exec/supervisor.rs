@@ -26,10 +26,10 @@ use tokio::process::{Child, Command};
 use tokio::signal::unix::{Signal as SignalStream, SignalKind, signal};
 use tokio::time::Instant;
 
-use super::files::{group_alive, read_json, read_small, write_atomic};
+use super::files::{group_alive, kill_reason, read_json, write_atomic};
 use super::{
-    CANCEL_FILE, EndCause, ExecError, JobEnd, LAUNCH_FILE, LaunchSpec, PID_FILE, STATUS_FILE,
-    STDERR_FILE, STDOUT_FILE,
+    CANCEL_FILE, EndCause, ExecError, GROUP_FILE, JobEnd, LAUNCH_FILE, LaunchSpec, PID_FILE,
+    STATUS_FILE, STDERR_FILE, STDOUT_FILE,
 };
 use crate::limits::SUPERVISOR_POLL_INTERVAL;
 
@@ -125,6 +125,11 @@ async fn run(dir: &Path, spec: &LaunchSpec) -> JobEnd {
     let Some(pgid) = child.id() else {
         return JobEnd::without_status(EndCause::Lost, "the command ended before it was seen");
     };
+    // Should this supervisor be killed outright, the shard finds the group here and kills
+    // it before it frees the job's resources.
+    if let Err(e) = write_atomic(&dir.join(GROUP_FILE), format!("{pgid}\n").as_bytes()) {
+        tracing::warn!(error = %e, "cannot write the job's process group");
+    }
     let grace = Duration::from_millis(spec.kill_grace_ms);
     let deadline = (spec.time_limit_ms > 0)
         .then(|| Instant::now() + Duration::from_millis(spec.time_limit_ms));
@@ -201,14 +206,7 @@ async fn until(deadline: Option<Instant>) {
 
 /// The reason in the shard's cancel file, if there is one.
 fn cancel_reason(dir: &Path) -> Option<String> {
-    match read_small(&dir.join(CANCEL_FILE)) {
-        Ok(Some(text)) => Some(match text.trim() {
-            "" => "cancelled".to_owned(),
-            why => why.to_owned(),
-        }),
-        Ok(None) => None,
-        Err(e) => Some(format!("cancelled ({e})")),
-    }
+    kill_reason(&dir.join(CANCEL_FILE))
 }
 
 /// SIGTERM to the group, then up to `grace` for the command and every other process of

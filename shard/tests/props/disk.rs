@@ -58,6 +58,7 @@ impl DiskImage {
             runs: rows(journal::RUNS_TABLE),
             ends: rows(journal::ENDS_TABLE),
             urgency: rows(journal::URGENCY_TABLE),
+            signatures: rows(journal::SIGNATURES_TABLE),
             metas: self.metas.clone(),
         };
         let restored = journal::restored(std::path::Path::new("mem.redb"), tables).expect("decode");

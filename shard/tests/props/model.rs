@@ -255,6 +255,7 @@ impl Model {
             jobspec_json: jobspec.to_json().to_string(),
             urgency: Some(14 + key % 3),
             array: None,
+            signature: None,
         };
         let known = self.keys.get(&(user, key)).copied();
         match self.core.handle_submit(self.now, USERS[user], &submit) {

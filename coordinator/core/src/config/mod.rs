@@ -103,6 +103,55 @@ pub struct Config {
     /// `[http] listen`: where the status page and `/metrics` are served, unless
     /// `--http-listen` says otherwise (read at start; docs/OPERATIONS.md).
     pub http_listen: Option<std::net::SocketAddr>,
+    /// How the coordinator watches node agents (`[agents]`).
+    pub agents: AgentsConfig,
+}
+
+/// `[agents]`: node agents' liveness (docs/CONFIG.md, docs/EXEC.md).
+///
+/// ```toml
+/// [agents]
+/// required = true              # every node has an agent: one never heard from is down
+/// heartbeat_timeout = "30s"    # an agent silent this long marks its node down
+/// return_to_service = false    # a node marked down so comes back up when its agent does
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AgentsConfig {
+    /// Every node has an agent (`up --agents`, a cluster that runs jobs through agents): a
+    /// node whose agent has not registered within the timeout of the coordinator's start is
+    /// marked down too. Without it, only nodes whose agents registered are watched.
+    pub required: bool,
+    /// Silence after which a node's agent is taken as unreachable and the node marked
+    /// down, ms; agents send heartbeats at a third of it, and kill their tasks after half
+    /// of it without word from their shard.
+    pub heartbeat_timeout_ms: u64,
+    /// A node marked down because its agent was unreachable comes back up on its own when
+    /// the agent registers again (Slurm's ReturnToService); otherwise `resource up` does it.
+    pub return_to_service: bool,
+}
+
+/// `heartbeat_timeout` when `[agents]` names none: 30 s.
+pub const HEARTBEAT_TIMEOUT_DEFAULT_MS: u64 = 30_000;
+/// The shortest `heartbeat_timeout` accepted: 1 s.
+pub const HEARTBEAT_TIMEOUT_MIN_MS: u64 = 1_000;
+/// The longest `heartbeat_timeout` accepted: 1 h.
+pub const HEARTBEAT_TIMEOUT_MAX_MS: u64 = 3_600_000;
+
+impl Default for AgentsConfig {
+    fn default() -> Self {
+        AgentsConfig {
+            required: false,
+            heartbeat_timeout_ms: HEARTBEAT_TIMEOUT_DEFAULT_MS,
+            return_to_service: false,
+        }
+    }
+}
+
+impl AgentsConfig {
+    /// How often agents send heartbeats, ms: a third of the timeout.
+    pub fn heartbeat_interval_ms(&self) -> u64 {
+        self.heartbeat_timeout_ms / 3
+    }
 }
 
 /// Days the job history keeps a finished job unless `history_days` says otherwise.

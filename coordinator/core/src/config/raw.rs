@@ -12,8 +12,10 @@ use shardsched_resource::{Location, ReadError};
 use shardsched_wire::limits::{ARRAY_ELEMENTS_DEFAULT, ARRAY_ELEMENTS_MAX};
 use toml::Spanned;
 
-use super::{Cluster, Config, ConfigError};
-use super::{HISTORY_DAYS_DEFAULT, HISTORY_DAYS_MAX};
+use super::{
+    AgentsConfig, Cluster, Config, ConfigError, HEARTBEAT_TIMEOUT_MAX_MS, HEARTBEAT_TIMEOUT_MIN_MS,
+    HISTORY_DAYS_DEFAULT, HISTORY_DAYS_MAX, values,
+};
 use crate::QUEUES_MAX;
 use queue::{RawQueue, check_owns_disjoint};
 
@@ -28,7 +30,16 @@ struct RawConfig {
     history_days: Option<Spanned<u32>>,
     cluster: Option<Spanned<RawCluster>>,
     queues: Option<Spanned<BTreeMap<String, Spanned<RawQueue>>>>,
+    agents: Option<RawAgents>,
     http: Option<Spanned<RawHttp>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAgents {
+    required: Option<bool>,
+    heartbeat_timeout: Option<Spanned<toml::Value>>,
+    return_to_service: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -144,6 +155,7 @@ pub(super) fn parse(text: &str, origin: &str, base_dir: &Path) -> Result<Config,
         HISTORY_DAYS_MAX,
         &errors,
     )?;
+    let agents = agents(raw.agents, &errors)?;
     let http_listen = match raw.http.and_then(|h| h.into_inner().listen) {
         Some(listen) => {
             let span = listen.span();
@@ -164,8 +176,38 @@ pub(super) fn parse(text: &str, origin: &str, base_dir: &Path) -> Result<Config,
         queues,
         array_elements_max,
         history_days,
+        agents,
         http_listen,
     })
+}
+
+/// `[agents]`, with its defaults.
+fn agents(raw: Option<RawAgents>, errors: &Errors<'_>) -> Result<AgentsConfig, ConfigError> {
+    let mut agents = AgentsConfig::default();
+    let Some(raw) = raw else {
+        return Ok(agents);
+    };
+    agents.required = raw.required.unwrap_or(agents.required);
+    agents.return_to_service = raw.return_to_service.unwrap_or(agents.return_to_service);
+    if let Some(value) = raw.heartbeat_timeout {
+        let ms = values::duration_ms(value.get_ref()).map_err(|m| {
+            errors.at(
+                Some(value.span()),
+                format!("[agents] heartbeat_timeout: {m}"),
+            )
+        })?;
+        if !(HEARTBEAT_TIMEOUT_MIN_MS..=HEARTBEAT_TIMEOUT_MAX_MS).contains(&ms) {
+            return Err(errors.at(
+                Some(value.span()),
+                format!(
+                    "[agents] heartbeat_timeout: {ms} ms is outside {HEARTBEAT_TIMEOUT_MIN_MS} ms \
+                     to {HEARTBEAT_TIMEOUT_MAX_MS} ms"
+                ),
+            ));
+        }
+        agents.heartbeat_timeout_ms = ms;
+    }
+    Ok(agents)
 }
 
 fn cluster(

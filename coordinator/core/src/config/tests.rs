@@ -113,6 +113,23 @@ fn the_status_page_address_is_a_setting() {
     assert!(e.contains("unknown field `port`"), "{e}");
 }
 
+/// A queue's match policy may be any `shardsched query -P` takes: variation, and knobs
+/// spelled out (kept by name when a name has the same knobs).
+#[test]
+fn match_policy_is_any_policy_query_takes() {
+    let c = parse(
+        "default_queue = \"a\"\n[queues.a]\nnodes = \"node0\"\nmatch_policy = \"variation\"\n\
+         [queues.b]\nnodes = \"node1\"\nmatch_policy = \"policy=low stop_on_1_matches=true\"\n\
+         [queues.c]\nnodes = \"node2\"\n\
+         match_policy = \"policy=high node_centric=true stop_on_1_matches=true\"\n",
+    )
+    .expect("valid");
+    let policy = |q: &str| c.queue(q).expect("queue").match_policy;
+    assert_eq!(policy("a"), MatchPolicy::Variation);
+    assert_eq!(policy("b"), MatchPolicy::Knobs(8));
+    assert_eq!(policy("c"), MatchPolicy::First);
+}
+
 #[test]
 fn inline_cluster_and_definitions_by_property() {
     let text = format!(

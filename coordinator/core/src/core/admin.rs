@@ -10,10 +10,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use shardsched_failpoint::mutant::{self, Mutant};
 use shardsched_resource::encode_hostlist;
 use shardsched_wire::limits::NODE_FLAGS_BYTES_MAX;
 use shardsched_wire::msg::client_coord::QueueAction;
-use shardsched_wire::msg::{MoveId, NodeFlags, Refusal, RefusalCode, bounds};
+use shardsched_wire::msg::{MoveId, NodeFlags, Refusal, RefusalCode, bounds, coord_shard};
 
 use super::{ConnId, Control, Core};
 use crate::moves::{JournalToken, MovingStep, NodeFlag};
@@ -59,6 +60,32 @@ pub struct JournalWrite {
 
 /// The shards to tell about a flag change: (queue, reason) → (connection, nodes).
 pub type FlagPlan = BTreeMap<(String, String), (ConnId, Vec<String>)>;
+
+/// The commands of a [`FlagPlan`] for `flag` set (`on`) or cleared: one per queue and
+/// reason, `SetNodeState` or `SetNodeDrain`, with the queue and its connection.
+pub fn flag_commands(
+    plan: FlagPlan,
+    flag: NodeFlag,
+    on: bool,
+) -> Vec<(String, ConnId, coord_shard::Request)> {
+    plan.into_iter()
+        .map(|((queue, reason), (conn, nodes))| {
+            let request = match flag {
+                NodeFlag::Down => coord_shard::Request::SetNodeState {
+                    nodes,
+                    down: on,
+                    reason,
+                },
+                NodeFlag::Drained => coord_shard::Request::SetNodeDrain {
+                    nodes,
+                    drained: on,
+                    reason,
+                },
+            };
+            (queue, conn, request)
+        })
+        .collect()
+}
 
 impl Core {
     /// [`Core::queue_control`] with a reason (kept with a disable) and, for a stop, a queue
@@ -353,6 +380,11 @@ impl Core {
         }
         if dirty.queue_table {
             delta.queue_table = Some(self.queue_table_record());
+        }
+        if mutant::active(Mutant::AckBeforeJournal) {
+            // The write carries the records of the write before: what it releases (its
+            // token's commands, the batch's answers) leaves before it is durable.
+            delta = self.deferred.replace(delta).unwrap_or_default();
         }
         Some(JournalWrite {
             delta,

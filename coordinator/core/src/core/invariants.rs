@@ -18,6 +18,7 @@ impl Core {
     /// - the node table holds exactly the cluster's nodes, in cluster order;
     /// - the move machine checks moves against the configuration's definitions;
     /// - no connection is registered for two queues;
+    /// - every registered agent is a node's of the cluster;
     /// - the move machine's own invariants (owners inside definitions, one move per node).
     pub fn invariants(&self) -> Result<(), String> {
         config::check(&self.config)?;
@@ -77,6 +78,11 @@ impl Core {
                     link.conn.0, q.name
                 ));
             }
+        }
+        if let Some(node) = self.agents.nodes().find(|n| !nodes.contains(n)) {
+            return Err(format!(
+                "an agent is registered for {node}, not a node of the cluster"
+            ));
         }
         self.moves.invariants()
     }

@@ -6,7 +6,7 @@
 //!
 //! | event | method | what comes back |
 //! |---|---|---|
-//! | a shard registers | [`Core::register`], then [`Core::moves_registered`] | its [`Assignment`](shardsched_wire::msg::shard_coord::Assignment), or a refusal, or "another connection holds the queue" (the driver probes it) |
+//! | a shard registers | [`Core::register_shard`] ([`Core::register`], then [`Core::moves_registered`]; [`Core::register_after_probe`] once a holder of its queue was probed) | its [`Assignment`](shardsched_wire::msg::shard_coord::Assignment), or a refusal, or "another connection holds the queue" (the driver probes it) |
 //! | a shard reports | [`Core::status`] | stored as observation |
 //! | a shard reports released nodes / answers a move command | [`Core::moves_released`], [`Core::moves_answer`] | the move's next steps, through [`Core::moves_to_send`] |
 //! | a shard's connection ends | [`Core::disconnected`] | its queue goes offline |
@@ -22,6 +22,7 @@
 //! [`Core::routes`].
 
 mod admin;
+mod agents;
 mod invariants;
 mod moving;
 #[cfg(test)]
@@ -36,7 +37,7 @@ use std::collections::BTreeMap;
 
 use shardsched_resource::encode_hostlist;
 use shardsched_wire::msg::client_coord::QueueAction;
-use shardsched_wire::msg::{Generation, MoveId, Refusal, RefusalCode};
+use shardsched_wire::msg::{Generation, MoveId, Refusal, RefusalCode, coord_shard};
 
 use crate::config::{self, Config};
 use crate::moves::{JournalToken, MoveMachine, RecoverError};
@@ -44,10 +45,11 @@ use crate::ownership::{self, DurableError};
 use crate::records::Durable;
 
 pub use crate::moves::NodeFlag;
-pub use admin::{FlagPlan, JournalWrite};
+pub use admin::{FlagPlan, JournalWrite, flag_commands};
+pub use agents::{AgentCommand, AgentFlags, UNREACHABLE_REASON};
 pub use moving::MoveCommand;
 pub use reconfig::{Reconfig, RestartCommand};
-pub use registry::{RegisterError, ShardLink};
+pub use registry::{RegisterError, Registering, ShardLink};
 pub use views::{JobsPlan, merge_jobs};
 
 /// Identifies one QUIC connection (quinn's `stable_id`), so that the core can tell a shard's
@@ -77,6 +79,11 @@ pub struct Core {
     /// Queue and move records changed since the last journal write (nodes: the node
     /// table's own list; see [`admin`]).
     dirty: admin::Dirty,
+    /// Records held back one write by the mutant `ack-before-journal` (always empty
+    /// otherwise; docs/SIM.md).
+    deferred: Option<crate::records::DurableDelta>,
+    /// Observation: the node agents that registered, and `Owner` messages for them.
+    agents: agents::Agents,
 }
 
 /// A queue's run-time state.
@@ -120,6 +127,16 @@ pub struct QueueCommand {
     pub enabled: bool,
     /// Schedule.
     pub started: bool,
+}
+
+impl QueueCommand {
+    /// The command itself.
+    pub fn request(&self) -> coord_shard::Request {
+        coord_shard::Request::SetQueueState {
+            enabled: self.enabled,
+            started: self.started,
+        }
+    }
 }
 
 /// The core could not be built.
@@ -195,6 +212,8 @@ impl Core {
             moves,
             move_pending: None,
             dirty: admin::Dirty::default(),
+            deferred: None,
+            agents: agents::Agents::default(),
         };
         core.debug_check();
         let durable = core.durable_state();

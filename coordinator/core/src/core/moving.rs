@@ -18,7 +18,7 @@
 //! it), which is why one token covers them all.
 
 use shardsched_resource::encode_hostlist;
-use shardsched_wire::msg::coord_shard::{Request, Response};
+use shardsched_wire::msg::coord_shard::{FreeAt, ReleaseState, Request, Response};
 use shardsched_wire::msg::shard_coord::{HeldNode, Released};
 use shardsched_wire::msg::{MoveId, Refusal, RefusalCode};
 
@@ -141,7 +141,11 @@ impl Core {
     ) -> Result<(), Refusal> {
         let qi = self.registered(conn, shard_name)?;
         let queue = self.config.queues[qi].name.clone();
-        self.moves.handle_released(now_ms, &queue, released);
+        let mut released = released.clone();
+        released
+            .nodes
+            .retain(|ng| self.released_clean(&ng.node, &queue));
+        self.moves.handle_released(now_ms, &queue, &released);
         self.after_move_input();
         Ok(())
     }
@@ -156,7 +160,12 @@ impl Core {
     ) {
         match response {
             Response::Releasing { nodes, stale } => {
-                self.moves.handle_releasing(now_ms, queue, nodes, stale);
+                let nodes: Vec<ReleaseState> = nodes
+                    .iter()
+                    .filter(|n| n.free != FreeAt::Now || self.released_clean(&n.node.node, queue))
+                    .cloned()
+                    .collect();
+                self.moves.handle_releasing(now_ms, queue, &nodes, stale);
             }
             Response::Ack { stale } => self.moves.handle_ack(now_ms, queue, request, stale),
             Response::Jobs(_) | Response::History(_) | Response::DryRun(_) => {}
@@ -176,10 +185,13 @@ impl Core {
     }
 
     /// Commands whose records are durable, for connected shards (a command for a queue
-    /// whose shard is offline is dropped: it is sent again when the shard registers).
+    /// whose shard is offline is dropped: it is sent again when the shard registers). An
+    /// `Acquire` or a `Reclaim` also queues the nodes' new owner for their agents
+    /// ([`Core::agents_to_send`]), whether or not the shard is connected.
     pub fn moves_to_send(&mut self) -> Vec<MoveCommand> {
         let mut out = Vec::new();
         while let Some(t) = self.moves.poll_transmit() {
+            self.owner_for_agents(&t.queue, &t.request);
             let conn = self
                 .queue_index(&t.queue)
                 .and_then(|qi| self.shards[qi].as_ref())
@@ -193,6 +205,23 @@ impl Core {
             }
         }
         out
+    }
+
+    /// Whether a donor's word that `node` is free can be taken: its agent (if it has one)
+    /// reports no process of the donor's jobs. Otherwise the release waits: the move
+    /// machine asks the donor again at its re-send interval, and the agent's next report
+    /// decides (an unreachable agent's node waits until it reports, or an admin forces it).
+    fn released_clean(&self, node: &str, donor: &str) -> bool {
+        if !self.has_agent(node) {
+            return true;
+        }
+        let clean = self.agent_clean_of(node, donor);
+        if clean {
+            tracing::info!(%node, %donor, "released: no process of the donor's jobs on the node, as its agent reports");
+        } else {
+            tracing::info!(%node, %donor, "release waits: the node's agent has not reported it clean of the donor's jobs");
+        }
+        clean
     }
 
     /// Starts one move per donor, after checking them all.

@@ -64,6 +64,7 @@ fn arbitrary_config() -> impl Strategy<Value = Config> {
                 queues,
                 array_elements_max: 100,
                 history_days: 90,
+                agents: Default::default(),
                 http_listen: None,
             }
         })

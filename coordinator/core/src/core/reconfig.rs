@@ -33,7 +33,7 @@ mod tests;
 
 use shardsched_resource::encode_hostlist;
 use shardsched_wire::msg::client_coord::QueueSpec;
-use shardsched_wire::msg::{MoveId, QueueConfig, Refusal, RefusalCode};
+use shardsched_wire::msg::{MoveId, QueueConfig, Refusal, RefusalCode, coord_shard};
 
 use super::{ConnId, Core, CoreError, QueueCommand};
 use crate::config::{self, Config, QueueDef};
@@ -67,7 +67,22 @@ pub struct RestartCommand {
     pub config: QueueConfig,
 }
 
+impl RestartCommand {
+    /// The command itself: `Reconfigure` with the queue's new configuration.
+    pub fn request(&self) -> coord_shard::Request {
+        coord_shard::Request::Reconfigure(Box::new(self.config.clone()))
+    }
+}
+
 impl Core {
+    /// `queue add` as an admin asks it: the spec checked against the configuration
+    /// ([`queue_table::queue_def`]), then [`Core::add_queue`].
+    pub fn add_queue_spec(&mut self, spec: &QueueSpec) -> Result<Reconfig, Refusal> {
+        let def = queue_table::queue_def(&self.config, None, spec)
+            .map_err(|e| invalid(format!("queue {}: {e}", spec.name)))?;
+        self.add_queue(def)
+    }
+
     /// Adds a queue (`queue add`). Refused when the name is taken or a value breaks a
     /// configuration rule. Its definition may overlap other queues' (started or not): it
     /// owns the nodes of its definition that no queue owns.
@@ -167,8 +182,10 @@ impl Core {
     /// Makes `file` (the configuration file, read again) authoritative: queues it lacks are
     /// removed, new ones added, the others take its definitions, policies and limits (their
     /// enabled/started flags stay as they are now). All or nothing, with the same checks as
-    /// the single changes. The cluster itself cannot change without a restart.
-    pub fn reload(&mut self, file: Config) -> Result<Reconfig, Refusal> {
+    /// the single changes. The cluster itself cannot change without a restart, nor does
+    /// `[agents]` (it takes effect at the next start).
+    pub fn reload(&mut self, mut file: Config) -> Result<Reconfig, Refusal> {
+        file.agents = self.config.agents.clone();
         if file.cluster != self.config.cluster {
             return Err(invalid(format!(
                 "{}: the cluster changed; a new cluster needs a coordinator restart (reload changes queues only)",

@@ -36,6 +36,20 @@ pub struct Report {
     pub nodes: HashMap<usize, NodeStatus>,
 }
 
+/// A shard's registration as it arrives: its connection, its certificate's name, where it
+/// connected from, and what it sent.
+#[derive(Clone, Copy, Debug)]
+pub struct Registering<'a> {
+    /// Its connection.
+    pub conn: ConnId,
+    /// Its certificate's name (a shard registers for the queue it names).
+    pub shard_name: &'a str,
+    /// Where it connected from.
+    pub remote: SocketAddr,
+    /// Its `Register`.
+    pub register: &'a Register,
+}
+
 /// Why a registration was not accepted.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RegisterError {
@@ -131,6 +145,44 @@ impl Core {
         }
         self.debug_check();
         Ok(self.assignment(qi))
+    }
+
+    /// A shard registers, and everything unacknowledged for it is sent again:
+    /// [`Core::register`], then, once accepted, [`Core::moves_registered`] with what it says
+    /// it holds. The driver answers with the assignment once the batch is durable (it names
+    /// generations).
+    pub fn register_shard(
+        &mut self,
+        now_ms: u64,
+        reg: Registering<'_>,
+    ) -> Result<Assignment, RegisterError> {
+        let assignment = self.register(reg.conn, reg.shard_name, reg.remote, reg.register)?;
+        self.moves_registered(now_ms, &reg.register.queue, &reg.register.held);
+        Ok(assignment)
+    }
+
+    /// A registration that found its queue [held](RegisterError::Held) by connection
+    /// `holder`, once the driver probed it: `alive` (it answered, or the newcomer's own
+    /// connection is gone already) refuses the newcomer; a dead holder is disconnected and
+    /// the newcomer registered in its place ([`Core::register_shard`]).
+    pub fn register_after_probe(
+        &mut self,
+        now_ms: u64,
+        holder: ConnId,
+        alive: bool,
+        reg: Registering<'_>,
+    ) -> Result<Assignment, Refusal> {
+        let queue = &reg.register.queue;
+        if alive {
+            return Err(self.refuse_second_shard(queue));
+        }
+        tracing::info!(%queue, "the shard that held the queue does not answer; replacing it");
+        self.disconnected(holder);
+        match self.register_shard(now_ms, reg) {
+            Ok(assignment) => Ok(assignment),
+            Err(RegisterError::Refused(refusal)) => Err(refusal),
+            Err(RegisterError::Held { queue, .. }) => Err(self.refuse_second_shard(&queue)),
+        }
     }
 
     /// The refusal for a second live shard of a queue.

@@ -174,8 +174,10 @@ impl MoveMachine {
     /// Cancels a move: its nodes not yet released go back to the donor, each with a new
     /// generation (journaled first), and the donor is told to take them back up (`Reclaim`)
     /// while the recipient forgets them (`Withdraw`). Nodes already released stay on their
-    /// way to the recipient. Returns the returned nodes (none when every node was already
-    /// released or the move was cancelled before).
+    /// way to the recipient, and so do nodes the donor's definition no longer has (an
+    /// `update --give-to` took them out of it): they have nowhere to go back to. Returns
+    /// the returned nodes (none when every node was already released or the move was
+    /// cancelled before).
     pub fn cancel_move(&mut self, now: u64, move_id: MoveId) -> Result<Vec<String>, MoveError> {
         self.state.now_ms = now;
         let mv = self
@@ -183,10 +185,12 @@ impl MoveMachine {
             .active
             .get(&move_id)
             .ok_or(MoveError::NoSuchMove(move_id.0))?;
+        let donor = self.state.definitions.get(&mv.from);
         let nodes: Vec<NodeGen> = mv
             .nodes
             .iter()
             .filter(|(_, n)| matches!(n.phase, Phase::Outgoing { .. }))
+            .filter(|(name, _)| donor.is_some_and(|d| d.contains(*name)))
             .map(|(name, n)| NodeGen {
                 node: name.clone(),
                 generation: next_generation(Some(n.generation)),

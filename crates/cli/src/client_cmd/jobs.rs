@@ -1,4 +1,4 @@
-//! `shardsched jobs`, `job info ID` and `cancel ID…`.
+//! `shardsched jobs`, `job info ID` and `cancel ID…` (`job output` is in [`super::output`]).
 //!
 //! Job lists are gathered from every shard in parallel (each answers from its status
 //! snapshot, so listing never blocks scheduling). A job id names its shard (the FLUID
@@ -102,6 +102,9 @@ pub enum JobCommand {
     /// Sets a pending job's urgency: 0-31, or `default`, `hold`, `expedite` (above 16
     /// admins only).
     Urgency(hold::UrgencyArgs),
+    /// What one of its tasks wrote (standard output, or `--stderr`), `--follow`ing it
+    /// while it runs.
+    Output(super::output::JobOutputArgs),
 }
 
 /// Flags of `shardsched job info`.
@@ -181,6 +184,7 @@ pub fn job_main(args: &JobArgs) -> Result<()> {
         JobCommand::Hold(ids) => hold::hold_main(ids),
         JobCommand::Release(ids) => hold::release_main(ids),
         JobCommand::Urgency(urgency) => hold::urgency_main(urgency),
+        JobCommand::Output(out) => super::output::job_output_main(out),
     }
 }
 

@@ -14,6 +14,7 @@ pub mod job_options;
 pub mod job_view;
 pub mod jobs;
 pub mod move_view;
+pub mod output;
 pub mod queue_config;
 pub mod status;
 pub mod submit;

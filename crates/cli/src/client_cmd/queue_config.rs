@@ -22,8 +22,8 @@ pub struct QueueFlags {
     /// Queue policy: fcfs, easy, hybrid, conservative [add: fcfs].
     #[arg(long, value_name = "P", value_parser = QueuePolicy::parse)]
     pub policy: Option<QueuePolicy>,
-    /// Match policy: first, firstnodex, high, low, hinode, lonode, hinodex, lonodex
-    /// [add: first].
+    /// Match policy: first, firstnodex, high, low, hinode, lonode, hinodex, lonodex,
+    /// variation, or knobs as `policy=low stop_on_1_matches=true` [add: first].
     #[arg(long, value_name = "M", value_parser = MatchPolicy::parse)]
     pub match_policy: Option<MatchPolicy>,
     /// Pending jobs considered per scheduling cycle, 0 for all [add: 32].

@@ -43,6 +43,10 @@ impl Supervisor {
         let queues = self.queues(&client).await?;
 
         self.coordinator = Some(address);
+        if self.agents {
+            self.spawn_agents(&client, address).await?;
+            self.wait_for_agents().await?;
+        }
         for queue in &queues {
             self.spawn_shard(&queue.name, address)?;
         }
@@ -77,6 +81,9 @@ impl Supervisor {
         if let Some(config) = &self.config {
             args.extend(["--config".to_owned(), path_arg(config)]);
         }
+        if self.agents {
+            args.push("--agents".to_owned());
+        }
         if let Some(http) = self.http_listen {
             args.extend(["--http-listen".to_owned(), http.to_string()]);
         }
@@ -109,6 +116,7 @@ impl Supervisor {
             let name = match executor {
                 crate::shard_cmd::Executor::Sim => "sim",
                 crate::shard_cmd::Executor::Exec => "exec",
+                crate::shard_cmd::Executor::Agents => "agents",
             };
             shard_args.extend(["--executor".to_owned(), name.to_owned()]);
         }
@@ -126,7 +134,12 @@ impl Supervisor {
     }
 
     /// Starts a child for the first time.
-    fn spawn_new(&mut self, label: &str, log_stem: &str, args: Vec<String>) -> Result<()> {
+    pub(super) fn spawn_new(
+        &mut self,
+        label: &str,
+        log_stem: &str,
+        args: Vec<String>,
+    ) -> Result<()> {
         let mut child = Supervised {
             label: label.to_owned(),
             log: self.dir.logs_dir().join(format!("{log_stem}.log")),
@@ -220,7 +233,7 @@ impl Supervisor {
     }
 
     /// While starting, a child that exits is an error (with its log), not a restart.
-    fn check_started_children(&mut self) -> Result<()> {
+    pub(super) fn check_started_children(&mut self) -> Result<()> {
         for child in &mut self.children {
             if let Some(status) = child.try_exited()? {
                 if queues::is_restart(status) {
@@ -272,29 +285,22 @@ fn path_arg(path: &Path) -> String {
     path.to_string_lossy().into_owned()
 }
 
-/// The local user's name as a certificate name: `$USER` (or `$LOGNAME`) with characters
-/// outside `[A-Za-z0-9_-]` replaced by `-`, else `admin`.
+/// The local user's name as a certificate name: the effective user's passwd name (what a
+/// node agent runs the user's jobs as; `$USER` may be unset or lie), else `$USER`, else
+/// `admin`. A name that is not a valid certificate name falls back the same way.
 fn local_user_name() -> String {
-    let raw = std::env::var("USER")
+    let valid =
+        |name: &str| shardsched_proto::Peer::new(shardsched_proto::Role::Admin, name).is_ok();
+    let passwd = nix::unistd::User::from_uid(nix::unistd::Uid::effective())
+        .ok()
+        .flatten()
+        .map(|u| u.name);
+    let env = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_default();
-    let mut name: String = raw
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .take(shardsched_proto::limits::NAME_BYTES_MAX)
-        .collect();
-    if !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
-        name = String::new();
-    }
-    if name.is_empty() {
-        "admin".to_owned()
-    } else {
-        name
-    }
+        .ok();
+    passwd
+        .into_iter()
+        .chain(env)
+        .find(|name| valid(name))
+        .unwrap_or_else(|| "admin".to_owned())
 }

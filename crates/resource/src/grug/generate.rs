@@ -113,6 +113,7 @@ fn count(recipe: &Recipe, steps: &[Step]) -> Option<(usize, usize)> {
 pub(super) fn generate(recipe: &Recipe) -> Result<ResourceGraph, ReadError> {
     let steps = walk(recipe);
     let mut builder = GraphBuilder::new();
+    builder.allow_shared_children();
     // Allocate the graph once when its size is known from the recipe.
     if let Some((vertices, edges)) = count(recipe, &steps) {
         builder.reserve(vertices, edges);
@@ -151,6 +152,7 @@ pub(super) fn generate(recipe: &Recipe) -> Result<ResourceGraph, ReadError> {
         parents: HashMap::new(),
         roots: HashMap::new(),
         associate_edges: 0,
+        node_rank: -1,
     };
     for step in steps {
         match step {
@@ -196,6 +198,8 @@ struct Generator<'r> {
     /// Per subsystem: its root vertex.
     roots: HashMap<Sym, VertexId>,
     associate_edges: usize,
+    /// The last rank given to a node.
+    node_rank: i64,
 }
 
 impl Generator<'_> {
@@ -214,12 +218,19 @@ impl Generator<'_> {
     fn emit(&mut self, t: usize, id: i64) -> VertexId {
         let syms = &self.templates[t];
         let size = self.recipe.templates[t].size;
+        // Fluxion gives nodes ranks 0, 1, 2… in creation order, every other vertex -1.
+        let rank = if self.recipe.templates[t].kind == "node" {
+            self.node_rank += 1;
+            self.node_rank
+        } else {
+            -1
+        };
         let v = self.builder.add_vertex_syms(
             syms.kind,
             syms.basename,
             None,
             id,
-            -1,
+            rank,
             size,
             syms.unit,
             Status::Up,
@@ -245,7 +256,12 @@ impl Generator<'_> {
         let e = &self.recipe.edges[index];
         match e.gen_method {
             GenMethod::Multiply => self.multiply(index)?,
-            GenMethod::AssociateIn | GenMethod::AssociateByPathIn => self.associate(index)?,
+            GenMethod::AssociateIn | GenMethod::AssociateByPathIn => {
+                // Fluxion records a level's scale for multiplying edges only (and pops one
+                // at every finished recipe vertex, while any are left).
+                self.associate(index)?;
+                return Ok(());
+            }
         }
         self.scales.push(e.multi_scale);
         Ok(())
@@ -319,10 +335,11 @@ impl Generator<'_> {
         if e.id_scope < 0 {
             return Ok(-1);
         }
-        let step = i.checked_mul(e.id_stride).ok_or_else(overflow)?;
         if e.id_scope == 0 {
-            return e.id_start.checked_add(step).ok_or_else(overflow);
+            // Fluxion ignores the stride at scope 0.
+            return e.id_start.checked_add(i).ok_or_else(overflow);
         }
+        let step = i.checked_mul(e.id_stride).ok_or_else(overflow)?;
         let scope = usize::try_from(e.id_scope)
             .unwrap_or(usize::MAX)
             .min(self.scales.len());

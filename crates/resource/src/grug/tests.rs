@@ -81,7 +81,10 @@ fn embedded_recipe_generates_breadth_by_type_with_scoped_ids() {
     );
     assert_eq!(g.path(VertexId(20)), "/c0/rack1/node5/core1");
     assert_eq!(child_names(&g, VertexId(2)), ["node3", "node4", "node5"]);
-    assert!(g.vertices().all(|v| g.rank(v) == -1));
+    // Fluxion ranks nodes 0, 1, 2… in creation order; every other vertex has rank -1.
+    let ranks: Vec<i64> = g.vertices().map(|v| g.rank(v)).collect();
+    assert_eq!(&ranks[..9], [-1, -1, -1, 0, 1, 2, 3, 4, 5]);
+    assert!(ranks[9..].iter().all(|&r| r == -1));
 }
 
 #[test]
@@ -310,4 +313,29 @@ proptest! {
         }
         let _ = read_grug(&text);
     }
+}
+
+/// A generated graph's vertices have a path in every subsystem whose edges reach them
+/// (`power.graphml`: nodes and pdus in containment and power, the power panel only in power).
+#[test]
+fn power_paths_follow_the_power_edges() {
+    let Some(g) = read("grugs/power.graphml") else {
+        return;
+    };
+    let node = g.find_path("/power0/rack0/node0").unwrap();
+    assert_eq!(
+        g.paths(node),
+        [
+            ("containment", "/power0/rack0/node0".into()),
+            ("power", "/powerpanel0/pdu0/node0".into())
+        ]
+    );
+    let panel = g.find_path("/powerpanel0").unwrap();
+    assert_eq!(g.kind_str(panel), "powerpanel");
+    assert!(!g.in_containment(panel));
+    assert_eq!(
+        g.path_count(),
+        4118,
+        "resource-query -e: by_path Key-Value Pairs"
+    );
 }

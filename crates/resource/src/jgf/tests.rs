@@ -29,15 +29,17 @@ fn reads_metadata_with_fluxions_defaults() {
     let g = read_jgf(SMALL).unwrap();
     let v = |i| VertexId(i);
     assert_eq!(g.name(v(0)), "c0");
-    assert_eq!((g.name(v(1)), g.rank(v(1)), g.id(v(1))), ("n7", 3, 1));
+    // No `id`: a node's is the number its name ends with, as Fluxion infers it.
+    assert_eq!((g.name(v(1)), g.rank(v(1)), g.id(v(1))), ("n7", 3, 7));
     assert!(g.has_property(v(1), "ssd"));
     assert_eq!(
         (g.name(v(2)), g.basename(v(2)), g.status(v(2))),
         ("core2", "core", Status::Down)
     );
+    // Fluxion's JGF reader reads `unit` but does not keep it.
     assert_eq!(
         (g.size(v(3)), g.unit(v(3)), g.marked_exclusive(v(3))),
-        (16, "GB", true)
+        (16, "", true)
     );
     // Child order is edge order.
     assert_eq!(g.children(v(1)), &[3, 2]);
@@ -92,7 +94,15 @@ fn tiny_json_is_tiny_graphml() {
         return;
     };
     let grug = read_grug_file(grug).unwrap();
-    assert_eq!(outline(&jgf), outline(&grug));
+    // The same but for units, which Fluxion's JGF reader drops.
+    let no_units = |g: &ResourceGraph| {
+        outline(g)
+            .into_iter()
+            .map(|l| l.split(" unit=").next().unwrap_or_default().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(no_units(&jgf), no_units(&grug));
+    assert!(jgf.vertices().all(|v| jgf.unit(v).is_empty()));
     let names = |g: &ResourceGraph| {
         g.vertices()
             .map(|v| g.name(v).to_string())
@@ -105,7 +115,7 @@ fn tiny_json_is_tiny_graphml() {
 
 /// `jgfs/power.json` is what Fluxion wrote for `grugs/power.graphml`: our GRUG expansion,
 /// power subsystem included, must give the same vertices in the same order with the same
-/// edges of every subsystem.
+/// edges of every subsystem (units aside: Fluxion's JGF reader drops them).
 #[test]
 fn power_json_is_power_graphml_vertex_for_vertex() {
     let (Some(jgf), Some(grug)) = (
@@ -123,7 +133,6 @@ fn power_json_is_power_graphml_vertex_for_vertex() {
                 g.kind_str(v).to_string(),
                 g.id(v),
                 g.size(v),
-                g.unit(v).to_string(),
                 g.in_containment(v),
                 g.subsystem_children(v, "containment"),
                 g.subsystem_children(v, "power"),
@@ -145,7 +154,10 @@ fn other_conformance_jgfs_load() {
         child_names(&g, chassis1)[4..],
         ["ssd19", "ssd20", "ssd21", "ssd22"]
     );
-    assert_eq!(g.size(g.find_path("/mini/chassis1/ssd21").unwrap()), 616);
+    // Its paths are the file's own: the vertex named ssd21 is at .../ssd2.
+    let ssd = g.find_path("/mini/chassis1/ssd2").unwrap();
+    assert_eq!((g.name(ssd), g.size(ssd)), ("ssd21", 616));
+    assert_eq!(g.find_path("/mini/chassis1/ssd21"), None);
 
     let Some(g) = read("jgfs/elastic/tiny-partial-cancel.json") else {
         return;
@@ -183,4 +195,37 @@ proptest! {
         text.replace_range(at..end, &junk);
         let _ = read_jgf(&text);
     }
+}
+
+/// A JGF vertex's `paths` are taken as written (Fluxion's reader does): a containment path
+/// other than the names' one is where the vertex is found, and other subsystems' paths
+/// follow it.
+#[test]
+fn given_paths_are_kept() {
+    let text = r#"{"graph": {"nodes": [
+      {"id": "0", "metadata": {"type": "cluster", "name": "mini", "paths": {"containment": "/mini"}}},
+      {"id": "1", "metadata": {"type": "ssd", "paths": {"containment": "/mini/ssd0", "power": "/p0/ssd0"}}},
+      {"id": "2", "metadata": {"type": "ssd", "paths": {"containment": "/mini/ssd1"}}}
+     ],
+     "edges": [{"source": "0", "target": "1"}, {"source": "0", "target": "2"}]}}"#;
+    let g = read_jgf(text).unwrap();
+    let (a, b) = (VertexId(1), VertexId(2));
+    assert_eq!((g.name(a), g.name(b)), ("ssd1", "ssd2"));
+    assert_eq!(g.path(a), "/mini/ssd0");
+    assert_eq!(
+        g.paths(a),
+        [
+            ("containment", "/mini/ssd0".into()),
+            ("power", "/p0/ssd0".into())
+        ]
+    );
+    assert_eq!(g.find_path("/mini/ssd0"), Some(a));
+    assert_eq!(g.find_path("/mini/ssd1"), Some(b));
+    assert_eq!(
+        g.find_path("/mini/ssd2"),
+        None,
+        "ssd2 is not where its name says"
+    );
+    assert_eq!(g.find_path("/p0/ssd0"), Some(a));
+    assert_eq!(g.path_count(), 4);
 }

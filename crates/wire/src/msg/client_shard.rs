@@ -1,4 +1,5 @@
-//! Client (CLI: user or admin) → shard: submit, list, inspect, cancel, change urgency.
+//! Client (CLI: user or admin) → shard: submit, list, inspect, cancel, change urgency, read a
+//! job's output.
 //!
 //! The job's owner is the submitting certificate's name. A retried submit with the same
 //! idempotency key from the same owner returns the original job (`duplicate: true`); keys of
@@ -6,10 +7,14 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::agent::JobSignature;
 use super::common::{JobId, JobInfo, JobList, JobsQuery, Refusal, RefusalCode};
+pub use super::shard_node::OutputChunk;
 use crate::array::ArraySpec;
 use crate::identity::Op;
-use crate::limits::{IDEMPOTENCY_KEY_BYTES, JOBSPEC_BYTES_MAX, URGENCY_USER_MAX};
+use crate::limits::{
+    IDEMPOTENCY_KEY_BYTES, JOBSPEC_BYTES_MAX, OUTPUT_CHUNK_BYTES_MAX, URGENCY_USER_MAX,
+};
 use crate::rpc::Rpc;
 
 /// A request to a shard.
@@ -38,6 +43,10 @@ pub enum Request {
         /// What to do to each.
         change: UrgencyChange,
     },
+    /// Part of what a job's task wrote (the peer's own job, unless the peer is an admin):
+    /// the shard reads it on the node that ran the task (through its agent), or from the
+    /// job's directory under the exec executor.
+    Output(OutputQuery),
 }
 
 /// A change of urgency (Flux's `flux job urgency`, Slurm's `scontrol hold|release`).
@@ -50,6 +59,21 @@ pub enum UrgencyChange {
     /// Release a held job: urgency back to the default; a job that is not held keeps its
     /// urgency.
     Release,
+}
+
+/// Which part of which task's output.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputQuery {
+    /// The job.
+    pub job: JobId,
+    /// The task's rank (0 under the exec executor, which runs one command).
+    pub task: u32,
+    /// Standard error rather than standard output.
+    pub stderr: bool,
+    /// From this byte.
+    pub offset: u64,
+    /// At most this many bytes, at most [`OUTPUT_CHUNK_BYTES_MAX`].
+    pub max_bytes: u32,
 }
 
 /// A submission.
@@ -67,6 +91,10 @@ pub struct Submit {
     /// Submit a job array: one element per index, each a job `ID[N]` of this jobspec
     /// ([`crate::array`]); the answer's id is the array's.
     pub array: Option<ArraySpec>,
+    /// The submitter's signature of `jobspec_json`: node agents run the job as the
+    /// signer only with it (docs/EXEC.md). Clients always sign; a shard that runs jobs
+    /// through agents refuses a submit without one.
+    pub signature: Option<JobSignature>,
 }
 
 /// A client-chosen key that makes a retried submit safe.
@@ -91,6 +119,8 @@ pub enum Response {
     Cancelled(Vec<CancelOutcome>),
     /// Answer to [`Request::Urgency`], one outcome per id, in request order.
     Urgency(Vec<UrgencyOutcome>),
+    /// Answer to [`Request::Output`].
+    Output(OutputChunk),
 }
 
 /// What happened to one job of an urgency request.
@@ -147,6 +177,7 @@ impl Rpc for Request {
             Request::JobInfo { .. } => "client_shard.job_info",
             Request::Cancel { .. } => "client_shard.cancel",
             Request::Urgency { .. } => "client_shard.urgency",
+            Request::Output(_) => "client_shard.output",
         }
     }
 
@@ -163,7 +194,7 @@ impl Rpc for Request {
                 ..
             } if *u > URGENCY_USER_MAX => Op::RaiseUrgency,
             Request::Submit(_) => Op::Submit,
-            Request::Jobs(_) | Request::JobInfo { .. } => Op::ReadStatus,
+            Request::Jobs(_) | Request::JobInfo { .. } | Request::Output(_) => Op::ReadStatus,
             Request::Cancel { .. } | Request::Urgency { .. } => Op::CancelOwn,
         }
     }
@@ -179,7 +210,8 @@ impl Rpc for Request {
             )),
             Request::Submit(s) => {
                 super::bounds::urgency(s.urgency.unwrap_or(0))?;
-                s.array.as_ref().map_or(Ok(()), super::bounds::array)
+                s.array.as_ref().map_or(Ok(()), super::bounds::array)?;
+                s.signature.as_ref().map_or(Ok(()), JobSignature::check)
             }
             Request::Jobs(query) => super::bounds::jobs_query(query),
             Request::Cancel { ids } => super::bounds::ids("cancel", ids),
@@ -190,7 +222,17 @@ impl Rpc for Request {
                     UrgencyChange::Hold | UrgencyChange::Release => Ok(()),
                 }
             }
-            Request::JobInfo { .. } => Ok(()),
+            Request::Output(query) if query.max_bytes > OUTPUT_CHUNK_BYTES_MAX => {
+                Err(Refusal::new(
+                    RefusalCode::Invalid,
+                    format!(
+                        "{} bytes of output asked for, more than the limit of \
+                         {OUTPUT_CHUNK_BYTES_MAX}",
+                        query.max_bytes
+                    ),
+                ))
+            }
+            Request::JobInfo { .. } | Request::Output(_) => Ok(()),
         }
     }
 }

@@ -236,6 +236,22 @@ pub struct StaleNode {
 }
 
 impl Request {
+    /// The step of a move this command is (`release`, `incoming`, `acquire`, `reclaim`,
+    /// `withdraw`, `cancel_jobs`): the name in the failpoints of both ends
+    /// (`coord.move.before_send_<step>`, `shard.<step>.before_apply`, …). `None` for a
+    /// command that is no move step.
+    pub fn move_step(&self) -> Option<&'static str> {
+        Some(match self {
+            Request::Release(_) => "release",
+            Request::Incoming(_) => "incoming",
+            Request::Acquire(_) => "acquire",
+            Request::Reclaim(_) => "reclaim",
+            Request::Withdraw(_) => "withdraw",
+            Request::CancelJobs(_) => "cancel_jobs",
+            _ => return None,
+        })
+    }
+
     /// A move command's move and node names (`None` for the other requests): what its log
     /// lines are tagged with, on both ends.
     pub fn move_nodes(&self) -> Option<(MoveId, Vec<&str>)> {

@@ -12,9 +12,11 @@ use serde::{Deserialize, Serialize};
 
 use super::common::{
     ClusterDescription, JobId, MoveId, NodeFlags, NodeGen, NodeStatus, QueueConfig, QueueStatus,
+    Refusal, RefusalCode,
 };
 use super::coord_shard::IncomingNode;
 use crate::identity::Op;
+use crate::limits::JOB_NODES_MAX;
 use crate::rpc::Rpc;
 
 /// A request from a shard to the coordinator.
@@ -26,6 +28,22 @@ pub enum Request {
     Status(ShardStatus),
     /// Nodes of a move that became free after the shard answered the move's `Release`.
     Released(Released),
+    /// Where the node agents of these nodes listen (a shard that runs jobs through agents
+    /// asks before its first launch on a node, and again when an agent cannot be reached).
+    /// At most [`JOB_NODES_MAX`] nodes.
+    Agents {
+        /// The nodes.
+        nodes: Vec<String>,
+    },
+}
+
+/// Where a node's agent listens, as its last registration said.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentAddress {
+    /// The node.
+    pub node: String,
+    /// Its agent's address; `None`: no agent has registered for the node.
+    pub address: Option<SocketAddr>,
 }
 
 /// A shard's registration.
@@ -80,6 +98,8 @@ pub enum Response {
     Registered(Box<Assignment>),
     /// Received (and journaled where it matters).
     Ack,
+    /// Answer to [`Request::Agents`], one entry per node asked about, in order.
+    Agents(Vec<AgentAddress>),
 }
 
 /// What a registered shard is, owns and runs.
@@ -109,10 +129,24 @@ impl Rpc for Request {
             Request::Register(_) => "shard_coord.register",
             Request::Status(_) => "shard_coord.status",
             Request::Released(_) => "shard_coord.released",
+            Request::Agents { .. } => "shard_coord.agents",
         }
     }
 
     fn op(&self) -> Op {
         Op::ShardReport
+    }
+
+    fn check(&self) -> Result<(), Refusal> {
+        match self {
+            Request::Agents { nodes } if nodes.len() > JOB_NODES_MAX => Err(Refusal::new(
+                RefusalCode::Invalid,
+                format!(
+                    "{} nodes in one request, more than the limit of {JOB_NODES_MAX}",
+                    nodes.len()
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
 }

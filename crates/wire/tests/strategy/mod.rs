@@ -327,6 +327,7 @@ pub fn client_shard_request() -> impl Strategy<Value = client_shard::Request> {
                     jobspec_json,
                     urgency,
                     array,
+                    signature: None,
                 })
             }),
         query().prop_map(client_shard::Request::Jobs),

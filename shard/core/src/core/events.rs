@@ -169,9 +169,17 @@ impl ShardCore {
         // In exec mode, the expected end only: the job ends when its supervisor says so.
         let scale = match self.options.executor {
             CoreExecutor::Sim => self.options.time_scale,
-            CoreExecutor::Exec { .. } => 1.0,
+            CoreExecutor::Exec { .. } | CoreExecutor::Agents => 1.0,
         };
         let end = now_ms.saturating_add(sim_run_ms(alloc.duration, scale));
+        // The queue manager plans in whole seconds: the allocation holds its nodes from
+        // `alloc.at` for `alloc.duration` seconds, and they may be given to the next job at
+        // that span's end. A sim run ends by then, or two jobs would share a node for the
+        // rest of the second the job started in.
+        let end = match self.options.executor {
+            CoreExecutor::Sim => end.min(span_end_ms(alloc)),
+            CoreExecutor::Exec { .. } | CoreExecutor::Agents => end,
+        };
         if self.options.journal {
             let stored = StoredAllocation::from_allocation(&self.qm.matcher().graph, alloc);
             self.journal(JournalRecord::Started(StartedJob::new(
@@ -370,6 +378,14 @@ impl ShardCore {
             }
         }
     }
+}
+
+/// When an allocation's span ends, ms since the Unix epoch (the queue manager's seconds).
+fn span_end_ms(alloc: &Allocation) -> u64 {
+    u64::try_from(alloc.at)
+        .unwrap_or(0)
+        .saturating_add(alloc.duration)
+        .saturating_mul(MS_PER_S)
 }
 
 /// How long the sim executor runs a job of `duration_s` seconds at `time_scale`, in ms

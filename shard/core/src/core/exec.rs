@@ -37,6 +37,10 @@ pub enum CoreExecutor {
         /// `<state-dir>/jobs`: where job directories are (shown in `job info`).
         jobs_dir: PathBuf,
     },
+    /// Really run on the nodes allocated, by their node agents, as the user who signed the
+    /// submit: like `Exec` for the core (launches, kills, ends come from the driver), and a
+    /// submit without a signature is refused. Output is read with `shardsched job output`.
+    Agents,
 }
 
 /// What the driver must do for the exec executor.
@@ -80,9 +84,9 @@ impl EndAs {
 }
 
 impl ShardCore {
-    /// Whether jobs really run (the exec executor).
+    /// Whether jobs really run (the exec executor, or node agents).
     pub fn is_exec(&self) -> bool {
-        matches!(self.options.executor, CoreExecutor::Exec { .. })
+        !matches!(self.options.executor, CoreExecutor::Sim)
     }
 
     /// The jobs running now (in exec mode: those whose processes the driver watches).
@@ -255,6 +259,9 @@ fn plan_for(end: &JobEnd) -> Option<EndAs> {
         EndCause::Cancelled => Some(EndAs::Cancelled(format!("cancelled: {}", end.note))),
         EndCause::Error => failed(Some("exec"), format!("could not start: {}", end.note)),
         EndCause::Lost => failed(Some("exec"), format!("lost: {}", end.note)),
+        // It never ran: back to pending (a prolog that fails on every node keeps the job
+        // going round; the site drains such a node).
+        EndCause::Prolog => Some(EndAs::Requeue(end.note.clone())),
     }
 }
 
@@ -262,6 +269,7 @@ impl ShardCore {
     /// The `start` event's context: in exec mode, where the job's output goes.
     pub(super) fn start_context(&self, id: JobId) -> serde_json::Value {
         let CoreExecutor::Exec { jobs_dir } = &self.options.executor else {
+            // Sim runs nothing; agents' output is read through `job output`.
             return json!({});
         };
         let Some(job) = self.jobs.table.get(id) else {

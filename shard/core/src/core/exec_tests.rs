@@ -12,6 +12,8 @@ use shardsched_wire::{Peer, Role};
 use super::tests::{self, NOW};
 use super::{CoreExecutor, CoreOptions, ExecAction, ShardCore};
 use crate::exec::{EndCause, JobEnd};
+use crate::journal::MemJournal;
+use shardsched_wire::msg::agent::JobSignature;
 
 pub(super) fn core(executor: CoreExecutor) -> ShardCore {
     core_with(CoreOptions {
@@ -64,6 +66,7 @@ pub(super) fn submit(core: &mut ShardCore, key: u8, duration: u64, requeue: bool
         jobspec_json: jobspec.to_json().to_string(),
         urgency: None,
         array: None,
+        signature: None,
     };
     core.handle_submit(NOW, "alice", &submit)
         .expect("accepted")
@@ -275,4 +278,60 @@ fn a_moves_deadline_kills_the_processes_before_the_node_is_released() {
     let released = core.take_released();
     assert_eq!(released.len(), 1);
     assert_eq!(released[0].nodes, vec![at(2)]);
+}
+
+#[test]
+fn an_agents_queue_takes_only_signed_jobs_and_journals_their_signature() {
+    let options = CoreOptions {
+        executor: CoreExecutor::Agents,
+        journal: true,
+        ..CoreOptions::default()
+    };
+    let mut core = core_with(options.clone());
+    let jobspec = Shorthand {
+        nodes: Some(1),
+        duration: 60,
+        command: vec!["/bin/app".into()],
+        ..Shorthand::default()
+    }
+    .to_jobspec()
+    .expect("jobspec")
+    .to_json()
+    .to_string();
+    let mut submit = Submit {
+        idempotency_key: IdempotencyKey([1; 16]),
+        jobspec_json: jobspec,
+        urgency: None,
+        array: None,
+        signature: None,
+    };
+    let refused = core
+        .handle_submit(NOW, "alice", &submit)
+        .expect_err("unsigned");
+    assert!(refused.message.contains("not signed"), "{refused}");
+    let signature = JobSignature {
+        cert_pem: "-----BEGIN CERTIFICATE-----".into(),
+        signature: vec![7; 70],
+    };
+    submit.signature = Some(signature.clone());
+    let id = core
+        .handle_submit(NOW, "alice", &submit)
+        .expect("signed")
+        .id;
+    let mut journal = MemJournal::default();
+    journal.commit(&core.take_journal());
+    let restored = journal.restored().expect("no orphan");
+    let again = ShardCore::restored(
+        &tests::assignment(config(), owned(), Vec::new()),
+        options,
+        NOW + 1,
+        &restored,
+    )
+    .expect("restored")
+    .0;
+    assert_eq!(
+        again.job(id).and_then(|j| j.signature.as_deref()),
+        Some(&signature),
+        "the signature comes back with the job"
+    );
 }

@@ -93,6 +93,8 @@ pub(super) struct Outbox {
     pub(super) released: Vec<Released>,
     /// Exec executor: launches, kills and forgotten jobs.
     pub(super) exec_actions: Vec<ExecAction>,
+    /// Records held back one batch by the mutant `ack-before-journal` (empty otherwise).
+    pub(super) deferred: Vec<JournalRecord>,
 }
 
 impl Jobs {

@@ -21,6 +21,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use shardsched_failpoint::mutant::{self, Mutant};
 use shardsched_jobspec::Jobspec;
 use shardsched_qmanager::{JobRequest, JobView};
 use shardsched_wire::Fluid;
@@ -55,7 +56,13 @@ impl ShardCore {
             }
             self.outbox.journaled_last_id = self.ids.last;
         }
-        std::mem::take(&mut self.outbox.journal)
+        let records = std::mem::take(&mut self.outbox.journal);
+        if mutant::active(Mutant::AckBeforeJournal) {
+            // The batch's records are handed out with the next batch's: its answers leave
+            // before they are durable.
+            return std::mem::replace(&mut self.outbox.deferred, records);
+        }
+        records
     }
 
     /// The end of job `id` was just journaled with the queue manager's word for it
@@ -266,6 +273,7 @@ impl ShardCore {
             jobspec: &spec.jobspec,
             jobspec_json: &spec.json,
             array: job.array.map(|of| of.element),
+            signature: job.signature.clone(),
         });
         let Some(end) = &job.ended else {
             return Ok(record);

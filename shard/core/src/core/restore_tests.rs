@@ -28,6 +28,7 @@ fn kinds(records: &[JournalRecord]) -> Vec<&'static str> {
         .filter(|r| !matches!(r, JournalRecord::Node(..)))
         .map(|r| match r {
             JournalRecord::Accepted(_) => "accepted",
+            JournalRecord::Signed(_) => "signed",
             JournalRecord::Started(_) => "started",
             JournalRecord::Ended(_) => "ended",
             JournalRecord::Forgotten(_) => "forgotten",
@@ -147,6 +148,7 @@ fn a_running_job_on_a_vertex_the_cluster_lacks_refuses_the_restore() {
                 urgency: 16,
                 submit_ms: NOW - 5_000,
             }),
+            signature: None,
             started: Some(StartedJob {
                 id: id.0,
                 start_ms: NOW - 5_000,

@@ -13,11 +13,11 @@ use shardsched_wire::msg::client_shard::{CancelOutcome, CancelResult, Submit};
 use shardsched_wire::msg::{JobId, JobState, Refusal, RefusalCode};
 
 use super::exec::EndAs;
-use super::{ShardCore, Submitted};
+use super::{CoreExecutor, ShardCore, Submitted};
 use crate::assign;
 use crate::core::job_span;
 use crate::job::{JobRecord, NewJob, Reason};
-use crate::journal::{AcceptedJob, ArrayRecord, JournalRecord};
+use crate::journal::{AcceptedJob, ArrayRecord, JournalRecord, SignatureRecord};
 use crate::limits::ACTIVE_JOBS_MAX;
 
 impl ShardCore {
@@ -50,6 +50,16 @@ impl ShardCore {
                 RefusalCode::Unavailable,
                 format!(
                     "queue {} holds {ACTIVE_JOBS_MAX} live jobs, its limit; try later",
+                    self.queue
+                ),
+            ));
+        }
+        if matches!(self.options.executor, CoreExecutor::Agents) && submit.signature.is_none() {
+            return Err(Refusal::new(
+                RefusalCode::Invalid,
+                format!(
+                    "queue {} runs jobs through node agents, which run a job only as the user \
+                     who signed it: this submit is not signed",
                     self.queue
                 ),
             ));
@@ -122,6 +132,7 @@ impl ShardCore {
         let urgency = submit.urgency.unwrap_or(URGENCY_DEFAULT).min(URGENCY_MAX);
         let duration_ms = self.duration_ms(&jobspec);
         let jobspec_json: Arc<str> = Arc::from(submit.jobspec_json.as_str());
+        let signature = submit.signature.clone().map(Arc::new);
         let last = elements.len().saturating_sub(1);
         let mut jobspec = Some(jobspec);
         for (n, &(job_id, array)) in elements.iter().enumerate() {
@@ -138,6 +149,7 @@ impl ShardCore {
                 jobspec: parsed,
                 jobspec_json: &jobspec_json,
                 array,
+                signature: signature.clone(),
             });
             // The last element (a plain job's only one) takes the parsed jobspec: the submit
             // path copies none.
@@ -181,6 +193,13 @@ impl ShardCore {
             urgency: u32::from(urgency),
             submit_ms: now_ms,
         }));
+        if let Some(signature) = &submit.signature {
+            self.journal(JournalRecord::Signed(SignatureRecord {
+                id: id.0,
+                cert_pem: signature.cert_pem.clone(),
+                signature: signature.signature.clone(),
+            }));
+        }
         match &submit.array {
             None => self.sync_hold(id),
             Some(spec) => {

@@ -109,6 +109,7 @@ pub(super) fn submit(key: u8, jobspec_json: String) -> Submit {
         jobspec_json,
         urgency: None,
         array: None,
+        signature: None,
     }
 }
 
@@ -139,14 +140,16 @@ fn a_job_runs_on_an_owned_node_and_completes_after_its_duration() {
     let r: serde_json::Value =
         serde_json::from_str(record.r_json.as_deref().expect("R")).expect("R is JSON");
     assert_eq!(r["execution"]["nodelist"][0], "n0");
-    assert_eq!(core.next_wakeup_ms(), Some(NOW + 3 + 10_000));
+    // Its allocation holds n0 for 10 s from the second it started in (the queue manager's
+    // seconds): the sim run ends with that span, 3 ms short of start + duration.
+    assert_eq!(core.next_wakeup_ms(), Some(NOW + 10_000));
 
-    core.tick(NOW + 10_002).expect("tick");
+    core.tick(NOW + 9_999).expect("tick");
     assert_eq!(state(&core, job.id), JobState::Running, "not over yet");
-    core.tick(NOW + 10_003).expect("tick");
+    core.tick(NOW + 10_000).expect("tick");
     let record = core.job(job.id).expect("job");
     assert_eq!(record.state, JobState::Completed);
-    assert_eq!(record.end_ms, Some(NOW + 10_003));
+    assert_eq!(record.end_ms, Some(NOW + 10_000));
     let events: Vec<&str> = record.events.iter().map(|e| e.name.as_str()).collect();
     assert_eq!(
         events,

@@ -99,3 +99,30 @@ fn a_dry_run_judges_stranded_jobs_against_what_the_queue_will_still_own() {
         .expect("not owned anyway");
     assert!(report.stranded.is_empty(), "{report:?}");
 }
+
+/// The queue manager plans in whole seconds: a job started at 0.728 s into a second holds
+/// its node from that second's start for its duration. The sim ends it at that span's end
+/// at the latest, so the next job on the node never starts while it still runs (found by
+/// the simulator: both "ran" on one exclusive node for 728 ms).
+#[test]
+fn a_sim_job_ends_by_the_end_of_its_span_so_two_never_share_a_node() {
+    let mut core = core_with(&["n0"], &["n0"], CoreOptions::default());
+    let start = NOW + 728;
+    let first = core
+        .handle_submit(start, "alice", &submit(1, jobspec(Some(1), None, 11)))
+        .expect("accepted")
+        .id;
+    let second = core
+        .handle_submit(start, "alice", &submit(2, jobspec(Some(1), None, 1)))
+        .expect("accepted")
+        .id;
+    core.tick(start).expect("tick");
+    assert_eq!(core.job(first).expect("job").state, JobState::Running);
+    assert_eq!(core.next_wakeup_ms(), Some(NOW + 11_000), "the span's end");
+    core.tick(NOW + 11_000).expect("tick at the span's end");
+    let states = (
+        core.job(first).expect("job").state,
+        core.job(second).expect("job").state,
+    );
+    assert_eq!(states, (JobState::Completed, JobState::Running));
+}

@@ -13,6 +13,7 @@ pub struct MemJournal {
     runs: BTreeMap<u64, StartedJob>,
     ends: BTreeMap<u64, EndedJob>,
     urgency: BTreeMap<u64, u8>,
+    signatures: BTreeMap<u64, SignatureRecord>,
     last_id: Option<u64>,
     nodes: BTreeMap<String, NodeRecord>,
 }
@@ -25,6 +26,9 @@ impl MemJournal {
                 JournalRecord::Accepted(job) => {
                     self.jobs.insert(job.id, job.clone());
                 }
+                JournalRecord::Signed(signature) => {
+                    self.signatures.insert(signature.id, signature.clone());
+                }
                 JournalRecord::Started(run) => {
                     self.runs.insert(run.id, run.clone());
                 }
@@ -36,6 +40,7 @@ impl MemJournal {
                     self.runs.remove(&id.0);
                     self.ends.remove(&id.0);
                     self.urgency.remove(&id.0);
+                    self.signatures.remove(&id.0);
                 }
                 JournalRecord::Urgency(id, urgency) => {
                     self.urgency.insert(id.0, *urgency);
@@ -46,6 +51,7 @@ impl MemJournal {
                 JournalRecord::ArrayForgotten { id, elements } => {
                     self.jobs.remove(&id.0);
                     self.arrays.remove(&id.0);
+                    self.signatures.remove(&id.0);
                     for e in elements {
                         self.runs.remove(&e.0);
                         self.ends.remove(&e.0);
@@ -71,6 +77,7 @@ impl MemJournal {
             self.runs.values().cloned(),
             self.ends.values().cloned(),
             self.urgency.iter().map(|(&id, &u)| (id, u)),
+            self.signatures.values().cloned(),
             self.last_id,
             self.nodes.iter().map(|(n, r)| (n.clone(), r.clone())),
         )

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use shardsched_wire::Fluid;
 use shardsched_wire::array::{ArrayElement, element_id};
+use shardsched_wire::msg::agent::JobSignature;
 use shardsched_wire::msg::shard_coord::HeldNode;
 use shardsched_wire::msg::{JobId, NodeGen};
 
@@ -27,6 +28,8 @@ pub struct RestoredJob {
     pub ended: Option<EndedJob>,
     /// Its urgency, if it changed after submit.
     pub urgency: Option<u8>,
+    /// Its submit's signature, if it was signed (an array's, shared by its elements).
+    pub signature: Option<Arc<JobSignature>>,
 }
 
 /// Which array an element belongs to, and the array's limit on running elements.
@@ -50,7 +53,12 @@ pub struct Restored {
 }
 
 impl RestoredJob {
-    fn new(id: u64, accepted: Arc<AcceptedJob>, array: Option<ElementOf>) -> RestoredJob {
+    fn new(
+        id: u64,
+        accepted: Arc<AcceptedJob>,
+        array: Option<ElementOf>,
+        signature: Option<Arc<JobSignature>>,
+    ) -> RestoredJob {
         RestoredJob {
             id,
             accepted,
@@ -58,6 +66,7 @@ impl RestoredJob {
             started: None,
             ended: None,
             urgency: None,
+            signature,
         }
     }
 
@@ -73,7 +82,7 @@ impl RestoredJob {
 /// A `runs` or `ends` record whose job the `jobs` table does not have.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Orphan {
-    /// `runs`, `ends`, `urgency` or `arrays`.
+    /// `runs`, `ends`, `urgency`, `arrays` or `signatures`.
     pub table: &'static str,
     /// The job id it is keyed by.
     pub key: u64,
@@ -82,18 +91,35 @@ pub struct Orphan {
 impl Restored {
     /// Puts a journal's records together: an `arrays` record makes the elements of the
     /// `jobs` record of its key; each `runs`, `ends` and `urgency` record joins the job (or
-    /// element) of its key; one with no such job is an [`Orphan`].
+    /// element) of its key, each `signatures` record the job or every element of the array
+    /// of its key; one with no such job is an [`Orphan`].
     pub fn assemble(
         jobs: impl IntoIterator<Item = AcceptedJob>,
         arrays: impl IntoIterator<Item = ArrayRecord>,
         runs: impl IntoIterator<Item = StartedJob>,
         ends: impl IntoIterator<Item = EndedJob>,
         urgencies: impl IntoIterator<Item = (u64, u8)>,
+        signatures: impl IntoIterator<Item = SignatureRecord>,
         last_id: Option<u64>,
         nodes: impl IntoIterator<Item = (String, NodeRecord)>,
     ) -> Result<Restored, Orphan> {
         let mut accepted: BTreeMap<u64, Arc<AcceptedJob>> =
             jobs.into_iter().map(|a| (a.id, Arc::new(a))).collect();
+        let mut signed = BTreeMap::new();
+        for signature in signatures {
+            let key = signature.id;
+            if !accepted.contains_key(&key) {
+                return Err(Orphan {
+                    table: SIGNATURES_TABLE,
+                    key,
+                });
+            }
+            let signature = JobSignature {
+                cert_pem: signature.cert_pem,
+                signature: signature.signature,
+            };
+            signed.insert(key, Arc::new(signature));
+        }
         let mut by_id = BTreeMap::new();
         for array in arrays {
             let orphan = Orphan {
@@ -111,11 +137,13 @@ impl Restored {
                     element,
                     max_running: array.max_running,
                 });
-                by_id.insert(id, RestoredJob::new(id, Arc::clone(&of), array));
+                let signature = signed.get(&of.id).cloned();
+                by_id.insert(id, RestoredJob::new(id, Arc::clone(&of), array, signature));
             }
         }
         for (id, a) in accepted {
-            by_id.insert(id, RestoredJob::new(id, a, None));
+            let signature = signed.get(&id).cloned();
+            by_id.insert(id, RestoredJob::new(id, a, None, signature));
         }
         for run in runs {
             let job = job_of(&mut by_id, RUNS_TABLE, run.id)?;

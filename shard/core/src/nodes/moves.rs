@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use shardsched_failpoint::mutant::{self, Mutant};
+
 use shardsched_wire::msg::coord_shard::{
     Acquire, CancelJobs, FreeAt, Incoming, IncomingNode, Reclaim, Release, ReleaseState, Response,
     StaleNode, Withdraw,
@@ -86,7 +88,11 @@ impl NodeTable {
                 stale.push(s);
                 continue;
             }
-            let holding = jobs.jobs_on(&ng.node);
+            let holding = if mutant::active(Mutant::ReleaseWhileHeld) {
+                Vec::new()
+            } else {
+                jobs.jobs_on(&ng.node)
+            };
             let (free, now_holding) = match holding.iter().map(|(_, end)| *end).max() {
                 None => (FreeAt::Now, Holding::NotOwned),
                 Some(end) => (
@@ -260,6 +266,16 @@ impl NodeTable {
             return (None, Vec::new());
         }
         let mut effects = Vec::new();
+        if mutant::active(Mutant::UpBeforeRelease) {
+            let changed = self.update(&ng.node, &mut effects, |e| {
+                e.generation = ng.generation;
+                e.holding = Holding::Owned;
+            });
+            if changed {
+                effects.push(bring_up(&ng.node, &self.entry(&ng.node)));
+            }
+            return (None, effects);
+        }
         let changed = self.update(&ng.node, &mut effects, |e| {
             e.generation = ng.generation;
             e.holding = Holding::Incoming {

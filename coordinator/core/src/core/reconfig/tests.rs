@@ -402,8 +402,9 @@ fn started_queues_overlap_at_run_time_and_update_give_to_moves_owned_nodes_out()
     );
 }
 
-#[test]
-fn update_give_to_moves_the_nodes_left_out_and_applies_the_definition() {
+/// Two connected queues; a's definition grows over all twenty nodes, then b's shrinks to
+/// node[10-15] with `--give-to a`: node[16-19] start moving to a.
+fn b_shrinks_giving_to_a() -> (Core, Reconfig) {
     let mut core = core(TWO_QUEUES);
     connect(&mut core, "a", 1, 0, 0);
     connect(&mut core, "b", 2, 0, 0);
@@ -421,6 +422,12 @@ fn update_give_to_moves_the_nodes_left_out_and_applies_the_definition() {
     let done = core
         .update_queue(3, &shrink)
         .expect("moved out, then shrunk");
+    (core, done)
+}
+
+#[test]
+fn update_give_to_moves_the_nodes_left_out_and_applies_the_definition() {
+    let (mut core, done) = b_shrinks_giving_to_a();
     let move_id = done.move_id.expect("a move");
     assert!(
         done.changes[0].contains("queue b: node[16-19] move to a in move"),
@@ -448,6 +455,24 @@ fn update_give_to_moves_the_nodes_left_out_and_applies_the_definition() {
         core.config().queue("b").map(|q| q.definition.len()),
         Some(6)
     );
+}
+
+/// Cancelling the move an `update --give-to` started cannot hand the nodes back to a donor
+/// whose definition left them out: they go on to the recipient, and the cancel returns
+/// only what the donor may still own (found by the simulator: the returned nodes were
+/// owned outside their queue's definition).
+#[test]
+fn cancelling_a_give_to_move_returns_no_node_outside_the_donors_definition() {
+    let (mut core, done) = b_shrinks_giving_to_a();
+    let move_id = done.move_id.expect("a move");
+    let returned = core.cancel_move(4, move_id).expect("cancelled");
+    assert_eq!(
+        returned,
+        Vec::<String>::new(),
+        "b's definition has none of them"
+    );
+    assert_eq!(core.owner_of("node16"), Some("a"), "still on its way to a");
+    assert_eq!(core.invariants(), Ok(()));
 }
 
 /// `owns` in a reloaded file that differs from who owns the nodes now changes no owner:

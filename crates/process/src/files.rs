@@ -1,5 +1,5 @@
-//! The file and process helpers of the `exec` executor: atomic writes, bounded reads, and
-//! whether a supervisor or a job's process group is still alive.
+//! Atomic writes, bounded reads, and whether a supervisor or a job's process group is still
+//! alive.
 //!
 //! Liveness is read from `/proc` (Linux): a pid can be a zombie nobody reaped (a
 //! supervisor whose shard died is re-parented to init, which may be slow to reap), and a
@@ -12,14 +12,13 @@ use std::path::Path;
 
 use rustix::process::{Pid, test_kill_process, test_kill_process_group};
 
-use super::ExecError;
-use crate::limits::EXEC_FILE_BYTES_MAX;
+use crate::{FILE_BYTES_MAX, FileError};
 
 /// Writes `bytes` to `path` so that a reader sees the old file or the whole new one, and
 /// the new one survives a crash once this returns: a temporary file beside it, fsync,
 /// rename over `path`, fsync of the directory. The temporary file's name carries this
 /// process's id, so two processes writing the same file do not trip over each other.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ExecError> {
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -34,52 +33,67 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ExecError> {
         file.write_all(bytes)?;
         file.sync_all()
     };
-    write().map_err(|e| ExecError::io(&tmp, e))?;
-    fs::rename(&tmp, path).map_err(|e| ExecError::io(path, e))?;
+    write().map_err(|e| FileError::io(&tmp, e))?;
+    fs::rename(&tmp, path).map_err(|e| FileError::io(path, e))?;
     if let Some(dir) = path.parent() {
         File::open(dir)
             .and_then(|d| d.sync_all())
-            .map_err(|e| ExecError::io(dir, e))?;
+            .map_err(|e| FileError::io(dir, e))?;
     }
     Ok(())
 }
 
+/// Up to `max` bytes of `path` from byte `offset` (a job's output, read while it grows): a
+/// file not written yet reads as empty.
+pub fn read_range(path: &Path, offset: u64, max: u32) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    let read = File::open(path).and_then(|mut file| {
+        std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(offset))?;
+        file.take(u64::from(max)).read_to_end(&mut bytes)
+    });
+    match read {
+        Ok(_) => Ok(bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Reads a small file: `None` when it does not exist, an error when it is larger than
-/// [`EXEC_FILE_BYTES_MAX`] or unreadable.
-pub fn read_small(path: &Path) -> Result<Option<String>, ExecError> {
+/// [`FILE_BYTES_MAX`] or unreadable.
+pub fn read_small(path: &Path) -> Result<Option<String>, FileError> {
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(ExecError::io(path, e)),
+        Err(e) => return Err(FileError::io(path, e)),
     };
     let mut text = String::new();
-    file.take(EXEC_FILE_BYTES_MAX + 1)
+    file.take(FILE_BYTES_MAX + 1)
         .read_to_string(&mut text)
-        .map_err(|e| ExecError::io(path, e))?;
-    if text.len() as u64 > EXEC_FILE_BYTES_MAX {
-        return Err(ExecError::BadFile {
+        .map_err(|e| FileError::io(path, e))?;
+    if text.len() as u64 > FILE_BYTES_MAX {
+        return Err(FileError::BadFile {
             path: path.to_owned(),
-            message: format!("larger than {EXEC_FILE_BYTES_MAX} bytes"),
+            message: format!("larger than {FILE_BYTES_MAX} bytes"),
         });
     }
     Ok(Some(text))
 }
 
 /// Reads a JSON file into `T`: `None` when it does not exist.
-pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, ExecError> {
+pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, FileError> {
     let Some(text) = read_small(path)? else {
         return Ok(None);
     };
     serde_json::from_str(&text)
         .map(Some)
-        .map_err(|e| ExecError::BadFile {
+        .map_err(|e| FileError::BadFile {
             path: path.to_owned(),
             message: e.to_string(),
         })
 }
 
 /// Reads a pid file: `None` when it does not exist.
-pub fn read_pid(path: &Path) -> Result<Option<u32>, ExecError> {
+pub fn read_pid(path: &Path) -> Result<Option<u32>, FileError> {
     let Some(text) = read_small(path)? else {
         return Ok(None);
     };
@@ -88,7 +102,7 @@ pub fn read_pid(path: &Path) -> Result<Option<u32>, ExecError> {
         .ok()
         .filter(|&pid| pid > 0)
         .map(Some)
-        .ok_or_else(|| ExecError::BadFile {
+        .ok_or_else(|| FileError::BadFile {
             path: path.to_owned(),
             message: format!("{:?} is not a pid", text.trim()),
         })
@@ -159,6 +173,36 @@ fn stat_fields(stat: &str) -> Option<(char, u32)> {
     let _ppid = fields.next()?;
     let pgrp = fields.next()?.parse().ok()?;
     Some((state, pgrp))
+}
+
+/// The reason in a kill request file (a job directory's `cancel`), if there is one: its
+/// text, `cancelled` when empty, or the error that kept it from being read.
+pub fn kill_reason(path: &Path) -> Option<String> {
+    match read_small(path) {
+        Ok(Some(text)) => Some(match text.trim() {
+            "" => "cancelled".to_owned(),
+            why => why.to_owned(),
+        }),
+        Ok(None) => None,
+        Err(e) => Some(format!("cancelled ({e})")),
+    }
+}
+
+/// Moves an earlier run's job directory aside as `DIR.run-N`, the first free N (a
+/// requeued job runs again in a fresh directory). The caller has checked that nothing of
+/// that run still runs.
+pub fn set_aside(dir: &Path) -> Result<(), FileError> {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    for run in 1u32.. {
+        let aside = dir.with_file_name(format!("{name}.run-{run}"));
+        if !aside.exists() {
+            return fs::rename(dir, &aside).map_err(|e| FileError::io(&aside, e));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

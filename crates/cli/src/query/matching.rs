@@ -1,0 +1,290 @@
+//! `match` and `multi-match`, as resource-query runs them (its `run_match` and
+//! `match_allocate`): what is printed, and which outcomes consume a job id.
+
+use std::io::Write;
+use std::time::Instant;
+
+use anyhow::Result;
+use shardsched_matcher::writer::WriterError;
+use shardsched_matcher::{FluxionOp, MatchError, QueryOutcome};
+
+use super::{BAR, JobInfo, Lifecycle, Session};
+
+/// resource-query's `errno` after a match, as far as its output tells them apart: EBUSY
+/// and ENODEV consume the job id, ENODEV and ENOENT print "Unsatisfiable request".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Errno {
+    /// EBUSY: nothing now.
+    Busy,
+    /// ENODEV: can never fit.
+    NoDev,
+    /// ENOENT: the id is not consumed, yet the request is called unsatisfiable.
+    NoEnt,
+    /// EINVAL, ENOTTY and the like: refused; the id is not consumed.
+    Inval,
+}
+
+impl Errno {
+    fn from_matcher(e: shardsched_matcher::Errno) -> Errno {
+        use shardsched_matcher::Errno as M;
+        match e {
+            M::Busy => Errno::Busy,
+            M::NoDev => Errno::NoDev,
+            M::NoEnt => Errno::NoEnt,
+            M::None | M::Range | M::Inval => Errno::Inval,
+        }
+    }
+
+    fn consumes_id(self) -> bool {
+        matches!(self, Errno::Busy | Errno::NoDev)
+    }
+}
+
+/// C's `strerror` of the errno a match left.
+fn strerror(e: shardsched_matcher::Errno) -> &'static str {
+    use shardsched_matcher::Errno as M;
+    match e {
+        M::None => "Inappropriate ioctl for device",
+        M::Busy => "Device or resource busy",
+        M::NoDev => "No such device",
+        M::NoEnt => "No such file or directory",
+        M::Range => "Numerical result out of range",
+        M::Inval => "Invalid argument",
+    }
+}
+
+/// What one match produced.
+struct Answer {
+    ok: bool,
+    errno: Errno,
+    text: String,
+    at: i64,
+    elapsed: f64,
+}
+
+impl Session {
+    pub(super) fn cmd_match(
+        &mut self,
+        words: &[&str],
+        out: &mut dyn Write,
+        stdout: &mut dyn Write,
+    ) -> Result<()> {
+        if words.len() != 3 {
+            eprintln!("ERROR: malformed command");
+            return Ok(());
+        }
+        let Some(op) = FluxionOp::parse(words[1]) else {
+            eprintln!("ERROR: unknown subcmd {}", words[1]);
+            return Ok(());
+        };
+        let jobid = self.counter;
+        self.run_match(jobid, op, words[2], out, stdout)?;
+        Ok(())
+    }
+
+    pub(super) fn cmd_multi_match(
+        &mut self,
+        words: &[&str],
+        out: &mut dyn Write,
+        stdout: &mut dyn Write,
+    ) -> Result<()> {
+        if words.len() <= 3 {
+            eprintln!("ERROR: malformed command");
+            return Ok(());
+        }
+        let Some(op) = FluxionOp::parse(words[1]) else {
+            eprintln!("ERROR: unknown subcmd {}", words[1]);
+            return Ok(());
+        };
+        for file in &words[2..] {
+            let jobid = self.counter;
+            if !self.run_match(jobid, op, file, out, stdout)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs one match and prints its answer; false when it failed.
+    fn run_match(
+        &mut self,
+        jobid: u64,
+        op: FluxionOp,
+        file: &str,
+        out: &mut dyn Write,
+        stdout: &mut dyn Write,
+    ) -> Result<bool> {
+        let js = match self.jobspec(file) {
+            Err(msg) => {
+                eprintln!("ERROR: {msg}");
+                return Ok(true);
+            }
+            Ok(parsed) => parsed,
+        };
+        let a = self.match_allocate(op, jobid, file, js);
+        let sat = a.ok || !matches!(a.errno, Errno::NoDev | Errno::NoEnt);
+        out.write_all(a.text.as_bytes())?;
+        if op == FluxionOp::Satisfiability {
+            let what = if sat { "Satisfiable" } else { "Unsatisfiable" };
+            writeln!(out, "{BAR}\nINFO: {what} request\n{BAR}")?;
+            if self.elapse {
+                writeln!(stdout, "INFO: ELAPSE={:.6}", a.elapsed)?;
+            }
+            return Ok(a.ok);
+        }
+        if a.ok {
+            let allocated = !matches!(
+                op,
+                FluxionOp::WithoutAllocating | FluxionOp::WithoutAllocatingFuture
+            );
+            let mode = match (allocated, a.at) {
+                (false, _) => "MATCHED",
+                (true, 0) => "ALLOCATED",
+                (true, _) => "RESERVED",
+            };
+            let when = if a.at == 0 {
+                "Now".to_string()
+            } else {
+                a.at.to_string()
+            };
+            writeln!(
+                out,
+                "{BAR}\nINFO: JOBID={jobid}\nINFO: RESOURCES={mode}\nINFO: SCHEDULED AT={when}"
+            )?;
+            if self.elapse {
+                writeln!(stdout, "INFO: ELAPSE={:.6}", a.elapsed)?;
+            }
+            writeln!(out, "{BAR}")?;
+        } else {
+            writeln!(out, "{BAR}\nINFO: No matching resources found")?;
+            if !sat {
+                writeln!(out, "INFO: Unsatisfiable request")?;
+            }
+            writeln!(out, "INFO: JOBID={jobid}")?;
+            if self.elapse {
+                writeln!(out, "INFO: ELAPSE={:.6}", a.elapsed)?;
+            }
+            writeln!(out, "{BAR}")?;
+        }
+        Ok(a.ok)
+    }
+
+    /// resource-query's `match_allocate`: runs the match, feeds and empties the writer,
+    /// records the job, consumes the id unless the request was refused before matching.
+    fn match_allocate(
+        &mut self,
+        op: FluxionOp,
+        jobid: u64,
+        file: &str,
+        js: Result<std::rc::Rc<shardsched_jobspec::Jobspec>, String>,
+    ) -> Answer {
+        let started = Instant::now();
+        let fail = |errno, started: Instant| Answer {
+            ok: false,
+            errno,
+            text: String::new(),
+            at: 0,
+            elapsed: started.elapsed().as_secs_f64(),
+        };
+        let js = match js {
+            Ok(js) => js,
+            Err(msg) => {
+                eprintln!("match_allocate: ERROR: Jobspec error for {jobid}: {msg}");
+                return fail(Errno::Inval, started);
+            }
+        };
+        let outcome = match self.matcher.schedule(op, &js, jobid, 0) {
+            Ok(o) => o,
+            Err(MatchError::BadRequest(msg)) if msg == shardsched_matcher::UNKNOWN_TYPE_MESSAGE => {
+                eprintln!("match_allocate: ERROR: Jobspec error for {jobid}: {msg}");
+                return fail(Errno::Inval, started);
+            }
+            Err(_) => {
+                eprintln!("match_allocate: ERROR: traverser: Invalid argument");
+                return fail(Errno::Inval, started);
+            }
+        };
+        let (ok, errno, at, record) = match &outcome {
+            QueryOutcome::Allocated(at, a)
+            | QueryOutcome::Reserved(at, a)
+            | QueryOutcome::Matched(at, a) => {
+                let recorded = !matches!(outcome, QueryOutcome::Matched(..));
+                self.matcher.feed_writer(&mut self.writer, a, recorded);
+                if let Some(q) = &js.attributes.queue {
+                    self.writer.emit_attr("queue", q);
+                }
+                let record = !matches!(outcome, QueryOutcome::Matched(..));
+                (op != FluxionOp::Satisfiability, Errno::Busy, *at, record)
+            }
+            QueryOutcome::NoMatch { .. } => {
+                let e = Errno::from_matcher(self.matcher.last_errno());
+                if !e.consumes_id() {
+                    // As resource-query: refused without consuming the id.
+                    eprintln!(
+                        "match_allocate: ERROR: traverser: {}",
+                        strerror(self.matcher.last_errno())
+                    );
+                    return fail(e, started);
+                }
+                (false, e, 0, false)
+            }
+            QueryOutcome::Satisfiable(b) => {
+                let e = if *b {
+                    Errno::Busy
+                } else {
+                    Errno::from_matcher(self.matcher.last_errno())
+                };
+                (*b, e, 0, false)
+            }
+        };
+        let mut text = String::new();
+        if let Err(e) = self.writer.emit(&mut text) {
+            let errno = match e {
+                WriterError::Unbalanced => Errno::NoEnt,
+                _ => Errno::Inval,
+            };
+            let why = if errno == Errno::NoEnt {
+                "No such file or directory"
+            } else {
+                "Invalid argument"
+            };
+            eprintln!("match_allocate: ERROR: match writer emit: {why}");
+            return fail(errno, started);
+        }
+        let elapsed = started.elapsed().as_secs_f64();
+        if ok && record {
+            let state = if at == 0 {
+                self.allocations.insert(jobid);
+                Lifecycle::Allocated
+            } else {
+                self.reservations.insert(jobid);
+                Lifecycle::Reserved
+            };
+            self.jobs.insert(
+                jobid,
+                JobInfo {
+                    state,
+                    at,
+                    jobspec: file.to_string(),
+                    overhead: elapsed,
+                },
+            );
+        }
+        if !matches!(
+            op,
+            FluxionOp::Satisfiability
+                | FluxionOp::WithoutAllocating
+                | FluxionOp::WithoutAllocatingFuture
+        ) {
+            // (resource-query's match times are kept by `update` only.)
+            self.counter += 1;
+        }
+        Answer {
+            ok,
+            errno,
+            text,
+            at,
+            elapsed,
+        }
+    }
+}

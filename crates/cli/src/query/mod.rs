@@ -1,0 +1,409 @@
+//! `shardsched query`: Fluxion's resource-query, command for command.
+//!
+//! Reads commands (one a line, until `quit` or end of input) and answers them against one
+//! [`Matcher`], exactly as resource-query does: the same command names and abbreviations,
+//! the same lines in the output file (`-t`, else stdout) — match results through the
+//! session's [writer](shardsched_matcher::writer), the INFO blocks, property and status
+//! answers — and the same job numbering (a request refused before matching does not consume
+//! its id). `info`, `list`, `stat` and timings go to stdout; errors go to stderr and never
+//! stop the session. Unknown commands (and `#` comments) are skipped silently.
+
+mod commands;
+mod matching;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::rc::Rc;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use shardsched_jobspec::Jobspec;
+use shardsched_matcher::writer::MatchWriter;
+use shardsched_matcher::{MatchPolicy, Matcher, PruneFilters, Writer};
+use shardsched_resource::{GraphFormat, read_graph_file};
+
+/// Flags of `shardsched query` (resource-query's spelling).
+#[derive(Args, Debug, Clone)]
+pub struct QueryArgs {
+    /// Graph file to load (default: the embedded 128-node cluster spec).
+    #[arg(short = 'L', long = "load-file")]
+    pub load_file: Option<PathBuf>,
+    /// Graph format: grug, jgf, rv1exec, or spec (our TOML cluster spec).
+    #[arg(short = 'f', long = "load-format", default_value = "grug")]
+    pub load_format: String,
+    /// Subsystems to match: CA (containment), PA (power), C+PA, …
+    #[arg(short = 'S', long = "match-subsystems", default_value = "CA")]
+    pub subsystems: String,
+    /// Match policy: first, firstnodex, high, low, hinode, lonode, hinodex, lonodex,
+    /// variation, or knobs (`policy=high node_centric=true …`).
+    #[arg(short = 'P', long = "match-policy", default_value = "first")]
+    pub policy: String,
+    /// Match writer: simple, pretty_simple, jgf, jgf_shorthand, rlite, rv1, rv1_nosched,
+    /// rv1_shorthand.
+    #[arg(short = 'F', long = "match-format", default_value = "simple")]
+    pub format: String,
+    /// Traverser: simple or flexible.
+    #[arg(short = 'T', long = "traverser-policy", default_value = "simple")]
+    pub traverser: String,
+    /// Prune filters, e.g. `ALL:core,ALL:node` (repeat to add more; blank is ignored).
+    #[arg(short = 'p', long = "prune-filters")]
+    pub prune_filters: Vec<String>,
+    /// Where match results go (default: standard output).
+    #[arg(short = 't', long = "test-output")]
+    pub output: Option<PathBuf>,
+    /// Print the time each match took.
+    #[arg(short = 'e', long = "elapse-time")]
+    pub elapse: bool,
+    /// Accepted for compatibility (there is no prompt).
+    #[arg(short = 'd', long = "disable-prompt")]
+    pub disable_prompt: bool,
+    /// Types to keep when loading (resource-query: hwloc only; other readers ignore it).
+    #[arg(short = 'W', long = "load-allowlist")]
+    pub load_allowlist: Option<String>,
+    /// Accepted for compatibility: the format of a graph dump (dot, graphml).
+    #[arg(short = 'g', long = "graph-format")]
+    pub graph_format: Option<String>,
+    /// Accepted for compatibility: the base name of a graph dump (not written).
+    #[arg(short = 'o', long = "graph-output")]
+    pub graph_output: Option<String>,
+    /// Accepted for compatibility: vertices to reserve room for.
+    #[arg(short = 'r', long = "reserve-vtx-vec")]
+    pub reserve_vtx_vec: Option<u64>,
+}
+
+fn graph_format(s: &str) -> Result<GraphFormat> {
+    Ok(match s {
+        "grug" => GraphFormat::Grug,
+        "jgf" => GraphFormat::Jgf,
+        "rv1exec" | "rv1exec_force" => GraphFormat::Rv1exec,
+        "spec" | "toml" => GraphFormat::Spec,
+        other => anyhow::bail!("-f {other}: unknown load format (grug, jgf, rv1exec, spec)"),
+    })
+}
+
+/// The dominant subsystem of resource-query's `-S` (its first subsystem): CA, IBA, IBBA,
+/// PA, PFS1BA, VA, C+…, IB+IBBA, V+PFS1BA, ALL, in either case.
+fn dominant_subsystem(name: &str) -> Result<&'static str> {
+    const NAMES: &[(&str, &str)] = &[
+        ("CA", "containment"),
+        ("IBA", "ibnet"),
+        ("IBBA", "ibnetbw"),
+        ("PA", "power"),
+        ("PFS1BA", "pfs1bw"),
+        ("C+IBA", "containment"),
+        ("C+IBBA", "containment"),
+        ("C+PA", "containment"),
+        ("C+PFS1BA", "containment"),
+        ("IB+IBBA", "ibnet"),
+        ("C+P+IBA", "containment"),
+        ("V+PFS1BA", "virtual1"),
+        ("VA", "virtual1"),
+        ("ALL", "containment"),
+    ];
+    NAMES
+        .iter()
+        .find(|(n, _)| *n == name || n.to_lowercase() == name)
+        .map(|(_, d)| *d)
+        .with_context(|| format!("-S {name}: unknown match subsystems"))
+}
+
+/// Fluxion's graph duration (`SYSTEM_MAX_DURATION`, 100 years): a job without a duration
+/// lasts that long, and no job runs past it.
+const FLUXION_GRAPH_END: i64 = 3_153_600_000;
+
+/// How many distinct jobspecs a session keeps parsed.
+const PARSED_JOBSPECS_MAX: usize = 1024;
+
+/// The banner of resource-query's INFO blocks.
+const BAR: &str = "INFO: =============================";
+
+/// A job's state as resource-query lists it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lifecycle {
+    Allocated,
+    Reserved,
+    Canceled,
+}
+
+impl Lifecycle {
+    fn as_str(self) -> &'static str {
+        match self {
+            Lifecycle::Allocated => "ALLOCATED",
+            Lifecycle::Reserved => "RESERVED",
+            Lifecycle::Canceled => "CANCELED",
+        }
+    }
+}
+
+/// What resource-query remembers of a job.
+#[derive(Clone, Debug)]
+struct JobInfo {
+    state: Lifecycle,
+    at: i64,
+    jobspec: String,
+    overhead: f64,
+}
+
+/// One resource-query session over a loaded graph.
+pub struct Session {
+    pub matcher: Matcher,
+    writer: MatchWriter,
+    elapse: bool,
+    /// The next job id.
+    counter: u64,
+    jobs: BTreeMap<u64, JobInfo>,
+    allocations: BTreeSet<u64>,
+    reservations: BTreeSet<u64>,
+    /// Match times: min, max, sum (seconds).
+    perf: (f64, f64, f64),
+    /// Jobspecs already parsed, by file, with the (size, modification time) they were read
+    /// at: command streams repeat the same few files thousands of times, and parsing would
+    /// otherwise dominate the matching.
+    parsed: HashMap<String, (FileStamp, Rc<Jobspec>)>,
+}
+
+type FileStamp = (u64, Option<std::time::SystemTime>);
+
+impl Session {
+    /// Loads the graph and sets up the matcher as the flags say.
+    pub fn open(args: &QueryArgs) -> Result<Session> {
+        let graph = match &args.load_file {
+            Some(path) => read_graph_file(graph_format(&args.load_format)?, path)?,
+            None => {
+                shardsched_resource::read_cluster_spec(shardsched_resource::DEFAULT_CLUSTER_TOML)
+                    .context("the embedded default cluster")?
+            }
+        };
+        let policy = MatchPolicy::parse(&args.policy)?;
+        let writer = Writer::parse(&args.format).with_context(|| {
+            format!(
+                "-F {}: unknown match format (simple, pretty_simple, jgf, jgf_shorthand, rlite, rv1, rv1_nosched, rv1_shorthand)",
+                args.format
+            )
+        })?;
+        let spec: Vec<&str> = args
+            .prune_filters
+            .iter()
+            .map(|f| f.trim_matches('"'))
+            .filter(|f| !f.trim().is_empty())
+            .collect();
+        let filters = PruneFilters::parse(&spec.join(","))?;
+        let flexible = match args.traverser.as_str() {
+            "simple" => false,
+            "flexible" => true,
+            other => anyhow::bail!("-T {other}: unknown traverser policy (simple, flexible)"),
+        };
+        let mut matcher = Matcher::new(graph, policy, &filters);
+        matcher.set_graph_end(FLUXION_GRAPH_END);
+        matcher.set_flexible(flexible);
+        let dominant = dominant_subsystem(&args.subsystems)?;
+        if dominant != shardsched_resource::CONTAINMENT {
+            matcher.set_dominant_subsystem(dominant)?;
+        }
+        Ok(Session {
+            matcher,
+            writer: writer.session(),
+            elapse: args.elapse,
+            counter: 1,
+            jobs: BTreeMap::new(),
+            allocations: BTreeSet::new(),
+            reservations: BTreeSet::new(),
+            perf: (f64::MAX, 0.0, 0.0),
+            parsed: HashMap::new(),
+        })
+    }
+
+    /// Runs commands from `input` until `quit` or end of input.
+    pub fn run(
+        &mut self,
+        mut input: impl BufRead,
+        out: &mut dyn Write,
+        stdout: &mut dyn Write,
+    ) -> Result<()> {
+        let mut raw = Vec::new();
+        loop {
+            raw.clear();
+            if input
+                .read_until(b'\n', &mut raw)
+                .context("reading commands")?
+                == 0
+            {
+                break;
+            }
+            // A line that is not UTF-8 is one bad command, not the end of the session.
+            let Ok(line) = std::str::from_utf8(&raw) else {
+                eprintln!("ERROR: command line is not valid UTF-8");
+                continue;
+            };
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let go_on = self.execute(&words, out, stdout)?;
+            // resource-query's output is line-flushed: its messages on stderr land after
+            // what the commands before printed, even when both go to one file.
+            out.flush()?;
+            stdout.flush()?;
+            if !go_on {
+                break;
+            }
+        }
+        out.flush()?;
+        stdout.flush()?;
+        Ok(())
+    }
+
+    /// Executes one command line (already split into words); false at `quit`. Errors are
+    /// those of the output only: a command's own errors go to stderr.
+    pub fn execute(
+        &mut self,
+        words: &[&str],
+        out: &mut dyn Write,
+        stdout: &mut dyn Write,
+    ) -> Result<bool> {
+        let Some(&cmd) = words.first() else {
+            return Ok(true);
+        };
+        match command(cmd) {
+            Some("match") => self.cmd_match(words, out, stdout)?,
+            Some("multi-match") => self.cmd_multi_match(words, out, stdout)?,
+            Some("cancel") => self.cmd_cancel(words, out)?,
+            Some("find") => self.cmd_find(words, out)?,
+            Some("partial-cancel") => self.cmd_partial_cancel(words, out)?,
+            Some("set-property") => self.cmd_set_property(words, out)?,
+            Some("get-property") => self.cmd_get_property(words, out)?,
+            Some("set-status") => self.cmd_set_status(words, out)?,
+            Some("get-status") => self.cmd_get_status(words, out)?,
+            Some("info") => self.cmd_info(words, stdout)?,
+            Some("list") => self.cmd_list(stdout)?,
+            Some("stat") => self.cmd_stat(words, stdout)?,
+            Some("cat") => self.cmd_cat(words, stdout)?,
+            Some("help") => commands::help(words, stdout)?,
+            Some("quit") => return Ok(false),
+            // resource-query skips what it does not know (comments too), silently.
+            Some(_) | None => {}
+        }
+        Ok(true)
+    }
+
+    /// The parsed jobspec in `file` (Fluxion's reading), parsed again only when the file
+    /// changed. `Err` carries the message: the file cannot be read (`Ok(Err)`: it does not
+    /// parse).
+    fn jobspec(&mut self, file: &str) -> Result<Result<Rc<Jobspec>, String>, String> {
+        let meta = std::fs::metadata(file).map_err(|_| format!("can't open {file}"))?;
+        let stamp = (meta.len(), meta.modified().ok());
+        if let Some((seen, js)) = self.parsed.get(file)
+            && *seen == stamp
+        {
+            return Ok(Ok(Rc::clone(js)));
+        }
+        let bytes = std::fs::read(file).map_err(|_| format!("can't open {file}"))?;
+        let Ok(text) = String::from_utf8(bytes) else {
+            return Ok(Err("the jobspec is not valid UTF-8".to_string()));
+        };
+        let js = match shardsched_jobspec::parse_fluxion(&text) {
+            Ok(js) => Rc::new(js),
+            // Fluxion's message alone, as resource-query writes it: flux-sched's own tests
+            // compare standard error byte for byte (t3013, t3038), so the file and field
+            // are not added.
+            Err(shardsched_jobspec::JobspecError::Invalid { message, .. }) => {
+                return Ok(Err(message));
+            }
+            Err(e) => return Ok(Err(e.to_string())),
+        };
+        if self.parsed.len() >= PARSED_JOBSPECS_MAX {
+            self.parsed.clear();
+        }
+        self.parsed
+            .insert(file.to_string(), (stamp, Rc::clone(&js)));
+        Ok(Ok(js))
+    }
+}
+
+/// resource-query's command table: names and abbreviations (the first that matches wins,
+/// so `j` is `attach`).
+fn command(word: &str) -> Option<&'static str> {
+    const TABLE: &[(&str, &str)] = &[
+        ("match", "m"),
+        ("multi-match", "M"),
+        ("update", "u"),
+        ("attach", "j"),
+        ("remove", "j"),
+        ("find", "f"),
+        ("cancel", "c"),
+        ("partial-cancel", "pc"),
+        ("set-property", "p"),
+        ("get-property", "g"),
+        ("set-status", "t"),
+        ("get-status", "e"),
+        ("list", "l"),
+        ("info", "i"),
+        ("stat", "s"),
+        ("cat", "a"),
+        ("help", "h"),
+        ("quit", "q"),
+    ];
+    TABLE
+        .iter()
+        .find(|(name, abbr)| *name == word || *abbr == word)
+        .map(|(name, _)| *name)
+}
+
+/// Runs `shardsched query`.
+pub fn main(args: &QueryArgs) -> Result<()> {
+    let started = std::time::Instant::now();
+    let mut session = Session::open(args)?;
+    if args.elapse {
+        let secs = started.elapsed().as_secs_f64();
+        print!("{}", graph_info(&session.matcher.graph, secs));
+    }
+    let result = run_session(&mut session, args);
+    // The process ends right after: freeing a large graph vertex by vertex would only
+    // delay the exit.
+    std::mem::forget(session);
+    result
+}
+
+/// What resource-query prints about the graph under `-e`: the load time, vertex and edge
+/// counts, the distinct types, names and paths, and how many vertices have each rank.
+fn graph_info(g: &shardsched_resource::ResourceGraph, load_secs: f64) -> String {
+    let types: std::collections::HashSet<&str> = g.vertices().map(|v| g.kind_str(v)).collect();
+    let names: std::collections::HashSet<&str> = g.vertices().map(|v| g.name(v)).collect();
+    let mut ranks: BTreeMap<i64, usize> = BTreeMap::new();
+    for v in g.vertices() {
+        *ranks.entry(g.rank(v)).or_default() += 1;
+    }
+    let mut out = format!(
+        "INFO: Graph Load Time: {}\nINFO: Vertex Count: {}\nINFO: Edge Count: {}\n\
+         INFO: by_type Key-Value Pairs: {}\nINFO: by_name Key-Value Pairs: {}\n\
+         INFO: by_path Key-Value Pairs: {}\n",
+        commands::fmt_g(load_secs),
+        g.len(),
+        g.edge_count(None),
+        types.len(),
+        names.len(),
+        g.path_count(),
+    );
+    for (rank, n) in ranks {
+        out.push_str(&format!("INFO: number of vertices with rank {rank}: {n}\n"));
+    }
+    out
+}
+
+fn run_session(session: &mut Session, args: &QueryArgs) -> Result<()> {
+    let stdin = std::io::stdin();
+    let mut stdout = std::io::stdout().lock();
+    match &args.output {
+        Some(path) => {
+            let file = std::fs::File::create(path)
+                .with_context(|| format!("creating {}", path.display()))?;
+            let mut out = std::io::BufWriter::new(file);
+            session.run(stdin.lock(), &mut out, &mut stdout)
+        }
+        None => {
+            // Both streams are standard output, in the order printed (as resource-query's).
+            drop(stdout);
+            let mut out = std::io::stdout();
+            let mut info = std::io::stdout();
+            session.run(stdin.lock(), &mut out, &mut info)
+        }
+    }
+}

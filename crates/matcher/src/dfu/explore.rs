@@ -1,0 +1,177 @@
+//! Visiting a vertex's children: all of them in graph order (Fluxion's static exploration),
+//! or — under a stop-on-1 policy such as `first` — in the learned order, stopping as soon as
+//! the requests at this level are met (its dynamic exploration).
+
+use shardsched_resource::{Sym, VertexId};
+
+use super::{Budget, Walk};
+use crate::request::ReqId;
+
+/// Progress towards `multiplier` shares of one type (Fluxion's `share_tally_t`): what one
+/// child finds (everything it added, its own candidacy and what it handed up) is one
+/// indivisible bundle; a share is complete when the bundles since the last one reach
+/// `per_share`, and the excess is dropped.
+#[derive(Clone, Copy, Debug)]
+struct Tally {
+    kind: Sym,
+    per_share: u64,
+    accum: u64,
+    shares: u64,
+}
+
+impl Tally {
+    fn add(&mut self, n: u64) {
+        self.accum = self.accum.saturating_add(n);
+        if self.per_share > 0 && self.accum >= self.per_share {
+            self.shares += 1;
+            self.accum = 0;
+        }
+    }
+
+    fn satisfies(&self, multiplier: u64) -> bool {
+        self.per_share == 0 || self.shares >= multiplier
+    }
+}
+
+impl<'a> Walk<'a> {
+    /// Fluxion's `dom_exp` on the walked subsystem.
+    pub(super) fn dom_exp(
+        &mut self,
+        u: VertexId,
+        reqs: &'a [ReqId],
+        pristine: bool,
+        excl: bool,
+        budget: Option<&mut Budget>,
+    ) {
+        self.explore(u, reqs, pristine, excl, budget, 1);
+    }
+
+    /// Visits `u`'s children with `reqs`, adding each one that qualifies as a candidate.
+    pub(super) fn explore(
+        &mut self,
+        u: VertexId,
+        reqs: &'a [ReqId],
+        pristine: bool,
+        excl: bool,
+        budget: Option<&mut Budget>,
+        multiplier: u64,
+    ) {
+        if self.policy.stop_at_first {
+            self.explore_dynamically(u, reqs, pristine, excl, multiplier);
+        } else {
+            self.explore_statically(u, reqs, pristine, excl, budget);
+        }
+    }
+
+    fn explore_statically(
+        &mut self,
+        u: VertexId,
+        reqs: &'a [ReqId],
+        pristine: bool,
+        excl: bool,
+        mut budget: Option<&mut Budget>,
+    ) {
+        let children = self.tree.children(u);
+        let n = children.len();
+        // Best-first only under a budget; otherwise graph order, as Fluxion walks.
+        let reverse = budget.is_some() && self.policy.prefer_high;
+        // Below a match, a child whose type no request names (and no slot can form at) is
+        // not part of the request: Fluxion's visit of it fails at once.
+        let any_kind = pristine || reqs.iter().any(|&r| self.req.req(r).is_slot);
+        for i in 0..n {
+            let c = VertexId(children[if reverse { n - 1 - i } else { i }]);
+            let kind = self.g.kind(c);
+            if self.seen(u, c) {
+                continue;
+            }
+            if !any_kind && !reqs.iter().any(|&r| self.req.req(r).ty == kind) {
+                self.errno = super::Errno::Busy;
+                continue;
+            }
+            let mut x = excl;
+            let Some(vis) = self.dom_dfv(c, reqs, pristine, &mut x, budget.as_deref_mut()) else {
+                continue;
+            };
+            self.cands.push_vertex(kind, vis.score, vis.avail, c.0, x);
+            if let Some(b) = budget.as_deref_mut()
+                && b.take(kind, vis.avail)
+            {
+                return;
+            }
+        }
+    }
+
+    fn explore_dynamically(
+        &mut self,
+        u: VertexId,
+        reqs: &'a [ReqId],
+        pristine: bool,
+        excl: bool,
+        multiplier: u64,
+    ) {
+        let Some(order) = self.order else {
+            return;
+        };
+        let mark = self.cands.groups.len();
+        let mut tallies: Vec<Tally> = Vec::with_capacity(reqs.len());
+        for &r in reqs {
+            let q = self.req.req(r);
+            let t = Tally {
+                kind: q.ty,
+                per_share: q.effective_max(),
+                accum: 0,
+                shares: 0,
+            };
+            match tallies.iter_mut().find(|x| x.kind == q.ty) {
+                Some(e) => *e = t,
+                None => tallies.push(t),
+            }
+        }
+        // Totals of each tallied type among this vertex's candidates, kept as the stack grows
+        // (a failed child leaves nothing above what was counted).
+        let mut totals: Vec<u64> = vec![0; tallies.len()];
+        let mut counted = mark;
+        let mut satisfied: Vec<Sym> = Vec::new();
+        for &c in order.children(u) {
+            let c = VertexId(c);
+            let kind = self.g.kind(c);
+            if satisfied.contains(&kind) || self.seen(u, c) {
+                continue;
+            }
+            let mut x = excl;
+            let Some(vis) = self.dom_dfv(c, reqs, pristine, &mut x, None) else {
+                continue;
+            };
+            self.cands.push_vertex(kind, vis.score, vis.avail, c.0, x);
+            let end = self.cands.groups.len();
+            for (t, total) in tallies.iter_mut().zip(totals.iter_mut()) {
+                let grown = self.cands.total(counted..end, t.kind);
+                if grown > 0 {
+                    *total += grown;
+                    t.add(grown);
+                }
+            }
+            counted = end;
+            for &r in reqs {
+                let ty = self.req.req(r).ty;
+                let sat = tallies
+                    .iter()
+                    .find(|t| t.kind == ty)
+                    .is_some_and(|t| t.satisfies(multiplier));
+                if sat && !satisfied.contains(&ty) {
+                    satisfied.push(ty);
+                }
+            }
+            let enough = reqs.iter().all(|&r| {
+                let ty = self.req.req(r).ty;
+                tallies
+                    .iter()
+                    .find(|t| t.kind == ty)
+                    .is_some_and(|t| t.satisfies(multiplier))
+            });
+            if enough {
+                break;
+            }
+        }
+    }
+}

@@ -1,0 +1,280 @@
+//! Partial cancel (resource-query's `partial-cancel`): giving back part of an allocation, as
+//! Fluxion's `remove` with an R to cancel does it.
+//!
+//! - By ranks (an rv1exec R): every vertex of each rank the job holds is given back whole;
+//!   what it held exclusively is counted per rank and type.
+//! - By vertices (a JGF R): each listed vertex is given back whole; it must be held, and held
+//!   exclusively (else the cancel fails there, what came before staying cancelled).
+//!
+//! Then, from the top vertex of each rank (the shortest path), every ancestor's pruning
+//! filter record of the job shrinks by the counts of its ranks; an ancestor whose record
+//! reaches zero of every type is no longer held by the job, and every ancestor with a record
+//! leaves the job's exclusivity count. The job is gone when the root is no longer held.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use shardsched_resource::VertexId;
+
+use crate::state::SpanRef;
+use crate::{MatchError, Matcher};
+
+/// What a partial cancel did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartialCancel {
+    /// The job holds nothing reachable any more (its root was given back).
+    pub full: bool,
+}
+
+/// Counts given back by rank, by type, and each rank's top vertex.
+#[derive(Default)]
+struct Freed {
+    counts: BTreeMap<i64, HashMap<shardsched_resource::Sym, i64>>,
+    roots: BTreeMap<i64, (usize, VertexId)>,
+}
+
+impl Freed {
+    fn root(&mut self, rank: i64, v: VertexId, path_len: usize) {
+        let e = self.roots.entry(rank).or_insert((usize::MAX, v));
+        if path_len < e.0 {
+            *e = (path_len, v);
+        }
+    }
+}
+
+impl Matcher {
+    /// Gives back every vertex of `ranks` job `jobid` holds (an rv1exec R).
+    pub fn partial_cancel_ranks(
+        &mut self,
+        jobid: u64,
+        ranks: &BTreeSet<i64>,
+    ) -> Result<PartialCancel, MatchError> {
+        let mut freed = Freed::default();
+        for &rank in ranks {
+            let members: Vec<VertexId> = self
+                .graph
+                .vertices()
+                .filter(|&v| self.graph.rank(v) == rank)
+                .collect();
+            if members.is_empty() {
+                return Err(MatchError::BadRequest(format!(
+                    "{rank} not found in by_rank map"
+                )));
+            }
+            for v in members {
+                if self.holds(jobid, v) {
+                    self.give_back(jobid, v, &mut freed, false)?;
+                }
+                let len = self.graph.path(v).len();
+                freed.root(rank, v, len);
+            }
+        }
+        self.shrink_ancestors(jobid, &freed)
+    }
+
+    /// Gives back the listed vertices of job `jobid` (a JGF R), in order; `None` is a vertex
+    /// the R names that the graph does not have (the cancel fails there).
+    pub fn partial_cancel_vertices(
+        &mut self,
+        jobid: u64,
+        vertices: &[Option<VertexId>],
+    ) -> Result<PartialCancel, MatchError> {
+        let mut freed = Freed::default();
+        for v in vertices {
+            let Some(v) = *v else {
+                return Err(MatchError::BadRequest(
+                    "inconsistent input vertex: nonexistent path".into(),
+                ));
+            };
+            if !self.holds(jobid, v) {
+                return Err(MatchError::BadRequest(format!(
+                    "can't find x_checker span for job {jobid} in {}",
+                    self.graph.name(v)
+                )));
+            }
+            self.give_back(jobid, v, &mut freed, true)?;
+            let len = self.graph.path(v).len();
+            freed.root(self.graph.rank(v), v, len);
+        }
+        self.shrink_ancestors(jobid, &freed)
+    }
+
+    fn holds(&self, jobid: u64, v: VertexId) -> bool {
+        self.job(jobid)
+            .is_some_and(|j| j.alloc.vertices.iter().any(|av| av.v == v))
+    }
+
+    /// Removes every record of `v` from job `jobid`, counting what it held exclusively.
+    /// `must_be_exclusive`: a vertex held shared is an error (after its records went).
+    fn give_back(
+        &mut self,
+        jobid: u64,
+        v: VertexId,
+        freed: &mut Freed,
+        must_be_exclusive: bool,
+    ) -> Result<(), MatchError> {
+        let Some(job) = self.jobs.get_mut(&jobid) else {
+            return Err(MatchError::NoSuchJob(jobid));
+        };
+        job.partial = true;
+        let Some(pos) = job.alloc.vertices.iter().position(|av| av.v == v) else {
+            return Ok(());
+        };
+        let av = job.alloc.vertices.remove(pos);
+        let mut kept = Vec::with_capacity(job.spans.len());
+        let mut result = Ok(());
+        for &s in &job.spans {
+            if self.state.span_vertex(s) != v {
+                kept.push(s);
+                continue;
+            }
+            if let Err(e) = self.state.remove(s) {
+                result = Err(e);
+            }
+        }
+        job.spans = kept;
+        result?;
+        if !av.exclusive {
+            if must_be_exclusive {
+                return Err(MatchError::BadRequest(format!(
+                    "can't find allocation span for job {jobid} in {}",
+                    self.graph.name(v)
+                )));
+            }
+            return Ok(());
+        }
+        let rank = self.graph.rank(v);
+        *freed
+            .counts
+            .entry(rank)
+            .or_default()
+            .entry(self.graph.kind(v))
+            .or_default() += av.needs;
+        Ok(())
+    }
+
+    /// The ancestors' step (see the module doc).
+    fn shrink_ancestors(&mut self, jobid: u64, freed: &Freed) -> Result<PartialCancel, MatchError> {
+        if freed.roots.is_empty() {
+            return Err(MatchError::BadRequest("rank_to_root is empty".into()));
+        }
+        let mut parent_counts: BTreeMap<u32, HashMap<shardsched_resource::Sym, i64>> =
+            BTreeMap::new();
+        for (rank, &(_, root)) in &freed.roots {
+            let Some(counts) = freed.counts.get(rank) else {
+                return Err(MatchError::BadRequest(format!(
+                    "{rank} not found in rank_to_counts"
+                )));
+            };
+            let mut cur = root;
+            while let Some(p) = self.tree().parent(cur) {
+                let e = parent_counts.entry(p.0).or_default();
+                for (&t, &n) in counts {
+                    *e.entry(t).or_default() += n;
+                }
+                cur = p;
+            }
+        }
+        let root = self.tree().root();
+        if self.holds(jobid, root) {
+            for (&v, counts) in &parent_counts {
+                self.shrink(jobid, VertexId(v), counts)?;
+            }
+        } else {
+            // (The job stays, whatever is left of it.)
+            // Fluxion's exhaustive cancel: every allocation record of the job goes.
+            let Some(job) = self.jobs.get_mut(&jobid) else {
+                return Err(MatchError::NoSuchJob(jobid));
+            };
+            let mut kept = Vec::with_capacity(job.spans.len());
+            for &s in &job.spans {
+                if matches!(s, SpanRef::Plan(..) | SpanRef::Leaf(..)) {
+                    self.state.remove(s)?;
+                } else {
+                    kept.push(s);
+                }
+            }
+            job.spans = kept;
+            return Ok(PartialCancel { full: false });
+        }
+        let full = !self.holds(jobid, root);
+        if full && let Some(job) = self.jobs.remove(&jobid) {
+            for t in [job.alloc.at, crate::end_of(&job.alloc)] {
+                if let Some(n) = self.times.get_mut(&t) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.times.remove(&t);
+                    }
+                }
+            }
+            // What is left of it stays taken (Fluxion cannot reach it any more).
+            self.orphans.push((jobid, job));
+        }
+        Ok(PartialCancel { full })
+    }
+
+    /// Shrinks job `jobid`'s pruning-filter record at ancestor `v` by `counts`.
+    fn shrink(
+        &mut self,
+        jobid: u64,
+        v: VertexId,
+        counts: &HashMap<shardsched_resource::Sym, i64>,
+    ) -> Result<(), MatchError> {
+        let Some(agg) = self.state.aggregate(v) else {
+            return Ok(());
+        };
+        let types = agg.types.clone();
+        let Some(job) = self.jobs.get(&jobid) else {
+            return Err(MatchError::NoSuchJob(jobid));
+        };
+        let Some((si, planned)) = job
+            .spans
+            .iter()
+            .enumerate()
+            .find_map(|(i, &s)| self.state.aggregate_span(v, s).map(|p| (i, p.to_vec())))
+        else {
+            return Ok(());
+        };
+        if !job.alloc.vertices.iter().any(|av| av.v == v) {
+            return Ok(());
+        }
+        let mut left = planned;
+        for (k, &t) in types.iter().enumerate() {
+            let name = self.types.name(&self.graph, t);
+            let take = counts
+                .iter()
+                .find(|(s, _)| self.graph.str(**s) == name)
+                .map_or(0, |(_, &n)| n);
+            if left[k] == 0 || take == 0 {
+                continue;
+            }
+            if take > left[k] {
+                return Err(MatchError::BadRequest(format!(
+                    "planner_multi_reduce_span returned -1 at {}",
+                    self.graph.name(v)
+                )));
+            }
+            left[k] -= take;
+        }
+        let Some(job) = self.jobs.get_mut(&jobid) else {
+            return Err(MatchError::NoSuchJob(jobid));
+        };
+        let old = job.spans[si];
+        if left.iter().all(|&n| n == 0) {
+            self.state.remove(old)?;
+            job.spans.remove(si);
+            job.alloc.vertices.retain(|av| av.v != v);
+        } else {
+            job.spans[si] = self.state.replace_aggregate(old, &left)?;
+        }
+        // Every ancestor with a record leaves the job's exclusivity count.
+        if let Some(xi) = job
+            .spans
+            .iter()
+            .position(|&s| matches!(s, SpanRef::Xcheck(..)) && self.state.span_vertex(s) == v)
+        {
+            let x = job.spans.remove(xi);
+            self.state.remove(x)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,525 @@
+//! One match from start to end, as Fluxion's `dfu_traverser_t::run` does it: the checks of
+//! the request, the node-count precheck, a select now, the fallbacks of each operation
+//! (reservation search, the far-horizon satisfiability check), then the update.
+
+use shardsched_jobspec::Jobspec;
+use shardsched_resource::{Status, VertexId};
+
+use crate::dfu::{Errno, Walk, WalkKind, Window};
+use crate::request::Request;
+use crate::state::{PLAN_BASE, PLAN_HORIZON};
+use crate::{Allocation, JobState, MatchError, Matcher, Placement};
+
+/// resource-query's match operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FluxionOp {
+    Allocate,
+    AllocateWithSatisfiability,
+    AllocateOrElseReserve,
+    Satisfiability,
+    /// Match now and report it, recording nothing.
+    WithoutAllocating,
+    /// Match now or at the earliest time, recording nothing.
+    WithoutAllocatingFuture,
+}
+
+impl FluxionOp {
+    /// Parses resource-query's spelling.
+    pub fn parse(s: &str) -> Option<FluxionOp> {
+        Some(match s {
+            "allocate" => FluxionOp::Allocate,
+            "allocate_with_satisfiability" => FluxionOp::AllocateWithSatisfiability,
+            "allocate_orelse_reserve" => FluxionOp::AllocateOrElseReserve,
+            "satisfiability" => FluxionOp::Satisfiability,
+            "without_allocating" => FluxionOp::WithoutAllocating,
+            "without_allocating_future" => FluxionOp::WithoutAllocatingFuture,
+            _ => return None,
+        })
+    }
+
+    fn records(self) -> bool {
+        !matches!(
+            self,
+            FluxionOp::WithoutAllocating
+                | FluxionOp::WithoutAllocatingFuture
+                | FluxionOp::Satisfiability
+        )
+    }
+}
+
+/// The answer of [`Matcher::schedule`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum QueryOutcome {
+    /// Held now (the allocation is the job's; also in [`Matcher::job`]).
+    Allocated(i64, Allocation),
+    /// Held from a later time.
+    Reserved(i64, Allocation),
+    /// Matched at this time, nothing recorded (`without_allocating*`).
+    Matched(i64, Allocation),
+    /// Nothing found; `unsatisfiable` when resource-query prints "Unsatisfiable request".
+    NoMatch { unsatisfiable: bool },
+    /// The answer of `satisfiability`.
+    Satisfiable(bool),
+}
+
+impl Matcher {
+    /// Runs `op` for `js` as job `jobid` at `now`, as resource-query does. An error is a
+    /// request Fluxion refuses before matching (no job id is consumed then).
+    pub fn schedule(
+        &mut self,
+        op: FluxionOp,
+        js: &Jobspec,
+        jobid: u64,
+        now: i64,
+    ) -> Result<QueryOutcome, MatchError> {
+        self.schedule_as(op, js, jobid, now, true)
+    }
+
+    /// As [`Matcher::schedule`] with `fluxion`; without it (the shards' use): a type
+    /// Fluxion does not know matches nothing instead of refusing the request, satisfiability
+    /// keeps vertices that are down out, there is no node-count precheck (it reads a
+    /// count of up nodes that callers changing status directly would leave behind), and a
+    /// jobspec with or-slots or `xor_slot`s gets the flexible traverser by itself.
+    pub(crate) fn schedule_as(
+        &mut self,
+        op: FluxionOp,
+        js: &Jobspec,
+        jobid: u64,
+        now: i64,
+        fluxion: bool,
+    ) -> Result<QueryOutcome, MatchError> {
+        let sat_kind = if fluxion {
+            WalkKind::Satisfiability
+        } else {
+            WalkKind::SatisfiabilityUp
+        };
+        // resource-query hands the traverser a job id again when a match succeeded but its
+        // writer failed (the id was not consumed): Fluxion matches anyway, and the job then
+        // holds both (see `record_as`).
+        if op.records() && self.jobs.contains_key(&jobid) && !fluxion {
+            return Err(MatchError::DuplicateJob(jobid));
+        }
+        let req = Request::compile_fluxion(
+            js,
+            &self.graph,
+            &self.state.prune_types,
+            &self.types,
+            &self.prune,
+            fluxion,
+            self.flexible_for(js, fluxion),
+        )?;
+        if req.top.is_empty() {
+            return Err(MatchError::BadRequest(
+                "the jobspec has no resources".into(),
+            ));
+        }
+        let g_duration = u64::try_from(self.graph_end - PLAN_BASE).unwrap_or(0);
+        if req.duration > g_duration {
+            return Err(MatchError::BadRequest(format!(
+                "duration {} is longer than the graph's planning period ({g_duration} s)",
+                req.duration
+            )));
+        }
+        let mut dur = if req.duration == 0 {
+            g_duration
+        } else {
+            req.duration
+        };
+        // Fluxion's errno for this command: resource-query's prompt leaves ENOTTY (here
+        // `None`), then each step may set its own.
+        self.errno = Errno::None;
+        if op == FluxionOp::Satisfiability {
+            let sat = self.far_select(&req, dur, sat_kind);
+            return Ok(QueryOutcome::Satisfiable(sat));
+        }
+        if fluxion && let Err(e) = self.feasible(op, &req, now, dur) {
+            self.errno = e;
+            return Ok(self.no_match());
+        }
+        let first_kind = if op.records() {
+            WalkKind::Allocate
+        } else {
+            WalkKind::NoAllocate
+        };
+        let mut found = self.select(&req, now, now, dur, first_kind).then_some(now);
+        let mut reserve = false;
+        if found.is_none() {
+            match op {
+                FluxionOp::AllocateWithSatisfiability => {
+                    self.errno = Errno::Busy;
+                    self.far_select(&req, dur, sat_kind);
+                    return Ok(self.no_match());
+                }
+                FluxionOp::AllocateOrElseReserve | FluxionOp::WithoutAllocatingFuture => {
+                    let kind = if op == FluxionOp::AllocateOrElseReserve {
+                        reserve = true;
+                        WalkKind::Reserve
+                    } else {
+                        WalkKind::NoAllocate
+                    };
+                    match self.search_times(&req, now, dur, kind) {
+                        Some(t) => found = Some(t),
+                        None => {
+                            // No time left: Fluxion asks whether it could ever fit.
+                            if matches!(self.errno, Errno::NoEnt | Errno::Range) {
+                                self.errno = Errno::Busy;
+                                self.far_select(&req, dur, sat_kind);
+                            }
+                            return Ok(self.no_match());
+                        }
+                    }
+                }
+                _ => {
+                    self.errno = Errno::Busy;
+                    return Ok(self.no_match());
+                }
+            }
+        }
+        let at = found.unwrap_or(now);
+        if at == self.graph_end {
+            // Fluxion: no schedulable point before the end of the graph's time.
+            self.errno = Errno::Busy;
+            return Ok(self.no_match());
+        }
+        if at > self.graph_end || at < PLAN_BASE {
+            return Err(MatchError::BadRequest(format!(
+                "no time before the end of the planning period ({})",
+                self.graph_end
+            )));
+        }
+        if at.saturating_add(i64::try_from(dur).unwrap_or(i64::MAX)) > self.graph_end {
+            dur = u64::try_from(self.graph_end - at).unwrap_or(0);
+        }
+        let mut whole = req.exclusive_types.clone();
+        if self.policy.node_exclusive
+            && let Some(node) = self.graph.sym("node")
+            && !whole.contains(&node)
+        {
+            whole.push(node);
+        }
+        let vertices = crate::update::emission(&self.graph, self.tree(), &self.marks, &whole);
+        if vertices.is_empty() {
+            // Nothing taken exclusively: the update fails, leaving the select's errno — which
+            // the vertices a best-first walk skipped may have set: walk again visiting all.
+            // (Only for the first select: a reservation search's errno also depends on the
+            // times it tried after.)
+            if at == now {
+                self.exhaustive = true;
+                self.select(&req, at, now, dur, first_kind);
+                self.exhaustive = false;
+            }
+            return Ok(self.no_match());
+        }
+        let mut alloc = Allocation {
+            vertices,
+            at,
+            duration: dur,
+        };
+        if !op.records() {
+            if let Some(order) = self.order.as_mut().filter(|_| fluxion) {
+                let tree = crate::tree_of(&self.graph, &self.subtree);
+                for av in &alloc.vertices {
+                    crate::learn_weight(tree, &self.state, order, av.v, now);
+                }
+            }
+            if fluxion && self.level_drift > 0 {
+                for av in &mut alloc.vertices {
+                    av.depth += self.level_drift;
+                }
+            }
+            return Ok(QueryOutcome::Matched(at, alloc));
+        }
+        let state = if reserve && at != now {
+            JobState::Reserved
+        } else {
+            JobState::Allocated
+        };
+        // `first` learns its sticky child order from every match, reading free amounts at
+        // the match's "now" (0 in resource-query) even for a reservation. The shards do not
+        // learn: a queue re-plans its reservations as often as it likes and skips unchanged
+        // work, and neither may change where later jobs go.
+        let learn = if fluxion { Some(now) } else { None };
+        let listed = alloc.vertices.len();
+        let placed = self.record_match(jobid, state, alloc.clone(), learn)?;
+        let taken = self.last_recorded;
+        if fluxion && let Some(job) = self.jobs.get_mut(&jobid) {
+            // Fluxion's walk level is not restored at a vertex whose calendar refused it,
+            // and the level is the writers' indentation from then on, in every later walk.
+            if self.level_drift > 0 {
+                for av in &mut job.alloc.vertices[..taken] {
+                    av.depth += self.level_drift;
+                }
+            }
+            self.level_drift += (listed - taken) as u32;
+        }
+        let held = self
+            .jobs
+            .get(&jobid)
+            .map(|j| {
+                let mut a = j.alloc.clone();
+                a.vertices.truncate(taken);
+                a
+            })
+            .unwrap_or_else(|| {
+                alloc.vertices.clear();
+                alloc
+            });
+        Ok(match placed {
+            Placement::Reserved { at } => QueryOutcome::Reserved(at, held),
+            _ => QueryOutcome::Allocated(at, held),
+        })
+    }
+
+    /// One select at `at`; leaves its marks for the update.
+    fn select(&mut self, req: &Request, at: i64, now: i64, dur: u64, kind: WalkKind) -> bool {
+        let r = self.walk(req, at, now, dur, kind);
+        if std::env::var_os("SS_DEBUG").is_some() {
+            eprintln!("select at={at} now={now} dur={dur} kind={kind:?} -> {r:?}");
+        }
+        r.0
+    }
+
+    /// One select; returns whether it succeeded and its errno. A request with xor slots
+    /// under the flexible traverser is tried alternative by alternative until one succeeds.
+    fn walk(
+        &mut self,
+        req: &Request,
+        at: i64,
+        now: i64,
+        dur: u64,
+        kind: WalkKind,
+    ) -> (bool, Errno) {
+        if req.flexible && req.has_xor {
+            if req.alternatives.is_empty() {
+                // Too many alternatives: Fluxion's EOVERFLOW refuses the request.
+                self.errno = Errno::Inval;
+                return (false, Errno::Inval);
+            }
+            let mut last = (false, Errno::None);
+            for alt in &req.alternatives {
+                last = self.walk_one(alt, at, now, dur, kind);
+                if last.0 {
+                    break;
+                }
+            }
+            return last;
+        }
+        self.walk_one(req, at, now, dur, kind)
+    }
+
+    fn walk_one(
+        &mut self,
+        req: &Request,
+        at: i64,
+        now: i64,
+        dur: u64,
+        kind: WalkKind,
+    ) -> (bool, Errno) {
+        self.seq += 1;
+        let cands = self.cands.take().unwrap_or_default();
+        let mut w = Walk::new(
+            &self.graph,
+            crate::tree_of(&self.graph, &self.subtree),
+            &self.state,
+            req,
+            &self.types,
+            self.policy,
+            Window { at, now, dur, kind },
+            &self.score_order,
+            self.order.as_ref(),
+            &mut self.marks,
+            &mut self.labels,
+            self.seq,
+            cands,
+        );
+        if self.exhaustive {
+            w.no_budgets();
+        }
+        if crate::tree_of(&self.graph, &self.subtree).is_dag() {
+            w.with_dag(self.dag_state.take().unwrap_or_else(|| {
+                Box::new(crate::dfu::DagState {
+                    visited: Vec::new(),
+                    via: Vec::new(),
+                })
+            }));
+        }
+        let ok = w.select();
+        if let Some(d) = w.take_dag() {
+            self.dag_state = Some(d);
+        }
+        let errno = w.errno;
+        self.cands = Some(w.into_cands());
+        if errno != Errno::None {
+            self.errno = errno;
+        }
+        (ok, errno)
+    }
+
+    /// The far-horizon check: could the request fit the graph with nothing allocated and
+    /// status ignored? A failure turns "busy" into "can never fit" (ENODEV).
+    fn far_select(&mut self, req: &Request, dur: u64, kind: WalkKind) -> bool {
+        let at = self.graph_end;
+        let ok = self.select(req, at, at, dur, kind);
+        if !ok && matches!(self.errno, Errno::Busy | Errno::Range) {
+            self.errno = Errno::NoDev;
+        }
+        ok
+    }
+
+    /// The errno the last [`Matcher::schedule`] ended with: what resource-query's output
+    /// depends on (busy: the job id is consumed; unsatisfiable: consumed, and said so;
+    /// anything else: the request counts as refused, its id is not consumed).
+    pub fn last_errno(&self) -> Errno {
+        self.errno
+    }
+
+    fn no_match(&self) -> QueryOutcome {
+        QueryOutcome::NoMatch {
+            unsatisfiable: self.errno == Errno::NoDev,
+        }
+    }
+
+    /// Fluxion's reservation search: from `now + 1`, the times at which jobs start or end
+    /// where the root's aggregate has the request's totals for the whole duration, each
+    /// tried with a full select; the first that succeeds.
+    fn search_times(&mut self, req: &Request, now: i64, dur: u64, kind: WalkKind) -> Option<i64> {
+        let root = self.graph.root();
+        let need: Vec<i64> = match self.state.aggregate(root) {
+            Some(a) => a
+                .ranks
+                .iter()
+                .map(|r| Request::amount(&req.totals, *r).unwrap_or(0))
+                .collect(),
+            None => Vec::new(),
+        };
+        if let Some(a) = self.state.aggregate(root)
+            && need.iter().zip(a.plan.totals()).any(|(n, t)| n > t)
+        {
+            self.errno = Errno::Range;
+            return None;
+        }
+        let mut t = now.saturating_add(1);
+        loop {
+            let Some(next) = self.next_time(root, t, dur, &need) else {
+                self.errno = Errno::NoEnt;
+                return None;
+            };
+            t = next.saturating_add(1);
+            if self.select(req, next, now, dur, kind) {
+                // Fluxion's loop asks for the following time even after a success: none
+                // left is ENOENT, which shows when the update then takes nothing.
+                if self.next_time(root, t, dur, &need).is_none() {
+                    self.errno = Errno::NoEnt;
+                }
+                return Some(next);
+            }
+        }
+    }
+
+    /// The first time at or after `from` at which a job starts or ends and the root's
+    /// aggregate has `need` for `dur` (Fluxion's `planner_multi_avail_time_first/next`).
+    fn next_time(&self, root: VertexId, from: i64, dur: u64, need: &[i64]) -> Option<i64> {
+        let horizon = PLAN_BASE + i64::try_from(PLAN_HORIZON).unwrap_or(i64::MAX);
+        self.times.range(from..).map(|(&t, _)| t).find(|&t| {
+            t.saturating_add(i64::try_from(dur).unwrap_or(i64::MAX)) <= horizon
+                && self
+                    .state
+                    .aggregate(root)
+                    .is_none_or(|a| a.plan.fits_during(t, dur, need))
+        })
+    }
+
+    /// Fluxion's `request_feasible`: enough nodes up (and, with a constraint, enough
+    /// admitted and free) for the nodes the request names?
+    fn feasible(&self, op: FluxionOp, req: &Request, at: i64, dur: u64) -> Result<(), Errno> {
+        let Some(node) = self.graph.sym("node") else {
+            return Ok(());
+        };
+        let node_rank = self.types.rank(node);
+        let target = if self.prune.is_pruning(node_rank) {
+            Request::amount(&req.totals, node_rank).unwrap_or(0)
+        } else {
+            0
+        };
+        let checking_sat = op == FluxionOp::AllocateWithSatisfiability;
+        let fail = if checking_sat {
+            Errno::NoDev
+        } else {
+            Errno::Busy
+        };
+        if req.constraint.is_none() && target <= self.nodes_up {
+            return Ok(());
+        }
+        if target > self.nodes_up {
+            return Err(fail);
+        }
+        let Some(c) = &req.constraint else {
+            return Ok(());
+        };
+        let target_time = if matches!(op, FluxionOp::Allocate | FluxionOp::WithoutAllocating) {
+            at
+        } else {
+            self.graph_end - 1
+        };
+        let g = &self.graph;
+        let mut feasible = 0;
+        for v in g.vertices() {
+            if feasible >= target {
+                break;
+            }
+            if g.kind(v) != node || !c.admits(g, v) {
+                continue;
+            }
+            if !checking_sat && g.status(v) != Status::Up {
+                continue;
+            }
+            if self.state.units_free(v, g.size(v), target_time, dur) == 1 {
+                feasible += 1;
+            }
+        }
+        if feasible < target {
+            return Err(fail);
+        }
+        Ok(())
+    }
+
+    /// Whether `js` would be allocated on this graph with nothing held and status ignored:
+    /// the far-horizon select succeeds *and* takes some vertex exclusively. (Fluxion's
+    /// `satisfiability` asks only the first: a request that takes nothing exclusively is
+    /// satisfiable yet never allocated.)
+    pub fn allocatable_when_empty(&mut self, js: &Jobspec) -> Result<bool, MatchError> {
+        let req = Request::compile_fluxion(
+            js,
+            &self.graph,
+            &self.state.prune_types,
+            &self.types,
+            &self.prune,
+            false,
+            self.flexible_for(js, false),
+        )?;
+        let dur = if req.duration == 0 { 1 } else { req.duration };
+        if !self.far_select(&req, dur, WalkKind::Satisfiability) {
+            return Ok(false);
+        }
+        let mut whole = req.exclusive_types.clone();
+        if self.policy.node_exclusive
+            && let Some(node) = self.graph.sym("node")
+        {
+            whole.push(node);
+        }
+        Ok(!crate::update::emission(&self.graph, self.tree(), &self.marks, &whole).is_empty())
+    }
+
+    /// Whether `js` is matched by the flexible traverser: when chosen (`-T flexible`), and
+    /// outside resource-query's rules (`fluxion` false: the shards) for a jobspec that
+    /// offers alternatives (or-slots, `xor_slot`), which only the flexible traverser
+    /// matches. Other jobspecs keep the simple traverser's answers there.
+    fn flexible_for(&self, js: &Jobspec, fluxion: bool) -> bool {
+        self.flexible || (!fluxion && js.has_alternatives())
+    }
+
+    /// The vertex a walk starts from.
+    pub fn root(&self) -> VertexId {
+        self.graph.root()
+    }
+}

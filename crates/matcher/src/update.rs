@@ -1,0 +1,96 @@
+//! The update walk: what a select's marks take, in the order Fluxion emits it.
+//!
+//! From the root, only marked edges are followed. A vertex is taken when its subtree holds a
+//! vertex taken exclusively (itself included); it is listed after everything it holds below
+//! (post-order, children in graph order), with the units the mark into it says and whether
+//! exclusively. Below a vertex of a type the match takes whole — a type the jobspec writes
+//! `exclusive: true` anywhere, or `node` under a `*nodex` policy — every vertex is taken,
+//! marked or not, all its units, exclusively. Slot membership alone does not take a subtree
+//! whole: `slot → node[1]` takes the node, not what is in it.
+
+use shardsched_resource::{ResourceGraph, Sym, VertexId};
+
+use crate::alloc::AllocVertex;
+use crate::dfu::{Marks, Tree};
+
+/// Lists what the last select's marks take (see the module doc); `whole_types` are the
+/// types taken with their whole subtree. Empty when nothing would be taken exclusively (the
+/// match then fails).
+pub fn emission(
+    g: &ResourceGraph,
+    tree: &dyn Tree,
+    marks: &Marks,
+    whole_types: &[Sym],
+) -> Vec<AllocVertex> {
+    let mut out = Vec::new();
+    let root = tree.root();
+    let whole = |v: VertexId| whole_types.contains(&g.kind(v));
+    let mut walk = Emit {
+        g,
+        tree,
+        marks,
+        whole: &whole,
+        out: &mut out,
+        seen: if tree.is_dag() {
+            vec![false; g.len()]
+        } else {
+            Vec::new()
+        },
+    };
+    let n = walk.visit(root, marks.root.needs, marks.root.excl, false, 0);
+    if n == 0 {
+        out.clear();
+    }
+    out
+}
+
+struct Emit<'a, F: Fn(VertexId) -> bool> {
+    g: &'a ResourceGraph,
+    tree: &'a dyn Tree,
+    marks: &'a Marks,
+    whole: &'a F,
+    out: &'a mut Vec<AllocVertex>,
+    /// Visited vertices, in a graph where vertices share parents (Fluxion's colors).
+    seen: Vec<bool>,
+}
+
+impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
+    /// Fluxion's `upd_dfv`: returns how many vertices below and at `u` are taken
+    /// exclusively.
+    fn visit(&mut self, u: VertexId, needs: u64, excl: bool, shadow: bool, depth: u32) -> u64 {
+        let whole = shadow || (self.whole)(u);
+        let excl = excl || whole;
+        let mut n = 0;
+        let dag = !self.seen.is_empty();
+        if dag {
+            self.seen[u.index()] = true;
+        }
+        for &c in self.tree.children(u) {
+            if dag && self.seen[c as usize] {
+                continue;
+            }
+            let (needs, x) = if whole {
+                (u64::try_from(self.g.size(VertexId(c))).unwrap_or(0), true)
+            } else {
+                match self.marks.get(c) {
+                    // In a DAG the mark is on one edge into `c`: the one from its walk parent.
+                    Some(m) if !dag || m.from == u.0 => (m.needs, m.excl),
+                    _ => continue,
+                }
+            };
+            n += self.visit(VertexId(c), needs, x, whole, depth + 1);
+        }
+        if excl {
+            n += 1;
+        }
+        if n > 0 {
+            self.out.push(AllocVertex {
+                v: u,
+                needs: i64::try_from(needs).unwrap_or(i64::MAX),
+                exclusive: excl,
+                depth,
+            });
+        }
+        n
+    }
+}

@@ -1,0 +1,531 @@
+//! Match writers: how a match is printed, byte for byte as resource-query prints it.
+//!
+//! | `-F` | what |
+//! |---|---|
+//! | `simple` | a line per vertex, children first, `      ---tiny0[1:s]` |
+//! | `pretty_simple` | the same lines in reverse, `exclusive`/`shared` spelled out |
+//! | `jgf` / `jgf_shorthand` | the taken subgraph as JSON Graph Format |
+//! | `rlite` | the R_lite array of RFC 20 |
+//! | `rv1` / `rv1_nosched` / `rv1_shorthand` | RFC 20 R, with the JGF under `scheduling` or not |
+//!
+//! A writer is fed one vertex at a time in the update walk's order, and the edge into each
+//! vertex right after it ([`MatchWriter::feed`]), then asked for its text
+//! ([`MatchWriter::emit`]). As in Fluxion it is one object for a whole session and keeps a
+//! few things between matches: R's `attributes` (the last queue named), `jgf_shorthand`'s
+//! writer mark once set, and core/gpu ids seen outside any node.
+
+mod json;
+mod rlite;
+
+use std::fmt::Write as _;
+
+use shardsched_resource::{CONTAINMENT, ResourceGraph, VertexId};
+
+use crate::alloc::Allocation;
+use crate::dfu::Labels;
+pub use json::Json;
+use rlite::Rlite;
+
+/// Output format of match results (resource-query's `-F`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Writer {
+    Simple,
+    PrettySimple,
+    Jgf,
+    JgfShorthand,
+    Rlite,
+    Rv1,
+    Rv1NoSched,
+    Rv1Shorthand,
+}
+
+/// Why a writer could not produce its text (resource-query then reports the match as
+/// failed without consuming the job id).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum WriterError {
+    #[error("the match has vertices but no edges, or edges but no vertices")]
+    Unbalanced,
+    #[error("nothing with a node to write")]
+    Empty,
+    #[error("a negative id or rank cannot be written as an idset")]
+    NegativeId,
+}
+
+impl Writer {
+    /// Parses resource-query's `-F` names.
+    pub fn parse(s: &str) -> Option<Writer> {
+        Some(match s {
+            "simple" => Writer::Simple,
+            "pretty_simple" => Writer::PrettySimple,
+            "jgf" => Writer::Jgf,
+            "jgf_shorthand" => Writer::JgfShorthand,
+            "rlite" => Writer::Rlite,
+            "rv1" => Writer::Rv1,
+            "rv1_nosched" => Writer::Rv1NoSched,
+            "rv1_shorthand" => Writer::Rv1Shorthand,
+            _ => return None,
+        })
+    }
+
+    /// A fresh writer of this format.
+    pub fn session(self) -> MatchWriter {
+        MatchWriter {
+            kind: self,
+            text: String::new(),
+            line_starts: Vec::new(),
+            nodes: Vec::new(),
+            edges: Vec::new(),
+            rlite: Rlite::default(),
+            times: (0, 0),
+            attrs: Vec::new(),
+            incomplete: false,
+        }
+    }
+
+    /// Renders one allocation with a fresh writer; text formats end with a newline. An
+    /// allocation a writer cannot print gives an empty text.
+    pub fn render(self, g: &ResourceGraph, a: &Allocation) -> String {
+        let mut w = self.session();
+        w.feed(g, &Labels::default(), a);
+        let mut out = String::new();
+        let _ = w.emit(&mut out);
+        out
+    }
+}
+
+/// A writer of one session (see the module doc).
+#[derive(Clone, Debug)]
+pub struct MatchWriter {
+    kind: Writer,
+    /// simple / pretty_simple lines, in the order fed (pretty_simple prints them reversed),
+    /// and where each starts in `text`.
+    text: String,
+    line_starts: Vec<usize>,
+    /// JGF nodes and edges.
+    nodes: Vec<Json>,
+    edges: Vec<Json>,
+    rlite: Rlite,
+    times: (i64, i64),
+    /// R's `attributes.system.scheduler` entries, kept from match to match.
+    attrs: Vec<(String, String)>,
+    /// `jgf_shorthand`: a vertex under an exclusive parent was left out (never reset).
+    incomplete: bool,
+}
+
+/// One vertex as the update walk hands it to a writer.
+#[derive(Clone, Copy, Debug)]
+pub struct Emitted<'a> {
+    pub v: VertexId,
+    pub needs: i64,
+    pub exclusive: bool,
+    pub excl_parent: bool,
+    /// Depth in the walk (root = 0).
+    pub depth: u32,
+    pub label: Option<&'a str>,
+}
+
+impl MatchWriter {
+    /// The format.
+    pub fn kind(&self) -> Writer {
+        self.kind
+    }
+
+    /// Feeds every vertex of `a` and the edge into each, in order, and its window.
+    pub fn feed(&mut self, g: &ResourceGraph, labels: &Labels, a: &Allocation) {
+        self.feed_with_refused(g, labels, a, &[]);
+    }
+
+    /// [`MatchWriter::feed`], with the edges into vertices the match left out (each after
+    /// the number of kept vertices given: see [`crate::Matcher::last_refused`]).
+    pub fn feed_with_refused(
+        &mut self,
+        g: &ResourceGraph,
+        labels: &Labels,
+        a: &Allocation,
+        refused: &[(usize, VertexId)],
+    ) {
+        self.feed_on(g, g, CONTAINMENT, labels, a, refused);
+    }
+
+    /// [`MatchWriter::feed_with_refused`] for a walk of the dominant subsystem `subsystem`
+    /// along `tree`.
+    pub fn feed_on(
+        &mut self,
+        g: &ResourceGraph,
+        tree: &dyn crate::dfu::Tree,
+        subsystem: &str,
+        labels: &Labels,
+        a: &Allocation,
+        refused: &[(usize, VertexId)],
+    ) {
+        // The exclusive flag of the parent of each vertex: walking backwards, a vertex's
+        // parent is the last vertex seen one level up.
+        let mut excl_at: Vec<bool> = Vec::new();
+        let mut parent_excl = vec![false; a.vertices.len()];
+        for (i, av) in a.vertices.iter().enumerate().rev() {
+            let d = av.depth as usize;
+            if excl_at.len() <= d {
+                excl_at.resize(d + 1, false);
+            }
+            excl_at[d] = av.exclusive;
+            parent_excl[i] = d > 0 && excl_at[d - 1];
+        }
+        let refused_edge = |w: &mut MatchWriter, at: usize| {
+            for &(_, v) in refused.iter().filter(|r| r.0 == at) {
+                if let Some(p) = g.parent(v) {
+                    let excl = a
+                        .vertices
+                        .iter()
+                        .find(|x| x.v == p)
+                        .is_some_and(|x| x.exclusive);
+                    w.emit_edge(g, p, v, excl, CONTAINMENT);
+                }
+            }
+        };
+        for (i, av) in a.vertices.iter().enumerate() {
+            refused_edge(self, i);
+            let label = labels.get(&av.v.0).map(|l| l.1.as_str());
+            self.emit_vertex(
+                g,
+                &Emitted {
+                    v: av.v,
+                    needs: av.needs,
+                    exclusive: av.exclusive,
+                    excl_parent: parent_excl[i],
+                    depth: av.depth,
+                    label,
+                },
+                None,
+            );
+            // The edge the walk came by: where vertices share parents, from the next vertex
+            // one level up (post-order); else from the parent.
+            if av.v != tree.root() {
+                let up = if tree.is_dag() {
+                    a.vertices[i + 1..]
+                        .iter()
+                        .find(|x| x.depth < av.depth)
+                        .filter(|x| x.depth + 1 == av.depth)
+                        .map(|x| x.v)
+                        .or_else(|| tree.parent(av.v))
+                } else {
+                    tree.parent(av.v)
+                };
+                if let Some(p) = up {
+                    self.emit_edge(g, p, av.v, parent_excl[i], subsystem);
+                }
+            }
+        }
+        refused_edge(self, a.vertices.len());
+        let end =
+            a.at.saturating_add(i64::try_from(a.duration).unwrap_or(i64::MAX));
+        self.times = (a.at, end);
+    }
+
+    /// Sets the window R reports (Fluxion's `emit_tm`).
+    pub fn set_times(&mut self, start: i64, end: i64) {
+        self.times = (start, end);
+    }
+
+    /// Sets R's `attributes.system.scheduler.<k>` (kept for every later match).
+    pub fn emit_attr(&mut self, k: &str, v: &str) {
+        match self.attrs.iter_mut().find(|e| e.0 == k) {
+            Some(e) => e.1 = v.to_string(),
+            None => self.attrs.push((k.to_string(), v.to_string())),
+        }
+    }
+
+    /// Takes one vertex (`agfilter`: the `find` command's filter usage, by type name).
+    pub fn emit_vertex(
+        &mut self,
+        g: &ResourceGraph,
+        e: &Emitted<'_>,
+        agfilter: Option<&[(String, String)]>,
+    ) {
+        match self.kind {
+            Writer::Simple | Writer::PrettySimple => {
+                self.line_starts.push(self.text.len());
+                let line = &mut self.text;
+                line.push_str("      ");
+                for _ in 0..=e.depth {
+                    line.push_str("---");
+                }
+                let mode = match (self.kind, e.exclusive) {
+                    (Writer::Simple, true) => "x",
+                    (Writer::Simple, false) => "s",
+                    (_, true) => "exclusive",
+                    (_, false) => "shared",
+                };
+                let _ = writeln!(line, "{}[{}:{mode}]", g.name(e.v), e.needs);
+            }
+            Writer::Jgf => self.nodes.push(jgf_vertex(g, e, agfilter)),
+            Writer::JgfShorthand => self.shorthand_vertex(g, e, agfilter),
+            Writer::Rlite | Writer::Rv1NoSched => self.rlite.vertex(g, e.v),
+            Writer::Rv1 => {
+                self.rlite.vertex(g, e.v);
+                self.nodes.push(jgf_vertex(g, e, agfilter));
+            }
+            Writer::Rv1Shorthand => {
+                self.rlite.vertex(g, e.v);
+                self.shorthand_vertex(g, e, agfilter);
+            }
+        }
+    }
+
+    fn shorthand_vertex(
+        &mut self,
+        g: &ResourceGraph,
+        e: &Emitted<'_>,
+        agfilter: Option<&[(String, String)]>,
+    ) {
+        if e.excl_parent {
+            self.incomplete = true;
+        } else {
+            self.nodes.push(jgf_vertex(g, e, agfilter));
+        }
+    }
+
+    /// Takes the edge `parent → child` of `subsystem`.
+    pub fn emit_edge(
+        &mut self,
+        g: &ResourceGraph,
+        parent: VertexId,
+        child: VertexId,
+        excl_parent: bool,
+        subsystem: &str,
+    ) {
+        let shorthand = matches!(self.kind, Writer::JgfShorthand | Writer::Rv1Shorthand);
+        if !matches!(self.kind, Writer::Jgf | Writer::Rv1) && !shorthand {
+            return;
+        }
+        if shorthand && excl_parent {
+            self.incomplete = true;
+            return;
+        }
+        let mut o = Json::obj();
+        o.set("source", Json::Str(g.uniq_id(parent).to_string()));
+        o.set("target", Json::Str(g.uniq_id(child).to_string()));
+        if subsystem != CONTAINMENT {
+            let mut m = Json::obj();
+            m.set("subsystem", Json::Str(subsystem.to_string()));
+            o.set("metadata", m);
+        }
+        self.edges.push(o);
+    }
+
+    /// The JGF object of what was fed, and clears it; `None` when nothing was fed.
+    fn take_jgf(&mut self) -> Result<Option<Json>, WriterError> {
+        let (nv, ne) = (self.nodes.len(), self.edges.len());
+        if nv == 0 && ne == 0 {
+            return Ok(None);
+        }
+        if nv == 0 || ne == 0 {
+            return Err(WriterError::Unbalanced);
+        }
+        let mut inner = Json::obj();
+        inner.set("nodes", Json::Arr(std::mem::take(&mut self.nodes)));
+        inner.set("edges", Json::Arr(std::mem::take(&mut self.edges)));
+        let mut o = Json::obj();
+        o.set("graph", inner);
+        let shorthand = matches!(self.kind, Writer::JgfShorthand | Writer::Rv1Shorthand);
+        if shorthand && self.incomplete {
+            o.set("writer", Json::Str("fluxion:jgf_shorthand".into()));
+        }
+        Ok(Some(o))
+    }
+
+    /// The R object of what was fed (clearing it), when there is one.
+    fn take_r(&mut self, scheduling: bool) -> Result<Option<Json>, WriterError> {
+        if self.rlite.is_empty() {
+            return Ok(None);
+        }
+        if scheduling && self.nodes.is_empty() && self.edges.is_empty() {
+            return Ok(None);
+        }
+        let (r_lite, nodelist, properties) = self.rlite.take()?;
+        let mut exec = Json::obj();
+        exec.set("R_lite", r_lite);
+        exec.set("nodelist", nodelist);
+        if let Some(p) = properties {
+            exec.set("properties", p);
+        }
+        exec.set("starttime", Json::Int(self.times.0));
+        exec.set("expiration", Json::Int(self.times.1));
+        let mut o = Json::obj();
+        o.set("version", Json::Int(1));
+        o.set("execution", exec);
+        if scheduling {
+            if let Some(j) = self.take_jgf()? {
+                o.set("scheduling", j);
+            }
+            if !self.attrs.is_empty() {
+                let mut sched = Json::obj();
+                for (k, v) in &self.attrs {
+                    sched.set(k, Json::Str(v.clone()));
+                }
+                let mut system = Json::obj();
+                system.set("scheduler", sched);
+                let mut attrs = Json::obj();
+                attrs.set("system", system);
+                o.set("attributes", attrs);
+            }
+        }
+        Ok(Some(o))
+    }
+
+    /// Appends the simple lines fed (pretty_simple: last first), and clears them.
+    fn take_lines(&mut self, out: &mut String) {
+        if self.kind == Writer::PrettySimple {
+            let mut end = self.text.len();
+            for &start in self.line_starts.iter().rev() {
+                out.push_str(&self.text[start..end]);
+                end = start;
+            }
+        } else {
+            out.push_str(&self.text);
+        }
+        self.text.clear();
+        self.line_starts.clear();
+    }
+
+    /// Appends the text of what was fed since the last emit (Fluxion's `emit`), and clears
+    /// it.
+    pub fn emit(&mut self, out: &mut String) -> Result<(), WriterError> {
+        match self.kind {
+            Writer::Simple | Writer::PrettySimple => self.take_lines(out),
+            Writer::Jgf | Writer::JgfShorthand => {
+                if let Some(j) = self.take_jgf()? {
+                    out.push_str(&j.dump());
+                    out.push('\n');
+                }
+            }
+            Writer::Rlite => {
+                if self.rlite.is_empty() {
+                    return Err(WriterError::Empty);
+                }
+                let (r_lite, _, _) = self.rlite.take()?;
+                out.push_str(&r_lite.dump());
+                out.push('\n');
+            }
+            Writer::Rv1NoSched => {
+                if let Some(r) = self.take_r(false)? {
+                    out.push_str(&r.dump());
+                    out.push('\n');
+                }
+            }
+            Writer::Rv1 | Writer::Rv1Shorthand => {
+                if let Some(r) = self.take_r(true)? {
+                    out.push_str(&r.dump());
+                    out.push('\n');
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// What `find` prints of what was fed (Fluxion's `emit_json` as resource-query's find
+    /// prints it), and clears it: `None` when there is nothing to print.
+    pub fn emit_find(&mut self) -> Result<Option<String>, WriterError> {
+        match self.kind {
+            Writer::Simple | Writer::PrettySimple => {
+                let mut text = String::new();
+                self.take_lines(&mut text);
+                Ok((!text.is_empty()).then_some(text))
+            }
+            Writer::Jgf | Writer::JgfShorthand => {
+                Ok(self.take_jgf()?.map(|j| format!("{}\n", j.dump())))
+            }
+            Writer::Rlite => {
+                if self.rlite.is_empty() {
+                    return Err(WriterError::Empty);
+                }
+                let (r_lite, _, _) = self.rlite.take()?;
+                Ok(Some(format!("{}\n", r_lite.dump())))
+            }
+            Writer::Rv1NoSched => Ok(self.take_r(false)?.map(|r| format!("{}\n", r.dump()))),
+            Writer::Rv1 | Writer::Rv1Shorthand => {
+                Ok(self.take_r(true)?.map(|r| format!("{}\n", r.dump())))
+            }
+        }
+    }
+}
+
+/// One JGF vertex as Fluxion writes it.
+fn jgf_vertex(g: &ResourceGraph, e: &Emitted<'_>, agfilter: Option<&[(String, String)]>) -> Json {
+    let v = e.v;
+    let mut m = Json::obj();
+    let kind = g.kind_str(v);
+    m.set("type", Json::Str(kind.to_string()));
+    let basename = g.basename(v);
+    if basename != kind {
+        m.set("basename", Json::Str(basename.to_string()));
+    }
+    let id = g.id(v);
+    if g.name(v) != format!("{basename}{id}") {
+        m.set("name", Json::Str(g.name(v).to_string()));
+    }
+    m.set("id", Json::Int(id));
+    m.set("rank", Json::Int(g.rank(v)));
+    if let Some(props) = g.properties(v).filter(|p| !p.is_empty()) {
+        let mut p = Json::obj();
+        for (k, val) in props {
+            p.set(k, Json::Str(val.clone()));
+        }
+        m.set("properties", p);
+    }
+    if !g.unit(v).is_empty() {
+        m.set("unit", Json::Str(g.unit(v).to_string()));
+    }
+    if e.exclusive {
+        m.set("exclusive", Json::Bool(true));
+    }
+    if e.needs != 1 {
+        m.set("size", Json::Int(e.needs));
+    }
+    let mut paths = Json::obj();
+    for (subsystem, path) in g.paths(v) {
+        paths.set(subsystem, Json::Str(path));
+    }
+    m.set("paths", paths);
+    if let Some(l) = e.label {
+        let mut eph = Json::obj();
+        eph.set("label", Json::Str(l.to_string()));
+        m.set("ephemeral", eph);
+    }
+    if let Some(ag) = agfilter.filter(|a| !a.is_empty()) {
+        let mut a = Json::obj();
+        for (k, val) in ag {
+            a.set(k, Json::Str(val.clone()));
+        }
+        m.set("agfilter", a);
+    }
+    let mut o = Json::obj();
+    o.set("id", Json::Str(g.uniq_id(v).to_string()));
+    o.set("metadata", m);
+    o
+}
+
+/// RFC 20 R of `a` as a value (for the shards, which hand it to the executor):
+/// `rv1_nosched`'s content, or `rv1`'s with the JGF under `scheduling`.
+pub fn rv1(g: &ResourceGraph, a: &Allocation, with_sched: bool) -> serde_json::Value {
+    let kind = if with_sched {
+        Writer::Rv1
+    } else {
+        Writer::Rv1NoSched
+    };
+    let mut w = kind.session();
+    w.feed(g, &Labels::default(), a);
+    match w.take_r(with_sched) {
+        Ok(Some(r)) => r.to_value(),
+        _ => {
+            let end =
+                a.at.saturating_add(i64::try_from(a.duration).unwrap_or(i64::MAX));
+            serde_json::json!({"version": 1, "execution": {"R_lite": [], "nodelist": [],
+                "starttime": a.at, "expiration": end}})
+        }
+    }
+}
+
+/// Vertex ids of `a` (for tests and checkers).
+pub fn vertex_ids(a: &Allocation) -> Vec<VertexId> {
+    a.vertices.iter().map(|v| v.v).collect()
+}

@@ -1,0 +1,240 @@
+//! Clients and admins: the random workload (submits, retried with the same idempotency key
+//! until answered; cancels) and the random admin actions, drawn from what `queue list`,
+//! `resource list` and `queue moves` would show (the coordinator core's views), so that
+//! most of them are ones the coordinator accepts.
+
+use rand::Rng;
+use rand::seq::IndexedRandom;
+use rand_chacha::ChaCha8Rng;
+use shardsched_coordinator_core::core::{Core, NodeFlag};
+use shardsched_coordinator_core::moves::MoveStatus;
+use shardsched_wire::msg::client_coord::{QueueAction, QueueAdmin, QueueSpec};
+use shardsched_wire::msg::client_shard::{self, IdempotencyKey, Submit};
+use shardsched_wire::msg::{JobId, QueuePolicy};
+use shardsched_wire::rpc::Reply;
+
+use crate::check::{Invariant, Violation, broken};
+use crate::coord::Admin;
+use crate::setup::hostlist;
+
+/// The users submitting.
+const USERS: [&str; 2] = ["alice", "bob"];
+/// The ticket of a cancel (its answer changes nothing in the ledger).
+pub(crate) const CANCEL_TICKET: u64 = u64::MAX;
+
+/// One logical submission (one idempotency key), and what came of it.
+#[derive(Debug)]
+pub(crate) struct Submission {
+    pub(crate) queue: String,
+    pub(crate) owner: &'static str,
+    request: client_shard::Request,
+    /// The id it was acknowledged with.
+    pub(crate) id: Option<JobId>,
+    /// Answered for good (acknowledged or refused): not sent again.
+    done: bool,
+}
+
+/// See the module documentation.
+#[derive(Debug, Default)]
+pub(crate) struct Clients {
+    submissions: Vec<Submission>,
+}
+
+impl Clients {
+    /// A submit to send: a new one to a random queue, or (half the time, if any) one
+    /// whose answer never came, again with its key. Returns its ticket.
+    pub(crate) fn submit(
+        &mut self,
+        rng: &mut ChaCha8Rng,
+        queues: &[String],
+        jobspecs: &[String],
+    ) -> Option<(u64, &Submission)> {
+        let unanswered: Vec<usize> = (0..self.submissions.len())
+            .filter(|&i| !self.submissions[i].done)
+            .collect();
+        let ticket = match unanswered.choose(rng) {
+            Some(&i) if rng.random_bool(0.5) => i,
+            _ => {
+                let queue = queues.choose(rng)?.clone();
+                let jobspec = jobspecs.choose(rng)?.clone();
+                let mut key = [0u8; 16];
+                key[..8].copy_from_slice(&(self.submissions.len() as u64).to_le_bytes());
+                self.submissions.push(Submission {
+                    queue,
+                    owner: USERS.choose(rng).copied().unwrap_or("alice"),
+                    request: client_shard::Request::Submit(Submit {
+                        idempotency_key: IdempotencyKey(key),
+                        jobspec_json: jobspec,
+                        urgency: None,
+                        array: None,
+                        signature: None,
+                    }),
+                    id: None,
+                    done: false,
+                });
+                self.submissions.len() - 1
+            }
+        };
+        let submission = &self.submissions[ticket];
+        Some((ticket as u64, submission))
+    }
+
+    /// The request of a submission.
+    pub(crate) fn request(submission: &Submission) -> client_shard::Request {
+        submission.request.clone()
+    }
+
+    /// The answer to submission `ticket`: the id it was acknowledged with, if it was.
+    /// One key must always be one job.
+    pub(crate) fn answered(
+        &mut self,
+        ticket: u64,
+        answer: &Reply<client_shard::Response>,
+    ) -> Result<Option<(JobId, String)>, Violation> {
+        let Some(submission) = usize::try_from(ticket)
+            .ok()
+            .and_then(|i| self.submissions.get_mut(i))
+        else {
+            return Ok(None);
+        };
+        match answer {
+            Ok(client_shard::Response::Submitted { id, .. }) => {
+                if let Some(before) = submission.id.filter(|b| b != id) {
+                    return Err(broken(
+                        Invariant::I4,
+                        format!(
+                            "one idempotency key was acknowledged as job {before} and as job {id}"
+                        ),
+                    ));
+                }
+                submission.id = Some(*id);
+                submission.done = true;
+                Ok(Some((*id, submission.queue.clone())))
+            }
+            // Unavailable: tried again later; any other refusal is final.
+            Err(r) if r.code == shardsched_wire::msg::RefusalCode::Unavailable => Ok(None),
+            _ => {
+                submission.done = true;
+                Ok(None)
+            }
+        }
+    }
+}
+
+/// A random admin request, drawn from the coordinator's views.
+pub(crate) fn admin(rng: &mut ChaCha8Rng, core: &Core, nodes: &[String]) -> Option<Admin> {
+    let queues: Vec<String> = core
+        .config()
+        .queues
+        .iter()
+        .map(|q| q.name.clone())
+        .collect();
+    let queue = queues.choose(rng)?.clone();
+    let other = queues.iter().filter(|q| **q != queue).collect::<Vec<_>>();
+    let other = other.choose(rng).map(|q| (*q).clone());
+    Some(match rng.random_range(0..100) {
+        0..30 => {
+            let to = other?;
+            let owned = core.owned_by(&queue);
+            let count = rng.random_range(1..=owned.len().clamp(1, 2));
+            let picked: Vec<String> = owned.choose_multiple(rng, count).cloned().collect();
+            let deadline_ms = rng.random_bool(0.5).then(|| rng.random_range(500..=15_000));
+            Admin::Move {
+                nodes: picked,
+                from: queue,
+                to,
+                deadline_ms,
+            }
+        }
+        30..38 => Admin::MoveNodes {
+            nodes: vec![nodes.choose(rng)?.clone()],
+            to: queue,
+        },
+        38..50 => {
+            let active: Vec<_> = core
+                .moves()
+                .into_iter()
+                .filter(|m| m.status == MoveStatus::Active)
+                .map(|m| m.move_id)
+                .collect();
+            Admin::CancelMove(*active.choose(rng)?)
+        }
+        50..72 => {
+            let action = match rng.random_range(0..4) {
+                0 => QueueAction::Enable,
+                1 => QueueAction::Disable,
+                2 => QueueAction::Start {
+                    take: rng.random_bool(0.5),
+                },
+                _ => QueueAction::Stop,
+            };
+            let release_to = (action == QueueAction::Stop && rng.random_bool(0.5))
+                .then_some(other)
+                .flatten();
+            Admin::Queue(QueueAdmin {
+                queue,
+                action,
+                reason: "sim".to_owned(),
+                release_to,
+            })
+        }
+        72..88 => {
+            let flag = if rng.random_bool(0.5) {
+                NodeFlag::Down
+            } else {
+                NodeFlag::Drained
+            };
+            Admin::Flag {
+                nodes: vec![nodes.choose(rng)?.clone()],
+                flag,
+                on: rng.random_bool(0.5),
+                reason: "sim".to_owned(),
+            }
+        }
+        88..94 => Admin::Add(QueueSpec {
+            name: format!("q{}", core.config().queues.len() + rng.random_range(0..3)),
+            nodes: Some(random_nodes(rng, nodes.len())),
+            policy: Some(policy(rng)),
+            stopped: rng.random_bool(0.3),
+            ..spec_defaults()
+        }),
+        _ => Admin::Update(QueueSpec {
+            name: queue,
+            nodes: rng.random_bool(0.5).then(|| random_nodes(rng, nodes.len())),
+            policy: rng.random_bool(0.5).then(|| policy(rng)),
+            give_to: other.filter(|_| rng.random_bool(0.5)),
+            ..spec_defaults()
+        }),
+    })
+}
+
+/// A random non-empty hostlist of the cluster's nodes.
+fn random_nodes(rng: &mut ChaCha8Rng, count: usize) -> String {
+    let mut picked: Vec<usize> = (0..count).filter(|_| rng.random_bool(0.5)).collect();
+    if picked.is_empty() {
+        picked.push(rng.random_range(0..count));
+    }
+    hostlist(&picked)
+}
+
+fn policy(rng: &mut ChaCha8Rng) -> QueuePolicy {
+    QueuePolicy::ALL
+        .choose(rng)
+        .copied()
+        .unwrap_or(QueuePolicy::Fcfs)
+}
+
+fn spec_defaults() -> QueueSpec {
+    QueueSpec {
+        name: String::new(),
+        nodes: None,
+        policy: None,
+        match_policy: None,
+        queue_depth: None,
+        reservation_depth: None,
+        default_duration: Some("30s".to_owned()),
+        max_duration: Some("10m".to_owned()),
+        stopped: false,
+        give_to: None,
+    }
+}

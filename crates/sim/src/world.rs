@@ -1,0 +1,448 @@
+//! The world of one seed: the processes, the network, the clients, the clock, the faults,
+//! and the loop that steps them and checks after every step (see the crate
+//! documentation). Everything random comes from one ChaCha8 generator seeded with the
+//! seed, and every collection iterated is ordered, so a seed is one run.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use rand::seq::IndexedRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use shardsched_coordinator_core::core::ConnId;
+use shardsched_coordinator_core::moves::MoveStatus;
+use shardsched_shard_core::journal::MemJournal;
+use shardsched_shard_core::{CoreExecutor, CoreOptions};
+use shardsched_wire::identity::Role;
+use shardsched_wire::msg::client_shard;
+use shardsched_wire::msg::{Refusal, RefusalCode};
+
+use crate::check::{self, Checker, Invariant, View, Violation, broken};
+use crate::client::{self, CANCEL_TICKET, Clients};
+use crate::coord::{CoordEvent, Coordinator};
+use crate::net::{Net, Packet, Weather};
+use crate::setup::{self, Setup};
+use crate::shard::{Crash, ShardEvent, ShardProcess};
+use crate::trace::Trace;
+use crate::{Outcome, SimOptions};
+
+mod heal;
+mod processes;
+
+/// Virtual time at a seed's start: a plausible wall clock, ms since the Unix epoch.
+const START_MS: u64 = 1_800_000_000_000;
+/// Chance that a batch, while faults are on, ends in a crash of its process.
+const CRASH_IN_BATCH: f64 = 0.01;
+/// How long a crashed process stays down (its supervisor's backoff), ms.
+const RESTART_DELAY_MS: std::ops::RangeInclusive<u64> = 100..=3_000;
+/// How long the other end takes to notice a connection is gone, ms.
+const NOTICE_DELAY_MS: std::ops::RangeInclusive<u64> = 0..=3_000;
+/// Healing rounds before a seed that has not settled is declared stuck.
+const HEAL_ROUNDS_MAX: u64 = 5_000;
+/// Virtual time healing may take before a seed that has not settled is declared stuck.
+const HEAL_MS_MAX: u64 = 2 * 3_600_000;
+
+/// What the seeds exercised, so that a run that tests nothing is noticed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Moves completed and cancelled (as the coordinator has them at the end).
+    pub moves_completed: u64,
+    pub moves_cancelled: u64,
+    /// Jobs acknowledged to clients, and jobs that ended by a move's deadline.
+    pub jobs_acked: u64,
+    pub deadline_cancels: u64,
+    /// Crashes of the coordinator and of shards, of which between a journal write and
+    /// its answers.
+    pub coordinator_crashes: u64,
+    pub shard_crashes: u64,
+    pub crashes_after_write: u64,
+    /// Crashes (of either kind) while the coordinator had a move unfinished.
+    pub crashes_mid_move: u64,
+    /// Connections cut, messages dropped and duplicated.
+    pub cuts: u64,
+    pub dropped: u64,
+    pub duplicated: u64,
+    /// Admin requests the coordinator accepted.
+    pub admin_accepted: u64,
+}
+
+impl Stats {
+    /// Adds `other` to these.
+    pub fn add(&mut self, other: &Stats) {
+        self.moves_completed += other.moves_completed;
+        self.moves_cancelled += other.moves_cancelled;
+        self.jobs_acked += other.jobs_acked;
+        self.deadline_cancels += other.deadline_cancels;
+        self.coordinator_crashes += other.coordinator_crashes;
+        self.shard_crashes += other.shard_crashes;
+        self.crashes_after_write += other.crashes_after_write;
+        self.crashes_mid_move += other.crashes_mid_move;
+        self.cuts += other.cuts;
+        self.dropped += other.dropped;
+        self.duplicated += other.duplicated;
+        self.admin_accepted += other.admin_accepted;
+    }
+}
+
+/// Something one end of a connection learns late.
+#[derive(Clone, Copy, Debug)]
+enum Notice {
+    /// The coordinator sees the connection close.
+    CoordClosed(ConnId),
+    /// The shard on it sees it close.
+    ShardLost(ConnId),
+}
+
+/// See the module documentation.
+pub(crate) struct World {
+    seed: u64,
+    rng: ChaCha8Rng,
+    now: u64,
+    steps: u64,
+    /// Faults on (off while healing).
+    faults: bool,
+    weather: Weather,
+    setup: Setup,
+    coord: Coordinator,
+    /// Every shard process ever started, by queue (a removed queue's keeps its journal).
+    shards: BTreeMap<String, ShardProcess>,
+    net: Net,
+    next_id: u64,
+    clients: Clients,
+    checker: Checker,
+    trace: Trace,
+    notices: Vec<(u64, Notice)>,
+    options: CoreOptions,
+    stats: Stats,
+}
+
+impl World {
+    /// The world of `seed`.
+    pub(crate) fn new(seed: u64, options: &SimOptions) -> Result<World, Violation> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let setup = setup::draw(&mut rng).map_err(|e| broken(Invariant::I3, e))?;
+        let weather = Weather {
+            drop: rng.random_range(0.0..0.2),
+            duplicate: rng.random_range(0.0..0.1),
+        };
+        let coord = Coordinator::new(setup.config.clone());
+        Ok(World {
+            seed,
+            rng,
+            now: START_MS,
+            steps: 0,
+            faults: true,
+            weather,
+            setup,
+            coord,
+            shards: BTreeMap::new(),
+            net: Net::default(),
+            next_id: 0,
+            clients: Clients::default(),
+            checker: Checker::default(),
+            trace: Trace::new(options.keep_trace),
+            notices: Vec::new(),
+            options: CoreOptions {
+                executor: CoreExecutor::Sim,
+                // Nothing is forgotten while the checker may look for it.
+                retention_ms: u64::MAX / 4,
+                journal: true,
+                ..CoreOptions::default()
+            },
+            stats: Stats::default(),
+        })
+    }
+
+    /// Runs `steps` random steps, heals, and checks liveness.
+    pub(crate) fn run(mut self, steps: usize) -> Outcome {
+        // A core's debug assertion (debug builds) is a violation of that core's invariants.
+        let result =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.run_checked(steps)))
+                .unwrap_or_else(|panic| Err(check::panicked(panic.as_ref())));
+        let violation = result.err().map(|mut v| {
+            v.at_ms = self.now - START_MS;
+            self.trace.line(self.now, &format!("violated: {v}"));
+            v
+        });
+        if let Some(core) = &self.coord.core {
+            for m in core.moves() {
+                match m.status {
+                    MoveStatus::Completed => self.stats.moves_completed += 1,
+                    MoveStatus::Cancelled => self.stats.moves_cancelled += 1,
+                    MoveStatus::Active => {}
+                }
+            }
+        }
+        self.stats.deadline_cancels = self.checker.deadline_cancels;
+        self.stats.dropped = self.net.dropped;
+        self.stats.duplicated = self.net.duplicated;
+        Outcome {
+            seed: self.seed,
+            trace: self.trace.hash(),
+            steps: self.steps,
+            violation,
+            lines: self.trace.take_lines(),
+            stats: self.stats,
+        }
+    }
+
+    fn run_checked(&mut self, steps: usize) -> Result<(), Violation> {
+        check::running(check::Running::Coordinator);
+        self.coord
+            .start(self.now)
+            .map_err(|e| broken(Invariant::I3, e))?;
+        self.supervise()?;
+        self.check()?;
+        for _ in 0..steps {
+            self.steps += 1;
+            self.step()?;
+            self.housekeeping()?;
+            self.check()?;
+        }
+        self.heal()
+    }
+
+    /// One random step.
+    fn step(&mut self) -> Result<(), Violation> {
+        match self.rng.random_range(0..100) {
+            0..36 => self.deliver(),
+            36..50 => self.run_one_due(),
+            50..62 => self.advance(),
+            62..75 => self.submit(),
+            75..79 => self.cancel(),
+            79..92 => self.admin(),
+            _ if self.faults => self.fault(),
+            _ => self.advance(),
+        }
+    }
+
+    // ---- the network ----
+
+    /// Delivers one message in flight (any: the rest are delayed), and half the time lets
+    /// its receiver run its batch at once.
+    fn deliver(&mut self) -> Result<(), Violation> {
+        let Some(packet) = self.net.take(&mut self.rng) else {
+            return self.advance();
+        };
+        let line = format!(
+            "deliver conn{} {} {}",
+            packet.conn.0,
+            if packet.to_coordinator {
+                "→coord"
+            } else {
+                "→shard"
+            },
+            packet.body.describe()
+        );
+        self.trace.line(self.now, &line);
+        if packet.to_coordinator {
+            self.coord.push(CoordEvent::Packet(packet));
+            if self.rng.random_bool(0.5) {
+                return self.run_coordinator();
+            }
+            return Ok(());
+        }
+        let Some(queue) = self.shard_on(packet.conn) else {
+            return Ok(());
+        };
+        if let Some(shard) = self.shards.get_mut(&queue) {
+            shard.push(ShardEvent::Packet(packet));
+        }
+        if self.rng.random_bool(0.5) {
+            return self.run_shard(&queue);
+        }
+        Ok(())
+    }
+
+    /// The queue of the shard whose connection `conn` is.
+    fn shard_on(&self, conn: ConnId) -> Option<String> {
+        self.shards
+            .values()
+            .find(|s| s.alive && s.conn() == Some(conn))
+            .map(|s| s.queue.clone())
+    }
+
+    /// Sends what a batch released.
+    fn send(&mut self, packets: Vec<Packet>) {
+        let weather = self.faults.then_some(self.weather);
+        for packet in packets {
+            self.net.send(&mut self.rng, weather, packet);
+        }
+    }
+
+    // ---- processes: world/processes.rs; healing: world/heal.rs ----
+
+    // ---- clients and admins ----
+
+    fn submit(&mut self) -> Result<(), Violation> {
+        let queues: Vec<String> = match &self.coord.core {
+            Some(core) => core
+                .config()
+                .queues
+                .iter()
+                .map(|q| q.name.clone())
+                .collect(),
+            None => self.shards.keys().cloned().collect(),
+        };
+        let Some((ticket, submission)) =
+            self.clients
+                .submit(&mut self.rng, &queues, &self.setup.jobspecs)
+        else {
+            return Ok(());
+        };
+        let queue = submission.queue.clone();
+        let request = Clients::request(submission);
+        let peer = crate::shard::user(submission.owner);
+        self.trace
+            .line(self.now, &format!("client submits {ticket} to {queue}"));
+        match self.shards.get_mut(&queue).filter(|s| s.serving()) {
+            Some(shard) => shard.push(ShardEvent::Client {
+                ticket,
+                peer,
+                request,
+            }),
+            None => {
+                let refused = Err(Refusal::new(RefusalCode::Unavailable, "not reached"));
+                self.clients.answered(ticket, &refused)?;
+                return Ok(());
+            }
+        }
+        if self.rng.random_bool(0.5) {
+            return self.run_shard(&queue);
+        }
+        Ok(())
+    }
+
+    fn cancel(&mut self) -> Result<(), Violation> {
+        let live = self.checker.live_acked();
+        let Some((id, queue)) = live.choose(&mut self.rng).cloned() else {
+            return Ok(());
+        };
+        let Some(shard) = self.shards.get_mut(&queue).filter(|s| s.serving()) else {
+            return Ok(());
+        };
+        self.checker.cancel_asked(id);
+        self.trace
+            .line(self.now, &format!("client cancels {id} in {queue}"));
+        shard.push(ShardEvent::Client {
+            ticket: CANCEL_TICKET,
+            peer: shardsched_wire::Peer {
+                role: Role::Admin,
+                name: "admin".to_owned(),
+            },
+            request: client_shard::Request::Cancel { ids: vec![id] },
+        });
+        Ok(())
+    }
+
+    fn admin(&mut self) -> Result<(), Violation> {
+        let Some(core) = &self.coord.core else {
+            return self.advance();
+        };
+        let Some(admin) = client::admin(&mut self.rng, core, &self.setup.nodes) else {
+            return Ok(());
+        };
+        if let crate::coord::Admin::Flag {
+            nodes,
+            flag: shardsched_coordinator_core::core::NodeFlag::Down,
+            on: true,
+            ..
+        } = &admin
+        {
+            for node in nodes {
+                self.checker.down_asked(node);
+            }
+        }
+        self.trace.line(self.now, &format!("admin asks {admin:?}"));
+        self.coord.push(CoordEvent::Admin(admin));
+        if self.rng.random_bool(0.5) {
+            return self.run_coordinator();
+        }
+        Ok(())
+    }
+
+    // ---- faults ----
+
+    fn fault(&mut self) -> Result<(), Violation> {
+        match self.rng.random_range(0..100) {
+            0..15 if self.coord.alive() => {
+                self.trace.line(self.now, "coord CRASH");
+                self.crash_coordinator()
+            }
+            15..50 => {
+                let alive: Vec<String> = self
+                    .shards
+                    .values()
+                    .filter(|s| s.alive)
+                    .map(|s| s.queue.clone())
+                    .collect();
+                if let Some(queue) = alive.choose(&mut self.rng).cloned() {
+                    self.trace.line(self.now, &format!("{queue} CRASH"));
+                    self.crash_shard(&queue);
+                }
+                Ok(())
+            }
+            _ => {
+                let Some(conn) = self.net.open_conns().choose(&mut self.rng).copied() else {
+                    return Ok(());
+                };
+                self.stats.cuts += 1;
+                self.net.close(conn);
+                self.trace.line(self.now, &format!("CUT conn{}", conn.0));
+                let (a, b) = (
+                    self.rng.random_range(NOTICE_DELAY_MS),
+                    self.rng.random_range(NOTICE_DELAY_MS),
+                );
+                self.notices.push((self.now + a, Notice::CoordClosed(conn)));
+                self.notices.push((self.now + b, Notice::ShardLost(conn)));
+                Ok(())
+            }
+        }
+    }
+
+    // ---- checks ----
+
+    /// Every check of an instant (see [`check`]).
+    fn check(&mut self) -> Result<(), Violation> {
+        if let Some(core) = &self.coord.core {
+            core.invariants()
+                .map_err(|e| broken(Invariant::I3, format!("coordinator core: {e}")))?;
+            for m in core.moves() {
+                if !self.checker.knows_move(m.move_id.0) {
+                    let nodes = m.nodes.iter().map(|n| n.node.clone()).collect();
+                    self.checker.move_seen(m.move_id.0, nodes, m.deadline_ms);
+                }
+            }
+        }
+        let mut views = BTreeMap::new();
+        for (queue, shard) in &self.shards {
+            if !self.checker.stale(queue, shard.version) {
+                continue;
+            }
+            let view = match (&shard.core, shard.alive) {
+                (Some(core), true) => View::Live(core),
+                _ => View::Journal(shard.journal.restored().map_err(|o| {
+                    broken(
+                        Invariant::I4,
+                        format!("{queue}'s journal: {} record {} has no job", o.table, o.key),
+                    )
+                })?),
+            };
+            views.insert(queue.clone(), (shard.version, view));
+        }
+        let journal = &self.coord.journal;
+        let durable = |node: &str| journal.nodes.get(node).map_or(0, |n| n.generation.0);
+        self.checker.instant(&views, &durable)
+    }
+}
+
+/// A client answer for the trace.
+fn describe(answer: &shardsched_wire::rpc::Reply<client_shard::Response>) -> String {
+    match answer {
+        Ok(client_shard::Response::Submitted { id, duplicate }) => {
+            format!("submitted {id} duplicate={duplicate}")
+        }
+        Ok(client_shard::Response::Cancelled(outcomes)) => format!("cancelled {outcomes:?}"),
+        Ok(_) => "ok".to_owned(),
+        Err(r) => format!("refused {:?}", r.code),
+    }
+}

@@ -1,0 +1,120 @@
+//! Healing and liveness: no more faults, everything restarted and delivered, time runs
+//! until the system is quiet (or the seed is declared stuck); then every node is up in
+//! exactly its owner.
+
+use super::*;
+
+impl World {
+    /// No more faults: everything restarted, every message delivered, time runs until the
+    /// system is quiet; then liveness.
+    pub(super) fn heal(&mut self) -> Result<(), Violation> {
+        self.faults = false;
+        self.trace.line(self.now, "heal");
+        let started = self.now;
+        let mut rounds = 0;
+        loop {
+            rounds += 1;
+            self.steps += 1;
+            while let Some(packet) = self.net.take(&mut self.rng) {
+                self.net_deliver_quietly(packet);
+            }
+            self.housekeeping()?;
+            self.run_all_due()?;
+            self.check()?;
+            if self.quiet() {
+                break;
+            }
+            if rounds >= HEAL_ROUNDS_MAX || self.now - started > HEAL_MS_MAX {
+                return Err(broken(
+                    Invariant::I3,
+                    format!("not settled after healing: {}", self.unsettled_reason()),
+                ));
+            }
+            if self.net.is_empty() {
+                let next = self.next_due().unwrap_or(self.now + 1_000);
+                self.now = next.max(self.now + 1);
+                self.housekeeping()?;
+            }
+        }
+        self.quiescent()
+    }
+
+    pub(super) fn net_deliver_quietly(&mut self, packet: Packet) {
+        if packet.to_coordinator {
+            self.coord.push(CoordEvent::Packet(packet));
+        } else if let Some(queue) = self.shard_on(packet.conn)
+            && let Some(shard) = self.shards.get_mut(&queue)
+        {
+            shard.push(ShardEvent::Packet(packet));
+        }
+    }
+
+    /// Why the system is not quiet yet (empty when it is).
+    pub(super) fn unsettled_reason(&self) -> String {
+        let Some(core) = &self.coord.core else {
+            return "the coordinator is down".to_owned();
+        };
+        if !self.net.is_empty() {
+            return "messages in flight".to_owned();
+        }
+        let active: Vec<u64> = core
+            .moves()
+            .iter()
+            .filter(|m| m.status == MoveStatus::Active)
+            .map(|m| m.move_id.0)
+            .collect();
+        if !active.is_empty() {
+            return format!("moves {active:?} unfinished");
+        }
+        for q in &core.config().queues {
+            let Some(shard) = self.shards.get(&q.name) else {
+                return format!("no shard for {}", q.name);
+            };
+            let Some(shard_core) = shard.core.as_ref().filter(|_| shard.alive) else {
+                return format!("{}'s shard has no core", q.name);
+            };
+            if !shard.is_registered() {
+                return format!("{}'s shard is not registered", q.name);
+            }
+            let half = check::unsettled(shard_core);
+            if !half.is_empty() {
+                return format!("{} holds {half:?} half-moved", q.name);
+            }
+            if shard.reporting_released() {
+                return format!("{} has Released reports unacknowledged", q.name);
+            }
+        }
+        String::new()
+    }
+
+    pub(super) fn quiet(&self) -> bool {
+        self.unsettled_reason().is_empty()
+    }
+
+    /// Liveness once quiet: every node up in exactly its owner (and nowhere when it has
+    /// none).
+    pub(super) fn quiescent(&mut self) -> Result<(), Violation> {
+        let Some(core) = &self.coord.core else {
+            return Err(broken(Invariant::I3, "the coordinator is down".to_owned()));
+        };
+        for node in &self.setup.nodes {
+            let owner = core.owner_of(node);
+            let up: Vec<&str> = self
+                .shards
+                .values()
+                .filter(|s| s.alive)
+                .filter(|s| s.core.as_ref().is_some_and(|c| c.nodes().is_up(node)))
+                .map(|s| s.queue.as_str())
+                .collect();
+            let expected: Vec<&str> = owner.into_iter().collect();
+            if up != expected {
+                return Err(broken(
+                    Invariant::I3,
+                    format!("after healing, {node} is owned by {owner:?} but up in {up:?}"),
+                ));
+            }
+        }
+        self.trace.line(self.now, "quiet");
+        Ok(())
+    }
+}

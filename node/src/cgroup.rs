@@ -1,0 +1,270 @@
+//! One cgroup per job, under the agent's root, so that a job's processes are known and can
+//! all be killed, whatever they do (a `setsid` grandchild included).
+//!
+//! Two layouts are met in the field: the unified hierarchy alone (cgroup v2,
+//! `/sys/fs/cgroup`), and the hybrid one (v1 controllers under `/sys/fs/cgroup/<name>`, an
+//! unified hierarchy at `/sys/fs/cgroup/unified` without controllers). Either way the job's
+//! cgroup in the unified hierarchy is where its processes are counted (`cgroup.events`:
+//! `populated`) and killed (`cgroup.kill`); its allocated cores go to `cpuset` (the v2
+//! controller, or v1's), its GPUs to v1's `devices` where there is one.
+//!
+//! The agent only ever acts on cgroups it created (their paths are written in the job's
+//! directory, `cgroups.json`) and never on one that holds its own pid.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The NVIDIA character devices' major number (`/dev/nvidia<N>` is minor N).
+const NVIDIA_MAJOR: u32 = 195;
+
+/// The cgroup hierarchies of this host, as found at start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hierarchy {
+    /// The agent's root in the unified hierarchy (made if missing).
+    pub root: PathBuf,
+    /// The v1 controllers' roots mirroring it (hybrid layout), by controller name.
+    pub v1: Vec<(String, PathBuf)>,
+}
+
+/// The cgroups made for one job.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobCgroups {
+    /// The unified hierarchy's (counts and kills).
+    pub unified: Option<PathBuf>,
+    /// The v1 controllers' (cpuset, devices, pids, freezer), created by the agent.
+    pub v1: Vec<PathBuf>,
+}
+
+/// Where the cgroup file systems are mounted.
+const CGROUP_MOUNT: &str = "/sys/fs/cgroup";
+
+/// The unified hierarchy's mount point on this host (the whole of `/sys/fs/cgroup` with
+/// cgroup v2 alone, `/sys/fs/cgroup/unified` on a hybrid host), if there is one.
+pub fn unified_mount() -> Option<PathBuf> {
+    let base = Path::new(CGROUP_MOUNT);
+    if base.join("cgroup.controllers").exists() {
+        Some(base.to_owned())
+    } else if base.join("unified/cgroup.controllers").exists() {
+        Some(base.join("unified"))
+    } else {
+        None
+    }
+}
+
+/// The v1 controllers a job gets a cgroup in, where mounted.
+const V1_CONTROLLERS: [&str; 3] = ["cpuset", "devices", "pids"];
+
+impl Hierarchy {
+    /// Finds the hierarchies; `root` is the agent's directory in the unified one (default
+    /// `shardsched/<node>` under its mount point). `None` when there is no unified
+    /// hierarchy to use (the agent then tracks jobs by process group only, and says so).
+    pub fn find(root: Option<&Path>, node: &str) -> Option<Hierarchy> {
+        let base = Path::new(CGROUP_MOUNT);
+        let unified = unified_mount()?;
+        let root = root
+            .map(Path::to_owned)
+            .unwrap_or_else(|| unified.join("shardsched").join(node));
+        let relative = root.strip_prefix(&unified).ok()?.to_owned();
+        let v1 = if unified == base {
+            Vec::new()
+        } else {
+            V1_CONTROLLERS
+                .iter()
+                .map(|c| (c.to_string(), base.join(c)))
+                .filter(|(_, mount)| mount.join("cgroup.procs").exists())
+                .map(|(c, mount)| (c, mount.join(&relative)))
+                .collect()
+        };
+        fs::create_dir_all(&root).ok()?;
+        for (name, dir) in &v1 {
+            if fs::create_dir_all(dir).is_ok() && name == "cpuset" {
+                // Every level made here needs its cpus and mems, or nothing below it can
+                // hold a process (ENOSPC): the top one first.
+                let mount = base.join(name);
+                let mut levels: Vec<&Path> = dir
+                    .ancestors()
+                    .take_while(|d| d.starts_with(&mount) && *d != mount)
+                    .collect();
+                levels.reverse();
+                for level in levels {
+                    inherit_cpuset(level);
+                }
+            }
+        }
+        Some(Hierarchy { root, v1 })
+    }
+
+    /// Makes the job's cgroups, with `cores` as its cpuset (those this host has; the
+    /// parent's when none is) and only `gpus` among the NVIDIA devices.
+    pub fn create(&self, name: &str, cores: &[u32], gpus: &[u32]) -> std::io::Result<JobCgroups> {
+        let unified = self.root.join(name);
+        fs::create_dir_all(&unified)?;
+        let mut made = JobCgroups {
+            unified: Some(unified.clone()),
+            v1: Vec::new(),
+        };
+        let cpus = host_cpus(cores);
+        if let Some(cpus) = &cpus
+            && unified.join("cpuset.cpus").exists()
+        {
+            let _ = fs::write(unified.join("cpuset.cpus"), cpus);
+        }
+        for (controller, root) in &self.v1 {
+            let dir = root.join(name);
+            fs::create_dir_all(&dir)?;
+            made.v1.push(dir.clone());
+            match controller.as_str() {
+                "cpuset" => {
+                    inherit_cpuset(&dir);
+                    if let Some(cpus) = &cpus {
+                        let _ = fs::write(dir.join("cpuset.cpus"), cpus);
+                    }
+                }
+                "devices" if !gpus.is_empty() => {
+                    fs::write(dir.join("devices.deny"), format!("c {NVIDIA_MAJOR}:* rwm"))?;
+                    for gpu in gpus {
+                        fs::write(
+                            dir.join("devices.allow"),
+                            format!("c {NVIDIA_MAJOR}:{gpu} rwm"),
+                        )?;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(made)
+    }
+}
+
+impl Hierarchy {
+    /// Removes the agent's root cgroups, and their parents the agent's start made, as far
+    /// as they are empty (an agent stopping cleanly leaves no empty directory behind; one
+    /// that still holds a job's cgroup stays).
+    pub fn remove_empty(&self) {
+        let mounts = [unified_mount(), Some(PathBuf::from(CGROUP_MOUNT))];
+        for root in std::iter::once(&self.root).chain(self.v1.iter().map(|(_, d)| d)) {
+            for dir in root.ancestors() {
+                if mounts.iter().flatten().any(|m| m == dir) || !dir.starts_with(CGROUP_MOUNT) {
+                    break;
+                }
+                if fs::remove_dir(dir).is_err() {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+impl JobCgroups {
+    /// Puts process `pid` in every one of the job's cgroups (the supervisor does it for
+    /// itself before it starts tasks, which inherit them).
+    pub fn attach(&self, pid: u32) -> std::io::Result<()> {
+        for dir in self.all() {
+            fs::write(dir.join("cgroup.procs"), pid.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// The pids in the job's unified cgroup.
+    pub fn pids(&self) -> Vec<u32> {
+        let Some(dir) = &self.unified else {
+            return Vec::new();
+        };
+        fs::read_to_string(dir.join("cgroup.procs"))
+            .map(|text| text.lines().filter_map(|l| l.trim().parse().ok()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Whether any process of the job remains.
+    pub fn populated(&self) -> bool {
+        let Some(dir) = &self.unified else {
+            return false;
+        };
+        match fs::read_to_string(dir.join("cgroup.events")) {
+            Ok(events) => events.lines().any(|l| l.trim() == "populated 1"),
+            Err(_) => !self.pids().is_empty(),
+        }
+    }
+
+    /// SIGKILLs every process of the job (`cgroup.kill`, or each pid where the kernel has
+    /// none). Refused for a cgroup holding this process.
+    pub fn kill_all(&self) -> std::io::Result<()> {
+        let me = std::process::id();
+        let pids = self.pids();
+        if pids.contains(&me) {
+            return Err(std::io::Error::other(
+                "refusing to kill a cgroup that holds the agent itself",
+            ));
+        }
+        if let Some(dir) = &self.unified
+            && fs::write(dir.join("cgroup.kill"), "1").is_ok()
+        {
+            return Ok(());
+        }
+        for pid in pids {
+            signal(pid, rustix::process::Signal::KILL);
+        }
+        Ok(())
+    }
+
+    /// SIGTERMs every process of the job except `spare` (the supervisor).
+    pub fn terminate_all(&self, spare: u32) {
+        for pid in self.pids().into_iter().filter(|p| *p != spare) {
+            signal(pid, rustix::process::Signal::TERM);
+        }
+    }
+
+    /// Removes the job's (empty) cgroups.
+    pub fn remove(&self) -> std::io::Result<()> {
+        for dir in self.all() {
+            match fs::remove_dir(dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    fn all(&self) -> impl Iterator<Item = &PathBuf> {
+        self.unified.iter().chain(self.v1.iter())
+    }
+}
+
+fn signal(pid: u32, sig: rustix::process::Signal) {
+    if let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process(pid, sig);
+    }
+}
+
+/// A v1 cpuset starts empty: it takes its parent's cpus and mems before anything joins it.
+fn inherit_cpuset(dir: &Path) {
+    let Some(parent) = dir.parent() else { return };
+    for file in ["cpuset.cpus", "cpuset.mems"] {
+        let mine = fs::read_to_string(dir.join(file)).unwrap_or_default();
+        if mine.trim().is_empty()
+            && let Ok(theirs) = fs::read_to_string(parent.join(file))
+        {
+            let _ = fs::write(dir.join(file), theirs.trim());
+        }
+    }
+}
+
+/// The allocated cores this host has, as a cpuset list; `None` when it has none of them
+/// (a cluster described bigger than the host, as on a laptop running `up --agents`).
+fn host_cpus(cores: &[u32]) -> Option<String> {
+    let online = std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(1);
+    let cpus: Vec<String> = cores
+        .iter()
+        .filter(|c| **c < online)
+        .map(u32::to_string)
+        .collect();
+    (!cpus.is_empty()).then(|| cpus.join(","))
+}

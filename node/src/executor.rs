@@ -1,0 +1,420 @@
+//! The agent's executor: turns the core's actions into job directories, cgroups and
+//! supervisors, watches them, and tells the core when a job's processes are all gone.
+//!
+//! ```text
+//! Spawn ──► verify the signature (cluster CA) → the user (refused: root, low uids, unknown)
+//!           → job directory (the user's, 0700) → cgroups → plan.json → prolog
+//!           → `shardsched node-supervise DIR`                       ─► Spawned{pid}
+//! Kill  ──► cancel file (the supervisor polls it)
+//! every EXEC_POLL_INTERVAL, each job: status written, or supervisor gone?
+//!           → anything left in its cgroup is SIGKILLed; once the cgroup is empty:
+//!             remove it, epilog                                     ─► Ended(end)
+//! ```
+//!
+//! A job is never reported ended while a process of it runs on the node (item 5 of issue
+//! 15: no job outlives its accounting), even when its supervisor was killed outright.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use shardsched_node_core::Recovered;
+use shardsched_process::files::{process_alive, read_json, read_pid, write_atomic};
+use shardsched_proto::Credentials;
+use shardsched_proto::msg::agent::{EndCause, JobEnd, JobOnNode, NodeLaunch};
+use shardsched_proto::msg::{Generation, JobId};
+use shardsched_proto::sign::verify_jobspec;
+
+use crate::cgroup::{Hierarchy, JobCgroups};
+use crate::layout::{
+    CANCEL_FILE, CGROUPS_FILE, HOSTFILE, JOBS_DIR, OWNER_FILE, PID_FILE, PLAN_FILE, STATUS_FILE,
+    SUPERVISE_SUBCOMMAND, SUPERVISOR_LOG, job_dir,
+};
+use crate::plan::{Plan, hostfile};
+use crate::user::{RunAs, UserPolicy, resolve};
+
+/// How often running jobs' directories are looked at.
+pub const EXEC_POLL_INTERVAL: Duration = Duration::from_millis(20);
+
+/// Longest a prolog or epilog may run before it is killed and counts as failed.
+pub const SITE_SCRIPT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Most bytes of a prolog's or health check's output kept as a reason.
+pub const SCRIPT_OUTPUT_BYTES_MAX: usize = 200;
+
+/// Who launched a job here (`owner.json`), read back by a restarted agent.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Launcher {
+    /// The queue.
+    pub queue: String,
+    /// The generation.
+    pub generation: Generation,
+}
+
+/// What the executor needs to start jobs.
+#[derive(Clone, Debug)]
+pub struct ExecSettings {
+    /// The agent's state directory.
+    pub state_dir: PathBuf,
+    /// The `shardsched` binary, whose `node-supervise` runs each job.
+    pub program: PathBuf,
+    /// The agent's credentials (their CA verifies jobspec signatures).
+    pub creds: Credentials,
+    /// Whether the agent runs as root (then jobs run as their users).
+    pub as_root: bool,
+    /// Which users may run jobs.
+    pub users: UserPolicy,
+    /// The cgroup hierarchy, if any.
+    pub cgroups: Option<Hierarchy>,
+    /// The site's prolog, run as root before each job's tasks; a failure fails the launch.
+    pub prolog: Option<PathBuf>,
+    /// The site's epilog, run as root once a job's processes are gone.
+    pub epilog: Option<PathBuf>,
+}
+
+/// Why a job's supervisor was not started.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SpawnError {
+    /// The launch cannot run here (its signature, its user, its directory, its cgroup).
+    Refused(String),
+    /// The site's prolog failed: the job goes back to pending.
+    Prolog(String),
+}
+
+impl From<String> for SpawnError {
+    fn from(why: String) -> SpawnError {
+        SpawnError::Refused(why)
+    }
+}
+
+impl SpawnError {
+    /// How the job ended on this node.
+    pub fn end(self) -> JobEnd {
+        match self {
+            SpawnError::Refused(why) => JobEnd::without_status(EndCause::Error, why),
+            SpawnError::Prolog(why) => JobEnd::without_status(EndCause::Prolog, why),
+        }
+    }
+}
+
+/// Prepares and starts a job's supervisor; its pid, or why not.
+pub async fn spawn(
+    settings: &ExecSettings,
+    queue: &str,
+    launch: &NodeLaunch,
+) -> Result<u32, SpawnError> {
+    let signer = verify_jobspec(&settings.creds, &launch.signed).map_err(|e| e.to_string())?;
+    let run_as: Option<RunAs> = if settings.as_root {
+        Some(resolve(&signer.name, &settings.users)?)
+    } else {
+        None
+    };
+    let dir = job_dir(&settings.state_dir, launch.job);
+    set_aside(&dir)?;
+    make_job_dir(&dir, run_as.as_ref())?;
+    let owner = Launcher {
+        queue: queue.to_owned(),
+        generation: launch.generation,
+    };
+    write_json(&dir.join(OWNER_FILE), &owner)?;
+    write_atomic(&dir.join(HOSTFILE), hostfile(launch).as_bytes()).map_err(|e| e.to_string())?;
+    let me = launch
+        .this_node()
+        .ok_or_else(|| "the launch does not name this node".to_owned())?;
+    if let Some(prolog) = &settings.prolog {
+        run_site_script(
+            prolog,
+            &job_env(&launch.job.to_string(), &signer.name, &me.node),
+        )
+        .await
+        .map_err(|why| {
+            SpawnError::Prolog(format!(
+                "prolog failed on {} for job {}: {why}",
+                me.node, launch.job
+            ))
+        })?;
+    }
+    let cgroups = match &settings.cgroups {
+        Some(hierarchy) => hierarchy
+            .create(&format!("job-{}", launch.job.0), &me.cores, &me.gpus)
+            .map_err(|e| format!("cannot make the job's cgroup: {e}"))?,
+        None => JobCgroups::default(),
+    };
+    let started = start_supervisor(settings, launch, run_as, &dir, cgroups.clone());
+    if started.is_err() {
+        // Nothing runs in them: a failed launch leaves no cgroup behind.
+        if let Err(e) = cgroups.remove() {
+            tracing::warn!(job = %launch.job, error = %e, "cannot remove the job's cgroups");
+        }
+    }
+    started.map_err(SpawnError::Refused)
+}
+
+/// Writes the job's plan and starts its supervisor in `cgroups`; its pid, or why not.
+fn start_supervisor(
+    settings: &ExecSettings,
+    launch: &NodeLaunch,
+    run_as: Option<RunAs>,
+    dir: &Path,
+    cgroups: JobCgroups,
+) -> Result<u32, String> {
+    write_json(&dir.join(CGROUPS_FILE), &cgroups)?;
+    let plan = Plan::prepare(launch, run_as, dir, cgroups)?;
+    write_json(&dir.join(PLAN_FILE), &plan)?;
+    let log = fs::File::create(dir.join(SUPERVISOR_LOG)).map_err(|e| e.to_string())?;
+    let child = std::process::Command::new(&settings.program)
+        .arg(SUPERVISE_SUBCOMMAND)
+        .arg(dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| format!("cannot start the supervisor: {e}"))?;
+    let pid = child.id();
+    // Reaped by a thread of its own: the supervisor may outlive this agent, and must not
+    // stay a zombie while it lives.
+    std::thread::spawn(move || {
+        let mut child = child;
+        let _ = child.wait();
+    });
+    write_atomic(&dir.join(PID_FILE), format!("{pid}\n").as_bytes()).map_err(|e| e.to_string())?;
+    Ok(pid)
+}
+
+/// Asks a job's supervisor to stop: the cancel file, which it looks for every few
+/// milliseconds. (No signal: one sent before the supervisor catches SIGTERM would kill it
+/// outright, and its job would end as lost.)
+pub fn request_kill(state_dir: &Path, job: JobId, why: &str) {
+    let dir = job_dir(state_dir, job);
+    if !dir.exists() || dir.join(STATUS_FILE).exists() {
+        return;
+    }
+    if let Err(e) = write_atomic(&dir.join(CANCEL_FILE), why.as_bytes()) {
+        tracing::warn!(job = %job, error = %e, "cannot write the cancel file");
+    }
+}
+
+/// Whether the job in `dir` has ended on this node, with every process gone: `Some(end)`
+/// then (its cgroups removed, its epilog run by the caller). A job whose supervisor is gone
+/// without a status, or that left processes behind, has them SIGKILLed here and is looked
+/// at again on the next poll.
+pub fn check_ended(dir: &Path) -> Option<JobEnd> {
+    let status = read_json::<JobEnd>(&dir.join(STATUS_FILE))
+        .unwrap_or_else(|e| Some(JobEnd::without_status(EndCause::Lost, e.to_string())));
+    let end = match status {
+        Some(end) => end,
+        None => {
+            let pid = read_pid(&dir.join(PID_FILE)).ok().flatten();
+            if pid.is_some_and(|pid| supervisor_alive(dir, pid)) {
+                return None;
+            }
+            // It may have written its status and exited since we looked.
+            if let Ok(Some(end)) = read_json::<JobEnd>(&dir.join(STATUS_FILE)) {
+                end
+            } else {
+                JobEnd::without_status(
+                    EndCause::Lost,
+                    match pid {
+                        Some(pid) => {
+                            format!("its supervisor (pid {pid}) is gone without writing a status")
+                        }
+                        None => "its supervisor never started".to_owned(),
+                    },
+                )
+            }
+        }
+    };
+    let cgroups: JobCgroups = read_json(&dir.join(CGROUPS_FILE))
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    if cgroups.populated() {
+        if let Err(e) = cgroups.kill_all() {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot kill what is left of a job");
+        }
+        return None;
+    }
+    if let Err(e) = cgroups.remove() {
+        tracing::debug!(dir = %dir.display(), error = %e, "cannot remove a job's cgroup yet");
+        return None;
+    }
+    Some(end)
+}
+
+/// Every job a restarted agent finds in its state directory, running or ended.
+pub fn recover(state_dir: &Path) -> Vec<Recovered> {
+    let Ok(entries) = fs::read_dir(state_dir.join(JOBS_DIR)) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let Some(job) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<JobId>().ok())
+        else {
+            continue;
+        };
+        let dir = entry.path();
+        let Ok(Some(launcher)) = read_json::<Launcher>(&dir.join(OWNER_FILE)) else {
+            continue;
+        };
+        let state = match read_json::<JobEnd>(&dir.join(STATUS_FILE)) {
+            Ok(Some(end)) => JobOnNode::Ended(end),
+            _ => match read_pid(&dir.join(PID_FILE)).ok().flatten() {
+                Some(pid) => JobOnNode::Running {
+                    supervisor_pid: pid,
+                },
+                None => JobOnNode::Launching,
+            },
+        };
+        found.push(Recovered {
+            job,
+            queue: launcher.queue,
+            generation: launcher.generation,
+            state,
+        });
+    }
+    found.sort_by_key(|r| r.job);
+    found
+}
+
+/// Removes a forgotten job's directories (and its earlier runs').
+pub fn remove_files(state_dir: &Path, job: JobId) {
+    let dir = job_dir(state_dir, job);
+    let _ = fs::remove_dir_all(&dir);
+    for run in 1u32.. {
+        let aside = dir.with_file_name(format!("{job}.run-{run}"));
+        if fs::remove_dir_all(&aside).is_err() {
+            break;
+        }
+    }
+}
+
+/// Runs the epilog after a job's processes are gone; a failure is logged.
+pub async fn epilog(settings: &ExecSettings, job: JobId, node: &str) {
+    if let Some(epilog) = &settings.epilog
+        && let Err(why) = run_site_script(epilog, &job_env(&job.to_string(), "", node)).await
+    {
+        tracing::warn!(job = %job, %why, "the epilog failed");
+    }
+}
+
+/// A job's prolog's and epilog's variables.
+fn job_env<'a>(job: &'a str, user: &'a str, node: &'a str) -> [(&'static str, &'a str); 3] {
+    [
+        ("SHARDSCHED_JOB_ID", job),
+        ("SHARDSCHED_JOB_USER", user),
+        ("SHARDSCHED_NODE", node),
+    ]
+}
+
+/// Runs the site's health check on `node`: `Err` with why the node is unfit.
+pub async fn health_check(script: &Path, node: &str) -> Result<(), String> {
+    run_site_script(script, &[("SHARDSCHED_NODE", node)])
+        .await
+        .map_err(|why| format!("health check failed: {why}"))
+}
+
+/// Runs a site script (prolog, epilog, health check) with `env` (the node, and the job's
+/// facts for a job's scripts); `Err` with its status and the start of its output when it
+/// fails.
+pub async fn run_site_script(script: &Path, env: &[(&str, &str)]) -> Result<(), String> {
+    let mut command = tokio::process::Command::new(script);
+    command
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(SITE_SCRIPT_TIMEOUT, command.output())
+        .await
+        .map_err(|_| format!("{} ran past {SITE_SCRIPT_TIMEOUT:?}", script.display()))?
+        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&output.stderr));
+    let text: String = text.trim().chars().take(SCRIPT_OUTPUT_BYTES_MAX).collect();
+    Err(format!("{} ({}): {text}", script.display(), output.status))
+}
+
+/// Moves an earlier run's directory aside (a requeued job). Refused while its supervisor
+/// still runs.
+fn set_aside(dir: &Path) -> Result<(), String> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    if let Ok(Some(pid)) = read_pid(&dir.join(PID_FILE))
+        && !dir.join(STATUS_FILE).exists()
+        && supervisor_alive(dir, pid)
+    {
+        return Err(format!(
+            "an earlier run's supervisor (pid {pid}) still runs"
+        ));
+    }
+    shardsched_process::files::set_aside(dir).map_err(|e| e.to_string())
+}
+
+/// The job's directory, owned by its user, mode 0700 (its plan holds its environment).
+/// Makes the state directory and its `jobs` directory searchable (not readable) by
+/// everyone (0711): a job's supervisor and tasks, once they are the job's user, reach their
+/// own directory (0700, the user's) through them. An ancestor that others cannot search
+/// would stop every user's job: the agent says which at start.
+pub fn open_jobs_dir(state_dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let jobs = state_dir.join(JOBS_DIR);
+    fs::create_dir_all(&jobs).map_err(|e| format!("cannot make {}: {e}", jobs.display()))?;
+    for dir in [state_dir, jobs.as_path()] {
+        let mode = fs::metadata(dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?
+            .permissions()
+            .mode();
+        let searchable = fs::Permissions::from_mode((mode & 0o7700) | 0o011);
+        fs::set_permissions(dir, searchable)
+            .map_err(|e| format!("cannot make {} searchable: {e}", dir.display()))?;
+    }
+    let absolute = fs::canonicalize(state_dir).unwrap_or_else(|_| state_dir.to_owned());
+    for ancestor in absolute.ancestors().skip(1) {
+        let closed = fs::metadata(ancestor).is_ok_and(|m| m.permissions().mode() & 0o001 == 0);
+        if closed {
+            tracing::warn!(
+                directory = %ancestor.display(),
+                "others cannot search this directory: jobs of users other than root cannot \
+                 reach their directories under the state directory"
+            );
+        }
+    }
+    Ok(())
+}
+
+fn make_job_dir(dir: &Path, run_as: Option<&RunAs>) -> Result<(), String> {
+    use std::os::unix::fs::DirBuilderExt;
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+    if let Some(user) = run_as {
+        nix::unistd::chown(
+            dir,
+            Some(nix::unistd::Uid::from_raw(user.uid)),
+            Some(nix::unistd::Gid::from_raw(user.gid)),
+        )
+        .map_err(|e| format!("cannot give {} to {}: {e}", dir.display(), user.name))?;
+    }
+    Ok(())
+}
+
+fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), String> {
+    let bytes = serde_json::to_vec_pretty(value).map_err(|e| e.to_string())?;
+    write_atomic(path, &bytes).map_err(|e| e.to_string())
+}
+
+fn supervisor_alive(dir: &Path, pid: u32) -> bool {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    process_alive(pid, &[SUPERVISE_SUBCOMMAND, &name])
+}

@@ -1,0 +1,424 @@
+//! A job's supervisor on a node (`shardsched node-supervise DIR`): started by the agent,
+//! outliving it, it runs the node's tasks of one job as the job's user, inside the job's
+//! cgroup, serves them PMI, and writes how they ended.
+//!
+//! ```text
+//! setsid; write supervisor.pid; read plan.json
+//! join the job's cgroups (still root)         ─ every task inherits them
+//! drop to the user: groups, gid, uid          ─ nothing after this runs as root
+//! per task: a socketpair for PMI (PMI_FD), task-<rank>.out/.err opened as the user,
+//!           spawned in its own process group in the working directory
+//! serve PMI; wait for the first of:
+//!   every task ended ───────────► leftovers in the cgroup: SIGTERM, grace, SIGKILL
+//!   the time limit ─────────────► SIGTERM everything in the cgroup, grace, SIGKILL (timeout)
+//!   SIGTERM, a cancel file ─────► the same                                        (cancelled)
+//!   a task's PMI abort ─────────► the same                                        (cancelled)
+//! write status (the highest task's end), atomically; exit
+//! ```
+//!
+//! The agent reports the job ended only once this status is written *and* the cgroup is
+//! empty: a job's resources are never freed while one of its processes runs.
+
+use std::collections::BTreeMap;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use shardsched_node_core::pmi::{PmiNode, PmiOutput};
+use shardsched_process::FileError;
+use shardsched_process::files::{group_alive, kill_reason, read_json, write_atomic};
+use shardsched_proto::msg::agent::{EndCause, JobEnd};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::unix::OwnedWriteHalf;
+use tokio::process::{Child, Command};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::layout::{CANCEL_FILE, PID_FILE, PLAN_FILE, STATUS_FILE, fence_file, output_file};
+use crate::plan::{Plan, TASK_RANK};
+
+/// How often the cancel file and incoming fences are looked for.
+const POLL_INTERVAL: Duration = Duration::from_millis(20);
+
+/// How often a dying job is looked at during its grace.
+const GRACE_POLL_INTERVAL: Duration = Duration::from_millis(20);
+
+/// Most PMI lines queued from the tasks before a reader waits.
+const PMI_LINES_QUEUED_MAX: usize = 1024;
+
+/// Runs the job whose directory is `dir` to its end and writes its status.
+pub fn supervise(dir: &Path) -> Result<JobEnd, FileError> {
+    let _ = rustix::process::setsid();
+    let pid = std::process::id();
+    if let Err(e) = write_atomic(&dir.join(PID_FILE), format!("{pid}\n").as_bytes()) {
+        tracing::warn!(error = %e, "cannot write the pid file");
+    }
+    let end = match read_json::<Plan>(&dir.join(PLAN_FILE)) {
+        Ok(Some(plan)) => match become_user(&plan, pid) {
+            Ok(()) => {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| FileError::io(dir, e))?;
+                runtime.block_on(run(dir, &plan))
+            }
+            Err(why) => JobEnd::without_status(EndCause::Error, why),
+        },
+        Ok(None) => JobEnd::without_status(EndCause::Error, "plan.json is missing"),
+        Err(e) => JobEnd::without_status(EndCause::Error, e.to_string()),
+    };
+    let text = serde_json::to_string(&end).map_err(|e| FileError::BadFile {
+        path: dir.join(STATUS_FILE),
+        message: e.to_string(),
+    })?;
+    write_atomic(&dir.join(STATUS_FILE), text.as_bytes())?;
+    Ok(end)
+}
+
+/// Joins the job's cgroups, then becomes its user for good (groups, gid, uid: in that
+/// order, while still allowed to). Runs before any thread exists.
+fn become_user(plan: &Plan, pid: u32) -> Result<(), String> {
+    plan.cgroups
+        .attach(pid)
+        .map_err(|e| format!("cannot join the job's cgroup: {e}"))?;
+    let Some(user) = &plan.run_as else {
+        return Ok(());
+    };
+    use nix::unistd::{Gid, Uid, setgid, setgroups, setuid};
+    let groups: Vec<Gid> = user.groups.iter().map(|g| Gid::from_raw(*g)).collect();
+    setgroups(&groups).map_err(|e| format!("cannot set the groups of {}: {e}", user.name))?;
+    setgid(Gid::from_raw(user.gid)).map_err(|e| format!("cannot become gid {}: {e}", user.gid))?;
+    setuid(Uid::from_raw(user.uid)).map_err(|e| format!("cannot become {}: {e}", user.name))?;
+    if setuid(Uid::from_raw(0)).is_ok() && user.uid != 0 {
+        return Err("could regain root after dropping it".to_owned());
+    }
+    Ok(())
+}
+
+/// Why the wait stopped.
+enum Stop {
+    AllEnded,
+    Timeout,
+    Cancel(String),
+}
+
+/// One running task.
+struct Task {
+    child: Child,
+    pgid: u32,
+    status: Option<ExitStatus>,
+}
+
+async fn run(dir: &Path, plan: &Plan) -> JobEnd {
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(term) => Some(term),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot catch SIGTERM; cancel files still work");
+            None
+        }
+    };
+    let (lines_tx, mut lines) = mpsc::channel::<(u32, String)>(PMI_LINES_QUEUED_MAX);
+    let mut tasks: BTreeMap<u32, Task> = BTreeMap::new();
+    let mut writers: BTreeMap<u32, OwnedWriteHalf> = BTreeMap::new();
+    for &rank in &plan.ranks {
+        match start_task(dir, plan, rank, &lines_tx) {
+            Ok((task, writer)) => {
+                tasks.insert(rank, task);
+                writers.insert(rank, writer);
+            }
+            Err(why) => {
+                stop_all(plan, &mut tasks).await;
+                return JobEnd::without_status(EndCause::Error, why);
+            }
+        }
+    }
+    drop(lines_tx);
+    let mut pmi = PmiNode::new(&plan.job, plan.size, plan.ranks.iter().copied());
+    let mut waiting_fence: Option<u32> = None;
+    let deadline = (plan.time_limit_ms > 0)
+        .then(|| Instant::now() + Duration::from_millis(plan.time_limit_ms));
+    let mut poll = tokio::time::interval(POLL_INTERVAL);
+    let stop = loop {
+        if tasks.values().all(|t| t.status.is_some()) {
+            break Stop::AllEnded;
+        }
+        tokio::select! {
+            () = any_exit(&mut tasks) => {}
+            Some((rank, line)) = lines.recv() => {
+                let outputs = pmi.handle_line(rank, &line);
+                if let Some(stop) = apply(dir, plan, &mut pmi, outputs, &mut writers, &mut waiting_fence).await {
+                    break stop;
+                }
+            }
+            () = until(deadline) => break Stop::Timeout,
+            Some(()) = async { term.as_mut()?.recv().await } => {
+                break Stop::Cancel(cancel_reason(dir).unwrap_or_else(|| "its supervisor received SIGTERM".to_owned()));
+            }
+            _ = poll.tick() => {
+                if let Some(why) = cancel_reason(dir) {
+                    break Stop::Cancel(why);
+                }
+                if let Some(epoch) = waiting_fence
+                    && let Ok(Some(kvs)) = read_json::<Vec<(String, String)>>(&fence_file(dir, epoch, true))
+                {
+                    waiting_fence = None;
+                    let outputs = pmi.fence_done(epoch, kvs);
+                    if let Some(stop) = apply(dir, plan, &mut pmi, outputs, &mut writers, &mut waiting_fence).await {
+                        break stop;
+                    }
+                }
+            }
+        }
+    };
+    let (cause, note) = match stop {
+        Stop::AllEnded => (EndCause::Completed, String::new()),
+        Stop::Timeout => (
+            EndCause::Timeout,
+            format!(
+                "time limit of {} s reached",
+                plan.time_limit_ms.div_ceil(1000)
+            ),
+        ),
+        Stop::Cancel(why) => (EndCause::Cancelled, why),
+    };
+    // Whatever is left of the job on this node goes: tasks still running, and anything a
+    // task left behind (in the cgroup, or in a task's process group without one).
+    stop_all(plan, &mut tasks).await;
+    let mut end: Option<JobEnd> = None;
+    for task in tasks.values() {
+        let one = JobEnd {
+            cause,
+            exit_code: task.status.and_then(|s| s.code()),
+            signal: task.status.and_then(|s| s.signal()),
+            note: note.clone(),
+        };
+        end = Some(match end {
+            None => one,
+            Some(so_far) => so_far.worst(one),
+        });
+    }
+    end.unwrap_or_else(|| JobEnd::without_status(cause, note))
+}
+
+/// Carries out what the PMI state machine asked; a stop when a task aborted.
+async fn apply(
+    dir: &Path,
+    plan: &Plan,
+    pmi: &mut PmiNode,
+    outputs: Vec<PmiOutput>,
+    writers: &mut BTreeMap<u32, OwnedWriteHalf>,
+    waiting_fence: &mut Option<u32>,
+) -> Option<Stop> {
+    let mut queue = outputs;
+    while !queue.is_empty() {
+        let mut next = Vec::new();
+        for output in queue {
+            match output {
+                PmiOutput::Reply { rank, line } => {
+                    if let Some(writer) = writers.get_mut(&rank) {
+                        let _ = writer.write_all(format!("{line}\n").as_bytes()).await;
+                    }
+                }
+                PmiOutput::Fence(fence) if plan.nnodes <= 1 => {
+                    next.extend(pmi.fence_done(fence.epoch, fence.kvs));
+                }
+                PmiOutput::Fence(fence) => {
+                    let path = fence_file(dir, fence.epoch, false);
+                    let written = path
+                        .parent()
+                        .map(std::fs::create_dir_all)
+                        .transpose()
+                        .map_err(|e| e.to_string())
+                        .and_then(|_| serde_json::to_vec(&fence.kvs).map_err(|e| e.to_string()))
+                        .and_then(|bytes| write_atomic(&path, &bytes).map_err(|e| e.to_string()));
+                    if let Err(e) = written {
+                        return Some(Stop::Cancel(format!("PMI barrier failed: {e}")));
+                    }
+                    *waiting_fence = Some(fence.epoch);
+                }
+                PmiOutput::Abort { rank, message } => {
+                    return Some(Stop::Cancel(format!(
+                        "task {rank} called PMI abort: {message}"
+                    )));
+                }
+            }
+        }
+        queue = next;
+    }
+    None
+}
+
+/// Starts the task of `rank`: its PMI socket, its output files, its process.
+fn start_task(
+    dir: &Path,
+    plan: &Plan,
+    rank: u32,
+    lines: &mpsc::Sender<(u32, String)>,
+) -> Result<(Task, OwnedWriteHalf), String> {
+    let (ours, theirs) =
+        std::os::unix::net::UnixStream::pair().map_err(|e| format!("PMI socket: {e}"))?;
+    // The task's end must survive exec: std opens everything close-on-exec. Only this
+    // thread spawns, so no other child can inherit it by accident.
+    rustix::io::fcntl_setfd(&theirs, rustix::io::FdFlags::empty())
+        .map_err(|e| format!("PMI socket: {e}"))?;
+    let open = |stderr: bool| {
+        let path = output_file(dir, rank, stderr);
+        std::fs::File::create(&path).map_err(|e| format!("cannot open {}: {e}", path.display()))
+    };
+    let (stdout, stderr) = (open(false)?, open(true)?);
+    let (program, args) = plan
+        .command
+        .split_first()
+        .ok_or_else(|| "the job has no command".to_owned())?;
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .env_clear()
+        .envs(plan.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .env(TASK_RANK, rank.to_string())
+        .env("PMI_FD", theirs.as_raw_fd().to_string())
+        .env("PMI_RANK", rank.to_string())
+        .env("PMI_SIZE", plan.size.to_string())
+        .current_dir(&plan.cwd)
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(stderr)
+        .process_group(0)
+        .kill_on_drop(false);
+    let child = command
+        .spawn()
+        .map_err(|e| format!("cannot start {program:?} in {}: {e}", plan.cwd.display()))?;
+    drop(theirs);
+    let pgid = child.id().unwrap_or(0);
+    ours.set_nonblocking(true)
+        .map_err(|e| format!("PMI socket: {e}"))?;
+    let stream = tokio::net::UnixStream::from_std(ours).map_err(|e| format!("PMI socket: {e}"))?;
+    let (read, write) = stream.into_split();
+    let lines = lines.clone();
+    tokio::spawn(async move {
+        let mut reader = BufReader::new(read).lines();
+        while let Ok(Some(line)) = reader.next_line().await {
+            if lines.send((rank, line)).await.is_err() {
+                break;
+            }
+        }
+    });
+    Ok((
+        Task {
+            child,
+            pgid,
+            status: None,
+        },
+        write,
+    ))
+}
+
+/// Waits until one more task ends (forever when none is left running).
+async fn any_exit(tasks: &mut BTreeMap<u32, Task>) {
+    let waits = tasks
+        .values_mut()
+        .filter(|t| t.status.is_none())
+        .map(|t| Box::pin(async move { (t.child.wait().await.ok(), t) }));
+    let waits: Vec<_> = waits.collect();
+    if waits.is_empty() {
+        return std::future::pending().await;
+    }
+    let ((status, task), _, _) = futures_select_all(waits).await;
+    task.status = status.or(Some(ExitStatus::from_raw(0)));
+}
+
+/// `select_all` over boxed futures, without a futures dependency.
+async fn futures_select_all<F: std::future::Future + Unpin>(
+    mut futures: Vec<F>,
+) -> (F::Output, usize, Vec<F>) {
+    std::future::poll_fn(move |cx| {
+        for i in 0..futures.len() {
+            if let std::task::Poll::Ready(out) = std::pin::Pin::new(&mut futures[i]).poll(cx) {
+                let rest = std::mem::take(&mut futures);
+                return std::task::Poll::Ready((out, i, rest));
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
+}
+
+/// SIGTERM to every process of the job on this node but this one, up to the grace for them
+/// to go, then SIGKILL to what is left; reaps the tasks.
+async fn stop_all(plan: &Plan, tasks: &mut BTreeMap<u32, Task>) {
+    let me = std::process::id();
+    let use_cgroup = plan.cgroups.unified.is_some();
+    let alive = |tasks: &BTreeMap<u32, Task>| {
+        if use_cgroup {
+            plan.cgroups.pids().iter().any(|p| *p != me)
+        } else {
+            tasks.values().any(|t| group_alive(t.pgid))
+        }
+    };
+    let signal_all = |tasks: &BTreeMap<u32, Task>, sig: rustix::process::Signal| {
+        if use_cgroup {
+            for pid in plan.cgroups.pids().into_iter().filter(|p| *p != me) {
+                send(pid, sig, false);
+            }
+        } else {
+            for task in tasks.values() {
+                send(task.pgid, sig, true);
+            }
+        }
+    };
+    if alive(tasks) {
+        signal_all(tasks, rustix::process::Signal::TERM);
+        let deadline = Instant::now() + Duration::from_millis(plan.kill_grace_ms);
+        while Instant::now() < deadline {
+            reap(tasks);
+            if !alive(tasks) {
+                break;
+            }
+            tokio::time::sleep(GRACE_POLL_INTERVAL).await;
+        }
+        signal_all(tasks, rustix::process::Signal::KILL);
+    }
+    for task in tasks.values_mut() {
+        if task.status.is_none() {
+            task.status = task.child.wait().await.ok();
+        }
+    }
+}
+
+fn reap(tasks: &mut BTreeMap<u32, Task>) {
+    for task in tasks.values_mut() {
+        if task.status.is_none()
+            && let Ok(Some(status)) = task.child.try_wait()
+        {
+            task.status = Some(status);
+        }
+    }
+}
+
+fn send(id: u32, sig: rustix::process::Signal, group: bool) {
+    let Some(pid) = i32::try_from(id)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return;
+    };
+    let _ = if group {
+        rustix::process::kill_process_group(pid, sig)
+    } else {
+        rustix::process::kill_process(pid, sig)
+    };
+}
+
+async fn until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn cancel_reason(dir: &Path) -> Option<String> {
+    kill_reason(&dir.join(CANCEL_FILE))
+}

@@ -1,0 +1,204 @@
+//! Each request that reaches the core, matched once to its core call: the one dispatch
+//! the shard's driver and the simulator (`crates/sim`) both go through, so that what the
+//! simulator proves is what the process runs. Also the two decisions a driver makes around
+//! a (re)registration: which core to start ([`ShardCore::start`]) and what a later
+//! assignment changes ([`ShardCore::reassigned`], or a restart: [`needs_restart`]).
+//!
+//! ```text
+//!   client submit / cancel / urgency → ShardCore::handle_client
+//!   coordinator command              → ShardCore::handle_coordinator   (move steps, queue
+//!                                      state, node flags, dry runs, DisableIfIdle)
+//!   first registration's answer      → ShardCore::start (new, or restored from the journal)
+//!   a re-registration's answer       → needs_restart? the process restarts
+//!                                      : ShardCore::reassigned
+//! ```
+//!
+//! Reads (`Jobs`, `JobInfo`, `Output`; the coordinator's `Jobs` and `History`) are answered
+//! by the driver (from the published snapshot, or a node's agent), and `Reconfigure`
+//! restarts the process: neither reaches the core, and both are refused here with
+//! [`RefusalCode::Internal`] should one arrive.
+
+use shardsched_wire::Peer;
+use shardsched_wire::msg::shard_coord::Assignment;
+use shardsched_wire::msg::{QueueConfig, Refusal, RefusalCode, client_shard, coord_shard};
+use shardsched_wire::rpc::{Reply, Rpc};
+
+use super::{CoreOptions, ShardCore};
+use crate::error::ShardError;
+use crate::journal::Restored;
+use crate::nodes::Flag;
+
+impl ShardCore {
+    /// The core for a first registration's `assignment`: a new one when the journal
+    /// read back nothing, else the journal's node table and jobs under the assignment
+    /// ([`ShardCore::restored`]).
+    pub fn start(
+        assignment: &Assignment,
+        options: CoreOptions,
+        now_ms: u64,
+        restored: &Restored,
+    ) -> Result<ShardCore, ShardError> {
+        if restored.is_empty() {
+            ShardCore::new(assignment, options)
+        } else {
+            Ok(ShardCore::restored(assignment, options, now_ms, restored)?.0)
+        }
+    }
+
+    /// A client's request that changes the core: submit, cancel or an urgency change, for
+    /// `peer` (from its certificate).
+    pub fn handle_client(
+        &mut self,
+        now_ms: u64,
+        peer: &Peer,
+        request: &client_shard::Request,
+    ) -> Reply<client_shard::Response> {
+        use client_shard::{Request, Response};
+        match request {
+            Request::Submit(submit) => {
+                self.handle_submit(now_ms, &peer.name, submit)
+                    .map(|s| Response::Submitted {
+                        id: s.id,
+                        duplicate: s.duplicate,
+                    })
+            }
+            Request::Cancel { ids } => {
+                Ok(Response::Cancelled(self.handle_cancel(now_ms, peer, ids)))
+            }
+            Request::Urgency { ids, change } => Ok(Response::Urgency(
+                self.handle_urgency(now_ms, peer, ids, *change),
+            )),
+            Request::Jobs(_) | Request::JobInfo { .. } | Request::Output(_) => {
+                Err(answered_by_the_driver(request))
+            }
+        }
+    }
+
+    /// A coordinator's command: one core call each (move steps, queue state, node flags,
+    /// dry runs, `DisableIfIdle`).
+    pub fn handle_coordinator(
+        &mut self,
+        now_ms: u64,
+        request: &coord_shard::Request,
+    ) -> Reply<coord_shard::Response> {
+        use coord_shard::{Request, Response};
+        let ack = |()| Response::Ack { stale: Vec::new() };
+        match request {
+            Request::SetQueueState { enabled, started } => {
+                self.set_queue_state(*enabled, *started);
+                Ok(ack(()))
+            }
+            Request::DisableIfIdle => self.disable_if_idle().map(ack),
+            Request::SetNodeState {
+                nodes,
+                down,
+                reason,
+            } => self
+                .set_node_flag(now_ms, nodes, Flag::Down, down.then_some(reason.as_str()))
+                .map(ack),
+            Request::SetNodeDrain {
+                nodes,
+                drained,
+                reason,
+            } => self
+                .set_node_flag(
+                    now_ms,
+                    nodes,
+                    Flag::Drained,
+                    drained.then_some(reason.as_str()),
+                )
+                .map(ack),
+            Request::DryRunRelease { nodes } => self.dry_run_release(nodes).map(Response::DryRun),
+            Request::Release(r) => Ok(self.handle_release(now_ms, r)),
+            Request::Incoming(r) => Ok(self.handle_incoming(now_ms, r)),
+            Request::Acquire(r) => Ok(self.handle_acquire(now_ms, r)),
+            Request::Reclaim(r) => Ok(self.handle_reclaim(now_ms, r)),
+            Request::Withdraw(r) => Ok(self.handle_withdraw(now_ms, r)),
+            Request::CancelJobs(r) => Ok(self.handle_cancel_jobs(now_ms, r)),
+            Request::Reconfigure(_) | Request::Jobs(_) | Request::History(_) => {
+                Err(answered_by_the_driver(request))
+            }
+        }
+    }
+
+    /// Applies what a re-registration handed back: the queue's state, what it owns and
+    /// receives, node flags, the generator id. The cluster and the queue's policies are
+    /// fixed for the life of the core: a change there is a restart ([`needs_restart`]).
+    pub fn reassigned(&mut self, assignment: &Assignment) {
+        let queue = &assignment.queue;
+        if needs_restart(&self.config, queue) {
+            tracing::warn!(queue = %self.queue, "the queue's configuration changed; restart the shard to apply it");
+        }
+        self.set_queue_state(queue.enabled, queue.started);
+        self.apply_assignment(
+            &assignment.owned,
+            &assignment.incoming,
+            Some(&assignment.flags),
+        );
+        if let Err(e) = self.set_generator_id(assignment.generator_id) {
+            tracing::error!(queue = %self.queue, error = %e, "cannot use the new generator id");
+        }
+    }
+}
+
+/// Whether `new` differs from the configuration the core was built with in anything a
+/// running core cannot take (all but the enabled/started flags, which it applies live):
+/// the shard restarts to apply it.
+pub fn needs_restart(running: &QueueConfig, new: &QueueConfig) -> bool {
+    let fixed = |c: &QueueConfig| QueueConfig {
+        enabled: true,
+        started: true,
+        ..c.clone()
+    };
+    fixed(running) != fixed(new)
+}
+
+/// The refusal for a request the driver answers itself (reads from the snapshot, a
+/// reconfiguration's restart), should one reach the core.
+fn answered_by_the_driver<R: Rpc>(request: &R) -> Refusal {
+    Refusal::new(
+        RefusalCode::Internal,
+        format!(
+            "{} is answered by the driver, not by the core",
+            request.kind()
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_changed_configuration_beyond_the_flags_needs_a_restart() {
+        let running = QueueConfig {
+            name: "q".into(),
+            queue_policy: shardsched_wire::msg::QueuePolicy::Fcfs,
+            match_policy: shardsched_wire::msg::MatchPolicy::First,
+            queue_depth: 32,
+            reservation_depth: 64,
+            default_duration_ms: 60_000,
+            max_duration_ms: 0,
+            definition: vec!["node0".into()],
+            enabled: true,
+            started: true,
+            array_elements_max: shardsched_wire::limits::ARRAY_ELEMENTS_DEFAULT,
+        };
+        let flags = QueueConfig {
+            enabled: false,
+            started: false,
+            ..running.clone()
+        };
+        assert!(!needs_restart(&running, &flags));
+        let policy = QueueConfig {
+            queue_policy: shardsched_wire::msg::QueuePolicy::Easy,
+            ..running.clone()
+        };
+        assert!(needs_restart(&running, &policy));
+        let definition = QueueConfig {
+            definition: vec!["node0".into(), "node1".into()],
+            ..running.clone()
+        };
+        assert!(needs_restart(&running, &definition));
+    }
+}

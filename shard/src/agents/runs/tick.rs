@@ -1,0 +1,292 @@
+//! [`Runs::tick`]'s parts: where agents are, launches, kills, giving up on what cannot
+//! end by an agent's word, finished jobs, renewals.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+
+use shardsched_proto::msg::JobId;
+use shardsched_proto::msg::agent::{EndCause, JobEnd};
+
+use super::{
+    ADDRESSES_RETRY_MS, KILL_RESEND_MS, LAUNCH_RETRY_FOR_MS, LEASE_DEFAULT_MS, LOST_MARGIN_MS,
+    RENEW_FIRST_MS, RENEW_MAX_MS, Runs, Send, Share,
+};
+use crate::agents::launch::{LaunchFacts, node_launches};
+
+impl Runs {
+    pub(super) fn ask_addresses(&mut self, now_ms: u64, out: &mut Vec<Send>) {
+        let due = self
+            .asked_ms
+            .is_none_or(|at| now_ms >= at.saturating_add(ADDRESSES_RETRY_MS));
+        if self.asking || !due {
+            return;
+        }
+        let mut wanted: BTreeSet<String> = BTreeSet::new();
+        for run in self.jobs.values() {
+            let waiting = run
+                .shares
+                .values()
+                .any(|s| matches!(s, Share::Waiting { .. }));
+            for (node, share) in &run.shares {
+                let agent = self.agents.get(node);
+                let unknown = agent.is_none_or(|a| a.address.is_none());
+                let failing = agent.is_some_and(|a| a.failing_since.is_some());
+                if (waiting && unknown) || (failing && !matches!(share, Share::Ended(_))) {
+                    wanted.insert(node.clone());
+                }
+            }
+        }
+        if !wanted.is_empty() {
+            self.asking = true;
+            self.asked_ms = Some(now_ms);
+            out.push(Send::Addresses(wanted.into_iter().collect()));
+        }
+    }
+
+    pub(super) fn send_launches(&mut self, now_ms: u64, out: &mut Vec<Send>) {
+        for (id, run) in &mut self.jobs {
+            let due = run
+                .shares
+                .values()
+                .any(|s| matches!(s, Share::Waiting { retry_ms } if *retry_ms <= now_ms));
+            if !due {
+                continue;
+            }
+            if run.launches.is_none() {
+                let addresses: Option<BTreeMap<String, SocketAddr>> = run
+                    .job
+                    .nodes
+                    .iter()
+                    .map(|n| Some((n.clone(), self.agents.get(n)?.address?)))
+                    .collect();
+                let Some(agents) = addresses else {
+                    continue;
+                };
+                let facts = LaunchFacts {
+                    queue: &self.queue,
+                    generations: &run.generations,
+                    agents: &agents,
+                    kill_grace_ms: self.kill_grace_ms,
+                };
+                match node_launches(&run.job, &facts) {
+                    Ok(launches) => {
+                        let by_node = launches
+                            .into_iter()
+                            .map(|l| (l.this_node().map(|n| n.node.clone()).unwrap_or_default(), l))
+                            .collect();
+                        run.launches = Some(by_node);
+                    }
+                    Err(why) => {
+                        tracing::warn!(queue = %self.queue, job = %id, %why, "cannot launch");
+                        for share in run.shares.values_mut() {
+                            if matches!(share, Share::Waiting { .. }) {
+                                *share = Share::Ended(JobEnd::without_status(
+                                    EndCause::Error,
+                                    why.clone(),
+                                ));
+                            }
+                        }
+                        continue;
+                    }
+                }
+            }
+            let Some(launches) = &run.launches else {
+                continue;
+            };
+            for (node, share) in &mut run.shares {
+                let Share::Waiting { retry_ms } = share else {
+                    continue;
+                };
+                let agent = self.agents.get(node);
+                // An earlier run of this job (requeued) ended on the node: the agent is
+                // told first that its end is recorded, so that word cannot reach it after
+                // this run's launch and hide this run's end.
+                if agent.is_some_and(|a| a.seen.contains(id)) {
+                    continue;
+                }
+                let addr = agent.and_then(|a| a.address);
+                let (Some(launch), Some(addr), true) =
+                    (launches.get(node), addr, *retry_ms <= now_ms)
+                else {
+                    continue;
+                };
+                // The launch as built, with the node's address as known now.
+                *share = Share::Sending;
+                out.push(Send::Launch {
+                    node: node.clone(),
+                    addr,
+                    launch: Box::new(launch.clone()),
+                });
+            }
+        }
+    }
+
+    /// A job that could not start on a node, or lost it, is stopped on the others: it
+    /// cannot run whole any more.
+    pub(super) fn kill_the_rest(&mut self) {
+        for run in self.jobs.values_mut() {
+            if run.kill.is_some() {
+                continue;
+            }
+            let failed = run.shares.iter().find_map(|(node, share)| match share {
+                Share::Ended(end)
+                    if matches!(
+                        end.cause,
+                        EndCause::Error | EndCause::Lost | EndCause::Prolog
+                    ) =>
+                {
+                    Some((node, end))
+                }
+                _ => None,
+            });
+            if let Some((node, end)) = failed {
+                run.kill = Some((format!("stopped: on {node}, {}", end.note), 0));
+                run.failed = Some(end.clone());
+            }
+        }
+    }
+
+    pub(super) fn send_kills(&mut self, now_ms: u64, out: &mut Vec<Send>) {
+        for (&id, run) in &mut self.jobs {
+            let Some((why, sent_ms)) = &mut run.kill else {
+                continue;
+            };
+            if *sent_ms != 0 && now_ms < sent_ms.saturating_add(KILL_RESEND_MS) {
+                continue;
+            }
+            *sent_ms = now_ms.max(1);
+            for (node, share) in &run.shares {
+                if matches!(share, Share::Ended(_) | Share::Waiting { .. }) {
+                    continue;
+                }
+                if let Some(addr) = self.agents.get(node).and_then(|a| a.address) {
+                    out.push(Send::Kill {
+                        node: node.clone(),
+                        addr,
+                        job: id,
+                        why: why.clone(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Shares that cannot end by an agent's word: launches that never got through, and
+    /// agents unreachable past their lease and the kill grace (they killed the tasks).
+    pub(super) fn give_up(&mut self, now_ms: u64) {
+        for (id, run) in &mut self.jobs {
+            let stuck_since = run.since_ms.saturating_add(LAUNCH_RETRY_FOR_MS);
+            for (node, share) in &mut run.shares {
+                let agent = self.agents.get(node);
+                match share {
+                    Share::Ended(_) | Share::Sending => {}
+                    Share::Waiting { .. } => {
+                        if now_ms >= stuck_since {
+                            *share = Share::Ended(JobEnd::without_status(
+                                EndCause::Error,
+                                format!("could not launch on {node}: its agent is not reachable"),
+                            ));
+                        }
+                    }
+                    Share::Unknown { .. } | Share::Live { .. } => {
+                        let Some(failing) = agent.and_then(|a| a.failing_since) else {
+                            continue;
+                        };
+                        let heard = agent
+                            .and_then(|a| a.heard_ms)
+                            .unwrap_or(run.since_ms)
+                            .min(failing);
+                        let lease = agent.and_then(|a| a.lease_ms).unwrap_or(LEASE_DEFAULT_MS);
+                        let gone = heard
+                            .saturating_add(lease)
+                            .saturating_add(self.kill_grace_ms)
+                            .saturating_add(LOST_MARGIN_MS);
+                        if now_ms >= gone {
+                            tracing::warn!(queue = %self.queue, job = %id, %node, "node agent unreachable past its lease: its tasks are taken as killed");
+                            *share = Share::Ended(JobEnd::without_status(
+                                EndCause::Lost,
+                                format!(
+                                    "node {node}'s agent unreachable since {heard} ms; its lease \
+                                     ran out, so it killed the job's tasks there"
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Jobs whose shares all ended: to the core, and to each agent's `seen`.
+    pub(super) fn finish(&mut self) {
+        let done: Vec<JobId> = self
+            .jobs
+            .iter()
+            .filter(|(_, r)| r.shares.values().all(|s| matches!(s, Share::Ended(_))))
+            .map(|(&id, _)| id)
+            .collect();
+        for id in done {
+            let Some(run) = self.jobs.remove(&id) else {
+                continue;
+            };
+            let worst = run
+                .shares
+                .into_values()
+                .filter_map(|s| match s {
+                    Share::Ended(end) => Some(end),
+                    _ => None,
+                })
+                .reduce(JobEnd::worst)
+                .unwrap_or_else(|| JobEnd::without_status(EndCause::Lost, "no node"));
+            // A job stopped because one node failed ends as that node's failure.
+            let end = run.failed.unwrap_or(worst);
+            for node in &run.job.nodes {
+                if let Some(agent) = self.agents.get_mut(node) {
+                    agent.seen.insert(id);
+                }
+            }
+            // A requeued job may have run on other nodes before: all get its `Forget`.
+            let nodes = self.finished.entry(id).or_default();
+            nodes.extend(run.job.nodes.iter().cloned());
+            nodes.sort();
+            nodes.dedup();
+            self.ended.push((id, end));
+        }
+    }
+
+    pub(super) fn renew(&mut self, now_ms: u64, out: &mut Vec<Send>) {
+        let mut busy: BTreeSet<&str> = BTreeSet::new();
+        for run in self.jobs.values() {
+            for (node, share) in &run.shares {
+                // A launch in flight renews the lease itself.
+                if matches!(share, Share::Unknown { .. } | Share::Live { .. }) {
+                    busy.insert(node);
+                }
+            }
+        }
+        let asked = self.seq + 1;
+        let mut sent = false;
+        for (node, agent) in &mut self.agents {
+            let wanted = busy.contains(node.as_str()) || !agent.seen.is_empty();
+            let Some(addr) = agent.address else { continue };
+            if !wanted || agent.renewing || now_ms < agent.next_renew_ms {
+                continue;
+            }
+            let every = agent
+                .lease_ms
+                .map_or(RENEW_FIRST_MS, |lease| (lease / 4).clamp(100, RENEW_MAX_MS));
+            agent.renewing = true;
+            agent.next_renew_ms = now_ms.saturating_add(every);
+            sent = true;
+            out.push(Send::Renew {
+                node: node.clone(),
+                addr,
+                seen: agent.seen.iter().copied().collect(),
+                asked,
+            });
+        }
+        if sent {
+            self.seq = asked;
+        }
+    }
+}

@@ -1,0 +1,220 @@
+//! The agents task: takes the core task's launches, kills and forgets, keeps the
+//! bookkeeping of [`Runs`], sends what it asks for (each request in a task of its own, its
+//! answer coming back on a channel), and hands ended jobs to the core task.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use shardsched_proto::Session;
+use shardsched_proto::msg::agent::AgentReport;
+use shardsched_proto::msg::shard_coord::AgentAddress;
+use shardsched_proto::msg::shard_node::OutputRequest;
+use shardsched_proto::msg::{JobId, Refusal, RefusalCode, shard_node};
+use tokio::sync::{mpsc, watch};
+
+use super::AgentsOptions;
+use super::links::{Failure, Links};
+use super::runs::{Runs, Send};
+use crate::driver::core_task::{Command, now_ms};
+use crate::driver::exec_task::{ExecRequest, deliver};
+use crate::driver::output::OutputAsk;
+
+/// How often the task looks at its jobs when nothing arrives.
+pub const AGENTS_TICK: Duration = Duration::from_millis(50);
+
+/// An answer coming back from a request in flight.
+enum Heard {
+    Addresses(Result<Vec<AgentAddress>, String>),
+    Launched {
+        job: JobId,
+        node: String,
+        answer: Result<(), Failure>,
+    },
+    Renewed {
+        node: String,
+        asked: u64,
+        seen: Vec<JobId>,
+        answer: Result<AgentReport, Failure>,
+    },
+}
+
+/// What the agents task is given.
+pub(crate) struct Inputs {
+    /// The shard's queue.
+    pub(crate) queue: String,
+    /// The executor's settings.
+    pub(crate) options: AgentsOptions,
+    /// The shard's endpoint, from which agents are reached.
+    pub(crate) endpoint: quinn::Endpoint,
+    /// The shard's registration connection to the coordinator, while registered.
+    pub(crate) coordinator: watch::Receiver<Option<Session>>,
+    /// The core task's launches, kills, forgets and watches.
+    pub(crate) requests: mpsc::Receiver<ExecRequest>,
+    /// `job output` reads.
+    pub(crate) outputs: mpsc::Receiver<OutputAsk>,
+}
+
+/// Runs until the core task drops its sender (or the core task is gone).
+pub(crate) async fn run(inputs: Inputs, commands: mpsc::Sender<Command>) {
+    let Inputs {
+        queue,
+        options,
+        endpoint,
+        coordinator,
+        mut requests,
+        mut outputs,
+    } = inputs;
+    let grace_ms = u64::try_from(options.kill_grace.as_millis()).unwrap_or(u64::MAX);
+    let mut runs = Runs::new(&queue, grace_ms);
+    let links = Links::new(endpoint, coordinator);
+    let (heard_tx, mut heard) = mpsc::unbounded_channel();
+    let mut ended = std::collections::VecDeque::new();
+    let mut tick = tokio::time::interval(AGENTS_TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let mut sends = Vec::new();
+        tokio::select! {
+            request = requests.recv() => {
+                let Some(request) = request else { break };
+                let now = now_ms();
+                match request {
+                    ExecRequest::Launch(job, generations) => runs.launch(now, job, generations),
+                    ExecRequest::Watch(job, generations) => runs.watch(now, job, generations),
+                    ExecRequest::Kill { id, why } => runs.kill(now, id, &why),
+                    ExecRequest::Forget(id) => sends.extend(runs.forget(id)),
+                }
+            }
+            Some(ask) = outputs.recv() => {
+                let addr = runs.address_of_task(&ask.job, ask.query.task);
+                tokio::spawn(read_output(links.clone(), ask, addr));
+            }
+            Some(answer) = heard.recv() => {
+                let now = now_ms();
+                match answer {
+                    Heard::Addresses(answer) => runs.addresses(answer),
+                    Heard::Launched { job, node, answer } => runs.launched(now, job, &node, answer),
+                    Heard::Renewed { node, asked, seen, answer } => {
+                        runs.renewed(now, &node, asked, &seen, answer);
+                    }
+                }
+            }
+            // An idle shard (no job on an agent, nothing to tell one) does not wake for it.
+            _ = tick.tick(), if !runs.is_idle() => {}
+        }
+        sends.extend(runs.tick(now_ms()));
+        for send in sends {
+            tokio::spawn(carry(links.clone(), send, heard_tx.clone()));
+        }
+        ended.extend(runs.take_ended());
+        if !deliver(&mut ended, &commands) {
+            break;
+        }
+    }
+    tracing::debug!(%queue, "agents task stopped");
+}
+
+/// Sends one request and hands its answer back.
+async fn carry(links: Links, send: Send, heard: mpsc::UnboundedSender<Heard>) {
+    let back = match send {
+        Send::Addresses(nodes) => Heard::Addresses(links.addresses(nodes).await),
+        Send::Launch { node, addr, launch } => {
+            let job = launch.job;
+            let answer = links
+                .ask(&node, addr, &shard_node::Request::Launch(launch))
+                .await
+                .map(|_| ());
+            Heard::Launched { job, node, answer }
+        }
+        Send::Renew {
+            node,
+            addr,
+            seen,
+            asked,
+        } => {
+            let request = shard_node::Request::Renew { seen: seen.clone() };
+            let answer = match links.ask(&node, addr, &request).await {
+                Ok(shard_node::Response::Report(report)) => Ok(report),
+                Ok(other) => Err(Failure::Unreachable(format!("answered {other:?}"))),
+                Err(e) => Err(e),
+            };
+            Heard::Renewed {
+                node,
+                asked,
+                seen,
+                answer,
+            }
+        }
+        Send::Kill {
+            node,
+            addr,
+            job,
+            why,
+        } => {
+            if let Err(e) = links
+                .ask(&node, addr, &shard_node::Request::Kill { job, why })
+                .await
+            {
+                tracing::info!(%job, %node, error = %e, "kill not delivered; sent again later");
+            }
+            return;
+        }
+        Send::Forget { node, addr, jobs } => {
+            if let Err(e) = links
+                .ask(&node, addr, &shard_node::Request::Forget { jobs })
+                .await
+            {
+                tracing::debug!(%node, error = %e, "forget not delivered");
+            }
+            return;
+        }
+    };
+    let _ = heard.send(back);
+}
+
+/// Reads a task's output on its node: the node from the job's layout, its agent's address
+/// as known (else as the coordinator says).
+async fn read_output(
+    links: Links,
+    ask: OutputAsk,
+    known: Result<(String, Option<SocketAddr>), String>,
+) {
+    let OutputAsk { job, query, reply } = ask;
+    let answer = async {
+        let (node, addr) = known.map_err(|why| Refusal::new(RefusalCode::NotFound, why))?;
+        let addr = match addr {
+            Some(addr) => addr,
+            None => links
+                .addresses(vec![node.clone()])
+                .await
+                .ok()
+                .and_then(|a| a.first().and_then(|a| a.address))
+                .ok_or_else(|| {
+                    Refusal::new(
+                        RefusalCode::Unavailable,
+                        format!("no agent is known for {node}"),
+                    )
+                })?,
+        };
+        let request = shard_node::Request::Output(OutputRequest {
+            job: job.id,
+            rank: query.task,
+            stderr: query.stderr,
+            offset: query.offset,
+            max_bytes: query.max_bytes,
+        });
+        match links.ask(&node, addr, &request).await {
+            Ok(shard_node::Response::Output(chunk)) => Ok(chunk),
+            Ok(other) => Err(Refusal::new(
+                RefusalCode::Internal,
+                format!("{node}'s agent answered {other:?}"),
+            )),
+            Err(Failure::Refused(refusal)) => Err(refusal),
+            Err(Failure::Unreachable(why)) => Err(Refusal::new(
+                RefusalCode::Unavailable,
+                format!("{node}'s agent: {why}"),
+            )),
+        }
+    }
+    .await;
+    let _ = reply.send(answer);
+}

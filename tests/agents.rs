@@ -1,0 +1,185 @@
+//! `shardsched up --agents`: one node agent per node, each on a loopback address of its
+//! own; the shards launch every job on its nodes' agents, as the user who submitted it.
+//! The agents run as whoever runs the test (as root: jobs run as root, the admin
+//! certificate being named after root; otherwise as the test's user).
+
+mod harness;
+
+use harness::{System, agents_config, parent_of, read_pid_file};
+
+fn config() -> String {
+    agents_config("heartbeat_timeout = \"4s\"")
+}
+
+#[test]
+fn a_four_node_job_runs_one_task_on_each_node_under_that_nodes_agent() {
+    let sys = System::start_with("agents-four", &config(), &["--agents"]);
+    // Each task says where it is, who it runs as, its pid's parent (its node's supervisor)
+    // and that one's parent (the agent, which started the supervisor).
+    let script = "echo $SHARDSCHED_NODE $SHARDSCHED_TASK_RANK $SHARDSCHED_NTASKS $(id -un) \
+                  $PPID $(cut -d' ' -f4 /proc/$PPID/stat); sleep 1";
+    let id = sys.submit(&["-N", "4", "-t", "1m", "--", "sh", "-c", script]);
+    let row = sys.wait_state(&id, "completed");
+    assert_eq!(row["nodes"], "node[0-3]");
+    let id_un = std::process::Command::new("id")
+        .arg("-un")
+        .output()
+        .expect("id -un");
+    let me = String::from_utf8_lossy(&id_un.stdout).trim().to_owned();
+    for (rank, node) in ["node0", "node1", "node2", "node3"].iter().enumerate() {
+        let words = sys.task_words(node, &id, rank as u32);
+        assert_eq!(words[0], *node, "SHARDSCHED_NODE of rank {rank}: {words:?}");
+        assert_eq!(words[1], rank.to_string());
+        assert_eq!(words[2], "4", "SHARDSCHED_NTASKS");
+        assert_eq!(words[3], me, "the task runs as the submitting user");
+        let supervisor = read_pid_file(&sys.node_job_dir(node, &id).join("supervisor.pid"));
+        assert_eq!(
+            words[4],
+            supervisor.to_string(),
+            "{node}'s task is its supervisor's child"
+        );
+        let agent = sys.agent_pid(node).expect("agent");
+        assert_eq!(
+            words[5],
+            agent.to_string(),
+            "{node}'s supervisor was started by {node}'s agent"
+        );
+        assert_eq!(
+            parent_of(agent),
+            Some(sys.up_pid()),
+            "up supervises the agents"
+        );
+    }
+    // Each agent listens on its own loopback address, written to its state directory.
+    let mut addresses: Vec<String> = (0..8)
+        .map(|n| {
+            let file = sys.layout().node_dir(&format!("node{n}")).join("address");
+            std::fs::read_to_string(file)
+                .expect("address")
+                .trim()
+                .to_owned()
+        })
+        .collect();
+    assert!(
+        addresses.iter().all(|a| a.starts_with("127.0.1.")),
+        "{addresses:?}"
+    );
+    addresses.sort();
+    addresses.dedup();
+    assert_eq!(addresses.len(), 8);
+}
+
+#[test]
+fn a_jobs_exit_status_is_its_highest_tasks() {
+    let sys = System::start_with("agents-status", &config(), &["--agents"]);
+    let id = sys.submit(&[
+        "-N",
+        "2",
+        "-t",
+        "1m",
+        "--",
+        "sh",
+        "-c",
+        "exit $SHARDSCHED_TASK_RANK",
+    ]);
+    let row = sys.wait_state(&id, "failed");
+    let info = sys.ok(&["job", "info", &id]);
+    assert!(info.contains("exit code 1"), "{row:#}\n{info}");
+}
+
+#[test]
+fn job_output_brings_a_tasks_output_from_its_node_and_follows_it() {
+    let sys = System::start_with("agents-output", &config(), &["--agents"]);
+    let go = sys.dir.join("go");
+    let script = format!(
+        "echo out $SHARDSCHED_TASK_RANK; echo err $SHARDSCHED_TASK_RANK >&2; \
+         while [ ! -e {go} ]; do sleep 0.1; done; echo bye $SHARDSCHED_TASK_RANK",
+        go = go.display()
+    );
+    let id = sys.submit(&["-N", "2", "-t", "1m", "--", "sh", "-c", &script]);
+    sys.wait_state(&id, "running");
+    assert!(
+        harness::wait_for(|| sys.ok(&["job", "output", &id, "--task", "1"]) == "out 1\n"),
+        "task 1's output so far"
+    );
+    // --follow prints until the task ends.
+    let follow = std::process::Command::new(harness::EXE)
+        .env("SHARDSCHED_DIR", sys.state())
+        .args(["job", "output", &id, "--task", "1", "--follow"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("job output --follow");
+    std::fs::write(&go, "").expect("go");
+    let followed = follow.wait_with_output().expect("it ends with the task");
+    assert!(followed.status.success());
+    assert_eq!(String::from_utf8_lossy(&followed.stdout), "out 1\nbye 1\n");
+    sys.wait_state(&id, "completed");
+    assert_eq!(sys.ok(&["job", "output", &id]), "out 0\nbye 0\n");
+    assert_eq!(
+        sys.ok(&["job", "output", &id, "--task", "1", "--stderr"]),
+        "err 1\n"
+    );
+    let missing = sys.fails(&["job", "output", &id, "--task", "2"]);
+    assert!(missing.contains("no task 2"), "{missing}");
+}
+
+#[test]
+fn tasks_on_two_nodes_exchange_names_through_pmi() {
+    let sys = System::start_with("agents-pmi", &config(), &["--agents"]);
+    // A small PMI-1 client: each task puts its node under its rank, waits at the barrier
+    // (a fence across both nodes' agents), and gets the other rank's.
+    let script = r#"
+        pmi() { echo "$1" >&$PMI_FD; read -r reply <&$PMI_FD; echo "$reply"; }
+        pmi "cmd=init pmi_version=1 pmi_subversion=1" >/dev/null
+        kvs=$(pmi cmd=get_my_kvsname | sed 's/.*kvsname=//')
+        pmi "cmd=put kvsname=$kvs key=node-$PMI_RANK value=$SHARDSCHED_NODE" >/dev/null
+        pmi cmd=barrier_in >/dev/null
+        other=$(pmi "cmd=get kvsname=$kvs key=node-$((1 - PMI_RANK))" | sed 's/.*value=//')
+        pmi cmd=finalize >/dev/null
+        echo "$PMI_SIZE $SHARDSCHED_NODE $other"
+    "#;
+    let id = sys.submit(&["-N", "2", "-t", "1m", "--", "bash", "-c", script]);
+    let row = sys.wait_state(&id, "completed");
+    let words = |task: &str| -> Vec<String> {
+        sys.ok(&["job", "output", &id, "--task", task])
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect()
+    };
+    let (zero, one) = (words("0"), words("1"));
+    assert_eq!(zero.len(), 3, "{zero:?} {row:#}");
+    assert_eq!(one.len(), 3, "{one:?}");
+    assert_eq!((zero[0].as_str(), one[0].as_str()), ("2", "2"), "PMI_SIZE");
+    assert_ne!(zero[1], one[1], "one task per node");
+    assert_eq!(zero[2], one[1], "rank 0 got rank 1's node");
+    assert_eq!(one[2], zero[1], "rank 1 got rank 0's node");
+}
+
+#[test]
+fn cancel_kills_a_tasks_setsid_grandchild() {
+    // Only a cgroup holds a process that left the task's session; an agent has cgroups as
+    // root.
+    if !harness::privileged("agents setsid") {
+        return;
+    }
+    let sys = System::start_with("agents-setsid", &config(), &["--agents"]);
+    let pid_file = sys.dir.join("grandchild.pid");
+    let script = format!(
+        "setsid sleep 600 & echo $! > {pids}.tmp && mv {pids}.tmp {pids}; exec sleep 600",
+        pids = pid_file.display()
+    );
+    let id = sys.submit(&["-N", "1", "-t", "1m", "--", "sh", "-c", &script]);
+    assert!(
+        harness::wait_for(|| pid_file.exists()),
+        "the grandchild started: {:#}",
+        sys.job(&id)
+    );
+    let grandchild = read_pid_file(&pid_file);
+    assert!(harness::alive(grandchild));
+    sys.ok(&["cancel", &id]);
+    sys.wait_state(&id, "cancelled");
+    assert!(
+        harness::wait_for(|| !harness::alive(grandchild)),
+        "the setsid grandchild {grandchild} outlived its job's cancel"
+    );
+}

@@ -1,0 +1,112 @@
+//! What the tests of `up --agents` share: their configuration, where a job's files are on
+//! a node, and process ancestry.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::System;
+use super::config::with_alpha;
+
+/// Eight nodes: alpha defines node[0-3], beta node[2-7] (so node[2-3] can move from alpha
+/// to beta) and owns node[4-7]; `[agents]` as given (e.g. `heartbeat_timeout = "4s"`).
+pub fn agents_config(agents: &str) -> String {
+    with_alpha(
+        "node[0-7]",
+        &format!(
+            r#"
+[queues.beta]
+nodes = "node[2-7]"
+policy = "easy"
+default_duration = "60s"
+max_duration = "2h"
+
+[agents]
+{agents}
+"#
+        ),
+    )
+}
+
+/// One queue, alpha, on nodes `hosts` (e.g. `node[0-4]`); an agent silent for 4 s has its
+/// node marked down.
+pub fn alpha_agents_config(hosts: &str) -> String {
+    format!(
+        r#"
+default_queue = "alpha"
+
+[cluster.inline]
+name = "agents"
+
+[[cluster.inline.nodes]]
+hosts = "{hosts}"
+sockets = 1
+cores_per_socket = 4
+
+[queues.alpha]
+nodes = "{hosts}"
+policy = "fcfs"
+default_duration = "60s"
+max_duration = "2h"
+
+[agents]
+heartbeat_timeout = "4s"
+"#
+    )
+}
+
+/// Issues a certificate of `role` named `name` from the CA in `coordinator_dir` into `out`.
+pub fn issue_cert(coordinator_dir: &Path, role: &str, name: &str, out: &Path) {
+    let done = Command::new(super::EXE)
+        .args([
+            "cert",
+            "issue",
+            "--role",
+            role,
+            "--name",
+            name,
+            "--state-dir",
+        ])
+        .arg(coordinator_dir)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .expect("cert issue");
+    assert!(
+        done.status.success(),
+        "cert issue --role {role} --name {name}: {}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+}
+
+impl System {
+    /// A job's directory on a node (`up --agents`).
+    pub fn node_job_dir(&self, node: &str, id: &str) -> PathBuf {
+        self.layout().node_dir(node).join("jobs").join(id)
+    }
+
+    /// What task `rank` of job `id` wrote to its standard output on `node`, by word.
+    pub fn task_words(&self, node: &str, id: &str, rank: u32) -> Vec<String> {
+        let path = self.node_job_dir(node, id).join(format!("task-{rank}.out"));
+        std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The pid of node `node`'s agent (a child of `up`).
+    pub fn agent_pid(&self, node: &str) -> Option<u32> {
+        self.try_child_pid(node)
+    }
+}
+
+/// The parent of process `pid`, from `/proc`.
+pub fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
