@@ -1,8 +1,11 @@
 //! Unit tests of job arrays (`core/arrays.rs`): elements accepted together, `%N` running
 //! at most, cancels and holds by the array's id, a restart, and forgetting.
 
+use std::sync::Arc;
+
 use shardsched_wire::Fluid;
 use shardsched_wire::array::{ArraySpec, element_id};
+use shardsched_wire::msg::agent::JobSignature;
 use shardsched_wire::msg::client_shard::{CancelResult, Submit, UrgencyChange, UrgencyResult};
 use shardsched_wire::msg::{JobState, RefusalCode};
 
@@ -206,4 +209,76 @@ fn an_array_survives_a_restart_with_its_limit_and_is_forgotten_whole() {
     core.tick(NOW + 200_000).expect("tick");
     journal.commit(&core.take_journal());
     assert!(journal.restored().expect("no orphan").jobs.is_empty());
+}
+
+#[test]
+fn a_signed_array_journals_one_signature_its_elements_share_and_forget_with_it() {
+    let options = || CoreOptions {
+        journal: true,
+        retention_ms: 60_000,
+        ..CoreOptions::default()
+    };
+    let mut core = core_with(&["n0"], &["n0"], options());
+    let signature = JobSignature {
+        cert_pem: "-----BEGIN CERTIFICATE-----".into(),
+        signature: vec![7; 70],
+    };
+    let submit = Submit {
+        array: Some("1-3".parse::<ArraySpec>().expect("spec")),
+        signature: Some(signature.clone()),
+        ..submit(1, jobspec(None, Some(1), 10))
+    };
+    let id = core
+        .handle_submit(NOW, "alice", &submit)
+        .expect("signed")
+        .id;
+    let ids = elements(id, 1..=3);
+    let records = core.take_journal();
+    let signed: Vec<u64> = records
+        .iter()
+        .filter_map(|r| match r {
+            JournalRecord::Signed(s) => Some(s.id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(signed, [id.0], "one signature, keyed by the array's id");
+    let mut journal = MemJournal::default();
+    journal.commit(&records);
+
+    let restart = |journal: &MemJournal, at: u64| {
+        let restored = journal.restored().expect("no orphan");
+        let again = assignment(config(&["n0"]), owned(&["n0"]), Vec::new());
+        ShardCore::restored(&again, options(), at, &restored)
+            .expect("restored")
+            .0
+    };
+    for core in [&core, &restart(&journal, NOW)] {
+        let shared: Vec<_> = ids
+            .iter()
+            .map(|&e| {
+                core.job(e)
+                    .and_then(|j| j.signature.clone())
+                    .expect("signed")
+            })
+            .collect();
+        assert_eq!(*shared[0], signature);
+        assert!(
+            shared.iter().all(|s| Arc::ptr_eq(s, &shared[0])),
+            "the elements share one copy"
+        );
+    }
+    core.tick(NOW).expect("tick");
+    core.tick(NOW + 10_000).expect("tick");
+    core.tick(NOW + 20_000).expect("tick");
+    core.tick(NOW + 30_000).expect("all ended");
+    core.tick(NOW + 200_000).expect("all forgotten");
+    journal.commit(&core.take_journal());
+    assert!(
+        journal
+            .restored()
+            .expect("no orphan signature")
+            .jobs
+            .is_empty(),
+        "the signature went with the array"
+    );
 }
