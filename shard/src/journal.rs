@@ -177,10 +177,15 @@ pub fn restored(path: &Path, tables: Tables) -> Result<Restored, JournalError> {
             format::decode(bytes).map_err(|e| JournalError::decode_meta(path, name, e))?;
         nodes.push((node.to_owned(), record));
     }
-    Restored::assemble(
-        jobs, arrays, runs, ends, urgency, signatures, last_id, nodes,
-    )
-    .map_err(|o| {
+    let tables = JobTables {
+        jobs,
+        arrays,
+        runs,
+        ends,
+        urgencies: urgency,
+        signatures,
+    };
+    Restored::assemble(tables, last_id, nodes).map_err(|o| {
         JournalError::decode(
             path,
             o.table,

@@ -47,7 +47,7 @@ mod mem;
 mod restored;
 
 pub use mem::MemJournal;
-pub use restored::{ElementOf, Orphan, Restored, RestoredJob};
+pub use restored::{ElementOf, JobTables, Orphan, Restored, RestoredJob};
 
 /// The journal kind in the format stamp.
 pub const FORMAT_KIND: &str = "shard";

@@ -71,13 +71,16 @@ impl MemJournal {
 
     /// What a restart reads back.
     pub fn restored(&self) -> Result<Restored, Orphan> {
+        let tables = JobTables {
+            jobs: self.jobs.values().cloned().collect(),
+            arrays: self.arrays.values().cloned().collect(),
+            runs: self.runs.values().cloned().collect(),
+            ends: self.ends.values().cloned().collect(),
+            urgencies: self.urgency.iter().map(|(&id, &u)| (id, u)).collect(),
+            signatures: self.signatures.values().cloned().collect(),
+        };
         Restored::assemble(
-            self.jobs.values().cloned(),
-            self.arrays.values().cloned(),
-            self.runs.values().cloned(),
-            self.ends.values().cloned(),
-            self.urgency.iter().map(|(&id, &u)| (id, u)),
-            self.signatures.values().cloned(),
+            tables,
             self.last_id,
             self.nodes.iter().map(|(n, r)| (n.clone(), r.clone())),
         )

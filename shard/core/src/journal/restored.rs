@@ -88,21 +88,42 @@ pub struct Orphan {
     pub key: u64,
 }
 
+/// A journal's job-keyed tables, decoded, each in any order: what [`Restored::assemble`]
+/// puts together.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct JobTables {
+    /// The `jobs` table.
+    pub jobs: Vec<AcceptedJob>,
+    /// The `arrays` table.
+    pub arrays: Vec<ArrayRecord>,
+    /// The `runs` table.
+    pub runs: Vec<StartedJob>,
+    /// The `ends` table.
+    pub ends: Vec<EndedJob>,
+    /// The `urgency` table: job id and urgency.
+    pub urgencies: Vec<(u64, u8)>,
+    /// The `signatures` table.
+    pub signatures: Vec<SignatureRecord>,
+}
+
 impl Restored {
     /// Puts a journal's records together: an `arrays` record makes the elements of the
     /// `jobs` record of its key; each `runs`, `ends` and `urgency` record joins the job (or
     /// element) of its key, each `signatures` record the job or every element of the array
     /// of its key; one with no such job is an [`Orphan`].
     pub fn assemble(
-        jobs: impl IntoIterator<Item = AcceptedJob>,
-        arrays: impl IntoIterator<Item = ArrayRecord>,
-        runs: impl IntoIterator<Item = StartedJob>,
-        ends: impl IntoIterator<Item = EndedJob>,
-        urgencies: impl IntoIterator<Item = (u64, u8)>,
-        signatures: impl IntoIterator<Item = SignatureRecord>,
+        tables: JobTables,
         last_id: Option<u64>,
         nodes: impl IntoIterator<Item = (String, NodeRecord)>,
     ) -> Result<Restored, Orphan> {
+        let JobTables {
+            jobs,
+            arrays,
+            runs,
+            ends,
+            urgencies,
+            signatures,
+        } = tables;
         let mut accepted: BTreeMap<u64, Arc<AcceptedJob>> =
             jobs.into_iter().map(|a| (a.id, Arc::new(a))).collect();
         let mut signed = BTreeMap::new();
