@@ -214,11 +214,16 @@ async fn a_shard_registers_runs_jobs_and_obeys_its_coordinator() {
         .expect("connect to the shard");
 
     // A 2 s job at time scale 20 runs 100 ms; the cluster has room, so it is allocated
-    // in the batch that accepted it, before the answer.
+    // in the batch that accepted it, before the answer: never pending when asked (it may
+    // have completed already on a loaded machine).
     let (id, duplicate) = submitted(&alice, 1, 2).await;
     assert!(!duplicate);
     assert_eq!(id.generator_id(), 11);
-    assert_eq!(job_state(&alice, id).await, JobState::Running);
+    let first_seen = job_state(&alice, id).await;
+    assert!(
+        matches!(first_seen, JobState::Running | JobState::Completed),
+        "allocated before the answer, found {first_seen:?}"
+    );
     assert_eq!(
         submitted(&alice, 1, 2).await,
         (id, true),

@@ -67,8 +67,14 @@
 //! it, (A3)). `B` is the earlier of the two ends. When no tail reservation starts before
 //! `B`, the answer ends by `B` (an old placement ending at `B` meets no tail reservation, so
 //! the match would have found it), every window it tried read what the definition reads, and
-//! the answer is exact. Otherwise the tail reservations starting before `B` are cancelled (the
-//! walk places them again when it gets there) and the job is matched again, now exactly.
+//! the answer is exact. It is exact too when no tail reservation meets its window `[a, b)`
+//! (the match at `a` read what the definition reads, (A1)) and no earlier instant can succeed
+//! with the tail cancelled: windows meeting no tail reservation failed in the same calendars,
+//! and for the others part 2 of rule 1 applies, with the tail's windows as what changed and
+//! the units of the tail and of the answer itself counted free
+//! ([`QueueManager::exact_despite_tail`]). Otherwise the tail reservations starting before
+//! `B` are cancelled (the walk places them again when it gets there) and the job is matched
+//! again, now exactly.
 //!
 //! A job placed again at the same start on the same vertices changes nothing; any other
 //! outcome frees its old window and takes its new one. A tail reservation cancelled this way
@@ -84,6 +90,7 @@ use shardsched_matcher::Matcher;
 
 use crate::event::JobId;
 use crate::queue::QueueManager;
+use crate::reservations::Reserved;
 use crate::shapes::{RootAgg, planning_window};
 
 /// With more reservations than this, a re-plan cancels them all rather than prove which ones
@@ -149,6 +156,16 @@ pub(crate) struct Held<'a> {
     held: &'a [i64],
 }
 
+impl Held<'_> {
+    fn of(r: &Reserved) -> Held<'_> {
+        Held {
+            at: r.at,
+            end: r.end,
+            held: &r.held,
+        }
+    }
+}
+
 impl QueueManager {
     /// Rule 1 of the module documentation: whether job `id`'s reservation at `at` over
     /// `[at, end)` — held, or cancelled earlier in this re-plan — is what the re-plan at
@@ -160,25 +177,65 @@ impl QueueManager {
         if at <= now || delta.meets(at, end) {
             return false;
         }
-        let duration = job.jobspec.attributes.duration;
-        let Some(instants) = self.candidate_instants(now, at, duration, delta) else {
-            return false;
-        };
-        if instants.is_empty() {
-            return true;
-        }
         // Free in the re-plan's view: this reservation (if held) and every one behind it.
         let free: Vec<Held> = self
             .reservations
             .get(id)
             .into_iter()
             .chain(self.reservations.behind(job.key))
-            .map(|h| Held {
-                at: h.at,
-                end: h.end,
-                held: &h.held,
-            })
+            .map(Held::of)
             .collect();
+        self.fits_nowhere_before(id, now, at, delta, &free)
+    }
+
+    /// Rule 2's shortcut: whether job `id`, just matched over `[at, end)` with its tail held,
+    /// got what it would get with the tail cancelled, so that no tail reservation need go.
+    /// True when no tail reservation meets `[at, end)` — the match at `at` read what the
+    /// definition reads (A1) — and no match can succeed earlier with the tail cancelled: at
+    /// instants whose windows meet no tail reservation the match failed in the same
+    /// calendars, and at the others (rule 1, part 2, with the tail windows as what changed)
+    /// the root's aggregates fall short with the tail's units and the job's own counted free.
+    pub(crate) fn exact_despite_tail(&self, id: JobId, now: i64, at: i64, end: i64) -> bool {
+        let Some(job) = self.jobs.get(&id) else {
+            return false;
+        };
+        let tail: Vec<Held> = self.reservations.behind(job.key).map(Held::of).collect();
+        if tail.iter().any(|h| h.at < end && at < h.end) {
+            return false;
+        }
+        let mut windows = Delta::default();
+        for h in &tail {
+            windows.push(h.at, h.end, Change::Freed);
+        }
+        let own = self.root.held(&self.matcher, id);
+        let mut free = tail;
+        free.push(Held {
+            at,
+            end,
+            held: &own,
+        });
+        self.fits_nowhere_before(id, now, at, &windows, &free)
+    }
+
+    /// Whether job `id` certainly cannot start at any instant in `[now, before)` whose window
+    /// meets what `delta` freed, with the reservations `free` counted as free (rule 1, part
+    /// 2). Windows meeting only taken time or no change are not looked at: the caller knows
+    /// that the match failed there.
+    fn fits_nowhere_before(
+        &self,
+        id: JobId,
+        now: i64,
+        before: i64,
+        delta: &Delta,
+        free: &[Held],
+    ) -> bool {
+        let Some(job) = self.jobs.get(&id) else {
+            return false;
+        };
+        let duration = job.jobspec.attributes.duration;
+        let Some(instants) = self.candidate_instants(now, before, duration, delta) else {
+            return false;
+        };
         let free: Vec<&Held> = free.iter().collect();
         !instants.iter().any(|&t| {
             self.root

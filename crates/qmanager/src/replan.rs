@@ -131,8 +131,13 @@ impl QueueManager {
             .filter(|b| b.at >= now && !rp.delta.taken_meets(b.at, b.end))
             .map(|b| b.end);
         let mut placed = self.match_or_reserve(id, now)?;
-        let reach = self.placed_end(id, &placed).min(bound.unwrap_or(i64::MAX));
-        if self.tail_starting_before(Some(key), reach).next().is_some() {
+        let window = self.placed_window(id, &placed);
+        let reach = window
+            .map_or(i64::MAX, |w| w.1)
+            .min(bound.unwrap_or(i64::MAX));
+        if self.tail_starting_before(Some(key), reach).next().is_some()
+            && !window.is_some_and(|(at, end)| self.exact_despite_tail(id, now, at, end))
+        {
             if placed_in_matcher(&placed) {
                 self.matcher.cancel(id)?;
             }
@@ -155,12 +160,13 @@ impl QueueManager {
         Ok(true)
     }
 
-    /// Where the allocation `placed` of job `id` ends; the horizon when nothing was placed.
-    fn placed_end(&self, id: JobId, placed: &Placement) -> i64 {
+    /// The window `[start, end)` of the allocation `placed` of job `id`; `None` when nothing
+    /// was placed.
+    fn placed_window(&self, id: JobId, placed: &Placement) -> Option<(i64, i64)> {
         if !placed_in_matcher(placed) {
-            return i64::MAX;
+            return None;
         }
-        self.matcher.job(id).map_or(i64::MAX, |j| end_of(&j.alloc))
+        self.matcher.job(id).map(|j| (j.alloc.at, end_of(&j.alloc)))
     }
 
     /// Job `id` was placed again as `attempt`; `before` is the reservation it had. A new

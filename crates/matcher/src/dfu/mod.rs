@@ -760,16 +760,7 @@ impl<'a> Walk<'a> {
                 pristine: false,
             };
         }
-        Test {
-            kind: if pristine {
-                MatchKind::Pristine
-            } else {
-                MatchKind::None
-            },
-            next: reqs,
-            nslots: 0,
-            pristine,
-        }
+        Test::unmatched(reqs, pristine)
     }
 
     /// The flexible traverser's `test`: several slots may share a list (or-slots); a slot
@@ -803,16 +794,7 @@ impl<'a> Walk<'a> {
                 or_matched = true;
             }
         }
-        let unmatched = Test {
-            kind: if pristine {
-                MatchKind::Pristine
-            } else {
-                MatchKind::None
-            },
-            next: reqs,
-            nslots: 0,
-            pristine,
-        };
+        let unmatched = Test::unmatched(reqs, pristine);
         if let Some((list, n)) = slots {
             if list.iter().any(|&s| self.slot_match(u, s)) {
                 return Test {
@@ -941,6 +923,21 @@ impl<'a> Test<'a> {
             next: reqs,
             nslots: 0,
             pristine: false,
+        }
+    }
+
+    /// Nothing matched at this vertex: its requests pass on to the children, and a
+    /// pristine subtree stays pristine.
+    fn unmatched(reqs: &'a [ReqId], pristine: bool) -> Test<'a> {
+        Test {
+            kind: if pristine {
+                MatchKind::Pristine
+            } else {
+                MatchKind::None
+            },
+            next: reqs,
+            nslots: 0,
+            pristine,
         }
     }
 }
