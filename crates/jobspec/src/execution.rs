@@ -74,11 +74,8 @@ mod tests {
         assert_eq!(run.cwd, Some(PathBuf::from("/tmp")));
         assert_eq!(run.environment, [("A".to_owned(), "1".to_owned())]);
         let bad = text.replace(r#""A":"1""#, r#""A":1"#);
-        let jobspec = crate::parse_json(&bad).expect("jobspec");
-        assert!(
-            Execution::of(&jobspec)
-                .expect_err("bad")
-                .contains("environment.A")
-        );
+        // Parsing checks the environment's values first and names the variable.
+        let error = crate::parse_json(&bad).expect_err("a number is refused");
+        assert!(error.to_string().contains("environment.A"), "{error}");
     }
 }

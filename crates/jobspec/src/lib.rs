@@ -65,6 +65,7 @@ pub mod error;
 pub mod execution;
 pub mod fluxion;
 pub mod model;
+pub mod options;
 pub mod parse;
 pub mod read;
 pub mod shorthand;
@@ -77,6 +78,7 @@ pub use fluxion::parse_fluxion;
 pub use model::{
     Attributes, Count, CountOp, Jobspec, Resource, Task, TaskCount, VERSION_1, VERSION_GENERAL,
 };
+pub use options::Stream;
 pub use parse::from_value;
 pub use read::{JOBSPEC_BYTES_MAX, JOBSPEC_DEPTH_MAX, parse, parse_json, parse_yaml};
 pub use shorthand::{SHORTHAND_SLOT_LABEL, Shorthand};

@@ -4,7 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
+use shardsched_jobspec::{Jobspec, Stream};
 use shardsched_wire::msg::JobId;
+
+use crate::job::JobRecord;
 
 /// The directory under a shard's state directory that holds one directory per exec job.
 pub const JOBS_DIR: &str = "jobs";
@@ -32,6 +35,55 @@ pub const SUPERVISOR_LOG: &str = "supervisor.log";
 /// The directory of job `id` under the shard's jobs directory (`<state-dir>/jobs`).
 pub fn job_dir(jobs_dir: &Path, id: JobId) -> PathBuf {
     jobs_dir.join(id.to_string())
+}
+
+/// Where a job runs and where its output goes: its jobspec's `cwd` and output files, else
+/// its directory. Computed in one place for the launch and for the `start` event that
+/// `job info` reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobFiles {
+    /// The working directory.
+    pub cwd: PathBuf,
+    /// Standard output's file.
+    pub stdout: PathBuf,
+    /// Standard error's file.
+    pub stderr: PathBuf,
+}
+
+impl JobFiles {
+    /// The files of `job` (whose jobspec is `jobspec`) with its directory under `jobs_dir`:
+    /// output templates filled in (`{{id}}`, `{{name}}`, `{{array_id}}`,
+    /// `{{array_index}}`) and relative paths taken from its working directory.
+    pub fn of(jobs_dir: &Path, job: &JobRecord, jobspec: &Jobspec) -> JobFiles {
+        let dir = job_dir(jobs_dir, job.id);
+        let cwd = jobspec
+            .attributes
+            .cwd()
+            .map_or_else(|| dir.clone(), PathBuf::from);
+        let file = |stream: Stream, default: &str| match jobspec.attributes.output(stream) {
+            Some(template) => cwd.join(fill(template, job)),
+            None => dir.join(default),
+        };
+        JobFiles {
+            stdout: file(Stream::Stdout, STDOUT_FILE),
+            stderr: file(Stream::Stderr, STDERR_FILE),
+            cwd,
+        }
+    }
+}
+
+/// An output path template with the job's values in (a `/` in its name becomes `_`, so
+/// the name never makes directories).
+fn fill(template: &str, job: &JobRecord) -> String {
+    let (array, index) = match job.array {
+        Some(e) => (e.array.to_string(), e.index.to_string()),
+        None => (job.id.to_string(), "0".to_owned()),
+    };
+    template
+        .replace("{{id}}", &job.id.to_string())
+        .replace("{{name}}", &job.name.replace('/', "_"))
+        .replace("{{array_id}}", &array)
+        .replace("{{array_index}}", &index)
 }
 
 /// How a job ended (the supervisor's `status` file): the wire's types, shared with node

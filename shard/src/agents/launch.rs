@@ -165,7 +165,7 @@ pub fn node_launches(job: &JobRecord, facts: &LaunchFacts<'_>) -> Result<Vec<Nod
         });
         first_rank = first_rank.saturating_add(ntasks);
     }
-    let env = allocation_variables(job.id, facts.queue, &r, job.duration_ms);
+    let env = allocation_variables(job.id, facts.queue, &r, job.duration_ms, job.array);
     let signed = SignedJobspec::new(&job.jobspec_json, signature);
     nodes
         .iter()
