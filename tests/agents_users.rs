@@ -89,10 +89,12 @@ fn a_job_runs_as_its_signer_and_unknown_root_and_system_users_are_refused() {
             .is_some_and(|groups| groups.split_whitespace().any(|g| g == "4343")),
         "alice's supplementary group: {out}"
     );
+    // Submit sends the directory it ran from as the job's cwd (flux submit's default,
+    // issue 17), which the agent honours over the user's home.
     assert_eq!(
         lines.get(3),
-        Some(&home.to_string_lossy().as_ref()),
-        "{out}"
+        Some(&sys.dir.to_string_lossy().as_ref()),
+        "the job runs where it was submitted from: {out}"
     );
 
     for (user, why) in [
@@ -202,6 +204,8 @@ async fn a_node_certificate_cannot_act_as_a_client_a_shard_or_another_node() {
             user: UserFilter::All,
             include_inactive: true,
             limit: 10,
+            states: Vec::new(),
+            name: None,
         }))
         .await;
     assert!(refused(&reply, RefusalCode::Forbidden), "{reply:?}");

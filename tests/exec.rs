@@ -307,11 +307,14 @@ fn a_supervisor_outlives_its_shard_and_is_recovered() {
                 command: vec!["sh".into(), "-c".into(), command.into()],
                 env: vec![],
                 cwd: dir.clone(),
+                stdout: None,
+                stderr: None,
                 time_limit_ms,
                 kill_grace_ms: 300,
             },
             dir,
             r_json: "{}".into(),
+            files: Vec::new(),
         }
     };
     let (stubborn, quick, limited) = (Fluid(1 << 30), Fluid(2 << 30), Fluid(3 << 30));

@@ -120,7 +120,8 @@ fn submit_request(key: [u8; 16], seconds: u64) -> client_shard::Request {
     client_shard::Request::Submit(Submit {
         idempotency_key: IdempotencyKey(key),
         jobspec_json: jobspec.to_string(),
-        priority: None,
+        urgency: None,
+        array: None,
         signature: None,
     })
 }
@@ -194,7 +195,7 @@ async fn a_killed_shard_restarts_from_its_journal_without_losing_or_duplicating_
             "submit_ms",
             "start_ms",
             "owner",
-            "priority",
+            "urgency",
         ] {
             assert_eq!(
                 job[field], again[field],

@@ -101,7 +101,8 @@ async fn a_retried_submit_with_the_same_key_makes_one_job() {
     let submit = Submit {
         idempotency_key: IdempotencyKey([7; 16]),
         jobspec_json: jobspec("alpha", 60),
-        priority: None,
+        urgency: None,
+        array: None,
         signature: None,
     };
     let request = client_shard::Request::Submit(submit.clone());
@@ -141,6 +142,8 @@ async fn a_retried_submit_with_the_same_key_makes_one_job() {
             user: UserFilter::All,
             include_inactive: true,
             limit: 100,
+            states: Vec::new(),
+            name: None,
         }))
         .await
         .unwrap()
@@ -361,7 +364,8 @@ async fn garbage_on_a_stream_resets_that_stream_and_the_processes_keep_serving()
         .request(&client_shard::Request::Submit(Submit {
             idempotency_key: IdempotencyKey([1; 16]),
             jobspec_json: jobspec("alpha", 1),
-            priority: None,
+            urgency: None,
+            array: None,
             signature: None,
         }))
         .await

@@ -2,6 +2,7 @@
 //! [`shardsched_coordinator_core`].
 
 pub mod driver;
+pub mod history;
 pub mod journal;
 
 pub use shardsched_coordinator_core::{

@@ -69,7 +69,7 @@ fn job(id: u64, owner: &str) -> JobSummary {
         owner: owner.into(),
         name: "sleep".into(),
         state: JobState::Running,
-        priority: 16,
+        urgency: 16,
         nodes: vec!["node0".into()],
         nodes_requested: Some(1),
         submit_ms: id,
@@ -78,6 +78,8 @@ fn job(id: u64, owner: &str) -> JobSummary {
         duration_ms: 60_000,
         reason: String::new(),
         reserved_ms: None,
+        array: None,
+        begin_ms: None,
     }
 }
 
@@ -133,6 +135,7 @@ async fn shards_register_and_clients_read_over_real_quic() {
             generation: Generation(1),
             jobs_running: 2,
             reason: None,
+            usage: Default::default(),
         }],
     };
     let ack = shard
@@ -188,6 +191,8 @@ async fn shards_register_and_clients_read_over_real_quic() {
         user: UserFilter::Mine,
         include_inactive: true,
         limit: 0,
+        states: Vec::new(),
+        name: None,
     };
     let list = match alice.request(&client_coord::Request::Jobs(query)).await {
         Ok(ClientResponse::Jobs(l)) => l,

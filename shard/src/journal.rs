@@ -1,8 +1,9 @@
 //! The shard's journal on disk: the core's records ([`shardsched_shard_core::journal`],
 //! re-exported here) encoded with the journal's own format
-//! ([`shardsched_journal::format`]), stamped `shardsched-shard-journal v1`.
+//! ([`shardsched_journal::format`]), stamped `shardsched-shard-journal v2`.
 //!
 //! [`open`] checks the stamp before reading anything: a fresh journal is stamped at once; a
+//! v1 journal is upgraded (restamped: v2 only added tables); a
 //! journal written before format v1 (by the wire codec), one of another kind, or one of a
 //! newer version is refused by name (the error names the file, and a restart would fail the
 //! same way). [`to_batch`] encodes a batch of records for the committer; [`load`] reads a
@@ -24,13 +25,11 @@ pub fn open(path: &Path) -> Result<Journal, JournalError> {
     let journal = Journal::open(path)?;
     match format::check(&journal, FORMAT_KIND, FORMAT_VERSION)? {
         Stamp::Current => {}
-        Stamp::Fresh => {
-            let mut stamp = Batch::new();
-            stamp.put_meta(
-                format::FORMAT_META,
-                format::stamp_value(FORMAT_KIND, FORMAT_VERSION),
-            );
-            journal.commit(&stamp)?;
+        Stamp::Fresh => stamp(&journal)?,
+        Stamp::Older(version) if version >= FORMAT_VERSION_UPGRADED => {
+            // Every record of the older format is one of this format's: restamp it.
+            stamp(&journal)?;
+            tracing::info!(path = %journal.path().display(), from = version, to = FORMAT_VERSION, "journal format upgraded");
         }
         Stamp::Older(version) => {
             return Err(JournalError::new(
@@ -43,6 +42,16 @@ pub fn open(path: &Path) -> Result<Journal, JournalError> {
         }
     }
     Ok(journal)
+}
+
+/// Stamps `journal` with this build's format.
+fn stamp(journal: &Journal) -> Result<(), JournalError> {
+    let mut stamp = Batch::new();
+    stamp.put_meta(
+        format::FORMAT_META,
+        format::stamp_value(FORMAT_KIND, FORMAT_VERSION),
+    );
+    journal.commit(&stamp).map(drop)
 }
 
 /// The journal writes for `records`, in order.
@@ -67,7 +76,26 @@ pub fn to_batch(records: &[JournalRecord]) -> Result<Batch, FormatError> {
                     .delete(JOBS_TABLE, id.0)
                     .delete(RUNS_TABLE, id.0)
                     .delete(ENDS_TABLE, id.0)
+                    .delete(URGENCY_TABLE, id.0)
                     .delete(SIGNATURES_TABLE, id.0);
+            }
+            JournalRecord::Urgency(id, urgency) => {
+                batch.put(URGENCY_TABLE, id.0, format::encode(urgency)?);
+            }
+            JournalRecord::Array(array) => {
+                batch.put(ARRAYS_TABLE, array.id, format::encode(array)?);
+            }
+            JournalRecord::ArrayForgotten { id, elements } => {
+                batch
+                    .delete(JOBS_TABLE, id.0)
+                    .delete(ARRAYS_TABLE, id.0)
+                    .delete(SIGNATURES_TABLE, id.0);
+                for e in elements {
+                    batch
+                        .delete(RUNS_TABLE, e.0)
+                        .delete(ENDS_TABLE, e.0)
+                        .delete(URGENCY_TABLE, e.0);
+                }
             }
             JournalRecord::LastId(id) => {
                 batch.put_meta(LAST_ID_META, format::encode(&id.0)?);
@@ -87,8 +115,10 @@ pub fn to_batch(records: &[JournalRecord]) -> Result<Batch, FormatError> {
 pub fn load(journal: &Journal) -> Result<Restored, JournalError> {
     let tables = Tables {
         jobs: journal.scan(JOBS_TABLE)?,
+        arrays: journal.scan(ARRAYS_TABLE)?,
         runs: journal.scan(RUNS_TABLE)?,
         ends: journal.scan(ENDS_TABLE)?,
+        urgency: journal.scan(URGENCY_TABLE)?,
         signatures: journal.scan(SIGNATURES_TABLE)?,
         metas: journal.metas()?,
     };
@@ -100,10 +130,14 @@ pub fn load(journal: &Journal) -> Result<Restored, JournalError> {
 pub struct Tables {
     /// [`JOBS_TABLE`], in key order.
     pub jobs: Vec<(u64, Vec<u8>)>,
+    /// [`ARRAYS_TABLE`].
+    pub arrays: Vec<(u64, Vec<u8>)>,
     /// [`RUNS_TABLE`].
     pub runs: Vec<(u64, Vec<u8>)>,
     /// [`ENDS_TABLE`].
     pub ends: Vec<(u64, Vec<u8>)>,
+    /// [`URGENCY_TABLE`].
+    pub urgency: Vec<(u64, Vec<u8>)>,
     /// [`SIGNATURES_TABLE`].
     pub signatures: Vec<(u64, Vec<u8>)>,
     /// Named values.
@@ -113,8 +147,18 @@ pub struct Tables {
 /// Decodes the tables of the journal at `path` (named in errors) into a [`Restored`].
 pub fn restored(path: &Path, tables: Tables) -> Result<Restored, JournalError> {
     let jobs = decode_table::<AcceptedJob>(path, JOBS_TABLE, tables.jobs, |j| j.id)?;
+    let arrays = decode_table::<ArrayRecord>(path, ARRAYS_TABLE, tables.arrays, |a| a.id)?;
     let runs = decode_table::<StartedJob>(path, RUNS_TABLE, tables.runs, |r| r.id)?;
     let ends = decode_table::<EndedJob>(path, ENDS_TABLE, tables.ends, |e| e.id)?;
+    let urgency = tables
+        .urgency
+        .into_iter()
+        .map(|(key, bytes)| {
+            format::decode::<u8>(&bytes)
+                .map(|u| (key, u))
+                .map_err(|e| JournalError::decode(path, URGENCY_TABLE, key, e))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let signatures =
         decode_table::<SignatureRecord>(path, SIGNATURES_TABLE, tables.signatures, |s| s.id)?;
     let last_id = match tables.metas.get(LAST_ID_META) {
@@ -133,7 +177,15 @@ pub fn restored(path: &Path, tables: Tables) -> Result<Restored, JournalError> {
             format::decode(bytes).map_err(|e| JournalError::decode_meta(path, name, e))?;
         nodes.push((node.to_owned(), record));
     }
-    Restored::assemble(jobs, runs, ends, signatures, last_id, nodes).map_err(|o| {
+    let tables = JobTables {
+        jobs,
+        arrays,
+        runs,
+        ends,
+        urgencies: urgency,
+        signatures,
+    };
+    Restored::assemble(tables, last_id, nodes).map_err(|o| {
         JournalError::decode(
             path,
             o.table,

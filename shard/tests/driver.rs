@@ -155,7 +155,8 @@ fn submit_request(key: u8, duration: u64) -> client_shard::Request {
     client_shard::Request::Submit(Submit {
         idempotency_key: IdempotencyKey([key; 16]),
         jobspec_json: jobspec.to_json().to_string(),
-        priority: None,
+        urgency: None,
+        array: None,
         signature: None,
     })
 }
@@ -262,6 +263,8 @@ async fn a_shard_registers_runs_jobs_and_obeys_its_coordinator() {
         user: UserFilter::All,
         include_inactive: true,
         limit: 0,
+        states: Vec::new(),
+        name: None,
     };
     match link.request(&coord_shard::Request::Jobs(query)).await {
         Ok(coord_shard::Response::Jobs(list)) => {

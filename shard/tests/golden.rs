@@ -97,7 +97,8 @@ fn submit(core: &mut ShardCore, at: u64, key: u8, nodes: u64, secs: u64) -> Flui
     let submit = Submit {
         idempotency_key: IdempotencyKey([key; 16]),
         jobspec_json: jobspec.to_json().to_string(),
-        priority: Some(u32::from(key)),
+        urgency: Some(key),
+        array: None,
         signature: None,
     };
     core.handle_submit(at, "alice", &submit)
@@ -220,7 +221,7 @@ fn the_golden_v1_journal_decodes_to_its_records() {
     assert_eq!(
         (
             first.accepted.owner.as_str(),
-            first.accepted.priority,
+            first.accepted.urgency,
             first.accepted.submit_ms
         ),
         ("alice", 1, NOW)
@@ -301,7 +302,11 @@ fn the_golden_v1_journal_reencodes_to_the_same_bytes() {
             format::encode(&format::decode::<u64>(bytes).expect("decode"))
         } else {
             assert_eq!(name, format::FORMAT_META);
-            assert_eq!(bytes, &format::stamp_value("shard", 1));
+            // Opening it upgraded it: v2 only added tables.
+            assert_eq!(
+                bytes,
+                &format::stamp_value("shard", journal::FORMAT_VERSION)
+            );
             continue;
         };
         assert_eq!(&again.expect("encode"), bytes, "meta {name}");
@@ -390,7 +395,13 @@ fn a_journal_written_before_v1_is_refused_by_name() {
     let text = refused.to_string();
     assert!(text.contains(&path.display().to_string()), "{text}");
     assert!(text.contains("written before journal format v1"), "{text}");
-    assert!(text.contains("shard journal format v1"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "shard journal format v{}",
+            journal::FORMAT_VERSION
+        )),
+        "{text}"
+    );
     assert!(refused.is_unreadable(), "a restart would fail the same way");
     // The shard refuses it at start, before contacting anyone, with exit status 65.
     let e = shardsched_shard::driver::open_journal(dir.path()).expect_err("refused at start");

@@ -57,6 +57,7 @@ fn core(match_policy: &str) -> ShardCore {
         definition: NODES.iter().map(|n| n.to_string()).collect(),
         enabled: true,
         started: true,
+        array_elements_max: shardsched_proto::limits::ARRAY_ELEMENTS_DEFAULT,
     };
     let owned: Vec<NodeGen> = NODES
         .iter()
@@ -74,7 +75,8 @@ fn run_one(core: &mut ShardCore, key: u8, jobspec: &str) -> (Vec<String>, usize)
     let submit = Submit {
         idempotency_key: IdempotencyKey([key; 16]),
         jobspec_json: jobspec.to_string(),
-        priority: None,
+        urgency: None,
+        array: None,
         signature: None,
     };
     let job = core.handle_submit(NOW, "alice", &submit).expect("accepted");

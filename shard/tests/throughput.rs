@@ -44,6 +44,7 @@ fn assignment() -> Assignment {
             definition: Vec::new(),
             enabled: true,
             started: true,
+            array_elements_max: shardsched_proto::limits::ARRAY_ELEMENTS_DEFAULT,
         },
         owned: (0..NODES)
             .map(|i| NodeGen {
@@ -143,7 +144,8 @@ async fn one_shard_sustains_thousands_of_submits_per_second() {
                 let request = client_shard::Request::Submit(Submit {
                     idempotency_key: IdempotencyKey(key),
                     jobspec_json: jobspec.clone(),
-                    priority: None,
+                    urgency: None,
+                    array: None,
                     signature: None,
                 });
                 let sent = Instant::now();
@@ -193,7 +195,8 @@ async fn one_shard_sustains_thousands_of_submits_per_second() {
         let request = client_shard::Request::Submit(Submit {
             idempotency_key: IdempotencyKey(key),
             jobspec_json: jobspec.clone(),
-            priority: None,
+            urgency: None,
+            array: None,
             signature: None,
         });
         let sent = Instant::now();

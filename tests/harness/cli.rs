@@ -9,7 +9,8 @@ use shardsched_proto::StateDir;
 use super::{EXE, System, wait_for};
 
 impl System {
-    /// Runs `shardsched ARGS` against this system.
+    /// Runs `shardsched ARGS` against this system, from the system's directory: a job
+    /// runs where it was submitted from, so its files land there and not in the source tree.
     pub fn cli(&self, args: &[&str]) -> Output {
         self.cli_in(&self.state(), args)
     }
@@ -42,10 +43,11 @@ impl System {
         dir
     }
 
-    /// Runs `shardsched ARGS` with `SHARDSCHED_DIR=dir`.
+    /// Runs `shardsched ARGS` with `SHARDSCHED_DIR=dir`, from the system's directory.
     pub fn cli_in(&self, dir: &Path, args: &[&str]) -> Output {
         self.command()
             .args(args)
+            .current_dir(&self.dir)
             .env("SHARDSCHED_DIR", dir)
             .stdin(Stdio::null())
             .output()

@@ -66,7 +66,8 @@ pub async fn run(phase: &Phase, dir: &Path, up_pid: u32) -> Result<PhaseReport> 
                     let request = Request::Submit(Submit {
                         idempotency_key: new_key(),
                         jobspec_json: String::clone(&jobspec_json),
-                        priority: None,
+                        urgency: None,
+                        array: None,
                         signature: None,
                     });
                     let sent_ns = elapsed_ns(epoch);
@@ -112,6 +113,8 @@ pub async fn run(phase: &Phase, dir: &Path, up_pid: u32) -> Result<PhaseReport> 
                         user: UserFilter::All,
                         include_inactive: true,
                         limit: shardsched_proto::limits::JOBS_PER_RESPONSE_MAX as u32,
+                        states: Vec::new(),
+                        name: None,
                     }),
                 )
                 .await?

@@ -155,7 +155,8 @@ impl MoveBench {
             let request = Request::Submit(Submit {
                 idempotency_key: new_key(),
                 jobspec_json: jobspec.to_json().to_string(),
-                priority: None,
+                urgency: None,
+                array: None,
                 signature: None,
             });
             match self.client.ask_shard(&route, &request).await? {
@@ -214,6 +215,8 @@ async fn jobs_of(
         user: UserFilter::All,
         include_inactive: true,
         limit: shardsched_proto::limits::JOBS_PER_RESPONSE_MAX as u32,
+        states: Vec::new(),
+        name: None,
     });
     match client.ask_shard(route, &query).await? {
         Response::Jobs(list) => Ok(list

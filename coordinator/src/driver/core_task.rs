@@ -92,6 +92,8 @@ pub(super) struct CoreTask {
     pub(super) after: Vec<After>,
     /// What the driver counts for `/metrics`.
     pub(super) counters: Counters,
+    /// The job history store and its pulls.
+    pub(super) history: super::history::History,
 }
 
 impl CoreTask {
@@ -102,6 +104,7 @@ impl CoreTask {
         journal: CoordJournal,
         routes: Arc<ArcSwap<RouteTable>>,
         events: mpsc::Sender<Event>,
+        history: super::history::History,
     ) -> CoreTask {
         CoreTask {
             core,
@@ -113,6 +116,7 @@ impl CoreTask {
             waiting: Vec::new(),
             after: Vec::new(),
             counters: Counters::default(),
+            history,
         }
     }
 

@@ -2,6 +2,7 @@
 //! the batch ([`After`]): answers, commands for shards, and follow-up tasks, all released
 //! once the batch is durable.
 
+use super::history::HistoryAsk;
 use shardsched_proto::failpoint;
 use shardsched_proto::limits::LIST_REPLY_BYTES_MAX;
 use shardsched_proto::msg::client_coord::{
@@ -74,6 +75,9 @@ impl CoreTask {
                 ),
                 shard_coord::Request::Status(status) => {
                     let answer = self.core.status(conn, &peer.name, status);
+                    if answer.is_ok() {
+                        self.history_due(now, &peer.name, conn);
+                    }
                     self.answer_shard(reply, answer.map(|()| ShardResponse::Ack));
                 }
                 shard_coord::Request::Released(released) => {
@@ -143,6 +147,8 @@ impl CoreTask {
                 Ok(ClientResponse::Moves { moves, truncated })
             }
             R::Jobs(query) => return self.jobs(&peer, &query, reply),
+            R::History(query) => return self.history_ask(&peer, HistoryAsk::Jobs(query), reply),
+            R::Usage(query) => return self.history_ask(&peer, HistoryAsk::Usage(query), reply),
             R::QueueControl { queue, action } => {
                 let req = QueueAdmin {
                     queue,
@@ -521,7 +527,8 @@ impl CoreTask {
                 }
             })
             .collect();
-        let task = followups::hold_removals(steps, removal, self.events.clone());
+        let history = (self.history.store(), self.history.pulling());
+        let task = followups::hold_removals(steps, removal, history, self.events.clone());
         self.after.push(After::Spawn(Box::pin(task)));
     }
 

@@ -4,6 +4,7 @@
 //! those that must come back to it send an [`Event`].
 
 use std::path::Path;
+use std::sync::Arc;
 
 use shardsched_proto::msg::client_coord::Response as ClientResponse;
 use shardsched_proto::msg::{JobList, JobsQuery, Refusal, RefusalCode, UserFilter, coord_shard};
@@ -12,10 +13,12 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
 use super::event::{ClientReply, Event, Held, Removal};
+use super::history;
 use super::link::{self, Answer, Link, answer_of};
 use super::{FANOUT_TIMEOUT, SHARD_COMMAND_TIMEOUT, SHARD_PROBE_TIMEOUT};
 use crate::config::{Config, DEFAULT_CONFIG_ORIGIN};
 use crate::core::{ConnId, JobsPlan, merge_jobs};
+use crate::history::HistoryStore;
 
 /// One command for a shard's ordered queue, and how to log what came of it.
 pub(super) struct Tell {
@@ -212,6 +215,8 @@ pub(super) async fn alive(session: Session) -> bool {
         user: UserFilter::All,
         include_inactive: false,
         limit: 1,
+        states: Vec::new(),
+        name: None,
     });
     matches!(
         tokio::time::timeout(SHARD_PROBE_TIMEOUT, session.request(&probe)).await,
@@ -235,10 +240,12 @@ const LIVE_JOBS_ASKED: u32 = 1;
 /// a pending or running job (asked of the shard, not read from a report) or the core's
 /// checks fail; then each is disabled at its shard if, and only if, it still holds no job
 /// (`DisableIfIdle`, one step at the shard, so no submit slips in between). Reports back
-/// which were disabled.
+/// which were disabled. A disabled queue's finished jobs are pulled into the history store
+/// then, so they outlive it.
 pub(super) async fn hold_removals(
     steps: Vec<HoldStep>,
     removal: Removal,
+    (store, pulling): (Arc<HistoryStore>, Arc<tokio::sync::Mutex<()>>),
     events: mpsc::Sender<Event>,
 ) {
     let mut held = Vec::new();
@@ -259,6 +266,9 @@ pub(super) async fn hold_removals(
                 queue: step.queue.clone(),
                 conn: *conn,
             });
+            // Its finished jobs into the history before the queue goes: none can end
+            // after this (it holds none now, and takes no more).
+            history::pull(&step.queue, link.session(), &store, &pulling).await?;
         }
         Ok(())
     }
@@ -279,6 +289,8 @@ async fn refuse_if_jobs(queue: &str, link: &Link) -> Result<(), Refusal> {
         user: UserFilter::All,
         include_inactive: false,
         limit: LIVE_JOBS_ASKED,
+        states: Vec::new(),
+        name: None,
     });
     match answer_of(link.send_ordered(query)).await? {
         coord_shard::Response::Jobs(list) if list.jobs.is_empty() && !list.truncated => Ok(()),

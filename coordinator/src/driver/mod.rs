@@ -44,6 +44,7 @@ mod dispatch;
 mod event;
 mod files;
 mod followups;
+mod history;
 mod link;
 mod telemetry;
 
@@ -61,6 +62,7 @@ use tokio::sync::mpsc;
 
 use crate::config::Config;
 use crate::core::{Core, CoreError};
+use crate::history::{HistoryError, HistoryStore};
 use crate::journal::{CoordJournal, CoordJournalError, Origin};
 use core_task::CoreTask;
 use event::Event;
@@ -118,6 +120,9 @@ pub enum DriverError {
     /// The journal could not be opened (damaged: the file is named), read or written.
     #[error(transparent)]
     Journal(#[from] CoordJournalError),
+    /// The job history store could not be opened.
+    #[error(transparent)]
+    History(#[from] HistoryError),
     /// The core refused the configuration with the durable state.
     #[error(transparent)]
     Core(#[from] CoreError),
@@ -168,6 +173,8 @@ impl Coordinator {
             Ok((journal, core))
         })?;
         shardsched_proto::failpoint::hit("coord.start.after_journal");
+        let days = core.config().history_days;
+        let history = history::History::new(off_runtime(|| HistoryStore::open(dir, days))?);
         let endpoint =
             tls::server_endpoint_with_reset_secret(&creds, options.listen, &reset_secret)?;
         let local_addr = endpoint.local_addr().map_err(|error| DriverError::Io {
@@ -186,7 +193,7 @@ impl Coordinator {
             "coordinator listening"
         );
         Ok(Coordinator {
-            task: CoreTask::new(core, journal, Arc::clone(&routes), events),
+            task: CoreTask::new(core, journal, Arc::clone(&routes), events, history),
             queued,
             routes,
             endpoint,

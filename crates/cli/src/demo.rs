@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use shardsched_client::output::{self, human_duration};
-use shardsched_client::submit::submit;
-use shardsched_client::{Client, new_key, wire_error};
+use shardsched_client::submit::{plain, submit};
+use shardsched_client::{Client, wire_error};
 use shardsched_jobspec::{Jobspec, Shorthand};
 use shardsched_proto::msg::client_coord;
 use shardsched_proto::msg::client_shard::{CancelResult, Request, Response};
@@ -227,15 +227,7 @@ async fn submit_one(client: &Client, queue: &str, shorthand: &Shorthand) -> Resu
 }
 
 async fn submit_jobspec(client: &Client, queue: &str, jobspec: &Jobspec) -> Result<JobId> {
-    let (id, _) = submit(
-        client,
-        None,
-        queue,
-        jobspec.to_json().to_string(),
-        None,
-        new_key(),
-    )
-    .await?;
+    let (id, _) = submit(client, None, queue, plain(jobspec.to_json().to_string())).await?;
     Ok(id)
 }
 
@@ -281,6 +273,8 @@ async fn list_jobs(
         user,
         include_inactive,
         limit: shardsched_proto::limits::JOBS_PER_RESPONSE_MAX as u32,
+        states: Vec::new(),
+        name: None,
     };
     let (list, warnings) = client.jobs(&routes, &query).await?;
     for warning in warnings {

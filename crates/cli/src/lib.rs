@@ -28,6 +28,7 @@ mod shard_cmd;
 mod sim_cmd;
 mod supervise_cmd;
 mod telemetry;
+mod time_arg;
 mod up;
 mod workload;
 
@@ -49,9 +50,14 @@ enum Command {
     /// Starts a coordinator and one shard per queue on loopback, and supervises them.
     Up(up::UpArgs),
     /// Submits a job to its queue's shard and prints its id.
-    Submit(client_cmd::submit::SubmitArgs),
+    Submit(Box<client_cmd::submit::SubmitArgs>),
+    /// Submits a batch script (options in its #SHARDSCHED, #SBATCH or #FLUX: lines) and
+    /// prints its id.
+    Batch(Box<client_cmd::batch::BatchArgs>),
     /// Lists jobs (yours, pending and running, unless told otherwise).
     Jobs(client_cmd::jobs::JobsArgs),
+    /// Core- and GPU-seconds of finished jobs by user, from the job history.
+    Usage(client_cmd::history::UsageArgs),
     /// One job in detail: `job info ID`.
     Job(client_cmd::jobs::JobArgs),
     /// Cancels jobs.
@@ -111,7 +117,9 @@ pub fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Up(args) => up::main(&args),
         Command::Submit(args) => client_cmd::submit::main(&args),
+        Command::Batch(args) => client_cmd::batch::main(&args),
         Command::Jobs(args) => client_cmd::jobs::jobs_main(&args),
+        Command::Usage(args) => client_cmd::history::usage_main(&args),
         Command::Job(args) => client_cmd::jobs::job_main(&args),
         Command::Cancel(args) => client_cmd::jobs::cancel_main(&args),
         Command::Queue(args) => client_cmd::status::queue_main(&args),

@@ -98,6 +98,8 @@ pub fn safe_to_repeat(request: &Request) -> bool {
         request,
         Request::Routes
             | Request::Jobs(_)
+            | Request::History(_)
+            | Request::Usage(_)
             | Request::Queues
             | Request::Resources { .. }
             | Request::Moves

@@ -16,7 +16,7 @@
 
 use anyhow::{Result, anyhow, bail};
 use shardsched_proto::Error as WireError;
-use shardsched_proto::msg::client_shard::{IdempotencyKey, Request, Response, Submit};
+use shardsched_proto::msg::client_shard::{Request, Response, Submit};
 use shardsched_proto::msg::{JobId, RefusalCode, Route, RouteTable};
 
 use crate::retry::{Retry, retryable};
@@ -36,25 +36,31 @@ pub fn queue_names(routes: &RouteTable) -> String {
     }
 }
 
-/// Submits `jobspec_json` to `queue`'s shard with `key`, retrying on connection failures
-/// with the same key (so at most one job results). `routes` is a fresh routing table if the
-/// caller has one; retries fetch their own. Returns the id and whether the shard recognised
-/// the key from an earlier attempt.
+/// `jobspec_json` as a plain submit (no urgency, no array) with a fresh idempotency key;
+/// [`submit`] signs it.
+pub fn plain(jobspec_json: String) -> Submit {
+    Submit {
+        idempotency_key: crate::new_key(),
+        jobspec_json,
+        urgency: None,
+        array: None,
+        signature: None,
+    }
+}
+
+/// Signs `submit` (replacing any signature it has) and submits it to `queue`'s shard,
+/// retrying on connection failures with its key (so at most one job results). `routes` is a
+/// fresh routing table if the caller has one; retries fetch their own. Returns the id and
+/// whether the shard recognised the key from an earlier attempt.
 pub async fn submit(
     client: &Client,
     routes: Option<RouteTable>,
     queue: &str,
-    jobspec_json: String,
-    priority: Option<u32>,
-    key: IdempotencyKey,
+    submit: Submit,
 ) -> Result<(JobId, bool)> {
-    let signature = client.sign(&jobspec_json)?;
-    let request = Request::Submit(Submit {
-        idempotency_key: key,
-        jobspec_json,
-        priority,
-        signature,
-    });
+    let mut submit = submit;
+    submit.signature = client.sign(&submit.jobspec_json)?;
+    let request = Request::Submit(submit);
     check_locally(&request)?;
     let mut routes = routes;
     let mut retry = Retry::new();

@@ -149,16 +149,13 @@ async fn a_client_routes_to_known_shards_while_the_coordinator_is_away_and_recon
     a.task.await.expect("coordinator stopped");
 
     // A submit still reaches the shard the last routing table named, with its key.
-    let (id, duplicate) = crate::submit::submit(
-        &client,
-        None,
-        "batch",
-        "{}".to_owned(),
-        None,
-        IdempotencyKey([7; 16]),
-    )
-    .await
-    .expect("submitted while the coordinator is away");
+    let submit = shardsched_proto::msg::client_shard::Submit {
+        idempotency_key: IdempotencyKey([7; 16]),
+        ..crate::submit::plain("{}".to_owned())
+    };
+    let (id, duplicate) = crate::submit::submit(&client, None, "batch", submit)
+        .await
+        .expect("submitted while the coordinator is away");
     assert_eq!((id, duplicate), (Fluid(4242), false));
 
     // A coordinator at the same address again: the client's next request dials it anew.

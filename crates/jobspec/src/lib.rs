@@ -65,6 +65,7 @@ pub mod error;
 pub mod execution;
 pub mod fluxion;
 pub mod model;
+pub mod options;
 pub mod parse;
 pub mod read;
 pub mod shorthand;
@@ -72,11 +73,12 @@ mod validate;
 
 pub use constraint::Constraint;
 pub use error::{Format, JobspecError};
-pub use execution::Execution;
+pub use execution::{CarriedFile, Execution, TMPDIR_TEMPLATE, TemplateValues, job_name};
 pub use fluxion::parse_fluxion;
 pub use model::{
     Attributes, Count, CountOp, Jobspec, Resource, Task, TaskCount, VERSION_1, VERSION_GENERAL,
 };
+pub use options::Stream;
 pub use parse::from_value;
 pub use read::{JOBSPEC_BYTES_MAX, JOBSPEC_DEPTH_MAX, parse, parse_json, parse_yaml};
 pub use shorthand::{SHORTHAND_SLOT_LABEL, Shorthand};

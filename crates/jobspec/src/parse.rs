@@ -352,6 +352,7 @@ fn parse_attributes(value: &Value, version: u32) -> Result<Attributes, JobspecEr
             }
         }
     }
+    crate::options::check(&attributes.system_other)?;
     if version == VERSION_1 && !system.contains_key("duration") {
         return Err(JobspecError::invalid(
             "attributes.system.duration",

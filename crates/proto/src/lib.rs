@@ -92,7 +92,7 @@ pub use error::{CloseCode, Error, HandshakeFailure, IdentityError, StreamCode, T
 pub use identity::{Op, Peer, Role, peer_of};
 pub use rpc::{Reply, Rpc, Session, accept, connect, request, serve};
 pub use shardsched_failpoint as failpoint;
-pub use shardsched_wire::{Fluid, FluidGenerator, codec, fluid, limits, msg};
+pub use shardsched_wire::{Fluid, FluidGenerator, array, codec, fluid, limits, msg};
 pub use tls::Credentials;
 
 pub use shardsched_wire::{ALPN, ALPN_STR, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN, SOFTWARE};

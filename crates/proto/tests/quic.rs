@@ -24,7 +24,8 @@ fn submit(jobspec: &str) -> client_shard::Request {
     client_shard::Request::Submit(Submit {
         idempotency_key: IdempotencyKey([7; 16]),
         jobspec_json: jobspec.to_owned(),
-        priority: None,
+        urgency: None,
+        array: None,
         signature: None,
     })
 }

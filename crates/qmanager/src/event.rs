@@ -59,6 +59,8 @@ pub enum WaitReason {
     /// It fits the queue's definition but not the resources that are up now; it does not
     /// count against the queue depth and is retried when availability changes.
     Unavailable,
+    /// Held by the caller ([`crate::QueueManager::hold`]): not considered until released.
+    Held,
 }
 
 impl std::fmt::Display for WaitReason {
@@ -69,6 +71,7 @@ impl std::fmt::Display for WaitReason {
             WaitReason::Reserved { at } => write!(f, "reserved to start at {at}"),
             WaitReason::NoReservation => f.write_str("waiting for resources; no start time found"),
             WaitReason::Unavailable => f.write_str("resources it needs are down or not owned"),
+            WaitReason::Held => f.write_str("held"),
         }
     }
 }

@@ -9,7 +9,8 @@
 //! 1. inputs — [`QueueManager::submit`], [`QueueManager::cancel`],
 //!    [`QueueManager::complete`] (a job ended at `now`),
 //!    [`QueueManager::set_availability`] (a vertex went up or down),
-//!    [`QueueManager::set_priority`];
+//!    [`QueueManager::set_priority`], [`QueueManager::hold`] and
+//!    [`QueueManager::release`] (a job kept out of the pending order, and let back in);
 //! 2. [`QueueManager::schedule`]`(now)` — one cycle of the policy (see [`cycle`] for what
 //!    a cycle does and how it avoids asking the matcher questions whose answer cannot have
 //!    changed);
@@ -58,6 +59,7 @@
 pub mod cycle;
 pub mod error;
 pub mod event;
+mod held;
 mod hold;
 mod keep;
 pub mod params;

@@ -53,6 +53,9 @@ pub(crate) enum State {
     Pending(WaitReason),
     /// Fits the definition but not what is up: outside the pending order.
     Waiting,
+    /// Held by the caller (module `held`): outside the pending order and not considered,
+    /// keeping its key so that it comes back to its place when released.
+    Held,
     Running {
         start: i64,
         end: i64,
@@ -91,6 +94,8 @@ pub struct QueueManager {
     pub(crate) jobs: HashMap<JobId, Job>,
     pub(crate) pending: BTreeMap<Key, JobId>,
     pub(crate) waiting: BTreeMap<Key, JobId>,
+    /// Jobs held out of the pending order (module `held`).
+    pub(crate) held: usize,
     /// Planned ends of running jobs' allocations.
     pub(crate) running_ends: BTreeSet<(i64, JobId)>,
     /// Reservations held in the matcher.
@@ -148,6 +153,7 @@ impl QueueManager {
             jobs: HashMap::new(),
             pending: BTreeMap::new(),
             waiting: BTreeMap::new(),
+            held: 0,
             running_ends: BTreeSet::new(),
             reservations: Reservations::default(),
             hold_ends: BTreeSet::new(),
@@ -251,6 +257,7 @@ impl QueueManager {
             State::Waiting => {
                 self.waiting.remove(&key);
             }
+            State::Held => self.held -= 1,
             State::Running { end, .. } => {
                 self.matcher.cancel(id)?;
                 self.running_ends.remove(&(end, id));
@@ -322,7 +329,7 @@ impl QueueManager {
         self.recheck_waiting(now)
     }
 
-    /// Changes a pending or waiting job's priority.
+    /// Changes a pending, waiting or held job's priority.
     pub fn set_priority(&mut self, id: JobId, priority: i64) -> Result<(), QueueError> {
         let job = self.jobs.get_mut(&id).ok_or(QueueError::NoSuchJob(id))?;
         let old = job.key;
@@ -341,6 +348,7 @@ impl QueueManager {
                 self.waiting.remove(&old);
                 self.waiting.insert(new, id);
             }
+            State::Held => {}
             State::Running { .. } => {
                 job.key = old;
                 return Err(QueueError::NotPending(id));
@@ -375,6 +383,9 @@ impl QueueManager {
             State::Pending(reason) => JobView::Pending { reason },
             State::Waiting => JobView::Pending {
                 reason: WaitReason::Unavailable,
+            },
+            State::Held => JobView::Pending {
+                reason: WaitReason::Held,
             },
             State::Running { start, end } => JobView::Running { start, end },
         })
@@ -454,7 +465,7 @@ impl QueueManager {
     }
 
     /// Moves waiting job `id` into the pending order if what is up can hold it.
-    fn admit_if_up(&mut self, id: JobId, now: i64) -> Result<(), QueueError> {
+    pub(crate) fn admit_if_up(&mut self, id: JobId, now: i64) -> Result<(), QueueError> {
         let job = self.jobs.get(&id).ok_or(QueueError::NoSuchJob(id))?;
         let up = self.shapes.fits_up(
             &job.shape,

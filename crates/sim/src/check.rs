@@ -452,7 +452,7 @@ fn observe(view: &View<'_>, seen: &BTreeMap<JobId, Seen>) -> Vec<JobObs> {
                         nodes: sorted(j.nodes.clone()),
                         reason: match &j.reason {
                             Reason::Text(text) => text.clone(),
-                            Reason::None | Reason::Waiting(_) => String::new(),
+                            Reason::None | Reason::Waiting(_) | Reason::Held(_) => String::new(),
                         },
                     }
                 }
@@ -468,7 +468,7 @@ fn observe(view: &View<'_>, seen: &BTreeMap<JobId, Seen>) -> Vec<JobObs> {
                     (None, Some(_)) => JobState::Running,
                     (None, None) => JobState::Pending,
                 };
-                let id = shardsched_wire::Fluid(j.accepted.id);
+                let id = shardsched_wire::Fluid(j.id);
                 if ended(id) {
                     return bare(id, state);
                 }

@@ -65,7 +65,8 @@ impl Clients {
                     request: client_shard::Request::Submit(Submit {
                         idempotency_key: IdempotencyKey(key),
                         jobspec_json: jobspec,
-                        priority: None,
+                        urgency: None,
+                        array: None,
                         signature: None,
                     }),
                     id: None,

@@ -511,6 +511,13 @@ fn describe(record: &JournalRecord) -> String {
             format!("{name}@{} {:?}", node.generation, node.holding)
         }
         JournalRecord::Signed(signed) => format!("signed {}", Fluid(signed.id)),
+        JournalRecord::Urgency(id, urgency) => format!("urgency {id} {urgency}"),
+        JournalRecord::Array(array) => {
+            format!("array {} {}", Fluid(array.id), array.spec())
+        }
+        JournalRecord::ArrayForgotten { id, elements } => {
+            format!("array forgotten {id} ({} elements)", elements.len())
+        }
     }
 }
 

@@ -253,6 +253,7 @@ mod tests {
                 generation: Generation(3),
                 jobs_running: 1,
                 reason: Some("alice's fan is loud".into()),
+                usage: Default::default(),
             }],
             moves: vec![MoveInfo {
                 move_id: MoveId(7),

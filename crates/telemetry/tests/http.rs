@@ -61,6 +61,7 @@ fn node(name: &str, queue: &str, state: NodeState) -> NodeStatus {
         generation: Generation(1),
         jobs_running: 0,
         reason: None,
+        usage: Default::default(),
     }
 }
 

@@ -120,6 +120,18 @@ impl Fluid {
         (self.0 & u64::from(SEQUENCE_MAX)) as u16
     }
 
+    /// The id `n` places after this one in its generator's sequence: the sequence counts to
+    /// [`SEQUENCE_MAX`], then the timestamp moves on a millisecond (as
+    /// [`FluidGenerator::next`] borrows from the next millisecond). An array's elements are
+    /// the ids after its own ([`crate::array`]).
+    pub fn after(self, n: u64) -> Result<Fluid, FluidError> {
+        let per_ms = u64::from(SEQUENCE_MAX) + 1;
+        let sequence = u64::from(self.sequence()).saturating_add(n);
+        let timestamp = self.timestamp_ms().saturating_add(sequence / per_ms);
+        let sequence = u16::try_from(sequence % per_ms).unwrap_or(SEQUENCE_MAX);
+        Fluid::from_parts(timestamp, self.generator_id(), sequence)
+    }
+
     /// The F58 form, `ƒ` followed by base-58 digits.
     pub fn to_f58(self) -> String {
         let mut digits = Vec::new();
@@ -200,6 +212,16 @@ impl FluidGenerator {
         if self.last.is_none_or(|mine| seen > mine) {
             self.last = Some(seen);
         }
+    }
+
+    /// Issues the next id at time `now_ms` and reserves the `count` ids after it
+    /// ([`Fluid::after`]): the next id issued comes after them. An array's id and its
+    /// elements' ([`crate::array`]).
+    pub fn next_block(&mut self, now_ms: u64, count: u64) -> Result<Fluid, FluidError> {
+        let first = self.next(now_ms)?;
+        let last = first.after(count)?;
+        self.last = Some((last.timestamp_ms(), last.sequence()));
+        Ok(first)
     }
 
     /// Issues the next id at time `now_ms` (milliseconds since the Unix epoch).

@@ -62,6 +62,9 @@ pub enum Op {
     CancelOwn,
     /// Cancel any job.
     CancelAny,
+    /// Give a job an urgency above [`URGENCY_USER_MAX`](crate::limits::URGENCY_USER_MAX)
+    /// (expedite it), at submit or later.
+    RaiseUrgency,
     /// Read any job in full: its jobspec (command, environment), R and events. Others see
     /// a job's summary only ([`Peer::may_read_job`]).
     ReadAnyJob,
@@ -121,7 +124,7 @@ impl Role {
     /// | op | user | admin | shard | coordinator |
     /// |---|---|---|---|---|
     /// | ReadStatus, Submit, CancelOwn | yes | yes | | |
-    /// | CancelAny, AdminQueues, AdminNodes | | yes | | |
+    /// | CancelAny, RaiseUrgency, ReadAnyJob, AdminQueues, AdminNodes | | yes | | |
     /// | ShardReport | | | yes | |
     /// | ShardCommand | | | | yes |
     /// | AgentLaunch | | | yes | |
@@ -131,9 +134,11 @@ impl Role {
     pub fn may(self, op: Op) -> bool {
         match op {
             Op::ReadStatus | Op::Submit | Op::CancelOwn => matches!(self, Role::User | Role::Admin),
-            Op::CancelAny | Op::ReadAnyJob | Op::AdminQueues | Op::AdminNodes => {
-                self == Role::Admin
-            }
+            Op::CancelAny
+            | Op::RaiseUrgency
+            | Op::ReadAnyJob
+            | Op::AdminQueues
+            | Op::AdminNodes => self == Role::Admin,
             Op::ShardReport => self == Role::Shard,
             Op::ShardCommand | Op::AgentOwner => self == Role::Coordinator,
             Op::AgentLaunch => self == Role::Shard,
@@ -172,6 +177,7 @@ impl Op {
             Op::Submit => "submit jobs",
             Op::CancelOwn => "cancel their own jobs",
             Op::CancelAny => "cancel other users' jobs",
+            Op::RaiseUrgency => "give a job an urgency above 16",
             Op::ReadAnyJob => "read other users' jobspecs",
             Op::AdminQueues => "change queues",
             Op::AdminNodes => "change nodes",

@@ -21,6 +21,7 @@
 //! assert_eq!(codec::decode::<Request>(&bytes).unwrap(), Request::Routes);
 //! ```
 
+pub mod array;
 pub mod codec;
 pub mod fluid;
 pub mod identity;
@@ -48,11 +49,18 @@ pub const ALPN_STR: &str = "shardsched/1";
 /// `node` (node agents) and its messages (`node_coord`, `coord_node`, `shard_node`,
 /// `node_node`), signed submits, `job output`, an agent's health in its report. 7: a match
 /// policy may be `variation` or knobs spelled out ([`msg::MatchPolicy::Variation`],
-/// [`msg::MatchPolicy::Knobs`]).
-pub const PROTOCOL_VERSION: u32 = 7;
-/// The oldest protocol version this build still accepts in a hello (a version 6 peer could
-/// not decode the match policies version 7 added).
-pub const PROTOCOL_VERSION_MIN: u32 = 7;
+/// [`msg::MatchPolicy::Knobs`]). 8: jobs have an urgency (0..=31, Flux's) instead of a
+/// priority, shards answer `Urgency` (hold, release, set), a submit may be a job array
+/// (`Submit.array`, `JobSummary.array`, `QueueConfig.array_elements_max`) and carries
+/// Flux's submit options in its jobspec, a job may have a begin time
+/// (`JobSummary.begin_ms`); job lists filter by state and name (`JobsQuery.states`,
+/// `.name`), nodes report their free cores and GPUs (`NodeStatus.usage`), and the
+/// coordinator keeps a job history (`coord_shard::History`, `client_coord::History` and
+/// `Usage`).
+pub const PROTOCOL_VERSION: u32 = 8;
+/// The oldest protocol version this build still accepts in a hello (a version 7 peer could
+/// not decode version 8's urgency, arrays and history messages).
+pub const PROTOCOL_VERSION_MIN: u32 = 8;
 /// This build's software string, sent in the hello for logs.
 pub const SOFTWARE: &str = concat!("shardsched ", env!("CARGO_PKG_VERSION"));
 

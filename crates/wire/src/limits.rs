@@ -89,6 +89,9 @@ pub const CERT_BACKDATE_DAYS: i64 = 1;
 /// Most jobs one list response carries; a server stops there and sets `truncated`.
 pub const JOBS_PER_RESPONSE_MAX: usize = 50_000;
 
+/// Most states one job list query may name (there are five).
+pub const JOB_STATES_PER_QUERY_MAX: usize = 5;
+
 /// Most job ids one request may name (cancel).
 pub const IDS_PER_REQUEST_MAX: usize = 10_000;
 
@@ -121,6 +124,33 @@ pub const JOB_NAME_BYTES_MAX: usize = 128;
 /// message. A longer list is paged (`resource list`) or cut with its `truncated` marker
 /// (job lists, moves): never dropped for being too large.
 pub const LIST_REPLY_BYTES_MAX: usize = FRAME_BYTES_MAX - 64 * 1024;
+
+/// Highest urgency a job may have (Flux's scale, 0..=31). Urgency orders a queue's pending
+/// jobs (higher first, then by submit time); 0 holds a job; 31 expedites it. See
+/// [`URGENCY_DEFAULT`], [`URGENCY_USER_MAX`].
+pub const URGENCY_MAX: u8 = 31;
+
+/// The urgency of a job submitted without one, and of a job released from a hold.
+pub const URGENCY_DEFAULT: u8 = 16;
+
+/// Highest urgency a user (not an admin) may give a job: above it is an admin's
+/// ([`Op::RaiseUrgency`](crate::Op::RaiseUrgency)), as in Flux.
+pub const URGENCY_USER_MAX: u8 = 16;
+
+/// The urgency that holds a job: it stays pending and is not considered until its
+/// urgency is raised (`job release`, `job urgency`).
+pub const URGENCY_HOLD: u8 = 0;
+
+/// Most elements a job array may have, and the bound on its indices, whatever the
+/// configuration says (its `array_elements_max`, 100,000 by default, is at most this).
+pub const ARRAY_ELEMENTS_MAX: u32 = 1_000_000;
+
+/// The configuration's `array_elements_max` when it names none (Slurm's `MaxArraySize`
+/// default is 1,001; a parameter sweep of 100,000 is ordinary here).
+pub const ARRAY_ELEMENTS_DEFAULT: u32 = 100_000;
+
+/// Most comma-separated ranges an array's indices may be written as (`1-3,7,9-20:2`).
+pub const ARRAY_RANGES_MAX: usize = 1024;
 
 /// Longest idempotency key, in bytes.
 pub const IDEMPOTENCY_KEY_BYTES: usize = 16;

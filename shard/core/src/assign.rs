@@ -156,6 +156,7 @@ mod tests {
             definition: vec![],
             enabled: true,
             started: true,
+            array_elements_max: shardsched_wire::limits::ARRAY_ELEMENTS_DEFAULT,
         }
     }
 

@@ -6,6 +6,7 @@
 //! (`now_ms / 1000`).
 //!
 //! Inputs: [`ShardCore::handle_submit`], [`ShardCore::handle_cancel`],
+//! [`ShardCore::handle_urgency`] (`core/holds.rs`: holds and urgency),
 //! [`ShardCore::set_queue_state`], [`ShardCore::set_owned`], the move commands
 //! (`core/moving.rs`), node flags (`core/flags.rs`: down, drained), dry runs
 //! (`core/dry_run.rs`), and
@@ -24,6 +25,9 @@
 //! and nothing is recorded, so a retry is judged afresh. A job that fits the definition but
 //! not the nodes the queue owns now is accepted and waits, with the reason in `job info`.
 
+mod arrays;
+#[cfg(test)]
+mod arrays_tests;
 mod dispatch;
 mod dry_run;
 mod events;
@@ -33,6 +37,9 @@ mod exec_tests;
 mod flags;
 #[cfg(test)]
 mod flags_tests;
+mod holds;
+#[cfg(test)]
+mod holds_tests;
 mod invariants;
 mod moving;
 #[cfg(test)]
@@ -46,6 +53,7 @@ mod queue_tests;
 mod restore;
 mod status;
 mod submit;
+mod usage;
 
 pub use dispatch::needs_restart;
 pub use invariants::Violation;
@@ -203,6 +211,7 @@ impl ShardCore {
             )
             .collect();
         assign::restrict_to_definition(&mut graph, &vertices, &definition)?;
+        let capacity = usage::capacity(&graph, vertices.clone());
         let qm = QueueManager::new(graph, assign::params(config)?)?;
         let mut core = ShardCore {
             queue: Arc::from(config.name.as_str()),
@@ -211,6 +220,7 @@ impl ShardCore {
             cluster: Cluster {
                 vertices,
                 definition,
+                capacity,
             },
             nodes: NodeTable::new(),
             jobs: Jobs::new(options.finished_retained),

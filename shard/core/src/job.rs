@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use shardsched_qmanager::WaitReason;
+use shardsched_wire::array::ArrayElement;
 use shardsched_wire::limits::JOB_NAME_BYTES_MAX;
 use shardsched_wire::msg::agent::JobSignature;
 use shardsched_wire::msg::client_shard::IdempotencyKey;
@@ -24,8 +25,8 @@ pub struct JobRecord {
     pub key: IdempotencyKey,
     /// A short name: the command's first word.
     pub name: String,
-    /// Priority within the queue (higher first).
-    pub priority: u32,
+    /// Urgency, 0..=31 (Flux's): the queue manager's priority; 0 is held.
+    pub urgency: u8,
     /// Where it is in its life.
     pub state: JobState,
     /// Why it is pending, or how it ended.
@@ -49,6 +50,10 @@ pub struct JobRecord {
     pub r_json: Option<Arc<str>>,
     /// Its events, oldest first (at most [`EVENTS_PER_JOB_MAX`]).
     pub events: Vec<JobEvent>,
+    /// The array it is an element of, and its index there.
+    pub array: Option<ArrayElement>,
+    /// Not before this time (its `begin-time` dependency), ms since the Unix epoch.
+    pub begin_ms: Option<u64>,
     /// The submitter's signature of the jobspec, relayed to node agents (which run the job
     /// as the signer only with it).
     pub signature: Option<Arc<JobSignature>>,
@@ -61,8 +66,33 @@ pub enum Reason {
     None,
     /// Pending, as the queue manager last said.
     Waiting(WaitReason),
+    /// Pending, held out of the queue by the shard (`core/holds.rs`).
+    Held(Hold),
     /// Free text (a cancellation, a failure).
     Text(String),
+}
+
+/// Why the shard holds a pending job out of the queue manager's pending order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hold {
+    /// Urgency 0: held by its owner or an admin until released.
+    User,
+    /// An element of an array with as many elements running (or about to) as its `%N`
+    /// allows: it waits for one of them to end.
+    ArrayLimit,
+    /// Its begin time has not come (the time is the job's `begin_ms`).
+    BeginTime,
+}
+
+impl Hold {
+    /// The reason's words, as `jobs` shows them.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Hold::User => "held",
+            Hold::ArrayLimit => "array limit",
+            Hold::BeginTime => "begin time",
+        }
+    }
 }
 
 /// A job as accepted: at its submission, and when restored from the journal.
@@ -73,18 +103,20 @@ pub struct NewJob<'a> {
     pub owner: &'a str,
     /// The client's idempotency key.
     pub key: IdempotencyKey,
-    /// Priority within the queue.
-    pub priority: u32,
+    /// Urgency, 0..=31.
+    pub urgency: u8,
     /// Submission time, ms since the Unix epoch.
     pub submit_ms: u64,
     /// Requested duration in ms, the queue's default applied.
     pub duration_ms: u64,
     /// The jobspec, parsed.
     pub jobspec: &'a shardsched_jobspec::Jobspec,
-    /// The jobspec as submitted.
-    pub jobspec_json: &'a str,
-    /// Its signature, if the submit was signed.
-    pub signature: Option<JobSignature>,
+    /// The jobspec as submitted (shared by an array's elements).
+    pub jobspec_json: &'a Arc<str>,
+    /// The array it is an element of.
+    pub array: Option<ArrayElement>,
+    /// Its signature, if the submit was signed (shared by an array's elements).
+    pub signature: Option<Arc<JobSignature>>,
 }
 
 impl JobRecord {
@@ -95,7 +127,7 @@ impl JobRecord {
             owner: a.owner.to_owned(),
             key: a.key,
             name: job_name(a.jobspec),
-            priority: a.priority,
+            urgency: a.urgency,
             state: JobState::Pending,
             reason: Reason::None,
             submit_ms: a.submit_ms,
@@ -104,15 +136,17 @@ impl JobRecord {
             duration_ms: a.duration_ms,
             nodes: Vec::new(),
             nodes_requested: a.jobspec.nodes_requested(),
-            jobspec_json: Arc::from(a.jobspec_json),
+            jobspec_json: Arc::clone(a.jobspec_json),
             r_json: None,
             events: Vec::new(),
-            signature: a.signature.clone().map(Arc::new),
+            array: a.array,
+            begin_ms: a.jobspec.attributes.begin_time_ms(),
+            signature: a.signature.clone(),
         };
         job.push_event(
             a.submit_ms,
             "submit",
-            serde_json::json!({"owner": a.owner, "priority": a.priority}),
+            serde_json::json!({"owner": a.owner, "urgency": a.urgency}),
         );
         job
     }
@@ -137,7 +171,7 @@ impl JobRecord {
             owner: self.owner.clone(),
             name: self.name.clone(),
             state: self.state,
-            priority: self.priority,
+            urgency: self.urgency,
             nodes: self.nodes.clone(),
             nodes_requested: self.nodes_requested,
             submit_ms: self.submit_ms,
@@ -146,6 +180,8 @@ impl JobRecord {
             duration_ms: self.duration_ms,
             reason: self.reason_text(queue, queue_started),
             reserved_ms: self.reserved_ms(queue_started),
+            array: self.array,
+            begin_ms: self.begin_ms,
         }
     }
 
@@ -177,6 +213,7 @@ impl JobRecord {
                 format!("queue {queue} is stopped")
             }
             Reason::Waiting(why) => wait_text(*why),
+            Reason::Held(hold) => hold.as_str().to_owned(),
             Reason::Text(text) => text.clone(),
             Reason::None => String::new(),
         }
@@ -192,26 +229,12 @@ fn wait_text(why: WaitReason) -> String {
     }
 }
 
-/// The short name of a job: the first word of its first task's command, without its
-/// directory; `job` when it has none. At most [`JOB_NAME_BYTES_MAX`] bytes: a longer one is
-/// cut and ends in `…` (every row of every job list carries it).
+/// The short name of a job: the name its jobspec gives (`submit --job-name`), else the
+/// first word of its first task's command, without its directory; `job` when it has none.
+/// At most [`JOB_NAME_BYTES_MAX`] bytes: a longer one is cut and ends in `…` (every row of
+/// every job list carries it). The node agent names a job's output files by the same rule.
 pub fn job_name(jobspec: &shardsched_jobspec::Jobspec) -> String {
-    let name = jobspec
-        .tasks
-        .first()
-        .and_then(|t| t.command.first())
-        .map(|c| c.rsplit('/').next().unwrap_or(c))
-        .filter(|c| !c.is_empty())
-        .unwrap_or("job");
-    if name.len() <= JOB_NAME_BYTES_MAX {
-        return name.to_owned();
-    }
-    const MARK: &str = "…";
-    let mut end = JOB_NAME_BYTES_MAX - MARK.len();
-    while !name.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}{MARK}", &name[..end])
+    shardsched_jobspec::job_name(jobspec, JOB_NAME_BYTES_MAX)
 }
 
 #[cfg(test)]

@@ -1,16 +1,29 @@
 //! What the shard journals: record types of its own, apart from the wire's, so that a
 //! change to a message never changes what is on disk (journal format
-//! `shardsched-shard-journal v1`, docs/JOURNAL.md).
+//! `shardsched-shard-journal v2`, docs/JOURNAL.md).
 //!
 //! ```text
-//! table jobs   key = job id   AcceptedJob  written when the job is accepted (never changes)
-//! table runs   key = job id   StartedJob   when it starts: start, sim end, its allocation
-//! table ends   key = job id   EndedJob     when it ends: state, reason, end time
-//! table signatures key = job id SignatureRecord  with the job, when its submit was signed
+//! table jobs       key = job id  AcceptedJob      written when the job is accepted (never changes)
+//! table runs       key = job id  StartedJob       when it starts: start, sim end, its allocation
+//! table ends       key = job id  EndedJob         when it ends: state, reason, end time
+//! table signatures key = job id  SignatureRecord  with the job, when its submit was signed
+//!                                                 (an array's: keyed by the array's id)
+//! table urgency    key = job id  u8               its urgency, once changed after submit (v2)
+//! table arrays     key = job id  ArrayRecord      an array's indices and `%N` (v2); its jobspec
+//!                                                 is the `jobs` record of the same id, its
+//!                                                 elements' runs and ends are keyed by their ids
 //! meta  last_job_id           u64          the highest id issued (FLUIDs continue after it)
 //! meta  node:<name>           NodeRecord   the node table's entry: generation, holding, flags
-//! meta  format                             "shardsched-shard-journal v1" (the store's stamp)
+//! meta  format                             "shardsched-shard-journal v2" (the store's stamp)
 //! ```
+//!
+//! Version 2 only adds tables: every v1 record is a v2 record, so a v1 journal is upgraded
+//! by stamping it v2 (the driver does so when it opens one).
+//!
+//! An array is accepted as one `jobs` record and one `arrays` record, whatever its size:
+//! a restart makes its elements from them ([`Restored::assemble`]). Its elements' ends stay
+//! until the whole array is forgotten ([`JournalRecord::ArrayForgotten`]), so an element
+//! forgotten early does not come back pending.
 //!
 //! A node is journaled once, whole, when its entry changes ([`crate::nodes`]), so a move
 //! of a few nodes writes a few small values whatever the cluster size. A job requeued after
@@ -22,21 +35,26 @@
 //! simulator. **Changing any type of this module changes the bytes on disk:** that is a new
 //! [`FORMAT_VERSION`], with the golden journals of `shard/tests/golden/` made again.
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use serde::{Deserialize, Serialize};
 use shardsched_matcher::{StoredAllocation, StoredVertex};
-use shardsched_wire::Fluid;
+use shardsched_wire::array::{ArraySpec, IndexRange};
 use shardsched_wire::msg::client_shard::IdempotencyKey;
-use shardsched_wire::msg::shard_coord::HeldNode;
-use shardsched_wire::msg::{Generation, JobId, JobState, MoveId, NodeGen};
+use shardsched_wire::msg::{Generation, JobId, JobState, MoveId};
 
 use crate::nodes::{Holding, NodeEntry};
+
+mod mem;
+mod restored;
+
+pub use mem::MemJournal;
+pub use restored::{ElementOf, JobTables, Orphan, Restored, RestoredJob};
 
 /// The journal kind in the format stamp.
 pub const FORMAT_KIND: &str = "shard";
 /// The journal format this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest format this build upgrades (by restamping: see the module documentation).
+pub const FORMAT_VERSION_UPGRADED: u32 = 1;
 
 /// A job as accepted.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,15 +67,16 @@ pub struct AcceptedJob {
     pub key: [u8; 16],
     /// The jobspec as submitted.
     pub jobspec_json: String,
-    /// Priority within the queue.
-    pub priority: u32,
+    /// Urgency at submit, 0..=31 (format v1 called it priority, on the same scale with
+    /// the same default, 16); a later change is in the `urgency` table.
+    pub urgency: u32,
     /// Submission time, ms since the Unix epoch.
     pub submit_ms: u64,
 }
 
 /// A job's signature: the submitter's certificate and signature of the jobspec, relayed to
-/// node agents in every launch. A table of its own (format v1 holds it since the agents
-/// came; a journal without it reads as jobs without signatures).
+/// node agents in every launch. A table of its own (a journal without it reads as jobs
+/// without signatures); an array's is keyed by the array's id and shared by its elements.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SignatureRecord {
     /// Its job's id.
@@ -171,41 +190,42 @@ pub enum JournalRecord {
     LastId(JobId),
     /// A running job went back to pending (requeued): its start is void.
     Requeued(JobId),
+    /// A pending job's urgency changed.
+    Urgency(JobId, u8),
+    /// An array was accepted (with the `Accepted` record of its id).
+    Array(ArrayRecord),
+    /// An array's last element was forgotten: the array and every element's records go.
+    ArrayForgotten {
+        /// The array.
+        id: JobId,
+        /// Its elements.
+        elements: Vec<JobId>,
+    },
     /// A node's entry changed.
     Node(String, NodeRecord),
 }
 
-/// A job read back from the journal.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RestoredJob {
-    /// As accepted.
-    pub accepted: AcceptedJob,
-    /// Its start, if it started.
-    pub started: Option<StartedJob>,
-    /// Its end, if it ended.
-    pub ended: Option<EndedJob>,
-    /// Its signature, if its submit was signed.
-    pub signature: Option<SignatureRecord>,
+/// An array as accepted: its indices and how many of its elements may run at once. Its
+/// owner, key, jobspec, urgency and submit time are its `jobs` record's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArrayRecord {
+    /// The array's id.
+    pub id: u64,
+    /// Its indices, as written.
+    pub ranges: Vec<IndexRangeRecord>,
+    /// At most this many elements run at once; 0: no limit.
+    pub max_running: u32,
 }
 
-/// Everything the journal remembers, in job id order.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Restored {
-    /// Every job, by id (= submission order).
-    pub jobs: Vec<RestoredJob>,
-    /// The highest job id issued.
-    pub last_id: Option<JobId>,
-    /// Every node's entry, by name.
-    pub nodes: Vec<(String, NodeRecord)>,
-}
-
-/// A `runs` or `ends` record whose job the `jobs` table does not have.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Orphan {
-    /// `runs` or `ends`.
-    pub table: &'static str,
-    /// The job id it is keyed by.
-    pub key: u64,
+/// `first-last:step` ([`IndexRange`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexRangeRecord {
+    /// The first index.
+    pub first: u32,
+    /// The last index.
+    pub last: u32,
+    /// The step.
+    pub step: u32,
 }
 
 /// The `jobs` table.
@@ -216,162 +236,47 @@ pub const RUNS_TABLE: &str = "runs";
 pub const ENDS_TABLE: &str = "ends";
 /// The `signatures` table.
 pub const SIGNATURES_TABLE: &str = "signatures";
+/// The `urgency` table.
+pub const URGENCY_TABLE: &str = "urgency";
+/// The `arrays` table.
+pub const ARRAYS_TABLE: &str = "arrays";
 /// The meta value holding the highest job id issued.
 pub const LAST_ID_META: &str = "last_job_id";
 /// Prefix of the node table's meta values (`node:<name>`).
 pub const NODE_META_PREFIX: &str = "node:";
 
-impl Restored {
-    /// Puts a journal's records together: each `runs`, `ends` and `signatures` record
-    /// joins the `jobs` record of its key; one with no such job is an [`Orphan`].
-    pub fn assemble(
-        jobs: impl IntoIterator<Item = AcceptedJob>,
-        runs: impl IntoIterator<Item = StartedJob>,
-        ends: impl IntoIterator<Item = EndedJob>,
-        signatures: impl IntoIterator<Item = SignatureRecord>,
-        last_id: Option<u64>,
-        nodes: impl IntoIterator<Item = (String, NodeRecord)>,
-    ) -> Result<Restored, Orphan> {
-        let mut by_id: BTreeMap<u64, RestoredJob> = jobs
-            .into_iter()
-            .map(|accepted| {
-                let job = RestoredJob {
-                    accepted,
-                    started: None,
-                    ended: None,
-                    signature: None,
-                };
-                (job.accepted.id, job)
-            })
-            .collect();
-        for run in runs {
-            let job = job_of(&mut by_id, RUNS_TABLE, run.id)?;
-            job.started = Some(run);
-        }
-        for end in ends {
-            let job = job_of(&mut by_id, ENDS_TABLE, end.id)?;
-            job.ended = Some(end);
-        }
-        for signature in signatures {
-            let job = job_of(&mut by_id, SIGNATURES_TABLE, signature.id)?;
-            job.signature = Some(signature);
-        }
-        Ok(Restored {
-            jobs: by_id.into_values().collect(),
-            last_id: last_id.map(Fluid),
-            nodes: nodes.into_iter().collect(),
-        })
-    }
-
-    /// Whether the journal had nothing (a first start).
-    pub fn is_empty(&self) -> bool {
-        self.jobs.is_empty() && self.last_id.is_none() && self.nodes.is_empty()
-    }
-
-    /// The node table's entries.
-    pub fn node_entries(&self) -> impl Iterator<Item = (String, NodeEntry)> + '_ {
-        self.nodes
-            .iter()
-            .map(|(name, record)| (name.clone(), NodeEntry::from(record)))
-    }
-
-    /// What a restarting shard reports in `Register::held`: the nodes it owned or was
-    /// giving away, each marked allocated when a job that was running holds it (a node's
-    /// last path component is its name).
-    pub fn held(&self) -> Vec<HeldNode> {
-        let mut busy = BTreeSet::new();
-        for job in &self.jobs {
-            if let (Some(run), None) = (&job.started, &job.ended) {
-                for v in &run.vertices {
-                    if let Some(name) = v.path.rsplit('/').next() {
-                        busy.insert(name);
-                    }
-                }
-            }
-        }
-        self.node_entries()
-            .filter(|(_, e)| e.is_held())
-            .map(|(name, e)| HeldNode {
-                allocated: busy.contains(name.as_str()),
-                node: NodeGen {
-                    node: name,
-                    generation: e.generation,
-                },
-            })
-            .collect()
-    }
-
-    /// Jobs pending or running when the journal was last written.
-    pub fn live(&self) -> usize {
-        self.jobs.iter().filter(|j| j.ended.is_none()).count()
-    }
-}
-
-/// The job a `table` record keyed `key` belongs to.
-fn job_of<'a>(
-    jobs: &'a mut BTreeMap<u64, RestoredJob>,
-    table: &'static str,
-    key: u64,
-) -> Result<&'a mut RestoredJob, Orphan> {
-    jobs.get_mut(&key).ok_or(Orphan { table, key })
-}
-
-/// A journal's tables in memory, applied as the driver's committer would apply the same
-/// records to disk: for tests, and for a simulator that restarts shards.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct MemJournal {
-    jobs: BTreeMap<u64, AcceptedJob>,
-    runs: BTreeMap<u64, StartedJob>,
-    ends: BTreeMap<u64, EndedJob>,
-    signatures: BTreeMap<u64, SignatureRecord>,
-    last_id: Option<u64>,
-    nodes: BTreeMap<String, NodeRecord>,
-}
-
-impl MemJournal {
-    /// Applies `records`, in order (one committed batch).
-    pub fn commit(&mut self, records: &[JournalRecord]) {
-        for record in records {
-            match record {
-                JournalRecord::Accepted(job) => {
-                    self.jobs.insert(job.id, job.clone());
-                }
-                JournalRecord::Signed(signature) => {
-                    self.signatures.insert(signature.id, signature.clone());
-                }
-                JournalRecord::Started(run) => {
-                    self.runs.insert(run.id, run.clone());
-                }
-                JournalRecord::Ended(end) => {
-                    self.ends.insert(end.id, end.clone());
-                }
-                JournalRecord::Forgotten(id) => {
-                    self.jobs.remove(&id.0);
-                    self.runs.remove(&id.0);
-                    self.ends.remove(&id.0);
-                    self.signatures.remove(&id.0);
-                }
-                JournalRecord::LastId(id) => self.last_id = Some(id.0),
-                JournalRecord::Requeued(id) => {
-                    self.runs.remove(&id.0);
-                }
-                JournalRecord::Node(name, node) => {
-                    self.nodes.insert(name.clone(), node.clone());
-                }
-            }
+impl ArrayRecord {
+    /// The record of array `id` of `spec`.
+    pub fn new(id: JobId, spec: &ArraySpec) -> ArrayRecord {
+        ArrayRecord {
+            id: id.0,
+            ranges: spec
+                .ranges
+                .iter()
+                .map(|r| IndexRangeRecord {
+                    first: r.first,
+                    last: r.last,
+                    step: r.step,
+                })
+                .collect(),
+            max_running: spec.max_running,
         }
     }
 
-    /// What a restart reads back.
-    pub fn restored(&self) -> Result<Restored, Orphan> {
-        Restored::assemble(
-            self.jobs.values().cloned(),
-            self.runs.values().cloned(),
-            self.ends.values().cloned(),
-            self.signatures.values().cloned(),
-            self.last_id,
-            self.nodes.iter().map(|(n, r)| (n.clone(), r.clone())),
-        )
+    /// The spec it records.
+    pub fn spec(&self) -> ArraySpec {
+        ArraySpec {
+            ranges: self
+                .ranges
+                .iter()
+                .map(|r| IndexRange {
+                    first: r.first,
+                    last: r.last,
+                    step: r.step,
+                })
+                .collect(),
+            max_running: self.max_running,
+        }
     }
 }
 

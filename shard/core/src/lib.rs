@@ -35,7 +35,7 @@
 //!     name: "batch".into(), queue_policy: QueuePolicy::Easy, match_policy: MatchPolicy::First,
 //!     queue_depth: 32, reservation_depth: 1, default_duration_ms: 60_000,
 //!     max_duration_ms: 3_600_000, definition: vec!["n0".into(), "n1".into()],
-//!     enabled: true, started: true,
+//!     enabled: true, started: true, array_elements_max: 100_000,
 //! };
 //! let owned = vec![NodeGen { node: "n0".into(), generation: Generation(1) }];
 //! let mut core = ShardCore::with_graph(graph, &queue, 7, &owned, CoreOptions::default()).unwrap();
@@ -43,7 +43,8 @@
 //! let jobspec = shardsched_jobspec::Shorthand { tasks: Some(2), duration: 10,
 //!     command: vec!["app".into()], ..Default::default() }.to_jobspec().unwrap();
 //! let submit = Submit { idempotency_key: IdempotencyKey([1; 16]),
-//!     jobspec_json: jobspec.to_json().to_string(), priority: None, signature: None };
+//!     jobspec_json: jobspec.to_json().to_string(), urgency: None, array: None,
+//!     signature: None };
 //! let now = 1_800_000_000_000;
 //! let job = core.handle_submit(now, "alice", &submit).unwrap();
 //! core.tick(now).unwrap();                      // the batch is scheduled: it starts
@@ -83,6 +84,7 @@ pub mod assign;
 pub mod core;
 pub mod error;
 pub mod exec;
+pub mod history;
 pub mod job;
 pub mod journal;
 pub mod limits;

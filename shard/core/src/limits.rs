@@ -24,9 +24,6 @@ pub const REASON_REFRESH_MAX: usize = 256;
 /// up to the queue depth of pending jobs); see `ShardCore::tick`.
 pub const SCHEDULE_PASSES_MAX: usize = 1024;
 
-/// Priority of a job submitted without one (Flux's default urgency).
-pub const PRIORITY_DEFAULT: u32 = 16;
-
 /// How long a finished job is kept after it ended (in memory and in the journal) unless
 /// `--retention` says otherwise, ms: one hour.
 pub const RETENTION_DEFAULT_MS: u64 = 3_600_000;

@@ -90,7 +90,7 @@ impl Snapshot {
         let mut rows: Vec<&JobRecord> = self
             .iter()
             .filter(|j| owner.is_none_or(|o| j.owner == o))
-            .filter(|j| query.include_inactive || j.state.is_active())
+            .filter(|j| query.matches(j.state, &j.name))
             .collect();
         rows.sort_unstable_by_key(|j| std::cmp::Reverse(j.id));
         let limit = match usize::try_from(query.limit) {

@@ -13,8 +13,10 @@
 //! [`BUCKETS`] pointer copies. Ids are spread over buckets by a multiplicative hash: FLUIDs
 //! differ mostly in their timestamp and sequence bits.
 //!
-//! The table also holds the idempotency index ((owner, key) → id) and the finished-job
-//! retention queue: finished jobs are forgotten, oldest first, beyond a count.
+//! The table also holds the idempotency index ((owner, key) → id; an array's elements
+//! share their array's key, which names the array) with the count of each array's
+//! elements in the table, and the finished-job retention queue: finished jobs are
+//! forgotten, oldest first, beyond a count.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -40,6 +42,8 @@ pub struct JobTable {
     buckets: Vec<Arc<Bucket>>,
     len: usize,
     idempotency: HashMap<(String, IdempotencyKey), JobId>,
+    /// Each array's elements in the table.
+    arrays: HashMap<JobId, usize>,
     /// Finished jobs, oldest first.
     finished: VecDeque<JobId>,
     retained: usize,
@@ -52,6 +56,7 @@ impl JobTable {
             buckets: (0..BUCKETS).map(|_| Arc::new(Bucket::new())).collect(),
             len: 0,
             idempotency: HashMap::new(),
+            arrays: HashMap::new(),
             finished: VecDeque::new(),
             retained,
         }
@@ -92,10 +97,17 @@ impl JobTable {
         self.idempotency.get(&(owner.to_owned(), *key)).copied()
     }
 
-    /// Adds a new job (and its idempotency key).
+    /// Adds a new job (and its idempotency key: an element's names its array).
     pub fn insert(&mut self, job: JobRecord) {
         let id = job.id;
-        self.idempotency.insert((job.owner.clone(), job.key), id);
+        let named = match job.array {
+            Some(element) => {
+                *self.arrays.entry(element.array).or_default() += 1;
+                element.array
+            }
+            None => id,
+        };
+        self.idempotency.insert((job.owner.clone(), job.key), named);
         let bucket = Arc::make_mut(&mut self.buckets[bucket_of(id)]);
         if bucket.insert(id, Arc::new(job)).is_none() {
             self.len += 1;
@@ -104,15 +116,14 @@ impl JobTable {
 
     /// Records that `id` finished: it joins the retention queue, and the oldest finished
     /// jobs beyond the retention count are forgotten (returned, for the journal).
-    pub fn finished(&mut self, id: JobId) -> Vec<JobId> {
+    pub fn finished(&mut self, id: JobId) -> Vec<Arc<JobRecord>> {
         self.finished.push_back(id);
         let mut forgotten = Vec::new();
         while self.finished.len() > self.retained {
             let Some(old) = self.finished.pop_front() else {
                 break;
             };
-            self.remove(old);
-            forgotten.push(old);
+            forgotten.extend(self.remove(old));
         }
         forgotten
     }
@@ -120,7 +131,7 @@ impl JobTable {
     /// Forgets the finished jobs that ended before `cutoff_ms` (retention by time); returns
     /// them. Jobs join the retention queue in the order they end, so only its head is
     /// looked at.
-    pub fn expire(&mut self, cutoff_ms: u64) -> Vec<JobId> {
+    pub fn expire(&mut self, cutoff_ms: u64) -> Vec<Arc<JobRecord>> {
         let mut forgotten = Vec::new();
         while let Some(&old) = self.finished.front() {
             let ended = self.get(old).and_then(|j| j.end_ms).unwrap_or(0);
@@ -128,21 +139,39 @@ impl JobTable {
                 break;
             }
             self.finished.pop_front();
-            self.remove(old);
-            forgotten.push(old);
+            forgotten.extend(self.remove(old));
         }
         forgotten
     }
 
-    fn remove(&mut self, id: JobId) {
+    fn remove(&mut self, id: JobId) -> Option<Arc<JobRecord>> {
         let bucket = Arc::make_mut(&mut self.buckets[bucket_of(id)]);
-        if let Some(job) = bucket.remove(&id) {
-            self.len -= 1;
-            let index = (job.owner.clone(), job.key);
-            if self.idempotency.get(&index) == Some(&id) {
-                self.idempotency.remove(&index);
+        let job = bucket.remove(&id)?;
+        self.len -= 1;
+        let named = match job.array {
+            Some(element) => {
+                let left = self.arrays.get_mut(&element.array).map(|n| {
+                    *n -= 1;
+                    *n
+                });
+                if left != Some(0) {
+                    return Some(job);
+                }
+                self.arrays.remove(&element.array);
+                element.array
             }
+            None => id,
+        };
+        let index = (job.owner.clone(), job.key);
+        if self.idempotency.get(&index) == Some(&named) {
+            self.idempotency.remove(&index);
         }
+        Some(job)
+    }
+
+    /// How many of array `id`'s elements the table holds.
+    pub fn array_len(&self, id: JobId) -> usize {
+        self.arrays.get(&id).copied().unwrap_or(0)
     }
 
     /// The buckets, shared with the table until it next changes them.

@@ -17,7 +17,7 @@ use crate::exec::JobEnd;
 /// A request for the core task.
 #[derive(Debug)]
 pub(crate) enum Command {
-    /// A client's request that changes the core (submit, cancel; reads are answered from
+    /// A client's request that changes the core (submit, cancel, urgency; reads are answered from
     /// the snapshot and never come here). `peer` is who asks, from its certificate.
     Client {
         peer: Peer,

@@ -62,7 +62,7 @@ pub(crate) async fn client_request(
 ) -> Reply<client_shard::Response> {
     use client_shard::{Request, Response};
     match request {
-        request @ (Request::Submit(_) | Request::Cancel { .. }) => {
+        request @ (Request::Submit(_) | Request::Cancel { .. } | Request::Urgency { .. }) => {
             ask(&commands, |reply| Command::Client {
                 peer,
                 request,
@@ -125,6 +125,7 @@ pub(crate) async fn coordinator_request(
             Ok(Response::Ack { stale: Vec::new() })
         }
         Request::Jobs(query) => Ok(Response::Jobs(snapshot.load().jobs(&peer.name, &query))),
+        Request::History(pull) => Ok(Response::History(snapshot.load().history(&pull))),
         request => {
             let span = tracing::Span::current();
             ask(&commands, |reply| Command::Coordinator {

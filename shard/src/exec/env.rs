@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use shardsched_proto::array::ArrayElement;
 use shardsched_proto::msg::JobId;
 use shardsched_resource::encode_hostlist;
 
@@ -30,6 +31,10 @@ pub const JOB_R: &str = "SHARDSCHED_JOB_R";
 pub const JOB_DIR: &str = "SHARDSCHED_JOB_DIR";
 /// The job's time limit in seconds (0: none).
 pub const JOB_TIME_LIMIT: &str = "SHARDSCHED_JOB_TIME_LIMIT";
+/// An array's element: the array's id (`ID` of `ID[N]`).
+pub const ARRAY_ID: &str = shardsched_proto::msg::agent::ARRAY_ID_VAR;
+/// An array's element: its index (`N` of `ID[N]`).
+pub const ARRAY_INDEX: &str = shardsched_proto::msg::agent::ARRAY_INDEX_VAR;
 
 /// Everything the `SHARDSCHED_*` variables are made from.
 #[derive(Clone, Debug)]
@@ -46,12 +51,20 @@ pub struct JobFacts<'a> {
     pub dir: &'a Path,
     /// Its time limit, ms (0: none).
     pub time_limit_ms: u64,
+    /// The array it is an element of.
+    pub array: Option<ArrayElement>,
 }
 
 /// The `SHARDSCHED_*` variables for a job, name and value.
 pub fn job_variables(facts: &JobFacts<'_>) -> Vec<(String, String)> {
     let path = |p: &Path| p.to_string_lossy().into_owned();
-    let mut vars = allocation_variables(facts.id, facts.queue, facts.r, facts.time_limit_ms);
+    let mut vars = allocation_variables(
+        facts.id,
+        facts.queue,
+        facts.r,
+        facts.time_limit_ms,
+        facts.array,
+    );
     vars.push((JOB_R.to_owned(), path(facts.r_path)));
     vars.push((JOB_DIR.to_owned(), path(facts.dir)));
     vars
@@ -65,6 +78,7 @@ pub fn allocation_variables(
     queue: &str,
     r: &RSummary,
     time_limit_ms: u64,
+    array: Option<ArrayElement>,
 ) -> Vec<(String, String)> {
     let hosts: Vec<&str> = r.nodes.iter().map(|n| n.host.as_str()).collect();
     let per_node: Vec<String> = r.nodes.iter().map(|n| n.cores().to_string()).collect();
@@ -79,6 +93,12 @@ pub fn allocation_variables(
         (JOB_TIME_LIMIT, time_limit_ms.div_ceil(1000).to_string()),
     ]
     .into_iter()
+    .chain(array.into_iter().flat_map(|e| {
+        [
+            (ARRAY_ID, e.array.to_string()),
+            (ARRAY_INDEX, e.index.to_string()),
+        ]
+    }))
     .map(|(k, v)| (k.to_owned(), v))
     .collect()
 }
@@ -111,6 +131,10 @@ mod tests {
             r_path: Path::new("/s/jobs/x/R.json"),
             dir: Path::new("/s/jobs/x"),
             time_limit_ms: 1_500,
+            array: Some(ArrayElement {
+                array: shardsched_proto::Fluid(123_456_000),
+                index: 7,
+            }),
         });
         let get = |k: &str| {
             vars.iter()
@@ -127,5 +151,7 @@ mod tests {
         assert_eq!(get(JOB_R), "/s/jobs/x/R.json");
         assert_eq!(get(JOB_TIME_LIMIT), "2");
         assert!(get(JOB_ID).starts_with('ƒ'));
+        assert_eq!(get(ARRAY_INDEX), "7");
+        assert!(get(ARRAY_ID).starts_with('ƒ'));
     }
 }

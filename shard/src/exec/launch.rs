@@ -2,20 +2,22 @@
 //! kill requests, and reading job directories back (for the watch, and after a restart).
 
 use std::fs;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use rustix::process::{Pid, Signal, kill_process, kill_process_group};
 use serde::{Deserialize, Serialize};
+use shardsched_jobspec::CarriedFile;
 use shardsched_proto::msg::JobId;
 
 use super::env::{JobFacts, job_variables};
 use super::files::{self, group_alive, process_alive, read_json, read_pid, write_atomic};
 use super::rset::RSummary;
 use super::{
-    CANCEL_FILE, EndCause, ExecError, GROUP_FILE, JOBS_DIR, JobEnd, LAUNCH_FILE, PID_FILE, R_FILE,
-    STATUS_FILE, SUPERVISOR_LOG, job_dir,
+    CANCEL_FILE, EndCause, ExecError, GROUP_FILE, JOBS_DIR, JobEnd, JobFiles, LAUNCH_FILE,
+    PID_FILE, R_FILE, STATUS_FILE, SUPERVISOR_LOG, job_dir,
 };
 use crate::job::JobRecord;
 
@@ -33,6 +35,12 @@ pub struct LaunchSpec {
     pub env: Vec<(String, String)>,
     /// The working directory.
     pub cwd: PathBuf,
+    /// Where standard output goes ([`STDOUT_FILE`] in the job directory when absent).
+    #[serde(default)]
+    pub stdout: Option<PathBuf>,
+    /// Where standard error goes ([`STDERR_FILE`] in the job directory when absent).
+    #[serde(default)]
+    pub stderr: Option<PathBuf>,
     /// The time limit, ms (0: none).
     pub time_limit_ms: u64,
     /// SIGTERM-to-SIGKILL grace, ms.
@@ -50,6 +58,8 @@ pub struct Prepared {
     pub spec: LaunchSpec,
     /// Its R, for `R.json`.
     pub r_json: String,
+    /// The files its jobspec carries (a batch script), written into its directory.
+    pub files: Vec<CarriedFile>,
 }
 
 /// A job directory as read back: its supervisor still runs, or the job ended.
@@ -81,17 +91,16 @@ impl Prepared {
         let jobspec = shardsched_jobspec::parse_json(&job.jobspec_json)
             .map_err(|e| fail(format!("jobspec: {e}")))?;
         let run = shardsched_jobspec::Execution::of(&jobspec).map_err(fail)?;
+        let dir = job_dir(jobs_dir, job.id);
+        let command = run.command_in(&dir);
         let r_json = job
             .r_json
             .as_deref()
             .ok_or_else(|| fail("the job has no R (it was not allocated)".to_owned()))?;
         let r = RSummary::parse(r_json).map_err(fail)?;
-        let dir = job_dir(jobs_dir, job.id);
-        let (command, cwd, mut env) = (
-            run.command,
-            run.cwd.unwrap_or_else(|| dir.clone()),
-            run.environment,
-        );
+        // The jobspec's environment (checked when it was parsed), then ours.
+        let mut env = run.environment.clone();
+        let files = JobFiles::of(jobs_dir, job, &jobspec);
         let r_path = dir.join(R_FILE);
         env.extend(job_variables(&JobFacts {
             id: job.id,
@@ -100,6 +109,7 @@ impl Prepared {
             r_path: &r_path,
             dir: &dir,
             time_limit_ms: job.duration_ms,
+            array: job.array,
         }));
         Ok(Prepared {
             id: job.id,
@@ -107,12 +117,15 @@ impl Prepared {
                 job: job.id.to_string(),
                 command,
                 env,
-                cwd,
+                cwd: files.cwd,
+                stdout: Some(files.stdout),
+                stderr: Some(files.stderr),
                 time_limit_ms: job.duration_ms,
                 kill_grace_ms: u64::try_from(kill_grace.as_millis()).unwrap_or(u64::MAX),
             },
             dir,
             r_json: r_json.to_owned(),
+            files: run.files,
         })
     }
 }
@@ -129,6 +142,12 @@ pub fn launch(program: &Path, prepared: &Prepared) -> Result<Child, ExecError> {
     }
     fs::create_dir_all(dir).map_err(|e| ExecError::io(dir, e))?;
     write_atomic(&dir.join(R_FILE), prepared.r_json.as_bytes())?;
+    for file in &prepared.files {
+        let path = dir.join(&file.name);
+        write_atomic(&path, file.data.as_bytes())?;
+        fs::set_permissions(&path, fs::Permissions::from_mode(file.mode))
+            .map_err(|e| ExecError::io(&path, e))?;
+    }
     let spec = serde_json::to_vec_pretty(&prepared.spec).map_err(|e| ExecError::BadFile {
         path: dir.join(LAUNCH_FILE),
         message: e.to_string(),

@@ -50,7 +50,7 @@ pub use shardsched_process::files;
 
 pub use launch::{LaunchSpec, RunningOrEnded, launch, recover, remove_job_dirs, request_kill};
 pub use shardsched_shard_core::exec::{
-    CANCEL_FILE, EndCause, GROUP_FILE, JOBS_DIR, JobEnd, LAUNCH_FILE, PID_FILE, R_FILE,
+    CANCEL_FILE, EndCause, GROUP_FILE, JOBS_DIR, JobEnd, JobFiles, LAUNCH_FILE, PID_FILE, R_FILE,
     STATUS_FILE, STDERR_FILE, STDOUT_FILE, SUPERVISOR_LOG, job_dir,
 };
 pub use supervisor::supervise;

@@ -17,7 +17,7 @@
 //! command ends gets the same SIGTERM-grace-SIGKILL treatment. (A process that leaves the
 //! group with `setsid` escapes, as it would escape Slurm's process-group tracking.)
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
@@ -90,13 +90,16 @@ async fn run(dir: &Path, spec: &LaunchSpec) -> JobEnd {
     let Some((program, args)) = spec.command.split_first() else {
         return JobEnd::without_status(EndCause::Error, "the job has no command");
     };
-    let open = |name: &str| {
-        let path = dir.join(name);
+    let open = |path: &Option<PathBuf>, name: &str| {
+        let path = path.clone().unwrap_or_else(|| dir.join(name));
         std::fs::File::create(&path).map_err(|e| {
             JobEnd::without_status(EndCause::Error, ExecError::io(&path, e).to_string())
         })
     };
-    let (stdout, stderr) = match (open(STDOUT_FILE), open(STDERR_FILE)) {
+    let (stdout, stderr) = match (
+        open(&spec.stdout, STDOUT_FILE),
+        open(&spec.stderr, STDERR_FILE),
+    ) {
         (Ok(out), Ok(err)) => (out, err),
         (Err(end), _) | (_, Err(end)) => return end,
     };

@@ -16,5 +16,6 @@ pub fn queue(definition: &[&str]) -> QueueConfig {
         definition: definition.iter().map(|n| n.to_string()).collect(),
         enabled: true,
         started: true,
+        array_elements_max: shardsched_proto::limits::ARRAY_ELEMENTS_DEFAULT,
     }
 }

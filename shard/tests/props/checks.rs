@@ -79,7 +79,7 @@ impl Model {
             let expected = per_node.get(node.name.as_str()).copied().unwrap_or(0);
             assert_eq!(node.jobs_running, expected, "{}", node.name);
         }
-        assert_eq!(pending, qm.pending_len() + qm.waiting_len());
+        assert_eq!(pending, qm.pending_len() + qm.waiting_len() + qm.held_len());
         assert_eq!(running, qm.running_len());
         let m = qm.matcher();
         let allocs: Vec<(u64, &shardsched_matcher::Allocation)> =

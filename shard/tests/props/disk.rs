@@ -54,8 +54,10 @@ impl DiskImage {
         };
         let tables = Tables {
             jobs: rows(journal::JOBS_TABLE),
+            arrays: rows(journal::ARRAYS_TABLE),
             runs: rows(journal::RUNS_TABLE),
             ends: rows(journal::ENDS_TABLE),
+            urgency: rows(journal::URGENCY_TABLE),
             signatures: rows(journal::SIGNATURES_TABLE),
             metas: self.metas.clone(),
         };

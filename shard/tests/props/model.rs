@@ -41,6 +41,7 @@ pub(crate) fn queue_config(policy: &str) -> QueueConfig {
         definition: vec!["n0".into(), "n1".into(), "n2".into()],
         enabled: true,
         started: true,
+        array_elements_max: shardsched_proto::limits::ARRAY_ELEMENTS_DEFAULT,
     }
 }
 
@@ -168,8 +169,8 @@ impl Model {
         for (id, old) in &before {
             let new = &after[id];
             assert_eq!(
-                (old.state, &old.owner, old.key, old.priority, old.submit_ms),
-                (new.state, &new.owner, new.key, new.priority, new.submit_ms),
+                (old.state, &old.owner, old.key, old.urgency, old.submit_ms),
+                (new.state, &new.owner, new.key, new.urgency, new.submit_ms),
                 "{id}"
             );
             assert_eq!(
@@ -252,7 +253,8 @@ impl Model {
         let submit = Submit {
             idempotency_key: IdempotencyKey([key; 16]),
             jobspec_json: jobspec.to_json().to_string(),
-            priority: Some(u32::from(key % 3)),
+            urgency: Some(14 + key % 3),
+            array: None,
             signature: None,
         };
         let known = self.keys.get(&(user, key)).copied();

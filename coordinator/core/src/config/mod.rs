@@ -11,6 +11,10 @@
 //! max_duration = "24h"
 //! ```
 //!
+//! Top-level keys beside `default_queue`: `array_elements_max` (most elements of a job
+//! array, 100,000 by default) and `history_days` (how long the job history keeps a
+//! finished job, [`HISTORY_DAYS_DEFAULT`] by default).
+//!
 //! [`Config::parse`] reads the text (unknown keys are errors, pointing at `file:line:column`),
 //! loads the cluster spec, resolves every definition to node indices and checks the whole:
 //! queue names are valid shard names, definitions are non-empty and inside the cluster, the
@@ -90,6 +94,12 @@ pub struct Config {
     pub default_queue: String,
     /// The queues, sorted by name.
     pub queues: Vec<QueueDef>,
+    /// Most elements a job array may have, and the bound on its indices (every shard gets
+    /// it in its `QueueConfig`).
+    pub array_elements_max: u32,
+    /// Days the job history keeps a finished job (`history_days`, 1 to
+    /// [`HISTORY_DAYS_MAX`]).
+    pub history_days: u32,
     /// `[http] listen`: where the status page and `/metrics` are served, unless
     /// `--http-listen` says otherwise (read at start; docs/OPERATIONS.md).
     pub http_listen: Option<std::net::SocketAddr>,
@@ -143,6 +153,11 @@ impl AgentsConfig {
         self.heartbeat_timeout_ms / 3
     }
 }
+
+/// Days the job history keeps a finished job unless `history_days` says otherwise.
+pub const HISTORY_DAYS_DEFAULT: u32 = 90;
+/// Most days `history_days` may say (a hundred years).
+pub const HISTORY_DAYS_MAX: u32 = 36_500;
 
 /// The cluster, as the shards will load it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -9,11 +9,12 @@ use std::path::Path;
 
 use serde::Deserialize;
 use shardsched_resource::{Location, ReadError};
+use shardsched_wire::limits::{ARRAY_ELEMENTS_DEFAULT, ARRAY_ELEMENTS_MAX};
 use toml::Spanned;
 
 use super::{
     AgentsConfig, Cluster, Config, ConfigError, HEARTBEAT_TIMEOUT_MAX_MS, HEARTBEAT_TIMEOUT_MIN_MS,
-    values,
+    HISTORY_DAYS_DEFAULT, HISTORY_DAYS_MAX, values,
 };
 use crate::QUEUES_MAX;
 use queue::{RawQueue, check_owns_disjoint};
@@ -25,6 +26,8 @@ pub const LOAD_ALLOWLIST_TYPES_MAX: usize = 32;
 #[serde(deny_unknown_fields)]
 struct RawConfig {
     default_queue: Option<Spanned<String>>,
+    array_elements_max: Option<Spanned<u32>>,
+    history_days: Option<Spanned<u32>>,
     cluster: Option<Spanned<RawCluster>>,
     queues: Option<Spanned<BTreeMap<String, Spanned<RawQueue>>>>,
     agents: Option<RawAgents>,
@@ -138,6 +141,20 @@ pub(super) fn parse(text: &str, origin: &str, base_dir: &Path) -> Result<Config,
     };
 
     check_owns_disjoint(&queues, &owns_spans, &cluster, &errors)?;
+    let array_elements_max = within(
+        raw.array_elements_max,
+        "array_elements_max",
+        ARRAY_ELEMENTS_DEFAULT,
+        ARRAY_ELEMENTS_MAX,
+        &errors,
+    )?;
+    let history_days = within(
+        raw.history_days,
+        "history_days",
+        HISTORY_DAYS_DEFAULT,
+        HISTORY_DAYS_MAX,
+        &errors,
+    )?;
     let agents = agents(raw.agents, &errors)?;
     let http_listen = match raw.http.and_then(|h| h.into_inner().listen) {
         Some(listen) => {
@@ -157,6 +174,8 @@ pub(super) fn parse(text: &str, origin: &str, base_dir: &Path) -> Result<Config,
         cluster,
         default_queue,
         queues,
+        array_elements_max,
+        history_days,
         agents,
         http_listen,
     })
@@ -270,6 +289,24 @@ fn cluster(
 
 /// `[cluster] load_allowlist`: resource type names, at most [`LOAD_ALLOWLIST_TYPES_MAX`],
 /// with `node` (shards own and schedule nodes). Duplicates are dropped.
+/// A top-level count: `default` when absent, else within `1..=max`.
+fn within(
+    value: Option<Spanned<u32>>,
+    key: &str,
+    default: u32,
+    max: u32,
+    errors: &Errors<'_>,
+) -> Result<u32, ConfigError> {
+    match value {
+        None => Ok(default),
+        Some(v) if (1..=max).contains(v.get_ref()) => Ok(v.into_inner()),
+        Some(v) => Err(errors.at(
+            Some(v.span()),
+            format!("{key} = {}: must be 1..={max}", v.get_ref()),
+        )),
+    }
+}
+
 fn check_load_allowlist(list: &[String]) -> Result<Vec<String>, String> {
     if list.len() > LOAD_ALLOWLIST_TYPES_MAX {
         return Err(format!(

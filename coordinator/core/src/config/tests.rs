@@ -439,3 +439,28 @@ fn the_load_allowlist_is_a_cluster_setting() {
     ));
     assert!(e.contains("more than the limit of 32"), "{e}");
 }
+
+#[test]
+fn history_days_has_a_default_and_a_range() {
+    let queue = "[queues.q]\nnodes = \"cn[0-7]\"\n";
+    let c = parse(&format!("{INLINE_CLUSTER}{queue}")).expect("config");
+    assert_eq!(c.history_days, 90);
+    let c = parse(&format!("history_days = 7\n{INLINE_CLUSTER}{queue}")).expect("config");
+    assert_eq!(c.history_days, 7);
+    let e = error(&format!("history_days = 0\n{INLINE_CLUSTER}{queue}"));
+    assert!(e.contains("history_days = 0: must be 1..=36500"), "{e}");
+}
+
+#[test]
+fn array_elements_max_has_a_default_and_a_range() {
+    let queue = "[queues.q]\nnodes = \"cn[0-7]\"\n";
+    let c = parse(&format!("{INLINE_CLUSTER}{queue}")).expect("config");
+    assert_eq!(c.array_elements_max, 100_000);
+    let c = parse(&format!("array_elements_max = 50\n{INLINE_CLUSTER}{queue}")).expect("config");
+    assert_eq!(c.array_elements_max, 50);
+    let e = error(&format!("array_elements_max = 0\n{INLINE_CLUSTER}{queue}"));
+    assert!(
+        e.contains("array_elements_max = 0: must be 1..=1000000"),
+        "{e}"
+    );
+}

@@ -62,6 +62,8 @@ fn arbitrary_config() -> impl Strategy<Value = Config> {
                 cluster: cluster(n),
                 default_queue: "q0".into(),
                 queues,
+                array_elements_max: 100,
+                history_days: 90,
                 agents: Default::default(),
                 http_listen: None,
             }

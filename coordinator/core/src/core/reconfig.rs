@@ -231,6 +231,7 @@ impl Core {
             definition: self.config.node_names(&q.definition),
             enabled,
             started,
+            array_elements_max: self.config.array_elements_max,
         }
     }
 

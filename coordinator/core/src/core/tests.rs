@@ -332,6 +332,7 @@ fn report(queue: &str, nodes: &[(&str, NodeState, u32)]) -> ShardStatus {
                 generation: Generation(1),
                 jobs_running: *jobs,
                 reason: None,
+                usage: Default::default(),
             })
             .collect(),
     }
@@ -492,7 +493,7 @@ fn job(id: u64, submit_ms: u64) -> JobSummary {
         owner: "alice".into(),
         name: "sleep".into(),
         state: JobState::Pending,
-        priority: 16,
+        urgency: 16,
         nodes: Vec::new(),
         nodes_requested: Some(1),
         submit_ms,
@@ -501,6 +502,8 @@ fn job(id: u64, submit_ms: u64) -> JobSummary {
         duration_ms: 60_000,
         reason: String::new(),
         reserved_ms: None,
+        array: None,
+        begin_ms: None,
     }
 }
 
@@ -516,6 +519,8 @@ fn jobs_fan_out_plan_and_merge() {
         user: UserFilter::Mine,
         include_inactive: false,
         limit: 0,
+        states: Vec::new(),
+        name: None,
     };
     let plan = core.jobs_plan(&user("alice"), &query).expect("plan");
     assert_eq!(

@@ -158,6 +158,7 @@ impl Core {
                     generation: intent.generation,
                     jobs_running: seen.map_or(0, |s| s.jobs_running),
                     reason: seen.and_then(|s| s.reason.clone()),
+                    usage: seen.map(|s| s.usage).unwrap_or_default(),
                 };
                 self.overlay_intent(n, &mut row);
                 Some(row)

@@ -139,7 +139,8 @@ impl MoveMachine {
             | Request::DryRunRelease { .. }
             | Request::Reconfigure(_)
             | Request::DisableIfIdle
-            | Request::Jobs(_) => {}
+            | Request::Jobs(_)
+            | Request::History(_) => {}
         }
     }
 

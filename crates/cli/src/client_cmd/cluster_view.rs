@@ -12,10 +12,49 @@ pub fn node_json(node: &NodeStatus) -> Value {
         "name": node.name,
         "queue": node.queue,
         "state": node_state(node),
+        "usage": usage_word(node),
         "generation": node.generation.0,
         "jobs_running": node.jobs_running,
+        "cores": node.usage.cores,
+        "cores_free": node.usage.cores_free,
+        "gpus": node.usage.gpus,
+        "gpus_free": node.usage.gpus_free,
         "reason": node.reason,
     })
+}
+
+/// How much of an up node running jobs hold, in sinfo's words: `idle`, `mix` (some of
+/// its cores) or `allocated` (all of them); `None` for a node that is not up.
+pub fn usage_word(node: &NodeStatus) -> Option<&'static str> {
+    if node.state != NodeState::Up {
+        return None;
+    }
+    Some(if node.usage.is_mixed() {
+        "mix"
+    } else if node.usage.is_used() || node.jobs_running > 0 {
+        "allocated"
+    } else {
+        "idle"
+    })
+}
+
+/// A node's state for a table: an up node's usage (`idle`, `mix`, `allocated`), else its
+/// state, with the admin's reason.
+fn table_state(node: &NodeStatus) -> String {
+    let state = usage_word(node).unwrap_or_else(|| node_state(node));
+    match &node.reason {
+        Some(reason) => format!("{state} ({reason})"),
+        None => state.to_owned(),
+    }
+}
+
+/// `free/total` of the nodes' cores and of their GPUs.
+fn free_of(nodes: &[&NodeStatus]) -> (String, String) {
+    let sum = |f: fn(&NodeStatus) -> u32| nodes.iter().map(|n| u64::from(f(n))).sum::<u64>();
+    (
+        format!("{}/{}", sum(|n| n.usage.cores_free), sum(|n| n.usage.cores)),
+        format!("{}/{}", sum(|n| n.usage.gpus_free), sum(|n| n.usage.gpus)),
+    )
 }
 
 /// A node's state as flux-core words it: a drained node still running jobs is `draining`
@@ -28,17 +67,30 @@ pub fn node_state(node: &NodeStatus) -> &'static str {
     }
 }
 
-/// `resource list` for people: nodes grouped by state and owner, as `flux resource list`
-/// groups them, with how many of them run jobs.
-pub fn resources_table(nodes: &[NodeStatus]) -> String {
+/// `resource list` for people: nodes grouped by owner and state, as `flux resource list`
+/// and `sinfo` group them (an up node is `idle`, `mix` or `allocated`), with how many of
+/// them run jobs and their free cores and GPUs; `long`: one row per node.
+pub fn resources_table(nodes: &[NodeStatus], long: bool) -> String {
+    if long {
+        let mut table = Table::new(&["NODE", "QUEUE", "STATE", "JOBS", "CORES", "GPUS"]);
+        for node in nodes {
+            let (cores, gpus) = free_of(&[node]);
+            table.row(vec![
+                node.name.clone(),
+                node.queue.clone().unwrap_or_else(|| "-".to_owned()),
+                table_state(node),
+                node.jobs_running.to_string(),
+                cores,
+                gpus,
+            ]);
+        }
+        return table.render();
+    }
     // Groups in first-seen order, which is the coordinator's (graph) order. Nodes down for
     // different reasons are different groups.
     let mut groups: Vec<(String, String, Vec<&NodeStatus>)> = Vec::new();
     for node in nodes {
-        let state = match &node.reason {
-            Some(reason) => format!("{} ({reason})", node_state(node)),
-            None => node_state(node).to_owned(),
-        };
+        let state = table_state(node);
         let queue = node.queue.clone().unwrap_or_else(|| "-".to_owned());
         match groups
             .iter_mut()
@@ -48,15 +100,21 @@ pub fn resources_table(nodes: &[NodeStatus]) -> String {
             None => groups.push((state, queue, vec![node])),
         }
     }
-    let mut table = Table::new(&["STATE", "QUEUE", "NNODES", "BUSY", "NODELIST"]);
+    groups.sort_by(|a, b| a.1.cmp(&b.1));
+    let mut table = Table::new(&[
+        "QUEUE", "STATE", "NNODES", "BUSY", "CORES", "GPUS", "NODELIST",
+    ]);
     for (state, queue, members) in groups {
         let names: Vec<&str> = members.iter().map(|n| n.name.as_str()).collect();
         let busy = members.iter().filter(|n| n.jobs_running > 0).count();
+        let (cores, gpus) = free_of(&members);
         table.row(vec![
-            state,
             queue,
+            state,
             members.len().to_string(),
             busy.to_string(),
+            cores,
+            gpus,
             encode_hostlist(&names),
         ]);
     }
@@ -87,6 +145,9 @@ pub fn queue_json(queue: &QueueStatus, default: bool) -> Value {
             "reserved": queue.pending_reasons.reserved,
             "no_reservation": queue.pending_reasons.no_reservation,
             "unavailable": queue.pending_reasons.unavailable,
+            "held": queue.pending_reasons.held,
+            "begin_time": queue.pending_reasons.begin_time,
+            "array_limit": queue.pending_reasons.array_limit,
         },
     })
 }

@@ -6,18 +6,25 @@
 //! sets are hostlists (`node[0-3]`), states are lowercase words. Text for people is escaped
 //! ([`shardsched_client::output`]).
 
+use std::collections::BTreeMap;
+
 use serde_json::{Value, json};
 use shardsched_client::output::{
     Table, escaped, human_duration, local_time, now_ms, utc_timestamp,
 };
-use shardsched_proto::msg::{JobEvent, JobInfo, JobState, JobSummary};
+use shardsched_proto::msg::{JobEvent, JobId, JobInfo, JobState, JobSummary};
 use shardsched_proto::text::escape_control;
 use shardsched_resource::encode_hostlist;
 
-/// Why a job is where it is, for people: the shard's words, with a reservation's time in
-/// local time and how far off it is (`reserved to start at 14:05:03 CET (in 4m10s)`).
+/// Why a job is where it is, for people: the shard's words, with a reservation's time (or
+/// a begin time a pending job waits for) in local time and how far off it is (`reserved
+/// to start at 14:05:03 CET (in 4m10s)`).
 pub fn job_reason(job: &JobSummary, now_ms: u64) -> String {
-    match job.reserved_ms {
+    let waiting_to_begin = job.state == JobState::Pending && job.reason == "begin time";
+    match job
+        .reserved_ms
+        .or(job.begin_ms.filter(|_| waiting_to_begin))
+    {
         Some(at) => format!(
             "{} at {} ({})",
             job.reason,
@@ -61,13 +68,34 @@ pub fn nnodes(job: &JobSummary) -> Option<u64> {
     }
 }
 
-/// The job table of `shardsched jobs`.
+/// A job's id as people name it: `ID`, or `ID[N]` for an array's element.
+pub fn job_ref(job: &JobSummary) -> String {
+    match job.array {
+        Some(element) => element.to_string(),
+        None => job.id.to_string(),
+    }
+}
+
+/// The job table of `shardsched jobs`: one row per job, one per array (its elements
+/// folded, with their count in each state).
 pub fn jobs_table(jobs: &[JobSummary]) -> String {
     let now = now_ms();
     let mut table = Table::new(&[
         "JOBID", "QUEUE", "USER", "NAME", "ST", "NNODES", "TIME", "INFO",
     ]);
+    let mut arrays: BTreeMap<JobId, Vec<&JobSummary>> = BTreeMap::new();
     for job in jobs {
+        if let Some(element) = job.array {
+            arrays.entry(element.array).or_default().push(job);
+        }
+    }
+    for job in jobs {
+        if let Some(element) = job.array {
+            if let Some(elements) = arrays.remove(&element.array) {
+                table.row(array_row(element.array, &elements));
+            }
+            continue;
+        }
         let reason = job_reason(job, now);
         let info = if job.nodes.is_empty() {
             reason
@@ -77,7 +105,7 @@ pub fn jobs_table(jobs: &[JobSummary]) -> String {
             format!("{} ({reason})", encode_hostlist(&job.nodes))
         };
         table.row(vec![
-            job.id.to_string(),
+            job_ref(job),
             job.queue.clone(),
             job.owner.clone(),
             job.name.clone(),
@@ -90,16 +118,88 @@ pub fn jobs_table(jobs: &[JobSummary]) -> String {
     table.render()
 }
 
-/// One job as `jobs --json` prints it.
+/// The row of an array whose listed `elements` are these: its id with their indices,
+/// the most advanced state (running, else pending, else how they ended), the nodes its
+/// running elements hold, and how many are in each state.
+fn array_row(array: JobId, elements: &[&JobSummary]) -> Vec<String> {
+    let mut indices: Vec<u32> = elements
+        .iter()
+        .filter_map(|j| j.array)
+        .map(|e| e.index)
+        .collect();
+    indices.sort_unstable();
+    let count = |state: JobState| elements.iter().filter(|j| j.state == state).count();
+    let states = [
+        JobState::Running,
+        JobState::Pending,
+        JobState::Completed,
+        JobState::Failed,
+        JobState::Cancelled,
+    ];
+    let shown = states
+        .iter()
+        .copied()
+        .find(|&s| count(s) > 0)
+        .unwrap_or(JobState::Pending);
+    let counts: Vec<String> = states
+        .iter()
+        .filter(|&&s| count(s) > 0)
+        .map(|&s| format!("{} {}", count(s), s.as_str()))
+        .collect();
+    let nodes: usize = elements
+        .iter()
+        .filter(|j| j.state == JobState::Running)
+        .map(|j| j.nodes.len())
+        .sum();
+    let first = elements[0];
+    vec![
+        format!("{array}[{}]", index_ranges(&indices)),
+        first.queue.clone(),
+        first.owner.clone(),
+        first.name.clone(),
+        state_code(shown).to_owned(),
+        if nodes > 0 {
+            nodes.to_string()
+        } else {
+            String::new()
+        },
+        String::new(),
+        counts.join(", "),
+    ]
+}
+
+/// Sorted indices as ranges: `1-3,7,9-10`.
+pub fn index_ranges(sorted: &[u32]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let mut j = i;
+        while j + 1 < sorted.len() && sorted[j + 1] == sorted[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j {
+            sorted[i].to_string()
+        } else {
+            format!("{}-{}", sorted[i], sorted[j])
+        });
+        i = j + 1;
+    }
+    out.join(",")
+}
+
+/// One job as `jobs --json` prints it (an array's element with id `ID[N]`, and its array's
+/// id and its index apart).
 pub fn job_json(job: &JobSummary) -> Value {
     json!({
-        "id": job.id.to_string(),
+        "id": job_ref(job),
         "id_decimal": job.id.0,
+        "array_id": job.array.map(|e| e.array.to_string()),
+        "array_index": job.array.map(|e| e.index),
         "queue": job.queue,
         "owner": job.owner,
         "name": job.name,
         "state": job.state.as_str(),
-        "priority": job.priority,
+        "urgency": job.urgency,
         "nodes": encode_hostlist(&job.nodes),
         "nnodes": nnodes(job),
         "submit_ms": job.submit_ms,
@@ -108,6 +208,7 @@ pub fn job_json(job: &JobSummary) -> Value {
         "duration_ms": job.duration_ms,
         "reason": job.reason,
         "reserved_ms": job.reserved_ms,
+        "begin_ms": job.begin_ms,
     })
 }
 
@@ -159,12 +260,12 @@ pub fn job_info_text(info: &JobInfo) -> String {
     let mut line = |key: &str, value: String| {
         out.push_str(&format!("{key:<10} {}\n", escaped(value)));
     };
-    line("id", format!("{} ({})", job.id, job.id.0));
+    line("id", format!("{} ({})", job_ref(job), job.id.0));
     line("queue", job.queue.clone());
     line("owner", job.owner.clone());
     line("name", job.name.clone());
     line("state", job.state.as_str().to_owned());
-    line("priority", job.priority.to_string());
+    line("urgency", job.urgency.to_string());
     line("submitted", utc_timestamp(job.submit_ms));
     line("duration", human_duration(job.duration_ms));
     if !job.nodes.is_empty() {
@@ -265,6 +366,48 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_arrays_elements_fold_into_one_row_with_their_counts() {
+        assert_eq!(index_ranges(&[1, 2, 3, 7, 9, 10]), "1-3,7,9-10");
+        assert_eq!(index_ranges(&[]), "");
+        let array = shardsched_proto::Fluid(1 << 30);
+        let element = |index: u32, state: JobState| JobSummary {
+            id: shardsched_proto::array::element_id(array, index).expect("id"),
+            queue: "batch".into(),
+            owner: "alice".into(),
+            name: "sweep".into(),
+            state,
+            urgency: 16,
+            nodes: if state == JobState::Running {
+                vec!["n1".into()]
+            } else {
+                Vec::new()
+            },
+            nodes_requested: None,
+            submit_ms: 0,
+            start_ms: None,
+            end_ms: None,
+            duration_ms: 0,
+            reason: String::new(),
+            reserved_ms: None,
+            array: Some(shardsched_proto::array::ArrayElement { array, index }),
+            begin_ms: None,
+        };
+        let jobs = [
+            element(1, JobState::Running),
+            element(2, JobState::Pending),
+            element(3, JobState::Pending),
+        ];
+        let table = jobs_table(&jobs);
+        let rows: Vec<&str> = table.lines().skip(1).collect();
+        assert_eq!(rows.len(), 1, "{table}");
+        let columns: Vec<&str> = rows[0].split_whitespace().collect();
+        assert_eq!(columns[0], format!("{array}[1-3]"));
+        assert_eq!(columns[4..6], ["R", "1"], "{table}");
+        assert!(rows[0].ends_with("1 running, 2 pending"), "{table}");
+        assert_eq!(job_json(&jobs[1])["id"], format!("{array}[2]"));
+    }
+
+    #[test]
     fn a_reserved_start_reads_in_local_time_and_from_now() {
         let now = 1_800_000_000_000;
         let job = JobSummary {
@@ -273,7 +416,7 @@ mod tests {
             owner: "alice".into(),
             name: "app".into(),
             state: JobState::Pending,
-            priority: 16,
+            urgency: 16,
             nodes: Vec::new(),
             submit_ms: now,
             start_ms: None,
@@ -282,6 +425,8 @@ mod tests {
             reason: "reserved to start".into(),
             reserved_ms: Some(now + 250_000),
             nodes_requested: Some(1),
+            array: None,
+            begin_ms: None,
         };
         let text = job_reason(&job, now);
         assert!(text.starts_with("reserved to start at "), "{text}");

@@ -86,6 +86,9 @@ pub struct ResourceListArgs {
     /// Only this queue's nodes.
     #[arg(short = 'q', long)]
     pub queue: Option<String>,
+    /// One row per node, with its free cores and GPUs.
+    #[arg(short = 'l', long)]
+    pub long: bool,
     /// Print a JSON list of nodes instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -137,7 +140,7 @@ pub fn resource_main(args: &ResourceArgs) -> Result<()> {
             let rows: Vec<Value> = nodes.iter().map(cluster_view::node_json).collect();
             output::emit(&format!("{}\n", Value::Array(rows)))
         } else {
-            output::emit(&cluster_view::resources_table(&nodes))
+            output::emit(&cluster_view::resources_table(&nodes, list.long))
         }
     })
 }

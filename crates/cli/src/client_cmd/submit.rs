@@ -12,14 +12,29 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
-use shardsched_client::submit::{queue_names, submit};
-use shardsched_client::{new_key, output};
+use shardsched_client::output;
+use shardsched_client::submit::{plain, queue_names, submit};
 use shardsched_jobspec::{Jobspec, Shorthand};
+use shardsched_proto::array::ArraySpec;
 use shardsched_proto::msg::RouteTable;
+use shardsched_proto::msg::client_shard::Submit;
+
+use super::job_options::JobOptions;
 
 /// Flags of `shardsched submit`.
 #[derive(Args, Debug, Clone)]
 pub struct SubmitArgs {
+    /// What the job asks for and how it runs.
+    #[command(flatten)]
+    pub flags: SubmitFlags,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// The flags `submit` and `batch` share (and a batch script's directives set).
+#[derive(Args, Debug, Clone, Default)]
+pub struct SubmitFlags {
     /// Queue [default: the jobspec's queue, else the cluster's default queue].
     #[arg(short = 'q', long)]
     pub queue: Option<String>,
@@ -29,13 +44,12 @@ pub struct SubmitArgs {
     /// Number of tasks [default: 1, or one per node].
     #[arg(short = 'n', long, value_parser = clap::value_parser!(u64).range(1..))]
     pub tasks: Option<u64>,
-    /// Cores per task.
-    #[arg(short = 'c', long = "cores-per-task", default_value_t = 1,
-          value_parser = clap::value_parser!(u64).range(1..))]
-    pub cores_per_task: u64,
-    /// GPUs per task.
-    #[arg(short = 'g', long = "gpus-per-task", default_value_t = 0)]
-    pub gpus_per_task: u64,
+    /// Cores per task [default: 1].
+    #[arg(short = 'c', long = "cores-per-task", value_parser = clap::value_parser!(u64).range(1..))]
+    pub cores_per_task: Option<u64>,
+    /// GPUs per task [default: 0].
+    #[arg(short = 'g', long = "gpus-per-task")]
+    pub gpus_per_task: Option<u64>,
     /// Time limit: minutes, as in Flux and Slurm, or with a unit (90s, 30m, 2h, 1d;
     /// fractions allowed) [default: the queue's].
     #[arg(short = 't', long = "time-limit", value_name = "MIN|DURATION",
@@ -44,45 +58,34 @@ pub struct SubmitArgs {
     /// Whole nodes, even when --tasks would fit in part of them.
     #[arg(short = 'x', long)]
     pub exclusive: bool,
-    /// Priority within the queue (higher first) [default: the queue's].
-    #[arg(long)]
-    pub priority: Option<u32>,
+    /// Urgency, 0-31 (Flux's): pending jobs run by urgency, then submit time; 0 (`hold`)
+    /// submits the job held; above 16 admins only; 31 (`expedite`) runs it first
+    /// [default: 16].
+    #[arg(long, value_name = "N|default|hold|expedite", alias = "priority",
+          value_parser = super::hold::urgency_arg)]
+    pub urgency: Option<u8>,
+    /// A job array: one job per index, `ID[N]` (`SHARDSCHED_ARRAY_INDEX` in its
+    /// environment), e.g. `1-1000`, `0-15:4`, `1,5,9`; `%N` runs at most N at once
+    /// (`1-1000%50`). Prints the array's id `ID`.
+    #[arg(long, value_name = "INDICES[%N]")]
+    pub array: Option<ArraySpec>,
     /// Requeue the job (back to pending, keeping its place) instead of failing it when a
     /// node it runs on is marked down: sets `attributes.system.requeue`.
     #[arg(long)]
     pub requeue: bool,
+    /// Name, output files, node properties and lists, begin time, working directory and
+    /// environment.
+    #[command(flatten)]
+    pub options: JobOptions,
     /// A jobspec file (RFC 14/25, YAML or JSON) instead of the shorthand flags.
     #[arg(long, value_name = "FILE",
           conflicts_with_all = ["nodes", "tasks", "cores_per_task", "gpus_per_task", "exclusive", "command"])]
     pub jobspec: Option<PathBuf>,
-    /// The command and its arguments, after `--`.
-    #[arg(last = true, value_name = "COMMAND")]
-    pub command: Vec<String>,
 }
 
 /// `shardsched submit`.
 pub fn main(args: &SubmitArgs) -> Result<()> {
-    let mut jobspec = build_jobspec(args)?;
-    shardsched_client::run(|client| async move {
-        let routes = client.routes().await?;
-        let queue = choose_queue(args, &jobspec, &routes)?;
-        jobspec.attributes.queue = Some(queue.clone());
-        let (id, _duplicate) = submit(
-            &client,
-            Some(routes),
-            &queue,
-            jobspec.to_json().to_string(),
-            args.priority,
-            new_key(),
-        )
-        .await?;
-        output::emit(&format!("{id}\n"))
-    })
-}
-
-/// The jobspec the flags describe. Its queue is set later, once the routing table is known.
-pub fn build_jobspec(args: &SubmitArgs) -> Result<Jobspec> {
-    let mut jobspec = match &args.jobspec {
+    let jobspec = match &args.flags.jobspec {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading jobspec {}", path.display()))?;
@@ -96,35 +99,97 @@ pub fn build_jobspec(args: &SubmitArgs) -> Result<Jobspec> {
                      `shardsched submit -N 1 -t 1m -- sleep 60`"
                 );
             }
-            Shorthand {
-                nodes: args.nodes,
-                tasks: args.tasks,
-                cores_per_task: args.cores_per_task,
-                gpus_per_task: args.gpus_per_task,
-                duration: 0,
-                exclusive: args.exclusive,
-                command: args.command.clone(),
-                queue: None,
-            }
-            .to_jobspec()
-            .context("building the jobspec from the command line")?
+            args.flags.shorthand(args.command.clone())?
         }
     };
-    if let Some(seconds) = args.time_limit {
-        jobspec.attributes.duration = seconds;
+    submit_main(&args.flags, jobspec)
+}
+
+/// Submits `jobspec` with `flags` applied and prints its id: `submit` and `batch`.
+pub fn submit_main(flags: &SubmitFlags, mut jobspec: Jobspec) -> Result<()> {
+    flags.apply(&mut jobspec)?;
+    shardsched_client::run(|client| async move {
+        let routes = client.routes().await?;
+        let queue = choose_queue(flags, &jobspec, &routes)?;
+        jobspec.attributes.queue = Some(queue.clone());
+        let request = Submit {
+            urgency: flags.urgency,
+            array: flags.array.clone(),
+            ..plain(jobspec.to_json().to_string())
+        };
+        let (id, _duplicate) = submit(&client, Some(routes), &queue, request).await?;
+        output::emit(&format!("{id}\n"))
+    })
+}
+
+impl SubmitFlags {
+    /// The jobspec of the shorthand flags (`-N -n -c -g -x`) running `command`.
+    pub fn shorthand(&self, command: Vec<String>) -> Result<Jobspec> {
+        Shorthand {
+            nodes: self.nodes,
+            tasks: self.tasks,
+            cores_per_task: self.cores_per_task.unwrap_or(1),
+            gpus_per_task: self.gpus_per_task.unwrap_or(0),
+            duration: 0,
+            exclusive: self.exclusive,
+            command,
+            queue: None,
+        }
+        .to_jobspec()
+        .context("building the jobspec from the command line")
     }
-    if args.requeue {
-        jobspec
-            .attributes
-            .system_other
-            .insert("requeue".into(), serde_json::Value::Bool(true));
+
+    /// Sets the time limit, requeue and job options on `jobspec` (its queue is set later,
+    /// once the routing table is known).
+    pub fn apply(&self, jobspec: &mut Jobspec) -> Result<()> {
+        if let Some(seconds) = self.time_limit {
+            jobspec.attributes.duration = seconds;
+        }
+        if self.requeue {
+            jobspec
+                .attributes
+                .system_other
+                .insert("requeue".into(), serde_json::Value::Bool(true));
+        }
+        self.options.apply(jobspec, output::now_ms())
     }
-    Ok(jobspec)
+
+    /// These flags, each given one taking the place of `under`'s (a batch script's
+    /// directives: the command line wins, as with `sbatch`); lists add up.
+    pub fn over(self, under: SubmitFlags) -> SubmitFlags {
+        let options = self.options;
+        let base = under.options;
+        SubmitFlags {
+            queue: self.queue.or(under.queue),
+            nodes: self.nodes.or(under.nodes),
+            tasks: self.tasks.or(under.tasks),
+            cores_per_task: self.cores_per_task.or(under.cores_per_task),
+            gpus_per_task: self.gpus_per_task.or(under.gpus_per_task),
+            time_limit: self.time_limit.or(under.time_limit),
+            exclusive: self.exclusive || under.exclusive,
+            urgency: self.urgency.or(under.urgency),
+            array: self.array.or(under.array),
+            requeue: self.requeue || under.requeue,
+            options: JobOptions {
+                job_name: options.job_name.or(base.job_name),
+                output: options.output.or(base.output),
+                error: options.error.or(base.error),
+                requires: [base.requires, options.requires].concat(),
+                nodelist: options.nodelist.or(base.nodelist),
+                exclude: options.exclude.or(base.exclude),
+                begin_time: options.begin_time.or(base.begin_time),
+                cwd: options.cwd.or(base.cwd),
+                env: [base.env, options.env].concat(),
+                env_remove: [base.env_remove, options.env_remove].concat(),
+            },
+            jobspec: self.jobspec.or(under.jobspec),
+        }
+    }
 }
 
 /// The queue a job goes to: `-q`, else the jobspec's, else the table's default.
-fn choose_queue(args: &SubmitArgs, jobspec: &Jobspec, routes: &RouteTable) -> Result<String> {
-    let queue = args
+fn choose_queue(flags: &SubmitFlags, jobspec: &Jobspec, routes: &RouteTable) -> Result<String> {
+    let queue = flags
         .queue
         .clone()
         .or_else(|| jobspec.attributes.queue.clone())

@@ -7,11 +7,13 @@
 
 use serde::Serialize;
 
-use super::common::{JobsQuery, Refusal, RefusalCode, UserFilter};
+use super::common::{JobId, JobsQuery, Refusal, RefusalCode, UserFilter};
+use crate::array::ArraySpec;
 use crate::codec::encoded_len;
 use crate::limits::{
+    ARRAY_ELEMENTS_MAX, IDS_PER_REQUEST_MAX, JOB_NAME_BYTES_MAX, JOB_STATES_PER_QUERY_MAX,
     LIST_REPLY_BYTES_MAX, NAME_BYTES_MAX, NODE_NAME_BYTES_MAX, NODES_PER_REQUEST_MAX,
-    REASON_BYTES_MAX,
+    REASON_BYTES_MAX, URGENCY_MAX,
 };
 
 /// `text` (called `what` in the refusal) is at most `max` bytes.
@@ -60,10 +62,59 @@ pub fn nodes(nodes: &[String]) -> Result<(), Refusal> {
         .try_for_each(|n| text("a node name", n, NODE_NAME_BYTES_MAX))
 }
 
-/// A job list query's names.
+/// The job ids of one request (`what`: "cancel"): at most [`IDS_PER_REQUEST_MAX`].
+pub fn ids(what: &str, ids: &[JobId]) -> Result<(), Refusal> {
+    if ids.len() <= IDS_PER_REQUEST_MAX {
+        return Ok(());
+    }
+    Err(Refusal::new(
+        RefusalCode::Invalid,
+        format!(
+            "{} job ids in one {what}, more than the limit of {IDS_PER_REQUEST_MAX}",
+            ids.len()
+        ),
+    ))
+}
+
+/// An array's indices: within the wire's bounds ([`ArraySpec::check`] with
+/// [`ARRAY_ELEMENTS_MAX`]; the shard checks the configured bound).
+pub fn array(spec: &ArraySpec) -> Result<(), Refusal> {
+    spec.check(ARRAY_ELEMENTS_MAX)
+        .map_err(|e| Refusal::new(RefusalCode::Invalid, format!("array: {e}")))
+}
+
+/// An urgency: at most [`URGENCY_MAX`].
+pub fn urgency(urgency: u8) -> Result<(), Refusal> {
+    if urgency <= URGENCY_MAX {
+        return Ok(());
+    }
+    Err(Refusal::new(
+        RefusalCode::Invalid,
+        format!("urgency {urgency} is above the maximum, {URGENCY_MAX}"),
+    ))
+}
+
+/// A job list query's names and states.
 pub fn jobs_query(query: &JobsQuery) -> Result<(), Refusal> {
     name_opt("the queue name", query.queue.as_deref())?;
-    match &query.user {
+    if let Some(name) = &query.name {
+        text("the job name", name, JOB_NAME_BYTES_MAX)?;
+    }
+    if query.states.len() > JOB_STATES_PER_QUERY_MAX {
+        return Err(Refusal::new(
+            RefusalCode::Invalid,
+            format!(
+                "{} states in one job query, more than the limit of {JOB_STATES_PER_QUERY_MAX}",
+                query.states.len()
+            ),
+        ));
+    }
+    user_filter(&query.user)
+}
+
+/// A user filter's name.
+pub fn user_filter(user: &UserFilter) -> Result<(), Refusal> {
+    match user {
         UserFilter::Named(user) => name("the user name", user),
         UserFilter::Mine | UserFilter::All => Ok(()),
     }

@@ -13,6 +13,7 @@ use super::common::{
     Generation, JobId, JobList, JobsQuery, MoveId, NodeStatus, QueueStatus, Refusal, RouteTable,
 };
 use super::coord_shard::DryRunReport;
+use super::history::{HistoryList, HistoryQuery, UsageQuery, UsageRow};
 use super::policy::{MatchPolicy, QueuePolicy};
 use crate::identity::Op;
 use crate::limits::SPEC_TEXT_BYTES_MAX;
@@ -25,6 +26,11 @@ pub enum Request {
     Routes,
     /// Jobs across all shards (the coordinator asks each shard). Any user or admin.
     Jobs(JobsQuery),
+    /// Finished jobs from the coordinator's history store (`jobs --since`). Any user or
+    /// admin.
+    History(HistoryQuery),
+    /// Usage sums by user from the history store (`shardsched usage`). Any user or admin.
+    Usage(UsageQuery),
     /// Every queue's status. Any user or admin.
     Queues,
     /// Every node's owner and state, optionally one queue's, a page at a time (answered
@@ -230,6 +236,10 @@ pub enum Response {
     Routes(RouteTable),
     /// Answer to [`Request::Jobs`].
     Jobs(JobList),
+    /// Answer to [`Request::History`].
+    History(HistoryList),
+    /// Answer to [`Request::Usage`]: one row per user, by name.
+    Usage(Vec<UsageRow>),
     /// Answer to [`Request::Queues`].
     Queues(Vec<QueueStatus>),
     /// Answer to [`Request::Resources`]: the rows from `start` that fit one reply
@@ -278,6 +288,8 @@ impl Rpc for Request {
         match self {
             Request::Routes => "client_coord.routes",
             Request::Jobs(_) => "client_coord.jobs",
+            Request::History(_) => "client_coord.history",
+            Request::Usage(_) => "client_coord.usage",
             Request::Queues => "client_coord.queues",
             Request::Resources { .. } => "client_coord.resources",
             Request::QueueControl { .. } => "client_coord.queue_control",
@@ -299,6 +311,8 @@ impl Rpc for Request {
         match self {
             Request::Routes
             | Request::Jobs(_)
+            | Request::History(_)
+            | Request::Usage(_)
             | Request::Queues
             | Request::Resources { .. }
             | Request::Moves => Op::ReadStatus,
@@ -324,6 +338,8 @@ impl Rpc for Request {
             Request::Routes | Request::Queues | Request::Moves | Request::Reload => Ok(()),
             Request::CancelMove { .. } => Ok(()),
             Request::Jobs(query) => bounds::jobs_query(query),
+            Request::History(query) => bounds::jobs_query(&query.jobs),
+            Request::Usage(query) => bounds::user_filter(&query.user),
             Request::Resources { queue: q, .. } => bounds::name_opt("the queue name", q.as_deref()),
             Request::QueueControl { queue: q, .. } => queue(q),
             Request::QueueAdmin(admin) => {

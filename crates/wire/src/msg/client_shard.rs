@@ -1,4 +1,5 @@
-//! Client (CLI: user or admin) → shard: submit, list, inspect, cancel, read a job's output.
+//! Client (CLI: user or admin) → shard: submit, list, inspect, cancel, change urgency, read a
+//! job's output.
 //!
 //! The job's owner is the submitting certificate's name. A retried submit with the same
 //! idempotency key from the same owner returns the original job (`duplicate: true`); keys of
@@ -9,9 +10,10 @@ use serde::{Deserialize, Serialize};
 use super::agent::JobSignature;
 use super::common::{JobId, JobInfo, JobList, JobsQuery, Refusal, RefusalCode};
 pub use super::shard_node::OutputChunk;
+use crate::array::ArraySpec;
 use crate::identity::Op;
 use crate::limits::{
-    IDEMPOTENCY_KEY_BYTES, IDS_PER_REQUEST_MAX, JOBSPEC_BYTES_MAX, OUTPUT_CHUNK_BYTES_MAX,
+    IDEMPOTENCY_KEY_BYTES, JOBSPEC_BYTES_MAX, OUTPUT_CHUNK_BYTES_MAX, URGENCY_USER_MAX,
 };
 use crate::rpc::Rpc;
 
@@ -27,15 +29,36 @@ pub enum Request {
         /// The job.
         id: JobId,
     },
-    /// Cancel jobs (each must be the peer's own, unless the peer is an admin).
+    /// Cancel jobs (each must be the peer's own, unless the peer is an admin); an array's
+    /// id cancels all its elements.
     Cancel {
-        /// The jobs, at most [`IDS_PER_REQUEST_MAX`].
+        /// The jobs, at most [`IDS_PER_REQUEST_MAX`](crate::limits::IDS_PER_REQUEST_MAX).
         ids: Vec<JobId>,
+    },
+    /// Change pending jobs' urgency: hold, release, or set (each must be the peer's own,
+    /// unless the peer is an admin; above [`URGENCY_USER_MAX`] admins only).
+    Urgency {
+        /// The jobs, at most [`IDS_PER_REQUEST_MAX`](crate::limits::IDS_PER_REQUEST_MAX).
+        ids: Vec<JobId>,
+        /// What to do to each.
+        change: UrgencyChange,
     },
     /// Part of what a job's task wrote (the peer's own job, unless the peer is an admin):
     /// the shard reads it on the node that ran the task (through its agent), or from the
     /// job's directory under the exec executor.
     Output(OutputQuery),
+}
+
+/// A change of urgency (Flux's `flux job urgency`, Slurm's `scontrol hold|release`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum UrgencyChange {
+    /// Set it to this (0..=[`URGENCY_MAX`](crate::limits::URGENCY_MAX); 0 holds the job).
+    Set(u8),
+    /// Hold the job: urgency 0.
+    Hold,
+    /// Release a held job: urgency back to the default; a job that is not held keeps its
+    /// urgency.
+    Release,
 }
 
 /// Which part of which task's output.
@@ -61,8 +84,13 @@ pub struct Submit {
     /// The RFC 14 jobspec as canonical JSON (the CLI turns YAML and shorthand into it). The
     /// shard parses and validates it: the wire does not trust its structure.
     pub jobspec_json: String,
-    /// Priority within the queue (higher first); the queue's default when absent.
-    pub priority: Option<u32>,
+    /// Urgency, 0..=[`URGENCY_MAX`](crate::limits::URGENCY_MAX) (Flux's): pending jobs run by urgency (higher first),
+    /// then submit time; 0 submits the job held; above [`URGENCY_USER_MAX`] admins only.
+    /// [`URGENCY_DEFAULT`](crate::limits::URGENCY_DEFAULT) when absent.
+    pub urgency: Option<u8>,
+    /// Submit a job array: one element per index, each a job `ID[N]` of this jobspec
+    /// ([`crate::array`]); the answer's id is the array's.
+    pub array: Option<ArraySpec>,
     /// The submitter's signature of `jobspec_json`: node agents run the job as the
     /// signer only with it (docs/EXEC.md). Clients always sign; a shard that runs jobs
     /// through agents refuses a submit without one.
@@ -89,8 +117,32 @@ pub enum Response {
     JobInfo(Box<JobInfo>),
     /// Answer to [`Request::Cancel`], one outcome per id, in request order.
     Cancelled(Vec<CancelOutcome>),
+    /// Answer to [`Request::Urgency`], one outcome per id, in request order.
+    Urgency(Vec<UrgencyOutcome>),
     /// Answer to [`Request::Output`].
     Output(OutputChunk),
+}
+
+/// What happened to one job of an urgency request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UrgencyOutcome {
+    /// The job.
+    pub id: JobId,
+    /// What happened.
+    pub result: UrgencyResult,
+}
+
+/// What happened to one job of an urgency request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum UrgencyResult {
+    /// Its urgency is now this (unchanged if it already was).
+    Set(u8),
+    /// It is running or has ended: urgency orders pending jobs only.
+    NotPending,
+    /// No such job in this shard.
+    NotFound,
+    /// It belongs to someone else and the peer is not an admin.
+    Forbidden,
 }
 
 /// What happened to one job of a cancel request.
@@ -124,17 +176,26 @@ impl Rpc for Request {
             Request::Jobs(_) => "client_shard.jobs",
             Request::JobInfo { .. } => "client_shard.job_info",
             Request::Cancel { .. } => "client_shard.cancel",
+            Request::Urgency { .. } => "client_shard.urgency",
             Request::Output(_) => "client_shard.output",
         }
     }
 
-    /// Cancel needs only [`Op::CancelOwn`] here; the shard checks each job's owner with
-    /// [`Peer::may_cancel`](crate::identity::Peer::may_cancel).
+    /// Cancel and urgency changes need only [`Op::CancelOwn`] here; the shard checks each
+    /// job's owner with [`Peer::may_cancel`](crate::identity::Peer::may_cancel). An
+    /// urgency above [`URGENCY_USER_MAX`] needs [`Op::RaiseUrgency`].
     fn op(&self) -> Op {
         match self {
+            Request::Submit(s) if s.urgency.is_some_and(|u| u > URGENCY_USER_MAX) => {
+                Op::RaiseUrgency
+            }
+            Request::Urgency {
+                change: UrgencyChange::Set(u),
+                ..
+            } if *u > URGENCY_USER_MAX => Op::RaiseUrgency,
             Request::Submit(_) => Op::Submit,
             Request::Jobs(_) | Request::JobInfo { .. } | Request::Output(_) => Op::ReadStatus,
-            Request::Cancel { .. } => Op::CancelOwn,
+            Request::Cancel { .. } | Request::Urgency { .. } => Op::CancelOwn,
         }
     }
 
@@ -147,11 +208,20 @@ impl Rpc for Request {
                     s.jobspec_json.len()
                 ),
             )),
-            Request::Submit(Submit {
-                signature: Some(signature),
-                ..
-            }) => signature.check(),
+            Request::Submit(s) => {
+                super::bounds::urgency(s.urgency.unwrap_or(0))?;
+                s.array.as_ref().map_or(Ok(()), super::bounds::array)?;
+                s.signature.as_ref().map_or(Ok(()), JobSignature::check)
+            }
             Request::Jobs(query) => super::bounds::jobs_query(query),
+            Request::Cancel { ids } => super::bounds::ids("cancel", ids),
+            Request::Urgency { ids, change } => {
+                super::bounds::ids("urgency change", ids)?;
+                match change {
+                    UrgencyChange::Set(u) => super::bounds::urgency(*u),
+                    UrgencyChange::Hold | UrgencyChange::Release => Ok(()),
+                }
+            }
             Request::Output(query) if query.max_bytes > OUTPUT_CHUNK_BYTES_MAX => {
                 Err(Refusal::new(
                     RefusalCode::Invalid,
@@ -162,14 +232,7 @@ impl Rpc for Request {
                     ),
                 ))
             }
-            Request::Cancel { ids } if ids.len() > IDS_PER_REQUEST_MAX => Err(Refusal::new(
-                RefusalCode::Invalid,
-                format!(
-                    "{} job ids in one cancel, more than the limit of {IDS_PER_REQUEST_MAX}",
-                    ids.len()
-                ),
-            )),
-            _ => Ok(()),
+            Request::JobInfo { .. } | Request::Output(_) => Ok(()),
         }
     }
 }

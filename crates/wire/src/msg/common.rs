@@ -6,9 +6,12 @@ use std::net::SocketAddr;
 use serde::{Deserialize, Serialize};
 
 use super::policy::{MatchPolicy, QueuePolicy};
+use crate::array::ArrayElement;
 use crate::fluid::Fluid;
 use crate::identity::{Op, Peer};
 use crate::limits::REFUSAL_MESSAGE_BYTES_MAX;
+
+pub use super::jobs_query::{JobList, JobsQuery, UserFilter};
 
 /// A job id: a FLUID (see [`crate::fluid`]).
 pub type JobId = Fluid;
@@ -95,8 +98,9 @@ pub struct JobSummary {
     pub name: String,
     /// Its state.
     pub state: JobState,
-    /// Priority within its queue (higher first).
-    pub priority: u32,
+    /// Its urgency, 0..=31 (Flux's): pending jobs run by urgency, then submit time; 0 is
+    /// held (its reason says so).
+    pub urgency: u8,
     /// Nodes it holds or held, in graph order (empty while pending).
     pub nodes: Vec<String>,
     /// The fewest nodes its jobspec asks for, shown while it has none; `None` when it asks
@@ -115,6 +119,11 @@ pub struct JobSummary {
     /// A pending job's reserved start, ms since the Unix epoch (the reason then says it is
     /// reserved; clients show this time as they like, e.g. local time and "in 4m10s").
     pub reserved_ms: Option<u64>,
+    /// The array it is an element of, and its index there (`ID[N]`).
+    pub array: Option<ArrayElement>,
+    /// Not before this time (`submit --begin-time`), ms since the Unix epoch; a pending job
+    /// waiting for it says `begin time` (clients show the time as they like).
+    pub begin_ms: Option<u64>,
 }
 
 /// One event in a job's history (Flux's eventlog, simplified).
@@ -155,40 +164,6 @@ impl JobInfo {
     }
 }
 
-/// Whose jobs a list asks for.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum UserFilter {
-    /// The requesting peer's own jobs (the server reads the name from the certificate).
-    Mine,
-    /// Everyone's.
-    All,
-    /// One named user's.
-    Named(String),
-}
-
-/// A job list query.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct JobsQuery {
-    /// Only this queue's jobs, if given.
-    pub queue: Option<String>,
-    /// Whose jobs.
-    pub user: UserFilter,
-    /// Include ended jobs (completed, failed, cancelled), not only pending and running.
-    pub include_inactive: bool,
-    /// At most this many rows (the server also caps at
-    /// [`JOBS_PER_RESPONSE_MAX`](crate::limits::JOBS_PER_RESPONSE_MAX)).
-    pub limit: u32,
-}
-
-/// A job list answer.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct JobList {
-    /// Rows, newest first.
-    pub jobs: Vec<JobSummary>,
-    /// More rows matched than were sent.
-    pub truncated: bool,
-}
-
 /// One node in a resource list.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeStatus {
@@ -205,6 +180,34 @@ pub struct NodeStatus {
     /// Why it is down or drained, as the admin said (`None` when up, or when no reason
     /// was given).
     pub reason: Option<String>,
+    /// Its cores and GPUs, and how many are free now (the owning shard's word; zeros for
+    /// a node no shard reports).
+    pub usage: NodeUsage,
+}
+
+/// A node's cores and GPUs, and how many no running job holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeUsage {
+    /// Cores.
+    pub cores: u32,
+    /// Cores no running job holds.
+    pub cores_free: u32,
+    /// GPUs.
+    pub gpus: u32,
+    /// GPUs no running job holds.
+    pub gpus_free: u32,
+}
+
+impl NodeUsage {
+    /// Whether running jobs hold some of it but not all its cores (sinfo's `mix`).
+    pub fn is_mixed(&self) -> bool {
+        self.is_used() && self.cores_free > 0
+    }
+
+    /// Whether running jobs hold any of it.
+    pub fn is_used(&self) -> bool {
+        self.cores_free < self.cores || self.gpus_free < self.gpus
+    }
 }
 
 /// One queue in a queue list.
@@ -260,6 +263,12 @@ pub struct PendingReasons {
     /// Fits the queue's definition but not what is up now (nodes down, drained or moved
     /// away).
     pub unavailable: u32,
+    /// Held (urgency 0).
+    pub held: u32,
+    /// Waiting for its begin time.
+    pub begin_time: u32,
+    /// An array's element waiting for its array's limit (`%N`).
+    pub array_limit: u32,
 }
 
 /// Where to reach one queue's shard.
@@ -377,6 +386,10 @@ pub struct QueueConfig {
     pub enabled: bool,
     /// Scheduling.
     pub started: bool,
+    /// Most elements a job array may have, and the bound on its indices (the
+    /// configuration's `array_elements_max`, at most
+    /// [`ARRAY_ELEMENTS_MAX`](crate::limits::ARRAY_ELEMENTS_MAX)).
+    pub array_elements_max: u32,
 }
 
 impl JobState {

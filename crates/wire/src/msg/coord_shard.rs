@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use super::bounds;
 use super::common::{JobId, JobList, JobsQuery, MoveId, NodeFlags, NodeGen, QueueConfig, Refusal};
+use super::history::{HistoryPull, HistoryRecord};
 use crate::identity::Op;
 use crate::rpc::Rpc;
 
@@ -52,6 +53,9 @@ pub enum Request {
     },
     /// The shard's jobs, for a cluster-wide `jobs` list.
     Jobs(JobsQuery),
+    /// The shard's ended jobs after a cursor, oldest end first, for the coordinator's
+    /// history store. Answered with [`Response::History`].
+    History(HistoryPull),
     /// Mark nodes down (their running jobs fail, or are requeued when they allow it; the
     /// nodes leave scheduling) or up again. Answered with `Ack` once applied.
     SetNodeState {
@@ -174,6 +178,8 @@ pub enum Response {
     },
     /// Answer to [`Request::Jobs`].
     Jobs(JobList),
+    /// Answer to [`Request::History`]: fewer records than asked means there are no more.
+    History(Vec<HistoryRecord>),
     /// Answer to [`Request::DryRunRelease`].
     DryRun(DryRunReport),
 }
@@ -264,6 +270,7 @@ impl Request {
             Request::CancelJobs(r) => Some((r.move_id, names(&r.nodes))),
             Request::SetQueueState { .. }
             | Request::Jobs(_)
+            | Request::History(_)
             | Request::SetNodeState { .. }
             | Request::SetNodeDrain { .. }
             | Request::DryRunRelease { .. }
@@ -286,6 +293,7 @@ impl Rpc for Request {
             Request::CancelJobs(_) => "coord_shard.cancel_jobs",
             Request::SetQueueState { .. } => "coord_shard.set_queue_state",
             Request::Jobs(_) => "coord_shard.jobs",
+            Request::History(_) => "coord_shard.history",
             Request::SetNodeState { .. } => "coord_shard.set_node_state",
             Request::SetNodeDrain { .. } => "coord_shard.set_node_drain",
             Request::DryRunRelease { .. } => "coord_shard.dry_run_release",

@@ -30,6 +30,8 @@ pub mod common;
 pub mod coord_node;
 pub mod coord_shard;
 pub mod hello;
+pub mod history;
+pub mod jobs_query;
 pub mod node_coord;
 pub mod node_node;
 pub mod policy;

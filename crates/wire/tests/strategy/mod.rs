@@ -5,8 +5,12 @@
 use proptest::collection::vec;
 use proptest::option;
 use proptest::prelude::*;
+use shardsched_wire::array::{ArrayElement, ArraySpec, IndexRange};
 use shardsched_wire::fluid::Fluid;
-use shardsched_wire::msg::client_shard::{CancelOutcome, CancelResult, IdempotencyKey, Submit};
+use shardsched_wire::msg::client_shard::{
+    CancelOutcome, CancelResult, IdempotencyKey, Submit, UrgencyChange, UrgencyOutcome,
+    UrgencyResult,
+};
 use shardsched_wire::msg::coord_shard::{
     Acquire, CancelJobs, FreeAt, Incoming, IncomingNode, Reclaim, Release, ReleaseState, StaleNode,
     Withdraw,
@@ -67,7 +71,7 @@ pub fn node_state() -> impl Strategy<Value = NodeState> {
 
 pub fn summary() -> impl Strategy<Value = JobSummary> {
     (
-        (fluid(), name(), name(), text(), job_state(), any::<u32>()),
+        (fluid(), name(), name(), text(), job_state(), any::<u8>()),
         (
             (vec(name(), 0..4), option::of(any::<u64>())),
             any::<u64>(),
@@ -79,7 +83,7 @@ pub fn summary() -> impl Strategy<Value = JobSummary> {
     )
         .prop_map(
             |(
-                (id, queue, owner, name, state, priority),
+                (id, queue, owner, name, state, urgency),
                 ((nodes, nodes_requested), submit_ms, start_ms, end_ms, duration_ms, reason),
             )| {
                 JobSummary {
@@ -88,7 +92,7 @@ pub fn summary() -> impl Strategy<Value = JobSummary> {
                     owner,
                     name,
                     state,
-                    priority,
+                    urgency,
                     nodes,
                     nodes_requested,
                     submit_ms,
@@ -97,6 +101,14 @@ pub fn summary() -> impl Strategy<Value = JobSummary> {
                     duration_ms,
                     reason,
                     reserved_ms: start_ms.xor(end_ms),
+                    array: submit_ms
+                        .checked_rem(3)
+                        .filter(|&r| r > 0)
+                        .map(|r| ArrayElement {
+                            array: id,
+                            index: u32::try_from(r).unwrap_or(0),
+                        }),
+                    begin_ms: end_ms.and(start_ms),
                 }
             },
         )
@@ -118,6 +130,8 @@ pub fn query() -> impl Strategy<Value = JobsQuery> {
             user,
             include_inactive,
             limit,
+            states: Vec::new(),
+            name: None,
         },
     )
 }
@@ -152,6 +166,12 @@ pub fn node_status() -> impl Strategy<Value = NodeStatus> {
             generation: Generation(g),
             jobs_running,
             reason,
+            usage: NodeUsage {
+                cores: jobs_running.wrapping_mul(4),
+                cores_free: jobs_running,
+                gpus: g as u32,
+                gpus_free: 0,
+            },
         })
 }
 
@@ -273,6 +293,7 @@ pub fn queue_config() -> impl Strategy<Value = QueueConfig> {
                     definition,
                     enabled,
                     started,
+                    array_elements_max: queue_depth.wrapping_mul(3),
                 }
             },
         )
@@ -294,19 +315,57 @@ pub fn stale() -> impl Strategy<Value = StaleNode> {
 
 pub fn client_shard_request() -> impl Strategy<Value = client_shard::Request> {
     prop_oneof![
-        (any::<[u8; 16]>(), text(), option::of(any::<u32>())).prop_map(
-            |(key, jobspec_json, priority)| {
+        (
+            any::<[u8; 16]>(),
+            text(),
+            option::of(any::<u8>()),
+            option::of(array_spec())
+        )
+            .prop_map(|(key, jobspec_json, urgency, array)| {
                 client_shard::Request::Submit(Submit {
                     idempotency_key: IdempotencyKey(key),
                     jobspec_json,
-                    priority,
+                    urgency,
+                    array,
                     signature: None,
                 })
-            }
-        ),
+            }),
         query().prop_map(client_shard::Request::Jobs),
         fluid().prop_map(|id| client_shard::Request::JobInfo { id }),
         vec(fluid(), 0..5).prop_map(|ids| client_shard::Request::Cancel { ids }),
+        (vec(fluid(), 0..5), urgency_change())
+            .prop_map(|(ids, change)| client_shard::Request::Urgency { ids, change }),
+    ]
+}
+
+pub fn array_spec() -> impl Strategy<Value = ArraySpec> {
+    (
+        vec((any::<u32>(), any::<u32>(), any::<u32>()), 0..3),
+        any::<u32>(),
+    )
+        .prop_map(|(ranges, max_running)| ArraySpec {
+            ranges: ranges
+                .into_iter()
+                .map(|(first, last, step)| IndexRange { first, last, step })
+                .collect(),
+            max_running,
+        })
+}
+
+pub fn urgency_result() -> impl Strategy<Value = UrgencyResult> {
+    prop_oneof![
+        any::<u8>().prop_map(UrgencyResult::Set),
+        Just(UrgencyResult::NotPending),
+        Just(UrgencyResult::NotFound),
+        Just(UrgencyResult::Forbidden),
+    ]
+}
+
+pub fn urgency_change() -> impl Strategy<Value = UrgencyChange> {
+    prop_oneof![
+        any::<u8>().prop_map(UrgencyChange::Set),
+        Just(UrgencyChange::Hold),
+        Just(UrgencyChange::Release),
     ]
 }
 
@@ -345,6 +404,14 @@ pub fn client_shard_reply() -> impl Strategy<Value = Reply<client_shard::Respons
             0..3
         )
         .prop_map(client_shard::Response::Cancelled),
+        vec((fluid(), urgency_result()), 0..3).prop_map(|outcomes| {
+            client_shard::Response::Urgency(
+                outcomes
+                    .into_iter()
+                    .map(|(id, result)| UrgencyOutcome { id, result })
+                    .collect(),
+            )
+        }),
     ];
     prop_oneof![response.prop_map(Ok), refusal().prop_map(Err)]
 }

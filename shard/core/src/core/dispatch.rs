@@ -5,17 +5,18 @@
 //! assignment changes ([`ShardCore::reassigned`], or a restart: [`needs_restart`]).
 //!
 //! ```text
-//!   client submit / cancel          → ShardCore::handle_client
-//!   coordinator command             → ShardCore::handle_coordinator   (move steps, queue
-//!                                     state, node flags, dry runs, DisableIfIdle)
-//!   first registration's answer     → ShardCore::start (new, or restored from the journal)
-//!   a re-registration's answer      → needs_restart? the process restarts
-//!                                     : ShardCore::reassigned
+//!   client submit / cancel / urgency → ShardCore::handle_client
+//!   coordinator command              → ShardCore::handle_coordinator   (move steps, queue
+//!                                      state, node flags, dry runs, DisableIfIdle)
+//!   first registration's answer      → ShardCore::start (new, or restored from the journal)
+//!   a re-registration's answer       → needs_restart? the process restarts
+//!                                      : ShardCore::reassigned
 //! ```
 //!
-//! Reads (`Jobs`, `JobInfo`) are answered by the driver from the published snapshot, and
-//! `Reconfigure` restarts the process: neither reaches the core, and both are refused
-//! here with [`RefusalCode::Internal`] should one arrive.
+//! Reads (`Jobs`, `JobInfo`, `Output`; the coordinator's `Jobs` and `History`) are answered
+//! by the driver (from the published snapshot, or a node's agent), and `Reconfigure`
+//! restarts the process: neither reaches the core, and both are refused here with
+//! [`RefusalCode::Internal`] should one arrive.
 
 use shardsched_wire::Peer;
 use shardsched_wire::msg::shard_coord::Assignment;
@@ -44,8 +45,8 @@ impl ShardCore {
         }
     }
 
-    /// A client's request that changes the core: submit or cancel, for `peer` (from its
-    /// certificate).
+    /// A client's request that changes the core: submit, cancel or an urgency change, for
+    /// `peer` (from its certificate).
     pub fn handle_client(
         &mut self,
         now_ms: u64,
@@ -64,6 +65,9 @@ impl ShardCore {
             Request::Cancel { ids } => {
                 Ok(Response::Cancelled(self.handle_cancel(now_ms, peer, ids)))
             }
+            Request::Urgency { ids, change } => Ok(Response::Urgency(
+                self.handle_urgency(now_ms, peer, ids, *change),
+            )),
             Request::Jobs(_) | Request::JobInfo { .. } | Request::Output(_) => {
                 Err(answered_by_the_driver(request))
             }
@@ -111,7 +115,9 @@ impl ShardCore {
             Request::Reclaim(r) => Ok(self.handle_reclaim(now_ms, r)),
             Request::Withdraw(r) => Ok(self.handle_withdraw(now_ms, r)),
             Request::CancelJobs(r) => Ok(self.handle_cancel_jobs(now_ms, r)),
-            Request::Reconfigure(_) | Request::Jobs(_) => Err(answered_by_the_driver(request)),
+            Request::Reconfigure(_) | Request::Jobs(_) | Request::History(_) => {
+                Err(answered_by_the_driver(request))
+            }
         }
     }
 
@@ -176,6 +182,7 @@ mod tests {
             definition: vec!["node0".into()],
             enabled: true,
             started: true,
+            array_elements_max: shardsched_wire::limits::ARRAY_ELEMENTS_DEFAULT,
         };
         let flags = QueueConfig {
             enabled: false,

@@ -2,6 +2,8 @@
 //! jobs whose run time is over and schedules; every [`Event`] the queue
 //! manager emits is recorded in the job table here, and nowhere else.
 
+use std::sync::Arc;
+
 use shardsched_matcher::{Allocation, StoredAllocation, writer};
 use shardsched_qmanager::{CycleKind, DenyReason, Event, JobView, WaitReason};
 use shardsched_resource::encode_hostlist;
@@ -12,7 +14,7 @@ use super::{CoreExecutor, ExecAction, ShardCore};
 use crate::assign::MS_PER_S;
 use crate::core::job_span;
 use crate::error::ShardError;
-use crate::job::Reason;
+use crate::job::{JobRecord, Reason};
 use crate::journal::{EndState, EndedJob, JournalRecord, StartedJob};
 use crate::limits::{REASON_REFRESH_MAX, SCHEDULE_PASSES_MAX};
 
@@ -35,6 +37,7 @@ impl ShardCore {
             }
         }
         self.drain(None);
+        self.begin_due();
         self.settle_moves();
         self.extend_holds();
         let forgotten = self
@@ -50,7 +53,7 @@ impl ShardCore {
         debug_assert_eq!(
             (self.jobs.pending.len(), self.jobs.running.len()),
             (
-                self.qm.pending_len() + self.qm.waiting_len(),
+                self.qm.pending_len() + self.qm.waiting_len() + self.qm.held_len(),
                 self.qm.running_len()
             ),
             "the job table's live jobs are not the queue manager's"
@@ -92,18 +95,14 @@ impl ShardCore {
     }
 
     /// When the core next needs a [`Self::tick`] without any request arriving: the end of
-    /// the earliest sim run, or the start of the earliest reservation (ms since the Unix
-    /// epoch); now, when the last tick left startable jobs behind. `None` when nothing is
-    /// due.
+    /// the earliest sim run or incoming node's hold, the earliest begin time, or the start
+    /// of the earliest reservation (ms since the Unix epoch); now, when the last tick left
+    /// startable jobs behind. `None` when nothing is due.
     pub fn next_wakeup_ms(&self) -> Option<u64> {
         if self.backlog {
             return Some(self.now_ms);
         }
         let run_end = self.jobs.sim_ends.first().map(|&(end, _)| end);
-        let run_end = match (run_end, self.next_hold_end_ms()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
         let reservation = if self.config.started {
             self.qm
                 .reservations()
@@ -112,10 +111,15 @@ impl ShardCore {
         } else {
             None
         };
-        match (run_end, reservation) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [
+            run_end,
+            self.next_hold_end_ms(),
+            self.next_begin_ms(),
+            reservation,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Records every pending event; returns the deny reason of job `watch` if it was denied
@@ -290,7 +294,11 @@ impl ShardCore {
             Reason::Text(text) => text.clone(),
             _ => String::new(),
         };
+        let array = job.array;
         self.job_left(&freed);
+        if let Some(element) = array {
+            self.element_ended(id, element.array);
+        }
         if let Some(end_state) = EndState::of(state) {
             self.journal(JournalRecord::Ended(EndedJob {
                 id: id.0,
@@ -324,16 +332,24 @@ impl ShardCore {
         }
     }
 
-    /// Finished jobs past retention left the table: the journal forgets them too, and in
-    /// exec mode their directories go.
-    pub(super) fn forget(&mut self, ids: Vec<Fluid>) {
+    /// Finished jobs past retention left the table: the journal forgets them too (an
+    /// array's elements with their array, once none is left), and in exec mode their
+    /// directories go.
+    pub(super) fn forget(&mut self, forgotten: Vec<Arc<JobRecord>>) {
         if self.is_exec() {
             self.outbox
                 .exec_actions
-                .extend(ids.iter().copied().map(ExecAction::Forget));
+                .extend(forgotten.iter().map(|j| ExecAction::Forget(j.id)));
         }
-        for id in ids {
-            self.journal(JournalRecord::Forgotten(id));
+        let mut elements = false;
+        for job in forgotten {
+            match job.array {
+                None => self.journal(JournalRecord::Forgotten(job.id)),
+                Some(_) => elements = true,
+            }
+        }
+        if elements {
+            self.forget_arrays();
         }
     }
 
@@ -354,7 +370,10 @@ impl ShardCore {
             self.qm.pending_order().take(limit).map(Fluid).collect()
         };
         for id in ids {
-            if let Some(JobView::Pending { reason }) = self.qm.job(id.0) {
+            // A held job keeps the reason the shard gave it (`core/holds.rs`).
+            if let Some(JobView::Pending { reason }) = self.qm.job(id.0)
+                && reason != WaitReason::Held
+            {
                 self.set_reason(id, Reason::Waiting(reason));
             }
         }

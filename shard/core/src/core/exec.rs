@@ -11,15 +11,15 @@
 //!
 //! In sim mode the same [`EndAs`] is applied at once.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::json;
-use shardsched_qmanager::{JobRequest, JobView};
+use shardsched_qmanager::JobView;
 use shardsched_wire::msg::{JobId, JobState};
 
-use super::{MS_PER_S, ShardCore};
+use super::ShardCore;
 use crate::core::job_span;
-use crate::exec::{EndCause, JobEnd, STDERR_FILE, STDOUT_FILE, job_dir};
+use crate::exec::{EndCause, JobEnd, JobFiles};
 use crate::job::Reason;
 use crate::journal::JournalRecord;
 
@@ -196,7 +196,7 @@ impl ShardCore {
 
     /// Puts a job whose run ended (its resources are already free in the queue manager)
     /// back in the queue with its first submit time, so it keeps its place among jobs of
-    /// the same priority (up to the matcher's one-second resolution).
+    /// the same urgency (up to the matcher's one-second resolution).
     fn requeue(&mut self, id: JobId, why: String) {
         let now_ms = self.now_ms;
         if let Some(end) = self.jobs.running.remove(&id) {
@@ -207,13 +207,9 @@ impl ShardCore {
             return;
         };
         let nodes = job.nodes.clone();
-        let request = shardsched_jobspec::parse_json(&job.jobspec_json).map(|jobspec| JobRequest {
-            id: id.0,
-            jobspec,
-            priority: i64::from(job.priority),
-            submit_time: i64::try_from(job.submit_ms / MS_PER_S).unwrap_or(i64::MAX),
-            user: self.ids.users.get(&job.owner).copied().unwrap_or(0),
-        });
+        let (urgency, submit_ms, owner) = (job.urgency, job.submit_ms, job.owner.clone());
+        let request = shardsched_jobspec::parse_json(&job.jobspec_json)
+            .map(|jobspec| self.queue_request(id, jobspec, urgency, submit_ms, &owner));
         if let Some(job) = self.jobs.table.get_mut(id) {
             job.push_event(now_ms, "free", json!({}));
             job.push_event(now_ms, "requeue", json!({"note": why}));
@@ -272,18 +268,22 @@ fn plan_for(end: &JobEnd) -> Option<EndAs> {
 impl ShardCore {
     /// The `start` event's context: in exec mode, where the job's output goes.
     pub(super) fn start_context(&self, id: JobId) -> serde_json::Value {
-        match &self.options.executor {
-            CoreExecutor::Sim | CoreExecutor::Agents => json!({}),
-            CoreExecutor::Exec { jobs_dir } => exec_start_context(jobs_dir, id),
+        let CoreExecutor::Exec { jobs_dir } = &self.options.executor else {
+            // Sim runs nothing; agents' output is read through `job output`.
+            return json!({});
+        };
+        let Some(job) = self.jobs.table.get(id) else {
+            return json!({});
+        };
+        match shardsched_jobspec::parse_json(&job.jobspec_json) {
+            Ok(jobspec) => {
+                let files = JobFiles::of(jobs_dir, job, &jobspec);
+                json!({
+                    "stdout": files.stdout.to_string_lossy(),
+                    "stderr": files.stderr.to_string_lossy(),
+                })
+            }
+            Err(_) => json!({}),
         }
     }
-}
-
-/// The `start` event's context for an exec job: where its output goes.
-fn exec_start_context(jobs_dir: &Path, id: JobId) -> serde_json::Value {
-    let dir = job_dir(jobs_dir, id);
-    json!({
-        "stdout": dir.join(STDOUT_FILE).to_string_lossy(),
-        "stderr": dir.join(STDERR_FILE).to_string_lossy(),
-    })
 }

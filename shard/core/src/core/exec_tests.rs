@@ -64,7 +64,8 @@ pub(super) fn submit(core: &mut ShardCore, key: u8, duration: u64, requeue: bool
     let submit = Submit {
         idempotency_key: IdempotencyKey([key; 16]),
         jobspec_json: jobspec.to_json().to_string(),
-        priority: None,
+        urgency: None,
+        array: None,
         signature: None,
     };
     core.handle_submit(NOW, "alice", &submit)
@@ -300,7 +301,8 @@ fn an_agents_queue_takes_only_signed_jobs_and_journals_their_signature() {
     let mut submit = Submit {
         idempotency_key: IdempotencyKey([1; 16]),
         jobspec_json: jobspec,
-        priority: None,
+        urgency: None,
+        array: None,
         signature: None,
     };
     let refused = core

@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use shardsched_qmanager::JobView;
+use shardsched_qmanager::{JobView, WaitReason};
 use shardsched_resource::Status;
 use shardsched_wire::msg::{JobId, JobState};
 
@@ -86,6 +86,18 @@ impl ShardCore {
             let ok = match job.state {
                 JobState::Pending => {
                     pending += 1;
+                    let held = matches!(
+                        view,
+                        Some(JobView::Pending {
+                            reason: WaitReason::Held
+                        })
+                    );
+                    if held != self.hold_of(job).is_some() {
+                        return broken(format!(
+                            "{id}: held in the queue manager: {held}, held by the shard: {:?}",
+                            self.hold_of(job)
+                        ));
+                    }
                     self.jobs.pending.contains(&id) && matches!(view, Some(JobView::Pending { .. }))
                 }
                 JobState::Running => {
@@ -107,7 +119,7 @@ impl ShardCore {
             }
         }
         let qm_live = (
-            self.qm.pending_len() + self.qm.waiting_len(),
+            self.qm.pending_len() + self.qm.waiting_len() + self.qm.held_len(),
             self.qm.running_len(),
         );
         let sets = (self.jobs.pending.len(), self.jobs.running.len());

@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use shardsched_resource::VertexId;
 use shardsched_wire::FluidGenerator;
-use shardsched_wire::msg::JobId;
 use shardsched_wire::msg::shard_coord::Released;
+use shardsched_wire::msg::{JobId, NodeUsage};
 
 use super::exec::{EndAs, ExecAction};
 use super::moving::Transition;
@@ -23,6 +23,8 @@ pub(super) struct Cluster {
     /// Nodes the queue may own: its configured definition, plus any node an assignment or
     /// a move handed it (the coordinator's word; logged when it is news).
     pub(super) definition: BTreeSet<String>,
+    /// Every node's cores and GPUs (`core/usage.rs`).
+    pub(super) capacity: HashMap<String, NodeUsage>,
 }
 
 /// The job side: every job's record, and the live sets that mirror the queue manager's
@@ -47,6 +49,24 @@ pub(super) struct Jobs {
     /// Jobs the queue manager is about to report ended that must be recorded otherwise than
     /// completed or cancelled (see `core/exec.rs`).
     pub(super) end_as: HashMap<JobId, EndAs>,
+    /// Arrays with elements in the table (`core/arrays.rs`).
+    pub(super) arrays: BTreeMap<JobId, ArrayState>,
+    /// Pending jobs whose begin time has not come, by that time (`core/holds.rs`).
+    pub(super) deferred: BTreeSet<(u64, JobId)>,
+}
+
+/// An array, while any of its elements is in the table (`core/arrays.rs`).
+#[derive(Debug)]
+pub(super) struct ArrayState {
+    /// Its elements, in index order.
+    pub(super) elements: Vec<JobId>,
+    /// At most this many elements admitted at once; 0: no limit (the sets stay empty).
+    pub(super) max_running: u32,
+    /// Elements the limit lets the queue manager consider: running, or pending and not
+    /// held by their owner.
+    pub(super) admitted: BTreeSet<JobId>,
+    /// Pending elements not admitted (held by their owner, or waiting for a slot).
+    pub(super) waiting: BTreeSet<JobId>,
 }
 
 /// The ids the core hands out, and the users it numbers for the queue manager.
@@ -89,6 +109,8 @@ impl Jobs {
             freed: BTreeSet::new(),
             kill_requested: HashMap::new(),
             end_as: HashMap::new(),
+            arrays: BTreeMap::new(),
+            deferred: BTreeSet::new(),
         }
     }
 

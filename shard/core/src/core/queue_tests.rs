@@ -71,6 +71,8 @@ fn query(user: UserFilter, include_inactive: bool) -> JobsQuery {
         user,
         include_inactive,
         limit: 0,
+        states: Vec::new(),
+        name: None,
     }
 }
 
@@ -151,4 +153,47 @@ fn disable_if_idle_disables_only_an_idle_queue() {
     assert_eq!(cancelled[0].result, CancelResult::Cancelled);
     core.disable_if_idle().expect("idle now");
     assert!(!core.status(NOW).queue.enabled);
+}
+
+#[test]
+fn ended_jobs_are_pulled_by_end_then_id_after_a_cursor_with_their_r_counted() {
+    use shardsched_wire::msg::history::HistoryPull;
+    let mut core = core();
+    let mut submitted = |k: u8, tasks: u64, duration: u64| {
+        core.handle_submit(
+            NOW,
+            "alice",
+            &submit(k, jobspec(None, Some(tasks), duration)),
+        )
+        .expect("job")
+        .id
+    };
+    let (short, two, long) = (submitted(1, 1, 1), submitted(2, 2, 1), submitted(3, 1, 5));
+    core.tick(NOW).expect("tick");
+    core.tick(NOW + 1_000).expect("tick");
+    let snapshot = core.snapshot();
+    let all = snapshot.history(&HistoryPull {
+        after: None,
+        limit: 0,
+    });
+    let ids: Vec<_> = all.iter().map(|r| r.job.id).collect();
+    let mut expected = vec![short, two];
+    expected.sort();
+    assert_eq!(
+        ids, expected,
+        "ended jobs only (not {long}), by id at one end time"
+    );
+    let cores = |id| all.iter().find(|r| r.job.id == id).map(|r| r.cores);
+    assert_eq!(
+        (cores(short), cores(two)),
+        (Some(1), Some(2)),
+        "cores from R"
+    );
+    let rest = snapshot.history(&HistoryPull {
+        after: Some(all[0].cursor()),
+        limit: 1,
+    });
+    assert_eq!(rest.len(), 1);
+    assert_eq!(rest[0].job.id, all[1].job.id);
+    assert!(rest[0].r_json.is_some() && rest[0].run_ms() == 1_000);
 }

@@ -10,14 +10,19 @@
 //! - running jobs come back on EXACTLY their allocation (vertex paths resolved in this
 //!   graph; a path the cluster no longer has refuses the restart), with their sim end from
 //!   the journal, so they end on time;
-//! - pending jobs are submitted again with their original submit times and priorities, so
-//!   they keep their order; the next tick re-plans reservations around the running ones.
+//! - pending jobs are submitted again with their original submit times and urgencies, so
+//!   they keep their order (held ones held again); the next tick re-plans reservations
+//!   around the running ones.
 //!
 //! Idempotency keys come back with the jobs, and the FLUID generator continues after the
 //! last id issued. Nothing restored is journaled again (it is on disk already); what the
 //! restore changes (a pending job the queue now denies) is.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
 use shardsched_failpoint::mutant::{self, Mutant};
+use shardsched_jobspec::Jobspec;
 use shardsched_qmanager::{JobRequest, JobView};
 use shardsched_wire::Fluid;
 use shardsched_wire::msg::shard_coord::Assignment;
@@ -29,7 +34,6 @@ use crate::error::ShardError;
 use crate::job::{JobRecord, NewJob, Reason};
 use crate::journal::{JournalRecord, Restored, RestoredJob};
 use crate::nodes::{Holding, NodeTable};
-use shardsched_wire::msg::agent::JobSignature;
 
 /// What a restore brought back.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -167,9 +171,20 @@ impl ShardCore {
         let now_ms = self.observe(now_ms);
         let mut summary = RestoreSummary::default();
         let mut finished = Vec::new();
+        let mut held = Vec::new();
+        let mut limits = BTreeMap::new();
+        let mut parsed: Option<Parsed> = None;
         for job in &restored.jobs {
-            let id = Fluid(job.accepted.id);
-            let record = self.restored_record(job)?;
+            let id = Fluid(job.id);
+            // An array's elements share their array's record: parsed once.
+            let spec = match parsed.take() {
+                Some(p) if p.of == job.accepted.id => p,
+                _ => Parsed::new(job, id)?,
+            };
+            let record = self.restored_record(job, &spec)?;
+            if let Some(of) = job.array {
+                limits.insert(of.element.array, of.max_running);
+            }
             self.ids.last = self.ids.last.max(Some(id));
             match (&job.started, &job.ended) {
                 (_, Some(end)) => {
@@ -182,7 +197,7 @@ impl ShardCore {
                         .allocation()
                         .resolve(&self.qm.matcher().graph)
                         .map_err(|e| restore_error(id, &format!("its allocation: {e}")))?;
-                    let request = self.request(job, &record)?;
+                    let request = self.request(job, &record, &spec);
                     let start_s = i64::try_from(run.start_ms / MS_PER_S).unwrap_or(i64::MAX);
                     self.qm
                         .restore_running(request, start_s, alloc.clone())
@@ -192,15 +207,22 @@ impl ShardCore {
                     summary.running += 1;
                 }
                 (None, None) => {
-                    let request = self.request(job, &record)?;
+                    let request = self.request(job, &record, &spec);
                     self.jobs.table.insert(record);
                     self.jobs.pending.insert(id);
                     self.qm
                         .submit(request)
                         .map_err(|e| restore_error(id, &e.to_string()))?;
+                    self.defer(id);
+                    held.push(id);
                     summary.pending += 1;
                 }
             }
+            parsed = Some(spec);
+        }
+        self.restore_arrays();
+        for (array, max_running) in limits {
+            self.restore_array_limit(array, max_running);
         }
         // Pending jobs the queue now denies (its definition changed) fail, and say so.
         self.drain(None);
@@ -222,6 +244,9 @@ impl ShardCore {
                 job.reason = Reason::Waiting(reason);
             }
         }
+        for id in held {
+            self.sync_hold(id);
+        }
         self.status_version += 1;
         tracing::info!(
             pending = summary.pending,
@@ -235,25 +260,20 @@ impl ShardCore {
 
     /// The table's record of a journaled job, as it stood when last journaled (a running
     /// job is recorded pending here; `mark_running` then runs it).
-    fn restored_record(&self, job: &RestoredJob) -> Result<JobRecord, ShardError> {
+    fn restored_record(&self, job: &RestoredJob, spec: &Parsed) -> Result<JobRecord, ShardError> {
         let a = &job.accepted;
-        let id = Fluid(a.id);
-        let jobspec = shardsched_jobspec::parse_json(&a.jobspec_json)
-            .map_err(|e| restore_error(id, &format!("its jobspec: {e}")))?;
-        let duration_ms = self.duration_ms(&jobspec);
+        let id = Fluid(job.id);
         let mut record = JobRecord::accepted(&NewJob {
             id,
             owner: &a.owner,
             key: a.idempotency_key(),
-            priority: a.priority,
+            urgency: job.urgency(),
             submit_ms: a.submit_ms,
-            duration_ms,
-            jobspec: &jobspec,
-            jobspec_json: &a.jobspec_json,
-            signature: job.signature.as_ref().map(|s| JobSignature {
-                cert_pem: s.cert_pem.clone(),
-                signature: s.signature.clone(),
-            }),
+            duration_ms: self.duration_ms(&spec.jobspec),
+            jobspec: &spec.jobspec,
+            jobspec_json: &spec.json,
+            array: job.array.map(|of| of.element),
+            signature: job.signature.clone(),
         });
         let Some(end) = &job.ended else {
             return Ok(record);
@@ -300,16 +320,29 @@ impl ShardCore {
     }
 
     /// The queue manager's request for a journaled job (its user numbered as at submit).
-    fn request(&mut self, job: &RestoredJob, record: &JobRecord) -> Result<JobRequest, ShardError> {
+    fn request(&mut self, job: &RestoredJob, record: &JobRecord, spec: &Parsed) -> JobRequest {
         let a = &job.accepted;
-        let jobspec = shardsched_jobspec::parse_json(&a.jobspec_json)
-            .map_err(|e| restore_error(record.id, &format!("its jobspec: {e}")))?;
-        Ok(JobRequest {
-            id: record.id.0,
-            jobspec,
-            priority: i64::from(a.priority),
-            submit_time: i64::try_from(a.submit_ms / MS_PER_S).unwrap_or(i64::MAX),
-            user: self.ids.user(&a.owner),
+        let jobspec = spec.jobspec.clone();
+        self.queue_request(record.id, jobspec, record.urgency, a.submit_ms, &a.owner)
+    }
+}
+
+/// A journaled jobspec, parsed (once for all the elements of an array).
+struct Parsed {
+    /// The `jobs` record it is of.
+    of: u64,
+    jobspec: Jobspec,
+    json: Arc<str>,
+}
+
+impl Parsed {
+    fn new(job: &RestoredJob, id: JobId) -> Result<Parsed, ShardError> {
+        let json = job.accepted.jobspec_json.as_str();
+        Ok(Parsed {
+            of: job.accepted.id,
+            jobspec: shardsched_jobspec::parse_json(json)
+                .map_err(|e| restore_error(id, &format!("its jobspec: {e}")))?,
+            json: Arc::from(json),
         })
     }
 }

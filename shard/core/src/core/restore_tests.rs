@@ -34,6 +34,9 @@ fn kinds(records: &[JournalRecord]) -> Vec<&'static str> {
             JournalRecord::Forgotten(_) => "forgotten",
             JournalRecord::LastId(_) => "last_id",
             JournalRecord::Requeued(_) => "requeued",
+            JournalRecord::Urgency(..) => "urgency",
+            JournalRecord::Array(_) => "array",
+            JournalRecord::ArrayForgotten { .. } => "array_forgotten",
             JournalRecord::Node(..) => "node",
         })
         .collect()
@@ -135,14 +138,16 @@ fn a_running_job_on_a_vertex_the_cluster_lacks_refuses_the_restore() {
     let restored = Restored {
         nodes: Vec::new(),
         jobs: vec![RestoredJob {
-            accepted: AcceptedJob {
+            id: id.0,
+            array: None,
+            accepted: std::sync::Arc::new(AcceptedJob {
                 id: id.0,
                 owner: "alice".into(),
                 key: [9; 16],
                 jobspec_json: jobspec(None, Some(1), 10),
-                priority: 16,
+                urgency: 16,
                 submit_ms: NOW - 5_000,
-            },
+            }),
             signature: None,
             started: Some(StartedJob {
                 id: id.0,
@@ -157,6 +162,7 @@ fn a_running_job_on_a_vertex_the_cluster_lacks_refuses_the_restore() {
                 duration: 10,
             }),
             ended: None,
+            urgency: None,
         }],
         last_id: Some(id),
     };

@@ -7,7 +7,7 @@ use shardsched_wire::msg::shard_coord::{HeldNode, ShardStatus};
 use shardsched_wire::msg::{NodeGen, NodeState, NodeStatus, PendingReasons, QueueStatus};
 
 use super::ShardCore;
-use crate::job::Reason;
+use crate::job::{Hold, Reason};
 use crate::nodes::Holding;
 
 impl ShardCore {
@@ -15,6 +15,7 @@ impl ShardCore {
     /// its flag), then every node moving out or in.
     pub fn status(&self, now_ms: u64) -> ShardStatus {
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        let usage = self.node_usage();
         let row = |name: &str, state, generation, reason: Option<&str>| NodeStatus {
             name: name.to_owned(),
             queue: Some(self.queue.to_string()),
@@ -22,6 +23,7 @@ impl ShardCore {
             generation,
             jobs_running: self.jobs.on(name),
             reason: reason.filter(|r| !r.is_empty()).map(str::to_owned),
+            usage: usage.get(name).copied().unwrap_or_default(),
         };
         let mut nodes: Vec<NodeStatus> = Vec::new();
         let (mut owned, mut up) = (0, 0);
@@ -80,7 +82,14 @@ impl ShardCore {
                 Some(Reason::Waiting(WaitReason::Reserved { .. })) => &mut counts.reserved,
                 Some(Reason::Waiting(WaitReason::NoReservation)) => &mut counts.no_reservation,
                 Some(Reason::Waiting(WaitReason::Unavailable)) => &mut counts.unavailable,
-                Some(Reason::Waiting(WaitReason::Queued) | Reason::None | Reason::Text(_))
+                Some(Reason::Held(Hold::User)) => &mut counts.held,
+                Some(Reason::Held(Hold::BeginTime)) => &mut counts.begin_time,
+                Some(Reason::Held(Hold::ArrayLimit)) => &mut counts.array_limit,
+                Some(
+                    Reason::Waiting(WaitReason::Queued | WaitReason::Held)
+                    | Reason::None
+                    | Reason::Text(_),
+                )
                 | None => &mut counts.queued,
             };
             *counter = counter.saturating_add(1);

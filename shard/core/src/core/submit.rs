@@ -1,9 +1,14 @@
 //! Jobs coming in and going out at a client's or the coordinator's request: submit (with
-//! its retries and refusals), cancel, and disabling an idle queue.
+//! its retries and refusals; an array's elements in one go), cancel, and disabling an idle
+//! queue.
+
+use std::sync::Arc;
 
 use shardsched_jobspec::Jobspec;
-use shardsched_qmanager::{JobRequest, JobView};
+use shardsched_qmanager::JobView;
 use shardsched_wire::Peer;
+use shardsched_wire::array::{ArrayElement, element_id};
+use shardsched_wire::limits::{URGENCY_DEFAULT, URGENCY_MAX};
 use shardsched_wire::msg::client_shard::{CancelOutcome, CancelResult, Submit};
 use shardsched_wire::msg::{JobId, JobState, Refusal, RefusalCode};
 
@@ -12,8 +17,8 @@ use super::{CoreExecutor, ShardCore, Submitted};
 use crate::assign;
 use crate::core::job_span;
 use crate::job::{JobRecord, NewJob, Reason};
-use crate::journal::{AcceptedJob, JournalRecord, SignatureRecord};
-use crate::limits::{ACTIVE_JOBS_MAX, PRIORITY_DEFAULT};
+use crate::journal::{AcceptedJob, ArrayRecord, JournalRecord, SignatureRecord};
+use crate::limits::ACTIVE_JOBS_MAX;
 
 impl ShardCore {
     /// Takes a job in at `now_ms` for `owner` (the submitting certificate's name). See the
@@ -72,69 +77,120 @@ impl ShardCore {
                 ),
             ));
         }
-        let id = self
-            .ids
-            .generator
-            .next(now_ms)
-            .map_err(|e| Refusal::new(RefusalCode::Internal, e.to_string()))?;
-        self.admit(now_ms, owner, submit, jobspec, id)
+        if let Some(spec) = &submit.array {
+            spec.check(self.config.array_elements_max)
+                .map_err(|e| Refusal::new(RefusalCode::Invalid, format!("array: {e}")))?;
+            let live = usize::try_from(spec.len()).unwrap_or(usize::MAX);
+            if self.jobs.live().saturating_add(live) > ACTIVE_JOBS_MAX {
+                return Err(Refusal::new(
+                    RefusalCode::Unavailable,
+                    format!(
+                        "queue {} would hold more than {ACTIVE_JOBS_MAX} live jobs, its \
+                         limit, with this array; try later",
+                        self.queue
+                    ),
+                ));
+            }
+        }
+        self.admit(now_ms, owner, submit, jobspec)
     }
 
+    /// Accepts a job, or an array's elements: each is judged, journaled and queued; the
+    /// first one denied refuses the whole (an array's elements share one jobspec).
     fn admit(
         &mut self,
         now_ms: u64,
         owner: &str,
         submit: &Submit,
         jobspec: Jobspec,
-        id: JobId,
     ) -> Result<Submitted, Refusal> {
-        let priority = submit.priority.unwrap_or(PRIORITY_DEFAULT);
-        let duration_ms = self.duration_ms(&jobspec);
-        let mut job = JobRecord::accepted(&NewJob {
-            id,
-            owner,
-            key: submit.idempotency_key,
-            priority,
-            submit_ms: now_ms,
-            duration_ms,
-            jobspec: &jobspec,
-            jobspec_json: &submit.jobspec_json,
-            signature: submit.signature.clone(),
-        });
-        let request = JobRequest {
-            id: id.0,
-            jobspec,
-            priority: i64::from(priority),
-            submit_time: self.now_s(),
-            user: self.ids.user(owner),
+        let reserved = submit
+            .array
+            .as_ref()
+            .and_then(|a| a.max_index())
+            .map_or(0, |max| u64::from(max) + 1);
+        let id = self
+            .ids
+            .generator
+            .next_block(now_ms, reserved)
+            .map_err(|e| Refusal::new(RefusalCode::Internal, e.to_string()))?;
+        let last = id
+            .after(reserved)
+            .map_err(|e| Refusal::new(RefusalCode::Internal, e.to_string()))?;
+        self.ids.last = self.ids.last.max(Some(last));
+        let elements = match &submit.array {
+            None => vec![(id, None)],
+            Some(spec) => spec
+                .indices()
+                .map(|index| {
+                    let element = element_id(id, index)
+                        .map_err(|e| Refusal::new(RefusalCode::Internal, e.to_string()))?;
+                    Ok((element, Some(ArrayElement { array: id, index })))
+                })
+                .collect::<Result<Vec<_>, Refusal>>()?,
         };
-        self.ids.last = self.ids.last.max(Some(id));
-        if let Err(e) = self.qm.submit(request) {
-            tracing::error!(parent: &job_span(&self.queue, id), error = %e, "queue manager refused a submit");
-            return Err(Refusal::new(RefusalCode::Internal, e.to_string()));
-        }
-        if let Some(denied) = self.drain(Some(id.0)) {
-            tracing::debug!(parent: &job_span(&self.queue, id), reason = %denied, "denied");
-            let mut reason = denied.to_string();
-            if let Ok(jobspec) = shardsched_jobspec::parse_json(&submit.jobspec_json)
-                && let Some(why) = assign::types_not_loaded(&self.qm.matcher().graph, &jobspec)
-            {
-                reason = format!("{reason}: {why}");
+        let urgency = submit.urgency.unwrap_or(URGENCY_DEFAULT).min(URGENCY_MAX);
+        let duration_ms = self.duration_ms(&jobspec);
+        let jobspec_json: Arc<str> = Arc::from(submit.jobspec_json.as_str());
+        let signature = submit.signature.clone().map(Arc::new);
+        let last = elements.len().saturating_sub(1);
+        let mut jobspec = Some(jobspec);
+        for (n, &(job_id, array)) in elements.iter().enumerate() {
+            let Some(parsed) = jobspec.as_ref() else {
+                break;
+            };
+            let mut job = JobRecord::accepted(&NewJob {
+                id: job_id,
+                owner,
+                key: submit.idempotency_key,
+                urgency,
+                submit_ms: now_ms,
+                duration_ms,
+                jobspec: parsed,
+                jobspec_json: &jobspec_json,
+                array,
+                signature: signature.clone(),
+            });
+            // The last element (a plain job's only one) takes the parsed jobspec: the submit
+            // path copies none.
+            let spec = if n == last {
+                jobspec.take()
+            } else {
+                jobspec.clone()
+            };
+            let Some(spec) = spec else {
+                break;
+            };
+            let request = self.queue_request(job_id, spec, urgency, now_ms, owner);
+            if let Err(e) = self.qm.submit(request) {
+                tracing::error!(parent: &job_span(&self.queue, job_id), error = %e, "queue manager refused a submit");
+                return Err(Refusal::new(RefusalCode::Internal, e.to_string()));
             }
-            return Err(Refusal::new(
-                RefusalCode::Denied,
-                format!("denied by queue {}: {reason}", self.queue),
-            ));
-        }
-        if let Some(JobView::Pending { reason }) = self.qm.job(id.0) {
-            job.reason = Reason::Waiting(reason);
+            if let Some(denied) = self.drain(Some(job_id.0)) {
+                if n > 0 {
+                    // Its like were accepted: the queue manager contradicts itself.
+                    tracing::error!(parent: &job_span(&self.queue, job_id), reason = %denied, "an array element was denied");
+                    continue;
+                }
+                return Err(self.denial(&denied.to_string(), &submit.jobspec_json));
+            }
+            if let Some(JobView::Pending { reason }) = self.qm.job(job_id.0) {
+                job.reason = Reason::Waiting(reason);
+            }
+            self.jobs.table.insert(job);
+            self.jobs.pending.insert(job_id);
+            self.defer(job_id);
+            debug_assert!(
+                matches!(self.qm.job(job_id.0), Some(JobView::Pending { .. })),
+                "{job_id}: accepted but the queue manager does not have it pending"
+            );
         }
         self.journal(JournalRecord::Accepted(AcceptedJob {
             id: id.0,
             owner: owner.to_owned(),
             key: submit.idempotency_key.0,
             jobspec_json: submit.jobspec_json.clone(),
-            priority,
+            urgency: u32::from(urgency),
             submit_ms: now_ms,
         }));
         if let Some(signature) = &submit.signature {
@@ -144,17 +200,36 @@ impl ShardCore {
                 signature: signature.signature.clone(),
             }));
         }
-        self.jobs.table.insert(job);
-        self.jobs.pending.insert(id);
-        debug_assert!(
-            matches!(self.qm.job(id.0), Some(JobView::Pending { .. })),
-            "{id}: accepted but the queue manager does not have it pending"
-        );
+        match &submit.array {
+            None => self.sync_hold(id),
+            Some(spec) => {
+                self.journal(JournalRecord::Array(ArrayRecord::new(id, spec)));
+                let ids = elements.into_iter().map(|(e, _)| e).collect();
+                self.array_accepted(id, spec.max_running, ids);
+            }
+        }
         self.status_version += 1;
         Ok(Submitted {
             id,
             duplicate: false,
         })
+    }
+
+    /// The refusal of a job the queue manager denied for `reason` (its jobspec read again
+    /// from `jobspec_json`, to say which types it names that are not loaded).
+    fn denial(&self, reason: &str, jobspec_json: &str) -> Refusal {
+        tracing::debug!(queue = %self.queue, %reason, "denied");
+        let not_loaded = shardsched_jobspec::parse_json(jobspec_json)
+            .ok()
+            .and_then(|jobspec| assign::types_not_loaded(&self.qm.matcher().graph, &jobspec));
+        let reason = match not_loaded {
+            Some(why) => format!("{reason}: {why}"),
+            None => reason.to_owned(),
+        };
+        Refusal::new(
+            RefusalCode::Denied,
+            format!("denied by queue {}: {reason}", self.queue),
+        )
     }
 
     /// Cancels jobs for `peer`: users only their own ([`Peer::may_cancel`]), admins any.
@@ -169,9 +244,12 @@ impl ShardCore {
             .collect()
     }
 
-    fn cancel_one(&mut self, peer: &Peer, id: JobId) -> CancelResult {
+    pub(super) fn cancel_one(&mut self, peer: &Peer, id: JobId) -> CancelResult {
         let Some(job) = self.jobs.table.get(id) else {
-            return CancelResult::NotFound;
+            return match self.array_elements(id) {
+                Some(elements) => self.cancel_array(peer, &elements),
+                None => CancelResult::NotFound,
+            };
         };
         if !peer.may_cancel(&job.owner) {
             return CancelResult::Forbidden;

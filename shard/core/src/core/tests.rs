@@ -37,6 +37,7 @@ pub(super) fn config(definition: &[&str]) -> QueueConfig {
         definition: definition.iter().map(|s| s.to_string()).collect(),
         enabled: true,
         started: true,
+        array_elements_max: shardsched_wire::limits::ARRAY_ELEMENTS_DEFAULT,
     }
 }
 
@@ -106,7 +107,8 @@ pub(super) fn submit(key: u8, jobspec_json: String) -> Submit {
     Submit {
         idempotency_key: IdempotencyKey([key; 16]),
         jobspec_json,
-        priority: None,
+        urgency: None,
+        array: None,
         signature: None,
     }
 }

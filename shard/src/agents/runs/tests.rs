@@ -35,7 +35,7 @@ fn job(id: u64) -> Box<JobRecord> {
         owner: "alice".into(),
         key: IdempotencyKey([1; 16]),
         name: "true".into(),
-        priority: 16,
+        urgency: 16,
         state: JobState::Running,
         reason: Reason::None,
         submit_ms: 0,
@@ -47,6 +47,8 @@ fn job(id: u64) -> Box<JobRecord> {
         jobspec_json: Arc::from(jobspec.to_json().to_string()),
         r_json: Some(Arc::from(r)),
         events: Vec::new(),
+        array: None,
+        begin_ms: None,
         signature: Some(Arc::new(JobSignature {
             cert_pem: "PEM".into(),
             signature: vec![1, 2, 3],

@@ -1,0 +1,80 @@
+//! How much of each node the running jobs hold: the cores and GPUs `resource list` shows
+//! free per node (and sinfo's `mix` for a node partly used), reported with the status.
+//!
+//! Totals come from the graph, counted once when the core is built; what is held is read
+//! from the running jobs' allocations in the matcher (their only record) when a report is
+//! made, so nothing here must be kept in step with the jobs.
+
+use std::collections::HashMap;
+
+use shardsched_resource::{ResourceGraph, VertexId};
+use shardsched_wire::msg::NodeUsage;
+
+use super::ShardCore;
+
+/// Each node's cores and GPUs (size summed over its subtree), by name.
+pub(super) fn capacity(
+    graph: &ResourceGraph,
+    nodes: impl IntoIterator<Item = (String, VertexId)>,
+) -> HashMap<String, NodeUsage> {
+    let (core, gpu) = (graph.sym("core"), graph.sym("gpu"));
+    nodes
+        .into_iter()
+        .map(|(name, v)| {
+            let mut usage = NodeUsage::default();
+            for u in graph.preorder(v) {
+                let size = u32::try_from(graph.size(u)).unwrap_or(0);
+                if Some(graph.kind(u)) == core {
+                    usage.cores += size;
+                } else if Some(graph.kind(u)) == gpu {
+                    usage.gpus += size;
+                }
+            }
+            usage.cores_free = usage.cores;
+            usage.gpus_free = usage.gpus;
+            (name, usage)
+        })
+        .collect()
+}
+
+impl ShardCore {
+    /// Every node's cores and GPUs with what the running jobs hold of them taken away.
+    pub(super) fn node_usage(&self) -> HashMap<&str, NodeUsage> {
+        let mut usage: HashMap<&str, NodeUsage> = self
+            .cluster
+            .capacity
+            .iter()
+            .map(|(name, u)| (name.as_str(), *u))
+            .collect();
+        let matcher = self.qm.matcher();
+        let graph = &matcher.graph;
+        let (core, gpu, node) = (graph.sym("core"), graph.sym("gpu"), graph.sym("node"));
+        let Some(node) = node else {
+            return usage;
+        };
+        for id in self.jobs.running.keys() {
+            let Some(job) = matcher.job(id.0) else {
+                continue;
+            };
+            for a in &job.alloc.vertices {
+                let kind = Some(graph.kind(a.v));
+                if kind != core && kind != gpu {
+                    continue;
+                }
+                let Some(n) = graph.ancestor_of_kind(a.v, node) else {
+                    continue;
+                };
+                let Some(u) = usage.get_mut(graph.name(n)) else {
+                    continue;
+                };
+                let held = u32::try_from(a.needs).unwrap_or(0);
+                if kind == core {
+                    u.cores_free = u.cores_free.saturating_sub(held);
+                } else {
+                    u.gpus_free = u.gpus_free.saturating_sub(held);
+                }
+            }
+        }
+        usage
+    }
+}
