@@ -107,7 +107,7 @@ pub fn commit_noting(
     after: impl FnMut(&SchedState, VertexId),
     refused: &mut Vec<(usize, VertexId)>,
 ) -> Result<Vec<SpanRef>, MatchError> {
-    let mut spans = Vec::with_capacity(alloc.vertices.len() + 8);
+    let mut spans = Vec::with_capacity(alloc.vertices.len() / 2 + 8);
     refused.clear();
     match commit_inner(g, st, ranks, alloc, lenient, after, &mut spans, refused) {
         Ok(()) => Ok(spans),
@@ -138,6 +138,9 @@ fn commit_inner(
     let mut below: Vec<Vec<(u32, i64)>> = Vec::new();
     let mut skew = 0u32;
     let mut kept = 0;
+    // Leaves taken whole whose parent may cover them (state::cover): (leaf, parent's
+    // inner index), recorded when the parent comes (children come before parents).
+    let mut pending: Vec<(u32, u32)> = Vec::new();
     for i in 0..alloc.vertices.len() {
         let av = alloc.vertices[i];
         let d = av.depth as usize;
@@ -145,7 +148,22 @@ fn commit_inner(
             below.resize_with(d + 2, Vec::new);
         }
         let dfu = std::mem::take(&mut below[d + 1]);
-        let ok = record_vertex(g, st, &av, &dfu, at, dur, spans)?;
+        let cover = st
+            .cover_parent(av.v)
+            .filter(|_| av.exclusive && av.needs == g.size(av.v));
+        let ok = if let Some(p) = cover {
+            // The check `record_vertex` makes; the hold waits for the parent.
+            let free = st.units_free(av.v, g.size(av.v), at, dur) >= av.needs;
+            if free {
+                pending.push((av.v.0, p));
+            }
+            free
+        } else {
+            if let Some(p) = st.inner_index(av.v) {
+                flush_leaves(st, &mut pending, Some(p), at, dur, g, spans)?;
+            }
+            record_vertex(g, st, &av, &dfu, at, dur, spans)?
+        };
         after(st, av.v);
         if !ok {
             if !lenient {
@@ -173,8 +191,57 @@ fn commit_inner(
         };
         kept += 1;
     }
+    flush_leaves(st, &mut pending, None, at, dur, g, spans)?;
     alloc.vertices.truncate(kept);
     Ok(())
+}
+
+/// Records the pending leaves of inner index `parent` (the tail of `pending`): one cover when
+/// they are all its leaf children, else a hold each. With `None`, every pending leaf gets
+/// its own hold (a leaf whose parent the allocation does not list).
+fn flush_leaves(
+    st: &mut SchedState,
+    pending: &mut Vec<(u32, u32)>,
+    parent: Option<u32>,
+    at: i64,
+    dur: u64,
+    g: &ResourceGraph,
+    spans: &mut Vec<SpanRef>,
+) -> Result<(), MatchError> {
+    let from = match parent {
+        Some(p) => {
+            let n = pending.iter().rev().take_while(|e| e.1 == p).count();
+            pending.len() - n
+        }
+        None => 0,
+    };
+    let mine = &pending[from..];
+    if mine.is_empty() {
+        return Ok(());
+    }
+    if let Some(p) = parent
+        && mine.len() == st.leaf_children(p) as usize
+        && distinct(mine)
+    {
+        st.hold_cover(p, at, dur, spans)?;
+    } else {
+        for &(v, _) in mine {
+            let v = VertexId(v);
+            st.hold(v, at, dur, g.size(v), true, spans)?;
+        }
+    }
+    pending.truncate(from);
+    Ok(())
+}
+
+/// Whether the leaves are distinct (a cover stands for each leaf child once).
+fn distinct(leaves: &[(u32, u32)]) -> bool {
+    if leaves.windows(2).all(|w| w[0].0 < w[1].0) {
+        return true;
+    }
+    let mut ids: Vec<u32> = leaves.iter().map(|e| e.0).collect();
+    ids.sort_unstable();
+    ids.windows(2).all(|w| w[0] != w[1])
 }
 
 /// Records one vertex; false when its calendar refuses it (nothing of it is kept then but

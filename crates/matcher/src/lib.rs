@@ -460,6 +460,10 @@ impl Matcher {
         *self.times.entry(end_of(&alloc)).or_default() += 1;
         let mut partial = false;
         self.last_recorded = alloc.vertices.len();
+        if self.jobs.contains_key(&jobid) {
+            // Its records are kept or dropped vertex by vertex below.
+            self.uncover_job(jobid)?;
+        }
         if let Some(old) = self.jobs.remove(&jobid) {
             // The same id matched again (Fluxion keeps per-vertex records by job id): the
             // job holds both; where both hold a vertex the new records replace the old ones

@@ -48,6 +48,7 @@ impl Matcher {
         jobid: u64,
         ranks: &BTreeSet<i64>,
     ) -> Result<PartialCancel, MatchError> {
+        self.uncover_job(jobid)?;
         let mut freed = Freed::default();
         for &rank in ranks {
             let members: Vec<VertexId> = self
@@ -78,6 +79,7 @@ impl Matcher {
         jobid: u64,
         vertices: &[Option<VertexId>],
     ) -> Result<PartialCancel, MatchError> {
+        self.uncover_job(jobid)?;
         let mut freed = Freed::default();
         for v in vertices {
             let Some(v) = *v else {
@@ -96,6 +98,16 @@ impl Matcher {
             freed.root(self.graph.rank(v), v, len);
         }
         self.shrink_ancestors(jobid, &freed)
+    }
+
+    /// Turns job `jobid`'s covers back into leaf holds: the steps below edit its records
+    /// vertex by vertex (see `state::cover`).
+    pub(crate) fn uncover_job(&mut self, jobid: u64) -> Result<(), MatchError> {
+        let Some(job) = self.jobs.get_mut(&jobid) else {
+            return Ok(());
+        };
+        let tree = crate::tree_of(&self.graph, &self.subtree);
+        self.state.uncover(&self.graph, tree, &mut job.spans)
     }
 
     fn holds(&self, jobid: u64, v: VertexId) -> bool {

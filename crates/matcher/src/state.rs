@@ -25,7 +25,13 @@ pub const XCHECK_TOTAL: i64 = 1 << 30;
 pub const PLAN_BASE: i64 = 0;
 /// Length of the planning window in seconds (about 34,800 years): effectively unbounded.
 pub const PLAN_HORIZON: u64 = 1 << 40;
+/// `inner_of` of a leaf has this bit set; the bits below are the inner index of its parent
+/// in the walk tree, when leaves under it may be covered (see [`cover`]).
+const LEAF_BIT: u32 = 1 << 31;
+/// A leaf without a parent that can cover it.
 const LEAF: u32 = u32::MAX;
+
+mod cover;
 
 /// Prune filters: pairs of (high-level type or all, low-level type).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -90,12 +96,19 @@ pub struct Usage {
 /// All scheduling state of one graph.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SchedState {
-    /// Index into `inner` for inner vertices, `LEAF` for leaves.
+    /// Index into `inner` for inner vertices; for leaves `LEAF_BIT` and their parent's index
+    /// (or `LEAF`).
     inner_of: Vec<u32>,
     /// The vertex of each entry of `inner`.
     inner_vertex: Vec<u32>,
     pub inner: Vec<Inner>,
     pub leaves: Pools,
+    /// Covers, by inner index: a hold here stands for a full exclusive hold of every leaf
+    /// child (see [`cover`]).
+    covers: Pools,
+    /// How many leaf children each inner vertex has (by inner index) that a cover there
+    /// stands for.
+    leaf_children: Vec<u32>,
     /// Every pruning type, as symbols (graph symbols, or the type table's own).
     pub prune_types: Vec<Sym>,
     /// The pruning types' ranks (parallel to `prune_types`).
@@ -110,6 +123,8 @@ pub enum SpanRef {
     Plan(u32, SpanId),
     Xcheck(u32, SpanId),
     Agg(u32, SpanId),
+    /// A cover at an inner vertex (by inner index): all its leaf children held whole.
+    Cover(u32, HoldId),
 }
 
 impl SchedState {
@@ -130,6 +145,7 @@ impl SchedState {
         let cluster = 0u32;
         let mut inner_of = vec![LEAF; n];
         let mut inner_vertex: Vec<u32> = Vec::new();
+        let mut leaf_children: Vec<u32> = Vec::new();
         let mut inner = Vec::new();
         // Depth-first, children in order, each inner vertex a frame summing the units of
         // each pruning type (by rank) its children hold. Where vertices share parents, each
@@ -215,8 +231,21 @@ impl SchedState {
                     plan: MultiPlanner::new(PLAN_BASE, PLAN_HORIZON, &totals),
                 }
             });
-            inner_of[v as usize] = inner.len() as u32;
+            let index = inner.len() as u32;
+            inner_of[v as usize] = index;
             inner_vertex.push(v);
+            // Leaf children point at their parent, so that a cover here reaches them (one
+            // parent each: not where vertices share parents).
+            let mut leaf_count = 0;
+            if !dag && index < LEAF_BIT - 1 {
+                for &c in tree.children(vid) {
+                    if tree.children(VertexId(c)).is_empty() {
+                        inner_of[c as usize] = LEAF_BIT | index;
+                        leaf_count += 1;
+                    }
+                }
+            }
+            leaf_children.push(leaf_count);
             inner.push(Inner {
                 plans: Planner::new(PLAN_BASE, PLAN_HORIZON, g.size(vid)),
                 xcheck: Planner::new(PLAN_BASE, PLAN_HORIZON, XCHECK_TOTAL),
@@ -236,11 +265,14 @@ impl SchedState {
             spare.push(sum);
         }
         let prune_ranks: Vec<u32> = prune.all().collect();
+        let covers = Pools::new(inner_vertex.len());
         SchedState {
             inner_of,
             inner_vertex,
             inner,
             leaves: Pools::new(n),
+            covers,
+            leaf_children,
             prune_types: prune_ranks.iter().map(|&r| types.at_rank(r)).collect(),
             prune_ranks,
         }
@@ -248,12 +280,12 @@ impl SchedState {
 
     fn inner(&self, v: VertexId) -> Option<&Inner> {
         let i = self.inner_of[v.index()];
-        (i != LEAF).then(|| &self.inner[i as usize])
+        (i & LEAF_BIT == 0).then(|| &self.inner[i as usize])
     }
 
     /// Whether `v` keeps no calendars of its own beyond a leaf's hold list.
     pub fn is_leaf(&self, v: VertexId) -> bool {
-        self.inner_of[v.index()] == LEAF
+        self.inner_of[v.index()] & LEAF_BIT != 0
     }
 
     /// How `v` (of size `size`) is used during `[at, at + dur)`.
@@ -282,22 +314,13 @@ impl SchedState {
     pub fn untouched(&self, v: VertexId, at: i64, dur: u64) -> bool {
         match self.inner(v) {
             Some(inner) => inner.xcheck.avail_during(at, dur) >= XCHECK_TOTAL,
-            None => {
-                self.leaves.is_idle(v.index())
-                    || self.leaves.peak_during(v.index(), at, dur).jobs == 0
-            }
+            None => self.leaf_peak(v, 0, at, dur).jobs == 0,
         }
     }
 
     #[inline]
     fn leaf_usage(&self, v: VertexId, size: i64, at: i64, dur: u64) -> Usage {
-        if self.leaves.is_idle(v.index()) {
-            return Usage {
-                units_free: size,
-                jobs_free: XCHECK_TOTAL,
-            };
-        }
-        let peak = self.leaves.peak_during(v.index(), at, dur);
+        let peak = self.leaf_peak(v, size, at, dur);
         Usage {
             units_free: size - peak.units,
             jobs_free: XCHECK_TOTAL - peak.jobs,
@@ -361,7 +384,7 @@ impl SchedState {
     ) -> Result<(), MatchError> {
         let err = |e: shardsched_planner::PlannerError| MatchError::Internal(e.to_string());
         let i = self.inner_of[v.index()];
-        if i == LEAF {
+        if i & LEAF_BIT != 0 {
             let units = if exclusive { needs } else { 0 };
             out.push(SpanRef::Leaf(
                 v.0,
@@ -394,7 +417,7 @@ impl SchedState {
         out: &mut Vec<SpanRef>,
     ) -> Result<(), MatchError> {
         let i = self.inner_of[v.index()];
-        if i == LEAF {
+        if i & LEAF_BIT != 0 {
             return Ok(());
         }
         let Some(agg) = self.inner[i as usize].agg.as_mut() else {
@@ -425,9 +448,10 @@ impl SchedState {
     pub fn span_vertex(&self, s: SpanRef) -> VertexId {
         match s {
             SpanRef::Leaf(v, _) => VertexId(v),
-            SpanRef::Plan(i, _) | SpanRef::Xcheck(i, _) | SpanRef::Agg(i, _) => {
-                VertexId(self.inner_vertex[i as usize])
-            }
+            SpanRef::Plan(i, _)
+            | SpanRef::Xcheck(i, _)
+            | SpanRef::Agg(i, _)
+            | SpanRef::Cover(i, _) => VertexId(self.inner_vertex[i as usize]),
         }
     }
 
@@ -462,6 +486,7 @@ impl SchedState {
     pub fn remove(&mut self, s: SpanRef) -> Result<(), MatchError> {
         let r = match s {
             SpanRef::Leaf(_, id) => self.leaves.remove(id),
+            SpanRef::Cover(_, id) => self.covers.remove(id),
             SpanRef::Plan(i, id) => self.inner[i as usize].plans.rem_span(id),
             SpanRef::Xcheck(i, id) => self.inner[i as usize].xcheck.rem_span(id),
             SpanRef::Agg(i, id) => match self.inner[i as usize].agg.as_mut() {

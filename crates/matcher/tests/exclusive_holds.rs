@@ -137,3 +137,64 @@ fn committing_expanded_allocations_matches_a_plain_commit() {
         }
     }
 }
+
+#[test]
+fn leaves_of_whole_nodes_are_covered_and_answer_as_their_own_holds_would() {
+    for policy in ["first", "low", "hinodex"] {
+        let mut m = matcher(6, policy);
+        let jobs = [
+            spec(Some(2), None, 100),   // whole nodes: their leaves covered
+            spec(None, Some(5), 50),    // a few cores: held one by one
+            spec(Some(1), Some(2), 80), // a shared node, two cores
+            spec(Some(4), None, 30),    // more than is free now: a reservation
+        ];
+        for (i, js) in jobs.iter().enumerate() {
+            m.place(MatchOp::AllocateOrElseReserve, js, i as u64 + 1, 0)
+                .unwrap();
+        }
+        let g = &m.graph;
+        // Leaf holds only where a job holds some, not all, of a vertex's leaves.
+        let leaves_held: usize = m
+            .jobs()
+            .flat_map(|(_, j)| &j.alloc.vertices)
+            .filter(|av| g.children(av.v).is_empty())
+            .count();
+        assert!(
+            m.state.leaves.live_holds() < leaves_held / 2,
+            "{policy}: {} leaf holds for {leaves_held} leaves",
+            m.state.leaves.live_holds()
+        );
+        // The same calendars with every cover turned back into leaf holds answer alike.
+        let mut plain = m.state.clone();
+        for (_, j) in m.jobs() {
+            let mut spans = j.spans.clone();
+            plain.uncover(g, m.tree(), &mut spans).unwrap();
+            assert!(
+                spans
+                    .iter()
+                    .all(|s| !matches!(s, shardsched_matcher::SpanRef::Cover(..)))
+            );
+        }
+        assert!(plain.leaves.live_holds() >= leaves_held, "{policy}");
+        for v in g.vertices() {
+            for (at, dur) in [(0, 1), (0, 100), (20, 20), (49, 2), (99, 1), (100, 40)] {
+                assert_eq!(
+                    m.state.usage(v, g.size(v), at, dur),
+                    plain.usage(v, g.size(v), at, dur),
+                    "{policy} {} [{at}, +{dur})",
+                    g.path(v)
+                );
+                assert_eq!(
+                    m.state.untouched(v, at, dur),
+                    plain.untouched(v, at, dur),
+                    "{policy} {}",
+                    g.path(v)
+                );
+            }
+        }
+        for id in 1..=4 {
+            let _ = m.cancel(id);
+        }
+        assert_eq!(m.state, m.fresh_state(), "{policy}");
+    }
+}

@@ -100,6 +100,12 @@ impl Pools {
         })
     }
 
+    /// The hold `id` as (pool, start, end, units, jobs), if it is live.
+    pub fn hold(&self, id: HoldId) -> Option<(usize, i64, i64, i64, i64)> {
+        let h = self.holds.get(id.0 as usize)?;
+        (h.pool != NIL).then_some((h.pool as usize, h.start, h.end, h.units, h.jobs))
+    }
+
     /// Whether `pool` has no hold at all.
     #[inline]
     pub fn is_idle(&self, pool: usize) -> bool {

@@ -1,0 +1,155 @@
+//! Covers: one record standing for a full exclusive hold on every leaf child of a vertex.
+//!
+//! Why: Fluxion's update walk records a job on every vertex it takes, so a whole node costs
+//! a hold on each of its cores, gpus and memory pools (56 on the bench nodes), and
+//! recording them was a fifth of a large match. When a match takes *every* leaf child of an
+//! inner vertex exclusively with all its units, [`SchedState::hold_cover`] records one
+//! cover at the parent instead; every question about such a leaf (its units free, its job
+//! count, [`SchedState::untouched`]) reads its own holds *and* the covers at its parent, a
+//! cover counting as a hold of all the leaf's units and one job. So every per-vertex answer
+//! is the one the leaf's own holds gave, and a cancel removes the cover as it removed the
+//! holds. Where a job's records are edited vertex by vertex (partial cancel, a job id
+//! matched again) its covers are first turned back into leaf holds
+//! ([`SchedState::uncover`]). Where vertices share parents there are no covers.
+
+use shardsched_planner::PeakUse;
+use shardsched_resource::{ResourceGraph, VertexId};
+
+use super::{LEAF, LEAF_BIT, SchedState, SpanRef};
+use crate::MatchError;
+use crate::dfu::Tree;
+
+impl SchedState {
+    /// The inner index of the parent whose covers stand for holds on leaf `v`, if any.
+    #[inline]
+    pub fn cover_parent(&self, v: VertexId) -> Option<u32> {
+        let x = self.inner_of[v.index()];
+        (x & LEAF_BIT != 0 && x != LEAF).then_some(x & !LEAF_BIT)
+    }
+
+    /// The inner index of `v` when it is an inner vertex.
+    #[inline]
+    pub fn inner_index(&self, v: VertexId) -> Option<u32> {
+        let x = self.inner_of[v.index()];
+        (x & LEAF_BIT == 0).then_some(x)
+    }
+
+    /// How many leaf children a cover at inner index `i` stands for.
+    pub fn leaf_children(&self, i: u32) -> u32 {
+        self.leaf_children.get(i as usize).copied().unwrap_or(0)
+    }
+
+    /// Peak units and jobs of leaf `v` (of `size` units) during the window: its own holds
+    /// and the covers at its parent, each a hold of `size` units and one job.
+    #[inline]
+    pub(super) fn leaf_peak(&self, v: VertexId, size: i64, at: i64, dur: u64) -> PeakUse {
+        let own_idle = self.leaves.is_idle(v.index());
+        let cover = self
+            .cover_parent(v)
+            .filter(|&p| !self.covers.is_idle(p as usize));
+        let Some(p) = cover else {
+            if own_idle {
+                return PeakUse::default();
+            }
+            return self.leaves.peak_during(v.index(), at, dur);
+        };
+        let covered = self.covers.peak_during(p as usize, at, dur);
+        if own_idle || covered.jobs == 0 {
+            let own = if own_idle {
+                PeakUse::default()
+            } else {
+                self.leaves.peak_during(v.index(), at, dur)
+            };
+            if covered.jobs == 0 {
+                return own;
+            }
+            return PeakUse {
+                units: covered.jobs.saturating_mul(size),
+                jobs: covered.jobs,
+            };
+        }
+        // Both overlap the window: sweep them together.
+        let end = at.saturating_add(i64::try_from(dur).unwrap_or(i64::MAX));
+        let overlaps = |&(s, e, _, _): &(i64, i64, i64, i64)| s < end && at < e;
+        let holds: Vec<(i64, i64, i64, i64)> = self
+            .leaves
+            .iter(v.index())
+            .filter(overlaps)
+            .chain(
+                self.covers
+                    .iter(p as usize)
+                    .map(|(s, e, _, j)| (s, e, size.saturating_mul(j), j))
+                    .filter(overlaps),
+            )
+            .collect();
+        let mut peak = PeakUse::default();
+        for &(s, _, _, _) in &holds {
+            let t = s.max(at);
+            let mut here = PeakUse::default();
+            for &(s2, e2, u, j) in &holds {
+                if s2 <= t && t < e2 {
+                    here.units += u;
+                    here.jobs += j;
+                }
+            }
+            peak.units = peak.units.max(here.units);
+            peak.jobs = peak.jobs.max(here.jobs);
+        }
+        peak
+    }
+
+    /// Records a cover at inner index `i`: every leaf child held whole by one job.
+    pub fn hold_cover(
+        &mut self,
+        i: u32,
+        at: i64,
+        dur: u64,
+        out: &mut Vec<SpanRef>,
+    ) -> Result<(), MatchError> {
+        let id = self
+            .covers
+            .add(i as usize, at, dur, 1, 1)
+            .map_err(|e| MatchError::Internal(e.to_string()))?;
+        out.push(SpanRef::Cover(i, id));
+        Ok(())
+    }
+
+    /// Replaces every cover among `spans` by the holds it stands for (one per leaf child of
+    /// its vertex in `tree`, all its units, one job), in place.
+    pub fn uncover(
+        &mut self,
+        g: &ResourceGraph,
+        tree: &dyn Tree,
+        spans: &mut Vec<SpanRef>,
+    ) -> Result<(), MatchError> {
+        if !spans.iter().any(|s| matches!(s, SpanRef::Cover(..))) {
+            return Ok(());
+        }
+        let err = |e: shardsched_planner::PlannerError| MatchError::Internal(e.to_string());
+        let mut out = Vec::with_capacity(spans.len());
+        for &s in spans.iter() {
+            let SpanRef::Cover(i, id) = s else {
+                out.push(s);
+                continue;
+            };
+            let Some((_, start, end, _, _)) = self.covers.hold(id) else {
+                return Err(MatchError::Internal(format!("unknown cover at {i}")));
+            };
+            self.covers.remove(id).map_err(err)?;
+            let dur = u64::try_from(end - start).unwrap_or(0);
+            let parent = VertexId(self.inner_vertex[i as usize]);
+            for &c in tree.children(parent) {
+                if self.inner_of[c as usize] == LEAF_BIT | i {
+                    let c = VertexId(c);
+                    let hold = self
+                        .leaves
+                        .add(c.index(), start, dur, g.size(c), 1)
+                        .map_err(err)?;
+                    out.push(SpanRef::Leaf(c.0, hold));
+                }
+            }
+        }
+        *spans = out;
+        Ok(())
+    }
+}
