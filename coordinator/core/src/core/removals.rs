@@ -29,6 +29,7 @@ use std::collections::BTreeMap;
 
 use shardsched_wire::msg::{JobsQuery, MoveId, Refusal, RefusalCode, UserFilter, coord_shard};
 
+mod end;
 #[cfg(test)]
 mod tests;
 
@@ -195,6 +196,11 @@ impl Core {
                 continue;
             };
             if self.move_finished(move_id) {
+                // Its shards as they are now: one may have reconnected during the move.
+                let queues = self.removals.active.get(&id).map(|r| self.shards_of(r));
+                if let (Some(r), Some(queues)) = (self.removals.active.get_mut(&id), queues) {
+                    r.queues = queues;
+                }
                 self.removal_went(now_ms, id, Ok(Phase::Asking { at: 0, sent: false }));
             } else if now_ms >= deadline_ms {
                 let Some(r) = self.removals.active.remove(&id) else {
@@ -350,6 +356,22 @@ impl Core {
         }
     }
 
+    /// Each of `queues` with its shard's connection now, if connected.
+    fn with_shards(&self, queues: Vec<String>) -> Vec<(String, Option<ConnId>)> {
+        queues
+            .into_iter()
+            .map(|q| {
+                let conn = self.shard(&q).map(|l| l.conn);
+                (q, conn)
+            })
+            .collect()
+    }
+
+    /// The queues of `r` with their shards' connections now.
+    fn shards_of(&self, r: &Removal) -> Vec<(String, Option<ConnId>)> {
+        self.with_shards(r.queues.iter().map(|(q, _)| q.clone()).collect())
+    }
+
     fn check_removals_room(&self) -> Result<(), Refusal> {
         if self.removals.active.len() >= REMOVALS_MAX {
             return Err(Refusal::new(
@@ -371,13 +393,7 @@ impl Core {
             Change::Remove(queue) => vec![queue.clone()],
             Change::Reload(file) => self.removed_by(file),
         };
-        let queues = names
-            .into_iter()
-            .map(|q| {
-                let conn = self.shard(&q).map(|l| l.conn);
-                (q, conn)
-            })
-            .collect();
+        let queues = self.with_shards(names);
         self.removals.next_id += 1;
         let id = RemovalId(self.removals.next_id);
         let removal = Removal {
@@ -442,77 +458,6 @@ impl Core {
                 _ => return,
             }
         }
-    }
-
-    /// Ends removal `id`: with its change made when `held` is `Ok` (and the change is
-    /// accepted), else refused, its held queues given their state back.
-    fn end_removal(&mut self, id: RemovalId, held: Result<(), Refusal>, now_ms: u64) {
-        let Some(r) = self.removals.active.remove(&id) else {
-            return;
-        };
-        // A shard that re-registered since it was held may have taken submissions again.
-        let still_held = r
-            .held
-            .iter()
-            .all(|(queue, conn)| self.shard(queue).is_some_and(|l| l.conn == *conn));
-        let held = held.and_then(|()| {
-            if still_held {
-                Ok(())
-            } else {
-                Err(Refusal::new(
-                    RefusalCode::Unavailable,
-                    "a removed queue's shard reconnected during the removal; ask again",
-                ))
-            }
-        });
-        if held.is_ok() {
-            for (queue, _) in &r.held {
-                self.saw_idle(queue);
-            }
-        }
-        let done = held.and_then(|()| match r.change {
-            Change::Remove(queue) => self.remove_queue(now_ms, &queue, None),
-            Change::Reload(file) => self.reload(*file),
-        });
-        let (outcome, re_enable) = match done {
-            Ok(done) => {
-                let done = match r.giving {
-                    Some(mut giving) => {
-                        giving.changes.extend(done.changes);
-                        giving.restart = done.restart;
-                        giving.stop = done.stop;
-                        giving.journal |= done.journal;
-                        giving
-                    }
-                    None => done,
-                };
-                (Ok(done), Vec::new())
-            }
-            Err(refusal) => {
-                // Only shards still on the connection that held them: one that
-                // reconnected takes its state from its registration.
-                let re_enable = r
-                    .held
-                    .iter()
-                    .filter(|(queue, conn)| self.shard(queue).is_some_and(|l| l.conn == *conn))
-                    .filter_map(|(queue, conn)| {
-                        let (enabled, started) = self.queue_flags(queue)?;
-                        Some(QueueCommand {
-                            queue: queue.clone(),
-                            conn: *conn,
-                            enabled,
-                            started,
-                        })
-                    })
-                    .collect();
-                (Err(refusal), re_enable)
-            }
-        };
-        self.removals.done.push(RemovalDone {
-            removal: id,
-            outcome,
-            re_enable,
-        });
     }
 }
 
