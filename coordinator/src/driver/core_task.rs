@@ -6,12 +6,14 @@
 //! loop:
 //!   wait for an event, or the next wakeup (a move's re-send or deadline, a removal's wait)
 //!   take it and every event already queued (≤ BATCH_EVENTS_MAX): dispatch each to the core
-//!   core.moves_tick(now); removals waiting for their move go on or give up
+//!   core.moves_tick(now); core.removals_tick(now) (a removal waiting for its move goes
+//!   on or gives up); the removals that ended are answered (after the write)
 //!   write = core.journal_take() → journal.write(write) (group commit, fsync)
 //!                                → core.journal_done(write)      a failed write stops here
 //!   routes.store(core.routes())   if the epoch moved
 //!   the batch's answers, commands queued on the shards' links, follow-up tasks
 //!   core.moves_to_send() → one task per command; its answer comes back as an event
+//!   core.removals_to_send() → likewise (on the shard's ordered link, or a history pull)
 //! ```
 //!
 //! No answer leaves before the journal holds what it depends on, and the journal is
@@ -33,12 +35,12 @@ use shardsched_telemetry::logs::move_span;
 use tokio::sync::mpsc;
 use tracing::Instrument as _;
 
-use super::event::{AgentReply, ClientReply, Event, Removal, ShardReply};
+use super::event::{AgentReply, ClientReply, Event, ShardReply};
 use super::followups::{self, Tell};
 use super::link::Link;
 use super::telemetry::Counters;
 use super::{BATCH_EVENTS_MAX, DriverError, SHARD_COMMAND_TIMEOUT, now_ms};
-use crate::core::{AgentCommand, ConnId, Core, MoveCommand, NodeFlag, Reconfig};
+use crate::core::{AgentCommand, ConnId, Core, MoveCommand, NodeFlag, Reconfig, RemovalId};
 use crate::journal::CoordJournal;
 
 /// A follow-up task, spawned once its batch is durable.
@@ -66,15 +68,6 @@ pub(super) enum After {
     Spawn(Task),
 }
 
-/// `queue remove --give-to`: the removal waits for the move of its nodes.
-pub(super) struct RemovalWait {
-    pub(super) move_id: shardsched_proto::msg::MoveId,
-    /// Past this (ms since the Unix epoch), the admin is answered without the removal.
-    pub(super) deadline_ms: u64,
-    pub(super) queue: String,
-    pub(super) removal: Removal,
-}
-
 /// See the module documentation.
 pub(super) struct CoreTask {
     pub(super) core: Core,
@@ -86,8 +79,8 @@ pub(super) struct CoreTask {
     pub(super) agent_sessions: HashMap<ConnId, shardsched_proto::Session>,
     /// The core task's own queue, for follow-up tasks' continuations and move answers.
     pub(super) events: mpsc::Sender<Event>,
-    /// Removals waiting for their move.
-    pub(super) waiting: Vec<RemovalWait>,
+    /// Removals under way in the core, with whom to answer.
+    pub(super) removals: HashMap<RemovalId, (shardsched_proto::Peer, ClientReply)>,
     /// What the current batch does once durable.
     pub(super) after: Vec<After>,
     /// What the driver counts for `/metrics`.
@@ -113,7 +106,7 @@ impl CoreTask {
             links: HashMap::new(),
             agent_sessions: HashMap::new(),
             events,
-            waiting: Vec::new(),
+            removals: HashMap::new(),
             after: Vec::new(),
             counters: Counters::default(),
             history,
@@ -149,7 +142,8 @@ impl CoreTask {
             self.core.moves_tick(now);
             let silent = self.core.agents_tick(now);
             self.node_flag_changed(NodeFlag::Down, true, silent);
-            self.removals_waiting(now);
+            self.core.removals_tick(now);
+            self.removals_ended();
             self.commit().await?;
             if self.core.epoch() != epoch {
                 self.routes.store(Arc::new(self.core.routes()));
@@ -228,6 +222,12 @@ impl CoreTask {
             let session = link.session().clone();
             tokio::spawn(send_move_command(session, command, self.events.clone()));
         }
+        for command in self.core.removals_to_send() {
+            let link = self.links.get(&command.conn).cloned();
+            let history = (self.history.store(), self.history.pulling());
+            let step = followups::removal_step(command, link, history, self.events.clone());
+            tokio::spawn(step);
+        }
     }
 
     /// Queues each command on its shard's link (in order); those whose shard is gone are
@@ -249,7 +249,7 @@ impl CoreTask {
     /// When the loop next has work without an event: a move's re-send or deadline, a
     /// removal's wait running out, or an agent reaching the heartbeat timeout.
     fn next_wakeup_ms(&self) -> Option<u64> {
-        let waits = self.waiting.iter().map(|w| w.deadline_ms);
+        let waits = self.core.removals_next_wakeup();
         let agents = self.core.agents_next_wakeup();
         self.core
             .moves_next_wakeup()
@@ -257,29 +257,6 @@ impl CoreTask {
             .chain(waits)
             .chain(agents)
             .min()
-    }
-
-    /// Removals whose move is done go on to remove their queue; those past their wait are
-    /// answered with what to type later.
-    fn removals_waiting(&mut self, now: u64) {
-        let mut still = Vec::new();
-        for wait in std::mem::take(&mut self.waiting) {
-            if self.core.move_finished(wait.move_id) {
-                let queue = wait.queue.clone();
-                self.hold_removals(wait.removal, &[queue]);
-            } else if now >= wait.deadline_ms {
-                let mut giving = wait.removal.giving.unwrap_or_default();
-                giving.changes.push(format!(
-                    "move {} is not done yet: `shardsched queue remove {}` removes the queue \
-                     once `shardsched queue moves` shows it completed",
-                    wait.move_id.0, wait.queue
-                ));
-                self.table_changed(&wait.removal.peer, giving, wait.removal.reply);
-            } else {
-                still.push(wait);
-            }
-        }
-        self.waiting = still;
     }
 
     /// Answers a queue table change once durable, after telling the shards it stops and

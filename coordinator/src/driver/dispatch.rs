@@ -12,12 +12,11 @@ use shardsched_proto::msg::shard_coord::{self, Response as ShardResponse};
 use shardsched_proto::msg::{Refusal, RefusalCode, node_coord};
 use shardsched_proto::{Peer, Reply};
 
-use super::REMOVE_MOVE_WAIT;
-use super::core_task::{After, CoreTask, RemovalWait};
-use super::event::{ClientReply, Event, Held, Registration, Removal, TableChange};
-use super::followups::{self, HoldStep, Tell};
+use super::core_task::{After, CoreTask};
+use super::event::{ClientReply, Event, Registration};
+use super::followups::{self, Tell};
 use crate::core::{
-    AgentFlags, ConnId, FlagPlan, NodeFlag, RegisterError, Registering, flag_commands,
+    AgentFlags, Begun, ConnId, FlagPlan, NodeFlag, RegisterError, Registering, flag_commands,
 };
 
 impl CoreTask {
@@ -104,24 +103,20 @@ impl CoreTask {
                 holder,
                 registration,
             } => self.holder_probed(now, alive, holder, registration),
-            Event::RemovalsHeld {
-                removal,
-                held,
-                outcome,
-            } => self.removals_held(now, removal, held, outcome),
-            Event::ConfigRead { peer, file, reply } => match file {
-                Ok(file) => {
-                    let names = self.core.removed_by(&file);
-                    let removal = Removal {
-                        peer,
-                        change: TableChange::Reload(Box::new(file)),
-                        giving: None,
-                        reply,
-                    };
-                    self.hold_removals(removal, &names);
+            Event::RemovalAnswer { removal, answer } => {
+                self.core.removal_answer(now, removal, answer);
+            }
+            Event::HistoryPulled { removal, pulled } => {
+                self.core.removal_pulled(now, removal, pulled);
+            }
+            Event::ConfigRead { peer, file, reply } => {
+                match file.and_then(|file| self.core.begin_reload(now, file)) {
+                    Ok(removal) => {
+                        self.removals.insert(removal, (peer, reply));
+                    }
+                    Err(refusal) => self.answer(reply, Err(refusal)),
                 }
-                Err(refusal) => self.answer(reply, Err(refusal)),
-            },
+            }
             Event::Status { reply } => {
                 // The views as of this batch, sent once what they show is durable.
                 let status = super::telemetry::cluster_status(&self.core, now);
@@ -472,8 +467,11 @@ impl CoreTask {
         }
     }
 
-    /// `queue remove Q [--give-to R]`. A queue that owns nodes and has somewhere to give
-    /// them has them moved first; the removal waits for that move ([`REMOVE_MOVE_WAIT`]).
+    /// `queue remove Q [--give-to R]`: begun in the core ([`Core::begin_remove`]); its
+    /// end comes through [`Core::removals_done`] at the end of a batch.
+    ///
+    /// [`Core::begin_remove`]: crate::core::Core::begin_remove
+    /// [`Core::removals_done`]: crate::core::Core::removals_done
     fn remove_queue(
         &mut self,
         now: u64,
@@ -482,102 +480,32 @@ impl CoreTask {
         give_to: Option<String>,
         reply: ClientReply,
     ) {
-        if let Err(refusal) = self.core.check_remove_request(&queue, give_to.as_deref()) {
-            return self.answer(reply, Err(refusal));
-        }
-        let removal = Removal {
-            peer,
-            change: TableChange::Remove(queue.clone()),
-            giving: None,
-            reply,
-        };
-        if give_to.is_none() || self.core.owned_by(&queue).is_empty() {
-            return self.hold_removals(removal, &[queue]);
-        }
-        let giving = match self.core.remove_queue(now, &queue, give_to.as_deref()) {
-            Ok(giving) => giving,
-            Err(refusal) => return self.answer(removal.reply, Err(refusal)),
-        };
-        let Some(move_id) = giving.move_id else {
-            return self.table_changed(&removal.peer, giving, removal.reply);
-        };
-        let wait_ms = u64::try_from(REMOVE_MOVE_WAIT.as_millis()).unwrap_or(u64::MAX);
-        self.waiting.push(RemovalWait {
-            move_id,
-            deadline_ms: now.saturating_add(wait_ms),
-            queue,
-            removal: Removal {
-                giving: Some(giving),
-                ..removal
-            },
-        });
-    }
-
-    /// Starts a removal's checks at the shards of `queues` ([`followups::hold_removals`]),
-    /// with the core's own checks as they stand now.
-    pub(super) fn hold_removals(&mut self, removal: Removal, queues: &[String]) {
-        let steps = queues
-            .iter()
-            .map(|queue| {
-                let conn = self.core.shard(queue).map(|l| l.conn);
-                HoldStep {
-                    queue: queue.clone(),
-                    link: conn.and_then(|c| Some((c, self.links.get(&c)?.clone()))),
-                    removable: self.core.check_removable(queue),
-                }
-            })
-            .collect();
-        let history = (self.history.store(), self.history.pulling());
-        let task = followups::hold_removals(steps, removal, history, self.events.clone());
-        self.after.push(After::Spawn(Box::pin(task)));
-    }
-
-    /// The removal's shards are held (or one refused): the core decides, and a refused
-    /// removal gives the held queues their state back.
-    fn removals_held(
-        &mut self,
-        now: u64,
-        removal: Removal,
-        held: Vec<Held>,
-        outcome: Result<(), Refusal>,
-    ) {
-        for h in &held {
-            self.core.saw_idle(&h.queue);
-        }
-        let Removal {
-            peer,
-            change,
-            giving,
-            reply,
-        } = removal;
-        let done = outcome.and_then(|()| match change {
-            TableChange::Remove(queue) => self.core.remove_queue(now, &queue, None),
-            TableChange::Reload(file) => self.core.reload(*file),
-        });
-        match done {
-            Ok(done) => {
-                let done = match giving {
-                    Some(mut giving) => {
-                        giving.changes.extend(done.changes);
-                        giving.restart = done.restart;
-                        giving.stop = done.stop;
-                        giving.journal |= done.journal;
-                        giving
-                    }
-                    None => done,
-                };
-                self.table_changed(&peer, done, reply);
+        match self.core.begin_remove(now, &queue, give_to.as_deref()) {
+            Ok(Begun::Done(done)) => self.table_changed(&peer, done, reply),
+            Ok(Begun::Pending(removal)) => {
+                self.removals.insert(removal, (peer, reply));
             }
-            Err(refusal) => {
-                let commands = held
-                    .iter()
-                    .filter_map(|h| Some(Tell::re_enable(h, self.core.queue_flags(&h.queue)?)))
-                    .collect();
-                self.after.push(After::Tell {
-                    commands,
-                    reply,
-                    answer: Err(refusal),
-                });
+            Err(refusal) => self.answer(reply, Err(refusal)),
+        }
+    }
+
+    /// Removals that ended in this batch: the admin is answered once the shards were told
+    /// the change (or, refused, their queues' state back).
+    pub(super) fn removals_ended(&mut self) {
+        for done in self.core.removals_done() {
+            let Some((peer, reply)) = self.removals.remove(&done.removal) else {
+                continue;
+            };
+            match done.outcome {
+                Ok(change) => self.table_changed(&peer, change, reply),
+                Err(refusal) => {
+                    let commands = done.re_enable.iter().map(Tell::re_enable).collect();
+                    self.after.push(After::Tell {
+                        commands,
+                        reply,
+                        answer: Err(refusal),
+                    });
+                }
             }
         }
     }

@@ -10,7 +10,7 @@ use shardsched_proto::{Peer, Reply, Session};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::Config;
-use crate::core::{ConnId, MoveCommand, Reconfig};
+use crate::core::{ConnId, MoveCommand, RemovalId};
 
 /// Where a shard's answer goes.
 pub(super) type ShardReply = oneshot::Sender<Reply<ShardResponse>>;
@@ -64,12 +64,15 @@ pub(super) enum Event {
         holder: ConnId,
         registration: Registration,
     },
-    /// The shards of the queues a removal takes away were checked for jobs and disabled
-    /// (those in `held`), or one refused (`outcome`).
-    RemovalsHeld {
-        removal: Removal,
-        held: Vec<Held>,
-        outcome: Result<(), Refusal>,
+    /// A shard answered a removal's step (or did not: why).
+    RemovalAnswer {
+        removal: RemovalId,
+        answer: Result<coord_shard::Response, Refusal>,
+    },
+    /// A removed queue's finished jobs were pulled into the history store (or not: why).
+    HistoryPulled {
+        removal: RemovalId,
+        pulled: Result<(), Refusal>,
     },
     /// The configuration file was read again for a reload.
     ConfigRead {
@@ -90,30 +93,6 @@ pub(super) struct Registration {
     pub(super) peer: Peer,
     pub(super) register: Register,
     pub(super) reply: ShardReply,
-}
-
-/// A queue table change that removes queues, kept while their shards are checked.
-pub(super) struct Removal {
-    pub(super) peer: Peer,
-    pub(super) change: TableChange,
-    /// The first half of `queue remove --give-to`: the move of the queue's nodes, done.
-    pub(super) giving: Option<Reconfig>,
-    pub(super) reply: ClientReply,
-}
-
-/// The change a [`Removal`] makes once its shards are held.
-pub(super) enum TableChange {
-    /// `queue remove QUEUE`.
-    Remove(String),
-    /// `reload`, with the file read again.
-    Reload(Box<Config>),
-}
-
-/// A removed queue's shard, disabled while it held no job; given the core's state for the
-/// queue back if the removal is refused after all.
-pub(super) struct Held {
-    pub(super) queue: String,
-    pub(super) conn: ConnId,
 }
 
 /// Queues `event` for the core task and waits for the answer `make` arranges; the answer

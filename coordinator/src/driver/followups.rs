@@ -1,6 +1,7 @@
 //! The driver's waiting, done outside the core task: telling shards and answering once
-//! they acknowledged, the `jobs` fan-out, dry runs, liveness probes, a removal's checks at
-//! the shards, and reading the configuration file again. None of these touches the core;
+//! they acknowledged, the `jobs` fan-out, dry runs, liveness probes, a removal's steps at
+//! the shards (decided by the core: [`crate::core::RemovalCommand`]), and reading the
+//! configuration file again. None of these touches the core;
 //! those that must come back to it send an [`Event`].
 
 use std::path::Path;
@@ -12,12 +13,12 @@ use shardsched_proto::{Error, Reply, Session};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
-use super::event::{ClientReply, Event, Held, Removal};
+use super::event::{ClientReply, Event};
 use super::history;
 use super::link::{self, Answer, Link, answer_of};
 use super::{FANOUT_TIMEOUT, SHARD_COMMAND_TIMEOUT, SHARD_PROBE_TIMEOUT};
 use crate::config::{Config, DEFAULT_CONFIG_ORIGIN};
-use crate::core::{ConnId, JobsPlan, merge_jobs};
+use crate::core::{ConnId, JobsPlan, QueueCommand, RemovalCommand, RemovalStep, merge_jobs};
 use crate::history::HistoryStore;
 
 /// One command for a shard's ordered queue, and how to log what came of it.
@@ -65,12 +66,14 @@ impl Tell {
         Tell::new(queue, conn, request, TellKind::Restart)
     }
 
-    /// A queue held for a removal that was refused, given its state back: `flags`, the
-    /// core's `(enabled, started)` for it now.
-    pub(super) fn re_enable(held: &Held, flags: (bool, bool)) -> Tell {
-        let (enabled, started) = flags;
-        let request = coord_shard::Request::SetQueueState { enabled, started };
-        Tell::new(&held.queue, held.conn, request, TellKind::ReEnable)
+    /// A queue held for a removal that was refused, given its state back.
+    pub(super) fn re_enable(command: &QueueCommand) -> Tell {
+        Tell::new(
+            &command.queue,
+            command.conn,
+            command.request(),
+            TellKind::ReEnable,
+        )
     }
 
     fn new(queue: &str, conn: ConnId, request: coord_shard::Request, kind: TellKind) -> Tell {
@@ -224,88 +227,46 @@ pub(super) async fn alive(session: Session) -> bool {
     )
 }
 
-/// One queue a removal takes away, as the core saw it when the removal arrived.
-pub(super) struct HoldStep {
-    pub(super) queue: String,
-    /// Its shard, if connected.
-    pub(super) link: Option<(ConnId, Link)>,
-    /// The core's checks that need no shard (owned nodes, moves).
-    pub(super) removable: Result<(), Refusal>,
-}
-
-/// How many live jobs the removal check asks a shard for (any is too many).
-const LIVE_JOBS_ASKED: u32 = 1;
-
-/// A removal's checks at the shards: each queue to remove is refused while its shard holds
-/// a pending or running job (asked of the shard, not read from a report) or the core's
-/// checks fail; then each is disabled at its shard if, and only if, it still holds no job
-/// (`DisableIfIdle`, one step at the shard, so no submit slips in between). Reports back
-/// which were disabled. A disabled queue's finished jobs are pulled into the history store
-/// then, so they outlive it.
-pub(super) async fn hold_removals(
-    steps: Vec<HoldStep>,
-    removal: Removal,
+/// Carries out one step of a removal ([`RemovalStep`]) and hands its outcome back to the
+/// core task. `link`: the shard's, if still connected.
+pub(super) async fn removal_step(
+    command: RemovalCommand,
+    link: Option<Link>,
     (store, pulling): (Arc<HistoryStore>, Arc<tokio::sync::Mutex<()>>),
     events: mpsc::Sender<Event>,
 ) {
-    let mut held = Vec::new();
-    let outcome = async {
-        for step in &steps {
-            if let Some((_, link)) = &step.link {
-                refuse_if_jobs(&step.queue, link).await?;
-            }
-            step.removable.clone()?;
-        }
-        for step in &steps {
-            // Offline: the core refuses the removal.
-            let Some((conn, link)) = &step.link else {
-                continue;
-            };
-            answer_of(link.send_ordered(coord_shard::Request::DisableIfIdle)).await?;
-            held.push(Held {
-                queue: step.queue.clone(),
-                conn: *conn,
-            });
-            // Its finished jobs into the history before the queue goes: none can end
-            // after this (it holds none now, and takes no more).
-            history::pull(&step.queue, link.session(), &store, &pulling).await?;
-        }
-        Ok(())
-    }
-    .await;
-    let _ = events
-        .send(Event::RemovalsHeld {
-            removal,
-            held,
-            outcome,
-        })
-        .await;
-}
-
-/// Refuses while `queue`'s shard holds a pending or running job. Read-only.
-async fn refuse_if_jobs(queue: &str, link: &Link) -> Result<(), Refusal> {
-    let query = coord_shard::Request::Jobs(JobsQuery {
-        queue: None,
-        user: UserFilter::All,
-        include_inactive: false,
-        limit: LIVE_JOBS_ASKED,
-        states: Vec::new(),
-        name: None,
-    });
-    match answer_of(link.send_ordered(query)).await? {
-        coord_shard::Response::Jobs(list) if list.jobs.is_empty() && !list.truncated => Ok(()),
-        coord_shard::Response::Jobs(_) => Err(Refusal::new(
-            RefusalCode::Policy,
-            format!(
-                "queue {queue} has jobs (pending or running): cancel them or wait for them to \
-                 end (jobs cannot move between queues)"
-            ),
-        )),
-        other => Err(Refusal::new(
+    let removal = command.removal;
+    let Some(link) = link else {
+        let gone = Refusal::new(
             RefusalCode::Unavailable,
-            format!("queue {queue}'s shard answered a job list with {other:?}"),
-        )),
-    }
+            format!("queue {}'s shard is not connected", command.queue),
+        );
+        let event = match command.step {
+            RemovalStep::Ask(_) => Event::RemovalAnswer {
+                removal,
+                answer: Err(gone),
+            },
+            RemovalStep::PullHistory => Event::HistoryPulled {
+                removal,
+                pulled: Err(gone),
+            },
+        };
+        let _ = events.send(event).await;
+        return;
+    };
+    let event = match command.step {
+        RemovalStep::Ask(request) => Event::RemovalAnswer {
+            removal,
+            answer: answer_of(link.send_ordered(request)).await,
+        },
+        // Its finished jobs into the history before the queue goes: none can end after
+        // this (it holds none now, and takes no more).
+        RemovalStep::PullHistory => Event::HistoryPulled {
+            removal,
+            pulled: history::pull(&command.queue, link.session(), &store, &pulling).await,
+        },
+    };
+    let _ = events.send(event).await;
 }
 
 /// Reads the configuration file again (the embedded default when it started with none)

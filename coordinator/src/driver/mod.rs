@@ -89,10 +89,6 @@ pub const FANOUT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const SHARD_COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long shutdown waits for connections to close cleanly.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
-/// How long `queue remove --give-to` waits for its move before it answers. The queue has
-/// no job, so its nodes are idle and the move takes a few round trips; past this, the
-/// admin is told to remove it again once the move is done.
-pub const REMOVE_MOVE_WAIT: Duration = Duration::from_secs(10);
 
 /// Where the coordinator listens and keeps its state.
 #[derive(Clone, Debug)]

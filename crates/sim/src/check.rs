@@ -12,7 +12,7 @@
 //! | I1 | no node is up in two shards |
 //! | I2 | no node is up in a shard while another shard's running job holds it |
 //! | I3 | no shard has seen a generation the coordinator's journal does not hold (fencing); the coordinator core's `invariants()`; after healing, every move finished and every node up in exactly its owner, nowhere half-moved |
-//! | I4 | no node runs two jobs in one shard (jobs take whole nodes); every acknowledged job is in its shard (core or journal) until it ended, and one key is one job; each shard core's `invariants()`, and each restart's restore |
+//! | I4 | no node runs two jobs in one shard (jobs take whole nodes); every acknowledged job is in its shard (core or journal) until it ended, and one key is one job; no queue is removed (`queue remove`, `reload`) while an acknowledged job of it has not ended; each shard core's `invariants()`, and each restart's restore |
 //! | I5 | a running job keeps its start and nodes until it ends, and ends only at its planned end, by its owner's cancel, by a node an admin marked down, or by a move's deadline on one of its nodes |
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -150,6 +150,9 @@ pub(crate) struct Checker {
     pub(crate) deadline_cancels: u64,
     /// What the last check of each shard found, by queue.
     shards: BTreeMap<String, Summary>,
+    /// Queues removed from the coordinator's table (`queue remove`, `reload`) whose shard
+    /// was stopped: none of their acknowledged jobs may still be pending or running.
+    removed: BTreeSet<String>,
 }
 
 /// What the checks across shards need of one shard, as last checked.
@@ -186,6 +189,16 @@ impl Checker {
     /// An admin asked to mark `node` down.
     pub(crate) fn down_asked(&mut self, node: &str) {
         self.downs.insert(node.to_owned());
+    }
+
+    /// `queue`'s shard was stopped: the coordinator's table no longer has it.
+    pub(crate) fn queue_removed(&mut self, queue: &str) {
+        self.removed.insert(queue.to_owned());
+    }
+
+    /// `queue` has a shard again (added back under the same name).
+    pub(crate) fn queue_added(&mut self, queue: &str) {
+        self.removed.remove(queue);
     }
 
     /// Whether move `id` was seen already.
@@ -228,6 +241,15 @@ impl Checker {
                     return Err(broken(
                         Invariant::I4,
                         format!("job {id} was acknowledged by {queue} but {queue} has lost it"),
+                    ));
+                }
+                if !seen_ended && self.removed.contains(queue) {
+                    return Err(broken(
+                        Invariant::I4,
+                        format!(
+                            "queue {queue} was removed while its acknowledged job {id} had \
+                             not ended"
+                        ),
                     ));
                 }
             }

@@ -14,8 +14,9 @@ use shardsched_wire::msg::{JobId, QueuePolicy};
 use shardsched_wire::rpc::Reply;
 
 use crate::check::{Invariant, Violation, broken};
-use crate::coord::Admin;
-use crate::setup::hostlist;
+use crate::coord::{Admin, ReloadFile};
+use crate::setup::{POLICIES, TableQueue, config_file, hostlist};
+use shardsched_coordinator_core::Config;
 
 /// The users submitting.
 const USERS: [&str; 2] = ["alice", "bob"];
@@ -191,13 +192,34 @@ pub(crate) fn admin(rng: &mut ChaCha8Rng, core: &Core, nodes: &[String]) -> Opti
                 reason: "sim".to_owned(),
             }
         }
-        88..94 => Admin::Add(QueueSpec {
+        88..91 => Admin::Add(QueueSpec {
             name: format!("q{}", core.config().queues.len() + rng.random_range(0..3)),
             nodes: Some(random_nodes(rng, nodes.len())),
             policy: Some(policy(rng)),
             stopped: rng.random_bool(0.3),
             ..spec_defaults()
         }),
+        91..94 => {
+            // Mostly a queue that owns nothing (one that owns nodes is refused unless it
+            // gives them away).
+            let idle: Vec<&String> = queues
+                .iter()
+                .filter(|q| core.owned_by(q).is_empty())
+                .collect();
+            let queue = match idle.choose(rng) {
+                Some(q) if rng.random_bool(0.7) => (*q).clone(),
+                _ => queue,
+            };
+            let give_to = queues
+                .iter()
+                .filter(|q| **q != queue)
+                .collect::<Vec<_>>()
+                .choose(rng)
+                .map(|q| (*q).clone())
+                .filter(|_| !core.owned_by(&queue).is_empty() || rng.random_bool(0.3));
+            Admin::Remove { queue, give_to }
+        }
+        94..96 => Admin::Reload(ReloadFile(Box::new(reload_file(rng, core, nodes)?))),
         _ => Admin::Update(QueueSpec {
             name: queue,
             nodes: rng.random_bool(0.5).then(|| random_nodes(rng, nodes.len())),
@@ -206,6 +228,59 @@ pub(crate) fn admin(rng: &mut ChaCha8Rng, core: &Core, nodes: &[String]) -> Opti
             ..spec_defaults()
         }),
     })
+}
+
+/// The configuration file as an admin edits it before `reload`: the same cluster; queues
+/// that own nothing may go (never the default `q0`), a new one may come; each kept queue's
+/// definition keeps the nodes it owns (else the reload is refused) and may lose or gain
+/// others, overlapping other queues'.
+fn reload_file(rng: &mut ChaCha8Rng, core: &Core, nodes: &[String]) -> Option<Config> {
+    let index = |name: &str| nodes.iter().position(|n| n == name);
+    let mut queues = Vec::new();
+    for q in &core.config().queues {
+        let owned: Vec<usize> = core
+            .owned_by(&q.name)
+            .iter()
+            .filter_map(|n| index(n))
+            .collect();
+        if q.name != "q0" && owned.is_empty() && rng.random_bool(0.5) {
+            continue;
+        }
+        let mut definition: Vec<usize> = (0..nodes.len())
+            .filter(|n| {
+                owned.contains(n)
+                    || (q.definition.contains(n) && rng.random_bool(0.8))
+                    || rng.random_bool(0.15)
+            })
+            .collect();
+        if definition.is_empty() {
+            definition.push(rng.random_range(0..nodes.len()));
+        }
+        queues.push(TableQueue {
+            name: q.name.clone(),
+            definition,
+            policy: POLICIES.choose(rng).copied().unwrap_or("fcfs"),
+            started: q.started,
+        });
+    }
+    if rng.random_bool(0.3) {
+        let name = format!("q{}", core.config().queues.len() + rng.random_range(0..3));
+        if !queues.iter().any(|q| q.name == name) {
+            let mut definition: Vec<usize> =
+                (0..nodes.len()).filter(|_| rng.random_bool(0.5)).collect();
+            if definition.is_empty() {
+                definition.push(rng.random_range(0..nodes.len()));
+            }
+            queues.push(TableQueue {
+                name,
+                definition,
+                policy: POLICIES.choose(rng).copied().unwrap_or("fcfs"),
+                started: rng.random_bool(0.75),
+            });
+        }
+    }
+    queues.sort_by(|a, b| a.name.cmp(&b.name));
+    config_file(nodes.len(), &queues).ok()
 }
 
 /// A random non-empty hostlist of the cluster's nodes.

@@ -15,12 +15,13 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use shardsched_coordinator_core::Config;
 use shardsched_coordinator_core::core::{
-    ConnId, Core, NodeFlag, Reconfig, RegisterError, Registering, flag_commands,
+    Begun, ConnId, Core, NodeFlag, Reconfig, RegisterError, Registering, RemovalDone, RemovalId,
+    RemovalStep, flag_commands,
 };
 use shardsched_coordinator_core::records::Durable;
 use shardsched_wire::msg::client_coord::{QueueAdmin, QueueSpec};
 use shardsched_wire::msg::shard_coord::{self, Register};
-use shardsched_wire::msg::{MoveId, Refusal, coord_shard};
+use shardsched_wire::msg::{MoveId, Refusal, RefusalCode, coord_shard};
 use shardsched_wire::rpc::Reply;
 
 use crate::net::{Body, Packet};
@@ -56,6 +57,29 @@ pub(crate) enum Admin {
     Add(QueueSpec),
     /// `queue update`.
     Update(QueueSpec),
+    /// `queue remove QUEUE [--give-to R]`.
+    Remove {
+        queue: String,
+        give_to: Option<String>,
+    },
+    /// `reload`, the file edited to this.
+    Reload(ReloadFile),
+}
+
+/// The configuration file a `reload` reads; shown by its queues in the trace.
+#[derive(Clone)]
+pub(crate) struct ReloadFile(pub(crate) Box<Config>);
+
+impl std::fmt::Debug for ReloadFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let queues: Vec<(&str, &[usize])> = self
+            .0
+            .queues
+            .iter()
+            .map(|q| (q.name.as_str(), q.definition.as_slice()))
+            .collect();
+        write!(f, "{queues:?}")
+    }
 }
 
 /// One input of the coordinator's core task.
@@ -67,6 +91,10 @@ pub(crate) enum CoordEvent {
     Closed(ConnId),
     /// An admin's request.
     Admin(Admin),
+    /// A removal's step that needs no shard answer came back: its history pull (the
+    /// simulator keeps no history store: the checker's ledger accounts for a removed
+    /// queue's jobs), or an ask for a shard no longer connected.
+    RemovalStep(RemovalId, Result<(), Refusal>, bool),
 }
 
 /// What a batch hands to the world once it is durable.
@@ -76,12 +104,13 @@ pub(crate) struct CoordOut {
     pub(crate) lines: Vec<String>,
 }
 
-/// A connected shard's ordered commands (the driver's `Link`).
+/// A connected shard's ordered commands (the driver's `Link`), each with the removal
+/// whose step it is, if any (its answer goes back to the core).
 #[derive(Debug, Default)]
 struct Link {
-    waiting: VecDeque<coord_shard::Request>,
-    /// The id of the command sent and not yet answered.
-    in_flight: Option<u64>,
+    waiting: VecDeque<(coord_shard::Request, Option<RemovalId>)>,
+    /// The id of the command sent and not yet answered, and its removal.
+    in_flight: Option<(u64, Option<RemovalId>)>,
 }
 
 /// See the module documentation.
@@ -94,6 +123,9 @@ pub(crate) struct Coordinator {
     pub(crate) core: Option<Core>,
     inbox: VecDeque<CoordEvent>,
     links: BTreeMap<ConnId, Link>,
+    /// Reloads under way: the file the admin edited, which becomes the file the process
+    /// starts from once the reload is written (a refused one, the admin puts back).
+    reloads: BTreeMap<RemovalId, Config>,
     /// Restart once down: at this time.
     pub(crate) restart_at: Option<u64>,
 }
@@ -107,6 +139,7 @@ impl Coordinator {
             core: None,
             inbox: VecDeque::new(),
             links: BTreeMap::new(),
+            reloads: BTreeMap::new(),
             restart_at: None,
         }
     }
@@ -129,6 +162,7 @@ impl Coordinator {
         self.core = None;
         self.inbox.clear();
         self.links.clear();
+        self.reloads.clear();
     }
 
     /// Whether it runs.
@@ -145,7 +179,11 @@ impl Coordinator {
 
     /// When the core next has work without an event.
     pub(crate) fn next_wakeup(&self) -> Option<u64> {
-        self.core.as_ref().and_then(Core::moves_next_wakeup)
+        let core = self.core.as_ref()?;
+        [core.moves_next_wakeup(), core.removals_next_wakeup()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Whether a batch has anything to do at `now`.
@@ -170,6 +208,18 @@ impl Coordinator {
         let events: Vec<CoordEvent> = self.inbox.drain(..take).collect();
         let mut tells = Vec::new();
         for event in events {
+            if let CoordEvent::Admin(Admin::Reload(file)) = &event {
+                let removal = core.begin_reload(now, (*file.0).clone());
+                let answer = match removal {
+                    Ok(removal) => {
+                        self.reloads.insert(removal, (*file.0).clone());
+                        format!("reload: removal {} begun", removal.0)
+                    }
+                    Err(refusal) => format!("refused {:?}", refusal.code),
+                };
+                out.lines.push(format!("coord: admin {answer}"));
+                continue;
+            }
             handle(
                 core,
                 now,
@@ -181,6 +231,14 @@ impl Coordinator {
             );
         }
         core.moves_tick(now);
+        core.removals_tick(now);
+        let mut edited = None;
+        for done in core.removals_done() {
+            if let Some(file) = self.reloads.remove(&done.removal) {
+                edited = done.outcome.is_ok().then_some(file).or(edited);
+            }
+            out.lines.push(removal_done(&done, &mut tells));
+        }
         if let Some(write) = core.journal_take() {
             if crash == Crash::BeforeWrite {
                 return Ok(CoordOut::default());
@@ -190,12 +248,32 @@ impl Coordinator {
                 .map_err(|e| format!("a coordinator journal write does not apply: {e}"))?;
             core.journal_done(&write);
         }
+        if let Some(file) = edited.filter(|_| crash != Crash::BeforeWrite) {
+            self.file = file;
+        }
         if crash != Crash::No {
             return Ok(CoordOut::default());
         }
         for (conn, request) in tells {
             if let Some(link) = self.links.get_mut(&conn) {
-                link.waiting.push_back(request);
+                link.waiting.push_back((request, None));
+            }
+        }
+        for command in core.removals_to_send() {
+            let link = self.links.get_mut(&command.conn);
+            match (command.step, link) {
+                (RemovalStep::Ask(request), Some(link)) => {
+                    link.waiting.push_back((request, Some(command.removal)));
+                }
+                (RemovalStep::Ask(_), None) => {
+                    let gone = Refusal::new(RefusalCode::Unavailable, "not connected");
+                    let event = CoordEvent::RemovalStep(command.removal, Err(gone), true);
+                    self.inbox.push_back(event);
+                }
+                (RemovalStep::PullHistory, _) => {
+                    let event = CoordEvent::RemovalStep(command.removal, Ok(()), false);
+                    self.inbox.push_back(event);
+                }
             }
         }
         for (&conn, link) in &mut self.links {
@@ -221,11 +299,11 @@ fn send_ordered(conn: ConnId, link: &mut Link, ids: &mut dyn FnMut() -> u64, out
     if link.in_flight.is_some() {
         return;
     }
-    let Some(request) = link.waiting.pop_front() else {
+    let Some((request, removal)) = link.waiting.pop_front() else {
         return;
     };
     let id = ids();
-    link.in_flight = Some(id);
+    link.in_flight = Some((id, removal));
     out.packets.push(Packet {
         conn,
         to_coordinator: false,
@@ -258,6 +336,14 @@ fn handle(
             let answer = self::admin(core, now, admin, tells);
             out.lines.push(format!("coord: admin {answer}"));
         }
+        CoordEvent::RemovalStep(removal, outcome, ask) => {
+            if ask {
+                let answer = outcome.map(|()| coord_shard::Response::Ack { stale: Vec::new() });
+                core.removal_answer(now, removal, answer);
+            } else {
+                core.removal_pulled(now, removal, outcome);
+            }
+        }
         CoordEvent::Packet(packet) => {
             let conn = packet.conn;
             match packet.body {
@@ -277,9 +363,13 @@ fn handle(
                 } => {
                     if ordered {
                         if let Some(link) = links.get_mut(&conn)
-                            && link.in_flight == Some(id)
+                            && let Some((sent, removal)) = link.in_flight
+                            && sent == id
                         {
                             link.in_flight = None;
+                            if let Some(removal) = removal {
+                                core.removal_answer(now, removal, answer);
+                            }
                         }
                         return;
                     }
@@ -414,11 +504,33 @@ fn admin(
         Admin::Update(spec) => core
             .update_queue(now, &spec)
             .map(|done| table_changed(&done, tells, &spec.name)),
+        Admin::Remove { queue, give_to } => {
+            core.begin_remove(now, &queue, give_to.as_deref())
+                .map(|begun| match begun {
+                    Begun::Done(done) => table_changed(&done, tells, &queue),
+                    Begun::Pending(removal) => format!("removal {} of {queue} begun", removal.0),
+                })
+        }
+        // Taken by the batch, which keeps the edited file (see `Coordinator::reloads`).
+        Admin::Reload(_) => Err(Refusal::new(RefusalCode::Internal, "reload")),
     };
     match outcome {
         Ok(line) => line,
         Err(refusal) => format!("refused {:?}", refusal.code),
     }
+}
+
+/// A removal's end: its table change's commands, or its held queues' state back. Returns
+/// a line for the trace.
+fn removal_done(done: &RemovalDone, tells: &mut Vec<(ConnId, coord_shard::Request)>) -> String {
+    let line = match &done.outcome {
+        Ok(change) => table_changed(change, tells, "(removal)"),
+        Err(refusal) => {
+            tells.extend(done.re_enable.iter().map(|c| (c.conn, c.request())));
+            format!("refused {:?}", refusal.code)
+        }
+    };
+    format!("coord: admin removal {} ended: {line}", done.removal.0)
 }
 
 /// A queue table change's commands: stops, then restarts (the driver's `table_changed`).

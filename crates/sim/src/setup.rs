@@ -47,23 +47,18 @@ pub(crate) fn draw(rng: &mut ChaCha8Rng) -> Result<Setup, String> {
     for def in definitions.iter_mut().filter(|d| d.is_empty()) {
         def.push(rng.random_range(0..node_count));
     }
-    let mut text = format!(
-        "default_queue = \"q0\"\n\n[cluster.inline]\nname = \"sim\"\n\n\
-         [[cluster.inline.nodes]]\nhosts = \"node[0-{}]\"\nsockets = 1\ncores_per_socket = 2\n",
-        node_count - 1
-    );
-    for (q, def) in definitions.iter().enumerate() {
-        let policy = POLICIES.choose(rng).copied().unwrap_or("fcfs");
-        // The default queue starts; others may start stopped.
-        let started = q == 0 || rng.random_bool(0.75);
-        text.push_str(&format!(
-            "\n[queues.q{q}]\nnodes = \"{}\"\npolicy = \"{policy}\"\n\
-             default_duration = \"30s\"\nmax_duration = \"10m\"\nstarted = {started}\n",
-            hostlist(def)
-        ));
-    }
-    let config = Config::parse(&text, "sim.toml", Path::new("."))
-        .map_err(|e| format!("the drawn configuration does not parse: {e}\n{text}"))?;
+    let queues: Vec<TableQueue> = definitions
+        .into_iter()
+        .enumerate()
+        .map(|(q, definition)| TableQueue {
+            name: format!("q{q}"),
+            definition,
+            policy: POLICIES.choose(rng).copied().unwrap_or("fcfs"),
+            // The default queue starts; others may start stopped.
+            started: q == 0 || rng.random_bool(0.75),
+        })
+        .collect();
+    let config = config_file(node_count, &queues)?;
     let jobspecs = (0..8)
         .map(|_| {
             let shorthand = Shorthand {
@@ -83,6 +78,38 @@ pub(crate) fn draw(rng: &mut ChaCha8Rng) -> Result<Setup, String> {
         nodes,
         jobspecs,
     })
+}
+
+/// One queue of a configuration file the simulator writes.
+pub(crate) struct TableQueue {
+    pub(crate) name: String,
+    /// Node indices.
+    pub(crate) definition: Vec<usize>,
+    pub(crate) policy: &'static str,
+    pub(crate) started: bool,
+}
+
+/// The configuration file of a seed's cluster of `node_count` nodes with `queues` (the
+/// default queue is `q0`), parsed as the coordinator parses a real one: at start, and
+/// again for a `reload`.
+pub(crate) fn config_file(node_count: usize, queues: &[TableQueue]) -> Result<Config, String> {
+    let mut text = format!(
+        "default_queue = \"q0\"\n\n[cluster.inline]\nname = \"sim\"\n\n\
+         [[cluster.inline.nodes]]\nhosts = \"node[0-{}]\"\nsockets = 1\ncores_per_socket = 2\n",
+        node_count - 1
+    );
+    for q in queues {
+        text.push_str(&format!(
+            "\n[queues.{}]\nnodes = \"{}\"\npolicy = \"{}\"\n\
+             default_duration = \"30s\"\nmax_duration = \"10m\"\nstarted = {}\n",
+            q.name,
+            hostlist(&q.definition),
+            q.policy,
+            q.started
+        ));
+    }
+    Config::parse(&text, "sim.toml", Path::new("."))
+        .map_err(|e| format!("the drawn configuration does not parse: {e}\n{text}"))
 }
 
 /// `node[0,3,5]` for node indices.

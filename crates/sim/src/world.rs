@@ -63,6 +63,12 @@ pub struct Stats {
     pub duplicated: u64,
     /// Admin requests the coordinator accepted.
     pub admin_accepted: u64,
+    /// `queue remove` and `reload` runs that ended with the change made, and refused
+    /// (jobs, owned nodes, a shard lost on the way, …), and queues whose shard was stopped
+    /// as the coordinator's table lost them.
+    pub removals_done: u64,
+    pub removals_refused: u64,
+    pub queues_removed: u64,
 }
 
 impl Stats {
@@ -80,6 +86,9 @@ impl Stats {
         self.dropped += other.dropped;
         self.duplicated += other.duplicated;
         self.admin_accepted += other.admin_accepted;
+        self.removals_done += other.removals_done;
+        self.removals_refused += other.removals_refused;
+        self.queues_removed += other.queues_removed;
     }
 }
 

@@ -35,15 +35,6 @@ const DRIVER_ONLY: &[(&str, &str)] = &[
     ),
     ("take_exec_actions", "exec launches and kills"),
     ("running_job_ids", "exec: jobs to watch after a restart"),
-    // `queue remove` and `reload`: not simulated yet (docs/SIM.md, "Not covered").
-    ("check_remove_request", "queue remove"),
-    ("check_removable", "queue remove"),
-    ("remove_queue", "queue remove"),
-    ("move_finished", "queue remove --give-to waits for its move"),
-    ("saw_idle", "queue remove"),
-    ("removed_by", "reload"),
-    ("reload", "reload"),
-    ("queue_flags", "a refused removal's re-enable"),
     // Node agents (issue 15): not simulated yet; the simulator's shards run the sim
     // executor, so no agent registers or reports (docs/SIM.md, "Not covered").
     ("agent_register", "node agents"),

@@ -87,6 +87,9 @@ fn seeds_keep_every_invariant_and_exercise_every_path() {
         ("dropped messages", t.dropped),
         ("duplicated messages", t.duplicated),
         ("admin requests accepted", t.admin_accepted),
+        ("queue removals and reloads done", t.removals_done),
+        ("queue removals and reloads refused", t.removals_refused),
+        ("queues removed", t.queues_removed),
     ];
     for (what, count) in exercised {
         assert!(

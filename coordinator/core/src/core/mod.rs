@@ -11,7 +11,8 @@
 //! | a shard reports released nodes / answers a move command | [`Core::moves_released`], [`Core::moves_answer`] | the move's next steps, through [`Core::moves_to_send`] |
 //! | a shard's connection ends | [`Core::disconnected`] | its queue goes offline |
 //! | an admin changes a queue | [`Core::queue_admin`] (or [`Core::queue_control`]) | the command for the queue's shard, if any, and the move started by `--take` / `--release-to` |
-//! | an admin changes the queue table | [`Core::add_queue`], [`Core::update_queue`], [`Core::remove_queue`], [`Core::reload`] | a [`Reconfig`]: the shards to stop and restart |
+//! | an admin changes the queue table | [`Core::add_queue`], [`Core::update_queue`] | a [`Reconfig`]: the shards to stop and restart |
+//! | an admin removes queues (`queue remove`, `reload`) | [`Core::begin_remove`], [`Core::begin_reload`]; the shards' answers to [`Core::removal_answer`], the history pulls to [`Core::removal_pulled`]; [`Core::removals_tick`] at the end of every batch | the steps through [`Core::removals_to_send`], the end through [`Core::removals_done`] (a [`Reconfig`], or a refusal and the queues to re-enable) |
 //! | an admin moves nodes or cancels a move | [`Core::move_nodes`], [`Core::move_between`], [`Core::cancel_move`] | the move's id / the returned nodes; commands follow through [`Core::moves_to_send`] |
 //! | an admin flags nodes (down, drained) | [`Core::set_node_flag`] | the shards that have the nodes now |
 //! | time passes (end of every batch) | [`Core::moves_tick`] | re-sends and deadlines; [`Core::moves_next_wakeup`] says when next |
@@ -29,6 +30,7 @@ mod moving;
 mod props;
 mod reconfig;
 mod registry;
+mod removals;
 #[cfg(test)]
 mod tests;
 mod views;
@@ -50,6 +52,9 @@ pub use agents::{AgentCommand, AgentFlags, UNREACHABLE_REASON};
 pub use moving::MoveCommand;
 pub use reconfig::{Reconfig, RestartCommand};
 pub use registry::{RegisterError, Registering, ShardLink};
+pub use removals::{
+    Begun, REMOVALS_MAX, REMOVE_MOVE_WAIT_MS, RemovalCommand, RemovalDone, RemovalId, RemovalStep,
+};
 pub use views::{JobsPlan, merge_jobs};
 
 /// Identifies one QUIC connection (quinn's `stable_id`), so that the core can tell a shard's
@@ -84,6 +89,8 @@ pub struct Core {
     deferred: Option<crate::records::DurableDelta>,
     /// Observation: the node agents that registered, and `Owner` messages for them.
     agents: agents::Agents,
+    /// `queue remove` and `reload` under way (not durable: see [`removals`]).
+    removals: removals::Removals,
 }
 
 /// A queue's run-time state.
@@ -214,6 +221,7 @@ impl Core {
             dirty: admin::Dirty::default(),
             deferred: None,
             agents: agents::Agents::default(),
+            removals: removals::Removals::default(),
         };
         core.debug_check();
         let durable = core.durable_state();

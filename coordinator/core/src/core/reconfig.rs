@@ -21,7 +21,7 @@
 //!
 //! Definitions may overlap, started queues' too. A node never changes hands between two
 //! queues here: that is always a move (a removal or an update with `give_to` starts one;
-//! the driver finishes the removal once the move is done), and a reload whose `owns`
+//! the removal goes on once the move is done: removals.rs), and a reload whose `owns`
 //! differs from the owners now only says which moves would apply it.
 
 mod apply;
@@ -143,8 +143,9 @@ impl Core {
     /// Removes a queue (`queue remove`). Refused while its shard reports jobs (or is not
     /// connected, so that nobody can tell), while it owns nodes, is in a move, or is the
     /// default queue. With `give_to`, a queue that owns nodes has them moved there (one
-    /// move, started at `now_ms`; they are idle, having no job) and the queue stays: the
-    /// driver removes it once [`Core::move_finished`] says the move is done.
+    /// move, started at `now_ms`; they are idle, having no job) and the queue stays: its
+    /// removal ([`Core::begin_remove`]) removes it once [`Core::move_finished`] says the
+    /// move is done.
     pub fn remove_queue(
         &mut self,
         now_ms: u64,
@@ -202,7 +203,7 @@ impl Core {
         Ok(out)
     }
 
-    /// The queues a change to `candidate` would remove (for the driver's live job check).
+    /// The queues a change to `candidate` would remove (a reload's removal checks them).
     pub fn removed_by(&self, candidate: &Config) -> Vec<String> {
         self.config
             .queues
@@ -263,7 +264,7 @@ impl Core {
     }
 
     /// Whether `queue` may go as far as its nodes and moves are concerned: it owns nothing
-    /// and is in no unfinished move. Pure: the driver asks before it disables the queue's
+    /// and is in no unfinished move. Pure: a removal asks before it disables the queue's
     /// shard, so that a removal refused for this never disables the queue.
     pub fn check_removable(&self, queue: &str) -> Result<(), Refusal> {
         let qi = self
@@ -284,7 +285,7 @@ impl Core {
         Ok(())
     }
 
-    /// The driver has just seen `queue`'s shard hold no job, and disabled it so that none
+    /// A removal has just seen `queue`'s shard hold no job, and disabled it so that none
     /// can come (`DisableIfIdle`): fresher than the shard's last status report, which may
     /// still count a job that ended a moment ago.
     pub fn saw_idle(&mut self, queue: &str) {

@@ -208,6 +208,7 @@ impl Core {
             .iter()
             .position(|l| l.as_ref().is_some_and(|l| l.conn == conn))?;
         self.shards[qi] = None;
+        self.removals_disconnected(conn);
         self.bump();
         self.debug_check();
         Some(self.config.queues[qi].name.clone())

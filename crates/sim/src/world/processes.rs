@@ -62,7 +62,13 @@ impl World {
             return self.crash_coordinator();
         }
         for line in &out.lines {
-            if line.starts_with("coord: admin ") && !line.contains("refused") {
+            if line.starts_with("coord: admin removal ") {
+                if line.contains("ended: refused") {
+                    self.stats.removals_refused += 1;
+                } else {
+                    self.stats.removals_done += 1;
+                }
+            } else if line.starts_with("coord: admin ") && !line.contains("refused") {
                 self.stats.admin_accepted += 1;
             }
             self.trace.line(self.now, line);
@@ -171,6 +177,7 @@ impl World {
         shard
             .start(self.now)
             .map_err(|e| broken(Invariant::I4, e))?;
+        self.checker.queue_added(queue);
         self.trace.line(self.now, &format!("{queue} starts"));
         Ok(())
     }
@@ -211,6 +218,8 @@ impl World {
                     self.notices.push((self.now, Notice::CoordClosed(conn)));
                 }
                 shard.restart_at = None;
+                self.checker.queue_removed(&queue);
+                self.stats.queues_removed += 1;
                 self.trace
                     .line(self.now, &format!("{queue} stopped (removed)"));
             }
