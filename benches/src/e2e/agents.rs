@@ -110,8 +110,8 @@ pub struct AgentsReport {
 /// `shardsched bench e2e --agents`.
 pub fn main(args: &E2eArgs) -> Result<()> {
     let nodes = args.nodes.unwrap_or(16);
-    let jobs = args.jobs.unwrap_or(5_000);
-    let latency_jobs = args.latency_jobs.unwrap_or(100);
+    let jobs = args.jobs.unwrap_or(3_000);
+    let latency_jobs = args.latency_jobs.unwrap_or(50);
     let config = system::config_toml(
         "shardsched bench e2e --agents: a generated cluster in one queue, run by node agents.",
         nodes,

@@ -71,12 +71,12 @@ pub const ALLOCATION_POLL: Duration = Duration::from_millis(250);
 /// Flags of `shardsched bench e2e`.
 #[derive(Args, Debug, Clone)]
 pub struct E2eArgs {
-    /// Jobs submitted to each shard in each phase [default: 20000; 5000 with --agents].
+    /// Jobs submitted to each shard in each phase [default: 20000; 3000 with --agents].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub jobs: Option<u64>,
     /// Jobs submitted one at a time (one request in flight) before the throughput run, for
     /// the unloaded submit→allocated latency (0 skips it) [default: 1000; with --agents,
-    /// 100 of each size].
+    /// 50 of each size].
     #[arg(long)]
     pub latency_jobs: Option<u64>,
     /// Submit requests in flight at once, per shard (each on its own QUIC stream).
