@@ -530,6 +530,21 @@ struct WatchedJob {
     next_epoch: u32,
 }
 
+/// A launch carried out (its supervisor's pid, or why not).
+struct Started {
+    launch: Box<NodeLaunch>,
+    result: Result<u32, executor::SpawnError>,
+}
+
+/// What arrived for a job while its launch was under way.
+#[derive(Default)]
+struct Launching {
+    /// A kill, with its reason.
+    kill: Option<String>,
+    /// Its supervisor already exited.
+    exited: bool,
+}
+
 /// Carries out the core's actions, watches the jobs, relays PMI fences.
 async fn executor_task(
     settings: ExecSettings,
@@ -538,8 +553,16 @@ async fn executor_task(
     mut inputs: mpsc::UnboundedReceiver<ExecInput>,
     events: mpsc::Sender<Event>,
 ) {
+    let settings = Arc::new(settings);
     let mut watched: BTreeMap<JobId, WatchedJob> = BTreeMap::new();
     let mut collectors: BTreeMap<JobId, FenceCollector> = BTreeMap::new();
+    // Supervisors this agent started say when they exit: their job is looked at then.
+    let (exited_tx, mut exited) = mpsc::unbounded_channel::<JobId>();
+    // Launches run on threads of their own (files, cgroups, the prolog, the supervisor's
+    // start all block), so that one agent starts several jobs at once; what arrives for a
+    // job meanwhile waits here.
+    let (started_tx, mut started) = mpsc::unbounded_channel::<Started>();
+    let mut launching: BTreeMap<JobId, Launching> = BTreeMap::new();
     let mut tick = tokio::time::interval(EXEC_POLL_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -548,22 +571,20 @@ async fn executor_task(
                 None => return,
                 Some(ExecInput::Action(Action::Spawn { queue, launch })) => {
                     let job = launch.job;
-                    let dir = job_dir(&settings.state_dir, job);
-                    match executor::spawn(&settings, &queue, &launch).await {
-                        Ok(pid) => {
-                            let multi = launch.nodes.len() > 1;
-                            watched.insert(job, WatchedJob { dir, launch: multi.then_some(launch), next_epoch: 0 });
-                            let _ = events.send(Event::Spawned { job, pid }).await;
-                        }
-                        Err(refused) => {
-                            let end = refused.end();
-                            tracing::warn!(%job, cause = %end.cause, why = %end.note, "launch refused");
-                            let _ = events.send(Event::Ended { job, end }).await;
-                        }
-                    }
+                    launching.insert(job, Launching::default());
+                    let (settings, started_tx, exited_tx) = (Arc::clone(&settings), started_tx.clone(), exited_tx.clone());
+                    let runtime = tokio::runtime::Handle::current();
+                    tokio::task::spawn_blocking(move || {
+                        let on_exit = Box::new(move || { let _ = exited_tx.send(job); });
+                        let result = runtime.block_on(executor::spawn(&settings, &queue, &launch, on_exit));
+                        let _ = started_tx.send(Started { launch, result });
+                    });
                 }
                 Some(ExecInput::Action(Action::Kill { job, why })) => {
-                    executor::request_kill(&settings.state_dir, job, &why);
+                    match launching.get_mut(&job) {
+                        Some(waiting) => waiting.kill = Some(why),
+                        None => executor::request_kill(&settings.state_dir, job, &why),
+                    }
                 }
                 Some(ExecInput::Action(Action::RemoveFiles(job))) => {
                     executor::remove_files(&settings.state_dir, job);
@@ -577,6 +598,38 @@ async fn executor_task(
                     relay(&node, &endpoint, &watched, &mut collectors, job, &from, fence, done);
                 }
             },
+            Some(Started { launch, result }) = started.recv() => {
+                let job = launch.job;
+                let waiting = launching.remove(&job).unwrap_or_default();
+                match result {
+                    Ok(pid) => {
+                        let dir = job_dir(&settings.state_dir, job);
+                        let multi = launch.nodes.len() > 1;
+                        watched.insert(job, WatchedJob { dir, launch: multi.then_some(launch), next_epoch: 0 });
+                        let _ = events.send(Event::Spawned { job, pid }).await;
+                        if let Some(why) = waiting.kill {
+                            executor::request_kill(&settings.state_dir, job, &why);
+                        }
+                        if waiting.exited {
+                            let _ = exited_tx.send(job);
+                        }
+                    }
+                    Err(refused) => {
+                        let end = refused.end();
+                        tracing::warn!(%job, cause = %end.cause, why = %end.note, "launch refused");
+                        let _ = events.send(Event::Ended { job, end }).await;
+                    }
+                }
+            }
+            Some(job) = exited.recv() => {
+                if let Some(waiting) = launching.get_mut(&job) {
+                    waiting.exited = true;
+                } else if let Some(end) = watched.get(&job).and_then(|w| executor::check_ended(&w.dir)) {
+                    watched.remove(&job);
+                    collectors.remove(&job);
+                    job_ended(&settings, &node, &events, job, end).await;
+                }
+            }
             // Idle (no job on the node), the agent does not wake at all for its jobs.
             _ = tick.tick(), if !watched.is_empty() => {
                 let mut ended = Vec::new();
@@ -596,12 +649,23 @@ async fn executor_task(
                 for (job, end) in ended {
                     watched.remove(&job);
                     collectors.remove(&job);
-                    executor::epilog(&settings, job, &node).await;
-                    let _ = events.send(Event::Ended { job, end }).await;
+                    job_ended(&settings, &node, &events, job, end).await;
                 }
             }
         }
     }
+}
+
+/// A watched job's processes are all gone: its epilog, then the core hears of its end.
+async fn job_ended(
+    settings: &ExecSettings,
+    node: &str,
+    events: &mpsc::Sender<Event>,
+    job: JobId,
+    end: JobEnd,
+) {
+    executor::epilog(settings, job, node).await;
+    let _ = events.send(Event::Ended { job, end }).await;
 }
 
 /// This node's puts of a barrier: to the leader (node rank 0), or, on the leader, into its

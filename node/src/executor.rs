@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use shardsched_node_core::Recovered;
-use shardsched_process::files::{process_alive, read_json, read_pid, write_atomic};
+use shardsched_process::files::{process_alive, read_json, read_pid, write_atomic, write_replace};
 use shardsched_proto::Credentials;
 use shardsched_proto::msg::agent::{EndCause, JobEnd, JobOnNode, NodeLaunch};
 use shardsched_proto::msg::{Generation, JobId};
@@ -98,11 +98,17 @@ impl SpawnError {
     }
 }
 
-/// Prepares and starts a job's supervisor; its pid, or why not.
+/// Called once a supervisor this agent started has exited (and been reaped).
+pub type OnExit = Box<dyn FnOnce() + Send + 'static>;
+
+/// Prepares and starts a job's supervisor; its pid, or why not. `on_exit` is called when
+/// the supervisor exits, so that its job's end is looked at then rather than at the next
+/// poll.
 pub async fn spawn(
     settings: &ExecSettings,
     queue: &str,
     launch: &NodeLaunch,
+    on_exit: OnExit,
 ) -> Result<u32, SpawnError> {
     let signer = verify_jobspec(&settings.creds, &launch.signed).map_err(|e| e.to_string())?;
     let run_as: Option<RunAs> = if settings.as_root {
@@ -117,8 +123,13 @@ pub async fn spawn(
         queue: queue.to_owned(),
         generation: launch.generation,
     };
-    write_json(&dir.join(OWNER_FILE), &owner)?;
-    write_atomic(&dir.join(HOSTFILE), hostfile(launch).as_bytes()).map_err(|e| e.to_string())?;
+    // The durable record that this node started the job (fsync'd: `recover` reads it); the
+    // other files of the launch are only read while the job's processes run, which a crash
+    // of the node ends too, so they are replaced atomically without the fsyncs (each a
+    // journal commit of the file system: most of a launch's time otherwise).
+    let bytes = serde_json::to_vec_pretty(&owner).map_err(|e| e.to_string())?;
+    write_atomic(&dir.join(OWNER_FILE), &bytes).map_err(|e| e.to_string())?;
+    write_replace(&dir.join(HOSTFILE), hostfile(launch).as_bytes()).map_err(|e| e.to_string())?;
     let me = launch
         .this_node()
         .ok_or_else(|| "the launch does not name this node".to_owned())?;
@@ -141,7 +152,7 @@ pub async fn spawn(
             .map_err(|e| format!("cannot make the job's cgroup: {e}"))?,
         None => JobCgroups::default(),
     };
-    let started = start_supervisor(settings, launch, run_as, &dir, cgroups.clone());
+    let started = start_supervisor(settings, launch, run_as, &dir, cgroups.clone(), on_exit);
     if started.is_err() {
         // Nothing runs in them: a failed launch leaves no cgroup behind.
         if let Err(e) = cgroups.remove() {
@@ -158,6 +169,7 @@ fn start_supervisor(
     run_as: Option<RunAs>,
     dir: &Path,
     cgroups: JobCgroups,
+    on_exit: OnExit,
 ) -> Result<u32, String> {
     write_json(&dir.join(CGROUPS_FILE), &cgroups)?;
     let plan = Plan::prepare(launch, run_as, dir, cgroups)?;
@@ -177,8 +189,9 @@ fn start_supervisor(
     std::thread::spawn(move || {
         let mut child = child;
         let _ = child.wait();
+        on_exit();
     });
-    write_atomic(&dir.join(PID_FILE), format!("{pid}\n").as_bytes()).map_err(|e| e.to_string())?;
+    write_replace(&dir.join(PID_FILE), format!("{pid}\n").as_bytes()).map_err(|e| e.to_string())?;
     Ok(pid)
 }
 
@@ -406,9 +419,10 @@ fn make_job_dir(dir: &Path, run_as: Option<&RunAs>) -> Result<(), String> {
     Ok(())
 }
 
+/// Writes a launch's file that needs no fsync (see [`spawn`]).
 fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), String> {
     let bytes = serde_json::to_vec_pretty(value).map_err(|e| e.to_string())?;
-    write_atomic(path, &bytes).map_err(|e| e.to_string())
+    write_replace(path, &bytes).map_err(|e| e.to_string())
 }
 
 fn supervisor_alive(dir: &Path, pid: u32) -> bool {

@@ -28,7 +28,9 @@ use std::time::Duration;
 
 use shardsched_node_core::pmi::{PmiNode, PmiOutput};
 use shardsched_process::FileError;
-use shardsched_process::files::{group_alive, kill_reason, read_json, write_atomic};
+use shardsched_process::files::{
+    group_alive, kill_reason, read_json, read_pid, write_atomic, write_replace,
+};
 use shardsched_proto::msg::agent::{EndCause, JobEnd};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::OwnedWriteHalf;
@@ -53,7 +55,12 @@ const PMI_LINES_QUEUED_MAX: usize = 1024;
 pub fn supervise(dir: &Path) -> Result<JobEnd, FileError> {
     let _ = rustix::process::setsid();
     let pid = std::process::id();
-    if let Err(e) = write_atomic(&dir.join(PID_FILE), format!("{pid}\n").as_bytes()) {
+    // The agent writes it once this process is started; here too in case the agent died
+    // before it could (a file less to make on every launch when it did).
+    let pid_file = dir.join(PID_FILE);
+    if read_pid(&pid_file).ok().flatten() != Some(pid)
+        && let Err(e) = write_replace(&pid_file, format!("{pid}\n").as_bytes())
+    {
         tracing::warn!(error = %e, "cannot write the pid file");
     }
     let end = match read_json::<Plan>(&dir.join(PLAN_FILE)) {
@@ -74,7 +81,10 @@ pub fn supervise(dir: &Path) -> Result<JobEnd, FileError> {
         path: dir.join(STATUS_FILE),
         message: e.to_string(),
     })?;
-    write_atomic(&dir.join(STATUS_FILE), text.as_bytes())?;
+    // Replaced whole, but not fsync'd: only a crash of the node loses it, and that crash
+    // ends the job's processes too, which its agent then reports as lost (a node failure)
+    // unless its shard had heard of this end already.
+    write_replace(&dir.join(STATUS_FILE), text.as_bytes())?;
     Ok(end)
 }
 

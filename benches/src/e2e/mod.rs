@@ -57,6 +57,7 @@ use shardsched_client::output::Table;
 
 use crate::system::{self, BenchQueue, UpProcess};
 
+pub mod agents;
 pub mod phase;
 pub mod readings;
 
@@ -70,19 +71,26 @@ pub const ALLOCATION_POLL: Duration = Duration::from_millis(250);
 /// Flags of `shardsched bench e2e`.
 #[derive(Args, Debug, Clone)]
 pub struct E2eArgs {
-    /// Jobs submitted to each shard in each phase.
-    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
-    pub jobs: u64,
+    /// Jobs submitted to each shard in each phase [default: 20000; 3000 with --agents].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub jobs: Option<u64>,
     /// Jobs submitted one at a time (one request in flight) before the throughput run, for
-    /// the unloaded submit→allocated latency (0 skips it).
-    #[arg(long, default_value_t = 1000)]
-    pub latency_jobs: u64,
+    /// the unloaded submit→allocated latency (0 skips it) [default: 1000; with --agents,
+    /// 50 of each size].
+    #[arg(long)]
+    pub latency_jobs: Option<u64>,
     /// Submit requests in flight at once, per shard (each on its own QUIC stream).
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub concurrency: u64,
-    /// Nodes in the generated cluster (split in two equal queues).
-    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(2..))]
-    pub nodes: u64,
+    /// Nodes in the generated cluster (split in two equal queues; one queue with --agents)
+    /// [default: 1024; 16 with --agents].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(2..))]
+    pub nodes: Option<u64>,
+    /// Jobs that really run, through one node agent per node (`up --agents`): submit → all
+    /// tasks started at 1, 4 and 16 nodes per job, then `/bin/true` jobs per second and CPU
+    /// per launched task ([`agents`]).
+    #[arg(long)]
+    pub agents: bool,
     /// Working directory for the two `up`s (the shards' journals go there: put it on the
     /// disk to measure) [default: a fresh `target/bench-e2e-PID` when ./target exists, else
     /// one under the temp dir; removed afterwards].
@@ -141,21 +149,29 @@ pub struct PhaseReport {
 
 /// `shardsched bench e2e`.
 pub fn main(args: &E2eArgs) -> Result<()> {
-    if args.jobs + args.latency_jobs > (args.nodes / 2) * CORES_PER_NODE {
+    if args.agents {
+        return agents::main(args);
+    }
+    let (jobs, latency_jobs, nodes) = (
+        args.jobs.unwrap_or(20_000),
+        args.latency_jobs.unwrap_or(1000),
+        args.nodes.unwrap_or(1024),
+    );
+    if jobs + latency_jobs > (nodes / 2) * CORES_PER_NODE {
         bail!(
             "{} one-core jobs do not all fit in a queue of {} nodes × {CORES_PER_NODE} cores; \
              lower --jobs and --latency-jobs, or raise --nodes",
-            args.jobs + args.latency_jobs,
-            args.nodes / 2
+            jobs + latency_jobs,
+            nodes / 2
         );
     }
     system::run_in_bench_dir(
         "e2e",
         args.dir.as_deref(),
-        &config_toml(args.nodes),
+        &config_toml(nodes),
         args.json,
-        |work, config| run_phases(args, work, config),
-        |reports, work, fs| report_table(args, reports, work, fs),
+        |work, config| run_phases(args, jobs, latency_jobs, work, config),
+        |reports, work, fs| report_table(nodes, reports, work, fs),
     )
 }
 
@@ -171,23 +187,29 @@ pub struct Phase {
     pub concurrency: u64,
 }
 
-fn run_phases(args: &E2eArgs, work: &Path, config: &Path) -> Result<Vec<PhaseReport>> {
+fn run_phases(
+    args: &E2eArgs,
+    jobs: u64,
+    latency_jobs: u64,
+    work: &Path,
+    config: &Path,
+) -> Result<Vec<PhaseReport>> {
     let latency = Phase {
         name: "one shard, one at a time",
         queues: &["left"],
-        jobs: args.latency_jobs,
+        jobs: latency_jobs,
         concurrency: 1,
     };
     let one = Phase {
         name: "one shard",
         queues: &["left"],
-        jobs: args.jobs,
+        jobs,
         concurrency: args.concurrency,
     };
     let two = Phase {
         name: "two shards",
         queues: &["left", "right"],
-        jobs: args.jobs,
+        jobs,
         concurrency: args.concurrency,
     };
     // Each group runs on a fresh `up`, so that the two-shard figures do not inherit the
@@ -237,11 +259,11 @@ fn config_toml(nodes: u64) -> String {
     )
 }
 
-fn report_table(args: &E2eArgs, reports: &[PhaseReport], work: &Path, fs: &str) -> String {
+fn report_table(nodes: u64, reports: &[PhaseReport], work: &Path, fs: &str) -> String {
     let mut out = format!(
         "bench e2e: {} nodes, one-core jobs, sim executor, QUIC + mutual TLS on loopback, \
          {} cores; journals in {} on {fs}\n",
-        args.nodes,
+        nodes,
         std::thread::available_parallelism().map_or(0, usize::from),
         work.display()
     );

@@ -122,6 +122,10 @@ pub struct CpuSample {
     pub shards_ms: u64,
     /// `up`'s coordinator child.
     pub coordinator_ms: u64,
+    /// `up`'s node agent children (`up --agents`).
+    pub agents_ms: u64,
+    /// The children the agents reaped: the jobs' supervisors, with their tasks.
+    pub agents_children_ms: u64,
 }
 
 impl CpuSample {
@@ -145,6 +149,10 @@ impl CpuSample {
             match role {
                 b"shard" => sample.shards_ms += used,
                 b"coordinator" => sample.coordinator_ms += used,
+                b"node" => {
+                    sample.agents_ms += used;
+                    sample.agents_children_ms += children_cpu_ms(&name).unwrap_or(0);
+                }
                 _ => {}
             }
         }
@@ -157,7 +165,20 @@ impl CpuSample {
             client_ms: self.client_ms.saturating_sub(before.client_ms),
             shards_ms: self.shards_ms.saturating_sub(before.shards_ms),
             coordinator_ms: self.coordinator_ms.saturating_sub(before.coordinator_ms),
+            agents_ms: self.agents_ms.saturating_sub(before.agents_ms),
+            agents_children_ms: self
+                .agents_children_ms
+                .saturating_sub(before.agents_children_ms),
         }
+    }
+
+    /// All of it.
+    pub fn total_ms(&self) -> u64 {
+        self.client_ms
+            + self.shards_ms
+            + self.coordinator_ms
+            + self.agents_ms
+            + self.agents_children_ms
     }
 }
 
@@ -174,10 +195,22 @@ fn parent_of(pid: &str) -> Option<u32> {
 
 /// User + system CPU time of a process, in ms (`stat` fields 14 and 15).
 fn cpu_ms(pid: &str) -> Option<u64> {
+    stat_sum_ms(pid, 11)
+}
+
+/// User + system CPU time of the children a process waited for, in ms (`stat` fields 16
+/// and 17, `cutime` and `cstime`: theirs and their own waited-for children's).
+fn children_cpu_ms(pid: &str) -> Option<u64> {
+    stat_sum_ms(pid, 13)
+}
+
+/// The sum of two adjacent tick counts of `/proc/PID/stat` from index `at` of
+/// [`stat_fields`], in ms.
+fn stat_sum_ms(pid: &str, at: usize) -> Option<u64> {
     let fields = stat_fields(pid)?;
-    let utime: u64 = fields.get(11)?.parse().ok()?;
-    let stime: u64 = fields.get(12)?.parse().ok()?;
-    Some((utime + stime) * 1000 / USER_HZ)
+    let user: u64 = fields.get(at)?.parse().ok()?;
+    let system: u64 = fields.get(at + 1)?.parse().ok()?;
+    Some((user + system) * 1000 / USER_HZ)
 }
 
 #[cfg(test)]

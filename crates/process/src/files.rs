@@ -19,6 +19,19 @@ use crate::{FILE_BYTES_MAX, FileError};
 /// rename over `path`, fsync of the directory. The temporary file's name carries this
 /// process's id, so two processes writing the same file do not trip over each other.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
+    replace(path, bytes, true)
+}
+
+/// Writes `bytes` to `path` so that a reader sees the old file or the whole new one, as
+/// [`write_atomic`], without its two fsyncs: for a file that only matters while the
+/// processes that read it run (a crash of the machine ends them too), or that is written
+/// again when lost. Another process (a restarted agent, the supervisor) reads it from the
+/// page cache all the same.
+pub fn write_replace(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
+    replace(path, bytes, false)
+}
+
+fn replace(path: &Path, bytes: &[u8], durable: bool) -> Result<(), FileError> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -31,11 +44,14 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
             .truncate(true)
             .open(&tmp)?;
         file.write_all(bytes)?;
-        file.sync_all()
+        if durable {
+            file.sync_all()?;
+        }
+        Ok(())
     };
     write().map_err(|e| FileError::io(&tmp, e))?;
     fs::rename(&tmp, path).map_err(|e| FileError::io(path, e))?;
-    if let Some(dir) = path.parent() {
+    if durable && let Some(dir) = path.parent() {
         File::open(dir)
             .and_then(|d| d.sync_all())
             .map_err(|e| FileError::io(dir, e))?;
@@ -144,10 +160,7 @@ pub fn process_alive(pid: u32, markers: &[&str]) -> bool {
                 return false;
             }
             match fs::read(proc_dir.join("cmdline")) {
-                Ok(cmdline) => {
-                    let cmdline = String::from_utf8_lossy(&cmdline);
-                    markers.iter().all(|m| cmdline.contains(m))
-                }
+                Ok(cmdline) => cmdline_matches(&cmdline, markers),
                 Err(_) => true,
             }
         }
@@ -156,6 +169,19 @@ pub fn process_alive(pid: u32, markers: &[&str]) -> bool {
         }
         Err(_) => test_kill_process(raw).is_ok(),
     }
+}
+
+/// Whether a live process's `/proc/PID/cmdline` is one of ours: it holds every marker, or
+/// it is empty, which tells nothing: a process in the middle of `execve` (its parent,
+/// released from `vfork` once the new image is mapped, can look before the kernel has set
+/// the new arguments up) reads empty, and taking a supervisor just started for a dead one
+/// would end its job as lost and remove its cgroup under it.
+fn cmdline_matches(cmdline: &[u8], markers: &[&str]) -> bool {
+    if cmdline.is_empty() {
+        return true;
+    }
+    let cmdline = String::from_utf8_lossy(cmdline);
+    markers.iter().all(|m| cmdline.contains(m))
 }
 
 /// Whether any process of group `pgid` is still alive (zombies do not count).
@@ -262,6 +288,8 @@ mod tests {
         write_atomic(&path, b"one").expect("write");
         write_atomic(&path, b"two").expect("write");
         assert_eq!(read_small(&path).expect("read").as_deref(), Some("two"));
+        write_replace(&path, b"three").expect("write");
+        assert_eq!(read_small(&path).expect("read").as_deref(), Some("three"));
         let left: Vec<_> = fs::read_dir(&dir).expect("dir").flatten().collect();
         assert_eq!(left.len(), 1, "no temporary file is left");
         assert_eq!(read_small(&dir.join("absent")).expect("read"), None);
@@ -294,5 +322,15 @@ mod tests {
         assert!(!process_alive(me, &["no-such-marker-in-a-test-cmdline"]));
         let group = rustix::process::getpgrp().as_raw_nonzero().get();
         assert!(group_alive(u32::try_from(group).expect("pgid")));
+    }
+
+    #[test]
+    fn a_command_line_not_set_up_yet_does_not_say_the_process_is_gone() {
+        assert!(cmdline_matches(b"", &["node-supervise", "job-1"]));
+        assert!(cmdline_matches(
+            b"shardsched\0node-supervise\0/x/job-1\0",
+            &["node-supervise", "job-1"]
+        ));
+        assert!(!cmdline_matches(b"bash\0-c\0true\0", &["node-supervise"]));
     }
 }

@@ -22,6 +22,10 @@ use crate::driver::output::OutputAsk;
 /// How often the task looks at its jobs when nothing arrives.
 pub const AGENTS_TICK: Duration = Duration::from_millis(50);
 
+/// Most messages already waiting that the task takes in before it ticks (so that a steady
+/// stream cannot keep it from sending).
+const DRAINED_MAX: usize = 256;
+
 /// An answer coming back from a request in flight.
 enum Heard {
     Addresses(Result<Vec<AgentAddress>, String>),
@@ -76,30 +80,26 @@ pub(crate) async fn run(inputs: Inputs, commands: mpsc::Sender<Command>) {
         tokio::select! {
             request = requests.recv() => {
                 let Some(request) = request else { break };
-                let now = now_ms();
-                match request {
-                    ExecRequest::Launch(job, generations) => runs.launch(now, job, generations),
-                    ExecRequest::Watch(job, generations) => runs.watch(now, job, generations),
-                    ExecRequest::Kill { id, why } => runs.kill(now, id, &why),
-                    ExecRequest::Forget(id) => sends.extend(runs.forget(id)),
-                }
+                sends.extend(take_request(&mut runs, request));
             }
             Some(ask) = outputs.recv() => {
                 let addr = runs.address_of_task(&ask.job, ask.query.task);
                 tokio::spawn(read_output(links.clone(), ask, addr));
             }
-            Some(answer) = heard.recv() => {
-                let now = now_ms();
-                match answer {
-                    Heard::Addresses(answer) => runs.addresses(answer),
-                    Heard::Launched { job, node, answer } => runs.launched(now, job, &node, answer),
-                    Heard::Renewed { node, asked, seen, answer } => {
-                        runs.renewed(now, &node, asked, &seen, answer);
-                    }
-                }
-            }
+            Some(answer) = heard.recv() => take_answer(&mut runs, answer),
             // An idle shard (no job on an agent, nothing to tell one) does not wake for it.
             _ = tick.tick(), if !runs.is_idle() => {}
+        }
+        // Everything else already waiting, before one tick for all of it: a tick looks at
+        // every running job, so one per message would cost the shard O(jobs) each time.
+        for _ in 0..DRAINED_MAX {
+            if let Ok(request) = requests.try_recv() {
+                sends.extend(take_request(&mut runs, request));
+            } else if let Ok(answer) = heard.try_recv() {
+                take_answer(&mut runs, answer);
+            } else {
+                break;
+            }
         }
         sends.extend(runs.tick(now_ms()));
         for send in sends {
@@ -111,6 +111,33 @@ pub(crate) async fn run(inputs: Inputs, commands: mpsc::Sender<Command>) {
         }
     }
     tracing::debug!(%queue, "agents task stopped");
+}
+
+/// One request of the core task; what it makes the task send at once.
+fn take_request(runs: &mut Runs, request: ExecRequest) -> Vec<Send> {
+    let now = now_ms();
+    match request {
+        ExecRequest::Launch(job, generations) => runs.launch(now, job, generations),
+        ExecRequest::Watch(job, generations) => runs.watch(now, job, generations),
+        ExecRequest::Kill { id, why } => runs.kill(now, id, &why),
+        ExecRequest::Forget(id) => return runs.forget(id),
+    }
+    Vec::new()
+}
+
+/// One answer from a request in flight.
+fn take_answer(runs: &mut Runs, answer: Heard) {
+    let now = now_ms();
+    match answer {
+        Heard::Addresses(answer) => runs.addresses(answer),
+        Heard::Launched { job, node, answer } => runs.launched(now, job, &node, answer),
+        Heard::Renewed {
+            node,
+            asked,
+            seen,
+            answer,
+        } => runs.renewed(now, &node, asked, &seen, answer),
+    }
 }
 
 /// Sends one request and hands its answer back.
