@@ -183,3 +183,50 @@ fn cancel_kills_a_tasks_setsid_grandchild() {
         "the setsid grandchild {grandchild} outlived its job's cancel"
     );
 }
+
+#[test]
+fn a_batch_script_runs_once_on_its_first_node_into_its_named_files() {
+    let sys = System::start_with("agents-batch", &config(), &["--agents"]);
+    let work = sys.dir.join("work");
+    std::fs::create_dir_all(&work).expect("work dir");
+    std::fs::write(
+        work.join("sweep.sh"),
+        "#!/bin/sh\n\
+         #SBATCH -N 2 -t 1\n\
+         #SBATCH --output=out-%j.txt\n\
+         #SHARDSCHED -e {{name}}-{{id}}.err\n\
+         echo \"$SHARDSCHED_NODE $SHARDSCHED_NTASKS $SHARDSCHED_JOB_NNODES $(basename \"$0\") $1\"\n\
+         echo oops >&2\n",
+    )
+    .expect("script");
+    let out = std::process::Command::new(harness::EXE)
+        .args(["batch", "sweep.sh", "arg1"])
+        .current_dir(&work)
+        .env("SHARDSCHED_DIR", sys.state())
+        .output()
+        .expect("batch");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let row = sys.wait_state(&id, "completed");
+    assert_eq!(row["nnodes"], 2);
+    // One line: the script ran once, on the first node, from the directory the agent
+    // wrote it into; both nodes are the job's.
+    let nodes = row["nodes"].as_str().expect("nodes");
+    let first = match nodes.split_once('[') {
+        Some((prefix, range)) => format!(
+            "{prefix}{}",
+            range.split(['-', ',', ']']).next().unwrap_or_default()
+        ),
+        None => nodes.to_owned(),
+    };
+    let text = std::fs::read_to_string(work.join(format!("out-{id}.txt"))).expect("-o file");
+    assert_eq!(text, format!("{first} 1 2 script arg1\n"), "nodes {nodes}");
+    let err = std::fs::read_to_string(work.join(format!("sweep.sh-{id}.err"))).expect("-e file");
+    assert_eq!(err, "oops\n");
+    // `job output` reads the named file through the agent.
+    assert_eq!(sys.ok(&["job", "output", &id]), text);
+}

@@ -25,7 +25,8 @@ use std::sync::Arc;
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::executor::{self, EXEC_POLL_INTERVAL, ExecSettings};
-use crate::layout::{ADDRESS_FILE, LEASES_FILE, fence_file, job_dir, output_file};
+use crate::layout::{ADDRESS_FILE, LEASES_FILE, PLAN_FILE, fence_file, job_dir, output_file};
+use crate::plan::Plan;
 
 /// The heartbeat timeout assumed until the coordinator says its own, ms.
 pub const HEARTBEAT_TIMEOUT_DEFAULT_MS: u64 = 30_000;
@@ -300,8 +301,17 @@ fn output(
         None => return Err(refusal("no such job on this node", RefusalCode::NotFound)),
     }
     let ended = core.job(req.job).is_some_and(|s| !s.is_live());
-    let path = output_file(&job_dir(state_dir, req.job), req.rank, req.stderr);
-    let bytes = read_range(&path, req.offset, req.max_bytes)
+    // Output the jobspec sent to a file of its own is read from there, only if the job's
+    // user owns it (the agent is root; the user named the path).
+    let dir = job_dir(state_dir, req.job);
+    let plan = read_json::<Plan>(&dir.join(PLAN_FILE)).ok().flatten();
+    let named = plan.as_ref().and_then(|p| {
+        let path = if req.stderr { &p.stderr } else { &p.stdout };
+        path.clone()
+            .map(|path| (path, p.run_as.as_ref().map(|u| u.uid)))
+    });
+    let (path, owner) = named.unwrap_or_else(|| (output_file(&dir, req.rank, req.stderr), None));
+    let bytes = read_range(&path, req.offset, req.max_bytes, owner)
         .map_err(|e| refusal(e, RefusalCode::Internal))?;
     let complete = ended && (bytes.len() as u64) < u64::from(req.max_bytes);
     Ok(shard_node::Response::Output(OutputChunk {

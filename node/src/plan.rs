@@ -5,8 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use shardsched_jobspec::Execution;
-use shardsched_proto::msg::agent::NodeLaunch;
+use shardsched_jobspec::{CarriedFile, Execution, Stream, TemplateValues, job_name};
+use shardsched_proto::limits::JOB_NAME_BYTES_MAX;
+use shardsched_proto::msg::agent::{ARRAY_ID_VAR, ARRAY_INDEX_VAR, NodeLaunch};
 
 use crate::cgroup::JobCgroups;
 use crate::layout::HOSTFILE;
@@ -38,6 +39,17 @@ pub struct Plan {
     pub command: Vec<String>,
     /// The working directory (entered as the user).
     pub cwd: PathBuf,
+    /// Where every task's standard output goes (appended, opened as the user); `None`: to
+    /// `task-<rank>.out` in the job's directory.
+    #[serde(default)]
+    pub stdout: Option<PathBuf>,
+    /// Where every task's standard error goes; `None`: `task-<rank>.err`.
+    #[serde(default)]
+    pub stderr: Option<PathBuf>,
+    /// The files the jobspec carries (a batch script), written into the job's directory
+    /// as the user before the tasks start.
+    #[serde(default)]
+    pub files: Vec<CarriedFile>,
     /// The variables every task gets.
     pub env: Vec<(String, String)>,
     /// The ranks of this node's tasks.
@@ -80,7 +92,7 @@ impl Plan {
             ]);
         }
         env.push(("PATH".to_owned(), DEFAULT_PATH.to_owned()));
-        env.extend(run.environment);
+        env.extend(run.environment.iter().cloned());
         env.extend(launch.env.iter().cloned());
         env.extend([
             (NODE.to_owned(), me.node.clone()),
@@ -98,12 +110,25 @@ impl Plan {
         }
         let cwd = run
             .cwd
+            .clone()
             .or(home.map(PathBuf::from))
             .unwrap_or_else(|| dir.to_owned());
+        // Output templates are filled as the shard's exec executor fills them.
+        let id = launch.job.to_string();
+        let name = job_name(&jobspec, JOB_NAME_BYTES_MAX);
+        let values = TemplateValues {
+            id: &id,
+            name: &name,
+            array_id: launch.env_value(ARRAY_ID_VAR).unwrap_or(&id),
+            array_index: launch.env_value(ARRAY_INDEX_VAR).unwrap_or("0"),
+        };
         Ok(Plan {
             job: launch.job.to_string(),
             run_as,
-            command: run.command,
+            command: run.command_in(dir),
+            stdout: run.output_path(Stream::Stdout, &cwd, &values),
+            stderr: run.output_path(Stream::Stderr, &cwd, &values),
+            files: run.files,
             cwd,
             env,
             ranks: (me.first_rank..me.first_rank.saturating_add(me.ntasks)).collect(),

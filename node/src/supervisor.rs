@@ -123,6 +123,9 @@ async fn run(dir: &Path, plan: &Plan) -> JobEnd {
     let (lines_tx, mut lines) = mpsc::channel::<(u32, String)>(PMI_LINES_QUEUED_MAX);
     let mut tasks: BTreeMap<u32, Task> = BTreeMap::new();
     let mut writers: BTreeMap<u32, OwnedWriteHalf> = BTreeMap::new();
+    if let Err(why) = write_carried_files(dir, plan) {
+        return JobEnd::without_status(EndCause::Error, why);
+    }
     for &rank in &plan.ranks {
         match start_task(dir, plan, rank, &lines_tx) {
             Ok((task, writer)) => {
@@ -251,6 +254,21 @@ async fn apply(
     None
 }
 
+/// Writes the files the jobspec carries (a batch script) into the job's directory, as the
+/// job's user (the supervisor already is), with their modes.
+fn write_carried_files(dir: &Path, plan: &Plan) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    for file in &plan.files {
+        let path = dir.join(&file.name);
+        std::fs::write(&path, file.data.as_bytes())
+            .and_then(|()| {
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(file.mode))
+            })
+            .map_err(|e| format!("cannot write the job's file {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
 /// Starts the task of `rank`: its PMI socket, its output files, its process.
 fn start_task(
     dir: &Path,
@@ -264,9 +282,22 @@ fn start_task(
     // thread spawns, so no other child can inherit it by accident.
     rustix::io::fcntl_setfd(&theirs, rustix::io::FdFlags::empty())
         .map_err(|e| format!("PMI socket: {e}"))?;
+    // A file the jobspec names is shared by the node's tasks (appended to, as Flux's shell
+    // does with `--output`); else each task has its own in the job's directory.
     let open = |stderr: bool| {
-        let path = output_file(dir, rank, stderr);
-        std::fs::File::create(&path).map_err(|e| format!("cannot open {}: {e}", path.display()))
+        let named = if stderr { &plan.stderr } else { &plan.stdout };
+        let opened = match named {
+            Some(path) => std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|e| (path.clone(), e)),
+            None => {
+                let path = output_file(dir, rank, stderr);
+                std::fs::File::create(&path).map_err(|e| (path, e))
+            }
+        };
+        opened.map_err(|(path, e)| format!("cannot open {}: {e}", path.display()))
     };
     let (stdout, stderr) = (open(false)?, open(true)?);
     let (program, args) = plan

@@ -73,7 +73,7 @@ mod validate;
 
 pub use constraint::Constraint;
 pub use error::{Format, JobspecError};
-pub use execution::Execution;
+pub use execution::{CarriedFile, Execution, TMPDIR_TEMPLATE, TemplateValues, job_name};
 pub use fluxion::parse_fluxion;
 pub use model::{
     Attributes, Count, CountOp, Jobspec, Resource, Task, TaskCount, VERSION_1, VERSION_GENERAL,

@@ -275,6 +275,18 @@ impl Attributes {
         );
     }
 
+    /// Whether this is a batch job (`system.batch`, set by `shardsched batch`): its command,
+    /// the script, runs once, on the first of its nodes; the other nodes are the script's to
+    /// use (as the nested instance of `flux batch` runs the script on its rank 0 only).
+    pub fn is_batch(&self) -> bool {
+        self.system_other.get("batch").and_then(Value::as_bool) == Some(true)
+    }
+
+    /// Marks this a batch job ([`Attributes::is_batch`]).
+    pub fn set_batch(&mut self) {
+        self.system_other.insert("batch".into(), Value::Bool(true));
+    }
+
     /// The `begin-time` dependency: not before this time, ms since the Unix epoch.
     pub fn begin_time_ms(&self) -> Option<u64> {
         let deps = self.system_other.get("dependencies")?;

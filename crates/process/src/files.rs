@@ -45,9 +45,31 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
 
 /// Up to `max` bytes of `path` from byte `offset` (a job's output, read while it grows): a
 /// file not written yet reads as empty.
-pub fn read_range(path: &Path, offset: u64, max: u32) -> std::io::Result<Vec<u8>> {
+///
+/// With `owner`, the file opened must belong to that uid (checked on the open file, so a
+/// link swapped in between cannot fool it): a root agent reads a file a job's user named
+/// only if that user could read it anyway.
+pub fn read_range(
+    path: &Path,
+    offset: u64,
+    max: u32,
+    owner: Option<u32>,
+) -> std::io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
     let read = File::open(path).and_then(|mut file| {
+        if let Some(uid) = owner {
+            use std::os::unix::fs::MetadataExt;
+            let found = file.metadata()?.uid();
+            if found != uid {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    format!(
+                        "{} belongs to uid {found}, not the job's user",
+                        path.display()
+                    ),
+                ));
+            }
+        }
         std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(offset))?;
         file.take(u64::from(max)).read_to_end(&mut bytes)
     });
@@ -217,6 +239,20 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).expect("scratch dir");
         dir
+    }
+
+    #[test]
+    fn a_range_is_read_only_from_a_file_of_the_owner_asked_for() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = scratch("owner");
+        let path = dir.join("out");
+        fs::write(&path, b"hello world").expect("write");
+        let mine = fs::metadata(&path).expect("stat").uid();
+        assert_eq!(read_range(&path, 6, 3, None).expect("read"), b"wor");
+        assert_eq!(read_range(&path, 0, 5, Some(mine)).expect("read"), b"hello");
+        let other = read_range(&path, 0, 5, Some(mine.wrapping_add(1))).expect_err("refused");
+        assert_eq!(other.kind(), std::io::ErrorKind::PermissionDenied);
+        let _ = fs::remove_dir_all(&dir);
     }
 
     #[test]

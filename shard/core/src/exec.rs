@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use shardsched_jobspec::{Jobspec, Stream};
+use shardsched_jobspec::{Execution, Jobspec, Stream, TemplateValues};
 use shardsched_wire::msg::JobId;
 
 use crate::job::JobRecord;
@@ -60,9 +60,18 @@ impl JobFiles {
             .attributes
             .cwd()
             .map_or_else(|| dir.clone(), PathBuf::from);
-        let file = |stream: Stream, default: &str| match jobspec.attributes.output(stream) {
-            Some(template) => cwd.join(fill(template, job)),
-            None => dir.join(default),
+        let run = Execution::of(jobspec).ok();
+        let (id, array_id, array_index) = template_ids(job);
+        let values = TemplateValues {
+            id: &id,
+            name: &job.name,
+            array_id: &array_id,
+            array_index: &array_index,
+        };
+        let file = |stream: Stream, default: &str| {
+            run.as_ref()
+                .and_then(|run| run.output_path(stream, &cwd, &values))
+                .unwrap_or_else(|| dir.join(default))
         };
         JobFiles {
             stdout: file(Stream::Stdout, STDOUT_FILE),
@@ -72,18 +81,13 @@ impl JobFiles {
     }
 }
 
-/// An output path template with the job's values in (a `/` in its name becomes `_`, so
-/// the name never makes directories).
-fn fill(template: &str, job: &JobRecord) -> String {
-    let (array, index) = match job.array {
-        Some(e) => (e.array.to_string(), e.index.to_string()),
-        None => (job.id.to_string(), "0".to_owned()),
-    };
-    template
-        .replace("{{id}}", &job.id.to_string())
-        .replace("{{name}}", &job.name.replace('/', "_"))
-        .replace("{{array_id}}", &array)
-        .replace("{{array_index}}", &index)
+/// A job's id, its array's id and its index there, as output templates name them (an
+/// element of no array is its own array's element 0).
+pub fn template_ids(job: &JobRecord) -> (String, String, String) {
+    match job.array {
+        Some(e) => (job.id.to_string(), e.array.to_string(), e.index.to_string()),
+        None => (job.id.to_string(), job.id.to_string(), "0".to_owned()),
+    }
 }
 
 /// How a job ended (the supervisor's `status` file): the wire's types, shared with node

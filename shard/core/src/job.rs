@@ -232,26 +232,9 @@ fn wait_text(why: WaitReason) -> String {
 /// The short name of a job: the name its jobspec gives (`submit --job-name`), else the
 /// first word of its first task's command, without its directory; `job` when it has none.
 /// At most [`JOB_NAME_BYTES_MAX`] bytes: a longer one is cut and ends in `…` (every row of
-/// every job list carries it).
+/// every job list carries it). The node agent names a job's output files by the same rule.
 pub fn job_name(jobspec: &shardsched_jobspec::Jobspec) -> String {
-    let name = jobspec.attributes.job_name().unwrap_or_else(|| {
-        jobspec
-            .tasks
-            .first()
-            .and_then(|t| t.command.first())
-            .map(|c| c.rsplit('/').next().unwrap_or(c))
-            .filter(|c| !c.is_empty())
-            .unwrap_or("job")
-    });
-    if name.len() <= JOB_NAME_BYTES_MAX {
-        return name.to_owned();
-    }
-    const MARK: &str = "…";
-    let mut end = JOB_NAME_BYTES_MAX - MARK.len();
-    while !name.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}{MARK}", &name[..end])
+    shardsched_jobspec::job_name(jobspec, JOB_NAME_BYTES_MAX)
 }
 
 #[cfg(test)]

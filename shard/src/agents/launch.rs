@@ -19,11 +19,17 @@ use crate::job::JobRecord;
 /// nodes one at a time, round robin, each node taking as many as its cores hold (a slot's
 /// cores, at least one); each slot's tasks run on its node: `per_slot: N` tasks per slot,
 /// or a `total` dealt over the slots in the same order. So `-N 4` runs one task per node,
-/// `-N 2 -n 4` two per node, and `-n 4` on one node's cores four there.
+/// `-N 2 -n 4` two per node, and `-n 4` on one node's cores four there. A batch job
+/// runs its script once, on its first node.
 pub fn tasks_per_node(jobspec: &Jobspec, r: &RSummary) -> Vec<u32> {
     let nodes = r.nodes.len();
     if nodes == 0 {
         return Vec::new();
+    }
+    if jobspec.attributes.is_batch() {
+        let mut tasks = vec![0; nodes];
+        tasks[0] = 1;
+        return tasks;
     }
     let (slots, cores_per_slot) = slots_of(&jobspec.resources);
     let capacity: Vec<u64> = r
@@ -245,5 +251,9 @@ mod tests {
             tasks_per_node(&shorthand(None, Some(3), 1), &r(&[2, 1])),
             vec![2, 1]
         );
+        // A batch job on 3 nodes: its script once, on the first.
+        let mut batch = shorthand(Some(3), None, 1);
+        batch.attributes.set_batch();
+        assert_eq!(tasks_per_node(&batch, &r(&[4, 4, 4])), vec![1, 0, 0]);
     }
 }

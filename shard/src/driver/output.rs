@@ -105,7 +105,7 @@ pub(crate) async fn read(
 /// Up to `max` bytes of `path` from `offset`; complete when the job has `ended` and this is
 /// the file's end.
 fn read_file(path: &std::path::Path, offset: u64, max: u32, ended: bool) -> Reply<OutputChunk> {
-    let bytes = crate::exec::files::read_range(path, offset, max)
+    let bytes = crate::exec::files::read_range(path, offset, max, None)
         .map_err(|e| Refusal::new(RefusalCode::Internal, format!("{}: {e}", path.display())))?;
     let complete = ended && (bytes.len() as u64) < u64::from(max);
     Ok(OutputChunk { bytes, complete })

@@ -32,9 +32,9 @@ pub const JOB_DIR: &str = "SHARDSCHED_JOB_DIR";
 /// The job's time limit in seconds (0: none).
 pub const JOB_TIME_LIMIT: &str = "SHARDSCHED_JOB_TIME_LIMIT";
 /// An array's element: the array's id (`ID` of `ID[N]`).
-pub const ARRAY_ID: &str = "SHARDSCHED_ARRAY_ID";
+pub const ARRAY_ID: &str = shardsched_proto::msg::agent::ARRAY_ID_VAR;
 /// An array's element: its index (`N` of `ID[N]`).
-pub const ARRAY_INDEX: &str = "SHARDSCHED_ARRAY_INDEX";
+pub const ARRAY_INDEX: &str = shardsched_proto::msg::agent::ARRAY_INDEX_VAR;
 
 /// Everything the `SHARDSCHED_*` variables are made from.
 #[derive(Clone, Debug)]

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use rustix::process::{Pid, Signal, kill_process, kill_process_group};
 use serde::{Deserialize, Serialize};
+use shardsched_jobspec::CarriedFile;
 use shardsched_proto::msg::JobId;
 
 use super::env::{JobFacts, job_variables};
@@ -58,18 +59,7 @@ pub struct Prepared {
     /// Its R, for `R.json`.
     pub r_json: String,
     /// The files its jobspec carries (a batch script), written into its directory.
-    pub files: Vec<JobFile>,
-}
-
-/// A file a jobspec carries, to write into the job's directory before it starts.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct JobFile {
-    /// Its name (a plain name: the jobspec was checked when parsed).
-    pub name: String,
-    /// Its text.
-    pub data: String,
-    /// Its permission bits.
-    pub mode: u32,
+    pub files: Vec<CarriedFile>,
 }
 
 /// A job directory as read back: its supervisor still runs, or the job ended.
@@ -102,29 +92,14 @@ impl Prepared {
             .map_err(|e| fail(format!("jobspec: {e}")))?;
         let run = shardsched_jobspec::Execution::of(&jobspec).map_err(fail)?;
         let dir = job_dir(jobs_dir, job.id);
-        // `{{tmpdir}}` names the job's directory, where its files are (`flux batch`'s).
-        let tmpdir = dir.to_string_lossy().into_owned();
-        let command: Vec<String> = run
-            .command
-            .iter()
-            .map(|w| w.replace("{{tmpdir}}", &tmpdir))
-            .collect();
-        let carried = jobspec
-            .attributes
-            .files()
-            .map(|f| JobFile {
-                name: f.name.to_owned(),
-                data: f.data.to_owned(),
-                mode: f.mode,
-            })
-            .collect();
+        let command = run.command_in(&dir);
         let r_json = job
             .r_json
             .as_deref()
             .ok_or_else(|| fail("the job has no R (it was not allocated)".to_owned()))?;
         let r = RSummary::parse(r_json).map_err(fail)?;
         // The jobspec's environment (checked when it was parsed), then ours.
-        let mut env = run.environment;
+        let mut env = run.environment.clone();
         let files = JobFiles::of(jobs_dir, job, &jobspec);
         let r_path = dir.join(R_FILE);
         env.extend(job_variables(&JobFacts {
@@ -150,7 +125,7 @@ impl Prepared {
             },
             dir,
             r_json: r_json.to_owned(),
-            files: carried,
+            files: run.files,
         })
     }
 }

@@ -100,6 +100,7 @@ pub fn main(args: &BatchArgs) -> Result<()> {
         .chain(script_args.iter().cloned())
         .collect();
     let mut jobspec = flags.shorthand(command)?;
+    jobspec.attributes.set_batch();
     jobspec.attributes.set_file(File {
         name: "script",
         data: &text,

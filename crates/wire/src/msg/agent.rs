@@ -129,6 +129,12 @@ pub struct JobNode {
     pub gpus: Vec<u32>,
 }
 
+/// The variable of [`NodeLaunch::env`] that names the array a job is an element of (`ID`
+/// of `ID[N]`); the agent fills output templates' `{{array_id}}` with it.
+pub const ARRAY_ID_VAR: &str = "SHARDSCHED_ARRAY_ID";
+/// The variable of [`NodeLaunch::env`] with the job's index in its array (`N` of `ID[N]`).
+pub const ARRAY_INDEX_VAR: &str = "SHARDSCHED_ARRAY_INDEX";
+
 /// A shard's request that an agent start its share of a job.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeLaunch {
@@ -157,6 +163,14 @@ impl NodeLaunch {
     /// How many tasks the whole job runs.
     pub fn ntasks(&self) -> u64 {
         self.nodes.iter().map(|n| u64::from(n.ntasks)).sum()
+    }
+
+    /// The value of the variable `name` the shard added, if it did.
+    pub fn env_value(&self, name: &str) -> Option<&str> {
+        self.env
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
 
     /// This agent's entry in [`NodeLaunch::nodes`].
