@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
+use shardsched_proto::msg::RouteTable;
 use shardsched_proto::msg::client_coord::{self, Response as ClientResponse};
-use shardsched_proto::msg::{RouteTable, node_coord, shard_coord};
-use shardsched_proto::{CloseCode, Role, Session, accept, serve};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use shardsched_proto::{CloseCode, Peer, Reply, Role, Rpc, Session, accept, serve};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 
 use super::CONNECTIONS_MAX;
 use super::event::{Event, call};
@@ -81,27 +81,21 @@ async fn shard_connection(session: Session, events: mpsc::Sender<Event>) {
         conn,
         session: session.clone(),
     };
-    if events.send(connected).await.is_err() {
-        return;
-    }
-    let requests = events.clone();
-    let served = serve(session, move |peer, request: shard_coord::Request| {
-        let events = requests.clone();
-        async move {
-            call(&events, |reply| Event::Shard {
-                conn,
-                remote,
-                peer,
-                request,
-                reply,
-                span: tracing::Span::current(),
-            })
-            .await
-        }
-    })
+    serve_peer(
+        session,
+        conn,
+        connected,
+        events,
+        move |peer, request, reply| Event::Shard {
+            conn,
+            remote,
+            peer,
+            request,
+            reply,
+            span: tracing::Span::current(),
+        },
+    )
     .await;
-    let error = served.err().map(|e| e.to_string());
-    let _ = events.send(Event::Closed { conn, error }).await;
 }
 
 /// Serves a node agent's connection (its registration and heartbeats; the coordinator
@@ -112,21 +106,42 @@ async fn agent_connection(session: Session, events: mpsc::Sender<Event>) {
         conn,
         session: session.clone(),
     };
+    serve_peer(
+        session,
+        conn,
+        connected,
+        events,
+        move |peer, request, reply| Event::Agent {
+            conn,
+            peer,
+            request,
+            reply,
+        },
+    )
+    .await;
+}
+
+/// Serves the connection `conn` of a peer whose session the core task keeps (a shard, a
+/// node agent) until it ends: the core task hears `connected`, then each request as the
+/// event `request` makes of it (with the channel for its answer), then `Closed`.
+async fn serve_peer<R: Rpc>(
+    session: Session,
+    conn: ConnId,
+    connected: Event,
+    events: mpsc::Sender<Event>,
+    request: impl Fn(Peer, R, oneshot::Sender<Reply<R::Response>>) -> Event
+    + Copy
+    + Send
+    + Sync
+    + 'static,
+) {
     if events.send(connected).await.is_err() {
         return;
     }
     let requests = events.clone();
-    let served = serve(session, move |peer, request: node_coord::Request| {
+    let served = serve(session, move |peer, req: R| {
         let events = requests.clone();
-        async move {
-            call(&events, |reply| Event::Agent {
-                conn,
-                peer,
-                request,
-                reply,
-            })
-            .await
-        }
+        async move { call(&events, |reply| request(peer, req, reply)).await }
     })
     .await;
     let error = served.err().map(|e| e.to_string());

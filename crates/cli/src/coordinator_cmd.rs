@@ -75,12 +75,7 @@ pub fn main(args: &CoordinatorArgs) -> Result<()> {
         print_summary(&config);
         return Ok(());
     }
-    let _up_lock = args
-        .up_lock
-        .as_deref()
-        .map(crate::up::lock::hold_shared)
-        .transpose()?;
-    shardsched_telemetry::logs::init(args.log_format);
+    let _up_lock = crate::up::lock::start_child(args.up_lock.as_deref(), args.log_format)?;
     let runtime = telemetry::runtime(tracing::info_span!("coordinator"))?;
     let (metrics, views) = Metrics::coordinator();
     telemetry::observe_wire(&views.process);

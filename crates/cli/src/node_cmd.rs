@@ -81,12 +81,7 @@ pub struct NodeSuperviseArgs {
 
 /// `shardsched node`.
 pub fn main(args: &NodeArgs) -> Result<()> {
-    let _up_lock = args
-        .up_lock
-        .as_deref()
-        .map(crate::up::lock::hold_shared)
-        .transpose()?;
-    shardsched_telemetry::logs::init(args.log_format);
+    let _up_lock = crate::up::lock::start_child(args.up_lock.as_deref(), args.log_format)?;
     let creds = load_credentials(&args.state_dir).map_err(|e| anyhow!(e))?;
     let as_root = nix::unistd::Uid::effective().is_root();
     if !as_root {

@@ -106,12 +106,7 @@ pub fn main(args: &ShardArgs) -> Result<()> {
             })
         }
     };
-    let _up_lock = args
-        .up_lock
-        .as_deref()
-        .map(crate::up::lock::hold_shared)
-        .transpose()?;
-    shardsched_telemetry::logs::init(args.log_format);
+    let _up_lock = crate::up::lock::start_child(args.up_lock.as_deref(), args.log_format)?;
     let runtime = telemetry::runtime(tracing::info_span!("shard", queue = %args.queue))?;
     let (metrics, shard_metrics) = Metrics::shard(&args.queue);
     telemetry::observe_wire(&shard_metrics.process);

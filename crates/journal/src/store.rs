@@ -178,10 +178,8 @@ impl Journal {
         guarded(&self.path, || {
             let txn = self.read_txn()?;
             let def: TableDefinition<u64, &[u8]> = TableDefinition::new(table);
-            let t = match txn.open_table(def) {
-                Ok(t) => t,
-                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-                Err(e) => return Err(JournalError::storage(&self.path, "open table", e)),
+            let Some(t) = self.read_table(&txn, def, "open table")? else {
+                return Ok(Vec::new());
             };
             let mut out = Vec::new();
             for entry in t.iter().map_err(|e| self.err("scan", e))? {
@@ -201,10 +199,8 @@ impl Journal {
         guarded(&self.path, || {
             let txn = self.read_txn()?;
             let def: TableDefinition<u64, &[u8]> = TableDefinition::new(table);
-            let t = match txn.open_table(def) {
-                Ok(t) => t,
-                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-                Err(e) => return Err(JournalError::storage(&self.path, "open table", e)),
+            let Some(t) = self.read_table(&txn, def, "open table")? else {
+                return Ok(None);
             };
             let Some(v) = t.get(key).map_err(|e| self.err("get", e))? else {
                 return Ok(None);
@@ -224,10 +220,8 @@ impl Journal {
     pub fn metas(&self) -> Result<BTreeMap<String, Vec<u8>>, JournalError> {
         guarded(&self.path, || {
             let txn = self.read_txn()?;
-            let t = match txn.open_table(META_TABLE) {
-                Ok(t) => t,
-                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(BTreeMap::new()),
-                Err(e) => return Err(JournalError::storage(&self.path, "open meta", e)),
+            let Some(t) = self.read_table(&txn, META_TABLE, "open meta")? else {
+                return Ok(BTreeMap::new());
             };
             let mut out = BTreeMap::new();
             for entry in t.iter().map_err(|e| self.err("meta", e))? {
@@ -435,6 +429,21 @@ impl Journal {
 
     fn read_txn(&self) -> Result<redb::ReadTransaction, JournalError> {
         self.db.begin_read().map_err(|e| self.err("begin read", e))
+    }
+
+    /// Table `def` as `txn` reads it; `None` when it was never written. `what` names the
+    /// step in an error.
+    fn read_table<K: redb::Key + 'static, V: redb::Value + 'static>(
+        &self,
+        txn: &redb::ReadTransaction,
+        def: TableDefinition<K, V>,
+        what: &'static str,
+    ) -> Result<Option<redb::ReadOnlyTable<K, V>>, JournalError> {
+        match txn.open_table(def) {
+            Ok(t) => Ok(Some(t)),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+            Err(e) => Err(JournalError::storage(&self.path, what, e)),
+        }
     }
 
     /// The payload of a stored value, if its checksum holds.

@@ -179,32 +179,31 @@ impl QueueManager {
     /// maximum or it could never fit the definition; it waits outside the pending order when
     /// it fits the definition but not what is up now; otherwise it is pending and considered
     /// by the next [`QueueManager::schedule`].
-    pub fn submit(&mut self, req: JobRequest) -> Result<(), QueueError> {
+    pub fn submit(&mut self, mut req: JobRequest) -> Result<(), QueueError> {
         let id = req.id;
         if self.jobs.contains_key(&id) {
             return Err(QueueError::DuplicateJob(id));
         }
-        let mut jobspec = req.jobspec;
-        let asked = jobspec.attributes.duration;
+        let asked = req.jobspec.attributes.duration;
         let Some(duration) = self.params.effective_duration(asked) else {
             let max = self.params.max_duration;
             self.deny(id, DenyReason::DurationAboveMax { asked, max });
             return Ok(());
         };
-        jobspec.attributes.duration = duration;
-        let needs = match self.root.needs(&self.matcher, &jobspec) {
+        req.jobspec.attributes.duration = duration;
+        let needs = match self.root.needs(&self.matcher, &req.jobspec) {
             Ok(n) => n,
             Err(e) => {
                 self.deny(id, DenyReason::Invalid(e.to_string()));
                 return Ok(());
             }
         };
-        let shape = Shapes::key(&jobspec);
+        let shape = Shapes::key(&req.jobspec);
         let now = req.submit_time;
         let fits = self.root.within_totals(&needs)
             && self.shapes.fits_definition(
                 &shape,
-                &jobspec,
+                &req.jobspec,
                 &mut self.definition,
                 now,
                 &mut self.stats.match_satisfiability,
@@ -213,22 +212,7 @@ impl QueueManager {
             self.deny(id, DenyReason::Unsatisfiable);
             return Ok(());
         }
-        let key = Key {
-            priority: Reverse(req.priority),
-            submit: req.submit_time,
-            seq: self.next_seq,
-        };
-        self.next_seq += 1;
-        self.jobs.insert(
-            id,
-            Job {
-                jobspec,
-                key,
-                shape,
-                needs,
-                state: State::Waiting,
-            },
-        );
+        let key = self.insert_job(req, shape, needs, State::Waiting);
         self.waiting.insert(key, id);
         self.admit_if_up(id, now)
     }
@@ -462,6 +446,32 @@ impl QueueManager {
         self.needs.remove(&job.needs);
         self.pending.remove(&key);
         Ok(())
+    }
+
+    /// Records job `req` (its jobspec with the effective duration filled in) in `state`,
+    /// under the next key of the queue's order: priority, then submit time, then arrival.
+    pub(crate) fn insert_job(
+        &mut self,
+        req: JobRequest,
+        shape: String,
+        needs: Vec<i64>,
+        state: State,
+    ) -> Key {
+        let key = Key {
+            priority: Reverse(req.priority),
+            submit: req.submit_time,
+            seq: self.next_seq,
+        };
+        self.next_seq += 1;
+        let job = Job {
+            jobspec: req.jobspec,
+            key,
+            shape,
+            needs,
+            state,
+        };
+        self.jobs.insert(req.id, job);
+        key
     }
 
     /// Moves waiting job `id` into the pending order if what is up can hold it.

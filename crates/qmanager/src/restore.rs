@@ -1,13 +1,11 @@
 //! A restart: jobs that were running when the process stopped come back on exactly the
 //! resources they held, without a match.
 
-use std::cmp::Reverse;
-
 use shardsched_matcher::Allocation;
 
 use crate::error::QueueError;
 use crate::event::JobRequest;
-use crate::queue::{Job, Key, QueueManager, State};
+use crate::queue::{QueueManager, State};
 use crate::shapes::Shapes;
 
 impl QueueManager {
@@ -17,7 +15,7 @@ impl QueueManager {
     /// if the job is already known or the matcher cannot take the allocation.
     pub fn restore_running(
         &mut self,
-        req: JobRequest,
+        mut req: JobRequest,
         start: i64,
         alloc: Allocation,
     ) -> Result<(), QueueError> {
@@ -25,30 +23,14 @@ impl QueueManager {
         if self.jobs.contains_key(&id) {
             return Err(QueueError::DuplicateJob(id));
         }
-        let mut jobspec = req.jobspec;
-        jobspec.attributes.duration = alloc.duration;
-        let needs = self.root.needs(&self.matcher, &jobspec)?;
-        let shape = Shapes::key(&jobspec);
+        req.jobspec.attributes.duration = alloc.duration;
+        let needs = self.root.needs(&self.matcher, &req.jobspec)?;
+        let shape = Shapes::key(&req.jobspec);
         let end = alloc
             .at
             .saturating_add(i64::try_from(alloc.duration).unwrap_or(i64::MAX));
         self.matcher.restore(id, alloc)?;
-        let key = Key {
-            priority: Reverse(req.priority),
-            submit: req.submit_time,
-            seq: self.next_seq,
-        };
-        self.next_seq += 1;
-        self.jobs.insert(
-            id,
-            Job {
-                jobspec,
-                key,
-                shape,
-                needs,
-                state: State::Running { start, end },
-            },
-        );
+        self.insert_job(req, shape, needs, State::Running { start, end });
         self.running_ends.insert((end, id));
         self.replan = true;
         Ok(())

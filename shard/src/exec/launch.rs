@@ -148,10 +148,8 @@ pub fn launch(program: &Path, prepared: &Prepared) -> Result<Child, ExecError> {
         fs::set_permissions(&path, fs::Permissions::from_mode(file.mode))
             .map_err(|e| ExecError::io(&path, e))?;
     }
-    let spec = serde_json::to_vec_pretty(&prepared.spec).map_err(|e| ExecError::BadFile {
-        path: dir.join(LAUNCH_FILE),
-        message: e.to_string(),
-    })?;
+    let spec = serde_json::to_vec_pretty(&prepared.spec)
+        .map_err(|e| ExecError::bad_file(dir.join(LAUNCH_FILE), e.to_string()))?;
     write_atomic(&dir.join(LAUNCH_FILE), &spec)?;
     let log_path = dir.join(SUPERVISOR_LOG);
     let log = fs::File::create(&log_path).map_err(|e| ExecError::io(&log_path, e))?;
@@ -173,10 +171,10 @@ pub fn launch(program: &Path, prepared: &Prepared) -> Result<Child, ExecError> {
 /// Moves an earlier run's directory aside. Refused while its supervisor still runs.
 fn set_aside(dir: &Path) -> Result<(), ExecError> {
     if let RunningOrEnded::Running { pid } = observe(dir)? {
-        return Err(ExecError::BadFile {
-            path: dir.to_owned(),
-            message: format!("an earlier run's supervisor (pid {pid}) is still running"),
-        });
+        return Err(ExecError::bad_file(
+            dir.to_owned(),
+            format!("an earlier run's supervisor (pid {pid}) is still running"),
+        ));
     }
     Ok(files::set_aside(dir)?)
 }
@@ -188,10 +186,10 @@ pub fn remove_job_dirs(jobs_dir: &Path, id: JobId) -> Result<(), ExecError> {
     let dir = job_dir(jobs_dir, id);
     if dir.exists() {
         if let RunningOrEnded::Running { pid } = observe(&dir)? {
-            return Err(ExecError::BadFile {
-                path: dir,
-                message: format!("not removed: its supervisor (pid {pid}) still runs"),
-            });
+            return Err(ExecError::bad_file(
+                dir,
+                format!("not removed: its supervisor (pid {pid}) still runs"),
+            ));
         }
         fs::remove_dir_all(&dir).map_err(|e| ExecError::io(&dir, e))?;
     }

@@ -58,23 +58,10 @@ pub use supervisor::supervise;
 /// Something went wrong launching, watching or supervising a job.
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {
-    /// A file or directory could not be read or written.
-    #[error("{}: {source}", .path.display())]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// What went wrong.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A file of a job directory is not what it should be.
-    #[error("{}: {message}", .path.display())]
-    BadFile {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong with it.
-        message: String,
-    },
+    /// A file or directory of a job could not be read or written, or is not what it
+    /// should be.
+    #[error(transparent)]
+    File(#[from] shardsched_process::FileError),
     /// The job cannot be launched as described (no command, an unreadable R).
     #[error("job {job}: {message}")]
     Launch {
@@ -85,22 +72,12 @@ pub enum ExecError {
     },
 }
 
-impl From<shardsched_process::FileError> for ExecError {
-    fn from(e: shardsched_process::FileError) -> ExecError {
-        match e {
-            shardsched_process::FileError::Io { path, source } => ExecError::Io { path, source },
-            shardsched_process::FileError::BadFile { path, message } => {
-                ExecError::BadFile { path, message }
-            }
-        }
-    }
-}
-
 impl ExecError {
     pub(crate) fn io(path: &Path, source: std::io::Error) -> ExecError {
-        ExecError::Io {
-            path: path.to_owned(),
-            source,
-        }
+        ExecError::File(shardsched_process::FileError::io(path, source))
+    }
+
+    pub(crate) fn bad_file(path: PathBuf, message: String) -> ExecError {
+        ExecError::File(shardsched_process::FileError::BadFile { path, message })
     }
 }

@@ -62,10 +62,8 @@ pub fn supervise(dir: &Path) -> Result<JobEnd, ExecError> {
         ),
         Err(e) => JobEnd::without_status(EndCause::Error, e.to_string()),
     };
-    let text = serde_json::to_string(&end).map_err(|e| ExecError::BadFile {
-        path: dir.join(STATUS_FILE),
-        message: e.to_string(),
-    })?;
+    let text = serde_json::to_string(&end)
+        .map_err(|e| ExecError::bad_file(dir.join(STATUS_FILE), e.to_string()))?;
     write_atomic(&dir.join(STATUS_FILE), text.as_bytes())?;
     Ok(end)
 }

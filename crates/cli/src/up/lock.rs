@@ -112,6 +112,19 @@ impl UpLock {
     }
 }
 
+/// The start of every process `up` starts (coordinator, shard, node agent): the shared
+/// lock on `up_lock` when `up` gave one ([`hold_shared`]; held while the returned file
+/// lives, so keep it for the whole life of the process), then the process's logs in
+/// `format`.
+pub fn start_child(
+    up_lock: Option<&Path>,
+    format: shardsched_telemetry::LogFormat,
+) -> Result<Option<File>> {
+    let held = up_lock.map(hold_shared).transpose()?;
+    shardsched_telemetry::logs::init(format);
+    Ok(held)
+}
+
 /// For `coordinator --up-lock FILE` and `shard --up-lock FILE`: a shared lock on `FILE`,
 /// held while the returned file lives (keep it for the whole life of the process). Waits
 /// while a starting `up` probes the lock (an instant).

@@ -36,7 +36,7 @@ pub use sample::sample;
 /// How stale the coordinator's job gauges may be: they are read from the shards' latest
 /// status reports at each scrape, and a shard reports a change within its
 /// `STATUS_INTERVAL_MIN` and sends a heartbeat every `STATUS_INTERVAL_MAX`, both at most
-/// this (tests/metrics.rs checks them against it).
+/// this (tests/system/metrics.rs checks them against it).
 pub const VIEW_STALENESS_MAX: Duration = Duration::from_secs(5);
 /// Every series' name starts with this (and `_`).
 pub const METRIC_PREFIX: &str = "shardsched";

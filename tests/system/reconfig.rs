@@ -1,0 +1,262 @@
+//! Run-time queue configuration, end to end (`shardsched up`, real processes, sim
+//! executor): `queue add` gets a shard started by `up` and takes submissions; `queue
+//! update` of the policy restarts only that queue's shard and loses no job (pending and
+//! running ones come back as they were); `queue remove` is refused while the queue has
+//! jobs, and stops the shard of a removed queue; `reload` re-reads an edited file.
+
+#![allow(clippy::unwrap_used)]
+
+use crate::harness;
+
+use harness::{System, alive, pid, wait_for};
+use rustix::process::{Signal, kill_process};
+use serde_json::Value;
+
+/// alpha and beta as in the harness, on a 14-node cluster whose node[8-13] no queue
+/// defines.
+fn config() -> String {
+    harness::with_alpha(
+        "node[0-13]",
+        r#"
+[queues.beta]
+nodes = "node[4-7]"
+policy = "easy"
+default_duration = "60s"
+max_duration = "2h"
+"#,
+    )
+}
+
+fn queue(system: &System, name: &str) -> Option<Value> {
+    match system.json(&["queue", "list", "--json"]) {
+        Value::Array(rows) => rows.into_iter().find(|q| q["name"] == name),
+        other => panic!("queue list printed {other:?}"),
+    }
+}
+
+/// Waits until `name` is listed and its shard is online.
+fn wait_online(system: &System, name: &str) -> Value {
+    let mut last = None;
+    let online = wait_for(|| {
+        last = queue(system, name);
+        last.as_ref().is_some_and(|q| q["online"] == true)
+    });
+    assert!(online, "queue {name} never came online: {last:?}");
+    last.unwrap()
+}
+
+/// The states of `ids`, in order; `None` if one is not listed (lost, or its shard is
+/// between two runs).
+fn try_states(system: &System, ids: &[String]) -> Option<Vec<String>> {
+    let jobs = system.jobs();
+    ids.iter()
+        .map(|id| {
+            jobs.iter()
+                .find(|j| j["id"] == id.as_str())
+                .map(|j| j["state"].as_str().unwrap().to_owned())
+        })
+        .collect()
+}
+
+fn states(system: &System, ids: &[String]) -> Vec<String> {
+    try_states(system, ids).unwrap_or_else(|| panic!("a job of {ids:?} is not listed"))
+}
+
+/// Waits until every job of `ids` is listed in the state it had in `before`.
+fn wait_states(system: &System, ids: &[String], before: &[String]) {
+    let mut last = None;
+    let same = wait_for(|| {
+        last = try_states(system, ids);
+        last.as_deref() == Some(before)
+    });
+    assert!(same, "jobs {ids:?} were {before:?}, now {last:?}");
+}
+
+/// Waits until `up` runs a child for `queue` (or `coordinator`) other than `old`; returns
+/// its pid.
+fn wait_new_shard(system: &System, queue: &str, old: u32) -> u32 {
+    let mut pid = None;
+    let restarted = wait_for(|| {
+        pid = system.try_child_pid(queue).filter(|&p| p != old);
+        pid.is_some() && !alive(old)
+    });
+    assert!(restarted, "queue {queue}'s shard {old} was not replaced");
+    pid.unwrap()
+}
+
+#[test]
+fn queues_are_added_updated_removed_and_reloaded_at_run_time_without_losing_jobs() {
+    let system = System::start_with("reconfig", &config(), &[]);
+
+    // Add: up starts the shard; the queue owns its free nodes and takes jobs.
+    let out = system.ok(&[
+        "queue",
+        "add",
+        "gamma",
+        "--nodes",
+        "node[8-11]",
+        "--policy",
+        "fcfs",
+        "--max-duration",
+        "2h",
+    ]);
+    assert!(out.contains("added queue gamma"), "{out}");
+    assert!(out.contains("gamma owns node[8-11]"), "{out}");
+    let gamma = wait_online(&system, "gamma");
+    assert_eq!(gamma["queue_policy"], "fcfs");
+    assert_eq!(gamma["nodes_owned"], 4);
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(system.submit(&["-q", "gamma", "-N", "1", "-t", "600s", "--", "app"]));
+    }
+    // Needs the whole queue: waits behind the three.
+    ids.push(system.submit(&["-q", "gamma", "-N", "4", "-t", "600s", "--", "app"]));
+    for id in &ids[..3] {
+        system.wait_state(id, "running");
+    }
+    assert_eq!(states(&system, &ids)[3], "pending");
+    // Under fcfs the whole-queue job blocks everything behind it, even a short job that
+    // would fit the free node before the big one could start.
+    let small = system.submit(&["-q", "gamma", "-N", "1", "-t", "60s", "--", "app"]);
+    assert_eq!(states(&system, std::slice::from_ref(&small)), ["pending"]);
+    let before = states(&system, &ids);
+
+    // Update the policy with jobs pending and running: only gamma's shard restarts.
+    let gamma_pid = system.child_pid("gamma");
+    let alpha_pid = system.child_pid("alpha");
+    let out = system.ok(&[
+        "queue",
+        "update",
+        "gamma",
+        "--policy",
+        "easy",
+        "--queue-depth",
+        "8",
+    ]);
+    assert!(out.contains("gamma: its shard restarts"), "{out}");
+    let gamma_new = wait_new_shard(&system, "gamma", gamma_pid);
+    let gamma = wait_online(&system, "gamma");
+    assert_eq!(gamma["queue_policy"], "easy");
+    assert_eq!(
+        system.child_pid("alpha"),
+        alpha_pid,
+        "alpha's shard untouched"
+    );
+    // Every job comes back as it was (a lost one never would).
+    wait_states(&system, &ids, &before);
+    // The new policy is in force: EASY backfills the short job onto the free node.
+    system.wait_state(&small, "running");
+
+    // The run-time table is durable: a coordinator killed and restarted by up still has
+    // gamma with its new policy, and gamma's shard registers with it again.
+    let coordinator = system.child_pid("coordinator");
+    kill_process(pid(coordinator), Signal::KILL).unwrap();
+    wait_new_shard(&system, "coordinator", coordinator);
+    let mut last = None;
+    assert!(
+        wait_for(|| {
+            last = queue(&system, "gamma");
+            last.as_ref()
+                .is_some_and(|q| q["online"] == true && q["queue_policy"] == "easy")
+        }),
+        "gamma after the coordinator's restart: {last:?}"
+    );
+    // Every shard registers with the new coordinator (a shard notices the restart when it
+    // next talks to it), so that the changes below reach them while connected.
+    wait_online(&system, "alpha");
+    wait_online(&system, "beta");
+    assert_eq!(
+        system.child_pid("gamma"),
+        gamma_new,
+        "no restart: nothing changed"
+    );
+
+    // Remove: refused while gamma has jobs; the default queue cannot go.
+    let err = system.fails(&["queue", "remove", "gamma"]);
+    assert!(err.contains("gamma has jobs"), "{err}");
+    let err = system.fails(&["queue", "remove", "alpha"]);
+    assert!(err.contains("default queue"), "{err}");
+    assert!(queue(&system, "gamma").is_some());
+
+    // A stopped queue over alpha's nodes owns nothing: once its shard is up it can go,
+    // and up stops its shard.
+    let out = system.ok(&["queue", "add", "spare", "--nodes", "node[0-3]", "--stopped"]);
+    assert!(out.contains("added queue spare"), "{out}");
+    wait_online(&system, "spare");
+    let spare_pid = system.child_pid("spare");
+    let out = system.ok(&["queue", "remove", "spare"]);
+    assert!(out.contains("removed queue spare"), "{out}");
+    assert!(queue(&system, "spare").is_none());
+    assert!(
+        wait_for(|| !alive(spare_pid)),
+        "spare's shard was not stopped"
+    );
+
+    // Reload an edited file: beta's policy changes, delta is added, gamma (kept in the
+    // file) keeps its jobs; alpha is not restarted.
+    let edited = format!(
+        "{}\n[queues.gamma]\nnodes = \"node[8-11]\"\npolicy = \"easy\"\nqueue_depth = 8\nmax_duration = \"2h\"\n\n[queues.delta]\nnodes = \"node[12-13]\"\npolicy = \"conservative\"\n",
+        config().replace("policy = \"easy\"", "policy = \"conservative\"")
+    );
+    std::fs::write(system.config_file(), edited).unwrap();
+    let beta_pid = system.child_pid("beta");
+    let out = system.ok(&["reload"]);
+    assert!(out.contains("added queue delta"), "{out}");
+    assert!(out.contains("beta: its shard restarts"), "{out}");
+    assert!(!out.contains("gamma: configuration changed"), "{out}");
+    wait_new_shard(&system, "beta", beta_pid);
+    assert_eq!(wait_online(&system, "beta")["queue_policy"], "conservative");
+    let delta = wait_online(&system, "delta");
+    assert_eq!(delta["nodes_owned"], 2);
+    let job = system.submit(&["-q", "delta", "-N", "1", "-t", "60s", "--", "app"]);
+    system.wait_state(&job, "running");
+    assert_eq!(system.child_pid("alpha"), alpha_pid);
+    // gamma's jobs survive the reload.
+    wait_states(&system, &ids, &before);
+
+    // A reload of a broken file changes nothing and says where the error is.
+    std::fs::write(
+        system.config_file(),
+        "default_queue = \"nope\"\n[queues.alpha]\nnodes = \"node1\"\n",
+    )
+    .unwrap();
+    let err = system.fails(&["reload"]);
+    assert!(err.contains("config.toml"), "{err}");
+    assert!(queue(&system, "delta").is_some());
+}
+
+/// `queue remove Q --give-to R`: Q's nodes move to R (a normal move), then Q is removed,
+/// in one command; a definition update that would leave out nodes Q owns says what to type.
+#[test]
+fn remove_give_to_moves_the_nodes_then_removes_the_queue() {
+    let system = System::start_with("remove-give-to", &config(), &[]);
+    let out = system.ok(&["queue", "add", "spare", "--nodes", "node[8-9]", "--stopped"]);
+    assert!(out.contains("spare owns node[8-9]"), "{out}");
+    wait_online(&system, "spare");
+    let err = system.fails(&["queue", "update", "spare", "--nodes", "node8"]);
+    assert!(
+        err.contains("`shardsched queue move node9 --from spare --to QUEUE`"),
+        "{err}"
+    );
+    let err = system.fails(&["queue", "remove", "spare", "--give-to", "alpha"]);
+    assert!(
+        err.contains("`shardsched queue update alpha --nodes node[0-3,8-9]` adds them"),
+        "{err}"
+    );
+    system.ok(&["queue", "update", "alpha", "--nodes", "node[0-3,8-9]"]);
+    wait_online(&system, "alpha");
+    let spare_pid = system.child_pid("spare");
+    let out = system.ok(&["queue", "remove", "spare", "--give-to", "alpha"]);
+    assert!(
+        out.contains("spare: its nodes node[8-9] move to alpha"),
+        "{out}"
+    );
+    assert!(out.contains("removed queue spare"), "{out}");
+    assert!(queue(&system, "spare").is_none());
+    let alpha = queue(&system, "alpha").unwrap();
+    assert_eq!(alpha["owned"], "node[0-3,8-9]", "{alpha}");
+    assert!(
+        wait_for(|| !alive(spare_pid)),
+        "spare's shard was not stopped"
+    );
+}
