@@ -11,7 +11,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use rustix::process::{Pid, Signal, kill_process};
 use serde::Serialize;
+use shardsched_client::Client;
 use shardsched_client::output::emit;
+use shardsched_proto::msg::client_shard::{Request, Response};
+use shardsched_proto::msg::{JobId, JobSummary, JobsQuery, Route, UserFilter};
 
 /// How long a benchmark waits for `up` to say it is up.
 pub const UP_START_TIMEOUT: Duration = Duration::from_secs(300);
@@ -238,6 +241,31 @@ impl UpProcess {
 impl Drop for UpProcess {
     fn drop(&mut self) {
         self.stop_now();
+    }
+}
+
+/// The jobs of `wanted` in `route`'s shard's own list (finished ones too, up to the
+/// response bound), in its order: how the benchmarks see their jobs start and end.
+pub async fn shard_jobs(
+    client: &Client,
+    route: &Route,
+    wanted: &std::collections::HashSet<JobId>,
+) -> Result<Vec<JobSummary>> {
+    let query = Request::Jobs(JobsQuery {
+        queue: None,
+        user: UserFilter::All,
+        include_inactive: true,
+        limit: shardsched_proto::limits::JOBS_PER_RESPONSE_MAX as u32,
+        states: Vec::new(),
+        name: None,
+    });
+    match client.ask_shard(route, &query).await? {
+        Response::Jobs(list) => Ok(list
+            .jobs
+            .into_iter()
+            .filter(|j| wanted.contains(&j.id))
+            .collect()),
+        other => bail!("unexpected answer to a job list: {other:?}"),
     }
 }
 

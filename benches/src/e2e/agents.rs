@@ -34,7 +34,7 @@ use shardsched_histogram::nearest_rank;
 use shardsched_jobspec::Shorthand;
 use shardsched_proto::Session;
 use shardsched_proto::msg::client_shard::{Request, Response, Submit};
-use shardsched_proto::msg::{JobId, JobState, JobsQuery, Route, UserFilter};
+use shardsched_proto::msg::{JobId, JobState, Route};
 
 use super::readings::CpuSample;
 use super::{E2eArgs, PHASE_TIMEOUT};
@@ -380,24 +380,7 @@ async fn throughput(
     let deadline = Instant::now() + PHASE_TIMEOUT;
     let (last_end_ms, not_completed) = loop {
         tokio::time::sleep(ENDS_POLL).await;
-        let list = match client
-            .ask_shard(
-                route,
-                &Request::Jobs(JobsQuery {
-                    queue: None,
-                    user: UserFilter::All,
-                    include_inactive: true,
-                    limit: shardsched_proto::limits::JOBS_PER_RESPONSE_MAX as u32,
-                    states: Vec::new(),
-                    name: None,
-                }),
-            )
-            .await?
-        {
-            Response::Jobs(list) => list,
-            other => bail!("unexpected answer to a job list: {other:?}"),
-        };
-        let mine: Vec<_> = list.jobs.iter().filter(|j| ours.contains(&j.id)).collect();
+        let mine = system::shard_jobs(client, route, &ours).await?;
         let ended: Vec<_> = mine.iter().filter(|j| j.end_ms.is_some()).collect();
         if ended.len() == ours.len() {
             let last = ended.iter().filter_map(|j| j.end_ms).max().unwrap_or(0);

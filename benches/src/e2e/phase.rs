@@ -13,7 +13,7 @@ use shardsched_client::{Client, StateDir, new_key};
 use shardsched_histogram::nearest_rank;
 use shardsched_jobspec::Shorthand;
 use shardsched_proto::msg::client_shard::{Request, Response, Submit};
-use shardsched_proto::msg::{JobId, JobState, JobSummary, JobsQuery, Route, UserFilter};
+use shardsched_proto::msg::{JobId, JobState, Route};
 
 use super::readings::{CpuSample, JournalReading};
 use super::{ALLOCATION_POLL, PHASE_TIMEOUT, Phase, PhaseReport};
@@ -105,25 +105,7 @@ pub async fn run(phase: &Phase, dir: &Path, up_pid: u32) -> Result<PhaseReport> 
     let deadline = Instant::now() + PHASE_TIMEOUT;
     for route in &targets {
         loop {
-            let list = match client
-                .ask_shard(
-                    route,
-                    &Request::Jobs(JobsQuery {
-                        queue: None,
-                        user: UserFilter::All,
-                        include_inactive: true,
-                        limit: shardsched_proto::limits::JOBS_PER_RESPONSE_MAX as u32,
-                        states: Vec::new(),
-                        name: None,
-                    }),
-                )
-                .await?
-            {
-                Response::Jobs(list) => list,
-                other => bail!("unexpected answer to a job list: {other:?}"),
-            };
-            let mine: Vec<&JobSummary> =
-                list.jobs.iter().filter(|j| ours.contains(&j.id)).collect();
+            let mine = crate::system::shard_jobs(&client, route, &ours).await?;
             let pending = mine.iter().filter(|j| j.state == JobState::Pending).count();
             if pending == 0 && mine.len() as u64 >= phase.jobs {
                 for job in mine {

@@ -11,7 +11,7 @@ use shardsched_client::{Client, StateDir, new_key, wire_error};
 use shardsched_jobspec::Shorthand;
 use shardsched_proto::msg::client_coord::{self, MoveRequest};
 use shardsched_proto::msg::client_shard::{Request, Response, Submit};
-use shardsched_proto::msg::{JobId, JobsQuery, MoveId, Route, UserFilter};
+use shardsched_proto::msg::{JobId, MoveId, Route};
 use shardsched_proto::state_dir::TRANSITIONS_FILE;
 use shardsched_shard::driver::transitions::{LogLine, monotonic_ns};
 
@@ -210,21 +210,6 @@ async fn jobs_of(
     ids: &[JobId],
 ) -> Result<BTreeMap<JobId, shardsched_proto::msg::JobSummary>> {
     let wanted: HashSet<JobId> = ids.iter().copied().collect();
-    let query = Request::Jobs(JobsQuery {
-        queue: None,
-        user: UserFilter::All,
-        include_inactive: true,
-        limit: shardsched_proto::limits::JOBS_PER_RESPONSE_MAX as u32,
-        states: Vec::new(),
-        name: None,
-    });
-    match client.ask_shard(route, &query).await? {
-        Response::Jobs(list) => Ok(list
-            .jobs
-            .into_iter()
-            .filter(|j| wanted.contains(&j.id))
-            .map(|j| (j.id, j))
-            .collect()),
-        other => bail!("unexpected answer to a job list: {other:?}"),
-    }
+    let jobs = crate::system::shard_jobs(client, route, &wanted).await?;
+    Ok(jobs.into_iter().map(|j| (j.id, j)).collect())
 }
