@@ -123,7 +123,7 @@ impl Plan {
             array_index: launch.env_value(ARRAY_INDEX_VAR).unwrap_or("0"),
         };
         Ok(Plan {
-            job: launch.job.to_string(),
+            job: id.clone(),
             run_as,
             command: run.command_in(dir),
             stdout: run.output_path(Stream::Stdout, &cwd, &values),

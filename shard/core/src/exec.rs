@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use shardsched_jobspec::{Execution, Jobspec, Stream, TemplateValues};
+use shardsched_jobspec::{Execution, Stream, TemplateValues};
 use shardsched_wire::msg::JobId;
 
 use crate::job::JobRecord;
@@ -51,16 +51,12 @@ pub struct JobFiles {
 }
 
 impl JobFiles {
-    /// The files of `job` (whose jobspec is `jobspec`) with its directory under `jobs_dir`:
+    /// The files of `job` (whose jobspec says `run`) with its directory under `jobs_dir`:
     /// output templates filled in (`{{id}}`, `{{name}}`, `{{array_id}}`,
     /// `{{array_index}}`) and relative paths taken from its working directory.
-    pub fn of(jobs_dir: &Path, job: &JobRecord, jobspec: &Jobspec) -> JobFiles {
+    pub fn of(jobs_dir: &Path, job: &JobRecord, run: &Execution) -> JobFiles {
         let dir = job_dir(jobs_dir, job.id);
-        let cwd = jobspec
-            .attributes
-            .cwd()
-            .map_or_else(|| dir.clone(), PathBuf::from);
-        let run = Execution::of(jobspec).ok();
+        let cwd = run.cwd.clone().unwrap_or_else(|| dir.clone());
         let (id, array_id, array_index) = template_ids(job);
         let values = TemplateValues {
             id: &id,
@@ -69,8 +65,7 @@ impl JobFiles {
             array_index: &array_index,
         };
         let file = |stream: Stream, default: &str| {
-            run.as_ref()
-                .and_then(|run| run.output_path(stream, &cwd, &values))
+            run.output_path(stream, &cwd, &values)
                 .unwrap_or_else(|| dir.join(default))
         };
         JobFiles {
@@ -83,7 +78,7 @@ impl JobFiles {
 
 /// A job's id, its array's id and its index there, as output templates name them (an
 /// element of no array is its own array's element 0).
-pub fn template_ids(job: &JobRecord) -> (String, String, String) {
+fn template_ids(job: &JobRecord) -> (String, String, String) {
     match job.array {
         Some(e) => (job.id.to_string(), e.array.to_string(), e.index.to_string()),
         None => (job.id.to_string(), job.id.to_string(), "0".to_owned()),

@@ -100,7 +100,7 @@ impl Prepared {
         let r = RSummary::parse(r_json).map_err(fail)?;
         // The jobspec's environment (checked when it was parsed), then ours.
         let mut env = run.environment.clone();
-        let files = JobFiles::of(jobs_dir, job, &jobspec);
+        let files = JobFiles::of(jobs_dir, job, &run);
         let r_path = dir.join(R_FILE);
         env.extend(job_variables(&JobFacts {
             id: job.id,

@@ -275,9 +275,12 @@ impl ShardCore {
         let Some(job) = self.jobs.table.get(id) else {
             return json!({});
         };
-        match shardsched_jobspec::parse_json(&job.jobspec_json) {
-            Ok(jobspec) => {
-                let files = JobFiles::of(jobs_dir, job, &jobspec);
+        let run = shardsched_jobspec::parse_json(&job.jobspec_json)
+            .map_err(|e| e.to_string())
+            .and_then(|jobspec| shardsched_jobspec::Execution::of(&jobspec));
+        match run {
+            Ok(run) => {
+                let files = JobFiles::of(jobs_dir, job, &run);
                 json!({
                     "stdout": files.stdout.to_string_lossy(),
                     "stderr": files.stderr.to_string_lossy(),
