@@ -12,8 +12,11 @@ use shardsched_proto::msg::client_shard::IdempotencyKey;
 use shardsched_proto::msg::shard_coord::AgentAddress;
 use shardsched_proto::msg::{Generation, JobId, JobState, Refusal, RefusalCode};
 
-use super::{LAUNCH_RETRY_FOR_MS, LEASE_DEFAULT_MS, LOST_MARGIN_MS, Runs, Send};
-use crate::agents::links::Failure;
+use shardsched_shard_core::agents::{
+    Failure, LAUNCH_RETRY_FOR_MS, LEASE_DEFAULT_MS, LOST_MARGIN_MS, Runs, Send,
+};
+
+use crate::agents::launch::node_launches;
 use crate::job::{JobRecord, Reason};
 
 const GRACE_MS: u64 = 5_000;
@@ -128,7 +131,7 @@ fn renewals(sends: &[Send]) -> Vec<(String, u64)> {
 
 /// A job launched on both nodes, both launches acknowledged.
 fn launched() -> Runs {
-    let mut runs = Runs::new("q", GRACE_MS);
+    let mut runs = Runs::new("q", GRACE_MS, node_launches);
     runs.launch(0, job(7), generations());
     let sends = runs.tick(0);
     assert!(
@@ -214,7 +217,7 @@ fn a_requeued_jobs_launch_waits_until_the_agent_was_told_its_earlier_end() {
 
 #[test]
 fn a_lost_launch_answer_is_settled_by_the_next_report_not_by_a_blind_resend() {
-    let mut runs = Runs::new("q", GRACE_MS);
+    let mut runs = Runs::new("q", GRACE_MS, node_launches);
     runs.launch(0, job(7), generations());
     runs.tick(0);
     runs.addresses(Ok(addresses()));
@@ -239,7 +242,7 @@ fn a_lost_launch_answer_is_settled_by_the_next_report_not_by_a_blind_resend() {
 
 #[test]
 fn a_report_asked_before_a_launch_was_acknowledged_does_not_speak_for_it() {
-    let mut runs = Runs::new("q", GRACE_MS);
+    let mut runs = Runs::new("q", GRACE_MS, node_launches);
     runs.launch(0, job(7), generations());
     runs.tick(0);
     runs.addresses(Ok(addresses()));
@@ -316,7 +319,7 @@ fn an_agent_unreachable_past_its_lease_and_the_grace_has_killed_its_tasks() {
 
 #[test]
 fn a_kill_before_the_launch_ends_the_job_without_starting_it() {
-    let mut runs = Runs::new("q", GRACE_MS);
+    let mut runs = Runs::new("q", GRACE_MS, node_launches);
     runs.launch(0, job(7), generations());
     runs.kill(0, Fluid(7), "cancelled by alice");
     let sends = runs.tick(1);
@@ -328,7 +331,7 @@ fn a_kill_before_the_launch_ends_the_job_without_starting_it() {
 
 #[test]
 fn a_launch_refused_for_fencing_is_tried_again_for_a_while_then_fails() {
-    let mut runs = Runs::new("q", GRACE_MS);
+    let mut runs = Runs::new("q", GRACE_MS, node_launches);
     runs.launch(0, job(7), generations());
     runs.tick(0);
     runs.addresses(Ok(addresses()));
