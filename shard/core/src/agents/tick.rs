@@ -30,7 +30,11 @@ impl Runs {
                 let agent = self.agents.get(node);
                 let unknown = agent.is_none_or(|a| a.address.is_none());
                 let failing = agent.is_some_and(|a| a.failing_since.is_some());
-                if (waiting && unknown) || (failing && !matches!(share, Share::Ended(_))) {
+                // A share in doubt or live needs its agent's report (a restarted shard
+                // watches its running jobs without knowing where their agents are); a
+                // launch needs every node's agent.
+                let ended = matches!(share, Share::Ended(_));
+                if (unknown && (waiting || !ended)) || (failing && !ended) {
                     wanted.insert(node.clone());
                 }
             }

@@ -389,3 +389,19 @@ fn a_launch_refused_for_fencing_is_tried_again_for_a_while_then_fails() {
         "the launch's refusal speaks for the job"
     );
 }
+
+#[test]
+fn a_restarted_shard_asks_where_the_agents_of_the_jobs_it_watches_are() {
+    let mut runs = Runs::new("q", GRACE_MS, node_launches);
+    runs.watch(0, job(1), generations());
+    let sends = runs.tick(0);
+    assert!(
+        sends
+            .iter()
+            .any(|s| matches!(s, Send::Addresses(nodes) if nodes.len() == 2)),
+        "without the agents' addresses no report can settle the job: {sends:?}"
+    );
+    runs.addresses(Ok(addresses()));
+    let renewals = renewals(&runs.tick(1));
+    assert_eq!(renewals.len(), 2, "{renewals:?}");
+}
