@@ -309,7 +309,14 @@ impl Runs {
             return;
         }
         *share = match answer {
-            Ok(()) => Share::Live { since },
+            Ok(()) => {
+                // The agent heard from this shard just now (its lease is renewed).
+                if let Some(agent) = self.agents.get_mut(node) {
+                    agent.heard_ms = Some(agent.heard_ms.unwrap_or(0).max(now_ms));
+                    agent.failing_since = None;
+                }
+                Share::Live { since }
+            }
             Err(Failure::Unreachable(why)) => {
                 tracing::info!(queue = %self.queue, job = %id, %node, %why, "launch unanswered; the agent's report will tell");
                 if let Some(agent) = self.agents.get_mut(node) {

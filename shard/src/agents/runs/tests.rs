@@ -405,3 +405,43 @@ fn a_restarted_shard_asks_where_the_agents_of_the_jobs_it_watches_are() {
     let renewals = renewals(&runs.tick(1));
     assert_eq!(renewals.len(), 2, "{renewals:?}");
 }
+
+#[test]
+fn an_agent_that_takes_a_launch_is_reachable_again() {
+    let mut runs = launched();
+    let asked = renewals(&runs.tick(3));
+    let running = || JobOnNode::Running { supervisor_pid: 9 };
+    for (node, at) in &asked {
+        runs.renewed(4, node, *at, &[], Ok(report(node, vec![(7, running())])));
+    }
+    let asked = renewals(&runs.tick(1_000));
+    let n1 = asked.iter().find(|(n, _)| n == "n1").expect("n1 renewed");
+    runs.renewed(
+        1_001,
+        "n1",
+        n1.1,
+        &[],
+        Err(Failure::Unreachable("timeout".into())),
+    );
+    // Long past the lease, a new job's launch gets through to both agents: n1 heard from
+    // this shard just now, so the job's tasks there are not taken as killed.
+    let later = 4 + 2_000 + GRACE_MS + LOST_MARGIN_MS + 10_000;
+    runs.launch(later, job(8), generations());
+    let sent = launches(&runs.tick(later));
+    assert_eq!(sent, vec!["n0", "n1"]);
+    for node in NODES {
+        runs.launched(later + 1, Fluid(8), node, Ok(()));
+    }
+    let kills: Vec<JobId> = runs
+        .tick(later + 2)
+        .into_iter()
+        .filter_map(|s| match s {
+            Send::Kill { job, .. } => Some(job),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        !kills.contains(&Fluid(8)),
+        "job 8 stopped as lost: {kills:?}"
+    );
+}
