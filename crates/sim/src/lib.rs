@@ -46,6 +46,7 @@
 mod agent;
 mod agents_exec;
 mod check;
+mod check_tasks;
 mod client;
 mod coord;
 mod net;

@@ -534,7 +534,11 @@ impl World {
         }
         let journal = &self.coord.journal;
         let durable = |node: &str| journal.nodes.get(node).map_or(0, |n| n.generation.0);
-        self.checker.instant(&views, &durable)
+        self.checker.instant(&views, &durable)?;
+        if !self.agents.is_empty() {
+            crate::check_tasks::instant(&self.agents, &self.shards)?;
+        }
+        Ok(())
     }
 }
 

@@ -106,7 +106,7 @@ impl World {
 
     /// The agents' timers: partitions healed, tasks ended, restarts, registrations to
     /// start or give up.
-    pub(super) fn agents_housekeeping(&mut self) {
+    pub(super) fn agents_housekeeping(&mut self) -> Result<(), Violation> {
         let now = self.now;
         self.partitions.retain(|_, until| *until > now);
         let nodes: Vec<String> = self.agents.keys().cloned().collect();
@@ -126,8 +126,10 @@ impl World {
                 trace.line(now, &format!("{node} task of {job} ends"));
             }
             if !agent.alive && agent.restart_at.is_some_and(|t| t <= now) {
+                check::running(check::Running::Agent);
                 agent.start(now);
                 trace.line(now, &format!("{node} agent starts"));
+                crate::check_tasks::restarted(agent)?;
             }
             if let Some(conn) = agent.registration_timed_out(now) {
                 net.close(conn);
@@ -145,6 +147,7 @@ impl World {
                 self.send(vec![packet]);
             }
         }
+        Ok(())
     }
 
     /// The agents with work now.

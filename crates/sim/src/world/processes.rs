@@ -287,7 +287,7 @@ impl World {
         for queue in restarts {
             self.start_shard(&queue)?;
         }
-        self.agents_housekeeping();
+        self.agents_housekeeping()?;
         let queues: Vec<String> = self.shards.keys().cloned().collect();
         for queue in queues {
             let World {
