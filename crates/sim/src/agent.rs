@@ -16,12 +16,17 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use shardsched_coordinator_core::core::ConnId;
 use shardsched_node_core::{Action, AgentCore, Recovered};
-use shardsched_wire::msg::agent::{EndCause, JobEnd, JobOnNode, NodeLaunch};
-use shardsched_wire::msg::{Generation, JobId, Refusal, RefusalCode, node_coord, shard_node};
+use shardsched_wire::msg::agent::{EndCause, JobEnd, JobOnNode};
+use shardsched_wire::msg::{JobId, Refusal, RefusalCode, node_coord, shard_node};
 use shardsched_wire::rpc::Reply;
 
 use crate::net::{Body, Packet};
 use crate::shard::Crash;
+
+mod task;
+
+pub(crate) use task::Task;
+use task::{Disk, task};
 
 /// How long a registration waits for its answer before the agent registers again.
 const REGISTER_TIMEOUT_MS: u64 = 3_000;
@@ -38,53 +43,6 @@ pub(crate) enum AgentEvent {
     Packet(Packet),
     /// A task's processes are gone.
     Ended(JobId, JobEnd),
-}
-
-/// A simulated task: one job's processes on one node.
-#[derive(Clone, Debug)]
-pub(crate) struct Task {
-    /// The queue whose shard launched it, and the generation it was launched at.
-    pub(crate) queue: String,
-    pub(crate) generation: Generation,
-    pub(crate) pid: u32,
-    /// When it exits 0 on its own (its time limit from its start).
-    exits_at: u64,
-    /// How long it ignores SIGTERM (at most the kill grace).
-    ignores_term_ms: u64,
-    /// Asked to stop: when it dies, and why.
-    dies_at: Option<(u64, String)>,
-}
-
-impl Task {
-    /// When it ends, and how.
-    fn end(&self) -> (u64, JobEnd) {
-        match &self.dies_at {
-            Some((at, why)) if *at < self.exits_at => (
-                *at,
-                JobEnd::without_status(EndCause::Cancelled, why.clone()),
-            ),
-            _ => (
-                self.exits_at,
-                JobEnd {
-                    cause: EndCause::Completed,
-                    exit_code: Some(0),
-                    signal: None,
-                    note: String::new(),
-                },
-            ),
-        }
-    }
-}
-
-/// What survives the agent's crash: its state directory.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Disk {
-    /// Job directories: the launching queue and generation.
-    jobs: BTreeMap<JobId, (String, Generation)>,
-    /// End files the supervisors wrote.
-    ends: BTreeMap<JobId, JobEnd>,
-    /// Persisted lease renewals.
-    leases: BTreeMap<String, u64>,
 }
 
 /// Where the agent stands with the coordinator.
@@ -473,31 +431,6 @@ impl AgentProcess {
                 self.disk.leases.insert(queue, heard_ms);
             }
         }
-    }
-}
-
-/// A new task for `launch`.
-fn task(
-    now: u64,
-    queue: &str,
-    launch: &NodeLaunch,
-    pid: u32,
-    ignores_term: &mut dyn FnMut(u64) -> u64,
-) -> Task {
-    Task {
-        queue: queue.to_owned(),
-        generation: launch.generation,
-        pid,
-        // The application finishes its work by its allocation's end (the shard would give
-        // the node to the next job then), within its time limit.
-        exits_at: launch
-            .env_value(crate::agents_exec::SPAN_END_VAR)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(u64::MAX)
-            .min(now + launch.time_limit_ms)
-            .max(now + 1),
-        ignores_term_ms: ignores_term(launch.kill_grace_ms).min(launch.kill_grace_ms),
-        dies_at: None,
     }
 }
 

@@ -29,6 +29,9 @@ use crate::{Outcome, SimOptions};
 mod agents;
 mod heal;
 mod processes;
+mod route;
+
+use route::Receiver;
 
 /// Virtual time at a seed's start: a plausible wall clock, ms since the Unix epoch.
 const START_MS: u64 = 1_800_000_000_000;
@@ -105,13 +108,6 @@ impl Stats {
         self.agent_crashes += other.agent_crashes;
         self.partitions += other.partitions;
     }
-}
-
-/// Who a delivered message went to.
-enum Receiver {
-    Coordinator,
-    Shard(String),
-    Agent(String),
 }
 
 /// Something one end of a connection learns late.
@@ -305,51 +301,6 @@ impl World {
             Some(Receiver::Agent(node)) if run_now => self.run_agent(&node),
             _ => Ok(()),
         }
-    }
-
-    /// Hands `packet` to its receiver's inbox; returns who that is.
-    fn route(&mut self, packet: Packet) -> Option<Receiver> {
-        if packet.to_coordinator {
-            self.coord.push(CoordEvent::Packet(packet));
-            return Some(Receiver::Coordinator);
-        }
-        let conn = packet.conn;
-        match &packet.body {
-            Body::AgentAnswer { .. } | Body::Owner { .. } => {
-                let agent = self.agents.values_mut().find(|a| a.conn() == Some(conn))?;
-                agent.push(AgentEvent::Packet(packet));
-                Some(Receiver::Agent(agent.node.clone()))
-            }
-            Body::ToAgent { .. } => {
-                let (_, node) = self.agent_link(conn)?;
-                let agent = self.agents.get_mut(&node)?;
-                agent.push(AgentEvent::Packet(packet));
-                Some(Receiver::Agent(node))
-            }
-            Body::FromAgent { .. } => {
-                let (queue, _) = self.agent_link(conn)?;
-                self.shards
-                    .get_mut(&queue)?
-                    .push(ShardEvent::Packet(packet));
-                Some(Receiver::Shard(queue))
-            }
-            _ => {
-                let queue = self.shard_on(conn)?;
-                self.shards
-                    .get_mut(&queue)?
-                    .push(ShardEvent::Packet(packet));
-                Some(Receiver::Shard(queue))
-            }
-        }
-    }
-
-    /// The shard and the node of a shard's connection to a node agent.
-    fn agent_link(&self, conn: ConnId) -> Option<(String, String)> {
-        self.shards.values().find_map(|s| {
-            let executor = s.executor.as_ref().filter(|_| s.alive)?;
-            let (node, _) = executor.conns.iter().find(|(_, c)| **c == conn)?;
-            Some((s.queue.clone(), node.clone()))
-        })
     }
 
     /// The queue of the shard whose connection `conn` is.
