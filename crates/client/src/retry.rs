@@ -21,8 +21,8 @@ use tokio::time::Instant;
 
 use shardsched_proto::backoff::Backoff;
 use shardsched_proto::msg::client_coord::Request;
-use shardsched_proto::{Op, Rpc};
 use shardsched_proto::{CloseCode, Error as WireError};
+use shardsched_proto::{Op, Rpc};
 
 /// How long a client keeps retrying a coordinator that does not answer, or waits for an
 /// offline queue's shard, before it gives up.
