@@ -157,7 +157,7 @@ impl World {
         };
         let coord = Coordinator::new(setup.config.clone());
         // Even seeds run their jobs through node agents; odd ones with the sim executor.
-        let with_agents = seed % 2 == 0;
+        let with_agents = seed.is_multiple_of(2);
         let agents = if with_agents {
             let nodes = setup.nodes.iter().enumerate();
             nodes
