@@ -44,8 +44,9 @@ pub fn unified_mount() -> Option<PathBuf> {
     }
 }
 
-/// The v1 controllers a job gets a cgroup in, where mounted.
-const V1_CONTROLLERS: [&str; 3] = ["cpuset", "devices", "pids"];
+/// The v1 controllers a job may get a cgroup in, where mounted: only when it has something
+/// to restrict there (see [`Hierarchy::create`]).
+const V1_CONTROLLERS: [&str; 2] = ["cpuset", "devices"];
 
 impl Hierarchy {
     /// Finds the hierarchies; `root` is the agent's directory in the unified one (default
@@ -87,8 +88,13 @@ impl Hierarchy {
         Some(Hierarchy { root, v1 })
     }
 
-    /// Makes the job's cgroups, with `cores` as its cpuset (those this host has; the
-    /// parent's when none is) and only `gpus` among the NVIDIA devices.
+    /// Makes the job's cgroups, with `cores` as its cpuset (those this host has) and only
+    /// `gpus` among the NVIDIA devices. A v1 controller's cgroup is made only when it
+    /// restricts something (a cpuset of this host's cores, GPUs to confine): one that would
+    /// only copy its parent's settings costs a mkdir, an attach and an rmdir per job, each
+    /// under the kernel's global cgroup lock (an attach also stalls every fork on the host
+    /// for an RCU grace period), for nothing. The unified one is always made: it counts and
+    /// kills the job's processes.
     pub fn create(&self, name: &str, cores: &[u32], gpus: &[u32]) -> std::io::Result<JobCgroups> {
         let unified = self.root.join(name);
         fs::create_dir_all(&unified)?;
@@ -103,6 +109,14 @@ impl Hierarchy {
             let _ = fs::write(unified.join("cpuset.cpus"), cpus);
         }
         for (controller, root) in &self.v1 {
+            let restricts = match controller.as_str() {
+                "cpuset" => cpus.is_some(),
+                "devices" => !gpus.is_empty(),
+                _ => false,
+            };
+            if !restricts {
+                continue;
+            }
             let dir = root.join(name);
             fs::create_dir_all(&dir)?;
             made.v1.push(dir.clone());
