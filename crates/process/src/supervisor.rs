@@ -62,8 +62,9 @@ const PMI_LINES_QUEUED_MAX: usize = 1024;
 pub fn supervise(dir: &Path) -> Result<JobEnd, FileError> {
     let _ = rustix::process::setsid();
     let pid = std::process::id();
-    // The agent writes it once this process is started; here too in case the agent died
-    // before it could (a file less to make on every launch when it did).
+    // Its starter (agent or shard) writes it once this process is started; here too in
+    // case the starter died before it could (a file less to make on every launch when it
+    // did).
     let pid_file = dir.join(PID_FILE);
     if read_pid(&pid_file).ok().flatten() != Some(pid)
         && let Err(e) = write_replace(&pid_file, format!("{pid}\n").as_bytes())
@@ -88,9 +89,9 @@ pub fn supervise(dir: &Path) -> Result<JobEnd, FileError> {
         path: dir.join(STATUS_FILE),
         message: e.to_string(),
     })?;
-    // Replaced whole, but not fsync'd: only a crash of the node loses it, and that crash
-    // ends the job's processes too, which its agent then reports as lost (a node failure)
-    // unless its shard had heard of this end already.
+    // Replaced whole, but not fsync'd: only a crash of the host loses it, and that crash
+    // ends the job's processes too, which its starter then reports as lost (a node
+    // failure) unless the shard had heard of this end already.
     write_replace(&dir.join(STATUS_FILE), text.as_bytes())?;
     Ok(end)
 }
