@@ -13,6 +13,8 @@
 //!                                                         (shard core, coordinator core)
 //! release-while-held    a donor releases a node at once, though a running job holds it
 //!                                                         (shard core, node table)
+//! agent-no-fence        a node agent takes a launch whose generation is older than its
+//!                       owner's, from whichever queue     (node agent core, fencing)
 //! ```
 //!
 //! The switch is thread-local: seeds run side by side in a test's threads, each with its
@@ -32,15 +34,18 @@ pub enum Mutant {
     AckBeforeJournal,
     /// The donor releases a node a running job still holds.
     ReleaseWhileHeld,
+    /// A node agent accepts a launch from a stale generation.
+    AgentNoFence,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 4] = [
+    pub const ALL: [Mutant; 5] = [
         Mutant::UpBeforeRelease,
         Mutant::NoGenerationCheck,
         Mutant::AckBeforeJournal,
         Mutant::ReleaseWhileHeld,
+        Mutant::AgentNoFence,
     ];
 
     /// Its name on the command line.
@@ -50,6 +55,7 @@ impl Mutant {
             Mutant::NoGenerationCheck => "no-generation-check",
             Mutant::AckBeforeJournal => "ack-before-journal",
             Mutant::ReleaseWhileHeld => "release-while-held",
+            Mutant::AgentNoFence => "agent-no-fence",
         }
     }
 

@@ -76,6 +76,8 @@ pub(crate) fn broken(invariant: Invariant, message: String) -> Violation {
 pub(crate) enum Running {
     /// The coordinator's core (I3).
     Coordinator,
+    /// A node agent's core (I1: its invariants keep one queue's work on the node).
+    Agent,
     /// A shard's core (I4).
     Shard,
 }
@@ -100,6 +102,7 @@ pub(crate) fn panicked(panic: &(dyn std::any::Any + Send)) -> Violation {
     let (invariant, whose) = match RUNNING.with(std::cell::Cell::get) {
         Running::Coordinator => (Invariant::I3, "the coordinator"),
         Running::Shard => (Invariant::I4, "a shard"),
+        Running::Agent => (Invariant::I1, "a node agent"),
     };
     broken(invariant, format!("{whose} panicked: {message}"))
 }
@@ -153,6 +156,9 @@ pub(crate) struct Checker {
     /// Queues removed from the coordinator's table (`queue remove`, `reload`) whose shard
     /// was stopped: none of their acknowledged jobs may still be pending or running.
     removed: BTreeSet<String>,
+    /// The shards run jobs through node agents: a job's end is known when its agents
+    /// report it, after its allocation's span may have passed (see [`Checker::shard`]).
+    pub(crate) agents: bool,
 }
 
 /// What the checks across shards need of one shard, as last checked.
@@ -311,14 +317,17 @@ impl Checker {
                 ));
             }
         }
-        let mut running_on: BTreeMap<String, JobId> = BTreeMap::new();
-        for job in observe(view, &self.jobs) {
+        let mut running_on: BTreeMap<String, (JobId, Option<u64>, Option<u64>)> = BTreeMap::new();
+        for job in observe(view, &self.jobs, self.agents) {
             if job.state == JobState::Running {
+                let span = (job.id, job.start_ms, job.planned_end_ms);
                 for node in &job.nodes {
-                    if let Some(other) = running_on.insert(node.clone(), job.id) {
+                    if let Some(other) = running_on.insert(node.clone(), span)
+                        && !(self.agents && spans_apart(other, span))
+                    {
                         return Err(broken(
                             Invariant::I4,
-                            format!("{node} runs jobs {other} and {} in {queue}", job.id),
+                            format!("{node} runs jobs {} and {} in {queue}", other.0, job.id),
                         ));
                     }
                 }
@@ -399,7 +408,19 @@ impl Checker {
                 )),
                 _ => Ok(()),
             },
-            JobState::Cancelled if reason.starts_with("cancelled by ") => {
+            // With node agents, a job's tasks an agent killed for its shard's silence (past
+            // the lease), ended so by its supervisor.
+            JobState::Cancelled
+                if self.agents && reason.starts_with("cancelled: lease expired") =>
+            {
+                Ok(())
+            }
+            // With node agents, a cancel's end as the supervisor reports it, when the shard
+            // restarted since it asked for the kill (its wording is then the supervisor's).
+            JobState::Cancelled
+                if reason.starts_with("cancelled by ")
+                    || (self.agents && reason.starts_with("cancelled: cancelled by ")) =>
+            {
                 if self.cancels.contains(&job.id) {
                     Ok(())
                 } else {
@@ -425,6 +446,10 @@ impl Checker {
             }
             // A pending job its queue can no longer run (its definition changed).
             JobState::Failed if job.start_ms.is_none() && reason.starts_with("denied") => Ok(()),
+            // With node agents: a job whose launch an agent refused past the retries, or
+            // whose agent was unreachable past its lease (it killed the tasks itself);
+            // what ran where is checked by processes (`check_tasks`).
+            JobState::Failed if self.agents && reason.contains("agent") => Ok(()),
             JobState::Failed => {
                 let node = on_node("node ", ' ').unwrap_or_default();
                 if reason.starts_with("node ")
@@ -442,9 +467,18 @@ impl Checker {
     }
 }
 
+/// Whether two running jobs' allocations do not overlap: the earlier one's span ended
+/// before the later one started. With node agents, a job is running in its shard until
+/// its agents' reports of its end arrive, after its span (its tasks end by then: the
+/// tasks on a node are checked by processes, [`crate::check_tasks`]).
+fn spans_apart(a: (JobId, Option<u64>, Option<u64>), b: (JobId, Option<u64>, Option<u64>)) -> bool {
+    let before = |x: (JobId, Option<u64>, Option<u64>), y: (JobId, Option<u64>, Option<u64>)| matches!((x.2, y.1), (Some(end), Some(start)) if end <= start);
+    before(a, b) || before(b, a)
+}
+
 /// The jobs a view shows; a job `seen` ended is shown by its state alone (all that can
 /// still go wrong with it is coming back to life).
-fn observe(view: &View<'_>, seen: &BTreeMap<JobId, Seen>) -> Vec<JobObs> {
+fn observe(view: &View<'_>, seen: &BTreeMap<JobId, Seen>, agents: bool) -> Vec<JobObs> {
     let ended = |id: JobId| seen.get(&id).is_some_and(|s| s.ended);
     let bare = |id, state| JobObs {
         id,
@@ -498,7 +532,12 @@ fn observe(view: &View<'_>, seen: &BTreeMap<JobId, Seen>) -> Vec<JobObs> {
                     id,
                     state,
                     start_ms: started.map(|s| s.start_ms),
-                    planned_end_ms: started.map(|s| s.sim_end_ms),
+                    // An agents job's journaled end is its start plus its duration; its
+                    // span, as the queue manager planned it, starts in its start's second.
+                    planned_end_ms: started.map(|s| match agents {
+                        true => s.sim_end_ms - s.start_ms + s.start_ms / 1000 * 1000,
+                        false => s.sim_end_ms,
+                    }),
                     end_ms: j.ended.as_ref().map(|e| e.end_ms),
                     nodes: started.map(allocated_nodes).unwrap_or_default(),
                     reason: j

@@ -8,6 +8,7 @@ use rand::seq::IndexedRandom;
 use rand_chacha::ChaCha8Rng;
 use shardsched_coordinator_core::core::{Core, NodeFlag};
 use shardsched_coordinator_core::moves::MoveStatus;
+use shardsched_wire::msg::agent::JobSignature;
 use shardsched_wire::msg::client_coord::{QueueAction, QueueAdmin, QueueSpec};
 use shardsched_wire::msg::client_shard::{self, IdempotencyKey, Submit};
 use shardsched_wire::msg::{JobId, QueuePolicy};
@@ -39,6 +40,9 @@ pub(crate) struct Submission {
 #[derive(Debug, Default)]
 pub(crate) struct Clients {
     submissions: Vec<Submission>,
+    /// Submits are signed (a seed whose shards run jobs through node agents, which run
+    /// only signed jobs; the simulated agents check no signature).
+    pub(crate) signed: bool,
 }
 
 impl Clients {
@@ -68,7 +72,10 @@ impl Clients {
                         jobspec_json: jobspec,
                         urgency: None,
                         array: None,
-                        signature: None,
+                        signature: self.signed.then(|| JobSignature {
+                            cert_pem: "sim".to_owned(),
+                            signature: vec![0],
+                        }),
                     }),
                     id: None,
                     done: false,

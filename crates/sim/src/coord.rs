@@ -15,13 +15,13 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use shardsched_coordinator_core::Config;
 use shardsched_coordinator_core::core::{
-    Begun, ConnId, Core, NodeFlag, Reconfig, RegisterError, Registering, RemovalDone, RemovalId,
-    RemovalStep, flag_commands,
+    AgentFlags, Begun, ConnId, Core, FlagPlan, NodeFlag, Reconfig, RegisterError, Registering,
+    RemovalDone, RemovalId, RemovalStep, flag_commands,
 };
 use shardsched_coordinator_core::records::Durable;
 use shardsched_wire::msg::client_coord::{QueueAdmin, QueueSpec};
 use shardsched_wire::msg::shard_coord::{self, Register};
-use shardsched_wire::msg::{MoveId, Refusal, RefusalCode, coord_shard};
+use shardsched_wire::msg::{MoveId, Refusal, RefusalCode, coord_node, coord_shard, node_coord};
 use shardsched_wire::rpc::Reply;
 
 use crate::net::{Body, Packet};
@@ -102,6 +102,9 @@ pub(crate) enum CoordEvent {
 pub(crate) struct CoordOut {
     pub(crate) packets: Vec<Packet>,
     pub(crate) lines: Vec<String>,
+    /// Nodes the coordinator marked down for their agents' silence (for the checker's
+    /// ledger, as an admin's `resource down`).
+    pub(crate) silent: Vec<String>,
 }
 
 /// A connected shard's ordered commands (the driver's `Link`), each with the removal
@@ -180,10 +183,14 @@ impl Coordinator {
     /// When the core next has work without an event.
     pub(crate) fn next_wakeup(&self) -> Option<u64> {
         let core = self.core.as_ref()?;
-        [core.moves_next_wakeup(), core.removals_next_wakeup()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            core.moves_next_wakeup(),
+            core.removals_next_wakeup(),
+            core.agents_next_wakeup(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Whether a batch has anything to do at `now`.
@@ -231,6 +238,12 @@ impl Coordinator {
             );
         }
         core.moves_tick(now);
+        let silent = core.agents_tick(now);
+        out.silent = silent
+            .values()
+            .flat_map(|(_, nodes)| nodes.clone())
+            .collect();
+        told(&mut tells, silent, NodeFlag::Down, true);
         core.removals_tick(now);
         let mut edited = None;
         for done in core.removals_done() {
@@ -278,6 +291,14 @@ impl Coordinator {
         }
         for (&conn, link) in &mut self.links {
             send_ordered(conn, link, ids, &mut out);
+        }
+        for command in core.agents_to_send() {
+            let coord_node::Request::Owner { owner, change } = command.request;
+            out.packets.push(Packet {
+                conn: command.conn,
+                to_coordinator: false,
+                body: Body::Owner { owner, change },
+            });
         }
         for command in core.moves_to_send() {
             out.packets.push(Packet {
@@ -328,6 +349,9 @@ fn handle(
     match event {
         CoordEvent::Closed(conn) => {
             links.remove(&conn);
+            if let Some(node) = core.agent_disconnected(conn) {
+                out.lines.push(format!("coord: agent {node} disconnected"));
+            }
             if let Some(queue) = core.disconnected(conn) {
                 out.lines.push(format!("coord: {queue} offline"));
             }
@@ -379,7 +403,15 @@ fn handle(
                     let queue = queue.to_owned();
                     core.moves_answer(now, &queue, &request, &response);
                 }
-                Body::ShardAnswer { .. } | Body::Command { .. } => {}
+                Body::AgentRequest { id, node, request } => {
+                    let answer = agent_request(core, now, conn, &node, request, tells);
+                    out.packets.push(Packet {
+                        conn,
+                        to_coordinator: false,
+                        body: Body::AgentAnswer { id, answer },
+                    });
+                }
+                _ => {}
             }
         }
     }
@@ -413,11 +445,44 @@ fn shard_request(
             let name = name().unwrap_or_default();
             core.moves_released(now, conn, &name, &released).map(ack)
         }
-        // Sim shards run jobs with the sim executor: no node agents.
         shard_coord::Request::Agents { nodes } => {
             Ok(shard_coord::Response::Agents(core.agent_addresses(&nodes)))
         }
     }
+}
+
+/// A node agent's request, as the driver's `agent` answers it: its word may bring its
+/// node back up or drain it, which the shards that have the node are told.
+fn agent_request(
+    core: &mut Core,
+    now: u64,
+    conn: ConnId,
+    node: &str,
+    request: node_coord::Request,
+    tells: &mut Vec<(ConnId, coord_shard::Request)>,
+) -> Reply<node_coord::Response> {
+    let (answer, flags) = match request {
+        node_coord::Request::Register { listen, report } => {
+            core.agent_register(now, conn, node, listen, report)?
+        }
+        node_coord::Request::Heartbeat(report) => (
+            node_coord::Response::Ack,
+            core.agent_heartbeat(now, conn, node, report)?,
+        ),
+    };
+    let AgentFlags { up, drained } = flags;
+    told(tells, up, NodeFlag::Down, false);
+    told(tells, drained, NodeFlag::Drained, true);
+    Ok(answer)
+}
+
+/// A node flag change's commands for the shards that have the nodes.
+fn told(tells: &mut Vec<(ConnId, coord_shard::Request)>, plan: FlagPlan, flag: NodeFlag, on: bool) {
+    tells.extend(
+        flag_commands(plan, flag, on)
+            .into_iter()
+            .map(|(_, conn, request)| (conn, request)),
+    );
 }
 
 /// A registration: [`Core::register_shard`], and when another connection holds the queue,
@@ -490,14 +555,18 @@ fn admin(
             flag,
             on,
             reason,
-        } => core.set_node_flag(&nodes, flag, on, &reason).map(|plan| {
-            tells.extend(
-                flag_commands(plan, flag, on)
-                    .into_iter()
-                    .map(|(_, conn, request)| (conn, request)),
-            );
-            format!("{flag:?} {on} {nodes:?}")
-        }),
+        } => {
+            let heard = match (flag, on) {
+                (NodeFlag::Down, false) => core.check_agents_heard(now, &nodes),
+                _ => Ok(()),
+            };
+            heard
+                .and_then(|()| core.set_node_flag(&nodes, flag, on, &reason))
+                .map(|plan| {
+                    told(tells, plan, flag, on);
+                    format!("{flag:?} {on} {nodes:?}")
+                })
+        }
         Admin::Add(spec) => core
             .add_queue_spec(&spec)
             .map(|done| table_changed(&done, tells, &spec.name)),

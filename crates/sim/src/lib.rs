@@ -43,7 +43,10 @@
 //! The trace hash covers what happened (each step's action and its outcome), never how long
 //! it took, so `shardsched sim --seed S` prints the same line on every machine.
 
+mod agent;
+mod agents_exec;
 mod check;
+mod check_tasks;
 mod client;
 mod coord;
 mod net;

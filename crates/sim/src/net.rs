@@ -14,7 +14,8 @@ use std::collections::BTreeMap;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use shardsched_coordinator_core::core::ConnId;
-use shardsched_wire::msg::{coord_shard, shard_coord};
+use shardsched_wire::msg::agent::{NodeOwner, OwnerChange};
+use shardsched_wire::msg::{coord_shard, node_coord, shard_coord, shard_node};
 use shardsched_wire::rpc::Reply;
 
 /// What a message carries.
@@ -43,6 +44,35 @@ pub(crate) enum Body {
         answer: Reply<coord_shard::Response>,
         ordered: bool,
     },
+    /// Agent → coordinator: `Register` or `Heartbeat`; `node` is the name its certificate
+    /// proves.
+    AgentRequest {
+        id: u64,
+        node: String,
+        request: node_coord::Request,
+    },
+    /// Coordinator → agent: the answer to one.
+    AgentAnswer {
+        id: u64,
+        answer: Reply<node_coord::Response>,
+    },
+    /// Coordinator → agent: the node's owner from now on (its answer changes nothing).
+    Owner {
+        owner: NodeOwner,
+        change: OwnerChange,
+    },
+    /// Shard → agent: a launch, kill, renewal or forget; `from` is the shard's queue, as
+    /// its certificate proves.
+    ToAgent {
+        id: u64,
+        from: String,
+        request: shard_node::Request,
+    },
+    /// Agent → shard: the answer to one.
+    FromAgent {
+        id: u64,
+        answer: Reply<shard_node::Response>,
+    },
 }
 
 impl Body {
@@ -51,7 +81,7 @@ impl Body {
     fn ordered(&self) -> bool {
         match self {
             Body::Command { ordered, .. } | Body::CommandAnswer { ordered, .. } => *ordered,
-            Body::ShardRequest { .. } | Body::ShardAnswer { .. } => false,
+            _ => false,
         }
     }
 
@@ -70,6 +100,29 @@ impl Body {
             Body::CommandAnswer { id, answer, .. } => match answer {
                 Ok(response) => format!("#{id} answer {response:?}"),
                 Err(r) => format!("#{id} refused {:?}", r.code),
+            },
+            Body::AgentRequest { id, node, request } => match request {
+                node_coord::Request::Register { .. } => format!("#{id} {node} registers"),
+                node_coord::Request::Heartbeat(_) => format!("#{id} {node} heartbeat"),
+            },
+            Body::AgentAnswer { id, answer } => match answer {
+                Ok(response) => format!("#{id} {response:?}"),
+                Err(r) => format!("#{id} refused {:?}", r.code),
+            },
+            Body::Owner { owner, change } => {
+                format!("owner {}@{} {change:?}", owner.queue, owner.generation.0)
+            }
+            Body::ToAgent { id, from, request } => match request {
+                shard_node::Request::Launch(l) => format!("#{id} {from} launch {}", l.job),
+                shard_node::Request::Kill { job, .. } => format!("#{id} {from} kill {job}"),
+                shard_node::Request::Renew { seen } => format!("#{id} {from} renew {seen:?}"),
+                shard_node::Request::Forget { jobs } => format!("#{id} {from} forget {jobs:?}"),
+                shard_node::Request::Output(_) => format!("#{id} {from} output"),
+            },
+            Body::FromAgent { id, answer } => match answer {
+                Ok(shard_node::Response::Report(r)) => format!("#{id} report {:?}", r.jobs),
+                Ok(response) => format!("#{id} {response:?}"),
+                Err(r) => format!("#{id} refused {:?}: {}", r.code, r.message),
             },
         }
     }

@@ -95,7 +95,8 @@ pub(crate) struct TableQueue {
 pub(crate) fn config_file(node_count: usize, queues: &[TableQueue]) -> Result<Config, String> {
     let mut text = format!(
         "default_queue = \"q0\"\n\n[cluster.inline]\nname = \"sim\"\n\n\
-         [[cluster.inline.nodes]]\nhosts = \"node[0-{}]\"\nsockets = 1\ncores_per_socket = 2\n",
+         [[cluster.inline.nodes]]\nhosts = \"node[0-{}]\"\nsockets = 1\ncores_per_socket = 2\n\n\
+         [agents]\nheartbeat_timeout = \"30s\"\nreturn_to_service = true\n",
         node_count - 1
     );
     for q in queues {

@@ -13,6 +13,7 @@ use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use shardsched_coordinator_core::core::ConnId;
+use shardsched_shard_core::agents::Runs;
 use shardsched_shard_core::journal::{JournalRecord, MemJournal, Restored};
 use shardsched_shard_core::{CoreOptions, ShardCore, needs_restart};
 use shardsched_wire::identity::Role;
@@ -21,6 +22,7 @@ use shardsched_wire::msg::{Refusal, RefusalCode, client_shard, coord_shard};
 use shardsched_wire::rpc::Reply;
 use shardsched_wire::{Fluid, Peer};
 
+use crate::agents_exec::{self, Executor};
 use crate::net::{Body, Packet};
 
 /// How long a registration waits for its answer before the shard gives up on the
@@ -111,6 +113,8 @@ pub(crate) struct ShardProcess {
     /// Bumped whenever the core or the journal may have changed (a batch, a start, a
     /// crash): the checker looks again only at shards whose version moved.
     pub(crate) version: u64,
+    /// Jobs run through node agents (the agents executor), while the core runs.
+    pub(crate) executor: Option<Executor>,
 }
 
 impl ShardProcess {
@@ -130,6 +134,7 @@ impl ShardProcess {
             status_sent: None,
             restart_at: None,
             version: 0,
+            executor: None,
         }
     }
 
@@ -144,6 +149,7 @@ impl ShardProcess {
         self.version += 1;
         self.alive = true;
         self.core = None;
+        self.executor = None;
         self.link = Link::Idle { retry_at: now };
         self.inbox.clear();
         self.released.clear();
@@ -158,6 +164,7 @@ impl ShardProcess {
         self.version += 1;
         self.alive = false;
         self.core = None;
+        self.executor = None;
         self.inbox.clear();
         self.released.clear();
         self.conn()
@@ -226,7 +233,11 @@ impl ShardProcess {
             (true, Some(_), Some((at, _))) => Some(at + STATUS_MAX_MS),
             _ => None,
         };
-        [link, core, released, status].into_iter().flatten().min()
+        let executor = self.executor.as_ref().and_then(Executor::next_wakeup);
+        [link, core, released, status, executor]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Whether a batch has anything to do at `now`.
@@ -290,6 +301,7 @@ impl ShardProcess {
         crash: Crash,
         options: &CoreOptions,
         ids: &mut dyn FnMut() -> u64,
+        agent_conn: &mut dyn FnMut(Option<ConnId>) -> ConnId,
     ) -> Result<ShardOut, String> {
         self.version += 1;
         let mut out = ShardOut::default();
@@ -300,6 +312,9 @@ impl ShardProcess {
         let Some(core) = self.core.as_mut() else {
             return Ok(out);
         };
+        if let Some(executor) = &mut self.executor {
+            executor.ended_to(core, now);
+        }
         core.tick(now)
             .map_err(|e| format!("{}: scheduling pass failed: {e}", self.queue))?;
         let records = core.take_journal();
@@ -319,8 +334,15 @@ impl ShardProcess {
         }
         self.released
             .extend(released.into_iter().map(|r| (r, Vec::new())));
-        if let Link::Up { conn } = self.link {
+        let coordinator = match self.link {
+            Link::Up { conn } => Some(conn),
+            _ => None,
+        };
+        if let Some(conn) = coordinator {
             self.reports(now, conn, ids, &mut out);
+        }
+        if let (Some(executor), Some(core)) = (&mut self.executor, &mut self.core) {
+            executor.run(core, now, coordinator, agent_conn, ids, &mut out.packets);
         }
         Ok(out)
     }
@@ -363,7 +385,23 @@ impl ShardProcess {
             {
                 self.registered(now, conn, answer, options, out)?;
             }
+            Body::ShardAnswer {
+                id,
+                answer: Ok(shard_coord::Response::Agents(addresses)),
+            } => {
+                if let Some(executor) = &mut self.executor {
+                    executor.addresses(id, Ok(addresses));
+                }
+            }
+            Body::FromAgent { id, answer } => {
+                if let Some(executor) = &mut self.executor {
+                    executor.answer(now, id, answer);
+                }
+            }
             Body::ShardAnswer { id, .. } => {
+                if let Some(executor) = &mut self.executor {
+                    executor.addresses(id, Err("refused".to_owned()));
+                }
                 if self.link == (Link::Up { conn }) {
                     // Acknowledged or refused: either way the report is done with.
                     self.released.retain(|(_, sent)| !sent.contains(&id));
@@ -401,7 +439,7 @@ impl ShardProcess {
                     },
                 });
             }
-            Body::ShardRequest { .. } | Body::CommandAnswer { .. } => {}
+            _ => {}
         }
         Ok(())
     }
@@ -436,6 +474,11 @@ impl ShardProcess {
             None => {
                 let core = ShardCore::start(&assignment, options.clone(), now, &self.restored)
                     .map_err(|e| format!("{} cannot start from its journal: {e}", self.queue))?;
+                if core.is_exec() {
+                    let grace = agents_exec::KILL_GRACE_MS;
+                    let runs = Runs::new(&self.queue, grace, agents_exec::launches);
+                    self.executor = Some(Executor::watching(runs, &core, now));
+                }
                 self.core = Some(core);
                 self.restored = Restored::default();
                 out.lines.push(format!("{} core started", self.queue));

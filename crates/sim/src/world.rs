@@ -16,17 +16,22 @@ use shardsched_wire::identity::Role;
 use shardsched_wire::msg::client_shard;
 use shardsched_wire::msg::{Refusal, RefusalCode};
 
+use crate::agent::{AgentEvent, AgentProcess};
 use crate::check::{self, Checker, Invariant, View, Violation, broken};
 use crate::client::{self, CANCEL_TICKET, Clients};
 use crate::coord::{CoordEvent, Coordinator};
-use crate::net::{Net, Packet, Weather};
+use crate::net::{Body, Net, Packet, Weather};
 use crate::setup::{self, Setup};
 use crate::shard::{Crash, ShardEvent, ShardProcess};
 use crate::trace::Trace;
 use crate::{Outcome, SimOptions};
 
+mod agents;
 mod heal;
 mod processes;
+mod route;
+
+use route::Receiver;
 
 /// Virtual time at a seed's start: a plausible wall clock, ms since the Unix epoch.
 const START_MS: u64 = 1_800_000_000_000;
@@ -36,6 +41,9 @@ const CRASH_IN_BATCH: f64 = 0.01;
 const RESTART_DELAY_MS: std::ops::RangeInclusive<u64> = 100..=3_000;
 /// How long the other end takes to notice a connection is gone, ms.
 const NOTICE_DELAY_MS: std::ops::RangeInclusive<u64> = 0..=3_000;
+/// Longest a node agent is cut off from everyone (a partition), ms: past the lease (half
+/// the heartbeat timeout, 15 s) and the timeout (30 s) at times.
+const PARTITION_MS: std::ops::RangeInclusive<u64> = 1_000..=40_000;
 /// Healing rounds before a seed that has not settled is declared stuck.
 const HEAL_ROUNDS_MAX: u64 = 5_000;
 /// Virtual time healing may take before a seed that has not settled is declared stuck.
@@ -69,6 +77,12 @@ pub struct Stats {
     pub removals_done: u64,
     pub removals_refused: u64,
     pub queues_removed: u64,
+    /// Seeds whose shards ran jobs through node agents; tasks those agents started;
+    /// crashes of agents; agents cut off from everyone for a while.
+    pub agent_seeds: u64,
+    pub tasks_spawned: u64,
+    pub agent_crashes: u64,
+    pub partitions: u64,
 }
 
 impl Stats {
@@ -89,6 +103,10 @@ impl Stats {
         self.removals_done += other.removals_done;
         self.removals_refused += other.removals_refused;
         self.queues_removed += other.queues_removed;
+        self.agent_seeds += other.agent_seeds;
+        self.tasks_spawned += other.tasks_spawned;
+        self.agent_crashes += other.agent_crashes;
+        self.partitions += other.partitions;
     }
 }
 
@@ -114,6 +132,10 @@ pub(crate) struct World {
     coord: Coordinator,
     /// Every shard process ever started, by queue (a removed queue's keeps its journal).
     shards: BTreeMap<String, ShardProcess>,
+    /// One node agent per node, by node, in a seed whose shards launch through agents.
+    agents: BTreeMap<String, AgentProcess>,
+    /// Agents cut off from everyone, until when.
+    partitions: BTreeMap<String, u64>,
     net: Net,
     next_id: u64,
     clients: Clients,
@@ -134,6 +156,20 @@ impl World {
             duplicate: rng.random_range(0.0..0.1),
         };
         let coord = Coordinator::new(setup.config.clone());
+        // Even seeds run their jobs through node agents; odd ones with the sim executor.
+        let with_agents = seed.is_multiple_of(2);
+        let agents = if with_agents {
+            let nodes = setup.nodes.iter().enumerate();
+            nodes
+                .map(|(i, node)| (node.clone(), AgentProcess::new(node, i)))
+                .collect()
+        } else {
+            BTreeMap::new()
+        };
+        let mut checker = Checker::default();
+        checker.agents = with_agents;
+        let mut clients = Clients::default();
+        clients.signed = with_agents;
         Ok(World {
             seed,
             rng,
@@ -144,20 +180,29 @@ impl World {
             setup,
             coord,
             shards: BTreeMap::new(),
+            agents,
+            partitions: BTreeMap::new(),
             net: Net::default(),
             next_id: 0,
-            clients: Clients::default(),
-            checker: Checker::default(),
+            clients,
+            checker,
             trace: Trace::new(options.keep_trace),
             notices: Vec::new(),
             options: CoreOptions {
-                executor: CoreExecutor::Sim,
+                executor: if with_agents {
+                    CoreExecutor::Agents
+                } else {
+                    CoreExecutor::Sim
+                },
                 // Nothing is forgotten while the checker may look for it.
                 retention_ms: u64::MAX / 4,
                 journal: true,
                 ..CoreOptions::default()
             },
-            stats: Stats::default(),
+            stats: Stats {
+                agent_seeds: u64::from(with_agents),
+                ..Stats::default()
+            },
         })
     }
 
@@ -199,6 +244,9 @@ impl World {
         self.coord
             .start(self.now)
             .map_err(|e| broken(Invariant::I3, e))?;
+        for agent in self.agents.values_mut() {
+            agent.start(self.now);
+        }
         self.supervise()?;
         self.check()?;
         for _ in 0..steps {
@@ -219,6 +267,9 @@ impl World {
             62..75 => self.submit(),
             75..79 => self.cancel(),
             79..92 => self.admin(),
+            _ if self.faults && !self.agents.is_empty() && self.rng.random_bool(0.3) => {
+                self.agent_fault()
+            }
             _ if self.faults => self.fault(),
             _ => self.advance(),
         }
@@ -243,23 +294,13 @@ impl World {
             packet.body.describe()
         );
         self.trace.line(self.now, &line);
-        if packet.to_coordinator {
-            self.coord.push(CoordEvent::Packet(packet));
-            if self.rng.random_bool(0.5) {
-                return self.run_coordinator();
-            }
-            return Ok(());
+        let run_now = self.rng.random_bool(0.5);
+        match self.route(packet) {
+            Some(Receiver::Coordinator) if run_now => self.run_coordinator(),
+            Some(Receiver::Shard(queue)) if run_now => self.run_shard(&queue),
+            Some(Receiver::Agent(node)) if run_now => self.run_agent(&node),
+            _ => Ok(()),
         }
-        let Some(queue) = self.shard_on(packet.conn) else {
-            return Ok(());
-        };
-        if let Some(shard) = self.shards.get_mut(&queue) {
-            shard.push(ShardEvent::Packet(packet));
-        }
-        if self.rng.random_bool(0.5) {
-            return self.run_shard(&queue);
-        }
-        Ok(())
     }
 
     /// The queue of the shard whose connection `conn` is.
@@ -270,10 +311,14 @@ impl World {
             .map(|s| s.queue.clone())
     }
 
-    /// Sends what a batch released.
+    /// Sends what a batch released (nothing to or from an agent cut off).
     fn send(&mut self, packets: Vec<Packet>) {
         let weather = self.faults.then_some(self.weather);
         for packet in packets {
+            if !self.partitions.is_empty() && self.cut_off(&packet) {
+                self.net.dropped += 1;
+                continue;
+            }
             self.net.send(&mut self.rng, weather, packet);
         }
     }
@@ -440,7 +485,11 @@ impl World {
         }
         let journal = &self.coord.journal;
         let durable = |node: &str| journal.nodes.get(node).map_or(0, |n| n.generation.0);
-        self.checker.instant(&views, &durable)
+        self.checker.instant(&views, &durable)?;
+        if !self.agents.is_empty() {
+            crate::check_tasks::instant(&self.agents, &self.shards)?;
+        }
+        Ok(())
     }
 }
 

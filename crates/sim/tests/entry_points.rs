@@ -1,7 +1,8 @@
 //! The simulator proves what the processes run only while it drives the cores through the
 //! same entry points as their drivers. This test reads the drivers' sources
-//! (`coordinator/src/driver`, `shard/src/driver`) and the simulator's, collects the core
-//! methods each calls, and fails when a driver calls one the simulator does not (unless
+//! (`coordinator/src/driver`, `shard/src/driver`, the shard's agents task
+//! `shard/src/agents`, the node agent's `node/src`) and the simulator's, collects the core
+//! methods each calls (on a `core`, an `AgentCore` or the agents executor's `runs`), and fails when a driver calls one the simulator does not (unless
 //! it is listed below as the driver's alone, with why), or when the simulator reaches
 //! past the cores into a machine of theirs (a re-implemented driver, as the old move
 //! harness's `World` was).
@@ -28,22 +29,14 @@ const DRIVER_ONLY: &[(&str, &str)] = &[
         "check_move",
         "`queue move --dry-run` asks the donor's shard, changing nothing",
     ),
-    // The exec executor: the simulator runs the sim executor.
+    // A node agent's reads for its driver: health checks, `job output`, logs.
     (
-        "handle_job_ended",
-        "exec jobs end when their supervisor says so",
+        "set_health",
+        "the health check script: sim nodes are healthy",
     ),
-    ("take_exec_actions", "exec launches and kills"),
-    ("running_job_ids", "exec: jobs to watch after a restart"),
-    // Node agents (issue 15): not simulated yet; the simulator's shards run the sim
-    // executor, so no agent registers or reports (docs/SIM.md, "Not covered").
-    ("agent_register", "node agents"),
-    ("agent_heartbeat", "node agents"),
-    ("agent_disconnected", "node agents"),
-    ("agents_tick", "node agents"),
-    ("agents_next_wakeup", "node agents"),
-    ("agents_to_send", "node agents"),
-    ("check_agents_heard", "node agents"),
+    ("unhealthy", "logs when the health changes"),
+    ("launcher", "`job output`: sim tasks write none"),
+    ("address_of", "`job output`: which agent to ask"),
 ];
 
 /// Names that would mean the simulator drives a core's inner machine itself.
@@ -85,7 +78,7 @@ fn core_calls(text: &str) -> BTreeSet<String> {
         .join("\n");
     let flat: String = code.split_whitespace().collect();
     let mut calls = BTreeSet::new();
-    for (marker, called) in [("core.", true), ("Core::", false)] {
+    for (marker, called) in [("core.", true), ("Core::", false), ("runs.", true)] {
         let mut rest = flat.as_str();
         while let Some(at) = rest.find(marker) {
             rest = &rest[at + marker.len()..];
@@ -111,7 +104,12 @@ fn calls_under(dirs: &[&str]) -> BTreeSet<String> {
 
 #[test]
 fn the_simulator_calls_every_core_entry_point_the_drivers_call() {
-    let drivers = calls_under(&["coordinator/src/driver", "shard/src/driver"]);
+    let drivers = calls_under(&[
+        "coordinator/src/driver",
+        "shard/src/driver",
+        "shard/src/agents",
+        "node/src",
+    ]);
     let sim = calls_under(&["crates/sim/src"]);
     // The drivers must really be read: a few calls every driver makes.
     for known in [
@@ -119,6 +117,8 @@ fn the_simulator_calls_every_core_entry_point_the_drivers_call() {
         "moves_to_send",
         "handle_coordinator",
         "tick",
+        "handle_launch",
+        "renewed",
     ] {
         assert!(
             drivers.contains(known),

@@ -90,6 +90,10 @@ fn seeds_keep_every_invariant_and_exercise_every_path() {
         ("queue removals and reloads done", t.removals_done),
         ("queue removals and reloads refused", t.removals_refused),
         ("queues removed", t.queues_removed),
+        ("seeds with node agents", t.agent_seeds),
+        ("tasks started by node agents", t.tasks_spawned),
+        ("node agent crashes", t.agent_crashes),
+        ("node agents cut off", t.partitions),
     ];
     for (what, count) in exercised {
         assert!(

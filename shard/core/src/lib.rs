@@ -80,6 +80,7 @@
 //! - [`exec`]: the exec executor's job-directory layout and [`exec::JobEnd`];
 //! - [`limits`]: every bound of the core, named.
 
+pub mod agents;
 pub mod assign;
 pub mod core;
 pub mod error;

@@ -2,12 +2,10 @@
 //! (Flux's way: the jobspec's slots spread over the nodes, each slot's tasks on its node),
 //! what every agent is told of the others, and the variables the shard adds. Pure: no I/O.
 
-use std::collections::BTreeMap;
-use std::net::SocketAddr;
-
 use shardsched_jobspec::{Jobspec, Resource, TaskCount};
-use shardsched_proto::msg::Generation;
 use shardsched_proto::msg::agent::{JobNode, NodeLaunch, SignedJobspec};
+
+pub use shardsched_shard_core::agents::LaunchFacts;
 
 use crate::exec::env::allocation_variables;
 use crate::exec::rset::RSummary;
@@ -125,18 +123,6 @@ pub fn node_of_task(job: &JobRecord, rank: u32) -> Result<String, String> {
         first = first.saturating_add(ntasks);
     }
     Err(format!("the job has {first} tasks: no task {rank}"))
-}
-
-/// What a launch is made of, beyond the job itself.
-pub struct LaunchFacts<'a> {
-    /// The shard's queue.
-    pub queue: &'a str,
-    /// The generation this shard holds each of the job's nodes at.
-    pub generations: &'a BTreeMap<String, Generation>,
-    /// Where each node's agent listens.
-    pub agents: &'a BTreeMap<String, SocketAddr>,
-    /// SIGTERM-to-SIGKILL grace, ms.
-    pub kill_grace_ms: u64,
 }
 
 /// The launch of `job` on each of its nodes, in node-rank order (the R's node order), or

@@ -8,31 +8,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use shardsched_proto::msg::shard_coord::{self, AgentAddress};
-use shardsched_proto::msg::{Refusal, shard_node};
+use shardsched_proto::msg::shard_node;
 use shardsched_proto::{Error, Role, Session, connect};
 use tokio::sync::watch;
 
 /// How long one request to an agent (connecting included) may take.
 pub const AGENT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Why a request to an agent did not get an answer.
-#[derive(Clone, Debug)]
-pub enum Failure {
-    /// The agent could not be reached (or did not answer in time): the request may or may
-    /// not have arrived.
-    Unreachable(String),
-    /// The agent refused it.
-    Refused(Refusal),
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Failure::Unreachable(why) => write!(f, "unreachable: {why}"),
-            Failure::Refused(r) => write!(f, "refused: {}", r.message),
-        }
-    }
-}
+pub use shardsched_shard_core::agents::Failure;
 
 /// The connections to the agents, shared by the requests in flight.
 #[derive(Clone)]

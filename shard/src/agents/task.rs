@@ -69,7 +69,7 @@ pub(crate) async fn run(inputs: Inputs, commands: mpsc::Sender<Command>) {
         mut outputs,
     } = inputs;
     let grace_ms = u64::try_from(options.kill_grace.as_millis()).unwrap_or(u64::MAX);
-    let mut runs = Runs::new(&queue, grace_ms);
+    let mut runs = Runs::new(&queue, grace_ms, super::launch::node_launches);
     let links = Links::new(endpoint, coordinator);
     let (heard_tx, mut heard) = mpsc::unbounded_channel();
     let mut ended = std::collections::VecDeque::new();
@@ -83,7 +83,8 @@ pub(crate) async fn run(inputs: Inputs, commands: mpsc::Sender<Command>) {
                 sends.extend(take_request(&mut runs, request));
             }
             Some(ask) = outputs.recv() => {
-                let addr = runs.address_of_task(&ask.job, ask.query.task);
+                let addr = super::launch::node_of_task(&ask.job, ask.query.task)
+                    .map(|node| { let addr = runs.address_of(&node); (node, addr) });
                 tokio::spawn(read_output(links.clone(), ask, addr));
             }
             Some(answer) = heard.recv() => take_answer(&mut runs, answer),

@@ -38,17 +38,15 @@ use tokio::sync::{mpsc, watch};
 
 pub(crate) use super::commands::Command;
 use super::commands::{Answer, handle};
-use super::exec_task::{ExecRequest, Generations};
+use super::exec_task::ExecRequest;
 use super::released::ReleasedQueue;
 use super::transitions::TransitionLog;
 use crate::core::{ExecAction, ShardCore};
 use crate::error::DriverError;
-use crate::job::JobRecord;
 use crate::journal::to_batch;
 use crate::limits::{
     BATCH_REQUESTS_MAX, COMMITS_IN_FLIGHT_MAX, STATUS_INTERVAL_MAX, STATUS_INTERVAL_MIN,
 };
-use crate::nodes::NodeTable;
 use crate::snapshot::Snapshot;
 
 /// Longest the task sleeps without looking at the clock again (a wakeup far in the future,
@@ -107,7 +105,7 @@ pub(crate) async fn run(
         // Jobs already running (restored by a restart) are watched like new ones.
         for id in core.running_job_ids() {
             if let Some(job) = core.job(id) {
-                let generations = generations(core.nodes(), job);
+                let generations = core.generations_of(job);
                 let request = ExecRequest::Watch(Box::new(job.clone()), generations);
                 let _ = exec.send(request).await;
             }
@@ -342,20 +340,12 @@ fn exec_requests(core: &mut ShardCore) -> Vec<ExecRequest> {
     core.take_exec_actions()
         .into_iter()
         .filter_map(|action| match action {
-            ExecAction::Launch(id) => core.job(id).map(|job| {
-                ExecRequest::Launch(Box::new(job.clone()), generations(core.nodes(), job))
-            }),
+            ExecAction::Launch(id) => core
+                .job(id)
+                .map(|job| ExecRequest::Launch(Box::new(job.clone()), core.generations_of(job))),
             ExecAction::Kill { id, why } => Some(ExecRequest::Kill { id, why }),
             ExecAction::Forget(id) => Some(ExecRequest::Forget(id)),
         })
-        .collect()
-}
-
-/// The generations of `job`'s nodes, as the node table holds them.
-fn generations(nodes: &NodeTable, job: &JobRecord) -> Generations {
-    job.nodes
-        .iter()
-        .filter_map(|n| nodes.get(n).map(|e| (n.clone(), e.generation)))
         .collect()
 }
 

@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use shardsched_proto::msg::{Generation, JobId};
+use shardsched_proto::msg::JobId;
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
 
@@ -74,7 +74,7 @@ impl ExecOptions {
 
 /// The generation the shard holds each of a job's nodes at (what a node agent checks a
 /// launch against; the exec executor has no use for it).
-pub(crate) type Generations = BTreeMap<String, Generation>;
+pub(crate) use shardsched_shard_core::agents::Generations;
 
 /// A request from the core task.
 #[derive(Debug)]

@@ -447,7 +447,26 @@ impl Core {
                     }
                 }
                 Phase::Holding { at, .. } if at >= n => {
-                    return self.end_removal(id, Ok(()), now_ms);
+                    // A queue that had no shard when it was looked at may have one now: a
+                    // restarted shard that registered meanwhile was neither asked nor held
+                    // (and may have taken jobs since).
+                    let unasked: Vec<String> = r
+                        .queues
+                        .iter()
+                        .filter(|(_, conn)| conn.is_none())
+                        .map(|(q, _)| q.clone())
+                        .collect();
+                    let registered = unasked.into_iter().find(|q| self.shard(q).is_some());
+                    let outcome = match registered {
+                        Some(queue) => Err(Refusal::new(
+                            RefusalCode::Unavailable,
+                            format!(
+                                "queue {queue}'s shard registered during the removal; ask again"
+                            ),
+                        )),
+                        None => Ok(()),
+                    };
+                    return self.end_removal(id, outcome, now_ms);
                 }
                 Phase::Holding { at, .. } if r.queues[at].1.is_none() => {
                     r.phase = Phase::Holding {

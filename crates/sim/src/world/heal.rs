@@ -40,13 +40,7 @@ impl World {
     }
 
     pub(super) fn net_deliver_quietly(&mut self, packet: Packet) {
-        if packet.to_coordinator {
-            self.coord.push(CoordEvent::Packet(packet));
-        } else if let Some(queue) = self.shard_on(packet.conn)
-            && let Some(shard) = self.shards.get_mut(&queue)
-        {
-            shard.push(ShardEvent::Packet(packet));
-        }
+        self.route(packet);
     }
 
     /// Why the system is not quiet yet (empty when it is).
@@ -54,9 +48,6 @@ impl World {
         let Some(core) = &self.coord.core else {
             return "the coordinator is down".to_owned();
         };
-        if !self.net.is_empty() {
-            return "messages in flight".to_owned();
-        }
         let active: Vec<u64> = core
             .moves()
             .iter()
@@ -83,6 +74,13 @@ impl World {
             if shard.reporting_released() {
                 return format!("{} has Released reports unacknowledged", q.name);
             }
+        }
+        let agents = self.agents_unsettled();
+        if !agents.is_empty() {
+            return agents;
+        }
+        if !self.net.is_empty() {
+            return "messages in flight".to_owned();
         }
         String::new()
     }

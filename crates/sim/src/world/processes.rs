@@ -4,6 +4,13 @@
 
 use super::*;
 
+/// A process with work now: the coordinator (`None`) or a shard, or a node agent.
+#[derive(Clone)]
+enum Due {
+    Process(Option<String>),
+    Agent(String),
+}
+
 impl World {
     /// Whether the next batch crashes, and where.
     pub(super) fn crash_plan(&mut self) -> Crash {
@@ -29,10 +36,13 @@ impl World {
         if self.coord.due(self.now) {
             due.push(None);
         }
+        let mut due: Vec<Due> = due.into_iter().map(Due::Process).collect();
+        due.extend(self.agents_due().into_iter().map(Due::Agent));
         match due.choose(&mut self.rng).cloned() {
             None => self.advance(),
-            Some(None) => self.run_coordinator(),
-            Some(Some(queue)) => self.run_shard(&queue),
+            Some(Due::Process(None)) => self.run_coordinator(),
+            Some(Due::Process(Some(queue))) => self.run_shard(&queue),
+            Some(Due::Agent(node)) => self.run_agent(&node),
         }
     }
 
@@ -60,6 +70,9 @@ impl World {
             self.trace
                 .line(self.now, &format!("coord CRASH in batch {crash:?}"));
             return self.crash_coordinator();
+        }
+        for node in &out.silent {
+            self.checker.down_asked(node);
         }
         for line in &out.lines {
             if line.starts_with("coord: admin removal ") {
@@ -90,9 +103,14 @@ impl World {
             *next_id += 1;
             *next_id
         };
+        let net = &mut self.net;
+        let mut agent_conn = |conn: Option<ConnId>| match conn {
+            Some(conn) if net.is_open(conn) => conn,
+            _ => net.open(queue),
+        };
         check::running(check::Running::Shard);
         let out = shard
-            .batch(self.now, crash, &self.options, &mut ids)
+            .batch(self.now, crash, &self.options, &mut ids, &mut agent_conn)
             .map_err(|e| broken(Invariant::I4, e))?;
         if crash != Crash::No {
             self.trace
@@ -143,6 +161,9 @@ impl World {
         self.count_mid_move();
         self.coord.crash();
         for conn in self.net.open_conns() {
+            if self.agent_link(conn).is_some() {
+                continue;
+            }
             self.net.close(conn);
             let at = self.now + self.rng.random_range(NOTICE_DELAY_MS);
             self.notices.push((at, Notice::ShardLost(conn)));
@@ -160,6 +181,10 @@ impl World {
         let Some(shard) = self.shards.get_mut(queue) else {
             return;
         };
+        let links = shard.executor.as_ref().map(|e| e.conns.clone());
+        for conn in links.into_iter().flat_map(|l| l.into_values()) {
+            self.net.close(conn);
+        }
         if let Some(conn) = shard.crash() {
             self.net.close(conn);
             let at = self.now + self.rng.random_range(NOTICE_DELAY_MS);
@@ -239,6 +264,9 @@ impl World {
                     for shard in self.shards.values_mut() {
                         shard.lost(conn, now);
                     }
+                    for agent in self.agents.values_mut() {
+                        agent.lost(conn, now);
+                    }
                 }
             }
         }
@@ -259,6 +287,7 @@ impl World {
         for queue in restarts {
             self.start_shard(&queue)?;
         }
+        self.agents_housekeeping()?;
         let queues: Vec<String> = self.shards.keys().cloned().collect();
         for queue in queues {
             let World {
@@ -316,6 +345,9 @@ impl World {
         for queue in due {
             self.run_shard(&queue)?;
         }
+        for node in self.agents_due() {
+            self.run_agent(&node)?;
+        }
         Ok(())
     }
 
@@ -330,6 +362,7 @@ impl World {
             .into_iter()
             .chain(shards)
             .chain(notices)
+            .chain([self.agents_next_due()])
             .flatten()
             .min()
     }

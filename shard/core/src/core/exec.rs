@@ -96,6 +96,15 @@ impl ShardCore {
         ids
     }
 
+    /// The generation this shard holds each of `job`'s nodes at: what a node agent checks
+    /// the job's launch against.
+    pub fn generations_of(&self, job: &crate::job::JobRecord) -> crate::agents::Generations {
+        job.nodes
+            .iter()
+            .filter_map(|n| self.nodes.get(n).map(|e| (n.clone(), e.generation)))
+            .collect()
+    }
+
     /// The launches and kills asked for since the last call, oldest first.
     pub fn take_exec_actions(&mut self) -> Vec<ExecAction> {
         std::mem::take(&mut self.outbox.exec_actions)

@@ -12,8 +12,11 @@ use shardsched_proto::msg::client_shard::IdempotencyKey;
 use shardsched_proto::msg::shard_coord::AgentAddress;
 use shardsched_proto::msg::{Generation, JobId, JobState, Refusal, RefusalCode};
 
-use super::{LAUNCH_RETRY_FOR_MS, LEASE_DEFAULT_MS, LOST_MARGIN_MS, Runs, Send};
-use crate::agents::links::Failure;
+use shardsched_shard_core::agents::{
+    Failure, LAUNCH_RETRY_FOR_MS, LEASE_DEFAULT_MS, LOST_MARGIN_MS, Runs, Send,
+};
+
+use crate::agents::launch::node_launches;
 use crate::job::{JobRecord, Reason};
 
 const GRACE_MS: u64 = 5_000;
@@ -128,7 +131,7 @@ fn renewals(sends: &[Send]) -> Vec<(String, u64)> {
 
 /// A job launched on both nodes, both launches acknowledged.
 fn launched() -> Runs {
-    let mut runs = Runs::new("q", GRACE_MS);
+    let mut runs = Runs::new("q", GRACE_MS, node_launches);
     runs.launch(0, job(7), generations());
     let sends = runs.tick(0);
     assert!(
@@ -214,7 +217,7 @@ fn a_requeued_jobs_launch_waits_until_the_agent_was_told_its_earlier_end() {
 
 #[test]
 fn a_lost_launch_answer_is_settled_by_the_next_report_not_by_a_blind_resend() {
-    let mut runs = Runs::new("q", GRACE_MS);
+    let mut runs = Runs::new("q", GRACE_MS, node_launches);
     runs.launch(0, job(7), generations());
     runs.tick(0);
     runs.addresses(Ok(addresses()));
@@ -239,7 +242,7 @@ fn a_lost_launch_answer_is_settled_by_the_next_report_not_by_a_blind_resend() {
 
 #[test]
 fn a_report_asked_before_a_launch_was_acknowledged_does_not_speak_for_it() {
-    let mut runs = Runs::new("q", GRACE_MS);
+    let mut runs = Runs::new("q", GRACE_MS, node_launches);
     runs.launch(0, job(7), generations());
     runs.tick(0);
     runs.addresses(Ok(addresses()));
@@ -316,7 +319,7 @@ fn an_agent_unreachable_past_its_lease_and_the_grace_has_killed_its_tasks() {
 
 #[test]
 fn a_kill_before_the_launch_ends_the_job_without_starting_it() {
-    let mut runs = Runs::new("q", GRACE_MS);
+    let mut runs = Runs::new("q", GRACE_MS, node_launches);
     runs.launch(0, job(7), generations());
     runs.kill(0, Fluid(7), "cancelled by alice");
     let sends = runs.tick(1);
@@ -328,7 +331,7 @@ fn a_kill_before_the_launch_ends_the_job_without_starting_it() {
 
 #[test]
 fn a_launch_refused_for_fencing_is_tried_again_for_a_while_then_fails() {
-    let mut runs = Runs::new("q", GRACE_MS);
+    let mut runs = Runs::new("q", GRACE_MS, node_launches);
     runs.launch(0, job(7), generations());
     runs.tick(0);
     runs.addresses(Ok(addresses()));
@@ -384,5 +387,61 @@ fn a_launch_refused_for_fencing_is_tried_again_for_a_while_then_fails() {
         ended[0].1.cause,
         EndCause::Error,
         "the launch's refusal speaks for the job"
+    );
+}
+
+#[test]
+fn a_restarted_shard_asks_where_the_agents_of_the_jobs_it_watches_are() {
+    let mut runs = Runs::new("q", GRACE_MS, node_launches);
+    runs.watch(0, job(1), generations());
+    let sends = runs.tick(0);
+    assert!(
+        sends
+            .iter()
+            .any(|s| matches!(s, Send::Addresses(nodes) if nodes.len() == 2)),
+        "without the agents' addresses no report can settle the job: {sends:?}"
+    );
+    runs.addresses(Ok(addresses()));
+    let renewals = renewals(&runs.tick(1));
+    assert_eq!(renewals.len(), 2, "{renewals:?}");
+}
+
+#[test]
+fn an_agent_that_takes_a_launch_is_reachable_again() {
+    let mut runs = launched();
+    let asked = renewals(&runs.tick(3));
+    let running = || JobOnNode::Running { supervisor_pid: 9 };
+    for (node, at) in &asked {
+        runs.renewed(4, node, *at, &[], Ok(report(node, vec![(7, running())])));
+    }
+    let asked = renewals(&runs.tick(1_000));
+    let n1 = asked.iter().find(|(n, _)| n == "n1").expect("n1 renewed");
+    runs.renewed(
+        1_001,
+        "n1",
+        n1.1,
+        &[],
+        Err(Failure::Unreachable("timeout".into())),
+    );
+    // Long past the lease, a new job's launch gets through to both agents: n1 heard from
+    // this shard just now, so the job's tasks there are not taken as killed.
+    let later = 4 + 2_000 + GRACE_MS + LOST_MARGIN_MS + 10_000;
+    runs.launch(later, job(8), generations());
+    let sent = launches(&runs.tick(later));
+    assert_eq!(sent, vec!["n0", "n1"]);
+    for node in NODES {
+        runs.launched(later + 1, Fluid(8), node, Ok(()));
+    }
+    let kills: Vec<JobId> = runs
+        .tick(later + 2)
+        .into_iter()
+        .filter_map(|s| match s {
+            Send::Kill { job, .. } => Some(job),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        !kills.contains(&Fluid(8)),
+        "job 8 stopped as lost: {kills:?}"
     );
 }

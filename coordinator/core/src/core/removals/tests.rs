@@ -78,6 +78,17 @@ fn disable(core: &mut Core, id: RemovalId, queue: &str) {
     core.removal_pulled(4, id, Ok(()));
 }
 
+/// FOUR_QUEUES's file without c and d (a reload that removes them).
+fn without_c_and_d() -> Config {
+    Config::parse(
+        "default_queue = \"a\"\n[queues.a]\nnodes = \"node[0-9]\"\n\
+         [queues.b]\nnodes = \"node[10-19]\"\n",
+        "test.toml",
+        Path::new("."),
+    )
+    .expect("config")
+}
+
 fn pending(begun: Result<Begun, Refusal>) -> RemovalId {
     match begun {
         Ok(Begun::Pending(id)) => id,
@@ -121,13 +132,7 @@ fn a_removal_refused_for_jobs_disables_nothing() {
 #[test]
 fn a_reload_refused_after_holding_one_queue_gives_it_its_state_back() {
     let mut core = core(FOUR_QUEUES);
-    let file = Config::parse(
-        "default_queue = \"a\"\n[queues.a]\nnodes = \"node[0-9]\"\n\
-         [queues.b]\nnodes = \"node[10-19]\"\n",
-        "test.toml",
-        Path::new("."),
-    )
-    .expect("config");
+    let file = without_c_and_d();
     let id = core.begin_reload(1, file).expect("begun");
     hold(&mut core, id, "c");
     hold(&mut core, id, "d");
@@ -186,4 +191,30 @@ fn remove_give_to_waits_for_its_move_and_gives_up_past_the_wait() {
         "{change:?}"
     );
     assert!(core.queue_flags("b").is_some(), "b stays until asked again");
+}
+
+#[test]
+fn a_shard_that_registers_during_the_removal_of_its_queue_refuses_it() {
+    let mut core = core(FOUR_QUEUES);
+    // d's shard is restarting as the reload begins: d is not asked, nor held.
+    core.disconnected(ConnId(3));
+    let file = without_c_and_d();
+    let id = core.begin_reload(1, file).expect("begun");
+    hold(&mut core, id, "c");
+    // It registers again (and may take jobs) before the removal ends.
+    let register = Register {
+        queue: "d".into(),
+        listen: SocketAddr::from(([127, 0, 0, 1], 4009)),
+        held: Vec::new(),
+        last_job_id: None,
+    };
+    let remote = SocketAddr::from(([127, 0, 0, 1], 5000));
+    core.register(ConnId(9), "d", remote, &register)
+        .expect("registered");
+    disable(&mut core, id, "c");
+    let done = core.removals_done();
+    let refusal = done[0].outcome.as_ref().expect_err("refused");
+    assert_eq!(refusal.code, RefusalCode::Unavailable);
+    assert!(refusal.message.contains("queue d"), "{refusal}");
+    assert!(core.queue_flags("d").is_some(), "d is kept");
 }

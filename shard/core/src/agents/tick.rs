@@ -4,14 +4,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 
-use shardsched_proto::msg::JobId;
-use shardsched_proto::msg::agent::{EndCause, JobEnd};
+use shardsched_wire::msg::JobId;
+use shardsched_wire::msg::agent::{EndCause, JobEnd};
 
 use super::{
     ADDRESSES_RETRY_MS, KILL_RESEND_MS, LAUNCH_RETRY_FOR_MS, LEASE_DEFAULT_MS, LOST_MARGIN_MS,
-    RENEW_FIRST_MS, RENEW_MAX_MS, Runs, Send, Share,
+    LaunchFacts, RENEW_FIRST_MS, RENEW_MAX_MS, Runs, Send, Share,
 };
-use crate::agents::launch::{LaunchFacts, node_launches};
 
 impl Runs {
     pub(super) fn ask_addresses(&mut self, now_ms: u64, out: &mut Vec<Send>) {
@@ -31,7 +30,11 @@ impl Runs {
                 let agent = self.agents.get(node);
                 let unknown = agent.is_none_or(|a| a.address.is_none());
                 let failing = agent.is_some_and(|a| a.failing_since.is_some());
-                if (waiting && unknown) || (failing && !matches!(share, Share::Ended(_))) {
+                // A share in doubt or live needs its agent's report (a restarted shard
+                // watches its running jobs without knowing where their agents are); a
+                // launch needs every node's agent.
+                let ended = matches!(share, Share::Ended(_));
+                if (unknown && (waiting || !ended)) || (failing && !ended) {
                     wanted.insert(node.clone());
                 }
             }
@@ -68,7 +71,7 @@ impl Runs {
                     agents: &agents,
                     kill_grace_ms: self.kill_grace_ms,
                 };
-                match node_launches(&run.job, &facts) {
+                match (self.build)(&run.job, &facts) {
                     Ok(launches) => {
                         let by_node = launches
                             .into_iter()

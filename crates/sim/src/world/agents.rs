@@ -1,0 +1,183 @@
+//! The world's node agents (seeds whose shards launch through agents): their batches,
+//! crashes and restarts, their registrations, their tasks ending, and partitions that cut
+//! an agent off from everyone for a while.
+
+use super::*;
+
+impl World {
+    pub(super) fn run_agent(&mut self, node: &str) -> Result<(), Violation> {
+        let crash = self.crash_plan();
+        let World {
+            agents,
+            rng,
+            next_id,
+            ..
+        } = self;
+        let Some(agent) = agents.get_mut(node).filter(|a| a.alive) else {
+            return Ok(());
+        };
+        let mut ids = || {
+            *next_id += 1;
+            *next_id
+        };
+        // Most tasks stop at SIGTERM; some ignore it for a while (SIGKILL at the grace).
+        let mut ignores_term = |grace: u64| {
+            if rng.random_bool(0.3) {
+                rng.random_range(0..=grace)
+            } else {
+                0
+            }
+        };
+        check::running(check::Running::Agent);
+        let out = agent.batch(self.now, crash, &mut ignores_term, &mut ids);
+        if crash != Crash::No {
+            self.trace
+                .line(self.now, &format!("{node} agent CRASH in batch {crash:?}"));
+            self.crash_agent(node);
+            return Ok(());
+        }
+        for line in &out.lines {
+            if line.contains(" spawns ") {
+                self.stats.tasks_spawned += 1;
+            }
+            self.trace.line(self.now, line);
+        }
+        self.send(out.packets);
+        Ok(())
+    }
+
+    /// The agent of `node` dies (its tasks live on): its connections close.
+    pub(super) fn crash_agent(&mut self, node: &str) {
+        let Some(agent) = self.agents.get_mut(node) else {
+            return;
+        };
+        if !agent.alive {
+            return;
+        }
+        self.stats.agent_crashes += 1;
+        let coordinator = agent.crash();
+        agent.restart_at = Some(self.now + self.rng.random_range(RESTART_DELAY_MS));
+        if let Some(conn) = coordinator {
+            self.net.close(conn);
+            let at = self.now + self.rng.random_range(NOTICE_DELAY_MS);
+            self.notices.push((at, Notice::CoordClosed(conn)));
+        }
+        for conn in self.links_to(node) {
+            self.net.close(conn);
+        }
+    }
+
+    /// The shards' connections to `node`'s agent.
+    fn links_to(&self, node: &str) -> Vec<ConnId> {
+        self.shards
+            .values()
+            .filter_map(|s| s.executor.as_ref()?.conns.get(node).copied())
+            .collect()
+    }
+
+    /// A fault among the agents: one crashes, or is cut off from everyone for a while.
+    pub(super) fn agent_fault(&mut self) -> Result<(), Violation> {
+        let nodes: Vec<String> = self.agents.keys().cloned().collect();
+        let Some(node) = nodes.choose(&mut self.rng).cloned() else {
+            return Ok(());
+        };
+        if self.rng.random_bool(0.6) {
+            self.trace.line(self.now, &format!("{node} agent CRASH"));
+            self.crash_agent(&node);
+        } else {
+            let until = self.now + self.rng.random_range(PARTITION_MS);
+            self.stats.partitions += 1;
+            self.trace
+                .line(self.now, &format!("{node} agent cut off until {until}"));
+            self.partitions.insert(node, until);
+        }
+        Ok(())
+    }
+
+    /// Whether `packet` goes to or from an agent cut off now.
+    pub(super) fn cut_off(&self, packet: &Packet) -> bool {
+        let conn = packet.conn;
+        let node = match self.agents.values().find(|a| a.conn() == Some(conn)) {
+            Some(agent) => Some(agent.node.clone()),
+            None => self.agent_link(conn).map(|(_, node)| node),
+        };
+        node.is_some_and(|n| self.partitions.get(&n).is_some_and(|&t| t > self.now))
+    }
+
+    /// The agents' timers: partitions healed, tasks ended, restarts, registrations to
+    /// start or give up.
+    pub(super) fn agents_housekeeping(&mut self) -> Result<(), Violation> {
+        let now = self.now;
+        self.partitions.retain(|_, until| *until > now);
+        let nodes: Vec<String> = self.agents.keys().cloned().collect();
+        for node in nodes {
+            let World {
+                agents,
+                net,
+                next_id,
+                notices,
+                trace,
+                ..
+            } = self;
+            let Some(agent) = agents.get_mut(&node) else {
+                continue;
+            };
+            for job in agent.reap(now) {
+                trace.line(now, &format!("{node} task of {job} ends"));
+            }
+            if !agent.alive && agent.restart_at.is_some_and(|t| t <= now) {
+                check::running(check::Running::Agent);
+                agent.start(now);
+                trace.line(now, &format!("{node} agent starts"));
+                crate::check_tasks::restarted(agent)?;
+            }
+            if let Some(conn) = agent.registration_timed_out(now) {
+                net.close(conn);
+                notices.push((now, Notice::CoordClosed(conn)));
+            }
+            let registered = agent.register_if_due(now, || {
+                *next_id += 1;
+                (net.open(&node), *next_id)
+            });
+            if let Some(packet) = registered {
+                self.trace.line(
+                    now,
+                    &format!("{node} agent registers on conn{}", packet.conn.0),
+                );
+                self.send(vec![packet]);
+            }
+        }
+        Ok(())
+    }
+
+    /// The agents with work now.
+    pub(super) fn agents_due(&self) -> Vec<String> {
+        self.agents
+            .values()
+            .filter(|a| a.due(self.now))
+            .map(|a| a.node.clone())
+            .collect()
+    }
+
+    /// The earliest time an agent, a task or a partition has something due.
+    pub(super) fn agents_next_due(&self) -> Option<u64> {
+        let agents = self
+            .agents
+            .values()
+            .flat_map(|a| [a.next_wakeup(), a.restart_at.filter(|_| !a.alive)]);
+        let partitions = self.partitions.values().map(|&t| Some(t));
+        agents.chain(partitions).flatten().min()
+    }
+
+    /// Why the agents are not settled yet (empty when they are).
+    pub(super) fn agents_unsettled(&self) -> String {
+        match self
+            .agents
+            .values()
+            .find(|a| !a.alive || !a.is_registered())
+        {
+            Some(agent) => format!("{}'s agent is not registered", agent.node),
+            None => String::new(),
+        }
+    }
+}
