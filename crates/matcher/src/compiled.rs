@@ -66,14 +66,8 @@ impl Matcher {
 mod tests {
     use std::sync::Arc;
 
+    use crate::test_support::nodes;
     use crate::{MatchOp, MatchOutcome};
-
-    fn nodes(n: u64) -> shardsched_jobspec::Jobspec {
-        shardsched_jobspec::parse(&format!(
-            "version: 9999\nresources: [{{type: slot, count: 1, label: s, with: [{{type: node, count: {n}}}]}}]\ntasks: [{{command: [app], slot: s, count: {{per_slot: 1}}}}]\nattributes: {{system: {{duration: 60}}}}"
-        ))
-        .expect("jobspec")
-    }
 
     #[test]
     fn the_same_jobspec_reuses_its_request_and_another_gets_its_own() {

@@ -16,7 +16,6 @@
 
 mod json;
 mod rlite;
-mod text;
 
 use shardsched_resource::{CONTAINMENT, ResourceGraph, VertexId};
 
@@ -257,7 +256,7 @@ impl MatchWriter {
                 // By hand rather than `writeln!`: this line is most of what `query` prints.
                 line.push_str(g.name(e.v));
                 line.push('[');
-                text::push_int(line, e.needs);
+                shardsched_resource::graph::push_int(line, e.needs);
                 line.push(':');
                 line.push_str(mode);
                 line.push_str("]\n");
