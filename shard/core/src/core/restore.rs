@@ -137,14 +137,13 @@ impl ShardCore {
         Ok((core, summary))
     }
 
-    /// The core before any node is up: the graph restricted to the queue's definition plus
-    /// the nodes owned, incoming, and `kept`.
+    /// The core before any node is up: the cluster cut to the queue's definition plus the
+    /// nodes owned, incoming, and `kept` (the whole graph is dropped once cut).
     pub(super) fn build(
         assignment: &Assignment,
         options: CoreOptions,
         kept: &[NodeGen],
     ) -> Result<ShardCore, ShardError> {
-        let graph = crate::assign::cluster_graph(&assignment.cluster)?;
         let extra: Vec<NodeGen> = assignment
             .owned
             .iter()
@@ -152,8 +151,11 @@ impl ShardCore {
             .chain(assignment.incoming.iter().map(|(_, n)| n.node.clone()))
             .chain(kept.iter().cloned())
             .collect();
+        let (graph, loaded) =
+            crate::assign::definition_graph(&assignment.cluster, &assignment.queue, &extra)?;
         ShardCore::with_graph_only(
             graph,
+            loaded,
             &assignment.queue,
             assignment.generator_id,
             &extra,
