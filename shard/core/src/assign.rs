@@ -22,7 +22,7 @@ use shardsched_qmanager::{Params, QueuePolicy};
 use shardsched_resource::{
     GraphFormat, ResourceGraph, SCHEDULER_TYPES, VertexId, keep_subtrees, keep_types, read_graph,
 };
-use shardsched_wire::msg::{ClusterDescription, ClusterFormat, NodeGen, QueueConfig};
+use shardsched_wire::msg::{ClusterDescription, ClusterFormat, QueueConfig};
 
 use crate::error::ShardError;
 
@@ -42,7 +42,7 @@ pub fn cluster_graph(cluster: &ClusterDescription) -> Result<ResourceGraph, Shar
 pub fn definition_graph(
     cluster: &ClusterDescription,
     config: &QueueConfig,
-    extra: &[NodeGen],
+    extra: &[&str],
 ) -> Result<(ResourceGraph, BTreeSet<String>), ShardError> {
     let full = read_cluster(cluster)?;
     let types = load_types(cluster);
@@ -100,11 +100,12 @@ pub fn node_index(graph: &ResourceGraph) -> BTreeMap<String, VertexId> {
 }
 
 /// The nodes a queue may own: its configured definition, plus those of `extra` (owned,
-/// incoming, or held in its journal: the coordinator's word) that are nodes of `nodes`;
-/// with an empty configured definition, only those.
+/// incoming, held in its journal or by a running job's allocation: the coordinator's
+/// word, and facts) that are nodes of `nodes`; with an empty configured definition, only
+/// those.
 pub fn definition(
     config: &QueueConfig,
-    extra: &[NodeGen],
+    extra: &[&str],
     nodes: &BTreeMap<String, VertexId>,
 ) -> BTreeSet<String> {
     config
@@ -114,8 +115,8 @@ pub fn definition(
         .chain(
             extra
                 .iter()
-                .filter(|n| nodes.contains_key(&n.node))
-                .map(|n| n.node.clone()),
+                .filter(|n| nodes.contains_key(**n))
+                .map(|n| (*n).to_owned()),
         )
         .collect()
 }

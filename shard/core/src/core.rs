@@ -183,20 +183,21 @@ impl ShardCore {
         options: CoreOptions,
     ) -> Result<ShardCore, ShardError> {
         let loaded = assign::kinds(&graph);
+        let names: Vec<&str> = owned.iter().map(|n| n.node.as_str()).collect();
         let mut core =
-            ShardCore::with_graph_only(graph, loaded, config, generator_id, owned, options)?;
+            ShardCore::with_graph_only(graph, loaded, config, generator_id, &names, options)?;
         core.set_owned(owned)?;
         Ok(core)
     }
 
     /// The core before any node is up, over `graph` cut to the definition (`config`'s plus
-    /// `owned`'s); `loaded` are the resource types of the whole cluster as loaded.
+    /// the nodes of `extra`); `loaded` are the resource types of the whole cluster as loaded.
     pub(super) fn with_graph_only(
         graph: ResourceGraph,
         loaded: BTreeSet<String>,
         config: &QueueConfig,
         generator_id: u16,
-        owned: &[NodeGen],
+        extra: &[&str],
         options: CoreOptions,
     ) -> Result<ShardCore, ShardError> {
         if !(options.time_scale.is_finite() && options.time_scale > 0.0) {
@@ -205,7 +206,7 @@ impl ShardCore {
                 options.time_scale
             )));
         }
-        let definition = assign::definition(config, owned, &assign::node_index(&graph));
+        let definition = assign::definition(config, extra, &assign::node_index(&graph));
         let graph = assign::restrict_to_definition(graph, &definition)?;
         let vertices = assign::node_index(&graph);
         let capacity = usage::capacity(&graph, vertices.clone());
