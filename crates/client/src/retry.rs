@@ -22,6 +22,7 @@ use tokio::time::Instant;
 use shardsched_proto::backoff::Backoff;
 use shardsched_proto::msg::client_coord::Request;
 use shardsched_proto::{CloseCode, Error as WireError};
+use shardsched_proto::{Op, Rpc};
 
 /// How long a client keeps retrying a coordinator that does not answer, or waits for an
 /// offline queue's shard, before it gives up.
@@ -94,18 +95,11 @@ pub fn retryable(e: &WireError) -> bool {
 /// setting a node flag to a value. Other changes (a move, a queue change) are not repeated
 /// after they may have been sent; the error says so and the admin decides.
 pub fn safe_to_repeat(request: &Request) -> bool {
-    matches!(
-        request,
-        Request::Routes
-            | Request::Jobs(_)
-            | Request::History(_)
-            | Request::Usage(_)
-            | Request::Queues
-            | Request::Resources { .. }
-            | Request::Moves
-            | Request::SetNodeState { .. }
-            | Request::SetNodeDrain { .. }
-    )
+    request.op() == Op::ReadStatus
+        || matches!(
+            request,
+            Request::SetNodeState { .. } | Request::SetNodeDrain { .. }
+        )
 }
 
 #[cfg(test)]

@@ -20,17 +20,18 @@
 //! replaced by the previous commit (which, with the one-phase checksummed commit, would lose
 //! the last acknowledged transaction without a word).
 
-use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redb::{Durability, ReadableDatabase, ReadableTable, TableDefinition, TableHandle};
+use redb::{Durability, ReadableTable, TableDefinition};
 
-use crate::batch::{Batch, Write, check_name};
+use crate::batch::{Batch, Write};
 use crate::error::{ErrorKind, JournalError};
 use crate::limits::CACHE_BYTES;
+
+mod read;
 
 /// The journal's own table: the state record.
 const STATE_TABLE: TableDefinition<&str, &[u8]> = TableDefinition::new("__journal");
@@ -170,102 +171,6 @@ impl Journal {
         let mut batch = Batch::new();
         batch.delete(table, key);
         self.commit(&batch)
-    }
-
-    /// Every record of `table` in key order (none if the table was never written).
-    pub fn scan(&self, table: &str) -> Result<Vec<(u64, Vec<u8>)>, JournalError> {
-        check_name(&self.path, table)?;
-        guarded(&self.path, || {
-            let txn = self.read_txn()?;
-            let def: TableDefinition<u64, &[u8]> = TableDefinition::new(table);
-            let Some(t) = self.read_table(&txn, def, "open table")? else {
-                return Ok(Vec::new());
-            };
-            let mut out = Vec::new();
-            for entry in t.iter().map_err(|e| self.err("scan", e))? {
-                let (k, v) = entry.map_err(|e| self.err("scan", e))?;
-                let key = k.value();
-                let payload =
-                    self.checked(table, &key.to_le_bytes(), &key.to_string(), v.value())?;
-                out.push((key, payload.to_vec()));
-            }
-            Ok(out)
-        })
-    }
-
-    /// The record `key` of `table`.
-    pub fn get(&self, table: &str, key: u64) -> Result<Option<Vec<u8>>, JournalError> {
-        check_name(&self.path, table)?;
-        guarded(&self.path, || {
-            let txn = self.read_txn()?;
-            let def: TableDefinition<u64, &[u8]> = TableDefinition::new(table);
-            let Some(t) = self.read_table(&txn, def, "open table")? else {
-                return Ok(None);
-            };
-            let Some(v) = t.get(key).map_err(|e| self.err("get", e))? else {
-                return Ok(None);
-            };
-            let payload = self.checked(table, &key.to_le_bytes(), &key.to_string(), v.value())?;
-            Ok(Some(payload.to_vec()))
-        })
-    }
-
-    /// The named value `name`.
-    pub fn meta(&self, name: &str) -> Result<Option<Vec<u8>>, JournalError> {
-        check_name(&self.path, name)?;
-        Ok(self.metas()?.remove(name))
-    }
-
-    /// Every named value.
-    pub fn metas(&self) -> Result<BTreeMap<String, Vec<u8>>, JournalError> {
-        guarded(&self.path, || {
-            let txn = self.read_txn()?;
-            let Some(t) = self.read_table(&txn, META_TABLE, "open meta")? else {
-                return Ok(BTreeMap::new());
-            };
-            let mut out = BTreeMap::new();
-            for entry in t.iter().map_err(|e| self.err("meta", e))? {
-                let (k, v) = entry.map_err(|e| self.err("meta", e))?;
-                let name = k.value();
-                let payload = self.checked(META_NAME, name.as_bytes(), name, v.value())?;
-                out.insert(name.to_owned(), payload.to_vec());
-            }
-            Ok(out)
-        })
-    }
-
-    /// The caller's tables that exist.
-    pub fn tables(&self) -> Result<Vec<String>, JournalError> {
-        guarded(&self.path, || {
-            let txn = self.read_txn()?;
-            let tables = txn.list_tables().map_err(|e| self.err("list tables", e))?;
-            Ok(tables
-                .map(|t| t.name().to_owned())
-                .filter(|n| !n.starts_with("__"))
-                .collect())
-        })
-    }
-
-    /// The state record as last committed.
-    pub fn state(&self) -> Result<JournalState, JournalError> {
-        Ok(self.state_record()?.unwrap_or_default())
-    }
-
-    fn state_record(&self) -> Result<Option<JournalState>, JournalError> {
-        guarded(&self.path, || {
-            let txn = self.read_txn()?;
-            match txn.open_table(STATE_TABLE) {
-                Ok(t) => {
-                    let stored = t.get(STATE_KEY).map_err(|e| self.err("state", e))?;
-                    match stored {
-                        Some(g) => read_state(&self.path, Some(g.value().to_vec())).map(Some),
-                        None => Ok(None),
-                    }
-                }
-                Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
-                Err(e) => Err(JournalError::storage(&self.path, "open state", e)),
-            }
-        })
     }
 
     /// Reads every record and checks it; compares the count with the state record (which
@@ -425,56 +330,6 @@ impl Journal {
             Some((_, t)) => Ok(t),
             None => unreachable!("a table was just opened"),
         }
-    }
-
-    fn read_txn(&self) -> Result<redb::ReadTransaction, JournalError> {
-        self.db.begin_read().map_err(|e| self.err("begin read", e))
-    }
-
-    /// Table `def` as `txn` reads it; `None` when it was never written. `what` names the
-    /// step in an error.
-    fn read_table<K: redb::Key + 'static, V: redb::Value + 'static>(
-        &self,
-        txn: &redb::ReadTransaction,
-        def: TableDefinition<K, V>,
-        what: &'static str,
-    ) -> Result<Option<redb::ReadOnlyTable<K, V>>, JournalError> {
-        match txn.open_table(def) {
-            Ok(t) => Ok(Some(t)),
-            Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
-            Err(e) => Err(JournalError::storage(&self.path, what, e)),
-        }
-    }
-
-    /// The payload of a stored value, if its checksum holds.
-    fn checked<'v>(
-        &self,
-        table: &str,
-        key: &[u8],
-        key_text: &str,
-        stored: &'v [u8],
-    ) -> Result<&'v [u8], JournalError> {
-        if stored.len() < CRC_BYTES {
-            return Err(JournalError::new(
-                &self.path,
-                ErrorKind::Truncated {
-                    table: table.to_owned(),
-                    key: key_text.to_owned(),
-                    bytes: stored.len(),
-                },
-            ));
-        }
-        let (crc, payload) = stored.split_at(CRC_BYTES);
-        if crc != checksum(table, key, payload).to_le_bytes() {
-            return Err(JournalError::new(
-                &self.path,
-                ErrorKind::Checksum {
-                    table: table.to_owned(),
-                    key: key_text.to_owned(),
-                },
-            ));
-        }
-        Ok(payload)
     }
 
     fn err(&self, op: &'static str, e: impl Into<redb::Error>) -> JournalError {

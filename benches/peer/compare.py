@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+"""Side by side with Slurm: the same burst of one-core `/bin/true` jobs on one 64-core node.
+
+Run by hand, as root, from the repository's root (not in CI; README.md in this folder):
+
+    cargo build --release -p shardsched
+    apt-get install -y slurm-wlm munge
+    python3 benches/peer/compare.py [--jobs 2000] [--submitters 8] [--systems slurm,shardsched]
+
+Each system runs in a cgroup of its own (daemons, submitters, jobs), so its CPU time is read
+whole from the cgroup's accounting, whatever else the machine runs. Figures, per system:
+submit wall (median and p99 of every submit command), the submit phase, first submit → last
+job ended (the end seen by polling the system's own job list, every 20 ms near the end), jobs/s over that,
+CPU per job (everything in the cgroup from first submit to last end; the driver's polls
+run outside it, though the daemons' work to answer them is inside), and the wall of the
+client's `--version` beside the submit median (issue 20 item 5's yardstick).
+"""
+import argparse, glob, json, os, shutil, socket, statistics, subprocess, sys, time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+POLL_S = 0.02
+
+
+class Cgroup:
+    """A CPU-accounting cgroup (v1 cpuacct, else v2) that children join before exec."""
+
+    def __init__(self, name):
+        v1 = "/sys/fs/cgroup/cpuacct"
+        if os.path.isdir(v1):
+            self.path, self.v2 = os.path.join(v1, name), False
+        else:
+            root = "/sys/fs/cgroup/unified" if os.path.isdir("/sys/fs/cgroup/unified") else "/sys/fs/cgroup"
+            self.path, self.v2 = os.path.join(root, name), True
+        os.makedirs(self.path, exist_ok=True)
+
+    def join(self):
+        with open(os.path.join(self.path, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+
+    def cpu_s(self):
+        if self.v2:
+            for line in open(os.path.join(self.path, "cpu.stat")):
+                k, v = line.split()
+                if k == "usage_usec":
+                    return int(v) / 1e6
+        return int(open(os.path.join(self.path, "cpuacct.usage")).read()) / 1e9
+
+    def remove(self):
+        for _ in range(50):
+            try:
+                os.rmdir(self.path)
+                return
+            except OSError:
+                time.sleep(0.1)
+
+
+def run(cmd, cg, env=None, check=True):
+    """Runs `cmd` to its end, in cgroup `cg` (None: outside, e.g. the driver's own polls)."""
+    t = time.monotonic()
+    p = subprocess.run(cmd, env=env, preexec_fn=cg.join if cg else None, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
+    wall = time.monotonic() - t
+    if check and p.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip()}")
+    return p, wall
+
+
+def wait_for(what, predicate, timeout_s=600):
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            sys.exit(f"timed out waiting for {what}")
+        time.sleep(POLL_S)
+    return time.monotonic()
+
+
+class Slurm:
+    name = "slurm"
+
+    def __init__(self, workdir, cg):
+        self.dir, self.cg, self.procs = workdir, cg, []
+        host = socket.gethostname()
+        conf = open(os.path.join(HERE, "slurm.conf.in")).read()
+        conf = conf.replace("@HOST@", host).replace("@DIR@", workdir)
+        for sub in ("state", "spool"):
+            os.makedirs(os.path.join(workdir, sub), exist_ok=True)
+        self.conf = os.path.join(workdir, "slurm.conf")
+        open(self.conf, "w").write(conf)
+        self.env = dict(os.environ, SLURM_CONF=self.conf)
+
+    def start(self):
+        if not os.path.exists("/etc/munge/munge.key"):
+            subprocess.run(["mungekey", "--create"], check=True)
+        os.makedirs("/run/munge", exist_ok=True)
+        self.procs.append(subprocess.Popen(["munged", "--foreground", "--force"],
+                                           preexec_fn=self.cg.join))
+        time.sleep(0.5)
+        for cmd in (["slurmctld", "-D", "-c", "-f", self.conf], ["slurmd", "-D", "-f", self.conf]):
+            self.procs.append(subprocess.Popen(cmd, env=self.env, preexec_fn=self.cg.join,
+                                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        wait_for("the node to be idle", lambda: run(
+            ["sinfo", "-h", "-o", "%t"], self.cg, self.env, check=False)[0].stdout.strip() == "idle", 120)
+
+    def version_cmd(self):
+        return ["sbatch", "--version"]
+
+    def submit_cmd(self):
+        return ["sbatch", "-n", "1", "-o", "/dev/null", "--wrap", "/bin/true"]
+
+    def active(self):
+        out = run(["squeue", "-h", "-o", "%i"], None, self.env, check=False)[0].stdout
+        return len(out.split())
+
+    def completed(self):
+        out = run(["squeue", "-h", "-t", "all", "-o", "%T"], None, self.env, check=False)[0].stdout
+        return out.split().count("COMPLETED")
+
+    def stop(self):
+        for p in reversed(self.procs):
+            p.terminate()
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+class Shardsched:
+    name = "shardsched"
+
+    def __init__(self, workdir, cg, binary):
+        self.dir, self.cg, self.bin, self.proc = workdir, cg, binary, None
+        self.env = dict(os.environ, SHARDSCHED_DIR=workdir)
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            [self.bin, "up", "--config", os.path.join(HERE, "config.toml"), "--dir", self.dir,
+             "--executor", "exec"], env=self.env, preexec_fn=self.cg.join,
+            stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.dir, "up.log"), "w"))
+        wait_for("the queue", lambda: run([self.bin, "queue", "list"], self.cg, self.env,
+                                          check=False)[0].returncode == 0, 120)
+
+    def version_cmd(self):
+        return [self.bin, "--version"]
+
+    def submit_cmd(self):
+        return [self.bin, "submit", "-n", "1", "--", "/bin/true"]
+
+    def listing(self, *flags):
+        out = run([self.bin, "jobs", "-A", *flags, "--format", "{id}", "--no-header"],
+                  None, self.env, check=False)[0].stdout
+        return len(out.split())
+
+    def active(self):
+        return self.listing()
+
+    def completed(self):
+        return self.listing("--state", "completed")
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def percentile(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def measure(system, jobs, submitters):
+    cg = system.cg
+    versions = [run(system.version_cmd(), cg, system.env)[1] for _ in range(20)]
+    per = [jobs // submitters + (1 if i < jobs % submitters else 0) for i in range(submitters)]
+    cpu0, t0 = cg.cpu_s(), time.monotonic()
+    # Each submitter is a shell loop timing its own commands: the python driver spawns none.
+    script = 'for i in $(seq "$1"); do s=$(date +%s%N); "${@:2}" >/dev/null || exit 1; ' \
+             'e=$(date +%s%N); echo $((e - s)); done'
+    loops = [subprocess.Popen(["bash", "-c", script, "submitter", str(n), *system.submit_cmd()],
+                              env=system.env, preexec_fn=cg.join, stdout=subprocess.PIPE, text=True)
+             for n in per]
+    walls = []
+    for p in loops:
+        out, _ = p.communicate()
+        if p.returncode != 0:
+            sys.exit(f"{system.name}: a submit failed")
+        walls += [int(x) / 1e9 for x in out.split()]
+    t_submitted = time.monotonic()
+    # Polls cost the daemons CPU that is counted: poll seldom while many jobs remain, every
+    # 20 ms near the end (the end's resolution).
+    deadline = time.monotonic() + 1800
+    while (remaining := system.active()) > 0:
+        if time.monotonic() > deadline:
+            sys.exit(f"{system.name}: {remaining} jobs still active after 30 minutes")
+        time.sleep(min(1.0, max(POLL_S, remaining * 0.002)))
+    t_end = time.monotonic()
+    cpu1 = cg.cpu_s()
+    done = system.completed()
+    return {
+        "system": system.name, "jobs": jobs, "submitters": submitters, "completed": done,
+        "version_median_ms": statistics.median(versions) * 1e3,
+        "submit_median_ms": statistics.median(walls) * 1e3,
+        "submit_p99_ms": percentile(walls, 0.99) * 1e3,
+        "submit_phase_s": t_submitted - t0,
+        "submit_rate": jobs / (t_submitted - t0),
+        "end_to_end_s": t_end - t0,
+        "jobs_per_s": jobs / (t_end - t0),
+        "cpu_ms_per_job": (cpu1 - cpu0) * 1e3 / jobs,
+        "load_avg": os.getloadavg()[0],
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--jobs", type=int, default=2000)
+    ap.add_argument("--submitters", type=int, default=8)
+    ap.add_argument("--systems", default="slurm,shardsched")
+    ap.add_argument("--shardsched", default="target/release/shardsched")
+    ap.add_argument("--dir", default="/tmp/peer-bench")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("run as root: Slurm's daemons and the cgroups need it")
+    results = []
+    for name in a.systems.split(","):
+        workdir = os.path.join(a.dir, f"{name}-{os.getpid()}")
+        os.makedirs(workdir)
+        cg = Cgroup(f"peer-{name}-{os.getpid()}")
+        system = Slurm(workdir, cg) if name == "slurm" else Shardsched(workdir, cg, os.path.abspath(a.shardsched))
+        try:
+            system.start()
+            results.append(measure(system, a.jobs, a.submitters))
+        finally:
+            system.stop()
+            cg.remove()
+            shutil.rmtree(workdir, ignore_errors=True)
+        print(json.dumps(results[-1]), flush=True)
+    keys = ["completed", "version_median_ms", "submit_median_ms", "submit_p99_ms", "submit_rate",
+            "end_to_end_s", "jobs_per_s", "cpu_ms_per_job", "load_avg"]
+    print("\n| system | " + " | ".join(keys) + " |")
+    print("|---|" + "---:|" * len(keys))
+    for r in results:
+        print(f"| {r['system']} | " + " | ".join(
+            f"{r[k]:.1f}" if isinstance(r[k], float) else str(r[k]) for k in keys) + " |")
+
+
+if __name__ == "__main__":
+    main()
