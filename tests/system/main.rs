@@ -17,6 +17,7 @@ mod transitions;
 mod query_run;
 
 mod admin;
+mod bench_scale;
 mod conformance;
 mod demo;
 mod differential;

@@ -15,16 +15,21 @@ use super::moving::Transition;
 use crate::journal::JournalRecord;
 use crate::table::JobTable;
 
-/// The cluster's nodes as the graph has them, and which of them the queue may own.
+/// The queue's nodes as its graph has them (the cluster cut to its definition), and which
+/// of them the queue may own.
 #[derive(Debug)]
 pub(super) struct Cluster {
-    /// Every node of the cluster, by name.
+    /// Every node of the queue's graph, by name: its definition's, and those the
+    /// coordinator had handed it when the graph was built.
     pub(super) vertices: BTreeMap<String, VertexId>,
     /// Nodes the queue may own: its configured definition, plus any node an assignment or
     /// a move handed it (the coordinator's word; logged when it is news).
     pub(super) definition: BTreeSet<String>,
     /// Every node's cores and GPUs (`core/usage.rs`).
     pub(super) capacity: HashMap<String, NodeUsage>,
+    /// The resource types of the whole cluster as loaded (a denial names the types a
+    /// jobspec asks for that are not among them).
+    pub(super) loaded: BTreeSet<String>,
 }
 
 /// The job side: every job's record, and the live sets that mirror the queue manager's

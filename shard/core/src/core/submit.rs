@@ -221,7 +221,7 @@ impl ShardCore {
         tracing::debug!(queue = %self.queue, %reason, "denied");
         let not_loaded = shardsched_jobspec::parse_json(jobspec_json)
             .ok()
-            .and_then(|jobspec| assign::types_not_loaded(&self.qm.matcher().graph, &jobspec));
+            .and_then(|jobspec| assign::types_not_loaded(&self.cluster.loaded, &jobspec));
         let reason = match not_loaded {
             Some(why) => format!("{reason}: {why}"),
             None => reason.to_owned(),
