@@ -15,6 +15,7 @@ use super::common::{
     Refusal, RefusalCode,
 };
 use super::coord_shard::IncomingNode;
+use super::deps::JobFact;
 use crate::identity::Op;
 use crate::limits::JOB_NODES_MAX;
 use crate::rpc::Rpc;
@@ -34,6 +35,13 @@ pub enum Request {
     Agents {
         /// The nodes.
         nodes: Vec<String>,
+    },
+    /// What is known of these jobs of other queues, which pending jobs of this shard wait
+    /// on (docs/POLICIES.md). At most
+    /// [`DEPENDENCY_TARGETS_PER_ASK_MAX`](crate::limits::DEPENDENCY_TARGETS_PER_ASK_MAX).
+    JobFacts {
+        /// The jobs.
+        ids: Vec<JobId>,
     },
 }
 
@@ -100,6 +108,8 @@ pub enum Response {
     Ack,
     /// Answer to [`Request::Agents`], one entry per node asked about, in order.
     Agents(Vec<AgentAddress>),
+    /// Answer to [`Request::JobFacts`], one per job asked about.
+    JobFacts(Vec<JobFact>),
 }
 
 /// What a registered shard is, owns and runs.
@@ -130,6 +140,7 @@ impl Rpc for Request {
             Request::Status(_) => "shard_coord.status",
             Request::Released(_) => "shard_coord.released",
             Request::Agents { .. } => "shard_coord.agents",
+            Request::JobFacts { .. } => "shard_coord.job_facts",
         }
     }
 
@@ -146,6 +157,7 @@ impl Rpc for Request {
                     nodes.len()
                 ),
             )),
+            Request::JobFacts { ids } => super::deps::check_ids(ids),
             _ => Ok(()),
         }
     }

@@ -115,6 +115,7 @@ impl ShardCore {
             Request::Reclaim(r) => Ok(self.handle_reclaim(now_ms, r)),
             Request::Withdraw(r) => Ok(self.handle_withdraw(now_ms, r)),
             Request::CancelJobs(r) => Ok(self.handle_cancel_jobs(now_ms, r)),
+            Request::JobFacts { ids } => Ok(Response::JobFacts(self.job_facts(ids))),
             Request::Reconfigure(_) | Request::Jobs(_) | Request::History(_) => {
                 Err(answered_by_the_driver(request))
             }
