@@ -61,6 +61,10 @@ pub enum Request {
         /// [`DEPENDENCY_TARGETS_PER_ASK_MAX`](crate::limits::DEPENDENCY_TARGETS_PER_ASK_MAX)).
         ids: Vec<JobId>,
     },
+    /// What is known of jobs of other queues this shard's pending jobs wait on (its status
+    /// report's `waiting_on`). Answered with `Ack`; safe to repeat or lose (the next report
+    /// asks again).
+    Facts(Vec<JobFact>),
     /// The shard's ended jobs after a cursor, oldest end first, for the coordinator's
     /// history store. Answered with [`Response::History`].
     History(HistoryPull),
@@ -281,6 +285,7 @@ impl Request {
             Request::SetQueueState { .. }
             | Request::Jobs(_)
             | Request::JobFacts { .. }
+            | Request::Facts(_)
             | Request::History(_)
             | Request::SetNodeState { .. }
             | Request::SetNodeDrain { .. }
@@ -305,6 +310,7 @@ impl Rpc for Request {
             Request::SetQueueState { .. } => "coord_shard.set_queue_state",
             Request::Jobs(_) => "coord_shard.jobs",
             Request::JobFacts { .. } => "coord_shard.job_facts",
+            Request::Facts(_) => "coord_shard.facts",
             Request::History(_) => "coord_shard.history",
             Request::SetNodeState { .. } => "coord_shard.set_node_state",
             Request::SetNodeDrain { .. } => "coord_shard.set_node_drain",
@@ -336,6 +342,7 @@ impl Rpc for Request {
             }),
             Request::Jobs(query) => bounds::jobs_query(query),
             Request::JobFacts { ids } => super::deps::check_ids(ids),
+            Request::Facts(facts) => super::deps::check_len(facts.len()),
             _ => Ok(()),
         }
     }

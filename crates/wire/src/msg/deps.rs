@@ -1,9 +1,11 @@
 //! Job dependencies across queues (docs/POLICIES.md): a shard whose pending jobs wait on
-//! jobs of other queues asks the coordinator what it knows of them
-//! ([`shard_coord::Request::JobFacts`](super::shard_coord::Request::JobFacts)); the
-//! coordinator answers from its history store, or asks each owning shard
-//! ([`coord_shard::Request::JobFacts`](super::coord_shard::Request::JobFacts)). Every fact
-//! is final once known (an ended job stays ended, a started one has started), so a question
+//! jobs of other queues lists them in its status reports
+//! ([`ShardStatus::waiting_on`](super::shard_coord::ShardStatus::waiting_on)); the
+//! coordinator asks each owning shard
+//! ([`coord_shard::Request::JobFacts`](super::coord_shard::Request::JobFacts)), falls back
+//! on its history store, and tells the waiting shard
+//! ([`coord_shard::Request::Facts`](super::coord_shard::Request::Facts)). Every fact is
+//! final once known (an ended job stays ended, a started one has started), so a question
 //! is safe to repeat and an answer safe to lose or duplicate.
 
 use serde::{Deserialize, Serialize};
@@ -63,13 +65,17 @@ impl Fact {
 
 /// At most [`DEPENDENCY_TARGETS_PER_ASK_MAX`] ids in one question.
 pub fn check_ids(ids: &[JobId]) -> Result<(), Refusal> {
-    if ids.len() > DEPENDENCY_TARGETS_PER_ASK_MAX {
+    check_len(ids.len())
+}
+
+/// At most [`DEPENDENCY_TARGETS_PER_ASK_MAX`] jobs in one question or answer.
+pub fn check_len(jobs: usize) -> Result<(), Refusal> {
+    if jobs > DEPENDENCY_TARGETS_PER_ASK_MAX {
         return Err(Refusal::new(
             RefusalCode::Invalid,
             format!(
-                "{} jobs in one question, more than the limit of \
-                 {DEPENDENCY_TARGETS_PER_ASK_MAX}",
-                ids.len()
+                "{jobs} jobs in one question or answer, more than the limit of \
+                 {DEPENDENCY_TARGETS_PER_ASK_MAX}"
             ),
         ));
     }

@@ -15,7 +15,6 @@ use super::common::{
     Refusal, RefusalCode,
 };
 use super::coord_shard::IncomingNode;
-use super::deps::JobFact;
 use crate::identity::Op;
 use crate::limits::JOB_NODES_MAX;
 use crate::rpc::Rpc;
@@ -35,13 +34,6 @@ pub enum Request {
     Agents {
         /// The nodes.
         nodes: Vec<String>,
-    },
-    /// What is known of these jobs of other queues, which pending jobs of this shard wait
-    /// on (docs/POLICIES.md). At most
-    /// [`DEPENDENCY_TARGETS_PER_ASK_MAX`](crate::limits::DEPENDENCY_TARGETS_PER_ASK_MAX).
-    JobFacts {
-        /// The jobs.
-        ids: Vec<JobId>,
     },
 }
 
@@ -88,6 +80,11 @@ pub struct ShardStatus {
     pub queue: QueueStatus,
     /// Every node the shard owns or is receiving, with its state.
     pub nodes: Vec<NodeStatus>,
+    /// Jobs of other queues (or ended and forgotten here) that pending jobs of this shard
+    /// wait on (docs/POLICIES.md): the coordinator answers with
+    /// [`coord_shard::Request::Facts`](super::coord_shard::Request::Facts). At most
+    /// [`DEPENDENCY_TARGETS_PER_ASK_MAX`](crate::limits::DEPENDENCY_TARGETS_PER_ASK_MAX).
+    pub waiting_on: Vec<JobId>,
 }
 
 /// Nodes of a move now free in the donor (no allocation left).
@@ -108,8 +105,6 @@ pub enum Response {
     Ack,
     /// Answer to [`Request::Agents`], one entry per node asked about, in order.
     Agents(Vec<AgentAddress>),
-    /// Answer to [`Request::JobFacts`], one per job asked about.
-    JobFacts(Vec<JobFact>),
 }
 
 /// What a registered shard is, owns and runs.
@@ -140,7 +135,6 @@ impl Rpc for Request {
             Request::Status(_) => "shard_coord.status",
             Request::Released(_) => "shard_coord.released",
             Request::Agents { .. } => "shard_coord.agents",
-            Request::JobFacts { .. } => "shard_coord.job_facts",
         }
     }
 
@@ -157,7 +151,7 @@ impl Rpc for Request {
                     nodes.len()
                 ),
             )),
-            Request::JobFacts { ids } => super::deps::check_ids(ids),
+            Request::Status(status) => super::deps::check_ids(&status.waiting_on),
             _ => Ok(()),
         }
     }

@@ -6,8 +6,9 @@
 //! A condition is settled by a [`Fact`] about its target job, and facts are final, so
 //! settling is idempotent: the same fact twice, or facts out of order, change nothing more.
 //! Targets in this queue are read from the job table at every tick; targets elsewhere (or
-//! ended and forgotten here) are what [`ShardCore::dependency_questions`] lists, and the
-//! driver brings their facts back through [`ShardCore::handle_job_facts`]. Nothing about a
+//! ended and forgotten here) are what [`ShardCore::dependency_questions`] lists — the
+//! status report carries them to the coordinator — and their facts come back as the
+//! coordinator's `Facts` command ([`ShardCore::handle_job_facts`]). Nothing about a
 //! dependency is journaled: it is in the jobspec, so a restored pending job gets its
 //! conditions back unsettled and asks again (the answers are the same facts).
 //!
@@ -185,7 +186,7 @@ impl ShardCore {
             .collect()
     }
 
-    /// Facts about jobs of other queues (the coordinator's answer to
+    /// Facts about jobs of other queues (the coordinator's `Facts`, the answer to
     /// [`Self::dependency_questions`]): settles the conditions they decide. Repeated,
     /// reordered or stale answers change nothing more (facts are final; `Unknown` and
     /// unfinished states settle nothing that a later fact would not).

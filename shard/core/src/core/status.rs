@@ -68,6 +68,7 @@ impl ShardCore {
                 pending_reasons: self.pending_reasons(),
             },
             nodes,
+            waiting_on: self.dependency_questions(),
         }
     }
 
