@@ -19,6 +19,7 @@ mod query_run;
 mod admin;
 mod conformance;
 mod demo;
+mod dependencies;
 mod differential;
 mod exec;
 mod graph_files;
