@@ -213,7 +213,7 @@ async fn check_dependencies(
         client
             .ask_shard(route, &client_shard::Request::JobInfo { id })
             .await
-            .with_context(|| format!("{what}"))?;
+            .with_context(|| what.clone())?;
     }
     Ok(())
 }
