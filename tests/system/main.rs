@@ -20,6 +20,7 @@ mod admin;
 mod bench_scale;
 mod conformance;
 mod demo;
+mod dependencies;
 mod differential;
 mod exec;
 mod graph_files;

@@ -7,6 +7,8 @@
 //!
 //! Inputs: [`ShardCore::handle_submit`], [`ShardCore::handle_cancel`],
 //! [`ShardCore::handle_urgency`] (`core/holds.rs`: holds and urgency),
+//! [`ShardCore::handle_job_facts`] (`core/deps.rs`: dependencies, with
+//! [`ShardCore::dependency_questions`] and [`ShardCore::job_facts`]),
 //! [`ShardCore::set_queue_state`], [`ShardCore::set_owned`], the move commands
 //! (`core/moving.rs`), node flags (`core/flags.rs`: down, drained), dry runs
 //! (`core/dry_run.rs`), and
@@ -28,6 +30,9 @@
 mod arrays;
 #[cfg(test)]
 mod arrays_tests;
+mod deps;
+#[cfg(test)]
+mod deps_tests;
 mod dispatch;
 mod dry_run;
 mod events;

@@ -10,6 +10,7 @@ use shardsched_wire::FluidGenerator;
 use shardsched_wire::msg::shard_coord::Released;
 use shardsched_wire::msg::{JobId, NodeUsage};
 
+use super::deps::Waiting;
 use super::exec::{EndAs, ExecAction};
 use super::moving::Transition;
 use crate::journal::JournalRecord;
@@ -58,6 +59,8 @@ pub(super) struct Jobs {
     pub(super) arrays: BTreeMap<JobId, ArrayState>,
     /// Pending jobs whose begin time has not come, by that time (`core/holds.rs`).
     pub(super) deferred: BTreeSet<(u64, JobId)>,
+    /// Pending jobs with a dependency not met yet (`core/deps.rs`).
+    pub(super) deps: BTreeMap<JobId, Waiting>,
 }
 
 /// An array, while any of its elements is in the table (`core/arrays.rs`).
@@ -116,6 +119,7 @@ impl Jobs {
             end_as: HashMap::new(),
             arrays: BTreeMap::new(),
             deferred: BTreeSet::new(),
+            deps: BTreeMap::new(),
         }
     }
 

@@ -226,6 +226,7 @@ impl ShardCore {
                         .submit(request)
                         .map_err(|e| restore_error(id, &e.to_string()))?;
                     self.defer(id);
+                    self.restore_dependencies(id, &spec.jobspec);
                     held.push(id);
                     summary.pending += 1;
                 }
