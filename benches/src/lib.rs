@@ -6,6 +6,8 @@
 //! - [`e2e`]: `bench e2e`, the whole system over QUIC on loopback: submit throughput and
 //!   submit→allocated latency through one shard, then two;
 //! - [`moves`]: `bench moves`, node moves between two running queues;
+//! - [`scale`]: `bench scale`, a 16,384-node cluster with 32 queues under `up`: start time,
+//!   memory, jobs/s with the journals on, 1,000 nodes moved under load;
 //! - [`system`]: what the last two share (a `shardsched up` they start, a working directory
 //!   on the disk being measured, the generated cluster's configuration);
 //! - [`inputs`]: the reference jobspecs and where the shared bench folder is.
@@ -20,6 +22,7 @@ pub mod e2e;
 pub mod inputs;
 pub mod matching;
 pub mod moves;
+pub mod scale;
 pub mod system;
 
 /// Flags of `shardsched bench`.
@@ -41,6 +44,9 @@ pub enum BenchCommand {
     /// Node moves between two shards: one idle node, 100, a queue's 1,024, a job's end to
     /// its node up in the recipient (docs/BENCHMARKS.md, "Moves").
     Moves(moves::MovesArgs),
+    /// A cluster on one box: `up` of 16,384 nodes and 32 queues, 100,000 jobs, 1,000 nodes
+    /// moved under load (docs/BENCHMARKS.md, "Scale"; docs/SCALE.md).
+    Scale(scale::ScaleArgs),
 }
 
 /// Runs `shardsched bench`.
@@ -49,5 +55,6 @@ pub fn main(args: &BenchArgs) -> Result<()> {
         BenchCommand::Match(args) => matching::main(args),
         BenchCommand::E2e(args) => e2e::main(args),
         BenchCommand::Moves(args) => moves::main(args),
+        BenchCommand::Scale(args) => scale::main(args),
     }
 }

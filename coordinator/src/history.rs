@@ -8,12 +8,13 @@
 //! pull cursor. Every insert is one transaction with the cursor, so a crash repeats a pull
 //! and never skips one. Blocking: callers run it off the async runtime.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use shardsched_proto::Fluid;
 use shardsched_proto::limits::JOBS_PER_RESPONSE_MAX;
+use shardsched_proto::msg::deps::Fact;
 use shardsched_proto::msg::history::{
     HistoryCursor, HistoryList, HistoryQuery, HistoryRecord, UsageQuery, UsageRow,
 };
@@ -179,6 +180,32 @@ impl HistoryStore {
             }
         }
         Ok(())
+    }
+
+    /// How each of the jobs `ids` ended, for those the store has (for the dependencies of
+    /// jobs of other queues: docs/POLICIES.md).
+    pub fn ended(&self, ids: &[Fluid]) -> Result<HashMap<Fluid, Fact>, HistoryError> {
+        let tx = self.db.begin_read().map_err(|e| self.fail(e))?;
+        let end_of = tx.open_table(END_OF).map_err(|e| self.fail(e))?;
+        let rows = tx.open_table(RECORDS).map_err(|e| self.fail(e))?;
+        let mut found = HashMap::new();
+        for &id in ids {
+            let Some(end) = end_of.get(id.0).map_err(|e| self.fail(e))? else {
+                continue;
+            };
+            let Some(row) = rows.get((end.value(), id.0)).map_err(|e| self.fail(e))? else {
+                continue;
+            };
+            match serde_json::from_slice::<HistoryRecord>(row.value()) {
+                Ok(r) => {
+                    found.insert(id, Fact::of(r.job.state, r.job.start_ms.is_some()));
+                }
+                Err(error) => {
+                    tracing::warn!(job = %id, %error, "a job history record does not read; skipped");
+                }
+            }
+        }
+        Ok(found)
     }
 
     /// `jobs --since`: the records matching `query`, newest end first. `requester` is the

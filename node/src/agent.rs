@@ -528,6 +528,17 @@ struct WatchedJob {
     launch: Option<Box<NodeLaunch>>,
     /// The next barrier whose puts this node has not sent yet.
     next_epoch: u32,
+    /// Its supervisor is this agent's child and has not exited: its reaper says when it
+    /// does, and the poll leaves it alone (unless its PMI barriers need relaying).
+    child_running: bool,
+}
+
+impl WatchedJob {
+    /// Whether the poll has anything to look at for this job: its end (a supervisor an
+    /// earlier agent started, or processes left behind), or its barriers.
+    fn polled(&self) -> bool {
+        !self.child_running || self.launch.is_some()
+    }
 }
 
 /// A launch carried out (its supervisor's pid, or why not).
@@ -591,7 +602,7 @@ async fn executor_task(
                 }
                 Some(ExecInput::Watch(job)) => {
                     let dir = job_dir(&settings.state_dir, job);
-                    watched.entry(job).or_insert(WatchedJob { dir, launch: None, next_epoch: 0 });
+                    watched.entry(job).or_insert(WatchedJob { dir, launch: None, next_epoch: 0, child_running: false });
                 }
                 Some(ExecInput::Action(Action::PersistLease { .. })) => {}
                 Some(ExecInput::Fence { from, job, fence, done }) => {
@@ -605,7 +616,7 @@ async fn executor_task(
                     Ok(pid) => {
                         let dir = job_dir(&settings.state_dir, job);
                         let multi = launch.nodes.len() > 1;
-                        watched.insert(job, WatchedJob { dir, launch: multi.then_some(launch), next_epoch: 0 });
+                        watched.insert(job, WatchedJob { dir, launch: multi.then_some(launch), next_epoch: 0, child_running: !waiting.exited });
                         let _ = events.send(Event::Spawned { job, pid }).await;
                         if let Some(why) = waiting.kill {
                             executor::request_kill(&settings.state_dir, job, &why);
@@ -624,17 +635,21 @@ async fn executor_task(
             Some(job) = exited.recv() => {
                 if let Some(waiting) = launching.get_mut(&job) {
                     waiting.exited = true;
-                } else if let Some(end) = watched.get(&job).and_then(|w| executor::check_ended(&w.dir)) {
+                } else if let Some(end) = watched.get_mut(&job).and_then(|w| {
+                    w.child_running = false;
+                    executor::check_ended(&w.dir)
+                }) {
                     watched.remove(&job);
                     collectors.remove(&job);
                     job_ended(&settings, &node, &events, job, end).await;
                 }
             }
-            // Idle (no job on the node), the agent does not wake at all for its jobs.
-            _ = tick.tick(), if !watched.is_empty() => {
+            // With nothing to poll (no job, or only jobs whose supervisors will say when
+            // they exit), the agent does not wake at all for its jobs.
+            _ = tick.tick(), if watched.values().any(WatchedJob::polled) => {
                 let mut ended = Vec::new();
                 for (&job, watch) in &mut watched {
-                    if let Some(end) = executor::check_ended(&watch.dir) {
+                    if !watch.child_running && let Some(end) = executor::check_ended(&watch.dir) {
                         ended.push((job, end));
                         continue;
                     }

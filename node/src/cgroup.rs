@@ -14,7 +14,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+pub use shardsched_process::cgroups::JobCgroups;
 
 /// The NVIDIA character devices' major number (`/dev/nvidia<N>` is minor N).
 const NVIDIA_MAJOR: u32 = 195;
@@ -26,15 +26,6 @@ pub struct Hierarchy {
     pub root: PathBuf,
     /// The v1 controllers' roots mirroring it (hybrid layout), by controller name.
     pub v1: Vec<(String, PathBuf)>,
-}
-
-/// The cgroups made for one job.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct JobCgroups {
-    /// The unified hierarchy's (counts and kills).
-    pub unified: Option<PathBuf>,
-    /// The v1 controllers' (cpuset, devices, pids, freezer), created by the agent.
-    pub v1: Vec<PathBuf>,
 }
 
 /// Where the cgroup file systems are mounted.
@@ -53,8 +44,9 @@ pub fn unified_mount() -> Option<PathBuf> {
     }
 }
 
-/// The v1 controllers a job gets a cgroup in, where mounted.
-const V1_CONTROLLERS: [&str; 3] = ["cpuset", "devices", "pids"];
+/// The v1 controllers a job may get a cgroup in, where mounted: only when it has something
+/// to restrict there (see [`Hierarchy::create`]).
+const V1_CONTROLLERS: [&str; 2] = ["cpuset", "devices"];
 
 impl Hierarchy {
     /// Finds the hierarchies; `root` is the agent's directory in the unified one (default
@@ -96,8 +88,13 @@ impl Hierarchy {
         Some(Hierarchy { root, v1 })
     }
 
-    /// Makes the job's cgroups, with `cores` as its cpuset (those this host has; the
-    /// parent's when none is) and only `gpus` among the NVIDIA devices.
+    /// Makes the job's cgroups, with `cores` as its cpuset (those this host has) and only
+    /// `gpus` among the NVIDIA devices. A v1 controller's cgroup is made only when it
+    /// restricts something (a cpuset of this host's cores, GPUs to confine): one that would
+    /// only copy its parent's settings costs a mkdir, an attach and an rmdir per job, each
+    /// under the kernel's global cgroup lock (an attach also stalls every fork on the host
+    /// for an RCU grace period), for nothing. The unified one is always made: it counts and
+    /// kills the job's processes.
     pub fn create(&self, name: &str, cores: &[u32], gpus: &[u32]) -> std::io::Result<JobCgroups> {
         let unified = self.root.join(name);
         fs::create_dir_all(&unified)?;
@@ -112,6 +109,14 @@ impl Hierarchy {
             let _ = fs::write(unified.join("cpuset.cpus"), cpus);
         }
         for (controller, root) in &self.v1 {
+            let restricts = match controller.as_str() {
+                "cpuset" => cpus.is_some(),
+                "devices" => !gpus.is_empty(),
+                _ => false,
+            };
+            if !restricts {
+                continue;
+            }
             let dir = root.join(name);
             fs::create_dir_all(&dir)?;
             made.v1.push(dir.clone());
@@ -154,91 +159,6 @@ impl Hierarchy {
                 }
             }
         }
-    }
-}
-
-impl JobCgroups {
-    /// Puts process `pid` in every one of the job's cgroups (the supervisor does it for
-    /// itself before it starts tasks, which inherit them).
-    pub fn attach(&self, pid: u32) -> std::io::Result<()> {
-        for dir in self.all() {
-            fs::write(dir.join("cgroup.procs"), pid.to_string())?;
-        }
-        Ok(())
-    }
-
-    /// The pids in the job's unified cgroup.
-    pub fn pids(&self) -> Vec<u32> {
-        let Some(dir) = &self.unified else {
-            return Vec::new();
-        };
-        fs::read_to_string(dir.join("cgroup.procs"))
-            .map(|text| text.lines().filter_map(|l| l.trim().parse().ok()).collect())
-            .unwrap_or_default()
-    }
-
-    /// Whether any process of the job remains.
-    pub fn populated(&self) -> bool {
-        let Some(dir) = &self.unified else {
-            return false;
-        };
-        match fs::read_to_string(dir.join("cgroup.events")) {
-            Ok(events) => events.lines().any(|l| l.trim() == "populated 1"),
-            Err(_) => !self.pids().is_empty(),
-        }
-    }
-
-    /// SIGKILLs every process of the job (`cgroup.kill`, or each pid where the kernel has
-    /// none). Refused for a cgroup holding this process.
-    pub fn kill_all(&self) -> std::io::Result<()> {
-        let me = std::process::id();
-        let pids = self.pids();
-        if pids.contains(&me) {
-            return Err(std::io::Error::other(
-                "refusing to kill a cgroup that holds the agent itself",
-            ));
-        }
-        if let Some(dir) = &self.unified
-            && fs::write(dir.join("cgroup.kill"), "1").is_ok()
-        {
-            return Ok(());
-        }
-        for pid in pids {
-            signal(pid, rustix::process::Signal::KILL);
-        }
-        Ok(())
-    }
-
-    /// SIGTERMs every process of the job except `spare` (the supervisor).
-    pub fn terminate_all(&self, spare: u32) {
-        for pid in self.pids().into_iter().filter(|p| *p != spare) {
-            signal(pid, rustix::process::Signal::TERM);
-        }
-    }
-
-    /// Removes the job's (empty) cgroups.
-    pub fn remove(&self) -> std::io::Result<()> {
-        for dir in self.all() {
-            match fs::remove_dir(dir) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
-
-    fn all(&self) -> impl Iterator<Item = &PathBuf> {
-        self.unified.iter().chain(self.v1.iter())
-    }
-}
-
-fn signal(pid: u32, sig: rustix::process::Signal) {
-    if let Some(pid) = i32::try_from(pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-    {
-        let _ = rustix::process::kill_process(pid, sig);
     }
 }
 

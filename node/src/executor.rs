@@ -4,9 +4,10 @@
 //! ```text
 //! Spawn ──► verify the signature (cluster CA) → the user (refused: root, low uids, unknown)
 //!           → job directory (the user's, 0700) → cgroups → plan.json → prolog
-//!           → `shardsched node-supervise DIR`                       ─► Spawned{pid}
+//!           → `shardsched-supervisor DIR`                           ─► Spawned{pid}
 //! Kill  ──► cancel file (the supervisor polls it)
-//! every EXEC_POLL_INTERVAL, each job: status written, or supervisor gone?
+//! a supervisor exits (its reaper thread wakes the agent), and every EXEC_POLL_INTERVAL
+//! for supervisors an earlier agent started: each job, status written, or supervisor gone?
 //!           → anything left in its cgroup is SIGKILLed; once the cgroup is empty:
 //!             remove it, epilog                                     ─► Ended(end)
 //! ```
@@ -20,7 +21,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use shardsched_node_core::Recovered;
-use shardsched_process::files::{process_alive, read_json, read_pid, write_atomic, write_replace};
+use shardsched_process::files::{read_json, read_pid, write_atomic, write_replace};
+use shardsched_process::plan::spawn_supervisor;
+use shardsched_process::watch::{RunningOrEnded, observe, remove_job_dirs};
 use shardsched_proto::Credentials;
 use shardsched_proto::msg::agent::{EndCause, JobEnd, JobOnNode, NodeLaunch};
 use shardsched_proto::msg::{Generation, JobId};
@@ -28,10 +31,9 @@ use shardsched_proto::sign::verify_jobspec;
 
 use crate::cgroup::{Hierarchy, JobCgroups};
 use crate::layout::{
-    CANCEL_FILE, CGROUPS_FILE, HOSTFILE, JOBS_DIR, OWNER_FILE, PID_FILE, PLAN_FILE, STATUS_FILE,
-    SUPERVISE_SUBCOMMAND, SUPERVISOR_LOG, job_dir,
+    CGROUPS_FILE, HOSTFILE, JOBS_DIR, OWNER_FILE, PID_FILE, PLAN_FILE, STATUS_FILE, job_dir,
 };
-use crate::plan::{Plan, hostfile};
+use crate::plan::{self, hostfile};
 use crate::user::{RunAs, UserPolicy, resolve};
 
 /// How often running jobs' directories are looked at.
@@ -57,8 +59,9 @@ pub struct Launcher {
 pub struct ExecSettings {
     /// The agent's state directory.
     pub state_dir: PathBuf,
-    /// The `shardsched` binary, whose `node-supervise` runs each job.
-    pub program: PathBuf,
+    /// The supervisor's executable (`shardsched-supervisor`, found beside `shardsched`),
+    /// started once per job.
+    pub supervisor: PathBuf,
     /// The agent's credentials (their CA verifies jobspec signatures).
     pub creds: Credentials,
     /// Whether the agent runs as root (then jobs run as their users).
@@ -117,7 +120,7 @@ pub async fn spawn(
         None
     };
     let dir = job_dir(&settings.state_dir, launch.job);
-    set_aside(&dir)?;
+    shardsched_process::watch::set_aside(&dir).map_err(|e| e.to_string())?;
     make_job_dir(&dir, run_as.as_ref())?;
     let owner = Launcher {
         queue: queue.to_owned(),
@@ -172,16 +175,9 @@ fn start_supervisor(
     on_exit: OnExit,
 ) -> Result<u32, String> {
     write_json(&dir.join(CGROUPS_FILE), &cgroups)?;
-    let plan = Plan::prepare(launch, run_as, dir, cgroups)?;
+    let plan = plan::prepare(launch, run_as, dir, cgroups)?;
     write_json(&dir.join(PLAN_FILE), &plan)?;
-    let log = fs::File::create(dir.join(SUPERVISOR_LOG)).map_err(|e| e.to_string())?;
-    let child = std::process::Command::new(&settings.program)
-        .arg(SUPERVISE_SUBCOMMAND)
-        .arg(dir)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(log)
-        .spawn()
+    let child = spawn_supervisor(&settings.supervisor, dir)
         .map_err(|e| format!("cannot start the supervisor: {e}"))?;
     let pid = child.id();
     // Reaped by a thread of its own: the supervisor may outlive this agent, and must not
@@ -195,15 +191,9 @@ fn start_supervisor(
     Ok(pid)
 }
 
-/// Asks a job's supervisor to stop: the cancel file, which it looks for every few
-/// milliseconds. (No signal: one sent before the supervisor catches SIGTERM would kill it
-/// outright, and its job would end as lost.)
+/// Asks a job's supervisor to stop (the cancel file it looks for every few milliseconds).
 pub fn request_kill(state_dir: &Path, job: JobId, why: &str) {
-    let dir = job_dir(state_dir, job);
-    if !dir.exists() || dir.join(STATUS_FILE).exists() {
-        return;
-    }
-    if let Err(e) = write_atomic(&dir.join(CANCEL_FILE), why.as_bytes()) {
+    if let Err(e) = shardsched_process::watch::request_kill(&job_dir(state_dir, job), why) {
         tracing::warn!(job = %job, error = %e, "cannot write the cancel file");
     }
 }
@@ -213,30 +203,10 @@ pub fn request_kill(state_dir: &Path, job: JobId, why: &str) {
 /// without a status, or that left processes behind, has them SIGKILLed here and is looked
 /// at again on the next poll.
 pub fn check_ended(dir: &Path) -> Option<JobEnd> {
-    let status = read_json::<JobEnd>(&dir.join(STATUS_FILE))
-        .unwrap_or_else(|e| Some(JobEnd::without_status(EndCause::Lost, e.to_string())));
-    let end = match status {
-        Some(end) => end,
-        None => {
-            let pid = read_pid(&dir.join(PID_FILE)).ok().flatten();
-            if pid.is_some_and(|pid| supervisor_alive(dir, pid)) {
-                return None;
-            }
-            // It may have written its status and exited since we looked.
-            if let Ok(Some(end)) = read_json::<JobEnd>(&dir.join(STATUS_FILE)) {
-                end
-            } else {
-                JobEnd::without_status(
-                    EndCause::Lost,
-                    match pid {
-                        Some(pid) => {
-                            format!("its supervisor (pid {pid}) is gone without writing a status")
-                        }
-                        None => "its supervisor never started".to_owned(),
-                    },
-                )
-            }
-        }
+    let end = match observe(dir) {
+        Ok(RunningOrEnded::Running { .. }) => return None,
+        Ok(RunningOrEnded::Ended(end)) => end,
+        Err(e) => JobEnd::without_status(EndCause::Lost, e.to_string()),
     };
     let cgroups: JobCgroups = read_json(&dir.join(CGROUPS_FILE))
         .ok()
@@ -295,13 +265,8 @@ pub fn recover(state_dir: &Path) -> Vec<Recovered> {
 
 /// Removes a forgotten job's directories (and its earlier runs').
 pub fn remove_files(state_dir: &Path, job: JobId) {
-    let dir = job_dir(state_dir, job);
-    let _ = fs::remove_dir_all(&dir);
-    for run in 1u32.. {
-        let aside = dir.with_file_name(format!("{job}.run-{run}"));
-        if fs::remove_dir_all(&aside).is_err() {
-            break;
-        }
+    if let Err(e) = remove_job_dirs(&state_dir.join(JOBS_DIR), job) {
+        tracing::warn!(job = %job, error = %e, "cannot remove a forgotten job's directory");
     }
 }
 
@@ -350,23 +315,6 @@ pub async fn run_site_script(script: &Path, env: &[(&str, &str)]) -> Result<(), 
     text.push_str(&String::from_utf8_lossy(&output.stderr));
     let text: String = text.trim().chars().take(SCRIPT_OUTPUT_BYTES_MAX).collect();
     Err(format!("{} ({}): {text}", script.display(), output.status))
-}
-
-/// Moves an earlier run's directory aside (a requeued job). Refused while its supervisor
-/// still runs.
-fn set_aside(dir: &Path) -> Result<(), String> {
-    if !dir.exists() {
-        return Ok(());
-    }
-    if let Ok(Some(pid)) = read_pid(&dir.join(PID_FILE))
-        && !dir.join(STATUS_FILE).exists()
-        && supervisor_alive(dir, pid)
-    {
-        return Err(format!(
-            "an earlier run's supervisor (pid {pid}) still runs"
-        ));
-    }
-    shardsched_process::files::set_aside(dir).map_err(|e| e.to_string())
 }
 
 /// The job's directory, owned by its user, mode 0700 (its plan holds its environment).
@@ -423,12 +371,4 @@ fn make_job_dir(dir: &Path, run_as: Option<&RunAs>) -> Result<(), String> {
 fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), String> {
     let bytes = serde_json::to_vec_pretty(value).map_err(|e| e.to_string())?;
     write_replace(path, &bytes).map_err(|e| e.to_string())
-}
-
-fn supervisor_alive(dir: &Path, pid: u32) -> bool {
-    let name = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    process_alive(pid, &[SUPERVISE_SUBCOMMAND, &name])
 }

@@ -5,13 +5,13 @@
 //! the table, the lease); this crate is the driver around it: QUIC with the coordinator
 //! (registration, heartbeats, the owner at each hand-over), with shards (launch, kill,
 //! renew, output) and with other agents (PMI fences); and the executor that turns the
-//! core's actions into job directories, cgroups and supervisors ([`supervisor`]), which
-//! outlive the agent.
+//! core's actions into job directories, cgroups and supervisors
+//! (`shardsched_process::supervisor`, the `shardsched-supervisor` binary), which outlive
+//! the agent.
 
 pub mod agent;
 pub mod cgroup;
 pub mod executor;
 pub mod layout;
 pub mod plan;
-pub mod supervisor;
 pub mod user;

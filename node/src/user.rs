@@ -11,22 +11,7 @@ pub const MIN_UID_DEFAULT: u32 = 1000;
 /// Most supplementary groups read for a user.
 pub const GROUPS_MAX: usize = 1024;
 
-/// Who a job runs as.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct RunAs {
-    /// The user's name (the certificate's).
-    pub name: String,
-    /// Its uid.
-    pub uid: u32,
-    /// Its primary gid.
-    pub gid: u32,
-    /// Its supplementary groups (the primary one included).
-    pub groups: Vec<u32>,
-    /// Its home directory.
-    pub home: String,
-    /// Its shell.
-    pub shell: String,
-}
+pub use shardsched_process::plan::RunAs;
 
 /// Which users a node runs jobs as.
 #[derive(Clone, Debug, PartialEq, Eq)]

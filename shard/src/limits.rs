@@ -21,6 +21,11 @@ pub const STATUS_INTERVAL_MIN: Duration = Duration::from_millis(250);
 /// Most time between two status reports (a heartbeat when nothing changed).
 pub const STATUS_INTERVAL_MAX: Duration = Duration::from_secs(5);
 
+/// Most time between two status reports while pending jobs wait on jobs of other queues
+/// (the report asks about them: docs/POLICIES.md): the latency of a dependency across
+/// queues.
+pub const DEPENDENCY_ASK_INTERVAL: Duration = Duration::from_secs(1);
+
 /// First wait before reconnecting to the coordinator; doubled after each failure.
 pub const RECONNECT_BACKOFF_MIN: Duration = Duration::from_millis(100);
 
@@ -50,14 +55,10 @@ pub const COMMITS_IN_FLIGHT_MAX: usize = 64;
 /// behind). `shardsched shard --kill-grace` overrides it.
 pub const KILL_GRACE: Duration = Duration::from_secs(5);
 
-/// The `exec` executor: how often the shard looks at the status files of its running jobs
-/// (the files are the ground truth, so that supervisors started by an earlier shard process
-/// report the same way).
+/// The `exec` executor: how often the shard looks at the status files of running jobs
+/// whose supervisors are not its children (started by an earlier shard process), or that
+/// left processes behind. A supervisor it started is heard from as soon as it exits.
 pub const EXEC_POLL_INTERVAL: Duration = Duration::from_millis(100);
-
-/// The `exec` executor: how often a supervisor looks for a cancel file (the shard also
-/// signals it; the file covers a signal lost to a shard crash).
-pub const SUPERVISOR_POLL_INTERVAL: Duration = Duration::from_millis(200);
 
 /// The `exec` executor: launch and kill requests waiting for the exec task at once; the
 /// core task waits when it is full.

@@ -34,6 +34,8 @@ pub use netns::{AgentSetup, HEAD_ADDRESS, NetCluster, REQUIRE_PRIVILEGED, ip, pr
 pub use process::{alive, children_of, creds_in, mem_kib, now_ms, pid, read_pid_file};
 
 pub const EXE: &str = env!("CARGO_BIN_EXE_shardsched");
+/// The per-job supervisor, built beside it (where `shardsched` looks for it).
+pub const SUPERVISOR_EXE: &str = env!("CARGO_BIN_EXE_shardsched-supervisor");
 /// Sim time in [`System::start_fast`] runs this much faster than real time: a 10 s job
 /// takes 1 s.
 pub const FAST_TIME_SCALE: &str = "10";

@@ -10,12 +10,12 @@ use crate::harness;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use harness::{EXE, System, alive, read_pid_file, wait_for};
+use harness::{SUPERVISOR_EXE, System, alive, read_pid_file, wait_for};
 use rustix::process::{Signal, kill_process};
 use shardsched_proto::Fluid;
 use shardsched_shard::exec::launch::Prepared;
 use shardsched_shard::exec::{
-    EndCause, LaunchSpec, RunningOrEnded, job_dir, launch, recover, request_kill,
+    EndCause, Plan, RunningOrEnded, job_dir, launch, recover, request_kill,
 };
 
 /// The `SHARDSCHED_*` lines of an `env` dump.
@@ -302,23 +302,30 @@ fn a_supervisor_outlives_its_shard_and_is_recovered() {
         let dir = job_dir(&jobs, id);
         Prepared {
             id,
-            spec: LaunchSpec {
+            plan: Plan {
                 job: id.to_string(),
+                run_as: None,
                 command: vec!["sh".into(), "-c".into(), command.into()],
-                env: vec![],
                 cwd: dir.clone(),
                 stdout: None,
                 stderr: None,
+                truncate_output: true,
+                files: Vec::new(),
+                inherit_env: true,
+                env: vec![],
+                ranks: vec![0],
+                size: 1,
+                nnodes: 1,
                 time_limit_ms,
                 kill_grace_ms: 300,
+                cgroups: Default::default(),
             },
             dir,
             r_json: "{}".into(),
-            files: Vec::new(),
         }
     };
     let (stubborn, quick, limited) = (Fluid(1 << 30), Fluid(2 << 30), Fluid(3 << 30));
-    let program = Path::new(EXE);
+    let program = Path::new(SUPERVISOR_EXE);
     for job in [
         prepared(stubborn, "trap '' TERM; echo $$ > pid; sleep 300", 0),
         prepared(quick, "exit 4", 0),

@@ -17,8 +17,10 @@ mod transitions;
 mod query_run;
 
 mod admin;
+mod bench_scale;
 mod conformance;
 mod demo;
+mod dependencies;
 mod differential;
 mod exec;
 mod graph_files;

@@ -71,10 +71,12 @@ impl CoreTask {
                         reply,
                     },
                 ),
-                shard_coord::Request::Status(status) => {
+                shard_coord::Request::Status(mut status) => {
+                    let waiting_on = std::mem::take(&mut status.waiting_on);
                     let answer = self.core.status(conn, &peer.name, status);
                     if answer.is_ok() {
                         self.history_due(now, &peer.name, conn);
+                        self.facts_due(conn, &waiting_on);
                     }
                     self.answer_shard(reply, answer.map(|()| ShardResponse::Ack));
                 }

@@ -40,6 +40,7 @@
 
 mod connections;
 mod core_task;
+mod deps;
 mod dispatch;
 mod event;
 mod files;

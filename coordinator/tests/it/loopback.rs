@@ -137,6 +137,7 @@ async fn shards_register_and_clients_read_over_real_quic() {
             reason: None,
             usage: Default::default(),
         }],
+        waiting_on: Vec::new(),
     };
     let ack = shard
         .request(&shard_coord::Request::Status(status))

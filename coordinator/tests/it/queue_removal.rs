@@ -81,6 +81,7 @@ async fn register_reporting_one_running(shard: &Session) {
             pending_reasons: Default::default(),
         },
         nodes: Vec::new(),
+        waiting_on: Vec::new(),
     };
     let ack = shard.request(&shard_coord::Request::Status(status)).await;
     assert_eq!(ack.expect("status"), shard_coord::Response::Ack);

@@ -123,6 +123,7 @@ mod tests {
         ] {
             assert!(dir.path().join(page).is_file(), "no {page}");
         }
-        assert!(!dir.path().join("shardsched-supervise.1").exists());
+        // Hidden commands get no page.
+        assert!(!dir.path().join("shardsched-differential.1").exists());
     }
 }

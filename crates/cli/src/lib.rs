@@ -26,7 +26,6 @@ mod query;
 mod replay;
 mod shard_cmd;
 mod sim_cmd;
-mod supervise_cmd;
 mod telemetry;
 mod time_arg;
 mod up;
@@ -99,12 +98,6 @@ enum Command {
     /// Prints the man page (`shardsched man | man -l -`), or writes one page per command
     /// into a directory (`--dir`).
     Man(docs_cmd::ManArgs),
-    /// Runs one exec job under supervision (started by a shard; docs/EXEC.md).
-    #[command(hide = true)]
-    Supervise(supervise_cmd::SuperviseArgs),
-    /// Runs one job's tasks on a node (started by a node agent; docs/EXEC.md).
-    #[command(hide = true, name = "node-supervise")]
-    NodeSupervise(node_cmd::NodeSuperviseArgs),
     /// Random resource-query cases through `query` and Fluxion's resource-query, compared
     /// byte for byte (a developer's instrument; docs/MATCHING.md).
     #[command(hide = true)]
@@ -129,7 +122,6 @@ pub fn main() -> std::process::ExitCode {
         Command::Coordinator(args) => coordinator_cmd::main(&args),
         Command::Shard(args) => shard_cmd::main(&args),
         Command::Node(args) => node_cmd::main(&args),
-        Command::NodeSupervise(args) => node_cmd::supervise_main(&args),
         Command::Cert(args) => cert_cmd::main(&args),
         Command::Query(args) => query::main(&args),
         Command::Bench(args) => shardsched_benches::main(&args),
@@ -138,7 +130,6 @@ pub fn main() -> std::process::ExitCode {
         Command::Sim(args) => return sim_cmd::main(&args),
         Command::Completions(args) => docs_cmd::completions_main(&args),
         Command::Man(args) => docs_cmd::man_main(&args),
-        Command::Supervise(args) => supervise_cmd::main(&args),
         Command::Differential(args) => differential::main(&args),
     };
     match result {

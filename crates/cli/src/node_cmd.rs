@@ -8,8 +8,7 @@
 //! the node, and runs the jobs that queue's shard launches there, each under a supervisor
 //! that outlives the agent. Run as root, it runs each job as the user who signed it; run as
 //! anyone else, it runs jobs as itself, and says so.
-//!
-//! `shardsched node-supervise DIR` (hidden) is that supervisor, started by the agent.
+//! That supervisor is `shardsched-supervisor`, installed next to `shardsched`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -71,14 +70,6 @@ pub struct NodeArgs {
     pub up_lock: Option<PathBuf>,
 }
 
-/// Flags of `shardsched node-supervise`.
-#[derive(Args, Debug, Clone)]
-pub struct NodeSuperviseArgs {
-    /// The job's directory on this node (holding plan.json).
-    #[arg(value_name = "DIR")]
-    pub dir: PathBuf,
-}
-
 /// `shardsched node`.
 pub fn main(args: &NodeArgs) -> Result<()> {
     let _up_lock = crate::up::lock::start_child(args.up_lock.as_deref(), args.log_format)?;
@@ -100,13 +91,14 @@ pub fn main(args: &NodeArgs) -> Result<()> {
         None => tracing::warn!("no usable cgroup hierarchy: jobs are tracked by process group"),
     }
     let program = std::env::current_exe().context("finding the shardsched binary")?;
+    let supervisor = shardsched_process::plan::supervisor_path(&program)?;
     let options = NodeOptions {
         name: args.name.clone(),
         coordinator: args.coordinator,
         listen: args.listen,
         exec: ExecSettings {
             state_dir: args.state_dir.clone(),
-            program,
+            supervisor,
             creds,
             as_root,
             users: UserPolicy {
@@ -131,16 +123,4 @@ pub fn main(args: &NodeArgs) -> Result<()> {
         .build()
         .context("starting the runtime")?;
     runtime.block_on(run(options)).map_err(|e| anyhow!(e))
-}
-
-/// `shardsched node-supervise`.
-pub fn supervise_main(args: &NodeSuperviseArgs) -> Result<()> {
-    let end = shardsched_node::supervisor::supervise(&args.dir)
-        .with_context(|| format!("supervising the job in {}", args.dir.display()))?;
-    eprintln!(
-        "shardsched node-supervise: ended: {} ({})",
-        end.cause,
-        end.status_text()
-    );
-    Ok(())
 }

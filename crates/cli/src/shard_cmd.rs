@@ -101,7 +101,7 @@ pub fn main(args: &ShardArgs) -> Result<()> {
         Executor::Exec => {
             let program = std::env::current_exe().context("finding this executable")?;
             shardsched_shard::Executor::Exec(ExecOptions {
-                program,
+                supervisor: shardsched_process::plan::supervisor_path(&program)?,
                 kill_grace: args.kill_grace.unwrap_or(KILL_GRACE),
             })
         }

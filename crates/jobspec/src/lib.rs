@@ -60,6 +60,7 @@
 //! ```
 
 pub mod constraint;
+pub mod dependency;
 pub mod duration;
 pub mod error;
 pub mod execution;
@@ -72,6 +73,7 @@ pub mod shorthand;
 mod validate;
 
 pub use constraint::Constraint;
+pub use dependency::{DependencyPolicy, JobDependency, Scheme, parse_dependency_arg};
 pub use error::{Format, JobspecError};
 pub use execution::{CarriedFile, Execution, TMPDIR_TEMPLATE, TemplateValues, job_name};
 pub use fluxion::parse_fluxion;

@@ -7,7 +7,9 @@
 //! shell.options.output.stderr      {type: file, path: TEMPLATE}   (`--error`)
 //! cwd                              the working directory (`--cwd`; the submitter's)
 //! environment                      {NAME: VALUE, ...} (`--env`; the submitter's)
-//! dependencies                     [{scheme: begin-time, value: SECONDS}]  (`--begin-time`)
+//! dependencies                     [{scheme: begin-time, value: SECONDS}]  (`--begin-time`),
+//!                                  [{scheme: afterok, value: ID}, …]       (`--dependency`,
+//!                                  `dependency.rs`)
 //! files.NAME                       {data: TEXT, encoding: utf-8, mode: 0o700}  (`batch`)
 //! ```
 //!
@@ -16,9 +18,8 @@
 //! a batch job's command is `{{tmpdir}}/script`.
 //!
 //! Each is checked when a jobspec is parsed ([`check`]), with a named bound, so a shard and
-//! a client refuse the same jobspecs, naming the field. Only the `begin-time` dependency
-//! scheme is understood: a jobspec asking for another (`afterok`, …) is refused rather than
-//! run too early. Output paths are templates: `{{id}}` and `{{name}}` are the job's id and
+//! a client refuse the same jobspecs, naming the field. A dependency scheme not understood
+//! (`dependency.rs`) is refused rather than run too early. Output paths are templates: `{{id}}` and `{{name}}` are the job's id and
 //! name (`{{array_id}}`, `{{array_index}}` an array element's), filled in when it starts.
 
 use serde_json::{Map, Value, json};
@@ -122,8 +123,9 @@ pub(crate) fn check(system: &Map<String, Value>) -> Result<(), JobspecError> {
         }
     }
     if let Some(deps) = system.get("dependencies") {
-        begin_time_of(deps)?;
+        crate::dependency::check_list(deps)?;
     }
+    crate::dependency::check_policy(system)?;
     if let Some(files) = system.get("files") {
         check_files(files)?;
     }
@@ -290,7 +292,7 @@ impl Attributes {
     /// The `begin-time` dependency: not before this time, ms since the Unix epoch.
     pub fn begin_time_ms(&self) -> Option<u64> {
         let deps = self.system_other.get("dependencies")?;
-        begin_time_of(deps).ok().flatten()
+        crate::dependency::check_list(deps).ok().flatten()
     }
 
     /// Adds the `begin-time` dependency (replacing one already there).
@@ -322,54 +324,6 @@ fn child<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, 
         Value::Object(m) => m,
         _ => unreachable!("made an object just above"),
     }
-}
-
-/// The begin time of a dependency list, ms: the only scheme understood.
-fn begin_time_of(deps: &Value) -> Result<Option<u64>, JobspecError> {
-    const PATH: &str = "attributes.system.dependencies";
-    let Value::Array(list) = deps else {
-        return Err(JobspecError::invalid(
-            PATH,
-            format!("expected a list, found {}", describe(deps)),
-        ));
-    };
-    if list.len() > DEPENDENCIES_MAX {
-        return Err(JobspecError::invalid(
-            PATH,
-            format!(
-                "{} dependencies, more than the limit of {DEPENDENCIES_MAX}",
-                list.len()
-            ),
-        ));
-    }
-    let mut begin = None;
-    for (i, dep) in list.iter().enumerate() {
-        let path = format!("{PATH}[{i}]");
-        let dep = object(dep, &path)?;
-        match dep.get("scheme").and_then(Value::as_str) {
-            Some("begin-time") => {}
-            Some(other) => {
-                return Err(JobspecError::invalid(
-                    format!("{path}.scheme"),
-                    format!("dependency scheme {other:?} is not supported (only begin-time)"),
-                ));
-            }
-            None => return Err(JobspecError::invalid(&path, "a dependency needs a scheme")),
-        }
-        let seconds = dep
-            .get("value")
-            .and_then(Value::as_f64)
-            .filter(|s| s.is_finite() && *s >= 0.0 && *s < 1e15)
-            .ok_or_else(|| {
-                JobspecError::invalid(
-                    format!("{path}.value"),
-                    "expected a time in seconds since the Unix epoch",
-                )
-            })?;
-        let ms = (seconds * 1000.0).round() as u64;
-        begin = Some(begin.map_or(ms, |b: u64| b.max(ms)));
-    }
-    Ok(begin)
 }
 
 fn object<'a>(value: &'a Value, path: &str) -> Result<&'a Map<String, Value>, JobspecError> {
@@ -461,8 +415,8 @@ mod tests {
                 .starts_with("attributes.system.environment.A: expected a string")
         );
         assert!(
-            refuse(json!({"dependencies": [{"scheme": "afterok", "value": "f1"}]}))
-                .contains("\"afterok\" is not supported")
+            refuse(json!({"dependencies": [{"scheme": "aftercorr", "value": "f1"}]}))
+                .contains("\"aftercorr\" is not supported")
         );
         assert!(
             refuse(json!({"shell": {"options": {"output": {"stdout": {"type": "file"}}}}}))

@@ -147,7 +147,8 @@ fn commit_inner(
         if below.len() < d + 2 {
             below.resize_with(d + 2, Vec::new);
         }
-        let dfu = std::mem::take(&mut below[d + 1]);
+        // Taken out for this vertex and put back emptied, so its memory serves the next.
+        let mut dfu = std::mem::take(&mut below[d + 1]);
         let cover = st
             .cover_parent(av.v)
             .filter(|_| av.exclusive && av.needs == g.size(av.v));
@@ -175,6 +176,8 @@ fn commit_inner(
             }
             skew += 1;
             refused.push((kept, av.v));
+            dfu.clear();
+            below[d + 1] = dfu;
             continue;
         }
         let row = &mut below[d];
@@ -182,9 +185,11 @@ fn commit_inner(
             let size = g.size(av.v);
             add(row, r, if av.exclusive { size } else { size - av.needs });
         }
-        for (t, n) in dfu {
+        for &(t, n) in &dfu {
             add(row, t, n);
         }
+        dfu.clear();
+        below[d + 1] = dfu;
         alloc.vertices[kept] = AllocVertex {
             depth: av.depth + skew,
             ..av

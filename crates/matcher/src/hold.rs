@@ -68,17 +68,11 @@ impl Matcher {
 
 #[cfg(test)]
 mod tests {
+    use crate::test_support::nodes;
     use crate::{MatchOp, MatchOutcome, Matcher};
 
     fn matcher() -> Matcher {
         crate::test_support::two_node_matcher()
-    }
-
-    fn nodes(n: u64) -> shardsched_jobspec::Jobspec {
-        shardsched_jobspec::parse(&format!(
-            "version: 9999\nresources: [{{type: slot, count: 1, label: s, with: [{{type: node, count: {n}}}]}}]\ntasks: [{{command: [app], slot: s, count: {{per_slot: 1}}}}]\nattributes: {{system: {{duration: 60}}}}"
-        ))
-        .expect("jobspec")
     }
 
     #[test]

@@ -25,6 +25,7 @@
 
 pub mod alloc;
 pub mod checker;
+mod compiled;
 pub mod constraint;
 pub mod dfu;
 pub mod find;
@@ -195,6 +196,8 @@ pub struct Matcher {
     /// How many vertices the last recorded match took (its job may hold more: see
     /// `record_as`).
     last_recorded: usize,
+    /// The last request compiled, for the next match of the same jobspec.
+    compiled: Option<Box<compiled::Compiled>>,
 }
 
 /// The tree walks follow: the dominant subsystem's, containment's by default.
@@ -272,6 +275,7 @@ impl Matcher {
             prune_base,
             dag_state: None,
             last_recorded: 0,
+            compiled: None,
         };
         if m.graph.has_shared_children() {
             // Walks follow every containment edge, each vertex once.
@@ -299,6 +303,7 @@ impl Matcher {
                     })?,
                 ))
             };
+        self.compiled = None;
         let mut prune = self.prune_base.clone();
         let tree = tree_of(&self.graph, &self.subtree);
         self.state = SchedState::new_on(&self.graph, tree, &self.types, &mut prune);

@@ -79,7 +79,8 @@ impl Matcher {
     /// Fluxion does not know matches nothing instead of refusing the request, satisfiability
     /// keeps vertices that are down out, there is no node-count precheck (it reads a
     /// count of up nodes that callers changing status directly would leave behind), and a
-    /// jobspec with or-slots or `xor_slot`s gets the flexible traverser by itself.
+    /// jobspec with or-slots or `xor_slot`s gets the flexible traverser by itself, and an
+    /// allocated or reserved outcome carries an empty vertex list (the job record has it).
     pub(crate) fn schedule_as(
         &mut self,
         op: FluxionOp,
@@ -99,15 +100,8 @@ impl Matcher {
         if op.records() && self.jobs.contains_key(&jobid) && !fluxion {
             return Err(MatchError::DuplicateJob(jobid));
         }
-        let req = Request::compile_fluxion(
-            js,
-            &self.graph,
-            &self.state.prune_types,
-            &self.types,
-            &self.prune,
-            fluxion,
-            self.flexible_for(js, fluxion),
-        )?;
+        let compiled = self.compile_cached(js, fluxion, self.flexible_for(js, fluxion))?;
+        let req: &Request = &compiled;
         if req.top.is_empty() {
             return Err(MatchError::BadRequest(
                 "the jobspec has no resources".into(),
@@ -129,10 +123,10 @@ impl Matcher {
         // `None`), then each step may set its own.
         self.errno = Errno::None;
         if op == FluxionOp::Satisfiability {
-            let sat = self.far_select(&req, dur, sat_kind);
+            let sat = self.far_select(req, dur, sat_kind);
             return Ok(QueryOutcome::Satisfiable(sat));
         }
-        if fluxion && let Err(e) = self.feasible(op, &req, now, dur) {
+        if fluxion && let Err(e) = self.feasible(op, req, now, dur) {
             self.errno = e;
             return Ok(self.no_match());
         }
@@ -141,13 +135,13 @@ impl Matcher {
         } else {
             WalkKind::NoAllocate
         };
-        let mut found = self.select(&req, now, now, dur, first_kind).then_some(now);
+        let mut found = self.select(req, now, now, dur, first_kind).then_some(now);
         let mut reserve = false;
         if found.is_none() {
             match op {
                 FluxionOp::AllocateWithSatisfiability => {
                     self.errno = Errno::Busy;
-                    self.far_select(&req, dur, sat_kind);
+                    self.far_select(req, dur, sat_kind);
                     return Ok(self.no_match());
                 }
                 FluxionOp::AllocateOrElseReserve | FluxionOp::WithoutAllocatingFuture => {
@@ -157,13 +151,13 @@ impl Matcher {
                     } else {
                         WalkKind::NoAllocate
                     };
-                    match self.search_times(&req, now, dur, kind) {
+                    match self.search_times(req, now, dur, kind) {
                         Some(t) => found = Some(t),
                         None => {
                             // No time left: Fluxion asks whether it could ever fit.
                             if matches!(self.errno, Errno::NoEnt | Errno::Range) {
                                 self.errno = Errno::Busy;
-                                self.far_select(&req, dur, sat_kind);
+                                self.far_select(req, dur, sat_kind);
                             }
                             return Ok(self.no_match());
                         }
@@ -205,7 +199,7 @@ impl Matcher {
             // times it tried after.)
             if at == now {
                 self.exhaustive = true;
-                self.select(&req, at, now, dur, first_kind);
+                self.select(req, at, now, dur, first_kind);
                 self.exhaustive = false;
             }
             return Ok(self.no_match());
@@ -240,7 +234,8 @@ impl Matcher {
         // work, and neither may change where later jobs go.
         let learn = if fluxion { Some(now) } else { None };
         let listed = alloc.vertices.len();
-        let placed = self.record_match(jobid, state, alloc.clone(), learn)?;
+        let (held_at, held_for) = (alloc.at, alloc.duration);
+        let placed = self.record_match(jobid, state, alloc, learn)?;
         let taken = self.last_recorded;
         if fluxion && let Some(job) = self.jobs.get_mut(&jobid) {
             // Fluxion's walk level is not restored at a vertex whose calendar refused it,
@@ -252,17 +247,20 @@ impl Matcher {
             }
             self.level_drift += (listed - taken) as u32;
         }
+        // Without `fluxion`, [`Matcher::place`] reads the allocation from the job record:
+        // no copy for it.
         let held = self
             .jobs
             .get(&jobid)
-            .map(|j| {
-                let mut a = j.alloc.clone();
-                a.vertices.truncate(taken);
-                a
+            .filter(|_| fluxion)
+            .map(|j| Allocation {
+                vertices: j.alloc.vertices[..taken].to_vec(),
+                ..j.alloc
             })
-            .unwrap_or_else(|| {
-                alloc.vertices.clear();
-                alloc
+            .unwrap_or(Allocation {
+                vertices: Vec::new(),
+                at: held_at,
+                duration: held_for,
             });
         Ok(match placed {
             Placement::Reserved { at } => QueryOutcome::Reserved(at, held),
@@ -272,11 +270,7 @@ impl Matcher {
 
     /// One select at `at`; leaves its marks for the update.
     fn select(&mut self, req: &Request, at: i64, now: i64, dur: u64, kind: WalkKind) -> bool {
-        let r = self.walk(req, at, now, dur, kind);
-        if std::env::var_os("SS_DEBUG").is_some() {
-            eprintln!("select at={at} now={now} dur={dur} kind={kind:?} -> {r:?}");
-        }
-        r.0
+        self.walk(req, at, now, dur, kind).0
     }
 
     /// One select; returns whether it succeeded and its errno. A request with xor slots
@@ -488,17 +482,10 @@ impl Matcher {
     /// `satisfiability` asks only the first: a request that takes nothing exclusively is
     /// satisfiable yet never allocated.)
     pub fn allocatable_when_empty(&mut self, js: &Jobspec) -> Result<bool, MatchError> {
-        let req = Request::compile_fluxion(
-            js,
-            &self.graph,
-            &self.state.prune_types,
-            &self.types,
-            &self.prune,
-            false,
-            self.flexible_for(js, false),
-        )?;
+        let compiled = self.compile_cached(js, false, self.flexible_for(js, false))?;
+        let req: &Request = &compiled;
         let dur = if req.duration == 0 { 1 } else { req.duration };
-        if !self.far_select(&req, dur, WalkKind::Satisfiability) {
+        if !self.far_select(req, dur, WalkKind::Satisfiability) {
             return Ok(false);
         }
         let mut whole = req.exclusive_types.clone();

@@ -30,6 +30,8 @@ pub const PLAN_HORIZON: u64 = 1 << 40;
 const LEAF_BIT: u32 = 1 << 31;
 /// A leaf without a parent that can cover it.
 const LEAF: u32 = u32::MAX;
+/// Up to this many aggregate types, a record's amounts are gathered on the stack.
+const AGGREGATE_INLINE_TYPES: usize = 8;
 
 mod cover;
 
@@ -423,14 +425,22 @@ impl SchedState {
         let Some(agg) = self.inner[i as usize].agg.as_mut() else {
             return Ok(());
         };
-        let amounts: Vec<i64> = agg
-            .ranks
-            .iter()
-            .map(|r| needs.iter().find(|e| e.0 == *r).map_or(0, |e| e.1))
-            .collect();
+        // On the stack for the usual few types: this runs for every inner vertex a match
+        // takes.
+        let mut inline = [0i64; AGGREGATE_INLINE_TYPES];
+        let mut spilled = Vec::new();
+        let amounts: &mut [i64] = if agg.ranks.len() <= AGGREGATE_INLINE_TYPES {
+            &mut inline[..agg.ranks.len()]
+        } else {
+            spilled.resize(agg.ranks.len(), 0);
+            &mut spilled
+        };
+        for (a, r) in amounts.iter_mut().zip(&agg.ranks) {
+            *a = needs.iter().find(|e| e.0 == *r).map_or(0, |e| e.1);
+        }
         let id = agg
             .plan
-            .add_span(at, dur, &amounts)
+            .add_span(at, dur, amounts)
             .map_err(|e| MatchError::Internal(e.to_string()))?;
         out.push(SpanRef::Agg(i, id));
         Ok(())

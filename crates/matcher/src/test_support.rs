@@ -27,3 +27,11 @@ pub fn two_node_graph() -> ResourceGraph {
     }
     b.finish().expect("graph")
 }
+
+/// A jobspec of one slot with `n` nodes, for 60 seconds.
+pub fn nodes(n: u64) -> shardsched_jobspec::Jobspec {
+    shardsched_jobspec::parse(&format!(
+        "version: 9999\nresources: [{{type: slot, count: 1, label: s, with: [{{type: node, count: {n}}}]}}]\ntasks: [{{command: [app], slot: s, count: {{per_slot: 1}}}}]\nattributes: {{system: {{duration: 60}}}}"
+    ))
+    .expect("jobspec")
+}

@@ -203,11 +203,13 @@ pub(crate) type SpanRef<'a> = (i64, u64, &'a [i64]);
 
 impl Calendar {
     pub(crate) fn new(k: usize) -> Self {
+        // Made for a first span, which takes two change points: room for them up front,
+        // so the first insert does not grow the vectors again.
         Calendar {
             k,
-            points: Vec::new(),
-            slots: Vec::new(),
-            reqs: Vec::new(),
+            points: Vec::with_capacity(2 * (k + 1)),
+            slots: Vec::with_capacity(1),
+            reqs: Vec::with_capacity(k),
             free: NIL,
             live: 0,
         }

@@ -184,11 +184,16 @@ fn cmdline_matches(cmdline: &[u8], markers: &[&str]) -> bool {
     markers.iter().all(|m| cmdline.contains(m))
 }
 
-/// Whether any process of group `pgid` is still alive (zombies do not count).
+/// Whether any process of group `pgid` is still alive (zombies do not count). A group with
+/// no process at all, zombies included (the common case: a job's task ended and was
+/// reaped), is told by one `kill(-pgid, 0)`, without reading every process's `/proc` entry.
 pub fn group_alive(pgid: u32) -> bool {
     let Some(raw) = i32::try_from(pgid).ok().and_then(Pid::from_raw) else {
         return false;
     };
+    if test_kill_process_group(raw) == Err(rustix::io::Errno::SRCH) {
+        return false;
+    }
     let Ok(entries) = fs::read_dir("/proc") else {
         return test_kill_process_group(raw).is_ok();
     };

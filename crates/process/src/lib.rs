@@ -5,9 +5,15 @@
 //!
 //! The executors talk to their supervisors through files in a job directory, so that a
 //! supervisor outlives the process that started it: these are the helpers of that
-//! conversation.
+//! conversation ([`files`], [`plan`]), and the one supervisor both executors start
+//! ([`supervisor`], the `shardsched-supervisor` binary), with the job's cgroups as it uses
+//! them ([`cgroups`]).
 
+pub mod cgroups;
 pub mod files;
+pub mod plan;
+pub mod supervisor;
+pub mod watch;
 
 use std::path::{Path, PathBuf};
 

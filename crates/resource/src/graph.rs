@@ -116,7 +116,7 @@ mod paths;
 #[cfg(test)]
 mod tests;
 
-pub use builder::GraphBuilder;
+pub use builder::{GraphBuilder, push_int};
 
 /// An `i64` per vertex in 4 bytes where it fits, as ids, ranks and sizes nearly always do;
 /// the others are kept aside by vertex.

@@ -48,7 +48,7 @@ pub mod spec;
 #[cfg(test)]
 mod testdata;
 
-pub use allowlist::{SCHEDULER_TYPES, keep_types};
+pub use allowlist::{SCHEDULER_TYPES, keep_subtrees, keep_types};
 pub use error::{GRAPH_VERTICES_MAX, Location, ReadError};
 pub use graph::{
     CONTAINMENT, GraphBuilder, GraphError, ResourceGraph, Status, VertexId, VertexSpec,

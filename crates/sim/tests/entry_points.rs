@@ -37,6 +37,11 @@ const DRIVER_ONLY: &[(&str, &str)] = &[
     ("unhealthy", "logs when the health changes"),
     ("launcher", "`job output`: sim tasks write none"),
     ("address_of", "`job output`: which agent to ask"),
+    // Not simulated yet: issue 18's simulator properties will drive dependencies.
+    (
+        "job_facts_plan",
+        "dependencies across queues (docs/POLICIES.md): sim jobs have none yet",
+    ),
 ];
 
 /// Names that would mean the simulator drives a core's inner machine itself.

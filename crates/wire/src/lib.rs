@@ -56,11 +56,14 @@ pub const ALPN_STR: &str = "shardsched/1";
 /// (`JobSummary.begin_ms`); job lists filter by state and name (`JobsQuery.states`,
 /// `.name`), nodes report their free cores and GPUs (`NodeStatus.usage`), and the
 /// coordinator keeps a job history (`coord_shard::History`, `client_coord::History` and
-/// `Usage`).
-pub const PROTOCOL_VERSION: u32 = 8;
-/// The oldest protocol version this build still accepts in a hello (a version 7 peer could
-/// not decode version 8's urgency, arrays and history messages).
-pub const PROTOCOL_VERSION_MIN: u32 = 8;
+/// `Usage`). 12: job dependencies across queues: a shard's status lists the jobs its
+/// pending jobs wait on (`ShardStatus.waiting_on`), the coordinator asks their shards
+/// (`coord_shard::JobFacts`) and tells the waiting shard (`coord_shard::Facts`,
+/// [`msg::deps`]); `PendingReasons.dependency`.
+pub const PROTOCOL_VERSION: u32 = 12;
+/// The oldest protocol version this build still accepts in a hello (a version 11 peer could
+/// not decode version 12's job facts).
+pub const PROTOCOL_VERSION_MIN: u32 = 12;
 /// This build's software string, sent in the hello for logs.
 pub const SOFTWARE: &str = concat!("shardsched ", env!("CARGO_PKG_VERSION"));
 

@@ -195,3 +195,6 @@ pub const PMI_VALUE_BYTES_MAX: usize = 1024;
 /// Most bytes of keys and values one PMI fence carries between agents (and one job's
 /// key-value space holds on a node).
 pub const PMI_KVS_BYTES_MAX: usize = 4 * 1024 * 1024;
+
+/// Most jobs one dependency question names (a shard asks about more in several).
+pub const DEPENDENCY_TARGETS_PER_ASK_MAX: usize = 4096;

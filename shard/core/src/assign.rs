@@ -1,13 +1,16 @@
 //! From the coordinator's [`Assignment`] to what the core runs on: the resource graph (only
 //! the queue's definition inside it), the queue manager's parameters, and the node index.
 //!
-//! The whole cluster is loaded, then reduced to the cluster's load allowlist (by default
-//! [`SCHEDULER_TYPES`]) so that RFC 25 jobspecs (`node → slot → core`) match on graphs with
-//! sockets. Nodes outside the queue's definition
-//! are marked down *before* the queue manager is built: for it they are outside the
-//! definition for good, so a job that could only fit with them is denied at submit. Nodes
-//! inside the definition that the queue does not own are merely unavailable (the core marks
-//! them down through [`QueueManager::set_availability`]), so a job that needs them waits.
+//! A shard holds what it may own: the cluster is read, then cut in one pass
+//! ([`definition_graph`]) to the queue's definition (its nodes with what they contain, and
+//! the racks and root above them) and to the cluster's load allowlist (by default
+//! [`SCHEDULER_TYPES`], so that RFC 25 jobspecs, `node → slot → core`, match on graphs with
+//! sockets). The whole graph is dropped once cut: a shard's memory follows its definition,
+//! not the cluster. Names, ranks and paths stay the whole graph's, so a job's R and the
+//! journal's allocations (by path) read the same. A job that could only fit on nodes
+//! outside the definition finds no such vertices and is denied at submit. Nodes inside the
+//! definition that the queue does not own are merely unavailable (the core marks them down
+//! through [`QueueManager::set_availability`]), so a job that needs them waits.
 //!
 //! [`Assignment`]: shardsched_wire::msg::shard_coord::Assignment
 //! [`QueueManager::set_availability`]: shardsched_qmanager::QueueManager::set_availability
@@ -17,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use shardsched_matcher::MatchPolicy;
 use shardsched_qmanager::{Params, QueuePolicy};
 use shardsched_resource::{
-    GraphFormat, ResourceGraph, SCHEDULER_TYPES, Status, VertexId, keep_types, read_graph,
+    GraphFormat, ResourceGraph, SCHEDULER_TYPES, VertexId, keep_subtrees, keep_types, read_graph,
 };
 use shardsched_wire::msg::{ClusterDescription, ClusterFormat, QueueConfig};
 
@@ -26,22 +29,62 @@ use crate::error::ShardError;
 /// Milliseconds in a second: the wire counts in ms, the matcher in whole seconds.
 pub const MS_PER_S: u64 = 1000;
 
-/// The resource graph the shard schedules on, from the cluster description: only the types
-/// of its load allowlist.
+/// The whole cluster's resource graph, reduced to the types of its load allowlist.
 pub fn cluster_graph(cluster: &ClusterDescription) -> Result<ResourceGraph, ShardError> {
+    let full = read_cluster(cluster)?;
+    keep_types(&full, &load_types(cluster)).map_err(|e| ShardError::Cluster(e.to_string()))
+}
+
+/// The graph a queue schedules on: the cluster cut to the nodes of `definition` (with what
+/// they contain and what contains them) and to the load allowlist's types; with the
+/// resource types the whole cut-to-types cluster has (see [`types_not_loaded`]). Names in
+/// `definition` that are not nodes of the cluster are an error.
+pub fn definition_graph(
+    cluster: &ClusterDescription,
+    config: &QueueConfig,
+    extra: &[&str],
+) -> Result<(ResourceGraph, BTreeSet<String>), ShardError> {
+    let full = read_cluster(cluster)?;
+    let types = load_types(cluster);
+    let definition = definition(config, extra, &node_index(&full));
+    let graph = cut(&full, &types, &definition)?;
+    let root = full.kind_str(full.root());
+    let loaded = kinds(&full)
+        .into_iter()
+        .filter(|k| k == root || types.contains(&k.as_str()))
+        .collect();
+    Ok((graph, loaded))
+}
+
+/// The cluster description's graph, every type.
+fn read_cluster(cluster: &ClusterDescription) -> Result<ResourceGraph, ShardError> {
     let format = match cluster.format {
         ClusterFormat::Grug => GraphFormat::Grug,
         ClusterFormat::Jgf => GraphFormat::Jgf,
         ClusterFormat::Rv1exec => GraphFormat::Rv1exec,
         ClusterFormat::Spec => GraphFormat::Spec,
     };
-    let full = read_graph(format, &cluster.text).map_err(|e| ShardError::Cluster(e.to_string()))?;
-    let types: Vec<&str> = if cluster.load_allowlist.is_empty() {
+    read_graph(format, &cluster.text).map_err(|e| ShardError::Cluster(e.to_string()))
+}
+
+/// The types shards load: the cluster's allowlist, [`SCHEDULER_TYPES`] when it has none.
+fn load_types(cluster: &ClusterDescription) -> Vec<&str> {
+    if cluster.load_allowlist.is_empty() {
         SCHEDULER_TYPES.to_vec()
     } else {
         cluster.load_allowlist.iter().map(String::as_str).collect()
-    };
-    keep_types(&full, &types).map_err(|e| ShardError::Cluster(e.to_string()))
+    }
+}
+
+/// The resource types `graph` has vertices of.
+pub fn kinds(graph: &ResourceGraph) -> BTreeSet<String> {
+    let mut kinds = BTreeSet::new();
+    for v in graph.vertices() {
+        if !kinds.contains(graph.kind_str(v)) {
+            kinds.insert(graph.kind_str(v).to_owned());
+        }
+    }
+    kinds
 }
 
 /// The node vertices of a graph, by host name.
@@ -56,35 +99,79 @@ pub fn node_index(graph: &ResourceGraph) -> BTreeMap<String, VertexId> {
         .collect()
 }
 
-/// Marks every node outside `definition` down in `graph`. Names that are not nodes of the
-/// graph are an error: the coordinator and the shard disagree on the cluster.
+/// The nodes a queue may own: its configured definition, plus those of `extra` (owned,
+/// incoming, held in its journal or by a running job's allocation: the coordinator's
+/// word, and facts) that are nodes of `nodes`; with an empty configured definition, only
+/// those.
+pub fn definition(
+    config: &QueueConfig,
+    extra: &[&str],
+    nodes: &BTreeMap<String, VertexId>,
+) -> BTreeSet<String> {
+    config
+        .definition
+        .iter()
+        .cloned()
+        .chain(
+            extra
+                .iter()
+                .filter(|n| nodes.contains_key(**n))
+                .map(|n| (*n).to_owned()),
+        )
+        .collect()
+}
+
+/// `graph` cut to the nodes of `definition` (see [`definition_graph`]): the graph itself
+/// when it holds no other node. Names that are not nodes of the graph are an error: the
+/// coordinator and the shard disagree on the cluster.
 pub fn restrict_to_definition(
-    graph: &mut ResourceGraph,
+    graph: ResourceGraph,
+    definition: &BTreeSet<String>,
+) -> Result<ResourceGraph, ShardError> {
+    let nodes = node_index(&graph);
+    if nodes.keys().all(|n| definition.contains(n)) {
+        check_known(&nodes, definition)?;
+        return Ok(graph);
+    }
+    let kinds = kinds(&graph);
+    let types: Vec<&str> = kinds.iter().map(String::as_str).collect();
+    cut(&graph, &types, definition)
+}
+
+/// `graph` cut to `types` and the nodes of `definition`.
+fn cut(
+    graph: &ResourceGraph,
+    types: &[&str],
+    definition: &BTreeSet<String>,
+) -> Result<ResourceGraph, ShardError> {
+    check_known(&node_index(graph), definition)?;
+    keep_subtrees(graph, types, &|n| definition.contains(n))
+        .map_err(|e| ShardError::Cluster(e.to_string()))
+}
+
+/// Refuses a definition naming a node `nodes` does not have.
+fn check_known(
     nodes: &BTreeMap<String, VertexId>,
     definition: &BTreeSet<String>,
 ) -> Result<(), ShardError> {
-    if let Some(unknown) = definition.iter().find(|n| !nodes.contains_key(*n)) {
-        return Err(ShardError::QueueConfig(format!(
+    match definition.iter().find(|n| !nodes.contains_key(*n)) {
+        Some(unknown) => Err(ShardError::QueueConfig(format!(
             "node {unknown} of the queue's definition is not in the cluster"
-        )));
+        ))),
+        None => Ok(()),
     }
-    for (name, &v) in nodes {
-        if !definition.contains(name) {
-            graph.set_status(v, Status::Down);
-        }
-    }
-    Ok(())
 }
 
 /// Why a jobspec can never fit because of the load allowlist, if it can't: the resource
-/// types it asks for that the graph has no vertex of, with the types the graph has. A denial
+/// types it asks for that are not `loaded` (the types of the whole cluster cut to the
+/// allowlist, not only of the queue's definition), with those that are. A denial
 /// otherwise says only "unsatisfiable" about a jobspec that names `socket` on a graph loaded
 /// without sockets (docs/examples/one-node.yaml before it dropped its socket level).
 pub fn types_not_loaded(
-    graph: &ResourceGraph,
+    loaded: &BTreeSet<String>,
     jobspec: &shardsched_jobspec::Jobspec,
 ) -> Option<String> {
-    let loaded: BTreeSet<&str> = graph.vertices().map(|v| graph.kind_str(v)).collect();
+    let loaded: BTreeSet<&str> = loaded.iter().map(String::as_str).collect();
     let mut missing: BTreeSet<&str> = BTreeSet::new();
     let mut stack: Vec<&shardsched_jobspec::Resource> = jobspec.resources.iter().collect();
     while let Some(r) = stack.pop() {

@@ -7,6 +7,8 @@
 //!
 //! Inputs: [`ShardCore::handle_submit`], [`ShardCore::handle_cancel`],
 //! [`ShardCore::handle_urgency`] (`core/holds.rs`: holds and urgency),
+//! [`ShardCore::handle_job_facts`] (`core/deps.rs`: dependencies, with
+//! [`ShardCore::dependency_questions`] and [`ShardCore::job_facts`]),
 //! [`ShardCore::set_queue_state`], [`ShardCore::set_owned`], the move commands
 //! (`core/moving.rs`), node flags (`core/flags.rs`: down, drained), dry runs
 //! (`core/dry_run.rs`), and
@@ -28,6 +30,9 @@
 mod arrays;
 #[cfg(test)]
 mod arrays_tests;
+mod deps;
+#[cfg(test)]
+mod deps_tests;
 mod dispatch;
 mod dry_run;
 mod events;
@@ -37,6 +42,8 @@ mod exec_tests;
 mod flags;
 #[cfg(test)]
 mod flags_tests;
+#[cfg(test)]
+mod graph_tests;
 mod holds;
 #[cfg(test)]
 mod holds_tests;
@@ -170,9 +177,9 @@ impl ShardCore {
         Ok(core)
     }
 
-    /// A core over an already built graph (reduced to the scheduler's types). The queue's
-    /// definition is `config.definition` plus the owned nodes (all owned nodes when the
-    /// definition is empty).
+    /// A core over an already built graph (reduced to the scheduler's types), cut to the
+    /// queue's definition: `config.definition` plus the owned nodes (all owned nodes when
+    /// the definition is empty).
     pub fn with_graph(
         graph: ResourceGraph,
         config: &QueueConfig,
@@ -180,16 +187,22 @@ impl ShardCore {
         owned: &[NodeGen],
         options: CoreOptions,
     ) -> Result<ShardCore, ShardError> {
-        let mut core = ShardCore::with_graph_only(graph, config, generator_id, owned, options)?;
+        let loaded = assign::kinds(&graph);
+        let names: Vec<&str> = owned.iter().map(|n| n.node.as_str()).collect();
+        let mut core =
+            ShardCore::with_graph_only(graph, loaded, config, generator_id, &names, options)?;
         core.set_owned(owned)?;
         Ok(core)
     }
 
+    /// The core before any node is up, over `graph` cut to the definition (`config`'s plus
+    /// the nodes of `extra`); `loaded` are the resource types of the whole cluster as loaded.
     pub(super) fn with_graph_only(
-        mut graph: ResourceGraph,
+        graph: ResourceGraph,
+        loaded: BTreeSet<String>,
         config: &QueueConfig,
         generator_id: u16,
-        owned: &[NodeGen],
+        extra: &[&str],
         options: CoreOptions,
     ) -> Result<ShardCore, ShardError> {
         if !(options.time_scale.is_finite() && options.time_scale > 0.0) {
@@ -198,19 +211,9 @@ impl ShardCore {
                 options.time_scale
             )));
         }
+        let definition = assign::definition(config, extra, &assign::node_index(&graph));
+        let graph = assign::restrict_to_definition(graph, &definition)?;
         let vertices = assign::node_index(&graph);
-        let definition: BTreeSet<String> = config
-            .definition
-            .iter()
-            .cloned()
-            .chain(
-                owned
-                    .iter()
-                    .filter(|n| vertices.contains_key(&n.node))
-                    .map(|n| n.node.clone()),
-            )
-            .collect();
-        assign::restrict_to_definition(&mut graph, &vertices, &definition)?;
         let capacity = usage::capacity(&graph, vertices.clone());
         let qm = QueueManager::new(graph, assign::params(config)?)?;
         let mut core = ShardCore {
@@ -221,6 +224,7 @@ impl ShardCore {
                 vertices,
                 definition,
                 capacity,
+                loaded,
             },
             nodes: NodeTable::new(),
             jobs: Jobs::new(options.finished_retained),
@@ -277,13 +281,9 @@ impl ShardCore {
     /// Makes exactly `owned` available (with their generations), as a registration
     /// answer with no incoming node and no flags would: every other owned node goes down
     /// (an outgoing one stays outgoing). Running jobs are never touched; pending ones that
-    /// no longer fit wait. Names that are not nodes of the cluster are ignored (and logged).
+    /// no longer fit wait. Names that are not nodes of the shard's graph are ignored (and
+    /// logged).
     pub fn set_owned(&mut self, owned: &[NodeGen]) -> Result<(), ShardError> {
-        for n in owned {
-            if !self.cluster.vertices.contains_key(&n.node) {
-                tracing::warn!(node = %n.node, "assigned a node the cluster does not have");
-            }
-        }
         self.apply_assignment(owned, &[], None);
         self.refresh_reasons(usize::MAX);
         Ok(())

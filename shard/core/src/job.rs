@@ -8,6 +8,7 @@ use shardsched_wire::array::ArrayElement;
 use shardsched_wire::limits::JOB_NAME_BYTES_MAX;
 use shardsched_wire::msg::agent::JobSignature;
 use shardsched_wire::msg::client_shard::IdempotencyKey;
+use shardsched_wire::msg::deps::Fact;
 use shardsched_wire::msg::{JobEvent, JobId, JobInfo, JobState, JobSummary};
 
 use crate::assign::MS_PER_S;
@@ -75,6 +76,11 @@ pub enum Reason {
 /// Why the shard holds a pending job out of the queue manager's pending order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Hold {
+    /// A dependency not met yet: on this job (`None`: `singleton`, another job of its
+    /// owner and name is active) (`core/deps.rs`).
+    Dependency(Option<JobId>),
+    /// A dependency that can never be met: on this job, and why.
+    DependencyNever(Option<JobId>, Never),
     /// Urgency 0: held by its owner or an admin until released.
     User,
     /// An element of an array with as many elements running (or about to) as its `%N`
@@ -84,13 +90,51 @@ pub enum Hold {
     BeginTime,
 }
 
+/// Why a dependency can never be met, as its target job's fact says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Never {
+    /// It completed (`afternotok`).
+    Completed,
+    /// It failed (`afterok`).
+    Failed,
+    /// It was cancelled (`afterok`).
+    Cancelled,
+    /// It ended without starting (`after`).
+    NotStarted,
+    /// Its queue does not know it.
+    NotFound,
+    /// Its id names no queue.
+    NoQueue,
+}
+
+impl Never {
+    fn as_str(self) -> &'static str {
+        match self {
+            Never::Completed => "completed",
+            Never::Failed => "failed",
+            Never::Cancelled => "was cancelled",
+            Never::NotStarted => "ended without starting",
+            Never::NotFound => "is not known to its queue",
+            Never::NoQueue => "names no queue",
+        }
+    }
+}
+
 impl Hold {
     /// The reason's words, as `jobs` shows them.
-    pub fn as_str(self) -> &'static str {
+    pub fn text(self) -> String {
         match self {
-            Hold::User => "held",
-            Hold::ArrayLimit => "array limit",
-            Hold::BeginTime => "begin time",
+            Hold::User => "held".to_owned(),
+            Hold::ArrayLimit => "array limit".to_owned(),
+            Hold::BeginTime => "begin time".to_owned(),
+            Hold::Dependency(Some(id)) => format!("dependency: waiting on {id}"),
+            Hold::Dependency(None) => "dependency: singleton".to_owned(),
+            Hold::DependencyNever(Some(id), why) => {
+                format!("dependency never satisfied: {id} {}", why.as_str())
+            }
+            Hold::DependencyNever(None, why) => {
+                format!("dependency never satisfied: {}", why.as_str())
+            }
         }
     }
 }
@@ -149,6 +193,11 @@ impl JobRecord {
             serde_json::json!({"owner": a.owner, "urgency": a.urgency}),
         );
         job
+    }
+
+    /// What a dependency on this job reads of it.
+    pub fn fact(&self) -> Fact {
+        Fact::of(self.state, self.start_ms.is_some())
     }
 
     /// Appends an event, unless the job already has [`EVENTS_PER_JOB_MAX`].
@@ -213,7 +262,7 @@ impl JobRecord {
                 format!("queue {queue} is stopped")
             }
             Reason::Waiting(why) => wait_text(*why),
-            Reason::Held(hold) => hold.as_str().to_owned(),
+            Reason::Held(hold) => hold.text(),
             Reason::Text(text) => text.clone(),
             Reason::None => String::new(),
         }

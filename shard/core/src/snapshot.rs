@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use shardsched_wire::limits::JOBS_PER_RESPONSE_MAX;
+use shardsched_wire::msg::deps::{Fact, JobFact};
 use shardsched_wire::msg::{JobId, JobInfo, JobList, JobsQuery, UserFilter, bounds};
 
 use crate::job::JobRecord;
@@ -68,6 +69,17 @@ impl Snapshot {
     /// Every job, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = &JobRecord> {
         self.jobs.iter().flat_map(|b| b.values().map(|j| &**j))
+    }
+
+    /// What the snapshot knows of jobs `ids` (`NotFound` for one it does not have), for
+    /// the dependencies of other queues' jobs.
+    pub fn job_facts(&self, ids: &[JobId]) -> Vec<JobFact> {
+        ids.iter()
+            .map(|&id| JobFact {
+                id,
+                fact: self.job(id).map_or(Fact::NotFound, JobRecord::fact),
+            })
+            .collect()
     }
 
     /// One job in full, for `job info`.

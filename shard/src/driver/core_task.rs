@@ -45,7 +45,8 @@ use crate::core::{ExecAction, ShardCore};
 use crate::error::DriverError;
 use crate::journal::to_batch;
 use crate::limits::{
-    BATCH_REQUESTS_MAX, COMMITS_IN_FLIGHT_MAX, STATUS_INTERVAL_MAX, STATUS_INTERVAL_MIN,
+    BATCH_REQUESTS_MAX, COMMITS_IN_FLIGHT_MAX, DEPENDENCY_ASK_INTERVAL, STATUS_INTERVAL_MAX,
+    STATUS_INTERVAL_MIN,
 };
 use crate::snapshot::Snapshot;
 
@@ -82,6 +83,8 @@ pub(crate) struct Sinks {
 struct StatusClock {
     last_ms: Option<u64>,
     last_version: Option<u64>,
+    /// The last report asked about jobs of other queues (`ShardStatus::waiting_on`).
+    asking: bool,
 }
 
 /// Runs the core until [`Command::Stop`] or until every sender is gone (`Ok`), or until a
@@ -222,7 +225,9 @@ async fn batches(
         if now >= clock.due_ms(core.status_version()) {
             clock.last_ms = Some(now);
             clock.last_version = Some(core.status_version());
-            status.send_replace(Some(core.status(now)));
+            let report = core.status(now);
+            clock.asking = !report.waiting_on.is_empty();
+            status.send_replace(Some(report));
         }
         if stop {
             return Ok(());
@@ -351,7 +356,8 @@ fn exec_requests(core: &mut ShardCore) -> Vec<ExecRequest> {
 
 impl StatusClock {
     /// When the next report is due: at once at first, then [`STATUS_INTERVAL_MIN`] after the
-    /// last one if something changed, else [`STATUS_INTERVAL_MAX`] after it (a heartbeat).
+    /// last one if something changed, else [`DEPENDENCY_ASK_INTERVAL`] after it while it
+    /// asks about jobs of other queues, else [`STATUS_INTERVAL_MAX`] (a heartbeat).
     fn due_ms(&self, version: u64) -> u64 {
         let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         match self.last_ms {
@@ -359,6 +365,7 @@ impl StatusClock {
             Some(last) if self.last_version != Some(version) => {
                 last.saturating_add(ms(STATUS_INTERVAL_MIN))
             }
+            Some(last) if self.asking => last.saturating_add(ms(DEPENDENCY_ASK_INTERVAL)),
             Some(last) => last.saturating_add(ms(STATUS_INTERVAL_MAX)),
         }
     }

@@ -3,12 +3,15 @@
 //!
 //! ```text
 //! loop:
-//!   a request from the core task ─► Launch: job directory + `shardsched supervise DIR`
-//!                                   Kill:   cancel file + SIGTERM to the supervisor
+//!   a request from the core task ─► Launch: job directory + `shardsched-supervisor DIR`
+//!                                   Kill:   cancel file (the supervisor looks for it)
 //!                                   Forget: remove the job's directories (retention)
 //!                                   Watch:  a running job a restart brought back (launched
 //!                                           now if it has no directory yet)
-//!   every EXEC_POLL_INTERVAL ─────► each watched job: status file? supervisor gone?
+//!   a supervisor launched here exits (its reaper thread says so) ─► its status file
+//!   every EXEC_POLL_INTERVAL ─────► each job whose supervisor is not this process's child
+//!                                   (an earlier shard's), or that left processes behind:
+//!                                   status file? supervisor gone?
 //!   ended jobs ───────────────────► Command::JobEnded to the core task (try_send: this task
 //!                                   never waits on the core, which may be waiting on it;
 //!                                   what does not fit is sent on the next round)
@@ -16,10 +19,11 @@
 //!
 //! The status files are the ground truth, so a job launched by an earlier shard process is
 //! watched exactly like one launched here (without a child handle, through its pid file).
+//! A job launched here is heard from as soon as its supervisor exits, not at the next
+//! poll: the supervisor writes the status before it exits.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::process::Child;
 use std::time::Duration;
 
 use shardsched_proto::msg::JobId;
@@ -28,11 +32,10 @@ use tokio::sync::mpsc::error::TrySendError;
 
 use super::core_task::Command;
 use crate::agents::AgentsOptions;
-use crate::exec::files::read_json;
 use crate::exec::launch::{Prepared, observe};
 use crate::exec::{
-    EndCause, ExecError, JOBS_DIR, JobEnd, RunningOrEnded, STATUS_FILE, job_dir, launch,
-    remove_job_dirs, request_kill,
+    EndCause, ExecError, JOBS_DIR, JobEnd, RunningOrEnded, job_dir, launch, remove_job_dirs,
+    request_kill,
 };
 use crate::job::JobRecord;
 use crate::limits::{EXEC_POLL_INTERVAL, KILL_GRACE};
@@ -52,17 +55,18 @@ pub enum Executor {
 /// The exec executor's settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExecOptions {
-    /// The `shardsched` binary, whose `supervise` subcommand runs each job.
-    pub program: PathBuf,
+    /// The supervisor's executable (`shardsched-supervisor`, beside `shardsched`), started
+    /// once per job.
+    pub supervisor: PathBuf,
     /// SIGTERM-to-SIGKILL grace for a job's process group ([`KILL_GRACE`] by default).
     pub kill_grace: Duration,
 }
 
 impl ExecOptions {
-    /// The settings for `program` with the default grace.
-    pub fn new(program: PathBuf) -> ExecOptions {
+    /// The settings for `supervisor` with the default grace.
+    pub fn new(supervisor: PathBuf) -> ExecOptions {
         ExecOptions {
-            program,
+            supervisor,
             kill_grace: KILL_GRACE,
         }
     }
@@ -95,8 +99,9 @@ pub(crate) enum ExecRequest {
 /// A job being watched.
 struct Watched {
     dir: PathBuf,
-    /// Its supervisor, when this process launched it.
-    child: Option<Child>,
+    /// Whether its supervisor is a child of this process that has not exited yet (then its
+    /// reaper thread says when it does, and the poll leaves it alone).
+    child_running: bool,
 }
 
 /// The jobs directory of a shard's state directory.
@@ -113,8 +118,8 @@ pub(crate) async fn run(
     commands: mpsc::Sender<Command>,
 ) {
     let mut watched: BTreeMap<JobId, Watched> = BTreeMap::new();
-    // Supervisors that wrote their status but had not exited yet: reaped later.
-    let mut reaping: Vec<Child> = Vec::new();
+    // The supervisors launched here that exited, from their reaper threads.
+    let (exited_tx, mut exited) = mpsc::unbounded_channel::<JobId>();
     let mut ended: VecDeque<(JobId, JobEnd)> = VecDeque::new();
     let mut tick = tokio::time::interval(EXEC_POLL_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -123,7 +128,7 @@ pub(crate) async fn run(
             request = requests.recv() => match request {
                 None => break,
                 Some(ExecRequest::Launch(job, _)) => {
-                    launch_one(&queue, &options, &jobs_dir, &job, &mut watched, &mut ended);
+                    launch_one(&queue, &options, &jobs_dir, &job, &exited_tx, &mut watched, &mut ended);
                 }
                 Some(ExecRequest::Kill { id, why }) => {
                     if let Err(e) = request_kill(&job_dir(&jobs_dir, id), &why) {
@@ -138,29 +143,28 @@ pub(crate) async fn run(
                 Some(ExecRequest::Watch(job, _)) => {
                     let dir = job_dir(&jobs_dir, job.id);
                     if dir.exists() {
-                        watched.entry(job.id).or_insert(Watched { dir, child: None });
+                        watched.entry(job.id).or_insert(Watched { dir, child_running: false });
                     } else {
                         tracing::info!(%queue, job = %job.id, "a running job was never launched; launching it");
-                        launch_one(&queue, &options, &jobs_dir, &job, &mut watched, &mut ended);
+                        launch_one(&queue, &options, &jobs_dir, &job, &exited_tx, &mut watched, &mut ended);
                     }
                 }
             },
+            Some(id) = exited.recv() => {
+                if let Some(watch) = watched.get_mut(&id) {
+                    watch.child_running = false;
+                    look_at(id, &mut watched, &mut ended);
+                }
+            }
             _ = tick.tick() => {
-                let mut done = Vec::new();
-                for (&id, watch) in &mut watched {
-                    match check(watch) {
-                        Ok(Some(end)) => done.push((id, end)),
-                        Ok(None) => {}
-                        Err(e) => done.push((id, JobEnd::without_status(EndCause::Lost, e.to_string()))),
-                    }
+                let polled: Vec<JobId> = watched
+                    .iter()
+                    .filter(|(_, w)| !w.child_running)
+                    .map(|(id, _)| *id)
+                    .collect();
+                for id in polled {
+                    look_at(id, &mut watched, &mut ended);
                 }
-                for (id, end) in done {
-                    if let Some(child) = watched.remove(&id).and_then(|w| w.child) {
-                        reaping.push(child);
-                    }
-                    ended.push_back((id, end));
-                }
-                reaping.retain_mut(|child| matches!(child.try_wait(), Ok(None)));
             }
         }
         if !deliver(&mut ended, &commands) {
@@ -170,16 +174,35 @@ pub(crate) async fn run(
     tracing::debug!(%queue, watched = watched.len(), "exec task stopped; supervisors keep running");
 }
 
+/// Whether watched job `id` ended; if so it moves to `ended`.
+fn look_at(
+    id: JobId,
+    watched: &mut BTreeMap<JobId, Watched>,
+    ended: &mut VecDeque<(JobId, JobEnd)>,
+) {
+    let Some(watch) = watched.get(&id) else {
+        return;
+    };
+    let end = match observe(&watch.dir) {
+        Ok(RunningOrEnded::Running { .. }) => return,
+        Ok(RunningOrEnded::Ended(end)) => end,
+        Err(e) => JobEnd::without_status(EndCause::Lost, e.to_string()),
+    };
+    watched.remove(&id);
+    ended.push_back((id, end));
+}
+
 /// Launches one job and watches it; a launch that fails is an end ([`EndCause::Error`]).
 fn launch_one(
     queue: &str,
     options: &ExecOptions,
     jobs_dir: &Path,
     job: &JobRecord,
+    exited: &mpsc::UnboundedSender<JobId>,
     watched: &mut BTreeMap<JobId, Watched>,
     ended: &mut VecDeque<(JobId, JobEnd)>,
 ) {
-    match start(queue, options, jobs_dir, job) {
+    match start(queue, options, jobs_dir, job, exited) {
         Ok(watch) => {
             tracing::debug!(%queue, job = %job.id, dir = %watch.dir.display(), "launched");
             watched.insert(job.id, watch);
@@ -194,35 +217,32 @@ fn launch_one(
     }
 }
 
-/// Prepares and launches one job.
+/// Prepares and launches one job; a thread of its own reaps its supervisor and says when
+/// it exited.
 fn start(
     queue: &str,
     options: &ExecOptions,
     jobs_dir: &Path,
     job: &JobRecord,
+    exited: &mpsc::UnboundedSender<JobId>,
 ) -> Result<Watched, ExecError> {
     let prepared = Prepared::for_job(jobs_dir, queue, job, options.kill_grace)?;
-    let child = launch(&options.program, &prepared)?;
+    let mut child = launch(&options.supervisor, &prepared)?;
+    let (id, exited) = (job.id, exited.clone());
+    let reaper = std::thread::Builder::new()
+        .name("exec-reaper".to_owned())
+        .spawn(move || {
+            let _ = child.wait();
+            let _ = exited.send(id);
+        });
+    if let Err(e) = &reaper {
+        // The job runs all the same; the poll hears of its end.
+        tracing::warn!(%queue, job = %job.id, error = %e, "cannot start a reaper thread");
+    }
     Ok(Watched {
         dir: prepared.dir,
-        child: Some(child),
+        child_running: reaper.is_ok(),
     })
-}
-
-/// Whether a watched job ended: its status file, or its supervisor gone without one.
-fn check(watch: &mut Watched) -> Result<Option<JobEnd>, ExecError> {
-    if let Some(end) = read_json::<JobEnd>(&watch.dir.join(STATUS_FILE))? {
-        return Ok(Some(end));
-    }
-    if let Some(child) = &mut watch.child
-        && matches!(child.try_wait(), Ok(None))
-    {
-        return Ok(None);
-    }
-    match observe(&watch.dir)? {
-        RunningOrEnded::Running { .. } => Ok(None),
-        RunningOrEnded::Ended(end) => Ok(Some(end)),
-    }
 }
 
 /// Hands ended jobs to the core task without waiting; returns false when it is gone.

@@ -126,6 +126,9 @@ pub(crate) async fn coordinator_request(
         }
         Request::Jobs(query) => Ok(Response::Jobs(snapshot.load().jobs(&peer.name, &query))),
         Request::History(pull) => Ok(Response::History(snapshot.load().history(&pull))),
+        // What is durable: another queue's job is released only on a fact that survives
+        // this shard's crash.
+        Request::JobFacts { ids } => Ok(Response::JobFacts(snapshot.load().job_facts(&ids))),
         request => {
             let span = tracing::Span::current();
             ask(&commands, |reply| Command::Coordinator {

@@ -2,30 +2,34 @@
 //! supervisor process that outlives the shard.
 //!
 //! ```text
-//!  shard (driver)                          supervisor (`shardsched supervise DIR`)      job
+//!  shard (driver)                          supervisor (`shardsched-supervisor DIR`)     job
 //!  ─────────────                           ───────────────────────────────────────      ───
 //!  core says Launch(id)
-//!  write DIR/launch.json, DIR/R.json ──►  setsid; write DIR/supervisor.pid
-//!  spawn `shardsched supervise DIR`        spawn the command, own process group ──────► runs
+//!  write DIR/plan.json, DIR/R.json ──────► setsid; write DIR/supervisor.pid
+//!  spawn `shardsched-supervisor DIR`       spawn the command, own process group ──────► runs
 //!                                          wait for: its end │ time limit │ cancel
 //!  core says Kill(id):                       time limit / cancel: SIGTERM the group,
-//!  write DIR/cancel, SIGTERM supervisor ──►  KILL_GRACE, SIGKILL the group
-//!                                          write DIR/status (tmp, fsync, rename); exit
-//!  poll DIR/status ◄───────────────────────┘
+//!  write DIR/cancel ─────────────────────►   KILL_GRACE, SIGKILL the group
+//!                                          write DIR/status; exit
+//!  the supervisor exits (its reaper wakes
+//!  the exec task): read DIR/status ◄───────┘
 //!  core.handle_job_ended(now, id, end)
 //! ```
+//!
+//! The supervisor is the node agents' one (`shardsched_process::supervisor`), given a plan
+//! of one task, run as the shard's user in the shard's environment, with no cgroup.
 //!
 //! **Files are the ground truth.** Everything the shard and a supervisor tell each other
 //! goes through the job directory `<state-dir>/jobs/<job id>/`, so a supervisor started by
 //! an earlier shard process (one that was killed and restarted) is watched, cancelled and
 //! heard from exactly like one started by this process: [`recover`] reads the directories
-//! back. Files that one side writes for the other are written atomically
-//! ([`files::write_atomic`]: tmp file, fsync, rename, fsync of the directory), so a reader
-//! never sees half a status.
+//! back. Files are replaced whole ([`files::write_replace`]), so a reader never sees half
+//! of one; the pid file is also made durable ([`files::write_atomic`]), so that a job whose
+//! host crashed is reported lost rather than launched twice.
 //!
 //! | file | written by | what |
 //! |---|---|---|
-//! | `launch.json` | shard | the [`LaunchSpec`]: command, environment, time limit, grace |
+//! | `plan.json` | shard | the [`Plan`]: command, environment, time limit, grace |
 //! | `R.json` | shard | the job's RFC 20 R (`SHARDSCHED_JOB_R` points here) |
 //! | `supervisor.pid` | shard, supervisor | its pid: written by the shard as soon as it is spawned, and again by the supervisor first thing |
 //! | `group.pid` | supervisor | the job's process group, once its command runs |
@@ -40,7 +44,6 @@
 pub mod env;
 pub mod launch;
 pub mod rset;
-pub mod supervisor;
 
 use std::path::{Path, PathBuf};
 
@@ -48,12 +51,12 @@ use std::path::{Path, PathBuf};
 /// node agent.
 pub use shardsched_process::files;
 
-pub use launch::{LaunchSpec, RunningOrEnded, launch, recover, remove_job_dirs, request_kill};
+pub use launch::{RunningOrEnded, launch, recover, remove_job_dirs, request_kill};
+pub use shardsched_process::plan::{PLAN_FILE, Plan};
 pub use shardsched_shard_core::exec::{
-    CANCEL_FILE, EndCause, GROUP_FILE, JOBS_DIR, JobEnd, JobFiles, LAUNCH_FILE, PID_FILE, R_FILE,
-    STATUS_FILE, STDERR_FILE, STDOUT_FILE, SUPERVISOR_LOG, job_dir,
+    CANCEL_FILE, EndCause, GROUP_FILE, JOBS_DIR, JobEnd, JobFiles, PID_FILE, R_FILE, STATUS_FILE,
+    STDERR_FILE, STDOUT_FILE, SUPERVISOR_LOG, job_dir,
 };
-pub use supervisor::supervise;
 
 /// Something went wrong launching, watching or supervising a job.
 #[derive(Debug, thiserror::Error)]

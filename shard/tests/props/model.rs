@@ -38,7 +38,9 @@ pub(crate) fn queue_config(policy: &str) -> QueueConfig {
         reservation_depth: 4,
         default_duration_ms: 2_000,
         max_duration_ms: 6_000,
-        definition: vec!["n0".into(), "n1".into(), "n2".into()],
+        // Every node the steps hand out: a shard's graph holds its definition only, and
+        // the coordinator hands a queue only nodes of its definition.
+        definition: NODES.iter().map(|n| n.to_string()).collect(),
         enabled: true,
         started: true,
         array_elements_max: shardsched_proto::limits::ARRAY_ELEMENTS_DEFAULT,

@@ -24,6 +24,7 @@
 
 mod admin;
 mod agents;
+mod deps;
 mod invariants;
 mod moving;
 #[cfg(test)]
@@ -49,6 +50,7 @@ use crate::records::Durable;
 pub use crate::moves::NodeFlag;
 pub use admin::{FlagPlan, JournalWrite, flag_commands};
 pub use agents::{AgentCommand, AgentFlags, UNREACHABLE_REASON};
+pub use deps::{FactsPlan, settle_fact};
 pub use moving::MoveCommand;
 pub use reconfig::{Reconfig, RestartCommand};
 pub use registry::{RegisterError, Registering, ShardLink};

@@ -168,7 +168,10 @@ impl Core {
                 self.moves.handle_releasing(now_ms, queue, &nodes, stale);
             }
             Response::Ack { stale } => self.moves.handle_ack(now_ms, queue, request, stale),
-            Response::Jobs(_) | Response::History(_) | Response::DryRun(_) => {}
+            Response::Jobs(_)
+            | Response::History(_)
+            | Response::DryRun(_)
+            | Response::JobFacts(_) => {}
         }
         self.after_move_input();
     }

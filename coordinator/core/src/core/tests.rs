@@ -335,6 +335,7 @@ fn report(queue: &str, nodes: &[(&str, NodeState, u32)]) -> ShardStatus {
                 usage: Default::default(),
             })
             .collect(),
+        waiting_on: Vec::new(),
     }
 }
 

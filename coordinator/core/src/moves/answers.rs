@@ -140,6 +140,8 @@ impl MoveMachine {
             | Request::Reconfigure(_)
             | Request::DisableIfIdle
             | Request::Jobs(_)
+            | Request::JobFacts { .. }
+            | Request::Facts(_)
             | Request::History(_) => {}
         }
     }

@@ -148,6 +148,7 @@ pub fn queue_json(queue: &QueueStatus, default: bool) -> Value {
             "held": queue.pending_reasons.held,
             "begin_time": queue.pending_reasons.begin_time,
             "array_limit": queue.pending_reasons.array_limit,
+            "dependency": queue.pending_reasons.dependency,
         },
     })
 }

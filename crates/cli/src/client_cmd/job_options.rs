@@ -1,7 +1,7 @@
 //! The submit options Flux and Slurm users reach for first, as `flux submit` names them, and
 //! the jobspec attributes they become ([`shardsched_jobspec::options`]): a name, output
-//! files, node properties and lists, a begin time, the working directory and the
-//! environment.
+//! files, node properties and lists, a begin time, dependencies, the working directory and
+//! the environment.
 //!
 //! As `flux submit` does, a job gets the submitter's working directory and environment
 //! unless told otherwise (`--cwd`, `--env`, `--env-remove`), and a jobspec file keeps the
@@ -47,6 +47,19 @@ pub struct JobOptions {
     /// reason `begin time`.
     #[arg(long = "begin-time", value_name = "WHEN")]
     pub begin_time: Option<String>,
+    /// Hold the job until other jobs get somewhere, in any queue: `TYPE:ID[:ID…][,…]`
+    /// where TYPE is `afterok` (ID completed), `afternotok` (failed or was cancelled),
+    /// `afterany` (ended), `after` (started); or `singleton` (no other job of yours with
+    /// this name runs in the queue). It waits with reason `dependency: waiting on ID`; one
+    /// that can never be met (`afterok` on a failed job) says
+    /// `dependency never satisfied: ID failed` (see --dependency-policy).
+    #[arg(short = 'd', long, value_name = "TYPE:ID[,TYPE:ID…]")]
+    pub dependency: Option<String>,
+    /// What becomes of the job if a dependency can never be met: `pend` (stay pending,
+    /// saying why) or `cancel`.
+    #[arg(long = "dependency-policy", value_name = "pend|cancel",
+          value_parser = ["pend", "cancel"])]
+    pub dependency_policy: Option<String>,
     /// The job's working directory [default: where you submit from].
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<String>,
@@ -88,6 +101,17 @@ impl JobOptions {
             let at = crate::time_arg::begin_time_ms(when, now_ms)
                 .map_err(|e| anyhow::anyhow!("--begin-time: {e}"))?;
             a.set_begin_time_ms(at);
+        }
+        if let Some(deps) = &self.dependency {
+            let deps = shardsched_jobspec::parse_dependency_arg(deps)
+                .map_err(|e| anyhow::anyhow!("--dependency: {e}"))?;
+            a.add_job_dependencies(&deps);
+        }
+        if let Some(policy) = &self.dependency_policy {
+            let policy = policy
+                .parse()
+                .map_err(|e| anyhow::anyhow!("--dependency-policy: {e}"))?;
+            a.set_dependency_policy(policy);
         }
         match &self.cwd {
             Some(cwd) => {

@@ -16,8 +16,9 @@ use shardsched_client::output;
 use shardsched_client::submit::{plain, queue_names, submit};
 use shardsched_jobspec::{Jobspec, Shorthand};
 use shardsched_proto::array::ArraySpec;
+use shardsched_proto::msg::JobId;
 use shardsched_proto::msg::RouteTable;
-use shardsched_proto::msg::client_shard::Submit;
+use shardsched_proto::msg::client_shard::{self, Submit};
 
 use super::job_options::JobOptions;
 
@@ -111,6 +112,7 @@ pub fn submit_main(flags: &SubmitFlags, mut jobspec: Jobspec) -> Result<()> {
     shardsched_client::run(|client| async move {
         let routes = client.routes().await?;
         let queue = choose_queue(flags, &jobspec, &routes)?;
+        check_dependencies(&client, &routes, &jobspec).await?;
         jobspec.attributes.queue = Some(queue.clone());
         let request = Submit {
             urgency: flags.urgency,
@@ -178,6 +180,8 @@ impl SubmitFlags {
                 nodelist: options.nodelist.or(base.nodelist),
                 exclude: options.exclude.or(base.exclude),
                 begin_time: options.begin_time.or(base.begin_time),
+                dependency: options.dependency.or(base.dependency),
+                dependency_policy: options.dependency_policy.or(base.dependency_policy),
                 cwd: options.cwd.or(base.cwd),
                 env: [base.env, options.env].concat(),
                 env_remove: [base.env_remove, options.env_remove].concat(),
@@ -185,6 +189,33 @@ impl SubmitFlags {
             jobspec: self.jobspec.or(under.jobspec),
         }
     }
+}
+
+/// Refuses a dependency on a job no running queue issued, or that its queue does not
+/// know, before submitting (one question per dependency: only jobs with dependencies pay
+/// it). The shard checks again: this is for a clear message.
+async fn check_dependencies(
+    client: &shardsched_client::Client,
+    routes: &RouteTable,
+    jobspec: &Jobspec,
+) -> Result<()> {
+    for dep in jobspec.attributes.job_dependencies() {
+        if !dep.scheme.names_a_job() {
+            continue;
+        }
+        let what = format!("--dependency {}:{}", dep.scheme, dep.value.escape_debug());
+        let id: JobId = dep
+            .value
+            .parse()
+            .map_err(|_| anyhow!("{what}: not a job id"))?;
+        let route = shardsched_client::Client::route_of(routes, id)
+            .with_context(|| format!("{what}: the id names no queue"))?;
+        client
+            .ask_shard(route, &client_shard::Request::JobInfo { id })
+            .await
+            .with_context(|| what.clone())?;
+    }
+    Ok(())
 }
 
 /// The queue a job goes to: `-q`, else the jobspec's, else the table's default.

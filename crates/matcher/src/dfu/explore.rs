@@ -17,6 +17,8 @@ struct Tally {
     per_share: u64,
     accum: u64,
     shares: u64,
+    /// Met: later children of this type are not visited.
+    met: bool,
 }
 
 impl Tally {
@@ -121,21 +123,19 @@ impl<'a> Walk<'a> {
                 per_share: q.effective_max(),
                 accum: 0,
                 shares: 0,
+                met: false,
             };
             match tallies.iter_mut().find(|x| x.kind == q.ty) {
                 Some(e) => *e = t,
                 None => tallies.push(t),
             }
         }
-        // Totals of each tallied type among this vertex's candidates, kept as the stack grows
-        // (a failed child leaves nothing above what was counted).
-        let mut totals: Vec<u64> = vec![0; tallies.len()];
+        // Candidates below `counted` are tallied (a failed child leaves nothing above).
         let mut counted = mark;
-        let mut satisfied: Vec<Sym> = Vec::new();
         for &c in order.children(u) {
             let c = VertexId(c);
             let kind = self.g.kind(c);
-            if satisfied.contains(&kind) || self.seen(u, c) {
+            if tallies.iter().any(|t| t.met && t.kind == kind) || self.seen(u, c) {
                 continue;
             }
             let mut x = excl;
@@ -144,23 +144,16 @@ impl<'a> Walk<'a> {
             };
             self.cands.push_vertex(kind, vis.score, vis.avail, c.0, x);
             let end = self.cands.groups.len();
-            for (t, total) in tallies.iter_mut().zip(totals.iter_mut()) {
+            for t in tallies.iter_mut() {
                 let grown = self.cands.total(counted..end, t.kind);
                 if grown > 0 {
-                    *total += grown;
                     t.add(grown);
                 }
             }
             counted = end;
-            for &r in reqs {
-                let ty = self.req.req(r).ty;
-                let sat = tallies
-                    .iter()
-                    .find(|t| t.kind == ty)
-                    .is_some_and(|t| t.satisfies(multiplier));
-                if sat && !satisfied.contains(&ty) {
-                    satisfied.push(ty);
-                }
+            // Every tally belongs to a request, so this marks each request's type met.
+            for t in tallies.iter_mut() {
+                t.met |= t.satisfies(multiplier);
             }
             let enough = reqs.iter().all(|&r| {
                 let ty = self.req.req(r).ty;

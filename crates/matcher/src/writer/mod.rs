@@ -17,8 +17,6 @@
 mod json;
 mod rlite;
 
-use std::fmt::Write as _;
-
 use shardsched_resource::{CONTAINMENT, ResourceGraph, VertexId};
 
 use crate::alloc::Allocation;
@@ -255,7 +253,13 @@ impl MatchWriter {
                     (_, true) => "exclusive",
                     (_, false) => "shared",
                 };
-                let _ = writeln!(line, "{}[{}:{mode}]", g.name(e.v), e.needs);
+                // By hand rather than `writeln!`: this line is most of what `query` prints.
+                line.push_str(g.name(e.v));
+                line.push('[');
+                shardsched_resource::graph::push_int(line, e.needs);
+                line.push(':');
+                line.push_str(mode);
+                line.push_str("]\n");
             }
             Writer::Jgf => self.nodes.push(jgf_vertex(g, e, agfilter)),
             Writer::JgfShorthand => self.shorthand_vertex(g, e, agfilter),

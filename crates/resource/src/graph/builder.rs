@@ -642,8 +642,10 @@ fn shrink<T>(mut v: Vec<T>) -> Vec<T> {
     v
 }
 
-/// Appends the decimal form of `n`.
-fn push_int(buf: &mut String, n: i64) {
+/// Appends the decimal form of `n`, as `write!(buf, "{n}")` does, without the formatting
+/// machinery: vertex names here, and the matcher's simple writer (one number per line of
+/// `query`'s output), where formatting was a measurable part of a whole run.
+pub fn push_int(buf: &mut String, n: i64) {
     let mut digits = [0u8; 20];
     let mut k = digits.len();
     let mut m = n.unsigned_abs();

@@ -252,3 +252,12 @@ fn properties_and_status_change() {
     g.set_status(n0, Status::Down);
     assert_eq!(g.status(n0), Status::Down);
 }
+
+#[test]
+fn push_int_prints_what_format_prints() {
+    for n in [0, 1, 9, 10, 22, -1, -10, 1 << 40, i64::MAX, i64::MIN] {
+        let mut s = String::from("x");
+        push_int(&mut s, n);
+        assert_eq!(s, format!("x{n}"));
+    }
+}

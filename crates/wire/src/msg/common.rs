@@ -269,6 +269,8 @@ pub struct PendingReasons {
     pub begin_time: u32,
     /// An array's element waiting for its array's limit (`%N`).
     pub array_limit: u32,
+    /// Waiting for a dependency (or held by one never met).
+    pub dependency: u32,
 }
 
 /// Where to reach one queue's shard.

@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use super::bounds;
 use super::common::{JobId, JobList, JobsQuery, MoveId, NodeFlags, NodeGen, QueueConfig, Refusal};
+use super::deps::JobFact;
 use super::history::{HistoryPull, HistoryRecord};
 use crate::identity::Op;
 use crate::rpc::Rpc;
@@ -53,6 +54,17 @@ pub enum Request {
     },
     /// The shard's jobs, for a cluster-wide `jobs` list.
     Jobs(JobsQuery),
+    /// What the shard knows of these jobs of its own, which jobs of other queues wait on
+    /// (docs/POLICIES.md). Answered with [`Response::JobFacts`].
+    JobFacts {
+        /// The jobs (at most
+        /// [`DEPENDENCY_TARGETS_PER_ASK_MAX`](crate::limits::DEPENDENCY_TARGETS_PER_ASK_MAX)).
+        ids: Vec<JobId>,
+    },
+    /// What is known of jobs of other queues this shard's pending jobs wait on (its status
+    /// report's `waiting_on`). Answered with `Ack`; safe to repeat or lose (the next report
+    /// asks again).
+    Facts(Vec<JobFact>),
     /// The shard's ended jobs after a cursor, oldest end first, for the coordinator's
     /// history store. Answered with [`Response::History`].
     History(HistoryPull),
@@ -182,6 +194,8 @@ pub enum Response {
     History(Vec<HistoryRecord>),
     /// Answer to [`Request::DryRunRelease`].
     DryRun(DryRunReport),
+    /// Answer to [`Request::JobFacts`], one per job asked about.
+    JobFacts(Vec<JobFact>),
 }
 
 /// What releasing some nodes would do in their donor, as of now.
@@ -270,6 +284,8 @@ impl Request {
             Request::CancelJobs(r) => Some((r.move_id, names(&r.nodes))),
             Request::SetQueueState { .. }
             | Request::Jobs(_)
+            | Request::JobFacts { .. }
+            | Request::Facts(_)
             | Request::History(_)
             | Request::SetNodeState { .. }
             | Request::SetNodeDrain { .. }
@@ -293,6 +309,8 @@ impl Rpc for Request {
             Request::CancelJobs(_) => "coord_shard.cancel_jobs",
             Request::SetQueueState { .. } => "coord_shard.set_queue_state",
             Request::Jobs(_) => "coord_shard.jobs",
+            Request::JobFacts { .. } => "coord_shard.job_facts",
+            Request::Facts(_) => "coord_shard.facts",
             Request::History(_) => "coord_shard.history",
             Request::SetNodeState { .. } => "coord_shard.set_node_state",
             Request::SetNodeDrain { .. } => "coord_shard.set_node_drain",
@@ -323,6 +341,8 @@ impl Rpc for Request {
                     .try_for_each(|r| bounds::reason(r))
             }),
             Request::Jobs(query) => bounds::jobs_query(query),
+            Request::JobFacts { ids } => super::deps::check_ids(ids),
+            Request::Facts(facts) => super::deps::check_len(facts.len()),
             _ => Ok(()),
         }
     }

@@ -12,7 +12,8 @@
 //! | [`shard_node`] | shard | node agent | the shard's connection to the agent |
 //! | [`node_node`] | node agent | node agent (a job's leader, or back) | a connection between two agents of one job |
 //!
-//! [`agent`] holds the types these four share (launches, reports, how a job ended).
+//! [`deps`] holds the facts a dependency reads, which `shard_coord` and `coord_shard`
+//! carry. [`agent`] holds the types these four share (launches, reports, how a job ended).
 //!
 //! Each request enum implements [`Rpc`](crate::rpc::Rpc), which names its response type and
 //! the authority ([`Op`](crate::identity::Op)) it needs. A response travels as
@@ -29,6 +30,7 @@ pub mod client_shard;
 pub mod common;
 pub mod coord_node;
 pub mod coord_shard;
+pub mod deps;
 pub mod hello;
 pub mod history;
 pub mod jobs_query;

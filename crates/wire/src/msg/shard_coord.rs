@@ -80,6 +80,11 @@ pub struct ShardStatus {
     pub queue: QueueStatus,
     /// Every node the shard owns or is receiving, with its state.
     pub nodes: Vec<NodeStatus>,
+    /// Jobs of other queues (or ended and forgotten here) that pending jobs of this shard
+    /// wait on (docs/POLICIES.md): the coordinator answers with
+    /// [`coord_shard::Request::Facts`](super::coord_shard::Request::Facts). At most
+    /// [`DEPENDENCY_TARGETS_PER_ASK_MAX`](crate::limits::DEPENDENCY_TARGETS_PER_ASK_MAX).
+    pub waiting_on: Vec<JobId>,
 }
 
 /// Nodes of a move now free in the donor (no allocation left).
@@ -146,6 +151,7 @@ impl Rpc for Request {
                     nodes.len()
                 ),
             )),
+            Request::Status(status) => super::deps::check_ids(&status.waiting_on),
             _ => Ok(()),
         }
     }

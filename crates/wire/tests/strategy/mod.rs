@@ -610,6 +610,7 @@ pub fn shard_coord_request() -> impl Strategy<Value = shard_coord::Request> {
                     time_ms,
                     queue,
                     nodes,
+                    waiting_on: Vec::new(),
                 })
             }
         ),

@@ -115,6 +115,11 @@ impl ShardCore {
             Request::Reclaim(r) => Ok(self.handle_reclaim(now_ms, r)),
             Request::Withdraw(r) => Ok(self.handle_withdraw(now_ms, r)),
             Request::CancelJobs(r) => Ok(self.handle_cancel_jobs(now_ms, r)),
+            Request::JobFacts { ids } => Ok(Response::JobFacts(self.job_facts(ids))),
+            Request::Facts(facts) => {
+                self.handle_job_facts(now_ms, facts);
+                Ok(ack(()))
+            }
             Request::Reconfigure(_) | Request::Jobs(_) | Request::History(_) => {
                 Err(answered_by_the_driver(request))
             }

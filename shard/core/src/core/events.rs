@@ -38,6 +38,7 @@ impl ShardCore {
         }
         self.drain(None);
         self.begin_due();
+        self.settle_local_dependencies();
         self.settle_moves();
         self.extend_holds();
         let forgotten = self
@@ -48,6 +49,11 @@ impl ShardCore {
         self.backlog = false;
         if self.config.started {
             self.schedule(now_s)?;
+        }
+        // Jobs that started or ended in this tick may meet dependencies: those let in are
+        // scheduled by the next tick, at once.
+        if self.settle_local_dependencies() {
+            self.backlog = true;
         }
         self.settle_moves();
         debug_assert_eq!(
@@ -263,6 +269,7 @@ impl ShardCore {
             None => false,
         };
         self.jobs.pending.remove(&id);
+        self.jobs.deps.remove(&id);
         let Some(job) = self.jobs.table.get_mut(id) else {
             return;
         };

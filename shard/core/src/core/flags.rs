@@ -37,7 +37,7 @@ impl ShardCore {
 
     /// Sets `flag` on `nodes` with `reason` (`Some`, possibly empty), or clears it (`None`):
     /// marks nodes down or up, drains or undrains them. Names that are not nodes of the
-    /// cluster are refused before anything changes. A node whose flags are all clear is
+    /// queue's graph are refused before anything changes. A node whose flags are all clear is
     /// available again if the queue owns it. See the module documentation for what happens
     /// to running jobs.
     pub fn set_node_flag(
@@ -67,7 +67,8 @@ impl ShardCore {
         Ok(())
     }
 
-    /// Refuses, before anything changes, names that are not nodes of the cluster.
+    /// Refuses, before anything changes, names that are not nodes of the queue's graph (its
+    /// definition: the coordinator sends a node's flags to its owner).
     pub(super) fn known_nodes(&self, nodes: &[String]) -> Result<(), Refusal> {
         match nodes
             .iter()
@@ -75,7 +76,7 @@ impl ShardCore {
         {
             Some(bad) => Err(Refusal::new(
                 RefusalCode::NotFound,
-                format!("no node {bad} in the cluster of queue {}", self.queue),
+                format!("no node {bad} in the definition of queue {}", self.queue),
             )),
             None => Ok(()),
         }

@@ -96,6 +96,8 @@ impl ShardCore {
     pub(super) fn hold_of(&self, job: &JobRecord) -> Option<Hold> {
         if job.urgency == URGENCY_HOLD {
             Some(Hold::User)
+        } else if let Some(hold) = self.dependency_hold(job) {
+            Some(hold)
         } else if job.begin_ms.is_some_and(|t| t > self.now_ms) {
             Some(Hold::BeginTime)
         } else if self.array_limited(job) {

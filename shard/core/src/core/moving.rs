@@ -74,7 +74,7 @@ impl ShardCore {
     /// The recipient learns of nodes coming: reservable from their expected free time.
     pub fn handle_incoming(&mut self, now_ms: u64, incoming: &Incoming) -> Response {
         self.observe(now_ms);
-        self.define(incoming.nodes.iter().map(|n| n.node.node.as_str()));
+        self.warn_outside_graph(incoming.nodes.iter().map(|n| n.node.node.as_str()));
         let (response, effects) = self.nodes.handle_incoming(incoming);
         self.apply_effects(effects, "incoming", false);
         response
@@ -84,7 +84,7 @@ impl ShardCore {
     pub fn handle_acquire(&mut self, now_ms: u64, acquire: &Acquire) -> Response {
         self.observe(now_ms);
         let nodes: Vec<&str> = acquire.nodes.iter().map(|n| n.node.as_str()).collect();
-        self.define(nodes.iter().copied());
+        self.warn_outside_graph(nodes.iter().copied());
         let (response, effects) = self.nodes.handle_acquire(acquire);
         self.set_flags(&nodes, &acquire.flags);
         self.apply_effects(effects, "acquire", false);
@@ -94,7 +94,7 @@ impl ShardCore {
     /// The donor of a cancelled move gets its nodes back.
     pub fn handle_reclaim(&mut self, now_ms: u64, reclaim: &Reclaim) -> Response {
         self.observe(now_ms);
-        self.define(reclaim.nodes.iter().map(|n| n.node.as_str()));
+        self.warn_outside_graph(reclaim.nodes.iter().map(|n| n.node.as_str()));
         let (response, effects) = self.nodes.handle_reclaim(reclaim);
         self.apply_effects(effects, "reclaim", false);
         response
@@ -129,7 +129,19 @@ impl ShardCore {
         incoming: &[(MoveId, IncomingNode)],
         flags: Option<&BTreeMap<String, NodeFlags>>,
     ) {
+        // The graph holds the definition and what the shard was handed when it was built; a
+        // node outside it (the coordinator's definition changed, and the reconfiguration's
+        // restart has not happened yet) waits for that restart, whose graph holds it.
         let known = |n: &str| self.cluster.vertices.contains_key(n);
+        for n in owned
+            .iter()
+            .map(|n| &n.node)
+            .chain(incoming.iter().map(|(_, n)| &n.node.node))
+        {
+            if !known(n) {
+                tracing::warn!(node = %n, "handed a node outside this shard's graph; it is used once the shard restarts");
+            }
+        }
         let owned: Vec<NodeGen> = owned.iter().filter(|n| known(&n.node)).cloned().collect();
         let incoming: Vec<(MoveId, IncomingNode)> = incoming
             .iter()
@@ -142,7 +154,6 @@ impl ShardCore {
             .chain(incoming.iter().map(|(_, n)| n.node.node.clone()))
             .collect();
         let listed: Vec<&str> = listed.iter().map(String::as_str).collect();
-        self.define(listed.iter().copied());
         if let Some(flags) = flags {
             self.set_flags(&listed, flags);
         }

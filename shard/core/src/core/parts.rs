@@ -10,21 +10,27 @@ use shardsched_wire::FluidGenerator;
 use shardsched_wire::msg::shard_coord::Released;
 use shardsched_wire::msg::{JobId, NodeUsage};
 
+use super::deps::Waiting;
 use super::exec::{EndAs, ExecAction};
 use super::moving::Transition;
 use crate::journal::JournalRecord;
 use crate::table::JobTable;
 
-/// The cluster's nodes as the graph has them, and which of them the queue may own.
+/// The queue's nodes as its graph has them (the cluster cut to its definition), and which
+/// of them the queue may own.
 #[derive(Debug)]
 pub(super) struct Cluster {
-    /// Every node of the cluster, by name.
+    /// Every node of the queue's graph, by name: its definition's, and those the
+    /// coordinator had handed it when the graph was built.
     pub(super) vertices: BTreeMap<String, VertexId>,
     /// Nodes the queue may own: its configured definition, plus any node an assignment or
     /// a move handed it (the coordinator's word; logged when it is news).
     pub(super) definition: BTreeSet<String>,
     /// Every node's cores and GPUs (`core/usage.rs`).
     pub(super) capacity: HashMap<String, NodeUsage>,
+    /// The resource types of the whole cluster as loaded (a denial names the types a
+    /// jobspec asks for that are not among them).
+    pub(super) loaded: BTreeSet<String>,
 }
 
 /// The job side: every job's record, and the live sets that mirror the queue manager's
@@ -53,6 +59,8 @@ pub(super) struct Jobs {
     pub(super) arrays: BTreeMap<JobId, ArrayState>,
     /// Pending jobs whose begin time has not come, by that time (`core/holds.rs`).
     pub(super) deferred: BTreeSet<(u64, JobId)>,
+    /// Pending jobs with a dependency not met yet (`core/deps.rs`).
+    pub(super) deps: BTreeMap<JobId, Waiting>,
 }
 
 /// An array, while any of its elements is in the table (`core/arrays.rs`).
@@ -111,6 +119,7 @@ impl Jobs {
             end_as: HashMap::new(),
             arrays: BTreeMap::new(),
             deferred: BTreeSet::new(),
+            deps: BTreeMap::new(),
         }
     }
 

@@ -66,15 +66,14 @@ impl ShardCore {
         self.nodes.is_schedulable(name) || self.wanted_hold_ms(name).is_some()
     }
 
-    /// The coordinator handed the queue `names`: a cluster node outside its definition
-    /// joins it (its word is what the queue may own; logged, as it should not happen).
-    pub(super) fn define<'a>(&mut self, names: impl IntoIterator<Item = &'a str>) {
+    /// The coordinator handed the queue `names`. Its graph holds its definition and what it
+    /// had been handed when it was built; a node outside it (the definition changed and the
+    /// reconfiguration's restart has not happened yet) is logged, and used once the shard
+    /// restarts: the node table keeps it, and the new graph holds every node the table does.
+    pub(super) fn warn_outside_graph<'a>(&self, names: impl IntoIterator<Item = &'a str>) {
         for name in names {
-            if self.cluster.vertices.contains_key(name)
-                && self.cluster.definition.insert(name.to_owned())
-            {
-                tracing::warn!(node = %name, "given a node outside the queue's definition");
-                self.status_version += 1;
+            if !self.cluster.vertices.contains_key(name) {
+                tracing::warn!(node = %name, "handed a node outside this shard's graph; it is used once the shard restarts");
             }
         }
     }

@@ -18,7 +18,7 @@
 //! last id issued. Nothing restored is journaled again (it is on disk already); what the
 //! restore changes (a pending job the queue now denies) is.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use shardsched_failpoint::mutant::{self, Mutant};
@@ -26,7 +26,7 @@ use shardsched_jobspec::Jobspec;
 use shardsched_qmanager::{JobRequest, JobView};
 use shardsched_wire::Fluid;
 use shardsched_wire::msg::shard_coord::Assignment;
-use shardsched_wire::msg::{JobId, JobState, NodeGen};
+use shardsched_wire::msg::{JobId, JobState};
 
 use super::{CoreOptions, ShardCore, Transition, TransitionKind};
 use crate::assign::MS_PER_S;
@@ -92,16 +92,21 @@ impl ShardCore {
         restored: &Restored,
     ) -> Result<(ShardCore, RestoreSummary), ShardError> {
         let entries: Vec<_> = restored.node_entries().collect();
-        // Nodes the journal holds stay in the graph whatever the definition: running jobs
-        // may be on them.
-        let kept: Vec<NodeGen> = entries
+        // Nodes the journal holds, and those running jobs' allocations are on (whoever
+        // owns them now), stay in the graph whatever the definition: the restored jobs
+        // are resolved on it by path. (A path's components that are not nodes are left
+        // out by the cut.)
+        let mut kept: BTreeSet<&str> = entries
             .iter()
             .filter(|(_, e)| e.holding != Holding::NotOwned)
-            .map(|(n, e)| NodeGen {
-                node: n.clone(),
-                generation: e.generation,
-            })
+            .map(|(n, _)| n.as_str())
             .collect();
+        for job in restored.jobs.iter().filter(|j| j.ended.is_none()) {
+            for v in job.started.iter().flat_map(|run| &run.vertices) {
+                kept.extend(v.path.split('/').filter(|c| !c.is_empty()));
+            }
+        }
+        let kept: Vec<&str> = kept.into_iter().collect();
         let mut core = ShardCore::build(assignment, options, &kept)?;
         for (name, e) in &entries {
             if e.holding == Holding::Owned && core.cluster.vertices.contains_key(name) {
@@ -137,23 +142,30 @@ impl ShardCore {
         Ok((core, summary))
     }
 
-    /// The core before any node is up: the graph restricted to the queue's definition plus
-    /// the nodes owned, incoming, and `kept`.
+    /// The core before any node is up: the cluster cut to the queue's definition plus the
+    /// nodes owned, incoming, and `kept` (the whole graph is dropped once cut).
     pub(super) fn build(
         assignment: &Assignment,
         options: CoreOptions,
-        kept: &[NodeGen],
+        kept: &[&str],
     ) -> Result<ShardCore, ShardError> {
-        let graph = crate::assign::cluster_graph(&assignment.cluster)?;
-        let extra: Vec<NodeGen> = assignment
+        let extra: Vec<&str> = assignment
             .owned
             .iter()
-            .cloned()
-            .chain(assignment.incoming.iter().map(|(_, n)| n.node.clone()))
-            .chain(kept.iter().cloned())
+            .map(|n| n.node.as_str())
+            .chain(
+                assignment
+                    .incoming
+                    .iter()
+                    .map(|(_, n)| n.node.node.as_str()),
+            )
+            .chain(kept.iter().copied())
             .collect();
+        let (graph, loaded) =
+            crate::assign::definition_graph(&assignment.cluster, &assignment.queue, &extra)?;
         ShardCore::with_graph_only(
             graph,
+            loaded,
             &assignment.queue,
             assignment.generator_id,
             &extra,
@@ -214,6 +226,7 @@ impl ShardCore {
                         .submit(request)
                         .map_err(|e| restore_error(id, &e.to_string()))?;
                     self.defer(id);
+                    self.restore_dependencies(id, &spec.jobspec);
                     held.push(id);
                     summary.pending += 1;
                 }

@@ -68,6 +68,7 @@ impl ShardCore {
                 pending_reasons: self.pending_reasons(),
             },
             nodes,
+            waiting_on: self.dependency_questions(),
         }
     }
 
@@ -85,6 +86,9 @@ impl ShardCore {
                 Some(Reason::Held(Hold::User)) => &mut counts.held,
                 Some(Reason::Held(Hold::BeginTime)) => &mut counts.begin_time,
                 Some(Reason::Held(Hold::ArrayLimit)) => &mut counts.array_limit,
+                Some(Reason::Held(Hold::Dependency(_) | Hold::DependencyNever(..))) => {
+                    &mut counts.dependency
+                }
                 Some(
                     Reason::Waiting(WaitReason::Queued | WaitReason::Held)
                     | Reason::None

@@ -12,6 +12,7 @@ use shardsched_wire::limits::{URGENCY_DEFAULT, URGENCY_MAX};
 use shardsched_wire::msg::client_shard::{CancelOutcome, CancelResult, Submit};
 use shardsched_wire::msg::{JobId, JobState, Refusal, RefusalCode};
 
+use super::deps::Waiting;
 use super::exec::EndAs;
 use super::{CoreExecutor, ShardCore, Submitted};
 use crate::assign;
@@ -92,7 +93,8 @@ impl ShardCore {
                 ));
             }
         }
-        self.admit(now_ms, owner, submit, jobspec)
+        let waiting = self.read_dependencies(&jobspec)?;
+        self.admit(now_ms, owner, submit, jobspec, waiting.as_ref())
     }
 
     /// Accepts a job, or an array's elements: each is judged, journaled and queued; the
@@ -103,6 +105,7 @@ impl ShardCore {
         owner: &str,
         submit: &Submit,
         jobspec: Jobspec,
+        waiting: Option<&Waiting>,
     ) -> Result<Submitted, Refusal> {
         let reserved = submit
             .array
@@ -180,6 +183,7 @@ impl ShardCore {
             self.jobs.table.insert(job);
             self.jobs.pending.insert(job_id);
             self.defer(job_id);
+            self.track_dependencies(job_id, waiting);
             debug_assert!(
                 matches!(self.qm.job(job_id.0), Some(JobView::Pending { .. })),
                 "{job_id}: accepted but the queue manager does not have it pending"
@@ -221,7 +225,7 @@ impl ShardCore {
         tracing::debug!(queue = %self.queue, %reason, "denied");
         let not_loaded = shardsched_jobspec::parse_json(jobspec_json)
             .ok()
-            .and_then(|jobspec| assign::types_not_loaded(&self.qm.matcher().graph, &jobspec));
+            .and_then(|jobspec| assign::types_not_loaded(&self.cluster.loaded, &jobspec));
         let reason = match not_loaded {
             Some(why) => format!("{reason}: {why}"),
             None => reason.to_owned(),
@@ -262,18 +266,27 @@ impl ShardCore {
             self.end_running(id, EndAs::Cancelled(format!("cancelled by {peer}")));
             return CancelResult::Cancelled;
         }
+        if self.cancel_pending(id, format!("cancelled by {peer}")) {
+            CancelResult::Cancelled
+        } else {
+            CancelResult::AlreadyInactive
+        }
+    }
+
+    /// Cancels live job `id` at once (pending, or running under the sim executor),
+    /// recording `reason`; false if the queue manager had lost it (it fails instead).
+    pub(super) fn cancel_pending(&mut self, id: JobId, reason: String) -> bool {
         if let Err(e) = self.qm.cancel(id.0) {
             tracing::error!(parent: &job_span(&self.queue, id), error = %e, "queue manager lost a live job");
             self.fail(id, format!("internal error: {e}"));
-            return CancelResult::AlreadyInactive;
+            return false;
         }
         self.drain(None);
-        let reason = format!("cancelled by {peer}");
         self.journal_end_reason(id, &reason);
         if let Some(job) = self.jobs.table.get_mut(id) {
             job.reason = Reason::Text(reason);
         }
-        CancelResult::Cancelled
+        true
     }
 
     /// Disables submissions if no job is pending or running, in one step of the event loop

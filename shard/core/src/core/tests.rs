@@ -436,30 +436,6 @@ fn a_burst_larger_than_the_queue_depth_all_starts_when_there_is_room() {
     assert_eq!(core.next_wakeup_ms(), Some(NOW + 100_000));
 }
 
-#[test]
-fn a_node_owned_outside_the_definition_is_given_back_entirely() {
-    let mut core = core();
-    core.set_owned(&owned(&["n3"])).expect("owned");
-    let job = core
-        .handle_submit(NOW, "alice", &submit(1, jobspec(None, None, 10)))
-        .expect("job");
-    core.tick(NOW).expect("tick");
-    assert_eq!(core.job(job.id).expect("job").nodes, vec!["n3"]);
-    core.set_owned(&owned(&["n0"])).expect("owned");
-    let ids: Vec<_> = (2..10u8)
-        .map(|k| {
-            core.handle_submit(NOW + 1, "alice", &submit(k, jobspec(None, None, 10)))
-                .expect("job")
-                .id
-        })
-        .collect();
-    core.tick(NOW + 1).expect("tick");
-    for id in ids {
-        let record = core.job(id).expect("job");
-        assert!(record.nodes.iter().all(|n| n == "n0"), "{:?}", record.nodes);
-    }
-}
-
 /// A jobspec naming a type the shards do not load (their load allowlist) is denied saying
 /// so, not only "unsatisfiable".
 #[test]

@@ -331,7 +331,10 @@ proptest! {
             prop_assert!(after.generation >= before.generation);
             let refused = match &response {
                 Response::Releasing { stale, .. } | Response::Ack { stale } => !stale.is_empty(),
-                Response::Jobs(_) | Response::History(_) | Response::DryRun(_) => false,
+                Response::Jobs(_)
+                | Response::History(_)
+                | Response::DryRun(_)
+                | Response::JobFacts(_) => false,
             };
             if refused {
                 prop_assert_eq!(&after, &before, "a stale command changed the node");

@@ -66,6 +66,7 @@ fn connect(core: &mut Core, queue: &str, conn: u64, pending: u32, running: u32) 
             pending_reasons: Default::default(),
         },
         nodes: Vec::new(),
+        waiting_on: Vec::new(),
     };
     core.status(ConnId(conn), queue, status).expect("status");
 }

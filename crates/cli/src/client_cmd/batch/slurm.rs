@@ -33,6 +33,12 @@ const OPTIONS: &[(Option<char>, &str, To)] = &[
     (Some('x'), "exclude", To::Flag("--exclude")),
     (Some('C'), "constraint", To::Map("--requires", constraint)),
     (Some('b'), "begin", To::Map("--begin-time", begin)),
+    (Some('d'), "dependency", To::Flag("--dependency")),
+    (
+        None,
+        "kill-on-invalid-dep",
+        To::Map("--dependency-policy", kill_on_invalid_dep),
+    ),
     (Some('D'), "chdir", To::Flag("--cwd")),
     (Some('a'), "array", To::Flag("--array")),
     (None, "exclusive", To::Words(&["-x"])),
@@ -178,6 +184,15 @@ fn constraint(text: &str) -> Result<String> {
 }
 
 /// Slurm's `--begin` (`now+1hour`, `16:00`, `2026-01-20T12:34:00`) as `--begin-time`.
+/// `--kill-on-invalid-dep=yes|no`: `--dependency-policy cancel|pend`.
+fn kill_on_invalid_dep(text: &str) -> Result<String> {
+    match text {
+        "yes" => Ok("cancel".to_owned()),
+        "no" => Ok("pend".to_owned()),
+        other => bail!("#SBATCH --kill-on-invalid-dep: {other:?} is not yes or no"),
+    }
+}
+
 fn begin(text: &str) -> Result<String> {
     let Some(ahead) = text.strip_prefix("now+") else {
         return Ok(text.to_owned());
@@ -255,6 +270,21 @@ mod tests {
                 "ssd,gpu"
             ]
         );
+    }
+
+    #[test]
+    fn dependencies_become_the_dependency_flags() {
+        let (out, warnings) = words("--dependency=afterok:12:13 --kill-on-invalid-dep=yes");
+        assert_eq!(
+            out,
+            [
+                "--dependency",
+                "afterok:12:13",
+                "--dependency-policy",
+                "cancel"
+            ]
+        );
+        assert!(warnings.is_empty());
     }
 
     #[test]

@@ -1,13 +1,15 @@
-//! A job's supervisor on a node (`shardsched node-supervise DIR`): started by the agent,
-//! outliving it, it runs the node's tasks of one job as the job's user, inside the job's
-//! cgroup, serves them PMI, and writes how they ended.
+//! A job's supervisor (`shardsched-supervisor DIR`): started by a node agent or by a
+//! shard's `exec` executor, outliving it, it runs the host's tasks of one job (as the job's
+//! user, inside the job's cgroup, when the plan says so), serves them PMI, and writes how
+//! they ended.
 //!
 //! ```text
 //! setsid; write supervisor.pid; read plan.json
 //! join the job's cgroups (still root)         ─ every task inherits them
 //! drop to the user: groups, gid, uid          ─ nothing after this runs as root
-//! per task: a socketpair for PMI (PMI_FD), task-<rank>.out/.err opened as the user,
+//! per task: a socketpair for PMI (PMI_FD), its output files opened as the user,
 //!           spawned in its own process group in the working directory
+//! write group.pid (the first task's group)
 //! serve PMI; wait for the first of:
 //!   every task ended ───────────► leftovers in the cgroup: SIGTERM, grace, SIGKILL
 //!   the time limit ─────────────► SIGTERM everything in the cgroup, grace, SIGKILL (timeout)
@@ -16,8 +18,13 @@
 //! write status (the highest task's end), atomically; exit
 //! ```
 //!
-//! The agent reports the job ended only once this status is written *and* the cgroup is
-//! empty: a job's resources are never freed while one of its processes runs.
+//! Its starter reports the job ended only once this status is written *and* nothing of the
+//! job is left (the cgroup is empty, or the group of `group.pid` is gone): a job's
+//! resources are never freed while one of its processes runs.
+//!
+//! It is its own small executable rather than a subcommand of `shardsched`, because one is
+//! started per job on a node or per `exec` job: loading the whole scheduler's binary for
+//! each was most of a launch's CPU time.
 
 use std::collections::BTreeMap;
 use std::os::fd::AsRawFd;
@@ -27,11 +34,7 @@ use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use shardsched_node_core::pmi::{PmiNode, PmiOutput};
-use shardsched_process::FileError;
-use shardsched_process::files::{
-    group_alive, kill_reason, read_json, read_pid, write_atomic, write_replace,
-};
-use shardsched_proto::msg::agent::{EndCause, JobEnd};
+use shardsched_wire::msg::agent::{EndCause, JobEnd};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::process::{Child, Command};
@@ -39,8 +42,12 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::layout::{CANCEL_FILE, PID_FILE, PLAN_FILE, STATUS_FILE, fence_file, output_file};
-use crate::plan::{Plan, TASK_RANK};
+use crate::FileError;
+use crate::files::{group_alive, kill_reason, read_json, read_pid, write_atomic, write_replace};
+use crate::plan::{
+    CANCEL_FILE, GROUP_FILE, PID_FILE, PLAN_FILE, Plan, STATUS_FILE, TASK_RANK, fence_file,
+    output_file,
+};
 
 /// How often the cancel file and incoming fences are looked for.
 const POLL_INTERVAL: Duration = Duration::from_millis(20);
@@ -55,13 +62,14 @@ const PMI_LINES_QUEUED_MAX: usize = 1024;
 pub fn supervise(dir: &Path) -> Result<JobEnd, FileError> {
     let _ = rustix::process::setsid();
     let pid = std::process::id();
-    // The agent writes it once this process is started; here too in case the agent died
-    // before it could (a file less to make on every launch when it did).
+    // Its starter (agent or shard) writes it once this process is started; here too in
+    // case the starter died before it could (a file less to make on every launch when it
+    // did).
     let pid_file = dir.join(PID_FILE);
     if read_pid(&pid_file).ok().flatten() != Some(pid)
         && let Err(e) = write_replace(&pid_file, format!("{pid}\n").as_bytes())
     {
-        tracing::warn!(error = %e, "cannot write the pid file");
+        eprintln!("cannot write the pid file: {e}");
     }
     let end = match read_json::<Plan>(&dir.join(PLAN_FILE)) {
         Ok(Some(plan)) => match become_user(&plan, pid) {
@@ -81,9 +89,9 @@ pub fn supervise(dir: &Path) -> Result<JobEnd, FileError> {
         path: dir.join(STATUS_FILE),
         message: e.to_string(),
     })?;
-    // Replaced whole, but not fsync'd: only a crash of the node loses it, and that crash
-    // ends the job's processes too, which its agent then reports as lost (a node failure)
-    // unless its shard had heard of this end already.
+    // Replaced whole, but not fsync'd: only a crash of the host loses it, and that crash
+    // ends the job's processes too, which its starter then reports as lost (a node
+    // failure) unless the shard had heard of this end already.
     write_replace(&dir.join(STATUS_FILE), text.as_bytes())?;
     Ok(end)
 }
@@ -126,7 +134,7 @@ async fn run(dir: &Path, plan: &Plan) -> JobEnd {
     let mut term = match signal(SignalKind::terminate()) {
         Ok(term) => Some(term),
         Err(e) => {
-            tracing::warn!(error = %e, "cannot catch SIGTERM; cancel files still work");
+            eprintln!("cannot catch SIGTERM ({e}); cancel files still work");
             None
         }
     };
@@ -149,6 +157,14 @@ async fn run(dir: &Path, plan: &Plan) -> JobEnd {
         }
     }
     drop(lines_tx);
+    // Should this supervisor be killed outright, its starter finds the first task's group
+    // here and kills it before it frees the job's resources (without a cgroup to find the
+    // job's processes by).
+    if let Some(task) = tasks.values().next()
+        && let Err(e) = write_replace(&dir.join(GROUP_FILE), format!("{}\n", task.pgid).as_bytes())
+    {
+        eprintln!("cannot write the job's process group: {e}");
+    }
     let mut pmi = PmiNode::new(&plan.job, plan.size, plan.ranks.iter().copied());
     let mut waiting_fence: Option<u32> = None;
     let deadline = (plan.time_limit_ms > 0)
@@ -297,6 +313,9 @@ fn start_task(
     let open = |stderr: bool| {
         let named = if stderr { &plan.stderr } else { &plan.stdout };
         let opened = match named {
+            Some(path) if plan.truncate_output => {
+                std::fs::File::create(path).map_err(|e| (path.clone(), e))
+            }
             Some(path) => std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
@@ -315,9 +334,11 @@ fn start_task(
         .split_first()
         .ok_or_else(|| "the job has no command".to_owned())?;
     let mut command = Command::new(program);
+    if !plan.inherit_env {
+        command.env_clear();
+    }
     command
         .args(args)
-        .env_clear()
         .envs(plan.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .env(TASK_RANK, rank.to_string())
         .env("PMI_FD", theirs.as_raw_fd().to_string())

@@ -1,0 +1,111 @@
+//! The resident memory of `up` and its children (`/proc/PID/status`, `VmRSS`), and the
+//! load average.
+
+use serde::Serialize;
+
+/// One process's resident memory.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProcessMemory {
+    /// `up`, `coordinator`, or `shard QUEUE`.
+    pub name: String,
+    /// Resident set, MB (10⁶ bytes).
+    pub rss_mb: f64,
+}
+
+/// `up_pid` and its direct children (coordinator, shards), best effort: a process that
+/// cannot be read is left out.
+pub fn memory_of(up_pid: u32) -> Vec<ProcessMemory> {
+    let mut out: Vec<ProcessMemory> = rss_mb(&up_pid.to_string())
+        .map(|rss_mb| ProcessMemory {
+            name: "up".into(),
+            rss_mb,
+        })
+        .into_iter()
+        .collect();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let pid = entry.file_name().to_string_lossy().into_owned();
+        if pid.parse::<u32>().is_err() || parent_of(&pid) != Some(up_pid) {
+            continue;
+        }
+        let Some(rss_mb) = rss_mb(&pid) else { continue };
+        out.push(ProcessMemory {
+            name: role_of(&pid),
+            rss_mb,
+        });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// The sum of `processes`' resident memory, MB.
+pub fn total_mb(processes: &[ProcessMemory]) -> f64 {
+    processes.iter().map(|p| p.rss_mb).sum()
+}
+
+/// The 1-minute load average (0 when it cannot be read).
+pub fn load_average_1m() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// `coordinator`, `shard QUEUE`, or the subcommand, from the command line.
+fn role_of(pid: &str) -> String {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let args: Vec<String> = cmdline
+        .split(|&b| b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    let role = args.get(1).cloned().unwrap_or_default();
+    match args.iter().position(|a| a == "--queue") {
+        Some(i) if role == "shard" => format!("shard {}", args.get(i + 1).map_or("", |q| q)),
+        _ => role,
+    }
+}
+
+fn parent_of(pid: &str) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// `VmRSS` of `pid`, MB.
+fn rss_mb(pid: &str) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024.0 / 1e6)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_has_memory_and_a_load_average_reads() {
+        let me = rss_mb("self").expect("VmRSS of this process");
+        assert!(me > 0.0);
+        assert!(load_average_1m() >= 0.0);
+        let total = total_mb(&[
+            ProcessMemory {
+                name: "a".into(),
+                rss_mb: 1.5,
+            },
+            ProcessMemory {
+                name: "b".into(),
+                rss_mb: 2.0,
+            },
+        ]);
+        assert!((total - 3.5).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,179 @@
+//! What a job's supervisor runs ([`Plan`], `plan.json` in the job's directory), the files
+//! of that directory the supervisor and its starter share, and starting a supervisor.
+//!
+//! Both executors write a plan and start the same supervisor ([`crate::supervisor`], the
+//! `shardsched-supervisor` binary): the node agent with a user to become, a cgroup to join
+//! and the node's share of the job's tasks; the shard's `exec` executor with one task, run
+//! as the shard's user, in the shard's environment.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use serde::{Deserialize, Serialize};
+use shardsched_jobspec::CarriedFile;
+
+use crate::FileError;
+use crate::cgroups::JobCgroups;
+use crate::files::process_alive;
+
+/// What the supervisor runs.
+pub const PLAN_FILE: &str = "plan.json";
+/// The supervisor's pid (written by its starter at spawn, and by itself at start).
+pub const PID_FILE: &str = "supervisor.pid";
+/// The process group of the first task on this node, written once it runs: what lets the
+/// starter find and kill the job's processes should the supervisor be killed outright
+/// (where there is no cgroup to find them by).
+pub const GROUP_FILE: &str = "group.pid";
+/// A kill request, its text the reason.
+pub const CANCEL_FILE: &str = "cancel";
+/// How the job ended (the supervisor's [`JobEnd`](shardsched_wire::msg::agent::JobEnd) as
+/// JSON), written once, last.
+pub const STATUS_FILE: &str = "status";
+/// The supervisor's own messages (its standard error).
+pub const SUPERVISOR_LOG: &str = "supervisor.log";
+/// The PMI fences' directory.
+pub const PMI_DIR: &str = "pmi";
+/// A task's rank in the job, in its environment.
+pub const TASK_RANK: &str = "SHARDSCHED_TASK_RANK";
+
+/// The supervisor's executable, installed next to `shardsched`.
+pub const SUPERVISOR_BIN: &str = "shardsched-supervisor";
+/// What a supervisor's command line holds, besides its job directory's name (how a live
+/// pid is told to be our supervisor and not a recycled one): in `shardsched-supervisor`,
+/// and in the command lines of supervisors started by earlier versions (`shardsched
+/// supervise DIR`, `shardsched node-supervise DIR`), which a restarted shard or agent
+/// still recognises.
+pub const SUPERVISOR_MARKER: &str = "supervis";
+
+/// Who a job runs as.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunAs {
+    /// The user's name (the certificate's).
+    pub name: String,
+    /// Its uid.
+    pub uid: u32,
+    /// Its primary gid.
+    pub gid: u32,
+    /// Its supplementary groups (the primary one included).
+    pub groups: Vec<u32>,
+    /// Its home directory.
+    pub home: String,
+    /// Its shell.
+    pub shell: String,
+}
+
+/// What a job's supervisor runs on this host.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    /// The job id (F58), for messages and the PMI space's name.
+    pub job: String,
+    /// The user to become; `None`: stay as the starter's own user.
+    pub run_as: Option<RunAs>,
+    /// The program and its arguments.
+    pub command: Vec<String>,
+    /// The working directory (entered as the user).
+    pub cwd: PathBuf,
+    /// Where every task's standard output goes (opened as the user); `None`: to
+    /// `task-<rank>.out` in the job's directory.
+    #[serde(default)]
+    pub stdout: Option<PathBuf>,
+    /// Where every task's standard error goes; `None`: `task-<rank>.err`.
+    #[serde(default)]
+    pub stderr: Option<PathBuf>,
+    /// Whether named output files are truncated (the shard's `exec` jobs, one task each)
+    /// rather than appended to (a node's tasks share them, as with Flux's shell).
+    #[serde(default)]
+    pub truncate_output: bool,
+    /// The files the jobspec carries (a batch script), written into the job's directory
+    /// as the user before the tasks start.
+    #[serde(default)]
+    pub files: Vec<CarriedFile>,
+    /// Whether the tasks start from the supervisor's own environment (the shard's, for
+    /// `exec` jobs) rather than an empty one; [`env`](Self::env) is added either way.
+    #[serde(default)]
+    pub inherit_env: bool,
+    /// The variables every task gets.
+    pub env: Vec<(String, String)>,
+    /// The ranks of this host's tasks.
+    pub ranks: Vec<u32>,
+    /// How many tasks the whole job runs.
+    pub size: u32,
+    /// How many nodes the job runs on (more than one: barriers go through the agent).
+    pub nnodes: usize,
+    /// The time limit, ms (0: none).
+    pub time_limit_ms: u64,
+    /// SIGTERM-to-SIGKILL grace, ms.
+    pub kill_grace_ms: u64,
+    /// The job's cgroups on this node (none: its tasks are tracked by process group).
+    #[serde(default)]
+    pub cgroups: JobCgroups,
+}
+
+/// A task's output file in its job directory.
+pub fn output_file(dir: &Path, rank: u32, stderr: bool) -> PathBuf {
+    dir.join(format!(
+        "task-{rank}.{}",
+        if stderr { "err" } else { "out" }
+    ))
+}
+
+/// A barrier's file in a job directory: its puts going out, or the whole space coming in.
+pub fn fence_file(dir: &Path, epoch: u32, incoming: bool) -> PathBuf {
+    dir.join(PMI_DIR).join(format!(
+        "fence-{epoch}.{}",
+        if incoming { "in" } else { "out" }
+    ))
+}
+
+/// The supervisor's executable beside `program` (the running `shardsched`); an error
+/// naming the path it looked at when it is not there.
+pub fn supervisor_path(program: &Path) -> Result<PathBuf, FileError> {
+    let path = program.with_file_name(SUPERVISOR_BIN);
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(FileError::BadFile {
+            path,
+            message: format!(
+                "the job supervisor is missing: install {SUPERVISOR_BIN} next to {}",
+                program.display()
+            ),
+        })
+    }
+}
+
+/// Starts the supervisor of the job in `dir` (whose plan is written): `supervisor DIR`,
+/// its standard error to the directory's [`SUPERVISOR_LOG`]. The caller reaps the child.
+pub fn spawn_supervisor(supervisor: &Path, dir: &Path) -> Result<Child, FileError> {
+    let log_path = dir.join(SUPERVISOR_LOG);
+    let log = std::fs::File::create(&log_path).map_err(|e| FileError::io(&log_path, e))?;
+    Command::new(supervisor)
+        .arg(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| FileError::io(supervisor, e))
+}
+
+/// Whether `pid` is the supervisor of the job in `dir`: alive, and running a supervisor on
+/// a directory of that name.
+pub fn supervisor_alive(dir: &Path, pid: u32) -> bool {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    process_alive(pid, &[SUPERVISOR_MARKER, &name])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_marker_is_in_every_supervisor_command_line() {
+        for name in [SUPERVISOR_BIN, "supervise", "node-supervise"] {
+            assert!(name.contains(SUPERVISOR_MARKER), "{name}");
+        }
+    }
+}

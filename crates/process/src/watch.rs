@@ -1,0 +1,127 @@
+//! A job directory as its starter (the shard's `exec` executor, a node agent) reads it back:
+//! whether its supervisor still runs or how the job ended, kill requests, and moving aside
+//! or removing the directories of earlier runs. The files are the ground truth, so a
+//! supervisor started by an earlier process (one that was killed and restarted) is read,
+//! cancelled and heard from exactly like one started by this process.
+
+use std::fs;
+use std::path::Path;
+
+use rustix::process::{Pid, Signal, kill_process_group};
+use shardsched_wire::msg::JobId;
+use shardsched_wire::msg::agent::{EndCause, JobEnd};
+
+use crate::FileError;
+use crate::files::{self, group_alive, read_json, read_pid, write_atomic};
+use crate::plan::{CANCEL_FILE, GROUP_FILE, PID_FILE, STATUS_FILE, supervisor_alive};
+
+/// A job directory as read back: its supervisor still runs, or the job ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunningOrEnded {
+    /// The supervisor (this pid) is alive and has not written a status, or it is gone and
+    /// processes of the job are still being killed.
+    Running {
+        /// The supervisor's pid.
+        pid: u32,
+    },
+    /// The status file says how it ended, or (cause [`EndCause::Lost`]) the supervisor is
+    /// gone without writing one.
+    Ended(JobEnd),
+}
+
+/// Reads a job directory: the status if written, else whether its supervisor (from the pid
+/// file) still runs. A supervisor gone without a status (killed outright) leaves its job
+/// running while a process of the job's group lives: those are killed (SIGKILL), and the
+/// job is reported ended, as lost, only once none is left, so its resources are never
+/// given to another job while its processes still use them. (A node agent's jobs in a
+/// cgroup are also looked for there: `shardsched_node::executor`.)
+pub fn observe(dir: &Path) -> Result<RunningOrEnded, FileError> {
+    if let Some(end) = read_json::<JobEnd>(&dir.join(STATUS_FILE))? {
+        return Ok(RunningOrEnded::Ended(end));
+    }
+    let pid = read_pid(&dir.join(PID_FILE))?;
+    if let Some(pid) = pid
+        && supervisor_alive(dir, pid)
+    {
+        return Ok(RunningOrEnded::Running { pid });
+    }
+    // It may have written its status and exited since we looked.
+    if let Some(end) = read_json::<JobEnd>(&dir.join(STATUS_FILE))? {
+        return Ok(RunningOrEnded::Ended(end));
+    }
+    // Killed outright: its job's processes may live on. They are killed, and the job is
+    // taken as running (holding its resources) until none is left.
+    let group = read_pid(&dir.join(GROUP_FILE))?;
+    if let Some(pgid) = group
+        && group_alive(pgid)
+    {
+        if let Some(raw) = i32::try_from(pgid).ok().and_then(Pid::from_raw) {
+            let _ = kill_process_group(raw, Signal::KILL);
+        }
+        return Ok(RunningOrEnded::Running {
+            pid: pid.unwrap_or(pgid),
+        });
+    }
+    let mut note = match pid {
+        Some(pid) => format!("its supervisor (pid {pid}) is gone without writing a status"),
+        None => "its supervisor never started (no supervisor.pid)".to_owned(),
+    };
+    if group.is_some() {
+        note.push_str("; no process of the job is left");
+    }
+    Ok(RunningOrEnded::Ended(JobEnd::without_status(
+        EndCause::Lost,
+        note,
+    )))
+}
+
+/// Asks the job in `dir` to stop: writes the `cancel` file with `why`, which its supervisor
+/// looks for every few milliseconds. (No signal: one sent before the supervisor catches
+/// SIGTERM would kill it outright, and its job would end as lost.) A job that already
+/// ended, or whose directory is gone, needs nothing.
+pub fn request_kill(dir: &Path, why: &str) -> Result<(), FileError> {
+    if !dir.exists() || dir.join(STATUS_FILE).exists() {
+        return Ok(());
+    }
+    write_atomic(&dir.join(CANCEL_FILE), why.as_bytes())
+}
+
+/// Moves an earlier run's directory aside (a requeued job) as `DIR.run-N`. Refused while
+/// its supervisor still runs.
+pub fn set_aside(dir: &Path) -> Result<(), FileError> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    if let RunningOrEnded::Running { pid } = observe(dir)? {
+        return Err(FileError::BadFile {
+            path: dir.to_owned(),
+            message: format!("an earlier run's supervisor (pid {pid}) is still running"),
+        });
+    }
+    files::set_aside(dir)
+}
+
+/// Removes the directory of job `id` under `jobs_dir` and those of its earlier runs
+/// (`ID.run-1`, `ID.run-2`, …), once the job is forgotten. A directory whose supervisor
+/// has not written its status is left alone (and is an error): its job may still run.
+pub fn remove_job_dirs(jobs_dir: &Path, id: JobId) -> Result<(), FileError> {
+    let name = id.to_string();
+    let dir = jobs_dir.join(&name);
+    if dir.exists() {
+        if let RunningOrEnded::Running { pid } = observe(&dir)? {
+            return Err(FileError::BadFile {
+                path: dir,
+                message: format!("not removed: its supervisor (pid {pid}) still runs"),
+            });
+        }
+        fs::remove_dir_all(&dir).map_err(|e| FileError::io(&dir, e))?;
+    }
+    for run in 1u32.. {
+        let aside = jobs_dir.join(format!("{name}.run-{run}"));
+        if !aside.exists() {
+            break;
+        }
+        fs::remove_dir_all(&aside).map_err(|e| FileError::io(&aside, e))?;
+    }
+    Ok(())
+}
