@@ -11,8 +11,6 @@ use crate::job::JobRecord;
 
 /// The directory under a shard's state directory that holds one directory per exec job.
 pub const JOBS_DIR: &str = "jobs";
-/// The launch description the shard writes for the supervisor.
-pub const LAUNCH_FILE: &str = "launch.json";
 /// The job's R.
 pub const R_FILE: &str = "R.json";
 /// The supervisor's pid.
