@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use shardsched_coordinator_core::core::ConnId;
-use shardsched_shard_core::agents::{Failure, LaunchFacts, Runs, Send};
+use shardsched_shard_core::agents::{Failure, LaunchFacts, Runs, Send, launches_on};
 use shardsched_shard_core::{ExecAction, JobRecord, ShardCore};
 use shardsched_wire::msg::agent::{JobEnd, JobNode, NodeLaunch, SignedJobspec};
 use shardsched_wire::msg::shard_coord::{self, AgentAddress};
@@ -266,25 +266,7 @@ pub(crate) fn launches(
         })
         .collect::<Result<_, String>>()?;
     let signed = SignedJobspec::new(&job.jobspec_json, signature);
-    nodes
-        .iter()
-        .enumerate()
-        .map(|(rank, node)| {
-            let generation = *facts
-                .generations
-                .get(&node.node)
-                .ok_or_else(|| format!("node {} is not this queue's", node.node))?;
-            Ok(NodeLaunch {
-                job: job.id,
-                generation,
-                signed: signed.clone(),
-                nodes: nodes.clone(),
-                node_rank: u32::try_from(rank).unwrap_or(u32::MAX),
-                time_limit_ms: job.duration_ms,
-                kill_grace_ms: facts.kill_grace_ms,
-                env: vec![(SPAN_END_VAR.to_owned(), span_end_ms(job).to_string())],
-                r_json: job.r_json.as_deref().unwrap_or("").to_owned(),
-            })
-        })
-        .collect()
+    let env = [(SPAN_END_VAR.to_owned(), span_end_ms(job).to_string())];
+    let r_json = job.r_json.as_deref().unwrap_or("");
+    launches_on(job, facts, &nodes, &signed, &env, r_json)
 }

@@ -20,7 +20,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 
-use shardsched_wire::msg::agent::{AgentReport, EndCause, JobEnd, JobOnNode, NodeLaunch};
+use shardsched_wire::msg::agent::{
+    AgentReport, EndCause, JobEnd, JobNode, JobOnNode, NodeLaunch, SignedJobspec,
+};
 use shardsched_wire::msg::shard_coord::AgentAddress;
 use shardsched_wire::msg::{Generation, JobId, Refusal, RefusalCode};
 
@@ -45,6 +47,40 @@ pub struct LaunchFacts<'a> {
 /// Builds the launch of a job on each of its nodes, in node-rank order, or says why it
 /// cannot be launched: the shard's `node_launches` (its task layout and environment).
 pub type BuildLaunches = fn(&JobRecord, &LaunchFacts<'_>) -> Result<Vec<NodeLaunch>, String>;
+
+/// The launch of `job` on each of `nodes` (its node-rank order), each with the generation
+/// this shard holds that node at, the same task layout `nodes`, environment `env` and R:
+/// what every [`BuildLaunches`] ends with, once it has laid out the job's tasks.
+pub fn launches_on(
+    job: &JobRecord,
+    facts: &LaunchFacts<'_>,
+    nodes: &[JobNode],
+    signed: &SignedJobspec,
+    env: &[(String, String)],
+    r_json: &str,
+) -> Result<Vec<NodeLaunch>, String> {
+    nodes
+        .iter()
+        .enumerate()
+        .map(|(rank, node)| {
+            let generation = *facts
+                .generations
+                .get(&node.node)
+                .ok_or_else(|| format!("node {} is not this queue's", node.node))?;
+            Ok(NodeLaunch {
+                job: job.id,
+                generation,
+                signed: signed.clone(),
+                nodes: nodes.to_vec(),
+                node_rank: u32::try_from(rank).unwrap_or(u32::MAX),
+                time_limit_ms: job.duration_ms,
+                kill_grace_ms: facts.kill_grace_ms,
+                env: env.to_vec(),
+                r_json: r_json.to_owned(),
+            })
+        })
+        .collect()
+}
 
 /// Why a request to an agent did not get an answer.
 #[derive(Clone, Debug)]

@@ -6,6 +6,7 @@ use shardsched_jobspec::{Jobspec, Resource, TaskCount};
 use shardsched_proto::msg::agent::{JobNode, NodeLaunch, SignedJobspec};
 
 pub use shardsched_shard_core::agents::LaunchFacts;
+use shardsched_shard_core::agents::launches_on;
 
 use crate::exec::env::allocation_variables;
 use crate::exec::rset::RSummary;
@@ -159,27 +160,7 @@ pub fn node_launches(job: &JobRecord, facts: &LaunchFacts<'_>) -> Result<Vec<Nod
     }
     let env = allocation_variables(job.id, facts.queue, &r, job.duration_ms, job.array);
     let signed = SignedJobspec::new(&job.jobspec_json, signature);
-    nodes
-        .iter()
-        .enumerate()
-        .map(|(rank, node)| {
-            let generation = *facts
-                .generations
-                .get(&node.node)
-                .ok_or_else(|| format!("node {} is not this queue's", node.node))?;
-            Ok(NodeLaunch {
-                job: job.id,
-                generation,
-                signed: signed.clone(),
-                nodes: nodes.clone(),
-                node_rank: u32::try_from(rank).unwrap_or(u32::MAX),
-                time_limit_ms: job.duration_ms,
-                kill_grace_ms: facts.kill_grace_ms,
-                env: env.clone(),
-                r_json: r_json.to_owned(),
-            })
-        })
-        .collect()
+    launches_on(job, facts, &nodes, &signed, &env, r_json)
 }
 
 #[cfg(test)]
