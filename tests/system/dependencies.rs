@@ -29,13 +29,18 @@ fn ms(row: &Value, field: &str) -> u64 {
 #[test]
 fn an_afterok_chain_across_two_queues_runs_in_order_and_a_failed_target_never_releases() {
     let system = System::start("deps-chain", &["--executor", "exec"]);
-    let first = system.submit(&["-q", "alpha", "-N", "1", "--", "sleep", "2"]);
+    // The first job runs until the test lets it end, so the second is seen waiting however
+    // slow the machine is.
+    let go = system.dir.join("deps-go");
+    let wait = format!("while [ ! -e {} ]; do sleep 0.05; done", go.display());
+    let first = system.submit(&["-q", "alpha", "-N", "1", "--", "sh", "-c", &wait]);
     let dep = |on: &str| format!("afterok:{on}");
     let second = system.submit(&["-q", "beta", "-N", "1", "-d", &dep(&first), "--", "true"]);
     let third = system.submit(&["-q", "alpha", "-N", "1", "-d", &dep(&second), "--", "true"]);
     let row = system.job(&second);
     assert_eq!(row["state"], "pending", "{row:#}");
     assert_eq!(row["reason"], format!("dependency: waiting on {first}"));
+    std::fs::write(&go, "").expect("letting the first job end");
     let done = system.wait_state(&third, "completed");
     let (a, b) = (system.job(&first), system.job(&second));
     assert_eq!(

@@ -135,23 +135,14 @@ impl CpuSample {
             client_ms: cpu_ms("self").unwrap_or(0),
             ..CpuSample::default()
         };
-        let Ok(entries) = std::fs::read_dir("/proc") else {
-            return sample;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if name.parse::<u32>().is_err() || parent_of(&name) != Some(up_pid) {
-                continue;
-            }
-            let cmdline = std::fs::read(format!("/proc/{name}/cmdline")).unwrap_or_default();
-            let role = cmdline.split(|&b| b == 0).nth(1).unwrap_or_default();
-            let used = cpu_ms(&name).unwrap_or(0);
-            match role {
-                b"shard" => sample.shards_ms += used,
-                b"coordinator" => sample.coordinator_ms += used,
-                b"node" => {
+        for child in children_of(up_pid) {
+            let used = cpu_ms(&child.pid).unwrap_or(0);
+            match child.args.get(1).map(String::as_str) {
+                Some("shard") => sample.shards_ms += used,
+                Some("coordinator") => sample.coordinator_ms += used,
+                Some("node") => {
                     sample.agents_ms += used;
-                    sample.agents_children_ms += children_cpu_ms(&name).unwrap_or(0);
+                    sample.agents_children_ms += children_cpu_ms(&child.pid).unwrap_or(0);
                 }
                 _ => {}
             }
@@ -180,6 +171,35 @@ impl CpuSample {
             + self.agents_ms
             + self.agents_children_ms
     }
+}
+
+/// A direct child of a process, as `/proc` shows it.
+pub struct Child {
+    /// Its pid, as `/proc` names it.
+    pub pid: String,
+    /// Its command line.
+    pub args: Vec<String>,
+}
+
+/// The direct children of `parent` (`up`'s coordinator, shards and agents), best effort: a
+/// process that cannot be read is left out.
+pub fn children_of(parent: u32) -> Vec<Child> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|pid| pid.parse::<u32>().is_ok() && parent_of(pid) == Some(parent))
+        .map(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let args = cmdline
+                .split(|&b| b == 0)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            Child { pid, args }
+        })
+        .collect()
 }
 
 /// The fields of `/proc/PID/stat` after the command name (which may hold spaces).

@@ -3,6 +3,8 @@
 
 use serde::Serialize;
 
+use crate::e2e::readings::children_of;
+
 /// One process's resident memory.
 #[derive(Debug, Clone, Serialize)]
 pub struct ProcessMemory {
@@ -22,17 +24,12 @@ pub fn memory_of(up_pid: u32) -> Vec<ProcessMemory> {
         })
         .into_iter()
         .collect();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for entry in entries.flatten() {
-        let pid = entry.file_name().to_string_lossy().into_owned();
-        if pid.parse::<u32>().is_err() || parent_of(&pid) != Some(up_pid) {
+    for child in children_of(up_pid) {
+        let Some(rss_mb) = rss_mb(&child.pid) else {
             continue;
-        }
-        let Some(rss_mb) = rss_mb(&pid) else { continue };
+        };
         out.push(ProcessMemory {
-            name: role_of(&pid),
+            name: role_of(&child.args),
             rss_mb,
         });
     }
@@ -54,23 +51,12 @@ pub fn load_average_1m() -> f64 {
 }
 
 /// `coordinator`, `shard QUEUE`, or the subcommand, from the command line.
-fn role_of(pid: &str) -> String {
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    let args: Vec<String> = cmdline
-        .split(|&b| b == 0)
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
+fn role_of(args: &[String]) -> String {
     let role = args.get(1).cloned().unwrap_or_default();
     match args.iter().position(|a| a == "--queue") {
         Some(i) if role == "shard" => format!("shard {}", args.get(i + 1).map_or("", |q| q)),
         _ => role,
     }
-}
-
-fn parent_of(pid: &str) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// `VmRSS` of `pid`, MB.

@@ -26,12 +26,10 @@ use crate::shard::Crash;
 mod task;
 
 pub(crate) use task::Task;
+// An agent registers with the coordinator as a shard does, on the same timings.
+use crate::shard::{REGISTER_RETRY_MS, REGISTER_TIMEOUT_MS};
 use task::{Disk, task};
 
-/// How long a registration waits for its answer before the agent registers again.
-const REGISTER_TIMEOUT_MS: u64 = 3_000;
-/// Wait before registering again after a failed attempt.
-const REGISTER_RETRY_MS: u64 = 500;
 /// The heartbeat timeout an agent assumes until its registration is answered (the
 /// driver's `HEARTBEAT_TIMEOUT_DEFAULT_MS`).
 const HEARTBEAT_TIMEOUT_ASSUMED_MS: u64 = 30_000;

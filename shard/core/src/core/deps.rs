@@ -209,14 +209,20 @@ impl ShardCore {
         if self.jobs.deps.is_empty() {
             return false;
         }
-        let table = self.snapshot();
+        // What the open conditions on this queue's own jobs read, taken from the table
+        // first (the conditions are then changed in place).
         let own = self.ids.generator.generator_id();
-        self.settle_dependencies(&|id| {
-            (id.generator_id() == own)
-                .then(|| table.job(id))
-                .flatten()
-                .map(JobRecord::fact)
-        })
+        let facts: HashMap<JobId, Fact> = self
+            .jobs
+            .deps
+            .values()
+            .flat_map(|w| &w.conditions)
+            .filter(|c| c.state == Settled::Open)
+            .filter_map(|c| c.target)
+            .filter(|t| t.generator_id() == own)
+            .filter_map(|t| self.jobs.table.get(t).map(|j| (t, j.fact())))
+            .collect();
+        self.settle_dependencies(&|id| facts.get(&id).copied())
     }
 
     /// Settles every open condition `fact_of` can decide, and `singleton`s; then lets in
