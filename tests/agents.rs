@@ -7,8 +7,10 @@ mod harness;
 
 use harness::{System, agents_config, parent_of, read_pid_file};
 
+/// A 10 s heartbeat timeout (a 5 s lease): with 4 s, a 2 s lease was seen to run out
+/// under two test suites at once, the shard's renewals coming late.
 fn config() -> String {
-    agents_config("heartbeat_timeout = \"4s\"")
+    agents_config("heartbeat_timeout = \"10s\"")
 }
 
 #[test]

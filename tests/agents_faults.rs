@@ -108,7 +108,9 @@ fn a_stopped_agent_marks_its_node_down_and_back_it_kills_what_its_lease_no_longe
         "down",
         "down until resource up"
     );
-    sys.ok(&["resource", "up", &node]);
+    // Refused until the coordinator has heard the resumed agent again: ask until it is.
+    let accepted = wait_for(|| sys.cli(&["resource", "up", &node]).status.success());
+    assert!(accepted, "resource up {node}: {:#}", sys.node_row(&node));
     assert!(wait_for(|| sys.node_row(&node)["state"] == "up"));
     std::fs::write(sys.dir.join("go"), "").expect("go");
     sys.wait_state(&id, "failed");

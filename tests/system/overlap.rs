@@ -52,6 +52,13 @@ fn fill_alpha(system: &System, busy: &str) -> String {
 /// documentation says.
 fn node3_moves_busy_between_two_started_queues(system: &System) {
     let busy = "node3";
+    // A queue's state reaches the coordinator's listing with its shard's registration:
+    // wait for it rather than read it once.
+    let both_started = || {
+        let (alpha, beta) = (system.queue_row("alpha"), system.queue_row("beta"));
+        alpha["started"] == true && beta["started"] == true
+    };
+    wait_for(both_started);
     let (alpha, beta) = (system.queue_row("alpha"), system.queue_row("beta"));
     assert_eq!(
         (&alpha["started"], &beta["started"]),
@@ -105,6 +112,8 @@ fn node3_moves_busy_between_two_started_queues(system: &System) {
         format!("{busy},node[4-7]").replace("node3,node[4-7]", "node[3-7]")
     );
     assert!(started["start_ms"].as_u64() >= ended["end_ms"].as_u64());
+    // The recipient's `up` reaches the coordinator's node table a report later.
+    wait_for(|| system.node_row(busy)["state"] == "up");
     let row = system.node_row(busy);
     assert_eq!(
         (&row["queue"], &row["state"]),
