@@ -29,6 +29,8 @@ mod compiled;
 pub mod constraint;
 pub mod dfu;
 pub mod find;
+mod given;
+pub use given::{GivenError, GivenVertex};
 mod partial;
 pub use partial::PartialCancel;
 mod gccsort;

@@ -6,7 +6,7 @@ use anyhow::Result;
 use std::collections::BTreeSet;
 
 use shardsched_matcher::find::FindError;
-use shardsched_resource::{CONTAINMENT, Status, VertexId};
+use shardsched_resource::{Status, VertexId};
 
 use super::{BAR, Lifecycle, Session};
 
@@ -106,6 +106,15 @@ impl Session {
     /// rank, then the same type, basename, name, id, size and paths); `None` where not.
     fn jgf_vertices(&self, text: &str) -> std::result::Result<Vec<Option<VertexId>>, String> {
         let doc = shardsched_resource::parse_jgf(text).map_err(|e| e.to_string())?;
+        Ok(self.jgf_vertices_of(&doc))
+    }
+
+    /// [`Session::jgf_vertices`] of a parsed JGF: one entry per vertex up to and including
+    /// the first not found.
+    pub(super) fn jgf_vertices_of(
+        &self,
+        doc: &shardsched_resource::JgfDocument,
+    ) -> Vec<Option<VertexId>> {
         let g = &self.matcher.graph;
         let mut seen = std::collections::HashSet::new();
         let mut out = Vec::with_capacity(doc.vertices.len());
@@ -114,10 +123,11 @@ impl Session {
                 out.push(None);
                 break;
             }
-            let found = jv
-                .paths
-                .get(CONTAINMENT)
-                .and_then(|p| g.find_path(p))
+            // Every path it gives must name the same vertex (Fluxion's `find_vtx`).
+            let mut at_paths = jv.paths.values().map(|p| g.find_path(p));
+            let first = at_paths.next().flatten();
+            let found = first
+                .filter(|&v| at_paths.all(|u| u == Some(v)))
                 .filter(|&v| {
                     let spec = &jv.spec;
                     g.rank(v) == spec.rank
@@ -132,7 +142,7 @@ impl Session {
                 break;
             }
         }
-        Ok(out)
+        out
     }
 
     /// `find CRITERIA…`: the vertices found, then the expression between bars.

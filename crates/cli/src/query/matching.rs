@@ -53,6 +53,17 @@ fn strerror(e: shardsched_matcher::Errno) -> &'static str {
     }
 }
 
+/// What resource-query's `print_schedule_info` is told of a match or an update.
+pub(super) struct Scheduled {
+    pub jobid: u64,
+    pub ok: bool,
+    /// Recorded (allocate, reserve), not only matched.
+    pub allocated: bool,
+    pub at: i64,
+    pub sat: bool,
+    pub elapsed: f64,
+}
+
 /// What one match produced.
 struct Answer {
     ok: bool,
@@ -132,41 +143,64 @@ impl Session {
             }
             return Ok(a.ok);
         }
-        if a.ok {
-            let allocated = !matches!(
-                op,
-                FluxionOp::WithoutAllocating | FluxionOp::WithoutAllocatingFuture
-            );
-            let mode = match (allocated, a.at) {
+        let allocated = !matches!(
+            op,
+            FluxionOp::WithoutAllocating | FluxionOp::WithoutAllocatingFuture
+        );
+        self.print_schedule_info(
+            out,
+            stdout,
+            &Scheduled {
+                jobid,
+                ok: a.ok,
+                allocated,
+                at: a.at,
+                sat,
+                elapsed: a.elapsed,
+            },
+        )?;
+        Ok(a.ok)
+    }
+
+    /// resource-query's `print_schedule_info`: the INFO block after a match or an update.
+    pub(super) fn print_schedule_info(
+        &self,
+        out: &mut dyn Write,
+        stdout: &mut dyn Write,
+        s: &Scheduled,
+    ) -> Result<()> {
+        let jobid = s.jobid;
+        if s.ok {
+            let mode = match (s.allocated, s.at) {
                 (false, _) => "MATCHED",
                 (true, 0) => "ALLOCATED",
                 (true, _) => "RESERVED",
             };
-            let when = if a.at == 0 {
+            let when = if s.at == 0 {
                 "Now".to_string()
             } else {
-                a.at.to_string()
+                s.at.to_string()
             };
             writeln!(
                 out,
                 "{BAR}\nINFO: JOBID={jobid}\nINFO: RESOURCES={mode}\nINFO: SCHEDULED AT={when}"
             )?;
             if self.elapse {
-                writeln!(stdout, "INFO: ELAPSE={:.6}", a.elapsed)?;
+                writeln!(stdout, "INFO: ELAPSE={:.6}", s.elapsed)?;
             }
             writeln!(out, "{BAR}")?;
         } else {
             writeln!(out, "{BAR}\nINFO: No matching resources found")?;
-            if !sat {
+            if !s.sat {
                 writeln!(out, "INFO: Unsatisfiable request")?;
             }
             writeln!(out, "INFO: JOBID={jobid}")?;
             if self.elapse {
-                writeln!(out, "INFO: ELAPSE={:.6}", a.elapsed)?;
+                writeln!(out, "INFO: ELAPSE={:.6}", s.elapsed)?;
             }
             writeln!(out, "{BAR}")?;
         }
-        Ok(a.ok)
+        Ok(())
     }
 
     /// resource-query's `match_allocate`: runs the match, feeds and empties the writer,

@@ -10,6 +10,7 @@
 
 mod commands;
 mod matching;
+mod update;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{BufRead, Write};
@@ -265,6 +266,7 @@ impl Session {
         match command(cmd) {
             Some("match") => self.cmd_match(words, out, stdout)?,
             Some("multi-match") => self.cmd_multi_match(words, out, stdout)?,
+            Some("update") => self.cmd_update(words, out, stdout)?,
             Some("cancel") => self.cmd_cancel(words, out)?,
             Some("find") => self.cmd_find(words, out)?,
             Some("partial-cancel") => self.cmd_partial_cancel(words, out)?,

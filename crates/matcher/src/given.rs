@@ -1,0 +1,237 @@
+//! Recording a job on a vertex set the caller names (Fluxion's `update`): the R of a job
+//! that some other scheduler instance matched, read back vertex by vertex, is recorded here
+//! exactly as the match that made it recorded it, without matching.
+//!
+//! Fluxion's readers check every named vertex against its own calendar first, in the R's
+//! order (an exclusive one must be wholly free so its span can be added, a shared one wholly
+//! free too), then its update walk goes from the root along the named vertices only and
+//! takes each whose subtree holds a vertex named exclusive — the same walk a match's update
+//! makes, so the writers print what a match would have printed.
+
+use std::collections::HashMap;
+
+use shardsched_resource::VertexId;
+
+use crate::{AllocVertex, Allocation, JobState, MatchError, Matcher, Placement};
+
+/// One vertex an R names: the units it says and whether exclusively.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GivenVertex {
+    pub v: VertexId,
+    pub needs: i64,
+    pub exclusive: bool,
+}
+
+/// Why a given vertex set cannot be recorded.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum GivenError {
+    /// An exclusive vertex is not wholly free over the window (Fluxion: its span cannot be
+    /// added).
+    #[error("{0:?} is not wholly free for an exclusive hold")]
+    CannotTake(VertexId),
+    /// A shared vertex is not wholly free over the window.
+    #[error("{0:?} is unavailable")]
+    Unavailable(VertexId),
+    /// The same vertex named twice.
+    #[error("{0:?} named twice")]
+    Duplicate(VertexId),
+    /// Nothing reachable from the root is named exclusive: nothing would be held.
+    #[error("nothing reachable from the root is taken exclusively")]
+    NothingExclusive,
+    #[error(transparent)]
+    Match(#[from] MatchError),
+}
+
+impl Matcher {
+    /// The allocation Fluxion's update walk makes of `given` over `[at, at + duration)`
+    /// (see the module doc), after checking each vertex's calendar in the given order.
+    pub fn given_allocation(
+        &self,
+        given: &[GivenVertex],
+        at: i64,
+        duration: u64,
+    ) -> Result<Allocation, GivenError> {
+        let mut named: HashMap<u32, (i64, bool)> = HashMap::with_capacity(given.len());
+        for gv in given {
+            if gv.v.index() >= self.graph.len() {
+                return Err(MatchError::BadRequest(format!(
+                    "vertex {} is not in the graph",
+                    gv.v.0
+                ))
+                .into());
+            }
+            if named.insert(gv.v.0, (gv.needs, gv.exclusive)).is_some() {
+                return Err(GivenError::Duplicate(gv.v));
+            }
+            let size = self.graph.size(gv.v);
+            if self.state.units_free(gv.v, size, at, duration) < size {
+                return Err(if gv.exclusive {
+                    GivenError::CannotTake(gv.v)
+                } else {
+                    GivenError::Unavailable(gv.v)
+                });
+            }
+        }
+        let tree = self.tree();
+        let mut walk = Walk {
+            tree,
+            named: &named,
+            out: Vec::with_capacity(given.len()),
+            seen: std::collections::HashSet::new(),
+        };
+        let root = tree.root();
+        if named.contains_key(&root.0) {
+            walk.visit(root, 0);
+        }
+        if !walk.out.iter().any(|a| a.exclusive) {
+            return Err(GivenError::NothingExclusive);
+        }
+        Ok(Allocation {
+            vertices: walk.out,
+            at,
+            duration,
+        })
+    }
+
+    /// Records `alloc` (from [`Matcher::given_allocation`]) for `jobid`: allocated when it
+    /// starts at 0, else reserved. Records nothing on failure.
+    pub fn record_given(&mut self, jobid: u64, alloc: Allocation) -> Result<Placement, MatchError> {
+        if self.jobs.contains_key(&jobid) {
+            return Err(MatchError::DuplicateJob(jobid));
+        }
+        let state = if alloc.at == 0 {
+            JobState::Allocated
+        } else {
+            JobState::Reserved
+        };
+        self.record(jobid, state, alloc)
+    }
+}
+
+/// The post-order walk over named vertices (children in tree order).
+struct Walk<'a> {
+    tree: &'a dyn crate::dfu::Tree,
+    named: &'a HashMap<u32, (i64, bool)>,
+    out: Vec<AllocVertex>,
+    /// Vertices visited, where vertices share parents.
+    seen: std::collections::HashSet<u32>,
+}
+
+impl Walk<'_> {
+    /// How many vertices at and below `u` are taken exclusively.
+    fn visit(&mut self, u: VertexId, depth: u32) -> u64 {
+        let (needs, exclusive) = self.named[&u.0];
+        if !self.seen.insert(u.0) {
+            return 0;
+        }
+        let mut n = 0;
+        for &c in self.tree.children(u) {
+            if self.named.contains_key(&c) {
+                n += self.visit(VertexId(c), depth + 1);
+            }
+        }
+        if exclusive {
+            n += 1;
+        }
+        if n > 0 {
+            self.out.push(AllocVertex {
+                v: u,
+                needs,
+                exclusive,
+                depth,
+            });
+        }
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{MatchOp, MatchOutcome};
+
+    use super::*;
+
+    fn one_node() -> shardsched_jobspec::Jobspec {
+        shardsched_jobspec::parse(
+            "version: 9999\nresources: [{type: slot, count: 1, label: s, with: [{type: node, count: 1}]}]\ntasks: [{command: [app], slot: s, count: {per_slot: 1}}]\nattributes: {system: {duration: 60}}",
+        )
+        .expect("jobspec")
+    }
+
+    fn given_of(a: &Allocation) -> Vec<GivenVertex> {
+        // An R lists parents first; the walk must not depend on the order given.
+        a.vertices
+            .iter()
+            .rev()
+            .map(|av| GivenVertex {
+                v: av.v,
+                needs: av.needs,
+                exclusive: av.exclusive,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_matched_allocation_given_back_is_the_same_allocation_and_holds_the_same() {
+        let mut live = crate::test_support::two_node_matcher();
+        let MatchOutcome::Allocated(a) = live
+            .run(MatchOp::Allocate, &one_node(), 1, 100)
+            .expect("match")
+        else {
+            panic!("no allocation");
+        };
+        let mut other = crate::test_support::two_node_matcher();
+        let again = other
+            .given_allocation(&given_of(&a), a.at, a.duration)
+            .expect("given");
+        assert_eq!(again, a);
+        other.record_given(1, again).expect("record");
+        assert_eq!(
+            other.record_given(1, a.clone()),
+            Err(MatchError::DuplicateJob(1))
+        );
+        // Recording it again at the same time fails on the first vertex taken.
+        let taken = other.given_allocation(&given_of(&a), a.at, a.duration);
+        assert!(matches!(taken, Err(GivenError::CannotTake(_))), "{taken:?}");
+        // Later matches go where they would have gone in the matcher that matched.
+        for id in 2..=3 {
+            assert_eq!(
+                live.run(MatchOp::AllocateOrElseReserve, &one_node(), id, 100),
+                other.run(MatchOp::AllocateOrElseReserve, &one_node(), id, 100)
+            );
+        }
+    }
+
+    #[test]
+    fn a_set_with_nothing_exclusive_or_a_vertex_twice_is_refused() {
+        let mut live = crate::test_support::two_node_matcher();
+        let MatchOutcome::Allocated(a) = live
+            .run(MatchOp::Allocate, &one_node(), 1, 100)
+            .expect("match")
+        else {
+            panic!("no allocation");
+        };
+        let m = crate::test_support::two_node_matcher();
+        let mut shared = given_of(&a);
+        for g in &mut shared {
+            g.exclusive = false;
+        }
+        assert_eq!(
+            m.given_allocation(&shared, 0, 60),
+            Err(GivenError::NothingExclusive)
+        );
+        let mut twice = given_of(&a);
+        twice.push(twice[0]);
+        assert_eq!(
+            m.given_allocation(&twice, 0, 60),
+            Err(GivenError::Duplicate(twice[0].v))
+        );
+        // A reservation is recorded as one.
+        let mut m = m;
+        let later = m.given_allocation(&given_of(&a), 3600, 60).expect("given");
+        assert_eq!(
+            m.record_given(7, later),
+            Ok(Placement::Reserved { at: 3600 })
+        );
+    }
+}
