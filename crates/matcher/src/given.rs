@@ -171,8 +171,8 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn a_matched_allocation_given_back_is_the_same_allocation_and_holds_the_same() {
+    /// A matcher after job 1 took one node, and what it took.
+    fn first_match() -> (Matcher, Allocation) {
         let mut live = crate::test_support::two_node_matcher();
         let MatchOutcome::Allocated(a) = live
             .run(MatchOp::Allocate, &one_node(), 1, 100)
@@ -180,6 +180,12 @@ mod tests {
         else {
             panic!("no allocation");
         };
+        (live, a)
+    }
+
+    #[test]
+    fn a_matched_allocation_given_back_is_the_same_allocation_and_holds_the_same() {
+        let (mut live, a) = first_match();
         let mut other = crate::test_support::two_node_matcher();
         let again = other
             .given_allocation(&given_of(&a), a.at, a.duration)
@@ -204,13 +210,7 @@ mod tests {
 
     #[test]
     fn a_set_with_nothing_exclusive_or_a_vertex_twice_is_refused() {
-        let mut live = crate::test_support::two_node_matcher();
-        let MatchOutcome::Allocated(a) = live
-            .run(MatchOp::Allocate, &one_node(), 1, 100)
-            .expect("match")
-        else {
-            panic!("no allocation");
-        };
+        let (_, a) = first_match();
         let m = crate::test_support::two_node_matcher();
         let mut shared = given_of(&a);
         for g in &mut shared {
