@@ -137,6 +137,12 @@ pub const RENEW_FIRST_MS: u64 = 250;
 /// The longest wait between two renewals of an agent, ms: also how late a job's end may be
 /// heard of.
 pub const RENEW_MAX_MS: u64 = 500;
+/// Renewals of one agent in flight at once, at most: the next is sent when due (a quarter
+/// of the lease after the last) though the one before is unanswered, so one slow or lost
+/// answer (up to [`REQUEST_TIMEOUT_MS`], longer than a short lease) does not hold back the
+/// renewals that keep the agent's lease; an agent that answers none waits for one of them
+/// to fail before it is sent another.
+pub const RENEWALS_OUT_MAX: usize = 2;
 /// How often the addresses of unreachable agents are asked for again, ms.
 pub const ADDRESSES_RETRY_MS: u64 = 1_000;
 /// How often a kill is sent again to an agent whose share is still live, ms.
@@ -202,7 +208,8 @@ struct Agent {
     /// Failing since, ms (none: the last request was answered).
     failing_since: Option<u64>,
     lease_ms: Option<u64>,
-    renewing: bool,
+    /// Renewals sent and not yet answered (nor failed), at most [`RENEWALS_OUT_MAX`].
+    renewals_out: usize,
     next_renew_ms: u64,
     /// Ended jobs this shard recorded, to tell the agent (it then stops reporting them).
     seen: BTreeSet<JobId>,
@@ -444,7 +451,7 @@ impl Runs {
         let Some(agent) = self.agents.get_mut(node) else {
             return;
         };
-        agent.renewing = false;
+        agent.renewals_out = agent.renewals_out.saturating_sub(1);
         let report = match answer {
             Ok(report) => report,
             Err(failure) => {

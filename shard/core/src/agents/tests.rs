@@ -95,16 +95,26 @@ struct InFlight {
 /// [`REQUEST_TIMEOUT_MS`]). Every request itself reaches the agent at once.
 type Network<'a> = &'a mut dyn FnMut(u64) -> Option<u64>;
 
+/// What [`drive`] saw.
+struct Seen {
+    /// The job's end, and when.
+    ended: Option<(u64, JobEnd)>,
+    /// When the last request reached the agent before that (what renewed its lease last).
+    renewed_at: u64,
+    /// The longest time between two requests reaching the agent while the job ran, ms.
+    longest_gap: u64,
+}
+
 /// A shard's agents task in virtual time, with job 7 running on [`NODE`] from time 0,
-/// until `until` or until the job ends. Returns the job's end and when it ended, and when
-/// the last request reached the agent (what renewed its lease last).
-fn drive(until: u64, net: Network<'_>) -> (Option<(u64, JobEnd)>, u64) {
+/// until `until` or until the job ends.
+fn drive(until: u64, net: Network<'_>) -> Seen {
     let mut runs = Runs::new("q", GRACE_MS, one_task_per_node);
     let generations = BTreeMap::from([(NODE.to_owned(), Generation(3))]);
     runs.launch(0, job(7), generations);
     let addr = SocketAddr::from(([127, 0, 1, 1], 4000));
     let mut in_flight: Vec<InFlight> = Vec::new();
     let mut renewed_at = 0;
+    let mut longest_gap = 0;
     let mut now = 0;
     while now <= until {
         in_flight.sort_by_key(|f| f.at);
@@ -134,7 +144,11 @@ fn drive(until: u64, net: Network<'_>) -> (Option<(u64, JobEnd)>, u64) {
         let sends = runs.tick(now);
         // What this tick sends leaves after it gave the job up.
         if let Some((_, end)) = runs.take_ended().pop() {
-            return (Some((now, end)), renewed_at);
+            return Seen {
+                ended: Some((now, end)),
+                renewed_at,
+                longest_gap,
+            };
         }
         for send in sends {
             if send.node().is_none() {
@@ -145,6 +159,9 @@ fn drive(until: u64, net: Network<'_>) -> (Option<(u64, JobEnd)>, u64) {
                 });
                 continue;
             }
+            if renewed_at > 0 {
+                longest_gap = longest_gap.max(now - renewed_at);
+            }
             renewed_at = now;
             let (at, lost) = match net(now) {
                 Some(delay) => (now + delay, false),
@@ -154,7 +171,11 @@ fn drive(until: u64, net: Network<'_>) -> (Option<(u64, JobEnd)>, u64) {
         }
         now += TICK_MS;
     }
-    (None, renewed_at)
+    Seen {
+        ended: None,
+        renewed_at,
+        longest_gap,
+    }
 }
 
 #[test]
@@ -162,7 +183,9 @@ fn tasks_are_taken_as_killed_only_a_lease_after_the_last_request_left() {
     // The agent answers until 10 s, then every answer is lost: the requests still reach
     // it and renew its lease.
     let mut net = |sent: u64| (sent < 10_000).then_some(10);
-    let (ended, renewed_at) = drive(120_000, &mut net);
+    let Seen {
+        ended, renewed_at, ..
+    } = drive(120_000, &mut net);
     let (at, end) = ended.expect("the shard gives the job up in the end");
     assert_eq!(end.cause, EndCause::Lost, "{end:?}");
     assert!(
@@ -180,6 +203,24 @@ fn one_lost_answer_does_not_lose_a_running_job() {
         // The third request's answer (a renewal's) is lost; the others come back.
         (renewals != 3).then_some(10)
     };
-    let (ended, _) = drive(120_000, &mut net);
-    assert!(ended.is_none(), "{ended:?}");
+    let seen = drive(120_000, &mut net);
+    assert!(seen.ended.is_none(), "{:?}", seen.ended);
+}
+
+#[test]
+fn a_renewal_is_sent_when_due_though_the_one_before_is_unanswered() {
+    let mut requests = 0;
+    let mut net = |_sent: u64| {
+        requests += 1;
+        // The fourth request's answer (a renewal's) is lost: it fails only after the
+        // request timeout, longer than the lease.
+        (requests != 4).then_some(10)
+    };
+    let seen = drive(30_000, &mut net);
+    assert!(seen.ended.is_none(), "{:?}", seen.ended);
+    assert!(
+        seen.longest_gap <= LEASE_MS / 4 + TICK_MS,
+        "{} ms without a request to the agent (lease {LEASE_MS} ms)",
+        seen.longest_gap
+    );
 }

@@ -11,7 +11,8 @@ use shardsched_wire::msg::agent::{EndCause, JobEnd};
 
 use super::{
     ADDRESSES_RETRY_MS, KILL_RESEND_MS, LAUNCH_RETRY_FOR_MS, LOST_MARGIN_MS, LaunchFacts,
-    QUIET_AFTER_LEASE_DIVISOR, RENEW_FIRST_MS, RENEW_MAX_MS, REQUEST_TIMEOUT_MS, Runs, Send, Share,
+    QUIET_AFTER_LEASE_DIVISOR, RENEW_FIRST_MS, RENEW_MAX_MS, RENEWALS_OUT_MAX, REQUEST_TIMEOUT_MS,
+    Runs, Send, Share,
 };
 
 impl Runs {
@@ -229,17 +230,10 @@ impl Runs {
     /// Marks quiet each agent failing for part of its lease while it has shares live or in
     /// doubt: nothing is sent to it until they are given up or it answers.
     pub(super) fn hush(&mut self, now_ms: u64) {
-        let mut busy: BTreeSet<&str> = BTreeSet::new();
-        for run in self.jobs.values() {
-            for (node, share) in &run.shares {
-                if matches!(share, Share::Unknown { .. } | Share::Live { .. }) {
-                    busy.insert(node);
-                }
-            }
-        }
+        let busy = self.busy();
         for (node, agent) in &mut self.agents {
             let lease = agent.lease();
-            agent.quiet = busy.contains(node.as_str())
+            agent.quiet = busy.contains(node)
                 && agent.failing_since.is_some_and(|since| {
                     now_ms >= since.saturating_add(lease / QUIET_AFTER_LEASE_DIVISOR)
                 });
@@ -283,28 +277,35 @@ impl Runs {
         }
     }
 
-    pub(super) fn renew(&mut self, now_ms: u64, out: &mut Vec<Send>) {
-        let mut busy: BTreeSet<&str> = BTreeSet::new();
+    /// The nodes with a share live or in doubt (a launch in flight renews the lease
+    /// itself).
+    fn busy(&self) -> BTreeSet<String> {
+        let mut busy = BTreeSet::new();
         for run in self.jobs.values() {
             for (node, share) in &run.shares {
-                // A launch in flight renews the lease itself.
                 if matches!(share, Share::Unknown { .. } | Share::Live { .. }) {
-                    busy.insert(node);
+                    busy.insert(node.clone());
                 }
             }
         }
+        busy
+    }
+
+    pub(super) fn renew(&mut self, now_ms: u64, out: &mut Vec<Send>) {
+        let busy = self.busy();
         let asked = self.seq + 1;
         let mut sent = false;
         for (node, agent) in &mut self.agents {
-            let wanted = busy.contains(node.as_str()) || !agent.seen.is_empty();
+            let wanted = busy.contains(node) || !agent.seen.is_empty();
             let Some(addr) = agent.address else { continue };
-            if !wanted || agent.quiet || agent.renewing || now_ms < agent.next_renew_ms {
+            let full = agent.renewals_out >= RENEWALS_OUT_MAX;
+            if !wanted || agent.quiet || full || now_ms < agent.next_renew_ms {
                 continue;
             }
             let every = agent
                 .lease_ms
                 .map_or(RENEW_FIRST_MS, |lease| (lease / 4).clamp(100, RENEW_MAX_MS));
-            agent.renewing = true;
+            agent.renewals_out += 1;
             agent.next_renew_ms = now_ms.saturating_add(every);
             sent = true;
             out.push(Send::Renew {
