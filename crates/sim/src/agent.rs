@@ -56,6 +56,8 @@ enum Link {
 pub(crate) struct AgentOut {
     pub(crate) packets: Vec<Packet>,
     pub(crate) lines: Vec<String>,
+    /// A launch the agent took though its fence should have refused it.
+    pub(crate) unfenced: Option<String>,
 }
 
 /// See the module documentation.
@@ -331,7 +333,23 @@ impl AgentProcess {
                 }
             }
             Body::ToAgent { id, from, request } => {
+                let launched = match &request {
+                    shard_node::Request::Launch(launch) => Some(launch.generation),
+                    _ => None,
+                };
                 let answer = shard_request(core, now, &from, request);
+                // The fence, as the agent's answers show it: a launch is taken only from
+                // the owner it was told of, at that owner's generation.
+                if let (Some(generation), Ok(_)) = (launched, &answer) {
+                    let owner = core.owner();
+                    if owner.is_none_or(|o| o.queue != from || o.generation != generation) {
+                        out.unfenced.get_or_insert(format!(
+                            "{}'s agent took {from}'s launch at generation {} while its owner \
+                             is {owner:?}",
+                            self.node, generation.0
+                        ));
+                    }
+                }
                 answers.push(Packet {
                     conn,
                     to_coordinator: false,

@@ -2,13 +2,17 @@
 //! ([`Runs`], the code the shard's agents task runs) fed the core's launches, kills and
 //! forgets once they are durable, the agents' answers and the time; what it asks to send
 //! goes over the sim network, each request to an agent on the shard's connection to it
-//! (opened again when cut), unanswered after [`AGENT_REQUEST_TIMEOUT_MS`] taken as
-//! unreachable. Ended jobs reach the core in the next batch, as the driver's commands do.
+//! (opened again when cut), unanswered after [`REQUEST_TIMEOUT_MS`] taken as unreachable
+//! and its connection closed, as the driver's `Links` does (what is in flight on it is
+//! dropped: a request reaches its agent within that timeout or never). Ended jobs reach
+//! the core in the next batch, as the driver's commands do.
 
 use std::collections::BTreeMap;
 
 use shardsched_coordinator_core::core::ConnId;
-use shardsched_shard_core::agents::{Failure, LaunchFacts, Runs, Send, launches_on};
+use shardsched_shard_core::agents::{
+    Failure, LaunchFacts, REQUEST_TIMEOUT_MS, Runs, Send, launches_on,
+};
 use shardsched_shard_core::{ExecAction, JobRecord, ShardCore};
 use shardsched_wire::msg::agent::{JobEnd, JobNode, NodeLaunch, SignedJobspec};
 use shardsched_wire::msg::shard_coord::{self, AgentAddress};
@@ -19,9 +23,6 @@ use crate::net::{Body, Packet};
 
 /// SIGTERM-to-SIGKILL grace a sim shard gives its jobs' tasks, ms.
 pub(crate) const KILL_GRACE_MS: u64 = 3_000;
-/// How long a request to an agent may go unanswered (the driver's
-/// `AGENT_REQUEST_TIMEOUT`), ms.
-pub(crate) const AGENT_REQUEST_TIMEOUT_MS: u64 = 5_000;
 /// The variable a simulated task reads its allocation's end from (ms): it finishes its
 /// work by then.
 pub(crate) const SPAN_END_VAR: &str = "SIM_SPAN_END_MS";
@@ -50,9 +51,12 @@ enum Ask {
 #[derive(Debug)]
 pub(crate) struct Executor {
     runs: Runs,
-    asks: BTreeMap<u64, (u64, Ask)>,
+    /// Requests in flight: when each was sent, on which connection to an agent, what.
+    asks: BTreeMap<u64, (u64, Option<ConnId>, Ask)>,
     /// The shard's connection to each node's agent: `(queue, node)` is its far end.
     pub(crate) conns: BTreeMap<String, ConnId>,
+    /// Connections to agents closed as a request on them timed out, for the network.
+    pub(crate) closed: Vec<ConnId>,
     ended: Vec<(JobId, JobEnd)>,
     next_tick: u64,
 }
@@ -70,6 +74,7 @@ impl Executor {
             runs,
             asks: BTreeMap::new(),
             conns: BTreeMap::new(),
+            closed: Vec::new(),
             ended: Vec::new(),
             next_tick: now,
         }
@@ -83,7 +88,7 @@ impl Executor {
         let expiry = self
             .asks
             .values()
-            .map(|(sent, _)| sent + AGENT_REQUEST_TIMEOUT_MS)
+            .map(|(sent, _, _)| sent + REQUEST_TIMEOUT_MS)
             .min();
         let tick = (!self.runs.is_idle()).then_some(self.next_tick);
         [expiry, tick].into_iter().flatten().min()
@@ -98,7 +103,7 @@ impl Executor {
 
     /// The coordinator's answer to an `Agents` request `id`.
     pub(crate) fn addresses(&mut self, id: u64, answer: Result<Vec<AgentAddress>, String>) {
-        if matches!(self.asks.get(&id), Some((_, Ask::Addresses))) {
+        if matches!(self.asks.get(&id), Some((_, _, Ask::Addresses))) {
             self.asks.remove(&id);
             self.runs.addresses(answer);
         }
@@ -106,7 +111,7 @@ impl Executor {
 
     /// An agent's answer to request `id`.
     pub(crate) fn answer(&mut self, now: u64, id: u64, answer: Reply<shard_node::Response>) {
-        let Some((_, ask)) = self.asks.remove(&id) else {
+        let Some((_, _, ask)) = self.asks.remove(&id) else {
             return;
         };
         self.settle(now, ask, answer.map_err(Failure::Refused));
@@ -139,7 +144,6 @@ impl Executor {
         ids: &mut dyn FnMut() -> u64,
         packets: &mut Vec<Packet>,
     ) {
-        let mut sends = Vec::new();
         for action in core.take_exec_actions() {
             match action {
                 ExecAction::Launch(id) => {
@@ -149,22 +153,31 @@ impl Executor {
                     }
                 }
                 ExecAction::Kill { id, why } => self.runs.kill(now, id, &why),
-                ExecAction::Forget(id) => sends.extend(self.runs.forget(id)),
+                ExecAction::Forget(id) => self.runs.forget(id),
             }
         }
         let expired: Vec<u64> = self
             .asks
             .iter()
-            .filter(|(_, (sent, _))| sent + AGENT_REQUEST_TIMEOUT_MS <= now)
+            .filter(|(_, (sent, _, _))| sent + REQUEST_TIMEOUT_MS <= now)
             .map(|(&id, _)| id)
             .collect();
         for id in expired {
-            if let Some((_, ask)) = self.asks.remove(&id) {
-                let failure = Failure::Unreachable("timed out".to_owned());
-                self.settle(now, ask, Err(failure));
+            let Some((_, conn, ask)) = self.asks.remove(&id) else {
+                continue;
+            };
+            // Its connection is closed, as the driver's does: what is still in flight on
+            // it can no longer reach the agent (and renew its lease).
+            if let Some(conn) = conn {
+                self.conns.retain(|_, c| *c != conn);
+                if !self.closed.contains(&conn) {
+                    self.closed.push(conn);
+                }
             }
+            let failure = Failure::Unreachable("timed out".to_owned());
+            self.settle(now, ask, Err(failure));
         }
-        sends.extend(self.runs.tick(now));
+        let sends = self.runs.tick(now);
         self.ended.extend(self.runs.take_ended());
         self.next_tick = now + TICK_MS;
         for send in sends {
@@ -175,7 +188,7 @@ impl Executor {
                         self.runs.addresses(Err("not registered".to_owned()));
                         continue;
                     };
-                    self.asks.insert(id, (now, Ask::Addresses));
+                    self.asks.insert(id, (now, None, Ask::Addresses));
                     packets.push(Packet {
                         conn,
                         to_coordinator: true,
@@ -214,7 +227,7 @@ impl Executor {
             };
             let conn = net(self.conns.get(&node).copied());
             self.conns.insert(node, conn);
-            self.asks.insert(id, (now, ask));
+            self.asks.insert(id, (now, Some(conn), ask));
             packets.push(Packet {
                 conn,
                 to_coordinator: false,

@@ -46,10 +46,9 @@ pub(crate) fn instant(
             let Some(core) = running.get(task.queue.as_str()) else {
                 continue;
             };
-            let held = core.job(job).is_some_and(|j| {
-                (j.state == JobState::Running && j.nodes.iter().any(|n| n == node))
-                    || taken_as_killed(&j.reason)
-            });
+            let held = core
+                .job(job)
+                .is_some_and(|j| j.state == JobState::Running && j.nodes.iter().any(|n| n == node));
             if !held {
                 let state = core.job(job).map(|j| (j.state, j.nodes.clone()));
                 return Err(broken(
@@ -63,14 +62,6 @@ pub(crate) fn instant(
         }
     }
     Ok(())
-}
-
-/// Whether the shard ended the job taking its tasks on a node as killed by their agent's
-/// lease (the agent unreachable past it). Not yet checked by processes: the shard goes on
-/// renewing an unreachable agent, so when only the answers are lost its lease never runs
-/// out and the tasks live on (docs/SIM.md, "What it found").
-fn taken_as_killed(reason: &shardsched_shard_core::Reason) -> bool {
-    matches!(reason, shardsched_shard_core::Reason::Text(text) if text.starts_with("lost: "))
 }
 
 /// A restarted agent must find every task still running on its node (its job's

@@ -74,6 +74,8 @@ pub(crate) struct ShardOut {
     pub(crate) restart: bool,
     /// Lines for the trace.
     pub(crate) lines: Vec<String>,
+    /// Connections to agents it closed (a request on them timed out).
+    pub(crate) closed: Vec<ConnId>,
 }
 
 /// Where the shard stands with the coordinator.
@@ -343,6 +345,7 @@ impl ShardProcess {
         }
         if let (Some(executor), Some(core)) = (&mut self.executor, &mut self.core) {
             executor.run(core, now, coordinator, agent_conn, ids, &mut out.packets);
+            out.closed.append(&mut executor.closed);
         }
         Ok(out)
     }

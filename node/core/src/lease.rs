@@ -1,10 +1,12 @@
 //! The lease a shard holds on the jobs it runs on this node.
 //!
-//! A shard renews it with every request. The agent kills the shard's jobs once `lease_ms`
-//! (half the heartbeat timeout) has passed since the last renewal. The shard, for its part,
-//! may take the jobs as gone `lease_ms` plus the kill grace after the last answer it got:
-//! since the agent heard the request before the shard heard the answer, the agent's
-//! deadline is never later than the shard's.
+//! A shard renews it with every request (launch, kill, renewal, forget). The agent kills
+//! the shard's jobs once `lease_ms` (half the heartbeat timeout) has passed since the last
+//! renewal. The shard, for its part, may take the jobs as gone only once nothing has left
+//! it for this agent for its request timeout (past which an unanswered request's
+//! connection is closed, so it arrives by then or never), `lease_ms`, the kill grace and a
+//! margin: counting from the last *answer* would be wrong, as requests whose answers are
+//! lost still renew the lease (shard/core's `agents` module has the argument).
 //!
 //! A restarted agent must not extend a lease, so the last renewal's time is persisted —
 //! lazily, at most every `lease_ms / LEASE_PERSIST_FRACTION` — and the persisted time is

@@ -17,9 +17,11 @@
 //! - **The lease.** Every request from a shard renews that shard's lease. A shard whose
 //!   jobs run here and that has not been heard from for half the heartbeat timeout has them
 //!   killed ([`AgentCore::tick`]), before the coordinator marks the node down (at the whole
-//!   timeout) and the shard requeues them: a requeued job never runs twice. The time of the
-//!   last renewal is persisted now and then ([`Action::PersistLease`]), never later than it
-//!   was, so a restarted agent does not grant a lease longer than the shard believes.
+//!   timeout) and the shard requeues them: a requeued job never runs twice. The shard takes
+//!   them as killed only a lease (and more) after the last request it *sent* here (see the
+//!   `lease` module). The time of the last renewal is persisted now and then
+//!   ([`Action::PersistLease`]), never later than it was, so a restarted agent does not
+//!   grant a lease longer than the shard believes.
 //! - **Reports** say, per job, whether processes may still run (launching, running,
 //!   stopping) or how they ended; an ended job is reported until its shard says it has
 //!   recorded the end ([`AgentCore::handle_renew`]'s `seen`).

@@ -16,6 +16,32 @@
 //!
 //! A report speaks only for shares that were launched (or in doubt) before it was asked
 //! for: every event gets a sequence number, and a renewal carries the one it was sent at.
+//!
+//! # Taking tasks as killed by their lease
+//!
+//! A node agent kills a shard's tasks once no request from that shard has reached it for
+//! its lease (node/core's `lease`): every request renews it — launch, kill, renewal,
+//! forget. So the shard may take an unreachable agent's live shares as killed only when
+//! no request left for that agent for long enough that none can still renew the lease:
+//!
+//! 1. every request leaves through [`Runs::tick`], which notes when the last one left for
+//!    each agent (`sent_ms`; a restarted shard counts from the job's watch, after anything
+//!    its earlier run sent);
+//! 2. a request reaches its agent within [`REQUEST_TIMEOUT_MS`] of leaving or never: the
+//!    driver (and the simulator) close the connection a request went on once it is
+//!    unanswered that long, which drops it;
+//! 3. so the agent last renewed the lease no later than `sent_ms + REQUEST_TIMEOUT_MS`,
+//!    killed the tasks a lease later, and SIGKILLed what was left a kill grace after that.
+//!
+//! Hence a share is given up ("lost: …") only at `sent_ms + REQUEST_TIMEOUT_MS + lease +
+//! grace + LOST_MARGIN_MS`, and only while its agent is failing (counting from the last
+//! answer, as before this rule, was wrong: when only the answers are lost, the requests
+//! still renew the lease and the tasks live on). For that moment to come, a shard stops
+//! sending anything to an agent that has been failing for half its lease
+//! ([`QUIET_AFTER_LEASE_DIVISOR`]) while it has shares live or in doubt there, until they
+//! are given up or the agent answers (a late answer to an earlier request, or a new
+//! address). One lost answer does not silence an agent: the next renewal, due a quarter
+//! of a lease later, is answered and the agent is no longer failing.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -111,18 +137,34 @@ pub const RENEW_FIRST_MS: u64 = 250;
 /// The longest wait between two renewals of an agent, ms: also how late a job's end may be
 /// heard of.
 pub const RENEW_MAX_MS: u64 = 500;
+/// Renewals of one agent in flight at once, at most: the next is sent when due (a quarter
+/// of the lease after the last) though the one before is unanswered, so one slow or lost
+/// answer (up to [`REQUEST_TIMEOUT_MS`], longer than a short lease) does not hold back the
+/// renewals that keep the agent's lease; an agent that answers none waits for one of them
+/// to fail before it is sent another.
+pub const RENEWALS_OUT_MAX: usize = 2;
 /// How often the addresses of unreachable agents are asked for again, ms.
 pub const ADDRESSES_RETRY_MS: u64 = 1_000;
 /// How often a kill is sent again to an agent whose share is still live, ms.
 pub const KILL_RESEND_MS: u64 = 2_000;
-/// Past the lease plus the kill grace, this much more before an unreachable agent's
-/// tasks are taken as killed, ms (clocks and queues).
+/// How long a request to an agent may go unanswered, ms: then the connection it went on
+/// is closed (the driver's `AGENT_REQUEST_TIMEOUT`, the simulator's too), so a request
+/// reaches its agent within this long of leaving or never.
+pub const REQUEST_TIMEOUT_MS: u64 = 5_000;
+/// An agent failing for its lease divided by this, with shares live or in doubt, is sent
+/// nothing more until they are given up or it answers (see the module documentation).
+pub const QUIET_AFTER_LEASE_DIVISOR: u64 = 2;
+/// Past the last request's timeout, the lease and the kill grace, this much more before an
+/// unreachable agent's tasks are taken as killed, ms (timers and queues).
 pub const LOST_MARGIN_MS: u64 = 1_000;
 /// The lease assumed until an agent reports its own, ms (the coordinator's default
 /// heartbeat timeout, halved).
 pub const LEASE_DEFAULT_MS: u64 = 15_000;
 
 mod tick;
+
+#[cfg(test)]
+mod tests;
 
 /// One node's part of one job.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -166,10 +208,25 @@ struct Agent {
     /// Failing since, ms (none: the last request was answered).
     failing_since: Option<u64>,
     lease_ms: Option<u64>,
-    renewing: bool,
+    /// Renewals sent and not yet answered (nor failed), at most [`RENEWALS_OUT_MAX`].
+    renewals_out: usize,
     next_renew_ms: u64,
     /// Ended jobs this shard recorded, to tell the agent (it then stops reporting them).
     seen: BTreeSet<JobId>,
+    /// Forgotten jobs whose files to remove there.
+    forgets: BTreeSet<JobId>,
+    /// When the last request left for it, ms: the latest it can have renewed the lease.
+    sent_ms: Option<u64>,
+    /// Failing for part of its lease with shares live or in doubt: sent nothing, so that
+    /// its lease runs out (set by each tick).
+    quiet: bool,
+}
+
+impl Agent {
+    /// The lease it reported, or the one assumed until it does.
+    fn lease(&self) -> u64 {
+        self.lease_ms.unwrap_or(LEASE_DEFAULT_MS)
+    }
 }
 
 /// What the task must send.
@@ -204,6 +261,19 @@ pub enum Send {
         addr: SocketAddr,
         jobs: Vec<JobId>,
     },
+}
+
+impl Send {
+    /// The node whose agent it goes to (none: the coordinator).
+    pub fn node(&self) -> Option<&str> {
+        match self {
+            Send::Addresses(_) => None,
+            Send::Launch { node, .. }
+            | Send::Kill { node, .. }
+            | Send::Renew { node, .. }
+            | Send::Forget { node, .. } => Some(node),
+        }
+    }
 }
 
 /// See the module documentation.
@@ -297,20 +367,13 @@ impl Runs {
         let _ = now_ms;
     }
 
-    /// The core forgot job `id`: its files go on its nodes.
-    pub fn forget(&mut self, id: JobId) -> Vec<Send> {
-        let nodes = self.finished.remove(&id).unwrap_or_default();
-        nodes
-            .into_iter()
-            .filter_map(|node| {
-                let addr = self.agents.get(&node)?.address?;
-                Some(Send::Forget {
-                    node,
-                    addr,
-                    jobs: vec![id],
-                })
-            })
-            .collect()
+    /// The core forgot job `id`: its files go on its nodes (sent by the next tick).
+    pub fn forget(&mut self, id: JobId) {
+        for node in self.finished.remove(&id).unwrap_or_default() {
+            if let Some(agent) = self.agents.get_mut(&node) {
+                agent.forgets.insert(id);
+            }
+        }
     }
 
     /// The coordinator's answer about agents' addresses.
@@ -388,7 +451,7 @@ impl Runs {
         let Some(agent) = self.agents.get_mut(node) else {
             return;
         };
-        agent.renewing = false;
+        agent.renewals_out = agent.renewals_out.saturating_sub(1);
         let report = match answer {
             Ok(report) => report,
             Err(failure) => {
@@ -443,19 +506,31 @@ impl Runs {
     pub fn tick(&mut self, now_ms: u64) -> Vec<Send> {
         let mut out = Vec::new();
         self.ask_addresses(now_ms, &mut out);
-        self.send_launches(now_ms, &mut out);
         self.give_up(now_ms);
         self.kill_the_rest();
+        self.hush(now_ms);
+        self.send_launches(now_ms, &mut out);
         self.send_kills(now_ms, &mut out);
         self.finish();
         self.renew(now_ms, &mut out);
+        self.send_forgets(&mut out);
+        for send in &out {
+            if let Some(agent) = send.node().and_then(|node| self.agents.get_mut(node)) {
+                agent.sent_ms = Some(now_ms);
+            }
+        }
         out
     }
 
-    /// Whether there is nothing to watch or send: no job, no end to tell an agent of, no
-    /// address asked for.
+    /// Whether there is nothing to watch or send: no job, no end or forget to tell an agent
+    /// of, no address asked for.
     pub fn is_idle(&self) -> bool {
-        self.jobs.is_empty() && !self.asking && self.agents.values().all(|a| a.seen.is_empty())
+        self.jobs.is_empty()
+            && !self.asking
+            && self
+                .agents
+                .values()
+                .all(|a| a.seen.is_empty() && a.forgets.is_empty())
     }
 
     /// Where `node`'s agent listens, if known.

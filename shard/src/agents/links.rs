@@ -12,8 +12,11 @@ use shardsched_proto::msg::shard_node;
 use shardsched_proto::{Error, Role, Session, connect};
 use tokio::sync::watch;
 
-/// How long one request to an agent (connecting included) may take.
-pub const AGENT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one request to an agent (connecting included) may take: then its connection
+/// is closed, so that it cannot renew the agent's lease later (the lease argument in
+/// [`shardsched_shard_core::agents`]).
+pub const AGENT_REQUEST_TIMEOUT: Duration =
+    Duration::from_millis(shardsched_shard_core::agents::REQUEST_TIMEOUT_MS);
 
 pub use shardsched_shard_core::agents::Failure;
 

@@ -76,11 +76,10 @@ pub(crate) async fn run(inputs: Inputs, commands: mpsc::Sender<Command>) {
     let mut tick = tokio::time::interval(AGENTS_TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let mut sends = Vec::new();
         tokio::select! {
             request = requests.recv() => {
                 let Some(request) = request else { break };
-                sends.extend(take_request(&mut runs, request));
+                take_request(&mut runs, request);
             }
             Some(ask) = outputs.recv() => {
                 let addr = super::launch::node_of_task(&ask.job, ask.query.task)
@@ -95,15 +94,14 @@ pub(crate) async fn run(inputs: Inputs, commands: mpsc::Sender<Command>) {
         // every running job, so one per message would cost the shard O(jobs) each time.
         for _ in 0..DRAINED_MAX {
             if let Ok(request) = requests.try_recv() {
-                sends.extend(take_request(&mut runs, request));
+                take_request(&mut runs, request);
             } else if let Ok(answer) = heard.try_recv() {
                 take_answer(&mut runs, answer);
             } else {
                 break;
             }
         }
-        sends.extend(runs.tick(now_ms()));
-        for send in sends {
+        for send in runs.tick(now_ms()) {
             tokio::spawn(carry(links.clone(), send, heard_tx.clone()));
         }
         ended.extend(runs.take_ended());
@@ -114,16 +112,15 @@ pub(crate) async fn run(inputs: Inputs, commands: mpsc::Sender<Command>) {
     tracing::debug!(%queue, "agents task stopped");
 }
 
-/// One request of the core task; what it makes the task send at once.
-fn take_request(runs: &mut Runs, request: ExecRequest) -> Vec<Send> {
+/// One request of the core task (what it makes the task send leaves at the next tick).
+fn take_request(runs: &mut Runs, request: ExecRequest) {
     let now = now_ms();
     match request {
         ExecRequest::Launch(job, generations) => runs.launch(now, job, generations),
         ExecRequest::Watch(job, generations) => runs.watch(now, job, generations),
         ExecRequest::Kill { id, why } => runs.kill(now, id, &why),
-        ExecRequest::Forget(id) => return runs.forget(id),
+        ExecRequest::Forget(id) => runs.forget(id),
     }
-    Vec::new()
 }
 
 /// One answer from a request in flight.

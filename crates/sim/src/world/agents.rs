@@ -30,6 +30,9 @@ impl World {
         };
         check::running(check::Running::Agent);
         let out = agent.batch(self.now, crash, &mut ignores_term, &mut ids);
+        if let Some(why) = out.unfenced {
+            return Err(broken(Invariant::I1, why));
+        }
         if crash != Crash::No {
             self.trace
                 .line(self.now, &format!("{node} agent CRASH in batch {crash:?}"));

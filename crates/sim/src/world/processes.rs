@@ -134,6 +134,9 @@ impl World {
                 self.checker.acked(id, &queue);
             }
         }
+        for conn in out.closed {
+            self.net.close(conn);
+        }
         self.send(out.packets);
         if out.restart {
             self.trace

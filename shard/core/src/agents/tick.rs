@@ -1,15 +1,18 @@
-//! [`Runs::tick`]'s parts: where agents are, launches, kills, giving up on what cannot
-//! end by an agent's word, finished jobs, renewals.
+//! [`Runs::tick`]'s parts: where agents are, giving up on what cannot end by an agent's
+//! word, falling quiet towards failing agents, launches, kills, finished jobs, renewals,
+//! forgets.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 
+use shardsched_wire::limits::AGENT_JOBS_MAX;
 use shardsched_wire::msg::JobId;
 use shardsched_wire::msg::agent::{EndCause, JobEnd};
 
 use super::{
-    ADDRESSES_RETRY_MS, KILL_RESEND_MS, LAUNCH_RETRY_FOR_MS, LEASE_DEFAULT_MS, LOST_MARGIN_MS,
-    LaunchFacts, RENEW_FIRST_MS, RENEW_MAX_MS, Runs, Send, Share,
+    ADDRESSES_RETRY_MS, KILL_RESEND_MS, LAUNCH_RETRY_FOR_MS, LOST_MARGIN_MS, LaunchFacts,
+    QUIET_AFTER_LEASE_DIVISOR, RENEW_FIRST_MS, RENEW_MAX_MS, RENEWALS_OUT_MAX, REQUEST_TIMEOUT_MS,
+    Runs, Send, Share,
 };
 
 impl Runs {
@@ -104,7 +107,7 @@ impl Runs {
                 // An earlier run of this job (requeued) ended on the node: the agent is
                 // told first that its end is recorded, so that word cannot reach it after
                 // this run's launch and hide this run's end.
-                if agent.is_some_and(|a| a.seen.contains(id)) {
+                if agent.is_some_and(|a| a.seen.contains(id) || a.quiet) {
                     continue;
                 }
                 let addr = agent.and_then(|a| a.address);
@@ -162,7 +165,8 @@ impl Runs {
                 if matches!(share, Share::Ended(_) | Share::Waiting { .. }) {
                     continue;
                 }
-                if let Some(addr) = self.agents.get(node).and_then(|a| a.address) {
+                let agent = self.agents.get(node).filter(|a| !a.quiet);
+                if let Some(addr) = agent.and_then(|a| a.address) {
                     out.push(Send::Kill {
                         node: node.clone(),
                         addr,
@@ -175,12 +179,14 @@ impl Runs {
     }
 
     /// Shares that cannot end by an agent's word: launches that never got through, and
-    /// agents unreachable past their lease and the kill grace (they killed the tasks).
+    /// shares on an agent that fails to answer and was sent nothing for so long that its
+    /// lease ran out and its kill grace passed (see the module documentation of
+    /// [`super`]: the request timeout, the lease, the grace and a margin past the last
+    /// request that left for it).
     pub(super) fn give_up(&mut self, now_ms: u64) {
         for (id, run) in &mut self.jobs {
             let stuck_since = run.since_ms.saturating_add(LAUNCH_RETRY_FOR_MS);
             for (node, share) in &mut run.shares {
-                let agent = self.agents.get(node);
                 match share {
                     Share::Ended(_) | Share::Sending => {}
                     Share::Waiting { .. } => {
@@ -192,16 +198,16 @@ impl Runs {
                         }
                     }
                     Share::Unknown { .. } | Share::Live { .. } => {
-                        let Some(failing) = agent.and_then(|a| a.failing_since) else {
+                        let Some(agent) =
+                            self.agents.get(node).filter(|a| a.failing_since.is_some())
+                        else {
                             continue;
                         };
-                        let heard = agent
-                            .and_then(|a| a.heard_ms)
-                            .unwrap_or(run.since_ms)
-                            .min(failing);
-                        let lease = agent.and_then(|a| a.lease_ms).unwrap_or(LEASE_DEFAULT_MS);
-                        let gone = heard
-                            .saturating_add(lease)
+                        // A restarted shard's earlier run sent nothing after the watch.
+                        let last = agent.sent_ms.unwrap_or(0).max(run.since_ms);
+                        let gone = last
+                            .saturating_add(REQUEST_TIMEOUT_MS)
+                            .saturating_add(agent.lease())
                             .saturating_add(self.kill_grace_ms)
                             .saturating_add(LOST_MARGIN_MS);
                         if now_ms >= gone {
@@ -209,14 +215,28 @@ impl Runs {
                             *share = Share::Ended(JobEnd::without_status(
                                 EndCause::Lost,
                                 format!(
-                                    "node {node}'s agent unreachable since {heard} ms; its lease \
-                                     ran out, so it killed the job's tasks there"
+                                    "node {node}'s agent unreachable; nothing was sent to it \
+                                     since {last} ms, so its lease ran out and it killed the \
+                                     job's tasks there"
                                 ),
                             ));
                         }
                     }
                 }
             }
+        }
+    }
+
+    /// Marks quiet each agent failing for part of its lease while it has shares live or in
+    /// doubt: nothing is sent to it until they are given up or it answers.
+    pub(super) fn hush(&mut self, now_ms: u64) {
+        let busy = self.busy();
+        for (node, agent) in &mut self.agents {
+            let lease = agent.lease();
+            agent.quiet = busy.contains(node)
+                && agent.failing_since.is_some_and(|since| {
+                    now_ms >= since.saturating_add(lease / QUIET_AFTER_LEASE_DIVISOR)
+                });
         }
     }
 
@@ -257,28 +277,35 @@ impl Runs {
         }
     }
 
-    pub(super) fn renew(&mut self, now_ms: u64, out: &mut Vec<Send>) {
-        let mut busy: BTreeSet<&str> = BTreeSet::new();
+    /// The nodes with a share live or in doubt (a launch in flight renews the lease
+    /// itself).
+    fn busy(&self) -> BTreeSet<String> {
+        let mut busy = BTreeSet::new();
         for run in self.jobs.values() {
             for (node, share) in &run.shares {
-                // A launch in flight renews the lease itself.
                 if matches!(share, Share::Unknown { .. } | Share::Live { .. }) {
-                    busy.insert(node);
+                    busy.insert(node.clone());
                 }
             }
         }
+        busy
+    }
+
+    pub(super) fn renew(&mut self, now_ms: u64, out: &mut Vec<Send>) {
+        let busy = self.busy();
         let asked = self.seq + 1;
         let mut sent = false;
         for (node, agent) in &mut self.agents {
-            let wanted = busy.contains(node.as_str()) || !agent.seen.is_empty();
+            let wanted = busy.contains(node) || !agent.seen.is_empty();
             let Some(addr) = agent.address else { continue };
-            if !wanted || agent.renewing || now_ms < agent.next_renew_ms {
+            let full = agent.renewals_out >= RENEWALS_OUT_MAX;
+            if !wanted || agent.quiet || full || now_ms < agent.next_renew_ms {
                 continue;
             }
             let every = agent
                 .lease_ms
                 .map_or(RENEW_FIRST_MS, |lease| (lease / 4).clamp(100, RENEW_MAX_MS));
-            agent.renewing = true;
+            agent.renewals_out += 1;
             agent.next_renew_ms = now_ms.saturating_add(every);
             sent = true;
             out.push(Send::Renew {
@@ -290,6 +317,30 @@ impl Runs {
         }
         if sent {
             self.seq = asked;
+        }
+    }
+
+    /// Forgotten jobs' files, to each agent not quiet (at most [`AGENT_JOBS_MAX`] a
+    /// request).
+    pub(super) fn send_forgets(&mut self, out: &mut Vec<Send>) {
+        for (node, agent) in &mut self.agents {
+            let Some(addr) = agent.address else {
+                // Never known (it never ran a job of ours): nothing of ours is there.
+                agent.forgets.clear();
+                continue;
+            };
+            if agent.forgets.is_empty() || agent.quiet {
+                continue;
+            }
+            let jobs: Vec<JobId> = agent.forgets.iter().take(AGENT_JOBS_MAX).copied().collect();
+            for job in &jobs {
+                agent.forgets.remove(job);
+            }
+            out.push(Send::Forget {
+                node: node.clone(),
+                addr,
+                jobs,
+            });
         }
     }
 }

@@ -13,7 +13,7 @@ use shardsched_proto::msg::shard_coord::AgentAddress;
 use shardsched_proto::msg::{Generation, JobId, JobState, Refusal, RefusalCode};
 
 use shardsched_shard_core::agents::{
-    Failure, LAUNCH_RETRY_FOR_MS, LEASE_DEFAULT_MS, LOST_MARGIN_MS, Runs, Send,
+    Failure, LAUNCH_RETRY_FOR_MS, LEASE_DEFAULT_MS, LOST_MARGIN_MS, REQUEST_TIMEOUT_MS, Runs, Send,
 };
 
 use crate::agents::launch::node_launches;
@@ -294,8 +294,10 @@ fn an_agent_unreachable_past_its_lease_and_the_grace_has_killed_its_tasks() {
         &[],
         Ok(report("n1", vec![(7, running)])),
     );
-    let gone = 4 + 2_000 + GRACE_MS + LOST_MARGIN_MS;
     let asked = renewals(&runs.tick(1_000));
+    // Counted from the last request sent (its answer lost, it may still have renewed the
+    // lease), and quiet since: nothing more goes to n1.
+    let gone = 1_000 + REQUEST_TIMEOUT_MS + 2_000 + GRACE_MS + LOST_MARGIN_MS;
     let n1 = asked.iter().find(|(n, _)| n == "n1").expect("n1 renewed");
     runs.renewed(
         1_001,
@@ -304,7 +306,8 @@ fn an_agent_unreachable_past_its_lease_and_the_grace_has_killed_its_tasks() {
         &[],
         Err(Failure::Unreachable("timeout".into())),
     );
-    runs.tick(gone - 1);
+    let sends = runs.tick(gone - 1);
+    assert!(sends.iter().all(|s| s.node() != Some("n1")), "{sends:?}");
     assert!(
         runs.take_ended().is_empty(),
         "not before its lease and the grace are over"
@@ -357,10 +360,11 @@ fn a_launch_refused_for_fencing_is_tried_again_for_a_while_then_fails() {
         );
     }
     runs.launched(1_001, Fluid(7), "n1", stale());
-    let in_flight = renewals(&runs.tick(LAUNCH_RETRY_FOR_MS + 1));
-    runs.launched(LAUNCH_RETRY_FOR_MS + 2, Fluid(7), "n1", stale());
-    // The job cannot run whole: n0's share is stopped, and the job ends once it is.
-    let sends = runs.tick(LAUNCH_RETRY_FOR_MS + 3);
+    // Past the retries, n1's share fails: the job cannot run whole, so n0's share is
+    // stopped, and the job ends once it is.
+    let sends = runs.tick(LAUNCH_RETRY_FOR_MS + 1);
+    let in_flight = renewals(&sends);
+    assert!(launches(&sends).is_empty(), "{sends:?}");
     assert!(
         sends
             .iter()

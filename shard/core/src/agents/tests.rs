@@ -1,0 +1,226 @@
+//! [`Runs`] under virtual time: when it may take an agent's tasks as killed by their lease,
+//! and how it renews.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use shardsched_wire::Fluid;
+use shardsched_wire::msg::agent::{AgentReport, JobNode, JobOnNode, JobReport, JobSignature};
+use shardsched_wire::msg::client_shard::IdempotencyKey;
+use shardsched_wire::msg::shard_coord::AgentAddress;
+use shardsched_wire::msg::{Generation, JobState};
+
+use super::*;
+use crate::job::{JobRecord, Reason};
+
+const GRACE_MS: u64 = 3_000;
+/// The lease the agent reports.
+const LEASE_MS: u64 = 2_000;
+const NODE: &str = "n0";
+/// How often the test's driver ticks, as the shard's agents task does (50 ms).
+const TICK_MS: u64 = 50;
+
+fn job(id: u64) -> Box<JobRecord> {
+    Box::new(JobRecord {
+        id: Fluid(id),
+        owner: "alice".into(),
+        key: IdempotencyKey([1; 16]),
+        name: "sleep".into(),
+        urgency: 16,
+        state: JobState::Running,
+        reason: Reason::None,
+        submit_ms: 0,
+        start_ms: Some(0),
+        end_ms: None,
+        duration_ms: 600_000,
+        nodes: vec![NODE.to_owned()],
+        nodes_requested: Some(1),
+        jobspec_json: Arc::from("{}"),
+        r_json: None,
+        events: Vec::new(),
+        array: None,
+        begin_ms: None,
+        signature: Some(Arc::new(JobSignature {
+            cert_pem: "PEM".into(),
+            signature: vec![1],
+        })),
+    })
+}
+
+/// One task on each node.
+fn one_task_per_node(job: &JobRecord, facts: &LaunchFacts<'_>) -> Result<Vec<NodeLaunch>, String> {
+    let nodes: Vec<JobNode> = job
+        .nodes
+        .iter()
+        .map(|node| JobNode {
+            node: node.clone(),
+            agent: facts.agents[node],
+            first_rank: 0,
+            ntasks: 1,
+            cores: Vec::new(),
+            gpus: Vec::new(),
+        })
+        .collect();
+    let signature = job.signature.as_deref().ok_or("unsigned")?;
+    let signed = SignedJobspec::new(&job.jobspec_json, signature);
+    launches_on(job, facts, &nodes, &signed, &[], "")
+}
+
+fn running_report() -> AgentReport {
+    AgentReport {
+        node: NODE.to_owned(),
+        owner: None,
+        unhealthy: None,
+        lease_ms: LEASE_MS,
+        jobs: vec![JobReport {
+            job: Fluid(7),
+            queue: "q".into(),
+            generation: Generation(3),
+            state: JobOnNode::Running { supervisor_pid: 9 },
+        }],
+    }
+}
+
+/// A request in flight to the agent (or the coordinator): its answer comes back at `at`,
+/// or, if `lost`, its failure does.
+struct InFlight {
+    at: u64,
+    lost: bool,
+    send: Send,
+}
+
+/// What the simulated network does with the answer to a request sent at the time given:
+/// how long it takes (`None`: it is lost, and the request's failure comes back after
+/// [`REQUEST_TIMEOUT_MS`]). Every request itself reaches the agent at once.
+type Network<'a> = &'a mut dyn FnMut(u64) -> Option<u64>;
+
+/// What [`drive`] saw.
+struct Seen {
+    /// The job's end, and when.
+    ended: Option<(u64, JobEnd)>,
+    /// When the last request reached the agent before that (what renewed its lease last).
+    renewed_at: u64,
+    /// The longest time between two requests reaching the agent while the job ran, ms.
+    longest_gap: u64,
+}
+
+/// A shard's agents task in virtual time, with job 7 running on [`NODE`] from time 0,
+/// until `until` or until the job ends.
+fn drive(until: u64, net: Network<'_>) -> Seen {
+    let mut runs = Runs::new("q", GRACE_MS, one_task_per_node);
+    let generations = BTreeMap::from([(NODE.to_owned(), Generation(3))]);
+    runs.launch(0, job(7), generations);
+    let addr = SocketAddr::from(([127, 0, 1, 1], 4000));
+    let mut in_flight: Vec<InFlight> = Vec::new();
+    let mut renewed_at = 0;
+    let mut longest_gap = 0;
+    let mut now = 0;
+    while now <= until {
+        in_flight.sort_by_key(|f| f.at);
+        while in_flight.first().is_some_and(|f| f.at <= now) {
+            let InFlight { lost, send, .. } = in_flight.remove(0);
+            let failure = || Failure::Unreachable("no answer in time".into());
+            match send {
+                Send::Addresses(_) => runs.addresses(Ok(vec![AgentAddress {
+                    node: NODE.to_owned(),
+                    address: Some(addr),
+                }])),
+                Send::Launch { launch, .. } => {
+                    let answer = if lost { Err(failure()) } else { Ok(()) };
+                    runs.launched(now, launch.job, NODE, answer);
+                }
+                Send::Renew { asked, seen, .. } => {
+                    let answer = if lost {
+                        Err(failure())
+                    } else {
+                        Ok(running_report())
+                    };
+                    runs.renewed(now, NODE, asked, &seen, answer);
+                }
+                Send::Kill { .. } | Send::Forget { .. } => {}
+            }
+        }
+        let sends = runs.tick(now);
+        // What this tick sends leaves after it gave the job up.
+        if let Some((_, end)) = runs.take_ended().pop() {
+            return Seen {
+                ended: Some((now, end)),
+                renewed_at,
+                longest_gap,
+            };
+        }
+        for send in sends {
+            if send.node().is_none() {
+                in_flight.push(InFlight {
+                    at: now,
+                    lost: false,
+                    send,
+                });
+                continue;
+            }
+            if renewed_at > 0 {
+                longest_gap = longest_gap.max(now - renewed_at);
+            }
+            renewed_at = now;
+            let (at, lost) = match net(now) {
+                Some(delay) => (now + delay, false),
+                None => (now + REQUEST_TIMEOUT_MS, true),
+            };
+            in_flight.push(InFlight { at, lost, send });
+        }
+        now += TICK_MS;
+    }
+    Seen {
+        ended: None,
+        renewed_at,
+        longest_gap,
+    }
+}
+
+#[test]
+fn tasks_are_taken_as_killed_only_a_lease_after_the_last_request_left() {
+    // The agent answers until 10 s, then every answer is lost: the requests still reach
+    // it and renew its lease.
+    let mut net = |sent: u64| (sent < 10_000).then_some(10);
+    let Seen {
+        ended, renewed_at, ..
+    } = drive(120_000, &mut net);
+    let (at, end) = ended.expect("the shard gives the job up in the end");
+    assert_eq!(end.cause, EndCause::Lost, "{end:?}");
+    assert!(
+        at >= renewed_at + LEASE_MS + GRACE_MS,
+        "taken as killed at {at} ms, though a request renewed the agent's lease at \
+         {renewed_at} ms (lease {LEASE_MS} ms, grace {GRACE_MS} ms)"
+    );
+}
+
+#[test]
+fn one_lost_answer_does_not_lose_a_running_job() {
+    let mut renewals = 0;
+    let mut net = |_sent: u64| {
+        renewals += 1;
+        // The third request's answer (a renewal's) is lost; the others come back.
+        (renewals != 3).then_some(10)
+    };
+    let seen = drive(120_000, &mut net);
+    assert!(seen.ended.is_none(), "{:?}", seen.ended);
+}
+
+#[test]
+fn a_renewal_is_sent_when_due_though_the_one_before_is_unanswered() {
+    let mut requests = 0;
+    let mut net = |_sent: u64| {
+        requests += 1;
+        // The fourth request's answer (a renewal's) is lost: it fails only after the
+        // request timeout, longer than the lease.
+        (requests != 4).then_some(10)
+    };
+    let seen = drive(30_000, &mut net);
+    assert!(seen.ended.is_none(), "{:?}", seen.ended);
+    assert!(
+        seen.longest_gap <= LEASE_MS / 4 + TICK_MS,
+        "{} ms without a request to the agent (lease {LEASE_MS} ms)",
+        seen.longest_gap
+    );
+}
