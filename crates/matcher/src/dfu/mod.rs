@@ -202,7 +202,11 @@ impl EdgeOrder {
             order.extend_from_slice(tree.children(v));
             // std::map keyed (weight, uniq_id) with std::greater: equal keys keep the first.
             let kids = &mut order[from..];
-            if kids.len() > 1 {
+            // Readers list children by ascending uniq_id as a rule: reversed, they are in
+            // order and distinct, with no sort (this runs for every vertex at start).
+            if kids.is_sorted_by(|a, b| uniq[*a as usize] < uniq[*b as usize]) {
+                kids.reverse();
+            } else if kids.len() > 1 {
                 kids.sort_by(|a, b| uniq[*b as usize].cmp(&uniq[*a as usize]));
                 let mut keep = 1;
                 for i in 1..kids.len() {
