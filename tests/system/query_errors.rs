@@ -191,6 +191,37 @@ fn bad_session_commands_are_reported_and_the_session_goes_on() {
     }
 }
 
+/// `-t` naming the file standard error writes to: each command's output is there before
+/// the next command's error, as in resource-query's line-flushed output (the `-t` file is
+/// buffered across commands only when nobody can see the order).
+#[test]
+fn output_to_standard_error_keeps_the_order_of_commands() {
+    let s = Scratch::new("order");
+    s.file("good.yaml", GOOD_JOBSPEC);
+    let spec = s.spec();
+    let cmds = "match allocate good.yaml\nmatch allocate missing.yaml\n\
+                match allocate good.yaml\nmatch allocate missing.yaml\nquit\n";
+    let r = query(&s.0, &spec, &["-f", "spec", "-t", "/dev/stderr"], cmds);
+    r.assert_no_panic("session");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let order: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("INFO: JOBID=") || l.contains("ERROR: "))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "INFO: JOBID=1",
+            "ERROR: can't open missing.yaml",
+            "INFO: JOBID=2",
+            "ERROR: can't open missing.yaml"
+        ],
+        "{}",
+        r.stderr
+    );
+}
+
 #[test]
 fn sessions_on_every_graph_source_go_on_after_errors() {
     let s = Scratch::new("formats");

@@ -138,8 +138,8 @@ fn commit_inner(
     let mut below: Vec<Vec<(u32, i64)>> = Vec::new();
     let mut skew = 0u32;
     let mut kept = 0;
-    // Leaves taken whole whose parent may cover them (state::cover): (leaf, parent's
-    // inner index), recorded when the parent comes (children come before parents).
+    // Leaves taken whole that a cover of their group may stand for (state::cover): (leaf,
+    // cover group), recorded when their parent comes (children come before parents).
     let mut pending: Vec<(u32, u32)> = Vec::new();
     for i in 0..alloc.vertices.len() {
         let av = alloc.vertices[i];
@@ -150,7 +150,7 @@ fn commit_inner(
         // Taken out for this vertex and put back emptied, so its memory serves the next.
         let mut dfu = std::mem::take(&mut below[d + 1]);
         let cover = st
-            .cover_parent(av.v)
+            .cover_group(av.v)
             .filter(|_| av.exclusive && av.needs == g.size(av.v));
         let ok = if let Some(p) = cover {
             // The check `record_vertex` makes; the hold waits for the parent.
@@ -201,9 +201,9 @@ fn commit_inner(
     Ok(())
 }
 
-/// Records the pending leaves of inner index `parent` (the tail of `pending`): one cover when
-/// they are all its leaf children, else a hold each. With `None`, every pending leaf gets
-/// its own hold (a leaf whose parent the allocation does not list).
+/// Records the pending leaves whose parent is inner index `parent` (the tail of
+/// `pending`): one cover per cover group they fill, else a hold each. With `None`, every
+/// pending leaf gets its own hold (a leaf whose parent the allocation does not list).
 fn flush_leaves(
     st: &mut SchedState,
     pending: &mut Vec<(u32, u32)>,
@@ -215,31 +215,39 @@ fn flush_leaves(
 ) -> Result<(), MatchError> {
     let from = match parent {
         Some(p) => {
-            let n = pending.iter().rev().take_while(|e| e.1 == p).count();
+            let n = pending
+                .iter()
+                .rev()
+                .take_while(|e| st.cover_group_parent(e.1) == p)
+                .count();
             pending.len() - n
         }
         None => 0,
     };
-    let mine = &pending[from..];
-    if mine.is_empty() {
-        return Ok(());
-    }
-    if let Some(p) = parent
-        && mine.len() == st.leaf_children(p) as usize
-        && distinct(mine)
-    {
-        st.hold_cover(p, at, dur, spans)?;
-    } else {
-        for &(v, _) in mine {
-            let v = VertexId(v);
-            st.hold(v, at, dur, g.size(v), true, spans)?;
+    let mut i = from;
+    while i < pending.len() {
+        let group = pending[i].1;
+        if parent.is_some() {
+            // Leaves of one group are listed together (children in graph order, one
+            // type's leaves after one another as the graph lists them); a group split
+            // in two gets holds.
+            let n = pending[i..].iter().take_while(|e| e.1 == group).count();
+            let mine = &pending[i..i + n];
+            if mine.len() == st.cover_group_leaves(group) as usize && distinct(mine) {
+                st.hold_cover(group, at, dur, spans)?;
+                i += n;
+                continue;
+            }
         }
+        let v = VertexId(pending[i].0);
+        st.hold(v, at, dur, g.size(v), true, spans)?;
+        i += 1;
     }
     pending.truncate(from);
     Ok(())
 }
 
-/// Whether the leaves are distinct (a cover stands for each leaf child once).
+/// Whether the leaves are distinct (a cover stands for each leaf of its group once).
 fn distinct(leaves: &[(u32, u32)]) -> bool {
     if leaves.windows(2).all(|w| w[0].0 < w[1].0) {
         return true;

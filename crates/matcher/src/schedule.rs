@@ -191,7 +191,13 @@ impl Matcher {
         {
             whole.push(node);
         }
-        let vertices = crate::update::emission(&self.graph, self.tree(), &self.marks, &whole);
+        let vertices = crate::update::emission(
+            &self.graph,
+            self.tree(),
+            &self.marks,
+            &whole,
+            self.last_recorded,
+        );
         if vertices.is_empty() {
             // Nothing taken exclusively: the update fails, leaving the select's errno — which
             // the vertices a best-first walk skipped may have set: walk again visiting all.
@@ -494,7 +500,7 @@ impl Matcher {
         {
             whole.push(node);
         }
-        Ok(!crate::update::emission(&self.graph, self.tree(), &self.marks, &whole).is_empty())
+        Ok(!crate::update::emission(&self.graph, self.tree(), &self.marks, &whole, 0).is_empty())
     }
 
     /// Whether `js` is matched by the flexible traverser: when chosen (`-T flexible`), and

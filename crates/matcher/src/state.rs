@@ -25,15 +25,16 @@ pub const XCHECK_TOTAL: i64 = 1 << 30;
 pub const PLAN_BASE: i64 = 0;
 /// Length of the planning window in seconds (about 34,800 years): effectively unbounded.
 pub const PLAN_HORIZON: u64 = 1 << 40;
-/// `inner_of` of a leaf has this bit set; the bits below are the inner index of its parent
-/// in the walk tree, when leaves under it may be covered (see [`cover`]).
+/// `inner_of` of a leaf has this bit set; the bits below are its cover group (its parent in
+/// the walk tree and its type), when leaves there may be covered (see [`cover`]).
 const LEAF_BIT: u32 = 1 << 31;
-/// A leaf without a parent that can cover it.
+/// A leaf without a cover group.
 const LEAF: u32 = u32::MAX;
 /// Up to this many aggregate types, a record's amounts are gathered on the stack.
 const AGGREGATE_INLINE_TYPES: usize = 8;
 
 mod cover;
+use cover::CoverGroup;
 
 /// Prune filters: pairs of (high-level type or all, low-level type).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -105,12 +106,11 @@ pub struct SchedState {
     inner_vertex: Vec<u32>,
     pub inner: Vec<Inner>,
     pub leaves: Pools,
-    /// Covers, by inner index: a hold here stands for a full exclusive hold of every leaf
-    /// child (see [`cover`]).
+    /// Covers, by cover group: a hold here stands for a full exclusive hold of every leaf
+    /// of the group (see [`cover`]).
     covers: Pools,
-    /// How many leaf children each inner vertex has (by inner index) that a cover there
-    /// stands for.
-    leaf_children: Vec<u32>,
+    /// The cover groups: the leaf children of one inner vertex that share a type.
+    cover_groups: Vec<CoverGroup>,
     /// Every pruning type, as symbols (graph symbols, or the type table's own).
     pub prune_types: Vec<Sym>,
     /// The pruning types' ranks (parallel to `prune_types`).
@@ -125,7 +125,7 @@ pub enum SpanRef {
     Plan(u32, SpanId),
     Xcheck(u32, SpanId),
     Agg(u32, SpanId),
-    /// A cover at an inner vertex (by inner index): all its leaf children held whole.
+    /// A cover of a cover group (by its index): every leaf of the group held whole.
     Cover(u32, HoldId),
 }
 
@@ -147,7 +147,7 @@ impl SchedState {
         let cluster = 0u32;
         let mut inner_of = vec![LEAF; n];
         let mut inner_vertex: Vec<u32> = Vec::new();
-        let mut leaf_children: Vec<u32> = Vec::new();
+        let mut cover_groups: Vec<CoverGroup> = Vec::new();
         let mut inner = Vec::new();
         // Depth-first, children in order, each inner vertex a frame summing the units of
         // each pruning type (by rank) its children hold. Where vertices share parents, each
@@ -236,18 +236,12 @@ impl SchedState {
             let index = inner.len() as u32;
             inner_of[v as usize] = index;
             inner_vertex.push(v);
-            // Leaf children point at their parent, so that a cover here reaches them (one
-            // parent each: not where vertices share parents).
-            let mut leaf_count = 0;
-            if !dag && index < LEAF_BIT - 1 {
-                for &c in tree.children(vid) {
-                    if tree.children(VertexId(c)).is_empty() {
-                        inner_of[c as usize] = LEAF_BIT | index;
-                        leaf_count += 1;
-                    }
-                }
+            // Leaf children point at their cover group (this vertex and their type), so
+            // that a cover of it reaches them (one parent each: not where vertices share
+            // parents).
+            if !dag {
+                cover::group_leaves(g, tree, vid, index, &mut inner_of, &mut cover_groups);
             }
-            leaf_children.push(leaf_count);
             inner.push(Inner {
                 plans: Planner::new(PLAN_BASE, PLAN_HORIZON, g.size(vid)),
                 xcheck: Planner::new(PLAN_BASE, PLAN_HORIZON, XCHECK_TOTAL),
@@ -267,14 +261,14 @@ impl SchedState {
             spare.push(sum);
         }
         let prune_ranks: Vec<u32> = prune.all().collect();
-        let covers = Pools::new(inner_vertex.len());
+        let covers = Pools::new(cover_groups.len());
         SchedState {
             inner_of,
             inner_vertex,
             inner,
             leaves: Pools::new(n),
             covers,
-            leaf_children,
+            cover_groups,
             prune_types: prune_ranks.iter().map(|&r| types.at_rank(r)).collect(),
             prune_ranks,
         }
@@ -458,10 +452,10 @@ impl SchedState {
     pub fn span_vertex(&self, s: SpanRef) -> VertexId {
         match s {
             SpanRef::Leaf(v, _) => VertexId(v),
-            SpanRef::Plan(i, _)
-            | SpanRef::Xcheck(i, _)
-            | SpanRef::Agg(i, _)
-            | SpanRef::Cover(i, _) => VertexId(self.inner_vertex[i as usize]),
+            SpanRef::Plan(i, _) | SpanRef::Xcheck(i, _) | SpanRef::Agg(i, _) => {
+                VertexId(self.inner_vertex[i as usize])
+            }
+            SpanRef::Cover(i, _) => self.cover_group_vertex(i),
         }
     }
 

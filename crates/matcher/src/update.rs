@@ -15,14 +15,16 @@ use crate::dfu::{Marks, Tree};
 
 /// Lists what the last select's marks take (see the module doc); `whole_types` are the
 /// types taken with their whole subtree. Empty when nothing would be taken exclusively (the
-/// match then fails).
+/// match then fails). `expected`: how many vertices the list will likely hold (the last
+/// match's count: streams repeat a jobspec), so that it is allocated once.
 pub fn emission(
     g: &ResourceGraph,
     tree: &dyn Tree,
     marks: &Marks,
     whole_types: &[Sym],
+    expected: usize,
 ) -> Vec<AllocVertex> {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(expected);
     let root = tree.root();
     let whole = |v: VertexId| whole_types.contains(&g.kind(v));
     let mut walk = Emit {

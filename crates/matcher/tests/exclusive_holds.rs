@@ -138,6 +138,22 @@ fn committing_expanded_allocations_matches_a_plain_commit() {
     }
 }
 
+/// One socket with all 22 cores of a generated node and one of its two gpus.
+const SOCKET_ALL_CORES_ONE_GPU: &str = "version: 9999
+resources:
+  - type: slot
+    count: 1
+    label: s
+    with:
+      - type: socket
+        count: 1
+        with:
+          - {type: core, count: 22}
+          - {type: gpu, count: 1}
+tasks: [{command: [app], slot: s, count: {per_slot: 1}}]
+attributes: {system: {duration: 60}}
+";
+
 #[test]
 fn leaves_of_whole_nodes_are_covered_and_answer_as_their_own_holds_would() {
     for policy in ["first", "low", "hinodex"] {
@@ -147,6 +163,9 @@ fn leaves_of_whole_nodes_are_covered_and_answer_as_their_own_holds_would() {
             spec(None, Some(5), 50),    // a few cores: held one by one
             spec(Some(1), Some(2), 80), // a shared node, two cores
             spec(Some(4), None, 30),    // more than is free now: a reservation
+            // Every core of a socket and one of its gpus: the cores covered (one cover of
+            // the socket's cores), the gpu held by itself.
+            shardsched_jobspec::parse(SOCKET_ALL_CORES_ONE_GPU).expect("jobspec"),
         ];
         for (i, js) in jobs.iter().enumerate() {
             m.place(MatchOp::AllocateOrElseReserve, js, i as u64 + 1, 0)
@@ -192,7 +211,31 @@ fn leaves_of_whole_nodes_are_covered_and_answer_as_their_own_holds_would() {
                 );
             }
         }
-        for id in 1..=4 {
+        let socket_job = m.job(5).expect("the socket job is placed");
+        let covers = socket_job
+            .spans
+            .iter()
+            .filter(|s| matches!(s, shardsched_matcher::SpanRef::Cover(..)))
+            .count();
+        let leaf_holds = socket_job
+            .spans
+            .iter()
+            .filter(|s| matches!(s, shardsched_matcher::SpanRef::Leaf(..)))
+            .count();
+        // (Under a `*nodex` policy its node is taken whole: both sockets' cores, gpus and
+        // memory, six groups, all covered.)
+        let want = if policy.ends_with("nodex") {
+            (6, 0)
+        } else {
+            (1, 1)
+        };
+        assert_eq!(
+            (covers, leaf_holds),
+            want,
+            "{policy}: {:?}",
+            socket_job.spans
+        );
+        for id in 1..=jobs.len() as u64 {
             let _ = m.cancel(id);
         }
         assert_eq!(m.state, m.fresh_state(), "{policy}");

@@ -215,12 +215,15 @@ impl Session {
         })
     }
 
-    /// Runs commands from `input` until `quit` or end of input.
+    /// Runs commands from `input` until `quit` or end of input. With `flush_each`, what a
+    /// command wrote to `out` is flushed before the next command runs (see
+    /// [`shares_a_stream`]).
     pub fn run(
         &mut self,
         mut input: impl BufRead,
         out: &mut dyn Write,
         stdout: &mut dyn Write,
+        flush_each: bool,
     ) -> Result<()> {
         let mut raw = Vec::new();
         loop {
@@ -240,8 +243,11 @@ impl Session {
             let words: Vec<&str> = line.split_whitespace().collect();
             let go_on = self.execute(&words, out, stdout)?;
             // resource-query's output is line-flushed: its messages on stderr land after
-            // what the commands before printed, even when both go to one file.
-            out.flush()?;
+            // what the commands before printed, even when both go to one file. (Standard
+            // output's flush costs nothing when a command printed nothing there.)
+            if flush_each {
+                out.flush()?;
+            }
             stdout.flush()?;
             if !go_on {
                 break;
@@ -397,15 +403,46 @@ fn run_session(session: &mut Session, args: &QueryArgs) -> Result<()> {
         Some(path) => {
             let file = std::fs::File::create(path)
                 .with_context(|| format!("creating {}", path.display()))?;
-            let mut out = std::io::BufWriter::new(file);
-            session.run(stdin.lock(), &mut out, &mut stdout)
+            let flush_each = shares_a_stream(&file);
+            let mut out = std::io::BufWriter::with_capacity(OUTPUT_BUFFER_BYTES, file);
+            session.run(stdin.lock(), &mut out, &mut stdout, flush_each)
         }
         None => {
             // Both streams are standard output, in the order printed (as resource-query's).
             drop(stdout);
             let mut out = std::io::stdout();
             let mut info = std::io::stdout();
-            session.run(stdin.lock(), &mut out, &mut info)
+            session.run(stdin.lock(), &mut out, &mut info, true)
         }
     }
+}
+
+/// The `-t` file's write buffer: a match stream writes megabytes there, and one `write`
+/// per command was a tenth of a whole `query`'s time.
+const OUTPUT_BUFFER_BYTES: usize = 1 << 16;
+
+/// Whether the `-t` file is the file standard error or standard output writes to (`-t
+/// /dev/stderr`, or both redirected to one file): only then can anyone see in which order
+/// the lines of the two streams were written, so only then is the file flushed after every
+/// command (as resource-query's line-flushed output). Unknown counts as shared.
+fn shares_a_stream(file: &std::fs::File) -> bool {
+    use std::os::fd::{AsFd, BorrowedFd};
+    use std::os::unix::fs::MetadataExt;
+    let id = |m: std::fs::Metadata| (m.dev(), m.ino());
+    let of_fd = |fd: BorrowedFd<'_>| {
+        fd.try_clone_to_owned()
+            .map(std::fs::File::from)
+            .and_then(|f| f.metadata())
+            .ok()
+            .map(id)
+    };
+    let Some(mine) = file.metadata().ok().map(id) else {
+        return true;
+    };
+    [
+        of_fd(std::io::stderr().as_fd()),
+        of_fd(std::io::stdout().as_fd()),
+    ]
+    .iter()
+    .any(|other| other.is_none_or(|o| o == mine))
 }

@@ -131,6 +131,37 @@ impl ScoreOrder {
     }
 }
 
+/// The variation policy's score of a vertex: its `perf_class` property read as C's `stoi`
+/// does (leading blanks and sign, then digits), 9999 when missing, unreadable, negative or
+/// above 9999.
+pub fn perf_class(g: &ResourceGraph, v: VertexId) -> i64 {
+    const WORST: i64 = 9999;
+    let Some(text) = g.properties(v).and_then(|p| p.get("perf_class")) else {
+        return WORST;
+    };
+    let s = text.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
+    let (neg, digits) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let end = digits
+        .bytes()
+        .position(|b| !b.is_ascii_digit())
+        .unwrap_or(digits.len());
+    if end == 0 {
+        return WORST;
+    }
+    let Ok(n) = digits[..end].parse::<i64>() else {
+        return WORST;
+    };
+    let n = if neg { -n } else { n };
+    if !(i64::from(i32::MIN)..=i64::from(i32::MAX)).contains(&n) || !(0..=WORST).contains(&n) {
+        return WORST;
+    }
+    n
+}
+
 #[cfg(test)]
 mod tests {
     use shardsched_resource::{CONTAINMENT, GraphBuilder, VertexSpec};

@@ -1,30 +1,93 @@
-//! Covers: one record standing for a full exclusive hold on every leaf child of a vertex.
+//! Covers: one record standing for a full exclusive hold on every leaf child of a vertex
+//! that has one type.
 //!
 //! Why: Fluxion's update walk records a job on every vertex it takes, so a whole node costs
-//! a hold on each of its cores, gpus and memory pools (56 on the bench nodes), and
-//! recording them was a fifth of a large match. When a match takes *every* leaf child of an
-//! inner vertex exclusively with all its units, [`SchedState::hold_cover`] records one
-//! cover at the parent instead; every question about such a leaf (its units free, its job
-//! count, [`SchedState::untouched`]) reads its own holds *and* the covers at its parent, a
-//! cover counting as a hold of all the leaf's units and one job. So every per-vertex answer
-//! is the one the leaf's own holds gave, and a cancel removes the cover as it removed the
-//! holds. Where a job's records are edited vertex by vertex (partial cancel, a job id
-//! matched again) its covers are first turned back into leaf holds
-//! ([`SchedState::uncover`]). Where vertices share parents there are no covers.
+//! a hold on each of its cores, gpus and memory pools (56 on the bench nodes), and a socket
+//! with all its cores 22 core holds; recording them was a fifth of a large match. The leaf
+//! children of an inner vertex are grouped by type (a *cover group*: a socket's cores, its
+//! gpus, its memory pools). When a match takes *every* leaf of a group exclusively with all
+//! its units, [`SchedState::hold_cover`] records one cover of the group instead; every
+//! question about such a leaf (its units free, its job count, [`SchedState::untouched`])
+//! reads its own holds *and* the covers of its group, a cover counting as a hold of all the
+//! leaf's units and one job. So every per-vertex answer is the one the leaf's own holds
+//! gave, and a cancel removes the cover as it removed the holds. Where a job's records are
+//! edited vertex by vertex (partial cancel, a job id matched again) its covers are first
+//! turned back into leaf holds ([`SchedState::uncover`]). Where vertices share parents
+//! there are no covers.
 
 use shardsched_planner::PeakUse;
-use shardsched_resource::{ResourceGraph, VertexId};
+use shardsched_resource::{ResourceGraph, Sym, VertexId};
 
 use super::{LEAF, LEAF_BIT, SchedState, SpanRef};
 use crate::MatchError;
 use crate::dfu::Tree;
 
+/// The leaf children of one inner vertex that have one type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct CoverGroup {
+    /// The inner index of their parent.
+    parent: u32,
+    kind: Sym,
+    /// How many leaves a cover of the group stands for.
+    leaves: u32,
+}
+
+/// Puts the leaf children of `v` (inner index `index`) in cover groups by type, pointing
+/// each leaf at its group (while there is room for group numbers).
+pub(super) fn group_leaves(
+    g: &ResourceGraph,
+    tree: &dyn Tree,
+    v: VertexId,
+    index: u32,
+    inner_of: &mut [u32],
+    groups: &mut Vec<CoverGroup>,
+) {
+    let first = groups.len();
+    for &c in tree.children(v) {
+        let cv = VertexId(c);
+        if !tree.children(cv).is_empty() {
+            continue;
+        }
+        let kind = g.kind(cv);
+        let gi = match groups[first..].iter().position(|x| x.kind == kind) {
+            Some(p) => first + p,
+            None if groups.len() < (LEAF_BIT - 1) as usize => {
+                groups.push(CoverGroup {
+                    parent: index,
+                    kind,
+                    leaves: 0,
+                });
+                groups.len() - 1
+            }
+            None => continue,
+        };
+        groups[gi].leaves += 1;
+        inner_of[c as usize] = LEAF_BIT | gi as u32;
+    }
+}
+
 impl SchedState {
-    /// The inner index of the parent whose covers stand for holds on leaf `v`, if any.
+    /// The cover group whose covers stand for holds on leaf `v`, if any.
     #[inline]
-    pub fn cover_parent(&self, v: VertexId) -> Option<u32> {
+    pub fn cover_group(&self, v: VertexId) -> Option<u32> {
         let x = self.inner_of[v.index()];
         (x & LEAF_BIT != 0 && x != LEAF).then_some(x & !LEAF_BIT)
+    }
+
+    /// The inner index of the parent of cover group `i`'s leaves.
+    #[inline]
+    pub fn cover_group_parent(&self, i: u32) -> u32 {
+        self.cover_groups[i as usize].parent
+    }
+
+    /// How many leaves a cover of group `i` stands for.
+    pub fn cover_group_leaves(&self, i: u32) -> u32 {
+        self.cover_groups.get(i as usize).map_or(0, |x| x.leaves)
+    }
+
+    /// The parent of cover group `i`'s leaves.
+    pub(super) fn cover_group_vertex(&self, i: u32) -> VertexId {
+        VertexId(self.inner_vertex[self.cover_group_parent(i) as usize])
     }
 
     /// The inner index of `v` when it is an inner vertex.
@@ -34,18 +97,13 @@ impl SchedState {
         (x & LEAF_BIT == 0).then_some(x)
     }
 
-    /// How many leaf children a cover at inner index `i` stands for.
-    pub fn leaf_children(&self, i: u32) -> u32 {
-        self.leaf_children.get(i as usize).copied().unwrap_or(0)
-    }
-
     /// Peak units and jobs of leaf `v` (of `size` units) during the window: its own holds
-    /// and the covers at its parent, each a hold of `size` units and one job.
+    /// and the covers of its group, each a hold of `size` units and one job.
     #[inline]
     pub(super) fn leaf_peak(&self, v: VertexId, size: i64, at: i64, dur: u64) -> PeakUse {
         let own_idle = self.leaves.is_idle(v.index());
         let cover = self
-            .cover_parent(v)
+            .cover_group(v)
             .filter(|&p| !self.covers.is_idle(p as usize));
         let Some(p) = cover else {
             if own_idle {
@@ -98,7 +156,7 @@ impl SchedState {
         peak
     }
 
-    /// Records a cover at inner index `i`: every leaf child held whole by one job.
+    /// Records a cover of group `i`: every leaf of the group held whole by one job.
     pub fn hold_cover(
         &mut self,
         i: u32,
@@ -114,8 +172,8 @@ impl SchedState {
         Ok(())
     }
 
-    /// Replaces every cover among `spans` by the holds it stands for (one per leaf child of
-    /// its vertex in `tree`, all its units, one job), in place.
+    /// Replaces every cover among `spans` by the holds it stands for (one per leaf of its
+    /// group, all its units, one job), in place.
     pub fn uncover(
         &mut self,
         g: &ResourceGraph,
@@ -137,7 +195,7 @@ impl SchedState {
             };
             self.covers.remove(id).map_err(err)?;
             let dur = u64::try_from(end - start).unwrap_or(0);
-            let parent = VertexId(self.inner_vertex[i as usize]);
+            let parent = self.cover_group_vertex(i);
             for &c in tree.children(parent) {
                 if self.inner_of[c as usize] == LEAF_BIT | i {
                     let c = VertexId(c);

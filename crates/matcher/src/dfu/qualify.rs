@@ -1,0 +1,239 @@
+//! Fluxion's `test` and `prune`: how a vertex relates to the requests it is visited with,
+//! and whether it can hold them at all during the window.
+
+use shardsched_resource::{Status, VertexId};
+
+use super::{Errno, Walk, WalkKind};
+use crate::request::ReqId;
+
+impl<'a> Walk<'a> {
+    /// Fluxion's `test`: how `u` relates to `reqs`.
+    pub(super) fn test(&self, u: VertexId, reqs: &'a [ReqId], pristine: bool) -> Test<'a> {
+        if self.req.flexible {
+            return self.test_flexible(u, reqs, pristine);
+        }
+        let req = self.req;
+        let ukind = self.g.kind(u);
+        let mut matched = false;
+        let mut slot: Option<(ReqId, u64)> = None;
+        let mut resource: Option<ReqId> = None;
+        for &r in reqs {
+            let q = req.req(r);
+            if !q.is_slot && q.ty == ukind {
+                if matched {
+                    return Test::none(reqs);
+                }
+                resource = Some(r);
+                for &c in &q.with {
+                    if req.req(c).is_slot {
+                        slot = Some((c, req.req(c).effective_max()));
+                    }
+                }
+                matched = true;
+            } else if q.is_slot {
+                if matched {
+                    return Test::none(reqs);
+                }
+                slot = Some((r, q.effective_max()));
+                matched = true;
+            }
+        }
+        if let Some((s, n)) = slot
+            && self.slot_match(u, s)
+        {
+            return Test {
+                kind: MatchKind::Slot,
+                next: &req.req(s).with,
+                nslots: n,
+                pristine: false,
+            };
+        }
+        if let Some(r) = resource {
+            return Test {
+                kind: MatchKind::Resource,
+                next: &req.req(r).with,
+                nslots: 0,
+                pristine: false,
+            };
+        }
+        Test::unmatched(reqs, pristine)
+    }
+
+    /// The flexible traverser's `test`: several slots may share a list (or-slots); a slot
+    /// list forms at `u` when any of its members could, and is then handed whole to
+    /// [`Walk::dom_or_slot`]. A matched resource whose contents hold slots that cannot form
+    /// at `u` does not match it.
+    pub(super) fn test_flexible(&self, u: VertexId, reqs: &'a [ReqId], pristine: bool) -> Test<'a> {
+        let req = self.req;
+        let ukind = self.g.kind(u);
+        let (mut matched, mut or_matched) = (false, false);
+        let mut slots: Option<(&'a [ReqId], u64)> = None;
+        let mut resource: Option<ReqId> = None;
+        for &r in reqs {
+            let q = req.req(r);
+            if !q.is_slot && q.ty == ukind {
+                if matched || or_matched {
+                    return Test::none(reqs);
+                }
+                resource = Some(r);
+                for &c in &q.with {
+                    if req.req(c).is_slot {
+                        slots = Some((&q.with, req.req(c).effective_max()));
+                    }
+                }
+                matched = true;
+            } else if q.is_slot {
+                if matched {
+                    return Test::none(reqs);
+                }
+                slots = Some((reqs, q.effective_max()));
+                or_matched = true;
+            }
+        }
+        let unmatched = Test::unmatched(reqs, pristine);
+        if let Some((list, n)) = slots {
+            if list.iter().any(|&s| self.slot_match(u, s)) {
+                return Test {
+                    kind: MatchKind::Slot,
+                    next: list,
+                    nslots: n,
+                    pristine: false,
+                };
+            }
+            return Test {
+                nslots: n,
+                ..unmatched
+            };
+        }
+        if let Some(r) = resource {
+            return Test {
+                kind: MatchKind::Resource,
+                next: &req.req(r).with,
+                nslots: 0,
+                pristine: false,
+            };
+        }
+        unmatched
+    }
+
+    /// Whether `u` has children of every type the slot holds.
+    pub(super) fn slot_match(&self, u: VertexId, slot: ReqId) -> bool {
+        let children = self.tree.children(u);
+        self.req.req(slot).with.iter().all(|&e| {
+            let ty = self.req.req(e).ty;
+            children.iter().any(|&c| self.g.kind(VertexId(c)) == ty)
+        })
+    }
+
+    /// Fluxion's `prune`: status, constraint, own availability, then for the requests of
+    /// `u`'s type (and slots) exclusivity and the subtree aggregate.
+    pub(super) fn prune(&mut self, x_in: bool, u: VertexId, reqs: &[ReqId]) -> bool {
+        let w = self.win;
+        // The far-horizon check sees nothing allocated, whatever the status.
+        let sat = w.kind.ignores_calendars();
+        if w.kind != WalkKind::Satisfiability && self.g.status(u) != Status::Up {
+            self.errno = Errno::Busy;
+            return false;
+        }
+        let ukind = self.g.kind(u);
+        if let Some(c) = &self.req.constraint
+            && (Some(ukind) == self.node || Some(ukind) == self.storage_node)
+            && !c.admits(self.g, u)
+        {
+            self.errno = Errno::Busy;
+            return false;
+        }
+        if !sat && self.st.units_free(u, self.g.size(u), w.at, w.dur) <= 0 {
+            self.errno = Errno::Busy;
+            return false;
+        }
+        // The flexible traverser goes on past a slot whose subtree check fails: the last
+        // check made decides.
+        let mut ok = true;
+        for &r in reqs {
+            let q = self.req.req(r);
+            if q.ty != ukind && !q.is_slot {
+                continue;
+            }
+            if !q.is_slot {
+                if x_in && q.exclusive == Some(false) {
+                    self.errno = Errno::Inval;
+                    return false;
+                }
+                if !sat && (x_in || q.exclusive == Some(true)) && !self.st.untouched(u, w.at, w.dur)
+                {
+                    self.errno = Errno::Busy;
+                    return false;
+                }
+            }
+            ok = q.user_data.is_empty() || self.st.agg_fits(u, &q.user_data, w.at, w.dur, sat);
+            if !ok {
+                self.errno = Errno::Busy;
+                if !(self.req.flexible && q.is_slot) {
+                    return false;
+                }
+            }
+        }
+        ok
+    }
+
+    /// Whether the subtree of an omitted-prefix vertex could hand up a candidate for any of
+    /// `reqs`: one instance needs at least its own needs free below. Fluxion walks such
+    /// subtrees anyway and finds nothing there; skipping them changes nothing but the time.
+    pub(super) fn subtree_may_hold(&self, u: VertexId, t: &Test<'_>, reqs: &[ReqId]) -> bool {
+        if t.kind != MatchKind::Pristine || self.win.kind.ignores_calendars() || self.req.flexible {
+            return true;
+        }
+        let w = &self.win;
+        reqs.iter().any(|&r| {
+            self.req
+                .req(r)
+                .unit_needs
+                .iter()
+                .all(|&(ty, n)| self.st.agg_avail(u, ty, w.at, w.dur).is_none_or(|a| a >= n))
+        })
+    }
+}
+
+/// How a vertex relates to the request list it is visited with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum MatchKind {
+    Resource,
+    Slot,
+    /// Nothing matched yet on the path: walked through with the same requests.
+    Pristine,
+    None,
+}
+
+pub(super) struct Test<'a> {
+    pub(super) kind: MatchKind,
+    pub(super) next: &'a [ReqId],
+    pub(super) nslots: u64,
+    pub(super) pristine: bool,
+}
+
+impl<'a> Test<'a> {
+    fn none(reqs: &'a [ReqId]) -> Test<'a> {
+        Test {
+            kind: MatchKind::None,
+            next: reqs,
+            nslots: 0,
+            pristine: false,
+        }
+    }
+
+    /// Nothing matched at this vertex: its requests pass on to the children, and a
+    /// pristine subtree stays pristine.
+    fn unmatched(reqs: &'a [ReqId], pristine: bool) -> Test<'a> {
+        Test {
+            kind: if pristine {
+                MatchKind::Pristine
+            } else {
+                MatchKind::None
+            },
+            next: reqs,
+            nslots: 0,
+            pristine,
+        }
+    }
+}
