@@ -127,14 +127,9 @@ class Slurm:
 class Shardsched:
     name = "shardsched"
 
-    def __init__(self, workdir, cg, binary, route_cache=True):
+    def __init__(self, workdir, cg, binary):
         self.dir, self.cg, self.bin, self.proc = workdir, cg, binary, None
         self.env = dict(os.environ, SHARDSCHED_DIR=workdir)
-        if not route_cache:
-            # A directory where the client keeps its routing table: none is kept, so every
-            # submit asks the coordinator first (the client before its route cache).
-            self.name = "shardsched-nocache"
-            os.makedirs(os.path.join(workdir, "client", "routes.json"))
 
     def start(self):
         self.proc = subprocess.Popen(
@@ -220,23 +215,18 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--jobs", type=int, default=2000)
     ap.add_argument("--submitters", type=int, default=8)
-    ap.add_argument("--systems", default="slurm,shardsched",
-                    help="slurm, shardsched, shardsched-nocache (no routing-table cache)")
+    ap.add_argument("--systems", default="slurm,shardsched")
     ap.add_argument("--shardsched", default="target/release/shardsched")
     ap.add_argument("--dir", default="/tmp/peer-bench")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root: Slurm's daemons and the cgroups need it")
     results = []
-    for i, name in enumerate(a.systems.split(",")):
-        workdir = os.path.join(a.dir, f"{name}-{os.getpid()}-{i}")
+    for name in a.systems.split(","):
+        workdir = os.path.join(a.dir, f"{name}-{os.getpid()}")
         os.makedirs(workdir)
         cg = Cgroup(f"peer-{name}-{os.getpid()}")
-        if name == "slurm":
-            system = Slurm(workdir, cg)
-        else:
-            system = Shardsched(workdir, cg, os.path.abspath(a.shardsched),
-                                route_cache=name != "shardsched-nocache")
+        system = Slurm(workdir, cg) if name == "slurm" else Shardsched(workdir, cg, os.path.abspath(a.shardsched))
         try:
             system.start()
             results.append(measure(system, a.jobs, a.submitters))
