@@ -216,7 +216,11 @@ async fn a_node_certificate_cannot_act_as_a_client_a_shard_or_another_node() {
     let node1: SocketAddr = node1.trim().parse().expect("an address");
     let session = as_node0(&sys, node1, Role::Node, "node1").await;
     let reply = session
-        .request(&shard_node::Request::Renew { seen: Vec::new() })
+        .request(&shard_node::Request::Renew {
+            seen: Vec::new(),
+            since: None,
+            hold_ms: 0,
+        })
         .await;
     assert!(refused(&reply, RefusalCode::Forbidden), "{reply:?}");
 }

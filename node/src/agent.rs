@@ -193,6 +193,15 @@ pub async fn run(options: NodeOptions) -> Result<(), String> {
     }
 }
 
+/// A shard's renewal whose answer waits for the agent's report to change (protocol 14).
+struct HeldRenewal {
+    /// The digest of the report the shard has.
+    since: u64,
+    /// When to answer anyway, ms.
+    until_ms: u64,
+    reply: oneshot::Sender<Result<shard_node::Response, Refusal>>,
+}
+
 /// The one task that owns the core.
 async fn core_task(
     mut core: AgentCore,
@@ -202,9 +211,14 @@ async fn core_task(
     heartbeat_now: Arc<Notify>,
 ) {
     let mut leases: BTreeMap<String, u64> = BTreeMap::new();
+    let mut held: Vec<HeldRenewal> = Vec::new();
     loop {
-        let wake = core
-            .next_wake_ms()
+        let wake_at = held
+            .iter()
+            .map(|h| h.until_ms)
+            .chain(core.next_wake_ms())
+            .min();
+        let wake = wake_at
             .map(|at| Duration::from_millis(at.saturating_sub(now_ms())))
             .unwrap_or(IDLE_WAKE);
         let event = tokio::select! {
@@ -217,7 +231,7 @@ async fn core_task(
         let now = now_ms();
         if let Some(event) = event {
             let before = core.unhealthy().map(str::to_owned);
-            handle(&mut core, now, event, &state_dir);
+            held.extend(handle(&mut core, now, event, &state_dir));
             if core.unhealthy() != before.as_deref() {
                 tracing::warn!(unhealthy = ?core.unhealthy(), "the node's health changed; telling the coordinator");
                 heartbeat_now.notify_one();
@@ -234,10 +248,37 @@ async fn core_task(
             }
             let _ = exec.send(ExecInput::Action(action));
         }
+        answer_held(&core, now, &mut held);
     }
 }
 
-fn handle(core: &mut AgentCore, now: u64, event: Event, state_dir: &std::path::Path) {
+/// Answers the held renewals whose shard's report is no longer the agent's, or whose hold
+/// ran out (and forgets those whose shard stopped waiting).
+fn answer_held(core: &AgentCore, now: u64, held: &mut Vec<HeldRenewal>) {
+    held.retain(|h| !h.reply.is_closed());
+    if held.is_empty() {
+        return;
+    }
+    let report = core.report();
+    let digest = report.digest();
+    let (due, waiting): (Vec<_>, Vec<_>) = std::mem::take(held)
+        .into_iter()
+        .partition(|h| h.since != digest || now >= h.until_ms);
+    *held = waiting;
+    for h in due {
+        let _ = h
+            .reply
+            .send(Ok(shard_node::Response::Report(report.clone())));
+    }
+}
+
+/// Handles one event; a renewal to hold comes back.
+fn handle(
+    core: &mut AgentCore,
+    now: u64,
+    event: Event,
+    state_dir: &std::path::Path,
+) -> Option<HeldRenewal> {
     match event {
         Event::Shard {
             from,
@@ -253,9 +294,24 @@ fn handle(core: &mut AgentCore, now: u64, event: Event, state_dir: &std::path::P
                     .handle_kill(now, &from, job, &why)
                     .map(|()| shard_node::Response::Killing)
                     .map_err(|e| refusal(e, RefusalCode::Forbidden)),
-                shard_node::Request::Renew { seen } => Ok(shard_node::Response::Report(
-                    core.handle_renew(now, &from, &seen),
-                )),
+                shard_node::Request::Renew {
+                    seen,
+                    since,
+                    hold_ms,
+                } => {
+                    let report = core.handle_renew(now, &from, &seen);
+                    if let Some(since) = since
+                        && hold_ms > 0
+                        && report.digest() == since
+                    {
+                        return Some(HeldRenewal {
+                            since,
+                            until_ms: now.saturating_add(u64::from(hold_ms)),
+                            reply,
+                        });
+                    }
+                    Ok(shard_node::Response::Report(report))
+                }
                 shard_node::Request::Forget { jobs } => {
                     core.handle_forget(now, &from, &jobs);
                     Ok(shard_node::Response::Forgotten)
@@ -281,6 +337,7 @@ fn handle(core: &mut AgentCore, now: u64, event: Event, state_dir: &std::path::P
         Event::Ended { job, end } => core.handle_ended(now, job, end),
         Event::Health(unhealthy) => core.set_health(unhealthy),
     }
+    None
 }
 
 /// Part of a task's output, for the shard that launched the job.

@@ -183,17 +183,32 @@ fn launch(job: Fluid, generation: u64, signed: SignedJobspec, agent: SocketAddr)
     }))
 }
 
-/// Renews until `job` has ended on the node; its end.
+/// Renews until `job` has ended on the node; its end. Each renewal names the last report
+/// and asks the agent to hold it (protocol 14): an answer comes when the report changed, or
+/// once the hold has passed with the same report, never sooner.
 async fn wait_end(shard: &shardsched_proto::Session, job: Fluid) -> JobOnNode {
     let deadline = Instant::now() + WAIT;
+    let mut since = None;
     loop {
+        let asked = Instant::now();
         let Response::Report(report) = shard
-            .request(&Request::Renew { seen: vec![] })
+            .request(&Request::Renew {
+                seen: vec![],
+                since,
+                hold_ms: HOLD_MS,
+            })
             .await
             .expect("renew")
         else {
             panic!("not a report");
         };
+        if since == Some(report.digest()) {
+            assert!(
+                asked.elapsed() >= Duration::from_millis(u64::from(HOLD_MS) - 1),
+                "an unchanged report came back before the hold ran out"
+            );
+        }
+        since = Some(report.digest());
         if let Some(row) = report.jobs.iter().find(|j| j.job == job)
             && !row.state.is_live()
         {
@@ -203,9 +218,11 @@ async fn wait_end(shard: &shardsched_proto::Session, job: Fluid) -> JobOnNode {
             Instant::now() < deadline,
             "job {job} never ended: {report:?}"
         );
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// How long `wait_end` lets the agent hold a renewal, ms.
+const HOLD_MS: u32 = 300;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_runs_its_owners_signed_jobs_and_refuses_the_rest() {
@@ -357,7 +374,13 @@ async fn an_agent_runs_its_owners_signed_jobs_and_refuses_the_rest() {
     let user_endpoint = client(submitter.clone());
     let as_user = connect(&user_endpoint, address, Role::Node, "node0").await;
     if let Ok(session) = as_user {
-        let refused = session.request(&Request::Renew { seen: vec![] }).await;
+        let refused = session
+            .request(&Request::Renew {
+                seen: vec![],
+                since: None,
+                hold_ms: 0,
+            })
+            .await;
         assert!(
             matches!(&refused, Err(Error::Refused(r)) if r.code == RefusalCode::Forbidden),
             "{refused:?}"
@@ -367,7 +390,13 @@ async fn an_agent_runs_its_owners_signed_jobs_and_refuses_the_rest() {
     // it does not even decode there.
     let other_node = client(ca.credentials(Role::Node, "node1").expect("node1"));
     if let Ok(session) = connect(&other_node, address, Role::Node, "node0").await {
-        let refused = session.request(&Request::Renew { seen: vec![] }).await;
+        let refused = session
+            .request(&Request::Renew {
+                seen: vec![],
+                since: None,
+                hold_ms: 0,
+            })
+            .await;
         assert!(refused.is_err(), "{refused:?}");
     }
     drop(agent);

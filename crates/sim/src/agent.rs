@@ -467,7 +467,7 @@ fn shard_request(
             .handle_kill(now, from, job, &why)
             .map(|()| shard_node::Response::Killing)
             .map_err(|e| refusal(e, RefusalCode::Forbidden)),
-        shard_node::Request::Renew { seen } => Ok(shard_node::Response::Report(
+        shard_node::Request::Renew { seen, .. } => Ok(shard_node::Response::Report(
             core.handle_renew(now, from, &seen),
         )),
         shard_node::Request::Forget { jobs } => {

@@ -213,7 +213,12 @@ impl Executor {
                 Send::Renew {
                     node, seen, asked, ..
                 } => {
-                    let request = shard_node::Request::Renew { seen: seen.clone() };
+                    // The simulated agents answer at once: nothing to hold.
+                    let request = shard_node::Request::Renew {
+                        seen: seen.clone(),
+                        since: None,
+                        hold_ms: 0,
+                    };
                     let ask = Ask::Renew {
                         node: node.clone(),
                         asked,

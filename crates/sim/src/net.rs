@@ -115,7 +115,7 @@ impl Body {
             Body::ToAgent { id, from, request } => match request {
                 shard_node::Request::Launch(l) => format!("#{id} {from} launch {}", l.job),
                 shard_node::Request::Kill { job, .. } => format!("#{id} {from} kill {job}"),
-                shard_node::Request::Renew { seen } => format!("#{id} {from} renew {seen:?}"),
+                shard_node::Request::Renew { seen, .. } => format!("#{id} {from} renew {seen:?}"),
                 shard_node::Request::Forget { jobs } => format!("#{id} {from} forget {jobs:?}"),
                 shard_node::Request::Output(_) => format!("#{id} {from} output"),
             },

@@ -37,6 +37,11 @@ const DRIVER_ONLY: &[(&str, &str)] = &[
     ("unhealthy", "logs when the health changes"),
     ("launcher", "`job output`: sim tasks write none"),
     ("address_of", "`job output`: which agent to ask"),
+    (
+        "renew_soon",
+        "the pushed end: simulated agents answer renewals at once (they hold none), so no \
+         answer comes early to renew after",
+    ),
     // Not simulated yet: issue 18's simulator properties will drive dependencies.
     (
         "job_facts_plan",

@@ -159,6 +159,11 @@ pub const IDEMPOTENCY_KEY_BYTES: usize = 16;
 /// acknowledged by their shard), hence in one report. A launch past it is refused.
 pub const AGENT_JOBS_MAX: usize = 4096;
 
+/// Longest a node agent holds a shard's renewal waiting for its report to change, ms
+/// (`shard_node::Request::Renew.hold_ms`): well within a lease, and within the time a shard
+/// waits for an answer.
+pub const RENEW_HOLD_MS_MAX: u32 = 2_000;
+
 /// Most tasks (ranks) of one job on one node.
 pub const TASKS_PER_NODE_MAX: u32 = 1024;
 

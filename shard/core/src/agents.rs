@@ -439,6 +439,15 @@ impl Runs {
         };
     }
 
+    /// Renews `node`'s lease at the next tick rather than at its renewal period: the
+    /// driver's agent held the last renewal until its report changed, so the next one
+    /// should be waiting there at once (protocol 14's pushed end).
+    pub fn renew_soon(&mut self, node: &str) {
+        if let Some(agent) = self.agents.get_mut(node) {
+            agent.next_renew_ms = 0;
+        }
+    }
+
     /// The answer to a renewal sent at event `asked`.
     pub fn renewed(
         &mut self,

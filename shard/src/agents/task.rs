@@ -1,6 +1,10 @@
 //! The agents task: takes the core task's launches, kills and forgets, keeps the
 //! bookkeeping of [`Runs`], sends what it asks for (each request in a task of its own, its
 //! answer coming back on a channel), and hands ended jobs to the core task.
+//!
+//! Renewals are held by the agents until their reports change ([`Held`]): an answer that
+//! brings news is followed by the next renewal at once, so a job's end reaches the core
+//! task as soon as its agent sees it instead of at the next renewal period.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -14,7 +18,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::AgentsOptions;
 use super::links::{Failure, Links};
-use super::runs::{Runs, Send};
+use super::runs::{RENEW_MAX_MS, Runs, Send};
 use crate::driver::core_task::{Command, now_ms};
 use crate::driver::exec_task::{ExecRequest, deliver};
 use crate::driver::output::OutputAsk;
@@ -38,8 +42,68 @@ enum Heard {
         node: String,
         asked: u64,
         seen: Vec<JobId>,
+        /// The digest the renewal named.
+        since: Option<u64>,
         answer: Result<AgentReport, Failure>,
     },
+}
+
+/// What the task knows of each agent's last report, to name it in the next renewal.
+#[derive(Default)]
+struct Held {
+    /// Per node: the digest of the last report heard and how long the agent may hold the
+    /// next renewal (a quarter of its lease, at most [`RENEW_MAX_MS`]: never longer than the
+    /// core's renewal period, so the lease is renewed as often as without holding).
+    last: std::collections::HashMap<String, (u64, u32)>,
+    /// Nodes sent a launch while a renewal was out: that renewal's report may show the job
+    /// without the core taking it (a report speaks only for launches sent before it was
+    /// asked for), so the next renewal is answered at once.
+    launched_during: std::collections::HashSet<String>,
+    /// Nodes with a renewal out.
+    out: std::collections::HashSet<String>,
+}
+
+impl Held {
+    /// The `since` and `hold_ms` of a renewal to `node`.
+    fn renewal(&mut self, node: &str) -> (Option<u64>, u32) {
+        self.out.insert(node.to_owned());
+        match self.last.get(node) {
+            Some(&(digest, hold_ms)) if !self.launched_during.contains(node) => {
+                (Some(digest), hold_ms)
+            }
+            _ => (None, 0),
+        }
+    }
+
+    /// A launch to `node` is sent.
+    fn launching(&mut self, node: &str) {
+        if self.out.contains(node) {
+            self.launched_during.insert(node.to_owned());
+        }
+    }
+
+    /// A renewal's answer; whether it brought news (then the next renewal goes at once).
+    fn renewed(
+        &mut self,
+        node: &str,
+        since: Option<u64>,
+        answer: &Result<AgentReport, Failure>,
+    ) -> bool {
+        self.out.remove(node);
+        let stale = self.launched_during.remove(node);
+        let Ok(report) = answer else {
+            self.last.remove(node);
+            return false;
+        };
+        let digest = report.digest();
+        if stale {
+            self.last.remove(node);
+            return true;
+        }
+        let hold_ms = u32::try_from((report.lease_ms / 4).min(RENEW_MAX_MS)).unwrap_or(0);
+        self.last.insert(node.to_owned(), (digest, hold_ms));
+        since != Some(digest)
+    }
 }
 
 /// What the agents task is given.
@@ -72,6 +136,7 @@ pub(crate) async fn run(inputs: Inputs, commands: mpsc::Sender<Command>) {
     let mut runs = Runs::new(&queue, grace_ms, super::launch::node_launches);
     let links = Links::new(endpoint, coordinator);
     let (heard_tx, mut heard) = mpsc::unbounded_channel();
+    let mut held = Held::default();
     let mut ended = std::collections::VecDeque::new();
     let mut tick = tokio::time::interval(AGENTS_TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -86,7 +151,7 @@ pub(crate) async fn run(inputs: Inputs, commands: mpsc::Sender<Command>) {
                     .map(|node| { let addr = runs.address_of(&node); (node, addr) });
                 tokio::spawn(read_output(links.clone(), ask, addr));
             }
-            Some(answer) = heard.recv() => take_answer(&mut runs, answer),
+            Some(answer) = heard.recv() => take_answer(&mut runs, &mut held, answer),
             // An idle shard (no job on an agent, nothing to tell one) does not wake for it.
             _ = tick.tick(), if !runs.is_idle() => {}
         }
@@ -96,13 +161,21 @@ pub(crate) async fn run(inputs: Inputs, commands: mpsc::Sender<Command>) {
             if let Ok(request) = requests.try_recv() {
                 take_request(&mut runs, request);
             } else if let Ok(answer) = heard.try_recv() {
-                take_answer(&mut runs, answer);
+                take_answer(&mut runs, &mut held, answer);
             } else {
                 break;
             }
         }
         for send in runs.tick(now_ms()) {
-            tokio::spawn(carry(links.clone(), send, heard_tx.clone()));
+            let since_hold = match &send {
+                Send::Renew { node, .. } => held.renewal(node),
+                Send::Launch { node, .. } => {
+                    held.launching(node);
+                    (None, 0)
+                }
+                _ => (None, 0),
+            };
+            tokio::spawn(carry(links.clone(), send, since_hold, heard_tx.clone()));
         }
         ended.extend(runs.take_ended());
         if !deliver(&mut ended, &commands) {
@@ -124,7 +197,7 @@ fn take_request(runs: &mut Runs, request: ExecRequest) {
 }
 
 /// One answer from a request in flight.
-fn take_answer(runs: &mut Runs, answer: Heard) {
+fn take_answer(runs: &mut Runs, held: &mut Held, answer: Heard) {
     let now = now_ms();
     match answer {
         Heard::Addresses(answer) => runs.addresses(answer),
@@ -133,13 +206,25 @@ fn take_answer(runs: &mut Runs, answer: Heard) {
             node,
             asked,
             seen,
+            since,
             answer,
-        } => runs.renewed(now, &node, asked, &seen, answer),
+        } => {
+            let news = held.renewed(&node, since, &answer);
+            runs.renewed(now, &node, asked, &seen, answer);
+            if news {
+                runs.renew_soon(&node);
+            }
+        }
     }
 }
 
-/// Sends one request and hands its answer back.
-async fn carry(links: Links, send: Send, heard: mpsc::UnboundedSender<Heard>) {
+/// Sends one request and hands its answer back; a renewal names `since` and `hold_ms`.
+async fn carry(
+    links: Links,
+    send: Send,
+    (since, hold_ms): (Option<u64>, u32),
+    heard: mpsc::UnboundedSender<Heard>,
+) {
     let back = match send {
         Send::Addresses(nodes) => Heard::Addresses(links.addresses(nodes).await),
         Send::Launch { node, addr, launch } => {
@@ -156,7 +241,11 @@ async fn carry(links: Links, send: Send, heard: mpsc::UnboundedSender<Heard>) {
             seen,
             asked,
         } => {
-            let request = shard_node::Request::Renew { seen: seen.clone() };
+            let request = shard_node::Request::Renew {
+                seen: seen.clone(),
+                since,
+                hold_ms,
+            };
             let answer = match links.ask(&node, addr, &request).await {
                 Ok(shard_node::Response::Report(report)) => Ok(report),
                 Ok(other) => Err(Failure::Unreachable(format!("answered {other:?}"))),
@@ -166,6 +255,7 @@ async fn carry(links: Links, send: Send, heard: mpsc::UnboundedSender<Heard>) {
                 node,
                 asked,
                 seen,
+                since,
                 answer,
             }
         }
@@ -242,4 +332,59 @@ async fn read_output(
     }
     .await;
     let _ = reply.send(answer);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(lease_ms: u64, unhealthy: Option<&str>) -> AgentReport {
+        AgentReport {
+            node: "node0".into(),
+            owner: None,
+            lease_ms,
+            unhealthy: unhealthy.map(str::to_owned),
+            jobs: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_renewal_names_the_last_report_and_is_answered_at_once_after_a_launch_during_it() {
+        let mut held = Held::default();
+        assert_eq!(
+            held.renewal("node0"),
+            (None, 0),
+            "no report yet: answer at once"
+        );
+        let first = report(8_000, None);
+        assert!(
+            held.renewed("node0", None, &Ok(first.clone())),
+            "news: ask again at once"
+        );
+        // A quarter of the lease, at most the core's renewal period.
+        assert_eq!(held.renewal("node0"), (Some(first.digest()), 500));
+        assert!(!held.renewed("node0", Some(first.digest()), &Ok(first.clone())));
+
+        // A launch sent while a renewal is out: its answer may show the job without the
+        // core taking it, so the next renewal is answered at once.
+        assert_eq!(held.renewal("node0"), (Some(first.digest()), 500));
+        held.launching("node0");
+        assert!(held.renewed("node0", Some(first.digest()), &Ok(first.clone())));
+        assert_eq!(held.renewal("node0"), (None, 0));
+
+        // A changed report is news; a failed renewal forgets what the agent had.
+        let changed = report(8_000, Some("health check failed"));
+        assert!(held.renewed("node0", None, &Ok(changed.clone())));
+        assert_eq!(held.renewal("node0"), (Some(changed.digest()), 500));
+        let failed = Err(Failure::Unreachable("gone".into()));
+        assert!(!held.renewed("node0", Some(changed.digest()), &failed));
+        assert_eq!(held.renewal("node0"), (None, 0));
+        // A launch with no renewal out changes nothing.
+        held.renewed("node0", None, &Ok(report(1_000, None)));
+        held.launching("node0");
+        assert_eq!(
+            held.renewal("node0"),
+            (Some(report(1_000, None).digest()), 250)
+        );
+    }
 }

@@ -402,6 +402,21 @@ pub struct AgentReport {
 }
 
 impl AgentReport {
+    /// A digest of the whole report (FNV-1a of its wire encoding): two reports with the same
+    /// digest say the same thing, as far as a renewal's hold is concerned
+    /// ([`shard_node::Request::Renew`](super::shard_node::Request::Renew)). Both ends compute
+    /// it from the same encoding, so it travels as one number.
+    pub fn digest(&self) -> u64 {
+        const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+        const PRIME: u64 = 0x0000_0100_0000_01b3;
+        crate::codec::encode(self)
+            .unwrap_or_default()
+            .iter()
+            .fold(OFFSET, |hash, &byte| {
+                (hash ^ u64::from(byte)).wrapping_mul(PRIME)
+            })
+    }
+
     /// Whether no process of a job of `queue` may still run on the node.
     pub fn clean_of(&self, queue: &str) -> bool {
         !self
@@ -422,6 +437,21 @@ mod tests {
             signal,
             note: String::new(),
         }
+    }
+
+    #[test]
+    fn a_report_s_digest_changes_with_what_it_says() {
+        let report = AgentReport {
+            node: "node0".into(),
+            owner: None,
+            lease_ms: 15_000,
+            unhealthy: None,
+            jobs: Vec::new(),
+        };
+        assert_eq!(report.digest(), report.clone().digest());
+        let mut ended = report.clone();
+        ended.unhealthy = Some("prolog failed".into());
+        assert_ne!(report.digest(), ended.digest());
     }
 
     #[test]

@@ -9,13 +9,20 @@
 //! nothing of the job runs there any more. A shard therefore sends [`Request::Renew`] to the
 //! agents of its running jobs at least every few seconds; its answer is the agent's report,
 //! from which the shard learns how the job's processes ended.
+//!
+//! **A job's end is pushed**: a renewal names the report the shard last had
+//! ([`AgentReport::digest`]) and how long the agent may hold it; an agent whose report is
+//! still that one answers only when it changes (a job started or ended) or when the hold
+//! runs out, so the shard hears of an end the moment the agent sees it, and the shard's
+//! next renewal waits again. Every answer is the whole table, so a lost one costs nothing
+//! but time: the next renewal brings the same news.
 
 use serde::{Deserialize, Serialize};
 
 use super::agent::{AgentReport, NodeLaunch, check_kill_reason};
 use super::common::{JobId, Refusal, RefusalCode};
 use crate::identity::Op;
-use crate::limits::{AGENT_JOBS_MAX, OUTPUT_CHUNK_BYTES_MAX};
+use crate::limits::{AGENT_JOBS_MAX, OUTPUT_CHUNK_BYTES_MAX, RENEW_HOLD_MS_MAX};
 use crate::rpc::Rpc;
 
 /// A request from a shard to a node agent.
@@ -31,10 +38,16 @@ pub enum Request {
         why: String,
     },
     /// Renew the lease; `seen` are ended jobs whose end the shard has recorded (the agent
-    /// stops reporting them).
+    /// stops reporting them). The lease is renewed when the request arrives, whenever it is
+    /// answered.
     Renew {
         /// Ended jobs the shard has recorded, at most [`AGENT_JOBS_MAX`].
         seen: Vec<JobId>,
+        /// The [`AgentReport::digest`] of the last report the shard has: while the agent's
+        /// report is still that one, it may hold the answer. `None`: answer at once.
+        since: Option<u64>,
+        /// Longest the answer may be held, ms, at most [`RENEW_HOLD_MS_MAX`].
+        hold_ms: u32,
     },
     /// Remove the files (output) of jobs the shard forgot.
     Forget {
@@ -111,7 +124,13 @@ impl Rpc for Request {
         match self {
             Request::Launch(launch) => launch.check(),
             Request::Kill { why, .. } => check_kill_reason(why),
-            Request::Renew { seen: jobs } | Request::Forget { jobs } => {
+            Request::Renew { hold_ms, .. } if *hold_ms > RENEW_HOLD_MS_MAX => Err(Refusal::new(
+                RefusalCode::Invalid,
+                format!(
+                    "a renewal held for {hold_ms} ms, more than the limit of {RENEW_HOLD_MS_MAX}"
+                ),
+            )),
+            Request::Renew { seen: jobs, .. } | Request::Forget { jobs } => {
                 if jobs.len() > AGENT_JOBS_MAX {
                     too_many(jobs.len())
                 } else {
