@@ -300,6 +300,17 @@ impl Coordinator {
                 body: Body::Owner { owner, change },
             });
         }
+        for (conn, request) in core.allowances_to_send() {
+            out.packets.push(Packet {
+                conn,
+                to_coordinator: false,
+                body: Body::Command {
+                    id: ids(),
+                    request,
+                    ordered: false,
+                },
+            });
+        }
         for command in core.moves_to_send() {
             out.packets.push(Packet {
                 conn: command.conn,

@@ -561,6 +561,9 @@ fn describe(record: &JournalRecord) -> String {
         JournalRecord::ArrayForgotten { id, elements } => {
             format!("array forgotten {id} ({} elements)", elements.len())
         }
+        JournalRecord::Allowance(user, a) => {
+            format!("allowance {user} seq {} jobs {}", a.seq, a.jobs)
+        }
     }
 }
 

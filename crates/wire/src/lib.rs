@@ -59,11 +59,14 @@ pub const ALPN_STR: &str = "shardsched/1";
 /// `Usage`). 12: job dependencies across queues: a shard's status lists the jobs its
 /// pending jobs wait on (`ShardStatus.waiting_on`), the coordinator asks their shards
 /// (`coord_shard::JobFacts`) and tells the waiting shard (`coord_shard::Facts`,
-/// [`msg::deps`]); `PendingReasons.dependency`.
-pub const PROTOCOL_VERSION: u32 = 12;
-/// The oldest protocol version this build still accepts in a hello (a version 11 peer could
-/// not decode version 12's job facts).
-pub const PROTOCOL_VERSION_MIN: u32 = 12;
+/// [`msg::deps`]); `PendingReasons.dependency`. 13: per-user and per-queue limits
+/// ([`msg::quota`]): `Assignment.limits`, `coord_shard::SetLimits`, allowances
+/// (`ShardStatus.allowances`, `coord_shard::Allowances`), `client_coord::SetLimit` and
+/// `Limits`.
+pub const PROTOCOL_VERSION: u32 = 13;
+/// The oldest protocol version this build still accepts in a hello (a version 12 peer could
+/// not decode version 13's limits).
+pub const PROTOCOL_VERSION_MIN: u32 = 13;
 /// This build's software string, sent in the hello for logs.
 pub const SOFTWARE: &str = concat!("shardsched ", env!("CARGO_PKG_VERSION"));
 

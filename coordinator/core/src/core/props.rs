@@ -66,6 +66,7 @@ fn arbitrary_config() -> impl Strategy<Value = Config> {
                 history_days: 90,
                 agents: Default::default(),
                 http_listen: None,
+                limits: Default::default(),
             }
         })
     })
