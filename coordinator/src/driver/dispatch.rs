@@ -73,7 +73,7 @@ impl CoreTask {
                 ),
                 shard_coord::Request::Status(mut status) => {
                     let waiting_on = std::mem::take(&mut status.waiting_on);
-                    let answer = self.core.status(conn, &peer.name, status);
+                    let answer = self.core.status(conn, &peer.name, *status);
                     if answer.is_ok() {
                         self.history_due(now, &peer.name, conn);
                         self.facts_due(conn, &waiting_on);

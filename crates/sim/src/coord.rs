@@ -450,7 +450,7 @@ fn shard_request(
         }
         shard_coord::Request::Status(status) => {
             let name = name().unwrap_or_default();
-            core.status(conn, &name, status).map(ack)
+            core.status(conn, &name, *status).map(ack)
         }
         shard_coord::Request::Released(released) => {
             let name = name().unwrap_or_default();

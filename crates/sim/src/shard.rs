@@ -516,7 +516,7 @@ impl ShardProcess {
                 to_coordinator: true,
                 body: Body::ShardRequest {
                     id: ids(),
-                    request: shard_coord::Request::Status(core.status(now)),
+                    request: shard_coord::Request::Status(Box::new(core.status(now))),
                 },
             });
         }

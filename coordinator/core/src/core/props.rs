@@ -92,6 +92,8 @@ fn expected_owner(config: &Config, n: usize) -> Option<usize> {
 /// What the journal holds after a start from `start` (no move, no admin state).
 fn journaled(start: &Start) -> Durable {
     Durable {
+        limits: None,
+        allowances: Vec::new(),
         generators: start.generators.clone(),
         nodes: start.nodes.iter().cloned().collect(),
         ..Durable::default()

@@ -26,7 +26,7 @@ pub enum Request {
     /// "I am up": sent first on every (re)connection.
     Register(Register),
     /// Periodic and on-change status, for `queue list` and `resource list`.
-    Status(ShardStatus),
+    Status(Box<ShardStatus>),
     /// Nodes of a move that became free after the shard answered the move's `Release`.
     Released(Released),
     /// Where the node agents of these nodes listen (a shard that runs jobs through agents
