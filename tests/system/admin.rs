@@ -237,58 +237,6 @@ fn moves_drain_and_refusals_name_what_is_wrong() {
     );
 }
 
-/// The failpoint `coord.move.after_journal` kills the coordinator right after the move is
-/// durable and before it answers: the admin hears an error, `up` restarts the coordinator,
-/// and the move is there, resumed from the journal.
-#[test]
-fn a_move_journaled_before_a_crash_is_resumed() {
-    // Fire once in all: the restarted coordinator journals the move's later steps too.
-    let once = std::env::temp_dir().join(format!(
-        "shardsched-failpoints-once-{}-{}",
-        std::process::id(),
-        harness::now_ms()
-    ));
-    std::fs::create_dir_all(&once).unwrap();
-    let system = start_with_env(
-        "failpoint",
-        &[
-            ("SHARDSCHED_FAILPOINTS", "coord.move.after_journal=exit"),
-            ("SHARDSCHED_FAILPOINTS_ONCE_DIR", once.to_str().unwrap()),
-        ],
-    );
-    let before = system.child_pid("coordinator");
-    let out = system.cli(&[
-        "queue", "move", "node0", "--from", "alpha", "--to", "standby",
-    ]);
-    assert!(
-        !out.status.success(),
-        "the coordinator answered before dying: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    let mut moves = Vec::new();
-    assert!(
-        wait_for(|| {
-            let out = system.cli(&["queue", "moves", "--json"]);
-            if !out.status.success() {
-                return false;
-            }
-            moves = match serde_json::from_slice(&out.stdout) {
-                Ok(Value::Array(rows)) => rows,
-                _ => Vec::new(),
-            };
-            !moves.is_empty()
-        }),
-        "the restarted coordinator has no move"
-    );
-    assert_ne!(system.child_pid("coordinator"), before, "it was restarted");
-    assert_eq!(moves[0]["id"], 1);
-    assert_eq!(moves[0]["from"], "alpha");
-    assert_eq!(moves[0]["to"], "standby");
-    assert_eq!(moves[0]["nodes"][0]["node"], "node0");
-    assert_eq!(moves[0]["nodes"][0]["generation"], 2);
-    let _ = std::fs::remove_dir_all(&once);
-}
-
 /// A panic in the coordinator's core task (here the failpoint `coord.node_flag.before_core`
 /// armed to `panic`, standing for a bug in the core) stops the coordinator process, which
 /// exits with Rust's panic status; `up` restarts it, and the restart replays the journal:

@@ -11,7 +11,7 @@
 //! |---|---|
 //! | I1 | no node is up in two shards |
 //! | I2 | no node is up in a shard while another shard's running job holds it |
-//! | I3 | no shard has seen a generation the coordinator's journal does not hold (fencing); the coordinator core's `invariants()`; after healing, every move finished and every node up in exactly its owner, nowhere half-moved |
+//! | I3 | no shard has seen a generation the coordinator's journal does not hold (fencing); the coordinator core's `invariants()`; after healing, every move finished and every node up in exactly its owner, nowhere half-moved, and a move past its deadline holds no job of its donor on its outgoing nodes |
 //! | I4 | no node runs two jobs in one shard (jobs take whole nodes); every acknowledged job is in its shard (core or journal) until it ended, and one key is one job; no queue is removed (`queue remove`, `reload`) while an acknowledged job of it has not ended; each shard core's `invariants()`, and each restart's restore |
 //! | I6 | a user's running jobs over every shard never pass their `max_running` (docs/POLICIES.md, "Limits"), counted from each shard's core or journal |
 //! | I5 | a running job keeps its start and nodes until it ends, and ends only at its planned end, by its owner's cancel, by a node an admin marked down, or by a move's deadline on one of its nodes |

@@ -63,7 +63,10 @@ impl MoveMachine {
         }
         for move_id in updated {
             self.send_only(move_id, now, |r| {
-                matches!(r, Request::Incoming(_) | Request::Acquire(_))
+                matches!(
+                    r,
+                    Request::Incoming(_) | Request::Acquire(_) | Request::CancelJobs(_)
+                )
             });
         }
     }

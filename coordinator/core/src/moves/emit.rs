@@ -55,7 +55,12 @@ pub(crate) fn commands(mv: &Move, now: u64, want: Want<'_>) -> Vec<Transmit> {
                         expected_free_ms: free,
                     });
                 }
-                if deadline_passed && !cancel_acked {
+                // Only once the donor answered the release: it then holds the node
+                // outgoing (journaled before it answered), so the cancel finds it so. Sent
+                // beside the release, the cancel may be handled first (each request is its
+                // own stream) and acknowledged as a no-op on a node not yet outgoing, and
+                // the job would run on past the deadline.
+                if deadline_passed && *answered && !cancel_acked {
                     cancel_jobs.push(ng);
                 }
             }

@@ -365,6 +365,40 @@ fn unacknowledged_commands_are_sent_again_and_the_deadline_cancels_jobs() {
     assert!(flush(&mut m).1.is_empty(), "cancel acknowledged");
 }
 
+/// A deadline that passes before the donor answered the release sends no cancel: the
+/// donor could handle it before the release (each request is its own stream), find the
+/// node not yet outgoing and acknowledge it as done, and the job would run on. The cancel
+/// goes out with the donor's answer.
+#[test]
+fn the_deadline_cancels_jobs_only_once_the_donor_holds_the_node_outgoing() {
+    let mut m = machine();
+    let deadline = NOW + 1;
+    m.start_move(NOW, &names(&["n0"]), "a", "b", Some(deadline))
+        .expect("valid");
+    flush(&mut m);
+    m.tick(deadline + limits::RESEND_INTERVAL_MS);
+    let (_, sent) = flush(&mut m);
+    assert!(
+        !kinds(&sent).contains(&("a".into(), "coord_shard.cancel_jobs")),
+        "a cancel before the release was answered: {sent:?}"
+    );
+    m.handle_releasing(
+        deadline + limits::RESEND_INTERVAL_MS,
+        "a",
+        &[ReleaseState {
+            node: ng("n0", 2),
+            free: FreeAt::Expected(deadline * 2),
+            jobs: Vec::new(),
+        }],
+        &[],
+    );
+    let (_, sent) = flush(&mut m);
+    assert!(
+        kinds(&sent).contains(&("a".into(), "coord_shard.cancel_jobs")),
+        "the answer brings the cancel at once: {sent:?}"
+    );
+}
+
 #[test]
 fn a_registering_shard_gets_everything_unacknowledged_for_it() {
     let mut m = machine();
