@@ -2,12 +2,11 @@
 //! until the system is quiet (or the seed is declared stuck); then every node is up in
 //! exactly its owner.
 
-use super::*;
+use shardsched_coordinator_core::moves::MoveNodeState;
 use shardsched_shard_core::{Hold, Reason, ShardCore};
 use shardsched_wire::msg::JobState;
 
-use shardsched_coordinator_core::moves::MoveNodeState;
-use shardsched_wire::msg::JobState;
+use super::*;
 
 /// How long after a move's deadline (or the start of healing, if later) the donor's jobs on
 /// its outgoing nodes may still run, virtual ms: the coordinator's re-send of `CancelJobs`
