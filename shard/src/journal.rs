@@ -106,6 +106,12 @@ pub fn to_batch(records: &[JournalRecord]) -> Result<Batch, FormatError> {
             JournalRecord::Node(name, node) => {
                 batch.put_meta(&format!("{NODE_META_PREFIX}{name}"), format::encode(node)?);
             }
+            JournalRecord::Allowance(user, record) => {
+                batch.put_meta(
+                    &format!("{ALLOWANCE_META_PREFIX}{user}"),
+                    format::encode(record)?,
+                );
+            }
         }
     }
     Ok(batch)
@@ -177,6 +183,15 @@ pub fn restored(path: &Path, tables: Tables) -> Result<Restored, JournalError> {
             format::decode(bytes).map_err(|e| JournalError::decode_meta(path, name, e))?;
         nodes.push((node.to_owned(), record));
     }
+    let mut allowances = Vec::new();
+    for (name, bytes) in &tables.metas {
+        let Some(user) = name.strip_prefix(ALLOWANCE_META_PREFIX) else {
+            continue;
+        };
+        let record: AllowanceRecord =
+            format::decode(bytes).map_err(|e| JournalError::decode_meta(path, name, e))?;
+        allowances.push((user.to_owned(), record));
+    }
     let tables = JobTables {
         jobs,
         arrays,
@@ -185,14 +200,16 @@ pub fn restored(path: &Path, tables: Tables) -> Result<Restored, JournalError> {
         urgencies: urgency,
         signatures,
     };
-    Restored::assemble(tables, last_id, nodes).map_err(|o| {
+    let mut restored = Restored::assemble(tables, last_id, nodes).map_err(|o| {
         JournalError::decode(
             path,
             o.table,
             o.key,
             "a record for a job the jobs table does not have",
         )
-    })
+    })?;
+    restored.allowances = allowances;
+    Ok(restored)
 }
 
 /// Decodes a table's records, each of which must be about the job its key names.

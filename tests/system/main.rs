@@ -26,6 +26,7 @@ mod exec;
 mod graph_files;
 mod hardening;
 mod json_output;
+mod limits;
 mod logs;
 mod metrics;
 mod move_faults;

@@ -14,6 +14,10 @@
 //! meta  next_move_id                 u64 LE           the id the next move gets
 //! meta  queue_table                  QueueTableRecord the queue table as changed at run time
 //!                                                     (absent: the configuration file's)
+//! meta  limits                       Vec<LimitRecord> the limits as set at run time (absent:
+//!                                                     the configuration file's `[limits]`)
+//! meta  allowances                   Vec<AllowanceRecord> every shard's granted allowance
+//!                                                     under per-user limits, with its seq
 //! ```
 //!
 //! Node keys are small integers given to node names in the order they are first written,
@@ -50,6 +54,10 @@ pub const MOVES_TABLE: &str = "moves";
 pub const NEXT_MOVE_ID_META: &str = "next_move_id";
 /// Meta value: the run-time queue table (`queue add|remove|update`), until `reload`.
 pub const QUEUE_TABLE_META: &str = "queue_table";
+/// Meta value: the run-time limits (`limits set`).
+pub const LIMITS_META: &str = "limits";
+/// Meta value: the allowances granted (docs/POLICIES.md, "Limits").
+pub const ALLOWANCES_META: &str = "allowances";
 
 /// Everything the journal holds, in the core's types (see the module documentation).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -69,6 +77,40 @@ pub struct Durable {
     /// The queue table as changed at run time (`queue add|remove|update`); it replaces the
     /// configuration file's queues until `reload` (`None`: the file is authoritative).
     pub queue_table: Option<QueueTableRecord>,
+    /// The limits as set at run time (`None`: the configuration file's).
+    pub limits: Option<Vec<LimitRecord>>,
+    /// Every allowance granted, by user then queue.
+    pub allowances: Vec<AllowanceRecord>,
+}
+
+/// One limit as journaled.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LimitRecord {
+    /// `max_running`, `max_nodes`, `max_cores` or `max_pending`.
+    pub kind: String,
+    /// The user it applies to (`None` with no queue either: every user's default).
+    pub user: Option<String>,
+    /// The queue it applies to.
+    pub queue: Option<String>,
+    /// Its value.
+    pub value: u64,
+}
+
+/// What the coordinator granted one shard of one user's allowance (docs/POLICIES.md).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllowanceRecord {
+    /// The user.
+    pub user: String,
+    /// The queue.
+    pub queue: String,
+    /// The last grant's sequence number.
+    pub seq: u64,
+    /// Jobs granted.
+    pub jobs: u64,
+    /// Nodes granted.
+    pub nodes: u64,
+    /// Cores granted.
+    pub cores: u64,
 }
 
 /// A queue's run-time state as an admin set it (also its journal record's form).
@@ -196,6 +238,10 @@ pub struct DurableDelta {
     pub next_move_id: Option<u64>,
     /// The run-time queue table, when it changed (`Some(None)`: back to the file's).
     pub queue_table: Option<Option<QueueTableRecord>>,
+    /// The run-time limits, when they changed.
+    pub limits: Option<Option<Vec<LimitRecord>>>,
+    /// Every allowance, when any changed.
+    pub allowances: Option<Vec<AllowanceRecord>>,
 }
 
 impl DurableDelta {
@@ -206,6 +252,8 @@ impl DurableDelta {
             && self.moves.is_empty()
             && self.next_move_id.is_none()
             && self.queue_table.is_none()
+            && self.limits.is_none()
+            && self.allowances.is_none()
     }
 }
 
@@ -389,6 +437,12 @@ impl Durable {
         if self.queue_table != old.queue_table {
             delta.queue_table = Some(self.queue_table.clone());
         }
+        if self.limits != old.limits {
+            delta.limits = Some(self.limits.clone());
+        }
+        if self.allowances != old.allowances {
+            delta.allowances = Some(self.allowances.clone());
+        }
         delta
     }
 
@@ -449,6 +503,12 @@ impl Durable {
         }
         if let Some(table) = delta.queue_table {
             self.queue_table = table;
+        }
+        if let Some(limits) = delta.limits {
+            self.limits = limits;
+        }
+        if let Some(allowances) = delta.allowances {
+            self.allowances = allowances;
         }
         Ok(())
     }

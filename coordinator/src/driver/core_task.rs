@@ -30,7 +30,7 @@ use shardsched_proto::Reply;
 use shardsched_proto::failpoint;
 use shardsched_proto::msg::client_coord::Response as ClientResponse;
 use shardsched_proto::msg::shard_coord::Response as ShardResponse;
-use shardsched_proto::msg::{RouteTable, node_coord};
+use shardsched_proto::msg::{RouteTable, coord_shard, node_coord};
 use shardsched_telemetry::logs::move_span;
 use tokio::sync::mpsc;
 use tracing::Instrument as _;
@@ -215,6 +215,12 @@ impl CoreTask {
             };
             tokio::spawn(send_owner(session.clone(), command));
         }
+        for (conn, request) in self.core.allowances_to_send() {
+            let Some(link) = self.links.get(&conn) else {
+                continue;
+            };
+            tokio::spawn(send_allowances(link.session().clone(), request));
+        }
         for command in self.core.moves_to_send() {
             let Some(link) = self.links.get(&command.conn) else {
                 continue;
@@ -285,6 +291,15 @@ impl CoreTask {
                 move_id: done.move_id,
             }),
         });
+    }
+}
+
+/// Sends a shard its allowances (durable already). One lost is sent again when the
+/// shard's next status report shows it did not apply it (docs/POLICIES.md, "Limits").
+async fn send_allowances(session: shardsched_proto::Session, request: coord_shard::Request) {
+    let sent = super::link::ask(&session, &request, SHARD_COMMAND_TIMEOUT).await;
+    if let Err(refusal) = sent {
+        tracing::debug!(%refusal, "allowances not delivered; the next report brings them again");
     }
 }
 

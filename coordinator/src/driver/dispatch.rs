@@ -15,7 +15,7 @@ use shardsched_proto::{Peer, Reply};
 
 use super::core_task::{After, CoreTask};
 use super::event::{ClientReply, Event, Registration};
-use super::followups;
+use super::followups::{self, Tell};
 use crate::core::{AgentFlags, ConnId, NodeFlag};
 
 impl CoreTask {
@@ -73,7 +73,7 @@ impl CoreTask {
                 ),
                 shard_coord::Request::Status(mut status) => {
                     let waiting_on = std::mem::take(&mut status.waiting_on);
-                    let answer = self.core.status(conn, &peer.name, status);
+                    let answer = self.core.status(conn, &peer.name, *status);
                     if answer.is_ok() {
                         self.history_due(now, &peer.name, conn);
                         self.facts_due(conn, &waiting_on);
@@ -195,6 +195,27 @@ impl CoreTask {
             }
             R::RemoveQueue { queue, give_to } => {
                 return self.remove_queue(now, peer, queue, give_to, reply);
+            }
+            R::Limits => Ok(ClientResponse::Limits(self.core.limits().clone())),
+            R::SetLimit { kind, scope, value } => {
+                let commands = match self.core.set_limit(kind, scope.clone(), value) {
+                    Ok(commands) => commands,
+                    Err(refusal) => return self.answer(reply, Err(refusal)),
+                };
+                tracing::info!(%peer, %kind, %scope, ?value, "limit set");
+                let commands = commands
+                    .into_iter()
+                    .filter_map(|(conn, request)| {
+                        let queue = self.core.registered_queue(conn)?.to_owned();
+                        Some(Tell::limits(&queue, conn, request))
+                    })
+                    .collect();
+                self.after.push(After::Tell {
+                    commands,
+                    reply,
+                    answer: Ok(ClientResponse::Done { move_id: None }),
+                });
+                return;
             }
             R::Reload => {
                 let origin = self.core.config().origin.clone();

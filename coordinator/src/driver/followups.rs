@@ -42,6 +42,8 @@ enum TellKind {
     Restart,
     /// `SetQueueState` back on after a refused removal.
     ReEnable,
+    /// `SetLimits` after `limits set`.
+    Limits,
 }
 
 impl Tell {
@@ -54,6 +56,12 @@ impl Tell {
     /// A node flag for the shard that has the nodes now.
     pub(super) fn node_flag(queue: &str, conn: ConnId, request: coord_shard::Request) -> Tell {
         Tell::new(queue, conn, request, TellKind::NodeFlag)
+    }
+
+    /// The limits, after an admin's change: a shard that does not take them gets them at
+    /// its next registration (the assignment carries them).
+    pub(super) fn limits(queue: &str, conn: ConnId, request: coord_shard::Request) -> Tell {
+        Tell::new(queue, conn, request, TellKind::Limits)
     }
 
     /// A removed queue's shard told to stop.
@@ -106,6 +114,8 @@ impl Tell {
                 "shard not reached with Reconfigure; it gets the configuration when it registers"),
             (TellKind::ReEnable, Err(e)) => tracing::warn!(%queue, error = %e,
                 "could not re-enable a queue after a refused removal"),
+            (TellKind::Limits, Err(e)) => tracing::warn!(%queue, error = %e,
+                "shard did not take the limits now; it gets them at its next registration"),
         }
     }
 }

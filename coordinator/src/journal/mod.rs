@@ -31,8 +31,9 @@ use shardsched_journal::{
 };
 
 use crate::records::{
-    Durable, DurableDelta, JOURNAL_KIND, JOURNAL_VERSION, MOVES_TABLE, MoveStepRecord,
-    NEXT_MOVE_ID_META, NODES_TABLE, NodeRecord, QUEUE_TABLE_META, QUEUES_TABLE, QueueRecord,
+    ALLOWANCES_META, Durable, DurableDelta, JOURNAL_KIND, JOURNAL_VERSION, LIMITS_META,
+    MOVES_TABLE, MoveStepRecord, NEXT_MOVE_ID_META, NODES_TABLE, NodeRecord, QUEUE_TABLE_META,
+    QUEUES_TABLE, QueueRecord,
 };
 
 /// The journal's file name in the state directory.
@@ -227,6 +228,18 @@ impl CoordJournal {
                 batch.put_meta(QUEUE_TABLE_META, encode("meta", 0, table)?);
             }
         }
+        match &delta.limits {
+            None => {}
+            Some(None) => {
+                batch.delete_meta(LIMITS_META);
+            }
+            Some(Some(limits)) => {
+                batch.put_meta(LIMITS_META, encode("meta", 0, limits)?);
+            }
+        }
+        if let Some(allowances) = &delta.allowances {
+            batch.put_meta(ALLOWANCES_META, encode("meta", 0, allowances)?);
+        }
         Ok(batch)
     }
 }
@@ -292,6 +305,16 @@ fn read_state(journal: &Journal) -> Result<(Durable, HashMap<String, u64>), Jour
         let table = format::decode(&bytes)
             .map_err(|e| JournalError::decode_meta(path, QUEUE_TABLE_META, e))?;
         delta.queue_table = Some(Some(table));
+    }
+    if let Some(bytes) = journal.meta(LIMITS_META)? {
+        let limits =
+            format::decode(&bytes).map_err(|e| JournalError::decode_meta(path, LIMITS_META, e))?;
+        delta.limits = Some(Some(limits));
+    }
+    if let Some(bytes) = journal.meta(ALLOWANCES_META)? {
+        let allowances = format::decode(&bytes)
+            .map_err(|e| JournalError::decode_meta(path, ALLOWANCES_META, e))?;
+        delta.allowances = Some(allowances);
     }
     let mut durable = Durable::default();
     durable

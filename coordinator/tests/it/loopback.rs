@@ -110,6 +110,7 @@ async fn shards_register_and_clients_read_over_real_quic() {
     assert_eq!(assignment.owned[0].generation, Generation(1));
     assert_eq!(assignment.queue.queue_policy.as_str(), "easy");
     let status = ShardStatus {
+        allowances: Vec::new(),
         time_ms: 1,
         queue: QueueStatus {
             name: "batch".into(),
@@ -140,7 +141,7 @@ async fn shards_register_and_clients_read_over_real_quic() {
         waiting_on: Vec::new(),
     };
     let ack = shard
-        .request(&shard_coord::Request::Status(status))
+        .request(&shard_coord::Request::Status(Box::new(status)))
         .await
         .expect("status");
     assert_eq!(ack, shard_coord::Response::Ack);

@@ -62,6 +62,7 @@ async fn register_reporting_one_running(shard: &Session) {
         Ok(shard_coord::Response::Registered(_))
     ));
     let status = ShardStatus {
+        allowances: Vec::new(),
         time_ms: 1,
         queue: QueueStatus {
             name: "gone".into(),
@@ -83,7 +84,9 @@ async fn register_reporting_one_running(shard: &Session) {
         nodes: Vec::new(),
         waiting_on: Vec::new(),
     };
-    let ack = shard.request(&shard_coord::Request::Status(status)).await;
+    let ack = shard
+        .request(&shard_coord::Request::Status(Box::new(status)))
+        .await;
     assert_eq!(ack.expect("status"), shard_coord::Response::Ack);
 }
 

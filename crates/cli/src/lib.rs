@@ -67,6 +67,9 @@ enum Command {
     /// Nodes, their owning queues and states: `resource list`; for admins `down`, `up`,
     /// `drain`, `undrain`.
     Resource(client_cmd::status::ResourceArgs),
+    /// Per-user and per-queue limits: `limits` lists them; for admins `limits set NAME
+    /// VALUE [--user U | --queue Q]`.
+    Limits(client_cmd::limits::LimitsArgs),
     /// Re-reads the coordinator's configuration file: its queues replace the run-time
     /// changes (`queue add|remove|update`). Admin only.
     Reload(client_cmd::queue_config::ReloadArgs),
@@ -118,6 +121,7 @@ pub fn main() -> std::process::ExitCode {
         Command::Queue(args) => client_cmd::status::queue_main(&args),
         Command::Resource(args) => client_cmd::status::resource_main(&args),
         Command::Reload(args) => client_cmd::queue_config::reload_main(&args),
+        Command::Limits(args) => client_cmd::limits::main(&args),
         Command::Demo(args) => demo::main(&args),
         Command::Coordinator(args) => coordinator_cmd::main(&args),
         Command::Shard(args) => shard_cmd::main(&args),

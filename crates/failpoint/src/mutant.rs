@@ -15,6 +15,9 @@
 //!                                                         (shard core, node table)
 //! agent-no-fence        a node agent takes a launch whose generation is older than its
 //!                       owner's, from whichever queue     (node agent core, fencing)
+//! allowance-unjournaled a shard returns allowance under a per-user limit without
+//!                       journaling it, so a restart holds it again
+//!                                                         (shard core, allowances)
 //! ```
 //!
 //! The switch is thread-local: seeds run side by side in a test's threads, each with its
@@ -36,16 +39,19 @@ pub enum Mutant {
     ReleaseWhileHeld,
     /// A node agent accepts a launch from a stale generation.
     AgentNoFence,
+    /// A shard returns allowance without journaling it.
+    AllowanceUnjournaled,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 5] = [
+    pub const ALL: [Mutant; 6] = [
         Mutant::UpBeforeRelease,
         Mutant::NoGenerationCheck,
         Mutant::AckBeforeJournal,
         Mutant::ReleaseWhileHeld,
         Mutant::AgentNoFence,
+        Mutant::AllowanceUnjournaled,
     ];
 
     /// Its name on the command line.
@@ -56,6 +62,7 @@ impl Mutant {
             Mutant::AckBeforeJournal => "ack-before-journal",
             Mutant::ReleaseWhileHeld => "release-while-held",
             Mutant::AgentNoFence => "agent-no-fence",
+            Mutant::AllowanceUnjournaled => "allowance-unjournaled",
         }
     }
 

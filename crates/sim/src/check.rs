@@ -13,6 +13,7 @@
 //! | I2 | no node is up in a shard while another shard's running job holds it |
 //! | I3 | no shard has seen a generation the coordinator's journal does not hold (fencing); the coordinator core's `invariants()`; after healing, every move finished and every node up in exactly its owner, nowhere half-moved, and a move past its deadline holds no job of its donor on its outgoing nodes |
 //! | I4 | no node runs two jobs in one shard (jobs take whole nodes); every acknowledged job is in its shard (core or journal) until it ended, and one key is one job; no queue is removed (`queue remove`, `reload`) while an acknowledged job of it has not ended; each shard core's `invariants()`, and each restart's restore |
+//! | I6 | a user's running jobs over every shard never pass their `max_running` (docs/POLICIES.md, "Limits"), counted from each shard's core or journal |
 //! | I5 | a running job keeps its start and nodes until it ends, and ends only at its planned end, by its owner's cancel, by a node an admin marked down, or by a move's deadline on one of its nodes |
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -39,6 +40,9 @@ pub enum Invariant {
     I4,
     /// Running jobs are never disturbed (only a move's deadline ends them).
     I5,
+    /// A user's running jobs over every shard never pass their `max_running` limit
+    /// (docs/POLICIES.md, "Limits").
+    I6,
 }
 
 /// A broken invariant: which, and what was seen (at virtual time `at_ms`).
@@ -118,6 +122,7 @@ pub(crate) enum View<'a> {
 /// A job as a view shows it.
 struct JobObs {
     id: JobId,
+    owner: String,
     state: JobState,
     start_ms: Option<u64>,
     /// When it was planned to end: its allocation's span's end.
@@ -159,6 +164,8 @@ pub(crate) struct Checker {
     /// The shards run jobs through node agents: a job's end is known when its agents
     /// report it, after its allocation's span may have passed (see [`Checker::shard`]).
     pub(crate) agents: bool,
+    /// The seed's configuration sets per-user limits (`setup::MAX_RUNNING_*`).
+    pub(crate) limits: bool,
 }
 
 /// What the checks across shards need of one shard, as last checked.
@@ -170,6 +177,8 @@ struct Summary {
     up: Vec<String>,
     /// Nodes its running jobs hold.
     holding: Vec<String>,
+    /// Its running jobs, by owner.
+    running_by_user: BTreeMap<String, u64>,
 }
 
 impl Checker {
@@ -260,6 +269,26 @@ impl Checker {
                 }
             }
         }
+        let mut running_by_user: BTreeMap<&str, (u64, Vec<String>)> = BTreeMap::new();
+        for (queue, summary) in &self.shards {
+            for (user, &n) in &summary.running_by_user {
+                let entry = running_by_user.entry(user).or_default();
+                entry.0 += n;
+                entry.1.push(format!("{n} in {queue}"));
+            }
+        }
+        for (user, (n, places)) in running_by_user.into_iter().filter(|_| self.limits) {
+            let limit = max_running(user);
+            if n > limit {
+                return Err(broken(
+                    Invariant::I6,
+                    format!(
+                        "user {user} runs {n} jobs ({}), past their max_running {limit}",
+                        places.join(", ")
+                    ),
+                ));
+            }
+        }
         let mut up_in: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         let mut held_by: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for (queue, summary) in &self.shards {
@@ -320,6 +349,10 @@ impl Checker {
         let mut running_on: BTreeMap<String, (JobId, Option<u64>, Option<u64>)> = BTreeMap::new();
         for job in observe(view, &self.jobs, self.agents) {
             if job.state == JobState::Running {
+                *summary
+                    .running_by_user
+                    .entry(job.owner.clone())
+                    .or_default() += 1;
                 let span = (job.id, job.start_ms, job.planned_end_ms);
                 for node in &job.nodes {
                     if let Some(other) = running_on.insert(node.clone(), span)
@@ -476,12 +509,21 @@ fn spans_apart(a: (JobId, Option<u64>, Option<u64>), b: (JobId, Option<u64>, Opt
     before(a, b) || before(b, a)
 }
 
+/// A user's `max_running` as the simulator's configuration sets it.
+fn max_running(user: &str) -> u64 {
+    match user {
+        "bob" => crate::setup::MAX_RUNNING_BOB,
+        _ => crate::setup::MAX_RUNNING_EACH,
+    }
+}
+
 /// The jobs a view shows; a job `seen` ended is shown by its state alone (all that can
 /// still go wrong with it is coming back to life).
 fn observe(view: &View<'_>, seen: &BTreeMap<JobId, Seen>, agents: bool) -> Vec<JobObs> {
     let ended = |id: JobId| seen.get(&id).is_some_and(|s| s.ended);
     let bare = |id, state| JobObs {
         id,
+        owner: String::new(),
         state,
         start_ms: None,
         planned_end_ms: None,
@@ -498,6 +540,7 @@ fn observe(view: &View<'_>, seen: &BTreeMap<JobId, Seen>, agents: bool) -> Vec<J
                 } else {
                     JobObs {
                         id: j.id,
+                        owner: j.owner.clone(),
                         state: j.state,
                         start_ms: j.start_ms,
                         // The span the queue manager planned: from the second it started in.
@@ -530,6 +573,7 @@ fn observe(view: &View<'_>, seen: &BTreeMap<JobId, Seen>, agents: bool) -> Vec<J
                 }
                 JobObs {
                     id,
+                    owner: j.accepted.owner.clone(),
                     state,
                     start_ms: started.map(|s| s.start_ms),
                     // An agents job's journaled end is its start plus its duration; its

@@ -287,7 +287,8 @@ fn reload_file(rng: &mut ChaCha8Rng, core: &Core, nodes: &[String]) -> Option<Co
         }
     }
     queues.sort_by(|a, b| a.name.cmp(&b.name));
-    config_file(nodes.len(), &queues).ok()
+    let limits = !core.config().limits.limits.is_empty();
+    config_file(nodes.len(), &queues, limits).ok()
 }
 
 /// A random non-empty hostlist of the cluster's nodes.

@@ -300,6 +300,17 @@ impl Coordinator {
                 body: Body::Owner { owner, change },
             });
         }
+        for (conn, request) in core.allowances_to_send() {
+            out.packets.push(Packet {
+                conn,
+                to_coordinator: false,
+                body: Body::Command {
+                    id: ids(),
+                    request,
+                    ordered: false,
+                },
+            });
+        }
         for command in core.moves_to_send() {
             out.packets.push(Packet {
                 conn: command.conn,
@@ -439,7 +450,7 @@ fn shard_request(
         }
         shard_coord::Request::Status(status) => {
             let name = name().unwrap_or_default();
-            core.status(conn, &name, status).map(ack)
+            core.status(conn, &name, *status).map(ack)
         }
         shard_coord::Request::Released(released) => {
             let name = name().unwrap_or_default();

@@ -16,6 +16,11 @@ const NODES: std::ops::RangeInclusive<usize> = 4..=8;
 const QUEUES: std::ops::RangeInclusive<usize> = 2..=4;
 /// Longest job, seconds (sim executor, time scale 1).
 pub(crate) const JOB_SECONDS_MAX: u64 = 60;
+/// Every user's `max_running` (docs/POLICIES.md, "Limits"): the checker counts each
+/// user's running jobs over every shard against it.
+pub(crate) const MAX_RUNNING_EACH: u64 = 2;
+/// User bob's `max_running`.
+pub(crate) const MAX_RUNNING_BOB: u64 = 1;
 /// Queue policies a queue may get.
 pub(crate) const POLICIES: [&str; 4] = ["fcfs", "easy", "hybrid", "conservative"];
 
@@ -30,7 +35,7 @@ pub(crate) struct Setup {
 }
 
 /// Draws a seed's system.
-pub(crate) fn draw(rng: &mut ChaCha8Rng) -> Result<Setup, String> {
+pub(crate) fn draw(rng: &mut ChaCha8Rng, limits: bool) -> Result<Setup, String> {
     let node_count = rng.random_range(NODES);
     let nodes: Vec<String> = (0..node_count).map(|i| format!("node{i}")).collect();
     let queue_count = rng.random_range(QUEUES);
@@ -58,7 +63,7 @@ pub(crate) fn draw(rng: &mut ChaCha8Rng) -> Result<Setup, String> {
             started: q == 0 || rng.random_bool(0.75),
         })
         .collect();
-    let config = config_file(node_count, &queues)?;
+    let config = config_file(node_count, &queues, limits)?;
     let jobspecs = (0..8)
         .map(|_| {
             let shorthand = Shorthand {
@@ -90,15 +95,25 @@ pub(crate) struct TableQueue {
 }
 
 /// The configuration file of a seed's cluster of `node_count` nodes with `queues` (the
-/// default queue is `q0`), parsed as the coordinator parses a real one: at start, and
-/// again for a `reload`.
-pub(crate) fn config_file(node_count: usize, queues: &[TableQueue]) -> Result<Config, String> {
+/// default queue is `q0`), with `[limits]` when `limits` says, parsed as the coordinator
+/// parses a real one: at start, and again for a `reload`.
+pub(crate) fn config_file(
+    node_count: usize,
+    queues: &[TableQueue],
+    limits: bool,
+) -> Result<Config, String> {
     let mut text = format!(
         "default_queue = \"q0\"\n\n[cluster.inline]\nname = \"sim\"\n\n\
          [[cluster.inline.nodes]]\nhosts = \"node[0-{}]\"\nsockets = 1\ncores_per_socket = 2\n\n\
          [agents]\nheartbeat_timeout = \"30s\"\nreturn_to_service = true\n",
         node_count - 1
     );
+    if limits {
+        text.push_str(&format!(
+            "\n[limits]\nmax_running = {MAX_RUNNING_EACH}\n\n\
+             [limits.users.bob]\nmax_running = {MAX_RUNNING_BOB}\n"
+        ));
+    }
     for q in queues {
         text.push_str(&format!(
             "\n[queues.{}]\nnodes = \"{}\"\npolicy = \"{}\"\n\

@@ -519,7 +519,7 @@ impl ShardProcess {
                 to_coordinator: true,
                 body: Body::ShardRequest {
                     id: ids(),
-                    request: shard_coord::Request::Status(core.status(now)),
+                    request: shard_coord::Request::Status(Box::new(core.status(now))),
                 },
             });
         }
@@ -563,6 +563,9 @@ fn describe(record: &JournalRecord) -> String {
         }
         JournalRecord::ArrayForgotten { id, elements } => {
             format!("array forgotten {id} ({} elements)", elements.len())
+        }
+        JournalRecord::Allowance(user, a) => {
+            format!("allowance {user} seq {} jobs {}", a.seq, a.jobs)
         }
     }
 }

@@ -150,14 +150,15 @@ impl World {
     /// The world of `seed`.
     pub(crate) fn new(seed: u64, options: &SimOptions) -> Result<World, Violation> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let setup = setup::draw(&mut rng).map_err(|e| broken(Invariant::I3, e))?;
+        // Even seeds run their jobs through node agents; odd ones with the sim executor,
+        // and per-user limits.
+        let with_agents = seed.is_multiple_of(2);
+        let setup = setup::draw(&mut rng, !with_agents).map_err(|e| broken(Invariant::I3, e))?;
         let weather = Weather {
             drop: rng.random_range(0.0..0.2),
             duplicate: rng.random_range(0.0..0.1),
         };
         let coord = Coordinator::new(setup.config.clone());
-        // Even seeds run their jobs through node agents; odd ones with the sim executor.
-        let with_agents = seed.is_multiple_of(2);
         let agents = if with_agents {
             let nodes = setup.nodes.iter().enumerate();
             nodes
@@ -168,6 +169,7 @@ impl World {
         };
         let mut checker = Checker::default();
         checker.agents = with_agents;
+        checker.limits = !with_agents;
         let mut clients = Clients::default();
         clients.signed = with_agents;
         Ok(World {

@@ -59,12 +59,15 @@ pub const ALPN_STR: &str = "shardsched/1";
 /// `Usage`). 12: job dependencies across queues: a shard's status lists the jobs its
 /// pending jobs wait on (`ShardStatus.waiting_on`), the coordinator asks their shards
 /// (`coord_shard::JobFacts`) and tells the waiting shard (`coord_shard::Facts`,
-/// [`msg::deps`]); `PendingReasons.dependency`. 14: a node agent may hold a shard's renewal
-/// until its report changes (`shard_node::Request::Renew.since`, `.hold_ms`), so that a
-/// job's end reaches its shard at once.
+/// [`msg::deps`]); `PendingReasons.dependency`. 13: per-user and per-queue limits
+/// ([`msg::quota`]): `Assignment.limits`, `coord_shard::SetLimits`, allowances
+/// (`ShardStatus.allowances`, `coord_shard::Allowances`), `client_coord::SetLimit` and
+/// `Limits`. 14: a node agent may hold a shard's renewal until its report changes
+/// (`shard_node::Request::Renew.since`, `.hold_ms`), so that a job's end reaches its shard
+/// at once.
 pub const PROTOCOL_VERSION: u32 = 14;
-/// The oldest protocol version this build still accepts in a hello (a version 12 peer could
-/// not decode version 14's renewals).
+/// The oldest protocol version this build still accepts in a hello (a version 13 peer could
+/// not decode version 14's renewals, a version 12 one neither version 13's limits).
 pub const PROTOCOL_VERSION_MIN: u32 = 14;
 /// This build's software string, sent in the hello for logs.
 pub const SOFTWARE: &str = concat!("shardsched ", env!("CARGO_PKG_VERSION"));

@@ -203,3 +203,13 @@ pub const PMI_KVS_BYTES_MAX: usize = 4 * 1024 * 1024;
 
 /// Most jobs one dependency question names (a shard asks about more in several).
 pub const DEPENDENCY_TARGETS_PER_ASK_MAX: usize = 4096;
+
+/// Most limits set at once (`[limits]` and `limits set` together), entries.
+pub const LIMITS_MAX: usize = 1024;
+
+/// Largest value a limit may have (jobs, nodes or cores).
+pub const LIMIT_VALUE_MAX: u64 = 1 << 40;
+
+/// Most users one allowance report or grant message names (a shard with more users under
+/// a spanning limit reports the rest in its next report).
+pub const ALLOWANCE_USERS_PER_REPORT_MAX: usize = 4096;

@@ -27,6 +27,7 @@
 //! and nothing is recorded, so a retry is judged afresh. A job that fits the definition but
 //! not the nodes the queue owns now is accepted and waits, with the reason in `job info`.
 
+mod allowances;
 mod arrays;
 #[cfg(test)]
 mod arrays_tests;
@@ -148,6 +149,8 @@ pub struct ShardCore {
     backlog: bool,
     /// Bumped on every change a status report shows.
     status_version: u64,
+    /// Limits, allowances and the jobs admitted under them (`core/allowances.rs`).
+    quota: allowances::Quota,
 }
 
 impl Default for CoreOptions {
@@ -238,6 +241,7 @@ impl ShardCore {
             now_ms: 0,
             backlog: false,
             status_version: 0,
+            quota: allowances::Quota::default(),
         };
         // Nothing is up until the node table says so (`refresh_node`).
         for &v in core.cluster.vertices.values() {

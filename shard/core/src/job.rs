@@ -9,6 +9,7 @@ use shardsched_wire::limits::JOB_NAME_BYTES_MAX;
 use shardsched_wire::msg::agent::JobSignature;
 use shardsched_wire::msg::client_shard::IdempotencyKey;
 use shardsched_wire::msg::deps::Fact;
+use shardsched_wire::msg::quota::LimitKind;
 use shardsched_wire::msg::{JobEvent, JobId, JobInfo, JobState, JobSummary};
 
 use crate::assign::MS_PER_S;
@@ -88,6 +89,21 @@ pub enum Hold {
     ArrayLimit,
     /// Its begin time has not come (the time is the job's `begin_ms`).
     BeginTime,
+    /// A limit lets no more of its owner's (or its queue's) jobs run now
+    /// (`core/allowances.rs`).
+    Limit(LimitHold),
+}
+
+/// The limit that holds a job: what it counts, its value, and whether it is its owner's
+/// (else its queue's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LimitHold {
+    /// What the limit counts.
+    pub kind: LimitKind,
+    /// Its value.
+    pub value: u64,
+    /// The owner's limit (else the queue's).
+    pub per_user: bool,
 }
 
 /// Why a dependency can never be met, as its target job's fact says.
@@ -127,6 +143,7 @@ impl Hold {
             Hold::User => "held".to_owned(),
             Hold::ArrayLimit => "array limit".to_owned(),
             Hold::BeginTime => "begin time".to_owned(),
+            Hold::Limit(l) => format!("limit: {} {}", l.kind, l.value),
             Hold::Dependency(Some(id)) => format!("dependency: waiting on {id}"),
             Hold::Dependency(None) => "dependency: singleton".to_owned(),
             Hold::DependencyNever(Some(id), why) => {
@@ -262,6 +279,12 @@ impl JobRecord {
                 format!("queue {queue} is stopped")
             }
             Reason::Waiting(why) => wait_text(*why),
+            Reason::Held(Hold::Limit(l)) if l.per_user => {
+                format!("limit: {} {} for user {}", l.kind, l.value, self.owner)
+            }
+            Reason::Held(Hold::Limit(l)) => {
+                format!("limit: {} {} for queue {queue}", l.kind, l.value)
+            }
             Reason::Held(hold) => hold.text(),
             Reason::Text(text) => text.clone(),
             Reason::None => String::new(),

@@ -14,6 +14,8 @@
 //!                                                 elements' runs and ends are keyed by their ids
 //! meta  last_job_id           u64          the highest id issued (FLUIDs continue after it)
 //! meta  node:<name>           NodeRecord   the node table's entry: generation, holding, flags
+//! meta  allowance:<user>      AllowanceRecord  the user's allowance under a per-user limit
+//!                                          (docs/POLICIES.md, "Limits"): grant seq, held
 //! meta  format                             "shardsched-shard-journal v2" (the store's stamp)
 //! ```
 //!
@@ -203,6 +205,21 @@ pub enum JournalRecord {
     },
     /// A node's entry changed.
     Node(String, NodeRecord),
+    /// A user's allowance changed (a grant applied, or allowance returned).
+    Allowance(String, AllowanceRecord),
+}
+
+/// A user's allowance as the shard holds it (docs/POLICIES.md, "Limits").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllowanceRecord {
+    /// The last grant's sequence number applied.
+    pub seq: u64,
+    /// Jobs held.
+    pub jobs: u64,
+    /// Nodes held.
+    pub nodes: u64,
+    /// Cores held.
+    pub cores: u64,
 }
 
 /// An array as accepted: its indices and how many of its elements may run at once. Its
@@ -244,6 +261,8 @@ pub const ARRAYS_TABLE: &str = "arrays";
 pub const LAST_ID_META: &str = "last_job_id";
 /// Prefix of the node table's meta values (`node:<name>`).
 pub const NODE_META_PREFIX: &str = "node:";
+/// Prefix of the allowances' meta values (`allowance:<user>`).
+pub const ALLOWANCE_META_PREFIX: &str = "allowance:";
 
 impl ArrayRecord {
     /// The record of array `id` of `spec`.

@@ -98,5 +98,5 @@ pub use crate::core::{
     TransitionKind, Violation, needs_restart,
 };
 pub use error::ShardError;
-pub use job::{JobRecord, Reason};
+pub use job::{Hold, JobRecord, LimitHold, Reason};
 pub use snapshot::Snapshot;

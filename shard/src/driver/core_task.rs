@@ -66,6 +66,10 @@ struct Publish {
     exec: Vec<ExecRequest>,
     /// `Released` reports, sent once the release is durable.
     released: Vec<Released>,
+    /// The status report made with the batch, handed out once the batch is durable: its
+    /// allowances (docs/POLICIES.md, "Limits") may say allowance was returned, which the
+    /// coordinator may then grant elsewhere.
+    status: Option<ShardStatus>,
 }
 
 /// Where the core task's side products go besides the journal and the snapshot.
@@ -117,7 +121,7 @@ pub(crate) async fn run(
     let (to_publisher, published) = mpsc::channel(COMMITS_IN_FLIGHT_MAX);
     let mut publisher = tokio::spawn(publish(
         published,
-        snapshot,
+        (snapshot, status),
         exec,
         released,
         metrics.process.clone(),
@@ -126,7 +130,7 @@ pub(crate) async fn run(
     let batches = batches(
         &mut core,
         &mut commands,
-        (&to_publisher, &status),
+        &to_publisher,
         &committer,
         &metrics,
         &mut log,
@@ -163,7 +167,7 @@ fn joined_outcome(
 async fn batches(
     core: &mut ShardCore,
     commands: &mut mpsc::Receiver<Command>,
-    (to_publisher, status): (&mpsc::Sender<Publish>, &watch::Sender<Option<ShardStatus>>),
+    to_publisher: &mpsc::Sender<Publish>,
     committer: &Committer,
     metrics: &ShardMetrics,
     log: &mut TransitionLog,
@@ -172,7 +176,7 @@ async fn batches(
     let mut answers = Vec::new();
     // What the core changed while it was built (its ownership, a restore) goes first.
     log.write(&core.take_transitions());
-    journal(core, committer, to_publisher, Vec::new()).await?;
+    journal(core, committer, to_publisher, Vec::new(), None).await?;
     loop {
         let wake_ms = [
             core.next_wakeup_ms(),
@@ -215,20 +219,22 @@ async fn batches(
         tick(core, now, metrics);
         // `released` lines go on file before the reports can leave (after the commit).
         log.write(&core.take_transitions());
-        journal(core, committer, to_publisher, std::mem::take(&mut answers)).await?;
+        let mut report = None;
+        if now >= clock.due_ms(core.status_version()) {
+            clock.last_ms = Some(now);
+            clock.last_version = Some(core.status_version());
+            let made = core.status(now);
+            clock.asking = !made.waiting_on.is_empty();
+            report = Some(made);
+        }
+        let answers = std::mem::take(&mut answers);
+        journal(core, committer, to_publisher, answers, report).await?;
         let qm = core.queue_manager();
         metrics.set_jobs(
             count(qm.pending_len() + qm.waiting_len()),
             count(qm.running_len()),
             count(qm.waiting_len()),
         );
-        if now >= clock.due_ms(core.status_version()) {
-            clock.last_ms = Some(now);
-            clock.last_version = Some(core.status_version());
-            let report = core.status(now);
-            clock.asking = !report.waiting_on.is_empty();
-            status.send_replace(Some(report));
-        }
         if stop {
             return Ok(());
         }
@@ -266,6 +272,7 @@ async fn journal(
     committer: &Committer,
     to_publisher: &mpsc::Sender<Publish>,
     answers: Vec<Answer>,
+    status: Option<ShardStatus>,
 ) -> Result<(), DriverError> {
     let exec = exec_requests(core);
     let released = core.take_released();
@@ -285,6 +292,7 @@ async fn journal(
         answers,
         exec,
         released,
+        status,
     };
     to_publisher
         .send(publish)
@@ -297,7 +305,7 @@ async fn journal(
 /// held are dropped, so their requesters hear `Unavailable`, not an acknowledgement.
 async fn publish(
     mut batches: mpsc::Receiver<Publish>,
-    snapshot: Arc<ArcSwap<Snapshot>>,
+    (snapshot, status): (Arc<ArcSwap<Snapshot>>, watch::Sender<Option<ShardStatus>>),
     exec: Option<mpsc::Sender<ExecRequest>>,
     released: ReleasedQueue,
     metrics: ProcessMetrics,
@@ -326,6 +334,9 @@ async fn publish(
             };
         }
         released.push(batch.released);
+        if let Some(report) = batch.status {
+            status.send_replace(Some(report));
+        }
         // The exec task never waits on the core task, so this wait is bounded.
         for request in batch.exec {
             let sent = match &exec {

@@ -200,7 +200,10 @@ async fn report_status(session: Session, mut reports: watch::Receiver<Option<Sha
         let Some(report) = reports.borrow_and_update().clone() else {
             continue;
         };
-        if let Err(e) = session.request(&shard_coord::Request::Status(report)).await {
+        if let Err(e) = session
+            .request(&shard_coord::Request::Status(Box::new(report)))
+            .await
+        {
             tracing::debug!(error = %e, "status report not delivered");
             if session.connection().close_reason().is_some() {
                 return;

@@ -60,6 +60,7 @@ fn setup(dir: &TempDir, name: &str) -> (Ca, PathBuf) {
 
 fn assignment() -> Assignment {
     Assignment {
+        limits: Default::default(),
         generator_id: 11,
         cluster: ClusterDescription {
             format: ClusterFormat::Spec,
@@ -111,7 +112,7 @@ fn coordinator(ca: &Ca) -> (quinn::Endpoint, mpsc::UnboundedReceiver<Seen>) {
                             Ok(shard_coord::Response::Registered(Box::new(assignment())))
                         }
                         shard_coord::Request::Status(status) => {
-                            let _ = seen_tx.send(Seen::Status(status));
+                            let _ = seen_tx.send(Seen::Status(*status));
                             Ok(shard_coord::Response::Ack)
                         }
                         shard_coord::Request::Released(_) => Ok(shard_coord::Response::Ack),

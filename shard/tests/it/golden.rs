@@ -72,6 +72,7 @@ fn assignment(
     flags: BTreeMap<String, NodeFlags>,
 ) -> Assignment {
     Assignment {
+        limits: Default::default(),
         generator_id: 3,
         cluster: ClusterDescription {
             format: ClusterFormat::Spec,

@@ -27,6 +27,7 @@ const IN_FLIGHT: usize = 512;
 fn assignment() -> Assignment {
     let spec = shardsched_resource::generated_cluster(NODES);
     Assignment {
+        limits: Default::default(),
         generator_id: 1,
         cluster: ClusterDescription {
             format: ClusterFormat::Spec,

@@ -171,6 +171,7 @@ impl Model {
             flags.entry(name.clone()).or_default().drained = Some(reason.clone());
         }
         let assignment = Assignment {
+            limits: Default::default(),
             generator_id: 3,
             cluster: ClusterDescription {
                 format: ClusterFormat::Spec,

@@ -105,6 +105,8 @@ pub struct Config {
     pub http_listen: Option<std::net::SocketAddr>,
     /// How the coordinator watches node agents (`[agents]`).
     pub agents: AgentsConfig,
+    /// `[limits]` (docs/POLICIES.md, "Limits"); `limits set` changes them at run time.
+    pub limits: shardsched_wire::msg::quota::LimitTable,
 }
 
 /// `[agents]`: node agents' liveness (docs/CONFIG.md, docs/EXEC.md).

@@ -10,6 +10,7 @@ use std::path::Path;
 use serde::Deserialize;
 use shardsched_resource::{Location, ReadError};
 use shardsched_wire::limits::{ARRAY_ELEMENTS_DEFAULT, ARRAY_ELEMENTS_MAX};
+use shardsched_wire::msg::quota::{LimitKind, LimitScope, LimitTable};
 use toml::Spanned;
 
 use super::{
@@ -32,6 +33,29 @@ struct RawConfig {
     queues: Option<Spanned<BTreeMap<String, Spanned<RawQueue>>>>,
     agents: Option<RawAgents>,
     http: Option<Spanned<RawHttp>>,
+    limits: Option<Spanned<RawLimits>>,
+}
+
+/// `[limits]`: every user's default, then `[limits.users.NAME]` and `[limits.queues.NAME]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    max_running: Option<u64>,
+    max_nodes: Option<u64>,
+    max_cores: Option<u64>,
+    max_pending: Option<u64>,
+    users: Option<BTreeMap<String, RawLimitSet>>,
+    queues: Option<BTreeMap<String, RawLimitSet>>,
+}
+
+/// One set of limits.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLimitSet {
+    max_running: Option<u64>,
+    max_nodes: Option<u64>,
+    max_cores: Option<u64>,
+    max_pending: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -156,6 +180,15 @@ pub(super) fn parse(text: &str, origin: &str, base_dir: &Path) -> Result<Config,
         &errors,
     )?;
     let agents = agents(raw.agents, &errors)?;
+    let limits = match raw.limits {
+        Some(raw) => {
+            let span = raw.span();
+            limits(raw.into_inner()).map_err(|refusal| {
+                errors.at(Some(span), format!("[limits]: {}", refusal.message))
+            })?
+        }
+        None => LimitTable::default(),
+    };
     let http_listen = match raw.http.and_then(|h| h.into_inner().listen) {
         Some(listen) => {
             let span = listen.span();
@@ -178,7 +211,41 @@ pub(super) fn parse(text: &str, origin: &str, base_dir: &Path) -> Result<Config,
         history_days,
         agents,
         http_listen,
+        limits,
     })
+}
+
+/// `[limits]` as a table of limits (names and counts bounded as `limits set` bounds them).
+fn limits(raw: RawLimits) -> Result<LimitTable, shardsched_wire::msg::Refusal> {
+    let mut table = LimitTable::default();
+    let mut put = |scope: LimitScope, set: RawLimitSet| {
+        let values = [
+            (LimitKind::MaxRunning, set.max_running),
+            (LimitKind::MaxNodes, set.max_nodes),
+            (LimitKind::MaxCores, set.max_cores),
+            (LimitKind::MaxPending, set.max_pending),
+        ];
+        values
+            .into_iter()
+            .try_for_each(|(kind, value)| match value {
+                Some(v) => table.set(kind, scope.clone(), Some(v)),
+                None => Ok(()),
+            })
+    };
+    let each_user = RawLimitSet {
+        max_running: raw.max_running,
+        max_nodes: raw.max_nodes,
+        max_cores: raw.max_cores,
+        max_pending: raw.max_pending,
+    };
+    put(LimitScope::EachUser, each_user)?;
+    for (user, set) in raw.users.unwrap_or_default() {
+        put(LimitScope::User(user), set)?;
+    }
+    for (queue, set) in raw.queues.unwrap_or_default() {
+        put(LimitScope::Queue(queue), set)?;
+    }
+    Ok(table)
 }
 
 /// `[agents]`, with its defaults.

@@ -42,6 +42,8 @@ pub(super) struct Dirty {
     pub(super) next_move_id: bool,
     /// The run-time queue table changed.
     pub(super) queue_table: bool,
+    /// The limits changed.
+    pub(super) limits: bool,
     /// Kinds of move records among them (`started`, `released`, …), for failpoints.
     pub(super) steps: BTreeSet<&'static str>,
 }
@@ -354,7 +356,8 @@ impl Core {
         let token = self.move_pending.take();
         let nodes = self.moves.take_changed_nodes();
         let dirty = std::mem::take(&mut self.dirty);
-        if token.is_none() && nodes.is_empty() && dirty == Dirty::default() {
+        let allowances = self.ledger.take_for_write();
+        if token.is_none() && nodes.is_empty() && dirty == Dirty::default() && !allowances {
             return None;
         }
         let mut delta = DurableDelta::default();
@@ -381,6 +384,12 @@ impl Core {
         if dirty.queue_table {
             delta.queue_table = Some(self.queue_table_record());
         }
+        if dirty.limits {
+            delta.limits = Some(self.limits_record());
+        }
+        if allowances {
+            delta.allowances = Some(self.ledger.records());
+        }
         if mutant::active(Mutant::AckBeforeJournal) {
             // The write carries the records of the write before: what it releases (its
             // token's commands, the batch's answers) leaves before it is durable.
@@ -395,6 +404,7 @@ impl Core {
 
     /// `write` is durable: the move commands it covers may go.
     pub fn journal_done(&mut self, write: &JournalWrite) {
+        self.ledger.written();
         if let Some(token) = write.token {
             self.moves.journaled(token);
         }
@@ -425,7 +435,15 @@ impl Core {
             moves: self.moves.active_records(),
             next_move_id: self.moves.next_move_id(),
             queue_table: self.queue_table_record(),
+            limits: self.limits_record(),
+            allowances: self.ledger.records(),
         }
+    }
+
+    /// The run-time limits as the journal keeps them (`None`: the file's).
+    fn limits_record(&self) -> Option<Vec<crate::records::LimitRecord>> {
+        self.runtime_limits
+            .then(|| super::allowances::limit_records(&self.limits))
     }
 
     /// The run-time queue table as the journal keeps it (`None`: the file's).

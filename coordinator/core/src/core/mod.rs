@@ -24,6 +24,7 @@
 
 mod admin;
 mod agents;
+mod allowances;
 mod deps;
 mod invariants;
 mod moving;
@@ -93,6 +94,12 @@ pub struct Core {
     agents: agents::Agents,
     /// `queue remove` and `reload` under way (not durable: see [`removals`]).
     removals: removals::Removals,
+    /// Every limit: the file's `[limits]`, or as `limits set` left them.
+    limits: shardsched_wire::msg::quota::LimitTable,
+    /// The limits were changed at run time: the journal keeps them over the file's.
+    runtime_limits: bool,
+    /// The allowances granted under per-user limits ([`allowances`]).
+    ledger: allowances::Ledger,
 }
 
 /// A queue's run-time state.
@@ -211,7 +218,14 @@ impl Core {
         // The start's changes are written whole, as the diff with `previous`.
         moves.take_changed_nodes();
         let shards = vec![None; config.queues.len()];
+        let limits = match &previous.limits {
+            Some(records) => allowances::limit_table(records),
+            None => config.limits.clone(),
+        };
         let core = Core {
+            limits,
+            runtime_limits: previous.limits.is_some(),
+            ledger: allowances::Ledger::new(&previous.allowances),
             runtime_table: previous.queue_table.is_some(),
             config,
             queues,

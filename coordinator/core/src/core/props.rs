@@ -66,6 +66,7 @@ fn arbitrary_config() -> impl Strategy<Value = Config> {
                 history_days: 90,
                 agents: Default::default(),
                 http_listen: None,
+                limits: Default::default(),
             }
         })
     })
@@ -91,6 +92,8 @@ fn expected_owner(config: &Config, n: usize) -> Option<usize> {
 /// What the journal holds after a start from `start` (no move, no admin state).
 fn journaled(start: &Start) -> Durable {
     Durable {
+        limits: None,
+        allowances: Vec::new(),
         generators: start.generators.clone(),
         nodes: start.nodes.iter().cloned().collect(),
         ..Durable::default()

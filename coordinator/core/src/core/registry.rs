@@ -223,6 +223,7 @@ impl Core {
         status: ShardStatus,
     ) -> Result<(), Refusal> {
         let qi = self.registered(conn, shard_name)?;
+        self.allowance_reports(qi, &status.allowances);
         let mut nodes = HashMap::with_capacity(status.nodes.len());
         for node in status.nodes {
             if let Some(n) = self.moves.nodes().index_of(&node.name) {
@@ -290,6 +291,7 @@ impl Core {
             owned,
             incoming,
             flags,
+            limits: self.limits.clone(),
         }
     }
 }

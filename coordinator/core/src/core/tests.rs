@@ -305,6 +305,7 @@ fn registration_refusals() {
 
 fn report(queue: &str, nodes: &[(&str, NodeState, u32)]) -> ShardStatus {
     ShardStatus {
+        allowances: Vec::new(),
         time_ms: 5,
         queue: QueueStatus {
             name: queue.into(),

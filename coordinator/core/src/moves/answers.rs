@@ -145,7 +145,9 @@ impl MoveMachine {
             | Request::Jobs(_)
             | Request::JobFacts { .. }
             | Request::Facts(_)
-            | Request::History(_) => {}
+            | Request::History(_)
+            | Request::SetLimits(_)
+            | Request::Allowances(_) => {}
         }
     }
 

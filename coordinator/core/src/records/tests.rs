@@ -4,6 +4,8 @@ use super::*;
 
 fn sample() -> Durable {
     let mut d = Durable {
+        limits: None,
+        allowances: Vec::new(),
         next_move_id: 3,
         ..Durable::default()
     };
@@ -179,6 +181,8 @@ fn arbitrary_durable() -> impl proptest::strategy::Strategy<Value = Durable> {
             // The journal keeps a move's records together and moves in id order.
             let moves = group_moves(&moves).into_values().flatten().collect();
             Durable {
+                limits: None,
+                allowances: Vec::new(),
                 generators,
                 nodes,
                 moves,

@@ -13,6 +13,7 @@ pub mod job_format;
 pub mod job_options;
 pub mod job_view;
 pub mod jobs;
+pub mod limits;
 pub mod move_view;
 pub mod output;
 pub mod queue_config;

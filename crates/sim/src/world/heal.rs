@@ -2,10 +2,11 @@
 //! until the system is quiet (or the seed is declared stuck); then every node is up in
 //! exactly its owner.
 
-use super::*;
-
 use shardsched_coordinator_core::moves::MoveNodeState;
+use shardsched_shard_core::{Hold, Reason, ShardCore};
 use shardsched_wire::msg::JobState;
+
+use super::*;
 
 /// How long after a move's deadline (or the start of healing, if later) the donor's jobs on
 /// its outgoing nodes may still run, virtual ms: the coordinator's re-send of `CancelJobs`
@@ -133,12 +134,50 @@ impl World {
                 return format!("{} has Released reports unacknowledged", q.name);
             }
         }
+        let limits = self.limits_unsettled();
+        if !limits.is_empty() {
+            return limits;
+        }
         let agents = self.agents_unsettled();
         if !agents.is_empty() {
             return agents;
         }
         if !self.net.is_empty() {
             return "messages in flight".to_owned();
+        }
+        String::new()
+    }
+
+    /// Liveness of per-user limits: a user whose jobs are held by their limit somewhere
+    /// while their running and admitted jobs over every shard use less than it (an
+    /// allowance stranded, or not yet moved where it is wanted).
+    fn limits_unsettled(&self) -> String {
+        if !self.checker.limits {
+            return String::new();
+        }
+        let cores: Vec<&ShardCore> = self
+            .shards
+            .values()
+            .filter(|s| s.alive)
+            .filter_map(|s| s.core.as_ref())
+            .collect();
+        // A stopped queue starts nothing and holds no allowance: its jobs wait for it.
+        for core in cores.iter().filter(|c| c.config().started) {
+            for job in core.jobs() {
+                let Reason::Held(Hold::Limit(hold)) = &job.reason else {
+                    continue;
+                };
+                if !hold.per_user || job.state != JobState::Pending {
+                    continue;
+                }
+                let in_use: u64 = cores.iter().map(|c| c.limit_in_use(&job.owner).jobs).sum();
+                if in_use < hold.value {
+                    return format!(
+                        "{}'s job {} waits on max_running {} while {} of it is in use",
+                        job.owner, job.id, hold.value, in_use
+                    );
+                }
+            }
         }
         String::new()
     }

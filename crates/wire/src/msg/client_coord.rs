@@ -15,6 +15,7 @@ use super::common::{
 use super::coord_shard::DryRunReport;
 use super::history::{HistoryList, HistoryQuery, UsageQuery, UsageRow};
 use super::policy::{MatchPolicy, QueuePolicy};
+use super::quota::{LimitKind, LimitScope, LimitTable};
 use crate::identity::Op;
 use crate::limits::SPEC_TEXT_BYTES_MAX;
 use crate::rpc::Rpc;
@@ -110,6 +111,18 @@ pub enum Request {
     /// Every unfinished move and the finished ones the coordinator still remembers.
     /// Answered with [`Response::Moves`]. Any user or admin.
     Moves,
+    /// Sets (`Some`) or removes (`None`) a limit (docs/POLICIES.md, "Limits"); journaled,
+    /// then every shard is told. Answered with `Done`. Admin only.
+    SetLimit {
+        /// What it counts.
+        kind: LimitKind,
+        /// Whom it applies to.
+        scope: LimitScope,
+        /// The most allowed, or `None` to remove it.
+        value: Option<u64>,
+    },
+    /// Every limit. Answered with [`Response::Limits`]. Any user or admin.
+    Limits,
 }
 
 /// A queue's definition, policies and limits as an admin gives them on the command line.
@@ -279,6 +292,8 @@ pub enum Response {
         /// Moves were left out.
         truncated: bool,
     },
+    /// Answer to [`Request::Limits`].
+    Limits(LimitTable),
 }
 
 impl Rpc for Request {
@@ -304,6 +319,8 @@ impl Rpc for Request {
             Request::Move(_) => "client_coord.move",
             Request::CancelMove { .. } => "client_coord.cancel_move",
             Request::Moves => "client_coord.moves",
+            Request::SetLimit { .. } => "client_coord.set_limit",
+            Request::Limits => "client_coord.limits",
         }
     }
 
@@ -315,7 +332,9 @@ impl Rpc for Request {
             | Request::Usage(_)
             | Request::Queues
             | Request::Resources { .. }
-            | Request::Moves => Op::ReadStatus,
+            | Request::Moves
+            | Request::Limits => Op::ReadStatus,
+            Request::SetLimit { .. } => Op::AdminQueues,
             Request::QueueControl { .. }
             | Request::QueueAdmin(_)
             | Request::AddQueue(_)
@@ -336,7 +355,10 @@ impl Rpc for Request {
         let queue = |name: &str| bounds::name("the queue name", name);
         match self {
             Request::Routes | Request::Queues | Request::Moves | Request::Reload => Ok(()),
-            Request::CancelMove { .. } => Ok(()),
+            Request::CancelMove { .. } | Request::Limits => Ok(()),
+            Request::SetLimit { kind, scope, value } => {
+                LimitTable::default().set(*kind, scope.clone(), *value)
+            }
             Request::Jobs(query) => bounds::jobs_query(query),
             Request::History(query) => bounds::jobs_query(&query.jobs),
             Request::Usage(query) => bounds::user_filter(&query.user),

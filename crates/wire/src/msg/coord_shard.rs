@@ -26,6 +26,7 @@ use super::bounds;
 use super::common::{JobId, JobList, JobsQuery, MoveId, NodeFlags, NodeGen, QueueConfig, Refusal};
 use super::deps::JobFact;
 use super::history::{HistoryPull, HistoryRecord};
+use super::quota::{AllowanceGrant, LimitTable};
 use crate::identity::Op;
 use crate::rpc::Rpc;
 
@@ -104,6 +105,11 @@ pub enum Request {
     /// removal refused for jobs never leaves the queue disabled, and no submit can slip in
     /// between the check and the disable.
     DisableIfIdle,
+    /// The limits changed (`limits set`): enforce these from now on. Answered with `Ack`.
+    SetLimits(LimitTable),
+    /// Allowances under per-user limits (docs/POLICIES.md, "Limits"), each durable at the
+    /// coordinator before it is sent. Answered with `Ack`; safe to repeat, reorder or lose.
+    Allowances(Vec<AllowanceGrant>),
 }
 
 /// Release nodes for a move.
@@ -291,7 +297,9 @@ impl Request {
             | Request::SetNodeDrain { .. }
             | Request::DryRunRelease { .. }
             | Request::Reconfigure(_)
-            | Request::DisableIfIdle => None,
+            | Request::DisableIfIdle
+            | Request::SetLimits(_)
+            | Request::Allowances(_) => None,
         }
     }
 }
@@ -317,6 +325,8 @@ impl Rpc for Request {
             Request::DryRunRelease { .. } => "coord_shard.dry_run_release",
             Request::Reconfigure(_) => "coord_shard.reconfigure",
             Request::DisableIfIdle => "coord_shard.disable_if_idle",
+            Request::SetLimits(_) => "coord_shard.set_limits",
+            Request::Allowances(_) => "coord_shard.allowances",
         }
     }
 
@@ -343,6 +353,10 @@ impl Rpc for Request {
             Request::Jobs(query) => bounds::jobs_query(query),
             Request::JobFacts { ids } => super::deps::check_ids(ids),
             Request::Facts(facts) => super::deps::check_len(facts.len()),
+            Request::SetLimits(limits) => limits.check(),
+            Request::Allowances(grants) => {
+                super::quota::check_users(grants.iter().map(|g| g.user.as_str()))
+            }
             _ => Ok(()),
         }
     }

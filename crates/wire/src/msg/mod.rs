@@ -37,6 +37,7 @@ pub mod jobs_query;
 pub mod node_coord;
 pub mod node_node;
 pub mod policy;
+pub mod quota;
 pub mod shard_coord;
 pub mod shard_node;
 

@@ -15,6 +15,7 @@ use super::common::{
     Refusal, RefusalCode,
 };
 use super::coord_shard::IncomingNode;
+use super::quota::{AllowanceReport, LimitTable};
 use crate::identity::Op;
 use crate::limits::JOB_NODES_MAX;
 use crate::rpc::Rpc;
@@ -25,7 +26,7 @@ pub enum Request {
     /// "I am up": sent first on every (re)connection.
     Register(Register),
     /// Periodic and on-change status, for `queue list` and `resource list`.
-    Status(ShardStatus),
+    Status(Box<ShardStatus>),
     /// Nodes of a move that became free after the shard answered the move's `Release`.
     Released(Released),
     /// Where the node agents of these nodes listen (a shard that runs jobs through agents
@@ -85,6 +86,10 @@ pub struct ShardStatus {
     /// [`coord_shard::Request::Facts`](super::coord_shard::Request::Facts). At most
     /// [`DEPENDENCY_TARGETS_PER_ASK_MAX`](crate::limits::DEPENDENCY_TARGETS_PER_ASK_MAX).
     pub waiting_on: Vec<JobId>,
+    /// The shard's allowances under per-user limits that span queues (docs/POLICIES.md,
+    /// "Limits"): the coordinator answers with
+    /// [`coord_shard::Request::Allowances`](super::coord_shard::Request::Allowances).
+    pub allowances: Vec<AllowanceReport>,
 }
 
 /// Nodes of a move now free in the donor (no allocation left).
@@ -124,6 +129,8 @@ pub struct Assignment {
     /// intent, both ways: a node above without an entry has no flag, whatever the shard's
     /// own journal remembers (a flag cleared while the shard was offline is cleared).
     pub flags: BTreeMap<String, NodeFlags>,
+    /// Every limit (per user and per queue) the shard enforces.
+    pub limits: LimitTable,
 }
 
 impl Rpc for Request {
@@ -151,7 +158,10 @@ impl Rpc for Request {
                     nodes.len()
                 ),
             )),
-            Request::Status(status) => super::deps::check_ids(&status.waiting_on),
+            Request::Status(status) => {
+                super::deps::check_ids(&status.waiting_on)?;
+                super::quota::check_users(status.allowances.iter().map(|a| a.user.as_str()))
+            }
             _ => Ok(()),
         }
     }

@@ -606,12 +606,13 @@ pub fn shard_coord_request() -> impl Strategy<Value = shard_coord::Request> {
         ),
         (any::<u64>(), queue_status(), vec(node_status(), 0..3)).prop_map(
             |(time_ms, queue, nodes)| {
-                shard_coord::Request::Status(ShardStatus {
+                shard_coord::Request::Status(Box::new(ShardStatus {
+                    allowances: Vec::new(),
                     time_ms,
                     queue,
                     nodes,
                     waiting_on: Vec::new(),
-                })
+                }))
             }
         ),
         (any::<u64>(), vec(node_gen(), 0..3)).prop_map(
@@ -641,6 +642,7 @@ pub fn shard_coord_reply() -> impl Strategy<Value = Reply<shard_coord::Response>
     )
         .prop_map(
             |(generator_id, format, text, queue, owned, incoming, flags)| Assignment {
+                limits: Default::default(),
                 generator_id,
                 cluster: ClusterDescription {
                     format,

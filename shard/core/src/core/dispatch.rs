@@ -120,6 +120,14 @@ impl ShardCore {
                 self.handle_job_facts(now_ms, facts);
                 Ok(ack(()))
             }
+            Request::SetLimits(limits) => {
+                self.set_limits(limits.clone());
+                Ok(ack(()))
+            }
+            Request::Allowances(grants) => {
+                self.handle_allowances(now_ms, grants);
+                Ok(ack(()))
+            }
             Request::Reconfigure(_) | Request::Jobs(_) | Request::History(_) => {
                 Err(answered_by_the_driver(request))
             }
@@ -135,6 +143,7 @@ impl ShardCore {
             tracing::warn!(queue = %self.queue, "the queue's configuration changed; restart the shard to apply it");
         }
         self.set_queue_state(queue.enabled, queue.started);
+        self.set_limits(assignment.limits.clone());
         self.apply_assignment(
             &assignment.owned,
             &assignment.incoming,

@@ -47,6 +47,7 @@ impl ShardCore {
             .expire(now_ms.saturating_sub(self.options.retention_ms));
         self.forget(forgotten);
         self.backlog = false;
+        self.admit_limited();
         if self.config.started {
             self.schedule(now_s)?;
         }

@@ -148,6 +148,7 @@ fn restarted(options: CoreOptions, journal: &MemJournal, node: &str) -> ShardCor
         },
     );
     let assignment = Assignment {
+        limits: Default::default(),
         flags,
         ..tests::assignment(config(), owned(), Vec::new())
     };

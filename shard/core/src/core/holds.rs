@@ -103,7 +103,7 @@ impl ShardCore {
         } else if self.array_limited(job) {
             Some(Hold::ArrayLimit)
         } else {
-            None
+            self.limit_hold(job)
         }
     }
 

@@ -108,6 +108,7 @@ impl ShardCore {
         }
         let kept: Vec<&str> = kept.into_iter().collect();
         let mut core = ShardCore::build(assignment, options, &kept)?;
+        core.quota = super::allowances::Quota::new(assignment.limits.clone(), &restored.allowances);
         for (name, e) in &entries {
             if e.holding == Holding::Owned && core.cluster.vertices.contains_key(name) {
                 core.outbox.transitions.push(Transition {
@@ -163,14 +164,16 @@ impl ShardCore {
             .collect();
         let (graph, loaded) =
             crate::assign::definition_graph(&assignment.cluster, &assignment.queue, &extra)?;
-        ShardCore::with_graph_only(
+        let mut core = ShardCore::with_graph_only(
             graph,
             loaded,
             &assignment.queue,
             assignment.generator_id,
             &extra,
             options,
-        )
+        )?;
+        core.quota = super::allowances::Quota::new(assignment.limits.clone(), &[]);
+        Ok(core)
     }
 
     /// Rebuilds the jobs of `restored` at `now_ms` (see the module documentation), the node

@@ -38,6 +38,7 @@ fn kinds(records: &[JournalRecord]) -> Vec<&'static str> {
             JournalRecord::Array(_) => "array",
             JournalRecord::ArrayForgotten { .. } => "array_forgotten",
             JournalRecord::Node(..) => "node",
+            JournalRecord::Allowance(..) => "allowance",
         })
         .collect()
 }
@@ -137,6 +138,7 @@ fn a_running_job_on_a_vertex_the_cluster_lacks_refuses_the_restore() {
     let id = shardsched_wire::Fluid(42);
     let restored = Restored {
         nodes: Vec::new(),
+        allowances: Vec::new(),
         jobs: vec![RestoredJob {
             id: id.0,
             array: None,

@@ -69,6 +69,7 @@ impl ShardCore {
             },
             nodes,
             waiting_on: self.dependency_questions(),
+            allowances: self.allowance_reports(),
         }
     }
 
@@ -83,7 +84,7 @@ impl ShardCore {
                 Some(Reason::Waiting(WaitReason::Reserved { .. })) => &mut counts.reserved,
                 Some(Reason::Waiting(WaitReason::NoReservation)) => &mut counts.no_reservation,
                 Some(Reason::Waiting(WaitReason::Unavailable)) => &mut counts.unavailable,
-                Some(Reason::Held(Hold::User)) => &mut counts.held,
+                Some(Reason::Held(Hold::User | Hold::Limit(_))) => &mut counts.held,
                 Some(Reason::Held(Hold::BeginTime)) => &mut counts.begin_time,
                 Some(Reason::Held(Hold::ArrayLimit)) => &mut counts.array_limit,
                 Some(Reason::Held(Hold::Dependency(_) | Hold::DependencyNever(..))) => {

@@ -93,6 +93,8 @@ impl ShardCore {
                 ));
             }
         }
+        let count = submit.array.as_ref().map_or(1, |spec| spec.len());
+        self.check_max_pending(owner, count)?;
         let waiting = self.read_dependencies(&jobspec)?;
         self.admit(now_ms, owner, submit, jobspec, waiting.as_ref())
     }

@@ -71,6 +71,7 @@ pub(super) fn assignment(
     incoming: Vec<(MoveId, IncomingNode)>,
 ) -> Assignment {
     Assignment {
+        limits: Default::default(),
         generator_id: 5,
         cluster: ClusterDescription {
             format: ClusterFormat::Spec,

@@ -16,6 +16,7 @@ pub struct MemJournal {
     signatures: BTreeMap<u64, SignatureRecord>,
     last_id: Option<u64>,
     nodes: BTreeMap<String, NodeRecord>,
+    allowances: BTreeMap<String, AllowanceRecord>,
 }
 
 impl MemJournal {
@@ -65,6 +66,9 @@ impl MemJournal {
                 JournalRecord::Node(name, node) => {
                     self.nodes.insert(name.clone(), node.clone());
                 }
+                JournalRecord::Allowance(user, record) => {
+                    self.allowances.insert(user.clone(), *record);
+                }
             }
         }
     }
@@ -79,10 +83,12 @@ impl MemJournal {
             urgencies: self.urgency.iter().map(|(&id, &u)| (id, u)).collect(),
             signatures: self.signatures.values().cloned().collect(),
         };
-        Restored::assemble(
+        let mut restored = Restored::assemble(
             tables,
             self.last_id,
             self.nodes.iter().map(|(n, r)| (n.clone(), r.clone())),
-        )
+        )?;
+        restored.allowances = self.allowances.clone().into_iter().collect();
+        Ok(restored)
     }
 }

@@ -50,6 +50,8 @@ pub struct Restored {
     pub last_id: Option<JobId>,
     /// Every node's entry, by name.
     pub nodes: Vec<(String, NodeRecord)>,
+    /// Every user's allowance, by name (set by the reader after [`Restored::assemble`]).
+    pub allowances: Vec<(String, AllowanceRecord)>,
 }
 
 impl RestoredJob {
@@ -181,6 +183,7 @@ impl Restored {
             jobs: by_id.into_values().collect(),
             last_id: last_id.map(Fluid),
             nodes: nodes.into_iter().collect(),
+            allowances: Vec::new(),
         })
     }
 

@@ -47,6 +47,7 @@ fn connect(core: &mut Core, queue: &str, conn: u64, pending: u32, running: u32) 
     core.register(ConnId(conn), queue, remote, &register)
         .expect("registered");
     let status = ShardStatus {
+        allowances: Vec::new(),
         time_ms: 1,
         queue: QueueStatus {
             name: queue.into(),
