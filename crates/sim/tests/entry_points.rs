@@ -42,7 +42,13 @@ const DRIVER_ONLY: &[(&str, &str)] = &[
         "the pushed end: simulated agents answer renewals at once (they hold none), so no \
          answer comes early to renew after",
     ),
-    // Not simulated yet: issue 18's simulator properties will drive dependencies.
+    ("limits", "`shardsched limits`: the table, read"),
+    // Not simulated yet.
+    (
+        "set_limit",
+        "`limits set` at run time: sim seeds take their limits from the configuration only \
+         (odd seeds), so a changed limit's new grants are not drawn yet",
+    ),
     (
         "job_facts_plan",
         "dependencies across queues (docs/POLICIES.md): sim jobs have none yet",

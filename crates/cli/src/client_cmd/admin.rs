@@ -302,7 +302,7 @@ fn moves_main(args: &MovesArgs) -> Result<()> {
 }
 
 /// Sends one request to the coordinator and prints what `show` makes of the answer.
-fn ask(request: Request, show: impl FnOnce(Response) -> Result<String>) -> Result<()> {
+pub(crate) fn ask(request: Request, show: impl FnOnce(Response) -> Result<String>) -> Result<()> {
     check_locally(&request)?;
     let response = run(|client| async move {
         client

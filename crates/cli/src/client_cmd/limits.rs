@@ -7,10 +7,11 @@
 
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
-use shardsched_client::output::{self, escaped};
-use shardsched_client::{check_locally, run, wire_error};
+use shardsched_client::output::escaped;
 use shardsched_proto::msg::client_coord::{Request, Response};
 use shardsched_proto::msg::quota::{LimitKind, LimitScope, LimitTable};
+
+use super::admin::ask;
 
 /// `shardsched limits`.
 #[derive(Args, Debug, Clone)]
@@ -111,18 +112,6 @@ fn limits_table(table: &LimitTable) -> String {
     out
 }
 
-/// Sends one request to the coordinator and prints what `show` makes of the answer.
-fn ask(request: Request, show: impl FnOnce(Response) -> Result<String>) -> Result<()> {
-    check_locally(&request)?;
-    let response = run(|client| async move {
-        client
-            .coordinator(&request)
-            .await
-            .map_err(|e| wire_error(e, "coordinator"))
-    })?;
-    output::emit(&show(response)?)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,7 +134,27 @@ mod tests {
             )
             .expect("set");
         let text = limits_table(&table);
-        assert!(text.contains("user alice  max_running  2"), "{text}");
-        assert!(text.contains("queue batch  max_pending  10"), "{text}");
+        // Columns are padded to the widest entry: compare the words of each row.
+        let rows: Vec<Vec<&str>> = text
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert!(
+            rows.contains(&vec!["user", "alice", "max_running", "2"]),
+            "{text}"
+        );
+        assert!(
+            rows.contains(&vec!["queue", "batch", "max_pending", "10"]),
+            "{text}"
+        );
+        let widths: Vec<usize> = text
+            .lines()
+            .map(|l| l.find("max_").unwrap_or(0))
+            .skip(1)
+            .collect();
+        assert!(
+            widths.windows(2).all(|w| w[0] == w[1]),
+            "columns line up: {text}"
+        );
     }
 }
