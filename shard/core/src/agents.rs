@@ -353,17 +353,13 @@ impl Runs {
         );
     }
 
-    /// Stop job `id` on every node: shares not launched yet end at once.
+    /// Stop job `id` on every node: shares not launched yet end at the next tick (they are
+    /// never launched, `send_launches`), the others when their agents report them gone.
     pub fn kill(&mut self, now_ms: u64, id: JobId, why: &str) {
         let Some(run) = self.jobs.get_mut(&id) else {
             return;
         };
         run.kill = Some((why.to_owned(), 0));
-        for share in run.shares.values_mut() {
-            if matches!(share, Share::Waiting { .. }) {
-                *share = Share::Ended(JobEnd::without_status(EndCause::Cancelled, why));
-            }
-        }
         let _ = now_ms;
     }
 

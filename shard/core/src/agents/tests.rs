@@ -224,3 +224,39 @@ fn a_renewal_is_sent_when_due_though_the_one_before_is_unanswered() {
         seen.longest_gap
     );
 }
+
+/// A restarted shard watches job 7, whose agent it has not heard yet, and the job is
+/// cancelled; the agent's report then says it does not have the job (its launch never
+/// arrived). The job ends cancelled: it is not launched now.
+#[test]
+fn a_cancelled_job_the_agent_never_had_is_not_launched() {
+    let mut runs = Runs::new("q", GRACE_MS, one_task_per_node);
+    let generations = BTreeMap::from([(NODE.to_owned(), Generation(3))]);
+    runs.watch(0, job(7), generations);
+    runs.kill(0, Fluid(7), "cancelled by alice");
+    let addr = SocketAddr::from(([127, 0, 1, 1], 4000));
+    let mut ended = None;
+    let mut now = 0;
+    while now <= 10_000 && ended.is_none() {
+        for send in runs.tick(now) {
+            match send {
+                Send::Addresses(_) => runs.addresses(Ok(vec![AgentAddress {
+                    node: NODE.to_owned(),
+                    address: Some(addr),
+                }])),
+                Send::Launch { .. } => panic!("a cancelled job was launched at {now} ms"),
+                Send::Renew { asked, seen, .. } => {
+                    let mut report = running_report();
+                    report.jobs.clear();
+                    runs.renewed(now, NODE, asked, &seen, Ok(report));
+                }
+                Send::Kill { .. } | Send::Forget { .. } => {}
+            }
+        }
+        ended = runs.take_ended().pop();
+        now += TICK_MS;
+    }
+    let (id, end) = ended.expect("the job ends");
+    assert_eq!(id, Fluid(7));
+    assert_eq!(end.cause, EndCause::Cancelled, "{end:?}");
+}

@@ -51,6 +51,17 @@ impl Runs {
 
     pub(super) fn send_launches(&mut self, now_ms: u64, out: &mut Vec<Send>) {
         for (id, run) in &mut self.jobs {
+            // A job being stopped is never launched: a share that came back to waiting
+            // after the kill (the agent's report says it never had the job) ends as the
+            // kill's shares not sent yet did.
+            if let Some((why, _)) = &run.kill {
+                for share in run.shares.values_mut() {
+                    if matches!(share, Share::Waiting { .. }) {
+                        *share = Share::Ended(JobEnd::without_status(EndCause::Cancelled, why));
+                    }
+                }
+                continue;
+            }
             let due = run
                 .shares
                 .values()
