@@ -54,7 +54,7 @@ impl World {
     /// no job of the donor runs on such a node past that.
     ///
     /// Not yet in seeds that launch through agents: there a job whose launch never reached
-    /// its agent, cancelled by the deadline, stays running for a minute and more (23 of
+    /// its agent, cancelled by the deadline, stays running for a minute and more (8 of
     /// 2,000 seeds; docs/SIM.md, "Not covered yet").
     fn deadlines_kept(&self, healing_since: u64) -> Result<(), Violation> {
         let Some(core) = self.coord.core.as_ref().filter(|_| self.agents.is_empty()) else {
