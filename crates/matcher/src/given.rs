@@ -95,16 +95,15 @@ impl Matcher {
 
     /// Records `alloc` (from [`Matcher::given_allocation`]) for `jobid`: allocated when it
     /// starts at 0, else reserved. Records nothing on failure.
+    /// Records a [`Matcher::given_allocation`] for job `jobid`: allocated if it starts at
+    /// time 0, else reserved (as Fluxion's `update` says `ALLOCATED` or `RESERVED`).
     pub fn record_given(&mut self, jobid: u64, alloc: Allocation) -> Result<Placement, MatchError> {
-        if self.jobs.contains_key(&jobid) {
-            return Err(MatchError::DuplicateJob(jobid));
-        }
         let state = if alloc.at == 0 {
             JobState::Allocated
         } else {
             JobState::Reserved
         };
-        self.record(jobid, state, alloc)
+        self.record_new(jobid, state, alloc)
     }
 }
 

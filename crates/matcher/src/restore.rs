@@ -5,7 +5,7 @@
 
 use shardsched_resource::ResourceGraph;
 
-use crate::{AllocVertex, Allocation, JobState, MatchError, Matcher};
+use crate::{AllocVertex, Allocation, JobState, MatchError, Matcher, Placement};
 
 /// One vertex of a [`StoredAllocation`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -81,6 +81,19 @@ impl Matcher {
     /// even on a node that is down now). Fails, recording nothing, if the job already holds
     /// resources or the calendars cannot take the allocation.
     pub fn restore(&mut self, jobid: u64, alloc: Allocation) -> Result<(), MatchError> {
+        self.record_new(jobid, JobState::Allocated, alloc)?;
+        Ok(())
+    }
+
+    /// Records `alloc` for a job not held yet, as `state`, without matching (a restore, or
+    /// `update`'s given vertex set): refuses a job id already held and a vertex outside the
+    /// graph, recording nothing.
+    pub(crate) fn record_new(
+        &mut self,
+        jobid: u64,
+        state: JobState,
+        alloc: Allocation,
+    ) -> Result<Placement, MatchError> {
         if self.jobs.contains_key(&jobid) {
             return Err(MatchError::DuplicateJob(jobid));
         }
@@ -94,8 +107,7 @@ impl Matcher {
                 bad.v.0
             )));
         }
-        self.record(jobid, JobState::Allocated, alloc)?;
-        Ok(())
+        self.record(jobid, state, alloc)
     }
 }
 

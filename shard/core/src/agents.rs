@@ -203,8 +203,6 @@ struct JobRun {
 #[derive(Clone, Debug, Default)]
 struct Agent {
     address: Option<SocketAddr>,
-    /// The last answer from it, ms.
-    heard_ms: Option<u64>,
     /// Failing since, ms (none: the last request was answered).
     failing_since: Option<u64>,
     lease_ms: Option<u64>,
@@ -407,7 +405,6 @@ impl Runs {
             Ok(()) => {
                 // The agent heard from this shard just now (its lease is renewed).
                 if let Some(agent) = self.agents.get_mut(node) {
-                    agent.heard_ms = Some(agent.heard_ms.unwrap_or(0).max(now_ms));
                     agent.failing_since = None;
                 }
                 Share::Live { since }
@@ -467,7 +464,6 @@ impl Runs {
                 return;
             }
         };
-        agent.heard_ms = Some(now_ms);
         agent.failing_since = None;
         agent.lease_ms = Some(report.lease_ms);
         for job in told_seen {
@@ -513,11 +509,13 @@ impl Runs {
         self.ask_addresses(now_ms, &mut out);
         self.give_up(now_ms);
         self.kill_the_rest();
-        self.hush(now_ms);
+        // Nodes with shares live or in doubt: only giving up changes them within a tick.
+        let busy = self.busy();
+        self.hush(now_ms, &busy);
         self.send_launches(now_ms, &mut out);
         self.send_kills(now_ms, &mut out);
         self.finish();
-        self.renew(now_ms, &mut out);
+        self.renew(now_ms, &busy, &mut out);
         self.send_forgets(&mut out);
         for send in &out {
             if let Some(agent) = send.node().and_then(|node| self.agents.get_mut(node)) {

@@ -59,14 +59,14 @@ struct Held {
     /// without the core taking it (a report speaks only for launches sent before it was
     /// asked for), so the next renewal is answered at once.
     launched_during: std::collections::HashSet<String>,
-    /// Nodes with a renewal out.
-    out: std::collections::HashSet<String>,
+    /// Per node: renewals out (the core sends up to `RENEWALS_OUT_MAX` at once).
+    out: std::collections::HashMap<String, usize>,
 }
 
 impl Held {
     /// The `since` and `hold_ms` of a renewal to `node`.
     fn renewal(&mut self, node: &str) -> (Option<u64>, u32) {
-        self.out.insert(node.to_owned());
+        *self.out.entry(node.to_owned()).or_default() += 1;
         match self.last.get(node) {
             Some(&(digest, hold_ms)) if !self.launched_during.contains(node) => {
                 (Some(digest), hold_ms)
@@ -77,7 +77,7 @@ impl Held {
 
     /// A launch to `node` is sent.
     fn launching(&mut self, node: &str) {
-        if self.out.contains(node) {
+        if self.out.get(node).is_some_and(|&n| n > 0) {
             self.launched_during.insert(node.to_owned());
         }
     }
@@ -89,8 +89,17 @@ impl Held {
         since: Option<u64>,
         answer: &Result<AgentReport, Failure>,
     ) -> bool {
-        self.out.remove(node);
-        let stale = self.launched_during.remove(node);
+        // A launch during any renewal still out makes each of their answers stale.
+        let out = self.out.get_mut(node).map_or(0, |n| {
+            *n = n.saturating_sub(1);
+            *n
+        });
+        let stale = if out == 0 {
+            self.out.remove(node);
+            self.launched_during.remove(node)
+        } else {
+            self.launched_during.contains(node)
+        };
         let Ok(report) = answer else {
             self.last.remove(node);
             return false;
@@ -379,6 +388,17 @@ mod tests {
         let failed = Err(Failure::Unreachable("gone".into()));
         assert!(!held.renewed("node0", Some(changed.digest()), &failed));
         assert_eq!(held.renewal("node0"), (None, 0));
+        // Two renewals out (the core sends the next when due): a launch after the first
+        // one's answer still makes the second's answer stale.
+        let news = report(8_000, None);
+        held.renewed("node0", None, &Ok(news.clone()));
+        held.renewal("node0");
+        held.renewal("node0");
+        assert!(!held.renewed("node0", Some(news.digest()), &Ok(news.clone())));
+        held.launching("node0");
+        assert!(held.renewed("node0", Some(news.digest()), &Ok(news.clone())));
+        assert_eq!(held.renewal("node0"), (None, 0));
+        held.renewed("node0", None, &Ok(news.clone()));
         // A launch with no renewal out changes nothing.
         held.renewed("node0", None, &Ok(report(1_000, None)));
         held.launching("node0");

@@ -92,6 +92,11 @@ impl Ledger {
         self.due.extend(std::mem::take(&mut self.in_write));
     }
 
+    /// Whether `key`'s grant waits for a journal write (it is sent once that is durable).
+    fn awaiting_write(&self, key: &(String, String)) -> bool {
+        self.unsent.contains(key) || self.in_write.contains(key)
+    }
+
     /// What `user`'s shards were granted, summed.
     fn total(&self, user: &str) -> Usage {
         self.granted
@@ -215,7 +220,7 @@ impl Core {
                 *q == queue && !mentioned.contains(u.as_str()) && g.granted != Usage::default()
             })
             .map(|(k, _)| k.clone())
-            .filter(|k| !self.ledger.unsent.contains(k) && !self.ledger.in_write.contains(k))
+            .filter(|k| !self.ledger.awaiting_write(k))
             .collect();
         self.ledger.due.extend(forgotten);
         for r in reports {
@@ -227,7 +232,7 @@ impl Core {
             let grant = self.ledger.granted.entry(key.clone()).or_default();
             if r.seq < grant.seq {
                 // The shard has not seen the last grant: send it again once durable.
-                if !self.ledger.unsent.contains(&key) && !self.ledger.in_write.contains(&key) {
+                if !self.ledger.awaiting_write(&key) {
                     self.ledger.due.insert(key);
                 }
                 continue;

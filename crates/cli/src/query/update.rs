@@ -213,6 +213,15 @@ impl Session {
             needs: g.size(root),
             exclusive: false,
         }];
+        // The root's node children by rank, the first of a rank kept (looked up per rank
+        // the R names, so built once).
+        let mut node_of_rank: std::collections::HashMap<i64, VertexId> =
+            std::collections::HashMap::new();
+        for c in tree.children(root).iter().map(|&c| VertexId(c)) {
+            if g.kind_str(c) == "node" {
+                node_of_rank.entry(g.rank(c)).or_insert(c);
+            }
+        }
         for entry in lite {
             let ranks = entry
                 .get("rank")
@@ -225,14 +234,9 @@ impl Session {
                 .and_then(serde_json::Value::as_object)
                 .ok_or_else(|| bad("an R_lite entry without children"))?;
             for &rank in ranks.iter() {
-                let node = tree
-                    .children(root)
-                    .iter()
-                    .map(|&c| VertexId(c))
-                    .find(|&c| g.kind_str(c) == "node" && g.rank(c) == rank as i64)
-                    .ok_or_else(|| {
-                        format!("add_or_update: couldn't find vertex in graph for rank {rank}.\n")
-                    })?;
+                let node = node_of_rank.get(&(rank as i64)).copied().ok_or_else(|| {
+                    format!("add_or_update: couldn't find vertex in graph for rank {rank}.\n")
+                })?;
                 let node_at = given.len();
                 given.push(GivenVertex {
                     v: node,

@@ -240,8 +240,7 @@ impl Runs {
 
     /// Marks quiet each agent failing for part of its lease while it has shares live or in
     /// doubt: nothing is sent to it until they are given up or it answers.
-    pub(super) fn hush(&mut self, now_ms: u64) {
-        let busy = self.busy();
+    pub(super) fn hush(&mut self, now_ms: u64, busy: &BTreeSet<String>) {
         for (node, agent) in &mut self.agents {
             let lease = agent.lease();
             agent.quiet = busy.contains(node)
@@ -290,7 +289,7 @@ impl Runs {
 
     /// The nodes with a share live or in doubt (a launch in flight renews the lease
     /// itself).
-    fn busy(&self) -> BTreeSet<String> {
+    pub(super) fn busy(&self) -> BTreeSet<String> {
         let mut busy = BTreeSet::new();
         for run in self.jobs.values() {
             for (node, share) in &run.shares {
@@ -302,8 +301,7 @@ impl Runs {
         busy
     }
 
-    pub(super) fn renew(&mut self, now_ms: u64, out: &mut Vec<Send>) {
-        let busy = self.busy();
+    pub(super) fn renew(&mut self, now_ms: u64, busy: &BTreeSet<String>, out: &mut Vec<Send>) {
         let asked = self.seq + 1;
         let mut sent = false;
         for (node, agent) in &mut self.agents {

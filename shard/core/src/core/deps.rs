@@ -168,17 +168,22 @@ impl ShardCore {
         self.jobs.deps.get(&job.id).and_then(Waiting::hold)
     }
 
-    /// The jobs whose facts this shard needs from the coordinator: targets of open
-    /// conditions that are not in this queue's table (another queue's, or ended and
-    /// forgotten here), at most [`DEPENDENCY_TARGETS_PER_ASK_MAX`], lowest first.
-    pub fn dependency_questions(&self) -> Vec<JobId> {
-        let ids: BTreeSet<JobId> = self
-            .jobs
+    /// The jobs the open conditions wait on (a job once per condition naming it).
+    fn open_targets(&self) -> impl Iterator<Item = JobId> + '_ {
+        self.jobs
             .deps
             .values()
             .flat_map(|w| &w.conditions)
             .filter(|c| c.state == Settled::Open)
             .filter_map(|c| c.target)
+    }
+
+    /// The jobs whose facts this shard needs from the coordinator: targets of open
+    /// conditions that are not in this queue's table (another queue's, or ended and
+    /// forgotten here), at most [`DEPENDENCY_TARGETS_PER_ASK_MAX`], lowest first.
+    pub fn dependency_questions(&self) -> Vec<JobId> {
+        let ids: BTreeSet<JobId> = self
+            .open_targets()
             .filter(|&t| !self.is_own(t) || self.jobs.table.get(t).is_none())
             .collect();
         ids.into_iter()
@@ -211,15 +216,9 @@ impl ShardCore {
         }
         // What the open conditions on this queue's own jobs read, taken from the table
         // first (the conditions are then changed in place).
-        let own = self.ids.generator.generator_id();
         let facts: HashMap<JobId, Fact> = self
-            .jobs
-            .deps
-            .values()
-            .flat_map(|w| &w.conditions)
-            .filter(|c| c.state == Settled::Open)
-            .filter_map(|c| c.target)
-            .filter(|t| t.generator_id() == own)
+            .open_targets()
+            .filter(|&t| self.is_own(t))
             .filter_map(|t| self.jobs.table.get(t).map(|j| (t, j.fact())))
             .collect();
         self.settle_dependencies(&|id| facts.get(&id).copied())
