@@ -73,6 +73,8 @@ struct Answer {
     elapsed: f64,
 }
 
+/// Each `cmd_*` is called by [`Session::execute`] only with a line of as many words as the
+/// command takes (the table in `command`), so it indexes `words` within that count.
 impl Session {
     pub(super) fn cmd_match(
         &mut self,
@@ -80,10 +82,6 @@ impl Session {
         out: &mut dyn Write,
         stdout: &mut dyn Write,
     ) -> Result<()> {
-        if words.len() != 3 {
-            eprintln!("ERROR: malformed command");
-            return Ok(());
-        }
         let Some(op) = FluxionOp::parse(words[1]) else {
             eprintln!("ERROR: unknown subcmd {}", words[1]);
             return Ok(());
@@ -99,10 +97,6 @@ impl Session {
         out: &mut dyn Write,
         stdout: &mut dyn Write,
     ) -> Result<()> {
-        if words.len() <= 3 {
-            eprintln!("ERROR: malformed command");
-            return Ok(());
-        }
         let Some(op) = FluxionOp::parse(words[1]) else {
             eprintln!("ERROR: unknown subcmd {}", words[1]);
             return Ok(());
