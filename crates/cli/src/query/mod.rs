@@ -278,8 +278,7 @@ impl Session {
             return Ok(true);
         }
         match command.map(|(name, _)| name) {
-            Some("match") => self.cmd_match(words, out, stdout)?,
-            Some("multi-match") => self.cmd_multi_match(words, out, stdout)?,
+            Some("match" | "multi-match") => self.cmd_match(words, out, stdout)?,
             Some("update") => self.cmd_update(words, out, stdout)?,
             Some("cancel") => self.cmd_cancel(words, out)?,
             Some("find") => self.cmd_find(words, out)?,
