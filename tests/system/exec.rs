@@ -346,6 +346,7 @@ fn a_supervisor_outlives_its_shard_and_is_recovered() {
                 time_limit_ms,
                 kill_grace_ms: 300,
                 cgroups: Default::default(),
+                lease: None,
             },
             dir,
             r_json: "{}".into(),

@@ -57,6 +57,9 @@ const POLL_INTERVAL: Duration = Duration::from_millis(20);
 /// How often a dying job is looked at during its grace.
 const GRACE_POLL_INTERVAL: Duration = Duration::from_millis(20);
 
+/// How often a node agent's lease is looked at (a file read).
+const LEASE_CHECK_INTERVAL: Duration = Duration::from_millis(250);
+
 /// How long processes may outlive SIGKILL before the supervisor says so (Slurm's
 /// `UnkillableStepTimeout` is 60 s by default).
 const UNKILLABLE_WARN_AFTER: Duration = Duration::from_secs(60);
@@ -176,6 +179,7 @@ async fn run(dir: &Path, plan: &Plan) -> JobEnd {
     let deadline = (plan.time_limit_ms > 0)
         .then(|| Instant::now() + Duration::from_millis(plan.time_limit_ms));
     let mut poll = tokio::time::interval(POLL_INTERVAL);
+    let mut next_lease_check = Instant::now();
     let stop = loop {
         if tasks.values().all(|t| t.status.is_some()) {
             break Stop::AllEnded;
@@ -195,6 +199,14 @@ async fn run(dir: &Path, plan: &Plan) -> JobEnd {
             _ = poll.tick() => {
                 if let Some(why) = cancel_reason(dir) {
                     break Stop::Cancel(why);
+                }
+                if let Some(lease) = &plan.lease
+                    && Instant::now() >= next_lease_check
+                {
+                    next_lease_check = Instant::now() + LEASE_CHECK_INTERVAL;
+                    if let Some(why) = lease.expired(wall_ms()) {
+                        break Stop::Cancel(why);
+                    }
                 }
                 if let Some(epoch) = waiting_fence
                     && let Ok(Some(kvs)) = read_json::<Vec<(String, String)>>(&fence_file(dir, epoch, true))
@@ -517,4 +529,11 @@ async fn until(deadline: Option<Instant>) {
 
 fn cancel_reason(dir: &Path) -> Option<String> {
     kill_reason(&dir.join(CANCEL_FILE))
+}
+
+/// Now, ms since the Unix epoch (the clock a node agent's lease deadlines are in).
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
