@@ -399,6 +399,47 @@ fn the_deadline_cancels_jobs_only_once_the_donor_holds_the_node_outgoing() {
     );
 }
 
+/// The donor acknowledged the deadline's cancel, then restarted before its job's processes
+/// were gone: it keeps the kill in memory only, so it found the job running again. Its
+/// registration brings the cancel again, and the job ends as the deadline asked.
+#[test]
+fn a_donor_that_registers_again_past_the_deadline_is_sent_the_cancel_again() {
+    let mut m = machine();
+    let deadline = NOW + 1;
+    m.start_move(NOW, &names(&["n0"]), "a", "b", Some(deadline))
+        .expect("valid");
+    flush(&mut m);
+    m.handle_releasing(
+        deadline,
+        "a",
+        &[ReleaseState {
+            node: ng("n0", 2),
+            free: FreeAt::Expected(deadline * 2),
+            jobs: Vec::new(),
+        }],
+        &[],
+    );
+    let (_, sent) = flush(&mut m);
+    let cancel = sent
+        .iter()
+        .find(|t| matches!(t.request, Request::CancelJobs(_)))
+        .expect("the deadline cancels the donor's jobs");
+    m.handle_ack(deadline, "a", &cancel.request, &[]);
+    m.shard_registered(
+        deadline + 1,
+        "a",
+        &[HeldNode {
+            node: ng("n0", 2),
+            allocated: true,
+        }],
+    );
+    let (_, sent) = flush(&mut m);
+    assert!(
+        kinds(&sent).contains(&("a".into(), "coord_shard.cancel_jobs")),
+        "the registered donor is not told to cancel again: {sent:?}"
+    );
+}
+
 #[test]
 fn a_registering_shard_gets_everything_unacknowledged_for_it() {
     let mut m = machine();
