@@ -64,6 +64,9 @@ struct Entry {
     state: JobOnNode,
     /// Its shard has recorded its end: no longer reported.
     seen: bool,
+    /// The launch that started its last run here (none: found by a restart), to know a
+    /// repeat of it.
+    launch: Option<Box<NodeLaunch>>,
 }
 
 /// The node agent's state: see the crate documentation.
@@ -123,6 +126,7 @@ impl AgentCore {
                     generation: job.generation,
                     state: job.state,
                     seen: false,
+                    launch: None,
                 },
             );
         }
@@ -252,14 +256,14 @@ impl AgentCore {
         Ok(())
     }
 
-    /// Records an admitted launch. A repeat of a live job's launch changes nothing; a job
-    /// that ended here before (requeued) starts a new run.
+    /// Records an admitted launch. A launch of a live job changes nothing, and neither does
+    /// a repeat of the launch that started a run ended here: a launch the network delivers
+    /// again after the job was killed must not start it again. A job that ended here
+    /// before and is launched anew (requeued: its new run has its own R) starts a new run.
     fn start(&mut self, from: &str, launch: Box<NodeLaunch>) {
-        if self
-            .jobs
-            .get(&launch.job)
-            .is_some_and(|e| e.state.is_live())
-        {
+        if self.jobs.get(&launch.job).is_some_and(|e| {
+            e.state.is_live() || (e.queue == from && e.launch.as_deref() == Some(&*launch))
+        }) {
             return;
         }
         self.jobs.insert(
@@ -269,6 +273,7 @@ impl AgentCore {
                 generation: launch.generation,
                 state: JobOnNode::Launching,
                 seen: false,
+                launch: Some(launch.clone()),
             },
         );
         self.actions.push_back(Action::Spawn {
