@@ -136,6 +136,9 @@ pub(crate) struct World {
     agents: BTreeMap<String, AgentProcess>,
     /// Agents cut off from everyone, until when.
     partitions: BTreeMap<String, u64>,
+    /// When each agent cut off at some time was last reachable again (its latest cut-off's
+    /// end), for healing's deadline check.
+    reachable_again: BTreeMap<String, u64>,
     net: Net,
     next_id: u64,
     clients: Clients,
@@ -184,6 +187,7 @@ impl World {
             shards: BTreeMap::new(),
             agents,
             partitions: BTreeMap::new(),
+            reachable_again: BTreeMap::new(),
             net: Net::default(),
             next_id: 0,
             clients,

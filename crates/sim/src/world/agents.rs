@@ -92,6 +92,8 @@ impl World {
             self.stats.partitions += 1;
             self.trace
                 .line(self.now, &format!("{node} agent cut off until {until}"));
+            let back = self.reachable_again.entry(node.clone()).or_default();
+            *back = (*back).max(until);
             self.partitions.insert(node, until);
         }
         Ok(())
