@@ -39,6 +39,15 @@ fn ng(node: &str, g: u64) -> NodeGen {
     }
 }
 
+/// The donor's answer that `node` (at generation `g`) is busy until `free_ms`.
+fn busy_until(node: &str, g: u64, free_ms: u64) -> ReleaseState {
+    ReleaseState {
+        node: ng(node, g),
+        free: FreeAt::Expected(free_ms),
+        jobs: Vec::new(),
+    }
+}
+
 /// Journals everything pending and returns the records and then the commands.
 fn flush(m: &mut MoveMachine) -> (Vec<MoveRecord>, Vec<Transmit>) {
     let mut records = Vec::new();
@@ -322,16 +331,7 @@ fn unacknowledged_commands_are_sent_again_and_the_deadline_cancels_jobs() {
     m.tick(NOW + limits::RESEND_INTERVAL_MS);
     let (_, sent) = flush(&mut m);
     assert_eq!(sent.len(), 2, "release and incoming again: {sent:?}");
-    m.handle_releasing(
-        NOW,
-        "a",
-        &[ReleaseState {
-            node: ng("n0", 2),
-            free: FreeAt::Expected(deadline * 2),
-            jobs: Vec::new(),
-        }],
-        &[],
-    );
+    m.handle_releasing(NOW, "a", &[busy_until("n0", 2, deadline * 2)], &[]);
     let (_, sent) = flush(&mut m);
     // The job would run past the deadline, which cancels it: the node is free at the
     // deadline, for the recipient's plans and for `queue moves`.
@@ -385,11 +385,7 @@ fn the_deadline_cancels_jobs_only_once_the_donor_holds_the_node_outgoing() {
     m.handle_releasing(
         deadline + limits::RESEND_INTERVAL_MS,
         "a",
-        &[ReleaseState {
-            node: ng("n0", 2),
-            free: FreeAt::Expected(deadline * 2),
-            jobs: Vec::new(),
-        }],
+        &[busy_until("n0", 2, deadline * 2)],
         &[],
     );
     let (_, sent) = flush(&mut m);
@@ -409,16 +405,7 @@ fn a_donor_that_registers_again_past_the_deadline_is_sent_the_cancel_again() {
     m.start_move(NOW, &names(&["n0"]), "a", "b", Some(deadline))
         .expect("valid");
     flush(&mut m);
-    m.handle_releasing(
-        deadline,
-        "a",
-        &[ReleaseState {
-            node: ng("n0", 2),
-            free: FreeAt::Expected(deadline * 2),
-            jobs: Vec::new(),
-        }],
-        &[],
-    );
+    m.handle_releasing(deadline, "a", &[busy_until("n0", 2, deadline * 2)], &[]);
     let (_, sent) = flush(&mut m);
     let cancel = sent
         .iter()
