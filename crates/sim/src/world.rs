@@ -142,8 +142,8 @@ pub(crate) struct World {
     agents: BTreeMap<String, AgentProcess>,
     /// Agents cut off from everyone, until when.
     partitions: BTreeMap<String, u64>,
-    /// When each agent cut off at some time was last reachable again (its latest cut-off's
-    /// end), for healing's deadline check.
+    /// When each agent cut off or crashed at some time was last reachable again (the end of
+    /// its latest cut-off, or its latest restart), for healing's deadline check.
     reachable_again: BTreeMap<String, u64>,
     net: Net,
     next_id: u64,

@@ -53,15 +53,6 @@ const DRIVER_ONLY: &[(&str, &str)] = &[
         "job_facts_plan",
         "dependencies across queues (docs/POLICIES.md): sim jobs have none yet",
     ),
-    (
-        "lease_deadline_ms",
-        "the supervisors' own lease deadline (lease-deadlines.json, docs/EXEC.md): sim tasks \
-         are stopped by their agent's lease only",
-    ),
-    (
-        "lease_ms",
-        "the same: the lease a persisted renewal's deadline is counted with",
-    ),
 ];
 
 /// Names that would mean the simulator drives a core's inner machine itself.

@@ -15,7 +15,8 @@ use crate::agents_exec;
 /// (2 s), a crashed donor's restart and the agents' kill grace (3 s), with room to spare.
 const DEADLINE_SLACK_MS: u64 = 20_000;
 
-/// How long after a node agent is reachable again (healing began, or its cut-off ended) a
+/// How long after a node agent is reachable again (healing began, its cut-off ended, or it
+/// restarted after a crash) a
 /// shard may still not have heard from it, virtual ms: a shard that fell quiet towards the
 /// agent while it failed to answer sends it nothing until its lease has surely run out (a
 /// request's timeout, the lease — the sim agents' is the default one — the kill grace and
@@ -121,8 +122,8 @@ impl World {
     /// agent that failed to answer (dropped messages, cut connections, a cut-off) waits out
     /// that lease even when the agent is reachable again, as it cannot tell. So the job
     /// ends within [`QUIET_AGENT_WAIT_MS`] and [`DEADLINE_SLACK_MS`] of the start of
-    /// healing, or of the end of the last cut-off of its nodes' agents if later (cut-offs
-    /// outlast the start of healing).
+    /// healing, or of the end of the last cut-off or crash of its nodes' agents if later
+    /// (cut-offs and an agent's restart after a long crash outlast the start of healing).
     fn deadline_due(&self, deadline: u64, healing_since: u64, nodes: &[String]) -> u64 {
         let due = deadline.max(healing_since) + DEADLINE_SLACK_MS;
         if self.agents.is_empty() {
