@@ -306,6 +306,8 @@ fn registration_refusals() {
 fn report(queue: &str, nodes: &[(&str, NodeState, u32)]) -> ShardStatus {
     ShardStatus {
         allowances: Vec::new(),
+        usage: None,
+        factors_version: 0,
         time_ms: 5,
         queue: QueueStatus {
             name: queue.into(),
@@ -506,6 +508,7 @@ fn job(id: u64, submit_ms: u64) -> JobSummary {
         reserved_ms: None,
         array: None,
         begin_ms: None,
+        priority: None,
     }
 }
 
