@@ -151,7 +151,7 @@ impl World {
     pub(crate) fn new(seed: u64, options: &SimOptions) -> Result<World, Violation> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         // Even seeds run their jobs through node agents; odd ones with the sim executor,
-        // and per-user limits.
+        // per-user limits and fair-share.
         let with_agents = seed.is_multiple_of(2);
         let setup = setup::draw(&mut rng, !with_agents).map_err(|e| broken(Invariant::I3, e))?;
         let weather = Weather {

@@ -1,10 +1,8 @@
-use std::net::SocketAddr;
-
 use shardsched_wire::msg::fairshare::{FairShareWeights, UserUsage};
-use shardsched_wire::msg::shard_coord::Register;
 
 use super::*;
 use crate::config::Config;
+use crate::core::tests::{batch_and_debug_connected, write};
 use crate::records::Durable;
 
 const HOUR_MS: u64 = 3_600_000;
@@ -20,26 +18,7 @@ fn core() -> (Core, Durable) {
             urgency_weight: 1000,
         },
     });
-    let (mut core, mut durable) = Core::new(config, &Durable::default(), 1000).expect("core");
-    for (conn, queue) in [(1, "batch"), (2, "debug")] {
-        let register = Register {
-            queue: queue.into(),
-            listen: SocketAddr::from(([127, 0, 0, 1], 7000 + conn as u16)),
-            held: Vec::new(),
-            last_job_id: None,
-        };
-        core.register(ConnId(conn), queue, register.listen, &register)
-            .expect("registered");
-    }
-    write(&mut core, &mut durable);
-    (core, durable)
-}
-
-fn write(core: &mut Core, durable: &mut Durable) {
-    if let Some(w) = core.journal_take() {
-        durable.apply(w.delta.clone()).expect("applies");
-        core.journal_done(&w);
-    }
+    batch_and_debug_connected(config)
 }
 
 fn batch(seq: u64, users: &[(&str, u64)]) -> UsageBatch {
