@@ -131,6 +131,10 @@ impl Ledger {
             return;
         };
         for (queue, seq) in seqs {
+            debug_assert!(
+                self.seqs.get(&queue).is_some_and(|&counted| seq <= counted),
+                "{queue}: a durable batch number above the counted one"
+            );
             if self.durable_seqs.get(&queue) != Some(&seq) {
                 self.durable_seqs.insert(queue.clone(), seq);
                 self.due.insert(queue);

@@ -194,6 +194,10 @@ impl ShardCore {
             fs.in_flight = None;
         }
         fs.next_seq = fs.next_seq.max(update.usage_seq.saturating_add(1));
+        debug_assert!(
+            fs.in_flight.as_ref().is_none_or(|b| b.seq < fs.next_seq),
+            "the batch in flight is numbered at or above the next one"
+        );
         let Some(table) = &update.factors else {
             return;
         };
