@@ -488,6 +488,9 @@ impl World {
         let journal = &self.coord.journal;
         let durable = |node: &str| journal.nodes.get(node).map_or(0, |n| n.generation.0);
         self.checker.instant(&views, &durable)?;
+        if let Some(core) = &self.coord.core {
+            self.checker.usage.check(core)?;
+        }
         if !self.agents.is_empty() {
             crate::check_tasks::instant(&self.agents, &self.shards)?;
         }

@@ -16,6 +16,7 @@ mod decay;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use shardsched_failpoint::mutant::{self, Mutant};
 use shardsched_wire::limits::{FAIRSHARE_FACTOR_ONE, FAIRSHARE_USERS_MAX};
 use shardsched_wire::msg::coord_shard;
 use shardsched_wire::msg::fairshare::{FactorTable, FairShareUpdate, UsageBatch, UserFactor};
@@ -267,7 +268,7 @@ impl Core {
         let counted = ledger.seqs.get(&queue).copied().unwrap_or(0);
         let durable = ledger.durable_seqs.get(&queue).copied().unwrap_or(0);
         match batch {
-            Some(batch) if batch.seq > counted => {
+            Some(batch) if batch.seq > counted || mutant::active(Mutant::UsageRecounted) => {
                 for u in &batch.users {
                     let v = ledger.usage.entry(u.user.clone()).or_default();
                     *v = v.saturating_add(u.core_ms);
@@ -334,6 +335,14 @@ impl Core {
                 Some((link.conn, coord_shard::Request::FairShare(update)))
             })
             .collect()
+    }
+
+    /// Every user's decayed usage summed, core-ms (for checks: the simulator's I7).
+    pub fn fairshare_total(&self) -> u64 {
+        self.fairshare
+            .usage
+            .values()
+            .fold(0u64, |a, &b| a.saturating_add(b))
     }
 
     /// `user`'s decayed usage, core-ms, and factor, parts per million (for checks and
