@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use shardsched_node_core::pmi::{Fence, FenceCollector};
@@ -25,7 +25,9 @@ use std::sync::Arc;
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::executor::{self, EXEC_POLL_INTERVAL, ExecSettings};
-use crate::layout::{ADDRESS_FILE, LEASES_FILE, PLAN_FILE, fence_file, job_dir, output_file};
+use crate::layout::{
+    ADDRESS_FILE, LEASE_DEADLINES_FILE, LEASES_FILE, PLAN_FILE, fence_file, job_dir, output_file,
+};
 use crate::plan::Plan;
 
 /// The heartbeat timeout assumed until the coordinator says its own, ms.
@@ -88,6 +90,12 @@ enum Event {
 /// What reaches the executor task.
 enum ExecInput {
     Action(Action),
+    /// The core's `Spawn`, with when the launching shard's lease runs out.
+    Spawn {
+        queue: String,
+        launch: Box<NodeLaunch>,
+        lease_deadline_ms: u64,
+    },
     /// A job a restarted agent found running: watch it again.
     Watch(JobId),
     Fence {
@@ -182,7 +190,7 @@ pub async fn run(options: NodeOptions) -> Result<(), String> {
         events_tx,
     ));
     tokio::select! {
-        () = core_task(core, events, exec_tx, state_dir, heartbeat_now) => Ok(()),
+        () = core_task(core, leases, events, exec_tx, state_dir, heartbeat_now) => Ok(()),
         () = shardsched_proto::shutdown_signal() => {
             tracing::info!("node agent stopping; its jobs' supervisors keep running");
             if let Some(cgroups) = &cgroups {
@@ -205,12 +213,12 @@ struct HeldRenewal {
 /// The one task that owns the core.
 async fn core_task(
     mut core: AgentCore,
+    mut leases: BTreeMap<String, u64>,
     mut events: mpsc::Receiver<Event>,
     exec: mpsc::UnboundedSender<ExecInput>,
     state_dir: PathBuf,
     heartbeat_now: Arc<Notify>,
 ) {
-    let mut leases: BTreeMap<String, u64> = BTreeMap::new();
     let mut held: Vec<HeldRenewal> = Vec::new();
     loop {
         let wake_at = held
@@ -239,16 +247,46 @@ async fn core_task(
         }
         core.tick(now);
         for action in core.take_actions() {
-            if let Action::PersistLease { queue, heard_ms } = &action {
-                leases.insert(queue.clone(), *heard_ms);
-                if let Ok(bytes) = serde_json::to_vec(&leases) {
-                    let _ = write_atomic(&state_dir.join(LEASES_FILE), &bytes);
+            match action {
+                Action::PersistLease { queue, heard_ms } => {
+                    leases.insert(queue, heard_ms);
+                    persist_leases(&state_dir, &leases, core.lease_ms());
                 }
-                continue;
+                Action::Spawn { queue, launch } => {
+                    let lease_deadline_ms = core
+                        .lease_deadline_ms(&queue)
+                        .unwrap_or_else(|| now.saturating_add(core.lease_ms()));
+                    let _ = exec.send(ExecInput::Spawn {
+                        queue,
+                        launch,
+                        lease_deadline_ms,
+                    });
+                }
+                action => {
+                    let _ = exec.send(ExecInput::Action(action));
+                }
             }
-            let _ = exec.send(ExecInput::Action(action));
         }
         answer_held(&core, now, &mut held);
+    }
+}
+
+/// Writes the persisted renewals, and the deadlines the jobs' supervisors watch.
+fn persist_leases(state_dir: &Path, leases: &BTreeMap<String, u64>, lease_ms: u64) {
+    let deadlines: BTreeMap<&String, u64> = leases
+        .iter()
+        .map(|(queue, heard)| (queue, heard.saturating_add(lease_ms)))
+        .collect();
+    for (file, bytes) in [
+        (LEASES_FILE, serde_json::to_vec(leases)),
+        (LEASE_DEADLINES_FILE, serde_json::to_vec(&deadlines)),
+    ] {
+        let written = bytes.map_err(|e| e.to_string()).and_then(|bytes| {
+            write_atomic(&state_dir.join(file), &bytes).map_err(|e| e.to_string())
+        });
+        if let Err(e) = written {
+            tracing::warn!(file, error = %e, "cannot persist the lease renewals");
+        }
     }
 }
 
@@ -637,14 +675,14 @@ async fn executor_task(
         tokio::select! {
             input = inputs.recv() => match input {
                 None => return,
-                Some(ExecInput::Action(Action::Spawn { queue, launch })) => {
+                Some(ExecInput::Spawn { queue, launch, lease_deadline_ms }) => {
                     let job = launch.job;
                     launching.insert(job, Launching::default());
                     let (settings, started_tx, exited_tx) = (Arc::clone(&settings), started_tx.clone(), exited_tx.clone());
                     let runtime = tokio::runtime::Handle::current();
                     tokio::task::spawn_blocking(move || {
                         let on_exit = Box::new(move || { let _ = exited_tx.send(job); });
-                        let result = runtime.block_on(executor::spawn(&settings, &queue, &launch, on_exit));
+                        let result = runtime.block_on(executor::spawn(&settings, &queue, &launch, lease_deadline_ms, on_exit));
                         let _ = started_tx.send(Started { launch, result });
                     });
                 }
@@ -661,7 +699,7 @@ async fn executor_task(
                     let dir = job_dir(&settings.state_dir, job);
                     watched.entry(job).or_insert(WatchedJob { dir, launch: None, next_epoch: 0, child_running: false });
                 }
-                Some(ExecInput::Action(Action::PersistLease { .. })) => {}
+                Some(ExecInput::Action(Action::PersistLease { .. } | Action::Spawn { .. })) => {}
                 Some(ExecInput::Fence { from, job, fence, done }) => {
                     relay(&node, &endpoint, &watched, &mut collectors, job, &from, fence, done);
                 }

@@ -31,10 +31,12 @@ use shardsched_proto::sign::verify_jobspec;
 
 use crate::cgroup::{Hierarchy, JobCgroups};
 use crate::layout::{
-    CGROUPS_FILE, HOSTFILE, JOBS_DIR, OWNER_FILE, PID_FILE, PLAN_FILE, STATUS_FILE, job_dir,
+    CGROUPS_FILE, HOSTFILE, JOBS_DIR, LEASE_DEADLINES_FILE, OWNER_FILE, PID_FILE, PLAN_FILE,
+    STATUS_FILE, job_dir,
 };
-use crate::plan::{self, hostfile};
+use crate::plan::{self, Plan, hostfile};
 use crate::user::{RunAs, UserPolicy, resolve};
+use shardsched_process::plan::LeaseWatch;
 
 /// How often running jobs' directories are looked at.
 pub const EXEC_POLL_INTERVAL: Duration = Duration::from_millis(20);
@@ -111,6 +113,7 @@ pub async fn spawn(
     settings: &ExecSettings,
     queue: &str,
     launch: &NodeLaunch,
+    lease_deadline_ms: u64,
     on_exit: OnExit,
 ) -> Result<u32, SpawnError> {
     let signer = verify_jobspec(&settings.creds, &launch.signed).map_err(|e| e.to_string())?;
@@ -155,7 +158,21 @@ pub async fn spawn(
             .map_err(|e| format!("cannot make the job's cgroup: {e}"))?,
         None => JobCgroups::default(),
     };
-    let started = start_supervisor(settings, launch, run_as, &dir, cgroups.clone(), on_exit);
+    let lease = LeaseWatch {
+        deadlines_file: std::path::absolute(settings.state_dir.join(LEASE_DEADLINES_FILE))
+            .map_err(|e| format!("cannot name the lease deadlines file: {e}"))?,
+        queue: queue.to_owned(),
+        launch_deadline_ms: lease_deadline_ms,
+    };
+    let started = start_supervisor(
+        settings,
+        launch,
+        run_as,
+        &dir,
+        cgroups.clone(),
+        lease,
+        on_exit,
+    );
     if started.is_err() {
         // Nothing runs in them: a failed launch leaves no cgroup behind.
         if let Err(e) = cgroups.remove() {
@@ -172,10 +189,14 @@ fn start_supervisor(
     run_as: Option<RunAs>,
     dir: &Path,
     cgroups: JobCgroups,
+    lease: LeaseWatch,
     on_exit: OnExit,
 ) -> Result<u32, String> {
     write_json(&dir.join(CGROUPS_FILE), &cgroups)?;
-    let plan = plan::prepare(launch, run_as, dir, cgroups)?;
+    let plan = Plan {
+        lease: Some(lease),
+        ..plan::prepare(launch, run_as, dir, cgroups)?
+    };
     write_json(&dir.join(PLAN_FILE), &plan)?;
     let child = spawn_supervisor(&settings.supervisor, dir)
         .map_err(|e| format!("cannot start the supervisor: {e}"))?;

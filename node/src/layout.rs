@@ -35,6 +35,9 @@ pub use shardsched_process::plan::{
 pub const ADDRESS_FILE: &str = "address";
 /// The persisted lease renewals.
 pub const LEASES_FILE: &str = "leases.json";
+/// The same as deadlines (renewal plus the lease), for the jobs' supervisors, which stop
+/// their jobs themselves once their shard's has passed ([`shardsched_process::plan::LeaseWatch`]).
+pub const LEASE_DEADLINES_FILE: &str = "lease-deadlines.json";
 /// The directory of job directories.
 pub const JOBS_DIR: &str = "jobs";
 /// Who launched a job: `{queue, generation}`.

@@ -99,6 +99,7 @@ pub fn prepare(
         time_limit_ms: launch.time_limit_ms,
         kill_grace_ms: launch.kill_grace_ms,
         cgroups,
+        lease: None,
     })
 }
 

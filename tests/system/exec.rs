@@ -188,6 +188,33 @@ fn time_limits_and_cancels_kill_the_whole_process_group() {
     );
 }
 
+/// A job that outlives its allocation's span (its supervisor counts the time limit from its
+/// own start, then gives the kill grace) keeps its nodes until its end is reported: the next
+/// job on them starts only after it, and after its processes are gone.
+#[test]
+fn a_job_past_its_time_limit_keeps_its_nodes_until_its_processes_are_gone() {
+    let system = System::start("exec-completing", &["--executor", "exec"]);
+    let out = system.dir.join("stubborn");
+    let stubborn = format!(
+        "trap '' TERM; sleep 300 & echo $! > {o}.bg; wait",
+        o = out.display()
+    );
+    let first = system.submit(&["-N", "4", "-t", "2s", "--", "sh", "-c", &stubborn]);
+    let sleep = read_pid_file(&out.with_extension("bg"));
+    let second = system.submit(&["-N", "4", "-t", "1m", "--", "true"]);
+    system.wait_state(&second, "completed");
+    assert!(!alive(sleep), "the first job's sleep {sleep} outlived it");
+    let ms = |id: &str, field: &str| {
+        system.json(&["job", "info", id, "--json"])[field]
+            .as_u64()
+            .unwrap()
+    };
+    assert!(
+        ms(&first, "end_ms") <= ms(&second, "start_ms"),
+        "the second job started before the first's end was reported"
+    );
+}
+
 /// A shard killed with SIGKILL leaves its jobs running under their supervisors, which
 /// write their exit status when the jobs end; `recover` reads it back, and the shard
 /// restarted from its journal (by `up`) watches the job again and records its end.
@@ -319,6 +346,7 @@ fn a_supervisor_outlives_its_shard_and_is_recovered() {
                 time_limit_ms,
                 kill_grace_ms: 300,
                 cgroups: Default::default(),
+                lease: None,
             },
             dir,
             r_json: "{}".into(),

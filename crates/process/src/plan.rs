@@ -6,6 +6,7 @@
 //! and the node's share of the job's tasks; the shard's `exec` executor with one task, run
 //! as the shard's user, in the shard's environment.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -14,7 +15,7 @@ use shardsched_jobspec::CarriedFile;
 
 use crate::FileError;
 use crate::cgroups::JobCgroups;
-use crate::files::process_alive;
+use crate::files::{process_alive, read_json};
 
 /// What the supervisor runs.
 pub const PLAN_FILE: &str = "plan.json";
@@ -107,6 +108,47 @@ pub struct Plan {
     /// The job's cgroups on this node (none: its tasks are tracked by process group).
     #[serde(default)]
     pub cgroups: JobCgroups,
+    /// Under a node agent: the lease the job's shard holds on this node, which the
+    /// supervisor enforces too (`None` for the shard's own `exec` jobs).
+    #[serde(default)]
+    pub lease: Option<LeaseWatch>,
+}
+
+/// The lease a node agent's shard holds on a job, as the supervisor watches it.
+///
+/// The agent stops a shard's jobs when the shard has not been heard from for the lease, and
+/// the shard takes them as gone some time after that. An agent that is stopped (SIGSTOP),
+/// hung or dead cannot stop anything, so the supervisor, which outlives it, stops the job
+/// itself once the lease has run out: the deadline in the agent's file (written when the
+/// agent persists a renewal, never later than the real one) or, until that says later, the
+/// launch's own (a launch renews the lease).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseWatch {
+    /// The agent's lease deadlines: queue name → ms since the Unix epoch.
+    pub deadlines_file: PathBuf,
+    /// The queue whose shard launched the job.
+    pub queue: String,
+    /// When the lease the launch renewed runs out, ms since the Unix epoch.
+    pub launch_deadline_ms: u64,
+}
+
+impl LeaseWatch {
+    /// Whether the lease has run out at `now_ms` (ms since the Unix epoch), and if so why.
+    pub fn expired(&self, now_ms: u64) -> Option<String> {
+        let persisted = read_json::<BTreeMap<String, u64>>(&self.deadlines_file)
+            .ok()
+            .flatten()
+            .and_then(|deadlines| deadlines.get(&self.queue).copied());
+        let deadline = persisted.unwrap_or(0).max(self.launch_deadline_ms);
+        (now_ms > deadline).then(|| {
+            format!(
+                "lease expired: the node agent has not renewed queue {}'s lease for {} ms past \
+                 its end (stopped by the job's supervisor)",
+                self.queue,
+                now_ms - deadline
+            )
+        })
+    }
 }
 
 /// A task's output file in its job directory.
@@ -169,6 +211,27 @@ pub fn supervisor_alive(dir: &Path, pid: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lease_runs_out_at_the_later_of_the_launch_and_the_agents_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let watch = LeaseWatch {
+            deadlines_file: dir.path().join("lease-deadlines.json"),
+            queue: "alpha".into(),
+            launch_deadline_ms: 1_000,
+        };
+        // No file yet: the launch's deadline.
+        assert_eq!(watch.expired(1_000), None);
+        assert!(watch.expired(1_001).is_some());
+        // The agent renewed it later; another queue's deadline does not count.
+        std::fs::write(&watch.deadlines_file, r#"{"alpha": 5000, "beta": 9000}"#).expect("write");
+        assert_eq!(watch.expired(5_000), None);
+        let why = watch.expired(5_250).expect("expired");
+        assert!(why.contains("queue alpha's lease for 250 ms"), "{why}");
+        // A file written before the launch does not shorten it.
+        std::fs::write(&watch.deadlines_file, r#"{"alpha": 500}"#).expect("write");
+        assert_eq!(watch.expired(900), None);
+    }
 
     #[test]
     fn the_marker_is_in_every_supervisor_command_line() {

@@ -43,7 +43,9 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::FileError;
-use crate::files::{group_alive, kill_reason, read_json, read_pid, write_atomic, write_replace};
+use crate::files::{
+    group_alive, kill_reason, process_alive, read_json, read_pid, write_atomic, write_replace,
+};
 use crate::plan::{
     CANCEL_FILE, GROUP_FILE, PID_FILE, PLAN_FILE, Plan, STATUS_FILE, TASK_RANK, fence_file,
     output_file,
@@ -54,6 +56,13 @@ const POLL_INTERVAL: Duration = Duration::from_millis(20);
 
 /// How often a dying job is looked at during its grace.
 const GRACE_POLL_INTERVAL: Duration = Duration::from_millis(20);
+
+/// How often a node agent's lease is looked at (a file read).
+const LEASE_CHECK_INTERVAL: Duration = Duration::from_millis(250);
+
+/// How long processes may outlive SIGKILL before the supervisor says so (Slurm's
+/// `UnkillableStepTimeout` is 60 s by default).
+const UNKILLABLE_WARN_AFTER: Duration = Duration::from_secs(60);
 
 /// Most PMI lines queued from the tasks before a reader waits.
 const PMI_LINES_QUEUED_MAX: usize = 1024;
@@ -170,6 +179,7 @@ async fn run(dir: &Path, plan: &Plan) -> JobEnd {
     let deadline = (plan.time_limit_ms > 0)
         .then(|| Instant::now() + Duration::from_millis(plan.time_limit_ms));
     let mut poll = tokio::time::interval(POLL_INTERVAL);
+    let mut next_lease_check = Instant::now();
     let stop = loop {
         if tasks.values().all(|t| t.status.is_some()) {
             break Stop::AllEnded;
@@ -189,6 +199,14 @@ async fn run(dir: &Path, plan: &Plan) -> JobEnd {
             _ = poll.tick() => {
                 if let Some(why) = cancel_reason(dir) {
                     break Stop::Cancel(why);
+                }
+                if let Some(lease) = &plan.lease
+                    && Instant::now() >= next_lease_check
+                {
+                    next_lease_check = Instant::now() + LEASE_CHECK_INTERVAL;
+                    if let Some(why) = lease.expired(wall_ms()) {
+                        break Stop::Cancel(why);
+                    }
                 }
                 if let Some(epoch) = waiting_fence
                     && let Ok(Some(kvs)) = read_json::<Vec<(String, String)>>(&fence_file(dir, epoch, true))
@@ -420,10 +438,14 @@ async fn stop_all(plan: &Plan, tasks: &mut BTreeMap<u32, Task>) {
             tasks.values().any(|t| group_alive(t.pgid))
         }
     };
-    let signal_all = |tasks: &BTreeMap<u32, Task>, sig: rustix::process::Signal| {
+    // The pids signalled in the cgroup: a process leaves `cgroup.procs` early in its exit,
+    // before it is gone, so the end waits for each of them by its pid too.
+    let mut signalled: Vec<u32> = Vec::new();
+    let mut signal_all = |tasks: &BTreeMap<u32, Task>, sig: rustix::process::Signal| {
         if use_cgroup {
             for pid in plan.cgroups.pids().into_iter().filter(|p| *p != me) {
                 send(pid, sig, false);
+                signalled.push(pid);
             }
         } else {
             for task in tasks.values() {
@@ -442,6 +464,30 @@ async fn stop_all(plan: &Plan, tasks: &mut BTreeMap<u32, Task>) {
             tokio::time::sleep(GRACE_POLL_INTERVAL).await;
         }
         signal_all(tasks, rustix::process::Signal::KILL);
+        // A process SIGKILLed is not gone yet: it leaves when the kernel has finished its
+        // exit, later on a loaded node (or never, stuck in an uninterruptible wait). The
+        // job's end is what frees the node, to this queue or to a move's recipient, so it
+        // waits until nothing of the job is left, however long that takes. (A pid reused
+        // meanwhile by another process only makes it wait for that one too.)
+        signalled.sort_unstable();
+        signalled.dedup();
+        let since = Instant::now();
+        let mut warned = false;
+        loop {
+            reap(tasks);
+            signalled.retain(|&pid| process_alive(pid, &[]));
+            if signalled.is_empty() && !alive(tasks) {
+                break;
+            }
+            if !warned && since.elapsed() >= UNKILLABLE_WARN_AFTER {
+                warned = true;
+                eprintln!(
+                    "shardsched: processes of this job outlive SIGKILL by {} s; its end waits for them",
+                    UNKILLABLE_WARN_AFTER.as_secs()
+                );
+            }
+            tokio::time::sleep(GRACE_POLL_INTERVAL).await;
+        }
     }
     for task in tasks.values_mut() {
         if task.status.is_none() {
@@ -483,4 +529,11 @@ async fn until(deadline: Option<Instant>) {
 
 fn cancel_reason(dir: &Path) -> Option<String> {
     kill_reason(&dir.join(CANCEL_FILE))
+}
+
+/// Now, ms since the Unix epoch (the clock a node agent's lease deadlines are in).
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }

@@ -385,6 +385,16 @@ impl QueueManager {
         self.waiting.len()
     }
 
+    /// The running jobs whose allocation's span has ended by `now`: ones still running past
+    /// it (their executor has not reported their end yet). Their resources are free in the
+    /// calendar from that end, so a caller that runs real processes keeps their nodes out of
+    /// reach until the end is reported.
+    pub fn running_past(&self, now: i64) -> impl Iterator<Item = JobId> + '_ {
+        self.running_ends
+            .range(..=(now, JobId::MAX))
+            .map(|&(_, id)| id)
+    }
+
     pub fn running_len(&self) -> usize {
         self.running_ends.len()
     }

@@ -25,7 +25,10 @@ use crate::shard::Crash;
 
 mod task;
 
-pub(crate) use task::Task;
+pub(crate) use task::{Reaped, Task};
+
+/// How a task its supervisor stopped at the end of its lease says so.
+const LEASE_STOP_MARK: &str = "(stopped by its supervisor)";
 // An agent registers with the coordinator as a shard does, on the same timings.
 use crate::shard::{REGISTER_RETRY_MS, REGISTER_TIMEOUT_MS};
 use task::{Disk, task};
@@ -174,28 +177,46 @@ impl AgentProcess {
 
     /// The tasks that end by `now`, removed, with their ends (written to their end files;
     /// the agent, if running, hears of them in its next batch).
-    pub(crate) fn reap(&mut self, now: u64) -> Vec<JobId> {
+    pub(crate) fn reap(&mut self, now: u64) -> Vec<Reaped> {
+        // The supervisors stop the tasks whose lease is over, agent or none.
+        for task in self.tasks.values_mut() {
+            if let Some(at) = task.lease_over_at(&self.disk).filter(|&at| at <= now) {
+                let why = format!("lease expired: queue {}'s {LEASE_STOP_MARK}", task.queue);
+                task.dies_at = Some((at + task.ignores_term_ms, why));
+            }
+        }
         let over: Vec<JobId> = self
             .tasks
             .iter()
             .filter(|(_, t)| t.end().0 <= now)
             .map(|(&job, _)| job)
             .collect();
-        for job in &over {
-            if let Some(task) = self.tasks.remove(job) {
-                let (_, end) = task.end();
-                if self.disk.jobs.contains_key(job) {
-                    self.disk.ends.insert(*job, end.clone());
+        let mut reaped = Vec::with_capacity(over.len());
+        for job in over {
+            if let Some(task) = self.tasks.remove(&job) {
+                let (at, end) = task.end();
+                reaped.push(Reaped {
+                    job,
+                    overran: task.overruns && at >= task.exits_at,
+                    lease_stopped: end.note.ends_with(LEASE_STOP_MARK),
+                });
+                if self.disk.jobs.contains_key(&job) {
+                    self.disk.ends.insert(job, end.clone());
                 }
-                self.push(AgentEvent::Ended(*job, end));
+                self.push(AgentEvent::Ended(job, end));
             }
         }
-        over
+        reaped
     }
 
     /// When it next has work without an input.
     pub(crate) fn next_wakeup(&self) -> Option<u64> {
-        let tasks = self.tasks.values().map(|t| t.end().0).min();
+        let tasks = self
+            .tasks
+            .values()
+            .flat_map(|t| [Some(t.end().0), t.lease_over_at(&self.disk)])
+            .flatten()
+            .min();
         if !self.alive {
             return tasks;
         }
@@ -428,8 +449,13 @@ impl AgentProcess {
                     "{} spawns {job} of {queue}@{}",
                     self.node, launch.generation.0
                 ));
-                self.tasks
-                    .insert(job, task(now, &queue, &launch, pid, ignores_term));
+                let launch_deadline_ms = core
+                    .lease_deadline_ms(&queue)
+                    .unwrap_or_else(|| now.saturating_add(core.lease_ms()));
+                self.tasks.insert(
+                    job,
+                    task(now, &queue, &launch, pid, launch_deadline_ms, ignores_term),
+                );
                 core.handle_spawned(now, job, pid);
             }
             Action::Kill { job, why } => {
@@ -444,7 +470,15 @@ impl AgentProcess {
                 self.disk.ends.remove(&job);
             }
             Action::PersistLease { queue, heard_ms } => {
-                self.disk.leases.insert(queue, heard_ms);
+                self.disk.leases.insert(queue.clone(), heard_ms);
+                // As the driver writes them: every persisted renewal plus the lease now.
+                let lease_ms = core.lease_ms();
+                self.disk.lease_deadlines = self
+                    .disk
+                    .leases
+                    .iter()
+                    .map(|(q, heard)| (q.clone(), heard.saturating_add(lease_ms)))
+                    .collect();
             }
         }
     }

@@ -352,21 +352,20 @@ impl Checker {
                 ));
             }
         }
-        let mut running_on: BTreeMap<String, (JobId, Option<u64>, Option<u64>)> = BTreeMap::new();
+        let mut running_on: BTreeMap<String, JobId> = BTreeMap::new();
         for job in observe(view, &self.jobs, self.agents) {
             if job.state == JobState::Running {
                 *summary
                     .running_by_user
                     .entry(job.owner.clone())
                     .or_default() += 1;
-                let span = (job.id, job.start_ms, job.planned_end_ms);
+                // With node agents too: a job that outlives its allocation's span keeps its
+                // nodes (completing) until its agents report its end.
                 for node in &job.nodes {
-                    if let Some(other) = running_on.insert(node.clone(), span)
-                        && !(self.agents && spans_apart(other, span))
-                    {
+                    if let Some(other) = running_on.insert(node.clone(), job.id) {
                         return Err(broken(
                             Invariant::I4,
-                            format!("{node} runs jobs {} and {} in {queue}", other.0, job.id),
+                            format!("{node} runs jobs {other} and {} in {queue}", job.id),
                         ));
                     }
                 }
@@ -504,15 +503,6 @@ impl Checker {
             JobState::Pending | JobState::Running => Ok(()),
         }
     }
-}
-
-/// Whether two running jobs' allocations do not overlap: the earlier one's span ended
-/// before the later one started. With node agents, a job is running in its shard until
-/// its agents' reports of its end arrive, after its span (its tasks end by then: the
-/// tasks on a node are checked by processes, [`crate::check_tasks`]).
-fn spans_apart(a: (JobId, Option<u64>, Option<u64>), b: (JobId, Option<u64>, Option<u64>)) -> bool {
-    let before = |x: (JobId, Option<u64>, Option<u64>), y: (JobId, Option<u64>, Option<u64>)| matches!((x.2, y.1), (Some(end), Some(start)) if end <= start);
-    before(a, b) || before(b, a)
 }
 
 /// A user's `max_running` as the simulator's configuration sets it.

@@ -81,6 +81,10 @@ pub struct Stats {
     /// crashes of agents; agents cut off from everyone for a while.
     pub agent_seeds: u64,
     pub tasks_spawned: u64,
+    /// Tasks that ran past their allocation's span; tasks their supervisor stopped at the
+    /// end of their lease (their agent away).
+    pub tasks_overran: u64,
+    pub tasks_lease_stopped: u64,
     pub agent_crashes: u64,
     pub partitions: u64,
 }
@@ -105,6 +109,8 @@ impl Stats {
         self.queues_removed += other.queues_removed;
         self.agent_seeds += other.agent_seeds;
         self.tasks_spawned += other.tasks_spawned;
+        self.tasks_overran += other.tasks_overran;
+        self.tasks_lease_stopped += other.tasks_lease_stopped;
         self.agent_crashes += other.agent_crashes;
         self.partitions += other.partitions;
     }

@@ -92,6 +92,11 @@ fn seeds_keep_every_invariant_and_exercise_every_path() {
         ("queues removed", t.queues_removed),
         ("seeds with node agents", t.agent_seeds),
         ("tasks started by node agents", t.tasks_spawned),
+        ("tasks past their allocation's span", t.tasks_overran),
+        (
+            "tasks stopped by their supervisor at the end of their lease",
+            t.tasks_lease_stopped,
+        ),
         ("node agent crashes", t.agent_crashes),
         ("node agents cut off", t.partitions),
     ];

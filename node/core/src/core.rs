@@ -151,6 +151,13 @@ impl AgentCore {
         self.lease_ms
     }
 
+    /// When `queue`'s lease runs out, ms (its shard last heard from plus the lease).
+    pub fn lease_deadline_ms(&self, queue: &str) -> Option<u64> {
+        self.leases
+            .get(queue)
+            .map(|lease| lease.deadline_ms(self.lease_ms))
+    }
+
     /// The coordinator names the node's owner. Accepted at a newer generation than the one
     /// known, or the same owner again; a restarted agent accepts the first it hears.
     pub fn handle_owner(

@@ -86,6 +86,7 @@ impl Prepared {
                 time_limit_ms: job.duration_ms,
                 kill_grace_ms: u64::try_from(kill_grace.as_millis()).unwrap_or(u64::MAX),
                 cgroups: Default::default(),
+                lease: None,
             },
             dir,
             r_json: r_json.to_owned(),

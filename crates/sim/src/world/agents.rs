@@ -59,7 +59,12 @@ impl World {
         }
         self.stats.agent_crashes += 1;
         let coordinator = agent.crash();
-        agent.restart_at = Some(self.now + self.rng.random_range(RESTART_DELAY_MS));
+        // One crash in eight (by its draw) keeps the agent away twenty times as long, up to
+        // a minute: past its shards' leases (15 s), which its tasks' supervisors then
+        // enforce, and past the point where its shards give its tasks up.
+        let delay = self.rng.random_range(RESTART_DELAY_MS);
+        let delay = if delay.is_multiple_of(8) { delay * 20 } else { delay };
+        agent.restart_at = Some(self.now + delay);
         if let Some(conn) = coordinator {
             self.net.close(conn);
             let at = self.now + self.rng.random_range(NOTICE_DELAY_MS);
@@ -120,13 +125,16 @@ impl World {
                 next_id,
                 notices,
                 trace,
+                stats,
                 ..
             } = self;
             let Some(agent) = agents.get_mut(&node) else {
                 continue;
             };
-            for job in agent.reap(now) {
-                trace.line(now, &format!("{node} task of {job} ends"));
+            for ended in agent.reap(now) {
+                stats.tasks_overran += u64::from(ended.overran);
+                stats.tasks_lease_stopped += u64::from(ended.lease_stopped);
+                trace.line(now, &format!("{node} task of {} ends", ended.job));
             }
             if !agent.alive && agent.restart_at.is_some_and(|t| t <= now) {
                 check::running(check::Running::Agent);

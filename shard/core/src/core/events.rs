@@ -48,6 +48,7 @@ impl ShardCore {
         self.forget(forgotten);
         self.backlog = false;
         self.admit_limited();
+        self.refresh_completing();
         if self.config.started {
             self.schedule(now_s)?;
         }

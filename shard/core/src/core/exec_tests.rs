@@ -335,3 +335,36 @@ fn an_agents_queue_takes_only_signed_jobs_and_journals_their_signature() {
         "the signature comes back with the job"
     );
 }
+
+#[test]
+fn a_job_past_its_span_keeps_its_node_until_its_end_is_reported() {
+    let mut core = exec_core();
+    let first = submit(&mut core, 1, 10, false);
+    let second = submit(&mut core, 2, 10, false);
+    core.tick(NOW).expect("tick");
+    let third = submit(&mut core, 3, 10, false);
+    core.tick(NOW).expect("tick");
+    assert_eq!(
+        core.take_exec_actions(),
+        vec![ExecAction::Launch(first), ExecAction::Launch(second)]
+    );
+    // Both spans are over; their processes are still being killed (nothing reported yet).
+    core.tick(NOW + 11_000).expect("tick");
+    assert!(
+        core.take_exec_actions().is_empty(),
+        "nothing starts on a completing node"
+    );
+    assert_eq!(state(&core, third), JobState::Pending);
+    core.invariants().expect("invariants");
+    // The first's end is reported: the third starts on its node, and only there.
+    core.handle_job_ended(
+        NOW + 12_000,
+        first,
+        &killed(EndCause::Timeout, "time limit"),
+    );
+    core.tick(NOW + 12_000).expect("tick");
+    assert_eq!(core.take_exec_actions(), vec![ExecAction::Launch(third)]);
+    let node = |id| core.job(id).expect("job").nodes.clone();
+    assert_eq!(node(third), node(first));
+    core.invariants().expect("invariants");
+}

@@ -49,6 +49,10 @@ pub(super) struct Jobs {
     pub(super) per_node: HashMap<String, u32>,
     /// Nodes whose last running job ended since the node table was last told.
     pub(super) freed: BTreeSet<String>,
+    /// Exec and agents executors: nodes of running jobs that outlived their allocation's
+    /// span (Slurm's *completing*): kept out of the queue manager's reach until the jobs'
+    /// ends are reported (`core/placement.rs`).
+    pub(super) completing: BTreeSet<String>,
     /// Exec executor: running jobs whose processes the core asked to kill, and how each is
     /// recorded once they are gone.
     pub(super) kill_requested: HashMap<JobId, EndAs>,
@@ -115,6 +119,7 @@ impl Jobs {
             sim_ends: BTreeSet::new(),
             per_node: HashMap::new(),
             freed: BTreeSet::new(),
+            completing: BTreeSet::new(),
             kill_requested: HashMap::new(),
             end_as: HashMap::new(),
             arrays: BTreeMap::new(),

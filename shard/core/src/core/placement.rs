@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | owned, confirmed | none | up |
 //! | owned, confirmed | down or drained | unavailable (running jobs continue; down ends them) |
+//! | owned, confirmed, a job on it outlived its allocation | — | unavailable until that job's end is reported |
 //! | incoming, expected free at t | none | up, *held* until t (reservable from t, not allocatable) |
 //! | anything else (outgoing, incoming without a time, not owned) | — | unavailable |
 //!
@@ -12,7 +13,10 @@
 //! at a time) in [`ShardCore::tick`]. [`ShardCore::apply_effects`] is how every change of
 //! the node table reaches the journal, the transition log and the queue manager.
 
+use std::collections::BTreeSet;
+
 use shardsched_resource::{Status, VertexId};
+use shardsched_wire::Fluid;
 use shardsched_wire::msg::Generation;
 
 use super::ShardCore;
@@ -63,7 +67,42 @@ impl ShardCore {
     /// Whether the queue manager should let jobs use node `name` (see the module
     /// documentation): up and unflagged, or held for an incoming move.
     pub(super) fn placed_up(&self, name: &str) -> bool {
-        self.nodes.is_schedulable(name) || self.wanted_hold_ms(name).is_some()
+        self.allocatable(name) || self.wanted_hold_ms(name).is_some()
+    }
+
+    /// Whether new work may start on node `name`: schedulable in the node table, and no job
+    /// on it still running past its allocation's span.
+    fn allocatable(&self, name: &str) -> bool {
+        self.nodes.is_schedulable(name) && !self.jobs.completing.contains(name)
+    }
+
+    /// Exec and agents executors: the queue manager frees a job's nodes in its calendar at
+    /// the end of its allocation's span, but the job's processes end when their supervisor
+    /// has killed them (its time limit counts from its own start, later than the span's, and
+    /// a kill takes a grace), and the core hears of it later still. Until it does, the
+    /// job's nodes are *completing*: unavailable to new work, so that two jobs never run
+    /// processes on a node at once. Called by the tick before it schedules.
+    pub(super) fn refresh_completing(&mut self) {
+        if !self.is_exec() {
+            return;
+        }
+        let mut completing = BTreeSet::new();
+        for id in self.qm.running_past(self.now_s()) {
+            if let Some(job) = self.jobs.table.get(Fluid(id)) {
+                completing.extend(job.nodes.iter().cloned());
+            }
+        }
+        if completing == self.jobs.completing {
+            return;
+        }
+        let changed: Vec<String> = completing
+            .symmetric_difference(&self.jobs.completing)
+            .cloned()
+            .collect();
+        self.jobs.completing = completing;
+        for node in changed {
+            self.refresh_node(&node, "completing");
+        }
     }
 
     /// The coordinator handed the queue `names`. Its graph holds its definition and what it
@@ -206,7 +245,7 @@ impl ShardCore {
                 }
             }
             None => {
-                let schedulable = self.nodes.is_schedulable(name);
+                let schedulable = self.allocatable(name);
                 self.qm
                     .release_hold(v)
                     .and_then(|_| self.qm.set_availability(v, schedulable))
