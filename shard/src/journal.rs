@@ -174,24 +174,8 @@ pub fn restored(path: &Path, tables: Tables) -> Result<Restored, JournalError> {
         ),
         None => None,
     };
-    let mut nodes = Vec::new();
-    for (name, bytes) in &tables.metas {
-        let Some(node) = name.strip_prefix(NODE_META_PREFIX) else {
-            continue;
-        };
-        let record: NodeRecord =
-            format::decode(bytes).map_err(|e| JournalError::decode_meta(path, name, e))?;
-        nodes.push((node.to_owned(), record));
-    }
-    let mut allowances = Vec::new();
-    for (name, bytes) in &tables.metas {
-        let Some(user) = name.strip_prefix(ALLOWANCE_META_PREFIX) else {
-            continue;
-        };
-        let record: AllowanceRecord =
-            format::decode(bytes).map_err(|e| JournalError::decode_meta(path, name, e))?;
-        allowances.push((user.to_owned(), record));
-    }
+    let nodes = decode_metas::<NodeRecord>(path, &tables.metas, NODE_META_PREFIX)?;
+    let allowances = decode_metas::<AllowanceRecord>(path, &tables.metas, ALLOWANCE_META_PREFIX)?;
     let tables = JobTables {
         jobs,
         arrays,
@@ -210,6 +194,24 @@ pub fn restored(path: &Path, tables: Tables) -> Result<Restored, JournalError> {
     })?;
     restored.allowances = allowances;
     Ok(restored)
+}
+
+/// Decodes the meta records named `prefix` + something, as (something, record): one per
+/// node (`node:`) or per user (`allowance:`).
+fn decode_metas<T: DeserializeOwned>(
+    path: &Path,
+    metas: &BTreeMap<String, Vec<u8>>,
+    prefix: &str,
+) -> Result<Vec<(String, T)>, JournalError> {
+    metas
+        .iter()
+        .filter_map(|(name, bytes)| Some((name, name.strip_prefix(prefix)?, bytes)))
+        .map(|(name, rest, bytes)| {
+            let record =
+                format::decode(bytes).map_err(|e| JournalError::decode_meta(path, name, e))?;
+            Ok((rest.to_owned(), record))
+        })
+        .collect()
 }
 
 /// Decodes a table's records, each of which must be about the job its key names.

@@ -219,24 +219,8 @@ impl CoordJournal {
         if let Some(next) = delta.next_move_id {
             batch.put_meta(NEXT_MOVE_ID_META, next.to_le_bytes());
         }
-        match &delta.queue_table {
-            None => {}
-            Some(None) => {
-                batch.delete_meta(QUEUE_TABLE_META);
-            }
-            Some(Some(table)) => {
-                batch.put_meta(QUEUE_TABLE_META, encode("meta", 0, table)?);
-            }
-        }
-        match &delta.limits {
-            None => {}
-            Some(None) => {
-                batch.delete_meta(LIMITS_META);
-            }
-            Some(Some(limits)) => {
-                batch.put_meta(LIMITS_META, encode("meta", 0, limits)?);
-            }
-        }
+        change_meta(&mut batch, QUEUE_TABLE_META, &delta.queue_table, &encode)?;
+        change_meta(&mut batch, LIMITS_META, &delta.limits, &encode)?;
         if let Some(allowances) = &delta.allowances {
             batch.put_meta(ALLOWANCES_META, encode("meta", 0, allowances)?);
         }
@@ -245,6 +229,26 @@ impl CoordJournal {
         }
         Ok(batch)
     }
+}
+
+/// Writes the change a delta makes to meta record `name`: `Some(Some(value))` sets it,
+/// `Some(None)` deletes it, `None` leaves it as it is.
+fn change_meta<T: Encode, E>(
+    batch: &mut Batch,
+    name: &str,
+    change: &Option<Option<T>>,
+    encode: &impl Fn(&str, u64, &dyn Encode) -> Result<Vec<u8>, E>,
+) -> Result<(), E> {
+    match change {
+        None => {}
+        Some(None) => {
+            batch.delete_meta(name);
+        }
+        Some(Some(value)) => {
+            batch.put_meta(name, encode("meta", 0, value)?);
+        }
+    }
+    Ok(())
 }
 
 /// The coordinator journals of the versions before format v1 carried a four-byte number in

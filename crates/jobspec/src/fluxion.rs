@@ -107,28 +107,29 @@ fn signed(v: &Value, path: &str) -> Result<i64, JobspecError> {
         .map_err(|_| JobspecError::invalid(path, format!("bad conversion of {text:?} to an int")))
 }
 
+/// The value of `key` in `map` (a `what` at `path`), or Fluxion's error for a missing key.
+fn required<'a>(
+    map: &'a Map<String, Value>,
+    path: &str,
+    key: &str,
+    what: &str,
+) -> Result<&'a Value, JobspecError> {
+    map.get(key)
+        .ok_or_else(|| JobspecError::invalid(path, format!("Key \"{key}\" missing from {what}")))
+}
+
 fn resource(v: &Value, path: &str) -> Result<Resource, JobspecError> {
     let map = v
         .as_object()
         .ok_or_else(|| JobspecError::invalid(path, "resource is not a mapping"))?;
-    let kind = match map.get("type") {
-        None => {
-            return Err(JobspecError::invalid(
-                path,
-                "Key \"type\" missing from resource",
-            ));
-        }
-        Some(t) => scalar(t, &format!("{path}.type"))?,
-    };
-    let count = match map.get("count") {
-        None => {
-            return Err(JobspecError::invalid(
-                path,
-                "Key \"count\" missing from resource",
-            ));
-        }
-        Some(c) => count(c, &format!("{path}.count"))?,
-    };
+    let kind = scalar(
+        required(map, path, "type", "resource")?,
+        &format!("{path}.type"),
+    )?;
+    let count = count(
+        required(map, path, "count", "resource")?,
+        &format!("{path}.count"),
+    )?;
     let mut fields = 2;
     let mut r = Resource::new(kind, count);
     if let Some(u) = map.get("unit") {
@@ -184,9 +185,7 @@ fn count(v: &Value, path: &str) -> Result<Count, JobspecError> {
         let n = unsigned(v, path)?;
         return Ok(Count::exact(n));
     };
-    let min_v = map
-        .get("min")
-        .ok_or_else(|| JobspecError::invalid(path, "Key \"min\" missing from count"))?;
+    let min_v = required(map, path, "min", "count")?;
     let extra = ["max", "operator", "operand"];
     let present = extra.iter().filter(|k| map.contains_key(**k)).count();
     let mut c = Count {
@@ -250,34 +249,23 @@ fn task(v: &Value, path: &str) -> Result<Task, JobspecError> {
     let map = v
         .as_object()
         .ok_or_else(|| JobspecError::invalid(path, "task is not a mapping"))?;
-    let command = match map.get("command") {
-        Some(Value::Array(args)) => args
+    let command = match required(map, path, "command", "task")? {
+        Value::Array(args) => args
             .iter()
             .enumerate()
             .map(|(i, a)| scalar(a, &format!("{path}.command[{i}]")))
             .collect::<Result<Vec<_>, _>>()?,
-        Some(_) => {
+        _ => {
             return Err(JobspecError::invalid(
                 format!("{path}.command"),
                 "\"command\" value must be a sequence",
             ));
         }
-        None => {
-            return Err(JobspecError::invalid(
-                path,
-                "Key \"command\" missing from task",
-            ));
-        }
     };
-    let slot = match map.get("slot") {
-        Some(s) => scalar(s, &format!("{path}.slot"))?,
-        None => {
-            return Err(JobspecError::invalid(
-                path,
-                "Key \"slot\" missing from task",
-            ));
-        }
-    };
+    let slot = scalar(
+        required(map, path, "slot", "task")?,
+        &format!("{path}.slot"),
+    )?;
     let mut count = TaskCount::PerSlot(1);
     if let Some(c) = map.get("count") {
         let cm = c.as_object().ok_or_else(|| {
@@ -448,5 +436,43 @@ mod tests {
         assert!(parse_fluxion(extra).is_err());
         let v0 = "version: 0\nresources: []\ntasks: []\nattributes: {}\n";
         assert!(parse_fluxion(v0).is_err());
+    }
+
+    #[test]
+    fn a_missing_key_is_named_as_libjobspec_names_it() {
+        let doc = |resource: &str, task: &str| {
+            format!("version: 9999\nresources: [{resource}]\ntasks: [{task}]\nattributes: {{}}\n")
+        };
+        let task = "{command: [a], slot: s, count: {per_slot: 1}}";
+        let message = |text: String| parse_fluxion(&text).unwrap_err().to_string();
+        let cases = [
+            (
+                doc("{count: 1}", task),
+                "Key \"type\" missing from resource",
+            ),
+            (
+                doc("{type: core}", task),
+                "Key \"count\" missing from resource",
+            ),
+            (
+                doc("{type: core, count: {max: 2}}", task),
+                "Key \"min\" missing from count",
+            ),
+            (
+                doc("{type: core, count: 1}", "{slot: s}"),
+                "Key \"command\" missing from task",
+            ),
+            (
+                doc("{type: core, count: 1}", "{command: [a]}"),
+                "Key \"slot\" missing from task",
+            ),
+        ];
+        for (text, expected) in cases {
+            let got = message(text);
+            assert!(
+                got.ends_with(expected),
+                "{got:?} should end with {expected:?}"
+            );
+        }
     }
 }

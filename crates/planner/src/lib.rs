@@ -61,13 +61,15 @@
 mod calendar;
 mod error;
 mod multi;
+mod planned;
 mod planner;
 mod pools;
 mod window;
 
 pub use error::PlannerError;
 pub use multi::{MultiAvailTimes, MultiPlanner, MultiSpan};
-pub use planner::{AvailTimes, Planner};
+pub use planned::{AvailTimes, PlannerOf};
+pub use planner::Planner;
 pub use pools::{HoldId, PeakUse, Pools};
 
 /// Identifies a span within the planner that created it.

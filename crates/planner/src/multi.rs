@@ -1,9 +1,6 @@
 //! [`MultiPlanner`]: several typed pools whose spans are planned together.
 
-use std::iter::FusedIterator;
-
-use crate::calendar::{Calendar, Points};
-use crate::window::Window;
+use crate::planned::{AvailTimes, PlannerOf};
 use crate::{PlannerError, SpanId};
 
 /// Availability of `k` pools (resource types `0..k`) over the integer time
@@ -13,16 +10,14 @@ use crate::{PlannerError, SpanId};
 /// This is what a resource-graph vertex keeps for its prune aggregates (for
 /// example "free cores and GPUs below this vertex"). The caller maps type
 /// names to indices. All types share one list of change points and one span
-/// table; an idle planner holds only its totals on the heap.
-#[derive(Debug, Clone)]
-pub struct MultiPlanner {
-    window: Window,
-    totals: Box<[i64]>,
-    /// `None` while no span exists.
-    cal: Option<Box<Calendar>>,
-    /// Serial given to the next span (see [`Planner`](crate::Planner)).
-    serial: u32,
-}
+/// table; an idle planner holds only its totals on the heap (its calendar is
+/// dropped with its last span). The window's accessors and equality are
+/// [`PlannerOf`]'s.
+pub type MultiPlanner = PlannerOf<Box<[i64]>>;
+
+/// [`Planner::avail_times`](crate::Planner::avail_times)' iterator for several types:
+/// returned by [`MultiPlanner::avail_times`], with its own copy of the requests.
+pub type MultiAvailTimes<'a> = AvailTimes<'a, Vec<i64>>;
 
 /// A span of a [`MultiPlanner`], borrowed from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,30 +45,8 @@ impl MultiPlanner {
     /// and the horizon is clamped as in [`Planner::new`](crate::Planner::new).
     #[must_use]
     pub fn new(base_time: i64, horizon: u64, totals: &[i64]) -> MultiPlanner {
-        MultiPlanner {
-            window: Window::new(base_time, horizon),
-            totals: totals.iter().map(|&t| t.max(0)).collect(),
-            cal: None,
-            serial: 0,
-        }
-    }
-
-    /// First time of the window.
-    #[must_use]
-    pub fn base_time(&self) -> i64 {
-        self.window.base
-    }
-
-    /// Length of the window.
-    #[must_use]
-    pub fn horizon(&self) -> u64 {
-        self.window.horizon
-    }
-
-    /// End of the window (exclusive).
-    #[must_use]
-    pub fn horizon_end(&self) -> i64 {
-        self.window.end()
+        let totals = totals.iter().map(|&t| t.max(0)).collect();
+        PlannerOf::with_totals(base_time, horizon, totals)
     }
 
     /// Pool size of every resource type.
@@ -91,19 +64,7 @@ impl MultiPlanner {
     /// Changes the pool size of one type; fails if the type does not exist,
     /// the total is negative, or it is below that type's peak use.
     pub fn set_total(&mut self, resource: usize, new_total: i64) -> Result<(), PlannerError> {
-        let count = self.totals.len();
-        if resource >= count {
-            return Err(PlannerError::UnknownResource { resource, count });
-        }
-        if new_total < 0 {
-            return Err(PlannerError::NegativeTotal { total: new_total });
-        }
-        let peak = self.points().peak(resource);
-        if new_total < peak {
-            return Err(PlannerError::TotalBelowPeak { new_total, peak });
-        }
-        self.totals[resource] = new_total;
-        Ok(())
+        self.set_total_of(resource, new_total)
     }
 
     /// Reserves `requests[i]` units of each type `i` during
@@ -149,22 +110,13 @@ impl MultiPlanner {
                 });
             }
         }
-        let k = self.totals.len();
-        let cal = self.cal.get_or_insert_with(|| Box::new(Calendar::new(k)));
-        let id = cal.insert(start, duration, end, requests, self.serial)?;
-        self.serial = self.serial.wrapping_add(1);
-        Ok(id)
+        self.insert(start, duration, end, requests)
     }
 
     /// Removes a span, giving its units back. Once the last span is removed
     /// the planner is equal to a fresh one.
     pub fn rem_span(&mut self, id: SpanId) -> Result<(), PlannerError> {
-        let cal = self.cal.as_mut().ok_or(PlannerError::UnknownSpan(id))?;
-        cal.remove(id)?;
-        if cal.live() == 0 {
-            self.cal = None;
-        }
-        Ok(())
+        self.remove(id, false)
     }
 
     /// The span with this id, if it exists.
@@ -176,12 +128,6 @@ impl MultiPlanner {
             duration,
             planned,
         })
-    }
-
-    /// Number of spans.
-    #[must_use]
-    pub fn span_count(&self) -> usize {
-        self.cal.as_ref().map_or(0, |c| c.live())
     }
 
     /// All spans with their ids, in no particular order.
@@ -200,20 +146,11 @@ impl MultiPlanner {
         })
     }
 
-    /// Number of change points (times at which some type's use changes).
-    #[must_use]
-    pub fn point_count(&self) -> usize {
-        self.points().len()
-    }
-
     /// Units of type `resource` free at time `t`; `0` outside the window or
     /// for a type that does not exist.
     #[must_use]
     pub fn avail_at(&self, t: i64, resource: usize) -> i64 {
-        match self.totals.get(resource) {
-            Some(total) if self.window.contains(t) => total - self.points().used_at(t, resource),
-            _ => 0,
-        }
+        self.free_at(t, resource)
     }
 
     /// Fewest units of type `resource` free at any time of
@@ -221,13 +158,7 @@ impl MultiPlanner {
     /// empty or not inside the planner's.
     #[must_use]
     pub fn avail_during(&self, at: i64, duration: u64, resource: usize) -> i64 {
-        match (
-            self.totals.get(resource),
-            self.window.query_end(at, duration),
-        ) {
-            (Some(total), Some(end)) => total - self.points().max_used(at, end, resource),
-            _ => 0,
-        }
+        self.free_during(at, duration, resource)
     }
 
     /// [`avail_during`](MultiPlanner::avail_during) for every type.
@@ -261,12 +192,7 @@ impl MultiPlanner {
     /// negative entry, or the window is empty or leaves the planner's.
     #[must_use]
     pub fn fits_during(&self, at: i64, duration: u64, requests: &[i64]) -> bool {
-        match self.window.query_end(at, duration) {
-            Some(end) if self.valid_requests(requests) => {
-                self.points().fits(at, end, &self.totals, requests)
-            }
-            _ => false,
-        }
+        self.fit(at, duration, requests)
     }
 
     /// Earliest `t >= at` with `fits_during(t, duration, requests)`. `None`
@@ -274,16 +200,7 @@ impl MultiPlanner {
     /// length, or an entry not in `0..=total`).
     #[must_use]
     pub fn avail_time_first(&self, at: i64, duration: u64, requests: &[i64]) -> Option<i64> {
-        if duration == 0 || !self.valid_requests(requests) {
-            return None;
-        }
-        self.points().search(
-            at.max(self.window.base),
-            duration,
-            self.window.end(),
-            &self.totals,
-            requests,
-        )
+        self.first_fit(at, duration, requests)
     }
 
     /// Candidate start times at which `requests` fit for `duration`, in
@@ -292,15 +209,7 @@ impl MultiPlanner {
     /// contract as [`Planner::avail_times`](crate::Planner::avail_times).
     /// The iterator keeps its own copy of `requests`.
     pub fn avail_times(&self, at: i64, duration: u64, requests: &[i64]) -> MultiAvailTimes<'_> {
-        let valid = duration > 0 && self.valid_requests(requests);
-        MultiAvailTimes {
-            points: self.points(),
-            totals: &self.totals,
-            end: self.window.end(),
-            duration,
-            requests: if valid { requests.to_vec() } else { Vec::new() },
-            from: valid.then(|| at.max(self.window.base)),
-        }
+        self.fit_times(at, duration, requests.to_vec())
     }
 
     fn check_len(&self, slice: &[i64]) -> Result<(), PlannerError> {
@@ -313,58 +222,7 @@ impl MultiPlanner {
             })
         }
     }
-
-    /// Whether `requests` is a valid query: one entry per type, each in
-    /// `0..=total`.
-    fn valid_requests(&self, requests: &[i64]) -> bool {
-        requests.len() == self.totals.len()
-            && requests
-                .iter()
-                .zip(self.totals.iter())
-                .all(|(r, &total)| (0..=total).contains(r))
-    }
-
-    fn points(&self) -> Points<'_> {
-        self.cal
-            .as_ref()
-            .map_or(Points::empty(self.totals.len()), |c| c.view())
-    }
 }
-
-impl PartialEq for MultiPlanner {
-    /// Logical equality, as for [`Planner`](crate::Planner).
-    fn eq(&self, other: &Self) -> bool {
-        self.window == other.window && self.totals == other.totals && self.cal == other.cal
-    }
-}
-
-impl Eq for MultiPlanner {}
-
-/// Iterator returned by [`MultiPlanner::avail_times`].
-#[derive(Debug, Clone)]
-pub struct MultiAvailTimes<'a> {
-    points: Points<'a>,
-    totals: &'a [i64],
-    end: i64,
-    duration: u64,
-    requests: Vec<i64>,
-    from: Option<i64>,
-}
-
-impl Iterator for MultiAvailTimes<'_> {
-    type Item = i64;
-
-    fn next(&mut self) -> Option<i64> {
-        let from = self.from.take()?;
-        let t = self
-            .points
-            .search(from, self.duration, self.end, self.totals, &self.requests)?;
-        self.from = self.points.next_time_after(t);
-        Some(t)
-    }
-}
-
-impl FusedIterator for MultiAvailTimes<'_> {}
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

@@ -38,6 +38,35 @@ pub struct PeakUse {
     pub jobs: i64,
 }
 
+impl PeakUse {
+    /// The peak of `holds`, each `(start, end, units, jobs)`, during `[at, end)`: the most
+    /// units and the most jobs held at once. A sweep: the peak is reached at `at` or at the
+    /// start of some hold that overlaps the window, and `holds` is walked again for each of
+    /// those (a leaf carries a handful).
+    pub fn of_holds<I>(holds: I, at: i64, end: i64) -> PeakUse
+    where
+        I: Iterator<Item = (i64, i64, i64, i64)> + Clone,
+    {
+        let mut peak = PeakUse::default();
+        for (start, stop, _, _) in holds.clone() {
+            if !(start < end && at < stop) {
+                continue;
+            }
+            let t = start.max(at);
+            let mut here = PeakUse::default();
+            for (s, e, units, jobs) in holds.clone() {
+                if s <= t && t < e {
+                    here.units += units;
+                    here.jobs += jobs;
+                }
+            }
+            peak.units = peak.units.max(here.units);
+            peak.jobs = peak.jobs.max(here.jobs);
+        }
+        peak
+    }
+}
+
 /// A slab of hold lists, one list per pool.
 #[derive(Clone, Debug)]
 pub struct Pools {
@@ -91,7 +120,7 @@ impl Pools {
     }
 
     /// Holds of `pool` as (start, end, units, jobs).
-    pub fn iter(&self, pool: usize) -> impl Iterator<Item = (i64, i64, i64, i64)> + '_ {
+    pub fn iter(&self, pool: usize) -> impl Iterator<Item = (i64, i64, i64, i64)> + Clone + '_ {
         let mut cur = self.heads.get(pool).copied().unwrap_or(NIL);
         std::iter::from_fn(move || {
             let h = self.holds.get(cur as usize)?;
@@ -115,7 +144,7 @@ impl Pools {
     /// Peak units and peak jobs of `pool` during `[at, at + duration)`.
     pub fn peak_during(&self, pool: usize, at: i64, duration: u64) -> PeakUse {
         let end = at.saturating_add(i64::try_from(duration).unwrap_or(i64::MAX));
-        let mut first = self.heads.get(pool).copied().unwrap_or(NIL);
+        let first = self.heads.get(pool).copied().unwrap_or(NIL);
         // Fast path: zero or one overlapping hold (the common case for a leaf).
         let mut overlapping = 0usize;
         let mut single = PeakUse::default();
@@ -133,27 +162,7 @@ impl Pools {
         if overlapping <= 1 {
             return single;
         }
-        // Sweep: the peak is reached at `at` or at the start of some overlapping hold.
-        let mut peak = PeakUse::default();
-        while let Some(p) = self.holds.get(first as usize) {
-            first = p.next;
-            if !(p.start < end && at < p.end) {
-                continue;
-            }
-            let t = p.start.max(at);
-            let mut here = PeakUse::default();
-            let mut c = self.heads[pool];
-            while let Some(h) = self.holds.get(c as usize) {
-                if h.start <= t && t < h.end {
-                    here.units += h.units;
-                    here.jobs += h.jobs;
-                }
-                c = h.next;
-            }
-            peak.units = peak.units.max(here.units);
-            peak.jobs = peak.jobs.max(here.jobs);
-        }
-        peak
+        PeakUse::of_holds(self.iter(pool), at, end)
     }
 
     /// Adds a hold of `units` and `jobs` to `pool` during `[start, start + duration)`.

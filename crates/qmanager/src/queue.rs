@@ -285,18 +285,11 @@ impl QueueManager {
         let now = self.last_now.unwrap_or(0);
         let ids: Vec<JobId> = self.pending.values().copied().collect();
         for id in ids {
-            let Some(job) = self.jobs.get(&id) else {
+            if !self.jobs.contains_key(&id) {
                 continue;
-            };
-            let fits = self.shapes.fits_up(
-                &job.shape,
-                &job.jobspec,
-                &mut self.matcher,
-                self.epoch,
-                now,
-                &mut self.stats.match_satisfiability,
-            )?;
-            if !fits {
+            }
+            if !self.fits_up(id, now)? {
+                let job = self.jobs.get(&id).ok_or(QueueError::NoSuchJob(id))?;
                 let reserved = matches!(job.state, State::Pending(WaitReason::Reserved { .. }));
                 self.leave_pending(id)?;
                 let job = self.job_mut(id)?;
@@ -484,10 +477,10 @@ impl QueueManager {
         key
     }
 
-    /// Moves waiting job `id` into the pending order if what is up can hold it.
-    pub(crate) fn admit_if_up(&mut self, id: JobId, now: i64) -> Result<(), QueueError> {
+    /// Whether what is up now can hold job `id` (cached per shape and availability epoch).
+    fn fits_up(&mut self, id: JobId, now: i64) -> Result<bool, QueueError> {
         let job = self.jobs.get(&id).ok_or(QueueError::NoSuchJob(id))?;
-        let up = self.shapes.fits_up(
+        let fits = self.shapes.fits_up(
             &job.shape,
             &job.jobspec,
             &mut self.matcher,
@@ -495,7 +488,13 @@ impl QueueManager {
             now,
             &mut self.stats.match_satisfiability,
         )?;
-        if up {
+        Ok(fits)
+    }
+
+    /// Moves waiting job `id` into the pending order if what is up can hold it.
+    pub(crate) fn admit_if_up(&mut self, id: JobId, now: i64) -> Result<(), QueueError> {
+        if self.fits_up(id, now)? {
+            let job = self.jobs.get(&id).ok_or(QueueError::NoSuchJob(id))?;
             let key = job.key;
             self.needs.insert(&job.needs);
             self.waiting.remove(&key);

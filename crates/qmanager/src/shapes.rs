@@ -63,11 +63,8 @@ impl Shapes {
         }
         *asked += 1;
         let ok = satisfiable(definition, js, now)?;
-        if self.cache.len() >= SHAPES_MAX {
-            self.cache.clear();
-        }
-        self.cache.insert(
-            key.to_string(),
+        self.remember(
+            key,
             ShapeSat {
                 definition: ok,
                 up: None,
@@ -106,20 +103,23 @@ impl Shapes {
             Some(s) => s.up = Some((epoch, ok)),
             // Evicted since the definition answer: the job was admitted, so it fits the
             // definition; remember both.
-            None => {
-                if self.cache.len() >= SHAPES_MAX {
-                    self.cache.clear();
-                }
-                self.cache.insert(
-                    key.to_string(),
-                    ShapeSat {
-                        definition: true,
-                        up: Some((epoch, ok)),
-                    },
-                );
-            }
+            None => self.remember(
+                key,
+                ShapeSat {
+                    definition: true,
+                    up: Some((epoch, ok)),
+                },
+            ),
         }
         Ok(ok)
+    }
+
+    /// Caches `sat` for shape `key`; a full cache ([`SHAPES_MAX`]) is emptied first.
+    fn remember(&mut self, key: &str, sat: ShapeSat) {
+        if self.cache.len() >= SHAPES_MAX {
+            self.cache.clear();
+        }
+        self.cache.insert(key.to_string(), sat);
     }
 }
 

@@ -12,12 +12,12 @@
 //! ([`ResourceGraph::heap_bytes`]). Readers build through [`GraphBuilder`]'s symbol-based
 //! fast path, which allocates nothing per vertex or edge.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 
-use crate::intern::{FxBuildHasher, Interner, Sym};
+use crate::intern::{Interner, Sym};
 
 /// Index of a vertex in the graph and in every side array.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -112,84 +112,19 @@ pub enum GraphError {
 }
 
 mod builder;
+mod columns;
 mod paths;
 #[cfg(test)]
 mod tests;
 
 pub use builder::{GraphBuilder, push_int};
-
-/// An `i64` per vertex in 4 bytes where it fits, as ids, ranks and sizes nearly always do;
-/// the others are kept aside by vertex.
-#[derive(Clone, Debug, Default)]
-struct IntColumn {
-    small: Vec<i32>,
-    big: HashMap<u32, i64, FxBuildHasher>,
-}
-
-/// The `small` value that sends a lookup to `big`.
-const BIG: i32 = i32::MIN;
-
-impl IntColumn {
-    #[inline]
-    fn push(&mut self, x: i64) {
-        match i32::try_from(x) {
-            Ok(small) if small != BIG => self.small.push(small),
-            _ => self.push_big(x),
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn push_big(&mut self, x: i64) {
-        self.big.insert(self.small.len() as u32, x);
-        self.small.push(BIG);
-    }
-
-    #[inline]
-    fn get(&self, i: usize) -> i64 {
-        match self.small[i] {
-            BIG => self.get_big(i),
-            small => i64::from(small),
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn get_big(&self, i: usize) -> i64 {
-        self.big.get(&(i as u32)).copied().unwrap_or(i64::from(BIG))
-    }
-
-    fn reserve_exact(&mut self, additional: usize) {
-        self.small.reserve_exact(additional);
-    }
-
-    fn shrunk(mut self) -> Self {
-        self.small.shrink_to_fit();
-        self.big.shrink_to_fit();
-        self
-    }
-
-    fn heap_bytes(&self) -> usize {
-        self.small.capacity() * size_of::<i32>()
-            + self.big.capacity() * (size_of::<(u32, i64)>() + 1)
-    }
-}
+use columns::VertexColumns;
 
 /// A frozen resource graph. Topology is fixed; status and properties may change.
 #[derive(Clone, Debug)]
 pub struct ResourceGraph {
     topo: DiGraph<(), Sym, u32>,
-    kind: Vec<Sym>,
-    basename: Vec<Sym>,
-    name: Vec<Sym>,
-    id: IntColumn,
-    rank: IntColumn,
-    size: IntColumn,
-    unit: Vec<Sym>,
-    exclusive: Vec<bool>,
-    status: Vec<Status>,
-    /// Sparse: most vertices have no properties.
-    properties: HashMap<u32, BTreeMap<String, String>>,
+    columns: VertexColumns,
     /// Each vertex's `uniq_id`, when some differs from its position (else empty).
     uniq: Vec<i64>,
     /// Containment parent; `u32::MAX` for the root.
@@ -207,12 +142,12 @@ pub struct ResourceGraph {
 impl ResourceGraph {
     /// Number of vertices.
     pub fn len(&self) -> usize {
-        self.kind.len()
+        self.columns.kind.len()
     }
 
     /// Whether the graph is empty (never true for a built graph).
     pub fn is_empty(&self) -> bool {
-        self.kind.is_empty()
+        self.columns.kind.is_empty()
     }
 
     /// The containment root (e.g. the cluster).
@@ -222,7 +157,7 @@ impl ResourceGraph {
 
     /// All vertices in creation order.
     pub fn vertices(&self) -> impl ExactSizeIterator<Item = VertexId> + use<> {
-        (0..self.kind.len() as u32).map(VertexId)
+        (0..self.columns.kind.len() as u32).map(VertexId)
     }
 
     /// Containment children of `v`, in the order the graph file gave them.
@@ -313,20 +248,20 @@ impl ResourceGraph {
 
     #[inline]
     pub fn kind(&self, v: VertexId) -> Sym {
-        self.kind[v.index()]
+        self.columns.kind[v.index()]
     }
     pub fn kind_str(&self, v: VertexId) -> &str {
-        self.str(self.kind[v.index()])
+        self.str(self.columns.kind[v.index()])
     }
     pub fn basename(&self, v: VertexId) -> &str {
-        self.str(self.basename[v.index()])
+        self.str(self.columns.basename[v.index()])
     }
     pub fn name(&self, v: VertexId) -> &str {
-        self.str(self.name[v.index()])
+        self.str(self.columns.name[v.index()])
     }
     #[inline]
     pub fn id(&self, v: VertexId) -> i64 {
-        self.id.get(v.index())
+        self.columns.id.get(v.index())
     }
     /// Unique id: the creation index, as Fluxion numbers a GRUG's vertices, or what a JGF
     /// file gives.
@@ -338,34 +273,35 @@ impl ResourceGraph {
         }
     }
     pub fn rank(&self, v: VertexId) -> i64 {
-        self.rank.get(v.index())
+        self.columns.rank.get(v.index())
     }
     #[inline]
     pub fn size(&self, v: VertexId) -> i64 {
-        self.size.get(v.index())
+        self.columns.size.get(v.index())
     }
     pub fn unit(&self, v: VertexId) -> &str {
-        self.str(self.unit[v.index()])
+        self.str(self.columns.unit[v.index()])
     }
     pub fn marked_exclusive(&self, v: VertexId) -> bool {
-        self.exclusive[v.index()]
+        self.columns.exclusive[v.index()]
     }
     #[inline]
     pub fn status(&self, v: VertexId) -> Status {
-        self.status[v.index()]
+        self.columns.status[v.index()]
     }
     pub fn set_status(&mut self, v: VertexId, status: Status) {
-        self.status[v.index()] = status;
+        self.columns.status[v.index()] = status;
     }
 
     /// Properties of `v`, sorted by key.
     pub fn properties(&self, v: VertexId) -> Option<&BTreeMap<String, String>> {
-        self.properties.get(&v.0)
+        self.columns.properties.get(&v.0)
     }
 
     /// Sets (or replaces) one property.
     pub fn set_property(&mut self, v: VertexId, key: &str, value: &str) {
-        self.properties
+        self.columns
+            .properties
             .entry(v.0)
             .or_default()
             .insert(key.to_string(), value.to_string());
@@ -373,7 +309,8 @@ impl ResourceGraph {
 
     /// Whether `v` has property `key` (any value).
     pub fn has_property(&self, v: VertexId, key: &str) -> bool {
-        self.properties
+        self.columns
+            .properties
             .get(&v.0)
             .is_some_and(|p| p.contains_key(key))
     }
@@ -490,32 +427,13 @@ impl ResourceGraph {
         // petgraph: a node is its two edge-list heads, an edge its weight, two endpoints and
         // two next links (all u32).
         let topo = self.topo.capacity();
-        let properties: usize = self
-            .properties
-            .values()
-            .map(|p| {
-                p.iter()
-                    .map(|(k, v)| k.capacity() + v.capacity() + 2 * size_of::<String>())
-                    .sum::<usize>()
-            })
-            .sum::<usize>()
-            + self.properties.capacity() * (size_of::<(u32, BTreeMap<String, String>)>() + 1);
-        bytes(&self.kind)
-            + bytes(&self.basename)
-            + bytes(&self.name)
-            + self.id.heap_bytes()
-            + self.rank.heap_bytes()
-            + self.size.heap_bytes()
-            + bytes(&self.unit)
-            + bytes(&self.exclusive)
-            + bytes(&self.status)
+        self.columns.heap_bytes()
             + bytes(&self.parent)
             + bytes(&self.child_start)
             + bytes(&self.child_list)
             + topo.0 * 2 * size_of::<u32>()
             + topo.1 * (size_of::<Sym>() + 4 * size_of::<u32>())
             + self.interner.heap_bytes()
-            + properties
             + self.paths.heap_bytes()
     }
 

@@ -10,12 +10,10 @@ use shardsched_resource::{Status, VertexId};
 
 use super::{BAR, Lifecycle, Session};
 
+/// Each `cmd_*` is called by [`Session::execute`] only with a line of as many words as the
+/// command takes (the table in `command`), so it indexes `words` within that count.
 impl Session {
     pub(super) fn cmd_cancel(&mut self, words: &[&str], out: &mut dyn Write) -> Result<()> {
-        if !(2..=3).contains(&words.len()) {
-            eprintln!("ERROR: malformed command");
-            return Ok(());
-        }
         let jobid = strtoll(words[1]) as u64;
         if !self.allocations.contains(&jobid) && !self.reservations.contains(&jobid) {
             eprintln!("cancel: ERROR: nonexistent job {jobid}");
@@ -45,10 +43,6 @@ impl Session {
     /// `partial-cancel JOBID jgf|rv1exec FILE [stats]`: gives back the part of an
     /// allocation the R in FILE names (Fluxion's `remove` with an R).
     pub(super) fn cmd_partial_cancel(&mut self, words: &[&str], out: &mut dyn Write) -> Result<()> {
-        if !(4..=5).contains(&words.len()) {
-            eprintln!("ERROR: malformed command");
-            return Ok(());
-        }
         let jobid = strtoll(words[1]) as u64;
         let format = words[2];
         if format != "jgf" && format != "rv1exec" {
@@ -175,10 +169,6 @@ impl Session {
     }
 
     pub(super) fn cmd_set_property(&mut self, words: &[&str], out: &mut dyn Write) -> Result<()> {
-        if words.len() != 3 {
-            eprintln!("ERROR: malformed command");
-            return Ok(());
-        }
         let (path, kv) = (words[1], words[2]);
         let pos = kv.find('=');
         let (k, v) = match pos {
@@ -199,10 +189,6 @@ impl Session {
     }
 
     pub(super) fn cmd_get_property(&mut self, words: &[&str], out: &mut dyn Write) -> Result<()> {
-        if words.len() != 2 {
-            eprintln!("ERROR: malformed command");
-            return Ok(());
-        }
         let path = words[1];
         let Ok(vx) = self.matcher.vertex(path) else {
             writeln!(out, "Could not find path {path} in resource graph.")?;
@@ -225,10 +211,6 @@ impl Session {
     }
 
     pub(super) fn cmd_set_status(&mut self, words: &[&str], out: &mut dyn Write) -> Result<()> {
-        if words.len() != 3 {
-            eprintln!("ERROR: malformed command");
-            return Ok(());
-        }
         let path = words[1];
         if self.matcher.vertex(path).is_err() {
             writeln!(out, "Could not find path {path} in resource graph.")?;
@@ -250,10 +232,6 @@ impl Session {
     }
 
     pub(super) fn cmd_get_status(&mut self, words: &[&str], out: &mut dyn Write) -> Result<()> {
-        if words.len() != 2 {
-            eprintln!("ERROR: malformed command");
-            return Ok(());
-        }
         let path = words[1];
         match self.matcher.vertex(path) {
             Ok(v) => writeln!(out, "{path} is {}", self.matcher.graph.status(v).as_str())?,
@@ -263,10 +241,6 @@ impl Session {
     }
 
     pub(super) fn cmd_info(&mut self, words: &[&str], stdout: &mut dyn Write) -> Result<()> {
-        if words.len() != 2 {
-            eprintln!("ERROR: malformed command");
-            return Ok(());
-        }
         let jobid = strtoll(words[1]) as u64;
         match self.jobs.get(&jobid) {
             Some(j) => writeln!(
@@ -296,11 +270,7 @@ impl Session {
         Ok(())
     }
 
-    pub(super) fn cmd_stat(&mut self, words: &[&str], stdout: &mut dyn Write) -> Result<()> {
-        if words.len() != 1 {
-            eprintln!("ERROR: malformed command");
-            return Ok(());
-        }
+    pub(super) fn cmd_stat(&mut self, stdout: &mut dyn Write) -> Result<()> {
         let n = self.jobs.len();
         let (min, avg) = if n > 0 {
             (self.perf.0, self.perf.2 / n as f64)

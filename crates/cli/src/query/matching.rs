@@ -73,36 +73,17 @@ struct Answer {
     elapsed: f64,
 }
 
+/// Each `cmd_*` is called by [`Session::execute`] only with a line of as many words as the
+/// command takes (the table in `command`), so it indexes `words` within that count.
 impl Session {
+    /// `match OP FILE` and `multi-match OP FILE…`: one match per jobspec file, in order,
+    /// until one fails.
     pub(super) fn cmd_match(
         &mut self,
         words: &[&str],
         out: &mut dyn Write,
         stdout: &mut dyn Write,
     ) -> Result<()> {
-        if words.len() != 3 {
-            eprintln!("ERROR: malformed command");
-            return Ok(());
-        }
-        let Some(op) = FluxionOp::parse(words[1]) else {
-            eprintln!("ERROR: unknown subcmd {}", words[1]);
-            return Ok(());
-        };
-        let jobid = self.counter;
-        self.run_match(jobid, op, words[2], out, stdout)?;
-        Ok(())
-    }
-
-    pub(super) fn cmd_multi_match(
-        &mut self,
-        words: &[&str],
-        out: &mut dyn Write,
-        stdout: &mut dyn Write,
-    ) -> Result<()> {
-        if words.len() <= 3 {
-            eprintln!("ERROR: malformed command");
-            return Ok(());
-        }
         let Some(op) = FluxionOp::parse(words[1]) else {
             eprintln!("ERROR: unknown subcmd {}", words[1]);
             return Ok(());

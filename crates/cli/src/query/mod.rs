@@ -14,6 +14,7 @@ mod update;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{BufRead, Write};
+use std::ops::RangeInclusive;
 use std::path::PathBuf;
 use std::rc::Rc;
 
@@ -269,9 +270,15 @@ impl Session {
         let Some(&cmd) = words.first() else {
             return Ok(true);
         };
-        match command(cmd) {
-            Some("match") => self.cmd_match(words, out, stdout)?,
-            Some("multi-match") => self.cmd_multi_match(words, out, stdout)?,
+        let command = command(cmd);
+        if let Some((_, words_taken)) = &command
+            && !words_taken.contains(&words.len())
+        {
+            eprintln!("ERROR: malformed command");
+            return Ok(true);
+        }
+        match command.map(|(name, _)| name) {
+            Some("match" | "multi-match") => self.cmd_match(words, out, stdout)?,
             Some("update") => self.cmd_update(words, out, stdout)?,
             Some("cancel") => self.cmd_cancel(words, out)?,
             Some("find") => self.cmd_find(words, out)?,
@@ -282,7 +289,7 @@ impl Session {
             Some("get-status") => self.cmd_get_status(words, out)?,
             Some("info") => self.cmd_info(words, stdout)?,
             Some("list") => self.cmd_list(stdout)?,
-            Some("stat") => self.cmd_stat(words, stdout)?,
+            Some("stat") => self.cmd_stat(stdout)?,
             Some("cat") => self.cmd_cat(words, stdout)?,
             Some("help") => commands::help(words, stdout)?,
             Some("quit") => return Ok(false),
@@ -328,31 +335,36 @@ impl Session {
 
 /// resource-query's command table: names and abbreviations (the first that matches wins,
 /// so `j` is `attach`).
-fn command(word: &str) -> Option<&'static str> {
-    const TABLE: &[(&str, &str)] = &[
-        ("match", "m"),
-        ("multi-match", "M"),
-        ("update", "u"),
-        ("attach", "j"),
-        ("remove", "j"),
-        ("find", "f"),
-        ("cancel", "c"),
-        ("partial-cancel", "pc"),
-        ("set-property", "p"),
-        ("get-property", "g"),
-        ("set-status", "t"),
-        ("get-status", "e"),
-        ("list", "l"),
-        ("info", "i"),
-        ("stat", "s"),
-        ("cat", "a"),
-        ("help", "h"),
-        ("quit", "q"),
+fn command(word: &str) -> Option<(&'static str, RangeInclusive<usize>)> {
+    /// Every command: its name, its abbreviation, and how many words a line of it takes,
+    /// the command's own included (resource-query calls a line outside that "malformed"
+    /// and skips it; [`ANY`]: the command looks at its line itself, or takes none).
+    const TABLE: &[(&str, &str, RangeInclusive<usize>)] = &[
+        ("match", "m", 3..=3),
+        ("multi-match", "M", 4..=usize::MAX),
+        ("update", "u", 7..=7),
+        ("attach", "j", ANY),
+        ("remove", "j", ANY),
+        ("find", "f", ANY),
+        ("cancel", "c", 2..=3),
+        ("partial-cancel", "pc", 4..=5),
+        ("set-property", "p", 3..=3),
+        ("get-property", "g", 2..=2),
+        ("set-status", "t", 3..=3),
+        ("get-status", "e", 2..=2),
+        ("list", "l", ANY),
+        ("info", "i", 2..=2),
+        ("stat", "s", 1..=1),
+        ("cat", "a", ANY),
+        ("help", "h", ANY),
+        ("quit", "q", ANY),
     ];
+    /// Any number of words.
+    const ANY: RangeInclusive<usize> = 1..=usize::MAX;
     TABLE
         .iter()
-        .find(|(name, abbr)| *name == word || *abbr == word)
-        .map(|(name, _)| *name)
+        .find(|(name, abbr, _)| *name == word || *abbr == word)
+        .map(|(name, _, words)| (*name, words.clone()))
 }
 
 /// Runs `shardsched query`.

@@ -21,6 +21,8 @@ pub const UPDATE_R_BYTES_MAX: u64 = 256 << 20;
 /// The most ranks an rv1exec R may name.
 const UPDATE_R_RANKS_MAX: usize = 1 << 20;
 
+/// Each `cmd_*` is called by [`Session::execute`] only with a line of as many words as the
+/// command takes (the table in `command`), so it indexes `words` within that count.
 impl Session {
     pub(super) fn cmd_update(
         &mut self,
@@ -28,10 +30,6 @@ impl Session {
         out: &mut dyn Write,
         stdout: &mut dyn Write,
     ) -> Result<()> {
-        if words.len() != 7 {
-            eprintln!("ERROR: malformed command");
-            return Ok(());
-        }
         let (subcmd, reader, file) = (words[1], words[2], words[3]);
         if subcmd != "allocate" && subcmd != "reserve" {
             eprintln!("ERROR: unknown subcmd {subcmd}");

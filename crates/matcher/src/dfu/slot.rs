@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use shardsched_resource::{Sym, VertexId};
 
-use super::evals::{EGroup, EvalEdge};
+use super::evals::{Cands, EGroup, EvalEdge};
 use super::score::Among;
 use super::{Budget, Walk};
 use crate::request::ReqId;
@@ -74,23 +74,12 @@ impl<'a> Walk<'a> {
                     // A type sharing its cursor with an earlier member of the same type.
                     let owner = members[..i].iter().position(|m| m.0 == ty).unwrap_or(i);
                     let list = choices.sorted(ty);
-                    let mut j = 0u64;
-                    while j < count {
-                        let Some(&gi) = list.get(members[owner].2) else {
-                            complete = false;
-                            break 'slots;
-                        };
-                        members[owner].2 += 1;
-                        let g = cands.groups[gi as usize];
-                        let first = cands.edges[g.edges.0 as usize];
-                        edges.push(EvalEdge {
-                            child: first.child,
-                            needs: g.count,
-                            excl: true,
-                        });
-                        score += g.score;
-                        j += g.count;
-                    }
+                    let cursor = &mut members[owner].2;
+                    let Some(taken) = take_members(cands, list, cursor, count, &mut edges) else {
+                        complete = false;
+                        break 'slots;
+                    };
+                    score += taken;
                 }
                 slots.push((score, start as u32, (edges.len() - start) as u32));
             }
@@ -98,17 +87,7 @@ impl<'a> Walk<'a> {
         self.cands.groups.truncate(mark);
         if complete {
             for &(score, s, n) in &slots {
-                let at = self.cands.edges.len() as u32;
-                self.cands
-                    .edges
-                    .extend_from_slice(&edges[s as usize..(s + n) as usize]);
-                self.cands.groups.push(EGroup {
-                    kind: SLOT,
-                    score,
-                    count: 1,
-                    root: false,
-                    edges: (at, n),
-                });
+                push_slot(&mut self.cands, score, &edges[s as usize..(s + n) as usize]);
             }
         }
         self.slot_members = members;
@@ -182,6 +161,49 @@ impl<'a> Walk<'a> {
         }
         if qual == u64::MAX { 0 } else { qual }
     }
+}
+
+/// Takes whole candidates of one member type from `list` (group indices in the order slots
+/// take them), from `*cursor` on, until they hold `count` units: pushes an exclusive edge to
+/// each one's first child onto `edges` and returns the sum of their scores; `None` when the
+/// list runs out first (no further slot can be formed).
+#[inline]
+fn take_members(
+    cands: &Cands,
+    list: &[u32],
+    cursor: &mut usize,
+    count: u64,
+    edges: &mut Vec<EvalEdge>,
+) -> Option<i64> {
+    let mut score = 0i64;
+    let mut taken = 0u64;
+    while taken < count {
+        let &gi = list.get(*cursor)?;
+        *cursor += 1;
+        let g = cands.groups[gi as usize];
+        let first = cands.edges[g.edges.0 as usize];
+        edges.push(EvalEdge {
+            child: first.child,
+            needs: g.count,
+            excl: true,
+        });
+        score += g.score;
+        taken += g.count;
+    }
+    Some(score)
+}
+
+/// Pushes a formed slot of `edges` onto the candidate stack as one candidate.
+fn push_slot(cands: &mut Cands, score: i64, edges: &[EvalEdge]) {
+    let at = cands.edges.len() as u32;
+    cands.edges.extend_from_slice(edges);
+    cands.groups.push(EGroup {
+        kind: SLOT,
+        score,
+        count: 1,
+        root: false,
+        edges: (at, edges.len() as u32),
+    });
 }
 
 /// One state of the or-slot search: the counts left after it, how many slots the best
@@ -269,23 +291,13 @@ impl<'a> Walk<'a> {
                         cursors.len() - 1
                     }
                 };
-                let mut j = 0u64;
-                while j < count {
-                    let Some(&gi) = list.get(cursors[pos].1) else {
-                        complete = false;
-                        break 'slots;
-                    };
-                    cursors[pos].1 += 1;
-                    let g = self.cands.groups[gi as usize];
-                    let first = self.cands.edges[g.edges.0 as usize];
-                    edges.push(EvalEdge {
-                        child: first.child,
-                        needs: g.count,
-                        excl: true,
-                    });
-                    score += g.score;
-                    j += g.count;
-                }
+                let cursor = &mut cursors[pos].1;
+                let Some(taken) = take_members(&self.cands, &list, cursor, count, &mut edges)
+                else {
+                    complete = false;
+                    break 'slots;
+                };
+                score += taken;
             }
             formed.push((score, edges));
             cfg = memo.get(&cfg.0).cloned().unwrap_or((Vec::new(), 0, 0));
@@ -295,16 +307,7 @@ impl<'a> Walk<'a> {
             return;
         }
         for (score, edges) in formed {
-            let s = self.cands.edges.len() as u32;
-            let n = edges.len() as u32;
-            self.cands.edges.extend(edges);
-            self.cands.groups.push(EGroup {
-                kind: SLOT,
-                score,
-                count: 1,
-                root: false,
-                edges: (s, n),
-            });
+            push_slot(&mut self.cands, score, &edges);
         }
     }
 

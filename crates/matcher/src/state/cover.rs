@@ -128,32 +128,12 @@ impl SchedState {
         }
         // Both overlap the window: sweep them together.
         let end = at.saturating_add(i64::try_from(dur).unwrap_or(i64::MAX));
-        let overlaps = |&(s, e, _, _): &(i64, i64, i64, i64)| s < end && at < e;
-        let holds: Vec<(i64, i64, i64, i64)> = self
-            .leaves
-            .iter(v.index())
-            .filter(overlaps)
-            .chain(
-                self.covers
-                    .iter(p as usize)
-                    .map(|(s, e, _, j)| (s, e, size.saturating_mul(j), j))
-                    .filter(overlaps),
-            )
-            .collect();
-        let mut peak = PeakUse::default();
-        for &(s, _, _, _) in &holds {
-            let t = s.max(at);
-            let mut here = PeakUse::default();
-            for &(s2, e2, u, j) in &holds {
-                if s2 <= t && t < e2 {
-                    here.units += u;
-                    here.jobs += j;
-                }
-            }
-            peak.units = peak.units.max(here.units);
-            peak.jobs = peak.jobs.max(here.jobs);
-        }
-        peak
+        let holds = self.leaves.iter(v.index()).chain(
+            self.covers
+                .iter(p as usize)
+                .map(move |(s, e, _, j)| (s, e, size.saturating_mul(j), j)),
+        );
+        PeakUse::of_holds(holds, at, end)
     }
 
     /// Records a cover of group `i`: every leaf of the group held whole by one job.

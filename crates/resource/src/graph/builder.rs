@@ -1,10 +1,10 @@
 //! [`GraphBuilder`]: collects a reader's vertices and edges and freezes them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use petgraph::graph::{DiGraph, NodeIndex};
 
-use super::{CONTAINMENT, GraphError, IntColumn, ResourceGraph, Status, VertexId, VertexSpec};
+use super::{CONTAINMENT, GraphError, ResourceGraph, Status, VertexColumns, VertexId, VertexSpec};
 use crate::intern::{Interner, Sym};
 
 /// Collects vertices and edges, then checks and freezes them into a [`ResourceGraph`].
@@ -43,17 +43,8 @@ pub struct GraphBuilder {
     final_order: Vec<u32>,
     /// The distinct subsystems of the edges, as builder symbols, in order of first use.
     edge_subsystems: Vec<Sym>,
-    kind: Vec<Sym>,
-    basename: Vec<Sym>,
-    name: Vec<Sym>,
-    id: IntColumn,
-    rank: IntColumn,
-    size: IntColumn,
-    unit: Vec<Sym>,
-    exclusive: Vec<bool>,
-    status: Vec<Status>,
-    /// Sparse: most vertices have no properties.
-    properties: HashMap<u32, BTreeMap<String, String>>,
+    /// The graph's columns, in the graph's symbols.
+    columns: VertexColumns,
     /// Every subsystem's edges, in insertion order, as far as both ends existed when added.
     topo: DiGraph<(), Sym, u32>,
     /// (parent, child, subsystem) of the edges added after the first one whose ends did not
@@ -100,16 +91,7 @@ impl GraphBuilder {
             final_of: vec![0],
             final_order: vec![containment.0],
             edge_subsystems: Vec::new(),
-            kind: Vec::new(),
-            basename: Vec::new(),
-            name: Vec::new(),
-            id: IntColumn::default(),
-            rank: IntColumn::default(),
-            size: IntColumn::default(),
-            unit: Vec::new(),
-            exclusive: Vec::new(),
-            status: Vec::new(),
-            properties: HashMap::new(),
+            columns: VertexColumns::default(),
             topo: DiGraph::default(),
             pending: Vec::new(),
             outside: Vec::new(),
@@ -133,15 +115,7 @@ impl GraphBuilder {
     /// become the graph's: room reserved and not used stays allocated until `finish`
     /// trims it).
     pub fn reserve(&mut self, vertices: usize, edges: usize) {
-        self.kind.reserve_exact(vertices);
-        self.basename.reserve_exact(vertices);
-        self.name.reserve_exact(vertices);
-        self.id.reserve_exact(vertices);
-        self.rank.reserve_exact(vertices);
-        self.size.reserve_exact(vertices);
-        self.unit.reserve_exact(vertices);
-        self.exclusive.reserve_exact(vertices);
-        self.status.reserve_exact(vertices);
+        self.columns.reserve_exact(vertices);
         self.topo.reserve_exact_nodes(vertices);
         self.topo.reserve_exact_edges(edges);
     }
@@ -161,7 +135,7 @@ impl GraphBuilder {
     pub fn add_vertex(&mut self, spec: VertexSpec) -> VertexId {
         let v = self.add_spec_fields(&spec);
         if !spec.properties.is_empty() {
-            self.properties.insert(v.0, spec.properties);
+            self.columns.properties.insert(v.0, spec.properties);
         }
         v
     }
@@ -170,7 +144,7 @@ impl GraphBuilder {
     pub fn add_vertex_spec(&mut self, spec: &VertexSpec) -> VertexId {
         let v = self.add_spec_fields(spec);
         if !spec.properties.is_empty() {
-            self.properties.insert(v.0, spec.properties.clone());
+            self.columns.properties.insert(v.0, spec.properties.clone());
         }
         v
     }
@@ -187,7 +161,7 @@ impl GraphBuilder {
             spec.status,
         );
         if spec.exclusive {
-            self.exclusive[v.index()] = true;
+            self.columns.exclusive[v.index()] = true;
         }
         v
     }
@@ -253,19 +227,19 @@ impl GraphBuilder {
         let basename = self.final_sym(basename);
         let name = self.final_sym(name);
         let unit = self.final_sym(unit);
-        let v = self.kind.len() as u32;
+        let v = self.columns.kind.len() as u32;
         if size < 1 && self.bad_size.is_none() {
             self.bad_size = Some(v);
         }
-        self.kind.push(kind);
-        self.basename.push(basename);
-        self.name.push(name);
-        self.id.push(id);
-        self.rank.push(rank);
-        self.size.push(size);
-        self.unit.push(unit);
-        self.exclusive.push(false);
-        self.status.push(status);
+        self.columns.kind.push(kind);
+        self.columns.basename.push(basename);
+        self.columns.name.push(name);
+        self.columns.id.push(id);
+        self.columns.rank.push(rank);
+        self.columns.size.push(size);
+        self.columns.unit.push(unit);
+        self.columns.exclusive.push(false);
+        self.columns.status.push(status);
         self.topo.add_node(());
         VertexId(v)
     }
@@ -325,7 +299,7 @@ impl GraphBuilder {
 
     /// Marks `v` exclusive (as a graph file may).
     pub fn set_exclusive(&mut self, v: VertexId, exclusive: bool) {
-        self.exclusive[v.index()] = exclusive;
+        self.columns.exclusive[v.index()] = exclusive;
     }
 
     /// Gives `v` its path in `subsystem`, as a graph file writes it (see
@@ -346,7 +320,8 @@ impl GraphBuilder {
 
     /// Sets (or replaces) one property of `v`.
     pub fn set_property(&mut self, v: VertexId, key: &str, value: &str) {
-        self.properties
+        self.columns
+            .properties
             .entry(v.0)
             .or_default()
             .insert(key.to_string(), value.to_string());
@@ -384,7 +359,7 @@ impl GraphBuilder {
         {
             self.edge_subsystems.push(subsystem);
         }
-        let n = self.kind.len() as u32;
+        let n = self.columns.kind.len() as u32;
         if self.pending.is_empty() && parent < n && child < n {
             self.topo.add_edge(
                 NodeIndex::new(parent as usize),
@@ -414,12 +389,12 @@ impl GraphBuilder {
 
     /// Number of vertices added so far.
     pub fn len(&self) -> usize {
-        self.kind.len()
+        self.columns.kind.len()
     }
 
     /// Whether no vertex was added.
     pub fn is_empty(&self) -> bool {
-        self.kind.is_empty()
+        self.columns.kind.is_empty()
     }
 
     /// Number of edges added so far.
@@ -432,50 +407,55 @@ impl GraphBuilder {
     /// other accessors). `name` is `None` when the name is `basename` + `id`.
     pub fn vertex(&self, v: VertexId) -> VertexSpec {
         let i = v.index();
-        let basename = self.column_str(self.basename[i]);
-        let name = self.column_str(self.name[i]);
-        let default = format!("{basename}{}", self.id.get(i));
+        let basename = self.column_str(self.columns.basename[i]);
+        let name = self.column_str(self.columns.name[i]);
+        let default = format!("{basename}{}", self.columns.id.get(i));
         VertexSpec {
-            kind: self.column_str(self.kind[i]).to_string(),
+            kind: self.column_str(self.columns.kind[i]).to_string(),
             basename: basename.to_string(),
             name: (name != default).then(|| name.to_string()),
-            id: self.id.get(i),
-            rank: self.rank.get(i),
-            size: self.size.get(i),
-            unit: self.column_str(self.unit[i]).to_string(),
-            properties: self.properties.get(&v.0).cloned().unwrap_or_default(),
-            status: self.status[i],
-            exclusive: self.exclusive[i],
+            id: self.columns.id.get(i),
+            rank: self.columns.rank.get(i),
+            size: self.columns.size.get(i),
+            unit: self.column_str(self.columns.unit[i]).to_string(),
+            properties: self
+                .columns
+                .properties
+                .get(&v.0)
+                .cloned()
+                .unwrap_or_default(),
+            status: self.columns.status[i],
+            exclusive: self.columns.exclusive[i],
         }
     }
 
     /// The type of vertex `v`, as this builder's symbol.
     #[inline]
     pub fn vertex_kind(&self, v: VertexId) -> Sym {
-        self.builder_sym(self.kind[v.index()])
+        self.builder_sym(self.columns.kind[v.index()])
     }
 
     /// The name of vertex `v`.
     pub fn vertex_name(&self, v: VertexId) -> &str {
-        self.column_str(self.name[v.index()])
+        self.column_str(self.columns.name[v.index()])
     }
 
     /// The rank of vertex `v`.
     #[inline]
     pub fn vertex_rank(&self, v: VertexId) -> i64 {
-        self.rank.get(v.index())
+        self.columns.rank.get(v.index())
     }
 
     /// Checks the containment tree (one root, one parent each, all reachable) and freezes.
     pub fn finish(mut self) -> Result<ResourceGraph, GraphError> {
-        let n = self.kind.len();
+        let n = self.columns.kind.len();
         if n == 0 {
             return Err(GraphError::Empty);
         }
         if let Some(v) = self.bad_size {
             let v = v as usize;
-            let name = self.column_str(self.name[v]).to_string();
-            let size = self.size.get(v);
+            let name = self.column_str(self.columns.name[v]).to_string();
+            let size = self.columns.size.get(v);
             return Err(GraphError::BadSize { name, size });
         }
         self.renumber_strings();
@@ -502,7 +482,7 @@ impl GraphBuilder {
         for e in topo.raw_edges() {
             if e.weight == containment {
                 let (p, c) = (e.source().index() as u32, e.target().index() as u32);
-                link(p, c, &self.name, &self.interner)?;
+                link(p, c, &self.columns.name, &self.interner)?;
             }
         }
         for &(p, c, sub) in &self.pending {
@@ -513,7 +493,7 @@ impl GraphBuilder {
             }
             topo.add_edge(NodeIndex::new(p as usize), NodeIndex::new(c as usize), sub);
             if sub == containment {
-                link(p, c, &self.name, &self.interner)?;
+                link(p, c, &self.columns.name, &self.interner)?;
             }
         }
         self.pending = Vec::new();
@@ -564,16 +544,7 @@ impl GraphBuilder {
         };
         let mut g = ResourceGraph {
             topo,
-            kind: shrink(self.kind),
-            basename: shrink(self.basename),
-            name: shrink(self.name),
-            id: self.id.shrunk(),
-            rank: self.rank.shrunk(),
-            size: self.size.shrunk(),
-            unit: shrink(self.unit),
-            exclusive: shrink(self.exclusive),
-            status: shrink(self.status),
-            properties: self.properties,
+            columns: self.columns.shrunk(),
             uniq: Vec::new(),
             parent,
             child_start,
@@ -583,7 +554,6 @@ impl GraphBuilder {
             shared_children: shared,
             paths: Default::default(),
         };
-        g.properties.shrink_to_fit();
         if !self.uniq_override.is_empty() {
             g.uniq = (0..n as u32)
                 .map(|v| self.uniq_override.get(&v).copied().unwrap_or(i64::from(v)))
@@ -634,12 +604,6 @@ impl GraphBuilder {
             self.interner.renumber(&self.final_order, &self.final_of);
         }
     }
-}
-
-/// A column without spare capacity (the builder's arrays become the graph's).
-fn shrink<T>(mut v: Vec<T>) -> Vec<T> {
-    v.shrink_to_fit();
-    v
 }
 
 /// Appends the decimal form of `n`, as `write!(buf, "{n}")` does, without the formatting

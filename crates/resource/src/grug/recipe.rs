@@ -142,13 +142,7 @@ fn resolve(doc: Document) -> Result<Recipe, ReadError> {
                 format!("{what} twice"),
             ));
         }
-        let data = element_values(el, &what, "node", &key_by_id)?;
-        let v = Values {
-            what,
-            line: el.line,
-            data,
-            defaults: &node_defaults,
-        };
+        let v = element_values(el, what, "node", &key_by_id, &node_defaults)?;
         let t = Template {
             id,
             line: el.line,
@@ -185,13 +179,7 @@ fn resolve(doc: Document) -> Result<Recipe, ReadError> {
             })
         };
         let (source, target) = (end(&el.source, "source")?, end(&el.target, "target")?);
-        let data = element_values(el, &what, "edge", &key_by_id)?;
-        let v = Values {
-            what,
-            line: el.line,
-            data,
-            defaults: &edge_defaults,
-        };
+        let v = element_values(el, what, "edge", &key_by_id, &edge_defaults)?;
         let gen_method = match v.get("gen_method").0 {
             "MULTIPLY" => GenMethod::Multiply,
             "ASSOCIATE_IN" => GenMethod::AssociateIn,
@@ -234,13 +222,15 @@ fn resolve(doc: Document) -> Result<Recipe, ReadError> {
     Ok(Recipe { templates, edges })
 }
 
-/// The `<data>` values of an element by attribute name (the last one wins, as in Boost).
+/// The values of element `el` (a `kind`, named `what` in errors): its `<data>` by attribute
+/// name (the last one wins, as in Boost) over the keys' `defaults`.
 fn element_values<'a>(
     el: &'a Element,
-    what: &str,
+    what: String,
     kind: &str,
     key_by_id: &HashMap<&str, &'a Key>,
-) -> Result<HashMap<&'a str, (&'a str, usize)>, ReadError> {
+    defaults: &'a HashMap<&'a str, (&'a str, usize)>,
+) -> Result<Values<'a>, ReadError> {
     let mut data = HashMap::new();
     for (key, value, line) in &el.data {
         let Some(k) = key_by_id.get(key.as_str()) else {
@@ -253,7 +243,12 @@ fn element_values<'a>(
         }
         data.insert(k.name.as_str(), (value.as_str(), *line));
     }
-    Ok(data)
+    Ok(Values {
+        what,
+        line: el.line,
+        data,
+        defaults,
+    })
 }
 
 /// One root per subsystem, one in containment, and no edge into a root.

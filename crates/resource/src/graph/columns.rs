@@ -1,0 +1,146 @@
+//! The graph's per-vertex columns: one array per field, indexed by vertex, strings as the
+//! graph's symbols. [`GraphBuilder`](super::GraphBuilder) fills them and
+//! [`ResourceGraph`](super::ResourceGraph) keeps them as they are (moved, not copied), so
+//! the fields, their reservation, shrinking and memory count are written here once.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::Status;
+use crate::intern::{FxBuildHasher, Sym};
+
+/// One array per vertex field.
+#[derive(Clone, Debug, Default)]
+pub(super) struct VertexColumns {
+    pub(super) kind: Vec<Sym>,
+    pub(super) basename: Vec<Sym>,
+    pub(super) name: Vec<Sym>,
+    pub(super) id: IntColumn,
+    pub(super) rank: IntColumn,
+    pub(super) size: IntColumn,
+    pub(super) unit: Vec<Sym>,
+    pub(super) exclusive: Vec<bool>,
+    pub(super) status: Vec<Status>,
+    /// Sparse: most vertices have no properties.
+    pub(super) properties: HashMap<u32, BTreeMap<String, String>>,
+}
+
+impl VertexColumns {
+    /// Room for `vertices` more vertices in every dense column.
+    pub(super) fn reserve_exact(&mut self, vertices: usize) {
+        self.kind.reserve_exact(vertices);
+        self.basename.reserve_exact(vertices);
+        self.name.reserve_exact(vertices);
+        self.id.reserve_exact(vertices);
+        self.rank.reserve_exact(vertices);
+        self.size.reserve_exact(vertices);
+        self.unit.reserve_exact(vertices);
+        self.exclusive.reserve_exact(vertices);
+        self.status.reserve_exact(vertices);
+    }
+
+    /// The columns without spare capacity (the builder's arrays become the graph's).
+    pub(super) fn shrunk(self) -> VertexColumns {
+        fn shrink<T>(mut v: Vec<T>) -> Vec<T> {
+            v.shrink_to_fit();
+            v
+        }
+        let mut properties = self.properties;
+        properties.shrink_to_fit();
+        VertexColumns {
+            kind: shrink(self.kind),
+            basename: shrink(self.basename),
+            name: shrink(self.name),
+            id: self.id.shrunk(),
+            rank: self.rank.shrunk(),
+            size: self.size.shrunk(),
+            unit: shrink(self.unit),
+            exclusive: shrink(self.exclusive),
+            status: shrink(self.status),
+            properties,
+        }
+    }
+
+    /// Approximate heap bytes, by capacity (the properties' strings included).
+    pub(super) fn heap_bytes(&self) -> usize {
+        fn bytes<T>(v: &Vec<T>) -> usize {
+            v.capacity() * size_of::<T>()
+        }
+        let properties: usize = self
+            .properties
+            .values()
+            .map(|p| {
+                p.iter()
+                    .map(|(k, v)| k.capacity() + v.capacity() + 2 * size_of::<String>())
+                    .sum::<usize>()
+            })
+            .sum::<usize>()
+            + self.properties.capacity() * (size_of::<(u32, BTreeMap<String, String>)>() + 1);
+        bytes(&self.kind)
+            + bytes(&self.basename)
+            + bytes(&self.name)
+            + self.id.heap_bytes()
+            + self.rank.heap_bytes()
+            + self.size.heap_bytes()
+            + bytes(&self.unit)
+            + bytes(&self.exclusive)
+            + bytes(&self.status)
+            + properties
+    }
+}
+
+/// An `i64` per vertex in 4 bytes where it fits, as ids, ranks and sizes nearly always do;
+/// the others are kept aside by vertex.
+#[derive(Clone, Debug, Default)]
+pub(super) struct IntColumn {
+    small: Vec<i32>,
+    big: HashMap<u32, i64, FxBuildHasher>,
+}
+
+/// The `small` value that sends a lookup to `big`.
+const BIG: i32 = i32::MIN;
+
+impl IntColumn {
+    #[inline]
+    pub(super) fn push(&mut self, x: i64) {
+        match i32::try_from(x) {
+            Ok(small) if small != BIG => self.small.push(small),
+            _ => self.push_big(x),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn push_big(&mut self, x: i64) {
+        self.big.insert(self.small.len() as u32, x);
+        self.small.push(BIG);
+    }
+
+    #[inline]
+    pub(super) fn get(&self, i: usize) -> i64 {
+        match self.small[i] {
+            BIG => self.get_big(i),
+            small => i64::from(small),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn get_big(&self, i: usize) -> i64 {
+        self.big.get(&(i as u32)).copied().unwrap_or(i64::from(BIG))
+    }
+
+    pub(super) fn reserve_exact(&mut self, additional: usize) {
+        self.small.reserve_exact(additional);
+    }
+
+    pub(super) fn shrunk(mut self) -> Self {
+        self.small.shrink_to_fit();
+        self.big.shrink_to_fit();
+        self
+    }
+
+    pub(super) fn heap_bytes(&self) -> usize {
+        self.small.capacity() * size_of::<i32>()
+            + self.big.capacity() * (size_of::<(u32, i64)>() + 1)
+    }
+}
