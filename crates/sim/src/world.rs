@@ -142,6 +142,9 @@ pub(crate) struct World {
     agents: BTreeMap<String, AgentProcess>,
     /// Agents cut off from everyone, until when.
     partitions: BTreeMap<String, u64>,
+    /// When each agent cut off or crashed at some time was last reachable again (the end of
+    /// its latest cut-off, or its latest restart), for healing's deadline check.
+    reachable_again: BTreeMap<String, u64>,
     net: Net,
     next_id: u64,
     clients: Clients,
@@ -190,6 +193,7 @@ impl World {
             shards: BTreeMap::new(),
             agents,
             partitions: BTreeMap::new(),
+            reachable_again: BTreeMap::new(),
             net: Net::default(),
             next_id: 0,
             clients,

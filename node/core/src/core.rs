@@ -1,6 +1,8 @@
 //! [`AgentCore`]: the owner, the job table, the leases, and the actions for the driver.
 
+use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, VecDeque};
+use std::hash::{Hash, Hasher};
 
 use shardsched_wire::limits::{AGENT_JOBS_MAX, REASON_BYTES_MAX};
 use shardsched_wire::msg::agent::{
@@ -64,6 +66,9 @@ struct Entry {
     state: JobOnNode,
     /// Its shard has recorded its end: no longer reported.
     seen: bool,
+    /// The [`fingerprint`] of the launch that started its last run here (none: found by a
+    /// restart), to know a repeat of it.
+    launch: Option<u64>,
 }
 
 /// The node agent's state: see the crate documentation.
@@ -123,6 +128,7 @@ impl AgentCore {
                     generation: job.generation,
                     state: job.state,
                     seen: false,
+                    launch: None,
                 },
             );
         }
@@ -259,13 +265,16 @@ impl AgentCore {
         Ok(())
     }
 
-    /// Records an admitted launch. A repeat of a live job's launch changes nothing; a job
-    /// that ended here before (requeued) starts a new run.
+    /// Records an admitted launch. A launch of a live job changes nothing, and neither does
+    /// a repeat of the launch that started a run ended here: a launch the network delivers
+    /// again after the job was killed must not start it again. A job that ended here
+    /// before and is launched anew (requeued: its new run has its own R) starts a new run.
     fn start(&mut self, from: &str, launch: Box<NodeLaunch>) {
+        let print = fingerprint(&launch);
         if self
             .jobs
             .get(&launch.job)
-            .is_some_and(|e| e.state.is_live())
+            .is_some_and(|e| e.state.is_live() || (e.queue == from && e.launch == Some(print)))
         {
             return;
         }
@@ -276,6 +285,7 @@ impl AgentCore {
                 generation: launch.generation,
                 state: JobOnNode::Launching,
                 seen: false,
+                launch: Some(print),
             },
         );
         self.actions.push_back(Action::Spawn {
@@ -583,6 +593,22 @@ impl AgentCore {
         queues.dedup();
         queues
     }
+}
+
+/// What tells one launch of a job from another, hashed (a launch may carry a jobspec of a
+/// mebibyte; [`AGENT_JOBS_MAX`] entries keep one each): a new run of a requeued job has its
+/// own R (its start), a repeat has everything the same.
+fn fingerprint(launch: &NodeLaunch) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    launch.job.hash(&mut hasher);
+    launch.generation.0.hash(&mut hasher);
+    launch.r_json.hash(&mut hasher);
+    launch.env.hash(&mut hasher);
+    launch.node_rank.hash(&mut hasher);
+    launch.time_limit_ms.hash(&mut hasher);
+    launch.signed.jobspec_json.hash(&mut hasher);
+    launch.signed.signature.hash(&mut hasher);
+    hasher.finish()
 }
 
 /// `why`, cut to a reason's bound ([`REASON_BYTES_MAX`]) at a character boundary.

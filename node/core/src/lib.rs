@@ -14,6 +14,10 @@
 //!   generation. While any process of another shard's job remains, the new owner's launches
 //!   are refused: a node never runs two shards' jobs at once.
 //! - **Kills** are accepted only from the shard that launched the job.
+//! - **A launch starts a run once.** A launch of a live job, or a repeat of the launch
+//!   that started a run ended here (delivered again after the job was killed), starts
+//!   nothing; a job launched anew after its run ended here (requeued: the new run has its
+//!   own R) runs again.
 //! - **The lease.** Every request from a shard renews that shard's lease. A shard whose
 //!   jobs run here and that has not been heard from for half the heartbeat timeout has them
 //!   killed ([`AgentCore::tick`]), before the coordinator marks the node down (at the whole

@@ -239,10 +239,39 @@ fn a_requeued_job_runs_again_once_it_ended_here() {
         .expect("launch");
     core.handle_ended(1, job(1), completed());
     core.take_actions();
-    core.handle_launch(2, "alpha", launch("node3", job(1), 1))
-        .expect("again");
+    // The new run has its own R (its start).
+    let mut again = launch("node3", job(1), 1);
+    again.r_json = r#"{"execution":{"starttime":2}}"#.into();
+    core.handle_launch(2, "alpha", again).expect("again");
     assert!(matches!(&core.take_actions()[..], [Action::Spawn { .. }]));
     assert_eq!(core.job(job(1)), Some(&JobOnNode::Launching));
+}
+
+/// The network delivers a launch again after its job was killed and its task ended (sim
+/// seed 13662): the repeat is answered as taken, and starts nothing.
+#[test]
+fn a_launch_delivered_again_after_its_run_ended_starts_nothing() {
+    let mut core = owned("alpha", 1);
+    core.handle_launch(0, "alpha", launch("node3", job(1), 1))
+        .expect("launch");
+    core.handle_spawned(0, job(1), 7);
+    core.handle_kill(1, "alpha", job(1), "cancelled by alice")
+        .expect("kill");
+    let stopped = JobEnd {
+        cause: EndCause::Cancelled,
+        exit_code: None,
+        signal: Some(15),
+        note: "cancelled by alice".into(),
+    };
+    core.handle_ended(2, job(1), stopped.clone());
+    core.take_actions();
+    core.handle_launch(3, "alpha", launch("node3", job(1), 1))
+        .expect("a repeat is answered as taken");
+    assert!(
+        only_leases(core.take_actions()),
+        "a killed job was started again"
+    );
+    assert_eq!(core.job(job(1)), Some(&JobOnNode::Ended(stopped)));
 }
 
 #[test]

@@ -34,9 +34,10 @@
 //!    killed the tasks a lease later, and SIGKILLed what was left a kill grace after that.
 //!
 //! Hence a share is given up ("lost: …") only at `sent_ms + REQUEST_TIMEOUT_MS + lease +
-//! grace + LOST_MARGIN_MS`, and only while its agent is failing (counting from the last
-//! answer, as before this rule, was wrong: when only the answers are lost, the requests
-//! still renew the lease and the tasks live on). For that moment to come, a shard stops
+//! grace + LOST_MARGIN_MS`, and only while its agent is failing, or cannot be asked at all
+//! because its address is not known (counting from the last answer, as before this rule,
+//! was wrong: when only the answers are lost, the requests still renew the lease and the
+//! tasks live on). For that moment to come, a shard stops
 //! sending anything to an agent that has been failing for half its lease
 //! ([`QUIET_AFTER_LEASE_DIVISOR`]) while it has shares live or in doubt there, until they
 //! are given up or the agent answers (a late answer to an earlier request, or a new

@@ -154,9 +154,12 @@ impl MoveMachine {
 
     /// A queue's shard (re)registered: its [`ShardAssignment`] is queued (see
     /// [`MoveMachine::poll_assignment`]), then everything unacknowledged for it goes out
-    /// again, including a fresh `Release` for every node still outgoing from it. `held` is
-    /// what the shard remembers; a generation newer than the coordinator's is recorded as
-    /// an anomaly.
+    /// again, including a fresh `Release` for every node still outgoing from it and, past
+    /// a move's deadline, a fresh `CancelJobs`: a donor keeps the kills a cancel asked for
+    /// in memory only, until the jobs' processes are gone, so one that restarted meanwhile
+    /// found the jobs running again, and without the cancel they would run on past the
+    /// deadline, holding the nodes. `held` is what the shard remembers; a generation newer
+    /// than the coordinator's is recorded as an anomaly.
     pub fn shard_registered(&mut self, now: u64, queue: &str, held: &[HeldNode]) {
         self.state.now_ms = now;
         self.outbox.assign(ShardAssignment {
@@ -182,7 +185,14 @@ impl MoveMachine {
             .map(|m| m.id)
             .collect();
         for id in ids {
-            if let Some(mv) = self.state.active.get(&id) {
+            if let Some(mv) = self.state.active.get_mut(&id) {
+                if mv.from == queue {
+                    for node in mv.nodes.values_mut() {
+                        if let Phase::Outgoing { cancel_acked, .. } = &mut node.phase {
+                            *cancel_acked = false;
+                        }
+                    }
+                }
                 let want = Want {
                     force_release: true,
                     only_queue: Some(queue),

@@ -39,6 +39,15 @@ fn ng(node: &str, g: u64) -> NodeGen {
     }
 }
 
+/// The donor's answer that `node` (at generation `g`) is busy until `free_ms`.
+fn busy_until(node: &str, g: u64, free_ms: u64) -> ReleaseState {
+    ReleaseState {
+        node: ng(node, g),
+        free: FreeAt::Expected(free_ms),
+        jobs: Vec::new(),
+    }
+}
+
 /// Journals everything pending and returns the records and then the commands.
 fn flush(m: &mut MoveMachine) -> (Vec<MoveRecord>, Vec<Transmit>) {
     let mut records = Vec::new();
@@ -322,16 +331,7 @@ fn unacknowledged_commands_are_sent_again_and_the_deadline_cancels_jobs() {
     m.tick(NOW + limits::RESEND_INTERVAL_MS);
     let (_, sent) = flush(&mut m);
     assert_eq!(sent.len(), 2, "release and incoming again: {sent:?}");
-    m.handle_releasing(
-        NOW,
-        "a",
-        &[ReleaseState {
-            node: ng("n0", 2),
-            free: FreeAt::Expected(deadline * 2),
-            jobs: Vec::new(),
-        }],
-        &[],
-    );
+    m.handle_releasing(NOW, "a", &[busy_until("n0", 2, deadline * 2)], &[]);
     let (_, sent) = flush(&mut m);
     // The job would run past the deadline, which cancels it: the node is free at the
     // deadline, for the recipient's plans and for `queue moves`.
@@ -385,17 +385,45 @@ fn the_deadline_cancels_jobs_only_once_the_donor_holds_the_node_outgoing() {
     m.handle_releasing(
         deadline + limits::RESEND_INTERVAL_MS,
         "a",
-        &[ReleaseState {
-            node: ng("n0", 2),
-            free: FreeAt::Expected(deadline * 2),
-            jobs: Vec::new(),
-        }],
+        &[busy_until("n0", 2, deadline * 2)],
         &[],
     );
     let (_, sent) = flush(&mut m);
     assert!(
         kinds(&sent).contains(&("a".into(), "coord_shard.cancel_jobs")),
         "the answer brings the cancel at once: {sent:?}"
+    );
+}
+
+/// The donor acknowledged the deadline's cancel, then restarted before its job's processes
+/// were gone: it keeps the kill in memory only, so it found the job running again. Its
+/// registration brings the cancel again, and the job ends as the deadline asked.
+#[test]
+fn a_donor_that_registers_again_past_the_deadline_is_sent_the_cancel_again() {
+    let mut m = machine();
+    let deadline = NOW + 1;
+    m.start_move(NOW, &names(&["n0"]), "a", "b", Some(deadline))
+        .expect("valid");
+    flush(&mut m);
+    m.handle_releasing(deadline, "a", &[busy_until("n0", 2, deadline * 2)], &[]);
+    let (_, sent) = flush(&mut m);
+    let cancel = sent
+        .iter()
+        .find(|t| matches!(t.request, Request::CancelJobs(_)))
+        .expect("the deadline cancels the donor's jobs");
+    m.handle_ack(deadline, "a", &cancel.request, &[]);
+    m.shard_registered(
+        deadline + 1,
+        "a",
+        &[HeldNode {
+            node: ng("n0", 2),
+            allocated: true,
+        }],
+    );
+    let (_, sent) = flush(&mut m);
+    assert!(
+        kinds(&sent).contains(&("a".into(), "coord_shard.cancel_jobs")),
+        "the registered donor is not told to cancel again: {sent:?}"
     );
 }
 

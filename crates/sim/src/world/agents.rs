@@ -63,8 +63,14 @@ impl World {
         // a minute: past its shards' leases (15 s), which its tasks' supervisors then
         // enforce, and past the point where its shards give its tasks up.
         let delay = self.rng.random_range(RESTART_DELAY_MS);
-        let delay = if delay.is_multiple_of(8) { delay * 20 } else { delay };
+        let delay = if delay.is_multiple_of(8) {
+            delay * 20
+        } else {
+            delay
+        };
         agent.restart_at = Some(self.now + delay);
+        let back = self.reachable_again.entry(node.to_owned()).or_default();
+        *back = (*back).max(self.now + delay);
         if let Some(conn) = coordinator {
             self.net.close(conn);
             let at = self.now + self.rng.random_range(NOTICE_DELAY_MS);
@@ -97,6 +103,8 @@ impl World {
             self.stats.partitions += 1;
             self.trace
                 .line(self.now, &format!("{node} agent cut off until {until}"));
+            let back = self.reachable_again.entry(node.clone()).or_default();
+            *back = (*back).max(until);
             self.partitions.insert(node, until);
         }
         Ok(())

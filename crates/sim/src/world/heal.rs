@@ -3,15 +3,27 @@
 //! exactly its owner.
 
 use shardsched_coordinator_core::moves::MoveNodeState;
+use shardsched_shard_core::agents::{LEASE_DEFAULT_MS, LOST_MARGIN_MS, REQUEST_TIMEOUT_MS};
 use shardsched_shard_core::{Hold, Reason, ShardCore};
 use shardsched_wire::msg::JobState;
 
 use super::*;
+use crate::agents_exec;
 
 /// How long after a move's deadline (or the start of healing, if later) the donor's jobs on
 /// its outgoing nodes may still run, virtual ms: the coordinator's re-send of `CancelJobs`
 /// (2 s), a crashed donor's restart and the agents' kill grace (3 s), with room to spare.
 const DEADLINE_SLACK_MS: u64 = 20_000;
+
+/// How long after a node agent is reachable again (healing began, its cut-off ended, or it
+/// restarted after a crash) a
+/// shard may still not have heard from it, virtual ms: a shard that fell quiet towards the
+/// agent while it failed to answer sends it nothing until its lease has surely run out (a
+/// request's timeout, the lease — the sim agents' is the default one — the kill grace and
+/// a margin after the last request; shard/core's `agents` module documentation), and only
+/// then takes its tasks as killed.
+const QUIET_AGENT_WAIT_MS: u64 =
+    REQUEST_TIMEOUT_MS + LEASE_DEFAULT_MS + agents_exec::KILL_GRACE_MS + LOST_MARGIN_MS;
 
 impl World {
     /// No more faults: everything restarted, every message delivered, time runs until the
@@ -51,20 +63,23 @@ impl World {
 
     /// Once healing began, a move's deadline cancels the donor's jobs on its nodes still
     /// outgoing within [`DEADLINE_SLACK_MS`] of the deadline (or of the healing, if later):
-    /// no job of the donor runs on such a node past that.
-    ///
-    /// Not yet in seeds that launch through agents: there a job whose launch never reached
-    /// its agent, cancelled by the deadline, stays running for a minute and more (8 of
-    /// 2,000 seeds; docs/SIM.md, "Not covered yet").
+    /// no job of the donor runs on such a node past that (see [`Self::deadline_due`] for
+    /// node agents). A move that was cancelled has no deadline any more (the coordinator
+    /// sends no `CancelJobs` for it): the nodes it could not give back run their jobs to
+    /// their end.
     fn deadlines_kept(&self, healing_since: u64) -> Result<(), Violation> {
-        let Some(core) = self.coord.core.as_ref().filter(|_| self.agents.is_empty()) else {
+        let Some(core) = self.coord.core.as_ref() else {
             return Ok(());
         };
         for m in core.moves() {
             let Some(deadline) = m.deadline_ms.filter(|_| m.status == MoveStatus::Active) else {
                 continue;
             };
-            if self.now < deadline.max(healing_since) + DEADLINE_SLACK_MS {
+            let cancelled = m
+                .nodes
+                .iter()
+                .any(|n| matches!(n.state, MoveNodeState::Returning | MoveNodeState::Returned));
+            if cancelled || self.now < deadline.max(healing_since) + DEADLINE_SLACK_MS {
                 continue;
             }
             let Some(donor) = self
@@ -80,10 +95,12 @@ impl World {
                 .iter()
                 .filter(|n| matches!(n.state, MoveNodeState::Outgoing { .. }));
             for node in outgoing {
-                if let Some(job) = donor
-                    .jobs()
-                    .find(|j| j.state == JobState::Running && j.nodes.contains(&node.node))
-                {
+                let late = donor.jobs().find(|j| {
+                    j.state == JobState::Running
+                        && j.nodes.contains(&node.node)
+                        && self.now >= self.deadline_due(deadline, healing_since, &j.nodes)
+                });
+                if let Some(job) = late {
                     return Err(broken(
                         Invariant::I3,
                         format!(
@@ -96,6 +113,27 @@ impl World {
             }
         }
         Ok(())
+    }
+
+    /// When a job on `nodes` that a move's deadline cancels must have ended.
+    ///
+    /// Through node agents, the donor takes the job's tasks as gone only on their agents'
+    /// word or once their lease has surely run out; and a donor that fell quiet towards an
+    /// agent that failed to answer (dropped messages, cut connections, a cut-off) waits out
+    /// that lease even when the agent is reachable again, as it cannot tell. So the job
+    /// ends within [`QUIET_AGENT_WAIT_MS`] and [`DEADLINE_SLACK_MS`] of the start of
+    /// healing, or of the end of the last cut-off or crash of its nodes' agents if later
+    /// (cut-offs and an agent's restart after a long crash outlast the start of healing).
+    fn deadline_due(&self, deadline: u64, healing_since: u64, nodes: &[String]) -> u64 {
+        let due = deadline.max(healing_since) + DEADLINE_SLACK_MS;
+        if self.agents.is_empty() {
+            return due;
+        }
+        let reachable = nodes
+            .iter()
+            .filter_map(|n| self.reachable_again.get(n))
+            .fold(healing_since, |at, &back| at.max(back));
+        due.max(reachable + QUIET_AGENT_WAIT_MS + DEADLINE_SLACK_MS)
     }
 
     pub(super) fn net_deliver_quietly(&mut self, packet: Packet) {

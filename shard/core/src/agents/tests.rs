@@ -261,3 +261,44 @@ fn a_cancelled_job_the_agent_never_had_is_not_launched() {
     assert_eq!(id, Fluid(7));
     assert_eq!(end.cause, EndCause::Cancelled, "{end:?}");
 }
+
+/// A restarted shard watches job 7 on a node whose agent has not registered since the
+/// coordinator restarted (the coordinator knows no address for it), and the job is
+/// cancelled. Nothing can reach the agent, so its lease runs out and it kills the task:
+/// the job ends, lost, once the request timeout, the lease, the grace and the margin have
+/// passed since the watch, and not before; it does not wait for the agent to come back.
+#[test]
+fn a_job_watched_on_an_agent_that_cannot_be_asked_ends_once_its_lease_ran_out() {
+    let mut runs = Runs::new("q", GRACE_MS, one_task_per_node);
+    let generations = BTreeMap::from([(NODE.to_owned(), Generation(3))]);
+    let watched_at = 1_000;
+    runs.watch(watched_at, job(7), generations);
+    runs.kill(watched_at, Fluid(7), "cancelled: a move's deadline passed");
+    let mut ended = None;
+    let mut now = watched_at;
+    while now <= 120_000 && ended.is_none() {
+        for send in runs.tick(now) {
+            match send {
+                // The coordinator has not heard from the agent since it restarted.
+                Send::Addresses(nodes) => runs.addresses(Ok(nodes
+                    .into_iter()
+                    .map(|node| AgentAddress {
+                        node,
+                        address: None,
+                    })
+                    .collect())),
+                other => panic!("{other:?} sent to an agent whose address is unknown"),
+            }
+        }
+        ended = runs.take_ended().pop().map(|(id, end)| (now, id, end));
+        now += TICK_MS;
+    }
+    let (at, id, end) = ended.expect("the job ends without its agent's word");
+    assert_eq!(id, Fluid(7));
+    assert_eq!(end.cause, EndCause::Lost, "{end:?}");
+    let lease_out = watched_at + REQUEST_TIMEOUT_MS + LEASE_DEFAULT_MS + GRACE_MS;
+    assert!(
+        (lease_out..=lease_out + LOST_MARGIN_MS + TICK_MS).contains(&at),
+        "ended at {at} ms; the agent's lease and grace ran out at {lease_out} ms"
+    );
+}

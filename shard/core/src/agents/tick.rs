@@ -190,10 +190,16 @@ impl Runs {
     }
 
     /// Shares that cannot end by an agent's word: launches that never got through, and
-    /// shares on an agent that fails to answer and was sent nothing for so long that its
-    /// lease ran out and its kill grace passed (see the module documentation of
-    /// [`super`]: the request timeout, the lease, the grace and a margin past the last
-    /// request that left for it).
+    /// shares on an agent that fails to answer, or that cannot be asked at all, and was
+    /// sent nothing for so long that its lease ran out and its kill grace passed (see the
+    /// module documentation of [`super`]: the request timeout, the lease, the grace and a
+    /// margin past the last request that left for it).
+    ///
+    /// An agent cannot be asked while its address is not known: a restarted shard watches
+    /// a job on a node whose agent has not registered since the coordinator restarted (cut
+    /// off, or gone for good). Nothing leaves for it, so its lease runs out as surely as a
+    /// failing agent's; waiting for its word instead held the job, and its nodes, for as
+    /// long as the agent stayed away.
     pub(super) fn give_up(&mut self, now_ms: u64) {
         for (id, run) in &mut self.jobs {
             let stuck_since = run.since_ms.saturating_add(LAUNCH_RETRY_FOR_MS);
@@ -209,8 +215,10 @@ impl Runs {
                         }
                     }
                     Share::Unknown { .. } | Share::Live { .. } => {
-                        let Some(agent) =
-                            self.agents.get(node).filter(|a| a.failing_since.is_some())
+                        let Some(agent) = self
+                            .agents
+                            .get(node)
+                            .filter(|a| a.failing_since.is_some() || a.address.is_none())
                         else {
                             continue;
                         };
