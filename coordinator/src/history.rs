@@ -296,6 +296,7 @@ mod tests {
                 reserved_ms: None,
                 array: None,
                 begin_ms: None,
+                priority: None,
             },
             r_json: None,
             cores,

@@ -23,6 +23,7 @@ mod demo;
 mod dependencies;
 mod differential;
 mod exec;
+mod fairshare;
 mod graph_files;
 mod hardening;
 mod json_output;

@@ -99,6 +99,18 @@ pub struct E2eArgs {
     /// Only the one-shard phase.
     #[arg(long)]
     pub one_only: bool,
+    /// With the policies that span shards on (docs/POLICIES.md): `--limits` and
+    /// `--fairshare` together, to compare with a run without them.
+    #[arg(long)]
+    pub policies: bool,
+    /// With a per-user `max_running` and `max_pending` no job reaches: every job is
+    /// admitted through allowances the coordinator lends (docs/POLICIES.md, "Limits").
+    #[arg(long)]
+    pub limits: bool,
+    /// With fair-share on: usage batches, factors, priorities (docs/POLICIES.md,
+    /// "Fair-share").
+    #[arg(long)]
+    pub fairshare: bool,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -168,7 +180,11 @@ pub fn main(args: &E2eArgs) -> Result<()> {
     system::run_in_bench_dir(
         "e2e",
         args.dir.as_deref(),
-        &config_toml(nodes),
+        &config_toml(
+            nodes,
+            args.policies || args.limits,
+            args.policies || args.fairshare,
+        ),
         args.json,
         |work, config| run_phases(args, jobs, latency_jobs, work, config),
         |reports, work, fs| report_table(nodes, reports, work, fs),
@@ -236,15 +252,30 @@ fn run_phases(
     Ok(reports)
 }
 
-/// The cluster and its two queues, as the coordinator's TOML.
-fn config_toml(nodes: u64) -> String {
+/// What `--limits` adds to the configuration: limits every job is admitted under (none
+/// reaches them).
+const LIMITS_TOML: &str = "
+[limits]
+max_running = 1000000
+max_pending = 1000000
+";
+
+/// What `--fairshare` adds to the configuration.
+const FAIRSHARE_TOML: &str = "
+[fairshare]
+half_life = \"1h\"
+";
+
+/// The cluster and its two queues, as the coordinator's TOML (with [`LIMITS_TOML`] and
+/// [`FAIRSHARE_TOML`] as asked).
+fn config_toml(nodes: u64, limits: bool, fairshare: bool) -> String {
     let half = nodes / 2;
     let queue = |name, nodes| BenchQueue {
         name,
         nodes,
         match_first: true,
     };
-    system::config_toml(
+    let mut toml = system::config_toml(
         "shardsched bench e2e: a generated cluster split in two equal queues.",
         nodes,
         &[
@@ -256,7 +287,14 @@ fn config_toml(nodes: u64) -> String {
             queue("left", format!("node[0-{}]", half - 1)),
             queue("right", format!("node[{half}-{}]", nodes - 1)),
         ],
-    )
+    );
+    if limits {
+        toml.push_str(LIMITS_TOML);
+    }
+    if fairshare {
+        toml.push_str(FAIRSHARE_TOML);
+    }
+    toml
 }
 
 fn report_table(nodes: u64, reports: &[PhaseReport], work: &Path, fs: &str) -> String {

@@ -18,6 +18,10 @@
 //!                                                     the configuration file's `[limits]`)
 //! meta  allowances                   Vec<AllowanceRecord> every shard's granted allowance
 //!                                                     under per-user limits, with its seq
+//! meta  fairshare                    FairShareRecord  every user's decayed usage, the decay
+//!                                                     applied to it (origin, half-life,
+//!                                                     exponent), and each queue's last
+//!                                                     usage batch counted
 //! ```
 //!
 //! Node keys are small integers given to node names in the order they are first written,
@@ -58,6 +62,8 @@ pub const QUEUE_TABLE_META: &str = "queue_table";
 pub const LIMITS_META: &str = "limits";
 /// Meta value: the allowances granted (docs/POLICIES.md, "Limits").
 pub const ALLOWANCES_META: &str = "allowances";
+/// Meta value: fair-share's usage table (docs/POLICIES.md, "Fair-share").
+pub const FAIRSHARE_META: &str = "fairshare";
 
 /// Everything the journal holds, in the core's types (see the module documentation).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -81,6 +87,41 @@ pub struct Durable {
     pub limits: Option<Vec<LimitRecord>>,
     /// Every allowance granted, by user then queue.
     pub allowances: Vec<AllowanceRecord>,
+    /// Fair-share's usage table (`None`: never written).
+    pub fairshare: Option<FairShareRecord>,
+}
+
+/// Fair-share's usage table as journaled (docs/POLICIES.md, "Fair-share").
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FairShareRecord {
+    /// The decay clock's origin, ms since the Unix epoch (its first tick).
+    pub origin_ms: u64,
+    /// The half-life the exponent below counts in, ms.
+    pub half_life_ms: u64,
+    /// The decay applied to `usage` since `origin_ms`, in Q16 half-lives.
+    pub applied_q16: u64,
+    /// Every user's decayed usage.
+    pub usage: Vec<UserUsageRecord>,
+    /// Every queue's last usage batch counted.
+    pub seqs: Vec<QueueSeqRecord>,
+}
+
+/// One user's decayed usage.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserUsageRecord {
+    /// The user.
+    pub user: String,
+    /// Allocated cores × milliseconds, decayed.
+    pub core_ms: u64,
+}
+
+/// The last usage batch counted from one queue's shard.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueSeqRecord {
+    /// The queue.
+    pub queue: String,
+    /// The batch's number.
+    pub seq: u64,
 }
 
 /// One limit as journaled.
@@ -242,6 +283,8 @@ pub struct DurableDelta {
     pub limits: Option<Option<Vec<LimitRecord>>>,
     /// Every allowance, when any changed.
     pub allowances: Option<Vec<AllowanceRecord>>,
+    /// Fair-share's usage table, when it changed.
+    pub fairshare: Option<FairShareRecord>,
 }
 
 impl DurableDelta {
@@ -254,6 +297,7 @@ impl DurableDelta {
             && self.queue_table.is_none()
             && self.limits.is_none()
             && self.allowances.is_none()
+            && self.fairshare.is_none()
     }
 }
 
@@ -443,6 +487,9 @@ impl Durable {
         if self.allowances != old.allowances {
             delta.allowances = Some(self.allowances.clone());
         }
+        if self.fairshare != old.fairshare {
+            delta.fairshare = self.fairshare.clone();
+        }
         delta
     }
 
@@ -509,6 +556,9 @@ impl Durable {
         }
         if let Some(allowances) = delta.allowances {
             self.allowances = allowances;
+        }
+        if let Some(fairshare) = delta.fairshare {
+            self.fairshare = Some(fairshare);
         }
         Ok(())
     }

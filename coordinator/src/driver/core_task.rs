@@ -140,6 +140,7 @@ impl CoreTask {
                 }
             }
             self.core.moves_tick(now);
+            self.core.fairshare_tick(now);
             let silent = self.core.agents_tick(now);
             self.node_flag_changed(NodeFlag::Down, true, silent);
             self.core.removals_tick(now);
@@ -221,6 +222,12 @@ impl CoreTask {
             };
             tokio::spawn(send_allowances(link.session().clone(), request));
         }
+        for (conn, request) in self.core.fairshare_to_send() {
+            let Some(link) = self.links.get(&conn) else {
+                continue;
+            };
+            tokio::spawn(send_allowances(link.session().clone(), request));
+        }
         for command in self.core.moves_to_send() {
             let Some(link) = self.links.get(&command.conn) else {
                 continue;
@@ -294,12 +301,13 @@ impl CoreTask {
     }
 }
 
-/// Sends a shard its allowances (durable already). One lost is sent again when the
-/// shard's next status report shows it did not apply it (docs/POLICIES.md, "Limits").
+/// Sends a shard its allowances or its fair-share update (durable already). One lost is
+/// sent again when the shard's next status report shows it did not apply it
+/// (docs/POLICIES.md, "Limits" and "Fair-share").
 async fn send_allowances(session: shardsched_proto::Session, request: coord_shard::Request) {
     let sent = super::link::ask(&session, &request, SHARD_COMMAND_TIMEOUT).await;
     if let Err(refusal) = sent {
-        tracing::debug!(%refusal, "allowances not delivered; the next report brings them again");
+        tracing::debug!(%refusal, "not delivered; the next report brings it again");
     }
 }
 

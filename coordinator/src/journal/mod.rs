@@ -31,9 +31,9 @@ use shardsched_journal::{
 };
 
 use crate::records::{
-    ALLOWANCES_META, Durable, DurableDelta, JOURNAL_KIND, JOURNAL_VERSION, LIMITS_META,
-    MOVES_TABLE, MoveStepRecord, NEXT_MOVE_ID_META, NODES_TABLE, NodeRecord, QUEUE_TABLE_META,
-    QUEUES_TABLE, QueueRecord,
+    ALLOWANCES_META, Durable, DurableDelta, FAIRSHARE_META, JOURNAL_KIND, JOURNAL_VERSION,
+    LIMITS_META, MOVES_TABLE, MoveStepRecord, NEXT_MOVE_ID_META, NODES_TABLE, NodeRecord,
+    QUEUE_TABLE_META, QUEUES_TABLE, QueueRecord,
 };
 
 /// The journal's file name in the state directory.
@@ -224,6 +224,9 @@ impl CoordJournal {
         if let Some(allowances) = &delta.allowances {
             batch.put_meta(ALLOWANCES_META, encode("meta", 0, allowances)?);
         }
+        if let Some(fairshare) = &delta.fairshare {
+            batch.put_meta(FAIRSHARE_META, encode("meta", 0, fairshare)?);
+        }
         Ok(batch)
     }
 }
@@ -319,6 +322,11 @@ fn read_state(journal: &Journal) -> Result<(Durable, HashMap<String, u64>), Jour
         let allowances = format::decode(&bytes)
             .map_err(|e| JournalError::decode_meta(path, ALLOWANCES_META, e))?;
         delta.allowances = Some(allowances);
+    }
+    if let Some(bytes) = journal.meta(FAIRSHARE_META)? {
+        let fairshare = format::decode(&bytes)
+            .map_err(|e| JournalError::decode_meta(path, FAIRSHARE_META, e))?;
+        delta.fairshare = Some(fairshare);
     }
     let mut durable = Durable::default();
     durable

@@ -80,6 +80,7 @@ fn job(id: u64, owner: &str) -> JobSummary {
         reserved_ms: None,
         array: None,
         begin_ms: None,
+        priority: None,
     }
 }
 
@@ -111,6 +112,8 @@ async fn shards_register_and_clients_read_over_real_quic() {
     assert_eq!(assignment.queue.queue_policy.as_str(), "easy");
     let status = ShardStatus {
         allowances: Vec::new(),
+        usage: None,
+        factors_version: 0,
         time_ms: 1,
         queue: QueueStatus {
             name: "batch".into(),

@@ -63,6 +63,8 @@ async fn register_reporting_one_running(shard: &Session) {
     ));
     let status = ShardStatus {
         allowances: Vec::new(),
+        usage: None,
+        factors_version: 0,
         time_ms: 1,
         queue: QueueStatus {
             name: "gone".into(),

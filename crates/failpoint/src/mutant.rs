@@ -41,17 +41,20 @@ pub enum Mutant {
     AgentNoFence,
     /// A shard returns allowance without journaling it.
     AllowanceUnjournaled,
+    /// The coordinator counts a fair-share usage batch it had counted already.
+    UsageRecounted,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 6] = [
+    pub const ALL: [Mutant; 7] = [
         Mutant::UpBeforeRelease,
         Mutant::NoGenerationCheck,
         Mutant::AckBeforeJournal,
         Mutant::ReleaseWhileHeld,
         Mutant::AgentNoFence,
         Mutant::AllowanceUnjournaled,
+        Mutant::UsageRecounted,
     ];
 
     /// Its name on the command line.
@@ -63,6 +66,7 @@ impl Mutant {
             Mutant::ReleaseWhileHeld => "release-while-held",
             Mutant::AgentNoFence => "agent-no-fence",
             Mutant::AllowanceUnjournaled => "allowance-unjournaled",
+            Mutant::UsageRecounted => "usage-recounted",
         }
     }
 

@@ -14,6 +14,7 @@
 //! | I3 | no shard has seen a generation the coordinator's journal does not hold (fencing); the coordinator core's `invariants()`; after healing, every move finished and every node up in exactly its owner, nowhere half-moved, and a move past its deadline holds no job of its donor on its outgoing nodes |
 //! | I4 | no node runs two jobs in one shard (jobs take whole nodes); every acknowledged job is in its shard (core or journal) until it ended, and one key is one job; no queue is removed (`queue remove`, `reload`) while an acknowledged job of it has not ended; each shard core's `invariants()`, and each restart's restore |
 //! | I6 | a user's running jobs over every shard never pass their `max_running` (docs/POLICIES.md, "Limits"), counted from each shard's core or journal |
+//! | I7 | the coordinator's fair-share usage never passes what the distinct usage batches delivered to it carried: each batch counted once (`check_usage.rs`) |
 //! | I5 | a running job keeps its start and nodes until it ends, and ends only at its planned end, by its owner's cancel, by a node an admin marked down, or by a move's deadline on one of its nodes |
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -43,6 +44,8 @@ pub enum Invariant {
     /// A user's running jobs over every shard never pass their `max_running` limit
     /// (docs/POLICIES.md, "Limits").
     I6,
+    /// A fair-share usage batch is counted once (docs/POLICIES.md, "Fair-share").
+    I7,
 }
 
 /// A broken invariant: which, and what was seen (at virtual time `at_ms`).
@@ -164,8 +167,11 @@ pub(crate) struct Checker {
     /// The shards run jobs through node agents: a job's end is known when its agents
     /// report it, after its allocation's span may have passed (see [`Checker::shard`]).
     pub(crate) agents: bool,
-    /// The seed's configuration sets per-user limits (`setup::MAX_RUNNING_*`).
+    /// The seed's configuration sets per-user limits (`setup::MAX_RUNNING_*`) and
+    /// fair-share.
     pub(crate) limits: bool,
+    /// Fair-share's usage batches delivered to the coordinator (I7).
+    pub(crate) usage: crate::check_usage::UsageDelivered,
 }
 
 /// What the checks across shards need of one shard, as last checked.

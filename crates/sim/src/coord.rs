@@ -238,6 +238,7 @@ impl Coordinator {
             );
         }
         core.moves_tick(now);
+        core.fairshare_tick(now);
         let silent = core.agents_tick(now);
         out.silent = silent
             .values()
@@ -300,7 +301,8 @@ impl Coordinator {
                 body: Body::Owner { owner, change },
             });
         }
-        for (conn, request) in core.allowances_to_send() {
+        let fairshare = core.fairshare_to_send();
+        for (conn, request) in core.allowances_to_send().into_iter().chain(fairshare) {
             out.packets.push(Packet {
                 conn,
                 to_coordinator: false,

@@ -47,6 +47,7 @@ mod agent;
 mod agents_exec;
 mod check;
 mod check_tasks;
+mod check_usage;
 mod client;
 mod coord;
 mod net;

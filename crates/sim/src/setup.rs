@@ -95,7 +95,7 @@ pub(crate) struct TableQueue {
 }
 
 /// The configuration file of a seed's cluster of `node_count` nodes with `queues` (the
-/// default queue is `q0`), with `[limits]` when `limits` says, parsed as the coordinator
+/// default queue is `q0`), with `[limits]` and `[fairshare]` when `limits` says, parsed as the coordinator
 /// parses a real one: at start, and again for a `reload`.
 pub(crate) fn config_file(
     node_count: usize,
@@ -111,7 +111,8 @@ pub(crate) fn config_file(
     if limits {
         text.push_str(&format!(
             "\n[limits]\nmax_running = {MAX_RUNNING_EACH}\n\n\
-             [limits.users.bob]\nmax_running = {MAX_RUNNING_BOB}\n"
+             [limits.users.bob]\nmax_running = {MAX_RUNNING_BOB}\n\n\
+             [fairshare]\nhalf_life = \"10m\"\n"
         ));
     }
     for q in queues {

@@ -160,7 +160,7 @@ impl World {
     pub(crate) fn new(seed: u64, options: &SimOptions) -> Result<World, Violation> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         // Even seeds run their jobs through node agents; odd ones with the sim executor,
-        // and per-user limits.
+        // per-user limits and fair-share.
         let with_agents = seed.is_multiple_of(2);
         let setup = setup::draw(&mut rng, !with_agents).map_err(|e| broken(Invariant::I3, e))?;
         let weather = Weather {
@@ -498,6 +498,9 @@ impl World {
         let journal = &self.coord.journal;
         let durable = |node: &str| journal.nodes.get(node).map_or(0, |n| n.generation.0);
         self.checker.instant(&views, &durable)?;
+        if let Some(core) = &self.coord.core {
+            self.checker.usage.check(core)?;
+        }
         if !self.agents.is_empty() {
             crate::check_tasks::instant(&self.agents, &self.shards)?;
         }

@@ -64,11 +64,13 @@ pub const ALPN_STR: &str = "shardsched/1";
 /// (`ShardStatus.allowances`, `coord_shard::Allowances`), `client_coord::SetLimit` and
 /// `Limits`. 14: a node agent may hold a shard's renewal until its report changes
 /// (`shard_node::Request::Renew.since`, `.hold_ms`), so that a job's end reaches its shard
-/// at once.
-pub const PROTOCOL_VERSION: u32 = 14;
+/// at once. 15: fair-share ([`msg::fairshare`]): usage batches on the status report
+/// (`ShardStatus.usage`, `.factors_version`), `coord_shard::FairShare`,
+/// `Assignment.fairshare`, and a pending job's priority (`JobSummary.priority`).
+pub const PROTOCOL_VERSION: u32 = 15;
 /// The oldest protocol version this build still accepts in a hello (a version 13 peer could
-/// not decode version 14's renewals, a version 12 one neither version 13's limits).
-pub const PROTOCOL_VERSION_MIN: u32 = 14;
+/// not decode version 14's renewals, a version 14 one neither version 15's fair-share).
+pub const PROTOCOL_VERSION_MIN: u32 = 15;
 /// This build's software string, sent in the hello for logs.
 pub const SOFTWARE: &str = concat!("shardsched ", env!("CARGO_PKG_VERSION"));
 

@@ -213,3 +213,16 @@ pub const LIMIT_VALUE_MAX: u64 = 1 << 40;
 /// Most users one allowance report or grant message names (a shard with more users under
 /// a spanning limit reports the rest in its next report).
 pub const ALLOWANCE_USERS_PER_REPORT_MAX: usize = 4096;
+
+/// Most users the coordinator's fair-share usage table keeps, one usage batch names and one
+/// factor table carries (docs/POLICIES.md, "Fair-share"): past it the coordinator forgets
+/// the users with the least decayed usage (their factor is about 1 anyway), and a shard
+/// seals a batch early.
+pub const FAIRSHARE_USERS_MAX: usize = 4096;
+
+/// A fair-share factor of 1, in the wire's fixed point (parts per million).
+pub const FAIRSHARE_FACTOR_ONE: u32 = 1_000_000;
+
+/// Largest fair-share or urgency weight (`[fairshare] weight`, `urgency_weight`): a
+/// priority (weight × factor + urgency weight × 31) then stays far inside an `i64`.
+pub const FAIRSHARE_WEIGHT_MAX: u64 = 1 << 40;

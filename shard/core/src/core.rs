@@ -40,6 +40,9 @@ mod events;
 mod exec;
 #[cfg(test)]
 mod exec_tests;
+mod fairshare;
+#[cfg(test)]
+mod fairshare_tests;
 mod flags;
 #[cfg(test)]
 mod flags_tests;
@@ -151,6 +154,8 @@ pub struct ShardCore {
     status_version: u64,
     /// Limits, allowances and the jobs admitted under them (`core/allowances.rs`).
     quota: allowances::Quota,
+    /// Fair-share: usage counted, factors (`core/fairshare.rs`); `None` when it is off.
+    fairshare: Option<fairshare::FairShare>,
 }
 
 impl Default for CoreOptions {
@@ -242,6 +247,7 @@ impl ShardCore {
             backlog: false,
             status_version: 0,
             quota: allowances::Quota::default(),
+            fairshare: None,
         };
         // Nothing is up until the node table says so (`refresh_node`).
         for &v in core.cluster.vertices.values() {

@@ -9,6 +9,7 @@ use shardsched_wire::limits::JOB_NAME_BYTES_MAX;
 use shardsched_wire::msg::agent::JobSignature;
 use shardsched_wire::msg::client_shard::IdempotencyKey;
 use shardsched_wire::msg::deps::Fact;
+use shardsched_wire::msg::fairshare::JobPriority;
 use shardsched_wire::msg::quota::LimitKind;
 use shardsched_wire::msg::{JobEvent, JobId, JobInfo, JobState, JobSummary};
 
@@ -59,6 +60,8 @@ pub struct JobRecord {
     /// The submitter's signature of the jobspec, relayed to node agents (which run the job
     /// as the signer only with it).
     pub signature: Option<Arc<JobSignature>>,
+    /// A pending job's priority and its parts while fair-share is on (`core/fairshare.rs`).
+    pub priority: Option<JobPriority>,
 }
 
 /// Why a job is where it is, kept as data and worded only when read.
@@ -203,6 +206,7 @@ impl JobRecord {
             array: a.array,
             begin_ms: a.jobspec.attributes.begin_time_ms(),
             signature: a.signature.clone(),
+            priority: None,
         };
         job.push_event(
             a.submit_ms,
@@ -248,6 +252,7 @@ impl JobRecord {
             reserved_ms: self.reserved_ms(queue_started),
             array: self.array,
             begin_ms: self.begin_ms,
+            priority: self.priority.filter(|_| self.state == JobState::Pending),
         }
     }
 

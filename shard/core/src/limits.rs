@@ -32,3 +32,9 @@ pub const RETENTION_DEFAULT_MS: u64 = 3_600_000;
 /// passed and the `Acquire` has not come yet: reservations on it move this much later at a
 /// time (short, so a job waiting for it starts soon after the hand-over).
 pub const INCOMING_HOLD_EXTEND_MS: u64 = 2_000;
+
+/// How often a shard seals the fair-share usage it counted into a batch for its status
+/// report (docs/POLICIES.md, "Fair-share"), ms: a batch per interval, not a message per
+/// job. A batch also seals at once when it names
+/// [`FAIRSHARE_USERS_MAX`](shardsched_wire::limits::FAIRSHARE_USERS_MAX) users.
+pub const USAGE_BATCH_INTERVAL_MS: u64 = 2000;

@@ -73,6 +73,7 @@ fn assignment(
 ) -> Assignment {
     Assignment {
         limits: Default::default(),
+        fairshare: None,
         generator_id: 3,
         cluster: ClusterDescription {
             format: ClusterFormat::Spec,

@@ -107,7 +107,35 @@ pub struct Config {
     pub agents: AgentsConfig,
     /// `[limits]` (docs/POLICIES.md, "Limits"); `limits set` changes them at run time.
     pub limits: shardsched_wire::msg::quota::LimitTable,
+    /// `[fairshare]` (docs/POLICIES.md, "Fair-share"); `None`: fair-share is off.
+    pub fairshare: Option<FairShareConfig>,
 }
+
+/// `[fairshare]`: how fast usage is forgotten, and what a factor weighs.
+///
+/// ```toml
+/// [fairshare]
+/// half_life = "7d"        # usage counts half after this long (one duration parser)
+/// weight = 100000         # the priority a factor of 1 adds
+/// urgency_weight = 1000   # the priority one step of urgency (0..=31) adds
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FairShareConfig {
+    /// Half-life of recorded usage, ms (at least [`FAIRSHARE_HALF_LIFE_MIN_MS`]).
+    pub half_life_ms: u64,
+    /// The weights every shard computes priorities with.
+    pub weights: shardsched_wire::msg::fairshare::FairShareWeights,
+}
+
+/// Shortest `[fairshare] half_life`: a second (shorter would decay usage between two
+/// reports of the same shard).
+pub const FAIRSHARE_HALF_LIFE_MIN_MS: u64 = 1000;
+/// `[fairshare] half_life` when absent: 7 days (Slurm's `PriorityDecayHalfLife` default).
+pub const FAIRSHARE_HALF_LIFE_DEFAULT_MS: u64 = 7 * 24 * 3600 * 1000;
+/// `[fairshare] weight` when absent (flux-accounting's `fshare_weight` default).
+pub const FAIRSHARE_WEIGHT_DEFAULT: u64 = 100_000;
+/// `[fairshare] urgency_weight` when absent (flux-accounting's `urgency_weight` default).
+pub const FAIRSHARE_URGENCY_WEIGHT_DEFAULT: u64 = 1000;
 
 /// `[agents]`: node agents' liveness (docs/CONFIG.md, docs/EXEC.md).
 ///

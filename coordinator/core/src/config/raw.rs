@@ -14,11 +14,14 @@ use shardsched_wire::msg::quota::{LimitKind, LimitScope, LimitTable};
 use toml::Spanned;
 
 use super::{
-    AgentsConfig, Cluster, Config, ConfigError, HEARTBEAT_TIMEOUT_MAX_MS, HEARTBEAT_TIMEOUT_MIN_MS,
-    HISTORY_DAYS_DEFAULT, HISTORY_DAYS_MAX, values,
+    AgentsConfig, Cluster, Config, ConfigError, FAIRSHARE_HALF_LIFE_DEFAULT_MS,
+    FAIRSHARE_HALF_LIFE_MIN_MS, FAIRSHARE_URGENCY_WEIGHT_DEFAULT, FAIRSHARE_WEIGHT_DEFAULT,
+    FairShareConfig, HEARTBEAT_TIMEOUT_MAX_MS, HEARTBEAT_TIMEOUT_MIN_MS, HISTORY_DAYS_DEFAULT,
+    HISTORY_DAYS_MAX, values,
 };
 use crate::QUEUES_MAX;
 use queue::{RawQueue, check_owns_disjoint};
+use shardsched_wire::msg::fairshare::FairShareWeights;
 
 /// The most resource types `[cluster] load_allowlist` may name.
 pub const LOAD_ALLOWLIST_TYPES_MAX: usize = 32;
@@ -34,6 +37,16 @@ struct RawConfig {
     agents: Option<RawAgents>,
     http: Option<Spanned<RawHttp>>,
     limits: Option<Spanned<RawLimits>>,
+    fairshare: Option<Spanned<RawFairShare>>,
+}
+
+/// `[fairshare]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFairShare {
+    half_life: Option<toml::Value>,
+    weight: Option<u64>,
+    urgency_weight: Option<u64>,
 }
 
 /// `[limits]`: every user's default, then `[limits.users.NAME]` and `[limits.queues.NAME]`.
@@ -202,6 +215,15 @@ pub(super) fn parse(text: &str, origin: &str, base_dir: &Path) -> Result<Config,
         }
         None => None,
     };
+    let fairshare = match raw.fairshare {
+        Some(raw) => {
+            let span = raw.span();
+            let fairshare = fairshare(raw.into_inner())
+                .map_err(|message| errors.at(Some(span), format!("[fairshare]: {message}")))?;
+            Some(fairshare)
+        }
+        None => None,
+    };
     Ok(Config {
         origin: origin.to_owned(),
         cluster,
@@ -212,6 +234,31 @@ pub(super) fn parse(text: &str, origin: &str, base_dir: &Path) -> Result<Config,
         agents,
         http_listen,
         limits,
+        fairshare,
+    })
+}
+
+/// `[fairshare]` with its defaults, each value within its bound.
+fn fairshare(raw: RawFairShare) -> Result<FairShareConfig, String> {
+    let half_life_ms = match &raw.half_life {
+        Some(value) => values::duration_ms(value).map_err(|e| format!("half_life: {e}"))?,
+        None => FAIRSHARE_HALF_LIFE_DEFAULT_MS,
+    };
+    if half_life_ms < FAIRSHARE_HALF_LIFE_MIN_MS {
+        return Err(format!(
+            "half_life: {half_life_ms} ms, less than {FAIRSHARE_HALF_LIFE_MIN_MS} ms (and not unlimited)"
+        ));
+    }
+    let weights = FairShareWeights {
+        weight: raw.weight.unwrap_or(FAIRSHARE_WEIGHT_DEFAULT),
+        urgency_weight: raw
+            .urgency_weight
+            .unwrap_or(FAIRSHARE_URGENCY_WEIGHT_DEFAULT),
+    };
+    weights.check().map_err(|r| r.message)?;
+    Ok(FairShareConfig {
+        half_life_ms,
+        weights,
     })
 }
 

@@ -464,3 +464,29 @@ fn array_elements_max_has_a_default_and_a_range() {
         "{e}"
     );
 }
+
+#[test]
+fn fairshare_is_off_without_its_section_and_reads_its_durations_and_weights() {
+    let base = format!("{INLINE_CLUSTER}\n[queues.batch]\nnodes = \"cn[0-7]\"\n");
+    assert_eq!(parse(&base).expect("config").fairshare, None);
+    let on = parse(&format!(
+        "{base}\n[fairshare]\nhalf_life = \"2d\"\nweight = 500\n"
+    ))
+    .expect("config")
+    .fairshare
+    .expect("on");
+    assert_eq!(on.half_life_ms, 2 * 24 * 3_600_000);
+    assert_eq!(on.weights.weight, 500);
+    assert_eq!(on.weights.urgency_weight, FAIRSHARE_URGENCY_WEIGHT_DEFAULT);
+    let defaults = parse(&format!("{base}\n[fairshare]\n"))
+        .expect("config")
+        .fairshare
+        .expect("on");
+    assert_eq!(defaults.half_life_ms, FAIRSHARE_HALF_LIFE_DEFAULT_MS);
+    let e = error(&format!("{base}\n[fairshare]\nhalf_life = \"0\"\n"));
+    assert!(e.contains("[fairshare]: half_life"), "{e}");
+    let e = error(&format!("{base}\n[fairshare]\nweight = 2000000000000000\n"));
+    assert!(e.contains("[fairshare]") && e.contains("weight"), "{e}");
+    let e = error(&format!("{base}\n[fairshare]\nhalflife = \"1d\"\n"));
+    assert!(e.contains("halflife"), "unknown keys are errors: {e}");
+}

@@ -357,7 +357,13 @@ impl Core {
         let nodes = self.moves.take_changed_nodes();
         let dirty = std::mem::take(&mut self.dirty);
         let allowances = self.ledger.take_for_write();
-        if token.is_none() && nodes.is_empty() && dirty == Dirty::default() && !allowances {
+        let fairshare = self.fairshare.take_for_write();
+        if token.is_none()
+            && nodes.is_empty()
+            && dirty == Dirty::default()
+            && !allowances
+            && fairshare.is_none()
+        {
             return None;
         }
         let mut delta = DurableDelta::default();
@@ -390,6 +396,7 @@ impl Core {
         if allowances {
             delta.allowances = Some(self.ledger.records());
         }
+        delta.fairshare = fairshare;
         if mutant::active(Mutant::AckBeforeJournal) {
             // The write carries the records of the write before: what it releases (its
             // token's commands, the batch's answers) leaves before it is durable.
@@ -405,6 +412,7 @@ impl Core {
     /// `write` is durable: the move commands it covers may go.
     pub fn journal_done(&mut self, write: &JournalWrite) {
         self.ledger.written();
+        self.fairshare.written();
         if let Some(token) = write.token {
             self.moves.journaled(token);
         }
@@ -437,6 +445,7 @@ impl Core {
             queue_table: self.queue_table_record(),
             limits: self.limits_record(),
             allowances: self.ledger.records(),
+            fairshare: self.fairshare.durable(),
         }
     }
 

@@ -354,6 +354,7 @@ mod tests {
 
     use super::*;
     use crate::config::Config;
+    use crate::core::tests::{batch_and_debug_connected, write};
     use crate::records::Durable;
 
     fn jobs(n: u64) -> Usage {
@@ -377,17 +378,7 @@ mod tests {
     /// with `max_running 2` for alice, its journal written.
     fn core() -> (Core, Durable) {
         let config = Config::embedded_default().expect("default config");
-        let (mut core, mut durable) = Core::new(config, &Durable::default(), 1000).expect("core");
-        for (conn, queue) in [(1, "batch"), (2, "debug")] {
-            let register = Register {
-                queue: queue.into(),
-                listen: SocketAddr::from(([127, 0, 0, 1], 7000 + conn as u16)),
-                held: Vec::new(),
-                last_job_id: None,
-            };
-            core.register(ConnId(conn), queue, register.listen, &register)
-                .expect("registered");
-        }
+        let (mut core, mut durable) = batch_and_debug_connected(config);
         let told = core
             .set_limit(
                 LimitKind::MaxRunning,
@@ -398,13 +389,6 @@ mod tests {
         assert_eq!(told.len(), 2, "both shards are told");
         write(&mut core, &mut durable);
         (core, durable)
-    }
-
-    fn write(core: &mut Core, durable: &mut Durable) {
-        if let Some(w) = core.journal_take() {
-            durable.apply(w.delta.clone()).expect("applies");
-            core.journal_done(&w);
-        }
     }
 
     fn grants(core: &mut Core) -> Vec<(ConnId, Vec<AllowanceGrant>)> {

@@ -16,6 +16,7 @@
 //! | an admin moves nodes or cancels a move | [`Core::move_nodes`], [`Core::move_between`], [`Core::cancel_move`] | the move's id / the returned nodes; commands follow through [`Core::moves_to_send`] |
 //! | an admin flags nodes (down, drained) | [`Core::set_node_flag`] | the shards that have the nodes now |
 //! | time passes (end of every batch) | [`Core::moves_tick`] | re-sends and deadlines; [`Core::moves_next_wakeup`] says when next |
+//! | time passes (end of every batch) | [`Core::fairshare_tick`] | usage decayed, a new factor table when it changed; [`Core::fairshare_to_send`] after the write |
 //! | the driver journals (end of every batch) | [`Core::journal_take`], then [`Core::journal_done`] once durable | the changed records, as one delta |
 //! | a client reads | [`Core::routes`], [`Core::queue_list`], [`Core::resources_page`], [`Core::jobs_plan`] | the answer, or the shards to ask |
 //!
@@ -26,6 +27,7 @@ mod admin;
 mod agents;
 mod allowances;
 mod deps;
+mod fairshare;
 mod invariants;
 mod moving;
 #[cfg(test)]
@@ -52,6 +54,7 @@ pub use crate::moves::NodeFlag;
 pub use admin::{FlagPlan, JournalWrite, flag_commands};
 pub use agents::{AgentCommand, AgentFlags, UNREACHABLE_REASON};
 pub use deps::{FactsPlan, settle_fact};
+pub use fairshare::{FAIRSHARE_DECAY_INTERVAL_MS, FAIRSHARE_FACTOR_STEP_PPM};
 pub use moving::MoveCommand;
 pub use reconfig::{Reconfig, RestartCommand};
 pub use registry::{RegisterError, Registering, ShardLink};
@@ -100,6 +103,8 @@ pub struct Core {
     runtime_limits: bool,
     /// The allowances granted under per-user limits ([`allowances`]).
     ledger: allowances::Ledger,
+    /// Fair-share's usage and factors ([`fairshare`]).
+    fairshare: fairshare::Ledger,
 }
 
 /// A queue's run-time state.
@@ -226,6 +231,7 @@ impl Core {
             limits,
             runtime_limits: previous.limits.is_some(),
             ledger: allowances::Ledger::new(&previous.allowances),
+            fairshare: fairshare::Ledger::new(previous.fairshare.as_ref(), epoch),
             runtime_table: previous.queue_table.is_some(),
             config,
             queues,

@@ -67,6 +67,7 @@ fn arbitrary_config() -> impl Strategy<Value = Config> {
                 agents: Default::default(),
                 http_listen: None,
                 limits: Default::default(),
+                fairshare: None,
             }
         })
     })
@@ -94,6 +95,7 @@ fn journaled(start: &Start) -> Durable {
     Durable {
         limits: None,
         allowances: Vec::new(),
+        fairshare: None,
         generators: start.generators.clone(),
         nodes: start.nodes.iter().cloned().collect(),
         ..Durable::default()

@@ -183,10 +183,12 @@ impl Core {
     /// Makes `file` (the configuration file, read again) authoritative: queues it lacks are
     /// removed, new ones added, the others take its definitions, policies and limits (their
     /// enabled/started flags stay as they are now). All or nothing, with the same checks as
-    /// the single changes. The cluster itself cannot change without a restart, nor does
-    /// `[agents]` (it takes effect at the next start).
+    /// the single changes. The cluster itself cannot change without a restart, nor do
+    /// `[agents]` and `[fairshare]` (they take effect at the next start: the shards hold
+    /// fair-share's weights from their registration).
     pub fn reload(&mut self, mut file: Config) -> Result<Reconfig, Refusal> {
         file.agents = self.config.agents.clone();
+        file.fairshare = self.config.fairshare;
         if file.cluster != self.config.cluster {
             return Err(invalid(format!(
                 "{}: the cluster changed; a new cluster needs a coordinator restart (reload changes queues only)",

@@ -224,6 +224,7 @@ impl Core {
     ) -> Result<(), Refusal> {
         let qi = self.registered(conn, shard_name)?;
         self.allowance_reports(qi, &status.allowances);
+        self.fairshare_report(qi, status.usage.as_ref(), status.factors_version);
         let mut nodes = HashMap::with_capacity(status.nodes.len());
         for node in status.nodes {
             if let Some(n) = self.moves.nodes().index_of(&node.name) {
@@ -292,6 +293,7 @@ impl Core {
             incoming,
             flags,
             limits: self.limits.clone(),
+            fairshare: self.fairshare_assignment(&q.name),
         }
     }
 }

@@ -16,6 +16,32 @@ use shardsched_wire::msg::{MatchPolicy, QueuePolicy};
 
 const EPOCH0: u64 = 1000;
 
+/// A core over `config` (the embedded default's queues) with batch and debug connected
+/// (connections 1 and 2), its journal written: what the policy tests start from.
+pub(super) fn batch_and_debug_connected(config: Config) -> (Core, Durable) {
+    let (mut core, mut durable) = Core::new(config, &Durable::default(), 1000).expect("core");
+    for (conn, queue) in [(1, "batch"), (2, "debug")] {
+        let register = Register {
+            queue: queue.into(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 7000 + conn as u16)),
+            held: Vec::new(),
+            last_job_id: None,
+        };
+        core.register(ConnId(conn), queue, register.listen, &register)
+            .expect("registered");
+    }
+    write(&mut core, &mut durable);
+    (core, durable)
+}
+
+/// Takes the core's journal write, if any, applies it to `durable`, and says it is done.
+pub(super) fn write(core: &mut Core, durable: &mut Durable) {
+    if let Some(w) = core.journal_take() {
+        durable.apply(w.delta.clone()).expect("applies");
+        core.journal_done(&w);
+    }
+}
+
 fn default_core() -> Core {
     let config = Config::embedded_default().expect("default config");
     Core::new(config, &Durable::default(), EPOCH0)
@@ -306,6 +332,8 @@ fn registration_refusals() {
 fn report(queue: &str, nodes: &[(&str, NodeState, u32)]) -> ShardStatus {
     ShardStatus {
         allowances: Vec::new(),
+        usage: None,
+        factors_version: 0,
         time_ms: 5,
         queue: QueueStatus {
             name: queue.into(),
@@ -506,6 +534,7 @@ fn job(id: u64, submit_ms: u64) -> JobSummary {
         reserved_ms: None,
         array: None,
         begin_ms: None,
+        priority: None,
     }
 }
 

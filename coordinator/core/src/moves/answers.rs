@@ -147,7 +147,8 @@ impl MoveMachine {
             | Request::Facts(_)
             | Request::History(_)
             | Request::SetLimits(_)
-            | Request::Allowances(_) => {}
+            | Request::Allowances(_)
+            | Request::FairShare(_) => {}
         }
     }
 

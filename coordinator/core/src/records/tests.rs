@@ -6,6 +6,7 @@ fn sample() -> Durable {
     let mut d = Durable {
         limits: None,
         allowances: Vec::new(),
+        fairshare: None,
         next_move_id: 3,
         ..Durable::default()
     };
@@ -183,6 +184,7 @@ fn arbitrary_durable() -> impl proptest::strategy::Strategy<Value = Durable> {
             Durable {
                 limits: None,
                 allowances: Vec::new(),
+                fairshare: None,
                 generators,
                 nodes,
                 moves,

@@ -5,8 +5,8 @@
 //!
 //! Fields: `id` (`ID[N]` for an array's element), `queue`, `user`, `name`, `state`, `st`
 //! (its code), `urgency`, `nnodes`, `nodes`, `time_limit`, `time_left`, `runtime`,
-//! `submit`, `start`, `end` (local times), `begin` (a begin time), `reason`, `array_id`,
-//! `array_index`. Values are escaped for the terminal.
+//! `submit`, `start`, `end` (local times), `begin` (a begin time), `reason`, `priority` (a
+//! pending job's, while fair-share is on), `array_id`, `array_index`. Values are escaped for the terminal.
 
 use anyhow::{Result, bail};
 use shardsched_client::output::{escaped, human_duration, local_time};
@@ -39,6 +39,7 @@ pub const FIELDS: &[&str] = &[
     "end",
     "begin",
     "reason",
+    "priority",
     "array_id",
     "array_index",
 ];
@@ -199,6 +200,9 @@ fn value(job: &JobSummary, name: &str, now_ms: u64) -> String {
         "end" => time(job.end_ms),
         "begin" => time(job.begin_ms),
         "reason" => job_reason(job, now_ms),
+        "priority" => job
+            .priority
+            .map_or_else(String::new, |p| p.total.to_string()),
         "array_id" => job.array.map_or_else(String::new, |e| e.array.to_string()),
         "array_index" => job.array.map_or_else(String::new, |e| e.index.to_string()),
         _ => String::new(),
@@ -235,6 +239,7 @@ mod tests {
             reserved_ms: None,
             array: None,
             begin_ms: None,
+            priority: None,
         }
     }
 

@@ -38,6 +38,21 @@ pub fn job_reason(job: &JobSummary, now_ms: u64) -> String {
     }
 }
 
+/// A pending job's priority and its parts while fair-share is on (docs/POLICIES.md,
+/// "Fair-share"): `41000 (base 16000 + fairshare 100000 x 0.250)`; empty otherwise.
+pub fn job_priority(job: &JobSummary) -> String {
+    match job.priority {
+        Some(p) => format!(
+            "{} (base {} + fairshare {} x {:.3})",
+            p.total,
+            p.base,
+            p.weight,
+            f64::from(p.factor_ppm) / 1e6
+        ),
+        None => String::new(),
+    }
+}
+
 /// A short state code for tables, as `flux jobs` prints them.
 pub fn state_code(state: JobState) -> &'static str {
     match state {
@@ -98,7 +113,11 @@ pub fn jobs_table(jobs: &[JobSummary]) -> String {
         }
         let reason = job_reason(job, now);
         let info = if job.nodes.is_empty() {
-            reason
+            match job_priority(job) {
+                p if p.is_empty() => reason,
+                p if reason.is_empty() => format!("priority {p}"),
+                p => format!("{reason}; priority {p}"),
+            }
         } else if reason.is_empty() {
             encode_hostlist(&job.nodes)
         } else {
@@ -209,6 +228,13 @@ pub fn job_json(job: &JobSummary) -> Value {
         "reason": job.reason,
         "reserved_ms": job.reserved_ms,
         "begin_ms": job.begin_ms,
+        "priority": job.priority.map(|p| json!({
+            "total": p.total,
+            "base": p.base,
+            "fairshare": p.fairshare,
+            "weight": p.weight,
+            "factor": f64::from(p.factor_ppm) / 1e6,
+        })),
     })
 }
 
@@ -286,6 +312,9 @@ pub fn job_info_text(info: &JobInfo) -> String {
     }
     if !job.reason.is_empty() {
         line("reason", job_reason(job, now_ms()));
+    }
+    if job.priority.is_some() {
+        line("priority", job_priority(job));
     }
     for (key, value) in exec_lines(info) {
         line(key, value);
@@ -391,6 +420,7 @@ mod tests {
             reserved_ms: None,
             array: Some(shardsched_proto::array::ArrayElement { array, index }),
             begin_ms: None,
+            priority: None,
         };
         let jobs = [
             element(1, JobState::Running),
@@ -405,6 +435,42 @@ mod tests {
         assert_eq!(columns[4..6], ["R", "1"], "{table}");
         assert!(rows[0].ends_with("1 running, 2 pending"), "{table}");
         assert_eq!(job_json(&jobs[1])["id"], format!("{array}[2]"));
+    }
+
+    #[test]
+    fn a_pending_jobs_priority_shows_its_parts() {
+        let job = JobSummary {
+            id: shardsched_proto::Fluid(1),
+            queue: "batch".into(),
+            owner: "heavy".into(),
+            name: "app".into(),
+            state: JobState::Pending,
+            urgency: 16,
+            nodes: Vec::new(),
+            submit_ms: 0,
+            start_ms: None,
+            end_ms: None,
+            duration_ms: 60_000,
+            reason: "queued".into(),
+            reserved_ms: None,
+            nodes_requested: Some(1),
+            array: None,
+            begin_ms: None,
+            priority: Some(shardsched_proto::msg::fairshare::JobPriority {
+                total: 41_000,
+                base: 16_000,
+                fairshare: 25_000,
+                weight: 100_000,
+                factor_ppm: 250_000,
+            }),
+        };
+        let table = jobs_table(std::slice::from_ref(&job));
+        assert!(
+            table.contains("queued; priority 41000 (base 16000 + fairshare 100000 x 0.250)"),
+            "{table}"
+        );
+        assert_eq!(job_json(&job)["priority"]["total"], 41_000);
+        assert_eq!(job_json(&job)["priority"]["factor"], 0.25);
     }
 
     #[test]
@@ -427,6 +493,7 @@ mod tests {
             nodes_requested: Some(1),
             array: None,
             begin_ms: None,
+            priority: None,
         };
         let text = job_reason(&job, now);
         assert!(text.starts_with("reserved to start at "), "{text}");

@@ -14,6 +14,14 @@ impl World {
     /// Hands `packet` to its receiver's inbox; returns who that is.
     pub(super) fn route(&mut self, packet: Packet) -> Option<Receiver> {
         if packet.to_coordinator {
+            if let Body::ShardRequest {
+                request: shardsched_wire::msg::shard_coord::Request::Status(status),
+                ..
+            } = &packet.body
+                && let Some(batch) = &status.usage
+            {
+                self.checker.usage.delivered(packet.conn, batch);
+            }
             self.coord.push(CoordEvent::Packet(packet));
             return Some(Receiver::Coordinator);
         }

@@ -124,6 +124,9 @@ pub struct JobSummary {
     /// Not before this time (`submit --begin-time`), ms since the Unix epoch; a pending job
     /// waiting for it says `begin time` (clients show the time as they like).
     pub begin_ms: Option<u64>,
+    /// A pending job's priority and its parts, while fair-share is on (docs/POLICIES.md,
+    /// "Fair-share"); `None` otherwise (the queue orders by urgency).
+    pub priority: Option<super::fairshare::JobPriority>,
 }
 
 /// One event in a job's history (Flux's eventlog, simplified).

@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use super::bounds;
 use super::common::{JobId, JobList, JobsQuery, MoveId, NodeFlags, NodeGen, QueueConfig, Refusal};
 use super::deps::JobFact;
+use super::fairshare::FairShareUpdate;
 use super::history::{HistoryPull, HistoryRecord};
 use super::quota::{AllowanceGrant, LimitTable};
 use crate::identity::Op;
@@ -110,6 +111,10 @@ pub enum Request {
     /// Allowances under per-user limits (docs/POLICIES.md, "Limits"), each durable at the
     /// coordinator before it is sent. Answered with `Ack`; safe to repeat, reorder or lose.
     Allowances(Vec<AllowanceGrant>),
+    /// Fair-share (docs/POLICIES.md, "Fair-share"): the last usage batch counted, and the
+    /// factors when the shard's are older. Answered with `Ack`; safe to repeat, reorder
+    /// or lose.
+    FairShare(FairShareUpdate),
 }
 
 /// Release nodes for a move.
@@ -299,7 +304,8 @@ impl Request {
             | Request::Reconfigure(_)
             | Request::DisableIfIdle
             | Request::SetLimits(_)
-            | Request::Allowances(_) => None,
+            | Request::Allowances(_)
+            | Request::FairShare(_) => None,
         }
     }
 }
@@ -327,6 +333,7 @@ impl Rpc for Request {
             Request::DisableIfIdle => "coord_shard.disable_if_idle",
             Request::SetLimits(_) => "coord_shard.set_limits",
             Request::Allowances(_) => "coord_shard.allowances",
+            Request::FairShare(_) => "coord_shard.fairshare",
         }
     }
 
@@ -357,6 +364,7 @@ impl Rpc for Request {
             Request::Allowances(grants) => {
                 super::quota::check_users(grants.iter().map(|g| g.user.as_str()))
             }
+            Request::FairShare(update) => update.check(),
             _ => Ok(()),
         }
     }

@@ -31,6 +31,7 @@ pub mod common;
 pub mod coord_node;
 pub mod coord_shard;
 pub mod deps;
+pub mod fairshare;
 pub mod hello;
 pub mod history;
 pub mod jobs_query;

@@ -15,6 +15,7 @@ use super::common::{
     Refusal, RefusalCode,
 };
 use super::coord_shard::IncomingNode;
+use super::fairshare::{FairShareWeights, UsageBatch};
 use super::quota::{AllowanceReport, LimitTable};
 use crate::identity::Op;
 use crate::limits::JOB_NODES_MAX;
@@ -90,6 +91,13 @@ pub struct ShardStatus {
     /// "Limits"): the coordinator answers with
     /// [`coord_shard::Request::Allowances`](super::coord_shard::Request::Allowances).
     pub allowances: Vec<AllowanceReport>,
+    /// Fair-share usage counted since the last batch the coordinator acknowledged, sent
+    /// again with every report until it is (docs/POLICIES.md, "Fair-share"); `None`
+    /// when fair-share is off or nothing was counted.
+    pub usage: Option<UsageBatch>,
+    /// The version of the factor table the shard applied (0: none): the coordinator sends
+    /// the current one when it differs.
+    pub factors_version: u64,
 }
 
 /// Nodes of a move now free in the donor (no allocation left).
@@ -131,6 +139,19 @@ pub struct Assignment {
     pub flags: BTreeMap<String, NodeFlags>,
     /// Every limit (per user and per queue) the shard enforces.
     pub limits: LimitTable,
+    /// Fair-share's weights (`None`: fair-share is off: no usage is counted, priorities
+    /// are urgencies).
+    pub fairshare: Option<FairShareAssignment>,
+}
+
+/// Fair-share as a registering shard starts it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FairShareAssignment {
+    /// The weights.
+    pub weights: FairShareWeights,
+    /// The last of this queue's usage batches the coordinator counted: the shard numbers
+    /// its next batch above it.
+    pub usage_seq: u64,
 }
 
 impl Rpc for Request {
@@ -160,7 +181,8 @@ impl Rpc for Request {
             )),
             Request::Status(status) => {
                 super::deps::check_ids(&status.waiting_on)?;
-                super::quota::check_users(status.allowances.iter().map(|a| a.user.as_str()))
+                super::quota::check_users(status.allowances.iter().map(|a| a.user.as_str()))?;
+                status.usage.as_ref().map_or(Ok(()), UsageBatch::check)
             }
             _ => Ok(()),
         }

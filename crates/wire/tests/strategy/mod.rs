@@ -109,6 +109,13 @@ pub fn summary() -> impl Strategy<Value = JobSummary> {
                             index: u32::try_from(r).unwrap_or(0),
                         }),
                     begin_ms: end_ms.and(start_ms),
+                    priority: (duration_ms % 2 == 1).then_some(fairshare::JobPriority {
+                        total: 41_000,
+                        base: 16_000,
+                        fairshare: 25_000,
+                        weight: 100_000,
+                        factor_ppm: u32::from(urgency) * 1000,
+                    }),
                 }
             },
         )
@@ -608,6 +615,14 @@ pub fn shard_coord_request() -> impl Strategy<Value = shard_coord::Request> {
             |(time_ms, queue, nodes)| {
                 shard_coord::Request::Status(Box::new(ShardStatus {
                     allowances: Vec::new(),
+                    usage: (time_ms % 2 == 1).then(|| fairshare::UsageBatch {
+                        seq: time_ms / 2,
+                        users: vec![fairshare::UserUsage {
+                            user: "alice".into(),
+                            core_ms: time_ms,
+                        }],
+                    }),
+                    factors_version: time_ms / 3,
                     time_ms,
                     queue,
                     nodes,
@@ -643,6 +658,7 @@ pub fn shard_coord_reply() -> impl Strategy<Value = Reply<shard_coord::Response>
         .prop_map(
             |(generator_id, format, text, queue, owned, incoming, flags)| Assignment {
                 limits: Default::default(),
+                fairshare: None,
                 generator_id,
                 cluster: ClusterDescription {
                     format,
@@ -716,6 +732,22 @@ pub fn coord_shard_request() -> impl Strategy<Value = coord_shard::Request> {
         }),
         query().prop_map(coord_shard::Request::Jobs),
         Just(coord_shard::Request::DisableIfIdle),
+        (
+            any::<u64>(),
+            option::of((any::<u64>(), vec((name(), 0..=1_000_000u32), 0..3)))
+        )
+            .prop_map(|(usage_seq, table)| coord_shard::Request::FairShare(
+                fairshare::FairShareUpdate {
+                    usage_seq,
+                    factors: table.map(|(version, factors)| fairshare::FactorTable {
+                        version,
+                        factors: factors
+                            .into_iter()
+                            .map(|(user, factor_ppm)| fairshare::UserFactor { user, factor_ppm })
+                            .collect(),
+                    }),
+                }
+            )),
         (vec(name(), 0..4), any::<bool>(), name()).prop_map(|(nodes, down, reason)| {
             coord_shard::Request::SetNodeState {
                 nodes,

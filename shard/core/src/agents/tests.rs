@@ -41,6 +41,7 @@ fn job(id: u64) -> Box<JobRecord> {
         events: Vec::new(),
         array: None,
         begin_ms: None,
+        priority: None,
         signature: Some(Arc::new(JobSignature {
             cert_pem: "PEM".into(),
             signature: vec![1],

@@ -128,6 +128,10 @@ impl ShardCore {
                 self.handle_allowances(now_ms, grants);
                 Ok(ack(()))
             }
+            Request::FairShare(update) => {
+                self.handle_fairshare(now_ms, update);
+                Ok(ack(()))
+            }
             Request::Reconfigure(_) | Request::Jobs(_) | Request::History(_) => {
                 Err(answered_by_the_driver(request))
             }
@@ -144,6 +148,7 @@ impl ShardCore {
         }
         self.set_queue_state(queue.enabled, queue.started);
         self.set_limits(assignment.limits.clone());
+        self.reassign_fairshare(assignment.fairshare.as_ref());
         self.apply_assignment(
             &assignment.owned,
             &assignment.incoming,

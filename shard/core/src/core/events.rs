@@ -52,6 +52,7 @@ impl ShardCore {
         if self.config.started {
             self.schedule(now_s)?;
         }
+        self.seal_usage();
         // Jobs that started or ended in this tick may meet dependencies: those let in are
         // scheduled by the next tick, at once.
         if self.settle_local_dependencies() {
@@ -234,6 +235,8 @@ impl ShardCore {
             self.jobs.sim_ends.insert((end, id));
         }
         let start_context = self.start_context(id);
+        let cores = self.cores_of(alloc);
+        self.usage_started(id, cores, now_ms);
         self.jobs.count_on(&nodes);
         self.status_version += 1;
         debug_assert!(
@@ -263,6 +266,7 @@ impl ShardCore {
     /// queue manager).
     pub(super) fn ended(&mut self, id: Fluid, state: JobState, reason: Reason) {
         let now_ms = self.now_ms;
+        self.usage_stopped(id);
         let was_running = match self.jobs.running.remove(&id) {
             Some(end) => {
                 self.jobs.sim_ends.remove(&(end, id));

@@ -208,6 +208,7 @@ impl ShardCore {
     /// the same urgency (up to the matcher's one-second resolution).
     fn requeue(&mut self, id: JobId, why: String) {
         let now_ms = self.now_ms;
+        self.usage_stopped(id);
         if let Some(end) = self.jobs.running.remove(&id) {
             self.jobs.sim_ends.remove(&(end, id));
         }
@@ -230,6 +231,7 @@ impl ShardCore {
         }
         self.job_left(&nodes);
         self.jobs.pending.insert(id);
+        self.note_priority(id);
         self.status_version += 1;
         self.journal(JournalRecord::Requeued(id));
         let submitted = match request {

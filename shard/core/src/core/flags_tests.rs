@@ -149,6 +149,7 @@ fn restarted(options: CoreOptions, journal: &MemJournal, node: &str) -> ShardCor
     );
     let assignment = Assignment {
         limits: Default::default(),
+        fairshare: None,
         flags,
         ..tests::assignment(config(), owned(), Vec::new())
     };

@@ -72,13 +72,15 @@ impl ShardCore {
         if new == old {
             return UrgencyResult::Set(new);
         }
-        if let Err(e) = self.qm.set_priority(id.0, i64::from(new)) {
+        let (priority, parts) = self.priority_of(new, &job.owner);
+        if let Err(e) = self.qm.set_priority(id.0, priority) {
             tracing::error!(parent: &job_span(&self.queue, id), error = %e, "queue manager lost a pending job");
             return UrgencyResult::NotPending;
         }
         let now_ms = self.now_ms;
         if let Some(job) = self.jobs.table.get_mut(id) {
             job.urgency = new;
+            job.priority = parts;
             job.push_event(
                 now_ms,
                 "urgency",
@@ -89,6 +91,18 @@ impl ShardCore {
         self.holds_changed(id);
         self.status_version += 1;
         UrgencyResult::Set(new)
+    }
+
+    /// Records pending job `id`'s priority parts, as [`Self::queue_request`] gave them to
+    /// the queue manager (what `jobs` shows).
+    pub(super) fn note_priority(&mut self, id: JobId) {
+        let Some(job) = self.jobs.table.get(id) else {
+            return;
+        };
+        let parts = self.priority_of(job.urgency, &job.owner).1;
+        if let Some(job) = self.jobs.table.get_mut(id) {
+            job.priority = parts;
+        }
     }
 
     /// Why the shard holds pending job `job` out of the queue manager's pending order, if
@@ -163,8 +177,9 @@ impl ShardCore {
         self.jobs.deferred.first().map(|&(at, _)| at)
     }
 
-    /// The queue manager's request for a job: its urgency is the priority, its submit time
-    /// (whole seconds) and owner break ties.
+    /// The queue manager's request for a job: its priority (the urgency, with fair-share
+    /// its weighted sum with the owner's factor), then its submit time (whole seconds)
+    /// and owner break ties.
     pub(super) fn queue_request(
         &mut self,
         id: JobId,
@@ -176,7 +191,7 @@ impl ShardCore {
         JobRequest {
             id: id.0,
             jobspec,
-            priority: i64::from(urgency),
+            priority: self.priority_of(urgency, owner).0,
             submit_time: i64::try_from(submit_ms / MS_PER_S).unwrap_or(i64::MAX),
             user: self.ids.user(owner),
         }

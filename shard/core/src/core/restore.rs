@@ -173,6 +173,7 @@ impl ShardCore {
             options,
         )?;
         core.quota = super::allowances::Quota::new(assignment.limits.clone(), &[]);
+        core.fairshare = super::fairshare::FairShare::new(assignment.fairshare.as_ref());
         Ok(core)
     }
 
@@ -224,6 +225,7 @@ impl ShardCore {
                 (None, None) => {
                     let request = self.request(job, &record, &spec);
                     self.jobs.table.insert(record);
+                    self.note_priority(id);
                     self.jobs.pending.insert(id);
                     self.qm
                         .submit(request)
@@ -236,6 +238,7 @@ impl ShardCore {
             }
             parsed = Some(spec);
         }
+        self.usage_restarted(now_ms);
         self.restore_arrays();
         for (array, max_running) in limits {
             self.restore_array_limit(array, max_running);

@@ -16,6 +16,7 @@ impl ShardCore {
     pub fn status(&self, now_ms: u64) -> ShardStatus {
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         let usage = self.node_usage();
+        let (batch, factors_version) = self.usage_report();
         let row = |name: &str, state, generation, reason: Option<&str>| NodeStatus {
             name: name.to_owned(),
             queue: Some(self.queue.to_string()),
@@ -70,6 +71,8 @@ impl ShardCore {
             nodes,
             waiting_on: self.dependency_questions(),
             allowances: self.allowance_reports(),
+            usage: batch,
+            factors_version,
         }
     }
 

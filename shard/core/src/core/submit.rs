@@ -182,6 +182,7 @@ impl ShardCore {
             if let Some(JobView::Pending { reason }) = self.qm.job(job_id.0) {
                 job.reason = Reason::Waiting(reason);
             }
+            job.priority = self.priority_of(urgency, owner).1;
             self.jobs.table.insert(job);
             self.jobs.pending.insert(job_id);
             self.defer(job_id);

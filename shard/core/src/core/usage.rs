@@ -38,6 +38,20 @@ pub(super) fn capacity(
 }
 
 impl ShardCore {
+    /// The cores an allocation holds (what fair-share counts a running job by).
+    pub(super) fn cores_of(&self, alloc: &shardsched_matcher::Allocation) -> u64 {
+        let graph = &self.qm.matcher().graph;
+        let Some(core) = graph.sym("core") else {
+            return 0;
+        };
+        alloc
+            .vertices
+            .iter()
+            .filter(|a| graph.kind(a.v) == core)
+            .map(|a| u64::try_from(a.needs).unwrap_or(0))
+            .fold(0, u64::saturating_add)
+    }
+
     /// Every node's cores and GPUs with what the running jobs hold of them taken away.
     pub(super) fn node_usage(&self) -> HashMap<&str, NodeUsage> {
         let mut usage: HashMap<&str, NodeUsage> = self

@@ -48,6 +48,8 @@ fn connect(core: &mut Core, queue: &str, conn: u64, pending: u32, running: u32) 
         .expect("registered");
     let status = ShardStatus {
         allowances: Vec::new(),
+        usage: None,
+        factors_version: 0,
         time_ms: 1,
         queue: QueueStatus {
             name: queue.into(),
