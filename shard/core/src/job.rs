@@ -221,6 +221,12 @@ impl JobRecord {
         Fact::of(self.state, self.start_ms.is_some())
     }
 
+    /// How many times the job was requeued (its `requeue` events; past
+    /// [`EVENTS_PER_JOB_MAX`] events no more are counted).
+    pub fn restarts(&self) -> usize {
+        self.events.iter().filter(|e| e.name == "requeue").count()
+    }
+
     /// Appends an event, unless the job already has [`EVENTS_PER_JOB_MAX`].
     pub fn push_event(&mut self, time_ms: u64, name: &str, context: serde_json::Value) {
         if self.events.len() < EVENTS_PER_JOB_MAX {

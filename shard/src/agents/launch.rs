@@ -158,7 +158,14 @@ pub fn node_launches(job: &JobRecord, facts: &LaunchFacts<'_>) -> Result<Vec<Nod
         });
         first_rank = first_rank.saturating_add(ntasks);
     }
-    let env = allocation_variables(job.id, facts.queue, &r, job.duration_ms, job.array);
+    let env = allocation_variables(
+        job.id,
+        facts.queue,
+        &r,
+        job.duration_ms,
+        job.array,
+        job.restarts(),
+    );
     let signed = SignedJobspec::new(&job.jobspec_json, signature);
     launches_on(job, facts, &nodes, &signed, &env, r_json)
 }

@@ -31,6 +31,9 @@ pub const JOB_R: &str = "SHARDSCHED_JOB_R";
 pub const JOB_DIR: &str = "SHARDSCHED_JOB_DIR";
 /// The job's time limit in seconds (0: none).
 pub const JOB_TIME_LIMIT: &str = "SHARDSCHED_JOB_TIME_LIMIT";
+/// How many times the job was requeued before this run (Slurm's `SLURM_RESTART_COUNT`).
+/// It also tells one run's launch from another's on a node agent.
+pub const JOB_RESTART_COUNT: &str = "SHARDSCHED_JOB_RESTART_COUNT";
 /// An array's element: the array's id (`ID` of `ID[N]`).
 pub const ARRAY_ID: &str = shardsched_proto::msg::agent::ARRAY_ID_VAR;
 /// An array's element: its index (`N` of `ID[N]`).
@@ -53,6 +56,8 @@ pub struct JobFacts<'a> {
     pub time_limit_ms: u64,
     /// The array it is an element of.
     pub array: Option<ArrayElement>,
+    /// How many times it was requeued before this run.
+    pub restarts: usize,
 }
 
 /// The `SHARDSCHED_*` variables for a job, name and value.
@@ -64,6 +69,7 @@ pub fn job_variables(facts: &JobFacts<'_>) -> Vec<(String, String)> {
         facts.r,
         facts.time_limit_ms,
         facts.array,
+        facts.restarts,
     );
     vars.push((JOB_R.to_owned(), path(facts.r_path)));
     vars.push((JOB_DIR.to_owned(), path(facts.dir)));
@@ -79,6 +85,7 @@ pub fn allocation_variables(
     r: &RSummary,
     time_limit_ms: u64,
     array: Option<ArrayElement>,
+    restarts: usize,
 ) -> Vec<(String, String)> {
     let hosts: Vec<&str> = r.nodes.iter().map(|n| n.host.as_str()).collect();
     let per_node: Vec<String> = r.nodes.iter().map(|n| n.cores().to_string()).collect();
@@ -91,6 +98,7 @@ pub fn allocation_variables(
         (JOB_GPUS, r.gpus().to_string()),
         (QUEUE, queue.to_owned()),
         (JOB_TIME_LIMIT, time_limit_ms.div_ceil(1000).to_string()),
+        (JOB_RESTART_COUNT, restarts.to_string()),
     ]
     .into_iter()
     .chain(array.into_iter().flat_map(|e| {
@@ -135,6 +143,7 @@ mod tests {
                 array: shardsched_proto::Fluid(123_456_000),
                 index: 7,
             }),
+            restarts: 2,
         });
         let get = |k: &str| {
             vars.iter()

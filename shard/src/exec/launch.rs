@@ -66,6 +66,7 @@ impl Prepared {
             dir: &dir,
             time_limit_ms: job.duration_ms,
             array: job.array,
+            restarts: job.restarts(),
         }));
         Ok(Prepared {
             id: job.id,
