@@ -10,11 +10,12 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use shardsched_node_core::pmi::{Fence, FenceCollector};
 use shardsched_node_core::{Action, AgentCore, Refused};
 use shardsched_process::files::{read_json, read_range, write_atomic};
+use shardsched_process::plan::now_ms;
 use shardsched_proto::msg::agent::{AgentReport, JobEnd, NodeLaunch, NodeOwner, OwnerChange};
 use shardsched_proto::msg::shard_node::{OutputChunk, OutputRequest};
 use shardsched_proto::msg::{JobId, Refusal, RefusalCode};
@@ -104,13 +105,6 @@ enum ExecInput {
         fence: Fence,
         done: bool,
     },
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 fn refusal(e: impl std::fmt::Display, code: RefusalCode) -> Refusal {

@@ -132,6 +132,14 @@ pub struct LeaseWatch {
     pub launch_deadline_ms: u64,
 }
 
+/// Now, ms since the Unix epoch: the clock a node agent keeps its leases in, and so the one
+/// its jobs' supervisors read their deadlines with.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 impl LeaseWatch {
     /// Whether the lease has run out at `now_ms` (ms since the Unix epoch), and if so why.
     pub fn expired(&self, now_ms: u64) -> Option<String> {

@@ -47,7 +47,7 @@ use crate::files::{
     group_alive, kill_reason, process_alive, read_json, read_pid, write_atomic, write_replace,
 };
 use crate::plan::{
-    CANCEL_FILE, GROUP_FILE, PID_FILE, PLAN_FILE, Plan, STATUS_FILE, TASK_RANK, fence_file,
+    CANCEL_FILE, GROUP_FILE, PID_FILE, PLAN_FILE, Plan, STATUS_FILE, TASK_RANK, fence_file, now_ms,
     output_file,
 };
 
@@ -204,7 +204,7 @@ async fn run(dir: &Path, plan: &Plan) -> JobEnd {
                     && Instant::now() >= next_lease_check
                 {
                     next_lease_check = Instant::now() + LEASE_CHECK_INTERVAL;
-                    if let Some(why) = lease.expired(wall_ms()) {
+                    if let Some(why) = lease.expired(now_ms()) {
                         break Stop::Cancel(why);
                     }
                 }
@@ -529,11 +529,4 @@ async fn until(deadline: Option<Instant>) {
 
 fn cancel_reason(dir: &Path) -> Option<String> {
     kill_reason(&dir.join(CANCEL_FILE))
-}
-
-/// Now, ms since the Unix epoch (the clock a node agent's lease deadlines are in).
-fn wall_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }

@@ -50,6 +50,14 @@ struct Running {
     counted_to_ms: u64,
 }
 
+impl Running {
+    /// Its usage not counted yet at `now_ms`, core-ms.
+    fn uncounted(&self, now_ms: u64) -> u64 {
+        self.cores
+            .saturating_mul(now_ms.saturating_sub(self.counted_to_ms))
+    }
+}
+
 impl FairShare {
     /// Fair-share as the coordinator assigned it (`None`: off).
     pub(super) fn new(assigned: Option<&FairShareAssignment>) -> Option<FairShare> {
@@ -68,12 +76,12 @@ impl FairShare {
 
     /// Adds `running`'s usage up to `until_ms`.
     fn count(counted: &mut BTreeMap<String, u64>, running: &mut Running, until_ms: u64) {
-        let ms = until_ms.saturating_sub(running.counted_to_ms);
-        if ms == 0 {
+        let used = running.uncounted(until_ms);
+        if used == 0 {
             return;
         }
         let v = counted.entry(running.owner.clone()).or_default();
-        *v = v.saturating_add(running.cores.saturating_mul(ms));
+        *v = v.saturating_add(used);
         running.counted_to_ms = until_ms;
     }
 
@@ -272,8 +280,7 @@ impl ShardCore {
             *out.entry(user.clone()).or_default() += core_ms;
         }
         for r in fs.running.values() {
-            let ms = self.now_ms.saturating_sub(r.counted_to_ms);
-            *out.entry(r.owner.clone()).or_default() += r.cores.saturating_mul(ms);
+            *out.entry(r.owner.clone()).or_default() += r.uncounted(self.now_ms);
         }
         out
     }
