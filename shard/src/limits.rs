@@ -15,17 +15,6 @@ pub const COMMAND_QUEUE_CAPACITY: usize = 8192;
 /// Most requests the core task takes into one batch before it runs its scheduling pass.
 pub const BATCH_REQUESTS_MAX: usize = 4096;
 
-/// Least time between two status reports to the coordinator.
-pub const STATUS_INTERVAL_MIN: Duration = Duration::from_millis(250);
-
-/// Most time between two status reports (a heartbeat when nothing changed).
-pub const STATUS_INTERVAL_MAX: Duration = Duration::from_secs(5);
-
-/// Most time between two status reports while pending jobs wait on jobs of other queues
-/// (the report asks about them: docs/POLICIES.md): the latency of a dependency across
-/// queues.
-pub const DEPENDENCY_ASK_INTERVAL: Duration = Duration::from_secs(1);
-
 /// First wait before reconnecting to the coordinator; doubled after each failure.
 pub const RECONNECT_BACKOFF_MIN: Duration = Duration::from_millis(100);
 

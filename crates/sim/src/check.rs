@@ -185,6 +185,8 @@ struct Summary {
     holding: Vec<String>,
     /// Its running jobs, by owner.
     running_by_user: BTreeMap<String, u64>,
+    /// The allowance (jobs) its journal holds, by user: what it would hold after a crash.
+    held_by_user: BTreeMap<String, u64>,
 }
 
 impl Checker {
@@ -244,15 +246,16 @@ impl Checker {
     /// holds (it only grows, so an unchanged shard stays within it).
     pub(crate) fn instant(
         &mut self,
-        changed: &BTreeMap<String, (u64, View<'_>)>,
+        changed: &BTreeMap<String, (u64, View<'_>, BTreeMap<String, u64>)>,
         durable_generation: &dyn Fn(&str) -> u64,
     ) -> Result<(), Violation> {
-        for (queue, (version, view)) in changed {
+        for (queue, (version, view, held)) in changed {
             let summary = self.shard(queue, view, durable_generation)?;
             self.shards.insert(
                 queue.clone(),
                 Summary {
                     version: *version,
+                    held_by_user: held.clone(),
                     ..summary
                 },
             );
@@ -290,6 +293,33 @@ impl Checker {
                     Invariant::I6,
                     format!(
                         "user {user} runs {n} jobs ({}), past their max_running {limit}",
+                        places.join(", ")
+                    ),
+                ));
+            }
+        }
+        // What the shards' journals hold (what they would admit by after a crash): never
+        // past the limit either (a removed queue's shard is gone, and its allowance with it).
+        let mut held_by_user: BTreeMap<&str, (u64, Vec<String>)> = BTreeMap::new();
+        for (queue, summary) in self
+            .shards
+            .iter()
+            .filter(|(q, _)| !self.removed.contains(*q))
+        {
+            for (user, &n) in summary.held_by_user.iter().filter(|(_, n)| **n > 0) {
+                let entry = held_by_user.entry(user).or_default();
+                entry.0 += n;
+                entry.1.push(format!("{n} in {queue}"));
+            }
+        }
+        for (user, (n, places)) in held_by_user.into_iter().filter(|_| self.limits) {
+            let limit = max_running(user);
+            if n > limit {
+                return Err(broken(
+                    Invariant::I6,
+                    format!(
+                        "user {user}'s allowance journaled by the shards is {n} ({}), past \
+                         their max_running {limit}",
                         places.join(", ")
                     ),
                 ));

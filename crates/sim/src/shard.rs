@@ -15,7 +15,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use shardsched_coordinator_core::core::ConnId;
 use shardsched_shard_core::agents::Runs;
 use shardsched_shard_core::journal::{JournalRecord, MemJournal, Restored};
-use shardsched_shard_core::{CoreOptions, ShardCore, needs_restart};
+use shardsched_shard_core::{CoreOptions, ReportClock, ShardCore, needs_restart};
 use shardsched_wire::identity::Role;
 use shardsched_wire::msg::shard_coord::{self, Register, Released};
 use shardsched_wire::msg::{Refusal, RefusalCode, client_shard, coord_shard};
@@ -34,10 +34,6 @@ pub(crate) const REGISTER_RETRY_MS: u64 = 500;
 /// `Released` reports unacknowledged are sent again after this (the driver's
 /// `RELEASED_RESEND_INTERVAL`).
 pub(crate) const RELEASED_RESEND_MS: u64 = 1_000;
-/// Status reports: at most this often when something changed …
-pub(crate) const STATUS_MIN_MS: u64 = 250;
-/// … and at least this often (a heartbeat).
-pub(crate) const STATUS_MAX_MS: u64 = 5_000;
 
 /// Where a crash falls in a batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,8 +104,8 @@ pub(crate) struct ShardProcess {
     /// the ids it was sent under, and when they were last sent.
     released: Vec<(Released, Vec<u64>)>,
     released_sent_ms: u64,
-    /// The last status report: when, and the core's status version then.
-    status_sent: Option<(u64, u64)>,
+    /// When the next status report is due (the driver's rule).
+    report_clock: ReportClock,
     /// Restart once the process is not running: at this time.
     pub(crate) restart_at: Option<u64>,
     /// Bumped whenever the core or the journal may have changed (a batch, a start, a
@@ -133,7 +129,7 @@ impl ShardProcess {
             inbox: VecDeque::new(),
             released: Vec::new(),
             released_sent_ms: 0,
-            status_sent: None,
+            report_clock: ReportClock::default(),
             restart_at: None,
             version: 0,
             executor: None,
@@ -155,7 +151,7 @@ impl ShardProcess {
         self.link = Link::Idle { retry_at: now };
         self.inbox.clear();
         self.released.clear();
-        self.status_sent = None;
+        self.report_clock = ReportClock::default();
         self.restart_at = None;
         Ok(())
     }
@@ -227,12 +223,8 @@ impl ShardProcess {
         let up = matches!(self.link, Link::Up { .. });
         let released =
             (up && !self.released.is_empty()).then_some(self.released_sent_ms + RELEASED_RESEND_MS);
-        let status = match (up, &self.core, self.status_sent) {
-            (true, Some(_), None) => Some(0),
-            (true, Some(core), Some((at, version))) if version != core.status_version() => {
-                Some(at + STATUS_MIN_MS)
-            }
-            (true, Some(_), Some((at, _))) => Some(at + STATUS_MAX_MS),
+        let status = match (up, &self.core) {
+            (true, Some(core)) => Some(self.report_clock.due_ms(core)),
             _ => None,
         };
         let executor = self.executor.as_ref().and_then(Executor::next_wakeup);
@@ -507,19 +499,15 @@ impl ShardProcess {
         let Some(core) = &self.core else {
             return;
         };
-        let status_due = match self.status_sent {
-            None => true,
-            Some((at, version)) if version != core.status_version() => now >= at + STATUS_MIN_MS,
-            Some((at, _)) => now >= at + STATUS_MAX_MS,
-        };
-        if status_due {
-            self.status_sent = Some((now, core.status_version()));
+        if now >= self.report_clock.due_ms(core) {
+            let status = core.status(now);
+            self.report_clock.sent(now, core, &status);
             out.packets.push(Packet {
                 conn,
                 to_coordinator: true,
                 body: Body::ShardRequest {
                     id: ids(),
-                    request: shard_coord::Request::Status(Box::new(core.status(now))),
+                    request: shard_coord::Request::Status(Box::new(status)),
                 },
             });
         }

@@ -493,7 +493,12 @@ impl World {
                     )
                 })?),
             };
-            views.insert(queue.clone(), (shard.version, view));
+            let held = shard
+                .journal
+                .allowances()
+                .map(|(user, r)| (user.to_owned(), r.jobs))
+                .collect();
+            views.insert(queue.clone(), (shard.version, view, held));
         }
         let journal = &self.coord.journal;
         let durable = |node: &str| journal.nodes.get(node).map_or(0, |n| n.generation.0);

@@ -66,11 +66,13 @@ pub const ALPN_STR: &str = "shardsched/1";
 /// (`shard_node::Request::Renew.since`, `.hold_ms`), so that a job's end reaches its shard
 /// at once. 15: fair-share ([`msg::fairshare`]): usage batches on the status report
 /// (`ShardStatus.usage`, `.factors_version`), `coord_shard::FairShare`,
-/// `Assignment.fairshare`, and a pending job's priority (`JobSummary.priority`).
-pub const PROTOCOL_VERSION: u32 = 15;
+/// `Assignment.fairshare`, and a pending job's priority (`JobSummary.priority`). 16: a
+/// shard asks for allowance ahead of need (`AllowanceReport.ahead`).
+pub const PROTOCOL_VERSION: u32 = 16;
 /// The oldest protocol version this build still accepts in a hello (a version 13 peer could
-/// not decode version 14's renewals, a version 14 one neither version 15's fair-share).
-pub const PROTOCOL_VERSION_MIN: u32 = 15;
+/// not decode version 14's renewals, a version 14 one neither version 15's fair-share, a
+/// version 15 one neither version 16's allowance reports).
+pub const PROTOCOL_VERSION_MIN: u32 = 16;
 /// This build's software string, sent in the hello for logs.
 pub const SOFTWARE: &str = concat!("shardsched ", env!("CARGO_PKG_VERSION"));
 

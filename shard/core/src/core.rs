@@ -27,6 +27,9 @@
 //! and nothing is recorded, so a retry is judged afresh. A job that fits the definition but
 //! not the nodes the queue owns now is accepted and waits, with the reason in `job info`.
 
+mod admission;
+#[cfg(test)]
+mod admission_tests;
 mod allowances;
 mod arrays;
 #[cfg(test)]
@@ -61,6 +64,7 @@ mod parts;
 mod placement;
 #[cfg(test)]
 mod queue_tests;
+mod report_clock;
 mod restore;
 mod status;
 mod submit;
@@ -69,6 +73,7 @@ mod usage;
 pub use dispatch::needs_restart;
 pub use invariants::Violation;
 pub use moving::{Transition, TransitionKind};
+pub use report_clock::ReportClock;
 pub use restore::RestoreSummary;
 #[cfg(test)]
 mod restore_tests;
@@ -369,6 +374,12 @@ impl ShardCore {
     /// Changes whenever something a status report shows changed.
     pub fn status_version(&self) -> u64 {
         self.status_version
+    }
+
+    /// Changes whenever a status report should leave at once, without waiting for the
+    /// interval: an allowance asked for or returned ([`ReportClock`]).
+    pub fn urgent_reports(&self) -> u64 {
+        self.quota.urgent_reports()
     }
 
     /// Queues `record` for the journal, when journaling (`CoreOptions::journal`).

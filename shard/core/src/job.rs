@@ -10,7 +10,7 @@ use shardsched_wire::msg::agent::JobSignature;
 use shardsched_wire::msg::client_shard::IdempotencyKey;
 use shardsched_wire::msg::deps::Fact;
 use shardsched_wire::msg::fairshare::JobPriority;
-use shardsched_wire::msg::quota::LimitKind;
+use shardsched_wire::msg::quota::{LimitKind, Usage};
 use shardsched_wire::msg::{JobEvent, JobId, JobInfo, JobState, JobSummary};
 
 use crate::assign::MS_PER_S;
@@ -47,6 +47,8 @@ pub struct JobRecord {
     pub nodes: Vec<String>,
     /// The fewest nodes its jobspec asks for (`None`: slots only).
     pub nodes_requested: Option<u64>,
+    /// The fewest cores its jobspec asks for (what a `max_cores` limit counts).
+    pub cores_requested: u64,
     /// The jobspec as submitted.
     pub jobspec_json: Arc<str>,
     /// Its RFC 20 R, once allocated.
@@ -200,6 +202,7 @@ impl JobRecord {
             duration_ms: a.duration_ms,
             nodes: Vec::new(),
             nodes_requested: a.jobspec.nodes_requested(),
+            cores_requested: cores_requested(&a.jobspec.resources),
             jobspec_json: Arc::clone(a.jobspec_json),
             r_json: None,
             events: Vec::new(),
@@ -214,6 +217,16 @@ impl JobRecord {
             serde_json::json!({"owner": a.owner, "urgency": a.urgency}),
         );
         job
+    }
+
+    /// What this job counts against a limit (docs/POLICIES.md, "Limits"): one job, its
+    /// fewest nodes (1 when it names none), and its fewest cores.
+    pub fn limit_ask(&self) -> Usage {
+        Usage {
+            jobs: 1,
+            nodes: self.nodes_requested.unwrap_or(1),
+            cores: self.cores_requested,
+        }
     }
 
     /// What a dependency on this job reads of it.
@@ -301,6 +314,20 @@ impl JobRecord {
             Reason::None => String::new(),
         }
     }
+}
+
+/// The fewest cores `resources` ask for: read once, when the job is accepted.
+fn cores_requested(resources: &[shardsched_jobspec::Resource]) -> u64 {
+    resources
+        .iter()
+        .map(|r| {
+            if r.kind == "core" {
+                r.count.min
+            } else {
+                cores_requested(&r.with).saturating_mul(r.count.min)
+            }
+        })
+        .fold(0, u64::saturating_add)
 }
 
 /// A pending job's reason in words. A reservation's time travels apart

@@ -94,8 +94,8 @@ pub mod snapshot;
 pub mod table;
 
 pub use crate::core::{
-    CoreExecutor, CoreOptions, ExecAction, RestoreSummary, ShardCore, Submitted, Transition,
-    TransitionKind, Violation, needs_restart,
+    CoreExecutor, CoreOptions, ExecAction, ReportClock, RestoreSummary, ShardCore, Submitted,
+    Transition, TransitionKind, Violation, needs_restart,
 };
 pub use error::ShardError;
 pub use job::{Hold, JobRecord, LimitHold, Reason};

@@ -4,6 +4,8 @@
 //! [`shardsched_wire::limits`]; the driver's (queues, intervals, timeouts) in
 //! `shardsched_shard::limits`, which re-exports these.
 
+use std::time::Duration;
+
 /// Finished jobs (completed, failed, cancelled) kept in the job table so that `jobs -a` and
 /// `job info` can show them; the oldest finished job is forgotten first (with its
 /// idempotency key). Live jobs are never evicted.
@@ -38,3 +40,22 @@ pub const INCOMING_HOLD_EXTEND_MS: u64 = 2_000;
 /// job. A batch also seals at once when it names
 /// [`FAIRSHARE_USERS_MAX`](shardsched_wire::limits::FAIRSHARE_USERS_MAX) users.
 pub const USAGE_BATCH_INTERVAL_MS: u64 = 2000;
+
+/// Least time between two status reports to the coordinator (but an allowance asked for
+/// or returned is reported at once: [`ReportClock`](crate::core::ReportClock)).
+pub const STATUS_INTERVAL_MIN: Duration = Duration::from_millis(250);
+
+/// Most time between two status reports (a heartbeat when nothing changed).
+pub const STATUS_INTERVAL_MAX: Duration = Duration::from_secs(5);
+
+/// Most time between two status reports while pending jobs wait on jobs of other queues
+/// (the report asks about them: docs/POLICIES.md): the latency of a dependency across
+/// queues.
+pub const DEPENDENCY_ASK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The window over which a shard counts what it admitted under a user's per-user limit,
+/// ms: the allowance it asks for ahead of need is what it admitted in the last full
+/// window or in this one, whichever is more (docs/POLICIES.md, "Limits"), so a user
+/// submitting steadily is admitted without waiting for a grant, and a user who stopped
+/// gives the headroom back within two windows.
+pub const ALLOWANCE_AHEAD_WINDOW_MS: u64 = 1_000;

@@ -10,7 +10,9 @@
 //!   records = core.take_journal() → committer.submit(batch)  (group commit, fsync)
 //!   the job gauges of /metrics            from the queue manager's counts
 //!   hand (ticket, snapshot, answers) to the publisher         (≤ COMMITS_IN_FLIGHT_MAX)
-//!   hand a status report to the reporter  (at most every STATUS_INTERVAL_MIN)
+//!   hand a status report to the reporter  (when ReportClock says: at most every
+//!                                          STATUS_INTERVAL_MIN, but an allowance asked
+//!                                          for or returned at once)
 //! publisher task, in batch order:
 //!   wait for the batch's commit to be durable (its latency counted)
 //!   snapshot.store(…)                     reads see the batch's jobs …
@@ -41,13 +43,10 @@ use super::commands::{Answer, handle};
 use super::exec_task::ExecRequest;
 use super::released::ReleasedQueue;
 use super::transitions::TransitionLog;
-use crate::core::{ExecAction, ShardCore};
+use crate::core::{ExecAction, ReportClock, ShardCore};
 use crate::error::DriverError;
 use crate::journal::to_batch;
-use crate::limits::{
-    BATCH_REQUESTS_MAX, COMMITS_IN_FLIGHT_MAX, DEPENDENCY_ASK_INTERVAL, STATUS_INTERVAL_MAX,
-    STATUS_INTERVAL_MIN,
-};
+use crate::limits::{BATCH_REQUESTS_MAX, COMMITS_IN_FLIGHT_MAX};
 use crate::snapshot::Snapshot;
 
 /// Longest the task sleeps without looking at the clock again (a wakeup far in the future,
@@ -80,15 +79,6 @@ pub(crate) struct Sinks {
     pub(crate) log: TransitionLog,
     /// `Released` reports for the coordinator.
     pub(crate) released: ReleasedQueue,
-}
-
-/// When the last status report was handed out, and what it showed.
-#[derive(Default)]
-struct StatusClock {
-    last_ms: Option<u64>,
-    last_version: Option<u64>,
-    /// The last report asked about jobs of other queues (`ShardStatus::waiting_on`).
-    asking: bool,
 }
 
 /// Runs the core until [`Command::Stop`] or until every sender is gone (`Ok`), or until a
@@ -172,19 +162,16 @@ async fn batches(
     metrics: &ShardMetrics,
     log: &mut TransitionLog,
 ) -> Result<(), DriverError> {
-    let mut clock = StatusClock::default();
+    let mut clock = ReportClock::default();
     let mut answers = Vec::new();
     // What the core changed while it was built (its ownership, a restore) goes first.
     log.write(&core.take_transitions());
     journal(core, committer, to_publisher, Vec::new(), None).await?;
     loop {
-        let wake_ms = [
-            core.next_wakeup_ms(),
-            Some(clock.due_ms(core.status_version())),
-        ]
-        .into_iter()
-        .flatten()
-        .min();
+        let wake_ms = [core.next_wakeup_ms(), Some(clock.due_ms(core))]
+            .into_iter()
+            .flatten()
+            .min();
         let first = match wake_ms {
             Some(at) => {
                 let sleep = tokio::time::sleep_until(until(at));
@@ -220,11 +207,9 @@ async fn batches(
         // `released` lines go on file before the reports can leave (after the commit).
         log.write(&core.take_transitions());
         let mut report = None;
-        if now >= clock.due_ms(core.status_version()) {
-            clock.last_ms = Some(now);
-            clock.last_version = Some(core.status_version());
+        if now >= clock.due_ms(core) {
             let made = core.status(now);
-            clock.asking = !made.waiting_on.is_empty();
+            clock.sent(now, core, &made);
             report = Some(made);
         }
         let answers = std::mem::take(&mut answers);
@@ -363,23 +348,6 @@ fn exec_requests(core: &mut ShardCore) -> Vec<ExecRequest> {
             ExecAction::Forget(id) => Some(ExecRequest::Forget(id)),
         })
         .collect()
-}
-
-impl StatusClock {
-    /// When the next report is due: at once at first, then [`STATUS_INTERVAL_MIN`] after the
-    /// last one if something changed, else [`DEPENDENCY_ASK_INTERVAL`] after it while it
-    /// asks about jobs of other queues, else [`STATUS_INTERVAL_MAX`] (a heartbeat).
-    fn due_ms(&self, version: u64) -> u64 {
-        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-        match self.last_ms {
-            None => 0,
-            Some(last) if self.last_version != Some(version) => {
-                last.saturating_add(ms(STATUS_INTERVAL_MIN))
-            }
-            Some(last) if self.asking => last.saturating_add(ms(DEPENDENCY_ASK_INTERVAL)),
-            Some(last) => last.saturating_add(ms(STATUS_INTERVAL_MAX)),
-        }
-    }
 }
 
 /// The wall clock, ms since the Unix epoch.

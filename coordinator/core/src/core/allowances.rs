@@ -6,6 +6,14 @@
 //! most the limit (when the limit was not lowered since), and a grant is raised only by a
 //! journaled grant sent after its write ([`Core::allowances_to_send`]), lowered only to
 //! what the shard reported holding for the current seq.
+//!
+//! After each report, a user's free allowance (the limit less every grant) is handed out
+//! ([`Core::balance`]): first to every connected shard short of what its jobs want (so
+//! allowance one shard gave back reaches another in the same step, without waiting for
+//! that shard's next report), then to shards asking ahead of need (`AllowanceReport.ahead`),
+//! each taking at most half of what is still free, so others find some left. When a shard
+//! is still short, the others are capped (they give back what they hold ahead of need,
+//! and what passes their fair part); once none is short, the caps are lifted.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -24,7 +32,7 @@ pub(super) struct Ledger {
     /// (user, queue) → the last grant (durable).
     granted: BTreeMap<(String, String), Grant>,
     /// (user, queue) → what the shard last said it wants (observation).
-    wanted: BTreeMap<(String, String), Usage>,
+    wanted: BTreeMap<(String, String), Want>,
     /// (user, queue) → the cap last decided (a hint, not durable).
     caps: BTreeMap<(String, String), Usage>,
     /// The grants changed since the last journal write.
@@ -41,6 +49,22 @@ pub(super) struct Ledger {
 struct Grant {
     seq: u64,
     granted: Usage,
+}
+
+/// What a shard last said it wants for a user: for its jobs, and ahead of need.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Want {
+    wanted: Usage,
+    ahead: Usage,
+}
+
+/// `user`'s entries of a map keyed by (user, queue).
+fn of_user<'a, V>(
+    map: &'a BTreeMap<(String, String), V>,
+    user: &'a str,
+) -> impl Iterator<Item = (&'a (String, String), &'a V)> {
+    map.range((user.to_owned(), String::new())..)
+        .take_while(move |((u, _), _)| u == user)
 }
 
 impl Ledger {
@@ -99,10 +123,36 @@ impl Ledger {
 
     /// What `user`'s shards were granted, summed.
     fn total(&self, user: &str) -> Usage {
-        self.granted
-            .iter()
-            .filter(|((u, _), _)| u == user)
-            .fold(Usage::default(), |sum, (_, g)| sum.plus(g.granted))
+        of_user(&self.granted, user).fold(Usage::default(), |sum, (_, g)| sum.plus(g.granted))
+    }
+
+    /// What shard `key` was granted.
+    fn granted(&self, key: &(String, String)) -> Usage {
+        self.granted.get(key).map(|g| g.granted).unwrap_or_default()
+    }
+
+    /// Raises `key`'s grant towards `target`, by at most `most` and what is free of `limit`
+    /// (a new seq, journaled with the next write and sent once it is durable).
+    fn raise(&mut self, key: &(String, String), target: Usage, most: Usage, limit: Usage) {
+        let free = limit.minus(self.total(&key.0));
+        let more = target.minus(self.granted(key)).min(most).min(free);
+        if more.is_zero() {
+            return;
+        }
+        let grant = self.granted.entry(key.clone()).or_default();
+        grant.granted = grant.granted.plus(more);
+        grant.seq += 1;
+        self.dirty = true;
+        self.unsent.insert(key.clone());
+    }
+
+    /// Sets `key`'s cap; a changed one goes to the shard (with its grant, once that is
+    /// durable, when one waits for the write).
+    fn set_cap(&mut self, key: &(String, String), cap: Usage) {
+        let before = self.caps.insert(key.clone(), cap);
+        if before.unwrap_or(Usage::UNLIMITED) != cap && !self.awaiting_write(key) {
+            self.due.insert(key.clone());
+        }
     }
 }
 
@@ -194,8 +244,7 @@ impl Core {
     }
 
     /// A shard's allowance reports (its status report's): lowers what it was granted to
-    /// what it holds, grants more from what is free, and caps the others when it wants
-    /// more than is free.
+    /// what it holds, then hands out each user's free allowance ([`Core::balance`]).
     pub(super) fn allowance_reports(&mut self, qi: usize, reports: &[AllowanceReport]) {
         let queue = self.config.queues[qi].name.clone();
         // A removed queue's shard is gone, and its grants with it.
@@ -223,12 +272,17 @@ impl Core {
             .filter(|k| !self.ledger.awaiting_write(k))
             .collect();
         self.ledger.due.extend(forgotten);
+        let mut users = Vec::new();
         for r in reports {
             let Some(limit) = self.limits.user_spanning(&r.user) else {
                 continue;
             };
             let key = (r.user.clone(), queue.clone());
-            self.ledger.wanted.insert(key.clone(), r.wanted);
+            let want = Want {
+                wanted: r.wanted,
+                ahead: r.ahead,
+            };
+            self.ledger.wanted.insert(key.clone(), want);
             let grant = self.ledger.granted.entry(key.clone()).or_default();
             if r.seq < grant.seq {
                 // The shard has not seen the last grant: send it again once durable.
@@ -252,58 +306,74 @@ impl Core {
                 grant.granted = lowered;
                 self.ledger.dirty = true;
             }
-            let need = r.wanted.min(limit).minus(grant.granted);
-            if need == Usage::default() {
-                continue;
-            }
-            let free = limit.minus(self.ledger.total(&r.user));
-            let more = need.min(free);
-            if more != Usage::default() {
-                let grant = self.ledger.granted.entry(key.clone()).or_default();
-                grant.granted = grant.granted.plus(more);
-                grant.seq += 1;
-                self.ledger.dirty = true;
-                self.ledger.unsent.insert(key);
-            }
-            if !need.minus(more).within(Usage::default()) {
-                self.cap_shares(&r.user, limit);
-            }
+            users.push((r.user.clone(), limit));
+        }
+        for (user, limit) in users {
+            self.balance(&user, limit);
+        }
+    }
+
+    /// Hands out what is free of `user`'s allowance (see the module documentation): to the
+    /// connected shards short of what their jobs want; then, while one is still short, caps
+    /// the others; once none is, lifts the caps and gives to those asking ahead.
+    fn balance(&mut self, user: &str, limit: Usage) {
+        let wants: Vec<((String, String), Want)> = of_user(&self.ledger.wanted, user)
+            .filter(|((_, q), _)| {
+                self.queue_index(q)
+                    .is_some_and(|qi| self.shards[qi].is_some())
+            })
+            .map(|(k, w)| (k.clone(), *w))
+            .collect();
+        for (key, want) in &wants {
+            self.ledger
+                .raise(key, want.wanted.min(limit), Usage::UNLIMITED, limit);
+        }
+        let short = wants
+            .iter()
+            .any(|(key, want)| !want.wanted.min(limit).within(self.ledger.granted(key)));
+        if short {
+            self.cap_shares(user, limit);
+            return;
+        }
+        for (key, want) in &wants {
+            let half_free = limit.minus(self.ledger.total(user)).half();
+            let target = want.wanted.plus(want.ahead).min(limit);
+            self.ledger.raise(key, target, half_free, limit);
+        }
+        let keys: Vec<(String, String)> = of_user(&self.ledger.caps, user)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            self.ledger.set_cap(&key, Usage::UNLIMITED);
         }
     }
 
     /// `user` wants more than is free: every shard holding more than its fair part (the
-    /// limit split evenly among the shards that want) is asked to come down to it.
+    /// limit split evenly among the shards that want), or more than its jobs want, is
+    /// asked to come down.
     fn cap_shares(&mut self, user: &str, limit: Usage) {
-        let wanting: Vec<(String, String)> = self
-            .ledger
-            .wanted
-            .iter()
-            .filter(|((u, _), w)| u == user && **w != Usage::default())
-            .map(|(k, _)| k.clone())
-            .collect();
-        let n = wanting.len().max(1) as u64;
+        let n = of_user(&self.ledger.wanted, user)
+            .filter(|(_, w)| !w.wanted.is_zero())
+            .count()
+            .max(1) as u64;
         let fair = Usage {
             jobs: limit.jobs.div_ceil(n),
             nodes: limit.nodes.div_ceil(n),
             cores: limit.cores.div_ceil(n),
         };
-        let keys: Vec<(String, String)> = self
-            .ledger
-            .granted
-            .keys()
-            .filter(|(u, _)| u == user)
-            .cloned()
+        let keys: Vec<(String, String)> = of_user(&self.ledger.granted, user)
+            .map(|(k, _)| k.clone())
             .collect();
         for key in keys {
-            let cap = if self.ledger.granted[&key].granted.within(fair) {
+            let granted = self.ledger.granted(&key);
+            let wanted = self.ledger.wanted.get(&key).map(|w| w.wanted);
+            let ahead = wanted.is_some_and(|w| !granted.within(w));
+            let cap = if granted.within(fair) && !ahead {
                 Usage::UNLIMITED
             } else {
                 fair
             };
-            let before = self.ledger.caps.insert(key.clone(), cap);
-            if before != Some(cap) && !self.ledger.unsent.contains(&key) {
-                self.ledger.due.insert(key);
-            }
+            self.ledger.set_cap(&key, cap);
         }
     }
 
@@ -343,142 +413,5 @@ impl Core {
     /// What every shard was granted of `user`'s allowance, summed (for checks).
     pub fn granted_total(&self, user: &str) -> Usage {
         self.ledger.total(user)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::net::SocketAddr;
-
-    use shardsched_wire::msg::shard_coord::Register;
-
-    use super::*;
-    use crate::config::Config;
-    use crate::core::tests::{batch_and_debug_connected, write};
-    use crate::records::Durable;
-
-    fn jobs(n: u64) -> Usage {
-        Usage {
-            jobs: n,
-            ..Usage::default()
-        }
-    }
-
-    fn report(seq: u64, held: u64, in_use: u64, wanted: u64) -> AllowanceReport {
-        AllowanceReport {
-            user: "alice".into(),
-            seq,
-            held: jobs(held),
-            in_use: jobs(in_use),
-            wanted: jobs(wanted),
-        }
-    }
-
-    /// A core over the embedded configuration (queues batch and debug, both connected)
-    /// with `max_running 2` for alice, its journal written.
-    fn core() -> (Core, Durable) {
-        let config = Config::embedded_default().expect("default config");
-        let (mut core, mut durable) = batch_and_debug_connected(config);
-        let told = core
-            .set_limit(
-                LimitKind::MaxRunning,
-                LimitScope::User("alice".into()),
-                Some(2),
-            )
-            .expect("set");
-        assert_eq!(told.len(), 2, "both shards are told");
-        write(&mut core, &mut durable);
-        (core, durable)
-    }
-
-    fn grants(core: &mut Core) -> Vec<(ConnId, Vec<AllowanceGrant>)> {
-        core.allowances_to_send()
-            .into_iter()
-            .map(|(conn, request)| match request {
-                coord_shard::Request::Allowances(g) => (conn, g),
-                other => panic!("{other:?}"),
-            })
-            .collect()
-    }
-
-    fn qi(core: &Core, queue: &str) -> usize {
-        core.queue_index(queue).expect("queue")
-    }
-
-    #[test]
-    fn a_grant_leaves_only_once_journaled_and_never_past_the_limit() {
-        let (mut core, mut durable) = core();
-        let batch = qi(&core, "batch");
-        core.allowance_reports(batch, &[report(0, 0, 0, 3)]);
-        assert!(grants(&mut core).is_empty(), "nothing before the write");
-        write(&mut core, &mut durable);
-        let sent = grants(&mut core);
-        assert_eq!(sent.len(), 1);
-        assert_eq!((sent[0].0, sent[0].1[0].seq), (ConnId(1), 1));
-        assert_eq!(sent[0].1[0].grant, jobs(2), "the whole limit, no more");
-        assert_eq!(durable.allowances[0].jobs, 2, "journaled");
-
-        // Debug wants one too: nothing is free, so batch is capped at its fair part.
-        let debug = qi(&core, "debug");
-        core.allowance_reports(debug, &[report(0, 0, 0, 1)]);
-        write(&mut core, &mut durable);
-        let sent = grants(&mut core);
-        let to_batch = sent.iter().find(|(c, _)| *c == ConnId(1)).expect("a cap");
-        assert_eq!(to_batch.1[0].cap.jobs, 1);
-        assert_eq!(to_batch.1[0].seq, 1, "a cap is no new grant");
-        assert_eq!(core.granted_total("alice"), jobs(2));
-
-        // A stale report (older seq) changes nothing; batch's return frees one for debug.
-        core.allowance_reports(batch, &[report(0, 0, 0, 0)]);
-        assert_eq!(core.granted_total("alice"), jobs(2));
-        core.allowance_reports(batch, &[report(1, 1, 1, 1)]);
-        core.allowance_reports(debug, &[report(0, 0, 0, 1)]);
-        assert_eq!(core.granted_total("alice"), jobs(2));
-        write(&mut core, &mut durable);
-        let sent = grants(&mut core);
-        let to_debug = sent.iter().find(|(c, _)| *c == ConnId(2)).expect("a grant");
-        assert_eq!((to_debug.1[0].seq, to_debug.1[0].grant), (1, jobs(1)));
-
-        // A larger held for the current seq (a report reordered) never raises a grant.
-        core.allowance_reports(batch, &[report(1, 2, 0, 0)]);
-        assert_eq!(core.granted_total("alice"), jobs(2));
-    }
-
-    #[test]
-    fn limits_and_grants_outlive_a_restart() {
-        let (mut core, mut durable) = core();
-        let batch = qi(&core, "batch");
-        core.allowance_reports(batch, &[report(0, 0, 0, 1)]);
-        write(&mut core, &mut durable);
-        let config = Config::embedded_default().expect("default config");
-        let (mut again, _) = Core::new(config, &durable, 2000).expect("restarted");
-        assert_eq!(
-            again.limits().user_limit(LimitKind::MaxRunning, "alice"),
-            Some((2, LimitScope::User("alice".into())))
-        );
-        assert_eq!(again.granted_total("alice"), jobs(1));
-        let register = Register {
-            queue: "debug".into(),
-            listen: SocketAddr::from(([127, 0, 0, 1], 7002)),
-            held: Vec::new(),
-            last_job_id: None,
-        };
-        again
-            .register(ConnId(2), "debug", register.listen, &register)
-            .expect("registered");
-        let debug = qi(&again, "debug");
-        again.allowance_reports(debug, &[report(0, 0, 0, 5)]);
-        assert_eq!(again.granted_total("alice"), jobs(2), "only what is free");
-    }
-
-    #[test]
-    fn a_limit_for_a_queue_that_does_not_exist_is_refused() {
-        let (mut core, _) = core();
-        let refused = core.set_limit(
-            LimitKind::MaxPending,
-            LimitScope::Queue("nowhere".into()),
-            Some(3),
-        );
-        assert!(refused.is_err());
     }
 }

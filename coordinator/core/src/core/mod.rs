@@ -26,6 +26,8 @@
 mod admin;
 mod agents;
 mod allowances;
+#[cfg(test)]
+mod allowances_tests;
 mod deps;
 mod fairshare;
 mod invariants;

@@ -314,6 +314,26 @@ pub struct AllowanceReport {
     pub in_use: Usage,
     /// What it would use with every pending job of the user admitted.
     pub wanted: Usage,
+    /// What it would hold beyond `wanted` to admit the user's next jobs without asking:
+    /// what it admitted of theirs lately (protocol 16). Granted only from what no shard
+    /// needs; never a reason to cap another shard.
+    pub ahead: Usage,
+}
+
+impl Usage {
+    /// Whether every part is 0.
+    pub fn is_zero(self) -> bool {
+        self == Usage::default()
+    }
+
+    /// Part by part half (rounded down).
+    pub fn half(self) -> Usage {
+        Usage {
+            jobs: self.jobs / 2,
+            nodes: self.nodes / 2,
+            cores: self.cores / 2,
+        }
+    }
 }
 
 /// The coordinator's word on one user's allowance for one shard.

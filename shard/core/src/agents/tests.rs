@@ -36,6 +36,7 @@ fn job(id: u64) -> Box<JobRecord> {
         duration_ms: 600_000,
         nodes: vec![NODE.to_owned()],
         nodes_requested: Some(1),
+        cores_requested: 1,
         jobspec_json: Arc::from("{}"),
         r_json: None,
         events: Vec::new(),

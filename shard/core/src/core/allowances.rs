@@ -1,49 +1,56 @@
-//! Limits (docs/POLICIES.md, "Limits"): which pending jobs a per-user or per-queue limit
-//! lets the queue manager consider, and the shard's side of the allowances that keep a
-//! per-user limit over every queue.
-//!
-//! A pending job under a limit is **admitted** before the queue manager may see it: its
-//! owner's allowance here (`held`) and its queue's limits must have room for it, counting
-//! the running and admitted jobs as in use. Others are held ([`Hold::Limit`], decided with
-//! the other holds in `ShardCore::hold_of`), saying which limit holds them. Admission
-//! runs at every tick, before scheduling ([`ShardCore::admit_limited`]).
+//! Limits (docs/POLICIES.md, "Limits"), the shard's side of the allowances that keep a
+//! per-user limit over every queue: what the coordinator granted here (`held`), what the
+//! shard asks for, and what it gives back. Which pending jobs are admitted under the
+//! limits, and what the admitted and running jobs use, is `core/admission.rs`.
 //!
 //! The allowance (`held`, with the last grant's seq) is journaled (`allowance:<user>`)
 //! whenever it changes: a grant applied ([`ShardCore::handle_allowances`]) is journaled
-//! in the batch that uses it, and allowance returned (down to what is in use, what is
-//! wanted and the coordinator's cap) is journaled before the status report that says so
-//! ([`ShardCore::allowance_reports`]) can leave. Nothing else here is durable: admitted
-//! pending jobs are admitted afresh after a restart.
+//! in the batch that uses it, and allowance returned is journaled before the status report
+//! that says so ([`ShardCore::allowance_reports`]) can leave.
+//!
+//! **Asking ahead of need.** A shard asks for what its user's pending jobs need (`wanted`)
+//! and, beyond it, for what it admitted of theirs in the last
+//! [`ALLOWANCE_AHEAD_WINDOW_MS`] (`ahead`): a user submitting steadily finds allowance
+//! already here, and their jobs are admitted in the tick that takes them in. It asks at
+//! once ([`ShardCore::urgent_reports`]) when a job waits for allowance or when the margin
+//! left falls under half of `ahead` — once per grant, so an ask the coordinator cannot
+//! answer is not repeated until the next report. It gives back what passes twice that
+//! margin (so a margin that grows and shrinks does not go back and forth), all of it once
+//! the user stops (within two windows), and, under a coordinator's cap (another shard
+//! wants what is left), everything but what its jobs need.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use shardsched_failpoint::mutant::{self, Mutant};
-use shardsched_jobspec::{Jobspec, Resource};
 use shardsched_wire::limits::ALLOWANCE_USERS_PER_REPORT_MAX;
-use shardsched_wire::msg::quota::{
-    AllowanceGrant, AllowanceReport, LimitKind, LimitScope, LimitTable, SPANNING, Usage,
-};
-use shardsched_wire::msg::{JobId, JobState, Refusal, RefusalCode};
+use shardsched_wire::msg::JobId;
+use shardsched_wire::msg::quota::{AllowanceGrant, AllowanceReport, LimitTable, Usage};
 
 use super::ShardCore;
-use crate::job::{Hold, JobRecord, LimitHold};
+use super::admission::Counts;
+use crate::job::LimitHold;
 use crate::journal::{AllowanceRecord, JournalRecord};
+use crate::limits::ALLOWANCE_AHEAD_WINDOW_MS;
 
-/// The limits, the allowances and the admitted jobs.
+/// The limits, the allowances, the admitted jobs and what they use.
 #[derive(Debug, Default)]
 pub(super) struct Quota {
     /// Every limit, as the coordinator last said.
-    limits: LimitTable,
+    pub(super) limits: LimitTable,
     /// Per user under a per-user limit: the allowance held here.
     shares: BTreeMap<String, Share>,
-    /// Pending jobs under a limit that the queue manager may consider.
-    admitted: BTreeSet<JobId>,
+    /// Pending jobs under a limit that the queue manager may consider (counted in use).
+    pub(super) admitted: BTreeSet<JobId>,
     /// Why each held job waits, as the last admission pass found.
-    blocked: HashMap<JobId, LimitHold>,
-    /// Per user, as of the last admission pass: in use, and wanted.
-    usage: BTreeMap<String, (Usage, Usage)>,
-    /// What each live job under a limit asks for (read from its jobspec once).
-    asks: HashMap<JobId, Usage>,
+    pub(super) blocked: HashMap<JobId, LimitHold>,
+    /// Per user and for the queue: pending jobs, and what the running and admitted jobs
+    /// use — the one count, kept as jobs come and go (`core/admission.rs`).
+    pub(super) counts: Counts,
+    /// Per user under a per-user limit, as of the last admission pass: what their jobs
+    /// would use with every pending one admitted (at most the limit).
+    pub(super) wanted: BTreeMap<String, Usage>,
+    /// Bumped whenever a status report should leave at once.
+    urgent: u64,
 }
 
 /// A user's allowance here.
@@ -53,8 +60,16 @@ struct Share {
     seq: u64,
     /// What may be in use (durable).
     held: Usage,
-    /// What the coordinator asks the shard to keep at most (a hint).
+    /// What the coordinator asks the shard to keep at most (a hint): while it is set,
+    /// the shard keeps no allowance ahead of need.
     cap: Usage,
+    /// What was admitted under the limit in the window that began at `window_ms`, and in
+    /// the window before it.
+    admitted: Usage,
+    admitted_before: Usage,
+    window_ms: u64,
+    /// The grant (its seq) held when the shard last asked at once: one ask per grant.
+    asked_at: Option<u64>,
 }
 
 impl Default for Share {
@@ -63,7 +78,67 @@ impl Default for Share {
             seq: 0,
             held: Usage::default(),
             cap: Usage::UNLIMITED,
+            admitted: Usage::default(),
+            admitted_before: Usage::default(),
+            window_ms: 0,
+            asked_at: None,
         }
+    }
+}
+
+impl Share {
+    /// Starts a new window when the current one is over (the one before is forgotten when
+    /// a whole window passed without a pass).
+    fn roll(&mut self, now_ms: u64) {
+        let end = self.window_ms.saturating_add(ALLOWANCE_AHEAD_WINDOW_MS);
+        if now_ms < end {
+            return;
+        }
+        self.admitted_before = if now_ms < end.saturating_add(ALLOWANCE_AHEAD_WINDOW_MS) {
+            self.admitted
+        } else {
+            Usage::default()
+        };
+        self.admitted = Usage::default();
+        self.window_ms = now_ms;
+    }
+
+    /// What the shard would hold beyond need: its recent admissions, none under a cap.
+    fn ahead(&self) -> Usage {
+        if self.capped() {
+            Usage::default()
+        } else {
+            self.admitted.max(self.admitted_before)
+        }
+    }
+
+    fn capped(&self) -> bool {
+        self.cap != Usage::UNLIMITED
+    }
+
+    /// What to keep of `held` when the user's jobs here use `in_use` and want `wanted`
+    /// (see the module documentation).
+    fn keep(&self, in_use: Usage, wanted: Usage) -> Usage {
+        let need = in_use.max(wanted);
+        let keep = if self.capped() {
+            in_use.max(wanted.min(self.cap))
+        } else {
+            let ahead = self.ahead();
+            if self.held.within(need.plus(ahead).plus(ahead)) {
+                self.held
+            } else {
+                need.plus(ahead)
+            }
+        };
+        self.held.min(keep)
+    }
+
+    /// Whether to ask the coordinator at once: a job waits for allowance, or the margin
+    /// left is under half of what is asked ahead.
+    fn wants_more(&self, in_use: Usage, wanted: Usage) -> bool {
+        let ahead = self.ahead();
+        let low = !ahead.is_zero() && !in_use.max(wanted).plus(ahead.half()).within(self.held);
+        low || !wanted.within(self.held)
     }
 }
 
@@ -92,50 +167,41 @@ impl Quota {
             ..Quota::default()
         }
     }
-}
 
-/// What `jobspec` asks for, as the limits count it: one job, its fewest nodes (1 when it
-/// names none), and its fewest cores.
-pub(super) fn ask_of(jobspec: &Jobspec) -> Usage {
-    fn cores_in(resources: &[Resource]) -> u64 {
-        resources
-            .iter()
-            .map(|r| {
-                if r.kind == "core" {
-                    r.count.min
-                } else {
-                    cores_in(&r.with).saturating_mul(r.count.min)
-                }
-            })
-            .fold(0, u64::saturating_add)
+    /// Whether a per-user limit is set or an allowance held (else, without a limit of
+    /// the queue's, admission has nothing to do).
+    pub(super) fn active(&self) -> bool {
+        self.limits.has_spanning() || !self.shares.is_empty()
     }
-    Usage {
-        jobs: 1,
-        nodes: jobspec.nodes_requested().unwrap_or(1),
-        cores: cores_in(&jobspec.resources),
-    }
-}
 
-/// The first part of `ask` that does not fit between `in_use` and `room`.
-fn first_over(in_use: Usage, ask: Usage, room: Usage) -> Option<LimitKind> {
-    let after = in_use.plus(ask);
-    SPANNING.into_iter().find(|&k| after.part(k) > room.part(k))
+    /// What `user` may have in use here.
+    pub(super) fn held(&self, user: &str) -> Usage {
+        self.shares.get(user).map(|s| s.held).unwrap_or_default()
+    }
+
+    /// `ask` was admitted for `user` under their per-user limit at `now_ms`.
+    pub(super) fn note_admitted(&mut self, user: &str, ask: Usage, now_ms: u64) {
+        if let Some(share) = self.shares.get_mut(user) {
+            share.roll(now_ms);
+            share.admitted = share.admitted.plus(ask);
+        }
+    }
+
+    pub(super) fn urgent_reports(&self) -> u64 {
+        self.urgent
+    }
+
+    /// What `user`'s jobs here use, if a per-user limit spans queues for them (else they
+    /// are not reported, and hold nothing).
+    fn limited_use(&self, user: &str) -> Option<(Usage, Usage)> {
+        self.limits.user_spanning(user)?;
+        let in_use = self.counts.in_use(user);
+        let wanted = self.wanted.get(user).copied().unwrap_or(in_use);
+        Some((in_use, wanted))
+    }
 }
 
 impl ShardCore {
-    /// The limits changed: jobs admitted under the old ones are judged again.
-    pub fn set_limits(&mut self, limits: LimitTable) {
-        if self.quota.limits == limits {
-            return;
-        }
-        self.quota.limits = limits;
-        self.quota.admitted.clear();
-        self.status_version += 1;
-        for id in self.jobs.pending.clone() {
-            self.holds_changed(id);
-        }
-    }
-
     /// The coordinator's grants: a newer one replaces what is held (journaled with the
     /// batch that may use it); its cap counts from its seq on.
     pub fn handle_allowances(&mut self, now_ms: u64, grants: &[AllowanceGrant]) {
@@ -157,260 +223,81 @@ impl ShardCore {
         }
     }
 
-    /// What `user`'s running and admitted jobs here use, as of the last admission pass
-    /// (for checks).
+    /// What `user`'s running and admitted jobs here use (for checks).
     pub fn limit_in_use(&self, user: &str) -> Usage {
-        self.quota.usage.get(user).map(|u| u.0).unwrap_or_default()
+        self.quota.counts.in_use(user)
     }
 
-    /// The status report's allowances: every user with a share or with jobs wanting one.
+    /// The status report's allowances: every user under a per-user limit with a share or
+    /// with jobs here.
     pub(super) fn allowance_reports(&self) -> Vec<AllowanceReport> {
         let users: BTreeSet<&String> = self
             .quota
             .shares
             .keys()
-            .chain(self.quota.usage.keys())
+            .chain(self.quota.wanted.keys())
             .collect();
         users
             .into_iter()
-            .filter(|u| self.quota.limits.user_spanning(u).is_some())
-            .take(ALLOWANCE_USERS_PER_REPORT_MAX)
-            .map(|user| {
+            .filter_map(|user| {
+                let (in_use, wanted) = self.quota.limited_use(user)?;
                 let share = self.quota.shares.get(user).copied().unwrap_or_default();
-                let (in_use, wanted) = self.quota.usage.get(user).copied().unwrap_or_default();
-                AllowanceReport {
+                Some(AllowanceReport {
                     user: user.clone(),
                     seq: share.seq,
                     held: share.held,
                     in_use,
                     wanted,
-                }
+                    ahead: share.ahead(),
+                })
             })
+            .take(ALLOWANCE_USERS_PER_REPORT_MAX)
             .collect()
     }
 
-    /// The limit that holds pending `job`, if any (`ShardCore::hold_of`'s last word).
-    pub(super) fn limit_hold(&self, job: &JobRecord) -> Option<Hold> {
-        if self.quota.admitted.contains(&job.id) {
-            return None;
-        }
-        if let Some(&blocked) = self.quota.blocked.get(&job.id) {
-            return Some(Hold::Limit(blocked));
-        }
-        let per_user = SPANNING.into_iter().find_map(|k| {
-            self.quota
-                .limits
-                .user_limit(k, &job.owner)
-                .map(|(v, _)| (k, v))
-        });
-        if let Some((kind, value)) = per_user {
-            return Some(Hold::Limit(LimitHold {
-                kind,
-                value,
-                per_user: true,
-            }));
-        }
-        let queue = LimitScope::Queue(self.queue.to_string());
-        SPANNING.into_iter().find_map(|kind| {
-            self.quota.limits.get(kind, &queue).map(|value| {
-                Hold::Limit(LimitHold {
-                    kind,
-                    value,
-                    per_user: false,
-                })
-            })
-        })
-    }
-
-    /// Refuses a submit of `count` jobs that would pass a `max_pending` limit: the queue's
-    /// (all users), or the owner's (their pending jobs in this queue).
-    pub(super) fn check_max_pending(&self, owner: &str, count: u64) -> Result<(), Refusal> {
-        let queue = LimitScope::Queue(self.queue.to_string());
-        let queue_limit = self.quota.limits.get(LimitKind::MaxPending, &queue);
-        let user_limit = self.quota.limits.user_limit(LimitKind::MaxPending, owner);
-        if queue_limit.is_none() && user_limit.is_none() {
-            return Ok(());
-        }
-        let pending = self.jobs.pending.len() as u64;
-        if let Some(limit) = queue_limit
-            && pending.saturating_add(count) > limit
-        {
-            return Err(Refusal::new(
-                RefusalCode::Policy,
-                format!("limit: max_pending {limit} for queue {}", self.queue),
-            ));
-        }
-        if let Some((limit, _)) = user_limit {
-            let own = self
-                .jobs
-                .pending
-                .iter()
-                .filter(|&&id| self.jobs.table.get(id).is_some_and(|j| j.owner == owner))
-                .count() as u64;
-            if own.saturating_add(count) > limit {
-                return Err(Refusal::new(
-                    RefusalCode::Policy,
-                    format!("limit: max_pending {limit} for user {owner}"),
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// The admission pass (see the module documentation): admits pending jobs under limits
-    /// while there is room, in urgency then submission order, says why the others wait,
-    /// and returns allowance no longer needed.
-    pub(super) fn admit_limited(&mut self) {
-        let pending = &self.jobs.pending;
-        // A stopped queue starts nothing: it admits nothing, and its admitted jobs give
-        // their allowance back.
+    /// After an admission pass: every share gives back what it no longer needs (journaled
+    /// before any report says so), and asks at once when it needs more (see the module
+    /// documentation). A stopped queue keeps nothing ahead.
+    pub(super) fn settle_allowances(&mut self) {
+        let now_ms = self.now_ms;
         let started = self.config.started;
-        let (kept, unadmitted): (BTreeSet<JobId>, BTreeSet<JobId>) =
-            std::mem::take(&mut self.quota.admitted)
-                .into_iter()
-                .filter(|id| pending.contains(id))
-                .partition(|_| started);
-        self.quota.admitted = kept;
-        for id in unadmitted {
-            self.sync_hold(id);
-        }
-        let pending = &self.jobs.pending;
-        self.quota.blocked.clear();
-        let running = &self.jobs.running;
-        self.quota
-            .asks
-            .retain(|id, _| pending.contains(id) || running.contains_key(id));
-        let queue_scope = LimitScope::Queue(self.queue.to_string());
-        let mut queue_room = Usage::UNLIMITED;
-        let mut queue_limited = false;
-        for kind in SPANNING {
-            if let Some(v) = self.quota.limits.get(kind, &queue_scope) {
-                queue_limited = true;
-                match kind {
-                    LimitKind::MaxNodes => queue_room.nodes = v,
-                    LimitKind::MaxCores => queue_room.cores = v,
-                    _ => queue_room.jobs = v,
-                }
-            }
-        }
-        if !queue_limited && !self.quota.limits.has_spanning() && self.quota.shares.is_empty() {
-            self.quota.usage.clear();
-            return;
-        }
-        // In use: running and admitted jobs, per user under a limit and in the queue.
-        let mut queue_use = Usage::default();
-        let mut usage: BTreeMap<String, (Usage, Usage)> = BTreeMap::new();
-        let in_use: Vec<JobId> = self
-            .jobs
-            .running
-            .keys()
-            .chain(self.quota.admitted.iter())
-            .copied()
-            .collect();
-        for id in in_use {
-            let Some((owner, ask)) = self.ask(id) else {
-                continue;
-            };
-            queue_use = queue_use.plus(ask);
-            if self.quota.limits.user_spanning(&owner).is_some() {
-                let entry = usage.entry(owner).or_default();
-                entry.0 = entry.0.plus(ask);
-                entry.1 = entry.1.plus(ask);
-            }
-        }
-        // Candidates: pending, not admitted, under a limit, and held by nothing else.
-        let mut candidates: Vec<(u8, JobId)> = Vec::new();
-        for &id in &self.jobs.pending {
-            if self.quota.admitted.contains(&id) {
-                continue;
-            }
-            let Some(job) = self.jobs.table.get(id) else {
-                continue;
-            };
-            if !started || job.state != JobState::Pending || self.hold_besides_limit(job) {
-                continue;
-            }
-            candidates.push((job.urgency, id));
-        }
-        candidates.sort_unstable_by_key(|&(urgency, id)| (std::cmp::Reverse(urgency), id));
-        let mut changed = Vec::new();
-        for (_, id) in candidates {
-            let Some((owner, ask)) = self.ask(id) else {
-                continue;
-            };
-            let user_limit = self.quota.limits.user_spanning(&owner);
-            if user_limit.is_none() && !queue_limited {
-                // No limit applies (any more): let it in.
-                self.quota.admitted.insert(id);
-                changed.push(id);
-                continue;
-            }
-            let mut blocked = None;
-            if let Some(limit) = user_limit {
-                let held = self
-                    .quota
-                    .shares
-                    .get(&owner)
-                    .copied()
-                    .unwrap_or_default()
-                    .held;
-                let entry = usage.entry(owner.clone()).or_default();
-                entry.1 = entry.1.plus(ask).min(limit);
-                if let Some(kind) = first_over(entry.0, ask, held) {
-                    blocked = Some(LimitHold {
-                        kind,
-                        value: limit.part(kind),
-                        per_user: true,
-                    });
-                }
-            }
-            if blocked.is_none()
-                && let Some(kind) = first_over(queue_use, ask, queue_room)
-            {
-                blocked = Some(LimitHold {
-                    kind,
-                    value: queue_room.part(kind),
-                    per_user: false,
-                });
-            }
-            match blocked {
-                Some(hold) => {
-                    self.quota.blocked.insert(id, hold);
-                }
-                None => {
-                    queue_use = queue_use.plus(ask);
-                    if let Some(entry) = usage.get_mut(&owner) {
-                        entry.0 = entry.0.plus(ask);
-                    }
-                    self.quota.admitted.insert(id);
-                }
-            }
-            changed.push(id);
-        }
-        for id in changed {
-            self.sync_hold(id);
-        }
-        self.return_allowance(&usage);
-        if usage != self.quota.usage {
-            self.status_version += 1;
-        }
-        self.quota.usage = usage;
-    }
-
-    /// Lowers every share to what it still needs (never below what is in use, never above
-    /// what it holds) and journals each one lowered.
-    fn return_allowance(&mut self, usage: &BTreeMap<String, (Usage, Usage)>) {
         let mut lowered = Vec::new();
-        for (user, share) in &mut self.quota.shares {
-            let (in_use, wanted) = usage.get(user).copied().unwrap_or_default();
-            let keep = share.held.min(in_use.max(wanted.min(share.cap)));
+        let mut ask = false;
+        let quota = &mut self.quota;
+        // A user whose jobs want allowance here and who holds none yet asks too.
+        for (user, wanted) in &quota.wanted {
+            if !wanted.is_zero() && !quota.shares.contains_key(user) {
+                quota.shares.insert(user.clone(), Share::default());
+            }
+        }
+        for (user, share) in &mut quota.shares {
+            share.roll(now_ms);
+            if !started {
+                share.admitted = Usage::default();
+                share.admitted_before = Usage::default();
+            }
+            let limited = quota.limits.user_spanning(user).is_some();
+            let (in_use, wanted) = if limited {
+                let in_use = quota.counts.in_use(user);
+                (in_use, quota.wanted.get(user).copied().unwrap_or(in_use))
+            } else {
+                (Usage::default(), Usage::default())
+            };
+            let keep = share.keep(in_use, wanted);
             if keep != share.held {
                 share.held = keep;
                 lowered.push((user.clone(), allowance_record(share)));
             }
+            if limited && share.wants_more(in_use, wanted) && share.asked_at != Some(share.seq) {
+                share.asked_at = Some(share.seq);
+                ask = true;
+            }
+        }
+        if ask || !lowered.is_empty() {
+            self.quota.urgent += 1;
+            self.status_version += 1;
         }
         for (user, record) in lowered {
-            self.status_version += 1;
             if mutant::active(Mutant::AllowanceUnjournaled) {
                 continue;
             }
@@ -418,29 +305,20 @@ impl ShardCore {
         }
     }
 
-    /// Whether a hold other than a limit's holds `job`.
-    fn hold_besides_limit(&self, job: &JobRecord) -> bool {
-        !matches!(self.hold_of(job), None | Some(Hold::Limit(_)))
-    }
-
-    /// Job `id`'s owner and what it asks for (read from its jobspec the first time).
-    fn ask(&mut self, id: JobId) -> Option<(String, Usage)> {
-        let job = self.jobs.table.get(id)?;
-        let ask = match self.quota.asks.get(&id) {
-            Some(&ask) => ask,
-            None => {
-                let ask = shardsched_jobspec::parse_json(&job.jobspec_json)
-                    .map(|spec| ask_of(&spec))
-                    .unwrap_or(Usage {
-                        jobs: 1,
-                        nodes: 1,
-                        cores: 0,
-                    });
-                self.quota.asks.insert(id, ask);
-                ask
-            }
-        };
-        Some((job.owner.clone(), ask))
+    /// When a share holding allowance ahead of need must look again (its window ends, and
+    /// what it keeps ahead may shrink): an idle shard gives it back without any input.
+    pub(super) fn allowance_wakeup_ms(&self) -> Option<u64> {
+        self.quota
+            .shares
+            .iter()
+            .filter(|(_, share)| !share.ahead().is_zero())
+            .filter(|(user, share)| {
+                self.quota
+                    .limited_use(user)
+                    .is_some_and(|(in_use, wanted)| !share.held.within(in_use.max(wanted)))
+            })
+            .map(|(_, share)| share.window_ms.saturating_add(ALLOWANCE_AHEAD_WINDOW_MS))
+            .min()
     }
 }
 

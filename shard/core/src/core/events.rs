@@ -104,8 +104,9 @@ impl ShardCore {
     }
 
     /// When the core next needs a [`Self::tick`] without any request arriving: the end of
-    /// the earliest sim run or incoming node's hold, the earliest begin time, or the start
-    /// of the earliest reservation (ms since the Unix epoch); now, when the last tick left
+    /// the earliest sim run or incoming node's hold, the earliest begin time, the start of
+    /// the earliest reservation, or the end of the window of a user's allowance held ahead
+    /// of need (ms since the Unix epoch); now, when the last tick left
     /// startable jobs behind. `None` when nothing is due.
     pub fn next_wakeup_ms(&self) -> Option<u64> {
         if self.backlog {
@@ -125,6 +126,7 @@ impl ShardCore {
             self.next_hold_end_ms(),
             self.next_begin_ms(),
             reservation,
+            self.allowance_wakeup_ms(),
         ]
         .into_iter()
         .flatten()
@@ -229,8 +231,9 @@ impl ShardCore {
     /// its supervisor's report: the driver watches every running job.)
     pub(super) fn mark_running(&mut self, id: Fluid, alloc: &Allocation, now_ms: u64, end: u64) {
         let (nodes, r_json) = self.nodes_and_r(alloc);
-        self.jobs.pending.remove(&id);
+        let was_pending = self.jobs.pending.remove(&id);
         self.jobs.running.insert(id, end);
+        self.limits_started(id, was_pending);
         if !self.is_exec() {
             self.jobs.sim_ends.insert((end, id));
         }
@@ -274,7 +277,8 @@ impl ShardCore {
             }
             None => false,
         };
-        self.jobs.pending.remove(&id);
+        let was_pending = self.jobs.pending.remove(&id);
+        self.limits_stopped(id, was_running, was_pending);
         self.jobs.deps.remove(&id);
         let Some(job) = self.jobs.table.get_mut(id) else {
             return;

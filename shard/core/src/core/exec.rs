@@ -209,9 +209,14 @@ impl ShardCore {
     fn requeue(&mut self, id: JobId, why: String) {
         let now_ms = self.now_ms;
         self.usage_stopped(id);
-        if let Some(end) = self.jobs.running.remove(&id) {
-            self.jobs.sim_ends.remove(&(end, id));
-        }
+        let was_running = match self.jobs.running.remove(&id) {
+            Some(end) => {
+                self.jobs.sim_ends.remove(&(end, id));
+                true
+            }
+            None => false,
+        };
+        self.limits_stopped(id, was_running, false);
         self.jobs.kill_requested.remove(&id);
         let Some(job) = self.jobs.table.get(id) else {
             return;
@@ -231,6 +236,7 @@ impl ShardCore {
         }
         self.job_left(&nodes);
         self.jobs.pending.insert(id);
+        self.limits_pending(id);
         self.note_priority(id);
         self.status_version += 1;
         self.journal(JournalRecord::Requeued(id));

@@ -6,7 +6,9 @@
 //! table's (`refresh_node`; so no outgoing node is up), a job starts only on nodes up here
 //! and unflagged (`started`), a job the table has pending, running or ended is so in the
 //! queue manager (`admit`, `mark_running`, `requeue`, `ended`), the live counts agree after
-//! every tick, and a restored core passes the whole check.
+//! every tick, and a restored core passes the whole check. The whole check also recounts
+//! what the limits count (`core/admission.rs`: each user's pending jobs, what running and
+//! admitted jobs use), which is kept as jobs move and never recounted otherwise.
 //!
 //! What is *not* an invariant: that every running job is on a node this shard holds. A
 //! re-registration's assignment may take an owned node that still runs jobs (the
@@ -34,6 +36,7 @@ impl ShardCore {
     pub fn invariants(&self) -> Result<(), Violation> {
         self.nodes_invariants()?;
         self.jobs_invariants()?;
+        self.limits_invariants()?;
         self.per_node_invariants()
     }
 

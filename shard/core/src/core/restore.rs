@@ -227,6 +227,7 @@ impl ShardCore {
                     self.jobs.table.insert(record);
                     self.note_priority(id);
                     self.jobs.pending.insert(id);
+                    self.limits_pending(id);
                     self.qm
                         .submit(request)
                         .map_err(|e| restore_error(id, &e.to_string()))?;

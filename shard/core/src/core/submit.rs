@@ -185,6 +185,7 @@ impl ShardCore {
             job.priority = self.priority_of(urgency, owner).1;
             self.jobs.table.insert(job);
             self.jobs.pending.insert(job_id);
+            self.limits_pending(job_id);
             self.defer(job_id);
             self.track_dependencies(job_id, waiting);
             debug_assert!(

@@ -20,6 +20,11 @@ pub struct MemJournal {
 }
 
 impl MemJournal {
+    /// The allowance journaled for each user (what a restart would hold).
+    pub fn allowances(&self) -> impl Iterator<Item = (&str, &AllowanceRecord)> {
+        self.allowances.iter().map(|(user, r)| (user.as_str(), r))
+    }
+
     /// Applies `records`, in order (one committed batch).
     pub fn commit(&mut self, records: &[JournalRecord]) {
         for record in records {

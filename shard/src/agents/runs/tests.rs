@@ -47,6 +47,7 @@ fn job(id: u64) -> Box<JobRecord> {
         duration_ms: 60_000,
         nodes: NODES.iter().map(|n| (*n).to_owned()).collect(),
         nodes_requested: Some(2),
+        cores_requested: 2,
         jobspec_json: Arc::from(jobspec.to_json().to_string()),
         r_json: Some(Arc::from(r)),
         events: Vec::new(),
