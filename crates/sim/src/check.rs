@@ -278,52 +278,20 @@ impl Checker {
                 }
             }
         }
-        let mut running_by_user: BTreeMap<&str, (u64, Vec<String>)> = BTreeMap::new();
-        for (queue, summary) in &self.shards {
-            for (user, &n) in &summary.running_by_user {
-                let entry = running_by_user.entry(user).or_default();
-                entry.0 += n;
-                entry.1.push(format!("{n} in {queue}"));
-            }
-        }
-        for (user, (n, places)) in running_by_user.into_iter().filter(|_| self.limits) {
-            let limit = max_running(user);
-            if n > limit {
-                return Err(broken(
-                    Invariant::I6,
-                    format!(
-                        "user {user} runs {n} jobs ({}), past their max_running {limit}",
-                        places.join(", ")
-                    ),
-                ));
-            }
-        }
-        // What the shards' journals hold (what they would admit by after a crash): never
-        // past the limit either (a removed queue's shard is gone, and its allowance with it).
-        let mut held_by_user: BTreeMap<&str, (u64, Vec<String>)> = BTreeMap::new();
-        for (queue, summary) in self
-            .shards
-            .iter()
-            .filter(|(q, _)| !self.removed.contains(*q))
-        {
-            for (user, &n) in summary.held_by_user.iter().filter(|(_, n)| **n > 0) {
-                let entry = held_by_user.entry(user).or_default();
-                entry.0 += n;
-                entry.1.push(format!("{n} in {queue}"));
-            }
-        }
-        for (user, (n, places)) in held_by_user.into_iter().filter(|_| self.limits) {
-            let limit = max_running(user);
-            if n > limit {
-                return Err(broken(
-                    Invariant::I6,
-                    format!(
-                        "user {user}'s allowance journaled by the shards is {n} ({}), past \
-                         their max_running {limit}",
-                        places.join(", ")
-                    ),
-                ));
-            }
+        if self.limits {
+            let all = self.shards.iter();
+            let running = sum_by_user(all, |s| &s.running_by_user);
+            within_max_running(running, |n, at| format!("runs {n} jobs ({at})"))?;
+            // What the shards' journals hold (what they would admit by after a crash): never
+            // past the limit either (a removed queue's shard is gone, with its allowance).
+            let kept = self
+                .shards
+                .iter()
+                .filter(|(q, _)| !self.removed.contains(*q));
+            let held = sum_by_user(kept, |s| &s.held_by_user);
+            within_max_running(held, |n, at| {
+                format!("has {n} of allowance journaled by the shards ({at})")
+            })?;
         }
         let mut up_in: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         let mut held_by: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
@@ -651,6 +619,41 @@ fn generations<'a>(view: &'a View<'_>) -> Box<dyn Iterator<Item = (&'a str, u64)
                 .map(|(n, r)| (n.as_str(), r.generation)),
         ),
     }
+}
+
+/// Each user's total of `count` over `shards`, with where it is.
+fn sum_by_user<'a>(
+    shards: impl Iterator<Item = (&'a String, &'a Summary)>,
+    count: impl Fn(&'a Summary) -> &'a BTreeMap<String, u64>,
+) -> BTreeMap<&'a str, (u64, Vec<String>)> {
+    let mut totals: BTreeMap<&str, (u64, Vec<String>)> = BTreeMap::new();
+    for (queue, summary) in shards {
+        for (user, &n) in count(summary).iter().filter(|(_, n)| **n > 0) {
+            let entry = totals.entry(user).or_default();
+            entry.0 += n;
+            entry.1.push(format!("{n} in {queue}"));
+        }
+    }
+    totals
+}
+
+/// Every user's total is within their `max_running`; `what` words one that is not (from
+/// the total and where it is).
+fn within_max_running(
+    totals: BTreeMap<&str, (u64, Vec<String>)>,
+    what: impl Fn(u64, &str) -> String,
+) -> Result<(), Violation> {
+    for (user, (n, places)) in totals {
+        let limit = max_running(user);
+        if n > limit {
+            let what = what(n, &places.join(", "));
+            return Err(broken(
+                Invariant::I6,
+                format!("user {user} {what}, past their max_running {limit}"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Whether a view has job `id`.

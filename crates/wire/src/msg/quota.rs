@@ -204,19 +204,14 @@ impl LimitTable {
     /// `user`'s spanning limits as an allowance vector (unlimited parts `u64::MAX`), or
     /// `None` when none is set for them.
     pub fn user_spanning(&self, user: &str) -> Option<Usage> {
-        let mut limit = Usage::UNLIMITED;
-        let mut any = false;
-        for kind in SPANNING {
-            if let Some((v, _)) = self.user_limit(kind, user) {
-                any = true;
-                match kind {
-                    LimitKind::MaxNodes => limit.nodes = v,
-                    LimitKind::MaxCores => limit.cores = v,
-                    _ => limit.jobs = v,
-                }
-            }
-        }
-        any.then_some(limit)
+        spanning(|kind| self.user_limit(kind, user).map(|(v, _)| v))
+    }
+
+    /// Queue `queue`'s own limits of what running jobs use, as an allowance vector
+    /// (unlimited parts `u64::MAX`), or `None` when it has none.
+    pub fn queue_spanning(&self, queue: &str) -> Option<Usage> {
+        let scope = LimitScope::Queue(queue.to_owned());
+        spanning(|kind| self.get(kind, &scope))
     }
 
     /// Whether any per-user spanning limit is set (every user has one when a default is).
@@ -285,6 +280,24 @@ impl LimitTable {
         }
         Ok(())
     }
+}
+
+/// The limits `limit_of` finds for the [`SPANNING`] kinds, as an allowance vector
+/// (unlimited parts `u64::MAX`), or `None` when it finds none.
+fn spanning(limit_of: impl Fn(LimitKind) -> Option<u64>) -> Option<Usage> {
+    let mut limit = Usage::UNLIMITED;
+    let mut any = false;
+    for kind in SPANNING {
+        if let Some(v) = limit_of(kind) {
+            any = true;
+            match kind {
+                LimitKind::MaxNodes => limit.nodes = v,
+                LimitKind::MaxCores => limit.cores = v,
+                _ => limit.jobs = v,
+            }
+        }
+    }
+    any.then_some(limit)
 }
 
 fn check_scope(scope: &LimitScope) -> Result<(), Refusal> {

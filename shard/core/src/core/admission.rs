@@ -209,24 +209,6 @@ impl ShardCore {
         Ok(())
     }
 
-    /// The queue's own limits as room (unlimited parts `u64::MAX`), if it has any.
-    fn queue_room(&self) -> Option<Usage> {
-        let scope = LimitScope::Queue(self.queue.to_string());
-        let mut room = Usage::UNLIMITED;
-        let mut any = false;
-        for kind in SPANNING {
-            if let Some(v) = self.quota.limits.get(kind, &scope) {
-                any = true;
-                match kind {
-                    LimitKind::MaxNodes => room.nodes = v,
-                    LimitKind::MaxCores => room.cores = v,
-                    _ => room.jobs = v,
-                }
-            }
-        }
-        any.then_some(room)
-    }
-
     /// The admission pass (see the module documentation): admits pending jobs under limits
     /// while there is room, in urgency then submission order, says why the others wait,
     /// then settles the allowances (gives back, asks ahead).
@@ -238,7 +220,7 @@ impl ShardCore {
             self.unadmit_all();
         }
         self.quota.blocked.clear();
-        let queue_room = self.queue_room();
+        let queue_room = self.quota.limits.queue_spanning(&self.queue);
         if queue_room.is_none() && !self.quota.active() {
             self.quota.wanted.clear();
             return;
