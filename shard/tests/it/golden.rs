@@ -304,7 +304,7 @@ fn the_golden_v1_journal_reencodes_to_the_same_bytes() {
             format::encode(&format::decode::<u64>(bytes).expect("decode"))
         } else {
             assert_eq!(name, format::FORMAT_META);
-            // Opening it upgraded it: v2 only added tables.
+            // Opening it upgraded it: v2 and v3 only added tables.
             assert_eq!(
                 bytes,
                 &format::stamp_value("shard", journal::FORMAT_VERSION)

@@ -319,3 +319,64 @@ fn an_agent_that_reports_its_node_unfit_has_it_drained_with_its_reason() {
         .expect("heartbeat");
     assert!(core.node_flags("n0").and_then(|f| f.drained).is_some());
 }
+
+/// A dead machine's node leaves its move: once its agent is gone (disconnected, and its
+/// node marked down for its silence), the donor's word that the node is free is taken.
+#[test]
+fn a_release_is_taken_on_the_donors_word_once_the_agent_is_gone() {
+    let mut core = core("");
+    register_shard(&mut core, "a", 1);
+    core.queue_control(
+        NOW,
+        "b",
+        shardsched_wire::msg::client_coord::QueueAction::Start { take: false },
+    )
+    .expect_err("b would own nothing");
+    register_shard(&mut core, "b", 2);
+    core.agent_register(
+        NOW,
+        ConnId(10),
+        "n0",
+        listen(1),
+        report("n0", vec![running("a")]),
+    )
+    .expect("registers");
+    let move_id = core
+        .move_between(NOW, &["n0".into()], "a", "b", None)
+        .expect("move");
+    let write = core.journal_take().expect("the move is journaled");
+    core.journal_done(&write);
+    core.moves_to_send();
+    let n0 = NodeGen {
+        node: "n0".into(),
+        generation: Generation(2),
+    };
+    let release = Request::Release(Release {
+        move_id,
+        nodes: vec![n0.clone()],
+    });
+    let free = Response::Releasing {
+        nodes: vec![ReleaseState {
+            node: n0,
+            free: FreeAt::Now,
+            jobs: Vec::new(),
+        }],
+        stale: Vec::new(),
+    };
+    let acquired = |core: &mut Core| {
+        if let Some(write) = core.journal_take() {
+            core.journal_done(&write);
+        }
+        core.moves_to_send()
+            .iter()
+            .any(|c| matches!(c.request, Request::Acquire(_)))
+    };
+    // The machine dies: its agent's connection ends, its last report still shows a's job.
+    core.agent_disconnected(ConnId(10));
+    core.moves_answer(NOW + 1, "a", &release, &free);
+    assert!(!acquired(&mut core), "unreachable, not yet gone: it waits");
+    let down = core.agents_tick(NOW + TIMEOUT);
+    assert_eq!(down.len(), 1, "marked down for its silence");
+    core.moves_answer(NOW + TIMEOUT + 1, "a", &release, &free);
+    assert!(acquired(&mut core), "gone: the donor's word is taken");
+}
