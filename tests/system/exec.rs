@@ -315,7 +315,18 @@ fn a_cancel_survives_its_shard_being_killed_before_the_processes_are_gone() {
         kill_process(harness::pid(system.child_pid("alpha")), Signal::KILL).unwrap();
     };
     let cancelled_by_its_cancel = |id: &str, pids: &[u32]| {
-        let row = system.wait_state(id, "cancelled");
+        // Not listed while the shard restarts: wait for the row, then for the state.
+        let mut row = serde_json::Value::Null;
+        let ended = wait_for(|| {
+            let out = system.cli(&["jobs", "-A", "-a", "--json"]);
+            let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            let listed = rows
+                .as_array()
+                .and_then(|r| r.iter().find(|j| j["id"] == id));
+            row = listed.cloned().unwrap_or_default();
+            row["state"] == "cancelled"
+        });
+        assert!(ended, "job {id} never ended cancelled: {row:#}");
         let reason = row["reason"].as_str().unwrap_or_default();
         assert!(
             reason.starts_with("cancelled by admin ") && !reason.contains(':'),
