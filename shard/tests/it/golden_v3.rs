@@ -9,32 +9,18 @@
 //! `v1.redb` (golden.rs) keeps checking that older journals are upgraded. When the format
 //! changes on purpose, see golden.rs.
 
-use crate::common;
+use crate::golden::{NOW, assignment, copy_of, golden, ng, submit};
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use shardsched_jobspec::Shorthand;
 use shardsched_journal::format;
-use shardsched_proto::msg::client_shard::{IdempotencyKey, Submit};
-use shardsched_proto::msg::shard_coord::Assignment;
-use shardsched_proto::msg::{
-    ClusterDescription, ClusterFormat, Generation, JobState, NodeFlags, NodeGen,
-};
+use shardsched_proto::msg::{JobState, NodeFlags};
 use shardsched_proto::{Fluid, Peer, Role};
 use shardsched_shard::exec::{EndCause, JobEnd};
 use shardsched_shard::journal::{self, KILLS_TABLE, KillPlan, KillRecord};
 use shardsched_shard::nodes::Flag;
 use shardsched_shard::{CoreExecutor, CoreOptions, ExecAction, ShardCore};
-
-/// When the golden journal's jobs were submitted, ms (some time in 2027).
-const NOW: u64 = 1_800_000_000_000;
-/// n0..n3, one socket of 4 cores each.
-const CLUSTER: &str = "name = \"c\"\n[[nodes]]\nhosts = \"n[0-3]\"\ncores_per_socket = 4\n";
-
-fn golden() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/v3.redb")
-}
 
 fn options() -> CoreOptions {
     CoreOptions {
@@ -47,79 +33,39 @@ fn options() -> CoreOptions {
     }
 }
 
-/// The coordinator's answer: n0..n3 owned at generation 1, `down` marked down.
-fn assignment(down: &[&str]) -> Assignment {
+/// n0..n3 owned at generation 1, `down` marked down (reason `psu`).
+fn owning_all(down: Option<&str>) -> shardsched_proto::msg::shard_coord::Assignment {
     let flags: BTreeMap<String, NodeFlags> = down
-        .iter()
         .map(|n| {
             let flags = NodeFlags {
                 down: Some("psu".into()),
                 drained: None,
             };
-            ((*n).to_owned(), flags)
+            (n.to_owned(), flags)
         })
+        .into_iter()
         .collect();
-    let nodes = ["n0", "n1", "n2", "n3"];
-    Assignment {
-        limits: Default::default(),
-        fairshare: None,
-        generator_id: 3,
-        cluster: ClusterDescription {
-            format: ClusterFormat::Spec,
-            text: CLUSTER.into(),
-            load_allowlist: Vec::new(),
-        },
-        queue: common::queue(&nodes),
-        owned: nodes
-            .iter()
-            .map(|n| NodeGen {
-                node: (*n).into(),
-                generation: Generation(1),
-            })
-            .collect(),
-        incoming: Vec::new(),
-        flags,
-    }
-}
-
-fn submit(core: &mut ShardCore, key: u8) -> Fluid {
-    let jobspec = Shorthand {
-        nodes: Some(1),
-        duration: 3_000,
-        command: vec![format!("app{key}")],
-        ..Shorthand::default()
-    }
-    .to_jobspec()
-    .expect("jobspec");
-    let submit = Submit {
-        idempotency_key: IdempotencyKey([key; 16]),
-        jobspec_json: jobspec.to_json().to_string(),
-        urgency: None,
-        array: None,
-        signature: None,
-    };
-    core.handle_submit(NOW, "alice", &submit)
-        .expect("accepted")
-        .id
+    let owned = ["n0", "n1", "n2", "n3"].map(|n| ng(n, 1)).to_vec();
+    assignment(owned, Vec::new(), flags)
 }
 
 /// Writes `tests/golden/v3.redb` (run by hand when the format changes on purpose).
 #[test]
 #[ignore = "writes the golden journal: run by hand when the format changes on purpose"]
 fn write_golden_v3() {
-    let path = golden();
+    let path = golden("v3.redb");
     let _ = std::fs::remove_file(&path);
     let disk = journal::open(&path).expect("a fresh journal");
     let commit = |core: &mut ShardCore| {
         let batch = journal::to_batch(&core.take_journal()).expect("encode");
         disk.commit(&batch).expect("commit");
     };
-    let mut core = ShardCore::new(&assignment(&[]), options()).expect("core");
+    let mut core = ShardCore::new(&owning_all(None), options()).expect("core");
     commit(&mut core);
     let (cancelled, failing, running) = (
-        submit(&mut core, 1),
-        submit(&mut core, 2),
-        submit(&mut core, 3),
+        submit(&mut core, NOW, 1, 1, 3_000),
+        submit(&mut core, NOW, 2, 1, 3_000),
+        submit(&mut core, NOW, 3, 1, 3_000),
     );
     core.tick(NOW).expect("tick");
     commit(&mut core);
@@ -137,9 +83,7 @@ fn write_golden_v3() {
 
 #[test]
 fn the_golden_v3_journal_reads_back_its_kill_requests_and_restores_them() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("journal.redb");
-    std::fs::copy(golden(), &path).expect("copy the golden journal");
+    let (_dir, path) = copy_of("v3.redb");
     let disk = journal::open(&path).expect("a v3 journal opens");
     for (key, bytes) in disk.scan(KILLS_TABLE).expect("kills") {
         let kill: KillRecord = format::decode(&bytes).expect("decode");
@@ -187,7 +131,7 @@ fn the_golden_v3_journal_reads_back_its_kill_requests_and_restores_them() {
     // A restart asks for both kills again; however the processes end, the jobs end as
     // their requests said.
     let (mut core, summary) = ShardCore::restored(
-        &assignment(&[down.as_str()]),
+        &owning_all(Some(down.as_str())),
         options(),
         NOW + 2_000,
         &restored,

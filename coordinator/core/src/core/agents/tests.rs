@@ -189,18 +189,18 @@ fn with_agents_required_a_node_whose_agent_never_came_is_down() {
     assert!(core.node_flags("n0").is_none(), "its agent was heard since");
 }
 
-#[test]
-fn an_acquire_tells_the_agent_its_new_owner_and_a_release_waits_for_the_agents_word() {
-    let mut core = core("");
-    register_shard(&mut core, "a", 1);
+/// Queues a and b registered, n0's agent (on connection 10) running a job of a, and n0
+/// moving from a to b: the release the coordinator sends a for the move, and a's answer
+/// that n0 is free.
+fn n0_moving_with_a_job_of_a(core: &mut Core) -> (Request, Response) {
+    register_shard(core, "a", 1);
     core.queue_control(
         NOW,
         "b",
         shardsched_wire::msg::client_coord::QueueAction::Start { take: false },
     )
     .expect_err("b would own nothing");
-    register_shard(&mut core, "b", 2);
-    // n0's agent runs a job of a.
+    register_shard(core, "b", 2);
     core.agent_register(
         NOW,
         ConnId(10),
@@ -212,6 +212,29 @@ fn an_acquire_tells_the_agent_its_new_owner_and_a_release_waits_for_the_agents_w
     let move_id = core
         .move_between(NOW, &["n0".into()], "a", "b", None)
         .expect("move");
+    let n0 = NodeGen {
+        node: "n0".into(),
+        generation: Generation(2),
+    };
+    let release = Request::Release(Release {
+        move_id,
+        nodes: vec![n0.clone()],
+    });
+    let free = Response::Releasing {
+        nodes: vec![ReleaseState {
+            node: n0,
+            free: FreeAt::Now,
+            jobs: Vec::new(),
+        }],
+        stale: Vec::new(),
+    };
+    (release, free)
+}
+
+#[test]
+fn an_acquire_tells_the_agent_its_new_owner_and_a_release_waits_for_the_agents_word() {
+    let mut core = core("");
+    let (release, free) = n0_moving_with_a_job_of_a(&mut core);
     let (answer, _) = core
         .agent_register(
             NOW,
@@ -225,24 +248,6 @@ fn an_acquire_tells_the_agent_its_new_owner_and_a_release_waits_for_the_agents_w
     let write = core.journal_take().expect("the move is journaled");
     core.journal_done(&write);
     core.moves_to_send();
-    let release = Request::Release(Release {
-        move_id,
-        nodes: vec![NodeGen {
-            node: "n0".into(),
-            generation: Generation(2),
-        }],
-    });
-    let free = Response::Releasing {
-        nodes: vec![ReleaseState {
-            node: NodeGen {
-                node: "n0".into(),
-                generation: Generation(2),
-            },
-            free: FreeAt::Now,
-            jobs: Vec::new(),
-        }],
-        stale: Vec::new(),
-    };
     // The donor says n0 is free, but its agent still runs a's job: not released.
     core.moves_answer(NOW, "a", &release, &free);
     if let Some(write) = core.journal_take() {
@@ -325,44 +330,10 @@ fn an_agent_that_reports_its_node_unfit_has_it_drained_with_its_reason() {
 #[test]
 fn a_release_is_taken_on_the_donors_word_once_the_agent_is_gone() {
     let mut core = core("");
-    register_shard(&mut core, "a", 1);
-    core.queue_control(
-        NOW,
-        "b",
-        shardsched_wire::msg::client_coord::QueueAction::Start { take: false },
-    )
-    .expect_err("b would own nothing");
-    register_shard(&mut core, "b", 2);
-    core.agent_register(
-        NOW,
-        ConnId(10),
-        "n0",
-        listen(1),
-        report("n0", vec![running("a")]),
-    )
-    .expect("registers");
-    let move_id = core
-        .move_between(NOW, &["n0".into()], "a", "b", None)
-        .expect("move");
+    let (release, free) = n0_moving_with_a_job_of_a(&mut core);
     let write = core.journal_take().expect("the move is journaled");
     core.journal_done(&write);
     core.moves_to_send();
-    let n0 = NodeGen {
-        node: "n0".into(),
-        generation: Generation(2),
-    };
-    let release = Request::Release(Release {
-        move_id,
-        nodes: vec![n0.clone()],
-    });
-    let free = Response::Releasing {
-        nodes: vec![ReleaseState {
-            node: n0,
-            free: FreeAt::Now,
-            jobs: Vec::new(),
-        }],
-        stale: Vec::new(),
-    };
     let acquired = |core: &mut Core| {
         if let Some(write) = core.journal_take() {
             core.journal_done(&write);
