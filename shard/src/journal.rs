@@ -1,9 +1,9 @@
 //! The shard's journal on disk: the core's records ([`shardsched_shard_core::journal`],
 //! re-exported here) encoded with the journal's own format
-//! ([`shardsched_journal::format`]), stamped `shardsched-shard-journal v2`.
+//! ([`shardsched_journal::format`]), stamped `shardsched-shard-journal v3`.
 //!
 //! [`open`] checks the stamp before reading anything: a fresh journal is stamped at once; a
-//! v1 journal is upgraded (restamped: v2 only added tables); a
+//! v1 or v2 journal is upgraded (restamped: v2 and v3 only added tables); a
 //! journal written before format v1 (by the wire codec), one of another kind, or one of a
 //! newer version is refused by name (the error names the file, and a restart would fail the
 //! same way). [`to_batch`] encodes a batch of records for the committer; [`load`] reads a
@@ -69,10 +69,16 @@ pub fn to_batch(records: &[JournalRecord]) -> Result<Batch, FormatError> {
                 batch.put(RUNS_TABLE, run.id, format::encode(run)?);
             }
             JournalRecord::Ended(end) => {
-                batch.put(ENDS_TABLE, end.id, format::encode(end)?);
+                batch
+                    .put(ENDS_TABLE, end.id, format::encode(end)?)
+                    .delete(KILLS_TABLE, end.id);
+            }
+            JournalRecord::KillRequested(kill) => {
+                batch.put(KILLS_TABLE, kill.id, format::encode(kill)?);
             }
             JournalRecord::Forgotten(id) => {
                 batch
+                    .delete(KILLS_TABLE, id.0)
                     .delete(JOBS_TABLE, id.0)
                     .delete(RUNS_TABLE, id.0)
                     .delete(ENDS_TABLE, id.0)
@@ -92,6 +98,7 @@ pub fn to_batch(records: &[JournalRecord]) -> Result<Batch, FormatError> {
                     .delete(SIGNATURES_TABLE, id.0);
                 for e in elements {
                     batch
+                        .delete(KILLS_TABLE, e.0)
                         .delete(RUNS_TABLE, e.0)
                         .delete(ENDS_TABLE, e.0)
                         .delete(URGENCY_TABLE, e.0);
@@ -101,7 +108,7 @@ pub fn to_batch(records: &[JournalRecord]) -> Result<Batch, FormatError> {
                 batch.put_meta(LAST_ID_META, format::encode(&id.0)?);
             }
             JournalRecord::Requeued(id) => {
-                batch.delete(RUNS_TABLE, id.0);
+                batch.delete(RUNS_TABLE, id.0).delete(KILLS_TABLE, id.0);
             }
             JournalRecord::Node(name, node) => {
                 batch.put_meta(&format!("{NODE_META_PREFIX}{name}"), format::encode(node)?);
@@ -126,6 +133,7 @@ pub fn load(journal: &Journal) -> Result<Restored, JournalError> {
         ends: journal.scan(ENDS_TABLE)?,
         urgency: journal.scan(URGENCY_TABLE)?,
         signatures: journal.scan(SIGNATURES_TABLE)?,
+        kills: journal.scan(KILLS_TABLE)?,
         metas: journal.metas()?,
     };
     restored(journal.path(), tables)
@@ -146,6 +154,8 @@ pub struct Tables {
     pub urgency: Vec<(u64, Vec<u8>)>,
     /// [`SIGNATURES_TABLE`].
     pub signatures: Vec<(u64, Vec<u8>)>,
+    /// [`KILLS_TABLE`] (format v3; empty in older journals).
+    pub kills: Vec<(u64, Vec<u8>)>,
     /// Named values.
     pub metas: BTreeMap<String, Vec<u8>>,
 }
@@ -167,6 +177,7 @@ pub fn restored(path: &Path, tables: Tables) -> Result<Restored, JournalError> {
         .collect::<Result<Vec<_>, _>>()?;
     let signatures =
         decode_table::<SignatureRecord>(path, SIGNATURES_TABLE, tables.signatures, |s| s.id)?;
+    let kills = decode_table::<KillRecord>(path, KILLS_TABLE, tables.kills, |k| k.id)?;
     let last_id = match tables.metas.get(LAST_ID_META) {
         Some(bytes) => Some(
             format::decode::<u64>(bytes)
@@ -183,6 +194,7 @@ pub fn restored(path: &Path, tables: Tables) -> Result<Restored, JournalError> {
         ends,
         urgencies: urgency,
         signatures,
+        kills,
     };
     let mut restored = Restored::assemble(tables, last_id, nodes).map_err(|o| {
         JournalError::decode(

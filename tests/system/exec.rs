@@ -15,7 +15,7 @@ use rustix::process::{Signal, kill_process};
 use shardsched_proto::Fluid;
 use shardsched_shard::exec::launch::Prepared;
 use shardsched_shard::exec::{
-    EndCause, Plan, RunningOrEnded, job_dir, launch, recover, request_kill,
+    CANCEL_FILE, EndCause, Plan, RunningOrEnded, job_dir, launch, recover, request_kill,
 };
 
 /// The `SHARDSCHED_*` lines of an `env` dump.
@@ -264,6 +264,97 @@ fn a_running_job_survives_its_shard_being_killed_and_its_end_reaches_the_restart
         panic!("expected one ended job: {ended:?}");
     };
     assert_eq!((end.cause, end.exit_code), (EndCause::Completed, Some(5)));
+}
+
+/// A cancel acknowledged is kept across a shard killed with SIGKILL before the job's
+/// processes are gone (they ignore SIGTERM, so they live through the kill grace): the
+/// restarted shard asks for the kill again from its journal, and the job ends cancelled
+/// with the cancel's own reason. Twice: with the kill held back after the answer (the
+/// failpoint `shard.kill.before_exec`: no cancel file was ever written), and with the kill
+/// under way (the shard killed during the grace).
+#[test]
+fn a_cancel_survives_its_shard_being_killed_before_the_processes_are_gone() {
+    let once = std::env::temp_dir().join(format!(
+        "shardsched-failpoints-once-cancel-{}-{}",
+        std::process::id(),
+        harness::now_ms()
+    ));
+    std::fs::create_dir_all(&once).unwrap();
+    let system = System::start_with_env(
+        "exec-cancel-restart",
+        &harness::two_queues_config(),
+        &["--executor", "exec"],
+        &[
+            (
+                "SHARDSCHED_FAILPOINTS",
+                "alpha/shard.kill.before_exec=sleep(600000)",
+            ),
+            ("SHARDSCHED_FAILPOINTS_ONCE_DIR", once.to_str().unwrap()),
+        ],
+    );
+    let stubborn = |tag: &str| {
+        let o = system.dir.join(tag);
+        let o = o.display();
+        let script = format!("trap '' TERM; sleep 300 & echo $! > {o}.bg; echo $$ > {o}.sh; wait");
+        let id = system.submit(&[
+            "-q", "alpha", "-n", "1", "-t", "600s", "--", "sh", "-c", &script,
+        ]);
+        let pids = ["sh", "bg"].map(|ext| read_pid_file(&system.dir.join(format!("{tag}.{ext}"))));
+        (id, pids)
+    };
+    let (held, held_pids) = stubborn("held");
+    let (under_way, under_way_pids) = stubborn("under-way");
+    let _cleanup: Vec<KillOnDrop> = [held_pids, under_way_pids]
+        .concat()
+        .into_iter()
+        .map(KillOnDrop)
+        .collect();
+    let jobs = system.shard_dir("alpha").join("jobs");
+    let cancel_file = |id: &str| job_dir(&jobs, id.parse().unwrap()).join(CANCEL_FILE);
+    let killed_shard = |system: &System| {
+        kill_process(harness::pid(system.child_pid("alpha")), Signal::KILL).unwrap();
+    };
+    let cancelled_by_its_cancel = |id: &str, pids: &[u32]| {
+        // Not listed while the shard restarts: wait for the row, then for the state.
+        let mut row = serde_json::Value::Null;
+        let ended = wait_for(|| {
+            let out = system.cli(&["jobs", "-A", "-a", "--json"]);
+            let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            let listed = rows
+                .as_array()
+                .and_then(|r| r.iter().find(|j| j["id"] == id));
+            row = listed.cloned().unwrap_or_default();
+            row["state"] == "cancelled"
+        });
+        assert!(ended, "job {id} never ended cancelled: {row:#}");
+        let reason = row["reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.starts_with("cancelled by admin ") && !reason.contains(':'),
+            "the cancel's own reason: {row:#}"
+        );
+        assert!(
+            wait_for(|| pids.iter().all(|&p| !alive(p))),
+            "job {id}'s processes {pids:?} outlived it"
+        );
+    };
+
+    // The answer left; the kill did not (the failpoint holds it): the shard dies.
+    system.ok(&["cancel", &held]);
+    assert!(!cancel_file(&held).exists(), "the kill was held back");
+    assert!(held_pids.iter().all(|&p| alive(p)));
+    killed_shard(&system);
+    cancelled_by_its_cancel(&held, &held_pids);
+
+    // The kill under way (its cancel file written, SIGTERM ignored): the shard dies
+    // during the grace (or, on a slow machine, after: the job ends the same way).
+    system.ok(&["cancel", &under_way]);
+    assert!(
+        wait_for(|| cancel_file(&under_way).exists()),
+        "the kill never reached the supervisor"
+    );
+    killed_shard(&system);
+    cancelled_by_its_cancel(&under_way, &under_way_pids);
+    let _ = std::fs::remove_dir_all(&once);
 }
 
 /// Kills a process when dropped: a failing test leaves no `sleep 120` behind.

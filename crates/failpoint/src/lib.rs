@@ -91,6 +91,12 @@ fn armed() -> &'static HashMap<String, Armed> {
     })
 }
 
+/// Whether any failpoint is armed in this process: a caller that must not block its
+/// thread at a point (an async task) moves the [`hit`] elsewhere only then.
+pub fn any_armed() -> bool {
+    !armed().is_empty()
+}
+
 /// Reaches the failpoint `name`: does what `SHARDSCHED_FAILPOINTS` arms it to, else nothing.
 /// `name` may be `format_args!(…)`: it is only formatted when some failpoint is armed, so an
 /// unarmed process pays one load per point, not a string per point.

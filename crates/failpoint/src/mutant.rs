@@ -18,6 +18,9 @@
 //! allowance-unjournaled a shard returns allowance under a per-user limit without
 //!                       journaling it, so a restart holds it again
 //!                                                         (shard core, allowances)
+//! kill-unjournaled      a shard answers a cancel of a running job without journaling
+//!                       its kill request, so a restart runs the job on
+//!                                                         (shard core, exec side)
 //! ```
 //!
 //! The switch is thread-local: seeds run side by side in a test's threads, each with its
@@ -43,11 +46,13 @@ pub enum Mutant {
     AllowanceUnjournaled,
     /// The coordinator counts a fair-share usage batch it had counted already.
     UsageRecounted,
+    /// A shard answers a kill request (a cancel) without journaling it.
+    KillUnjournaled,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 7] = [
+    pub const ALL: [Mutant; 8] = [
         Mutant::UpBeforeRelease,
         Mutant::NoGenerationCheck,
         Mutant::AckBeforeJournal,
@@ -55,6 +60,7 @@ impl Mutant {
         Mutant::AgentNoFence,
         Mutant::AllowanceUnjournaled,
         Mutant::UsageRecounted,
+        Mutant::KillUnjournaled,
     ];
 
     /// Its name on the command line.
@@ -67,6 +73,7 @@ impl Mutant {
             Mutant::AgentNoFence => "agent-no-fence",
             Mutant::AllowanceUnjournaled => "allowance-unjournaled",
             Mutant::UsageRecounted => "usage-recounted",
+            Mutant::KillUnjournaled => "kill-unjournaled",
         }
     }
 

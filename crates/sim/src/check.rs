@@ -12,7 +12,7 @@
 //! | I1 | no node is up in two shards |
 //! | I2 | no node is up in a shard while another shard's running job holds it |
 //! | I3 | no shard has seen a generation the coordinator's journal does not hold (fencing); the coordinator core's `invariants()`; after healing, every move finished and every node up in exactly its owner, nowhere half-moved, and a move past its deadline holds no job of its donor on its outgoing nodes |
-//! | I4 | no node runs two jobs in one shard (jobs take whole nodes); every acknowledged job is in its shard (core or journal) until it ended, and one key is one job; no queue is removed (`queue remove`, `reload`) while an acknowledged job of it has not ended; each shard core's `invariants()`, and each restart's restore |
+//! | I4 | no node runs two jobs in one shard (jobs take whole nodes); every acknowledged job is in its shard (core or journal) until it ended, and one key is one job; a job whose cancel was acknowledged never completes nor runs again; no queue is removed (`queue remove`, `reload`) while an acknowledged job of it has not ended; each shard core's `invariants()`, and each restart's restore |
 //! | I6 | a user's running jobs over every shard never pass their `max_running` (docs/POLICIES.md, "Limits"), counted from each shard's core or journal |
 //! | I7 | the coordinator's fair-share usage never passes what the distinct usage batches delivered to it carried: each batch counted once (`check_usage.rs`) |
 //! | I5 | a running job keeps its start and nodes until it ends, and ends only at its planned end, by its owner's cancel, by a node an admin marked down, or by a move's deadline on one of its nodes |
@@ -142,6 +142,8 @@ struct Seen {
     running: Option<(u64, Vec<String>)>,
     /// Seen ended.
     ended: bool,
+    /// Seen completed (ran to its end).
+    completed: bool,
 }
 
 /// The ledger and the checks (see the module documentation).
@@ -153,6 +155,9 @@ pub(crate) struct Checker {
     acked: BTreeMap<JobId, String>,
     /// Jobs a client asked to cancel.
     cancels: BTreeSet<JobId>,
+    /// Jobs whose cancel a shard answered `Cancelled`: they end cancelled (or as an earlier
+    /// kill of theirs said: failed, cancelled by a move's deadline), never completed.
+    cancels_acked: BTreeSet<JobId>,
     /// Nodes an admin asked to mark down.
     downs: BTreeSet<String>,
     /// Moves seen at the coordinator: nodes and deadline.
@@ -207,6 +212,19 @@ impl Checker {
     /// A client asked to cancel `id`.
     pub(crate) fn cancel_asked(&mut self, id: JobId) {
         self.cancels.insert(id);
+    }
+
+    /// A shard answered that `id` is cancelled: it must not complete (nor have completed:
+    /// an answer may arrive after the end it contradicts was seen).
+    pub(crate) fn cancel_acked(&mut self, id: JobId) -> Result<(), Violation> {
+        self.cancels_acked.insert(id);
+        if self.jobs.get(&id).is_some_and(|s| s.completed) {
+            return Err(broken(
+                Invariant::I4,
+                format!("job {id}'s cancel was acknowledged, but it completed"),
+            ));
+        }
+        Ok(())
     }
 
     /// An admin asked to mark `node` down.
@@ -414,8 +432,16 @@ impl Checker {
                 }
                 Ok(())
             }
+            JobState::Completed if self.cancels_acked.contains(&job.id) => Err(broken(
+                Invariant::I4,
+                format!(
+                    "job {} in {queue} completed after its cancel was acknowledged",
+                    job.id
+                ),
+            )),
             JobState::Completed | JobState::Failed | JobState::Cancelled => {
                 seen.ended = true;
+                seen.completed = job.state == JobState::Completed;
                 if let Some(start) = job.start_ms {
                     seen.running.get_or_insert((start, job.nodes.clone()));
                 }
@@ -451,12 +477,9 @@ impl Checker {
             {
                 Ok(())
             }
-            // With node agents, a cancel's end as the supervisor reports it, when the shard
-            // restarted since it asked for the kill (its wording is then the supervisor's).
-            JobState::Cancelled
-                if reason.starts_with("cancelled by ")
-                    || (self.agents && reason.starts_with("cancelled: cancelled by ")) =>
-            {
+            // With node agents too, the cancel's own reason: a shard restarted since it
+            // asked for the kill asks again from its journal and keeps the reason.
+            JobState::Cancelled if reason.starts_with("cancelled by ") => {
                 if self.cancels.contains(&job.id) {
                     Ok(())
                 } else {

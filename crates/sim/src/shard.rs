@@ -541,6 +541,7 @@ fn describe(record: &JournalRecord) -> String {
         JournalRecord::Forgotten(id) => format!("forgotten {id}"),
         JournalRecord::LastId(id) => format!("last id {id}"),
         JournalRecord::Requeued(id) => format!("requeued {id}"),
+        JournalRecord::KillRequested(kill) => format!("kill {}", Fluid(kill.id)),
         JournalRecord::Node(name, node) => {
             format!("{name}@{} {:?}", node.generation, node.holding)
         }

@@ -48,6 +48,9 @@ const PARTITION_MS: std::ops::RangeInclusive<u64> = 1_000..=40_000;
 const HEAL_ROUNDS_MAX: u64 = 5_000;
 /// Virtual time healing may take before a seed that has not settled is declared stuck.
 const HEAL_MS_MAX: u64 = 2 * 3_600_000;
+/// One seed in this many (among those with node agents: even seeds) loses a machine for
+/// good: its agent and its tasks die at a random step and never come back.
+const MACHINE_DIES_EVERY: u64 = 5;
 
 /// What the seeds exercised, so that a run that tests nothing is noticed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -87,6 +90,8 @@ pub struct Stats {
     pub tasks_lease_stopped: u64,
     pub agent_crashes: u64,
     pub partitions: u64,
+    /// Machines (a node agent and its tasks) gone for good.
+    pub machines_died: u64,
 }
 
 impl Stats {
@@ -113,6 +118,7 @@ impl Stats {
         self.tasks_lease_stopped += other.tasks_lease_stopped;
         self.agent_crashes += other.agent_crashes;
         self.partitions += other.partitions;
+        self.machines_died += other.machines_died;
     }
 }
 
@@ -143,8 +149,13 @@ pub(crate) struct World {
     /// Agents cut off from everyone, until when.
     partitions: BTreeMap<String, u64>,
     /// When each agent cut off or crashed at some time was last reachable again (the end of
-    /// its latest cut-off, or its latest restart), for healing's deadline check.
+    /// its latest cut-off, or its latest restart; a dead machine's: its death), for
+    /// healing's deadline check.
     reachable_again: BTreeMap<String, u64>,
+    /// The machine that dies in this seed, if one does: at which step, and which node.
+    death: Option<(u64, String)>,
+    /// Nodes whose machine died: their agent never comes back.
+    dead: BTreeSet<String>,
     net: Net,
     next_id: u64,
     clients: Clients,
@@ -176,6 +187,15 @@ impl World {
         } else {
             BTreeMap::new()
         };
+        // Drawn apart from the seed's stream, so that the seeds where no machine dies run
+        // exactly as they did before machines could die.
+        let death = if with_agents && (seed / 2).is_multiple_of(MACHINE_DIES_EVERY) {
+            let mut draw = ChaCha8Rng::seed_from_u64(seed ^ 0xdead_0000_0000_dead);
+            let step = draw.random_range(1..=options.steps.max(1) as u64);
+            setup.nodes.choose(&mut draw).map(|n| (step, n.clone()))
+        } else {
+            None
+        };
         let mut checker = Checker::default();
         checker.agents = with_agents;
         checker.limits = !with_agents;
@@ -194,6 +214,8 @@ impl World {
             agents,
             partitions: BTreeMap::new(),
             reachable_again: BTreeMap::new(),
+            death,
+            dead: BTreeSet::new(),
             net: Net::default(),
             next_id: 0,
             clients,
@@ -263,6 +285,11 @@ impl World {
         self.check()?;
         for _ in 0..steps {
             self.steps += 1;
+            if let Some((at, node)) = self.death.clone()
+                && at == self.steps
+            {
+                self.machine_dies(&node);
+            }
             self.step()?;
             self.housekeeping()?;
             self.check()?;

@@ -99,6 +99,7 @@ fn seeds_keep_every_invariant_and_exercise_every_path() {
         ),
         ("node agent crashes", t.agent_crashes),
         ("node agents cut off", t.partitions),
+        ("machines gone for good", t.machines_died),
     ];
     for (what, count) in exercised {
         assert!(

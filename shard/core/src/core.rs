@@ -55,6 +55,8 @@ mod holds;
 #[cfg(test)]
 mod holds_tests;
 mod invariants;
+#[cfg(test)]
+mod kills_tests;
 mod moving;
 #[cfg(test)]
 mod moving_restore_tests;

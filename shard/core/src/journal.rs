@@ -1,6 +1,6 @@
 //! What the shard journals: record types of its own, apart from the wire's, so that a
 //! change to a message never changes what is on disk (journal format
-//! `shardsched-shard-journal v2`, docs/JOURNAL.md).
+//! `shardsched-shard-journal v3`, docs/JOURNAL.md).
 //!
 //! ```text
 //! table jobs       key = job id  AcceptedJob      written when the job is accepted (never changes)
@@ -9,6 +9,9 @@
 //! table signatures key = job id  SignatureRecord  with the job, when its submit was signed
 //!                                                 (an array's: keyed by the array's id)
 //! table urgency    key = job id  u8               its urgency, once changed after submit (v2)
+//! table kills      key = job id  KillRecord       a running job's processes are being killed:
+//!                                                 how it ends, and why (v3); deleted when it
+//!                                                 ends or is requeued
 //! table arrays     key = job id  ArrayRecord      an array's indices and `%N` (v2); its jobspec
 //!                                                 is the `jobs` record of the same id, its
 //!                                                 elements' runs and ends are keyed by their ids
@@ -16,11 +19,14 @@
 //! meta  node:<name>           NodeRecord   the node table's entry: generation, holding, flags
 //! meta  allowance:<user>      AllowanceRecord  the user's allowance under a per-user limit
 //!                                          (docs/POLICIES.md, "Limits"): grant seq, held
-//! meta  format                             "shardsched-shard-journal v2" (the store's stamp)
+//! meta  format                             "shardsched-shard-journal v3" (the store's stamp)
 //! ```
 //!
-//! Version 2 only adds tables: every v1 record is a v2 record, so a v1 journal is upgraded
-//! by stamping it v2 (the driver does so when it opens one).
+//! Versions 2 and 3 only add tables: every v1 or v2 record is a v3 record, so an older
+//! journal is upgraded by stamping it v3 (the driver does so when it opens one). Version 3
+//! is a version of its own, not a table slipped into v2, so that a build that does not know
+//! the `kills` table refuses the journal by name instead of running on a job whose cancel
+//! was acknowledged ([`KillRecord`]).
 //!
 //! An array is accepted as one `jobs` record and one `arrays` record, whatever its size:
 //! a restart makes its elements from them ([`Restored::assemble`]). Its elements' ends stay
@@ -54,7 +60,7 @@ pub use restored::{ElementOf, JobTables, Orphan, Restored, RestoredJob};
 /// The journal kind in the format stamp.
 pub const FORMAT_KIND: &str = "shard";
 /// The journal format this build writes and reads.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 /// The oldest format this build upgrades (by restamping: see the module documentation).
 pub const FORMAT_VERSION_UPGRADED: u32 = 1;
 
@@ -141,6 +147,44 @@ pub enum EndState {
     Cancelled,
 }
 
+/// A kill of a running job's processes that was asked for and answered (a client's or an
+/// admin's cancel, a node marked down, a move's deadline): written before the answer leaves
+/// (write, then acknowledge), so that a shard restarted before the processes are gone
+/// kills them again and records the job as the request said, with its reason. Executors
+/// that really run jobs only (exec, agents): under the sim executor a job ends at once.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KillRecord {
+    /// The job.
+    pub id: u64,
+    /// When the kill was asked for, ms.
+    pub requested_ms: u64,
+    /// How the job is recorded once its processes are gone.
+    pub plan: KillPlan,
+}
+
+/// How a killed job is recorded ([`KillRecord`]); each reason names who asked
+/// (`cancelled by admin root`) or what happened (`node n3 went down: psu`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum KillPlan {
+    /// Cancelled.
+    Cancel {
+        /// Why, and by whom.
+        reason: String,
+    },
+    /// Failed, with an `exception` event of this type (`node-down`, …) if any.
+    Fail {
+        /// The exception's type.
+        exception: Option<String>,
+        /// Why.
+        reason: String,
+    },
+    /// Back to pending (its jobspec allows requeue).
+    Requeue {
+        /// Why.
+        reason: String,
+    },
+}
+
 /// A node's entry in the node table, as journaled.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeRecord {
@@ -190,8 +234,12 @@ pub enum JournalRecord {
     Forgotten(JobId),
     /// The highest job id issued now.
     LastId(JobId),
-    /// A running job went back to pending (requeued): its start is void.
+    /// A running job went back to pending (requeued): its start is void (and its kill
+    /// request done with).
     Requeued(JobId),
+    /// A running job's processes are to be killed (see [`KillRecord`]); its `Ended` or
+    /// `Requeued` record removes it.
+    KillRequested(KillRecord),
     /// A pending job's urgency changed.
     Urgency(JobId, u8),
     /// An array was accepted (with the `Accepted` record of its id).
@@ -257,6 +305,8 @@ pub const SIGNATURES_TABLE: &str = "signatures";
 pub const URGENCY_TABLE: &str = "urgency";
 /// The `arrays` table.
 pub const ARRAYS_TABLE: &str = "arrays";
+/// The `kills` table (format v3).
+pub const KILLS_TABLE: &str = "kills";
 /// The meta value holding the highest job id issued.
 pub const LAST_ID_META: &str = "last_job_id";
 /// Prefix of the node table's meta values (`node:<name>`).

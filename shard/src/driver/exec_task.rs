@@ -26,6 +26,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use shardsched_proto::failpoint;
 use shardsched_proto::msg::JobId;
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
@@ -131,6 +132,13 @@ pub(crate) async fn run(
                     launch_one(&queue, &options, &jobs_dir, &job, &exited_tx, &mut watched, &mut ended);
                 }
                 Some(ExecRequest::Kill { id, why }) => {
+                    if failpoint::any_armed() {
+                        // A kill answered (and journaled) but not carried out yet: a fault
+                        // test stops the shard here. Hit off the async threads, so that the
+                        // rest of the shard (the answer on its way) goes on meanwhile.
+                        let point = || failpoint::hit("shard.kill.before_exec");
+                        let _ = tokio::task::spawn_blocking(point).await;
+                    }
                     if let Err(e) = request_kill(&job_dir(&jobs_dir, id), &why) {
                         tracing::warn!(%queue, job = %id, error = %e, "cannot ask the job to stop");
                     }

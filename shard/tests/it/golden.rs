@@ -39,25 +39,25 @@ use shardsched_shard::nodes::Flag;
 use shardsched_shard::{CoreOptions, ShardCore};
 
 /// When the golden journal's jobs were submitted, ms (some time in 2027).
-const NOW: u64 = 1_800_000_000_000;
+pub(crate) const NOW: u64 = 1_800_000_000_000;
 /// n0..n3, one socket of 4 cores each.
 const CLUSTER: &str = "name = \"c\"\n[[nodes]]\nhosts = \"n[0-3]\"\ncores_per_socket = 4\n";
 
-fn golden(name: &str) -> PathBuf {
+pub(crate) fn golden(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/golden")
         .join(name)
 }
 
 /// A copy of a golden file to open (opening a journal may write to it).
-fn copy_of(name: &str) -> (tempfile::TempDir, PathBuf) {
+pub(crate) fn copy_of(name: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("journal.redb");
     std::fs::copy(golden(name), &path).expect("copy the golden journal");
     (dir, path)
 }
 
-fn ng(node: &str, generation: u64) -> NodeGen {
+pub(crate) fn ng(node: &str, generation: u64) -> NodeGen {
     NodeGen {
         node: node.into(),
         generation: Generation(generation),
@@ -66,7 +66,7 @@ fn ng(node: &str, generation: u64) -> NodeGen {
 
 /// What the coordinator tells the shard at (re)registration: `owned` and `incoming`, with
 /// `flags`.
-fn assignment(
+pub(crate) fn assignment(
     owned: Vec<NodeGen>,
     incoming: Vec<(MoveId, IncomingNode)>,
     flags: BTreeMap<String, NodeFlags>,
@@ -87,7 +87,7 @@ fn assignment(
     }
 }
 
-fn submit(core: &mut ShardCore, at: u64, key: u8, nodes: u64, secs: u64) -> Fluid {
+pub(crate) fn submit(core: &mut ShardCore, at: u64, key: u8, nodes: u64, secs: u64) -> Fluid {
     let jobspec = Shorthand {
         nodes: Some(nodes),
         duration: secs,
@@ -304,7 +304,7 @@ fn the_golden_v1_journal_reencodes_to_the_same_bytes() {
             format::encode(&format::decode::<u64>(bytes).expect("decode"))
         } else {
             assert_eq!(name, format::FORMAT_META);
-            // Opening it upgraded it: v2 only added tables.
+            // Opening it upgraded it: v2 and v3 only added tables.
             assert_eq!(
                 bytes,
                 &format::stamp_value("shard", journal::FORMAT_VERSION)

@@ -6,5 +6,6 @@ mod common;
 
 mod driver;
 mod golden;
+mod golden_v3;
 mod policies;
 mod throughput;

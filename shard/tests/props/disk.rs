@@ -59,6 +59,7 @@ impl DiskImage {
             ends: rows(journal::ENDS_TABLE),
             urgency: rows(journal::URGENCY_TABLE),
             signatures: rows(journal::SIGNATURES_TABLE),
+            kills: rows(journal::KILLS_TABLE),
             metas: self.metas.clone(),
         };
         let restored = journal::restored(std::path::Path::new("mem.redb"), tables).expect("decode");

@@ -12,7 +12,12 @@
 //!   registered since the coordinator started. With `return_to_service`, such a node comes
 //!   back up when its agent registers again; otherwise `resource up` brings it back;
 //! - **release means clean**: a donor's release of a moving node is taken only once the
-//!   node's agent reports no process of the donor's jobs ([`Core::agent_clean_of`]).
+//!   node's agent reports no process of the donor's jobs ([`Core::agent_clean_of`]), or,
+//!   when the agent is gone (silent past the heartbeat timeout, its node marked down for
+//!   it, and not connected since), on the donor's word: a donor releases a node only once
+//!   its jobs there ended, and with their agent unreachable that is once their lease has
+//!   surely run out, when their supervisors have stopped them (shard/core's `agents`
+//!   module documentation). Without it a dead machine's node could never leave a move.
 //!
 //! The node table stays the one owner of a node's flags: this module sets and clears the
 //! down flag through [`Core::set_node_flag`], like an admin.
@@ -306,12 +311,34 @@ impl Core {
 
     /// Whether `node`'s agent, as last heard, runs no process of `queue`'s jobs: `true` when
     /// the node has no agent (nothing to wait for: a cluster without agents, or a node
-    /// whose agent an admin gave up on). A node whose agent is unreachable is not clean.
+    /// whose agent an admin gave up on), or when its agent is gone — disconnected, and its
+    /// node marked down for its silence — so that only the donor's word is left (see the
+    /// module documentation). A node whose agent is merely unreachable is not clean.
     pub fn agent_clean_of(&self, node: &str, queue: &str) -> bool {
         match self.agents.seen.get(node) {
             None => true,
-            Some(seen) => seen.conn.is_some() && seen.report.clean_of(queue),
+            Some(seen) if seen.conn.is_some() => seen.report.clean_of(queue),
+            Some(_) => self.agent_gone(node),
         }
+    }
+
+    /// Whether `node`'s agent registered once and is gone now: disconnected, its node
+    /// marked down for its silence.
+    pub(super) fn agent_gone(&self, node: &str) -> bool {
+        self.agents
+            .seen
+            .get(node)
+            .is_some_and(|seen| seen.conn.is_none())
+            && self.down_for_silence(node)
+    }
+
+    /// Whether `node` is marked down for its agent's silence ([`Core::agents_tick`]).
+    fn down_for_silence(&self, node: &str) -> bool {
+        self.moves
+            .nodes()
+            .get(node)
+            .and_then(|i| i.down.as_deref())
+            .is_some_and(|r| r.starts_with(UNREACHABLE_REASON))
     }
 
     /// Whether an agent has registered for `node` since the coordinator started.
@@ -365,13 +392,7 @@ impl Core {
     /// With `return_to_service`, a node marked down for its agent's silence comes back up
     /// now that the agent is heard from again.
     fn back_in_service(&mut self, node: &str) -> Result<FlagPlan, Refusal> {
-        let down_for_silence = self
-            .moves
-            .nodes()
-            .get(node)
-            .and_then(|i| i.down.as_deref())
-            .is_some_and(|r| r.starts_with(UNREACHABLE_REASON));
-        if !(down_for_silence && self.config.agents.return_to_service) {
+        if !(self.down_for_silence(node) && self.config.agents.return_to_service) {
             return Ok(FlagPlan::new());
         }
         tracing::info!(%node, "node agent back: the node returns to service");

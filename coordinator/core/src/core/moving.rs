@@ -211,15 +211,18 @@ impl Core {
     }
 
     /// Whether a donor's word that `node` is free can be taken: its agent (if it has one)
-    /// reports no process of the donor's jobs. Otherwise the release waits: the move
-    /// machine asks the donor again at its re-send interval, and the agent's next report
-    /// decides (an unreachable agent's node waits until it reports, or an admin forces it).
+    /// reports no process of the donor's jobs, or is gone ([`Core::agent_clean_of`]).
+    /// Otherwise the release waits: the move machine asks the donor again at its re-send
+    /// interval, and the agent's next report decides (an unreachable agent's node waits
+    /// until it reports, or until it is marked down for its silence).
     fn released_clean(&self, node: &str, donor: &str) -> bool {
         if !self.has_agent(node) {
             return true;
         }
         let clean = self.agent_clean_of(node, donor);
-        if clean {
+        if clean && self.agent_gone(node) {
+            tracing::info!(%node, %donor, "released: the node's agent is gone (its node marked down for its silence); the donor's jobs there ended");
+        } else if clean {
             tracing::info!(%node, %donor, "released: no process of the donor's jobs on the node, as its agent reports");
         } else {
             tracing::info!(%node, %donor, "release waits: the node's agent has not reported it clean of the donor's jobs");

@@ -1,6 +1,6 @@
 //! The world's node agents (seeds whose shards launch through agents): their batches,
-//! crashes and restarts, their registrations, their tasks ending, and partitions that cut
-//! an agent off from everyone for a while.
+//! crashes and restarts, their registrations, their tasks ending, partitions that cut
+//! an agent off from everyone for a while, and a machine that dies for good.
 
 use super::*;
 
@@ -51,14 +51,10 @@ impl World {
 
     /// The agent of `node` dies (its tasks live on): its connections close.
     pub(super) fn crash_agent(&mut self, node: &str) {
-        let Some(agent) = self.agents.get_mut(node) else {
-            return;
-        };
-        if !agent.alive {
+        if !self.agents.get(node).is_some_and(|a| a.alive) {
             return;
         }
         self.stats.agent_crashes += 1;
-        let coordinator = agent.crash();
         // One crash in eight (by its draw) keeps the agent away twenty times as long, up to
         // a minute: past its shards' leases (15 s), which its tasks' supervisors then
         // enforce, and past the point where its shards give its tasks up.
@@ -68,9 +64,40 @@ impl World {
         } else {
             delay
         };
-        agent.restart_at = Some(self.now + delay);
+        self.take_agent_down(node);
+        if let Some(agent) = self.agents.get_mut(node) {
+            agent.restart_at = Some(self.now + delay);
+        }
         let back = self.reachable_again.entry(node.to_owned()).or_default();
         *back = (*back).max(self.now + delay);
+    }
+
+    /// `node`'s machine dies for good: its agent and its tasks are gone (no end file is
+    /// written, nobody hears of them again) and the agent never restarts. The coordinator
+    /// marks the node down once the agent is silent past the heartbeat timeout, which ends
+    /// its jobs (failed, or requeued if they allow it); its shards take its tasks as gone
+    /// once their lease has surely run out.
+    pub(super) fn machine_dies(&mut self, node: &str) {
+        self.trace.line(self.now, &format!("{node} machine DIES"));
+        self.stats.machines_died += 1;
+        self.take_agent_down(node);
+        if let Some(agent) = self.agents.get_mut(node) {
+            agent.restart_at = None;
+            agent.tasks.clear();
+        }
+        self.partitions.remove(node);
+        let back = self.reachable_again.entry(node.to_owned()).or_default();
+        *back = (*back).max(self.now);
+        self.dead.insert(node.to_owned());
+    }
+
+    /// Stops `node`'s agent process, if it runs, and closes its connections (the
+    /// coordinator notices late).
+    fn take_agent_down(&mut self, node: &str) {
+        let Some(agent) = self.agents.get_mut(node).filter(|a| a.alive) else {
+            return;
+        };
+        let coordinator = agent.crash();
         if let Some(conn) = coordinator {
             self.net.close(conn);
             let at = self.now + self.rng.random_range(NOTICE_DELAY_MS);
@@ -188,11 +215,13 @@ impl World {
         agents.chain(partitions).flatten().min()
     }
 
-    /// Why the agents are not settled yet (empty when they are).
+    /// Why the agents are not settled yet (empty when they are); a dead machine's agent
+    /// is not waited for.
     pub(super) fn agents_unsettled(&self) -> String {
         match self
             .agents
             .values()
+            .filter(|a| !self.dead.contains(&a.node))
             .find(|a| !a.alive || !a.is_registered())
         {
             Some(agent) => format!("{}'s agent is not registered", agent.node),

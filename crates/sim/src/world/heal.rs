@@ -1,6 +1,11 @@
 //! Healing and liveness: no more faults, everything restarted and delivered, time runs
 //! until the system is quiet (or the seed is declared stuck); then every node is up in
 //! exactly its owner.
+//!
+//! A machine that died (its agent gone for good) is the one thing healing does not bring
+//! back: its agent is not waited for ([`World::agents_unsettled`]). Its node stays down
+//! (the coordinator marked it so) and up in its owner; a move of it finishes on the
+//! donor's word once the agent is gone (`Core::agent_clean_of`).
 
 use shardsched_coordinator_core::moves::MoveNodeState;
 use shardsched_shard_core::agents::{LEASE_DEFAULT_MS, LOST_MARGIN_MS, REQUEST_TIMEOUT_MS};

@@ -127,6 +127,13 @@ impl World {
                 &format!("{queue} answers client {ticket}: {}", describe(answer)),
             );
             if *ticket == CANCEL_TICKET {
+                if let Ok(client_shard::Response::Cancelled(outcomes)) = answer {
+                    for outcome in outcomes {
+                        if outcome.result == client_shard::CancelResult::Cancelled {
+                            self.checker.cancel_acked(outcome.id)?;
+                        }
+                    }
+                }
                 continue;
             }
             if let Some((id, queue)) = self.clients.answered(*ticket, answer)? {

@@ -4,16 +4,24 @@
 //! In exec mode the core never ends a job by the clock. A started job becomes an
 //! [`ExecAction::Launch`] for the driver; its end comes back as
 //! [`ShardCore::handle_job_ended`] with the supervisor's [`JobEnd`]. A running job the core
-//! wants stopped (a cancel, its node going down) becomes an [`ExecAction::Kill`] and stays
-//! running, holding its resources, until its processes are gone: only then is it recorded
-//! as cancelled, failed or requeued ([`EndAs`]), so that no resource is handed to another
-//! job while the first one's processes still use it.
+//! wants stopped (a cancel, its node going down, a move's deadline) becomes an
+//! [`ExecAction::Kill`] and stays running, holding its resources, until its processes are
+//! gone: only then is it recorded as cancelled, failed or requeued ([`EndAs`]), so that no
+//! resource is handed to another job while the first one's processes still use it.
+//!
+//! The kill request is journaled ([`KillRecord`]) in the batch that answers it, so it is
+//! durable before anyone hears that the job is cancelled: a shard restarted before the
+//! processes are gone asks for the kill again ([`ShardCore::restore_kill`]) and records
+//! the job as the request said, with its reason. The first request for a job wins, except
+//! that a cancel replaces a requeue (whoever was told the job is cancelled must not see it
+//! run again).
 //!
 //! In sim mode the same [`EndAs`] is applied at once.
 
 use std::path::PathBuf;
 
 use serde_json::json;
+use shardsched_failpoint::mutant::{self, Mutant};
 use shardsched_qmanager::JobView;
 use shardsched_wire::msg::{JobId, JobState};
 
@@ -21,7 +29,7 @@ use super::ShardCore;
 use crate::core::job_span;
 use crate::exec::{EndCause, JobEnd, JobFiles};
 use crate::job::Reason;
-use crate::journal::JournalRecord;
+use crate::journal::{JournalRecord, KillPlan, KillRecord};
 
 /// How the core runs a started job.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -75,10 +83,45 @@ pub(crate) enum EndAs {
     Requeue(String),
 }
 
+/// The `exception` event types a kill's [`EndAs::Failed`] carries: what a journaled
+/// [`KillPlan::Fail`] names is one of these (another reads back as none).
+const EXCEPTIONS: [&str; 3] = ["timeout", "node-down", "exec"];
+
 impl EndAs {
     fn why(&self) -> &str {
         match self {
             EndAs::Cancelled(why) | EndAs::Requeue(why) | EndAs::Failed { why, .. } => why,
+        }
+    }
+
+    /// As journaled.
+    fn plan(&self) -> KillPlan {
+        match self {
+            EndAs::Cancelled(reason) => KillPlan::Cancel {
+                reason: reason.clone(),
+            },
+            EndAs::Failed { exception, why } => KillPlan::Fail {
+                exception: exception.map(str::to_owned),
+                reason: why.clone(),
+            },
+            EndAs::Requeue(reason) => KillPlan::Requeue {
+                reason: reason.clone(),
+            },
+        }
+    }
+}
+
+impl From<&KillPlan> for EndAs {
+    fn from(plan: &KillPlan) -> EndAs {
+        match plan {
+            KillPlan::Cancel { reason } => EndAs::Cancelled(reason.clone()),
+            KillPlan::Fail { exception, reason } => EndAs::Failed {
+                exception: exception
+                    .as_deref()
+                    .and_then(|e| EXCEPTIONS.into_iter().find(|known| *known == e)),
+                why: reason.clone(),
+            },
+            KillPlan::Requeue { reason } => EndAs::Requeue(reason.clone()),
         }
     }
 }
@@ -153,17 +196,57 @@ impl ShardCore {
     }
 
     /// Ends running job `id` as `plan` says: in exec mode, once its processes are killed
-    /// (a kill request; the first request for a job wins); in sim mode, now.
+    /// (a kill request, journaled: see the module documentation for which request wins);
+    /// in sim mode, now.
     pub(super) fn end_running(&mut self, id: JobId, plan: EndAs) {
         if !self.is_exec() {
             self.end_running_now(id, plan);
             return;
         }
+        let replaces = match self.jobs.kill_requested.get(&id) {
+            None => true,
+            Some(EndAs::Requeue(_)) => matches!(plan, EndAs::Cancelled(_)),
+            Some(_) => false,
+        };
+        if replaces && !mutant::active(Mutant::KillUnjournaled) {
+            self.journal(JournalRecord::KillRequested(KillRecord {
+                id: id.0,
+                requested_ms: self.now_ms,
+                plan: plan.plan(),
+            }));
+        }
+        if replaces {
+            self.jobs.kill_requested.insert(id, plan);
+        }
+        // Asked again (a repeated request reaches processes an earlier one may have
+        // missed), for the reason that wins.
+        let why = self
+            .jobs
+            .kill_requested
+            .get(&id)
+            .map(|winner| winner.why().to_owned())
+            .unwrap_or_default();
+        self.ask_kill(id, &why);
+    }
+
+    /// A restarted shard's job `id` was being killed as `plan` says (its journaled
+    /// [`KillRecord`]): the kill is asked for again (nothing journaled: it is on disk); in
+    /// sim mode (the executor changed across the restart) it ends now.
+    pub(super) fn restore_kill(&mut self, id: JobId, plan: EndAs) {
+        if !self.is_exec() {
+            self.end_running_now(id, plan);
+            return;
+        }
         let why = plan.why().to_owned();
-        self.jobs.kill_requested.entry(id).or_insert(plan);
+        self.jobs.kill_requested.insert(id, plan);
+        self.ask_kill(id, &why);
+    }
+
+    /// Asks the driver to kill job `id`'s processes for `why`; the job says so meanwhile.
+    fn ask_kill(&mut self, id: JobId, why: &str) {
         self.outbox.exec_actions.push(ExecAction::Kill {
             id,
-            why: why.clone(),
+            why: why.to_owned(),
         });
         if let Some(job) = self.jobs.table.get_mut(id) {
             job.reason = Reason::Text(format!("{why}: stopping its processes"));

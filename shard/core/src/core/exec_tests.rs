@@ -2,11 +2,13 @@
 //! reported back, cancels that wait for the processes, directories of forgotten jobs. Node
 //! failure is in `flags_tests.rs`, which shares this file's cluster and helpers.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use shardsched_jobspec::Shorthand;
 use shardsched_wire::msg::client_shard::{CancelResult, IdempotencyKey, Submit};
-use shardsched_wire::msg::{Generation, JobId, JobState, NodeGen, QueueConfig};
+use shardsched_wire::msg::shard_coord::Assignment;
+use shardsched_wire::msg::{Generation, JobId, JobState, NodeFlags, NodeGen, QueueConfig};
 use shardsched_wire::{Peer, Role};
 
 use super::tests::{self, NOW};
@@ -46,6 +48,7 @@ pub(super) fn exec_core() -> ShardCore {
 }
 
 /// Submits a one-node job of `duration` s (with `requeue` set if asked) and returns its id.
+/// Signed, as a queue of the agents executor requires (the others keep the signature).
 pub(super) fn submit(core: &mut ShardCore, key: u8, duration: u64, requeue: bool) -> JobId {
     let mut jobspec = Shorthand {
         nodes: Some(1),
@@ -66,11 +69,42 @@ pub(super) fn submit(core: &mut ShardCore, key: u8, duration: u64, requeue: bool
         jobspec_json: jobspec.to_json().to_string(),
         urgency: None,
         array: None,
-        signature: None,
+        signature: Some(JobSignature {
+            cert_pem: "-----BEGIN CERTIFICATE-----".into(),
+            signature: vec![7; 70],
+        }),
     };
     core.handle_submit(NOW, "alice", &submit)
         .expect("accepted")
         .id
+}
+
+/// The core a restarted shard builds from `journal` at `at`: n0 and n1 owned, `down`
+/// marked down (the coordinator keeps the flags too).
+pub(super) fn restarted(
+    options: CoreOptions,
+    journal: &MemJournal,
+    at: u64,
+    down: &[&str],
+) -> ShardCore {
+    let restored = journal.restored().expect("no orphan");
+    let flags: BTreeMap<String, NodeFlags> = down
+        .iter()
+        .map(|n| {
+            let flags = NodeFlags {
+                down: Some("psu".into()),
+                drained: None,
+            };
+            ((*n).to_owned(), flags)
+        })
+        .collect();
+    let assignment = Assignment {
+        flags,
+        ..tests::assignment(config(), owned(), Vec::new())
+    };
+    ShardCore::restored(&assignment, options, at, &restored)
+        .expect("restored")
+        .0
 }
 
 pub(super) fn state(core: &ShardCore, id: JobId) -> JobState {

@@ -82,7 +82,8 @@ impl ShardCore {
         }
     }
 
-    /// Ends (fails or requeues) every running job on down node `name`.
+    /// Ends (fails or requeues) every running job on down node `name` whose kill is not
+    /// asked for already (that request decides how it ends: `core/exec.rs`).
     pub(super) fn end_jobs_on_down_node(&mut self, name: &str) {
         let why = match self.nodes.get(name).and_then(|e| e.down.as_deref()) {
             None => return,
@@ -93,6 +94,7 @@ impl ShardCore {
             .jobs
             .running
             .keys()
+            .filter(|id| !self.jobs.kill_requested.contains_key(*id))
             .filter(|id| {
                 self.jobs
                     .table
@@ -117,7 +119,8 @@ impl ShardCore {
     }
 
     /// After a restore: jobs still running on a node marked down (in exec mode, their kill
-    /// may not have reached them before the restart) are ended again.
+    /// may not have reached them before the restart; a node marked down while the shard
+    /// was away) are ended, unless their journaled kill was asked for again already.
     pub(super) fn end_jobs_on_down_nodes(&mut self) {
         let down: Vec<String> = self.nodes.down_nodes().map(|(n, _)| n.to_owned()).collect();
         for name in down {

@@ -2,14 +2,12 @@
 //! in exec mode killed first), nodes out of scheduling until marked up, and down flags
 //! journaled and back after a restart.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use shardsched_wire::msg::shard_coord::Assignment;
-use shardsched_wire::msg::{Generation, JobId, JobState, NodeFlags, NodeGen, NodeState};
+use shardsched_wire::msg::{Generation, JobId, JobState, NodeGen, NodeState};
 
-use super::exec_tests::{config, core, core_with, exec_core, killed, owned, reason, state, submit};
-use super::tests::{self, NOW};
+use super::exec_tests::{core, core_with, exec_core, killed, reason, restarted, state, submit};
+use super::tests::NOW;
 use super::{CoreExecutor, CoreOptions, ExecAction, ShardCore};
 use crate::exec::EndCause;
 use crate::journal::{JournalRecord, MemJournal};
@@ -136,29 +134,6 @@ fn in_exec_mode_a_node_down_kills_first_then_fails_or_requeues() {
     assert_eq!(core.take_exec_actions(), vec![ExecAction::Launch(requeues)]);
 }
 
-/// The core a restarted shard builds from `journal`, with the coordinator's assignment:
-/// n0 and n1 owned, `node` marked down (the coordinator keeps the flags too).
-fn restarted(options: CoreOptions, journal: &MemJournal, node: &str) -> ShardCore {
-    let mut flags = BTreeMap::new();
-    flags.insert(
-        node.to_owned(),
-        NodeFlags {
-            down: Some("psu".into()),
-            drained: None,
-        },
-    );
-    let assignment = Assignment {
-        limits: Default::default(),
-        fairshare: None,
-        flags,
-        ..tests::assignment(config(), owned(), Vec::new())
-    };
-    let restored = journal.restored().expect("no orphan");
-    ShardCore::restored(&assignment, options, NOW + 2, &restored)
-        .expect("restored")
-        .0
-}
-
 #[test]
 fn down_flags_and_requeues_are_journaled_and_down_flags_come_back() {
     let options = CoreOptions {
@@ -187,7 +162,7 @@ fn down_flags_and_requeues_are_journaled_and_down_flags_come_back() {
 
     // A restarted core has the node down again: the requeued job and a new one wait for
     // the other node, one at a time.
-    let mut again = restarted(options, &journal, &node);
+    let mut again = restarted(options, &journal, NOW + 2, &[&node]);
     assert_eq!(
         again.down_nodes().get(&node).map(String::as_str),
         Some("psu")
@@ -217,7 +192,7 @@ fn a_restart_kills_again_an_exec_job_left_running_on_a_down_node() {
     // The shard dies here: the kill may never have reached the supervisor.
     let mut journal = MemJournal::default();
     journal.commit(&core.take_journal());
-    let mut again = restarted(options, &journal, &node);
+    let mut again = restarted(options, &journal, NOW + 2, &[&node]);
     assert_eq!(state(&again, job), JobState::Running);
     assert!(matches!(
         again.take_exec_actions().as_slice(),

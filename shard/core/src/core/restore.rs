@@ -9,7 +9,9 @@
 //!   order they ended;
 //! - running jobs come back on EXACTLY their allocation (vertex paths resolved in this
 //!   graph; a path the cluster no longer has refuses the restart), with their sim end from
-//!   the journal, so they end on time;
+//!   the journal, so they end on time; one whose processes were being killed (its `kills`
+//!   record: a cancel acknowledged, a node marked down, a move's deadline) is killed again,
+//!   to end as that request said (`core/exec.rs`);
 //! - pending jobs are submitted again with their original submit times and urgencies, so
 //!   they keep their order (held ones held again); the next tick re-plans reservations
 //!   around the running ones.
@@ -28,6 +30,7 @@ use shardsched_wire::Fluid;
 use shardsched_wire::msg::shard_coord::Assignment;
 use shardsched_wire::msg::{JobId, JobState};
 
+use super::exec::EndAs;
 use super::{CoreOptions, ShardCore, Transition, TransitionKind};
 use crate::assign::MS_PER_S;
 use crate::error::ShardError;
@@ -190,6 +193,7 @@ impl ShardCore {
         let mut held = Vec::new();
         let mut limits = BTreeMap::new();
         let mut parsed: Option<Parsed> = None;
+        let mut killing = Vec::new();
         for job in &restored.jobs {
             let id = Fluid(job.id);
             // An array's elements share their array's record: parsed once.
@@ -220,6 +224,9 @@ impl ShardCore {
                         .map_err(|e| restore_error(id, &e.to_string()))?;
                     self.jobs.table.insert(record);
                     self.mark_running(id, &alloc, run.start_ms, run.sim_end_ms);
+                    if let Some(kill) = &job.kill {
+                        killing.push((id, EndAs::from(&kill.plan)));
+                    }
                     summary.running += 1;
                 }
                 (None, None) => {
@@ -246,6 +253,10 @@ impl ShardCore {
         }
         // Pending jobs the queue now denies (its definition changed) fail, and say so.
         self.drain(None);
+        // Kills asked for before the restart first: they were answered, so they win.
+        for (id, plan) in killing {
+            self.restore_kill(id, plan);
+        }
         self.end_jobs_on_down_nodes();
         finished.sort_unstable();
         for (_, id) in finished {

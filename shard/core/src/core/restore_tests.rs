@@ -34,6 +34,7 @@ fn kinds(records: &[JournalRecord]) -> Vec<&'static str> {
             JournalRecord::Forgotten(_) => "forgotten",
             JournalRecord::LastId(_) => "last_id",
             JournalRecord::Requeued(_) => "requeued",
+            JournalRecord::KillRequested(_) => "kill",
             JournalRecord::Urgency(..) => "urgency",
             JournalRecord::Array(_) => "array",
             JournalRecord::ArrayForgotten { .. } => "array_forgotten",
@@ -165,6 +166,7 @@ fn a_running_job_on_a_vertex_the_cluster_lacks_refuses_the_restore() {
             }),
             ended: None,
             urgency: None,
+            kill: None,
         }],
         last_id: Some(id),
     };

@@ -14,6 +14,7 @@ pub struct MemJournal {
     ends: BTreeMap<u64, EndedJob>,
     urgency: BTreeMap<u64, u8>,
     signatures: BTreeMap<u64, SignatureRecord>,
+    kills: BTreeMap<u64, KillRecord>,
     last_id: Option<u64>,
     nodes: BTreeMap<String, NodeRecord>,
     allowances: BTreeMap<String, AllowanceRecord>,
@@ -40,8 +41,13 @@ impl MemJournal {
                 }
                 JournalRecord::Ended(end) => {
                     self.ends.insert(end.id, end.clone());
+                    self.kills.remove(&end.id);
+                }
+                JournalRecord::KillRequested(kill) => {
+                    self.kills.insert(kill.id, kill.clone());
                 }
                 JournalRecord::Forgotten(id) => {
+                    self.kills.remove(&id.0);
                     self.jobs.remove(&id.0);
                     self.runs.remove(&id.0);
                     self.ends.remove(&id.0);
@@ -59,6 +65,7 @@ impl MemJournal {
                     self.arrays.remove(&id.0);
                     self.signatures.remove(&id.0);
                     for e in elements {
+                        self.kills.remove(&e.0);
                         self.runs.remove(&e.0);
                         self.ends.remove(&e.0);
                         self.urgency.remove(&e.0);
@@ -67,6 +74,7 @@ impl MemJournal {
                 JournalRecord::LastId(id) => self.last_id = Some(id.0),
                 JournalRecord::Requeued(id) => {
                     self.runs.remove(&id.0);
+                    self.kills.remove(&id.0);
                 }
                 JournalRecord::Node(name, node) => {
                     self.nodes.insert(name.clone(), node.clone());
@@ -87,6 +95,7 @@ impl MemJournal {
             ends: self.ends.values().cloned().collect(),
             urgencies: self.urgency.iter().map(|(&id, &u)| (id, u)).collect(),
             signatures: self.signatures.values().cloned().collect(),
+            kills: self.kills.values().cloned().collect(),
         };
         let mut restored = Restored::assemble(
             tables,

@@ -30,6 +30,8 @@ pub struct RestoredJob {
     pub urgency: Option<u8>,
     /// Its submit's signature, if it was signed (an array's, shared by its elements).
     pub signature: Option<Arc<JobSignature>>,
+    /// The kill of its processes asked for while it ran, if any (format v3).
+    pub kill: Option<KillRecord>,
 }
 
 /// Which array an element belongs to, and the array's limit on running elements.
@@ -69,6 +71,7 @@ impl RestoredJob {
             ended: None,
             urgency: None,
             signature,
+            kill: None,
         }
     }
 
@@ -84,7 +87,7 @@ impl RestoredJob {
 /// A `runs` or `ends` record whose job the `jobs` table does not have.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Orphan {
-    /// `runs`, `ends`, `urgency`, `arrays` or `signatures`.
+    /// `runs`, `ends`, `urgency`, `arrays`, `signatures` or `kills`.
     pub table: &'static str,
     /// The job id it is keyed by.
     pub key: u64,
@@ -106,11 +109,13 @@ pub struct JobTables {
     pub urgencies: Vec<(u64, u8)>,
     /// The `signatures` table.
     pub signatures: Vec<SignatureRecord>,
+    /// The `kills` table.
+    pub kills: Vec<KillRecord>,
 }
 
 impl Restored {
     /// Puts a journal's records together: an `arrays` record makes the elements of the
-    /// `jobs` record of its key; each `runs`, `ends` and `urgency` record joins the job (or
+    /// `jobs` record of its key; each `runs`, `ends`, `urgency` and `kills` record joins the job (or
     /// element) of its key, each `signatures` record the job or every element of the array
     /// of its key; one with no such job is an [`Orphan`].
     pub fn assemble(
@@ -125,6 +130,7 @@ impl Restored {
             ends,
             urgencies,
             signatures,
+            kills,
         } = tables;
         let mut accepted: BTreeMap<u64, Arc<AcceptedJob>> =
             jobs.into_iter().map(|a| (a.id, Arc::new(a))).collect();
@@ -178,6 +184,10 @@ impl Restored {
         }
         for (id, urgency) in urgencies {
             job_of(&mut by_id, URGENCY_TABLE, id)?.urgency = Some(urgency);
+        }
+        for kill in kills {
+            let job = job_of(&mut by_id, KILLS_TABLE, kill.id)?;
+            job.kill = Some(kill);
         }
         Ok(Restored {
             jobs: by_id.into_values().collect(),

@@ -189,18 +189,18 @@ fn with_agents_required_a_node_whose_agent_never_came_is_down() {
     assert!(core.node_flags("n0").is_none(), "its agent was heard since");
 }
 
-#[test]
-fn an_acquire_tells_the_agent_its_new_owner_and_a_release_waits_for_the_agents_word() {
-    let mut core = core("");
-    register_shard(&mut core, "a", 1);
+/// Queues a and b registered, n0's agent (on connection 10) running a job of a, and n0
+/// moving from a to b: the release the coordinator sends a for the move, and a's answer
+/// that n0 is free.
+fn n0_moving_with_a_job_of_a(core: &mut Core) -> (Request, Response) {
+    register_shard(core, "a", 1);
     core.queue_control(
         NOW,
         "b",
         shardsched_wire::msg::client_coord::QueueAction::Start { take: false },
     )
     .expect_err("b would own nothing");
-    register_shard(&mut core, "b", 2);
-    // n0's agent runs a job of a.
+    register_shard(core, "b", 2);
     core.agent_register(
         NOW,
         ConnId(10),
@@ -212,6 +212,29 @@ fn an_acquire_tells_the_agent_its_new_owner_and_a_release_waits_for_the_agents_w
     let move_id = core
         .move_between(NOW, &["n0".into()], "a", "b", None)
         .expect("move");
+    let n0 = NodeGen {
+        node: "n0".into(),
+        generation: Generation(2),
+    };
+    let release = Request::Release(Release {
+        move_id,
+        nodes: vec![n0.clone()],
+    });
+    let free = Response::Releasing {
+        nodes: vec![ReleaseState {
+            node: n0,
+            free: FreeAt::Now,
+            jobs: Vec::new(),
+        }],
+        stale: Vec::new(),
+    };
+    (release, free)
+}
+
+#[test]
+fn an_acquire_tells_the_agent_its_new_owner_and_a_release_waits_for_the_agents_word() {
+    let mut core = core("");
+    let (release, free) = n0_moving_with_a_job_of_a(&mut core);
     let (answer, _) = core
         .agent_register(
             NOW,
@@ -225,24 +248,6 @@ fn an_acquire_tells_the_agent_its_new_owner_and_a_release_waits_for_the_agents_w
     let write = core.journal_take().expect("the move is journaled");
     core.journal_done(&write);
     core.moves_to_send();
-    let release = Request::Release(Release {
-        move_id,
-        nodes: vec![NodeGen {
-            node: "n0".into(),
-            generation: Generation(2),
-        }],
-    });
-    let free = Response::Releasing {
-        nodes: vec![ReleaseState {
-            node: NodeGen {
-                node: "n0".into(),
-                generation: Generation(2),
-            },
-            free: FreeAt::Now,
-            jobs: Vec::new(),
-        }],
-        stale: Vec::new(),
-    };
     // The donor says n0 is free, but its agent still runs a's job: not released.
     core.moves_answer(NOW, "a", &release, &free);
     if let Some(write) = core.journal_take() {
@@ -318,4 +323,31 @@ fn an_agent_that_reports_its_node_unfit_has_it_drained_with_its_reason() {
     core.agent_heartbeat(NOW + 6, ConnId(10), "n0", report("n0", Vec::new()))
         .expect("heartbeat");
     assert!(core.node_flags("n0").and_then(|f| f.drained).is_some());
+}
+
+/// A dead machine's node leaves its move: once its agent is gone (disconnected, and its
+/// node marked down for its silence), the donor's word that the node is free is taken.
+#[test]
+fn a_release_is_taken_on_the_donors_word_once_the_agent_is_gone() {
+    let mut core = core("");
+    let (release, free) = n0_moving_with_a_job_of_a(&mut core);
+    let write = core.journal_take().expect("the move is journaled");
+    core.journal_done(&write);
+    core.moves_to_send();
+    let acquired = |core: &mut Core| {
+        if let Some(write) = core.journal_take() {
+            core.journal_done(&write);
+        }
+        core.moves_to_send()
+            .iter()
+            .any(|c| matches!(c.request, Request::Acquire(_)))
+    };
+    // The machine dies: its agent's connection ends, its last report still shows a's job.
+    core.agent_disconnected(ConnId(10));
+    core.moves_answer(NOW + 1, "a", &release, &free);
+    assert!(!acquired(&mut core), "unreachable, not yet gone: it waits");
+    let down = core.agents_tick(NOW + TIMEOUT);
+    assert_eq!(down.len(), 1, "marked down for its silence");
+    core.moves_answer(NOW + TIMEOUT + 1, "a", &release, &free);
+    assert!(acquired(&mut core), "gone: the donor's word is taken");
 }
