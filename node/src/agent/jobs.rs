@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 
 use super::fences::{relay, send_fence};
 use super::{Event, ExecInput};
-use crate::executor::{self, EXEC_POLL_INTERVAL, ExecSettings};
+use crate::executor::{self, EXEC_POLL_INTERVAL, Executor};
 use crate::layout::{fence_file, job_dir};
 
 /// One job the executor watches.
@@ -55,13 +55,13 @@ struct Launching {
 
 /// Carries out the core's actions, watches the jobs, relays PMI fences.
 pub(super) async fn executor_task(
-    settings: ExecSettings,
+    executor: Arc<Executor>,
     node: String,
     endpoint: quinn::Endpoint,
     mut inputs: mpsc::UnboundedReceiver<ExecInput>,
     events: mpsc::Sender<Event>,
 ) {
-    let settings = Arc::new(settings);
+    let state_dir = executor.settings.state_dir.clone();
     let mut watched: BTreeMap<JobId, WatchedJob> = BTreeMap::new();
     let mut collectors: BTreeMap<JobId, FenceCollector> = BTreeMap::new();
     // Supervisors this agent started say when they exit: their job is looked at then.
@@ -80,25 +80,25 @@ pub(super) async fn executor_task(
                 Some(ExecInput::Spawn { queue, launch, lease_deadline_ms }) => {
                     let job = launch.job;
                     launching.insert(job, Launching::default());
-                    let (settings, started_tx, exited_tx) = (Arc::clone(&settings), started_tx.clone(), exited_tx.clone());
+                    let (executor, started_tx, exited_tx) = (Arc::clone(&executor), started_tx.clone(), exited_tx.clone());
                     let runtime = tokio::runtime::Handle::current();
                     tokio::task::spawn_blocking(move || {
                         let on_exit = Box::new(move || { let _ = exited_tx.send(job); });
-                        let result = runtime.block_on(executor::spawn(&settings, &queue, &launch, lease_deadline_ms, on_exit));
+                        let result = runtime.block_on(executor.spawn(&queue, &launch, lease_deadline_ms, on_exit));
                         let _ = started_tx.send(Started { launch, result });
                     });
                 }
                 Some(ExecInput::Action(Action::Kill { job, why })) => {
                     match launching.get_mut(&job) {
                         Some(waiting) => waiting.kill = Some(why),
-                        None => executor::request_kill(&settings.state_dir, job, &why),
+                        None => executor::request_kill(&state_dir, job, &why),
                     }
                 }
                 Some(ExecInput::Action(Action::RemoveFiles(job))) => {
-                    executor::remove_files(&settings.state_dir, job);
+                    executor.remove_files(job);
                 }
                 Some(ExecInput::Watch(job)) => {
-                    let dir = job_dir(&settings.state_dir, job);
+                    let dir = job_dir(&state_dir, job);
                     watched.entry(job).or_insert(WatchedJob { dir, launch: None, next_epoch: 0, child_running: false });
                 }
                 Some(ExecInput::Action(Action::PersistLease { .. } | Action::Spawn { .. })) => {}
@@ -111,12 +111,12 @@ pub(super) async fn executor_task(
                 let waiting = launching.remove(&job).unwrap_or_default();
                 match result {
                     Ok(pid) => {
-                        let dir = job_dir(&settings.state_dir, job);
+                        let dir = job_dir(&state_dir, job);
                         let multi = launch.nodes.len() > 1;
                         watched.insert(job, WatchedJob { dir, launch: multi.then_some(launch), next_epoch: 0, child_running: !waiting.exited });
                         let _ = events.send(Event::Spawned { job, pid }).await;
                         if let Some(why) = waiting.kill {
-                            executor::request_kill(&settings.state_dir, job, &why);
+                            executor::request_kill(&state_dir, job, &why);
                         }
                         if waiting.exited {
                             let _ = exited_tx.send(job);
@@ -134,11 +134,11 @@ pub(super) async fn executor_task(
                     waiting.exited = true;
                 } else if let Some(end) = watched.get_mut(&job).and_then(|w| {
                     w.child_running = false;
-                    executor::check_ended(&w.dir)
+                    executor.check_ended(job)
                 }) {
                     watched.remove(&job);
                     collectors.remove(&job);
-                    job_ended(&settings, &node, &events, job, end).await;
+                    job_ended(&executor, &node, &events, job, end).await;
                 }
             }
             // With nothing to poll (no job, or only jobs whose supervisors will say when
@@ -146,7 +146,7 @@ pub(super) async fn executor_task(
             _ = tick.tick(), if watched.values().any(WatchedJob::polled) => {
                 let mut ended = Vec::new();
                 for (&job, watch) in &mut watched {
-                    if !watch.child_running && let Some(end) = executor::check_ended(&watch.dir) {
+                    if !watch.child_running && let Some(end) = executor.check_ended(job) {
                         ended.push((job, end));
                         continue;
                     }
@@ -161,7 +161,7 @@ pub(super) async fn executor_task(
                 for (job, end) in ended {
                     watched.remove(&job);
                     collectors.remove(&job);
-                    job_ended(&settings, &node, &events, job, end).await;
+                    job_ended(&executor, &node, &events, job, end).await;
                 }
             }
         }
@@ -170,12 +170,12 @@ pub(super) async fn executor_task(
 
 /// A watched job's processes are all gone: its epilog, then the core hears of its end.
 async fn job_ended(
-    settings: &ExecSettings,
+    executor: &Executor,
     node: &str,
     events: &mpsc::Sender<Event>,
     job: JobId,
     end: JobEnd,
 ) {
-    executor::epilog(settings, job, node).await;
+    executor::epilog(&executor.settings, job, node).await;
     let _ = events.send(Event::Ended { job, end }).await;
 }

@@ -32,7 +32,7 @@ use shardsched_proto::msg::{JobId, Refusal, RefusalCode, shard_node};
 use shardsched_proto::{Credentials, Role, tls};
 use tokio::sync::{Notify, mpsc, oneshot};
 
-use crate::executor::{self, ExecSettings};
+use crate::executor::{self, ExecSettings, Executor};
 use crate::layout::{ADDRESS_FILE, LEASES_FILE};
 
 /// The heartbeat timeout assumed until the coordinator says its own, ms.
@@ -142,7 +142,8 @@ pub async fn run(options: NodeOptions) -> Result<(), String> {
     if options.exec.as_root {
         executor::open_jobs_dir(&state_dir)?;
     }
-    let found = executor::recover(&state_dir);
+    let executor = Arc::new(Executor::open(options.exec.clone())?);
+    let found = executor.recover();
     tracing::info!(node = %options.name, %address, recovered = found.len(), "node agent up");
     let core = AgentCore::recover(
         &options.name,
@@ -181,7 +182,7 @@ pub async fn run(options: NodeOptions) -> Result<(), String> {
         ));
     }
     tokio::spawn(jobs::executor_task(
-        options.exec.clone(),
+        executor,
         options.name.clone(),
         endpoint,
         exec_rx,
