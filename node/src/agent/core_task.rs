@@ -27,6 +27,10 @@ struct HeldRenewal {
     reply: oneshot::Sender<Result<shard_node::Response, Refusal>>,
 }
 
+/// Most events taken in at once, before the core ticks (so that a steady stream cannot
+/// keep it from acting on them).
+const EVENTS_BATCH_MAX: usize = 64;
+
 /// The one task that owns the core.
 pub(super) async fn core_task(
     mut core: AgentCore,
@@ -57,6 +61,12 @@ pub(super) async fn core_task(
         if let Some(event) = event {
             let before = core.unhealthy().map(str::to_owned);
             held.extend(handle(&mut core, now, event, &state_dir));
+            // Every event already waiting, before one tick and one look at the held
+            // renewals for all of them (each look builds the report: the whole table).
+            for _ in 1..EVENTS_BATCH_MAX {
+                let Ok(event) = events.try_recv() else { break };
+                held.extend(handle(&mut core, now, event, &state_dir));
+            }
             if core.unhealthy() != before.as_deref() {
                 tracing::warn!(unhealthy = ?core.unhealthy(), "the node's health changed; telling the coordinator");
                 heartbeat_now.notify_one();
