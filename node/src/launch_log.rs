@@ -24,13 +24,13 @@
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use serde::{Deserialize, Serialize};
 use shardsched_process::FileError;
-use shardsched_process::files::write_atomic;
+use shardsched_process::files::{read_bounded, write_atomic};
 use shardsched_proto::msg::{Generation, JobId};
 
 /// The log's file in the agent's state directory.
@@ -205,21 +205,9 @@ impl LaunchLog {
 /// do not parse (a torn last line) are skipped.
 fn read_log(path: &Path) -> Result<BTreeMap<JobId, Launcher>, FileError> {
     let mut jobs = BTreeMap::new();
-    let file = match File::open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(jobs),
-        Err(e) => return Err(FileError::io(path, e)),
+    let Some(text) = read_bounded(path, LAUNCH_LOG_BYTES_MAX)? else {
+        return Ok(jobs);
     };
-    let mut text = Vec::new();
-    file.take(LAUNCH_LOG_BYTES_MAX + 1)
-        .read_to_end(&mut text)
-        .map_err(|e| FileError::io(path, e))?;
-    if text.len() as u64 > LAUNCH_LOG_BYTES_MAX {
-        return Err(FileError::BadFile {
-            path: path.to_owned(),
-            message: format!("larger than {LAUNCH_LOG_BYTES_MAX} bytes"),
-        });
-    }
     for line in text.split(|&b| b == b'\n') {
         if let Ok(record) = serde_json::from_slice::<Record>(line) {
             let launcher = Launcher {
