@@ -8,16 +8,23 @@
 //! `populated`) and killed (`cgroup.kill`); its allocated cores go to `cpuset` (the v2
 //! controller, or v1's), its GPUs to v1's `devices` where there is one.
 //!
-//! The agent only ever acts on cgroups it created (their paths are written in the job's
-//! directory, `cgroups.json`) and never on one that holds its own pid.
+//! The agent only ever acts on cgroups it created (named after the job under its own roots,
+//! [`Hierarchy::of_job`]: never paths read from a job's directory, which its user owns) and
+//! never on one that holds its own pid.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
 pub use shardsched_process::cgroups::JobCgroups;
+use shardsched_proto::msg::JobId;
 
 /// The NVIDIA character devices' major number (`/dev/nvidia<N>` is minor N).
 const NVIDIA_MAJOR: u32 = 195;
+
+/// The name of job `job`'s cgroups under the agent's roots.
+pub fn job_cgroup_name(job: JobId) -> String {
+    format!("job-{}", job.0)
+}
 
 /// The cgroup hierarchies of this host, as found at start.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -144,6 +151,22 @@ impl Hierarchy {
 }
 
 impl Hierarchy {
+    /// The cgroups of the job `name` ([`job_cgroup_name`]) under the agent's roots: its
+    /// unified one, and each v1 one that exists (a job gets v1 cgroups only where they
+    /// restrict something). Derived from the agent's own roots and the job's id, never
+    /// read from the job's directory, which belongs to the job's user.
+    pub fn of_job(&self, name: &str) -> JobCgroups {
+        JobCgroups {
+            unified: Some(self.root.join(name)),
+            v1: self
+                .v1
+                .iter()
+                .map(|(_, root)| root.join(name))
+                .filter(|dir| dir.is_dir())
+                .collect(),
+        }
+    }
+
     /// Removes the agent's root cgroups, and their parents the agent's start made, as far
     /// as they are empty (an agent stopping cleanly leaves no empty directory behind; one
     /// that still holds a job's cgroup stays).

@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! Spawn ──► verify the signature (cluster CA) → the user (refused: root, low uids, unknown)
-//!           → job directory (the user's, 0700) → cgroups → plan.json → prolog
+//!           → job directory (the user's, 0700) → launches.log (durable) → prolog
+//!           → cgroups → plan.json
 //!           → `shardsched-supervisor DIR`                           ─► Spawned{pid}
 //! Kill  ──► cancel file (the supervisor polls it)
 //! a supervisor exits (its reaper thread wakes the agent), and every EXEC_POLL_INTERVAL
@@ -19,20 +20,20 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use shardsched_node_core::Recovered;
-use shardsched_process::files::{read_json, read_pid, write_atomic, write_replace};
-use shardsched_process::plan::spawn_supervisor;
-use shardsched_process::watch::{RunningOrEnded, observe, remove_job_dirs};
+use shardsched_process::files::{read_json, read_pid, write_replace};
+use shardsched_process::plan::supervisor_command;
+use shardsched_process::watch::{Leftovers, RunningOrEnded, observe, remove_job_dirs};
 use shardsched_proto::Credentials;
+use shardsched_proto::msg::JobId;
 use shardsched_proto::msg::agent::{EndCause, JobEnd, JobOnNode, NodeLaunch};
-use shardsched_proto::msg::{Generation, JobId};
-use shardsched_proto::sign::verify_jobspec;
+use shardsched_proto::sign::JobspecVerifier;
 
-use crate::cgroup::{Hierarchy, JobCgroups};
+use crate::cgroup::{Hierarchy, JobCgroups, job_cgroup_name};
+use crate::launch_log::{LaunchLog, Launcher};
 use crate::layout::{
-    CGROUPS_FILE, HOSTFILE, JOBS_DIR, LEASE_DEADLINES_FILE, OWNER_FILE, PID_FILE, PLAN_FILE,
-    STATUS_FILE, job_dir,
+    HOSTFILE, JOBS_DIR, LEASE_DEADLINES_FILE, OWNER_FILE, PID_FILE, PLAN_FILE, STATUS_FILE, job_dir,
 };
 use crate::plan::{self, Plan, hostfile};
 use crate::user::{RunAs, UserPolicy, resolve};
@@ -47,15 +48,6 @@ pub const SITE_SCRIPT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Most bytes of a prolog's or health check's output kept as a reason.
 pub const SCRIPT_OUTPUT_BYTES_MAX: usize = 200;
 
-/// Who launched a job here (`owner.json`), read back by a restarted agent.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Launcher {
-    /// The queue.
-    pub queue: String,
-    /// The generation.
-    pub generation: Generation,
-}
-
 /// What the executor needs to start jobs.
 #[derive(Clone, Debug)]
 pub struct ExecSettings {
@@ -64,7 +56,8 @@ pub struct ExecSettings {
     /// The supervisor's executable (`shardsched-supervisor`, found beside `shardsched`),
     /// started once per job.
     pub supervisor: PathBuf,
-    /// The agent's credentials (their CA verifies jobspec signatures).
+    /// The agent's credentials (their CA verifies jobspec signatures: see
+    /// [`JobspecVerifier`]).
     pub creds: Credentials,
     /// Whether the agent runs as root (then jobs run as their users).
     pub as_root: bool,
@@ -106,80 +99,217 @@ impl SpawnError {
 /// Called once a supervisor this agent started has exited (and been reaped).
 pub type OnExit = Box<dyn FnOnce() + Send + 'static>;
 
-/// Prepares and starts a job's supervisor; its pid, or why not. `on_exit` is called when
-/// the supervisor exits, so that its job's end is looked at then rather than at the next
-/// poll.
-pub async fn spawn(
-    settings: &ExecSettings,
-    queue: &str,
-    launch: &NodeLaunch,
-    lease_deadline_ms: u64,
-    on_exit: OnExit,
-) -> Result<u32, SpawnError> {
-    let signer = verify_jobspec(&settings.creds, &launch.signed).map_err(|e| e.to_string())?;
-    let run_as: Option<RunAs> = if settings.as_root {
-        Some(resolve(&signer.name, &settings.users)?)
-    } else {
-        None
-    };
-    let dir = job_dir(&settings.state_dir, launch.job);
-    shardsched_process::watch::set_aside(&dir).map_err(|e| e.to_string())?;
-    make_job_dir(&dir, run_as.as_ref())?;
-    let owner = Launcher {
-        queue: queue.to_owned(),
-        generation: launch.generation,
-    };
-    // The durable record that this node started the job (fsync'd: `recover` reads it); the
-    // other files of the launch are only read while the job's processes run, which a crash
-    // of the node ends too, so they are replaced atomically without the fsyncs (each a
-    // journal commit of the file system: most of a launch's time otherwise).
-    let bytes = serde_json::to_vec_pretty(&owner).map_err(|e| e.to_string())?;
-    write_atomic(&dir.join(OWNER_FILE), &bytes).map_err(|e| e.to_string())?;
-    write_replace(&dir.join(HOSTFILE), hostfile(launch).as_bytes()).map_err(|e| e.to_string())?;
-    let me = launch
-        .this_node()
-        .ok_or_else(|| "the launch does not name this node".to_owned())?;
-    if let Some(prolog) = &settings.prolog {
-        run_site_script(
-            prolog,
-            &job_env(&launch.job.to_string(), &signer.name, &me.node),
-        )
-        .await
-        .map_err(|why| {
-            SpawnError::Prolog(format!(
-                "prolog failed on {} for job {}: {why}",
-                me.node, launch.job
-            ))
-        })?;
+/// The executor: its settings, and what it keeps from one launch to the next.
+#[derive(Debug)]
+pub struct Executor {
+    /// Its settings.
+    pub settings: ExecSettings,
+    /// Checks each launch's signature against the CA (users' certificates remembered).
+    verifier: JobspecVerifier,
+    /// The durable record of the launches started here.
+    log: LaunchLog,
+}
+
+impl Executor {
+    /// The executor of `settings`: the CA's verifier built, the launch log opened (and
+    /// compacted to the jobs whose directories are still there).
+    pub fn open(settings: ExecSettings) -> Result<Executor, String> {
+        let verifier = JobspecVerifier::new(&settings.creds).map_err(|e| e.to_string())?;
+        std::fs::create_dir_all(&settings.state_dir)
+            .map_err(|e| format!("cannot make {}: {e}", settings.state_dir.display()))?;
+        let log = LaunchLog::open(&settings.state_dir, |job| {
+            job_dir(&settings.state_dir, job).is_dir()
+        })
+        .map_err(|e| format!("the launch log: {e}"))?;
+        Ok(Executor {
+            settings,
+            verifier,
+            log,
+        })
     }
-    let cgroups = match &settings.cgroups {
-        Some(hierarchy) => hierarchy
-            .create(&format!("job-{}", launch.job.0), &me.cores, &me.gpus)
-            .map_err(|e| format!("cannot make the job's cgroup: {e}"))?,
-        None => JobCgroups::default(),
-    };
-    let lease = LeaseWatch {
-        deadlines_file: std::path::absolute(settings.state_dir.join(LEASE_DEADLINES_FILE))
-            .map_err(|e| format!("cannot name the lease deadlines file: {e}"))?,
-        queue: queue.to_owned(),
-        launch_deadline_ms: lease_deadline_ms,
-    };
-    let started = start_supervisor(
-        settings,
-        launch,
-        run_as,
-        &dir,
-        cgroups.clone(),
-        lease,
-        on_exit,
-    );
-    if started.is_err() {
-        // Nothing runs in them: a failed launch leaves no cgroup behind.
-        if let Err(e) = cgroups.remove() {
-            tracing::warn!(job = %launch.job, error = %e, "cannot remove the job's cgroups");
+
+    /// How a job's processes are found once its supervisor is gone: by its cgroup when the
+    /// agent makes them, else by its process group.
+    fn leftovers(&self) -> Leftovers {
+        match self.settings.cgroups {
+            Some(_) => Leftovers::InCgroup,
+            None => Leftovers::ByGroup,
         }
     }
-    started.map_err(SpawnError::Refused)
+
+    /// The cgroups of job `job` (none without a hierarchy).
+    fn cgroups_of(&self, job: JobId) -> JobCgroups {
+        self.settings
+            .cgroups
+            .as_ref()
+            .map(|h| h.of_job(&job_cgroup_name(job)))
+            .unwrap_or_default()
+    }
+
+    /// Prepares and starts a job's supervisor; its pid, or why not. `on_exit` is called when
+    /// the supervisor exits, so that its job's end is looked at then rather than at the next
+    /// poll.
+    pub async fn spawn(
+        &self,
+        queue: &str,
+        launch: &NodeLaunch,
+        lease_deadline_ms: u64,
+        on_exit: OnExit,
+    ) -> Result<u32, SpawnError> {
+        let settings = &self.settings;
+        let signer = self
+            .verifier
+            .verify(&launch.signed)
+            .map_err(|e| e.to_string())?;
+        let run_as: Option<RunAs> = if settings.as_root {
+            Some(resolve(&signer.name, &settings.users)?)
+        } else {
+            None
+        };
+        let dir = job_dir(&settings.state_dir, launch.job);
+        shardsched_process::watch::set_aside(&dir, self.leftovers()).map_err(|e| e.to_string())?;
+        make_job_dir(&dir, run_as.as_ref())?;
+        let owner = Launcher {
+            queue: queue.to_owned(),
+            generation: launch.generation,
+        };
+        // The durable record that this node started the job (`recover` reads it), before
+        // anything of the job runs; the files of the launch are only read while the job's
+        // processes run, which a crash of the node ends too, so they are replaced atomically
+        // without fsyncs (each a journal commit of the file system).
+        self.log
+            .record(launch.job, &owner)
+            .map_err(|e| e.to_string())?;
+        write_replace(&dir.join(HOSTFILE), hostfile(launch).as_bytes())
+            .map_err(|e| e.to_string())?;
+        let me = launch
+            .this_node()
+            .ok_or_else(|| "the launch does not name this node".to_owned())?;
+        if let Some(prolog) = &settings.prolog {
+            run_site_script(
+                prolog,
+                &job_env(&launch.job.to_string(), &signer.name, &me.node),
+            )
+            .await
+            .map_err(|why| {
+                SpawnError::Prolog(format!(
+                    "prolog failed on {} for job {}: {why}",
+                    me.node, launch.job
+                ))
+            })?;
+        }
+        let cgroups = match &settings.cgroups {
+            Some(hierarchy) => hierarchy
+                .create(&job_cgroup_name(launch.job), &me.cores, &me.gpus)
+                .map_err(|e| format!("cannot make the job's cgroup: {e}"))?,
+            None => JobCgroups::default(),
+        };
+        let lease = LeaseWatch {
+            deadlines_file: std::path::absolute(settings.state_dir.join(LEASE_DEADLINES_FILE))
+                .map_err(|e| format!("cannot name the lease deadlines file: {e}"))?,
+            queue: queue.to_owned(),
+            launch_deadline_ms: lease_deadline_ms,
+        };
+        let started = start_supervisor(
+            settings,
+            launch,
+            run_as,
+            &dir,
+            cgroups.clone(),
+            lease,
+            on_exit,
+        );
+        if started.is_err() {
+            // Nothing runs in them: a failed launch leaves no cgroup behind.
+            if let Err(e) = cgroups.remove() {
+                tracing::warn!(job = %launch.job, error = %e, "cannot remove the job's cgroups");
+            }
+        }
+        started.map_err(SpawnError::Refused)
+    }
+
+    /// Whether job `job` has ended on this node, with every process gone: `Some(end)` then (its
+    /// cgroups removed, its epilog run by the caller). A job whose supervisor is gone without
+    /// a status, or that left processes behind, has them SIGKILLed here and is looked at again
+    /// on the next poll.
+    pub fn check_ended(&self, job: JobId) -> Option<JobEnd> {
+        let dir = job_dir(&self.settings.state_dir, job);
+        let end = match observe(&dir, self.leftovers()) {
+            Ok(RunningOrEnded::Running { .. }) => return None,
+            Ok(RunningOrEnded::Ended(end)) => end,
+            Err(e) => JobEnd::without_status(EndCause::Lost, e.to_string()),
+        };
+        let cgroups = self.cgroups_of(job);
+        if cgroups.populated() {
+            if let Err(e) = cgroups.kill_all() {
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot kill what is left of a job");
+            }
+            return None;
+        }
+        if let Err(e) = cgroups.remove() {
+            tracing::debug!(dir = %dir.display(), error = %e, "cannot remove a job's cgroup yet");
+            return None;
+        }
+        Some(end)
+    }
+
+    /// Every job a restarted agent finds in its state directory, running or ended: each job
+    /// directory of a launch the log records (or, for a launch of an earlier agent, its
+    /// directory's `owner.json` names).
+    pub fn recover(&self) -> Vec<Recovered> {
+        let state_dir = &self.settings.state_dir;
+        let Ok(entries) = fs::read_dir(state_dir.join(JOBS_DIR)) else {
+            return Vec::new();
+        };
+        let launchers = self.log.launchers();
+        let mut found = Vec::new();
+        for entry in entries.flatten() {
+            let Some(job) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<JobId>().ok())
+            else {
+                continue;
+            };
+            let dir = entry.path();
+            let launcher = match launchers.get(&job) {
+                Some(launcher) => launcher.clone(),
+                None => match read_json::<Launcher>(&dir.join(OWNER_FILE)) {
+                    Ok(Some(launcher)) => launcher,
+                    _ => continue,
+                },
+            };
+            let state = match read_json::<JobEnd>(&dir.join(STATUS_FILE)) {
+                Ok(Some(end)) => JobOnNode::Ended(end),
+                _ => match read_pid(&dir.join(PID_FILE)).ok().flatten() {
+                    Some(pid) => JobOnNode::Running {
+                        supervisor_pid: pid,
+                    },
+                    None => JobOnNode::Launching,
+                },
+            };
+            found.push(Recovered {
+                job,
+                queue: launcher.queue,
+                generation: launcher.generation,
+                state,
+            });
+        }
+        found.sort_by_key(|r| r.job);
+        found
+    }
+
+    /// Removes a forgotten job's directories (and its earlier runs'); the launch log no
+    /// longer names it.
+    pub fn remove_files(&self, job: JobId) {
+        let jobs_dir = self.settings.state_dir.join(JOBS_DIR);
+        match remove_job_dirs(&jobs_dir, job, self.leftovers()) {
+            Ok(()) => self.log.forget(job),
+            Err(e) => {
+                tracing::warn!(job = %job, error = %e, "cannot remove a forgotten job's directory")
+            }
+        }
+    }
 }
 
 /// Writes the job's plan and starts its supervisor in `cgroups`; its pid, or why not.
@@ -192,20 +322,23 @@ fn start_supervisor(
     lease: LeaseWatch,
     on_exit: OnExit,
 ) -> Result<u32, String> {
-    write_json(&dir.join(CGROUPS_FILE), &cgroups)?;
     let plan = Plan {
         lease: Some(lease),
         ..plan::prepare(launch, run_as, dir, cgroups)?
     };
     write_json(&dir.join(PLAN_FILE), &plan)?;
-    let child = spawn_supervisor(&settings.supervisor, dir)
+    let mut child = supervisor_command(&settings.supervisor, dir)
+        .map(tokio::process::Command::from)
+        .map_err(|e| e.to_string())
+        .and_then(|mut command| command.spawn().map_err(|e| e.to_string()))
         .map_err(|e| format!("cannot start the supervisor: {e}"))?;
-    let pid = child.id();
-    // Reaped by a thread of its own: the supervisor may outlive this agent, and must not
-    // stay a zombie while it lives.
-    std::thread::spawn(move || {
-        let mut child = child;
-        let _ = child.wait();
+    let pid = child
+        .id()
+        .ok_or("the supervisor exited before it could be watched")?;
+    // Reaped as soon as it exits (tokio waits on a pidfd: no thread per job), so that it
+    // does not stay a zombie; the supervisor may outlive this agent.
+    tokio::spawn(async move {
+        let _ = child.wait().await;
         on_exit();
     });
     write_replace(&dir.join(PID_FILE), format!("{pid}\n").as_bytes()).map_err(|e| e.to_string())?;
@@ -216,78 +349,6 @@ fn start_supervisor(
 pub fn request_kill(state_dir: &Path, job: JobId, why: &str) {
     if let Err(e) = shardsched_process::watch::request_kill(&job_dir(state_dir, job), why) {
         tracing::warn!(job = %job, error = %e, "cannot write the cancel file");
-    }
-}
-
-/// Whether the job in `dir` has ended on this node, with every process gone: `Some(end)`
-/// then (its cgroups removed, its epilog run by the caller). A job whose supervisor is gone
-/// without a status, or that left processes behind, has them SIGKILLed here and is looked
-/// at again on the next poll.
-pub fn check_ended(dir: &Path) -> Option<JobEnd> {
-    let end = match observe(dir) {
-        Ok(RunningOrEnded::Running { .. }) => return None,
-        Ok(RunningOrEnded::Ended(end)) => end,
-        Err(e) => JobEnd::without_status(EndCause::Lost, e.to_string()),
-    };
-    let cgroups: JobCgroups = read_json(&dir.join(CGROUPS_FILE))
-        .ok()
-        .flatten()
-        .unwrap_or_default();
-    if cgroups.populated() {
-        if let Err(e) = cgroups.kill_all() {
-            tracing::warn!(dir = %dir.display(), error = %e, "cannot kill what is left of a job");
-        }
-        return None;
-    }
-    if let Err(e) = cgroups.remove() {
-        tracing::debug!(dir = %dir.display(), error = %e, "cannot remove a job's cgroup yet");
-        return None;
-    }
-    Some(end)
-}
-
-/// Every job a restarted agent finds in its state directory, running or ended.
-pub fn recover(state_dir: &Path) -> Vec<Recovered> {
-    let Ok(entries) = fs::read_dir(state_dir.join(JOBS_DIR)) else {
-        return Vec::new();
-    };
-    let mut found = Vec::new();
-    for entry in entries.flatten() {
-        let Some(job) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<JobId>().ok())
-        else {
-            continue;
-        };
-        let dir = entry.path();
-        let Ok(Some(launcher)) = read_json::<Launcher>(&dir.join(OWNER_FILE)) else {
-            continue;
-        };
-        let state = match read_json::<JobEnd>(&dir.join(STATUS_FILE)) {
-            Ok(Some(end)) => JobOnNode::Ended(end),
-            _ => match read_pid(&dir.join(PID_FILE)).ok().flatten() {
-                Some(pid) => JobOnNode::Running {
-                    supervisor_pid: pid,
-                },
-                None => JobOnNode::Launching,
-            },
-        };
-        found.push(Recovered {
-            job,
-            queue: launcher.queue,
-            generation: launcher.generation,
-            state,
-        });
-    }
-    found.sort_by_key(|r| r.job);
-    found
-}
-
-/// Removes a forgotten job's directories (and its earlier runs').
-pub fn remove_files(state_dir: &Path, job: JobId) {
-    if let Err(e) = remove_job_dirs(&state_dir.join(JOBS_DIR), job) {
-        tracing::warn!(job = %job, error = %e, "cannot remove a forgotten job's directory");
     }
 }
 

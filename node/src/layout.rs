@@ -5,11 +5,12 @@
 //!   cert.pem key.pem ca.pem   the agent's certificate (role node, named after the node)
 //!   address                   where it listens (written at start)
 //!   leases.json               the last renewal persisted per queue (node/core's lease)
+//!   lease-deadlines.json      the same as deadlines, which the jobs' supervisors watch
+//!   launches.log              {job, queue, generation} per launch: who launched each job
+//!                             (durable before its supervisor starts; `launch_log`)
 //!   jobs/<job id>/            one per job on this node, owned by the job's user, mode 0700:
-//!     owner.json              {queue, generation}: who launched it (written by the agent)
 //!     plan.json               what the supervisor runs (agent): user, command, env, ranks,
 //!                             cgroups, limits
-//!     cgroups.json            the cgroup directories the agent created for it
 //!     supervisor.pid          the supervisor's pid (agent at spawn, supervisor at start)
 //!     group.pid               the first task's process group (supervisor)
 //!     cancel                  a kill request, its text the reason (agent)
@@ -40,10 +41,9 @@ pub const LEASES_FILE: &str = "leases.json";
 pub const LEASE_DEADLINES_FILE: &str = "lease-deadlines.json";
 /// The directory of job directories.
 pub const JOBS_DIR: &str = "jobs";
-/// Who launched a job: `{queue, generation}`.
+/// Who launched a job, `{queue, generation}`, in its directory: written by agents before
+/// the launch log (`launches.log`), and still read for the jobs they started.
 pub const OWNER_FILE: &str = "owner.json";
-/// The cgroups the agent created for a job.
-pub const CGROUPS_FILE: &str = "cgroups.json";
 /// The job's hostfile.
 pub const HOSTFILE: &str = "hostfile";
 

@@ -12,6 +12,7 @@
 pub mod agent;
 pub mod cgroup;
 pub mod executor;
+pub mod launch_log;
 pub mod layout;
 pub mod plan;
 pub mod user;

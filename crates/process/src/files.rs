@@ -99,22 +99,36 @@ pub fn read_range(
 /// Reads a small file: `None` when it does not exist, an error when it is larger than
 /// [`FILE_BYTES_MAX`] or unreadable.
 pub fn read_small(path: &Path) -> Result<Option<String>, FileError> {
+    let Some(bytes) = read_bounded(path, FILE_BYTES_MAX)? else {
+        return Ok(None);
+    };
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|e| FileError::BadFile {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })
+}
+
+/// Reads a file of at most `max` bytes: `None` when it does not exist, an error when it is
+/// larger or unreadable.
+pub fn read_bounded(path: &Path, max: u64) -> Result<Option<Vec<u8>>, FileError> {
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(FileError::io(path, e)),
     };
-    let mut text = String::new();
-    file.take(FILE_BYTES_MAX + 1)
-        .read_to_string(&mut text)
+    let mut bytes = Vec::new();
+    file.take(max.saturating_add(1))
+        .read_to_end(&mut bytes)
         .map_err(|e| FileError::io(path, e))?;
-    if text.len() as u64 > FILE_BYTES_MAX {
+    if bytes.len() as u64 > max {
         return Err(FileError::BadFile {
             path: path.to_owned(),
-            message: format!("larger than {FILE_BYTES_MAX} bytes"),
+            message: format!("larger than {max} bytes"),
         });
     }
-    Ok(Some(text))
+    Ok(Some(bytes))
 }
 
 /// Reads a JSON file into `T`: `None` when it does not exist.

@@ -195,15 +195,23 @@ pub fn supervisor_path(program: &Path) -> Result<PathBuf, FileError> {
 /// Starts the supervisor of the job in `dir` (whose plan is written): `supervisor DIR`,
 /// its standard error to the directory's [`SUPERVISOR_LOG`]. The caller reaps the child.
 pub fn spawn_supervisor(supervisor: &Path, dir: &Path) -> Result<Child, FileError> {
+    supervisor_command(supervisor, dir)?
+        .spawn()
+        .map_err(|e| FileError::io(supervisor, e))
+}
+
+/// The command that starts the supervisor of the job in `dir` ([`spawn_supervisor`]'s),
+/// for a starter that reaps its children another way (a node agent, through tokio).
+pub fn supervisor_command(supervisor: &Path, dir: &Path) -> Result<Command, FileError> {
     let log_path = dir.join(SUPERVISOR_LOG);
     let log = std::fs::File::create(&log_path).map_err(|e| FileError::io(&log_path, e))?;
-    Command::new(supervisor)
+    let mut command = Command::new(supervisor);
+    command
         .arg(dir)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .map_err(|e| FileError::io(supervisor, e))
+        .stderr(log);
+    Ok(command)
 }
 
 /// Whether `pid` is the supervisor of the job in `dir`: alive, and running a supervisor on

@@ -9,7 +9,7 @@
 //! drop to the user: groups, gid, uid          ─ nothing after this runs as root
 //! per task: a socketpair for PMI (PMI_FD), its output files opened as the user,
 //!           spawned in its own process group in the working directory
-//! write group.pid (the first task's group)
+//! write group.pid (the first task's group; without a cgroup only)
 //! serve PMI; wait for the first of:
 //!   every task ended ───────────► leftovers in the cgroup: SIGTERM, grace, SIGKILL
 //!   the time limit ─────────────► SIGTERM everything in the cgroup, grace, SIGKILL (timeout)
@@ -167,9 +167,11 @@ async fn run(dir: &Path, plan: &Plan) -> JobEnd {
     }
     drop(lines_tx);
     // Should this supervisor be killed outright, its starter finds the first task's group
-    // here and kills it before it frees the job's resources (without a cgroup to find the
-    // job's processes by).
-    if let Some(task) = tasks.values().next()
+    // here and kills it before it frees the job's resources. Only without a cgroup to find
+    // the job's processes by: with one, its starter looks there (a node agent never reads
+    // this file, which the job's user could write).
+    if plan.cgroups.unified.is_none()
+        && let Some(task) = tasks.values().next()
         && let Err(e) = write_replace(&dir.join(GROUP_FILE), format!("{}\n", task.pgid).as_bytes())
     {
         eprintln!("cannot write the job's process group: {e}");

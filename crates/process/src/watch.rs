@@ -29,13 +29,26 @@ pub enum RunningOrEnded {
     Ended(JobEnd),
 }
 
+/// How a job's processes are found once its supervisor is gone without a status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Leftovers {
+    /// By the process group its supervisor wrote in `group.pid`, killed here: the shard's
+    /// `exec` jobs, whose directories only the shard's own user writes.
+    ByGroup,
+    /// By the job's cgroup, which the caller looks at and kills: a node agent's jobs, whose
+    /// directories belong to the job's user, so that a root agent must never signal a
+    /// process group read from one (`group.pid` is not read).
+    InCgroup,
+}
+
 /// Reads a job directory: the status if written, else whether its supervisor (from the pid
 /// file) still runs. A supervisor gone without a status (killed outright) leaves its job
-/// running while a process of the job's group lives: those are killed (SIGKILL), and the
-/// job is reported ended, as lost, only once none is left, so its resources are never
-/// given to another job while its processes still use them. (A node agent's jobs in a
-/// cgroup are also looked for there: `shardsched_node::executor`.)
-pub fn observe(dir: &Path) -> Result<RunningOrEnded, FileError> {
+/// running while a process of the job's group lives ([`Leftovers::ByGroup`]): those are
+/// killed (SIGKILL), and the job is reported ended, as lost, only once none is left, so its
+/// resources are never given to another job while its processes still use them. With
+/// [`Leftovers::InCgroup`] it is reported lost at once, and the caller holds it until its
+/// cgroup is empty (`shardsched_node::executor`).
+pub fn observe(dir: &Path, leftovers: Leftovers) -> Result<RunningOrEnded, FileError> {
     if let Some(end) = read_json::<JobEnd>(&dir.join(STATUS_FILE))? {
         return Ok(RunningOrEnded::Ended(end));
     }
@@ -51,7 +64,10 @@ pub fn observe(dir: &Path) -> Result<RunningOrEnded, FileError> {
     }
     // Killed outright: its job's processes may live on. They are killed, and the job is
     // taken as running (holding its resources) until none is left.
-    let group = read_pid(&dir.join(GROUP_FILE))?;
+    let group = match leftovers {
+        Leftovers::ByGroup => read_pid(&dir.join(GROUP_FILE))?,
+        Leftovers::InCgroup => None,
+    };
     if let Some(pgid) = group
         && group_alive(pgid)
     {
@@ -88,11 +104,11 @@ pub fn request_kill(dir: &Path, why: &str) -> Result<(), FileError> {
 
 /// Moves an earlier run's directory aside (a requeued job) as `DIR.run-N`. Refused while
 /// its supervisor still runs.
-pub fn set_aside(dir: &Path) -> Result<(), FileError> {
+pub fn set_aside(dir: &Path, leftovers: Leftovers) -> Result<(), FileError> {
     if !dir.exists() {
         return Ok(());
     }
-    if let RunningOrEnded::Running { pid } = observe(dir)? {
+    if let RunningOrEnded::Running { pid } = observe(dir, leftovers)? {
         return Err(FileError::BadFile {
             path: dir.to_owned(),
             message: format!("an earlier run's supervisor (pid {pid}) is still running"),
@@ -104,11 +120,11 @@ pub fn set_aside(dir: &Path) -> Result<(), FileError> {
 /// Removes the directory of job `id` under `jobs_dir` and those of its earlier runs
 /// (`ID.run-1`, `ID.run-2`, …), once the job is forgotten. A directory whose supervisor
 /// has not written its status is left alone (and is an error): its job may still run.
-pub fn remove_job_dirs(jobs_dir: &Path, id: JobId) -> Result<(), FileError> {
+pub fn remove_job_dirs(jobs_dir: &Path, id: JobId, leftovers: Leftovers) -> Result<(), FileError> {
     let name = id.to_string();
     let dir = jobs_dir.join(&name);
     if dir.exists() {
-        if let RunningOrEnded::Running { pid } = observe(&dir)? {
+        if let RunningOrEnded::Running { pid } = observe(&dir, leftovers)? {
             return Err(FileError::BadFile {
                 path: dir,
                 message: format!("not removed: its supervisor (pid {pid}) still runs"),

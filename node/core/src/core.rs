@@ -425,14 +425,22 @@ impl AgentCore {
 
     /// Time passes: leases that ran out have their jobs killed; renewals due are persisted.
     pub fn tick(&mut self, now_ms: u64) {
-        let live: Vec<String> = self.live_queues();
-        for queue in live {
+        // Leases past their deadline whose queue has live jobs (few queues: each looked up
+        // without copying the table's queue names, as this runs at every event).
+        let ran_out: Vec<String> = self
+            .leases
+            .iter()
+            .filter(|(queue, lease)| {
+                !lease.expired
+                    && now_ms >= lease.deadline_ms(self.lease_ms)
+                    && !self.clean_of(queue)
+            })
+            .map(|(queue, _)| queue.clone())
+            .collect();
+        for queue in ran_out {
             let Some(lease) = self.leases.get_mut(&queue) else {
                 continue;
             };
-            if lease.expired || now_ms < lease.deadline_ms(self.lease_ms) {
-                continue;
-            }
             lease.expired = true;
             let why = format!(
                 "lease expired: no word from queue {queue}'s shard for {} ms (half the \
@@ -464,10 +472,9 @@ impl AgentCore {
     /// When [`AgentCore::tick`] next has something to do, if ever: the earliest deadline of
     /// a lease with live jobs, or the next renewal to persist.
     pub fn next_wake_ms(&self) -> Option<u64> {
-        let live = self.live_queues();
         self.leases
             .iter()
-            .filter(|(queue, lease)| !lease.expired && live.contains(queue))
+            .filter(|(queue, lease)| !lease.expired && !self.clean_of(queue))
             .map(|(_, lease)| lease.deadline_ms(self.lease_ms))
             .min()
     }

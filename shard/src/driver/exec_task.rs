@@ -33,7 +33,7 @@ use tokio::sync::mpsc::error::TrySendError;
 
 use super::core_task::Command;
 use crate::agents::AgentsOptions;
-use crate::exec::launch::{Prepared, observe};
+use crate::exec::launch::{Leftovers, Prepared, observe};
 use crate::exec::{
     EndCause, ExecError, JOBS_DIR, JobEnd, RunningOrEnded, job_dir, launch, remove_job_dirs,
     request_kill,
@@ -191,7 +191,7 @@ fn look_at(
     let Some(watch) = watched.get(&id) else {
         return;
     };
-    let end = match observe(&watch.dir) {
+    let end = match observe(&watch.dir, Leftovers::ByGroup) {
         Ok(RunningOrEnded::Running { .. }) => return,
         Ok(RunningOrEnded::Ended(end)) => end,
         Err(e) => JobEnd::without_status(EndCause::Lost, e.to_string()),

@@ -15,7 +15,7 @@ use super::rset::RSummary;
 use super::{EndCause, ExecError, JOBS_DIR, JobEnd, JobFiles, PID_FILE, R_FILE, job_dir};
 use crate::job::JobRecord;
 
-pub use shardsched_process::watch::{RunningOrEnded, observe, request_kill, set_aside};
+pub use shardsched_process::watch::{Leftovers, RunningOrEnded, observe, request_kill, set_aside};
 
 /// A job ready to launch: its directory, its supervisor's plan and its R.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -102,7 +102,7 @@ impl Prepared {
 /// `DIR.run-N`.
 pub fn launch(supervisor: &Path, prepared: &Prepared) -> Result<Child, ExecError> {
     let dir = &prepared.dir;
-    set_aside(dir)?;
+    set_aside(dir, Leftovers::ByGroup)?;
     fs::create_dir_all(dir).map_err(|e| ExecError::io(dir, e))?;
     // Read only while the job runs (a crash of the host ends it too): replaced whole,
     // without fsyncs. The supervisor writes the job's carried files itself.
@@ -124,7 +124,11 @@ pub fn launch(supervisor: &Path, prepared: &Prepared) -> Result<Child, ExecError
 /// (`ID.run-1`, `ID.run-2`, …), once the shard forgot the job. A directory whose supervisor
 /// has not written its status is left alone (and is an error): its job may still run.
 pub fn remove_job_dirs(jobs_dir: &Path, id: JobId) -> Result<(), ExecError> {
-    Ok(shardsched_process::watch::remove_job_dirs(jobs_dir, id)?)
+    Ok(shardsched_process::watch::remove_job_dirs(
+        jobs_dir,
+        id,
+        Leftovers::ByGroup,
+    )?)
 }
 
 /// Every exec job a shard with this state directory launched, read back from
@@ -149,7 +153,7 @@ pub fn recover(state_dir: &Path) -> Result<Vec<(JobId, RunningOrEnded)>, ExecErr
             continue;
         };
         if entry.path().is_dir() {
-            let state = observe(&entry.path()).unwrap_or_else(|e| {
+            let state = observe(&entry.path(), Leftovers::ByGroup).unwrap_or_else(|e| {
                 RunningOrEnded::Ended(JobEnd::without_status(EndCause::Lost, e.to_string()))
             });
             found.push((id, state));

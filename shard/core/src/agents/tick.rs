@@ -23,6 +23,16 @@ impl Runs {
         if self.asking || !due {
             return;
         }
+        // Only a node whose agent's address is not known, or whose agent is failing, can be
+        // wanted (every share's node has an entry: `add`); with none, the walk over every
+        // job's shares below, at each tick, finds nothing (most ticks of a busy shard).
+        if self
+            .agents
+            .values()
+            .all(|a| a.address.is_some() && a.failing_since.is_none())
+        {
+            return;
+        }
         let mut wanted: BTreeSet<String> = BTreeSet::new();
         for run in self.jobs.values() {
             let waiting = run
