@@ -35,7 +35,8 @@ fn submit_as(sys: &System, user: &str, command: &str) -> String {
 }
 
 #[test]
-fn a_job_runs_as_its_signer_and_unknown_root_and_system_users_are_refused() {
+fn a_job_runs_as_its_signer_cannot_make_root_read_for_it_and_unknown_root_and_system_users_are_refused()
+ {
     if !privileged("agents_users") {
         return;
     }
@@ -95,6 +96,34 @@ fn a_job_runs_as_its_signer_and_unknown_root_and_system_users_are_refused() {
         lines.get(3),
         Some(&sys.dir.to_string_lossy().as_ref()),
         "the job runs where it was submitted from: {out}"
+    );
+
+    // Issue 15: a job cannot make the root agent read a file for it. It forges a plan in its
+    // directory (naming a root-owned file as its output, root as its user: what the agent
+    // read its plan from before) and replaces its output by a link to that file.
+    let secret = users.path().join("secret");
+    std::fs::write(&secret, "root's secret\n").expect("secret");
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .expect("secret mode");
+    let forge = format!(
+        "cd \"$SHARDSCHED_JOB_DIR\" || exit 1; exec >/dev/null; rm -f plan.json; \
+         printf '{{\"run_as\": {{\"uid\": 0}}, \"stdout\": \"{secret}\"}}' > plan.json; \
+         rm -f task-0.out; ln -s {secret} task-0.out",
+        secret = secret.display()
+    );
+    let id = submit_as(sys, "alice", &forge);
+    sys.wait_state(&id, "completed");
+    let out = sys.cli(&["job", "output", &id]);
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{printed}");
+    assert!(printed.contains("symbolic link"), "{printed}");
+    assert!(
+        !printed.contains("root's secret"),
+        "root's file was returned: {printed}"
     );
 
     for (user, why) in [

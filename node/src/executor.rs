@@ -4,8 +4,8 @@
 //! ```text
 //! Spawn ──► verify the signature (cluster CA) → the user (refused: root, low uids, unknown)
 //!           → job directory (the user's, 0700) → launches.log (durable) → prolog
-//!           → cgroups → plan.json
-//!           → `shardsched-supervisor DIR`                           ─► Spawned{pid}
+//!           → cgroups → plans/<job>.json (root's)
+//!           → `shardsched-supervisor DIR PLAN`                      ─► Spawned{pid}
 //! Kill  ──► cancel file (the supervisor polls it)
 //! a supervisor exits (its reaper thread wakes the agent), and every EXEC_POLL_INTERVAL
 //! for supervisors an earlier agent started: each job, status written, or supervisor gone?
@@ -33,7 +33,8 @@ use shardsched_proto::sign::JobspecVerifier;
 use crate::cgroup::{Hierarchy, JobCgroups, job_cgroup_name};
 use crate::launch_log::{LaunchLog, Launcher};
 use crate::layout::{
-    HOSTFILE, JOBS_DIR, LEASE_DEADLINES_FILE, OWNER_FILE, PID_FILE, PLAN_FILE, STATUS_FILE, job_dir,
+    HOSTFILE, JOBS_DIR, LEASE_DEADLINES_FILE, OWNER_FILE, PID_FILE, PLANS_DIR, STATUS_FILE,
+    job_dir, plan_path,
 };
 use crate::plan::{self, Plan, hostfile};
 use crate::user::{RunAs, UserPolicy, resolve};
@@ -117,6 +118,7 @@ impl Executor {
         let verifier = JobspecVerifier::new(&settings.creds).map_err(|e| e.to_string())?;
         std::fs::create_dir_all(&settings.state_dir)
             .map_err(|e| format!("cannot make {}: {e}", settings.state_dir.display()))?;
+        make_private_dir(&settings.state_dir.join(PLANS_DIR))?;
         let log = LaunchLog::open(&settings.state_dir, |job| {
             job_dir(&settings.state_dir, job).is_dir()
         })
@@ -304,7 +306,15 @@ impl Executor {
     pub fn remove_files(&self, job: JobId) {
         let jobs_dir = self.settings.state_dir.join(JOBS_DIR);
         match remove_job_dirs(&jobs_dir, job, self.leftovers()) {
-            Ok(()) => self.log.forget(job),
+            Ok(()) => {
+                let plan = plan_path(&self.settings.state_dir, job);
+                if let Err(e) = fs::remove_file(&plan)
+                    && e.kind() != std::io::ErrorKind::NotFound
+                {
+                    tracing::warn!(job = %job, error = %e, "cannot remove a forgotten job's plan");
+                }
+                self.log.forget(job)
+            }
             Err(e) => {
                 tracing::warn!(job = %job, error = %e, "cannot remove a forgotten job's directory")
             }
@@ -326,8 +336,10 @@ fn start_supervisor(
         lease: Some(lease),
         ..plan::prepare(launch, run_as, dir, cgroups)?
     };
-    write_json(&dir.join(PLAN_FILE), &plan)?;
-    let mut child = supervisor_command(&settings.supervisor, dir)
+    // Out of the job user's directory: the supervisor reads it as root (docs/EXEC.md, Trust).
+    let plan_file = plan_path(&settings.state_dir, launch.job);
+    write_json(&plan_file, &plan)?;
+    let mut child = supervisor_command(&settings.supervisor, dir, Some(&plan_file))
         .map(tokio::process::Command::from)
         .map_err(|e| e.to_string())
         .and_then(|mut command| command.spawn().map_err(|e| e.to_string()))
@@ -429,6 +441,15 @@ pub fn open_jobs_dir(state_dir: &Path) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Makes `dir` (the plans' directory) readable and writable by the agent's user only, 0700,
+/// whatever its mode was.
+fn make_private_dir(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    fs::create_dir_all(dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+        .map_err(|e| format!("cannot make {} private: {e}", dir.display()))
 }
 
 fn make_job_dir(dir: &Path, run_as: Option<&RunAs>) -> Result<(), String> {

@@ -8,14 +8,20 @@
 //!   lease-deadlines.json      the same as deadlines, which the jobs' supervisors watch
 //!   launches.log              {job, queue, generation} per launch: who launched each job
 //!                             (durable before its supervisor starts; `launch_log`)
+//!   plans/                    root's (whoever runs the agent), mode 0700: what the
+//!     <job id>.json           supervisors run (agent): user, command, env, ranks, cgroups,
+//!                             limits, output paths. Read as root by the supervisor before
+//!                             it becomes the job's user, and by `job output`: never in a
+//!                             directory the job's user can write (see docs/EXEC.md, Trust)
 //!   jobs/<job id>/            one per job on this node, owned by the job's user, mode 0700:
-//!     plan.json               what the supervisor runs (agent): user, command, env, ranks,
-//!                             cgroups, limits
+//!     plan.json               (jobs started by agents before plans/: their plan)
 //!     supervisor.pid          the supervisor's pid (agent at spawn, supervisor at start)
 //!     group.pid               the first task's process group (supervisor)
 //!     cancel                  a kill request, its text the reason (agent)
 //!     status                  how it ended (supervisor; JobEnd JSON)
-//!     task-<rank>.out/.err    each task's output, opened as the user
+//!     task-<rank>.out/.err    each task's output, opened as the user; the agent reads it
+//!                             for `job output` only as a regular file of the user's,
+//!                             never through a symbolic link
 //!     hostfile                the job's nodes, `node:ntasks` per line
 //!     pmi/fence-<E>.out/.in   a barrier's puts out to the other nodes, and the whole
 //!                             space back (multi-node jobs)
@@ -41,6 +47,8 @@ pub const LEASES_FILE: &str = "leases.json";
 pub const LEASE_DEADLINES_FILE: &str = "lease-deadlines.json";
 /// The directory of job directories.
 pub const JOBS_DIR: &str = "jobs";
+/// The directory of the jobs' plans, which only the agent's user (root) may write.
+pub const PLANS_DIR: &str = "plans";
 /// Who launched a job, `{queue, generation}`, in its directory: written by agents before
 /// the launch log (`launches.log`), and still read for the jobs they started.
 pub const OWNER_FILE: &str = "owner.json";
@@ -50,4 +58,9 @@ pub const HOSTFILE: &str = "hostfile";
 /// A job's directory under the state directory.
 pub fn job_dir(state_dir: &Path, job: JobId) -> PathBuf {
     state_dir.join(JOBS_DIR).join(job.to_string())
+}
+
+/// A job's plan, out of its user's reach (see [`PLANS_DIR`]).
+pub fn plan_path(state_dir: &Path, job: JobId) -> PathBuf {
+    state_dir.join(PLANS_DIR).join(format!("{job}.json"))
 }

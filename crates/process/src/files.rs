@@ -38,11 +38,13 @@ fn replace(path: &Path, bytes: &[u8], durable: bool) -> Result<(), FileError> {
         .unwrap_or_default();
     let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
     let write = || -> std::io::Result<()> {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
+        // Made anew (never opened through a link someone else left under that name: the
+        // directory may be a job user's, the writer root).
+        match fs::remove_file(&tmp) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        let mut file = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
         file.write_all(bytes)?;
         if durable {
             file.sync_all()?;
@@ -62,9 +64,11 @@ fn replace(path: &Path, bytes: &[u8], durable: bool) -> Result<(), FileError> {
 /// Up to `max` bytes of `path` from byte `offset` (a job's output, read while it grows): a
 /// file not written yet reads as empty.
 ///
-/// With `owner`, the file opened must belong to that uid (checked on the open file, so a
-/// link swapped in between cannot fool it): a root agent reads a file a job's user named
-/// only if that user could read it anyway.
+/// With `owner`, the file must be a regular file of that uid, opened without following a
+/// symbolic link in its last component (and without blocking on a FIFO), and checked on
+/// the open file, so that a link swapped in between cannot fool it: a root agent reads a
+/// file in a directory a job's user controls, or a file that user named, only if that
+/// user could read it anyway.
 pub fn read_range(
     path: &Path,
     offset: u64,
@@ -72,20 +76,7 @@ pub fn read_range(
     owner: Option<u32>,
 ) -> std::io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
-    let read = File::open(path).and_then(|mut file| {
-        if let Some(uid) = owner {
-            use std::os::unix::fs::MetadataExt;
-            let found = file.metadata()?.uid();
-            if found != uid {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::PermissionDenied,
-                    format!(
-                        "{} belongs to uid {found}, not the job's user",
-                        path.display()
-                    ),
-                ));
-            }
-        }
+    let read = open_for_reading(path, owner).and_then(|mut file| {
         std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(offset))?;
         file.take(u64::from(max)).read_to_end(&mut bytes)
     });
@@ -94,6 +85,43 @@ pub fn read_range(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
         Err(e) => Err(e),
     }
+}
+
+/// Opens `path` for [`read_range`]: with `owner`, only a regular file of that uid, reached
+/// without a symbolic link as its last component.
+fn open_for_reading(path: &Path, owner: Option<u32>) -> std::io::Result<File> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let Some(uid) = owner else {
+        return File::open(path);
+    };
+    let refused = |why: String| {
+        std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!("{}: {why}", path.display()),
+        )
+    };
+    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(i32::try_from(flags.bits()).unwrap_or(0))
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(code) if code == rustix::io::Errno::LOOP.raw_os_error() => {
+                refused("a symbolic link: not read for the job's user".to_owned())
+            }
+            _ => e,
+        })?;
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
+        return Err(refused("not a regular file: not read".to_owned()));
+    }
+    if meta.uid() != uid {
+        return Err(refused(format!(
+            "belongs to uid {}, not the job's user",
+            meta.uid()
+        )));
+    }
+    Ok(file)
 }
 
 /// Reads a small file: `None` when it does not exist, an error when it is larger than
@@ -297,6 +325,53 @@ mod tests {
         assert_eq!(read_range(&path, 0, 5, Some(mine)).expect("read"), b"hello");
         let other = read_range(&path, 0, 5, Some(mine.wrapping_add(1))).expect_err("refused");
         assert_eq!(other.kind(), std::io::ErrorKind::PermissionDenied);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_range_for_a_user_is_never_read_through_a_link_or_from_a_special_file() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = scratch("links");
+        let secret = dir.join("secret");
+        fs::write(&secret, b"not for the job").expect("write");
+        let mine = fs::metadata(&secret).expect("stat").uid();
+        let link = dir.join("task-0.out");
+        std::os::unix::fs::symlink(&secret, &link).expect("symlink");
+        let through_link = read_range(&link, 0, 100, Some(mine)).expect_err("refused");
+        assert_eq!(through_link.kind(), std::io::ErrorKind::PermissionDenied);
+        assert!(
+            through_link.to_string().contains("symbolic link"),
+            "{through_link}"
+        );
+        let fifo = dir.join("task-1.out");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .expect("mkfifo");
+        // Opened without blocking (no writer), then refused.
+        let special = read_range(&fifo, 0, 100, Some(mine)).expect_err("refused");
+        assert!(
+            special.to_string().contains("not a regular file"),
+            "{special}"
+        );
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_replaced_file_is_not_written_through_a_link_left_at_its_temporary_name() {
+        let dir = scratch("tmp-link");
+        let target = dir.join("target");
+        fs::write(&target, b"kept").expect("write");
+        let path = dir.join("cancel");
+        let tmp = dir.join(format!(".cancel.{}.tmp", std::process::id()));
+        std::os::unix::fs::symlink(&target, &tmp).expect("symlink");
+        write_replace(&path, b"why").expect("write");
+        assert_eq!(fs::read(&target).expect("read"), b"kept");
+        assert_eq!(fs::read(&path).expect("read"), b"why");
         let _ = fs::remove_dir_all(&dir);
     }
 

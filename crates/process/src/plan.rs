@@ -192,26 +192,41 @@ pub fn supervisor_path(program: &Path) -> Result<PathBuf, FileError> {
     }
 }
 
-/// Starts the supervisor of the job in `dir` (whose plan is written): `supervisor DIR`,
-/// its standard error to the directory's [`SUPERVISOR_LOG`]. The caller reaps the child.
+/// Starts the supervisor of the job in `dir` (whose plan is written there): `supervisor
+/// DIR`, its standard error to the directory's [`SUPERVISOR_LOG`]. The caller reaps the
+/// child.
 pub fn spawn_supervisor(supervisor: &Path, dir: &Path) -> Result<Child, FileError> {
-    supervisor_command(supervisor, dir)?
+    supervisor_command(supervisor, dir, None)?
         .spawn()
         .map_err(|e| FileError::io(supervisor, e))
 }
 
 /// The command that starts the supervisor of the job in `dir` ([`spawn_supervisor`]'s),
-/// for a starter that reaps its children another way (a node agent, through tokio).
-pub fn supervisor_command(supervisor: &Path, dir: &Path) -> Result<Command, FileError> {
+/// for a starter that reaps its children another way (a node agent, through tokio):
+/// `supervisor DIR [PLAN]`, where `plan` is the plan's path when it is not `DIR/plan.json`
+/// (a root agent keeps it out of the job user's directory: see [`default_plan`]).
+pub fn supervisor_command(
+    supervisor: &Path,
+    dir: &Path,
+    plan: Option<&Path>,
+) -> Result<Command, FileError> {
     let log_path = dir.join(SUPERVISOR_LOG);
     let log = std::fs::File::create(&log_path).map_err(|e| FileError::io(&log_path, e))?;
     let mut command = Command::new(supervisor);
     command
         .arg(dir)
+        .args(plan)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log);
     Ok(command)
+}
+
+/// Where the plan of the job in `dir` is when its starter names no other path: in the
+/// directory (the shard's `exec` jobs, which run as the shard's own user, and jobs started
+/// by node agents before plans moved out of the job's directory).
+pub fn default_plan(dir: &Path) -> PathBuf {
+    dir.join(PLAN_FILE)
 }
 
 /// Whether `pid` is the supervisor of the job in `dir`: alive, and running a supervisor on

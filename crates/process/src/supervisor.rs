@@ -4,7 +4,7 @@
 //! they ended.
 //!
 //! ```text
-//! setsid; write supervisor.pid; read plan.json
+//! setsid; write supervisor.pid; read the plan (DIR/plan.json, or the PLAN path given)
 //! join the job's cgroups (still root)         ─ every task inherits them
 //! drop to the user: groups, gid, uid          ─ nothing after this runs as root
 //! per task: a socketpair for PMI (PMI_FD), its output files opened as the user,
@@ -47,7 +47,7 @@ use crate::files::{
     group_alive, kill_reason, process_alive, read_json, read_pid, write_atomic, write_replace,
 };
 use crate::plan::{
-    CANCEL_FILE, GROUP_FILE, PID_FILE, PLAN_FILE, Plan, STATUS_FILE, TASK_RANK, fence_file, now_ms,
+    CANCEL_FILE, GROUP_FILE, PID_FILE, Plan, STATUS_FILE, TASK_RANK, fence_file, now_ms,
     output_file,
 };
 
@@ -67,8 +67,14 @@ const UNKILLABLE_WARN_AFTER: Duration = Duration::from_secs(60);
 /// Most PMI lines queued from the tasks before a reader waits.
 const PMI_LINES_QUEUED_MAX: usize = 1024;
 
-/// Runs the job whose directory is `dir` to its end and writes its status.
-pub fn supervise(dir: &Path) -> Result<JobEnd, FileError> {
+/// Runs the job whose directory is `dir` and whose plan is `plan_path` to its end and
+/// writes its status.
+///
+/// The plan is read as root, before the user switch: a root starter keeps it where only
+/// root can write (a node agent: its state directory's `plans/`), never in the job user's
+/// directory, where any process of that user could replace it between its write and this
+/// read and name another user, root, or any cgroup.
+pub fn supervise(dir: &Path, plan_path: &Path) -> Result<JobEnd, FileError> {
     let _ = rustix::process::setsid();
     let pid = std::process::id();
     // Its starter (agent or shard) writes it once this process is started; here too in
@@ -80,7 +86,7 @@ pub fn supervise(dir: &Path) -> Result<JobEnd, FileError> {
     {
         eprintln!("cannot write the pid file: {e}");
     }
-    let end = match read_json::<Plan>(&dir.join(PLAN_FILE)) {
+    let end = match read_json::<Plan>(plan_path) {
         Ok(Some(plan)) => match become_user(&plan, pid) {
             Ok(()) => {
                 let runtime = tokio::runtime::Builder::new_current_thread()
@@ -91,7 +97,10 @@ pub fn supervise(dir: &Path) -> Result<JobEnd, FileError> {
             }
             Err(why) => JobEnd::without_status(EndCause::Error, why),
         },
-        Ok(None) => JobEnd::without_status(EndCause::Error, "plan.json is missing"),
+        Ok(None) => JobEnd::without_status(
+            EndCause::Error,
+            format!("the plan {} is missing", plan_path.display()),
+        ),
         Err(e) => JobEnd::without_status(EndCause::Error, e.to_string()),
     };
     let text = serde_json::to_string(&end).map_err(|e| FileError::BadFile {

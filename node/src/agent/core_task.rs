@@ -11,11 +11,11 @@ use shardsched_node_core::{Action, AgentCore};
 use shardsched_process::files::{read_json, read_range, write_atomic};
 use shardsched_process::plan::now_ms;
 use shardsched_proto::msg::shard_node::{OutputChunk, OutputRequest};
-use shardsched_proto::msg::{Refusal, RefusalCode, shard_node};
+use shardsched_proto::msg::{JobId, Refusal, RefusalCode, shard_node};
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use super::{Event, ExecInput, IDLE_WAKE, refusal};
-use crate::layout::{LEASE_DEADLINES_FILE, LEASES_FILE, PLAN_FILE, job_dir, output_file};
+use crate::layout::{LEASE_DEADLINES_FILE, LEASES_FILE, job_dir, output_file, plan_path};
 use crate::plan::Plan;
 
 /// A shard's renewal whose answer waits for the agent's report to change (protocol 14).
@@ -223,16 +223,7 @@ fn output(
         None => return Err(refusal("no such job on this node", RefusalCode::NotFound)),
     }
     let ended = core.job(req.job).is_some_and(|s| !s.is_live());
-    // Output the jobspec sent to a file of its own is read from there, only if the job's
-    // user owns it (the agent is root; the user named the path).
-    let dir = job_dir(state_dir, req.job);
-    let plan = read_json::<Plan>(&dir.join(PLAN_FILE)).ok().flatten();
-    let named = plan.as_ref().and_then(|p| {
-        let path = if req.stderr { &p.stderr } else { &p.stdout };
-        path.clone()
-            .map(|path| (path, p.run_as.as_ref().map(|u| u.uid)))
-    });
-    let (path, owner) = named.unwrap_or_else(|| (output_file(&dir, req.rank, req.stderr), None));
+    let (path, owner) = output_source(state_dir, req.job, req.rank, req.stderr);
     let bytes = read_range(&path, req.offset, req.max_bytes, owner)
         .map_err(|e| refusal(e, RefusalCode::Internal))?;
     let complete = ended && (bytes.len() as u64) < u64::from(req.max_bytes);
@@ -240,4 +231,26 @@ fn output(
         bytes,
         complete,
     }))
+}
+
+/// Where a task's output is, and the uid that must own it (the agent may be root; the
+/// job's user controls its directory and any path its jobspec named).
+///
+/// The plan is read from the agent's own `plans/` (never from the job's directory, which the
+/// job can rewrite). Output the jobspec sent to a file of its own is read from there, as a
+/// file of the job's user; else the task's file in the job's directory, as a file of the
+/// directory's owner (the job's user; the agent's own user for jobs run without a user
+/// switch). A job of an earlier agent, whose plan is in its directory, is served its
+/// tasks' files only.
+fn output_source(state_dir: &Path, job: JobId, rank: u32, stderr: bool) -> (PathBuf, Option<u32>) {
+    use std::os::unix::fs::MetadataExt;
+    let plan = read_json::<Plan>(&plan_path(state_dir, job)).ok().flatten();
+    let user = plan.as_ref().and_then(|p| p.run_as.as_ref().map(|u| u.uid));
+    let named = plan.and_then(|p| if stderr { p.stderr } else { p.stdout });
+    if let Some(path) = named {
+        return (path, user);
+    }
+    let dir = job_dir(state_dir, job);
+    let owner = user.or_else(|| std::fs::symlink_metadata(&dir).ok().map(|m| m.uid()));
+    (output_file(&dir, rank, stderr), owner)
 }
