@@ -98,13 +98,25 @@ fn a_job_runs_as_its_signer_cannot_make_root_read_for_it_and_unknown_root_and_sy
         "the job runs where it was submitted from: {out}"
     );
 
+    // Its plan, read as root, is where only root can write, not in its directory (alice's).
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let state = sys.layout().node_dir("node0");
+    let plans = std::fs::metadata(state.join("plans")).expect("plans/");
+    assert_eq!(
+        (plans.uid(), plans.permissions().mode() & 0o777),
+        (0, 0o700)
+    );
+    assert!(state.join("plans").join(format!("{id}.json")).is_file());
+    let job_dir = state.join("jobs").join(&id);
+    assert_eq!(std::fs::metadata(&job_dir).expect("job dir").uid(), 4242);
+    assert!(!job_dir.join("plan.json").exists());
+
     // Issue 15: a job cannot make the root agent read a file for it. It forges a plan in its
     // directory (naming a root-owned file as its output, root as its user: what the agent
     // read its plan from before) and replaces its output by a link to that file.
     let secret = users.path().join("secret");
     std::fs::write(&secret, "root's secret\n").expect("secret");
-    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600))
-        .expect("secret mode");
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).expect("secret mode");
     let forge = format!(
         "cd \"$SHARDSCHED_JOB_DIR\" || exit 1; exec >/dev/null; rm -f plan.json; \
          printf '{{\"run_as\": {{\"uid\": 0}}, \"stdout\": \"{secret}\"}}' > plan.json; \

@@ -1,5 +1,5 @@
 //! From a shard's launch to what a job's supervisor runs on this node ([`Plan`],
-//! `plan.json`): the user from the verified signature, the command, working directory and
+//! `plans/<job>.json` in the state directory: see `layout`): the user from the verified signature, the command, working directory and
 //! environment from the signed jobspec, each task's rank and variables.
 
 use std::path::{Path, PathBuf};

@@ -38,13 +38,7 @@ fn replace(path: &Path, bytes: &[u8], durable: bool) -> Result<(), FileError> {
         .unwrap_or_default();
     let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
     let write = || -> std::io::Result<()> {
-        // Made anew (never opened through a link someone else left under that name: the
-        // directory may be a job user's, the writer root).
-        match fs::remove_file(&tmp) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-            _ => {}
-        }
-        let mut file = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        let mut file = create_anew(&tmp)?;
         file.write_all(bytes)?;
         if durable {
             file.sync_all()?;
@@ -59,6 +53,18 @@ fn replace(path: &Path, bytes: &[u8], durable: bool) -> Result<(), FileError> {
             .map_err(|e| FileError::io(dir, e))?;
     }
     Ok(())
+}
+
+/// Creates `path` empty for writing, removing whatever was at that name first, and never
+/// opening through a link left there (`O_EXCL`): the directory may be a job user's and the
+/// writer root, whom a link planted by that user would otherwise make truncate another
+/// file. Fails (`AlreadyExists`) if something is put back at that name in between.
+pub fn create_anew(path: &Path) -> std::io::Result<File> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    OpenOptions::new().write(true).create_new(true).open(path)
 }
 
 /// Up to `max` bytes of `path` from byte `offset` (a job's output, read while it grows): a

@@ -1,4 +1,5 @@
-//! What a job's supervisor runs ([`Plan`], `plan.json` in the job's directory), the files
+//! What a job's supervisor runs ([`Plan`], `plan.json` in the job's directory, or where a
+//! root starter keeps it out of the job user's reach: [`supervisor_command`]), the files
 //! of that directory the supervisor and its starter share, and starting a supervisor.
 //!
 //! Both executors write a plan and start the same supervisor ([`crate::supervisor`], the
@@ -211,7 +212,7 @@ pub fn supervisor_command(
     plan: Option<&Path>,
 ) -> Result<Command, FileError> {
     let log_path = dir.join(SUPERVISOR_LOG);
-    let log = std::fs::File::create(&log_path).map_err(|e| FileError::io(&log_path, e))?;
+    let log = crate::files::create_anew(&log_path).map_err(|e| FileError::io(&log_path, e))?;
     let mut command = Command::new(supervisor);
     command
         .arg(dir)
@@ -262,6 +263,23 @@ mod tests {
         // A file written before the launch does not shorten it.
         std::fs::write(&watch.deadlines_file, r#"{"alpha": 500}"#).expect("write");
         assert_eq!(watch.expired(900), None);
+    }
+
+    #[test]
+    fn the_supervisor_log_is_made_anew_and_the_plan_passed_when_named() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let target = dir.path().join("root-file");
+        std::fs::write(&target, b"kept").expect("write");
+        let log = dir.path().join(SUPERVISOR_LOG);
+        std::os::unix::fs::symlink(&target, &log).expect("symlink");
+        let plan = dir.path().join("elsewhere.json");
+        let command =
+            supervisor_command(Path::new("/bin/true"), dir.path(), Some(&plan)).expect("command");
+        assert_eq!(std::fs::read(&target).expect("read"), b"kept");
+        assert!(!log.is_symlink(), "the planted link was replaced");
+        let args: Vec<_> = command.get_args().collect();
+        assert_eq!(args, [dir.path().as_os_str(), plan.as_os_str()]);
+        assert_eq!(default_plan(dir.path()), dir.path().join(PLAN_FILE));
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! A job's supervisor (`shardsched-supervisor DIR`): started by a node agent or by a
+//! A job's supervisor (`shardsched-supervisor DIR [PLAN]`): started by a node agent or by a
 //! shard's `exec` executor, outliving it, it runs the host's tasks of one job (as the job's
 //! user, inside the job's cgroup, when the plan says so), serves them PMI, and writes how
 //! they ended.
