@@ -265,6 +265,56 @@ pub fn group_alive(pgid: u32) -> bool {
     false
 }
 
+/// SIGKILLs the live processes of group `pgid` whose real uid is `uid`, and only those;
+/// whether there were any. For a group named in a file that user could write (a job's
+/// `group.pid`): a root starter then kills only what that user could have killed itself,
+/// whatever group the file names.
+pub fn kill_group_of_user(pgid: u32, uid: u32) -> bool {
+    let Some(raw) = i32::try_from(pgid).ok().and_then(Pid::from_raw) else {
+        return false;
+    };
+    if test_kill_process_group(raw) == Err(rustix::io::Errno::SRCH) {
+        return false;
+    }
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return false;
+    };
+    let mut found = false;
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+            .and_then(Pid::from_raw)
+        else {
+            continue;
+        };
+        let member = fs::read_to_string(entry.path().join("stat"))
+            .ok()
+            .and_then(|stat| stat_fields(&stat))
+            .is_some_and(|(state, group)| group == pgid && state != 'Z' && state != 'X');
+        if member
+            && fs::read_to_string(entry.path().join("status"))
+                .ok()
+                .and_then(|status| real_uid(&status))
+                == Some(uid)
+        {
+            found = true;
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+    }
+    found
+}
+
+/// The real uid in a `/proc/PID/status` text (`Uid:\treal\teffective\tsaved\tfs`).
+fn real_uid(status: &str) -> Option<u32> {
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().next())
+        .and_then(|id| id.parse().ok())
+}
+
 /// State and process group from a `/proc/PID/stat` line (`pid (comm) S ppid pgrp …`; the
 /// command name may itself contain spaces and parentheses, so read after the last `)`).
 fn stat_fields(stat: &str) -> Option<(char, u32)> {
@@ -422,6 +472,25 @@ mod tests {
         assert!(!process_alive(me, &["no-such-marker-in-a-test-cmdline"]));
         let group = rustix::process::getpgrp().as_raw_nonzero().get();
         assert!(group_alive(u32::try_from(group).expect("pgid")));
+    }
+
+    #[test]
+    fn only_the_given_users_processes_of_a_group_are_killed() {
+        use std::os::unix::process::{CommandExt, ExitStatusExt};
+        assert_eq!(real_uid("Name:\tsh\nUid:\t4242\t0\t0\t0\n"), Some(4242));
+        let me = rustix::process::getuid().as_raw();
+        let mut child = std::process::Command::new("sleep")
+            .arg("600")
+            .process_group(0)
+            .spawn()
+            .expect("sleep");
+        let group = child.id();
+        // A group is left alone when none of its processes is the given user's.
+        assert!(!kill_group_of_user(group, me.wrapping_add(1)));
+        assert!(child.try_wait().expect("wait").is_none(), "still running");
+        assert!(kill_group_of_user(group, me));
+        let status = child.wait().expect("wait");
+        assert_eq!(status.signal(), Some(9));
     }
 
     #[test]

@@ -5,14 +5,14 @@
 //! cancelled and heard from exactly like one started by this process.
 
 use std::fs;
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use rustix::process::{Pid, Signal, kill_process_group};
 use shardsched_wire::msg::JobId;
 use shardsched_wire::msg::agent::{EndCause, JobEnd};
 
 use crate::FileError;
-use crate::files::{self, group_alive, read_json, read_pid, write_atomic};
+use crate::files::{self, kill_group_of_user, read_json, read_pid, write_atomic};
 use crate::plan::{CANCEL_FILE, GROUP_FILE, PID_FILE, STATUS_FILE, supervisor_alive};
 
 /// A job directory as read back: its supervisor still runs, or the job ended.
@@ -32,8 +32,9 @@ pub enum RunningOrEnded {
 /// How a job's processes are found once its supervisor is gone without a status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Leftovers {
-    /// By the process group its supervisor wrote in `group.pid`, killed here: the shard's
-    /// `exec` jobs, whose directories only the shard's own user writes.
+    /// By the process group its supervisor wrote in `group.pid`, killed here (only its
+    /// processes of the job directory's owner, since the job could have written another
+    /// group): the shard's `exec` jobs, and a node agent's without a cgroup hierarchy.
     ByGroup,
     /// By the job's cgroup, which the caller looks at and kills: a node agent's jobs, whose
     /// directories belong to the job's user, so that a root agent must never signal a
@@ -68,12 +69,13 @@ pub fn observe(dir: &Path, leftovers: Leftovers) -> Result<RunningOrEnded, FileE
         Leftovers::ByGroup => read_pid(&dir.join(GROUP_FILE))?,
         Leftovers::InCgroup => None,
     };
+    // Only the processes of the directory's owner (the job's user): a job could write
+    // another group into its `group.pid`.
+    let owner = fs::metadata(dir).map(|m| m.uid());
     if let Some(pgid) = group
-        && group_alive(pgid)
+        && let Ok(uid) = owner
+        && kill_group_of_user(pgid, uid)
     {
-        if let Some(raw) = i32::try_from(pgid).ok().and_then(Pid::from_raw) {
-            let _ = kill_process_group(raw, Signal::KILL);
-        }
         return Ok(RunningOrEnded::Running {
             pid: pid.unwrap_or(pgid),
         });
