@@ -184,6 +184,7 @@ impl ShardCore {
         options: CoreOptions,
     ) -> Result<ShardCore, ShardError> {
         let mut core = ShardCore::build(assignment, options, &[])?;
+        core.assign_allowances(&assignment.allowances);
         core.apply_assignment(
             &assignment.owned,
             &assignment.incoming,

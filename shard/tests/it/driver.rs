@@ -61,6 +61,7 @@ fn setup(dir: &TempDir, name: &str) -> (Ca, PathBuf) {
 fn assignment() -> Assignment {
     Assignment {
         limits: Default::default(),
+        allowances: Vec::new(),
         fairshare: None,
         generator_id: 11,
         cluster: ClusterDescription {

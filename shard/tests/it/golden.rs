@@ -73,6 +73,7 @@ pub(crate) fn assignment(
 ) -> Assignment {
     Assignment {
         limits: Default::default(),
+        allowances: Vec::new(),
         fairshare: None,
         generator_id: 3,
         cluster: ClusterDescription {

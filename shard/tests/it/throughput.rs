@@ -28,6 +28,7 @@ fn assignment() -> Assignment {
     let spec = shardsched_resource::generated_cluster(NODES);
     Assignment {
         limits: Default::default(),
+        allowances: Vec::new(),
         fairshare: None,
         generator_id: 1,
         cluster: ClusterDescription {

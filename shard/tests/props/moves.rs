@@ -172,6 +172,7 @@ impl Model {
         }
         let assignment = Assignment {
             limits: Default::default(),
+            allowances: Vec::new(),
             fairshare: None,
             generator_id: 3,
             cluster: ClusterDescription {

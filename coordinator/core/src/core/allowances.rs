@@ -17,6 +17,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use shardsched_wire::limits::ALLOWANCE_USERS_PER_REPORT_MAX;
 use shardsched_wire::msg::coord_shard;
 use shardsched_wire::msg::quota::{
     AllowanceGrant, AllowanceReport, LimitKind, LimitScope, LimitTable, Usage,
@@ -375,6 +376,30 @@ impl Core {
             };
             self.ledger.set_cap(&key, cap);
         }
+    }
+
+    /// Every grant of the ledger to `queue`, for its shard's registration
+    /// (`Assignment.allowances`): the shard holds these and nothing else from then on. At
+    /// most [`ALLOWANCE_USERS_PER_REPORT_MAX`] users: a grant left out is held by no shard
+    /// and still counted here, so the limit holds; the shard's next report lowers it.
+    pub(super) fn allowances_of(&self, queue: &str) -> Vec<AllowanceGrant> {
+        self.ledger
+            .granted
+            .iter()
+            .filter(|((_, q), _)| q == queue)
+            .take(ALLOWANCE_USERS_PER_REPORT_MAX)
+            .map(|(key, grant)| AllowanceGrant {
+                user: key.0.clone(),
+                seq: grant.seq,
+                grant: grant.granted,
+                cap: self
+                    .ledger
+                    .caps
+                    .get(key)
+                    .copied()
+                    .unwrap_or(Usage::UNLIMITED),
+            })
+            .collect()
     }
 
     /// The grants durable and due, as one `Allowances` command per connected shard.

@@ -293,6 +293,7 @@ impl Core {
             incoming,
             flags,
             limits: self.limits.clone(),
+            allowances: self.allowances_of(&q.name),
             fairshare: self.fairshare_assignment(&q.name),
         }
     }

@@ -16,7 +16,7 @@ use super::common::{
 };
 use super::coord_shard::IncomingNode;
 use super::fairshare::{FairShareWeights, UsageBatch};
-use super::quota::{AllowanceReport, LimitTable};
+use super::quota::{AllowanceGrant, AllowanceReport, LimitTable};
 use crate::identity::Op;
 use crate::limits::JOB_NODES_MAX;
 use crate::rpc::Rpc;
@@ -139,6 +139,11 @@ pub struct Assignment {
     pub flags: BTreeMap<String, NodeFlags>,
     /// Every limit (per user and per queue) the shard enforces.
     pub limits: LimitTable,
+    /// Every allowance the coordinator's ledger grants this queue under a per-user limit
+    /// (docs/POLICIES.md, "Limits"): what the shard holds from now on, whatever its own
+    /// journal kept. A queue removed and added again with its old journal comes back
+    /// holding nothing the coordinator has since lent to other queues.
+    pub allowances: Vec<AllowanceGrant>,
     /// Fair-share's weights (`None`: fair-share is off: no usage is counted, priorities
     /// are urgencies).
     pub fairshare: Option<FairShareAssignment>,

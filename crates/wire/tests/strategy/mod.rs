@@ -658,6 +658,7 @@ pub fn shard_coord_reply() -> impl Strategy<Value = Reply<shard_coord::Response>
         .prop_map(
             |(generator_id, format, text, queue, owned, incoming, flags)| Assignment {
                 limits: Default::default(),
+                allowances: Vec::new(),
                 fairshare: None,
                 generator_id,
                 cluster: ClusterDescription {

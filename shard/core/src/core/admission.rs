@@ -130,7 +130,7 @@ impl ShardCore {
 
     /// Every admitted job goes back to being judged (the limits changed, or the queue
     /// stopped): no longer in use.
-    fn unadmit_all(&mut self) {
+    pub(super) fn unadmit_all(&mut self) {
         for id in std::mem::take(&mut self.quota.admitted) {
             if let Some(job) = self.jobs.table.get(id) {
                 self.quota.counts.discharge(&job.owner, job.limit_ask());

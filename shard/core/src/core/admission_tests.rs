@@ -8,8 +8,9 @@ use shardsched_wire::msg::quota::{
 };
 use shardsched_wire::msg::{JobId, JobState};
 
-use super::tests::{NOW, core_with, jobspec, submit, user};
+use super::tests::{NOW, assignment, config, core_with, jobspec, owned, submit, user};
 use super::{CoreOptions, ShardCore};
+use crate::journal::MemJournal;
 use crate::limits::ALLOWANCE_AHEAD_WINDOW_MS;
 
 fn jobs(n: u64) -> Usage {
@@ -153,4 +154,58 @@ fn counts_put_out_of_step_by_hand_are_reported() {
     core.quota.counts = Default::default();
     let broken = core.invariants().expect_err("counts out of step");
     assert!(broken.0.contains("limits' counts"), "{broken}");
+}
+
+#[test]
+fn a_restarted_shard_holds_the_allowance_its_registration_grants_not_what_its_journal_kept() {
+    let options = || CoreOptions {
+        journal: true,
+        ..CoreOptions::default()
+    };
+    let mut limits = LimitTable::default();
+    limits
+        .set(LimitKind::MaxRunning, LimitScope::EachUser, Some(10))
+        .expect("limit");
+    let nodes = ["n0", "n1", "n2", "n3"];
+    let mut first = core_with(&nodes, &nodes, options());
+    first.set_limits(limits.clone());
+    first.handle_allowances(NOW, &[grant(4, 6, Usage::UNLIMITED)]);
+    let mut journal = MemJournal::default();
+    journal.commit(&first.take_journal());
+    let restart = |journal: &MemJournal, grants: Vec<AllowanceGrant>| {
+        let mut again = assignment(config(&nodes), owned(&nodes), Vec::new());
+        again.limits = limits.clone();
+        again.allowances = grants;
+        let restored = journal.restored().expect("no orphan");
+        let mut core = ShardCore::restored(&again, options(), NOW + 1_000, &restored)
+            .expect("restored")
+            .0;
+        let batch = core.take_journal();
+        (core, batch)
+    };
+
+    // The coordinator's ledger still grants this queue what its journal kept: kept, and
+    // nothing to write.
+    let (core, batch) = restart(&journal, vec![grant(4, 6, Usage::UNLIMITED)]);
+    assert_eq!(core.quota.held("alice"), jobs(6));
+    assert!(batch.is_empty(), "{batch:?}");
+
+    // The queue was removed (the coordinator freed its grants and lent them elsewhere)
+    // and added again with its old journal: the registration grants nothing, and the
+    // journal says so before anything is admitted.
+    let (mut core, batch) = restart(&journal, Vec::new());
+    assert_eq!(core.quota.held("alice"), Usage::default());
+    assert!(!batch.is_empty(), "the allowance given up is journaled");
+    journal.commit(&batch);
+    submit_jobs(&mut core, NOW + 1_000, 1, 3);
+    tick(&mut core, NOW + 1_000);
+    assert_eq!(
+        core.limit_in_use("alice"),
+        Usage::default(),
+        "nothing runs on it"
+    );
+    assert_eq!(alice(&core, NOW + 1_000).held, Usage::default());
+    // ... and a restart after that finds nothing either, whatever the coordinator says.
+    let (core, _) = restart(&journal, Vec::new());
+    assert_eq!(core.quota.held("alice"), Usage::default());
 }

@@ -223,6 +223,53 @@ impl ShardCore {
         }
     }
 
+    /// The allowances the coordinator's ledger grants this queue, as its registration
+    /// said (`Assignment.allowances`): they replace what the shard held, whatever its
+    /// journal kept, and are journaled with the batch. A restart finds what its journal
+    /// kept, but the coordinator may have lent it elsewhere since (the queue was removed
+    /// and added again with its old journal): only the ledger's word may be used. When a
+    /// share shrinks, the jobs admitted under it are judged again.
+    pub(super) fn assign_allowances(&mut self, grants: &[AllowanceGrant]) {
+        let assigned: BTreeMap<&str, &AllowanceGrant> =
+            grants.iter().map(|g| (g.user.as_str(), g)).collect();
+        let users: BTreeSet<String> = self
+            .quota
+            .shares
+            .keys()
+            .cloned()
+            .chain(grants.iter().map(|g| g.user.clone()))
+            .collect();
+        let mut shrank = false;
+        for user in users {
+            let before = self.quota.shares.get(&user).copied().unwrap_or_default();
+            let share = match assigned.get(user.as_str()) {
+                Some(g) => Share {
+                    seq: g.seq,
+                    held: g.grant,
+                    cap: g.cap,
+                    ..before
+                },
+                None => Share::default(),
+            };
+            shrank |= !before.held.within(share.held);
+            if (share.seq, share.held) != (before.seq, before.held) {
+                self.journal(JournalRecord::Allowance(
+                    user.clone(),
+                    allowance_record(&share),
+                ));
+                self.status_version += 1;
+            }
+            if assigned.contains_key(user.as_str()) {
+                self.quota.shares.insert(user, share);
+            } else {
+                self.quota.shares.remove(&user);
+            }
+        }
+        if shrank {
+            self.unadmit_all();
+        }
+    }
+
     /// What `user`'s running and admitted jobs here use (for checks).
     pub fn limit_in_use(&self, user: &str) -> Usage {
         self.quota.counts.in_use(user)

@@ -148,6 +148,7 @@ impl ShardCore {
         }
         self.set_queue_state(queue.enabled, queue.started);
         self.set_limits(assignment.limits.clone());
+        self.assign_allowances(&assignment.allowances);
         self.reassign_fairshare(assignment.fairshare.as_ref());
         self.apply_assignment(
             &assignment.owned,

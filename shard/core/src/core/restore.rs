@@ -112,6 +112,7 @@ impl ShardCore {
         let kept: Vec<&str> = kept.into_iter().collect();
         let mut core = ShardCore::build(assignment, options, &kept)?;
         core.quota = super::allowances::Quota::new(assignment.limits.clone(), &restored.allowances);
+        core.assign_allowances(&assignment.allowances);
         for (name, e) in &entries {
             if e.holding == Holding::Owned && core.cluster.vertices.contains_key(name) {
                 core.outbox.transitions.push(Transition {

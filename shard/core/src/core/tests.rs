@@ -72,6 +72,7 @@ pub(super) fn assignment(
 ) -> Assignment {
     Assignment {
         limits: Default::default(),
+        allowances: Vec::new(),
         fairshare: None,
         generator_id: 5,
         cluster: ClusterDescription {
