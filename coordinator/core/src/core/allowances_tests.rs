@@ -119,36 +119,27 @@ fn limits_and_grants_outlive_a_restart() {
         Some((2, LimitScope::User("alice".into())))
     );
     assert_eq!(again.granted_total("alice"), jobs(1));
-    let register = |queue: &str, port: u16| Register {
-        queue: queue.into(),
-        listen: SocketAddr::from(([127, 0, 0, 1], port)),
-        held: Vec::new(),
-        last_job_id: None,
-    };
     // A registering shard is handed what the ledger grants its queue, and nothing else:
     // what it holds, whatever its own journal kept.
-    let batch = again
-        .register(
-            ConnId(1),
-            "batch",
-            register("batch", 7001).listen,
-            &register("batch", 7001),
-        )
-        .expect("registered");
+    let mut register = |conn: u64, queue: &str, port: u16| {
+        let register = Register {
+            queue: queue.into(),
+            listen: SocketAddr::from(([127, 0, 0, 1], port)),
+            held: Vec::new(),
+            last_job_id: None,
+        };
+        again
+            .register(ConnId(conn), queue, register.listen, &register)
+            .expect("registered")
+    };
+    let batch = register(1, "batch", 7001);
     let granted: Vec<(&str, u64, Usage)> = batch
         .allowances
         .iter()
         .map(|g| (g.user.as_str(), g.seq, g.grant))
         .collect();
     assert_eq!(granted, [("alice", 1, jobs(1))]);
-    let debug = again
-        .register(
-            ConnId(2),
-            "debug",
-            register("debug", 7002).listen,
-            &register("debug", 7002),
-        )
-        .expect("registered");
+    let debug = register(2, "debug", 7002);
     assert_eq!(debug.allowances, [], "debug was granted nothing");
     let debug = qi(&again, "debug");
     again.allowance_reports(debug, &[report(0, 0, 0, 5)]);
