@@ -128,13 +128,7 @@ impl LaunchLog {
 
     /// Records that `launcher` launched `job` here; durable when this returns.
     pub fn record(&self, job: JobId, launcher: &Launcher) -> Result<(), FileError> {
-        let mut line = serde_json::to_vec(&Record {
-            job,
-            queue: launcher.queue.clone(),
-            generation: launcher.generation,
-        })
-        .map_err(|e| self.bad(e.to_string()))?;
-        line.push(b'\n');
+        let line = line_of(job, launcher).map_err(|e| self.bad(e.to_string()))?;
         let mut state = self.lock();
         if state.torn || self.compaction_due(&state) {
             self.compact(&mut state)?;
@@ -220,21 +214,26 @@ fn read_log(path: &Path) -> Result<BTreeMap<JobId, Launcher>, FileError> {
     Ok(jobs)
 }
 
+/// `job`'s line in the log, its newline included.
+fn line_of(job: JobId, launcher: &Launcher) -> serde_json::Result<Vec<u8>> {
+    let mut line = serde_json::to_vec(&Record {
+        job,
+        queue: launcher.queue.clone(),
+        generation: launcher.generation,
+    })?;
+    line.push(b'\n');
+    Ok(line)
+}
+
 /// Replaces the log at `path` with one line per job, durably; the new file, opened for
 /// appending.
 fn rewrite(path: &Path, jobs: &BTreeMap<JobId, Launcher>) -> Result<Arc<File>, FileError> {
     let mut bytes = Vec::new();
     for (&job, launcher) in jobs {
-        let record = Record {
-            job,
-            queue: launcher.queue.clone(),
-            generation: launcher.generation,
-        };
-        serde_json::to_writer(&mut bytes, &record).map_err(|e| FileError::BadFile {
+        bytes.extend(line_of(job, launcher).map_err(|e| FileError::BadFile {
             path: path.to_owned(),
             message: e.to_string(),
-        })?;
-        bytes.push(b'\n');
+        })?);
     }
     write_atomic(path, &bytes)?;
     let file = OpenOptions::new()

@@ -109,7 +109,10 @@ fn open_for_reading(path: &Path, owner: Option<u32>) -> std::io::Result<File> {
     let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
     let file = OpenOptions::new()
         .read(true)
-        .custom_flags(i32::try_from(flags.bits()).unwrap_or(0))
+        .custom_flags(
+            i32::try_from(flags.bits())
+                .map_err(|_| refused("open flags out of range: not read".to_owned()))?,
+        )
         .open(path)
         .map_err(|e| match e.raw_os_error() {
             Some(code) if code == rustix::io::Errno::LOOP.raw_os_error() => {

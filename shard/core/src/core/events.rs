@@ -265,18 +265,25 @@ impl ShardCore {
         tracing::debug!(parent: &job_span(&self.queue, id), nodes = %hosts, "started");
     }
 
-    /// A live job ended: completed or cancelled (its resources are already free in the
-    /// queue manager).
-    pub(super) fn ended(&mut self, id: Fluid, state: JobState, reason: Reason) {
-        let now_ms = self.now_ms;
+    /// Job `id` stops running, if it ran (its run ended, or was requeued): its fair-share
+    /// usage is counted and it leaves the running set and the sim executor's ends.
+    /// Whether it was running.
+    pub(super) fn leave_running(&mut self, id: Fluid) -> bool {
         self.usage_stopped(id);
-        let was_running = match self.jobs.running.remove(&id) {
+        match self.jobs.running.remove(&id) {
             Some(end) => {
                 self.jobs.sim_ends.remove(&(end, id));
                 true
             }
             None => false,
-        };
+        }
+    }
+
+    /// A live job ended: completed or cancelled (its resources are already free in the
+    /// queue manager).
+    pub(super) fn ended(&mut self, id: Fluid, state: JobState, reason: Reason) {
+        let now_ms = self.now_ms;
+        let was_running = self.leave_running(id);
         let was_pending = self.jobs.pending.remove(&id);
         self.limits_stopped(id, was_running, was_pending);
         self.jobs.deps.remove(&id);

@@ -291,14 +291,7 @@ impl ShardCore {
     /// the same urgency (up to the matcher's one-second resolution).
     fn requeue(&mut self, id: JobId, why: String) {
         let now_ms = self.now_ms;
-        self.usage_stopped(id);
-        let was_running = match self.jobs.running.remove(&id) {
-            Some(end) => {
-                self.jobs.sim_ends.remove(&(end, id));
-                true
-            }
-            None => false,
-        };
+        let was_running = self.leave_running(id);
         self.limits_stopped(id, was_running, false);
         self.jobs.kill_requested.remove(&id);
         let Some(job) = self.jobs.table.get(id) else {
