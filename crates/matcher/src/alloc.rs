@@ -3,7 +3,7 @@
 use shardsched_resource::{ResourceGraph, VertexId};
 
 use crate::MatchError;
-use crate::state::{SchedState, SpanRef};
+use crate::state::{CoverMemo, SchedState, SpanRef};
 
 /// One vertex of an allocation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,7 +109,10 @@ pub fn commit_noting(
 ) -> Result<Vec<SpanRef>, MatchError> {
     let mut spans = Vec::with_capacity(alloc.vertices.len() / 2 + 8);
     refused.clear();
-    match commit_inner(g, st, ranks, alloc, lenient, after, &mut spans, refused) {
+    let mut memo = CoverMemo::default();
+    match commit_inner(
+        g, st, ranks, alloc, lenient, after, &mut spans, refused, &mut memo,
+    ) {
         Ok(()) => Ok(spans),
         Err(e) => {
             for s in spans {
@@ -131,6 +134,8 @@ fn commit_inner(
     mut after: impl FnMut(&SchedState, VertexId),
     spans: &mut Vec<SpanRef>,
     refused: &mut Vec<(usize, VertexId)>,
+    // The covers of the group whose leaves are being checked, read once for all of them.
+    memo: &mut CoverMemo,
 ) -> Result<(), MatchError> {
     let (at, dur) = (alloc.at, alloc.duration);
     // below[d]: what the children (at depth d) of the vertex being finished at depth d-1
@@ -141,6 +146,7 @@ fn commit_inner(
     // Leaves taken whole that a cover of their group may stand for (state::cover): (leaf,
     // cover group), recorded when their parent comes (children come before parents).
     let mut pending: Vec<(u32, u32)> = Vec::new();
+    memo.clear();
     for i in 0..alloc.vertices.len() {
         let av = alloc.vertices[i];
         let d = av.depth as usize;
@@ -154,7 +160,7 @@ fn commit_inner(
             .filter(|_| av.exclusive && av.needs == g.size(av.v));
         let ok = if let Some(p) = cover {
             // The check `record_vertex` makes; the hold waits for the parent.
-            let free = st.units_free(av.v, g.size(av.v), at, dur) >= av.needs;
+            let free = st.leaf_units_free(av.v, g.size(av.v), at, dur, memo) >= av.needs;
             if free {
                 pending.push((av.v.0, p));
             }
@@ -162,6 +168,8 @@ fn commit_inner(
         } else {
             if let Some(p) = st.inner_index(av.v) {
                 flush_leaves(st, &mut pending, Some(p), at, dur, g, spans)?;
+                // It may have added covers.
+                memo.clear();
             }
             record_vertex(g, st, &av, &dfu, at, dur, spans)?
         };
@@ -290,5 +298,78 @@ fn add(row: &mut Vec<(u32, i64)>, t: u32, n: i64) {
     match row.iter_mut().find(|e| e.0 == t) {
         Some(e) => e.1 = e.1.saturating_add(n),
         None => row.push((t, n)),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::{MatchOp, MatchPolicy, Matcher, PruneFilters};
+    use shardsched_jobspec::Shorthand;
+
+    struct NoRanks;
+    impl PruneRank for NoRanks {
+        fn prune_rank(&self, _: VertexId) -> Option<u32> {
+            None
+        }
+    }
+
+    /// A commit of whole nodes reads each cover group's covers once: every other leaf of
+    /// the group is answered from the memo, and the answers are the calendars' (the memo
+    /// asserts it in debug builds).
+    #[test]
+    fn a_commit_reads_each_cover_group_once() {
+        let g = shardsched_resource::generated_cluster(2).build().unwrap();
+        let mut m = Matcher::new(
+            g,
+            MatchPolicy::parse("first").unwrap(),
+            &PruneFilters::default_filters(),
+        );
+        let js = Shorthand {
+            nodes: Some(2),
+            duration: 100,
+            command: vec!["app".into()],
+            ..Shorthand::default()
+        }
+        .to_jobspec()
+        .unwrap();
+        m.place(MatchOp::Allocate, &js, 1, 0).unwrap();
+        // The same nodes again, after the job: the leaves read covers that do not meet the
+        // window; then over it, where they are refused (a lenient commit goes on).
+        for (at, fits) in [(100, true), (50, false)] {
+            let mut alloc = m.job(1).unwrap().alloc.clone();
+            alloc.at = at;
+            let leaves = alloc
+                .vertices
+                .iter()
+                .filter(|av| m.state.cover_group(av.v).is_some())
+                .count() as u64;
+            let groups: std::collections::BTreeSet<u32> = alloc
+                .vertices
+                .iter()
+                .filter_map(|av| m.state.cover_group(av.v))
+                .collect();
+            assert!(
+                leaves > 2 * groups.len() as u64,
+                "whole nodes have covered leaves"
+            );
+            let mut st = m.state.clone();
+            let (mut spans, mut refused, mut memo) = (Vec::new(), Vec::new(), CoverMemo::default());
+            let r = commit_inner(
+                &m.graph,
+                &mut st,
+                &NoRanks,
+                &mut alloc,
+                true,
+                |_, _| {},
+                &mut spans,
+                &mut refused,
+                &mut memo,
+            );
+            assert!(r.is_ok(), "at {at}");
+            assert_eq!(refused.is_empty(), fits, "at {at}");
+            assert_eq!(memo.hits, leaves - groups.len() as u64, "at {at}");
+        }
     }
 }

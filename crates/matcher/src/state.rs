@@ -35,6 +35,7 @@ const AGGREGATE_INLINE_TYPES: usize = 8;
 
 mod cover;
 use cover::CoverGroup;
+pub(crate) use cover::CoverMemo;
 
 /// Prune filters: pairs of (high-level type or all, low-level type).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

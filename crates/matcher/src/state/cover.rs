@@ -32,6 +32,22 @@ pub(super) struct CoverGroup {
     leaves: u32,
 }
 
+/// The cover peak of the last cover group a commit read (see
+/// [`SchedState::leaf_units_free`]), and how often it served again.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct CoverMemo {
+    last: Option<(u32, PeakUse)>,
+    /// Leaves answered from the memo without reading their covers.
+    pub(crate) hits: u64,
+}
+
+impl CoverMemo {
+    /// Forgets the peak read: the covers changed.
+    pub(crate) fn clear(&mut self) {
+        self.last = None;
+    }
+}
+
 /// Puts the leaf children of `v` (inner index `index`) in cover groups by type, pointing
 /// each leaf at its group (while there is room for group numbers).
 pub(super) fn group_leaves(
@@ -101,32 +117,50 @@ impl SchedState {
     /// and the covers of its group, each a hold of `size` units and one job.
     #[inline]
     pub(super) fn leaf_peak(&self, v: VertexId, size: i64, at: i64, dur: u64) -> PeakUse {
-        let own_idle = self.leaves.is_idle(v.index());
         let cover = self
             .cover_group(v)
-            .filter(|&p| !self.covers.is_idle(p as usize));
-        let Some(p) = cover else {
+            .map(|p| (p, self.cover_peak(p, at, dur)));
+        self.leaf_peak_given(v, size, at, dur, cover)
+    }
+
+    /// The peak of cover group `p`'s covers during the window (in jobs: each cover is one).
+    #[inline]
+    fn cover_peak(&self, p: u32, at: i64, dur: u64) -> PeakUse {
+        if self.covers.is_idle(p as usize) {
+            return PeakUse::default();
+        }
+        self.covers.peak_during(p as usize, at, dur)
+    }
+
+    /// [`SchedState::leaf_peak`], given `cover`: leaf `v`'s cover group and the peak of its
+    /// covers during the window, as [`SchedState::cover_peak`] reads it.
+    #[inline]
+    fn leaf_peak_given(
+        &self,
+        v: VertexId,
+        size: i64,
+        at: i64,
+        dur: u64,
+        cover: Option<(u32, PeakUse)>,
+    ) -> PeakUse {
+        let own_idle = self.leaves.is_idle(v.index());
+        let own = || {
             if own_idle {
-                return PeakUse::default();
-            }
-            return self.leaves.peak_during(v.index(), at, dur);
-        };
-        let covered = self.covers.peak_during(p as usize, at, dur);
-        if own_idle || covered.jobs == 0 {
-            let own = if own_idle {
                 PeakUse::default()
             } else {
                 self.leaves.peak_during(v.index(), at, dur)
-            };
-            if covered.jobs == 0 {
-                return own;
             }
+        };
+        let Some((p, covered)) = cover.filter(|c| c.1.jobs > 0) else {
+            return own();
+        };
+        if own_idle {
             return PeakUse {
                 units: covered.jobs.saturating_mul(size),
                 jobs: covered.jobs,
             };
         }
-        // Both overlap the window: sweep them together.
+        // Both may overlap the window: sweep them together.
         let end = at.saturating_add(i64::try_from(dur).unwrap_or(i64::MAX));
         let holds = self.leaves.iter(v.index()).chain(
             self.covers
@@ -134,6 +168,41 @@ impl SchedState {
                 .map(move |(s, e, _, j)| (s, e, size.saturating_mul(j), j)),
         );
         PeakUse::of_holds(holds, at, end)
+    }
+
+    /// [`SchedState::units_free`] of leaf `v` for one commit, which asks it of every leaf it
+    /// takes whole, over one window: the leaves of a cover group come one after another, and
+    /// their covers read the same, so `memo` keeps the last group's cover peak (a node's 44
+    /// cores read its covers once, not 44 times). The caller clears `memo` when the covers
+    /// change ([`CoverMemo::clear`]) and uses one memo per window.
+    pub(crate) fn leaf_units_free(
+        &self,
+        v: VertexId,
+        size: i64,
+        at: i64,
+        dur: u64,
+        memo: &mut CoverMemo,
+    ) -> i64 {
+        let Some(p) = self.cover_group(v) else {
+            return self.units_free(v, size, at, dur);
+        };
+        let covered = match memo.last {
+            Some((q, c)) if q == p => {
+                memo.hits += 1;
+                c
+            }
+            _ => {
+                let c = self.cover_peak(p, at, dur);
+                memo.last = Some((p, c));
+                c
+            }
+        };
+        let free = size
+            - self
+                .leaf_peak_given(v, size, at, dur, Some((p, covered)))
+                .units;
+        debug_assert_eq!(free, self.units_free(v, size, at, dur), "stale cover memo");
+        free
     }
 
     /// Records a cover of group `i`: every leaf of the group held whole by one job.
