@@ -279,6 +279,7 @@ fn table(rows: &[Row], with_stats: bool) -> String {
             "prefiltered",
             "replanned",
             "kept",
+            "whole",
         ];
         let _ = writeln!(s, "\n{}", row_text(head.map(String::from)));
         for Row {
@@ -298,6 +299,7 @@ fn table(rows: &[Row], with_stats: bool) -> String {
                 st.prefiltered,
                 st.reservations_replanned,
                 st.reservations_kept,
+                st.whole_node_skips,
             ];
             let mut row = vec![p.name().to_string()];
             row.extend(cells.iter().map(u64::to_string));

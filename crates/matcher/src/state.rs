@@ -315,6 +315,16 @@ impl SchedState {
         }
     }
 
+    /// The earliest instant at or after `at` from which no job touches inner vertex `v` for
+    /// `dur` seconds, so that [`SchedState::untouched`] holds there; `None` for a leaf, or
+    /// when no such window ends within the planning horizon. A read-only query for callers
+    /// bounding when a request that takes `v` exclusively can start (the queue manager's
+    /// whole-node search start).
+    pub fn untouched_from(&self, v: VertexId, at: i64, dur: u64) -> Option<i64> {
+        let x = &self.inner(v)?.xcheck;
+        x.avail_time_first(at, dur, x.total())
+    }
+
     #[inline]
     fn leaf_usage(&self, v: VertexId, size: i64, at: i64, dur: u64) -> Usage {
         let peak = self.leaf_peak(v, size, at, dur);

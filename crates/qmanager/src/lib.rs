@@ -71,6 +71,7 @@ mod restore;
 mod shapes;
 #[cfg(test)]
 mod test_support;
+mod whole;
 mod without;
 
 pub use cycle::CycleKind;
@@ -81,3 +82,4 @@ pub use keep::{KEEP_CHECK_INSTANTS_MAX, KEEP_CHECK_RESERVATIONS_MAX};
 pub use params::{DEPTH_MAX, Params, QUEUE_DEPTH_DEFAULT, QueuePolicy, RESERVATION_DEPTH_DEFAULT};
 pub use queue::{FREED_INTERVALS_MAX, QueueManager, Stats};
 pub use shapes::SHAPES_MAX;
+pub use whole::WHOLE_NODE_ROUNDS_MAX;

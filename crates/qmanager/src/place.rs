@@ -7,6 +7,7 @@ use crate::error::QueueError;
 use crate::event::{Event, JobId, WaitReason};
 use crate::queue::{QueueManager, State};
 use crate::reservations::Reserved;
+use crate::whole::WholeNodes;
 
 /// What placing a job came to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,9 +68,18 @@ impl QueueManager {
         let from = if self.params.exhaustive {
             now
         } else {
-            self.root
+            let from = self
+                .root
                 .earliest_fit(&self.matcher, &job.needs, now, duration)
-                .map_or(now, |t| t.max(now))
+                .map_or(now, |t| t.max(now));
+            let whole = WholeNodes::need(&job.jobspec).map(|k| {
+                self.whole
+                    .search_start(&self.matcher, &self.root, k, &job.needs, from, duration)
+            });
+            if whole.is_some_and(|at| at > from) {
+                self.stats.whole_node_skips += 1;
+            }
+            whole.unwrap_or(from)
         };
         self.stats.match_reserve += 1;
         // The allocation stays in the matcher: a reservation needs no copy of it.

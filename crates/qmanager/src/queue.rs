@@ -21,6 +21,7 @@ use crate::event::{DenyReason, Event, JobId, JobRequest, JobView, WaitReason};
 use crate::params::Params;
 use crate::reservations::Reservations;
 use crate::shapes::{NeedIndex, RootAgg, Shapes};
+use crate::whole::WholeNodes;
 
 /// Intervals of freed calendar time remembered between two cycles (each a job that ended
 /// before its planned end, or a cancelled running job or reservation); beyond this many, the
@@ -80,6 +81,9 @@ pub struct Stats {
     pub reservations_kept: u64,
     /// Allocation attempts answered "no" by the root aggregates without a match.
     pub prefiltered: u64,
+    /// Reservation searches for whole nodes started later than the root's aggregates
+    /// allow, where enough nodes are untouched for the whole window (module `whole`).
+    pub whole_node_skips: u64,
     pub started: u64,
     pub denied: u64,
 }
@@ -105,6 +109,8 @@ pub struct QueueManager {
     pub(crate) needs: NeedIndex,
     pub(crate) shapes: Shapes,
     pub(crate) root: RootAgg,
+    /// The node vertices, for whole-node reservation searches (module `whole`).
+    pub(crate) whole: WholeNodes,
     /// Where the last cycle's walk over the pending order ended.
     pub(crate) walk: Walk,
     /// The order, availability or a node hold changed: re-plan everything.
@@ -147,6 +153,7 @@ impl QueueManager {
         let matcher = Matcher::new(graph, params.match_policy, filters);
         let definition = matcher.clone();
         let root = RootAgg::new(&matcher);
+        let whole = WholeNodes::new(&matcher);
         Ok(QueueManager {
             params,
             definition,
@@ -160,6 +167,7 @@ impl QueueManager {
             needs: NeedIndex::new(root.types.len()),
             shapes: Shapes::default(),
             root,
+            whole,
             matcher,
             walk: Walk::default(),
             replan: false,

@@ -8,3 +8,4 @@ mod depth;
 mod differential;
 mod policies;
 mod properties;
+mod whole;
