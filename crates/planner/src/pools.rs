@@ -27,6 +27,10 @@ struct Hold {
     jobs: i64,
     /// Next hold of the same pool, or of the free list.
     next: u32,
+    /// Previous hold of the same pool (NIL for the first), so that a removal unlinks a
+    /// hold without walking its pool's list (a node's cover group carries a hold per
+    /// reservation over it: dozens under conservative backfill).
+    prev: u32,
     /// Owning pool, or NIL when free.
     pool: u32,
 }
@@ -194,6 +198,7 @@ impl Pools {
             units,
             jobs,
             next: head,
+            prev: NIL,
             pool: pool as u32,
         };
         let idx = if self.free != NIL {
@@ -206,12 +211,15 @@ impl Pools {
             self.holds.push(hold);
             idx
         };
+        if let Some(h) = self.holds.get_mut(head as usize) {
+            h.prev = idx;
+        }
         self.heads[pool] = idx;
         self.live += 1;
         Ok(HoldId(idx))
     }
 
-    /// Removes a hold; an unknown or already removed id is an error.
+    /// Removes a hold, in constant time; an unknown or already removed id is an error.
     pub fn remove(&mut self, id: HoldId) -> Result<(), PlannerError> {
         let unknown = || PlannerError::UnknownSpan(crate::SpanId::from_raw(u64::from(id.0)));
         let h = *self.holds.get(id.0 as usize).ok_or_else(unknown)?;
@@ -219,23 +227,18 @@ impl Pools {
             return Err(unknown());
         }
         let pool = h.pool as usize;
-        if self.heads[pool] == id.0 {
+        if h.prev == NIL {
+            debug_assert_eq!(self.heads[pool], id.0);
             self.heads[pool] = h.next;
-        } else {
-            let mut cur = self.heads[pool];
-            loop {
-                let Some(c) = self.holds.get(cur as usize).copied() else {
-                    return Err(unknown());
-                };
-                if c.next == id.0 {
-                    self.holds[cur as usize].next = h.next;
-                    break;
-                }
-                cur = c.next;
-            }
+        } else if let Some(p) = self.holds.get_mut(h.prev as usize) {
+            p.next = h.next;
+        }
+        if let Some(n) = self.holds.get_mut(h.next as usize) {
+            n.prev = h.prev;
         }
         self.holds[id.0 as usize] = Hold {
             pool: NIL,
+            prev: NIL,
             next: self.free,
             ..h
         };
