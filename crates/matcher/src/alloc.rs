@@ -232,13 +232,19 @@ fn flush_leaves(
         }
         None => 0,
     };
+    if parent.is_some() {
+        // A group's leaves together: the graph may interleave types among a vertex's
+        // children (a node whose sockets were dropped lists each socket's cores, gpus and
+        // memory in turn), and a cover stands for every leaf of its group however they
+        // are listed. Stable, so a group's leaves keep their order; which leaf is held
+        // first changes no answer (each leaf and each group has its own hold list).
+        pending[from..].sort_by_key(|e| e.1);
+    }
     let mut i = from;
     while i < pending.len() {
         let group = pending[i].1;
         if parent.is_some() {
-            // Leaves of one group are listed together (children in graph order, one
-            // type's leaves after one another as the graph lists them); a group split
-            // in two gets holds.
+            // Leaves of a group taken only in part get holds.
             let n = pending[i..].iter().take_while(|e| e.1 == group).count();
             let mine = &pending[i..i + n];
             if mine.len() == st.cover_group_leaves(group) as usize && distinct(mine) {
@@ -371,5 +377,36 @@ mod tests {
             assert_eq!(refused.is_empty(), fits, "at {at}");
             assert_eq!(memo.hits, leaves - groups.len() as u64, "at {at}");
         }
+    }
+
+    /// A node whose sockets were dropped (as a shard and replay load the graph) lists each
+    /// socket's cores, gpus and memory in turn: a whole node is still one cover per type,
+    /// not a hold per leaf.
+    #[test]
+    fn interleaved_leaf_types_are_still_covered() {
+        let full = shardsched_resource::generated_cluster(2).build().unwrap();
+        let g =
+            shardsched_resource::keep_types(&full, shardsched_resource::SCHEDULER_TYPES).unwrap();
+        let mut m = Matcher::new(
+            g,
+            MatchPolicy::parse("first").unwrap(),
+            &PruneFilters::default_filters(),
+        );
+        let js = Shorthand {
+            nodes: Some(1),
+            duration: 100,
+            command: vec!["app".into()],
+            ..Shorthand::default()
+        }
+        .to_jobspec()
+        .unwrap();
+        m.place(MatchOp::Allocate, &js, 1, 0).unwrap();
+        let spans = &m.job(1).unwrap().spans;
+        let covers = spans
+            .iter()
+            .filter(|s| matches!(s, SpanRef::Cover(..)))
+            .count();
+        assert_eq!(covers, 3, "cores, gpus, memory: {spans:?}");
+        assert_eq!(m.state.leaves.live_holds(), 0);
     }
 }
