@@ -321,19 +321,15 @@ mod tests {
         }
     }
 
-    /// A commit of whole nodes reads each cover group's covers once: every other leaf of
-    /// the group is answered from the memo, and the answers are the calendars' (the memo
-    /// asserts it in debug builds).
-    #[test]
-    fn a_commit_reads_each_cover_group_once() {
-        let g = shardsched_resource::generated_cluster(2).build().unwrap();
+    /// A matcher (policy first) over `g` holding job 1: `nodes` whole nodes over `[0, 100)`.
+    fn whole_nodes_placed(g: shardsched_resource::ResourceGraph, nodes: u64) -> Matcher {
         let mut m = Matcher::new(
             g,
             MatchPolicy::parse("first").unwrap(),
             &PruneFilters::default_filters(),
         );
         let js = Shorthand {
-            nodes: Some(2),
+            nodes: Some(nodes),
             duration: 100,
             command: vec!["app".into()],
             ..Shorthand::default()
@@ -341,6 +337,18 @@ mod tests {
         .to_jobspec()
         .unwrap();
         m.place(MatchOp::Allocate, &js, 1, 0).unwrap();
+        m
+    }
+
+    /// A commit of whole nodes reads each cover group's covers once: every other leaf of
+    /// the group is answered from the memo, and the answers are the calendars' (the memo
+    /// asserts it in debug builds).
+    #[test]
+    fn a_commit_reads_each_cover_group_once() {
+        let m = whole_nodes_placed(
+            shardsched_resource::generated_cluster(2).build().unwrap(),
+            2,
+        );
         // The same nodes again, after the job: the leaves read covers that do not meet the
         // window; then over it, where they are refused (a lenient commit goes on).
         for (at, fits) in [(100, true), (50, false)] {
@@ -387,20 +395,7 @@ mod tests {
         let full = shardsched_resource::generated_cluster(2).build().unwrap();
         let g =
             shardsched_resource::keep_types(&full, shardsched_resource::SCHEDULER_TYPES).unwrap();
-        let mut m = Matcher::new(
-            g,
-            MatchPolicy::parse("first").unwrap(),
-            &PruneFilters::default_filters(),
-        );
-        let js = Shorthand {
-            nodes: Some(1),
-            duration: 100,
-            command: vec!["app".into()],
-            ..Shorthand::default()
-        }
-        .to_jobspec()
-        .unwrap();
-        m.place(MatchOp::Allocate, &js, 1, 0).unwrap();
+        let m = whole_nodes_placed(g, 1);
         let spans = &m.job(1).unwrap().spans;
         let covers = spans
             .iter()
