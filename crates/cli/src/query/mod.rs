@@ -31,7 +31,7 @@ pub struct QueryArgs {
     /// Graph file to load (default: the embedded 128-node cluster spec).
     #[arg(short = 'L', long = "load-file")]
     pub load_file: Option<PathBuf>,
-    /// Graph format: grug, jgf, rv1exec, or spec (our TOML cluster spec).
+    /// Graph format: grug, jgf, rv1exec, hwloc, or spec (our TOML cluster spec).
     #[arg(short = 'f', long = "load-format", default_value = "grug")]
     pub load_format: String,
     /// Subsystems to match: CA (containment), PA (power), C+PA, …
@@ -80,7 +80,7 @@ fn graph_format(s: &str) -> Result<GraphFormat> {
         "jgf" => GraphFormat::Jgf,
         "rv1exec" | "rv1exec_force" => GraphFormat::Rv1exec,
         "spec" | "toml" => GraphFormat::Spec,
-        other => anyhow::bail!("-f {other}: unknown load format (grug, jgf, rv1exec, spec)"),
+        other => anyhow::bail!("-f {other}: unknown load format (grug, jgf, rv1exec, hwloc, spec)"),
     })
 }
 
@@ -171,6 +171,11 @@ impl Session {
     /// Loads the graph and sets up the matcher as the flags say.
     pub fn open(args: &QueryArgs) -> Result<Session> {
         let graph = match &args.load_file {
+            Some(path) if args.load_format == "hwloc" => {
+                let allowlist = args.load_allowlist.as_deref().unwrap_or("");
+                let types: Vec<&str> = allowlist.split(',').filter(|t| !t.is_empty()).collect();
+                shardsched_resource::read_hwloc_file(path, &types)?
+            }
             Some(path) => read_graph_file(graph_format(&args.load_format)?, path)?,
             None => {
                 shardsched_resource::read_cluster_spec(shardsched_resource::DEFAULT_CLUSTER_TOML)
