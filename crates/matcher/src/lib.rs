@@ -44,6 +44,7 @@ pub mod state;
 mod test_support;
 pub mod types;
 pub mod update;
+mod visits;
 pub mod writer;
 
 use std::collections::BTreeMap;
@@ -198,6 +199,8 @@ pub struct Matcher {
     /// How many vertices the last recorded match took (its job may hold more: see
     /// `record_as`).
     last_recorded: usize,
+    /// Fluxion's traversal visit counts (`-e`).
+    visits: visits::VisitCounts,
     /// The last request compiled, for the next match of the same jobspec.
     compiled: Option<Box<compiled::Compiled>>,
 }
@@ -277,6 +280,7 @@ impl Matcher {
             prune_base,
             dag_state: None,
             last_recorded: 0,
+            visits: visits::VisitCounts::default(),
             compiled: None,
         };
         if m.graph.has_shared_children() {

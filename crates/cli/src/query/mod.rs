@@ -202,6 +202,7 @@ impl Session {
             other => anyhow::bail!("-T {other}: unknown traverser policy (simple, flexible)"),
         };
         let mut matcher = Matcher::new(graph, policy, &filters);
+        matcher.count_visits(args.elapse);
         matcher.set_graph_end(FLUXION_GRAPH_END);
         matcher.set_flexible(flexible);
         let dominant = dominant_subsystem(&args.subsystems)?;
