@@ -402,6 +402,31 @@ impl SchedState {
         Ok(())
     }
 
+    /// Records `needs` units of `v`'s own calendar for a job, and nothing else (no job
+    /// count, no aggregate): what Fluxion's R readers do to each exclusive vertex an
+    /// `update` names (`readers/resource_reader_jgf.cpp` `update_vtx_plan`).
+    pub fn hold_units(
+        &mut self,
+        v: VertexId,
+        at: i64,
+        dur: u64,
+        needs: i64,
+        out: &mut Vec<SpanRef>,
+    ) -> Result<(), MatchError> {
+        let err = |e: shardsched_planner::PlannerError| MatchError::Internal(e.to_string());
+        let i = self.inner_of[v.index()];
+        out.push(if i & LEAF_BIT != 0 {
+            SpanRef::Leaf(
+                v.0,
+                self.leaves.add(v.index(), at, dur, needs, 0).map_err(err)?,
+            )
+        } else {
+            let inner = &mut self.inner[i as usize];
+            SpanRef::Plan(i, inner.plans.add_span(at, dur, needs).map_err(err)?)
+        });
+        Ok(())
+    }
+
     /// Adds an aggregate span at inner vertex `v` taking `needs` (by pruning-type rank;
     /// types `v` does not track are ignored). Nothing when `v` has no aggregate.
     pub fn hold_aggregate(
