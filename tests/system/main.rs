@@ -38,6 +38,7 @@ mod node_failure;
 mod overlap;
 mod query_errors;
 mod query_file_errors;
+mod query_fluxion_misc;
 mod readme_tour;
 mod reconfig;
 mod replay;
