@@ -290,4 +290,33 @@ mod tests {
             Ok(Placement::Reserved { at: 3600 })
         );
     }
+
+    /// An R whose root is not this walk's root (one from a session walking another
+    /// subsystem): only the exclusive vertices' own units are held, nothing is listed, and
+    /// cancel gives them back.
+    #[test]
+    fn a_set_without_the_root_holds_only_its_exclusive_vertices_until_cancelled() {
+        let (_, a) = first_match();
+        let mut m = crate::test_support::two_node_matcher();
+        let root = m.tree().root();
+        let given: Vec<GivenVertex> = given_of(&a).into_iter().filter(|g| g.v != root).collect();
+        let held: Vec<VertexId> = given.iter().filter(|g| g.exclusive).map(|g| g.v).collect();
+        assert!(!held.is_empty());
+        let alloc = m.given_allocation(&given, 0, 60).expect("given");
+        assert!(alloc.vertices.is_empty(), "{alloc:?}");
+        let placed = m.record_given_holds(1, &given, alloc.clone());
+        assert_eq!(placed, Ok(Placement::Allocated { at: 0 }));
+        assert_eq!(
+            m.record_given_holds(1, &given, alloc),
+            Err(MatchError::DuplicateJob(1))
+        );
+        for &v in &held {
+            assert_eq!(m.state.units_free(v, m.graph.size(v), 0, 60), 0);
+        }
+        m.cancel(1).expect("cancel");
+        for &v in &held {
+            let size = m.graph.size(v);
+            assert_eq!(m.state.units_free(v, size, 0, 60), size);
+        }
+    }
 }

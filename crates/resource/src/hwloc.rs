@@ -222,22 +222,10 @@ const OSDEV_BLOCK: u32 = 0;
 const OSDEV_GPU: u32 = 1;
 const OSDEV_COPROC: u32 = 5;
 
-/// C's `atoi`/`strtol`: optional blanks and sign, then leading digits; 0 when there are
-/// none (saturating instead of overflowing).
+/// C's `atoi`: leading blanks, a sign, digits; 0 when there are none (or they overflow,
+/// which Fluxion's callers treat as an error or never meet).
 fn atoi(s: &str) -> i64 {
-    let s = s.trim_start();
-    let (negative, digits) = match s.as_bytes().first() {
-        Some(b'-') => (true, &s[1..]),
-        Some(b'+') => (false, &s[1..]),
-        _ => (false, s),
-    };
-    let n = digits
-        .bytes()
-        .take_while(u8::is_ascii_digit)
-        .fold(0i64, |n, d| {
-            n.saturating_mul(10).saturating_add(i64::from(d - b'0'))
-        });
-    if negative { -n } else { n }
+    crate::jgf::leading_int(s).unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -256,8 +256,9 @@ fn parse_vertex(node: &Json, position: usize, at: &At) -> Result<JgfVertex, Read
     })
 }
 
-/// C's `stoll` on a node id: leading blanks, a sign, digits.
-fn leading_int(s: &str) -> Option<i64> {
+/// C's `stoll` on a node id: leading blanks, a sign, digits (`None` when there are none or
+/// they overflow). The hwloc reader reads numbers in names and infos with it too.
+pub(crate) fn leading_int(s: &str) -> Option<i64> {
     let t = s.trim_start();
     let (neg, rest) = match t.as_bytes().first() {
         Some(b'-') => (true, &t[1..]),

@@ -185,5 +185,28 @@ fn atoi_reads_like_c() {
     assert_eq!(atoi("  42abc"), 42);
     assert_eq!(atoi("-7"), -7);
     assert_eq!(atoi("x1"), 0);
-    assert_eq!(atoi("99999999999999999999999"), i64::MAX);
+    assert_eq!(
+        atoi("99999999999999999999999"),
+        0,
+        "overflow reads as nothing"
+    );
+}
+
+proptest::proptest! {
+    #[test]
+    fn arbitrary_text_never_panics(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..400)) {
+        let _ = read_hwloc(&String::from_utf8_lossy(&bytes), &[]);
+    }
+
+    #[test]
+    fn damaged_topologies_never_panic(cut in 0usize..2000, at in 0usize..2000, junk in "[<>/=\"a-zA-Z0-9 &;]{0,8}") {
+        let mut text = V2.to_string();
+        let at = at.min(text.len());
+        let cut = (at + cut % 40).min(text.len());
+        if text.is_char_boundary(at) && text.is_char_boundary(cut) {
+            text.replace_range(at..cut, &junk);
+        }
+        let _ = read_hwloc(&text, &[]);
+        let _ = read_hwloc(&text, &["node", "storage", "gpu"]);
+    }
 }
