@@ -8,11 +8,9 @@ use std::path::{Path, PathBuf};
 use crate::query_run::{Scratch, query};
 
 fn grug(name: &str) -> Option<PathBuf> {
-    let dir = match std::env::var_os("SHARDSCHED_CONFORMANCE_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance/fluxion"),
-    };
-    let path = dir.join("t/data/resource/grugs").join(name);
+    let path = crate::graph_files::conformance_dir()?
+        .join("t/data/resource/grugs")
+        .join(name);
     if path.exists() {
         Some(path)
     } else {
