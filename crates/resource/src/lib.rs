@@ -51,7 +51,7 @@ mod testdata;
 pub use allowlist::{SCHEDULER_TYPES, keep_subtrees, keep_types};
 pub use error::{GRAPH_VERTICES_MAX, Location, ReadError};
 pub use graph::{
-    CONTAINMENT, GraphBuilder, GraphError, ResourceGraph, Status, VertexId, VertexSpec,
+    AttachError, CONTAINMENT, GraphBuilder, GraphError, ResourceGraph, Status, VertexId, VertexSpec,
 };
 pub use grug::{read_grug, read_grug_file};
 pub use hostlist::{
