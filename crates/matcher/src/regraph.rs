@@ -25,14 +25,12 @@ impl Matcher {
     /// [`shardsched_resource::ResourceGraph::attach`]); returns how many vertices were added. On an error
     /// nothing changed.
     pub fn attach(&mut self, doc: &JgfDocument) -> Result<usize, MatchError> {
-        let mut grown = self.graph.clone();
-        let added = grown.attach(doc)?;
-        if added == 0 {
-            return Ok(0);
-        }
+        // (Covers stand for the same holds: turning them back changes no answer.)
         self.uncover_all()?;
-        self.graph = grown;
-        self.regrow()?;
+        let added = self.graph.attach(doc)?;
+        if added > 0 {
+            self.regrow()?;
+        }
         Ok(added)
     }
 
@@ -122,7 +120,7 @@ impl Matcher {
     /// Makes again what derives from the graph, carrying every record over.
     fn regrow(&mut self) -> Result<(), MatchError> {
         let types = self.types.grown(&self.graph);
-        self.subtree = subtree_of(&self.graph, &self.dominant_subsystem().to_string())?;
+        self.subtree = subtree_of(&self.graph, self.dominant_subsystem())?;
         let tree = tree_of(&self.graph, &self.subtree);
         // The pruning types so far (leaf types included) stay, as Fluxion's do.
         let mut prune = self.prune.clone();

@@ -39,13 +39,18 @@ impl SchedState {
             SpanRef::Agg(i, id) => {
                 let agg = self.inner[i as usize].agg.as_ref().ok_or_else(gone)?;
                 let span = agg.plan.span(id).ok_or_else(gone)?;
-                let needs: Vec<(u32, i64)> = agg
+                let mut needs: Vec<(u32, i64)> = agg
                     .ranks
                     .iter()
                     .copied()
                     .zip(span.planned.iter().copied())
                     .collect();
-                return into.carry_aggregate(v, span.start, span.duration, &needs, out);
+                let (at, dur) = (span.start, span.duration);
+                if into.hold_aggregate(v, at, dur, &needs, out).is_ok() {
+                    return Ok(());
+                }
+                into.cut_to_free(v, at, dur, &mut needs);
+                return into.hold_aggregate(v, at, dur, &needs, out);
             }
             SpanRef::Cover(..) => {
                 return Err(MatchError::Internal(
@@ -74,34 +79,17 @@ impl SchedState {
         Ok(())
     }
 
-    /// Re-adds an aggregate record at `v`. Where the totals fell below what is recorded
-    /// (a vertex below was removed while a job that is not gone held it), each amount is cut
-    /// to what is free, as Fluxion's planner cuts its remaining units at 0.
-    fn carry_aggregate(
-        &mut self,
-        v: VertexId,
-        at: i64,
-        dur: u64,
-        needs: &[(u32, i64)],
-        out: &mut Vec<SpanRef>,
-    ) -> Result<(), MatchError> {
-        if self.hold_aggregate(v, at, dur, needs, out).is_ok() {
-            return Ok(());
-        }
+    /// Cuts each amount of `needs` to what `v`'s aggregate has free during the window:
+    /// where the totals fell below what is recorded (a vertex below was removed while a job
+    /// that is not gone held it), as Fluxion's planner cuts its remaining units at 0.
+    fn cut_to_free(&self, v: VertexId, at: i64, dur: u64, needs: &mut [(u32, i64)]) {
         let Some(agg) = self.aggregate(v) else {
-            return Ok(());
+            return;
         };
-        let cut: Vec<(u32, i64)> = needs
-            .iter()
-            .map(|&(r, n)| {
-                let free = agg
-                    .ranks
-                    .iter()
-                    .position(|&x| x == r)
-                    .map_or(n, |k| agg.plan.avail_during(at, dur, k));
-                (r, n.min(free).max(0))
-            })
-            .collect();
-        self.hold_aggregate(v, at, dur, &cut, out)
+        for (r, n) in needs.iter_mut() {
+            if let Some(k) = agg.ranks.iter().position(|x| x == r) {
+                *n = (*n).min(agg.plan.avail_during(at, dur, k)).max(0);
+            }
+        }
     }
 }
