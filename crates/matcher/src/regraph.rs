@@ -38,6 +38,10 @@ impl Matcher {
     /// tree, giving back first what jobs hold there.
     pub fn remove_path(&mut self, path: &str) -> Result<(), MatchError> {
         let root = self.vertex(path)?;
+        if root == self.tree().root() {
+            // Fluxion finds no parent to cut it from (`get_parent_vtx`) and refuses.
+            return Err(MatchError::BadRequest("the root cannot be removed".into()));
+        }
         let mut gone = BTreeSet::new();
         let mut stack = vec![root];
         while let Some(v) = stack.pop() {
@@ -70,6 +74,9 @@ impl Matcher {
                     "{rank} not found in by_rank map"
                 )));
             }
+        }
+        if gone.contains(&self.tree().root().0) {
+            return Err(MatchError::BadRequest("the root cannot be removed".into()));
         }
         for jobid in self.holders(&gone) {
             let Some(job) = self.job(jobid) else {

@@ -56,7 +56,7 @@ impl Session {
                 if let Err(e) = self.matcher.remove_path(target) {
                     let detail = match e {
                         MatchError::NoSuchPath(_) => String::new(),
-                        other => other.to_string(),
+                        other => why(other),
                     };
                     eprint!(
                         "ERROR: can't remove subgraph \nERROR: remove_subgraph: ERROR: \
@@ -75,14 +75,19 @@ impl Session {
                     .filter_map(|r| i64::try_from(r).ok())
                     .collect();
                 if let Err(e) = self.matcher.remove_ranks(&ranks) {
-                    let why = match e {
-                        MatchError::BadRequest(why) => why,
-                        other => other.to_string(),
-                    };
+                    let why = why(e);
                     eprint!("ERROR: can't partial cancel subgraph \nERROR: remove: {why}.\n");
                 }
             }
             _ => eprintln!("ERROR: invalid path boolean input "),
         }
+    }
+}
+
+/// What a refused `remove` says after Fluxion's prefix: the matcher's reason alone.
+fn why(e: MatchError) -> String {
+    match e {
+        MatchError::BadRequest(why) => why,
+        other => other.to_string(),
     }
 }
