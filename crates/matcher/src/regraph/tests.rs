@@ -6,24 +6,20 @@ use crate::test_support::{nodes, two_node_matcher};
 use crate::{MatchError, MatchOp, MatchOutcome, Matcher};
 
 /// A JGF of the cluster `/c0` with one more node, `node2` (rank 2), of two cores.
+const NODE2: &str = r#"{"graph": {
+  "nodes": [
+    {"id": "0", "metadata": {"type": "cluster", "name": "c0", "paths": {"containment": "/c0"}}},
+    {"id": "10", "metadata": {"type": "node", "name": "node2", "id": 2, "rank": 2,
+      "paths": {"containment": "/c0/node2"}}},
+    {"id": "11", "metadata": {"type": "core", "name": "core0", "id": 0, "rank": 2,
+      "paths": {"containment": "/c0/node2/core0"}}},
+    {"id": "12", "metadata": {"type": "core", "name": "core1", "id": 1, "rank": 2,
+      "paths": {"containment": "/c0/node2/core1"}}}],
+  "edges": [{"source": "0", "target": "10"}, {"source": "10", "target": "11"},
+    {"source": "10", "target": "12"}]}}"#;
+
 fn node2() -> shardsched_resource::JgfDocument {
-    let v = |id: u32, kind: &str, name: &str, rank: i64, path: &str| {
-        format!(
-            r#"{{"id": "{id}", "metadata": {{"type": "{kind}", "basename": "{kind}", "name": "{name}", "id": 0, "uniq_id": {id}, "rank": {rank}, "exclusive": false, "size": 1, "paths": {{"containment": "{path}"}}}}}}"#
-        )
-    };
-    let e = |s: u32, t: u32| format!(r#"{{"source": "{s}", "target": "{t}"}}"#);
-    let text = format!(
-        r#"{{"graph": {{"nodes": [{}, {}, {}, {}], "edges": [{}, {}, {}]}}}}"#,
-        v(0, "cluster", "c0", -1, "/c0"),
-        v(10, "node", "node2", 2, "/c0/node2"),
-        v(11, "core", "core0", 2, "/c0/node2/core0"),
-        v(12, "core", "core1", 2, "/c0/node2/core1"),
-        e(0, 10),
-        e(10, 11),
-        e(10, 12),
-    );
-    parse_jgf(&text).expect("jgf")
+    parse_jgf(NODE2).expect("jgf")
 }
 
 fn allocate(m: &mut Matcher, n: u64, jobid: u64) -> Option<crate::Allocation> {
