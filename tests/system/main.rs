@@ -25,6 +25,7 @@ mod differential;
 mod exec;
 mod fairshare;
 mod graph_files;
+mod grow;
 mod hardening;
 mod json_output;
 mod limits;

@@ -33,6 +33,7 @@ const LEAF: u32 = u32::MAX;
 /// Up to this many aggregate types, a record's amounts are gathered on the stack.
 const AGGREGATE_INLINE_TYPES: usize = 8;
 
+mod carry;
 mod cover;
 use cover::CoverGroup;
 

@@ -6,9 +6,11 @@
 //! session's [writer](shardsched_matcher::writer), the INFO blocks, property and status
 //! answers — and the same job numbering (a request refused before matching does not consume
 //! its id). `info`, `list`, `stat` and timings go to stdout; errors go to stderr and never
-//! stop the session. Unknown commands (and `#` comments) are skipped silently.
+//! stop the session. Unknown commands (and `#` comments) are skipped silently. `attach` and
+//! `remove` change the graph itself (`grow`).
 
 mod commands;
+mod grow;
 mod matching;
 mod update;
 
@@ -297,6 +299,8 @@ impl Session {
             Some("list") => self.cmd_list(stdout)?,
             Some("stat") => self.cmd_stat(stdout)?,
             Some("cat") => self.cmd_cat(words, stdout)?,
+            Some("attach") => self.cmd_attach(words),
+            Some("remove") => self.cmd_remove(words),
             Some("help") => commands::help(words, stdout)?,
             Some("quit") => return Ok(false),
             // resource-query skips what it does not know (comments too), silently.
@@ -349,8 +353,8 @@ fn command(word: &str) -> Option<(&'static str, RangeInclusive<usize>)> {
         ("match", "m", 3..=3),
         ("multi-match", "M", 4..=usize::MAX),
         ("update", "u", 7..=7),
-        ("attach", "j", ANY),
-        ("remove", "j", ANY),
+        ("attach", "j", 2..=2),
+        ("remove", "j", 3..=3),
         ("find", "f", ANY),
         ("cancel", "c", 2..=3),
         ("partial-cancel", "pc", 4..=5),
