@@ -71,7 +71,8 @@ fn jobspec(outline: &str) -> String {
     text
 }
 
-fn conformance_dir() -> Option<PathBuf> {
+/// The conformance folder, or `None` (saying why) when it is absent.
+pub(crate) fn conformance_dir() -> Option<PathBuf> {
     let dir = match std::env::var_os("SHARDSCHED_CONFORMANCE_DIR") {
         Some(d) => PathBuf::from(d),
         None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance/fluxion"),

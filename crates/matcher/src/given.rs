@@ -80,9 +80,17 @@ impl Matcher {
             seen: std::collections::HashSet::new(),
         };
         let root = tree.root();
-        if named.contains_key(&root.0) {
-            walk.visit(root, 0);
+        if !named.contains_key(&root.0) {
+            // An R made under another dominant subsystem: Fluxion's update walk does not
+            // start (the root's in-edge carries another walk's sequence number,
+            // `traversers/dfu_impl_update.cpp:928`); see `record_given_holds`.
+            return Ok(Allocation {
+                vertices: Vec::new(),
+                at,
+                duration,
+            });
         }
+        walk.visit(root, 0);
         if !walk.out.iter().any(|a| a.exclusive) {
             return Err(GivenError::NothingExclusive);
         }
@@ -93,17 +101,66 @@ impl Matcher {
         })
     }
 
-    /// Records `alloc` (from [`Matcher::given_allocation`]) for `jobid`: allocated when it
-    /// starts at 0, else reserved. Records nothing on failure.
     /// Records a [`Matcher::given_allocation`] for job `jobid`: allocated if it starts at
     /// time 0, else reserved (as Fluxion's `update` says `ALLOCATED` or `RESERVED`).
+    /// Records nothing on failure.
     pub fn record_given(&mut self, jobid: u64, alloc: Allocation) -> Result<Placement, MatchError> {
-        let state = if alloc.at == 0 {
+        self.record_new(jobid, Self::given_state(&alloc), alloc)
+    }
+
+    /// Records for job `jobid` only what Fluxion's R reader records when its update walk
+    /// does not start (an R naming no vertex of this walk's tree root, from a session with
+    /// another dominant subsystem; `given_allocation` then gives no vertices): each vertex
+    /// the R names exclusive has its whole size taken on its own calendar over the window,
+    /// with no job count and no aggregate below any ancestor. The job holds no vertex of
+    /// the walk, so nothing is written, and its cancel gives the units back.
+    pub fn record_given_holds(
+        &mut self,
+        jobid: u64,
+        given: &[GivenVertex],
+        alloc: Allocation,
+    ) -> Result<Placement, MatchError> {
+        if self.jobs.contains_key(&jobid) {
+            return Err(MatchError::DuplicateJob(jobid));
+        }
+        debug_assert!(
+            alloc.vertices.is_empty(),
+            "a walk's allocation has its own record"
+        );
+        let mut spans = Vec::new();
+        for gv in given.iter().filter(|gv| gv.exclusive) {
+            let size = self.graph.size(gv.v);
+            if let Err(e) = self
+                .state
+                .hold_units(gv.v, alloc.at, alloc.duration, size, &mut spans)
+            {
+                for &s in &spans {
+                    let _ = self.state.remove(s);
+                }
+                return Err(e);
+            }
+        }
+        let state = Self::given_state(&alloc);
+        let placed = match state {
+            JobState::Allocated => Placement::Allocated { at: alloc.at },
+            JobState::Reserved => Placement::Reserved { at: alloc.at },
+        };
+        let record = crate::JobRecord {
+            state,
+            alloc,
+            spans,
+            partial: false,
+        };
+        self.jobs.insert(jobid, record);
+        Ok(placed)
+    }
+
+    fn given_state(alloc: &Allocation) -> JobState {
+        if alloc.at == 0 {
             JobState::Allocated
         } else {
             JobState::Reserved
-        };
-        self.record_new(jobid, state, alloc)
+        }
     }
 }
 
@@ -232,5 +289,34 @@ mod tests {
             m.record_given(7, later),
             Ok(Placement::Reserved { at: 3600 })
         );
+    }
+
+    /// An R whose root is not this walk's root (one from a session walking another
+    /// subsystem): only the exclusive vertices' own units are held, nothing is listed, and
+    /// cancel gives them back.
+    #[test]
+    fn a_set_without_the_root_holds_only_its_exclusive_vertices_until_cancelled() {
+        let (_, a) = first_match();
+        let mut m = crate::test_support::two_node_matcher();
+        let root = m.tree().root();
+        let given: Vec<GivenVertex> = given_of(&a).into_iter().filter(|g| g.v != root).collect();
+        let held: Vec<VertexId> = given.iter().filter(|g| g.exclusive).map(|g| g.v).collect();
+        assert!(!held.is_empty());
+        let alloc = m.given_allocation(&given, 0, 60).expect("given");
+        assert!(alloc.vertices.is_empty(), "{alloc:?}");
+        let placed = m.record_given_holds(1, &given, alloc.clone());
+        assert_eq!(placed, Ok(Placement::Allocated { at: 0 }));
+        assert_eq!(
+            m.record_given_holds(1, &given, alloc),
+            Err(MatchError::DuplicateJob(1))
+        );
+        for &v in &held {
+            assert_eq!(m.state.units_free(v, m.graph.size(v), 0, 60), 0);
+        }
+        m.cancel(1).expect("cancel");
+        for &v in &held {
+            let size = m.graph.size(v);
+            assert_eq!(m.state.units_free(v, size, 0, 60), size);
+        }
     }
 }

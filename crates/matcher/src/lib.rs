@@ -36,6 +36,7 @@ pub use partial::PartialCancel;
 mod gccsort;
 mod hold;
 pub mod policy;
+mod regraph;
 pub mod request;
 mod restore;
 mod schedule;
@@ -44,6 +45,7 @@ pub mod state;
 mod test_support;
 pub mod types;
 pub mod update;
+mod visits;
 pub mod writer;
 
 use std::collections::BTreeMap;
@@ -144,6 +146,8 @@ pub enum MatchError {
     BadRequest(String),
     #[error("internal calendar error: {0}")]
     Internal(String),
+    #[error(transparent)]
+    Attach(#[from] shardsched_resource::AttachError),
 }
 
 /// A resource graph with its scheduling state and the jobs placed on it.
@@ -198,8 +202,23 @@ pub struct Matcher {
     /// How many vertices the last recorded match took (its job may hold more: see
     /// `record_as`).
     last_recorded: usize,
+    /// Fluxion's traversal visit counts (`-e`).
+    visits: visits::VisitCounts,
     /// The last request compiled, for the next match of the same jobspec.
     compiled: Option<Box<compiled::Compiled>>,
+}
+
+/// The tree of `subsystem` walks follow, when it is not the plain containment tree.
+fn subtree_of(
+    graph: &ResourceGraph,
+    subsystem: &str,
+) -> Result<Option<Box<dfu::subtree::SubTree>>, MatchError> {
+    if subsystem == shardsched_resource::CONTAINMENT && !graph.has_shared_children() {
+        return Ok(None);
+    }
+    let tree = dfu::subtree::SubTree::new(graph, subsystem)
+        .ok_or_else(|| MatchError::BadRequest(format!("the graph has no {subsystem} subsystem")))?;
+    Ok(Some(Box::new(tree)))
 }
 
 /// The tree walks follow: the dominant subsystem's, containment's by default.
@@ -232,13 +251,7 @@ impl Matcher {
         }
         let prune_base = prune.clone();
         let state = SchedState::new(&graph, &types, &mut prune);
-        let mut prune_rank_of = vec![None; graph.sym_count()];
-        for (i, slot) in prune_rank_of.iter_mut().enumerate() {
-            let r = types.rank(shardsched_resource::Sym(i as u32));
-            if r != u32::MAX && prune.is_pruning(r) {
-                *slot = Some(r);
-            }
-        }
+        let prune_rank_of = prune_rank_of(&graph, &types, &prune);
         let score_order = dfu::ScoreOrder::new(&graph, &graph, &policy);
         let order = policy.stop_at_first.then(|| EdgeOrder::new(&graph, &graph));
         let node = graph.sym("node");
@@ -277,6 +290,7 @@ impl Matcher {
             prune_base,
             dag_state: None,
             last_recorded: 0,
+            visits: visits::VisitCounts::default(),
             compiled: None,
         };
         if m.graph.has_shared_children() {
@@ -295,24 +309,12 @@ impl Matcher {
                 "the dominant subsystem changes only before any match".into(),
             ));
         }
-        self.subtree =
-            if subsystem == shardsched_resource::CONTAINMENT && !self.graph.has_shared_children() {
-                None
-            } else {
-                Some(Box::new(
-                    dfu::subtree::SubTree::new(&self.graph, subsystem).ok_or_else(|| {
-                        MatchError::BadRequest(format!("the graph has no {subsystem} subsystem"))
-                    })?,
-                ))
-            };
+        self.subtree = subtree_of(&self.graph, subsystem)?;
         self.compiled = None;
         let mut prune = self.prune_base.clone();
         let tree = tree_of(&self.graph, &self.subtree);
         self.state = SchedState::new_on(&self.graph, tree, &self.types, &mut prune);
-        for (i, slot) in self.prune_rank_of.iter_mut().enumerate() {
-            let r = self.types.rank(shardsched_resource::Sym(i as u32));
-            *slot = (r != u32::MAX && prune.is_pruning(r)).then_some(r);
-        }
+        self.prune_rank_of = prune_rank_of(&self.graph, &self.types, &prune);
         self.prune = prune;
         self.score_order = dfu::ScoreOrder::new(&self.graph, tree, &self.policy);
         if self.order.is_some() {
@@ -719,6 +721,16 @@ impl Matcher {
             .find_path(path)
             .ok_or_else(|| MatchError::NoSuchPath(path.to_string()))
     }
+}
+
+/// The pruning-type rank of each graph symbol that is a pruning type.
+fn prune_rank_of(graph: &ResourceGraph, types: &TypeTable, prune: &PruneTypes) -> Vec<Option<u32>> {
+    (0..graph.sym_count())
+        .map(|i| {
+            let r = types.rank(shardsched_resource::Sym(i as u32));
+            (r != u32::MAX && prune.is_pruning(r)).then_some(r)
+        })
+        .collect()
 }
 
 /// The pruning-type rank of a vertex's type.

@@ -54,7 +54,7 @@ impl Matcher {
             let members: Vec<VertexId> = self
                 .graph
                 .vertices()
-                .filter(|&v| self.graph.rank(v) == rank)
+                .filter(|&v| self.graph.rank(v) == rank && !self.graph.is_removed(v))
                 .collect();
             if members.is_empty() {
                 return Err(MatchError::BadRequest(format!(
@@ -97,6 +97,40 @@ impl Matcher {
             let len = self.graph.path(v).len();
             freed.root(self.graph.rank(v), v, len);
         }
+        self.shrink_ancestors(jobid, &freed)
+    }
+
+    /// Gives back every vertex of `subtree` (a subtree whose top is `top`) job `jobid`
+    /// holds, before `remove` takes the subtree out: as by ranks, all it held there counted
+    /// as freed from `top` up.
+    pub(crate) fn partial_cancel_within(
+        &mut self,
+        jobid: u64,
+        subtree: &BTreeSet<u32>,
+        top: VertexId,
+    ) -> Result<PartialCancel, MatchError> {
+        self.uncover_job(jobid)?;
+        let held: Vec<VertexId> = self.job(jobid).map_or_else(Vec::new, |j| {
+            j.alloc
+                .vertices
+                .iter()
+                .filter(|av| subtree.contains(&av.v.0))
+                .map(|av| av.v)
+                .collect()
+        });
+        let mut freed = Freed::default();
+        for v in held {
+            self.give_back(jobid, v, &mut freed, false)?;
+        }
+        // One "rank": the subtree, freed from its top.
+        let mut all: HashMap<shardsched_resource::Sym, i64> = HashMap::new();
+        for counts in std::mem::take(&mut freed.counts).into_values() {
+            for (t, n) in counts {
+                *all.entry(t).or_default() += n;
+            }
+        }
+        freed.counts.insert(0, all);
+        freed.root(0, top, 0);
         self.shrink_ancestors(jobid, &freed)
     }
 

@@ -124,6 +124,7 @@ impl Matcher {
         self.errno = Errno::None;
         if op == FluxionOp::Satisfiability {
             let sat = self.far_select(req, dur, sat_kind);
+            self.visits.set_to_last();
             return Ok(QueryOutcome::Satisfiable(sat));
         }
         if fluxion && let Err(e) = self.feasible(op, req, now, dur) {
@@ -137,11 +138,14 @@ impl Matcher {
         };
         let mut found = self.select(req, now, now, dur, first_kind).then_some(now);
         let mut reserve = false;
-        if found.is_none() {
+        if found.is_some() {
+            self.visits.set_to_last();
+        } else {
             match op {
                 FluxionOp::AllocateWithSatisfiability => {
                     self.errno = Errno::Busy;
                     self.far_select(req, dur, sat_kind);
+                    self.visits.add(self.visits.last);
                     return Ok(self.no_match());
                 }
                 FluxionOp::AllocateOrElseReserve | FluxionOp::WithoutAllocatingFuture => {
@@ -151,13 +155,18 @@ impl Matcher {
                     } else {
                         WalkKind::NoAllocate
                     };
-                    match self.search_times(req, now, dur, kind) {
+                    self.visits.since = (0, 0);
+                    let searched = self.search_times(req, now, dur, kind);
+                    self.visits.add(self.visits.since);
+                    match searched {
                         Some(t) => found = Some(t),
                         None => {
                             // No time left: Fluxion asks whether it could ever fit.
                             if matches!(self.errno, Errno::NoEnt | Errno::Range) {
                                 self.errno = Errno::Busy;
                                 self.far_select(req, dur, sat_kind);
+                            } else {
+                                self.visits.add(self.visits.last);
                             }
                             return Ok(self.no_match());
                         }
@@ -332,7 +341,9 @@ impl Matcher {
             self.seq,
             cands,
         );
-        if self.exhaustive {
+        if self.visits.on {
+            w.exact_visits();
+        } else if self.exhaustive {
             w.no_budgets();
         }
         if crate::tree_of(&self.graph, &self.subtree).is_dag() {
@@ -344,6 +355,7 @@ impl Matcher {
             }));
         }
         let ok = w.select();
+        self.visits.select(w.visits);
         if let Some(d) = w.take_dag() {
             self.dag_state = Some(d);
         }

@@ -33,6 +33,7 @@ const LEAF: u32 = u32::MAX;
 /// Up to this many aggregate types, a record's amounts are gathered on the stack.
 const AGGREGATE_INLINE_TYPES: usize = 8;
 
+mod carry;
 mod cover;
 use cover::CoverGroup;
 pub(crate) use cover::CoverMemo;
@@ -410,6 +411,31 @@ impl SchedState {
                 inner.plans.add_span(at, dur, needs).map_err(err)?,
             ));
         }
+        Ok(())
+    }
+
+    /// Records `needs` units of `v`'s own calendar for a job, and nothing else (no job
+    /// count, no aggregate): what Fluxion's R readers do to each exclusive vertex an
+    /// `update` names (`readers/resource_reader_jgf.cpp` `update_vtx_plan`).
+    pub fn hold_units(
+        &mut self,
+        v: VertexId,
+        at: i64,
+        dur: u64,
+        needs: i64,
+        out: &mut Vec<SpanRef>,
+    ) -> Result<(), MatchError> {
+        let err = |e: shardsched_planner::PlannerError| MatchError::Internal(e.to_string());
+        let i = self.inner_of[v.index()];
+        out.push(if i & LEAF_BIT != 0 {
+            SpanRef::Leaf(
+                v.0,
+                self.leaves.add(v.index(), at, dur, needs, 0).map_err(err)?,
+            )
+        } else {
+            let inner = &mut self.inner[i as usize];
+            SpanRef::Plan(i, inner.plans.add_span(at, dur, needs).map_err(err)?)
+        });
         Ok(())
     }
 

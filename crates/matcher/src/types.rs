@@ -52,6 +52,26 @@ pub struct TypeTable {
 impl TypeTable {
     /// The types of `g` after the built-ins, then `more` (e.g. the prune filters' types).
     pub fn new<'a>(g: &ResourceGraph, more: impl IntoIterator<Item = &'a str>) -> TypeTable {
+        Self::with_first(g, BUILTIN_TYPES, more)
+    }
+
+    /// This table for `g`, the graph it was made for after `attach` added vertices (whose
+    /// new types Fluxion interns when it reads them: after every type known so far).
+    pub fn grown(&self, g: &ResourceGraph) -> TypeTable {
+        let known: Vec<String> = self
+            .order
+            .iter()
+            .map(|&s| self.name(g, s).to_string())
+            .collect();
+        Self::with_first(g, known.iter().map(String::as_str), [])
+    }
+
+    /// The types `first`, then those of `g` in order of first appearance, then `more`.
+    fn with_first<'a>(
+        g: &ResourceGraph,
+        first: impl IntoIterator<Item = &'a str>,
+        more: impl IntoIterator<Item = &'a str>,
+    ) -> TypeTable {
         let graph_syms = u32::try_from(g.sym_count()).unwrap_or(u32::MAX / 2);
         let mut t = TypeTable {
             order: Vec::new(),
@@ -59,7 +79,7 @@ impl TypeTable {
             extra: Vec::new(),
             graph_syms,
         };
-        for name in BUILTIN_TYPES {
+        for name in first {
             t.intern(g, name);
         }
         let mut seen = vec![false; graph_syms as usize];

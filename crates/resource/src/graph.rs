@@ -113,12 +113,15 @@ pub enum GraphError {
 
 mod builder;
 mod columns;
+mod grow;
+mod links;
 mod paths;
 #[cfg(test)]
 mod tests;
 
 pub use builder::{GraphBuilder, push_int};
 use columns::VertexColumns;
+pub use grow::AttachError;
 
 /// A frozen resource graph. Topology is fixed; status and properties may change.
 #[derive(Clone, Debug)]
@@ -137,6 +140,8 @@ pub struct ResourceGraph {
     interner: Interner,
     /// Paths beyond the containment path of names (other subsystems, a JGF file's own).
     paths: paths::Paths,
+    /// Vertices `remove` took out (see [`ResourceGraph::is_removed`]); empty unless it ran.
+    removed: std::collections::BTreeSet<u32>,
 }
 
 impl ResourceGraph {

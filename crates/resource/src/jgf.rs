@@ -42,6 +42,16 @@ pub struct JgfVertex {
     pub paths: BTreeMap<String, String>,
 }
 
+impl JgfVertex {
+    /// Its `uniq_id` as Fluxion takes it: `metadata.uniq_id`, else the node's numeric
+    /// `"id"`, else its `position` in the file.
+    pub fn uniq(&self, position: usize) -> i64 {
+        self.uniq_id
+            .or_else(|| leading_int(&self.key))
+            .unwrap_or(position as i64)
+    }
+}
+
 /// One JGF edge, by index into [`JgfDocument::vertices`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JgfEdge {
@@ -139,11 +149,7 @@ impl JgfDocument {
         b.allow_shared_children();
         for (i, v) in self.vertices.iter().enumerate() {
             let id = b.add_vertex_spec(&v.spec);
-            let uniq = v
-                .uniq_id
-                .or_else(|| leading_int(&v.key))
-                .unwrap_or(i as i64);
-            b.set_uniq_id(id, uniq);
+            b.set_uniq_id(id, v.uniq(i));
             let outside = if v.paths.is_empty() {
                 !touches_containment[i] && touches_other[i]
             } else {
@@ -256,8 +262,9 @@ fn parse_vertex(node: &Json, position: usize, at: &At) -> Result<JgfVertex, Read
     })
 }
 
-/// C's `stoll` on a node id: leading blanks, a sign, digits.
-fn leading_int(s: &str) -> Option<i64> {
+/// C's `stoll` on a node id: leading blanks, a sign, digits (`None` when there are none or
+/// they overflow). The hwloc reader reads numbers in names and infos with it too.
+pub(crate) fn leading_int(s: &str) -> Option<i64> {
     let t = s.trim_start();
     let (neg, rest) = match t.as_bytes().first() {
         Some(b'-') => (true, &t[1..]),

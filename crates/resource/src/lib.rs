@@ -11,6 +11,7 @@
 //! | `grug` | [`grug`] | Fluxion's GraphML generating recipe, expanded exactly as Fluxion does |
 //! | `jgf` | [`jgf`] | Fluxion's JSON Graph Format: every vertex and edge listed |
 //! | `rv1exec` | [`rv1exec`] | an RFC 20 R document: cluster → nodes → cores / gpus |
+//! | `hwloc` | [`hwloc`] | one node's hwloc XML, as Fluxion's hwloc reader loads it (`-W` types only) |
 //! | `spec` | [`spec`] | our TOML cluster spec (docs/CLUSTER_SPEC.md) |
 //!
 //! [`read_graph`] / [`read_graph_file`] dispatch on a [`GraphFormat`]; every reader fails
@@ -38,6 +39,7 @@ pub mod error;
 pub mod graph;
 pub mod grug;
 pub mod hostlist;
+pub mod hwloc;
 pub mod idset;
 pub mod intern;
 pub mod jgf;
@@ -47,16 +49,18 @@ pub mod rv1exec;
 pub mod spec;
 #[cfg(test)]
 mod testdata;
+mod xml;
 
 pub use allowlist::{SCHEDULER_TYPES, keep_subtrees, keep_types};
 pub use error::{GRAPH_VERTICES_MAX, Location, ReadError};
 pub use graph::{
-    CONTAINMENT, GraphBuilder, GraphError, ResourceGraph, Status, VertexId, VertexSpec,
+    AttachError, CONTAINMENT, GraphBuilder, GraphError, ResourceGraph, Status, VertexId, VertexSpec,
 };
 pub use grug::{read_grug, read_grug_file};
 pub use hostlist::{
     HostRanges, HostlistError, decode_hostlist, encode_hostlist, host_order, sort_hosts,
 };
+pub use hwloc::{read_hwloc, read_hwloc_file};
 pub use idset::{IdSet, IdsetError, format_idset, parse_idset};
 pub use intern::{Interner, Sym};
 pub use jgf::{JgfDocument, JgfEdge, JgfVertex, parse_jgf, read_jgf, read_jgf_file};

@@ -30,6 +30,7 @@ impl Session {
         if let Some(j) = self.jobs.get_mut(&jobid) {
             j.state = Lifecycle::Canceled;
         }
+        self.matcher.set_visit_totals(counts.unwrap_or((0, 0)));
         if words.get(2) == Some(&"stats") {
             let (pre, post) = counts.unwrap_or((0, 0));
             writeln!(
@@ -86,8 +87,9 @@ impl Session {
             }
             Err(_) => eprintln!("ERROR: error encountered while removing job {jobid}"),
         }
+        // Fluxion's partial cancel visits nothing it counts, and its totals say so.
+        self.matcher.set_visit_totals((0, 0));
         if words.get(4) == Some(&"stats") {
-            // Fluxion's partial cancel visits nothing it counts.
             writeln!(
                 out,
                 "{BAR}\nINFO: PARTIAL CANCEL PREORDER COUNT=\"0\"\nINFO: PARTIAL CANCEL POSTORDER COUNT=\"0\"\n{BAR}"

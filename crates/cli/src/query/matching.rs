@@ -121,6 +121,7 @@ impl Session {
             writeln!(out, "{BAR}\nINFO: {what} request\n{BAR}")?;
             if self.elapse {
                 writeln!(stdout, "INFO: ELAPSE={:.6}", a.elapsed)?;
+                self.print_visit_counts(stdout)?;
             }
             return Ok(a.ok);
         }
@@ -168,6 +169,7 @@ impl Session {
             )?;
             if self.elapse {
                 writeln!(stdout, "INFO: ELAPSE={:.6}", s.elapsed)?;
+                self.print_visit_counts(stdout)?;
             }
             writeln!(out, "{BAR}")?;
         } else {
@@ -178,9 +180,21 @@ impl Session {
             writeln!(out, "INFO: JOBID={jobid}")?;
             if self.elapse {
                 writeln!(out, "INFO: ELAPSE={:.6}", s.elapsed)?;
+                self.print_visit_counts(stdout)?;
             }
             writeln!(out, "{BAR}")?;
         }
+        Ok(())
+    }
+
+    /// The traverser's visit totals, which resource-query prints to standard output after
+    /// each ELAPSE line of a match (see the matcher's `visits` module).
+    fn print_visit_counts(&self, stdout: &mut dyn Write) -> Result<()> {
+        let (pre, post) = self.matcher.visit_totals();
+        writeln!(
+            stdout,
+            "INFO: PREORDER VISIT COUNT={pre}\nINFO: POSTORDER VISIT COUNT={post}"
+        )?;
         Ok(())
     }
 

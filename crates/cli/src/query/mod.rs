@@ -6,9 +6,11 @@
 //! session's [writer](shardsched_matcher::writer), the INFO blocks, property and status
 //! answers — and the same job numbering (a request refused before matching does not consume
 //! its id). `info`, `list`, `stat` and timings go to stdout; errors go to stderr and never
-//! stop the session. Unknown commands (and `#` comments) are skipped silently.
+//! stop the session. Unknown commands (and `#` comments) are skipped silently. `attach` and
+//! `remove` change the graph itself (`grow`).
 
 mod commands;
+mod grow;
 mod matching;
 mod update;
 
@@ -31,7 +33,7 @@ pub struct QueryArgs {
     /// Graph file to load (default: the embedded 128-node cluster spec).
     #[arg(short = 'L', long = "load-file")]
     pub load_file: Option<PathBuf>,
-    /// Graph format: grug, jgf, rv1exec, or spec (our TOML cluster spec).
+    /// Graph format: grug, jgf, rv1exec, hwloc, or spec (our TOML cluster spec).
     #[arg(short = 'f', long = "load-format", default_value = "grug")]
     pub load_format: String,
     /// Subsystems to match: CA (containment), PA (power), C+PA, …
@@ -80,7 +82,7 @@ fn graph_format(s: &str) -> Result<GraphFormat> {
         "jgf" => GraphFormat::Jgf,
         "rv1exec" | "rv1exec_force" => GraphFormat::Rv1exec,
         "spec" | "toml" => GraphFormat::Spec,
-        other => anyhow::bail!("-f {other}: unknown load format (grug, jgf, rv1exec, spec)"),
+        other => anyhow::bail!("-f {other}: unknown load format (grug, jgf, rv1exec, hwloc, spec)"),
     })
 }
 
@@ -171,6 +173,11 @@ impl Session {
     /// Loads the graph and sets up the matcher as the flags say.
     pub fn open(args: &QueryArgs) -> Result<Session> {
         let graph = match &args.load_file {
+            Some(path) if args.load_format == "hwloc" => {
+                let allowlist = args.load_allowlist.as_deref().unwrap_or("");
+                let types: Vec<&str> = allowlist.split(',').filter(|t| !t.is_empty()).collect();
+                shardsched_resource::read_hwloc_file(path, &types)?
+            }
             Some(path) => read_graph_file(graph_format(&args.load_format)?, path)?,
             None => {
                 shardsched_resource::read_cluster_spec(shardsched_resource::DEFAULT_CLUSTER_TOML)
@@ -197,6 +204,7 @@ impl Session {
             other => anyhow::bail!("-T {other}: unknown traverser policy (simple, flexible)"),
         };
         let mut matcher = Matcher::new(graph, policy, &filters);
+        matcher.count_visits(args.elapse);
         matcher.set_graph_end(FLUXION_GRAPH_END);
         matcher.set_flexible(flexible);
         let dominant = dominant_subsystem(&args.subsystems)?;
@@ -291,6 +299,8 @@ impl Session {
             Some("list") => self.cmd_list(stdout)?,
             Some("stat") => self.cmd_stat(stdout)?,
             Some("cat") => self.cmd_cat(words, stdout)?,
+            Some("attach") => self.cmd_attach(words),
+            Some("remove") => self.cmd_remove(words),
             Some("help") => commands::help(words, stdout)?,
             Some("quit") => return Ok(false),
             // resource-query skips what it does not know (comments too), silently.
@@ -343,8 +353,8 @@ fn command(word: &str) -> Option<(&'static str, RangeInclusive<usize>)> {
         ("match", "m", 3..=3),
         ("multi-match", "M", 4..=usize::MAX),
         ("update", "u", 7..=7),
-        ("attach", "j", ANY),
-        ("remove", "j", ANY),
+        ("attach", "j", 2..=2),
+        ("remove", "j", 3..=3),
         ("find", "f", ANY),
         ("cancel", "c", 2..=3),
         ("partial-cancel", "pc", 4..=5),

@@ -131,9 +131,14 @@ impl Session {
                 .matcher
                 .given_allocation(&given, at, dur)
                 .map_err(|e| self.given_error(e))?;
-            self.matcher
-                .record_given(jobid, alloc.clone())
-                .map_err(|e| format!("update: {e}.\n"))?;
+            let recorded = if alloc.vertices.is_empty() {
+                // An R from another dominant subsystem: only the reader's holds.
+                self.matcher
+                    .record_given_holds(jobid, &given, alloc.clone())
+            } else {
+                self.matcher.record_given(jobid, alloc.clone())
+            };
+            recorded.map_err(|e| format!("update: {e}.\n"))?;
             Ok(alloc)
         });
         match result {

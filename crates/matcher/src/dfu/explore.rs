@@ -88,6 +88,7 @@ impl<'a> Walk<'a> {
             }
             if !any_kind && !reqs.iter().any(|&r| self.req.req(r).ty == kind) {
                 self.errno = super::Errno::Busy;
+                self.visits.0 += 1;
                 continue;
             }
             let mut x = excl;

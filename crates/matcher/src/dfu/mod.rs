@@ -169,6 +169,12 @@ pub struct Walk<'a> {
     storage_node: Option<Sym>,
     /// Whether walking best-first with early stop is allowed for this request.
     budgets: bool,
+    /// Visit every vertex Fluxion's walk visits (no shortcut of ours), so that `visits`
+    /// counts what Fluxion counts.
+    exact_visits: bool,
+    /// Fluxion's `m_preorder` and `m_postorder`: vertices this select entered, and those it
+    /// left with a candidacy (`dfu_impl.cpp` `dom_dfv`).
+    pub visits: (u32, u32),
     /// In a graph where a vertex has several parents: the walk's visit stamp of each
     /// vertex (Fluxion's colors) and the parent it was visited from.
     dag: Option<Box<DagState>>,
@@ -230,6 +236,8 @@ impl<'a> Walk<'a> {
             node: g.sym("node"),
             storage_node: g.sym("storage_node"),
             budgets,
+            exact_visits: false,
+            visits: (0, 0),
             dag: None,
         }
     }
@@ -276,6 +284,13 @@ impl<'a> Walk<'a> {
     /// Visits everything Fluxion's walk visits (its errno then is Fluxion's too).
     pub fn no_budgets(&mut self) {
         self.budgets = false;
+    }
+
+    /// Visits exactly what Fluxion's walk visits, for its visit counts: no best-first early
+    /// stop and no skipping of subtrees that cannot hold anything.
+    pub fn exact_visits(&mut self) {
+        self.budgets = false;
+        self.exact_visits = true;
     }
 
     /// Gives the candidate stack back for the next walk.
@@ -337,6 +352,7 @@ impl<'a> Walk<'a> {
     ) -> Option<Visit> {
         let x_in = *excl || self.exclusivity(reqs, u);
         let t = self.test(u, reqs, pristine);
+        self.visits.0 += 1;
         if t.kind == MatchKind::None {
             self.errno = Errno::Busy;
             return None;
@@ -344,7 +360,7 @@ impl<'a> Walk<'a> {
         if !self.prune(x_in, u, reqs) {
             return None;
         }
-        if !self.subtree_may_hold(u, &t, reqs) {
+        if !self.exact_visits && !self.subtree_may_hold(u, &t, reqs) {
             self.errno = Errno::Busy;
             return None;
         }
@@ -415,6 +431,7 @@ impl<'a> Walk<'a> {
                 self.labels.insert(u.0, (self.seq, l.clone()));
             }
         }
+        self.visits.1 += 1;
         Some(Visit { score, avail })
     }
 

@@ -51,6 +51,24 @@ impl EdgeOrder {
         }
     }
 
+    /// This order for `g` after `attach` or `remove` changed it (same vertex ids): the
+    /// children `tree` gives now, ordered by the weights learned so far (an edge `attach`
+    /// added starts at `u64::MAX`, as every edge did).
+    pub fn regrown(&self, g: &ResourceGraph, tree: &dyn Tree) -> EdgeOrder {
+        let mut new = EdgeOrder::new(g, tree);
+        let kept = self.weight.len().min(new.weight.len());
+        new.weight[..kept].copy_from_slice(&self.weight[..kept]);
+        let (weight, uniq) = (&new.weight, &new.uniq);
+        for v in 0..g.len() {
+            let (s, e) = (new.start[v] as usize, new.start[v + 1] as usize);
+            new.order[s..e].sort_by(|&a, &b| {
+                let key = |c: u32| (weight[c as usize], uniq[c as usize]);
+                key(b).cmp(&key(a))
+            });
+        }
+        new
+    }
+
     /// `v`'s children in visiting order.
     pub fn children(&self, v: VertexId) -> &[u32] {
         let s = self.start[v.index()] as usize;

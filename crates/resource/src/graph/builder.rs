@@ -4,6 +4,7 @@ use std::collections::HashMap;
 
 use petgraph::graph::{DiGraph, NodeIndex};
 
+use super::links::Links;
 use super::{CONTAINMENT, GraphError, ResourceGraph, Status, VertexColumns, VertexId, VertexSpec};
 use crate::intern::{Interner, Sym};
 
@@ -461,30 +462,6 @@ impl GraphBuilder {
         self.renumber_strings();
         let containment = Sym(0);
         let mut topo = std::mem::take(&mut self.topo);
-        let mut parent = vec![u32::MAX; n];
-        // child_start[p] counts p's containment children, then becomes the end of p's range.
-        let mut child_start = vec![0u32; n + 1];
-        let shared_ok = self.shared_children;
-        let mut shared = false;
-        let mut link = |p: u32, c: u32, name: &[Sym], interner: &Interner| {
-            if parent[c as usize] != u32::MAX {
-                if shared_ok {
-                    shared = true;
-                    return Ok(());
-                }
-                let name = interner.resolve(name[c as usize]).to_string();
-                return Err(GraphError::TwoParents { child: c, name });
-            }
-            parent[c as usize] = p;
-            child_start[p as usize] += 1;
-            Ok(())
-        };
-        for e in topo.raw_edges() {
-            if e.weight == containment {
-                let (p, c) = (e.source().index() as u32, e.target().index() as u32);
-                link(p, c, &self.columns.name, &self.interner)?;
-            }
-        }
         for &(p, c, sub) in &self.pending {
             for end in [p, c] {
                 if end as usize >= n {
@@ -492,38 +469,18 @@ impl GraphBuilder {
                 }
             }
             topo.add_edge(NodeIndex::new(p as usize), NodeIndex::new(c as usize), sub);
-            if sub == containment {
-                link(p, c, &self.columns.name, &self.interner)?;
-            }
         }
         self.pending = Vec::new();
         topo.shrink_to_fit();
-        let mut end = 0;
-        for count in &mut child_start[..n] {
-            end += *count;
-            *count = end;
-        }
-        child_start[n] = end;
-        // Fill each range from its end, walking the edges backwards: children keep their
-        // edge order and each range's end becomes its start.
-        let mut child_list = vec![0u32; end as usize];
-        // With shared children only the edge from the tree parent is a tree edge (the first
-        // one: the last met walking backwards).
-        let mut placed = vec![false; if shared { n } else { 0 }];
-        for e in topo.raw_edges().iter().rev() {
-            if e.weight == containment {
-                let p = e.source().index();
-                let c = e.target().index();
-                if shared {
-                    if parent[c] as usize != p || placed[c] {
-                        continue;
-                    }
-                    placed[c] = true;
-                }
-                child_start[p] -= 1;
-                child_list[child_start[p] as usize] = c as u32;
-            }
-        }
+        let Links {
+            parent,
+            child_start,
+            child_list,
+            shared,
+        } = Links::of(&topo, n, containment, self.shared_children).map_err(|c| {
+            let name = self.interner.resolve(self.columns.name[c as usize]);
+            super::links::two_parents(c, name)
+        })?;
         let outside = std::mem::take(&mut self.outside);
         let is_outside = |v: usize| outside.get(v).copied().unwrap_or(false);
         let mut root = None;
@@ -553,6 +510,7 @@ impl GraphBuilder {
             interner: self.interner,
             shared_children: shared,
             paths: Default::default(),
+            removed: Default::default(),
         };
         if !self.uniq_override.is_empty() {
             g.uniq = (0..n as u32)

@@ -73,6 +73,31 @@ impl Paths {
         p
     }
 
+    /// Gives `v` (a vertex `attach` added) its path in subsystem `sym`: a containment path
+    /// only when it is not the path of its names.
+    pub(crate) fn add(&mut self, v: VertexId, sym: Sym, containment: bool, path: &str) {
+        if containment {
+            self.given.insert(v.0, path.into());
+        } else {
+            let list = self.other.entry(v.0).or_default();
+            list.push((sym, path.into()));
+            list.sort_by_key(|e| e.0.0);
+        }
+        self.by_path.entry(path.into()).or_insert(v.0);
+    }
+
+    /// Forgets every path of `v` (a vertex `remove` took out of the graph).
+    pub(crate) fn forget(&mut self, v: VertexId) {
+        let given = self.given.remove(&v.0);
+        let other = self.other.remove(&v.0).unwrap_or_default();
+        let paths = given.into_iter().chain(other.into_iter().map(|e| e.1));
+        for path in paths {
+            if self.by_path.get(&path) == Some(&v.0) {
+                self.by_path.remove(&path);
+            }
+        }
+    }
+
     pub(crate) fn given(&self, v: VertexId) -> Option<&str> {
         self.given.get(&v.0).map(|p| &**p)
     }

@@ -2,11 +2,11 @@
 //! `<graph>`, with their `<data>`, each remembered with its line. Other elements are skipped;
 //! nested or repeated graphs are refused. Values are not interpreted here (see `recipe`).
 
-use quick_xml::XmlVersion;
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::reader::Reader;
 
 use crate::error::{Location, ReadError};
+use crate::xml::{LineIndex, attributes};
 
 /// A `<key>` declaration.
 pub(super) struct Key {
@@ -135,14 +135,7 @@ fn open_element(
     let at = Location::Line(line);
     let name = e.local_name();
     let name = name.as_ref();
-    let mut attrs: Vec<(String, String)> = Vec::new();
-    for a in e.attributes() {
-        let a = a.map_err(|err| ReadError::invalid(at.clone(), format!("<{name}>: {err}")))?;
-        let value = a
-            .normalized_value(XmlVersion::Implicit1_0)
-            .map_err(|err| ReadError::invalid(at.clone(), format!("<{name}>: {err}")))?;
-        attrs.push((a.key.as_ref().to_string(), value.into_owned()));
-    }
+    let attrs = attributes(e, line)?;
     let attr = |k: &str| {
         attrs
             .iter()
@@ -240,27 +233,5 @@ fn close_element(open: Open, text: &str, doc: &mut Document) {
             }
         }
         _ => {}
-    }
-}
-
-/// Byte offset → 1-based line.
-struct LineIndex {
-    newlines: Vec<usize>,
-}
-
-impl LineIndex {
-    fn new(text: &str) -> Self {
-        let newlines = text
-            .bytes()
-            .enumerate()
-            .filter(|(_, b)| *b == b'\n')
-            .map(|(i, _)| i);
-        LineIndex {
-            newlines: newlines.collect(),
-        }
-    }
-
-    fn line(&self, offset: usize) -> usize {
-        self.newlines.partition_point(|&nl| nl < offset) + 1
     }
 }

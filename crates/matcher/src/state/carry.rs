@@ -1,0 +1,95 @@
+//! Carrying a job's records into the state of a changed graph (`attach`, `remove`: see
+//! `regraph`). The new state is primed afresh on the new graph, with the same vertex ids;
+//! each record moves to its vertex there, which may have turned from a leaf into an inner
+//! vertex or back (a leaf's hold is a job count and units, an inner vertex's the same two
+//! as separate records), and an aggregate record is re-added by type to the vertex's new
+//! aggregate.
+
+use shardsched_resource::VertexId;
+
+use super::{SchedState, SpanRef};
+use crate::MatchError;
+
+impl SchedState {
+    /// Adds to `into` what record `s` of this state holds, pushing the new records to
+    /// `out` (none for an aggregate record where the vertex has no aggregate any more).
+    /// Covers must have been turned back into holds first.
+    pub fn carry(
+        &self,
+        s: SpanRef,
+        into: &mut SchedState,
+        out: &mut Vec<SpanRef>,
+    ) -> Result<(), MatchError> {
+        let err = |e: shardsched_planner::PlannerError| MatchError::Internal(e.to_string());
+        let gone = || MatchError::Internal(format!("record {s:?} is not in the calendars"));
+        let v = self.span_vertex(s);
+        let (start, duration, units, jobs) = match s {
+            SpanRef::Leaf(_, id) => {
+                let (_, start, end, units, jobs) = self.leaves.hold(id).ok_or_else(gone)?;
+                (start, u64::try_from(end - start).unwrap_or(0), units, jobs)
+            }
+            SpanRef::Plan(i, id) => {
+                let span = self.inner[i as usize].plans.span(id).ok_or_else(gone)?;
+                (span.start, span.duration, span.planned, 0)
+            }
+            SpanRef::Xcheck(i, id) => {
+                let span = self.inner[i as usize].xcheck.span(id).ok_or_else(gone)?;
+                (span.start, span.duration, 0, span.planned)
+            }
+            SpanRef::Agg(i, id) => {
+                let agg = self.inner[i as usize].agg.as_ref().ok_or_else(gone)?;
+                let span = agg.plan.span(id).ok_or_else(gone)?;
+                let mut needs: Vec<(u32, i64)> = agg
+                    .ranks
+                    .iter()
+                    .copied()
+                    .zip(span.planned.iter().copied())
+                    .collect();
+                let (at, dur) = (span.start, span.duration);
+                if into.hold_aggregate(v, at, dur, &needs, out).is_ok() {
+                    return Ok(());
+                }
+                into.cut_to_free(v, at, dur, &mut needs);
+                return into.hold_aggregate(v, at, dur, &needs, out);
+            }
+            SpanRef::Cover(..) => {
+                return Err(MatchError::Internal(
+                    "covers are turned back into holds before a graph changes".into(),
+                ));
+            }
+        };
+        let i = into.inner_of[v.index()];
+        if into.is_leaf(v) {
+            let id = into
+                .leaves
+                .add(v.index(), start, duration, units, jobs)
+                .map_err(err)?;
+            out.push(SpanRef::Leaf(v.0, id));
+            return Ok(());
+        }
+        let inner = &mut into.inner[i as usize];
+        if jobs > 0 {
+            let id = inner.xcheck.add_span(start, duration, jobs).map_err(err)?;
+            out.push(SpanRef::Xcheck(i, id));
+        }
+        if units > 0 {
+            let id = inner.plans.add_span(start, duration, units).map_err(err)?;
+            out.push(SpanRef::Plan(i, id));
+        }
+        Ok(())
+    }
+
+    /// Cuts each amount of `needs` to what `v`'s aggregate has free during the window:
+    /// where the totals fell below what is recorded (a vertex below was removed while a job
+    /// that is not gone held it), as Fluxion's planner cuts its remaining units at 0.
+    fn cut_to_free(&self, v: VertexId, at: i64, dur: u64, needs: &mut [(u32, i64)]) {
+        let Some(agg) = self.aggregate(v) else {
+            return;
+        };
+        for (r, n) in needs.iter_mut() {
+            if let Some(k) = agg.ranks.iter().position(|x| x == r) {
+                *n = (*n).min(agg.plan.avail_during(at, dur, k)).max(0);
+            }
+        }
+    }
+}

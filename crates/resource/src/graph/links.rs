@@ -1,0 +1,89 @@
+//! The containment tree's arrays (each vertex's tree parent and its children in edge order),
+//! derived from the topology: made once when a graph is built, and again when `attach` or
+//! `remove` changes its edges ([`super::grow`]).
+
+use petgraph::graph::DiGraph;
+
+use super::GraphError;
+use crate::intern::Sym;
+
+/// Each vertex's containment parent (`u32::MAX`: none) and its children, compressed.
+pub(super) struct Links {
+    pub(super) parent: Vec<u32>,
+    pub(super) child_start: Vec<u32>,
+    pub(super) child_list: Vec<u32>,
+    /// Some vertex has more than one containment parent.
+    pub(super) shared: bool,
+}
+
+impl Links {
+    /// The links of the containment edges of `topo` (`n` vertices, `containment` their
+    /// symbol): a vertex's first containment edge gives its tree parent; a second one is an
+    /// error unless `shared_ok` (then only the first is a tree edge).
+    pub(super) fn of(
+        topo: &DiGraph<(), Sym, u32>,
+        n: usize,
+        containment: Sym,
+        shared_ok: bool,
+    ) -> Result<Links, u32> {
+        let mut parent = vec![u32::MAX; n];
+        // child_start[p] counts p's containment children, then becomes the end of p's range.
+        let mut child_start = vec![0u32; n + 1];
+        let mut shared = false;
+        for e in topo.raw_edges() {
+            if e.weight != containment {
+                continue;
+            }
+            let (p, c) = (e.source().index() as u32, e.target().index() as u32);
+            if parent[c as usize] != u32::MAX {
+                if shared_ok {
+                    shared = true;
+                    continue;
+                }
+                return Err(c);
+            }
+            parent[c as usize] = p;
+            child_start[p as usize] += 1;
+        }
+        let mut end = 0;
+        for count in &mut child_start[..n] {
+            end += *count;
+            *count = end;
+        }
+        child_start[n] = end;
+        // Fill each range from its end, walking the edges backwards: children keep their
+        // edge order and each range's end becomes its start.
+        let mut child_list = vec![0u32; end as usize];
+        // With shared children only the edge from the tree parent is a tree edge (the first
+        // one: the last met walking backwards).
+        let mut placed = vec![false; if shared { n } else { 0 }];
+        for e in topo.raw_edges().iter().rev() {
+            if e.weight == containment {
+                let p = e.source().index();
+                let c = e.target().index();
+                if shared {
+                    if parent[c] as usize != p || placed[c] {
+                        continue;
+                    }
+                    placed[c] = true;
+                }
+                child_start[p] -= 1;
+                child_list[child_start[p] as usize] = c as u32;
+            }
+        }
+        Ok(Links {
+            parent,
+            child_start,
+            child_list,
+            shared,
+        })
+    }
+}
+
+/// The error of a vertex with two containment parents where that is not allowed.
+pub(super) fn two_parents(child: u32, name: &str) -> GraphError {
+    GraphError::TwoParents {
+        child,
+        name: name.to_string(),
+    }
+}
