@@ -2,7 +2,7 @@
 //! kills, files removed), watches the jobs until their processes are all gone, and relays
 //! their PMI barriers ([`super::fences`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -51,7 +51,16 @@ struct Launching {
     kill: Option<String>,
     /// Its supervisor already exited.
     exited: bool,
+    /// PMI fences from the job's other agents, whose tasks reached a barrier before this
+    /// agent's launch was done: relayed once it is (dropping them would leave the barrier
+    /// waiting for good). At most [`EARLY_FENCES_MAX`].
+    fences: Vec<(String, Fence, bool)>,
 }
+
+/// The most fences kept for one job while its launch is under way (one per other node and
+/// barrier, for jobs of up to this many nodes), and for jobs whose launch has not arrived
+/// yet, all together (the oldest dropped first).
+const EARLY_FENCES_MAX: usize = 4096;
 
 /// Carries out the core's actions, watches the jobs, relays PMI fences.
 pub(super) async fn executor_task(
@@ -71,6 +80,9 @@ pub(super) async fn executor_task(
     // job meanwhile waits here.
     let (started_tx, mut started) = mpsc::unbounded_channel::<Started>();
     let mut launching: BTreeMap<JobId, Launching> = BTreeMap::new();
+    // Fences for jobs this agent has not heard of yet: another node's task can reach its
+    // first barrier before this node's launch arrives from the shard.
+    let mut unclaimed: VecDeque<(JobId, String, Fence, bool)> = VecDeque::new();
     let mut tick = tokio::time::interval(EXEC_POLL_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -79,7 +91,9 @@ pub(super) async fn executor_task(
                 None => return,
                 Some(ExecInput::Spawn { queue, launch, lease_deadline_ms }) => {
                     let job = launch.job;
-                    launching.insert(job, Launching::default());
+                    let fences = unclaimed.iter().filter(|f| f.0 == job).map(|(_, from, fence, done)| (from.clone(), fence.clone(), *done)).collect();
+                    unclaimed.retain(|f| f.0 != job);
+                    launching.insert(job, Launching { fences, ..Launching::default() });
                     let (executor, started_tx, exited_tx) = (Arc::clone(&executor), started_tx.clone(), exited_tx.clone());
                     let runtime = tokio::runtime::Handle::current();
                     tokio::task::spawn_blocking(move || {
@@ -102,9 +116,17 @@ pub(super) async fn executor_task(
                     watched.entry(job).or_insert(WatchedJob { dir, launch: None, next_epoch: 0, child_running: false });
                 }
                 Some(ExecInput::Action(Action::PersistLease { .. } | Action::Spawn { .. })) => {}
-                Some(ExecInput::Fence { from, job, fence, done }) => {
-                    relay(&node, &endpoint, &watched, &mut collectors, job, &from, fence, done);
-                }
+                Some(ExecInput::Fence { from, job, fence, done }) => match launching.get_mut(&job) {
+                    Some(waiting) if waiting.fences.len() < EARLY_FENCES_MAX => waiting.fences.push((from, fence, done)),
+                    Some(_) => tracing::warn!(%job, %from, "too many PMI fences before the launch: dropped"),
+                    None if !watched.contains_key(&job) => {
+                        if unclaimed.len() == EARLY_FENCES_MAX {
+                            unclaimed.pop_front();
+                        }
+                        unclaimed.push_back((job, from, fence, done));
+                    }
+                    None => relay(&node, &endpoint, &watched, &mut collectors, job, &from, fence, done),
+                },
             },
             Some(Started { launch, result }) = started.recv() => {
                 let job = launch.job;
@@ -120,6 +142,9 @@ pub(super) async fn executor_task(
                         }
                         if waiting.exited {
                             let _ = exited_tx.send(job);
+                        }
+                        for (from, fence, done) in waiting.fences {
+                            relay(&node, &endpoint, &watched, &mut collectors, job, &from, fence, done);
                         }
                     }
                     Err(refused) => {
