@@ -141,10 +141,7 @@ impl Matcher {
             }
         }
         let state = Self::given_state(&alloc);
-        let placed = match state {
-            JobState::Allocated => Placement::Allocated { at: alloc.at },
-            JobState::Reserved => Placement::Reserved { at: alloc.at },
-        };
+        let placed = state.placement(alloc.at);
         let record = crate::JobRecord {
             state,
             alloc,

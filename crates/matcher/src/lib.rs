@@ -119,6 +119,16 @@ pub enum JobState {
     Reserved,
 }
 
+impl JobState {
+    /// What recording a job in this state at `at` answers.
+    fn placement(self, at: i64) -> Placement {
+        match self {
+            JobState::Allocated => Placement::Allocated { at },
+            JobState::Reserved => Placement::Reserved { at },
+        }
+    }
+}
+
 /// A job the matcher holds resources for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JobRecord {
@@ -502,10 +512,7 @@ impl Matcher {
                 partial,
             },
         );
-        Ok(match state {
-            JobState::Allocated => Placement::Allocated { at },
-            JobState::Reserved => Placement::Reserved { at },
-        })
+        Ok(state.placement(at))
     }
 
     /// Records `alloc` in the calendars; on failure nothing stays recorded.

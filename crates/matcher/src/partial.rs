@@ -51,11 +51,7 @@ impl Matcher {
         self.uncover_job(jobid)?;
         let mut freed = Freed::default();
         for &rank in ranks {
-            let members: Vec<VertexId> = self
-                .graph
-                .vertices()
-                .filter(|&v| self.graph.rank(v) == rank && !self.graph.is_removed(v))
-                .collect();
+            let members: Vec<VertexId> = self.graph.rank_vertices(rank).collect();
             if members.is_empty() {
                 return Err(MatchError::BadRequest(format!(
                     "{rank} not found in by_rank map"

@@ -63,12 +63,7 @@ impl Matcher {
         let mut gone = BTreeSet::new();
         for &rank in ranks {
             let before = gone.len();
-            gone.extend(
-                self.graph
-                    .vertices()
-                    .filter(|&v| self.graph.rank(v) == rank && !self.graph.is_removed(v))
-                    .map(|v| v.0),
-            );
+            gone.extend(self.graph.rank_vertices(rank).map(|v| v.0));
             if gone.len() == before {
                 return Err(MatchError::BadRequest(format!(
                     "{rank} not found in by_rank map"

@@ -390,28 +390,7 @@ impl SchedState {
         exclusive: bool,
         out: &mut Vec<SpanRef>,
     ) -> Result<(), MatchError> {
-        let err = |e: shardsched_planner::PlannerError| MatchError::Internal(e.to_string());
-        let i = self.inner_of[v.index()];
-        if i & LEAF_BIT != 0 {
-            let units = if exclusive { needs } else { 0 };
-            out.push(SpanRef::Leaf(
-                v.0,
-                self.leaves.add(v.index(), at, dur, units, 1).map_err(err)?,
-            ));
-            return Ok(());
-        }
-        let inner = &mut self.inner[i as usize];
-        out.push(SpanRef::Xcheck(
-            i,
-            inner.xcheck.add_span(at, dur, 1).map_err(err)?,
-        ));
-        if exclusive {
-            out.push(SpanRef::Plan(
-                i,
-                inner.plans.add_span(at, dur, needs).map_err(err)?,
-            ));
-        }
-        Ok(())
+        self.record_on(v, at, dur, exclusive.then_some(needs), 1, out)
     }
 
     /// Records `needs` units of `v`'s own calendar for a job, and nothing else (no job
@@ -425,17 +404,46 @@ impl SchedState {
         needs: i64,
         out: &mut Vec<SpanRef>,
     ) -> Result<(), MatchError> {
+        self.record_on(v, at, dur, Some(needs), 0, out)
+    }
+
+    /// Records on `v` over the window `units` of its own calendar (when `Some`) and `jobs`
+    /// on its job count (when more than 0): a leaf's one hold carries both, an inner
+    /// vertex has a record for each (job count first).
+    #[inline]
+    pub(crate) fn record_on(
+        &mut self,
+        v: VertexId,
+        at: i64,
+        dur: u64,
+        units: Option<i64>,
+        jobs: i64,
+        out: &mut Vec<SpanRef>,
+    ) -> Result<(), MatchError> {
         let err = |e: shardsched_planner::PlannerError| MatchError::Internal(e.to_string());
         let i = self.inner_of[v.index()];
-        out.push(if i & LEAF_BIT != 0 {
-            SpanRef::Leaf(
-                v.0,
-                self.leaves.add(v.index(), at, dur, needs, 0).map_err(err)?,
-            )
-        } else {
-            let inner = &mut self.inner[i as usize];
-            SpanRef::Plan(i, inner.plans.add_span(at, dur, needs).map_err(err)?)
-        });
+        if i & LEAF_BIT != 0 {
+            let units = units.unwrap_or(0);
+            let id = self
+                .leaves
+                .add(v.index(), at, dur, units, jobs)
+                .map_err(err)?;
+            out.push(SpanRef::Leaf(v.0, id));
+            return Ok(());
+        }
+        let inner = &mut self.inner[i as usize];
+        if jobs > 0 {
+            out.push(SpanRef::Xcheck(
+                i,
+                inner.xcheck.add_span(at, dur, jobs).map_err(err)?,
+            ));
+        }
+        if let Some(units) = units {
+            out.push(SpanRef::Plan(
+                i,
+                inner.plans.add_span(at, dur, units).map_err(err)?,
+            ));
+        }
         Ok(())
     }
 

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use shardsched_matcher::MatchError;
 
 use super::Session;
-use super::update::UPDATE_R_BYTES_MAX;
+use super::update::within_bound;
 
 /// The most ranks one `remove` may name.
 const REMOVE_RANKS_MAX: usize = 1 << 20;
@@ -19,18 +19,11 @@ impl Session {
     /// `attach FILE`: adds the JGF's new vertices and edges to the graph.
     pub(super) fn cmd_attach(&mut self, words: &[&str]) {
         let file = words[1];
-        let text = match std::fs::metadata(file) {
-            Err(_) => None,
-            Ok(meta) if meta.len() > UPDATE_R_BYTES_MAX => {
-                eprintln!(
-                    "ERROR: {file}: the JGF is {} bytes, more than {UPDATE_R_BYTES_MAX}",
-                    meta.len()
-                );
-                return;
-            }
-            Ok(_) => std::fs::read(file).ok(),
-        };
-        let Some(bytes) = text else {
+        if let Err(why) = within_bound(file, "JGF") {
+            eprintln!("ERROR: {why}");
+            return;
+        }
+        let Ok(bytes) = std::fs::read(file) else {
             eprintln!("ERROR: can't open {file}");
             return;
         };

@@ -18,6 +18,19 @@ use super::{JobInfo, Lifecycle, Session};
 /// The largest R an `update` reads (bytes): a JGF of a whole large cluster is far below.
 pub const UPDATE_R_BYTES_MAX: u64 = 256 << 20;
 
+/// Whether `file` (a document of kind `what` a command reads: an R, a JGF) can be opened
+/// and is within [`UPDATE_R_BYTES_MAX`]; else what to say.
+pub(super) fn within_bound(file: &str, what: &str) -> Result<(), String> {
+    let meta = std::fs::metadata(file).map_err(|_| format!("can't open {file}"))?;
+    if meta.len() > UPDATE_R_BYTES_MAX {
+        return Err(format!(
+            "{file}: the {what} is {} bytes, more than {UPDATE_R_BYTES_MAX}",
+            meta.len()
+        ));
+    }
+    Ok(())
+}
+
 /// The most ranks an rv1exec R may name.
 const UPDATE_R_RANKS_MAX: usize = 1 << 20;
 
@@ -39,15 +52,8 @@ impl Session {
             eprintln!("ERROR: unsupported reader {reader}");
             return Ok(());
         }
-        let Ok(meta) = std::fs::metadata(file) else {
-            eprintln!("ERROR: can't open {file}");
-            return Ok(());
-        };
-        if meta.len() > UPDATE_R_BYTES_MAX {
-            eprintln!(
-                "ERROR: {file}: the R is {} bytes, more than {UPDATE_R_BYTES_MAX}",
-                meta.len()
-            );
+        if let Err(why) = within_bound(file, "R") {
+            eprintln!("ERROR: {why}");
             return Ok(());
         }
         let jobid = strtoll(words[4]);

@@ -20,7 +20,6 @@ impl SchedState {
         into: &mut SchedState,
         out: &mut Vec<SpanRef>,
     ) -> Result<(), MatchError> {
-        let err = |e: shardsched_planner::PlannerError| MatchError::Internal(e.to_string());
         let gone = || MatchError::Internal(format!("record {s:?} is not in the calendars"));
         let v = self.span_vertex(s);
         let (start, duration, units, jobs) = match s {
@@ -58,25 +57,7 @@ impl SchedState {
                 ));
             }
         };
-        let i = into.inner_of[v.index()];
-        if into.is_leaf(v) {
-            let id = into
-                .leaves
-                .add(v.index(), start, duration, units, jobs)
-                .map_err(err)?;
-            out.push(SpanRef::Leaf(v.0, id));
-            return Ok(());
-        }
-        let inner = &mut into.inner[i as usize];
-        if jobs > 0 {
-            let id = inner.xcheck.add_span(start, duration, jobs).map_err(err)?;
-            out.push(SpanRef::Xcheck(i, id));
-        }
-        if units > 0 {
-            let id = inner.plans.add_span(start, duration, units).map_err(err)?;
-            out.push(SpanRef::Plan(i, id));
-        }
-        Ok(())
+        into.record_on(v, start, duration, (units > 0).then_some(units), jobs, out)
     }
 
     /// Cuts each amount of `needs` to what `v`'s aggregate has free during the window:

@@ -130,6 +130,13 @@ impl ResourceGraph {
         self.removed.extend(vertices.iter().copied());
     }
 
+    /// The vertices of rank `rank` still in the graph (those `remove` took out are not), in
+    /// id order.
+    pub fn rank_vertices(&self, rank: i64) -> impl Iterator<Item = VertexId> + '_ {
+        self.vertices()
+            .filter(move |&v| self.rank(v) == rank && !self.is_removed(v))
+    }
+
     /// Whether `remove` took `v` out of the graph (see [`ResourceGraph::detach`]).
     pub fn is_removed(&self, v: VertexId) -> bool {
         !self.removed.is_empty() && self.removed.contains(&v.0)
