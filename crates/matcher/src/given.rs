@@ -130,9 +130,11 @@ impl Matcher {
         let mut spans = Vec::new();
         for gv in given.iter().filter(|gv| gv.exclusive) {
             let size = self.graph.size(gv.v);
-            if let Err(e) = self
-                .state
-                .hold_units(gv.v, alloc.at, alloc.duration, size, &mut spans)
+            // Units only, no job count: the reader's `update_vtx_plan`
+            // (`readers/resource_reader_jgf.cpp`).
+            if let Err(e) =
+                self.state
+                    .record_on(gv.v, alloc.at, alloc.duration, Some(size), 0, &mut spans)
             {
                 for &s in &spans {
                     let _ = self.state.remove(s);

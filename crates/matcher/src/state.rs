@@ -393,20 +393,6 @@ impl SchedState {
         self.record_on(v, at, dur, exclusive.then_some(needs), 1, out)
     }
 
-    /// Records `needs` units of `v`'s own calendar for a job, and nothing else (no job
-    /// count, no aggregate): what Fluxion's R readers do to each exclusive vertex an
-    /// `update` names (`readers/resource_reader_jgf.cpp` `update_vtx_plan`).
-    pub fn hold_units(
-        &mut self,
-        v: VertexId,
-        at: i64,
-        dur: u64,
-        needs: i64,
-        out: &mut Vec<SpanRef>,
-    ) -> Result<(), MatchError> {
-        self.record_on(v, at, dur, Some(needs), 0, out)
-    }
-
     /// Records on `v` over the window `units` of its own calendar (when `Some`) and `jobs`
     /// on its job count (when more than 0): a leaf's one hold carries both, an inner
     /// vertex has a record for each (job count first).
