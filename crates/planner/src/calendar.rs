@@ -2,7 +2,7 @@
 //! [`MultiPlanner`](crate::MultiPlanner): a canonical list of change points
 //! and a slab of spans, for `k` resource types at once.
 //!
-//! Change points are stored flat in one `Vec<i64>` with a stride of `k + 1`:
+//! Change points are stored flat in one vector of `i64` with a stride of `k + 1`:
 //! `[time, used_0, .., used_{k-1}]`, sorted by strictly increasing time. A row
 //! says how many units of each type are in use from its time up to the next
 //! row's time. Before the first row nothing is in use. The list is canonical:
@@ -10,7 +10,16 @@
 //! all-zero for the first row), so the last row always returns to all-zero
 //! and an empty calendar has no rows at all.
 
+use smallvec::SmallVec;
+
 use crate::{PlannerError, SpanId};
+
+/// Change-point cells kept inside the calendar itself: the two rows of a first span for up
+/// to two types (a vertex's own units, its job count, and the aggregates of nodes and
+/// sockets under the default filters).
+const INLINE_POINT_CELLS: usize = 6;
+/// Planned amounts kept inside the calendar itself: one span of up to two types.
+const INLINE_REQS: usize = 2;
 
 /// Free-list terminator.
 const NIL: u32 = u32::MAX;
@@ -187,13 +196,18 @@ impl<'a> Points<'a> {
 }
 
 /// Change points plus span slab for `k` resource types.
+///
+/// Most calendars of a scheduler's graph only ever hold one span at a time (the vertices of
+/// a node taken whole, one job after another), and one is made for every vertex a match
+/// takes first: so a first span of up to two types is stored inline, and making a calendar
+/// is one allocation (its box) instead of four, with no growth on the first insert.
 #[derive(Debug, Clone)]
 pub(crate) struct Calendar {
     k: usize,
-    points: Vec<i64>,
-    slots: Vec<Slot>,
+    points: SmallVec<[i64; INLINE_POINT_CELLS]>,
+    slots: SmallVec<[Slot; 1]>,
     /// `k` planned amounts per slot, valid for live slots only.
-    reqs: Vec<i64>,
+    reqs: SmallVec<[i64; INLINE_REQS]>,
     free: u32,
     live: u32,
 }
@@ -204,12 +218,12 @@ pub(crate) type SpanRef<'a> = (i64, u64, &'a [i64]);
 impl Calendar {
     pub(crate) fn new(k: usize) -> Self {
         // Made for a first span, which takes two change points: room for them up front,
-        // so the first insert does not grow the vectors again.
+        // so the first insert does not grow the vectors again (inline for few types).
         Calendar {
             k,
-            points: Vec::with_capacity(2 * (k + 1)),
-            slots: Vec::with_capacity(1),
-            reqs: Vec::with_capacity(k),
+            points: SmallVec::with_capacity(2 * (k + 1)),
+            slots: SmallVec::new(),
+            reqs: SmallVec::with_capacity(k),
             free: NIL,
             live: 0,
         }
@@ -218,7 +232,7 @@ impl Calendar {
     pub(crate) fn view(&self) -> Points<'_> {
         Points {
             stride: self.k + 1,
-            data: &self.points,
+            data: &self.points[..],
         }
     }
 
@@ -271,7 +285,12 @@ impl Calendar {
         // The span was inside the window when added, so this cannot overflow.
         let end = start.saturating_add_unsigned(duration);
         let idx = id.slot() as usize;
-        self.apply(start, end, idx, true);
+        if self.live == 1 {
+            // The last span: nothing stays in use, and no change point either.
+            self.points.clear();
+        } else {
+            self.apply(start, end, idx, true);
+        }
         self.slots[idx] = Slot::Free { next: self.free };
         self.free = id.slot();
         self.live -= 1;
@@ -328,6 +347,16 @@ impl Calendar {
         if self.reqs[idx * k..(idx + 1) * k].iter().all(|&r| r == 0) {
             return;
         }
+        if !negate && self.points.is_empty() {
+            // An idle calendar: the span's two change points are the whole list (its
+            // amounts are not all 0, so the first row differs from nothing in use).
+            self.points.push(start);
+            self.points
+                .extend_from_slice(&self.reqs[idx * k..(idx + 1) * k]);
+            self.points.push(end);
+            self.points.extend(std::iter::repeat_n(0, k));
+            return;
+        }
         let stride = k + 1;
         let s = self.ensure_point(start);
         let e = self.ensure_point(end);
@@ -356,7 +385,7 @@ impl Calendar {
             return i - 1;
         }
         let at = i * stride;
-        self.points.splice(at..at, std::iter::repeat_n(0, stride));
+        self.points.insert_many(at, std::iter::repeat_n(0, stride));
         self.points[at] = t;
         if i > 0 {
             self.points.copy_within((i - 1) * stride + 1..at, at + 1);
