@@ -357,7 +357,8 @@ impl<'a> Walk<'a> {
             self.errno = Errno::Busy;
             return None;
         }
-        if !self.prune(x_in, u, reqs) {
+        let mut free = None;
+        if !self.prune(x_in, u, reqs, &mut free) {
             return None;
         }
         if !self.exact_visits && !self.subtree_may_hold(u, &t, reqs) {
@@ -412,7 +413,10 @@ impl<'a> Walk<'a> {
             }
         }
         *excl = x_in;
-        let avail = self.avail(u);
+        let avail = match free {
+            Some(units) => u64::try_from(units).unwrap_or(0),
+            None => self.avail(u),
+        };
         let result = self.finish_vtx(u, reqs, mark, factor);
         let Some((score, hier)) = result else {
             self.cands.groups.truncate(mark);

@@ -5,6 +5,7 @@ use shardsched_resource::{Status, VertexId};
 
 use super::{Errno, Walk, WalkKind};
 use crate::request::ReqId;
+use crate::state::XCHECK_TOTAL;
 
 impl<'a> Walk<'a> {
     /// Fluxion's `test`: how `u` relates to `reqs`.
@@ -126,8 +127,16 @@ impl<'a> Walk<'a> {
     }
 
     /// Fluxion's `prune`: status, constraint, own availability, then for the requests of
-    /// `u`'s type (and slots) exclusivity and the subtree aggregate.
-    pub(super) fn prune(&mut self, x_in: bool, u: VertexId, reqs: &[ReqId]) -> bool {
+    /// `u`'s type (and slots) exclusivity and the subtree aggregate. Sets `free` to `u`'s
+    /// own units free during the window when it read them (the select does not change the
+    /// calendars, so the visit's later question is answered from it).
+    pub(super) fn prune(
+        &mut self,
+        x_in: bool,
+        u: VertexId,
+        reqs: &[ReqId],
+        free: &mut Option<i64>,
+    ) -> bool {
         let w = self.win;
         // The far-horizon check sees nothing allocated, whatever the status.
         let sat = w.kind.ignores_calendars();
@@ -143,10 +152,25 @@ impl<'a> Walk<'a> {
             self.errno = Errno::Busy;
             return false;
         }
-        if !sat && self.st.units_free(u, self.g.size(u), w.at, w.dur) <= 0 {
-            self.errno = Errno::Busy;
-            return false;
+        // A leaf's units and job count come from one read of its holds and covers (a
+        // core is asked both); an inner vertex keeps them in two calendars, read as asked.
+        let leaf =
+            (!sat && self.st.is_leaf(u)).then(|| self.st.usage(u, self.g.size(u), w.at, w.dur));
+        if !sat {
+            let units = match leaf {
+                Some(usage) => usage.units_free,
+                None => self.st.units_free(u, self.g.size(u), w.at, w.dur),
+            };
+            *free = Some(units);
+            if units <= 0 {
+                self.errno = Errno::Busy;
+                return false;
+            }
         }
+        let untouched = |walk: &Self| match leaf {
+            Some(usage) => usage.jobs_free >= XCHECK_TOTAL,
+            None => walk.st.untouched(u, w.at, w.dur),
+        };
         // The flexible traverser goes on past a slot whose subtree check fails: the last
         // check made decides.
         let mut ok = true;
@@ -160,8 +184,7 @@ impl<'a> Walk<'a> {
                     self.errno = Errno::Inval;
                     return false;
                 }
-                if !sat && (x_in || q.exclusive == Some(true)) && !self.st.untouched(u, w.at, w.dur)
-                {
+                if !sat && (x_in || q.exclusive == Some(true)) && !untouched(self) {
                     self.errno = Errno::Busy;
                     return false;
                 }
