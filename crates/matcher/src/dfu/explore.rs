@@ -3,9 +3,13 @@
 //! the requests at this level are met (its dynamic exploration).
 
 use shardsched_resource::{Sym, VertexId};
+use smallvec::SmallVec;
 
 use super::{Budget, Walk};
 use crate::request::ReqId;
+
+/// Up to this many requested types at one vertex, `first`'s tallies stay on the stack.
+const INLINE_TALLIES: usize = 4;
 
 /// Progress towards `multiplier` shares of one type (Fluxion's `share_tally_t`): what one
 /// child finds (everything it added, its own candidacy and what it handed up) is one
@@ -116,7 +120,8 @@ impl<'a> Walk<'a> {
             return;
         };
         let mark = self.cands.groups.len();
-        let mut tallies: Vec<Tally> = Vec::with_capacity(reqs.len());
+        // On the stack for the usual few types: this runs at every vertex `first` walks.
+        let mut tallies: SmallVec<[Tally; INLINE_TALLIES]> = SmallVec::new();
         for &r in reqs {
             let q = self.req.req(r);
             let t = Tally {
