@@ -67,6 +67,26 @@ impl Spares {
     }
 }
 
+/// Working memory of a commit, kept between matches so that recording one allocates only
+/// what it keeps (its records). Scratch only: a clone starts empty.
+#[derive(Debug, Default)]
+pub struct CommitScratch {
+    /// below[d]: what the children (at depth d) of the vertex being finished at depth d-1
+    /// take of each pruning type.
+    below: Vec<Vec<(u32, i64)>>,
+    /// Leaves taken whole that a cover of their group may stand for (state::cover): (leaf,
+    /// cover group), recorded when their parent comes (children come before parents).
+    pending: Vec<(u32, u32)>,
+    /// The covers of the group whose leaves are being checked, read once for all of them.
+    memo: CoverMemo,
+}
+
+impl Clone for CommitScratch {
+    fn clone(&self) -> Self {
+        CommitScratch::default()
+    }
+}
+
 /// How the pruning types of a graph are known to [`commit`]: the interning rank of each
 /// vertex's type when it is a pruning type.
 pub trait PruneRank {
@@ -93,11 +113,23 @@ pub fn commit(
     lenient: bool,
     after: impl FnMut(&SchedState, VertexId),
 ) -> Result<Vec<SpanRef>, MatchError> {
-    commit_noting(g, st, ranks, alloc, lenient, after, &mut Vec::new())
+    let mut scratch = CommitScratch::default();
+    commit_noting(
+        g,
+        st,
+        ranks,
+        alloc,
+        lenient,
+        after,
+        &mut Vec::new(),
+        &mut scratch,
+    )
 }
 
 /// [`commit`], noting in `refused` each vertex left out (lenient) with the number of kept
-/// vertices before it: Fluxion still writes the edge into it there.
+/// vertices before it: Fluxion still writes the edge into it there. `scratch`: working
+/// memory, kept by the caller for its next commit.
+#[allow(clippy::too_many_arguments)]
 pub fn commit_noting(
     g: &ResourceGraph,
     st: &mut SchedState,
@@ -106,12 +138,12 @@ pub fn commit_noting(
     lenient: bool,
     after: impl FnMut(&SchedState, VertexId),
     refused: &mut Vec<(usize, VertexId)>,
+    scratch: &mut CommitScratch,
 ) -> Result<Vec<SpanRef>, MatchError> {
     let mut spans = Vec::with_capacity(alloc.vertices.len() / 2 + 8);
     refused.clear();
-    let mut memo = CoverMemo::default();
     match commit_inner(
-        g, st, ranks, alloc, lenient, after, &mut spans, refused, &mut memo,
+        g, st, ranks, alloc, lenient, after, &mut spans, refused, scratch,
     ) {
         Ok(()) => Ok(spans),
         Err(e) => {
@@ -134,18 +166,21 @@ fn commit_inner(
     mut after: impl FnMut(&SchedState, VertexId),
     spans: &mut Vec<SpanRef>,
     refused: &mut Vec<(usize, VertexId)>,
-    // The covers of the group whose leaves are being checked, read once for all of them.
-    memo: &mut CoverMemo,
+    scratch: &mut CommitScratch,
 ) -> Result<(), MatchError> {
     let (at, dur) = (alloc.at, alloc.duration);
-    // below[d]: what the children (at depth d) of the vertex being finished at depth d-1
-    // take of each pruning type.
-    let mut below: Vec<Vec<(u32, i64)>> = Vec::new();
+    let CommitScratch {
+        below,
+        pending,
+        memo,
+    } = scratch;
+    // A commit that failed may have left rows and leaves behind.
+    for row in below.iter_mut() {
+        row.clear();
+    }
+    pending.clear();
     let mut skew = 0u32;
     let mut kept = 0;
-    // Leaves taken whole that a cover of their group may stand for (state::cover): (leaf,
-    // cover group), recorded when their parent comes (children come before parents).
-    let mut pending: Vec<(u32, u32)> = Vec::new();
     memo.clear();
     for i in 0..alloc.vertices.len() {
         let av = alloc.vertices[i];
@@ -167,7 +202,7 @@ fn commit_inner(
             free
         } else {
             if let Some(p) = st.inner_index(av.v) {
-                flush_leaves(st, &mut pending, Some(p), at, dur, g, spans)?;
+                flush_leaves(st, pending, Some(p), at, dur, g, spans)?;
                 // It may have added covers.
                 memo.clear();
             }
@@ -204,7 +239,7 @@ fn commit_inner(
         };
         kept += 1;
     }
-    flush_leaves(st, &mut pending, None, at, dur, g, spans)?;
+    flush_leaves(st, pending, None, at, dur, g, spans)?;
     alloc.vertices.truncate(kept);
     Ok(())
 }
@@ -369,7 +404,8 @@ mod tests {
                 "whole nodes have covered leaves"
             );
             let mut st = m.state.clone();
-            let (mut spans, mut refused, mut memo) = (Vec::new(), Vec::new(), CoverMemo::default());
+            let (mut spans, mut refused) = (Vec::new(), Vec::new());
+            let mut scratch = CommitScratch::default();
             let r = commit_inner(
                 &m.graph,
                 &mut st,
@@ -379,11 +415,11 @@ mod tests {
                 |_, _| {},
                 &mut spans,
                 &mut refused,
-                &mut memo,
+                &mut scratch,
             );
             assert!(r.is_ok(), "at {at}");
             assert_eq!(refused.is_empty(), fits, "at {at}");
-            assert_eq!(memo.hits, leaves - groups.len() as u64, "at {at}");
+            assert_eq!(scratch.memo.hits, leaves - groups.len() as u64, "at {at}");
         }
     }
 

@@ -179,6 +179,8 @@ pub struct Matcher {
     seq: u64,
     cands: Option<dfu::evals::Cands>,
     spares: alloc::Spares,
+    /// A commit's working memory, kept for the next one.
+    commit_scratch: alloc::CommitScratch,
     /// Start and end times of held allocations and reservations, with how many start or end
     /// then: the only instants at which a reservation can start.
     times: BTreeMap<i64, u32>,
@@ -286,6 +288,7 @@ impl Matcher {
             seq: 0,
             cands: None,
             spares: alloc::Spares::default(),
+            commit_scratch: alloc::CommitScratch::default(),
             times: BTreeMap::new(),
             jobs: BTreeMap::new(),
             graph_end: PLAN_BASE.saturating_add(i64::try_from(PLAN_HORIZON / 2).unwrap_or(0)),
@@ -539,6 +542,7 @@ impl Matcher {
                 }
             },
             &mut self.refused,
+            &mut self.commit_scratch,
         )
     }
 
