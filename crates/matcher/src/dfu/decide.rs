@@ -3,9 +3,13 @@
 //! marked for the update walk.
 
 use shardsched_resource::{Sym, VertexId};
+use smallvec::SmallVec;
 
 use super::{Errno, Walk, perf_class};
 use crate::request::ReqId;
+
+/// Up to this many chosen types at one vertex, `enforce` orders them on the stack.
+const INLINE_KINDS: usize = 4;
 
 impl Walk<'_> {
     /// Fluxion's `resolve_graph`: the top-level choice, the root's share, and the marks up
@@ -100,7 +104,8 @@ impl Walk<'_> {
     /// order); at the top level (`unconstrained`) also the edges up from them through the
     /// omitted prefix.
     pub(super) fn enforce(&mut self, mark: usize, unconstrained: bool) {
-        let mut kinds: Vec<(u32, usize)> = self
+        // On the stack for the usual few types: this runs at every vertex that chooses.
+        let mut kinds: SmallVec<[(u32, usize); INLINE_KINDS]> = self
             .choices
             .list
             .iter()
