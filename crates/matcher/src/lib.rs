@@ -177,7 +177,8 @@ pub struct Matcher {
     labels: Labels,
     /// Fluxion's sequence number: one per select.
     seq: u64,
-    cands: Option<dfu::evals::Cands>,
+    /// The last select's working memory, for the next one.
+    walk_scratch: Option<dfu::WalkScratch>,
     spares: alloc::Spares,
     /// A commit's working memory, kept for the next one.
     commit_scratch: alloc::CommitScratch,
@@ -286,7 +287,7 @@ impl Matcher {
             marks: dfu::Marks::default(),
             labels: Labels::default(),
             seq: 0,
-            cands: None,
+            walk_scratch: None,
             spares: alloc::Spares::default(),
             commit_scratch: alloc::CommitScratch::default(),
             times: BTreeMap::new(),

@@ -147,7 +147,7 @@ impl Matcher {
         self.compiled = None;
         self.dag_state = None;
         self.marks = dfu::Marks::default();
-        self.cands = None;
+        self.walk_scratch = None;
         Ok(())
     }
 }

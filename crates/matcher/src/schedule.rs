@@ -325,7 +325,7 @@ impl Matcher {
         kind: WalkKind,
     ) -> (bool, Errno) {
         self.seq += 1;
-        let cands = self.cands.take().unwrap_or_default();
+        let scratch = self.walk_scratch.take().unwrap_or_default();
         let mut w = Walk::new(
             &self.graph,
             crate::tree_of(&self.graph, &self.subtree),
@@ -339,7 +339,7 @@ impl Matcher {
             &mut self.marks,
             &mut self.labels,
             self.seq,
-            cands,
+            scratch,
         );
         if self.visits.on {
             w.exact_visits();
@@ -360,7 +360,7 @@ impl Matcher {
             self.dag_state = Some(d);
         }
         let errno = w.errno;
-        self.cands = Some(w.into_cands());
+        self.walk_scratch = Some(w.into_scratch());
         if errno != Errno::None {
             self.errno = errno;
         }

@@ -101,12 +101,6 @@ impl Cands {
             .map(|g| g.count)
             .sum()
     }
-
-    /// The edges of candidate `i`.
-    pub fn edges_of(&self, i: usize) -> &[EvalEdge] {
-        let (s, n) = self.groups[i].edges;
-        &self.edges[s as usize..(s + n) as usize]
-    }
 }
 
 /// The choices made at one vertex, by type (Fluxion's per-type `evals_t` with its best-k).

@@ -180,6 +180,25 @@ pub struct Walk<'a> {
     dag: Option<Box<DagState>>,
 }
 
+/// The working memory of a select, handed from one walk to the next so that a match
+/// allocates none of it again: the candidate stack, the choices made at a vertex and the
+/// slot formation's lists. Scratch only: a clone starts empty.
+#[derive(Debug, Default)]
+pub struct WalkScratch {
+    cands: Cands,
+    choices: Choices,
+    slot_kinds: Vec<Sym>,
+    slot_members: Vec<(Sym, u64, usize)>,
+    slot_edges: Vec<evals::EvalEdge>,
+    slot_list: Vec<(i64, u32, u32)>,
+}
+
+impl Clone for WalkScratch {
+    fn clone(&self) -> Self {
+        WalkScratch::default()
+    }
+}
+
 /// Per-walk visit state in a graph where a vertex has several parents.
 #[derive(Clone, Debug, Default)]
 pub struct DagState {
@@ -202,7 +221,7 @@ impl<'a> Walk<'a> {
         marks: &'a mut Marks,
         labels: &'a mut Labels,
         seq: u64,
-        cands: Cands,
+        scratch: WalkScratch,
     ) -> Walk<'a> {
         // An unchosen vertex's label stays on it and shows in later JGF output: a labelled
         // request must visit everything Fluxion visits.
@@ -226,12 +245,12 @@ impl<'a> Walk<'a> {
             labels,
             seq,
             errno: Errno::None,
-            cands,
-            choices: Choices::default(),
-            slot_kinds: Vec::new(),
-            slot_members: Vec::new(),
-            slot_edges: Vec::new(),
-            slot_list: Vec::new(),
+            cands: scratch.cands,
+            choices: scratch.choices,
+            slot_kinds: scratch.slot_kinds,
+            slot_members: scratch.slot_members,
+            slot_edges: scratch.slot_edges,
+            slot_list: scratch.slot_list,
             multilevel: 0,
             node: g.sym("node"),
             storage_node: g.sym("storage_node"),
@@ -294,8 +313,17 @@ impl<'a> Walk<'a> {
     }
 
     /// Gives the candidate stack back for the next walk.
-    pub fn into_cands(self) -> Cands {
-        self.cands
+    pub fn into_scratch(mut self) -> WalkScratch {
+        // Every use of the choices starts by clearing them; this only keeps their lists.
+        self.choices.clear();
+        WalkScratch {
+            cands: self.cands,
+            choices: self.choices,
+            slot_kinds: self.slot_kinds,
+            slot_members: self.slot_members,
+            slot_edges: self.slot_edges,
+            slot_list: self.slot_list,
+        }
     }
 
     /// Runs the select from the root. On success the marks say what to take, and the root's
