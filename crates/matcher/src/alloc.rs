@@ -182,40 +182,69 @@ fn commit_inner(
     let mut skew = 0u32;
     let mut kept = 0;
     memo.clear();
+    // The pruning rank of the last cover group's leaves (one type per group).
+    let mut group_rank: Option<(u32, Option<u32>)> = None;
     for i in 0..alloc.vertices.len() {
         let av = alloc.vertices[i];
         let d = av.depth as usize;
         if below.len() < d + 2 {
             below.resize_with(d + 2, Vec::new);
         }
+        // Most of a large match: a leaf taken whole that its cover group may stand for,
+        // with the group's rank read once.
+        if let Some(p) = st.cover_group(av.v).filter(|_| av.exclusive)
+            && av.needs == g.size(av.v)
+        {
+            let size = av.needs;
+            // The check `record_vertex` makes; the hold waits for the parent.
+            let free = st.leaf_units_free(av.v, size, at, dur, memo) >= av.needs;
+            after(st, av.v);
+            if !free {
+                if !lenient {
+                    return Err(refusal(g, &av, at, dur));
+                }
+                skew += 1;
+                refused.push((kept, av.v));
+                below[d + 1].clear();
+                continue;
+            }
+            pending.push((av.v.0, p));
+            let rank = match group_rank {
+                Some((q, r)) if q == p => r,
+                _ => {
+                    let r = ranks.prune_rank(av.v);
+                    group_rank = Some((p, r));
+                    r
+                }
+            };
+            let (up, this) = below.split_at_mut(d + 1);
+            if let Some(r) = rank {
+                add(&mut up[d], r, size);
+            }
+            // A leaf lists nothing below it; summed all the same, as for any vertex.
+            for &(t, n) in &this[0] {
+                add(&mut up[d], t, n);
+            }
+            this[0].clear();
+            alloc.vertices[kept] = AllocVertex {
+                depth: av.depth + skew,
+                ..av
+            };
+            kept += 1;
+            continue;
+        }
         // Taken out for this vertex and put back emptied, so its memory serves the next.
         let mut dfu = std::mem::take(&mut below[d + 1]);
-        let cover = st
-            .cover_group(av.v)
-            .filter(|_| av.exclusive && av.needs == g.size(av.v));
-        let ok = if let Some(p) = cover {
-            // The check `record_vertex` makes; the hold waits for the parent.
-            let free = st.leaf_units_free(av.v, g.size(av.v), at, dur, memo) >= av.needs;
-            if free {
-                pending.push((av.v.0, p));
-            }
-            free
-        } else {
-            if let Some(p) = st.inner_index(av.v) {
-                flush_leaves(st, pending, Some(p), at, dur, g, spans)?;
-                // It may have added covers.
-                memo.clear();
-            }
-            record_vertex(g, st, &av, &dfu, at, dur, spans)?
-        };
+        if let Some(p) = st.inner_index(av.v) {
+            flush_leaves(st, pending, Some(p), at, dur, g, spans)?;
+            // It may have added covers.
+            memo.clear();
+        }
+        let ok = record_vertex(g, st, &av, &dfu, at, dur, spans)?;
         after(st, av.v);
         if !ok {
             if !lenient {
-                return Err(MatchError::Internal(format!(
-                    "{} cannot take {} units during [{at}, +{dur})",
-                    g.path(av.v),
-                    av.needs
-                )));
+                return Err(refusal(g, &av, at, dur));
             }
             skew += 1;
             refused.push((kept, av.v));
@@ -242,6 +271,15 @@ fn commit_inner(
     flush_leaves(st, pending, None, at, dur, g, spans)?;
     alloc.vertices.truncate(kept);
     Ok(())
+}
+
+/// The error of a strict commit over a vertex whose calendar cannot take it.
+fn refusal(g: &ResourceGraph, av: &AllocVertex, at: i64, dur: u64) -> MatchError {
+    MatchError::Internal(format!(
+        "{} cannot take {} units during [{at}, +{dur})",
+        g.path(av.v),
+        av.needs
+    ))
 }
 
 /// Records the pending leaves whose parent is inner index `parent` (the tail of
