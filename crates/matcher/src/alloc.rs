@@ -200,11 +200,7 @@ fn commit_inner(
             let free = st.leaf_units_free(av.v, size, at, dur, memo) >= av.needs;
             after(st, av.v);
             if !free {
-                if !lenient {
-                    return Err(refusal(g, &av, at, dur));
-                }
-                skew += 1;
-                refused.push((kept, av.v));
+                leave_out(g, &av, (at, dur), lenient, (kept, &mut skew), refused)?;
                 below[d + 1].clear();
                 continue;
             }
@@ -243,11 +239,7 @@ fn commit_inner(
         let ok = record_vertex(g, st, &av, &dfu, at, dur, spans)?;
         after(st, av.v);
         if !ok {
-            if !lenient {
-                return Err(refusal(g, &av, at, dur));
-            }
-            skew += 1;
-            refused.push((kept, av.v));
+            leave_out(g, &av, (at, dur), lenient, (kept, &mut skew), refused)?;
             dfu.clear();
             below[d + 1] = dfu;
             continue;
@@ -273,13 +265,27 @@ fn commit_inner(
     Ok(())
 }
 
-/// The error of a strict commit over a vertex whose calendar cannot take it.
-fn refusal(g: &ResourceGraph, av: &AllocVertex, at: i64, dur: u64) -> MatchError {
-    MatchError::Internal(format!(
-        "{} cannot take {} units during [{at}, +{dur})",
-        g.path(av.v),
-        av.needs
-    ))
+/// A vertex whose calendar cannot take it during `(at, dur)`: a strict commit fails; a
+/// lenient one leaves it out, noting it after the `kept` vertices before it, and every
+/// later vertex one level deeper (`skew`).
+fn leave_out(
+    g: &ResourceGraph,
+    av: &AllocVertex,
+    (at, dur): (i64, u64),
+    lenient: bool,
+    (kept, skew): (usize, &mut u32),
+    refused: &mut Vec<(usize, VertexId)>,
+) -> Result<(), MatchError> {
+    if !lenient {
+        return Err(MatchError::Internal(format!(
+            "{} cannot take {} units during [{at}, +{dur})",
+            g.path(av.v),
+            av.needs
+        )));
+    }
+    *skew += 1;
+    refused.push((kept, av.v));
+    Ok(())
 }
 
 /// Records the pending leaves whose parent is inner index `parent` (the tail of
