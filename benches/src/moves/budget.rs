@@ -6,7 +6,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use serde::Serialize;
@@ -27,6 +27,9 @@ pub const SLACK_US: u64 = 1000;
 pub const PROBE_WRITES: usize = 32;
 /// Bytes per probe write.
 pub const PROBE_WRITE_BYTES: usize = 4096;
+/// Pause between two probe writes (not timed): the probe spans a few hundred ms of the
+/// disk's life rather than one burst.
+pub const PROBE_SPACING: Duration = Duration::from_millis(5);
 
 /// A phase's budget.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -63,8 +66,8 @@ impl Budget {
 }
 
 /// The time of [`PROBE_WRITES`] writes of [`PROBE_WRITE_BYTES`] appended to a fresh file in
-/// `dir`, each followed by `fdatasync` (as `dd oflag=dsync` does), ns each; the file is
-/// removed.
+/// `dir`, [`PROBE_SPACING`] apart, each followed by `fdatasync` (as `dd oflag=dsync` does),
+/// ns each; the file is removed.
 pub fn probe_fsyncs(dir: &Path) -> Result<Vec<u64>> {
     let path = dir.join("fsync-probe");
     let result = probe_into(&path);
@@ -82,6 +85,7 @@ fn probe_into(path: &Path) -> Result<Vec<u64>> {
     let block = vec![0xa5u8; PROBE_WRITE_BYTES];
     let mut samples = Vec::with_capacity(PROBE_WRITES);
     for _ in 0..PROBE_WRITES {
+        std::thread::sleep(PROBE_SPACING);
         let started = Instant::now();
         file.write_all(&block)
             .and_then(|()| file.sync_data())

@@ -28,9 +28,10 @@
 //!    handled the end, ns), and the job's `end_ms` as `jobs` shows it (ms resolution, turned
 //!    into the monotonic clock with an offset read at the start).
 //!
-//! Before the phases, the disk's fsync time is probed in the working directory ([`budget`]):
-//! the single-node and job-end figures are printed beside their budget, the journal commits
-//! they need in sequence × 2 fsyncs × that median + 1 ms.
+//! Before and after the phases, the disk's fsync time is probed in the working directory
+//! ([`budget`]; both probes make one median, so that a loaded disk is not caught at one
+//! moment only): the single-node and job-end figures are printed beside the journal commits
+//! they need in sequence and their budget, commits × 2 fsyncs × that median + 1 ms.
 //!
 //! The working directory defaults to `target/bench-moves-PID` (on the disk, removed
 //! afterwards); the report names its file system.
@@ -120,7 +121,10 @@ pub struct MovesReport {
     pub p99_us: u64,
     /// Largest, µs.
     pub max_us: u64,
-    /// What the phase may take on this disk (fsync-bound phases only).
+    /// Journal commits the phase needs in sequence (fsync-bound phases only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commits_in_sequence: Option<u64>,
+    /// What the phase may take on this disk (with `commits_in_sequence`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget: Option<Budget>,
 }
@@ -137,13 +141,15 @@ impl MovesReport {
             median_us: nearest_rank(&us, 0.5),
             p99_us: nearest_rank(&us, 0.99),
             max_us: us.last().copied().unwrap_or(0),
+            commits_in_sequence: None,
             budget: None,
         }
     }
 
-    /// The same, with the budget of `commits` journal commits in sequence.
-    fn within(mut self, commits: u64, fsync_median_us: u64) -> MovesReport {
-        self.budget = Some(Budget::of_commits(commits, fsync_median_us));
+    /// The same, for a phase that needs `commits` journal commits in sequence (its budget
+    /// is set once the disk's fsync time is known).
+    fn within(mut self, commits: u64) -> MovesReport {
+        self.commits_in_sequence = Some(commits);
         self
     }
 }
@@ -171,27 +177,35 @@ fn run(args: &MovesArgs, work: &Path, config: &Path) -> Result<Vec<MovesReport>>
     let dir = work.join("up");
     eprintln!("bench moves: starting `up` in {}", dir.display());
     let up = UpProcess::start(config, &dir, &["--time-scale", &TIME_SCALE.to_string()])?;
-    let fsync = MovesReport::new(
-        &format!(
-            "fsync: {} KiB appended + fdatasync in the working directory",
-            budget::PROBE_WRITE_BYTES / 1024
-        ),
-        0,
-        budget::probe_fsyncs(work)?,
-    );
+    let mut fsyncs = budget::probe_fsyncs(work)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let result = runtime.block_on(phases(args, &up.dir, fsync.median_us));
+    let result = runtime.block_on(phases(args, &up.dir));
+    let after = budget::probe_fsyncs(work);
     up.stop();
-    let mut reports = vec![fsync];
-    reports.extend(result?);
+    let mut reports = result?;
+    fsyncs.extend(after?);
+    let fsync = MovesReport::new(
+        &format!(
+            "fsync: {} KiB appended + fdatasync, before and after the phases",
+            budget::PROBE_WRITE_BYTES / 1024
+        ),
+        0,
+        fsyncs,
+    );
+    for r in &mut reports {
+        r.budget = r
+            .commits_in_sequence
+            .map(|commits| Budget::of_commits(commits, fsync.median_us));
+    }
+    reports.insert(0, fsync);
     Ok(reports)
 }
 
-async fn phases(args: &MovesArgs, dir: &Path, fsync_us: u64) -> Result<Vec<MovesReport>> {
+async fn phases(args: &MovesArgs, dir: &Path) -> Result<Vec<MovesReport>> {
     let mut bench = MoveBench::connect(dir).await?;
     let names = |range: std::ops::Range<u64>| -> Vec<String> {
         range.map(|i| format!("node{i}")).collect()
@@ -250,9 +264,7 @@ async fn phases(args: &MovesArgs, dir: &Path, fsync_us: u64) -> Result<Vec<Moves
         released.push(m.released_ns);
         handover.push(m.last_up_ns.saturating_sub(m.released_ns));
     }
-    reports.push(
-        MovesReport::new("1 idle node, request → up", 1, up).within(IDLE_MOVE_COMMITS, fsync_us),
-    );
+    reports.push(MovesReport::new("1 idle node, request → up", 1, up).within(IDLE_MOVE_COMMITS));
     reports.push(MovesReport::new(
         "... request → coordinator's answer",
         1,
@@ -293,7 +305,7 @@ async fn phases(args: &MovesArgs, dir: &Path, fsync_us: u64) -> Result<Vec<Moves
             args.job_ends as usize,
             by_released,
         )
-        .within(JOB_END_COMMITS, fsync_us),
+        .within(JOB_END_COMMITS),
     );
     reports.push(MovesReport::new(
         "job end (jobs end_ms, ms resolution) → up",
@@ -331,7 +343,9 @@ fn report_table(args: &MovesArgs, reports: &[MovesReport], work: &Path, fs: &str
         std::thread::available_parallelism().map_or(0, usize::from),
         work.display()
     );
-    let mut table = Table::new(&["PHASE", "SAMPLES", "MEDIAN", "P99", "MAX", "BUDGET"]);
+    let mut table = Table::new(&[
+        "PHASE", "SAMPLES", "MEDIAN", "P99", "MAX", "COMMITS", "BUDGET",
+    ]);
     let ms = |us: u64| format!("{:.2} ms", us as f64 / 1000.0);
     for r in reports {
         table.row(vec![
@@ -340,6 +354,9 @@ fn report_table(args: &MovesArgs, reports: &[MovesReport], work: &Path, fs: &str
             ms(r.median_us),
             ms(r.p99_us),
             ms(r.max_us),
+            r.commits_in_sequence
+                .map(|c| c.to_string())
+                .unwrap_or_default(),
             r.budget.map(|b| b.formula()).unwrap_or_default(),
         ]);
     }
