@@ -1,6 +1,7 @@
 //! A shard's transition log (docs/MOVES.md), read as it grows.
 
 use std::collections::{BTreeMap, HashSet};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -13,7 +14,7 @@ use super::{LOG_POLL, MOVE_TIMEOUT};
 pub struct LogTail {
     path: PathBuf,
     /// Bytes already read.
-    offset: usize,
+    offset: u64,
     /// Lines read since the last [`LogTail::skip_to_end`].
     seen: Vec<LogLine>,
 }
@@ -28,27 +29,32 @@ impl LogTail {
         }
     }
 
-    fn read_all(&self) -> Result<Vec<u8>> {
-        match std::fs::read(&self.path) {
-            Ok(bytes) => Ok(bytes),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(e) => Err(e).with_context(|| format!("reading {}", self.path.display())),
-        }
+    /// The bytes from `from` to the end (none if the file does not exist yet). Only the new
+    /// part is read: at 8,192 nodes a log holds megabytes, and reading it whole every
+    /// [`LOG_POLL`] took a core from the processes measured.
+    fn read_from(&self, from: u64) -> Result<Vec<u8>> {
+        let mut file = match std::fs::File::open(&self.path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e).with_context(|| format!("opening {}", self.path.display())),
+        };
+        let mut bytes = Vec::new();
+        file.seek(SeekFrom::Start(from))
+            .and_then(|_| file.read_to_end(&mut bytes))
+            .with_context(|| format!("reading {}", self.path.display()))?;
+        Ok(bytes)
     }
 
     /// Forgets what is there now: later reads see only new lines.
     pub fn skip_to_end(&mut self) -> Result<()> {
-        self.offset = self.read_all()?.len();
+        self.offset += self.read_from(self.offset)?.len() as u64;
         self.seen.clear();
         Ok(())
     }
 
     /// Reads the complete lines added since the last read.
     fn poll(&mut self) -> Result<()> {
-        let bytes = self.read_all()?;
-        let Some(new) = bytes.get(self.offset..) else {
-            return Ok(());
-        };
+        let new = self.read_from(self.offset)?;
         let Some(end) = new.iter().rposition(|&b| b == b'\n') else {
             return Ok(());
         };
@@ -56,7 +62,7 @@ impl LogTail {
             .with_context(|| format!("{} is not UTF-8", self.path.display()))?;
         self.seen
             .extend(parse_log(text).map_err(|e| anyhow::anyhow!("{}: {e}", self.path.display()))?);
-        self.offset += end + 1;
+        self.offset += end as u64 + 1;
         Ok(())
     }
 

@@ -11,19 +11,27 @@
 //!    over all 2N nodes) owns the other N. All N nodes of `left` move to `right` in one
 //!    request, then back to `left` in one request: a full swap of a queue's nodes. Figure:
 //!    request to the last node up.
-//! 2. **one idle node**, repeated (default 200 times, each a different node, 20 ms apart so
+//! 2. **1,000 idle nodes** (the issue's figure; fewer when a queue has fewer), moved there
+//!    and back twice (default 4 samples, each of the same nodes once the previous move
+//!    finished): request to the last up.
+//! 3. **one idle node**, repeated (default 200 times, each a different node, 20 ms apart so
 //!    that each finds the coordinator's journal idle): request to up.
 //!    Median and p99; and where the time goes: the request's round trip (the coordinator
 //!    answers once the move is journaled), request to the donor's `released` line (the
 //!    coordinator's journal write, `Release` sent, applied by the donor), and from that line
 //!    to the recipient's `up` (the donor's journal commit and answer, the coordinator's
 //!    journal write of the release, `Acquire` sent and applied).
-//! 3. **batch**: 100 idle nodes in one request, repeated (default 5): request to the last up.
-//! 4. **job end**: J one-node jobs run on `left` (J = 20, ending 200 ms apart), their nodes
+//! 4. **batch**: 100 idle nodes in one request, repeated (default 5): request to the last up.
+//! 5. **job end**: J one-node jobs run on `left` (J = 20, ending 200 ms apart), their nodes
 //!    are moved to `right` while the jobs run; per node, from the job's end to the node up in
 //!    `right`. The end is taken two ways: the donor's `released` line (when its shard
 //!    handled the end, ns), and the job's `end_ms` as `jobs` shows it (ms resolution, turned
 //!    into the monotonic clock with an offset read at the start).
+//!
+//! Before and after the phases, the disk's fsync time is probed in the working directory
+//! ([`budget`]; both probes make one median, so that a loaded disk is not caught at one
+//! moment only): the single-node and job-end figures are printed beside the journal commits
+//! they need in sequence and their budget, commits × 2 fsyncs × that median + 1 ms.
 //!
 //! The working directory defaults to `target/bench-moves-PID` (on the disk, removed
 //! afterwards); the report names its file system.
@@ -42,8 +50,10 @@ use shardsched_histogram::nearest_rank;
 
 use crate::system::{self, BenchQueue, UpProcess};
 
+use budget::{Budget, IDLE_MOVE_COMMITS, JOB_END_COMMITS};
 use measure::MoveBench;
 
+pub mod budget;
 pub mod log_tail;
 pub mod measure;
 
@@ -55,6 +65,8 @@ pub const LOG_POLL: Duration = Duration::from_millis(1);
 /// How often it asks the coordinator whether a move is finished (between moves; not
 /// part of any figure).
 pub const FINISH_POLL: Duration = Duration::from_millis(2);
+/// Nodes of the large-move phase (issue 20: a 1,000-node move < 100 ms).
+pub const LARGE_MOVE_NODES: u64 = 1000;
 /// Pause between two single-node moves (not part of any figure): a move is listed as
 /// finished once the coordinator took the recipient's acknowledgement, before its
 /// completion record is on disk; a move sent at once would wait behind that write.
@@ -71,6 +83,10 @@ pub struct MovesArgs {
     /// Nodes per queue (the cluster has twice as many).
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(2..=8192))]
     pub nodes: u64,
+    /// Moves of 1,000 idle nodes (alternately there and back: an even count leaves them
+    /// where they were).
+    #[arg(long, default_value_t = 4)]
+    pub large: u64,
     /// Single idle-node moves.
     #[arg(long, default_value_t = 200)]
     pub single: u64,
@@ -105,6 +121,12 @@ pub struct MovesReport {
     pub p99_us: u64,
     /// Largest, µs.
     pub max_us: u64,
+    /// Journal commits the phase needs in sequence (fsync-bound phases only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commits_in_sequence: Option<u64>,
+    /// What the phase may take on this disk (with `commits_in_sequence`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
 }
 
 impl MovesReport {
@@ -119,7 +141,16 @@ impl MovesReport {
             median_us: nearest_rank(&us, 0.5),
             p99_us: nearest_rank(&us, 0.99),
             max_us: us.last().copied().unwrap_or(0),
+            commits_in_sequence: None,
+            budget: None,
         }
+    }
+
+    /// The same, for a phase that needs `commits` journal commits in sequence (its budget
+    /// is set once the disk's fsync time is known).
+    fn within(mut self, commits: u64) -> MovesReport {
+        self.commits_in_sequence = Some(commits);
+        self
     }
 }
 
@@ -146,14 +177,32 @@ fn run(args: &MovesArgs, work: &Path, config: &Path) -> Result<Vec<MovesReport>>
     let dir = work.join("up");
     eprintln!("bench moves: starting `up` in {}", dir.display());
     let up = UpProcess::start(config, &dir, &["--time-scale", &TIME_SCALE.to_string()])?;
+    let mut fsyncs = budget::probe_fsyncs(work)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     let result = runtime.block_on(phases(args, &up.dir));
+    let after = budget::probe_fsyncs(work);
     up.stop();
-    result
+    let mut reports = result?;
+    fsyncs.extend(after?);
+    let fsync = MovesReport::new(
+        &format!(
+            "fsync: {} KiB appended + fdatasync, before and after the phases",
+            budget::PROBE_WRITE_BYTES / 1024
+        ),
+        0,
+        fsyncs,
+    );
+    for r in &mut reports {
+        r.budget = r
+            .commits_in_sequence
+            .map(|commits| Budget::of_commits(commits, fsync.median_us));
+    }
+    reports.insert(0, fsync);
+    Ok(reports)
 }
 
 async fn phases(args: &MovesArgs, dir: &Path) -> Result<Vec<MovesReport>> {
@@ -173,6 +222,35 @@ async fn phases(args: &MovesArgs, dir: &Path) -> Result<Vec<MovesReport>> {
         vec![there.last_up_ns, back.last_up_ns],
     ));
 
+    let large = LARGE_MOVE_NODES.min(n);
+    eprintln!(
+        "bench moves: {} moves of {large} idle nodes, there and back",
+        args.large
+    );
+    let mut samples = Vec::new();
+    for i in 0..args.large {
+        let (from, to) = if i % 2 == 0 {
+            ("left", "right")
+        } else {
+            ("right", "left")
+        };
+        samples.push(
+            bench
+                .move_nodes(&names(0..large), from, to)
+                .await?
+                .last_up_ns,
+        );
+    }
+    if args.large % 2 == 1 {
+        // Back where the next phases expect them.
+        bench.move_nodes(&names(0..large), "right", "left").await?;
+    }
+    reports.push(MovesReport::new(
+        &format!("{large} idle nodes, request → last up"),
+        large as usize,
+        samples,
+    ));
+
     eprintln!("bench moves: {} single idle nodes", args.single);
     let (mut up, mut rtt, mut released, mut handover) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -186,7 +264,7 @@ async fn phases(args: &MovesArgs, dir: &Path) -> Result<Vec<MovesReport>> {
         released.push(m.released_ns);
         handover.push(m.last_up_ns.saturating_sub(m.released_ns));
     }
-    reports.push(MovesReport::new("1 idle node, request → up", 1, up));
+    reports.push(MovesReport::new("1 idle node, request → up", 1, up).within(IDLE_MOVE_COMMITS));
     reports.push(MovesReport::new(
         "... request → coordinator's answer",
         1,
@@ -221,11 +299,14 @@ async fn phases(args: &MovesArgs, dir: &Path) -> Result<Vec<MovesReport>> {
 
     eprintln!("bench moves: {} job ends", args.job_ends);
     let (by_released, by_end_ms) = bench.job_ends(args.job_ends).await?;
-    reports.push(MovesReport::new(
-        "job end (donor's released line) → up",
-        args.job_ends as usize,
-        by_released,
-    ));
+    reports.push(
+        MovesReport::new(
+            "job end (donor's released line) → up",
+            args.job_ends as usize,
+            by_released,
+        )
+        .within(JOB_END_COMMITS),
+    );
     reports.push(MovesReport::new(
         "job end (jobs end_ms, ms resolution) → up",
         args.job_ends as usize,
@@ -262,7 +343,9 @@ fn report_table(args: &MovesArgs, reports: &[MovesReport], work: &Path, fs: &str
         std::thread::available_parallelism().map_or(0, usize::from),
         work.display()
     );
-    let mut table = Table::new(&["PHASE", "SAMPLES", "MEDIAN", "P99", "MAX"]);
+    let mut table = Table::new(&[
+        "PHASE", "SAMPLES", "MEDIAN", "P99", "MAX", "COMMITS", "BUDGET",
+    ]);
     let ms = |us: u64| format!("{:.2} ms", us as f64 / 1000.0);
     for r in reports {
         table.row(vec![
@@ -271,6 +354,10 @@ fn report_table(args: &MovesArgs, reports: &[MovesReport], work: &Path, fs: &str
             ms(r.median_us),
             ms(r.p99_us),
             ms(r.max_us),
+            r.commits_in_sequence
+                .map(|c| c.to_string())
+                .unwrap_or_default(),
+            r.budget.map(|b| b.formula()).unwrap_or_default(),
         ]);
     }
     out.push_str(&table.render());

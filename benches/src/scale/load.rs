@@ -13,7 +13,7 @@ use shardsched_histogram::nearest_rank;
 use shardsched_jobspec::Shorthand;
 use shardsched_proto::array::{ArraySpec, IndexRange};
 use shardsched_proto::limits::JOBS_PER_RESPONSE_MAX;
-use shardsched_proto::msg::client_coord::{self, MoveRequest};
+use shardsched_proto::msg::client_coord::{self, MoveNodeInfo, MoveRequest};
 use shardsched_proto::msg::client_shard::{Request, Response, Submit};
 use shardsched_proto::msg::{JobState, JobSummary, JobsQuery, MoveId, Route, UserFilter};
 
@@ -188,6 +188,7 @@ async fn move_all(
         return Ok((0, 0, 0.0));
     };
     let started = Instant::now();
+    let started_ms = now_ms();
     let mut ids: Vec<MoveId> = Vec::new();
     let mut requests = tokio::task::JoinSet::new();
     for (donor, nodes) in queues.iter().zip(moves).filter(|(_, n)| !n.is_empty()) {
@@ -209,6 +210,7 @@ async fn move_all(
             Err(e) => return Err(wire_error(e, "coordinator")),
         }
     }
+    let answered_ms = now_ms();
     let deadline = Instant::now() + LOAD_TIMEOUT;
     loop {
         let moves = match client.coordinator(&client_coord::Request::Moves).await {
@@ -220,6 +222,21 @@ async fn move_all(
             .iter()
             .any(|m| ids.contains(&m.move_id) && m.status == "active")
         {
+            let ours = moves.iter().filter(|m| ids.contains(&m.move_id));
+            let steps = ours.flat_map(|m| &m.nodes);
+            let last = |at: fn(&MoveNodeInfo) -> Option<u64>| {
+                steps.clone().filter_map(at).max().unwrap_or(0)
+            };
+            let after = |ms: u64| ms.saturating_sub(started_ms);
+            eprintln!(
+                "bench scale: moves (coordinator's clock, ms after the first request): all \
+                 answered {}, last release recorded {}, last acquisition recorded {}, seen \
+                 finished {}",
+                after(answered_ms),
+                after(last(|n| n.released_ms)),
+                after(last(|n| n.acquired_ms)),
+                after(now_ms())
+            );
             break;
         }
         if Instant::now() > deadline {

@@ -174,9 +174,7 @@ impl CoreTask {
             failpoint::hit(format_args!("coord.move.after_journal_{step}"));
         }
         self.core.journal_done(&write);
-        if write.steps.contains("released") || write.steps.contains("acquired") {
-            self.counters.steps_durable(&self.core.move_list().0);
-        }
+        self.counters.steps_durable(&write.steps_took);
         Ok(())
     }
 

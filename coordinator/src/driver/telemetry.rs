@@ -3,17 +3,16 @@
 //! core task like any request ([`StatusHandle`]); the driver counts only what it does
 //! itself (journal commits, move steps as they become durable) into [`Counters`].
 
-use std::collections::HashSet;
 use std::time::Duration;
 
 use shardsched_journal::CommitInfo;
-use shardsched_proto::msg::client_coord::MoveInfo;
 use shardsched_telemetry::status::StatusFuture;
 use shardsched_telemetry::{ClusterStatus, CoordinatorMetrics, StatusSource, StatusUnavailable};
 use tokio::sync::{mpsc, oneshot};
 
 use super::event::Event;
 use crate::core::Core;
+use crate::moves::StepTook;
 
 /// The status page's source: asks the core task for its views.
 pub(super) struct StatusHandle {
@@ -50,9 +49,6 @@ pub(super) fn cluster_status(core: &Core, now_ms: u64) -> ClusterStatus {
 #[derive(Default)]
 pub(super) struct Counters {
     pub(super) metrics: CoordinatorMetrics,
-    /// The steps of move nodes already counted (move, node, step), kept while the move
-    /// view shows them, so that each is counted once.
-    counted: HashSet<(u64, String, &'static str)>,
 }
 
 impl Counters {
@@ -64,29 +60,15 @@ impl Counters {
         }
     }
 
-    /// A journal write made releases or acquisitions durable: each node step the move
-    /// view now shows complete, and had not shown before, is counted with its duration.
-    pub(super) fn steps_durable(&mut self, moves: &[MoveInfo]) {
-        let mut shown = HashSet::new();
-        for m in moves {
-            for n in &m.nodes {
-                let steps = [
-                    ("release", Some(n.requested_ms), n.released_ms),
-                    ("acquire", n.released_ms, n.acquired_ms),
-                ];
-                for (step, from, to) in steps {
-                    let (Some(from), Some(to)) = (from, to) else {
-                        continue;
-                    };
-                    let key = (m.move_id.0, n.node.clone(), step);
-                    if !self.counted.contains(&key) {
-                        let took = Duration::from_millis(to.saturating_sub(from));
-                        self.metrics.move_step_took(step, took);
-                    }
-                    shown.insert(key);
-                }
-            }
+    /// A journal write made these node steps (releases, acquisitions) durable: each is
+    /// counted with its duration. They come from the write's own records, so this work
+    /// follows the nodes that moved, not the moves the coordinator remembers (it used to
+    /// rebuild the whole `queue moves` view after every such write: 25 ms per move with
+    /// two finished 8,192-node moves remembered, between a release and its `Acquire`).
+    pub(super) fn steps_durable(&self, steps: &[StepTook]) {
+        for s in steps {
+            self.metrics
+                .move_step_took(s.step, Duration::from_millis(s.took_ms));
         }
-        self.counted = shown;
     }
 }

@@ -33,7 +33,7 @@
 
 mod moves;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use shardsched_failpoint::mutant::{self, Mutant};
 use shardsched_wire::msg::coord_shard::StaleNode;
@@ -115,6 +115,11 @@ impl NodeEntry {
         matches!(self.holding, Holding::Owned | Holding::Outgoing { .. })
     }
 
+    /// Whether it is on its way here (a move's recipient, before `Acquire`).
+    pub fn is_incoming(&self) -> bool {
+        matches!(self.holding, Holding::Incoming { .. })
+    }
+
     /// When the queue manager should hold it for an incoming move: its expected free time,
     /// unless a flag keeps it out of scheduling or the time is unknown.
     pub fn incoming_hold_ms(&self) -> Option<u64> {
@@ -189,6 +194,12 @@ pub enum Effect {
 #[derive(Clone, Debug, Default)]
 pub struct NodeTable {
     nodes: BTreeMap<String, NodeEntry>,
+    /// The nodes whose entry is `Holding::Incoming`, kept by [`NodeTable::update`] (and
+    /// [`NodeTable::restore`]) beside the entries: the core walks the incoming nodes at every
+    /// batch (their holds and when the next ends), and that walk must follow the nodes
+    /// moving here, not the whole definition (16,384 entries in a queue defined over a
+    /// 16k-node cluster).
+    incoming: BTreeSet<String>,
     /// The coordinator confirmed ownership since the last (re)start.
     confirmed: bool,
 }
@@ -202,8 +213,15 @@ impl NodeTable {
     /// A restarted shard, from its journaled entries: nothing is up until
     /// [`NodeTable::apply_assignment`].
     pub fn restore(entries: impl IntoIterator<Item = (String, NodeEntry)>) -> NodeTable {
+        let nodes: BTreeMap<String, NodeEntry> = entries.into_iter().collect();
+        let incoming = nodes
+            .iter()
+            .filter(|(_, e)| e.is_incoming())
+            .map(|(n, _)| n.clone())
+            .collect();
         NodeTable {
-            nodes: entries.into_iter().collect(),
+            nodes,
+            incoming,
             confirmed: false,
         }
     }
@@ -221,6 +239,14 @@ impl NodeTable {
     /// Every entry, by name: for the journal, the status report and checks.
     pub fn entries(&self) -> impl Iterator<Item = (&str, &NodeEntry)> {
         self.nodes.iter().map(|(n, e)| (n.as_str(), e))
+    }
+
+    /// The entries of the nodes incoming here (a move's recipient, before `Acquire`), by
+    /// name: as [`NodeTable::entries`] filtered, in the nodes moving here.
+    pub fn incoming_entries(&self) -> impl Iterator<Item = (&str, &NodeEntry)> {
+        self.incoming
+            .iter()
+            .filter_map(|n| Some((n.as_str(), self.nodes.get(n)?)))
     }
 
     /// Whether the coordinator confirmed ownership since the last (re)start.
@@ -305,7 +331,15 @@ impl NodeTable {
         let was_up = confirmed && before.holding == Holding::Owned;
         let up = confirmed && entry.holding == Holding::Owned;
         let generation = entry.generation;
+        let incoming = entry.is_incoming();
         let node = node.to_owned();
+        if incoming != before.is_incoming() {
+            if incoming {
+                self.incoming.insert(node.clone());
+            } else {
+                self.incoming.remove(&node);
+            }
+        }
         match (was_up, up) {
             (false, true) => effects.push(Effect::WentUp { node, generation }),
             (true, false) => effects.push(Effect::WentDown { node, generation }),

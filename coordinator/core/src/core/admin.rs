@@ -17,7 +17,7 @@ use shardsched_wire::msg::client_coord::QueueAction;
 use shardsched_wire::msg::{MoveId, NodeFlags, Refusal, RefusalCode, bounds, coord_shard};
 
 use super::{ConnId, Control, Core};
-use crate::moves::{JournalToken, MovingStep, NodeFlag};
+use crate::moves::{JournalToken, MovingStep, NodeFlag, StepTook};
 use crate::queue_table;
 use crate::records::{
     AdminQueueState, Durable, DurableDelta, NodeRecord, QueueRecord, QueueTableRecord, move_steps,
@@ -46,6 +46,8 @@ pub(super) struct Dirty {
     pub(super) limits: bool,
     /// Kinds of move records among them (`started`, `released`, …), for failpoints.
     pub(super) steps: BTreeSet<&'static str>,
+    /// The node steps their records complete, for the metrics.
+    pub(super) steps_took: Vec<StepTook>,
 }
 
 /// One journal write: the records, and the newest move record they make durable.
@@ -58,6 +60,9 @@ pub struct JournalWrite {
     /// Kinds of move records it makes durable (`started`, `released`, `acquired`,
     /// `cancelled`, `returned`): the driver's failpoints `coord.move.after_journal_<kind>`.
     pub steps: BTreeSet<&'static str>,
+    /// How long each node step it makes durable took (releases, acquisitions): the
+    /// driver's `move_step` metric, one observation per node step.
+    pub steps_took: Vec<StepTook>,
 }
 
 /// The shards to tell about a flag change: (queue, reason) → (connection, nodes).
@@ -406,6 +411,7 @@ impl Core {
             delta,
             token,
             steps: dirty.steps,
+            steps_took: dirty.steps_took,
         })
     }
 

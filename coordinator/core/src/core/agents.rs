@@ -31,6 +31,7 @@ use shardsched_wire::msg::shard_coord::AgentAddress;
 use shardsched_wire::msg::{Refusal, RefusalCode, coord_node, node_coord};
 
 use super::{ConnId, Core, FlagPlan, NodeFlag};
+use crate::moves::NodeIntent;
 
 #[cfg(test)]
 mod tests;
@@ -216,23 +217,14 @@ impl Core {
     /// Returns the shards to tell that the nodes are down.
     pub fn agents_tick(&mut self, now_ms: u64) -> FlagPlan {
         let timeout = self.config.agents.heartbeat_timeout_ms;
-        let required = self.config.agents.required;
-        let since = *self.agents.since_ms.get_or_insert(now_ms);
-        let mut silent: Vec<(String, u64)> = Vec::new();
-        for (name, intent, _) in self.moves.nodes().iter() {
-            let heard = match self.agents.seen.get(name) {
-                Some(seen) => seen.heard_ms,
-                None if required => since,
-                None => continue,
-            };
-            let already = intent
-                .down
-                .as_deref()
-                .is_some_and(|r| r.starts_with(UNREACHABLE_REASON));
-            if !already && now_ms.saturating_sub(heard) >= timeout {
-                silent.push((name.to_owned(), heard));
-            }
-        }
+        self.agents.since_ms.get_or_insert(now_ms);
+        let silent: Vec<(String, u64)> = self
+            .watched()
+            .filter(|&(_, intent, heard)| {
+                !unreachable(intent) && now_ms.saturating_sub(heard) >= timeout
+            })
+            .map(|(name, _, heard)| (name.to_owned(), heard))
+            .collect();
         let mut plan = FlagPlan::new();
         for (node, heard) in silent {
             let reason = format!("{UNREACHABLE_REASON}{}", utc(heard));
@@ -249,23 +241,30 @@ impl Core {
     /// `required`, node without one) to reach the timeout. `None` when no node is watched.
     pub fn agents_next_wakeup(&self) -> Option<u64> {
         let timeout = self.config.agents.heartbeat_timeout_ms;
-        let required = self.config.agents.required;
-        self.moves
-            .nodes()
-            .iter()
-            .filter(|(_, intent, _)| {
-                !intent
-                    .down
-                    .as_deref()
-                    .is_some_and(|r| r.starts_with(UNREACHABLE_REASON))
-            })
-            .filter_map(|(name, _, _)| match self.agents.seen.get(name) {
-                Some(seen) => Some(seen.heard_ms),
-                None if required => Some(self.agents.since_ms.unwrap_or(0)),
-                None => None,
-            })
+        self.watched()
+            .filter(|&(_, intent, _)| !unreachable(intent))
+            .map(|(_, _, heard)| heard)
             .min()
             .map(|heard| heard.saturating_add(timeout))
+    }
+
+    /// The nodes whose agents are watched, with when each was last heard: with `[agents]
+    /// required`, every node (one without an agent as of when watching began); else only
+    /// the nodes an agent registered for. Walked at every batch of the core task (the tick
+    /// and its next wakeup), so without agents it costs nothing, not a walk of the cluster.
+    fn watched(&self) -> Box<dyn Iterator<Item = (&str, &NodeIntent, u64)> + '_> {
+        let nodes = self.moves.nodes();
+        if self.config.agents.required {
+            let since = self.agents.since_ms.unwrap_or(0);
+            Box::new(nodes.iter().map(move |(name, intent, _)| {
+                let heard = self.agents.seen.get(name).map_or(since, |s| s.heard_ms);
+                (name, intent, heard)
+            }))
+        } else {
+            Box::new(self.agents.seen.iter().filter_map(move |(name, seen)| {
+                Some((name.as_str(), nodes.get(name)?, seen.heard_ms))
+            }))
+        }
     }
 
     /// Refuses to bring `nodes` up (`resource up`) while one's agent is silent past the
@@ -334,11 +333,7 @@ impl Core {
 
     /// Whether `node` is marked down for its agent's silence ([`Core::agents_tick`]).
     fn down_for_silence(&self, node: &str) -> bool {
-        self.moves
-            .nodes()
-            .get(node)
-            .and_then(|i| i.down.as_deref())
-            .is_some_and(|r| r.starts_with(UNREACHABLE_REASON))
+        self.moves.nodes().get(node).is_some_and(unreachable)
     }
 
     /// Whether an agent has registered for `node` since the coordinator started.
@@ -427,4 +422,12 @@ fn new_reason(seen: Option<&AgentSeen>, report: &AgentReport) -> Option<String> 
         .unhealthy
         .clone()
         .filter(|why| Some(why.as_str()) != before)
+}
+
+/// Whether a node is marked down for its agent's silence ([`Core::agents_tick`]).
+fn unreachable(intent: &NodeIntent) -> bool {
+    intent
+        .down
+        .as_deref()
+        .is_some_and(|r| r.starts_with(UNREACHABLE_REASON))
 }

@@ -265,6 +265,7 @@ impl Core {
             self.dirty.moves.insert(record.move_id());
             self.dirty.next_move_id = true;
             self.dirty.steps.insert(record.kind());
+            self.dirty.steps_took.extend(self.moves.steps_took(&record));
             owners_changed |= matches!(
                 record,
                 MoveRecord::Started { .. } | MoveRecord::Cancelled { .. }

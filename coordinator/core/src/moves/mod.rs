@@ -69,7 +69,7 @@ use outbox::Outbox;
 use state::{Move, Phase, State};
 pub use types::{
     JournalToken, MoveError, MoveNodeState, MoveNodeView, MoveRecord, MoveStatus, MoveView,
-    MovingNode, MovingStep, RecoverError, ShardAssignment, Transmit,
+    MovingNode, MovingStep, RecoverError, ShardAssignment, StepTook, Transmit,
 };
 
 /// See the module documentation.

@@ -275,6 +275,18 @@ pub struct MovingNode<'a> {
     pub step: MovingStep,
 }
 
+/// How long one node's step of a move took (coordinator clock), taken from the record that
+/// completes the step: the driver counts it once that record is durable. The work is per
+/// node of the record, never per node of the moves the coordinator remembers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StepTook {
+    /// `release` (request → the donor's release recorded) or `acquire` (release → the
+    /// recipient's acknowledgement recorded): the metric's label.
+    pub step: &'static str,
+    /// Milliseconds.
+    pub took_ms: u64,
+}
+
 /// Where a moving node is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MovingStep {

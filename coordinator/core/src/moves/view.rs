@@ -9,7 +9,7 @@ use super::MoveMachine;
 use super::nodes::{NodeIntent, NodeTable};
 use super::state::{Move, Phase};
 use super::types::{MoveError, MoveRecord, MoveView};
-use super::types::{MovingNode, MovingStep};
+use super::types::{MovingNode, MovingStep, StepTook};
 
 impl MoveMachine {
     /// The node table: every node's owner, generation, flags and move.
@@ -123,6 +123,41 @@ impl MoveMachine {
             .get(&move_id)
             .or_else(|| self.state.finished.iter().find(|m| m.id == move_id))
             .map(Move::view)
+    }
+
+    /// How long each node's step recorded by `record` took: a release from the move's
+    /// request, an acquisition from the node's release; nothing for other records. Called
+    /// as the record is taken for the journal; reads only the record's nodes.
+    pub fn steps_took(&self, record: &MoveRecord) -> Vec<StepTook> {
+        let (step, move_id, nodes) = match record {
+            MoveRecord::Released { move_id, nodes } => ("release", *move_id, nodes),
+            MoveRecord::Acquired { move_id, nodes } => ("acquire", *move_id, nodes),
+            _ => return Vec::new(),
+        };
+        // The last acquisition finishes the move: it is remembered then, not active.
+        let Some(mv) = self
+            .state
+            .active
+            .get(&move_id)
+            .or_else(|| self.state.finished.iter().rev().find(|m| m.id == move_id))
+        else {
+            return Vec::new();
+        };
+        nodes
+            .iter()
+            .filter_map(|ng| {
+                let n = mv.nodes.get(&ng.node)?;
+                let (from, to) = if step == "release" {
+                    (Some(mv.started_ms), n.released_ms)
+                } else {
+                    (n.released_ms, n.acquired_ms)
+                };
+                Some(StepTook {
+                    step,
+                    took_ms: to?.saturating_sub(from?),
+                })
+            })
+            .collect()
     }
 
     /// The journal, compacted: the records that rebuild every unfinished move over the

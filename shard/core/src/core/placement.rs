@@ -38,7 +38,7 @@ impl ShardCore {
     /// The cluster nodes held in the queue manager for an incoming move, with when their
     /// hold should end (ms) and their vertices.
     pub(super) fn incoming_holds(&self) -> impl Iterator<Item = (&str, u64, VertexId)> {
-        self.nodes.entries().filter_map(|(name, e)| {
+        self.nodes.incoming_entries().filter_map(|(name, e)| {
             let at = e.incoming_hold_ms()?;
             let &v = self.cluster.vertices.get(name)?;
             Some((name, at, v))

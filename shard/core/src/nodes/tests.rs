@@ -340,6 +340,11 @@ proptest! {
                 prop_assert_eq!(&after, &before, "a stale command changed the node");
             }
             prop_assert_eq!(m.is_up("n"), after.holding == Holding::Owned);
+            prop_assert_eq!(
+                m.incoming_entries().map(|(n, _)| n).collect::<Vec<_>>(),
+                if after.is_incoming() { vec!["n"] } else { Vec::new() },
+                "the incoming index follows the entry"
+            );
             let went_up = effects.iter().any(|e| matches!(e, Effect::WentUp { .. }));
             let went_down = effects.iter().any(|e| matches!(e, Effect::WentDown { .. }));
             prop_assert_eq!((went_up, went_down), (!was_up && m.is_up("n"), was_up && !m.is_up("n")));

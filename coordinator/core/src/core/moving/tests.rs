@@ -406,3 +406,78 @@ fn stop_release_to_takes_back_the_nodes_still_coming_in() {
         "nothing changed"
     );
 }
+
+/// Drives a move of `nodes` from batch to standby to its end, the donor releasing them all at
+/// once; returns the step durations each journal write carried, in order.
+fn move_to_the_end(core: &mut Core, now: u64, nodes: &[String]) -> Vec<Vec<(&'static str, u64)>> {
+    let mut writes = Vec::new();
+    let mut write = |core: &mut Core| {
+        let w = core.journal_take().expect("a write");
+        core.journal_done(&w);
+        writes.push(w.steps_took.iter().map(|s| (s.step, s.took_ms)).collect());
+        core.moves_to_send()
+    };
+    core.move_nodes(now, nodes, "standby").expect("accepted");
+    let sent = write(core);
+    let release = sent
+        .iter()
+        .find(|c| matches!(c.request, Request::Release(_)))
+        .expect("a release");
+    let Request::Release(r) = &release.request else {
+        unreachable!("matched above")
+    };
+    let answer = Response::Releasing {
+        nodes: r
+            .nodes
+            .iter()
+            .map(|node| ReleaseState {
+                node: node.clone(),
+                free: FreeAt::Now,
+                jobs: Vec::new(),
+            })
+            .collect(),
+        stale: Vec::new(),
+    };
+    core.moves_answer(now + 3, "batch", &release.request, &answer);
+    let sent = write(core);
+    for acquire in sent
+        .iter()
+        .filter(|c| matches!(c.request, Request::Acquire(_)))
+    {
+        let ack = Response::Ack { stale: Vec::new() };
+        core.moves_answer(now + 5, "standby", &acquire.request, &ack);
+    }
+    write(core);
+    writes
+}
+
+#[test]
+fn a_move_counts_the_steps_of_its_own_nodes_not_of_the_moves_remembered() {
+    let (mut core, _) = core();
+    register(&mut core, "batch", 1);
+    register(&mut core, "standby", 2);
+    journal(&mut core);
+    let many: Vec<String> = (0..100).map(|i| format!("node{i}")).collect();
+    let writes = move_to_the_end(&mut core, NOW, &many);
+    let steps = |writes: &[Vec<(&str, u64)>], step: &str| -> Vec<u64> {
+        writes
+            .iter()
+            .flatten()
+            .filter(|(s, _)| *s == step)
+            .map(|&(_, took)| took)
+            .collect()
+    };
+    assert_eq!(steps(&writes, "release"), vec![3; 100]);
+    assert_eq!(steps(&writes, "acquire"), vec![2; 100]);
+    assert_eq!(core.moves()[0].status, MoveStatus::Completed);
+
+    // With the 100-node move remembered, one node's move carries one release and one
+    // acquisition: what the driver counts (once durable) follows the record, not the view.
+    let writes = move_to_the_end(&mut core, NOW + 10, &names(&["node100"]));
+    assert_eq!(
+        writes,
+        vec![vec![], vec![("release", 3)], vec![("acquire", 2)]],
+        "started, released, acquired"
+    );
+    assert_eq!(core.moves().len(), 2, "both remembered");
+}
