@@ -5,7 +5,8 @@
 //! Spawn ──► verify the signature (cluster CA) → the user (refused: root, low uids, unknown)
 //!           → job directory (the user's, 0700) → launches.log (durable) → prolog
 //!           → cgroups → plans/<job>.json (root's)
-//!           → `shardsched-supervisor DIR PLAN`                      ─► Spawned{pid}
+//!           → a spare supervisor takes {DIR, PLAN} (`spares`), else
+//!             `shardsched-supervisor DIR PLAN` is started            ─► Spawned{pid}
 //! Kill  ──► cancel file (the supervisor polls it)
 //! a supervisor exits (its reaper thread wakes the agent), and every EXEC_POLL_INTERVAL
 //! for supervisors an earlier agent started: each job, status written, or supervisor gone?
@@ -18,6 +19,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -37,6 +39,7 @@ use crate::layout::{
     job_dir, plan_path,
 };
 use crate::plan::{self, Plan, hostfile};
+use crate::spares::{SPARE_SUPERVISORS, Spares};
 use crate::user::{RunAs, UserPolicy, resolve};
 use shardsched_process::plan::LeaseWatch;
 
@@ -109,6 +112,8 @@ pub struct Executor {
     verifier: JobspecVerifier,
     /// The durable record of the launches started here.
     log: LaunchLog,
+    /// Supervisors started ahead of the launches (none until [`Executor::start_spares`]).
+    spares: Arc<Spares>,
 }
 
 impl Executor {
@@ -123,11 +128,22 @@ impl Executor {
             job_dir(&settings.state_dir, job).is_dir()
         })
         .map_err(|e| format!("the launch log: {e}"))?;
+        let spares = Arc::new(Spares::new(
+            settings.supervisor.clone(),
+            SPARE_SUPERVISORS,
+            settings.as_root,
+        ));
         Ok(Executor {
             settings,
             verifier,
             log,
+            spares,
         })
+    }
+
+    /// Starts the spare supervisors (in the agent's runtime); launches keep them topped up.
+    pub fn start_spares(&self) {
+        self.spares.start();
     }
 
     /// How a job's processes are found once its supervisor is gone: by its cgroup when the
@@ -212,15 +228,11 @@ impl Executor {
             queue: queue.to_owned(),
             launch_deadline_ms: lease_deadline_ms,
         };
-        let started = start_supervisor(
-            settings,
-            launch,
-            run_as,
-            &dir,
-            cgroups.clone(),
-            lease,
-            on_exit,
-        );
+        let plan_file = write_plan(settings, launch, run_as, &dir, cgroups.clone(), lease);
+        let started = match plan_file {
+            Ok(plan_file) => self.start_supervisor(&dir, &plan_file, on_exit).await,
+            Err(why) => Err(why),
+        };
         if started.is_err() {
             // Nothing runs in them: a failed launch leaves no cgroup behind.
             if let Err(e) = cgroups.remove() {
@@ -322,16 +334,15 @@ impl Executor {
     }
 }
 
-/// Writes the job's plan and starts its supervisor in `cgroups`; its pid, or why not.
-fn start_supervisor(
+/// Writes the job's plan (to run in `cgroups`) where only root writes; its path.
+fn write_plan(
     settings: &ExecSettings,
     launch: &NodeLaunch,
     run_as: Option<RunAs>,
     dir: &Path,
     cgroups: JobCgroups,
     lease: LeaseWatch,
-    on_exit: OnExit,
-) -> Result<u32, String> {
+) -> Result<PathBuf, String> {
     let plan = Plan {
         lease: Some(lease),
         ..plan::prepare(launch, run_as, dir, cgroups)?
@@ -339,22 +350,43 @@ fn start_supervisor(
     // Out of the job user's directory: the supervisor reads it as root (docs/EXEC.md, Trust).
     let plan_file = plan_path(&settings.state_dir, launch.job);
     write_json(&plan_file, &plan)?;
-    let mut child = supervisor_command(&settings.supervisor, dir, Some(&plan_file))
-        .map(tokio::process::Command::from)
-        .map_err(|e| e.to_string())
-        .and_then(|mut command| command.spawn().map_err(|e| e.to_string()))
-        .map_err(|e| format!("cannot start the supervisor: {e}"))?;
-    let pid = child
-        .id()
-        .ok_or("the supervisor exited before it could be watched")?;
-    // Reaped as soon as it exits (tokio waits on a pidfd: no thread per job), so that it
-    // does not stay a zombie; the supervisor may outlive this agent.
-    tokio::spawn(async move {
-        let _ = child.wait().await;
-        on_exit();
-    });
-    write_replace(&dir.join(PID_FILE), format!("{pid}\n").as_bytes()).map_err(|e| e.to_string())?;
-    Ok(pid)
+    Ok(plan_file)
+}
+
+impl Executor {
+    /// Starts the supervisor of the job in `dir` on its plan: hands it to a spare if one is
+    /// ready (then starts a replacement), else starts one. Its pid, or why not.
+    async fn start_supervisor(
+        &self,
+        dir: &Path,
+        plan_file: &Path,
+        on_exit: OnExit,
+    ) -> Result<u32, String> {
+        let absolute =
+            |path: &Path| std::path::absolute(path).map_err(|e| format!("{}: {e}", path.display()));
+        let spare = self.spares.hand(absolute(dir)?, absolute(plan_file)?).await;
+        self.spares.refill();
+        let mut child = match spare {
+            Some(child) => child,
+            None => supervisor_command(&self.settings.supervisor, dir, Some(plan_file))
+                .map(tokio::process::Command::from)
+                .map_err(|e| e.to_string())
+                .and_then(|mut command| command.spawn().map_err(|e| e.to_string()))
+                .map_err(|e| format!("cannot start the supervisor: {e}"))?,
+        };
+        let pid = child
+            .id()
+            .ok_or("the supervisor exited before it could be watched")?;
+        // Reaped as soon as it exits (tokio waits on a pidfd: no thread per job), so that it
+        // does not stay a zombie; the supervisor may outlive this agent.
+        tokio::spawn(async move {
+            let _ = child.wait().await;
+            on_exit();
+        });
+        write_replace(&dir.join(PID_FILE), format!("{pid}\n").as_bytes())
+            .map_err(|e| e.to_string())?;
+        Ok(pid)
+    }
 }
 
 /// Asks a job's supervisor to stop (the cancel file it looks for every few milliseconds).

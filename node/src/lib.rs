@@ -15,4 +15,5 @@ pub mod executor;
 pub mod launch_log;
 pub mod layout;
 pub mod plan;
+pub mod spares;
 pub mod user;
