@@ -37,18 +37,19 @@ fn waiting_job(sys: &System, name: &str) -> String {
 fn a_killed_agent_comes_back_and_reports_the_tasks_it_left_running() {
     // The default timeout: an agent restarted by up is back well within its lease.
     let sys = System::start_with("agents-sigkill", &agents_config(""), &["--agents"]);
-    // node0's agent has its spare supervisors up: the job goes to one of them.
-    let first_agent = sys.agent_pid("node0").expect("node0's agent");
-    assert!(wait_for(
-        || spares_of(first_agent).len() == SPARE_SUPERVISORS
-    ));
+    // Every agent has its spare supervisors up: the job goes to one of them.
+    let spares_up = |n: usize| {
+        sys.agent_pid(&format!("node{n}"))
+            .is_some_and(|agent| spares_of(agent).len() == SPARE_SUPERVISORS)
+    };
+    assert!(wait_for(|| (0..8).all(spares_up)));
     let script = waiting_job(&sys, "task");
     let id = sys.submit(&["-N", "1", "-t", "1m", "--", "sh", "-c", &script]);
     sys.wait_state(&id, "running");
     let task = read_pid_file(&sys.dir.join("task.pid"));
     let _cleanup = KillOnDrop(task);
     let node = sys.job(&id)["nodes"].as_str().expect("nodes").to_owned();
-    assert_eq!(node, "node0");
+    let first_agent = sys.agent_pid(&node).expect("the agent");
     let supervisor = read_pid_file(&sys.node_job_dir(&node, &id).join("supervisor.pid"));
     let cmdline = std::fs::read(format!("/proc/{supervisor}/cmdline")).expect("cmdline");
     assert!(
