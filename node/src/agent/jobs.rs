@@ -202,6 +202,6 @@ async fn job_ended(
     job: JobId,
     end: JobEnd,
 ) {
-    executor::epilog(&executor.settings, job, node).await;
+    crate::site::epilog(&executor.settings, job, node).await;
     let _ = events.send(Event::Ended { job, end }).await;
 }
