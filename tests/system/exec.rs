@@ -338,8 +338,13 @@ fn a_cancel_survives_its_shard_being_killed_before_the_processes_are_gone() {
         );
     };
 
-    // The answer left; the kill did not (the failpoint holds it): the shard dies.
+    // The answer left; the kill did not (the failpoint holds it): the shard dies. Killed
+    // only once the failpoint has fired (its once-marker is made before it sleeps): a
+    // shard killed before its exec task reached the point would leave the point to fire
+    // in the restarted shard, holding back the very kill this test waits for.
     system.ok(&["cancel", &held]);
+    let fired = once.join("alpha.shard.kill.before_exec");
+    assert!(wait_for(|| fired.exists()), "the failpoint never fired");
     assert!(!cancel_file(&held).exists(), "the kill was held back");
     assert!(held_pids.iter().all(|&p| alive(p)));
     killed_shard(&system);

@@ -67,5 +67,5 @@ pub use jgf::{JgfDocument, JgfEdge, JgfVertex, parse_jgf, read_jgf, read_jgf_fil
 pub use read::{GraphFormat, read_graph, read_graph_file};
 pub use rv1exec::{read_rv1exec, read_rv1exec_file};
 pub use spec::{
-    ClusterSpec, DEFAULT_CLUSTER_TOML, NodeClass, generated_cluster, read_cluster_spec,
+    CheckedSpec, ClusterSpec, DEFAULT_CLUSTER_TOML, NodeClass, generated_cluster, read_cluster_spec,
 };

@@ -29,7 +29,7 @@
 //! Unknown keys are refused (a typo must not silently mean "default"); errors carry the TOML
 //! line and column.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
@@ -103,9 +103,67 @@ impl NodeClass {
 
 /// Reads a TOML cluster spec into a resource graph.
 pub fn read_cluster_spec(text: &str) -> Result<ResourceGraph, ReadError> {
-    let (spec, spans) = parse(text)?;
-    let at = |class: Option<usize>, field: &str| spans.locate(text, class, field);
-    build::build(&spec, &at)
+    CheckedSpec::read(text)?.build()
+}
+
+/// A cluster spec checked whole, its hosts decoded: what building its graph, or the part
+/// of it some hosts make, needs. Only [`CheckedSpec::build_hosts`] and
+/// [`CheckedSpec::build`] make vertices, so a reader that wants the hosts (the
+/// coordinator's node-level view) or one queue's part (a shard) never holds the whole
+/// cluster's graph.
+#[derive(Clone, Debug)]
+pub struct CheckedSpec {
+    spec: ClusterSpec,
+    /// Each class's hosts, in rank order.
+    hosts: Vec<Vec<String>>,
+}
+
+impl CheckedSpec {
+    /// Reads and checks TOML spec `text`; errors carry the TOML line and column.
+    pub fn read(text: &str) -> Result<CheckedSpec, ReadError> {
+        let (spec, spans) = parse(text)?;
+        let at = |class: Option<usize>, field: &str| spans.locate(text, class, field);
+        let hosts = build::check(&spec, &at)?;
+        Ok(CheckedSpec { spec, hosts })
+    }
+
+    /// Every host with its class, in rank order.
+    pub fn hosts(&self) -> impl Iterator<Item = (&str, &NodeClass)> {
+        self.spec
+            .nodes
+            .iter()
+            .zip(&self.hosts)
+            .flat_map(|(class, hosts)| hosts.iter().map(move |h| (h.as_str(), class)))
+    }
+
+    /// The resource types the whole graph has vertices of.
+    pub fn kinds(&self) -> BTreeSet<&'static str> {
+        let mut kinds = BTreeSet::from(["cluster", "node", "socket", "core"]);
+        for class in &self.spec.nodes {
+            if class.rack_size.is_some() {
+                kinds.insert("rack");
+            }
+            if class.gpus_per_socket > 0 {
+                kinds.insert("gpu");
+            }
+            if class.memory_per_socket_gb > 0 {
+                kinds.insert("memory");
+            }
+        }
+        kinds
+    }
+
+    /// The whole graph.
+    pub fn build(&self) -> Result<ResourceGraph, ReadError> {
+        self.build_hosts(&|_| true)
+    }
+
+    /// The graph of the hosts `keep` accepts: the whole graph without the other hosts'
+    /// subtrees and the racks left empty; names, ids, ranks and the order of the vertices
+    /// are the whole graph's (see `build::build_hosts`).
+    pub fn build_hosts(&self, keep: &dyn Fn(&str) -> bool) -> Result<ResourceGraph, ReadError> {
+        build::build_hosts(&self.spec, &self.hosts, keep)
+    }
 }
 
 /// A benchmark cluster of `nodes` nodes named `node0..`: racks of 64, 2 sockets × 22 cores,
@@ -141,7 +199,8 @@ impl ClusterSpec {
 
     /// Builds the graph. Errors point at fields by path, e.g. `nodes[1].hosts`.
     pub fn build(&self) -> Result<ResourceGraph, ReadError> {
-        build::build(self, &|class, field| path_of(class, field))
+        let hosts = build::check(self, &|class, field| path_of(class, field))?;
+        build::build_hosts(self, &hosts, &|_| true)
     }
 
     /// The spec as TOML text that [`read_cluster_spec`] reads back.

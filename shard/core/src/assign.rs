@@ -20,7 +20,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use shardsched_matcher::MatchPolicy;
 use shardsched_qmanager::{Params, QueuePolicy};
 use shardsched_resource::{
-    GraphFormat, ResourceGraph, SCHEDULER_TYPES, VertexId, keep_subtrees, keep_types, read_graph,
+    CheckedSpec, GraphFormat, ResourceGraph, SCHEDULER_TYPES, VertexId, keep_subtrees, keep_types,
+    read_graph,
 };
 use shardsched_wire::msg::{ClusterDescription, ClusterFormat, QueueConfig};
 
@@ -39,19 +40,42 @@ pub fn cluster_graph(cluster: &ClusterDescription) -> Result<ResourceGraph, Shar
 /// they contain and what contains them) and to the load allowlist's types; with the
 /// resource types the whole cut-to-types cluster has (see [`types_not_loaded`]). Names in
 /// `definition` that are not nodes of the cluster are an error.
+///
+/// A cluster spec (the format `up` and the coordinator use) is never built whole: only the
+/// definition's hosts are ([`CheckedSpec::build_hosts`]), so a shard's memory and start-up
+/// follow its definition even while it starts. Other formats are read whole, then cut.
 pub fn definition_graph(
     cluster: &ClusterDescription,
     config: &QueueConfig,
     extra: &[&str],
 ) -> Result<(ResourceGraph, BTreeSet<String>), ShardError> {
-    let full = read_cluster(cluster)?;
     let types = load_types(cluster);
-    let definition = definition(config, extra, &node_index(&full));
-    let graph = cut(&full, &types, &definition)?;
-    let root = full.kind_str(full.root());
-    let loaded = kinds(&full)
+    let (part, definition, all_kinds) = match cluster.format {
+        ClusterFormat::Spec => {
+            let spec =
+                CheckedSpec::read(&cluster.text).map_err(|e| ShardError::Cluster(e.to_string()))?;
+            let hosts: BTreeSet<&str> = spec.hosts().map(|(h, _)| h).collect();
+            let definition = definition(config, extra, &|n| hosts.contains(n));
+            check_known(&|n| hosts.contains(n), &definition)?;
+            let part = spec
+                .build_hosts(&|h| definition.contains(h))
+                .map_err(|e| ShardError::Cluster(e.to_string()))?;
+            let kinds = spec.kinds().into_iter().map(str::to_owned).collect();
+            (part, definition, kinds)
+        }
+        _ => {
+            let full = read_cluster(cluster)?;
+            let nodes = node_index(&full);
+            let definition = definition(config, extra, &|n| nodes.contains_key(n));
+            let kinds = kinds(&full);
+            (full, definition, kinds)
+        }
+    };
+    let graph = cut(&part, &types, &definition)?;
+    let root = part.kind_str(part.root()).to_owned();
+    let loaded = all_kinds
         .into_iter()
-        .filter(|k| k == root || types.contains(&k.as_str()))
+        .filter(|k| *k == root || types.contains(&k.as_str()))
         .collect();
     Ok((graph, loaded))
 }
@@ -101,23 +125,18 @@ pub fn node_index(graph: &ResourceGraph) -> BTreeMap<String, VertexId> {
 
 /// The nodes a queue may own: its configured definition, plus those of `extra` (owned,
 /// incoming, held in its journal or by a running job's allocation: the coordinator's
-/// word, and facts) that are nodes of `nodes`; with an empty configured definition, only
-/// those.
+/// word, and facts) that are nodes of the cluster (`is_node`); with an empty configured
+/// definition, only those.
 pub fn definition(
     config: &QueueConfig,
     extra: &[&str],
-    nodes: &BTreeMap<String, VertexId>,
+    is_node: &dyn Fn(&str) -> bool,
 ) -> BTreeSet<String> {
     config
         .definition
         .iter()
         .cloned()
-        .chain(
-            extra
-                .iter()
-                .filter(|n| nodes.contains_key(**n))
-                .map(|n| (*n).to_owned()),
-        )
+        .chain(extra.iter().filter(|n| is_node(n)).map(|n| (*n).to_owned()))
         .collect()
 }
 
@@ -130,7 +149,7 @@ pub fn restrict_to_definition(
 ) -> Result<ResourceGraph, ShardError> {
     let nodes = node_index(&graph);
     if nodes.keys().all(|n| definition.contains(n)) {
-        check_known(&nodes, definition)?;
+        check_known(&|n| nodes.contains_key(n), definition)?;
         return Ok(graph);
     }
     let kinds = kinds(&graph);
@@ -144,17 +163,18 @@ fn cut(
     types: &[&str],
     definition: &BTreeSet<String>,
 ) -> Result<ResourceGraph, ShardError> {
-    check_known(&node_index(graph), definition)?;
+    let nodes = node_index(graph);
+    check_known(&|n| nodes.contains_key(n), definition)?;
     keep_subtrees(graph, types, &|n| definition.contains(n))
         .map_err(|e| ShardError::Cluster(e.to_string()))
 }
 
-/// Refuses a definition naming a node `nodes` does not have.
+/// Refuses a definition naming a node that is not one of the cluster's (`is_node`).
 fn check_known(
-    nodes: &BTreeMap<String, VertexId>,
+    is_node: &dyn Fn(&str) -> bool,
     definition: &BTreeSet<String>,
 ) -> Result<(), ShardError> {
-    match definition.iter().find(|n| !nodes.contains_key(*n)) {
+    match definition.iter().find(|n| !is_node(n)) {
         Some(unknown) => Err(ShardError::QueueConfig(format!(
             "node {unknown} of the queue's definition is not in the cluster"
         ))),
@@ -294,5 +314,65 @@ mod tests {
             load_allowlist: Vec::new(),
         };
         assert!(matches!(cluster_graph(&bad), Err(ShardError::Cluster(_))));
+    }
+
+    /// Every vertex in order: path, type, id, rank, size, parent's path.
+    fn listing(g: &ResourceGraph) -> Vec<String> {
+        g.vertices()
+            .map(|v| {
+                let parent = g.parent(v).map(|p| g.path(p));
+                let (kind, id, rank, size) = (g.kind_str(v), g.id(v), g.rank(v), g.size(v));
+                format!("{} {kind} {id} {rank} {size} {parent:?}", g.path(v))
+            })
+            .collect()
+    }
+
+    /// A spec cluster is never built whole for a shard, and the part it builds is what
+    /// cutting the whole graph gave: the same vertices in the same order, the same loaded
+    /// types (the whole cluster's), the same refusal of a node the cluster does not have.
+    #[test]
+    fn a_spec_shard_builds_only_its_part_and_it_is_the_cut_of_the_whole() {
+        let spec = shardsched_resource::generated_cluster(200);
+        let mut text = spec.to_toml();
+        // A second class without gpus or racks: the loaded types are the whole cluster's.
+        text.push_str("\n[[nodes]]\nhosts = \"cpu[0-9]\"\ncores_per_socket = 4\n");
+        let cluster = ClusterDescription {
+            format: ClusterFormat::Spec,
+            text,
+            load_allowlist: Vec::new(),
+        };
+        let full = read_cluster(&cluster).expect("whole");
+        let names = |list: &[&str]| list.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+        for (defined, extra) in [
+            (names(&["cpu3", "cpu4"]), vec![]),
+            (
+                names(&["node0", "node64", "node199"]),
+                vec!["node70", "nosuch"],
+            ),
+            (vec![], vec!["node5"]),
+        ] {
+            let config = QueueConfig {
+                definition: defined,
+                ..config()
+            };
+            let (graph, loaded) = definition_graph(&cluster, &config, &extra).expect("part");
+            let nodes = node_index(&full);
+            let wanted = definition(&config, &extra, &|n| nodes.contains_key(n));
+            let cut = cut(&full, &load_types(&cluster), &wanted).expect("cut");
+            assert_eq!(listing(&graph), listing(&cut), "{wanted:?}");
+            assert_eq!(
+                loaded,
+                kinds(&keep_types(&full, SCHEDULER_TYPES).expect("types"))
+            );
+        }
+        let unknown = QueueConfig {
+            definition: names(&["node1", "node200"]),
+            ..config()
+        };
+        let refused = definition_graph(&cluster, &unknown, &[]).map(|_| ());
+        assert!(
+            matches!(&refused, Err(ShardError::QueueConfig(m)) if m.contains("node200")),
+            "{refused:?}"
+        );
     }
 }

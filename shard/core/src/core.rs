@@ -227,7 +227,8 @@ impl ShardCore {
                 options.time_scale
             )));
         }
-        let definition = assign::definition(config, extra, &assign::node_index(&graph));
+        let nodes = assign::node_index(&graph);
+        let definition = assign::definition(config, extra, &|n| nodes.contains_key(n));
         let graph = assign::restrict_to_definition(graph, &definition)?;
         let vertices = assign::node_index(&graph);
         let capacity = usage::capacity(&graph, vertices.clone());

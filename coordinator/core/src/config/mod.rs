@@ -329,18 +329,15 @@ impl Cluster {
         Cluster::from_spec(DEFAULT_CLUSTER_TOML.to_owned())
     }
 
-    /// Builds the cluster from spec text (which it keeps, to hand to shards).
+    /// Builds the cluster from spec text (which it keeps, to hand to shards): its nodes
+    /// only, no vertex below them (the coordinator's view is node-level).
     pub fn from_spec(spec_toml: String) -> Result<Cluster, ReadError> {
-        let graph = shardsched_resource::read_cluster_spec(&spec_toml)?;
-        let nodes = graph
-            .vertices()
-            .filter(|&v| graph.kind_str(v) == "node")
-            .map(|v| ClusterNode {
-                name: graph.name(v).to_owned(),
-                properties: graph
-                    .properties(v)
-                    .map(|p| p.keys().cloned().collect())
-                    .unwrap_or_default(),
+        let spec = shardsched_resource::CheckedSpec::read(&spec_toml)?;
+        let nodes = spec
+            .hosts()
+            .map(|(host, class)| ClusterNode {
+                name: host.to_owned(),
+                properties: class.properties.iter().cloned().collect(),
             })
             .collect();
         Ok(Cluster {

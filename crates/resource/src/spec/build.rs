@@ -1,4 +1,9 @@
 //! Cluster spec → graph, in the order Fluxion's GRUG expansion would create the vertices.
+//!
+//! A graph may be built for only some hosts ([`build_hosts`]): the racks above them, them
+//! and what they hold, with the names, ids, ranks and vertex order those vertices have in
+//! the whole graph. A shard builds its queue's part so, without ever making the whole
+//! cluster's vertices (docs/SCALE.md).
 
 use std::collections::HashMap;
 
@@ -11,8 +16,9 @@ use crate::intern::Sym;
 /// Locates a field for an error: (class index or `None` for top level, field name).
 pub(super) type Locate<'a> = &'a dyn Fn(Option<usize>, &str) -> Location;
 
-/// Checks the whole spec, then builds its graph.
-pub(super) fn build(spec: &ClusterSpec, at: Locate<'_>) -> Result<ResourceGraph, ReadError> {
+/// Checks the whole spec (name, classes, the vertex bound for the whole cluster, hosts
+/// listed once) and returns each class's hosts, in rank order.
+pub(super) fn check(spec: &ClusterSpec, at: Locate<'_>) -> Result<Vec<Vec<String>>, ReadError> {
     let name = &spec.name;
     if name.is_empty() || name.contains('/') || name.chars().any(char::is_whitespace) {
         let msg = format!("name {name:?} must be non-empty, without '/' or spaces");
@@ -26,19 +32,7 @@ pub(super) fn build(spec: &ClusterSpec, at: Locate<'_>) -> Result<ResourceGraph,
     let mut count: u128 = 1;
     for (i, class) in spec.nodes.iter().enumerate() {
         hosts.push(check_class(class, i, at)?);
-        let racks = class
-            .rack_size
-            .map_or(0, |r| hosts[i].len().div_ceil(r as usize));
-        let per_socket = 1
-            + u128::from(class.cores_per_socket)
-            + u128::from(class.gpus_per_socket)
-            + if class.memory_per_socket_gb > 0 {
-                u128::from(class.memory_pools_per_socket)
-            } else {
-                0
-            };
-        let per_node = 1 + u128::from(class.sockets) * per_socket;
-        count += racks as u128 + hosts[i].len() as u128 * per_node;
+        count += vertices_of(class, hosts[i].len());
         check_size(count, at(Some(i), "hosts"))?;
     }
     for (i, class_hosts) in hosts.iter().enumerate() {
@@ -53,7 +47,46 @@ pub(super) fn build(spec: &ClusterSpec, at: Locate<'_>) -> Result<ResourceGraph,
             }
         }
     }
+    Ok(hosts)
+}
 
+/// The vertices `hosts` hosts of `class` make: their racks, themselves and what they hold.
+fn vertices_of(class: &super::NodeClass, hosts: usize) -> u128 {
+    let racks = class.rack_size.map_or(0, |r| hosts.div_ceil(r as usize));
+    let per_socket = 1
+        + u128::from(class.cores_per_socket)
+        + u128::from(class.gpus_per_socket)
+        + if class.memory_per_socket_gb > 0 {
+            u128::from(class.memory_pools_per_socket)
+        } else {
+            0
+        };
+    let per_node = 1 + u128::from(class.sockets) * per_socket;
+    racks as u128 + hosts as u128 * per_node
+}
+
+/// The graph of the hosts `keep` accepts, of a spec [`check`] accepted (`hosts` is its
+/// answer): the root, the racks holding a kept host, the kept hosts and everything below
+/// them. Every vertex has the name, id and rank it has in the whole graph (racks count
+/// from the first rack of the cluster, ranks from its first host), and the vertices come
+/// in the whole graph's order, so the result is the whole graph with the other hosts'
+/// subtrees and empty racks taken out (`allowlist::keep_subtrees` of the whole graph).
+pub(super) fn build_hosts(
+    spec: &ClusterSpec,
+    hosts: &[Vec<String>],
+    keep: &dyn Fn(&str) -> bool,
+) -> Result<ResourceGraph, ReadError> {
+    let kept: Vec<Vec<bool>> = hosts
+        .iter()
+        .map(|class_hosts| class_hosts.iter().map(|h| keep(h)).collect())
+        .collect();
+    let count = 1 + spec
+        .nodes
+        .iter()
+        .zip(&kept)
+        .map(|(class, k)| vertices_of(class, k.iter().filter(|&&k| k).count()))
+        .sum::<u128>();
+    let name = &spec.name;
     // `count` is below the vertex bound; a tree has one edge fewer than vertices.
     let count = count as usize;
     let mut b = GraphBuilder::with_capacity(count, count - 1);
@@ -73,46 +106,54 @@ pub(super) fn build(spec: &ClusterSpec, at: Locate<'_>) -> Result<ResourceGraph,
     };
 
     // Racks of every class first, as a GRUG's cluster → rack rule creates them.
-    let mut parent_of: Vec<Vec<VertexId>> = Vec::with_capacity(spec.nodes.len());
+    let mut parent_of: Vec<Vec<Option<VertexId>>> = Vec::with_capacity(spec.nodes.len());
     let mut rack_id = 0;
-    for (class, class_hosts) in spec.nodes.iter().zip(&hosts) {
+    for ((class, class_hosts), class_kept) in spec.nodes.iter().zip(hosts).zip(&kept) {
         let parents = match class.rack_size {
-            None => vec![root; class_hosts.len()],
+            None => vec![Some(root); class_hosts.len()],
             Some(size) => {
-                let racks: Vec<VertexId> = (0..class_hosts.len().div_ceil(size as usize))
-                    .map(|_| {
-                        let rack = b.add_vertex_syms(
-                            syms.rack,
-                            syms.rack,
-                            None,
-                            rack_id,
-                            -1,
-                            1,
-                            syms.none,
-                            Status::Up,
-                        );
+                let size = size as usize;
+                let racks: Vec<Option<VertexId>> = class_kept
+                    .chunks(size)
+                    .map(|rack_hosts| {
+                        let id = rack_id;
                         rack_id += 1;
-                        b.add_containment_edge(root, rack);
-                        rack
+                        rack_hosts.contains(&true).then(|| {
+                            let rack = b.add_vertex_syms(
+                                syms.rack,
+                                syms.rack,
+                                None,
+                                id,
+                                -1,
+                                1,
+                                syms.none,
+                                Status::Up,
+                            );
+                            b.add_containment_edge(root, rack);
+                            rack
+                        })
                     })
                     .collect();
-                (0..class_hosts.len())
-                    .map(|k| racks[k / size as usize])
-                    .collect()
+                (0..class_hosts.len()).map(|k| racks[k / size]).collect()
             }
         };
         parent_of.push(parents);
     }
 
-    // Then every node, ranked in host order.
-    let mut nodes: Vec<(VertexId, usize)> = Vec::with_capacity(seen.len());
-    for (i, (class, class_hosts)) in spec.nodes.iter().zip(&hosts).enumerate() {
+    // Then every kept node, ranked in host order among all hosts.
+    let mut nodes: Vec<(VertexId, usize)> = Vec::new();
+    let mut rank = 0;
+    for (i, (class, class_hosts)) in spec.nodes.iter().zip(hosts).enumerate() {
         for (k, host) in class_hosts.iter().enumerate() {
-            let node = add_node(&mut b, &syms, host, nodes.len());
+            rank += 1;
+            let Some(parent) = parent_of[i][k].filter(|_| kept[i][k]) else {
+                continue;
+            };
+            let node = add_node(&mut b, &syms, host, rank - 1);
             for p in &class.properties {
                 b.set_property(node, p, "");
             }
-            b.add_containment_edge(parent_of[i][k], node);
+            b.add_containment_edge(parent, node);
             nodes.push((node, i));
         }
     }

@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+use std::collections::BTreeSet;
 use std::time::Instant;
 
 use super::*;
@@ -226,4 +227,70 @@ properties = ["bigmem", "ssd"]
     let mem = g.find_path("/mycluster0/fat3/socket2/memory2").unwrap();
     assert_eq!((g.size(mem), g.rank(mem)), (512, 130));
     assert!(g.has_property(g.find_path("/mycluster0/fat1").unwrap(), "bigmem"));
+}
+
+/// Every vertex of `g` in order: path, kind, id, rank, size, unit, properties, status.
+fn listing(g: &ResourceGraph) -> Vec<String> {
+    g.vertices()
+        .map(|v| {
+            format!(
+                "{} {} {} {} {} {} {:?} {:?}",
+                g.path(v),
+                g.kind_str(v),
+                g.id(v),
+                g.rank(v),
+                g.size(v),
+                g.unit(v),
+                g.properties(v),
+                g.status(v)
+            )
+        })
+        .collect()
+}
+
+/// A part built for some hosts is the whole graph with the others taken out: the same
+/// vertices in the same order, and the same queue subgraph once cut.
+#[test]
+fn a_part_is_the_whole_without_the_other_hosts() {
+    let two = CheckedSpec::read(TWO_CLASSES).unwrap();
+    let bench = CheckedSpec::read(&generated_cluster(300).to_toml()).unwrap();
+    let wanted: [&[&str]; 5] = [
+        &["cn02", "gpu8"],
+        &["login"],
+        &[],
+        &["node0", "node63", "node64", "node299"],
+        &["node130", "node131", "node140"],
+    ];
+    for spec in [&two, &bench] {
+        let whole = spec.build().unwrap();
+        let kinds: Vec<&str> = spec.kinds().into_iter().collect();
+        assert_eq!(
+            kinds.iter().map(|k| k.to_string()).collect::<BTreeSet<_>>(),
+            whole
+                .vertices()
+                .map(|v| whole.kind_str(v).to_string())
+                .collect()
+        );
+        for names in wanted {
+            let keep = |h: &str| names.contains(&h);
+            let part = spec.build_hosts(&keep).unwrap();
+            let cut = crate::keep_subtrees(&whole, &kinds, &keep).unwrap();
+            let part_paths: BTreeSet<String> = part.vertices().map(|v| part.path(v)).collect();
+            let whole_order: Vec<String> = listing(&whole)
+                .into_iter()
+                .filter(|l| part_paths.contains(l.split(' ').next().unwrap()))
+                .collect();
+            assert_eq!(listing(&part), whole_order, "{names:?}");
+            let part_cut = crate::keep_subtrees(&part, &kinds, &keep).unwrap();
+            assert_eq!(listing(&part_cut), listing(&cut), "{names:?}");
+            let parents = |g: &ResourceGraph| {
+                g.vertices()
+                    .map(|v| g.parent(v).map(|p| g.path(p)))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(parents(&part_cut), parents(&cut));
+        }
+    }
+    let hosts: Vec<&str> = two.hosts().map(|(h, _)| h).collect();
+    assert_eq!(hosts, ["cn01", "cn02", "cn03", "gpu7", "gpu8", "login"]);
 }
