@@ -165,11 +165,6 @@ impl Spares {
         }
     }
 
-    /// How many spares are ready now.
-    pub fn ready(&self) -> usize {
-        self.lock().ready.len()
-    }
-
     /// Starts one spare and waits until it says it is loaded.
     async fn start_one(&self) -> std::io::Result<Spare> {
         let mut child = Command::new(&self.supervisor)
