@@ -39,10 +39,7 @@ use crate::layout::{
     job_dir, plan_path,
 };
 use crate::plan::{self, Plan, hostfile};
-use crate::site::job_env;
-pub use crate::site::{
-    SCRIPT_OUTPUT_BYTES_MAX, SITE_SCRIPT_TIMEOUT, epilog, health_check, run_site_script,
-};
+use crate::site::{job_env, run_site_script};
 use crate::spares::{SPARE_SUPERVISORS, Spares};
 use crate::user::{RunAs, UserPolicy, resolve};
 use shardsched_process::plan::LeaseWatch;
