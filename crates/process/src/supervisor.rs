@@ -1,5 +1,6 @@
-//! A job's supervisor (`shardsched-supervisor DIR [PLAN]`): started by a node agent or by a
-//! shard's `exec` executor, outliving it, it runs the host's tasks of one job (as the job's
+//! A job's supervisor (`shardsched-supervisor DIR [PLAN]`, or a node agent's spare handed
+//! the job: [`crate::spare`]): started by a node agent or by a shard's `exec` executor,
+//! outliving it, it runs the host's tasks of one job (as the job's
 //! user, inside the job's cgroup, when the plan says so), serves them PMI, and writes how
 //! they ended.
 //!
@@ -9,7 +10,8 @@
 //! drop to the user: groups, gid, uid          ─ nothing after this runs as root
 //! per task: a socketpair for PMI (PMI_FD), its output files opened as the user,
 //!           spawned in its own process group in the working directory
-//! write group.pid (the first task's group; without a cgroup only)
+//! write started (when each task's spawn returned, µs) and group.pid (the first task's
+//! group; without a cgroup only)
 //! serve PMI; wait for the first of:
 //!   every task ended ───────────► leftovers in the cgroup: SIGTERM, grace, SIGKILL
 //!   the time limit ─────────────► SIGTERM everything in the cgroup, grace, SIGKILL (timeout)
