@@ -312,6 +312,7 @@ fn a_spare_supervisor_whose_agent_is_gone_exits_having_run_nothing() {
             .arg("--spare")
             .current_dir(work.path())
             .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("spare");
@@ -320,10 +321,12 @@ fn a_spare_supervisor_whose_agent_is_gone_exits_having_run_nothing() {
         drop(stdin);
         child.wait_with_output().expect("wait")
     };
-    // Its agent gone before a whole line, or without a word: it exits, successfully.
+    // Its agent gone before a whole line, or without a word: it exits, successfully, having
+    // said it was ready.
     for input in [&b""[..], &b"{\"dir\":\"/tmp\""[..]] {
         let out = spare(input);
         assert!(out.status.success(), "{out:?}");
+        assert_eq!(out.stdout, b"ready\n");
     }
     // A line that is not a handoff (or names relative paths): refused, nothing run.
     for input in [
