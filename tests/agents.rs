@@ -5,7 +5,8 @@
 
 mod harness;
 
-use harness::{System, agents_config, parent_of, read_pid_file};
+use harness::{System, agents_config, parent_of, read_pid_file, spares_of, wait_for};
+use shardsched_node::spares::SPARE_SUPERVISORS;
 
 /// A 10 s heartbeat timeout (a 5 s lease): with 4 s, a 2 s lease was seen to run out
 /// under two test suites at once, the shard's renewals coming late.
@@ -231,4 +232,117 @@ fn a_batch_script_runs_once_on_its_first_node_into_its_named_files() {
     assert_eq!(err, "oops\n");
     // `job output` reads the named file through the agent.
     assert_eq!(sys.ok(&["job", "output", &id]), text);
+}
+
+#[test]
+fn a_launch_is_handed_to_a_spare_supervisor_which_runs_the_job_and_is_replaced() {
+    let sys = System::start_with("agents-spare", &config(), &["--agents"]);
+    let nodes: Vec<String> = (0..8).map(|n| format!("node{n}")).collect();
+    let agents: Vec<u32> = nodes
+        .iter()
+        .map(|node| sys.agent_pid(node).expect("agent"))
+        .collect();
+    // Each agent starts its spares once up; the launch below is handed to one of them.
+    let ready = |agent: u32| spares_of(agent).len() == SPARE_SUPERVISORS;
+    assert!(
+        wait_for(|| agents.iter().all(|&a| ready(a))),
+        "the agents' spares: {:?}",
+        agents.iter().map(|&a| spares_of(a)).collect::<Vec<_>>()
+    );
+    let before: Vec<Vec<u32>> = agents.iter().map(|&a| spares_of(a)).collect();
+    // The task says who its parent is and what that one runs, and waits for `go`.
+    let script = format!(
+        "echo $PPID $(tr '\\0' ' ' < /proc/$PPID/cmdline) > {d}/parent-$SHARDSCHED_NODE; \
+         while [ ! -e {d}/go ]; do sleep 0.1; done",
+        d = sys.dir.display()
+    );
+    let id = sys.submit(&["-N", "2", "-t", "1m", "--", "sh", "-c", &script]);
+    sys.wait_state(&id, "running");
+    let mut ran_on = Vec::new();
+    for (n, &agent) in agents.iter().enumerate() {
+        let node = &nodes[n];
+        let dir = sys.node_job_dir(node, &id);
+        if !dir.exists() {
+            continue;
+        }
+        ran_on.push(node.clone());
+        let supervisor = read_pid_file(&dir.join("supervisor.pid"));
+        assert!(
+            before[n].contains(&supervisor),
+            "{node}'s job went to one of its spares {:?}, not to {supervisor}",
+            before[n]
+        );
+        let parent = sys.dir.join(format!("parent-{node}"));
+        assert!(wait_for(
+            || std::fs::read_to_string(&parent).is_ok_and(|t| t.ends_with('\n'))
+        ));
+        let words = std::fs::read_to_string(&parent).expect("parent");
+        assert!(
+            words.starts_with(&format!("{supervisor} ")) && words.contains("--spare"),
+            "{node}'s task is the spare's child: {words}"
+        );
+        // It recorded its task's start, logs to the job's directory, and its agent has
+        // started a replacement.
+        let started = std::fs::read_to_string(dir.join("started")).expect("started");
+        let rank = ran_on.len() - 1;
+        assert!(started.starts_with(&format!("{rank} ")), "{started:?}");
+        assert!(dir.join("supervisor.log").is_file());
+        assert!(
+            wait_for(|| {
+                let now = spares_of(agent);
+                now.len() == SPARE_SUPERVISORS && !now.contains(&supervisor)
+            }),
+            "{node}'s agent replaces the spare it used: {:?}",
+            spares_of(agent)
+        );
+    }
+    assert_eq!(ran_on.len(), 2, "the job's nodes");
+    std::fs::write(sys.dir.join("go"), "").expect("go");
+    sys.wait_state(&id, "completed");
+    let log = std::fs::read_to_string(sys.node_job_dir(&ran_on[0], &id).join("supervisor.log"))
+        .expect("supervisor.log");
+    assert!(log.contains("job ended: completed"), "{log}");
+}
+
+#[test]
+fn a_spare_supervisor_whose_agent_is_gone_exits_having_run_nothing() {
+    let work = tempfile::tempdir().expect("temp dir");
+    let spare = |input: &[u8]| {
+        let mut child = std::process::Command::new(harness::SUPERVISOR_EXE)
+            .arg("--spare")
+            .current_dir(work.path())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spare");
+        let mut stdin = child.stdin.take().expect("stdin");
+        std::io::Write::write_all(&mut stdin, input).expect("write");
+        drop(stdin);
+        child.wait_with_output().expect("wait")
+    };
+    // Its agent gone before a whole line, or without a word: it exits, successfully, having
+    // said it was ready.
+    for input in [&b""[..], &b"{\"dir\":\"/tmp\""[..]] {
+        let out = spare(input);
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(out.stdout, b"ready\n");
+    }
+    // A line that is not a handoff (or names relative paths): refused, nothing run.
+    for input in [
+        &b"not json\n"[..],
+        &b"{\"dir\":\"jobs/1\",\"plan\":\"plans/1.json\"}\n"[..],
+    ] {
+        let out = spare(input);
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("no job run"),
+            "{out:?}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(work.path()).expect("dir").count(),
+        0,
+        "a spare made nothing"
+    );
 }

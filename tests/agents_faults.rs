@@ -3,8 +3,9 @@
 
 mod harness;
 
-use harness::{System, agents_config, alive, read_pid_file, wait_for};
+use harness::{System, agents_config, alive, read_pid_file, spares_of, wait_for};
 use rustix::process::{Signal, kill_process};
+use shardsched_node::spares::SPARE_SUPERVISORS;
 
 /// Kills a process when dropped: a failing test leaves no `sleep` behind.
 struct KillOnDrop(u32);
@@ -36,18 +37,42 @@ fn waiting_job(sys: &System, name: &str) -> String {
 fn a_killed_agent_comes_back_and_reports_the_tasks_it_left_running() {
     // The default timeout: an agent restarted by up is back well within its lease.
     let sys = System::start_with("agents-sigkill", &agents_config(""), &["--agents"]);
+    // Every agent has its spare supervisors up: the job goes to one of them.
+    let spares_up = |n: usize| {
+        sys.agent_pid(&format!("node{n}"))
+            .is_some_and(|agent| spares_of(agent).len() == SPARE_SUPERVISORS)
+    };
+    assert!(wait_for(|| (0..8).all(spares_up)));
     let script = waiting_job(&sys, "task");
     let id = sys.submit(&["-N", "1", "-t", "1m", "--", "sh", "-c", &script]);
     sys.wait_state(&id, "running");
     let task = read_pid_file(&sys.dir.join("task.pid"));
     let _cleanup = KillOnDrop(task);
     let node = sys.job(&id)["nodes"].as_str().expect("nodes").to_owned();
+    let first_agent = sys.agent_pid(&node).expect("the agent");
+    let supervisor = read_pid_file(&sys.node_job_dir(&node, &id).join("supervisor.pid"));
+    let cmdline = std::fs::read(format!("/proc/{supervisor}/cmdline")).expect("cmdline");
+    assert!(
+        String::from_utf8_lossy(&cmdline).contains("--spare"),
+        "the job's supervisor was a spare"
+    );
+    assert!(wait_for(
+        || spares_of(first_agent).len() == SPARE_SUPERVISORS
+    ));
+    let spares = spares_of(first_agent);
     let agent = signal_agent(&sys, &node, Signal::KILL);
+    assert_eq!(agent, first_agent);
+    // Its spares, which had no job, go with it; the spare that had one does not.
+    assert!(
+        wait_for(|| !spares.iter().any(|&s| alive(s))),
+        "the killed agent's spares {spares:?} exit"
+    );
     assert!(
         wait_for(|| sys.agent_pid(&node).is_some_and(|p| p != agent)),
         "up restarts the agent"
     );
     assert!(alive(task), "the task outlives its agent");
+    assert!(alive(supervisor), "so does its supervisor");
     // The restarted agent finds it, and its end reaches the shard.
     std::fs::write(sys.dir.join("go"), "").expect("go");
     let row = sys.wait_state(&id, "failed");

@@ -198,16 +198,42 @@ fn inherit_cpuset(dir: &Path) {
     }
 }
 
-/// The allocated cores this host has, as a cpuset list; `None` when it has none of them
-/// (a cluster described bigger than the host, as on a laptop running `up --agents`).
+/// The allocated cores this host has, as a cpuset list; `None` when that restricts nothing:
+/// it has none of them (a cluster described bigger than the host, as on a laptop running
+/// `up --agents`), or all of its CPUs are the job's (an exclusive node: a cpuset then only
+/// costs its mkdir, attach and rmdir under the kernel's cgroup lock).
 fn host_cpus(cores: &[u32]) -> Option<String> {
     let online = std::thread::available_parallelism()
         .map(|n| n.get() as u32)
         .unwrap_or(1);
-    let cpus: Vec<String> = cores
-        .iter()
-        .filter(|c| **c < online)
-        .map(u32::to_string)
-        .collect();
-    (!cpus.is_empty()).then(|| cpus.join(","))
+    cpuset_of(cores, online)
+}
+
+/// [`host_cpus`] on a host of `online` CPUs.
+fn cpuset_of(cores: &[u32], online: u32) -> Option<String> {
+    let mut cpus: Vec<u32> = cores.iter().copied().filter(|c| *c < online).collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    if cpus.is_empty() || cpus.len() as u32 == online {
+        return None;
+    }
+    let list: Vec<String> = cpus.iter().map(u32::to_string).collect();
+    Some(list.join(","))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cpuset_is_made_only_of_some_of_the_hosts_cpus() {
+        assert_eq!(cpuset_of(&[1], 2).as_deref(), Some("1"));
+        assert_eq!(cpuset_of(&[3, 0, 40], 4).as_deref(), Some("0,3"));
+        assert_eq!(cpuset_of(&[40, 41], 2), None, "none of the host's");
+        assert_eq!(
+            cpuset_of(&(0..44).collect::<Vec<_>>(), 2),
+            None,
+            "all of them"
+        );
+    }
 }

@@ -5,7 +5,8 @@
 //! Spawn ──► verify the signature (cluster CA) → the user (refused: root, low uids, unknown)
 //!           → job directory (the user's, 0700) → launches.log (durable) → prolog
 //!           → cgroups → plans/<job>.json (root's)
-//!           → `shardsched-supervisor DIR PLAN`                      ─► Spawned{pid}
+//!           → a spare supervisor takes {DIR, PLAN} (`spares`), else
+//!             `shardsched-supervisor DIR PLAN` is started            ─► Spawned{pid}
 //! Kill  ──► cancel file (the supervisor polls it)
 //! a supervisor exits (its reaper thread wakes the agent), and every EXEC_POLL_INTERVAL
 //! for supervisors an earlier agent started: each job, status written, or supervisor gone?
@@ -18,6 +19,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -37,17 +39,13 @@ use crate::layout::{
     job_dir, plan_path,
 };
 use crate::plan::{self, Plan, hostfile};
+use crate::site::{job_env, run_site_script};
+use crate::spares::{SPARE_SUPERVISORS, Spares};
 use crate::user::{RunAs, UserPolicy, resolve};
 use shardsched_process::plan::LeaseWatch;
 
 /// How often running jobs' directories are looked at.
 pub const EXEC_POLL_INTERVAL: Duration = Duration::from_millis(20);
-
-/// Longest a prolog or epilog may run before it is killed and counts as failed.
-pub const SITE_SCRIPT_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Most bytes of a prolog's or health check's output kept as a reason.
-pub const SCRIPT_OUTPUT_BYTES_MAX: usize = 200;
 
 /// What the executor needs to start jobs.
 #[derive(Clone, Debug)]
@@ -109,6 +107,8 @@ pub struct Executor {
     verifier: JobspecVerifier,
     /// The durable record of the launches started here.
     log: LaunchLog,
+    /// Supervisors started ahead of the launches (none until [`Executor::start_spares`]).
+    spares: Arc<Spares>,
 }
 
 impl Executor {
@@ -123,11 +123,22 @@ impl Executor {
             job_dir(&settings.state_dir, job).is_dir()
         })
         .map_err(|e| format!("the launch log: {e}"))?;
+        let spares = Arc::new(Spares::new(
+            settings.supervisor.clone(),
+            SPARE_SUPERVISORS,
+            settings.as_root,
+        ));
         Ok(Executor {
             settings,
             verifier,
             log,
+            spares,
         })
+    }
+
+    /// Starts the spare supervisors (in the agent's runtime); launches keep them topped up.
+    pub fn start_spares(&self) {
+        self.spares.start();
     }
 
     /// How a job's processes are found once its supervisor is gone: by its cgroup when the
@@ -212,15 +223,11 @@ impl Executor {
             queue: queue.to_owned(),
             launch_deadline_ms: lease_deadline_ms,
         };
-        let started = start_supervisor(
-            settings,
-            launch,
-            run_as,
-            &dir,
-            cgroups.clone(),
-            lease,
-            on_exit,
-        );
+        let plan_file = write_plan(settings, launch, run_as, &dir, cgroups.clone(), lease);
+        let started = match plan_file {
+            Ok(plan_file) => self.start_supervisor(&dir, &plan_file, on_exit).await,
+            Err(why) => Err(why),
+        };
         if started.is_err() {
             // Nothing runs in them: a failed launch leaves no cgroup behind.
             if let Err(e) = cgroups.remove() {
@@ -322,16 +329,15 @@ impl Executor {
     }
 }
 
-/// Writes the job's plan and starts its supervisor in `cgroups`; its pid, or why not.
-fn start_supervisor(
+/// Writes the job's plan (to run in `cgroups`) where only root writes; its path.
+fn write_plan(
     settings: &ExecSettings,
     launch: &NodeLaunch,
     run_as: Option<RunAs>,
     dir: &Path,
     cgroups: JobCgroups,
     lease: LeaseWatch,
-    on_exit: OnExit,
-) -> Result<u32, String> {
+) -> Result<PathBuf, String> {
     let plan = Plan {
         lease: Some(lease),
         ..plan::prepare(launch, run_as, dir, cgroups)?
@@ -339,22 +345,43 @@ fn start_supervisor(
     // Out of the job user's directory: the supervisor reads it as root (docs/EXEC.md, Trust).
     let plan_file = plan_path(&settings.state_dir, launch.job);
     write_json(&plan_file, &plan)?;
-    let mut child = supervisor_command(&settings.supervisor, dir, Some(&plan_file))
-        .map(tokio::process::Command::from)
-        .map_err(|e| e.to_string())
-        .and_then(|mut command| command.spawn().map_err(|e| e.to_string()))
-        .map_err(|e| format!("cannot start the supervisor: {e}"))?;
-    let pid = child
-        .id()
-        .ok_or("the supervisor exited before it could be watched")?;
-    // Reaped as soon as it exits (tokio waits on a pidfd: no thread per job), so that it
-    // does not stay a zombie; the supervisor may outlive this agent.
-    tokio::spawn(async move {
-        let _ = child.wait().await;
-        on_exit();
-    });
-    write_replace(&dir.join(PID_FILE), format!("{pid}\n").as_bytes()).map_err(|e| e.to_string())?;
-    Ok(pid)
+    Ok(plan_file)
+}
+
+impl Executor {
+    /// Starts the supervisor of the job in `dir` on its plan: hands it to a spare if one is
+    /// ready (then starts a replacement), else starts one. Its pid, or why not.
+    async fn start_supervisor(
+        &self,
+        dir: &Path,
+        plan_file: &Path,
+        on_exit: OnExit,
+    ) -> Result<u32, String> {
+        let absolute =
+            |path: &Path| std::path::absolute(path).map_err(|e| format!("{}: {e}", path.display()));
+        let spare = self.spares.hand(absolute(dir)?, absolute(plan_file)?).await;
+        self.spares.refill();
+        let mut child = match spare {
+            Some(child) => child,
+            None => supervisor_command(&self.settings.supervisor, dir, Some(plan_file))
+                .map(tokio::process::Command::from)
+                .map_err(|e| e.to_string())
+                .and_then(|mut command| command.spawn().map_err(|e| e.to_string()))
+                .map_err(|e| format!("cannot start the supervisor: {e}"))?,
+        };
+        let pid = child
+            .id()
+            .ok_or("the supervisor exited before it could be watched")?;
+        // Reaped as soon as it exits (tokio waits on a pidfd: no thread per job), so that it
+        // does not stay a zombie; the supervisor may outlive this agent.
+        tokio::spawn(async move {
+            let _ = child.wait().await;
+            on_exit();
+        });
+        write_replace(&dir.join(PID_FILE), format!("{pid}\n").as_bytes())
+            .map_err(|e| e.to_string())?;
+        Ok(pid)
+    }
 }
 
 /// Asks a job's supervisor to stop (the cancel file it looks for every few milliseconds).
@@ -362,53 +389,6 @@ pub fn request_kill(state_dir: &Path, job: JobId, why: &str) {
     if let Err(e) = shardsched_process::watch::request_kill(&job_dir(state_dir, job), why) {
         tracing::warn!(job = %job, error = %e, "cannot write the cancel file");
     }
-}
-
-/// Runs the epilog after a job's processes are gone; a failure is logged.
-pub async fn epilog(settings: &ExecSettings, job: JobId, node: &str) {
-    if let Some(epilog) = &settings.epilog
-        && let Err(why) = run_site_script(epilog, &job_env(&job.to_string(), "", node)).await
-    {
-        tracing::warn!(job = %job, %why, "the epilog failed");
-    }
-}
-
-/// A job's prolog's and epilog's variables.
-fn job_env<'a>(job: &'a str, user: &'a str, node: &'a str) -> [(&'static str, &'a str); 3] {
-    [
-        ("SHARDSCHED_JOB_ID", job),
-        ("SHARDSCHED_JOB_USER", user),
-        ("SHARDSCHED_NODE", node),
-    ]
-}
-
-/// Runs the site's health check on `node`: `Err` with why the node is unfit.
-pub async fn health_check(script: &Path, node: &str) -> Result<(), String> {
-    run_site_script(script, &[("SHARDSCHED_NODE", node)])
-        .await
-        .map_err(|why| format!("health check failed: {why}"))
-}
-
-/// Runs a site script (prolog, epilog, health check) with `env` (the node, and the job's
-/// facts for a job's scripts); `Err` with its status and the start of its output when it
-/// fails.
-pub async fn run_site_script(script: &Path, env: &[(&str, &str)]) -> Result<(), String> {
-    let mut command = tokio::process::Command::new(script);
-    command
-        .envs(env.iter().copied())
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true);
-    let output = tokio::time::timeout(SITE_SCRIPT_TIMEOUT, command.output())
-        .await
-        .map_err(|_| format!("{} ran past {SITE_SCRIPT_TIMEOUT:?}", script.display()))?
-        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
-    if output.status.success() {
-        return Ok(());
-    }
-    let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
-    text.push_str(&String::from_utf8_lossy(&output.stderr));
-    let text: String = text.trim().chars().take(SCRIPT_OUTPUT_BYTES_MAX).collect();
-    Err(format!("{} ({}): {text}", script.display(), output.status))
 }
 
 /// The job's directory, owned by its user, mode 0700 (its plan holds its environment).

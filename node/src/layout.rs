@@ -19,6 +19,8 @@
 //!     group.pid               the first task's process group (supervisor)
 //!     cancel                  a kill request, its text the reason (agent)
 //!     status                  how it ended (supervisor; JobEnd JSON)
+//!     started                 when each task started (its exec), `RANK µs` lines
+//!                             (supervisor, once every task of the node started)
 //!     task-<rank>.out/.err    each task's output, opened as the user; the agent reads it
 //!                             for `job output` only as a regular file of the user's,
 //!                             never through a symbolic link
@@ -34,8 +36,8 @@ use shardsched_proto::msg::JobId;
 
 /// The files the agent shares with a job's supervisor (`shardsched_process::plan`).
 pub use shardsched_process::plan::{
-    CANCEL_FILE, GROUP_FILE, PID_FILE, PLAN_FILE, PMI_DIR, STATUS_FILE, SUPERVISOR_LOG, fence_file,
-    output_file,
+    CANCEL_FILE, GROUP_FILE, PID_FILE, PLAN_FILE, PMI_DIR, STATUS_FILE, SUPERVISOR_LOG,
+    TASKS_STARTED_FILE, fence_file, output_file,
 };
 
 /// The file holding the agent's listening address.

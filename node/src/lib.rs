@@ -15,4 +15,6 @@ pub mod executor;
 pub mod launch_log;
 pub mod layout;
 pub mod plan;
+pub mod site;
+pub mod spares;
 pub mod user;

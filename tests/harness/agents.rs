@@ -111,3 +111,35 @@ pub fn parent_of(pid: u32) -> Option<u32> {
         .parse()
         .ok()
 }
+
+/// The spare supervisors of agent `agent` (`shardsched-supervisor --spare` children of it
+/// not yet handed a job: one handed a job has its own session), by pid.
+pub fn spares_of(agent: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut spares: Vec<u32> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| {
+            parent_of(pid) == Some(agent) && super::alive(pid) && session_of(pid) != Some(pid)
+        })
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("--spare"))
+        })
+        .collect();
+    spares.sort_unstable();
+    spares
+}
+
+/// The session of process `pid`.
+fn session_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(3)?
+        .parse()
+        .ok()
+}

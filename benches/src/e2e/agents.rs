@@ -10,9 +10,11 @@
 //!    so "started" is the moment the task itself ran, as the kernel's real-time clock says
 //!    (bash reads it at µs resolution), and the bench's clock before it sent the submit is
 //!    the other end (one machine, one clock). The latency of a job is its last task's
-//!    stamp minus that. The next job is submitted once the previous one has ended. Reported:
-//!    median and p99 per size, and the cost of each extra node (the slope of the medians
-//!    between the smallest and largest size).
+//!    stamp minus that; and again to the moment its supervisor recorded the task's exec
+//!    (`started` in the job's directory), the issue's measure, without bash's start-up. The
+//!    next job is submitted once the previous one has ended. Reported: median and p99 per
+//!    size, both ways, and the cost of each extra node (the slope of the medians between
+//!    the smallest and largest size) ([`latency`]).
 //! 2. **throughput**: `--jobs` one-task `/bin/true` jobs submitted with `--concurrency`
 //!    requests in flight (as `bench e2e` does), counted when every one has ended: jobs ÷
 //!    (last job's end − the first send). CPU per launched task of each kind of process,
@@ -21,20 +23,23 @@
 //!    supervisor is reaped by its agent, so its time and its task's are in the agents'
 //!    children times, `cutime + cstime`).
 
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use shardsched_client::output::{Table, now_ms};
 use shardsched_client::{Client, StateDir, new_key};
-use shardsched_histogram::nearest_rank;
 use shardsched_jobspec::Shorthand;
 use shardsched_proto::Session;
 use shardsched_proto::msg::client_shard::{Request, Response, Submit};
 use shardsched_proto::msg::{JobId, JobState, Route};
+
+mod latency;
+
+pub use latency::LatencyRow;
+use latency::{LatencyDirs, latency_row};
 
 use super::readings::CpuSample;
 use super::{E2eArgs, PHASE_TIMEOUT};
@@ -44,24 +49,8 @@ use crate::system::{self, BenchDir, BenchQueue, UpProcess};
 pub const QUEUE: &str = "all";
 /// Nodes per job in the latency phase (capped by the cluster's size).
 pub const LATENCY_SIZES: [u64; 3] = [1, 4, 16];
-/// How often the bench looks for a job's tasks' stamps.
-const STAMP_POLL: Duration = Duration::from_millis(1);
-/// How often it asks whether a job has ended (latency phase) or how many have (throughput).
-const END_POLL: Duration = Duration::from_millis(5);
+/// How often the throughput phase asks how many jobs have ended.
 const ENDS_POLL: Duration = Duration::from_millis(500);
-
-/// Submit → all tasks started at one job size.
-#[derive(Debug, Clone, Serialize)]
-pub struct LatencyRow {
-    /// Nodes (and tasks) per job.
-    pub nodes_per_job: u64,
-    /// Jobs measured.
-    pub jobs: u64,
-    /// Median, milliseconds.
-    pub median_ms: f64,
-    /// 99th percentile, milliseconds.
-    pub p99_ms: f64,
-}
 
 /// The throughput phase.
 #[derive(Debug, Clone, Serialize)]
@@ -168,7 +157,11 @@ fn run(
             if latency_jobs == 0 {
                 break;
             }
-            latency.push(latency_row(&client, &session, size, latency_jobs, &stamps).await?);
+            let dirs = LatencyDirs {
+                stamps: &stamps,
+                nodes: &StateDir::at(dir.clone()).nodes_dir(),
+            };
+            latency.push(latency_row(&client, &session, size, latency_jobs, &dirs).await?);
         }
         let throughput = if jobs > 0 {
             Some(throughput(&client, &route, &session, jobs, args.concurrency, up.pid()).await?)
@@ -217,108 +210,6 @@ fn jobspec_json(shorthand: Shorthand) -> Result<String> {
         .context("building the benchmark jobspec")?;
     jobspec.attributes.queue = Some(QUEUE.to_owned());
     Ok(jobspec.to_json().to_string())
-}
-
-/// `jobs` jobs of `size` nodes, one at a time: submit → the last task's own stamp.
-async fn latency_row(
-    client: &Client,
-    session: &Session,
-    size: u64,
-    jobs: u64,
-    stamps: &Path,
-) -> Result<LatencyRow> {
-    let stamp = format!(
-        "echo $EPOCHREALTIME > {}/$SHARDSCHED_JOB_ID.$SHARDSCHED_NODE",
-        stamps.display()
-    );
-    let json = jobspec_json(Shorthand {
-        nodes: Some(size),
-        duration: 60,
-        command: vec!["/bin/bash".into(), "-c".into(), stamp],
-        ..Shorthand::default()
-    })?;
-    let mut latencies_us: Vec<u64> = Vec::with_capacity(jobs as usize);
-    for _ in 0..jobs {
-        let sent_us = realtime_us();
-        let id = submit(client, session, &json).await?;
-        let last_us = last_stamp(stamps, id, size).await?;
-        latencies_us.push(last_us.saturating_sub(sent_us));
-        wait_ended(session, id).await?;
-    }
-    latencies_us.sort_unstable();
-    eprintln!(
-        "bench e2e --agents: {jobs} jobs of {size} nodes: median {:.1} ms",
-        nearest_rank(&latencies_us, 0.5) as f64 / 1000.0
-    );
-    Ok(LatencyRow {
-        nodes_per_job: size,
-        jobs,
-        median_ms: nearest_rank(&latencies_us, 0.5) as f64 / 1000.0,
-        p99_ms: nearest_rank(&latencies_us, 0.99) as f64 / 1000.0,
-    })
-}
-
-/// The latest of job `id`'s `size` task stamps (µs since the epoch), once all are there.
-async fn last_stamp(stamps: &Path, id: JobId, size: u64) -> Result<u64> {
-    let prefix = format!("{id}.");
-    let deadline = Instant::now() + PHASE_TIMEOUT;
-    loop {
-        let mut found = Vec::new();
-        for entry in std::fs::read_dir(stamps)?.flatten() {
-            let name = entry.file_name();
-            if !name.to_string_lossy().starts_with(&prefix) {
-                continue;
-            }
-            // A stamp being written reads empty or short: looked at again next time.
-            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
-            if let Some(us) = parse_stamp(&text) {
-                found.push((entry.path(), us));
-            }
-        }
-        if found.len() as u64 >= size {
-            for (path, _) in &found {
-                let _ = std::fs::remove_file(path);
-            }
-            return Ok(found.iter().map(|(_, us)| *us).max().unwrap_or(0));
-        }
-        if Instant::now() > deadline {
-            bail!("job {id}: {} of {size} tasks started", found.len());
-        }
-        tokio::time::sleep(STAMP_POLL).await;
-    }
-}
-
-/// Bash's `$EPOCHREALTIME` (`1796172231.573325`, a full line) in µs.
-fn parse_stamp(text: &str) -> Option<u64> {
-    let line = text.strip_suffix('\n')?;
-    let (secs, micros) = line.split_once(['.', ','])?;
-    if micros.len() != 6 {
-        return None;
-    }
-    Some(secs.parse::<u64>().ok()? * 1_000_000 + micros.parse::<u64>().ok()?)
-}
-
-fn realtime_us() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
-}
-
-/// Waits until job `id` is no longer running; fails unless it completed.
-async fn wait_ended(session: &Session, id: JobId) -> Result<()> {
-    let deadline = Instant::now() + PHASE_TIMEOUT;
-    loop {
-        let info = match session.request(&Request::JobInfo { id }).await? {
-            Response::JobInfo(info) => info,
-            other => bail!("unexpected answer to job info: {other:?}"),
-        };
-        match info.summary.state {
-            JobState::Completed => return Ok(()),
-            JobState::Pending | JobState::Running if Instant::now() < deadline => {}
-            state => bail!("job {id} is {state:?}: {}", info.summary.reason),
-        }
-        tokio::time::sleep(END_POLL).await;
-    }
 }
 
 /// `jobs` one-task `/bin/true` jobs, `concurrency` submits in flight, until all ended.
@@ -432,8 +323,9 @@ fn load_average() -> f64 {
 fn report_table(report: &AgentsReport, bench: &BenchDir) -> String {
     let mut out = format!(
         "bench e2e --agents: {} nodes, one agent each (`up --agents`), {} cores, in {} on {}; \
-         load average {:.1} → {:.1}\n\nsubmit → all tasks started (each task's own clock), one \
-         job at a time, one task per node:\n",
+         load average {:.1} → {:.1}\n\nsubmit → all tasks started, one job at a time, one task \
+         per node: to each task's own stamp (bash's start-up included), and to its exec as its \
+         supervisor recorded it (the target's measure):\n",
         report.nodes,
         std::thread::available_parallelism().map_or(0, usize::from),
         bench.work.display(),
@@ -441,13 +333,22 @@ fn report_table(report: &AgentsReport, bench: &BenchDir) -> String {
         report.load_average.0,
         report.load_average.1,
     );
-    let mut table = Table::new(&["NODES/JOB", "JOBS", "MEDIAN", "P99"]);
+    let mut table = Table::new(&[
+        "NODES/JOB",
+        "JOBS",
+        "MEDIAN",
+        "P99",
+        "EXEC'D MEDIAN",
+        "EXEC'D P99",
+    ]);
     for row in &report.latency {
         table.row(vec![
             row.nodes_per_job.to_string(),
             row.jobs.to_string(),
             format!("{:.1} ms", row.median_ms),
             format!("{:.1} ms", row.p99_ms),
+            format!("{:.1} ms", row.exec_median_ms),
+            format!("{:.1} ms", row.exec_p99_ms),
         ]);
     }
     out.push_str(&table.render());
@@ -474,20 +375,4 @@ fn report_table(report: &AgentsReport, bench: &BenchDir) -> String {
         ));
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stamps_read_as_microseconds_and_partial_ones_do_not() {
-        assert_eq!(
-            parse_stamp("1796172231.573325\n"),
-            Some(1_796_172_231_573_325)
-        );
-        assert_eq!(parse_stamp("1796172231.5733"), None);
-        assert_eq!(parse_stamp(""), None);
-        assert_eq!(parse_stamp("1796172231.57\n"), None);
-    }
 }

@@ -7,11 +7,13 @@
 //! supervisor outlives the process that started it: these are the helpers of that
 //! conversation ([`files`], [`plan`]), and the one supervisor both executors start
 //! ([`supervisor`], the `shardsched-supervisor` binary), with the job's cgroups as it uses
-//! them ([`cgroups`]).
+//! them ([`cgroups`]); a node agent keeps a few of them started ahead of its launches
+//! ([`spare`]).
 
 pub mod cgroups;
 pub mod files;
 pub mod plan;
+pub mod spare;
 pub mod supervisor;
 pub mod watch;
 

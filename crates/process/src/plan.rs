@@ -31,6 +31,9 @@ pub const CANCEL_FILE: &str = "cancel";
 /// How the job ended (the supervisor's [`JobEnd`](shardsched_wire::msg::agent::JobEnd) as
 /// JSON), written once, last.
 pub const STATUS_FILE: &str = "status";
+/// When each task on this host started (its spawn returned: exec'd), `RANK µs` lines of
+/// CLOCK_REALTIME microseconds, written by the supervisor once every task started.
+pub const TASKS_STARTED_FILE: &str = "started";
 /// The supervisor's own messages (its standard error).
 pub const SUPERVISOR_LOG: &str = "supervisor.log";
 /// The PMI fences' directory.
@@ -231,13 +234,16 @@ pub fn default_plan(dir: &Path) -> PathBuf {
 }
 
 /// Whether `pid` is the supervisor of the job in `dir`: alive, and running a supervisor on
-/// a directory of that name.
+/// a directory of that name, or a spare supervisor handed this job (its command line names
+/// no directory: it works in this one, [`crate::spare`]).
 pub fn supervisor_alive(dir: &Path, pid: u32) -> bool {
     let name = dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     process_alive(pid, &[SUPERVISOR_MARKER, &name])
+        || (process_alive(pid, &[SUPERVISOR_MARKER, crate::spare::SPARE_FLAG])
+            && crate::spare::works_in(pid, dir))
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
-//! A job's supervisor (`shardsched-supervisor DIR [PLAN]`): started by a node agent or by a
-//! shard's `exec` executor, outliving it, it runs the host's tasks of one job (as the job's
+//! A job's supervisor (`shardsched-supervisor DIR [PLAN]`, or a node agent's spare handed
+//! the job: [`crate::spare`]): started by a node agent or by a shard's `exec` executor,
+//! outliving it, it runs the host's tasks of one job (as the job's
 //! user, inside the job's cgroup, when the plan says so), serves them PMI, and writes how
 //! they ended.
 //!
@@ -9,7 +10,8 @@
 //! drop to the user: groups, gid, uid          ─ nothing after this runs as root
 //! per task: a socketpair for PMI (PMI_FD), its output files opened as the user,
 //!           spawned in its own process group in the working directory
-//! write group.pid (the first task's group; without a cgroup only)
+//! write started (when each task's spawn returned, µs) and group.pid (the first task's
+//! group; without a cgroup only)
 //! serve PMI; wait for the first of:
 //!   every task ended ───────────► leftovers in the cgroup: SIGTERM, grace, SIGKILL
 //!   the time limit ─────────────► SIGTERM everything in the cgroup, grace, SIGKILL (timeout)
@@ -26,18 +28,17 @@
 //! started per job on a node or per `exec` job: loading the whole scheduler's binary for
 //! each was most of a launch's CPU time.
 
+mod tasks;
+
 use std::collections::BTreeMap;
-use std::os::fd::AsRawFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use shardsched_node_core::pmi::{PmiNode, PmiOutput};
 use shardsched_wire::msg::agent::{EndCause, JobEnd};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 use tokio::net::unix::OwnedWriteHalf;
-use tokio::process::{Child, Command};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -46,10 +47,8 @@ use crate::FileError;
 use crate::files::{
     group_alive, kill_reason, process_alive, read_json, read_pid, write_atomic, write_replace,
 };
-use crate::plan::{
-    CANCEL_FILE, GROUP_FILE, PID_FILE, Plan, STATUS_FILE, TASK_RANK, fence_file, now_ms,
-    output_file,
-};
+use crate::plan::{CANCEL_FILE, GROUP_FILE, PID_FILE, Plan, STATUS_FILE, fence_file, now_ms};
+use tasks::{Task, TasksStarted, any_exit, start_task, write_carried_files};
 
 /// How often the cancel file and incoming fences are looked for.
 const POLL_INTERVAL: Duration = Duration::from_millis(20);
@@ -103,6 +102,11 @@ pub fn supervise(dir: &Path, plan_path: &Path) -> Result<JobEnd, FileError> {
         ),
         Err(e) => JobEnd::without_status(EndCause::Error, e.to_string()),
     };
+    write_end(dir, end)
+}
+
+/// Writes `end` as the status of the job in `dir`, the supervisor's last word.
+pub fn write_end(dir: &Path, end: JobEnd) -> Result<JobEnd, FileError> {
     let text = serde_json::to_string(&end).map_err(|e| FileError::BadFile {
         path: dir.join(STATUS_FILE),
         message: e.to_string(),
@@ -141,13 +145,6 @@ enum Stop {
     Cancel(String),
 }
 
-/// One running task.
-struct Task {
-    child: Child,
-    pgid: u32,
-    status: Option<ExitStatus>,
-}
-
 async fn run(dir: &Path, plan: &Plan) -> JobEnd {
     let mut term = match signal(SignalKind::terminate()) {
         Ok(term) => Some(term),
@@ -162,9 +159,11 @@ async fn run(dir: &Path, plan: &Plan) -> JobEnd {
     if let Err(why) = write_carried_files(dir, plan) {
         return JobEnd::without_status(EndCause::Error, why);
     }
+    let mut started = TasksStarted::default();
     for &rank in &plan.ranks {
         match start_task(dir, plan, rank, &lines_tx) {
             Ok((task, writer)) => {
+                started.record(rank);
                 tasks.insert(rank, task);
                 writers.insert(rank, writer);
             }
@@ -175,6 +174,7 @@ async fn run(dir: &Path, plan: &Plan) -> JobEnd {
         }
     }
     drop(lines_tx);
+    started.write(dir);
     // Should this supervisor be killed outright, its starter finds the first task's group
     // here and kills it before it frees the job's resources. Only without a cgroup to find
     // the job's processes by: with one, its starter looks there (a node agent never reads
@@ -307,134 +307,6 @@ async fn apply(
         queue = next;
     }
     None
-}
-
-/// Writes the files the jobspec carries (a batch script) into the job's directory, as the
-/// job's user (the supervisor already is), with their modes.
-fn write_carried_files(dir: &Path, plan: &Plan) -> Result<(), String> {
-    use std::os::unix::fs::PermissionsExt;
-    for file in &plan.files {
-        let path = dir.join(&file.name);
-        std::fs::write(&path, file.data.as_bytes())
-            .and_then(|()| {
-                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(file.mode))
-            })
-            .map_err(|e| format!("cannot write the job's file {}: {e}", path.display()))?;
-    }
-    Ok(())
-}
-
-/// Starts the task of `rank`: its PMI socket, its output files, its process.
-fn start_task(
-    dir: &Path,
-    plan: &Plan,
-    rank: u32,
-    lines: &mpsc::Sender<(u32, String)>,
-) -> Result<(Task, OwnedWriteHalf), String> {
-    let (ours, theirs) =
-        std::os::unix::net::UnixStream::pair().map_err(|e| format!("PMI socket: {e}"))?;
-    // The task's end must survive exec: std opens everything close-on-exec. Only this
-    // thread spawns, so no other child can inherit it by accident.
-    rustix::io::fcntl_setfd(&theirs, rustix::io::FdFlags::empty())
-        .map_err(|e| format!("PMI socket: {e}"))?;
-    // A file the jobspec names is shared by the node's tasks (appended to, as Flux's shell
-    // does with `--output`); else each task has its own in the job's directory.
-    let open = |stderr: bool| {
-        let named = if stderr { &plan.stderr } else { &plan.stdout };
-        let opened = match named {
-            Some(path) if plan.truncate_output => {
-                std::fs::File::create(path).map_err(|e| (path.clone(), e))
-            }
-            Some(path) => std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .map_err(|e| (path.clone(), e)),
-            None => {
-                let path = output_file(dir, rank, stderr);
-                std::fs::File::create(&path).map_err(|e| (path, e))
-            }
-        };
-        opened.map_err(|(path, e)| format!("cannot open {}: {e}", path.display()))
-    };
-    let (stdout, stderr) = (open(false)?, open(true)?);
-    let (program, args) = plan
-        .command
-        .split_first()
-        .ok_or_else(|| "the job has no command".to_owned())?;
-    let mut command = Command::new(program);
-    if !plan.inherit_env {
-        command.env_clear();
-    }
-    command
-        .args(args)
-        .envs(plan.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .env(TASK_RANK, rank.to_string())
-        .env("PMI_FD", theirs.as_raw_fd().to_string())
-        .env("PMI_RANK", rank.to_string())
-        .env("PMI_SIZE", plan.size.to_string())
-        .current_dir(&plan.cwd)
-        .stdin(Stdio::null())
-        .stdout(stdout)
-        .stderr(stderr)
-        .process_group(0)
-        .kill_on_drop(false);
-    let child = command
-        .spawn()
-        .map_err(|e| format!("cannot start {program:?} in {}: {e}", plan.cwd.display()))?;
-    drop(theirs);
-    let pgid = child.id().unwrap_or(0);
-    ours.set_nonblocking(true)
-        .map_err(|e| format!("PMI socket: {e}"))?;
-    let stream = tokio::net::UnixStream::from_std(ours).map_err(|e| format!("PMI socket: {e}"))?;
-    let (read, write) = stream.into_split();
-    let lines = lines.clone();
-    tokio::spawn(async move {
-        let mut reader = BufReader::new(read).lines();
-        while let Ok(Some(line)) = reader.next_line().await {
-            if lines.send((rank, line)).await.is_err() {
-                break;
-            }
-        }
-    });
-    Ok((
-        Task {
-            child,
-            pgid,
-            status: None,
-        },
-        write,
-    ))
-}
-
-/// Waits until one more task ends (forever when none is left running).
-async fn any_exit(tasks: &mut BTreeMap<u32, Task>) {
-    let waits = tasks
-        .values_mut()
-        .filter(|t| t.status.is_none())
-        .map(|t| Box::pin(async move { (t.child.wait().await.ok(), t) }));
-    let waits: Vec<_> = waits.collect();
-    if waits.is_empty() {
-        return std::future::pending().await;
-    }
-    let ((status, task), _, _) = futures_select_all(waits).await;
-    task.status = status.or(Some(ExitStatus::from_raw(0)));
-}
-
-/// `select_all` over boxed futures, without a futures dependency.
-async fn futures_select_all<F: std::future::Future + Unpin>(
-    mut futures: Vec<F>,
-) -> (F::Output, usize, Vec<F>) {
-    std::future::poll_fn(move |cx| {
-        for i in 0..futures.len() {
-            if let std::task::Poll::Ready(out) = std::pin::Pin::new(&mut futures[i]).poll(cx) {
-                let rest = std::mem::take(&mut futures);
-                return std::task::Poll::Ready((out, i, rest));
-            }
-        }
-        std::task::Poll::Pending
-    })
-    .await
 }
 
 /// SIGTERM to every process of the job on this node but this one, up to the grace for them

@@ -71,6 +71,7 @@ pub(super) async fn executor_task(
     events: mpsc::Sender<Event>,
 ) {
     let state_dir = executor.settings.state_dir.clone();
+    executor.start_spares();
     let mut watched: BTreeMap<JobId, WatchedJob> = BTreeMap::new();
     let mut collectors: BTreeMap<JobId, FenceCollector> = BTreeMap::new();
     // Supervisors this agent started say when they exit: their job is looked at then.
@@ -201,6 +202,6 @@ async fn job_ended(
     job: JobId,
     end: JobEnd,
 ) {
-    executor::epilog(&executor.settings, job, node).await;
+    crate::site::epilog(&executor.settings, job, node).await;
     let _ = events.send(Event::Ended { job, end }).await;
 }

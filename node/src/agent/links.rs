@@ -14,7 +14,6 @@ use shardsched_proto::{Peer, Role, Session, accept, connect, serve};
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use super::{COORDINATOR_RETRY, Event, ExecInput, refusal};
-use crate::executor;
 
 /// Accepts shards and other agents.
 pub(super) async fn accept_loop(
@@ -210,7 +209,7 @@ pub(super) async fn health_checks(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let unhealthy = executor::health_check(&script, &node).await.err();
+        let unhealthy = crate::site::health_check(&script, &node).await.err();
         if events.send(Event::Health(unhealthy)).await.is_err() {
             return;
         }

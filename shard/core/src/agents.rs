@@ -144,7 +144,8 @@ pub const RENEW_MAX_MS: u64 = 500;
 /// renewals that keep the agent's lease; an agent that answers none waits for one of them
 /// to fail before it is sent another.
 pub const RENEWALS_OUT_MAX: usize = 2;
-/// How often the addresses of unreachable agents are asked for again, ms.
+/// How often the addresses of unreachable agents, or of agents the coordinator did not
+/// know, are asked for again, ms (an agent never asked about is asked about at once).
 pub const ADDRESSES_RETRY_MS: u64 = 1_000;
 /// How often a kill is sent again to an agent whose share is still live, ms.
 pub const KILL_RESEND_MS: u64 = 2_000;
@@ -204,6 +205,9 @@ struct JobRun {
 #[derive(Clone, Debug, Default)]
 struct Agent {
     address: Option<SocketAddr>,
+    /// Its address was asked of the coordinator at least once: asked again only every
+    /// [`ADDRESSES_RETRY_MS`] (a node never asked about is asked about at once).
+    address_asked: bool,
     /// Failing since, ms (none: the last request was answered).
     failing_since: Option<u64>,
     lease_ms: Option<u64>,

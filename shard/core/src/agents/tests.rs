@@ -303,3 +303,45 @@ fn a_job_watched_on_an_agent_that_cannot_be_asked_ends_once_its_lease_ran_out() 
         "ended at {at} ms; the agent's lease and grace ran out at {lease_out} ms"
     );
 }
+
+#[test]
+fn a_jobs_first_launch_on_a_node_never_asked_about_asks_its_address_at_once() {
+    let mut runs = Runs::new("q", GRACE_MS, one_task_per_node);
+    let addresses = |sends: &[Send]| -> Vec<Vec<String>> {
+        sends
+            .iter()
+            .filter_map(|s| match s {
+                Send::Addresses(nodes) => Some(nodes.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let on = |node: &str, id: u64| {
+        let mut record = job(id);
+        record.nodes = vec![node.to_owned()];
+        (record, BTreeMap::from([(node.to_owned(), Generation(3))]))
+    };
+    let (first, generations) = on(NODE, 7);
+    runs.launch(0, first, generations);
+    assert_eq!(addresses(&runs.tick(0)), vec![vec![NODE.to_owned()]]);
+    runs.addresses(Ok(vec![AgentAddress {
+        node: NODE.to_owned(),
+        address: Some(SocketAddr::from(([127, 0, 1, 1], 4000))),
+    }]));
+    runs.tick(1);
+    // A job on another node, well within ADDRESSES_RETRY_MS of the first ask: its node is
+    // asked about at once, not a retry period later.
+    let (second, generations) = on("n1", 8);
+    runs.launch(100, second, generations);
+    assert_eq!(addresses(&runs.tick(100)), vec![vec!["n1".to_owned()]]);
+    // The coordinator does not know it yet: asked again only once the retry is due.
+    runs.addresses(Ok(vec![AgentAddress {
+        node: "n1".to_owned(),
+        address: None,
+    }]));
+    assert!(addresses(&runs.tick(200)).is_empty());
+    assert_eq!(
+        addresses(&runs.tick(ADDRESSES_RETRY_MS)),
+        vec![vec!["n1".to_owned()]]
+    );
+}

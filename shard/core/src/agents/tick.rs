@@ -17,10 +17,7 @@ use super::{
 
 impl Runs {
     pub(super) fn ask_addresses(&mut self, now_ms: u64, out: &mut Vec<Send>) {
-        let due = self
-            .asked_ms
-            .is_none_or(|at| now_ms >= at.saturating_add(ADDRESSES_RETRY_MS));
-        if self.asking || !due {
+        if self.asking {
             return;
         }
         // Only a node whose agent's address is not known, or whose agent is failing, can be
@@ -33,6 +30,16 @@ impl Runs {
         {
             return;
         }
+        // A node never asked about is asked about at once (a job's first launch there
+        // waits for it); the others, already asked about, at most every
+        // ADDRESSES_RETRY_MS.
+        let retry_due = self
+            .asked_ms
+            .is_none_or(|at| now_ms >= at.saturating_add(ADDRESSES_RETRY_MS));
+        let never_asked = |a: &super::Agent| a.address.is_none() && !a.address_asked;
+        if !retry_due && !self.agents.values().any(never_asked) {
+            return;
+        }
         let mut wanted: BTreeSet<String> = BTreeSet::new();
         for run in self.jobs.values() {
             let waiting = run
@@ -41,6 +48,9 @@ impl Runs {
                 .any(|s| matches!(s, Share::Waiting { .. }));
             for (node, share) in &run.shares {
                 let agent = self.agents.get(node);
+                if !retry_due && !agent.is_none_or(never_asked) {
+                    continue;
+                }
                 let unknown = agent.is_none_or(|a| a.address.is_none());
                 let failing = agent.is_some_and(|a| a.failing_since.is_some());
                 // A share in doubt or live needs its agent's report (a restarted shard
@@ -52,9 +62,14 @@ impl Runs {
                 }
             }
         }
+        for node in &wanted {
+            self.agents.entry(node.clone()).or_default().address_asked = true;
+        }
         if !wanted.is_empty() {
             self.asking = true;
-            self.asked_ms = Some(now_ms);
+            if retry_due {
+                self.asked_ms = Some(now_ms);
+            }
             out.push(Send::Addresses(wanted.into_iter().collect()));
         }
     }
