@@ -187,3 +187,69 @@ fn an_hwloc_topology_loads_with_its_allowlist() {
         r.stdout
     );
 }
+
+/// t3012's duplicate names and t3027's and t3034's load and jobspec refusals, from an R
+/// (`-f rv1exec`): two nodes an R names alike are both at one path and the property commands
+/// act on each; a host number beyond a 64-bit integer fails the load; a property name with
+/// an operator character is a jobspec error.
+#[test]
+fn an_r_with_hosts_named_alike_big_numbers_and_bad_property_names() {
+    let r_of = |hosts: &str| {
+        format!(
+            r#"{{"version": 1, "execution": {{"R_lite": [{{"rank": "0-1", "children": {{"core": "0-1"}}}}],
+            "nodelist": [{hosts}], "properties": {{"arm": "0"}}, "starttime": 0, "expiration": 0}}}}"#
+        )
+    };
+    let s = Scratch::new("rv1-misc");
+    let twins = s.file("twins.json", r_of(r#""fluke", "fluke""#));
+    let cmds = "set-property /cluster0/fluke class=1\nget-property /cluster0/fluke\n\
+                get-status /cluster0/fluke\nquit\n";
+    let r = query(&s.0, &twins, &["-f", "rv1exec"], cmds);
+    r.assert_no_panic("twins");
+    let lines: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter(|l| !l.starts_with("INFO"))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "arm=", // the first node's, from the R's properties
+            "class=1",
+            "class=1",
+            "/cluster0/fluke is up",
+            "/cluster0/fluke is up"
+        ],
+        "{}",
+        r.stdout
+    );
+
+    let big = s.file("big.json", r_of(r#""fluke9223372036854775808", "fluke1""#));
+    let r = query(&s.0, &big, &["-f", "rv1exec"], "quit\n");
+    assert_ne!(r.code, Some(0), "{}", r.stdout);
+    assert!(
+        r.stderr
+            .contains("error splitting hostname=fluke9223372036854775808"),
+        "{}",
+        r.stderr
+    );
+
+    let ok = s.file("ok.json", r_of(r#""fluke0", "fluke1""#));
+    s.file(
+        "invalid.json",
+        r#"{"version": 1, "resources": [{"type": "slot", "count": 1, "label": "task",
+            "with": [{"type": "core", "count": 1}]}],
+            "tasks": [{"command": ["x"], "slot": "task", "count": {"per_slot": 1}}],
+            "attributes": {"system": {"duration": 0,
+                "constraints": {"properties": ["ar^m-v9@core"]}}}}"#,
+    );
+    let r = query(
+        &s.0,
+        &ok,
+        &["-f", "rv1exec"],
+        "match allocate invalid.json\nquit\n",
+    );
+    r.assert_no_panic("invalid property");
+    assert!(r.stderr.contains("Jobspec error"), "{}", r.stderr);
+    assert!(r.stderr.contains("ar^m-v9@core"), "{}", r.stderr);
+}

@@ -2,6 +2,10 @@
 //!
 //! A constraint is a JSON object with exactly one operator key: `properties`, `hostlist` and
 //! `ranks` take lists of strings; `and`, `or` and `not` take lists of constraint objects.
+//! As in Fluxion's jobspec library (`libjobspec/constraint.cpp`, `rank_constraint.cpp`,
+//! `hostlist_constraint.cpp`): a property name holds none of [`PROPERTY_OPERATOR_CHARS`]
+//! (after the leading `^` of a negation), and a rank or hostlist may also be written as a
+//! number (`"ranks": [0]`), read as its decimal text.
 
 use serde_json::{Map, Value};
 
@@ -26,6 +30,10 @@ pub enum Constraint {
 }
 
 const OPERATORS: &str = "properties, hostlist, ranks, and, or, not";
+
+/// Characters a property name may not hold (RFC 31 keeps them for a future expression
+/// syntax; Fluxion refuses such a name as invalid).
+pub const PROPERTY_OPERATOR_CHARS: &[char] = &['!', '&', '\'', '"', '^', '`', '|', '(', ')'];
 
 impl Constraint {
     /// The operator key of this constraint.
@@ -96,12 +104,14 @@ impl Constraint {
                 )
             })
         };
-        let strings = |what: &str| -> Result<Vec<String>, JobspecError> {
+        // `numbers`: whether a non-negative integer stands for its decimal text.
+        let strings = |what: &str, numbers: bool| -> Result<Vec<String>, JobspecError> {
             list(what)?
                 .iter()
                 .enumerate()
-                .map(|(i, v)| match v.as_str() {
-                    Some(s) if !s.is_empty() => Ok(s.to_string()),
+                .map(|(i, v)| match (v, v.as_u64()) {
+                    (Value::String(s), _) if !s.is_empty() => Ok(s.clone()),
+                    (Value::Number(_), Some(n)) if numbers => Ok(n.to_string()),
                     _ => Err(JobspecError::invalid(
                         format!("{sub}[{i}]"),
                         format!("expected a non-empty string, found {}", describe(v)),
@@ -118,17 +128,29 @@ impl Constraint {
         };
         match op.as_str() {
             "properties" => {
-                let props = strings("property names")?;
-                if let Some(i) = props.iter().position(|p| p == "^") {
-                    return Err(JobspecError::invalid(
-                        format!("{sub}[{i}]"),
-                        "\"^\" must be followed by a property name",
-                    ));
+                let props = strings("property names", false)?;
+                for (i, p) in props.iter().enumerate() {
+                    let name = p.strip_prefix('^').unwrap_or(p);
+                    if name.is_empty() {
+                        return Err(JobspecError::invalid(
+                            format!("{sub}[{i}]"),
+                            "\"^\" must be followed by a property name",
+                        ));
+                    }
+                    if name.contains(PROPERTY_OPERATOR_CHARS) {
+                        return Err(JobspecError::invalid(
+                            format!("{sub}[{i}]"),
+                            format!(
+                                "{p:?} is invalid: a property name holds none of {}",
+                                String::from_iter(PROPERTY_OPERATOR_CHARS)
+                            ),
+                        ));
+                    }
                 }
                 Ok(Constraint::Properties(props))
             }
-            "hostlist" => Ok(Constraint::Hostlist(strings("hostlists")?)),
-            "ranks" => Ok(Constraint::Ranks(strings("rank idsets")?)),
+            "hostlist" => Ok(Constraint::Hostlist(strings("hostlists", true)?)),
+            "ranks" => Ok(Constraint::Ranks(strings("rank idsets", true)?)),
             "and" => Ok(Constraint::And(nested()?)),
             "or" => Ok(Constraint::Or(nested()?)),
             "not" => Ok(Constraint::Not(nested()?)),
@@ -202,6 +224,38 @@ mod tests {
         assert_eq!(
             err(json!({"properties": ["^"]})),
             "c.properties[0]: \"^\" must be followed by a property name"
+        );
+        assert_eq!(
+            err(json!({"properties": ["^arm", "ar^m-v9@core"]})),
+            "c.properties[1]: \"ar^m-v9@core\" is invalid: a property name holds none of !&'\"^`|()"
+        );
+        assert_eq!(
+            err(json!({"properties": ["^a|b"]})),
+            "c.properties[0]: \"^a|b\" is invalid: a property name holds none of !&'\"^`|()"
+        );
+        assert_eq!(
+            err(json!({"ranks": [-1]})),
+            "c.ranks[0]: expected a non-empty string, found number -1"
+        );
+    }
+
+    #[test]
+    fn ranks_and_hosts_may_be_numbers_as_in_fluxion() {
+        let c = Constraint::from_json(
+            &json!({"or": [{"ranks": [0, "2-3"]}, {"hostlist": [7]}]}),
+            "c",
+        )
+        .unwrap();
+        assert_eq!(
+            c,
+            Constraint::Or(vec![
+                Constraint::Ranks(vec!["0".into(), "2-3".into()]),
+                Constraint::Hostlist(vec!["7".into()]),
+            ])
+        );
+        assert_eq!(
+            err(json!({"properties": [3]})),
+            "c.properties[0]: expected a non-empty string, found number 3"
         );
     }
 }

@@ -48,7 +48,7 @@ pub mod update;
 mod visits;
 pub mod writer;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use shardsched_jobspec::Jobspec;
 use shardsched_resource::{ResourceGraph, Status, VertexId};
@@ -708,23 +708,38 @@ impl Matcher {
 
     /// Marks the vertex at `path` up or down; down vertices and their subtrees are skipped.
     pub fn set_status(&mut self, path: &str, status: Status) -> Result<(), MatchError> {
-        let v = self.vertex(path)?;
-        if self.graph.status(v) == status {
-            return Ok(());
+        let at = self.vertices(path)?;
+        let changed: Vec<VertexId> = at
+            .into_iter()
+            .filter(|&v| self.graph.status(v) != status)
+            .collect();
+        for &v in &changed {
+            self.graph.set_status(v, status);
         }
-        self.graph.set_status(v, status);
-        // Fluxion counts every node of the subtree, whatever its own status.
+        // Fluxion counts every node of the subtrees, whatever its own status, once.
         if let Some(node) = self.graph.sym("node") {
             let sign = if status == Status::Up { 1 } else { -1 };
             let g = &self.graph;
-            let delta: i64 = g
-                .preorder(v)
+            let subtrees: BTreeSet<VertexId> =
+                changed.iter().flat_map(|&v| g.preorder(v)).collect();
+            let delta: i64 = subtrees
+                .into_iter()
                 .filter(|&x| g.kind(x) == node)
                 .map(|x| g.size(x))
                 .sum();
             self.nodes_up += sign * delta;
         }
         Ok(())
+    }
+
+    /// Every vertex at a path, in vertex order (more than one where a graph names two
+    /// alike): what `set-property`, `get-property`, `set-status` and `get-status` act on.
+    pub fn vertices(&self, path: &str) -> Result<Vec<VertexId>, MatchError> {
+        let at = self.graph.find_paths(path);
+        if at.is_empty() {
+            return Err(MatchError::NoSuchPath(path.to_string()));
+        }
+        Ok(at)
     }
 
     /// The vertex at a containment path.

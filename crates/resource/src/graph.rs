@@ -382,6 +382,29 @@ impl ResourceGraph {
             .filter(|&v| self.paths.given(v).is_none())
     }
 
+    /// Every vertex at `path`, in vertex order (Fluxion's `by_path` keeps a list per path:
+    /// two nodes an R names alike are both at `/cluster0/fluke`, and `set-property`,
+    /// `get-property`, `set-status` and `get-status` act on each).
+    pub fn find_paths(&self, path: &str) -> Vec<VertexId> {
+        let mut found = self.paths.find_all(path);
+        let mut level = vec![self.root];
+        let mut parts = path.split('/').filter(|p| !p.is_empty());
+        if parts.next() != Some(self.name(self.root)) {
+            level.clear();
+        }
+        for part in parts {
+            level = level
+                .iter()
+                .flat_map(|&v| self.children(v).iter().map(|&c| VertexId(c)))
+                .filter(|&c| self.name(c) == part)
+                .collect();
+        }
+        found.extend(level.into_iter().filter(|&v| self.paths.given(v).is_none()));
+        found.sort_unstable();
+        found.dedup();
+        found
+    }
+
     fn find_names_path(&self, path: &str) -> Option<VertexId> {
         let mut parts = path.split('/').filter(|p| !p.is_empty());
         let first = parts.next()?;

@@ -24,7 +24,7 @@ use std::path::Path;
 
 use crate::error::{GRAPH_VERTICES_MAX, Location, ReadError, read_file};
 use crate::graph::{GraphBuilder, ResourceGraph, Status, VertexId};
-use crate::hostlist::{decode_hostlist, split_host};
+use crate::hostlist::decode_hostlist;
 use crate::idset::IdSet;
 use crate::intern::Sym;
 use crate::json::{At, Json};
@@ -103,8 +103,11 @@ pub fn read_rv1exec(text: &str) -> Result<ResourceGraph, ReadError> {
                 at.key("R_lite")
                     .error(format!("rank {rank} is out of range"))
             })?;
-            let (basename, digits) = split_host(host);
-            let id = digits.and_then(|d| i64::try_from(d).ok()).unwrap_or(-1);
+            let (basename, id) = host_id(host).ok_or_else(|| {
+                at.key("nodelist").error(format!(
+                    "error splitting hostname={host}: its number does not fit a 64-bit signed integer"
+                ))
+            })?;
             let basename = b.intern(basename);
             let name = b.intern(host);
             let node = b.add_vertex_syms(
@@ -127,6 +130,21 @@ pub fn read_rv1exec(text: &str) -> Result<ResourceGraph, ReadError> {
         }
     }
     Ok(b.finish()?)
+}
+
+/// A node's basename and id from its hostname, as Fluxion's reader splits it
+/// (`resource_reader_base_t::split_hostname`): the trailing digits are the id (-1 without
+/// any); `None` when they do not fit an `i64`, which Fluxion's `stoll` refuses and so does
+/// the load.
+fn host_id(host: &str) -> Option<(&str, i64)> {
+    let digits = host.bytes().rev().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return Some((host, -1));
+    }
+    let (basename, number) = host.split_at(host.len() - digits);
+    // A name of digits only keeps it whole as its basename.
+    let basename = if basename.is_empty() { host } else { basename };
+    Some((basename, number.parse().ok()?))
 }
 
 /// [`read_rv1exec`] on a file; errors start with the file's path.
@@ -212,6 +230,43 @@ mod tests {
                    {"rank": "3", "children": {"core": "7"}}],
         "nodelist": ["node[08-09]", "login3"],
         "properties": {"ssd": "1,3"}, "starttime": 0, "expiration": 0}}"#;
+
+    #[test]
+    fn a_host_number_beyond_i64_fails_the_load_as_in_fluxion() {
+        let r = |host: &str| {
+            format!(
+                r#"{{"version": 1, "execution": {{"R_lite": [{{"rank": "0", "children": {{"core": "0"}}}}],
+                "nodelist": ["{host}"], "starttime": 0, "expiration": 0}}}}"#
+            )
+        };
+        let err = read_rv1exec(&r("fluke9223372036854775808")).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("error splitting hostname=fluke9223372036854775808"),
+            "{err}"
+        );
+        let g = read_rv1exec(&r("fluke9223372036854775807")).unwrap();
+        let n = g.find_path("/cluster0/fluke9223372036854775807").unwrap();
+        assert_eq!((g.basename(n), g.id(n)), ("fluke", i64::MAX));
+        let g = read_rv1exec(&r("0042")).unwrap();
+        let n = g.find_path("/cluster0/0042").unwrap();
+        assert_eq!((g.basename(n), g.id(n)), ("0042", 42));
+    }
+
+    #[test]
+    fn two_hosts_named_alike_are_both_at_their_path() {
+        let g = read_rv1exec(
+            r#"{"version": 1, "execution": {"R_lite": [{"rank": "0-1", "children": {"core": "0"}}],
+                "nodelist": ["fluke", "fluke"], "starttime": 0, "expiration": 0}}"#,
+        )
+        .unwrap();
+        let both = g.find_paths("/cluster0/fluke");
+        assert_eq!(both.len(), 2);
+        assert_eq!(g.find_path("/cluster0/fluke"), Some(both[0]));
+        assert_eq!(g.find_paths("/cluster0/fluke/core0").len(), 2);
+        assert!(g.find_paths("/cluster0/flukes").is_empty());
+        assert!(g.find_paths("/other0/fluke").is_empty());
+    }
 
     #[test]
     fn builds_cluster_nodes_and_children_in_r_order() {

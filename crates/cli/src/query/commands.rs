@@ -183,8 +183,12 @@ impl Session {
                 return Ok(());
             }
         };
-        match self.matcher.vertex(path) {
-            Ok(vx) => self.matcher.graph.set_property(vx, k, v),
+        match self.matcher.vertices(path) {
+            Ok(at) => {
+                for vx in at {
+                    self.matcher.graph.set_property(vx, k, v);
+                }
+            }
             Err(_) => writeln!(out, "Couldn't find path {path} in resource graph.")?,
         }
         Ok(())
@@ -192,29 +196,31 @@ impl Session {
 
     pub(super) fn cmd_get_property(&mut self, words: &[&str], out: &mut dyn Write) -> Result<()> {
         let path = words[1];
-        let Ok(vx) = self.matcher.vertex(path) else {
+        let Ok(at) = self.matcher.vertices(path) else {
             writeln!(out, "Could not find path {path} in resource graph.")?;
             return Ok(());
         };
         let g = &self.matcher.graph;
-        match g.properties(vx).filter(|p| !p.is_empty()) {
-            Some(props) => {
-                for (k, v) in props {
-                    writeln!(out, "{k}={v}")?;
+        for vx in at {
+            match g.properties(vx).filter(|p| !p.is_empty()) {
+                Some(props) => {
+                    for (k, v) in props {
+                        writeln!(out, "{k}={v}")?;
+                    }
                 }
+                None => writeln!(
+                    out,
+                    "No properties were found for {path} (vtx's uniq_id={}).",
+                    g.uniq_id(vx)
+                )?,
             }
-            None => writeln!(
-                out,
-                "No properties were found for {path} (vtx's uniq_id={}).",
-                g.uniq_id(vx)
-            )?,
         }
         Ok(())
     }
 
     pub(super) fn cmd_set_status(&mut self, words: &[&str], out: &mut dyn Write) -> Result<()> {
         let path = words[1];
-        if self.matcher.vertex(path).is_err() {
+        if self.matcher.vertices(path).is_err() {
             writeln!(out, "Could not find path {path} in resource graph.")?;
             return Ok(());
         }
@@ -235,8 +241,12 @@ impl Session {
 
     pub(super) fn cmd_get_status(&mut self, words: &[&str], out: &mut dyn Write) -> Result<()> {
         let path = words[1];
-        match self.matcher.vertex(path) {
-            Ok(v) => writeln!(out, "{path} is {}", self.matcher.graph.status(v).as_str())?,
+        match self.matcher.vertices(path) {
+            Ok(at) => {
+                for v in at {
+                    writeln!(out, "{path} is {}", self.matcher.graph.status(v).as_str())?;
+                }
+            }
             Err(_) => writeln!(out, "Could not find path {path} in resource graph.")?,
         }
         Ok(())

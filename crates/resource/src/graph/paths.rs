@@ -111,6 +111,25 @@ impl Paths {
         self.by_path.get(path).map(|&v| VertexId(v))
     }
 
+    /// Every vertex at `path` among the paths kept here (a reader may give one path to
+    /// several), in no particular order.
+    pub(crate) fn find_all(&self, path: &str) -> Vec<VertexId> {
+        if !self.by_path.contains_key(path) {
+            return Vec::new();
+        }
+        let given = self
+            .given
+            .iter()
+            .filter(|(_, p)| &***p == path)
+            .map(|(&v, _)| VertexId(v));
+        let other = self
+            .other
+            .iter()
+            .filter(|(_, list)| list.iter().any(|(_, p)| &**p == path))
+            .map(|(&v, _)| VertexId(v));
+        given.chain(other).collect()
+    }
+
     /// How many paths are kept here.
     pub(crate) fn count(&self) -> usize {
         self.other.values().map(Vec::len).sum::<usize>()
