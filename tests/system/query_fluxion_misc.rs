@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::query_run::{Scratch, query};
+use crate::query_run::{Scratch, jgf, query};
 
 fn grug(name: &str) -> Option<PathBuf> {
     let path = crate::graph_files::conformance_dir()?
@@ -252,4 +252,23 @@ fn an_r_with_hosts_named_alike_big_numbers_and_bad_property_names() {
     r.assert_no_panic("invalid property");
     assert!(r.stderr.contains("Jobspec error"), "{}", r.stderr);
     assert!(r.stderr.contains("ar^m-v9@core"), "{}", r.stderr);
+}
+
+/// t3041: `-f jgf_shorthand` loads a JGF graph as `-f jgf` does (the shorthand is read by
+/// `update`).
+#[test]
+fn jgf_shorthand_loads_as_jgf() {
+    let s = Scratch::new("jgf-shorthand-load");
+    let graph = s.file("g.json", jgf());
+    let cmds = "get-status /mini0/node0/core1\nquit\n";
+    let plain = query(&s.0, &graph, &["-f", "jgf"], cmds);
+    let shorthand = query(&s.0, &graph, &["-f", "jgf_shorthand"], cmds);
+    shorthand.assert_no_panic("jgf_shorthand");
+    assert_eq!(shorthand.code, Some(0), "{}", shorthand.stderr);
+    assert!(
+        shorthand.stdout.contains("/mini0/node0/core1 is up"),
+        "{}",
+        shorthand.stdout
+    );
+    assert_eq!(shorthand.stdout, plain.stdout);
 }

@@ -79,10 +79,14 @@ pub struct QueryArgs {
 fn graph_format(s: &str) -> Result<GraphFormat> {
     Ok(match s {
         "grug" => GraphFormat::Grug,
-        "jgf" => GraphFormat::Jgf,
+        // Fluxion's jgf_shorthand reader loads a graph as its JGF reader does (the
+        // shorthand, an exclusive vertex standing for its subtree, is read by `update`).
+        "jgf" | "jgf_shorthand" => GraphFormat::Jgf,
         "rv1exec" | "rv1exec_force" => GraphFormat::Rv1exec,
         "spec" | "toml" => GraphFormat::Spec,
-        other => anyhow::bail!("-f {other}: unknown load format (grug, jgf, rv1exec, hwloc, spec)"),
+        other => anyhow::bail!(
+            "-f {other}: unknown load format (grug, jgf, jgf_shorthand, rv1exec, hwloc, spec)"
+        ),
     })
 }
 
