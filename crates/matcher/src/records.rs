@@ -1,0 +1,222 @@
+//! A job's records in the calendars: how a match, a restore or a hold is recorded (all or
+//! nothing, or leaving out what refuses it as Fluxion does), how a job matched again under
+//! its id keeps both, and how a cancel takes the records out again — exactly, or as far as
+//! Fluxion's cancel walk reaches for a job that lost part of its vertices.
+
+use std::collections::HashSet;
+
+use shardsched_resource::VertexId;
+
+use super::{
+    Allocation, JobRecord, JobState, MatchError, Matcher, Placement, RankOf, SchedState, SpanRef,
+    alloc, end_of, learn_weight, tree_of,
+};
+
+impl Matcher {
+    /// Records `alloc` for `jobid` (the calendars, the job, its times), failing on any
+    /// conflict: a restore or a hold.
+    pub(crate) fn record(
+        &mut self,
+        jobid: u64,
+        state: JobState,
+        alloc: Allocation,
+    ) -> Result<Placement, MatchError> {
+        self.record_as(jobid, state, alloc, false, None)
+    }
+
+    /// Records what a match found: a vertex whose calendar refuses it is left out, as
+    /// Fluxion leaves it. With `learn` (the time at which `first` reads free amounts),
+    /// `first`'s learned order is updated too.
+    pub(crate) fn record_match(
+        &mut self,
+        jobid: u64,
+        state: JobState,
+        alloc: Allocation,
+        learn: Option<i64>,
+    ) -> Result<Placement, MatchError> {
+        self.record_as(jobid, state, alloc, true, learn)
+    }
+
+    fn record_as(
+        &mut self,
+        jobid: u64,
+        state: JobState,
+        mut alloc: Allocation,
+        lenient: bool,
+        learn: Option<i64>,
+    ) -> Result<Placement, MatchError> {
+        let mut spans = self.commit(&mut alloc, lenient, learn)?;
+        let at = alloc.at;
+        *self.times.entry(at).or_default() += 1;
+        *self.times.entry(end_of(&alloc)).or_default() += 1;
+        let mut partial = false;
+        self.last_recorded = alloc.vertices.len();
+        if self.jobs.contains_key(&jobid) {
+            // Its records are kept or dropped vertex by vertex below.
+            self.uncover_job(jobid)?;
+        }
+        if let Some(old) = self.jobs.remove(&jobid) {
+            // The same id matched again (Fluxion keeps per-vertex records by job id): the
+            // job holds both; where both hold a vertex the new records replace the old ones
+            // in its books, and the old ones stay taken for good.
+            let new_vertices: HashSet<u32> = alloc.vertices.iter().map(|av| av.v.0).collect();
+            for &s in &old.spans {
+                if !new_vertices.contains(&self.state.span_vertex(s).0) {
+                    spans.push(s);
+                }
+            }
+            alloc.vertices.extend(
+                old.alloc
+                    .vertices
+                    .iter()
+                    .filter(|av| !new_vertices.contains(&av.v.0))
+                    .copied(),
+            );
+            partial = true;
+        }
+        self.jobs.insert(
+            jobid,
+            JobRecord {
+                state,
+                alloc,
+                spans,
+                partial,
+            },
+        );
+        Ok(state.placement(at))
+    }
+
+    /// Records `alloc` in the calendars; on failure nothing stays recorded.
+    fn commit(
+        &mut self,
+        alloc: &mut Allocation,
+        lenient: bool,
+        learn: Option<i64>,
+    ) -> Result<Vec<SpanRef>, MatchError> {
+        let ranks = RankOf(&self.prune_rank_of, &self.graph);
+        let g = &self.graph;
+        let tree = tree_of(&self.graph, &self.subtree);
+        let mut order = learn.and(self.order.as_mut());
+        let now = learn.unwrap_or(alloc.at);
+        alloc::commit_noting(
+            g,
+            &mut self.state,
+            &ranks,
+            alloc,
+            lenient,
+            |st, v| {
+                if let Some(order) = order.as_deref_mut() {
+                    learn_weight(tree, st, order, v, now);
+                }
+            },
+            &mut self.refused,
+            &mut self.commit_scratch,
+        )
+    }
+
+    /// Calendars of this graph with nothing held (what cancelling every job gives back).
+    pub fn fresh_state(&self) -> SchedState {
+        let mut prune = self.prune.clone();
+        SchedState::new_on(&self.graph, self.tree(), &self.types, &mut prune)
+    }
+
+    /// Records `alloc` in `st` as a match would (for checks that rebuild calendars).
+    pub fn commit_into(
+        &self,
+        st: &mut SchedState,
+        alloc: &Allocation,
+    ) -> Result<Vec<SpanRef>, MatchError> {
+        let ranks = RankOf(&self.prune_rank_of, &self.graph);
+        let mut copy = alloc.clone();
+        alloc::commit(&self.graph, st, &ranks, &mut copy, false, |_, _| {})
+    }
+
+    /// Removes job `jobid`'s allocation or reservation, restoring the calendars exactly.
+    pub fn cancel(&mut self, jobid: u64) -> Result<(), MatchError> {
+        let alloc = self.take(jobid)?;
+        self.spares.give_back(alloc.vertices);
+        Ok(())
+    }
+
+    /// As [`Matcher::cancel`], handing the allocation back instead of keeping its memory for
+    /// a later match: for a caller that may put it back ([`Matcher::restore`]) or compare it
+    /// with what replaces it, and would otherwise copy it first.
+    pub fn take(&mut self, jobid: u64) -> Result<Allocation, MatchError> {
+        let job = self
+            .jobs
+            .remove(&jobid)
+            .ok_or(MatchError::NoSuchJob(jobid))?;
+        for t in [job.alloc.at, end_of(&job.alloc)] {
+            if let Some(n) = self.times.get_mut(&t) {
+                *n -= 1;
+                if *n == 0 {
+                    self.times.remove(&t);
+                }
+            }
+        }
+        if job.partial {
+            // Fluxion's cancel walk stops at vertices the job no longer holds: what lies
+            // below them stays taken.
+            let reach = self.reachable(&job);
+            for &s in &job.spans {
+                if reach.contains(&self.state.span_vertex(s).0) {
+                    self.state.remove(s)?;
+                }
+            }
+            return Ok(job.alloc);
+        }
+        for &s in &job.spans {
+            self.state.remove(s)?;
+        }
+        Ok(job.alloc)
+    }
+
+    /// The vertices of `job` its cancel walk reaches: from the root, through vertices the
+    /// job holds (none when it does not hold the root).
+    fn reachable(&self, job: &JobRecord) -> HashSet<u32> {
+        let held: HashSet<u32> = job.alloc.vertices.iter().map(|av| av.v.0).collect();
+        let mut out = HashSet::new();
+        let root = self.tree().root();
+        if !held.contains(&root.0) {
+            return out;
+        }
+        let mut stack = vec![root];
+        while let Some(v) = stack.pop() {
+            if !held.contains(&v.0) || !out.insert(v.0) {
+                continue;
+            }
+            stack.extend(self.tree().children(v).iter().map(|&c| VertexId(c)));
+        }
+        out
+    }
+
+    /// The visit counts Fluxion's cancel walk would report for job `jobid` (its `cancel …
+    /// stats`): the walk starts at the root and descends into the children of every vertex
+    /// the job holds, so it visits one plus the children of each held vertex, and completes
+    /// each held vertex. `None` for an unknown job.
+    pub fn cancel_counts(&self, jobid: u64) -> Option<(u64, u64)> {
+        let job = self.jobs.get(&jobid)?;
+        let root = self.tree().root();
+        if !job.alloc.vertices.iter().any(|av| av.v == root) {
+            return Some((0, 0));
+        }
+        if job.partial || self.tree().is_dag() {
+            // The walk enters the root and every child of a vertex it removes, each once.
+            let reach = self.reachable(job);
+            let mut entered: HashSet<u32> = HashSet::new();
+            entered.insert(root.0);
+            for &v in &reach {
+                entered.extend(self.tree().children(VertexId(v)).iter().copied());
+            }
+            return Some((entered.len() as u64, reach.len() as u64));
+        }
+        let held = job.alloc.vertices.len() as u64;
+        let visited: u64 = job
+            .alloc
+            .vertices
+            .iter()
+            .map(|av| self.tree().children(av.v).len() as u64)
+            .sum();
+        Some((1 + visited, held))
+    }
+}
