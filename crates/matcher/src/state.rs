@@ -13,7 +13,7 @@
 //! The walk skips vertices whose aggregate cannot hold a request; `first` orders siblings by
 //! the last of these types.
 
-use shardsched_planner::{HoldId, MultiPlanner, Planner, Pools, SpanId};
+use shardsched_planner::{HoldId, HoldLists, MultiPlanner, Planner, Pools, SpanId};
 use shardsched_resource::{ResourceGraph, Sym, VertexId};
 
 use crate::MatchError;
@@ -109,8 +109,10 @@ pub struct SchedState {
     pub inner: Vec<Inner>,
     pub leaves: Pools,
     /// Covers, by cover group: a hold here stands for a full exclusive hold of every leaf
-    /// of the group (see [`cover`]).
-    covers: Pools,
+    /// of the group (see [`cover`]). Contiguous lists: a group carries a cover per job over
+    /// its node (dozens under conservative backfill) and is read at every node a match
+    /// considers.
+    covers: HoldLists,
     /// The cover groups: the leaf children of one inner vertex that share a type.
     cover_groups: Vec<CoverGroup>,
     /// Every pruning type, as symbols (graph symbols, or the type table's own).
@@ -263,7 +265,7 @@ impl SchedState {
             spare.push(sum);
         }
         let prune_ranks: Vec<u32> = prune.all().collect();
-        let covers = Pools::new(cover_groups.len());
+        let covers = HoldLists::new(cover_groups.len());
         SchedState {
             inner_of,
             inner_vertex,

@@ -60,6 +60,7 @@
 
 mod calendar;
 mod error;
+mod lists;
 mod multi;
 mod planned;
 mod planner;
@@ -67,6 +68,7 @@ mod pools;
 mod window;
 
 pub use error::PlannerError;
+pub use lists::HoldLists;
 pub use multi::{MultiAvailTimes, MultiPlanner, MultiSpan};
 pub use planned::{AvailTimes, PlannerOf};
 pub use planner::Planner;

@@ -17,7 +17,7 @@ const NIL: u32 = u32::MAX;
 
 /// Identifies a hold within its [`Pools`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct HoldId(u32);
+pub struct HoldId(pub(crate) u32);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Hold {
@@ -69,6 +69,60 @@ impl PeakUse {
         }
         peak
     }
+
+    /// The peak of `holds` during `[at, at + duration)`, as [`PeakUse::of_holds`] gives it,
+    /// with a fast path for zero or one overlapping hold (the common case: a leaf's holds,
+    /// a cover group's, are mostly disjoint in time). What every hold store answers with.
+    #[inline]
+    pub(crate) fn during<I>(holds: I, at: i64, duration: u64) -> PeakUse
+    where
+        I: Iterator<Item = (i64, i64, i64, i64)> + Clone,
+    {
+        let end = at.saturating_add(i64::try_from(duration).unwrap_or(i64::MAX));
+        let mut overlapping = 0usize;
+        let mut single = PeakUse::default();
+        for (start, stop, units, jobs) in holds.clone() {
+            if start < end && at < stop {
+                overlapping += 1;
+                single = PeakUse { units, jobs };
+            }
+        }
+        if overlapping <= 1 {
+            return single;
+        }
+        PeakUse::of_holds(holds, at, end)
+    }
+}
+
+/// The end of a hold of `duration` seconds from `start`: refuses an empty or overflowing
+/// window (the checks of every hold store's `add`).
+pub(crate) fn hold_end(start: i64, duration: u64) -> Result<i64, PlannerError> {
+    if duration == 0 {
+        return Err(PlannerError::ZeroDuration);
+    }
+    i64::try_from(duration)
+        .ok()
+        .and_then(|d| start.checked_add(d))
+        .ok_or(PlannerError::TimeOverflow { start, duration })
+}
+
+/// Whether two stores hold the same holds in each of their `pools` pools, whatever their
+/// ids and order (cancel then re-add may reuse slots in another order).
+pub(crate) fn same_holds<'a, I>(
+    pools: usize,
+    a: impl Fn(usize) -> I,
+    b: impl Fn(usize) -> I,
+) -> bool
+where
+    I: Iterator<Item = (i64, i64, i64, i64)> + 'a,
+{
+    (0..pools).all(|p| {
+        let mut x: Vec<(i64, i64, i64, i64)> = a(p).collect();
+        let mut y: Vec<(i64, i64, i64, i64)> = b(p).collect();
+        x.sort_unstable();
+        y.sort_unstable();
+        x == y
+    })
 }
 
 /// A slab of hold lists, one list per pool.
@@ -84,16 +138,9 @@ impl PartialEq for Pools {
     /// Two `Pools` are equal when every pool holds the same set of holds, whatever their
     /// slab positions (cancel then re-add may reuse slots in another order).
     fn eq(&self, other: &Self) -> bool {
-        if self.heads.len() != other.heads.len() || self.live != other.live {
-            return false;
-        }
-        (0..self.heads.len()).all(|p| {
-            let mut a: Vec<(i64, i64, i64, i64)> = self.iter(p).collect();
-            let mut b: Vec<(i64, i64, i64, i64)> = other.iter(p).collect();
-            a.sort_unstable();
-            b.sort_unstable();
-            a == b
-        })
+        self.heads.len() == other.heads.len()
+            && self.live == other.live
+            && same_holds(self.heads.len(), |p| self.iter(p), |p| other.iter(p))
     }
 }
 
@@ -147,26 +194,7 @@ impl Pools {
 
     /// Peak units and peak jobs of `pool` during `[at, at + duration)`.
     pub fn peak_during(&self, pool: usize, at: i64, duration: u64) -> PeakUse {
-        let end = at.saturating_add(i64::try_from(duration).unwrap_or(i64::MAX));
-        let first = self.heads.get(pool).copied().unwrap_or(NIL);
-        // Fast path: zero or one overlapping hold (the common case for a leaf).
-        let mut overlapping = 0usize;
-        let mut single = PeakUse::default();
-        let mut cur = first;
-        while let Some(h) = self.holds.get(cur as usize) {
-            if h.start < end && at < h.end {
-                overlapping += 1;
-                single = PeakUse {
-                    units: h.units,
-                    jobs: h.jobs,
-                };
-            }
-            cur = h.next;
-        }
-        if overlapping <= 1 {
-            return single;
-        }
-        PeakUse::of_holds(self.iter(pool), at, end)
+        PeakUse::during(self.iter(pool), at, duration)
     }
 
     /// Adds a hold of `units` and `jobs` to `pool` during `[start, start + duration)`.
@@ -179,13 +207,7 @@ impl Pools {
         units: i64,
         jobs: i64,
     ) -> Result<HoldId, PlannerError> {
-        if duration == 0 {
-            return Err(PlannerError::ZeroDuration);
-        }
-        let end = i64::try_from(duration)
-            .ok()
-            .and_then(|d| start.checked_add(d))
-            .ok_or(PlannerError::TimeOverflow { start, duration })?;
+        let end = hold_end(start, duration)?;
         let Some(&head) = self.heads.get(pool) else {
             return Err(PlannerError::UnknownResource {
                 resource: pool,
