@@ -24,6 +24,7 @@ mod dependencies;
 mod differential;
 mod exec;
 mod fairshare;
+mod fuzz_lock;
 mod graph_files;
 mod grow;
 mod hardening;
