@@ -19,6 +19,11 @@
 //! Cluster-wide views (`queue list`, `resource list`) come from the coordinator; job lists
 //! are gathered from every shard in parallel.
 //!
+//! A `submit` skips the coordinator when it can: the routing table the last command got is
+//! kept in the client's directory for a few seconds ([`route_cache`]), so a burst of submits
+//! makes one connection each, to the shard, and asks the coordinator again only when the
+//! table is old or a shard does not take the job at the address it names.
+//!
 //! A coordinator or shard that restarts is waited out ([`retry`]): the first connection and
 //! every later one are retried on a new connection for a bounded time, and a client that
 //! already has a routing table keeps sending jobs to the shards it names while the
@@ -32,6 +37,7 @@
 
 pub mod output;
 pub mod retry;
+pub mod route_cache;
 pub mod submit;
 
 pub use shardsched_proto::state_dir::{DIR_ENV, StateDir};
@@ -53,6 +59,7 @@ use shardsched_proto::msg::{
 use shardsched_proto::{Credentials, Error as WireError, Peer, Role, Rpc, Session, connect};
 
 use self::retry::{Retry, retryable, safe_to_repeat};
+use self::route_cache::RouteCache;
 
 /// How long a client waits for the coordinator's (or a shard's) handshake and hello before
 /// saying it is unreachable. Shorter than the wire's own handshake bound because a person is
@@ -89,6 +96,9 @@ pub struct Client {
     /// Signs the jobspecs this client submits (node agents run a job as its signer);
     /// `None` when the certificate's key cannot sign (the submit is then unsigned).
     signer: Option<shardsched_proto::sign::JobSigner>,
+    /// Where the routing tables this client gets are kept for the next command (a client
+    /// of a state directory), if anywhere.
+    route_cache: Option<RouteCache>,
 }
 
 impl Client {
@@ -96,18 +106,30 @@ impl Client {
     /// for up to [`RETRY_WINDOW`](retry::RETRY_WINDOW) while it does not answer (and saying
     /// so on standard error).
     pub async fn connect(dir: &StateDir) -> Result<Client> {
+        Client::open(dir)?.dial_coordinator().await
+    }
+
+    /// A client of the system in `dir` that has not dialled yet: the coordinator is
+    /// reached on the first request that needs it ([`Client::coordinator`]), so a command
+    /// that finds a fresh routing table in the cache ([`Client::cached_routes`]) talks to
+    /// its shard alone. [`Client::me`] stays unknown.
+    pub fn open(dir: &StateDir) -> Result<Client> {
         let addr = dir.coordinator_address()?;
         let creds = dir.credentials()?;
         let origin = format!(" (address from {})", dir.address_file().display());
-        Client::connect_from(addr, &creds, origin, true).await
+        let mut client = Client::new(addr, &creds, origin, true)?;
+        client.route_cache = Some(RouteCache::new(&dir.client_dir(), addr));
+        Ok(client)
     }
 
     /// Connects to the coordinator at `addr` with `creds`, retrying quietly.
     pub async fn connect_with(addr: SocketAddr, creds: &Credentials) -> Result<Client> {
-        Client::connect_from(addr, creds, String::new(), false).await
+        Client::new(addr, creds, String::new(), false)?
+            .dial_coordinator()
+            .await
     }
 
-    async fn connect_from(
+    fn new(
         addr: SocketAddr,
         creds: &Credentials,
         origin: String,
@@ -119,7 +141,7 @@ impl Client {
         };
         let endpoint = shardsched_proto::tls::client_endpoint(creds, bind)
             .context("setting up the client's QUIC endpoint")?;
-        let mut client = Client {
+        Ok(Client {
             endpoint,
             coordinator_addr: addr,
             origin,
@@ -129,7 +151,14 @@ impl Client {
             routes: std::sync::Mutex::new(None),
             shards: tokio::sync::Mutex::new(HashMap::new()),
             signer: shardsched_proto::sign::JobSigner::new(creds).ok(),
-        };
+            route_cache: None,
+        })
+    }
+
+    /// Dials the coordinator, retrying for up to [`RETRY_WINDOW`](retry::RETRY_WINDOW)
+    /// while it does not answer, and learns who it says we are.
+    async fn dial_coordinator(mut self) -> Result<Client> {
+        let client = &mut self;
         let mut retry = Retry::new();
         let session = loop {
             match client.coordinator_session().await {
@@ -139,7 +168,7 @@ impl Client {
             }
         };
         client.me = session.seen_as().cloned();
-        Ok(client)
+        Ok(self)
     }
 
     /// This client's signature of `jobspec_json`, if its certificate can sign.
@@ -261,11 +290,33 @@ impl Client {
             .map_err(|e| wire_error(e, &format!("coordinator at {}", self.coordinator_addr)))?
         {
             client_coord::Response::Routes(table) => {
+                if let Some(cache) = &self.route_cache {
+                    cache.store(&table, output::now_ms());
+                }
                 *self.routes.lock().unwrap_or_else(PoisonError::into_inner) = Some(table.clone());
                 Ok(table)
             }
             other => bail!("the coordinator answered a routes request with {other:?}"),
         }
+    }
+
+    /// The routing table a command of this state directory got from this coordinator less
+    /// than [`ROUTES_FRESH`](route_cache::ROUTES_FRESH) ago, if any (then also
+    /// [`Client::known_routes`]). Only a guess at where the shards are: a caller that
+    /// cannot reach a shard at it, or is refused, calls [`Client::forget_cached_routes`]
+    /// and asks the coordinator.
+    pub fn cached_routes(&self) -> Option<RouteTable> {
+        let table = self.route_cache.as_ref()?.load(output::now_ms())?;
+        *self.routes.lock().unwrap_or_else(PoisonError::into_inner) = Some(table.clone());
+        Some(table)
+    }
+
+    /// Drops the cached routing table, here and in the state directory.
+    pub fn forget_cached_routes(&self) {
+        if let Some(cache) = &self.route_cache {
+            cache.clear();
+        }
+        *self.routes.lock().unwrap_or_else(PoisonError::into_inner) = None;
     }
 
     /// The last routing table the coordinator gave this client, if any: where the shards
@@ -479,9 +530,32 @@ where
     F: FnOnce(Arc<Client>) -> Fut,
     Fut: std::future::Future<Output = Result<T>>,
 {
+    run_on(true, work)
+}
+
+/// [`run`] for a command that may not need the coordinator ([`Client::open`]): it is
+/// dialled on the first request that does.
+pub fn run_lazily<T, F, Fut>(work: F) -> Result<T>
+where
+    F: FnOnce(Arc<Client>) -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    run_on(false, work)
+}
+
+fn run_on<T, F, Fut>(dial: bool, work: F) -> Result<T>
+where
+    F: FnOnce(Arc<Client>) -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
     let dir = StateDir::from_env()?;
     runtime()?.block_on(async {
-        let client = Arc::new(Client::connect(&dir).await?);
+        let client = Client::open(&dir)?;
+        let client = Arc::new(if dial {
+            client.dial_coordinator().await?
+        } else {
+            client
+        });
         let result = work(Arc::clone(&client)).await;
         client.close().await;
         result

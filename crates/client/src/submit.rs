@@ -13,6 +13,11 @@
 //! shard named by the last routing table this client got, which is most likely still there.
 //! Connection failures on the submit itself are retried at most [`SUBMIT_ATTEMPTS_MAX`]
 //! times.
+//!
+//! A table from the client's cache ([`Known::Cached`], [`crate::route_cache`]) is tried
+//! once: if the shard it names cannot be reached or refuses the job, the cache is dropped
+//! and the submit starts again, at once, from the coordinator's table (same request, same
+//! key: a refused submit made no job, and one whose answer was lost is recognised).
 
 use anyhow::{Result, anyhow, bail};
 use shardsched_proto::Error as WireError;
@@ -48,13 +53,22 @@ pub fn plain(jobspec_json: String) -> Submit {
     }
 }
 
+/// A routing table a caller already has, and where it came from.
+#[derive(Clone, Debug)]
+pub enum Known {
+    /// Just asked of the coordinator.
+    Fresh(RouteTable),
+    /// From the client's cache ([`Client::cached_routes`]): tried once, then asked again.
+    Cached(RouteTable),
+}
+
 /// Signs `submit` (replacing any signature it has) and submits it to `queue`'s shard,
 /// retrying on connection failures with its key (so at most one job results). `routes` is a
-/// fresh routing table if the caller has one; retries fetch their own. Returns the id and
+/// routing table if the caller has one; retries fetch their own. Returns the id and
 /// whether the shard recognised the key from an earlier attempt.
 pub async fn submit(
     client: &Client,
-    routes: Option<RouteTable>,
+    routes: Option<Known>,
     queue: &str,
     submit: Submit,
 ) -> Result<(JobId, bool)> {
@@ -66,9 +80,10 @@ pub async fn submit(
     let mut retry = Retry::new();
     let mut attempt = 1;
     loop {
-        let table = match routes.take() {
-            Some(table) => Ok(table),
-            None => client.routes_now().await,
+        let (table, cached) = match routes.take() {
+            Some(Known::Fresh(table)) => (Ok(table), false),
+            Some(Known::Cached(table)) => (Ok(table), true),
+            None => (client.routes_now().await, false),
         };
         // A coordinator that does not answer is likely restarting; the shards it named are
         // likely where they were.
@@ -76,6 +91,11 @@ pub async fn submit(
         let waiting_for = match table {
             // The coordinator is unreachable and no table is known: nothing was sent yet.
             Err(e) => e.context("the coordinator does not answer"),
+            // The cached table does not route the queue: the coordinator's may.
+            Ok(table) if cached && table.queue(queue).is_none() => {
+                client.forget_cached_routes();
+                continue;
+            }
             Ok(table) if table.offline.iter().any(|q| q == queue) => {
                 anyhow!("queue {queue} is offline: its shard is not connected (restarting?)")
             }
@@ -83,14 +103,21 @@ pub async fn submit(
                 let Some(route) = table.queue(queue).cloned() else {
                     bail!("no queue {queue:?} ({})", queue_names(&table));
                 };
-                match try_submit(client, &route, queue, &request).await? {
-                    Ok(done) => return Ok(done),
-                    Err(failure) if attempt >= SUBMIT_ATTEMPTS_MAX => {
+                match try_submit(client, &route, queue, &request).await {
+                    Ok(Ok(done)) => return Ok(done),
+                    // The cached table was only a guess: ask the coordinator, at once.
+                    Ok(Err(_)) | Err(_) if cached => {
+                        client.forget_shard(queue).await;
+                        client.forget_cached_routes();
+                        continue;
+                    }
+                    Err(refused) => return Err(refused),
+                    Ok(Err(failure)) if attempt >= SUBMIT_ATTEMPTS_MAX => {
                         return Err(failure.context(format!(
                             "submitting to queue {queue}: gave up after {attempt} attempts"
                         )));
                     }
-                    Err(failure) => {
+                    Ok(Err(failure)) => {
                         attempt += 1;
                         client.forget_shard(queue).await;
                         failure.context(format!("submit to queue {queue} failed"))

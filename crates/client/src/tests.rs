@@ -14,6 +14,10 @@ use shardsched_proto::{Ca, Fluid, Role, accept, connect, serve, tls};
 use tokio::sync::oneshot;
 
 use super::Client;
+use super::route_cache::RouteCache;
+use super::submit::{Known, plain, submit};
+use shardsched_proto::StateDir;
+use shardsched_proto::state_dir::{CERT_FILE, KEY_FILE};
 
 /// How long a test waits for something that must happen.
 const WAIT: Duration = Duration::from_secs(60);
@@ -168,4 +172,79 @@ async fn a_client_routes_to_known_shards_while_the_coordinator_is_away_and_recon
     client.close().await;
     let _ = b.stop.send(());
     let _ = b.task.await;
+}
+
+/// A state directory naming the coordinator at `addr`, with an admin's credentials from `ca`.
+fn state_dir(root: &Path, ca: &Ca, addr: SocketAddr) -> StateDir {
+    let dir = StateDir::at(root.to_owned());
+    std::fs::create_dir_all(dir.coordinator_dir()).expect("coordinator dir");
+    std::fs::write(dir.address_file(), format!("{addr}\n")).expect("address file");
+    let client = dir.client_dir();
+    std::fs::create_dir_all(&client).expect("client dir");
+    let issued = ca.issue(Role::Admin, "tester").expect("admin cert");
+    std::fs::write(client.join(CERT_FILE), &issued.cert_pem).expect("cert");
+    shardsched_proto::ca::write_private(&client.join(KEY_FILE), &issued.key_pem).expect("key");
+    std::fs::write(client.join(CA_CERT_FILE), ca.cert_pem()).expect("CA cert");
+    dir
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submit_on_a_cached_table_needs_no_coordinator_and_asks_it_when_the_table_is_wrong() {
+    let scratch = Scratch::new("cache");
+    let coordinator_dir = scratch.path().join("coordinator");
+    std::fs::create_dir_all(&coordinator_dir).expect("coordinator state dir");
+    let ca = Ca::create(&coordinator_dir).expect("CA");
+    let a = coordinator(&coordinator_dir, "127.0.0.1:0".parse().expect("addr")).await;
+    let _shard = toy_shard(&ca, a.addr, Fluid(4242)).await;
+    let dir = state_dir(scratch.path(), &ca, a.addr);
+    let cache = RouteCache::new(&dir.client_dir(), a.addr);
+
+    // A command that asks the coordinator for the table leaves it in the cache.
+    let client = Client::open(&dir).expect("client");
+    let fresh = client.routes().await.expect("routes");
+    client.close().await;
+    assert_eq!(cache.table_of_any_age(), Some(fresh.clone()));
+
+    // A cached table naming a wrong address for the queue (here the coordinator's, whose
+    // certificate is not queue batch's shard's): the submit asks the coordinator and
+    // reaches the shard.
+    let mut wrong = fresh.clone();
+    for route in &mut wrong.routes {
+        route.address = a.addr;
+    }
+    let client = Client::open(&dir).expect("client");
+    let (id, _) = submit(
+        &client,
+        Some(Known::Cached(wrong)),
+        "batch",
+        plain("{}".to_owned()),
+    )
+    .await
+    .expect("submitted after asking the coordinator");
+    assert_eq!(id, Fluid(4242));
+    assert_eq!(
+        cache.table_of_any_age(),
+        Some(fresh.clone()),
+        "the cache is mended"
+    );
+    client.close().await;
+
+    // With the coordinator gone, a client that never dialled it submits on the cached
+    // table alone.
+    let _ = a.stop.send(());
+    a.task.await.expect("coordinator stopped");
+    // (A stopped coordinator removes its address file; a crashed one leaves it.)
+    std::fs::write(dir.address_file(), format!("{}\n", a.addr)).expect("address file");
+    let client = Client::open(&dir).expect("client");
+    let (id, _) = submit(
+        &client,
+        Some(Known::Cached(fresh)),
+        "batch",
+        plain("{}".to_owned()),
+    )
+    .await
+    .expect("submitted without the coordinator");
+    assert_eq!(id, Fluid(4242));
+    assert!(client.me().is_none(), "the coordinator was never dialled");
+    client.close().await;
 }

@@ -16,6 +16,7 @@
 //!     address          its bound socket address, one line              ADDRESS_FILE
 //!     http-address     the status page's URL, one line                 HTTP_ADDRESS_FILE
 //!   client/            this user's cert.pem, key.pem, ca.pem           CLIENT_DIR
+//!     routes.json      the last routing table a command got (a cache)  (shardsched-client)
 //!   shards/<queue>/    a shard's state directory                       SHARDS_DIR
 //!     cert.pem         its certificate (and key.pem, ca.pem)           CERT_FILE, KEY_FILE
 //!     journal.redb     its journal                                     JOURNAL_FILE

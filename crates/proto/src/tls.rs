@@ -204,6 +204,7 @@ pub fn server_endpoint_with_reset_secret(
 ) -> Result<quinn::Endpoint, Error> {
     let socket = std::net::UdpSocket::bind(listen)
         .map_err(|e| Error::Endpoint(format!("cannot listen on {listen}: {e}")))?;
+    enlarge_receive_buffer(&socket);
     let runtime = quinn::default_runtime()
         .ok_or_else(|| Error::Endpoint("no async runtime for the QUIC endpoint".to_owned()))?;
     let mut config = quinn::EndpointConfig::new(Arc::new(reset_key(secret)));
@@ -222,6 +223,30 @@ pub fn server_endpoint_with_reset_secret(
         .map_err(|e| Error::Endpoint(format!("cannot listen on {listen}: {e}")))?;
     endpoint.set_default_client_config(client_config(creds)?);
     Ok(endpoint)
+}
+
+/// The receive buffer a server endpoint asks of the kernel for its UDP socket, bytes.
+///
+/// Why: every client's handshake arrives on one socket (a shard's takes every submit's), and
+/// on a loaded host the process may not run for tens of milliseconds while a burst of
+/// submits keeps sending. The kernel's default (`net.core.rmem_default`, 208 KiB on Linux)
+/// holds about 90 loopback datagrams of 1,200 bytes; past it, datagrams are dropped
+/// (`RcvbufErrors` in `netstat -su`), and a lost handshake packet costs its client QUIC's
+/// retransmission timeout, doubled at each loss. The kernel caps the request at
+/// `net.core.rmem_max` without an error.
+pub const SERVER_RECEIVE_BUFFER_BYTES: usize = 4 << 20;
+
+/// Asks for [`SERVER_RECEIVE_BUFFER_BYTES`] of receive buffer on `socket`; a refusal only
+/// leaves the kernel's default, so it is logged, not fatal.
+fn enlarge_receive_buffer(socket: &std::net::UdpSocket) {
+    let set = quinn::udp::UdpSocketState::new(socket.into()).and_then(|state| {
+        state.set_recv_buffer_size(socket.into(), SERVER_RECEIVE_BUFFER_BYTES)?;
+        state.recv_buffer_size(socket.into())
+    });
+    match set {
+        Ok(bytes) => tracing::debug!(bytes, "UDP receive buffer"),
+        Err(e) => tracing::warn!(error = %e, "cannot enlarge the UDP receive buffer"),
+    }
 }
 
 /// The HMAC key for stateless resets.
@@ -248,4 +273,35 @@ pub fn client_endpoint(creds: &Credentials, bind: SocketAddr) -> Result<quinn::E
         .map_err(|e| Error::Endpoint(format!("cannot bind {bind}: {e}")))?;
     endpoint.set_default_client_config(client_config(creds)?);
     Ok(endpoint)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn receive_buffer(socket: &std::net::UdpSocket) -> usize {
+        quinn::udp::UdpSocketState::new(socket.into())
+            .and_then(|state| state.recv_buffer_size(socket.into()))
+            .expect("receive buffer size")
+    }
+
+    /// A server socket gets the larger buffer, as far as the kernel's cap allows (Linux
+    /// reports twice what was granted, for its own bookkeeping).
+    #[test]
+    fn a_server_socket_gets_a_larger_receive_buffer() {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let default = receive_buffer(&socket);
+        enlarge_receive_buffer(&socket);
+        let enlarged = receive_buffer(&socket);
+        let cap = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+            .ok()
+            .and_then(|text| text.trim().parse::<usize>().ok());
+        match cap {
+            Some(cap) if cap > default => assert!(
+                enlarged >= SERVER_RECEIVE_BUFFER_BYTES.min(cap),
+                "asked {SERVER_RECEIVE_BUFFER_BYTES} under a cap of {cap}, got {enlarged}"
+            ),
+            _ => assert!(enlarged >= default, "{enlarged} < {default}"),
+        }
+    }
 }

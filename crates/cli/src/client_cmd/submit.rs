@@ -6,14 +6,16 @@
 //! table's default.
 //!
 //! A submit carries a random idempotency key chosen once per invocation, and rides out a
-//! restarting coordinator or shard ([`shardsched_client::submit`]).
+//! restarting coordinator or shard ([`shardsched_client::submit`]). A job without job
+//! dependencies goes to its shard on the routing table a recent command cached
+//! ([`shardsched_client::route_cache`]) when there is one: one connection, not two.
 
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use shardsched_client::output;
-use shardsched_client::submit::{plain, queue_names, submit};
+use shardsched_client::submit::{Known, plain, queue_names, submit};
 use shardsched_jobspec::{Jobspec, Shorthand};
 use shardsched_proto::array::ArraySpec;
 use shardsched_proto::msg::JobId;
@@ -109,17 +111,27 @@ pub fn main(args: &SubmitArgs) -> Result<()> {
 /// Submits `jobspec` with `flags` applied and prints its id: `submit` and `batch`.
 pub fn submit_main(flags: &SubmitFlags, mut jobspec: Jobspec) -> Result<()> {
     flags.apply(&mut jobspec)?;
-    shardsched_client::run(|client| async move {
-        let routes = client.routes().await?;
-        let queue = choose_queue(flags, &jobspec, &routes)?;
-        check_dependencies(&client, &routes, &jobspec).await?;
+    // Dependencies are checked against the coordinator's own table.
+    let may_cache = !jobspec
+        .attributes
+        .job_dependencies()
+        .iter()
+        .any(|dep| dep.scheme.names_a_job());
+    shardsched_client::run_lazily(|client| async move {
+        let known = match client.cached_routes().filter(|_| may_cache) {
+            Some(table) => Known::Cached(table),
+            None => Known::Fresh(client.routes().await?),
+        };
+        let (Known::Cached(routes) | Known::Fresh(routes)) = &known;
+        let queue = choose_queue(flags, &jobspec, routes)?;
+        check_dependencies(&client, routes, &jobspec).await?;
         jobspec.attributes.queue = Some(queue.clone());
         let request = Submit {
             urgency: flags.urgency,
             array: flags.array.clone(),
             ..plain(jobspec.to_json().to_string())
         };
-        let (id, _duplicate) = submit(&client, Some(routes), &queue, request).await?;
+        let (id, _duplicate) = submit(&client, Some(known), &queue, request).await?;
         output::emit(&format!("{id}\n"))
     })
 }
