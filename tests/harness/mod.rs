@@ -165,6 +165,17 @@ impl System {
         StateDir::at(self.state())
     }
 
+    /// Removes the routing table client commands cached ([`shardsched_client::route_cache`]),
+    /// so that the next command asks the coordinator: with it, a submit goes straight to
+    /// its shard.
+    pub fn forget_cached_routes(&self) {
+        let file = self
+            .layout()
+            .client_dir()
+            .join(shardsched_client::route_cache::ROUTES_FILE);
+        let _ = std::fs::remove_file(file);
+    }
+
     /// The coordinator's address, as it wrote it.
     pub fn address(&self) -> SocketAddr {
         self.layout().coordinator_address().unwrap()

@@ -74,7 +74,7 @@ fn a_command_started_while_the_coordinator_does_not_answer_waits_for_it() {
     kill_process(pid(coordinator), Signal::STOP).unwrap();
     // Without the routing table the last command cached: with it, a submit goes straight to
     // the shard and never asks the coordinator (crates/client's tests cover that path).
-    let _ = std::fs::remove_file(system.state().join("client").join("routes.json"));
+    system.forget_cached_routes();
     let mut submit = Command::new(EXE)
         .args(["submit", "-q", "beta", "-t", "60s", "--", "app"])
         .env("SHARDSCHED_DIR", system.state())

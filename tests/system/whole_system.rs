@@ -389,6 +389,9 @@ fn a_coordinator_killed_and_restarted_loses_nothing_and_submits_wait_it_out() {
     kill_process(pid(before), Signal::KILL).unwrap();
 
     // A submit during the outage waits for the coordinator (restarted by `up`) and succeeds.
+    // Without the routing table the last command cached: with it, the submit goes straight
+    // to the shard and needs no coordinator (crates/client's tests cover that path).
+    system.forget_cached_routes();
     let during = system.cli(&["submit", "-q", "beta", "-t", "5s", "--", "true"]);
     assert!(
         during.status.success(),

@@ -15,9 +15,12 @@
 //! times.
 //!
 //! A table from the client's cache ([`Known::Cached`], [`crate::route_cache`]) is tried
-//! once: if the shard it names cannot be reached or refuses the job, the cache is dropped
-//! and the submit starts again, at once, from the coordinator's table (same request, same
-//! key: a refused submit made no job, and one whose answer was lost is recognised).
+//! once: if the shard it names cannot be reached or refuses the job for a reason a fresh
+//! table could change (it is not ready, it knows no such queue), the cache is dropped and
+//! the submit starts again, at once, from the coordinator's table (same request, same key: a
+//! refused submit made no job, and one whose answer was lost is recognised). A refusal that
+//! is the queue's own decision (denied, invalid, forbidden, a policy) is the answer: the
+//! handshake proved the shard is the queue's, and the coordinator's table leads to it again.
 
 use anyhow::{Result, anyhow, bail};
 use shardsched_proto::Error as WireError;
@@ -106,12 +109,12 @@ pub async fn submit(
                 match try_submit(client, &route, queue, &request).await {
                     Ok(Ok(done)) => return Ok(done),
                     // The cached table was only a guess: ask the coordinator, at once.
-                    Ok(Err(_)) | Err(_) if cached => {
+                    Ok(Err(_)) | Err(NotTaken { settled: false, .. }) if cached => {
                         client.forget_shard(queue).await;
                         client.forget_cached_routes();
                         continue;
                     }
-                    Err(refused) => return Err(refused),
+                    Err(refused) => return Err(refused.error),
                     Ok(Err(failure)) if attempt >= SUBMIT_ATTEMPTS_MAX => {
                         return Err(failure.context(format!(
                             "submitting to queue {queue}: gave up after {attempt} attempts"
@@ -136,20 +139,48 @@ pub async fn submit(
     }
 }
 
+/// A submit the shard answered with something other than a job, or could not take.
+struct NotTaken {
+    error: anyhow::Error,
+    /// The queue's own decision, whatever route led to its shard: a refusal denied,
+    /// invalid, forbidden or by policy.
+    settled: bool,
+}
+
+impl NotTaken {
+    fn unsettled(error: anyhow::Error) -> NotTaken {
+        NotTaken {
+            error,
+            settled: false,
+        }
+    }
+}
+
 /// One submit attempt: `Ok(Ok(answer))`, or `Ok(Err(why))` when the connection failed in a
-/// way a retry with the same key may fix, or `Err` when retrying cannot help.
+/// way a retry with the same key may fix, or `Err` when retrying on this route cannot help.
 async fn try_submit(
     client: &Client,
     route: &Route,
     queue: &str,
     request: &Request,
-) -> Result<Result<(JobId, bool)>> {
+) -> Result<Result<(JobId, bool)>, NotTaken> {
     let failure = match client.shard(route).await {
         Ok(session) => match session.request(request).await {
             Ok(Response::Submitted { id, duplicate }) => return Ok(Ok((id, duplicate))),
-            Ok(other) => bail!("queue {queue}'s shard answered a submit with {other:?}"),
+            Ok(other) => {
+                return Err(NotTaken::unsettled(anyhow!(
+                    "queue {queue}'s shard answered a submit with {other:?}"
+                )));
+            }
             Err(WireError::Refused(refusal)) => {
-                return Err(match refusal.code {
+                let settled = matches!(
+                    refusal.code,
+                    RefusalCode::Denied
+                        | RefusalCode::Invalid
+                        | RefusalCode::Forbidden
+                        | RefusalCode::Policy
+                );
+                let error = match refusal.code {
                     // The shard's reason usually names the queue already.
                     RefusalCode::Denied if refusal.message.contains(queue) => {
                         anyhow!("{}", refusal.message)
@@ -167,13 +198,14 @@ async fn try_submit(
                         "queue {queue} refused the job: {}",
                         describe_refusal(&refusal)
                     ),
-                });
+                };
+                return Err(NotTaken { error, settled });
             }
             Err(e) if retryable(&e) => anyhow::Error::new(e),
             Err(e) => {
-                return Err(
-                    anyhow::Error::new(e).context(format!("submitting to queue {queue}'s shard"))
-                );
+                return Err(NotTaken::unsettled(
+                    anyhow::Error::new(e).context(format!("submitting to queue {queue}'s shard")),
+                ));
             }
         },
         // Could not connect: the shard may be restarting; the job was not sent.

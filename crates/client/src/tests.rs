@@ -103,6 +103,9 @@ async fn toy_shard(ca: &Ca, coordinator: SocketAddr, id: Fluid) -> quinn::Endpoi
                 session,
                 move |_peer, req: client_shard::Request| async move {
                     match req {
+                        client_shard::Request::Submit(s) if s.jobspec_json.contains("deny") => Err(
+                            Refusal::new(RefusalCode::Denied, "queue batch cannot run it"),
+                        ),
                         client_shard::Request::Submit(_) => Ok(client_shard::Response::Submitted {
                             id,
                             duplicate: false,
@@ -238,13 +241,24 @@ async fn a_submit_on_a_cached_table_needs_no_coordinator_and_asks_it_when_the_ta
     let client = Client::open(&dir).expect("client");
     let (id, _) = submit(
         &client,
-        Some(Known::Cached(fresh)),
+        Some(Known::Cached(fresh.clone())),
         "batch",
         plain("{}".to_owned()),
     )
     .await
     .expect("submitted without the coordinator");
     assert_eq!(id, Fluid(4242));
+    // The queue's own refusal is the answer, whatever table led to its shard: the
+    // coordinator's would lead there again (and here it is gone, so asking it would wait).
+    let denied = submit(
+        &client,
+        Some(Known::Cached(fresh)),
+        "batch",
+        plain(r#"{"deny": true}"#.to_owned()),
+    )
+    .await
+    .expect_err("denied");
+    assert_eq!(denied.to_string(), "queue batch cannot run it");
     assert!(client.me().is_none(), "the coordinator was never dialled");
     client.close().await;
 }
