@@ -141,6 +141,8 @@ async fn shards_register_and_clients_read_over_real_quic() {
             reason: None,
             usage: Default::default(),
         }],
+        nodes_complete: true,
+        nodes_gone: Vec::new(),
         waiting_on: Vec::new(),
     };
     let ack = shard

@@ -84,6 +84,8 @@ async fn register_reporting_one_running(shard: &Session) {
             pending_reasons: Default::default(),
         },
         nodes: Vec::new(),
+        nodes_complete: true,
+        nodes_gone: Vec::new(),
         waiting_on: Vec::new(),
     };
     let ack = shard

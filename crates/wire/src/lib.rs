@@ -67,12 +67,15 @@ pub const ALPN_STR: &str = "shardsched/1";
 /// at once. 15: fair-share ([`msg::fairshare`]): usage batches on the status report
 /// (`ShardStatus.usage`, `.factors_version`), `coord_shard::FairShare`,
 /// `Assignment.fairshare`, and a pending job's priority (`JobSummary.priority`). 16: a
-/// shard asks for allowance ahead of need (`AllowanceReport.ahead`).
-pub const PROTOCOL_VERSION: u32 = 16;
+/// shard asks for allowance ahead of need (`AllowanceReport.ahead`). 17: a status report
+/// lists only the node rows that changed since the previous one on its connection
+/// (`ShardStatus.nodes_complete`, `.nodes_gone`).
+pub const PROTOCOL_VERSION: u32 = 17;
 /// The oldest protocol version this build still accepts in a hello (a version 13 peer could
 /// not decode version 14's renewals, a version 14 one neither version 15's fair-share, a
-/// version 15 one neither version 16's allowance reports).
-pub const PROTOCOL_VERSION_MIN: u32 = 16;
+/// version 15 one neither version 16's allowance reports, a version 16 one neither version
+/// 17's partial status reports).
+pub const PROTOCOL_VERSION_MIN: u32 = 17;
 /// This build's software string, sent in the hello for logs.
 pub const SOFTWARE: &str = concat!("shardsched ", env!("CARGO_PKG_VERSION"));
 

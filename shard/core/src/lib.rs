@@ -91,6 +91,7 @@ pub mod journal;
 pub mod limits;
 pub mod nodes;
 pub mod snapshot;
+pub mod status_rows;
 pub mod table;
 
 pub use crate::core::{

@@ -25,6 +25,7 @@ use crate::journal::Restored;
 use crate::limits::{
     COORDINATOR_LOST_AFTER, RECONNECT_BACKOFF_MAX, RECONNECT_BACKOFF_MIN, RESTART_ACK_LINGER,
 };
+use shardsched_shard_core::status_rows::SentRows;
 
 /// The link: where the coordinator is, and what this shard tells it when registering.
 pub(super) struct Link<'a> {
@@ -194,19 +195,27 @@ fn serve_coordinator(
     OnLink(vec![serving, reporting, releasing])
 }
 
-/// Sends every status report the core task hands out (it bounds their rate).
+/// Sends every status report the core task hands out (it bounds their rate), one at a
+/// time, each as the change since the last one acknowledged on this connection
+/// ([`SentRows`]): the first whole.
 async fn report_status(session: Session, mut reports: watch::Receiver<Option<ShardStatus>>) {
+    let mut sent = SentRows::default();
     while reports.changed().await.is_ok() {
-        let Some(report) = reports.borrow_and_update().clone() else {
+        let Some(mut report) = reports.borrow_and_update().clone() else {
             continue;
         };
-        if let Err(e) = session
+        let rows = sent.reduce(&mut report);
+        match session
             .request(&shard_coord::Request::Status(Box::new(report)))
             .await
         {
-            tracing::debug!(error = %e, "status report not delivered");
-            if session.connection().close_reason().is_some() {
-                return;
+            Ok(_) => sent.acknowledged(rows),
+            Err(e) => {
+                sent.forget();
+                tracing::debug!(error = %e, "status report not delivered");
+                if session.connection().close_reason().is_some() {
+                    return;
+                }
             }
         }
     }

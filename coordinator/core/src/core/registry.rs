@@ -214,8 +214,9 @@ impl Core {
         Some(self.config.queues[qi].name.clone())
     }
 
-    /// A shard's status report: stored as observation. Refused from a connection that has not
-    /// registered.
+    /// A shard's status report: stored as observation, the whole rows or a change to those
+    /// of the link's last report (wire `ShardStatus.nodes_complete`). Refused from a
+    /// connection that has not registered.
     pub fn status(
         &mut self,
         conn: ConnId,
@@ -225,19 +226,31 @@ impl Core {
         let qi = self.registered(conn, shard_name)?;
         self.allowance_reports(qi, &status.allowances);
         self.fairshare_report(qi, status.usage.as_ref(), status.factors_version);
-        let mut nodes = HashMap::with_capacity(status.nodes.len());
+        let Some(link) = self.shards[qi].as_mut() else {
+            return Ok(());
+        };
+        // A whole report replaces the rows; a change (the shard sends one after a report
+        // this link acknowledged, wire `nodes_complete`) applies to them.
+        let mut nodes = match link.report.take() {
+            Some(report) if !status.nodes_complete => report.nodes,
+            _ => HashMap::with_capacity(status.nodes.len()),
+        };
+        let index = |name: &str| self.moves.nodes().index_of(name);
+        for name in &status.nodes_gone {
+            if let Some(n) = index(name) {
+                nodes.remove(&n);
+            }
+        }
         for node in status.nodes {
-            if let Some(n) = self.moves.nodes().index_of(&node.name) {
+            if let Some(n) = index(&node.name) {
                 nodes.insert(n, node);
             }
         }
-        if let Some(link) = self.shards[qi].as_mut() {
-            link.report = Some(Report {
-                time_ms: status.time_ms,
-                queue: status.queue,
-                nodes,
-            });
-        }
+        link.report = Some(Report {
+            time_ms: status.time_ms,
+            queue: status.queue,
+            nodes,
+        });
         Ok(())
     }
 

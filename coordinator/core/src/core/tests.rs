@@ -364,6 +364,8 @@ fn report(queue: &str, nodes: &[(&str, NodeState, u32)]) -> ShardStatus {
                 usage: Default::default(),
             })
             .collect(),
+        nodes_complete: true,
+        nodes_gone: Vec::new(),
         waiting_on: Vec::new(),
     }
 }
@@ -421,6 +423,33 @@ fn queue_and_resource_lists_keep_intent_and_observation_apart() {
     assert_eq!(
         core.resources(Some("x")).map_err(|r| r.code),
         Err(RefusalCode::NotFound)
+    );
+
+    // A change to the last report: node1 is up again, node2 no longer reported; node0 is
+    // not in it and stays as it was.
+    let mut change = report("batch", &[("node1", NodeState::Up, 1)]);
+    change.nodes_complete = false;
+    change.nodes_gone = vec!["node2".into(), "nosuchnode".into()];
+    core.status(ConnId(1), "batch", change).expect("stored");
+    let all = core.resources(None).expect("all");
+    assert_eq!((all[0].state, all[0].jobs_running), (NodeState::Up, 2));
+    assert_eq!((all[1].state, all[1].jobs_running), (NodeState::Up, 1));
+    assert_eq!(
+        all[2].state,
+        NodeState::Down,
+        "gone: not reported, shown down"
+    );
+    // A whole report replaces every row.
+    core.status(
+        ConnId(1),
+        "batch",
+        report("batch", &[("node2", NodeState::Up, 0)]),
+    )
+    .expect("stored");
+    let all = core.resources(None).expect("all");
+    assert_eq!(
+        [all[0].state, all[1].state, all[2].state],
+        [NodeState::Down, NodeState::Down, NodeState::Up]
     );
 
     // The shard goes away: its observations go with it; intent stays.

@@ -80,8 +80,18 @@ pub struct ShardStatus {
     pub time_ms: u64,
     /// The queue's counters.
     pub queue: QueueStatus,
-    /// Every node the shard owns or is receiving, with its state.
+    /// The nodes the shard owns or is receiving, with their state: every one when
+    /// [`nodes_complete`](Self::nodes_complete), else only the rows that differ from the
+    /// previous report on this connection.
     pub nodes: Vec<NodeStatus>,
+    /// Whether [`nodes`](Self::nodes) lists every node: the first report on a connection,
+    /// and the one after a report that may not have arrived. Otherwise the report is a
+    /// change to the previous one, so that a shard of thousands of nodes where one moved
+    /// sends one row, not thousands (and the coordinator's one task reads one).
+    pub nodes_complete: bool,
+    /// With an incomplete report: the nodes the previous report listed that this one does
+    /// not (moved out, or no longer arriving).
+    pub nodes_gone: Vec<String>,
     /// Jobs of other queues (or ended and forgotten here) that pending jobs of this shard
     /// wait on (docs/POLICIES.md): the coordinator answers with
     /// [`coord_shard::Request::Facts`](super::coord_shard::Request::Facts). At most

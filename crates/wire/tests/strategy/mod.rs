@@ -611,8 +611,13 @@ pub fn shard_coord_request() -> impl Strategy<Value = shard_coord::Request> {
                 last_job_id
             })
         ),
-        (any::<u64>(), queue_status(), vec(node_status(), 0..3)).prop_map(
-            |(time_ms, queue, nodes)| {
+        (
+            any::<u64>(),
+            queue_status(),
+            vec(node_status(), 0..3),
+            vec(name(), 0..3)
+        )
+            .prop_map(|(time_ms, queue, nodes, nodes_gone)| {
                 shard_coord::Request::Status(Box::new(ShardStatus {
                     allowances: Vec::new(),
                     usage: (time_ms % 2 == 1).then(|| fairshare::UsageBatch {
@@ -625,11 +630,12 @@ pub fn shard_coord_request() -> impl Strategy<Value = shard_coord::Request> {
                     factors_version: time_ms / 3,
                     time_ms,
                     queue,
+                    nodes_complete: nodes_gone.is_empty(),
                     nodes,
+                    nodes_gone,
                     waiting_on: Vec::new(),
                 }))
-            }
-        ),
+            }),
         (any::<u64>(), vec(node_gen(), 0..3)).prop_map(
             |(m, nodes)| shard_coord::Request::Released(Released {
                 move_id: MoveId(m),

@@ -12,7 +12,8 @@ use crate::nodes::Holding;
 
 impl ShardCore {
     /// The status report as of `now_ms`: the queue's counters, every node up here (with
-    /// its flag), then every node moving out or in.
+    /// its flag), then every node moving out or in. Whole: the task that sends it makes it
+    /// a change to the last one sent ([`crate::status_rows`]).
     pub fn status(&self, now_ms: u64) -> ShardStatus {
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         let usage = self.node_usage();
@@ -69,6 +70,8 @@ impl ShardCore {
                 pending_reasons: self.pending_reasons(),
             },
             nodes,
+            nodes_complete: true,
+            nodes_gone: Vec::new(),
             waiting_on: self.dependency_questions(),
             allowances: self.allowance_reports(),
             usage: batch,

@@ -69,6 +69,8 @@ fn connect(core: &mut Core, queue: &str, conn: u64, pending: u32, running: u32) 
             pending_reasons: Default::default(),
         },
         nodes: Vec::new(),
+        nodes_complete: true,
+        nodes_gone: Vec::new(),
         waiting_on: Vec::new(),
     };
     core.status(ConnId(conn), queue, status).expect("status");
