@@ -131,6 +131,10 @@ impl MoveBench {
     /// Phase 4: `count` jobs on `left`, their nodes moved to `right` while they run; per node,
     /// job end → up, by the donor's `released` line and by the job's `end_ms`.
     pub async fn job_ends(&mut self, count: u64) -> Result<(Vec<u64>, Vec<u64>)> {
+        if count == 0 {
+            // (A move needs a node: with none the coordinator refuses it.)
+            return Ok((Vec::new(), Vec::new()));
+        }
         let routes = self.client.routes().await?;
         let Some(route) = routes.queue("left").cloned() else {
             bail!("queue left has no route");
