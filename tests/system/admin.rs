@@ -170,6 +170,14 @@ fn moves_drain_and_refusals_name_what_is_wrong() {
         (m["id"].as_u64(), &m["from"], &m["to"]),
         (Some(1), &Value::from("alpha"), &Value::from("standby"))
     );
+    // One move by its id; an id the coordinator never gave, none.
+    let one = system.rows(&["queue", "moves", "--id", "1", "--json"]);
+    assert_eq!((one.len(), &one[0]["id"]), (1, &m["id"]));
+    assert!(
+        system
+            .rows(&["queue", "moves", "--id", "9", "--json"])
+            .is_empty()
+    );
     let nodes: Vec<&str> = m["nodes"]
         .as_array()
         .unwrap()

@@ -106,7 +106,8 @@ impl MoveBench {
         };
         let deadline = Instant::now() + MOVE_TIMEOUT;
         loop {
-            let moves = match self.client.coordinator(&client_coord::Request::Moves).await {
+            let one = client_coord::Request::MoveOf { move_id: id };
+            let moves = match self.client.coordinator(&one).await {
                 Ok(client_coord::Response::Moves { moves, .. }) => moves,
                 Ok(other) => bail!("the coordinator answered queue moves with {other:?}"),
                 Err(e) => return Err(wire_error(e, "coordinator")),

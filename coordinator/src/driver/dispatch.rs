@@ -142,6 +142,10 @@ impl CoreTask {
                 let (moves, truncated) = self.core.move_list();
                 Ok(ClientResponse::Moves { moves, truncated })
             }
+            R::MoveOf { move_id } => {
+                let (moves, truncated) = self.core.move_of(move_id);
+                Ok(ClientResponse::Moves { moves, truncated })
+            }
             R::Jobs(query) => return self.jobs(&peer, &query, reply),
             R::History(query) => return self.history_ask(&peer, HistoryAsk::Jobs(query), reply),
             R::Usage(query) => return self.history_ask(&peer, HistoryAsk::Usage(query), reply),

@@ -443,6 +443,31 @@ async fn an_idle_move_runs_over_real_quic_and_outlives_a_restart() {
     );
     assert_eq!(moves[0].nodes[0].node, "node0");
     assert_eq!(moves[0].nodes[0].generation, Generation(2));
+    // One move asked by its id: that move (it may have gone on meanwhile); an id never
+    // given: none.
+    let of = |m| client_coord::Request::MoveOf {
+        move_id: shardsched_proto::msg::MoveId(m),
+    };
+    let names = |m: &client_coord::MoveInfo| -> Vec<String> {
+        m.nodes.iter().map(|n| n.node.clone()).collect()
+    };
+    match root.request(&of(1)).await {
+        Ok(ClientResponse::Moves {
+            moves: one,
+            truncated: false,
+        }) => {
+            assert_eq!(one.len(), 1);
+            assert_eq!(
+                (one[0].move_id, names(&one[0])),
+                (moves[0].move_id, names(&moves[0]))
+            );
+        }
+        other => panic!("unexpected answer {other:?}"),
+    }
+    match root.request(&of(7)).await {
+        Ok(ClientResponse::Moves { moves: none, .. }) => assert!(none.is_empty()),
+        other => panic!("unexpected answer {other:?}"),
+    }
 
     let release = next_command(&mut batch_commands, |r| match r {
         coord_shard::Request::Release(r) => Some(r),

@@ -17,6 +17,7 @@ const DRIVER_ONLY: &[(&str, &str)] = &[
     ("queue_list", "`queue list`"),
     ("resources_page", "`resource list`"),
     ("move_list", "`queue moves`"),
+    ("move_of", "`queue moves --id`, and what waits for one move"),
     ("jobs_plan", "the `jobs` fan-out"),
     ("snapshot", "the snapshot reads are served from"),
     ("owned", "log fields"),

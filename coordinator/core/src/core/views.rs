@@ -11,7 +11,7 @@ use shardsched_wire::Peer;
 use shardsched_wire::limits::JOBS_PER_RESPONSE_MAX;
 use shardsched_wire::msg::client_coord::{MoveInfo, MoveNodeInfo};
 use shardsched_wire::msg::{
-    JobList, JobsQuery, NodeState, NodeStatus, QueueStatus, Refusal, RefusalCode, Route,
+    JobList, JobsQuery, MoveId, NodeState, NodeStatus, QueueStatus, Refusal, RefusalCode, Route,
     RouteTable, UserFilter, bounds,
 };
 
@@ -206,6 +206,18 @@ impl Core {
             .collect();
         let (moves, cut) = bounds::fit_reply(moves);
         (moves, truncated || cut)
+    }
+
+    /// One move as [`Core::move_list`] shows it (none when it is not remembered), and
+    /// whether its rows were cut to fit a reply.
+    pub fn move_of(&self, move_id: MoveId) -> (Vec<MoveInfo>, bool) {
+        let moves: Vec<MoveInfo> = self
+            .moves
+            .move_view(move_id)
+            .map(move_info)
+            .into_iter()
+            .collect();
+        bounds::fit_reply(moves)
     }
 
     /// Adds what the coordinator knows and a shard's report may not say: a node moving

@@ -130,6 +130,10 @@ pub struct MovesArgs {
     /// Print JSON (with each node's step times, ms since the Unix epoch).
     #[arg(long)]
     pub json: bool,
+    /// Only this move (its id, as `queue move` printed it); nothing when the coordinator
+    /// no longer remembers it.
+    #[arg(long, value_name = "MOVE")]
+    pub id: Option<u64>,
 }
 
 /// `resource drain`.
@@ -285,7 +289,13 @@ fn move_main(args: &MoveArgs) -> Result<()> {
 
 fn moves_main(args: &MovesArgs) -> Result<()> {
     let json = args.json;
-    ask(Request::Moves, |response| match response {
+    let request = match args.id {
+        Some(id) => Request::MoveOf {
+            move_id: MoveId(id),
+        },
+        None => Request::Moves,
+    };
+    ask(request, |response| match response {
         Response::Moves { moves, truncated } => {
             if truncated {
                 eprintln!("shardsched: too many moves for one answer; the newest are left out");

@@ -111,6 +111,14 @@ pub enum Request {
     /// Every unfinished move and the finished ones the coordinator still remembers.
     /// Answered with [`Response::Moves`]. Any user or admin.
     Moves,
+    /// One move, unfinished or remembered: answered with [`Response::Moves`] holding it, or
+    /// none when the coordinator has forgotten it (or never had it). Any user or admin.
+    /// What waits for one move asks this: the whole list names every node of every
+    /// remembered move (two 8,192-node moves are 16,384 rows).
+    MoveOf {
+        /// The move.
+        move_id: MoveId,
+    },
     /// Sets (`Some`) or removes (`None`) a limit (docs/POLICIES.md, "Limits"); journaled,
     /// then every shard is told. Answered with `Done`. Admin only.
     SetLimit {
@@ -319,6 +327,7 @@ impl Rpc for Request {
             Request::Move(_) => "client_coord.move",
             Request::CancelMove { .. } => "client_coord.cancel_move",
             Request::Moves => "client_coord.moves",
+            Request::MoveOf { .. } => "client_coord.move_of",
             Request::SetLimit { .. } => "client_coord.set_limit",
             Request::Limits => "client_coord.limits",
         }
@@ -333,6 +342,7 @@ impl Rpc for Request {
             | Request::Queues
             | Request::Resources { .. }
             | Request::Moves
+            | Request::MoveOf { .. }
             | Request::Limits => Op::ReadStatus,
             Request::SetLimit { .. } => Op::AdminQueues,
             Request::QueueControl { .. }
@@ -355,7 +365,7 @@ impl Rpc for Request {
         let queue = |name: &str| bounds::name("the queue name", name);
         match self {
             Request::Routes | Request::Queues | Request::Moves | Request::Reload => Ok(()),
-            Request::CancelMove { .. } | Request::Limits => Ok(()),
+            Request::CancelMove { .. } | Request::MoveOf { .. } | Request::Limits => Ok(()),
             Request::SetLimit { kind, scope, value } => {
                 LimitTable::default().set(*kind, scope.clone(), *value)
             }

@@ -489,6 +489,7 @@ pub fn client_coord_request() -> impl Strategy<Value = client_coord::Request> {
             move_id: MoveId(id)
         }),
         Just(client_coord::Request::Moves),
+        any::<u64>().prop_map(|m| client_coord::Request::MoveOf { move_id: MoveId(m) }),
         queue_spec().prop_map(client_coord::Request::AddQueue),
         queue_spec().prop_map(client_coord::Request::UpdateQueue),
         (name(), option::of(name()))
