@@ -9,52 +9,59 @@
 //! one at a time (each waits for its `Ack`), so the coordinator applies each to the one
 //! before. A report that got no `Ack` may or may not have been applied: the next is whole.
 
-use std::collections::HashMap;
-
 use shardsched_wire::msg::NodeStatus;
 use shardsched_wire::msg::shard_coord::ShardStatus;
 
-/// The node rows of the last report acknowledged on one connection, by node name; none
-/// before the first (or after a report that may not have arrived).
+/// The node rows of the last report acknowledged on one connection, sorted by node name;
+/// none before the first (or after a report that may not have arrived).
 #[derive(Debug, Default)]
 pub struct SentRows {
-    acknowledged: Option<HashMap<String, NodeStatus>>,
+    acknowledged: Option<Vec<NodeStatus>>,
 }
 
-/// The rows of a report being sent, kept until it is acknowledged.
+/// The rows of a report being sent (every row, sorted by name), kept until it is
+/// acknowledged.
 #[derive(Debug)]
-pub struct PendingRows(HashMap<String, NodeStatus>);
+pub struct PendingRows(Vec<NodeStatus>);
 
 impl SentRows {
     /// Turns `report` (whole, as the core makes it) into the change since the last
     /// acknowledged report, or leaves it whole when there is none. Returns its rows, for
-    /// [`SentRows::acknowledged`] once the coordinator has it.
+    /// [`SentRows::acknowledged`] once the coordinator has it. One pass over both sorted
+    /// lists: only changed rows are copied.
     pub fn reduce(&self, report: &mut ShardStatus) -> PendingRows {
-        let rows: HashMap<String, NodeStatus> = std::mem::take(&mut report.nodes)
-            .into_iter()
-            .map(|row| (row.name.clone(), row))
-            .collect();
-        match &self.acknowledged {
-            None => {
-                report.nodes = rows.values().cloned().collect();
-                report.nodes.sort_by(|a, b| a.name.cmp(&b.name));
-                report.nodes_complete = true;
-                report.nodes_gone = Vec::new();
-            }
-            Some(before) => {
-                report.nodes = rows
-                    .iter()
-                    .filter(|(name, row)| before.get(*name) != Some(*row))
-                    .map(|(_, row)| row.clone())
-                    .collect();
-                report.nodes.sort_by(|a, b| a.name.cmp(&b.name));
-                report.nodes_gone = before
-                    .keys()
-                    .filter(|name| !rows.contains_key(*name))
-                    .cloned()
-                    .collect();
-                report.nodes_gone.sort();
-                report.nodes_complete = false;
+        let mut rows = std::mem::take(&mut report.nodes);
+        rows.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        report.nodes_gone = Vec::new();
+        let Some(before) = &self.acknowledged else {
+            report.nodes = rows.clone();
+            report.nodes_complete = true;
+            return PendingRows(rows);
+        };
+        report.nodes_complete = false;
+        let (mut old, mut new) = (before.iter().peekable(), rows.iter().peekable());
+        loop {
+            match (old.peek(), new.peek()) {
+                (None, None) => break,
+                (Some(o), Some(n)) if o.name == n.name => {
+                    if o != n {
+                        report.nodes.push((*n).clone());
+                    }
+                    old.next();
+                    new.next();
+                }
+                (Some(o), Some(n)) if o.name > n.name => {
+                    report.nodes.push((*n).clone());
+                    new.next();
+                }
+                (Some(o), _) => {
+                    report.nodes_gone.push(o.name.clone());
+                    old.next();
+                }
+                (None, Some(n)) => {
+                    report.nodes.push((*n).clone());
+                    new.next();
+                }
             }
         }
         PendingRows(rows)
@@ -168,5 +175,41 @@ mod tests {
         let mut next = report(&[("n1", NodeState::Drained)]);
         sent.reduce(&mut next);
         assert_eq!(names(&next), ["n1"]);
+    }
+
+    proptest::proptest! {
+        /// Applying each change to the rows before it, as the coordinator does, gives the
+        /// rows of the whole report, whatever came, went or changed.
+        #[test]
+        fn each_change_applied_to_the_last_rows_gives_the_whole_report(
+            reports in proptest::collection::vec(
+                proptest::collection::btree_map(0u8..24, 0u8..3, 0..16), 1..6)
+        ) {
+            let state = |s: u8| [NodeState::Up, NodeState::Down, NodeState::Drained][usize::from(s)];
+            let mut sent = SentRows::default();
+            let mut seen: std::collections::BTreeMap<String, NodeStatus> = Default::default();
+            for rows in reports {
+                let whole: Vec<(String, NodeState)> =
+                    rows.iter().map(|(n, s)| (format!("n{n}"), state(*s))).collect();
+                let borrowed: Vec<(&str, NodeState)> =
+                    whole.iter().map(|(n, s)| (n.as_str(), *s)).collect();
+                let mut change = report(&borrowed);
+                let kept = sent.reduce(&mut change);
+                if change.nodes_complete {
+                    seen.clear();
+                }
+                for gone in &change.nodes_gone {
+                    seen.remove(gone);
+                }
+                for row in change.nodes {
+                    seen.insert(row.name.clone(), row);
+                }
+                let expected: Vec<NodeStatus> = report(&borrowed).nodes;
+                let mut expected = expected;
+                expected.sort_by(|a, b| a.name.cmp(&b.name));
+                proptest::prop_assert_eq!(seen.values().cloned().collect::<Vec<_>>(), expected);
+                sent.acknowledged(kept);
+            }
+        }
     }
 }
