@@ -24,47 +24,70 @@ pub struct SentRows {
 #[derive(Debug)]
 pub struct PendingRows(Vec<NodeStatus>);
 
+/// What a report says of its nodes (wire `ShardStatus.nodes`, `.nodes_complete`,
+/// `.nodes_gone`).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct RowsChange {
+    /// Every row when `complete`, else the rows that differ from the last acknowledged.
+    pub nodes: Vec<NodeStatus>,
+    /// Whether `nodes` is every row.
+    pub complete: bool,
+    /// The names the last acknowledged report had and this one has not.
+    pub gone: Vec<String>,
+}
+
 impl SentRows {
     /// Turns `report` (whole, as the core makes it) into the change since the last
-    /// acknowledged report, or leaves it whole when there is none. Returns its rows, for
-    /// [`SentRows::acknowledged`] once the coordinator has it. One pass over both sorted
-    /// lists: only changed rows are copied.
+    /// acknowledged report ([`SentRows::change`]). Returns its rows, for
+    /// [`SentRows::acknowledged`] once the coordinator has it.
     pub fn reduce(&self, report: &mut ShardStatus) -> PendingRows {
-        let mut rows = std::mem::take(&mut report.nodes);
+        let (change, rows) = self.change(std::mem::take(&mut report.nodes));
+        report.nodes = change.nodes;
+        report.nodes_complete = change.complete;
+        report.nodes_gone = change.gone;
+        rows
+    }
+
+    /// The change from the last acknowledged rows to `rows` (every row, whole when none is
+    /// acknowledged), and `rows` sorted by name. One pass over both sorted lists: only
+    /// changed rows are copied.
+    pub fn change(&self, mut rows: Vec<NodeStatus>) -> (RowsChange, PendingRows) {
         rows.sort_unstable_by(|a, b| a.name.cmp(&b.name));
-        report.nodes_gone = Vec::new();
         let Some(before) = &self.acknowledged else {
-            report.nodes = rows.clone();
-            report.nodes_complete = true;
-            return PendingRows(rows);
+            let change = RowsChange {
+                nodes: rows.clone(),
+                complete: true,
+                gone: Vec::new(),
+            };
+            return (change, PendingRows(rows));
         };
-        report.nodes_complete = false;
+        let mut change = RowsChange::default();
         let (mut old, mut new) = (before.iter().peekable(), rows.iter().peekable());
         loop {
             match (old.peek(), new.peek()) {
                 (None, None) => break,
                 (Some(o), Some(n)) if o.name == n.name => {
                     if o != n {
-                        report.nodes.push((*n).clone());
+                        change.nodes.push((*n).clone());
                     }
                     old.next();
                     new.next();
                 }
                 (Some(o), Some(n)) if o.name > n.name => {
-                    report.nodes.push((*n).clone());
+                    change.nodes.push((*n).clone());
                     new.next();
                 }
                 (Some(o), _) => {
-                    report.nodes_gone.push(o.name.clone());
+                    change.gone.push(o.name.clone());
                     old.next();
                 }
                 (None, Some(n)) => {
-                    report.nodes.push((*n).clone());
+                    change.nodes.push((*n).clone());
                     new.next();
                 }
             }
         }
-        PendingRows(rows)
+        (change, PendingRows(rows))
     }
 
     /// The report whose rows these are was acknowledged: the next is a change to it.
@@ -80,132 +103,99 @@ impl SentRows {
 
 #[cfg(test)]
 mod tests {
-    use shardsched_wire::msg::{Generation, MatchPolicy, NodeState, QueuePolicy, QueueStatus};
+    use std::collections::BTreeMap;
+
+    use shardsched_wire::msg::{Generation, NodeState};
 
     use super::*;
 
-    fn row(name: &str, state: NodeState) -> NodeStatus {
-        NodeStatus {
-            name: name.to_owned(),
-            queue: Some("batch".to_owned()),
-            state,
-            generation: Generation(1),
-            jobs_running: 0,
-            reason: None,
-            usage: Default::default(),
-        }
-    }
-
-    fn report(rows: &[(&str, NodeState)]) -> ShardStatus {
-        ShardStatus {
-            time_ms: 0,
-            queue: QueueStatus {
-                name: "batch".into(),
-                enabled: true,
-                started: true,
-                queue_policy: QueuePolicy::Easy,
-                match_policy: MatchPolicy::First,
-                nodes_defined: 0,
-                nodes_owned: 0,
-                nodes_up: 0,
-                jobs_pending: 0,
+    fn rows(rows: &[(&str, NodeState)]) -> Vec<NodeStatus> {
+        rows.iter()
+            .map(|(name, state)| NodeStatus {
+                name: (*name).to_owned(),
+                queue: Some("batch".to_owned()),
+                state: *state,
+                generation: Generation(1),
                 jobs_running: 0,
-                online: true,
-                definition: String::new(),
-                owned: String::new(),
-                reason: String::new(),
-                pending_reasons: Default::default(),
-            },
-            nodes: rows.iter().map(|(n, s)| row(n, *s)).collect(),
-            nodes_complete: true,
-            nodes_gone: Vec::new(),
-            waiting_on: Vec::new(),
-            allowances: Vec::new(),
-            usage: None,
-            factors_version: 0,
-        }
+                reason: None,
+                usage: Default::default(),
+            })
+            .collect()
     }
 
-    fn names(report: &ShardStatus) -> Vec<&str> {
-        report.nodes.iter().map(|r| r.name.as_str()).collect()
+    fn names(change: &RowsChange) -> Vec<&str> {
+        change.nodes.iter().map(|r| r.name.as_str()).collect()
     }
 
     #[test]
     fn reports_after_an_acknowledged_one_carry_only_what_changed() {
         let mut sent = SentRows::default();
-        let mut first = report(&[("n1", NodeState::Up), ("n2", NodeState::Up)]);
-        let rows = sent.reduce(&mut first);
-        assert!(first.nodes_complete);
+        let (first, kept) = sent.change(rows(&[("n2", NodeState::Up), ("n1", NodeState::Up)]));
+        assert!(first.complete);
         assert_eq!(names(&first), ["n1", "n2"]);
-        sent.acknowledged(rows);
+        sent.acknowledged(kept);
 
         // n2 went down, n1 left, n3 is arriving.
-        let mut second = report(&[("n2", NodeState::Down), ("n3", NodeState::Incoming)]);
-        let rows = sent.reduce(&mut second);
-        assert!(!second.nodes_complete);
+        let now = [("n2", NodeState::Down), ("n3", NodeState::Incoming)];
+        let (second, kept) = sent.change(rows(&now));
+        assert!(!second.complete);
         assert_eq!(names(&second), ["n2", "n3"]);
         assert_eq!(second.nodes[0].state, NodeState::Down);
-        assert_eq!(second.nodes_gone, ["n1"]);
-        sent.acknowledged(rows);
+        assert_eq!(second.gone, ["n1"]);
+        sent.acknowledged(kept);
 
         // Nothing changed: no row at all.
-        let mut third = report(&[("n2", NodeState::Down), ("n3", NodeState::Incoming)]);
-        let rows = sent.reduce(&mut third);
-        assert!(!third.nodes_complete && third.nodes.is_empty() && third.nodes_gone.is_empty());
+        let (third, _) = sent.change(rows(&now));
+        assert_eq!(third, RowsChange::default());
 
         // That one got no answer: the next is whole again.
-        drop(rows);
         sent.forget();
-        let mut fourth = report(&[("n2", NodeState::Down), ("n3", NodeState::Incoming)]);
-        sent.reduce(&mut fourth);
-        assert!(fourth.nodes_complete);
+        let (fourth, _) = sent.change(rows(&now));
+        assert!(fourth.complete);
         assert_eq!(names(&fourth), ["n2", "n3"]);
     }
 
     #[test]
     fn an_unacknowledged_change_is_sent_again_against_the_last_acknowledged_report() {
         let mut sent = SentRows::default();
-        let rows = sent.reduce(&mut report(&[("n1", NodeState::Up)]));
-        sent.acknowledged(rows);
-        // A change is reduced but not acknowledged (its rows are dropped unused)...
-        let mut lost = report(&[("n1", NodeState::Drained)]);
-        let _ = sent.reduce(&mut lost);
+        let (_, kept) = sent.change(rows(&[("n1", NodeState::Up)]));
+        sent.acknowledged(kept);
+        // A change is made but not acknowledged (its rows are dropped unused)...
+        let (lost, _) = sent.change(rows(&[("n1", NodeState::Drained)]));
         assert_eq!(names(&lost), ["n1"]);
         // ...so the next report still differs from what the coordinator has.
-        let mut next = report(&[("n1", NodeState::Drained)]);
-        sent.reduce(&mut next);
+        let (next, _) = sent.change(rows(&[("n1", NodeState::Drained)]));
         assert_eq!(names(&next), ["n1"]);
     }
 
     proptest::proptest! {
         /// Applying each change to the rows before it, as the coordinator does, gives the
-        /// rows of the whole report, whatever came, went or changed.
+        /// whole report's rows, whatever came, went or changed.
         #[test]
         fn each_change_applied_to_the_last_rows_gives_the_whole_report(
             reports in proptest::collection::vec(
                 proptest::collection::btree_map(0u8..24, 0u8..3, 0..16), 1..6)
         ) {
-            let state = |s: u8| [NodeState::Up, NodeState::Down, NodeState::Drained][usize::from(s)];
+            let states = [NodeState::Up, NodeState::Down, NodeState::Drained];
             let mut sent = SentRows::default();
-            let mut seen: std::collections::BTreeMap<String, NodeStatus> = Default::default();
-            for rows in reports {
-                let whole: Vec<(String, NodeState)> =
-                    rows.iter().map(|(n, s)| (format!("n{n}"), state(*s))).collect();
-                let borrowed: Vec<(&str, NodeState)> =
-                    whole.iter().map(|(n, s)| (n.as_str(), *s)).collect();
-                let mut change = report(&borrowed);
-                let kept = sent.reduce(&mut change);
-                if change.nodes_complete {
+            let mut seen: BTreeMap<String, NodeStatus> = BTreeMap::new();
+            for report in reports {
+                let named: Vec<(String, NodeState)> = report
+                    .iter()
+                    .map(|(n, s)| (format!("n{n}"), states[usize::from(*s)]))
+                    .collect();
+                let whole = rows(&named.iter().map(|(n, s)| (n.as_str(), *s)).collect::<Vec<_>>());
+                let (change, kept) = sent.change(whole.clone());
+                if change.complete {
                     seen.clear();
                 }
-                for gone in &change.nodes_gone {
+                for gone in &change.gone {
                     seen.remove(gone);
                 }
                 for row in change.nodes {
                     seen.insert(row.name.clone(), row);
                 }
-                let expected: Vec<NodeStatus> = report(&borrowed).nodes;
-                let mut expected = expected;
+                let mut expected = whole;
                 expected.sort_by(|a, b| a.name.cmp(&b.name));
                 proptest::prop_assert_eq!(seen.values().cloned().collect::<Vec<_>>(), expected);
                 sent.acknowledged(kept);
