@@ -42,8 +42,8 @@ pub(super) fn is_restart(status: ExitStatus) -> bool {
 }
 
 impl QueueSync {
-    /// Starts reading the queue list of the coordinator at `address` every
-    /// [`QUEUE_SYNC_INTERVAL`], with the client certificate in `dir`.
+    /// Starts reading the queue names of the coordinator at `address` (from its routing
+    /// table) every [`QUEUE_SYNC_INTERVAL`], with the client certificate in `dir`.
     pub(super) fn start(dir: StateDir, address: SocketAddr) -> QueueSync {
         let (publish, names) = watch::channel(None);
         let task = tokio::spawn(async move {
@@ -55,9 +55,16 @@ impl QueueSync {
                         let creds = dir.credentials().ok()?;
                         client = Client::connect_with(address, &creds).await.ok();
                     }
-                    match client.as_ref()?.coordinator(&Request::Queues).await {
-                        Ok(Response::Queues(queues)) => {
-                            Some(queues.into_iter().map(|q| q.name).collect::<Vec<_>>())
+                    // The routing table names every queue (routed, or offline), and the
+                    // coordinator makes it from the queue table alone; the queue list
+                    // would count every queue's nodes and write their hostlists, each
+                    // second, on the task that also handles moves.
+                    match client.as_ref()?.coordinator(&Request::Routes).await {
+                        Ok(Response::Routes(table)) => {
+                            let routed = table.routes.into_iter().map(|r| r.queue);
+                            let mut names: Vec<String> = routed.chain(table.offline).collect();
+                            names.sort();
+                            Some(names)
                         }
                         _ => None,
                     }
