@@ -69,7 +69,8 @@ pub const ALPN_STR: &str = "shardsched/1";
 /// `Assignment.fairshare`, and a pending job's priority (`JobSummary.priority`). 16: a
 /// shard asks for allowance ahead of need (`AllowanceReport.ahead`). 17: a status report
 /// lists only the node rows that changed since the previous one on its connection
-/// (`ShardStatus.nodes_complete`, `.nodes_gone`).
+/// (`ShardStatus.nodes_complete`, `.nodes_gone`), and a client may ask for one move
+/// (`client_coord::MoveOf`).
 pub const PROTOCOL_VERSION: u32 = 17;
 /// The oldest protocol version this build still accepts in a hello (a version 13 peer could
 /// not decode version 14's renewals, a version 14 one neither version 15's fair-share, a
