@@ -6,9 +6,11 @@
 //! - it is used only while younger than [`ROUTES_FRESH`] and only for the coordinator it
 //!   came from (the address in the state directory, which a restarted coordinator
 //!   rewrites);
-//! - a shard that does not answer at the cached address, or that refuses the submit, sends
-//!   the client to the coordinator for a fresh table before anything is reported
-//!   ([`crate::submit::submit`]);
+//! - a shard that does not answer at the cached address, or that refuses the submit for a
+//!   reason a fresh table could change, sends the client to the coordinator for a fresh
+//!   table before anything is reported ([`crate::submit::submit`]); the queue's own
+//!   refusal (denied, invalid, ...) is the answer, as the coordinator's table would lead
+//!   to the same shard;
 //! - the shard's certificate is checked as always (role shard, named after the queue,
 //!   issued by the cluster CA), so a wrong address reaches no one else.
 //!
