@@ -48,6 +48,7 @@ use serde::Serialize;
 use shardsched_client::output::Table;
 use shardsched_histogram::nearest_rank;
 
+use crate::e2e::readings::CpuSample;
 use crate::system::{self, BenchQueue, UpProcess};
 
 use budget::{Budget, IDLE_MOVE_COMMITS, JOB_END_COMMITS};
@@ -183,7 +184,17 @@ fn run(args: &MovesArgs, work: &Path, config: &Path) -> Result<Vec<MovesReport>>
         .enable_all()
         .build()
         .context("starting the async runtime")?;
+    let cpu_before = CpuSample::take(up.pid());
     let result = runtime.block_on(phases(args, &up.dir));
+    let cpu = CpuSample::take(up.pid()).minus(&cpu_before);
+    // Beside the figures: a move's cost in the processes that make it, and this process's
+    // own (its client and the 1 ms reads of the transitions logs).
+    eprintln!(
+        "bench moves: CPU over the phases: coordinator {:.2} s, shards {:.2} s, this process {:.2} s",
+        cpu.coordinator_ms as f64 / 1000.0,
+        cpu.shards_ms as f64 / 1000.0,
+        cpu.client_ms as f64 / 1000.0
+    );
     let after = budget::probe_fsyncs(work);
     up.stop();
     let mut reports = result?;
