@@ -16,7 +16,7 @@ impl ShardCore {
     /// a change to the last one sent ([`crate::status_rows`]).
     pub fn status(&self, now_ms: u64) -> ShardStatus {
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-        let usage = self.node_usage();
+        let held = self.nodes_held();
         let (batch, factors_version) = self.usage_report();
         let row = |name: &str, state, generation, reason: Option<&str>| NodeStatus {
             name: name.to_owned(),
@@ -25,7 +25,7 @@ impl ShardCore {
             generation,
             jobs_running: self.jobs.on(name),
             reason: reason.filter(|r| !r.is_empty()).map(str::to_owned),
-            usage: usage.get(name).copied().unwrap_or_default(),
+            usage: self.node_usage(&held, name),
         };
         let mut nodes: Vec<NodeStatus> = Vec::new();
         let (mut owned, mut up) = (0, 0);

@@ -52,14 +52,20 @@ impl ShardCore {
             .fold(0, u64::saturating_add)
     }
 
-    /// Every node's cores and GPUs with what the running jobs hold of them taken away.
-    pub(super) fn node_usage(&self) -> HashMap<&str, NodeUsage> {
-        let mut usage: HashMap<&str, NodeUsage> = self
-            .cluster
-            .capacity
-            .iter()
-            .map(|(name, u)| (name.as_str(), *u))
-            .collect();
+    /// A node's cores and GPUs with what the running jobs hold of them taken away, given
+    /// `held` ([`ShardCore::nodes_held`]).
+    pub(super) fn node_usage(&self, held: &HashMap<&str, NodeUsage>, node: &str) -> NodeUsage {
+        held.get(node)
+            .or_else(|| self.cluster.capacity.get(node))
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// The usage of every node a running job holds cores or GPUs of; the others are at
+    /// their capacity. Only those: the status report asks for every node every 250 ms
+    /// while anything changes, and a queue may have thousands idle.
+    pub(super) fn nodes_held(&self) -> HashMap<&str, NodeUsage> {
+        let mut usage: HashMap<&str, NodeUsage> = HashMap::new();
         let matcher = self.qm.matcher();
         let graph = &matcher.graph;
         let (core, gpu, node) = (graph.sym("core"), graph.sym("gpu"), graph.sym("node"));
@@ -78,9 +84,11 @@ impl ShardCore {
                 let Some(n) = graph.ancestor_of_kind(a.v, node) else {
                     continue;
                 };
-                let Some(u) = usage.get_mut(graph.name(n)) else {
+                let name = graph.name(n);
+                let Some(capacity) = self.cluster.capacity.get(name) else {
                     continue;
                 };
+                let u = usage.entry(name).or_insert(*capacity);
                 let held = u32::try_from(a.needs).unwrap_or(0);
                 if kind == core {
                     u.cores_free = u.cores_free.saturating_sub(held);
