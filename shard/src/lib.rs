@@ -53,7 +53,7 @@ pub mod limits;
 
 pub use shardsched_shard_core::{
     CoreExecutor, CoreOptions, ExecAction, JobRecord, Reason, RestoreSummary, ShardCore, Snapshot,
-    Submitted, Transition, TransitionKind, assign, core, job, nodes, snapshot, table,
+    Submitted, Transition, TransitionKind, assign, core, job, nodes, snapshot, status_rows, table,
 };
 
 pub use driver::{ExecOptions, Executor, ShardOptions, run};

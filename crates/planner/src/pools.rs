@@ -108,13 +108,9 @@ pub(crate) fn hold_end(start: i64, duration: u64) -> Result<i64, PlannerError> {
 
 /// Whether two stores hold the same holds in each of their `pools` pools, whatever their
 /// ids and order (cancel then re-add may reuse slots in another order).
-pub(crate) fn same_holds<'a, I>(
-    pools: usize,
-    a: impl Fn(usize) -> I,
-    b: impl Fn(usize) -> I,
-) -> bool
+pub(crate) fn same_holds<I>(pools: usize, a: impl Fn(usize) -> I, b: impl Fn(usize) -> I) -> bool
 where
-    I: Iterator<Item = (i64, i64, i64, i64)> + 'a,
+    I: Iterator<Item = (i64, i64, i64, i64)>,
 {
     (0..pools).all(|p| {
         let mut x: Vec<(i64, i64, i64, i64)> = a(p).collect();

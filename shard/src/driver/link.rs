@@ -25,7 +25,7 @@ use crate::journal::Restored;
 use crate::limits::{
     COORDINATOR_LOST_AFTER, RECONNECT_BACKOFF_MAX, RECONNECT_BACKOFF_MIN, RESTART_ACK_LINGER,
 };
-use shardsched_shard_core::status_rows::SentRows;
+use crate::status_rows::SentRows;
 
 /// The link: where the coordinator is, and what this shard tells it when registering.
 pub(super) struct Link<'a> {
