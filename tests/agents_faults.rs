@@ -172,9 +172,12 @@ fn a_node_moved_with_a_deadline_comes_up_in_its_recipient_only_once_its_task_is_
         "1s",
     ]);
     let done = wait_for(|| {
-        let sleeping = alive(sleeps[3]);
+        // The row first, the task after: a task alive *after* the row said up was alive
+        // when its node came up. (The other order failed on a loaded machine: the task was
+        // alive, then killed, released and up in beta while `resource list` ran.)
         let row = sys.node_row("node3");
         let up_in_beta = row["queue"] == "beta" && row["state"] == "up";
+        let sleeping = alive(sleeps[3]);
         assert!(
             !(sleeping && up_in_beta),
             "node3 up in beta while its task still runs: {row:#}"
