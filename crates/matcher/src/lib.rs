@@ -498,6 +498,22 @@ impl Matcher {
         self.jobs.iter().map(|(k, v)| (*k, v))
     }
 
+    /// Counts the graph's nodes again for `first`'s early "not enough nodes" answer, each
+    /// as up: the count a graph loaded with every node up starts with. `attach` and
+    /// `remove_path` keep the count of before, as Fluxion's `add_subgraph` and
+    /// `remove_subgraph` do (resource-query's bytes depend on it); a scheduler whose graph
+    /// grows calls this after them, or `first` would refuse every request for more nodes
+    /// than the graph had. (A queue manager sets availability on the graph, outside this
+    /// count: for it the count is the definition's.)
+    pub fn recount_nodes(&mut self) {
+        self.nodes_up = self.graph.sym("node").map_or(0, |node| {
+            self.graph
+                .vertices()
+                .filter(|&v| self.graph.kind(v) == node && !self.graph.is_removed(v))
+                .count()
+        }) as i64;
+    }
+
     /// Marks the vertex at `path` up or down; down vertices and their subtrees are skipped.
     pub fn set_status(&mut self, path: &str, status: Status) -> Result<(), MatchError> {
         let at = self.vertices(path)?;

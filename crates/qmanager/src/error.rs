@@ -19,6 +19,8 @@ pub enum QueueError {
     NotPending(JobId),
     #[error("job {0} is not running")]
     NotRunning(JobId),
+    #[error("job {0} holds resources there")]
+    InUse(JobId),
     #[error("no vertex {0} in the resource graph")]
     NoSuchVertex(u32),
     #[error("time went backwards: schedule({now}) after schedule({last})")]

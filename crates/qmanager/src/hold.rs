@@ -55,7 +55,7 @@ impl QueueManager {
     }
 
     /// Cancels every reservation (announced as lost; the next cycle re-plans).
-    fn drop_reservations(&mut self) -> Result<(), QueueError> {
+    pub(crate) fn drop_reservations(&mut self) -> Result<(), QueueError> {
         let reserved: Vec<JobId> = self.reservations.by_start().map(|(_, id)| id).collect();
         for id in reserved {
             self.matcher.cancel(id)?;

@@ -65,6 +65,7 @@ mod keep;
 pub mod params;
 mod place;
 pub mod queue;
+mod redefine;
 mod replan;
 mod reservations;
 mod restore;

@@ -225,13 +225,21 @@ impl QueueManager {
         self.admit_if_up(id, now)
     }
 
-    fn deny(&mut self, id: JobId, reason: DenyReason) {
+    pub(crate) fn deny(&mut self, id: JobId, reason: DenyReason) {
         self.stats.denied += 1;
         self.events.push_back(Event::Denied { id, reason });
     }
 
     /// Cancels a pending, waiting or running job.
     pub fn cancel(&mut self, id: JobId) -> Result<(), QueueError> {
+        self.forget_live(id)?;
+        self.events.push_back(Event::Cancelled { id });
+        Ok(())
+    }
+
+    /// Takes job `id` out of the queue, whatever its state, giving back what it holds (no
+    /// event: the caller says why it went).
+    pub(crate) fn forget_live(&mut self, id: JobId) -> Result<(), QueueError> {
         let job = self.jobs.get(&id).ok_or(QueueError::NoSuchJob(id))?;
         let key = job.key;
         match job.state {
@@ -257,7 +265,6 @@ impl QueueManager {
             }
         }
         self.jobs.remove(&id);
-        self.events.push_back(Event::Cancelled { id });
         Ok(())
     }
 
@@ -288,9 +295,15 @@ impl QueueManager {
             return Ok(());
         }
         self.matcher.graph.set_status(v, status);
+        self.availability_changed(self.last_now.unwrap_or(0))
+    }
+
+    /// What is up changed (a vertex's availability, the graph itself): reservations are
+    /// re-planned; pending jobs that no longer fit what is up move aside, waiting ones that
+    /// fit again come back.
+    pub(crate) fn availability_changed(&mut self, now: i64) -> Result<(), QueueError> {
         self.epoch += 1;
         self.replan = true;
-        let now = self.last_now.unwrap_or(0);
         let ids: Vec<JobId> = self.pending.values().copied().collect();
         for id in ids {
             if !self.jobs.contains_key(&id) {

@@ -6,7 +6,7 @@
 //! rebuilding the graph without the other types, each kept vertex hanging from its nearest
 //! kept ancestor. Ids, names, sizes, ranks, properties and status are kept as they were.
 
-use crate::graph::{CONTAINMENT, GraphBuilder, GraphError, ResourceGraph, VertexId, VertexSpec};
+use crate::graph::{CONTAINMENT, GraphBuilder, GraphError, ResourceGraph, VertexId};
 
 /// The types flux-core keeps by default, plus the levels above nodes and memory.
 pub const SCHEDULER_TYPES: &[&str] = &["cluster", "rack", "node", "core", "gpu", "memory"];
@@ -66,17 +66,7 @@ fn copy_where(
         if v != g.root() && !keep(v) {
             continue;
         }
-        let mut spec = VertexSpec::new(g.kind_str(v), g.basename(v), g.id(v));
-        spec.name = Some(g.name(v).to_string());
-        spec.rank = g.rank(v);
-        spec.size = g.size(v);
-        spec.unit = g.unit(v).to_string();
-        spec.status = g.status(v);
-        spec.exclusive = g.marked_exclusive(v);
-        if let Some(p) = g.properties(v) {
-            spec.properties = p.clone();
-        }
-        let id = b.add_vertex(spec);
+        let id = b.add_vertex(g.spec_of(v));
         new_id[v.index()] = Some(id);
         let mut up = g.parent(v);
         while let Some(p) = up {

@@ -320,6 +320,22 @@ impl ResourceGraph {
             .is_some_and(|p| p.contains_key(key))
     }
 
+    /// What `v` was built from, as [`GraphBuilder::add_vertex`] takes it (its name given
+    /// in full): to copy it into another graph.
+    pub fn spec_of(&self, v: VertexId) -> VertexSpec {
+        let mut spec = VertexSpec::new(self.kind_str(v), self.basename(v), self.id(v));
+        spec.name = Some(self.name(v).to_string());
+        spec.rank = self.rank(v);
+        spec.size = self.size(v);
+        spec.unit = self.unit(v).to_string();
+        spec.status = self.status(v);
+        spec.exclusive = self.marked_exclusive(v);
+        if let Some(p) = self.properties(v) {
+            spec.properties = p.clone();
+        }
+        spec
+    }
+
     /// Containment path, e.g. `/tiny0/rack0/node0`: the names from the root, unless the
     /// graph file gave the vertex another one (a JGF file's `paths`, taken as Fluxion takes
     /// them).

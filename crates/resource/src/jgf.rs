@@ -131,6 +131,37 @@ pub fn parse_jgf(text: &str) -> Result<JgfDocument, ReadError> {
 }
 
 impl JgfDocument {
+    /// `g`'s containment tree as a document, every vertex with its containment path: what
+    /// [`ResourceGraph::attach`] takes to graft `g` onto a graph that shares its upper
+    /// levels (a shard's graph growing by the nodes a definition change adds: the vertices
+    /// on the way down that the graph has are matched by path, the others appended).
+    /// Vertices appear in preorder, so a parent comes before its children; their
+    /// `uniq_id`s are `uniq_base` and up, in that order. Give a base above every uniq id of
+    /// the graph grafted onto: `first` orders children by uniq id and, as Fluxion's map
+    /// does, keeps one child of two that share one.
+    pub fn of_graph(g: &ResourceGraph, uniq_base: i64) -> JgfDocument {
+        let mut doc = JgfDocument::default();
+        let mut position: Vec<Option<usize>> = vec![None; g.len()];
+        for v in g.preorder(g.root()) {
+            let at = doc.vertices.len();
+            position[v.index()] = Some(at);
+            doc.vertices.push(JgfVertex {
+                key: at.to_string(),
+                spec: g.spec_of(v),
+                uniq_id: Some(uniq_base.saturating_add(at as i64)),
+                paths: BTreeMap::from([(CONTAINMENT.to_owned(), g.path(v))]),
+            });
+            if let Some(parent) = g.parent(v).and_then(|p| position[p.index()]) {
+                doc.edges.push(JgfEdge {
+                    source: parent,
+                    target: at,
+                    subsystem: CONTAINMENT.to_owned(),
+                });
+            }
+        }
+        doc
+    }
+
     /// Builds the resource graph.
     pub fn build(&self) -> Result<ResourceGraph, ReadError> {
         let n = self.vertices.len();

@@ -229,3 +229,31 @@ fn given_paths_are_kept() {
     assert_eq!(g.find_path("/p0/ssd0"), Some(a));
     assert_eq!(g.path_count(), 4);
 }
+
+#[test]
+fn a_graph_grown_by_another_cut_of_its_cluster_holds_both_cuts() {
+    let full = crate::read_cluster_spec(crate::DEFAULT_CLUSTER_TOML).unwrap();
+    let cut = |names: &[&str]| {
+        crate::keep_subtrees(&full, crate::SCHEDULER_TYPES, &|n| names.contains(&n)).unwrap()
+    };
+    let mut grown = cut(&["node0", "node1"]);
+    let added = cut(&["node1", "node5"]);
+    let n0 = grown.len();
+    let doc = JgfDocument::of_graph(&added, n0 as i64);
+    let appended = grown.attach(&doc).unwrap();
+    // The root, racks and node1 were there: only node5's subtree is new.
+    let whole = cut(&["node0", "node1", "node5"]);
+    assert_eq!(grown.len(), whole.len());
+    assert_eq!(appended, grown.len() - n0);
+    let described = |g: &ResourceGraph| {
+        let mut all: Vec<(String, String, i64)> = g
+            .vertices()
+            .map(|v| (g.path(v), g.kind_str(v).to_owned(), g.rank(v)))
+            .collect();
+        all.sort();
+        all
+    };
+    assert_eq!(described(&grown), described(&whole));
+    // Attaching the same document again adds nothing.
+    assert_eq!(grown.attach(&doc).unwrap(), 0);
+}
