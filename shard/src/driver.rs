@@ -171,9 +171,7 @@ async fn serve_until(
     };
     let core = tasks::build_core(options, &assignment, restored)?;
     let mut tasks = tasks::Tasks::start(options, endpoint, journal, core)?;
-    let outcome = link
-        .serve(session, &assignment.queue, &mut tasks, &mut shutdown)
-        .await;
+    let outcome = link.serve(session, &mut tasks, &mut shutdown).await;
     tasks.stop(outcome).await
 }
 

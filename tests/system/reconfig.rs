@@ -260,3 +260,56 @@ fn remove_give_to_moves_the_nodes_then_removes_the_queue() {
         "spare's shard was not stopped"
     );
 }
+
+/// `queue update Q --nodes` that only changes Q's definition is applied by Q's running
+/// shard: no restart (same process), its running job untouched, the nodes it gained
+/// usable at once; narrowing it again drops nodes it does not hold, and a pending job
+/// that no longer fits fails as a restart would fail it.
+#[test]
+fn a_definition_grows_and_narrows_in_place_without_a_restart() {
+    let system = System::start_with("redefine", &config(), &[]);
+    wait_online(&system, "alpha");
+    let running = system.submit(&["-N", "2", "-t", "1h", "--", "app"]);
+    let started_ms = system.wait_state(&running, "running")["start_ms"].clone();
+    let alpha_pid = system.child_pid("alpha");
+
+    // Grow over free nodes: alpha owns them now, and its shard takes them in place.
+    let out = system.ok(&["queue", "update", "alpha", "--nodes", "node[0-3,8-11]"]);
+    assert!(out.contains("alpha owns node[8-11] now"), "{out}");
+    assert!(
+        out.contains("alpha: its shard applies the new definition without a restart"),
+        "{out}"
+    );
+    let mut row = None;
+    let owned = wait_for(|| {
+        row = queue(&system, "alpha");
+        row.as_ref().is_some_and(|q| q["nodes_up"] == 8)
+    });
+    assert!(owned, "alpha never had 8 nodes up: {row:?}");
+    // Six nodes: the two free old ones and the four new ones, beside the running job.
+    let six = system.submit(&["-N", "6", "-t", "1h", "--", "app"]);
+    system.wait_state(&six, "running");
+    assert_eq!(system.job(&running)["start_ms"], started_ms, "untouched");
+    assert_eq!(system.child_pid("alpha"), alpha_pid, "no restart");
+
+    // Widen over beta's nodes (owned by beta): defined, not owned. A job that needs them
+    // fits the definition and waits.
+    system.ok(&["queue", "update", "alpha", "--nodes", "node[0-11]"]);
+    let twelve = system.submit(&["-N", "12", "-t", "1h", "--", "app"]);
+    assert_eq!(system.job(&twelve)["state"], "pending");
+    // Narrow back: node[4-7] leave alpha's graph; the twelve-node job can never run now.
+    let out = system.ok(&["queue", "update", "alpha", "--nodes", "node[0-3,8-11]"]);
+    assert!(out.contains("without a restart"), "{out}");
+    let failed = system.wait_state(&twelve, "failed");
+    assert!(
+        failed.to_string().contains("unsatisfiable"),
+        "the failure says why: {failed}"
+    );
+    assert_eq!(system.job(&running)["state"], "running");
+    assert_eq!(system.job(&six)["state"], "running");
+    assert_eq!(system.child_pid("alpha"), alpha_pid, "still no restart");
+    // beta's nodes are beta's, up there.
+    let beta = queue(&system, "beta").unwrap();
+    assert_eq!(beta["nodes_owned"], 4, "{beta}");
+    assert!(alive(alpha_pid));
+}

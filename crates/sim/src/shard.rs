@@ -6,8 +6,9 @@
 //! the answers, the `Released` reports and a status report.
 //!
 //! Reads (`Jobs`) are answered from the core's snapshot, as the driver answers them from
-//! its published one; `Reconfigure` is acknowledged and restarts the process, as the
-//! driver exits for `up` to restart it.
+//! its published one; a `Reconfigure` the core cannot take in place (anything but a new
+//! definition) is acknowledged and restarts the process, as the driver exits for `up` to
+//! restart it.
 
 use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -15,7 +16,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use shardsched_coordinator_core::core::ConnId;
 use shardsched_shard_core::agents::Runs;
 use shardsched_shard_core::journal::{JournalRecord, MemJournal, Restored};
-use shardsched_shard_core::{CoreOptions, ReportClock, ShardCore, needs_restart};
+use shardsched_shard_core::{CoreOptions, ReportClock, ShardCore};
 use shardsched_wire::identity::Role;
 use shardsched_wire::msg::shard_coord::{self, Register, Released};
 use shardsched_wire::msg::{Refusal, RefusalCode, client_shard, coord_shard};
@@ -66,7 +67,8 @@ pub(crate) struct ShardOut {
     pub(crate) packets: Vec<Packet>,
     /// Answers to clients, by ticket.
     pub(crate) answers: Vec<(u64, Reply<client_shard::Response>)>,
-    /// A `Reconfigure` came: the process restarts once the batch is out.
+    /// The core asked for a restart (a configuration it cannot take in place): the process
+    /// restarts once the batch is out.
     pub(crate) restart: bool,
     /// Lines for the trace.
     pub(crate) lines: Vec<String>,
@@ -414,15 +416,14 @@ impl ShardProcess {
                     return Ok(());
                 };
                 let answer = match &request {
-                    coord_shard::Request::Reconfigure(_) => {
-                        out.restart = true;
-                        Ok(coord_shard::Response::Ack { stale: Vec::new() })
-                    }
                     coord_shard::Request::Jobs(query) => Ok(coord_shard::Response::Jobs(
                         core.handle_jobs(shardsched_wire::identity::COORDINATOR_NAME, query),
                     )),
                     _ => core.handle_coordinator(now, &request),
                 };
+                // A configuration the core cannot take in place: the process restarts once
+                // the batch (this acknowledgement) is out, as the driver's does.
+                out.restart |= core.take_restart().is_some();
                 out.packets.push(Packet {
                     conn,
                     to_coordinator: true,
@@ -478,10 +479,10 @@ impl ShardProcess {
                 self.restored = Restored::default();
                 out.lines.push(format!("{} core started", self.queue));
             }
-            Some(core) if needs_restart(core.config(), &assignment.queue) => {
-                out.restart = true;
+            Some(core) => {
+                core.reassigned(&assignment);
+                out.restart |= core.take_restart().is_some();
             }
-            Some(core) => core.reassigned(&assignment),
         }
         Ok(())
     }

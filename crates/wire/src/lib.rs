@@ -70,13 +70,15 @@ pub const ALPN_STR: &str = "shardsched/1";
 /// shard asks for allowance ahead of need (`AllowanceReport.ahead`). 17: a status report
 /// lists only the node rows that changed since the previous one on its connection
 /// (`ShardStatus.nodes_complete`, `.nodes_gone`), and a client may ask for one move
-/// (`client_coord::MoveOf`).
-pub const PROTOCOL_VERSION: u32 = 17;
+/// (`client_coord::MoveOf`). 18: `coord_shard::Reconfigure` carries the nodes a change
+/// granted (`Reconfigure.granted`, `.flags`), for a shard that applies a new definition in
+/// place.
+pub const PROTOCOL_VERSION: u32 = 18;
 /// The oldest protocol version this build still accepts in a hello (a version 13 peer could
 /// not decode version 14's renewals, a version 14 one neither version 15's fair-share, a
 /// version 15 one neither version 16's allowance reports, a version 16 one neither version
-/// 17's partial status reports).
-pub const PROTOCOL_VERSION_MIN: u32 = 17;
+/// 17's partial status reports, a version 17 one neither version 18's `Reconfigure`).
+pub const PROTOCOL_VERSION_MIN: u32 = 18;
 /// This build's software string, sent in the hello for logs.
 pub const SOFTWARE: &str = concat!("shardsched ", env!("CARGO_PKG_VERSION"));
 

@@ -66,13 +66,13 @@ mod parts;
 mod placement;
 #[cfg(test)]
 mod queue_tests;
+mod redefine;
 mod report_clock;
 mod restore;
 mod status;
 mod submit;
 mod usage;
 
-pub use dispatch::needs_restart;
 pub use invariants::Violation;
 pub use moving::{Transition, TransitionKind};
 pub use report_clock::ReportClock;
@@ -242,6 +242,7 @@ impl ShardCore {
                 definition,
                 capacity,
                 loaded,
+                description: None,
             },
             nodes: NodeTable::new(),
             jobs: Jobs::new(options.finished_retained),

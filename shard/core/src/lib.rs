@@ -96,7 +96,7 @@ pub mod table;
 
 pub use crate::core::{
     CoreExecutor, CoreOptions, ExecAction, ReportClock, RestoreSummary, ShardCore, Submitted,
-    Transition, TransitionKind, Violation, needs_restart,
+    Transition, TransitionKind, Violation,
 };
 pub use error::ShardError;
 pub use job::{Hold, JobRecord, LimitHold, Reason};

@@ -214,6 +214,11 @@ async fn batches(
         }
         let answers = std::mem::take(&mut answers);
         journal(core, committer, to_publisher, answers, report).await?;
+        if core.take_restart().is_some() {
+            // A configuration the core cannot take in place: this batch's answers (its
+            // acknowledgement) go out, then the process exits for its supervisor.
+            return Err(DriverError::Restart);
+        }
         let qm = core.queue_manager();
         metrics.set_jobs(
             count(qm.pending_len() + qm.waiting_len()),

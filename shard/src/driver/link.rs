@@ -11,15 +11,14 @@ use std::time::Instant;
 
 use shardsched_proto::backoff::Backoff;
 use shardsched_proto::identity::COORDINATOR_NAME;
+use shardsched_proto::msg::RefusalCode;
 use shardsched_proto::msg::shard_coord::{self, Assignment, Register, ShardStatus};
-use shardsched_proto::msg::{QueueConfig, RefusalCode};
 use shardsched_proto::{Error, Role, Session, connect, serve};
 use tokio::sync::{oneshot, watch};
 
 use super::core_task::Command;
 use super::tasks::Tasks;
 use super::{ShardOptions, released, serve as handlers};
-use crate::core::needs_restart;
 use crate::error::DriverError;
 use crate::journal::Restored;
 use crate::limits::{
@@ -69,29 +68,28 @@ impl<'a> Link<'a> {
 
     /// Serves the coordinator on `session` (see the module documentation) until shutdown
     /// (`Ok`), a restart, the core task's end or the coordinator lost for good (`Err`).
-    /// `running` is the configuration the core was built with: a re-registration that
-    /// brings another one restarts the shard.
+    /// The core decides on a restart (a new configuration it cannot take in place, from a
+    /// `Reconfigure` or a re-registration): its task then ends with
+    /// [`DriverError::Restart`].
     pub(super) async fn serve<S: Future<Output = ()>>(
         &mut self,
         mut session: Session,
-        running: &QueueConfig,
         tasks: &mut Tasks,
         shutdown: &mut Pin<&mut S>,
     ) -> Result<(), DriverError> {
         let queue = self.options.queue.as_str();
-        // Set by a `Reconfigure` from the coordinator: stop cleanly, exit for a restart.
-        let restart = Arc::new(tokio::sync::Notify::new());
         let outcome = loop {
             tasks.coordinator.send_replace(Some(session.clone()));
-            let on_link = serve_coordinator(&session, tasks, &restart);
+            let on_link = serve_coordinator(&session, tasks);
             let lost = tokio::select! {
                 () = shutdown.as_mut() => break Ok(()),
-                () = restart.notified() => {
-                    // Let the acknowledgement leave before the connection closes.
-                    tokio::time::sleep(RESTART_ACK_LINGER).await;
-                    break Err(DriverError::Restart);
+                ended = tasks.core_ended() => {
+                    if matches!(ended, Err(DriverError::Restart)) {
+                        // Let the acknowledgement leave before the connection closes.
+                        tokio::time::sleep(RESTART_ACK_LINGER).await;
+                    }
+                    break ended;
                 }
-                ended = tasks.core_ended() => break ended,
                 lost = session.connection().closed() => lost,
             };
             on_link.abort();
@@ -110,12 +108,8 @@ impl<'a> Link<'a> {
             };
             tracing::info!(%queue, "registered again");
             session = new_session;
-            if needs_restart(running, &assignment.queue) {
-                // Changed while we were away (a coordinator restart with an edited
-                // configuration, a Reconfigure that did not reach us).
-                tracing::info!(%queue, "the queue's configuration changed while disconnected; restarting to apply it");
-                break Err(DriverError::Restart);
-            }
+            // A configuration changed while we were away (a coordinator restart with an
+            // edited file, a Reconfigure that did not reach us) is the core's to take.
             let _ = tasks
                 .commands
                 .send(Command::Reassigned(Box::new(assignment)))
@@ -162,14 +156,9 @@ impl OnLink {
     }
 }
 
-fn serve_coordinator(
-    session: &Session,
-    tasks: &Tasks,
-    restart: &Arc<tokio::sync::Notify>,
-) -> OnLink {
+fn serve_coordinator(session: &Session, tasks: &Tasks) -> OnLink {
     let (status, released) = (&tasks.status, &tasks.released);
     let (commands, snapshot) = (tasks.commands.clone(), Arc::clone(&tasks.snapshot));
-    let restart = Arc::clone(restart);
     let serving = tokio::spawn({
         let session = session.clone();
         async move {
@@ -177,7 +166,6 @@ fn serve_coordinator(
                 handlers::coordinator_request(
                     commands.clone(),
                     Arc::clone(&snapshot),
-                    Arc::clone(&restart),
                     peer,
                     request,
                 )

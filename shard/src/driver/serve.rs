@@ -7,7 +7,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use shardsched_proto::msg::{Refusal, RefusalCode, client_shard, coord_shard};
 use shardsched_proto::{Peer, Reply, accept, serve};
-use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 
 use super::core_task::Command;
 use super::output::OutputSource;
@@ -101,29 +101,18 @@ pub(crate) async fn client_request(
     }
 }
 
-/// One coordinator command. Everything but a reconfiguration (a restart) and the jobs list
-/// (the snapshot) goes through the core task, a dry run too: it reads the queue manager.
+/// One coordinator command. Everything but the reads (the jobs list, history, job facts:
+/// from the snapshot) goes through the core task, a dry run and a reconfiguration too: they
+/// read the queue manager (a reconfiguration the core cannot take in place ends the core
+/// task for a restart, once its acknowledgement is out).
 pub(crate) async fn coordinator_request(
     commands: mpsc::Sender<Command>,
     snapshot: Arc<ArcSwap<Snapshot>>,
-    restart: Arc<Notify>,
     peer: Peer,
     request: coord_shard::Request,
 ) -> Reply<coord_shard::Response> {
     use coord_shard::{Request, Response};
     match request {
-        Request::Reconfigure(config) => {
-            // The cluster, policies and definition are fixed for a core's life: the driver
-            // stops cleanly and the process exits for a restart (DriverError::Restart); the
-            // journal brings every job back under the new configuration.
-            tracing::info!(
-                policy = %config.queue_policy,
-                match_policy = %config.match_policy,
-                "new queue configuration; restarting to apply it"
-            );
-            restart.notify_one();
-            Ok(Response::Ack { stale: Vec::new() })
-        }
         Request::Jobs(query) => Ok(Response::Jobs(snapshot.load().jobs(&peer.name, &query))),
         Request::History(pull) => Ok(Response::History(snapshot.load().history(&pull))),
         // What is durable: another queue's job is released only on a fact that survives

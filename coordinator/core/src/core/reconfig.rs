@@ -15,8 +15,10 @@
 //!                                 bumped); generator ids of new names are fresh, of known
 //!                                 names kept (never reused for another name)
 //!   → Reconfig                  driver: write durable_state() (fsync), then tell shards
-//!                                 (Reconfigure: the shard restarts with its journal;
-//!                                  SetQueueState off for a removed queue's shard)
+//!                                 (Reconfigure, with the nodes granted: a new definition
+//!                                  is applied in place, any other change restarts the
+//!                                  shard with its journal; SetQueueState off for a
+//!                                  removed queue's shard)
 //! ```
 //!
 //! Definitions may overlap, started queues' too. A node never changes hands between two
@@ -46,7 +48,8 @@ use crate::records::Durable;
 pub struct Reconfig {
     /// What changed, one line each, for the admin.
     pub changes: Vec<String>,
-    /// Shards whose queue configuration changed: send `Reconfigure` (they restart).
+    /// Shards whose queue configuration changed: send `Reconfigure` (they apply a new
+    /// definition in place, and restart for any other change).
     pub restart: Vec<RestartCommand>,
     /// Shards of removed queues: told to stop scheduling and refuse submissions.
     pub stop: Vec<QueueCommand>,
@@ -63,14 +66,14 @@ pub struct RestartCommand {
     pub queue: String,
     /// Its shard's connection.
     pub conn: ConnId,
-    /// Its new configuration.
-    pub config: QueueConfig,
+    /// Its new configuration, and the nodes the change granted it.
+    pub change: coord_shard::Reconfigure,
 }
 
 impl RestartCommand {
     /// The command itself: `Reconfigure` with the queue's new configuration.
     pub fn request(&self) -> coord_shard::Request {
-        coord_shard::Request::Reconfigure(Box::new(self.config.clone()))
+        coord_shard::Request::Reconfigure(Box::new(self.change.clone()))
     }
 }
 

@@ -397,6 +397,22 @@ pub struct QueueConfig {
     pub array_elements_max: u32,
 }
 
+impl QueueConfig {
+    /// Whether a shard running `self` can take `new` without a restart: nothing but the
+    /// definition and the enabled/started flags differ. (Policies, depths and durations
+    /// shape the queue manager from its first job: a change of them restarts the shard,
+    /// which restores every job from its journal.)
+    pub fn applies_in_place(&self, new: &QueueConfig) -> bool {
+        let fixed = |c: &QueueConfig| QueueConfig {
+            definition: Vec::new(),
+            enabled: true,
+            started: true,
+            ..c.clone()
+        };
+        fixed(self) == fixed(new)
+    }
+}
+
 impl JobState {
     /// The lowercase word (`pending`, `running`, …).
     pub fn as_str(self) -> &'static str {

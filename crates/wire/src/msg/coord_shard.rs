@@ -97,10 +97,14 @@ pub enum Request {
         reason: String,
     },
     /// The queue's configuration changed (policies, limits or definition: `queue update`,
-    /// `reload`). The shard acknowledges, then stops cleanly and exits with its restart
-    /// status, so that its supervisor starts it again at once; it then registers, gets this
+    /// `reload`). When only the definition (or the enabled/started flags) changed, the
+    /// shard applies it in place ([`QueueConfig::applies_in_place`]): its graph gains the
+    /// subtrees of the added nodes and loses those of removed nodes it does not hold, and
+    /// it takes the nodes granted; then `Ack`. Otherwise (or when it cannot: see
+    /// docs/CONFIG.md) it acknowledges, stops cleanly and exits with its restart status, so
+    /// that its supervisor starts it again at once; it then registers, gets this
     /// configuration in its assignment and restores its jobs from its journal.
-    Reconfigure(Box<QueueConfig>),
+    Reconfigure(Box<Reconfigure>),
     /// The queue is being removed: disable submissions if, and only if, no job is pending
     /// or running, in one step (`Ack`), else refuse (`Policy`) and change nothing. A
     /// removal refused for jobs never leaves the queue disabled, and no submit can slip in
@@ -115,6 +119,19 @@ pub enum Request {
     /// factors when the shard's are older. Answered with `Ack`; safe to repeat, reorder
     /// or lose.
     FairShare(FairShareUpdate),
+}
+
+/// A queue's new configuration, with what the change gave the queue.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reconfigure {
+    /// The configuration.
+    pub config: QueueConfig,
+    /// Nodes no queue owned that the change made this queue's (a grown definition), each
+    /// with its new generation: a shard that applies the change in place brings them up,
+    /// one that restarts gets them in its assignment.
+    pub granted: Vec<NodeGen>,
+    /// The admin flags (down, drained) of the granted nodes that have any.
+    pub flags: BTreeMap<String, NodeFlags>,
 }
 
 /// Release nodes for a move.
@@ -351,12 +368,11 @@ impl Rpc for Request {
                 bounds::nodes(nodes)
             }
             Request::DryRunRelease { nodes } => bounds::nodes(nodes),
-            Request::Acquire(acquire) => acquire.flags.values().try_for_each(|f| {
-                [&f.down, &f.drained]
-                    .into_iter()
-                    .flatten()
-                    .try_for_each(|r| bounds::reason(r))
-            }),
+            Request::Acquire(acquire) => check_flags(&acquire.flags),
+            Request::Reconfigure(change) => {
+                bounds::nodes(&change.config.definition)?;
+                check_flags(&change.flags)
+            }
             Request::Jobs(query) => bounds::jobs_query(query),
             Request::JobFacts { ids } => super::deps::check_ids(ids),
             Request::Facts(facts) => super::deps::check_len(facts.len()),
@@ -368,4 +384,14 @@ impl Rpc for Request {
             _ => Ok(()),
         }
     }
+}
+
+/// The reasons of admin flags within their bound.
+fn check_flags(flags: &BTreeMap<String, NodeFlags>) -> Result<(), Refusal> {
+    flags.values().try_for_each(|f| {
+        [&f.down, &f.drained]
+            .into_iter()
+            .flatten()
+            .try_for_each(|r| bounds::reason(r))
+    })
 }

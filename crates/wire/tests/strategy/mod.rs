@@ -12,8 +12,8 @@ use shardsched_wire::msg::client_shard::{
     UrgencyResult,
 };
 use shardsched_wire::msg::coord_shard::{
-    Acquire, CancelJobs, FreeAt, Incoming, IncomingNode, Reclaim, Release, ReleaseState, StaleNode,
-    Withdraw,
+    Acquire, CancelJobs, FreeAt, Incoming, IncomingNode, Reclaim, Reconfigure, Release,
+    ReleaseState, StaleNode, Withdraw,
 };
 use shardsched_wire::msg::hello::{Hello, HelloReply};
 use shardsched_wire::msg::shard_coord::{Assignment, HeldNode, Register, Released, ShardStatus};
@@ -770,7 +770,13 @@ pub fn coord_shard_request() -> impl Strategy<Value = coord_shard::Request> {
                 reason,
             }
         }),
-        queue_config().prop_map(|c| coord_shard::Request::Reconfigure(Box::new(c))),
+        (queue_config(), vec(node_gen(), 0..3), node_flags()).prop_map(
+            |(config, granted, flags)| coord_shard::Request::Reconfigure(Box::new(Reconfigure {
+                config,
+                granted,
+                flags,
+            }))
+        ),
     ]
 }
 

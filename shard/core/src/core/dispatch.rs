@@ -2,25 +2,26 @@
 //! the shard's driver and the simulator (`crates/sim`) both go through, so that what the
 //! simulator proves is what the process runs. Also the two decisions a driver makes around
 //! a (re)registration: which core to start ([`ShardCore::start`]) and what a later
-//! assignment changes ([`ShardCore::reassigned`], or a restart: [`needs_restart`]).
+//! assignment changes ([`ShardCore::reassigned`]).
 //!
 //! ```text
 //!   client submit / cancel / urgency → ShardCore::handle_client
 //!   coordinator command              → ShardCore::handle_coordinator   (move steps, queue
-//!                                      state, node flags, dry runs, DisableIfIdle)
+//!                                      state, node flags, dry runs, DisableIfIdle,
+//!                                      Reconfigure)
 //!   first registration's answer      → ShardCore::start (new, or restored from the journal)
-//!   a re-registration's answer       → needs_restart? the process restarts
-//!                                      : ShardCore::reassigned
+//!   a re-registration's answer       → ShardCore::reassigned
+//!   after either of the last two     → ShardCore::take_restart: the process exits for its
+//!                                      supervisor to start it again (module `redefine`)
 //! ```
 //!
 //! Reads (`Jobs`, `JobInfo`, `Output`; the coordinator's `Jobs` and `History`) are answered
-//! by the driver (from the published snapshot, or a node's agent), and `Reconfigure`
-//! restarts the process: neither reaches the core, and both are refused here with
-//! [`RefusalCode::Internal`] should one arrive.
+//! by the driver (from the published snapshot, or a node's agent): they never reach the
+//! core, and are refused here with [`RefusalCode::Internal`] should one arrive.
 
 use shardsched_wire::Peer;
 use shardsched_wire::msg::shard_coord::Assignment;
-use shardsched_wire::msg::{QueueConfig, Refusal, RefusalCode, client_shard, coord_shard};
+use shardsched_wire::msg::{Refusal, RefusalCode, client_shard, coord_shard};
 use shardsched_wire::rpc::{Reply, Rpc};
 
 use super::{CoreOptions, ShardCore};
@@ -132,21 +133,30 @@ impl ShardCore {
                 self.handle_fairshare(now_ms, update);
                 Ok(ack(()))
             }
-            Request::Reconfigure(_) | Request::Jobs(_) | Request::History(_) => {
-                Err(answered_by_the_driver(request))
-            }
+            Request::Reconfigure(change) => Ok(self.handle_reconfigure(now_ms, change)),
+            Request::Jobs(_) | Request::History(_) => Err(answered_by_the_driver(request)),
         }
     }
 
-    /// Applies what a re-registration handed back: the queue's state, what it owns and
-    /// receives, node flags, the generator id. The cluster and the queue's policies are
-    /// fixed for the life of the core: a change there is a restart ([`needs_restart`]).
+    /// Applies what a re-registration handed back: the queue's state and definition, what
+    /// it owns and receives, node flags, the generator id. The queue's policies are fixed
+    /// for the life of the core: a change there asks for a restart
+    /// ([`ShardCore::take_restart`]).
     pub fn reassigned(&mut self, assignment: &Assignment) {
-        let queue = &assignment.queue;
-        if needs_restart(&self.config, queue) {
-            tracing::warn!(queue = %self.queue, "the queue's configuration changed; restart the shard to apply it");
+        let named: Vec<&str> = assignment
+            .owned
+            .iter()
+            .map(|n| n.node.as_str())
+            .chain(
+                assignment
+                    .incoming
+                    .iter()
+                    .map(|(_, n)| n.node.node.as_str()),
+            )
+            .collect();
+        if let Err(why) = self.take_config(&assignment.queue, &named) {
+            self.restart_for(why);
         }
-        self.set_queue_state(queue.enabled, queue.started);
         self.set_limits(assignment.limits.clone());
         self.assign_allowances(&assignment.allowances);
         self.reassign_fairshare(assignment.fairshare.as_ref());
@@ -161,20 +171,8 @@ impl ShardCore {
     }
 }
 
-/// Whether `new` differs from the configuration the core was built with in anything a
-/// running core cannot take (all but the enabled/started flags, which it applies live):
-/// the shard restarts to apply it.
-pub fn needs_restart(running: &QueueConfig, new: &QueueConfig) -> bool {
-    let fixed = |c: &QueueConfig| QueueConfig {
-        enabled: true,
-        started: true,
-        ..c.clone()
-    };
-    fixed(running) != fixed(new)
-}
-
-/// The refusal for a request the driver answers itself (reads from the snapshot, a
-/// reconfiguration's restart), should one reach the core.
+/// The refusal for a request the driver answers itself (reads from the snapshot), should
+/// one reach the core.
 fn answered_by_the_driver<R: Rpc>(request: &R) -> Refusal {
     Refusal::new(
         RefusalCode::Internal,
@@ -187,10 +185,10 @@ fn answered_by_the_driver<R: Rpc>(request: &R) -> Refusal {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use shardsched_wire::msg::QueueConfig;
 
     #[test]
-    fn only_a_changed_configuration_beyond_the_flags_needs_a_restart() {
+    fn only_the_definition_and_the_flags_apply_in_place() {
         let running = QueueConfig {
             name: "q".into(),
             queue_policy: shardsched_wire::msg::QueuePolicy::Fcfs,
@@ -209,16 +207,16 @@ mod tests {
             started: false,
             ..running.clone()
         };
-        assert!(!needs_restart(&running, &flags));
+        assert!(running.applies_in_place(&flags));
         let policy = QueueConfig {
             queue_policy: shardsched_wire::msg::QueuePolicy::Easy,
             ..running.clone()
         };
-        assert!(needs_restart(&running, &policy));
+        assert!(!running.applies_in_place(&policy));
         let definition = QueueConfig {
             definition: vec!["node0".into(), "node1".into()],
             ..running.clone()
         };
-        assert!(needs_restart(&running, &definition));
+        assert!(running.applies_in_place(&definition));
     }
 }

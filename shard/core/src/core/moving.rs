@@ -206,7 +206,7 @@ impl ShardCore {
 
     /// The coordinator's flags for `nodes` replace the shard's own: a node `flags` does not
     /// name has none (the coordinator's flags are the intent, both ways).
-    fn set_flags(&mut self, nodes: &[&str], flags: &BTreeMap<String, NodeFlags>) {
+    pub(super) fn set_flags(&mut self, nodes: &[&str], flags: &BTreeMap<String, NodeFlags>) {
         for &name in nodes {
             let f = flags.get(name).cloned().unwrap_or_default();
             let went_down = f.down.is_some();

@@ -4,11 +4,12 @@
 //! queue manager is the qmanager crate's.)
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use shardsched_resource::VertexId;
 use shardsched_wire::FluidGenerator;
 use shardsched_wire::msg::shard_coord::Released;
-use shardsched_wire::msg::{JobId, NodeUsage};
+use shardsched_wire::msg::{ClusterDescription, JobId, NodeUsage};
 
 use super::deps::Waiting;
 use super::exec::{EndAs, ExecAction};
@@ -31,6 +32,10 @@ pub(super) struct Cluster {
     /// The resource types of the whole cluster as loaded (a denial names the types a
     /// jobspec asks for that are not among them).
     pub(super) loaded: BTreeSet<String>,
+    /// The cluster as the coordinator described it at registration (a cluster spec, a few
+    /// kilobytes), to cut the nodes a new definition adds from (`core/redefine.rs`);
+    /// `None` for a core built on a graph, which restarts for a new definition.
+    pub(super) description: Option<Arc<ClusterDescription>>,
 }
 
 /// The job side: every job's record, and the live sets that mirror the queue manager's
@@ -107,6 +112,9 @@ pub(super) struct Outbox {
     pub(super) exec_actions: Vec<ExecAction>,
     /// Records held back one batch by the mutant `ack-before-journal` (empty otherwise).
     pub(super) deferred: Vec<JournalRecord>,
+    /// Why the process must restart to take a new configuration, once this batch is out
+    /// (`core/redefine.rs`).
+    pub(super) restart: Option<String>,
 }
 
 impl Jobs {

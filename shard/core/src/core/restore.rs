@@ -178,6 +178,7 @@ impl ShardCore {
         )?;
         core.quota = super::allowances::Quota::new(assignment.limits.clone(), &[]);
         core.fairshare = super::fairshare::FairShare::new(assignment.fairshare.as_ref());
+        core.cluster.description = Some(Arc::new(assignment.cluster.clone()));
         Ok(core)
     }
 

@@ -177,6 +177,11 @@ impl NodeTable {
         self.set_holding(&acquire.nodes, Holding::Owned, bring_up)
     }
 
+    /// Nodes a definition change gave the queue (`Reconfigure.granted`): owned now, up.
+    pub fn handle_grant(&mut self, nodes: &[NodeGen]) -> (Response, Vec<Effect>) {
+        self.set_holding(nodes, Holding::Owned, bring_up)
+    }
+
     /// The donor's side of a cancelled move: the nodes are this shard's again. Their jobs
     /// were never touched; the node just takes new work again.
     pub fn handle_reclaim(&mut self, reclaim: &Reclaim) -> (Response, Vec<Effect>) {

@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 
 use shardsched_resource::encode_hostlist;
-use shardsched_wire::msg::{QueueConfig, Refusal};
+use shardsched_wire::msg::{NodeGen, QueueConfig, Refusal, coord_shard};
 
 use super::{Reconfig, RestartCommand, invalid, policy};
 use crate::config::{self, Config};
@@ -46,8 +46,8 @@ impl Core {
         let mut out = Reconfig::default();
         self.remap_queues(candidate, &mut out);
         self.generators = generators;
-        self.take_unowned_nodes(&mut out);
-        self.restart_changed(before_configs, &mut out);
+        let gained = self.take_unowned_nodes(&mut out);
+        self.reconfigure_changed(before_configs, &gained, &mut out);
         // Every owner stands as an admin's decision (like a move's): a restart keeps it as
         // long as its queue defines the node, instead of recomputing owners from the start
         // rules, which could give a node of a stopped queue to a started one added later.
@@ -162,8 +162,8 @@ impl Core {
     }
 
     /// Unassigned nodes of new or grown definitions become their queue's: those an `owns`
-    /// names first, then the rest by queue name.
-    fn take_unowned_nodes(&mut self, out: &mut Reconfig) {
+    /// names first, then the rest by queue name. Returns each queue's (by index).
+    fn take_unowned_nodes(&mut self, out: &mut Reconfig) -> Vec<Vec<String>> {
         let mut gained: Vec<Vec<String>> = vec![Vec::new(); self.config.queues.len()];
         for owns_pass in [true, false] {
             for (qi, taken) in gained.iter_mut().enumerate() {
@@ -174,20 +174,27 @@ impl Core {
                 }
             }
         }
-        for (qi, gained) in gained.into_iter().enumerate() {
+        for (qi, gained) in gained.iter().enumerate() {
             if !gained.is_empty() {
                 out.changes.push(format!(
                     "queue {} owns {} now",
                     self.config.queues[qi].name,
-                    encode_hostlist(&gained)
+                    encode_hostlist(gained)
                 ));
             }
         }
+        gained
     }
 
-    /// Tells the connected shards whose configuration differs from `before` to restart
-    /// with the new one.
-    fn restart_changed(&self, before: Vec<(String, QueueConfig)>, out: &mut Reconfig) {
+    /// Tells the connected shards whose configuration differs from `before`: the new one,
+    /// with the nodes `gained` gave their queue (by queue index). A shard applies a new
+    /// definition in place, and restarts for any other change.
+    fn reconfigure_changed(
+        &self,
+        before: Vec<(String, QueueConfig)>,
+        gained: &[Vec<String>],
+        out: &mut Reconfig,
+    ) {
         for (name, old) in before {
             let Some(qi) = self.queue_index(&name) else {
                 continue;
@@ -199,13 +206,29 @@ impl Core {
             out.changes
                 .push(format!("queue {name}: configuration changed"));
             if let Some(link) = &self.shards[qi] {
-                out.changes.push(format!(
-                    "queue {name}: its shard restarts to apply it (no job is lost)"
-                ));
+                out.changes.push(if old.applies_in_place(&new) {
+                    format!("queue {name}: its shard applies the new definition without a restart")
+                } else {
+                    format!("queue {name}: its shard restarts to apply it (no job is lost)")
+                });
+                let granted: Vec<NodeGen> = gained[qi]
+                    .iter()
+                    .filter_map(|n| {
+                        Some(NodeGen {
+                            node: n.clone(),
+                            generation: self.moves.generation_of(n)?,
+                        })
+                    })
+                    .collect();
+                let flags = self.flags_of(gained[qi].iter().map(String::as_str));
                 out.restart.push(RestartCommand {
                     queue: name,
                     conn: link.conn,
-                    config: new,
+                    change: coord_shard::Reconfigure {
+                        config: new,
+                        granted,
+                        flags,
+                    },
                 });
             }
         }

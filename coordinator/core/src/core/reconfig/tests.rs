@@ -157,14 +157,22 @@ fn updates_restart_only_the_changed_queues_shard_and_never_drop_owned_nodes() {
     assert_eq!(done.restart[0].queue, "a");
     assert_eq!(done.restart[0].conn, ConnId(1));
     assert_eq!(
-        done.restart[0].config.queue_policy,
+        done.restart[0].change.config.queue_policy,
         QueuePolicy::Conservative
     );
-    assert_eq!(done.restart[0].config.queue_depth, 8);
+    assert_eq!(done.restart[0].change.config.queue_depth, 8);
     assert_eq!(
-        done.restart[0].config.match_policy,
+        done.restart[0].change.config.match_policy,
         MatchPolicy::First,
         "unchanged field kept"
+    );
+    assert!(done.restart[0].change.granted.is_empty());
+    assert!(
+        done.changes
+            .iter()
+            .any(|c| c.contains("its shard restarts")),
+        "{:?}",
+        done.changes
     );
     let listed = core.queue_list();
     let a = listed.iter().find(|q| q.name == "a").expect("a");
@@ -185,7 +193,22 @@ fn updates_restart_only_the_changed_queues_shard_and_never_drop_owned_nodes() {
     let done = core.update_queue(0, &grow).expect("grown");
     assert_eq!(core.owner_of("node21"), Some("b"));
     assert_eq!(done.restart.len(), 1);
-    assert_eq!(done.restart[0].config.definition.len(), 12);
+    assert_eq!(done.restart[0].change.config.definition.len(), 12);
+    // The shard hears which nodes it was given, at their new generations, and takes the
+    // new definition in place.
+    let granted = &done.restart[0].change.granted;
+    assert!(granted.iter().any(|n| n.node == "node21"), "{granted:?}");
+    for n in granted {
+        assert_eq!(core.owner_of(&n.node), Some("b"));
+        assert_eq!(Some(n.generation), core.moves.generation_of(&n.node));
+    }
+    assert!(
+        done.changes
+            .iter()
+            .any(|c| c.contains("applies the new definition without a restart")),
+        "{:?}",
+        done.changes
+    );
     let shrink = QueueSpec {
         nodes: Some("node[10-15]".into()),
         ..spec("b")
