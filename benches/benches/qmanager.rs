@@ -13,17 +13,24 @@
 //!   a blocked head: nothing changed, and one job arrived. Both must stay flat as the queue
 //!   grows (no per-cycle work proportional to the jobs pending, let alone ever seen).
 //!
+//! - `redefine/<held>` — a queue's definition widened by 512 nodes and narrowed back
+//!   (`QueueManager::grow` then `shrink`, what a shard does for `queue update --nodes`
+//!   without a restart), on a queue of `held` nodes of the bench shape with 64 jobs running:
+//!   the cost grows with the queue's graph, not with the change.
+//!
 //! Run with `cargo bench -p shardsched-benches --bench qmanager`.
 
 use std::time::{Duration, Instant};
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use shardsched_jobspec::Shorthand;
 use shardsched_qmanager::{JobRequest, Params, QueueManager, QueuePolicy};
 use shardsched_replay::replay::{Replay, Unit};
 use shardsched_replay::swf::{self, Workload};
 use shardsched_replay::workload::{GenParams, generate};
-use shardsched_resource::{CONTAINMENT, GraphBuilder, ResourceGraph, VertexSpec};
+use shardsched_resource::{
+    CONTAINMENT, GraphBuilder, ResourceGraph, SCHEDULER_TYPES, VertexId, VertexSpec, keep_subtrees,
+};
 
 fn workload(jobs: usize, nodes: u64) -> Workload {
     let text = generate(&GenParams {
@@ -176,5 +183,53 @@ fn cycles(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, replays, cycles);
+/// Nodes a definition change adds and takes back in `redefine`.
+const REDEFINED_NODES: usize = 512;
+
+fn redefines(c: &mut Criterion) {
+    let mut g = c.benchmark_group("redefine");
+    g.sample_size(10);
+    for held in [512usize, 4096] {
+        let cluster = generated(held + REDEFINED_NODES);
+        let cut = |range: std::ops::Range<usize>| {
+            let names: std::collections::HashSet<String> =
+                range.map(|i| format!("node{i}")).collect();
+            keep_subtrees(&cluster, SCHEDULER_TYPES, &|n| names.contains(n)).expect("cut")
+        };
+        let (base, added) = (cut(0..held), cut(held..held + REDEFINED_NODES));
+        let mut qm = QueueManager::new(base, params(QueuePolicy::Easy, 64)).expect("queue");
+        for id in 0..64 {
+            qm.submit(job(id, (held / 128) as u64, 0)).expect("submit");
+        }
+        qm.schedule(0).expect("schedule");
+        while qm.poll_event().is_some() {}
+        assert_eq!(qm.running_len(), 64);
+        // Each sample changes a fresh copy (a removed vertex keeps its row: changing one
+        // queue manager again and again would time an ever larger graph).
+        g.bench_function(BenchmarkId::from_parameter(held), |b| {
+            b.iter_batched(
+                || qm.clone(),
+                |mut qm| {
+                    qm.grow(&added).expect("grow");
+                    let graph = &qm.matcher().graph;
+                    let roots: Vec<VertexId> = graph
+                        .vertices()
+                        .filter(|&v| {
+                            graph.kind_str(v) == "node"
+                                && !graph.is_removed(v)
+                                && graph.name(v)[4..].parse::<usize>().is_ok_and(|i| i >= held)
+                        })
+                        .collect();
+                    assert_eq!(roots.len(), REDEFINED_NODES);
+                    qm.shrink(&roots).expect("shrink");
+                    qm
+                },
+                BatchSize::LargeInput,
+            );
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, replays, cycles, redefines);
 criterion_main!(benches);

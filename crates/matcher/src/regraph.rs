@@ -38,20 +38,40 @@ impl Matcher {
     /// tree, giving back first what jobs hold there.
     pub fn remove_path(&mut self, path: &str) -> Result<(), MatchError> {
         let root = self.vertex(path)?;
-        if root == self.tree().root() {
+        self.remove_subtrees(&[root])
+    }
+
+    /// [`Matcher::remove_path`] for each of `roots` at once: what derives from the graph is
+    /// made again once, not once per subtree (a queue losing many nodes).
+    pub fn remove_subtrees(&mut self, roots: &[VertexId]) -> Result<(), MatchError> {
+        if roots.contains(&self.tree().root()) {
             // Fluxion finds no parent to cut it from (`get_parent_vtx`) and refuses.
             return Err(MatchError::BadRequest("the root cannot be removed".into()));
         }
         let mut gone = BTreeSet::new();
-        let mut stack = vec![root];
-        while let Some(v) = stack.pop() {
-            if gone.insert(v.0) {
-                stack.extend(self.tree().children(v).iter().map(|&c| VertexId(c)));
+        let mut subtrees = Vec::with_capacity(roots.len());
+        for &root in roots {
+            let mut here = BTreeSet::new();
+            let mut stack = vec![root];
+            while let Some(v) = stack.pop() {
+                if here.insert(v.0) {
+                    stack.extend(self.tree().children(v).iter().map(|&c| VertexId(c)));
+                }
             }
+            gone.extend(here.iter().copied());
+            subtrees.push((root, here));
         }
-        let holders: Vec<u64> = self.holders(&gone);
-        for jobid in holders {
-            self.partial_cancel_within(jobid, &gone, root)?;
+        // One pass over the jobs for all the subtrees; then, per subtree, only its holders.
+        let holders = self.holders(&gone);
+        for (root, here) in &subtrees {
+            for &jobid in &holders {
+                let holds_here = self
+                    .job(jobid)
+                    .is_some_and(|j| j.alloc.vertices.iter().any(|av| here.contains(&av.v.0)));
+                if holds_here {
+                    self.partial_cancel_within(jobid, here, *root)?;
+                }
+            }
         }
         self.remove_vertices(&gone)
     }

@@ -48,14 +48,13 @@ impl QueueManager {
             .map(|v| self.matcher.graph.uniq_id(v))
             .max();
         let doc = JgfDocument::of_graph(part, base.map_or(0, |b| b.saturating_add(1)));
-        let doc = &doc;
-        let mut definition = self.definition.clone();
-        let added = definition.attach(doc)?;
+        // The definition's matcher first: an attach that fails changes nothing, and the
+        // same document then attaches to the live graph, which has the same vertices.
+        let added = self.definition.attach(&doc)?;
         if added == 0 {
             return Ok(0);
         }
-        self.matcher.attach(doc)?;
-        self.definition = definition;
+        self.matcher.attach(&doc)?;
         self.redefined()?;
         Ok(added)
     }
@@ -74,12 +73,11 @@ impl QueueManager {
         }) {
             return Err(QueueError::InUse(id));
         }
-        let paths: Vec<String> = roots.iter().map(|&v| self.matcher.graph.path(v)).collect();
         self.drop_reservations()?;
-        for path in &paths {
-            self.matcher.remove_path(path)?;
-            self.definition.remove_path(path)?;
-        }
+        // Both graphs have the same vertex ids: the definition's matcher was cloned from
+        // the live one, and every change since was made to both alike.
+        self.matcher.remove_subtrees(roots)?;
+        self.definition.remove_subtrees(roots)?;
         self.redefined()
     }
 

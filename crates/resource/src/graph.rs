@@ -422,18 +422,23 @@ impl ResourceGraph {
     }
 
     fn find_names_path(&self, path: &str) -> Option<VertexId> {
+        // By symbol: a name the graph never interned is no vertex's (one hash lookup, not a
+        // scan of the children: an attach looks up every vertex of what it adds, most of
+        // them new, under nodes with thousands of siblings).
+        let names = self.columns.name.as_slice();
         let mut parts = path.split('/').filter(|p| !p.is_empty());
-        let first = parts.next()?;
-        if self.name(self.root) != first {
+        let first = self.interner.get(parts.next()?)?;
+        if names[self.root.index()] != first {
             return None;
         }
         let mut cur = self.root;
         for part in parts {
+            let name = self.interner.get(part)?;
             cur = self
                 .children(cur)
                 .iter()
                 .map(|&c| VertexId(c))
-                .find(|&c| self.name(c) == part)?;
+                .find(|&c| names[c.index()] == name)?;
         }
         Some(cur)
     }
