@@ -15,7 +15,7 @@
 
 use std::collections::BTreeSet;
 
-use shardsched_resource::{JgfDocument, VertexId};
+use shardsched_resource::{AttachError, JgfDocument, ResourceGraph, VertexId};
 
 use crate::state::SchedState;
 use crate::{MatchError, Matcher, dfu, prune_rank_of, subtree_of, tree_of};
@@ -25,9 +25,24 @@ impl Matcher {
     /// [`shardsched_resource::ResourceGraph::attach`]); returns how many vertices were added. On an error
     /// nothing changed.
     pub fn attach(&mut self, doc: &JgfDocument) -> Result<usize, MatchError> {
+        self.attach_with(doc, ResourceGraph::attach)
+    }
+
+    /// [`Matcher::attach`] with the new children ordered by rank among the old ones
+    /// ([`ResourceGraph::attach_in_rank_order`]): what a scheduler whose queue gains nodes
+    /// wants, so that they are visited where a graph loaded whole would have them.
+    pub fn graft(&mut self, doc: &JgfDocument) -> Result<usize, MatchError> {
+        self.attach_with(doc, ResourceGraph::attach_in_rank_order)
+    }
+
+    fn attach_with(
+        &mut self,
+        doc: &JgfDocument,
+        attach: fn(&mut ResourceGraph, &JgfDocument) -> Result<usize, AttachError>,
+    ) -> Result<usize, MatchError> {
         // (Covers stand for the same holds: turning them back changes no answer.)
         self.uncover_all()?;
-        let added = self.graph.attach(doc)?;
+        let added = attach(&mut self.graph, doc)?;
         if added > 0 {
             self.regrow()?;
         }

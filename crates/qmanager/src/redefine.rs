@@ -4,7 +4,7 @@
 //! Why: a shard's graph is its queue's definition (with what contains it). An admin who
 //! widens or narrows a queue (`queue update --nodes`) changes that graph; rebuilding the
 //! queue manager from scratch means a process restart and a journal replay. Here the
-//! matcher grows or shrinks in place ([`Matcher::attach`], [`Matcher::remove_path`]: ids of
+//! matcher grows or shrinks in place ([`Matcher::graft`], [`Matcher::remove_subtrees`]: ids of
 //! the vertices kept do not change, every record is carried over), then what derives from
 //! the graph is made again, as at construction:
 //!
@@ -34,9 +34,10 @@ use crate::shapes::{RootAgg, Shapes};
 use crate::whole::WholeNodes;
 
 impl QueueManager {
-    /// Adds the vertices of `part` the graph does not have (see [`Matcher::attach`]): the
+    /// Adds the vertices of `part` the graph does not have (see [`Matcher::graft`]): the
     /// subtrees of nodes a definition gains, `part` being the cluster cut to them (with
-    /// what contains them, matched by path). The new vertices are as `part` has them
+    /// what contains them, matched by path), each among its siblings where a graph built
+    /// whole would have it (by rank), so that the walks visit nodes as after a restart. The new vertices are as `part` has them
     /// (normally up): the caller marks down, with [`QueueManager::set_availability`], those
     /// it does not own yet, before the next [`QueueManager::schedule`]. Returns how many
     /// vertices were added.
@@ -50,11 +51,11 @@ impl QueueManager {
         let doc = JgfDocument::of_graph(part, base.map_or(0, |b| b.saturating_add(1)));
         // The definition's matcher first: an attach that fails changes nothing, and the
         // same document then attaches to the live graph, which has the same vertices.
-        let added = self.definition.attach(&doc)?;
+        let added = self.definition.graft(&doc)?;
         if added == 0 {
             return Ok(0);
         }
-        self.matcher.attach(&doc)?;
+        self.matcher.graft(&doc)?;
         self.redefined()?;
         Ok(added)
     }

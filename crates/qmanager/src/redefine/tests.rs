@@ -144,3 +144,40 @@ fn a_shrink_denies_what_can_no_longer_fit_and_never_takes_a_running_jobs_nodes()
     qm.schedule(100).expect("schedule");
     assert_eq!(started(&events(&mut qm)), vec![3]);
 }
+
+/// The node each started job got, in start order.
+fn placements(qm: &mut QueueManager) -> Vec<String> {
+    let evs = events(qm);
+    let g = &qm.matcher().graph;
+    evs.iter()
+        .filter_map(|e| match e {
+            Event::Started { alloc, .. } => alloc
+                .vertices
+                .iter()
+                .find(|a| g.kind_str(a.v) == "node")
+                .map(|a| g.name(a.v).to_owned()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_grown_queue_places_jobs_as_a_queue_built_whole_does() {
+    for policy in ["first", "low", "high", "lonode", "hinode"] {
+        let params = || Params {
+            match_policy: shardsched_matcher::MatchPolicy::parse(policy).expect("policy"),
+            ..Params::with_policy(QueuePolicy::Easy)
+        };
+        let mut whole =
+            QueueManager::new(cut(&["node0", "node1", "node2", "node3"]), params()).expect("queue");
+        let mut grown = QueueManager::new(cut(&["node0", "node3"]), params()).expect("queue");
+        grown.grow(&cut(&["node1", "node2"])).expect("grow");
+        for qm in [&mut whole, &mut grown] {
+            for id in 1..=4 {
+                qm.submit(job(id, 1, 100)).expect("submit");
+                qm.schedule(id as i64).expect("schedule");
+            }
+        }
+        assert_eq!(placements(&mut grown), placements(&mut whole), "{policy}");
+    }
+}

@@ -101,6 +101,57 @@ impl ResourceGraph {
         Ok(new.len())
     }
 
+    /// [`ResourceGraph::attach`], then every vertex that gained containment children has
+    /// its children ordered by rank, ties kept in their order: where a graph built whole
+    /// from a cluster spec has them (nodes in host order, a node's contents in theirs);
+    /// and every `uniq_id` becomes the vertex's place in preorder, as such a build numbers
+    /// them (`first` breaks ties by it). A shard whose definition grows grafts the new
+    /// nodes where a restart would have built them, so that the walks visit them in the
+    /// same order. (`attach` itself keeps Fluxion's order, new children last.)
+    pub fn attach_in_rank_order(&mut self, doc: &JgfDocument) -> Result<usize, AttachError> {
+        let n0 = self.len();
+        let added = self.attach(doc)?;
+        if added == 0 {
+            return Ok(0);
+        }
+        let gained: BTreeSet<usize> = (n0..self.len())
+            .filter_map(|v| self.parent(VertexId(v as u32)))
+            .map(|p| p.index())
+            .filter(|&p| p < n0)
+            .collect();
+        let containment = self.containment_sym();
+        let mut topo: DiGraph<(), super::Sym, u32> =
+            DiGraph::with_capacity(self.len(), self.topo.edge_count());
+        for _ in 0..self.len() {
+            topo.add_node(());
+        }
+        let mut regrouped: Vec<(usize, i64, usize, NodeIndex<u32>)> = Vec::new();
+        for (i, e) in self.topo.raw_edges().iter().enumerate() {
+            let (s, t) = (e.source(), e.target());
+            if e.weight == containment && gained.contains(&s.index()) {
+                regrouped.push((s.index(), self.rank(VertexId(t.index() as u32)), i, t));
+            } else {
+                topo.add_edge(s, t, e.weight);
+            }
+        }
+        regrouped.sort_unstable_by_key(|&(p, rank, i, _)| (p, rank, i));
+        for (p, _, _, t) in regrouped {
+            topo.add_edge(NodeIndex::new(p), t, containment);
+        }
+        // The same edges in another order: the links cannot fail where they did not.
+        if let Ok(links) = Links::of(&topo, self.len(), containment, true) {
+            self.topo = topo;
+            self.set_links(links);
+        }
+        // Removed rows are in no walk; they keep numbers above every other.
+        let mut uniq: Vec<i64> = (0..self.len()).map(|i| (self.len() + i) as i64).collect();
+        for (at, v) in self.preorder(self.root()).enumerate() {
+            uniq[v.index()] = at as i64;
+        }
+        self.uniq = uniq;
+        Ok(added)
+    }
+
     /// Takes `vertices` out of the graph: every edge into or out of them goes (the edges
     /// between the others keep their order), and their paths; their rows stay, marked
     /// removed.

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
+use crate::graph::VertexId;
 use crate::grug::read_grug_file;
 use crate::testdata::{child_names, child_type_runs, outline, resource_file};
 use proptest::prelude::*;
@@ -256,4 +257,45 @@ fn a_graph_grown_by_another_cut_of_its_cluster_holds_both_cuts() {
     assert_eq!(described(&grown), described(&whole));
     // Attaching the same document again adds nothing.
     assert_eq!(grown.attach(&doc).unwrap(), 0);
+}
+
+#[test]
+fn a_graft_in_rank_order_puts_the_new_nodes_where_a_whole_build_has_them() {
+    let full = crate::read_cluster_spec(crate::DEFAULT_CLUSTER_TOML).unwrap();
+    let cut = |names: &[&str]| {
+        crate::keep_subtrees(&full, crate::SCHEDULER_TYPES, &|n| names.contains(&n)).unwrap()
+    };
+    let children = |g: &ResourceGraph, path: &str| -> Vec<String> {
+        let v = g.find_path(path).unwrap();
+        g.children(v)
+            .iter()
+            .map(|&c| g.name(VertexId(c)).to_owned())
+            .collect()
+    };
+    let whole = cut(&["node0", "node1", "node2"]);
+    let node1_in_whole = whole
+        .vertices()
+        .find(|&v| whole.name(v) == "node1")
+        .unwrap();
+    let rack = whole.path(whole.parent(node1_in_whole).unwrap());
+    let mut appended = cut(&["node0", "node2"]);
+    let mut ordered = cut(&["node0", "node2"]);
+    let doc = JgfDocument::of_graph(&cut(&["node1"]), 1000);
+    appended.attach(&doc).unwrap();
+    ordered.attach_in_rank_order(&doc).unwrap();
+    assert_eq!(children(&appended, &rack), ["node0", "node2", "node1"]);
+    assert_eq!(children(&ordered, &rack), children(&whole, &rack));
+    let node1 = |g: &ResourceGraph| children(g, &format!("{rack}/node1"));
+    assert_eq!(
+        node1(&ordered),
+        node1(&whole),
+        "a node's contents keep their order"
+    );
+    // Numbered as the whole build numbers them: in preorder.
+    let numbered = |g: &ResourceGraph| -> Vec<(String, i64)> {
+        g.preorder(g.root())
+            .map(|v| (g.path(v), g.uniq_id(v)))
+            .collect()
+    };
+    assert_eq!(numbered(&ordered), numbered(&whole));
 }

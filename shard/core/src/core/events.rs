@@ -210,7 +210,9 @@ impl ShardCore {
         }
     }
 
-    /// The node names and the R of an allocation.
+    /// The node names and the R of an allocation. Nodes are in rank order (the cluster's
+    /// host order), then vertex order: a node a definition change grafted has a later
+    /// vertex id than its neighbours but its place among them by rank.
     pub(super) fn nodes_and_r(&self, alloc: &Allocation) -> (Vec<String>, String) {
         let graph = &self.qm.matcher().graph;
         let node = graph.sym("node");
@@ -220,7 +222,7 @@ impl ShardCore {
             .filter(|a| Some(graph.kind(a.v)) == node)
             .map(|a| a.v)
             .collect();
-        vertices.sort_unstable();
+        vertices.sort_unstable_by_key(|&v| (graph.rank(v), v));
         vertices.dedup();
         let nodes: Vec<String> = vertices.iter().map(|&v| graph.name(v).to_owned()).collect();
         (nodes, writer::rv1(graph, alloc, false).to_string())
