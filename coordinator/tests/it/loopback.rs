@@ -111,6 +111,7 @@ async fn shards_register_and_clients_read_over_real_quic() {
     assert_eq!(assignment.owned[0].generation, Generation(1));
     assert_eq!(assignment.queue.queue_policy.as_str(), "easy");
     let status = ShardStatus {
+        seq: 1,
         allowances: Vec::new(),
         usage: None,
         factors_version: 0,

@@ -62,6 +62,7 @@ async fn register_reporting_one_running(shard: &Session) {
         Ok(shard_coord::Response::Registered(_))
     ));
     let status = ShardStatus {
+        seq: 1,
         allowances: Vec::new(),
         usage: None,
         factors_version: 0,

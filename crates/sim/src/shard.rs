@@ -108,6 +108,10 @@ pub(crate) struct ShardProcess {
     released_sent_ms: u64,
     /// When the next status report is due (the driver's rule).
     report_clock: ReportClock,
+    /// The last status report's number (wire `ShardStatus.seq`): one counter for the
+    /// process, so increasing on every connection it opens, as the driver's per
+    /// connection counter is.
+    status_seq: u64,
     /// Restart once the process is not running: at this time.
     pub(crate) restart_at: Option<u64>,
     /// Bumped whenever the core or the journal may have changed (a batch, a start, a
@@ -132,6 +136,7 @@ impl ShardProcess {
             released: Vec::new(),
             released_sent_ms: 0,
             report_clock: ReportClock::default(),
+            status_seq: 0,
             restart_at: None,
             version: 0,
             executor: None,
@@ -154,6 +159,7 @@ impl ShardProcess {
         self.inbox.clear();
         self.released.clear();
         self.report_clock = ReportClock::default();
+        self.status_seq = 0;
         self.restart_at = None;
         Ok(())
     }
@@ -501,7 +507,9 @@ impl ShardProcess {
             return;
         };
         if now >= self.report_clock.due_ms(core) {
-            let status = core.status(now);
+            let mut status = core.status(now);
+            self.status_seq += 1;
+            status.seq = self.status_seq;
             self.report_clock.sent(now, core, &status);
             out.packets.push(Packet {
                 conn,

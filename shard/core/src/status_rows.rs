@@ -7,7 +7,9 @@
 //! the task that sends them on one connection keeps a [`SentRows`] and turns each into
 //! the change since the last one the coordinator acknowledged. Reports on a connection go
 //! one at a time (each waits for its `Ack`), so the coordinator applies each to the one
-//! before. A report that got no `Ack` may or may not have been applied: the next is whole.
+//! before. A report that got no `Ack` may or may not have been applied: the next is whole;
+//! and should the unanswered one arrive after it, its lower number (`ShardStatus.seq`, set
+//! by the same task) has the coordinator drop it.
 
 use shardsched_wire::msg::NodeStatus;
 use shardsched_wire::msg::shard_coord::ShardStatus;

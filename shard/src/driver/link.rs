@@ -188,10 +188,13 @@ fn serve_coordinator(session: &Session, tasks: &Tasks) -> OnLink {
 /// ([`SentRows`]): the first whole.
 async fn report_status(session: Session, mut reports: watch::Receiver<Option<ShardStatus>>) {
     let mut sent = SentRows::default();
+    let mut seq = 0;
     while reports.changed().await.is_ok() {
         let Some(mut report) = reports.borrow_and_update().clone() else {
             continue;
         };
+        seq += 1;
+        report.seq = seq;
         let rows = sent.reduce(&mut report);
         match session
             .request(&shard_coord::Request::Status(Box::new(report)))

@@ -28,6 +28,9 @@ pub struct ShardLink {
 /// A shard's last status report, as stored.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Report {
+    /// Its number on the connection (wire `ShardStatus.seq`): an older one arriving late
+    /// is dropped.
+    pub seq: u64,
     /// When the shard made it (its clock, milliseconds since the Unix epoch).
     pub time_ms: u64,
     /// Its queue counters.
@@ -216,7 +219,9 @@ impl Core {
 
     /// A shard's status report: stored as observation, the whole rows or a change to those
     /// of the link's last report (wire `ShardStatus.nodes_complete`). Refused from a
-    /// connection that has not registered.
+    /// connection that has not registered; dropped (with `Ok`: the shard has moved on)
+    /// when numbered at or below the last one applied on the connection (wire
+    /// `ShardStatus.seq`).
     pub fn status(
         &mut self,
         conn: ConnId,
@@ -224,6 +229,10 @@ impl Core {
         status: ShardStatus,
     ) -> Result<(), Refusal> {
         let qi = self.registered(conn, shard_name)?;
+        let last = self.shards[qi].as_ref().and_then(|l| l.report.as_ref());
+        if last.is_some_and(|r| status.seq <= r.seq) {
+            return Ok(());
+        }
         self.allowance_reports(qi, &status.allowances);
         self.fairshare_report(qi, status.usage.as_ref(), status.factors_version);
         let Some(link) = self.shards[qi].as_mut() else {
@@ -247,6 +256,7 @@ impl Core {
             }
         }
         link.report = Some(Report {
+            seq: status.seq,
             time_ms: status.time_ms,
             queue: status.queue,
             nodes,

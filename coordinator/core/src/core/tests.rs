@@ -329,8 +329,12 @@ fn registration_refusals() {
         .expect("registered");
 }
 
+/// A report of `queue`'s shard, numbered after every report made before (a link drops
+/// a report numbered at or below the last one it applied).
 fn report(queue: &str, nodes: &[(&str, NodeState, u32)]) -> ShardStatus {
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     ShardStatus {
+        seq: SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         allowances: Vec::new(),
         usage: None,
         factors_version: 0,
@@ -439,6 +443,14 @@ fn queue_and_resource_lists_keep_intent_and_observation_apart() {
         NodeState::Down,
         "gone: not reported, shown down"
     );
+    // A report that arrives after a later one (its answer timed out, the shard moved
+    // on) is dropped: node1 stays as the later report had it.
+    let mut late = report("batch", &[("node1", NodeState::Drained, 0)]);
+    late.seq = 1;
+    core.status(ConnId(1), "batch", late)
+        .expect("dropped, not refused");
+    let all = core.resources(None).expect("all");
+    assert_eq!((all[1].state, all[1].jobs_running), (NodeState::Up, 1));
     // A whole report replaces every row.
     core.status(
         ConnId(1),

@@ -76,6 +76,11 @@ pub struct HeldNode {
 /// A shard's status report.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShardStatus {
+    /// The report's number on its connection: 1 for the first, one more for each next
+    /// one. The coordinator applies a report only above the last number it applied on that
+    /// connection: a report whose answer timed out (so the next one was sent whole) and
+    /// that arrives after that next one is dropped, not applied over newer rows.
+    pub seq: u64,
     /// When the report was made, milliseconds since the Unix epoch.
     pub time_ms: u64,
     /// The queue's counters.

@@ -620,6 +620,7 @@ pub fn shard_coord_request() -> impl Strategy<Value = shard_coord::Request> {
         )
             .prop_map(|(time_ms, queue, nodes, nodes_gone)| {
                 shard_coord::Request::Status(Box::new(ShardStatus {
+                    seq: time_ms / 3,
                     allowances: Vec::new(),
                     usage: (time_ms % 2 == 1).then(|| fairshare::UsageBatch {
                         seq: time_ms / 2,

@@ -51,6 +51,8 @@ impl ShardCore {
             nodes.push(row(name, state, entry.generation, None));
         }
         ShardStatus {
+            // Numbered by the task that sends it on a connection.
+            seq: 0,
             time_ms: now_ms.max(self.now_ms),
             queue: QueueStatus {
                 name: self.queue.to_string(),

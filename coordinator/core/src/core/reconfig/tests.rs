@@ -47,6 +47,7 @@ fn connect(core: &mut Core, queue: &str, conn: u64, pending: u32, running: u32) 
     core.register(ConnId(conn), queue, remote, &register)
         .expect("registered");
     let status = ShardStatus {
+        seq: 1,
         allowances: Vec::new(),
         usage: None,
         factors_version: 0,
