@@ -70,6 +70,8 @@ pub(crate) struct ShardOut {
     /// The core asked for a restart (a configuration it cannot take in place): the process
     /// restarts once the batch is out.
     pub(crate) restart: bool,
+    /// A `Reconfigure` was taken in place (counted in the stats).
+    pub(crate) reconfigured_in_place: bool,
     /// Lines for the trace.
     pub(crate) lines: Vec<String>,
     /// Connections to agents it closed (a request on them timed out).
@@ -429,7 +431,11 @@ impl ShardProcess {
                 };
                 // A configuration the core cannot take in place: the process restarts once
                 // the batch (this acknowledgement) is out, as the driver's does.
-                out.restart |= core.take_restart().is_some();
+                let restart = core.take_restart().is_some();
+                out.restart |= restart;
+                if matches!(request, coord_shard::Request::Reconfigure(_)) && !restart {
+                    out.reconfigured_in_place = true;
+                }
                 out.packets.push(Packet {
                     conn,
                     to_coordinator: true,

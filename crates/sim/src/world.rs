@@ -92,6 +92,10 @@ pub struct Stats {
     pub partitions: u64,
     /// Machines (a node agent and its tasks) gone for good.
     pub machines_died: u64,
+    /// `Reconfigure`s a shard took in place (a new definition), and those it restarted
+    /// for (any other change).
+    pub reconfigured_in_place: u64,
+    pub reconfig_restarts: u64,
 }
 
 impl Stats {
@@ -119,6 +123,8 @@ impl Stats {
         self.agent_crashes += other.agent_crashes;
         self.partitions += other.partitions;
         self.machines_died += other.machines_died;
+        self.reconfigured_in_place += other.reconfigured_in_place;
+        self.reconfig_restarts += other.reconfig_restarts;
     }
 }
 

@@ -145,7 +145,13 @@ impl World {
             self.net.close(conn);
         }
         self.send(out.packets);
+        if out.reconfigured_in_place {
+            self.stats.reconfigured_in_place += 1;
+            self.trace
+                .line(self.now, &format!("{queue} reconfigured in place"));
+        }
         if out.restart {
+            self.stats.reconfig_restarts += 1;
             self.trace
                 .line(self.now, &format!("{queue} restarts (reconfigured)"));
             self.crash_shard(queue);
