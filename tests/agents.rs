@@ -346,3 +346,34 @@ fn a_spare_supervisor_whose_agent_is_gone_exits_having_run_nothing() {
         "a spare made nothing"
     );
 }
+
+/// Nodes no queue owned that `queue update --nodes` gives alpha run their share of alpha's
+/// next job through their agents: the coordinator tells each agent its new owner
+/// (`Owner`, `Granted`) as it tells alpha's shard (`Reconfigure.granted`), which takes the
+/// new definition without a restart.
+#[test]
+fn nodes_a_definition_change_grants_run_their_tasks_through_their_agents() {
+    let config = harness::with_alpha("node[0-5]", "[agents]\nheartbeat_timeout = \"10s\"\n");
+    let sys = System::start_with("agents-granted", &config, &["--agents"]);
+    let shard = sys.child_pid("alpha");
+    let out = sys.ok(&["queue", "update", "alpha", "--nodes", "node[0-5]"]);
+    assert!(out.contains("alpha owns node[4-5] now"), "{out}");
+    assert!(out.contains("without a restart"), "{out}");
+    let id = sys.submit(&[
+        "-N",
+        "6",
+        "-t",
+        "1m",
+        "--",
+        "sh",
+        "-c",
+        "echo $SHARDSCHED_NODE",
+    ]);
+    let row = sys.wait_state(&id, "completed");
+    assert_eq!(row["nodes"], "node[0-5]");
+    for (rank, node) in ["node4", "node5"].iter().enumerate() {
+        let words = sys.task_words(node, &id, rank as u32 + 4);
+        assert_eq!(words, [*node], "{node}'s task ran there");
+    }
+    assert_eq!(sys.child_pid("alpha"), shard, "no restart");
+}

@@ -5,7 +5,8 @@
 //! - **the owner an agent is told**: at registration, the node's owner unless the node is
 //!   in a move (an agent learns a new owner only when the move's `Acquire` is sent, or a
 //!   cancelled move's `Reclaim`: [`Core::moves_to_send`] queues those for
-//!   [`Core::agents_to_send`]);
+//!   [`Core::agents_to_send`]), and when a queue table change gives a queue a node no
+//!   queue owned (`Granted`);
 //! - **liveness**: an agent silent past `[agents] heartbeat_timeout` has its node marked
 //!   down, as `resource down` does, with the reason `node agent unreachable since T`
 //!   ([`Core::agents_tick`]); with `[agents] required`, so is a node whose agent never
@@ -28,7 +29,7 @@ use std::net::SocketAddr;
 use shardsched_wire::msg::agent::{AgentReport, NodeOwner, OwnerChange};
 use shardsched_wire::msg::coord_shard::Request as ShardRequest;
 use shardsched_wire::msg::shard_coord::AgentAddress;
-use shardsched_wire::msg::{Refusal, RefusalCode, coord_node, node_coord};
+use shardsched_wire::msg::{NodeGen, Refusal, RefusalCode, coord_node, node_coord};
 
 use super::{ConnId, Core, FlagPlan, NodeFlag};
 use crate::moves::NodeIntent;
@@ -349,11 +350,18 @@ impl Core {
     /// Queues an `Owner` for the agents of the nodes of a move command that hands them to
     /// a queue (`Acquire` to the recipient, `Reclaim` back to the donor).
     pub(super) fn owner_for_agents(&mut self, queue: &str, request: &ShardRequest) {
-        let (nodes, change) = match request {
-            ShardRequest::Acquire(a) => (&a.nodes, OwnerChange::Acquired),
-            ShardRequest::Reclaim(r) => (&r.nodes, OwnerChange::Reclaimed),
-            _ => return,
-        };
+        match request {
+            ShardRequest::Acquire(a) => self.tell_owner(queue, &a.nodes, OwnerChange::Acquired),
+            ShardRequest::Reclaim(r) => self.tell_owner(queue, &r.nodes, OwnerChange::Reclaimed),
+            _ => {}
+        }
+    }
+
+    /// Queues an `Owner` (`change`) for the connected agents of `nodes`, now `queue`'s at
+    /// their generations: a move's hand-over, or nodes no queue owned that a queue table
+    /// change gave a queue (its shard hears of them in `Reconfigure.granted`, or at its
+    /// registration).
+    pub(super) fn tell_owner(&mut self, queue: &str, nodes: &[NodeGen], change: OwnerChange) {
         for node in nodes {
             let Some(conn) = self.agents.seen.get(&node.node).and_then(|s| s.conn) else {
                 continue;

@@ -39,6 +39,9 @@ pub enum OwnerChange {
     Acquired,
     /// A cancelled move gave the node back to its donor, at one more generation.
     Reclaimed,
+    /// A queue table change gave the node, which no queue owned, to a queue whose
+    /// definition grew (`queue update --nodes`, `queue add`, `reload`).
+    Granted,
 }
 
 /// A jobspec with its owner's signature: what lets an agent run code as that user.

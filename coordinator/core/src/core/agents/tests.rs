@@ -351,3 +351,36 @@ fn a_release_is_taken_on_the_donors_word_once_the_agent_is_gone() {
     core.moves_answer(NOW + TIMEOUT + 1, "a", &release, &free);
     assert!(acquired(&mut core), "gone: the donor's word is taken");
 }
+
+#[test]
+fn an_agent_learns_its_owner_when_a_definition_change_grants_its_node() {
+    let text = "default_queue = \"a\"\n\
+         [cluster.inline]\nname = \"t\"\n[[cluster.inline.nodes]]\nhosts = \"n[0-3]\"\ncores_per_socket = 2\n\
+         [queues.a]\nnodes = \"n[0-1]\"\n";
+    let config = Config::parse(text, "test.toml", Path::new(".")).expect("config");
+    let mut core = Core::new(config, &Durable::default(), 1).expect("core").0;
+    let (answer, _) = core
+        .agent_register(NOW, ConnId(12), "n2", listen(2), report("n2", Vec::new()))
+        .expect("registers");
+    assert_eq!(owner(&answer), None, "no queue owns n2");
+    let grow = shardsched_wire::msg::client_coord::QueueSpec {
+        name: "a".into(),
+        nodes: Some("n[0-3]".into()),
+        ..Default::default()
+    };
+    core.update_queue(NOW, &grow).expect("grown");
+    let generation = core.moves.generation_of("n2").expect("n2");
+    let owners = core.agents_to_send();
+    assert_eq!(owners.len(), 1, "n3 has no agent connected: {owners:?}");
+    assert_eq!(owners[0].conn, ConnId(12));
+    assert_eq!(
+        owners[0].request,
+        coord_node::Request::Owner {
+            owner: NodeOwner {
+                queue: "a".into(),
+                generation,
+            },
+            change: OwnerChange::Granted,
+        }
+    );
+}

@@ -15,6 +15,7 @@
 use std::collections::BTreeMap;
 
 use shardsched_resource::encode_hostlist;
+use shardsched_wire::msg::agent::OwnerChange;
 use shardsched_wire::msg::{NodeGen, QueueConfig, Refusal, coord_shard};
 
 use super::{Reconfig, RestartCommand, invalid, policy};
@@ -175,13 +176,18 @@ impl Core {
             }
         }
         for (qi, gained) in gained.iter().enumerate() {
-            if !gained.is_empty() {
-                out.changes.push(format!(
-                    "queue {} owns {} now",
-                    self.config.queues[qi].name,
-                    encode_hostlist(gained)
-                ));
+            if gained.is_empty() {
+                continue;
             }
+            let queue = self.config.queues[qi].name.clone();
+            out.changes.push(format!(
+                "queue {queue} owns {} now",
+                encode_hostlist(gained)
+            ));
+            // Their agents learn the owner now: a launch from the queue's shard is
+            // accepted only from the owner they know.
+            let nodes = self.granted(gained);
+            self.tell_owner(&queue, &nodes, OwnerChange::Granted);
         }
         gained
     }
@@ -211,15 +217,7 @@ impl Core {
                 } else {
                     format!("queue {name}: its shard restarts to apply it (no job is lost)")
                 });
-                let granted: Vec<NodeGen> = gained[qi]
-                    .iter()
-                    .filter_map(|n| {
-                        Some(NodeGen {
-                            node: n.clone(),
-                            generation: self.moves.generation_of(n)?,
-                        })
-                    })
-                    .collect();
+                let granted = self.granted(&gained[qi]);
                 let flags = self.flags_of(gained[qi].iter().map(String::as_str));
                 out.restart.push(RestartCommand {
                     queue: name,
@@ -232,5 +230,18 @@ impl Core {
                 });
             }
         }
+    }
+
+    /// `nodes` with their generations now.
+    fn granted(&self, nodes: &[String]) -> Vec<NodeGen> {
+        nodes
+            .iter()
+            .filter_map(|n| {
+                Some(NodeGen {
+                    node: n.clone(),
+                    generation: self.moves.generation_of(n)?,
+                })
+            })
+            .collect()
     }
 }
