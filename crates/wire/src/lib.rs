@@ -72,8 +72,8 @@ pub const ALPN_STR: &str = "shardsched/1";
 /// (`ShardStatus.nodes_complete`, `.nodes_gone`), and a client may ask for one move
 /// (`client_coord::MoveOf`). 18: `coord_shard::Reconfigure` carries the nodes a change
 /// granted (`Reconfigure.granted`, `.flags`), for a shard that applies a new definition in
-/// place, and status reports are numbered on their connection (`ShardStatus.seq`), so
-/// that a late one is dropped.
+/// place (its nodes' agents hear of it: `OwnerChange::Granted`), and status reports are
+/// numbered on their connection (`ShardStatus.seq`), so that a late one is dropped.
 pub const PROTOCOL_VERSION: u32 = 18;
 /// The oldest protocol version this build still accepts in a hello (a version 13 peer could
 /// not decode version 14's renewals, a version 14 one neither version 15's fair-share, a
