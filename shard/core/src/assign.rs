@@ -123,6 +123,19 @@ pub fn node_index(graph: &ResourceGraph) -> BTreeMap<String, VertexId> {
         .collect()
 }
 
+/// The nodes an assignment names: those the queue owns, then those coming to it.
+pub fn assigned_nodes(
+    assignment: &shardsched_wire::msg::shard_coord::Assignment,
+) -> impl Iterator<Item = &str> {
+    let owned = assignment.owned.iter().map(|n| n.node.as_str());
+    owned.chain(
+        assignment
+            .incoming
+            .iter()
+            .map(|(_, n)| n.node.node.as_str()),
+    )
+}
+
 /// The nodes a queue may own: its configured definition, plus those of `extra` (owned,
 /// incoming, held in its journal or by a running job's allocation: the coordinator's
 /// word, and facts) that are nodes of the cluster (`is_node`); with an empty configured

@@ -143,17 +143,7 @@ impl ShardCore {
     /// for the life of the core: a change there asks for a restart
     /// ([`ShardCore::take_restart`]).
     pub fn reassigned(&mut self, assignment: &Assignment) {
-        let named: Vec<&str> = assignment
-            .owned
-            .iter()
-            .map(|n| n.node.as_str())
-            .chain(
-                assignment
-                    .incoming
-                    .iter()
-                    .map(|(_, n)| n.node.node.as_str()),
-            )
-            .collect();
+        let named: Vec<&str> = crate::assign::assigned_nodes(assignment).collect();
         if let Err(why) = self.take_config(&assignment.queue, &named) {
             self.restart_for(why);
         }

@@ -154,16 +154,7 @@ impl ShardCore {
         options: CoreOptions,
         kept: &[&str],
     ) -> Result<ShardCore, ShardError> {
-        let extra: Vec<&str> = assignment
-            .owned
-            .iter()
-            .map(|n| n.node.as_str())
-            .chain(
-                assignment
-                    .incoming
-                    .iter()
-                    .map(|(_, n)| n.node.node.as_str()),
-            )
+        let extra: Vec<&str> = crate::assign::assigned_nodes(assignment)
             .chain(kept.iter().copied())
             .collect();
         let (graph, loaded) =
