@@ -37,10 +37,10 @@ impl QueueManager {
     /// Adds the vertices of `part` the graph does not have (see [`Matcher::graft`]): the
     /// subtrees of nodes a definition gains, `part` being the cluster cut to them (with
     /// what contains them, matched by path), each among its siblings where a graph built
-    /// whole would have it (by rank), so that the walks visit nodes as after a restart. The new vertices are as `part` has them
-    /// (normally up): the caller marks down, with [`QueueManager::set_availability`], those
-    /// it does not own yet, before the next [`QueueManager::schedule`]. Returns how many
-    /// vertices were added.
+    /// whole would have it (by rank), so that the walks visit nodes as after a restart.
+    /// The new vertices are as `part` has them (normally up): the caller marks down, with
+    /// [`QueueManager::set_availability`], those it does not own yet, before the next
+    /// [`QueueManager::schedule`]. Returns how many vertices were added.
     pub fn grow(&mut self, part: &ResourceGraph) -> Result<usize, QueueError> {
         let base = self
             .matcher

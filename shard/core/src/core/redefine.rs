@@ -62,7 +62,7 @@ impl ShardCore {
         also_kept: &[&str],
     ) -> Result<(), String> {
         if !self.config.applies_in_place(new) {
-            return Err("its policies or limits changed".into());
+            return Err("its policies, depths or durations changed".into());
         }
         if self.config.definition != new.definition {
             self.redefine(new, also_kept)?;
