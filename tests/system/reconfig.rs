@@ -1,6 +1,7 @@
 //! Run-time queue configuration, end to end (`shardsched up`, real processes, sim
 //! executor): `queue add` gets a shard started by `up` and takes submissions; `queue
-//! update` of the policy restarts only that queue's shard and loses no job (pending and
+//! update` of the queue policy or of the definition is taken by the running shard, and one
+//! of the match policy restarts only that queue's shard and loses no job (pending and
 //! running ones come back as they were); `queue remove` is refused while the queue has
 //! jobs, and stops the shard of a removed queue; `reload` re-reads an edited file.
 
@@ -121,7 +122,7 @@ fn queues_are_added_updated_removed_and_reloaded_at_run_time_without_losing_jobs
     assert_eq!(states(&system, std::slice::from_ref(&small)), ["pending"]);
     let before = states(&system, &ids);
 
-    // Update the policy with jobs pending and running: only gamma's shard restarts.
+    // Update the policy with jobs pending and running: gamma's shard takes it in place.
     let gamma_pid = system.child_pid("gamma");
     let alpha_pid = system.child_pid("alpha");
     let out = system.ok(&[
@@ -133,10 +134,30 @@ fn queues_are_added_updated_removed_and_reloaded_at_run_time_without_losing_jobs
         "--queue-depth",
         "8",
     ]);
+    assert!(
+        out.contains("gamma: its shard applies it without a restart"),
+        "{out}"
+    );
+    let mut row = None;
+    assert!(
+        wait_for(|| {
+            row = queue(&system, "gamma");
+            row.as_ref().is_some_and(|q| q["queue_policy"] == "easy")
+        }),
+        "{row:?}"
+    );
+    assert_eq!(system.child_pid("gamma"), gamma_pid, "no restart");
+    wait_states(&system, &ids, &before);
+    // The new policy is in force: EASY backfills the short job onto the free node.
+    system.wait_state(&small, "running");
+    let before: Vec<String> = states(&system, &ids);
+
+    // A match policy change restarts only gamma's shard, and loses no job.
+    let out = system.ok(&["queue", "update", "gamma", "--match-policy", "lonode"]);
     assert!(out.contains("gamma: its shard restarts"), "{out}");
     let gamma_new = wait_new_shard(&system, "gamma", gamma_pid);
     let gamma = wait_online(&system, "gamma");
-    assert_eq!(gamma["queue_policy"], "easy");
+    assert_eq!(gamma["match_policy"], "lonode");
     assert_eq!(
         system.child_pid("alpha"),
         alpha_pid,
@@ -144,8 +165,7 @@ fn queues_are_added_updated_removed_and_reloaded_at_run_time_without_losing_jobs
     );
     // Every job comes back as it was (a lost one never would).
     wait_states(&system, &ids, &before);
-    // The new policy is in force: EASY backfills the short job onto the free node.
-    system.wait_state(&small, "running");
+    assert_eq!(states(&system, std::slice::from_ref(&small)), ["running"]);
 
     // The run-time table is durable: a coordinator killed and restarted by up still has
     // gamma with its new policy, and gamma's shard registers with it again.
@@ -192,20 +212,31 @@ fn queues_are_added_updated_removed_and_reloaded_at_run_time_without_losing_jobs
         "spare's shard was not stopped"
     );
 
-    // Reload an edited file: beta's policy changes, delta is added, gamma (kept in the
-    // file) keeps its jobs; alpha is not restarted.
+    // Reload an edited file: beta's policy changes (taken in place), delta is added, gamma
+    // (kept in the file as it is now) keeps its jobs; alpha is not restarted.
     let edited = format!(
-        "{}\n[queues.gamma]\nnodes = \"node[8-11]\"\npolicy = \"easy\"\nqueue_depth = 8\nmax_duration = \"2h\"\n\n[queues.delta]\nnodes = \"node[12-13]\"\npolicy = \"conservative\"\n",
+        "{}\n[queues.gamma]\nnodes = \"node[8-11]\"\npolicy = \"easy\"\nmatch_policy = \"lonode\"\nqueue_depth = 8\nmax_duration = \"2h\"\n\n[queues.delta]\nnodes = \"node[12-13]\"\npolicy = \"conservative\"\n",
         config().replace("policy = \"easy\"", "policy = \"conservative\"")
     );
     std::fs::write(system.config_file(), edited).unwrap();
     let beta_pid = system.child_pid("beta");
     let out = system.ok(&["reload"]);
     assert!(out.contains("added queue delta"), "{out}");
-    assert!(out.contains("beta: its shard restarts"), "{out}");
+    assert!(
+        out.contains("beta: its shard applies it without a restart"),
+        "{out}"
+    );
     assert!(!out.contains("gamma: configuration changed"), "{out}");
-    wait_new_shard(&system, "beta", beta_pid);
-    assert_eq!(wait_online(&system, "beta")["queue_policy"], "conservative");
+    let mut row = None;
+    assert!(
+        wait_for(|| {
+            row = queue(&system, "beta");
+            row.as_ref()
+                .is_some_and(|q| q["queue_policy"] == "conservative")
+        }),
+        "{row:?}"
+    );
+    assert_eq!(system.child_pid("beta"), beta_pid, "no restart");
     let delta = wait_online(&system, "delta");
     assert_eq!(delta["nodes_owned"], 2);
     let job = system.submit(&["-q", "delta", "-N", "1", "-t", "60s", "--", "app"]);
@@ -277,7 +308,7 @@ fn a_definition_grows_and_narrows_in_place_without_a_restart() {
     let out = system.ok(&["queue", "update", "alpha", "--nodes", "node[0-3,8-11]"]);
     assert!(out.contains("alpha owns node[8-11] now"), "{out}");
     assert!(
-        out.contains("alpha: its shard applies the new definition without a restart"),
+        out.contains("alpha: its shard applies it without a restart"),
         "{out}"
     );
     let mut row = None;

@@ -116,6 +116,35 @@ impl QueueManager {
     }
 }
 
+impl QueueManager {
+    /// Switches to queue policy `policy` with these depths (see [`Params`]), as a queue
+    /// built with them would run from its next cycle: that cycle is a whole re-plan
+    /// (every reservation cancelled, every considered job placed again), so nothing the
+    /// old policy planned survives into the new one's decisions. Refused, with nothing
+    /// changed, for depths out of bounds.
+    ///
+    /// [`Params`]: crate::Params
+    pub fn set_policy(
+        &mut self,
+        policy: crate::QueuePolicy,
+        queue_depth: usize,
+        reservation_depth: usize,
+    ) -> Result<(), QueueError> {
+        let params = crate::Params {
+            policy,
+            queue_depth,
+            reservation_depth,
+            ..self.params.clone()
+        };
+        params.validate()?;
+        if params != self.params {
+            self.params = params;
+            self.replan = true;
+        }
+        Ok(())
+    }
+}
+
 /// Every vertex at or below `roots` in the dominant subsystem's tree.
 fn subtrees(m: &Matcher, roots: &[VertexId]) -> Result<BTreeSet<VertexId>, QueueError> {
     let mut gone = BTreeSet::new();

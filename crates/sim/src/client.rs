@@ -11,7 +11,7 @@ use shardsched_coordinator_core::moves::MoveStatus;
 use shardsched_wire::msg::agent::JobSignature;
 use shardsched_wire::msg::client_coord::{QueueAction, QueueAdmin, QueueSpec};
 use shardsched_wire::msg::client_shard::{self, IdempotencyKey, Submit};
-use shardsched_wire::msg::{JobId, QueuePolicy};
+use shardsched_wire::msg::{JobId, MatchPolicy, QueuePolicy};
 use shardsched_wire::rpc::Reply;
 
 use crate::check::{Invariant, Violation, broken};
@@ -231,6 +231,9 @@ pub(crate) fn admin(rng: &mut ChaCha8Rng, core: &Core, nodes: &[String]) -> Opti
             name: queue,
             nodes: rng.random_bool(0.5).then(|| random_nodes(rng, nodes.len())),
             policy: rng.random_bool(0.5).then(|| policy(rng)),
+            // A match policy is what a shard restarts for (a queue policy, the
+            // definition are taken in place).
+            match_policy: rng.random_bool(0.25).then(|| match_policy(rng)),
             give_to: other.filter(|_| rng.random_bool(0.5)),
             ..spec_defaults()
         }),
@@ -305,6 +308,13 @@ fn policy(rng: &mut ChaCha8Rng) -> QueuePolicy {
         .choose(rng)
         .copied()
         .unwrap_or(QueuePolicy::Fcfs)
+}
+
+fn match_policy(rng: &mut ChaCha8Rng) -> MatchPolicy {
+    [MatchPolicy::First, MatchPolicy::LoNode, MatchPolicy::HiNode]
+        .choose(rng)
+        .copied()
+        .unwrap_or(MatchPolicy::First)
 }
 
 fn spec_defaults() -> QueueSpec {

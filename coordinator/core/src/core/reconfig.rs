@@ -100,8 +100,8 @@ impl Core {
     }
 
     /// Changes a queue's definition, policies or limits (`queue update`): the fields of
-    /// `spec` that are set. Its shard, if connected, is told to restart with the new
-    /// configuration when it differs. A new definition may not leave out nodes the queue
+    /// `spec` that are set. Its shard, if connected, is sent the new configuration when it
+    /// differs (it applies it in place, or restarts for a new match policy or durations). A new definition may not leave out nodes the queue
     /// owns, unless `spec.give_to` names a queue to move them to first (one move, started
     /// at `now_ms`; the queue's shard keeps them outgoing until their jobs end).
     pub fn update_queue(&mut self, now_ms: u64, spec: &QueueSpec) -> Result<Reconfig, Refusal> {

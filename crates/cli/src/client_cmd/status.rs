@@ -29,8 +29,9 @@ pub enum QueueCommand {
     /// Removes a queue: refused while it has jobs or owns nodes (`--give-to Q` moves its
     /// nodes first). Admin only.
     Remove(super::queue_config::RemoveArgs),
-    /// Changes a queue's definition, policies or limits; its shard restarts with its jobs.
-    /// Admin only.
+    /// Changes a queue's definition, policies, depths or durations: its shard takes them
+    /// as it runs, and restarts with its jobs for a new match policy or durations. Admin
+    /// only.
     Update(super::queue_config::UpdateArgs),
     #[command(flatten)]
     Admin(super::admin::QueueAdminCommand),

@@ -398,18 +398,24 @@ pub struct QueueConfig {
 }
 
 impl QueueConfig {
-    /// Whether a shard running `self` can take `new` without a restart: nothing but the
-    /// definition and the enabled/started flags differ. (Policies, depths and durations
-    /// shape the queue manager from its first job: a change of them restarts the shard,
-    /// which restores every job from its journal.)
+    /// Whether a shard running `self` can take `new` without a restart: the match policy
+    /// and the durations are the same. (A match policy is its matcher's from the first
+    /// match, and a pending job's duration was set from the queue's default at submit; a
+    /// change of either restarts the shard, which restores every job from its journal and
+    /// submits the pending ones again. The definition, the queue policy, the depths, the
+    /// array bound and the enabled/started flags are taken by the running shard.)
     pub fn applies_in_place(&self, new: &QueueConfig) -> bool {
-        let fixed = |c: &QueueConfig| QueueConfig {
-            definition: Vec::new(),
-            enabled: true,
-            started: true,
-            ..c.clone()
-        };
-        fixed(self) == fixed(new)
+        (
+            &self.name,
+            self.match_policy,
+            self.default_duration_ms,
+            self.max_duration_ms,
+        ) == (
+            &new.name,
+            new.match_policy,
+            new.default_duration_ms,
+            new.max_duration_ms,
+        )
     }
 }
 

@@ -96,11 +96,12 @@ pub enum Request {
         /// Why (drain only; may be empty).
         reason: String,
     },
-    /// The queue's configuration changed (policies, limits or definition: `queue update`,
-    /// `reload`). When only the definition (or the enabled/started flags) changed, the
-    /// shard applies it in place ([`QueueConfig::applies_in_place`]): its graph gains the
-    /// subtrees of the added nodes and loses those of removed nodes it does not hold, and
-    /// it takes the nodes granted; then `Ack`. Otherwise (or when it cannot: see
+    /// The queue's configuration changed (policies, depths, durations or definition: `queue
+    /// update`, `reload`). When the match policy and durations are the same, the shard
+    /// applies it in place ([`QueueConfig::applies_in_place`]): its graph gains the
+    /// subtrees of the added nodes and loses those of removed nodes it does not hold, it
+    /// takes the nodes granted, and its next pass plans under the new queue policy and
+    /// depths; then `Ack`. Otherwise (or when it cannot: see
     /// docs/CONFIG.md) it acknowledges, stops cleanly and exits with its restart status, so
     /// that its supervisor starts it again at once; it then registers, gets this
     /// configuration in its assignment and restores its jobs from its journal.

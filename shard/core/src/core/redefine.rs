@@ -1,5 +1,6 @@
 //! A new queue configuration from the coordinator (`Reconfigure`, or a re-registration's
-//! assignment): a new definition is applied in place; anything else restarts the shard.
+//! assignment): a new definition, queue policy, depths or array bound are applied in
+//! place; a new match policy or durations restart the shard.
 //!
 //! Why: a shard's graph is its queue's definition (with what contains it, module
 //! `assign`). When an admin widens or narrows the queue, the graph gains the subtrees of
@@ -11,13 +12,15 @@
 //!
 //! ```text
 //! Reconfigure { config, granted, flags }
-//!   policies, depths, durations changed?  → restart (take_restart): the process exits for
+//!   match policy, durations changed?      → restart (take_restart): the process exits for
 //!                                           its supervisor; the journal restores every job
 //!   definition changed?                   → added: grafted, down until the node table says
 //!                                           otherwise; removed: cut, unless the shard holds
 //!                                           the node (owned, moving, a job or hold on it),
 //!                                           which stays until a restart
 //!   cannot (no cluster description, the queue manager refuses)  → restart
+//!   queue policy or depths changed?       → the queue manager's next cycle is a whole
+//!                                           re-plan under them (QueueManager::set_policy)
 //!   then                                  → granted nodes up (journaled), queue state set
 //! ```
 //!
@@ -62,12 +65,27 @@ impl ShardCore {
         also_kept: &[&str],
     ) -> Result<(), String> {
         if !self.config.applies_in_place(new) {
-            return Err("its policies, depths or durations changed".into());
+            return Err("its match policy or durations changed".into());
         }
         if self.config.definition != new.definition {
             self.redefine(new, also_kept)?;
-            self.config.definition = new.definition.clone();
         }
+        let order = |c: &QueueConfig| (c.queue_policy, c.queue_depth, c.reservation_depth);
+        if order(&self.config) != order(new) {
+            let params = assign::params(new).map_err(|e| e.to_string())?;
+            self.qm
+                .set_policy(params.policy, params.queue_depth, params.reservation_depth)
+                .map_err(|e| e.to_string())?;
+            tracing::info!(queue = %self.queue, policy = %new.queue_policy, queue_depth = new.queue_depth,
+                reservation_depth = new.reservation_depth, "queue policy changed in place");
+        }
+        // Everything but the flags, which set_queue_state compares and logs.
+        self.config = QueueConfig {
+            enabled: self.config.enabled,
+            started: self.config.started,
+            ..new.clone()
+        };
+        self.status_version += 1;
         self.set_queue_state(new.enabled, new.started);
         Ok(())
     }

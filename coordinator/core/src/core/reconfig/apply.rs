@@ -213,7 +213,7 @@ impl Core {
                 .push(format!("queue {name}: configuration changed"));
             if let Some(link) = &self.shards[qi] {
                 out.changes.push(if old.applies_in_place(&new) {
-                    format!("queue {name}: its shard applies the new definition without a restart")
+                    format!("queue {name}: its shard applies it without a restart")
                 } else {
                     format!("queue {name}: its shard restarts to apply it (no job is lost)")
                 });

@@ -171,6 +171,19 @@ fn updates_restart_only_the_changed_queues_shard_and_never_drop_owned_nodes() {
     assert!(
         done.changes
             .iter()
+            .any(|c| c.contains("its shard applies it without a restart")),
+        "a queue policy and depths are taken in place: {:?}",
+        done.changes
+    );
+    // A match policy is not: the shard restarts.
+    let matching = QueueSpec {
+        match_policy: Some(MatchPolicy::LoNode),
+        ..spec("a")
+    };
+    let done = core.update_queue(0, &matching).expect("updated");
+    assert!(
+        done.changes
+            .iter()
             .any(|c| c.contains("its shard restarts")),
         "{:?}",
         done.changes
@@ -206,7 +219,7 @@ fn updates_restart_only_the_changed_queues_shard_and_never_drop_owned_nodes() {
     assert!(
         done.changes
             .iter()
-            .any(|c| c.contains("applies the new definition without a restart")),
+            .any(|c| c.contains("applies it without a restart")),
         "{:?}",
         done.changes
     );

@@ -111,15 +111,57 @@ fn a_narrowed_definition_fails_what_can_no_longer_fit_and_keeps_held_nodes() {
 }
 
 #[test]
-fn a_policy_change_or_a_core_without_a_description_asks_for_a_restart() {
-    let mut core = core(&["n0", "n1"], &["n0"]);
-    let policy = QueueConfig {
+fn a_queue_policy_is_taken_in_place_and_its_next_cycle_plans_under_it() {
+    // Easy with one reservation: a short job that would delay the reserved one waits.
+    let mut core = core(&["n0", "n1"], &["n0", "n1"]);
+    let long = core
+        .handle_submit(NOW, "alice", &submit(1, jobspec(Some(1), None, 100)))
+        .expect("one node");
+    let wide = core
+        .handle_submit(NOW, "alice", &submit(2, jobspec(Some(2), None, 100)))
+        .expect("two nodes");
+    core.tick(NOW).expect("tick");
+    assert_eq!(state(&core, long.id), JobState::Running);
+    assert_eq!(state(&core, wide.id), JobState::Pending);
+    let fcfs = QueueConfig {
+        queue_policy: shardsched_wire::msg::QueuePolicy::Fcfs,
         queue_depth: 7,
         ..config(&["n0", "n1"])
     };
-    reconfigure(&mut core, NOW, policy, &[]);
+    reconfigure(&mut core, NOW + 1, fcfs, &[]);
+    assert_eq!(core.take_restart(), None);
+    assert_eq!(core.config().queue_depth, 7);
+    assert_eq!(
+        core.queue_manager().params().policy,
+        shardsched_qmanager::QueuePolicy::Fcfs
+    );
+    // Under fcfs nothing passes the blocked head, however short.
+    let short = core
+        .handle_submit(NOW + 2, "alice", &submit(3, jobspec(Some(1), None, 10)))
+        .expect("one node");
+    core.tick(NOW + 2).expect("tick");
+    assert_eq!(
+        state(&core, short.id),
+        JobState::Pending,
+        "fcfs: behind the head"
+    );
+    assert_eq!(core.invariants(), Ok(()));
+}
+
+#[test]
+fn a_match_policy_change_or_a_core_without_a_description_asks_for_a_restart() {
+    let mut core = core(&["n0", "n1"], &["n0"]);
+    let matching = QueueConfig {
+        match_policy: shardsched_wire::msg::MatchPolicy::HiNode,
+        ..config(&["n0", "n1"])
+    };
+    reconfigure(&mut core, NOW, matching, &[]);
     assert!(core.take_restart().is_some());
-    assert_eq!(core.config().queue_depth, 32, "nothing applied");
+    assert_eq!(
+        core.config().match_policy,
+        shardsched_wire::msg::MatchPolicy::LoNode,
+        "nothing applied"
+    );
     assert_eq!(core.take_restart(), None, "asked once");
 
     let mut on_graph = core_with(&["n0", "n1"], &["n0"], CoreOptions::default());
