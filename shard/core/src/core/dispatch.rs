@@ -178,7 +178,7 @@ mod tests {
     use shardsched_wire::msg::QueueConfig;
 
     #[test]
-    fn only_the_definition_and_the_flags_apply_in_place() {
+    fn all_but_the_match_policy_and_the_durations_apply_in_place() {
         let running = QueueConfig {
             name: "q".into(),
             queue_policy: shardsched_wire::msg::QueuePolicy::Fcfs,
@@ -200,9 +200,27 @@ mod tests {
         assert!(running.applies_in_place(&flags));
         let policy = QueueConfig {
             queue_policy: shardsched_wire::msg::QueuePolicy::Easy,
+            queue_depth: 8,
+            reservation_depth: 2,
+            array_elements_max: 10,
             ..running.clone()
         };
-        assert!(!running.applies_in_place(&policy));
+        assert!(running.applies_in_place(&policy));
+        let matching = QueueConfig {
+            match_policy: shardsched_wire::msg::MatchPolicy::LoNode,
+            ..running.clone()
+        };
+        assert!(!running.applies_in_place(&matching));
+        let durations = QueueConfig {
+            default_duration_ms: 1_000,
+            ..running.clone()
+        };
+        assert!(!running.applies_in_place(&durations));
+        let longest = QueueConfig {
+            max_duration_ms: 1_000,
+            ..running.clone()
+        };
+        assert!(!running.applies_in_place(&longest));
         let definition = QueueConfig {
             definition: vec!["node0".into(), "node1".into()],
             ..running.clone()
