@@ -3,8 +3,9 @@
 # place"). Run by hand, not in CI.
 # Starts `up` on a 4,608-node cluster (bench node shape, no racks) with queue alpha on
 # node[0-4095], runs 64 jobs of 32 nodes, then times `queue update alpha --nodes
-# node[0-4607]` (taken in place: the shard's pid and CPU before and after), then a policy
-# change (a restart) until alpha is online again with every node up. PERF=1 records the
+# node[0-4607]` (taken in place: the shard's pid and CPU before and after), a queue depth
+# change (in place too), then a match policy change (a restart) until alpha is online
+# again with every node up. PERF=1 records the
 # shard during the in-place change (perf.data in the state directory's parent).
 set -u
 BIN=$1
@@ -42,8 +43,12 @@ T1=$(date +%s%N); C1=$(cpu "$P")
 [ -n "${PERF:-}" ] && { sleep 0.5; kill -INT $PP; wait $PP; }
 echo "in place: wall $(( (T1-T0)/1000000 )) ms, shard cpu $(( (C1-C0)*10 )) ms, pid $P -> $(shard)"
 grep -h 'definition changed in place' "$SHARDSCHED_DIR/logs/shard-alpha.log" | grep -o 'elapsed_us=[0-9]*'
-P=$(shard); T0=$(date +%s%N)
+P=$(shard); C0=$(cpu "$P"); T0=$(date +%s%N)
 "$BIN" queue update alpha --queue-depth 16 >/dev/null
+T1=$(date +%s%N); C1=$(cpu "$P")
+echo "queue depth, in place: wall $(( (T1-T0)/1000000 )) ms, shard cpu $(( (C1-C0)*10 )) ms, pid $P -> $(shard)"
+P=$(shard); T0=$(date +%s%N)
+"$BIN" queue update alpha --match-policy lonode >/dev/null
 online() {
     "$BIN" queue list --json 2>/dev/null | python3 -c 'import json,sys; q=[x for x in json.load(sys.stdin) if x["name"]=="alpha"][0]; sys.exit(0 if q["online"] and q["nodes_up"]==4608 else 1)'
 }
