@@ -208,21 +208,32 @@ impl QueueManager {
         };
         let shape = Shapes::key(&req.jobspec);
         let now = req.submit_time;
-        let fits = self.root.within_totals(&needs)
-            && self.shapes.fits_definition(
-                &shape,
-                &req.jobspec,
-                &mut self.definition,
-                now,
-                &mut self.stats.match_satisfiability,
-            )?;
-        if !fits {
+        if !self.fits_definition(&needs, &shape, &req.jobspec, now)? {
             self.deny(id, DenyReason::Unsatisfiable);
             return Ok(());
         }
         let key = self.insert_job(req, shape, needs, State::Waiting);
         self.waiting.insert(key, id);
         self.admit_if_up(id, now)
+    }
+
+    /// Whether a request (its `needs`, `shape` and jobspec) could ever fit the queue's
+    /// definition, with everything up and free.
+    pub(crate) fn fits_definition(
+        &mut self,
+        needs: &[i64],
+        shape: &str,
+        jobspec: &Jobspec,
+        now: i64,
+    ) -> Result<bool, QueueError> {
+        Ok(self.root.within_totals(needs)
+            && self.shapes.fits_definition(
+                shape,
+                jobspec,
+                &mut self.definition,
+                now,
+                &mut self.stats.match_satisfiability,
+            )?)
     }
 
     pub(crate) fn deny(&mut self, id: JobId, reason: DenyReason) {

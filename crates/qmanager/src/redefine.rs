@@ -99,15 +99,9 @@ impl QueueManager {
             .collect();
         for id in live {
             let job = self.jobs.get(&id).ok_or(QueueError::NoSuchJob(id))?;
-            let fits = self.root.within_totals(&job.needs)
-                && self.shapes.fits_definition(
-                    &job.shape,
-                    &job.jobspec,
-                    &mut self.definition,
-                    now,
-                    &mut self.stats.match_satisfiability,
-                )?;
-            if !fits {
+            let (needs, shape, jobspec) =
+                (job.needs.clone(), job.shape.clone(), job.jobspec.clone());
+            if !self.fits_definition(&needs, &shape, &jobspec, now)? {
                 self.forget_live(id)?;
                 self.deny(id, DenyReason::Unsatisfiable);
             }

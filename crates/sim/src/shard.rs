@@ -6,8 +6,8 @@
 //! the answers, the `Released` reports and a status report.
 //!
 //! Reads (`Jobs`) are answered from the core's snapshot, as the driver answers them from
-//! its published one; a `Reconfigure` the core cannot take in place (anything but a new
-//! definition) is acknowledged and restarts the process, as the driver exits for `up` to
+//! its published one; a `Reconfigure` the core cannot take in place (a new match policy
+//! or durations) is acknowledged and restarts the process, as the driver exits for `up` to
 //! restart it.
 
 use std::collections::VecDeque;

@@ -111,14 +111,15 @@ pub fn kinds(graph: &ResourceGraph) -> BTreeSet<String> {
     kinds
 }
 
-/// The node vertices of a graph, by host name.
+/// The node vertices of a graph, by host name (not those a definition change removed:
+/// their rows stay, and a node added again has a new one).
 pub fn node_index(graph: &ResourceGraph) -> BTreeMap<String, VertexId> {
     let Some(node) = graph.sym("node") else {
         return BTreeMap::new();
     };
     graph
         .vertices()
-        .filter(|&v| graph.kind(v) == node)
+        .filter(|&v| graph.kind(v) == node && !graph.is_removed(v))
         .map(|v| (graph.name(v).to_owned(), v))
         .collect()
 }

@@ -83,11 +83,22 @@ impl ShardCore {
     /// The recipient gets the nodes: up, with the flags the coordinator gives them.
     pub fn handle_acquire(&mut self, now_ms: u64, acquire: &Acquire) -> Response {
         self.observe(now_ms);
-        let nodes: Vec<&str> = acquire.nodes.iter().map(|n| n.node.as_str()).collect();
-        self.warn_outside_graph(nodes.iter().copied());
-        let (response, effects) = self.nodes.handle_acquire(acquire);
-        self.set_flags(&nodes, &acquire.flags);
-        self.apply_effects(effects, "acquire", false);
+        self.take_owned(&acquire.nodes, &acquire.flags, "acquire")
+    }
+
+    /// `nodes` are this shard's now (an `Acquire`, or a `Reconfigure`'s granted nodes):
+    /// up, with the coordinator's `flags`; `why` names the transition.
+    pub(super) fn take_owned(
+        &mut self,
+        nodes: &[NodeGen],
+        flags: &BTreeMap<String, NodeFlags>,
+        why: &'static str,
+    ) -> Response {
+        let names: Vec<&str> = nodes.iter().map(|n| n.node.as_str()).collect();
+        self.warn_outside_graph(names.iter().copied());
+        let (response, effects) = self.nodes.own(nodes);
+        self.set_flags(&names, flags);
+        self.apply_effects(effects, why, false);
         response
     }
 
@@ -206,7 +217,7 @@ impl ShardCore {
 
     /// The coordinator's flags for `nodes` replace the shard's own: a node `flags` does not
     /// name has none (the coordinator's flags are the intent, both ways).
-    pub(super) fn set_flags(&mut self, nodes: &[&str], flags: &BTreeMap<String, NodeFlags>) {
+    fn set_flags(&mut self, nodes: &[&str], flags: &BTreeMap<String, NodeFlags>) {
         for &name in nodes {
             let f = flags.get(name).cloned().unwrap_or_default();
             let went_down = f.down.is_some();

@@ -48,12 +48,7 @@ impl ShardCore {
             self.restart_for(why);
             return Response::Ack { stale: Vec::new() };
         }
-        let nodes: Vec<&str> = change.granted.iter().map(|n| n.node.as_str()).collect();
-        self.warn_outside_graph(nodes.iter().copied());
-        let (response, effects) = self.nodes.handle_grant(&change.granted);
-        self.set_flags(&nodes, &change.flags);
-        self.apply_effects(effects, "granted", false);
-        response
+        self.take_owned(&change.granted, &change.flags, "granted")
     }
 
     /// Takes `new` if a running core can: the enabled/started flags, and a definition
@@ -80,12 +75,15 @@ impl ShardCore {
                 reservation_depth = new.reservation_depth, "queue policy changed in place");
         }
         // Everything but the flags, which set_queue_state compares and logs.
-        self.config = QueueConfig {
+        let taken = QueueConfig {
             enabled: self.config.enabled,
             started: self.config.started,
             ..new.clone()
         };
-        self.status_version += 1;
+        if taken != self.config {
+            self.config = taken;
+            self.status_version += 1;
+        }
         self.set_queue_state(new.enabled, new.started);
         Ok(())
     }
@@ -142,11 +140,7 @@ impl ShardCore {
         }
         let roots: Vec<VertexId> = removed.iter().map(|(_, v)| *v).collect();
         self.qm.shrink(&roots).map_err(|e| e.to_string())?;
-        let graph = &self.qm.matcher().graph;
-        let vertices: std::collections::BTreeMap<String, VertexId> = assign::node_index(graph)
-            .into_iter()
-            .filter(|(_, v)| !graph.is_removed(*v))
-            .collect();
+        let vertices = assign::node_index(&self.qm.matcher().graph);
         for name in &added {
             if let Some(&v) = vertices.get(name) {
                 // Grafted up; nothing is up until the node table says so.

@@ -174,11 +174,12 @@ impl NodeTable {
 
     /// The recipient's side: the nodes are this shard's now.
     pub fn handle_acquire(&mut self, acquire: &Acquire) -> (Response, Vec<Effect>) {
-        self.set_holding(&acquire.nodes, Holding::Owned, bring_up)
+        self.own(&acquire.nodes)
     }
 
-    /// Nodes a definition change gave the queue (`Reconfigure.granted`): owned now, up.
-    pub fn handle_grant(&mut self, nodes: &[NodeGen]) -> (Response, Vec<Effect>) {
+    /// `nodes` are this shard's now, up: a move's `Acquire`, or nodes a definition change
+    /// gave the queue (`Reconfigure.granted`).
+    pub fn own(&mut self, nodes: &[NodeGen]) -> (Response, Vec<Effect>) {
         self.set_holding(nodes, Holding::Owned, bring_up)
     }
 

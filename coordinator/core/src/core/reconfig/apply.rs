@@ -7,7 +7,8 @@
 //!   remap_queues         run-time state and shard links follow their queue by name;
 //!                        removed queues' shards are told to stop
 //!   take_unowned_nodes   unassigned nodes of new or grown definitions become the queue's
-//!   restart_changed      shards whose configuration changed restart with the new one
+//!   reconfigure_changed  shards whose configuration changed get the new one (in place, or
+//!                        a restart) with the nodes granted them
 //!   then                 every owner is kept as an admin's decision; the table is
 //!                        journaled as the run-time one (or the file's, after a reload)
 //! ```
@@ -47,8 +48,8 @@ impl Core {
         let mut out = Reconfig::default();
         self.remap_queues(candidate, &mut out);
         self.generators = generators;
-        let gained = self.take_unowned_nodes(&mut out);
-        self.reconfigure_changed(before_configs, &gained, &mut out);
+        let granted = self.take_unowned_nodes(&mut out);
+        self.reconfigure_changed(before_configs, &granted, &mut out);
         // Every owner stands as an admin's decision (like a move's): a restart keeps it as
         // long as its queue defines the node, instead of recomputing owners from the start
         // rules, which could give a node of a stopped queue to a started one added later.
@@ -163,8 +164,9 @@ impl Core {
     }
 
     /// Unassigned nodes of new or grown definitions become their queue's: those an `owns`
-    /// names first, then the rest by queue name. Returns each queue's (by index).
-    fn take_unowned_nodes(&mut self, out: &mut Reconfig) -> Vec<Vec<String>> {
+    /// names first, then the rest by queue name. Returns each queue's (by index), at their
+    /// new generations.
+    fn take_unowned_nodes(&mut self, out: &mut Reconfig) -> Vec<Vec<NodeGen>> {
         let mut gained: Vec<Vec<String>> = vec![Vec::new(); self.config.queues.len()];
         for owns_pass in [true, false] {
             for (qi, taken) in gained.iter_mut().enumerate() {
@@ -175,30 +177,31 @@ impl Core {
                 }
             }
         }
+        let mut granted = Vec::with_capacity(gained.len());
         for (qi, gained) in gained.iter().enumerate() {
-            if gained.is_empty() {
-                continue;
-            }
-            let queue = self.config.queues[qi].name.clone();
-            out.changes.push(format!(
-                "queue {queue} owns {} now",
-                encode_hostlist(gained)
-            ));
-            // Their agents learn the owner now: a launch from the queue's shard is
-            // accepted only from the owner they know.
             let nodes = self.granted(gained);
-            self.tell_owner(&queue, &nodes, OwnerChange::Granted);
+            if !nodes.is_empty() {
+                let queue = self.config.queues[qi].name.clone();
+                out.changes.push(format!(
+                    "queue {queue} owns {} now",
+                    encode_hostlist(gained)
+                ));
+                // Their agents learn the owner now: a launch from the queue's shard is
+                // accepted only from the owner they know.
+                self.tell_owner(&queue, &nodes, OwnerChange::Granted);
+            }
+            granted.push(nodes);
         }
-        gained
+        granted
     }
 
     /// Tells the connected shards whose configuration differs from `before`: the new one,
-    /// with the nodes `gained` gave their queue (by queue index). A shard applies a new
-    /// definition in place, and restarts for any other change.
+    /// with the nodes `granted` gave their queue (by queue index). A shard applies it in
+    /// place ([`QueueConfig::applies_in_place`]), or restarts.
     fn reconfigure_changed(
         &self,
         before: Vec<(String, QueueConfig)>,
-        gained: &[Vec<String>],
+        granted: &[Vec<NodeGen>],
         out: &mut Reconfig,
     ) {
         for (name, old) in before {
@@ -217,8 +220,8 @@ impl Core {
                 } else {
                     format!("queue {name}: its shard restarts to apply it (no job is lost)")
                 });
-                let granted = self.granted(&gained[qi]);
-                let flags = self.flags_of(gained[qi].iter().map(String::as_str));
+                let granted = granted[qi].clone();
+                let flags = self.flags_of(granted.iter().map(|n| n.node.as_str()));
                 out.restart.push(RestartCommand {
                     queue: name,
                     conn: link.conn,
