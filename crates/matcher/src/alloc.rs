@@ -3,6 +3,7 @@
 use shardsched_resource::{ResourceGraph, VertexId};
 
 use crate::MatchError;
+use crate::dfu::Tree;
 use crate::state::{CoverMemo, SchedState, SpanRef};
 
 /// One vertex of an allocation.
@@ -79,6 +80,10 @@ pub struct CommitScratch {
     pending: Vec<(u32, u32)>,
     /// The covers of the group whose leaves are being checked, read once for all of them.
     memo: CoverMemo,
+    /// Marks of the vertices a whole listing was checked for (by vertex, the listing's
+    /// number), so that each is counted once.
+    marks: Vec<u32>,
+    mark: u32,
 }
 
 impl Clone for CommitScratch {
@@ -98,15 +103,19 @@ pub trait PruneRank {
 /// exclusive vertex, and on every inner vertex that tracks pruning types the units of them
 /// its listed descendants take (an exclusive vertex all of its size, a shared one what it
 /// leaves). `after` is called on each vertex once it is recorded (the `first` policy reads
-/// the aggregates then).
+/// the aggregates then), but on the leaves a whole cover records.
 ///
 /// A vertex whose calendar cannot take it: with `lenient` (a match), it is left out of the
 /// allocation as Fluxion leaves it out of its output, with the depth of every later vertex
 /// one deeper (a `*nodex` match over a vertex another job holds); otherwise (restoring or
 /// holding) nothing stays recorded and the conflict is the error. Returns the records, so
 /// cancel can remove exactly them.
+///
+/// A node listed whole with nothing else recorded below it over the window is recorded as
+/// one whole cover (`state::whole`); `tree` is the tree `st` was made on.
 pub fn commit(
     g: &ResourceGraph,
+    tree: &dyn Tree,
     st: &mut SchedState,
     ranks: &dyn PruneRank,
     alloc: &mut Allocation,
@@ -116,6 +125,7 @@ pub fn commit(
     let mut scratch = CommitScratch::default();
     commit_noting(
         g,
+        tree,
         st,
         ranks,
         alloc,
@@ -132,6 +142,7 @@ pub fn commit(
 #[allow(clippy::too_many_arguments)]
 pub fn commit_noting(
     g: &ResourceGraph,
+    tree: &dyn Tree,
     st: &mut SchedState,
     ranks: &dyn PruneRank,
     alloc: &mut Allocation,
@@ -143,7 +154,7 @@ pub fn commit_noting(
     let mut spans = Vec::with_capacity(alloc.vertices.len() / 2 + 8);
     refused.clear();
     match commit_inner(
-        g, st, ranks, alloc, lenient, after, &mut spans, refused, scratch,
+        g, tree, st, ranks, alloc, lenient, after, &mut spans, refused, scratch,
     ) {
         Ok(()) => Ok(spans),
         Err(e) => {
@@ -159,6 +170,7 @@ pub fn commit_noting(
 #[allow(clippy::too_many_arguments)]
 fn commit_inner(
     g: &ResourceGraph,
+    tree: &dyn Tree,
     st: &mut SchedState,
     ranks: &dyn PruneRank,
     alloc: &mut Allocation,
@@ -173,6 +185,8 @@ fn commit_inner(
         below,
         pending,
         memo,
+        marks,
+        mark,
     } = scratch;
     // A commit that failed may have left rows and leaves behind.
     for row in below.iter_mut() {
@@ -184,11 +198,68 @@ fn commit_inner(
     memo.clear();
     // The pruning rank of the last cover group's leaves (one type per group).
     let mut group_rank: Option<(u32, Option<u32>)> = None;
+    // Vertices before this one were recorded by a whole cover.
+    let mut covered_to = 0;
+    // The whole whose listing is recorded vertex by vertex.
+    let mut declined = None;
     for i in 0..alloc.vertices.len() {
+        if i < covered_to {
+            continue;
+        }
         let av = alloc.vertices[i];
         let d = av.depth as usize;
         if below.len() < d + 2 {
             below.resize_with(d + 2, Vec::new);
+        }
+        // A node listed whole: one whole cover for it and everything below it.
+        if let Some(c) = st.whole_of(av.v)
+            && declined != Some(c)
+        {
+            let window = (at, dur);
+            match whole_listing(
+                g,
+                tree,
+                st,
+                ranks,
+                &alloc.vertices,
+                i,
+                c,
+                window,
+                marks,
+                mark,
+            ) {
+                Some(end) => {
+                    // What the node adds to its parent's sums, as its records would.
+                    let dn = alloc.vertices[end].depth as usize;
+                    if below.len() < dn + 2 {
+                        below.resize_with(dn + 2, Vec::new);
+                    }
+                    if let Some((_, up)) = st.whole_shape(g, tree, ranks, c) {
+                        for &(t, n) in up {
+                            add(&mut below[dn], t, n);
+                        }
+                    }
+                    st.hold_whole(c, at, dur, spans)?;
+                    memo.clear();
+                    for k in i..=end {
+                        let av = alloc.vertices[k];
+                        // (A leaf keeps no calendar of its own for `after` to read.)
+                        if st.inner_index(av.v).is_some() {
+                            after(st, av.v);
+                        }
+                        if skew > 0 || kept != k {
+                            alloc.vertices[kept] = AllocVertex {
+                                depth: av.depth + skew,
+                                ..av
+                            };
+                        }
+                        kept += 1;
+                    }
+                    covered_to = end + 1;
+                    continue;
+                }
+                None => declined = Some(c),
+            }
         }
         // Most of a large match: a leaf taken whole that its cover group may stand for,
         // with the group's rank read once.
@@ -263,6 +334,56 @@ fn commit_inner(
     flush_leaves(st, pending, None, at, dur, g, spans)?;
     alloc.vertices.truncate(kept);
     Ok(())
+}
+
+/// Where the listing of whole `c` that starts at `vertices[i]` ends, when one whole cover can
+/// record it: it lists every vertex of the whole once, exclusively with all its units, the
+/// node last (children come before parents), and nothing else is recorded in the whole
+/// over the window (so that no vertex of it could refuse its record).
+#[allow(clippy::too_many_arguments)]
+fn whole_listing(
+    g: &ResourceGraph,
+    tree: &dyn Tree,
+    st: &mut SchedState,
+    ranks: &dyn PruneRank,
+    vertices: &[AllocVertex],
+    i: usize,
+    c: u32,
+    (at, dur): (i64, u64),
+    marks: &mut Vec<u32>,
+    mark: &mut u32,
+) -> Option<usize> {
+    if !st.whole_free(c, at, dur) {
+        return None;
+    }
+    let (count, _) = st.whole_shape(g, tree, ranks, c)?;
+    let end = i + count as usize - 1;
+    let listed = vertices.get(i..=end)?;
+    if listed.last()?.v != st.whole_vertex(c) {
+        return None;
+    }
+    if marks.len() < g.len() {
+        marks.resize(g.len(), 0);
+    }
+    *mark = mark.wrapping_add(1);
+    if *mark == 0 {
+        marks.fill(0);
+        *mark = 1;
+    }
+    for av in listed {
+        let seen = marks.get_mut(av.v.index())?;
+        let whole = av.exclusive && av.needs == g.size(av.v) && st.whole_of(av.v) == Some(c);
+        if !whole || *seen == *mark {
+            return None;
+        }
+        *seen = *mark;
+        // Nothing else recorded in the whole: every record of the listing would be taken.
+        debug_assert!(
+            st.untouched(av.v, at, dur) && st.units_free(av.v, av.needs, at, dur) >= av.needs,
+            "a whole listing over a vertex in use"
+        );
+    }
+    Some(end)
 }
 
 /// A vertex whose calendar cannot take it during `(at, dur)`: a strict commit fails; a
@@ -407,16 +528,21 @@ mod tests {
             MatchPolicy::parse("first").unwrap(),
             &PruneFilters::default_filters(),
         );
-        let js = Shorthand {
+        m.place(MatchOp::Allocate, &whole_nodes(nodes), 1, 0)
+            .unwrap();
+        m
+    }
+
+    /// A jobspec of `nodes` whole nodes for 100 s.
+    fn whole_nodes(nodes: u64) -> shardsched_jobspec::Jobspec {
+        Shorthand {
             nodes: Some(nodes),
             duration: 100,
             command: vec!["app".into()],
             ..Shorthand::default()
         }
         .to_jobspec()
-        .unwrap();
-        m.place(MatchOp::Allocate, &js, 1, 0).unwrap();
-        m
+        .unwrap()
     }
 
     /// A commit of whole nodes reads each cover group's covers once: every other leaf of
@@ -447,10 +573,15 @@ mod tests {
                 leaves > 2 * groups.len() as u64,
                 "whole nodes have covered leaves"
             );
+            // Job 1's records one by one (not a whole cover): the nodes' leaves are then
+            // checked one by one too.
             let mut st = m.state.clone();
+            let mut job_spans = m.job(1).unwrap().spans.clone();
+            st.uncover(&m.graph, &m.graph, &mut job_spans).unwrap();
             let (mut spans, mut refused) = (Vec::new(), Vec::new());
             let mut scratch = CommitScratch::default();
             let r = commit_inner(
+                &m.graph,
                 &m.graph,
                 &mut st,
                 &NoRanks,
@@ -468,20 +599,37 @@ mod tests {
     }
 
     /// A node whose sockets were dropped (as a shard and replay load the graph) lists each
-    /// socket's cores, gpus and memory in turn: a whole node is still one cover per type,
-    /// not a hold per leaf.
+    /// socket's cores, gpus and memory in turn: a whole node where another job holds a core
+    /// at another time is still one cover per type, not a hold per leaf; a node with
+    /// nothing else recorded is one whole cover.
     #[test]
     fn interleaved_leaf_types_are_still_covered() {
         let full = shardsched_resource::generated_cluster(2).build().unwrap();
         let g =
             shardsched_resource::keep_types(&full, shardsched_resource::SCHEDULER_TYPES).unwrap();
-        let m = whole_nodes_placed(g, 1);
-        let spans = &m.job(1).unwrap().spans;
-        let covers = spans
-            .iter()
-            .filter(|s| matches!(s, SpanRef::Cover(..)))
-            .count();
-        assert_eq!(covers, 3, "cores, gpus, memory: {spans:?}");
-        assert_eq!(m.state.leaves.live_holds(), 0);
+        let mut m = Matcher::new(
+            g,
+            MatchPolicy::parse("first").unwrap(),
+            &PruneFilters::default_filters(),
+        );
+        let one_core = Shorthand {
+            tasks: Some(1),
+            cores_per_task: 1,
+            duration: 100,
+            command: vec!["app".into()],
+            ..Shorthand::default()
+        }
+        .to_jobspec()
+        .unwrap();
+        m.place(MatchOp::Allocate, &one_core, 1, 0).unwrap();
+        // Both nodes from 100: the one with the core job's hold, and the other.
+        m.place(MatchOp::AllocateOrElseReserve, &whole_nodes(2), 2, 0)
+            .unwrap();
+        let spans = &m.job(2).unwrap().spans;
+        let count = |f: fn(&SpanRef) -> bool| spans.iter().filter(|s| f(s)).count();
+        assert_eq!(count(|s| matches!(s, SpanRef::Cover(..))), 3, "{spans:?}");
+        assert_eq!(count(|s| matches!(s, SpanRef::Whole(..))), 1, "{spans:?}");
+        assert_eq!(count(|s| matches!(s, SpanRef::Leaf(..))), 0, "{spans:?}");
+        assert_eq!(m.state.leaves.live_holds(), 1, "the core job's");
     }
 }

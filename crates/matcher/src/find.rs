@@ -424,9 +424,10 @@ impl Find<'_> {
             if self.jobid == 0 {
                 for i in 0..agg.types.len() {
                     let total = agg.plan.totals()[i];
-                    let mut free = agg.plan.avail_at(self.now, i);
+                    let free_at = |t| self.m.state.agg_free_at(u, i, t).unwrap_or(total);
+                    let mut free = free_at(self.now);
                     if free == total {
-                        let at0 = agg.plan.avail_at(0, i);
+                        let at0 = free_at(0);
                         if at0 != total {
                             free = at0;
                         }

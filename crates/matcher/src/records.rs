@@ -100,6 +100,7 @@ impl Matcher {
         let now = learn.unwrap_or(alloc.at);
         alloc::commit_noting(
             g,
+            tree,
             &mut self.state,
             &ranks,
             alloc,
@@ -128,7 +129,8 @@ impl Matcher {
     ) -> Result<Vec<SpanRef>, MatchError> {
         let ranks = RankOf(&self.prune_rank_of, &self.graph);
         let mut copy = alloc.clone();
-        alloc::commit(&self.graph, st, &ranks, &mut copy, false, |_, _| {})
+        let tree = tree_of(&self.graph, &self.subtree);
+        alloc::commit(&self.graph, tree, st, &ranks, &mut copy, false, |_, _| {})
     }
 
     /// Removes job `jobid`'s allocation or reservation, restoring the calendars exactly.

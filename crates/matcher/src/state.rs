@@ -35,8 +35,10 @@ const AGGREGATE_INLINE_TYPES: usize = 8;
 
 mod carry;
 mod cover;
+mod whole;
 use cover::CoverGroup;
 pub(crate) use cover::CoverMemo;
+use whole::{NO_WHOLE, Wholes};
 
 /// Prune filters: pairs of (high-level type or all, low-level type).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -115,6 +117,8 @@ pub struct SchedState {
     covers: HoldLists,
     /// The cover groups: the leaf children of one inner vertex that share a type.
     cover_groups: Vec<CoverGroup>,
+    /// Nodes a whole cover may stand for, and their covers (see [`whole`]).
+    wholes: Wholes,
     /// Every pruning type, as symbols (graph symbols, or the type table's own).
     pub prune_types: Vec<Sym>,
     /// The pruning types' ranks (parallel to `prune_types`).
@@ -131,6 +135,8 @@ pub enum SpanRef {
     Agg(u32, SpanId),
     /// A cover of a cover group (by its index): every leaf of the group held whole.
     Cover(u32, HoldId),
+    /// A whole cover (by whole index): the node and every vertex below it held whole.
+    Whole(u32, HoldId),
 }
 
 impl SchedState {
@@ -157,6 +163,10 @@ impl SchedState {
         // each pruning type (by rank) its children hold. Where vertices share parents, each
         // is primed once, under the first parent that reaches it (Fluxion's colors).
         let dag = tree.is_dag();
+        // Wholes: non-root nodes not inside another, where vertices have one parent.
+        let node = if dag { None } else { g.sym("node") };
+        let mut whole_vertex: Vec<u32> = Vec::new();
+        let mut whole_of_inner: Vec<u32> = Vec::new();
         let mut primed = vec![false; if dag { n } else { 0 }];
         let root = tree.root();
         if dag {
@@ -182,6 +192,7 @@ impl SchedState {
                 next: 0,
                 sum: Vec::new(),
                 own: own_of(prune, root),
+                whole: NO_WHOLE,
             });
         }
         while let Some(top) = frames.last_mut() {
@@ -206,11 +217,20 @@ impl SchedState {
                     add_to(&mut top.sum, rank, g.size(cv));
                 } else {
                     let own = own_of(prune, cv);
+                    let whole = if top.whole != NO_WHOLE {
+                        top.whole
+                    } else if node.is_some_and(|n| g.kind(cv) == n) {
+                        whole_vertex.push(c);
+                        (whole_vertex.len() - 1) as u32
+                    } else {
+                        NO_WHOLE
+                    };
                     frames.push(Frame {
                         v: c,
                         next: 0,
                         sum: spare.pop().unwrap_or_default(),
                         own,
+                        whole,
                     });
                 }
                 continue;
@@ -218,7 +238,11 @@ impl SchedState {
             // Children are done: the aggregate, then this vertex's own size, and what
             // travels up (pruning types only).
             let Some(Frame {
-                v, own, mut sum, ..
+                v,
+                own,
+                mut sum,
+                whole,
+                ..
             }) = frames.pop()
             else {
                 break;
@@ -240,11 +264,13 @@ impl SchedState {
             let index = inner.len() as u32;
             inner_of[v as usize] = index;
             inner_vertex.push(v);
+            whole_of_inner.push(whole);
             // Leaf children point at their cover group (this vertex and their type), so
             // that a cover of it reaches them (one parent each: not where vertices share
             // parents).
             if !dag {
-                cover::group_leaves(g, tree, vid, index, &mut inner_of, &mut cover_groups);
+                let at = (index, whole);
+                cover::group_leaves(g, tree, vid, at, &mut inner_of, &mut cover_groups);
             }
             inner.push(Inner {
                 plans: Planner::new(PLAN_BASE, PLAN_HORIZON, g.size(vid)),
@@ -273,6 +299,7 @@ impl SchedState {
             leaves: Pools::new(n),
             covers,
             cover_groups,
+            wholes: Wholes::new(whole_vertex, whole_of_inner),
             prune_types: prune_ranks.iter().map(|&r| types.at_rank(r)).collect(),
             prune_ranks,
         }
@@ -283,6 +310,13 @@ impl SchedState {
         (i & LEAF_BIT == 0).then(|| &self.inner[i as usize])
     }
 
+    /// Inner vertex `v`'s calendars, and its whole when whole covers are recorded there.
+    #[inline]
+    fn inner_covered(&self, v: VertexId) -> Option<(&Inner, Option<u32>)> {
+        let i = self.inner_of[v.index()];
+        (i & LEAF_BIT == 0).then(|| (&self.inner[i as usize], self.covered_inner(i)))
+    }
+
     /// Whether `v` keeps no calendars of its own beyond a leaf's hold list.
     pub fn is_leaf(&self, v: VertexId) -> bool {
         self.inner_of[v.index()] & LEAF_BIT != 0
@@ -291,10 +325,14 @@ impl SchedState {
     /// How `v` (of size `size`) is used during `[at, at + dur)`.
     #[inline]
     pub fn usage(&self, v: VertexId, size: i64, at: i64, dur: u64) -> Usage {
-        match self.inner(v) {
-            Some(inner) => Usage {
+        match self.inner_covered(v) {
+            Some((inner, None)) => Usage {
                 units_free: inner.plans.avail_during(at, dur),
                 jobs_free: inner.xcheck.avail_during(at, dur),
+            },
+            Some((inner, Some(c))) => Usage {
+                units_free: self.inner_units_free(inner, c, at, dur),
+                jobs_free: self.inner_jobs_free(inner, c, at, dur),
             },
             None => self.leaf_usage(v, size, at, dur),
         }
@@ -303,8 +341,9 @@ impl SchedState {
     /// Own units of `v` free throughout `[at, at + dur)` (Fluxion's `by_avail`).
     #[inline]
     pub fn units_free(&self, v: VertexId, size: i64, at: i64, dur: u64) -> i64 {
-        match self.inner(v) {
-            Some(inner) => inner.plans.avail_during(at, dur),
+        match self.inner_covered(v) {
+            Some((inner, None)) => inner.plans.avail_during(at, dur),
+            Some((inner, Some(c))) => self.inner_units_free(inner, c, at, dur),
             None => self.leaf_usage(v, size, at, dur).units_free,
         }
     }
@@ -312,10 +351,22 @@ impl SchedState {
     /// Whether no job touches `v` during `[at, at + dur)` (Fluxion's exclusivity check).
     #[inline]
     pub fn untouched(&self, v: VertexId, at: i64, dur: u64) -> bool {
-        match self.inner(v) {
-            Some(inner) => inner.xcheck.avail_during(at, dur) >= XCHECK_TOTAL,
+        match self.inner_covered(v) {
+            Some((inner, None)) => inner.xcheck.avail_during(at, dur) >= XCHECK_TOTAL,
+            Some((inner, Some(c))) => self.inner_jobs_free(inner, c, at, dur) >= XCHECK_TOTAL,
             None => self.leaf_peak(v, 0, at, dur).jobs == 0,
         }
+    }
+
+    /// An inner vertex's units free with whole `c`'s covers, each all its units.
+    fn inner_units_free(&self, inner: &Inner, c: u32, at: i64, dur: u64) -> i64 {
+        let size = inner.plans.total();
+        self.with_covers(c, at, dur, size, |a, d| inner.plans.avail_during(a, d))
+    }
+
+    /// An inner vertex's job count free with whole `c`'s covers, each one job.
+    fn inner_jobs_free(&self, inner: &Inner, c: u32, at: i64, dur: u64) -> i64 {
+        self.with_covers(c, at, dur, 1, |a, d| inner.xcheck.avail_during(a, d))
     }
 
     /// The earliest instant at or after `at` from which no job touches inner vertex `v` for
@@ -324,8 +375,13 @@ impl SchedState {
     /// bounding when a request that takes `v` exclusively can start (the queue manager's
     /// whole-node search start).
     pub fn untouched_from(&self, v: VertexId, at: i64, dur: u64) -> Option<i64> {
-        let x = &self.inner(v)?.xcheck;
-        x.avail_time_first(at, dur, x.total())
+        let (inner, covered) = self.inner_covered(v)?;
+        let x = &inner.xcheck;
+        let own = |t| x.avail_time_first(t, dur, x.total());
+        match covered {
+            None => own(at),
+            Some(c) => self.whole_free_from(c, at, dur, own),
+        }
     }
 
     #[inline]
@@ -339,9 +395,23 @@ impl SchedState {
 
     /// Free units of `t` below `v` during the window, if `v` tracks `t`.
     pub fn agg_avail(&self, v: VertexId, t: Sym, at: i64, dur: u64) -> Option<i64> {
-        let a = self.inner(v)?.agg.as_ref()?;
+        let (inner, covered) = self.inner_covered(v)?;
+        let a = inner.agg.as_ref()?;
         let i = a.types.iter().position(|&x| x == t)?;
-        Some(a.plan.avail_during(at, dur, i))
+        Some(agg_free(self, a, covered, i, at, dur))
+    }
+
+    /// Free units of the `i`th type of `v`'s aggregate at `t`, if `v` has an aggregate.
+    pub fn agg_free_at(&self, v: VertexId, i: usize, t: i64) -> Option<i64> {
+        let (inner, covered) = self.inner_covered(v)?;
+        let a = inner.agg.as_ref()?;
+        let own = a.plan.avail_at(t, i);
+        Some(match covered {
+            None => own,
+            Some(c) => {
+                own - self.whole_jobs_at(c, t) * a.plan.totals().get(i).copied().unwrap_or(0)
+            }
+        })
     }
 
     /// Whether `v`'s aggregate can give `need` (by pruning-type rank; absent types need 0)
@@ -355,12 +425,15 @@ impl SchedState {
         dur: u64,
         empty: bool,
     ) -> bool {
-        let Some(a) = self.inner(v).and_then(|i| i.agg.as_ref()) else {
+        let Some((Some(a), covered)) = self.inner_covered(v).map(|(i, c)| (i.agg.as_ref(), c))
+        else {
             return true;
         };
         a.ranks.iter().enumerate().all(|(i, r)| {
             let n = need.iter().find(|e| e.0 == *r).map_or(0, |e| e.1);
-            n <= 0 || (n <= a.plan.totals()[i] && (empty || a.plan.avail_during(at, dur, i) >= n))
+            n <= 0
+                || (n <= a.plan.totals()[i]
+                    && (empty || agg_free(self, a, covered, i, at, dur) >= n))
         })
     }
 
@@ -371,6 +444,12 @@ impl SchedState {
 
     /// The units per type an aggregate record takes, if `s` is one made at `v`.
     pub fn aggregate_span(&self, v: VertexId, s: SpanRef) -> Option<&[i64]> {
+        if let SpanRef::Whole(c, _) = s {
+            // A whole cover took every unit of every aggregate of its whole.
+            return (self.whole_of(v) == Some(c))
+                .then(|| self.aggregate(v).map(|a| a.plan.totals()))
+                .flatten();
+        }
         let SpanRef::Agg(i, id) = s else {
             return None;
         };
@@ -417,20 +496,26 @@ impl SchedState {
                 .add(v.index(), at, dur, units, jobs)
                 .map_err(err)?;
             out.push(SpanRef::Leaf(v.0, id));
+            let c = self.whole_of(v).unwrap_or(NO_WHOLE);
+            self.count_record(c, 1);
             return Ok(());
         }
+        let c = self.wholes.of_inner[i as usize];
         let inner = &mut self.inner[i as usize];
         if jobs > 0 {
             out.push(SpanRef::Xcheck(
                 i,
                 inner.xcheck.add_span(at, dur, jobs).map_err(err)?,
             ));
+            self.count_record(c, 1);
         }
         if let Some(units) = units {
+            let inner = &mut self.inner[i as usize];
             out.push(SpanRef::Plan(
                 i,
                 inner.plans.add_span(at, dur, units).map_err(err)?,
             ));
+            self.count_record(c, 1);
         }
         Ok(())
     }
@@ -470,15 +555,18 @@ impl SchedState {
             .add_span(at, dur, amounts)
             .map_err(|e| MatchError::Internal(e.to_string()))?;
         out.push(SpanRef::Agg(i, id));
+        self.count_record(self.wholes.of_inner[i as usize], 1);
         Ok(())
     }
 
     /// Free units at `now` of the last type `v`'s aggregate tracks, and whether the
     /// aggregate has any record: what `first` reorders `v` among its siblings by.
     pub fn last_type_free_at(&self, v: VertexId, now: i64) -> Option<(i64, bool)> {
-        let a = self.inner(v)?.agg.as_ref()?;
+        let (inner, covered) = self.inner_covered(v)?;
+        let a = inner.agg.as_ref()?;
         let last = a.types.len().checked_sub(1)?;
-        Some((a.plan.avail_at(now, last), a.plan.span_count() > 0))
+        let free = self.agg_free_at(v, last, now)?;
+        Some((free, a.plan.span_count() > 0 || covered.is_some()))
     }
 
     /// The vertex a record is on.
@@ -489,6 +577,7 @@ impl SchedState {
                 VertexId(self.inner_vertex[i as usize])
             }
             SpanRef::Cover(i, _) => self.cover_group_vertex(i),
+            SpanRef::Whole(c, _) => self.whole_vertex(c),
         }
     }
 
@@ -521,7 +610,9 @@ impl SchedState {
 
     /// Removes a record made by [`SchedState::hold`] or [`SchedState::hold_aggregate`].
     pub fn remove(&mut self, s: SpanRef) -> Result<(), MatchError> {
+        let c = self.record_whole(s);
         let r = match s {
+            SpanRef::Whole(_, id) => return self.remove_whole(id),
             SpanRef::Leaf(_, id) => self.leaves.remove(id),
             SpanRef::Cover(_, id) => self.covers.remove(id),
             SpanRef::Plan(i, id) => self.inner[i as usize].plans.rem_span(id),
@@ -535,7 +626,29 @@ impl SchedState {
                 }
             },
         };
-        r.map_err(|e| MatchError::Internal(e.to_string()))
+        r.map_err(|e| MatchError::Internal(e.to_string()))?;
+        self.count_record(c, -1);
+        Ok(())
+    }
+}
+
+/// Free units of aggregate `a`'s `i`th type during the window, with the covers of whole
+/// `covered` (each all the type's units below the vertex).
+fn agg_free(
+    st: &SchedState,
+    a: &Aggregate,
+    covered: Option<u32>,
+    i: usize,
+    at: i64,
+    dur: u64,
+) -> i64 {
+    let own = |at, dur| a.plan.avail_during(at, dur, i);
+    match covered {
+        None => own(at, dur),
+        Some(c) => {
+            let total = a.plan.totals().get(i).copied().unwrap_or(0);
+            st.with_covers(c, at, dur, total, own)
+        }
     }
 }
 
@@ -548,6 +661,8 @@ struct Frame {
     sum: Vec<(u32, i64)>,
     /// Its own size, when its type was a pruning type as the walk reached it.
     own: Option<(u32, i64)>,
+    /// The whole it belongs to, or [`NO_WHOLE`].
+    whole: u32,
 }
 
 fn add_to(sum: &mut Vec<(u32, i64)>, t: u32, k: i64) {

@@ -188,11 +188,10 @@ fn leaves_of_whole_nodes_are_covered_and_answer_as_their_own_holds_would() {
         for (_, j) in m.jobs() {
             let mut spans = j.spans.clone();
             plain.uncover(g, m.tree(), &mut spans).unwrap();
-            assert!(
-                spans
-                    .iter()
-                    .all(|s| !matches!(s, shardsched_matcher::SpanRef::Cover(..)))
-            );
+            assert!(spans.iter().all(|s| !matches!(
+                s,
+                shardsched_matcher::SpanRef::Cover(..) | shardsched_matcher::SpanRef::Whole(..)
+            )));
         }
         assert!(plain.leaves.live_holds() >= leaves_held, "{policy}");
         for v in g.vertices() {
@@ -209,6 +208,62 @@ fn leaves_of_whole_nodes_are_covered_and_answer_as_their_own_holds_would() {
                     "{policy} {}",
                     g.path(v)
                 );
+                assert_eq!(
+                    m.state.untouched_from(v, at, dur),
+                    plain.untouched_from(v, at, dur),
+                    "{policy} {}",
+                    g.path(v)
+                );
+                let Some(agg) = plain.aggregate(v) else {
+                    continue;
+                };
+                for (i, &t) in agg.types.iter().enumerate() {
+                    assert_eq!(
+                        m.state.agg_avail(v, t, at, dur),
+                        plain.agg_avail(v, t, at, dur),
+                        "{policy} {} type {i}",
+                        g.path(v)
+                    );
+                    assert_eq!(
+                        m.state.agg_free_at(v, i, at),
+                        plain.agg_free_at(v, i, at),
+                        "{policy} {} type {i} at {at}",
+                        g.path(v)
+                    );
+                    let need = [(agg.ranks[i], 1)];
+                    assert_eq!(
+                        m.state.agg_fits(v, &need, at, dur, false),
+                        plain.agg_fits(v, &need, at, dur, false),
+                        "{policy} {} type {i}",
+                        g.path(v)
+                    );
+                }
+                assert_eq!(
+                    m.state.last_type_free_at(v, at),
+                    plain.last_type_free_at(v, at),
+                    "{policy} {} at {at}",
+                    g.path(v)
+                );
+            }
+        }
+        // What each job took from each aggregate reads the same from its covers.
+        for (id, j) in m.jobs() {
+            let mut spans = j.spans.clone();
+            let mut again = m.state.clone();
+            again.uncover(g, m.tree(), &mut spans).unwrap();
+            for v in g.vertices() {
+                let used = |st: &shardsched_matcher::SchedState,
+                            spans: &[shardsched_matcher::SpanRef]| {
+                    spans
+                        .iter()
+                        .find_map(|&s| st.aggregate_span(v, s).map(<[i64]>::to_vec))
+                };
+                assert_eq!(
+                    used(&m.state, &j.spans),
+                    used(&again, &spans),
+                    "{policy} job {id} at {}",
+                    g.path(v)
+                );
             }
         }
         let socket_job = m.job(5).expect("the socket job is placed");
@@ -222,15 +277,20 @@ fn leaves_of_whole_nodes_are_covered_and_answer_as_their_own_holds_would() {
             .iter()
             .filter(|s| matches!(s, shardsched_matcher::SpanRef::Leaf(..)))
             .count();
-        // (Under a `*nodex` policy its node is taken whole: both sockets' cores, gpus and
-        // memory, six groups, all covered.)
+        let wholes = socket_job
+            .spans
+            .iter()
+            .filter(|s| matches!(s, shardsched_matcher::SpanRef::Whole(..)))
+            .count();
+        // (Under a `*nodex` policy its node is taken whole: one whole cover for the node,
+        // its sockets and all their leaves.)
         let want = if policy.ends_with("nodex") {
-            (6, 0)
+            (0, 0, 1)
         } else {
-            (1, 1)
+            (1, 1, 0)
         };
         assert_eq!(
-            (covers, leaf_holds),
+            (covers, leaf_holds, wholes),
             want,
             "{policy}: {:?}",
             socket_job.spans

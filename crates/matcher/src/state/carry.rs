@@ -51,7 +51,7 @@ impl SchedState {
                 into.cut_to_free(v, at, dur, &mut needs);
                 return into.hold_aggregate(v, at, dur, &needs, out);
             }
-            SpanRef::Cover(..) => {
+            SpanRef::Cover(..) | SpanRef::Whole(..) => {
                 return Err(MatchError::Internal(
                     "covers are turned back into holds before a graph changes".into(),
                 ));

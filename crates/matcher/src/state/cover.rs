@@ -30,6 +30,8 @@ pub(super) struct CoverGroup {
     kind: Sym,
     /// How many leaves a cover of the group stands for.
     leaves: u32,
+    /// The whole its parent belongs to (`state::whole`), or `NO_WHOLE`.
+    pub(super) whole: u32,
 }
 
 /// The cover peak of the last cover group a commit read (see
@@ -48,13 +50,13 @@ impl CoverMemo {
     }
 }
 
-/// Puts the leaf children of `v` (inner index `index`) in cover groups by type, pointing
-/// each leaf at its group (while there is room for group numbers).
+/// Puts the leaf children of `v` (inner index `index`, in whole `whole`) in cover groups by
+/// type, pointing each leaf at its group (while there is room for group numbers).
 pub(super) fn group_leaves(
     g: &ResourceGraph,
     tree: &dyn Tree,
     v: VertexId,
-    index: u32,
+    (index, whole): (u32, u32),
     inner_of: &mut [u32],
     groups: &mut Vec<CoverGroup>,
 ) {
@@ -72,6 +74,7 @@ pub(super) fn group_leaves(
                     parent: index,
                     kind,
                     leaves: 0,
+                    whole,
                 });
                 groups.len() - 1
             }
@@ -144,6 +147,9 @@ impl SchedState {
         cover: Option<(u32, PeakUse)>,
     ) -> PeakUse {
         let own_idle = self.leaves.is_idle(v.index());
+        if let Some(c) = cover.and_then(|(p, _)| self.covered_group(p)) {
+            return self.leaf_peak_whole(v, size, at, dur, cover, c);
+        }
         let own = || {
             if own_idle {
                 PeakUse::default()
@@ -167,6 +173,39 @@ impl SchedState {
                 .iter(p as usize)
                 .map(move |(s, e, _, j)| (s, e, size.saturating_mul(j), j)),
         );
+        PeakUse::of_holds(holds, at, end)
+    }
+
+    /// [`SchedState::leaf_peak_given`] for a leaf of whole `c`, which has whole covers: its
+    /// own holds, its group's covers and the whole's covers, each a hold of `size` units
+    /// and one job.
+    #[cold]
+    fn leaf_peak_whole(
+        &self,
+        v: VertexId,
+        size: i64,
+        at: i64,
+        dur: u64,
+        cover: Option<(u32, PeakUse)>,
+        c: u32,
+    ) -> PeakUse {
+        let others =
+            self.leaves.is_idle(v.index()) && cover.is_none_or(|(_, covered)| covered.jobs == 0);
+        if others {
+            return self.whole_peak(c, size, at, dur);
+        }
+        let end = at.saturating_add(i64::try_from(dur).unwrap_or(i64::MAX));
+        let group = cover.map(|(p, _)| p as usize);
+        let holds = self
+            .leaves
+            .iter(v.index())
+            .chain(
+                group
+                    .into_iter()
+                    .flat_map(move |p| self.covers.iter(p))
+                    .map(move |(s, e, _, j)| (s, e, size.saturating_mul(j), j)),
+            )
+            .chain(self.whole_holds(c, size));
         PeakUse::of_holds(holds, at, end)
     }
 
@@ -218,6 +257,7 @@ impl SchedState {
             .add(i as usize, at, dur, 1, 1)
             .map_err(|e| MatchError::Internal(e.to_string()))?;
         out.push(SpanRef::Cover(i, id));
+        self.count_record(self.cover_groups[i as usize].whole, 1);
         Ok(())
     }
 
@@ -229,12 +269,19 @@ impl SchedState {
         tree: &dyn Tree,
         spans: &mut Vec<SpanRef>,
     ) -> Result<(), MatchError> {
-        if !spans.iter().any(|s| matches!(s, SpanRef::Cover(..))) {
+        if !spans
+            .iter()
+            .any(|s| matches!(s, SpanRef::Cover(..) | SpanRef::Whole(..)))
+        {
             return Ok(());
         }
         let err = |e: shardsched_planner::PlannerError| MatchError::Internal(e.to_string());
         let mut out = Vec::with_capacity(spans.len());
         for &s in spans.iter() {
+            if let SpanRef::Whole(c, id) = s {
+                self.unwhole(g, tree, c, id, &mut out)?;
+                continue;
+            }
             let SpanRef::Cover(i, id) = s else {
                 out.push(s);
                 continue;
@@ -243,6 +290,7 @@ impl SchedState {
                 return Err(MatchError::Internal(format!("unknown cover at {i}")));
             };
             self.covers.remove(id).map_err(err)?;
+            self.count_record(self.cover_groups[i as usize].whole, -1);
             let dur = u64::try_from(end - start).unwrap_or(0);
             let parent = self.cover_group_vertex(i);
             for &c in tree.children(parent) {
@@ -253,6 +301,7 @@ impl SchedState {
                         .add(c.index(), start, dur, g.size(c), 1)
                         .map_err(err)?;
                     out.push(SpanRef::Leaf(c.0, hold));
+                    self.count_record(self.cover_groups[i as usize].whole, 1);
                 }
             }
         }

@@ -1,0 +1,403 @@
+//! Whole covers: one record standing for a job's records on a node and on everything below
+//! it, when a match takes the node whole.
+//!
+//! Why: a match that takes a node exclusively takes every vertex below it too (Fluxion's
+//! exclusive walk lists the whole subtree), and recording it vertex by vertex made a bench
+//! node of 59 vertices nine calendar records and six covers, each a calendar or a list of
+//! its own on the node's first use — most of a 64-node exclusive match on 4,096 nodes, and
+//! a large part of every whole-node reservation a conservative re-plan places again.
+//!
+//! Each non-root vertex of type `node` that is not inside another one is a *whole*; every
+//! vertex below it belongs to it. When a commit lists a whole's every vertex exclusively
+//! with all its units, and nothing but whole covers is recorded in that subtree, nor does a
+//! whole cover meet the window, one *whole cover* is recorded instead of the vertex
+//! records (`alloc.rs`). Every question about a vertex of the whole — units free, job
+//! count, untouched, its aggregate — counts each whole cover as the records the commit
+//! would have made there: all the vertex's units, one job, and on an aggregate every unit
+//! of every type it tracks. So every answer is the one the vertex records gave, and a
+//! cancel removes the cover as it removed them. Where a job's records are edited vertex by
+//! vertex, its whole covers are first turned back into those records
+//! ([`SchedState::uncover`]).
+//!
+//! A whole's shape — whether the records a whole listing makes are indeed all units and
+//! every aggregate's totals, and what it adds to its parent's sums — is learned from the
+//! graph at its first whole listing, and a whole whose shape differs is never covered.
+
+use shardsched_planner::{HoldLists, PeakUse};
+use shardsched_resource::{ResourceGraph, VertexId};
+
+use super::{PLAN_BASE, PLAN_HORIZON, SchedState, SpanRef};
+use crate::MatchError;
+use crate::alloc::PruneRank;
+use crate::dfu::Tree;
+
+/// No whole.
+pub(super) const NO_WHOLE: u32 = u32::MAX;
+
+/// The wholes of a graph and their covers.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Wholes {
+    /// The node of each whole.
+    pub(super) vertex: Vec<u32>,
+    /// The whole of each inner vertex (by inner index), or [`NO_WHOLE`].
+    pub(super) of_inner: Vec<u32>,
+    /// Live records other than whole covers on the vertices of each whole.
+    records: Vec<u32>,
+    /// Whole covers, by whole.
+    covers: HoldLists,
+    /// What each whole's first whole listing learned.
+    shapes: Shapes,
+}
+
+/// What a whole listing of a whole records, learned once from the graph.
+#[derive(Clone, Debug)]
+enum Shape {
+    Unknown,
+    /// Its records are not what a cover answers for (an aggregate record of other amounts
+    /// than its totals, a leaf without a cover group): never covered.
+    Not,
+    Whole {
+        /// How many vertices it has, the node included.
+        vertices: u32,
+        /// What its listing adds to its parent's per-type sums (by pruning rank).
+        up: Vec<(u32, i64)>,
+    },
+}
+
+/// Derived from the graph alone, so two states of one graph have equal shapes whatever
+/// each has learned of them yet.
+#[derive(Clone, Debug, Default)]
+struct Shapes(Vec<Shape>);
+
+impl PartialEq for Shapes {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Wholes {
+    pub(super) fn new(vertex: Vec<u32>, of_inner: Vec<u32>) -> Wholes {
+        let n = vertex.len();
+        Wholes {
+            vertex,
+            of_inner,
+            records: vec![0; n],
+            covers: HoldLists::new(n),
+            shapes: Shapes(vec![Shape::Unknown; n]),
+        }
+    }
+
+    /// The overlapping parts of the covers of whole `c` during `[at, end)`.
+    fn meeting(&self, c: u32, at: i64, end: i64) -> impl Iterator<Item = (i64, i64, i64)> + '_ {
+        self.covers
+            .iter(c as usize)
+            .filter(move |&(s, e, _, _)| s < end && at < e)
+            .map(move |(s, e, _, jobs)| (s.max(at), e.min(end), jobs))
+    }
+}
+
+/// The end of the window `[at, at + dur)`, when it lies inside the planning window (the
+/// calendars answer 0 for any other).
+fn window_end(at: i64, dur: u64) -> Option<i64> {
+    let horizon = PLAN_BASE.saturating_add(i64::try_from(PLAN_HORIZON).unwrap_or(i64::MAX));
+    let end = at.checked_add(i64::try_from(dur).ok()?)?;
+    (dur > 0 && at >= PLAN_BASE && end <= horizon).then_some(end)
+}
+
+impl SchedState {
+    /// The whole vertex `v` belongs to, if any.
+    #[inline]
+    pub(crate) fn whole_of(&self, v: VertexId) -> Option<u32> {
+        let c = match self.inner_index(v) {
+            Some(i) => self.wholes.of_inner[i as usize],
+            None => self
+                .cover_group(v)
+                .map_or(NO_WHOLE, |p| self.cover_groups[p as usize].whole),
+        };
+        (c != NO_WHOLE).then_some(c)
+    }
+
+    /// The whole of inner vertex `i` (inner index) when whole covers are recorded on it.
+    #[inline]
+    pub(super) fn covered_inner(&self, i: u32) -> Option<u32> {
+        let c = self.wholes.of_inner[i as usize];
+        (c != NO_WHOLE && !self.wholes.covers.is_idle(c as usize)).then_some(c)
+    }
+
+    /// The whole of cover group `p`'s leaves when whole covers are recorded on it.
+    #[inline]
+    pub(super) fn covered_group(&self, p: u32) -> Option<u32> {
+        let c = self.cover_groups[p as usize].whole;
+        (c != NO_WHOLE && !self.wholes.covers.is_idle(c as usize)).then_some(c)
+    }
+
+    /// The holds of whole `c`'s covers as a leaf of `size` units sees them.
+    pub(super) fn whole_holds(
+        &self,
+        c: u32,
+        size: i64,
+    ) -> impl Iterator<Item = (i64, i64, i64, i64)> + Clone + '_ {
+        self.wholes
+            .covers
+            .iter(c as usize)
+            .map(move |(s, e, _, j)| (s, e, size.saturating_mul(j), j))
+    }
+
+    /// The peak of whole `c`'s covers during the window, as a leaf of `size` units sees it.
+    pub(super) fn whole_peak(&self, c: u32, size: i64, at: i64, dur: u64) -> PeakUse {
+        let p = self.wholes.covers.peak_during(c as usize, at, dur);
+        PeakUse {
+            units: p.units.saturating_mul(size),
+            jobs: p.jobs,
+        }
+    }
+
+    /// What a calendar of whole `c` answers for `[at, at + dur)` (`own`, the fewest free
+    /// over a window of its own records) once each cover takes `amount`: the fewest free
+    /// over the window, the covers counted where they lie.
+    pub(super) fn with_covers(
+        &self,
+        c: u32,
+        at: i64,
+        dur: u64,
+        amount: i64,
+        own: impl Fn(i64, u64) -> i64,
+    ) -> i64 {
+        let Some(end) = window_end(at, dur) else {
+            return own(at, dur);
+        };
+        // Cut the window where a cover starts or ends; each piece has its own count.
+        let mut cuts: Vec<i64> = vec![at, end];
+        for (s, e, _) in self.wholes.meeting(c, at, end) {
+            cuts.push(s);
+            cuts.push(e);
+        }
+        if cuts.len() == 2 {
+            return own(at, dur);
+        }
+        cuts.sort_unstable();
+        cuts.dedup();
+        let mut fewest = i64::MAX;
+        for w in cuts.windows(2) {
+            let (s, e) = (w[0], w[1]);
+            let jobs: i64 = self.wholes.meeting(c, s, e).map(|(_, _, j)| j).sum();
+            let piece = own(s, u64::try_from(e - s).unwrap_or(0));
+            fewest = fewest.min(piece.saturating_sub(jobs.saturating_mul(amount)));
+        }
+        fewest
+    }
+
+    /// Jobs of whole `c`'s covers at `t`.
+    pub(super) fn whole_jobs_at(&self, c: u32, t: i64) -> i64 {
+        self.wholes
+            .covers
+            .iter(c as usize)
+            .filter(|&(s, e, _, _)| s <= t && t < e)
+            .map(|(_, _, _, j)| j)
+            .sum()
+    }
+
+    /// The earliest start at or after `at` of a window of `dur` that no cover of whole `c`
+    /// meets, given `own`: the earliest such start of the calendar's own records.
+    pub(super) fn whole_free_from(
+        &self,
+        c: u32,
+        at: i64,
+        dur: u64,
+        own: impl Fn(i64) -> Option<i64>,
+    ) -> Option<i64> {
+        let mut t = at;
+        loop {
+            t = own(t)?;
+            let end = t.saturating_add(i64::try_from(dur).unwrap_or(i64::MAX));
+            match self
+                .wholes
+                .covers
+                .iter(c as usize)
+                .filter(|&(s, e, _, _)| s < end && t < e)
+                .map(|(_, e, _, _)| e)
+                .max()
+            {
+                Some(e) => t = e,
+                None => return Some(t),
+            }
+        }
+    }
+
+    /// Counts a record made on `v` (`by`: +1 made, -1 removed) toward its whole's.
+    #[inline]
+    pub(super) fn count_record(&mut self, c: u32, by: i32) {
+        if c != NO_WHOLE {
+            let n = &mut self.wholes.records[c as usize];
+            *n = n.saturating_add_signed(by);
+        }
+    }
+
+    /// The whole a record other than a whole cover lies in, or [`NO_WHOLE`].
+    pub(super) fn record_whole(&self, s: SpanRef) -> u32 {
+        match s {
+            SpanRef::Leaf(v, _) => self.whole_of(VertexId(v)).unwrap_or(NO_WHOLE),
+            SpanRef::Plan(i, _) | SpanRef::Xcheck(i, _) | SpanRef::Agg(i, _) => {
+                self.wholes.of_inner[i as usize]
+            }
+            SpanRef::Cover(p, _) => self.cover_groups[p as usize].whole,
+            SpanRef::Whole(..) => NO_WHOLE,
+        }
+    }
+
+    /// The node of whole `c`.
+    pub(crate) fn whole_vertex(&self, c: u32) -> VertexId {
+        VertexId(self.wholes.vertex[c as usize])
+    }
+
+    /// Whether a whole cover of `c` may be recorded over the window: nothing else is
+    /// recorded in the whole and no cover of it meets the window.
+    pub(crate) fn whole_free(&self, c: u32, at: i64, dur: u64) -> bool {
+        self.wholes.records[c as usize] == 0
+            && self.wholes.covers.peak_during(c as usize, at, dur).jobs == 0
+    }
+
+    /// How many vertices whole `c` has and what its whole listing adds to its parent's
+    /// sums, when a whole cover can stand for its records (learned at the first call).
+    pub(crate) fn whole_shape(
+        &mut self,
+        g: &ResourceGraph,
+        tree: &dyn Tree,
+        ranks: &dyn PruneRank,
+        c: u32,
+    ) -> Option<(u32, &[(u32, i64)])> {
+        if matches!(self.wholes.shapes.0[c as usize], Shape::Unknown) {
+            let shape = self.learn_shape(g, tree, ranks, c);
+            self.wholes.shapes.0[c as usize] = shape;
+        }
+        match &self.wholes.shapes.0[c as usize] {
+            Shape::Whole { vertices, up } => Some((*vertices, up)),
+            _ => None,
+        }
+    }
+
+    /// Walks whole `c` as a whole listing's commit sums it (children before parents) and
+    /// checks that every record it would make is one a cover answers for. Once per whole,
+    /// on its first whole listing: no allocation per vertex (the sums of the vertices on
+    /// the path live one after another in one list).
+    fn learn_shape(
+        &self,
+        g: &ResourceGraph,
+        tree: &dyn Tree,
+        ranks: &dyn PruneRank,
+        c: u32,
+    ) -> Shape {
+        // (vertex, next child, where its sums start in `sums`)
+        let mut stack: Vec<(VertexId, usize, usize)> = vec![(self.whole_vertex(c), 0, 0)];
+        let mut sums: Vec<(u32, i64)> = Vec::new();
+        let mut moved: Vec<(u32, i64)> = Vec::new();
+        let mut vertices = 0u32;
+        while let Some(top) = stack.last_mut() {
+            let (v, next, from) = *top;
+            if let Some(&child) = tree.children(v).get(next) {
+                top.1 += 1;
+                stack.push((VertexId(child), 0, sums.len()));
+                continue;
+            }
+            stack.pop();
+            vertices += 1;
+            // `sums[from..]` is what v's children add: what v's record takes.
+            let dfu = &sums[from..];
+            if self.inner_index(v).is_none() {
+                // A leaf's whole is found through its cover group.
+                if self.cover_group(v).is_none() {
+                    return Shape::Not;
+                }
+            } else if let Some(agg) = self.aggregate(v) {
+                let same =
+                    agg.ranks.iter().zip(agg.plan.totals()).all(|(r, total)| {
+                        dfu.iter().find(|e| e.0 == *r).map_or(0, |e| e.1) == *total
+                    });
+                if dfu.is_empty() || !same {
+                    return Shape::Not;
+                }
+            }
+            // What v adds to its parent's sums, merged into the parent's part.
+            moved.clear();
+            moved.extend(sums.drain(from..));
+            if let Some(r) = ranks.prune_rank(v) {
+                super::add_to(&mut moved, r, g.size(v));
+            }
+            let parent_from = stack.last().map_or(0, |p| p.2);
+            for &(t, n) in &moved {
+                match sums[parent_from..].iter_mut().find(|e| e.0 == t) {
+                    Some(e) => e.1 = e.1.saturating_add(n),
+                    None => sums.push((t, n)),
+                }
+            }
+        }
+        Shape::Whole { vertices, up: sums }
+    }
+
+    /// Records a whole cover of `c`: every vertex of the whole held whole by one job.
+    pub(crate) fn hold_whole(
+        &mut self,
+        c: u32,
+        at: i64,
+        dur: u64,
+        out: &mut Vec<SpanRef>,
+    ) -> Result<(), MatchError> {
+        let id = self
+            .wholes
+            .covers
+            .add(c as usize, at, dur, 1, 1)
+            .map_err(|e| MatchError::Internal(e.to_string()))?;
+        out.push(SpanRef::Whole(c, id));
+        Ok(())
+    }
+
+    /// Removes a whole cover.
+    pub(super) fn remove_whole(
+        &mut self,
+        id: shardsched_planner::HoldId,
+    ) -> Result<(), MatchError> {
+        self.wholes
+            .covers
+            .remove(id)
+            .map_err(|e| MatchError::Internal(e.to_string()))
+    }
+
+    /// The records whole cover `id` of `c` stands for, added to the calendars (children
+    /// before parents, one hold per leaf) and pushed to `out`.
+    pub(super) fn unwhole(
+        &mut self,
+        g: &ResourceGraph,
+        tree: &dyn Tree,
+        c: u32,
+        id: shardsched_planner::HoldId,
+        out: &mut Vec<SpanRef>,
+    ) -> Result<(), MatchError> {
+        let Some((_, start, end, _, _)) = self.wholes.covers.hold(id) else {
+            return Err(MatchError::Internal(format!("unknown whole cover at {c}")));
+        };
+        self.remove_whole(id)?;
+        let dur = u64::try_from(end - start).unwrap_or(0);
+        // Depth first, each vertex after its children, as a commit records them.
+        let mut stack: Vec<(VertexId, usize)> = vec![(self.whole_vertex(c), 0)];
+        while let Some(top) = stack.last_mut() {
+            let (v, next) = *top;
+            if let Some(&child) = tree.children(v).get(next) {
+                top.1 += 1;
+                stack.push((VertexId(child), 0));
+                continue;
+            }
+            stack.pop();
+            self.record_on(v, start, dur, Some(g.size(v)), 1, out)?;
+            if let Some(agg) = self.aggregate(v) {
+                let totals: Vec<(u32, i64)> = agg
+                    .ranks
+                    .iter()
+                    .copied()
+                    .zip(agg.plan.totals().iter().copied())
+                    .collect();
+                self.hold_aggregate(v, start, dur, &totals, out)?;
+            }
+        }
+        Ok(())
+    }
+}
