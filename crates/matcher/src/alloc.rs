@@ -6,6 +6,9 @@ use crate::MatchError;
 use crate::dfu::Tree;
 use crate::state::{CoverMemo, SchedState, SpanRef};
 
+mod whole;
+use whole::{Listing, whole_listing};
+
 /// One vertex of an allocation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AllocVertex {
@@ -84,6 +87,12 @@ pub struct CommitScratch {
     /// number), so that each is counted once.
     marks: Vec<u32>,
     mark: u32,
+    /// The subtrees the emission of the allocation being committed listed whole (first
+    /// and last index), set by the match just before its commit and taken by it: a whole
+    /// listed so needs no check vertex by vertex.
+    pub(crate) whole_ranges: Vec<(u32, u32)>,
+    /// A whole's inner vertices, by place in its listing.
+    inner_at: Vec<u32>,
 }
 
 impl Clone for CommitScratch {
@@ -153,9 +162,12 @@ pub fn commit_noting(
 ) -> Result<Vec<SpanRef>, MatchError> {
     let mut spans = Vec::with_capacity(alloc.vertices.len() / 2 + 8);
     refused.clear();
-    match commit_inner(
+    let result = commit_inner(
         g, tree, st, ranks, alloc, lenient, after, &mut spans, refused, scratch,
-    ) {
+    );
+    // They were this allocation's only.
+    scratch.whole_ranges.clear();
+    match result {
         Ok(()) => Ok(spans),
         Err(e) => {
             for s in spans {
@@ -187,7 +199,10 @@ fn commit_inner(
         memo,
         marks,
         mark,
+        whole_ranges,
+        inner_at,
     } = scratch;
+    let mut ranges = whole_ranges.iter().copied().peekable();
     // A commit that failed may have left rows and leaves behind.
     for row in below.iter_mut() {
         row.clear();
@@ -211,23 +226,22 @@ fn commit_inner(
         if below.len() < d + 2 {
             below.resize_with(d + 2, Vec::new);
         }
+        while ranges.next_if(|r| (r.0 as usize) < i).is_some() {}
+        let listed_whole = ranges
+            .peek()
+            .filter(|r| r.0 as usize == i)
+            .map(|r| r.1 as usize);
         // A node listed whole: one whole cover for it and everything below it.
         if let Some(c) = st.whole_of(av.v)
             && declined != Some(c)
         {
             let window = (at, dur);
-            match whole_listing(
-                g,
-                tree,
-                st,
-                ranks,
-                &alloc.vertices,
-                i,
-                c,
-                window,
-                marks,
-                mark,
-            ) {
+            let listing = Listing {
+                vertices: &alloc.vertices,
+                first: i,
+                listed_whole,
+            };
+            match whole_listing(g, tree, st, ranks, &listing, c, window, marks, mark) {
                 Some(end) => {
                     // What the node adds to its parent's sums, as its records would.
                     let dn = alloc.vertices[end].depth as usize;
@@ -241,20 +255,32 @@ fn commit_inner(
                     }
                     st.hold_whole(c, at, dur, spans)?;
                     memo.clear();
-                    for k in i..=end {
-                        let av = alloc.vertices[k];
-                        // (A leaf keeps no calendar of its own for `after` to read.)
-                        if st.inner_index(av.v).is_some() {
-                            after(st, av.v);
+                    if listed_whole == Some(end) {
+                        // In the tree's order: the inner vertices are where the shape says.
+                        inner_at.clear();
+                        inner_at.extend_from_slice(st.whole_inner_at(c).unwrap_or_default());
+                        for &k in inner_at.iter() {
+                            after(st, alloc.vertices[i + k as usize].v);
                         }
-                        if skew > 0 || kept != k {
-                            alloc.vertices[kept] = AllocVertex {
+                    } else {
+                        for k in i..=end {
+                            let v = alloc.vertices[k].v;
+                            // (A leaf keeps no calendar of its own for `after` to read.)
+                            if st.inner_index(v).is_some() {
+                                after(st, v);
+                            }
+                        }
+                    }
+                    if skew > 0 || kept != i {
+                        for k in i..=end {
+                            let av = alloc.vertices[k];
+                            alloc.vertices[kept + k - i] = AllocVertex {
                                 depth: av.depth + skew,
                                 ..av
                             };
                         }
-                        kept += 1;
                     }
+                    kept += end + 1 - i;
                     covered_to = end + 1;
                     continue;
                 }
@@ -334,56 +360,6 @@ fn commit_inner(
     flush_leaves(st, pending, None, at, dur, g, spans)?;
     alloc.vertices.truncate(kept);
     Ok(())
-}
-
-/// Where the listing of whole `c` that starts at `vertices[i]` ends, when one whole cover can
-/// record it: it lists every vertex of the whole once, exclusively with all its units, the
-/// node last (children come before parents), and nothing else is recorded in the whole
-/// over the window (so that no vertex of it could refuse its record).
-#[allow(clippy::too_many_arguments)]
-fn whole_listing(
-    g: &ResourceGraph,
-    tree: &dyn Tree,
-    st: &mut SchedState,
-    ranks: &dyn PruneRank,
-    vertices: &[AllocVertex],
-    i: usize,
-    c: u32,
-    (at, dur): (i64, u64),
-    marks: &mut Vec<u32>,
-    mark: &mut u32,
-) -> Option<usize> {
-    if !st.whole_free(c, at, dur) {
-        return None;
-    }
-    let (count, _) = st.whole_shape(g, tree, ranks, c)?;
-    let end = i + count as usize - 1;
-    let listed = vertices.get(i..=end)?;
-    if listed.last()?.v != st.whole_vertex(c) {
-        return None;
-    }
-    if marks.len() < g.len() {
-        marks.resize(g.len(), 0);
-    }
-    *mark = mark.wrapping_add(1);
-    if *mark == 0 {
-        marks.fill(0);
-        *mark = 1;
-    }
-    for av in listed {
-        let seen = marks.get_mut(av.v.index())?;
-        let whole = av.exclusive && av.needs == g.size(av.v) && st.whole_of(av.v) == Some(c);
-        if !whole || *seen == *mark {
-            return None;
-        }
-        *seen = *mark;
-        // Nothing else recorded in the whole: every record of the listing would be taken.
-        debug_assert!(
-            st.untouched(av.v, at, dur) && st.units_free(av.v, av.needs, at, dur) >= av.needs,
-            "a whole listing over a vertex in use"
-        );
-    }
-    Some(end)
 }
 
 /// A vertex whose calendar cannot take it during `(at, dur)`: a strict commit fails; a
@@ -509,127 +485,4 @@ fn add(row: &mut Vec<(u32, i64)>, t: u32, n: i64) {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-    use crate::{MatchOp, MatchPolicy, Matcher, PruneFilters};
-    use shardsched_jobspec::Shorthand;
-
-    struct NoRanks;
-    impl PruneRank for NoRanks {
-        fn prune_rank(&self, _: VertexId) -> Option<u32> {
-            None
-        }
-    }
-
-    /// A matcher (policy first) over `g` holding job 1: `nodes` whole nodes over `[0, 100)`.
-    fn whole_nodes_placed(g: shardsched_resource::ResourceGraph, nodes: u64) -> Matcher {
-        let mut m = Matcher::new(
-            g,
-            MatchPolicy::parse("first").unwrap(),
-            &PruneFilters::default_filters(),
-        );
-        m.place(MatchOp::Allocate, &whole_nodes(nodes), 1, 0)
-            .unwrap();
-        m
-    }
-
-    /// A jobspec of `nodes` whole nodes for 100 s.
-    fn whole_nodes(nodes: u64) -> shardsched_jobspec::Jobspec {
-        Shorthand {
-            nodes: Some(nodes),
-            duration: 100,
-            command: vec!["app".into()],
-            ..Shorthand::default()
-        }
-        .to_jobspec()
-        .unwrap()
-    }
-
-    /// A commit of whole nodes reads each cover group's covers once: every other leaf of
-    /// the group is answered from the memo, and the answers are the calendars' (the memo
-    /// asserts it in debug builds).
-    #[test]
-    fn a_commit_reads_each_cover_group_once() {
-        let m = whole_nodes_placed(
-            shardsched_resource::generated_cluster(2).build().unwrap(),
-            2,
-        );
-        // The same nodes again, after the job: the leaves read covers that do not meet the
-        // window; then over it, where they are refused (a lenient commit goes on).
-        for (at, fits) in [(100, true), (50, false)] {
-            let mut alloc = m.job(1).unwrap().alloc.clone();
-            alloc.at = at;
-            let leaves = alloc
-                .vertices
-                .iter()
-                .filter(|av| m.state.cover_group(av.v).is_some())
-                .count() as u64;
-            let groups: std::collections::BTreeSet<u32> = alloc
-                .vertices
-                .iter()
-                .filter_map(|av| m.state.cover_group(av.v))
-                .collect();
-            assert!(
-                leaves > 2 * groups.len() as u64,
-                "whole nodes have covered leaves"
-            );
-            // Job 1's records one by one (not a whole cover): the nodes' leaves are then
-            // checked one by one too.
-            let mut st = m.state.clone();
-            let mut job_spans = m.job(1).unwrap().spans.clone();
-            st.uncover(&m.graph, &m.graph, &mut job_spans).unwrap();
-            let (mut spans, mut refused) = (Vec::new(), Vec::new());
-            let mut scratch = CommitScratch::default();
-            let r = commit_inner(
-                &m.graph,
-                &m.graph,
-                &mut st,
-                &NoRanks,
-                &mut alloc,
-                true,
-                |_, _| {},
-                &mut spans,
-                &mut refused,
-                &mut scratch,
-            );
-            assert!(r.is_ok(), "at {at}");
-            assert_eq!(refused.is_empty(), fits, "at {at}");
-            assert_eq!(scratch.memo.hits, leaves - groups.len() as u64, "at {at}");
-        }
-    }
-
-    /// A node whose sockets were dropped (as a shard and replay load the graph) lists each
-    /// socket's cores, gpus and memory in turn: a whole node where another job holds a core
-    /// at another time is still one cover per type, not a hold per leaf; a node with
-    /// nothing else recorded is one whole cover.
-    #[test]
-    fn interleaved_leaf_types_are_still_covered() {
-        let full = shardsched_resource::generated_cluster(2).build().unwrap();
-        let g =
-            shardsched_resource::keep_types(&full, shardsched_resource::SCHEDULER_TYPES).unwrap();
-        let mut m = Matcher::new(
-            g,
-            MatchPolicy::parse("first").unwrap(),
-            &PruneFilters::default_filters(),
-        );
-        let one_core = Shorthand {
-            tasks: Some(1),
-            cores_per_task: 1,
-            duration: 100,
-            command: vec!["app".into()],
-            ..Shorthand::default()
-        }
-        .to_jobspec()
-        .unwrap();
-        m.place(MatchOp::Allocate, &one_core, 1, 0).unwrap();
-        // Both nodes from 100: the one with the core job's hold, and the other.
-        m.place(MatchOp::AllocateOrElseReserve, &whole_nodes(2), 2, 0)
-            .unwrap();
-        let spans = &m.job(2).unwrap().spans;
-        let count = |f: fn(&SpanRef) -> bool| spans.iter().filter(|s| f(s)).count();
-        assert_eq!(count(|s| matches!(s, SpanRef::Cover(..))), 3, "{spans:?}");
-        assert_eq!(count(|s| matches!(s, SpanRef::Whole(..))), 1, "{spans:?}");
-        assert_eq!(count(|s| matches!(s, SpanRef::Leaf(..))), 0, "{spans:?}");
-        assert_eq!(m.state.leaves.live_holds(), 1, "the core job's");
-    }
-}
+mod tests;

@@ -200,12 +200,14 @@ impl Matcher {
         {
             whole.push(node);
         }
+        let mut ranges = std::mem::take(&mut self.commit_scratch.whole_ranges);
         let vertices = crate::update::emission(
             &self.graph,
             self.tree(),
             &self.marks,
             &whole,
             self.last_recorded,
+            &mut ranges,
         );
         if vertices.is_empty() {
             // Nothing taken exclusively: the update fails, leaving the select's errno — which
@@ -250,6 +252,8 @@ impl Matcher {
         let learn = if fluxion { Some(now) } else { None };
         let listed = alloc.vertices.len();
         let (held_at, held_for) = (alloc.at, alloc.duration);
+        // For the commit of exactly this list (it takes them back).
+        self.commit_scratch.whole_ranges = ranges;
         let placed = self.record_match(jobid, state, alloc, learn)?;
         let taken = self.last_recorded;
         if fluxion && let Some(job) = self.jobs.get_mut(&jobid) {
@@ -512,7 +516,15 @@ impl Matcher {
         {
             whole.push(node);
         }
-        Ok(!crate::update::emission(&self.graph, self.tree(), &self.marks, &whole, 0).is_empty())
+        let listed = crate::update::emission(
+            &self.graph,
+            self.tree(),
+            &self.marks,
+            &whole,
+            0,
+            &mut Vec::new(),
+        );
+        Ok(!listed.is_empty())
     }
 
     /// Whether `js` is matched by the flexible traverser: when chosen (`-T flexible`), and

@@ -16,14 +16,18 @@ use crate::dfu::{Marks, Tree};
 /// Lists what the last select's marks take (see the module doc); `whole_types` are the
 /// types taken with their whole subtree. Empty when nothing would be taken exclusively (the
 /// match then fails). `expected`: how many vertices the list will likely hold (the last
-/// match's count: streams repeat a jobspec), so that it is allocated once.
+/// match's count: streams repeat a jobspec), so that it is allocated once. `ranges` gets
+/// the first and last index of each subtree listed whole (its top vertex last, the rest in
+/// the tree's order, children before parents), for the commit (`alloc::commit_noting`).
 pub fn emission(
     g: &ResourceGraph,
     tree: &dyn Tree,
     marks: &Marks,
     whole_types: &[Sym],
     expected: usize,
+    ranges: &mut Vec<(u32, u32)>,
 ) -> Vec<AllocVertex> {
+    ranges.clear();
     let mut out = Vec::with_capacity(expected);
     let root = tree.root();
     let whole = |v: VertexId| whole_types.contains(&g.kind(v));
@@ -33,6 +37,7 @@ pub fn emission(
         marks,
         whole: &whole,
         out: &mut out,
+        ranges,
         seen: if tree.is_dag() {
             vec![false; g.len()]
         } else {
@@ -42,6 +47,7 @@ pub fn emission(
     let n = walk.visit(root, marks.root.needs, marks.root.excl, false, 0);
     if n == 0 {
         out.clear();
+        ranges.clear();
     }
     out
 }
@@ -52,6 +58,8 @@ struct Emit<'a, F: Fn(VertexId) -> bool> {
     marks: &'a Marks,
     whole: &'a F,
     out: &'a mut Vec<AllocVertex>,
+    /// Subtrees listed whole: first and last index in `out`.
+    ranges: &'a mut Vec<(u32, u32)>,
     /// Visited vertices, in a graph where vertices share parents (Fluxion's colors).
     seen: Vec<bool>,
 }
@@ -64,6 +72,24 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
         let excl = excl || whole;
         let mut n = 0;
         let dag = !self.seen.is_empty();
+        if whole && !dag {
+            // Everything below is taken whole: no marks, no types to ask about.
+            let first = self.out.len();
+            for &c in self.tree.children(u) {
+                n += self.visit_whole(VertexId(c), depth + 1);
+            }
+            self.out.push(AllocVertex {
+                v: u,
+                needs: i64::try_from(needs).unwrap_or(i64::MAX),
+                exclusive: true,
+                depth,
+            });
+            let last = self.out.len() - 1;
+            if let (Ok(first), Ok(last)) = (u32::try_from(first), u32::try_from(last)) {
+                self.ranges.push((first, last));
+            }
+            return n + 1;
+        }
         if dag {
             self.seen[u.index()] = true;
         }
@@ -93,6 +119,23 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
                 depth,
             });
         }
+        n
+    }
+
+    /// [`Emit::visit`] below a vertex taken whole, in a tree: `u` and everything below it,
+    /// all units, exclusively.
+    fn visit_whole(&mut self, u: VertexId, depth: u32) -> u64 {
+        let mut n = 1;
+        for &c in self.tree.children(u) {
+            n += self.visit_whole(VertexId(c), depth + 1);
+        }
+        self.out.push(AllocVertex {
+            v: u,
+            // (As `visit` takes a child's size: none when negative.)
+            needs: self.g.size(u).max(0),
+            exclusive: true,
+            depth,
+        });
         n
     }
 }

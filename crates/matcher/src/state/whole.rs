@@ -23,6 +23,8 @@
 //! every aggregate's totals, and what it adds to its parent's sums — is learned from the
 //! graph at its first whole listing, and a whole whose shape differs is never covered.
 
+use std::collections::HashMap;
+
 use shardsched_planner::{HoldLists, PeakUse};
 use shardsched_resource::{ResourceGraph, VertexId};
 
@@ -50,28 +52,62 @@ pub(super) struct Wholes {
 }
 
 /// What a whole listing of a whole records, learned once from the graph.
-#[derive(Clone, Debug)]
-enum Shape {
-    Unknown,
-    /// Its records are not what a cover answers for (an aggregate record of other amounts
-    /// than its totals, a leaf without a cover group): never covered.
-    Not,
-    Whole {
-        /// How many vertices it has, the node included.
-        vertices: u32,
-        /// What its listing adds to its parent's per-type sums (by pruning rank).
-        up: Vec<(u32, i64)>,
-    },
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Shape {
+    /// How many vertices it has, the node included.
+    vertices: u32,
+    /// What its listing adds to its parent's per-type sums (by pruning rank).
+    up: Vec<(u32, i64)>,
+    /// Where its inner vertices are in a listing in the tree's order (children before
+    /// parents), from its first vertex.
+    inner_at: Vec<u32>,
+}
+
+/// A whole's shape not learned yet.
+const UNKNOWN: u32 = u32::MAX;
+/// A whole whose records are not what a cover answers for (an aggregate record of other
+/// amounts than its totals, a leaf without a cover group): never covered.
+const NOT_WHOLE: u32 = u32::MAX - 1;
+
+/// The wholes' shapes: each whole's (by index among the distinct ones), learned at its
+/// first whole listing; nodes alike share one.
+#[derive(Clone, Debug, Default)]
+struct Shapes {
+    of: Vec<u32>,
+    distinct: Vec<Shape>,
+    index: HashMap<Shape, u32>,
 }
 
 /// Derived from the graph alone, so two states of one graph have equal shapes whatever
 /// each has learned of them yet.
-#[derive(Clone, Debug, Default)]
-struct Shapes(Vec<Shape>);
-
 impl PartialEq for Shapes {
     fn eq(&self, _: &Self) -> bool {
         true
+    }
+}
+
+impl Shapes {
+    /// Whole `c`'s shape, if learned and one a cover stands for.
+    fn of(&self, c: u32) -> Option<&Shape> {
+        self.distinct.get(self.of[c as usize] as usize)
+    }
+
+    /// Notes what was learned of whole `c`.
+    fn learned(&mut self, c: u32, shape: Option<Shape>) {
+        self.of[c as usize] = match shape {
+            None => NOT_WHOLE,
+            Some(shape) => match self.index.get(&shape) {
+                Some(&i) => i,
+                None => {
+                    let i = u32::try_from(self.distinct.len()).unwrap_or(NOT_WHOLE);
+                    if i < NOT_WHOLE {
+                        self.distinct.push(shape.clone());
+                        self.index.insert(shape, i);
+                    }
+                    i
+                }
+            },
+        };
     }
 }
 
@@ -83,7 +119,10 @@ impl Wholes {
             of_inner,
             records: vec![0; n],
             covers: HoldLists::new(n),
-            shapes: Shapes(vec![Shape::Unknown; n]),
+            shapes: Shapes {
+                of: vec![UNKNOWN; n],
+                ..Shapes::default()
+            },
         }
     }
 
@@ -266,14 +305,18 @@ impl SchedState {
         ranks: &dyn PruneRank,
         c: u32,
     ) -> Option<(u32, &[(u32, i64)])> {
-        if matches!(self.wholes.shapes.0[c as usize], Shape::Unknown) {
+        if self.wholes.shapes.of[c as usize] == UNKNOWN {
             let shape = self.learn_shape(g, tree, ranks, c);
-            self.wholes.shapes.0[c as usize] = shape;
+            self.wholes.shapes.learned(c, shape);
         }
-        match &self.wholes.shapes.0[c as usize] {
-            Shape::Whole { vertices, up } => Some((*vertices, up)),
-            _ => None,
-        }
+        let shape = self.wholes.shapes.of(c)?;
+        Some((shape.vertices, &shape.up))
+    }
+
+    /// Where whole `c`'s inner vertices are in a listing in the tree's order, once its
+    /// shape is learned ([`SchedState::whole_shape`]).
+    pub(crate) fn whole_inner_at(&self, c: u32) -> Option<&[u32]> {
+        self.wholes.shapes.of(c).map(|s| &s.inner_at[..])
     }
 
     /// Walks whole `c` as a whole listing's commit sums it (children before parents) and
@@ -286,12 +329,13 @@ impl SchedState {
         tree: &dyn Tree,
         ranks: &dyn PruneRank,
         c: u32,
-    ) -> Shape {
+    ) -> Option<Shape> {
         // (vertex, next child, where its sums start in `sums`)
         let mut stack: Vec<(VertexId, usize, usize)> = vec![(self.whole_vertex(c), 0, 0)];
         let mut sums: Vec<(u32, i64)> = Vec::new();
         let mut moved: Vec<(u32, i64)> = Vec::new();
         let mut vertices = 0u32;
+        let mut inner_at = Vec::new();
         while let Some(top) = stack.last_mut() {
             let (v, next, from) = *top;
             if let Some(&child) = tree.children(v).get(next) {
@@ -300,28 +344,29 @@ impl SchedState {
                 continue;
             }
             stack.pop();
+            if self.inner_index(v).is_some() {
+                inner_at.push(vertices);
+            }
             vertices += 1;
             // `sums[from..]` is what v's children add: what v's record takes.
             let dfu = &sums[from..];
             if self.inner_index(v).is_none() {
                 // A leaf's whole is found through its cover group.
-                if self.cover_group(v).is_none() {
-                    return Shape::Not;
-                }
+                self.cover_group(v)?;
             } else if let Some(agg) = self.aggregate(v) {
                 let same =
                     agg.ranks.iter().zip(agg.plan.totals()).all(|(r, total)| {
                         dfu.iter().find(|e| e.0 == *r).map_or(0, |e| e.1) == *total
                     });
                 if dfu.is_empty() || !same {
-                    return Shape::Not;
+                    return None;
                 }
             }
             // What v adds to its parent's sums, merged into the parent's part.
             moved.clear();
             moved.extend(sums.drain(from..));
             if let Some(r) = ranks.prune_rank(v) {
-                super::add_to(&mut moved, r, g.size(v));
+                super::build::add_to(&mut moved, r, g.size(v));
             }
             let parent_from = stack.last().map_or(0, |p| p.2);
             for &(t, n) in &moved {
@@ -331,7 +376,11 @@ impl SchedState {
                 }
             }
         }
-        Shape::Whole { vertices, up: sums }
+        Some(Shape {
+            vertices,
+            up: sums,
+            inner_at,
+        })
     }
 
     /// Records a whole cover of `c`: every vertex of the whole held whole by one job.

@@ -1,0 +1,121 @@
+use super::*;
+use crate::{MatchOp, MatchPolicy, Matcher, PruneFilters};
+use shardsched_jobspec::Shorthand;
+
+struct NoRanks;
+impl PruneRank for NoRanks {
+    fn prune_rank(&self, _: VertexId) -> Option<u32> {
+        None
+    }
+}
+
+/// A matcher (policy first) over `g` holding job 1: `nodes` whole nodes over `[0, 100)`.
+fn whole_nodes_placed(g: shardsched_resource::ResourceGraph, nodes: u64) -> Matcher {
+    let mut m = Matcher::new(
+        g,
+        MatchPolicy::parse("first").unwrap(),
+        &PruneFilters::default_filters(),
+    );
+    m.place(MatchOp::Allocate, &whole_nodes(nodes), 1, 0)
+        .unwrap();
+    m
+}
+
+/// A jobspec of `nodes` whole nodes for 100 s.
+fn whole_nodes(nodes: u64) -> shardsched_jobspec::Jobspec {
+    Shorthand {
+        nodes: Some(nodes),
+        duration: 100,
+        command: vec!["app".into()],
+        ..Shorthand::default()
+    }
+    .to_jobspec()
+    .unwrap()
+}
+
+/// A commit of whole nodes reads each cover group's covers once: every other leaf of
+/// the group is answered from the memo, and the answers are the calendars' (the memo
+/// asserts it in debug builds).
+#[test]
+fn a_commit_reads_each_cover_group_once() {
+    let m = whole_nodes_placed(
+        shardsched_resource::generated_cluster(2).build().unwrap(),
+        2,
+    );
+    // The same nodes again, after the job: the leaves read covers that do not meet the
+    // window; then over it, where they are refused (a lenient commit goes on).
+    for (at, fits) in [(100, true), (50, false)] {
+        let mut alloc = m.job(1).unwrap().alloc.clone();
+        alloc.at = at;
+        let leaves = alloc
+            .vertices
+            .iter()
+            .filter(|av| m.state.cover_group(av.v).is_some())
+            .count() as u64;
+        let groups: std::collections::BTreeSet<u32> = alloc
+            .vertices
+            .iter()
+            .filter_map(|av| m.state.cover_group(av.v))
+            .collect();
+        assert!(
+            leaves > 2 * groups.len() as u64,
+            "whole nodes have covered leaves"
+        );
+        // Job 1's records one by one (not a whole cover): the nodes' leaves are then
+        // checked one by one too.
+        let mut st = m.state.clone();
+        let mut job_spans = m.job(1).unwrap().spans.clone();
+        st.uncover(&m.graph, &m.graph, &mut job_spans).unwrap();
+        let (mut spans, mut refused) = (Vec::new(), Vec::new());
+        let mut scratch = CommitScratch::default();
+        let r = commit_inner(
+            &m.graph,
+            &m.graph,
+            &mut st,
+            &NoRanks,
+            &mut alloc,
+            true,
+            |_, _| {},
+            &mut spans,
+            &mut refused,
+            &mut scratch,
+        );
+        assert!(r.is_ok(), "at {at}");
+        assert_eq!(refused.is_empty(), fits, "at {at}");
+        assert_eq!(scratch.memo.hits, leaves - groups.len() as u64, "at {at}");
+    }
+}
+
+/// A node whose sockets were dropped (as a shard and replay load the graph) lists each
+/// socket's cores, gpus and memory in turn: a whole node where another job holds a core
+/// at another time is still one cover per type, not a hold per leaf; a node with
+/// nothing else recorded is one whole cover.
+#[test]
+fn interleaved_leaf_types_are_still_covered() {
+    let full = shardsched_resource::generated_cluster(2).build().unwrap();
+    let g = shardsched_resource::keep_types(&full, shardsched_resource::SCHEDULER_TYPES).unwrap();
+    let mut m = Matcher::new(
+        g,
+        MatchPolicy::parse("first").unwrap(),
+        &PruneFilters::default_filters(),
+    );
+    let one_core = Shorthand {
+        tasks: Some(1),
+        cores_per_task: 1,
+        duration: 100,
+        command: vec!["app".into()],
+        ..Shorthand::default()
+    }
+    .to_jobspec()
+    .unwrap();
+    m.place(MatchOp::Allocate, &one_core, 1, 0).unwrap();
+    // Both nodes from 100: the one with the core job's hold, and the other.
+    m.place(MatchOp::AllocateOrElseReserve, &whole_nodes(2), 2, 0)
+        .unwrap();
+    let spans = &m.job(2).unwrap().spans;
+    let count = |f: fn(&SpanRef) -> bool| spans.iter().filter(|s| f(s)).count();
+    assert_eq!(count(|s| matches!(s, SpanRef::Cover(..))), 3, "{spans:?}");
+    assert_eq!(count(|s| matches!(s, SpanRef::Whole(..))), 1, "{spans:?}");
+    assert_eq!(count(|s| matches!(s, SpanRef::Leaf(..))), 0, "{spans:?}");
+    assert_eq!(m.state.leaves.live_holds(), 1, "the core job's");
+}

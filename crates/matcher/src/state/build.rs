@@ -1,0 +1,198 @@
+//! Fresh calendars for a graph: the aggregates primed as Fluxion primes them, the cover
+//! groups and the wholes.
+
+use shardsched_planner::{HoldLists, MultiPlanner, Planner, Pools};
+use shardsched_resource::{ResourceGraph, VertexId};
+
+use super::whole::{NO_WHOLE, Wholes};
+use super::{
+    Aggregate, CoverGroup, Inner, LEAF, PLAN_BASE, PLAN_HORIZON, SchedState, XCHECK_TOTAL, cover,
+};
+use crate::types::{PruneTypes, TypeTable};
+
+impl SchedState {
+    /// Fresh state for `g`: primes the aggregates as Fluxion does, completing `prune` with
+    /// the leaf types no filter names.
+    pub fn new(g: &ResourceGraph, types: &TypeTable, prune: &mut PruneTypes) -> SchedState {
+        Self::new_on(g, g, types, prune)
+    }
+
+    /// [`SchedState::new`] over the tree of the dominant subsystem `tree`.
+    pub fn new_on(
+        g: &ResourceGraph,
+        tree: &dyn crate::dfu::Tree,
+        types: &TypeTable,
+        prune: &mut PruneTypes,
+    ) -> SchedState {
+        let n = g.len();
+        let cluster = 0u32;
+        let mut inner_of = vec![LEAF; n];
+        let mut inner_vertex: Vec<u32> = Vec::new();
+        let mut cover_groups: Vec<CoverGroup> = Vec::new();
+        let mut inner = Vec::new();
+        // Depth-first, children in order, each inner vertex a frame summing the units of
+        // each pruning type (by rank) its children hold. Where vertices share parents, each
+        // is primed once, under the first parent that reaches it (Fluxion's colors).
+        let dag = tree.is_dag();
+        // Wholes: non-root nodes not inside another, where vertices have one parent.
+        let node = if dag { None } else { g.sym("node") };
+        let mut whole_vertex: Vec<u32> = Vec::new();
+        let mut whole_of_inner: Vec<u32> = Vec::new();
+        let mut primed = vec![false; if dag { n } else { 0 }];
+        let root = tree.root();
+        if dag {
+            primed[root.index()] = true;
+        }
+        let mut frames: Vec<Frame> = Vec::new();
+        // Sums of finished frames, reused.
+        let mut spare: Vec<Vec<(u32, i64)>> = Vec::new();
+        // Fluxion counts a vertex's own size first, with the types known then.
+        let own_of = |prune: &PruneTypes, v: VertexId| {
+            let rank = types.rank(g.kind(v));
+            prune.is_pruning(rank).then(|| (rank, g.size(v)))
+        };
+        if tree.children(root).is_empty() {
+            // A graph of one vertex: a leaf, primed as one.
+            let rank = types.rank(g.kind(root));
+            if !prune.is_pruning(rank) {
+                prune.set(Some(cluster), rank);
+            }
+        } else {
+            frames.push(Frame {
+                v: root.0,
+                next: 0,
+                sum: Vec::new(),
+                own: own_of(prune, root),
+                whole: NO_WHOLE,
+            });
+        }
+        while let Some(top) = frames.last_mut() {
+            let v = VertexId(top.v);
+            let children = tree.children(v);
+            if let Some(&c) = children.get(top.next) {
+                top.next += 1;
+                if dag {
+                    if primed[c as usize] {
+                        continue;
+                    }
+                    primed[c as usize] = true;
+                }
+                let cv = VertexId(c);
+                if tree.children(cv).is_empty() {
+                    // A leaf holds its own size, its type made a pruning type (anchored at
+                    // the cluster) when no filter names it.
+                    let rank = types.rank(g.kind(cv));
+                    if !prune.is_pruning(rank) {
+                        prune.set(Some(cluster), rank);
+                    }
+                    add_to(&mut top.sum, rank, g.size(cv));
+                } else {
+                    let own = own_of(prune, cv);
+                    let whole = if top.whole != NO_WHOLE {
+                        top.whole
+                    } else if node.is_some_and(|n| g.kind(cv) == n) {
+                        whole_vertex.push(c);
+                        (whole_vertex.len() - 1) as u32
+                    } else {
+                        NO_WHOLE
+                    };
+                    frames.push(Frame {
+                        v: c,
+                        next: 0,
+                        sum: spare.pop().unwrap_or_default(),
+                        own,
+                        whole,
+                    });
+                }
+                continue;
+            }
+            // Children are done: the aggregate, then this vertex's own size, and what
+            // travels up (pruning types only).
+            let Some(Frame {
+                v,
+                own,
+                mut sum,
+                whole,
+                ..
+            }) = frames.pop()
+            else {
+                break;
+            };
+            let vid = VertexId(v);
+            let rank = types.rank(g.kind(vid));
+            let tracked = prune.tracked_by(rank);
+            let agg = (!tracked.is_empty()).then(|| {
+                let totals: Vec<i64> = tracked
+                    .iter()
+                    .map(|t| sum.iter().find(|e| e.0 == *t).map_or(0, |e| e.1))
+                    .collect();
+                Aggregate {
+                    types: tracked.iter().map(|&r| types.at_rank(r)).collect(),
+                    ranks: tracked,
+                    plan: MultiPlanner::new(PLAN_BASE, PLAN_HORIZON, &totals),
+                }
+            });
+            let index = inner.len() as u32;
+            inner_of[v as usize] = index;
+            inner_vertex.push(v);
+            whole_of_inner.push(whole);
+            // Leaf children point at their cover group (this vertex and their type), so
+            // that a cover of it reaches them (one parent each: not where vertices share
+            // parents).
+            if !dag {
+                let at = (index, whole);
+                cover::group_leaves(g, tree, vid, at, &mut inner_of, &mut cover_groups);
+            }
+            inner.push(Inner {
+                plans: Planner::new(PLAN_BASE, PLAN_HORIZON, g.size(vid)),
+                xcheck: Planner::new(PLAN_BASE, PLAN_HORIZON, XCHECK_TOTAL),
+                agg,
+            });
+            if let Some((t, k)) = own {
+                add_to(&mut sum, t, k);
+            }
+            if let Some(parent) = frames.last_mut() {
+                for &(t, k) in &sum {
+                    if prune.is_pruning(t) {
+                        add_to(&mut parent.sum, t, k);
+                    }
+                }
+            }
+            sum.clear();
+            spare.push(sum);
+        }
+        let prune_ranks: Vec<u32> = prune.all().collect();
+        let covers = HoldLists::new(cover_groups.len());
+        SchedState {
+            inner_of,
+            inner_vertex,
+            inner,
+            leaves: Pools::new(n),
+            covers,
+            cover_groups,
+            wholes: Wholes::new(whole_vertex, whole_of_inner),
+            prune_types: prune_ranks.iter().map(|&r| types.at_rank(r)).collect(),
+            prune_ranks,
+        }
+    }
+}
+
+/// An inner vertex whose children [`SchedState::new_on`] is summing.
+struct Frame {
+    v: u32,
+    /// Its next child to visit.
+    next: usize,
+    /// Units of each pruning type (by rank) its children visited so far hold.
+    sum: Vec<(u32, i64)>,
+    /// Its own size, when its type was a pruning type as the walk reached it.
+    own: Option<(u32, i64)>,
+    /// The whole it belongs to, or [`NO_WHOLE`].
+    whole: u32,
+}
+
+pub(super) fn add_to(sum: &mut Vec<(u32, i64)>, t: u32, k: i64) {
+    match sum.iter_mut().find(|e| e.0 == t) {
+        Some(e) => e.1 = e.1.saturating_add(k),
+        None => sum.push((t, k)),
+    }
+}
