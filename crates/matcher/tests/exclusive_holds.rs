@@ -183,89 +183,9 @@ fn leaves_of_whole_nodes_are_covered_and_answer_as_their_own_holds_would() {
             "{policy}: {} leaf holds for {leaves_held} leaves",
             m.state.leaves.live_holds()
         );
-        // The same calendars with every cover turned back into leaf holds answer alike.
-        let mut plain = m.state.clone();
-        for (_, j) in m.jobs() {
-            let mut spans = j.spans.clone();
-            plain.uncover(g, m.tree(), &mut spans).unwrap();
-            assert!(spans.iter().all(|s| !matches!(
-                s,
-                shardsched_matcher::SpanRef::Cover(..) | shardsched_matcher::SpanRef::Whole(..)
-            )));
-        }
+        // The same calendars with every cover turned back into records answer alike.
+        let plain = answers_alike(&m, policy);
         assert!(plain.leaves.live_holds() >= leaves_held, "{policy}");
-        for v in g.vertices() {
-            for (at, dur) in [(0, 1), (0, 100), (20, 20), (49, 2), (99, 1), (100, 40)] {
-                assert_eq!(
-                    m.state.usage(v, g.size(v), at, dur),
-                    plain.usage(v, g.size(v), at, dur),
-                    "{policy} {} [{at}, +{dur})",
-                    g.path(v)
-                );
-                assert_eq!(
-                    m.state.untouched(v, at, dur),
-                    plain.untouched(v, at, dur),
-                    "{policy} {}",
-                    g.path(v)
-                );
-                assert_eq!(
-                    m.state.untouched_from(v, at, dur),
-                    plain.untouched_from(v, at, dur),
-                    "{policy} {}",
-                    g.path(v)
-                );
-                let Some(agg) = plain.aggregate(v) else {
-                    continue;
-                };
-                for (i, &t) in agg.types.iter().enumerate() {
-                    assert_eq!(
-                        m.state.agg_avail(v, t, at, dur),
-                        plain.agg_avail(v, t, at, dur),
-                        "{policy} {} type {i}",
-                        g.path(v)
-                    );
-                    assert_eq!(
-                        m.state.agg_free_at(v, i, at),
-                        plain.agg_free_at(v, i, at),
-                        "{policy} {} type {i} at {at}",
-                        g.path(v)
-                    );
-                    let need = [(agg.ranks[i], 1)];
-                    assert_eq!(
-                        m.state.agg_fits(v, &need, at, dur, false),
-                        plain.agg_fits(v, &need, at, dur, false),
-                        "{policy} {} type {i}",
-                        g.path(v)
-                    );
-                }
-                assert_eq!(
-                    m.state.last_type_free_at(v, at),
-                    plain.last_type_free_at(v, at),
-                    "{policy} {} at {at}",
-                    g.path(v)
-                );
-            }
-        }
-        // What each job took from each aggregate reads the same from its covers.
-        for (id, j) in m.jobs() {
-            let mut spans = j.spans.clone();
-            let mut again = m.state.clone();
-            again.uncover(g, m.tree(), &mut spans).unwrap();
-            for v in g.vertices() {
-                let used = |st: &shardsched_matcher::SchedState,
-                            spans: &[shardsched_matcher::SpanRef]| {
-                    spans
-                        .iter()
-                        .find_map(|&s| st.aggregate_span(v, s).map(<[i64]>::to_vec))
-                };
-                assert_eq!(
-                    used(&m.state, &j.spans),
-                    used(&again, &spans),
-                    "{policy} job {id} at {}",
-                    g.path(v)
-                );
-            }
-        }
         let socket_job = m.job(5).expect("the socket job is placed");
         let covers = socket_job
             .spans
@@ -299,5 +219,152 @@ fn leaves_of_whole_nodes_are_covered_and_answer_as_their_own_holds_would() {
             let _ = m.cancel(id);
         }
         assert_eq!(m.state, m.fresh_state(), "{policy}");
+    }
+}
+
+/// The calendars of `m` with every cover of every job turned back into the records it
+/// stands for: every vertex answers alike in both, over windows across the covers' edges,
+/// and so does each job's use of each aggregate. Returns them.
+fn answers_alike(m: &Matcher, policy: &str) -> shardsched_matcher::SchedState {
+    let g = &m.graph;
+    let mut plain = m.state.clone();
+    for (_, j) in m.jobs() {
+        let mut spans = j.spans.clone();
+        plain.uncover(g, m.tree(), &mut spans).unwrap();
+        assert!(spans.iter().all(|s| !matches!(
+            s,
+            shardsched_matcher::SpanRef::Cover(..) | shardsched_matcher::SpanRef::Whole(..)
+        )));
+    }
+    for v in g.vertices() {
+        for (at, dur) in [(0, 1), (0, 100), (20, 20), (49, 2), (99, 1), (100, 40)] {
+            assert_eq!(
+                m.state.usage(v, g.size(v), at, dur),
+                plain.usage(v, g.size(v), at, dur),
+                "{policy} {} [{at}, +{dur})",
+                g.path(v)
+            );
+            assert_eq!(
+                m.state.untouched(v, at, dur),
+                plain.untouched(v, at, dur),
+                "{policy} {}",
+                g.path(v)
+            );
+            assert_eq!(
+                m.state.untouched_from(v, at, dur),
+                plain.untouched_from(v, at, dur),
+                "{policy} {}",
+                g.path(v)
+            );
+            let Some(agg) = plain.aggregate(v) else {
+                continue;
+            };
+            for (i, &t) in agg.types.iter().enumerate() {
+                assert_eq!(
+                    m.state.agg_avail(v, t, at, dur),
+                    plain.agg_avail(v, t, at, dur),
+                    "{policy} {} type {i}",
+                    g.path(v)
+                );
+                assert_eq!(
+                    m.state.agg_free_at(v, i, at),
+                    plain.agg_free_at(v, i, at),
+                    "{policy} {} type {i} at {at}",
+                    g.path(v)
+                );
+                let need = [(agg.ranks[i], 1)];
+                assert_eq!(
+                    m.state.agg_fits(v, &need, at, dur, false),
+                    plain.agg_fits(v, &need, at, dur, false),
+                    "{policy} {} type {i}",
+                    g.path(v)
+                );
+            }
+            assert_eq!(
+                m.state.last_type_free_at(v, at),
+                plain.last_type_free_at(v, at),
+                "{policy} {} at {at}",
+                g.path(v)
+            );
+        }
+    }
+    // What each job took from each aggregate reads the same from its covers.
+    for (id, j) in m.jobs() {
+        let mut spans = j.spans.clone();
+        let mut again = m.state.clone();
+        again.uncover(g, m.tree(), &mut spans).unwrap();
+        for v in g.vertices() {
+            let used = |st: &shardsched_matcher::SchedState,
+                        spans: &[shardsched_matcher::SpanRef]| {
+                spans
+                    .iter()
+                    .find_map(|&s| st.aggregate_span(v, s).map(<[i64]>::to_vec))
+            };
+            assert_eq!(
+                used(&m.state, &j.spans),
+                used(&again, &spans),
+                "{policy} job {id} at {}",
+                g.path(v)
+            );
+        }
+    }
+    plain
+}
+
+/// A whole node comes back as one whole cover when its job is restored from its allocation
+/// alone (a listing the commit checks vertex by vertex), and the calendars answer as the
+/// records it stands for after a partial cancel (which turns the job's covers back into
+/// records first). (A job id matched again, resource-query's, is in the conformance cases.)
+#[test]
+fn whole_covers_survive_restores_and_partial_cancels() {
+    let wholes = |m: &Matcher, id: u64| {
+        m.job(id).map_or(0, |j| {
+            j.spans
+                .iter()
+                .filter(|s| matches!(s, shardsched_matcher::SpanRef::Whole(..)))
+                .count()
+        })
+    };
+    for policy in ["first", "low", "hinodex"] {
+        let mut m = matcher(4, policy);
+        m.place(MatchOp::Allocate, &spec(Some(2), None, 100), 1, 0)
+            .unwrap();
+        // All four nodes: reserved from 100, two of them with job 1's cover before.
+        m.place(
+            MatchOp::AllocateOrElseReserve,
+            &spec(Some(4), None, 50),
+            2,
+            0,
+        )
+        .unwrap();
+        assert_eq!((wholes(&m, 1), wholes(&m, 2)), (2, 4), "{policy}");
+        answers_alike(&m, policy);
+
+        let alloc = m.take(1).unwrap();
+        m.restore(1, alloc).unwrap();
+        assert_eq!(wholes(&m, 1), 2, "{policy}: restored whole");
+        answers_alike(&m, policy);
+
+        // Job 2 gives one node back: its covers are records from then on.
+        let node = m
+            .job(2)
+            .unwrap()
+            .alloc
+            .vertices
+            .iter()
+            .find(|av| m.graph.kind_str(av.v) == "node")
+            .unwrap()
+            .v;
+        let rank = m.graph.rank(node);
+        m.partial_cancel_ranks(2, &[rank].into()).unwrap();
+        assert_eq!(wholes(&m, 2), 0, "{policy}");
+        answers_alike(&m, policy);
+
+        let held = m.state.clone();
+        let job_ids: Vec<u64> = m.jobs().map(|(id, _)| id).collect();
+        for id in job_ids {
+            m.cancel(id).unwrap();
+        }
+        assert!(m.state != held, "{policy}: cancels took records out");
     }
 }

@@ -136,7 +136,8 @@ impl SchedState {
     }
 
     /// [`SchedState::leaf_peak`], given `cover`: leaf `v`'s cover group and the peak of its
-    /// covers during the window, as [`SchedState::cover_peak`] reads it.
+    /// covers during the window, as [`SchedState::cover_peak`] reads it. The whole covers
+    /// of its node count too (`state::whole`), each a hold of `size` units and one job.
     #[inline]
     fn leaf_peak_given(
         &self,
@@ -147,55 +148,23 @@ impl SchedState {
         cover: Option<(u32, PeakUse)>,
     ) -> PeakUse {
         let own_idle = self.leaves.is_idle(v.index());
-        if let Some(c) = cover.and_then(|(p, _)| self.covered_group(p)) {
-            return self.leaf_peak_whole(v, size, at, dur, cover, c);
-        }
-        let own = || {
-            if own_idle {
-                PeakUse::default()
-            } else {
-                self.leaves.peak_during(v.index(), at, dur)
+        let whole = cover.and_then(|(p, _)| self.covered_group(p));
+        let grouped = cover.filter(|c| c.1.jobs > 0);
+        match (own_idle, grouped, whole) {
+            (true, None, None) => return PeakUse::default(),
+            (false, None, None) => return self.leaves.peak_during(v.index(), at, dur),
+            (true, Some((_, covered)), None) => {
+                return PeakUse {
+                    units: covered.jobs.saturating_mul(size),
+                    jobs: covered.jobs,
+                };
             }
-        };
-        let Some((p, covered)) = cover.filter(|c| c.1.jobs > 0) else {
-            return own();
-        };
-        if own_idle {
-            return PeakUse {
-                units: covered.jobs.saturating_mul(size),
-                jobs: covered.jobs,
-            };
+            (true, None, Some(c)) => return self.whole_peak(c, size, at, dur),
+            _ => {}
         }
-        // Both may overlap the window: sweep them together.
+        // Several may overlap the window: sweep them together.
         let end = at.saturating_add(i64::try_from(dur).unwrap_or(i64::MAX));
-        let holds = self.leaves.iter(v.index()).chain(
-            self.covers
-                .iter(p as usize)
-                .map(move |(s, e, _, j)| (s, e, size.saturating_mul(j), j)),
-        );
-        PeakUse::of_holds(holds, at, end)
-    }
-
-    /// [`SchedState::leaf_peak_given`] for a leaf of whole `c`, which has whole covers: its
-    /// own holds, its group's covers and the whole's covers, each a hold of `size` units
-    /// and one job.
-    #[cold]
-    fn leaf_peak_whole(
-        &self,
-        v: VertexId,
-        size: i64,
-        at: i64,
-        dur: u64,
-        cover: Option<(u32, PeakUse)>,
-        c: u32,
-    ) -> PeakUse {
-        let others =
-            self.leaves.is_idle(v.index()) && cover.is_none_or(|(_, covered)| covered.jobs == 0);
-        if others {
-            return self.whole_peak(c, size, at, dur);
-        }
-        let end = at.saturating_add(i64::try_from(dur).unwrap_or(i64::MAX));
-        let group = cover.map(|(p, _)| p as usize);
+        let group = grouped.map(|(p, _)| p as usize);
         let holds = self
             .leaves
             .iter(v.index())
@@ -205,7 +174,11 @@ impl SchedState {
                     .flat_map(move |p| self.covers.iter(p))
                     .map(move |(s, e, _, j)| (s, e, size.saturating_mul(j), j)),
             )
-            .chain(self.whole_holds(c, size));
+            .chain(
+                whole
+                    .into_iter()
+                    .flat_map(move |c| self.whole_holds(c, size)),
+            );
         PeakUse::of_holds(holds, at, end)
     }
 
