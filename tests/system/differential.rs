@@ -174,3 +174,21 @@ fn generated_cases_run_cleanly_and_compare_with_fluxion_when_available() {
         problems.join("\n")
     );
 }
+
+/// A queue's matches (`Matcher::place`, as the shards make them) never hold a vertex twice,
+/// even where Fluxion's flexible traverser does: in these two generated cases (found at
+/// 5,000 cases) resource-query's output, Fluxion's byte for byte, takes a node exclusively
+/// inside an `xor_slot` while another job uses it; replayed in-process, as every case is,
+/// the checker passes every step (it did not before the queue refused such matches).
+#[test]
+fn queue_matches_never_hold_a_vertex_twice_where_the_flexible_traverser_would() {
+    let scratch = tempfile::tempdir().expect("scratch folder");
+    for seed in [2107u64, 2857] {
+        let case = shardsched_querygen::case::generate(seed);
+        let dir = scratch.path().join(seed.to_string());
+        case.write_to(&dir).expect("case written");
+        let placed =
+            replay_checked(&dir, &case.info).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        assert!(placed >= 1, "seed {seed}: nothing placed");
+    }
+}

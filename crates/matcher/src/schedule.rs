@@ -250,6 +250,14 @@ impl Matcher {
         // learn: a queue re-plans its reservations as often as it likes and skips unchanged
         // work, and neither may change where later jobs go.
         let learn = if fluxion { Some(now) } else { None };
+        if !fluxion && req.flexible && !self.takes_only_free(&alloc) {
+            // The flexible traverser, as Fluxion's, may choose a vertex exclusively that
+            // another job uses (a `node` inside an `xor_slot`: seeds 2107 and 2857 of the
+            // generated cases); resource-query keeps Fluxion's answer, a queue never
+            // holds a vertex twice.
+            self.errno = Errno::Busy;
+            return Ok(self.no_match());
+        }
         let listed = alloc.vertices.len();
         let (held_at, held_for) = (alloc.at, alloc.duration);
         // For the commit of exactly this list (it takes them back).
@@ -531,6 +539,14 @@ impl Matcher {
     /// outside resource-query's rules (`fluxion` false: the shards) for a jobspec that
     /// offers alternatives (or-slots, `xor_slot`), which only the flexible traverser
     /// matches. Other jobspecs keep the simple traverser's answers there.
+    /// Whether no job touches a vertex `alloc` takes exclusively, over its window.
+    fn takes_only_free(&self, alloc: &Allocation) -> bool {
+        alloc
+            .vertices
+            .iter()
+            .all(|av| !av.exclusive || self.state.untouched(av.v, alloc.at, alloc.duration))
+    }
+
     fn flexible_for(&self, js: &Jobspec, fluxion: bool) -> bool {
         self.flexible || (!fluxion && js.has_alternatives())
     }
