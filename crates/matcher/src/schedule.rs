@@ -535,10 +535,6 @@ impl Matcher {
         Ok(!listed.is_empty())
     }
 
-    /// Whether `js` is matched by the flexible traverser: when chosen (`-T flexible`), and
-    /// outside resource-query's rules (`fluxion` false: the shards) for a jobspec that
-    /// offers alternatives (or-slots, `xor_slot`), which only the flexible traverser
-    /// matches. Other jobspecs keep the simple traverser's answers there.
     /// Whether no job touches a vertex `alloc` takes exclusively, over its window.
     fn takes_only_free(&self, alloc: &Allocation) -> bool {
         alloc
@@ -547,6 +543,10 @@ impl Matcher {
             .all(|av| !av.exclusive || self.state.untouched(av.v, alloc.at, alloc.duration))
     }
 
+    /// Whether `js` is matched by the flexible traverser: when chosen (`-T flexible`), and
+    /// outside resource-query's rules (`fluxion` false: the shards) for a jobspec that
+    /// offers alternatives (or-slots, `xor_slot`), which only the flexible traverser
+    /// matches. Other jobspecs keep the simple traverser's answers there.
     fn flexible_for(&self, js: &Jobspec, fluxion: bool) -> bool {
         self.flexible || (!fluxion && js.has_alternatives())
     }
