@@ -248,17 +248,17 @@ fn commit_inner(
                     if below.len() < dn + 2 {
                         below.resize_with(dn + 2, Vec::new);
                     }
-                    if let Some((_, up)) = st.whole_shape(g, tree, ranks, c) {
-                        for &(t, n) in up {
+                    inner_at.clear();
+                    if let Some(shape) = st.learned_shape(c) {
+                        for &(t, n) in &shape.up {
                             add(&mut below[dn], t, n);
                         }
+                        inner_at.extend_from_slice(&shape.inner_at);
                     }
                     st.hold_whole(c, at, dur, spans)?;
                     memo.clear();
                     if listed_whole == Some(end) {
                         // In the tree's order: the inner vertices are where the shape says.
-                        inner_at.clear();
-                        inner_at.extend_from_slice(st.whole_inner_at(c).unwrap_or_default());
                         for &k in inner_at.iter() {
                             after(st, alloc.vertices[i + k as usize].v);
                         }

@@ -240,14 +240,7 @@ impl SchedState {
     /// Free units of the `i`th type of `v`'s aggregate at `t`, if `v` has an aggregate.
     pub fn agg_free_at(&self, v: VertexId, i: usize, t: i64) -> Option<i64> {
         let (inner, covered) = self.inner_covered(v)?;
-        let a = inner.agg.as_ref()?;
-        let own = a.plan.avail_at(t, i);
-        Some(match covered {
-            None => own,
-            Some(c) => {
-                own - self.whole_jobs_at(c, t) * a.plan.totals().get(i).copied().unwrap_or(0)
-            }
-        })
+        Some(agg_free_at(self, inner.agg.as_ref()?, covered, i, t))
     }
 
     /// Whether `v`'s aggregate can give `need` (by pruning-type rank; absent types need 0)
@@ -282,9 +275,10 @@ impl SchedState {
     pub fn aggregate_span(&self, v: VertexId, s: SpanRef) -> Option<&[i64]> {
         if let SpanRef::Whole(c, _) = s {
             // A whole cover took every unit of every aggregate of its whole.
-            return (self.whole_of(v) == Some(c))
-                .then(|| self.aggregate(v).map(|a| a.plan.totals()))
-                .flatten();
+            if self.whole_of(v) != Some(c) {
+                return None;
+            }
+            return self.aggregate(v).map(|a| a.plan.totals());
         }
         let SpanRef::Agg(i, id) = s else {
             return None;
@@ -401,7 +395,7 @@ impl SchedState {
         let (inner, covered) = self.inner_covered(v)?;
         let a = inner.agg.as_ref()?;
         let last = a.types.len().checked_sub(1)?;
-        let free = self.agg_free_at(v, last, now)?;
+        let free = agg_free_at(self, a, covered, last, now);
         Some((free, a.plan.span_count() > 0 || covered.is_some()))
     }
 
@@ -484,6 +478,18 @@ fn agg_free(
         Some(c) => {
             let total = a.plan.totals().get(i).copied().unwrap_or(0);
             st.with_covers(c, at, dur, total, own)
+        }
+    }
+}
+
+/// Free units of aggregate `a`'s `i`th type at `t`, with the covers of whole `covered`.
+fn agg_free_at(st: &SchedState, a: &Aggregate, covered: Option<u32>, i: usize, t: i64) -> i64 {
+    let own = a.plan.avail_at(t, i);
+    match covered {
+        None => own,
+        Some(c) => {
+            let total = a.plan.totals().get(i).copied().unwrap_or(0);
+            own.saturating_sub(st.whole_jobs_at(c, t).saturating_mul(total))
         }
     }
 }

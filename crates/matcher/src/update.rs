@@ -75,20 +75,13 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
         if whole && !dag {
             // Everything below is taken whole: no marks, no types to ask about.
             let first = self.out.len();
-            for &c in self.tree.children(u) {
-                n += self.visit_whole(VertexId(c), depth + 1);
-            }
-            self.out.push(AllocVertex {
-                v: u,
-                needs: i64::try_from(needs).unwrap_or(i64::MAX),
-                exclusive: true,
-                depth,
-            });
+            let needs = i64::try_from(needs).unwrap_or(i64::MAX);
+            let n = self.visit_whole(u, needs, depth);
             let last = self.out.len() - 1;
             if let (Ok(first), Ok(last)) = (u32::try_from(first), u32::try_from(last)) {
                 self.ranges.push((first, last));
             }
-            return n + 1;
+            return n;
         }
         if dag {
             self.seen[u.index()] = true;
@@ -122,17 +115,18 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
         n
     }
 
-    /// [`Emit::visit`] below a vertex taken whole, in a tree: `u` and everything below it,
-    /// all units, exclusively.
-    fn visit_whole(&mut self, u: VertexId, depth: u32) -> u64 {
+    /// [`Emit::visit`] of a vertex taken whole, in a tree: `u` (`needs` of its units) and
+    /// everything below it, all their units, exclusively.
+    fn visit_whole(&mut self, u: VertexId, needs: i64, depth: u32) -> u64 {
         let mut n = 1;
         for &c in self.tree.children(u) {
-            n += self.visit_whole(VertexId(c), depth + 1);
+            let c = VertexId(c);
+            // (As `visit` takes a child's size: none when negative.)
+            n += self.visit_whole(c, self.g.size(c).max(0), depth + 1);
         }
         self.out.push(AllocVertex {
             v: u,
-            // (As `visit` takes a child's size: none when negative.)
-            needs: self.g.size(u).max(0),
+            needs,
             exclusive: true,
             depth,
         });

@@ -27,7 +27,7 @@ pub(super) fn whole_listing(
     if !st.whole_free(c, at, dur) {
         return None;
     }
-    let (count, _) = st.whole_shape(g, tree, ranks, c)?;
+    let count = st.whole_shape(g, tree, ranks, c)?.vertices;
     let end = i + count as usize - 1;
     let listed = listing.vertices.get(i..=end)?;
     let top = listed.last()?;

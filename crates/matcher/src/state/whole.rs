@@ -53,14 +53,14 @@ pub(super) struct Wholes {
 
 /// What a whole listing of a whole records, learned once from the graph.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct Shape {
+pub(crate) struct Shape {
     /// How many vertices it has, the node included.
-    vertices: u32,
+    pub(crate) vertices: u32,
     /// What its listing adds to its parent's per-type sums (by pruning rank).
-    up: Vec<(u32, i64)>,
+    pub(crate) up: Vec<(u32, i64)>,
     /// Where its inner vertices are in a listing in the tree's order (children before
     /// parents), from its first vertex.
-    inner_at: Vec<u32>,
+    pub(crate) inner_at: Vec<u32>,
 }
 
 /// A whole's shape not learned yet.
@@ -205,14 +205,15 @@ impl SchedState {
         let Some(end) = window_end(at, dur) else {
             return own(at, dur);
         };
+        if self.wholes.meeting(c, at, end).next().is_none() {
+            // The common case, with nothing to cut.
+            return own(at, dur);
+        }
         // Cut the window where a cover starts or ends; each piece has its own count.
         let mut cuts: Vec<i64> = vec![at, end];
         for (s, e, _) in self.wholes.meeting(c, at, end) {
             cuts.push(s);
             cuts.push(e);
-        }
-        if cuts.len() == 2 {
-            return own(at, dur);
         }
         cuts.sort_unstable();
         cuts.dedup();
@@ -228,12 +229,8 @@ impl SchedState {
 
     /// Jobs of whole `c`'s covers at `t`.
     pub(super) fn whole_jobs_at(&self, c: u32, t: i64) -> i64 {
-        self.wholes
-            .covers
-            .iter(c as usize)
-            .filter(|&(s, e, _, _)| s <= t && t < e)
-            .map(|(_, _, _, j)| j)
-            .sum()
+        let instant = t.saturating_add(1);
+        self.wholes.meeting(c, t, instant).map(|(_, _, j)| j).sum()
     }
 
     /// The earliest start at or after `at` of a window of `dur` that no cover of whole `c`
@@ -296,27 +293,25 @@ impl SchedState {
             && self.wholes.covers.peak_during(c as usize, at, dur).jobs == 0
     }
 
-    /// How many vertices whole `c` has and what its whole listing adds to its parent's
-    /// sums, when a whole cover can stand for its records (learned at the first call).
+    /// Whole `c`'s shape, when a whole cover can stand for its records (learned at the
+    /// first call).
     pub(crate) fn whole_shape(
         &mut self,
         g: &ResourceGraph,
         tree: &dyn Tree,
         ranks: &dyn PruneRank,
         c: u32,
-    ) -> Option<(u32, &[(u32, i64)])> {
+    ) -> Option<&Shape> {
         if self.wholes.shapes.of[c as usize] == UNKNOWN {
             let shape = self.learn_shape(g, tree, ranks, c);
             self.wholes.shapes.learned(c, shape);
         }
-        let shape = self.wholes.shapes.of(c)?;
-        Some((shape.vertices, &shape.up))
+        self.wholes.shapes.of(c)
     }
 
-    /// Where whole `c`'s inner vertices are in a listing in the tree's order, once its
-    /// shape is learned ([`SchedState::whole_shape`]).
-    pub(crate) fn whole_inner_at(&self, c: u32) -> Option<&[u32]> {
-        self.wholes.shapes.of(c).map(|s| &s.inner_at[..])
+    /// Whole `c`'s shape, once learned ([`SchedState::whole_shape`]).
+    pub(crate) fn learned_shape(&self, c: u32) -> Option<&Shape> {
+        self.wholes.shapes.of(c)
     }
 
     /// Walks whole `c` as a whole listing's commit sums it (children before parents) and
