@@ -203,10 +203,11 @@ impl Matcher {
         let mut ranges = std::mem::take(&mut self.commit_scratch.whole_ranges);
         let vertices = crate::update::emission(
             &self.graph,
-            self.tree(),
+            crate::tree_of(&self.graph, &self.subtree),
             &self.marks,
             &whole,
             self.last_recorded,
+            &mut self.state,
             &mut ranges,
         );
         if vertices.is_empty() {
@@ -526,10 +527,11 @@ impl Matcher {
         }
         let listed = crate::update::emission(
             &self.graph,
-            self.tree(),
+            crate::tree_of(&self.graph, &self.subtree),
             &self.marks,
             &whole,
             0,
+            &mut self.state,
             &mut Vec::new(),
         );
         Ok(!listed.is_empty())

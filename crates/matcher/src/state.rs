@@ -36,9 +36,11 @@ const AGGREGATE_INLINE_TYPES: usize = 8;
 mod build;
 mod carry;
 mod cover;
+mod listing;
 mod whole;
 use cover::CoverGroup;
 pub(crate) use cover::CoverMemo;
+pub(crate) use listing::{WholeListing, copy_listing};
 use whole::{NO_WHOLE, Wholes};
 
 /// Prune filters: pairs of (high-level type or all, low-level type).

@@ -12,19 +12,22 @@ use shardsched_resource::{ResourceGraph, Sym, VertexId};
 
 use crate::alloc::AllocVertex;
 use crate::dfu::{Marks, Tree};
+use crate::state::{SchedState, WholeListing, copy_listing};
 
 /// Lists what the last select's marks take (see the module doc); `whole_types` are the
 /// types taken with their whole subtree. Empty when nothing would be taken exclusively (the
 /// match then fails). `expected`: how many vertices the list will likely hold (the last
 /// match's count: streams repeat a jobspec), so that it is allocated once. `ranges` gets
 /// the first and last index of each subtree listed whole (its top vertex last, the rest in
-/// the tree's order, children before parents), for the commit (`alloc::commit_noting`).
+/// the tree's order, children before parents), for the commit (`alloc::commit_noting`). A
+/// node taken whole is listed from `st`'s copy of its first listing (`state::listing`).
 pub fn emission(
     g: &ResourceGraph,
     tree: &dyn Tree,
     marks: &Marks,
     whole_types: &[Sym],
     expected: usize,
+    st: &mut SchedState,
     ranges: &mut Vec<(u32, u32)>,
 ) -> Vec<AllocVertex> {
     ranges.clear();
@@ -36,6 +39,7 @@ pub fn emission(
         tree,
         marks,
         whole: &whole,
+        st,
         out: &mut out,
         ranges,
         seen: if tree.is_dag() {
@@ -57,6 +61,8 @@ struct Emit<'a, F: Fn(VertexId) -> bool> {
     tree: &'a dyn Tree,
     marks: &'a Marks,
     whole: &'a F,
+    /// Where whole nodes' listings are kept.
+    st: &'a mut SchedState,
     out: &'a mut Vec<AllocVertex>,
     /// Subtrees listed whole: first and last index in `out`.
     ranges: &'a mut Vec<(u32, u32)>,
@@ -76,7 +82,26 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
             // Everything below is taken whole: no marks, no types to ask about.
             let first = self.out.len();
             let needs = i64::try_from(needs).unwrap_or(i64::MAX);
-            let n = self.visit_whole(u, needs, depth);
+            let n = match self.st.whole_listing_of(u) {
+                WholeListing::Kept(ids, layout) => {
+                    copy_listing(self.out, (ids, layout), needs, depth);
+                    let n = ids.len() as u64;
+                    if cfg!(debug_assertions) {
+                        // The copy is what the walk lists.
+                        let copied = self.out.len();
+                        self.visit_whole(u, needs, depth);
+                        debug_assert_eq!(self.out[first..copied], self.out[copied..]);
+                        self.out.truncate(copied);
+                    }
+                    n
+                }
+                WholeListing::Learn(c) => {
+                    let n = self.visit_whole(u, needs, depth);
+                    self.st.learn_whole_listing(c, &self.out[first..], depth);
+                    n
+                }
+                WholeListing::Walk => self.visit_whole(u, needs, depth),
+            };
             let last = self.out.len() - 1;
             if let (Ok(first), Ok(last)) = (u32::try_from(first), u32::try_from(last)) {
                 self.ranges.push((first, last));

@@ -368,3 +368,51 @@ fn whole_covers_survive_restores_and_partial_cancels() {
         assert!(m.state != held, "{policy}: cancels took records out");
     }
 }
+
+/// A node taken whole again is listed as the walk listed it the first time (the update walk
+/// copies a whole's first listing: `state::listing`), under each policy, after cancels and
+/// beside a matcher that never listed it.
+#[test]
+fn nodes_taken_whole_again_are_listed_as_the_first_time() {
+    for policy in ["first", "low", "high", "hinodex"] {
+        let mut m = matcher(4, policy);
+        let mut first = None;
+        for id in 1..=3 {
+            m.place(MatchOp::Allocate, &spec(Some(4), None, 100), id, 0)
+                .unwrap();
+            let listed = m.job(id).unwrap().alloc.vertices.clone();
+            let first = first.get_or_insert_with(|| listed.clone());
+            assert_eq!(&listed, first, "{policy}: job {id}");
+            m.cancel(id).unwrap();
+        }
+        // A matcher that walks every node: the same listing.
+        let mut fresh = matcher(4, policy);
+        fresh
+            .place(MatchOp::Allocate, &spec(Some(4), None, 100), 9, 0)
+            .unwrap();
+        assert_eq!(
+            Some(&fresh.job(9).unwrap().alloc.vertices),
+            first.as_ref(),
+            "{policy}"
+        );
+        // Half the nodes, then the other half beside them: each listed as the walk lists it.
+        m.place(MatchOp::Allocate, &spec(Some(2), None, 100), 10, 0)
+            .unwrap();
+        m.place(MatchOp::Allocate, &spec(Some(2), None, 100), 11, 0)
+            .unwrap();
+        fresh.cancel(9).unwrap();
+        fresh
+            .place(MatchOp::Allocate, &spec(Some(2), None, 100), 10, 0)
+            .unwrap();
+        fresh
+            .place(MatchOp::Allocate, &spec(Some(2), None, 100), 11, 0)
+            .unwrap();
+        for id in [10, 11] {
+            assert_eq!(
+                m.job(id).unwrap().alloc.vertices,
+                fresh.job(id).unwrap().alloc.vertices,
+                "{policy}: job {id}"
+            );
+        }
+    }
+}

@@ -28,6 +28,7 @@ use std::collections::HashMap;
 use shardsched_planner::{HoldLists, PeakUse};
 use shardsched_resource::{ResourceGraph, VertexId};
 
+use super::listing::Listings;
 use super::{PLAN_BASE, PLAN_HORIZON, SchedState, SpanRef};
 use crate::MatchError;
 use crate::alloc::PruneRank;
@@ -49,6 +50,8 @@ pub(super) struct Wholes {
     covers: HoldLists,
     /// What each whole's first whole listing learned.
     shapes: Shapes,
+    /// What the update walk lists for each whole taken whole.
+    pub(super) listings: Listings,
 }
 
 /// What a whole listing of a whole records, learned once from the graph.
@@ -123,6 +126,7 @@ impl Wholes {
                 of: vec![UNKNOWN; n],
                 ..Shapes::default()
             },
+            listings: Listings::new(n),
         }
     }
 

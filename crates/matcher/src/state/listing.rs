@@ -1,0 +1,174 @@
+//! Whole listings: what the update walk lists for a node taken whole, kept from its first
+//! listing.
+//!
+//! Why: a match that takes a node whole lists every vertex below it, all units,
+//! exclusively (Fluxion's exclusive walk; `update.rs`): 59 entries for a bench node. Walking
+//! the subtree for them — children looked up, sizes read, one call per vertex — was the
+//! largest single cost of a conservative replay of whole-node jobs (`perf`: 14 % of the
+//! 5,000-job replay's samples, before this), where the same nodes are reserved again and
+//! again. What such a listing holds depends on the graph and the walk's tree alone: the same
+//! vertices, sizes and depths every time. So the first listing of each whole is kept — its
+//! vertex ids (4 bytes a vertex, in one list for all wholes) and its *layout* (units,
+//! depths less the node's), which nodes alike share — and later listings copy it.
+//!
+//! The ids are kept per whole, not as offsets from the node's: generated graphs number
+//! vertices level by level, so a node's cores are not at the same distance from it as the
+//! next node's are from that one.
+//!
+//! Whole `c`'s listing is learned from the walk's own output, so a copy is what the walk
+//! lists by construction; the state that keeps it is made again whenever the graph or the
+//! walk's tree changes (`regraph.rs`, `set_dominant_subsystem`).
+
+use std::collections::HashMap;
+
+use shardsched_resource::VertexId;
+
+use super::SchedState;
+use crate::alloc::AllocVertex;
+
+/// Distinct layouts kept; a whole first listed once they are all taken is walked each time.
+pub const WHOLE_LAYOUTS_MAX: usize = 256;
+
+/// Not learned yet.
+const UNKNOWN: u32 = u32::MAX;
+/// Never kept (no room left for its layout).
+const WALKED: u32 = u32::MAX - 1;
+
+/// One entry of a layout: what a listing says of a vertex besides its id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct LayoutEntry {
+    needs: i64,
+    exclusive: bool,
+    /// Depth less the node's.
+    depth: u32,
+}
+
+/// The wholes' kept listings.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Listings {
+    /// Per whole: where its ids start in `ids`, and its layout (or [`UNKNOWN`], [`WALKED`]).
+    of: Vec<(u32, u32)>,
+    /// The ids of every kept listing, one after another.
+    ids: Vec<u32>,
+    /// Distinct layouts; a layout's last entry is the node's, with no units.
+    distinct: Vec<Box<[LayoutEntry]>>,
+    index: HashMap<Box<[LayoutEntry]>, u32>,
+    /// The layout kept last.
+    last: Option<u32>,
+}
+
+/// Derived from the graph alone, so two states of one graph have equal listings whatever
+/// each has learned of them yet.
+impl PartialEq for Listings {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Listings {
+    pub(super) fn new(wholes: usize) -> Listings {
+        Listings {
+            of: vec![(0, UNKNOWN); wholes],
+            ..Listings::default()
+        }
+    }
+}
+
+/// What is known of the listing of a vertex taken whole.
+pub(crate) enum WholeListing<'a> {
+    /// Its ids and layout.
+    Kept(&'a [u32], &'a [LayoutEntry]),
+    /// Whole `c`'s node, not listed yet: learn it from the walk's listing.
+    Learn(u32),
+    /// Walk it.
+    Walk,
+}
+
+impl SchedState {
+    /// The listing of `u` taken whole, if `u` is a whole's node.
+    pub(crate) fn whole_listing_of(&self, u: VertexId) -> WholeListing<'_> {
+        let Some(c) = self.whole_of(u).filter(|&c| self.whole_vertex(c) == u) else {
+            return WholeListing::Walk;
+        };
+        let ls = &self.wholes.listings;
+        match ls.of[c as usize] {
+            (_, UNKNOWN) => WholeListing::Learn(c),
+            (_, WALKED) => WholeListing::Walk,
+            (at, i) => {
+                let layout = &ls.distinct[i as usize];
+                let at = at as usize;
+                match ls.ids.get(at..at + layout.len()) {
+                    Some(ids) => WholeListing::Kept(ids, layout),
+                    None => WholeListing::Walk,
+                }
+            }
+        }
+    }
+
+    /// Keeps `listed`, the walk's listing of whole `c` at `depth` (its node last), as
+    /// [`WholeListing::Kept`] says. Its layout is compared first with the one kept last,
+    /// which nodes listed one after another nearly always share: no hashing, no copy.
+    pub(crate) fn learn_whole_listing(&mut self, c: u32, listed: &[AllocVertex], depth: u32) {
+        let top = self.whole_vertex(c);
+        let entry = |av: &AllocVertex| LayoutEntry {
+            needs: if av.v == top { 0 } else { av.needs },
+            exclusive: av.exclusive,
+            depth: av.depth.wrapping_sub(depth),
+        };
+        let ls = &mut self.wholes.listings;
+        let last = ls.last.filter(|&i| {
+            let kept = &ls.distinct[i as usize];
+            kept.len() == listed.len() && listed.iter().zip(kept).all(|(av, e)| entry(av) == *e)
+        });
+        let layout = match last {
+            Some(i) => i,
+            None => {
+                let layout: Box<[LayoutEntry]> = listed.iter().map(entry).collect();
+                match ls.index.get(&layout) {
+                    Some(&i) => i,
+                    None if ls.distinct.len() < WHOLE_LAYOUTS_MAX => {
+                        let i = u32::try_from(ls.distinct.len()).unwrap_or(WALKED);
+                        ls.distinct.push(layout.clone());
+                        ls.index.insert(layout, i);
+                        i
+                    }
+                    None => WALKED,
+                }
+            }
+        };
+        let Ok(at) = u32::try_from(ls.ids.len()) else {
+            ls.of[c as usize] = (0, WALKED);
+            return;
+        };
+        if layout != WALKED {
+            ls.ids.extend(listed.iter().map(|av| av.v.0));
+            ls.last = Some(layout);
+        }
+        ls.of[c as usize] = (at, layout);
+    }
+}
+
+/// Appends a kept listing ([`WholeListing::Kept`]) of node `u` at `depth` taking `needs` of
+/// its own units.
+pub(crate) fn copy_listing(
+    out: &mut Vec<AllocVertex>,
+    (ids, layout): (&[u32], &[LayoutEntry]),
+    needs: i64,
+    depth: u32,
+) {
+    let Some((&u, below)) = ids.split_last() else {
+        return;
+    };
+    out.extend(below.iter().zip(layout).map(|(&v, e)| AllocVertex {
+        v: VertexId(v),
+        needs: e.needs,
+        exclusive: e.exclusive,
+        depth: depth.wrapping_add(e.depth),
+    }));
+    out.push(AllocVertex {
+        v: VertexId(u),
+        needs,
+        exclusive: layout.last().is_none_or(|e| e.exclusive),
+        depth,
+    });
+}
