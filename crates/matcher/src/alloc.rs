@@ -213,14 +213,14 @@ fn commit_inner(
     memo.clear();
     // The pruning rank of the last cover group's leaves (one type per group).
     let mut group_rank: Option<(u32, Option<u32>)> = None;
-    // Vertices before this one were recorded by a whole cover.
-    let mut covered_to = 0;
     // The whole whose listing is recorded vertex by vertex.
     let mut declined = None;
-    for i in 0..alloc.vertices.len() {
-        if i < covered_to {
-            continue;
-        }
+    // The next vertex to record: a whole cover records a node's listing at once and skips
+    // it.
+    let mut next = 0;
+    while next < alloc.vertices.len() {
+        let i = next;
+        next += 1;
         let av = alloc.vertices[i];
         let d = av.depth as usize;
         if below.len() < d + 2 {
@@ -281,7 +281,7 @@ fn commit_inner(
                         }
                     }
                     kept += end + 1 - i;
-                    covered_to = end + 1;
+                    next = end + 1;
                     continue;
                 }
                 None => declined = Some(c),

@@ -191,7 +191,11 @@ impl SchedState {
     pub fn untouched(&self, v: VertexId, at: i64, dur: u64) -> bool {
         match self.inner_covered(v) {
             Some((inner, None)) => inner.xcheck.avail_during(at, dur) >= XCHECK_TOTAL,
-            Some((inner, Some(c))) => self.inner_jobs_free(inner, c, at, dur) >= XCHECK_TOTAL,
+            // Each cover is one job over its span: untouched with covers is untouched by
+            // its own records and by every cover.
+            Some((inner, Some(c))) => {
+                !self.cover_meets(c, at, dur) && inner.xcheck.avail_during(at, dur) >= XCHECK_TOTAL
+            }
             None => self.leaf_peak(v, 0, at, dur).jobs == 0,
         }
     }

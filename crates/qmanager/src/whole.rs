@@ -100,19 +100,28 @@ impl WholeNodes {
         from: i64,
         duration: u64,
     ) -> Option<i64> {
-        self.starts.clear();
+        // Most searches start where they were asked to: `k` nodes untouched at `from` say
+        // so, with one look at each node until the `k`th (a node in use needs no instant
+        // computed for that).
         let mut now_free = 0;
         for &v in &self.nodes {
-            let Some(t) = m.state.untouched_from(v, from, duration) else {
-                continue;
-            };
-            if t == from {
+            let untouched = m.state.untouched(v, from, duration);
+            debug_assert_eq!(
+                untouched,
+                m.state.untouched_from(v, from, duration) == Some(from)
+            );
+            if untouched {
                 now_free += 1;
                 if now_free == k {
                     return Some(from);
                 }
             }
-            self.starts.push(t);
+        }
+        self.starts.clear();
+        for &v in &self.nodes {
+            if let Some(t) = m.state.untouched_from(v, from, duration) {
+                self.starts.push(t);
+            }
         }
         if self.starts.len() < k {
             return None;

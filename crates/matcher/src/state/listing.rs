@@ -105,6 +105,18 @@ impl SchedState {
         }
     }
 
+    /// How many vertices a listing of `u` taken whole holds: its kept listing's count, or
+    /// about (the layout kept last; 1 when none is).
+    pub(crate) fn whole_listing_len(&self, u: VertexId) -> usize {
+        match self.whole_listing_of(u) {
+            WholeListing::Kept(ids, _) => ids.len(),
+            _ => {
+                let ls = &self.wholes.listings;
+                ls.last.map_or(1, |i| ls.distinct[i as usize].len())
+            }
+        }
+    }
+
     /// Keeps `listed`, the walk's listing of whole `c` at `depth` (its node last), as
     /// [`WholeListing::Kept`] says. Its layout is compared first with the one kept last,
     /// which nodes listed one after another nearly always share: no hashing, no copy.

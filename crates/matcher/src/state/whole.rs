@@ -290,6 +290,28 @@ impl SchedState {
         VertexId(self.wholes.vertex[c as usize])
     }
 
+    /// Whether `u` is a whole's node and one of its whole covers meets the window: then
+    /// every vertex of the whole has no unit free there, and a walk that reads the
+    /// calendars finds `u` busy without asking more (`dfu::Walk::dom_dfv`).
+    #[inline]
+    pub(crate) fn whole_cover_meets(&self, u: VertexId, at: i64, dur: u64) -> bool {
+        if self.wholes.covers.live_holds() == 0 {
+            return false;
+        }
+        let Some(i) = self.inner_index(u) else {
+            return false;
+        };
+        let c = self.wholes.of_inner[i as usize];
+        c != NO_WHOLE && self.wholes.vertex[c as usize] == u.0 && self.cover_meets(c, at, dur)
+    }
+
+    /// Whether a whole cover of `c` meets the window (false for a window outside the
+    /// planning window, where the calendars answer for themselves).
+    #[inline]
+    pub(super) fn cover_meets(&self, c: u32, at: i64, dur: u64) -> bool {
+        window_end(at, dur).is_some_and(|end| self.wholes.meeting(c, at, end).next().is_some())
+    }
+
     /// Whether a whole cover of `c` may be recorded over the window: nothing else is
     /// recorded in the whole and no cover of it meets the window.
     pub(crate) fn whole_free(&self, c: u32, at: i64, dur: u64) -> bool {
