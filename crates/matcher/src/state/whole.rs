@@ -48,6 +48,11 @@ pub(super) struct Wholes {
     records: Vec<u32>,
     /// Whole covers, by whole.
     covers: HoldLists,
+    /// Each whole's covers as `(start, end)`, by start. They never overlap (a cover is
+    /// recorded only where none meets its window: `SchedState::hold_whole`), so they are in
+    /// order of end too, and the covers meeting a window are found by one binary search —
+    /// which the walks ask of every node they visit, under dozens of reservations.
+    spans: Vec<Vec<(i64, i64)>>,
     /// What each whole's first whole listing learned.
     shapes: Shapes,
     /// What the update walk lists for each whole taken whole.
@@ -122,6 +127,7 @@ impl Wholes {
             of_inner,
             records: vec![0; n],
             covers: HoldLists::new(n),
+            spans: vec![Vec::new(); n],
             shapes: Shapes {
                 of: vec![UNKNOWN; n],
                 ..Shapes::default()
@@ -130,12 +136,15 @@ impl Wholes {
         }
     }
 
-    /// The overlapping parts of the covers of whole `c` during `[at, end)`.
+    /// The overlapping parts of the covers of whole `c` during `[at, end)`, in order, each
+    /// one job.
     fn meeting(&self, c: u32, at: i64, end: i64) -> impl Iterator<Item = (i64, i64, i64)> + '_ {
-        self.covers
-            .iter(c as usize)
-            .filter(move |&(s, e, _, _)| s < end && at < e)
-            .map(move |(s, e, _, jobs)| (s.max(at), e.min(end), jobs))
+        let spans = &self.spans[c as usize];
+        let first = spans.partition_point(|&(_, e)| e <= at);
+        spans[first..]
+            .iter()
+            .take_while(move |&&(s, _)| s < end)
+            .map(move |&(s, e)| (s.max(at), e.min(end), 1))
     }
 }
 
@@ -188,10 +197,12 @@ impl SchedState {
 
     /// The peak of whole `c`'s covers during the window, as a leaf of `size` units sees it.
     pub(super) fn whole_peak(&self, c: u32, size: i64, at: i64, dur: u64) -> PeakUse {
-        let p = self.wholes.covers.peak_during(c as usize, at, dur);
+        // Covers never overlap: one at most at any instant.
+        let end = at.saturating_add(i64::try_from(dur).unwrap_or(i64::MAX));
+        let jobs = i64::from(self.wholes.meeting(c, at, end).next().is_some());
         PeakUse {
-            units: p.units.saturating_mul(size),
-            jobs: p.jobs,
+            units: jobs.saturating_mul(size),
+            jobs,
         }
     }
 
@@ -246,20 +257,22 @@ impl SchedState {
         dur: u64,
         own: impl Fn(i64) -> Option<i64>,
     ) -> Option<i64> {
+        let dur = i64::try_from(dur).unwrap_or(i64::MAX);
+        let spans = &self.wholes.spans[c as usize];
         let mut t = at;
         loop {
             t = own(t)?;
-            let end = t.saturating_add(i64::try_from(dur).unwrap_or(i64::MAX));
-            match self
-                .wholes
-                .covers
-                .iter(c as usize)
-                .filter(|&(s, e, _, _)| s < end && t < e)
-                .map(|(_, e, _, _)| e)
-                .max()
-            {
-                Some(e) => t = e,
-                None => return Some(t),
+            let start = t;
+            // The covers from the first that ends after `t`, in order: each that meets the
+            // window moves it past its end.
+            for &(s, e) in &spans[spans.partition_point(|&(_, e)| e <= t)..] {
+                if s >= t.saturating_add(dur) {
+                    break;
+                }
+                t = e;
+            }
+            if t == start {
+                return Some(t);
             }
         }
     }
@@ -315,8 +328,8 @@ impl SchedState {
     /// Whether a whole cover of `c` may be recorded over the window: nothing else is
     /// recorded in the whole and no cover of it meets the window.
     pub(crate) fn whole_free(&self, c: u32, at: i64, dur: u64) -> bool {
-        self.wholes.records[c as usize] == 0
-            && self.wholes.covers.peak_during(c as usize, at, dur).jobs == 0
+        let end = at.saturating_add(i64::try_from(dur).unwrap_or(i64::MAX));
+        self.wholes.records[c as usize] == 0 && self.wholes.meeting(c, at, end).next().is_none()
     }
 
     /// Whole `c`'s shape, when a whole cover can stand for its records (learned at the
@@ -412,11 +425,20 @@ impl SchedState {
         dur: u64,
         out: &mut Vec<SpanRef>,
     ) -> Result<(), MatchError> {
+        let end = at.saturating_add(i64::try_from(dur).unwrap_or(i64::MAX));
+        if self.wholes.meeting(c, at, end).next().is_some() {
+            return Err(MatchError::Internal(format!(
+                "a whole cover of {} over another",
+                self.whole_vertex(c).0
+            )));
+        }
         let id = self
             .wholes
             .covers
             .add(c as usize, at, dur, 1, 1)
             .map_err(|e| MatchError::Internal(e.to_string()))?;
+        let spans = &mut self.wholes.spans[c as usize];
+        spans.insert(spans.partition_point(|&(s, _)| s < at), (at, end));
         out.push(SpanRef::Whole(c, id));
         Ok(())
     }
@@ -426,10 +448,18 @@ impl SchedState {
         &mut self,
         id: shardsched_planner::HoldId,
     ) -> Result<(), MatchError> {
+        let held = self.wholes.covers.hold(id);
         self.wholes
             .covers
             .remove(id)
-            .map_err(|e| MatchError::Internal(e.to_string()))
+            .map_err(|e| MatchError::Internal(e.to_string()))?;
+        if let Some((c, start, _, _, _)) = held {
+            let spans = &mut self.wholes.spans[c];
+            if let Ok(i) = spans.binary_search_by_key(&start, |&(s, _)| s) {
+                spans.remove(i);
+            }
+        }
+        Ok(())
     }
 
     /// The records whole cover `id` of `c` stands for, added to the calendars (children
