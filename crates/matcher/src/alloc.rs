@@ -253,7 +253,9 @@ fn commit_inner(
                         for &(t, n) in &shape.up {
                             add(&mut below[dn], t, n);
                         }
-                        inner_at.extend_from_slice(&shape.inner_at);
+                        if listed_whole == Some(end) {
+                            inner_at.extend_from_slice(&shape.inner_at);
+                        }
                     }
                     st.hold_whole(c, at, dur, spans)?;
                     memo.clear();

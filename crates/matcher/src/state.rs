@@ -138,8 +138,9 @@ pub enum SpanRef {
     Agg(u32, SpanId),
     /// A cover of a cover group (by its index): every leaf of the group held whole.
     Cover(u32, HoldId),
-    /// A whole cover (by whole index): the node and every vertex below it held whole.
-    Whole(u32, HoldId),
+    /// A whole cover (by whole index, and its id among the whole's covers): the node and
+    /// every vertex below it held whole.
+    Whole(u32, u32),
 }
 
 impl SchedState {
@@ -448,7 +449,7 @@ impl SchedState {
     pub fn remove(&mut self, s: SpanRef) -> Result<(), MatchError> {
         let c = self.record_whole(s);
         let r = match s {
-            SpanRef::Whole(_, id) => return self.remove_whole(id),
+            SpanRef::Whole(c, id) => return self.remove_whole(c, id).map(|_| ()),
             SpanRef::Leaf(_, id) => self.leaves.remove(id),
             SpanRef::Cover(_, id) => self.covers.remove(id),
             SpanRef::Plan(i, id) => self.inner[i as usize].plans.rem_span(id),

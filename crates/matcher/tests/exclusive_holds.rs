@@ -238,54 +238,34 @@ fn answers_alike(m: &Matcher, policy: &str) -> shardsched_matcher::SchedState {
     }
     for v in g.vertices() {
         for (at, dur) in [(0, 1), (0, 100), (20, 20), (49, 2), (99, 1), (100, 40)] {
-            assert_eq!(
-                m.state.usage(v, g.size(v), at, dur),
-                plain.usage(v, g.size(v), at, dur),
-                "{policy} {} [{at}, +{dur})",
-                g.path(v)
-            );
-            assert_eq!(
-                m.state.untouched(v, at, dur),
-                plain.untouched(v, at, dur),
-                "{policy} {}",
-                g.path(v)
-            );
-            assert_eq!(
-                m.state.untouched_from(v, at, dur),
-                plain.untouched_from(v, at, dur),
-                "{policy} {}",
-                g.path(v)
-            );
+            let here = format!("{policy} {} [{at}, +{dur})", g.path(v));
+            let alike = |what: &str, f: &dyn Fn(&shardsched_matcher::SchedState) -> String| {
+                assert_eq!(f(&m.state), f(&plain), "{what} at {here}");
+            };
+            alike("usage", &|st| {
+                format!("{:?}", st.usage(v, g.size(v), at, dur))
+            });
+            alike("untouched", &|st| format!("{:?}", st.untouched(v, at, dur)));
+            alike("untouched from", &|st| {
+                format!("{:?}", st.untouched_from(v, at, dur))
+            });
+            alike("last type free", &|st| {
+                format!("{:?}", st.last_type_free_at(v, at))
+            });
             let Some(agg) = plain.aggregate(v) else {
                 continue;
             };
             for (i, &t) in agg.types.iter().enumerate() {
-                assert_eq!(
-                    m.state.agg_avail(v, t, at, dur),
-                    plain.agg_avail(v, t, at, dur),
-                    "{policy} {} type {i}",
-                    g.path(v)
-                );
-                assert_eq!(
-                    m.state.agg_free_at(v, i, at),
-                    plain.agg_free_at(v, i, at),
-                    "{policy} {} type {i} at {at}",
-                    g.path(v)
-                );
                 let need = [(agg.ranks[i], 1)];
-                assert_eq!(
-                    m.state.agg_fits(v, &need, at, dur, false),
-                    plain.agg_fits(v, &need, at, dur, false),
-                    "{policy} {} type {i}",
-                    g.path(v)
-                );
+                alike(&format!("type {i}"), &|st| {
+                    format!(
+                        "{:?} {:?} {:?}",
+                        st.agg_avail(v, t, at, dur),
+                        st.agg_free_at(v, i, at),
+                        st.agg_fits(v, &need, at, dur, false)
+                    )
+                });
             }
-            assert_eq!(
-                m.state.last_type_free_at(v, at),
-                plain.last_type_free_at(v, at),
-                "{policy} {} at {at}",
-                g.path(v)
-            );
         }
     }
     // What each job took from each aggregate reads the same from its covers.

@@ -25,7 +25,7 @@
 
 use std::collections::HashMap;
 
-use shardsched_planner::{HoldLists, PeakUse};
+use shardsched_planner::PeakUse;
 use shardsched_resource::{ResourceGraph, VertexId};
 
 use super::listing::Listings;
@@ -47,12 +47,7 @@ pub(super) struct Wholes {
     /// Live records other than whole covers on the vertices of each whole.
     records: Vec<u32>,
     /// Whole covers, by whole.
-    covers: HoldLists,
-    /// Each whole's covers as `(start, end)`, by start. They never overlap (a cover is
-    /// recorded only where none meets its window: `SchedState::hold_whole`), so they are in
-    /// order of end too, and the covers meeting a window are found by one binary search —
-    /// which the walks ask of every node they visit, under dozens of reservations.
-    spans: Vec<Vec<(i64, i64)>>,
+    covers: WholeCovers,
     /// What each whole's first whole listing learned.
     shapes: Shapes,
     /// What the update walk lists for each whole taken whole.
@@ -126,8 +121,10 @@ impl Wholes {
             vertex,
             of_inner,
             records: vec![0; n],
-            covers: HoldLists::new(n),
-            spans: vec![Vec::new(); n],
+            covers: WholeCovers {
+                of: vec![Vec::new(); n],
+                ..WholeCovers::default()
+            },
             shapes: Shapes {
                 of: vec![UNKNOWN; n],
                 ..Shapes::default()
@@ -139,12 +136,75 @@ impl Wholes {
     /// The overlapping parts of the covers of whole `c` during `[at, end)`, in order, each
     /// one job.
     fn meeting(&self, c: u32, at: i64, end: i64) -> impl Iterator<Item = (i64, i64, i64)> + '_ {
-        let spans = &self.spans[c as usize];
-        let first = spans.partition_point(|&(_, e)| e <= at);
-        spans[first..]
+        let covers = &self.covers.of[c as usize];
+        let first = covers.partition_point(|w| w.end <= at);
+        covers[first..]
             .iter()
-            .take_while(move |&&(s, _)| s < end)
-            .map(move |&(s, e)| (s.max(at), e.min(end), 1))
+            .take_while(move |w| w.start < end)
+            .map(move |w| (w.start.max(at), w.end.min(end), 1))
+    }
+}
+
+/// One whole cover: `[start, end)`, and its id among its whole's covers.
+#[derive(Clone, Copy, Debug)]
+struct WholeCover {
+    start: i64,
+    end: i64,
+    id: u32,
+}
+
+/// Each whole's covers, in order of start. They never overlap (a cover is recorded only
+/// where none meets its window: [`SchedState::hold_whole`]), so they are in order of end
+/// too, and the covers meeting a window are found by one binary search — which the walks
+/// ask of every node they visit, under dozens of reservations.
+#[derive(Clone, Debug, Default)]
+struct WholeCovers {
+    of: Vec<Vec<WholeCover>>,
+    /// Covers of all wholes.
+    live: usize,
+    /// The id the next cover takes (one not taken in its whole).
+    next_id: u32,
+}
+
+/// Equal when every whole has covers over the same windows, whatever their ids.
+impl PartialEq for WholeCovers {
+    fn eq(&self, other: &Self) -> bool {
+        let windows = |l: &[WholeCover]| l.iter().map(|w| (w.start, w.end)).collect::<Vec<_>>();
+        self.live == other.live
+            && self.of.len() == other.of.len()
+            && self
+                .of
+                .iter()
+                .zip(&other.of)
+                .all(|(a, b)| windows(a) == windows(b))
+    }
+}
+
+impl WholeCovers {
+    /// Adds a cover of whole `c` over `[start, end)`, which no other cover of it meets.
+    fn add(&mut self, c: usize, start: i64, end: i64) -> Option<u32> {
+        let list = &mut self.of[c];
+        let at = list.partition_point(|w| w.end <= start);
+        if list.get(at).is_some_and(|w| w.start < end) {
+            return None;
+        }
+        let mut id = self.next_id;
+        while list.iter().any(|w| w.id == id) {
+            id = id.wrapping_add(1);
+        }
+        self.next_id = id.wrapping_add(1);
+        list.insert(at, WholeCover { start, end, id });
+        self.live += 1;
+        Some(id)
+    }
+
+    /// Cover `id` of whole `c`, taken out: its window.
+    fn remove(&mut self, c: usize, id: u32) -> Option<(i64, i64)> {
+        let list = self.of.get_mut(c)?;
+        let k = list.iter().position(|w| w.id == id)?;
+        let w = list.remove(k);
+        self.live -= 1;
+        Some((w.start, w.end))
     }
 }
 
@@ -173,14 +233,14 @@ impl SchedState {
     #[inline]
     pub(super) fn covered_inner(&self, i: u32) -> Option<u32> {
         let c = self.wholes.of_inner[i as usize];
-        (c != NO_WHOLE && !self.wholes.covers.is_idle(c as usize)).then_some(c)
+        (c != NO_WHOLE && !self.wholes.covers.of[c as usize].is_empty()).then_some(c)
     }
 
     /// The whole of cover group `p`'s leaves when whole covers are recorded on it.
     #[inline]
     pub(super) fn covered_group(&self, p: u32) -> Option<u32> {
         let c = self.cover_groups[p as usize].whole;
-        (c != NO_WHOLE && !self.wholes.covers.is_idle(c as usize)).then_some(c)
+        (c != NO_WHOLE && !self.wholes.covers.of[c as usize].is_empty()).then_some(c)
     }
 
     /// The holds of whole `c`'s covers as a leaf of `size` units sees them.
@@ -189,10 +249,9 @@ impl SchedState {
         c: u32,
         size: i64,
     ) -> impl Iterator<Item = (i64, i64, i64, i64)> + Clone + '_ {
-        self.wholes
-            .covers
-            .iter(c as usize)
-            .map(move |(s, e, _, j)| (s, e, size.saturating_mul(j), j))
+        self.wholes.covers.of[c as usize]
+            .iter()
+            .map(move |w| (w.start, w.end, size, 1))
     }
 
     /// The peak of whole `c`'s covers during the window, as a leaf of `size` units sees it.
@@ -258,18 +317,18 @@ impl SchedState {
         own: impl Fn(i64) -> Option<i64>,
     ) -> Option<i64> {
         let dur = i64::try_from(dur).unwrap_or(i64::MAX);
-        let spans = &self.wholes.spans[c as usize];
+        let covers = &self.wholes.covers.of[c as usize];
         let mut t = at;
         loop {
             t = own(t)?;
             let start = t;
             // The covers from the first that ends after `t`, in order: each that meets the
             // window moves it past its end.
-            for &(s, e) in &spans[spans.partition_point(|&(_, e)| e <= t)..] {
-                if s >= t.saturating_add(dur) {
+            for w in &covers[covers.partition_point(|w| w.end <= t)..] {
+                if w.start >= t.saturating_add(dur) {
                     break;
                 }
-                t = e;
+                t = w.end;
             }
             if t == start {
                 return Some(t);
@@ -308,7 +367,7 @@ impl SchedState {
     /// calendars finds `u` busy without asking more (`dfu::Walk::dom_dfv`).
     #[inline]
     pub(crate) fn whole_cover_meets(&self, u: VertexId, at: i64, dur: u64) -> bool {
-        if self.wholes.covers.live_holds() == 0 {
+        if self.wholes.covers.live == 0 {
             return false;
         }
         let Some(i) = self.inner_index(u) else {
@@ -425,41 +484,27 @@ impl SchedState {
         dur: u64,
         out: &mut Vec<SpanRef>,
     ) -> Result<(), MatchError> {
-        let end = at.saturating_add(i64::try_from(dur).unwrap_or(i64::MAX));
-        if self.wholes.meeting(c, at, end).next().is_some() {
-            return Err(MatchError::Internal(format!(
+        let end = i64::try_from(dur)
+            .ok()
+            .filter(|&d| d > 0)
+            .and_then(|d| at.checked_add(d))
+            .ok_or_else(|| MatchError::Internal(format!("a whole cover of {dur} s at {at}")))?;
+        let id = self.wholes.covers.add(c as usize, at, end).ok_or_else(|| {
+            MatchError::Internal(format!(
                 "a whole cover of {} over another",
                 self.whole_vertex(c).0
-            )));
-        }
-        let id = self
-            .wholes
-            .covers
-            .add(c as usize, at, dur, 1, 1)
-            .map_err(|e| MatchError::Internal(e.to_string()))?;
-        let spans = &mut self.wholes.spans[c as usize];
-        spans.insert(spans.partition_point(|&(s, _)| s < at), (at, end));
+            ))
+        })?;
         out.push(SpanRef::Whole(c, id));
         Ok(())
     }
 
-    /// Removes a whole cover.
-    pub(super) fn remove_whole(
-        &mut self,
-        id: shardsched_planner::HoldId,
-    ) -> Result<(), MatchError> {
-        let held = self.wholes.covers.hold(id);
+    /// Removes whole cover `id` of `c`; its window.
+    pub(super) fn remove_whole(&mut self, c: u32, id: u32) -> Result<(i64, i64), MatchError> {
         self.wholes
             .covers
-            .remove(id)
-            .map_err(|e| MatchError::Internal(e.to_string()))?;
-        if let Some((c, start, _, _, _)) = held {
-            let spans = &mut self.wholes.spans[c];
-            if let Ok(i) = spans.binary_search_by_key(&start, |&(s, _)| s) {
-                spans.remove(i);
-            }
-        }
-        Ok(())
+            .remove(c as usize, id)
+            .ok_or_else(|| MatchError::Internal(format!("unknown whole cover at {c}")))
     }
 
     /// The records whole cover `id` of `c` stands for, added to the calendars (children
@@ -469,13 +514,10 @@ impl SchedState {
         g: &ResourceGraph,
         tree: &dyn Tree,
         c: u32,
-        id: shardsched_planner::HoldId,
+        id: u32,
         out: &mut Vec<SpanRef>,
     ) -> Result<(), MatchError> {
-        let Some((_, start, end, _, _)) = self.wholes.covers.hold(id) else {
-            return Err(MatchError::Internal(format!("unknown whole cover at {c}")));
-        };
-        self.remove_whole(id)?;
+        let (start, end) = self.remove_whole(c, id)?;
         let dur = u64::try_from(end - start).unwrap_or(0);
         // Depth first, each vertex after its children, as a commit records them.
         let mut stack: Vec<(VertexId, usize)> = vec![(self.whole_vertex(c), 0)];
