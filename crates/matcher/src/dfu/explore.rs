@@ -69,6 +69,24 @@ impl<'a> Walk<'a> {
         }
     }
 
+    /// Whether a child of any type may take part: above a match (`pristine`, an omitted
+    /// prefix) or where a slot may form.
+    fn any_kind(&self, reqs: &[ReqId], pristine: bool) -> bool {
+        pristine || reqs.iter().any(|&r| self.req.req(r).is_slot)
+    }
+
+    /// Below a match, a child whose type no request names (and no slot can form at) is not
+    /// part of the request: Fluxion's visit of it fails at once (its `test` finds nothing,
+    /// before any mark, label or candidate). Counted and answered here, without the visit.
+    fn turned_away(&mut self, reqs: &[ReqId], any_kind: bool, kind: Sym) -> bool {
+        if any_kind || reqs.iter().any(|&r| self.req.req(r).ty == kind) {
+            return false;
+        }
+        self.errno = super::Errno::Busy;
+        self.visits.0 += 1;
+        true
+    }
+
     fn explore_statically(
         &mut self,
         u: VertexId,
@@ -81,18 +99,11 @@ impl<'a> Walk<'a> {
         let n = children.len();
         // Best-first only under a budget; otherwise graph order, as Fluxion walks.
         let reverse = budget.is_some() && self.policy.prefer_high;
-        // Below a match, a child whose type no request names (and no slot can form at) is
-        // not part of the request: Fluxion's visit of it fails at once.
-        let any_kind = pristine || reqs.iter().any(|&r| self.req.req(r).is_slot);
+        let any_kind = self.any_kind(reqs, pristine);
         for i in 0..n {
             let c = VertexId(children[if reverse { n - 1 - i } else { i }]);
             let kind = self.g.kind(c);
-            if self.seen(u, c) {
-                continue;
-            }
-            if !any_kind && !reqs.iter().any(|&r| self.req.req(r).ty == kind) {
-                self.errno = super::Errno::Busy;
-                self.visits.0 += 1;
+            if self.seen(u, c) || self.turned_away(reqs, any_kind, kind) {
                 continue;
             }
             let mut x = excl;
@@ -138,11 +149,26 @@ impl<'a> Walk<'a> {
         }
         // Candidates below `counted` are tallied (a failed child leaves nothing above).
         let mut counted = mark;
+        // Asked only of a child no request names (rare where requests name every type).
+        let mut any_kind = None;
         for &c in order.children(u) {
             let c = VertexId(c);
             let kind = self.g.kind(c);
-            if tallies.iter().any(|t| t.met && t.kind == kind) || self.seen(u, c) {
+            // Every request has a tally of its type: one look says whether the child's type
+            // is met (skipped), asked (visited), or named by no request.
+            let asked = match tallies.iter().find(|t| t.kind == kind) {
+                Some(t) if t.met => continue,
+                Some(_) => true,
+                None => false,
+            };
+            if self.seen(u, c) {
                 continue;
+            }
+            if !asked {
+                let any = *any_kind.get_or_insert_with(|| self.any_kind(reqs, pristine));
+                if self.turned_away(reqs, any, kind) {
+                    continue;
+                }
             }
             let mut x = excl;
             let Some(vis) = self.dom_dfv(c, reqs, pristine, &mut x, None) else {

@@ -156,9 +156,26 @@ impl<'a> Walk<'a> {
         // core is asked both); an inner vertex keeps them in two calendars, read as asked.
         let leaf =
             (!sat && self.st.is_leaf(u)).then(|| self.st.usage(u, self.g.size(u), w.at, w.dur));
+        // An inner vertex the requests need untouched is asked that first: when it is, no
+        // job holds any of its units either (a unit record comes with a job-count record),
+        // so they are all free, without reading them. (`x_in` holds whenever a request of
+        // `u`'s type is exclusive.)
+        let asks_untouched = || {
+            x_in && reqs.iter().any(|&r| {
+                let q = self.req.req(r);
+                !q.is_slot && q.ty == ukind
+            })
+        };
+        let vacant_inner =
+            !sat && leaf.is_none() && asks_untouched() && self.st.untouched(u, w.at, w.dur);
         if !sat {
             let units = match leaf {
                 Some(usage) => usage.units_free,
+                None if vacant_inner => {
+                    let size = self.g.size(u);
+                    debug_assert_eq!(size, self.st.units_free(u, size, w.at, w.dur));
+                    size
+                }
                 None => self.st.units_free(u, self.g.size(u), w.at, w.dur),
             };
             *free = Some(units);
@@ -169,11 +186,15 @@ impl<'a> Walk<'a> {
         }
         let untouched = |walk: &Self| match leaf {
             Some(usage) => usage.jobs_free >= XCHECK_TOTAL,
-            None => walk.st.untouched(u, w.at, w.dur),
+            None => vacant_inner || walk.st.untouched(u, w.at, w.dur),
         };
         // The flexible traverser goes on past a slot whose subtree check fails: the last
         // check made decides.
         let mut ok = true;
+        // Proven untouched during the window: no job holds anything below `u` then (every
+        // aggregate record comes with a job-count record at the same vertex, and a whole
+        // cover is a job), so its aggregate is its totals.
+        let mut vacant = false;
         for &r in reqs {
             let q = self.req.req(r);
             if q.ty != ukind && !q.is_slot {
@@ -184,12 +205,24 @@ impl<'a> Walk<'a> {
                     self.errno = Errno::Inval;
                     return false;
                 }
-                if !sat && (x_in || q.exclusive == Some(true)) && !untouched(self) {
-                    self.errno = Errno::Busy;
-                    return false;
+                if !sat && (x_in || q.exclusive == Some(true)) {
+                    if !untouched(self) {
+                        self.errno = Errno::Busy;
+                        return false;
+                    }
+                    vacant = true;
                 }
             }
-            ok = q.user_data.is_empty() || self.st.agg_fits(u, &q.user_data, w.at, w.dur, sat);
+            ok = q.user_data.is_empty()
+                || self
+                    .st
+                    .agg_fits(u, &q.user_data, w.at, w.dur, sat || vacant);
+            debug_assert!(
+                !vacant
+                    || q.user_data.is_empty()
+                    || ok == self.st.agg_fits(u, &q.user_data, w.at, w.dur, sat),
+                "an untouched vertex's aggregate is not its totals"
+            );
             if !ok {
                 self.errno = Errno::Busy;
                 if !(self.req.flexible && q.is_slot) {
