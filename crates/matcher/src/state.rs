@@ -126,6 +126,21 @@ pub struct SchedState {
     pub prune_types: Vec<Sym>,
     /// The pruning types' ranks (parallel to `prune_types`).
     pub prune_ranks: Vec<u32>,
+    /// Whether an inner vertex was ever given units with no job count (an R read from
+    /// another dominant subsystem, [`crate::Matcher::record_given_holds`]): until then, an
+    /// inner vertex no job touches has all its units free.
+    jobless_units: Ever,
+}
+
+/// A fact that once true stays true: a hint for shortcuts, not part of what a state holds
+/// (two states are equal whatever it says).
+#[derive(Clone, Copy, Debug, Default)]
+struct Ever(bool);
+
+impl PartialEq for Ever {
+    fn eq(&self, _: &Ever) -> bool {
+        true
+    }
 }
 
 /// One record of an allocation in the calendars, so that cancel removes exactly it.
@@ -185,6 +200,12 @@ impl SchedState {
             Some((inner, Some(c))) => self.inner_units_free(inner, c, at, dur),
             None => self.leaf_usage(v, size, at, dur).units_free,
         }
+    }
+
+    /// Whether an inner vertex untouched over a window has all its units free then (every
+    /// record of its units came with a job count).
+    pub fn untouched_means_free(&self) -> bool {
+        !self.jobless_units.0
     }
 
     /// Whether no job touches `v` during `[at, at + dur)` (Fluxion's exclusivity check).
@@ -347,6 +368,7 @@ impl SchedState {
             self.count_record(c, 1);
         }
         if let Some(units) = units {
+            self.jobless_units.0 |= jobs <= 0;
             let inner = &mut self.inner[i as usize];
             out.push(SpanRef::Plan(
                 i,

@@ -157,17 +157,20 @@ impl<'a> Walk<'a> {
         let leaf =
             (!sat && self.st.is_leaf(u)).then(|| self.st.usage(u, self.g.size(u), w.at, w.dur));
         // An inner vertex the requests need untouched is asked that first: when it is, no
-        // job holds any of its units either (a unit record comes with a job-count record),
-        // so they are all free, without reading them. (`x_in` holds whenever a request of
-        // `u`'s type is exclusive.)
+        // job holds any of its units either (a unit record comes with a job-count record,
+        // but for an R from another subsystem's session), so they are all free, without
+        // reading them. (`x_in` holds whenever a request of `u`'s type is exclusive.)
         let asks_untouched = || {
             x_in && reqs.iter().any(|&r| {
                 let q = self.req.req(r);
                 !q.is_slot && q.ty == ukind
             })
         };
-        let vacant_inner =
-            !sat && leaf.is_none() && asks_untouched() && self.st.untouched(u, w.at, w.dur);
+        let vacant_inner = !sat
+            && leaf.is_none()
+            && self.st.untouched_means_free()
+            && asks_untouched()
+            && self.st.untouched(u, w.at, w.dur);
         if !sat {
             let units = match leaf {
                 Some(usage) => usage.units_free,

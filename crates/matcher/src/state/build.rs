@@ -173,6 +173,7 @@ impl SchedState {
             wholes: Wholes::new(whole_vertex, whole_of_inner),
             prune_types: prune_ranks.iter().map(|&r| types.at_rank(r)).collect(),
             prune_ranks,
+            jobless_units: Default::default(),
         }
     }
 }
