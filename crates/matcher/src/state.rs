@@ -129,17 +129,30 @@ pub struct SchedState {
     /// Whether an inner vertex was ever given units with no job count (an R read from
     /// another dominant subsystem, [`crate::Matcher::record_given_holds`]): until then, an
     /// inner vertex no job touches has all its units free.
-    jobless_units: Ever,
+    jobless_units: Hint<bool>,
 }
 
-/// A fact that once true stays true: a hint for shortcuts, not part of what a state holds
-/// (two states are equal whatever it says).
+/// What a state knows to answer faster — derived from the graph, or a fact that once true
+/// stays true — and not part of what it holds: two states are equal whatever it says.
 #[derive(Clone, Copy, Debug, Default)]
-struct Ever(bool);
+struct Hint<T>(T);
 
-impl PartialEq for Ever {
-    fn eq(&self, _: &Ever) -> bool {
+impl<T> PartialEq for Hint<T> {
+    fn eq(&self, _: &Hint<T>) -> bool {
         true
+    }
+}
+
+impl<T> std::ops::Deref for Hint<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> std::ops::DerefMut for Hint<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.0
     }
 }
 
@@ -205,7 +218,7 @@ impl SchedState {
     /// Whether an inner vertex untouched over a window has all its units free then (every
     /// record of its units came with a job count).
     pub fn untouched_means_free(&self) -> bool {
-        !self.jobless_units.0
+        !*self.jobless_units
     }
 
     /// Whether no job touches `v` during `[at, at + dur)` (Fluxion's exclusivity check).
@@ -368,7 +381,7 @@ impl SchedState {
             self.count_record(c, 1);
         }
         if let Some(units) = units {
-            self.jobless_units.0 |= jobs <= 0;
+            *self.jobless_units |= jobs <= 0;
             let inner = &mut self.inner[i as usize];
             out.push(SpanRef::Plan(
                 i,

@@ -78,13 +78,9 @@ impl<'a> Walk<'a> {
     /// Below a match, a child whose type no request names (and no slot can form at) is not
     /// part of the request: Fluxion's visit of it fails at once (its `test` finds nothing,
     /// before any mark, label or candidate). Counted and answered here, without the visit.
-    fn turned_away(&mut self, reqs: &[ReqId], any_kind: bool, kind: Sym) -> bool {
-        if any_kind || reqs.iter().any(|&r| self.req.req(r).ty == kind) {
-            return false;
-        }
+    fn turn_away(&mut self) {
         self.errno = super::Errno::Busy;
         self.visits.0 += 1;
-        true
     }
 
     fn explore_statically(
@@ -103,7 +99,11 @@ impl<'a> Walk<'a> {
         for i in 0..n {
             let c = VertexId(children[if reverse { n - 1 - i } else { i }]);
             let kind = self.g.kind(c);
-            if self.seen(u, c) || self.turned_away(reqs, any_kind, kind) {
+            if self.seen(u, c) {
+                continue;
+            }
+            if !any_kind && !reqs.iter().any(|&r| self.req.req(r).ty == kind) {
+                self.turn_away();
                 continue;
             }
             let mut x = excl;
@@ -164,11 +164,9 @@ impl<'a> Walk<'a> {
             if self.seen(u, c) {
                 continue;
             }
-            if !asked {
-                let any = *any_kind.get_or_insert_with(|| self.any_kind(reqs, pristine));
-                if self.turned_away(reqs, any, kind) {
-                    continue;
-                }
+            if !asked && !*any_kind.get_or_insert_with(|| self.any_kind(reqs, pristine)) {
+                self.turn_away();
+                continue;
             }
             let mut x = excl;
             let Some(vis) = self.dom_dfv(c, reqs, pristine, &mut x, None) else {

@@ -163,7 +163,7 @@ impl SchedState {
             _ => {}
         }
         // Several may overlap the window: sweep them together.
-        let end = at.saturating_add(i64::try_from(dur).unwrap_or(i64::MAX));
+        let end = super::whole::saturating_end(at, dur);
         let group = grouped.map(|(p, _)| p as usize);
         let holds = self
             .leaves

@@ -29,7 +29,7 @@ use shardsched_planner::PeakUse;
 use shardsched_resource::{ResourceGraph, VertexId};
 
 use super::listing::Listings;
-use super::{PLAN_BASE, PLAN_HORIZON, SchedState, SpanRef};
+use super::{Hint, PLAN_BASE, PLAN_HORIZON, SchedState, SpanRef};
 use crate::MatchError;
 use crate::alloc::PruneRank;
 use crate::dfu::Tree;
@@ -48,10 +48,11 @@ pub(super) struct Wholes {
     records: Vec<u32>,
     /// Whole covers, by whole.
     covers: WholeCovers,
-    /// What each whole's first whole listing learned.
-    shapes: Shapes,
-    /// What the update walk lists for each whole taken whole.
-    pub(super) listings: Listings,
+    /// What each whole's first whole listing learned, and what the update walk lists for
+    /// each whole taken whole: derived from the graph alone, so two states of one graph are
+    /// equal whatever each has learned of them yet.
+    shapes: Hint<Shapes>,
+    pub(super) listings: Hint<Listings>,
 }
 
 /// What a whole listing of a whole records, learned once from the graph.
@@ -79,14 +80,6 @@ struct Shapes {
     of: Vec<u32>,
     distinct: Vec<Shape>,
     index: HashMap<Shape, u32>,
-}
-
-/// Derived from the graph alone, so two states of one graph have equal shapes whatever
-/// each has learned of them yet.
-impl PartialEq for Shapes {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
 }
 
 impl Shapes {
@@ -125,23 +118,33 @@ impl Wholes {
                 of: vec![Vec::new(); n],
                 ..WholeCovers::default()
             },
-            shapes: Shapes {
+            shapes: Hint(Shapes {
                 of: vec![UNKNOWN; n],
                 ..Shapes::default()
-            },
-            listings: Listings::new(n),
+            }),
+            listings: Hint(Listings::new(n)),
         }
     }
 
     /// The overlapping parts of the covers of whole `c` during `[at, end)`, in order, each
     /// one job.
-    fn meeting(&self, c: u32, at: i64, end: i64) -> impl Iterator<Item = (i64, i64, i64)> + '_ {
+    fn meeting(&self, c: u32, at: i64, end: i64) -> impl Iterator<Item = (i64, i64)> + '_ {
         let covers = &self.covers.of[c as usize];
         let first = covers.partition_point(|w| w.end <= at);
         covers[first..]
             .iter()
             .take_while(move |w| w.start < end)
-            .map(move |w| (w.start.max(at), w.end.min(end), 1))
+            .map(move |w| (w.start.max(at), w.end.min(end)))
+    }
+
+    /// Whether a cover of whole `c` meets `[at, end)`.
+    fn meets(&self, c: u32, at: i64, end: i64) -> bool {
+        self.meeting(c, at, end).next().is_some()
+    }
+
+    /// How many covers of whole `c` meet `[at, end)` (jobs: each cover is one).
+    fn jobs_meeting(&self, c: u32, at: i64, end: i64) -> i64 {
+        i64::try_from(self.meeting(c, at, end).count()).unwrap_or(i64::MAX)
     }
 }
 
@@ -169,14 +172,14 @@ struct WholeCovers {
 /// Equal when every whole has covers over the same windows, whatever their ids.
 impl PartialEq for WholeCovers {
     fn eq(&self, other: &Self) -> bool {
-        let windows = |l: &[WholeCover]| l.iter().map(|w| (w.start, w.end)).collect::<Vec<_>>();
+        let same = |a: &WholeCover, b: &WholeCover| (a.start, a.end) == (b.start, b.end);
         self.live == other.live
             && self.of.len() == other.of.len()
             && self
                 .of
                 .iter()
                 .zip(&other.of)
-                .all(|(a, b)| windows(a) == windows(b))
+                .all(|(a, b)| a.len() == b.len() && a.iter().zip(b).all(|(a, b)| same(a, b)))
     }
 }
 
@@ -206,6 +209,11 @@ impl WholeCovers {
         self.live -= 1;
         Some((w.start, w.end))
     }
+}
+
+/// The end of `[at, at + dur)`, at most `i64::MAX`.
+pub(super) fn saturating_end(at: i64, dur: u64) -> i64 {
+    at.saturating_add(i64::try_from(dur).unwrap_or(i64::MAX))
 }
 
 /// The end of the window `[at, at + dur)`, when it lies inside the planning window (the
@@ -257,8 +265,7 @@ impl SchedState {
     /// The peak of whole `c`'s covers during the window, as a leaf of `size` units sees it.
     pub(super) fn whole_peak(&self, c: u32, size: i64, at: i64, dur: u64) -> PeakUse {
         // Covers never overlap: one at most at any instant.
-        let end = at.saturating_add(i64::try_from(dur).unwrap_or(i64::MAX));
-        let jobs = i64::from(self.wholes.meeting(c, at, end).next().is_some());
+        let jobs = i64::from(self.wholes.meets(c, at, saturating_end(at, dur)));
         PeakUse {
             units: jobs.saturating_mul(size),
             jobs,
@@ -279,13 +286,13 @@ impl SchedState {
         let Some(end) = window_end(at, dur) else {
             return own(at, dur);
         };
-        if self.wholes.meeting(c, at, end).next().is_none() {
+        if !self.wholes.meets(c, at, end) {
             // The common case, with nothing to cut.
             return own(at, dur);
         }
         // Cut the window where a cover starts or ends; each piece has its own count.
         let mut cuts: Vec<i64> = vec![at, end];
-        for (s, e, _) in self.wholes.meeting(c, at, end) {
+        for (s, e) in self.wholes.meeting(c, at, end) {
             cuts.push(s);
             cuts.push(e);
         }
@@ -294,7 +301,7 @@ impl SchedState {
         let mut fewest = i64::MAX;
         for w in cuts.windows(2) {
             let (s, e) = (w[0], w[1]);
-            let jobs: i64 = self.wholes.meeting(c, s, e).map(|(_, _, j)| j).sum();
+            let jobs = self.wholes.jobs_meeting(c, s, e);
             let piece = own(s, u64::try_from(e - s).unwrap_or(0));
             fewest = fewest.min(piece.saturating_sub(jobs.saturating_mul(amount)));
         }
@@ -303,8 +310,7 @@ impl SchedState {
 
     /// Jobs of whole `c`'s covers at `t`.
     pub(super) fn whole_jobs_at(&self, c: u32, t: i64) -> i64 {
-        let instant = t.saturating_add(1);
-        self.wholes.meeting(c, t, instant).map(|(_, _, j)| j).sum()
+        self.wholes.jobs_meeting(c, t, t.saturating_add(1))
     }
 
     /// The earliest start at or after `at` of a window of `dur` that no cover of whole `c`
@@ -381,14 +387,13 @@ impl SchedState {
     /// planning window, where the calendars answer for themselves).
     #[inline]
     pub(super) fn cover_meets(&self, c: u32, at: i64, dur: u64) -> bool {
-        window_end(at, dur).is_some_and(|end| self.wholes.meeting(c, at, end).next().is_some())
+        window_end(at, dur).is_some_and(|end| self.wholes.meets(c, at, end))
     }
 
     /// Whether a whole cover of `c` may be recorded over the window: nothing else is
     /// recorded in the whole and no cover of it meets the window.
     pub(crate) fn whole_free(&self, c: u32, at: i64, dur: u64) -> bool {
-        let end = at.saturating_add(i64::try_from(dur).unwrap_or(i64::MAX));
-        self.wholes.records[c as usize] == 0 && self.wholes.meeting(c, at, end).next().is_none()
+        self.wholes.records[c as usize] == 0 && !self.wholes.meets(c, at, saturating_end(at, dur))
     }
 
     /// Whole `c`'s shape, when a whole cover can stand for its records (learned at the
