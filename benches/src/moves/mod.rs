@@ -179,8 +179,9 @@ fn run(args: &MovesArgs, work: &Path, config: &Path) -> Result<Vec<MovesReport>>
     eprintln!("bench moves: starting `up` in {}", dir.display());
     let up = UpProcess::start(config, &dir, &["--time-scale", &TIME_SCALE.to_string()])?;
     let mut fsyncs = budget::probe_fsyncs(work)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // One thread, as the command-line client has: a request's path is the daemons', not
+    // this process's hand-offs between workers.
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;

@@ -79,12 +79,21 @@ impl WireObserver for WireMetrics {
     }
 }
 
-/// A multi-threaded tokio runtime whose threads (workers and blocking ones) all run inside
-/// `root`, the process's span: spans and events made on them without a parent of their own
-/// have it as theirs. The calling thread enters it too.
+/// A daemon's one event loop: a single-threaded tokio runtime (the calling thread runs
+/// every task; only `spawn_blocking` work and the journal's commit thread run beside it).
+/// Every thread runs inside `root`, the process's span: spans and events made on them
+/// without a parent of their own have it as theirs.
+///
+/// Why one thread: a message crosses several tasks in a coordinator or a shard (its
+/// connection, the core's task, the publisher, a link's), and on a multi-threaded runtime
+/// each hand-off to a task parked on another worker is a thread wake-up. A one-node move
+/// crossed about a hundred of them; with one thread per daemon the move takes less time and
+/// less CPU, and so does a shard's job throughput (docs/BENCHMARKS.md, "One thread per
+/// daemon"). The price: while the core's task runs a scheduling pass, the process's other
+/// tasks (its connections, its status page) wait for it.
 pub fn runtime(root: tracing::Span) -> Result<tokio::runtime::Runtime> {
     enter_for_good(&root);
-    tokio::runtime::Builder::new_multi_thread()
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .on_thread_start(move || enter_for_good(&root))
         .build()
