@@ -110,7 +110,32 @@ pub(crate) fn jobs_dir(state_dir: &Path) -> PathBuf {
     state_dir.join(JOBS_DIR)
 }
 
-/// Runs until the core task drops its sender (or the core task is gone).
+/// Runs the exec task (`run`) on a thread of its own, with a runtime of its own. Its
+/// launches block — a job's files and their fsyncs, the supervisor's start, its reaper
+/// thread — and on the shard's one runtime thread (`telemetry::runtime`) they would hold up
+/// the core's task and every connection for as long: measured with the task on that
+/// thread, a burst of exec submits (benches/peer) ran at 50 jobs/s against 64 on a
+/// multi-threaded runtime. The thread ends with the task, when the core's side of its
+/// channel is dropped.
+pub(crate) fn start_thread(
+    task: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let span = tracing::Span::current();
+    std::thread::Builder::new()
+        .name("exec".to_owned())
+        .spawn(move || {
+            let _entered = span.entered();
+            runtime.block_on(task);
+        })?;
+    Ok(())
+}
+
+/// The exec task: launches the jobs the core hands it, watches their supervisors, and
+/// tells the core of their ends. Runs until the core task drops its sender (or the core
+/// task is gone).
 pub(crate) async fn run(
     queue: String,
     options: ExecOptions,

@@ -110,13 +110,13 @@ impl Tasks {
             Executor::Exec(exec_options) => {
                 output = OutputSource::Exec(exec_task::jobs_dir(&options.state_dir));
                 let (exec_tx, exec_rx) = mpsc::channel(EXEC_QUEUE_CAPACITY);
-                tokio::spawn(exec_task::run(
+                exec_task::start_thread(exec_task::run(
                     options.queue.clone(),
                     exec_options.clone(),
                     exec_task::jobs_dir(&options.state_dir),
                     exec_rx,
                     commands.clone(),
-                ));
+                ))?;
                 Some(exec_tx)
             }
         };
