@@ -29,10 +29,7 @@ max_duration = "2h"
 }
 
 fn queue(system: &System, name: &str) -> Option<Value> {
-    match system.json(&["queue", "list", "--json"]) {
-        Value::Array(rows) => rows.into_iter().find(|q| q["name"] == name),
-        other => panic!("queue list printed {other:?}"),
-    }
+    row_named(system.json(&["queue", "list", "--json"]), name)
 }
 
 /// Like [`queue`], but `None` when the command fails: while `up` restarts a killed
@@ -43,7 +40,12 @@ fn queue_if_reachable(system: &System, name: &str) -> Option<Value> {
     if !out.status.success() {
         return None;
     }
-    match serde_json::from_slice(&out.stdout).ok()? {
+    row_named(serde_json::from_slice(&out.stdout).ok()?, name)
+}
+
+/// The row of queue `name` in `queue list --json`'s output.
+fn row_named(list: Value, name: &str) -> Option<Value> {
+    match list {
         Value::Array(rows) => rows.into_iter().find(|q| q["name"] == name),
         other => panic!("queue list printed {other:?}"),
     }
