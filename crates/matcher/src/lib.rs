@@ -601,5 +601,10 @@ fn learn_weight(
 
 /// When an allocation's resources free up.
 fn end_of(a: &Allocation) -> i64 {
-    a.at.saturating_add(i64::try_from(a.duration).unwrap_or(i64::MAX))
+    saturating_end(a.at, a.duration)
+}
+
+/// The end of `[at, at + dur)`, at most `i64::MAX`.
+pub(crate) fn saturating_end(at: i64, dur: u64) -> i64 {
+    at.saturating_add(i64::try_from(dur).unwrap_or(i64::MAX))
 }

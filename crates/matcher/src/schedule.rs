@@ -190,7 +190,7 @@ impl Matcher {
                 self.graph_end
             )));
         }
-        if at.saturating_add(i64::try_from(dur).unwrap_or(i64::MAX)) > self.graph_end {
+        if crate::saturating_end(at, dur) > self.graph_end {
             dur = u64::try_from(self.graph_end - at).unwrap_or(0);
         }
         let mut whole = req.exclusive_types.clone();
@@ -446,7 +446,7 @@ impl Matcher {
     fn next_time(&self, root: VertexId, from: i64, dur: u64, need: &[i64]) -> Option<i64> {
         let horizon = PLAN_BASE + i64::try_from(PLAN_HORIZON).unwrap_or(i64::MAX);
         self.times.range(from..).map(|(&t, _)| t).find(|&t| {
-            t.saturating_add(i64::try_from(dur).unwrap_or(i64::MAX)) <= horizon
+            crate::saturating_end(t, dur) <= horizon
                 && self
                     .state
                     .aggregate(root)

@@ -163,7 +163,7 @@ impl SchedState {
             _ => {}
         }
         // Several may overlap the window: sweep them together.
-        let end = super::whole::saturating_end(at, dur);
+        let end = crate::saturating_end(at, dur);
         let group = grouped.map(|(p, _)| p as usize);
         let holds = self
             .leaves

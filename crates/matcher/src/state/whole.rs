@@ -30,9 +30,9 @@ use shardsched_resource::{ResourceGraph, VertexId};
 
 use super::listing::Listings;
 use super::{Hint, PLAN_BASE, PLAN_HORIZON, SchedState, SpanRef};
-use crate::MatchError;
 use crate::alloc::PruneRank;
 use crate::dfu::Tree;
+use crate::{MatchError, saturating_end};
 
 /// No whole.
 pub(super) const NO_WHOLE: u32 = u32::MAX;
@@ -211,15 +211,10 @@ impl WholeCovers {
     }
 }
 
-/// The end of `[at, at + dur)`, at most `i64::MAX`.
-pub(super) fn saturating_end(at: i64, dur: u64) -> i64 {
-    at.saturating_add(i64::try_from(dur).unwrap_or(i64::MAX))
-}
-
 /// The end of the window `[at, at + dur)`, when it lies inside the planning window (the
 /// calendars answer 0 for any other).
 fn window_end(at: i64, dur: u64) -> Option<i64> {
-    let horizon = PLAN_BASE.saturating_add(i64::try_from(PLAN_HORIZON).unwrap_or(i64::MAX));
+    let horizon = saturating_end(PLAN_BASE, PLAN_HORIZON);
     let end = at.checked_add(i64::try_from(dur).ok()?)?;
     (dur > 0 && at >= PLAN_BASE && end <= horizon).then_some(end)
 }

@@ -214,9 +214,7 @@ impl MatchWriter {
             }
         }
         refused_edge(self, a.vertices.len());
-        let end =
-            a.at.saturating_add(i64::try_from(a.duration).unwrap_or(i64::MAX));
-        self.times = (a.at, end);
+        self.times = (a.at, crate::end_of(a));
     }
 
     /// Sets the window R reports (Fluxion's `emit_tm`).
@@ -521,8 +519,7 @@ pub fn rv1(g: &ResourceGraph, a: &Allocation, with_sched: bool) -> serde_json::V
     match w.take_r(with_sched) {
         Ok(Some(r)) => r.to_value(),
         _ => {
-            let end =
-                a.at.saturating_add(i64::try_from(a.duration).unwrap_or(i64::MAX));
+            let end = crate::end_of(a);
             serde_json::json!({"version": 1, "execution": {"R_lite": [], "nodelist": [],
                 "starttime": a.at, "expiration": end}})
         }
