@@ -37,6 +37,7 @@ mod build;
 mod carry;
 mod cover;
 mod listing;
+mod shape;
 mod whole;
 use cover::CoverGroup;
 pub(crate) use cover::CoverMemo;

@@ -27,21 +27,25 @@ pub(super) fn whole_listing(
     if !st.whole_free(c, at, dur) {
         return None;
     }
-    let count = st.whole_shape(g, tree, ranks, c)?.vertices;
-    let end = i + count as usize - 1;
-    let listed = listing.vertices.get(i..=end)?;
-    let top = listed.last()?;
-    if top.v != st.whole_vertex(c) {
-        return None;
-    }
-    if listing.listed_whole == Some(end) && top.exclusive && top.needs == g.size(top.v) {
+    let node = st.whole_vertex(c);
+    if let Some(end) = listing.listed_whole
+        && let Some(top) = listing.vertices.get(end)
+        && top.v == node
+        && top.exclusive
+        && top.needs == g.size(top.v)
+    {
         // The emission listed the node's subtree whole: its vertices are the whole's, once
         // each, exclusively with all their units (checked vertex by vertex in debug builds).
+        let listed = listing.vertices.get(i..=end)?;
         debug_assert!(listed.iter().all(|av| {
             av.exclusive && av.needs == g.size(av.v) && st.whole_of(av.v) == Some(c)
         }));
-        return Some(end);
+        return (st.whole_shape(g, tree, ranks, c)?.vertices as usize == listed.len())
+            .then_some(end);
     }
+    // Listed vertex by vertex: each of the whole's vertices once, exclusively with all its
+    // units, up to the node's own entry. Checked before the shape is asked for, so that a
+    // listing that takes part of a node (a socket of it) learns no shape.
     if marks.len() < g.len() {
         marks.resize(g.len(), 0);
     }
@@ -50,7 +54,8 @@ pub(super) fn whole_listing(
         marks.fill(0);
         *mark = 1;
     }
-    for av in listed {
+    let mut end = None;
+    for (k, av) in listing.vertices.iter().enumerate().skip(i) {
         let seen = marks.get_mut(av.v.index())?;
         let whole = av.exclusive && av.needs == g.size(av.v) && st.whole_of(av.v) == Some(c);
         if !whole || *seen == *mark {
@@ -62,8 +67,13 @@ pub(super) fn whole_listing(
             st.untouched(av.v, at, dur) && st.units_free(av.v, av.needs, at, dur) >= av.needs,
             "a whole listing over a vertex in use"
         );
+        if av.v == node {
+            end = Some(k);
+            break;
+        }
     }
-    Some(end)
+    let end = end?;
+    (st.whole_shape(g, tree, ranks, c)?.vertices as usize == end + 1 - i).then_some(end)
 }
 
 /// Where a whole's listing may start in an allocation.

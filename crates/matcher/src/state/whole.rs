@@ -23,14 +23,12 @@
 //! every aggregate's totals, and what it adds to its parent's sums — is learned from the
 //! graph at its first whole listing, and a whole whose shape differs is never covered.
 
-use std::collections::HashMap;
-
 use shardsched_planner::PeakUse;
 use shardsched_resource::{ResourceGraph, VertexId};
 
 use super::listing::Listings;
+use super::shape::Shapes;
 use super::{Hint, PLAN_BASE, PLAN_HORIZON, SchedState, SpanRef};
-use crate::alloc::PruneRank;
 use crate::dfu::Tree;
 use crate::{MatchError, saturating_end};
 
@@ -51,60 +49,8 @@ pub(super) struct Wholes {
     /// What each whole's first whole listing learned, and what the update walk lists for
     /// each whole taken whole: derived from the graph alone, so two states of one graph are
     /// equal whatever each has learned of them yet.
-    shapes: Hint<Shapes>,
+    pub(super) shapes: Hint<Shapes>,
     pub(super) listings: Hint<Listings>,
-}
-
-/// What a whole listing of a whole records, learned once from the graph.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct Shape {
-    /// How many vertices it has, the node included.
-    pub(crate) vertices: u32,
-    /// What its listing adds to its parent's per-type sums (by pruning rank).
-    pub(crate) up: Vec<(u32, i64)>,
-    /// Where its inner vertices are in a listing in the tree's order (children before
-    /// parents), from its first vertex.
-    pub(crate) inner_at: Vec<u32>,
-}
-
-/// A whole's shape not learned yet.
-const UNKNOWN: u32 = u32::MAX;
-/// A whole whose records are not what a cover answers for (an aggregate record of other
-/// amounts than its totals, a leaf without a cover group): never covered.
-const NOT_WHOLE: u32 = u32::MAX - 1;
-
-/// The wholes' shapes: each whole's (by index among the distinct ones), learned at its
-/// first whole listing; nodes alike share one.
-#[derive(Clone, Debug, Default)]
-struct Shapes {
-    of: Vec<u32>,
-    distinct: Vec<Shape>,
-    index: HashMap<Shape, u32>,
-}
-
-impl Shapes {
-    /// Whole `c`'s shape, if learned and one a cover stands for.
-    fn of(&self, c: u32) -> Option<&Shape> {
-        self.distinct.get(self.of[c as usize] as usize)
-    }
-
-    /// Notes what was learned of whole `c`.
-    fn learned(&mut self, c: u32, shape: Option<Shape>) {
-        self.of[c as usize] = match shape {
-            None => NOT_WHOLE,
-            Some(shape) => match self.index.get(&shape) {
-                Some(&i) => i,
-                None => {
-                    let i = u32::try_from(self.distinct.len()).unwrap_or(NOT_WHOLE);
-                    if i < NOT_WHOLE {
-                        self.distinct.push(shape.clone());
-                        self.index.insert(shape, i);
-                    }
-                    i
-                }
-            },
-        };
-    }
 }
 
 impl Wholes {
@@ -118,10 +64,7 @@ impl Wholes {
                 of: vec![Vec::new(); n],
                 ..WholeCovers::default()
             },
-            shapes: Hint(Shapes {
-                of: vec![UNKNOWN; n],
-                ..Shapes::default()
-            }),
+            shapes: Hint(Shapes::new(n)),
             listings: Hint(Listings::new(n)),
         }
     }
@@ -389,91 +332,6 @@ impl SchedState {
     /// recorded in the whole and no cover of it meets the window.
     pub(crate) fn whole_free(&self, c: u32, at: i64, dur: u64) -> bool {
         self.wholes.records[c as usize] == 0 && !self.wholes.meets(c, at, saturating_end(at, dur))
-    }
-
-    /// Whole `c`'s shape, when a whole cover can stand for its records (learned at the
-    /// first call).
-    pub(crate) fn whole_shape(
-        &mut self,
-        g: &ResourceGraph,
-        tree: &dyn Tree,
-        ranks: &dyn PruneRank,
-        c: u32,
-    ) -> Option<&Shape> {
-        if self.wholes.shapes.of[c as usize] == UNKNOWN {
-            let shape = self.learn_shape(g, tree, ranks, c);
-            self.wholes.shapes.learned(c, shape);
-        }
-        self.wholes.shapes.of(c)
-    }
-
-    /// Whole `c`'s shape, once learned ([`SchedState::whole_shape`]).
-    pub(crate) fn learned_shape(&self, c: u32) -> Option<&Shape> {
-        self.wholes.shapes.of(c)
-    }
-
-    /// Walks whole `c` as a whole listing's commit sums it (children before parents) and
-    /// checks that every record it would make is one a cover answers for. Once per whole,
-    /// on its first whole listing: no allocation per vertex (the sums of the vertices on
-    /// the path live one after another in one list).
-    fn learn_shape(
-        &self,
-        g: &ResourceGraph,
-        tree: &dyn Tree,
-        ranks: &dyn PruneRank,
-        c: u32,
-    ) -> Option<Shape> {
-        // (vertex, next child, where its sums start in `sums`)
-        let mut stack: Vec<(VertexId, usize, usize)> = vec![(self.whole_vertex(c), 0, 0)];
-        let mut sums: Vec<(u32, i64)> = Vec::new();
-        let mut moved: Vec<(u32, i64)> = Vec::new();
-        let mut vertices = 0u32;
-        let mut inner_at = Vec::new();
-        while let Some(top) = stack.last_mut() {
-            let (v, next, from) = *top;
-            if let Some(&child) = tree.children(v).get(next) {
-                top.1 += 1;
-                stack.push((VertexId(child), 0, sums.len()));
-                continue;
-            }
-            stack.pop();
-            if self.inner_index(v).is_some() {
-                inner_at.push(vertices);
-            }
-            vertices += 1;
-            // `sums[from..]` is what v's children add: what v's record takes.
-            let dfu = &sums[from..];
-            if self.inner_index(v).is_none() {
-                // A leaf's whole is found through its cover group.
-                self.cover_group(v)?;
-            } else if let Some(agg) = self.aggregate(v) {
-                let same =
-                    agg.ranks.iter().zip(agg.plan.totals()).all(|(r, total)| {
-                        dfu.iter().find(|e| e.0 == *r).map_or(0, |e| e.1) == *total
-                    });
-                if dfu.is_empty() || !same {
-                    return None;
-                }
-            }
-            // What v adds to its parent's sums, merged into the parent's part.
-            moved.clear();
-            moved.extend(sums.drain(from..));
-            if let Some(r) = ranks.prune_rank(v) {
-                super::build::add_to(&mut moved, r, g.size(v));
-            }
-            let parent_from = stack.last().map_or(0, |p| p.2);
-            for &(t, n) in &moved {
-                match sums[parent_from..].iter_mut().find(|e| e.0 == t) {
-                    Some(e) => e.1 = e.1.saturating_add(n),
-                    None => sums.push((t, n)),
-                }
-            }
-        }
-        Some(Shape {
-            vertices,
-            up: sums,
-            inner_at,
-        })
     }
 
     /// Records a whole cover of `c`: every vertex of the whole held whole by one job.
