@@ -44,6 +44,13 @@ pub const NODE_SCORE_FACTOR: i64 = 10_000;
 pub struct PolicyError(pub String);
 
 impl MatchPolicy {
+    /// Whether a walk may stop early by the id scores' order in the graph
+    /// ([`crate::dfu::ScoreOrder`]): not under `first`, which stops at its own first
+    /// match, nor under the variation policy, whose scores are not ids.
+    pub fn stops_by_score_order(&self) -> bool {
+        !self.stop_at_first && !self.variation
+    }
+
     /// Parses a policy name, or Fluxion's spelled-out knobs
     /// (`policy=low node_centric=true node_exclusive=true stop_on_k_matches=0`).
     pub fn parse(s: &str) -> Result<MatchPolicy, PolicyError> {

@@ -228,8 +228,7 @@ impl<'a> Walk<'a> {
         let budgets = !req.labelled
             && !tree.is_dag()
             && !req.flexible
-            && !policy.stop_at_first
-            && !policy.variation
+            && policy.stops_by_score_order()
             && !win.kind.ignores_calendars();
         Walk {
             g,
