@@ -122,6 +122,14 @@ pub struct Emitted<'a> {
     pub label: Option<&'a str>,
 }
 
+/// The start of a simple writer's line down to depth 31: six blanks, then three dashes a
+/// level.
+const SIMPLE_PREFIX: &str = concat!(
+    "      ",
+    "------------------------------------------------",
+    "------------------------------------------------"
+);
+
 impl MatchWriter {
     /// The format.
     pub fn kind(&self) -> Writer {
@@ -241,9 +249,16 @@ impl MatchWriter {
             Writer::Simple | Writer::PrettySimple => {
                 self.line_starts.push(self.text.len());
                 let line = &mut self.text;
-                line.push_str("      ");
-                for _ in 0..=e.depth {
-                    line.push_str("---");
+                // Six blanks and three dashes a level, in one copy when the depth is in
+                // `SIMPLE_PREFIX` (the lines are most of what `query` prints).
+                match SIMPLE_PREFIX.get(..6 + 3 * (e.depth as usize + 1)) {
+                    Some(prefix) => line.push_str(prefix),
+                    None => {
+                        line.push_str("      ");
+                        for _ in 0..=e.depth {
+                            line.push_str("---");
+                        }
+                    }
                 }
                 let mode = match (self.kind, e.exclusive) {
                     (Writer::Simple, true) => "x",
