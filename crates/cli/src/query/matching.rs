@@ -106,7 +106,7 @@ impl Session {
         out: &mut dyn Write,
         stdout: &mut dyn Write,
     ) -> Result<bool> {
-        let js = match self.jobspec(file) {
+        let js = match self.jobspecs.get(file) {
             Err(msg) => {
                 eprintln!("ERROR: {msg}");
                 return Ok(true);

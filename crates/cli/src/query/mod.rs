@@ -11,21 +11,22 @@
 
 mod commands;
 mod grow;
+mod jobspecs;
 mod matching;
 mod update;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, Write};
 use std::ops::RangeInclusive;
 use std::path::PathBuf;
-use std::rc::Rc;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use shardsched_jobspec::Jobspec;
 use shardsched_matcher::writer::MatchWriter;
 use shardsched_matcher::{MatchPolicy, Matcher, PruneFilters, Writer};
 use shardsched_resource::{GraphFormat, read_graph_file};
+
+use jobspecs::Jobspecs;
 
 /// Flags of `shardsched query` (resource-query's spelling).
 #[derive(Args, Debug, Clone)]
@@ -120,9 +121,6 @@ fn dominant_subsystem(name: &str) -> Result<&'static str> {
 /// lasts that long, and no job runs past it.
 const FLUXION_GRAPH_END: i64 = 3_153_600_000;
 
-/// How many distinct jobspecs a session keeps parsed.
-const PARSED_JOBSPECS_MAX: usize = 1024;
-
 /// The banner of resource-query's INFO blocks.
 const BAR: &str = "INFO: =============================";
 
@@ -165,13 +163,10 @@ pub struct Session {
     reservations: BTreeSet<u64>,
     /// Match times: min, max, sum (seconds).
     perf: (f64, f64, f64),
-    /// Jobspecs already parsed, by file, with the (size, modification time) they were read
-    /// at: command streams repeat the same few files thousands of times, and parsing would
-    /// otherwise dominate the matching.
-    parsed: HashMap<String, (FileStamp, Rc<Jobspec>)>,
+    /// Jobspecs already parsed: command streams repeat the same few files thousands of
+    /// times, and parsing would otherwise dominate the matching.
+    jobspecs: Jobspecs,
 }
-
-type FileStamp = (u64, Option<std::time::SystemTime>);
 
 impl Session {
     /// Loads the graph and sets up the matcher as the flags say.
@@ -224,7 +219,7 @@ impl Session {
             allocations: BTreeSet::new(),
             reservations: BTreeSet::new(),
             perf: (f64::MAX, 0.0, 0.0),
-            parsed: HashMap::new(),
+            jobspecs: Jobspecs::default(),
         })
     }
 
@@ -311,39 +306,6 @@ impl Session {
             Some(_) | None => {}
         }
         Ok(true)
-    }
-
-    /// The parsed jobspec in `file` (Fluxion's reading), parsed again only when the file
-    /// changed. `Err` carries the message: the file cannot be read (`Ok(Err)`: it does not
-    /// parse).
-    fn jobspec(&mut self, file: &str) -> Result<Result<Rc<Jobspec>, String>, String> {
-        let meta = std::fs::metadata(file).map_err(|_| format!("can't open {file}"))?;
-        let stamp = (meta.len(), meta.modified().ok());
-        if let Some((seen, js)) = self.parsed.get(file)
-            && *seen == stamp
-        {
-            return Ok(Ok(Rc::clone(js)));
-        }
-        let bytes = std::fs::read(file).map_err(|_| format!("can't open {file}"))?;
-        let Ok(text) = String::from_utf8(bytes) else {
-            return Ok(Err("the jobspec is not valid UTF-8".to_string()));
-        };
-        let js = match shardsched_jobspec::parse_fluxion(&text) {
-            Ok(js) => Rc::new(js),
-            // Fluxion's message alone, as resource-query writes it: flux-sched's own tests
-            // compare standard error byte for byte (t3013, t3038), so the file and field
-            // are not added.
-            Err(shardsched_jobspec::JobspecError::Invalid { message, .. }) => {
-                return Ok(Err(message));
-            }
-            Err(e) => return Ok(Err(e.to_string())),
-        };
-        if self.parsed.len() >= PARSED_JOBSPECS_MAX {
-            self.parsed.clear();
-        }
-        self.parsed
-            .insert(file.to_string(), (stamp, Rc::clone(&js)));
-        Ok(Ok(js))
     }
 }
 
