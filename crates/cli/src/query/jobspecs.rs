@@ -11,12 +11,22 @@
 //! one `read` of the watch that finds nothing; after any event, every kept jobspec is read
 //! and parsed again at its next use.
 //!
+//! The watch is read once per read of the commands, not per command, when the session
+//! knows when its commands were read ([`CountedReads`]): a change a driver makes before it
+//! writes a command was made before the read that brought the command in, and inotify
+//! queues the event within the changing call, so the check after that read sees it. A
+//! change not made before the command was written races with the command under
+//! resource-query too (it reads the file whenever it comes to the command). Commands
+//! buffered in one read then use the jobspecs as they were at that read.
+//!
 //! Where inotify cannot see every change — no inotify, a watch refused (the user's watch
 //! limit), a file on a file system other than the local ones listed in [`LOCAL_FS`]
 //! (another host's writes to NFS raise no event here) — the size-and-time check stays, at
 //! every use.
 
+use std::cell::Cell;
 use std::collections::HashMap;
+use std::io::Read;
 use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
 use std::rc::Rc;
@@ -51,6 +61,29 @@ pub(super) struct Jobspecs {
     watch: Option<OwnedFd>,
     /// Whether creating the instance was tried.
     tried: bool,
+    /// The count of reads of the commands, and its value at the last look at the watch;
+    /// `None`: the watch is looked at for every jobspec asked for.
+    input: Option<(Rc<Cell<u64>>, u64)>,
+}
+
+/// A reader of commands that counts its reads ([`Jobspecs::follow_input`]).
+pub(super) struct CountedReads<R> {
+    inner: R,
+    reads: Rc<Cell<u64>>,
+}
+
+impl<R: Read> CountedReads<R> {
+    /// `inner`, counting its reads in `reads`.
+    pub(super) fn new(inner: R, reads: Rc<Cell<u64>>) -> CountedReads<R> {
+        CountedReads { inner, reads }
+    }
+}
+
+impl<R: Read> Read for CountedReads<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.reads.set(self.reads.get().wrapping_add(1));
+        self.inner.read(buf)
+    }
 }
 
 impl Jobspecs {
@@ -58,7 +91,7 @@ impl Jobspecs {
     /// changed. `Err` carries the message: the file cannot be read (`Ok(Err)`: it does not
     /// parse).
     pub(super) fn get(&mut self, file: &str) -> Result<Result<Rc<Jobspec>, String>, String> {
-        if self.any_event() {
+        if self.input_read() && self.any_event() {
             // Which file changed is not asked: events are rare, and every kept jobspec is
             // read again at its next use.
             self.kept.clear();
@@ -101,6 +134,23 @@ impl Jobspecs {
         };
         self.kept.insert(file.to_string(), kept);
         Ok(Ok(jobspec))
+    }
+
+    /// Looks at the watch from now on only after a new read of the commands, counted in
+    /// `reads` (see the module doc).
+    pub(super) fn follow_input(&mut self, reads: Rc<Cell<u64>>) {
+        let now = reads.get();
+        self.input = Some((reads, now.wrapping_sub(1)));
+    }
+
+    /// Whether the watch is to be looked at: always, unless the commands' reads are
+    /// counted; then once after each read.
+    fn input_read(&mut self) -> bool {
+        let Some((reads, seen)) = &mut self.input else {
+            return true;
+        };
+        let now = reads.get();
+        std::mem::replace(seen, now) != now
     }
 
     /// Whether any watched file or folder changed since the last call (reading every
@@ -275,6 +325,33 @@ mod tests {
         let now = cores(&mut j, &file);
         if watching {
             assert_ne!(now, one, "the folder's watch saw the swap");
+        }
+    }
+
+    #[test]
+    fn with_the_commands_reads_counted_the_watch_is_read_after_each_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("job.yaml");
+        std::fs::write(&file, text(1)).expect("write");
+        let reads = Rc::new(Cell::new(0));
+        let mut j = Jobspecs::default();
+        j.follow_input(Rc::clone(&reads));
+        let mut input =
+            std::io::BufReader::new(CountedReads::new(&b"match\n"[..], Rc::clone(&reads)));
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut input, &mut line).expect("read");
+        assert_eq!(reads.get(), 1);
+        let one = cores(&mut j, &file);
+        let watching = watched(&j, &file);
+        let at = std::fs::metadata(&file)
+            .and_then(|m| m.modified())
+            .expect("mtime");
+        rewrite_unseen(&file, &text(2), at);
+        // Commands of the same read: the jobspec as it was then.
+        assert_eq!(cores(&mut j, &file), one);
+        reads.set(2);
+        if watching {
+            assert_ne!(cores(&mut j, &file), one, "seen after the next read");
         }
     }
 

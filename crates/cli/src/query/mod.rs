@@ -385,7 +385,13 @@ fn graph_info(g: &shardsched_resource::ResourceGraph, load_secs: f64) -> String 
 }
 
 fn run_session(session: &mut Session, args: &QueryArgs) -> Result<()> {
-    let stdin = std::io::stdin();
+    // Commands come in reads of up to 64 KiB, counted for the jobspecs' watch.
+    let reads = std::rc::Rc::new(std::cell::Cell::new(0));
+    session.jobspecs.follow_input(std::rc::Rc::clone(&reads));
+    let stdin = std::io::BufReader::with_capacity(
+        1 << 16,
+        jobspecs::CountedReads::new(std::io::stdin().lock(), reads),
+    );
     let mut stdout = std::io::stdout().lock();
     match &args.output {
         Some(path) => {
@@ -393,14 +399,14 @@ fn run_session(session: &mut Session, args: &QueryArgs) -> Result<()> {
                 .with_context(|| format!("creating {}", path.display()))?;
             let flush_each = shares_a_stream(&file);
             let mut out = std::io::BufWriter::with_capacity(OUTPUT_BUFFER_BYTES, file);
-            session.run(stdin.lock(), &mut out, &mut stdout, flush_each)
+            session.run(stdin, &mut out, &mut stdout, flush_each)
         }
         None => {
             // Both streams are standard output, in the order printed (as resource-query's).
             drop(stdout);
             let mut out = std::io::stdout();
             let mut info = std::io::stdout();
-            session.run(stdin.lock(), &mut out, &mut info, true)
+            session.run(stdin, &mut out, &mut info, true)
         }
     }
 }
