@@ -111,9 +111,9 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
             let first = self.out.len();
             let needs = i64::try_from(needs).unwrap_or(i64::MAX);
             let n = match self.st.whole_listing_of(u) {
-                WholeListing::Kept(ids, layout) => {
-                    copy_listing(self.out, (ids, layout), needs, depth);
-                    let n = ids.len() as u64;
+                WholeListing::Kept(entries) => {
+                    copy_listing(self.out, entries, needs, depth);
+                    let n = entries.len() as u64;
                     if cfg!(debug_assertions) {
                         // The copy is what the walk lists.
                         let copied = self.out.len();

@@ -7,13 +7,18 @@
 //! largest single cost of a conservative replay of whole-node jobs (`perf`: 14 % of the
 //! 5,000-job replay's samples, before this), where the same nodes are reserved again and
 //! again. What such a listing holds depends on the graph and the walk's tree alone: the same
-//! vertices, sizes and depths every time. So the first listing of each whole is kept — its
-//! vertex ids (4 bytes a vertex, in one list for all wholes) and its *layout* (units,
-//! depths less the node's), which nodes alike share — and later listings copy it.
+//! vertices, sizes and depths every time. So the first listing of each whole is kept, entry
+//! for entry as the walk listed it (24 bytes a vertex, in one list for all wholes), and
+//! later listings copy it: one `memcpy` where the node is at the depth it was learned at (in
+//! a tree, always). Its *layout* (units, depths less the node's), which nodes alike share,
+//! is kept once per distinct layout: it bounds how many kinds of whole are kept
+//! ([`WHOLE_LAYOUTS_MAX`]) and sizes lists before a whole's first listing.
 //!
-//! The ids are kept per whole, not as offsets from the node's: generated graphs number
+//! Entries are kept per whole, not as offsets from the node's: generated graphs number
 //! vertices level by level, so a node's cores are not at the same distance from it as the
-//! next node's are from that one.
+//! next node's are from that one. They were kept as ids alone with the shared layout (4
+//! bytes a vertex) until the 1,000-job conservative replay showed the copy that put them
+//! back together at 14 instructions an entry, a tenth of the run.
 //!
 //! Whole `c`'s listing is learned from the walk's own output, so a copy is what the walk
 //! lists by construction; the state that keeps it is made again whenever the graph or the
@@ -46,10 +51,12 @@ pub(crate) struct LayoutEntry {
 /// The wholes' kept listings.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Listings {
-    /// Per whole: where its ids start in `ids`, and its layout (or [`UNKNOWN`], [`WALKED`]).
+    /// Per whole: where its entries start in `entries`, and its layout (or [`UNKNOWN`],
+    /// [`WALKED`]).
     of: Vec<(u32, u32)>,
-    /// The ids of every kept listing, one after another.
-    ids: Vec<u32>,
+    /// The entries of every kept listing, one after another, at the depths they were
+    /// listed at.
+    entries: Vec<AllocVertex>,
     /// Distinct layouts; a layout's last entry is the node's, with no units.
     distinct: Vec<Box<[LayoutEntry]>>,
     index: HashMap<Box<[LayoutEntry]>, u32>,
@@ -68,8 +75,8 @@ impl Listings {
 
 /// What is known of the listing of a vertex taken whole.
 pub(crate) enum WholeListing<'a> {
-    /// Its ids and layout.
-    Kept(&'a [u32], &'a [LayoutEntry]),
+    /// Its entries as first listed (the node's last).
+    Kept(&'a [AllocVertex]),
     /// Whole `c`'s node, not listed yet: learn it from the walk's listing.
     Learn(u32),
     /// Walk it.
@@ -89,8 +96,8 @@ impl SchedState {
             (at, i) => {
                 let layout = &ls.distinct[i as usize];
                 let at = at as usize;
-                match ls.ids.get(at..at + layout.len()) {
-                    Some(ids) => WholeListing::Kept(ids, layout),
+                match ls.entries.get(at..at + layout.len()) {
+                    Some(entries) => WholeListing::Kept(entries),
                     None => WholeListing::Walk,
                 }
             }
@@ -101,7 +108,7 @@ impl SchedState {
     /// about (the layout kept last; 1 when none is).
     pub(crate) fn whole_listing_len(&self, u: VertexId) -> usize {
         match self.whole_listing_of(u) {
-            WholeListing::Kept(ids, _) => ids.len(),
+            WholeListing::Kept(entries) => entries.len(),
             _ => {
                 let ls = &self.wholes.listings;
                 ls.last.map_or(1, |i| ls.distinct[i as usize].len())
@@ -140,12 +147,12 @@ impl SchedState {
                 }
             }
         };
-        let Ok(at) = u32::try_from(ls.ids.len()) else {
+        let Ok(at) = u32::try_from(ls.entries.len()) else {
             ls.of[c as usize] = (0, WALKED);
             return;
         };
         if layout != WALKED {
-            ls.ids.extend(listed.iter().map(|av| av.v.0));
+            ls.entries.extend_from_slice(listed);
             ls.last = Some(layout);
         }
         ls.of[c as usize] = (at, layout);
@@ -156,23 +163,24 @@ impl SchedState {
 /// its own units.
 pub(crate) fn copy_listing(
     out: &mut Vec<AllocVertex>,
-    (ids, layout): (&[u32], &[LayoutEntry]),
+    entries: &[AllocVertex],
     needs: i64,
     depth: u32,
 ) {
-    let Some((&u, below)) = ids.split_last() else {
+    let Some((top, below)) = entries.split_last() else {
         return;
     };
-    out.extend(below.iter().zip(layout).map(|(&v, e)| AllocVertex {
-        v: VertexId(v),
-        needs: e.needs,
-        exclusive: e.exclusive,
-        depth: depth.wrapping_add(e.depth),
-    }));
+    if top.depth == depth {
+        out.extend_from_slice(below);
+    } else {
+        out.extend(below.iter().map(|av| AllocVertex {
+            depth: av.depth.wrapping_sub(top.depth).wrapping_add(depth),
+            ..*av
+        }));
+    }
     out.push(AllocVertex {
-        v: VertexId(u),
         needs,
-        exclusive: layout.last().is_none_or(|e| e.exclusive),
         depth,
+        ..*top
     });
 }
