@@ -96,13 +96,13 @@ impl Jobspecs {
             // read again at its next use.
             self.kept.clear();
         }
-        if let Some(k) = self.kept.get(file)
-            && k.watched
-        {
-            return Ok(Ok(Rc::clone(&k.jobspec)));
-        }
-        // Watched before it is read: a change from this point on raises an event.
-        let watched = self.watch_path(file);
+        let watched = match self.kept.get(file) {
+            Some(k) if k.watched => return Ok(Ok(Rc::clone(&k.jobspec))),
+            // Kept unwatched (it could not be): its size and time alone, at each use.
+            Some(_) => false,
+            // Watched before it is read: a change from this point on raises an event.
+            None => self.watch_path(file),
+        };
         let meta = std::fs::metadata(file).map_err(|_| format!("can't open {file}"))?;
         let stamp = (meta.len(), meta.modified().ok());
         if let Some(k) = self.kept.get(file)
@@ -178,7 +178,7 @@ impl Jobspecs {
     }
 
     /// Watches `file` and every folder on its path (see the module doc); false when any
-    /// of them cannot be watched or is not on a local file system.
+    /// of them cannot be watched or is not on a file system of [`LOCAL_FS`].
     fn watch_path(&mut self, file: &str) -> bool {
         if !self.tried {
             self.tried = true;
@@ -188,11 +188,6 @@ impl Jobspecs {
             return false;
         };
         let path = Path::new(file);
-        let local =
-            rustix::fs::statfs(path).is_ok_and(|s| LOCAL_FS.contains(&i64::from(s.f_type as u32)));
-        if !local {
-            return false;
-        }
         let contents = WatchFlags::MODIFY
             | WatchFlags::ATTRIB
             | WatchFlags::CLOSE_WRITE
@@ -205,11 +200,16 @@ impl Jobspecs {
             | WatchFlags::MOVE_SELF
             | WatchFlags::DELETE_SELF
             | WatchFlags::ONLYDIR;
-        if inotify::add_watch(fd, path, contents).is_err() {
+        if !local(path) || inotify::add_watch(fd, path, contents).is_err() {
             return false;
         }
-        folders_of(path).all(|dir| inotify::add_watch(fd, &dir, entries).is_ok())
+        folders_of(path).all(|dir| local(&dir) && inotify::add_watch(fd, &dir, entries).is_ok())
     }
+}
+
+/// Whether `path` is on a file system of [`LOCAL_FS`].
+fn local(path: &Path) -> bool {
+    rustix::fs::statfs(path).is_ok_and(|s| LOCAL_FS.contains(&i64::from(s.f_type as u32)))
 }
 
 /// The folders a path's resolution goes through, from its first (`/` or the current
