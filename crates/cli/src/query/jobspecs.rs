@@ -4,7 +4,7 @@
 //! file may change between commands). Command streams repeat a few files thousands of
 //! times, so a session parses each once and checks, before using it again, that the file
 //! did not change. Checked by its size and time (a `statx` of the path), that check was a
-//! tenth of the whole 2,348-command first-1024 stream's CPU time (~2 µs a call on the
+//! tenth of the whole 2,348-command first-1024 stream's CPU time (~2.7 µs a call on the
 //! project's VM). So a kept jobspec is also *watched* (inotify): the file itself, and every
 //! folder on its path, where a file replaced by a rename, deleted and written again, or a
 //! folder swapped for another shows. While no event has come, a kept jobspec is used with
