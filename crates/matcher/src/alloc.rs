@@ -83,10 +83,8 @@ pub struct CommitScratch {
     pending: Vec<(u32, u32)>,
     /// The covers of the group whose leaves are being checked, read once for all of them.
     memo: CoverMemo,
-    /// Marks of the vertices a whole listing was checked for (by vertex, the listing's
-    /// number), so that each is counted once.
-    marks: Vec<u32>,
-    mark: u32,
+    /// The vertices a whole listing was checked for, so that each is counted once.
+    seen: whole::Seen,
     /// The subtrees the emission of the allocation being committed listed whole (first
     /// and last index), set by the match just before its commit and taken by it: a whole
     /// listed so needs no check vertex by vertex.
@@ -197,8 +195,7 @@ fn commit_inner(
         below,
         pending,
         memo,
-        marks,
-        mark,
+        seen,
         whole_ranges,
         inner_at,
     } = scratch;
@@ -241,7 +238,7 @@ fn commit_inner(
                 first: i,
                 listed_whole,
             };
-            match whole_listing(g, tree, st, ranks, &listing, c, window, marks, mark) {
+            match whole_listing(g, tree, st, ranks, &listing, c, window, seen) {
                 Some(end) => {
                     // What the node adds to its parent's sums, as its records would.
                     let dn = alloc.vertices[end].depth as usize;

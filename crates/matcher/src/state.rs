@@ -36,6 +36,7 @@ const AGGREGATE_INLINE_TYPES: usize = 8;
 mod build;
 mod carry;
 mod cover;
+mod distinct;
 mod listing;
 mod shape;
 mod whole;

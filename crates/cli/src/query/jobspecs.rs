@@ -140,7 +140,7 @@ impl Jobspecs {
     /// `reads` (see the module doc).
     pub(super) fn follow_input(&mut self, reads: Rc<Cell<u64>>) {
         let now = reads.get();
-        self.input = Some((reads, now.wrapping_sub(1)));
+        self.input = Some((reads, now));
     }
 
     /// Whether the watch is to be looked at: always, unless the commands' reads are

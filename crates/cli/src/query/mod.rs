@@ -15,10 +15,12 @@ mod jobspecs;
 mod matching;
 mod update;
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, Write};
 use std::ops::RangeInclusive;
 use std::path::PathBuf;
+use std::rc::Rc;
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -386,8 +388,8 @@ fn graph_info(g: &shardsched_resource::ResourceGraph, load_secs: f64) -> String 
 
 fn run_session(session: &mut Session, args: &QueryArgs) -> Result<()> {
     // Commands come in reads of up to 64 KiB, counted for the jobspecs' watch.
-    let reads = std::rc::Rc::new(std::cell::Cell::new(0));
-    session.jobspecs.follow_input(std::rc::Rc::clone(&reads));
+    let reads = Rc::new(Cell::new(0));
+    session.jobspecs.follow_input(Rc::clone(&reads));
     let stdin = std::io::BufReader::with_capacity(
         1 << 16,
         jobspecs::CountedReads::new(std::io::stdin().lock(), reads),

@@ -1,7 +1,7 @@
 //! Whether an allocation lists a node whole, so that one whole cover records it
 //! (`state::whole`).
 
-use shardsched_resource::ResourceGraph;
+use shardsched_resource::{ResourceGraph, VertexId};
 
 use super::{AllocVertex, PruneRank};
 use crate::dfu::Tree;
@@ -20,15 +20,14 @@ pub(super) fn whole_listing(
     listing: &Listing,
     c: u32,
     (at, dur): (i64, u64),
-    marks: &mut Vec<u32>,
-    mark: &mut u32,
+    seen: &mut Seen,
 ) -> Option<usize> {
     let i = listing.first;
     if !st.whole_free(c, at, dur) {
         return None;
     }
     let node = st.whole_vertex(c);
-    if let Some(end) = listing.listed_whole
+    let end = if let Some(end) = listing.listed_whole
         && let Some(top) = listing.vertices.get(end)
         && top.v == node
         && top.exclusive
@@ -40,40 +39,74 @@ pub(super) fn whole_listing(
         debug_assert!(listed.iter().all(|av| {
             av.exclusive && av.needs == g.size(av.v) && st.whole_of(av.v) == Some(c)
         }));
-        return (st.whole_shape(g, tree, ranks, c)?.vertices as usize == listed.len())
-            .then_some(end);
-    }
-    // Listed vertex by vertex: each of the whole's vertices once, exclusively with all its
-    // units, up to the node's own entry. Checked before the shape is asked for, so that a
-    // listing that takes part of a node (a socket of it) learns no shape.
-    if marks.len() < g.len() {
-        marks.resize(g.len(), 0);
-    }
-    *mark = mark.wrapping_add(1);
-    if *mark == 0 {
-        marks.fill(0);
-        *mark = 1;
-    }
-    let mut end = None;
-    for (k, av) in listing.vertices.iter().enumerate().skip(i) {
-        let seen = marks.get_mut(av.v.index())?;
+        end
+    } else {
+        node_entry(g, st, listing, c, (at, dur), seen)?
+    };
+    // Asked last, so that a listing that takes part of a node (a socket of it) learns no
+    // shape.
+    (st.whole_shape(g, tree, ranks, c)?.vertices as usize == end + 1 - i).then_some(end)
+}
+
+/// Where the node's own entry is in a listing of whole `c` listed vertex by vertex from
+/// `listing.first`: each of the whole's vertices once before it, exclusively with all its
+/// units.
+fn node_entry(
+    g: &ResourceGraph,
+    st: &SchedState,
+    listing: &Listing,
+    c: u32,
+    (at, dur): (i64, u64),
+    seen: &mut Seen,
+) -> Option<usize> {
+    seen.start(g.len());
+    let node = st.whole_vertex(c);
+    for (k, av) in listing.vertices.iter().enumerate().skip(listing.first) {
         let whole = av.exclusive && av.needs == g.size(av.v) && st.whole_of(av.v) == Some(c);
-        if !whole || *seen == *mark {
+        if !whole || !seen.first_time(av.v)? {
             return None;
         }
-        *seen = *mark;
         // Nothing else recorded in the whole: every record of the listing would be taken.
         debug_assert!(
             st.untouched(av.v, at, dur) && st.units_free(av.v, av.needs, at, dur) >= av.needs,
             "a whole listing over a vertex in use"
         );
         if av.v == node {
-            end = Some(k);
-            break;
+            return Some(k);
         }
     }
-    let end = end?;
-    (st.whole_shape(g, tree, ranks, c)?.vertices as usize == end + 1 - i).then_some(end)
+    None
+}
+
+/// The vertices one listing check met, by vertex: the check's number (so a new check
+/// clears nothing).
+#[derive(Debug, Default)]
+pub(super) struct Seen {
+    marks: Vec<u32>,
+    mark: u32,
+}
+
+impl Seen {
+    /// Starts a check over a graph of `n` vertices.
+    fn start(&mut self, n: usize) {
+        if self.marks.len() < n {
+            self.marks.resize(n, 0);
+        }
+        self.mark = self.mark.wrapping_add(1);
+        if self.mark == 0 {
+            self.marks.fill(0);
+            self.mark = 1;
+        }
+    }
+
+    /// Whether this check meets `v` for the first time (`None`: not a vertex of the
+    /// graph).
+    fn first_time(&mut self, v: VertexId) -> Option<bool> {
+        let seen = self.marks.get_mut(v.index())?;
+        let first = *seen != self.mark;
+        *seen = self.mark;
+        Some(first)
+    }
 }
 
 /// Where a whole's listing may start in an allocation.

@@ -24,11 +24,10 @@
 //! lists by construction; the state that keeps it is made again whenever the graph or the
 //! walk's tree changes (`regraph.rs`, `set_dominant_subsystem`).
 
-use std::collections::HashMap;
-
 use shardsched_resource::VertexId;
 
 use super::SchedState;
+use super::distinct::Distinct;
 use crate::alloc::AllocVertex;
 
 /// Distinct layouts kept; a whole first listed once they are all taken is walked each time.
@@ -58,10 +57,7 @@ pub(super) struct Listings {
     /// listed at.
     entries: Vec<AllocVertex>,
     /// Distinct layouts; a layout's last entry is the node's, with no units.
-    distinct: Vec<Box<[LayoutEntry]>>,
-    index: HashMap<Box<[LayoutEntry]>, u32>,
-    /// The layout kept last.
-    last: Option<u32>,
+    layouts: Distinct<Box<[LayoutEntry]>>,
 }
 
 impl Listings {
@@ -94,9 +90,12 @@ impl SchedState {
             (_, UNKNOWN) => WholeListing::Learn(c),
             (_, WALKED) => WholeListing::Walk,
             (at, i) => {
-                let layout = &ls.distinct[i as usize];
                 let at = at as usize;
-                match ls.entries.get(at..at + layout.len()) {
+                let kept = ls
+                    .layouts
+                    .get(i)
+                    .and_then(|l| ls.entries.get(at..at + l.len()));
+                match kept {
                     Some(entries) => WholeListing::Kept(entries),
                     None => WholeListing::Walk,
                 }
@@ -111,7 +110,7 @@ impl SchedState {
             WholeListing::Kept(entries) => entries.len(),
             _ => {
                 let ls = &self.wholes.listings;
-                ls.last.map_or(1, |i| ls.distinct[i as usize].len())
+                ls.layouts.last().map_or(1, |l| l.len())
             }
         }
     }
@@ -127,33 +126,26 @@ impl SchedState {
             depth: av.depth.wrapping_sub(depth),
         };
         let ls = &mut self.wholes.listings;
-        let last = ls.last.filter(|&i| {
-            let kept = &ls.distinct[i as usize];
-            kept.len() == listed.len() && listed.iter().zip(kept).all(|(av, e)| entry(av) == *e)
-        });
-        let layout = match last {
-            Some(i) => i,
-            None => {
-                let layout: Box<[LayoutEntry]> = listed.iter().map(entry).collect();
-                match ls.index.get(&layout) {
-                    Some(&i) => i,
-                    None if ls.distinct.len() < WHOLE_LAYOUTS_MAX => {
-                        let i = u32::try_from(ls.distinct.len()).unwrap_or(WALKED);
-                        ls.distinct.push(layout.clone());
-                        ls.index.insert(layout, i);
-                        i
-                    }
-                    None => WALKED,
-                }
-            }
-        };
+        let layout = ls
+            .layouts
+            .number(
+                |kept| {
+                    kept.len() == listed.len()
+                        && listed
+                            .iter()
+                            .zip(kept.iter())
+                            .all(|(av, e)| entry(av) == *e)
+                },
+                || listed.iter().map(entry).collect(),
+                WHOLE_LAYOUTS_MAX,
+            )
+            .unwrap_or(WALKED);
         let Ok(at) = u32::try_from(ls.entries.len()) else {
             ls.of[c as usize] = (0, WALKED);
             return;
         };
         if layout != WALKED {
             ls.entries.extend_from_slice(listed);
-            ls.last = Some(layout);
         }
         ls.of[c as usize] = (at, layout);
     }

@@ -11,11 +11,10 @@
 //! merges its sums into its parent's part of one list in place, and reuses its lists; a whole
 //! alike the last one learned shares its shape without a new allocation or a hash.
 
-use std::collections::HashMap;
-
 use shardsched_resource::{ResourceGraph, VertexId};
 
 use super::SchedState;
+use super::distinct::Distinct;
 use crate::alloc::PruneRank;
 use crate::dfu::Tree;
 
@@ -42,10 +41,7 @@ const NOT_WHOLE: u32 = u32::MAX - 1;
 #[derive(Clone, Debug, Default)]
 pub(super) struct Shapes {
     of: Vec<u32>,
-    distinct: Vec<Shape>,
-    index: HashMap<Shape, u32>,
-    /// The distinct shape learned last.
-    last: Option<u32>,
+    distinct: Distinct<Shape>,
     /// The learning pass's lists, kept between wholes.
     scratch: Scratch,
 }
@@ -68,40 +64,24 @@ impl Shapes {
 
     /// Whole `c`'s shape, if learned and one a cover stands for.
     fn of(&self, c: u32) -> Option<&Shape> {
-        self.distinct.get(self.of[c as usize] as usize)
+        self.distinct.get(self.of[c as usize])
     }
 
     /// Notes what was learned of whole `c`: its vertex count and the scratch lists, or
     /// `None` for a whole a cover cannot stand for.
     fn learned(&mut self, c: u32, vertices: Option<u32>) {
-        let Some(vertices) = vertices else {
-            self.of[c as usize] = NOT_WHOLE;
-            return;
-        };
         let Scratch { sums, inner_at } = &self.scratch;
-        let alike = |s: &Shape| s.vertices == vertices && s.up == *sums && s.inner_at == *inner_at;
-        if let Some(i) = self.last.filter(|&i| alike(&self.distinct[i as usize])) {
-            self.of[c as usize] = i;
-            return;
-        }
-        let shape = Shape {
-            vertices,
-            up: sums.clone(),
-            inner_at: inner_at.clone(),
-        };
-        let i = match self.index.get(&shape) {
-            Some(&i) => i,
-            None => {
-                let i = u32::try_from(self.distinct.len()).unwrap_or(NOT_WHOLE);
-                if i < NOT_WHOLE {
-                    self.distinct.push(shape.clone());
-                    self.index.insert(shape, i);
-                }
-                i
-            }
-        };
-        self.of[c as usize] = i;
-        self.last = (i < NOT_WHOLE).then_some(i);
+        let number = vertices.and_then(|vertices| {
+            let alike =
+                |s: &Shape| s.vertices == vertices && s.up == *sums && s.inner_at == *inner_at;
+            let make = || Shape {
+                vertices,
+                up: sums.clone(),
+                inner_at: inner_at.clone(),
+            };
+            self.distinct.number(alike, make, NOT_WHOLE as usize)
+        });
+        self.of[c as usize] = number.unwrap_or(NOT_WHOLE);
     }
 }
 
