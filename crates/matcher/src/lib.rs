@@ -326,6 +326,7 @@ impl Matcher {
         }
         self.subtree = subtree_of(&self.graph, subsystem)?;
         self.compiled = None;
+        self.walk_scratch = None;
         let mut prune = self.prune_base.clone();
         let tree = tree_of(&self.graph, &self.subtree);
         self.state = SchedState::new_on(&self.graph, tree, &self.types, &mut prune);
@@ -579,10 +580,13 @@ impl alloc::PruneRank for RankOf<'_> {
 
 /// `first`'s reordering after a match: the edge into `v` gets the free amount, at `now`, of
 /// the last type `v`'s aggregate tracks (Fluxion's `upd_by_outedges`). Leaves keep theirs.
+/// A changed weight reorders the children of `v`'s parent: a visit kept of the node above
+/// them is forgotten (`dfu::memo`).
 fn learn_weight(
     tree: &dyn dfu::Tree,
     st: &SchedState,
     order: &mut EdgeOrder,
+    scratch: Option<&mut dfu::WalkScratch>,
     v: VertexId,
     now: i64,
 ) {
@@ -596,7 +600,13 @@ fn learn_weight(
         return;
     }
     let w = u64::try_from(free).unwrap_or(0);
+    if order.weight[v.index()] == w {
+        return;
+    }
     order.set_weight(parent, v.0, w);
+    if let (Some(scratch), Some(c)) = (scratch, st.whole_of(parent)) {
+        scratch.forget_node_visit(c);
+    }
 }
 
 /// When an allocation's resources free up.

@@ -97,6 +97,7 @@ impl Matcher {
         let g = &self.graph;
         let tree = tree_of(&self.graph, &self.subtree);
         let mut order = learn.and(self.order.as_mut());
+        let scratch = &mut self.walk_scratch;
         let now = learn.unwrap_or(alloc.at);
         alloc::commit_noting(
             g,
@@ -107,7 +108,7 @@ impl Matcher {
             lenient,
             |st, v| {
                 if let Some(order) = order.as_deref_mut() {
-                    learn_weight(tree, st, order, v, now);
+                    learn_weight(tree, st, order, scratch.as_mut(), v, now);
                 }
             },
             &mut self.refused,

@@ -231,7 +231,8 @@ impl Matcher {
             if let Some(order) = self.order.as_mut().filter(|_| fluxion) {
                 let tree = crate::tree_of(&self.graph, &self.subtree);
                 for av in &alloc.vertices {
-                    crate::learn_weight(tree, &self.state, order, av.v, now);
+                    let scratch = self.walk_scratch.as_mut();
+                    crate::learn_weight(tree, &self.state, order, scratch, av.v, now);
                 }
             }
             if fluxion && self.level_drift > 0 {

@@ -132,6 +132,10 @@ pub struct SchedState {
     /// another dominant subsystem, [`crate::Matcher::record_given_holds`]): until then, an
     /// inner vertex no job touches has all its units free.
     jobless_units: Hint<bool>,
+    /// Which build of a state this is (one number per [`SchedState::new_on`] in the
+    /// process): what a reader that keeps answers about its wholes compares, as their
+    /// numbering is this build's (`dfu::memo`).
+    built: Hint<u64>,
 }
 
 /// What a state knows to answer faster — derived from the graph, or a fact that once true
@@ -215,6 +219,12 @@ impl SchedState {
             Some((inner, Some(c))) => self.inner_units_free(inner, c, at, dur),
             None => self.leaf_usage(v, size, at, dur).units_free,
         }
+    }
+
+    /// Which build of a state this is ([`SchedState::new_on`] numbers them; a clone keeps
+    /// the number, as it keeps the wholes' numbering).
+    pub fn built(&self) -> u64 {
+        *self.built
     }
 
     /// Whether an inner vertex untouched over a window has all its units free then (every

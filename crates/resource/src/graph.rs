@@ -142,6 +142,9 @@ pub struct ResourceGraph {
     paths: paths::Paths,
     /// Vertices `remove` took out (see [`ResourceGraph::is_removed`]); empty unless it ran.
     removed: std::collections::BTreeSet<u32>,
+    /// Changes made since the graph was built (status, properties, attach, detach): what a
+    /// reader that keeps answers derived from the graph compares ([`ResourceGraph::revision`]).
+    revision: u64,
 }
 
 impl ResourceGraph {
@@ -296,6 +299,18 @@ impl ResourceGraph {
     }
     pub fn set_status(&mut self, v: VertexId, status: Status) {
         self.columns.status[v.index()] = status;
+        self.revised();
+    }
+
+    /// How many changes the graph has had since it was built: equal numbers of one graph
+    /// mean the same statuses, properties and vertices.
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    /// Counts a change ([`ResourceGraph::revision`]).
+    pub(crate) fn revised(&mut self) {
+        self.revision = self.revision.wrapping_add(1);
     }
 
     /// Properties of `v`, sorted by key.
@@ -305,6 +320,7 @@ impl ResourceGraph {
 
     /// Sets (or replaces) one property.
     pub fn set_property(&mut self, v: VertexId, key: &str, value: &str) {
+        self.revised();
         self.columns
             .properties
             .entry(v.0)

@@ -7,7 +7,7 @@ use crate::request::ReqId;
 use crate::types::SLOT;
 
 /// A decision that may stop the walk early: `remaining` units of `kind` still wanted.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Budget {
     pub kind: Sym,
     /// Units still wanted; with `per_share`, shares (slots) still wanted.

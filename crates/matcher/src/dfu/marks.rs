@@ -2,7 +2,7 @@
 
 /// The mark a select leaves on an edge (stored per child vertex: the tree has one edge into
 /// each vertex) for the update walk: what to take there and whether exclusively.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Mark {
     pub epoch: u32,
     pub needs: u64,
@@ -17,6 +17,9 @@ pub struct Marks {
     pub epoch: u32,
     pub by_child: Vec<Mark>,
     pub root: Mark,
+    /// While `Some`: every mark set, in order, as `(child, mark)` (what a free node's visit
+    /// marks, for `memo`).
+    pub(super) log: Option<Vec<(u32, Mark)>>,
 }
 
 impl Marks {
@@ -34,12 +37,16 @@ impl Marks {
     }
 
     pub fn set(&mut self, child: u32, needs: u64, excl: bool, from: u32) {
-        self.by_child[child as usize] = Mark {
+        let mark = Mark {
             epoch: self.epoch,
             needs,
             excl,
             from,
         };
+        self.by_child[child as usize] = mark;
+        if let Some(log) = &mut self.log {
+            log.push((child, mark));
+        }
     }
 
     /// The mark on the edge into `child`, if the last select set one.

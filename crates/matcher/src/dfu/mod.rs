@@ -32,6 +32,7 @@ mod decide;
 pub(crate) mod evals;
 mod explore;
 mod marks;
+mod memo;
 mod order;
 mod qualify;
 mod score;
@@ -49,6 +50,7 @@ use crate::types::TypeTable;
 pub(crate) use budget::Budget;
 use evals::{Cands, Choices};
 pub use marks::{Mark, Marks};
+pub use memo::NodeVisits;
 pub use order::EdgeOrder;
 use qualify::MatchKind;
 pub use score::{ScoreOrder, perf_class};
@@ -108,7 +110,7 @@ pub enum Errno {
 pub type Labels = HashMap<u32, (u64, String)>;
 
 /// What a matched vertex keeps for its parent.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Visit {
     pub score: i64,
     pub avail: u64,
@@ -178,6 +180,9 @@ pub struct Walk<'a> {
     /// In a graph where a vertex has several parents: the walk's visit stamp of each
     /// vertex (Fluxion's colors) and the parent it was visited from.
     dag: Option<Box<DagState>>,
+    /// Free nodes' visits, kept between walks ([`memo`]), and whether this walk uses them.
+    node_visits: NodeVisits,
+    keeps_visits: bool,
 }
 
 /// The working memory of a select, handed from one walk to the next so that a match
@@ -191,6 +196,14 @@ pub struct WalkScratch {
     slot_members: Vec<(Sym, u64, usize)>,
     slot_edges: Vec<evals::EvalEdge>,
     slot_list: Vec<(i64, u32, u32)>,
+    node_visits: NodeVisits,
+}
+
+impl WalkScratch {
+    /// Forgets the kept visit of whole `c`'s node (the order of children below it changed).
+    pub fn forget_node_visit(&mut self, c: u32) {
+        self.node_visits.forget(c);
+    }
 }
 
 impl Clone for WalkScratch {
@@ -257,6 +270,8 @@ impl<'a> Walk<'a> {
             exact_visits: false,
             visits: (0, 0),
             dag: None,
+            node_visits: scratch.node_visits,
+            keeps_visits: false,
         }
     }
 
@@ -322,6 +337,7 @@ impl<'a> Walk<'a> {
             slot_members: self.slot_members,
             slot_edges: self.slot_edges,
             slot_list: self.slot_list,
+            node_visits: self.node_visits,
         }
     }
 
@@ -330,6 +346,10 @@ impl<'a> Walk<'a> {
     pub fn select(&mut self) -> bool {
         self.marks.tick(self.g.len());
         self.cands.clear();
+        self.keeps_visits = self.keeps_node_visits();
+        if self.keeps_visits {
+            self.start_node_visits();
+        }
         let root = self.tree.root();
         let top = &self.req.top;
         let excl = self.exclusivity(top, root);
@@ -386,6 +406,23 @@ impl<'a> Walk<'a> {
             self.errno = Errno::Busy;
             return None;
         }
+        if self.keeps_visits
+            && let Some(c) = self.st.free_whole_node(u, self.win.at, self.win.dur)
+        {
+            return self.visit_free_node(c, u, reqs, pristine, excl, budget);
+        }
+        self.visit_vertex(u, reqs, pristine, excl, budget)
+    }
+
+    /// [`Walk::dom_dfv`]'s visit of `u` itself.
+    fn visit_vertex(
+        &mut self,
+        u: VertexId,
+        reqs: &'a [ReqId],
+        pristine: bool,
+        excl: &mut bool,
+        budget: Option<&mut Budget>,
+    ) -> Option<Visit> {
         let x_in = *excl || self.exclusivity(reqs, u);
         let t = self.test(u, reqs, pristine);
         self.visits.0 += 1;

@@ -6,7 +6,8 @@ use shardsched_resource::{ResourceGraph, VertexId};
 
 use super::whole::{NO_WHOLE, Wholes};
 use super::{
-    Aggregate, CoverGroup, Inner, LEAF, PLAN_BASE, PLAN_HORIZON, SchedState, XCHECK_TOTAL, cover,
+    Aggregate, CoverGroup, Hint, Inner, LEAF, PLAN_BASE, PLAN_HORIZON, SchedState, XCHECK_TOTAL,
+    cover,
 };
 use crate::types::{PruneTypes, TypeTable};
 
@@ -174,9 +175,13 @@ impl SchedState {
             prune_types: prune_ranks.iter().map(|&r| types.at_rank(r)).collect(),
             prune_ranks,
             jobless_units: Default::default(),
+            built: Hint(BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)),
         }
     }
 }
+
+/// States built in this process so far ([`SchedState::built`]).
+static BUILDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// An inner vertex whose children [`SchedState::new_on`] is summing.
 struct Frame {

@@ -302,6 +302,11 @@ impl SchedState {
     }
 
     /// The node of whole `c`.
+    /// How many wholes there are.
+    pub(crate) fn wholes_len(&self) -> usize {
+        self.wholes.vertex.len()
+    }
+
     pub(crate) fn whole_vertex(&self, c: u32) -> VertexId {
         VertexId(self.wholes.vertex[c as usize])
     }
@@ -326,6 +331,16 @@ impl SchedState {
     #[inline]
     pub(super) fn cover_meets(&self, c: u32, at: i64, dur: u64) -> bool {
         window_end(at, dur).is_some_and(|end| self.wholes.meets(c, at, end))
+    }
+
+    /// The whole whose node `u` is, when nothing is recorded in it over the window (no
+    /// cover meets it, nothing else is recorded in it): then every unit below `u` is free
+    /// throughout the window, whatever the window (`dfu::memo`).
+    #[inline]
+    pub(crate) fn free_whole_node(&self, u: VertexId, at: i64, dur: u64) -> Option<u32> {
+        let c = self.wholes.of_inner[self.inner_index(u)? as usize];
+        (c != NO_WHOLE && self.wholes.vertex[c as usize] == u.0 && self.whole_free(c, at, dur))
+            .then_some(c)
     }
 
     /// Whether a whole cover of `c` may be recorded over the window: nothing else is

@@ -511,6 +511,7 @@ impl GraphBuilder {
             shared_children: shared,
             paths: Default::default(),
             removed: Default::default(),
+            revision: 0,
         };
         if !self.uniq_override.is_empty() {
             g.uniq = (0..n as u32)

@@ -42,6 +42,7 @@ impl ResourceGraph {
     /// come after the others, in file order, so new children come after old ones. All or
     /// nothing: on an error the graph is unchanged. Returns how many vertices were added.
     pub fn attach(&mut self, doc: &JgfDocument) -> Result<usize, AttachError> {
+        self.revised();
         let n0 = self.len();
         let mut ids: Vec<VertexId> = Vec::with_capacity(doc.vertices.len());
         let mut new: Vec<usize> = Vec::new();
@@ -159,6 +160,7 @@ impl ResourceGraph {
         if vertices.is_empty() {
             return;
         }
+        self.revised();
         let mut topo: DiGraph<(), super::Sym, u32> =
             DiGraph::with_capacity(self.len(), self.topo.edge_count());
         for _ in 0..self.len() {

@@ -1,0 +1,312 @@
+//! Free nodes' visits, kept: what the select's visit of a node did when nothing was
+//! recorded in the node, replayed when it meets the node free again with the same request.
+//!
+//! Why: a conservative replay of whole-node jobs re-places reservations again and again,
+//! and each search visits a couple of hundred free nodes it then does not take (242 a
+//! select on the 1,000-job replay), each a walk of its ~60 vertices — explore, slot
+//! formation, sort and choice, ~4,000 instructions a node: the select was 45–60 % of the
+//! replays' time. The same node, free, is visited the same way every time.
+//!
+//! What a visit of whole `c`'s node does when nothing is recorded in the whole over the
+//! window ([`SchedState::free_whole_node`]: every unit below it free, whatever the window)
+//! depends on the graph below the node (its shape, statuses and properties: the graph's
+//! revision), the walk's child order below it (`first`'s learned weights: a change below
+//! the node forgets its visit, [`NodeVisits::forget`]), the request's structure from the
+//! node's level down ([`fingerprint`]) and the walk's settings ([`Setting`]); not the window.
+//! Its effects: the node's candidacy (or none), the exclusivity it hands up, the marks it
+//! sets on edges below (the node choosing its slots), the `errno` it leaves, the visits it
+//! counts — and no candidate left on the stack (checked before a visit is kept). A visit is
+//! kept at the node's second free visit (a node taken at its first is never visited free
+//! again, so keeping that one would be wasted), and replayed from the third on. Debug
+//! builds walk the node at every replay too and compare everything.
+//!
+//! Not kept: walks that label vertices, flexible or DAG walks, walks counting Fluxion's
+//! exact visits, requests with a node constraint, states where an untouched vertex may hold units
+//! ([`SchedState::untouched_means_free`]), walks that ignore calendars.
+
+use shardsched_resource::{Sym, VertexId};
+
+use super::{Budget, Errno, Mark, Visit, Walk, WalkKind};
+use crate::request::{ReqId, Request};
+use crate::state::SchedState;
+
+/// Distinct request structures kept (a new one past these is walked, not kept).
+const KEYS_MAX: usize = 64;
+
+/// How a visit was asked, besides the request: it decides the visit as much as the node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Setting {
+    pristine: bool,
+    excl: bool,
+    budget: bool,
+    budgets: bool,
+    kind: WalkKind,
+    /// The node-centric score its ancestors add (0 but under node-centric policies).
+    multilevel: i64,
+}
+
+/// One kept visit of a free node.
+#[derive(Clone, Debug, PartialEq)]
+struct Kept {
+    key: u32,
+    setting: Setting,
+    effects: Effects,
+}
+
+/// What a visit of a free node did.
+#[derive(Clone, Debug, PartialEq)]
+struct Effects {
+    visit: Option<Visit>,
+    /// The exclusivity handed up.
+    excl: bool,
+    /// The `errno` the visit set last, if it set one.
+    errno: Option<Errno>,
+    /// Vertices entered and left with a candidacy.
+    visits: (u32, u32),
+    marks: Vec<(u32, Mark)>,
+}
+
+/// What is known of one whole's node.
+#[derive(Clone, Debug, Default)]
+enum Known {
+    #[default]
+    Unvisited,
+    /// Visited free once.
+    Once,
+    Kept(Box<Kept>),
+}
+
+/// The kept visits of the wholes' nodes, for one build of the state and one revision of
+/// the graph. Scratch: a clone starts empty.
+#[derive(Debug, Default)]
+pub struct NodeVisits {
+    /// `(SchedState::built, ResourceGraph::revision)` of what `of` was learned from.
+    made_for: (u64, u64),
+    of: Vec<Known>,
+    /// Request structures, numbered ([`fingerprint`]).
+    keys: Vec<Vec<u64>>,
+    /// The request lists this walk met (by address, length and the node's type) and their
+    /// structures' numbers.
+    this_walk: Vec<((usize, usize, Sym), Option<u32>)>,
+}
+
+impl Clone for NodeVisits {
+    fn clone(&self) -> Self {
+        NodeVisits::default()
+    }
+}
+
+impl NodeVisits {
+    /// Forgets what was kept of whole `c`'s node (its children's order changed).
+    pub fn forget(&mut self, c: u32) {
+        if let Some(k) = self.of.get_mut(c as usize) {
+            *k = Known::Unvisited;
+        }
+    }
+
+    /// Starts a walk on `st` and `revision`: everything kept for another state or graph
+    /// goes.
+    fn start(&mut self, st: &SchedState, revision: u64, wholes: usize) {
+        self.this_walk.clear();
+        let now = (st.built(), revision);
+        if self.made_for != now || self.of.len() != wholes {
+            self.made_for = now;
+            self.of.clear();
+            self.of.resize(wholes, Known::Unvisited);
+        }
+    }
+
+    /// The number of a request structure, if there is room for it.
+    fn key(&mut self, fingerprint: &[u64]) -> Option<u32> {
+        if let Some(i) = self.keys.iter().position(|k| k == fingerprint) {
+            return Some(i as u32);
+        }
+        if self.keys.len() >= KEYS_MAX {
+            return None;
+        }
+        self.keys.push(fingerprint.to_vec());
+        Some(self.keys.len() as u32 - 1)
+    }
+}
+
+/// The structure of `reqs` from a node's level down, as numbers: everything a visit of the
+/// node reads of the request. The count of a resource of the node's own type is left out
+/// (its parent decides how many such nodes to take; the node's visit never reads it), so
+/// jobs asking for different numbers of alike nodes share the visits.
+fn fingerprint(req: &Request, reqs: &[ReqId], node_kind: Sym) -> Vec<u64> {
+    let mut out = vec![reqs.len() as u64, node_kind.0 as u64];
+    for &r in reqs {
+        let q = req.req(r);
+        push_req(req, r, q.is_slot || q.ty != node_kind, &mut out);
+    }
+    out
+}
+
+fn push_req(req: &Request, r: ReqId, with_count: bool, out: &mut Vec<u64>) {
+    let q = req.req(r);
+    out.extend([
+        q.ty.0 as u64,
+        q.kind.map_or(u64::MAX, |k| k.0 as u64),
+        u64::from(q.is_slot) | u64::from(q.is_xor) << 1 | u64::from(q.label.is_some()) << 2,
+        q.exclusive.map_or(2, u64::from),
+    ]);
+    if with_count {
+        out.extend([
+            q.count.min,
+            q.count.max,
+            q.count.operand,
+            q.count.operator as u64,
+        ]);
+    }
+    for list in [&q.needs, &q.unit_needs] {
+        out.push(list.len() as u64);
+        out.extend(list.iter().flat_map(|&(s, n)| [s.0 as u64, n as u64]));
+    }
+    out.push(q.user_data.len() as u64);
+    out.extend(q.user_data.iter().flat_map(|&(t, n)| [t as u64, n as u64]));
+    out.push(q.with.len() as u64);
+    for &c in &q.with {
+        push_req(req, c, true, out);
+    }
+}
+
+impl<'a> Walk<'a> {
+    /// Whether this walk may keep and replay free nodes' visits (see the module's doc).
+    pub(super) fn keeps_node_visits(&self) -> bool {
+        !self.req.labelled
+            && !self.req.flexible
+            && self.req.constraint.is_none()
+            && !self.tree.is_dag()
+            && !self.exact_visits
+            && !self.win.kind.ignores_calendars()
+            && self.st.untouched_means_free()
+    }
+
+    /// Readies the kept visits for this walk.
+    pub(super) fn start_node_visits(&mut self) {
+        let wholes = self.st.wholes_len();
+        self.node_visits.start(self.st, self.g.revision(), wholes);
+    }
+
+    /// Visits `u`, the node of whole `c`, free over the window: replays its kept visit
+    /// when there is one for this request and setting, else walks it (and keeps it at its
+    /// second free visit).
+    pub(super) fn visit_free_node(
+        &mut self,
+        c: u32,
+        u: VertexId,
+        reqs: &'a [ReqId],
+        pristine: bool,
+        excl: &mut bool,
+        budget: Option<&mut Budget>,
+    ) -> Option<Visit> {
+        let Some(key) = self.request_key(reqs, u) else {
+            return self.visit_vertex(u, reqs, pristine, excl, budget);
+        };
+        let setting = Setting {
+            pristine,
+            excl: *excl,
+            budget: budget.is_some(),
+            budgets: self.budgets,
+            kind: self.win.kind,
+            multilevel: self.multilevel,
+        };
+        let known = std::mem::take(&mut self.node_visits.of[c as usize]);
+        match known {
+            Known::Kept(k) if k.key == key && k.setting == setting => {
+                let visit = if cfg!(debug_assertions) {
+                    let (visit, walked) = self.visit_logged(u, reqs, pristine, excl, budget);
+                    assert_eq!(
+                        walked.as_ref(),
+                        Some(&k.effects),
+                        "a kept visit of a free node differs"
+                    );
+                    visit
+                } else {
+                    self.replay(&k.effects, excl)
+                };
+                self.node_visits.of[c as usize] = Known::Kept(k);
+                visit
+            }
+            Known::Unvisited => {
+                self.node_visits.of[c as usize] = Known::Once;
+                self.visit_vertex(u, reqs, pristine, excl, budget)
+            }
+            Known::Once | Known::Kept(_) => {
+                let (visit, walked) = self.visit_logged(u, reqs, pristine, excl, budget);
+                self.node_visits.of[c as usize] = match walked {
+                    Some(effects) => Known::Kept(Box::new(Kept {
+                        key,
+                        setting,
+                        effects,
+                    })),
+                    None => Known::Once,
+                };
+                visit
+            }
+        }
+    }
+
+    /// Walks `u` noting its effects, which are `None` when they are not all a replay would
+    /// give: a candidate left on the stack, or the budget it was handed used.
+    fn visit_logged(
+        &mut self,
+        u: VertexId,
+        reqs: &'a [ReqId],
+        pristine: bool,
+        excl: &mut bool,
+        mut budget: Option<&mut Budget>,
+    ) -> (Option<Visit>, Option<Effects>) {
+        let errno = std::mem::take(&mut self.errno);
+        let visits = self.visits;
+        let groups = self.cands.groups.len();
+        let before = budget.as_deref().copied();
+        self.marks.log = Some(Vec::new());
+        let visit = self.visit_vertex(u, reqs, pristine, excl, budget.as_deref_mut());
+        let mut marks = self.marks.log.take().unwrap_or_default();
+        // Kept without the walk's epoch: a replay sets them in its own.
+        for (_, m) in &mut marks {
+            m.epoch = 0;
+        }
+        let set = std::mem::replace(&mut self.errno, errno);
+        if set != Errno::None {
+            self.errno = set;
+        }
+        let keepable = self.cands.groups.len() == groups && budget.as_deref().copied() == before;
+        let effects = keepable.then(|| Effects {
+            visit,
+            excl: *excl,
+            errno: (set != Errno::None).then_some(set),
+            visits: (self.visits.0 - visits.0, self.visits.1 - visits.1),
+            marks,
+        });
+        (visit, effects)
+    }
+
+    /// Does again what a kept visit did.
+    fn replay(&mut self, e: &Effects, excl: &mut bool) -> Option<Visit> {
+        for &(child, m) in &e.marks {
+            self.marks.set(child, m.needs, m.excl, m.from);
+        }
+        if let Some(errno) = e.errno {
+            self.errno = errno;
+        }
+        self.visits.0 += e.visits.0;
+        self.visits.1 += e.visits.1;
+        *excl = e.excl;
+        e.visit
+    }
+
+    /// The number of `reqs`' structure at node `u` (computed once per list a walk meets).
+    fn request_key(&mut self, reqs: &[ReqId], u: VertexId) -> Option<u32> {
+        let kind = self.g.kind(u);
+        let list = (reqs.as_ptr() as usize, reqs.len(), kind);
+        let nv = &mut self.node_visits;
+        if let Some(&(_, key)) = nv.this_walk.iter().find(|(l, _)| *l == list) {
+            return key;
+        }
+        let key = nv.key(&fingerprint(self.req, reqs, kind));
+        nv.this_walk.push((list, key));
+        key
+    }
+}
