@@ -43,6 +43,7 @@ mod whole;
 use cover::CoverGroup;
 pub(crate) use cover::CoverMemo;
 pub(crate) use listing::{WholeListing, copy_listing};
+pub(crate) use whole::WholeNode;
 use whole::{NO_WHOLE, Wholes};
 
 /// Prune filters: pairs of (high-level type or all, low-level type).

@@ -8,7 +8,7 @@
 //! replays' time. The same node, free, is visited the same way every time.
 //!
 //! What a visit of whole `c`'s node does when nothing is recorded in the whole over the
-//! window ([`SchedState::free_whole_node`]: every unit below it free, whatever the window)
+//! window ([`SchedState::whole_node`]: every unit below it free, whatever the window)
 //! depends on the graph below the node (its shape, statuses and properties: the graph's
 //! revision), the walk's child order below it (`first`'s learned weights: a change below
 //! the node forgets its visit, [`NodeVisits::forget`]), the request's structure from the

@@ -45,7 +45,7 @@ use shardsched_resource::{ResourceGraph, Sym, VertexId};
 
 use crate::policy::MatchPolicy;
 use crate::request::{ReqId, Request};
-use crate::state::SchedState;
+use crate::state::{SchedState, WholeNode};
 use crate::types::TypeTable;
 pub(crate) use budget::Budget;
 use evals::{Cands, Choices};
@@ -397,19 +397,20 @@ impl<'a> Walk<'a> {
         excl: &mut bool,
         budget: Option<&mut Budget>,
     ) -> Option<Visit> {
-        if !self.win.kind.ignores_calendars()
-            && self.st.whole_cover_meets(u, self.win.at, self.win.dur)
-        {
-            // A node taken whole by a job over the window has no unit free: the checks
-            // below would find it busy (each failing one says so), at a higher cost.
-            self.visits.0 += 1;
-            self.errno = Errno::Busy;
-            return None;
-        }
-        if self.keeps_visits
-            && let Some(c) = self.st.free_whole_node(u, self.win.at, self.win.dur)
-        {
-            return self.visit_free_node(c, u, reqs, pristine, excl, budget);
+        if !self.win.kind.ignores_calendars() {
+            match self.st.whole_node(u, self.win.at, self.win.dur) {
+                // A node taken whole by a job over the window has no unit free: the checks
+                // below would find it busy (each failing one says so), at a higher cost.
+                WholeNode::Covered => {
+                    self.visits.0 += 1;
+                    self.errno = Errno::Busy;
+                    return None;
+                }
+                WholeNode::Free(c) if self.keeps_visits => {
+                    return self.visit_free_node(c, u, reqs, pristine, excl, budget);
+                }
+                _ => {}
+            }
         }
         self.visit_vertex(u, reqs, pristine, excl, budget)
     }

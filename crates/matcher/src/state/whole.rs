@@ -91,6 +91,17 @@ impl Wholes {
     }
 }
 
+/// What [`SchedState::whole_node`] knows of a vertex.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WholeNode {
+    /// A whole's node one of whose covers meets the window.
+    Covered,
+    /// The node of whole `c`, nothing recorded in it over the window.
+    Free(u32),
+    /// Anything else.
+    Other,
+}
+
 /// One whole cover: `[start, end)`, and its id among its whole's covers.
 #[derive(Clone, Copy, Debug)]
 struct WholeCover {
@@ -301,29 +312,46 @@ impl SchedState {
         }
     }
 
-    /// The node of whole `c`.
     /// How many wholes there are.
     pub(crate) fn wholes_len(&self) -> usize {
         self.wholes.vertex.len()
     }
 
+    /// The node of whole `c`.
     pub(crate) fn whole_vertex(&self, c: u32) -> VertexId {
         VertexId(self.wholes.vertex[c as usize])
     }
 
-    /// Whether `u` is a whole's node and one of its whole covers meets the window: then
-    /// every vertex of the whole has no unit free there, and a walk that reads the
-    /// calendars finds `u` busy without asking more (`dfu::Walk::dom_dfv`).
+    /// What a walk reading the calendars knows of `u` at once when it is a whole's node
+    /// (`dfu::Walk::dom_dfv`): one of its whole covers meets the window (then every vertex
+    /// of the whole has no unit free there: `u` is busy without asking more), or nothing is
+    /// recorded in the whole over the window (every unit below `u` is free throughout it,
+    /// whatever the window: `dfu::memo`). One search of the whole's covers answers both.
     #[inline]
-    pub(crate) fn whole_cover_meets(&self, u: VertexId, at: i64, dur: u64) -> bool {
-        if self.wholes.covers.live == 0 {
-            return false;
-        }
+    pub(crate) fn whole_node(&self, u: VertexId, at: i64, dur: u64) -> WholeNode {
         let Some(i) = self.inner_index(u) else {
-            return false;
+            return WholeNode::Other;
         };
         let c = self.wholes.of_inner[i as usize];
-        c != NO_WHOLE && self.wholes.vertex[c as usize] == u.0 && self.cover_meets(c, at, dur)
+        if c == NO_WHOLE || self.wholes.vertex[c as usize] != u.0 {
+            return WholeNode::Other;
+        }
+        if self.wholes.covers.live == 0 {
+            return match self.wholes.records[c as usize] {
+                0 => WholeNode::Free(c),
+                _ => WholeNode::Other,
+            };
+        }
+        let end = saturating_end(at, dur);
+        let meets = self.wholes.meets(c, at, end);
+        // A window past the planning window: the calendars answer for themselves.
+        if meets && window_end(at, dur) == Some(end) {
+            return WholeNode::Covered;
+        }
+        if self.wholes.records[c as usize] == 0 && !meets {
+            return WholeNode::Free(c);
+        }
+        WholeNode::Other
     }
 
     /// Whether a whole cover of `c` meets the window (false for a window outside the
@@ -331,16 +359,6 @@ impl SchedState {
     #[inline]
     pub(super) fn cover_meets(&self, c: u32, at: i64, dur: u64) -> bool {
         window_end(at, dur).is_some_and(|end| self.wholes.meets(c, at, end))
-    }
-
-    /// The whole whose node `u` is, when nothing is recorded in it over the window (no
-    /// cover meets it, nothing else is recorded in it): then every unit below `u` is free
-    /// throughout the window, whatever the window (`dfu::memo`).
-    #[inline]
-    pub(crate) fn free_whole_node(&self, u: VertexId, at: i64, dur: u64) -> Option<u32> {
-        let c = self.wholes.of_inner[self.inner_index(u)? as usize];
-        (c != NO_WHOLE && self.wholes.vertex[c as usize] == u.0 && self.whole_free(c, at, dur))
-            .then_some(c)
     }
 
     /// Whether a whole cover of `c` may be recorded over the window: nothing else is
