@@ -582,6 +582,7 @@ impl alloc::PruneRank for RankOf<'_> {
 /// the last type `v`'s aggregate tracks (Fluxion's `upd_by_outedges`). Leaves keep theirs.
 /// A changed weight reorders the children of `v`'s parent: a visit kept of the node above
 /// them is forgotten (`dfu::memo`).
+#[inline]
 fn learn_weight(
     tree: &dyn dfu::Tree,
     st: &SchedState,
@@ -604,7 +605,9 @@ fn learn_weight(
         return;
     }
     order.set_weight(parent, v.0, w);
-    if let (Some(scratch), Some(c)) = (scratch, st.whole_of(parent)) {
+    if let Some(scratch) = scratch.filter(|s| s.keeps_node_visits())
+        && let Some(c) = st.whole_of(parent)
+    {
         scratch.forget_node_visit(c);
     }
 }

@@ -83,6 +83,8 @@ pub struct NodeVisits {
     /// `(SchedState::built, ResourceGraph::revision)` of what `of` was learned from.
     made_for: (u64, u64),
     of: Vec<Known>,
+    /// How many of `of` are [`Known::Kept`].
+    kept: usize,
     /// Request structures, numbered ([`fingerprint`]).
     keys: Vec<Vec<u64>>,
     /// The request lists this walk met (by address, length and the node's type) and their
@@ -99,9 +101,31 @@ impl Clone for NodeVisits {
 impl NodeVisits {
     /// Forgets what was kept of whole `c`'s node (its children's order changed).
     pub fn forget(&mut self, c: u32) {
-        if let Some(k) = self.of.get_mut(c as usize) {
+        if self.kept > 0
+            && let Some(k) = self.of.get_mut(c as usize)
+            && let Known::Kept(_) = k
+        {
             *k = Known::Unvisited;
+            self.kept -= 1;
         }
+    }
+
+    /// Whether any visit is kept (else there is nothing to forget).
+    pub fn keeps_any(&self) -> bool {
+        self.kept > 0
+    }
+
+    /// Takes what is known of whole `c`'s node out (to be [`NodeVisits::set`] again).
+    fn take(&mut self, c: u32) -> Known {
+        let known = std::mem::take(&mut self.of[c as usize]);
+        self.kept -= usize::from(matches!(known, Known::Kept(_)));
+        known
+    }
+
+    /// Notes what is known of whole `c`'s node.
+    fn set(&mut self, c: u32, known: Known) {
+        self.kept += usize::from(matches!(known, Known::Kept(_)));
+        self.of[c as usize] = known;
     }
 
     /// Starts a walk on `st` and `revision`: everything kept for another state or graph
@@ -113,6 +137,7 @@ impl NodeVisits {
             self.made_for = now;
             self.of.clear();
             self.of.resize(wholes, Known::Unvisited);
+            self.kept = 0;
         }
     }
 
@@ -134,7 +159,8 @@ impl NodeVisits {
 /// (its parent decides how many such nodes to take; the node's visit never reads it), so
 /// jobs asking for different numbers of alike nodes share the visits.
 fn fingerprint(req: &Request, reqs: &[ReqId], node_kind: Sym) -> Vec<u64> {
-    let mut out = vec![reqs.len() as u64, node_kind.0 as u64];
+    let mut out = Vec::with_capacity(64);
+    out.extend([reqs.len() as u64, node_kind.0 as u64]);
     for &r in reqs {
         let q = req.req(r);
         push_req(req, r, q.is_slot || q.ty != node_kind, &mut out);
@@ -190,7 +216,8 @@ impl<'a> Walk<'a> {
 
     /// Visits `u`, the node of whole `c`, free over the window: replays its kept visit
     /// when there is one for this request and setting, else walks it (and keeps it at its
-    /// second free visit).
+    /// second free visit). Out of line: the walk's recursion through `dom_dfv` stays lean.
+    #[inline(never)]
     pub(super) fn visit_free_node(
         &mut self,
         c: u32,
@@ -200,9 +227,6 @@ impl<'a> Walk<'a> {
         excl: &mut bool,
         budget: Option<&mut Budget>,
     ) -> Option<Visit> {
-        let Some(key) = self.request_key(reqs, u) else {
-            return self.visit_vertex(u, reqs, pristine, excl, budget);
-        };
         let setting = Setting {
             pristine,
             excl: *excl,
@@ -211,7 +235,16 @@ impl<'a> Walk<'a> {
             kind: self.win.kind,
             multilevel: self.multilevel,
         };
-        let known = std::mem::take(&mut self.node_visits.of[c as usize]);
+        let known = self.node_visits.take(c);
+        if let Known::Unvisited = known {
+            // Its first free visit: most nodes a walk takes are met free only once.
+            self.node_visits.of[c as usize] = Known::Once;
+            return self.visit_vertex(u, reqs, pristine, excl, budget);
+        }
+        let Some(key) = self.request_key(reqs, u) else {
+            self.node_visits.set(c, known);
+            return self.visit_vertex(u, reqs, pristine, excl, budget);
+        };
         match known {
             Known::Kept(k) if k.key == key && k.setting == setting => {
                 let visit = if cfg!(debug_assertions) {
@@ -225,16 +258,12 @@ impl<'a> Walk<'a> {
                 } else {
                     self.replay(&k.effects, excl)
                 };
-                self.node_visits.of[c as usize] = Known::Kept(k);
+                self.node_visits.set(c, Known::Kept(k));
                 visit
             }
-            Known::Unvisited => {
-                self.node_visits.of[c as usize] = Known::Once;
-                self.visit_vertex(u, reqs, pristine, excl, budget)
-            }
-            Known::Once | Known::Kept(_) => {
+            _ => {
                 let (visit, walked) = self.visit_logged(u, reqs, pristine, excl, budget);
-                self.node_visits.of[c as usize] = match walked {
+                let known = match walked {
                     Some(effects) => Known::Kept(Box::new(Kept {
                         key,
                         setting,
@@ -242,6 +271,7 @@ impl<'a> Walk<'a> {
                     })),
                     None => Known::Once,
                 };
+                self.node_visits.set(c, known);
                 visit
             }
         }

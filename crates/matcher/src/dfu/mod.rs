@@ -183,6 +183,8 @@ pub struct Walk<'a> {
     /// Free nodes' visits, kept between walks ([`memo`]), and whether this walk uses them.
     node_visits: NodeVisits,
     keeps_visits: bool,
+    /// The next `dom_dfv` walks its vertex itself (see [`Walk::visit_vertex`]).
+    walk_node_itself: bool,
 }
 
 /// The working memory of a select, handed from one walk to the next so that a match
@@ -203,6 +205,11 @@ impl WalkScratch {
     /// Forgets the kept visit of whole `c`'s node (the order of children below it changed).
     pub fn forget_node_visit(&mut self, c: u32) {
         self.node_visits.forget(c);
+    }
+
+    /// Whether a free node's visit is kept (else none is to be forgotten).
+    pub fn keeps_node_visits(&self) -> bool {
+        self.node_visits.keeps_any()
     }
 }
 
@@ -272,6 +279,7 @@ impl<'a> Walk<'a> {
             dag: None,
             node_visits: scratch.node_visits,
             keeps_visits: false,
+            walk_node_itself: false,
         }
     }
 
@@ -397,7 +405,9 @@ impl<'a> Walk<'a> {
         excl: &mut bool,
         budget: Option<&mut Budget>,
     ) -> Option<Visit> {
-        if !self.win.kind.ignores_calendars() {
+        // A free node whose visit `memo` makes or checks is walked as any vertex.
+        let itself = std::mem::take(&mut self.walk_node_itself);
+        if !itself && !self.win.kind.ignores_calendars() {
             match self.st.whole_node(u, self.win.at, self.win.dur) {
                 // A node taken whole by a job over the window has no unit free: the checks
                 // below would find it busy (each failing one says so), at a higher cost.
@@ -412,18 +422,6 @@ impl<'a> Walk<'a> {
                 _ => {}
             }
         }
-        self.visit_vertex(u, reqs, pristine, excl, budget)
-    }
-
-    /// [`Walk::dom_dfv`]'s visit of `u` itself.
-    fn visit_vertex(
-        &mut self,
-        u: VertexId,
-        reqs: &'a [ReqId],
-        pristine: bool,
-        excl: &mut bool,
-        budget: Option<&mut Budget>,
-    ) -> Option<Visit> {
         let x_in = *excl || self.exclusivity(reqs, u);
         let t = self.test(u, reqs, pristine);
         self.visits.0 += 1;
@@ -511,6 +509,19 @@ impl<'a> Walk<'a> {
         }
         self.visits.1 += 1;
         Some(Visit { score, avail })
+    }
+
+    /// Walks `u` itself, whatever [`Walk::dom_dfv`] knows of it at once (for `memo`).
+    fn visit_vertex(
+        &mut self,
+        u: VertexId,
+        reqs: &'a [ReqId],
+        pristine: bool,
+        excl: &mut bool,
+        budget: Option<&mut Budget>,
+    ) -> Option<Visit> {
+        self.walk_node_itself = true;
+        self.dom_dfv(u, reqs, pristine, excl, budget)
     }
 
     /// Own units of `u` free during the window.
