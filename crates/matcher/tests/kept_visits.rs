@@ -94,3 +94,36 @@ fn a_node_with_a_reservation_over_the_window_is_not_answered_free() {
         .unwrap();
     assert_eq!(placed, Placement::Reserved { at: 100 });
 }
+
+#[test]
+fn more_job_shapes_than_are_numbered_at_once_still_place_as_a_walk_would() {
+    // 66 shapes (one whole node, a task of 1–22 cores and 0–2 gpus): past the 64 numbered at once the
+    // numbering starts over. Each shape is placed, cancelled and placed again so that the
+    // free nodes met keep visits; in debug builds every replay is also walked and compared.
+    let mut m = matcher(3, "first");
+    let mut id = 100;
+    for shape in 0..66u64 {
+        let spec = Shorthand {
+            nodes: Some(1),
+            cores_per_task: 1 + shape / 3,
+            gpus_per_task: shape % 3,
+            duration: 100,
+            command: vec!["app".into()],
+            ..Shorthand::default()
+        }
+        .to_jobspec()
+        .expect("jobspec");
+        let mut taken = Vec::new();
+        for _ in 0..3 {
+            id += 1;
+            let placed = m.place(MatchOp::Allocate, &spec, id, 0).unwrap();
+            assert_eq!(placed, Placement::Allocated { at: 0 }, "shape {shape}");
+            taken.push(node_of(&m, id));
+            m.cancel(id).unwrap();
+        }
+        assert!(
+            taken.windows(2).all(|w| w[0] == w[1]),
+            "shape {shape}: {taken:?}"
+        );
+    }
+}

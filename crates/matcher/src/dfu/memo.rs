@@ -30,7 +30,7 @@ use super::{Budget, Errno, Mark, Visit, Walk, WalkKind};
 use crate::request::{ReqId, Request};
 use crate::state::SchedState;
 
-/// Distinct request structures kept (a new one past these is walked, not kept).
+/// Distinct request structures numbered at once (see [`NodeVisits::key`]).
 const KEYS_MAX: usize = 64;
 
 /// How a visit was asked, besides the request: it decides the visit as much as the node.
@@ -89,7 +89,9 @@ pub struct NodeVisits {
     keys: Vec<Vec<u64>>,
     /// The request lists this walk met (by address, length and the node's type) and their
     /// structures' numbers.
-    this_walk: Vec<((usize, usize, Sym), Option<u32>)>,
+    this_walk: Vec<((usize, usize, Sym), u32)>,
+    /// How many times the numbering of `keys` started over.
+    numbering: u32,
 }
 
 impl Clone for NodeVisits {
@@ -141,16 +143,22 @@ impl NodeVisits {
         }
     }
 
-    /// The number of a request structure, if there is room for it.
-    fn key(&mut self, fingerprint: &[u64]) -> Option<u32> {
+    /// The number of a request structure. When [`KEYS_MAX`] are numbered, everything
+    /// kept is forgotten and the numbering starts over: a shard that lives for weeks meets
+    /// new job shapes, and the recent ones are those worth keeping.
+    fn key(&mut self, fingerprint: &[u64]) -> u32 {
         if let Some(i) = self.keys.iter().position(|k| k == fingerprint) {
-            return Some(i as u32);
+            return i as u32;
         }
         if self.keys.len() >= KEYS_MAX {
-            return None;
+            self.keys.clear();
+            self.numbering = self.numbering.wrapping_add(1);
+            self.this_walk.clear();
+            self.of.fill(Known::Unvisited);
+            self.kept = 0;
         }
         self.keys.push(fingerprint.to_vec());
-        Some(self.keys.len() as u32 - 1)
+        self.keys.len() as u32 - 1
     }
 }
 
@@ -235,15 +243,23 @@ impl<'a> Walk<'a> {
             kind: self.win.kind,
             multilevel: self.multilevel,
         };
+        if self.marks.log.is_some() {
+            // Inside another node's visit being noted (a node below a node): walked.
+            return self.visit_vertex(u, reqs, pristine, excl, budget);
+        }
         let known = self.node_visits.take(c);
         if let Known::Unvisited = known {
             // Its first free visit: most nodes a walk takes are met free only once.
             self.node_visits.of[c as usize] = Known::Once;
             return self.visit_vertex(u, reqs, pristine, excl, budget);
         }
-        let Some(key) = self.request_key(reqs, u) else {
-            self.node_visits.set(c, known);
-            return self.visit_vertex(u, reqs, pristine, excl, budget);
+        let numbering = self.node_visits.numbering;
+        let key = self.request_key(reqs, u);
+        // The numbering started over: what was kept went with it.
+        let known = if self.node_visits.numbering == numbering {
+            known
+        } else {
+            Known::Once
         };
         match known {
             Known::Kept(k) if k.key == key && k.setting == setting => {
@@ -328,7 +344,7 @@ impl<'a> Walk<'a> {
     }
 
     /// The number of `reqs`' structure at node `u` (computed once per list a walk meets).
-    fn request_key(&mut self, reqs: &[ReqId], u: VertexId) -> Option<u32> {
+    fn request_key(&mut self, reqs: &[ReqId], u: VertexId) -> u32 {
         let kind = self.g.kind(u);
         let list = (reqs.as_ptr() as usize, reqs.len(), kind);
         let nv = &mut self.node_visits;
