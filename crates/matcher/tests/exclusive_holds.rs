@@ -3,30 +3,11 @@
 //! it is held; re-recording the jobs on fresh calendars gives the same calendars.
 #![allow(clippy::unwrap_used)]
 
-use shardsched_jobspec::{Jobspec, Shorthand};
-use shardsched_matcher::{MatchOp, MatchPolicy, Matcher, Placement, PruneFilters, checker};
-use shardsched_resource::{ResourceGraph, VertexId, generated_cluster};
+mod fixtures;
 
-fn matcher(nodes: usize, policy: &str) -> Matcher {
-    let g = generated_cluster(nodes).build().expect("cluster");
-    Matcher::new(
-        g,
-        MatchPolicy::parse(policy).expect("policy"),
-        &PruneFilters::default_filters(),
-    )
-}
-
-fn spec(nodes: Option<u64>, tasks: Option<u64>, duration: u64) -> Jobspec {
-    Shorthand {
-        nodes,
-        tasks,
-        duration,
-        command: vec!["app".into()],
-        ..Shorthand::default()
-    }
-    .to_jobspec()
-    .expect("jobspec")
-}
+use fixtures::{matcher, spec};
+use shardsched_matcher::{MatchOp, Matcher, Placement, checker};
+use shardsched_resource::{ResourceGraph, VertexId};
 
 fn subtree(g: &ResourceGraph, v: VertexId) -> Vec<VertexId> {
     g.preorder(v).collect()

@@ -4,28 +4,15 @@
 //! replay fails there with "a kept visit of a free node differs".)
 #![allow(clippy::unwrap_used)]
 
-use shardsched_jobspec::{Jobspec, Shorthand};
-use shardsched_matcher::{MatchOp, MatchPolicy, Matcher, Placement, PruneFilters};
-use shardsched_resource::{Status, VertexId, generated_cluster};
+mod fixtures;
 
-fn matcher(nodes: usize, policy: &str) -> Matcher {
-    let g = generated_cluster(nodes).build().expect("cluster");
-    Matcher::new(
-        g,
-        MatchPolicy::parse(policy).expect("policy"),
-        &PruneFilters::default_filters(),
-    )
-}
+use fixtures::{matcher, spec};
+use shardsched_jobspec::{Jobspec, Shorthand};
+use shardsched_matcher::{MatchOp, Matcher, Placement};
+use shardsched_resource::{Status, VertexId};
 
 fn one_node(duration: u64) -> Jobspec {
-    Shorthand {
-        nodes: Some(1),
-        duration,
-        command: vec!["app".into()],
-        ..Shorthand::default()
-    }
-    .to_jobspec()
-    .expect("jobspec")
+    spec(Some(1), None, duration)
 }
 
 /// The node job `id` took.
