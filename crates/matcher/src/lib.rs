@@ -582,7 +582,6 @@ impl alloc::PruneRank for RankOf<'_> {
 /// the last type `v`'s aggregate tracks (Fluxion's `upd_by_outedges`). Leaves keep theirs.
 /// A changed weight reorders the children of `v`'s parent: a visit kept of the node above
 /// them is forgotten (`dfu::memo`).
-#[inline]
 fn learn_weight(
     tree: &dyn dfu::Tree,
     st: &SchedState,

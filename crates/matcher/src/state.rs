@@ -36,7 +36,7 @@ const AGGREGATE_INLINE_TYPES: usize = 8;
 mod build;
 mod carry;
 mod cover;
-mod distinct;
+pub(crate) mod distinct;
 mod listing;
 mod shape;
 mod whole;

@@ -29,6 +29,7 @@ use shardsched_resource::{Sym, VertexId};
 use super::{Budget, Errno, Mark, Visit, Walk, WalkKind};
 use crate::request::{ReqId, Request};
 use crate::state::SchedState;
+use crate::state::distinct::Distinct;
 
 /// Distinct request structures numbered at once (see [`NodeVisits::key`]).
 const KEYS_MAX: usize = 64;
@@ -86,7 +87,7 @@ pub struct NodeVisits {
     /// How many of `of` are [`Known::Kept`].
     kept: usize,
     /// Request structures, numbered ([`fingerprint`]).
-    keys: Vec<Vec<u64>>,
+    keys: Distinct<Box<[u64]>>,
     /// The request lists this walk met (by address, length and the node's type) and their
     /// structures' numbers.
     this_walk: Vec<((usize, usize, Sym), u32)>,
@@ -135,7 +136,7 @@ impl NodeVisits {
     fn start(&mut self, st: &SchedState, revision: u64, wholes: usize) {
         self.this_walk.clear();
         let now = (st.built(), revision);
-        if self.made_for != now || self.of.len() != wholes {
+        if self.made_for != now {
             self.made_for = now;
             self.of.clear();
             self.of.resize(wholes, Known::Unvisited);
@@ -147,18 +148,19 @@ impl NodeVisits {
     /// kept is forgotten and the numbering starts over: a shard that lives for weeks meets
     /// new job shapes, and the recent ones are those worth keeping.
     fn key(&mut self, fingerprint: &[u64]) -> u32 {
-        if let Some(i) = self.keys.iter().position(|k| k == fingerprint) {
-            return i as u32;
+        let mut number = || {
+            self.keys
+                .number(|k| **k == *fingerprint, || fingerprint.into(), KEYS_MAX)
+        };
+        if let Some(key) = number() {
+            return key;
         }
-        if self.keys.len() >= KEYS_MAX {
-            self.keys.clear();
-            self.numbering = self.numbering.wrapping_add(1);
-            self.this_walk.clear();
-            self.of.fill(Known::Unvisited);
-            self.kept = 0;
-        }
-        self.keys.push(fingerprint.to_vec());
-        self.keys.len() as u32 - 1
+        self.keys.clear();
+        self.numbering = self.numbering.wrapping_add(1);
+        self.this_walk.clear();
+        self.of.fill(Known::Unvisited);
+        self.kept = 0;
+        self.key(fingerprint)
     }
 }
 
@@ -235,14 +237,6 @@ impl<'a> Walk<'a> {
         excl: &mut bool,
         budget: Option<&mut Budget>,
     ) -> Option<Visit> {
-        let setting = Setting {
-            pristine,
-            excl: *excl,
-            budget: budget.is_some(),
-            budgets: self.budgets,
-            kind: self.win.kind,
-            multilevel: self.multilevel,
-        };
         if self.marks.log.is_some() {
             // Inside another node's visit being noted (a node below a node): walked.
             return self.visit_vertex(u, reqs, pristine, excl, budget);
@@ -253,6 +247,14 @@ impl<'a> Walk<'a> {
             self.node_visits.of[c as usize] = Known::Once;
             return self.visit_vertex(u, reqs, pristine, excl, budget);
         }
+        let setting = Setting {
+            pristine,
+            excl: *excl,
+            budget: budget.is_some(),
+            budgets: self.budgets,
+            kind: self.win.kind,
+            multilevel: self.multilevel,
+        };
         let numbering = self.node_visits.numbering;
         let key = self.request_key(reqs, u);
         // The numbering started over: what was kept went with it.

@@ -1,5 +1,6 @@
 //! Distinct values numbered in the order first met: what nodes alike share (a whole
-//! listing's layout, a whole's shape), kept once.
+//! listing's layout, a whole's shape), kept once; the request structures free nodes'
+//! kept visits are for (`dfu::memo`).
 //!
 //! A value is compared first with the one met last — nodes listed one after another are
 //! nearly always alike — so most lookups cost neither a hash nor the value's making.
@@ -9,7 +10,7 @@ use std::hash::Hash;
 
 /// The distinct values met so far, numbered.
 #[derive(Clone, Debug)]
-pub(super) struct Distinct<T> {
+pub(crate) struct Distinct<T> {
     values: Vec<T>,
     index: HashMap<T, u32>,
     /// The number of the value met last.
@@ -28,18 +29,23 @@ impl<T> Default for Distinct<T> {
 
 impl<T: Clone + Eq + Hash> Distinct<T> {
     /// Value number `i`.
-    pub(super) fn get(&self, i: u32) -> Option<&T> {
+    pub(crate) fn get(&self, i: u32) -> Option<&T> {
         self.values.get(i as usize)
     }
 
     /// The value met last.
-    pub(super) fn last(&self) -> Option<&T> {
+    pub(crate) fn last(&self) -> Option<&T> {
         self.get(self.last?)
+    }
+
+    /// Forgets every value: numbering starts over.
+    pub(crate) fn clear(&mut self) {
+        *self = Distinct::default();
     }
 
     /// The number of the value met now: the last one if `alike` says so, else the value
     /// `make` gives, numbered if new; `None` when it is new and `max` values are kept.
-    pub(super) fn number(
+    pub(crate) fn number(
         &mut self,
         alike: impl Fn(&T) -> bool,
         make: impl FnOnce() -> T,
