@@ -232,6 +232,10 @@ fn subtree_of(
     }
     let tree = dfu::subtree::SubTree::new(graph, subsystem)
         .ok_or_else(|| MatchError::BadRequest(format!("the graph has no {subsystem} subsystem")))?;
+    if let Some((v, depth)) = tree.too_deep() {
+        let e = graph.too_deep(subsystem, v, depth);
+        return Err(MatchError::BadRequest(e.to_string()));
+    }
     Ok(Some(Box::new(tree)))
 }
 

@@ -20,6 +20,13 @@ use crate::graph::GraphError;
 /// below it (a 10,000-node machine with 200 resources a node is 2 million vertices).
 pub const GRAPH_VERTICES_MAX: usize = 10_000_000;
 
+/// The deepest a graph's trees may be (the root at depth 0). The walks recurse once a level,
+/// about a kilobyte of stack each, so a JGF of a 10,000-level chain overflowed even the main
+/// thread's 8 MB stack and killed the process; a shard's threads have less. Real graphs are
+/// under 10 levels (cluster, rack, node, socket, core, pu) and hwloc's deepest is
+/// [`HWLOC_DEPTH_MAX`](crate::hwloc::HWLOC_DEPTH_MAX); 256 levels stay under 400 KB of stack.
+pub const GRAPH_DEPTH_MAX: usize = 256;
+
 /// A place in a reader's input.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Location {

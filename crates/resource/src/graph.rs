@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 
+use crate::error::GRAPH_DEPTH_MAX;
 use crate::intern::{Interner, Sym};
 
 /// Index of a vertex in the graph and in every side array.
@@ -109,6 +110,14 @@ pub enum GraphError {
     Unreachable(String),
     #[error("vertex {name} has size {size}; sizes must be at least 1")]
     BadSize { name: String, size: i64 },
+    #[error(
+        "the {subsystem} tree is deeper than {GRAPH_DEPTH_MAX} levels (vertex {name} is at level {depth})"
+    )]
+    TooDeep {
+        subsystem: String,
+        name: String,
+        depth: usize,
+    },
 }
 
 mod builder;
@@ -503,15 +512,29 @@ impl ResourceGraph {
     }
 
     /// How many vertices a preorder walk from the root reaches.
-    fn reachable_count(&self) -> usize {
-        let mut stack: Vec<u32> = Vec::with_capacity(64);
-        stack.push(self.root.0);
+    /// How many vertices the containment tree reaches from the root; `Err` with the first
+    /// vertex found deeper than [`GRAPH_DEPTH_MAX`].
+    fn reachable_count(&self) -> Result<usize, GraphError> {
+        let mut stack: Vec<(u32, usize)> = Vec::with_capacity(64);
+        stack.push((self.root.0, 0));
         let mut count = 0;
-        while let Some(v) = stack.pop() {
+        while let Some((v, depth)) = stack.pop() {
+            if depth > GRAPH_DEPTH_MAX {
+                return Err(self.too_deep(CONTAINMENT, VertexId(v), depth));
+            }
             count += 1;
-            stack.extend_from_slice(self.children(VertexId(v)));
+            stack.extend(self.children(VertexId(v)).iter().map(|&c| (c, depth + 1)));
         }
-        count
+        Ok(count)
+    }
+
+    /// The error of vertex `v`, at `depth` in `subsystem`'s tree, deeper than allowed.
+    pub fn too_deep(&self, subsystem: &str, v: VertexId, depth: usize) -> GraphError {
+        GraphError::TooDeep {
+            subsystem: subsystem.to_string(),
+            name: self.name(v).to_string(),
+            depth,
+        }
     }
 }
 

@@ -52,7 +52,7 @@ mod testdata;
 mod xml;
 
 pub use allowlist::{SCHEDULER_TYPES, keep_subtrees, keep_types};
-pub use error::{GRAPH_VERTICES_MAX, Location, ReadError};
+pub use error::{GRAPH_DEPTH_MAX, GRAPH_VERTICES_MAX, Location, ReadError};
 pub use graph::{
     AttachError, CONTAINMENT, GraphBuilder, GraphError, ResourceGraph, Status, VertexId, VertexSpec,
 };

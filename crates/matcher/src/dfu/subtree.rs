@@ -1,7 +1,7 @@
 //! The tree of a dominant subsystem other than containment (resource-query's `-S PA`: the
 //! power subsystem), for walks that follow its edges instead of containment's.
 
-use shardsched_resource::{ResourceGraph, VertexId};
+use shardsched_resource::{GRAPH_DEPTH_MAX, ResourceGraph, VertexId};
 
 use super::Tree;
 
@@ -62,6 +62,33 @@ impl SubTree {
     }
 }
 
+impl SubTree {
+    /// The first vertex a walk from the root would enter deeper than [`GRAPH_DEPTH_MAX`],
+    /// and its depth: the walks recurse once a level (in a DAG, entering each vertex once,
+    /// children in order, as here).
+    pub fn too_deep(&self) -> Option<(VertexId, usize)> {
+        let mut seen = vec![false; self.parent.len()];
+        // (vertex, next child to enter)
+        let mut path: Vec<(VertexId, usize)> = vec![(self.root, 0)];
+        seen[self.root.index()] = true;
+        while let Some(&mut (v, ref mut next)) = path.last_mut() {
+            let Some(&c) = self.children(v).get(*next) else {
+                path.pop();
+                continue;
+            };
+            *next += 1;
+            if std::mem::replace(&mut seen[c as usize], true) {
+                continue;
+            }
+            if path.len() > GRAPH_DEPTH_MAX {
+                return Some((VertexId(c), path.len()));
+            }
+            path.push((VertexId(c), 0));
+        }
+        None
+    }
+}
+
 impl Tree for SubTree {
     fn children(&self, v: VertexId) -> &[u32] {
         let s = self.start[v.index()] as usize;
@@ -80,5 +107,45 @@ impl Tree for SubTree {
 
     fn is_dag(&self) -> bool {
         self.dag
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use shardsched_resource::{CONTAINMENT, GraphBuilder, VertexSpec};
+
+    use super::*;
+
+    /// A cluster holding `n` power vertices, chained one inside the other in the power
+    /// subsystem: the containment tree is 1 level deep, the power tree `n - 1`.
+    fn power_chain(n: usize) -> ResourceGraph {
+        let mut b = GraphBuilder::new();
+        let c = b.add_vertex(VertexSpec::new("cluster", "c", 0));
+        let mut last = None;
+        for i in 0..n {
+            let p = b.add_vertex(VertexSpec::new("power", "power", i as i64));
+            b.add_edge(c, p, CONTAINMENT);
+            if let Some(l) = last {
+                b.add_edge(l, p, "power");
+            }
+            last = Some(p);
+        }
+        b.finish().unwrap()
+    }
+
+    #[test]
+    fn a_subsystem_tree_deeper_than_the_bound_is_refused() {
+        let ok = power_chain(GRAPH_DEPTH_MAX + 1);
+        assert_eq!(SubTree::new(&ok, "power").unwrap().too_deep(), None);
+        let deep = power_chain(GRAPH_DEPTH_MAX + 2);
+        let (v, depth) = SubTree::new(&deep, "power").unwrap().too_deep().unwrap();
+        assert_eq!((deep.name(v), depth), ("power257", 257));
+        let err = crate::subtree_of(&deep, "power").unwrap_err();
+        assert!(
+            err.to_string().contains("power tree is deeper than 256"),
+            "{err}"
+        );
     }
 }

@@ -519,7 +519,7 @@ impl GraphBuilder {
                 .collect();
         }
         let expected = n - detached;
-        let reached = g.reachable_count();
+        let reached = g.reachable_count()?;
         if reached != expected {
             return Err(GraphError::Unreachable(format!(
                 "{reached} of {expected} vertices reachable"

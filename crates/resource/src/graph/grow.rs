@@ -16,7 +16,7 @@ use petgraph::graph::{DiGraph, NodeIndex};
 
 use super::links::{Links, two_parents};
 use super::{CONTAINMENT, GraphError, ResourceGraph, VertexId};
-use crate::error::GRAPH_VERTICES_MAX;
+use crate::error::{GRAPH_DEPTH_MAX, GRAPH_VERTICES_MAX};
 use crate::jgf::{JgfDocument, JgfVertex};
 
 /// Why `attach` changed nothing.
@@ -83,6 +83,16 @@ impl ResourceGraph {
         // A JGF vertex may have several containment parents (as when a JGF is loaded).
         let links = Links::of(&topo, n, self.containment_sym(), true)
             .map_err(|c| two_parents(c, "an attached vertex"))?;
+        for (&i, v) in new.iter().zip(n0..) {
+            let depth = links.depth(v);
+            if depth > GRAPH_DEPTH_MAX {
+                return Err(AttachError::Graph(GraphError::TooDeep {
+                    subsystem: CONTAINMENT.to_string(),
+                    name: doc.vertices[i].key.clone(),
+                    depth,
+                }));
+            }
+        }
         // Checked: now change the graph.
         for &i in &new {
             self.push_vertex(&doc.vertices[i], i);

@@ -5,6 +5,7 @@
 use petgraph::graph::DiGraph;
 
 use super::GraphError;
+use crate::error::GRAPH_DEPTH_MAX;
 use crate::intern::Sym;
 
 /// Each vertex's containment parent (`u32::MAX`: none) and its children, compressed.
@@ -77,6 +78,23 @@ impl Links {
             child_list,
             shared,
         })
+    }
+}
+
+impl Links {
+    /// How many tree edges lead from the root down to vertex `v`, counted up to one past
+    /// [`GRAPH_DEPTH_MAX`] (a deeper vertex, or one on a cycle, answers that).
+    pub(super) fn depth(&self, v: usize) -> usize {
+        let mut depth = 0;
+        let mut cur = v;
+        while let Some(&p) = self.parent.get(cur).filter(|&&p| p != u32::MAX) {
+            depth += 1;
+            if depth > GRAPH_DEPTH_MAX {
+                break;
+            }
+            cur = p as usize;
+        }
+        depth
     }
 }
 

@@ -299,3 +299,47 @@ fn a_graft_in_rank_order_puts_the_new_nodes_where_a_whole_build_has_them() {
     };
     assert_eq!(numbered(&ordered), numbered(&whole));
 }
+
+/// A JGF of a chain: a cluster and `levels` groups, each inside the one before.
+fn chain_jgf(levels: usize) -> String {
+    let mut nodes = Vec::new();
+    let mut edges = Vec::new();
+    let mut path = String::new();
+    for i in 0..=levels {
+        let kind = if i == 0 { "cluster" } else { "group" };
+        path.push_str(&format!("/{kind}{i}"));
+        nodes.push(format!(
+            r#"{{"id": "{i}", "metadata": {{"type": "{kind}", "basename": "{kind}", "name": "{kind}{i}", "id": {i}, "rank": -1, "size": 1, "paths": {{"containment": "{path}"}}}}}}"#
+        ));
+        if i > 0 {
+            edges.push(format!(
+                r#"{{"source": "{}", "target": "{i}", "metadata": {{"name": {{"containment": "contains"}}}}}}"#,
+                i - 1
+            ));
+        }
+    }
+    format!(
+        r#"{{"graph": {{"nodes": [{}], "edges": [{}]}}}}"#,
+        nodes.join(", "),
+        edges.join(", ")
+    )
+}
+
+#[test]
+fn a_tree_deeper_than_the_bound_is_refused_before_any_walk() {
+    // One level more than the bound: refused with the vertex named (a 10,000-level chain
+    // overflowed the walk's stack and killed the process).
+    let err = read_jgf(&chain_jgf(crate::GRAPH_DEPTH_MAX + 1)).unwrap_err();
+    assert!(
+        err.to_string().contains("deeper than 256 levels") && err.to_string().contains("group257"),
+        "{err}"
+    );
+    let mut g = read_jgf(&chain_jgf(crate::GRAPH_DEPTH_MAX)).unwrap();
+    assert_eq!(g.depth(VertexId(crate::GRAPH_DEPTH_MAX as u32)), 256);
+    // Growing it one level deeper changes nothing.
+    let n = g.len();
+    let doc = parse_jgf(&chain_jgf(crate::GRAPH_DEPTH_MAX + 1)).unwrap();
+    let err = g.attach(&doc).unwrap_err();
+    assert!(err.to_string().contains("deeper than 256 levels"), "{err}");
+    assert_eq!(g.len(), n);
+}
