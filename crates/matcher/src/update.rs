@@ -125,7 +125,8 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
                 }
                 WholeListing::Learn(c) => {
                     let n = self.visit_whole(u, needs, depth);
-                    self.st.learn_whole_listing(c, &self.out[first..], depth);
+                    self.st
+                        .learn_whole_listing(self.g, c, &self.out[first..], depth);
                     n
                 }
                 WholeListing::Walk => self.visit_whole(u, needs, depth),

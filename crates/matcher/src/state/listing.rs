@@ -24,7 +24,7 @@
 //! lists by construction; the state that keeps it is made again whenever the graph or the
 //! walk's tree changes (`regraph.rs`, `set_dominant_subsystem`).
 
-use shardsched_resource::VertexId;
+use shardsched_resource::{ResourceGraph, Sym, VertexId};
 
 use super::SchedState;
 use super::distinct::Distinct;
@@ -38,13 +38,18 @@ const UNKNOWN: u32 = u32::MAX;
 /// Never kept (no room left for its layout).
 const WALKED: u32 = u32::MAX - 1;
 
-/// One entry of a layout: what a listing says of a vertex besides its id.
+/// One entry of a layout: what a listing says of a vertex besides its id, and its type.
+/// With the types, a layout is all a whole's shape depends on (`state::shape`): nodes of one
+/// layout share one, learned once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct LayoutEntry {
+    /// Its units; the node's own size for the node's entry (a listing takes what the
+    /// request asks of the node, which the layout leaves out).
     needs: i64,
     exclusive: bool,
     /// Depth less the node's.
     depth: u32,
+    kind: Sym,
 }
 
 /// The wholes' kept listings.
@@ -103,6 +108,12 @@ impl SchedState {
         }
     }
 
+    /// The number of whole `c`'s layout, once its listing is kept.
+    pub(crate) fn whole_layout(&self, c: u32) -> Option<u32> {
+        let (_, layout) = self.wholes.listings.of[c as usize];
+        (layout != UNKNOWN && layout != WALKED).then_some(layout)
+    }
+
     /// How many vertices a listing of `u` taken whole holds: its kept listing's count, or
     /// about (the layout kept last; 1 when none is).
     pub(crate) fn whole_listing_len(&self, u: VertexId) -> usize {
@@ -118,12 +129,19 @@ impl SchedState {
     /// Keeps `listed`, the walk's listing of whole `c` at `depth` (its node last), as
     /// [`WholeListing::Kept`] says. Its layout is compared first with the one kept last,
     /// which nodes listed one after another nearly always share: no hashing, no copy.
-    pub(crate) fn learn_whole_listing(&mut self, c: u32, listed: &[AllocVertex], depth: u32) {
+    pub(crate) fn learn_whole_listing(
+        &mut self,
+        g: &ResourceGraph,
+        c: u32,
+        listed: &[AllocVertex],
+        depth: u32,
+    ) {
         let top = self.whole_vertex(c);
         let entry = |av: &AllocVertex| LayoutEntry {
-            needs: if av.v == top { 0 } else { av.needs },
+            needs: if av.v == top { g.size(top) } else { av.needs },
             exclusive: av.exclusive,
             depth: av.depth.wrapping_sub(depth),
+            kind: g.kind(av.v),
         };
         let ls = &mut self.wholes.listings;
         let layout = ls

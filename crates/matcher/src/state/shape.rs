@@ -10,6 +10,13 @@
 //! low`): ~280 instructions a vertex. The pass below looks each vertex's children up once,
 //! merges its sums into its parent's part of one list in place, and reuses its lists; a whole
 //! alike the last one learned shares its shape without a new allocation or a hash.
+//!
+//! And most wholes are not learned at all: a shape depends only on each vertex's place in
+//! the whole, its type and its units — which its listing's layout (`state::listing`, learned
+//! just before, at the same first listing) records. So the shape learned for one whole of a
+//! layout serves every whole of that layout: on that bench, where every match takes 64
+//! fresh nodes, this took a third of the instructions off (96.4 → 61.6 M). Debug builds
+//! learn every whole all the same and check that the two agree.
 
 use shardsched_resource::{ResourceGraph, VertexId};
 
@@ -42,6 +49,10 @@ const NOT_WHOLE: u32 = u32::MAX - 1;
 pub(super) struct Shapes {
     of: Vec<u32>,
     distinct: Distinct<Shape>,
+    /// Per listing layout (`state::listing`), the shape of the wholes listed so, once one
+    /// was learned: the layout says all a shape depends on (each vertex's place, type and
+    /// units), so a whole of a known layout needs no learning pass.
+    by_layout: Vec<u32>,
     /// The learning pass's lists, kept between wholes.
     scratch: Scratch,
 }
@@ -96,10 +107,33 @@ impl SchedState {
         c: u32,
     ) -> Option<&Shape> {
         if self.wholes.shapes.of[c as usize] == UNKNOWN {
-            let mut scratch = std::mem::take(&mut self.wholes.shapes.scratch);
-            let vertices = self.learn_shape(g, tree, ranks, c, &mut scratch);
-            self.wholes.shapes.scratch = scratch;
-            self.wholes.shapes.learned(c, vertices);
+            let layout = self.whole_layout(c).map(|l| l as usize);
+            let shapes = &mut self.wholes.shapes;
+            let known = layout
+                .and_then(|l| shapes.by_layout.get(l).copied())
+                .filter(|&s| s != UNKNOWN);
+            match known {
+                // (Debug builds learn it all the same, and compare.)
+                Some(number) if !cfg!(debug_assertions) => shapes.of[c as usize] = number,
+                _ => {
+                    let mut scratch = std::mem::take(&mut shapes.scratch);
+                    let vertices = self.learn_shape(g, tree, ranks, c, &mut scratch);
+                    let shapes = &mut self.wholes.shapes;
+                    shapes.scratch = scratch;
+                    shapes.learned(c, vertices);
+                    let number = shapes.of[c as usize];
+                    debug_assert!(
+                        known.is_none_or(|k| k == number),
+                        "whole {c}: the shape of its layout is not its own"
+                    );
+                    if let Some(l) = layout {
+                        if shapes.by_layout.len() <= l {
+                            shapes.by_layout.resize(l + 1, UNKNOWN);
+                        }
+                        shapes.by_layout[l] = number;
+                    }
+                }
+            }
         }
         self.wholes.shapes.of(c)
     }
