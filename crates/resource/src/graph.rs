@@ -511,7 +511,6 @@ impl ResourceGraph {
             + self.paths.heap_bytes()
     }
 
-    /// How many vertices a preorder walk from the root reaches.
     /// How many vertices the containment tree reaches from the root; `Err` with the first
     /// vertex found deeper than [`GRAPH_DEPTH_MAX`].
     fn reachable_count(&self) -> Result<usize, GraphError> {

@@ -79,9 +79,7 @@ impl Links {
             shared,
         })
     }
-}
 
-impl Links {
     /// How many tree edges lead from the root down to vertex `v`, counted up to one past
     /// [`GRAPH_DEPTH_MAX`] (a deeper vertex, or one on a cycle, answers that).
     pub(super) fn depth(&self, v: usize) -> usize {
