@@ -60,9 +60,7 @@ impl SubTree {
             dag,
         })
     }
-}
 
-impl SubTree {
     /// The first vertex a walk from the root would enter deeper than [`GRAPH_DEPTH_MAX`],
     /// and its depth: the walks recurse once a level (in a DAG, entering each vertex once,
     /// children in order, as here).

@@ -94,6 +94,23 @@ impl Shapes {
         });
         self.of[c as usize] = number.unwrap_or(NOT_WHOLE);
     }
+
+    /// The shape number of the wholes of listing layout `layout`, once one was learned.
+    fn of_layout(&self, layout: u32) -> Option<u32> {
+        self.by_layout
+            .get(layout as usize)
+            .copied()
+            .filter(|&s| s != UNKNOWN)
+    }
+
+    /// Notes that the wholes of listing layout `layout` have shape number `number`.
+    fn note_layout(&mut self, layout: u32, number: u32) {
+        let l = layout as usize;
+        if self.by_layout.len() <= l {
+            self.by_layout.resize(l + 1, UNKNOWN);
+        }
+        self.by_layout[l] = number;
+    }
 }
 
 impl SchedState {
@@ -107,16 +124,15 @@ impl SchedState {
         c: u32,
     ) -> Option<&Shape> {
         if self.wholes.shapes.of[c as usize] == UNKNOWN {
-            let layout = self.whole_layout(c).map(|l| l as usize);
-            let shapes = &mut self.wholes.shapes;
-            let known = layout
-                .and_then(|l| shapes.by_layout.get(l).copied())
-                .filter(|&s| s != UNKNOWN);
+            let layout = self.whole_layout(c);
+            let known = layout.and_then(|l| self.wholes.shapes.of_layout(l));
             match known {
                 // (Debug builds learn it all the same, and compare.)
-                Some(number) if !cfg!(debug_assertions) => shapes.of[c as usize] = number,
+                Some(number) if !cfg!(debug_assertions) => {
+                    self.wholes.shapes.of[c as usize] = number;
+                }
                 _ => {
-                    let mut scratch = std::mem::take(&mut shapes.scratch);
+                    let mut scratch = std::mem::take(&mut self.wholes.shapes.scratch);
                     let vertices = self.learn_shape(g, tree, ranks, c, &mut scratch);
                     let shapes = &mut self.wholes.shapes;
                     shapes.scratch = scratch;
@@ -127,10 +143,7 @@ impl SchedState {
                         "whole {c}: the shape of its layout is not its own"
                     );
                     if let Some(l) = layout {
-                        if shapes.by_layout.len() <= l {
-                            shapes.by_layout.resize(l + 1, UNKNOWN);
-                        }
-                        shapes.by_layout[l] = number;
+                        shapes.note_layout(l, number);
                     }
                 }
             }
