@@ -23,6 +23,8 @@
 //! every aggregate's totals, and what it adds to its parent's sums — is learned from the
 //! graph at its first whole listing, and a whole whose shape differs is never covered.
 
+mod covers;
+
 use shardsched_planner::PeakUse;
 use shardsched_resource::{ResourceGraph, VertexId};
 
@@ -31,6 +33,7 @@ use super::shape::Shapes;
 use super::{Hint, PLAN_BASE, PLAN_HORIZON, SchedState, SpanRef};
 use crate::dfu::Tree;
 use crate::{MatchError, saturating_end};
+use covers::WholeCovers;
 
 /// No whole.
 pub(super) const NO_WHOLE: u32 = u32::MAX;
@@ -60,34 +63,10 @@ impl Wholes {
             vertex,
             of_inner,
             records: vec![0; n],
-            covers: WholeCovers {
-                of: vec![Vec::new(); n],
-                ..WholeCovers::default()
-            },
+            covers: WholeCovers::new(n),
             shapes: Hint(Shapes::new(n)),
             listings: Hint(Listings::new(n)),
         }
-    }
-
-    /// The overlapping parts of the covers of whole `c` during `[at, end)`, in order, each
-    /// one job.
-    fn meeting(&self, c: u32, at: i64, end: i64) -> impl Iterator<Item = (i64, i64)> + '_ {
-        let covers = &self.covers.of[c as usize];
-        let first = covers.partition_point(|w| w.end <= at);
-        covers[first..]
-            .iter()
-            .take_while(move |w| w.start < end)
-            .map(move |w| (w.start.max(at), w.end.min(end)))
-    }
-
-    /// Whether a cover of whole `c` meets `[at, end)`.
-    fn meets(&self, c: u32, at: i64, end: i64) -> bool {
-        self.meeting(c, at, end).next().is_some()
-    }
-
-    /// How many covers of whole `c` meet `[at, end)` (jobs: each cover is one).
-    fn jobs_meeting(&self, c: u32, at: i64, end: i64) -> i64 {
-        i64::try_from(self.meeting(c, at, end).count()).unwrap_or(i64::MAX)
     }
 }
 
@@ -100,69 +79,6 @@ pub(crate) enum WholeNode {
     Free(u32),
     /// Anything else.
     Other,
-}
-
-/// One whole cover: `[start, end)`, and its id among its whole's covers.
-#[derive(Clone, Copy, Debug)]
-struct WholeCover {
-    start: i64,
-    end: i64,
-    id: u32,
-}
-
-/// Each whole's covers, in order of start. They never overlap (a cover is recorded only
-/// where none meets its window: [`SchedState::hold_whole`]), so they are in order of end
-/// too, and the covers meeting a window are found by one binary search — which the walks
-/// ask of every node they visit, under dozens of reservations.
-#[derive(Clone, Debug, Default)]
-struct WholeCovers {
-    of: Vec<Vec<WholeCover>>,
-    /// Covers of all wholes.
-    live: usize,
-    /// The id the next cover takes (one not taken in its whole).
-    next_id: u32,
-}
-
-/// Equal when every whole has covers over the same windows, whatever their ids.
-impl PartialEq for WholeCovers {
-    fn eq(&self, other: &Self) -> bool {
-        let same = |a: &WholeCover, b: &WholeCover| (a.start, a.end) == (b.start, b.end);
-        self.live == other.live
-            && self.of.len() == other.of.len()
-            && self
-                .of
-                .iter()
-                .zip(&other.of)
-                .all(|(a, b)| a.len() == b.len() && a.iter().zip(b).all(|(a, b)| same(a, b)))
-    }
-}
-
-impl WholeCovers {
-    /// Adds a cover of whole `c` over `[start, end)`, which no other cover of it meets.
-    fn add(&mut self, c: usize, start: i64, end: i64) -> Option<u32> {
-        let list = &mut self.of[c];
-        let at = list.partition_point(|w| w.end <= start);
-        if list.get(at).is_some_and(|w| w.start < end) {
-            return None;
-        }
-        let mut id = self.next_id;
-        while list.iter().any(|w| w.id == id) {
-            id = id.wrapping_add(1);
-        }
-        self.next_id = id.wrapping_add(1);
-        list.insert(at, WholeCover { start, end, id });
-        self.live += 1;
-        Some(id)
-    }
-
-    /// Cover `id` of whole `c`, taken out: its window.
-    fn remove(&mut self, c: usize, id: u32) -> Option<(i64, i64)> {
-        let list = self.of.get_mut(c)?;
-        let k = list.iter().position(|w| w.id == id)?;
-        let w = list.remove(k);
-        self.live -= 1;
-        Some((w.start, w.end))
-    }
 }
 
 /// The end of the window `[at, at + dur)`, when it lies inside the planning window (the
@@ -214,7 +130,7 @@ impl SchedState {
     /// The peak of whole `c`'s covers during the window, as a leaf of `size` units sees it.
     pub(super) fn whole_peak(&self, c: u32, size: i64, at: i64, dur: u64) -> PeakUse {
         // Covers never overlap: one at most at any instant.
-        let jobs = i64::from(self.wholes.meets(c, at, saturating_end(at, dur)));
+        let jobs = i64::from(self.wholes.covers.meets(c, at, saturating_end(at, dur)));
         PeakUse {
             units: jobs.saturating_mul(size),
             jobs,
@@ -235,13 +151,13 @@ impl SchedState {
         let Some(end) = window_end(at, dur) else {
             return own(at, dur);
         };
-        if !self.wholes.meets(c, at, end) {
+        if !self.wholes.covers.meets(c, at, end) {
             // The common case, with nothing to cut.
             return own(at, dur);
         }
         // Cut the window where a cover starts or ends; each piece has its own count.
         let mut cuts: Vec<i64> = vec![at, end];
-        for (s, e) in self.wholes.meeting(c, at, end) {
+        for (s, e) in self.wholes.covers.meeting(c, at, end) {
             cuts.push(s);
             cuts.push(e);
         }
@@ -250,7 +166,7 @@ impl SchedState {
         let mut fewest = i64::MAX;
         for w in cuts.windows(2) {
             let (s, e) = (w[0], w[1]);
-            let jobs = self.wholes.jobs_meeting(c, s, e);
+            let jobs = self.wholes.covers.jobs_meeting(c, s, e);
             let piece = own(s, u64::try_from(e - s).unwrap_or(0));
             fewest = fewest.min(piece.saturating_sub(jobs.saturating_mul(amount)));
         }
@@ -259,7 +175,7 @@ impl SchedState {
 
     /// Jobs of whole `c`'s covers at `t`.
     pub(super) fn whole_jobs_at(&self, c: u32, t: i64) -> i64 {
-        self.wholes.jobs_meeting(c, t, t.saturating_add(1))
+        self.wholes.covers.jobs_meeting(c, t, t.saturating_add(1))
     }
 
     /// The earliest start at or after `at` of a window of `dur` that no cover of whole `c`
@@ -279,7 +195,8 @@ impl SchedState {
             let start = t;
             // The covers from the first that ends after `t`, in order: each that meets the
             // window moves it past its end.
-            for w in &covers[covers.partition_point(|w| w.end <= t)..] {
+            let first = self.wholes.covers.probe(c as usize, t).first as usize;
+            for w in &covers[first..] {
                 if w.start >= t.saturating_add(dur) {
                     break;
                 }
@@ -343,7 +260,7 @@ impl SchedState {
             };
         }
         let end = saturating_end(at, dur);
-        let meets = self.wholes.meets(c, at, end);
+        let meets = self.wholes.covers.meets(c, at, end);
         // A window past the planning window: the calendars answer for themselves.
         if meets && window_end(at, dur) == Some(end) {
             return WholeNode::Covered;
@@ -358,13 +275,14 @@ impl SchedState {
     /// planning window, where the calendars answer for themselves).
     #[inline]
     pub(super) fn cover_meets(&self, c: u32, at: i64, dur: u64) -> bool {
-        window_end(at, dur).is_some_and(|end| self.wholes.meets(c, at, end))
+        window_end(at, dur).is_some_and(|end| self.wholes.covers.meets(c, at, end))
     }
 
     /// Whether a whole cover of `c` may be recorded over the window: nothing else is
     /// recorded in the whole and no cover of it meets the window.
     pub(crate) fn whole_free(&self, c: u32, at: i64, dur: u64) -> bool {
-        self.wholes.records[c as usize] == 0 && !self.wholes.meets(c, at, saturating_end(at, dur))
+        self.wholes.records[c as usize] == 0
+            && !self.wholes.covers.meets(c, at, saturating_end(at, dur))
     }
 
     /// Records a whole cover of `c`: every vertex of the whole held whole by one job.
