@@ -185,6 +185,14 @@ impl ResourceGraph {
         &self.child_list[s..e]
     }
 
+    /// The containment children of every vertex, compressed: `v`'s are
+    /// `list[start[v]..start[v + 1]]` ([`ResourceGraph::children`]), for walks that visit
+    /// many vertices in a row.
+    #[inline]
+    pub fn child_lists(&self) -> (&[u32], &[u32]) {
+        (&self.child_start, &self.child_list)
+    }
+
     /// Containment parent of `v`, `None` for the root.
     #[inline]
     pub fn parent(&self, v: VertexId) -> Option<VertexId> {

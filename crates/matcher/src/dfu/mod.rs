@@ -121,6 +121,9 @@ pub trait Tree {
     fn children(&self, v: VertexId) -> &[u32];
     fn parent(&self, v: VertexId) -> Option<VertexId>;
     fn root(&self) -> VertexId;
+    /// Every vertex's children at once, compressed: `v`'s are `list[start[v]..start[v + 1]]`,
+    /// as `(start, list)`.
+    fn child_lists(&self) -> (&[u32], &[u32]);
     /// Whether some vertex has several parents (walks then visit each vertex once, by
     /// the first edge that reaches it, as Fluxion's colors do).
     fn is_dag(&self) -> bool {
@@ -139,6 +142,10 @@ impl Tree for ResourceGraph {
     }
     fn root(&self) -> VertexId {
         ResourceGraph::root(self)
+    }
+    #[inline]
+    fn child_lists(&self) -> (&[u32], &[u32]) {
+        ResourceGraph::child_lists(self)
     }
 }
 

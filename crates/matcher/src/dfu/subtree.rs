@@ -103,6 +103,10 @@ impl Tree for SubTree {
         self.root
     }
 
+    fn child_lists(&self) -> (&[u32], &[u32]) {
+        (&self.start, &self.list)
+    }
+
     fn is_dag(&self) -> bool {
         self.dag
     }
