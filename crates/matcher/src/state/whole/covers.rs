@@ -24,6 +24,10 @@ pub(super) struct WholeCovers {
     pub(super) live: usize,
     /// The id the next cover takes (one not taken in its whole).
     next_id: u32,
+    /// Whether `next_id` went past `u32::MAX`: until it does, every id given is new, and a
+    /// whole's list (dozens of covers under a conservative re-plan) need not be searched
+    /// for it.
+    wrapped: bool,
 }
 
 /// Equal when every whole has covers over the same windows, whatever their ids.
@@ -140,10 +144,11 @@ impl WholeCovers {
             return None;
         }
         let mut id = self.next_id;
-        while list.iter().any(|w| w.id == id) {
+        while self.wrapped && list.iter().any(|w| w.id == id) {
             id = id.wrapping_add(1);
         }
         self.next_id = id.wrapping_add(1);
+        self.wrapped |= self.next_id == 0;
         list.insert(at, WholeCover { start, end, id });
         self.live += 1;
         self.probes[c].set(Probe::NONE);
@@ -182,6 +187,25 @@ mod tests {
             (0..3u32, 0..8usize).prop_map(|(c, k)| Step::Remove(c, k)),
             (0..3u32, -5..70i64, 1..20i64).prop_map(|(c, s, l)| Step::Ask(c, s, l)),
         ]
+    }
+
+    /// Ids stay unique within a whole when the counter goes past `u32::MAX`: a long-lived
+    /// shard gives out billions.
+    #[test]
+    fn ids_unique_past_the_wrap() {
+        let mut w = WholeCovers::new(1);
+        let kept = w.add(0, 0, 10).expect("a cover");
+        w.next_id = u32::MAX;
+        let last = w.add(0, 10, 20).expect("a cover");
+        assert_eq!(last, u32::MAX);
+        let after = w.add(0, 20, 30).expect("a cover");
+        assert_ne!(after, kept, "an id given twice in one whole");
+        assert_eq!(
+            w.remove(0, kept),
+            Some((0, 10)),
+            "the first cover, by its id"
+        );
+        assert_eq!(w.remove(0, after), Some((20, 30)));
     }
 
     proptest! {
