@@ -50,7 +50,7 @@ impl PartialEq for WholeCovers {
 ///
 /// Why: a conservative re-plan asks of every node, at each instant it tries, whether a
 /// cover meets a window; under dozens of reservations a node has dozens of covers, in a
-/// list of its own, and reading it was a cache miss or several per node and question (18 %
+/// list of its own, and reading it was a cache miss or several per node and question (23 %
 /// of the 5,000-job replay's time, `perf`, half of it the first load of the list). The
 /// instants asked one after another mostly fall where the last search did, and one probe
 /// per whole, all of them in one array, then answers without reading the list. A hint: each
