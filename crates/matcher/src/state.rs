@@ -173,10 +173,13 @@ pub enum SpanRef {
     Agg(u32, SpanId),
     /// A cover of a cover group (by its index): every leaf of the group held whole.
     Cover(u32, HoldId),
-    /// A whole cover (by whole index, and its id among the whole's covers): the node and
-    /// every vertex below it held whole.
-    Whole(u32, u32),
+    /// A whole cover (by whole index, and its start, which names it among the whole's
+    /// covers: they never overlap): the node and every vertex below it held whole.
+    Whole(u32, i64),
 }
+
+// A job record holds one per record; a whole cover named by its start keeps them at 16.
+const _: () = assert!(std::mem::size_of::<SpanRef>() == 16);
 
 impl SchedState {
     fn inner(&self, v: VertexId) -> Option<&Inner> {
@@ -497,7 +500,7 @@ impl SchedState {
     pub fn remove(&mut self, s: SpanRef) -> Result<(), MatchError> {
         let c = self.record_whole(s);
         let r = match s {
-            SpanRef::Whole(c, id) => return self.remove_whole(c, id).map(|_| ()),
+            SpanRef::Whole(c, at) => return self.remove_whole(c, at).map(|_| ()),
             SpanRef::Leaf(_, id) => self.leaves.remove(id),
             SpanRef::Cover(_, id) => self.covers.remove(id),
             SpanRef::Plan(i, id) => self.inner[i as usize].plans.rem_span(id),

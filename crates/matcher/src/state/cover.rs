@@ -251,8 +251,8 @@ impl SchedState {
         let err = |e: shardsched_planner::PlannerError| MatchError::Internal(e.to_string());
         let mut out = Vec::with_capacity(spans.len());
         for &s in spans.iter() {
-            if let SpanRef::Whole(c, id) = s {
-                self.unwhole(g, tree, c, id, &mut out)?;
+            if let SpanRef::Whole(c, at) = s {
+                self.unwhole(g, tree, c, at, &mut out)?;
                 continue;
             }
             let SpanRef::Cover(i, id) = s else {

@@ -298,35 +298,35 @@ impl SchedState {
             .filter(|&d| d > 0)
             .and_then(|d| at.checked_add(d))
             .ok_or_else(|| MatchError::Internal(format!("a whole cover of {dur} s at {at}")))?;
-        let id = self.wholes.covers.add(c as usize, at, end).ok_or_else(|| {
-            MatchError::Internal(format!(
+        if !self.wholes.covers.add(c as usize, at, end) {
+            return Err(MatchError::Internal(format!(
                 "a whole cover of {} over another",
                 self.whole_vertex(c).0
-            ))
-        })?;
-        out.push(SpanRef::Whole(c, id));
+            )));
+        }
+        out.push(SpanRef::Whole(c, at));
         Ok(())
     }
 
-    /// Removes whole cover `id` of `c`; its window.
-    pub(super) fn remove_whole(&mut self, c: u32, id: u32) -> Result<(i64, i64), MatchError> {
+    /// Removes the whole cover of `c` that starts at `start`; its window.
+    pub(super) fn remove_whole(&mut self, c: u32, start: i64) -> Result<(i64, i64), MatchError> {
         self.wholes
             .covers
-            .remove(c as usize, id)
-            .ok_or_else(|| MatchError::Internal(format!("unknown whole cover at {c}")))
+            .remove(c as usize, start)
+            .ok_or_else(|| MatchError::Internal(format!("no whole cover of {c} at {start}")))
     }
 
-    /// The records whole cover `id` of `c` stands for, added to the calendars (children
-    /// before parents, one hold per leaf) and pushed to `out`.
+    /// The records the whole cover of `c` starting at `at` stands for, added to the
+    /// calendars (children before parents, one hold per leaf) and pushed to `out`.
     pub(super) fn unwhole(
         &mut self,
         g: &ResourceGraph,
         tree: &dyn Tree,
         c: u32,
-        id: u32,
+        at: i64,
         out: &mut Vec<SpanRef>,
     ) -> Result<(), MatchError> {
-        let (start, end) = self.remove_whole(c, id)?;
+        let (start, end) = self.remove_whole(c, at)?;
         let dur = u64::try_from(end - start).unwrap_or(0);
         // Depth first, each vertex after its children, as a commit records them.
         let mut stack: Vec<(VertexId, usize)> = vec![(self.whole_vertex(c), 0)];

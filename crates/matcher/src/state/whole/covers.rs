@@ -3,12 +3,12 @@
 
 use std::cell::Cell;
 
-/// One whole cover: `[start, end)`, and its id among its whole's covers.
-#[derive(Clone, Copy, Debug)]
+/// One whole cover: `[start, end)`. Its start names it among its whole's covers (they
+/// never overlap).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct WholeCover {
     pub(super) start: i64,
     pub(super) end: i64,
-    pub(super) id: u32,
 }
 
 /// Each whole's covers, in order of start. They never overlap (a cover is recorded only
@@ -22,25 +22,12 @@ pub(super) struct WholeCovers {
     probes: Vec<Cell<Probe>>,
     /// Covers of all wholes.
     pub(super) live: usize,
-    /// The id the next cover takes (one not taken in its whole).
-    next_id: u32,
-    /// Whether `next_id` went past `u32::MAX`: until it does, every id given is new, and a
-    /// whole's list (dozens of covers under a conservative re-plan) need not be searched
-    /// for it.
-    wrapped: bool,
 }
 
-/// Equal when every whole has covers over the same windows, whatever their ids.
+/// Equal when every whole has the same covers, whatever the probes say.
 impl PartialEq for WholeCovers {
     fn eq(&self, other: &Self) -> bool {
-        let same = |a: &WholeCover, b: &WholeCover| (a.start, a.end) == (b.start, b.end);
-        self.live == other.live
-            && self.of.len() == other.of.len()
-            && self
-                .of
-                .iter()
-                .zip(&other.of)
-                .all(|(a, b)| a.len() == b.len() && a.iter().zip(b).all(|(a, b)| same(a, b)))
+        self.live == other.live && self.of == other.of
     }
 }
 
@@ -135,30 +122,27 @@ impl WholeCovers {
         p
     }
 
-    /// Adds a cover of whole `c` over `[start, end)`, which no other cover of it meets.
-    pub(super) fn add(&mut self, c: usize, start: i64, end: i64) -> Option<u32> {
+    /// Adds a cover of whole `c` over `[start, end)` (a window of at least one second),
+    /// unless another cover of it meets the window.
+    pub(super) fn add(&mut self, c: usize, start: i64, end: i64) -> bool {
         // The commit asked whether the window was free just before: the probe holds.
         let at = self.probe(c, start).first as usize;
         let list = &mut self.of[c];
-        if list.get(at).is_some_and(|w| w.start < end) {
-            return None;
+        if start >= end || list.get(at).is_some_and(|w| w.start < end) {
+            return false;
         }
-        let mut id = self.next_id;
-        while self.wrapped && list.iter().any(|w| w.id == id) {
-            id = id.wrapping_add(1);
-        }
-        self.next_id = id.wrapping_add(1);
-        self.wrapped |= self.next_id == 0;
-        list.insert(at, WholeCover { start, end, id });
+        list.insert(at, WholeCover { start, end });
         self.live += 1;
         self.probes[c].set(Probe::NONE);
-        Some(id)
+        true
     }
 
-    /// Cover `id` of whole `c`, taken out: its window.
-    pub(super) fn remove(&mut self, c: usize, id: u32) -> Option<(i64, i64)> {
+    /// The cover of whole `c` that starts at `start`, taken out: its window. Found as the
+    /// first cover ending after its start, without a scan.
+    pub(super) fn remove(&mut self, c: usize, start: i64) -> Option<(i64, i64)> {
+        let k = self.probe(c, start).first as usize;
         let list = self.of.get_mut(c)?;
-        let k = list.iter().position(|w| w.id == id)?;
+        list.get(k).filter(|w| w.start == start)?;
         let w = list.remove(k);
         self.live -= 1;
         self.probes[c].set(Probe::NONE);
@@ -189,23 +173,19 @@ mod tests {
         ]
     }
 
-    /// Ids stay unique within a whole when the counter goes past `u32::MAX`: a long-lived
-    /// shard gives out billions.
+    /// A cover is removed by its start, and only a start some cover has removes one.
     #[test]
-    fn ids_unique_past_the_wrap() {
+    fn removed_by_start() {
         let mut w = WholeCovers::new(1);
-        let kept = w.add(0, 0, 10).expect("a cover");
-        w.next_id = u32::MAX;
-        let last = w.add(0, 10, 20).expect("a cover");
-        assert_eq!(last, u32::MAX);
-        let after = w.add(0, 20, 30).expect("a cover");
-        assert_ne!(after, kept, "an id given twice in one whole");
-        assert_eq!(
-            w.remove(0, kept),
-            Some((0, 10)),
-            "the first cover, by its id"
-        );
-        assert_eq!(w.remove(0, after), Some((20, 30)));
+        assert!(w.add(0, 0, 10));
+        assert!(w.add(0, 10, 20));
+        assert!(!w.add(0, 5, 12), "over two others");
+        assert!(!w.add(0, 30, 30), "an empty window");
+        assert_eq!(w.remove(0, 5), None, "no cover starts at 5");
+        assert_eq!(w.remove(0, 10), Some((10, 20)));
+        assert_eq!(w.remove(0, 10), None, "removed already");
+        assert_eq!(w.remove(0, 0), Some((0, 10)));
+        assert_eq!(w.live, 0);
     }
 
     proptest! {
@@ -220,8 +200,8 @@ mod tests {
                         let _ = w.add(c as usize, start, start + len);
                     }
                     Step::Remove(c, k) => {
-                        if let Some(id) = w.of[c as usize].get(k).map(|x| x.id) {
-                            prop_assert!(w.remove(c as usize, id).is_some());
+                        if let Some(x) = w.of[c as usize].get(k).copied() {
+                            prop_assert_eq!(w.remove(c as usize, x.start), Some((x.start, x.end)));
                         }
                     }
                     Step::Ask(c, at, len) => {
