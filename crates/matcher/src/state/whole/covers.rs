@@ -140,8 +140,11 @@ impl WholeCovers {
     /// The cover of whole `c` that starts at `start`, taken out: its window. Found as the
     /// first cover ending after its start, without a scan.
     pub(super) fn remove(&mut self, c: usize, start: i64) -> Option<(i64, i64)> {
+        if c >= self.of.len() {
+            return None;
+        }
         let k = self.probe(c, start).first as usize;
-        let list = self.of.get_mut(c)?;
+        let list = &mut self.of[c];
         list.get(k).filter(|w| w.start == start)?;
         let w = list.remove(k);
         self.live -= 1;
@@ -186,6 +189,7 @@ mod tests {
         assert_eq!(w.remove(0, 10), None, "removed already");
         assert_eq!(w.remove(0, 0), Some((0, 10)));
         assert_eq!(w.live, 0);
+        assert_eq!(w.remove(1, 0), None, "no such whole");
     }
 
     proptest! {
