@@ -191,12 +191,8 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
             let Some(i) = rest.next() else {
                 let (v, needs) = (*v, *needs);
                 stack.pop();
-                self.out.push(AllocVertex {
-                    v: VertexId(v),
-                    needs,
-                    exclusive: true,
-                    depth: depth + stack.len() as u32,
-                });
+                self.out
+                    .push(taken_whole(v, needs, depth + stack.len() as u32));
                 continue;
             };
             let c = list[i];
@@ -204,17 +200,23 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
             let size = self.g.size(VertexId(c)).max(0);
             let below = children(c);
             if below.is_empty() {
-                self.out.push(AllocVertex {
-                    v: VertexId(c),
-                    needs: size,
-                    exclusive: true,
-                    depth: depth + stack.len() as u32,
-                });
+                self.out
+                    .push(taken_whole(c, size, depth + stack.len() as u32));
             } else {
                 stack.push((c, size, below));
             }
         }
         self.stack = stack;
         (self.out.len() - first) as u64
+    }
+}
+
+/// The entry of vertex `v` listed inside a subtree taken whole: `needs` units, exclusively.
+fn taken_whole(v: u32, needs: i64, depth: u32) -> AllocVertex {
+    AllocVertex {
+        v: VertexId(v),
+        needs,
+        exclusive: true,
+        depth,
     }
 }

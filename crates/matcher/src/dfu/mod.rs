@@ -118,12 +118,16 @@ pub(crate) struct Visit {
 
 /// The children of a vertex the walk follows, and the parent it came from.
 pub trait Tree {
-    fn children(&self, v: VertexId) -> &[u32];
-    fn parent(&self, v: VertexId) -> Option<VertexId>;
-    fn root(&self) -> VertexId;
     /// Every vertex's children at once, compressed: `v`'s are `list[start[v]..start[v + 1]]`,
     /// as `(start, list)`.
     fn child_lists(&self) -> (&[u32], &[u32]);
+    #[inline]
+    fn children(&self, v: VertexId) -> &[u32] {
+        let (start, list) = self.child_lists();
+        &list[start[v.index()] as usize..start[v.index() + 1] as usize]
+    }
+    fn parent(&self, v: VertexId) -> Option<VertexId>;
+    fn root(&self) -> VertexId;
     /// Whether some vertex has several parents (walks then visit each vertex once, by
     /// the first edge that reaches it, as Fluxion's colors do).
     fn is_dag(&self) -> bool {
@@ -132,10 +136,6 @@ pub trait Tree {
 }
 
 impl Tree for ResourceGraph {
-    #[inline]
-    fn children(&self, v: VertexId) -> &[u32] {
-        ResourceGraph::children(self, v)
-    }
     #[inline]
     fn parent(&self, v: VertexId) -> Option<VertexId> {
         ResourceGraph::parent(self, v)

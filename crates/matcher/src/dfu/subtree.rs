@@ -88,12 +88,6 @@ impl SubTree {
 }
 
 impl Tree for SubTree {
-    fn children(&self, v: VertexId) -> &[u32] {
-        let s = self.start[v.index()] as usize;
-        let e = self.start[v.index() + 1] as usize;
-        &self.list[s..e]
-    }
-
     fn parent(&self, v: VertexId) -> Option<VertexId> {
         let p = self.parent[v.index()];
         (p != u32::MAX).then_some(VertexId(p))

@@ -188,15 +188,12 @@ impl SchedState {
         own: impl Fn(i64) -> Option<i64>,
     ) -> Option<i64> {
         let dur = i64::try_from(dur).unwrap_or(i64::MAX);
-        let covers = &self.wholes.covers.of[c as usize];
         let mut t = at;
         loop {
             t = own(t)?;
             let start = t;
-            // The covers from the first that ends after `t`, in order: each that meets the
-            // window moves it past its end.
-            let first = self.wholes.covers.probe(c as usize, t).first as usize;
-            for w in &covers[first..] {
+            // Each cover that meets the window moves it past its end.
+            for w in self.wholes.covers.ending_after(c, t) {
                 if w.start >= t.saturating_add(dur) {
                     break;
                 }

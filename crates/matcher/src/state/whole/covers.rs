@@ -15,7 +15,7 @@ pub(super) struct WholeCover {
 /// where none meets its window: `SchedState::hold_whole`), so they are in order of end
 /// too, and the covers meeting a window are found by one binary search — which the walks
 /// ask of every node they visit, under dozens of reservations.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub(super) struct WholeCovers {
     pub(super) of: Vec<Vec<WholeCover>>,
     /// Per whole, what the last search of its covers found ([`WholeCovers::probe`]).
@@ -27,7 +27,7 @@ pub(super) struct WholeCovers {
 /// Equal when every whole has the same covers, whatever the probes say.
 impl PartialEq for WholeCovers {
     fn eq(&self, other: &Self) -> bool {
-        self.live == other.live && self.of == other.of
+        self.of == other.of
     }
 }
 
@@ -43,11 +43,11 @@ impl PartialEq for WholeCovers {
 /// per whole, all of them in one array, then answers without reading the list. A hint: each
 /// change to a whole's covers resets its probe ([`Probe::NONE`]).
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Probe {
+struct Probe {
     after: i64,
     until: i64,
     start: i64,
-    pub(super) first: u32,
+    first: u32,
 }
 
 impl Probe {
@@ -66,8 +66,14 @@ impl WholeCovers {
         WholeCovers {
             of: vec![Vec::new(); n],
             probes: vec![Cell::new(Probe::NONE); n],
-            ..WholeCovers::default()
+            live: 0,
         }
+    }
+
+    /// Whole `c`'s covers from the first that ends after `at`, in order.
+    pub(super) fn ending_after(&self, c: u32, at: i64) -> &[WholeCover] {
+        let first = self.probe(c as usize, at).first as usize;
+        &self.of[c as usize][first..]
     }
 
     /// The overlapping parts of the covers of whole `c` during `[at, end)`, in order, each
@@ -78,9 +84,7 @@ impl WholeCovers {
         at: i64,
         end: i64,
     ) -> impl Iterator<Item = (i64, i64)> + '_ {
-        let covers = &self.of[c as usize];
-        let first = self.probe(c as usize, at).first as usize;
-        covers[first..]
+        self.ending_after(c, at)
             .iter()
             .take_while(move |w| w.start < end)
             .map(move |w| (w.start.max(at), w.end.min(end)))
@@ -101,7 +105,7 @@ impl WholeCovers {
     /// The probe of whole `c`'s covers that holds at `at`: the last one when it does, else
     /// a search's, kept for the next question.
     #[inline]
-    pub(super) fn probe(&self, c: usize, at: i64) -> Probe {
+    fn probe(&self, c: usize, at: i64) -> Probe {
         let kept = &self.probes[c];
         let p = kept.get();
         if p.after <= at && at < p.until {
