@@ -6,8 +6,10 @@ use crate::MatchError;
 use crate::dfu::Tree;
 use crate::state::{CoverMemo, SchedState, SpanRef};
 
+mod allocation;
 mod whole;
-use whole::{Listing, whole_listing};
+pub use allocation::{Allocation, Vertices};
+use whole::{Listing, kept_whole, whole_listing};
 
 /// One vertex of an allocation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,15 +20,6 @@ pub struct AllocVertex {
     pub exclusive: bool,
     /// Depth of the walk at this vertex (root = 0), for writers.
     pub depth: u32,
-}
-
-/// What a match got: vertices in writer order (children before parents, siblings in graph
-/// order), and the time window.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Allocation {
-    pub vertices: Vec<AllocVertex>,
-    pub at: i64,
-    pub duration: u64,
 }
 
 /// Vertex lists of allocations that ended, kept for the next ones, so that a whole-node
@@ -158,7 +151,7 @@ pub fn commit_noting(
     refused: &mut Vec<(usize, VertexId)>,
     scratch: &mut CommitScratch,
 ) -> Result<Vec<SpanRef>, MatchError> {
-    let mut spans = Vec::with_capacity(alloc.vertices.len() / 2 + 8);
+    let mut spans = Vec::with_capacity(alloc.entries().len() / 2 + 8);
     refused.clear();
     let result = commit_inner(
         g, tree, st, ranks, alloc, lenient, after, &mut spans, refused, scratch,
@@ -200,6 +193,9 @@ fn commit_inner(
         inner_at,
     } = scratch;
     let mut ranges = whole_ranges.iter().copied().peekable();
+    // How many entries the nodes kept whole that were listed out here added before the
+    // ranges not reached yet (their indices are from before).
+    let mut range_shift = 0;
     // A commit that failed may have left rows and leaves behind.
     for row in below.iter_mut() {
         row.clear();
@@ -207,41 +203,89 @@ fn commit_inner(
     pending.clear();
     let mut skew = 0u32;
     let mut kept = 0;
+    // How many vertices the kept nodes kept whole stand for, their own entries aside: a
+    // refused vertex's place counts them.
+    let mut kept_below = 0;
     memo.clear();
     // The pruning rank of the last cover group's leaves (one type per group).
     let mut group_rank: Option<(u32, Option<u32>)> = None;
     // The whole whose listing is recorded vertex by vertex.
     let mut declined = None;
-    // The next vertex to record: a whole cover records a node's listing at once and skips
+    // The next node kept whole, by its place in the allocation's wholes.
+    let mut w = 0;
+    // The next entry to record: a whole cover records a node's listing at once and skips
     // it.
     let mut next = 0;
-    while next < alloc.vertices.len() {
+    while next < alloc.entries().len() {
         let i = next;
         next += 1;
-        let av = alloc.vertices[i];
+        // A node kept as one entry for its listing: one whole cover for all of it, or
+        // listed out to be recorded vertex by vertex.
+        if let Some(entry) = alloc.wholes().get(w)
+            && entry.at as usize == i
+        {
+            let node = alloc.entries()[i];
+            let listing = std::sync::Arc::clone(&entry.listing);
+            let Some(c) = kept_whole(g, tree, st, ranks, node, &listing, (at, dur)) else {
+                alloc.expand_whole(w);
+                range_shift += listing.len();
+                next = i;
+                continue;
+            };
+            let dn = node.depth as usize;
+            if below.len() < dn + 2 {
+                below.resize_with(dn + 2, Vec::new);
+            }
+            inner_at.clear();
+            if let Some(shape) = st.learned_shape(c) {
+                for &(t, n) in &shape.up {
+                    add(&mut below[dn], t, n);
+                }
+                inner_at.extend_from_slice(&shape.inner_at);
+            }
+            st.hold_whole(c, at, dur, spans)?;
+            memo.clear();
+            // In the tree's order: the inner vertices are where the shape says.
+            for &k in inner_at.iter() {
+                after(st, listing.get(k as usize).map_or(node.v, |av| av.v));
+            }
+            alloc.entries_mut()[kept] = AllocVertex {
+                depth: node.depth + skew,
+                ..node
+            };
+            alloc.move_whole(w, kept, skew);
+            kept += 1;
+            kept_below += listing.len();
+            w += 1;
+            continue;
+        }
+        let av = alloc.entries()[i];
         let d = av.depth as usize;
         if below.len() < d + 2 {
             below.resize_with(d + 2, Vec::new);
         }
-        while ranges.next_if(|r| (r.0 as usize) < i).is_some() {}
+        while ranges
+            .next_if(|r| (r.0 as usize + range_shift) < i)
+            .is_some()
+        {}
         let listed_whole = ranges
             .peek()
-            .filter(|r| r.0 as usize == i)
-            .map(|r| r.1 as usize);
+            .filter(|r| r.0 as usize + range_shift == i)
+            .map(|r| r.1 as usize + range_shift);
         // A node listed whole: one whole cover for it and everything below it.
         if let Some(c) = st.whole_of(av.v)
             && declined != Some(c)
         {
             let window = (at, dur);
             let listing = Listing {
-                vertices: &alloc.vertices,
+                vertices: alloc.entries(),
                 first: i,
                 listed_whole,
             };
             match whole_listing(g, tree, st, ranks, &listing, c, window, seen) {
                 Some(end) => {
                     // What the node adds to its parent's sums, as its records would.
-                    let dn = alloc.vertices[end].depth as usize;
+                    let dn = alloc.entries()[end].depth as usize;
                     if below.len() < dn + 2 {
                         below.resize_with(dn + 2, Vec::new);
                     }
@@ -256,14 +300,14 @@ fn commit_inner(
                     }
                     st.hold_whole(c, at, dur, spans)?;
                     memo.clear();
+                    let entries = alloc.entries_mut();
                     if listed_whole == Some(end) {
                         // In the tree's order: the inner vertices are where the shape says.
                         for &k in inner_at.iter() {
-                            after(st, alloc.vertices[i + k as usize].v);
+                            after(st, entries[i + k as usize].v);
                         }
                     } else {
-                        for k in i..=end {
-                            let v = alloc.vertices[k].v;
+                        for v in entries[i..=end].iter().map(|av| av.v) {
                             // (A leaf keeps no calendar of its own for `after` to read.)
                             if st.inner_index(v).is_some() {
                                 after(st, v);
@@ -272,8 +316,8 @@ fn commit_inner(
                     }
                     if skew > 0 || kept != i {
                         for k in i..=end {
-                            let av = alloc.vertices[k];
-                            alloc.vertices[kept + k - i] = AllocVertex {
+                            let av = entries[k];
+                            entries[kept + k - i] = AllocVertex {
                                 depth: av.depth + skew,
                                 ..av
                             };
@@ -296,7 +340,8 @@ fn commit_inner(
             let free = st.leaf_units_free(av.v, size, at, dur, memo) >= av.needs;
             after(st, av.v);
             if !free {
-                leave_out(g, &av, (at, dur), lenient, (kept, &mut skew), refused)?;
+                let place = kept + kept_below;
+                leave_out(g, &av, (at, dur), lenient, (place, &mut skew), refused)?;
                 below[d + 1].clear();
                 continue;
             }
@@ -318,7 +363,7 @@ fn commit_inner(
                 add(&mut up[d], t, n);
             }
             this[0].clear();
-            alloc.vertices[kept] = AllocVertex {
+            alloc.entries_mut()[kept] = AllocVertex {
                 depth: av.depth + skew,
                 ..av
             };
@@ -335,7 +380,8 @@ fn commit_inner(
         let ok = record_vertex(g, st, &av, &dfu, at, dur, spans)?;
         after(st, av.v);
         if !ok {
-            leave_out(g, &av, (at, dur), lenient, (kept, &mut skew), refused)?;
+            let place = kept + kept_below;
+            leave_out(g, &av, (at, dur), lenient, (place, &mut skew), refused)?;
             dfu.clear();
             below[d + 1] = dfu;
             continue;
@@ -350,14 +396,14 @@ fn commit_inner(
         }
         dfu.clear();
         below[d + 1] = dfu;
-        alloc.vertices[kept] = AllocVertex {
+        alloc.entries_mut()[kept] = AllocVertex {
             depth: av.depth + skew,
             ..av
         };
         kept += 1;
     }
     flush_leaves(st, pending, None, at, dur, g, spans)?;
-    alloc.vertices.truncate(kept);
+    alloc.truncate_entries(kept);
     Ok(())
 }
 

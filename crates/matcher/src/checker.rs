@@ -30,8 +30,8 @@ pub fn check(g: &ResourceGraph, allocs: &[(u64, &Allocation)]) -> Vec<Violation>
     let mut out = Vec::new();
     let mut by_vertex: HashMap<u32, Vec<(usize, i64, bool)>> = HashMap::new();
     for (i, (job, a)) in allocs.iter().enumerate() {
-        let mine: std::collections::HashSet<u32> = a.vertices.iter().map(|v| v.v.0).collect();
-        for av in &a.vertices {
+        let mine: std::collections::HashSet<u32> = a.iter().map(|v| v.v.0).collect();
+        for av in a.iter() {
             if let Some(p) = g.parent(av.v)
                 && !mine.contains(&p.0)
             {
@@ -98,28 +98,12 @@ mod tests {
             exclusive: excl,
             depth: 0,
         };
-        let a = Allocation {
-            vertices: vec![av(n, true), av(c, false)],
-            at: 0,
-            duration: 10,
-        };
-        let b2 = Allocation {
-            vertices: vec![av(n, false), av(c, false)],
-            at: 5,
-            duration: 10,
-        };
-        let later = Allocation {
-            vertices: vec![av(n, true), av(c, false)],
-            at: 10,
-            duration: 10,
-        };
+        let a = Allocation::new(vec![av(n, true), av(c, false)], 0, 10);
+        let b2 = Allocation::new(vec![av(n, false), av(c, false)], 5, 10);
+        let later = Allocation::new(vec![av(n, true), av(c, false)], 10, 10);
         assert_eq!(check(&g, &[(1, &a), (2, &b2)]).len(), 1);
         assert!(check(&g, &[(1, &a), (3, &later)]).is_empty());
-        let orphan = Allocation {
-            vertices: vec![av(n, true)],
-            at: 0,
-            duration: 1,
-        };
+        let orphan = Allocation::new(vec![av(n, true)], 0, 1);
         assert_eq!(check(&g, &[(4, &orphan)]).len(), 1);
     }
 }

@@ -318,7 +318,7 @@ impl Matcher {
         let mut held: HashMap<u32, Held> = HashMap::new();
         let orphans = self.orphans.iter().map(|(id, job)| (id, job));
         for (&id, job) in self.jobs.iter().chain(orphans) {
-            for av in &job.alloc.vertices {
+            for av in &job.alloc {
                 let h = held.entry(av.v.0).or_default();
                 h.tags.push(id);
                 if av.exclusive {

@@ -84,21 +84,13 @@ impl Matcher {
             // An R made under another dominant subsystem: Fluxion's update walk does not
             // start (the root's in-edge carries another walk's sequence number,
             // `traversers/dfu_impl_update.cpp:928`); see `record_given_holds`.
-            return Ok(Allocation {
-                vertices: Vec::new(),
-                at,
-                duration,
-            });
+            return Ok(Allocation::window(at, duration));
         }
         walk.visit(root, 0);
         if !walk.out.iter().any(|a| a.exclusive) {
             return Err(GivenError::NothingExclusive);
         }
-        Ok(Allocation {
-            vertices: walk.out,
-            at,
-            duration,
-        })
+        Ok(Allocation::new(walk.out, at, duration))
     }
 
     /// Records a [`Matcher::given_allocation`] for job `jobid`: allocated if it starts at
@@ -123,10 +115,7 @@ impl Matcher {
         if self.jobs.contains_key(&jobid) {
             return Err(MatchError::DuplicateJob(jobid));
         }
-        debug_assert!(
-            alloc.vertices.is_empty(),
-            "a walk's allocation has its own record"
-        );
+        debug_assert!(alloc.is_empty(), "a walk's allocation has its own record");
         let mut spans = Vec::new();
         for gv in given.iter().filter(|gv| gv.exclusive) {
             let size = self.graph.size(gv.v);
@@ -215,7 +204,7 @@ mod tests {
 
     fn given_of(a: &Allocation) -> Vec<GivenVertex> {
         // An R lists parents first; the walk must not depend on the order given.
-        a.vertices
+        a.vertices()
             .iter()
             .rev()
             .map(|av| GivenVertex {
@@ -302,7 +291,7 @@ mod tests {
         let held: Vec<VertexId> = given.iter().filter(|g| g.exclusive).map(|g| g.v).collect();
         assert!(!held.is_empty());
         let alloc = m.given_allocation(&given, 0, 60).expect("given");
-        assert!(alloc.vertices.is_empty(), "{alloc:?}");
+        assert!(alloc.is_empty(), "{alloc:?}");
         let placed = m.record_given_holds(1, &given, alloc.clone());
         assert_eq!(placed, Ok(Placement::Allocated { at: 0 }));
         assert_eq!(

@@ -57,11 +57,7 @@ impl Matcher {
             });
             cur = p;
         }
-        let alloc = Allocation {
-            vertices,
-            at,
-            duration,
-        };
+        let alloc = Allocation::new(vertices, at, duration);
         self.record(id, JobState::Allocated, alloc).map(|_| ())
     }
 }
@@ -85,7 +81,7 @@ mod tests {
         else {
             panic!("the free node should be allocated");
         };
-        assert!(a.vertices.iter().all(|v| v.v != node0));
+        assert!(a.iter().all(|v| v.v != node0));
         // Both nodes: reserved at the hold's end... after job 1 (ends at 60) and the hold.
         let outcome = m
             .run(MatchOp::AllocateOrElseReserve, &nodes(2), 2, 0)

@@ -443,12 +443,8 @@ impl Matcher {
     /// A copy of job `jobid`'s allocation.
     pub fn copy_allocation(&mut self, jobid: u64) -> Option<Allocation> {
         let job = self.jobs.get(&jobid)?;
-        let mut vertices = self.spares.vertex_list(job.alloc.vertices.len());
-        vertices.extend_from_slice(&job.alloc.vertices);
-        Some(Allocation {
-            vertices,
-            ..job.alloc
-        })
+        let entries = self.spares.vertex_list(job.alloc.entries().len());
+        Some(job.alloc.copy_into(entries))
     }
 
     /// The vertices the last recorded match left out because their calendars refused them
@@ -476,7 +472,7 @@ impl Matcher {
     /// Hands back an allocation the caller is done with (one [`Matcher::run`] returned),
     /// so that its memory serves a later match instead of being freed and taken again.
     pub fn recycle(&mut self, alloc: Allocation) {
-        self.spares.give_back(alloc.vertices);
+        self.spares.give_back(alloc.into_entries());
     }
 
     /// The job `jobid`, if the matcher holds resources for it.

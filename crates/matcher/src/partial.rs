@@ -108,7 +108,6 @@ impl Matcher {
         self.uncover_job(jobid)?;
         let held: Vec<VertexId> = self.job(jobid).map_or_else(Vec::new, |j| {
             j.alloc
-                .vertices
                 .iter()
                 .filter(|av| subtree.contains(&av.v.0))
                 .map(|av| av.v)
@@ -142,7 +141,7 @@ impl Matcher {
 
     fn holds(&self, jobid: u64, v: VertexId) -> bool {
         self.job(jobid)
-            .is_some_and(|j| j.alloc.vertices.iter().any(|av| av.v == v))
+            .is_some_and(|j| j.alloc.iter().any(|av| av.v == v))
     }
 
     /// Removes every record of `v` from job `jobid`, counting what it held exclusively.
@@ -158,10 +157,10 @@ impl Matcher {
             return Err(MatchError::NoSuchJob(jobid));
         };
         job.partial = true;
-        let Some(pos) = job.alloc.vertices.iter().position(|av| av.v == v) else {
+        let Some(pos) = job.alloc.iter().position(|av| av.v == v) else {
             return Ok(());
         };
-        let av = job.alloc.vertices.remove(pos);
+        let av = job.alloc.vertices_mut().remove(pos);
         let mut kept = Vec::with_capacity(job.spans.len());
         let mut result = Ok(());
         for &s in &job.spans {
@@ -276,7 +275,7 @@ impl Matcher {
         else {
             return Ok(());
         };
-        if !job.alloc.vertices.iter().any(|av| av.v == v) {
+        if !job.alloc.iter().any(|av| av.v == v) {
             return Ok(());
         }
         let mut left = planned;
@@ -304,7 +303,7 @@ impl Matcher {
         if left.iter().all(|&n| n == 0) {
             self.state.remove(old)?;
             job.spans.remove(si);
-            job.alloc.vertices.retain(|av| av.v != v);
+            job.alloc.vertices_mut().retain(|av| av.v != v);
         } else {
             job.spans[si] = self.state.replace_aggregate(old, &left)?;
         }

@@ -50,7 +50,7 @@ impl Matcher {
         *self.times.entry(at).or_default() += 1;
         *self.times.entry(end_of(&alloc)).or_default() += 1;
         let mut partial = false;
-        self.last_recorded = alloc.vertices.len();
+        self.last_recorded = alloc.len();
         if self.jobs.contains_key(&jobid) {
             // Its records are kept or dropped vertex by vertex below.
             self.uncover_job(jobid)?;
@@ -59,18 +59,16 @@ impl Matcher {
             // The same id matched again (Fluxion keeps per-vertex records by job id): the
             // job holds both; where both hold a vertex the new records replace the old ones
             // in its books, and the old ones stay taken for good.
-            let new_vertices: HashSet<u32> = alloc.vertices.iter().map(|av| av.v.0).collect();
+            let new_vertices: HashSet<u32> = alloc.iter().map(|av| av.v.0).collect();
             for &s in &old.spans {
                 if !new_vertices.contains(&self.state.span_vertex(s).0) {
                     spans.push(s);
                 }
             }
-            alloc.vertices.extend(
+            alloc.vertices_mut().extend(
                 old.alloc
-                    .vertices
                     .iter()
-                    .filter(|av| !new_vertices.contains(&av.v.0))
-                    .copied(),
+                    .filter(|av| !new_vertices.contains(&av.v.0)),
             );
             partial = true;
         }
@@ -137,7 +135,7 @@ impl Matcher {
     /// Removes job `jobid`'s allocation or reservation, restoring the calendars exactly.
     pub fn cancel(&mut self, jobid: u64) -> Result<(), MatchError> {
         let alloc = self.take(jobid)?;
-        self.spares.give_back(alloc.vertices);
+        self.spares.give_back(alloc.into_entries());
         Ok(())
     }
 
@@ -177,7 +175,7 @@ impl Matcher {
     /// The vertices of `job` its cancel walk reaches: from the root, through vertices the
     /// job holds (none when it does not hold the root).
     fn reachable(&self, job: &JobRecord) -> HashSet<u32> {
-        let held: HashSet<u32> = job.alloc.vertices.iter().map(|av| av.v.0).collect();
+        let held: HashSet<u32> = job.alloc.iter().map(|av| av.v.0).collect();
         let mut out = HashSet::new();
         let root = self.tree().root();
         if !held.contains(&root.0) {
@@ -200,7 +198,7 @@ impl Matcher {
     pub fn cancel_counts(&self, jobid: u64) -> Option<(u64, u64)> {
         let job = self.jobs.get(&jobid)?;
         let root = self.tree().root();
-        if !job.alloc.vertices.iter().any(|av| av.v == root) {
+        if !job.alloc.iter().any(|av| av.v == root) {
             return Some((0, 0));
         }
         if job.partial || self.tree().is_dag() {
@@ -213,10 +211,9 @@ impl Matcher {
             }
             return Some((entered.len() as u64, reach.len() as u64));
         }
-        let held = job.alloc.vertices.len() as u64;
+        let held = job.alloc.len() as u64;
         let visited: u64 = job
             .alloc
-            .vertices
             .iter()
             .map(|av| self.tree().children(av.v).len() as u64)
             .sum();

@@ -82,7 +82,7 @@ impl Matcher {
             for &jobid in &holders {
                 let holds_here = self
                     .job(jobid)
-                    .is_some_and(|j| j.alloc.vertices.iter().any(|av| here.contains(&av.v.0)));
+                    .is_some_and(|j| j.alloc.iter().any(|av| here.contains(&av.v.0)));
                 if holds_here {
                     self.partial_cancel_within(jobid, here, *root)?;
                 }
@@ -114,7 +114,6 @@ impl Matcher {
             };
             let held: BTreeSet<i64> = job
                 .alloc
-                .vertices
                 .iter()
                 .filter(|av| gone.contains(&av.v.0))
                 .map(|av| self.graph.rank(av.v))
@@ -127,7 +126,7 @@ impl Matcher {
     /// The jobs holding some of `vertices`.
     fn holders(&self, vertices: &BTreeSet<u32>) -> Vec<u64> {
         self.jobs()
-            .filter(|(_, j)| j.alloc.vertices.iter().any(|av| vertices.contains(&av.v.0)))
+            .filter(|(_, j)| j.alloc.iter().any(|av| vertices.contains(&av.v.0)))
             .map(|(id, _)| id)
             .collect()
     }

@@ -35,7 +35,6 @@ impl StoredAllocation {
     pub fn from_allocation(graph: &ResourceGraph, alloc: &Allocation) -> StoredAllocation {
         StoredAllocation {
             vertices: alloc
-                .vertices
                 .iter()
                 .map(|a| StoredVertex {
                     path: graph.path(a.v),
@@ -66,11 +65,7 @@ impl StoredAllocation {
                 })
             })
             .collect::<Result<Vec<_>, MatchError>>()?;
-        Ok(Allocation {
-            vertices,
-            at: self.at,
-            duration: self.duration,
-        })
+        Ok(Allocation::new(vertices, self.at, self.duration))
     }
 }
 
@@ -97,11 +92,7 @@ impl Matcher {
         if self.jobs.contains_key(&jobid) {
             return Err(MatchError::DuplicateJob(jobid));
         }
-        if let Some(bad) = alloc
-            .vertices
-            .iter()
-            .find(|a| a.v.index() >= self.graph.len())
-        {
+        if let Some(bad) = alloc.iter().find(|a| a.v.index() >= self.graph.len()) {
             return Err(MatchError::BadRequest(format!(
                 "vertex {} is not in the graph",
                 bad.v.0

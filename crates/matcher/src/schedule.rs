@@ -201,7 +201,7 @@ impl Matcher {
             whole.push(node);
         }
         let mut ranges = std::mem::take(&mut self.commit_scratch.whole_ranges);
-        let vertices = crate::update::emission(
+        let mut alloc = crate::update::emission(
             &self.graph,
             crate::tree_of(&self.graph, &self.subtree),
             &self.marks,
@@ -209,8 +209,9 @@ impl Matcher {
             self.last_recorded,
             &mut self.state,
             &mut ranges,
+            (at, dur),
         );
-        if vertices.is_empty() {
+        if alloc.is_empty() {
             // Nothing taken exclusively: the update fails, leaving the select's errno — which
             // the vertices a best-first walk skipped may have set: walk again visiting all.
             // (Only for the first select: a reservation search's errno also depends on the
@@ -222,21 +223,16 @@ impl Matcher {
             }
             return Ok(self.no_match());
         }
-        let mut alloc = Allocation {
-            vertices,
-            at,
-            duration: dur,
-        };
         if !op.records() {
             if let Some(order) = self.order.as_mut().filter(|_| fluxion) {
                 let tree = crate::tree_of(&self.graph, &self.subtree);
-                for av in &alloc.vertices {
+                for av in &alloc {
                     let scratch = self.walk_scratch.as_mut();
                     crate::learn_weight(tree, &self.state, order, scratch, av.v, now);
                 }
             }
             if fluxion && self.level_drift > 0 {
-                for av in &mut alloc.vertices {
+                for av in alloc.vertices_mut() {
                     av.depth += self.level_drift;
                 }
             }
@@ -260,7 +256,7 @@ impl Matcher {
             self.errno = Errno::Busy;
             return Ok(self.no_match());
         }
-        let listed = alloc.vertices.len();
+        let listed = alloc.len();
         let (held_at, held_for) = (alloc.at, alloc.duration);
         // For the commit of exactly this list (it takes them back).
         self.commit_scratch.whole_ranges = ranges;
@@ -270,7 +266,7 @@ impl Matcher {
             // Fluxion's walk level is not restored at a vertex whose calendar refused it,
             // and the level is the writers' indentation from then on, in every later walk.
             if self.level_drift > 0 {
-                for av in &mut job.alloc.vertices[..taken] {
+                for av in &mut job.alloc.vertices_mut()[..taken] {
                     av.depth += self.level_drift;
                 }
             }
@@ -282,15 +278,14 @@ impl Matcher {
             .jobs
             .get(&jobid)
             .filter(|_| fluxion)
-            .map(|j| Allocation {
-                vertices: j.alloc.vertices[..taken].to_vec(),
-                ..j.alloc
+            .map(|j| {
+                Allocation::new(
+                    j.alloc.vertices()[..taken].to_vec(),
+                    j.alloc.at,
+                    j.alloc.duration,
+                )
             })
-            .unwrap_or(Allocation {
-                vertices: Vec::new(),
-                at: held_at,
-                duration: held_for,
-            });
+            .unwrap_or(Allocation::window(held_at, held_for));
         Ok(match placed {
             Placement::Reserved { at } => QueryOutcome::Reserved(at, held),
             _ => QueryOutcome::Allocated(at, held),
@@ -534,6 +529,7 @@ impl Matcher {
             0,
             &mut self.state,
             &mut Vec::new(),
+            (0, dur),
         );
         Ok(!listed.is_empty())
     }
@@ -541,7 +537,6 @@ impl Matcher {
     /// Whether no job touches a vertex `alloc` takes exclusively, over its window.
     fn takes_only_free(&self, alloc: &Allocation) -> bool {
         alloc
-            .vertices
             .iter()
             .all(|av| !av.exclusive || self.state.untouched(av.v, alloc.at, alloc.duration))
     }

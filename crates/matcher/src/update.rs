@@ -8,11 +8,13 @@
 //! marked or not, all its units, exclusively. Slot membership alone does not take a subtree
 //! whole: `slot → node[1]` takes the node, not what is in it.
 
+use std::sync::Arc;
+
 use shardsched_resource::{ResourceGraph, Sym, VertexId};
 
-use crate::alloc::AllocVertex;
+use crate::alloc::{AllocVertex, Allocation};
 use crate::dfu::{Marks, Tree};
-use crate::state::{SchedState, WholeListing, copy_listing};
+use crate::state::{SchedState, WholeListing};
 
 /// Lists what the last select's marks take (see the module doc); `whole_types` are the
 /// types taken with their whole subtree. Empty when nothing would be taken exclusively (the
@@ -21,7 +23,9 @@ use crate::state::{SchedState, WholeListing, copy_listing};
 /// marks then say ([`expected_len`]), so that the list is allocated once. `ranges` gets
 /// the first and last index of each subtree listed whole (its top vertex last, the rest in
 /// the tree's order, children before parents), for the commit (`alloc::commit_noting`). A
-/// node taken whole is listed from `st`'s copy of its first listing (`state::listing`).
+/// node taken whole whose first listing `st` keeps (`state::listing`) is one entry that
+/// refers to it (`alloc::allocation`). The allocation is over `[at, at + duration)`.
+#[allow(clippy::too_many_arguments)]
 pub fn emission(
     g: &ResourceGraph,
     tree: &dyn Tree,
@@ -30,15 +34,17 @@ pub fn emission(
     expected: usize,
     st: &mut SchedState,
     ranges: &mut Vec<(u32, u32)>,
-) -> Vec<AllocVertex> {
+    (at, duration): (i64, u64),
+) -> Allocation {
     ranges.clear();
     let root = tree.root();
     let whole = |v: VertexId| whole_types.contains(&g.kind(v));
-    let mut out = Vec::with_capacity(if tree.is_dag() || whole_types.is_empty() {
+    let n = if tree.is_dag() || whole_types.is_empty() {
         expected
     } else {
         expected_len(tree, marks, &whole, st, root)
-    });
+    };
+    let mut out = Allocation::with_capacity(n, at, duration);
     let mut walk = Emit {
         g,
         tree,
@@ -56,15 +62,15 @@ pub fn emission(
     };
     let n = walk.visit(root, marks.root.needs, marks.root.excl, false, 0);
     if n == 0 {
-        out.clear();
+        out = Allocation::window(at, duration);
         ranges.clear();
     }
     out
 }
 
 /// How many vertices [`emission`] lists below and at `u` in a tree, about: each marked
-/// vertex once, and a vertex taken whole as many as its kept listing holds (before its first
-/// listing, as many as the layout kept last). Why: a list grown as it fills is copied at
+/// vertex once, and a vertex taken whole once when its listing is kept (before its first
+/// listing, as many as the layout kept last holds). Why: a list grown as it fills is copied at
 /// each doubling, and a conservative replay's whole-node reservations spent 7 % of their
 /// instructions in those copies (callgrind).
 fn expected_len(
@@ -92,8 +98,8 @@ struct Emit<'a, F: Fn(VertexId) -> bool> {
     whole: &'a F,
     /// Where whole nodes' listings are kept.
     st: &'a mut SchedState,
-    out: &'a mut Vec<AllocVertex>,
-    /// Subtrees listed whole: first and last index in `out`.
+    out: &'a mut Allocation,
+    /// Subtrees listed whole: first and last index in `out`'s entries.
     ranges: &'a mut Vec<(u32, u32)>,
     /// Visited vertices, in a graph where vertices share parents (Fluxion's colors).
     seen: Vec<bool>,
@@ -111,30 +117,33 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
         let dag = !self.seen.is_empty();
         if whole && !dag {
             // Everything below is taken whole: no marks, no types to ask about.
-            let first = self.out.len();
+            let first = self.out.entries().len();
             let needs = i64::try_from(needs).unwrap_or(i64::MAX);
             let n = match self.st.whole_listing_of(u) {
-                WholeListing::Kept(entries) => {
-                    copy_listing(self.out, entries, needs, depth);
-                    let n = entries.len() as u64;
+                WholeListing::Kept(below, top) => {
+                    let node = AllocVertex {
+                        needs,
+                        depth,
+                        ..top
+                    };
+                    let below = Arc::clone(below);
                     if cfg!(debug_assertions) {
-                        // The copy is what the walk lists.
-                        let copied = self.out.len();
-                        self.visit_whole(u, needs, depth);
-                        debug_assert_eq!(self.out[first..copied], self.out[copied..]);
-                        self.out.truncate(copied);
+                        self.check_kept(u, &below, node, top.depth);
                     }
-                    n
+                    let n = below.len() as u64 + 1;
+                    self.out.push_whole(node, below, top.depth);
+                    // (Not a range: the commit knows the entry from the allocation.)
+                    return n;
                 }
                 WholeListing::Learn(c) => {
                     let n = self.visit_whole(u, needs, depth);
-                    self.st
-                        .learn_whole_listing(self.g, c, &self.out[first..], depth);
+                    let listed = &self.out.entries()[first..];
+                    self.st.learn_whole_listing(self.g, c, listed, depth);
                     n
                 }
                 WholeListing::Walk => self.visit_whole(u, needs, depth),
             };
-            let last = self.out.len() - 1;
+            let last = self.out.entries().len() - 1;
             if let (Ok(first), Ok(last)) = (u32::try_from(first), u32::try_from(last)) {
                 self.ranges.push((first, last));
             }
@@ -172,6 +181,29 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
         n
     }
 
+    /// Checks that a kept listing of `u` (`below` as listed at `learned_at`, then `node`)
+    /// stands for what the walk lists.
+    fn check_kept(
+        &mut self,
+        u: VertexId,
+        below: &[AllocVertex],
+        node: AllocVertex,
+        learned_at: u32,
+    ) {
+        let first = self.out.entries().len();
+        self.visit_whole(u, node.needs, node.depth);
+        let walked = &self.out.entries()[first..];
+        debug_assert_eq!(walked.last(), Some(&node));
+        debug_assert_eq!(walked.len(), below.len() + 1);
+        debug_assert!(walked.iter().zip(below).all(|(w, k)| {
+            *w == AllocVertex {
+                depth: k.depth.wrapping_sub(learned_at).wrapping_add(node.depth),
+                ..*k
+            }
+        }));
+        self.out.entries_mut().truncate(first);
+    }
+
     /// [`Emit::visit`] of a vertex taken whole, in a tree: `u` (`needs` of its units) and
     /// everything below it, all their units, exclusively, children before parents.
     ///
@@ -180,7 +212,7 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
     /// makes for each of its nodes on a cluster it has not used yet, was a recursive call
     /// and a child-list lookup per vertex, 85 instructions a vertex.
     fn visit_whole(&mut self, u: VertexId, needs: i64, depth: u32) -> u64 {
-        let first = self.out.len();
+        let first = self.out.entries().len();
         let (start, list) = self.tree.child_lists();
         let children = |v: u32| start[v as usize] as usize..start[v as usize + 1] as usize;
         // Each entered vertex: its units, and its children not listed yet.
@@ -207,7 +239,7 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
             }
         }
         self.stack = stack;
-        (self.out.len() - first) as u64
+        (self.out.entries().len() - first) as u64
     }
 }
 

@@ -24,7 +24,6 @@ fn a_whole_node_holds_every_vertex_and_blocks_everything_below() {
     let alloc = m.job(1).unwrap().alloc.clone();
     let g = &m.graph;
     let node = alloc
-        .vertices
         .iter()
         .find(|av| g.kind_str(av.v) == "node")
         .unwrap()
@@ -32,7 +31,7 @@ fn a_whole_node_holds_every_vertex_and_blocks_everything_below() {
     let below = subtree(g, node);
     // The allocation lists the whole node, every vertex exclusively with all its units.
     for &d in &below {
-        let av = alloc.vertices.iter().find(|av| av.v == d).unwrap();
+        let av = alloc.iter().find(|av| av.v == d).unwrap();
         assert!(av.exclusive && av.needs == g.size(d), "{}", g.path(d));
     }
     // The calendars: the node and everything below it hold the job and all their units.
@@ -103,7 +102,6 @@ fn committing_expanded_allocations_matches_a_plain_commit() {
                 .iter()
                 .map(|&t| {
                     j.alloc
-                        .vertices
                         .iter()
                         .filter(|av| av.exclusive && av.v != root && m.graph.kind(av.v) == t)
                         .map(|av| m.graph.size(av.v))
@@ -156,7 +154,7 @@ fn leaves_of_whole_nodes_are_covered_and_answer_as_their_own_holds_would() {
         // Leaf holds only where a job holds some, not all, of a vertex's leaves.
         let leaves_held: usize = m
             .jobs()
-            .flat_map(|(_, j)| &j.alloc.vertices)
+            .flat_map(|(_, j)| &j.alloc)
             .filter(|av| g.children(av.v).is_empty())
             .count();
         assert!(
@@ -311,7 +309,6 @@ fn whole_covers_survive_restores_and_partial_cancels() {
             .job(2)
             .unwrap()
             .alloc
-            .vertices
             .iter()
             .find(|av| m.graph.kind_str(av.v) == "node")
             .unwrap()
@@ -341,7 +338,7 @@ fn nodes_taken_whole_again_are_listed_as_the_first_time() {
         for id in 1..=3 {
             m.place(MatchOp::Allocate, &spec(Some(4), None, 100), id, 0)
                 .unwrap();
-            let listed = m.job(id).unwrap().alloc.vertices.clone();
+            let listed = m.job(id).unwrap().alloc.vertices().into_owned();
             let first = first.get_or_insert_with(|| listed.clone());
             assert_eq!(&listed, first, "{policy}: job {id}");
             m.cancel(id).unwrap();
@@ -352,7 +349,7 @@ fn nodes_taken_whole_again_are_listed_as_the_first_time() {
             .place(MatchOp::Allocate, &spec(Some(4), None, 100), 9, 0)
             .unwrap();
         assert_eq!(
-            Some(&fresh.job(9).unwrap().alloc.vertices),
+            Some(&fresh.job(9).unwrap().alloc.vertices().into_owned()),
             first.as_ref(),
             "{policy}"
         );
@@ -370,8 +367,8 @@ fn nodes_taken_whole_again_are_listed_as_the_first_time() {
             .unwrap();
         for id in [10, 11] {
             assert_eq!(
-                m.job(id).unwrap().alloc.vertices,
-                fresh.job(id).unwrap().alloc.vertices,
+                m.job(id).unwrap().alloc.vertices(),
+                fresh.job(id).unwrap().alloc.vertices(),
                 "{policy}: job {id}"
             );
         }

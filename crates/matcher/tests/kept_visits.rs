@@ -19,7 +19,6 @@ fn one_node(duration: u64) -> Jobspec {
 fn node_of(m: &Matcher, id: u64) -> VertexId {
     let alloc = &m.job(id).unwrap().alloc;
     alloc
-        .vertices
         .iter()
         .find(|av| m.graph.kind_str(av.v) == "node")
         .unwrap()

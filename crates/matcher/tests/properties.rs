@@ -534,7 +534,10 @@ fn oracles_catch_double_booking_and_leaked_spans() {
     // A leaked span: a shared use of the same vertices committed behind the matcher's back.
     let mut leaky = m.clone();
     let mut shared = a.clone();
-    shared.vertices.iter_mut().for_each(|v| v.exclusive = false);
+    shared
+        .vertices_mut()
+        .iter_mut()
+        .for_each(|v| v.exclusive = false);
     leaky.cancel(1).unwrap();
     let mut state = leaky.state.clone();
     leaky.commit_into(&mut state, &shared).unwrap();

@@ -301,7 +301,7 @@ impl RootAgg {
             && below.len() == self.types.len()
         {
             held = below;
-            if let Some(top) = alloc.vertices.last()
+            if let Some(top) = alloc.last()
                 && top.v == self.root
                 && top.exclusive
                 && let Some(i) = self.types.iter().position(|&t| t == m.graph.kind(top.v))
@@ -310,7 +310,7 @@ impl RootAgg {
             }
             return held;
         }
-        for av in alloc.vertices.iter().filter(|av| av.exclusive) {
+        for av in alloc.iter().filter(|av| av.exclusive) {
             let kind = m.graph.kind(av.v);
             if let Some(i) = self.types.iter().position(|&t| t == kind) {
                 held[i] += av.needs;

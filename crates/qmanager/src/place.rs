@@ -166,11 +166,7 @@ impl QueueManager {
             self.matcher.copy_allocation(id).ok_or_else(held)?
         } else {
             let a = &self.matcher.job(id).ok_or_else(held)?.alloc;
-            Allocation {
-                vertices: Vec::new(),
-                at: a.at,
-                duration: a.duration,
-            }
+            Allocation::window(a.at, a.duration)
         };
         let job = self.jobs.get_mut(&id).ok_or(QueueError::NoSuchJob(id))?;
         let end = end_of(&alloc);

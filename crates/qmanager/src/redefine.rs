@@ -69,9 +69,11 @@ impl QueueManager {
         }
         let gone = subtrees(&self.matcher, roots)?;
         let reserved: BTreeSet<JobId> = self.reservations.by_start().map(|(_, id)| id).collect();
-        if let Some((id, _)) = self.matcher.jobs().find(|(id, j)| {
-            !reserved.contains(id) && j.alloc.vertices.iter().any(|a| gone.contains(&a.v))
-        }) {
+        if let Some((id, _)) = self
+            .matcher
+            .jobs()
+            .find(|(id, j)| !reserved.contains(id) && j.alloc.iter().any(|a| gone.contains(&a.v)))
+        {
             return Err(QueueError::InUse(id));
         }
         self.drop_reservations()?;

@@ -137,7 +137,7 @@ impl Session {
                 .matcher
                 .given_allocation(&given, at, dur)
                 .map_err(|e| self.given_error(e))?;
-            let recorded = if alloc.vertices.is_empty() {
+            let recorded = if alloc.is_empty() {
                 // An R from another dominant subsystem: only the reader's holds.
                 self.matcher
                     .record_given_holds(jobid, &given, alloc.clone())

@@ -48,12 +48,10 @@ fn a_commit_reads_each_cover_group_once() {
         let mut alloc = m.job(1).unwrap().alloc.clone();
         alloc.at = at;
         let leaves = alloc
-            .vertices
             .iter()
             .filter(|av| m.state.cover_group(av.v).is_some())
             .count() as u64;
         let groups: std::collections::BTreeSet<u32> = alloc
-            .vertices
             .iter()
             .filter_map(|av| m.state.cover_group(av.v))
             .collect();

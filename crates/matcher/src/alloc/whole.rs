@@ -48,6 +48,32 @@ pub(super) fn whole_listing(
     (st.whole_shape(g, tree, ranks, c)?.vertices as usize == end + 1 - i).then_some(end)
 }
 
+/// Whether one whole cover can record `node`, the entry of a node taken whole that stands
+/// for its kept listing `below` (`alloc::allocation`): the whole it is the node
+/// of, if the node is taken exclusively with all its units, nothing else is recorded in the
+/// whole over the window, and the listing is the whole's every vertex. (What the listing
+/// holds is the walk's own listing of the node: `state::listing`.)
+pub(super) fn kept_whole(
+    g: &ResourceGraph,
+    tree: &dyn Tree,
+    st: &mut SchedState,
+    ranks: &dyn PruneRank,
+    node: AllocVertex,
+    below: &[AllocVertex],
+    (at, dur): (i64, u64),
+) -> Option<u32> {
+    let c = st.whole_of(node.v)?;
+    debug_assert!(below.iter().all(|av| st.whole_of(av.v) == Some(c)));
+    if st.whole_vertex(c) != node.v
+        || !node.exclusive
+        || node.needs != g.size(node.v)
+        || !st.whole_free(c, at, dur)
+    {
+        return None;
+    }
+    (st.whole_shape(g, tree, ranks, c)?.vertices as usize == below.len() + 1).then_some(c)
+}
+
 /// Where the node's own entry is in a listing of whole `c` listed vertex by vertex from
 /// `listing.first`: each of the whole's vertices once before it, exclusively with all its
 /// units.

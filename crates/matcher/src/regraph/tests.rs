@@ -34,8 +34,7 @@ fn allocate(m: &mut Matcher, n: u64, jobid: u64) -> Option<crate::Allocation> {
 
 fn node_names(m: &Matcher, a: &crate::Allocation) -> Vec<String> {
     let node = m.graph.sym("node").expect("node type");
-    a.vertices
-        .iter()
+    a.iter()
         .filter(|av| m.graph.kind(av.v) == node)
         .map(|av| m.graph.name(av.v).to_string())
         .collect()

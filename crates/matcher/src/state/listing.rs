@@ -8,21 +8,21 @@
 //! 5,000-job replay's samples, before this), where the same nodes are reserved again and
 //! again. What such a listing holds depends on the graph and the walk's tree alone: the same
 //! vertices, sizes and depths every time. So the first listing of each whole is kept, entry
-//! for entry as the walk listed it (24 bytes a vertex, in one list for all wholes), and
-//! later listings copy it: one `memcpy` where the node is at the depth it was learned at (in
-//! a tree, always). Its *layout* (units, depths less the node's), which nodes alike share,
-//! is kept once per distinct layout: it bounds how many kinds of whole are kept
-//! ([`WHOLE_LAYOUTS_MAX`]) and sizes lists before a whole's first listing.
+//! for entry as the walk listed it (24 bytes a vertex), shared, and an allocation refers to
+//! it instead of copying it (`alloc::allocation`: copying it into every reservation was
+//! 15 % of the 5,000-job replay's time). Its *layout* (units, depths less the node's), which
+//! nodes alike share, is kept once per distinct layout: it bounds how many kinds of whole
+//! are kept ([`WHOLE_LAYOUTS_MAX`]) and sizes lists before a whole's first listing.
 //!
 //! Entries are kept per whole, not as offsets from the node's: generated graphs number
 //! vertices level by level, so a node's cores are not at the same distance from it as the
-//! next node's are from that one. They were kept as ids alone with the shared layout (4
-//! bytes a vertex) until the 1,000-job conservative replay showed the copy that put them
-//! back together at 14 instructions an entry, a tenth of the run.
+//! next node's are from that one.
 //!
-//! Whole `c`'s listing is learned from the walk's own output, so a copy is what the walk
-//! lists by construction; the state that keeps it is made again whenever the graph or the
-//! walk's tree changes (`regraph.rs`, `set_dominant_subsystem`).
+//! Whole `c`'s listing is learned from the walk's own output, so what an allocation refers
+//! to is what the walk lists by construction; the state that keeps it is made again
+//! whenever the graph or the walk's tree changes (`regraph.rs`, `set_dominant_subsystem`).
+
+use std::sync::Arc;
 
 use shardsched_resource::{ResourceGraph, Sym, VertexId};
 
@@ -55,12 +55,11 @@ pub(crate) struct LayoutEntry {
 /// The wholes' kept listings.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Listings {
-    /// Per whole: where its entries start in `entries`, and its layout (or [`UNKNOWN`],
-    /// [`WALKED`]).
-    of: Vec<(u32, u32)>,
-    /// The entries of every kept listing, one after another, at the depths they were
-    /// listed at.
-    entries: Vec<AllocVertex>,
+    /// Per whole: its layout (or [`UNKNOWN`], [`WALKED`]).
+    of: Vec<u32>,
+    /// Per whole whose listing is kept: the entries below its node, and its node's entry,
+    /// as first listed.
+    kept: Vec<Option<(Arc<[AllocVertex]>, AllocVertex)>>,
     /// Distinct layouts; a layout's last entry is the node's, with no units.
     layouts: Distinct<Box<[LayoutEntry]>>,
 }
@@ -68,7 +67,8 @@ pub(super) struct Listings {
 impl Listings {
     pub(super) fn new(wholes: usize) -> Listings {
         Listings {
-            of: vec![(0, UNKNOWN); wholes],
+            of: vec![UNKNOWN; wholes],
+            kept: vec![None; wholes],
             ..Listings::default()
         }
     }
@@ -76,8 +76,8 @@ impl Listings {
 
 /// What is known of the listing of a vertex taken whole.
 pub(crate) enum WholeListing<'a> {
-    /// Its entries as first listed (the node's last).
-    Kept(&'a [AllocVertex]),
+    /// The entries below its node as first listed, and its node's entry then.
+    Kept(&'a Arc<[AllocVertex]>, AllocVertex),
     /// Whole `c`'s node, not listed yet: learn it from the walk's listing.
     Learn(u32),
     /// Walk it.
@@ -91,34 +91,25 @@ impl SchedState {
             return WholeListing::Walk;
         };
         let ls = &self.wholes.listings;
-        match ls.of[c as usize] {
-            (_, UNKNOWN) => WholeListing::Learn(c),
-            (_, WALKED) => WholeListing::Walk,
-            (at, i) => {
-                let at = at as usize;
-                let kept = ls
-                    .layouts
-                    .get(i)
-                    .and_then(|l| ls.entries.get(at..at + l.len()));
-                match kept {
-                    Some(entries) => WholeListing::Kept(entries),
-                    None => WholeListing::Walk,
-                }
-            }
+        match (ls.of[c as usize], &ls.kept[c as usize]) {
+            (UNKNOWN, _) => WholeListing::Learn(c),
+            (_, Some((below, top))) => WholeListing::Kept(below, *top),
+            (_, None) => WholeListing::Walk,
         }
     }
 
     /// The number of whole `c`'s layout, once its listing is kept.
     pub(crate) fn whole_layout(&self, c: u32) -> Option<u32> {
-        let (_, layout) = self.wholes.listings.of[c as usize];
+        let layout = self.wholes.listings.of[c as usize];
         (layout != UNKNOWN && layout != WALKED).then_some(layout)
     }
 
-    /// How many vertices a listing of `u` taken whole holds: its kept listing's count, or
-    /// about (the layout kept last; 1 when none is).
+    /// How many entries an allocation takes for `u` taken whole: one when its listing is
+    /// kept (the allocation refers to it), else about as many as the layout kept last
+    /// holds (1 when none is).
     pub(crate) fn whole_listing_len(&self, u: VertexId) -> usize {
         match self.whole_listing_of(u) {
-            WholeListing::Kept(entries) => entries.len(),
+            WholeListing::Kept(..) => 1,
             _ => {
                 let ls = &self.wholes.listings;
                 ls.layouts.last().map_or(1, |l| l.len())
@@ -158,39 +149,11 @@ impl SchedState {
                 WHOLE_LAYOUTS_MAX,
             )
             .unwrap_or(WALKED);
-        let Ok(at) = u32::try_from(ls.entries.len()) else {
-            ls.of[c as usize] = (0, WALKED);
-            return;
-        };
-        if layout != WALKED {
-            ls.entries.extend_from_slice(listed);
+        ls.of[c as usize] = layout;
+        if layout != WALKED
+            && let Some((top, below)) = listed.split_last()
+        {
+            ls.kept[c as usize] = Some((Arc::from(below), *top));
         }
-        ls.of[c as usize] = (at, layout);
     }
-}
-
-/// Appends a kept listing ([`WholeListing::Kept`]) of node `u` at `depth` taking `needs` of
-/// its own units.
-pub(crate) fn copy_listing(
-    out: &mut Vec<AllocVertex>,
-    entries: &[AllocVertex],
-    needs: i64,
-    depth: u32,
-) {
-    let Some((top, below)) = entries.split_last() else {
-        return;
-    };
-    if top.depth == depth {
-        out.extend_from_slice(below);
-    } else {
-        out.extend(below.iter().map(|av| AllocVertex {
-            depth: av.depth.wrapping_sub(top.depth).wrapping_add(depth),
-            ..*av
-        }));
-    }
-    out.push(AllocVertex {
-        needs,
-        depth,
-        ..*top
-    });
 }

@@ -166,9 +166,10 @@ impl MatchWriter {
     ) {
         // The exclusive flag of the parent of each vertex: walking backwards, a vertex's
         // parent is the last vertex seen one level up.
+        let vertices = a.vertices();
         let mut excl_at: Vec<bool> = Vec::new();
-        let mut parent_excl = vec![false; a.vertices.len()];
-        for (i, av) in a.vertices.iter().enumerate().rev() {
+        let mut parent_excl = vec![false; vertices.len()];
+        for (i, av) in vertices.iter().enumerate().rev() {
             let d = av.depth as usize;
             if excl_at.len() <= d {
                 excl_at.resize(d + 1, false);
@@ -179,8 +180,7 @@ impl MatchWriter {
         let refused_edge = |w: &mut MatchWriter, at: usize| {
             for &(_, v) in refused.iter().filter(|r| r.0 == at) {
                 if let Some(p) = g.parent(v) {
-                    let excl = a
-                        .vertices
+                    let excl = vertices
                         .iter()
                         .find(|x| x.v == p)
                         .is_some_and(|x| x.exclusive);
@@ -188,7 +188,7 @@ impl MatchWriter {
                 }
             }
         };
-        for (i, av) in a.vertices.iter().enumerate() {
+        for (i, av) in vertices.iter().enumerate() {
             refused_edge(self, i);
             let label = labels.get(&av.v.0).map(|l| l.1.as_str());
             self.emit_vertex(
@@ -207,7 +207,7 @@ impl MatchWriter {
             // one level up (post-order); else from the parent.
             if av.v != tree.root() {
                 let up = if tree.is_dag() {
-                    a.vertices[i + 1..]
+                    vertices[i + 1..]
                         .iter()
                         .find(|x| x.depth < av.depth)
                         .filter(|x| x.depth + 1 == av.depth)
@@ -221,7 +221,7 @@ impl MatchWriter {
                 }
             }
         }
-        refused_edge(self, a.vertices.len());
+        refused_edge(self, vertices.len());
         self.times = (a.at, crate::end_of(a));
     }
 
@@ -543,5 +543,5 @@ pub fn rv1(g: &ResourceGraph, a: &Allocation, with_sched: bool) -> serde_json::V
 
 /// Vertex ids of `a` (for tests and checkers).
 pub fn vertex_ids(a: &Allocation) -> Vec<VertexId> {
-    a.vertices.iter().map(|v| v.v).collect()
+    a.iter().map(|v| v.v).collect()
 }

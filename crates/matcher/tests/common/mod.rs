@@ -480,14 +480,14 @@ pub fn own_overcommit_check(g: &ResourceGraph, allocs: &[(u64, &Allocation)]) ->
     let mut out = Vec::new();
     let mut uses: BTreeMap<u32, Vec<(u64, i64, i64, bool)>> = BTreeMap::new();
     for &(job, a) in allocs {
-        let mine: BTreeSet<u32> = a.vertices.iter().map(|v| v.v.0).collect();
-        if mine.len() != a.vertices.len() {
+        let mine: BTreeSet<u32> = a.iter().map(|v| v.v.0).collect();
+        if mine.len() != a.len() {
             out.push(format!("job {job}: a vertex is listed twice"));
         }
         if !mine.contains(&g.root().0) {
             out.push(format!("job {job}: the root is not in the allocation"));
         }
-        for av in &a.vertices {
+        for av in a {
             if let Some(p) = g.parent(av.v)
                 && !mine.contains(&p.0)
             {
@@ -526,7 +526,6 @@ pub fn own_overcommit_check(g: &ResourceGraph, allocs: &[(u64, &Allocation)]) ->
 pub fn counts_satisfied(g: &ResourceGraph, job: &JobShape, a: &Allocation) -> Result<(), String> {
     for (kind, need) in job.required() {
         let got: i64 = a
-            .vertices
             .iter()
             .filter(|av| g.kind_str(av.v) == kind && effectively_up(g, av.v))
             .map(|av| if kind == "memory" { av.needs } else { 1 })
@@ -568,7 +567,7 @@ pub fn constraint_holds(g: &ResourceGraph, job: &JobShape, a: &Allocation) -> Re
     let Some(c) = &job.constraint else {
         return Ok(());
     };
-    for av in &a.vertices {
+    for av in a {
         if g.kind_str(av.v) == "node" && !admits(c, g, av.v) {
             return Err(format!("{} does not meet {}", g.path(av.v), c.to_json()));
         }
@@ -649,11 +648,11 @@ pub fn writers_agree(g: &ResourceGraph, a: &Allocation) -> Result<(), String> {
         let w = Writer::parse(name).ok_or_else(|| format!("no writer {name}"))?;
         let text = w.render(g, a);
         if name.contains("simple") {
-            if text.lines().count() != a.vertices.len() {
+            if text.lines().count() != a.len() {
                 return Err(format!(
                     "{name}: {} lines for {} vertices",
                     text.lines().count(),
-                    a.vertices.len()
+                    a.len()
                 ));
             }
             continue;
@@ -663,7 +662,7 @@ pub fn writers_agree(g: &ResourceGraph, a: &Allocation) -> Result<(), String> {
             // allocated: R_lite would be empty (`slot->node` on a node with no cores
             // listed, checked with resource-query).
             let node = g.sym("node");
-            let in_r = a.vertices.iter().any(|av| {
+            let in_r = a.iter().any(|av| {
                 matches!(g.kind_str(av.v), "core" | "gpu")
                     && node.and_then(|n| g.ancestor_of_kind(av.v, n)).is_some()
             });
@@ -684,12 +683,7 @@ pub fn writers_agree(g: &ResourceGraph, a: &Allocation) -> Result<(), String> {
                 x["starttime"], x["expiration"]
             ));
         }
-        let count = |kind: &str| {
-            a.vertices
-                .iter()
-                .filter(|av| g.kind_str(av.v) == kind)
-                .count()
-        };
+        let count = |kind: &str| a.iter().filter(|av| g.kind_str(av.v) == kind).count();
         let mut listed: BTreeMap<String, usize> = BTreeMap::new();
         for e in x["R_lite"].as_array().into_iter().flatten() {
             let ids = |t: &serde_json::Value| {
@@ -708,8 +702,7 @@ pub fn writers_agree(g: &ResourceGraph, a: &Allocation) -> Result<(), String> {
                 count(kind)
             } else {
                 let node = g.sym("node");
-                a.vertices
-                    .iter()
+                a.iter()
                     .filter(|av| g.kind_str(av.v) == kind)
                     .filter(|av| node.and_then(|n| g.ancestor_of_kind(av.v, n)).is_some())
                     .count()

@@ -99,7 +99,8 @@ fn a_shrink_denies_what_can_no_longer_fit_and_never_takes_a_running_jobs_nodes()
     let mut held = qm
         .matcher()
         .job(1)
-        .map(|j| j.alloc.vertices[0].v)
+        .and_then(|j| j.alloc.iter().next())
+        .map(|a| a.v)
         .expect("job 1's vertices");
     while g.kind_str(held) != "node" {
         held = g.parent(held).expect("a node above");
@@ -152,7 +153,6 @@ fn placements(qm: &mut QueueManager) -> Vec<String> {
     evs.iter()
         .filter_map(|e| match e {
             Event::Started { alloc, .. } => alloc
-                .vertices
                 .iter()
                 .find(|a| g.kind_str(a.v) == "node")
                 .map(|a| g.name(a.v).to_owned()),

@@ -79,7 +79,6 @@ fn summary(qm: &QueueManager) -> String {
         .into_iter()
         .map(|(id, (view, a))| {
             let nodes: Vec<&str> = a
-                .vertices
                 .iter()
                 .filter(|v| Some(g.kind(v.v)) == node)
                 .map(|v| g.name(v.v))

@@ -255,7 +255,7 @@ fn reservations_avoid_down_nodes() {
     qm.submit(job(2, 3, 100, 0)).unwrap();
     qm.schedule(0).unwrap();
     assert_eq!(qm.reservations().collect::<Vec<_>>(), vec![(2, 100)]);
-    let held: Vec<_> = qm.matcher().job(2).unwrap().alloc.vertices.clone();
+    let held: Vec<_> = qm.matcher().job(2).unwrap().alloc.vertices().into_owned();
     let g = &qm.matcher().graph;
     let victim = held
         .iter()
@@ -267,7 +267,7 @@ fn reservations_avoid_down_nodes() {
     // Three nodes up, two of them busy until 100: still reservable at 100, elsewhere.
     assert_eq!(qm.reservations().collect::<Vec<_>>(), vec![(2, 100)]);
     let again = &qm.matcher().job(2).unwrap().alloc;
-    assert!(again.vertices.iter().all(|a| a.v != victim));
+    assert!(again.iter().all(|a| a.v != victim));
     assert_matcher_consistent(&qm);
 }
 
@@ -327,7 +327,7 @@ fn cycles_skip_work_that_cannot_change_an_answer() {
     assert_eq!(qm.reservations().collect::<Vec<_>>(), vec![(2, 100)]);
     // The reservation's start comes: job 2 starts where it was reserved, without a re-plan.
     qm.complete(1, 100).unwrap();
-    let before = qm.matcher().job(2).unwrap().alloc.vertices.clone();
+    let before = qm.matcher().job(2).unwrap().alloc.vertices().into_owned();
     assert_eq!(qm.schedule(100).unwrap(), CycleKind::Retry);
     assert_eq!(
         qm.job(2),
@@ -336,7 +336,7 @@ fn cycles_skip_work_that_cannot_change_an_answer() {
             end: 200
         })
     );
-    assert_eq!(qm.matcher().job(2).unwrap().alloc.vertices, before);
+    assert_eq!(qm.matcher().job(2).unwrap().alloc.vertices(), before);
 }
 
 #[test]
@@ -377,7 +377,7 @@ fn started_events_with_and_without_allocations() {
                 if with_vertices {
                     assert_eq!(alloc, held);
                 } else {
-                    assert!(alloc.vertices.is_empty());
+                    assert!(alloc.is_empty());
                     assert_eq!((alloc.at, alloc.duration), (held.at, held.duration));
                 }
             }
@@ -403,7 +403,7 @@ fn started_events_with_and_without_allocations() {
                 },
             ) => {
                 assert_eq!((id, at), (id2, at2));
-                assert!(!alloc.vertices.is_empty());
+                assert!(!alloc.is_empty());
                 assert_eq!((alloc.at, alloc.duration), (alloc2.at, alloc2.duration));
             }
             _ => assert_eq!(f, b),

@@ -217,7 +217,6 @@ impl ShardCore {
         let graph = &self.qm.matcher().graph;
         let node = graph.sym("node");
         let mut vertices: Vec<_> = alloc
-            .vertices
             .iter()
             .filter(|a| Some(graph.kind(a.v)) == node)
             .map(|a| a.v)

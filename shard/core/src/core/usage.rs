@@ -45,7 +45,6 @@ impl ShardCore {
             return 0;
         };
         alloc
-            .vertices
             .iter()
             .filter(|a| graph.kind(a.v) == core)
             .map(|a| u64::try_from(a.needs).unwrap_or(0))
@@ -76,7 +75,7 @@ impl ShardCore {
             let Some(job) = matcher.job(id.0) else {
                 continue;
             };
-            for a in &job.alloc.vertices {
+            for a in &job.alloc {
                 let kind = Some(graph.kind(a.v));
                 if kind != core && kind != gpu {
                     continue;

@@ -1,0 +1,292 @@
+//! An allocation's vertex list, with the nodes taken whole kept as one entry each.
+//!
+//! Why: a match that takes a node whole lists every vertex below it (59 for a bench node),
+//! and a conservative re-plan of whole-node jobs makes hundreds of such reservations per
+//! event, nearly all cancelled by the next re-plan before anything reads them. Copying each
+//! node's kept listing (`state::listing`) into each reservation's list was the largest
+//! single cost of the 5,000-job conservative replay (`memmove`, 15 % of its time). So a
+//! node whose listing is kept is held here as its own entry plus a shared reference to the
+//! listing below it, and the list is expanded only when read ([`Allocation::iter`],
+//! [`Allocation::vertices`]): what any reader sees is the list the walk would have
+//! written, vertex for vertex.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use super::AllocVertex;
+
+/// What a match got: vertices in writer order (children before parents, siblings in graph
+/// order), and the time window.
+#[derive(Clone, Debug)]
+pub struct Allocation {
+    /// The entries in writer order; a node taken whole stands for its listing when
+    /// `wholes` names it.
+    entries: Vec<AllocVertex>,
+    /// The nodes whose listings are kept elsewhere, by their entry's index (ascending).
+    wholes: Vec<WholeEntry>,
+    /// How many vertices the listings in `wholes` hold (the nodes' own entries aside).
+    below: usize,
+    pub at: i64,
+    pub duration: u64,
+}
+
+/// A node whose listing below it is a shared, kept one.
+#[derive(Clone, Debug)]
+pub(crate) struct WholeEntry {
+    /// Its node's entry in [`Allocation::entries`].
+    pub(crate) at: u32,
+    /// The vertices below the node as first listed, at the depths they had then.
+    pub(crate) listing: Arc<[AllocVertex]>,
+    /// What to add to those depths (wrapping) to put them under the node's entry here.
+    pub(crate) shift: u32,
+}
+
+impl Allocation {
+    /// An allocation of `vertices` (in writer order) over `[at, at + duration)`.
+    pub fn new(vertices: Vec<AllocVertex>, at: i64, duration: u64) -> Allocation {
+        Allocation {
+            entries: vertices,
+            wholes: Vec::new(),
+            below: 0,
+            at,
+            duration,
+        }
+    }
+
+    /// An allocation of no vertex over `[at, at + duration)` (a window alone).
+    pub fn window(at: i64, duration: u64) -> Allocation {
+        Allocation::new(Vec::new(), at, duration)
+    }
+
+    /// How many vertices it lists.
+    pub fn len(&self) -> usize {
+        self.entries.len() + self.below
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Its vertices in writer order.
+    pub fn iter(&self) -> Vertices<'_> {
+        Vertices {
+            alloc: self,
+            entry: 0,
+            whole: 0,
+            inside: 0,
+        }
+    }
+
+    /// Its vertices in writer order, as one slice (copied when nodes taken whole are kept
+    /// as one entry each).
+    pub fn vertices(&self) -> Cow<'_, [AllocVertex]> {
+        if self.wholes.is_empty() {
+            Cow::Borrowed(&self.entries)
+        } else {
+            Cow::Owned(self.iter().collect())
+        }
+    }
+
+    /// Its last vertex (the top of what it takes).
+    pub fn last(&self) -> Option<AllocVertex> {
+        self.entries.last().copied()
+    }
+
+    /// Its vertices to change, every node taken whole listed out first.
+    pub fn vertices_mut(&mut self) -> &mut Vec<AllocVertex> {
+        self.expand_all();
+        &mut self.entries
+    }
+
+    /// Its vertex list, every node taken whole listed out.
+    pub fn into_vertices(mut self) -> Vec<AllocVertex> {
+        self.expand_all();
+        self.entries
+    }
+
+    /// The entries as kept, with a node taken whole as one entry: for giving back their
+    /// memory.
+    pub(crate) fn into_entries(self) -> Vec<AllocVertex> {
+        self.entries
+    }
+
+    /// A copy whose entry list is `entries` (empty, with room: a spare list).
+    pub(crate) fn copy_into(&self, mut entries: Vec<AllocVertex>) -> Allocation {
+        entries.extend_from_slice(&self.entries);
+        Allocation {
+            entries,
+            wholes: self.wholes.clone(),
+            ..*self
+        }
+    }
+
+    fn expand_all(&mut self) {
+        if !self.wholes.is_empty() {
+            self.entries = self.iter().collect();
+            self.wholes.clear();
+            self.below = 0;
+        }
+    }
+
+    // The builder and the commit's access (crate::update, crate::alloc).
+
+    pub(crate) fn with_capacity(n: usize, at: i64, duration: u64) -> Allocation {
+        Allocation::new(Vec::with_capacity(n), at, duration)
+    }
+
+    pub(crate) fn entries(&self) -> &[AllocVertex] {
+        &self.entries
+    }
+
+    pub(crate) fn entries_mut(&mut self) -> &mut Vec<AllocVertex> {
+        &mut self.entries
+    }
+
+    pub(crate) fn push(&mut self, av: AllocVertex) {
+        self.entries.push(av);
+    }
+
+    /// Appends node `node` taken whole, its listing below it being `listing` as kept when
+    /// the node was at depth `learned_at`.
+    pub(crate) fn push_whole(
+        &mut self,
+        node: AllocVertex,
+        listing: Arc<[AllocVertex]>,
+        learned_at: u32,
+    ) {
+        let Ok(at) = u32::try_from(self.entries.len()) else {
+            // (Past u32::MAX entries: listed out.)
+            self.entries.extend(listing.iter().map(|av| AllocVertex {
+                depth: av.depth.wrapping_sub(learned_at).wrapping_add(node.depth),
+                ..*av
+            }));
+            self.entries.push(node);
+            return;
+        };
+        self.entries.push(node);
+        self.below += listing.len();
+        self.wholes.push(WholeEntry {
+            at,
+            listing,
+            shift: node.depth.wrapping_sub(learned_at),
+        });
+    }
+
+    /// The nodes kept as one entry, by their entry's index (ascending).
+    pub(crate) fn wholes(&self) -> &[WholeEntry] {
+        &self.wholes
+    }
+
+    /// Moves the `w`th node kept whole to entry `at` (the commit closing gaps), its whole
+    /// listing `skew` levels deeper.
+    pub(crate) fn move_whole(&mut self, w: usize, at: usize, skew: u32) {
+        let entry = &mut self.wholes[w];
+        entry.at = at as u32;
+        entry.shift = entry.shift.wrapping_add(skew);
+    }
+
+    /// Lists out the `w`th node kept whole in place: its listing's entries before its
+    /// node's.
+    pub(crate) fn expand_whole(&mut self, w: usize) {
+        let WholeEntry { at, listing, shift } = self.wholes.remove(w);
+        let at = at as usize;
+        let n = listing.len();
+        self.entries.splice(
+            at..at,
+            listing.iter().map(|av| AllocVertex {
+                depth: av.depth.wrapping_add(shift),
+                ..*av
+            }),
+        );
+        self.below -= n;
+        for later in &mut self.wholes[w..] {
+            later.at += n as u32;
+        }
+    }
+
+    /// Keeps the first `n` entries (the commit, after closing gaps).
+    pub(crate) fn truncate_entries(&mut self, n: usize) {
+        self.entries.truncate(n);
+        while self.wholes.last().is_some_and(|w| w.at as usize >= n) {
+            if let Some(w) = self.wholes.pop() {
+                self.below -= w.listing.len();
+            }
+        }
+    }
+}
+
+impl PartialEq for Allocation {
+    fn eq(&self, other: &Allocation) -> bool {
+        if (self.at, self.duration, self.len()) != (other.at, other.duration, other.len()) {
+            return false;
+        }
+        let same_wholes = self.wholes.len() == other.wholes.len()
+            && self.wholes.iter().zip(&other.wholes).all(|(a, b)| {
+                a.at == b.at && a.shift == b.shift && Arc::ptr_eq(&a.listing, &b.listing)
+            });
+        if same_wholes {
+            return self.entries == other.entries;
+        }
+        self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for Allocation {}
+
+/// An allocation's vertices in writer order ([`Allocation::iter`]).
+#[derive(Clone, Debug)]
+pub struct Vertices<'a> {
+    alloc: &'a Allocation,
+    /// The next entry.
+    entry: usize,
+    /// The next node kept whole.
+    whole: usize,
+    /// How much of its listing is given already.
+    inside: usize,
+}
+
+impl Iterator for Vertices<'_> {
+    type Item = AllocVertex;
+
+    fn next(&mut self) -> Option<AllocVertex> {
+        let a = self.alloc;
+        if let Some(w) = a.wholes.get(self.whole)
+            && w.at as usize == self.entry
+        {
+            if let Some(av) = w.listing.get(self.inside) {
+                self.inside += 1;
+                return Some(AllocVertex {
+                    depth: av.depth.wrapping_add(w.shift),
+                    ..*av
+                });
+            }
+            self.whole += 1;
+            self.inside = 0;
+        }
+        let av = a.entries.get(self.entry)?;
+        self.entry += 1;
+        Some(*av)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let a = self.alloc;
+        let listed_before = a.wholes[..self.whole]
+            .iter()
+            .map(|w| w.listing.len())
+            .sum::<usize>()
+            + self.inside;
+        let n = a.len() - self.entry - listed_before;
+        (n, Some(n))
+    }
+}
+
+impl ExactSizeIterator for Vertices<'_> {}
+
+impl<'a> IntoIterator for &'a Allocation {
+    type Item = AllocVertex;
+    type IntoIter = Vertices<'a>;
+
+    fn into_iter(self) -> Vertices<'a> {
+        self.iter()
+    }
+}
