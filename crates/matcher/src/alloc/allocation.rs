@@ -290,3 +290,86 @@ impl<'a> IntoIterator for &'a Allocation {
         self.iter()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shardsched_resource::VertexId;
+
+    fn av(v: u32, depth: u32) -> AllocVertex {
+        AllocVertex {
+            v: VertexId(v),
+            needs: 1,
+            exclusive: true,
+            depth,
+        }
+    }
+
+    /// Two nodes (5 and 9) kept whole around a plain entry, the second learned one level
+    /// higher than it is listed here.
+    fn mixed() -> (Allocation, Vec<AllocVertex>) {
+        let first: Arc<[AllocVertex]> = Arc::from(vec![av(1, 3), av(2, 3), av(3, 2)]);
+        let second: Arc<[AllocVertex]> = Arc::from(vec![av(7, 2), av(8, 2)]);
+        let mut a = Allocation::with_capacity(4, 10, 20);
+        a.push_whole(av(5, 1), first, 1);
+        a.push(av(6, 1));
+        a.push_whole(av(9, 2), second, 1);
+        a.push(av(0, 0));
+        let flat = vec![
+            av(1, 3),
+            av(2, 3),
+            av(3, 2),
+            av(5, 1),
+            av(6, 1),
+            av(7, 3),
+            av(8, 3),
+            av(9, 2),
+            av(0, 0),
+        ];
+        (a, flat)
+    }
+
+    #[test]
+    fn reads_as_the_list_it_stands_for() {
+        let (a, flat) = mixed();
+        assert_eq!(a.entries().len(), 4);
+        assert_eq!(a.len(), flat.len());
+        assert_eq!(a.iter().len(), flat.len());
+        assert_eq!(a.iter().collect::<Vec<_>>(), flat);
+        assert_eq!(&*a.vertices(), &flat[..]);
+        assert_eq!(a.last(), Some(av(0, 0)));
+        // Equal to the same list held flat, either way round; not to one that differs.
+        let plain = Allocation::new(flat.clone(), 10, 20);
+        assert_eq!(a, plain);
+        assert_eq!(plain, a);
+        let mut other = flat.clone();
+        other[5].depth = 2;
+        assert_ne!(a, Allocation::new(other, 10, 20));
+        assert_ne!(a, Allocation::new(flat.clone(), 11, 20));
+        assert_eq!(a.clone().into_vertices(), flat);
+    }
+
+    #[test]
+    fn listed_out_moved_and_cut_as_the_list() {
+        let (mut a, flat) = mixed();
+        // The first node listed out in place: the second's entry moves with it.
+        a.expand_whole(0);
+        assert_eq!(a.entries().len(), 7);
+        assert_eq!(a.wholes()[0].at, 5);
+        assert_eq!(a.iter().collect::<Vec<_>>(), flat);
+        // A commit closing a gap of one and skewing one level.
+        let (mut b, _) = mixed();
+        b.entries_mut()[0] = av(5, 2);
+        b.entries_mut().remove(1);
+        b.move_whole(1, 1, 1);
+        let got: Vec<_> = b.iter().collect();
+        let want: Vec<u32> = vec![1, 2, 3, 5, 7, 8, 9, 0];
+        assert_eq!(got.iter().map(|x| x.v.0).collect::<Vec<_>>(), want);
+        assert_eq!(got[4].depth, 4, "the moved listing one level deeper");
+        // Cut before the second node: its listing goes with it.
+        let (mut c, _) = mixed();
+        c.truncate_entries(2);
+        assert_eq!(c.iter().collect::<Vec<_>>(), flat[..5].to_vec());
+        assert_eq!(c.len(), 5);
+    }
+}

@@ -117,3 +117,94 @@ fn interleaved_leaf_types_are_still_covered() {
     assert_eq!(count(|s| matches!(s, SpanRef::Leaf(..))), 0, "{spans:?}");
     assert_eq!(m.state.leaves.live_holds(), 1, "the core job's");
 }
+
+/// A node taken whole again is one entry of its allocation, standing for the listing kept
+/// from its first (`alloc::allocation`), and reads as the list a fresh walk gives. Its
+/// commit is one whole cover when nothing else is recorded in the node over the window;
+/// else the entry is listed out and recorded vertex by vertex: a strict commit then fails
+/// (recording nothing), a lenient one leaves the taken vertex out at its place in the whole
+/// list (the node kept whole before it counted).
+#[test]
+fn a_kept_whole_is_one_entry_and_listed_out_where_it_must() {
+    let cluster = || shardsched_resource::generated_cluster(2).build().unwrap();
+    let mut m = whole_nodes_placed(cluster(), 2);
+    m.cancel(1).unwrap();
+    m.place(MatchOp::Allocate, &whole_nodes(2), 2, 0).unwrap();
+    let a = m.job(2).unwrap().alloc.clone();
+    assert_eq!(a.wholes().len(), 2, "both nodes kept whole");
+    assert_eq!(
+        a.entries().len(),
+        4,
+        "two nodes, their rack and the cluster"
+    );
+    let fresh = whole_nodes_placed(cluster(), 2);
+    assert!(
+        fresh.job(1).unwrap().alloc.wholes().is_empty(),
+        "first listings"
+    );
+    assert_eq!(a, fresh.job(1).unwrap().alloc);
+    let wholes = |m: &Matcher, id| {
+        let spans = &m.job(id).unwrap().spans;
+        spans
+            .iter()
+            .filter(|s| matches!(s, SpanRef::Whole(..)))
+            .count()
+    };
+    assert_eq!(wholes(&m, 2), 2);
+    m.cancel(2).unwrap();
+
+    // A core of the node listed second, taken over the window.
+    let one_core = Shorthand {
+        tasks: Some(1),
+        cores_per_task: 1,
+        duration: 100,
+        command: vec!["app".into()],
+        ..Shorthand::default()
+    }
+    .to_jobspec()
+    .unwrap();
+    let first = a.entries()[a.wholes()[0].at as usize].v;
+    let second = a.entries()[a.wholes()[1].at as usize].v;
+    m.hold_node(5, first, 0, 100).unwrap();
+    m.place(MatchOp::Allocate, &one_core, 3, 0).unwrap();
+    m.cancel(5).unwrap();
+    let core = m
+        .job(3)
+        .unwrap()
+        .alloc
+        .iter()
+        .find(|x| m.graph.kind_str(x.v) == "core");
+    let core = core.unwrap().v;
+    let node = |v| m.graph.ancestor_of_kind(v, m.graph.sym("node").unwrap());
+    assert_eq!(node(core), Some(second));
+
+    // Strict: refused, nothing recorded.
+    let before = m.state.clone();
+    assert!(m.restore(4, a.clone()).is_err());
+    assert!(m.job(4).is_none());
+    assert!(m.state == before);
+
+    // Lenient: the core is left out where the full list has it; the first node is still
+    // one whole cover.
+    let mut st = m.state.clone();
+    let (mut spans, mut refused) = (Vec::new(), Vec::new());
+    let mut lenient = a.clone();
+    let r = commit_inner(
+        &m.graph,
+        m.tree(),
+        &mut st,
+        &NoRanks,
+        &mut lenient,
+        true,
+        |_, _| {},
+        &mut spans,
+        &mut refused,
+        &mut CommitScratch::default(),
+    );
+    assert!(r.is_ok());
+    let place = a.iter().position(|x| x.v == core);
+    assert_eq!(refused, vec![(place.unwrap(), core)]);
+    assert_eq!(lenient.len(), a.len() - 1);
+    let whole_covers = spans.iter().filter(|s| matches!(s, SpanRef::Whole(..)));
+    assert_eq!(whole_covers.count(), 1);
+}
