@@ -232,18 +232,8 @@ fn commit_inner(
                 next = i;
                 continue;
             };
-            let dn = node.depth as usize;
-            if below.len() < dn + 2 {
-                below.resize_with(dn + 2, Vec::new);
-            }
-            inner_at.clear();
-            if let Some(shape) = st.learned_shape(c) {
-                for &(t, n) in &shape.up {
-                    add(&mut below[dn], t, n);
-                }
-                inner_at.extend_from_slice(&shape.inner_at);
-            }
-            st.hold_whole(c, at, dur, spans)?;
+            let depth = node.depth as usize;
+            hold_whole_node(st, c, (at, dur), (depth, below), Some(inner_at), spans)?;
             memo.clear();
             // In the tree's order: the inner vertices are where the shape says.
             for &k in inner_at.iter() {
@@ -284,21 +274,9 @@ fn commit_inner(
             };
             match whole_listing(g, tree, st, ranks, &listing, c, window, seen) {
                 Some(end) => {
-                    // What the node adds to its parent's sums, as its records would.
-                    let dn = alloc.entries()[end].depth as usize;
-                    if below.len() < dn + 2 {
-                        below.resize_with(dn + 2, Vec::new);
-                    }
-                    inner_at.clear();
-                    if let Some(shape) = st.learned_shape(c) {
-                        for &(t, n) in &shape.up {
-                            add(&mut below[dn], t, n);
-                        }
-                        if listed_whole == Some(end) {
-                            inner_at.extend_from_slice(&shape.inner_at);
-                        }
-                    }
-                    st.hold_whole(c, at, dur, spans)?;
+                    let depth = alloc.entries()[end].depth as usize;
+                    let in_order = (listed_whole == Some(end)).then_some(&mut *inner_at);
+                    hold_whole_node(st, c, (at, dur), (depth, below), in_order, spans)?;
                     memo.clear();
                     let entries = alloc.entries_mut();
                     if listed_whole == Some(end) {
@@ -405,6 +383,35 @@ fn commit_inner(
     flush_leaves(st, pending, None, at, dur, g, spans)?;
     alloc.truncate_entries(kept);
     Ok(())
+}
+
+/// Records whole `c` over `(at, dur)` as one whole cover, adding what its node (at `depth`)
+/// adds to its parent's sums, as its records would, to `below[depth]`. With `inner_at`
+/// (a listing in the tree's order), where its inner vertices are in that listing.
+fn hold_whole_node(
+    st: &mut SchedState,
+    c: u32,
+    (at, dur): (i64, u64),
+    (depth, below): (usize, &mut Vec<Vec<(u32, i64)>>),
+    inner_at: Option<&mut Vec<u32>>,
+    spans: &mut Vec<SpanRef>,
+) -> Result<(), MatchError> {
+    if below.len() < depth + 2 {
+        below.resize_with(depth + 2, Vec::new);
+    }
+    let mut inner_at = inner_at;
+    if let Some(inner) = inner_at.as_deref_mut() {
+        inner.clear();
+    }
+    if let Some(shape) = st.learned_shape(c) {
+        for &(t, n) in &shape.up {
+            add(&mut below[depth], t, n);
+        }
+        if let Some(inner) = inner_at {
+            inner.extend_from_slice(&shape.inner_at);
+        }
+    }
+    st.hold_whole(c, at, dur, spans)
 }
 
 /// A vertex whose calendar cannot take it during `(at, dur)`: a strict commit fails; a

@@ -33,6 +33,19 @@ fn whole_nodes(nodes: u64) -> shardsched_jobspec::Jobspec {
     .unwrap()
 }
 
+/// A jobspec of one core for 100 s.
+fn one_core() -> shardsched_jobspec::Jobspec {
+    Shorthand {
+        tasks: Some(1),
+        cores_per_task: 1,
+        duration: 100,
+        command: vec!["app".into()],
+        ..Shorthand::default()
+    }
+    .to_jobspec()
+    .unwrap()
+}
+
 /// A commit of whole nodes reads each cover group's covers once: every other leaf of
 /// the group is answered from the memo, and the answers are the calendars' (the memo
 /// asserts it in debug builds).
@@ -97,16 +110,7 @@ fn interleaved_leaf_types_are_still_covered() {
         MatchPolicy::parse("first").unwrap(),
         &PruneFilters::default_filters(),
     );
-    let one_core = Shorthand {
-        tasks: Some(1),
-        cores_per_task: 1,
-        duration: 100,
-        command: vec!["app".into()],
-        ..Shorthand::default()
-    }
-    .to_jobspec()
-    .unwrap();
-    m.place(MatchOp::Allocate, &one_core, 1, 0).unwrap();
+    m.place(MatchOp::Allocate, &one_core(), 1, 0).unwrap();
     // Both nodes from 100: the one with the core job's hold, and the other.
     m.place(MatchOp::AllocateOrElseReserve, &whole_nodes(2), 2, 0)
         .unwrap();
@@ -154,19 +158,10 @@ fn a_kept_whole_is_one_entry_and_listed_out_where_it_must() {
     m.cancel(2).unwrap();
 
     // A core of the node listed second, taken over the window.
-    let one_core = Shorthand {
-        tasks: Some(1),
-        cores_per_task: 1,
-        duration: 100,
-        command: vec!["app".into()],
-        ..Shorthand::default()
-    }
-    .to_jobspec()
-    .unwrap();
     let first = a.entries()[a.wholes()[0].at as usize].v;
     let second = a.entries()[a.wholes()[1].at as usize].v;
     m.hold_node(5, first, 0, 100).unwrap();
-    m.place(MatchOp::Allocate, &one_core, 3, 0).unwrap();
+    m.place(MatchOp::Allocate, &one_core(), 3, 0).unwrap();
     m.cancel(5).unwrap();
     let core = m
         .job(3)
