@@ -225,10 +225,13 @@ fn commit_inner(
             && entry.at as usize == i
         {
             let node = alloc.entries()[i];
-            let listing = std::sync::Arc::clone(&entry.listing);
-            let Some(c) = kept_whole(g, tree, st, ranks, node, &listing, (at, dur)) else {
+            // (Borrowed, not cloned: a clone's count is a write to the shared listing, a
+            // cache miss per node.)
+            let listing = &entry.listing;
+            let below_n = listing.len();
+            let Some(c) = kept_whole(g, tree, st, ranks, node, listing, (at, dur)) else {
                 alloc.expand_whole(w);
-                range_shift += listing.len();
+                range_shift += below_n;
                 next = i;
                 continue;
             };
@@ -245,7 +248,7 @@ fn commit_inner(
             };
             alloc.move_whole(w, kept, skew);
             kept += 1;
-            kept_below += listing.len();
+            kept_below += below_n;
             w += 1;
             continue;
         }
