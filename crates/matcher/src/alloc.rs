@@ -225,9 +225,7 @@ fn commit_inner(
             && entry.at as usize == i
         {
             let node = alloc.entries()[i];
-            // (Borrowed, not cloned: a clone's count is a write to the shared listing, a
-            // cache miss per node.)
-            let listing = &entry.listing;
+            let listing = alloc.listing(entry);
             let below_n = listing.len();
             let Some(c) = kept_whole(g, tree, st, ranks, node, listing, (at, dur)) else {
                 alloc.expand_whole(w);

@@ -120,18 +120,19 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
             let first = self.out.entries().len();
             let needs = i64::try_from(needs).unwrap_or(i64::MAX);
             let n = match self.st.whole_listing_of(u) {
-                WholeListing::Kept(below, top) => {
+                WholeListing::Kept(kept, c, top) => {
+                    // (One count for every node's listing, on a line that stays cached.)
+                    let kept = Arc::clone(kept);
                     let node = AllocVertex {
                         needs,
                         depth,
                         ..top
                     };
-                    let below = Arc::clone(below);
+                    let n = kept.below(c).len() as u64 + 1;
                     if cfg!(debug_assertions) {
-                        self.check_kept(u, &below, node, top.depth);
+                        self.check_kept(u, kept.below(c), node, top.depth);
                     }
-                    let n = below.len() as u64 + 1;
-                    self.out.push_whole(node, below, top.depth);
+                    self.out.push_whole(node, &kept, c, top.depth);
                     // (Not a range: the commit knows the entry from the allocation.)
                     return n;
                 }

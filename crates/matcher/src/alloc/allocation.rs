@@ -5,15 +5,19 @@
 //! event, nearly all cancelled by the next re-plan before anything reads them. Copying each
 //! node's kept listing (`state::listing`) into each reservation's list was the largest
 //! single cost of the 5,000-job conservative replay (`memmove`, 15 % of its time). So a
-//! node whose listing is kept is held here as its own entry plus a shared reference to the
-//! listing below it, and the list is expanded only when read ([`Allocation::iter`],
-//! [`Allocation::vertices`]): what any reader sees is the list the walk would have
-//! written, vertex for vertex.
+//! node whose listing is kept is held here as its own entry plus the number of its whole,
+//! with one shared reference per allocation to the state's kept listings
+//! (`state::listing::KeptListings`, set once per whole and never changed), and the list is
+//! expanded only when read ([`Allocation::iter`], [`Allocation::vertices`]): what any
+//! reader sees is the list the walk would have written, vertex for vertex. (A reference
+//! per node, an `Arc` per listing, wrote its count at every reservation and every cancel:
+//! a cache miss per node each time.)
 
 use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::AllocVertex;
+use crate::state::KeptListings;
 
 /// What a match got: vertices in writer order (children before parents, siblings in graph
 /// order), and the time window.
@@ -26,19 +30,22 @@ pub struct Allocation {
     wholes: Vec<WholeEntry>,
     /// How many vertices the listings in `wholes` hold (the nodes' own entries aside).
     below: usize,
+    /// Where those listings are (none while `wholes` is empty).
+    kept: Option<Arc<KeptListings>>,
     pub at: i64,
     pub duration: u64,
 }
 
-/// A node whose listing below it is a shared, kept one.
-#[derive(Clone, Debug)]
+/// A node whose listing below it is a kept one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct WholeEntry {
     /// Its node's entry in [`Allocation::entries`].
     pub(crate) at: u32,
-    /// The vertices below the node as first listed, at the depths they had then.
-    pub(crate) listing: Arc<[AllocVertex]>,
+    /// Its whole, whose kept listing is the vertices below the node as first listed, at
+    /// the depths they had then.
+    whole: u32,
     /// What to add to those depths (wrapping) to put them under the node's entry here.
-    pub(crate) shift: u32,
+    shift: u32,
 }
 
 impl Allocation {
@@ -48,6 +55,7 @@ impl Allocation {
             entries: vertices,
             wholes: Vec::new(),
             below: 0,
+            kept: None,
             at,
             duration,
         }
@@ -116,6 +124,7 @@ impl Allocation {
         Allocation {
             entries,
             wholes: self.wholes.clone(),
+            kept: self.kept.clone(),
             ..*self
         }
     }
@@ -125,6 +134,7 @@ impl Allocation {
             self.entries = self.iter().collect();
             self.wholes.clear();
             self.below = 0;
+            self.kept = None;
         }
     }
 
@@ -146,30 +156,39 @@ impl Allocation {
         self.entries.push(av);
     }
 
-    /// Appends node `node` taken whole, its listing below it being `listing` as kept when
-    /// the node was at depth `learned_at`.
+    /// Appends node `node` taken whole, its listing below it being whole `whole`'s in
+    /// `kept`, as kept when the node was at depth `learned_at`.
     pub(crate) fn push_whole(
         &mut self,
         node: AllocVertex,
-        listing: Arc<[AllocVertex]>,
+        kept: &Arc<KeptListings>,
+        whole: u32,
         learned_at: u32,
     ) {
-        let Ok(at) = u32::try_from(self.entries.len()) else {
-            // (Past u32::MAX entries: listed out.)
+        let listing = kept.below(whole);
+        let shift = node.depth.wrapping_sub(learned_at);
+        let same = self.kept.as_ref().is_none_or(|k| Arc::ptr_eq(k, kept));
+        let at = u32::try_from(self.entries.len());
+        let (true, Ok(at)) = (same, at) else {
+            // (Listings of another state, or past u32::MAX entries: listed out.)
             self.entries.extend(listing.iter().map(|av| AllocVertex {
-                depth: av.depth.wrapping_sub(learned_at).wrapping_add(node.depth),
+                depth: av.depth.wrapping_add(shift),
                 ..*av
             }));
             self.entries.push(node);
             return;
         };
+        if self.kept.is_none() {
+            self.kept = Some(Arc::clone(kept));
+        }
         self.entries.push(node);
         self.below += listing.len();
-        self.wholes.push(WholeEntry {
-            at,
-            listing,
-            shift: node.depth.wrapping_sub(learned_at),
-        });
+        self.wholes.push(WholeEntry { at, whole, shift });
+    }
+
+    /// The listing below the node of `w`, at the depths it was kept at.
+    pub(crate) fn listing(&self, w: &WholeEntry) -> &[AllocVertex] {
+        self.kept.as_ref().map_or(&[], |k| k.below(w.whole))
     }
 
     /// The nodes kept as one entry, by their entry's index (ascending).
@@ -188,13 +207,15 @@ impl Allocation {
     /// Lists out the `w`th node kept whole in place: its listing's entries before its
     /// node's.
     pub(crate) fn expand_whole(&mut self, w: usize) {
-        let WholeEntry { at, listing, shift } = self.wholes.remove(w);
-        let at = at as usize;
+        let entry = self.wholes.remove(w);
+        let kept = self.kept.clone();
+        let listing = kept.as_ref().map_or(&[][..], |k| k.below(entry.whole));
+        let at = entry.at as usize;
         let n = listing.len();
         self.entries.splice(
             at..at,
             listing.iter().map(|av| AllocVertex {
-                depth: av.depth.wrapping_add(shift),
+                depth: av.depth.wrapping_add(entry.shift),
                 ..*av
             }),
         );
@@ -207,10 +228,9 @@ impl Allocation {
     /// Keeps the first `n` entries (the commit, after closing gaps).
     pub(crate) fn truncate_entries(&mut self, n: usize) {
         self.entries.truncate(n);
-        while self.wholes.last().is_some_and(|w| w.at as usize >= n) {
-            if let Some(w) = self.wholes.pop() {
-                self.below -= w.listing.len();
-            }
+        while let Some(w) = self.wholes.last().copied().filter(|w| w.at as usize >= n) {
+            self.below -= self.listing(&w).len();
+            self.wholes.pop();
         }
     }
 }
@@ -220,10 +240,11 @@ impl PartialEq for Allocation {
         if (self.at, self.duration, self.len()) != (other.at, other.duration, other.len()) {
             return false;
         }
-        let same_wholes = self.wholes.len() == other.wholes.len()
-            && self.wholes.iter().zip(&other.wholes).all(|(a, b)| {
-                a.at == b.at && a.shift == b.shift && Arc::ptr_eq(&a.listing, &b.listing)
-            });
+        let same_kept = match (&self.kept, &other.kept) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (a, b) => a.is_none() && b.is_none(),
+        };
+        let same_wholes = same_kept && self.wholes == other.wholes;
         if same_wholes {
             return self.entries == other.entries;
         }
@@ -253,7 +274,7 @@ impl Iterator for Vertices<'_> {
         if let Some(w) = a.wholes.get(self.whole)
             && w.at as usize == self.entry
         {
-            if let Some(av) = w.listing.get(self.inside) {
+            if let Some(av) = a.listing(w).get(self.inside) {
                 self.inside += 1;
                 return Some(AllocVertex {
                     depth: av.depth.wrapping_add(w.shift),
@@ -272,7 +293,7 @@ impl Iterator for Vertices<'_> {
         let a = self.alloc;
         let listed_before = a.wholes[..self.whole]
             .iter()
-            .map(|w| w.listing.len())
+            .map(|w| a.listing(w).len())
             .sum::<usize>()
             + self.inside;
         let n = a.len() - self.entry - listed_before;
@@ -308,12 +329,14 @@ mod tests {
     /// Two nodes (5 and 9) kept whole around a plain entry, the second learned one level
     /// higher than it is listed here.
     fn mixed() -> (Allocation, Vec<AllocVertex>) {
-        let first: Arc<[AllocVertex]> = Arc::from(vec![av(1, 3), av(2, 3), av(3, 2)]);
-        let second: Arc<[AllocVertex]> = Arc::from(vec![av(7, 2), av(8, 2)]);
+        let kept = Arc::new(KeptListings::of(vec![
+            (vec![av(1, 3), av(2, 3), av(3, 2)], av(5, 1)),
+            (vec![av(7, 2), av(8, 2)], av(9, 1)),
+        ]));
         let mut a = Allocation::with_capacity(4, 10, 20);
-        a.push_whole(av(5, 1), first, 1);
+        a.push_whole(av(5, 1), &kept, 0, 1);
         a.push(av(6, 1));
-        a.push_whole(av(9, 2), second, 1);
+        a.push_whole(av(9, 2), &kept, 1, 1);
         a.push(av(0, 0));
         let flat = vec![
             av(1, 3),

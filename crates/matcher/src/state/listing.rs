@@ -22,7 +22,7 @@
 //! to is what the walk lists by construction; the state that keeps it is made again
 //! whenever the graph or the walk's tree changes (`regraph.rs`, `set_dominant_subsystem`).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use shardsched_resource::{ResourceGraph, Sym, VertexId};
 
@@ -57,9 +57,8 @@ pub(crate) struct LayoutEntry {
 pub(super) struct Listings {
     /// Per whole: its layout (or [`UNKNOWN`], [`WALKED`]).
     of: Vec<u32>,
-    /// Per whole whose listing is kept: the entries below its node, and its node's entry,
-    /// as first listed.
-    kept: Vec<Option<(Arc<[AllocVertex]>, AllocVertex)>>,
+    /// The kept listings themselves, shared with the allocations that refer to them.
+    kept: Arc<KeptListings>,
     /// Distinct layouts; a layout's last entry is the node's, with no units.
     layouts: Distinct<Box<[LayoutEntry]>>,
 }
@@ -68,16 +67,64 @@ impl Listings {
     pub(super) fn new(wholes: usize) -> Listings {
         Listings {
             of: vec![UNKNOWN; wholes],
-            kept: vec![None; wholes],
+            kept: Arc::new(KeptListings {
+                slots: (0..wholes).map(|_| OnceLock::new()).collect(),
+            }),
             ..Listings::default()
         }
     }
 }
 
+/// The kept listings of one state's wholes: each set once, at the whole's first listing,
+/// and never changed (a state made again, for another graph or tree, makes its own). An
+/// allocation refers to the whole set by one shared reference and to a node's listing by
+/// its whole (`alloc::allocation`): no count to write per node, only per allocation. A
+/// clone of the state shares it: what a listing holds depends on the graph and the tree
+/// alone, the same for both.
+#[derive(Debug, Default)]
+pub struct KeptListings {
+    slots: Box<[OnceLock<Kept>]>,
+}
+
+#[derive(Debug)]
+struct Kept {
+    /// The entries below the node, as first listed.
+    below: Box<[AllocVertex]>,
+    /// The node's entry then.
+    top: AllocVertex,
+}
+
+impl KeptListings {
+    /// Kept listings of wholes numbered from 0, each its entries below the node and the
+    /// node's entry (for tests of what refers to them).
+    #[cfg(test)]
+    pub(crate) fn of(listings: Vec<(Vec<AllocVertex>, AllocVertex)>) -> KeptListings {
+        KeptListings {
+            slots: listings
+                .into_iter()
+                .map(|(below, top)| {
+                    OnceLock::from(Kept {
+                        below: below.into(),
+                        top,
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    /// The kept entries below whole `c`'s node (none before its first listing).
+    pub(crate) fn below(&self, c: u32) -> &[AllocVertex] {
+        self.slots
+            .get(c as usize)
+            .and_then(OnceLock::get)
+            .map_or(&[], |k| &k.below)
+    }
+}
+
 /// What is known of the listing of a vertex taken whole.
 pub(crate) enum WholeListing<'a> {
-    /// The entries below its node as first listed, and its node's entry then.
-    Kept(&'a Arc<[AllocVertex]>, AllocVertex),
+    /// Kept: the kept listings, the whole, and its node's entry as first listed.
+    Kept(&'a Arc<KeptListings>, u32, AllocVertex),
     /// Whole `c`'s node, not listed yet: learn it from the walk's listing.
     Learn(u32),
     /// Walk it.
@@ -91,10 +138,11 @@ impl SchedState {
             return WholeListing::Walk;
         };
         let ls = &self.wholes.listings;
-        match (ls.of[c as usize], &ls.kept[c as usize]) {
+        let kept = ls.kept.slots.get(c as usize).and_then(OnceLock::get);
+        match (ls.of[c as usize], kept) {
             (UNKNOWN, _) => WholeListing::Learn(c),
-            (_, Some((below, top))) => WholeListing::Kept(below, *top),
-            (_, None) => WholeListing::Walk,
+            (WALKED, _) | (_, None) => WholeListing::Walk,
+            (_, Some(k)) => WholeListing::Kept(&ls.kept, c, k.top),
         }
     }
 
@@ -152,8 +200,13 @@ impl SchedState {
         ls.of[c as usize] = layout;
         if layout != WALKED
             && let Some((top, below)) = listed.split_last()
+            && let Some(slot) = ls.kept.slots.get(c as usize)
         {
-            ls.kept[c as usize] = Some((Arc::from(below), *top));
+            // (Set already by a clone of this state: the same listing.)
+            let _ = slot.set(Kept {
+                below: below.into(),
+                top: *top,
+            });
         }
     }
 }
