@@ -203,3 +203,27 @@ fn a_kept_whole_is_one_entry_and_listed_out_where_it_must() {
     let whole_covers = spans.iter().filter(|s| matches!(s, SpanRef::Whole(..)));
     assert_eq!(whole_covers.count(), 1);
 }
+
+/// A clone of a matcher shares its kept listings (`state::listing::KeptListings`): either
+/// may learn a whole's listing first, and both then list the node as the walk does.
+#[test]
+fn clones_share_kept_listings() {
+    let cluster = || shardsched_resource::generated_cluster(2).build().unwrap();
+    let mut a = Matcher::new(
+        cluster(),
+        MatchPolicy::parse("first").unwrap(),
+        &PruneFilters::default_filters(),
+    );
+    let mut b = a.clone();
+    for m in [&mut a, &mut b] {
+        m.place(MatchOp::Allocate, &whole_nodes(2), 1, 0).unwrap();
+        m.cancel(1).unwrap();
+        m.place(MatchOp::Allocate, &whole_nodes(2), 2, 0).unwrap();
+    }
+    let (x, y) = (&a.job(2).unwrap().alloc, &b.job(2).unwrap().alloc);
+    assert_eq!(x.wholes().len(), 2);
+    assert_eq!(y.wholes().len(), 2);
+    assert_eq!(x, y);
+    let fresh = whole_nodes_placed(cluster(), 2);
+    assert_eq!(*x, fresh.job(1).unwrap().alloc);
+}
