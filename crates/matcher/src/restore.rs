@@ -92,7 +92,14 @@ impl Matcher {
         if self.jobs.contains_key(&jobid) {
             return Err(MatchError::DuplicateJob(jobid));
         }
-        if let Some(bad) = alloc.iter().find(|a| a.v.index() >= self.graph.len()) {
+        // The listings this state kept hold its own vertices: only the entries to check.
+        let outside = |a: &AllocVertex| a.v.index() >= self.graph.len();
+        let bad = if alloc.lists_from(self.state.kept_listings()) {
+            alloc.entries().iter().copied().find(outside)
+        } else {
+            alloc.iter().find(outside)
+        };
+        if let Some(bad) = bad {
             return Err(MatchError::BadRequest(format!(
                 "vertex {} is not in the graph",
                 bad.v.0

@@ -167,7 +167,7 @@ impl Allocation {
     ) {
         let listing = kept.below(whole);
         let shift = node.depth.wrapping_sub(learned_at);
-        let same = self.kept.as_ref().is_none_or(|k| Arc::ptr_eq(k, kept));
+        let same = self.lists_from(kept);
         let at = u32::try_from(self.entries.len());
         let (true, Ok(at)) = (same, at) else {
             // (Listings of another state, or past u32::MAX entries: listed out.)
@@ -184,6 +184,11 @@ impl Allocation {
         self.entries.push(node);
         self.below += listing.len();
         self.wholes.push(WholeEntry { at, whole, shift });
+    }
+
+    /// Whether the listings it refers to (if any) are those of `kept`.
+    pub(crate) fn lists_from(&self, kept: &Arc<KeptListings>) -> bool {
+        self.kept.as_ref().is_none_or(|k| Arc::ptr_eq(k, kept))
     }
 
     /// The listing below the node of `w`, at the depths it was kept at.

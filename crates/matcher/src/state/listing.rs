@@ -146,6 +146,11 @@ impl SchedState {
         }
     }
 
+    /// The wholes' kept listings, which allocations refer to.
+    pub(crate) fn kept_listings(&self) -> &Arc<KeptListings> {
+        &self.wholes.listings.kept
+    }
+
     /// The number of whole `c`'s layout, once its listing is kept.
     pub(crate) fn whole_layout(&self, c: u32) -> Option<u32> {
         let layout = self.wholes.listings.of[c as usize];
