@@ -81,9 +81,18 @@ impl Listings {
 /// its whole (`alloc::allocation`): no count to write per node, only per allocation. A
 /// clone of the state shares it: what a listing holds depends on the graph and the tree
 /// alone, the same for both.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct KeptListings {
     slots: Box<[OnceLock<Kept>]>,
+}
+
+/// (An allocation's debug form names the listings, not all of them: what it lists is its
+/// `iter()`.)
+impl std::fmt::Debug for KeptListings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kept = self.slots.iter().filter(|s| s.get().is_some()).count();
+        write!(f, "KeptListings({kept} of {} wholes)", self.slots.len())
+    }
 }
 
 #[derive(Debug)]
