@@ -192,6 +192,11 @@ fn commit_inner(
         whole_ranges,
         inner_at,
     } = scratch;
+    // Nodes kept whole name this state's listings by whole; another state's (a matcher
+    // made again, another matcher) are listed out here and checked vertex by vertex.
+    if !alloc.lists_from(st.kept_listings()) {
+        alloc.vertices_mut();
+    }
     let mut ranges = whole_ranges.iter().copied().peekable();
     // How many entries the nodes kept whole that were listed out here added before the
     // ranges not reached yet (their indices are from before).

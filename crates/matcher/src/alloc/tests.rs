@@ -227,3 +227,33 @@ fn clones_share_kept_listings() {
     let fresh = whole_nodes_placed(cluster(), 2);
     assert_eq!(*x, fresh.job(1).unwrap().alloc);
 }
+
+/// An allocation whose nodes kept whole refer to another matcher's listings is listed out
+/// and checked vertex by vertex when recorded: here in a matcher of the same cluster, where
+/// it holds the same vertices.
+#[test]
+fn another_matchers_allocation_is_listed_out() {
+    let cluster = || shardsched_resource::generated_cluster(2).build().unwrap();
+    let mut m = whole_nodes_placed(cluster(), 2);
+    m.cancel(1).unwrap();
+    m.place(MatchOp::Allocate, &whole_nodes(2), 2, 0).unwrap();
+    let a = m.job(2).unwrap().alloc.clone();
+    assert_eq!(a.wholes().len(), 2);
+    let mut other = Matcher::new(
+        cluster(),
+        MatchPolicy::parse("first").unwrap(),
+        &PruneFilters::default_filters(),
+    );
+    other.restore(2, a.clone()).unwrap();
+    let held = &other.job(2).unwrap().alloc;
+    assert!(held.wholes().is_empty());
+    assert_eq!(*held, a);
+    // Taken by the restore: a match over the same window finds nothing.
+    let again = other
+        .place(MatchOp::Allocate, &whole_nodes(1), 3, 0)
+        .unwrap();
+    assert!(
+        !matches!(again, crate::Placement::Allocated { .. }),
+        "{again:?}"
+    );
+}
