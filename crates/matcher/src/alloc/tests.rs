@@ -9,16 +9,37 @@ impl PruneRank for NoRanks {
     }
 }
 
-/// A matcher (policy first) over `g` holding job 1: `nodes` whole nodes over `[0, 100)`.
-fn whole_nodes_placed(g: shardsched_resource::ResourceGraph, nodes: u64) -> Matcher {
-    let mut m = Matcher::new(
+/// A matcher (policy first) over `g`.
+fn first_matcher(g: shardsched_resource::ResourceGraph) -> Matcher {
+    Matcher::new(
         g,
         MatchPolicy::parse("first").unwrap(),
         &PruneFilters::default_filters(),
-    );
+    )
+}
+
+/// A matcher (policy first) over `g` holding job 1: `nodes` whole nodes over `[0, 100)`.
+fn whole_nodes_placed(g: shardsched_resource::ResourceGraph, nodes: u64) -> Matcher {
+    let mut m = first_matcher(g);
     m.place(MatchOp::Allocate, &whole_nodes(nodes), 1, 0)
         .unwrap();
     m
+}
+
+/// Two generated nodes.
+fn two_nodes() -> shardsched_resource::ResourceGraph {
+    shardsched_resource::generated_cluster(2).build().unwrap()
+}
+
+/// A matcher that took both of [`two_nodes`] whole, let them go and took them again as
+/// job 2: each node one entry of job 2's allocation (returned), its listing kept.
+fn nodes_taken_whole_again() -> (Matcher, Allocation) {
+    let mut m = whole_nodes_placed(two_nodes(), 2);
+    m.cancel(1).unwrap();
+    m.place(MatchOp::Allocate, &whole_nodes(2), 2, 0).unwrap();
+    let a = m.job(2).unwrap().alloc.clone();
+    assert_eq!(a.wholes().len(), 2, "both nodes kept whole");
+    (m, a)
 }
 
 /// A jobspec of `nodes` whole nodes for 100 s.
@@ -51,10 +72,7 @@ fn one_core() -> shardsched_jobspec::Jobspec {
 /// asserts it in debug builds).
 #[test]
 fn a_commit_reads_each_cover_group_once() {
-    let m = whole_nodes_placed(
-        shardsched_resource::generated_cluster(2).build().unwrap(),
-        2,
-    );
+    let m = whole_nodes_placed(two_nodes(), 2);
     // The same nodes again, after the job: the leaves read covers that do not meet the
     // window; then over it, where they are refused (a lenient commit goes on).
     for (at, fits) in [(100, true), (50, false)] {
@@ -103,13 +121,8 @@ fn a_commit_reads_each_cover_group_once() {
 /// nothing else recorded is one whole cover.
 #[test]
 fn interleaved_leaf_types_are_still_covered() {
-    let full = shardsched_resource::generated_cluster(2).build().unwrap();
-    let g = shardsched_resource::keep_types(&full, shardsched_resource::SCHEDULER_TYPES).unwrap();
-    let mut m = Matcher::new(
-        g,
-        MatchPolicy::parse("first").unwrap(),
-        &PruneFilters::default_filters(),
-    );
+    let g = shardsched_resource::keep_types(&two_nodes(), shardsched_resource::SCHEDULER_TYPES);
+    let mut m = first_matcher(g.unwrap());
     m.place(MatchOp::Allocate, &one_core(), 1, 0).unwrap();
     // Both nodes from 100: the one with the core job's hold, and the other.
     m.place(MatchOp::AllocateOrElseReserve, &whole_nodes(2), 2, 0)
@@ -130,18 +143,13 @@ fn interleaved_leaf_types_are_still_covered() {
 /// list (the node kept whole before it counted).
 #[test]
 fn a_kept_whole_is_one_entry_and_listed_out_where_it_must() {
-    let cluster = || shardsched_resource::generated_cluster(2).build().unwrap();
-    let mut m = whole_nodes_placed(cluster(), 2);
-    m.cancel(1).unwrap();
-    m.place(MatchOp::Allocate, &whole_nodes(2), 2, 0).unwrap();
-    let a = m.job(2).unwrap().alloc.clone();
-    assert_eq!(a.wholes().len(), 2, "both nodes kept whole");
+    let (mut m, a) = nodes_taken_whole_again();
     assert_eq!(
         a.entries().len(),
         4,
         "two nodes, their rack and the cluster"
     );
-    let fresh = whole_nodes_placed(cluster(), 2);
+    let fresh = whole_nodes_placed(two_nodes(), 2);
     assert!(
         fresh.job(1).unwrap().alloc.wholes().is_empty(),
         "first listings"
@@ -208,12 +216,7 @@ fn a_kept_whole_is_one_entry_and_listed_out_where_it_must() {
 /// may learn a whole's listing first, and both then list the node as the walk does.
 #[test]
 fn clones_share_kept_listings() {
-    let cluster = || shardsched_resource::generated_cluster(2).build().unwrap();
-    let mut a = Matcher::new(
-        cluster(),
-        MatchPolicy::parse("first").unwrap(),
-        &PruneFilters::default_filters(),
-    );
+    let mut a = first_matcher(two_nodes());
     let mut b = a.clone();
     for m in [&mut a, &mut b] {
         m.place(MatchOp::Allocate, &whole_nodes(2), 1, 0).unwrap();
@@ -224,7 +227,7 @@ fn clones_share_kept_listings() {
     assert_eq!(x.wholes().len(), 2);
     assert_eq!(y.wholes().len(), 2);
     assert_eq!(x, y);
-    let fresh = whole_nodes_placed(cluster(), 2);
+    let fresh = whole_nodes_placed(two_nodes(), 2);
     assert_eq!(*x, fresh.job(1).unwrap().alloc);
 }
 
@@ -233,17 +236,8 @@ fn clones_share_kept_listings() {
 /// it holds the same vertices.
 #[test]
 fn another_matchers_allocation_is_listed_out() {
-    let cluster = || shardsched_resource::generated_cluster(2).build().unwrap();
-    let mut m = whole_nodes_placed(cluster(), 2);
-    m.cancel(1).unwrap();
-    m.place(MatchOp::Allocate, &whole_nodes(2), 2, 0).unwrap();
-    let a = m.job(2).unwrap().alloc.clone();
-    assert_eq!(a.wholes().len(), 2);
-    let mut other = Matcher::new(
-        cluster(),
-        MatchPolicy::parse("first").unwrap(),
-        &PruneFilters::default_filters(),
-    );
+    let (_, a) = nodes_taken_whole_again();
+    let mut other = first_matcher(two_nodes());
     other.restore(2, a.clone()).unwrap();
     let held = &other.job(2).unwrap().alloc;
     assert!(held.wholes().is_empty());
