@@ -399,13 +399,12 @@ fn hold_whole_node(
     c: u32,
     (at, dur): (i64, u64),
     (depth, below): (usize, &mut Vec<Vec<(u32, i64)>>),
-    inner_at: Option<&mut Vec<u32>>,
+    mut inner_at: Option<&mut Vec<u32>>,
     spans: &mut Vec<SpanRef>,
 ) -> Result<(), MatchError> {
     if below.len() < depth + 2 {
         below.resize_with(depth + 2, Vec::new);
     }
-    let mut inner_at = inner_at;
     if let Some(inner) = inner_at.as_deref_mut() {
         inner.clear();
     }

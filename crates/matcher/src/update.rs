@@ -8,8 +8,6 @@
 //! marked or not, all its units, exclusively. Slot membership alone does not take a subtree
 //! whole: `slot → node[1]` takes the node, not what is in it.
 
-use std::sync::Arc;
-
 use shardsched_resource::{ResourceGraph, Sym, VertexId};
 
 use crate::alloc::{AllocVertex, Allocation};
@@ -121,18 +119,16 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
             let needs = i64::try_from(needs).unwrap_or(i64::MAX);
             let n = match self.st.whole_listing_of(u) {
                 WholeListing::Kept(kept, c, top) => {
-                    // (One count for every node's listing, on a line that stays cached.)
-                    let kept = Arc::clone(kept);
                     let node = AllocVertex {
                         needs,
                         depth,
                         ..top
                     };
                     let n = kept.below(c).len() as u64 + 1;
+                    self.out.push_whole(node, kept, c, top.depth);
                     if cfg!(debug_assertions) {
-                        self.check_kept(u, kept.below(c), node, top.depth);
+                        self.check_kept(u, c);
                     }
-                    self.out.push_whole(node, &kept, c, top.depth);
                     // (Not a range: the commit knows the entry from the allocation.)
                     return n;
                 }
@@ -182,27 +178,21 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
         n
     }
 
-    /// Checks that a kept listing of `u` (`below` as listed at `learned_at`, then `node`)
+    /// Checks that the last entry pushed, node `u` kept whole (its listing whole `c`'s),
     /// stands for what the walk lists.
-    fn check_kept(
-        &mut self,
-        u: VertexId,
-        below: &[AllocVertex],
-        node: AllocVertex,
-        learned_at: u32,
-    ) {
-        let first = self.out.entries().len();
+    fn check_kept(&mut self, u: VertexId, c: u32) {
+        let (Some(&w), Some(node)) = (self.out.wholes().last(), self.out.last()) else {
+            return;
+        };
+        let listed: Vec<AllocVertex> = self.out.listed(&w).chain([node]).collect();
+        let kept = self.out.entries().len();
         self.visit_whole(u, node.needs, node.depth);
-        let walked = &self.out.entries()[first..];
-        debug_assert_eq!(walked.last(), Some(&node));
-        debug_assert_eq!(walked.len(), below.len() + 1);
-        debug_assert!(walked.iter().zip(below).all(|(w, k)| {
-            *w == AllocVertex {
-                depth: k.depth.wrapping_sub(learned_at).wrapping_add(node.depth),
-                ..*k
-            }
-        }));
-        self.out.entries_mut().truncate(first);
+        debug_assert_eq!(
+            self.out.entries()[kept..],
+            listed,
+            "whole {c}'s kept listing"
+        );
+        self.out.entries_mut().truncate(kept);
     }
 
     /// [`Emit::visit`] of a vertex taken whole, in a tree: `u` (`needs` of its units) and

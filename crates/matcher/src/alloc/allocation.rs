@@ -171,10 +171,8 @@ impl Allocation {
         let at = u32::try_from(self.entries.len());
         let (true, Ok(at)) = (same, at) else {
             // (Listings of another state, or past u32::MAX entries: listed out.)
-            self.entries.extend(listing.iter().map(|av| AllocVertex {
-                depth: av.depth.wrapping_add(shift),
-                ..*av
-            }));
+            self.entries
+                .extend(listing.iter().map(|av| shifted(av, shift)));
             self.entries.push(node);
             return;
         };
@@ -196,6 +194,12 @@ impl Allocation {
         self.kept.as_ref().map_or(&[], |k| k.below(w.whole))
     }
 
+    /// The vertices below the node of `w`, as this allocation lists them.
+    pub(crate) fn listed(&self, w: &WholeEntry) -> impl Iterator<Item = AllocVertex> + '_ {
+        let shift = w.shift;
+        self.listing(w).iter().map(move |av| shifted(av, shift))
+    }
+
     /// The nodes kept as one entry, by their entry's index (ascending).
     pub(crate) fn wholes(&self) -> &[WholeEntry] {
         &self.wholes
@@ -213,17 +217,10 @@ impl Allocation {
     /// node's.
     pub(crate) fn expand_whole(&mut self, w: usize) {
         let entry = self.wholes.remove(w);
-        let kept = self.kept.clone();
-        let listing = kept.as_ref().map_or(&[][..], |k| k.below(entry.whole));
+        let listed: Vec<AllocVertex> = self.listed(&entry).collect();
         let at = entry.at as usize;
-        let n = listing.len();
-        self.entries.splice(
-            at..at,
-            listing.iter().map(|av| AllocVertex {
-                depth: av.depth.wrapping_add(entry.shift),
-                ..*av
-            }),
-        );
+        let n = listed.len();
+        self.entries.splice(at..at, listed);
         self.below -= n;
         for later in &mut self.wholes[w..] {
             later.at += n as u32;
@@ -237,6 +234,15 @@ impl Allocation {
             self.below -= self.listing(&w).len();
             self.wholes.pop();
         }
+    }
+}
+
+/// `av` `shift` levels deeper (wrapping: a node listed higher than its listing was learned
+/// shifts it up).
+fn shifted(av: &AllocVertex, shift: u32) -> AllocVertex {
+    AllocVertex {
+        depth: av.depth.wrapping_add(shift),
+        ..*av
     }
 }
 
@@ -281,10 +287,7 @@ impl Iterator for Vertices<'_> {
         {
             if let Some(av) = a.listing(w).get(self.inside) {
                 self.inside += 1;
-                return Some(AllocVertex {
-                    depth: av.depth.wrapping_add(w.shift),
-                    ..*av
-                });
+                return Some(shifted(av, w.shift));
             }
             self.whole += 1;
             self.inside = 0;
