@@ -102,6 +102,15 @@ impl SchedState {
         (c != NO_WHOLE).then_some(c)
     }
 
+    /// The whole of inner vertex `i` (inner index) when nothing but whole covers is
+    /// recorded in it: then its calendars hold nothing, and whether a job touches the
+    /// vertex is whether a cover meets the window.
+    #[inline]
+    pub(super) fn only_covers_inner(&self, i: u32) -> Option<u32> {
+        let c = self.wholes.of_inner[i as usize];
+        (c != NO_WHOLE && self.wholes.records[c as usize] == 0).then_some(c)
+    }
+
     /// The whole of inner vertex `i` (inner index) when whole covers are recorded on it.
     #[inline]
     pub(super) fn covered_inner(&self, i: u32) -> Option<u32> {
