@@ -61,4 +61,40 @@ impl Walk<'_> {
             accum: 0,
         })
     }
+
+    /// A budget for a matched resource choosing among the slots its children form (below a
+    /// match only its children can: a vertex no request names is turned away), when early
+    /// stop is exact: one slot request with an exact count, whose members are requests of
+    /// exact counts with no contents, of unit-sized types whose scores strictly increase
+    /// along the graph order among the resource's grandchildren. Every slot then holds the
+    /// same number of members of each type; the slots one child forms take its best members
+    /// in order, each slot's worse than the last; and every member a later child (in the
+    /// walk's order, best-first) offers is worse than any an earlier one offers. So slot
+    /// scores (one plus their members') never tie, and the best `count` are the first
+    /// found. Counted in slots formed ([`SLOT`] candidates), not in units.
+    pub(super) fn slot_budget_for(&self, with: &[ReqId]) -> Option<Budget> {
+        if !self.budgets {
+            return None;
+        }
+        let [c] = with else { return None };
+        let q = self.req.req(*c);
+        if !q.is_slot || q.count.min != q.count.max || q.with.is_empty() {
+            return None;
+        }
+        let ordered = q.with.iter().all(|&m| {
+            let m = self.req.req(m);
+            !m.is_slot
+                && m.with.is_empty()
+                && m.count.min == m.count.max
+                && self.score_order.unit_sized(m.ty)
+                && self.score_order.ordered(m.ty, score::Among::Cousins)
+        });
+        let remaining = i64::try_from(q.count.min).unwrap_or(i64::MAX);
+        ordered.then_some(Budget {
+            kind: SLOT,
+            remaining,
+            per_share: 0,
+            accum: 0,
+        })
+    }
 }

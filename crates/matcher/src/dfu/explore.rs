@@ -7,6 +7,7 @@ use smallvec::SmallVec;
 
 use super::{Budget, Walk};
 use crate::request::ReqId;
+use crate::types::SLOT;
 
 /// Up to this many requested types at one vertex, `first`'s tallies stay on the stack.
 const INLINE_TALLIES: usize = 4;
@@ -107,14 +108,22 @@ impl<'a> Walk<'a> {
                 continue;
             }
             let mut x = excl;
+            let before = self.cands.groups.len();
             let Some(vis) = self.dom_dfv(c, reqs, pristine, &mut x, budget.as_deref_mut()) else {
                 continue;
             };
             self.cands.push_vertex(kind, vis.score, vis.avail, c.0, x);
-            if let Some(b) = budget.as_deref_mut()
-                && b.take(kind, vis.avail)
-            {
-                return;
+            if let Some(b) = budget.as_deref_mut() {
+                // A budget of slots counts those the child formed; any other, the child.
+                let met = if b.kind == SLOT {
+                    let formed = self.cands.total(before..self.cands.groups.len(), SLOT);
+                    b.take(SLOT, formed)
+                } else {
+                    b.take(kind, vis.avail)
+                };
+                if met {
+                    return;
+                }
             }
         }
     }

@@ -478,8 +478,10 @@ impl<'a> Walk<'a> {
             }
             _ => {
                 let mut own = if t.kind == MatchKind::Resource {
-                    // A matched resource chooses among its own children.
+                    // A matched resource chooses among its own children, or among the
+                    // slots they form.
                     self.budget_for(t.next, score::Among::Siblings)
+                        .or_else(|| self.slot_budget_for(t.next))
                 } else {
                     None
                 };
