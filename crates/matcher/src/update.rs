@@ -102,7 +102,7 @@ struct Emit<'a, F: Fn(VertexId) -> bool> {
     /// Visited vertices, in a graph where vertices share parents (Fluxion's colors).
     seen: Vec<bool>,
     /// [`Emit::visit_whole`]'s stack.
-    stack: Vec<(u32, i64, std::ops::Range<usize>)>,
+    stack: Vec<Entered>,
 }
 
 impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
@@ -198,40 +198,74 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
     /// [`Emit::visit`] of a vertex taken whole, in a tree: `u` (`needs` of its units) and
     /// everything below it, all their units, exclusively, children before parents.
     ///
-    /// One loop over the compressed child lists with a stack of the vertices entered, a
-    /// leaf listed without entering it: a node's first listing, which a 64-node match
-    /// makes for each of its nodes on a cluster it has not used yet, was a recursive call
-    /// and a child-list lookup per vertex, 85 instructions a vertex.
+    /// One loop over the compressed child lists with a stack of the vertices entered, and
+    /// an inner loop listing a run of leaves without touching the stack: a node's first
+    /// listing, which a 64-node match makes for each of its nodes on a cluster it has not
+    /// used yet, was a recursive call and a child-list lookup per vertex (85 instructions
+    /// a vertex), then a loop entering the stack at each vertex (53).
     fn visit_whole(&mut self, u: VertexId, needs: i64, depth: u32) -> u64 {
         let first = self.out.entries().len();
         let (start, list) = self.tree.child_lists();
-        let children = |v: u32| start[v as usize] as usize..start[v as usize + 1] as usize;
-        // Each entered vertex: its units, and its children not listed yet.
+        let g = self.g;
+        // The first and last index of `v`'s children in `list`.
+        let children = |v: u32| (start[v as usize], start[v as usize + 1]);
         let mut stack = std::mem::take(&mut self.stack);
         stack.clear();
-        stack.push((u.0, needs, children(u.0)));
-        while let Some((v, needs, rest)) = stack.last_mut() {
-            let Some(i) = rest.next() else {
-                let (v, needs) = (*v, *needs);
-                stack.pop();
-                self.out
-                    .push(taken_whole(v, needs, depth + stack.len() as u32));
-                continue;
+        let (next, end) = children(u.0);
+        stack.push(Entered {
+            v: u.0,
+            needs,
+            next,
+            end,
+        });
+        loop {
+            // The depth of the top vertex's children.
+            let below = depth + stack.len() as u32;
+            let Some(top) = stack.last_mut() else {
+                break;
             };
-            let c = list[i];
-            // (As `visit` takes a child's size: none when negative.)
-            let size = self.g.size(VertexId(c)).max(0);
-            let below = children(c);
-            if below.is_empty() {
-                self.out
-                    .push(taken_whole(c, size, depth + stack.len() as u32));
-            } else {
-                stack.push((c, size, below));
+            // Its children from `next`: a run of leaves is listed here, at once.
+            let mut inner = None;
+            while top.next < top.end {
+                let c = list[top.next as usize];
+                top.next += 1;
+                // (As `visit` takes a child's size: none when negative.)
+                let size = g.size(VertexId(c)).max(0);
+                let (next, end) = children(c);
+                if next == end {
+                    self.out.push(taken_whole(c, size, below));
+                } else {
+                    inner = Some(Entered {
+                        v: c,
+                        needs: size,
+                        next,
+                        end,
+                    });
+                    break;
+                }
+            }
+            match inner {
+                Some(entered) => stack.push(entered),
+                None => {
+                    let done = *top;
+                    stack.pop();
+                    self.out.push(taken_whole(done.v, done.needs, below - 1));
+                }
             }
         }
         self.stack = stack;
         (self.out.entries().len() - first) as u64
     }
+}
+
+/// A vertex [`Emit::visit_whole`] entered: its units, and its children not listed yet
+/// (indices into the compressed child lists).
+#[derive(Clone, Copy, Debug)]
+struct Entered {
+    v: u32,
+    needs: i64,
+    next: u32,
+    end: u32,
 }
 
 /// The entry of vertex `v` listed inside a subtree taken whole: `needs` units, exclusively.
