@@ -8,11 +8,13 @@
 //! marked or not, all its units, exclusively. Slot membership alone does not take a subtree
 //! whole: `slot → node[1]` takes the node, not what is in it.
 
+use std::sync::Arc;
+
 use shardsched_resource::{ResourceGraph, Sym, VertexId};
 
 use crate::alloc::{AllocVertex, Allocation};
 use crate::dfu::{Marks, Tree};
-use crate::state::{SchedState, WholeListing};
+use crate::state::{KeptListings, SchedState, WholeListing};
 
 /// Lists what the last select's marks take (see the module doc); `whole_types` are the
 /// types taken with their whole subtree. Empty when nothing would be taken exclusively (the
@@ -119,13 +121,7 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
             let needs = i64::try_from(needs).unwrap_or(i64::MAX);
             let n = match self.st.whole_listing_of(u) {
                 WholeListing::Kept(kept, c, top) => {
-                    let node = AllocVertex {
-                        needs,
-                        depth,
-                        ..top
-                    };
-                    let n = kept.below(c).len() as u64 + 1;
-                    self.out.push_whole(node, kept, c, top.depth);
+                    let n = push_kept(self.out, kept, c, top, (needs, depth));
                     if cfg!(debug_assertions) {
                         self.check_kept(u, c);
                     }
@@ -136,6 +132,14 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
                     let n = self.visit_whole(u, needs, depth);
                     let listed = &self.out.entries()[first..];
                     self.st.learn_whole_listing(self.g, c, listed, depth);
+                    if let WholeListing::Kept(kept, c, top) = self.st.whole_listing_of(u) {
+                        // Kept now: the allocation refers to it as to any listing kept
+                        // before, and the next node is listed where this one was (in
+                        // memory a fresh node's listing has just warmed, not another 1.4 kB
+                        // of a bench node's entries further on).
+                        self.out.truncate_entries(first);
+                        return push_kept(self.out, kept, c, top, (needs, depth));
+                    }
                     n
                 }
                 WholeListing::Walk => self.visit_whole(u, needs, depth),
@@ -256,6 +260,26 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
         self.stack = stack;
         (self.out.entries().len() - first) as u64
     }
+}
+
+/// Appends to `out` a node taken whole whose listing is kept (whole `c`'s in `kept`, its
+/// node's entry `top` as first listed), taking `needs` of its units at `depth`: one entry
+/// that refers to the listing (`alloc::allocation`). Returns how many vertices it stands
+/// for.
+fn push_kept(
+    out: &mut Allocation,
+    kept: &Arc<KeptListings>,
+    c: u32,
+    top: AllocVertex,
+    (needs, depth): (i64, u32),
+) -> u64 {
+    let node = AllocVertex {
+        needs,
+        depth,
+        ..top
+    };
+    out.push_whole(node, kept, c, top.depth);
+    kept.below(c).len() as u64 + 1
 }
 
 /// A vertex [`Emit::visit_whole`] entered: its units, and its children not listed yet
