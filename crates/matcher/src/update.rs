@@ -68,9 +68,9 @@ pub fn emission(
     out
 }
 
-/// How many vertices [`emission`] lists below and at `u` in a tree, about: each marked
-/// vertex once, and a vertex taken whole once when its listing is kept (before its first
-/// listing, as many as the layout kept last holds). Why: a list grown as it fills is copied at
+/// How many entries [`emission`] keeps below and at `u` in a tree, about: each marked
+/// vertex once, and a vertex taken whole once when its listing is kept or learned now
+/// (else as many as the layout kept last holds). Why: a list grown as it fills is copied at
 /// each doubling, and a conservative replay's whole-node reservations spent 7 % of their
 /// instructions in those copies (callgrind).
 fn expected_len(

@@ -217,10 +217,11 @@ impl Allocation {
     /// node's.
     pub(crate) fn expand_whole(&mut self, w: usize) {
         let entry = self.wholes.remove(w);
-        let listed: Vec<AllocVertex> = self.listed(&entry).collect();
+        let listing = self.kept.as_ref().map_or(&[][..], |k| k.below(entry.whole));
         let at = entry.at as usize;
-        let n = listed.len();
-        self.entries.splice(at..at, listed);
+        let n = listing.len();
+        self.entries
+            .splice(at..at, listing.iter().map(|av| shifted(av, entry.shift)));
         self.below -= n;
         for later in &mut self.wholes[w..] {
             later.at += n as u32;

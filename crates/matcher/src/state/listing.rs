@@ -166,13 +166,14 @@ impl SchedState {
         (layout != UNKNOWN && layout != WALKED).then_some(layout)
     }
 
-    /// How many entries an allocation takes for `u` taken whole: one when its listing is
-    /// kept (the allocation refers to it), else about as many as the layout kept last
-    /// holds (1 when none is).
+    /// How many entries an allocation keeps for `u` taken whole: one when its listing is
+    /// kept or learned now (the allocation then refers to it: the entries listed to learn
+    /// it are taken back out), else about as many as the layout kept last holds (1 when
+    /// none is).
     pub(crate) fn whole_listing_len(&self, u: VertexId) -> usize {
         match self.whole_listing_of(u) {
-            WholeListing::Kept(..) => 1,
-            _ => {
+            WholeListing::Kept(..) | WholeListing::Learn(_) => 1,
+            WholeListing::Walk => {
                 let ls = &self.wholes.listings;
                 ls.layouts.last().map_or(1, |l| l.len())
             }
