@@ -23,6 +23,7 @@
 //! every aggregate's totals, and what it adds to its parent's sums — is learned from the
 //! graph at its first whole listing, and a whole whose shape differs is never covered.
 
+mod bits;
 mod covers;
 
 use shardsched_planner::PeakUse;
@@ -115,14 +116,14 @@ impl SchedState {
     #[inline]
     pub(super) fn covered_inner(&self, i: u32) -> Option<u32> {
         let c = self.wholes.of_inner[i as usize];
-        (c != NO_WHOLE && !self.wholes.covers.of[c as usize].is_empty()).then_some(c)
+        (c != NO_WHOLE && !self.wholes.covers.is_empty(c)).then_some(c)
     }
 
     /// The whole of cover group `p`'s leaves when whole covers are recorded on it.
     #[inline]
     pub(super) fn covered_group(&self, p: u32) -> Option<u32> {
         let c = self.cover_groups[p as usize].whole;
-        (c != NO_WHOLE && !self.wholes.covers.of[c as usize].is_empty()).then_some(c)
+        (c != NO_WHOLE && !self.wholes.covers.is_empty(c)).then_some(c)
     }
 
     /// The holds of whole `c`'s covers as a leaf of `size` units sees them.
@@ -131,8 +132,9 @@ impl SchedState {
         c: u32,
         size: i64,
     ) -> impl Iterator<Item = (i64, i64, i64, i64)> + Clone + '_ {
-        self.wholes.covers.of[c as usize]
-            .iter()
+        self.wholes
+            .covers
+            .all(c)
             .map(move |w| (w.start, w.end, size, 1))
     }
 
@@ -197,21 +199,7 @@ impl SchedState {
         own: impl Fn(i64) -> Option<i64>,
     ) -> Option<i64> {
         let dur = i64::try_from(dur).unwrap_or(i64::MAX);
-        let mut t = at;
-        loop {
-            t = own(t)?;
-            let start = t;
-            // Each cover that meets the window moves it past its end.
-            for w in self.wholes.covers.ending_after(c, t) {
-                if w.start >= t.saturating_add(dur) {
-                    break;
-                }
-                t = w.end;
-            }
-            if t == start {
-                return Some(t);
-            }
-        }
+        self.wholes.covers.free_from(c, at, dur, own)
     }
 
     /// Counts a record made on `v` (`by`: +1 made, -1 removed) toward its whole's.

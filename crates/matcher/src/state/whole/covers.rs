@@ -1,7 +1,8 @@
-//! Each whole's covers, and the probes that answer most questions about them without
-//! reading them.
+//! Each whole's covers, as one row of bits per whole over instants all wholes share.
 
 use std::cell::Cell;
+
+use super::bits::{self, Row};
 
 /// One whole cover: `[start, end)`. Its start names it among its whole's covers (they
 /// never overlap).
@@ -11,69 +12,256 @@ pub(super) struct WholeCover {
     pub(super) end: i64,
 }
 
-/// Each whole's covers, in order of start. They never overlap (a cover is recorded only
-/// where none meets its window: `SchedState::hold_whole`), so they are in order of end
-/// too, and the covers meeting a window are found by one binary search — which the walks
-/// ask of every node they visit, under dozens of reservations.
+/// The whole covers of every whole, as rows of bits over shared *segments* of time.
+///
+/// The instants where some cover starts or ends (`bounds`, in order) cut time into
+/// segments, segment `i` being `[bounds[i], bounds[i + 1])`. Each whole has a row of bits:
+/// one per segment saying whether one of its covers holds there (`busy`), and one per
+/// segment saying whether one of its covers starts at the segment's first instant
+/// (`starts`, which tells two covers apart when one ends where the next begins). A whole's
+/// covers never overlap (a cover is recorded only where none meets its window:
+/// `SchedState::hold_whole`), so those bits say which covers it has.
+///
+/// Why: a conservative re-plan takes out each reservation it places again and records it
+/// anew, one cover per node taken (~320 nodes a reservation in the 5,000-job replay: 14
+/// million covers added and as many removed), and asks of every node it considers whether
+/// a cover meets a window (90 million questions). With a list of covers per whole, each of
+/// those read or shifted a list of its own — a cache miss or several per node, a quarter of
+/// the replay's time. A row is a word or two per whole in one array for all wholes; a
+/// window is found among the bounds once for all the nodes asked about it; a cover is a
+/// range of bits set or cleared. What costs more is a new bound: every row gets a bit
+/// there — once per instant a reservation starts or ends, not once per node.
 #[derive(Clone, Debug)]
 pub(super) struct WholeCovers {
-    pub(super) of: Vec<Vec<WholeCover>>,
-    /// Per whole, what the last search of its covers found ([`WholeCovers::probe`]).
-    probes: Vec<Cell<Probe>>,
+    /// The instants where a live cover starts or ends, in order.
+    bounds: Vec<i64>,
+    /// How many cover starts and ends lie at each bound: a bound none is left at is taken
+    /// out (then both segments it parted hold the same covers).
+    refs: Vec<u32>,
+    /// The `busy` rows, in planes (`bits`): room for a multiple of 64 bounds.
+    busy: Vec<u64>,
+    /// The `starts` rows, in planes like `busy`.
+    starts: Vec<u64>,
+    /// Covers per whole.
+    count: Vec<u32>,
     /// Covers of all wholes.
     pub(super) live: usize,
+    /// The last window asked about and the segments it meets; a change of bounds resets it.
+    window: Cell<Window>,
+    /// The last segment [`WholeCovers::segment`] found: most questions in a row are about
+    /// one instant.
+    segment: Cell<usize>,
 }
 
-/// Equal when every whole has the same covers, whatever the probes say.
+/// Segments `[lo, hi)` meet `[at, end)`.
+#[derive(Clone, Copy, Debug)]
+struct Window {
+    at: i64,
+    end: i64,
+    lo: usize,
+    hi: usize,
+}
+
+impl Window {
+    /// Answers for no window.
+    const NONE: Window = Window {
+        at: i64::MAX,
+        end: i64::MIN,
+        lo: 0,
+        hi: 0,
+    };
+}
+
+/// Equal when every whole has the same covers, whatever the room in their rows.
 impl PartialEq for WholeCovers {
     fn eq(&self, other: &Self) -> bool {
-        self.of == other.of
+        let used = self.bounds.len().div_ceil(64) * self.count.len();
+        self.bounds == other.bounds
+            && self.count == other.count
+            && self.busy[..used] == other.busy[..used]
+            && self.starts[..used] == other.starts[..used]
     }
-}
-
-/// What a search of one whole's covers found: for every instant in `[after, until)`, the
-/// first cover ending after it is cover `first`, which starts at `start` (`until` and
-/// `start` are `i64::MAX` when no cover ends after).
-///
-/// Why: a conservative re-plan asks of every node, at each instant it tries, whether a
-/// cover meets a window; under dozens of reservations a node has dozens of covers, in a
-/// list of its own, and reading it was a cache miss or several per node and question (23 %
-/// of the 5,000-job replay's time, `perf`, half of it the first load of the list). The
-/// instants asked one after another mostly fall where the last search did, and one probe
-/// per whole, all of them in one array, then answers without reading the list. A hint: each
-/// change to a whole's covers resets its probe ([`Probe::NONE`]).
-#[derive(Clone, Copy, Debug)]
-struct Probe {
-    after: i64,
-    until: i64,
-    start: i64,
-    first: u32,
-}
-
-impl Probe {
-    /// Holds for no instant.
-    const NONE: Probe = Probe {
-        after: i64::MAX,
-        until: i64::MIN,
-        start: i64::MAX,
-        first: 0,
-    };
 }
 
 impl WholeCovers {
     /// No covers, for `n` wholes.
     pub(super) fn new(n: usize) -> WholeCovers {
         WholeCovers {
-            of: vec![Vec::new(); n],
-            probes: vec![Cell::new(Probe::NONE); n],
+            bounds: Vec::new(),
+            refs: Vec::new(),
+            busy: Vec::new(),
+            starts: Vec::new(),
+            count: vec![0; n],
             live: 0,
+            window: Cell::new(Window::NONE),
+            segment: Cell::new(0),
         }
     }
 
+    /// Whole `c`'s rows: its `busy` and `starts` bits.
+    #[inline]
+    fn rows(&self, c: u32) -> (Row<'_>, Row<'_>) {
+        let n = self.count.len();
+        let c = c as usize;
+        (Row::new(&self.busy, n, c), Row::new(&self.starts, n, c))
+    }
+
+    /// Whether whole `c` has no cover.
+    #[inline]
+    pub(super) fn is_empty(&self, c: u32) -> bool {
+        self.count[c as usize] == 0
+    }
+
+    /// The segments meeting `[at, end)`: from the one holding `at` (the first, when `at`
+    /// is before every bound) to the last starting before `end`.
+    #[inline]
+    fn segments(&self, at: i64, end: i64) -> (usize, usize) {
+        let last = self.window.get();
+        if last.at == at && last.end == end {
+            return (last.lo, last.hi);
+        }
+        let lo = self.segment(at);
+        let hi = self.bounds.partition_point(|&b| b < end);
+        self.window.set(Window { at, end, lo, hi });
+        (lo, hi)
+    }
+
+    /// The segment holding `at` (the first, when `at` is before every bound).
+    #[inline]
+    fn segment(&self, at: i64) -> usize {
+        let h = self.segment.get();
+        let b = &self.bounds;
+        if b.get(h).is_some_and(|&s| s <= at) && b.get(h + 1).is_none_or(|&e| at < e) {
+            return h;
+        }
+        let h = b.partition_point(|&s| s <= at).saturating_sub(1);
+        self.segment.set(h);
+        h
+    }
+
+    /// The earliest instant at or after `at` from which no cover of whole `c` meets a
+    /// window of `dur` seconds, given `own`: the earliest such start of other records.
+    pub(super) fn free_from(
+        &self,
+        c: u32,
+        at: i64,
+        dur: i64,
+        own: impl Fn(i64) -> Option<i64>,
+    ) -> Option<i64> {
+        let mut t = own(at)?;
+        if self.count[c as usize] == 0 {
+            return Some(t);
+        }
+        let (busy, starts) = self.rows(c);
+        let mut i = self.segment(t);
+        loop {
+            let (free, g) = self.clear_from(busy, starts, t, i, dur);
+            if free == t {
+                return Some(t);
+            }
+            (t, i) = (own(free)?, g);
+            while self.bounds.get(i + 1).is_some_and(|&b| b <= t) {
+                i += 1;
+            }
+        }
+    }
+
+    /// The earliest instant at or after `t` (in segment `i`) from which no cover of a
+    /// whole (`busy`, `starts`, with a cover at least) meets a window of `dur` seconds, and
+    /// its segment.
+    ///
+    /// Why by runs: a long job asks this past every cover of a node before a gap wide
+    /// enough (14 covers a question in the 5,000-job replay); a run of covers one after
+    /// another, as a conservative plan places them, is one step.
+    fn clear_from(&self, busy: Row, starts: Row, t: i64, i: usize, dur: i64) -> (i64, usize) {
+        let b = &self.bounds;
+        let n = b.len();
+        if dur == 0 {
+            // An empty window meets only a cover holding `t` that started before it.
+            let inside = t >= b[0] && busy.get(i) && (t > b[i] || !starts.get(i));
+            if !inside {
+                return (t, i);
+            }
+            let e = bits::next_end(busy, starts, i + 1).min(n - 1);
+            return (b[e], e);
+        }
+        let (mut s, mut g) = (t, i);
+        if t < b[0] {
+            // Free until the first cover.
+            match busy.next_set(0) {
+                Some(j) if b[j] < t.saturating_add(dur) => g = j,
+                _ => return (t, i),
+            }
+        }
+        loop {
+            if busy.get(g) {
+                // Past the run of covers holding `g`.
+                g = busy.next_clear(g).min(n - 1);
+                s = b[g];
+            }
+            match busy.next_set(g).filter(|&j| j < n) {
+                Some(j) if b[j] < s.saturating_add(dur) => g = j,
+                _ => return (s, g),
+            }
+        }
+    }
+
+    /// Whether a cover of whole `c` meets `[at, end)`: ends after `at` and starts before
+    /// `end`.
+    #[inline]
+    pub(super) fn meets(&self, c: u32, at: i64, end: i64) -> bool {
+        if self.count[c as usize] == 0 {
+            return false;
+        }
+        let (lo, hi) = self.segments(at, end);
+        if lo < hi {
+            return self.rows(c).0.any_in(lo, hi);
+        }
+        // An empty window (`end <= at`): the cover holding `at`, if it starts before `end`.
+        self.covers_from(c, lo)
+            .next()
+            .is_some_and(|w| w.start < end && w.end > at)
+    }
+
+    /// Whole `c`'s covers from the first holding segment `seg` or a later one, in order.
+    fn covers_from(&self, c: u32, seg: usize) -> impl Iterator<Item = WholeCover> + Clone + '_ {
+        let (busy, starts) = self.rows(c);
+        let n = self.bounds.len();
+        // The first cover holding a segment from `seg` on may have started before it.
+        let mut next = busy.next_set(seg).filter(|&i| i < n).map(|i| {
+            if starts.get(i) {
+                i
+            } else {
+                starts.prev_set(i).unwrap_or(i)
+            }
+        });
+        std::iter::from_fn(move || {
+            let s = next?;
+            let e = bits::next_end(busy, starts, s + 1).min(n - 1);
+            next = busy.next_set(e).filter(|&i| i < n);
+            Some(WholeCover {
+                start: self.bounds[s],
+                end: self.bounds[e],
+            })
+        })
+    }
+
     /// Whole `c`'s covers from the first that ends after `at`, in order.
-    pub(super) fn ending_after(&self, c: u32, at: i64) -> &[WholeCover] {
-        let first = self.probe(c as usize, at).first as usize;
-        &self.of[c as usize][first..]
+    pub(super) fn ending_after(
+        &self,
+        c: u32,
+        at: i64,
+    ) -> impl Iterator<Item = WholeCover> + Clone + '_ {
+        let seg = match self.count[c as usize] {
+            0 => self.bounds.len(),
+            _ => self.segment(at),
+        };
+        self.covers_from(c, seg).filter(move |w| w.end > at)
+    }
+
+    /// All of whole `c`'s covers, in order.
+    pub(super) fn all(&self, c: u32) -> impl Iterator<Item = WholeCover> + Clone + '_ {
+        self.ending_after(c, i64::MIN)
     }
 
     /// The overlapping parts of the covers of whole `c` during `[at, end)`, in order, each
@@ -85,16 +273,8 @@ impl WholeCovers {
         end: i64,
     ) -> impl Iterator<Item = (i64, i64)> + '_ {
         self.ending_after(c, at)
-            .iter()
             .take_while(move |w| w.start < end)
             .map(move |w| (w.start.max(at), w.end.min(end)))
-    }
-
-    /// Whether a cover of whole `c` meets `[at, end)`: whether the first cover ending
-    /// after `at` starts before `end`.
-    #[inline]
-    pub(super) fn meets(&self, c: u32, at: i64, end: i64) -> bool {
-        self.probe(c as usize, at).start < end
     }
 
     /// How many covers of whole `c` meet `[at, end)` (jobs: each cover is one).
@@ -102,58 +282,91 @@ impl WholeCovers {
         i64::try_from(self.meeting(c, at, end).count()).unwrap_or(i64::MAX)
     }
 
-    /// The probe of whole `c`'s covers that holds at `at`: the last one when it does, else
-    /// a search's, kept for the next question.
-    #[inline]
-    fn probe(&self, c: usize, at: i64) -> Probe {
-        let kept = &self.probes[c];
-        let p = kept.get();
-        if p.after <= at && at < p.until {
-            return p;
+    /// The index of bound `t` (`hint`, when it is), made when there is none: every row gets a bit there, the
+    /// two parts of the segment it cuts holding what the segment held.
+    fn bound(&mut self, t: i64, hint: usize) -> usize {
+        if self.bounds.get(hint) == Some(&t) {
+            return hint;
         }
-        let covers = &self.of[c];
-        let first = covers.partition_point(|w| w.end <= at);
-        let (start, until) = covers
-            .get(first)
-            .map_or((i64::MAX, i64::MAX), |w| (w.start, w.end));
-        let p = Probe {
-            after: first.checked_sub(1).map_or(i64::MIN, |i| covers[i].end),
-            until,
-            start,
-            first: u32::try_from(first).unwrap_or(u32::MAX),
-        };
-        kept.set(p);
-        p
+        let k = self.bounds.partition_point(|&b| b < t);
+        if self.bounds.get(k) == Some(&t) {
+            return k;
+        }
+        let n = self.count.len();
+        if self.bounds.len() + 1 > self.busy.len() / n * 64 {
+            // Room for 64 more: a plane more in each.
+            self.busy.resize(self.busy.len() + n, 0);
+            self.starts.resize(self.starts.len() + n, 0);
+        }
+        self.bounds.insert(k, t);
+        self.refs.insert(k, 0);
+        self.window.set(Window::NONE);
+        bits::insert_all(&mut self.busy, n, k, true);
+        bits::insert_all(&mut self.starts, n, k, false);
+        k
+    }
+
+    /// One cover start or end fewer at bound `k`; the bound taken out when none is left.
+    fn unref(&mut self, k: usize) {
+        self.refs[k] -= 1;
+        if self.refs[k] > 0 {
+            return;
+        }
+        self.bounds.remove(k);
+        self.refs.remove(k);
+        self.window.set(Window::NONE);
+        let n = self.count.len();
+        bits::remove_all(&mut self.busy, n, k);
+        bits::remove_all(&mut self.starts, n, k);
     }
 
     /// Adds a cover of whole `c` over `[start, end)` (a window of at least one second),
     /// unless another cover of it meets the window.
     pub(super) fn add(&mut self, c: usize, start: i64, end: i64) -> bool {
-        // The commit asked whether the window was free just before: the probe holds.
-        let at = self.probe(c, start).first as usize;
-        let list = &mut self.of[c];
-        if start >= end || list.get(at).is_some_and(|w| w.start < end) {
+        if start >= end || self.meets(c as u32, start, end) {
             return false;
         }
-        list.insert(at, WholeCover { start, end });
+        // The segments the window meets start at the start's bound and end before the
+        // end's, when there are such bounds (the covers a commit adds share them).
+        let (lo, hi) = self.segments(start, end);
+        let s = self.bound(start, lo);
+        // The end's bound comes after the start's: making that moved it by one.
+        let e = self.bound(end, hi + usize::from(s != lo));
+        self.refs[s] += 1;
+        self.refs[e] += 1;
+        let n = self.count.len();
+        bits::set_range(&mut self.busy, n, c, s, e, true);
+        bits::set_range(&mut self.starts, n, c, s, s + 1, true);
+        self.count[c] += 1;
         self.live += 1;
-        self.probes[c].set(Probe::NONE);
         true
     }
 
-    /// The cover of whole `c` that starts at `start`, taken out: its window. Found as the
-    /// first cover ending after its start, without a scan.
+    /// The cover of whole `c` that starts at `start`, taken out: its window.
     pub(super) fn remove(&mut self, c: usize, start: i64) -> Option<(i64, i64)> {
-        if c >= self.of.len() {
+        if self.count.get(c).is_none_or(|&n| n == 0) {
             return None;
         }
-        let k = self.probe(c, start).first as usize;
-        let list = &mut self.of[c];
-        list.get(k).filter(|w| w.start == start)?;
-        let w = list.remove(k);
+        // A reservation's covers are taken out one after another: one start.
+        let s = self.segment(start);
+        if self.bounds.get(s) != Some(&start) {
+            return None;
+        }
+        let (busy, starts) = self.rows(c as u32);
+        if !starts.get(s) {
+            return None;
+        }
+        let e = bits::next_end(busy, starts, s + 1).min(self.bounds.len() - 1);
+        let end = self.bounds[e];
+        let n = self.count.len();
+        bits::set_range(&mut self.busy, n, c, s, e, false);
+        bits::set_range(&mut self.starts, n, c, s, s + 1, false);
+        self.count[c] -= 1;
         self.live -= 1;
-        self.probes[c].set(Probe::NONE);
-        Some((w.start, w.end))
+        // The later bound first: taking out the earlier would move it.
+        self.unref(e);
+        self.unref(s);
+        Some((start, end))
     }
 }
 
@@ -164,7 +377,7 @@ mod tests {
     use super::WholeCovers;
 
     /// One step: add a cover `[start, start + len)` to a whole, remove one of its covers,
-    /// or ask whether a window meets one.
+    /// or ask about a window.
     #[derive(Clone, Debug)]
     enum Step {
         Add(u32, i64, i64),
@@ -176,7 +389,7 @@ mod tests {
         prop_oneof![
             (0..3u32, 0..60i64, 1..12i64).prop_map(|(c, s, l)| Step::Add(c, s, l)),
             (0..3u32, 0..8usize).prop_map(|(c, k)| Step::Remove(c, k)),
-            (0..3u32, -5..70i64, 1..20i64).prop_map(|(c, s, l)| Step::Ask(c, s, l)),
+            (0..3u32, -5..70i64, 0..20i64).prop_map(|(c, s, l)| Step::Ask(c, s, l)),
         ]
     }
 
@@ -189,39 +402,110 @@ mod tests {
         assert!(!w.add(0, 5, 12), "over two others");
         assert!(!w.add(0, 30, 30), "an empty window");
         assert_eq!(w.remove(0, 5), None, "no cover starts at 5");
+        assert_eq!(w.remove(0, 20), None, "a bound, but where a cover ends");
         assert_eq!(w.remove(0, 10), Some((10, 20)));
         assert_eq!(w.remove(0, 10), None, "removed already");
         assert_eq!(w.remove(0, 0), Some((0, 10)));
         assert_eq!(w.live, 0);
         assert_eq!(w.remove(1, 0), None, "no such whole");
+        assert_eq!(w, WholeCovers::new(1), "no bound is left");
+    }
+
+    /// More bounds than a plane holds: the rows get another and keep their covers.
+    #[test]
+    fn rows_widen() {
+        let mut w = WholeCovers::new(2);
+        for i in 0..100i64 {
+            assert!(w.add((i % 2) as usize, i * 10, i * 10 + 5));
+        }
+        assert_eq!(w.all(1).count(), 50);
+        assert_eq!(w.all(0).map(|x| (x.start, x.end)).nth(49), Some((980, 985)));
+        for i in 0..100i64 {
+            assert_eq!(
+                w.remove((i % 2) as usize, i * 10),
+                Some((i * 10, i * 10 + 5))
+            );
+        }
+        assert_eq!(w, WholeCovers::new(2));
     }
 
     proptest! {
-        /// The covers' probes (one search kept per whole) answer as a search of the list
-        /// would, whatever was added and removed between two questions.
+        /// The rows answer as a list of each whole's covers would, whatever was added and
+        /// removed between two questions.
         #[test]
-        fn probes_answer_as_the_list(steps in proptest::collection::vec(step(), 1..200)) {
+        fn rows_answer_as_lists(steps in proptest::collection::vec(step(), 1..200)) {
             let mut w = WholeCovers::new(3);
+            let mut lists: Vec<Vec<(i64, i64)>> = vec![Vec::new(); 3];
             for s in steps {
                 match s {
                     Step::Add(c, start, len) => {
-                        let _ = w.add(c as usize, start, start + len);
+                        let list = &mut lists[c as usize];
+                        let free = !list.iter().any(|x| x.0 < start + len && x.1 > start);
+                        prop_assert_eq!(w.add(c as usize, start, start + len), free);
+                        if free {
+                            list.push((start, start + len));
+                            list.sort_unstable();
+                        }
                     }
                     Step::Remove(c, k) => {
-                        if let Some(x) = w.of[c as usize].get(k).copied() {
-                            prop_assert_eq!(w.remove(c as usize, x.start), Some((x.start, x.end)));
+                        let list = &mut lists[c as usize];
+                        if k < list.len() {
+                            let x = list.remove(k);
+                            prop_assert_eq!(w.remove(c as usize, x.0), Some(x));
                         }
                     }
                     Step::Ask(c, at, len) => {
                         let end = at + len;
-                        let list = &w.of[c as usize];
-                        let meets = list.iter().any(|x| x.start < end && x.end > at);
-                        let jobs = list.iter().filter(|x| x.start < end && x.end > at).count();
-                        prop_assert_eq!(w.meets(c, at, end), meets);
-                        prop_assert_eq!(w.jobs_meeting(c, at, end), jobs as i64);
+                        let list = &lists[c as usize];
+                        let meet: Vec<(i64, i64)> = list
+                            .iter()
+                            .filter(|x| x.0 < end && x.1 > at)
+                            .map(|x| (x.0.max(at), x.1.min(end)))
+                            .collect();
+                        prop_assert_eq!(w.meets(c, at, end), !meet.is_empty());
+                        prop_assert_eq!(w.meeting(c, at, end).collect::<Vec<_>>(), meet.clone());
+                        prop_assert_eq!(w.jobs_meeting(c, at, end), meet.len() as i64);
+                        let after: Vec<(i64, i64)> =
+                            list.iter().copied().filter(|x| x.1 > at).collect();
+                        let got: Vec<(i64, i64)> =
+                            w.ending_after(c, at).map(|x| (x.start, x.end)).collect();
+                        prop_assert_eq!(got, after);
+                        let mut free = at;
+                        for x in list {
+                            if x.1 > free && x.0 < free + len {
+                                free = x.1;
+                            }
+                        }
+                        prop_assert_eq!(w.free_from(c, at, len, Some), Some(free));
+                        // Other records free only from an instant on.
+                        let own = |t: i64| Some(t.max(30));
+                        let mut want = at;
+                        loop {
+                            let t = own(want).unwrap_or(want);
+                            let mut moved = t;
+                            for x in list {
+                                if x.1 > moved && x.0 < moved + len {
+                                    moved = x.1;
+                                }
+                            }
+                            want = moved;
+                            if moved == t {
+                                break;
+                            }
+                        }
+                        prop_assert_eq!(w.free_from(c, at, len, own), Some(want));
                     }
                 }
+                prop_assert_eq!(w.live, lists.iter().map(Vec::len).sum::<usize>());
             }
+            for (c, list) in lists.iter().enumerate() {
+                let got: Vec<(i64, i64)> = w.all(c as u32).map(|x| (x.start, x.end)).collect();
+                prop_assert_eq!(&got, list);
+                for x in list {
+                    prop_assert_eq!(w.remove(c, x.0), Some(*x));
+                }
+            }
+            prop_assert_eq!(w, WholeCovers::new(3));
         }
     }
 }
