@@ -42,7 +42,7 @@ mod shape;
 mod whole;
 use cover::CoverGroup;
 pub(crate) use cover::CoverMemo;
-pub(crate) use listing::{KeptListings, WholeListing};
+pub(crate) use listing::{Below, KeptListings, WholeListing};
 pub(crate) use whole::WholeNode;
 use whole::{NO_WHOLE, Wholes};
 

@@ -17,7 +17,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::AllocVertex;
-use crate::state::KeptListings;
+use crate::state::{Below, KeptListings};
 
 /// What a match got: vertices in writer order (children before parents, siblings in graph
 /// order), and the time window.
@@ -171,8 +171,7 @@ impl Allocation {
         let at = u32::try_from(self.entries.len());
         let (true, Ok(at)) = (same, at) else {
             // (Listings of another state, or past u32::MAX entries: listed out.)
-            self.entries
-                .extend(listing.iter().map(|av| shifted(av, shift)));
+            self.entries.extend(listing.map(|av| shifted(&av, shift)));
             self.entries.push(node);
             return;
         };
@@ -190,14 +189,17 @@ impl Allocation {
     }
 
     /// The listing below the node of `w`, at the depths it was kept at.
-    pub(crate) fn listing(&self, w: &WholeEntry) -> &[AllocVertex] {
-        self.kept.as_ref().map_or(&[], |k| k.below(w.whole))
+    pub(crate) fn listing(&self, w: &WholeEntry) -> Below<'_> {
+        match &self.kept {
+            Some(k) => k.below(w.whole),
+            None => KeptListings::none(),
+        }
     }
 
     /// The vertices below the node of `w`, as this allocation lists them.
     pub(crate) fn listed(&self, w: &WholeEntry) -> impl Iterator<Item = AllocVertex> + '_ {
         let shift = w.shift;
-        self.listing(w).iter().map(move |av| shifted(av, shift))
+        self.listing(w).map(move |av| shifted(&av, shift))
     }
 
     /// The nodes kept as one entry, by their entry's index (ascending).
@@ -217,11 +219,14 @@ impl Allocation {
     /// node's.
     pub(crate) fn expand_whole(&mut self, w: usize) {
         let entry = self.wholes.remove(w);
-        let listing = self.kept.as_ref().map_or(&[][..], |k| k.below(entry.whole));
+        let listing = match &self.kept {
+            Some(k) => k.below(entry.whole),
+            None => KeptListings::none(),
+        };
         let at = entry.at as usize;
         let n = listing.len();
         self.entries
-            .splice(at..at, listing.iter().map(|av| shifted(av, entry.shift)));
+            .splice(at..at, listing.map(|av| shifted(&av, entry.shift)));
         self.below -= n;
         for later in &mut self.wholes[w..] {
             later.at += n as u32;
@@ -288,7 +293,7 @@ impl Iterator for Vertices<'_> {
         {
             if let Some(av) = a.listing(w).get(self.inside) {
                 self.inside += 1;
-                return Some(shifted(av, w.shift));
+                return Some(shifted(&av, w.shift));
             }
             self.whole += 1;
             self.inside = 0;

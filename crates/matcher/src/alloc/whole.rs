@@ -5,7 +5,7 @@ use shardsched_resource::{ResourceGraph, VertexId};
 
 use super::{AllocVertex, PruneRank};
 use crate::dfu::Tree;
-use crate::state::SchedState;
+use crate::state::{Below, SchedState};
 
 /// Where the listing of whole `c` that starts at `vertices[i]` ends, when one whole cover can
 /// record it: it lists every vertex of the whole once, exclusively with all its units, the
@@ -59,11 +59,11 @@ pub(super) fn kept_whole(
     st: &mut SchedState,
     ranks: &dyn PruneRank,
     node: AllocVertex,
-    below: &[AllocVertex],
+    below: Below<'_>,
     (at, dur): (i64, u64),
 ) -> Option<u32> {
     let c = st.whole_of(node.v)?;
-    debug_assert!(below.iter().all(|av| st.whole_of(av.v) == Some(c)));
+    debug_assert!(below.clone().all(|av| st.whole_of(av.v) == Some(c)));
     if st.whole_vertex(c) != node.v
         || !node.exclusive
         || node.needs != g.size(node.v)
