@@ -33,11 +33,6 @@ impl<T: Clone + Eq + Hash> Distinct<T> {
         self.values.get(i as usize)
     }
 
-    /// The value met last.
-    pub(crate) fn last(&self) -> Option<&T> {
-        self.get(self.last?)
-    }
-
     /// Forgets every value: numbering starts over.
     pub(crate) fn clear(&mut self) {
         *self = Distinct::default();

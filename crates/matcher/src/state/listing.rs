@@ -7,12 +7,12 @@
 //! largest single cost of a conservative replay of whole-node jobs (`perf`: 14 % of the
 //! 5,000-job replay's samples, before this), where the same nodes are reserved again and
 //! again. What such a listing holds depends on the graph and the walk's tree alone: the same
-//! vertices, sizes and depths every time. So the first listing of each whole is kept, entry
-//! for entry as the walk listed it (24 bytes a vertex), shared, and an allocation refers to
-//! it instead of copying it (`alloc::allocation`: copying it into every reservation was
-//! 15 % of the 5,000-job replay's time). Its *layout* (units, depths less the node's), which
-//! nodes alike share, is kept once per distinct layout: it bounds how many kinds of whole
-//! are kept ([`WHOLE_LAYOUTS_MAX`]) and sizes lists before a whole's first listing.
+//! vertices, sizes and depths every time. So the first listing of each whole is kept,
+//! shared, and an allocation refers to it instead of copying it (`alloc::allocation`:
+//! copying it into every reservation was 15 % of the 5,000-job replay's time). Its *layout*
+//! (units, depths less the node's, types), which nodes alike share, is kept once per
+//! distinct layout, and bounds how many kinds of whole are kept ([`WHOLE_LAYOUTS_MAX`]); a
+//! kept listing is its vertices' ids and its layout ([`KeptListings`]).
 //!
 //! Entries are kept per whole, not as offsets from the node's: generated graphs number
 //! vertices level by level, so a node's cores are not at the same distance from it as the
@@ -248,20 +248,6 @@ impl SchedState {
     pub(crate) fn whole_layout(&self, c: u32) -> Option<u32> {
         let layout = self.wholes.listings.of[c as usize];
         (layout != UNKNOWN && layout != WALKED).then_some(layout)
-    }
-
-    /// How many entries an allocation keeps for `u` taken whole: one when its listing is
-    /// kept or learned now (the allocation then refers to it: the entries listed to learn
-    /// it are taken back out), else about as many as the layout kept last holds (1 when
-    /// none is).
-    pub(crate) fn whole_listing_len(&self, u: VertexId) -> usize {
-        match self.whole_listing_of(u) {
-            WholeListing::Kept(..) | WholeListing::Learn(_) => 1,
-            WholeListing::Walk => {
-                let ls = &self.wholes.listings;
-                ls.layouts.last().map_or(1, |l| l.len())
-            }
-        }
     }
 
     /// Keeps `listed`, the walk's listing of whole `c` at `depth` (its node last), as
