@@ -190,10 +190,7 @@ impl Allocation {
 
     /// The listing below the node of `w`, at the depths it was kept at.
     pub(crate) fn listing(&self, w: &WholeEntry) -> Below<'_> {
-        match &self.kept {
-            Some(k) => k.below(w.whole),
-            None => KeptListings::none(),
-        }
+        below(self.kept.as_deref(), w.whole)
     }
 
     /// The vertices below the node of `w`, as this allocation lists them.
@@ -219,10 +216,8 @@ impl Allocation {
     /// node's.
     pub(crate) fn expand_whole(&mut self, w: usize) {
         let entry = self.wholes.remove(w);
-        let listing = match &self.kept {
-            Some(k) => k.below(entry.whole),
-            None => KeptListings::none(),
-        };
+        // (The listings borrowed apart from the entries, which change.)
+        let listing = below(self.kept.as_deref(), entry.whole);
         let at = entry.at as usize;
         let n = listing.len();
         self.entries
@@ -240,6 +235,14 @@ impl Allocation {
             self.below -= self.listing(&w).len();
             self.wholes.pop();
         }
+    }
+}
+
+/// Whole `whole`'s kept listing in `kept`, if any.
+fn below(kept: Option<&KeptListings>, whole: u32) -> Below<'_> {
+    match kept {
+        Some(k) => k.below(whole),
+        None => KeptListings::none(),
     }
 }
 
