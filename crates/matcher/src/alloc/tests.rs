@@ -234,6 +234,76 @@ fn clones_share_kept_listings() {
     assert_eq!(*x, fresh.job(1).unwrap().alloc);
 }
 
+/// Two unlike nodes: `big0` (2 sockets of 4 cores) and `small0` (1 socket of 2 cores).
+fn unlike_nodes() -> shardsched_resource::ResourceGraph {
+    shardsched_resource::spec::ClusterSpec::parse(
+        r#"name = "c"
+[[nodes]]
+hosts = "big0"
+sockets = 2
+cores_per_socket = 4
+[[nodes]]
+hosts = "small0"
+sockets = 1
+cores_per_socket = 2
+"#,
+    )
+    .unwrap()
+    .build()
+    .unwrap()
+}
+
+/// Clones share the kept listings but each numbers the layouts it learns: when each
+/// learns a different node's layout first, both still read every kept listing with its
+/// own layout (a kept listing holds its layout, not a number).
+#[test]
+fn clones_that_learn_unlike_nodes_in_another_order_read_their_own_layouts() {
+    let mut a = first_matcher(unlike_nodes());
+    let mut b = a.clone();
+    // The node a job takes (by path).
+    let node_of = |m: &Matcher, job: u64| {
+        let alloc = &m.job(job).unwrap().alloc;
+        let node = m.graph.sym("node").unwrap();
+        let v = alloc
+            .iter()
+            .find(|av| m.graph.kind(av.v) == node)
+            .unwrap()
+            .v;
+        m.graph.path(v).to_string()
+    };
+    // `a` learns the layout of the node `first` takes first.
+    a.place(MatchOp::Allocate, &whole_nodes(1), 11, 0).unwrap();
+    let first = node_of(&a, 11);
+    a.cancel(11).unwrap();
+    // `b` takes a core of that node, so the node it takes whole is the other one.
+    b.place(MatchOp::Allocate, &one_core(), 10, 0).unwrap();
+    assert_eq!(node_of(&b, 10), first);
+    b.place(MatchOp::Allocate, &whole_nodes(1), 11, 0).unwrap();
+    let other = node_of(&b, 11);
+    assert_ne!(other, first);
+    b.cancel(10).unwrap();
+    b.cancel(11).unwrap();
+    // Each numbered the layout it learned first 0: the two numberings differ.
+    let layout = |m: &Matcher, path: &str| {
+        let v = m.graph.find_path(path).unwrap();
+        m.state.whole_layout(m.state.whole_of(v).unwrap())
+    };
+    assert_eq!(layout(&a, &first), Some(0));
+    assert_eq!(layout(&b, &other), Some(0));
+    let fresh = whole_nodes_placed(unlike_nodes(), 2);
+    let want = &fresh.job(1).unwrap().alloc;
+    for m in [&mut a, &mut b] {
+        m.place(MatchOp::Allocate, &whole_nodes(2), 12, 0).unwrap();
+        let got = &m.job(12).unwrap().alloc;
+        assert_eq!(got.wholes().len(), 2, "both nodes one entry each");
+        assert_eq!(got, want);
+        assert_eq!(
+            got.iter().collect::<Vec<_>>(),
+            want.iter().collect::<Vec<_>>()
+        );
+    }
+}
+
 /// An allocation whose nodes kept whole refer to another matcher's listings is listed out
 /// and checked vertex by vertex when recorded: here in a matcher of the same cluster, where
 /// it holds the same vertices.
