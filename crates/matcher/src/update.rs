@@ -116,13 +116,13 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
                 WholeListing::Learn(c) => {
                     let n = self.visit_whole(u, needs, depth);
                     let listed = &self.out.entries()[first..];
-                    self.st.learn_whole_listing(self.g, c, listed, depth);
-                    if let WholeListing::Kept(kept, c, top) = self.st.whole_listing_of(u) {
+                    if let Some(top) = self.st.learn_whole_listing(self.g, c, listed, depth) {
                         // Kept now: the allocation refers to it as to any listing kept
                         // before, and the next node is listed where this one was (in
                         // memory a fresh node's listing has just warmed, not another 1.4 kB
                         // of a bench node's entries further on).
                         self.out.truncate_entries(first);
+                        let kept = self.st.kept_listings();
                         return push_kept(self.out, kept, c, top, (needs, depth));
                     }
                     n
@@ -263,8 +263,7 @@ fn push_kept(
         depth,
         ..top
     };
-    out.push_whole(node, kept, c, top.depth);
-    kept.below(c).len() as u64 + 1
+    out.push_whole(node, kept, c, top.depth) as u64 + 1
 }
 
 /// A vertex [`Emit::visit_whole`] entered: its units, and its children not listed yet

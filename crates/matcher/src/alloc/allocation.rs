@@ -157,15 +157,17 @@ impl Allocation {
     }
 
     /// Appends node `node` taken whole, its listing below it being whole `whole`'s in
-    /// `kept`, as kept when the node was at depth `learned_at`.
+    /// `kept`, as kept when the node was at depth `learned_at`. Returns how many vertices
+    /// that listing holds.
     pub(crate) fn push_whole(
         &mut self,
         node: AllocVertex,
         kept: &Arc<KeptListings>,
         whole: u32,
         learned_at: u32,
-    ) {
+    ) -> usize {
         let listing = kept.below(whole);
+        let n = listing.len();
         let shift = node.depth.wrapping_sub(learned_at);
         let same = self.lists_from(kept);
         let at = u32::try_from(self.entries.len());
@@ -173,14 +175,15 @@ impl Allocation {
             // (Listings of another state, or past u32::MAX entries: listed out.)
             self.entries.extend(listing.map(|av| shifted(&av, shift)));
             self.entries.push(node);
-            return;
+            return n;
         };
         if self.kept.is_none() {
             self.kept = Some(Arc::clone(kept));
         }
         self.entries.push(node);
-        self.below += listing.len();
+        self.below += n;
         self.wholes.push(WholeEntry { at, whole, shift });
+        n
     }
 
     /// Whether the listings it refers to (if any) are those of `kept`.

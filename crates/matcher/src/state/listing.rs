@@ -59,7 +59,8 @@ pub(super) struct Listings {
     of: Vec<u32>,
     /// The kept listings themselves, shared with the allocations that refer to them.
     kept: Arc<KeptListings>,
-    /// Distinct layouts; a layout's last entry is the node's, with no units.
+    /// Distinct layouts; a layout's last entry is the node's (with the node's size, not
+    /// what a request takes of it).
     layouts: Distinct<Arc<[LayoutEntry]>>,
 }
 
@@ -82,11 +83,11 @@ impl Listings {
 /// clone of the state shares it: what a listing holds depends on the graph and the tree
 /// alone, the same for both.
 ///
-/// A listing is kept as its vertices' ids and its layout's number, everything else an
-/// entry says being its layout's (4 bytes a vertex, not 24): a match that takes fresh nodes
-/// keeps one listing per node, and that memory, new to the process, cost a page fault per
-/// 4 kB on top of writing it (a quarter of the 64-node exclusive match's time on 4,096
-/// nodes, `perf`, when each listing was kept whole).
+/// A listing is kept as its vertices' ids and a shared reference to its layout, everything
+/// else an entry says being its layout's (4 bytes a vertex, not 24): a match that takes
+/// fresh nodes keeps one listing per node, and that memory, new to the process, cost a page
+/// fault per 4 kB on top of writing it (a quarter of the 64-node exclusive match's time on
+/// 4,096 nodes, `perf`, when each listing was kept whole).
 #[derive(Default)]
 pub struct KeptListings {
     slots: Box<[OnceLock<Kept>]>,
@@ -108,9 +109,7 @@ struct Kept {
     /// Its layout, which says the rest of each entry (shared with the state that learned
     /// it: clones of a state share the kept listings, not the numbering of layouts).
     layout: Arc<[LayoutEntry]>,
-    /// The depth the layout's depths are from (the node's, when first listed).
-    depth: u32,
-    /// The node's entry then.
+    /// The node's entry then (its depth, the one the layout's depths are from).
     top: AllocVertex,
 }
 
@@ -138,7 +137,6 @@ impl KeptListings {
                     OnceLock::from(Kept {
                         below: below.iter().map(|av| av.v.0).collect(),
                         layout: layout(&below, &top),
-                        depth: top.depth,
                         top,
                     })
                 })
@@ -162,7 +160,7 @@ impl KeptListings {
             Some(k) => Below {
                 ids: &k.below,
                 layout: &k.layout,
-                depth: k.depth,
+                depth: k.top.depth,
                 next: 0,
             },
             _ => KeptListings::none(),
@@ -253,13 +251,15 @@ impl SchedState {
     /// Keeps `listed`, the walk's listing of whole `c` at `depth` (its node last), as
     /// [`WholeListing::Kept`] says. Its layout is compared first with the one kept last,
     /// which nodes listed one after another nearly always share: no hashing, no copy.
+    /// Returns the kept listing's node entry, as `WholeListing::Kept` would give it (none
+    /// when no room was left for its layout: it is walked each time).
     pub(crate) fn learn_whole_listing(
         &mut self,
         g: &ResourceGraph,
         c: u32,
         listed: &[AllocVertex],
         depth: u32,
-    ) {
+    ) -> Option<AllocVertex> {
         let top = self.whole_vertex(c);
         let entry = |av: &AllocVertex| LayoutEntry {
             needs: if av.v == top { g.size(top) } else { av.needs },
@@ -283,18 +283,18 @@ impl SchedState {
             )
             .unwrap_or(WALKED);
         ls.of[c as usize] = layout;
-        if layout != WALKED
-            && let Some((top, below)) = listed.split_last()
-            && let Some(slot) = ls.kept.slots.get(c as usize)
-            && let Some(entries) = ls.layouts.get(layout)
-        {
-            // (Set already by a clone of this state: the same listing.)
-            let _ = slot.set(Kept {
-                below: below.iter().map(|av| av.v.0).collect(),
-                layout: Arc::clone(entries),
-                depth,
-                top: *top,
-            });
+        if layout == WALKED {
+            return None;
         }
+        let (top, below) = listed.split_last()?;
+        let slot = ls.kept.slots.get(c as usize)?;
+        let entries = ls.layouts.get(layout)?;
+        // (Set already by a clone of this state: the same listing.)
+        let _ = slot.set(Kept {
+            below: below.iter().map(|av| av.v.0).collect(),
+            layout: Arc::clone(entries),
+            top: *top,
+        });
+        slot.get().map(|k| k.top)
     }
 }

@@ -218,7 +218,10 @@ mod tests {
         /// Each operation does to each row what it says to a list of bits.
         #[test]
         fn as_lists_of_bits(
-            mut rows in proptest::collection::vec(proptest::collection::vec(any::<bool>(), 192), 1..4),
+            mut rows in proptest::collection::vec(
+                proptest::collection::vec(any::<bool>(), 192),
+                1..4,
+            ),
             k in 0..191usize,
             lo in 0..192usize,
             len in 1..100usize,
@@ -238,7 +241,8 @@ mod tests {
                 prop_assert_eq!(row.any_in(lo, hi), b[lo..hi].iter().any(|&x| x));
                 prop_assert_eq!(row.next_set(lo), (lo..192).find(|&i| b[i]));
                 prop_assert_eq!(row.prev_set(lo), (0..=lo).rev().find(|&i| b[i]));
-                prop_assert_eq!(row.next_clear(lo), (lo..192).find(|&i| !b[i]).unwrap_or(192));
+                let first_clear = (lo..192).find(|&i| !b[i]).unwrap_or(192);
+                prop_assert_eq!(row.next_clear(lo), first_clear);
                 let mut want = b.clone();
                 want.insert(k, copy && k > 0 && b[k - 1]);
                 want.truncate(192);
@@ -249,12 +253,18 @@ mod tests {
             prop_assert_eq!(&removed, &planes);
 
             // `next_end` over a row and its complement.
-            let others = planes_of(&rows.iter().map(|b| b.iter().map(|x| !x).collect()).collect::<Vec<_>>());
+            let complements: Vec<Vec<bool>> =
+                rows.iter().map(|b| b.iter().map(|x| !x).collect()).collect();
+            let others = planes_of(&complements);
             let zeros = vec![0u64; 3 * n];
             for (c, b) in rows.iter().enumerate() {
-                let (row, other, zero) = (Row::new(&planes, n, c), Row::new(&others, n, c), Row::new(&zeros, n, c));
-                prop_assert_eq!(super::next_end(row, zero, lo), (lo..192).find(|&i| !b[i]).unwrap_or(192));
-                prop_assert_eq!(super::next_end(other, row, lo), (lo..192).find(|&i| b[i]).unwrap_or(192));
+                let row = Row::new(&planes, n, c);
+                let other = Row::new(&others, n, c);
+                let zero = Row::new(&zeros, n, c);
+                let first_clear = (lo..192).find(|&i| !b[i]).unwrap_or(192);
+                let first_set = (lo..192).find(|&i| b[i]).unwrap_or(192);
+                prop_assert_eq!(super::next_end(row, zero, lo), first_clear);
+                prop_assert_eq!(super::next_end(other, row, lo), first_set);
             }
         }
     }

@@ -282,8 +282,8 @@ impl WholeCovers {
         i64::try_from(self.meeting(c, at, end).count()).unwrap_or(i64::MAX)
     }
 
-    /// The index of bound `t` (`hint`, when it is), made when there is none: every row gets a bit there, the
-    /// two parts of the segment it cuts holding what the segment held.
+    /// The index of bound `t` (`hint`, when it is), made when there is none: every row gets
+    /// a bit there, the two parts of the segment it cuts holding what the segment held.
     fn bound(&mut self, t: i64, hint: usize) -> usize {
         if self.bounds.get(hint) == Some(&t) {
             return hint;
