@@ -95,6 +95,38 @@ pub struct Inner {
     pub plans: Planner,
     pub xcheck: Planner,
     pub agg: Option<Aggregate>,
+    /// The types of its children in the tree, as a set of type ranks ([`ChildKinds`]).
+    pub child_kinds: ChildKinds,
+}
+
+/// The types of an inner vertex's children, as bits by type rank, so that whether a slot
+/// can form there (it has children of every type the slot holds) is a few bit tests
+/// instead of a pass over its children for each type: a rack's 64 nodes were scanned for
+/// a socket at every select that crossed it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChildKinds(u64);
+
+impl ChildKinds {
+    /// Ranks from here up are not kept as bits: a child of such a type makes the set
+    /// unknown ([`ChildKinds::has`] answers `None`).
+    const UNKNOWN: u64 = 1 << 63;
+
+    /// The set of the types of `children`.
+    pub fn of(children: impl IntoIterator<Item = u32>) -> ChildKinds {
+        let mut bits = 0u64;
+        for rank in children {
+            bits |= if rank < 63 { 1 << rank } else { Self::UNKNOWN };
+        }
+        ChildKinds(bits)
+    }
+
+    /// Whether some child has the type of rank `rank`; `None` when the set cannot say.
+    pub fn has(self, rank: u32) -> Option<bool> {
+        if self.0 & Self::UNKNOWN != 0 {
+            return None;
+        }
+        Some(rank < 63 && self.0 & (1 << rank) != 0)
+    }
 }
 
 /// How a vertex is used during a window.
@@ -192,6 +224,13 @@ impl SchedState {
     fn inner_covered(&self, v: VertexId) -> Option<(&Inner, Option<u32>)> {
         let i = self.inner_of[v.index()];
         (i & LEAF_BIT == 0).then(|| (&self.inner[i as usize], self.covered_inner(i)))
+    }
+
+    /// The types of inner vertex `v`'s children; `None` for a vertex without calendars of
+    /// its own.
+    #[inline]
+    pub fn child_kinds(&self, v: VertexId) -> Option<ChildKinds> {
+        self.inner(v).map(|i| i.child_kinds)
     }
 
     /// Whether `v` keeps no calendars of its own beyond a leaf's hold list.

@@ -119,10 +119,15 @@ impl<'a> Walk<'a> {
 
     /// Whether `u` has children of every type the slot holds.
     pub(super) fn slot_match(&self, u: VertexId, slot: ReqId) -> bool {
-        let children = self.tree.children(u);
+        let kinds = self.st.child_kinds(u);
         self.req.req(slot).with.iter().all(|&e| {
             let ty = self.req.req(e).ty;
-            children.iter().any(|&c| self.g.kind(VertexId(c)) == ty)
+            kinds
+                .and_then(|k| k.has(self.types.rank(ty)))
+                .unwrap_or_else(|| {
+                    let children = self.tree.children(u);
+                    children.iter().any(|&c| self.g.kind(VertexId(c)) == ty)
+                })
         })
     }
 

@@ -6,8 +6,8 @@ use shardsched_resource::{ResourceGraph, VertexId};
 
 use super::whole::{NO_WHOLE, Wholes};
 use super::{
-    Aggregate, CoverGroup, Hint, Inner, LEAF, PLAN_BASE, PLAN_HORIZON, SchedState, XCHECK_TOTAL,
-    cover,
+    Aggregate, ChildKinds, CoverGroup, Hint, Inner, LEAF, PLAN_BASE, PLAN_HORIZON, SchedState,
+    XCHECK_TOTAL, cover,
 };
 use crate::types::{PruneTypes, TypeTable};
 
@@ -148,6 +148,11 @@ impl SchedState {
                 plans: Planner::new(PLAN_BASE, PLAN_HORIZON, g.size(vid)),
                 xcheck: Planner::new(PLAN_BASE, PLAN_HORIZON, XCHECK_TOTAL),
                 agg,
+                child_kinds: ChildKinds::of(
+                    tree.children(vid)
+                        .iter()
+                        .map(|&c| types.rank(g.kind(VertexId(c)))),
+                ),
             });
             if let Some((t, k)) = own {
                 add_to(&mut sum, t, k);
