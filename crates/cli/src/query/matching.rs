@@ -113,9 +113,10 @@ impl Session {
             }
             Ok(parsed) => parsed,
         };
-        let a = self.match_allocate(op, jobid, file, js);
+        let mut a = self.match_allocate(op, jobid, file, js);
         let sat = a.ok || !matches!(a.errno, Errno::NoDev | Errno::NoEnt);
         out.write_all(a.text.as_bytes())?;
+        self.spare_text = std::mem::take(&mut a.text);
         if op == FluxionOp::Satisfiability {
             let what = if sat { "Satisfiable" } else { "Unsatisfiable" };
             writeln!(out, "{BAR}\nINFO: {what} request\n{BAR}")?;
@@ -266,7 +267,8 @@ impl Session {
                 (*b, e, 0, false)
             }
         };
-        let mut text = String::new();
+        let mut text = std::mem::take(&mut self.spare_text);
+        text.clear();
         if let Err(e) = self.writer.emit(&mut text) {
             let errno = match e {
                 WriterError::Unbalanced => Errno::NoEnt,

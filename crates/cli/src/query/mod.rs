@@ -168,6 +168,8 @@ pub struct Session {
     /// Jobspecs already parsed: command streams repeat the same few files thousands of
     /// times, and parsing would otherwise dominate the matching.
     jobspecs: Jobspecs,
+    /// The last match's printed text, emptied: the next one is written into its memory.
+    spare_text: String,
 }
 
 impl Session {
@@ -222,6 +224,7 @@ impl Session {
             reservations: BTreeSet::new(),
             perf: (f64::MAX, 0.0, 0.0),
             jobspecs: Jobspecs::default(),
+            spare_text: String::new(),
         })
     }
 

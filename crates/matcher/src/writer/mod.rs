@@ -164,9 +164,17 @@ impl MatchWriter {
         a: &Allocation,
         refused: &[(usize, VertexId)],
     ) {
+        let vertices = a.vertices();
+        if let Some(pretty) = self.simple() {
+            // A line per vertex: no labels, no edges, no parent's exclusivity to find.
+            for av in vertices.iter() {
+                self.simple_line(g, pretty, av.v, av.needs, av.exclusive, av.depth);
+            }
+            self.times = (a.at, crate::end_of(a));
+            return;
+        }
         // The exclusive flag of the parent of each vertex: walking backwards, a vertex's
         // parent is the last vertex seen one level up.
-        let vertices = a.vertices();
         let mut excl_at: Vec<bool> = Vec::new();
         let mut parent_excl = vec![false; vertices.len()];
         for (i, av) in vertices.iter().enumerate().rev() {
@@ -247,32 +255,8 @@ impl MatchWriter {
     ) {
         match self.kind {
             Writer::Simple | Writer::PrettySimple => {
-                self.line_starts.push(self.text.len());
-                let line = &mut self.text;
-                // Six blanks and three dashes a level, in one copy when the depth is in
-                // `SIMPLE_PREFIX` (the lines are most of what `query` prints).
-                match SIMPLE_PREFIX.get(..6 + 3 * (e.depth as usize + 1)) {
-                    Some(prefix) => line.push_str(prefix),
-                    None => {
-                        line.push_str("      ");
-                        for _ in 0..=e.depth {
-                            line.push_str("---");
-                        }
-                    }
-                }
-                let mode = match (self.kind, e.exclusive) {
-                    (Writer::Simple, true) => "x",
-                    (Writer::Simple, false) => "s",
-                    (_, true) => "exclusive",
-                    (_, false) => "shared",
-                };
-                // By hand rather than `writeln!`: this line is most of what `query` prints.
-                line.push_str(g.name(e.v));
-                line.push('[');
-                shardsched_resource::graph::push_int(line, e.needs);
-                line.push(':');
-                line.push_str(mode);
-                line.push_str("]\n");
+                let pretty = self.kind == Writer::PrettySimple;
+                self.simple_line(g, pretty, e.v, e.needs, e.exclusive, e.depth);
             }
             Writer::Jgf => self.nodes.push(jgf_vertex(g, e, agfilter)),
             Writer::JgfShorthand => self.shorthand_vertex(g, e, agfilter),
@@ -286,6 +270,57 @@ impl MatchWriter {
                 self.shorthand_vertex(g, e, agfilter);
             }
         }
+    }
+
+    /// `Some(pretty)` for the line writers (`simple`, `pretty_simple`), which print a line
+    /// per vertex and nothing of edges or labels.
+    fn simple(&self) -> Option<bool> {
+        match self.kind {
+            Writer::Simple => Some(false),
+            Writer::PrettySimple => Some(true),
+            _ => None,
+        }
+    }
+
+    /// Appends `v`'s line of a `simple` (or `pretty_simple`) writer.
+    fn simple_line(
+        &mut self,
+        g: &ResourceGraph,
+        pretty: bool,
+        v: VertexId,
+        needs: i64,
+        exclusive: bool,
+        depth: u32,
+    ) {
+        if pretty {
+            // Printed last first: where each line starts.
+            self.line_starts.push(self.text.len());
+        }
+        let line = &mut self.text;
+        // Six blanks and three dashes a level, in one copy when the depth is in
+        // `SIMPLE_PREFIX` (the lines are most of what `query` prints).
+        match SIMPLE_PREFIX.get(..6 + 3 * (depth as usize + 1)) {
+            Some(prefix) => line.push_str(prefix),
+            None => {
+                line.push_str("      ");
+                for _ in 0..=depth {
+                    line.push_str("---");
+                }
+            }
+        }
+        let mode = match (pretty, exclusive) {
+            (false, true) => "x",
+            (false, false) => "s",
+            (true, true) => "exclusive",
+            (true, false) => "shared",
+        };
+        // By hand rather than `writeln!`: this line is most of what `query` prints.
+        line.push_str(g.name(v));
+        line.push('[');
+        shardsched_resource::graph::push_int(line, needs);
+        line.push(':');
+        line.push_str(mode);
+        line.push_str("]\n");
     }
 
     fn shorthand_vertex(
