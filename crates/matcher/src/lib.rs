@@ -600,10 +600,10 @@ fn learn_weight(
         return;
     }
     let w = u64::try_from(free).unwrap_or(0);
-    if order.weight[v.index()] == w {
+    if order.weight(v) == w {
         return;
     }
-    order.set_weight(parent, v.0, w);
+    order.set_weight(tree, parent, v.0, w);
     if let Some(scratch) = scratch.filter(|s| s.keeps_node_visits())
         && let Some(c) = st.whole_of(parent)
     {

@@ -297,6 +297,12 @@ impl ResourceGraph {
             None => i64::from(v.0),
         }
     }
+    /// Every vertex's uniq_id, when the graph gives some that differ from the vertex's
+    /// position (a JGF file's own); `None` when each is its position.
+    pub fn own_uniq_ids(&self) -> Option<&[i64]> {
+        (!self.uniq.is_empty()).then_some(&self.uniq[..])
+    }
+
     pub fn rank(&self, v: VertexId) -> i64 {
         self.columns.rank.get(v.index())
     }

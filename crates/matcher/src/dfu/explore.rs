@@ -160,8 +160,10 @@ impl<'a> Walk<'a> {
         let mut counted = mark;
         // Asked only of a child no request names (rare where requests name every type).
         let mut any_kind = None;
-        for &c in order.children(u) {
-            let c = VertexId(c);
+        let (children, reversed) = order.children(self.child_lists, u);
+        let n = children.len();
+        for i in 0..n {
+            let c = VertexId(children[if reversed { n - 1 - i } else { i }]);
             let kind = self.g.kind(c);
             // Every request has a tally of its type: one look says whether the child's type
             // is met (skipped), asked (visited), or named by no request.

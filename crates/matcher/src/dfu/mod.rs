@@ -153,6 +153,8 @@ impl Tree for ResourceGraph {
 pub struct Walk<'a> {
     pub g: &'a ResourceGraph,
     pub tree: &'a dyn Tree,
+    /// The tree's child lists, read once ([`Tree::child_lists`]).
+    child_lists: (&'a [u32], &'a [u32]),
     pub st: &'a SchedState,
     pub req: &'a Request,
     pub types: &'a TypeTable,
@@ -260,6 +262,7 @@ impl<'a> Walk<'a> {
         Walk {
             g,
             tree,
+            child_lists: tree.child_lists(),
             st,
             req,
             types,
