@@ -151,12 +151,13 @@ fn run(bin: &[&str], dir: &Path, file: &str, scratch: &Path) -> (Row, Vec<u8>) {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn");
-    child
+    // A graph refused at load ends the process before it reads: a broken pipe then is fine
+    // (as in `conformance`), whichever of the two comes first on a loaded machine.
+    let _ = child
         .stdin
         .take()
         .expect("stdin")
-        .write_all(FIND_ALL.as_bytes())
-        .expect("write commands");
+        .write_all(FIND_ALL.as_bytes());
     let output = child.wait_with_output().expect("wait");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let info: Vec<&str> = stdout
@@ -209,12 +210,11 @@ fn matches(bin: &[&str], dir: &Path, file: &str, scratch: &Path) -> u32 {
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("spawn");
-            child
+            let _ = child
                 .stdin
                 .take()
                 .expect("stdin")
-                .write_all(MATCHES.as_bytes())
-                .expect("write commands");
+                .write_all(MATCHES.as_bytes());
             child.wait().expect("wait");
             all.update(&std::fs::read(&out).unwrap_or_default());
         }
