@@ -103,7 +103,7 @@ pub struct Inner {
 /// can form there (it has children of every type the slot holds) is a few bit tests
 /// instead of a pass over its children for each type: a rack's 64 nodes were scanned for
 /// a socket at every select that crossed it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ChildKinds(u64);
 
 impl ChildKinds {
@@ -111,13 +111,9 @@ impl ChildKinds {
     /// unknown ([`ChildKinds::has`] answers `None`).
     const UNKNOWN: u64 = 1 << 63;
 
-    /// The set of the types of `children`.
-    pub fn of(children: impl IntoIterator<Item = u32>) -> ChildKinds {
-        let mut bits = 0u64;
-        for rank in children {
-            bits |= if rank < 63 { 1 << rank } else { Self::UNKNOWN };
-        }
-        ChildKinds(bits)
+    /// Adds a child of the type of rank `rank`.
+    pub fn add(&mut self, rank: u32) {
+        self.0 |= if rank < 63 { 1 << rank } else { Self::UNKNOWN };
     }
 
     /// Whether some child has the type of rank `rank`; `None` when the set cannot say.

@@ -65,6 +65,7 @@ impl SchedState {
                 sum: Vec::new(),
                 own: own_of(prune, root),
                 whole: NO_WHOLE,
+                kinds: ChildKinds::default(),
             });
         }
         while let Some(top) = frames.last_mut() {
@@ -72,6 +73,8 @@ impl SchedState {
             let children = tree.children(v);
             if let Some(&c) = children.get(top.next) {
                 top.next += 1;
+                let rank = types.rank(g.kind(VertexId(c)));
+                top.kinds.add(rank);
                 if dag {
                     if primed[c as usize] {
                         continue;
@@ -82,7 +85,6 @@ impl SchedState {
                 if tree.children(cv).is_empty() {
                     // A leaf holds its own size, its type made a pruning type (anchored at
                     // the cluster) when no filter names it.
-                    let rank = types.rank(g.kind(cv));
                     if !prune.is_pruning(rank) {
                         prune.set(Some(cluster), rank);
                     }
@@ -103,6 +105,7 @@ impl SchedState {
                         sum: spare.pop().unwrap_or_default(),
                         own,
                         whole,
+                        kinds: ChildKinds::default(),
                     });
                 }
                 continue;
@@ -114,6 +117,7 @@ impl SchedState {
                 own,
                 mut sum,
                 whole,
+                kinds,
                 ..
             }) = frames.pop()
             else {
@@ -148,11 +152,7 @@ impl SchedState {
                 plans: Planner::new(PLAN_BASE, PLAN_HORIZON, g.size(vid)),
                 xcheck: Planner::new(PLAN_BASE, PLAN_HORIZON, XCHECK_TOTAL),
                 agg,
-                child_kinds: ChildKinds::of(
-                    tree.children(vid)
-                        .iter()
-                        .map(|&c| types.rank(g.kind(VertexId(c)))),
-                ),
+                child_kinds: kinds,
             });
             if let Some((t, k)) = own {
                 add_to(&mut sum, t, k);
@@ -199,6 +199,8 @@ struct Frame {
     own: Option<(u32, i64)>,
     /// The whole it belongs to, or [`NO_WHOLE`].
     whole: u32,
+    /// The types of its children seen so far.
+    kinds: ChildKinds,
 }
 
 pub(super) fn add_to(sum: &mut Vec<(u32, i64)>, t: u32, k: i64) {
