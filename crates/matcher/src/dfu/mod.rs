@@ -479,6 +479,9 @@ impl<'a> Walk<'a> {
                 };
                 self.dom_slot(u, t.next, t.nslots, t.pristine, chooser);
             }
+            // A leaf matched by a request with no contents: nothing below to explore (no
+            // child to visit or turn away, no budget to spend).
+            MatchKind::Resource if t.next.is_empty() && self.is_leaf(u) => {}
             _ => {
                 let mut own = if t.kind == MatchKind::Resource {
                     // A matched resource chooses among its own children, or among the
@@ -534,6 +537,13 @@ impl<'a> Walk<'a> {
     ) -> Option<Visit> {
         self.walk_node_itself = true;
         self.dom_dfv(u, reqs, pristine, excl, budget)
+    }
+
+    /// Whether `u` has no children in the walked tree.
+    #[inline]
+    fn is_leaf(&self, u: VertexId) -> bool {
+        let (start, _) = self.child_lists;
+        start[u.index()] == start[u.index() + 1]
     }
 
     /// Own units of `u` free during the window.
