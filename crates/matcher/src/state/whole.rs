@@ -279,7 +279,8 @@ impl SchedState {
             && !self.wholes.covers.meets(c, at, saturating_end(at, dur))
     }
 
-    /// Records a whole cover of `c`: every vertex of the whole held whole by one job.
+    /// Records a whole cover of `c`: every vertex of the whole held whole by one job. The
+    /// caller has found the whole free over the window ([`SchedState::whole_free`]).
     pub(crate) fn hold_whole(
         &mut self,
         c: u32,
@@ -292,12 +293,7 @@ impl SchedState {
             .filter(|&d| d > 0)
             .and_then(|d| at.checked_add(d))
             .ok_or_else(|| MatchError::Internal(format!("a whole cover of {dur} s at {at}")))?;
-        if !self.wholes.covers.add(c as usize, at, end) {
-            return Err(MatchError::Internal(format!(
-                "a whole cover of {} over another",
-                self.whole_vertex(c).0
-            )));
-        }
+        self.wholes.covers.add_free(c as usize, at, end);
         out.push(SpanRef::Whole(c, at));
         Ok(())
     }
