@@ -117,8 +117,7 @@ impl EdgeOrder {
             return;
         }
         let (inverted_weight, uniq) = (&self.inverted_weight, &self.uniq);
-        let uniq_of = |c: u32| uniq.get(c as usize).copied().unwrap_or(i64::from(c));
-        let key = |c: u32| (!inverted_weight[c as usize], uniq_of(c));
+        let key = |c: u32| (!inverted_weight[c as usize], uniq_in(uniq, c));
         let mine = key(child);
         let list = keep_first(&mut self.at, &mut self.lists, tree, parent);
         let Some(pos) = list.iter().position(|&c| c == child) else {
@@ -139,7 +138,7 @@ impl EdgeOrder {
     }
 
     fn uniq_of(&self, c: u32) -> i64 {
-        self.uniq.get(c as usize).copied().unwrap_or(i64::from(c))
+        uniq_in(&self.uniq, c)
     }
 
     /// Keeps `list` as `v`'s children in order.
@@ -172,4 +171,9 @@ fn keep_first<'a>(
     let s = at[v.index()] as usize;
     let len = lists[s - 1] as usize;
     &mut lists[s..s + len]
+}
+
+/// Vertex `c`'s uniq_id, from `uniq` as [`EdgeOrder`] keeps it (empty: the position).
+fn uniq_in(uniq: &[i64], c: u32) -> i64 {
+    uniq.get(c as usize).copied().unwrap_or(i64::from(c))
 }

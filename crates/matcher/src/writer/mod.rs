@@ -96,7 +96,7 @@ impl Writer {
 pub struct MatchWriter {
     kind: Writer,
     /// simple / pretty_simple lines, in the order fed (pretty_simple prints them reversed),
-    /// and where each starts in `text`.
+    /// and, for pretty_simple, where each starts in `text`.
     text: String,
     line_starts: Vec<usize>,
     /// JGF nodes and edges.
