@@ -37,11 +37,13 @@ mod build;
 mod carry;
 mod cover;
 pub(crate) mod distinct;
+mod kinds;
 mod listing;
 mod shape;
 mod whole;
 use cover::CoverGroup;
 pub(crate) use cover::CoverMemo;
+pub use kinds::ChildKinds;
 pub(crate) use listing::{Below, KeptListings, WholeListing};
 pub(crate) use whole::WholeNode;
 use whole::{NO_WHOLE, Wholes};
@@ -97,32 +99,6 @@ pub struct Inner {
     pub agg: Option<Aggregate>,
     /// The types of its children in the tree, as a set of type ranks ([`ChildKinds`]).
     pub child_kinds: ChildKinds,
-}
-
-/// The types of an inner vertex's children, as bits by type rank, so that whether a slot
-/// can form there (it has children of every type the slot holds) is a few bit tests
-/// instead of a pass over its children for each type: a rack's 64 nodes were scanned for
-/// a socket at every select that crossed it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ChildKinds(u64);
-
-impl ChildKinds {
-    /// Ranks from here up are not kept as bits: a child of such a type makes the set
-    /// unknown ([`ChildKinds::has`] answers `None`).
-    const UNKNOWN: u64 = 1 << 63;
-
-    /// Adds a child of the type of rank `rank`.
-    pub fn add(&mut self, rank: u32) {
-        self.0 |= if rank < 63 { 1 << rank } else { Self::UNKNOWN };
-    }
-
-    /// Whether some child has the type of rank `rank`; `None` when the set cannot say.
-    pub fn has(self, rank: u32) -> Option<bool> {
-        if self.0 & Self::UNKNOWN != 0 {
-            return None;
-        }
-        Some(rank < 63 && self.0 & (1 << rank) != 0)
-    }
 }
 
 /// How a vertex is used during a window.

@@ -177,3 +177,6 @@ fn keep_first<'a>(
 fn uniq_in(uniq: &[i64], c: u32) -> i64 {
     uniq.get(c as usize).copied().unwrap_or(i64::from(c))
 }
+
+#[cfg(test)]
+mod tests;
