@@ -45,6 +45,7 @@ use cover::CoverGroup;
 pub(crate) use cover::CoverMemo;
 pub use kinds::ChildKinds;
 pub(crate) use listing::{Below, KeptListings, WholeListing};
+pub use whole::UntouchedScratch;
 pub(crate) use whole::WholeNode;
 use whole::{NO_WHOLE, Wholes};
 

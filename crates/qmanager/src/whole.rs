@@ -45,6 +45,7 @@
 
 use shardsched_jobspec::Jobspec;
 use shardsched_matcher::Matcher;
+use shardsched_matcher::state::UntouchedScratch;
 use shardsched_resource::VertexId;
 
 use crate::shapes::RootAgg;
@@ -60,8 +61,8 @@ pub const WHOLE_NODE_ROUNDS_MAX: usize = 16;
 pub(crate) struct WholeNodes {
     /// Every vertex of type `node` that keeps calendars of its own.
     nodes: Vec<VertexId>,
-    /// `f(n)` of each node untouched within the horizon, for the `k`-th smallest.
-    starts: Vec<i64>,
+    /// Working memory of the `k`-th smallest `f(n)` (`SchedState::kth_untouched_from`).
+    scratch: UntouchedScratch,
 }
 
 impl WholeNodes {
@@ -73,7 +74,7 @@ impl WholeNodes {
             .collect();
         WholeNodes {
             nodes,
-            starts: Vec::new(),
+            scratch: UntouchedScratch::default(),
         }
     }
 
@@ -117,17 +118,26 @@ impl WholeNodes {
                 }
             }
         }
-        self.starts.clear();
-        for &v in &self.nodes {
-            if let Some(t) = m.state.untouched_from(v, from, duration) {
-                self.starts.push(t);
-            }
-        }
-        if self.starts.len() < k {
+        let kth = m
+            .state
+            .kth_untouched_from(&self.nodes, k, from, duration, &mut self.scratch);
+        debug_assert_eq!(kth, self.kth_node_by_node(m, k, from, duration));
+        debug_assert!(kth.is_none_or(|t| t >= from));
+        kth
+    }
+
+    /// [`WholeNodes::first_untouched`]'s answer from each node's `f(n)` asked one by one,
+    /// for debug builds to check the answer found for many nodes at once.
+    fn kth_node_by_node(&self, m: &Matcher, k: usize, from: i64, duration: u64) -> Option<i64> {
+        let mut starts: Vec<i64> = self
+            .nodes
+            .iter()
+            .filter_map(|&v| m.state.untouched_from(v, from, duration))
+            .collect();
+        if starts.len() < k {
             return None;
         }
-        let (_, kth, _) = self.starts.select_nth_unstable(k - 1);
-        debug_assert!(*kth >= from);
+        let (_, kth, _) = starts.select_nth_unstable(k - 1);
         Some(*kth)
     }
 

@@ -25,6 +25,9 @@
 
 mod bits;
 mod covers;
+mod untouched;
+
+pub use untouched::UntouchedScratch;
 
 use shardsched_planner::PeakUse;
 use shardsched_resource::{ResourceGraph, VertexId};

@@ -223,6 +223,40 @@ impl WholeCovers {
             .is_some_and(|w| w.start < end && w.end > at)
     }
 
+    /// Whether a cover of each whole meets `[at, end)` (`at < end`), into `busy`: a word
+    /// per whole, nonzero when one does. [`WholeCovers::meets`] for every whole at once, in
+    /// one pass over the planes holding the window's segments (the words of one segment for
+    /// every whole lie side by side).
+    pub(super) fn meeting_all(&self, at: i64, end: i64, busy: &mut Vec<u64>) {
+        let n = self.count.len();
+        busy.clear();
+        busy.resize(n, 0);
+        let (lo, hi) = self.segments(at, end);
+        // With `at < end`, no segment meets the window only when it lies before every
+        // bound: before every cover.
+        if lo >= hi {
+            return;
+        }
+        let (first, last) = (lo / 64, (hi - 1) / 64);
+        for j in first..=last {
+            let mut m = u64::MAX;
+            if j == first {
+                m &= u64::MAX << (lo % 64);
+            }
+            if j == last {
+                m &= u64::MAX >> (63 - (hi - 1) % 64);
+            }
+            for (b, &w) in busy.iter_mut().zip(&self.busy[j * n..(j + 1) * n]) {
+                *b |= w & m;
+            }
+        }
+    }
+
+    /// The instants after `t` where some cover starts or ends, in order.
+    pub(super) fn bounds_after(&self, t: i64) -> &[i64] {
+        &self.bounds[self.bounds.partition_point(|&b| b <= t)..]
+    }
+
     /// Whole `c`'s covers from the first holding segment `seg` or a later one, in order.
     fn covers_from(&self, c: u32, seg: usize) -> impl Iterator<Item = WholeCover> + Clone + '_ {
         let (busy, starts) = self.rows(c);

@@ -1,0 +1,171 @@
+//! The `k`-th earliest instant from which a node is untouched, for many nodes at once.
+//!
+//! Why: a reservation search for `k` whole nodes starts where `k` nodes are untouched for
+//! the window (`qmanager::whole`); when fewer are at the first instant, it asked every node
+//! its earliest such instant ([`SchedState::untouched_from`]): 4.2 million questions of ~615
+//! instructions in the 5,000-job conservative replay, 5.7 % of its time. A node whose whole
+//! holds nothing but whole covers is untouched over a window exactly when none of its covers
+//! meets it, and that is one bit test per segment of the window, for every whole side by
+//! side in the covers' planes: so the instants where such a node may become untouched (the
+//! first instant, then every bound) are tried in order for all of them at once, until `k`
+//! have been found untouched.
+
+use shardsched_resource::VertexId;
+
+use super::super::SchedState;
+use super::NO_WHOLE;
+
+/// Working memory of [`SchedState::kth_untouched_from`], kept between calls.
+#[derive(Clone, Debug, Default)]
+pub struct UntouchedScratch {
+    /// The earliest untouched instant of each node found so far.
+    starts: Vec<i64>,
+    /// Whole of each node asked at once, and whether it has been found untouched.
+    wholes: Vec<(u32, bool)>,
+    /// Per whole: whether a cover meets the window tried.
+    busy: Vec<u64>,
+}
+
+impl SchedState {
+    /// The `k`-th smallest (from 1) of [`SchedState::untouched_from`]`(v, at, dur)` over the
+    /// inner vertices `nodes`, not counting those with none; `None` when fewer than `k`
+    /// have one. The same answer as asking each of them.
+    pub fn kth_untouched_from(
+        &self,
+        nodes: &[VertexId],
+        k: usize,
+        at: i64,
+        dur: u64,
+        scratch: &mut UntouchedScratch,
+    ) -> Option<i64> {
+        let UntouchedScratch {
+            starts,
+            wholes,
+            busy,
+        } = scratch;
+        starts.clear();
+        wholes.clear();
+        // The job-count calendar of a node whose whole holds only covers: an empty one,
+        // which answers the same for each of them.
+        let mut empty = None;
+        for &v in nodes {
+            match self.only_covers_node(v) {
+                Some((c, x)) => {
+                    wholes.push((c, false));
+                    empty.get_or_insert(x);
+                }
+                None => starts.extend(self.untouched_from(v, at, dur)),
+            }
+        }
+        if let Some(x) = empty {
+            let own = |t| x.avail_time_first(t, dur, x.total());
+            let dur = i64::try_from(dur).unwrap_or(i64::MAX);
+            let covers = &self.wholes.covers;
+            // A node becomes untouched at the first instant or where a run of its covers
+            // ends: a bound. Tried in order; each node's first untouched one is its answer.
+            let first = own(at);
+            let later = first.map_or(&[][..], |t| covers.bounds_after(t));
+            let mut found = 0;
+            for t in first.into_iter().chain(later.iter().copied()) {
+                // An empty calendar takes any instant within the horizon as it is.
+                if own(t) != Some(t) || found >= k {
+                    break;
+                }
+                covers.meeting_all(t, t.saturating_add(dur), busy);
+                for (c, seen) in wholes.iter_mut().filter(|w| !w.1) {
+                    if busy[*c as usize] == 0 {
+                        *seen = true;
+                        starts.push(t);
+                        found += 1;
+                    }
+                }
+            }
+        }
+        if starts.len() < k || k == 0 {
+            return None;
+        }
+        let (_, kth, _) = starts.select_nth_unstable(k - 1);
+        Some(*kth)
+    }
+
+    /// Node `v`'s whole and its job-count calendar, when `v` is the node of a whole in
+    /// which nothing but whole covers is recorded.
+    fn only_covers_node(&self, v: VertexId) -> Option<(u32, &shardsched_planner::Planner)> {
+        let i = self.inner_index(v)?;
+        let c = self.only_covers_inner(i)?;
+        let x = &self.inner[i as usize].xcheck;
+        (c != NO_WHOLE && self.whole_vertex(c) == v && x.span_count() == 0).then_some((c, x))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use proptest::prelude::*;
+    use shardsched_jobspec::{Jobspec, Shorthand};
+    use shardsched_resource::VertexId;
+
+    use super::UntouchedScratch;
+    use crate::{MatchOp, MatchPolicy, Matcher, PruneFilters};
+
+    /// `nodes` whole nodes (or, with `nodes` 0, one core) for `duration` seconds.
+    fn job(nodes: u64, duration: u64) -> Jobspec {
+        let shorthand = if nodes == 0 {
+            Shorthand {
+                tasks: Some(1),
+                cores_per_task: 1,
+                ..Shorthand::default()
+            }
+        } else {
+            Shorthand {
+                nodes: Some(nodes),
+                ..Shorthand::default()
+            }
+        };
+        Shorthand {
+            duration,
+            command: vec!["app".into()],
+            ..shorthand
+        }
+        .to_jobspec()
+        .unwrap()
+    }
+
+    proptest! {
+        /// Whatever whole-node reservations (covers) and single cores (records of their
+        /// own, so their node is asked alone) a cluster holds, the `k`-th earliest
+        /// untouched instant found for all nodes at once is the one found node by node.
+        #[test]
+        fn the_kth_untouched_instant_is_the_one_each_node_gives(
+            jobs in proptest::collection::vec((0u64..4, 0i64..300, 1u64..200), 0..12),
+            asks in proptest::collection::vec((1usize..7, 0i64..600, 1u64..300), 1..12),
+        ) {
+            let g = shardsched_resource::generated_cluster(6).build().unwrap();
+            let mut m = Matcher::new(
+                g,
+                MatchPolicy::parse("first").unwrap(),
+                &PruneFilters::default_filters(),
+            );
+            for (id, &(nodes, now, duration)) in jobs.iter().enumerate() {
+                let _ = m.place(MatchOp::AllocateOrElseReserve, &job(nodes, duration), id as u64 + 1, now);
+            }
+            let node = m.graph.sym("node").unwrap();
+            let nodes: Vec<VertexId> = m
+                .graph
+                .vertices()
+                .filter(|&v| m.graph.kind(v) == node)
+                .collect();
+            let mut scratch = UntouchedScratch::default();
+            for (k, at, dur) in asks {
+                let mut each: Vec<i64> = nodes
+                    .iter()
+                    .filter_map(|&v| m.state.untouched_from(v, at, dur))
+                    .collect();
+                each.sort_unstable();
+                let want = each.get(k - 1).copied();
+                let got = m.state.kth_untouched_from(&nodes, k, at, dur, &mut scratch);
+                prop_assert_eq!(got, want, "k {} at {} for {}", k, at, dur);
+            }
+        }
+    }
+}
