@@ -115,20 +115,27 @@ pub(super) fn next_end(busy: Row, starts: Row, from: usize) -> usize {
     len * 64
 }
 
+/// The mask of bits `[lo, hi)` (`lo < hi`) within word `j` of a row, one of the words
+/// `lo / 64 ..= (hi - 1) / 64` holding them.
+#[inline]
+pub(super) fn range_mask(j: usize, lo: usize, hi: usize) -> u64 {
+    let mut m = u64::MAX;
+    if j == lo / 64 {
+        m &= u64::MAX << (lo % 64);
+    }
+    if j == (hi - 1) / 64 {
+        m &= u64::MAX >> (63 - (hi - 1) % 64);
+    }
+    m
+}
+
 /// Sets (`to`) or clears bits `[lo, hi)` of row `c` of planes of `n` rows.
 pub(super) fn set_range(planes: &mut [u64], n: usize, c: usize, lo: usize, hi: usize, to: bool) {
     if lo >= hi {
         return;
     }
-    let (first, last) = (lo / 64, (hi - 1) / 64);
-    for j in first..=last {
-        let mut m = u64::MAX;
-        if j == first {
-            m &= u64::MAX << (lo % 64);
-        }
-        if j == last {
-            m &= u64::MAX >> (63 - (hi - 1) % 64);
-        }
+    for j in lo / 64..=(hi - 1) / 64 {
+        let m = range_mask(j, lo, hi);
         let word = &mut planes[j * n + c];
         if to {
             *word |= m;

@@ -237,15 +237,8 @@ impl WholeCovers {
         if lo >= hi {
             return;
         }
-        let (first, last) = (lo / 64, (hi - 1) / 64);
-        for j in first..=last {
-            let mut m = u64::MAX;
-            if j == first {
-                m &= u64::MAX << (lo % 64);
-            }
-            if j == last {
-                m &= u64::MAX >> (63 - (hi - 1) % 64);
-            }
+        for j in lo / 64..=(hi - 1) / 64 {
+            let m = bits::range_mask(j, lo, hi);
             for (b, &w) in busy.iter_mut().zip(&self.busy[j * n..(j + 1) * n]) {
                 *b |= w & m;
             }
