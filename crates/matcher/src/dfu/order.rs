@@ -74,10 +74,9 @@ impl EdgeOrder {
             if !tree.children(v).iter().any(learned) {
                 continue;
             }
-            let mut sorted = new.kept_mut(v, tree).to_vec();
-            let key = |c: u32| (!new.inverted_weight[c as usize], new.uniq_of(c));
-            sorted.sort_by_key(|&c| std::cmp::Reverse(key(c)));
-            new.kept_mut(v, tree).copy_from_slice(&sorted);
+            let (weight, uniq) = (&new.inverted_weight, &new.uniq);
+            let list = keep_first(&mut new.at, &mut new.lists, tree, v);
+            list.sort_by_key(|&c| std::cmp::Reverse((!weight[c as usize], uniq_in(uniq, c))));
         }
         new
     }
@@ -146,11 +145,6 @@ impl EdgeOrder {
         self.lists.push(list.len() as u32);
         self.at[v.index()] = self.lists.len() as u32;
         self.lists.extend_from_slice(list);
-    }
-
-    /// `v`'s list, kept first if it was not.
-    fn kept_mut(&mut self, v: VertexId, tree: &dyn Tree) -> &mut [u32] {
-        keep_first(&mut self.at, &mut self.lists, tree, v)
     }
 }
 

@@ -13,15 +13,14 @@
 use shardsched_resource::VertexId;
 
 use super::super::SchedState;
-use super::NO_WHOLE;
 
 /// Working memory of [`SchedState::kth_untouched_from`], kept between calls.
 #[derive(Clone, Debug, Default)]
 pub struct UntouchedScratch {
     /// The earliest untouched instant of each node found so far.
     starts: Vec<i64>,
-    /// Whole of each node asked at once, and whether it has been found untouched.
-    wholes: Vec<(u32, bool)>,
+    /// Wholes of the nodes asked at once not found untouched yet.
+    wholes: Vec<u32>,
     /// Per whole: whether a cover meets the window tried.
     busy: Vec<u64>,
 }
@@ -51,7 +50,7 @@ impl SchedState {
         for &v in nodes {
             match self.only_covers_node(v) {
                 Some((c, x)) => {
-                    wholes.push((c, false));
+                    wholes.push(c);
                     empty.get_or_insert(x);
                 }
                 None => starts.extend(self.untouched_from(v, at, dur)),
@@ -72,13 +71,14 @@ impl SchedState {
                     break;
                 }
                 covers.meeting_all(t, t.saturating_add(dur), busy);
-                for (c, seen) in wholes.iter_mut().filter(|w| !w.1) {
-                    if busy[*c as usize] == 0 {
-                        *seen = true;
+                wholes.retain(|&c| {
+                    let untouched = busy[c as usize] == 0;
+                    if untouched {
                         starts.push(t);
                         found += 1;
                     }
-                }
+                    !untouched
+                });
             }
         }
         if starts.len() < k || k == 0 {
@@ -94,7 +94,7 @@ impl SchedState {
         let i = self.inner_index(v)?;
         let c = self.only_covers_inner(i)?;
         let x = &self.inner[i as usize].xcheck;
-        (c != NO_WHOLE && self.whole_vertex(c) == v && x.span_count() == 0).then_some((c, x))
+        (self.whole_vertex(c) == v && x.span_count() == 0).then_some((c, x))
     }
 }
 
