@@ -8,6 +8,7 @@ use crate::state::{CoverMemo, SchedState, SpanRef};
 
 mod allocation;
 mod whole;
+use allocation::SpareLists;
 pub use allocation::{Allocation, Vertices};
 use whole::{Listing, kept_whole, whole_listing};
 
@@ -22,15 +23,15 @@ pub struct AllocVertex {
     pub depth: u32,
 }
 
-/// Vertex lists of allocations that ended, kept for the next ones, so that a whole-node
+/// Lists of allocations that ended, kept for the next ones, so that a whole-node
 /// allocation does not take fresh pages on every match.
 pub const SPARE_VERTEX_LISTS_MAX: usize = 8;
 
-/// Spare vertex lists (at most [`SPARE_VERTEX_LISTS_MAX`]). Scratch only: a clone starts
-/// empty.
+/// Spare allocation lists (at most [`SPARE_VERTEX_LISTS_MAX`]). Scratch only: a clone
+/// starts empty.
 #[derive(Debug, Default)]
 pub struct Spares {
-    spare: Vec<Vec<AllocVertex>>,
+    spare: Vec<SpareLists>,
 }
 
 impl Clone for Spares {
@@ -40,26 +41,45 @@ impl Clone for Spares {
 }
 
 impl Spares {
-    /// An empty vertex list with room for `n` vertices, reusing the memory of an ended
-    /// allocation when one is large enough.
-    pub fn vertex_list(&mut self, n: usize) -> Vec<AllocVertex> {
+    /// Empty lists with room for `n` entries, reusing the memory of an ended allocation
+    /// when one is large enough.
+    pub(crate) fn lists(&mut self, n: usize) -> SpareLists {
         let fit = (0..self.spare.len())
-            .filter(|&i| self.spare[i].capacity() >= n)
-            .min_by_key(|&i| self.spare[i].capacity());
+            .filter(|&i| self.spare[i].entries.capacity() >= n)
+            .min_by_key(|&i| self.spare[i].entries.capacity());
         if let Some(i) = fit {
             return self.spare.swap_remove(i);
         }
-        if let Some(i) = (0..self.spare.len()).max_by_key(|&i| self.spare[i].capacity()) {
+        if let Some(i) = self.roomiest() {
             drop(self.spare.swap_remove(i));
         }
-        Vec::with_capacity(n)
+        SpareLists {
+            entries: Vec::with_capacity(n),
+            wholes: Vec::new(),
+        }
     }
 
-    /// Keeps `list`'s memory for a later allocation (up to [`SPARE_VERTEX_LISTS_MAX`]).
-    pub fn give_back(&mut self, mut list: Vec<AllocVertex>) {
-        if self.spare.len() < SPARE_VERTEX_LISTS_MAX && list.capacity() > 0 {
-            list.clear();
-            self.spare.push(list);
+    /// The spare lists with the most room, or new ones with room for `n` entries: for a
+    /// list whose length is not known before (one growing by doubling copies itself, and
+    /// its list of nodes taken whole, eight times on the way to a 320-node reservation).
+    pub(crate) fn roomiest_lists(&mut self, n: usize) -> SpareLists {
+        match self.roomiest() {
+            Some(i) if self.spare[i].entries.capacity() >= n => self.spare.swap_remove(i),
+            _ => self.lists(n),
+        }
+    }
+
+    fn roomiest(&self) -> Option<usize> {
+        (0..self.spare.len()).max_by_key(|&i| self.spare[i].entries.capacity())
+    }
+
+    /// Keeps `alloc`'s memory for a later allocation (up to [`SPARE_VERTEX_LISTS_MAX`]).
+    pub fn give_back(&mut self, alloc: Allocation) {
+        let mut lists = alloc.into_lists();
+        if self.spare.len() < SPARE_VERTEX_LISTS_MAX && lists.entries.capacity() > 0 {
+            lists.entries.clear();
+            lists.wholes.clear();
+            self.spare.push(lists);
         }
     }
 }

@@ -443,8 +443,8 @@ impl Matcher {
     /// A copy of job `jobid`'s allocation.
     pub fn copy_allocation(&mut self, jobid: u64) -> Option<Allocation> {
         let job = self.jobs.get(&jobid)?;
-        let entries = self.spares.vertex_list(job.alloc.entries().len());
-        Some(job.alloc.copy_into(entries))
+        let lists = self.spares.lists(job.alloc.entries().len());
+        Some(job.alloc.copy_into(lists))
     }
 
     /// The vertices the last recorded match left out because their calendars refused them
@@ -472,7 +472,7 @@ impl Matcher {
     /// Hands back an allocation the caller is done with (one [`Matcher::run`] returned),
     /// so that its memory serves a later match instead of being freed and taken again.
     pub fn recycle(&mut self, alloc: Allocation) {
-        self.spares.give_back(alloc.into_entries());
+        self.spares.give_back(alloc);
     }
 
     /// The job `jobid`, if the matcher holds resources for it.

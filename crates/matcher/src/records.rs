@@ -135,7 +135,7 @@ impl Matcher {
     /// Removes job `jobid`'s allocation or reservation, restoring the calendars exactly.
     pub fn cancel(&mut self, jobid: u64) -> Result<(), MatchError> {
         let alloc = self.take(jobid)?;
-        self.spares.give_back(alloc.into_entries());
+        self.spares.give_back(alloc);
         Ok(())
     }
 
@@ -166,9 +166,7 @@ impl Matcher {
             }
             return Ok(job.alloc);
         }
-        for &s in &job.spans {
-            self.state.remove(s)?;
-        }
+        self.state.remove_each(&job.spans)?;
         Ok(job.alloc)
     }
 

@@ -206,7 +206,7 @@ impl Matcher {
             crate::tree_of(&self.graph, &self.subtree),
             &self.marks,
             &whole,
-            self.last_recorded,
+            (self.last_recorded, &mut self.spares),
             &mut self.state,
             &mut ranges,
             (at, dur),
@@ -526,12 +526,14 @@ impl Matcher {
             crate::tree_of(&self.graph, &self.subtree),
             &self.marks,
             &whole,
-            0,
+            (0, &mut self.spares),
             &mut self.state,
             &mut Vec::new(),
             (0, dur),
         );
-        Ok(!listed.is_empty())
+        let some = !listed.is_empty();
+        self.spares.give_back(listed);
+        Ok(some)
     }
 
     /// Whether no job touches a vertex `alloc` takes exclusively, over its window.

@@ -524,6 +524,33 @@ impl SchedState {
     }
 
     /// Removes a record made by [`SchedState::hold`] or [`SchedState::hold_aggregate`].
+    /// [`SchedState::remove`] of each of `spans` (a job's records), the whole covers that
+    /// start together taken out together ([`SchedState::remove_wholes`]); other records
+    /// are not theirs, so the order changes nothing.
+    pub fn remove_each(&mut self, spans: &[SpanRef]) -> Result<(), MatchError> {
+        let mut wholes: Vec<u32> = Vec::new();
+        let mut start = None;
+        for &s in spans {
+            match s {
+                SpanRef::Whole(c, at) => {
+                    if let Some(t) = start
+                        && t != at
+                    {
+                        self.remove_wholes(&wholes, t)?;
+                        wholes.clear();
+                    }
+                    start = Some(at);
+                    wholes.push(c);
+                }
+                _ => self.remove(s)?,
+            }
+        }
+        match start {
+            Some(at) => self.remove_wholes(&wholes, at),
+            None => Ok(()),
+        }
+    }
+
     pub fn remove(&mut self, s: SpanRef) -> Result<(), MatchError> {
         let c = self.record_whole(s);
         let r = match s {

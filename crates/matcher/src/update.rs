@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use shardsched_resource::{ResourceGraph, Sym, VertexId};
 
-use crate::alloc::{AllocVertex, Allocation};
+use crate::alloc::{AllocVertex, Allocation, Spares};
 use crate::dfu::{Marks, Tree};
 use crate::state::{KeptListings, SchedState, WholeListing};
 
@@ -28,7 +28,7 @@ const WHOLE_LIST_START: usize = 64;
 /// types taken with their whole subtree. Empty when nothing would be taken exclusively (the
 /// match then fails). `expected`: how many vertices the list will likely hold (the last
 /// match's count: streams repeat a jobspec), unless subtrees are taken whole in a tree
-/// ([`WHOLE_LIST_START`]). `ranges` gets
+/// ([`WHOLE_LIST_START`], or the roomiest of the `spares`). `ranges` gets
 /// the first and last index of each subtree listed whole (its top vertex last, the rest in
 /// the tree's order, children before parents), for the commit (`alloc::commit_noting`). A
 /// node taken whole whose first listing `st` keeps (`state::listing`) is one entry that
@@ -39,7 +39,7 @@ pub fn emission(
     tree: &dyn Tree,
     marks: &Marks,
     whole_types: &[Sym],
-    expected: usize,
+    (expected, spares): (usize, &mut Spares),
     st: &mut SchedState,
     ranges: &mut Vec<(u32, u32)>,
     (at, duration): (i64, u64),
@@ -47,12 +47,12 @@ pub fn emission(
     ranges.clear();
     let root = tree.root();
     let whole = |v: VertexId| whole_types.contains(&g.kind(v));
-    let n = if tree.is_dag() || whole_types.is_empty() {
-        expected
+    let lists = if tree.is_dag() || whole_types.is_empty() {
+        spares.lists(expected)
     } else {
-        WHOLE_LIST_START
+        spares.roomiest_lists(WHOLE_LIST_START)
     };
-    let mut out = Allocation::with_capacity(n, at, duration);
+    let mut out = Allocation::in_lists(lists, at, duration);
     let mut walk = Emit {
         g,
         tree,
@@ -70,7 +70,10 @@ pub fn emission(
     };
     let n = walk.visit(root, marks.root.needs, marks.root.excl, false, 0);
     if n == 0 {
-        out = Allocation::window(at, duration);
+        spares.give_back(std::mem::replace(
+            &mut out,
+            Allocation::window(at, duration),
+        ));
         ranges.clear();
     }
     out

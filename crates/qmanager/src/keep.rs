@@ -83,7 +83,6 @@
 //! without a match (it fits: nothing placed since meets its window, and the tail behind it
 //! was placed around it).
 
-use std::collections::BTreeSet;
 use std::ops::Bound;
 
 use shardsched_matcher::Matcher;
@@ -236,10 +235,9 @@ impl QueueManager {
         let Some(instants) = self.candidate_instants(now, before, duration, delta) else {
             return false;
         };
-        let free: Vec<&Held> = free.iter().collect();
         !instants.iter().any(|&t| {
             self.root
-                .may_fit_without(&self.matcher, &job.needs, t, duration, &free)
+                .may_fit_without(&self.matcher, &job.needs, t, duration, free)
         })
     }
 
@@ -255,7 +253,7 @@ impl QueueManager {
         delta: &Delta,
     ) -> Option<Vec<i64>> {
         let d = i64::try_from(duration).unwrap_or(i64::MAX);
-        let mut instants = BTreeSet::new();
+        let mut instants = Vec::new();
         for (x, y) in delta.freed() {
             // [s, s + d) meets [x, y) when x - d < s < y (any s < y when unlimited).
             let lo = if d == 0 {
@@ -268,7 +266,7 @@ impl QueueManager {
                 continue;
             }
             if lo == now {
-                instants.insert(now);
+                instants.push(now);
             }
             let range = (
                 Bound::Included((lo, JobId::MIN)),
@@ -279,10 +277,14 @@ impl QueueManager {
             let reserved = self.reservations.ends_between(lo - 1, hi);
             instants.extend(running.chain(holds).chain(reserved));
             if instants.len() > KEEP_CHECK_INSTANTS_MAX {
-                return None;
+                sort_dedup(&mut instants);
+                if instants.len() > KEEP_CHECK_INSTANTS_MAX {
+                    return None;
+                }
             }
         }
-        Some(instants.into_iter().collect())
+        sort_dedup(&mut instants);
+        Some(instants)
     }
 }
 
@@ -326,7 +328,7 @@ impl RootAgg {
         needs: &[i64],
         t: i64,
         duration: u64,
-        holds: &[&Held],
+        holds: &[Held],
     ) -> bool {
         let Ok(window) = i64::try_from(planning_window(t, duration)) else {
             return true;
@@ -335,11 +337,7 @@ impl RootAgg {
             return false;
         }
         let end = t.saturating_add(window);
-        let overlapping: Vec<&Held> = holds
-            .iter()
-            .copied()
-            .filter(|h| h.at < end && t < h.end)
-            .collect();
+        let overlapping = || holds.iter().filter(|h| h.at < end && t < h.end);
         let wanted = || {
             self.types
                 .iter()
@@ -348,17 +346,19 @@ impl RootAgg {
         };
         // Coarse first: every overlapping reservation's units free over the whole window.
         let coarse = wanted().all(|(i, need)| {
-            let back: i64 = overlapping.iter().map(|h| held(h, i)).sum();
+            let back: i64 = overlapping().map(|h| held(h, i)).sum();
             self.free_during(m, i, t, window)
                 .is_none_or(|free| free + back >= need)
         });
-        if !coarse || overlapping.is_empty() {
+        if !coarse || overlapping().next().is_none() {
             return coarse;
         }
         // Exact: cut the window where a reservation starts or ends; within a piece, each
         // reservation covers all of it or none.
-        let mut cuts = vec![t, end];
-        for h in &overlapping {
+        // (With its room: growing it was ~8 % of the proofs' time.)
+        let mut cuts = Vec::with_capacity(2 + 2 * holds.len());
+        cuts.extend([t, end]);
+        for h in overlapping() {
             cuts.extend([h.at, h.end].into_iter().filter(|&c| c > t && c < end));
         }
         cuts.sort_unstable();
@@ -366,8 +366,7 @@ impl RootAgg {
         wanted().all(|(i, need)| {
             cuts.windows(2).all(|w| {
                 let (a, b) = (w[0], w[1]);
-                let back: i64 = overlapping
-                    .iter()
+                let back: i64 = overlapping()
                     .filter(|h| h.at <= a && b <= h.end)
                     .map(|h| held(h, i))
                     .sum();
@@ -376,6 +375,12 @@ impl RootAgg {
             })
         })
     }
+}
+
+/// Sorts `v` and drops repeats.
+fn sort_dedup(v: &mut Vec<i64>) {
+    v.sort_unstable();
+    v.dedup();
 }
 
 fn held(h: &Held, i: usize) -> i64 {

@@ -36,6 +36,14 @@ pub struct Allocation {
     pub duration: u64,
 }
 
+/// The two lists of an allocation, empty, with the room an ended one left
+/// ([`super::Spares`]).
+#[derive(Debug, Default)]
+pub(crate) struct SpareLists {
+    pub(crate) entries: Vec<AllocVertex>,
+    pub(crate) wholes: Vec<WholeEntry>,
+}
+
 /// A node whose listing below it is a kept one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct WholeEntry {
@@ -112,20 +120,36 @@ impl Allocation {
         self.entries
     }
 
-    /// The entries as kept, with a node taken whole as one entry: for giving back their
-    /// memory.
-    pub(crate) fn into_entries(self) -> Vec<AllocVertex> {
-        self.entries
+    /// Its lists as kept (the entries, a node taken whole as one, and the nodes taken
+    /// whole): for giving back their memory.
+    pub(crate) fn into_lists(self) -> SpareLists {
+        SpareLists {
+            entries: self.entries,
+            wholes: self.wholes,
+        }
     }
 
-    /// A copy whose entry list is `entries` (empty, with room: a spare list).
-    pub(crate) fn copy_into(&self, mut entries: Vec<AllocVertex>) -> Allocation {
+    /// A copy in `lists` (empty, with room: spare lists).
+    pub(crate) fn copy_into(&self, lists: SpareLists) -> Allocation {
+        let SpareLists {
+            mut entries,
+            mut wholes,
+        } = lists;
         entries.extend_from_slice(&self.entries);
+        wholes.extend_from_slice(&self.wholes);
         Allocation {
             entries,
-            wholes: self.wholes.clone(),
+            wholes,
             kept: self.kept.clone(),
             ..*self
+        }
+    }
+
+    /// An allocation over `[at, at + duration)` to list in `lists` (empty, with room).
+    pub(crate) fn in_lists(lists: SpareLists, at: i64, duration: u64) -> Allocation {
+        Allocation {
+            wholes: lists.wholes,
+            ..Allocation::new(lists.entries, at, duration)
         }
     }
 
@@ -139,10 +163,6 @@ impl Allocation {
     }
 
     // The builder and the commit's access (crate::update, crate::alloc).
-
-    pub(crate) fn with_capacity(n: usize, at: i64, duration: u64) -> Allocation {
-        Allocation::new(Vec::with_capacity(n), at, duration)
-    }
 
     pub(crate) fn entries(&self) -> &[AllocVertex] {
         &self.entries
@@ -353,7 +373,7 @@ mod tests {
             (vec![av(1, 3), av(2, 3), av(3, 2)], av(5, 1)),
             (vec![av(7, 2), av(8, 2)], av(9, 1)),
         ]));
-        let mut a = Allocation::with_capacity(4, 10, 20);
+        let mut a = Allocation::new(Vec::with_capacity(4), 10, 20);
         a.push_whole(av(5, 1), &kept, 0, 1);
         a.push(av(6, 1));
         a.push_whole(av(9, 2), &kept, 1, 1);

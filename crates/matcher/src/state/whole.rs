@@ -309,6 +309,18 @@ impl SchedState {
             .ok_or_else(|| MatchError::Internal(format!("no whole cover of {c} at {start}")))
     }
 
+    /// Removes the whole cover starting at `start` of each whole of `cs`, as
+    /// [`SchedState::remove_whole`] of each would.
+    pub(super) fn remove_wholes(&mut self, cs: &[u32], start: i64) -> Result<(), MatchError> {
+        if self.wholes.covers.remove_each(cs, start) {
+            return Ok(());
+        }
+        Err(MatchError::Internal(format!(
+            "no whole cover at {start} of one of {} wholes",
+            cs.len()
+        )))
+    }
+
     /// The records the whole cover of `c` starting at `at` stands for, added to the
     /// calendars (children before parents, one hold per leaf) and pushed to `out`.
     pub(super) fn unwhole(

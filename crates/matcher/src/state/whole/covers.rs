@@ -2,6 +2,8 @@
 
 use std::cell::Cell;
 
+use smallvec::SmallVec;
+
 use super::bits::{self, Row};
 
 /// One whole cover: `[start, end)`. Its start names it among its whole's covers (they
@@ -333,9 +335,9 @@ impl WholeCovers {
         k
     }
 
-    /// One cover start or end fewer at bound `k`; the bound taken out when none is left.
-    fn unref(&mut self, k: usize) {
-        self.refs[k] -= 1;
+    /// `by` cover starts or ends fewer at bound `k`; the bound taken out when none is left.
+    fn unref(&mut self, k: usize, by: u32) {
+        self.refs[k] -= by;
         if self.refs[k] > 0 {
             return;
         }
@@ -404,9 +406,62 @@ impl WholeCovers {
         self.count[c] -= 1;
         self.live -= 1;
         // The later bound first: taking out the earlier would move it.
-        self.unref(e);
-        self.unref(s);
+        self.unref(e, 1);
+        self.unref(s, 1);
         Some((start, end))
+    }
+
+    /// [`WholeCovers::remove`] of the cover of each whole of `cs` that starts at `start`
+    /// (a job's: its covers share their window), each bound's references counted down
+    /// once: one start, and the ends (one, unless the covers were cut short differently).
+    /// `false` when one of them has no such cover: then none is taken out, unless `cs`
+    /// names a whole twice (never: a job holds one cover of a whole at an instant).
+    ///
+    /// Why: a re-plan takes out each reservation it places again, ~320 covers in the
+    /// 5,000-job replay, and finding the start's segment and counting the references down
+    /// cover by cover was 5 % of its time.
+    pub(super) fn remove_each(&mut self, cs: &[u32], start: i64) -> bool {
+        let s = self.segment(start);
+        if cs.is_empty() {
+            return true;
+        }
+        if self.bounds.get(s) != Some(&start)
+            || !cs.iter().all(|&c| {
+                self.count.get(c as usize).is_some_and(|&n| n > 0) && self.rows(c).1.get(s)
+            })
+        {
+            return false;
+        }
+        let (last, n) = (self.bounds.len() - 1, self.count.len());
+        // Each end's bound and how many covers end there (no bound goes before the end).
+        let mut ends: SmallVec<[(usize, u32); 4]> = SmallVec::new();
+        let mut removed = 0;
+        for &c in cs {
+            let (busy, starts) = self.rows(c);
+            if !starts.get(s) {
+                break;
+            }
+            let e = bits::next_end(busy, starts, s + 1).min(last);
+            let c = c as usize;
+            bits::set_range(&mut self.busy, n, c, s, e, false);
+            bits::set_range(&mut self.starts, n, c, s, s + 1, false);
+            self.count[c] -= 1;
+            match ends.iter_mut().find(|x| x.0 == e) {
+                Some(x) => x.1 += 1,
+                None => ends.push((e, 1)),
+            }
+            removed += 1;
+        }
+        self.live -= removed as usize;
+        // Later bounds first: taking out an earlier one would move them.
+        ends.sort_unstable_by_key(|x| std::cmp::Reverse(x.0));
+        for (e, by) in ends {
+            self.unref(e, by);
+        }
+        if removed > 0 {
+            self.unref(s, removed);
+        }
+        removed as usize == cs.len()
     }
 }
 

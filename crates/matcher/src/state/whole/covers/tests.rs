@@ -10,6 +10,8 @@ use super::WholeCovers;
 enum Step {
     Add(u32, i64, i64),
     Remove(u32, usize),
+    /// Remove the covers starting at an instant of the wholes in a mask, together.
+    RemoveEach(i64, u8),
     Ask(u32, i64, i64),
 }
 
@@ -17,6 +19,7 @@ fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         (0..3u32, 0..60i64, 1..12i64).prop_map(|(c, s, l)| Step::Add(c, s, l)),
         (0..3u32, 0..8usize).prop_map(|(c, k)| Step::Remove(c, k)),
+        (0..60i64, 0..8u8).prop_map(|(t, m)| Step::RemoveEach(t, m)),
         (0..3u32, -5..70i64, 0..20i64).prop_map(|(c, s, l)| Step::Ask(c, s, l)),
     ]
 }
@@ -80,6 +83,19 @@ proptest! {
                     if k < list.len() {
                         let x = list.remove(k);
                         prop_assert_eq!(w.remove(c as usize, x.0), Some(x));
+                    }
+                }
+                Step::RemoveEach(t, mask) => {
+                    let cs: Vec<u32> = (0..3u32).filter(|c| mask >> c & 1 == 1).collect();
+                    let all = cs.iter().all(|&c| lists[c as usize].iter().any(|x| x.0 == t));
+                    let before = w.clone();
+                    prop_assert_eq!(w.remove_each(&cs, t), all);
+                    if all {
+                        for &c in &cs {
+                            lists[c as usize].retain(|x| x.0 != t);
+                        }
+                    } else {
+                        prop_assert_eq!(&w, &before, "nothing taken out");
                     }
                 }
                 Step::Ask(c, at, len) => {
