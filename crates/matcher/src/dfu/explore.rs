@@ -112,14 +112,14 @@ impl<'a> Walk<'a> {
             let Some(vis) = self.dom_dfv(c, reqs, pristine, &mut x, budget.as_deref_mut()) else {
                 continue;
             };
-            self.cands.push_vertex(kind, vis.score, vis.avail, c.0, x);
+            self.cands.push_vertex(kind, vis.score, vis.avail(), c.0, x);
             if let Some(b) = budget.as_deref_mut() {
                 // A budget of slots counts those the child formed; any other, the child.
                 let met = if b.kind == SLOT {
                     let formed = self.cands.total(before..self.cands.groups.len(), SLOT);
                     b.take(SLOT, formed)
                 } else {
-                    b.take(kind, vis.avail)
+                    b.take(kind, vis.avail())
                 };
                 if met {
                     return;
@@ -183,7 +183,7 @@ impl<'a> Walk<'a> {
             let Some(vis) = self.dom_dfv(c, reqs, pristine, &mut x, None) else {
                 continue;
             };
-            self.cands.push_vertex(kind, vis.score, vis.avail, c.0, x);
+            self.cands.push_vertex(kind, vis.score, vis.avail(), c.0, x);
             let end = self.cands.groups.len();
             for t in tallies.iter_mut() {
                 let grown = self.cands.total(counted..end, t.kind);
