@@ -523,7 +523,6 @@ impl SchedState {
         Ok(SpanRef::Agg(i, new))
     }
 
-    /// Removes a record made by [`SchedState::hold`] or [`SchedState::hold_aggregate`].
     /// [`SchedState::remove`] of each of `spans` (a job's records), the whole covers that
     /// start together taken out together ([`SchedState::remove_wholes`]); other records
     /// are not theirs, so the order changes nothing.
@@ -551,6 +550,7 @@ impl SchedState {
         }
     }
 
+    /// Removes a record made by [`SchedState::hold`] or [`SchedState::hold_aggregate`].
     pub fn remove(&mut self, s: SpanRef) -> Result<(), MatchError> {
         let c = self.record_whole(s);
         let r = match s {

@@ -419,12 +419,12 @@ impl WholeCovers {
     ///
     /// Why: a re-plan takes out each reservation it places again, ~320 covers in the
     /// 5,000-job replay, and finding the start's segment and counting the references down
-    /// cover by cover was 5 % of its time.
+    /// cover by cover was 3 % of its instructions.
     pub(super) fn remove_each(&mut self, cs: &[u32], start: i64) -> bool {
-        let s = self.segment(start);
         if cs.is_empty() {
             return true;
         }
+        let s = self.segment(start);
         if self.bounds.get(s) != Some(&start)
             || !cs.iter().all(|&c| {
                 self.count.get(c as usize).is_some_and(|&n| n > 0) && self.rows(c).1.get(s)
