@@ -251,7 +251,8 @@ fn commit_inner(
             let node = alloc.entries()[i];
             let listing = alloc.listing(entry);
             let below_n = listing.len();
-            let Some(c) = kept_whole(g, tree, st, ranks, node, listing, (at, dur)) else {
+            let as_whole = (node, entry.whole(), listing);
+            let Some(c) = kept_whole(g, tree, st, ranks, as_whole, (at, dur)) else {
                 alloc.expand_whole(w);
                 range_shift += below_n;
                 next = i;

@@ -271,6 +271,13 @@ fn below(kept: Option<&KeptListings>, whole: u32) -> Below<'_> {
 
 /// `av` `shift` levels deeper (wrapping: a node listed higher than its listing was learned
 /// shifts it up).
+impl WholeEntry {
+    /// The whole its node is (the emission's `SchedState::whole_listing_of` said so).
+    pub(crate) fn whole(&self) -> u32 {
+        self.whole
+    }
+}
+
 fn shifted(av: &AllocVertex, shift: u32) -> AllocVertex {
     AllocVertex {
         depth: av.depth.wrapping_add(shift),

@@ -49,22 +49,23 @@ pub(super) fn whole_listing(
 }
 
 /// Whether one whole cover can record `node`, the entry of a node taken whole that stands
-/// for its kept listing `below` (`alloc::allocation`): the whole it is the node
-/// of, if the node is taken exclusively with all its units, nothing else is recorded in the
-/// whole over the window, and the listing is the whole's every vertex. (What the listing
-/// holds is the walk's own listing of the node: `state::listing`.)
+/// for its kept listing `below` (`alloc::allocation`), the emission having found it the
+/// node of whole `c`: `c`, if it is (asked by whole, not by vertex: the node's row is a
+/// line of memory of its own), the node is taken exclusively with all its units,
+/// nothing else is recorded in the whole over the window, and the listing is the whole's
+/// every vertex. (What the listing holds is the walk's own listing of the node:
+/// `state::listing`.)
 pub(super) fn kept_whole(
     g: &ResourceGraph,
     tree: &dyn Tree,
     st: &mut SchedState,
     ranks: &dyn PruneRank,
-    node: AllocVertex,
-    below: Below<'_>,
+    (node, c, below): (AllocVertex, u32, Below<'_>),
     (at, dur): (i64, u64),
 ) -> Option<u32> {
-    let c = st.whole_of(node.v)?;
     debug_assert!(below.clone().all(|av| st.whole_of(av.v) == Some(c)));
-    if st.whole_vertex(c) != node.v
+    if c as usize >= st.wholes_len()
+        || st.whole_vertex(c) != node.v
         || !node.exclusive
         || node.needs != g.size(node.v)
         || !st.whole_free(c, at, dur)
