@@ -55,7 +55,7 @@ impl EdgeOrder {
             let mut sorted = kids.to_vec();
             sorted.sort_by_key(|&c| std::cmp::Reverse(order.uniq_of(c)));
             sorted.dedup_by(|a, b| order.uniq_of(*a) == order.uniq_of(*b));
-            order.keep(VertexId(v as u32), &sorted);
+            push_list(&mut order.at, &mut order.lists, VertexId(v as u32), sorted);
         }
         order
     }
@@ -139,13 +139,19 @@ impl EdgeOrder {
     fn uniq_of(&self, c: u32) -> i64 {
         uniq_in(&self.uniq, c)
     }
+}
 
-    /// Keeps `list` as `v`'s children in order.
-    fn keep(&mut self, v: VertexId, list: &[u32]) {
-        self.lists.push(list.len() as u32);
-        self.at[v.index()] = self.lists.len() as u32;
-        self.lists.extend_from_slice(list);
-    }
+/// Keeps `list` in `lists` as `v`'s children in order (see [`EdgeOrder`]).
+fn push_list(
+    at: &mut [u32],
+    lists: &mut Vec<u32>,
+    v: VertexId,
+    list: impl IntoIterator<Item = u32, IntoIter: ExactSizeIterator>,
+) {
+    let list = list.into_iter();
+    lists.push(list.len() as u32);
+    at[v.index()] = lists.len() as u32;
+    lists.extend(list);
 }
 
 /// `v`'s kept list in `lists` (see [`EdgeOrder`]), kept first in its first order (the tree's
@@ -157,10 +163,7 @@ fn keep_first<'a>(
     v: VertexId,
 ) -> &'a mut [u32] {
     if at[v.index()] == 0 {
-        let kids = tree.children(v);
-        lists.push(kids.len() as u32);
-        at[v.index()] = lists.len() as u32;
-        lists.extend(kids.iter().rev());
+        push_list(at, lists, v, tree.children(v).iter().rev().copied());
     }
     let s = at[v.index()] as usize;
     let len = lists[s - 1] as usize;

@@ -386,34 +386,16 @@ impl WholeCovers {
 
     /// The cover of whole `c` that starts at `start`, taken out: its window.
     pub(super) fn remove(&mut self, c: usize, start: i64) -> Option<(i64, i64)> {
-        if self.count.get(c).is_none_or(|&n| n == 0) {
-            return None;
-        }
-        // A reservation's covers are taken out one after another: one start.
-        let s = self.segment(start);
-        if self.bounds.get(s) != Some(&start) {
-            return None;
-        }
-        let (busy, starts) = self.rows(c as u32);
-        if !starts.get(s) {
-            return None;
-        }
-        let e = bits::next_end(busy, starts, s + 1).min(self.bounds.len() - 1);
-        let end = self.bounds[e];
-        let n = self.count.len();
-        bits::set_range(&mut self.busy, n, c, s, e, false);
-        bits::set_range(&mut self.starts, n, c, s, s + 1, false);
-        self.count[c] -= 1;
-        self.live -= 1;
-        // The later bound first: taking out the earlier would move it.
-        self.unref(e, 1);
-        self.unref(s, 1);
-        Some((start, end))
+        let c = u32::try_from(c)
+            .ok()
+            .filter(|&c| (c as usize) < self.count.len())?;
+        let cover = self.ending_after(c, start).next()?;
+        (cover.start == start && self.remove_each(&[c], start)).then_some((start, cover.end))
     }
 
-    /// [`WholeCovers::remove`] of the cover of each whole of `cs` that starts at `start`
-    /// (a job's: its covers share their window), each bound's references counted down
-    /// once: one start, and the ends (one, unless the covers were cut short differently).
+    /// Takes out the cover of each whole of `cs` that starts at `start` (a job's: its
+    /// covers share their window), each bound's references counted down once: one start,
+    /// and the ends (one, unless the covers were cut short differently).
     /// `false` when one of them has no such cover: then none is taken out, unless `cs`
     /// names a whole twice (never: a job holds one cover of a whole at an instant).
     ///
