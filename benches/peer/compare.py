@@ -13,7 +13,8 @@ submit wall (median and p99 of every submit command), the submit phase, first su
 job ended (the end seen by polling the system's own job list, every 20 ms near the end), jobs/s over that,
 CPU per job (everything in the cgroup from first submit to last end; the driver's polls
 run outside it, though the daemons' work to answer them is inside), and the wall of the
-client's `--version` beside the submit median (issue 20 item 5's yardstick).
+client's `--version` beside the submit median (issue 20 item 5's yardstick). Each system's
+work directory is a fresh journaled ext4 of its own (`--fs fresh`, see `FreshFs`).
 """
 import argparse, glob, json, os, shutil, socket, statistics, subprocess, sys, time
 
@@ -186,6 +187,31 @@ class Shardsched:
             self.proc.kill()
 
 
+class FreshFs:
+    """A journaled ext4 file system made for one system's run (a sparse image on a loop
+    device, mounted at its work directory), so that each system's state, spool and job
+    files live on a file system as a site's spool would, untouched by what ran before.
+
+    Why: this machine's root is ext4 *without* a journal, where allocating an inode skips
+    every inode freed in the last minute or more (`recently_deleted`, reading each one's
+    inode block): the cost of every file a job makes then grows with what the previous run,
+    or another session's build, deleted, and the same binary measured 9.6 and 16.2 ms of
+    CPU per job a few minutes apart. `--fs root` keeps the old way (the work directory on
+    the root file system)."""
+
+    SIZE = "4G"
+
+    def __init__(self, workdir):
+        self.mount, self.image = workdir, workdir + ".img"
+        subprocess.run(["truncate", "-s", self.SIZE, self.image], check=True)
+        subprocess.run(["mkfs.ext4", "-q", "-F", self.image], check=True)
+        subprocess.run(["mount", "-o", "loop", self.image, self.mount], check=True)
+
+    def remove(self):
+        subprocess.run(["umount", self.mount], check=False)
+        os.unlink(self.image)
+
+
 def percentile(xs, q):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))]
@@ -250,6 +276,9 @@ def main():
     ap.add_argument("--systems", default="slurm,shardsched")
     ap.add_argument("--shardsched", default="target/release/shardsched")
     ap.add_argument("--dir", default="/tmp/peer-bench")
+    ap.add_argument("--fs", choices=["fresh", "root"], default="fresh",
+                    help="fresh: each system on a new journaled ext4 (loop device) under --dir; "
+                         "root: directly in --dir")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root: Slurm's daemons and the cgroups need it")
@@ -257,14 +286,17 @@ def main():
     for name in a.systems.split(","):
         workdir = os.path.join(a.dir, f"{name}-{os.getpid()}")
         os.makedirs(workdir)
+        fs = FreshFs(workdir) if a.fs == "fresh" else None
         cg = Cgroup(f"peer-{name}-{os.getpid()}")
         system = Slurm(workdir, cg) if name == "slurm" else Shardsched(workdir, cg, os.path.abspath(a.shardsched))
         try:
             system.start()
-            results.append(measure(system, a.jobs, a.submitters))
+            results.append({**measure(system, a.jobs, a.submitters), "fs": a.fs})
         finally:
             system.stop()
             cg.remove()
+            if fs:
+                fs.remove()
             shutil.rmtree(workdir, ignore_errors=True)
         print(json.dumps(results[-1]), flush=True)
     keys = ["completed", "version_median_ms", "submit_median_ms", "submit_p99_ms", "submit_rate",
