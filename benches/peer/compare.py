@@ -203,12 +203,21 @@ class FreshFs:
 
     def __init__(self, workdir):
         self.mount, self.image = workdir, workdir + ".img"
-        subprocess.run(["truncate", "-s", self.SIZE, self.image], check=True)
-        subprocess.run(["mkfs.ext4", "-q", "-F", self.image], check=True)
-        subprocess.run(["mount", "-o", "loop", self.image, self.mount], check=True)
+        for cmd in (["truncate", "-s", self.SIZE, self.image],
+                    ["mkfs.ext4", "-q", "-F", self.image],
+                    ["mount", "-o", "loop", self.image, self.mount]):
+            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            if p.returncode != 0:
+                if os.path.exists(self.image):
+                    os.unlink(self.image)
+                sys.exit(f"cannot make a file system for the run ({' '.join(cmd)}: "
+                         f"{p.stdout.strip()}); without loop devices, use --fs root")
 
     def remove(self):
-        subprocess.run(["umount", self.mount], check=False)
+        # A process left holding a file keeps a plain unmount from succeeding: detach it
+        # lazily then, so that no mount outlives the run.
+        if subprocess.run(["umount", self.mount], check=False).returncode != 0:
+            subprocess.run(["umount", "-l", self.mount], check=False)
         os.unlink(self.image)
 
 
@@ -287,14 +296,16 @@ def main():
         workdir = os.path.join(a.dir, f"{name}-{os.getpid()}")
         os.makedirs(workdir)
         fs = FreshFs(workdir) if a.fs == "fresh" else None
-        cg = Cgroup(f"peer-{name}-{os.getpid()}")
-        system = Slurm(workdir, cg) if name == "slurm" else Shardsched(workdir, cg, os.path.abspath(a.shardsched))
         try:
-            system.start()
-            results.append({**measure(system, a.jobs, a.submitters), "fs": a.fs})
+            cg = Cgroup(f"peer-{name}-{os.getpid()}")
+            system = Slurm(workdir, cg) if name == "slurm" else Shardsched(workdir, cg, os.path.abspath(a.shardsched))
+            try:
+                system.start()
+                results.append({**measure(system, a.jobs, a.submitters), "fs": a.fs})
+            finally:
+                system.stop()
+                cg.remove()
         finally:
-            system.stop()
-            cg.remove()
             if fs:
                 fs.remove()
             shutil.rmtree(workdir, ignore_errors=True)
