@@ -171,7 +171,8 @@ pub fn commit_noting(
 ) -> Result<Vec<SpanRef>, MatchError> {
     // A node kept whole is one span; listed out, its leaves share cover spans.
     let wholes = alloc.wholes().len();
-    let mut spans = Vec::with_capacity(wholes + (alloc.entries().len() - wholes) / 2 + 8);
+    let listed = alloc.entries().len().saturating_sub(wholes);
+    let mut spans = Vec::with_capacity(wholes + listed / 2 + 8);
     refused.clear();
     let result = commit_inner(
         g, tree, st, ranks, alloc, lenient, after, &mut spans, refused, scratch,

@@ -56,6 +56,13 @@ pub(crate) struct WholeEntry {
     shift: u32,
 }
 
+impl WholeEntry {
+    /// The whole its node is (the emission's `SchedState::whole_listing_of` said so).
+    pub(crate) fn whole(&self) -> u32 {
+        self.whole
+    }
+}
+
 impl Allocation {
     /// An allocation of `vertices` (in writer order) over `[at, at + duration)`.
     pub fn new(vertices: Vec<AllocVertex>, at: i64, duration: u64) -> Allocation {
@@ -271,13 +278,6 @@ fn below(kept: Option<&KeptListings>, whole: u32) -> Below<'_> {
 
 /// `av` `shift` levels deeper (wrapping: a node listed higher than its listing was learned
 /// shifts it up).
-impl WholeEntry {
-    /// The whole its node is (the emission's `SchedState::whole_listing_of` said so).
-    pub(crate) fn whole(&self) -> u32 {
-        self.whole
-    }
-}
-
 fn shifted(av: &AllocVertex, shift: u32) -> AllocVertex {
     AllocVertex {
         depth: av.depth.wrapping_add(shift),

@@ -128,7 +128,7 @@ impl Visit {
     pub(crate) fn new(score: i64, avail: u64) -> Visit {
         Visit {
             score,
-            avail_plus_one: NonZeroU64::MIN.saturating_add(avail.min(u64::MAX - 1)),
+            avail_plus_one: NonZeroU64::MIN.saturating_add(avail),
         }
     }
 
