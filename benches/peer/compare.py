@@ -206,12 +206,17 @@ class FreshFs:
         for cmd in (["truncate", "-s", self.SIZE, self.image],
                     ["mkfs.ext4", "-q", "-F", self.image],
                     ["mount", "-o", "loop", self.image, self.mount]):
-            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            if p.returncode != 0:
+            try:
+                p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                why = p.stdout.strip() if p.returncode != 0 else None
+            except OSError as e:
+                why = str(e)
+            if why is not None:
                 if os.path.exists(self.image):
                     os.unlink(self.image)
-                sys.exit(f"cannot make a file system for the run ({' '.join(cmd)}: "
-                         f"{p.stdout.strip()}); without loop devices, use --fs root")
+                os.rmdir(self.mount)
+                sys.exit(f"cannot make a file system for the run ({' '.join(cmd)}: {why}); "
+                         "without loop devices, use --fs root")
 
     def remove(self):
         # A process left holding a file keeps a plain unmount from succeeding: detach it
