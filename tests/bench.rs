@@ -131,6 +131,70 @@ fn workload_prefix_runs_both_ways() {
     assert!(!out.contains("WARNING"), "{out}");
 }
 
+/// A stand-in for Fluxion's resource-query: a script that runs this binary's `query` with
+/// the flags it is given, `high` turned into `to_policy`.
+fn fake_resource_query(dir: &Path, name: &str, to_policy: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = dir.join(name);
+    let script = format!(
+        "#!/bin/sh\nfor a; do shift; [ \"$a\" = high ] && a={to_policy}; set -- \"$@\" \"$a\"; done\n\
+         exec '{}' query \"$@\"\n",
+        env!("CARGO_BIN_EXE_shardsched")
+    );
+    std::fs::write(&path, script).expect("write the script");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path
+}
+
+/// `--fluxion PATH` runs the other program beside ours on the same stream, times both, and
+/// compares their outputs byte for byte: the same program agrees, another policy does not.
+#[test]
+fn fluxion_side_by_side_is_timed_and_its_output_compared() {
+    let Some(dir) = bench_dir() else { return };
+    let dir = dir.to_string_lossy().into_owned();
+    let scripts = tempfile::tempdir().expect("temp dir");
+    let run = |fluxion: &Path| -> serde_json::Value {
+        let out = stdout(&shardsched(&[
+            "bench",
+            "match",
+            "--workload",
+            "high-1024",
+            "--limit",
+            "3",
+            "--repeat",
+            "2",
+            "--bench-dir",
+            &dir,
+            "--fluxion",
+            &fluxion.to_string_lossy(),
+            "--json",
+        ]));
+        let doc: serde_json::Value = serde_json::from_str(&out).expect("JSON report");
+        doc["workloads"][0].clone()
+    };
+
+    let same = run(&fake_resource_query(scripts.path(), "same", "high"));
+    assert_eq!(same["fluxion"]["same_output"], true, "{same:#}");
+    assert_eq!(
+        same["fluxion"]["process"]["runs_s"]
+            .as_array()
+            .map(Vec::len),
+        Some(2)
+    );
+    assert_eq!(same["fluxion"]["process"]["allocated"], 3);
+    assert!(same["speedup"].as_f64().is_some(), "{same:#}");
+    assert!(same["cpu_speedup"].as_f64().is_some(), "{same:#}");
+    assert_eq!(same["warnings"], serde_json::json!([]));
+
+    let other = run(&fake_resource_query(scripts.path(), "other", "low"));
+    assert_eq!(other["fluxion"]["same_output"], false, "{other:#}");
+    let warning = other["warnings"][0].as_str().unwrap_or_default();
+    assert!(
+        warning.contains("printed different outputs: -t file, line "),
+        "{other:#}"
+    );
+}
+
 #[test]
 fn print_stream_is_the_readme_stream() {
     let out = stdout(&shardsched(&[

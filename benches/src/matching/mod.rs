@@ -7,7 +7,10 @@
 //!   resource-query was measured by, so for the three reference workloads of
 //!   `../shared/bench/README.md` we spawn this very binary as `shardsched query` with the
 //!   README's command stream on stdin and time it end to end (exec, graph load, every match,
-//!   output), several times, reporting the median.
+//!   output), several times, reporting the median. With `--fluxion PATH`, Fluxion's
+//!   resource-query runs right after each of ours on the same stream, so the speed-up is
+//!   taken on one machine in the same minutes (wall and CPU time), and the two programs'
+//!   outputs are compared byte for byte.
 //! - **Where does that time go?** A second, fresh process loads the graph and runs the same
 //!   stream through [`Matcher::run`](shardsched_matcher::Matcher::run) — the entry point
 //!   `query`, replay and the shards use, so no benchmark-only fast path can flatter the
@@ -60,6 +63,12 @@ pub struct MatchArgs {
     #[arg(long, value_name = "N", requires = "workload",
           value_parser = clap::value_parser!(u64).range(1..))]
     pub limit: Option<u64>,
+    /// Fluxion's resource-query, timed side by side with `shardsched query`: each
+    /// repetition runs ours, then it, on the same stream, and their `-t` files and standard
+    /// outputs are compared byte for byte. Without it the speed-up is against the figures
+    /// of ../shared/bench/README.md.
+    #[arg(long, value_name = "PATH", requires = "workload")]
+    pub fluxion: Option<PathBuf>,
     /// Print the workload's command stream (what `shardsched query` gets on stdin, after
     /// --limit) and exit: for profiling `query` on exactly the measured input.
     #[arg(long, requires = "workload")]

@@ -1,53 +1,101 @@
-//! One reference workload as a whole process: `shardsched query` spawned with the
-//! workload's command stream on stdin, timed from spawn to exit, its CPU time read from
-//! `/proc/self/stat` across its wait, its outcomes counted in its output.
+//! One reference workload as a whole process: `shardsched query` (or Fluxion's
+//! resource-query, side by side) spawned with the workload's command stream on stdin, timed
+//! from spawn to exit, its CPU time read from `getrusage(RUSAGE_CHILDREN)` across its wait,
+//! its outputs kept for comparison and its outcomes counted.
 
+use std::fs::File;
 use std::io::{Read as _, Write as _};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use nix::sys::resource::{UsageWho, getrusage};
 
 use super::workloads::Workload;
 
-/// One whole `shardsched query` run.
+/// The program a whole-process run times: both take the same flags and the same stream.
+#[derive(Debug, Clone, Copy)]
+pub enum QueryProgram<'a> {
+    /// This binary, as `shardsched query`.
+    Ours(&'a Path),
+    /// Fluxion's resource-query.
+    Fluxion(&'a Path),
+}
+
+impl QueryProgram<'_> {
+    fn path(&self) -> &Path {
+        match self {
+            QueryProgram::Ours(p) | QueryProgram::Fluxion(p) => p,
+        }
+    }
+
+    /// What the report calls it, and what comes before the flags.
+    fn name_and_leading_args(&self) -> (&'static str, &'static [&'static str]) {
+        match self {
+            QueryProgram::Ours(_) => ("shardsched", &["query"]),
+            QueryProgram::Fluxion(_) => ("resource-query", &[]),
+        }
+    }
+}
+
+/// One whole run.
 pub struct ProcessRun {
     /// Spawn to exit.
     pub elapsed: Duration,
-    /// User + system CPU time of the process; `None` where /proc/self/stat is unavailable.
+    /// User + system CPU time of the process; `None` where `getrusage` fails.
     pub cpu_s: Option<f64>,
     /// Allocated, reserved and no-match outcomes in its output.
     pub counts: (usize, usize, usize),
+    /// Its `-t` file and its standard output, to compare with the other program's.
+    pub output: Vec<u8>,
+    pub stdout: Vec<u8>,
     /// The command, for the report.
     pub command: String,
 }
 
-/// Spawns `shardsched query -L GRAPH -S CA -P POLICY -t OUT` in the bench folder with
-/// `stream` on stdin, timed from spawn to exit; then counts outcomes in OUT.
-pub fn run_query_process(exe: &Path, dir: &Path, w: &Workload, stream: &str) -> Result<ProcessRun> {
-    let out = std::env::temp_dir().join(format!(
-        "shardsched-bench-{}-{}.out",
-        std::process::id(),
-        w.name
-    ));
-    let query_args = ["query", "-L", w.graph, "-S", "CA", "-P", w.policy, "-t"];
+/// Spawns `program` with `-L GRAPH -S CA -P POLICY -t OUT` in the bench folder and `stream`
+/// on stdin, timed from spawn to exit; then reads its outputs back and counts outcomes.
+pub fn run_query_process(
+    program: QueryProgram<'_>,
+    dir: &Path,
+    w: &Workload,
+    stream: &str,
+) -> Result<ProcessRun> {
+    let (name, leading) = program.name_and_leading_args();
+    let scratch = |what: &str| -> PathBuf {
+        std::env::temp_dir().join(format!(
+            "shardsched-bench-{}-{}-{name}.{what}",
+            std::process::id(),
+            w.name
+        ))
+    };
+    let (out, stdout_path) = (scratch("out"), scratch("stdout"));
+    let flags = ["-L", w.graph, "-S", "CA", "-P", w.policy, "-t"];
     let command = format!(
-        "(cd {}; shardsched {} OUT < stream)",
+        "(cd {}; {name} {} OUT < stream > STDOUT)",
         dir.display(),
-        query_args.join(" ")
+        leading
+            .iter()
+            .chain(&flags)
+            .copied()
+            .collect::<Vec<_>>()
+            .join(" ")
     );
+    let stdout_file = File::create(&stdout_path)
+        .with_context(|| format!("creating {}", stdout_path.display()))?;
     let cpu_before = children_cpu_s();
     let started = Instant::now();
-    let mut child = Command::new(exe)
-        .args(query_args)
+    let mut child = Command::new(program.path())
+        .args(leading)
+        .args(flags)
         .arg(&out)
         .current_dir(dir)
         .stdin(Stdio::piped())
-        .stdout(Stdio::null())
+        .stdout(stdout_file)
         .stderr(Stdio::piped())
         .spawn()
-        .with_context(|| format!("spawning {}", exe.display()))?;
+        .with_context(|| format!("spawning {}", program.path().display()))?;
     let mut stdin = child.stdin.take().context("child stdin")?;
     let mut stderr = child.stderr.take().context("child stderr")?;
     // Feed stdin and drain stderr concurrently: the stream is larger than a pipe buffer and
@@ -71,54 +119,88 @@ pub fn run_query_process(exe: &Path, dir: &Path, w: &Workload, stream: &str) -> 
         (Some(before), Some(after)) => Some(after - before),
         _ => None,
     };
-    let status = status.context("waiting for shardsched query")?;
-    let err_text = err_text.unwrap_or_default();
     let result = (|| {
+        let status = status.with_context(|| format!("waiting for {name}"))?;
+        let err_text = err_text.unwrap_or_default();
         if !status.success() {
-            bail!("shardsched query failed ({status}): {}", err_text.trim());
+            bail!("{name} failed ({status}): {}", err_text.trim());
         }
         match write_result {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => bail!("feeding shardsched query: {e}"),
-            Err(_) => bail!("feeding shardsched query: writer thread panicked"),
+            Ok(Err(e)) => bail!("feeding {name}: {e}"),
+            Err(_) => bail!("feeding {name}: writer thread panicked"),
         }
         if !err_text.trim().is_empty() {
             bail!(
-                "shardsched query reported errors, the run is not valid: {}",
+                "{name} reported errors, the run is not valid: {}",
                 err_text.lines().take(5).collect::<Vec<_>>().join("; ")
             );
         }
-        let text = std::fs::read_to_string(&out)
-            .with_context(|| format!("reading query output {}", out.display()))?;
+        let output =
+            std::fs::read(&out).with_context(|| format!("reading {name}'s {}", out.display()))?;
+        let stdout = std::fs::read(&stdout_path)
+            .with_context(|| format!("reading {name}'s {}", stdout_path.display()))?;
+        let text = String::from_utf8_lossy(&output);
         let count = |needle: &str| text.lines().filter(|l| *l == needle).count();
+        let counts = (
+            count("INFO: RESOURCES=ALLOCATED"),
+            count("INFO: RESOURCES=RESERVED"),
+            count("INFO: No matching resources found"),
+        );
         Ok(ProcessRun {
             elapsed,
             cpu_s,
-            counts: (
-                count("INFO: RESOURCES=ALLOCATED"),
-                count("INFO: RESOURCES=RESERVED"),
-                count("INFO: No matching resources found"),
-            ),
+            counts,
+            output,
+            stdout,
             command: command.clone(),
         })
     })();
     let _ = std::fs::remove_file(&out);
+    let _ = std::fs::remove_file(&stdout_path);
     result
 }
 
-/// Clock ticks per second of the times in `/proc/*/stat` (`USER_HZ`, 100 on Linux for every
-/// mainstream architecture; `getconf CLK_TCK` would need libc).
-const CLOCK_TICKS: f64 = 100.0;
-
-/// CPU seconds (user + system) of this process's waited-for children: fields `cutime` and
-/// `cstime` of `/proc/self/stat`. The difference across a `wait` is that child's CPU time,
-/// with no race (the kernel adds it when the child is reaped).
+/// CPU seconds (user + system) of this process's waited-for children, to the microsecond.
+/// The difference across a `wait` is that child's CPU time, with no race (the kernel adds
+/// it when the child is reaped).
 fn children_cpu_s() -> Option<f64> {
-    let text = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the command name, which is in parentheses and may hold spaces; the
-    // first of them is field 3 (state), so cutime (16) and cstime (17) are at 13 and 14.
-    let rest = &text[text.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i)?.parse::<u64>().ok();
-    Some((ticks(13)? + ticks(14)?) as f64 / CLOCK_TICKS)
+    let usage = getrusage(UsageWho::RUSAGE_CHILDREN).ok()?;
+    let seconds = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+    Some(seconds(usage.user_time()) + seconds(usage.system_time()))
+}
+
+/// Where two programs' outputs of the same stream first differ, as
+/// `"-t file, line N: ours «…», Fluxion's «…»"`; `None` when both are byte for byte the
+/// same.
+pub fn first_difference(ours: &ProcessRun, theirs: &ProcessRun) -> Option<String> {
+    [
+        ("-t file", &ours.output, &theirs.output),
+        ("standard output", &ours.stdout, &theirs.stdout),
+    ]
+    .into_iter()
+    .find(|(_, a, b)| a != b)
+    .map(|(what, a, b)| {
+        let (a, b) = (String::from_utf8_lossy(a), String::from_utf8_lossy(b));
+        let mut lines = a.lines().zip(b.lines()).enumerate();
+        match lines.find(|(_, (x, y))| x != y) {
+            Some((i, (x, y))) => format!(
+                "{what}, line {}: ours {:?}, Fluxion's {:?}",
+                i + 1,
+                shorten(x),
+                shorten(y)
+            ),
+            None if a.lines().count() != b.lines().count() => format!(
+                "{what}: ours has {} lines, Fluxion's {}",
+                a.lines().count(),
+                b.lines().count()
+            ),
+            None => format!("{what}: the same lines, other line endings"),
+        }
+    })
+}
+
+/// At most 120 characters of a line, for a report.
+fn shorten(line: &str) -> String {
+    line.chars().take(120).collect()
 }

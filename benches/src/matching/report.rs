@@ -114,6 +114,14 @@ pub struct ProcessReport {
     pub no_match: usize,
 }
 
+/// Fluxion's resource-query on the same stream, each run right after one of ours.
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+pub struct FluxionReport {
+    pub process: ProcessReport,
+    /// Whether every run's `-t` file and standard output were byte for byte ours.
+    pub same_output: bool,
+}
+
 /// Everything measured for one reference workload.
 #[derive(Serialize, Deserialize, Debug, Clone, Default)]
 pub struct WorkloadReport {
@@ -125,8 +133,15 @@ pub struct WorkloadReport {
     /// Whether `--limit` cut the stream short (Fluxion's figure then does not apply).
     pub truncated: bool,
     pub process: Option<ProcessReport>,
+    /// Fluxion's whole-process time: measured side by side (`fluxion`) when `--fluxion`
+    /// was given, else the README's figure (none for a `--limit`ed stream).
     pub fluxion_s: Option<f64>,
+    /// `fluxion_s` ÷ our median wall time.
     pub speedup: Option<f64>,
+    /// Fluxion's resource-query run side by side (`--fluxion`).
+    pub fluxion: Option<FluxionReport>,
+    /// Fluxion's median CPU time ÷ ours (only when measured side by side).
+    pub cpu_speedup: Option<f64>,
     pub inside: InsideReport,
     /// Disagreements between the process and inside runs, if any.
     pub warnings: Vec<String>,
@@ -261,9 +276,19 @@ pub fn render_workloads(doc: &WorkloadsDocument) -> String {
             w.process
                 .as_ref()
                 .filter(|p| !p.runs_cpu_s.is_empty())
-                .map_or("-".into(), |p| format!("{:.2}", p.median_cpu_s)),
-            w.fluxion_s.map_or("-".into(), |f| format!("{f:.1}")),
+                .map_or("-".into(), |p| format!("{:.3}", p.median_cpu_s)),
+            w.fluxion_s.map_or("-".into(), |f| {
+                format!("{f:.3}{}", if w.fluxion.is_some() { "" } else { "†" })
+            }),
+            w.fluxion
+                .as_ref()
+                .filter(|f| !f.process.runs_cpu_s.is_empty())
+                .map_or("-".into(), |f| format!("{:.3}", f.process.median_cpu_s)),
             w.speedup.map_or("-".into(), |s| format!("{s:.1}×")),
+            w.cpu_speedup.map_or("-".into(), |s| format!("{s:.1}×")),
+            w.fluxion.as_ref().map_or("-".into(), |f| {
+                (if f.same_output { "yes" } else { "NO" }).into()
+            }),
         ];
         row.extend(inside_cells(&w.inside));
         rows.push(row);
@@ -274,7 +299,10 @@ pub fn render_workloads(doc: &WorkloadsDocument) -> String {
         "process s",
         "CPU s",
         "Fluxion s",
+        "Fluxion CPU s",
         "speed-up",
+        "CPU speed-up",
+        "same output",
     ];
     header.extend(INSIDE_HEADER);
     let mut out = table(1, &header, &rows);
@@ -287,20 +315,39 @@ pub fn render_workloads(doc: &WorkloadsDocument) -> String {
         out,
         "process s: median of {} whole `shardsched query -L <graph> -S CA -P <policy> -t <tmp>` \
          runs (spawn to exit) with the README's stream on stdin; CPU s: user + system of \
-         that child (cutime/cstime of /proc/self/stat across its wait)",
+         that child (getrusage of the waited-for children across its wait)",
         doc.repeat
     );
+    if doc.workloads.iter().any(|w| w.fluxion.is_some()) {
+        let _ = writeln!(
+            out,
+            "Fluxion s, Fluxion CPU s: its resource-query (--fluxion) with the same flags and \
+             stream, each run right after one of ours; same output: its -t file and standard \
+             output byte for byte ours in every run"
+        );
+    }
+    if doc
+        .workloads
+        .iter()
+        .any(|w| w.fluxion.is_none() && w.fluxion_s.is_some())
+    {
+        let _ = writeln!(
+            out,
+            "† Fluxion's figure from ../shared/bench/README.md (flux-sched fd257f71 on the \
+             project's machine), not measured here: --fluxion PATH times it side by side"
+        );
+    }
+    let runs = |p: &ProcessReport| {
+        let wall: Vec<String> = p.runs_s.iter().map(|s| format!("{s:.3}")).collect();
+        let cpu: Vec<String> = p.runs_cpu_s.iter().map(|s| format!("{s:.3}")).collect();
+        format!("runs {} s wall; {} s CPU", wall.join(", "), cpu.join(", "))
+    };
     for w in &doc.workloads {
         if let Some(p) = &w.process {
-            let runs: Vec<String> = p.runs_s.iter().map(|s| format!("{s:.3}")).collect();
-            let cpu: Vec<String> = p.runs_cpu_s.iter().map(|s| format!("{s:.2}")).collect();
-            let _ = writeln!(
-                out,
-                "  {}: runs {} s wall; {} s CPU",
-                w.name,
-                runs.join(", "),
-                cpu.join(", ")
-            );
+            let _ = writeln!(out, "  {}: {}", w.name, runs(p));
+        }
+        if let Some(f) = &w.fluxion {
+            let _ = writeln!(out, "  {} (Fluxion): {}", w.name, runs(&f.process));
         }
     }
     let _ = writeln!(

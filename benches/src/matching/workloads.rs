@@ -8,8 +8,10 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, bail};
 use shardsched_histogram::nearest_rank;
 
-use super::query_process::run_query_process;
-use super::report::{self, InsideReport, ProcessReport, WorkloadReport, WorkloadsDocument};
+use super::query_process::{ProcessRun, QueryProgram, first_difference, run_query_process};
+use super::report::{
+    self, FluxionReport, InsideReport, ProcessReport, WorkloadReport, WorkloadsDocument,
+};
 use super::{MatchArgs, WorkloadName};
 use crate::inputs::find_bench_dir;
 
@@ -145,14 +147,13 @@ fn run_workload(args: &MatchArgs, exe: &Path, dir: &Path, w: &Workload) -> Resul
     let inside = inside_in_child(args, exe, dir, w, allocate, reserve)?;
 
     let mut warnings = Vec::new();
-    let process = if args.repeat == 0 {
-        None
+    let (process, fluxion) = if args.repeat == 0 {
+        (None, None)
     } else {
         let stream = command_stream(w, allocate, reserve);
-        let mut runs = Vec::with_capacity(args.repeat);
-        let mut cpu = Vec::with_capacity(args.repeat);
-        let mut counts = (0, 0, 0);
-        let mut command = String::new();
+        let mut ours = Runs::default();
+        let mut fluxion = args.fluxion.as_ref().map(|_| Runs::default());
+        let mut difference = None;
         for rep in 0..args.repeat {
             eprintln!(
                 "bench match: {}: whole process {}/{}…",
@@ -160,41 +161,48 @@ fn run_workload(args: &MatchArgs, exe: &Path, dir: &Path, w: &Workload) -> Resul
                 rep + 1,
                 args.repeat
             );
-            let run = run_query_process(exe, dir, w, &stream)?;
-            runs.push(run.elapsed.as_secs_f64());
-            cpu.extend(run.cpu_s);
-            counts = run.counts;
-            command = run.command;
+            let run = run_query_process(QueryProgram::Ours(exe), dir, w, &stream)?;
+            if let (Some(path), Some(theirs)) = (&args.fluxion, &mut fluxion) {
+                let their_run = run_query_process(QueryProgram::Fluxion(path), dir, w, &stream)?;
+                difference = difference.or_else(|| first_difference(&run, &their_run));
+                theirs.add(their_run);
+            }
+            ours.add(run);
         }
         let inside_counts = inside.phases.iter().fold((0, 0, 0), |acc, p| {
             (acc.0 + p.allocated, acc.1 + p.reserved, acc.2 + p.no_match)
         });
-        if counts != inside_counts {
+        if ours.counts != inside_counts {
             warnings.push(format!(
-                "query output has allocated/reserved/no-match {counts:?} but the inside run \
-                 had {inside_counts:?}: the two runs did different work"
+                "query output has allocated/reserved/no-match {:?} but the inside run \
+                 had {inside_counts:?}: the two runs did different work",
+                ours.counts
             ));
         }
-        let mut sorted = runs.clone();
-        sorted.sort_by(f64::total_cmp);
-        let mut sorted_cpu = cpu.clone();
-        sorted_cpu.sort_by(f64::total_cmp);
-        Some(ProcessReport {
-            command,
-            median_s: nearest_rank(&sorted, 0.5),
-            median_cpu_s: nearest_rank(&sorted_cpu, 0.5),
-            runs_cpu_s: cpu,
-            min_s: sorted.first().copied().unwrap_or(0.0),
-            max_s: sorted.last().copied().unwrap_or(0.0),
-            runs_s: runs,
-            allocated: counts.0,
-            reserved: counts.1,
-            no_match: counts.2,
-        })
+        if let Some(difference) = &difference {
+            warnings.push(format!(
+                "shardsched query and Fluxion's resource-query printed different outputs: \
+                 {difference}"
+            ));
+        }
+        let fluxion = fluxion.map(|runs| FluxionReport {
+            process: runs.report(),
+            same_output: difference.is_none(),
+        });
+        (Some(ours.report()), fluxion)
     };
-    let fluxion_s = (!truncated).then_some(w.fluxion_s);
+    let fluxion_s = match &fluxion {
+        Some(f) => Some(f.process.median_s),
+        None => (!truncated).then_some(w.fluxion_s),
+    };
     let speedup = match (&process, fluxion_s) {
         (Some(p), Some(f)) if p.median_s > 0.0 => Some(f / p.median_s),
+        _ => None,
+    };
+    let cpu_speedup = match (&process, &fluxion) {
+        (Some(p), Some(f)) if p.median_cpu_s > 0.0 && !f.process.runs_cpu_s.is_empty() => {
+            Some(f.process.median_cpu_s / p.median_cpu_s)
+        }
         _ => None,
     };
     Ok(WorkloadReport {
@@ -207,9 +215,48 @@ fn run_workload(args: &MatchArgs, exe: &Path, dir: &Path, w: &Workload) -> Resul
         process,
         fluxion_s,
         speedup,
+        fluxion,
+        cpu_speedup,
         inside,
         warnings,
     })
+}
+
+/// The whole-process runs of one program on one workload.
+#[derive(Default)]
+struct Runs {
+    wall_s: Vec<f64>,
+    cpu_s: Vec<f64>,
+    counts: (usize, usize, usize),
+    command: String,
+}
+
+impl Runs {
+    fn add(&mut self, run: ProcessRun) {
+        self.wall_s.push(run.elapsed.as_secs_f64());
+        self.cpu_s.extend(run.cpu_s);
+        self.counts = run.counts;
+        self.command = run.command;
+    }
+
+    fn report(self) -> ProcessReport {
+        let mut sorted = self.wall_s.clone();
+        sorted.sort_by(f64::total_cmp);
+        let mut sorted_cpu = self.cpu_s.clone();
+        sorted_cpu.sort_by(f64::total_cmp);
+        ProcessReport {
+            command: self.command,
+            median_s: nearest_rank(&sorted, 0.5),
+            median_cpu_s: nearest_rank(&sorted_cpu, 0.5),
+            runs_cpu_s: self.cpu_s,
+            min_s: sorted.first().copied().unwrap_or(0.0),
+            max_s: sorted.last().copied().unwrap_or(0.0),
+            runs_s: self.wall_s,
+            allocated: self.counts.0,
+            reserved: self.counts.1,
+            no_match: self.counts.2,
+        }
+    }
 }
 
 /// Runs the inside measurement of `w` in a fresh process of this binary (see the module
