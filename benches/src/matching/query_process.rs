@@ -71,9 +71,9 @@ pub fn run_query_process(
         ))
     };
     let (out, stdout_path, stream_path) = (scratch("out"), scratch("stdout"), scratch("in"));
-    // The stream comes from a file, as `< stream` in a shell gives it: fed through a pipe by
-    // a thread of this process, the child could wait on that thread's turn for the CPU
-    // (the wall time was up to 7 ms above the CPU time on first-1024's ~45 ms).
+    // The stream comes from a file, as `< stream` in a shell gives it, the same for both
+    // programs: no thread of this process (and its turn for the CPU) between the stream
+    // and the child.
     std::fs::write(&stream_path, stream)
         .with_context(|| format!("writing {}", stream_path.display()))?;
     let stdin_file =
