@@ -108,13 +108,11 @@ fn bench_dir() -> Option<PathBuf> {
     }
 }
 
-/// A reference workload cut to a few matches, with one whole-process run: exercises the
-/// `shardsched query` child, the inside child and the cross-check of their outcome counts.
-#[test]
-fn workload_prefix_runs_both_ways() {
-    let Some(dir) = bench_dir() else { return };
-    let dir = dir.to_string_lossy().into_owned();
-    let out = stdout(&shardsched(&[
+/// `bench match` on high-1024's first three matches, `repeat` whole-process runs, with
+/// `extra` flags; its standard output.
+fn high_1024_prefix(dir: &Path, repeat: &str, extra: &[&str]) -> String {
+    let dir = dir.to_string_lossy();
+    let mut args = vec![
         "bench",
         "match",
         "--workload",
@@ -122,10 +120,20 @@ fn workload_prefix_runs_both_ways() {
         "--limit",
         "3",
         "--repeat",
-        "1",
+        repeat,
         "--bench-dir",
         &dir,
-    ]));
+    ];
+    args.extend(extra);
+    stdout(&shardsched(&args))
+}
+
+/// A reference workload cut to a few matches, with one whole-process run: exercises the
+/// `shardsched query` child, the inside child and the cross-check of their outcome counts.
+#[test]
+fn workload_prefix_runs_both_ways() {
+    let Some(dir) = bench_dir() else { return };
+    let out = high_1024_prefix(&dir, "1", &[]);
     assert!(out.contains("high-1024*"), "{out}");
     assert!(out.contains("Fluxion s"), "{out}");
     assert!(!out.contains("WARNING"), "{out}");
@@ -151,24 +159,10 @@ fn fake_resource_query(dir: &Path, name: &str, to_policy: &str) -> PathBuf {
 #[test]
 fn fluxion_side_by_side_is_timed_and_its_output_compared() {
     let Some(dir) = bench_dir() else { return };
-    let dir = dir.to_string_lossy().into_owned();
     let scripts = tempfile::tempdir().expect("temp dir");
     let run = |fluxion: &Path| -> serde_json::Value {
-        let out = stdout(&shardsched(&[
-            "bench",
-            "match",
-            "--workload",
-            "high-1024",
-            "--limit",
-            "3",
-            "--repeat",
-            "2",
-            "--bench-dir",
-            &dir,
-            "--fluxion",
-            &fluxion.to_string_lossy(),
-            "--json",
-        ]));
+        let fluxion = fluxion.to_string_lossy();
+        let out = high_1024_prefix(&dir, "2", &["--fluxion", &fluxion, "--json"]);
         let doc: serde_json::Value = serde_json::from_str(&out).expect("JSON report");
         doc["workloads"][0].clone()
     };
