@@ -180,6 +180,22 @@ fn fluxion_side_by_side_is_timed_and_its_output_compared() {
     assert!(same["cpu_speedup"].as_f64().is_some(), "{same:#}");
     assert_eq!(same["warnings"], serde_json::json!([]));
 
+    let missing = scripts.path().join("no-such-resource-query");
+    let out = shardsched(&[
+        "bench",
+        "match",
+        "--workload",
+        "high-1024",
+        "--fluxion",
+        &missing.to_string_lossy(),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no-such-resource-query: no such file"),
+        "{err}"
+    );
+
     let other = run(&fake_resource_query(scripts.path(), "other", "low"));
     assert_eq!(other["fluxion"]["same_output"], false, "{other:#}");
     let warning = other["warnings"][0].as_str().unwrap_or_default();

@@ -103,6 +103,18 @@ pub fn run(args: &MatchArgs, name: WorkloadName) -> Result<()> {
     let dir = find_bench_dir(args.bench_dir.as_deref(), Path::new("../shared/bench"))
         .map_err(anyhow::Error::msg)?;
     let exe = std::env::current_exe().context("locating this executable")?;
+    // The runs start in the bench folder: a relative path is the caller's.
+    let fluxion = match &args.fluxion {
+        Some(path) => {
+            let absolute = std::path::absolute(path)
+                .with_context(|| format!("--fluxion {}", path.display()))?;
+            if !absolute.is_file() {
+                bail!("--fluxion {}: no such file", path.display());
+            }
+            Some(absolute)
+        }
+        None => None,
+    };
     let mut doc = WorkloadsDocument {
         bench_dir: dir.display().to_string(),
         repeat: args.repeat,
@@ -111,7 +123,8 @@ pub fn run(args: &MatchArgs, name: WorkloadName) -> Result<()> {
         workloads: Vec::new(),
     };
     for w in chosen {
-        doc.workloads.push(run_workload(args, &exe, &dir, w)?);
+        doc.workloads
+            .push(run_workload(args, &exe, fluxion.as_deref(), &dir, w)?);
     }
     doc.loadavg_end = loadavg();
     if args.json {
@@ -132,7 +145,13 @@ fn prefix(w: &Workload, limit: Option<u64>) -> (usize, usize) {
     (allocate, limit - allocate)
 }
 
-fn run_workload(args: &MatchArgs, exe: &Path, dir: &Path, w: &Workload) -> Result<WorkloadReport> {
+fn run_workload(
+    args: &MatchArgs,
+    exe: &Path,
+    fluxion_exe: Option<&Path>,
+    dir: &Path,
+    w: &Workload,
+) -> Result<WorkloadReport> {
     let (allocate, reserve) = prefix(w, args.limit);
     let limit = allocate + reserve;
     let truncated = limit < w.allocate + w.reserve;
@@ -152,7 +171,7 @@ fn run_workload(args: &MatchArgs, exe: &Path, dir: &Path, w: &Workload) -> Resul
     } else {
         let stream = command_stream(w, allocate, reserve);
         let mut ours = Runs::default();
-        let mut fluxion = args.fluxion.as_ref().map(|_| Runs::default());
+        let mut fluxion = fluxion_exe.map(|_| Runs::default());
         let mut difference = None;
         for rep in 0..args.repeat {
             eprintln!(
@@ -162,7 +181,7 @@ fn run_workload(args: &MatchArgs, exe: &Path, dir: &Path, w: &Workload) -> Resul
                 args.repeat
             );
             let run = run_query_process(QueryProgram::Ours(exe), dir, w, &stream)?;
-            if let (Some(path), Some(theirs)) = (&args.fluxion, &mut fluxion) {
+            if let (Some(path), Some(theirs)) = (fluxion_exe, &mut fluxion) {
                 let their_run = run_query_process(QueryProgram::Fluxion(path), dir, w, &stream)?;
                 difference = difference.or_else(|| first_difference(&run, &their_run));
                 theirs.add(their_run);
