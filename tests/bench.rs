@@ -186,6 +186,8 @@ fn fluxion_side_by_side_is_timed_and_its_output_compared() {
         "match",
         "--workload",
         "high-1024",
+        "--bench-dir",
+        &dir.to_string_lossy(),
         "--fluxion",
         &missing.to_string_lossy(),
     ]);
