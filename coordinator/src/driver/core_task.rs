@@ -11,8 +11,8 @@
 //!   write = core.journal_take() → journal.write(write) (group commit, fsync)
 //!                                → core.journal_done(write)      a failed write stops here
 //!   routes.store(core.routes())   if the epoch moved
-//!   the batch's answers, commands queued on the shards' links, follow-up tasks
 //!   core.moves_to_send() → one task per command; its answer comes back as an event
+//!   the batch's answers, commands queued on the shards' links, follow-up tasks
 //!   core.removals_to_send() → likewise (on the shard's ordered link, or a history pull)
 //! ```
 //!
@@ -178,8 +178,16 @@ impl CoreTask {
         Ok(())
     }
 
-    /// The batch is durable: its answers, commands and follow-ups go, in order.
+    /// The batch is durable: its answers, commands and follow-ups go, in order — the move
+    /// commands first, as a move's next step waits on them and on nothing the answers carry.
     fn release(&mut self) {
+        for command in self.core.moves_to_send() {
+            let Some(link) = self.links.get(&command.conn) else {
+                continue;
+            };
+            let session = link.session().clone();
+            tokio::spawn(send_move_command(session, command, self.events.clone()));
+        }
         for after in std::mem::take(&mut self.after) {
             match after {
                 After::Shard(reply, answer) => {
@@ -225,13 +233,6 @@ impl CoreTask {
                 continue;
             };
             tokio::spawn(send_allowances(link.session().clone(), request));
-        }
-        for command in self.core.moves_to_send() {
-            let Some(link) = self.links.get(&command.conn) else {
-                continue;
-            };
-            let session = link.session().clone();
-            tokio::spawn(send_move_command(session, command, self.events.clone()));
         }
         for command in self.core.removals_to_send() {
             let link = self.links.get(&command.conn).cloned();
