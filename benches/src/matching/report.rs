@@ -277,8 +277,9 @@ pub fn render_workloads(doc: &WorkloadsDocument) -> String {
                 .as_ref()
                 .filter(|p| !p.runs_cpu_s.is_empty())
                 .map_or("-".into(), |p| format!("{:.3}", p.median_cpu_s)),
-            w.fluxion_s.map_or("-".into(), |f| {
-                format!("{f:.3}{}", if w.fluxion.is_some() { "" } else { "†" })
+            w.fluxion_s.map_or("-".into(), |f| match w.fluxion {
+                Some(_) => format!("{f:.3}"),
+                None => format!("{f:.1}†"),
             }),
             w.fluxion
                 .as_ref()
