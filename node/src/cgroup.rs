@@ -202,10 +202,18 @@ fn inherit_cpuset(dir: &Path) {
 /// it has none of them (a cluster described bigger than the host, as on a laptop running
 /// `up --agents`), or all of its CPUs are the job's (an exclusive node: a cpuset then only
 /// costs its mkdir, attach and rmdir under the kernel's cgroup lock).
+///
+/// The host's CPU count is asked once per agent: `available_parallelism` reads the cgroup's
+/// quota files and the affinity mask at every call (~30 µs of every launch, `perf` of `bench
+/// e2e --agents`), and a host's CPUs do not change under a running agent (hotplug aside:
+/// a restarted agent sees them).
 fn host_cpus(cores: &[u32]) -> Option<String> {
-    let online = std::thread::available_parallelism()
-        .map(|n| n.get() as u32)
-        .unwrap_or(1);
+    static ONLINE: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    let online = *ONLINE.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(1)
+    });
     cpuset_of(cores, online)
 }
 
