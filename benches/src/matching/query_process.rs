@@ -71,6 +71,7 @@ pub fn run_query_process(
         ))
     };
     let (out, stdout_path, stream_path) = (scratch("out"), scratch("stdout"), scratch("in"));
+    let _removed_at_the_end = Scratch(vec![out.clone(), stdout_path.clone(), stream_path.clone()]);
     // The stream comes from a file, as `< stream` in a shell gives it, the same for both
     // programs: no thread of this process (and its turn for the CPU) between the stream
     // and the child.
@@ -119,42 +120,47 @@ pub fn run_query_process(
         (Some(before), Some(after)) => Some(after - before),
         _ => None,
     };
-    let result = (|| {
-        let status = status.with_context(|| format!("waiting for {name}"))?;
-        let err_text = err_text.unwrap_or_default();
-        if !status.success() {
-            bail!("{name} failed ({status}): {}", err_text.trim());
-        }
-        if !err_text.trim().is_empty() {
-            bail!(
-                "{name} reported errors, the run is not valid: {}",
-                err_text.lines().take(5).collect::<Vec<_>>().join("; ")
-            );
-        }
-        let output =
-            std::fs::read(&out).with_context(|| format!("reading {name}'s {}", out.display()))?;
-        let stdout = std::fs::read(&stdout_path)
-            .with_context(|| format!("reading {name}'s {}", stdout_path.display()))?;
-        let text = String::from_utf8_lossy(&output);
-        let count = |needle: &str| text.lines().filter(|l| *l == needle).count();
-        let counts = (
-            count("INFO: RESOURCES=ALLOCATED"),
-            count("INFO: RESOURCES=RESERVED"),
-            count("INFO: No matching resources found"),
-        );
-        Ok(ProcessRun {
-            elapsed,
-            cpu_s,
-            counts,
-            output,
-            stdout,
-            command: command.clone(),
-        })
-    })();
-    for path in [&out, &stdout_path, &stream_path] {
-        let _ = std::fs::remove_file(path);
+    let status = status.with_context(|| format!("waiting for {name}"))?;
+    let err_text = err_text.unwrap_or_default();
+    if !status.success() {
+        bail!("{name} failed ({status}): {}", err_text.trim());
     }
-    result
+    if !err_text.trim().is_empty() {
+        bail!(
+            "{name} reported errors, the run is not valid: {}",
+            err_text.lines().take(5).collect::<Vec<_>>().join("; ")
+        );
+    }
+    let output =
+        std::fs::read(&out).with_context(|| format!("reading {name}'s {}", out.display()))?;
+    let stdout = std::fs::read(&stdout_path)
+        .with_context(|| format!("reading {name}'s {}", stdout_path.display()))?;
+    let text = String::from_utf8_lossy(&output);
+    let count = |needle: &str| text.lines().filter(|l| *l == needle).count();
+    let counts = (
+        count("INFO: RESOURCES=ALLOCATED"),
+        count("INFO: RESOURCES=RESERVED"),
+        count("INFO: No matching resources found"),
+    );
+    Ok(ProcessRun {
+        elapsed,
+        cpu_s,
+        counts,
+        output,
+        stdout,
+        command,
+    })
+}
+
+/// Scratch files, removed however the run ends.
+struct Scratch(Vec<PathBuf>);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        for path in &self.0 {
+            let _ = std::fs::remove_file(path);
+        }
+    }
 }
 
 /// CPU seconds (user + system) of this process's waited-for children, to the microsecond.
