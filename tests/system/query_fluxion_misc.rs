@@ -272,3 +272,52 @@ fn jgf_shorthand_loads_as_jgf() {
     );
     assert_eq!(shorthand.stdout, plain.stdout);
 }
+
+/// Under `-T flexible`, a slot whose subtree check fails because it asks more than the
+/// subtree has leaves ERANGE behind it, and a later walk that succeeds keeps it: the
+/// satisfiability walk of `match allocate_with_satisfiability` succeeds, so resource-query
+/// reports "Numerical result out of range" and does not consume the job id (random
+/// differential seed 7718, against Fluxion's binary: the same ids and errors as below).
+#[test]
+fn a_flexible_slot_asking_more_than_exists_leaves_erange_and_keeps_the_job_id() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/flexible-errno");
+    let scratch = Scratch::new("flexible-errno");
+    for jobspec in ["j0.yaml", "j1.yaml"] {
+        let text = std::fs::read(data.join(jobspec)).expect("jobspec");
+        scratch.file(jobspec, text);
+    }
+    let out = scratch.path("out");
+    let run = query(
+        &scratch.0,
+        &data.join("graph.graphml"),
+        &[
+            "-P",
+            "hinode",
+            "-F",
+            "simple",
+            "-T",
+            "flexible",
+            "-t",
+            &out.to_string_lossy(),
+        ],
+        "match allocate_with_satisfiability j1.yaml\nset-status /cl0/rack1/node0 up\n\
+         match allocate_orelse_reserve j1.yaml\nmatch allocate j0.yaml\n\
+         match allocate_with_satisfiability j0.yaml\nmatch allocate_with_satisfiability j0.yaml\n\
+         quit\n",
+    );
+    run.assert_no_panic("query");
+    let text = std::fs::read_to_string(&out).expect("-t output");
+    let ids: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("INFO: JOBID="))
+        .collect();
+    assert_eq!(ids, ["1", "2", "3", "4", "4"], "{text}");
+    assert_eq!(
+        run.stderr
+            .matches("match_allocate: ERROR: traverser: Numerical result out of range")
+            .count(),
+        2,
+        "{}",
+        run.stderr
+    );
+}

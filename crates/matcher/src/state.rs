@@ -111,6 +111,14 @@ pub struct Usage {
     pub jobs_free: i64,
 }
 
+/// Why an aggregate cannot give what a request needs: Fluxion's planner says `ERANGE` when
+/// a type's need exceeds its total, `EBUSY` when only its free units fall short.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shortfall {
+    OverTotal,
+    Busy,
+}
+
 /// All scheduling state of one graph.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SchedState {
@@ -338,15 +346,34 @@ impl SchedState {
         dur: u64,
         empty: bool,
     ) -> bool {
-        let Some((Some(a), covered)) = self.inner_covered(v).map(|(i, c)| (i.agg.as_ref(), c))
-        else {
-            return true;
+        self.agg_shortfall(v, need, at, dur, empty).is_none()
+    }
+
+    /// Why `v`'s aggregate cannot give `need` during the window, as Fluxion's
+    /// `planner_multi_avail_during` says it: its types in order, the first one short
+    /// decides; `None` when it can ([`agg_fits`](Self::agg_fits)).
+    pub fn agg_shortfall(
+        &self,
+        v: VertexId,
+        need: &[(u32, i64)],
+        at: i64,
+        dur: u64,
+        empty: bool,
+    ) -> Option<Shortfall> {
+        let (Some(a), covered) = self.inner_covered(v).map(|(i, c)| (i.agg.as_ref(), c))? else {
+            return None;
         };
-        a.ranks.iter().enumerate().all(|(i, r)| {
+        a.ranks.iter().enumerate().find_map(|(i, r)| {
             let n = need.iter().find(|e| e.0 == *r).map_or(0, |e| e.1);
-            n <= 0
-                || (n <= a.plan.totals()[i]
-                    && (empty || agg_free(self, a, covered, i, at, dur) >= n))
+            if n <= 0 {
+                None
+            } else if n > a.plan.totals()[i] {
+                Some(Shortfall::OverTotal)
+            } else if !empty && agg_free(self, a, covered, i, at, dur) < n {
+                Some(Shortfall::Busy)
+            } else {
+                None
+            }
         })
     }
 

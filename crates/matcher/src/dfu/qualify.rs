@@ -5,7 +5,7 @@ use shardsched_resource::{Status, VertexId};
 
 use super::{Errno, Walk, WalkKind};
 use crate::request::ReqId;
-use crate::state::XCHECK_TOTAL;
+use crate::state::{Shortfall, XCHECK_TOTAL};
 
 impl<'a> Walk<'a> {
     /// Fluxion's `test`: how `u` relates to `reqs`.
@@ -221,22 +221,37 @@ impl<'a> Walk<'a> {
                     vacant = true;
                 }
             }
-            ok = q.user_data.is_empty()
-                || self
-                    .st
-                    .agg_fits(u, &q.user_data, w.at, w.dur, sat || vacant);
+            let short = if q.user_data.is_empty() {
+                None
+            } else {
+                self.st
+                    .agg_shortfall(u, &q.user_data, w.at, w.dur, sat || vacant)
+            };
+            ok = short.is_none();
             debug_assert!(
                 !vacant
                     || q.user_data.is_empty()
                     || ok == self.st.agg_fits(u, &q.user_data, w.at, w.dur, sat),
                 "an untouched vertex's aggregate is not its totals"
             );
-            if !ok {
-                self.errno = Errno::Busy;
+            if let Some(short) = short {
                 if !(self.req.flexible && q.is_slot) {
+                    self.errno = Errno::Busy;
                     return false;
                 }
+                // The flexible traverser goes on past the slot with the planner's errno as
+                // it is: ERANGE when a need exceeds the subtree's totals. It lingers after
+                // a walk that succeeds (`match allocate_with_satisfiability` then reports
+                // it as an error and does not consume the job id); a prune that fails
+                // turns it into EBUSY (below).
+                self.errno = match short {
+                    Shortfall::OverTotal => Errno::Range,
+                    Shortfall::Busy => Errno::Busy,
+                };
             }
+        }
+        if !ok && self.errno == Errno::Range {
+            self.errno = Errno::Busy;
         }
         ok
     }
