@@ -5,7 +5,7 @@
 
 use std::fs::File;
 use std::io::Read as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -54,31 +54,28 @@ pub struct ProcessRun {
     pub command: String,
 }
 
-/// Spawns `program` with `-L GRAPH -S CA -P POLICY -t OUT` in the bench folder and `stream`
-/// on stdin, timed from spawn to exit; then reads its outputs back and counts outcomes.
+/// The command stream's file in a workload's scratch folder.
+pub const STREAM_FILE: &str = "stream";
+
+/// Spawns `program` with `-L GRAPH -S CA -P POLICY -t OUT` in the bench folder and the
+/// stream file of `scratch` (the workload's scratch folder, [`STREAM_FILE`]) on stdin, timed
+/// from spawn to exit; then reads its outputs back from `scratch` and counts outcomes.
 pub fn run_query_process(
     program: QueryProgram<'_>,
     dir: &Path,
     w: &Workload,
-    stream: &str,
+    scratch: &Path,
 ) -> Result<ProcessRun> {
     let (name, leading) = program.name_and_leading_args();
-    let scratch = |what: &str| -> PathBuf {
-        std::env::temp_dir().join(format!(
-            "shardsched-bench-{}-{}-{name}.{what}",
-            std::process::id(),
-            w.name
-        ))
-    };
-    let (out, stdout_path, stream_path) = (scratch("out"), scratch("stdout"), scratch("in"));
-    let _removed_at_the_end = Scratch(vec![out.clone(), stdout_path.clone(), stream_path.clone()]);
-    // The stream comes from a file, as `< stream` in a shell gives it, the same for both
-    // programs: no thread of this process (and its turn for the CPU) between the stream
-    // and the child.
-    std::fs::write(&stream_path, stream)
-        .with_context(|| format!("writing {}", stream_path.display()))?;
+    let stream = scratch.join(STREAM_FILE);
+    let (out, stdout_path) = (
+        scratch.join(format!("{name}.out")),
+        scratch.join(format!("{name}.stdout")),
+    );
+    // An earlier run's output must not pass for this one's.
+    let _ = std::fs::remove_file(&out);
     let stdin_file =
-        File::open(&stream_path).with_context(|| format!("opening {}", stream_path.display()))?;
+        File::open(&stream).with_context(|| format!("opening {}", stream.display()))?;
     let flags = ["-L", w.graph, "-S", "CA", "-P", w.policy, "-t"];
     let command = format!(
         "(cd {}; {name} {} OUT < stream > STDOUT)",
@@ -152,17 +149,6 @@ pub fn run_query_process(
     })
 }
 
-/// Scratch files, removed however the run ends.
-struct Scratch(Vec<PathBuf>);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        for path in &self.0 {
-            let _ = std::fs::remove_file(path);
-        }
-    }
-}
-
 /// CPU seconds (user + system) of this process's waited-for children, to the microsecond.
 /// The difference across a `wait` is that child's CPU time, with no race (the kernel adds
 /// it when the child is reaped).
@@ -185,19 +171,19 @@ pub fn first_difference(ours: &ProcessRun, theirs: &ProcessRun) -> Option<String
     .map(|(what, a, b)| {
         let (a, b) = (String::from_utf8_lossy(a), String::from_utf8_lossy(b));
         let mut lines = a.lines().zip(b.lines()).enumerate();
-        match lines.find(|(_, (x, y))| x != y) {
-            Some((i, (x, y))) => format!(
+        if let Some((i, (x, y))) = lines.find(|(_, (x, y))| x != y) {
+            return format!(
                 "{what}, line {}: ours {:?}, Fluxion's {:?}",
                 i + 1,
                 shorten(x),
                 shorten(y)
-            ),
-            None if a.lines().count() != b.lines().count() => format!(
-                "{what}: ours has {} lines, Fluxion's {}",
-                a.lines().count(),
-                b.lines().count()
-            ),
-            None => format!("{what}: the same lines, other line endings"),
+            );
+        }
+        match (a.lines().count(), b.lines().count()) {
+            (ours, theirs) if ours != theirs => {
+                format!("{what}: ours has {ours} lines, Fluxion's {theirs}")
+            }
+            _ => format!("{what}: the same lines, other line endings"),
         }
     })
 }

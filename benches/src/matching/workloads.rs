@@ -8,7 +8,9 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, bail};
 use shardsched_histogram::nearest_rank;
 
-use super::query_process::{ProcessRun, QueryProgram, first_difference, run_query_process};
+use super::query_process::{
+    ProcessRun, QueryProgram, STREAM_FILE, first_difference, run_query_process,
+};
 use super::report::{
     self, FluxionReport, InsideReport, ProcessReport, WorkloadReport, WorkloadsDocument,
 };
@@ -169,7 +171,15 @@ fn run_workload(
     let (process, fluxion) = if args.repeat == 0 {
         (None, None)
     } else {
-        let stream = command_stream(w, allocate, reserve);
+        // The stream is a file, as `< stream` in a shell gives it, the same for both
+        // programs; it and every run's outputs live in a scratch folder removed at the end.
+        let scratch = tempfile::Builder::new()
+            .prefix("shardsched-bench-")
+            .tempdir()
+            .context("making a scratch folder")?;
+        let stream = scratch.path().join(STREAM_FILE);
+        std::fs::write(&stream, command_stream(w, allocate, reserve))
+            .with_context(|| format!("writing {}", stream.display()))?;
         let mut ours = Runs::default();
         let mut fluxion = fluxion_exe.map(|_| Runs::default());
         let mut difference = None;
@@ -180,9 +190,10 @@ fn run_workload(
                 rep + 1,
                 args.repeat
             );
-            let run = run_query_process(QueryProgram::Ours(exe), dir, w, &stream)?;
+            let run = run_query_process(QueryProgram::Ours(exe), dir, w, scratch.path())?;
             if let (Some(path), Some(theirs)) = (fluxion_exe, &mut fluxion) {
-                let their_run = run_query_process(QueryProgram::Fluxion(path), dir, w, &stream)?;
+                let their_run =
+                    run_query_process(QueryProgram::Fluxion(path), dir, w, scratch.path())?;
                 difference = difference.or_else(|| first_difference(&run, &their_run));
                 theirs.add(their_run);
             }

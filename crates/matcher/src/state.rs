@@ -335,23 +335,11 @@ impl SchedState {
         Some(agg_free_at(self, inner.agg.as_ref()?, covered, i, t))
     }
 
-    /// Whether `v`'s aggregate can give `need` (by pruning-type rank; absent types need 0)
-    /// during the window: Fluxion's `by_subplan`. True when `v` has no aggregate.
-    /// With `empty`, as if nothing were allocated (only the totals count).
-    pub fn agg_fits(
-        &self,
-        v: VertexId,
-        need: &[(u32, i64)],
-        at: i64,
-        dur: u64,
-        empty: bool,
-    ) -> bool {
-        self.agg_shortfall(v, need, at, dur, empty).is_none()
-    }
-
-    /// Why `v`'s aggregate cannot give `need` during the window, as Fluxion's
-    /// `planner_multi_avail_during` says it: its types in order, the first one short
-    /// decides; `None` when it can ([`agg_fits`](Self::agg_fits)).
+    /// Why `v`'s aggregate cannot give `need` (by pruning-type rank; absent types need 0)
+    /// during the window — Fluxion's `by_subplan` — as its `planner_multi_avail_during`
+    /// says it: its types in order, the first one short decides. `None` when it can, or
+    /// when `v` has no aggregate. With `empty`, as if nothing were allocated (only the
+    /// totals count).
     pub fn agg_shortfall(
         &self,
         v: VertexId,

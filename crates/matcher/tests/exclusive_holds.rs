@@ -241,7 +241,7 @@ fn answers_alike(m: &Matcher, policy: &str) -> shardsched_matcher::SchedState {
                         "{:?} {:?} {:?}",
                         st.agg_avail(v, t, at, dur),
                         st.agg_free_at(v, i, at),
-                        st.agg_fits(v, &need, at, dur, false)
+                        st.agg_shortfall(v, &need, at, dur, false).is_none()
                     )
                 });
             }

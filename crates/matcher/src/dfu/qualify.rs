@@ -231,7 +231,11 @@ impl<'a> Walk<'a> {
             debug_assert!(
                 !vacant
                     || q.user_data.is_empty()
-                    || ok == self.st.agg_fits(u, &q.user_data, w.at, w.dur, sat),
+                    || ok
+                        == self
+                            .st
+                            .agg_shortfall(u, &q.user_data, w.at, w.dur, sat)
+                            .is_none(),
                 "an untouched vertex's aggregate is not its totals"
             );
             if let Some(short) = short {
