@@ -1,7 +1,9 @@
-//! Three resource-query behaviours flux-sched's own scripts check (t3026, t3029, t3023): an
-//! hwloc topology loaded with `-f hwloc`, the traversal visit counts `-e` prints, and an R
-//! made under another dominant subsystem given to `update`. The GRUG graphs come from the
-//! conformance folder (skipped when it is absent); the hwloc topology from tests/data/hwloc.
+//! resource-query behaviours checked one at a time: three flux-sched's own scripts check
+//! (t3026, t3029, t3023: an hwloc topology loaded with `-f hwloc`, the traversal visit counts
+//! `-e` prints, an R made under another dominant subsystem given to `update`), and cases the
+//! random differential against Fluxion's binary found, each reduced to its graph and
+//! jobspecs under tests/data. The GRUG graphs come from the conformance folder (skipped when
+//! it is absent); the hwloc topology from tests/data/hwloc.
 
 use std::path::{Path, PathBuf};
 
@@ -317,4 +319,62 @@ fn a_flexible_slot_asking_more_than_exists_leaves_erange_and_keeps_the_job_id() 
         "{}",
         run.stderr
     );
+}
+
+/// The shorthand writers leave out a vertex whose parent in the update walk is exclusive,
+/// even where Fluxion prints it shallower than its siblings: after a failed
+/// `allocate_with_satisfiability`, a `-T flexible` xor-slot match taking node0 whole prints
+/// core0 one level up (levels the walk did not give back), yet its parent is node0, taken
+/// exclusively, so `jgf_shorthand` lists node0, rack0 and the cluster only (random
+/// differential seed 14600, reduced; Fluxion's binary prints the same).
+#[test]
+fn a_shorthand_writer_leaves_out_children_of_an_exclusive_parent_printed_out_of_level() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/shorthand-drift");
+    let commands = "match allocate_with_satisfiability j0.yaml\nmatch allocate j1.yaml\nquit\n";
+    let flags = |writer: &'static str| ["-P", "variation", "-T", "flexible", "-F", writer];
+    let simple = query(
+        &data,
+        &data.join("graph.graphml"),
+        &flags("simple"),
+        commands,
+    );
+    simple.assert_no_panic("query");
+    let depth = |name: &str| {
+        let line = simple
+            .stdout
+            .lines()
+            .rev()
+            .find(|l| {
+                l.trim_start_matches(' ')
+                    .trim_start_matches('-')
+                    .starts_with(name)
+            })
+            .unwrap_or_else(|| panic!("{name} in\n{}", simple.stdout));
+        line.trim_start_matches(' ').len() - line.trim_start_matches([' ', '-']).len()
+    };
+    assert!(
+        depth("core0[") < depth("core2["),
+        "core0 printed out of level:\n{}",
+        simple.stdout
+    );
+    let short = query(
+        &data,
+        &data.join("graph.graphml"),
+        &flags("jgf_shorthand"),
+        commands,
+    );
+    short.assert_no_panic("query");
+    let last = short
+        .stdout
+        .lines()
+        .rfind(|l| l.starts_with('{'))
+        .expect("the second match's graph");
+    let graph: serde_json::Value = serde_json::from_str(last).expect("JGF");
+    let types: Vec<&str> = graph["graph"]["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .map(|n| n["metadata"]["type"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(types, ["node", "rack", "cluster"], "{last}");
 }

@@ -19,7 +19,7 @@ mod rlite;
 
 use shardsched_resource::{CONTAINMENT, ResourceGraph, VertexId};
 
-use crate::alloc::Allocation;
+use crate::alloc::{AllocVertex, Allocation};
 use crate::dfu::Labels;
 pub use json::Json;
 use rlite::Rlite;
@@ -173,18 +173,7 @@ impl MatchWriter {
             self.times = (a.at, crate::end_of(a));
             return;
         }
-        // The exclusive flag of the parent of each vertex: walking backwards, a vertex's
-        // parent is the last vertex seen one level up.
-        let mut excl_at: Vec<bool> = Vec::new();
-        let mut parent_excl = vec![false; vertices.len()];
-        for (i, av) in vertices.iter().enumerate().rev() {
-            let d = av.depth as usize;
-            if excl_at.len() <= d {
-                excl_at.resize(d + 1, false);
-            }
-            excl_at[d] = av.exclusive;
-            parent_excl[i] = d > 0 && excl_at[d - 1];
-        }
+        let parent_excl = parents_exclusive(tree, &vertices);
         let refused_edge = |w: &mut MatchWriter, at: usize| {
             for &(_, v) in refused.iter().filter(|r| r.0 == at) {
                 if let Some(p) = g.parent(v) {
@@ -579,4 +568,39 @@ pub fn rv1(g: &ResourceGraph, a: &Allocation, with_sched: bool) -> serde_json::V
 /// Vertex ids of `a` (for tests and checkers).
 pub fn vertex_ids(a: &Allocation) -> Vec<VertexId> {
     a.iter().map(|v| v.v).collect()
+}
+
+/// The exclusive flag of each vertex's parent in the walk that listed `vertices` (post-order:
+/// children before their parent), which the shorthand writers read to leave vertices out.
+///
+/// In a tree, walking the list backwards gives each vertex after its ancestors, so a stack
+/// of the ancestors seen holds its parent. Levels are not enough: the levels Fluxion's
+/// update walk fails to give back (see `Matcher::level_drift`) can print a vertex shallower
+/// than its siblings while its parent in the walk is the same. Where vertices have several
+/// parents, the parent is the last vertex seen one level up.
+fn parents_exclusive(tree: &dyn crate::dfu::Tree, vertices: &[AllocVertex]) -> Vec<bool> {
+    let mut parent_excl = vec![false; vertices.len()];
+    if tree.is_dag() {
+        let mut excl_at: Vec<bool> = Vec::new();
+        for (i, av) in vertices.iter().enumerate().rev() {
+            let d = av.depth as usize;
+            if excl_at.len() <= d {
+                excl_at.resize(d + 1, false);
+            }
+            excl_at[d] = av.exclusive;
+            parent_excl[i] = d > 0 && excl_at[d - 1];
+        }
+        return parent_excl;
+    }
+    let mut ancestors: Vec<(VertexId, bool)> = Vec::new();
+    for (i, av) in vertices.iter().enumerate().rev() {
+        if let Some(p) = tree.parent(av.v)
+            && let Some(k) = ancestors.iter().rposition(|a| a.0 == p)
+        {
+            ancestors.truncate(k + 1);
+            parent_excl[i] = ancestors[k].1;
+        }
+        ancestors.push((av.v, av.exclusive));
+    }
+    parent_excl
 }
