@@ -23,6 +23,17 @@ pub struct AllocVertex {
     pub depth: u32,
 }
 
+/// A vertex a lenient commit left out because its calendar refused it: Fluxion's update
+/// walk writes no vertex for it but still the edge into it, and its children's edges say
+/// whether it was taken exclusively.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeftOut {
+    /// How many vertices the allocation keeps before it.
+    pub kept: usize,
+    pub v: VertexId,
+    pub exclusive: bool,
+}
+
 /// Lists of allocations that ended, kept for the next ones, so that a whole-node
 /// allocation does not take fresh pages on every match.
 pub const SPARE_VERTEX_LISTS_MAX: usize = 8;
@@ -166,7 +177,7 @@ pub fn commit_noting(
     alloc: &mut Allocation,
     lenient: bool,
     after: impl FnMut(&SchedState, VertexId),
-    refused: &mut Vec<(usize, VertexId)>,
+    refused: &mut Vec<LeftOut>,
     scratch: &mut CommitScratch,
 ) -> Result<Vec<SpanRef>, MatchError> {
     // A node kept whole is one span; listed out, its leaves share cover spans.
@@ -201,7 +212,7 @@ fn commit_inner(
     lenient: bool,
     mut after: impl FnMut(&SchedState, VertexId),
     spans: &mut Vec<SpanRef>,
-    refused: &mut Vec<(usize, VertexId)>,
+    refused: &mut Vec<LeftOut>,
     scratch: &mut CommitScratch,
 ) -> Result<(), MatchError> {
     let (at, dur) = (alloc.at, alloc.duration);
@@ -444,7 +455,7 @@ fn leave_out(
     (at, dur): (i64, u64),
     lenient: bool,
     (kept, skew): (usize, &mut u32),
-    refused: &mut Vec<(usize, VertexId)>,
+    refused: &mut Vec<LeftOut>,
 ) -> Result<(), MatchError> {
     if !lenient {
         return Err(MatchError::Internal(format!(
@@ -454,7 +465,11 @@ fn leave_out(
         )));
     }
     *skew += 1;
-    refused.push((kept, av.v));
+    refused.push(LeftOut {
+        kept,
+        v: av.v,
+        exclusive: av.exclusive,
+    });
     Ok(())
 }
 

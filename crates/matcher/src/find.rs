@@ -273,7 +273,9 @@ impl Leaf for AtVertex<'_> {
             ("jobid-alloc", _) => parse_jobid(value).is_some_and(|j| held.alloc.contains(&j)),
             ("jobid-reserved", _) => parse_jobid(value).is_some_and(|j| held.reserved.contains(&j)),
             ("jobid-tag", _) => parse_jobid(value).is_some_and(|j| held.tags.contains(&j)),
-            ("jobid-span", _) => parse_jobid(value).is_some_and(|j| self.m.has_span(j, self.v)),
+            ("jobid-span", _) => {
+                parse_jobid(value).is_some_and(|j| self.m.job_aggregate(j, self.v).is_some())
+            }
             ("agfilter", x) => x == "true" || x == "t",
             ("names", x) => HostRanges::decode(x).is_some_and(|h| h.contains(g.name(self.v))),
             ("property", x) => g.properties(self.v).is_some_and(|p| p.contains_key(x)),
@@ -295,13 +297,14 @@ struct Find<'a> {
 }
 
 impl Matcher {
-    /// Whether job `jobid` has a span in `v`'s pruning filter.
-    fn has_span(&self, jobid: u64, v: VertexId) -> bool {
-        self.job(jobid).is_some_and(|job| {
-            job.spans
-                .iter()
-                .any(|&s| self.state.aggregate_span(v, s).is_some())
-        })
+    /// Job `jobid`'s record in `v`'s pruning filter (its twins' included): the units of
+    /// each aggregate type it takes there.
+    fn job_aggregate(&self, jobid: u64, v: VertexId) -> Option<&[i64]> {
+        self.job(jobid)
+            .into_iter()
+            .chain(self.twins_of(jobid))
+            .flat_map(|job| &job.spans)
+            .find_map(|&s| self.state.aggregate_span(v, s))
     }
 
     /// resource-query's `find CRITERIA`: feeds the vertices found to `w` (then emit its
@@ -316,11 +319,14 @@ impl Matcher {
         };
         let _ = expr(criteria, &mut ex);
         let mut held: HashMap<u32, Held> = HashMap::new();
-        let orphans = self.orphans.iter().map(|(id, job)| (id, job));
-        for (&id, job) in self.jobs.iter().chain(orphans) {
+        let books = self.jobs.iter().map(|(&id, job)| (id, job, true));
+        let side = self.side.iter().map(|s| (s.jobid, &s.record, s.tagged()));
+        for (id, job, tagged) in books.chain(side) {
             for av in &job.alloc {
                 let h = held.entry(av.v.0).or_default();
-                h.tags.push(id);
+                if tagged {
+                    h.tags.push(id);
+                }
                 if av.exclusive {
                     match job.state {
                         JobState::Allocated => h.alloc.push(id),
@@ -440,12 +446,7 @@ impl Find<'_> {
             } else {
                 let used = self
                     .m
-                    .job(self.jobid)
-                    .and_then(|job| {
-                        job.spans
-                            .iter()
-                            .find_map(|&s| self.m.state.aggregate_span(u, s))
-                    })
+                    .job_aggregate(self.jobid, u)
                     .ok_or_else(|| FindError::SpanMissing(g.name(u).to_string()))?;
                 for (i, &t) in agg.types.iter().enumerate() {
                     data.push((

@@ -33,6 +33,7 @@ mod given;
 pub use given::{GivenError, GivenVertex};
 mod partial;
 mod records;
+mod side;
 pub use partial::PartialCancel;
 mod gccsort;
 mod hold;
@@ -196,9 +197,14 @@ pub struct Matcher {
     errno: dfu::Errno,
     /// Fluxion's flexible traverser (`-T flexible`): or-slots and xor-slots.
     flexible: bool,
-    /// Jobs matched again under the same id (see [`Matcher::schedule`]): what they took
-    /// stays taken, and `find` still sees it under their id.
-    orphans: Vec<(u64, JobRecord)>,
+    /// Records beside the jobs' books: a job's records under its other state, and what no
+    /// cancel reaches any more (`side.rs`).
+    side: Vec<side::SideRecord>,
+    /// Some job's pruning-filter records stay in calendars its books no longer list (a
+    /// job id matched again, see `records.rs`): an aggregate may then count more than its
+    /// subtree holds, so walks take no shortcut by aggregates (Fluxion reads one only for
+    /// requests of its vertex's type).
+    aggregates_leaked: bool,
     /// Walk every vertex Fluxion's walk visits (no best-first early stop), for its errno.
     exhaustive: bool,
     /// Levels Fluxion's update walk failed to give back (one per vertex a calendar
@@ -206,7 +212,7 @@ pub struct Matcher {
     level_drift: u32,
     /// The vertices the last recorded match left out, with the number of kept vertices
     /// before each (see [`Matcher::last_refused`]).
-    refused: Vec<(usize, VertexId)>,
+    refused: Vec<alloc::LeftOut>,
     /// The dominant subsystem's tree when it is not containment (`-S PA`).
     subtree: Option<Box<dfu::subtree::SubTree>>,
     /// The pruning types the filters name (before the leaf types a walk adds).
@@ -301,7 +307,8 @@ impl Matcher {
             nodes_up,
             errno: dfu::Errno::None,
             flexible: false,
-            orphans: Vec::new(),
+            side: Vec::new(),
+            aggregates_leaked: false,
             exhaustive: false,
             level_drift: 0,
             refused: Vec::new(),
@@ -450,7 +457,7 @@ impl Matcher {
     /// The vertices the last recorded match left out because their calendars refused them
     /// (each with the number of kept vertices before it): Fluxion writes no vertex for them
     /// but still the edge into them ([`writer::MatchWriter::feed_with_refused`]).
-    pub fn last_refused(&self) -> &[(usize, VertexId)] {
+    pub fn last_refused(&self) -> &[alloc::LeftOut] {
         &self.refused
     }
 

@@ -248,7 +248,8 @@ impl Matcher {
                 }
             }
             // What is left of it stays taken (Fluxion cannot reach it any more).
-            self.orphans.push((jobid, job));
+            self.orphan(jobid, job, true);
+            self.orphan_twins(jobid);
         }
         Ok(PartialCancel { full })
     }

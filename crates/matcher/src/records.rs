@@ -57,9 +57,16 @@ impl Matcher {
         }
         if let Some(old) = self.jobs.remove(&jobid) {
             // The same id matched again (Fluxion keeps per-vertex records by job id): the
-            // job holds both; where both hold a vertex the new records replace the old ones
-            // in its books, and the old ones stay taken for good.
+            // job holds both. Under the other state the old record stays beside the new
+            // (`side.rs`); under the same, where both hold a vertex the new records
+            // replace the old ones in its books, and the old ones stay taken for good.
             let new_vertices: HashSet<u32> = alloc.iter().map(|av| av.v.0).collect();
+            self.aggregates_leaked = true;
+            self.twins_give_way(jobid, state, &new_vertices);
+            if old.state != state {
+                self.keep_twin(jobid, old, &new_vertices);
+                return self.insert_job(jobid, state, alloc, spans, false);
+            }
             for &s in &old.spans {
                 if !new_vertices.contains(&self.state.span_vertex(s).0) {
                     spans.push(s);
@@ -72,6 +79,18 @@ impl Matcher {
             );
             partial = true;
         }
+        self.insert_job(jobid, state, alloc, spans, partial)
+    }
+
+    fn insert_job(
+        &mut self,
+        jobid: u64,
+        state: JobState,
+        alloc: Allocation,
+        spans: Vec<SpanRef>,
+        partial: bool,
+    ) -> Result<Placement, MatchError> {
+        let at = alloc.at;
         self.jobs.insert(
             jobid,
             JobRecord {
@@ -155,10 +174,13 @@ impl Matcher {
                 }
             }
         }
+        if self.has_twins(jobid) {
+            return self.take_with_twins(jobid, job);
+        }
         if job.partial {
             // Fluxion's cancel walk stops at vertices the job no longer holds: what lies
             // below them stays taken.
-            let reach = self.reachable(&job);
+            let reach = self.reachable(&job.alloc.iter().map(|av| av.v.0).collect());
             for &s in &job.spans {
                 if reach.contains(&self.state.span_vertex(s).0) {
                     self.state.remove(s)?;
@@ -170,10 +192,9 @@ impl Matcher {
         Ok(job.alloc)
     }
 
-    /// The vertices of `job` its cancel walk reaches: from the root, through vertices the
-    /// job holds (none when it does not hold the root).
-    fn reachable(&self, job: &JobRecord) -> HashSet<u32> {
-        let held: HashSet<u32> = job.alloc.iter().map(|av| av.v.0).collect();
+    /// The vertices a job's cancel walk reaches: from the root, through vertices the job
+    /// holds, `held` (none when it does not hold the root).
+    fn reachable(&self, held: &HashSet<u32>) -> HashSet<u32> {
         let mut out = HashSet::new();
         let root = self.tree().root();
         if !held.contains(&root.0) {
@@ -196,12 +217,13 @@ impl Matcher {
     pub fn cancel_counts(&self, jobid: u64) -> Option<(u64, u64)> {
         let job = self.jobs.get(&jobid)?;
         let root = self.tree().root();
-        if !job.alloc.iter().any(|av| av.v == root) {
+        let held = self.tagged(job, jobid);
+        if !held.contains(&root.0) {
             return Some((0, 0));
         }
-        if job.partial || self.tree().is_dag() {
+        if job.partial || self.tree().is_dag() || self.has_twins(jobid) {
             // The walk enters the root and every child of a vertex it removes, each once.
-            let reach = self.reachable(job);
+            let reach = self.reachable(&held);
             let mut entered: HashSet<u32> = HashSet::new();
             entered.insert(root.0);
             for &v in &reach {

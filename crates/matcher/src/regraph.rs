@@ -135,7 +135,7 @@ impl Matcher {
         self.uncover_all()?;
         self.graph.detach(gone);
         // What jobs gone from the books left there (see `partial`) goes with the vertices.
-        for (_, job) in &mut self.orphans {
+        for job in self.side.iter_mut().map(|s| &mut s.record) {
             job.spans
                 .retain(|&s| !gone.contains(&self.state.span_vertex(s).0));
         }
@@ -146,8 +146,8 @@ impl Matcher {
     fn uncover_all(&mut self) -> Result<(), MatchError> {
         let tree = tree_of(&self.graph, &self.subtree);
         let lists = self.jobs.values_mut().map(|j| &mut j.spans);
-        let orphans = self.orphans.iter_mut().map(|(_, j)| &mut j.spans);
-        for spans in lists.chain(orphans) {
+        let side = self.side.iter_mut().map(|s| &mut s.record.spans);
+        for spans in lists.chain(side) {
             self.state.uncover(&self.graph, tree, spans)?;
         }
         Ok(())
@@ -162,8 +162,8 @@ impl Matcher {
         let mut prune = self.prune.clone();
         let mut state = SchedState::new_on(&self.graph, tree, &types, &mut prune);
         let lists = self.jobs.values_mut().map(|j| &mut j.spans);
-        let orphans = self.orphans.iter_mut().map(|(_, j)| &mut j.spans);
-        for spans in lists.chain(orphans) {
+        let side = self.side.iter_mut().map(|s| &mut s.record.spans);
+        for spans in lists.chain(side) {
             let mut carried = Vec::with_capacity(spans.len());
             for &s in spans.iter() {
                 self.state.carry(s, &mut state, &mut carried)?;

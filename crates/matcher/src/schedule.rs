@@ -350,7 +350,7 @@ impl Matcher {
             self.seq,
             scratch,
         );
-        if self.visits.on {
+        if self.visits.on || self.aggregates_leaked {
             w.exact_visits();
         } else if self.exhaustive {
             w.no_budgets();

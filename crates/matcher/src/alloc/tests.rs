@@ -209,7 +209,12 @@ fn a_kept_whole_is_one_entry_and_listed_out_where_it_must() {
     );
     assert!(r.is_ok());
     let place = a.iter().position(|x| x.v == core);
-    assert_eq!(refused, vec![(place.unwrap(), core)]);
+    let left_out = LeftOut {
+        kept: place.unwrap(),
+        v: core,
+        exclusive: a.iter().find(|x| x.v == core).unwrap().exclusive,
+    };
+    assert_eq!(refused, vec![left_out]);
     assert_eq!(lenient.len(), a.len() - 1);
     let whole_covers = spans.iter().filter(|s| matches!(s, SpanRef::Whole(..)));
     assert_eq!(whole_covers.count(), 1);

@@ -19,7 +19,7 @@ mod rlite;
 
 use shardsched_resource::{CONTAINMENT, ResourceGraph, VertexId};
 
-use crate::alloc::{AllocVertex, Allocation};
+use crate::alloc::{AllocVertex, Allocation, LeftOut};
 use crate::dfu::Labels;
 pub use json::Json;
 use rlite::Rlite;
@@ -148,7 +148,7 @@ impl MatchWriter {
         g: &ResourceGraph,
         labels: &Labels,
         a: &Allocation,
-        refused: &[(usize, VertexId)],
+        refused: &[LeftOut],
     ) {
         self.feed_on(g, g, CONTAINMENT, labels, a, refused);
     }
@@ -162,7 +162,7 @@ impl MatchWriter {
         subsystem: &str,
         labels: &Labels,
         a: &Allocation,
-        refused: &[(usize, VertexId)],
+        refused: &[LeftOut],
     ) {
         let vertices = a.vertices();
         if let Some(pretty) = self.simple() {
@@ -173,15 +173,13 @@ impl MatchWriter {
             self.times = (a.at, crate::end_of(a));
             return;
         }
-        let parent_excl = parents_exclusive(tree, &vertices);
+        let (parent_excl, left_parent_excl) = parents_exclusive(g, tree, &vertices, refused);
         let refused_edge = |w: &mut MatchWriter, at: usize| {
-            for &(_, v) in refused.iter().filter(|r| r.0 == at) {
-                if let Some(p) = g.parent(v) {
-                    let excl = vertices
-                        .iter()
-                        .find(|x| x.v == p)
-                        .is_some_and(|x| x.exclusive);
-                    w.emit_edge(g, p, v, excl, CONTAINMENT);
+            for (r, &excl) in refused.iter().zip(&left_parent_excl) {
+                if r.kept == at
+                    && let Some(p) = g.parent(r.v)
+                {
+                    w.emit_edge(g, p, r.v, excl, CONTAINMENT);
                 }
             }
         };
@@ -571,15 +569,24 @@ pub fn vertex_ids(a: &Allocation) -> Vec<VertexId> {
 }
 
 /// The exclusive flag of each vertex's parent in the walk that listed `vertices` (post-order:
-/// children before their parent), which the shorthand writers read to leave vertices out.
+/// children before their parent) and left out `refused`, which the shorthand writers read
+/// to leave vertices and edges out: for the vertices, then for those left out.
 ///
 /// In a tree, walking the list backwards gives each vertex after its ancestors, so a stack
-/// of the ancestors seen holds its parent. Levels are not enough: the levels Fluxion's
-/// update walk fails to give back (see `Matcher::level_drift`) can print a vertex shallower
-/// than its siblings while its parent in the walk is the same. Where vertices have several
-/// parents, the parent is the last vertex seen one level up.
-fn parents_exclusive(tree: &dyn crate::dfu::Tree, vertices: &[AllocVertex]) -> Vec<bool> {
+/// of the ancestors seen holds its parent, a vertex left out included (its children's
+/// edges follow how the walk took it). Levels are not enough: the levels Fluxion's update
+/// walk fails to give back (see `Matcher::level_drift`) print vertices after a refusal
+/// shallower than their siblings while their parent is the same. Where vertices have
+/// several parents, the parent is the last vertex seen one level up, and a vertex left
+/// out is under its containment parent as the allocation lists it.
+fn parents_exclusive(
+    g: &ResourceGraph,
+    tree: &dyn crate::dfu::Tree,
+    vertices: &[AllocVertex],
+    refused: &[LeftOut],
+) -> (Vec<bool>, Vec<bool>) {
     let mut parent_excl = vec![false; vertices.len()];
+    let mut left_parent_excl = vec![false; refused.len()];
     if tree.is_dag() {
         let mut excl_at: Vec<bool> = Vec::new();
         for (i, av) in vertices.iter().enumerate().rev() {
@@ -590,17 +597,38 @@ fn parents_exclusive(tree: &dyn crate::dfu::Tree, vertices: &[AllocVertex]) -> V
             excl_at[d] = av.exclusive;
             parent_excl[i] = d > 0 && excl_at[d - 1];
         }
-        return parent_excl;
+        for (r, excl) in refused.iter().zip(&mut left_parent_excl) {
+            let p = g.parent(r.v);
+            *excl = vertices
+                .iter()
+                .find(|x| Some(x.v) == p)
+                .is_some_and(|x| x.exclusive);
+        }
+        return (parent_excl, left_parent_excl);
     }
     let mut ancestors: Vec<(VertexId, bool)> = Vec::new();
-    for (i, av) in vertices.iter().enumerate().rev() {
-        if let Some(p) = tree.parent(av.v)
+    let mut parent_of = |v: VertexId, exclusive: bool| {
+        let mut excl = false;
+        if let Some(p) = tree.parent(v)
             && let Some(k) = ancestors.iter().rposition(|a| a.0 == p)
         {
             ancestors.truncate(k + 1);
-            parent_excl[i] = ancestors[k].1;
+            excl = ancestors[k].1;
         }
-        ancestors.push((av.v, av.exclusive));
+        ancestors.push((v, exclusive));
+        excl
+    };
+    // Those left out after the kept vertex `i` come after it in the walk, before `i + 1`.
+    let mut left = refused.len();
+    for i in (0..=vertices.len()).rev() {
+        while left > 0 && refused[left - 1].kept >= i {
+            left -= 1;
+            let r = &refused[left];
+            left_parent_excl[left] = parent_of(r.v, r.exclusive);
+        }
+        if let Some(av) = vertices.get(i.wrapping_sub(1)) {
+            parent_excl[i - 1] = parent_of(av.v, av.exclusive);
+        }
     }
-    parent_excl
+    (parent_excl, left_parent_excl)
 }
