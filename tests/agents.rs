@@ -250,9 +250,11 @@ fn a_launch_is_handed_to_a_spare_supervisor_which_runs_the_job_and_is_replaced()
         agents.iter().map(|&a| spares_of(a)).collect::<Vec<_>>()
     );
     let before: Vec<Vec<u32>> = agents.iter().map(|&a| spares_of(a)).collect();
-    // The task says who its parent is and what that one runs, and waits for `go`.
+    // The task says who its parent is and what that one runs, and its CPU priority (a
+    // root agent's spares wait at nice 19; a job runs at the agent's), and waits for `go`.
     let script = format!(
-        "echo $PPID $(tr '\\0' ' ' < /proc/$PPID/cmdline) > {d}/parent-$SHARDSCHED_NODE; \
+        "awk '{{print $19}}' /proc/$$/stat > {d}/nice-$SHARDSCHED_NODE; \
+         echo $PPID $(tr '\\0' ' ' < /proc/$PPID/cmdline) > {d}/parent-$SHARDSCHED_NODE; \
          while [ ! -e {d}/go ]; do sleep 0.1; done",
         d = sys.dir.display()
     );
@@ -277,6 +279,20 @@ fn a_launch_is_handed_to_a_spare_supervisor_which_runs_the_job_and_is_replaced()
             || std::fs::read_to_string(&parent).is_ok_and(|t| t.ends_with('\n'))
         ));
         let words = std::fs::read_to_string(&parent).expect("parent");
+        let nice_of = |text: &str| text.trim().parse::<i32>().ok();
+        let stat = std::fs::read_to_string(format!("/proc/{agent}/stat")).expect("agent stat");
+        let agent_nice = stat.rsplit(')').next().and_then(|rest| {
+            // Fields after the command: state is field 3, nice field 19.
+            rest.split_whitespace().nth(16).and_then(nice_of)
+        });
+        let task_nice = std::fs::read_to_string(sys.dir.join(format!("nice-{node}")))
+            .ok()
+            .and_then(|t| nice_of(&t));
+        assert!(agent_nice.is_some(), "{stat}");
+        assert_eq!(
+            task_nice, agent_nice,
+            "{node}'s task runs at its agent's priority"
+        );
         assert!(
             words.starts_with(&format!("{supervisor} ")) && words.contains("--spare"),
             "{node}'s task is the spare's child: {words}"
