@@ -275,6 +275,24 @@ fn jgf_shorthand_loads_as_jgf() {
     assert_eq!(shorthand.stdout, plain.stdout);
 }
 
+/// Runs `query` on the graph of the reduced case `tests/data/NAME`, in that folder (where
+/// the commands find its jobspecs by name), with `flags` and `-t` into a scratch file:
+/// the run and its `-t` output.
+fn query_case(name: &str, flags: &[&str], commands: &str) -> (crate::query_run::Run, String) {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name);
+    let scratch = Scratch::new(name);
+    let out = scratch.path("out");
+    let out_text = out.to_string_lossy();
+    let mut args = flags.to_vec();
+    args.extend(["-t", &out_text]);
+    let run = query(&data, &data.join("graph.graphml"), &args, commands);
+    run.assert_no_panic("query");
+    let text = std::fs::read_to_string(&out).unwrap_or_default();
+    (run, text)
+}
+
 /// Under `-T flexible`, a slot whose subtree check fails because it asks more than the
 /// subtree has leaves ERANGE behind it, and a later walk that succeeds keeps it: the
 /// satisfiability walk of `match allocate_with_satisfiability` succeeds, so resource-query
@@ -282,30 +300,14 @@ fn jgf_shorthand_loads_as_jgf() {
 /// differential seed 7718, against Fluxion's binary: the same ids and errors as below).
 #[test]
 fn a_flexible_slot_asking_more_than_exists_leaves_erange_and_keeps_the_job_id() {
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/flexible-errno");
-    let scratch = Scratch::new("flexible-errno");
-    let out = scratch.path("out");
-    // Run in the data folder, where the commands find the jobspecs by name.
-    let run = query(
-        &data,
-        &data.join("graph.graphml"),
-        &[
-            "-P",
-            "hinode",
-            "-F",
-            "simple",
-            "-T",
-            "flexible",
-            "-t",
-            &out.to_string_lossy(),
-        ],
+    let (run, text) = query_case(
+        "flexible-errno",
+        &["-P", "hinode", "-F", "simple", "-T", "flexible"],
         "match allocate_with_satisfiability j1.yaml\nset-status /cl0/rack1/node0 up\n\
          match allocate_orelse_reserve j1.yaml\nmatch allocate j0.yaml\n\
          match allocate_with_satisfiability j0.yaml\nmatch allocate_with_satisfiability j0.yaml\n\
          quit\n",
     );
-    run.assert_no_panic("query");
-    let text = std::fs::read_to_string(&out).expect("-t output");
     let ids: Vec<&str> = text
         .lines()
         .filter_map(|l| l.strip_prefix("INFO: JOBID="))
@@ -329,43 +331,23 @@ fn a_flexible_slot_asking_more_than_exists_leaves_erange_and_keeps_the_job_id() 
 /// differential seed 14600, reduced; Fluxion's binary prints the same).
 #[test]
 fn a_shorthand_writer_leaves_out_children_of_an_exclusive_parent_printed_out_of_level() {
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/shorthand-drift");
     let commands = "match allocate_with_satisfiability j0.yaml\nmatch allocate j1.yaml\nquit\n";
     let flags = |writer: &'static str| ["-P", "variation", "-T", "flexible", "-F", writer];
-    let simple = query(
-        &data,
-        &data.join("graph.graphml"),
-        &flags("simple"),
-        commands,
-    );
-    simple.assert_no_panic("query");
+    let (_, simple) = query_case("shorthand-drift", &flags("simple"), commands);
     let depth = |name: &str| {
         let line = simple
-            .stdout
             .lines()
             .rev()
-            .find(|l| {
-                l.trim_start_matches(' ')
-                    .trim_start_matches('-')
-                    .starts_with(name)
-            })
-            .unwrap_or_else(|| panic!("{name} in\n{}", simple.stdout));
+            .find(|l| l.trim_start_matches([' ', '-']).starts_with(name))
+            .unwrap_or_else(|| panic!("{name} in\n{simple}"));
         line.trim_start_matches(' ').len() - line.trim_start_matches([' ', '-']).len()
     };
     assert!(
         depth("core0[") < depth("core2["),
-        "core0 printed out of level:\n{}",
-        simple.stdout
+        "core0 printed out of level:\n{simple}"
     );
-    let short = query(
-        &data,
-        &data.join("graph.graphml"),
-        &flags("jgf_shorthand"),
-        commands,
-    );
-    short.assert_no_panic("query");
+    let (_, short) = query_case("shorthand-drift", &flags("jgf_shorthand"), commands);
     let last = short
-        .stdout
         .lines()
         .rfind(|l| l.starts_with('{'))
         .expect("the second match's graph");
@@ -424,32 +406,19 @@ fn finds_and_places(text: &str) -> Vec<(String, Vec<String>)> {
 /// binary, reduced; its binary prints the same).
 #[test]
 fn a_job_id_matched_again_holds_an_allocation_and_a_reservation_and_cancel_takes_one() {
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/id-reuse");
-    let scratch = Scratch::new("id-reuse");
-    let out = scratch.path("out");
-    let run = query(
-        &data,
-        &data.join("graph.graphml"),
-        &[
-            "-P",
-            "first",
-            "-F",
-            "jgf_shorthand",
-            "-t",
-            &out.to_string_lossy(),
-        ],
+    let (run, text) = query_case(
+        "id-reuse",
+        &["-P", "first", "-F", "jgf_shorthand"],
         "match allocate_with_satisfiability j1.yaml\nmatch allocate_orelse_reserve j0.yaml\n\
          find sched-now=allocated\nfind sched-future=reserved\ncancel 1\n\
          match allocate j0.yaml\nfind sched-future=reserved\nfind jobid-tag=1\nquit\n",
     );
-    run.assert_no_panic("query");
     assert_eq!(
         run.stderr.matches("match writer emit").count(),
         1,
         "{}",
         run.stderr
     );
-    let text = std::fs::read_to_string(&out).expect("-t output");
     let node = |n: u32| {
         [
             format!("/tiny0/node{n}/socket{}", n + 1),
