@@ -156,11 +156,13 @@ impl Spares {
             let Spare { child, mut input } = self.lock().ready.pop_front()?;
             // Its priority back before it wakes: woken at nice 19 on a busy node, it would
             // wait behind every other runnable process to read the line and raise it.
-            if let (Some(nice), Some(pid)) = (self.job_nice, child.id()) {
-                let pid = rustix::process::Pid::from_raw(pid.cast_signed());
-                if let Err(e) = rustix::process::setpriority_process(pid, nice) {
-                    tracing::debug!(error = %e, "a spare takes its priority back itself");
-                }
+            let pid = child
+                .id()
+                .and_then(|id| rustix::process::Pid::from_raw(id.cast_signed()));
+            if let (Some(nice), Some(pid)) = (self.job_nice, pid)
+                && let Err(e) = rustix::process::setpriority_process(Some(pid), nice)
+            {
+                tracing::debug!(error = %e, "a spare takes its priority back itself");
             }
             // One short line into an empty pipe: it does not wait. The pipe is closed
             // after it, so that a spare that reads more finds its end.

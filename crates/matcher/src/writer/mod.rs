@@ -618,7 +618,8 @@ fn parents_exclusive(
         ancestors.push((v, exclusive));
         excl
     };
-    // Those left out after the kept vertex `i` come after it in the walk, before `i + 1`.
+    // One left out with `kept == k` came after the kept vertex k - 1 and before k: walking
+    // backwards, after k and before k - 1.
     let mut left = refused.len();
     for i in (0..=vertices.len()).rev() {
         while left > 0 && refused[left - 1].kept >= i {
