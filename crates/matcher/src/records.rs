@@ -49,55 +49,26 @@ impl Matcher {
         let at = alloc.at;
         *self.times.entry(at).or_default() += 1;
         *self.times.entry(end_of(&alloc)).or_default() += 1;
-        let mut partial = false;
         self.last_recorded = alloc.len();
         if self.jobs.contains_key(&jobid) {
-            // Its records are kept or dropped vertex by vertex below.
+            // Its records give way vertex by vertex (`side.rs`).
             self.uncover_job(jobid)?;
         }
         if let Some(old) = self.jobs.remove(&jobid) {
             // The same id matched again (Fluxion keeps per-vertex records by job id): the
-            // job holds both. Under the other state the old record stays beside the new
-            // (`side.rs`); under the same, where both hold a vertex the new records
-            // replace the old ones in its books, and the old ones stay taken for good.
-            let new_vertices: HashSet<u32> = alloc.iter().map(|av| av.v.0).collect();
+            // job holds both, the earlier as a twin of the new (`side.rs`).
             self.aggregates_leaked = true;
-            self.twins_give_way(jobid, state, &new_vertices);
-            if old.state != state {
-                self.keep_twin(jobid, old, &new_vertices);
-                return self.insert_job(jobid, state, alloc, spans, false);
-            }
-            for &s in &old.spans {
-                if !new_vertices.contains(&self.state.span_vertex(s).0) {
-                    spans.push(s);
-                }
-            }
-            alloc.vertices_mut().extend(
-                old.alloc
-                    .iter()
-                    .filter(|av| !new_vertices.contains(&av.v.0)),
-            );
-            partial = true;
+            let tree = tree_of(&self.graph, &self.subtree);
+            self.state.uncover(&self.graph, tree, &mut spans)?;
+            self.matched_again(jobid, old, state, &spans)?;
         }
-        self.insert_job(jobid, state, alloc, spans, partial)
-    }
-
-    fn insert_job(
-        &mut self,
-        jobid: u64,
-        state: JobState,
-        alloc: Allocation,
-        spans: Vec<SpanRef>,
-        partial: bool,
-    ) -> Result<Placement, MatchError> {
-        let at = alloc.at;
         self.jobs.insert(
             jobid,
             JobRecord {
                 state,
                 alloc,
                 spans,
-                partial,
+                partial: false,
             },
         );
         Ok(state.placement(at))

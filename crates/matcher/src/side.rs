@@ -1,20 +1,23 @@
-//! Records beside the jobs' books: a job's records under its other state, and records no
-//! cancel reaches any more.
+//! Records beside the jobs' books: the records of a job's earlier matches under the same
+//! id, and records no cancel reaches any more.
 //!
-//! A job id matched again under its other state: only resource-query sessions do it, when
-//! they hand a job id out again after a match's writer failed (the match stays recorded).
-//! Fluxion keeps a vertex's plan records in two maps by job id, allocations and
-//! reservations (`traversers/dfu_impl_update.cpp:187-193`), and its exclusivity and
-//! pruning-filter records in maps by job id alone. So a match under an id already held
-//! replaces, where it holds, the records of its own state and the job-keyed ones (those
-//! replaced stay taken for good: see `Matcher::record_as`), and leaves the other state's
-//! plan records where they are: the job is then allocated and reserved at once, and `find`
-//! sees both (its twin). A cancel takes, at each vertex, the allocation's plan record if
-//! there is one, else the reservation's (`dfu_impl_update.cpp:544-563`): a reservation
-//! under an allocation of the same id stays taken for good, and `find` still sees it
-//! reserved, though no longer tagged with the job.
+//! A job id matched again: only resource-query sessions do it, when they hand a job id out
+//! again after a match's writer failed (the match stays recorded). Fluxion keeps a vertex's
+//! records by job id: its plan record in one of two maps, allocations or reservations
+//! (`traversers/dfu_impl_update.cpp:187-193`), written only where the match takes the
+//! vertex exclusively; its exclusivity and pruning-filter records in maps by job id alone.
+//! So a new match under an id already held replaces, at each vertex it holds, the earlier
+//! records of the same map it writes (they stay in the calendars for good), and leaves the
+//! others where they are: a plan record of the other state, or of the same state where the
+//! new match does not take the vertex exclusively. The earlier match stays beside the new
+//! one as a twin with what is left of its records; `find` sees both. A cancel takes, at
+//! each vertex, the allocation's plan record if there is one, else the reservation's
+//! (`dfu_impl_update.cpp:544-563`): a reservation under an allocation of the same id stays
+//! taken for good, and `find` still sees it reserved, though no longer tagged with the
+//! job. A leaf's hold is both its plan and its exclusivity record: it is split in two
+//! where one part goes and the other stays.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use super::{Allocation, JobRecord, JobState, MatchError, Matcher, SpanRef};
 
@@ -28,7 +31,7 @@ pub(crate) struct SideRecord {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Side {
-    /// The job's records under its other state: cancelled with it.
+    /// An earlier match of the job under the same id: cancelled with it.
     Twin,
     /// Beyond any cancel, taken for good: what a partial cancel left where Fluxion's walk
     /// no longer reaches (still tagged with the job), or a reservation a cancel left under
@@ -43,18 +46,29 @@ impl SideRecord {
     }
 }
 
-/// A vertex's own plan record (the maps by state), as against the job-keyed ones.
-fn is_plan(s: SpanRef) -> bool {
-    matches!(s, SpanRef::Leaf(..) | SpanRef::Plan(..))
+/// Which of Fluxion's per-vertex records a match wrote at a vertex.
+#[derive(Clone, Copy, Default)]
+struct Written {
+    /// The plan record (the vertex taken exclusively).
+    plan: bool,
+    /// The exclusivity record (`x_spans`).
+    count: bool,
+    /// The pruning-filter record (`job2span`).
+    aggregate: bool,
 }
 
 impl Matcher {
-    /// Job `jobid`'s records under its other state.
+    /// Job `jobid`'s earlier matches under its id.
     pub(crate) fn twins_of(&self, jobid: u64) -> impl Iterator<Item = &JobRecord> {
         self.side
             .iter()
             .filter(move |s| s.jobid == jobid && s.kind == Side::Twin)
             .map(|s| &s.record)
+    }
+
+    /// Whether job `jobid` holds records of an earlier match under its id.
+    pub(crate) fn has_twins(&self, jobid: u64) -> bool {
+        self.twins_of(jobid).next().is_some()
     }
 
     /// Keeps `record`, beyond any cancel.
@@ -75,44 +89,86 @@ impl Matcher {
         }
     }
 
-    /// Before job `jobid` is recorded again as `state` holding `held`: its twins' records
-    /// there that the new match replaces leave their books (they stay taken).
-    pub(crate) fn twins_give_way(&mut self, jobid: u64, state: JobState, held: &HashSet<u32>) {
-        let st = &self.state;
-        for s in self.side.iter_mut() {
-            if s.jobid != jobid || s.kind != Side::Twin {
-                continue;
-            }
-            let twin = &mut s.record;
-            let other_state = twin.state != state;
-            twin.spans
-                .retain(|&s| !held.contains(&st.span_vertex(s).0) || (other_state && is_plan(s)));
-            if !other_state {
-                twin.alloc
-                    .vertices_mut()
-                    .retain(|av| !held.contains(&av.v.0));
+    /// Job `jobid` is matched again as `state` with records `spans` (covers taken apart):
+    /// `old`, its record so far (covers taken apart), and its earlier twins give way where
+    /// the new match writes the same records, and stay beside it as twins.
+    pub(crate) fn matched_again(
+        &mut self,
+        jobid: u64,
+        old: JobRecord,
+        state: JobState,
+        spans: &[SpanRef],
+    ) -> Result<(), MatchError> {
+        let mut written: HashMap<u32, Written> = HashMap::new();
+        for &s in spans {
+            let w = written.entry(self.state.span_vertex(s).0).or_default();
+            match s {
+                SpanRef::Plan(..) => w.plan = true,
+                SpanRef::Xcheck(..) => w.count = true,
+                SpanRef::Agg(..) => w.aggregate = true,
+                _ => {
+                    let (units, jobs) = self.state.leaf_parts(s).unwrap_or((0, 0));
+                    w.plan |= units > 0;
+                    w.count |= jobs > 0;
+                }
             }
         }
-        self.side
-            .retain(|s| s.kind != Side::Twin || !s.record.alloc.is_empty());
-    }
-
-    /// Keeps `old`, job `jobid`'s record so far (its covers taken apart), beside a new
-    /// match of the other state holding `held`: its job-keyed records there give way.
-    pub(crate) fn keep_twin(&mut self, jobid: u64, mut old: JobRecord, held: &HashSet<u32>) {
-        let st = &self.state;
-        old.spans
-            .retain(|&s| is_plan(s) || !held.contains(&st.span_vertex(s).0));
         self.side.push(SideRecord {
             jobid,
             kind: Side::Twin,
             record: old,
         });
+        for i in 0..self.side.len() {
+            if self.side[i].jobid != jobid || self.side[i].kind != Side::Twin {
+                continue;
+            }
+            let spans = std::mem::take(&mut self.side[i].record.spans);
+            let same_state = self.side[i].record.state == state;
+            self.side[i].record.spans = self.give_way(spans, same_state, &written)?;
+        }
+        self.side
+            .retain(|s| s.kind != Side::Twin || !s.record.spans.is_empty());
+        Ok(())
+    }
+
+    /// What is left of an earlier match's records `spans` where a new one wrote `written`
+    /// (`same_state`: in the same map of plan records).
+    fn give_way(
+        &mut self,
+        spans: Vec<SpanRef>,
+        same_state: bool,
+        written: &HashMap<u32, Written>,
+    ) -> Result<Vec<SpanRef>, MatchError> {
+        let mut kept = Vec::with_capacity(spans.len());
+        for s in spans {
+            let w = written
+                .get(&self.state.span_vertex(s).0)
+                .copied()
+                .unwrap_or_default();
+            let plan_goes = same_state && w.plan;
+            match s {
+                SpanRef::Plan(..) if plan_goes => {}
+                SpanRef::Xcheck(..) if w.count => {}
+                SpanRef::Agg(..) if w.aggregate => {}
+                SpanRef::Leaf(..) if plan_goes || w.count => {
+                    let (units, jobs) = self.state.leaf_parts(s).unwrap_or((0, 0));
+                    let units_stay = units > 0 && !plan_goes;
+                    let count_stays = jobs > 0 && !w.count;
+                    if units_stay || count_stays {
+                        // One part stays in the books, the other in the calendars only.
+                        let (units, count) = self.state.split_leaf(s)?;
+                        kept.extend(if units_stay { units } else { count });
+                    }
+                }
+                _ => kept.push(s),
+            }
+        }
+        Ok(kept)
     }
 
     /// Cancels job `jobid`, whose record `job` left the books already, and its twins: at
-    /// each vertex both hold, the reservation's plan record stays (an orphan). Returns the
-    /// job's allocation.
+    /// each vertex where one holds a plan record in allocations and another in
+    /// reservations, the reservation's stays (an orphan). Returns the job's allocation.
     pub(crate) fn take_with_twins(
         &mut self,
         jobid: u64,
@@ -129,19 +185,35 @@ impl Matcher {
                 i += 1;
             }
         }
+        let has_units = |m: &Matcher, s: SpanRef| match s {
+            SpanRef::Plan(..) => true,
+            _ => m.state.leaf_parts(s).is_some_and(|(units, _)| units > 0),
+        };
         let allocated_at: HashSet<u32> = records
             .iter()
             .filter(|r| r.state == JobState::Allocated)
-            .flat_map(|r| r.alloc.iter().map(|av| av.v.0))
+            .flat_map(|r| &r.spans)
+            .filter(|&&s| has_units(self, s))
+            .map(|&s| self.state.span_vertex(s).0)
             .collect();
         for r in &records {
             let mut left = Vec::new();
             for &s in &r.spans {
                 let v = self.state.span_vertex(s).0;
-                if r.state == JobState::Reserved && is_plan(s) && allocated_at.contains(&v) {
-                    left.push(s);
-                } else {
+                if r.state != JobState::Reserved
+                    || !has_units(self, s)
+                    || !allocated_at.contains(&v)
+                {
                     self.state.remove(s)?;
+                } else if let SpanRef::Leaf(..) = s {
+                    // Its plan part stays; its exclusivity part goes with the job.
+                    let (units, count) = self.state.split_leaf(s)?;
+                    left.extend(units);
+                    if let Some(count) = count {
+                        self.state.remove(count)?;
+                    }
+                } else {
+                    left.push(s);
                 }
             }
             if !left.is_empty() {
@@ -168,10 +240,5 @@ impl Matcher {
             .chain(self.twins_of(jobid).flat_map(|t| t.alloc.iter()))
             .map(|av| av.v.0)
             .collect()
-    }
-
-    /// Whether job `jobid` holds records under its other state too.
-    pub(crate) fn has_twins(&self, jobid: u64) -> bool {
-        self.twins_of(jobid).next().is_some()
     }
 }

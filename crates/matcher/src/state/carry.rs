@@ -3,7 +3,8 @@
 //! each record moves to its vertex there, which may have turned from a leaf into an inner
 //! vertex or back (a leaf's hold is a job count and units, an inner vertex's the same two
 //! as separate records), and an aggregate record is re-added by type to the vertex's new
-//! aggregate.
+//! aggregate. Also a leaf's hold split in its two parts, for records that go separately
+//! (a job id matched again: the matcher's `side.rs`).
 
 use shardsched_resource::VertexId;
 
@@ -58,6 +59,42 @@ impl SchedState {
             }
         };
         into.record_on(v, start, duration, (units > 0).then_some(units), jobs, out)
+    }
+
+    /// The units and job count a leaf's hold `s` records (`None` for another record).
+    pub fn leaf_parts(&self, s: SpanRef) -> Option<(i64, i64)> {
+        let SpanRef::Leaf(_, id) = s else {
+            return None;
+        };
+        self.leaves
+            .hold(id)
+            .map(|(_, _, _, units, jobs)| (units, jobs))
+    }
+
+    /// Splits a leaf's hold into a hold of its units alone and one of its job count alone,
+    /// over the same window (either `None` when the hold has none): the calendars say the
+    /// same, in two records that can go separately, as Fluxion's plan and exclusivity
+    /// records of a leaf do.
+    pub fn split_leaf(
+        &mut self,
+        s: SpanRef,
+    ) -> Result<(Option<SpanRef>, Option<SpanRef>), MatchError> {
+        let gone = || MatchError::Internal(format!("record {s:?} is not in the calendars"));
+        let SpanRef::Leaf(v, id) = s else {
+            return Err(MatchError::Internal(format!("{s:?} is not a leaf's hold")));
+        };
+        let (_, start, end, units, jobs) = self.leaves.hold(id).ok_or_else(gone)?;
+        let dur = u64::try_from(end - start).unwrap_or(0);
+        self.remove(s)?;
+        let (v, mut out) = (VertexId(v), Vec::with_capacity(2));
+        if units > 0 {
+            self.record_on(v, start, dur, Some(units), 0, &mut out)?;
+        }
+        let units_part = out.pop();
+        if jobs > 0 {
+            self.record_on(v, start, dur, None, jobs, &mut out)?;
+        }
+        Ok((units_part, out.pop()))
     }
 
     /// Cuts each amount of `needs` to what `v`'s aggregate has free during the window:
