@@ -201,7 +201,7 @@ pub struct Matcher {
     /// cancel reaches any more (`side.rs`).
     side: Vec<side::SideRecord>,
     /// Some job's pruning-filter records stay in calendars its books no longer list (a
-    /// job id matched again, see `records.rs`): an aggregate may then count more than its
+    /// job id matched again, see `side.rs`): an aggregate may then count more than its
     /// subtree holds, so walks take no shortcut by aggregates (Fluxion reads one only for
     /// requests of its vertex's type).
     aggregates_leaked: bool,

@@ -29,6 +29,7 @@ pub(crate) struct SideRecord {
     pub record: JobRecord,
 }
 
+/// What a side record is to its job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Side {
     /// An earlier match of the job under the same id: cancelled with it.
