@@ -50,15 +50,13 @@ impl Matcher {
         *self.times.entry(at).or_default() += 1;
         *self.times.entry(end_of(&alloc)).or_default() += 1;
         self.last_recorded = alloc.len();
-        if self.jobs.contains_key(&jobid) {
-            // Its records give way vertex by vertex (`side.rs`).
-            self.uncover_job(jobid)?;
-        }
-        if let Some(old) = self.jobs.remove(&jobid) {
+        if let Some(mut old) = self.jobs.remove(&jobid) {
             // The same id matched again (Fluxion keeps per-vertex records by job id): the
-            // job holds both, the earlier as a twin of the new (`side.rs`).
+            // job holds both, the earlier as a twin of the new, their records giving way
+            // vertex by vertex, covers taken apart (`side.rs`).
             self.aggregates_leaked = true;
             let tree = tree_of(&self.graph, &self.subtree);
+            self.state.uncover(&self.graph, tree, &mut old.spans)?;
             self.state.uncover(&self.graph, tree, &mut spans)?;
             self.matched_again(jobid, old, state, &spans)?;
         }
@@ -188,7 +186,7 @@ impl Matcher {
     pub fn cancel_counts(&self, jobid: u64) -> Option<(u64, u64)> {
         let job = self.jobs.get(&jobid)?;
         let root = self.tree().root();
-        let held = self.tagged(job, jobid);
+        let held = self.tagged_vertices(job, jobid);
         if !held.contains(&root.0) {
             return Some((0, 0));
         }

@@ -114,22 +114,27 @@ impl Matcher {
                 }
             }
         }
-        self.side.push(SideRecord {
+        let mut twins = self.take_twins(jobid);
+        twins.push(old);
+        for twin in &mut twins {
+            let spans = std::mem::take(&mut twin.spans);
+            twin.spans = self.give_way(spans, twin.state == state, &written)?;
+        }
+        let left = twins.into_iter().filter(|t| !t.spans.is_empty());
+        self.side.extend(left.map(|record| SideRecord {
             jobid,
             kind: Side::Twin,
-            record: old,
-        });
-        for i in 0..self.side.len() {
-            if self.side[i].jobid != jobid || self.side[i].kind != Side::Twin {
-                continue;
-            }
-            let spans = std::mem::take(&mut self.side[i].record.spans);
-            let same_state = self.side[i].record.state == state;
-            self.side[i].record.spans = self.give_way(spans, same_state, &written)?;
-        }
-        self.side
-            .retain(|s| s.kind != Side::Twin || !s.record.spans.is_empty());
+            record,
+        }));
         Ok(())
+    }
+
+    /// Takes job `jobid`'s twins out of the side records.
+    fn take_twins(&mut self, jobid: u64) -> Vec<JobRecord> {
+        self.side
+            .extract_if(.., |s| s.jobid == jobid && s.kind == Side::Twin)
+            .map(|s| s.record)
+            .collect()
     }
 
     /// What is left of an earlier match's records `spans` where a new one wrote `written`
@@ -178,14 +183,7 @@ impl Matcher {
         let tree = crate::tree_of(&self.graph, &self.subtree);
         self.state.uncover(&self.graph, tree, &mut job.spans)?;
         let mut records = vec![job];
-        let mut i = 0;
-        while i < self.side.len() {
-            if self.side[i].jobid == jobid && self.side[i].kind == Side::Twin {
-                records.push(self.side.swap_remove(i).record);
-            } else {
-                i += 1;
-            }
-        }
+        records.extend(self.take_twins(jobid));
         let has_units = |m: &Matcher, s: SpanRef| match s {
             SpanRef::Plan(..) => true,
             _ => m.state.leaf_parts(s).is_some_and(|(units, _)| units > 0),
@@ -235,7 +233,7 @@ impl Matcher {
     }
 
     /// The vertices job `jobid` holds, its twins' included (Fluxion's job tags).
-    pub(crate) fn tagged(&self, job: &JobRecord, jobid: u64) -> HashSet<u32> {
+    pub(crate) fn tagged_vertices(&self, job: &JobRecord, jobid: u64) -> HashSet<u32> {
         job.alloc
             .iter()
             .chain(self.twins_of(jobid).flat_map(|t| t.alloc.iter()))
