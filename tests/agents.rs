@@ -5,7 +5,11 @@
 
 mod harness;
 
-use harness::{System, agents_config, parent_of, read_pid_file, spares_of, wait_for};
+use std::path::PathBuf;
+
+use harness::{
+    System, agents_config, parent_of, read_pid_file, spares_of, unified_cgroup_of, wait_for,
+};
 use shardsched_node::spares::SPARE_SUPERVISORS;
 
 /// A 10 s heartbeat timeout (a 5 s lease): with 4 s, a 2 s lease was seen to run out
@@ -250,17 +254,23 @@ fn a_launch_is_handed_to_a_spare_supervisor_which_runs_the_job_and_is_replaced()
         agents.iter().map(|&a| spares_of(a)).collect::<Vec<_>>()
     );
     let before: Vec<Vec<u32>> = agents.iter().map(|&a| spares_of(a)).collect();
+    // Where the agent makes cgroups, each spare waits in one of its own, made for it.
+    let spare_cgroups: Vec<Vec<Option<PathBuf>>> = before
+        .iter()
+        .map(|spares| spares.iter().map(|&p| unified_cgroup_of(p)).collect())
+        .collect();
     // The task says who its parent is and what that one runs, and its CPU priority (a
     // root agent's spares wait at nice 19; a job runs at the agent's), and waits for `go`.
     let script = format!(
         "awk '{{print $19}}' /proc/$$/stat > {d}/nice-$SHARDSCHED_NODE; \
-         echo $PPID $(tr '\\0' ' ' < /proc/$PPID/cmdline) > {d}/parent-$SHARDSCHED_NODE; \
+         echo $$ $PPID $(tr '\\0' ' ' < /proc/$PPID/cmdline) > {d}/parent-$SHARDSCHED_NODE; \
          while [ ! -e {d}/go ]; do sleep 0.1; done",
         d = sys.dir.display()
     );
     let id = sys.submit(&["-N", "2", "-t", "1m", "--", "sh", "-c", &script]);
     sys.wait_state(&id, "running");
     let mut ran_on = Vec::new();
+    let mut job_cgroups = Vec::new();
     for (n, &agent) in agents.iter().enumerate() {
         let node = &nodes[n];
         let dir = sys.node_job_dir(node, &id);
@@ -294,9 +304,46 @@ fn a_launch_is_handed_to_a_spare_supervisor_which_runs_the_job_and_is_replaced()
             "{node}'s task runs at its agent's priority"
         );
         assert!(
-            words.starts_with(&format!("{supervisor} ")) && words.contains("--spare"),
+            words.split_whitespace().nth(1) == Some(&supervisor.to_string())
+                && words.contains("--spare"),
             "{node}'s task is the spare's child: {words}"
         );
+        // The job's cgroup is the one its spare was made and waited in (no move at the
+        // launch), and the task is in it.
+        if let Some(root) = sys.agent_cgroup_root(node) {
+            let spare_index = before[n]
+                .iter()
+                .position(|&p| p == supervisor)
+                .expect("spare");
+            let waited_in = spare_cgroups[n][spare_index]
+                .clone()
+                .expect("the spare's cgroup");
+            assert_eq!(
+                waited_in.parent(),
+                Some(root.as_path()),
+                "{}",
+                waited_in.display()
+            );
+            assert!(
+                waited_in
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("spare-")),
+                "{}",
+                waited_in.display()
+            );
+            assert_eq!(unified_cgroup_of(supervisor), Some(waited_in.clone()));
+            let task: u32 = words
+                .split_whitespace()
+                .next()
+                .and_then(|w| w.parse().ok())
+                .expect("task pid");
+            assert_eq!(
+                unified_cgroup_of(task),
+                Some(waited_in.clone()),
+                "{node}'s task"
+            );
+            job_cgroups.push(waited_in);
+        }
         // It recorded its task's start, logs to the job's directory, and its agent has
         // started a replacement.
         let started = std::fs::read_to_string(dir.join("started")).expect("started");
@@ -318,6 +365,19 @@ fn a_launch_is_handed_to_a_spare_supervisor_which_runs_the_job_and_is_replaced()
     let log = std::fs::read_to_string(sys.node_job_dir(&ran_on[0], &id).join("supervisor.log"))
         .expect("supervisor.log");
     assert!(log.contains("job ended: completed"), "{log}");
+    // The job's cgroups go with it; a stopping agent removes its spares' and its root.
+    for cgroup in &job_cgroups {
+        assert!(wait_for(|| !cgroup.exists()), "{}", cgroup.display());
+    }
+    let roots: Vec<PathBuf> = nodes
+        .iter()
+        .filter_map(|n| sys.agent_cgroup_root(n))
+        .collect();
+    let mut sys = sys;
+    sys.stop();
+    for root in &roots {
+        assert!(wait_for(|| !root.exists()), "{} is left", root.display());
+    }
 }
 
 #[test]

@@ -24,20 +24,6 @@ fn scripts_dir(name: &str) -> PathBuf {
     dir
 }
 
-/// Node `node`'s agent's cgroup root, as it logged it (none on a host without cgroups).
-fn cgroup_root(sys: &System, node: &str) -> Option<PathBuf> {
-    let log = std::fs::read_to_string(sys.layout().logs_dir().join(format!("node-{node}.log")));
-    log.ok()?
-        .lines()
-        .find_map(|l| {
-            l.split_once("job cgroups root=")?
-                .1
-                .split_whitespace()
-                .next()
-        })
-        .map(PathBuf::from)
-}
-
 #[test]
 fn a_failing_prolog_requeues_the_job_and_drains_its_node() {
     let dir = scripts_dir("prolog");
@@ -78,7 +64,7 @@ fn a_failing_prolog_requeues_the_job_and_drains_its_node() {
     // A launch the prolog stopped left no cgroup behind.
     for row in &drained {
         let node = row["name"].as_str().unwrap_or_default();
-        if let Some(root) = cgroup_root(&sys, node) {
+        if let Some(root) = sys.agent_cgroup_root(node) {
             let left: Vec<_> = std::fs::read_dir(&root)
                 .map(|d| d.flatten().map(|e| e.file_name()).collect())
                 .unwrap_or_default();

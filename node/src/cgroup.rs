@@ -8,9 +8,17 @@
 //! `populated`) and killed (`cgroup.kill`); its allocated cores go to `cpuset` (the v2
 //! controller, or v1's), its GPUs to v1's `devices` where there is one.
 //!
-//! The agent only ever acts on cgroups it created (named after the job under its own roots,
-//! [`Hierarchy::of_job`]: never paths read from a job's directory, which its user owns) and
-//! never on one that holds its own pid.
+//! A job's cgroup is the one its supervisor already sits in: each spare supervisor is put
+//! in a cgroup of its own (`spare-…`) when it starts, and the job handed to it gets that
+//! cgroup, restricted then to the job's cores and GPUs. Moving a process between cgroups
+//! costs the mover an RCU grace period (the kernel's `cgroup_threadgroup_rwsem`): 5–8 ms
+//! on an idle host, paid at a spare's start instead of in every launch. A job no spare
+//! took gets a new cgroup named after it (`job-<id>`) that its supervisor joins.
+//!
+//! The agent only ever acts on cgroups it created under its own roots: a job's are named
+//! in its plan, which the agent wrote where only root writes, and checked to be the agent's
+//! ([`Hierarchy::owns`]) before use; never paths read from a job's directory, which its
+//! user owns. It never acts on one that holds its own pid.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -21,10 +29,20 @@ use shardsched_proto::msg::JobId;
 /// The NVIDIA character devices' major number (`/dev/nvidia<N>` is minor N).
 const NVIDIA_MAJOR: u32 = 195;
 
-/// The name of job `job`'s cgroups under the agent's roots.
+/// The name of job `job`'s cgroups under the agent's roots, when no spare supervisor took
+/// it (one that did gave it its own, [`SPARE_PREFIX`]).
 pub fn job_cgroup_name(job: JobId) -> String {
-    format!("job-{}", job.0)
+    format!("{JOB_PREFIX}{}", job.0)
 }
+
+/// How the cgroups of jobs no spare took are named: `job-<id>`.
+const JOB_PREFIX: &str = "job-";
+
+/// How the cgroups made for spare supervisors are named: `spare-<agent pid>-<count>`.
+const SPARE_PREFIX: &str = "spare-";
+
+/// How many names [`Hierarchy::create_spare`] tries past ones in use before it gives up.
+const SPARE_NAME_TRIES: u64 = 64;
 
 /// The cgroup hierarchies of this host, as found at start.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -105,6 +123,22 @@ impl Hierarchy {
     pub fn create(&self, name: &str, cores: &[u32], gpus: &[u32]) -> std::io::Result<JobCgroups> {
         let unified = self.root.join(name);
         fs::create_dir_all(&unified)?;
+        self.restrict(unified, cores, gpus)
+    }
+
+    /// Makes `unified`, an empty cgroup of the agent's made for a spare supervisor
+    /// ([`Hierarchy::create_spare`]), the job's: its cpuset, and the v1 cgroups (named
+    /// like it) where they restrict something, as [`Hierarchy::create`] does.
+    pub fn restrict(
+        &self,
+        unified: PathBuf,
+        cores: &[u32],
+        gpus: &[u32],
+    ) -> std::io::Result<JobCgroups> {
+        let name = unified
+            .file_name()
+            .map(|n| n.to_owned())
+            .ok_or_else(|| std::io::Error::other("a job's cgroup has no name"))?;
         let mut made = JobCgroups {
             unified: Some(unified.clone()),
             v1: Vec::new(),
@@ -124,7 +158,7 @@ impl Hierarchy {
             if !restricts {
                 continue;
             }
-            let dir = root.join(name);
+            let dir = root.join(&name);
             fs::create_dir_all(&dir)?;
             made.v1.push(dir.clone());
             match controller.as_str() {
@@ -151,6 +185,63 @@ impl Hierarchy {
 }
 
 impl Hierarchy {
+    /// Makes an empty cgroup in the unified hierarchy for a spare supervisor, named after
+    /// this agent and `count` (the next free name from there: one of an earlier agent
+    /// with the same pid may still hold a job); its path and the count it took.
+    pub fn create_spare(&self, count: u64) -> std::io::Result<(PathBuf, u64)> {
+        let pid = std::process::id();
+        let mut last = None;
+        for n in count..count + SPARE_NAME_TRIES {
+            let dir = self.root.join(format!("{SPARE_PREFIX}{pid}-{n}"));
+            match fs::create_dir(&dir) {
+                Ok(()) => return Ok((dir, n)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| std::io::Error::other("no name left for a spare's cgroup")))
+    }
+
+    /// Removes the empty cgroups of spares (those of an earlier agent, whose spares exited
+    /// with it, or of this one's stopped spares); one that holds a job's processes stays
+    /// (the kernel refuses to remove a populated cgroup).
+    pub fn sweep_spares(&self) {
+        for root in std::iter::once(&self.root).chain(self.v1.iter().map(|(_, d)| d)) {
+            let Ok(entries) = fs::read_dir(root) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                if entry
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with(SPARE_PREFIX)
+                {
+                    let _ = fs::remove_dir(entry.path());
+                }
+            }
+        }
+    }
+
+    /// Whether every one of `cgroups` is a job's cgroup directly under this agent's roots
+    /// (read from a plan, they are checked before the agent counts, kills or removes).
+    pub fn owns(&self, cgroups: &JobCgroups) -> bool {
+        let named = |dir: &Path, root: &Path| {
+            dir.parent() == Some(root)
+                && dir.file_name().is_some_and(|n| {
+                    let n = n.to_string_lossy();
+                    n.starts_with(SPARE_PREFIX) || n.starts_with(JOB_PREFIX)
+                })
+        };
+        cgroups
+            .unified
+            .as_deref()
+            .is_none_or(|dir| named(dir, &self.root))
+            && cgroups
+                .v1
+                .iter()
+                .all(|dir| self.v1.iter().any(|(_, root)| named(dir, root)))
+    }
+
     /// The cgroups of the job `name` ([`job_cgroup_name`]) under the agent's roots: its
     /// unified one, and each v1 one that exists (a job gets v1 cgroups only where they
     /// restrict something). Derived from the agent's own roots and the job's id, never

@@ -4,8 +4,9 @@
 //! ```text
 //! Spawn ──► verify the signature (cluster CA) → the user (refused: root, low uids, unknown)
 //!           → job directory (the user's, 0700) → launches.log (durable) → prolog
-//!           → cgroups → plans/<job>.json (root's)
-//!           → a spare supervisor takes {DIR, PLAN} (`spares`), else
+//!           → a ready spare supervisor (`spares`), whose cgroup becomes the job's, else
+//!             a cgroup of the job's own → plans/<job>.json (root's, naming the cgroups)
+//!           → the spare takes {DIR, PLAN}, else
 //!             `shardsched-supervisor DIR PLAN` is started            ─► Spawned{pid}
 //! Kill  ──► cancel file (the supervisor polls it)
 //! a supervisor exits (its reaper thread wakes the agent), and every EXEC_POLL_INTERVAL
@@ -40,7 +41,7 @@ use crate::layout::{
 };
 use crate::plan::{self, Plan, hostfile};
 use crate::site::{job_env, run_site_script};
-use crate::spares::{SPARE_SUPERVISORS, Spares};
+use crate::spares::{SPARE_SUPERVISORS, Spare, Spares};
 use crate::user::{RunAs, UserPolicy, resolve};
 use shardsched_process::plan::LeaseWatch;
 
@@ -123,10 +124,14 @@ impl Executor {
             job_dir(&settings.state_dir, job).is_dir()
         })
         .map_err(|e| format!("the launch log: {e}"))?;
+        if let Some(hierarchy) = &settings.cgroups {
+            hierarchy.sweep_spares();
+        }
         let spares = Arc::new(Spares::new(
             settings.supervisor.clone(),
             SPARE_SUPERVISORS,
             settings.as_root,
+            settings.cgroups.clone(),
         ));
         Ok(Executor {
             settings,
@@ -141,6 +146,11 @@ impl Executor {
         self.spares.start();
     }
 
+    /// Stops the idle spare supervisors and removes their cgroups (the agent is stopping).
+    pub async fn stop_spares(&self) {
+        self.spares.stop().await;
+    }
+
     /// How a job's processes are found once its supervisor is gone: by its cgroup when the
     /// agent makes them, else by its process group.
     fn leftovers(&self) -> Leftovers {
@@ -150,13 +160,21 @@ impl Executor {
         }
     }
 
-    /// The cgroups of job `job` (none without a hierarchy).
+    /// The cgroups of job `job` (none without a hierarchy): those its plan names, if they
+    /// are this agent's, else those named after the job (a launch that failed before its
+    /// plan was written made none but these).
     fn cgroups_of(&self, job: JobId) -> JobCgroups {
-        self.settings
-            .cgroups
-            .as_ref()
-            .map(|h| h.of_job(&job_cgroup_name(job)))
-            .unwrap_or_default()
+        let Some(hierarchy) = &self.settings.cgroups else {
+            return JobCgroups::default();
+        };
+        match read_json::<Plan>(&plan_path(&self.settings.state_dir, job)) {
+            Ok(Some(plan)) if hierarchy.owns(&plan.cgroups) => plan.cgroups,
+            Ok(Some(plan)) => {
+                tracing::warn!(job = %job, cgroups = ?plan.cgroups, "a plan names cgroups that are not this agent's; not used");
+                hierarchy.of_job(&job_cgroup_name(job))
+            }
+            _ => hierarchy.of_job(&job_cgroup_name(job)),
+        }
     }
 
     /// Prepares and starts a job's supervisor; its pid, or why not. `on_exit` is called when
@@ -211,11 +229,26 @@ impl Executor {
                 ))
             })?;
         }
-        let cgroups = match &settings.cgroups {
-            Some(hierarchy) => hierarchy
-                .create(&job_cgroup_name(launch.job), &me.cores, &me.gpus)
-                .map_err(|e| format!("cannot make the job's cgroup: {e}"))?,
-            None => JobCgroups::default(),
+        let spare = self.spares.take();
+        let made = match (&settings.cgroups, spare.as_ref().and_then(Spare::cgroup)) {
+            (Some(hierarchy), Some(spares)) => {
+                hierarchy.restrict(spares.to_owned(), &me.cores, &me.gpus)
+            }
+            (Some(hierarchy), None) => {
+                hierarchy.create(&job_cgroup_name(launch.job), &me.cores, &me.gpus)
+            }
+            (None, _) => Ok(JobCgroups::default()),
+        };
+        let cgroups = match made {
+            Ok(cgroups) => cgroups,
+            Err(e) => {
+                if let Some(spare) = spare {
+                    self.spares.discard(spare, JobCgroups::default());
+                }
+                return Err(SpawnError::Refused(format!(
+                    "cannot make the job's cgroup: {e}"
+                )));
+            }
         };
         let lease = LeaseWatch {
             deadlines_file: std::path::absolute(settings.state_dir.join(LEASE_DEADLINES_FILE))
@@ -223,16 +256,22 @@ impl Executor {
             queue: queue.to_owned(),
             launch_deadline_ms: lease_deadline_ms,
         };
-        let plan_file = write_plan(settings, launch, run_as, &dir, cgroups.clone(), lease);
-        let started = match plan_file {
-            Ok(plan_file) => self.start_supervisor(&dir, &plan_file, on_exit).await,
-            Err(why) => Err(why),
-        };
-        if started.is_err() {
-            // Nothing runs in them: a failed launch leaves no cgroup behind.
-            if let Err(e) = cgroups.remove() {
-                tracing::warn!(job = %launch.job, error = %e, "cannot remove the job's cgroups");
+        let plan_file = match write_plan(settings, launch, run_as, &dir, cgroups.clone(), lease) {
+            Ok(plan_file) => plan_file,
+            Err(why) => {
+                // Nothing of the job runs: a failed launch leaves no cgroup behind.
+                match spare {
+                    Some(spare) => self.spares.discard(spare, cgroups),
+                    None => remove_unused(launch.job, &cgroups),
+                }
+                return Err(SpawnError::Refused(why));
             }
+        };
+        let started = self
+            .start_supervisor(&dir, &plan_file, spare, on_exit)
+            .await;
+        if started.is_err() {
+            remove_unused(launch.job, &cgroups);
         }
         started.map_err(SpawnError::Refused)
     }
@@ -355,13 +394,22 @@ impl Executor {
         &self,
         dir: &Path,
         plan_file: &Path,
+        spare: Option<Spare>,
         on_exit: OnExit,
     ) -> Result<u32, String> {
-        let absolute =
-            |path: &Path| std::path::absolute(path).map_err(|e| format!("{}: {e}", path.display()));
-        let spare = self.spares.hand(absolute(dir)?, absolute(plan_file)?).await;
+        // A path that cannot be made absolute (the agent's directory gone) only loses the
+        // spare (let go, it exits; its cgroup stays the job's): the supervisor started
+        // below takes the paths as they are.
+        let handed = match (
+            spare,
+            std::path::absolute(dir),
+            std::path::absolute(plan_file),
+        ) {
+            (Some(spare), Ok(dir), Ok(plan)) => self.spares.hand(spare, dir, plan).await,
+            _ => None,
+        };
         self.spares.refill();
-        let mut child = match spare {
+        let mut child = match handed {
             Some(child) => child,
             None => supervisor_command(&self.settings.supervisor, dir, Some(plan_file))
                 .map(tokio::process::Command::from)
@@ -381,6 +429,13 @@ impl Executor {
         write_replace(&dir.join(PID_FILE), format!("{pid}\n").as_bytes())
             .map_err(|e| e.to_string())?;
         Ok(pid)
+    }
+}
+
+/// Removes the cgroups of a launch that failed before anything of it ran.
+fn remove_unused(job: JobId, cgroups: &JobCgroups) {
+    if let Err(e) = cgroups.remove() {
+        tracing::warn!(job = %job, error = %e, "cannot remove the job's cgroups");
     }
 }
 

@@ -7,12 +7,20 @@
 //!
 //! ```text
 //! start ──► refill: the starter thread (at the lowest CPU priority when the agent is
-//!           root) starts spares up to SPARE_SUPERVISORS; each is ready once it says so
-//! launch ─► hand: the oldest ready spare takes the handoff line ─► it is the job's supervisor
+//!           root) starts spares up to SPARE_SUPERVISORS, each in a cgroup of its own
+//!           where the agent has them; each is ready once it says so
+//! launch ─► take: the oldest ready spare, whose cgroup becomes the job's
+//!        ─► hand: it takes the handoff line ─► it is the job's supervisor
 //!           (none ready, or its pipe broken: the launch starts a supervisor itself)
 //!        ─► refill
+//! agent stops ─► stop: each spare's pipe closed ─► it exits, idle ─► its cgroup removed
 //! agent gone ─► each spare's pipe ends (only the agent holds it) ─► the spare exits, idle
+//!           (its empty cgroup is swept by the next agent's start)
 //! ```
+//!
+//! A spare enters its cgroup when it starts, not at its handoff: moving a process into a
+//! cgroup waits for an RCU grace period (5–8 ms on an idle host, `shardsched_node::cgroup`),
+//! which a launch would otherwise wait for on every node of its job.
 //!
 //! The spares start at the lowest priority (nice 19) so that on a busy node their exec and
 //! loading wait for the launches under way rather than slow them (a 16-node job on this
@@ -21,14 +29,18 @@
 //! raise a priority again (root) lowers it: otherwise the job would run at nice 19.
 
 use std::collections::VecDeque;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use shardsched_process::spare::{Handoff, READY_LINE, SPARE_FLAG};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
+
+use crate::cgroup::{Hierarchy, JobCgroups};
 
 /// How many spare supervisors an agent keeps waiting: one launch at a time takes one, and a
 /// second covers a launch that comes before the first's replacement is up; a burst of
@@ -38,11 +50,27 @@ pub const SPARE_SUPERVISORS: usize = 2;
 /// The CPU priority (nice value) spares start at, when the agent may restore the job's.
 pub const SPARE_NICE: i32 = 19;
 
-/// A supervisor started ahead of its job, and the pipe its job will come through.
+/// How long a stopping agent waits for its idle spares to exit before it leaves their
+/// cgroups to the next agent's sweep.
+const SPARE_EXIT_WAIT: Duration = Duration::from_secs(1);
+
+/// How often a stopping agent looks whether the spares under way have started.
+const STOP_POLL: Duration = Duration::from_millis(5);
+
+/// A supervisor started ahead of its job, the pipe its job will come through, and the
+/// cgroup it is in (the job's, once handed one).
 #[derive(Debug)]
-struct Spare {
+pub struct Spare {
     child: Child,
     input: ChildStdin,
+    cgroup: Option<PathBuf>,
+}
+
+impl Spare {
+    /// The unified cgroup this spare is in, made for it (none without a hierarchy).
+    pub fn cgroup(&self) -> Option<&Path> {
+        self.cgroup.as_deref()
+    }
 }
 
 /// The spares waiting and those being started.
@@ -61,16 +89,25 @@ pub struct Spares {
     wanted: usize,
     /// The priority jobs run at (the agent's), when spares start at [`SPARE_NICE`].
     job_nice: Option<i32>,
+    /// Where each spare gets a cgroup of its own, if the agent makes them.
+    cgroups: Option<Hierarchy>,
+    /// The count the next spare's cgroup is named after.
+    next_cgroup: AtomicU64,
     pool: Mutex<Pool>,
     /// Asks the starter thread for one more spare (none until [`Spares::start`]).
     starter: Mutex<Option<mpsc::UnboundedSender<()>>>,
 }
 
 impl Spares {
-    /// Spares of `supervisor`, `wanted` of them once [`start`](Self::start)ed; started at
-    /// the lowest priority when `lower_priority` (the agent is root, so a spare can raise
-    /// it back at its handoff).
-    pub fn new(supervisor: PathBuf, wanted: usize, lower_priority: bool) -> Spares {
+    /// Spares of `supervisor`, `wanted` of them once [`start`](Self::start)ed, each in a
+    /// cgroup of its own under `cgroups`; started at the lowest priority when
+    /// `lower_priority` (the agent is root, so a spare can raise it back at its handoff).
+    pub fn new(
+        supervisor: PathBuf,
+        wanted: usize,
+        lower_priority: bool,
+        cgroups: Option<Hierarchy>,
+    ) -> Spares {
         let job_nice = lower_priority
             .then(|| rustix::process::getpriority_process(None).ok())
             .flatten();
@@ -78,6 +115,8 @@ impl Spares {
             supervisor,
             wanted,
             job_nice,
+            cgroups,
+            next_cgroup: AtomicU64::new(0),
             pool: Mutex::default(),
             starter: Mutex::default(),
         }
@@ -137,9 +176,15 @@ impl Spares {
         }
     }
 
-    /// Hands a job to a ready spare: the spare, now the job's supervisor, or `None` when no
-    /// spare took it (none ready; one whose pipe is broken, which exited, is dropped).
-    pub async fn hand(&self, dir: PathBuf, plan: PathBuf) -> Option<Child> {
+    /// The oldest ready spare, for a launch to hand its job to ([`Spares::hand`]); its
+    /// cgroup is the job's from here on.
+    pub fn take(&self) -> Option<Spare> {
+        self.lock().ready.pop_front()
+    }
+
+    /// Hands a job to `spare`: the spare, now the job's supervisor, or `None` when it could
+    /// not take it (its pipe is broken: it exited; its cgroup, empty, is still the job's).
+    pub async fn hand(&self, spare: Spare, dir: PathBuf, plan: PathBuf) -> Option<Child> {
         let handoff = Handoff {
             dir,
             plan,
@@ -148,36 +193,103 @@ impl Spares {
         let line = match handoff.line() {
             Ok(line) => line,
             Err(e) => {
+                // Let go (it exits at its pipe's end); its cgroup stays the job's, for the
+                // supervisor the launch starts instead.
                 tracing::warn!(error = %e, "cannot hand a launch to a spare");
+                drop(spare);
                 return None;
             }
         };
-        loop {
-            let Spare { child, mut input } = self.lock().ready.pop_front()?;
-            // Its priority back before it wakes: woken at nice 19 on a busy node, it would
-            // wait behind every other runnable process to read the line and raise it.
-            let pid = child
-                .id()
-                .and_then(|id| rustix::process::Pid::from_raw(id.cast_signed()));
-            if let (Some(nice), Some(pid)) = (self.job_nice, pid)
-                && let Err(e) = rustix::process::setpriority_process(Some(pid), nice)
-            {
-                tracing::debug!(error = %e, "a spare takes its priority back itself");
+        let Spare {
+            child, mut input, ..
+        } = spare;
+        // Its priority back before it wakes: woken at nice 19 on a busy node, it would
+        // wait behind every other runnable process to read the line and raise it.
+        let pid = child
+            .id()
+            .and_then(|id| rustix::process::Pid::from_raw(id.cast_signed()));
+        if let (Some(nice), Some(pid)) = (self.job_nice, pid)
+            && let Err(e) = rustix::process::setpriority_process(Some(pid), nice)
+        {
+            tracing::debug!(error = %e, "a spare takes its priority back itself");
+        }
+        // One short line into an empty pipe: it does not wait. The pipe is closed
+        // after it, so that a spare that reads more finds its end.
+        match input.write_all(&line).await {
+            Ok(()) => Some(child),
+            Err(e) => {
+                tracing::debug!(pid = ?child.id(), error = %e, "a spare supervisor is gone");
+                None
             }
-            // One short line into an empty pipe: it does not wait. The pipe is closed
-            // after it, so that a spare that reads more finds its end.
-            match input.write_all(&line).await {
-                Ok(()) => return Some(child),
-                Err(e) => {
-                    tracing::debug!(pid = ?child.id(), error = %e, "a spare supervisor is gone");
+        }
+    }
+
+    /// Lets go of a spare taken for a launch that did not happen: its pipe closed, it
+    /// exits, and then `cgroups` (those made for the launch) and its own are removed.
+    pub fn discard(&self, spare: Spare, cgroups: JobCgroups) {
+        let Spare {
+            mut child,
+            input,
+            cgroup,
+        } = spare;
+        drop(input);
+        self.refill();
+        tokio::spawn(async move {
+            let _ = child.wait().await;
+            let own = JobCgroups {
+                unified: cgroup,
+                v1: Vec::new(),
+            };
+            for made in [cgroups, own] {
+                if let Err(e) = made.remove() {
+                    tracing::warn!(error = %e, "cannot remove a discarded spare's cgroup");
                 }
             }
+        });
+    }
+
+    /// Stops the idle spares (the agent is stopping): no more are started, those under way
+    /// are waited for, then each one's pipe is closed, it exits, and its cgroup is removed;
+    /// a spare slower than [`SPARE_EXIT_WAIT`] leaves its cgroup to the next agent's sweep.
+    pub async fn stop(&self) {
+        drop(
+            self.starter
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
+        let deadline = tokio::time::Instant::now() + SPARE_EXIT_WAIT;
+        while self.lock().starting > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(STOP_POLL).await;
+        }
+        let idle: Vec<Spare> = self.lock().ready.drain(..).collect();
+        let mut exited = Vec::new();
+        for Spare {
+            mut child,
+            input,
+            cgroup,
+        } in idle
+        {
+            drop(input);
+            exited.push(async move {
+                if tokio::time::timeout(SPARE_EXIT_WAIT, child.wait())
+                    .await
+                    .is_ok()
+                    && let Some(dir) = cgroup
+                {
+                    let _ = std::fs::remove_dir(dir);
+                }
+            });
+        }
+        for spare in exited {
+            spare.await;
         }
     }
 
     /// Starts one spare and waits until it says it is loaded.
     async fn start_one(&self) -> std::io::Result<Spare> {
-        let mut child = Command::new(&self.supervisor)
+        let mut cgroup = self.make_cgroup();
+        let spawned = Command::new(&self.supervisor)
             .arg(SPARE_FLAG)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -185,7 +297,28 @@ impl Spares {
             // says before it has a job (a handoff it cannot read) is the agent's business.
             .stderr(Stdio::inherit())
             .kill_on_drop(false)
-            .spawn()?;
+            .spawn();
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(e) => {
+                if let Some(dir) = cgroup {
+                    let _ = std::fs::remove_dir(dir);
+                }
+                return Err(e);
+            }
+        };
+        if let (Some(dir), Some(pid)) = (&cgroup, child.id()) {
+            let own = JobCgroups {
+                unified: Some(dir.clone()),
+                v1: Vec::new(),
+            };
+            if let Err(e) = own.attach(pid) {
+                // Usable still: its job gets a cgroup of its own at launch.
+                tracing::warn!(cgroup = %dir.display(), error = %e, "a spare cannot enter its cgroup");
+                let _ = std::fs::remove_dir(dir);
+                cgroup = None;
+            }
+        }
         let (Some(input), Some(mut said)) = (child.stdin.take(), child.stdout.take()) else {
             return Err(std::io::Error::other("the spare's pipes are missing"));
         };
@@ -196,7 +329,27 @@ impl Spares {
                 "the spare said something else than ready",
             ));
         }
-        Ok(Spare { child, input })
+        Ok(Spare {
+            child,
+            input,
+            cgroup,
+        })
+    }
+
+    /// A new empty cgroup for the next spare, if the agent makes cgroups (none when it
+    /// cannot: that spare's job then gets one of its own at launch).
+    fn make_cgroup(&self) -> Option<PathBuf> {
+        let hierarchy = self.cgroups.as_ref()?;
+        match hierarchy.create_spare(self.next_cgroup.load(Ordering::Relaxed)) {
+            Ok((dir, count)) => {
+                self.next_cgroup.fetch_max(count + 1, Ordering::Relaxed);
+                Some(dir)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot make a spare supervisor's cgroup");
+                None
+            }
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Pool> {

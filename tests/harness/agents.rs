@@ -99,6 +99,30 @@ impl System {
     pub fn agent_pid(&self, node: &str) -> Option<u32> {
         self.try_child_pid(node)
     }
+
+    /// Node `node`'s agent's cgroup root, as it logged it (none on a host without cgroups).
+    pub fn agent_cgroup_root(&self, node: &str) -> Option<PathBuf> {
+        let log = self.layout().logs_dir().join(format!("node-{node}.log"));
+        std::fs::read_to_string(log)
+            .ok()?
+            .lines()
+            .find_map(|l| {
+                l.split_once("job cgroups root=")?
+                    .1
+                    .split_whitespace()
+                    .next()
+            })
+            .map(PathBuf::from)
+    }
+}
+
+/// The unified-hierarchy cgroup of process `pid` (its `0::` line in `/proc/PID/cgroup`), as
+/// a path under the hierarchy's mount point.
+pub fn unified_cgroup_of(pid: u32) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let relative = text.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let mount = shardsched_node::cgroup::unified_mount()?;
+    Some(mount.join(relative.trim_start_matches('/')))
 }
 
 /// The parent of process `pid`, from `/proc`.

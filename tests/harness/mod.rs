@@ -27,7 +27,9 @@ use std::time::{Duration, Instant};
 use rustix::process::{Signal, kill_process};
 use shardsched_proto::{Credentials, StateDir};
 
-pub use agents::{agents_config, alpha_agents_config, issue_cert, parent_of, spares_of};
+pub use agents::{
+    agents_config, alpha_agents_config, issue_cert, parent_of, spares_of, unified_cgroup_of,
+};
 pub use config::{batch_and_debug, two_queues, two_queues_config, with_alpha};
 pub use http::{http_get, sample, scrape};
 pub use netns::{AgentSetup, HEAD_ADDRESS, NetCluster, REQUIRE_PRIVILEGED, ip, privileged};

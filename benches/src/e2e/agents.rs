@@ -6,15 +6,17 @@
 //! host has them (as root, as here). Two phases on the same system:
 //!
 //! 1. **submit → all tasks started**, one job at a time, at 1, 4 and 16 nodes per job (one
-//!    task per node, exclusive nodes): each task is `bash -c 'echo $EPOCHREALTIME > FILE'`,
-//!    so "started" is the moment the task itself ran, as the kernel's real-time clock says
-//!    (bash reads it at µs resolution), and the bench's clock before it sent the submit is
-//!    the other end (one machine, one clock). The latency of a job is its last task's
-//!    stamp minus that; and again to the moment its supervisor recorded the task's exec
-//!    (`started` in the job's directory), the issue's measure, without bash's start-up. The
-//!    next job is submitted once the previous one has ended. Reported: median and p99 per
-//!    size, both ways, and the cost of each extra node (the slope of the medians between
-//!    the smallest and largest size) ([`latency`]).
+//!    task per node, exclusive nodes), to the moment the last task's supervisor recorded
+//!    its exec (`started` in the job's directory), from the bench's clock before it sent
+//!    the submit (one machine, one clock). Twice ([`LatencyTask`]): with tasks that sleep
+//!    past the launch, as real ones run on (the target's measure); and with tasks that
+//!    stamp the moment they ran (`bash -c 'echo $EPOCHREALTIME > FILE'`, bash's µs
+//!    real-time clock), also measured to the last stamp: bash's start-up included, and a
+//!    job that ends at once, so that its end on one node and the tasks' bash take the two
+//!    CPUs from the launch on the others (16 nodes on one 2-core machine). The next job is
+//!    submitted once the previous one has ended. Reported: median and p99 per size and
+//!    task, and the cost of each extra node (the slope of the sleeping tasks' medians
+//!    between the smallest and largest size) ([`latency`]).
 //! 2. **throughput**: `--jobs` one-task `/bin/true` jobs submitted with `--concurrency`
 //!    requests in flight (as `bench e2e` does), counted when every one has ended: jobs ÷
 //!    (last job's end − the first send). CPU per launched task of each kind of process,
@@ -38,8 +40,8 @@ use shardsched_proto::msg::{JobId, JobState, Route};
 
 mod latency;
 
-pub use latency::LatencyRow;
 use latency::{LatencyDirs, latency_row};
+pub use latency::{LatencyRow, LatencyTask};
 
 use super::readings::CpuSample;
 use super::{E2eArgs, PHASE_TIMEOUT};
@@ -88,9 +90,10 @@ pub struct AgentsReport {
     pub nodes: u64,
     /// The 1-minute load average when the run began and when it ended.
     pub load_average: (f64, f64),
-    /// Per job size.
+    /// Per task kind and job size.
     pub latency: Vec<LatencyRow>,
-    /// Extra latency per extra node, ms (slope of the medians, smallest to largest size).
+    /// Extra latency per extra node, ms (slope of the sleeping tasks' exec'd medians,
+    /// smallest to largest size).
     pub per_extra_node_ms: Option<f64>,
     /// The throughput phase.
     pub throughput: Option<Throughput>,
@@ -153,15 +156,19 @@ fn run(
             .with_context(|| format!("queue {QUEUE} has no route"))?;
         let session = client.shard(&route).await?;
         let mut latency = Vec::new();
-        for size in LATENCY_SIZES.into_iter().filter(|&s| s <= nodes) {
-            if latency_jobs == 0 {
-                break;
+        let nodes_dir = StateDir::at(dir.clone()).nodes_dir();
+        let dirs = LatencyDirs {
+            stamps: &stamps,
+            nodes: &nodes_dir,
+        };
+        for task in [LatencyTask::Sleep, LatencyTask::BashStamp] {
+            for size in LATENCY_SIZES.into_iter().filter(|&s| s <= nodes) {
+                if latency_jobs == 0 {
+                    break;
+                }
+                let row = latency_row(&client, &session, (task, size), latency_jobs, &dirs);
+                latency.push(row.await?);
             }
-            let dirs = LatencyDirs {
-                stamps: &stamps,
-                nodes: &StateDir::at(dir.clone()).nodes_dir(),
-            };
-            latency.push(latency_row(&client, &session, size, latency_jobs, &dirs).await?);
         }
         let throughput = if jobs > 0 {
             Some(throughput(&client, &route, &session, jobs, args.concurrency, up.pid()).await?)
@@ -173,9 +180,13 @@ fn run(
     });
     up.stop();
     let (latency, throughput) = result?;
-    let per_extra_node_ms = match (latency.first(), latency.last()) {
+    let sleeping: Vec<&LatencyRow> = latency
+        .iter()
+        .filter(|r| r.task == LatencyTask::Sleep)
+        .collect();
+    let per_extra_node_ms = match (sleeping.first(), sleeping.last()) {
         (Some(a), Some(b)) if b.nodes_per_job > a.nodes_per_job => {
-            Some((b.median_ms - a.median_ms) / (b.nodes_per_job - a.nodes_per_job) as f64)
+            Some((b.exec_median_ms - a.exec_median_ms) / (b.nodes_per_job - a.nodes_per_job) as f64)
         }
         _ => None,
     };
@@ -324,8 +335,8 @@ fn report_table(report: &AgentsReport, bench: &BenchDir) -> String {
     let mut out = format!(
         "bench e2e --agents: {} nodes, one agent each (`up --agents`), {} cores, in {} on {}; \
          load average {:.1} → {:.1}\n\nsubmit → all tasks started, one job at a time, one task \
-         per node: to each task's own stamp (bash's start-up included), and to its exec as its \
-         supervisor recorded it (the target's measure):\n",
+         per node: to each task's exec as its supervisor recorded it (with tasks that sleep on: \
+         the target's measure), and to each task's own stamp (bash's start-up included):\n",
         report.nodes,
         std::thread::available_parallelism().map_or(0, usize::from),
         bench.work.display(),
@@ -334,26 +345,31 @@ fn report_table(report: &AgentsReport, bench: &BenchDir) -> String {
         report.load_average.1,
     );
     let mut table = Table::new(&[
+        "TASKS",
         "NODES/JOB",
         "JOBS",
-        "MEDIAN",
-        "P99",
         "EXEC'D MEDIAN",
         "EXEC'D P99",
+        "OWN STAMP MEDIAN",
+        "OWN STAMP P99",
     ]);
+    let ms = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.1} ms"));
     for row in &report.latency {
         table.row(vec![
+            row.task.name().to_owned(),
             row.nodes_per_job.to_string(),
             row.jobs.to_string(),
-            format!("{:.1} ms", row.median_ms),
-            format!("{:.1} ms", row.p99_ms),
-            format!("{:.1} ms", row.exec_median_ms),
-            format!("{:.1} ms", row.exec_p99_ms),
+            ms(Some(row.exec_median_ms)),
+            ms(Some(row.exec_p99_ms)),
+            ms(row.median_ms),
+            ms(row.p99_ms),
         ]);
     }
     out.push_str(&table.render());
     if let Some(slope) = report.per_extra_node_ms {
-        out.push_str(&format!("per extra node: {slope:.2} ms\n"));
+        out.push_str(&format!(
+            "per extra node (sleeping tasks, exec'd): {slope:.2} ms\n"
+        ));
     }
     if let Some(t) = &report.throughput {
         let c = &t.cpu_us_per_task;

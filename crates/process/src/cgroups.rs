@@ -20,23 +20,22 @@ pub struct JobCgroups {
 }
 
 impl JobCgroups {
-    /// Puts process `pid` in every one of the job's cgroups (the supervisor does it for
-    /// itself before it starts tasks, which inherit them).
+    /// Puts process `pid` in every one of the job's cgroups it is not in yet (the
+    /// supervisor does it for itself before it starts tasks, which inherit them; a spare
+    /// supervisor is in the unified one from its start). A move is not made when not
+    /// needed: each costs the mover an RCU grace period, even into its own cgroup.
     pub fn attach(&self, pid: u32) -> std::io::Result<()> {
         for dir in self.all() {
-            fs::write(dir.join("cgroup.procs"), pid.to_string())?;
+            if !holds(dir, pid) {
+                fs::write(dir.join("cgroup.procs"), pid.to_string())?;
+            }
         }
         Ok(())
     }
 
     /// The pids in the job's unified cgroup.
     pub fn pids(&self) -> Vec<u32> {
-        let Some(dir) = &self.unified else {
-            return Vec::new();
-        };
-        fs::read_to_string(dir.join("cgroup.procs"))
-            .map(|text| text.lines().filter_map(|l| l.trim().parse().ok()).collect())
-            .unwrap_or_default()
+        self.unified.as_deref().map(procs).unwrap_or_default()
     }
 
     /// Whether any process of the job remains.
@@ -93,6 +92,18 @@ impl JobCgroups {
     fn all(&self) -> impl Iterator<Item = &PathBuf> {
         self.unified.iter().chain(self.v1.iter())
     }
+}
+
+/// The pids in cgroup `dir` (none when it cannot be read).
+fn procs(dir: &std::path::Path) -> Vec<u32> {
+    fs::read_to_string(dir.join("cgroup.procs"))
+        .map(|text| text.lines().filter_map(|l| l.trim().parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+/// Whether process `pid` is in cgroup `dir`.
+fn holds(dir: &std::path::Path, pid: u32) -> bool {
+    procs(dir).contains(&pid)
 }
 
 fn signal(pid: u32, sig: rustix::process::Signal) {

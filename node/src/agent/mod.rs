@@ -182,7 +182,7 @@ pub async fn run(options: NodeOptions) -> Result<(), String> {
         ));
     }
     tokio::spawn(jobs::executor_task(
-        executor,
+        Arc::clone(&executor),
         options.name.clone(),
         endpoint,
         exec_rx,
@@ -192,6 +192,7 @@ pub async fn run(options: NodeOptions) -> Result<(), String> {
         () = core_task::core_task(core, leases, events, exec_tx, state_dir, heartbeat_now) => Ok(()),
         () = shardsched_proto::shutdown_signal() => {
             tracing::info!("node agent stopping; its jobs' supervisors keep running");
+            executor.stop_spares().await;
             if let Some(cgroups) = &cgroups {
                 cgroups.remove_empty();
             }

@@ -1,5 +1,6 @@
 //! The latency phase of `bench e2e --agents`: jobs one at a time, submit → every task
-//! started, by the tasks' own stamps and by their supervisors' records of their exec.
+//! started, by their supervisors' records of their exec and, for tasks that stamp the
+//! moment they ran, by the tasks' own stamps.
 
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -17,22 +18,54 @@ use shardsched_proto::msg::{JobId, JobState};
 use super::{jobspec_json, submit};
 use crate::e2e::PHASE_TIMEOUT;
 
-/// How often the bench looks for a job's tasks' stamps.
-const STAMP_POLL: Duration = Duration::from_millis(1);
+/// How often the bench looks for a job's tasks' stamps and records. Each look reads every
+/// node's job directory: every millisecond, that took CPU from the launch it measures
+/// (the times come from the stamps and records, not from when the bench saw them).
+const STAMP_POLL: Duration = Duration::from_millis(5);
 /// How often it asks whether a job has ended.
 const END_POLL: Duration = Duration::from_millis(5);
+
+/// How long a [`LatencyTask::Sleep`] task runs: past its job's launch, and short enough for
+/// the phase's jobs one after another.
+const SLEEP_TASK: &str = "0.1";
+
+/// What each task of a latency job runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LatencyTask {
+    /// `/bin/sleep 0.1`: a task that runs on past its job's launch, as real ones do, and
+    /// costs little to start; measured to its exec (the target's measure).
+    Sleep,
+    /// `bash -c 'echo $EPOCHREALTIME > FILE'`: a task that stamps the moment it ran, bash's
+    /// start-up included, and ends at once. On a machine that runs every node, each task's
+    /// bash and its job's end on one node (the supervisor's exit, the agent's and the
+    /// shard's work) take the CPUs from the launch on the other nodes.
+    BashStamp,
+}
+
+impl LatencyTask {
+    /// Its name in the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            LatencyTask::Sleep => "sleep 0.1",
+            LatencyTask::BashStamp => "bash stamp",
+        }
+    }
+}
 
 /// Submit → all tasks started at one job size.
 #[derive(Debug, Clone, Serialize)]
 pub struct LatencyRow {
+    /// What each task ran.
+    pub task: LatencyTask,
     /// Nodes (and tasks) per job.
     pub nodes_per_job: u64,
     /// Jobs measured.
     pub jobs: u64,
-    /// Median to the tasks' own stamps, milliseconds.
-    pub median_ms: f64,
+    /// Median to the tasks' own stamps, milliseconds ([`LatencyTask::BashStamp`] only).
+    pub median_ms: Option<f64>,
     /// 99th percentile to the tasks' own stamps, milliseconds.
-    pub p99_ms: f64,
+    pub p99_ms: Option<f64>,
     /// Median to the supervisors' records of the tasks' exec (the issue's target).
     pub exec_median_ms: f64,
     /// 99th percentile to the supervisors' records of the tasks' exec.
@@ -53,18 +86,25 @@ pub(super) struct LatencyDirs<'a> {
 pub(super) async fn latency_row(
     client: &Client,
     session: &Session,
-    size: u64,
+    (task, size): (LatencyTask, u64),
     jobs: u64,
     dirs: &LatencyDirs<'_>,
 ) -> Result<LatencyRow> {
-    let stamp = format!(
-        "echo $EPOCHREALTIME > {}/$SHARDSCHED_JOB_ID.$SHARDSCHED_NODE",
-        dirs.stamps.display()
-    );
+    let command = match task {
+        LatencyTask::Sleep => vec!["/bin/sleep".into(), SLEEP_TASK.into()],
+        LatencyTask::BashStamp => vec![
+            "/bin/bash".into(),
+            "-c".into(),
+            format!(
+                "echo $EPOCHREALTIME > {}/$SHARDSCHED_JOB_ID.$SHARDSCHED_NODE",
+                dirs.stamps.display()
+            ),
+        ],
+    };
     let json = jobspec_json(Shorthand {
         nodes: Some(size),
         duration: 60,
-        command: vec!["/bin/bash".into(), "-c".into(), stamp],
+        command,
         ..Shorthand::default()
     })?;
     let mut latencies_us: Vec<u64> = Vec::with_capacity(jobs as usize);
@@ -72,9 +112,11 @@ pub(super) async fn latency_row(
     for _ in 0..jobs {
         let sent_us = realtime_us();
         let id = submit(client, session, &json).await?;
-        let last_us = last_stamp(dirs.stamps, id, size).await?;
+        if task == LatencyTask::BashStamp {
+            let last_us = last_stamp(dirs.stamps, id, size).await?;
+            latencies_us.push(last_us.saturating_sub(sent_us));
+        }
         let exec_last_us = last_exec(dirs.nodes, id, size).await?;
-        latencies_us.push(last_us.saturating_sub(sent_us));
         exec_us.push(exec_last_us.saturating_sub(sent_us));
         wait_ended(session, id).await?;
     }
@@ -83,17 +125,19 @@ pub(super) async fn latency_row(
     latencies_us.sort_unstable();
     exec_us.sort_unstable();
     let ms = |us: &[u64], rank: f64| nearest_rank(us, rank) as f64 / 1000.0;
+    let own = |rank: f64| (!latencies_us.is_empty()).then(|| ms(&latencies_us, rank));
     eprintln!(
-        "bench e2e --agents: {jobs} jobs of {size} nodes: median {:.1} ms (exec'd {:.1} ms); \
+        "bench e2e --agents: {jobs} jobs of {size} nodes, tasks {}: exec'd median {:.1} ms; \
          each exec'd, in order, ms: {each:?}",
-        ms(&latencies_us, 0.5),
+        task.name(),
         ms(&exec_us, 0.5),
     );
     Ok(LatencyRow {
+        task,
         nodes_per_job: size,
         jobs,
-        median_ms: ms(&latencies_us, 0.5),
-        p99_ms: ms(&latencies_us, 0.99),
+        median_ms: own(0.5),
+        p99_ms: own(0.99),
         exec_median_ms: ms(&exec_us, 0.5),
         exec_p99_ms: ms(&exec_us, 0.99),
     })
