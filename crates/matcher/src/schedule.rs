@@ -138,6 +138,8 @@ impl Matcher {
         };
         let mut found = self.select(req, now, now, dur, first_kind).then_some(now);
         let mut reserve = false;
+        // The kind of walk that found `found`.
+        let mut found_by = first_kind;
         if found.is_some() {
             self.visits.set_to_last();
         } else {
@@ -156,6 +158,7 @@ impl Matcher {
                         WalkKind::NoAllocate
                     };
                     self.visits.since = (0, 0);
+                    found_by = kind;
                     let searched = self.search_times(req, now, dur, kind);
                     self.visits.add(self.visits.since);
                     match searched {
@@ -214,12 +217,13 @@ impl Matcher {
         if alloc.is_empty() {
             // Nothing taken exclusively: the update fails, leaving the select's errno — which
             // the vertices a best-first walk skipped may have set: walk again visiting all.
-            // (Only for the first select: a reservation search's errno also depends on the
-            // times it tried after.)
-            if at == now {
-                self.exhaustive = true;
-                self.select(req, at, now, dur, first_kind);
-                self.exhaustive = false;
+            // After a reservation search, Fluxion's loop then asked for the following time,
+            // whose absence is ENOENT (random differential seeds 62677 and 67199).
+            self.exhaustive = true;
+            self.select(req, at, now, dur, found_by);
+            self.exhaustive = false;
+            if at != now && !self.has_following_time(req, at, dur) {
+                self.errno = Errno::NoEnt;
             }
             return Ok(self.no_match());
         }
@@ -405,14 +409,7 @@ impl Matcher {
     /// tried with a full select; the first that succeeds.
     fn search_times(&mut self, req: &Request, now: i64, dur: u64, kind: WalkKind) -> Option<i64> {
         let root = self.graph.root();
-        let need: Vec<i64> = match self.state.aggregate(root) {
-            Some(a) => a
-                .ranks
-                .iter()
-                .map(|r| Request::amount(&req.totals, *r).unwrap_or(0))
-                .collect(),
-            None => Vec::new(),
-        };
+        let need = self.root_need(req);
         if let Some(a) = self.state.aggregate(root)
             && need.iter().zip(a.plan.totals()).any(|(n, t)| n > t)
         {
@@ -429,12 +426,32 @@ impl Matcher {
             if self.select(req, next, now, dur, kind) {
                 // Fluxion's loop asks for the following time even after a success: none
                 // left is ENOENT, which shows when the update then takes nothing.
-                if self.next_time(root, t, dur, &need).is_none() {
+                if !self.has_following_time(req, next, dur) {
                     self.errno = Errno::NoEnt;
                 }
                 return Some(next);
             }
         }
+    }
+
+    /// What the request needs of the root's aggregate, in the aggregate's order.
+    fn root_need(&self, req: &Request) -> Vec<i64> {
+        match self.state.aggregate(self.graph.root()) {
+            Some(a) => a
+                .ranks
+                .iter()
+                .map(|r| Request::amount(&req.totals, *r).unwrap_or(0))
+                .collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// Whether the reservation search has a time after `at` to try (Fluxion's loop asks
+    /// for it after every select, a successful one too).
+    fn has_following_time(&self, req: &Request, at: i64, dur: u64) -> bool {
+        let need = self.root_need(req);
+        self.next_time(self.graph.root(), at.saturating_add(1), dur, &need)
+            .is_some()
     }
 
     /// The first time at or after `from` at which a job starts or ends and the root's

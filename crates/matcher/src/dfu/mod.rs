@@ -466,7 +466,14 @@ impl<'a> Walk<'a> {
             return None;
         }
         if !self.exact_visits && !self.subtree_may_hold(u, &t, reqs) {
-            self.errno = Errno::Busy;
+            // Fluxion walks the subtree and finds nothing there: below the walk's root the
+            // visit ends with its children's EBUSY; the root's own visit succeeds empty and
+            // the select's resolve then fails, ENODEV (random differential seed 67199).
+            self.errno = if u == self.tree.root() {
+                Errno::NoDev
+            } else {
+                Errno::Busy
+            };
             return None;
         }
         // dom_discover_vtx

@@ -1,0 +1,280 @@
+//! Cases the random differential against Fluxion's binary (`shardsched differential`)
+//! found, each reduced to its graph and jobspecs under tests/data and checked against what
+//! Fluxion's binary printed for it.
+
+use std::path::Path;
+
+use crate::query_run::{Scratch, query};
+
+/// Runs `query` on the graph of the reduced case `tests/data/NAME` (`graph.graphml`, or
+/// `graph.json` read with `-f jgf`), in that folder (where the commands find its jobspecs by
+/// name), with `flags` and `-t` into a scratch file: the run and its `-t` output.
+fn query_case(name: &str, flags: &[&str], commands: &str) -> (crate::query_run::Run, String) {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name);
+    let scratch = Scratch::new(name);
+    let out = scratch.path("out");
+    let out_text = out.to_string_lossy();
+    let jgf = data.join("graph.json");
+    let (graph, mut args) = if jgf.exists() {
+        (jgf, vec!["-f", "jgf"])
+    } else {
+        (data.join("graph.graphml"), vec![])
+    };
+    args.extend(flags);
+    args.extend(["-t", &out_text]);
+    let run = query(&data, &graph, &args, commands);
+    run.assert_no_panic("query");
+    let text = std::fs::read_to_string(&out).unwrap_or_default();
+    (run, text)
+}
+
+/// Under `-T flexible`, a slot whose subtree check fails because it asks more than the
+/// subtree has leaves ERANGE behind it, and a later walk that succeeds keeps it: the
+/// satisfiability walk of `match allocate_with_satisfiability` succeeds, so resource-query
+/// reports "Numerical result out of range" and does not consume the job id (random
+/// differential seed 7718, against Fluxion's binary: the same ids and errors as below).
+#[test]
+fn a_flexible_slot_asking_more_than_exists_leaves_erange_and_keeps_the_job_id() {
+    let (run, text) = query_case(
+        "flexible-errno",
+        &["-P", "hinode", "-F", "simple", "-T", "flexible"],
+        "match allocate_with_satisfiability j1.yaml\nset-status /cl0/rack1/node0 up\n\
+         match allocate_orelse_reserve j1.yaml\nmatch allocate j0.yaml\n\
+         match allocate_with_satisfiability j0.yaml\nmatch allocate_with_satisfiability j0.yaml\n\
+         quit\n",
+    );
+    let ids: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("INFO: JOBID="))
+        .collect();
+    assert_eq!(ids, ["1", "2", "3", "4", "4"], "{text}");
+    assert_eq!(
+        run.stderr
+            .matches("match_allocate: ERROR: traverser: Numerical result out of range")
+            .count(),
+        2,
+        "{}",
+        run.stderr
+    );
+}
+
+/// The shorthand writers leave out a vertex whose parent in the update walk is exclusive,
+/// even where Fluxion prints it shallower than its siblings: after a failed
+/// `allocate_with_satisfiability`, a `-T flexible` xor-slot match taking node0 whole prints
+/// core0 one level up (levels the walk did not give back), yet its parent is node0, taken
+/// exclusively, so `jgf_shorthand` lists node0, rack0 and the cluster only (random
+/// differential seed 14600, reduced; Fluxion's binary prints the same).
+#[test]
+fn a_shorthand_writer_leaves_out_children_of_an_exclusive_parent_printed_out_of_level() {
+    let commands = "match allocate_with_satisfiability j0.yaml\nmatch allocate j1.yaml\nquit\n";
+    let flags = |writer: &'static str| ["-P", "variation", "-T", "flexible", "-F", writer];
+    let (_, simple) = query_case("shorthand-drift", &flags("simple"), commands);
+    let depth = |name: &str| {
+        let line = simple
+            .lines()
+            .rev()
+            .find(|l| l.trim_start_matches([' ', '-']).starts_with(name))
+            .unwrap_or_else(|| panic!("{name} in\n{simple}"));
+        line.trim_start_matches(' ').len() - line.trim_start_matches([' ', '-']).len()
+    };
+    assert!(
+        depth("core0[") < depth("core2["),
+        "core0 printed out of level:\n{simple}"
+    );
+    let (_, short) = query_case("shorthand-drift", &flags("jgf_shorthand"), commands);
+    let last = short
+        .lines()
+        .rfind(|l| l.starts_with('{'))
+        .expect("the second match's graph");
+    let graph: serde_json::Value = serde_json::from_str(last).expect("JGF");
+    let types: Vec<&str> = graph["graph"]["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .map(|n| n["metadata"]["type"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(types, ["node", "rack", "cluster"], "{last}");
+}
+
+/// What `find` printed for each expression and where each match was placed, in order:
+/// `("find EXPR", containment paths of the sockets, nodes and clusters found)` or
+/// `("at AT", paths)` (resource-query's `-t` output under a JGF writer).
+fn finds_and_places(text: &str) -> Vec<(String, Vec<String>)> {
+    let mut out = Vec::new();
+    let mut graph: Option<Vec<String>> = None;
+    for line in text.lines() {
+        if line.starts_with('{') {
+            let g: serde_json::Value = serde_json::from_str(line).expect("JGF");
+            let paths = g["graph"]["nodes"].as_array().expect("nodes").iter();
+            let paths = paths
+                .filter(|n| {
+                    ["socket", "node", "cluster"]
+                        .contains(&n["metadata"]["type"].as_str().unwrap_or(""))
+                })
+                .map(|n| {
+                    n["metadata"]["paths"]["containment"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_string()
+                });
+            graph = Some(paths.collect());
+        } else if let Some(e) = line.strip_prefix("INFO: EXPRESSION=") {
+            out.push((
+                format!("find {}", e.trim_matches('"')),
+                graph.take().unwrap_or_default(),
+            ));
+        } else if let Some(at) = line.strip_prefix("INFO: SCHEDULED AT=") {
+            out.push((format!("at {at}"), graph.take().unwrap_or_default()));
+        }
+    }
+    out
+}
+
+/// A job id matched again under its other state holds both, as Fluxion's two per-vertex
+/// maps by job id do. resource-query hands id 1 out again after the first match's writer
+/// fails (`jgf_shorthand` finds nothing to write), the whole cluster staying allocated to
+/// it; the second match reserves two sockets under the same id. `find` then sees the job
+/// allocated everywhere and reserved on those sockets; `cancel 1` takes the allocation and
+/// leaves the reservation taken for good (no longer tagged with the job), and a match
+/// finds the other nodes free at once though the cluster's pruning filter still counts the
+/// first match's cores (random differential seeds 4453, 5158 and 10896 against Fluxion's
+/// binary, reduced; its binary prints the same).
+#[test]
+fn a_job_id_matched_again_holds_an_allocation_and_a_reservation_and_cancel_takes_one() {
+    let (run, text) = query_case(
+        "id-reuse",
+        &["-P", "first", "-F", "jgf_shorthand"],
+        "match allocate_with_satisfiability j1.yaml\nmatch allocate_orelse_reserve j0.yaml\n\
+         find sched-now=allocated\nfind sched-future=reserved\ncancel 1\n\
+         match allocate j0.yaml\nfind sched-future=reserved\nfind jobid-tag=1\nquit\n",
+    );
+    assert_eq!(
+        run.stderr.matches("match writer emit").count(),
+        1,
+        "{}",
+        run.stderr
+    );
+    let node = |n: u32| {
+        [
+            format!("/tiny0/node{n}/socket{}", n + 1),
+            format!("/tiny0/node{n}"),
+        ]
+    };
+    let reserved: Vec<String> = [node(5), node(6)]
+        .concat()
+        .into_iter()
+        .chain(["/tiny0".to_string()])
+        .collect();
+    let everything: Vec<String> = (0..7)
+        .flat_map(node)
+        .chain(["/tiny0".to_string()])
+        .collect();
+    let seen = finds_and_places(&text);
+    let expected: Vec<(String, Vec<String>)> = vec![
+        // The failed match's cluster is still in the writer (as in Fluxion's).
+        (
+            "at 7200".into(),
+            [vec!["/tiny0".into()], reserved.clone()].concat(),
+        ),
+        ("find sched-now=allocated".into(), everything),
+        ("find sched-future=reserved".into(), reserved.clone()),
+        ("at Now".into(), [node(3), node(4)].concat()),
+        ("find sched-future=reserved".into(), reserved),
+        ("find jobid-tag=1".into(), vec![]),
+    ];
+    assert_eq!(seen, expected);
+}
+
+/// A job id matched again under the same state replaces its earlier plan records only
+/// where the new match takes a vertex exclusively: id 2's first reservation (`j1`, the
+/// cluster exclusively, its writer failing) keeps the cluster reserved after the second
+/// (`j0`, the cluster shared) under the same id, so no vertex is free of reservations
+/// (random differential seed 262413 against Fluxion's binary, reduced; its binary prints
+/// the same).
+#[test]
+fn a_job_id_matched_again_in_the_same_state_keeps_what_the_new_match_does_not_take() {
+    let (run, text) = query_case(
+        "id-reuse-same-state",
+        &["-P", "high", "-F", "jgf_shorthand", "-T", "flexible"],
+        "match allocate j3.yaml\nmatch allocate_orelse_reserve j1.yaml\n\
+         match allocate_orelse_reserve j1.yaml\nmatch allocate_orelse_reserve j0.yaml\n\
+         find sched-future=free\nfind jobid-reserved=2\nquit\n",
+    );
+    assert_eq!(
+        run.stderr.matches("match writer emit").count(),
+        2,
+        "{}",
+        run.stderr
+    );
+    let ids: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("INFO: JOBID="))
+        .collect();
+    assert_eq!(ids, ["1", "2", "2", "2"], "{text}");
+    let finds: Vec<(String, usize)> = finds_and_places(&text)
+        .into_iter()
+        .filter(|(what, _)| what.starts_with("find"))
+        .map(|(what, paths)| (what, paths.len()))
+        .collect();
+    // Nothing free; the reserved job's nodes (4) and the cluster (racks are not counted).
+    let expected = [("find sched-future=free", 0), ("find jobid-reserved=2", 5)];
+    assert_eq!(finds, expected.map(|(w, n)| (w.to_string(), n)), "{text}");
+}
+
+/// A reservation search whose update then takes nothing leaves the errno of the full walk
+/// at the time it found and of Fluxion's question for the following time: with an
+/// allocation held past that time (a socket busy until 7200), the walk says EBUSY and a
+/// following time exists, so `allocate_orelse_reserve` fails plainly; without it, the
+/// walk's errno is the first select's ENODEV and no time follows (ENOENT): "Unsatisfiable
+/// request" (random differential seeds 62677 and 67199, reduced; Fluxion's binary prints the
+/// same).
+#[test]
+fn a_reservation_whose_update_takes_nothing_fails_with_the_full_walks_errno() {
+    let flags = ["-P", "high", "-F", "simple"];
+    // Whether the failure says "Unsatisfiable request", and what the run wrote to stderr.
+    let unsatisfiable = |commands: &str| {
+        let (run, text) = query_case("reserve-errno", &flags, commands);
+        let failed = text
+            .lines()
+            .filter(|l| *l == "INFO: No matching resources found");
+        assert_eq!(failed.count(), 1, "{text}");
+        (text.contains("INFO: Unsatisfiable request"), run.stderr)
+    };
+    let enoent = "match_allocate: ERROR: traverser: No such file or directory\n";
+    assert_eq!(
+        unsatisfiable("match allocate j1.yaml\nmatch allocate_orelse_reserve j2.yaml\nquit\n"),
+        (true, enoent.to_owned())
+    );
+    assert_eq!(
+        unsatisfiable(
+            "match allocate j1.yaml\nmatch allocate j0.yaml\n\
+             match allocate_orelse_reserve j2.yaml\nquit\n"
+        ),
+        (false, String::new())
+    );
+}
+
+/// A request that fits no rack now: Fluxion walks every subtree and finds nothing, and its
+/// select then fails to resolve at the root, ENODEV. When the reservation's update then
+/// takes nothing, that errno is the answer: "Unsatisfiable request" (random differential
+/// seed 67199, reduced; Fluxion's binary prints the same). Our walk stops at the root when
+/// its aggregate shows too few cores free below; it must say what Fluxion's walk would.
+#[test]
+fn a_select_that_finds_nothing_below_the_root_fails_to_resolve() {
+    let (run, text) = query_case(
+        "reserve-enodev",
+        &["-P", "firstnodex", "-F", "pretty_simple"],
+        "match allocate j2.yaml\nmatch allocate_orelse_reserve j3.yaml\n\
+         match allocate_orelse_reserve j0.yaml\nquit\n",
+    );
+    assert!(run.stderr.is_empty(), "{}", run.stderr);
+    assert!(
+        text.ends_with(
+            "INFO: No matching resources found\nINFO: Unsatisfiable request\n\
+             INFO: JOBID=3\nINFO: =============================\n"
+        ),
+        "{text}"
+    );
+}
