@@ -14,14 +14,18 @@
 //! few things between matches: R's `attributes` (the last queue named), `jgf_shorthand`'s
 //! writer mark once set, and core/gpu ids seen outside any node.
 
+mod jgf;
 mod json;
+mod parents;
 mod rlite;
 
 use shardsched_resource::{CONTAINMENT, ResourceGraph, VertexId};
 
-use crate::alloc::{AllocVertex, Allocation, LeftOut};
+use crate::alloc::{Allocation, LeftOut};
 use crate::dfu::Labels;
+use jgf::jgf_vertex;
 pub use json::Json;
+use parents::parents_exclusive;
 use rlite::Rlite;
 
 /// Output format of match results (resource-query's `-F`).
@@ -488,61 +492,6 @@ impl MatchWriter {
     }
 }
 
-/// One JGF vertex as Fluxion writes it.
-fn jgf_vertex(g: &ResourceGraph, e: &Emitted<'_>, agfilter: Option<&[(String, String)]>) -> Json {
-    let v = e.v;
-    let mut m = Json::obj();
-    let kind = g.kind_str(v);
-    m.set("type", Json::Str(kind.to_string()));
-    let basename = g.basename(v);
-    if basename != kind {
-        m.set("basename", Json::Str(basename.to_string()));
-    }
-    let id = g.id(v);
-    if g.name(v) != format!("{basename}{id}") {
-        m.set("name", Json::Str(g.name(v).to_string()));
-    }
-    m.set("id", Json::Int(id));
-    m.set("rank", Json::Int(g.rank(v)));
-    if let Some(props) = g.properties(v).filter(|p| !p.is_empty()) {
-        let mut p = Json::obj();
-        for (k, val) in props {
-            p.set(k, Json::Str(val.clone()));
-        }
-        m.set("properties", p);
-    }
-    if !g.unit(v).is_empty() {
-        m.set("unit", Json::Str(g.unit(v).to_string()));
-    }
-    if e.exclusive {
-        m.set("exclusive", Json::Bool(true));
-    }
-    if e.needs != 1 {
-        m.set("size", Json::Int(e.needs));
-    }
-    let mut paths = Json::obj();
-    for (subsystem, path) in g.paths(v) {
-        paths.set(subsystem, Json::Str(path));
-    }
-    m.set("paths", paths);
-    if let Some(l) = e.label {
-        let mut eph = Json::obj();
-        eph.set("label", Json::Str(l.to_string()));
-        m.set("ephemeral", eph);
-    }
-    if let Some(ag) = agfilter.filter(|a| !a.is_empty()) {
-        let mut a = Json::obj();
-        for (k, val) in ag {
-            a.set(k, Json::Str(val.clone()));
-        }
-        m.set("agfilter", a);
-    }
-    let mut o = Json::obj();
-    o.set("id", Json::Str(g.uniq_id(v).to_string()));
-    o.set("metadata", m);
-    o
-}
-
 /// RFC 20 R of `a` as a value (for the shards, which hand it to the executor):
 /// `rv1_nosched`'s content, or `rv1`'s with the JGF under `scheduling`.
 pub fn rv1(g: &ResourceGraph, a: &Allocation, with_sched: bool) -> serde_json::Value {
@@ -566,70 +515,4 @@ pub fn rv1(g: &ResourceGraph, a: &Allocation, with_sched: bool) -> serde_json::V
 /// Vertex ids of `a` (for tests and checkers).
 pub fn vertex_ids(a: &Allocation) -> Vec<VertexId> {
     a.iter().map(|v| v.v).collect()
-}
-
-/// The exclusive flag of each vertex's parent in the walk that listed `vertices` (post-order:
-/// children before their parent) and left out `refused`, which the shorthand writers read
-/// to leave vertices and edges out: for the vertices, then for those left out.
-///
-/// In a tree, walking the list backwards gives each vertex after its ancestors, so a stack
-/// of the ancestors seen holds its parent, a vertex left out included (its children's
-/// edges follow how the walk took it). Levels are not enough: the levels Fluxion's update
-/// walk fails to give back (see `Matcher::level_drift`) print vertices after a refusal
-/// shallower than their siblings while their parent is the same. Where vertices have
-/// several parents, the parent is the last vertex seen one level up, and a vertex left
-/// out is under its containment parent as the allocation lists it.
-fn parents_exclusive(
-    g: &ResourceGraph,
-    tree: &dyn crate::dfu::Tree,
-    vertices: &[AllocVertex],
-    refused: &[LeftOut],
-) -> (Vec<bool>, Vec<bool>) {
-    let mut parent_excl = vec![false; vertices.len()];
-    let mut left_parent_excl = vec![false; refused.len()];
-    if tree.is_dag() {
-        let mut excl_at: Vec<bool> = Vec::new();
-        for (i, av) in vertices.iter().enumerate().rev() {
-            let d = av.depth as usize;
-            if excl_at.len() <= d {
-                excl_at.resize(d + 1, false);
-            }
-            excl_at[d] = av.exclusive;
-            parent_excl[i] = d > 0 && excl_at[d - 1];
-        }
-        for (r, excl) in refused.iter().zip(&mut left_parent_excl) {
-            let p = g.parent(r.v);
-            *excl = vertices
-                .iter()
-                .find(|x| Some(x.v) == p)
-                .is_some_and(|x| x.exclusive);
-        }
-        return (parent_excl, left_parent_excl);
-    }
-    let mut ancestors: Vec<(VertexId, bool)> = Vec::new();
-    let mut parent_of = |v: VertexId, exclusive: bool| {
-        let mut excl = false;
-        if let Some(p) = tree.parent(v)
-            && let Some(k) = ancestors.iter().rposition(|a| a.0 == p)
-        {
-            ancestors.truncate(k + 1);
-            excl = ancestors[k].1;
-        }
-        ancestors.push((v, exclusive));
-        excl
-    };
-    // One left out with `kept == k` came after the kept vertex k - 1 and before k: walking
-    // backwards, after k and before k - 1.
-    let mut left = refused.len();
-    for i in (0..=vertices.len()).rev() {
-        while left > 0 && refused[left - 1].kept >= i {
-            left -= 1;
-            let r = &refused[left];
-            left_parent_excl[left] = parent_of(r.v, r.exclusive);
-        }
-        if let Some(av) = vertices.get(i.wrapping_sub(1)) {
-            parent_excl[i - 1] = parent_of(av.v, av.exclusive);
-        }
-    }
-    (parent_excl, left_parent_excl)
 }
