@@ -288,7 +288,7 @@ impl Spares {
 
     /// Starts one spare and waits until it says it is loaded.
     async fn start_one(&self) -> std::io::Result<Spare> {
-        let mut cgroup = self.make_cgroup();
+        let mut cgroup = self.at_job_priority(|| self.make_cgroup());
         let spawned = Command::new(&self.supervisor)
             .arg(SPARE_FLAG)
             .stdin(Stdio::piped())
@@ -312,7 +312,7 @@ impl Spares {
                 unified: Some(dir.clone()),
                 v1: Vec::new(),
             };
-            if let Err(e) = own.attach(pid) {
+            if let Err(e) = self.at_job_priority(|| own.attach(pid)) {
                 // Usable still: its job gets a cgroup of its own at launch.
                 tracing::warn!(cgroup = %dir.display(), error = %e, "a spare cannot enter its cgroup");
                 let _ = std::fs::remove_dir(dir);
@@ -334,6 +334,24 @@ impl Spares {
             input,
             cgroup,
         })
+    }
+
+    /// Runs `f`, a cgroup change, on the starter thread at the jobs' priority rather than
+    /// nice 19. Making a cgroup holds the kernel's cgroup lock, and moving a process into
+    /// one holds the lock every fork, exec, exit and new thread on the host waits for;
+    /// held by a nice-19 thread on a loaded host, it stalled every process there for
+    /// seconds (agents' heartbeats included: the agent tests saw nodes marked unreachable
+    /// while the suite ran twice beside `.ci/run`).
+    fn at_job_priority<T>(&self, f: impl FnOnce() -> T) -> T {
+        let Some(nice) = self.job_nice else {
+            return f();
+        };
+        let raised = rustix::process::setpriority_process(None, nice);
+        let out = f();
+        if raised.is_ok() {
+            let _ = rustix::process::setpriority_process(None, SPARE_NICE);
+        }
+        out
     }
 
     /// A new empty cgroup for the next spare, if the agent makes cgroups (none when it
