@@ -126,9 +126,10 @@ impl Hierarchy {
         self.restrict(unified, cores, gpus)
     }
 
-    /// Makes `unified`, an empty cgroup of the agent's made for a spare supervisor
-    /// ([`Hierarchy::create_spare`]), the job's: its cpuset, and the v1 cgroups (named
-    /// like it) where they restrict something, as [`Hierarchy::create`] does.
+    /// Restricts `unified`, a cgroup of the agent's with no job in it yet (a spare's, made
+    /// by [`Hierarchy::create_spare`] and holding only the spare, or one just made by
+    /// [`Hierarchy::create`]), to the job: its cpuset, and the v1 cgroups (named like it)
+    /// where they restrict something.
     pub fn restrict(
         &self,
         unified: PathBuf,

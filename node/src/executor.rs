@@ -229,6 +229,12 @@ impl Executor {
                 ))
             })?;
         }
+        let lease = LeaseWatch {
+            deadlines_file: std::path::absolute(settings.state_dir.join(LEASE_DEADLINES_FILE))
+                .map_err(|e| format!("cannot name the lease deadlines file: {e}"))?,
+            queue: queue.to_owned(),
+            launch_deadline_ms: lease_deadline_ms,
+        };
         let spare = self.spares.take();
         let made = match (&settings.cgroups, spare.as_ref().and_then(Spare::cgroup)) {
             (Some(hierarchy), Some(spares)) => {
@@ -249,12 +255,6 @@ impl Executor {
                     "cannot make the job's cgroup: {e}"
                 )));
             }
-        };
-        let lease = LeaseWatch {
-            deadlines_file: std::path::absolute(settings.state_dir.join(LEASE_DEADLINES_FILE))
-                .map_err(|e| format!("cannot name the lease deadlines file: {e}"))?,
-            queue: queue.to_owned(),
-            launch_deadline_ms: lease_deadline_ms,
         };
         let plan_file = match write_plan(settings, launch, run_as, &dir, cgroups.clone(), lease) {
             Ok(plan_file) => plan_file,

@@ -339,9 +339,9 @@ impl Spares {
     /// Runs `f`, a cgroup change, on the starter thread at the jobs' priority rather than
     /// nice 19. Making a cgroup holds the kernel's cgroup lock, and moving a process into
     /// one holds the lock every fork, exec, exit and new thread on the host waits for;
-    /// held by a nice-19 thread on a loaded host, it stalled every process there for
-    /// seconds (agents' heartbeats included: the agent tests saw nodes marked unreachable
-    /// while the suite ran twice beside `.ci/run`).
+    /// held by a starved nice-19 thread on a loaded host, it can stall every process there
+    /// (the likely cause of agents silent past their heartbeat timeout when the suite ran
+    /// twice beside `.ci/run` with the move at nice 19).
     fn at_job_priority<T>(&self, f: impl FnOnce() -> T) -> T {
         let Some(nice) = self.job_nice else {
             return f();

@@ -218,7 +218,7 @@ impl Matcher {
             // Nothing taken exclusively: the update fails, leaving the select's errno — which
             // the vertices a best-first walk skipped may have set: walk again visiting all.
             // After a reservation search, Fluxion's loop then asked for the following time,
-            // whose absence is ENOENT (random differential seeds 62677 and 67199).
+            // whose absence is ENOENT (random differential seed 62677).
             self.exhaustive = true;
             self.select(req, at, now, dur, found_by);
             self.exhaustive = false;
