@@ -103,17 +103,61 @@ impl System {
     /// Node `node`'s agent's cgroup root, as it logged it (none on a host without cgroups).
     pub fn agent_cgroup_root(&self, node: &str) -> Option<PathBuf> {
         let log = self.layout().logs_dir().join(format!("node-{node}.log"));
-        std::fs::read_to_string(log)
-            .ok()?
-            .lines()
-            .find_map(|l| {
-                l.split_once("job cgroups root=")?
-                    .1
-                    .split_whitespace()
-                    .next()
-            })
-            .map(PathBuf::from)
+        cgroup_root_logged(&log)
     }
+
+    /// Removes what is left of this system's agents' cgroups once it has stopped: an agent
+    /// killed outright leaves its spares' cgroups (and its jobs', while they run), which
+    /// only a clean stop or its next start removes. Only the `up-…` directory `up` made
+    /// for this system is swept, in each hierarchy, deepest first; a cgroup still holding
+    /// a process stays (the kernel refuses).
+    pub(super) fn remove_agent_cgroups(&self) {
+        let Ok(logs) = std::fs::read_dir(self.layout().logs_dir()) else {
+            return;
+        };
+        let Some(unified) = shardsched_node::cgroup::unified_mount() else {
+            return;
+        };
+        let mut swept = Vec::new();
+        for log in logs.flatten() {
+            let Some(up_dir) = cgroup_root_logged(&log.path())
+                .and_then(|root| root.parent().map(Path::to_owned))
+                .filter(|d| {
+                    d.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with("up-"))
+                })
+            else {
+                continue;
+            };
+            if swept.contains(&up_dir) {
+                continue;
+            }
+            if let Ok(relative) = up_dir.strip_prefix(&unified) {
+                for controller in ["cpuset", "devices"] {
+                    let v1 = Path::new("/sys/fs/cgroup").join(controller).join(relative);
+                    if unified != Path::new("/sys/fs/cgroup") {
+                        super::netns::remove_cgroups(&v1);
+                    }
+                }
+            }
+            super::netns::remove_cgroups(&up_dir);
+            swept.push(up_dir);
+        }
+    }
+}
+
+/// The cgroup root an agent's log says it uses (`job cgroups root=…`).
+fn cgroup_root_logged(log: &Path) -> Option<PathBuf> {
+    std::fs::read_to_string(log)
+        .ok()?
+        .lines()
+        .find_map(|l| {
+            l.split_once("job cgroups root=")?
+                .1
+                .split_whitespace()
+                .next()
+        })
+        .map(PathBuf::from)
 }
 
 /// The unified-hierarchy cgroup of process `pid` (its `0::` line in `/proc/PID/cgroup`), as

@@ -241,6 +241,7 @@ impl System {
 impl Drop for System {
     fn drop(&mut self) {
         self.stop();
+        self.remove_agent_cgroups();
         if std::thread::panicking() {
             eprintln!("test state kept in {}", self.dir.display());
         } else {
