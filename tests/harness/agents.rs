@@ -136,11 +136,11 @@ impl System {
                 for controller in ["cpuset", "devices"] {
                     let v1 = Path::new("/sys/fs/cgroup").join(controller).join(relative);
                     if unified != Path::new("/sys/fs/cgroup") {
-                        super::netns::remove_cgroups(&v1);
+                        super::remove_cgroups(&v1);
                     }
                 }
             }
-            super::netns::remove_cgroups(&up_dir);
+            super::remove_cgroups(&up_dir);
             swept.push(up_dir);
         }
     }

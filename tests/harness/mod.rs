@@ -32,7 +32,9 @@ pub use agents::{
 };
 pub use config::{batch_and_debug, two_queues, two_queues_config, with_alpha};
 pub use http::{http_get, sample, scrape};
-pub use netns::{AgentSetup, HEAD_ADDRESS, NetCluster, REQUIRE_PRIVILEGED, ip, privileged};
+pub use netns::{
+    AgentSetup, HEAD_ADDRESS, NetCluster, REQUIRE_PRIVILEGED, ip, privileged, remove_cgroups,
+};
 pub use process::{alive, children_of, creds_in, mem_kib, now_ms, pid, read_pid_file};
 
 pub const EXE: &str = env!("CARGO_BIN_EXE_shardsched");

@@ -352,7 +352,7 @@ impl Drop for NetCluster {
 }
 
 /// Removes a cgroup directory and those under it, deepest first (best effort).
-pub(super) fn remove_cgroups(dir: &Path) {
+pub fn remove_cgroups(dir: &Path) {
     if let Ok(entries) = std::fs::read_dir(dir) {
         for entry in entries.flatten() {
             if entry.file_type().is_ok_and(|t| t.is_dir()) {

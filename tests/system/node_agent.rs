@@ -43,7 +43,17 @@ impl Drop for Agent {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        sweep_cgroups(|pid| pid == std::process::id());
+        // The killed agent's spares exit when their pipe ends; their cgroups go after them.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            sweep_cgroups(|pid| pid == std::process::id());
+            let unified = shardsched_node::cgroup::unified_mount();
+            let left = unified.is_some_and(|u| u.join(cgroup_root()).exists());
+            if !left || Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
 
@@ -54,8 +64,9 @@ fn cgroup_root() -> String {
 
 const CGROUP_PREFIX: &str = "shardsched-test-";
 
-/// Removes the (empty) cgroup roots of test processes for which `remove(pid)` holds, in
-/// every hierarchy: this test's at the end, those of dead test processes at the start.
+/// Removes the cgroup roots of test processes for which `remove(pid)` holds, and the
+/// empty cgroups under them (a killed agent's spares'), in every hierarchy: this test's at
+/// the end, those of dead test processes at the start.
 fn sweep_cgroups(remove: impl Fn(u32) -> bool) {
     let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") else {
         return;
@@ -71,7 +82,7 @@ fn sweep_cgroups(remove: impl Fn(u32) -> bool) {
                 .and_then(|p| p.parse::<u32>().ok())
                 && remove(pid)
             {
-                let _ = std::fs::remove_dir(entry.path());
+                crate::harness::remove_cgroups(&entry.path());
             }
         }
     }
