@@ -255,26 +255,3 @@ fn a_reservation_whose_update_takes_nothing_fails_with_the_full_walks_errno() {
         (false, String::new())
     );
 }
-
-/// A request that fits no rack now: Fluxion walks every subtree and finds nothing, and its
-/// select then fails to resolve at the root, ENODEV. When the reservation's update then
-/// takes nothing, that errno is the answer: "Unsatisfiable request" (random differential
-/// seed 67199, reduced; Fluxion's binary prints the same). Our walk stops at the root when
-/// its aggregate shows too few cores free below; it must say what Fluxion's walk would.
-#[test]
-fn a_select_that_finds_nothing_below_the_root_fails_to_resolve() {
-    let (run, text) = query_case(
-        "reserve-enodev",
-        &["-P", "firstnodex", "-F", "pretty_simple"],
-        "match allocate j2.yaml\nmatch allocate_orelse_reserve j3.yaml\n\
-         match allocate_orelse_reserve j0.yaml\nquit\n",
-    );
-    assert!(run.stderr.is_empty(), "{}", run.stderr);
-    assert!(
-        text.ends_with(
-            "INFO: No matching resources found\nINFO: Unsatisfiable request\n\
-             INFO: JOBID=3\nINFO: =============================\n"
-        ),
-        "{text}"
-    );
-}

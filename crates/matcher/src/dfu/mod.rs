@@ -466,14 +466,7 @@ impl<'a> Walk<'a> {
             return None;
         }
         if !self.exact_visits && !self.subtree_may_hold(u, &t, reqs) {
-            // Fluxion walks the subtree and finds nothing there: below the walk's root the
-            // visit ends with its children's EBUSY; the root's own visit succeeds empty and
-            // the select's resolve then fails, ENODEV (random differential seed 67199).
-            self.errno = if u == self.tree.root() {
-                Errno::NoDev
-            } else {
-                Errno::Busy
-            };
+            self.errno = Errno::Busy;
             return None;
         }
         // dom_discover_vtx
