@@ -38,11 +38,8 @@ pub fn job_cgroup_name(job: JobId) -> String {
 /// How the cgroups of jobs no spare took are named: `job-<id>`.
 const JOB_PREFIX: &str = "job-";
 
-/// How the cgroups made for spare supervisors are named: `spare-<agent pid>-<count>`.
+/// How the cgroups made for spare supervisors are named: `spare-<the spare's pid>`.
 const SPARE_PREFIX: &str = "spare-";
-
-/// How many names [`Hierarchy::create_spare`] tries past ones in use before it gives up.
-const SPARE_NAME_TRIES: u64 = 64;
 
 /// The cgroup hierarchies of this host, as found at start.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -186,21 +183,13 @@ impl Hierarchy {
 }
 
 impl Hierarchy {
-    /// Makes an empty cgroup in the unified hierarchy for a spare supervisor, named after
-    /// this agent and `count` (the next free name from there: one of an earlier agent
-    /// with the same pid may still hold a job); its path and the count it took.
-    pub fn create_spare(&self, count: u64) -> std::io::Result<(PathBuf, u64)> {
-        let pid = std::process::id();
-        let mut last = None;
-        for n in count..count + SPARE_NAME_TRIES {
-            let dir = self.root.join(format!("{SPARE_PREFIX}{pid}-{n}"));
-            match fs::create_dir(&dir) {
-                Ok(()) => return Ok((dir, n)),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
-                Err(e) => return Err(e),
-            }
-        }
-        Err(last.unwrap_or_else(|| std::io::Error::other("no name left for a spare's cgroup")))
+    /// Makes an empty cgroup in the unified hierarchy for spare supervisor `pid`, named
+    /// after it (one left by an earlier spare of the same pid, still holding a job, is an
+    /// error: that spare's job then gets a cgroup of its own at launch).
+    pub fn create_spare(&self, pid: u32) -> std::io::Result<PathBuf> {
+        let dir = self.root.join(format!("{SPARE_PREFIX}{pid}"));
+        fs::create_dir(&dir)?;
+        Ok(dir)
     }
 
     /// Removes the empty cgroups of spares (those of an earlier agent, whose spares exited

@@ -31,7 +31,6 @@
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -91,8 +90,6 @@ pub struct Spares {
     job_nice: Option<i32>,
     /// Where each spare gets a cgroup of its own, if the agent makes them.
     cgroups: Option<Hierarchy>,
-    /// The count the next spare's cgroup is named after.
-    next_cgroup: AtomicU64,
     pool: Mutex<Pool>,
     /// Asks the starter thread for one more spare (none until [`Spares::start`]).
     starter: Mutex<Option<mpsc::UnboundedSender<()>>>,
@@ -116,7 +113,6 @@ impl Spares {
             wanted,
             job_nice,
             cgroups,
-            next_cgroup: AtomicU64::new(0),
             pool: Mutex::default(),
             starter: Mutex::default(),
         }
@@ -263,33 +259,31 @@ impl Spares {
             tokio::time::sleep(STOP_POLL).await;
         }
         let idle: Vec<Spare> = self.lock().ready.drain(..).collect();
-        let mut exited = Vec::new();
-        for Spare {
-            mut child,
-            input,
-            cgroup,
-        } in idle
-        {
-            drop(input);
-            exited.push(async move {
-                if tokio::time::timeout(SPARE_EXIT_WAIT, child.wait())
-                    .await
-                    .is_ok()
-                    && let Some(dir) = cgroup
-                {
-                    let _ = std::fs::remove_dir(dir);
-                }
-            });
-        }
-        for spare in exited {
-            spare.await;
+        // Every pipe closed first, so that they all exit at once.
+        let exiting: Vec<(Child, Option<PathBuf>)> = idle
+            .into_iter()
+            .map(
+                |Spare {
+                     child,
+                     input,
+                     cgroup,
+                 }| {
+                    drop(input);
+                    (child, cgroup)
+                },
+            )
+            .collect();
+        for (mut child, cgroup) in exiting {
+            let exited = tokio::time::timeout(SPARE_EXIT_WAIT, child.wait()).await;
+            if let (Ok(_), Some(dir)) = (exited, cgroup) {
+                let _ = std::fs::remove_dir(dir);
+            }
         }
     }
 
     /// Starts one spare and waits until it says it is loaded.
     async fn start_one(&self) -> std::io::Result<Spare> {
-        let mut cgroup = self.at_job_priority(|| self.make_cgroup());
-        let spawned = Command::new(&self.supervisor)
+        let mut child = Command::new(&self.supervisor)
             .arg(SPARE_FLAG)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -297,28 +291,10 @@ impl Spares {
             // says before it has a job (a handoff it cannot read) is the agent's business.
             .stderr(Stdio::inherit())
             .kill_on_drop(false)
-            .spawn();
-        let mut child = match spawned {
-            Ok(child) => child,
-            Err(e) => {
-                if let Some(dir) = cgroup {
-                    let _ = std::fs::remove_dir(dir);
-                }
-                return Err(e);
-            }
-        };
-        if let (Some(dir), Some(pid)) = (&cgroup, child.id()) {
-            let own = JobCgroups {
-                unified: Some(dir.clone()),
-                v1: Vec::new(),
-            };
-            if let Err(e) = self.at_job_priority(|| own.attach(pid)) {
-                // Usable still: its job gets a cgroup of its own at launch.
-                tracing::warn!(cgroup = %dir.display(), error = %e, "a spare cannot enter its cgroup");
-                let _ = std::fs::remove_dir(dir);
-                cgroup = None;
-            }
-        }
+            .spawn()?;
+        let cgroup = child
+            .id()
+            .and_then(|pid| self.at_job_priority(|| self.enter_cgroup(pid)));
         let (Some(input), Some(mut said)) = (child.stdin.take(), child.stdout.take()) else {
             return Err(std::io::Error::other("the spare's pipes are missing"));
         };
@@ -354,17 +330,25 @@ impl Spares {
         out
     }
 
-    /// A new empty cgroup for the next spare, if the agent makes cgroups (none when it
-    /// cannot: that spare's job then gets one of its own at launch).
-    fn make_cgroup(&self) -> Option<PathBuf> {
-        let hierarchy = self.cgroups.as_ref()?;
-        match hierarchy.create_spare(self.next_cgroup.load(Ordering::Relaxed)) {
-            Ok((dir, count)) => {
-                self.next_cgroup.fetch_max(count + 1, Ordering::Relaxed);
-                Some(dir)
-            }
+    /// Makes spare `pid` a cgroup of its own and moves it in, if the agent makes cgroups;
+    /// none when it cannot (that spare's job then gets one of its own at launch).
+    fn enter_cgroup(&self, pid: u32) -> Option<PathBuf> {
+        let dir = match self.cgroups.as_ref()?.create_spare(pid) {
+            Ok(dir) => dir,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot make a spare supervisor's cgroup");
+                return None;
+            }
+        };
+        let own = JobCgroups {
+            unified: Some(dir.clone()),
+            v1: Vec::new(),
+        };
+        match own.attach(pid) {
+            Ok(()) => Some(dir),
+            Err(e) => {
+                tracing::warn!(cgroup = %dir.display(), error = %e, "a spare cannot enter its cgroup");
+                let _ = std::fs::remove_dir(dir);
                 None
             }
         }

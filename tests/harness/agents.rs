@@ -132,12 +132,14 @@ impl System {
             if swept.contains(&up_dir) {
                 continue;
             }
-            if let Ok(relative) = up_dir.strip_prefix(&unified) {
+            // A hybrid host's v1 controllers mirror the agents' roots.
+            if unified != Path::new("/sys/fs/cgroup")
+                && let Ok(relative) = up_dir.strip_prefix(&unified)
+            {
                 for controller in ["cpuset", "devices"] {
-                    let v1 = Path::new("/sys/fs/cgroup").join(controller).join(relative);
-                    if unified != Path::new("/sys/fs/cgroup") {
-                        super::remove_cgroups(&v1);
-                    }
+                    super::remove_cgroups(
+                        &Path::new("/sys/fs/cgroup").join(controller).join(relative),
+                    );
                 }
             }
             super::remove_cgroups(&up_dir);

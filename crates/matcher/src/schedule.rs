@@ -222,7 +222,7 @@ impl Matcher {
             self.exhaustive = true;
             self.select(req, at, now, dur, found_by);
             self.exhaustive = false;
-            if at != now && !self.has_following_time(req, at, dur) {
+            if at != now && !self.has_following_time(&self.root_need(req), at, dur) {
                 self.errno = Errno::NoEnt;
             }
             return Ok(self.no_match());
@@ -426,7 +426,7 @@ impl Matcher {
             if self.select(req, next, now, dur, kind) {
                 // Fluxion's loop asks for the following time even after a success: none
                 // left is ENOENT, which shows when the update then takes nothing.
-                if !self.has_following_time(req, next, dur) {
+                if !self.has_following_time(&need, next, dur) {
                     self.errno = Errno::NoEnt;
                 }
                 return Some(next);
@@ -446,11 +446,11 @@ impl Matcher {
         }
     }
 
-    /// Whether the reservation search has a time after `at` to try (Fluxion's loop asks
-    /// for it after every select, a successful one too).
-    fn has_following_time(&self, req: &Request, at: i64, dur: u64) -> bool {
-        let need = self.root_need(req);
-        self.next_time(self.graph.root(), at.saturating_add(1), dur, &need)
+    /// Whether the reservation search has a time after `at` to try for `need`
+    /// ([`Matcher::root_need`]; Fluxion's loop asks after every select, a successful one
+    /// too).
+    fn has_following_time(&self, need: &[i64], at: i64, dur: u64) -> bool {
+        self.next_time(self.graph.root(), at.saturating_add(1), dur, need)
             .is_some()
     }
 
