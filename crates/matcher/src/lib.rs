@@ -42,6 +42,7 @@ mod regraph;
 pub mod request;
 mod restore;
 mod schedule;
+mod search;
 pub mod state;
 #[cfg(test)]
 mod test_support;

@@ -7,7 +7,7 @@ use shardsched_resource::{Status, VertexId};
 
 use crate::dfu::{Errno, Walk, WalkKind, Window};
 use crate::request::Request;
-use crate::state::{PLAN_BASE, PLAN_HORIZON};
+use crate::state::PLAN_BASE;
 use crate::{Allocation, JobState, MatchError, Matcher, Placement};
 
 /// resource-query's match operations.
@@ -136,6 +136,8 @@ impl Matcher {
         } else {
             WalkKind::NoAllocate
         };
+        // Fluxion's errno before the select that finds the time (see `search`).
+        let mut errno_before = self.errno;
         let mut found = self.select(req, now, now, dur, first_kind).then_some(now);
         let mut reserve = false;
         // The kind of walk that found `found`.
@@ -162,7 +164,10 @@ impl Matcher {
                     let searched = self.search_times(req, now, dur, kind);
                     self.visits.add(self.visits.since);
                     match searched {
-                        Some(t) => found = Some(t),
+                        Some(f) => {
+                            found = Some(f.at);
+                            errno_before = f.errno_before;
+                        }
                         None => {
                             // No time left: Fluxion asks whether it could ever fit.
                             if matches!(self.errno, Errno::NoEnt | Errno::Range) {
@@ -216,14 +221,17 @@ impl Matcher {
         );
         if alloc.is_empty() {
             // Nothing taken exclusively: the update fails, leaving the select's errno — which
-            // the vertices a best-first walk skipped may have set: walk again visiting all.
-            // After a reservation search, Fluxion's loop then asked for the following time,
-            // whose absence is ENOENT (random differential seed 62677).
+            // the vertices a best-first walk skipped may have set: walk again visiting all,
+            // from the errno Fluxion had before that select. After a reservation search,
+            // Fluxion's loop then asked for the following time (`search`: ENOENT when there
+            // is none, random differential seed 62677; EBUSY when one was turned away on
+            // the way, seed 55038).
+            self.errno = errno_before;
             self.exhaustive = true;
             self.select(req, at, now, dur, found_by);
             self.exhaustive = false;
-            if at != now && !self.has_following_time(&self.root_need(req), at, dur) {
-                self.errno = Errno::NoEnt;
+            if at != now {
+                self.ask_following_time(&self.root_need(req), at, dur);
             }
             return Ok(self.no_match());
         }
@@ -297,7 +305,14 @@ impl Matcher {
     }
 
     /// One select at `at`; leaves its marks for the update.
-    fn select(&mut self, req: &Request, at: i64, now: i64, dur: u64, kind: WalkKind) -> bool {
+    pub(crate) fn select(
+        &mut self,
+        req: &Request,
+        at: i64,
+        now: i64,
+        dur: u64,
+        kind: WalkKind,
+    ) -> bool {
         self.walk(req, at, now, dur, kind).0
     }
 
@@ -402,69 +417,6 @@ impl Matcher {
         QueryOutcome::NoMatch {
             unsatisfiable: self.errno == Errno::NoDev,
         }
-    }
-
-    /// Fluxion's reservation search: from `now + 1`, the times at which jobs start or end
-    /// where the root's aggregate has the request's totals for the whole duration, each
-    /// tried with a full select; the first that succeeds.
-    fn search_times(&mut self, req: &Request, now: i64, dur: u64, kind: WalkKind) -> Option<i64> {
-        let root = self.graph.root();
-        let need = self.root_need(req);
-        if let Some(a) = self.state.aggregate(root)
-            && need.iter().zip(a.plan.totals()).any(|(n, t)| n > t)
-        {
-            self.errno = Errno::Range;
-            return None;
-        }
-        let mut t = now.saturating_add(1);
-        loop {
-            let Some(next) = self.next_time(root, t, dur, &need) else {
-                self.errno = Errno::NoEnt;
-                return None;
-            };
-            t = next.saturating_add(1);
-            if self.select(req, next, now, dur, kind) {
-                // Fluxion's loop asks for the following time even after a success: none
-                // left is ENOENT, which shows when the update then takes nothing.
-                if !self.has_following_time(&need, next, dur) {
-                    self.errno = Errno::NoEnt;
-                }
-                return Some(next);
-            }
-        }
-    }
-
-    /// What the request needs of the root's aggregate, in the aggregate's order.
-    fn root_need(&self, req: &Request) -> Vec<i64> {
-        match self.state.aggregate(self.graph.root()) {
-            Some(a) => a
-                .ranks
-                .iter()
-                .map(|r| Request::amount(&req.totals, *r).unwrap_or(0))
-                .collect(),
-            None => Vec::new(),
-        }
-    }
-
-    /// Whether the reservation search has a time after `at` to try for `need`
-    /// ([`Matcher::root_need`]; Fluxion's loop asks after every select, a successful one
-    /// too).
-    fn has_following_time(&self, need: &[i64], at: i64, dur: u64) -> bool {
-        self.next_time(self.graph.root(), at.saturating_add(1), dur, need)
-            .is_some()
-    }
-
-    /// The first time at or after `from` at which a job starts or ends and the root's
-    /// aggregate has `need` for `dur` (Fluxion's `planner_multi_avail_time_first/next`).
-    fn next_time(&self, root: VertexId, from: i64, dur: u64, need: &[i64]) -> Option<i64> {
-        let horizon = PLAN_BASE + i64::try_from(PLAN_HORIZON).unwrap_or(i64::MAX);
-        self.times.range(from..).map(|(&t, _)| t).find(|&t| {
-            crate::saturating_end(t, dur) <= horizon
-                && self
-                    .state
-                    .aggregate(root)
-                    .is_none_or(|a| a.plan.fits_during(t, dur, need))
-        })
     }
 
     /// Fluxion's `request_feasible`: enough nodes up (and, with a constraint, enough

@@ -466,7 +466,7 @@ impl<'a> Walk<'a> {
             return None;
         }
         if !self.exact_visits && !self.subtree_may_hold(u, &t, reqs) {
-            self.errno = Errno::Busy;
+            self.errno = self.errno_of_empty_subtree(u);
             return None;
         }
         // dom_discover_vtx

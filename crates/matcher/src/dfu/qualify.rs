@@ -276,6 +276,25 @@ impl<'a> Walk<'a> {
                 .all(|&(ty, n)| self.st.agg_avail(u, ty, w.at, w.dur).is_none_or(|a| a >= n))
         })
     }
+
+    /// The errno Fluxion's select ends with where our walk stops at an omitted-prefix
+    /// vertex `u` by [`Walk::subtree_may_hold`].
+    ///
+    /// Fluxion walks that subtree and nothing in it qualifies; the failures below set EBUSY
+    /// (each vertex's prune or count check), yet `u`'s own visit *succeeds*, empty: it
+    /// passed its prune, and its `dom_finish_vtx` has no request of its type to miss
+    /// (`dfu_impl.cpp` `dom_dfv`). Below the root the walk goes on with that EBUSY. At the
+    /// root, `select` then resolves the graph, finds nothing of the top request and sets
+    /// ENODEV — whatever the subtree said (random differential seed 67199). That errno is
+    /// the select's only; what the planner's next ask of the reservation search leaves
+    /// over it is `crate::search`'s (seed 55038: an EBUSY there hides it).
+    pub(super) fn errno_of_empty_subtree(&self, u: VertexId) -> Errno {
+        if u == self.tree.root() {
+            Errno::NoDev
+        } else {
+            Errno::Busy
+        }
+    }
 }
 
 /// How a vertex relates to the request list it is visited with.
