@@ -12,7 +12,8 @@
 //! launch ─► take: the oldest ready spare, whose cgroup becomes the job's
 //!        ─► hand: it takes the handoff line ─► it is the job's supervisor
 //!           (none ready, or its pipe broken: the launch starts a supervisor itself)
-//!        ─► refill
+//!        ─► refill: at once when no spare is left ready, else REFILL_SETTLE after the
+//!           last take (the launch's own start first)
 //! agent stops ─► stop: each spare's pipe closed ─► it exits, idle ─► its cgroup removed
 //! agent gone ─► each spare's pipe ends (only the agent holds it) ─► the spare exits, idle
 //!           (its empty cgroup is swept by the next agent's start)
@@ -37,7 +38,8 @@ use std::time::Duration;
 use shardsched_process::spare::{Handoff, READY_LINE, SPARE_FLAG};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin, Command};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
+use tokio::time::Instant;
 
 use crate::cgroup::{Hierarchy, JobCgroups};
 
@@ -48,6 +50,14 @@ pub const SPARE_SUPERVISORS: usize = 2;
 
 /// The CPU priority (nice value) spares start at, when the agent may restore the job's.
 pub const SPARE_NICE: i32 = 19;
+
+/// How long after a launch took a spare its replacement starts, while another spare is
+/// still ready: a launch's supervisor and its tasks start in those milliseconds, and a
+/// replacement's exec and loading (~1 ms of CPU, more than the handoff and the task's
+/// exec together) would take the CPU from them — on a machine that runs every node, from
+/// the other nodes' launches of the same job. A launch that leaves no spare ready has its
+/// replacement started at once.
+pub const REFILL_SETTLE: Duration = Duration::from_millis(50);
 
 /// How long a stopping agent waits for its idle spares to exit before it leaves their
 /// cgroups to the next agent's sweep.
@@ -77,6 +87,8 @@ impl Spare {
 struct Pool {
     ready: VecDeque<Spare>,
     starting: usize,
+    /// When a launch last took a spare.
+    last_take: Option<Instant>,
 }
 
 /// The agent's spare supervisors (shared by its launches, which run on threads of their own).
@@ -90,9 +102,13 @@ pub struct Spares {
     job_nice: Option<i32>,
     /// Where each spare gets a cgroup of its own, if the agent makes them.
     cgroups: Option<Hierarchy>,
+    /// [`REFILL_SETTLE`] (a test's own).
+    settle: Duration,
     pool: Mutex<Pool>,
     /// Asks the starter thread for one more spare (none until [`Spares::start`]).
     starter: Mutex<Option<mpsc::UnboundedSender<()>>>,
+    /// Wakes a starter waiting out [`REFILL_SETTLE`]: a launch took the last ready spare.
+    none_ready: Notify,
 }
 
 impl Spares {
@@ -113,8 +129,10 @@ impl Spares {
             wanted,
             job_nice,
             cgroups,
+            settle: REFILL_SETTLE,
             pool: Mutex::default(),
             starter: Mutex::default(),
+            none_ready: Notify::new(),
         }
     }
 
@@ -134,6 +152,7 @@ impl Spares {
                 }
                 runtime.block_on(async move {
                     while rx.recv().await.is_some() {
+                        spares.settle().await;
                         let started = spares.start_one().await;
                         let mut pool = spares.lock();
                         pool.starting -= 1;
@@ -175,7 +194,37 @@ impl Spares {
     /// The oldest ready spare, for a launch to hand its job to ([`Spares::hand`]); its
     /// cgroup is the job's from here on.
     pub fn take(&self) -> Option<Spare> {
-        self.lock().ready.pop_front()
+        let mut pool = self.lock();
+        let spare = pool.ready.pop_front();
+        pool.last_take = Some(Instant::now());
+        if pool.ready.is_empty() {
+            self.none_ready.notify_one();
+        }
+        spare
+    }
+
+    /// Waits until [`REFILL_SETTLE`] has passed since the last launch took a spare, until
+    /// no spare is ready, or until the agent stops.
+    async fn settle(&self) {
+        loop {
+            if self.stopping() {
+                return;
+            }
+            let until = {
+                let pool = self.lock();
+                match pool.last_take {
+                    Some(taken) if !pool.ready.is_empty() => taken + self.settle,
+                    _ => return,
+                }
+            };
+            if until <= Instant::now() {
+                return;
+            }
+            tokio::select! {
+                () = tokio::time::sleep_until(until) => {}
+                () = self.none_ready.notified() => {}
+            }
+        }
     }
 
     /// Hands a job to `spare`: the spare, now the job's supervisor, or `None` when it could
@@ -254,6 +303,7 @@ impl Spares {
                 .unwrap_or_else(PoisonError::into_inner)
                 .take(),
         );
+        self.none_ready.notify_one();
         let deadline = tokio::time::Instant::now() + SPARE_EXIT_WAIT;
         while self.lock().starting > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(STOP_POLL).await;
@@ -354,7 +404,68 @@ impl Spares {
         }
     }
 
+    fn stopping(&self) -> bool {
+        self.starter
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_none()
+    }
+
     fn lock(&self) -> MutexGuard<'_, Pool> {
         self.pool.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stand-in for `shardsched-supervisor --spare`: says it is ready, waits for its
+    /// handoff line (or its pipe's end) and exits.
+    fn fake_supervisor(dir: &Path) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join("spare.sh");
+        std::fs::write(&path, "#!/bin/sh\necho ready\nread line\n").expect("script");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("mode");
+        path
+    }
+
+    /// Waits until at least `n` spares are ready.
+    async fn until_ready(spares: &Spares, n: usize) {
+        let waited = tokio::time::timeout(Duration::from_secs(60), async {
+            while spares.lock().ready.len() < n {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        assert!(waited.is_ok(), "never {n} spares ready");
+    }
+
+    /// A launch that leaves a spare ready has its replacement wait out the settle (here an
+    /// hour: it must not come during the test); one that takes the last ready spare has
+    /// its replacement started at once; a stopping agent does not wait for the settle.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_replacement_waits_for_the_launch_unless_none_is_left() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut spares = Spares::new(fake_supervisor(dir.path()), 2, false, None);
+        spares.settle = Duration::from_secs(3600);
+        let spares = Arc::new(spares);
+        spares.start();
+        until_ready(&spares, 2).await;
+
+        let first = spares.take().expect("a spare");
+        spares.refill();
+        let second = spares.take().expect("another spare");
+        spares.refill();
+        // The second take left none ready: one replacement starts at once; the other waits
+        // out the settle behind it, with that one ready.
+        until_ready(&spares, 1).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(spares.lock().ready.len(), 1, "a replacement did not wait");
+        assert_eq!(spares.lock().starting, 1);
+
+        let stopped = tokio::time::timeout(Duration::from_secs(60), spares.stop()).await;
+        assert!(stopped.is_ok(), "stop waited for the settle");
+        drop((first, second));
     }
 }
