@@ -48,8 +48,15 @@ pub(crate) fn commands(mv: &Move, now: u64, want: Want<'_>) -> Vec<Transmit> {
                 if want.force_release || !answered || overdue {
                     release.push(ng.clone());
                 }
+                // Only once the donor answered the release: before, the recipient would
+                // learn nothing it can plan with (no free time yet), and its journal commit
+                // of the `incoming` node would run beside the donor's of the release, on
+                // the same disk where the daemons share one, slowing the commit the move
+                // waits for (`bench moves`: 0.80 against 0.47 ms, one idle node's move
+                // 0.5–0.6 ms longer). A node the donor releases at once is never incoming:
+                // `Acquire` brings it up from not owned.
                 let free = mv.free_by(*expected_free_ms);
-                if *incoming_acked != Some(free) {
+                if *answered && *incoming_acked != Some(free) {
                     incoming.push(IncomingNode {
                         node: ng.clone(),
                         expected_free_ms: free,
