@@ -6,13 +6,18 @@ use std::path::Path;
 
 use crate::query_run::{Scratch, query};
 
+/// The folder of the reduced case `NAME`.
+fn case_dir(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
 /// Runs `query` on the graph of the reduced case `tests/data/NAME` (`graph.graphml`, or
 /// `graph.json` read with `-f jgf`), in that folder (where the commands find its jobspecs by
 /// name), with `flags` and `-t` into a scratch file: the run and its `-t` output.
 fn query_case(name: &str, flags: &[&str], commands: &str) -> (crate::query_run::Run, String) {
-    let data = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(name);
+    let data = case_dir(name);
     let scratch = Scratch::new(name);
     let out = scratch.path("out");
     let out_text = out.to_string_lossy();
@@ -262,19 +267,16 @@ fn a_reservation_whose_update_takes_nothing_fails_with_the_full_walks_errno() {
 fn assert_as_fluxion(name: &str, flags: &[&str], commands: &str) {
     let (run, text) = query_case(name, flags, commands);
     assert!(run.stderr.is_empty(), "{}", run.stderr);
-    let expected = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(name)
-        .join("fluxion.out");
+    let expected = case_dir(name).join("fluxion.out");
     let expected = std::fs::read_to_string(&expected)
         .unwrap_or_else(|e| panic!("{}: {e}", expected.display()));
     assert_eq!(text, expected);
 }
 
 /// A request that fits no rack now (a socket's 18 cores; the first two jobs hold every
-/// node): our walk stops at the root, whose aggregate shows too few cores free below. Fluxion walks on,
-/// every rack fails its prune, yet the root's own visit succeeds, empty, and its select
-/// then fails to resolve the graph: ENODEV. The reservation search then finds a time whose
+/// node): our walk stops at the root, whose aggregate shows too few cores free below.
+/// Fluxion walks on, every rack fails its prune, yet the root's own visit succeeds, empty,
+/// and its select then fails to resolve the graph: ENODEV. The reservation search then finds a time whose
 /// update takes nothing, and neither its select nor the planner's asks for times (none
 /// turned away, one left after it) set errno again, so that ENODEV is the answer:
 /// "Unsatisfiable request" (random differential seed 67199, reduced; `fluxion.out` is

@@ -121,24 +121,17 @@ impl Matcher {
             if crate::saturating_end(t, dur) > horizon {
                 break;
             }
-            let Some(a) = agg else {
-                return TimeAsked {
-                    at: Some(t),
-                    turned_away,
-                };
-            };
-            if a.plan.fits_during(t, dur, need) {
+            if agg.is_none_or(|a| a.plan.fits_during(t, dur, need)) {
                 return TimeAsked {
                     at: Some(t),
                     turned_away,
                 };
             }
-            if need
-                .first()
-                .is_some_and(|&n0| a.plan.avail_during(t, dur, 0) >= n0)
-            {
-                turned_away = true;
-            }
+            // The first type's need fits and another's does not: `planner_avail_during`.
+            turned_away |= agg.is_some_and(|a| {
+                need.first()
+                    .is_some_and(|&n0| a.plan.avail_during(t, dur, 0) >= n0)
+            });
         }
         TimeAsked {
             at: None,
