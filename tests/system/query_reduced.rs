@@ -306,3 +306,28 @@ fn a_time_the_reservation_search_turns_away_leaves_ebusy() {
          match allocate_orelse_reserve j0.yaml\nmatch allocate_orelse_reserve j2.yaml\nquit\n",
     );
 }
+
+/// A vertex a match leaves out keeps its children taken through a cancel: job 2 takes
+/// `socket1`'s free `core2` on two nodes, but `socket1` itself refuses the job (job 1 holds
+/// its `core3`), so Fluxion's update leaves it without the job's tag; its cancel walk stops
+/// at every vertex without the tag, and `core2` stays taken — still tagged with job 2 —
+/// so the same request then finds two cores fewer (random differential seed 89279,
+/// reduced; `fluxion.out` is Fluxion's binary's).
+#[test]
+fn a_cancel_leaves_taken_what_lies_below_a_vertex_the_match_left_out() {
+    assert_as_fluxion(
+        "cancel-untagged",
+        &[
+            "-P",
+            "high",
+            "-F",
+            "rv1_nosched",
+            "-T",
+            "flexible",
+            "--prune-filters=ALL:core,ALL:node,ALL:gpu",
+        ],
+        "match allocate_with_satisfiability j0.yaml\n\
+         match allocate_orelse_reserve j3.yaml\ncancel 2\nfind jobid-tag=2\n\
+         match allocate j3.yaml\nquit\n",
+    );
+}

@@ -46,6 +46,9 @@ impl Matcher {
         learn: Option<i64>,
     ) -> Result<Placement, MatchError> {
         let mut spans = self.commit(&mut alloc, lenient, learn)?;
+        // A vertex left out has no tag in Fluxion: its cancel walk stops there, and what
+        // lies below it stays taken.
+        let partial = !self.refused.is_empty();
         let at = alloc.at;
         *self.times.entry(at).or_default() += 1;
         *self.times.entry(end_of(&alloc)).or_default() += 1;
@@ -66,7 +69,7 @@ impl Matcher {
                 state,
                 alloc,
                 spans,
-                partial: false,
+                partial,
             },
         );
         Ok(state.placement(at))
@@ -147,13 +150,28 @@ impl Matcher {
             return self.take_with_twins(jobid, job);
         }
         if job.partial {
-            // Fluxion's cancel walk stops at vertices the job no longer holds: what lies
-            // below them stays taken.
+            // Fluxion's cancel walk stops at vertices the job does not hold: what lies
+            // below them stays taken, and still listed with the job (`find`).
             let reach = self.reachable(&job.alloc.iter().map(|av| av.v.0).collect());
+            let mut left = Vec::new();
             for &s in &job.spans {
                 if reach.contains(&self.state.span_vertex(s).0) {
                     self.state.remove(s)?;
+                } else {
+                    left.push(s);
                 }
+            }
+            if !left.is_empty() {
+                let at: HashSet<u32> = left.iter().map(|&s| self.state.span_vertex(s).0).collect();
+                let mut alloc = job.alloc.clone();
+                alloc.vertices_mut().retain(|av| at.contains(&av.v.0));
+                let record = JobRecord {
+                    state: job.state,
+                    alloc,
+                    spans: left,
+                    partial: true,
+                };
+                self.orphan(jobid, record, true);
             }
             return Ok(job.alloc);
         }
