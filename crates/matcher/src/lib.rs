@@ -599,6 +599,10 @@ fn learn_weight(
     v: VertexId,
     now: i64,
 ) {
+    // Asked first: most vertices a match takes are leaves (22 cores of a socket).
+    if st.is_leaf(v) {
+        return;
+    }
     let Some(parent) = tree.parent(v) else {
         return;
     };
