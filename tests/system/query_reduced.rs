@@ -331,3 +331,27 @@ fn a_cancel_leaves_taken_what_lies_below_a_vertex_the_match_left_out() {
          match allocate j3.yaml\nquit\n",
     );
 }
+
+/// A partial cancel that fails says why on standard output in Fluxion's words, in its
+/// order: an R whose ranks are not in ascending order does not read (flux-core's
+/// `idset_decode`); of ranks the graph lacks (`2-4`: 3 and 4), the one its unordered set
+/// gives first (4); a rank the job holds nothing on. The `-t` output and standard output
+/// are Fluxion's binary's for the same commands (random differential, partial cancels).
+#[test]
+fn a_partial_cancel_that_fails_says_why_as_fluxion_does() {
+    let (run, text) = query_case(
+        "partial-cancel-errors",
+        &["-S", "CA", "-P", "low", "-F", "pretty_simple"],
+        "match allocate j0.yaml\npartial-cancel 1 rv1exec r-unordered.json\n\
+         partial-cancel 1 rv1exec r-absent.json\npartial-cancel 1 rv1exec r-unheld.json\n\
+         partial-cancel 1 rv1exec r-held.json stats\nfind sched-now=allocated\nquit\n",
+    );
+    let data = case_dir("partial-cancel-errors");
+    let read = |name: &str| std::fs::read_to_string(data.join(name)).unwrap_or_default();
+    assert_eq!(text, read("fluxion.out"));
+    assert_eq!(run.stdout, read("fluxion.stdout"));
+    assert_eq!(
+        run.stderr,
+        "ERROR: error encountered while removing job 1\n".repeat(4)
+    );
+}

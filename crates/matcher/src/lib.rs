@@ -34,7 +34,7 @@ pub use given::{GivenError, GivenVertex};
 mod partial;
 mod records;
 mod side;
-pub use partial::PartialCancel;
+pub use partial::{PartialCancel, RemoveError};
 mod gccsort;
 mod hold;
 pub mod policy;
@@ -47,6 +47,7 @@ pub mod state;
 #[cfg(test)]
 mod test_support;
 pub mod types;
+mod unordered;
 pub mod update;
 mod visits;
 pub mod writer;
@@ -162,6 +163,8 @@ pub enum MatchError {
     Internal(String),
     #[error(transparent)]
     Attach(#[from] shardsched_resource::AttachError),
+    #[error(transparent)]
+    Remove(#[from] RemoveError),
 }
 
 /// A resource graph with its scheduling state and the jobs placed on it.

@@ -25,16 +25,41 @@ pub struct PartialCancel {
     pub full: bool,
 }
 
-/// Counts given back by rank, by type, and each rank's top vertex.
+/// Why a partial cancel by ranks failed, in the words of Fluxion's `remove`
+/// (`dfu_impl_update.cpp`), which resource-query prints on standard output.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RemoveError {
+    /// The R names a rank the graph does not have (Fluxion writes no `: ` here).
+    #[error("remove{0} not found in by_rank map.")]
+    NoSuchRank(i64),
+    /// No rank was named.
+    #[error("remove: rank_to_root is empty.")]
+    NoRank,
+    /// The job held nothing on a rank the R names.
+    #[error("remove: {0} not found in rank_to_counts.")]
+    NothingHeldOnRank(i64),
+    /// The R did not read, or (a JGF R) names a vertex the graph lacks or the job does not
+    /// hold exclusively: Fluxion's reader fails (what it gave back before stays given back).
+    #[error("remove: partial_cancel returned error.")]
+    ReadFailed,
+}
+
+/// Counts given back by rank, by type, and each rank's top vertex (Fluxion's
+/// `rank_to_counts` and `rank_to_root`).
 #[derive(Default)]
 struct Freed {
     counts: BTreeMap<i64, HashMap<shardsched_resource::Sym, i64>>,
     roots: BTreeMap<i64, (usize, VertexId)>,
+    /// The ranks in the order they entered `roots` (what orders Fluxion's unordered map).
+    entered: Vec<i64>,
 }
 
 impl Freed {
     fn root(&mut self, rank: i64, v: VertexId, path_len: usize) {
-        let e = self.roots.entry(rank).or_insert((usize::MAX, v));
+        let e = self.roots.entry(rank).or_insert_with(|| {
+            self.entered.push(rank);
+            (usize::MAX, v)
+        });
         if path_len < e.0 {
             *e = (path_len, v);
         }
@@ -50,12 +75,13 @@ impl Matcher {
     ) -> Result<PartialCancel, MatchError> {
         self.uncover_job(jobid)?;
         let mut freed = Freed::default();
-        for &rank in ranks {
+        // Fluxion's reader puts the ranks, ascending, into an unordered set; its walk of
+        // them stops at the first the graph lacks, so which it names follows that set's
+        // order (and so does the order they enter `rank_to_root`).
+        for rank in crate::unordered::iteration_order(ranks.iter().copied()) {
             let members: Vec<VertexId> = self.graph.rank_vertices(rank).collect();
             if members.is_empty() {
-                return Err(MatchError::BadRequest(format!(
-                    "{rank} not found in by_rank map"
-                )));
+                return Err(RemoveError::NoSuchRank(rank).into());
             }
             for v in members {
                 if self.holds(jobid, v) {
@@ -78,16 +104,13 @@ impl Matcher {
         self.uncover_job(jobid)?;
         let mut freed = Freed::default();
         for v in vertices {
+            // (Fluxion's reader: "inconsistent input vertex: nonexistent path", "can't
+            // find x_checker span for job …".)
             let Some(v) = *v else {
-                return Err(MatchError::BadRequest(
-                    "inconsistent input vertex: nonexistent path".into(),
-                ));
+                return Err(RemoveError::ReadFailed.into());
             };
             if !self.holds(jobid, v) {
-                return Err(MatchError::BadRequest(format!(
-                    "can't find x_checker span for job {jobid} in {}",
-                    self.graph.name(v)
-                )));
+                return Err(RemoveError::ReadFailed.into());
             }
             self.give_back(jobid, v, &mut freed, true)?;
             let len = self.graph.path(v).len();
@@ -196,15 +219,16 @@ impl Matcher {
     /// The ancestors' step (see the module doc).
     fn shrink_ancestors(&mut self, jobid: u64, freed: &Freed) -> Result<PartialCancel, MatchError> {
         if freed.roots.is_empty() {
-            return Err(MatchError::BadRequest("rank_to_root is empty".into()));
+            return Err(RemoveError::NoRank.into());
         }
         let mut parent_counts: BTreeMap<u32, HashMap<shardsched_resource::Sym, i64>> =
             BTreeMap::new();
-        for (rank, &(_, root)) in &freed.roots {
-            let Some(counts) = freed.counts.get(rank) else {
-                return Err(MatchError::BadRequest(format!(
-                    "{rank} not found in rank_to_counts"
-                )));
+        for rank in crate::unordered::iteration_order(freed.entered.iter().copied()) {
+            let Some(&(_, root)) = freed.roots.get(&rank) else {
+                continue;
+            };
+            let Some(counts) = freed.counts.get(&rank) else {
+                return Err(RemoveError::NothingHeldOnRank(rank).into());
             };
             let mut cur = root;
             while let Some(p) = self.tree().parent(cur) {

@@ -5,10 +5,12 @@
 //! `0-99999999999` costs 16 bytes until someone iterates it; readers check [`IdSet::len`]
 //! against their bounds first.
 //!
-//! The syntax follows flux-core's `idset_decode`: comma-separated ids and `lo-hi` ranges,
-//! optionally inside one pair of brackets (`[0-3]`); overlaps and any order are accepted (it is
-//! a set); `hi < lo` is an error; the empty string is the empty set. [`IdSet`]'s `Display`
-//! is flux-core's encoding: sorted, maximal ranges joined by commas, single ids alone.
+//! [`IdSet::parse`] reads comma-separated ids and `lo-hi` ranges, optionally inside one pair
+//! of brackets (`[0-3]`), more leniently than flux-core's `idset_decode`: overlaps and any
+//! order are accepted (it is a set); `hi < lo` is an error; the empty string is the empty
+//! set. [`IdSet::parse_rfc22`] is `idset_decode` itself, for where Fluxion's readers are
+//! matched. [`IdSet`]'s `Display` is flux-core's encoding: sorted, maximal ranges joined by
+//! commas, single ids alone.
 
 use std::fmt;
 
@@ -68,6 +70,43 @@ impl IdSet {
             }
             ranges.push((lo, hi));
             offset += item.len() + 1;
+        }
+        Ok(IdSet::from_ranges(ranges))
+    }
+
+    /// Parses an idset as flux-core's `idset_decode` does (RFC 22), more strictly than
+    /// [`IdSet::parse`]: ids and `lo-hi` ranges (`hi > lo`) in strictly ascending order,
+    /// no leading zero, ids below 2^31; empty items between commas are skipped. What
+    /// Fluxion's readers of an R accept, e.g. the ranks of a partial cancel's rv1exec R.
+    pub fn parse_rfc22(text: &str) -> Result<IdSet, IdsetError> {
+        let err = |message: &str| IdsetError {
+            text: text.to_string(),
+            offset: 0,
+            message: message.to_string(),
+        };
+        let body = match text.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
+            Some(body) => body,
+            None => text,
+        };
+        if body.contains(['[', ']']) {
+            return Err(err("mismatched or nested brackets"));
+        }
+        let mut ranges: Vec<(u64, u64)> = Vec::new();
+        for item in body.split(',').filter(|i| !i.is_empty()) {
+            let (lo, hi) = match item.split_once('-') {
+                Some((lo, hi)) => (rfc22_id(lo), rfc22_id(hi)),
+                None => (rfc22_id(item), rfc22_id(item)),
+            };
+            let (Some(lo), Some(hi)) = (lo, hi) else {
+                return Err(err("error parsing range"));
+            };
+            if item.contains('-') && hi <= lo {
+                return Err(err("error parsing range"));
+            }
+            if ranges.last().is_some_and(|&(_, last)| lo <= last) {
+                return Err(err("range is out of order"));
+            }
+            ranges.push((lo, hi));
         }
         Ok(IdSet::from_ranges(ranges))
     }
@@ -177,6 +216,15 @@ pub fn format_idset(ids: impl IntoIterator<Item = u64>) -> String {
     IdSet::from_ids(ids).to_string()
 }
 
+/// An id as RFC 22 writes it: decimal digits, no leading zero, below 2^31 (flux-core's
+/// `IDSET_MAX_UNIVERSE`).
+fn rfc22_id(s: &str) -> Option<u64> {
+    if s.len() > 1 && s.starts_with('0') {
+        return None;
+    }
+    parse_id(s).filter(|&id| id < 1 << 31)
+}
+
 fn parse_id(s: &str) -> Option<u64> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -189,6 +237,35 @@ fn parse_id(s: &str) -> Option<u64> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn rfc22_accepts_what_flux_core_does_and_nothing_else() {
+        // Each as Fluxion's partial cancel read it (its rv1exec reader, flux-core's
+        // `idset_decode_add`), checked with its binary.
+        for ok in ["0-3,5", "[0-1]", "", "0,2-3", ",1,,3,", "2147483647"] {
+            assert!(IdSet::parse_rfc22(ok).is_ok(), "{ok:?}");
+        }
+        for bad in [
+            "1,1",
+            "0-2,1",
+            "2-1",
+            "1-1",
+            "01",
+            "0-1,1-2",
+            "1,0-1",
+            "-1",
+            "1-2-3",
+            "[1",
+            "1]",
+            "[[1]]",
+            " 1",
+            "2147483648",
+            "a",
+        ] {
+            assert!(IdSet::parse_rfc22(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(IdSet::parse_rfc22(",1,,3-4,").unwrap().to_string(), "1,3-4");
+    }
 
     #[test]
     fn parses_and_formats_ranges() {

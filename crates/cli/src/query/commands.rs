@@ -6,6 +6,7 @@ use anyhow::Result;
 use std::collections::BTreeSet;
 
 use shardsched_matcher::find::FindError;
+use shardsched_matcher::{MatchError, RemoveError};
 use shardsched_resource::{Status, VertexId};
 
 use super::{BAR, Lifecycle, Session};
@@ -43,7 +44,12 @@ impl Session {
 
     /// `partial-cancel JOBID jgf|rv1exec FILE [stats]`: gives back the part of an
     /// allocation the R in FILE names (Fluxion's `remove` with an R).
-    pub(super) fn cmd_partial_cancel(&mut self, words: &[&str], out: &mut dyn Write) -> Result<()> {
+    pub(super) fn cmd_partial_cancel(
+        &mut self,
+        words: &[&str],
+        out: &mut dyn Write,
+        stdout: &mut dyn Write,
+    ) -> Result<()> {
         let jobid = strtoll(words[1]) as u64;
         let format = words[2];
         if format != "jgf" && format != "rv1exec" {
@@ -63,18 +69,15 @@ impl Session {
             }
             return Ok(());
         }
+        let unread = |_| MatchError::Remove(RemoveError::ReadFailed);
         let result = if format == "rv1exec" {
-            rv1exec_ranks(&text).and_then(|ranks| {
-                self.matcher
-                    .partial_cancel_ranks(jobid, &ranks)
-                    .map_err(|e| e.to_string())
-            })
+            rv1exec_ranks(&text)
+                .map_err(unread)
+                .and_then(|ranks| self.matcher.partial_cancel_ranks(jobid, &ranks))
         } else {
-            self.jgf_vertices(&text).and_then(|vs| {
-                self.matcher
-                    .partial_cancel_vertices(jobid, &vs)
-                    .map_err(|e| e.to_string())
-            })
+            self.jgf_vertices(&text)
+                .map_err(unread)
+                .and_then(|vs| self.matcher.partial_cancel_vertices(jobid, &vs))
         };
         match result {
             Ok(done) => {
@@ -85,7 +88,14 @@ impl Session {
                     }
                 }
             }
-            Err(_) => eprintln!("ERROR: error encountered while removing job {jobid}"),
+            Err(e) => {
+                // resource-query prints why its traverser's `remove` failed on standard
+                // output, then the error on standard error.
+                if let MatchError::Remove(why) = e {
+                    writeln!(stdout, "{why}")?;
+                }
+                eprintln!("ERROR: error encountered while removing job {jobid}");
+            }
         }
         // Fluxion's partial cancel visits nothing it counts, and its totals say so.
         self.matcher.set_visit_totals((0, 0));
@@ -347,6 +357,9 @@ pub(super) fn help(words: &[&str], stdout: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
+/// Most ranks a partial cancel's rv1exec R may name (each is looked up in the graph).
+const PARTIAL_CANCEL_RANKS_MAX: u128 = 1 << 24;
+
 /// The ranks of an rv1exec R's `execution.R_lite` (Fluxion's rv1exec partial cancel).
 fn rv1exec_ranks(text: &str) -> std::result::Result<BTreeSet<i64>, String> {
     let v: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
@@ -363,8 +376,14 @@ fn rv1exec_ranks(text: &str) -> std::result::Result<BTreeSet<i64>, String> {
             .get("rank")
             .and_then(serde_json::Value::as_str)
             .ok_or("R_lite: an entry without a rank")?;
-        let ids = shardsched_resource::parse_idset(r, 1 << 24).map_err(|e| e.to_string())?;
-        ranks.extend(ids.iter().map(|&i| i as i64));
+        // As flux-core's `idset_decode_add` reads it (ascending, no leading zero, …).
+        let ids = shardsched_resource::IdSet::parse_rfc22(r).map_err(|e| e.to_string())?;
+        if ids.len() > PARTIAL_CANCEL_RANKS_MAX {
+            return Err(format!(
+                "R_lite: more than {PARTIAL_CANCEL_RANKS_MAX} ranks"
+            ));
+        }
+        ranks.extend(ids.iter().map(|i| i as i64));
     }
     Ok(ranks)
 }

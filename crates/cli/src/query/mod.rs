@@ -294,7 +294,7 @@ impl Session {
             Some("update") => self.cmd_update(words, out, stdout)?,
             Some("cancel") => self.cmd_cancel(words, out)?,
             Some("find") => self.cmd_find(words, out)?,
-            Some("partial-cancel") => self.cmd_partial_cancel(words, out)?,
+            Some("partial-cancel") => self.cmd_partial_cancel(words, out, stdout)?,
             Some("set-property") => self.cmd_set_property(words, out)?,
             Some("get-property") => self.cmd_get_property(words, out)?,
             Some("set-status") => self.cmd_set_status(words, out)?,
