@@ -16,7 +16,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::GenError;
-use crate::commands::random_commands;
+use crate::commands::{PARTIAL_R_FILE, random_commands, with_partial_cancels};
 use crate::graph::random_graph;
 use crate::jobspec::random_jobspec;
 
@@ -96,6 +96,10 @@ fn weighted<'a>(rng: &mut ChaCha8Rng, items: &[(&'a str, u32)]) -> &'a str {
 /// `without_allocating`, `cancel … stats`); the others are tagged `tier:core`.
 pub const EXTENDED_SHARE: f64 = 0.35;
 
+/// Share of extended cases whose stream gives part of a job back (`partial-cancel` with an
+/// rv1exec R naming some node ranks).
+pub const PARTIAL_CANCEL_SHARE: f64 = 0.3;
+
 /// The case for `seed`: the same seed gives the same bytes.
 pub fn generate(seed: u64) -> Case {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -168,8 +172,18 @@ pub fn generate(seed: u64) -> Case {
             .unwrap_or("ALL:core");
         args.push(format!("--prune-filters={filters}"));
     }
-    let (commands, f) = random_commands(&mut rng, &graph, &names, extended, policy == "variation");
+    let (mut commands, f) =
+        random_commands(&mut rng, &graph, &names, extended, policy == "variation");
     features.extend(f);
+    // Drawn last, so that the cases without it are the ones earlier generators made.
+    if extended
+        && rng.random_bool(PARTIAL_CANCEL_SHARE)
+        && let Some((spliced, r)) = with_partial_cancels(&mut rng, &graph, &commands)
+    {
+        features.insert("partial-cancel");
+        commands = spliced;
+        files.push((PARTIAL_R_FILE.to_string(), r));
+    }
     files.push((COMMANDS_FILE.to_string(), commands));
     Case {
         info: CaseInfo {
@@ -263,6 +277,7 @@ mod tests {
             "xor-slots",
             "v1",
             "find",
+            "partial-cancel",
         ] {
             assert!(
                 cases.iter().any(|c| c.features.contains(f)),

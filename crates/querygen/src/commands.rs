@@ -1,7 +1,8 @@
 //! Random command streams: 3 to 30 commands of resource-query's language, mixing the match
 //! operations with cancels, status changes, properties, `find` expressions and the commands
-//! that print to standard output only (`info`, `list`, `stat`). Every stream ends with
-//! `quit`: without it Fluxion's resource-query spins at end of input.
+//! that print to standard output only (`info`, `list`, `stat`); [`with_partial_cancels`]
+//! splices partial cancels into one. Every stream ends with `quit`: without it Fluxion's
+//! resource-query spins at end of input.
 
 use std::fmt::Write as _;
 
@@ -259,6 +260,60 @@ pub fn random_commands(
     (s, f)
 }
 
+/// The rv1exec R file a stream's `partial-cancel` commands name.
+pub const PARTIAL_R_FILE: &str = "r0.json";
+
+/// Splices one or two `partial-cancel JOB rv1exec r0.json [stats]` commands into `stream`
+/// (before its `quit`, each naming a job handed out before it where there is one) and
+/// returns the stream with the R file they name: an rv1exec R of one to three of the
+/// graph's node ranks. `None` for a graph without nodes.
+pub fn with_partial_cancels(
+    rng: &mut ChaCha8Rng,
+    g: &Graph,
+    stream: &str,
+) -> Option<(String, String)> {
+    let ranks: Vec<i64> = g
+        .vertices
+        .iter()
+        .filter(|v| v.ty == "node" && v.rank >= 0)
+        .map(|v| v.rank)
+        .collect();
+    let first = *ranks.choose(rng)?;
+    let mut named = vec![first];
+    for _ in 0..rng.random_range(0..=2) {
+        if let Some(&r) = ranks.choose(rng) {
+            named.push(r);
+        }
+    }
+    named.sort_unstable();
+    named.dedup();
+    let idset: Vec<String> = named.iter().map(i64::to_string).collect();
+    let r = format!(
+        "{{\"version\": 1, \"execution\": {{\"R_lite\": [{{\"rank\": \"{}\", \
+         \"children\": {{\"core\": \"0\"}}}}], \"nodelist\": [\"node0\"], \
+         \"starttime\": 0, \"expiration\": 0}}}}\n",
+        idset.join(",")
+    );
+    let mut lines: Vec<String> = stream.lines().map(String::from).collect();
+    for _ in 0..rng.random_range(1..=2) {
+        // Before `quit`, the last line.
+        let at = rng.random_range(0..lines.len());
+        let handed_out = lines[..at]
+            .iter()
+            .filter(|l| l.starts_with("match allocate") || l.starts_with("multi-match"))
+            .count() as u64;
+        let job = rng.random_range(1..=handed_out.max(1));
+        let stats = if rng.random_bool(0.3) { " stats" } else { "" };
+        lines.insert(
+            at,
+            format!("partial-cancel {job} rv1exec {PARTIAL_R_FILE}{stats}"),
+        );
+    }
+    let mut out = lines.join("\n");
+    out.push('\n');
+    Some((out, r))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,6 +333,29 @@ mod tests {
                 (STREAM_COMMANDS_MIN..=STREAM_COMMANDS_MAX).contains(&n),
                 "{n}"
             );
+        }
+    }
+
+    #[test]
+    fn partial_cancels_come_before_quit_and_name_node_ranks() {
+        for seed in 0..50 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let g = random_graph(&mut rng);
+            let (s, _) = random_commands(&mut rng, &g, &["j0.yaml".to_string()], true, false);
+            let Some((spliced, r)) = with_partial_cancels(&mut rng, &g, &s) else {
+                continue;
+            };
+            let lines: Vec<&str> = spliced.lines().collect();
+            assert_eq!(lines.last(), Some(&"quit"));
+            let added = lines.len() - s.lines().count();
+            assert!((1..=2).contains(&added), "{added}");
+            assert!(lines.iter().any(|l| l.starts_with("partial-cancel ")));
+            let v: serde_json::Value = serde_json::from_str(&r).expect("R is JSON");
+            let idset = v["execution"]["R_lite"][0]["rank"].as_str().expect("ranks");
+            for rank in idset.split(',') {
+                let rank: i64 = rank.parse().expect("a rank");
+                assert!(g.vertices.iter().any(|v| v.ty == "node" && v.rank == rank));
+            }
         }
     }
 }
