@@ -140,9 +140,10 @@ pub struct JobRecord {
     /// The vertices the job holds (Fluxion's job tags), children before parents.
     pub alloc: Allocation,
     pub spans: Vec<SpanRef>,
-    /// Part of it was cancelled ([`Matcher::partial_cancel_ranks`]), or its match left out
-    /// a vertex whose calendar refused it ([`Matcher::last_refused`]): what it holds may
-    /// not all be reachable from the root through vertices it holds.
+    /// Part of it was cancelled ([`Matcher::partial_cancel_ranks`]), or (resource-query's
+    /// matches) its match left out a vertex whose calendar refused it
+    /// ([`Matcher::last_refused`]): what it holds may not all be reachable from the root
+    /// through vertices it holds.
     pub partial: bool,
 }
 

@@ -25,7 +25,7 @@ pub struct PartialCancel {
     pub full: bool,
 }
 
-/// Why a partial cancel by ranks failed, in the words of Fluxion's `remove`
+/// Why a partial cancel failed, in the words of Fluxion's `remove`
 /// (`dfu_impl_update.cpp`), which resource-query prints on standard output.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RemoveError {

@@ -46,9 +46,6 @@ impl Matcher {
         learn: Option<i64>,
     ) -> Result<Placement, MatchError> {
         let mut spans = self.commit(&mut alloc, lenient, learn)?;
-        // A vertex left out has no tag in Fluxion: its cancel walk stops there, and what
-        // lies below it stays taken.
-        let partial = !self.refused.is_empty();
         let at = alloc.at;
         *self.times.entry(at).or_default() += 1;
         *self.times.entry(end_of(&alloc)).or_default() += 1;
@@ -69,7 +66,7 @@ impl Matcher {
                 state,
                 alloc,
                 spans,
-                partial,
+                partial: false,
             },
         );
         Ok(state.placement(at))

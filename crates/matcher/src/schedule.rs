@@ -275,6 +275,10 @@ impl Matcher {
         let placed = self.record_match(jobid, state, alloc, learn)?;
         let taken = self.last_recorded;
         if fluxion && let Some(job) = self.jobs.get_mut(&jobid) {
+            // A vertex left out has no tag of the job in Fluxion: its cancel walk stops
+            // there, and what lies below it stays taken (`Matcher::take`). A queue gives
+            // back all a job holds.
+            job.partial |= taken < listed;
             // Fluxion's walk level is not restored at a vertex whose calendar refused it,
             // and the level is the writers' indentation from then on, in every later walk.
             if self.level_drift > 0 {
