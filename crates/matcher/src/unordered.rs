@@ -98,8 +98,8 @@ impl Table {
         match self.before.get(&b).copied() {
             Some(Before::Head) => {
                 self.next[i] = self.first;
+                // `i` is now `b`'s first node and the list's: `b` still starts at the head.
                 self.first = Some(i);
-                // The bucket that started the list now starts after `i`: it is `b` itself.
             }
             Some(Before::Node(p)) => {
                 self.next[i] = self.next[p];
