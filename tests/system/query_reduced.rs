@@ -355,3 +355,26 @@ fn a_partial_cancel_that_fails_says_why_as_fluxion_does() {
         "ERROR: error encountered while removing job 1\n".repeat(4)
     );
 }
+
+/// A partial cancel that fails half-way, then a cancel: Fluxion's cancel walk stops where
+/// the partial one took the job's tags, so the job's pruning-filter records stay at the
+/// vertices it does not reach, and `find jobid-span=` still reports them (random
+/// differential seed 23911, reduced; `fluxion.out` is Fluxion's binary's).
+#[test]
+fn filter_records_no_cancel_reaches_stay_with_the_job() {
+    let (run, text) = query_case(
+        "cancel-after-failed-partial",
+        &["-S", "CA", "-P", "lonode", "-F", "simple"],
+        "match allocate j0.yaml\nmatch allocate_with_satisfiability j0.yaml\n\
+         partial-cancel 2 rv1exec r0.json\ncancel 2\nfind jobid-span=2\nquit\n",
+    );
+    let expected =
+        std::fs::read_to_string(case_dir("cancel-after-failed-partial").join("fluxion.out"))
+            .unwrap_or_default();
+    assert_eq!(text, expected);
+    assert_eq!(run.stdout, "remove: 0 not found in rank_to_counts.\n");
+    assert_eq!(
+        run.stderr,
+        "ERROR: error encountered while removing job 2\n"
+    );
+}

@@ -297,12 +297,13 @@ struct Find<'a> {
 }
 
 impl Matcher {
-    /// Job `jobid`'s record in `v`'s pruning filter (its twins' included): the units of
+    /// Job `jobid`'s record in `v`'s pruning filter (its twins' and what no cancel reaches
+    /// included: Fluxion keeps a filter record until a cancel removes it): the units of
     /// each aggregate type it takes there.
     fn job_aggregate(&self, jobid: u64, v: VertexId) -> Option<&[i64]> {
         self.job(jobid)
             .into_iter()
-            .chain(self.twins_of(jobid))
+            .chain(self.beside(jobid))
             .flat_map(|job| &job.spans)
             .find_map(|&s| self.state.aggregate_span(v, s))
     }

@@ -67,6 +67,14 @@ impl Matcher {
             .map(|s| &s.record)
     }
 
+    /// Every record beside the books under job `jobid`'s id: its twins and its orphans.
+    pub(crate) fn beside(&self, jobid: u64) -> impl Iterator<Item = &JobRecord> {
+        self.side
+            .iter()
+            .filter(move |s| s.jobid == jobid)
+            .map(|s| &s.record)
+    }
+
     /// Whether job `jobid` holds records of an earlier match under its id.
     pub(crate) fn has_twins(&self, jobid: u64) -> bool {
         self.twins_of(jobid).next().is_some()
