@@ -267,10 +267,13 @@ fn a_reservation_whose_update_takes_nothing_fails_with_the_full_walks_errno() {
 fn assert_as_fluxion(name: &str, flags: &[&str], commands: &str) {
     let (run, text) = query_case(name, flags, commands);
     assert!(run.stderr.is_empty(), "{}", run.stderr);
-    let expected = case_dir(name).join("fluxion.out");
-    let expected = std::fs::read_to_string(&expected)
-        .unwrap_or_else(|e| panic!("{}: {e}", expected.display()));
-    assert_eq!(text, expected);
+    assert_eq!(text, fluxion_file(name, "fluxion.out"));
+}
+
+/// What Fluxion's binary wrote for the reduced case `NAME`, stored in its folder as `file`.
+fn fluxion_file(name: &str, file: &str) -> String {
+    let path = case_dir(name).join(file);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// A request that fits no rack now (a socket's 18 cores; the first two jobs hold every
@@ -335,7 +338,9 @@ fn a_cancel_leaves_taken_what_lies_below_a_vertex_the_match_left_out() {
 /// A partial cancel that fails says why on standard output in Fluxion's words, in its
 /// order: an R whose ranks are not in ascending order does not read (flux-core's
 /// `idset_decode`); of ranks the graph lacks (`2-4`: 3 and 4), the one its unordered set
-/// gives first (4); a rank the job holds nothing on. The `-t` output and standard output
+/// gives first (4); a rank the job holds nothing on (2); a rank whose one vertex (the node:
+/// the graph gives the vertices below it no rank) the job holds shared, which gives back
+/// nothing Fluxion counts (0). The `-t` output and standard output
 /// are Fluxion's binary's for the same commands (random differential, partial cancels).
 #[test]
 fn a_partial_cancel_that_fails_says_why_as_fluxion_does() {
@@ -346,10 +351,11 @@ fn a_partial_cancel_that_fails_says_why_as_fluxion_does() {
          partial-cancel 1 rv1exec r-absent.json\npartial-cancel 1 rv1exec r-unheld.json\n\
          partial-cancel 1 rv1exec r-held.json stats\nfind sched-now=allocated\nquit\n",
     );
-    let data = case_dir("partial-cancel-errors");
-    let read = |name: &str| std::fs::read_to_string(data.join(name)).unwrap_or_default();
-    assert_eq!(text, read("fluxion.out"));
-    assert_eq!(run.stdout, read("fluxion.stdout"));
+    assert_eq!(text, fluxion_file("partial-cancel-errors", "fluxion.out"));
+    assert_eq!(
+        run.stdout,
+        fluxion_file("partial-cancel-errors", "fluxion.stdout")
+    );
     assert_eq!(
         run.stderr,
         "ERROR: error encountered while removing job 1\n".repeat(4)
@@ -368,10 +374,10 @@ fn filter_records_no_cancel_reaches_stay_with_the_job() {
         "match allocate j0.yaml\nmatch allocate_with_satisfiability j0.yaml\n\
          partial-cancel 2 rv1exec r0.json\ncancel 2\nfind jobid-span=2\nquit\n",
     );
-    let expected =
-        std::fs::read_to_string(case_dir("cancel-after-failed-partial").join("fluxion.out"))
-            .unwrap_or_default();
-    assert_eq!(text, expected);
+    assert_eq!(
+        text,
+        fluxion_file("cancel-after-failed-partial", "fluxion.out")
+    );
     assert_eq!(run.stdout, "remove: 0 not found in rank_to_counts.\n");
     assert_eq!(
         run.stderr,

@@ -158,18 +158,7 @@ impl Matcher {
                     left.push(s);
                 }
             }
-            if !left.is_empty() {
-                let at: HashSet<u32> = left.iter().map(|&s| self.state.span_vertex(s).0).collect();
-                let mut alloc = job.alloc.clone();
-                alloc.vertices_mut().retain(|av| at.contains(&av.v.0));
-                let record = JobRecord {
-                    state: job.state,
-                    alloc,
-                    spans: left,
-                    partial: true,
-                };
-                self.orphan(jobid, record, true);
-            }
+            self.orphan_left(jobid, job.state, &job.alloc, left, true);
             return Ok(job.alloc);
         }
         self.state.remove_each(&job.spans)?;

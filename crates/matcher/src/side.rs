@@ -89,6 +89,31 @@ impl Matcher {
         });
     }
 
+    /// Keeps the records `left` of a job that no cancel reaches any more, beyond any cancel:
+    /// with the vertices of `alloc` they are on, in `state`. Nothing when none is left.
+    pub(crate) fn orphan_left(
+        &mut self,
+        jobid: u64,
+        state: JobState,
+        alloc: &Allocation,
+        left: Vec<SpanRef>,
+        tagged: bool,
+    ) {
+        if left.is_empty() {
+            return;
+        }
+        let at: HashSet<u32> = left.iter().map(|&s| self.state.span_vertex(s).0).collect();
+        let mut alloc = alloc.clone();
+        alloc.vertices_mut().retain(|av| at.contains(&av.v.0));
+        let record = JobRecord {
+            state,
+            alloc,
+            spans: left,
+            partial: true,
+        };
+        self.orphan(jobid, record, tagged);
+    }
+
     /// Job `jobid`'s twins go beyond any cancel with its record (a partial cancel).
     pub(crate) fn orphan_twins(&mut self, jobid: u64) {
         for s in self.side.iter_mut() {
@@ -223,19 +248,7 @@ impl Matcher {
                     left.push(s);
                 }
             }
-            if !left.is_empty() {
-                let st = &self.state;
-                let at: HashSet<u32> = left.iter().map(|&s| st.span_vertex(s).0).collect();
-                let mut alloc = r.alloc.clone();
-                alloc.vertices_mut().retain(|av| at.contains(&av.v.0));
-                let record = JobRecord {
-                    state: JobState::Reserved,
-                    alloc,
-                    spans: left,
-                    partial: true,
-                };
-                self.orphan(jobid, record, false);
-            }
+            self.orphan_left(jobid, JobState::Reserved, &r.alloc, left, false);
         }
         Ok(records.swap_remove(0).alloc)
     }

@@ -93,16 +93,13 @@ impl IdSet {
         }
         let mut ranges: Vec<(u64, u64)> = Vec::new();
         for item in body.split(',').filter(|i| !i.is_empty()) {
-            let (lo, hi) = match item.split_once('-') {
-                Some((lo, hi)) => (rfc22_id(lo), rfc22_id(hi)),
-                None => (rfc22_id(item), rfc22_id(item)),
+            let range = match item.split_once('-') {
+                Some((lo, hi)) => rfc22_id(lo).zip(rfc22_id(hi)).filter(|(lo, hi)| hi > lo),
+                None => rfc22_id(item).map(|id| (id, id)),
             };
-            let (Some(lo), Some(hi)) = (lo, hi) else {
+            let Some((lo, hi)) = range else {
                 return Err(err("error parsing range"));
             };
-            if item.contains('-') && hi <= lo {
-                return Err(err("error parsing range"));
-            }
             if ranges.last().is_some_and(|&(_, last)| lo <= last) {
                 return Err(err("range is out of order"));
             }
