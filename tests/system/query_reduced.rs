@@ -384,3 +384,51 @@ fn filter_records_no_cancel_reaches_stay_with_the_job() {
         "ERROR: error encountered while removing job 2\n"
     );
 }
+
+/// A partial cancel that gives back the root's record of its first type (here one of 0
+/// units: the job asked no gpu) takes the job's start and end out of that type's planner,
+/// whose points are the only instants Fluxion's reservation search tries: the same job
+/// asked again finds no time, where without the partial cancel it would be reserved at the
+/// first job's end (random differential seed 7385, reduced; `fluxion.out` is Fluxion's
+/// binary's).
+#[test]
+fn a_partial_cancel_takes_the_jobs_instants_out_of_the_reservation_search() {
+    let flags: Vec<&str> = "-S CA -P first -F rv1_nosched -T flexible"
+        .split(' ')
+        .collect();
+    let (_, text) = query_case(
+        "partial-cancel-times",
+        &flags,
+        "match allocate_with_satisfiability j0.yaml\n\
+         partial-cancel 1 rv1exec r0.json stats\n\
+         match allocate_orelse_reserve j0.yaml\nquit\n",
+    );
+    assert_eq!(text, fluxion_file("partial-cancel-times", "fluxion.out"));
+    let (_, plain) = query_case(
+        "partial-cancel-times",
+        &flags,
+        "match allocate_with_satisfiability j0.yaml\n\
+         match allocate_orelse_reserve j0.yaml\nquit\n",
+    );
+    assert!(plain.contains("SCHEDULED AT=3600"), "{plain}");
+}
+
+/// After a partial cancel an ancestor the job held exclusively keeps its own units taken
+/// (Fluxion's partial cancel shrinks the ancestors' filters and drops their job counts, but
+/// leaves their schedule spans), so a vertex no job count touches is not free any more: the
+/// same request then finds nothing (random differential seed 134064, reduced; `fluxion.out`
+/// is Fluxion's binary's).
+#[test]
+fn an_ancestor_a_partial_cancel_leaves_held_stays_taken() {
+    let (run, text) = query_case(
+        "partial-cancel-held-ancestor",
+        &["-S", "CA", "-P", "low", "-F", "jgf", "-T", "flexible"],
+        "match allocate j0.yaml\npartial-cancel 1 rv1exec r0.json\n\
+         match allocate_with_satisfiability j0.yaml\nquit\n",
+    );
+    assert_eq!(
+        text,
+        fluxion_file("partial-cancel-held-ancestor", "fluxion.out")
+    );
+    assert_eq!(run.stdout, "");
+}

@@ -138,6 +138,8 @@ impl Matcher {
             alloc,
             spans,
             partial: false,
+            // No aggregate records it (the walk does not start): no instants to try.
+            in_times: false,
         };
         self.jobs.insert(jobid, record);
         Ok(placed)

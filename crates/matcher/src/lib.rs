@@ -145,6 +145,12 @@ pub struct JobRecord {
     /// ([`Matcher::last_refused`]): what it holds may not all be reachable from the root
     /// through vertices it holds.
     pub partial: bool,
+    /// Its start and end are among the instants a reservation search tries (the
+    /// matcher's `times`): in Fluxion, the root's aggregate holds a span of it for its
+    /// first type, whose planner's points are the instants tried. A partial cancel that
+    /// gives that span back (all of it, or a span of 0 units: `planner_multi_reduce_span`)
+    /// takes them out while the job keeps the rest.
+    pub in_times: bool,
 }
 
 /// Errors of the matcher.
@@ -191,7 +197,8 @@ pub struct Matcher {
     /// A commit's working memory, kept for the next one.
     commit_scratch: alloc::CommitScratch,
     /// Start and end times of held allocations and reservations, with how many start or end
-    /// then: the only instants at which a reservation can start.
+    /// then: the only instants at which a reservation can start (those of jobs whose
+    /// [`JobRecord::in_times`] holds).
     times: BTreeMap<i64, u32>,
     jobs: BTreeMap<u64, JobRecord>,
     /// End of the graph's planning period (Fluxion's graph duration): durations are cut

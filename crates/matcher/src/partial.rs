@@ -262,15 +262,8 @@ impl Matcher {
             return Ok(PartialCancel { full: false });
         }
         let full = !self.holds(jobid, root);
-        if full && let Some(job) = self.jobs.remove(&jobid) {
-            for t in [job.alloc.at, crate::end_of(&job.alloc)] {
-                if let Some(n) = self.times.get_mut(&t) {
-                    *n -= 1;
-                    if *n == 0 {
-                        self.times.remove(&t);
-                    }
-                }
-            }
+        if full && let Some(mut job) = self.jobs.remove(&jobid) {
+            job.leave_times(&mut self.times);
             // What is left of it stays taken (Fluxion cannot reach it any more).
             self.orphan(jobid, job, true);
             self.orphan_twins(jobid);
@@ -324,6 +317,13 @@ impl Matcher {
         let Some(job) = self.jobs.get_mut(&jobid) else {
             return Err(MatchError::NoSuchJob(jobid));
         };
+        if v == self.graph.root() && left.first() == Some(&0) {
+            // The root's record of its first type is given back (Fluxion removes a span
+            // reduced to nothing, and one of 0 units reduced by 0): that type's planner,
+            // whose points are the instants a reservation search tries, no longer has the
+            // job's start and end (random differential seed 7385).
+            job.leave_times(&mut self.times);
+        }
         let old = job.spans[si];
         if left.iter().all(|&n| n == 0) {
             self.state.remove(old)?;
@@ -340,6 +340,16 @@ impl Matcher {
         {
             let x = job.spans.remove(xi);
             self.state.remove(x)?;
+            if job
+                .spans
+                .iter()
+                .any(|&s| matches!(s, SpanRef::Plan(..)) && self.state.span_vertex(s) == v)
+            {
+                // Its own units stay taken with no job count (Fluxion's partial cancel
+                // keeps an ancestor's schedule span): untouched no longer means free
+                // (random differential seed 134064).
+                self.state.note_jobless_units();
+            }
         }
         Ok(())
     }

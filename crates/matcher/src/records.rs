@@ -3,7 +3,7 @@
 //! its id keeps both, and how a cancel takes the records out again — exactly, or as far as
 //! Fluxion's cancel walk reaches for a job that lost part of its vertices.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 use shardsched_resource::VertexId;
 
@@ -67,6 +67,7 @@ impl Matcher {
                 alloc,
                 spans,
                 partial: false,
+                in_times: true,
             },
         );
         Ok(state.placement(at))
@@ -131,18 +132,11 @@ impl Matcher {
     /// a later match: for a caller that may put it back ([`Matcher::restore`]) or compare it
     /// with what replaces it, and would otherwise copy it first.
     pub fn take(&mut self, jobid: u64) -> Result<Allocation, MatchError> {
-        let job = self
+        let mut job = self
             .jobs
             .remove(&jobid)
             .ok_or(MatchError::NoSuchJob(jobid))?;
-        for t in [job.alloc.at, end_of(&job.alloc)] {
-            if let Some(n) = self.times.get_mut(&t) {
-                *n -= 1;
-                if *n == 0 {
-                    self.times.remove(&t);
-                }
-            }
-        }
+        job.leave_times(&mut self.times);
         if self.has_twins(jobid) {
             return self.take_with_twins(jobid, job);
         }
@@ -211,5 +205,23 @@ impl Matcher {
             .map(|av| self.tree().children(av.v).len() as u64)
             .sum();
         Some((1 + visited, held))
+    }
+}
+
+impl JobRecord {
+    /// Takes the job's start and end out of the instants a reservation search tries
+    /// (`times`, counted by how many jobs start or end there), if they are there.
+    pub(crate) fn leave_times(&mut self, times: &mut BTreeMap<i64, u32>) {
+        if !std::mem::take(&mut self.in_times) {
+            return;
+        }
+        for t in [self.alloc.at, end_of(&self.alloc)] {
+            if let Some(n) = times.get_mut(&t) {
+                *n -= 1;
+                if *n == 0 {
+                    times.remove(&t);
+                }
+            }
+        }
     }
 }

@@ -110,6 +110,8 @@ impl Matcher {
             alloc,
             spans: left,
             partial: true,
+            // (Its job's instants went with the record it was cut from.)
+            in_times: false,
         };
         self.orphan(jobid, record, tagged);
     }

@@ -143,8 +143,9 @@ pub struct SchedState {
     /// The pruning types' ranks (parallel to `prune_types`).
     pub prune_ranks: Vec<u32>,
     /// Whether an inner vertex was ever given units with no job count (an R read from
-    /// another dominant subsystem, [`crate::Matcher::record_given_holds`]): until then, an
-    /// inner vertex no job touches has all its units free.
+    /// another dominant subsystem, [`crate::Matcher::record_given_holds`]), or kept them
+    /// after its job count went (a partial cancel): until then, an inner vertex no job
+    /// touches has all its units free.
     jobless_units: Hint<bool>,
     /// Which build of a state this is (one number per [`SchedState::new_on`] in the
     /// process): what a reader that keeps answers about its wholes compares, as their
@@ -255,6 +256,12 @@ impl SchedState {
     /// record of its units came with a job count).
     pub fn untouched_means_free(&self) -> bool {
         !*self.jobless_units
+    }
+
+    /// Some inner vertex's units stay held while the job count that came with them went
+    /// (a partial cancel): from now on, untouched does not mean free.
+    pub(crate) fn note_jobless_units(&mut self) {
+        *self.jobless_units = true;
     }
 
     /// Whether no job touches `v` during `[at, at + dur)` (Fluxion's exclusivity check).
