@@ -432,3 +432,23 @@ fn an_ancestor_a_partial_cancel_leaves_held_stays_taken() {
     );
     assert_eq!(run.stdout, "");
 }
+
+/// `attach` grows the root's totals without taking its planner's keys again: the instant a
+/// reservation search would find free units at (3600, where the attached node's job ends)
+/// keeps the key it had when nothing was free then, and Fluxion's min-time tree does not
+/// offer it; the search reserves at 7200 (flux-sched's t3028 test 9, reduced to a graph of
+/// our own; `fluxion.out` is Fluxion's binary's).
+#[test]
+fn after_attach_an_instant_whose_key_fell_behind_is_not_offered() {
+    let (run, text) = query_case(
+        "attach-stale-instants",
+        &["-S", "CA", "-P", "low", "-F", "simple"],
+        "match allocate j0.yaml\nmatch allocate_orelse_reserve j0.yaml\n\
+         match allocate j0.yaml\nattach node1.json\nmatch allocate j0.yaml\ncancel 1\n\
+         match allocate j0.yaml\nmatch allocate j0.yaml\n\
+         match allocate_orelse_reserve j0.yaml\nquit\n",
+    );
+    assert_eq!(text, fluxion_file("attach-stale-instants", "fluxion.out"));
+    assert!(text.ends_with("SCHEDULED AT=7200\nINFO: =============================\n"));
+    assert_eq!(run.stdout, "");
+}

@@ -37,6 +37,7 @@ mod side;
 pub use partial::{PartialCancel, RemoveError};
 mod gccsort;
 mod hold;
+mod instants;
 pub mod policy;
 mod regraph;
 pub mod request;
@@ -146,7 +147,7 @@ pub struct JobRecord {
     /// through vertices it holds.
     pub partial: bool,
     /// Its start and end are among the instants a reservation search tries (the
-    /// matcher's `times`): in Fluxion, the root's aggregate holds a span of it for its
+    /// matcher's `instants`): in Fluxion, the root's aggregate holds a span of it for its
     /// first type, whose planner's points are the instants tried. A partial cancel that
     /// gives that span back (all of it, or a span of 0 units: `planner_multi_reduce_span`)
     /// takes them out while the job keeps the rest.
@@ -196,10 +197,10 @@ pub struct Matcher {
     spares: alloc::Spares,
     /// A commit's working memory, kept for the next one.
     commit_scratch: alloc::CommitScratch,
-    /// Start and end times of held allocations and reservations, with how many start or end
-    /// then: the only instants at which a reservation can start (those of jobs whose
-    /// [`JobRecord::in_times`] holds).
-    times: BTreeMap<i64, u32>,
+    /// Start and end times of held allocations and reservations (of jobs whose
+    /// [`JobRecord::in_times`] holds): the only instants at which a reservation can start,
+    /// as Fluxion's planner offers them.
+    instants: instants::Instants,
     jobs: BTreeMap<u64, JobRecord>,
     /// End of the graph's planning period (Fluxion's graph duration): durations are cut
     /// there, and a job without one lasts until then.
@@ -314,7 +315,7 @@ impl Matcher {
             walk_scratch: None,
             spares: alloc::Spares::default(),
             commit_scratch: alloc::CommitScratch::default(),
-            times: BTreeMap::new(),
+            instants: instants::Instants::default(),
             jobs: BTreeMap::new(),
             graph_end: PLAN_BASE.saturating_add(i64::try_from(PLAN_HORIZON / 2).unwrap_or(0)),
             nodes_up,

@@ -263,7 +263,7 @@ impl Matcher {
         }
         let full = !self.holds(jobid, root);
         if full && let Some(mut job) = self.jobs.remove(&jobid) {
-            job.leave_times(&mut self.times);
+            job.leave_times(&mut self.instants);
             // What is left of it stays taken (Fluxion cannot reach it any more).
             self.orphan(jobid, job, true);
             self.orphan_twins(jobid);
@@ -297,6 +297,7 @@ impl Matcher {
             return Ok(());
         }
         let mut left = planned;
+        let first_before = left.first().copied().unwrap_or(0);
         for (k, &t) in types.iter().enumerate() {
             let name = self.types.name(&self.graph, t);
             let take = counts
@@ -317,12 +318,18 @@ impl Matcher {
         let Some(job) = self.jobs.get_mut(&jobid) else {
             return Err(MatchError::NoSuchJob(jobid));
         };
-        if v == self.graph.root() && left.first() == Some(&0) {
-            // The root's record of its first type is given back (Fluxion removes a span
-            // reduced to nothing, and one of 0 units reduced by 0): that type's planner,
-            // whose points are the instants a reservation search tries, no longer has the
-            // job's start and end (random differential seed 7385).
-            job.leave_times(&mut self.times);
+        if v == self.graph.root() {
+            if left.first() == Some(&0) {
+                // The root's record of its first type is given back (Fluxion removes a
+                // span reduced to nothing, and one of 0 units reduced by 0): that type's
+                // planner, whose points are the instants a reservation search tries, no
+                // longer has the job's start and end (random differential seed 7385).
+                job.leave_times(&mut self.instants);
+            } else if left.first().copied().unwrap_or(0) < first_before {
+                // Reduced but kept: the planner takes the keys in its window again.
+                self.instants
+                    .rekeyed(job.alloc.at, crate::end_of(&job.alloc));
+            }
         }
         let old = job.spans[si];
         if left.iter().all(|&n| n == 0) {

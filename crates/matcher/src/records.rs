@@ -3,10 +3,11 @@
 //! its id keeps both, and how a cancel takes the records out again — exactly, or as far as
 //! Fluxion's cancel walk reaches for a job that lost part of its vertices.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 
 use shardsched_resource::VertexId;
 
+use super::instants::Instants;
 use super::{
     Allocation, JobRecord, JobState, MatchError, Matcher, Placement, RankOf, SchedState, SpanRef,
     alloc, end_of, learn_weight, tree_of,
@@ -47,8 +48,7 @@ impl Matcher {
     ) -> Result<Placement, MatchError> {
         let mut spans = self.commit(&mut alloc, lenient, learn)?;
         let at = alloc.at;
-        *self.times.entry(at).or_default() += 1;
-        *self.times.entry(end_of(&alloc)).or_default() += 1;
+        self.instants.add(at, end_of(&alloc));
         self.last_recorded = alloc.len();
         if let Some(mut old) = self.jobs.remove(&jobid) {
             // The same id matched again (Fluxion keeps per-vertex records by job id): the
@@ -136,7 +136,7 @@ impl Matcher {
             .jobs
             .remove(&jobid)
             .ok_or(MatchError::NoSuchJob(jobid))?;
-        job.leave_times(&mut self.times);
+        job.leave_times(&mut self.instants);
         if self.has_twins(jobid) {
             return self.take_with_twins(jobid, job);
         }
@@ -209,19 +209,11 @@ impl Matcher {
 }
 
 impl JobRecord {
-    /// Takes the job's start and end out of the instants a reservation search tries
-    /// (`times`, counted by how many jobs start or end there), if they are there.
-    pub(crate) fn leave_times(&mut self, times: &mut BTreeMap<i64, u32>) {
-        if !std::mem::take(&mut self.in_times) {
-            return;
-        }
-        for t in [self.alloc.at, end_of(&self.alloc)] {
-            if let Some(n) = times.get_mut(&t) {
-                *n -= 1;
-                if *n == 0 {
-                    times.remove(&t);
-                }
-            }
+    /// Takes the job's start and end out of the instants a reservation search tries, if
+    /// they are there.
+    pub(crate) fn leave_times(&mut self, instants: &mut Instants) {
+        if std::mem::take(&mut self.in_times) {
+            instants.remove(self.alloc.at, end_of(&self.alloc));
         }
     }
 }

@@ -13,7 +13,7 @@
 //! counting what the job held there against its ancestors' remaining resources — see
 //! docs/MATCHING.md).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use shardsched_resource::{AttachError, JgfDocument, ResourceGraph, VertexId};
 
@@ -23,9 +23,10 @@ use crate::{MatchError, Matcher, dfu, prune_rank_of, subtree_of, tree_of};
 impl Matcher {
     /// Adds the vertices and edges of `doc` the graph does not have (see
     /// [`shardsched_resource::ResourceGraph::attach`]); returns how many vertices were added. On an error
-    /// nothing changed.
+    /// nothing changed. As Fluxion's, the root's first-type planner keeps its points' keys
+    /// (module `instants`).
     pub fn attach(&mut self, doc: &JgfDocument) -> Result<usize, MatchError> {
-        self.attach_with(doc, ResourceGraph::attach)
+        self.keeping_keys(|m| m.attach_with(doc, ResourceGraph::attach))
     }
 
     /// [`Matcher::attach`] with the new children ordered by rank among the old ones
@@ -50,10 +51,47 @@ impl Matcher {
     }
 
     /// Removes the vertex at `path` and everything below it in the dominant subsystem's
-    /// tree, giving back first what jobs hold there.
+    /// tree, giving back first what jobs hold there. As Fluxion's, the root's first-type
+    /// planner keeps its points' keys (module `instants`).
     pub fn remove_path(&mut self, path: &str) -> Result<(), MatchError> {
         let root = self.vertex(path)?;
-        self.remove_subtrees(&[root])
+        self.keeping_keys(|m| m.remove_subtrees(&[root]))
+    }
+
+    /// Runs `change`, a change of the graph's totals, as resource-query's `attach` and
+    /// `remove` make it: the root's first-type planner's points get the new free units
+    /// and keep their keys in the min-time tree (`planner_update_total`), so a point whose
+    /// key fell behind is not offered to a reservation search (module `instants`). A
+    /// queue's changes of definition (`graft`, `remove_subtrees`) do not: they offer every
+    /// instant where the resources are.
+    fn keeping_keys<T>(
+        &mut self,
+        change: impl FnOnce(&mut Self) -> Result<T, MatchError>,
+    ) -> Result<T, MatchError> {
+        let root = self.graph.root();
+        let first = |m: &Self| {
+            m.state
+                .aggregate(root)
+                .and_then(|a| a.types.first().copied())
+        };
+        let before_type = first(self);
+        let before: BTreeMap<i64, i64> = match self.state.aggregate(root) {
+            Some(a) => self
+                .instants
+                .from(i64::MIN)
+                .map(|t| (t, a.plan.avail_at(t, 0)))
+                .collect(),
+            None => BTreeMap::new(),
+        };
+        let changed = change(self)?;
+        if before_type.is_some()
+            && first(self) == before_type
+            && let Some(a) = self.state.aggregate(root)
+        {
+            self.instants
+                .totals_changed(&before, |t| a.plan.avail_at(t, 0));
+        }
+        Ok(changed)
     }
 
     /// [`Matcher::remove_path`] for each of `roots` at once: what derives from the graph is
@@ -93,8 +131,13 @@ impl Matcher {
 
     /// Removes every vertex of `ranks` (Fluxion's `remove RANKS false`): the jobs holding
     /// some give them back (a partial cancel by ranks), then they go. A rank without
-    /// vertices is an error, before anything changes.
+    /// vertices is an error, before anything changes. As Fluxion's, the root's first-type
+    /// planner keeps its points' keys (module `instants`).
     pub fn remove_ranks(&mut self, ranks: &BTreeSet<i64>) -> Result<(), MatchError> {
+        self.keeping_keys(|m| m.detach_ranks(ranks))
+    }
+
+    fn detach_ranks(&mut self, ranks: &BTreeSet<i64>) -> Result<(), MatchError> {
         let mut gone = BTreeSet::new();
         for &rank in ranks {
             let before = gone.len();

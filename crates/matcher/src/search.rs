@@ -111,15 +111,23 @@ impl Matcher {
     /// The first time at or after `from` at which a job starts or ends and the root's
     /// aggregate has `need` for `dur` (Fluxion's `planner_multi_avail_time_first/next`), and
     /// whether a time its first type offered was turned away before it ([`TimeAsked`]).
-    fn next_time(&self, from: i64, dur: u64, need: &[i64]) -> TimeAsked {
+    /// Only the times the first type's planner offers are looked at (module `instants`).
+    fn next_time(&mut self, from: i64, dur: u64, need: &[i64]) -> TimeAsked {
         let horizon = PLAN_BASE + i64::try_from(PLAN_HORIZON).unwrap_or(i64::MAX);
         let agg = self.state.aggregate(self.graph.root());
         let mut turned_away = false;
-        for &t in self.times.range(from..).map(|(t, _)| t) {
+        let mut next = Some(from);
+        while let Some(t) = next.and_then(|f| self.instants.from(f).next()) {
+            next = t.checked_add(1);
             // Past the horizon the first type's planner ends the search (ENOENT) before
             // the others are asked; later times are further past it.
             if crate::saturating_end(t, dur) > horizon {
                 break;
+            }
+            if let (Some(a), Some(&n0)) = (agg, need.first())
+                && !self.instants.offers(t, a.plan.avail_at(t, 0), n0)
+            {
+                continue;
             }
             if agg.is_none_or(|a| a.plan.fits_during(t, dur, need)) {
                 return TimeAsked {
