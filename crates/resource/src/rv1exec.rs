@@ -174,8 +174,10 @@ fn add_children(
     Ok(())
 }
 
+/// An idset of the R, read as flux-core's `idset_decode` reads it (RFC 22, strict), as
+/// Fluxion's reader does for the ranks, the children's ids and the properties.
 fn idset(value: &Json, at: &At) -> Result<IdSet, ReadError> {
-    IdSet::parse(at.str(value)?).map_err(|e| at.error(e.to_string()))
+    IdSet::parse_rfc22(at.str(value)?).map_err(|e| at.error(e.to_string()))
 }
 
 /// The hostnames of `execution.nodelist`, expanded in order.
@@ -311,8 +313,28 @@ mod tests {
             err(&R.replace("\"1,3\"", "\"2\""))
                 .starts_with("execution.properties.ssd: ranks 2 are")
         );
-        assert!(err(&R.replace("\"0-3\"", "\"0-99999999999\"")).contains("exceed the limit"));
+        assert!(err(&R.replace("\"0-3\"", "\"0-2000000000\"")).contains("exceed the limit"));
         assert_eq!(err(r#"{"version": 1}"#), "missing \"execution\"");
+    }
+
+    /// Fluxion reads every idset of an R with flux-core's `idset_decode` (checked against
+    /// its binary: `1,0`, `0,0-1`, `01` and `1-1` refuse the load, `0-1,` loads).
+    #[test]
+    fn idsets_are_read_as_rfc_22_says() {
+        let with_rank = |rank: &str| R.replace("\"rank\": \"3\"", &format!("\"rank\": \"{rank}\""));
+        assert!(read_rv1exec(&with_rank("3,")).is_ok());
+        for bad in ["4,3", "3,3-4", "03", "3-3"] {
+            let e = read_rv1exec(&with_rank(bad)).unwrap_err().to_string();
+            assert!(
+                e.starts_with("execution.R_lite[1].rank: idset"),
+                "{bad}: {e}"
+            );
+        }
+        let e = read_rv1exec(&R.replace("\"0-3\"", "\"3,0-2\"")).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("execution.R_lite[0].children.core: idset")
+        );
     }
 
     #[test]
