@@ -445,3 +445,45 @@ fn after_attach_an_instant_whose_key_fell_behind_is_not_offered() {
     );
     assert!(text.ends_with("SCHEDULED AT=7200\nINFO: =============================\n"));
 }
+
+/// `update` records an allocation whatever its start (Fluxion's reader puts its spans in
+/// each vertex's allocations), though resource-query says RESERVED for a later start: `find
+/// sched-now=allocated` lists it, and a select at now for an allocation refuses its
+/// vertices to an exclusive request, as Fluxion guards against jobs overrunning their time
+/// (`by_excl`) — here node8, held from 7200, is passed over for a job of [0, 1800)
+/// (random differential with `update`, seed 8, reduced; `fluxion.out` is Fluxion's
+/// binary's).
+#[test]
+fn an_update_at_a_later_time_is_an_allocation_and_refused_now() {
+    let text = assert_as_fluxion(
+        "update-later-allocation",
+        &["-P", "high", "-F", "simple"],
+        "update allocate jgf u0.json 5 7200 3600\nmatch allocate_with_satisfiability j0.yaml\n\
+         find sched-now=allocated\nquit\n",
+    );
+    assert!(
+        text.contains("RESOURCES=RESERVED\nINFO: SCHEDULED AT=7200"),
+        "{text}"
+    );
+}
+
+/// Under `first`, the update walk of `update` teaches the child order as a match's does,
+/// but its job has no `now` (-1): the planners' query fails and every edge it descends gets
+/// weight 0, so the next match goes to untouched siblings first (random differential with
+/// `update`, seed 4592, reduced; `fluxion.out` is Fluxion's binary's).
+#[test]
+fn an_update_under_first_sets_the_weights_it_passes_to_zero() {
+    assert_as_fluxion(
+        "update-first-weights",
+        &[
+            "-P",
+            "first",
+            "-F",
+            "jgf_shorthand",
+            "-T",
+            "flexible",
+            "--prune-filters=ALL:core,ALL:gpu",
+        ],
+        "update allocate jgf u0.json 2 0 3600\nmatch allocate j0.yaml\nquit\n",
+    );
+}

@@ -8,7 +8,7 @@
 //! takes each whose subtree holds a vertex named exclusive — the same walk a match's update
 //! makes, so the writers print what a match would have printed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use shardsched_resource::VertexId;
 
@@ -93,11 +93,18 @@ impl Matcher {
         Ok(Allocation::new(walk.out, at, duration))
     }
 
-    /// Records a [`Matcher::given_allocation`] for job `jobid`: allocated if it starts at
-    /// time 0, else reserved (as Fluxion's `update` says `ALLOCATED` or `RESERVED`).
-    /// Records nothing on failure.
+    /// Records a [`Matcher::given_allocation`] for job `jobid`. Records nothing on failure.
+    ///
+    /// As Fluxion's `update`: an allocation whatever its start — its reader puts the spans
+    /// in each vertex's allocations, not its reservations (`update_data.reserved` is false
+    /// for the command) — though resource-query says `RESERVED` for a later start (the
+    /// placement returned); and `first`'s update walk learns from it with the job's unset
+    /// `now` (-1), so every edge it descends gets weight 0 (`upd_by_outedges`).
     pub fn record_given(&mut self, jobid: u64, alloc: Allocation) -> Result<Placement, MatchError> {
-        self.record_new(jobid, Self::given_state(&alloc), alloc)
+        let placed = Self::given_state(&alloc).placement(alloc.at);
+        self.record_new(jobid, JobState::Allocated, alloc, Some(-1))?;
+        self.given_allocations = true;
+        Ok(placed)
     }
 
     /// Records for job `jobid` only what Fluxion's R reader records when its update walk
@@ -131,10 +138,11 @@ impl Matcher {
                 return Err(e);
             }
         }
-        let state = Self::given_state(&alloc);
-        let placed = state.placement(alloc.at);
+        // An allocation whatever its start, as `record_given`'s.
+        let placed = Self::given_state(&alloc).placement(alloc.at);
+        self.given_allocations = true;
         let record = crate::JobRecord {
-            state,
+            state: JobState::Allocated,
             alloc,
             spans,
             partial: false,
@@ -143,6 +151,27 @@ impl Matcher {
         };
         self.jobs.insert(jobid, record);
         Ok(placed)
+    }
+
+    /// The vertices held exclusively by allocations that do not cover `now` — only
+    /// `update` makes such — for [`crate::dfu::Walk::refuse_allocated`]; `None` when there
+    /// are none.
+    pub(crate) fn allocated_not_now(&self, now: i64) -> Option<HashSet<u32>> {
+        if !self.given_allocations {
+            return None;
+        }
+        let records = self
+            .jobs
+            .values()
+            .chain(self.side.iter().map(|s| &s.record));
+        let set: HashSet<u32> = records
+            .filter(|j| {
+                j.state == JobState::Allocated
+                    && !(j.alloc.at <= now && now < crate::end_of(&j.alloc))
+            })
+            .flat_map(|j| j.alloc.iter().filter(|av| av.exclusive).map(|av| av.v.0))
+            .collect();
+        (!set.is_empty()).then_some(set)
     }
 
     fn given_state(alloc: &Allocation) -> JobState {

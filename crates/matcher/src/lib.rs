@@ -219,6 +219,9 @@ pub struct Matcher {
     /// subtree holds, so walks take no shortcut by aggregates (Fluxion reads one only for
     /// requests of its vertex's type).
     aggregates_leaked: bool,
+    /// Whether `update` recorded a job: its allocation may not cover now
+    /// ([`Matcher::allocated_not_now`]).
+    given_allocations: bool,
     /// Walk every vertex Fluxion's walk visits (no best-first early stop), for its errno.
     exhaustive: bool,
     /// Levels Fluxion's update walk failed to give back (one per vertex a calendar
@@ -323,6 +326,7 @@ impl Matcher {
             flexible: false,
             side: Vec::new(),
             aggregates_leaked: false,
+            given_allocations: false,
             exhaustive: false,
             level_drift: 0,
             refused: Vec::new(),
@@ -601,6 +605,8 @@ impl alloc::PruneRank for RankOf<'_> {
 
 /// `first`'s reordering after a match: the edge into `v` gets the free amount, at `now`, of
 /// the last type `v`'s aggregate tracks (Fluxion's `upd_by_outedges`). Leaves keep theirs.
+/// A `now` before the planners' base (the update walk of resource-query's `update`, whose
+/// job has no `now`: -1) fails that query, and the weight becomes 0, as in Fluxion.
 /// A changed weight reorders the children of `v`'s parent: a visit kept of the node above
 /// them is forgotten (`dfu::memo`).
 fn learn_weight(
@@ -621,7 +627,8 @@ fn learn_weight(
     let Some((free, has_spans)) = st.last_type_free_at(v, now) else {
         return;
     };
-    if free == 0 && !has_spans {
+    let free = if now < state::PLAN_BASE { 0 } else { free };
+    if free == 0 && !has_spans && now >= state::PLAN_BASE {
         return;
     }
     let w = u64::try_from(free).unwrap_or(0);

@@ -22,7 +22,19 @@ impl Matcher {
         state: JobState,
         alloc: Allocation,
     ) -> Result<Placement, MatchError> {
-        self.record_as(jobid, state, alloc, false, None)
+        self.record_learning(jobid, state, alloc, None)
+    }
+
+    /// [`Matcher::record`], with `first`'s order learning as from a match when `learn`
+    /// says at what time.
+    pub(crate) fn record_learning(
+        &mut self,
+        jobid: u64,
+        state: JobState,
+        alloc: Allocation,
+        learn: Option<i64>,
+    ) -> Result<Placement, MatchError> {
+        self.record_as(jobid, state, alloc, false, learn)
     }
 
     /// Records what a match found: a vertex whose calendar refuses it is left out, as

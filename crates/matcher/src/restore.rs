@@ -76,18 +76,20 @@ impl Matcher {
     /// even on a node that is down now). Fails, recording nothing, if the job already holds
     /// resources or the calendars cannot take the allocation.
     pub fn restore(&mut self, jobid: u64, alloc: Allocation) -> Result<(), MatchError> {
-        self.record_new(jobid, JobState::Allocated, alloc)?;
+        self.record_new(jobid, JobState::Allocated, alloc, None)?;
         Ok(())
     }
 
     /// Records `alloc` for a job not held yet, as `state`, without matching (a restore, or
     /// `update`'s given vertex set): refuses a job id already held and a vertex outside the
-    /// graph, recording nothing.
+    /// graph, recording nothing. With `learn`, `first`'s order learns as from a match
+    /// ([`Matcher::record_match`]).
     pub(crate) fn record_new(
         &mut self,
         jobid: u64,
         state: JobState,
         alloc: Allocation,
+        learn: Option<i64>,
     ) -> Result<Placement, MatchError> {
         if self.jobs.contains_key(&jobid) {
             return Err(MatchError::DuplicateJob(jobid));
@@ -105,7 +107,7 @@ impl Matcher {
                 bad.v.0
             )));
         }
-        self.record(jobid, state, alloc)
+        self.record_learning(jobid, state, alloc, learn)
     }
 }
 

@@ -357,6 +357,7 @@ impl Matcher {
         kind: WalkKind,
     ) -> (bool, Errno) {
         self.seq += 1;
+        let allocated = self.allocated_not_now(now);
         let scratch = self.walk_scratch.take().unwrap_or_default();
         let mut w = Walk::new(
             &self.graph,
@@ -377,6 +378,9 @@ impl Matcher {
             w.exact_visits();
         } else if self.exhaustive {
             w.no_budgets();
+        }
+        if let Some(a) = &allocated {
+            w.refuse_allocated(a);
         }
         if crate::tree_of(&self.graph, &self.subtree).is_dag() {
             w.with_dag(self.dag_state.take().unwrap_or_else(|| {

@@ -40,7 +40,7 @@ mod slot;
 pub mod subtree;
 mod visit;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::num::NonZeroU64;
 
 use shardsched_resource::{ResourceGraph, Sym, VertexId};
@@ -216,6 +216,8 @@ pub struct Walk<'a> {
     keeps_visits: bool,
     /// The next `dom_dfv` walks its vertex itself (see [`Walk::visit_vertex`]).
     walk_node_itself: bool,
+    /// Vertices an allocation holds at some other time than now ([`Walk::refuse_allocated`]).
+    allocated: Option<&'a HashSet<u32>>,
 }
 
 /// The working memory of a select, handed from one walk to the next so that a match
@@ -312,7 +314,22 @@ impl<'a> Walk<'a> {
             node_visits: scratch.node_visits,
             keeps_visits: false,
             walk_node_itself: false,
+            allocated: None,
         }
+    }
+
+    /// Fluxion's guard against jobs overrunning their time (`by_excl`): a select at `now`
+    /// for an allocation, or a match without one, refuses for an exclusive request every
+    /// vertex with an allocation of any time — `allocated` holds those whose allocation
+    /// does not cover now (the others the calendars refuse already). Such an allocation is
+    /// resource-query's `update` at a later time; the walk then takes no shortcut.
+    pub fn refuse_allocated(&mut self, allocated: &'a HashSet<u32>) {
+        if self.win.at == self.win.now
+            && matches!(self.win.kind, WalkKind::Allocate | WalkKind::NoAllocate)
+        {
+            self.allocated = Some(allocated);
+        }
+        self.exact_visits();
     }
 
     /// Gives the walk the visit state it needs in a graph where vertices share parents.

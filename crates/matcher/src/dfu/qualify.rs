@@ -214,7 +214,7 @@ impl<'a> Walk<'a> {
                     return false;
                 }
                 if !sat && (x_in || q.exclusive == Some(true)) {
-                    if !untouched(self) {
+                    if !untouched(self) || self.allocated.is_some_and(|a| a.contains(&u.0)) {
                         self.errno = Errno::Busy;
                         return false;
                     }
