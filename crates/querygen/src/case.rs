@@ -16,7 +16,9 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::GenError;
-use crate::commands::{PARTIAL_R_FILE, random_commands, with_partial_cancels};
+use crate::commands::{
+    PARTIAL_R_FILE, UPDATE_R_FILE, random_commands, with_partial_cancels, with_update,
+};
 use crate::graph::random_graph;
 use crate::jobspec::random_jobspec;
 
@@ -99,6 +101,10 @@ pub const EXTENDED_SHARE: f64 = 0.35;
 /// Share of extended cases whose stream gives part of a job back (`partial-cancel` with an
 /// rv1exec R naming some node ranks).
 pub const PARTIAL_CANCEL_SHARE: f64 = 0.3;
+
+/// Share of extended cases whose stream records a job from an R (`update … jgf` naming a
+/// node taken whole).
+pub const UPDATE_SHARE: f64 = 0.25;
 
 /// The case for `seed`: the same seed gives the same bytes.
 pub fn generate(seed: u64) -> Case {
@@ -184,6 +190,17 @@ pub fn generate(seed: u64) -> Case {
         commands = spliced;
         files.push((PARTIAL_R_FILE.to_string(), r));
     }
+    // Drawn after that, for the same reason. A JGF graph with its ranks shuffled gives its
+    // vertices other ranks than the recipe's, which the R would name.
+    if extended
+        && rng.random_bool(UPDATE_SHARE)
+        && !features.contains("jgf-ranks")
+        && let Some((spliced, r)) = with_update(&mut rng, &graph, &commands)
+    {
+        features.insert("update");
+        commands = spliced;
+        files.push((UPDATE_R_FILE.to_string(), r));
+    }
     files.push((COMMANDS_FILE.to_string(), commands));
     Case {
         info: CaseInfo {
@@ -252,6 +269,8 @@ mod tests {
                     "multi-match",
                     "cancel-stats",
                     "variation",
+                    "partial-cancel",
+                    "update",
                 ] {
                     assert!(!info.features.contains(f), "seed {seed}: {f}");
                 }
@@ -278,6 +297,7 @@ mod tests {
             "v1",
             "find",
             "partial-cancel",
+            "update",
         ] {
             assert!(
                 cases.iter().any(|c| c.features.contains(f)),

@@ -314,6 +314,45 @@ pub fn with_partial_cancels(
     Some((out, r))
 }
 
+/// The JGF R file a stream's `update` commands name.
+pub const UPDATE_R_FILE: &str = "u0.json";
+
+/// Splices one `update allocate|reserve jgf u0.json ID AT 3600` into `stream` (before its
+/// `quit`) and returns the stream with the R it names: one of the graph's nodes (or, with
+/// none, a child of the root) taken whole, as a match that took it would have written it.
+/// The id is one past those handed out before it, or a little further; `AT` is 0 or a
+/// later hour. `None` for a graph of one vertex.
+pub fn with_update(rng: &mut ChaCha8Rng, g: &Graph, stream: &str) -> Option<(String, String)> {
+    let nodes: Vec<usize> = (0..g.vertices.len())
+        .filter(|&i| g.vertices[i].ty == "node")
+        .collect();
+    let children: Vec<usize> = (0..g.vertices.len())
+        .filter(|&i| g.vertices[i].parent == Some(0))
+        .collect();
+    let top = *nodes.choose(rng).or_else(|| children.choose(rng))?;
+    let r = g.subtree_r_jgf(top);
+    let mut lines: Vec<String> = stream.lines().map(String::from).collect();
+    let at = rng.random_range(0..lines.len());
+    let handed_out = lines[..at]
+        .iter()
+        .filter(|l| l.starts_with("match allocate") || l.starts_with("multi-match"))
+        .count() as u64;
+    let id = handed_out + rng.random_range(1..=3);
+    let op = if rng.random_bool(0.7) {
+        "allocate"
+    } else {
+        "reserve"
+    };
+    let start = *[0, 0, 3600, 7200].choose(rng).unwrap_or(&0);
+    lines.insert(
+        at,
+        format!("update {op} jgf {UPDATE_R_FILE} {id} {start} 3600"),
+    );
+    let mut out = lines.join("\n");
+    out.push('\n');
+    Some((out, r))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -162,6 +162,78 @@ impl Graph {
         text
     }
 
+    /// A JGF R holding vertex `top` and everything below it exclusively, with its ancestors
+    /// shared, as Fluxion's `jgf` writer prints a match that took `top` whole (children
+    /// before parents; `basename` and `name` only where they differ from what the type and
+    /// id give, `size` where not 1): what `update … jgf FILE` reads back.
+    pub fn subtree_r_jgf(&self, top: usize) -> String {
+        let mut inside = vec![false; self.vertices.len()];
+        inside[top] = true;
+        for (i, v) in self.vertices.iter().enumerate() {
+            // Creation order puts parents before children.
+            if let Some(p) = v.parent {
+                inside[i] |= inside[p];
+            }
+        }
+        let mut chain = vec![top];
+        while let Some(p) = self.vertices[*chain.last().unwrap_or(&top)].parent {
+            chain.push(p);
+        }
+        // Post-order of the subtree, then the ancestors upwards.
+        let mut order = Vec::new();
+        self.post_order(top, &inside, &mut order);
+        order.extend(chain.iter().skip(1));
+        let nodes: Vec<serde_json::Value> = order
+            .iter()
+            .map(|&i| {
+                let v = &self.vertices[i];
+                let mut m = serde_json::Map::new();
+                m.insert("type".into(), json!(v.ty));
+                if v.basename != v.ty {
+                    m.insert("basename".into(), json!(v.basename));
+                }
+                if v.name != format!("{}{}", v.basename, v.id) {
+                    m.insert("name".into(), json!(v.name));
+                }
+                m.insert("id".into(), json!(v.id));
+                m.insert("rank".into(), json!(v.rank));
+                if !v.unit.is_empty() {
+                    m.insert("unit".into(), json!(v.unit));
+                }
+                if inside[i] {
+                    m.insert("exclusive".into(), json!(true));
+                    if v.size != 1 {
+                        m.insert("size".into(), json!(v.size));
+                    }
+                }
+                m.insert("paths".into(), json!({"containment": v.path}));
+                json!({"id": v.uniq_id.to_string(), "metadata": m})
+            })
+            .collect();
+        let edges: Vec<serde_json::Value> = order
+            .iter()
+            .filter_map(|&i| {
+                let v = &self.vertices[i];
+                v.parent.map(|p| {
+                    json!({"source": self.vertices[p].uniq_id.to_string(),
+                           "target": v.uniq_id.to_string()})
+                })
+            })
+            .collect();
+        let mut text = json!({"graph": {"nodes": nodes, "edges": edges}}).to_string();
+        text.push('\n');
+        text
+    }
+
+    fn post_order(&self, at: usize, inside: &[bool], out: &mut Vec<usize>) {
+        for (i, v) in self.vertices.iter().enumerate() {
+            if v.parent == Some(at) && inside[i] {
+                self.post_order(i, inside, out);
+            }
+        }
+        out.push(at);
+    }
+
     /// Paths of the vertices of type `ty`, in creation order.
     pub fn paths_of(&self, ty: &str) -> Vec<&str> {
         self.vertices
