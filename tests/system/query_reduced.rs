@@ -487,3 +487,18 @@ fn an_update_under_first_sets_the_weights_it_passes_to_zero() {
         "update allocate jgf u0.json 2 0 3600\nmatch allocate j0.yaml\nquit\n",
     );
 }
+
+/// `update`'s output is indented from the walk level where Fluxion's matches left it: a
+/// match whose update a calendar refused leaves the level one deeper for every later walk,
+/// the update walk's included (random differential seed 151103, reduced; `fluxion.out` is
+/// Fluxion's binary's).
+#[test]
+fn an_update_is_printed_at_the_level_earlier_matches_left() {
+    assert_as_fluxion(
+        "update-level-drift",
+        &["-P", "high", "-F", "simple", "-T", "flexible"],
+        "set-status /medium0/node2 down\nmatch allocate_orelse_reserve j0.yaml\n\
+         match allocate j0.yaml\nmatch allocate j3.yaml\nmatch allocate_orelse_reserve j3.yaml\n\
+         update allocate jgf u0.json 15 3600 3600\nquit\n",
+    );
+}

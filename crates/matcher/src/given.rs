@@ -86,7 +86,9 @@ impl Matcher {
             // `traversers/dfu_impl_update.cpp:928`); see `record_given_holds`.
             return Ok(Allocation::window(at, duration));
         }
-        walk.visit(root, 0);
+        // Fluxion's walk level, which its writers print as indentation, drifts where a
+        // match's update was refused by a calendar; the update walk starts where it stands.
+        walk.visit(root, self.level_drift);
         if !walk.out.iter().any(|a| a.exclusive) {
             return Err(GivenError::NothingExclusive);
         }
