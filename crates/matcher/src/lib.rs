@@ -627,11 +627,14 @@ fn learn_weight(
     let Some((free, has_spans)) = st.last_type_free_at(v, now) else {
         return;
     };
-    let free = if now < state::PLAN_BASE { 0 } else { free };
-    if free == 0 && !has_spans && now >= state::PLAN_BASE {
+    let w = if now < state::PLAN_BASE {
+        // The query fails before the planners' base: Fluxion sets the weight to 0.
+        0
+    } else if free == 0 && !has_spans {
         return;
-    }
-    let w = u64::try_from(free).unwrap_or(0);
+    } else {
+        u64::try_from(free).unwrap_or(0)
+    };
     if order.weight(v) == w {
         return;
     }

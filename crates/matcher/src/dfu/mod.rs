@@ -328,8 +328,8 @@ impl<'a> Walk<'a> {
             && matches!(self.win.kind, WalkKind::Allocate | WalkKind::NoAllocate)
         {
             self.allocated = Some(allocated);
+            self.exact_visits();
         }
-        self.exact_visits();
     }
 
     /// Gives the walk the visit state it needs in a graph where vertices share parents.
