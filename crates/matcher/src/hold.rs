@@ -58,7 +58,8 @@ impl Matcher {
             cur = p;
         }
         let alloc = Allocation::new(vertices, at, duration);
-        self.record(id, JobState::Allocated, alloc).map(|_| ())
+        self.record(id, JobState::Allocated, alloc, None)
+            .map(|_| ())
     }
 }
 

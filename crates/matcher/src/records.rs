@@ -15,19 +15,9 @@ use super::{
 
 impl Matcher {
     /// Records `alloc` for `jobid` (the calendars, the job, its times), failing on any
-    /// conflict: a restore or a hold.
+    /// conflict: a restore, a hold or an `update`. With `learn`, `first`'s order learns as
+    /// from a match ([`Matcher::record_match`]).
     pub(crate) fn record(
-        &mut self,
-        jobid: u64,
-        state: JobState,
-        alloc: Allocation,
-    ) -> Result<Placement, MatchError> {
-        self.record_learning(jobid, state, alloc, None)
-    }
-
-    /// [`Matcher::record`], with `first`'s order learning as from a match when `learn`
-    /// says at what time.
-    pub(crate) fn record_learning(
         &mut self,
         jobid: u64,
         state: JobState,

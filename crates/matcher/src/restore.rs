@@ -107,7 +107,7 @@ impl Matcher {
                 bad.v.0
             )));
         }
-        self.record_learning(jobid, state, alloc, learn)
+        self.record(jobid, state, alloc, learn)
     }
 }
 
