@@ -296,12 +296,7 @@ pub fn with_partial_cancels(
     );
     let mut lines: Vec<String> = stream.lines().map(String::from).collect();
     for _ in 0..rng.random_range(1..=2) {
-        // Before `quit`, the last line.
-        let at = rng.random_range(0..lines.len());
-        let handed_out = lines[..at]
-            .iter()
-            .filter(|l| l.starts_with("match allocate") || l.starts_with("multi-match"))
-            .count() as u64;
+        let (at, handed_out) = splice_point(rng, &lines);
         let job = rng.random_range(1..=handed_out.max(1));
         let stats = if rng.random_bool(0.3) { " stats" } else { "" };
         lines.insert(
@@ -309,9 +304,25 @@ pub fn with_partial_cancels(
             format!("partial-cancel {job} rv1exec {PARTIAL_R_FILE}{stats}"),
         );
     }
+    Some((joined(&lines), r))
+}
+
+/// Where to splice a command into a stream's `lines`: a position before its `quit` (the
+/// last line), and how many job ids the commands before it hand out.
+fn splice_point(rng: &mut ChaCha8Rng, lines: &[String]) -> (usize, u64) {
+    let at = rng.random_range(0..lines.len());
+    let handed_out = lines[..at]
+        .iter()
+        .filter(|l| l.starts_with("match allocate") || l.starts_with("multi-match"))
+        .count() as u64;
+    (at, handed_out)
+}
+
+/// The stream of `lines`, each ended by a newline.
+fn joined(lines: &[String]) -> String {
     let mut out = lines.join("\n");
     out.push('\n');
-    Some((out, r))
+    out
 }
 
 /// The JGF R file a stream's `update` commands name.
@@ -332,11 +343,7 @@ pub fn with_update(rng: &mut ChaCha8Rng, g: &Graph, stream: &str) -> Option<(Str
     let top = *nodes.choose(rng).or_else(|| children.choose(rng))?;
     let r = g.subtree_r_jgf(top);
     let mut lines: Vec<String> = stream.lines().map(String::from).collect();
-    let at = rng.random_range(0..lines.len());
-    let handed_out = lines[..at]
-        .iter()
-        .filter(|l| l.starts_with("match allocate") || l.starts_with("multi-match"))
-        .count() as u64;
+    let (at, handed_out) = splice_point(rng, &lines);
     let id = handed_out + rng.random_range(1..=3);
     let op = if rng.random_bool(0.7) {
         "allocate"
@@ -348,9 +355,7 @@ pub fn with_update(rng: &mut ChaCha8Rng, g: &Graph, stream: &str) -> Option<(Str
         at,
         format!("update {op} jgf {UPDATE_R_FILE} {id} {start} 3600"),
     );
-    let mut out = lines.join("\n");
-    out.push('\n');
-    Some((out, r))
+    Some((joined(&lines), r))
 }
 
 #[cfg(test)]
