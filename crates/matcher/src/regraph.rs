@@ -69,27 +69,22 @@ impl Matcher {
         change: impl FnOnce(&mut Self) -> Result<T, MatchError>,
     ) -> Result<T, MatchError> {
         let root = self.graph.root();
-        let first = |m: &Self| {
-            m.state
-                .aggregate(root)
-                .and_then(|a| a.types.first().copied())
-        };
-        let before_type = first(self);
-        let before: BTreeMap<i64, i64> = match self.state.aggregate(root) {
-            Some(a) => self
+        // The first type and its free units at each point, before.
+        let before = self.state.aggregate(root).and_then(|a| {
+            let free: BTreeMap<i64, i64> = self
                 .instants
                 .from(i64::MIN)
                 .map(|t| (t, a.plan.avail_at(t, 0)))
-                .collect(),
-            None => BTreeMap::new(),
-        };
+                .collect();
+            Some((*a.types.first()?, free))
+        });
         let changed = change(self)?;
-        if before_type.is_some()
-            && first(self) == before_type
+        if let Some((first, free)) = before
             && let Some(a) = self.state.aggregate(root)
+            && a.types.first() == Some(&first)
         {
             self.instants
-                .totals_changed(&before, |t| a.plan.avail_at(t, 0));
+                .totals_changed(&free, |t| a.plan.avail_at(t, 0));
         }
         Ok(changed)
     }

@@ -357,7 +357,11 @@ impl Matcher {
         kind: WalkKind,
     ) -> (bool, Errno) {
         self.seq += 1;
-        let allocated = self.allocated_not_now(now);
+        // Fluxion's guard against overrunning jobs applies to a select at now for an
+        // allocation or a match without one (`Walk::refuse_allocated`).
+        let allocated = (at == now && matches!(kind, WalkKind::Allocate | WalkKind::NoAllocate))
+            .then(|| self.allocated_not_now(now))
+            .flatten();
         let scratch = self.walk_scratch.take().unwrap_or_default();
         let mut w = Walk::new(
             &self.graph,

@@ -402,4 +402,65 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn an_update_comes_before_quit_and_holds_one_subtree_exclusively_under_shared_ancestors() {
+        let mut drawn = 0;
+        for seed in 0..50 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let g = random_graph(&mut rng);
+            let (s, _) = random_commands(&mut rng, &g, &["j0.yaml".to_string()], true, false);
+            let Some((spliced, r)) = with_update(&mut rng, &g, &s) else {
+                continue;
+            };
+            drawn += 1;
+            let lines: Vec<&str> = spliced.lines().collect();
+            assert_eq!(lines.last(), Some(&"quit"));
+            assert_eq!(lines.len(), s.lines().count() + 1);
+            assert_eq!(lines.iter().filter(|l| l.starts_with("update ")).count(), 1);
+            let v: serde_json::Value = serde_json::from_str(&r).expect("R is JSON");
+            let nodes = v["graph"]["nodes"].as_array().expect("nodes");
+            let edges = v["graph"]["edges"].as_array().expect("edges");
+            assert_eq!(
+                edges.len() + 1,
+                nodes.len(),
+                "a tree: one edge per non-root"
+            );
+            // Children before parents: the last is the root, shared; the exclusive ones
+            // come first, each path below the first shared vertex's.
+            let last = &nodes[nodes.len() - 1]["metadata"];
+            assert_eq!(last["paths"]["containment"], g.vertices[0].path.as_str());
+            let top = nodes
+                .iter()
+                .rposition(|n| n["metadata"]["exclusive"] == true)
+                .expect("an exclusive vertex");
+            assert!(
+                nodes[..=top]
+                    .iter()
+                    .all(|n| n["metadata"]["exclusive"] == true)
+            );
+            assert!(
+                nodes[top + 1..]
+                    .iter()
+                    .all(|n| n["metadata"]["exclusive"].is_null())
+            );
+            let top_path = nodes[top]["metadata"]["paths"]["containment"]
+                .as_str()
+                .expect("path");
+            let below = format!("{top_path}/");
+            for n in &nodes[..top] {
+                let p = n["metadata"]["paths"]["containment"]
+                    .as_str()
+                    .expect("path");
+                assert!(p.starts_with(&below), "{p} under {top_path}");
+            }
+            let whole = g
+                .vertices
+                .iter()
+                .filter(|v| v.path.starts_with(&below))
+                .count();
+            assert_eq!(top, whole, "every vertex below {top_path}");
+        }
+        assert!(drawn > 40, "{drawn}");
+    }
 }

@@ -163,9 +163,10 @@ impl Graph {
     }
 
     /// A JGF R holding vertex `top` and everything below it exclusively, with its ancestors
-    /// shared, as Fluxion's `jgf` writer prints a match that took `top` whole (children
-    /// before parents; `basename` and `name` only where they differ from what the type and
-    /// id give, `size` where not 1): what `update … jgf FILE` reads back.
+    /// shared, with the vertices and fields Fluxion's `jgf` writer gives a match that took
+    /// `top` whole (children before parents; `basename` and `name` only where they differ
+    /// from what the type and id give, `size` where not 1; each vertex's keys in JSON's
+    /// order, which readers ignore): what `update … jgf FILE` reads back.
     pub fn subtree_r_jgf(&self, top: usize) -> String {
         let mut inside = vec![false; self.vertices.len()];
         inside[top] = true;
@@ -175,14 +176,12 @@ impl Graph {
                 inside[i] |= inside[p];
             }
         }
-        let mut chain = vec![top];
-        while let Some(p) = self.vertices[*chain.last().unwrap_or(&top)].parent {
-            chain.push(p);
-        }
         // Post-order of the subtree, then the ancestors upwards.
         let mut order = Vec::new();
         self.post_order(top, &inside, &mut order);
-        order.extend(chain.iter().skip(1));
+        order.extend(std::iter::successors(self.vertices[top].parent, |&p| {
+            self.vertices[p].parent
+        }));
         let nodes: Vec<serde_json::Value> = order
             .iter()
             .map(|&i| {

@@ -318,18 +318,15 @@ impl<'a> Walk<'a> {
         }
     }
 
-    /// Fluxion's guard against jobs overrunning their time (`by_excl`): a select at `now`
-    /// for an allocation, or a match without one, refuses for an exclusive request every
-    /// vertex with an allocation of any time — `allocated` holds those whose allocation
-    /// does not cover now (the others the calendars refuse already). Such an allocation is
-    /// resource-query's `update` at a later time; the walk then takes no shortcut.
+    /// Fluxion's guard against jobs overrunning their time (`by_excl`), for a select at
+    /// `now` for an allocation or a match without one (the caller's to ask): an exclusive
+    /// request refuses every vertex with an allocation of any time — `allocated` holds
+    /// those whose allocation does not cover now (the others the calendars refuse already).
+    /// Such an allocation is resource-query's `update` at a later time; the walk then takes
+    /// no shortcut.
     pub fn refuse_allocated(&mut self, allocated: &'a HashSet<u32>) {
-        if self.win.at == self.win.now
-            && matches!(self.win.kind, WalkKind::Allocate | WalkKind::NoAllocate)
-        {
-            self.allocated = Some(allocated);
-            self.exact_visits();
-        }
+        self.allocated = Some(allocated);
+        self.exact_visits();
     }
 
     /// Gives the walk the visit state it needs in a graph where vertices share parents.
