@@ -429,6 +429,35 @@ fn an_ancestor_a_partial_cancel_leaves_held_stays_taken() {
     );
 }
 
+/// A vertex whose own calendar takes a job but whose pruning filter refuses it is tagged
+/// with the job all the same (Fluxion's update tags it before its filter's update fails):
+/// job 1's match, whose writer fails, stays recorded and its id is handed out again; the
+/// reservation matched under that id replaces its record in the root's filter, leaving
+/// job 1's there for good, so the root's filter is full at 0 and refuses job 2. Job 2's
+/// cancel still walks through the root and gives `core27` back: `find` sees nothing held
+/// and job 3 takes `core27` again (random differential seed 177324, reduced; `fluxion.out`
+/// is Fluxion's binary's).
+#[test]
+fn a_vertex_only_its_pruning_filter_refused_stays_tagged_and_its_cancel_goes_through() {
+    let (run, text) = run_as_fluxion(
+        "cancel-filter-refused",
+        &["-P", "high", "-F", "rv1_shorthand", "-T", "flexible"],
+        "match allocate j1.yaml\nmatch allocate_orelse_reserve j0.yaml\ncancel 1\n\
+         match allocate j0.yaml\ncancel 2\nfind jobid-tag=2\nfind sched-now=allocated\n\
+         match allocate j0.yaml\nquit\n",
+    );
+    assert_eq!(
+        run.stderr,
+        "match_allocate: ERROR: match writer emit: No such file or directory\n"
+    );
+    let cores: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.split("\"core\": \"").nth(1))
+        .map(|rest| rest.split('"').next().unwrap_or_default())
+        .collect();
+    assert_eq!(cores, ["31", "27", "27"], "{text}");
+}
+
 /// `attach` grows the root's totals without taking its planner's keys again: the instant a
 /// reservation search would find free units at (3600, where the attached node's job ends)
 /// keeps the key it had when nothing was free then, and Fluxion's min-time tree does not

@@ -32,6 +32,13 @@ pub struct LeftOut {
     pub kept: usize,
     pub v: VertexId,
     pub exclusive: bool,
+    /// What the match took of it, and the walk's depth there (as [`AllocVertex`]).
+    pub needs: i64,
+    pub depth: u32,
+    /// Only its pruning filter refused it: its own calendar took it, and Fluxion tagged it
+    /// with the job before the filter's update failed (`upd_txfilter` before
+    /// `upd_agfilter`), so the job's cancel walk still goes through it.
+    pub tagged: bool,
 }
 
 /// Lists of allocations that ended, kept for the next ones, so that a whole-node
@@ -356,7 +363,14 @@ fn commit_inner(
             after(st, av.v);
             if !free {
                 let place = kept + kept_below;
-                leave_out(g, &av, (at, dur), lenient, (place, &mut skew), refused)?;
+                leave_out(
+                    g,
+                    &av,
+                    (at, dur),
+                    lenient,
+                    (place, &mut skew, false),
+                    refused,
+                )?;
                 below[d + 1].clear();
                 continue;
             }
@@ -392,11 +406,19 @@ fn commit_inner(
             // It may have added covers.
             memo.clear();
         }
-        let ok = record_vertex(g, st, &av, &dfu, at, dur, spans)?;
+        let recorded = record_vertex(g, st, &av, &dfu, at, dur, spans)?;
         after(st, av.v);
-        if !ok {
+        if recorded != Recorded::All {
             let place = kept + kept_below;
-            leave_out(g, &av, (at, dur), lenient, (place, &mut skew), refused)?;
+            let tagged = recorded == Recorded::AllButFilter;
+            leave_out(
+                g,
+                &av,
+                (at, dur),
+                lenient,
+                (place, &mut skew, tagged),
+                refused,
+            )?;
             dfu.clear();
             below[d + 1] = dfu;
             continue;
@@ -454,7 +476,7 @@ fn leave_out(
     av: &AllocVertex,
     (at, dur): (i64, u64),
     lenient: bool,
-    (kept, skew): (usize, &mut u32),
+    (kept, skew, tagged): (usize, &mut u32, bool),
     refused: &mut Vec<LeftOut>,
 ) -> Result<(), MatchError> {
     if !lenient {
@@ -464,12 +486,15 @@ fn leave_out(
             av.needs
         )));
     }
-    *skew += 1;
     refused.push(LeftOut {
         kept,
         v: av.v,
         exclusive: av.exclusive,
+        needs: av.needs,
+        depth: av.depth + *skew,
+        tagged,
     });
+    *skew += 1;
     Ok(())
 }
 
@@ -537,6 +562,16 @@ fn distinct(leaves: &[(u32, u32)]) -> bool {
 
 /// Records one vertex; false when its calendar refuses it (nothing of it is kept then but
 /// its job count, as in Fluxion).
+/// What [`record_vertex`] recorded of a vertex.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Recorded {
+    All,
+    /// Its calendar refused it.
+    Nothing,
+    /// Its calendar took it; its pruning filter refused what the match takes below it.
+    AllButFilter,
+}
+
 fn record_vertex(
     g: &ResourceGraph,
     st: &mut SchedState,
@@ -545,23 +580,16 @@ fn record_vertex(
     at: i64,
     dur: u64,
     spans: &mut Vec<SpanRef>,
-) -> Result<bool, MatchError> {
+) -> Result<Recorded, MatchError> {
     let v = av.v;
-    if st.is_leaf(v) {
-        if av.exclusive && st.units_free(v, g.size(v), at, dur) < av.needs {
-            return Ok(false);
-        }
-        st.hold(v, at, dur, av.needs, av.exclusive, spans)?;
-        return Ok(true);
-    }
     if av.exclusive && st.units_free(v, g.size(v), at, dur) < av.needs {
-        return Ok(false);
+        return Ok(Recorded::Nothing);
     }
     st.hold(v, at, dur, av.needs, av.exclusive, spans)?;
-    if !dfu.is_empty() && st.hold_aggregate(v, at, dur, dfu, spans).is_err() {
-        return Ok(false);
+    if !st.is_leaf(v) && !dfu.is_empty() && st.hold_aggregate(v, at, dur, dfu, spans).is_err() {
+        return Ok(Recorded::AllButFilter);
     }
-    Ok(true)
+    Ok(Recorded::All)
 }
 
 /// [`add`] of each of `sums`. A vertex's children are mostly alike, their sums holding the

@@ -8,7 +8,7 @@ use shardsched_resource::{Status, VertexId};
 use crate::dfu::{Errno, Walk, WalkKind, Window};
 use crate::request::Request;
 use crate::state::PLAN_BASE;
-use crate::{Allocation, JobState, MatchError, Matcher, Placement};
+use crate::{AllocVertex, Allocation, JobState, MatchError, Matcher, Placement};
 
 /// resource-query's match operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -275,10 +275,11 @@ impl Matcher {
         let placed = self.record_match(jobid, state, alloc, learn)?;
         let taken = self.last_recorded;
         if fluxion && let Some(job) = self.jobs.get_mut(&jobid) {
-            // A vertex left out has no tag of the job in Fluxion: its cancel walk stops
-            // there, and what lies below it stays taken (`Matcher::take`). A queue gives
-            // back all a job holds.
-            job.partial |= taken < listed;
+            // A vertex its calendar refused has no tag of the job in Fluxion: its cancel
+            // walk stops there, and what lies below it stays taken (`Matcher::take`). One
+            // only its pruning filter refused is tagged, and held: listed with the job after
+            // what the match wrote. A queue gives back all a job holds.
+            job.partial |= self.refused.iter().any(|r| !r.tagged);
             // Fluxion's walk level is not restored at a vertex whose calendar refused it,
             // and the level is the writers' indentation from then on, in every later walk.
             if self.level_drift > 0 {
@@ -286,6 +287,13 @@ impl Matcher {
                     av.depth += self.level_drift;
                 }
             }
+            let tagged = self.refused.iter().filter(|r| r.tagged);
+            job.alloc.vertices_mut().extend(tagged.map(|r| AllocVertex {
+                v: r.v,
+                needs: r.needs,
+                exclusive: r.exclusive,
+                depth: r.depth + self.level_drift,
+            }));
             self.level_drift += (listed - taken) as u32;
         }
         // Without `fluxion`, [`Matcher::place`] reads the allocation from the job record:
