@@ -1,6 +1,6 @@
 //! Cases the random differential against Fluxion's binary (`shardsched differential`)
 //! found, each reduced to its graph and jobspecs under tests/data and checked against what
-//! Fluxion's binary printed for it.
+//! Fluxion's binary printed for it; and `-P locality`, which no flux-sched test covers.
 
 use std::path::Path;
 
@@ -456,6 +456,28 @@ fn a_vertex_only_its_pruning_filter_refused_stays_tagged_and_its_cancel_goes_thr
         .map(|rest| rest.split('"').next().unwrap_or_default())
         .collect();
     assert_eq!(cores, ["31", "27", "27"], "{text}");
+}
+
+/// `-P locality` takes, at the top level, the candidates of the highest run of contiguous
+/// ids first, and among one run what GCC's sort leaves first: on bench128 a socket job
+/// lands on `node88`, the next (four cores) on `node81`, a whole node on `node98`, where
+/// `high` takes `node55`, `node36`, `node127` (`fluxion.out` is Fluxion's binary's).
+#[test]
+fn locality_takes_the_highest_run_of_ids_first_as_fluxion_sorts_it() {
+    let text = assert_as_fluxion(
+        "locality",
+        &["-S", "CA", "-P", "locality", "-F", "simple"],
+        "match allocate c_socket_22c_1g.yaml\nmatch allocate b_slot_4core.yaml\n\
+         match allocate a_node_excl.yaml\nmatch allocate c_socket_22c_1g.yaml\n\
+         match allocate_orelse_reserve a_node_excl.yaml\nquit\n",
+    );
+    let nodes: Vec<&str> = text
+        .lines()
+        .map(str::trim_start)
+        .filter_map(|l| l.trim_start_matches('-').strip_prefix("node"))
+        .filter_map(|l| l.split('[').next())
+        .collect();
+    assert_eq!(nodes, ["88", "81", "98", "87", "127"]);
 }
 
 /// `attach` grows the root's totals without taking its planner's keys again: the instant a

@@ -301,6 +301,21 @@ fn malformed_workloads_and_flags_are_errors_naming_the_place() {
     let err = replay_fails(&dir.path("none.swf"), "easy");
     assert!(err.contains("none.swf"), "{err}");
     let err = fails(&[
+        "replay",
+        "--nodes",
+        "4",
+        "--workload",
+        s(&input),
+        "--policy",
+        "easy",
+        "--match-policy",
+        "locality",
+    ]);
+    assert!(
+        err.contains("locality is for `query` sessions only"),
+        "{err}"
+    );
+    let err = fails(&[
         "workload", "generate", "--jobs", "5", "--nodes", "0", "--output", "-",
     ]);
     assert!(err.contains("nodes must be at least 1"), "{err}");

@@ -79,6 +79,12 @@ fn parse_policy(s: &str) -> Result<QueuePolicy, String> {
 /// Runs `shardsched replay`.
 pub fn main(args: &ReplayArgs) -> Result<()> {
     let match_policy = MatchPolicy::parse(&args.match_policy)?;
+    if match_policy.locality {
+        // Its top-level choice depends on every candidate's id at once; the queue manager's
+        // shortcuts (kept reservations, whole-node search starts) are checked against the
+        // other policies only.
+        bail!("match policy locality is for `query` sessions only, not for queues");
+    }
     let graph = load_cluster(args)?;
     let bytes = std::fs::read(&args.workload)
         .with_context(|| format!("reading {}", args.workload.display()))?;

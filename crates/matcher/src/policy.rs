@@ -8,6 +8,9 @@
 //! | first | high | ✓ | | ✓ |
 //! | firstnodex | high | ✓ | ✓ | ✓ |
 //!
+//! Two more stand apart: `variation` (scores by `perf_class`) and `locality` (`high`, but
+//! the top-level choice by runs of contiguous ids).
+//!
 //! Preference decides whether higher or lower ids win among candidates of one type.
 //! Node-centric scoring adds a large per-node term to every vertex below a node, so that the
 //! choice between nodes dominates the choice between their children (Fluxion's multilevel
@@ -31,6 +34,11 @@ pub struct MatchPolicy {
     /// Fluxion's variation-aware policy: vertices scored by their `perf_class` property,
     /// lowest class first; the four knobs above are off.
     pub variation: bool,
+    /// Fluxion's `locality` (greater-interval-first, `policies/dfu_match_locality.cpp`):
+    /// `high`, but the top-level choice ranks each candidate by the run of contiguous
+    /// scores (ids) it belongs to among its type's candidates, the run starting highest
+    /// first; candidates of one run are alike to its sort.
+    pub locality: bool,
 }
 
 /// Weight of a node's id in node-centric scores (Fluxion: multiply by 10000).
@@ -39,7 +47,7 @@ pub const NODE_SCORE_FACTOR: i64 = 10_000;
 /// Why a policy string was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
-    "unknown match policy {0:?}; expected one of first, firstnodex, high, low, hinode, lonode, hinodex, lonodex, or knobs like `policy=high node_centric=true node_exclusive=false stop_on_k_matches=1`"
+    "unknown match policy {0:?}; expected one of first, firstnodex, high, low, hinode, lonode, hinodex, lonodex, variation, locality, or knobs like `policy=high node_centric=true node_exclusive=false stop_on_k_matches=1`"
 )]
 pub struct PolicyError(pub String);
 
@@ -48,7 +56,7 @@ impl MatchPolicy {
     /// ([`crate::dfu::ScoreOrder`]): not under `first`, which stops at its own first
     /// match, nor under the variation policy, whose scores are not ids.
     pub fn stops_by_score_order(&self) -> bool {
-        !self.stop_at_first && !self.variation
+        !self.stop_at_first && !self.variation && !self.locality
     }
 
     /// Parses a policy name, or Fluxion's spelled-out knobs
@@ -60,6 +68,7 @@ impl MatchPolicy {
             node_exclusive,
             stop_at_first,
             variation: false,
+            locality: false,
         };
         let p = match s.trim() {
             "high" => named(true, false, false, false),
@@ -73,6 +82,10 @@ impl MatchPolicy {
             "variation" => MatchPolicy {
                 variation: true,
                 ..named(false, false, false, false)
+            },
+            "locality" => MatchPolicy {
+                locality: true,
+                ..named(true, false, false, false)
             },
             other if other.contains('=') => return Self::parse_knobs(other),
             other => return Err(PolicyError(other.to_string())),
@@ -135,6 +148,7 @@ impl Default for MatchPolicy {
             node_exclusive: false,
             stop_at_first: true,
             variation: false,
+            locality: false,
         }
     }
 }
@@ -143,6 +157,9 @@ impl fmt::Display for MatchPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.variation {
             return f.write_str("variation");
+        }
+        if self.locality {
+            return f.write_str("locality");
         }
         write!(
             f,
@@ -177,5 +194,9 @@ mod tests {
         assert!(MatchPolicy::parse("policy=sideways").is_err());
         let p = MatchPolicy::parse("low").unwrap_or_default();
         assert_eq!(MatchPolicy::parse(&p.to_string()), Ok(p));
+        let locality = MatchPolicy::parse("locality").unwrap_or_default();
+        assert!(locality.locality && locality.prefer_high && !locality.node_centric);
+        assert!(!locality.stops_by_score_order());
+        assert_eq!(locality.to_string(), "locality");
     }
 }

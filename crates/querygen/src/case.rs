@@ -22,8 +22,9 @@ use crate::commands::{
 use crate::graph::random_graph;
 use crate::jobspec::random_jobspec;
 
-/// The policies Fluxion's resource-query accepts (`locality` is left out: its own tests do
-/// not use it), with `variation` drawn less often as it needs `perf_class` properties.
+/// The policies Fluxion's resource-query accepts, with `variation` drawn less often as it
+/// needs `perf_class` properties, and `locality` (`high` but for the top-level choice)
+/// drawn last in place of `high` ([`LOCALITY_SHARE`]).
 pub const POLICIES: [&str; 8] = [
     "first",
     "firstnodex",
@@ -106,6 +107,9 @@ pub const PARTIAL_CANCEL_SHARE: f64 = 0.3;
 /// node taken whole).
 pub const UPDATE_SHARE: f64 = 0.25;
 
+/// Share of the cases that drew `high` run with `locality` instead.
+pub const LOCALITY_SHARE: f64 = 0.5;
+
 /// The case for `seed`: the same seed gives the same bytes.
 pub fn generate(seed: u64) -> Case {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -142,12 +146,13 @@ pub fn generate(seed: u64) -> Case {
     if rng.random_bool(0.5) {
         args.extend(["-S", "CA"].map(String::from));
     }
-    let policy = if extended && rng.random_bool(0.1) {
+    let mut policy = if extended && rng.random_bool(0.1) {
         features.insert("variation");
         "variation"
     } else {
         POLICIES.choose(&mut rng).copied().unwrap_or("first")
     };
+    let policy_arg = args.len() + 1;
     args.extend(["-P".to_string(), policy.to_string()]);
     let writer = if extended {
         weighted(&mut rng, &WRITERS)
@@ -200,6 +205,11 @@ pub fn generate(seed: u64) -> Case {
         features.insert("update");
         commands = spliced;
         files.push((UPDATE_R_FILE.to_string(), r));
+    }
+    // Drawn last of all: `high`'s cases without it are the ones earlier generators made.
+    if policy == "high" && rng.random_bool(LOCALITY_SHARE) {
+        policy = "locality";
+        args[policy_arg] = policy.to_string();
     }
     files.push((COMMANDS_FILE.to_string(), commands));
     Case {
@@ -282,8 +292,15 @@ mod tests {
     #[test]
     fn every_policy_and_writer_is_drawn() {
         let cases: Vec<CaseInfo> = (0..400).map(|s| generate(s).info).collect();
-        for p in POLICIES {
-            assert!(cases.iter().any(|c| c.policy == p), "{p} never drawn");
+        for p in POLICIES.iter().chain(&["locality"]) {
+            assert!(cases.iter().any(|c| c.policy == *p), "{p} never drawn");
+        }
+        for c in cases.iter().filter(|c| c.policy == "locality") {
+            let p = c.args.iter().position(|a| a == "-P");
+            assert_eq!(
+                p.and_then(|p| c.args.get(p + 1)).map(String::as_str),
+                Some("locality")
+            );
         }
         for (w, _) in WRITERS {
             assert!(cases.iter().any(|c| c.writer == w), "{w} never drawn");

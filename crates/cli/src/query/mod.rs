@@ -43,7 +43,7 @@ pub struct QueryArgs {
     #[arg(short = 'S', long = "match-subsystems", default_value = "CA")]
     pub subsystems: String,
     /// Match policy: first, firstnodex, high, low, hinode, lonode, hinodex, lonodex,
-    /// variation, or knobs (`policy=high node_centric=true …`).
+    /// variation, locality, or knobs (`policy=high node_centric=true …`).
     #[arg(short = 'P', long = "match-policy", default_value = "first")]
     pub policy: String,
     /// Match writer: simple, pretty_simple, jgf, jgf_shorthand, rlite, rv1, rv1_nosched,

@@ -18,6 +18,9 @@ impl Walk<'_> {
     pub(super) fn resolve_graph(&mut self, root: VertexId, root_avail: u64) -> Option<u64> {
         self.choices.clear();
         let req = self.req;
+        // Under `locality`, the scores of every top-level type chosen so far (Fluxion's
+        // comparator keeps one interval set through the loop).
+        let mut runs = self.policy.locality.then(ScoreRuns::default);
         for &r in &req.top {
             let q = req.req(r);
             let qc = self.cands.qualified(0, q.ty);
@@ -26,7 +29,19 @@ impl Walk<'_> {
                 self.errno = Errno::Busy;
                 return None;
             }
-            self.choose(0, q.ty, count, true);
+            match runs.as_mut() {
+                Some(runs) => {
+                    runs.add(self.cands.groups.iter().filter(|g| g.kind == q.ty));
+                    let cands = &self.cands;
+                    self.choices
+                        .choose(cands, 0, q.ty, count, &mut |a: i64, b: i64| {
+                            runs.start_of(a) > runs.start_of(b)
+                        });
+                }
+                None => {
+                    self.choose(0, q.ty, count);
+                }
+            }
         }
         self.multilevel = 0;
         // has_root: the root type's count, or 1.
@@ -72,7 +87,7 @@ impl Walk<'_> {
                     met = false;
                     break 'reqs;
                 }
-                hier |= self.choose(mark, cq.ty, count, false);
+                hier |= self.choose(mark, cq.ty, count);
             }
         }
         self.multilevel -= factor;
@@ -87,8 +102,8 @@ impl Walk<'_> {
         Some((score, hier))
     }
 
-    /// Sorts `kind`'s candidates above `mark` by the policy and takes `k`.
-    pub(super) fn choose(&mut self, mark: usize, kind: Sym, k: u64, _graph: bool) -> bool {
+    /// Sorts `kind`'s candidates above `mark` by the policy's score order and takes `k`.
+    pub(super) fn choose(&mut self, mark: usize, kind: Sym, k: u64) -> bool {
         let high = self.policy.prefer_high && !self.policy.variation;
         let cands = &self.cands;
         if high {
@@ -159,5 +174,39 @@ impl Walk<'_> {
                 self.marks.set(tgt.0, size, false, parent.0);
             }
         }
+    }
+}
+
+/// The runs of contiguous scores among top-level candidates, by where each starts:
+/// Fluxion's `locality` folds each candidate's score into a one-point interval of a joining
+/// `boost::icl::interval_set`, which merges touching integers.
+#[derive(Default)]
+struct ScoreRuns {
+    /// The scores added, sorted, each once.
+    scores: Vec<i64>,
+    /// `(first, last)` of each run, in order.
+    runs: Vec<(i64, i64)>,
+}
+
+impl ScoreRuns {
+    /// Adds the scores of `groups`.
+    fn add<'c>(&mut self, groups: impl Iterator<Item = &'c super::evals::EGroup>) {
+        self.scores.extend(groups.map(|g| g.score));
+        self.scores.sort_unstable();
+        self.scores.dedup();
+        self.runs.clear();
+        for &s in &self.scores {
+            match self.runs.last_mut() {
+                Some(r) if r.1.checked_add(1) == Some(s) => r.1 = s,
+                _ => self.runs.push((s, s)),
+            }
+        }
+    }
+
+    /// Where the run holding `score` starts (runs are disjoint, so comparing starts
+    /// compares the runs as boost's intervals compare: lower bound first).
+    fn start_of(&self, score: i64) -> i64 {
+        let i = self.runs.partition_point(|r| r.1 < score);
+        self.runs.get(i).map_or(score, |r| r.0)
     }
 }
