@@ -480,6 +480,53 @@ fn locality_takes_the_highest_run_of_ids_first_as_fluxion_sorts_it() {
     assert_eq!(nodes, ["88", "81", "98", "87", "127"]);
 }
 
+/// A match that fails prints Fluxion's traverser messages of its walks (`fluxion.err` is
+/// Fluxion's binary's standard error for the same commands): a socket written `exclusive:
+/// false` under a slot refused at every socket the satisfiability walk meets (`by_excl`,
+/// messages run together on one line), and two top-level requests of one type clashing at
+/// every node a walk tests — those a job holds whole included — over a reservation search's
+/// every select (`test`; random differential seeds 500193 and 500362, reduced).
+#[test]
+fn a_failed_match_prints_the_traverser_messages_its_walks_left() {
+    for (name, flags, commands) in [
+        (
+            "message-by-excl",
+            &["-S", "CA", "-P", "low", "-F", "simple"][..],
+            "match satisfiability j0.yaml\nmatch allocate j0.yaml\nquit\n",
+        ),
+        (
+            "message-siblings",
+            &["-P", "firstnodex", "-F", "rv1_nosched", "-T", "flexible"][..],
+            "match allocate j0.yaml\nmatch allocate j1.yaml\n\
+             match allocate_orelse_reserve j1.yaml\nquit\n",
+        ),
+    ] {
+        let (run, _) = run_as_fluxion(name, flags, commands);
+        assert_eq!(run.stderr, fluxion_file(name, "fluxion.err"), "{name}");
+    }
+}
+
+/// A partial cancel that reduces an ancestor's pruning filter but leaves it holding
+/// something takes the job's count there all the same: the vertex is untouched but its
+/// filter is not its totals, so a walk may not read its totals for it (debug builds
+/// asserted so; random differential seed 500294, reduced; `fluxion.out` and `fluxion.err`
+/// are Fluxion's binary's).
+#[test]
+fn an_ancestors_filter_a_partial_cancel_reduced_is_not_read_as_its_totals() {
+    let (run, _) = run_as_fluxion(
+        "partial-cancel-filter",
+        &["-S", "CA", "-P", "lonodex", "-F", "rlite", "-T", "flexible"],
+        "match allocate j3.yaml\ncancel 1\ncancel 1\nmatch allocate j1.yaml\ncancel 2\n\
+         match satisfiability j1.yaml\ncancel 1 stats\nmatch allocate j1.yaml\n\
+         match allocate j0.yaml\npartial-cancel 2 rv1exec r0.json\n\
+         match allocate_orelse_reserve j2.yaml\nquit\n",
+    );
+    assert_eq!(
+        run.stderr,
+        fluxion_file("partial-cancel-filter", "fluxion.err")
+    );
+}
+
 /// `attach` grows the root's totals without taking its planner's keys again: the instant a
 /// reservation search would find free units at (3600, where the attached node's job ends)
 /// keeps the key it had when nothing was free then, and Fluxion's min-time tree does not

@@ -230,6 +230,9 @@ pub struct Matcher {
     /// The vertices the last recorded match left out, with the number of kept vertices
     /// before each (see [`Matcher::last_refused`]).
     refused: Vec<alloc::LeftOut>,
+    /// Fluxion's traverser messages of the last match, when kept
+    /// ([`Matcher::keep_complaints`]).
+    complaints: Option<String>,
     /// The dominant subsystem's tree when it is not containment (`-S PA`).
     subtree: Option<Box<dfu::subtree::SubTree>>,
     /// The pruning types the filters name (before the leaf types a walk adds).
@@ -330,6 +333,7 @@ impl Matcher {
             exhaustive: false,
             level_drift: 0,
             refused: Vec::new(),
+            complaints: None,
             subtree: None,
             prune_base,
             dag_state: None,

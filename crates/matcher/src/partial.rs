@@ -332,7 +332,8 @@ impl Matcher {
             }
         }
         let old = job.spans[si];
-        if left.iter().all(|&n| n == 0) {
+        let filter_kept = left.iter().any(|&n| n != 0);
+        if !filter_kept {
             self.state.remove(old)?;
             job.spans.remove(si);
             job.alloc.vertices_mut().retain(|av| av.v != v);
@@ -347,14 +348,16 @@ impl Matcher {
         {
             let x = job.spans.remove(xi);
             self.state.remove(x)?;
-            if job
-                .spans
-                .iter()
-                .any(|&s| matches!(s, SpanRef::Plan(..)) && self.state.span_vertex(s) == v)
+            if filter_kept
+                || job
+                    .spans
+                    .iter()
+                    .any(|&s| matches!(s, SpanRef::Plan(..)) && self.state.span_vertex(s) == v)
             {
-                // Its own units stay taken with no job count (Fluxion's partial cancel
-                // keeps an ancestor's schedule span): untouched no longer means free
-                // (random differential seed 134064).
+                // Its own units, or units of its filter, stay taken with no job count
+                // (Fluxion's partial cancel keeps an ancestor's schedule span and reduces
+                // its filter's): untouched no longer means free (random differential seeds
+                // 134064 and, for the filter, 500294).
                 self.state.note_jobless_units();
             }
         }

@@ -471,6 +471,28 @@ impl Request {
     }
 
     #[inline]
+    /// Whether a walk of this request may leave Fluxion's traverser messages that depend on
+    /// every vertex its walk visits: a resource written `exclusive: false` (refused under a
+    /// slot, `by_excl`), or a list two of whose members could match one vertex (`test`:
+    /// siblings requesting the same type). Walks of such requests visit what Fluxion's do
+    /// when the messages are kept ([`crate::Matcher::keep_complaints`]).
+    pub fn may_complain(&self) -> bool {
+        // (Lists are a few requests long: each pair is looked at.)
+        let clashes = |list: &[ReqId]| {
+            list.iter().enumerate().any(|(i, &a)| {
+                let a = self.req(a);
+                list[i + 1..].iter().any(|&b| {
+                    let b = self.req(b);
+                    a.is_slot || b.is_slot || a.ty == b.ty
+                })
+            })
+        };
+        self.reqs
+            .iter()
+            .any(|q| (!q.is_slot && q.exclusive == Some(false)) || clashes(&q.with))
+            || clashes(&self.top)
+    }
+
     pub fn req(&self, id: ReqId) -> &Req {
         &self.reqs[id as usize]
     }

@@ -72,6 +72,10 @@ impl Matcher {
         jobid: u64,
         now: i64,
     ) -> Result<QueryOutcome, MatchError> {
+        // Fluxion's `run` starts with its traverser's messages cleared.
+        if let Some(text) = self.complaints.as_mut() {
+            text.clear();
+        }
         self.schedule_as(op, js, jobid, now, true)
     }
 
@@ -386,10 +390,15 @@ impl Matcher {
             self.seq,
             scratch,
         );
-        if self.visits.on || self.aggregates_leaked {
+        let complaints = self.complaints.take();
+        if self.visits.on || self.aggregates_leaked || (complaints.is_some() && req.may_complain())
+        {
             w.exact_visits();
         } else if self.exhaustive {
             w.no_budgets();
+        }
+        if let Some(text) = complaints {
+            w.complain_into(text);
         }
         if let Some(a) = &allocated {
             w.refuse_allocated(a);
@@ -404,6 +413,7 @@ impl Matcher {
         }
         let ok = w.select();
         self.visits.select(w.visits);
+        self.complaints = w.take_complaints();
         if let Some(d) = w.take_dag() {
             self.dag_state = Some(d);
         }

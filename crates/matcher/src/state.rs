@@ -252,8 +252,9 @@ impl SchedState {
         *self.built
     }
 
-    /// Whether an inner vertex untouched over a window has all its units free then (every
-    /// record of its units came with a job count).
+    /// Whether an inner vertex untouched over a window has all its units free then, and its
+    /// pruning filter its totals (every record of its units or its filter came with a job
+    /// count).
     pub fn untouched_means_free(&self) -> bool {
         !*self.jobless_units
     }

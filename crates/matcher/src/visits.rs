@@ -57,6 +57,21 @@ impl Matcher {
         self.visits.on = on;
     }
 
+    /// Keeps Fluxion's traverser messages from now on (resource-query prints those of a
+    /// match that fails): a resource written `exclusive: false` under a slot, siblings
+    /// requesting one type, too few members for a slot. Walks of a request that may leave
+    /// the first two (`Request::may_complain`) then visit what Fluxion's visit, as under
+    /// [`Matcher::count_visits`].
+    pub fn keep_complaints(&mut self) {
+        self.complaints = Some(String::new());
+    }
+
+    /// The traverser messages of the last [`Matcher::schedule`] (empty when none, or when
+    /// they are not kept).
+    pub fn last_complaints(&self) -> &str {
+        self.complaints.as_deref().unwrap_or_default()
+    }
+
     /// Fluxion's traverser totals after the last command: (preorder, postorder).
     pub fn visit_totals(&self) -> (u64, u64) {
         self.visits.total

@@ -167,6 +167,8 @@ struct FluxionOutput {
     /// The `-t` file.
     out: Vec<u8>,
     stdout: Vec<u8>,
+    /// (`None` from a corpus stored without it.)
+    stderr: Option<Vec<u8>>,
 }
 
 /// Fluxion's outputs for the case, or why there are none (`None`: no oracle).
@@ -184,6 +186,7 @@ fn expected_output(opts: &Options, dir: &Path, info: &CaseInfo) -> Result<Expect
             Err(_) => Ok(FluxionOutput {
                 out: read("fluxion.out")?,
                 stdout: read("fluxion.stdout")?,
+                stderr: std::fs::read(dir.join("fluxion.stderr")).ok(),
             }),
         }),
         Oracle::Binary(fluxion) => {
@@ -193,6 +196,7 @@ fn expected_output(opts: &Options, dir: &Path, info: &CaseInfo) -> Result<Expect
                 None => Ok(FluxionOutput {
                     out: r.out,
                     stdout: r.stdout,
+                    stderr: Some(r.stderr),
                 }),
             };
             if opts.write_corpus.is_some() {
@@ -204,6 +208,7 @@ fn expected_output(opts: &Options, dir: &Path, info: &CaseInfo) -> Result<Expect
                     Ok(f) => {
                         write("fluxion.out", &f.out)?;
                         write("fluxion.stdout", &f.stdout)?;
+                        write("fluxion.stderr", f.stderr.as_deref().unwrap_or_default())?;
                         let offsets = fluxion_offsets(fluxion, dir, info, &opts.scratch)?;
                         let text: String = offsets.iter().map(|o| format!("{o}\n")).collect();
                         write(OFFSETS_FILE, text.as_bytes())?;
@@ -220,6 +225,8 @@ fn judge(ours: &RunResult, expected: Option<&Result<FluxionOutput, String>>) -> 
     let mut outcome = Outcome {
         verdict: Verdict::Unchecked,
         stdout_agrees: None,
+        stderr_agrees: None,
+        stderr_note: None,
         malformed: check_output(&ours.out).err(),
         first_command: None,
     };
@@ -236,6 +243,10 @@ fn judge(ours: &RunResult, expected: Option<&Result<FluxionOutput, String>>) -> 
         return outcome;
     }
     outcome.stdout_agrees = Some(normalize_stdout(&want.stdout) == normalize_stdout(&ours.stdout));
+    if let Some(theirs) = &want.stderr {
+        outcome.stderr_agrees = Some(*theirs == ours.stderr);
+        outcome.stderr_note = first_line_differing(theirs, &ours.stderr);
+    }
     outcome.verdict = match first_difference(&want.out, &ours.out) {
         None => Verdict::Agree,
         Some(d) => Verdict::Differ(d),
@@ -344,4 +355,23 @@ fn save_failure(dir: &Path, scratch: &Path, to: &Path) -> Result<(), GenError> {
     );
     let p = to.join("REPLAY.txt");
     std::fs::write(&p, note).map_err(|e| GenError::io(&p, e))
+}
+
+/// The first line where two standard errors differ (Fluxion's, else ours, `<` / `>`),
+/// control characters escaped; `None` when they agree.
+fn first_line_differing(theirs: &[u8], ours: &[u8]) -> Option<String> {
+    let (a, b) = (
+        String::from_utf8_lossy(theirs),
+        String::from_utf8_lossy(ours),
+    );
+    let mut la = a.lines();
+    let mut lb = b.lines();
+    loop {
+        match (la.next(), lb.next()) {
+            (None, None) => return None,
+            (x, y) if x == y => continue,
+            (Some(x), _) => return Some(format!("< {}", x.escape_debug())),
+            (None, Some(y)) => return Some(format!("> {}", y.escape_debug())),
+        }
+    }
 }

@@ -30,6 +30,11 @@ pub struct Outcome {
     pub verdict: Verdict,
     /// Whether the standard outputs agree (times taken out); `None` when not compared.
     pub stdout_agrees: Option<bool>,
+    /// Whether the standard errors agree; `None` when not compared (a corpus stored
+    /// without Fluxion's).
+    pub stderr_agrees: Option<bool>,
+    /// Where they differ: the first line that does, Fluxion's or ours.
+    pub stderr_note: Option<String>,
     /// Why our `-t` output is not well-formed, if it is not.
     pub malformed: Option<String>,
     /// For a disagreement: the first command after which the outputs differ.
@@ -94,6 +99,8 @@ pub struct Report {
     pub overall: Tally,
     /// Standard outputs identical once run-to-run times are taken out.
     pub stdout: Tally,
+    /// Standard errors identical.
+    pub stderr: Tally,
     pub by_policy: BTreeMap<String, Tally>,
     pub by_writer: BTreeMap<String, Tally>,
     pub by_feature: BTreeMap<String, Tally>,
@@ -103,6 +110,9 @@ pub struct Report {
     pub oracle_failed: Vec<(u64, String)>,
     /// (seed, why) for `-t` outputs of ours that are not well-formed.
     pub malformed: Vec<(u64, String)>,
+    /// (seed, first line of Fluxion's standard error) for cases whose standard errors
+    /// differ, at most [`REPORT_EXAMPLES_MAX`].
+    pub stderr_differs: Vec<(u64, String)>,
     /// Cases run with no oracle to compare with.
     pub unchecked: u64,
     /// Disagreements by the kind of the first command whose output differs.
@@ -152,6 +162,13 @@ impl Report {
         if let Some(s) = outcome.stdout_agrees {
             self.stdout.add(s);
         }
+        if let Some(s) = outcome.stderr_agrees {
+            self.stderr.add(s);
+            if !s && self.stderr_differs.len() < REPORT_EXAMPLES_MAX {
+                self.stderr_differs
+                    .push((info.seed, outcome.stderr_note.clone().unwrap_or_default()));
+            }
+        }
         self.by_policy
             .entry(info.policy.clone())
             .or_default()
@@ -179,6 +196,13 @@ impl Report {
                 "standard output (times taken out):    {}",
                 self.stdout.show()
             );
+            if self.stderr.total > 0 {
+                let _ = writeln!(
+                    s,
+                    "standard error:                       {}",
+                    self.stderr.show()
+                );
+            }
             for (title, map) in [
                 ("policy", &self.by_policy),
                 ("writer", &self.by_writer),
@@ -212,6 +236,7 @@ impl Report {
             ("our process failed", &self.ours_failed),
             ("malformed output of ours", &self.malformed),
             ("oracle failed (left out)", &self.oracle_failed),
+            ("standard error differs", &self.stderr_differs),
         ] {
             if !list.is_empty() {
                 let _ = writeln!(s, "{title}: {} cases", list.len());
@@ -278,6 +303,8 @@ mod tests {
         let outcome = |verdict, first_command: Option<&str>| Outcome {
             verdict,
             stdout_agrees: Some(true),
+            stderr_agrees: Some(true),
+            stderr_note: None,
             malformed: None,
             first_command: first_command.map(String::from),
         };

@@ -199,6 +199,21 @@ impl Session {
         Ok(())
     }
 
+    /// What resource-query prints when its traverser fails with `errno`: the traverser's
+    /// messages when it left any, else the errno unless it is EBUSY or ENODEV (a match that
+    /// found nothing, or can never).
+    fn say_why_the_traverser_failed(&self, errno: Errno) {
+        let said = self.matcher.last_complaints();
+        if !said.is_empty() {
+            eprintln!("match_allocate: ERROR: {said}");
+        } else if !errno.consumes_id() {
+            eprintln!(
+                "match_allocate: ERROR: traverser: {}",
+                strerror(self.matcher.last_errno())
+            );
+        }
+    }
+
     /// resource-query's `match_allocate`: runs the match, feeds and empties the writer,
     /// records the job, consumes the id unless the request was refused before matching.
     fn match_allocate(
@@ -248,12 +263,9 @@ impl Session {
             }
             QueryOutcome::NoMatch { .. } => {
                 let e = Errno::from_matcher(self.matcher.last_errno());
+                self.say_why_the_traverser_failed(e);
                 if !e.consumes_id() {
                     // As resource-query: refused without consuming the id.
-                    eprintln!(
-                        "match_allocate: ERROR: traverser: {}",
-                        strerror(self.matcher.last_errno())
-                    );
                     return fail(e, started);
                 }
                 (false, e, 0, false)
@@ -262,7 +274,9 @@ impl Session {
                 let e = if *b {
                     Errno::Busy
                 } else {
-                    Errno::from_matcher(self.matcher.last_errno())
+                    let e = Errno::from_matcher(self.matcher.last_errno());
+                    self.say_why_the_traverser_failed(e);
+                    e
                 };
                 (*b, e, 0, false)
             }

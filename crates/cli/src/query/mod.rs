@@ -208,6 +208,7 @@ impl Session {
         };
         let mut matcher = Matcher::new(graph, policy, &filters);
         matcher.count_visits(args.elapse);
+        matcher.keep_complaints();
         matcher.set_graph_end(FLUXION_GRAPH_END);
         matcher.set_flexible(flexible);
         let dominant = dominant_subsystem(&args.subsystems)?;

@@ -65,6 +65,8 @@ struct Effects {
     /// Vertices entered and left with a candidacy.
     visits: (u32, u32),
     marks: Vec<(u32, Mark)>,
+    /// The traverser messages it left (when they are kept).
+    said: String,
 }
 
 /// What is known of one whole's node.
@@ -309,6 +311,7 @@ impl<'a> Walk<'a> {
         let visits = self.visits;
         let groups = self.cands.groups.len();
         let before = budget.as_deref().copied();
+        let said_before = self.complaints.as_ref().map_or(0, String::len);
         self.marks.log = Some(Vec::new());
         let visit = self.visit_vertex(u, reqs, pristine, excl, budget.as_deref_mut());
         let mut marks = self.marks.log.take().unwrap_or_default();
@@ -327,6 +330,12 @@ impl<'a> Walk<'a> {
             errno: (set != Errno::None).then_some(set),
             visits: (self.visits.0 - visits.0, self.visits.1 - visits.1),
             marks,
+            said: self
+                .complaints
+                .as_ref()
+                .and_then(|t| t.get(said_before..))
+                .unwrap_or_default()
+                .to_owned(),
         });
         (visit, effects)
     }
@@ -341,6 +350,9 @@ impl<'a> Walk<'a> {
         }
         self.visits.0 += e.visits.0;
         self.visits.1 += e.visits.1;
+        if !e.said.is_empty() {
+            self.complain(|t| t.push_str(&e.said));
+        }
         *excl = e.excl;
         e.visit
     }

@@ -208,6 +208,9 @@ pub struct Walk<'a> {
     /// Fluxion's `m_preorder` and `m_postorder`: vertices this select entered, and those it
     /// left with a candidacy (`dfu_impl.cpp` `dom_dfv`).
     pub visits: (u32, u32),
+    /// Fluxion's traverser messages (`m_err_msg`), kept only when asked for
+    /// ([`Walk::complain_into`]).
+    complaints: Option<String>,
     /// In a graph where a vertex has several parents: the walk's visit stamp of each
     /// vertex (Fluxion's colors) and the parent it was visited from.
     dag: Option<Box<DagState>>,
@@ -309,6 +312,7 @@ impl<'a> Walk<'a> {
             storage_node: g.sym("storage_node"),
             budgets,
             exact_visits: false,
+            complaints: None,
             visits: (0, 0),
             dag: None,
             node_visits: scratch.node_visits,
@@ -378,6 +382,23 @@ impl<'a> Walk<'a> {
     pub fn exact_visits(&mut self) {
         self.budgets = false;
         self.exact_visits = true;
+    }
+
+    /// Appends Fluxion's traverser messages to `text` (what earlier selects of the same
+    /// match left), handed back by [`Walk::take_complaints`].
+    pub fn complain_into(&mut self, text: String) {
+        self.complaints = Some(text);
+    }
+
+    pub fn take_complaints(&mut self) -> Option<String> {
+        self.complaints.take()
+    }
+
+    /// Appends to the traverser messages, when they are kept.
+    fn complain(&mut self, say: impl FnOnce(&mut String)) {
+        if let Some(text) = self.complaints.as_mut() {
+            say(text);
+        }
     }
 
     /// Gives the candidate stack back for the next walk.

@@ -22,7 +22,7 @@ impl<'a> Walk<'a> {
             let q = req.req(r);
             if !q.is_slot && q.ty == ukind {
                 if matched {
-                    return Test::none(reqs);
+                    return Test::clash(reqs);
                 }
                 resource = Some(r);
                 for &c in &q.with {
@@ -33,7 +33,7 @@ impl<'a> Walk<'a> {
                 matched = true;
             } else if q.is_slot {
                 if matched {
-                    return Test::none(reqs);
+                    return Test::clash(reqs);
                 }
                 slot = Some((r, q.effective_max()));
                 matched = true;
@@ -47,6 +47,7 @@ impl<'a> Walk<'a> {
                 next: &req.req(s).with,
                 nslots: n,
                 pristine: false,
+                clash: false,
             };
         }
         if let Some(r) = resource {
@@ -55,6 +56,7 @@ impl<'a> Walk<'a> {
                 next: &req.req(r).with,
                 nslots: 0,
                 pristine: false,
+                clash: false,
             };
         }
         Test::unmatched(reqs, pristine)
@@ -74,7 +76,7 @@ impl<'a> Walk<'a> {
             let q = req.req(r);
             if !q.is_slot && q.ty == ukind {
                 if matched || or_matched {
-                    return Test::none(reqs);
+                    return Test::clash(reqs);
                 }
                 resource = Some(r);
                 for &c in &q.with {
@@ -85,7 +87,7 @@ impl<'a> Walk<'a> {
                 matched = true;
             } else if q.is_slot {
                 if matched {
-                    return Test::none(reqs);
+                    return Test::clash(reqs);
                 }
                 slots = Some((reqs, q.effective_max()));
                 or_matched = true;
@@ -99,6 +101,7 @@ impl<'a> Walk<'a> {
                     next: list,
                     nslots: n,
                     pristine: false,
+                    clash: false,
                 };
             }
             return Test {
@@ -112,6 +115,7 @@ impl<'a> Walk<'a> {
                 next: &req.req(r).with,
                 nslots: 0,
                 pristine: false,
+                clash: false,
             };
         }
         unmatched
@@ -211,6 +215,7 @@ impl<'a> Walk<'a> {
             if !q.is_slot {
                 if x_in && q.exclusive == Some(false) {
                     self.errno = Errno::Inval;
+                    self.complain_of_exclusivity(q.label.as_deref(), u);
                     return false;
                 }
                 if !sat && (x_in || q.exclusive == Some(true)) {
@@ -218,7 +223,10 @@ impl<'a> Walk<'a> {
                         self.errno = Errno::Busy;
                         return false;
                     }
-                    vacant = true;
+                    // (Not where a walk takes no shortcut — after a job id matched again
+                    // an aggregate may keep records no job count stands beside — nor after
+                    // a partial cancel left some so.)
+                    vacant = !self.exact_visits && self.st.untouched_means_free();
                 }
             }
             let short = if q.user_data.is_empty() {
@@ -312,15 +320,19 @@ pub(super) struct Test<'a> {
     pub(super) next: &'a [ReqId],
     pub(super) nslots: u64,
     pub(super) pristine: bool,
+    /// Two requests of the list match the vertex (Fluxion's "siblings in jobspec request
+    /// same resource type").
+    pub(super) clash: bool,
 }
 
 impl<'a> Test<'a> {
-    fn none(reqs: &'a [ReqId]) -> Test<'a> {
+    fn clash(reqs: &'a [ReqId]) -> Test<'a> {
         Test {
             kind: MatchKind::None,
             next: reqs,
             nslots: 0,
             pristine: false,
+            clash: true,
         }
     }
 
@@ -336,6 +348,22 @@ impl<'a> Test<'a> {
             next: reqs,
             nslots: 0,
             pristine,
+            clash: false,
         }
+    }
+}
+
+impl Walk<'_> {
+    /// Fluxion's `by_excl` message for a resource written `exclusive: false` under a slot
+    /// (no line break: the next message follows on the same line, as in Fluxion's).
+    #[cold]
+    fn complain_of_exclusivity(&mut self, label: Option<&str>, u: VertexId) {
+        let name = self.g.name(u);
+        self.complain(|t| {
+            t.push_str("by_excl: exclusivity conflicts at jobspec=");
+            t.push_str(label.unwrap_or_default());
+            t.push_str(" : vertex=");
+            t.push_str(name);
+        });
     }
 }

@@ -85,6 +85,9 @@ impl<'a> Walk<'a> {
             }
         }
         self.cands.groups.truncate(mark);
+        if !complete {
+            self.complain(|t| t.push_str("dom_slot: not enough slots.\n"));
+        }
         if complete {
             for &(score, s, n) in &slots {
                 push_slot(&mut self.cands, score, &edges[s as usize..(s + n) as usize]);
@@ -295,6 +298,7 @@ impl<'a> Walk<'a> {
                 let Some(taken) = take_members(&self.cands, &list, cursor, count, &mut edges)
                 else {
                     complete = false;
+                    self.complain(|t| t.push_str("dom_slot: not enough slots.\n"));
                     break 'slots;
                 };
                 score += taken;

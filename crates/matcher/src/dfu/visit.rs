@@ -25,7 +25,8 @@ impl<'a> Walk<'a> {
             match self.st.whole_node(u, self.win.at, self.win.dur) {
                 // A node taken whole by a job over the window has no unit free: the checks
                 // below would find it busy (each failing one says so), at a higher cost.
-                WholeNode::Covered => {
+                // (Not in an exact walk: its test may leave a message, as Fluxion's does.)
+                WholeNode::Covered if !self.exact_visits => {
                     self.visits.0 += 1;
                     self.errno = Errno::Busy;
                     return None;
@@ -40,6 +41,9 @@ impl<'a> Walk<'a> {
         let t = self.test(u, reqs, pristine);
         self.visits.0 += 1;
         if t.kind == MatchKind::None {
+            if t.clash {
+                self.complain_of_clash(u);
+            }
             self.errno = Errno::Busy;
             return None;
         }
@@ -176,5 +180,17 @@ impl<'a> Walk<'a> {
         } else {
             0
         }
+    }
+
+    /// Fluxion's `test` message for a vertex two requests of one list match.
+    #[cold]
+    #[inline(never)]
+    fn complain_of_clash(&mut self, u: VertexId) {
+        let kind = self.g.kind_str(u);
+        self.complain(|text| {
+            text.push_str("test: siblings in jobspec request same resource type : ");
+            text.push_str(kind);
+            text.push_str(".\n");
+        });
     }
 }
