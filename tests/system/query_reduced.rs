@@ -527,6 +527,20 @@ fn an_ancestors_filter_a_partial_cancel_reduced_is_not_read_as_its_totals() {
     );
 }
 
+/// A `find` whose writer cannot emit says why as a match's emit does: ENOENT when the
+/// edges found do not close into one graph (random differential seed 1399, reduced;
+/// `fluxion.out` and `fluxion.err` are Fluxion's binary's).
+#[test]
+fn a_find_whose_writer_fails_says_why_as_a_matchs_emit_does() {
+    let (run, _) = run_as_fluxion(
+        "find-emit-errno",
+        &["-P", "lonode", "-F", "jgf"],
+        "match allocate_orelse_reserve j0.yaml\nmatch allocate_with_satisfiability j0.yaml\n\
+         match without_allocating j0.yaml\nfind sched-now=free\nquit\n",
+    );
+    assert_eq!(run.stderr, fluxion_file("find-emit-errno", "fluxion.err"));
+}
+
 /// `attach` grows the root's totals without taking its planner's keys again: the instant a
 /// reservation search would find free units at (3600, where the attached node's job ends)
 /// keeps the key it had when nothing was free then, and Fluxion's min-time tree does not

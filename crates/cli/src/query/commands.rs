@@ -171,8 +171,8 @@ impl Session {
         match self.writer.emit_find() {
             Ok(text) => out.write_all(text.unwrap_or_default().as_bytes())?,
             Err(e) => {
-                let _ = e;
-                eprintln!("find: ERROR: find writer emit: Invalid argument");
+                let (_, why) = super::matching::writer_errno(&e);
+                eprintln!("find: ERROR: find writer emit: {why}");
                 return Ok(());
             }
         }

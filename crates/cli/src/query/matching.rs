@@ -13,7 +13,7 @@ use super::{BAR, JobInfo, Lifecycle, Session};
 /// resource-query's `errno` after a match, as far as its output tells them apart: EBUSY
 /// and ENODEV consume the job id, ENODEV and ENOENT print "Unsatisfiable request".
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Errno {
+pub(super) enum Errno {
     /// EBUSY: nothing now.
     Busy,
     /// ENODEV: can never fit.
@@ -37,6 +37,15 @@ impl Errno {
 
     fn consumes_id(self) -> bool {
         matches!(self, Errno::Busy | Errno::NoDev)
+    }
+}
+
+/// The errno a writer's failed emit leaves in Fluxion, and its `strerror`: ENOENT when its
+/// edges do not close into one graph, else EINVAL.
+pub(super) fn writer_errno(e: &WriterError) -> (Errno, &'static str) {
+    match e {
+        WriterError::Unbalanced => (Errno::NoEnt, "No such file or directory"),
+        _ => (Errno::Inval, "Invalid argument"),
     }
 }
 
@@ -284,15 +293,7 @@ impl Session {
         let mut text = std::mem::take(&mut self.spare_text);
         text.clear();
         if let Err(e) = self.writer.emit(&mut text) {
-            let errno = match e {
-                WriterError::Unbalanced => Errno::NoEnt,
-                _ => Errno::Inval,
-            };
-            let why = if errno == Errno::NoEnt {
-                "No such file or directory"
-            } else {
-                "Invalid argument"
-            };
+            let (errno, why) = writer_errno(&e);
             eprintln!("match_allocate: ERROR: match writer emit: {why}");
             return fail(errno, started);
         }
