@@ -269,9 +269,10 @@ fn a_job_larger_than_the_cluster_is_denied_not_a_crash() {
     assert_eq!(lines[1], "2 0 -1 10 64 -1 -1 64 10 -1 5 1 1 -1 1 1 -1 -1");
 }
 
-/// `replay --nodes 4 --workload WORKLOAD --policy POLICY`, which must fail; its stderr.
-fn replay_fails(workload: &Path, policy: &str) -> String {
-    fails(&[
+/// `replay --nodes 4 --workload WORKLOAD --policy POLICY [MORE]`, which must fail; its
+/// stderr.
+fn replay_fails(workload: &Path, policy: &str, more: &[&str]) -> String {
+    let mut args = vec![
         "replay",
         "--nodes",
         "4",
@@ -279,7 +280,9 @@ fn replay_fails(workload: &Path, policy: &str) -> String {
         s(workload),
         "--policy",
         policy,
-    ])
+    ];
+    args.extend(more);
+    fails(&args)
 }
 
 #[test]
@@ -291,26 +294,16 @@ fn malformed_workloads_and_flags_are_errors_naming_the_place() {
         "; ok\n1 0 -1 10 2 -1 -1 2 10 -1 1 1 1 -1 1 1 -1 -1\n2 0 -1 ten 2 -1 -1 2 10 -1 1 1 1 -1 1 1 -1 -1\n",
     )
     .unwrap();
-    let err = replay_fails(&input, "easy");
+    let err = replay_fails(&input, "easy", &[]);
     assert!(err.contains("line 3: field 4 (run time)"), "{err}");
     std::fs::write(&input, "1 0 -1 10 2\n").unwrap();
-    let err = replay_fails(&input, "fcfs");
+    let err = replay_fails(&input, "fcfs", &[]);
     assert!(err.contains("line 1: expected 18 fields, found 5"), "{err}");
-    let err = replay_fails(&input, "sjf");
+    let err = replay_fails(&input, "sjf", &[]);
     assert!(err.contains("unknown queue policy"), "{err}");
-    let err = replay_fails(&dir.path("none.swf"), "easy");
+    let err = replay_fails(&dir.path("none.swf"), "easy", &[]);
     assert!(err.contains("none.swf"), "{err}");
-    let err = fails(&[
-        "replay",
-        "--nodes",
-        "4",
-        "--workload",
-        s(&input),
-        "--policy",
-        "easy",
-        "--match-policy",
-        "locality",
-    ]);
+    let err = replay_fails(&input, "easy", &["--match-policy", "locality"]);
     assert!(
         err.contains("locality is for `query` sessions only"),
         "{err}"

@@ -390,6 +390,7 @@ impl<'a> Walk<'a> {
         self.complaints = Some(text);
     }
 
+    /// The messages, handed back to the matcher after the walk (`None` when not kept).
     pub fn take_complaints(&mut self) -> Option<String> {
         self.complaints.take()
     }
