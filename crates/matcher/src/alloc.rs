@@ -30,11 +30,8 @@ pub struct AllocVertex {
 pub struct LeftOut {
     /// How many vertices the allocation keeps before it.
     pub kept: usize,
-    pub v: VertexId,
-    pub exclusive: bool,
-    /// What the match took of it, and the walk's depth there (as [`AllocVertex`]).
-    pub needs: i64,
-    pub depth: u32,
+    /// The vertex as the match listed it, at the depth it would have been written at.
+    pub vertex: AllocVertex,
     /// Only its pruning filter refused it: its own calendar took it, and Fluxion tagged it
     /// with the job before the filter's update failed (`upd_txfilter` before
     /// `upd_agfilter`), so the job's cancel walk still goes through it.
@@ -488,10 +485,10 @@ fn leave_out(
     }
     refused.push(LeftOut {
         kept,
-        v: av.v,
-        exclusive: av.exclusive,
-        needs: av.needs,
-        depth: av.depth + *skew,
+        vertex: AllocVertex {
+            depth: av.depth + *skew,
+            ..*av
+        },
         tagged,
     });
     *skew += 1;

@@ -293,10 +293,8 @@ impl Matcher {
             }
             let tagged = self.refused.iter().filter(|r| r.tagged);
             job.alloc.vertices_mut().extend(tagged.map(|r| AllocVertex {
-                v: r.v,
-                needs: r.needs,
-                exclusive: r.exclusive,
-                depth: r.depth + self.level_drift,
+                depth: r.vertex.depth + self.level_drift,
+                ..r.vertex
             }));
             self.level_drift += (listed - taken) as u32;
         }

@@ -209,13 +209,9 @@ fn a_kept_whole_is_one_entry_and_listed_out_where_it_must() {
     );
     assert!(r.is_ok());
     let place = a.iter().position(|x| x.v == core);
-    let taken = a.iter().find(|x| x.v == core).unwrap();
     let left_out = LeftOut {
         kept: place.unwrap(),
-        v: core,
-        exclusive: taken.exclusive,
-        needs: taken.needs,
-        depth: taken.depth,
+        vertex: a.iter().find(|x| x.v == core).unwrap(),
         tagged: false,
     };
     assert_eq!(refused, vec![left_out]);

@@ -86,7 +86,7 @@ impl<'a> Walk<'a> {
         }
         self.cands.groups.truncate(mark);
         if !complete {
-            self.complain(|t| t.push_str("dom_slot: not enough slots.\n"));
+            self.complain_of_slots();
         }
         if complete {
             for &(score, s, n) in &slots {
@@ -96,6 +96,12 @@ impl<'a> Walk<'a> {
         self.slot_members = members;
         self.slot_edges = edges;
         self.slot_list = slots;
+    }
+
+    /// Fluxion's `dom_slot` message: the members ran out before the slots counted formed.
+    #[cold]
+    fn complain_of_slots(&mut self) {
+        self.complain(|t| t.push_str("dom_slot: not enough slots.\n"));
     }
 
     /// Fluxion's EINVAL from `dom_finish_slot`: under a stop-on-1 policy, once a child was
@@ -298,7 +304,7 @@ impl<'a> Walk<'a> {
                 let Some(taken) = take_members(&self.cands, &list, cursor, count, &mut edges)
                 else {
                     complete = false;
-                    self.complain(|t| t.push_str("dom_slot: not enough slots.\n"));
+                    self.complain_of_slots();
                     break 'slots;
                 };
                 score += taken;

@@ -181,9 +181,9 @@ impl MatchWriter {
         let refused_edge = |w: &mut MatchWriter, at: usize| {
             for (r, &excl) in refused.iter().zip(&left_parent_excl) {
                 if r.kept == at
-                    && let Some(p) = g.parent(r.v)
+                    && let Some(p) = g.parent(r.vertex.v)
                 {
-                    w.emit_edge(g, p, r.v, excl, CONTAINMENT);
+                    w.emit_edge(g, p, r.vertex.v, excl, CONTAINMENT);
                 }
             }
         };

@@ -35,7 +35,7 @@ pub(super) fn parents_exclusive(
             parent_excl[i] = d > 0 && excl_at[d - 1];
         }
         for (r, excl) in refused.iter().zip(&mut left_parent_excl) {
-            let p = g.parent(r.v);
+            let p = g.parent(r.vertex.v);
             *excl = vertices
                 .iter()
                 .find(|x| Some(x.v) == p)
@@ -62,7 +62,7 @@ pub(super) fn parents_exclusive(
         while left > 0 && refused[left - 1].kept >= i {
             left -= 1;
             let r = &refused[left];
-            left_parent_excl[left] = parent_of(r.v, r.exclusive);
+            left_parent_excl[left] = parent_of(r.vertex.v, r.vertex.exclusive);
         }
         if let Some(av) = vertices.get(i.wrapping_sub(1)) {
             parent_excl[i - 1] = parent_of(av.v, av.exclusive);
