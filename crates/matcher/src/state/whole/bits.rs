@@ -117,6 +117,21 @@ pub(super) fn next_end(busy: Row, starts: Row, from: usize) -> usize {
 
 /// The mask of bits `[lo, hi)` (`lo < hi`) within word `j` of a row, one of the words
 /// `lo / 64 ..= (hi - 1) / 64` holding them.
+/// Whether [`next_end`] from `from` (capped at `last`) is `e` (`from <= e <= last`): every
+/// segment of `[from, e)` held and none of them a start, and `e` the last bound, or free,
+/// or a start.
+pub(super) fn ends_at(busy: Row, starts: Row, from: usize, e: usize, last: usize) -> bool {
+    if from < e {
+        for j in from / 64..=(e - 1) / 64 {
+            let m = range_mask(j, from, e);
+            if (busy.word(j) & !starts.word(j)) & m != m {
+                return false;
+            }
+        }
+    }
+    e == last || !busy.get(e) || starts.get(e)
+}
+
 #[inline]
 pub(super) fn range_mask(j: usize, lo: usize, hi: usize) -> u64 {
     let mut m = u64::MAX;
@@ -272,6 +287,24 @@ mod tests {
                 let first_set = (lo..192).find(|&i| b[i]).unwrap_or(192);
                 prop_assert_eq!(super::next_end(row, zero, lo), first_clear);
                 prop_assert_eq!(super::next_end(other, row, lo), first_set);
+            }
+        }
+
+        /// `ends_at` says whether `next_end`, capped, is the end asked about.
+        #[test]
+        fn ends_at_as_next_end(
+            busy in proptest::collection::vec(any::<bool>(), 192),
+            starts in proptest::collection::vec(any::<bool>(), 192),
+            from in 0..150usize,
+            last in 0..192usize,
+        ) {
+            prop_assume!(from <= last);
+            let planes = planes_of(std::slice::from_ref(&busy));
+            let starting = planes_of(std::slice::from_ref(&starts));
+            let (b, s) = (Row::new(&planes, 1, 0), Row::new(&starting, 1, 0));
+            let found = super::next_end(b, s, from).min(last);
+            for e in from..=last {
+                prop_assert_eq!(super::ends_at(b, s, from, e, last), found == e, "e {}", e);
             }
         }
     }

@@ -53,6 +53,24 @@ pub(super) struct WholeCovers {
     /// The last segment [`WholeCovers::segment`] found: most questions in a row are about
     /// one instant.
     segment: Cell<usize>,
+    /// Counts the changes of `bounds`: what was found among them is good while it stands.
+    epoch: u64,
+    /// The bounds of the last cover added, while `epoch` stands.
+    last_add: Option<AddAt>,
+}
+
+/// Where the last cover added starts and ends among the bounds.
+///
+/// Why: a commit adds one cover per node it takes whole, all over the job's window (~290
+/// nodes a reservation in the 5,000-job replay), and finding the window's bounds for each
+/// was most of an add.
+#[derive(Clone, Copy, Debug)]
+struct AddAt {
+    start: i64,
+    end: i64,
+    epoch: u64,
+    s: usize,
+    e: usize,
 }
 
 /// Segments `[lo, hi)` meet `[at, end)`.
@@ -97,6 +115,8 @@ impl WholeCovers {
             live: 0,
             window: Cell::new(Window::NONE),
             segment: Cell::new(0),
+            epoch: 0,
+            last_add: None,
         }
     }
 
@@ -330,6 +350,7 @@ impl WholeCovers {
         self.bounds.insert(k, t);
         self.refs.insert(k, 0);
         self.window.set(Window::NONE);
+        self.epoch += 1;
         bits::insert_all(&mut self.busy, n, k, true);
         bits::insert_all(&mut self.starts, n, k, false);
         k
@@ -344,6 +365,7 @@ impl WholeCovers {
         self.bounds.remove(k);
         self.refs.remove(k);
         self.window.set(Window::NONE);
+        self.epoch += 1;
         let n = self.count.len();
         bits::remove_all(&mut self.busy, n, k);
         bits::remove_all(&mut self.starts, n, k);
@@ -369,12 +391,25 @@ impl WholeCovers {
             start < end && !self.meets(c as u32, start, end),
             "a whole cover of {c} over [{start}, {end}), which another meets"
         );
-        // The segments the window meets start at the start's bound and end before the
-        // end's, when there are such bounds (the covers a commit adds share them).
-        let (lo, hi) = self.segments(start, end);
-        let s = self.bound(start, lo);
-        // The end's bound comes after the start's: making that moved it by one.
-        let e = self.bound(end, hi + usize::from(s != lo));
+        let (s, e) = match self.last_add {
+            Some(a) if a.start == start && a.end == end && a.epoch == self.epoch => (a.s, a.e),
+            _ => {
+                // The segments the window meets start at the start's bound and end before
+                // the end's, when there are such bounds (the covers a commit adds share them).
+                let (lo, hi) = self.segments(start, end);
+                let s = self.bound(start, lo);
+                // The end's bound comes after the start's: making that moved it by one.
+                let e = self.bound(end, hi + usize::from(s != lo));
+                self.last_add = Some(AddAt {
+                    start,
+                    end,
+                    epoch: self.epoch,
+                    s,
+                    e,
+                });
+                (s, e)
+            }
+        };
         self.refs[s] += 1;
         self.refs[e] += 1;
         let n = self.count.len();
@@ -418,12 +453,22 @@ impl WholeCovers {
         // Each end's bound and how many covers end there (no bound goes before the end).
         let mut ends: SmallVec<[(usize, u32); 4]> = SmallVec::new();
         let mut removed = 0;
+        // A job's covers share their window: the end found for one is, for each next, a
+        // check of its row instead of a search.
+        let mut common = None;
         for &c in cs {
             let (busy, starts) = self.rows(c);
             if !starts.get(s) {
                 break;
             }
-            let e = bits::next_end(busy, starts, s + 1).min(last);
+            let e = match common {
+                Some(e) if bits::ends_at(busy, starts, s + 1, e, last) => e,
+                _ => {
+                    let e = bits::next_end(busy, starts, s + 1).min(last);
+                    common = Some(e);
+                    e
+                }
+            };
             let c = c as usize;
             bits::set_range(&mut self.busy, n, c, s, e, false);
             bits::set_range(&mut self.starts, n, c, s, s + 1, false);

@@ -9,6 +9,9 @@ use super::WholeCovers;
 #[derive(Clone, Debug)]
 enum Step {
     Add(u32, i64, i64),
+    /// Add a cover over one window to each whole of a mask it is free for, in a row, as a
+    /// commit adds a job's.
+    AddEach(i64, i64, u8),
     Remove(u32, usize),
     /// Remove the covers starting at an instant of the wholes in a mask, together.
     RemoveEach(i64, u8),
@@ -18,6 +21,7 @@ enum Step {
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         (0..3u32, 0..60i64, 1..12i64).prop_map(|(c, s, l)| Step::Add(c, s, l)),
+        (0..60i64, 1..12i64, 0..8u8).prop_map(|(s, l, m)| Step::AddEach(s, l, m)),
         (0..3u32, 0..8usize).prop_map(|(c, k)| Step::Remove(c, k)),
         (0..60i64, 0..8u8).prop_map(|(t, m)| Step::RemoveEach(t, m)),
         (0..3u32, -5..70i64, 0..20i64).prop_map(|(c, s, l)| Step::Ask(c, s, l)),
@@ -76,6 +80,16 @@ proptest! {
                     if free {
                         list.push((start, start + len));
                         list.sort_unstable();
+                    }
+                }
+                Step::AddEach(start, len, mask) => {
+                    for c in (0..3usize).filter(|c| mask >> c & 1 == 1) {
+                        let list = &mut lists[c];
+                        if !list.iter().any(|x| x.0 < start + len && x.1 > start) {
+                            w.add_free(c, start, start + len);
+                            list.push((start, start + len));
+                            list.sort_unstable();
+                        }
                     }
                 }
                 Step::Remove(c, k) => {
