@@ -634,10 +634,9 @@ fn record_vertex(
     Ok(Recorded::All)
 }
 
-/// [`add`] of each of `sums`. A vertex's children are mostly alike, their sums holding the
-/// same types in the same order, so each type is looked for first at its place in `sums`
-/// (the search by type was ~50 instructions per node taken whole).
-/// Adds `sums` to `row`, `times` over.
+/// [`add`] of each of `sums`, `times` over. A vertex's children are mostly alike, their
+/// sums holding the same types in the same order, so each type is looked for first at its
+/// place in `sums` (the search by type was ~50 instructions per node taken whole).
 fn add_all(row: &mut Vec<(u32, i64)>, sums: &[(u32, i64)], times: i64) {
     for (k, &(t, n)) in sums.iter().enumerate() {
         let n = n.saturating_mul(times);

@@ -359,7 +359,8 @@ impl RootAgg {
             return coarse;
         }
         // Exact: cut the window where a reservation starts or ends; within a piece, each
-        // reservation covers all of it or none.
+        // reservation covers all of it or none. (With its room: growing it was ~8 % of the
+        // proofs' time.)
         let mut cuts: SmallVec<[i64; 32]> = SmallVec::with_capacity(2 + 2 * overlapping.len());
         cuts.extend([t, end]);
         for h in &overlapping {

@@ -115,8 +115,6 @@ pub(super) fn next_end(busy: Row, starts: Row, from: usize) -> usize {
     len * 64
 }
 
-/// The mask of bits `[lo, hi)` (`lo < hi`) within word `j` of a row, one of the words
-/// `lo / 64 ..= (hi - 1) / 64` holding them.
 /// Whether [`next_end`] from `from` (capped at `last`) is `e` (`from <= e <= last`): every
 /// segment of `[from, e)` held and none of them a start, and `e` the last bound, or free,
 /// or a start.
@@ -132,6 +130,8 @@ pub(super) fn ends_at(busy: Row, starts: Row, from: usize, e: usize, last: usize
     e == last || !busy.get(e) || starts.get(e)
 }
 
+/// The mask of bits `[lo, hi)` (`lo < hi`) within word `j` of a row, one of the words
+/// `lo / 64 ..= (hi - 1) / 64` holding them.
 #[inline]
 pub(super) fn range_mask(j: usize, lo: usize, hi: usize) -> u64 {
     let mut m = u64::MAX;
