@@ -470,7 +470,6 @@ impl Request {
         Some(out)
     }
 
-    #[inline]
     /// Whether a walk of this request may leave Fluxion's traverser messages that depend on
     /// every vertex its walk visits: a resource written `exclusive: false` (refused under a
     /// slot, `by_excl`), or a list two of whose members could match one vertex (`test`:
@@ -493,6 +492,7 @@ impl Request {
             || clashes(&self.top)
     }
 
+    #[inline]
     pub fn req(&self, id: ReqId) -> &Req {
         &self.reqs[id as usize]
     }

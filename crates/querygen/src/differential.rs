@@ -360,18 +360,9 @@ fn save_failure(dir: &Path, scratch: &Path, to: &Path) -> Result<(), GenError> {
 /// The first line where two standard errors differ (Fluxion's, else ours, `<` / `>`),
 /// control characters escaped; `None` when they agree.
 fn first_line_differing(theirs: &[u8], ours: &[u8]) -> Option<String> {
-    let (a, b) = (
-        String::from_utf8_lossy(theirs),
-        String::from_utf8_lossy(ours),
-    );
-    let mut la = a.lines();
-    let mut lb = b.lines();
-    loop {
-        match (la.next(), lb.next()) {
-            (None, None) => return None,
-            (x, y) if x == y => continue,
-            (Some(x), _) => return Some(format!("< {}", x.escape_debug())),
-            (None, Some(y)) => return Some(format!("> {}", y.escape_debug())),
-        }
-    }
+    let d = first_difference(theirs, ours)?;
+    Some(match (d.want, d.got) {
+        (Some(line), _) => format!("< {}", line.escape_debug()),
+        (None, line) => format!("> {}", line.unwrap_or_default().escape_debug()),
+    })
 }
