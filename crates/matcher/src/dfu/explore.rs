@@ -5,6 +5,7 @@
 use shardsched_resource::{Sym, VertexId};
 use smallvec::SmallVec;
 
+use super::memo::RunKey;
 use super::{Budget, Walk};
 use crate::request::ReqId;
 use crate::types::SLOT;
@@ -160,6 +161,7 @@ impl<'a> Walk<'a> {
         let mut counted = mark;
         // Asked only of a child no request names (rare where requests name every type).
         let mut any_kind = None;
+        let mut run = RunKey::default();
         let (children, reversed) = order.children(self.child_lists, u);
         let n = children.len();
         for i in 0..n {
@@ -180,15 +182,28 @@ impl<'a> Walk<'a> {
                 continue;
             }
             let mut x = excl;
-            let Some(vis) = self.dom_dfv(c, reqs, pristine, &mut x, None) else {
+            let vis = match self.known_child(c, reqs, pristine, &mut x, &mut run) {
+                Some(known) => known,
+                None => self.dom_dfv(c, reqs, pristine, &mut x, None),
+            };
+            let Some(vis) = vis else {
                 continue;
             };
             self.cands.push_vertex(kind, vis.score, vis.avail(), c.0, x);
             let end = self.cands.groups.len();
-            for t in tallies.iter_mut() {
-                let grown = self.cands.total(counted..end, t.kind);
-                if grown > 0 {
-                    t.add(grown);
+            if end == counted + 1 {
+                // The child's candidacy alone (as from every kept visit): its own type grows.
+                if let Some(t) = tallies.iter_mut().find(|t| t.kind == kind)
+                    && vis.avail() > 0
+                {
+                    t.add(vis.avail());
+                }
+            } else {
+                for t in tallies.iter_mut() {
+                    let grown = self.cands.total(counted..end, t.kind);
+                    if grown > 0 {
+                        t.add(grown);
+                    }
                 }
             }
             counted = end;

@@ -80,6 +80,16 @@ impl Marks {
         }
     }
 
+    /// [`Marks::set`] while no log is kept (a kept visit's replay: `memo`).
+    #[inline]
+    pub(super) fn set_unlogged(&mut self, child: u32, mark: Mark) {
+        debug_assert!(self.log.is_none(), "a mark set past the log");
+        self.by_child[child as usize] = pack(Mark {
+            epoch: self.epoch,
+            ..mark
+        });
+    }
+
     /// The mark on the edge into `child`, if the last select set one.
     pub fn get(&self, child: u32) -> Option<Mark> {
         let m = unpack(self.by_child[child as usize]);

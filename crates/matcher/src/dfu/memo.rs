@@ -25,11 +25,12 @@
 //! ([`SchedState::untouched_means_free`]), walks that ignore calendars.
 
 use shardsched_resource::{Sym, VertexId};
+use smallvec::SmallVec;
 
-use super::{Budget, Errno, Mark, Visit, Walk, WalkKind};
+use super::{Budget, Errno, Mark, Marks, Visit, Walk, WalkKind};
 use crate::request::{ReqId, Request};
-use crate::state::SchedState;
 use crate::state::distinct::Distinct;
+use crate::state::{SchedState, WholeNode};
 
 /// Distinct request structures numbered at once (see [`NodeVisits::key`]).
 const KEYS_MAX: usize = 64;
@@ -64,7 +65,9 @@ struct Effects {
     errno: Option<Errno>,
     /// Vertices entered and left with a candidacy.
     visits: (u32, u32),
-    marks: Vec<(u32, Mark)>,
+    /// Inline for the usual one or two (a node choosing its slot): read with the rest of
+    /// the kept visit, not from a list of their own.
+    marks: SmallVec<[(u32, Mark); 2]>,
     /// The traverser messages it left (when they are kept).
     said: String,
 }
@@ -208,6 +211,33 @@ fn push_req(req: &Request, r: ReqId, with_count: bool, out: &mut Vec<u64>) {
     }
 }
 
+/// The request key of the children of one exploration ([`Walk::known_child`]): their type,
+/// the numbering it was found under, and the key.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct RunKey(Option<(Sym, u32, u32)>);
+
+/// Does again what a kept visit did, but for the messages it left (outside a logged
+/// visit: [`Walk::visit_free_node`] walks nodes inside one).
+#[inline(always)]
+fn replay_quiet(
+    e: &Effects,
+    marks: &mut Marks,
+    errno: &mut Errno,
+    visits: &mut (u32, u32),
+    excl: &mut bool,
+) -> Option<Visit> {
+    for &(child, m) in &e.marks {
+        marks.set_unlogged(child, m);
+    }
+    if let Some(set) = e.errno {
+        *errno = set;
+    }
+    visits.0 += e.visits.0;
+    visits.1 += e.visits.1;
+    *excl = e.excl;
+    e.visit
+}
+
 impl<'a> Walk<'a> {
     /// Whether this walk may keep and replay free nodes' visits (see the module's doc).
     pub(super) fn keeps_node_visits(&self) -> bool {
@@ -329,7 +359,7 @@ impl<'a> Walk<'a> {
             excl: *excl,
             errno: (set != Errno::None).then_some(set),
             visits: (self.visits.0 - visits.0, self.visits.1 - visits.1),
-            marks,
+            marks: marks.into_iter().collect(),
             said: self
                 .complaints
                 .as_ref()
@@ -342,19 +372,91 @@ impl<'a> Walk<'a> {
 
     /// Does again what a kept visit did.
     fn replay(&mut self, e: &Effects, excl: &mut bool) -> Option<Visit> {
-        for &(child, m) in &e.marks {
-            self.marks.set(child, m.needs, m.excl, m.from);
-        }
-        if let Some(errno) = e.errno {
-            self.errno = errno;
-        }
-        self.visits.0 += e.visits.0;
-        self.visits.1 += e.visits.1;
         if !e.said.is_empty() {
             self.complain(|t| t.push_str(&e.said));
         }
-        *excl = e.excl;
-        e.visit
+        replay_quiet(e, self.marks, &mut self.errno, &mut self.visits, excl)
+    }
+
+    /// [`Walk::dom_dfv`] of `c`, a child an exploration visits with `reqs`, answered at
+    /// once when `c` is a whole's node and known: covered over the window (busy, as
+    /// `dom_dfv` finds it), or free with its visit kept for this request and setting
+    /// (replayed, as [`Walk::visit_free_node`] would). `None`: `c` is to be visited.
+    ///
+    /// Why: most children a conservative re-plan's selects visit are free nodes replayed
+    /// (1.26 million in the 1,000-job replay), and the way there — `dom_dfv`'s questions,
+    /// the request's key looked up again, the kept visit taken out and put back — cost
+    /// more than the replay. Here the key is found once for all of one exploration's
+    /// children (`run`) and the kept visit is read in place.
+    #[inline]
+    pub(super) fn known_child(
+        &mut self,
+        c: VertexId,
+        reqs: &'a [ReqId],
+        pristine: bool,
+        excl: &mut bool,
+        run: &mut RunKey,
+    ) -> Option<Option<Visit>> {
+        if !self.keeps_visits || self.marks.log.is_some() {
+            return None;
+        }
+        let w = match self.st.whole_node(c, self.win.at, self.win.dur) {
+            WholeNode::Covered => {
+                self.visits.0 += 1;
+                self.errno = Errno::Busy;
+                return Some(None);
+            }
+            WholeNode::Free(w) => w,
+            WholeNode::Other => return None,
+        };
+        let key = self.run_key(reqs, c, run);
+        let setting = Setting {
+            pristine,
+            excl: *excl,
+            budget: false,
+            budgets: self.budgets,
+            kind: self.win.kind,
+            multilevel: self.multilevel,
+        };
+        let Known::Kept(k) = &self.node_visits.of[w as usize] else {
+            return None;
+        };
+        if k.key != key || k.setting != setting || !k.effects.said.is_empty() {
+            return None;
+        }
+        if cfg!(debug_assertions) {
+            // Walked again and compared with the kept visit, which `visit_free_node` finds
+            // for the same key and setting.
+            let visit = self.visit_free_node(w, c, reqs, pristine, excl, None);
+            let same = matches!(&self.node_visits.of[w as usize],
+                Known::Kept(k) if k.key == key && k.setting == setting);
+            assert!(same, "a kept visit replayed for another request or setting");
+            return Some(visit);
+        }
+        let visit = replay_quiet(
+            &k.effects,
+            self.marks,
+            &mut self.errno,
+            &mut self.visits,
+            excl,
+        );
+        Some(visit)
+    }
+
+    /// The number of `reqs`' structure at `c`, found once for the children of one
+    /// exploration (while the numbering stands and their type is the same).
+    #[inline]
+    fn run_key(&mut self, reqs: &[ReqId], c: VertexId, run: &mut RunKey) -> u32 {
+        let kind = self.g.kind(c);
+        if let Some((k, numbering, key)) = run.0
+            && k == kind
+            && numbering == self.node_visits.numbering
+        {
+            return key;
+        }
+        let key = self.request_key(reqs, c);
+        run.0 = Some((kind, self.node_visits.numbering, key));
+        key
     }
 
     /// The number of `reqs`' structure at node `u` (computed once per list a walk meets).

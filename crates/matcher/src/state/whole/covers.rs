@@ -80,6 +80,10 @@ struct Window {
     end: i64,
     lo: usize,
     hi: usize,
+    /// When the segments lie in one plane (`lo < hi`): that plane and their bits in it.
+    /// Why: a select asks of every node it meets whether a cover meets one window, and
+    /// one word of its row, masked, answers most of them.
+    plane: Option<(usize, u64)>,
 }
 
 impl Window {
@@ -89,6 +93,7 @@ impl Window {
         end: i64::MIN,
         lo: 0,
         hi: 0,
+        plane: None,
     };
 }
 
@@ -138,14 +143,30 @@ impl WholeCovers {
     /// is before every bound) to the last starting before `end`.
     #[inline]
     fn segments(&self, at: i64, end: i64) -> (usize, usize) {
+        let w = self.window(at, end);
+        (w.lo, w.hi)
+    }
+
+    /// [`WholeCovers::segments`], with the one plane they may lie in.
+    #[inline]
+    fn window(&self, at: i64, end: i64) -> Window {
         let last = self.window.get();
         if last.at == at && last.end == end {
-            return (last.lo, last.hi);
+            return last;
         }
         let lo = self.segment(at);
         let hi = self.bounds.partition_point(|&b| b < end);
-        self.window.set(Window { at, end, lo, hi });
-        (lo, hi)
+        let plane = (lo < hi && lo / 64 == (hi - 1) / 64)
+            .then(|| (lo / 64, bits::range_mask(lo / 64, lo, hi)));
+        let w = Window {
+            at,
+            end,
+            lo,
+            hi,
+            plane,
+        };
+        self.window.set(w);
+        w
     }
 
     /// The segment holding `at` (the first, when `at` is before every bound).
@@ -235,7 +256,10 @@ impl WholeCovers {
         if self.count[c as usize] == 0 {
             return false;
         }
-        let (lo, hi) = self.segments(at, end);
+        let Window { lo, hi, plane, .. } = self.window(at, end);
+        if let Some((j, mask)) = plane {
+            return self.busy[j * self.count.len() + c as usize] & mask != 0;
+        }
         if lo < hi {
             return self.rows(c).0.any_in(lo, hi);
         }
