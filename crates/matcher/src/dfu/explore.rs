@@ -183,8 +183,9 @@ impl<'a> Walk<'a> {
             }
             let mut x = excl;
             let vis = match self.known_child(c, reqs, pristine, &mut x, &mut run) {
-                Some(known) => known,
-                None => self.dom_dfv(c, reqs, pristine, &mut x, None),
+                Ok(known) => known,
+                Err(Some(whole)) => self.dom_dfv_as(c, reqs, pristine, &mut x, None, whole),
+                Err(None) => self.dom_dfv(c, reqs, pristine, &mut x, None),
             };
             let Some(vis) = vis else {
                 continue;

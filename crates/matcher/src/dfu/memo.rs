@@ -381,7 +381,8 @@ impl<'a> Walk<'a> {
     /// [`Walk::dom_dfv`] of `c`, a child an exploration visits with `reqs`, answered at
     /// once when `c` is a whole's node and known: covered over the window (busy, as
     /// `dom_dfv` finds it), or free with its visit kept for this request and setting
-    /// (replayed, as [`Walk::visit_free_node`] would). `None`: `c` is to be visited.
+    /// (replayed, as [`Walk::visit_free_node`] would). Else `c` is to be visited, with what
+    /// [`SchedState::whole_node`] said of it when it was asked ([`Walk::dom_dfv_as`]).
     ///
     /// Why: most children a conservative re-plan's selects visit are free nodes replayed
     /// (1.26 million in the 1,000-job replay), and the way there — `dom_dfv`'s questions,
@@ -396,19 +397,25 @@ impl<'a> Walk<'a> {
         pristine: bool,
         excl: &mut bool,
         run: &mut RunKey,
-    ) -> Option<Option<Visit>> {
-        if !self.keeps_visits || self.marks.log.is_some() {
-            return None;
+    ) -> Result<Option<Visit>, Option<WholeNode>> {
+        // Only nodes are wholes' nodes: the rest (a node's sockets, cores…) are asked nothing.
+        if !self.keeps_visits || self.marks.log.is_some() || Some(self.g.kind(c)) != self.node {
+            return Err(None);
         }
-        let w = match self.st.whole_node(c, self.win.at, self.win.dur) {
+        let whole = self.st.whole_node(c, self.win.at, self.win.dur);
+        let w = match whole {
             WholeNode::Covered => {
                 self.visits.0 += 1;
                 self.errno = Errno::Busy;
-                return Some(None);
+                return Ok(None);
             }
             WholeNode::Free(w) => w,
-            WholeNode::Other => return None,
+            WholeNode::Other => return Err(Some(whole)),
         };
+        // A node not kept (most nodes a short session meets) costs no key.
+        if !matches!(self.node_visits.of[w as usize], Known::Kept(_)) {
+            return Err(Some(whole));
+        }
         let key = self.run_key(reqs, c, run);
         let setting = Setting {
             pristine,
@@ -419,10 +426,10 @@ impl<'a> Walk<'a> {
             multilevel: self.multilevel,
         };
         let Known::Kept(k) = &self.node_visits.of[w as usize] else {
-            return None;
+            return Err(Some(whole));
         };
         if k.key != key || k.setting != setting || !k.effects.said.is_empty() {
-            return None;
+            return Err(Some(whole));
         }
         if cfg!(debug_assertions) {
             // Walked again and compared with the kept visit, which `visit_free_node` finds
@@ -431,7 +438,7 @@ impl<'a> Walk<'a> {
             let same = matches!(&self.node_visits.of[w as usize],
                 Known::Kept(k) if k.key == key && k.setting == setting);
             assert!(same, "a kept visit replayed for another request or setting");
-            return Some(visit);
+            return Ok(visit);
         }
         let visit = replay_quiet(
             &k.effects,
@@ -440,7 +447,7 @@ impl<'a> Walk<'a> {
             &mut self.visits,
             excl,
         );
-        Some(visit)
+        Ok(visit)
     }
 
     /// The number of `reqs`' structure at `c`, found once for the children of one

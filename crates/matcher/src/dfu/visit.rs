@@ -11,6 +11,7 @@ use crate::state::WholeNode;
 impl<'a> Walk<'a> {
     /// Visits `u` with request list `reqs`; on success returns `u`'s candidacy, and leaves
     /// on the stack what `u` hands up (unless it matched and decided itself).
+    #[inline]
     pub(super) fn dom_dfv(
         &mut self,
         u: VertexId,
@@ -21,21 +22,38 @@ impl<'a> Walk<'a> {
     ) -> Option<Visit> {
         // A free node whose visit `memo` makes or checks is walked as any vertex.
         let itself = std::mem::take(&mut self.walk_node_itself);
-        if !itself && !self.win.kind.ignores_calendars() {
-            match self.st.whole_node(u, self.win.at, self.win.dur) {
-                // A node taken whole by a job over the window has no unit free: the checks
-                // below would find it busy (each failing one says so), at a higher cost.
-                // (Not in an exact walk: its test may leave a message, as Fluxion's does.)
-                WholeNode::Covered if !self.exact_visits => {
-                    self.visits.0 += 1;
-                    self.errno = Errno::Busy;
-                    return None;
-                }
-                WholeNode::Free(c) if self.keeps_visits => {
-                    return self.visit_free_node(c, u, reqs, pristine, excl, budget);
-                }
-                _ => {}
+        let whole = if !itself && !self.win.kind.ignores_calendars() {
+            self.st.whole_node(u, self.win.at, self.win.dur)
+        } else {
+            WholeNode::Other
+        };
+        self.dom_dfv_as(u, reqs, pristine, excl, budget, whole)
+    }
+
+    /// [`Walk::dom_dfv`], given what `SchedState::whole_node` knows of `u` (`Other` where
+    /// the walk does not ask it).
+    pub(super) fn dom_dfv_as(
+        &mut self,
+        u: VertexId,
+        reqs: &'a [ReqId],
+        pristine: bool,
+        excl: &mut bool,
+        budget: Option<&mut Budget>,
+        whole: WholeNode,
+    ) -> Option<Visit> {
+        match whole {
+            // A node taken whole by a job over the window has no unit free: the checks
+            // below would find it busy (each failing one says so), at a higher cost.
+            // (Not in an exact walk: its test may leave a message, as Fluxion's does.)
+            WholeNode::Covered if !self.exact_visits => {
+                self.visits.0 += 1;
+                self.errno = Errno::Busy;
+                return None;
             }
+            WholeNode::Free(c) if self.keeps_visits => {
+                return self.visit_free_node(c, u, reqs, pristine, excl, budget);
+            }
+            _ => {}
         }
         let x_in = *excl || self.exclusivity(reqs, u);
         let t = self.test(u, reqs, pristine);
