@@ -5,7 +5,6 @@
 use shardsched_resource::{Sym, VertexId};
 use smallvec::SmallVec;
 
-use super::memo::RunKey;
 use super::{Budget, Walk};
 use crate::request::ReqId;
 use crate::types::SLOT;
@@ -161,8 +160,8 @@ impl<'a> Walk<'a> {
         let mut counted = mark;
         // Asked only of a child no request names (rare where requests name every type).
         let mut any_kind = None;
-        let mut run = RunKey::default();
         let (children, reversed) = order.children(self.child_lists, u);
+        let mut known = self.start_children(u, (children, reversed), reqs, pristine, excl);
         let n = children.len();
         for i in 0..n {
             let c = VertexId(children[if reversed { n - 1 - i } else { i }]);
@@ -182,7 +181,7 @@ impl<'a> Walk<'a> {
                 continue;
             }
             let mut x = excl;
-            let vis = match self.known_child(c, reqs, pristine, &mut x, &mut run) {
+            let vis = match self.known_child(i, c, reqs, pristine, &mut x, &mut known) {
                 Ok(known) => known,
                 Err(Some(whole)) => self.dom_dfv_as(c, reqs, pristine, &mut x, None, whole),
                 Err(None) => self.dom_dfv(c, reqs, pristine, &mut x, None),
@@ -223,5 +222,6 @@ impl<'a> Walk<'a> {
                 break;
             }
         }
+        self.end_children(u, known);
     }
 }

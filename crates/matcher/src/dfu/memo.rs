@@ -24,13 +24,16 @@
 //! exact visits, requests with a node constraint, states where an untouched vertex may hold units
 //! ([`SchedState::untouched_means_free`]), walks that ignore calendars.
 
+use std::collections::HashMap;
+
 use shardsched_resource::{Sym, VertexId};
 use smallvec::SmallVec;
 
+use super::run::Run;
 use super::{Budget, Errno, Mark, Marks, Visit, Walk, WalkKind};
 use crate::request::{ReqId, Request};
+use crate::state::SchedState;
 use crate::state::distinct::Distinct;
-use crate::state::{SchedState, WholeNode};
 
 /// Distinct request structures numbered at once (see [`NodeVisits::key`]).
 const KEYS_MAX: usize = 64;
@@ -38,43 +41,43 @@ const KEYS_MAX: usize = 64;
 /// How a visit was asked, besides the request: it decides the visit as much as the node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Setting {
-    pristine: bool,
-    excl: bool,
-    budget: bool,
-    budgets: bool,
-    kind: WalkKind,
+    pub(super) pristine: bool,
+    pub(super) excl: bool,
+    pub(super) budget: bool,
+    pub(super) budgets: bool,
+    pub(super) kind: WalkKind,
     /// The node-centric score its ancestors add (0 but under node-centric policies).
-    multilevel: i64,
+    pub(super) multilevel: i64,
 }
 
 /// One kept visit of a free node.
 #[derive(Clone, Debug, PartialEq)]
-struct Kept {
-    key: u32,
-    setting: Setting,
-    effects: Effects,
+pub(super) struct Kept {
+    pub(super) key: u32,
+    pub(super) setting: Setting,
+    pub(super) effects: Effects,
 }
 
 /// What a visit of a free node did.
 #[derive(Clone, Debug, PartialEq)]
-struct Effects {
-    visit: Option<Visit>,
+pub(super) struct Effects {
+    pub(super) visit: Option<Visit>,
     /// The exclusivity handed up.
-    excl: bool,
+    pub(super) excl: bool,
     /// The `errno` the visit set last, if it set one.
-    errno: Option<Errno>,
+    pub(super) errno: Option<Errno>,
     /// Vertices entered and left with a candidacy.
-    visits: (u32, u32),
+    pub(super) visits: (u32, u32),
     /// Inline for the usual one or two (a node choosing its slot): read with the rest of
     /// the kept visit, not from a list of their own.
-    marks: SmallVec<[(u32, Mark); 2]>,
+    pub(super) marks: SmallVec<[(u32, Mark); 2]>,
     /// The traverser messages it left (when they are kept).
-    said: String,
+    pub(super) said: String,
 }
 
 /// What is known of one whole's node.
 #[derive(Clone, Debug, Default)]
-enum Known {
+pub(super) enum Known {
     #[default]
     Unvisited,
     /// Visited free once.
@@ -88,7 +91,7 @@ enum Known {
 pub struct NodeVisits {
     /// `(SchedState::built, ResourceGraph::revision)` of what `of` was learned from.
     made_for: (u64, u64),
-    of: Vec<Known>,
+    pub(super) of: Vec<Known>,
     /// How many of `of` are [`Known::Kept`].
     kept: usize,
     /// Request structures, numbered ([`fingerprint`]).
@@ -97,7 +100,14 @@ pub struct NodeVisits {
     /// structures' numbers.
     this_walk: Vec<((usize, usize, Sym), u32)>,
     /// How many times the numbering of `keys` started over.
-    numbering: u32,
+    pub(super) numbering: u32,
+    /// Counts the changes of what is known of each whole's node: a copy of its kept visit
+    /// is good while its count stands (`run`).
+    pub(super) version: Vec<u32>,
+    /// Counts the times everything known was forgotten at once.
+    pub(super) generation: u32,
+    /// Explored vertices' children with copies of their kept visits (`run`).
+    pub(super) runs: HashMap<u32, Box<Run>>,
 }
 
 impl Clone for NodeVisits {
@@ -115,7 +125,13 @@ impl NodeVisits {
         {
             *k = Known::Unvisited;
             self.kept -= 1;
+            self.version[c as usize] = self.version[c as usize].wrapping_add(1);
         }
+    }
+
+    /// Whether no visit is kept.
+    pub(super) fn kept_none(&self) -> bool {
+        self.kept == 0
     }
 
     /// Whether any visit is kept (else there is nothing to forget).
@@ -130,10 +146,24 @@ impl NodeVisits {
         known
     }
 
-    /// Notes what is known of whole `c`'s node.
+    /// Notes what is known of whole `c`'s node, new.
     fn set(&mut self, c: u32, known: Known) {
+        self.version[c as usize] = self.version[c as usize].wrapping_add(1);
+        self.put_back(c, known);
+    }
+
+    /// Puts back what [`NodeVisits::take`] took out of whole `c`, unchanged.
+    fn put_back(&mut self, c: u32, known: Known) {
         self.kept += usize::from(matches!(known, Known::Kept(_)));
         self.of[c as usize] = known;
+    }
+
+    /// Forgets everything known at once.
+    fn forget_all(&mut self) {
+        self.of.fill(Known::Unvisited);
+        self.kept = 0;
+        self.generation = self.generation.wrapping_add(1);
+        self.runs.clear();
     }
 
     /// Starts a walk on `st` and `revision`: everything kept for another state or graph
@@ -145,7 +175,9 @@ impl NodeVisits {
             self.made_for = now;
             self.of.clear();
             self.of.resize(wholes, Known::Unvisited);
-            self.kept = 0;
+            self.version.clear();
+            self.version.resize(wholes, 0);
+            self.forget_all();
         }
     }
 
@@ -163,8 +195,7 @@ impl NodeVisits {
         self.keys.clear();
         self.numbering = self.numbering.wrapping_add(1);
         self.this_walk.clear();
-        self.of.fill(Known::Unvisited);
-        self.kept = 0;
+        self.forget_all();
         self.key(fingerprint)
     }
 }
@@ -211,15 +242,10 @@ fn push_req(req: &Request, r: ReqId, with_count: bool, out: &mut Vec<u64>) {
     }
 }
 
-/// The request key of the children of one exploration ([`Walk::known_child`]): their type,
-/// the numbering it was found under, and the key.
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct RunKey(Option<(Sym, u32, u32)>);
-
 /// Does again what a kept visit did, but for the messages it left (outside a logged
 /// visit: [`Walk::visit_free_node`] walks nodes inside one).
 #[inline(always)]
-fn replay_quiet(
+pub(super) fn replay_quiet(
     e: &Effects,
     marks: &mut Marks,
     errno: &mut Errno,
@@ -276,7 +302,7 @@ impl<'a> Walk<'a> {
         let known = self.node_visits.take(c);
         if let Known::Unvisited = known {
             // Its first free visit: most nodes a walk takes are met free only once.
-            self.node_visits.of[c as usize] = Known::Once;
+            self.node_visits.set(c, Known::Once);
             return self.visit_vertex(u, reqs, pristine, excl, budget);
         }
         let setting = Setting {
@@ -308,7 +334,7 @@ impl<'a> Walk<'a> {
                 } else {
                     self.replay(&k.effects, excl)
                 };
-                self.node_visits.set(c, Known::Kept(k));
+                self.node_visits.put_back(c, Known::Kept(k));
                 visit
             }
             _ => {
@@ -378,96 +404,8 @@ impl<'a> Walk<'a> {
         replay_quiet(e, self.marks, &mut self.errno, &mut self.visits, excl)
     }
 
-    /// [`Walk::dom_dfv`] of `c`, a child an exploration visits with `reqs`, answered at
-    /// once when `c` is a whole's node and known: covered over the window (busy, as
-    /// `dom_dfv` finds it), or free with its visit kept for this request and setting
-    /// (replayed, as [`Walk::visit_free_node`] would). Else `c` is to be visited, with what
-    /// [`SchedState::whole_node`] said of it when it was asked ([`Walk::dom_dfv_as`]).
-    ///
-    /// Why: most children a conservative re-plan's selects visit are free nodes replayed
-    /// (1.26 million in the 1,000-job replay), and the way there — `dom_dfv`'s questions,
-    /// the request's key looked up again, the kept visit taken out and put back — cost
-    /// more than the replay. Here the key is found once for all of one exploration's
-    /// children (`run`) and the kept visit is read in place.
-    #[inline]
-    pub(super) fn known_child(
-        &mut self,
-        c: VertexId,
-        reqs: &'a [ReqId],
-        pristine: bool,
-        excl: &mut bool,
-        run: &mut RunKey,
-    ) -> Result<Option<Visit>, Option<WholeNode>> {
-        // Only nodes are wholes' nodes: the rest (a node's sockets, cores…) are asked nothing.
-        if !self.keeps_visits || self.marks.log.is_some() || Some(self.g.kind(c)) != self.node {
-            return Err(None);
-        }
-        let whole = self.st.whole_node(c, self.win.at, self.win.dur);
-        let w = match whole {
-            WholeNode::Covered => {
-                self.visits.0 += 1;
-                self.errno = Errno::Busy;
-                return Ok(None);
-            }
-            WholeNode::Free(w) => w,
-            WholeNode::Other => return Err(Some(whole)),
-        };
-        // A node not kept (most nodes a short session meets) costs no key.
-        if !matches!(self.node_visits.of[w as usize], Known::Kept(_)) {
-            return Err(Some(whole));
-        }
-        let key = self.run_key(reqs, c, run);
-        let setting = Setting {
-            pristine,
-            excl: *excl,
-            budget: false,
-            budgets: self.budgets,
-            kind: self.win.kind,
-            multilevel: self.multilevel,
-        };
-        let Known::Kept(k) = &self.node_visits.of[w as usize] else {
-            return Err(Some(whole));
-        };
-        if k.key != key || k.setting != setting || !k.effects.said.is_empty() {
-            return Err(Some(whole));
-        }
-        if cfg!(debug_assertions) {
-            // Walked again and compared with the kept visit, which `visit_free_node` finds
-            // for the same key and setting.
-            let visit = self.visit_free_node(w, c, reqs, pristine, excl, None);
-            let same = matches!(&self.node_visits.of[w as usize],
-                Known::Kept(k) if k.key == key && k.setting == setting);
-            assert!(same, "a kept visit replayed for another request or setting");
-            return Ok(visit);
-        }
-        let visit = replay_quiet(
-            &k.effects,
-            self.marks,
-            &mut self.errno,
-            &mut self.visits,
-            excl,
-        );
-        Ok(visit)
-    }
-
-    /// The number of `reqs`' structure at `c`, found once for the children of one
-    /// exploration (while the numbering stands and their type is the same).
-    #[inline]
-    fn run_key(&mut self, reqs: &[ReqId], c: VertexId, run: &mut RunKey) -> u32 {
-        let kind = self.g.kind(c);
-        if let Some((k, numbering, key)) = run.0
-            && k == kind
-            && numbering == self.node_visits.numbering
-        {
-            return key;
-        }
-        let key = self.request_key(reqs, c);
-        run.0 = Some((kind, self.node_visits.numbering, key));
-        key
-    }
-
     /// The number of `reqs`' structure at node `u` (computed once per list a walk meets).
-    fn request_key(&mut self, reqs: &[ReqId], u: VertexId) -> u32 {
+    pub(super) fn request_key(&mut self, reqs: &[ReqId], u: VertexId) -> u32 {
         let kind = self.g.kind(u);
         let list = (reqs.as_ptr() as usize, reqs.len(), kind);
         let nv = &mut self.node_visits;

@@ -35,6 +35,7 @@ mod marks;
 mod memo;
 mod order;
 mod qualify;
+mod run;
 mod score;
 mod slot;
 pub mod subtree;

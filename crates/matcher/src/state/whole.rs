@@ -243,13 +243,23 @@ impl SchedState {
     /// whatever the window: `dfu::memo`). One search of the whole's covers answers both.
     #[inline]
     pub(crate) fn whole_node(&self, u: VertexId, at: i64, dur: u64) -> WholeNode {
-        let Some(i) = self.inner_index(u) else {
-            return WholeNode::Other;
-        };
-        let c = self.wholes.of_inner[i as usize];
-        if c == NO_WHOLE || self.wholes.vertex[c as usize] != u.0 {
-            return WholeNode::Other;
+        match self.whole_at(u) {
+            Some(c) => self.whole_state(c, at, dur),
+            None => WholeNode::Other,
         }
+    }
+
+    /// The whole whose node `u` is, if any.
+    #[inline]
+    pub(crate) fn whole_at(&self, u: VertexId) -> Option<u32> {
+        let i = self.inner_index(u)?;
+        let c = self.wholes.of_inner[i as usize];
+        (c != NO_WHOLE && self.wholes.vertex[c as usize] == u.0).then_some(c)
+    }
+
+    /// [`SchedState::whole_node`] of the node of whole `c`.
+    #[inline]
+    pub(crate) fn whole_state(&self, c: u32, at: i64, dur: u64) -> WholeNode {
         if self.wholes.covers.live == 0 {
             return match self.wholes.records[c as usize] {
                 0 => WholeNode::Free(c),

@@ -1,0 +1,335 @@
+//! Runs: the children of one explored vertex — a rack's nodes — in the order the
+//! exploration visits them, each with a copy of its node's kept visit (`memo`), side by
+//! side. Exploring the vertex again replays its free nodes from that one array.
+//!
+//! Why: a conservative re-plan's selects visit the same racks again and again, and most
+//! nodes they meet there are free with a kept visit (1.26 million such visits in the
+//! 1,000-job replay). Reaching each node's kept visit — its whole found from its vertex,
+//! the visit in an allocation of its own, its key and setting compared — missed the cache
+//! at every node and cost more than the replay itself.
+//!
+//! A run is made for one request key and setting, one order of the children and one
+//! generation of what is kept ([`NodeVisits::generation`]); each entry is good while its
+//! whole's count of changes ([`NodeVisits::version`]) stands. An entry no longer good is
+//! answered the long way and the run is made again at the next exploration. Whether its node
+//! is free over the window is asked anew at every visit, of the whole directly.
+
+use shardsched_resource::{Sym, VertexId};
+
+use super::memo::{Known, NodeVisits, Setting, replay_quiet};
+use super::{Errno, Mark, Visit, Walk};
+use crate::request::ReqId;
+use crate::state::WholeNode;
+
+/// An entry's whole when its child is no whole's node.
+const NOT_WHOLE: u32 = u32::MAX;
+
+/// One explored vertex's children with copies of their kept visits.
+#[derive(Debug, Default)]
+pub(super) struct Run {
+    generation: u32,
+    key: u32,
+    setting: Option<Setting>,
+    /// The children as the order gave them, and whether it is read backwards.
+    children: Vec<u32>,
+    reversed: bool,
+    /// By visiting position.
+    entries: Vec<Entry>,
+    /// The entries' marks, in order.
+    marks: Vec<(u32, Mark)>,
+    /// An entry no longer good was met: the run is made again.
+    stale: bool,
+}
+
+/// One child of a run.
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    /// Its whole ([`NOT_WHOLE`] when it is none's node).
+    whole: u32,
+    /// Its whole's [`NodeVisits::version`] when copied.
+    version: u32,
+    /// Whether a visit was kept for the run's key and setting (the rest is that visit's).
+    kept: bool,
+    visit: Option<Visit>,
+    excl: bool,
+    errno: Option<Errno>,
+    visits: (u32, u32),
+    /// Its range of [`Run::marks`].
+    marks: (u32, u32),
+}
+
+/// What one exploration knows of its children at once: the request's key for them (their
+/// type, the numbering it was found under, the key) and their run, if any.
+#[derive(Debug, Default)]
+pub(super) struct Children {
+    key: Option<(Sym, u32, u32)>,
+    run: Option<Box<Run>>,
+}
+
+impl<'a> Walk<'a> {
+    /// Readies what the exploration of `u` knows of its children (`children`, read
+    /// backwards when `reversed`), asked with `reqs`: a run when its visits may be kept
+    /// and its children are nodes. Give it back with [`Walk::end_children`].
+    pub(super) fn start_children(
+        &mut self,
+        u: VertexId,
+        (children, reversed): (&[u32], bool),
+        reqs: &'a [ReqId],
+        pristine: bool,
+        excl: bool,
+    ) -> Children {
+        let mut known = Children::default();
+        if !self.keeps_visits || self.marks.log.is_some() || self.node_visits.kept_none() {
+            return known;
+        }
+        let Some(&first) = children.first() else {
+            return known;
+        };
+        if Some(self.g.kind(VertexId(first))) != self.node {
+            return known;
+        }
+        let key = self.children_key(reqs, VertexId(first), &mut known);
+        let setting = self.setting_of_children(pristine, excl);
+        let nv = &mut self.node_visits;
+        let mut run = nv.runs.remove(&u.0).unwrap_or_default();
+        let good = run.generation == nv.generation
+            && run.key == key
+            && run.setting == Some(setting)
+            && !run.stale
+            && run.reversed == reversed
+            && run.children == children;
+        if !good {
+            run.make(self.st, nv, (children, reversed), key, setting);
+        }
+        known.run = Some(run);
+        known
+    }
+
+    /// Keeps the run of `u`'s exploration for the next one.
+    pub(super) fn end_children(&mut self, u: VertexId, known: Children) {
+        if let Some(run) = known.run {
+            self.node_visits.runs.insert(u.0, run);
+        }
+    }
+
+    /// The setting an exploration's children are visited in (without a budget).
+    fn setting_of_children(&self, pristine: bool, excl: bool) -> Setting {
+        Setting {
+            pristine,
+            excl,
+            budget: false,
+            budgets: self.budgets,
+            kind: self.win.kind,
+            multilevel: self.multilevel,
+        }
+    }
+
+    /// [`Walk::dom_dfv`] of `c`, the child an exploration visits `i`-th with `reqs`,
+    /// answered at once when `c` is a whole's node and known: covered over the window
+    /// (busy, as `dom_dfv` finds it), or free with its visit kept for this request and
+    /// setting (replayed, as [`Walk::visit_free_node`] would: from the run when its entry is
+    /// good). Else `c` is to be visited, with what `SchedState::whole_node` said of it
+    /// when it was asked ([`Walk::dom_dfv_as`]).
+    #[inline]
+    pub(super) fn known_child(
+        &mut self,
+        i: usize,
+        c: VertexId,
+        reqs: &'a [ReqId],
+        pristine: bool,
+        excl: &mut bool,
+        known: &mut Children,
+    ) -> Result<Option<Visit>, Option<WholeNode>> {
+        if let Some(run) = known.run.as_deref_mut()
+            && let Some(&e) = run.entries.get(i)
+            && e.whole != NOT_WHOLE
+        {
+            if self.node_visits.version[e.whole as usize] != e.version {
+                // Its node's visit changed since the copy (kept, or forgotten).
+                run.stale = true;
+            } else if e.kept {
+                return self.run_child(run, e, c, reqs, pristine, excl);
+            }
+        }
+        // Only nodes are wholes' nodes: the rest (a node's sockets, cores…) are asked nothing.
+        if !self.keeps_visits || self.marks.log.is_some() || Some(self.g.kind(c)) != self.node {
+            return Err(None);
+        }
+        let whole = self.st.whole_node(c, self.win.at, self.win.dur);
+        let w = match whole {
+            WholeNode::Covered => return Ok(self.covered()),
+            WholeNode::Free(w) => w,
+            WholeNode::Other => return Err(Some(whole)),
+        };
+        // A node not kept (most nodes a short session meets) costs no key.
+        if !matches!(self.node_visits.of[w as usize], Known::Kept(_)) {
+            return Err(Some(whole));
+        }
+        let key = self.children_key(reqs, c, known);
+        let setting = self.setting_of_children(pristine, *excl);
+        let Known::Kept(k) = &self.node_visits.of[w as usize] else {
+            return Err(Some(whole));
+        };
+        if k.key != key || k.setting != setting || !k.effects.said.is_empty() {
+            return Err(Some(whole));
+        }
+        if cfg!(debug_assertions) {
+            let visit = self.walk_kept(w, c, reqs, pristine, excl, (key, setting));
+            return Ok(visit);
+        }
+        let visit = replay_quiet(
+            &k.effects,
+            self.marks,
+            &mut self.errno,
+            &mut self.visits,
+            excl,
+        );
+        Ok(visit)
+    }
+
+    /// [`Walk::known_child`] of a child whose run entry `e` is good.
+    #[inline]
+    fn run_child(
+        &mut self,
+        run: &Run,
+        e: Entry,
+        c: VertexId,
+        reqs: &'a [ReqId],
+        pristine: bool,
+        excl: &mut bool,
+    ) -> Result<Option<Visit>, Option<WholeNode>> {
+        let whole = self.st.whole_state(e.whole, self.win.at, self.win.dur);
+        match whole {
+            WholeNode::Covered => return Ok(self.covered()),
+            WholeNode::Free(_) => {}
+            WholeNode::Other => return Err(Some(whole)),
+        }
+        if cfg!(debug_assertions) {
+            let setting = run.setting.expect("a run is made for a setting");
+            let visit = self.walk_kept(e.whole, c, reqs, pristine, excl, (run.key, setting));
+            let Known::Kept(k) = &self.node_visits.of[e.whole as usize] else {
+                unreachable!("walk_kept keeps the visit");
+            };
+            let copied = &run.marks[e.marks.0 as usize..e.marks.1 as usize];
+            let same = (e.visit, e.excl, e.errno, e.visits, copied)
+                == (
+                    k.effects.visit,
+                    k.effects.excl,
+                    k.effects.errno,
+                    k.effects.visits,
+                    &k.effects.marks[..],
+                );
+            assert!(same, "a run's copy of a kept visit differs");
+            return Ok(visit);
+        }
+        for &(child, m) in &run.marks[e.marks.0 as usize..e.marks.1 as usize] {
+            self.marks.set_unlogged(child, m);
+        }
+        if let Some(set) = e.errno {
+            self.errno = set;
+        }
+        self.visits.0 += e.visits.0;
+        self.visits.1 += e.visits.1;
+        *excl = e.excl;
+        Ok(e.visit)
+    }
+
+    /// A whole's node covered over the window, as `dom_dfv` answers it.
+    #[inline]
+    fn covered(&mut self) -> Option<Visit> {
+        self.visits.0 += 1;
+        self.errno = Errno::Busy;
+        None
+    }
+
+    /// Debug builds: walks free node `c` (of whole `w`) whose kept visit is about to be
+    /// replayed for `key` and `setting`, as [`Walk::visit_free_node`] does (which compares
+    /// the walk with the kept visit), and checks that it found that visit.
+    fn walk_kept(
+        &mut self,
+        w: u32,
+        c: VertexId,
+        reqs: &'a [ReqId],
+        pristine: bool,
+        excl: &mut bool,
+        (key, setting): (u32, Setting),
+    ) -> Option<Visit> {
+        let visit = self.visit_free_node(w, c, reqs, pristine, excl, None);
+        let same = matches!(&self.node_visits.of[w as usize],
+            Known::Kept(k) if k.key == key && k.setting == setting);
+        assert!(same, "a kept visit replayed for another request or setting");
+        visit
+    }
+
+    /// The number of `reqs`' structure at `c`, found once for the children of one
+    /// exploration (while the numbering stands and their type is the same).
+    #[inline]
+    fn children_key(&mut self, reqs: &[ReqId], c: VertexId, known: &mut Children) -> u32 {
+        let kind = self.g.kind(c);
+        if let Some((k, numbering, key)) = known.key
+            && k == kind
+            && numbering == self.node_visits.numbering
+        {
+            return key;
+        }
+        let key = self.request_key(reqs, c);
+        known.key = Some((kind, self.node_visits.numbering, key));
+        key
+    }
+}
+
+impl Run {
+    /// Makes the run anew for `children` (read backwards when `reversed`), `key` and
+    /// `setting`, from what `nv` keeps now.
+    fn make(
+        &mut self,
+        st: &crate::state::SchedState,
+        nv: &NodeVisits,
+        (children, reversed): (&[u32], bool),
+        key: u32,
+        setting: Setting,
+    ) {
+        self.generation = nv.generation;
+        self.key = key;
+        self.setting = Some(setting);
+        self.children.clear();
+        self.children.extend_from_slice(children);
+        self.reversed = reversed;
+        self.stale = false;
+        self.entries.clear();
+        self.marks.clear();
+        let n = children.len();
+        for i in 0..n {
+            let c = VertexId(children[if reversed { n - 1 - i } else { i }]);
+            let whole = st.whole_at(c).unwrap_or(NOT_WHOLE);
+            let mut e = Entry {
+                whole,
+                version: nv.version.get(whole as usize).copied().unwrap_or(0),
+                kept: false,
+                visit: None,
+                excl: false,
+                errno: None,
+                visits: (0, 0),
+                marks: (0, 0),
+            };
+            if let Some(Known::Kept(k)) = nv.of.get(whole as usize)
+                && k.key == key
+                && k.setting == setting
+                && k.effects.said.is_empty()
+            {
+                let from = self.marks.len() as u32;
+                self.marks.extend_from_slice(&k.effects.marks);
+                e = Entry {
+                    kept: true,
+                    visit: k.effects.visit,
+                    excl: k.effects.excl,
+                    errno: k.effects.errno,
+                    visits: k.effects.visits,
+                    marks: (from, self.marks.len() as u32),
+                    ..e
+                };
+            }
+            self.entries.push(e);
+        }
+    }
+}
