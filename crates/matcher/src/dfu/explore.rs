@@ -165,7 +165,7 @@ impl<'a> Walk<'a> {
         let n = children.len();
         for i in 0..n {
             let c = VertexId(children[if reversed { n - 1 - i } else { i }]);
-            let kind = self.g.kind(c);
+            let kind = known.kind(i).unwrap_or_else(|| self.g.kind(c));
             // Every request has a tally of its type: one look says whether the child's type
             // is met (skipped), asked (visited), or named by no request.
             let asked = match tallies.iter().find(|t| t.kind == kind) {

@@ -14,7 +14,7 @@
 //! answered the long way and the run is made again at the next exploration. Whether its node
 //! is free over the window is asked anew at every visit, of the whole directly.
 
-use shardsched_resource::{Sym, VertexId};
+use shardsched_resource::{ResourceGraph, Sym, VertexId};
 
 use super::memo::{Known, NodeVisits, Setting, replay_quiet};
 use super::{Errno, Mark, Visit, Walk};
@@ -48,6 +48,8 @@ struct Entry {
     whole: u32,
     /// Its whole's [`NodeVisits::version`] when copied.
     version: u32,
+    /// Its child's type (read here, beside the rest, instead of from the graph).
+    kind: Sym,
     /// Whether a visit was kept for the run's key and setting (the rest is that visit's).
     kept: bool,
     visit: Option<Visit>,
@@ -64,6 +66,14 @@ struct Entry {
 pub(super) struct Children {
     key: Option<(Sym, u32, u32)>,
     run: Option<Box<Run>>,
+}
+
+impl Children {
+    /// The type of the child visited `i`-th, when the run has it.
+    #[inline]
+    pub(super) fn kind(&self, i: usize) -> Option<Sym> {
+        Some(self.run.as_deref()?.entries.get(i)?.kind)
+    }
 }
 
 impl<'a> Walk<'a> {
@@ -99,7 +109,7 @@ impl<'a> Walk<'a> {
             && run.reversed == reversed
             && run.children == children;
         if !good {
-            run.make(self.st, nv, (children, reversed), key, setting);
+            run.make((self.g, self.st), nv, (children, reversed), key, setting);
         }
         known.run = Some(run);
         known
@@ -283,7 +293,7 @@ impl Run {
     /// `setting`, from what `nv` keeps now.
     fn make(
         &mut self,
-        st: &crate::state::SchedState,
+        (g, st): (&ResourceGraph, &crate::state::SchedState),
         nv: &NodeVisits,
         (children, reversed): (&[u32], bool),
         key: u32,
@@ -304,6 +314,7 @@ impl Run {
             let whole = st.whole_at(c).unwrap_or(NOT_WHOLE);
             let mut e = Entry {
                 whole,
+                kind: g.kind(c),
                 version: nv.version.get(whole as usize).copied().unwrap_or(0),
                 kept: false,
                 visit: None,
