@@ -337,6 +337,28 @@ impl SchedState {
         Some(agg_free(self, a, covered, i, at, dur))
     }
 
+    /// The units of `t` in use below `v` during the window as steps into `out`
+    /// (`MultiPlanner::used_steps`), and the units of `t` below `v`: what
+    /// [`SchedState::agg_avail`] reads, for a caller asking about many windows at once.
+    /// `None` (nothing added) unless `v` tracks `t`, no whole cover counts in `v`'s
+    /// aggregate and the window lies inside the planning window.
+    pub fn agg_used_steps(
+        &self,
+        v: VertexId,
+        t: Sym,
+        at: i64,
+        dur: u64,
+        out: &mut Vec<(i64, i64)>,
+    ) -> Option<i64> {
+        let (inner, None) = self.inner_covered(v)? else {
+            return None;
+        };
+        let a = inner.agg.as_ref()?;
+        let i = a.types.iter().position(|&x| x == t)?;
+        let total = *a.plan.totals().get(i)?;
+        a.plan.used_steps(at, dur, i, out).then_some(total)
+    }
+
     /// Free units of the `i`th type of `v`'s aggregate at `t`, if `v` has an aggregate.
     pub fn agg_free_at(&self, v: VertexId, i: usize, t: i64) -> Option<i64> {
         let (inner, covered) = self.inner_covered(v)?;

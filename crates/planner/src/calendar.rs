@@ -102,6 +102,18 @@ impl<'a> Points<'a> {
         max
     }
 
+    /// The usage of type `ty` during `[at, end)` (`at < end`) as steps into `out`: `(start,
+    /// used)` in order, the first starting at `at`, each holding until the next (the last
+    /// until `end`). The steps [`Points::max_used`] reads, one by one.
+    pub(crate) fn steps(&self, at: i64, end: i64, ty: usize, out: &mut Vec<(i64, i64)>) {
+        let mut i = self.upper(at);
+        out.push((at, if i == 0 { 0 } else { self.used(i - 1)[ty] }));
+        while i < self.len() && self.time(i) < end {
+            out.push((self.time(i), self.used(i)[ty]));
+            i += 1;
+        }
+    }
+
     /// Highest usage of type `ty` over all time.
     pub(crate) fn peak(&self, ty: usize) -> i64 {
         (0..self.len()).map(|i| self.used(i)[ty]).max().unwrap_or(0)

@@ -161,6 +161,22 @@ impl MultiPlanner {
         self.free_during(at, duration, resource)
     }
 
+    /// The units of type `resource` in use during `[at, at + duration)`, as steps into
+    /// `out`: `(start, used)` in order, the first starting at `at`, each holding until the
+    /// next (the last until the window's end) — what
+    /// [`avail_during`](MultiPlanner::avail_during) takes the highest of. `false`, with
+    /// nothing added, where `avail_during` answers 0 whatever is planned (a type that does
+    /// not exist, an empty window, one not inside the planner's).
+    pub fn used_steps(
+        &self,
+        at: i64,
+        duration: u64,
+        resource: usize,
+        out: &mut Vec<(i64, i64)>,
+    ) -> bool {
+        self.steps_during(at, duration, resource, out)
+    }
+
     /// [`avail_during`](MultiPlanner::avail_during) for every type.
     #[must_use]
     pub fn avail_resources_during(&self, at: i64, duration: u64) -> Vec<i64> {

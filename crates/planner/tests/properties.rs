@@ -242,6 +242,25 @@ fn check_single(p: &Planner, m: &Model) {
     assert_eq!(p.point_count(), m.change_points().len());
 }
 
+/// `used_steps` against the model: the usage at every time unit of the window is its
+/// step's, the steps start at the window's start and in order, and none is given where
+/// `avail_during` answers 0 whatever is planned.
+fn check_steps(p: &MultiPlanner, m: &Model, at: i64, d: u64, ty: usize) {
+    let mut steps = Vec::new();
+    let given = p.used_steps(at, d, ty, &mut steps);
+    assert_eq!(given, m.in_window(at, d), "used_steps({at}, {d}, {ty})");
+    if !given {
+        assert!(steps.is_empty());
+        return;
+    }
+    assert_eq!(steps.first().map(|s| s.0), Some(at));
+    assert!(steps.windows(2).all(|w| w[0].0 < w[1].0));
+    for t in at..at + d as i64 {
+        let step = steps.iter().rev().find(|s| s.0 <= t).unwrap();
+        assert_eq!(step.1, m.used(t, ty), "used_steps({at}, {d}, {ty}) at {t}");
+    }
+}
+
 fn check_multi(p: &MultiPlanner, m: &Model) {
     let b = m.base;
     let k = m.totals.len();
@@ -258,6 +277,9 @@ fn check_multi(p: &MultiPlanner, m: &Model) {
                 want,
                 "avail_resources_during({at}, {d})"
             );
+            for ty in 0..k {
+                check_steps(p, m, at, d, ty);
+            }
         }
         for reqs in query_requests(&m.totals) {
             let times = m.avail_times(b - 1, d, &reqs);

@@ -151,8 +151,8 @@ impl Delta {
 
 /// A reservation as rule 1 counts it free.
 pub(crate) struct Held<'a> {
-    at: i64,
-    end: i64,
+    pub(crate) at: i64,
+    pub(crate) end: i64,
     held: &'a [i64],
 }
 
@@ -236,10 +236,20 @@ impl QueueManager {
         let Some(instants) = self.candidate_instants(now, before, duration, delta) else {
             return false;
         };
-        !instants.iter().any(|&t| {
+        let one_by_one = || {
+            !instants.iter().any(|&t| {
+                self.root
+                    .may_fit_without(&self.matcher, &job.needs, t, duration, free)
+            })
+        };
+        let Some(none) =
             self.root
-                .may_fit_without(&self.matcher, &job.needs, t, duration, free)
-        })
+                .fits_at_none(&self.matcher, &job.needs, &instants, duration, free)
+        else {
+            return one_by_one();
+        };
+        debug_assert_eq!(none, one_by_one(), "the sweep answers otherwise");
+        none
     }
 
     /// Instants in `[now, before)` at which a job of `duration` seconds may start to fit in
@@ -389,7 +399,7 @@ fn sort_dedup(v: &mut Vec<i64>) {
     v.dedup();
 }
 
-fn held(h: &Held, i: usize) -> i64 {
+pub(crate) fn held(h: &Held, i: usize) -> i64 {
     h.held.get(i).copied().unwrap_or(0)
 }
 

@@ -70,6 +70,7 @@ mod replan;
 mod reservations;
 mod restore;
 mod shapes;
+mod sweep;
 #[cfg(test)]
 mod test_support;
 mod whole;
