@@ -17,9 +17,17 @@ pub(super) struct Row<'a> {
 }
 
 impl<'a> Row<'a> {
-    #[inline]
+    #[cfg(test)]
     pub(super) fn new(planes: &'a [u64], n: usize, c: usize) -> Row<'a> {
         let len = planes.len().checked_div(n).unwrap_or(0);
+        Row::with_len(planes, n, c, len)
+    }
+
+    /// Row `c` of planes `len` words long, as the caller knows them (without a division
+    /// at every row read).
+    #[inline]
+    pub(super) fn with_len(planes: &'a [u64], n: usize, c: usize, len: usize) -> Row<'a> {
+        debug_assert_eq!(planes.len().checked_div(n).unwrap_or(0), len);
         Row { planes, n, c, len }
     }
 

@@ -46,6 +46,8 @@ pub(super) struct WholeCovers {
     starts: Vec<u64>,
     /// Covers per whole.
     count: Vec<u32>,
+    /// Words in each row: planes of `busy` (and of `starts`).
+    words: usize,
     /// Covers of all wholes.
     pub(super) live: usize,
     /// The last window asked about and the segments it meets; a change of bounds resets it.
@@ -115,6 +117,7 @@ impl WholeCovers {
             bounds: Vec::new(),
             refs: Vec::new(),
             busy: Vec::new(),
+            words: 0,
             starts: Vec::new(),
             count: vec![0; n],
             live: 0,
@@ -130,7 +133,11 @@ impl WholeCovers {
     fn rows(&self, c: u32) -> (Row<'_>, Row<'_>) {
         let n = self.count.len();
         let c = c as usize;
-        (Row::new(&self.busy, n, c), Row::new(&self.starts, n, c))
+        let w = self.words;
+        (
+            Row::with_len(&self.busy, n, c, w),
+            Row::with_len(&self.starts, n, c, w),
+        )
     }
 
     /// Whether whole `c` has no cover.
@@ -366,10 +373,11 @@ impl WholeCovers {
             return k;
         }
         let n = self.count.len();
-        if self.bounds.len() + 1 > self.busy.len() / n * 64 {
+        if self.bounds.len() + 1 > self.words * 64 {
             // Room for 64 more: a plane more in each.
             self.busy.resize(self.busy.len() + n, 0);
             self.starts.resize(self.starts.len() + n, 0);
+            self.words += 1;
         }
         self.bounds.insert(k, t);
         self.refs.insert(k, 0);
