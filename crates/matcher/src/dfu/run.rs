@@ -39,6 +39,9 @@ pub(super) struct Run {
     marks: Vec<(u32, Mark)>,
     /// An entry no longer good was met: the run is made again.
     stale: bool,
+    /// The children are of a type the update walk takes whole, reading no mark below them
+    /// (`update::Emit::visit`): what their visits marked there is not set again.
+    unread_marks: bool,
 }
 
 /// One child of a run.
@@ -111,6 +114,7 @@ impl<'a> Walk<'a> {
         if !good {
             run.make((self.g, self.st), nv, (children, reversed), key, setting);
         }
+        run.unread_marks = self.taken_whole(VertexId(first));
         known.run = Some(run);
         known
     }
@@ -232,8 +236,10 @@ impl<'a> Walk<'a> {
             assert!(same, "a run's copy of a kept visit differs");
             return Ok(visit);
         }
-        for &(child, m) in &run.marks[e.marks.0 as usize..e.marks.1 as usize] {
-            self.marks.set_unlogged(child, m);
+        if !run.unread_marks {
+            for &(child, m) in &run.marks[e.marks.0 as usize..e.marks.1 as usize] {
+                self.marks.set_unlogged(child, m);
+            }
         }
         if let Some(set) = e.errno {
             self.errno = set;
@@ -242,6 +248,15 @@ impl<'a> Walk<'a> {
         self.visits.1 += e.visits.1;
         *excl = e.excl;
         Ok(e.visit)
+    }
+
+    /// Whether the update walk takes `v` whole when it takes it (a type the request asks
+    /// exclusively, a node under a node-exclusive policy), listing everything below it
+    /// without reading a mark there: the emission's rule (`schedule.rs`).
+    fn taken_whole(&self, v: VertexId) -> bool {
+        let kind = self.g.kind(v);
+        self.req.exclusive_types.contains(&kind)
+            || (self.policy.node_exclusive && Some(kind) == self.node)
     }
 
     /// A whole's node covered over the window, as `dom_dfv` answers it.
