@@ -572,7 +572,7 @@ impl SchedState {
     /// start together taken out together ([`SchedState::remove_wholes`]); other records
     /// are not theirs, so the order changes nothing.
     pub fn remove_each(&mut self, spans: &[SpanRef]) -> Result<(), MatchError> {
-        let mut wholes: Vec<u32> = Vec::new();
+        let mut wholes: Vec<u32> = Vec::with_capacity(spans.len());
         let mut start = None;
         for &s in spans {
             match s {

@@ -51,7 +51,7 @@ impl RootAgg {
             return None;
         }
         let mut fits: SmallVec<[bool; 16]> = SmallVec::from_elem(true, windows.len());
-        let mut steps = Vec::new();
+        let mut steps = Vec::with_capacity(64);
         for (i, need) in wanted {
             steps.clear();
             let span = u64::try_from(hi - lo).ok()?;
