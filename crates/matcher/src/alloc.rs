@@ -135,8 +135,10 @@ pub trait PruneRank {
 /// allocation's (post-)order: one job on every vertex's job count, its units on every
 /// exclusive vertex, and on every inner vertex that tracks pruning types the units of them
 /// its listed descendants take (an exclusive vertex all of its size, a shared one what it
-/// leaves). `after` is called on each vertex once it is recorded (the `first` policy reads
-/// the aggregates then), but on the leaves a whole cover records.
+/// leaves). `after`, when given, is called on each vertex once it is recorded (the `first`
+/// policy reads the aggregates then), but on the leaves a whole cover records. (Without it
+/// a node held whole is not read again: its listing's inner vertices were a cache line or
+/// two a node of a reservation.)
 ///
 /// A vertex whose calendar cannot take it: with `lenient` (a match), it is left out of the
 /// allocation as Fluxion leaves it out of its output, with the depth of every later vertex
@@ -153,7 +155,7 @@ pub fn commit(
     ranks: &dyn PruneRank,
     alloc: &mut Allocation,
     lenient: bool,
-    after: impl FnMut(&SchedState, VertexId),
+    after: Option<impl FnMut(&SchedState, VertexId)>,
 ) -> Result<Vec<SpanRef>, MatchError> {
     let mut scratch = CommitScratch::default();
     commit_noting(
@@ -180,7 +182,7 @@ pub fn commit_noting(
     ranks: &dyn PruneRank,
     alloc: &mut Allocation,
     lenient: bool,
-    after: impl FnMut(&SchedState, VertexId),
+    after: Option<impl FnMut(&SchedState, VertexId)>,
     refused: &mut Vec<LeftOut>,
     scratch: &mut CommitScratch,
 ) -> Result<Vec<SpanRef>, MatchError> {
@@ -214,7 +216,7 @@ fn commit_inner(
     ranks: &dyn PruneRank,
     alloc: &mut Allocation,
     lenient: bool,
-    mut after: impl FnMut(&SchedState, VertexId),
+    mut after: Option<impl FnMut(&SchedState, VertexId)>,
     spans: &mut Vec<SpanRef>,
     refused: &mut Vec<LeftOut>,
     scratch: &mut CommitScratch,
@@ -280,8 +282,10 @@ fn commit_inner(
             hold_whole_node(st, c, (at, dur), (depth, below), &mut held_up, spans)?;
             memo.clear();
             // In the tree's order: the inner vertices are where the shape says.
-            for &k in inner_at_of(st, c) {
-                after(st, listing.get(k as usize).map_or(node.v, |av| av.v));
+            if let Some(after) = after.as_mut() {
+                for &k in inner_at_of(st, c) {
+                    after(st, listing.get(k as usize).map_or(node.v, |av| av.v));
+                }
             }
             alloc.entries_mut()[kept] = AllocVertex {
                 depth: node.depth + skew,
@@ -326,16 +330,20 @@ fn commit_inner(
                     hold_whole_node(st, c, (at, dur), (depth, below), &mut held_up, spans)?;
                     memo.clear();
                     let entries = alloc.entries_mut();
-                    if listed_whole == Some(end) {
+                    match after.as_mut() {
+                        None => {}
                         // In the tree's order: the inner vertices are where the shape says.
-                        for &k in inner_at_of(st, c) {
-                            after(st, entries[i + k as usize].v);
+                        Some(after) if listed_whole == Some(end) => {
+                            for &k in inner_at_of(st, c) {
+                                after(st, entries[i + k as usize].v);
+                            }
                         }
-                    } else {
-                        for v in entries[i..=end].iter().map(|av| av.v) {
-                            // (A leaf keeps no calendar of its own for `after` to read.)
-                            if st.inner_index(v).is_some() {
-                                after(st, v);
+                        Some(after) => {
+                            for v in entries[i..=end].iter().map(|av| av.v) {
+                                // (A leaf keeps no calendar of its own for `after` to read.)
+                                if st.inner_index(v).is_some() {
+                                    after(st, v);
+                                }
                             }
                         }
                     }
@@ -363,7 +371,9 @@ fn commit_inner(
             let size = av.needs;
             // The check `record_vertex` makes; the hold waits for the parent.
             let free = st.leaf_units_free(av.v, size, at, dur, memo) >= av.needs;
-            after(st, av.v);
+            if let Some(after) = after.as_mut() {
+                after(st, av.v);
+            }
             if !free {
                 let place = kept + kept_below;
                 leave_out(
@@ -410,7 +420,9 @@ fn commit_inner(
             memo.clear();
         }
         let recorded = record_vertex(g, st, &av, &dfu, at, dur, spans)?;
-        after(st, av.v);
+        if let Some(after) = after.as_mut() {
+            after(st, av.v);
+        }
         if recorded != Recorded::All {
             let place = kept + kept_below;
             let tagged = recorded == Recorded::AllButFilter;

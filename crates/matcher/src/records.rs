@@ -85,7 +85,7 @@ impl Matcher {
         let ranks = RankOf(&self.prune_rank_of, &self.graph);
         let g = &self.graph;
         let tree = tree_of(&self.graph, &self.subtree);
-        let mut order = learn.and(self.order.as_mut());
+        let order = learn.and(self.order.as_mut());
         let scratch = &mut self.walk_scratch;
         let now = learn.unwrap_or(alloc.at);
         alloc::commit_noting(
@@ -95,11 +95,11 @@ impl Matcher {
             &ranks,
             alloc,
             lenient,
-            |st, v| {
-                if let Some(order) = order.as_deref_mut() {
+            order.map(|order| {
+                move |st: &SchedState, v: VertexId| {
                     learn_weight(tree, st, order, scratch.as_mut(), v, now);
                 }
-            },
+            }),
             &mut self.refused,
             &mut self.commit_scratch,
         )
@@ -120,7 +120,8 @@ impl Matcher {
         let ranks = RankOf(&self.prune_rank_of, &self.graph);
         let mut copy = alloc.clone();
         let tree = tree_of(&self.graph, &self.subtree);
-        alloc::commit(&self.graph, tree, st, &ranks, &mut copy, false, |_, _| {})
+        let no_after = None::<fn(&SchedState, VertexId)>;
+        alloc::commit(&self.graph, tree, st, &ranks, &mut copy, false, no_after)
     }
 
     /// Removes job `jobid`'s allocation or reservation, restoring the calendars exactly.
