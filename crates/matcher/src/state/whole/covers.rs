@@ -383,8 +383,11 @@ impl WholeCovers {
         self.refs.insert(k, 0);
         self.window.set(Window::NONE);
         self.epoch += 1;
-        bits::insert_all(&mut self.busy, n, k, true);
-        bits::insert_all(&mut self.starts, n, k, false);
+        // Only the planes holding a bound move (the rows keep the room of the most bounds
+        // there ever were, all clear past the last).
+        let used = self.bounds.len().div_ceil(64) * n;
+        bits::insert_all(&mut self.busy[..used], n, k, true);
+        bits::insert_all(&mut self.starts[..used], n, k, false);
         k
     }
 
@@ -394,13 +397,15 @@ impl WholeCovers {
         if self.refs[k] > 0 {
             return;
         }
+        let n = self.count.len();
+        // The planes holding a bound before this one goes: clear past them already.
+        let used = self.bounds.len().div_ceil(64) * n;
         self.bounds.remove(k);
         self.refs.remove(k);
         self.window.set(Window::NONE);
         self.epoch += 1;
-        let n = self.count.len();
-        bits::remove_all(&mut self.busy, n, k);
-        bits::remove_all(&mut self.starts, n, k);
+        bits::remove_all(&mut self.busy[..used], n, k);
+        bits::remove_all(&mut self.starts[..used], n, k);
     }
 
     /// Adds a cover of whole `c` over `[start, end)` (a window of at least one second),
