@@ -75,6 +75,42 @@ struct AddAt {
     e: usize,
 }
 
+/// A job's covers taken out together when they start at bound `s` and end at `e` in one
+/// word of their rows (`WholeCovers::remove_each`): that word's index and masks.
+#[derive(Clone, Copy, Debug)]
+struct OneWord {
+    j: usize,
+    e: usize,
+    /// Bit `s`: where each starts.
+    start: u64,
+    /// Bits `[s, e)`: where each holds.
+    held: u64,
+    /// Bits `[s + 1, e)`: held by the same cover (held, none a start).
+    inside: u64,
+    /// Bit `e`: free or a start unless `e` is the last bound (`last`).
+    end: u64,
+    last: bool,
+}
+
+impl OneWord {
+    fn of(s: usize, e: usize, last: usize) -> Option<OneWord> {
+        let j = s / 64;
+        (s < e && e / 64 == j).then(|| OneWord {
+            j,
+            e,
+            start: 1 << (s % 64),
+            held: bits::range_mask(j, s, e),
+            inside: if s + 1 < e {
+                bits::range_mask(j, s + 1, e)
+            } else {
+                0
+            },
+            end: 1 << (e % 64),
+            last: e == last,
+        })
+    }
+}
+
 /// Segments `[lo, hi)` meet `[at, end)`.
 #[derive(Clone, Copy, Debug)]
 struct Window {
@@ -488,12 +524,39 @@ impl WholeCovers {
         }
         let (last, n) = (self.bounds.len() - 1, self.count.len());
         // Each end's bound and how many covers end there (no bound goes before the end).
-        let mut ends: SmallVec<[(usize, u32); 4]> = SmallVec::new();
+        let mut ends_by: SmallVec<[(usize, u32); 4]> = SmallVec::new();
         let mut removed = 0;
         // A job's covers share their window: the end found for one is, for each next, a
         // check of its row instead of a search.
         let mut common = None;
+        // The shared end's word, when the covers start and end in one: each next cover is
+        // then checked and cleared with two words and masks made once.
+        let mut one_word: Option<OneWord> = None;
         for &c in cs {
+            if let Some(w) = one_word {
+                let i = w.j * n + c as usize;
+                let (b, st) = (self.busy[i], self.starts[i]);
+                if st & w.start == 0 {
+                    break;
+                }
+                let ends = (b & !st) & w.inside == w.inside
+                    && (w.last || b & w.end == 0 || st & w.end != 0);
+                debug_assert_eq!(
+                    ends,
+                    bits::ends_at(self.rows(c).0, self.rows(c).1, s + 1, w.e, last)
+                );
+                if ends {
+                    self.busy[i] = b & !w.held;
+                    self.starts[i] = st & !w.start;
+                    self.count[c as usize] -= 1;
+                    match ends_by.iter_mut().find(|x| x.0 == w.e) {
+                        Some(x) => x.1 += 1,
+                        None => ends_by.push((w.e, 1)),
+                    }
+                    removed += 1;
+                    continue;
+                }
+            }
             let (busy, starts) = self.rows(c);
             if !starts.get(s) {
                 break;
@@ -503,6 +566,7 @@ impl WholeCovers {
                 _ => {
                     let e = bits::next_end(busy, starts, s + 1).min(last);
                     common = Some(e);
+                    one_word = OneWord::of(s, e, last);
                     e
                 }
             };
@@ -510,16 +574,16 @@ impl WholeCovers {
             bits::set_range(&mut self.busy, n, c, s, e, false);
             bits::set_range(&mut self.starts, n, c, s, s + 1, false);
             self.count[c] -= 1;
-            match ends.iter_mut().find(|x| x.0 == e) {
+            match ends_by.iter_mut().find(|x| x.0 == e) {
                 Some(x) => x.1 += 1,
-                None => ends.push((e, 1)),
+                None => ends_by.push((e, 1)),
             }
             removed += 1;
         }
         self.live -= removed as usize;
         // Later bounds first: taking out an earlier one would move them.
-        ends.sort_unstable_by_key(|x| std::cmp::Reverse(x.0));
-        for (e, by) in ends {
+        ends_by.sort_unstable_by_key(|x| std::cmp::Reverse(x.0));
+        for (e, by) in ends_by {
             self.unref(e, by);
         }
         if removed > 0 {
