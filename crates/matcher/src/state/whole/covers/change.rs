@@ -1,0 +1,252 @@
+//! Covers added and taken out, and the bounds they need made and dropped.
+
+use smallvec::SmallVec;
+
+use super::super::bits;
+use super::{WholeCovers, Window};
+
+/// Where the last cover added starts and ends among the bounds.
+///
+/// Why: a commit adds one cover per node it takes whole, all over the job's window (~290
+/// nodes a reservation in the 5,000-job replay), and finding the window's bounds for each
+/// was most of an add.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct AddAt {
+    start: i64,
+    end: i64,
+    epoch: u64,
+    s: usize,
+    e: usize,
+}
+
+/// A job's covers taken out together when they start at bound `s` and end at `e` in one
+/// word of their rows (`WholeCovers::remove_each`): that word's index and masks.
+#[derive(Clone, Copy, Debug)]
+struct OneWord {
+    j: usize,
+    e: usize,
+    /// Bit `s`: where each starts.
+    start: u64,
+    /// Bits `[s, e)`: where each holds.
+    held: u64,
+    /// Bits `[s + 1, e)`: held by the same cover (held, none a start).
+    inside: u64,
+    /// Bit `e`: free or a start unless `e` is the last bound (`last`).
+    end: u64,
+    last: bool,
+}
+
+impl OneWord {
+    fn of(s: usize, e: usize, last: usize) -> Option<OneWord> {
+        let j = s / 64;
+        (s < e && e / 64 == j).then(|| OneWord {
+            j,
+            e,
+            start: 1 << (s % 64),
+            held: bits::range_mask(j, s, e),
+            inside: if s + 1 < e {
+                bits::range_mask(j, s + 1, e)
+            } else {
+                0
+            },
+            end: 1 << (e % 64),
+            last: e == last,
+        })
+    }
+}
+
+impl WholeCovers {
+    /// The index of bound `t` (`hint`, when it is), made when there is none: every row gets
+    /// a bit there, the two parts of the segment it cuts holding what the segment held.
+    fn bound(&mut self, t: i64, hint: usize) -> usize {
+        if self.bounds.get(hint) == Some(&t) {
+            return hint;
+        }
+        let k = self.bounds.partition_point(|&b| b < t);
+        if self.bounds.get(k) == Some(&t) {
+            return k;
+        }
+        let n = self.count.len();
+        if self.bounds.len() + 1 > self.words * 64 {
+            // Room for 64 more: a plane more in each.
+            self.busy.resize(self.busy.len() + n, 0);
+            self.starts.resize(self.starts.len() + n, 0);
+            self.words += 1;
+        }
+        self.bounds.insert(k, t);
+        self.refs.insert(k, 0);
+        self.window.set(Window::NONE);
+        self.epoch += 1;
+        // Only the planes holding a bound move (the rows keep the room of the most bounds
+        // there ever were, all clear past the last).
+        let used = self.bounds.len().div_ceil(64) * n;
+        bits::insert_all(&mut self.busy[..used], n, k, true);
+        bits::insert_all(&mut self.starts[..used], n, k, false);
+        k
+    }
+
+    /// `by` cover starts or ends fewer at bound `k`; the bound taken out when none is left.
+    fn unref(&mut self, k: usize, by: u32) {
+        self.refs[k] -= by;
+        if self.refs[k] > 0 {
+            return;
+        }
+        let n = self.count.len();
+        // The planes holding a bound before this one goes: clear past them already.
+        let used = self.bounds.len().div_ceil(64) * n;
+        self.bounds.remove(k);
+        self.refs.remove(k);
+        self.window.set(Window::NONE);
+        self.epoch += 1;
+        bits::remove_all(&mut self.busy[..used], n, k);
+        bits::remove_all(&mut self.starts[..used], n, k);
+    }
+
+    /// Adds a cover of whole `c` over `[start, end)` (a window of at least one second),
+    /// unless another cover of it meets the window (the tests' way in; a commit knows).
+    #[cfg(test)]
+    pub(in crate::state::whole) fn add(&mut self, c: usize, start: i64, end: i64) -> bool {
+        if start >= end || self.meets(c as u32, start, end) {
+            return false;
+        }
+        self.add_free(c, start, end);
+        true
+    }
+
+    /// Adds a cover of whole `c` over a window no cover of it meets, as the
+    /// caller found (`SchedState::whole_free`, asked of every node a commit takes whole,
+    /// just before): the second look at its row was 1.6 % of the 5,000-job conservative
+    /// replay. Checked again in debug builds.
+    pub(in crate::state::whole) fn add_free(&mut self, c: usize, start: i64, end: i64) {
+        debug_assert!(
+            start < end && !self.meets(c as u32, start, end),
+            "a whole cover of {c} over [{start}, {end}), which another meets"
+        );
+        let (s, e) = match self.last_add {
+            Some(a) if a.start == start && a.end == end && a.epoch == self.epoch => (a.s, a.e),
+            _ => {
+                // The segments the window meets start at the start's bound and end before
+                // the end's, when there are such bounds (the covers a commit adds share them).
+                let (lo, hi) = self.segments(start, end);
+                let s = self.bound(start, lo);
+                // The end's bound comes after the start's: making that moved it by one.
+                let e = self.bound(end, hi + usize::from(s != lo));
+                self.last_add = Some(AddAt {
+                    start,
+                    end,
+                    epoch: self.epoch,
+                    s,
+                    e,
+                });
+                (s, e)
+            }
+        };
+        self.refs[s] += 1;
+        self.refs[e] += 1;
+        let n = self.count.len();
+        bits::set_range(&mut self.busy, n, c, s, e, true);
+        bits::set_range(&mut self.starts, n, c, s, s + 1, true);
+        self.count[c] += 1;
+        self.live += 1;
+    }
+
+    /// The cover of whole `c` that starts at `start`, taken out: its window.
+    pub(in crate::state::whole) fn remove(&mut self, c: usize, start: i64) -> Option<(i64, i64)> {
+        let c = u32::try_from(c)
+            .ok()
+            .filter(|&c| (c as usize) < self.count.len())?;
+        let cover = self.ending_after(c, start).next()?;
+        (cover.start == start && self.remove_each(&[c], start)).then_some((start, cover.end))
+    }
+
+    /// Takes out the cover of each whole of `cs` that starts at `start` (a job's: its
+    /// covers share their window), each bound's references counted down once: one start,
+    /// and the ends (one, unless the covers were cut short differently).
+    /// `false` when one of them has no such cover: then none is taken out, unless `cs`
+    /// names a whole twice (never: a job holds one cover of a whole at an instant).
+    ///
+    /// Why: a re-plan takes out each reservation it places again, ~320 covers in the
+    /// 5,000-job replay, and finding the start's segment and counting the references down
+    /// cover by cover was 3 % of its instructions.
+    pub(in crate::state::whole) fn remove_each(&mut self, cs: &[u32], start: i64) -> bool {
+        if cs.is_empty() {
+            return true;
+        }
+        let s = self.segment(start);
+        if self.bounds.get(s) != Some(&start)
+            || !cs.iter().all(|&c| {
+                self.count.get(c as usize).is_some_and(|&n| n > 0) && self.rows(c).1.get(s)
+            })
+        {
+            return false;
+        }
+        let (last, n) = (self.bounds.len() - 1, self.count.len());
+        // Each end's bound and how many covers end there (no bound goes before the end).
+        let mut ends_by: SmallVec<[(usize, u32); 4]> = SmallVec::new();
+        let mut removed = 0;
+        // A job's covers share their window: the end found for one is, for each next, a
+        // check of its row instead of a search.
+        let mut common = None;
+        // The shared end's word, when the covers start and end in one: each next cover is
+        // then checked and cleared with two words and masks made once.
+        let mut one_word: Option<OneWord> = None;
+        for &c in cs {
+            if let Some(w) = one_word {
+                let i = w.j * n + c as usize;
+                let (b, st) = (self.busy[i], self.starts[i]);
+                if st & w.start == 0 {
+                    break;
+                }
+                let ends = (b & !st) & w.inside == w.inside
+                    && (w.last || b & w.end == 0 || st & w.end != 0);
+                debug_assert_eq!(
+                    ends,
+                    bits::ends_at(self.rows(c).0, self.rows(c).1, s + 1, w.e, last)
+                );
+                if ends {
+                    self.busy[i] = b & !w.held;
+                    self.starts[i] = st & !w.start;
+                    self.count[c as usize] -= 1;
+                    match ends_by.iter_mut().find(|x| x.0 == w.e) {
+                        Some(x) => x.1 += 1,
+                        None => ends_by.push((w.e, 1)),
+                    }
+                    removed += 1;
+                    continue;
+                }
+            }
+            let (busy, starts) = self.rows(c);
+            if !starts.get(s) {
+                break;
+            }
+            let e = match common {
+                Some(e) if bits::ends_at(busy, starts, s + 1, e, last) => e,
+                _ => {
+                    let e = bits::next_end(busy, starts, s + 1).min(last);
+                    common = Some(e);
+                    one_word = OneWord::of(s, e, last);
+                    e
+                }
+            };
+            let c = c as usize;
+            bits::set_range(&mut self.busy, n, c, s, e, false);
+            bits::set_range(&mut self.starts, n, c, s, s + 1, false);
+            self.count[c] -= 1;
+            match ends_by.iter_mut().find(|x| x.0 == e) {
+                Some(x) => x.1 += 1,
+                None => ends_by.push((e, 1)),
+            }
+            removed += 1;
+        }
+        self.live -= removed as usize;
+        // Later bounds first: taking out an earlier one would move them.
+        ends_by.sort_unstable_by_key(|x| std::cmp::Reverse(x.0));
+        for (e, by) in ends_by {
+            self.unref(e, by);
+        }
+        if removed > 0 {
+            self.unref(s, removed);
+        }
+        removed as usize == cs.len()
+    }
+}
