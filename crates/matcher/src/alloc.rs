@@ -298,9 +298,7 @@ fn commit_inner(
             continue;
         }
         // Whatever reads the sums below comes after the nodes held whole before it.
-        if held_up.is_some() {
-            add_held_up(st, below, &mut held_up);
-        }
+        add_held_up(st, below, &mut held_up);
         let av = alloc.entries()[i];
         let d = av.depth as usize;
         if below.len() < d + 2 {

@@ -174,7 +174,16 @@ impl MultiPlanner {
         resource: usize,
         out: &mut Vec<(i64, i64)>,
     ) -> bool {
-        self.steps_during(at, duration, resource, out)
+        match (
+            self.totals.get(resource),
+            self.window.query_end(at, duration),
+        ) {
+            (Some(_), Some(end)) => {
+                self.points().steps(at, end, resource, out);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// [`avail_during`](MultiPlanner::avail_during) for every type.

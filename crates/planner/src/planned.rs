@@ -137,29 +137,6 @@ impl<T: AsRef<[i64]> + AsMut<[i64]>> PlannerOf<T> {
         }
     }
 
-    /// The usage of type `resource` during `[at, at + duration)` as steps into `out` (see
-    /// [`Points::steps`]); `false`, with nothing added, where [`PlannerOf::free_during`]
-    /// answers 0 whatever is planned: a type that does not exist, a window that is empty or
-    /// not inside the planner's.
-    pub(crate) fn steps_during(
-        &self,
-        at: i64,
-        duration: u64,
-        resource: usize,
-        out: &mut Vec<(i64, i64)>,
-    ) -> bool {
-        match (
-            self.totals.as_ref().get(resource),
-            self.window.query_end(at, duration),
-        ) {
-            (Some(_), Some(end)) => {
-                self.points().steps(at, end, resource, out);
-                true
-            }
-            _ => false,
-        }
-    }
-
     /// Whether `requests` (one per type) are free during all of `[at, at + duration)`.
     pub(crate) fn fit(&self, at: i64, duration: u64, requests: &[i64]) -> bool {
         match self.window.query_end(at, duration) {

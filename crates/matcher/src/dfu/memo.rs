@@ -50,6 +50,19 @@ pub(super) struct Setting {
     pub(super) multilevel: i64,
 }
 
+/// What a visit of a free node hands its parent and leaves in the walk, its marks and
+/// messages aside (what a run copies: `run`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(super) struct Outcome {
+    pub(super) visit: Option<Visit>,
+    /// The exclusivity handed up.
+    pub(super) excl: bool,
+    /// The `errno` the visit set last, if it set one.
+    pub(super) errno: Option<Errno>,
+    /// Vertices entered and left with a candidacy.
+    pub(super) visits: (u32, u32),
+}
+
 /// One kept visit of a free node.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct Kept {
@@ -61,13 +74,7 @@ pub(super) struct Kept {
 /// What a visit of a free node did.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct Effects {
-    pub(super) visit: Option<Visit>,
-    /// The exclusivity handed up.
-    pub(super) excl: bool,
-    /// The `errno` the visit set last, if it set one.
-    pub(super) errno: Option<Errno>,
-    /// Vertices entered and left with a candidacy.
-    pub(super) visits: (u32, u32),
+    pub(super) outcome: Outcome,
     /// Inline for the usual one or two (a node choosing its slot): read with the rest of
     /// the kept visit, not from a list of their own.
     pub(super) marks: SmallVec<[(u32, Mark); 2]>,
@@ -242,26 +249,27 @@ fn push_req(req: &Request, r: ReqId, with_count: bool, out: &mut Vec<u64>) {
     }
 }
 
-/// Does again what a kept visit did, but for the messages it left (outside a logged
-/// visit: [`Walk::visit_free_node`] walks nodes inside one).
+/// Does again what a kept visit did, but for the messages it left: `outcome`, and the
+/// marks `set` (outside a logged visit: [`Walk::visit_free_node`] walks nodes inside one).
 #[inline(always)]
 pub(super) fn replay_quiet(
-    e: &Effects,
+    outcome: &Outcome,
+    set: &[(u32, Mark)],
     marks: &mut Marks,
     errno: &mut Errno,
     visits: &mut (u32, u32),
     excl: &mut bool,
 ) -> Option<Visit> {
-    for &(child, m) in &e.marks {
+    for &(child, m) in set {
         marks.set_unlogged(child, m);
     }
-    if let Some(set) = e.errno {
-        *errno = set;
+    if let Some(e) = outcome.errno {
+        *errno = e;
     }
-    visits.0 += e.visits.0;
-    visits.1 += e.visits.1;
-    *excl = e.excl;
-    e.visit
+    visits.0 += outcome.visits.0;
+    visits.1 += outcome.visits.1;
+    *excl = outcome.excl;
+    outcome.visit
 }
 
 impl<'a> Walk<'a> {
@@ -381,10 +389,12 @@ impl<'a> Walk<'a> {
         }
         let keepable = self.cands.groups.len() == groups && budget.as_deref().copied() == before;
         let effects = keepable.then(|| Effects {
-            visit,
-            excl: *excl,
-            errno: (set != Errno::None).then_some(set),
-            visits: (self.visits.0 - visits.0, self.visits.1 - visits.1),
+            outcome: Outcome {
+                visit,
+                excl: *excl,
+                errno: (set != Errno::None).then_some(set),
+                visits: (self.visits.0 - visits.0, self.visits.1 - visits.1),
+            },
             marks: marks.into_iter().collect(),
             said: self
                 .complaints
@@ -401,7 +411,14 @@ impl<'a> Walk<'a> {
         if !e.said.is_empty() {
             self.complain(|t| t.push_str(&e.said));
         }
-        replay_quiet(e, self.marks, &mut self.errno, &mut self.visits, excl)
+        replay_quiet(
+            &e.outcome,
+            &e.marks,
+            self.marks,
+            &mut self.errno,
+            &mut self.visits,
+            excl,
+        )
     }
 
     /// The number of `reqs`' structure at node `u` (computed once per list a walk meets).

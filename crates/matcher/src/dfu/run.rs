@@ -16,8 +16,8 @@
 
 use shardsched_resource::{ResourceGraph, Sym, VertexId};
 
-use super::memo::{Known, NodeVisits, Setting, replay_quiet};
-use super::{Errno, Mark, Visit, Walk};
+use super::memo::{Known, NodeVisits, Outcome, Setting, replay_quiet};
+use super::{Mark, Visit, Walk};
 use crate::request::ReqId;
 use crate::state::WholeNode;
 
@@ -25,11 +25,11 @@ use crate::state::WholeNode;
 const NOT_WHOLE: u32 = u32::MAX;
 
 /// One explored vertex's children with copies of their kept visits.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Run {
     generation: u32,
     key: u32,
-    setting: Option<Setting>,
+    setting: Setting,
     /// The children as the order gave them, and whether it is read backwards.
     children: Vec<u32>,
     reversed: bool,
@@ -39,9 +39,6 @@ pub(super) struct Run {
     marks: Vec<(u32, Mark)>,
     /// An entry no longer good was met: the run is made again.
     stale: bool,
-    /// The children are of a type the update walk takes whole, reading no mark below them
-    /// (`update::Emit::visit`): what their visits marked there is not set again.
-    unread_marks: bool,
 }
 
 /// One child of a run.
@@ -55,10 +52,7 @@ struct Entry {
     kind: Sym,
     /// Whether a visit was kept for the run's key and setting (the rest is that visit's).
     kept: bool,
-    visit: Option<Visit>,
-    excl: bool,
-    errno: Option<Errno>,
-    visits: (u32, u32),
+    outcome: Outcome,
     /// Its range of [`Run::marks`].
     marks: (u32, u32),
 }
@@ -69,6 +63,9 @@ struct Entry {
 pub(super) struct Children {
     key: Option<(Sym, u32, u32)>,
     run: Option<Box<Run>>,
+    /// The children are of a type the update walk takes whole, reading no mark below them
+    /// (`update::Emit::visit`): what their visits marked there is not set again.
+    unread_marks: bool,
 }
 
 impl Children {
@@ -103,18 +100,26 @@ impl<'a> Walk<'a> {
         }
         let key = self.children_key(reqs, VertexId(first), &mut known);
         let setting = self.setting_of_children(pristine, excl);
+        known.unread_marks = self.taken_whole(VertexId(first));
         let nv = &mut self.node_visits;
-        let mut run = nv.runs.remove(&u.0).unwrap_or_default();
-        let good = run.generation == nv.generation
-            && run.key == key
-            && run.setting == Some(setting)
-            && !run.stale
-            && run.reversed == reversed
-            && run.children == children;
-        if !good {
-            run.make((self.g, self.st), nv, (children, reversed), key, setting);
-        }
-        run.unread_marks = self.taken_whole(VertexId(first));
+        let run = match nv.runs.remove(&u.0) {
+            Some(run)
+                if run.generation == nv.generation
+                    && run.key == key
+                    && run.setting == setting
+                    && !run.stale
+                    && run.reversed == reversed
+                    && run.children == children =>
+            {
+                run
+            }
+            old => {
+                // Made anew, in the memory of the old one if there was one.
+                let mut run = old.unwrap_or_else(|| Box::new(Run::empty(setting)));
+                run.make((self.g, self.st), nv, (children, reversed), key, setting);
+                run
+            }
+        };
         known.run = Some(run);
         known
     }
@@ -155,14 +160,14 @@ impl<'a> Walk<'a> {
         known: &mut Children,
     ) -> Result<Option<Visit>, Option<WholeNode>> {
         if let Some(run) = known.run.as_deref_mut()
-            && let Some(&e) = run.entries.get(i)
+            && let Some(e) = run.entries.get(i)
             && e.whole != NOT_WHOLE
         {
             if self.node_visits.version[e.whole as usize] != e.version {
                 // Its node's visit changed since the copy (kept, or forgotten).
                 run.stale = true;
             } else if e.kept {
-                return self.run_child(run, e, c, reqs, pristine, excl);
+                return self.run_child((run, e, known.unread_marks), c, reqs, pristine, excl);
             }
         }
         // Only nodes are wholes' nodes: the rest (a node's sockets, cores…) are asked nothing.
@@ -191,22 +196,22 @@ impl<'a> Walk<'a> {
             let visit = self.walk_kept(w, c, reqs, pristine, excl, (key, setting));
             return Ok(visit);
         }
-        let visit = replay_quiet(
-            &k.effects,
+        Ok(replay_quiet(
+            &k.effects.outcome,
+            &k.effects.marks,
             self.marks,
             &mut self.errno,
             &mut self.visits,
             excl,
-        );
-        Ok(visit)
+        ))
     }
 
-    /// [`Walk::known_child`] of a child whose run entry `e` is good.
+    /// [`Walk::known_child`] of a child whose run entry `e` is good (its marks left out
+    /// when `unread_marks`).
     #[inline]
     fn run_child(
         &mut self,
-        run: &Run,
-        e: Entry,
+        (run, e, unread_marks): (&Run, &Entry, bool),
         c: VertexId,
         reqs: &'a [ReqId],
         pristine: bool,
@@ -218,36 +223,25 @@ impl<'a> Walk<'a> {
             WholeNode::Free(_) => {}
             WholeNode::Other => return Err(Some(whole)),
         }
+        let copied = &run.marks[e.marks.0 as usize..e.marks.1 as usize];
         if cfg!(debug_assertions) {
-            let setting = run.setting.expect("a run is made for a setting");
-            let visit = self.walk_kept(e.whole, c, reqs, pristine, excl, (run.key, setting));
+            let visit = self.walk_kept(e.whole, c, reqs, pristine, excl, (run.key, run.setting));
             let Known::Kept(k) = &self.node_visits.of[e.whole as usize] else {
                 unreachable!("walk_kept keeps the visit");
             };
-            let copied = &run.marks[e.marks.0 as usize..e.marks.1 as usize];
-            let same = (e.visit, e.excl, e.errno, e.visits, copied)
-                == (
-                    k.effects.visit,
-                    k.effects.excl,
-                    k.effects.errno,
-                    k.effects.visits,
-                    &k.effects.marks[..],
-                );
+            let same = (&e.outcome, copied) == (&k.effects.outcome, &k.effects.marks[..]);
             assert!(same, "a run's copy of a kept visit differs");
             return Ok(visit);
         }
-        if !run.unread_marks {
-            for &(child, m) in &run.marks[e.marks.0 as usize..e.marks.1 as usize] {
-                self.marks.set_unlogged(child, m);
-            }
-        }
-        if let Some(set) = e.errno {
-            self.errno = set;
-        }
-        self.visits.0 += e.visits.0;
-        self.visits.1 += e.visits.1;
-        *excl = e.excl;
-        Ok(e.visit)
+        let set = if unread_marks { &[][..] } else { copied };
+        Ok(replay_quiet(
+            &e.outcome,
+            set,
+            self.marks,
+            &mut self.errno,
+            &mut self.visits,
+            excl,
+        ))
     }
 
     /// Whether the update walk takes `v` whole when it takes it (a type the request asks
@@ -257,14 +251,6 @@ impl<'a> Walk<'a> {
         let kind = self.g.kind(v);
         self.req.exclusive_types.contains(&kind)
             || (self.policy.node_exclusive && Some(kind) == self.node)
-    }
-
-    /// A whole's node covered over the window, as `dom_dfv` answers it.
-    #[inline]
-    fn covered(&mut self) -> Option<Visit> {
-        self.visits.0 += 1;
-        self.errno = Errno::Busy;
-        None
     }
 
     /// Debug builds: walks free node `c` (of whole `w`) whose kept visit is about to be
@@ -304,6 +290,20 @@ impl<'a> Walk<'a> {
 }
 
 impl Run {
+    /// A run with no children yet, for [`Run::make`].
+    fn empty(setting: Setting) -> Run {
+        Run {
+            generation: 0,
+            key: 0,
+            setting,
+            children: Vec::new(),
+            reversed: false,
+            entries: Vec::new(),
+            marks: Vec::new(),
+            stale: true,
+        }
+    }
+
     /// Makes the run anew for `children` (read backwards when `reversed`), `key` and
     /// `setting`, from what `nv` keeps now.
     fn make(
@@ -316,7 +316,7 @@ impl Run {
     ) {
         self.generation = nv.generation;
         self.key = key;
-        self.setting = Some(setting);
+        self.setting = setting;
         self.children.clear();
         self.children.extend_from_slice(children);
         self.reversed = reversed;
@@ -332,10 +332,7 @@ impl Run {
                 kind: g.kind(c),
                 version: nv.version.get(whole as usize).copied().unwrap_or(0),
                 kept: false,
-                visit: None,
-                excl: false,
-                errno: None,
-                visits: (0, 0),
+                outcome: Outcome::default(),
                 marks: (0, 0),
             };
             if let Some(Known::Kept(k)) = nv.of.get(whole as usize)
@@ -347,10 +344,7 @@ impl Run {
                 self.marks.extend_from_slice(&k.effects.marks);
                 e = Entry {
                     kept: true,
-                    visit: k.effects.visit,
-                    excl: k.effects.excl,
-                    errno: k.effects.errno,
-                    visits: k.effects.visits,
+                    outcome: k.effects.outcome,
                     marks: (from, self.marks.len() as u32),
                     ..e
                 };

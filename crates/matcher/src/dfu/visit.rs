@@ -11,7 +11,6 @@ use crate::state::WholeNode;
 impl<'a> Walk<'a> {
     /// Visits `u` with request list `reqs`; on success returns `u`'s candidacy, and leaves
     /// on the stack what `u` hands up (unless it matched and decided itself).
-    #[inline]
     pub(super) fn dom_dfv(
         &mut self,
         u: VertexId,
@@ -42,14 +41,8 @@ impl<'a> Walk<'a> {
         whole: WholeNode,
     ) -> Option<Visit> {
         match whole {
-            // A node taken whole by a job over the window has no unit free: the checks
-            // below would find it busy (each failing one says so), at a higher cost.
             // (Not in an exact walk: its test may leave a message, as Fluxion's does.)
-            WholeNode::Covered if !self.exact_visits => {
-                self.visits.0 += 1;
-                self.errno = Errno::Busy;
-                return None;
-            }
+            WholeNode::Covered if !self.exact_visits => return self.covered(),
             WholeNode::Free(c) if self.keeps_visits => {
                 return self.visit_free_node(c, u, reqs, pristine, excl, budget);
             }
@@ -150,6 +143,15 @@ impl<'a> Walk<'a> {
         }
         self.visits.1 += 1;
         Some(Visit::new(score, avail))
+    }
+
+    /// A whole's node covered over the window: it has no unit free, and the checks of a
+    /// visit would find it busy (each failing one says so), at a higher cost.
+    #[inline]
+    pub(super) fn covered(&mut self) -> Option<Visit> {
+        self.visits.0 += 1;
+        self.errno = Errno::Busy;
+        None
     }
 
     /// Walks `u` itself, whatever [`Walk::dom_dfv`] knows of it at once (for `memo`).

@@ -225,7 +225,7 @@ pub(crate) enum WholeListing<'a> {
 impl SchedState {
     /// The listing of `u` taken whole, if `u` is a whole's node.
     pub(crate) fn whole_listing_of(&self, u: VertexId) -> WholeListing<'_> {
-        let Some(c) = self.whole_of(u).filter(|&c| self.whole_vertex(c) == u) else {
+        let Some(c) = self.whole_at(u) else {
             return WholeListing::Walk;
         };
         let ls = &self.wholes.listings;

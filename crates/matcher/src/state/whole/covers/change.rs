@@ -37,6 +37,14 @@ struct OneWord {
 }
 
 impl OneWord {
+    /// Whether a cover whose row holds `busy` and `starts` in this word ends at `e`, as
+    /// `bits::ends_at` answers.
+    #[inline]
+    fn ends(&self, busy: u64, starts: u64) -> bool {
+        (busy & !starts) & self.inside == self.inside
+            && (self.last || busy & self.end == 0 || starts & self.end != 0)
+    }
+
     fn of(s: usize, e: usize, last: usize) -> Option<OneWord> {
         let j = s / 64;
         (s < e && e / 64 == j).then(|| OneWord {
@@ -197,20 +205,16 @@ impl WholeCovers {
                 if st & w.start == 0 {
                     break;
                 }
-                let ends = (b & !st) & w.inside == w.inside
-                    && (w.last || b & w.end == 0 || st & w.end != 0);
-                debug_assert_eq!(
-                    ends,
-                    bits::ends_at(self.rows(c).0, self.rows(c).1, s + 1, w.e, last)
-                );
+                let ends = w.ends(b, st);
+                debug_assert_eq!(ends, {
+                    let (busy, starts) = self.rows(c);
+                    bits::ends_at(busy, starts, s + 1, w.e, last)
+                });
                 if ends {
                     self.busy[i] = b & !w.held;
                     self.starts[i] = st & !w.start;
                     self.count[c as usize] -= 1;
-                    match ends_by.iter_mut().find(|x| x.0 == w.e) {
-                        Some(x) => x.1 += 1,
-                        None => ends_by.push((w.e, 1)),
-                    }
+                    count_end(&mut ends_by, w.e);
                     removed += 1;
                     continue;
                 }
@@ -232,10 +236,7 @@ impl WholeCovers {
             bits::set_range(&mut self.busy, n, c, s, e, false);
             bits::set_range(&mut self.starts, n, c, s, s + 1, false);
             self.count[c] -= 1;
-            match ends_by.iter_mut().find(|x| x.0 == e) {
-                Some(x) => x.1 += 1,
-                None => ends_by.push((e, 1)),
-            }
+            count_end(&mut ends_by, e);
             removed += 1;
         }
         self.live -= removed as usize;
@@ -248,5 +249,14 @@ impl WholeCovers {
             self.unref(s, removed);
         }
         removed as usize == cs.len()
+    }
+}
+
+/// Counts one more cover ending at bound `e` in `ends_by`.
+#[inline]
+fn count_end(ends_by: &mut SmallVec<[(usize, u32); 4]>, e: usize) {
+    match ends_by.iter_mut().find(|x| x.0 == e) {
+        Some(x) => x.1 += 1,
+        None => ends_by.push((e, 1)),
     }
 }
