@@ -244,8 +244,8 @@ pub struct Matcher {
     last_recorded: usize,
     /// Fluxion's traversal visit counts (`-e`).
     visits: visits::VisitCounts,
-    /// The last request compiled, for the next match of the same jobspec.
-    compiled: Option<Box<compiled::Compiled>>,
+    /// The requests compiled last, for the next matches of the same jobspecs.
+    compiled: compiled::CompiledRequests,
 }
 
 /// The tree of `subsystem` walks follow, when it is not the plain containment tree.
@@ -339,7 +339,7 @@ impl Matcher {
             dag_state: None,
             last_recorded: 0,
             visits: visits::VisitCounts::default(),
-            compiled: None,
+            compiled: compiled::CompiledRequests::default(),
         };
         if m.graph.has_shared_children() {
             // Walks follow every containment edge, each vertex once.
@@ -358,7 +358,7 @@ impl Matcher {
             ));
         }
         self.subtree = subtree_of(&self.graph, subsystem)?;
-        self.compiled = None;
+        self.compiled.clear();
         self.walk_scratch = None;
         let mut prune = self.prune_base.clone();
         let tree = tree_of(&self.graph, &self.subtree);

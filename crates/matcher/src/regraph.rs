@@ -216,7 +216,7 @@ impl Matcher {
         if let Some(order) = &self.order {
             self.order = Some(order.regrown(&self.graph, tree));
         }
-        self.compiled = None;
+        self.compiled.clear();
         self.dag_state = None;
         self.marks = dfu::Marks::default();
         self.walk_scratch = None;
