@@ -462,6 +462,7 @@ fn commit_inner(
 /// (at `depth`) adds to its parent's sums, as its records would: nodes of one shape in a row
 /// (a reservation's, ~290 in the 5,000-job replay) are added to `below[depth]` once, times
 /// their number, by [`add_held_up`].
+#[inline(always)]
 fn hold_whole_node(
     st: &mut SchedState,
     c: u32,

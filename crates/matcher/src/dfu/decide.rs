@@ -155,12 +155,14 @@ impl Walk<'_> {
         let Some(mut parent) = self.tree.parent(v) else {
             return;
         };
-        while self.tree.parent(parent).is_some() {
-            if self.marks.get(parent.0).is_some() {
+        // A marked edge first: the nodes of one rack, chosen one after another, stop at
+        // once at the rack their first one marked.
+        while self.marks.get(parent.0).is_none() {
+            let Some(grand) = self.tree.parent(parent) else {
                 break;
-            }
+            };
             let tgt = parent;
-            parent = self.tree.parent(parent).unwrap_or(parent);
+            parent = grand;
             let kind = self.g.kind(tgt);
             let contained = self.cands.groups[mark..].iter().any(|g| g.kind == kind)
                 || self.choices.list.iter().any(|c| c.kind == kind);

@@ -116,6 +116,9 @@ impl Shapes {
 impl SchedState {
     /// Whole `c`'s shape, when a whole cover can stand for its records (learned at the
     /// first call).
+    ///
+    /// Inlined: a commit asks it of every node it takes whole, nearly always learned.
+    #[inline]
     pub(crate) fn whole_shape(
         &mut self,
         g: &ResourceGraph,
@@ -124,31 +127,43 @@ impl SchedState {
         c: u32,
     ) -> Option<&Shape> {
         if self.wholes.shapes.of[c as usize] == UNKNOWN {
-            let layout = self.whole_layout(c);
-            let known = layout.and_then(|l| self.wholes.shapes.of_layout(l));
-            match known {
-                // (Debug builds learn it all the same, and compare.)
-                Some(number) if !cfg!(debug_assertions) => {
-                    self.wholes.shapes.of[c as usize] = number;
-                }
-                _ => {
-                    let mut scratch = std::mem::take(&mut self.wholes.shapes.scratch);
-                    let vertices = self.learn_shape(g, tree, ranks, c, &mut scratch);
-                    let shapes = &mut self.wholes.shapes;
-                    shapes.scratch = scratch;
-                    shapes.learned(c, vertices);
-                    let number = shapes.of[c as usize];
-                    debug_assert!(
-                        known.is_none_or(|k| k == number),
-                        "whole {c}: the shape of its layout is not its own"
-                    );
-                    if let Some(l) = layout {
-                        shapes.note_layout(l, number);
-                    }
+            self.learn_whole_shape(g, tree, ranks, c);
+        }
+        self.wholes.shapes.of(c)
+    }
+
+    /// Learns whole `c`'s shape: from its layout's, or by walking it.
+    #[inline(never)]
+    fn learn_whole_shape(
+        &mut self,
+        g: &ResourceGraph,
+        tree: &dyn Tree,
+        ranks: &dyn PruneRank,
+        c: u32,
+    ) {
+        let layout = self.whole_layout(c);
+        let known = layout.and_then(|l| self.wholes.shapes.of_layout(l));
+        match known {
+            // (Debug builds learn it all the same, and compare.)
+            Some(number) if !cfg!(debug_assertions) => {
+                self.wholes.shapes.of[c as usize] = number;
+            }
+            _ => {
+                let mut scratch = std::mem::take(&mut self.wholes.shapes.scratch);
+                let vertices = self.learn_shape(g, tree, ranks, c, &mut scratch);
+                let shapes = &mut self.wholes.shapes;
+                shapes.scratch = scratch;
+                shapes.learned(c, vertices);
+                let number = shapes.of[c as usize];
+                debug_assert!(
+                    known.is_none_or(|k| k == number),
+                    "whole {c}: the shape of its layout is not its own"
+                );
+                if let Some(l) = layout {
+                    shapes.note_layout(l, number);
                 }
             }
         }
-        self.wholes.shapes.of(c)
     }
 
     /// Whole `c`'s shape, once learned ([`SchedState::whole_shape`]).

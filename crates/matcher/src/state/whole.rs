@@ -287,6 +287,7 @@ impl SchedState {
 
     /// Whether a whole cover of `c` may be recorded over the window: nothing else is
     /// recorded in the whole and no cover of it meets the window.
+    #[inline]
     pub(crate) fn whole_free(&self, c: u32, at: i64, dur: u64) -> bool {
         self.wholes.records[c as usize] == 0
             && !self.wholes.covers.meets(c, at, saturating_end(at, dur))
@@ -294,6 +295,7 @@ impl SchedState {
 
     /// Records a whole cover of `c`: every vertex of the whole held whole by one job. The
     /// caller has found the whole free over the window ([`SchedState::whole_free`]).
+    #[inline(always)]
     pub(crate) fn hold_whole(
         &mut self,
         c: u32,

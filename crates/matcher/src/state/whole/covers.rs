@@ -268,14 +268,18 @@ impl WholeCovers {
     pub(super) fn meeting_all(&self, at: i64, end: i64, busy: &mut Vec<u64>) {
         let n = self.count.len();
         busy.clear();
-        busy.resize(n, 0);
         let (lo, hi) = self.segments(at, end);
         // With `at < end`, no segment meets the window only when it lies before every
         // bound: before every cover.
         if lo >= hi {
+            busy.resize(n, 0);
             return;
         }
-        for j in lo / 64..=(hi - 1) / 64 {
+        // The first plane's words are written, not added to zeros: no pass to clear them.
+        let first = lo / 64;
+        let m = bits::range_mask(first, lo, hi);
+        busy.extend(self.busy[first * n..(first + 1) * n].iter().map(|&w| w & m));
+        for j in first + 1..=(hi - 1) / 64 {
             let m = bits::range_mask(j, lo, hi);
             for (b, &w) in busy.iter_mut().zip(&self.busy[j * n..(j + 1) * n]) {
                 *b |= w & m;

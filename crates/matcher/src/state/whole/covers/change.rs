@@ -125,6 +125,10 @@ impl WholeCovers {
     /// caller found (`SchedState::whole_free`, asked of every node a commit takes whole,
     /// just before): the second look at its row was 1.6 % of the 5,000-job conservative
     /// replay. Checked again in debug builds.
+    ///
+    /// Inlined: a commit adds one for every node it takes whole, nearly always with the
+    /// bounds of the one before.
+    #[inline]
     pub(in crate::state::whole) fn add_free(&mut self, c: usize, start: i64, end: i64) {
         debug_assert!(
             start < end && !self.meets(c as u32, start, end),
@@ -132,22 +136,7 @@ impl WholeCovers {
         );
         let (s, e) = match self.last_add {
             Some(a) if a.start == start && a.end == end && a.epoch == self.epoch => (a.s, a.e),
-            _ => {
-                // The segments the window meets start at the start's bound and end before
-                // the end's, when there are such bounds (the covers a commit adds share them).
-                let (lo, hi) = self.segments(start, end);
-                let s = self.bound(start, lo);
-                // The end's bound comes after the start's: making that moved it by one.
-                let e = self.bound(end, hi + usize::from(s != lo));
-                self.last_add = Some(AddAt {
-                    start,
-                    end,
-                    epoch: self.epoch,
-                    s,
-                    e,
-                });
-                (s, e)
-            }
+            _ => self.add_bounds(start, end),
         };
         self.refs[s] += 1;
         self.refs[e] += 1;
@@ -156,6 +145,26 @@ impl WholeCovers {
         bits::set_range(&mut self.starts, n, c, s, s + 1, true);
         self.count[c] += 1;
         self.live += 1;
+    }
+
+    /// The bounds of a cover over `[start, end)`, made where there are none, kept for the
+    /// covers added next over the same window.
+    #[inline(never)]
+    fn add_bounds(&mut self, start: i64, end: i64) -> (usize, usize) {
+        // The segments the window meets start at the start's bound and end before the
+        // end's, when there are such bounds (the covers a commit adds share them).
+        let (lo, hi) = self.segments(start, end);
+        let s = self.bound(start, lo);
+        // The end's bound comes after the start's: making that moved it by one.
+        let e = self.bound(end, hi + usize::from(s != lo));
+        self.last_add = Some(AddAt {
+            start,
+            end,
+            epoch: self.epoch,
+            s,
+            e,
+        });
+        (s, e)
     }
 
     /// The cover of whole `c` that starts at `start`, taken out: its window.
