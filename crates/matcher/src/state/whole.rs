@@ -258,7 +258,7 @@ impl SchedState {
     }
 
     /// [`SchedState::whole_node`] of the node of whole `c`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn whole_state(&self, c: u32, at: i64, dur: u64) -> WholeNode {
         if self.wholes.covers.live == 0 {
             return match self.wholes.records[c as usize] {
@@ -267,7 +267,7 @@ impl SchedState {
             };
         }
         let end = saturating_end(at, dur);
-        let meets = self.wholes.covers.meets(c, at, end);
+        let meets = self.wholes.covers.meets_inlined(c, at, end);
         // A window past the planning window: the calendars answer for themselves.
         if meets && window_end(at, dur) == Some(end) {
             return WholeNode::Covered;
@@ -290,7 +290,10 @@ impl SchedState {
     #[inline]
     pub(crate) fn whole_free(&self, c: u32, at: i64, dur: u64) -> bool {
         self.wholes.records[c as usize] == 0
-            && !self.wholes.covers.meets(c, at, saturating_end(at, dur))
+            && !self
+                .wholes
+                .covers
+                .meets_inlined(c, at, saturating_end(at, dur))
     }
 
     /// Records a whole cover of `c`: every vertex of the whole held whole by one job. The

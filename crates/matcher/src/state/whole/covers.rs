@@ -261,6 +261,23 @@ impl WholeCovers {
             .is_some_and(|w| w.start < end && w.end > at)
     }
 
+    /// [`WholeCovers::meets`], inlined up to the window's one word: for a select and a
+    /// commit, which ask it of every node they meet or take whole, all over one window.
+    #[inline(always)]
+    pub(super) fn meets_inlined(&self, c: u32, at: i64, end: i64) -> bool {
+        if self.count[c as usize] == 0 {
+            return false;
+        }
+        let last = self.window.get();
+        if last.at == at
+            && last.end == end
+            && let Some((j, mask)) = last.plane
+        {
+            return self.busy[j * self.count.len() + c as usize] & mask != 0;
+        }
+        self.meets(c, at, end)
+    }
+
     /// Whether a cover of each whole meets `[at, end)` (`at < end`), into `busy`: a word
     /// per whole, nonzero when one does. [`WholeCovers::meets`] for every whole at once, in
     /// one pass over the planes holding the window's segments (the words of one segment for
