@@ -55,6 +55,8 @@ pub(super) fn whole_listing(
 /// nothing else is recorded in the whole over the window, and the listing is the whole's
 /// every vertex. (What the listing holds is the walk's own listing of the node:
 /// `state::listing`.)
+///
+/// Inlined into the commit's loop: called once for every node taken whole.
 #[inline(always)]
 pub(super) fn kept_whole(
     g: &ResourceGraph,

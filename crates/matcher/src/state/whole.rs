@@ -257,7 +257,8 @@ impl SchedState {
         (c != NO_WHOLE && self.wholes.vertex[c as usize] == u.0).then_some(c)
     }
 
-    /// [`SchedState::whole_node`] of the node of whole `c`.
+    /// [`SchedState::whole_node`] of the node of whole `c`. Inlined into the exploration,
+    /// which asks it of every node it meets.
     #[inline(always)]
     pub(crate) fn whole_state(&self, c: u32, at: i64, dur: u64) -> WholeNode {
         if self.wholes.covers.live == 0 {
@@ -298,6 +299,7 @@ impl SchedState {
 
     /// Records a whole cover of `c`: every vertex of the whole held whole by one job. The
     /// caller has found the whole free over the window ([`SchedState::whole_free`]).
+    /// Inlined into the commit's loop, once for every node taken whole.
     #[inline(always)]
     pub(crate) fn hold_whole(
         &mut self,
