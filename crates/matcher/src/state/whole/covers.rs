@@ -249,8 +249,8 @@ impl WholeCovers {
             return false;
         }
         let Window { lo, hi, plane, .. } = self.window(at, end);
-        if let Some((j, mask)) = plane {
-            return self.busy[j * self.count.len() + c as usize] & mask != 0;
+        if let Some(plane) = plane {
+            return self.meets_in_plane(c, plane);
         }
         if lo < hi {
             return self.rows(c).0.any_in(lo, hi);
@@ -271,11 +271,18 @@ impl WholeCovers {
         let last = self.window.get();
         if last.at == at
             && last.end == end
-            && let Some((j, mask)) = last.plane
+            && let Some(plane) = last.plane
         {
-            return self.busy[j * self.count.len() + c as usize] & mask != 0;
+            return self.meets_in_plane(c, plane);
         }
         self.meets(c, at, end)
+    }
+
+    /// Whether whole `c`'s row has a bit of `mask` in plane `j`: a window's segments that
+    /// lie in one plane ([`Window::plane`]) asked at once.
+    #[inline(always)]
+    fn meets_in_plane(&self, c: u32, (j, mask): (usize, u64)) -> bool {
+        self.busy[j * self.count.len() + c as usize] & mask != 0
     }
 
     /// Whether a cover of each whole meets `[at, end)` (`at < end`), into `busy`: a word
