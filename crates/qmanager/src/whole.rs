@@ -104,19 +104,11 @@ impl WholeNodes {
         // Most searches start where they were asked to: `k` nodes untouched at `from` say
         // so, with one look at each node until the `k`th (a node in use needs no instant
         // computed for that).
-        let mut now_free = 0;
-        for &v in &self.nodes {
-            let untouched = m.state.untouched(v, from, duration);
-            debug_assert_eq!(
-                untouched,
-                m.state.untouched_from(v, from, duration) == Some(from)
-            );
-            if untouched {
-                now_free += 1;
-                if now_free == k {
-                    return Some(from);
-                }
-            }
+        if m.state
+            .untouched_at_least(&self.nodes, k, from, duration, &mut self.scratch)
+        {
+            debug_assert_eq!(self.kth_node_by_node(m, k, from, duration), Some(from));
+            return Some(from);
         }
         let kth = m
             .state

@@ -279,10 +279,18 @@ impl WholeCovers {
     }
 
     /// Whether whole `c`'s row has a bit of `mask` in plane `j`: a window's segments that
-    /// lie in one plane ([`Window::plane`]) asked at once.
+    /// lie in one plane ([`Window::plane`]) asked at once. (A whole without covers has no
+    /// bit set.)
     #[inline(always)]
-    fn meets_in_plane(&self, c: u32, (j, mask): (usize, u64)) -> bool {
+    pub(super) fn meets_in_plane(&self, c: u32, (j, mask): (usize, u64)) -> bool {
         self.busy[j * self.count.len() + c as usize] & mask != 0
+    }
+
+    /// The plane and mask of `[at, end)`'s segments when they lie in one plane (nearly
+    /// always), for [`WholeCovers::meets_in_plane`] asked of many wholes over one window.
+    #[inline]
+    pub(super) fn window_plane(&self, at: i64, end: i64) -> Option<(usize, u64)> {
+        self.window(at, end).plane
     }
 
     /// Whether a cover of each whole meets `[at, end)` (`at < end`), into `busy`: a word

@@ -17,6 +17,9 @@ pub(super) struct AddAt {
     epoch: u64,
     s: usize,
     e: usize,
+    /// When bounds `[s, e)` lie in one word of a row (nearly always): its plane, the bits
+    /// a cover holds there and its start's bit, so that an add is two words or'ed.
+    one_word: Option<(usize, u64, u64)>,
 }
 
 /// A job's covers taken out together when they start at bound `s` and end at `e` in one
@@ -134,15 +137,24 @@ impl WholeCovers {
             start < end && !self.meets(c as u32, start, end),
             "a whole cover of {c} over [{start}, {end}), which another meets"
         );
-        let (s, e) = match self.last_add {
-            Some(a) if a.start == start && a.end == end && a.epoch == self.epoch => (a.s, a.e),
+        let a = match self.last_add {
+            Some(a) if a.start == start && a.end == end && a.epoch == self.epoch => a,
             _ => self.add_bounds(start, end),
         };
+        let (s, e) = (a.s, a.e);
         self.refs[s] += 1;
         self.refs[e] += 1;
         let n = self.count.len();
-        bits::set_range(&mut self.busy, n, c, s, e, true);
-        bits::set_range(&mut self.starts, n, c, s, s + 1, true);
+        match a.one_word {
+            Some((j, held, start_bit)) => {
+                self.busy[j * n + c] |= held;
+                self.starts[j * n + c] |= start_bit;
+            }
+            None => {
+                bits::set_range(&mut self.busy, n, c, s, e, true);
+                bits::set_range(&mut self.starts, n, c, s, s + 1, true);
+            }
+        }
         self.count[c] += 1;
         self.live += 1;
     }
@@ -150,21 +162,25 @@ impl WholeCovers {
     /// The bounds of a cover over `[start, end)`, made where there are none, kept for the
     /// covers added next over the same window.
     #[inline(never)]
-    fn add_bounds(&mut self, start: i64, end: i64) -> (usize, usize) {
+    fn add_bounds(&mut self, start: i64, end: i64) -> AddAt {
         // The segments the window meets start at the start's bound and end before the
         // end's, when there are such bounds (the covers a commit adds share them).
         let (lo, hi) = self.segments(start, end);
         let s = self.bound(start, lo);
         // The end's bound comes after the start's: making that moved it by one.
         let e = self.bound(end, hi + usize::from(s != lo));
-        self.last_add = Some(AddAt {
+        let j = s / 64;
+        let add = AddAt {
             start,
             end,
             epoch: self.epoch,
             s,
             e,
-        });
-        (s, e)
+            one_word: (s < e && (e - 1) / 64 == j)
+                .then(|| (j, bits::range_mask(j, s, e), 1 << (s % 64))),
+        };
+        self.last_add = Some(add);
+        add
     }
 
     /// The cover of whole `c` that starts at `start`, taken out: its window.
@@ -190,14 +206,17 @@ impl WholeCovers {
             return true;
         }
         let s = self.segment(start);
+        let (last, n) = (self.bounds.len().saturating_sub(1), self.count.len());
+        // A start's bit is set only where a cover starts: each whole's word of plane `s`
+        // says whether it has one there.
+        let (js, start_bit) = (s / 64, 1u64 << (s % 64));
         if self.bounds.get(s) != Some(&start)
-            || !cs.iter().all(|&c| {
-                self.count.get(c as usize).is_some_and(|&n| n > 0) && self.rows(c).1.get(s)
-            })
+            || !cs
+                .iter()
+                .all(|&c| (c as usize) < n && self.starts[js * n + c as usize] & start_bit != 0)
         {
             return false;
         }
-        let (last, n) = (self.bounds.len() - 1, self.count.len());
         // Each end's bound and how many covers end there (no bound goes before the end).
         let mut ends_by: SmallVec<[(usize, u32); 4]> = SmallVec::new();
         let mut removed = 0;
@@ -207,13 +226,12 @@ impl WholeCovers {
         // The shared end's word, when the covers start and end in one: each next cover is
         // then checked and cleared with two words and masks made once.
         let mut one_word: Option<OneWord> = None;
+        // Covers taken out by `one_word`, their end counted once after the loop.
+        let mut by_one_word = 0;
         for &c in cs {
             if let Some(w) = one_word {
                 let i = w.j * n + c as usize;
                 let (b, st) = (self.busy[i], self.starts[i]);
-                if st & w.start == 0 {
-                    break;
-                }
                 let ends = w.ends(b, st);
                 debug_assert_eq!(ends, {
                     let (busy, starts) = self.rows(c);
@@ -223,8 +241,7 @@ impl WholeCovers {
                     self.busy[i] = b & !w.held;
                     self.starts[i] = st & !w.start;
                     self.count[c as usize] -= 1;
-                    count_end(&mut ends_by, w.e);
-                    removed += 1;
+                    by_one_word += 1;
                     continue;
                 }
             }
@@ -237,6 +254,10 @@ impl WholeCovers {
                 _ => {
                     let e = bits::next_end(busy, starts, s + 1).min(last);
                     common = Some(e);
+                    if let Some(w) = one_word.filter(|_| by_one_word > 0) {
+                        count_end(&mut ends_by, w.e, by_one_word);
+                        by_one_word = 0;
+                    }
                     one_word = OneWord::of(s, e, last);
                     e
                 }
@@ -245,9 +266,13 @@ impl WholeCovers {
             bits::set_range(&mut self.busy, n, c, s, e, false);
             bits::set_range(&mut self.starts, n, c, s, s + 1, false);
             self.count[c] -= 1;
-            count_end(&mut ends_by, e);
+            count_end(&mut ends_by, e, 1);
             removed += 1;
         }
+        if let Some(w) = one_word.filter(|_| by_one_word > 0) {
+            count_end(&mut ends_by, w.e, by_one_word);
+        }
+        removed += by_one_word;
         self.live -= removed as usize;
         // Later bounds first: taking out an earlier one would move them.
         ends_by.sort_unstable_by_key(|x| std::cmp::Reverse(x.0));
@@ -261,11 +286,11 @@ impl WholeCovers {
     }
 }
 
-/// Counts one more cover ending at bound `e` in `ends_by`.
+/// Counts `by` more covers ending at bound `e` in `ends_by`.
 #[inline]
-fn count_end(ends_by: &mut SmallVec<[(usize, u32); 4]>, e: usize) {
+fn count_end(ends_by: &mut SmallVec<[(usize, u32); 4]>, e: usize, by: u32) {
     match ends_by.iter_mut().find(|x| x.0 == e) {
-        Some(x) => x.1 += 1,
-        None => ends_by.push((e, 1)),
+        Some(x) => x.1 += by,
+        None => ends_by.push((e, by)),
     }
 }
