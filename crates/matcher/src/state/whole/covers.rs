@@ -36,9 +36,14 @@ pub(super) struct WholeCover {
 pub(super) struct WholeCovers {
     /// The instants where a live cover starts or ends, in order.
     bounds: Vec<i64>,
-    /// How many cover starts and ends lie at each bound: a bound none is left at is taken
-    /// out (then both segments it parted hold the same covers).
+    /// How many cover starts and ends lie at each bound. A bound none is left at is
+    /// *dead*: both segments it parts hold the same covers, and no cover starts there.
     refs: Vec<u32>,
+    /// How many bounds are dead. They are left in place and taken out together
+    /// (`change.rs`, `drop_dead`): a re-plan takes a reservation out and places it again,
+    /// often over the same window, and every bound taken out and made again moved every
+    /// whole's row twice.
+    dead: usize,
     /// The `busy` rows, in planes (`bits`): room for a multiple of 64 bounds.
     busy: Vec<u64>,
     /// The `starts` rows, in planes like `busy`.
@@ -84,9 +89,14 @@ impl Window {
     };
 }
 
-/// Equal when every whole has the same covers, whatever the room in their rows.
+/// Equal when every whole has the same covers, whatever the room in their rows and the
+/// dead bounds left in them.
 impl PartialEq for WholeCovers {
     fn eq(&self, other: &Self) -> bool {
+        if self.dead > 0 || other.dead > 0 {
+            return self.count == other.count
+                && (0..self.count.len() as u32).all(|c| self.all(c).eq(other.all(c)));
+        }
         let used = self.bounds.len().div_ceil(64) * self.count.len();
         self.bounds == other.bounds
             && self.count == other.count
@@ -101,6 +111,7 @@ impl WholeCovers {
         WholeCovers {
             bounds: Vec::new(),
             refs: Vec::new(),
+            dead: 0,
             busy: Vec::new(),
             words: 0,
             starts: Vec::new(),

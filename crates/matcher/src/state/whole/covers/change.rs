@@ -66,9 +66,16 @@ impl OneWord {
     }
 }
 
+/// Dead bounds (`WholeCovers::dead`) left in place before they are taken out together.
+/// Why this many: a dead bound costs a bit in every row (a window is more often two words
+/// than one), and taking them out costs what taking each out at once did; most come back
+/// within the re-plan that left them (the same window placed again).
+pub(super) const DEAD_BOUNDS_MAX: usize = 16;
+
 impl WholeCovers {
     /// The index of bound `t` (`hint`, when it is), made when there is none: every row gets
-    /// a bit there, the two parts of the segment it cuts holding what the segment held.
+    /// a bit there, the two parts of the segment it cuts holding what the segment held. A
+    /// bound made is dead until a cover refers to it.
     fn bound(&mut self, t: i64, hint: usize) -> usize {
         if self.bounds.get(hint) == Some(&t) {
             return hint;
@@ -86,6 +93,7 @@ impl WholeCovers {
         }
         self.bounds.insert(k, t);
         self.refs.insert(k, 0);
+        self.dead += 1;
         self.window.set(Window::NONE);
         self.epoch += 1;
         // Only the planes holding a bound move (the rows keep the room of the most bounds
@@ -96,21 +104,50 @@ impl WholeCovers {
         k
     }
 
-    /// `by` cover starts or ends fewer at bound `k`; the bound taken out when none is left.
+    /// `by` cover starts or ends fewer at bound `k`; the bound left dead when none is left.
     fn unref(&mut self, k: usize, by: u32) {
         self.refs[k] -= by;
-        if self.refs[k] > 0 {
+        if self.refs[k] == 0 {
+            self.dead += 1;
+            // The next add finds its bounds again, counting those it brings back.
+            self.last_add = None;
+        }
+    }
+
+    /// Takes the dead bounds out (every row loses their bits), when there are more than
+    /// [`DEAD_BOUNDS_MAX`], or any when a new bound would need a plane more (`room_for`
+    /// bounds more).
+    fn drop_dead(&mut self, room_for: usize) {
+        let full = self.bounds.len() + room_for > self.words * 64;
+        if self.dead == 0 || !(self.dead > DEAD_BOUNDS_MAX || full) {
             return;
         }
         let n = self.count.len();
-        // The planes holding a bound before this one goes: clear past them already.
-        let used = self.bounds.len().div_ceil(64) * n;
-        self.bounds.remove(k);
-        self.refs.remove(k);
+        for k in (0..self.bounds.len()).rev() {
+            if self.refs[k] > 0 {
+                continue;
+            }
+            debug_assert!(self.is_redundant(k), "bound {k} dead but not redundant");
+            // The planes holding a bound before this one goes: clear past them already.
+            let used = self.bounds.len().div_ceil(64) * n;
+            self.bounds.remove(k);
+            self.refs.remove(k);
+            bits::remove_all(&mut self.busy[..used], n, k);
+            bits::remove_all(&mut self.starts[..used], n, k);
+        }
+        self.dead = 0;
         self.window.set(Window::NONE);
         self.epoch += 1;
-        bits::remove_all(&mut self.busy[..used], n, k);
-        bits::remove_all(&mut self.starts[..used], n, k);
+        self.last_add = None;
+    }
+
+    /// Whether bound `k` parts nothing: no cover starts there, and each whole's segments
+    /// on both sides hold the same.
+    fn is_redundant(&self, k: usize) -> bool {
+        (0..self.count.len() as u32).all(|c| {
+            let (busy, starts) = self.rows(c);
+            !starts.get(k) && (k == 0 || busy.get(k - 1) == busy.get(k))
+        })
     }
 
     /// Adds a cover of whole `c` over `[start, end)` (a window of at least one second),
@@ -163,12 +200,15 @@ impl WholeCovers {
     /// covers added next over the same window.
     #[inline(never)]
     fn add_bounds(&mut self, start: i64, end: i64) -> AddAt {
+        self.drop_dead(2);
         // The segments the window meets start at the start's bound and end before the
         // end's, when there are such bounds (the covers a commit adds share them).
         let (lo, hi) = self.segments(start, end);
         let s = self.bound(start, lo);
         // The end's bound comes after the start's: making that moved it by one.
         let e = self.bound(end, hi + usize::from(s != lo));
+        // The add that follows refers to both: dead ones (and new ones) come alive.
+        self.dead -= usize::from(self.refs[s] == 0) + usize::from(self.refs[e] == 0);
         let j = s / 64;
         let add = AddAt {
             start,
@@ -256,6 +296,7 @@ impl WholeCovers {
                     common = Some(e);
                     if let Some(w) = one_word.filter(|_| by_one_word > 0) {
                         count_end(&mut ends_by, w.e, by_one_word);
+                        removed += by_one_word;
                         by_one_word = 0;
                     }
                     one_word = OneWord::of(s, e, last);
@@ -274,14 +315,13 @@ impl WholeCovers {
         }
         removed += by_one_word;
         self.live -= removed as usize;
-        // Later bounds first: taking out an earlier one would move them.
-        ends_by.sort_unstable_by_key(|x| std::cmp::Reverse(x.0));
         for (e, by) in ends_by {
             self.unref(e, by);
         }
         if removed > 0 {
             self.unref(s, removed);
         }
+        self.drop_dead(0);
         removed as usize == cs.len()
     }
 }

@@ -64,6 +64,63 @@ fn rows_widen() {
     assert_eq!(w, WholeCovers::new(2));
 }
 
+/// A job's covers cut short differently end at two bounds: taken out together all the
+/// same, each counted (proptest's case, met at 3,000 cases).
+#[test]
+fn covers_ending_apart_taken_out_together() {
+    let mut w = WholeCovers::new(3);
+    for (c, start, end) in [(0, 13, 14), (1, 13, 14), (1, 0, 1), (2, 13, 15)] {
+        assert!(w.add(c, start, end));
+    }
+    assert!(w.remove_each(&[0, 1, 2], 13));
+    assert_eq!(w.live, 1);
+    assert_eq!(
+        w.all(1).map(|x| (x.start, x.end)).collect::<Vec<_>>(),
+        [(0, 1)]
+    );
+    assert_eq!(w.remove(1, 0), Some((0, 1)));
+    assert_eq!(w, WholeCovers::new(3));
+}
+
+/// A cover taken out leaves its bounds dead, in place; a cover over the same window brings
+/// them back without moving a row; past `DEAD_BOUNDS_MAX` dead ones, all go at once.
+#[test]
+fn dead_bounds_come_back_or_go_together() {
+    let mut w = WholeCovers::new(2);
+    assert!(w.add(0, 0, 10));
+    assert!(w.add(1, 5, 20));
+    assert_eq!(w.remove(0, 0), Some((0, 10)));
+    assert_eq!((w.bounds.as_slice(), w.dead), (&[0, 5, 10, 20][..], 2));
+    assert_eq!(
+        w.all(1).map(|x| (x.start, x.end)).collect::<Vec<_>>(),
+        [(5, 20)]
+    );
+    assert!(!w.meets(0, 0, 100), "a dead bound holds nothing");
+    let epoch = w.epoch;
+    assert!(w.add(0, 0, 10));
+    assert_eq!(
+        (w.dead, w.epoch),
+        (0, epoch),
+        "both bounds came back as they were"
+    );
+    assert_eq!(w.remove(0, 0), Some((0, 10)));
+    assert_eq!(w.remove(1, 5), Some((5, 20)));
+    assert_eq!(w, WholeCovers::new(2), "equal, dead bounds aside");
+    let dead = w.dead;
+    for i in 0..100 {
+        assert!(w.add(0, 100 + 10 * i, 105 + 10 * i));
+        assert_eq!(
+            w.remove(0, 100 + 10 * i),
+            Some((100 + 10 * i, 105 + 10 * i))
+        );
+        if w.dead == 0 {
+            break;
+        }
+        assert!(w.dead > dead && w.dead <= super::change::DEAD_BOUNDS_MAX);
+    }
+    assert_eq!((w.bounds.len(), w.dead), (0, 0), "taken out together");
+}
+
 proptest! {
     /// The rows answer as a list of each whole's covers would, whatever was added and
     /// removed between two questions.
