@@ -20,15 +20,21 @@ use super::{NO_WHOLE, window_end};
 pub struct UntouchedScratch {
     /// The earliest untouched instant of each node found so far.
     starts: Vec<i64>,
-    /// Wholes of the nodes asked at once not found untouched yet.
-    wholes: Vec<u32>,
+    /// Wholes of the nodes asked at once not found untouched yet, a bit per whole.
+    waiting: Vec<u64>,
     /// Per whole: whether a cover meets the window tried.
     busy: Vec<u64>,
-    /// The whole of each node of the list last asked about (`NO_WHOLE` for none), and the
-    /// state build and list it was found for (`SchedState::built`, the list's address and
-    /// length): a queue asks about the same list again and again.
-    node_wholes: Vec<u32>,
-    node_wholes_for: Option<(u64, usize, usize)>,
+    /// The wholes of the nodes of the list last asked about.
+    node_wholes: NodeWholes,
+}
+
+/// The whole of each node of a list that is its whole's node (`NO_WHOLE` for the others),
+/// and the state build and list it was found for (`SchedState::built`, the list's address
+/// and length): a queue asks about the same list again and again.
+#[derive(Clone, Debug, Default)]
+struct NodeWholes {
+    of: Vec<u32>,
+    made_for: Option<(u64, usize, usize)>,
 }
 
 impl SchedState {
@@ -45,24 +51,31 @@ impl SchedState {
     ) -> Option<i64> {
         let UntouchedScratch {
             starts,
-            wholes,
+            waiting,
             busy,
-            ..
+            node_wholes,
         } = scratch;
         starts.clear();
-        wholes.clear();
-        // The job-count calendar of a node whose whole holds only covers: an empty one,
-        // which answers the same for each of them.
-        let mut empty = None;
-        for &v in nodes {
-            match self.only_covers_node(v) {
-                Some((c, x)) => {
-                    wholes.push(c);
-                    empty.get_or_insert(x);
-                }
-                None => starts.extend(self.untouched_from(v, at, dur)),
+        waiting.clear();
+        waiting.resize(self.wholes_len().div_ceil(64), 0);
+        let records = &self.wholes.records;
+        // A node whose whole holds nothing but covers is answered with the others, from
+        // the covers; any other on its own.
+        let mut first_covered = None;
+        for (&v, &c) in nodes.iter().zip(self.node_wholes(nodes, node_wholes)) {
+            debug_assert_eq!(
+                self.only_covers_node(v).map(|(c, _)| c),
+                (c != NO_WHOLE && records[c as usize] == 0).then_some(c)
+            );
+            if c != NO_WHOLE && records[c as usize] == 0 {
+                waiting[c as usize / 64] |= 1 << (c % 64);
+                first_covered.get_or_insert(v);
+            } else {
+                starts.extend(self.untouched_from(v, at, dur));
             }
         }
+        // Their job-count calendars: empty ones, which answer the same for each of them.
+        let empty = first_covered.and_then(|v| self.only_covers_node(v).map(|(_, x)| x));
         if let Some(x) = empty {
             let own = |t| x.avail_time_first(t, dur, x.total());
             let dur = i64::try_from(dur).unwrap_or(i64::MAX);
@@ -78,14 +91,24 @@ impl SchedState {
                     break;
                 }
                 covers.meeting_all(t, t.saturating_add(dur), busy);
-                wholes.retain(|&c| {
-                    let untouched = busy[c as usize] == 0;
-                    if untouched {
-                        starts.push(t);
-                        found += 1;
+                // The wholes still waiting that no cover meets now, 64 at a time (a pass
+                // without a branch per whole).
+                for (word, chunk) in waiting.iter_mut().zip(busy.chunks(64)) {
+                    if *word == 0 {
+                        continue;
                     }
-                    !untouched
-                });
+                    let free = chunk
+                        .iter()
+                        .enumerate()
+                        .fold(0u64, |m, (b, &x)| m | u64::from(x == 0) << b);
+                    let now = *word & free;
+                    if now != 0 {
+                        *word &= !now;
+                        let n = now.count_ones() as usize;
+                        found += n;
+                        starts.extend(std::iter::repeat_n(t, n));
+                    }
+                }
             }
         }
         if starts.len() < k || k == 0 {
@@ -115,7 +138,10 @@ impl SchedState {
         let plane = window_end(at, dur).and_then(|end| covers.window_plane(at, end));
         let records = &self.wholes.records;
         let mut found = 0;
-        for (&v, &c) in nodes.iter().zip(self.node_wholes(nodes, scratch)) {
+        for (&v, &c) in nodes
+            .iter()
+            .zip(self.node_wholes(nodes, &mut scratch.node_wholes))
+        {
             let untouched = match plane {
                 Some(plane) if c != NO_WHOLE && records[c as usize] == 0 => {
                     !covers.meets_in_plane(c, plane)
@@ -133,19 +159,21 @@ impl SchedState {
         false
     }
 
-    /// The whole of each of `nodes` (`NO_WHOLE` for none), kept in `scratch` for this
-    /// state build and list.
-    fn node_wholes<'s>(&self, nodes: &[VertexId], scratch: &'s mut UntouchedScratch) -> &'s [u32] {
+    /// The whole of each of `nodes` that is its whole's node (`NO_WHOLE` for the others),
+    /// kept in `cache` for this state build and list.
+    fn node_wholes<'s>(&self, nodes: &[VertexId], cache: &'s mut NodeWholes) -> &'s [u32] {
         let key = (self.built(), nodes.as_ptr() as usize, nodes.len());
-        if scratch.node_wholes_for != Some(key) {
-            scratch.node_wholes.clear();
-            scratch.node_wholes.extend(nodes.iter().map(|&v| {
+        if cache.made_for != Some(key) {
+            cache.of.clear();
+            cache.of.extend(nodes.iter().map(|&v| {
                 self.inner_index(v)
-                    .map_or(NO_WHOLE, |i| self.wholes.of_inner[i as usize])
+                    .map(|i| self.wholes.of_inner[i as usize])
+                    .filter(|&c| c != NO_WHOLE && self.whole_vertex(c) == v)
+                    .unwrap_or(NO_WHOLE)
             }));
-            scratch.node_wholes_for = Some(key);
+            cache.made_for = Some(key);
         }
-        &scratch.node_wholes
+        &cache.of
     }
 
     /// Node `v`'s whole and its job-count calendar, when `v` is the node of a whole in
