@@ -117,6 +117,8 @@ pub struct CommitScratch {
     /// and last index), set by the match just before its commit and taken by it: a whole
     /// listed so needs no check vertex by vertex.
     pub(crate) whole_ranges: Vec<(u32, u32)>,
+    /// Wholes held in a row whose covers are not added yet ([`cover_held`]).
+    to_cover: Vec<u32>,
 }
 
 impl Clone for CommitScratch {
@@ -228,6 +230,7 @@ fn commit_inner(
         memo,
         seen,
         whole_ranges,
+        to_cover,
     } = scratch;
     // Nodes kept whole name this state's listings by whole; another state's (a matcher
     // made again, another matcher) are listed out here and checked vertex by vertex.
@@ -243,6 +246,7 @@ fn commit_inner(
         row.clear();
     }
     pending.clear();
+    to_cover.clear();
     let mut skew = 0u32;
     let mut kept = 0;
     // How many vertices the kept nodes kept whole stand for, their own entries aside: a
@@ -279,10 +283,11 @@ fn commit_inner(
                 continue;
             };
             let depth = node.depth as usize;
-            hold_whole_node(st, c, (at, dur), (depth, below), &mut held_up, spans)?;
-            memo.clear();
+            hold_whole_node(st, c, (depth, below), &mut held_up, to_cover);
             // In the tree's order: the inner vertices are where the shape says.
             if let Some(after) = after.as_mut() {
+                // (What it reads includes the cover.)
+                cover_held(st, to_cover, (at, dur), spans, memo)?;
                 for &k in inner_at_of(st, c) {
                     after(st, listing.get(k as usize).map_or(node.v, |av| av.v));
                 }
@@ -297,8 +302,10 @@ fn commit_inner(
             w += 1;
             continue;
         }
-        // Whatever reads the sums below comes after the nodes held whole before it.
+        // Whatever reads the sums or the calendars below comes after the nodes held whole
+        // before it.
         add_held_up(st, below, &mut held_up);
+        cover_held(st, to_cover, (at, dur), spans, memo)?;
         let av = alloc.entries()[i];
         let d = av.depth as usize;
         if below.len() < d + 2 {
@@ -325,8 +332,8 @@ fn commit_inner(
             match whole_listing(g, tree, st, ranks, &listing, c, window, seen) {
                 Some(end) => {
                     let depth = alloc.entries()[end].depth as usize;
-                    hold_whole_node(st, c, (at, dur), (depth, below), &mut held_up, spans)?;
-                    memo.clear();
+                    hold_whole_node(st, c, (depth, below), &mut held_up, to_cover);
+                    cover_held(st, to_cover, (at, dur), spans, memo)?;
                     let entries = alloc.entries_mut();
                     match after.as_mut() {
                         None => {}
@@ -453,27 +460,28 @@ fn commit_inner(
         kept += 1;
     }
     add_held_up(st, below, &mut held_up);
+    cover_held(st, to_cover, (at, dur), spans, memo)?;
     flush_leaves(st, pending, None, at, dur, g, spans)?;
     alloc.truncate_entries(kept);
     Ok(())
 }
 
-/// Records whole `c` over `(at, dur)` as one whole cover, noting in `held_up` what its node
-/// (at `depth`) adds to its parent's sums, as its records would: nodes of one shape in a row
-/// (a reservation's, ~290 in the 5,000-job replay) are added to `below[depth]` once, times
-/// their number, by [`add_held_up`].
+/// Notes whole `c` to be recorded as one whole cover (`to_cover`, by [`cover_held`]) and
+/// in `held_up` what its node (at `depth`) adds to its parent's sums, as its records would:
+/// nodes of one shape in a row (a reservation's, ~290 in the 5,000-job replay) are added to
+/// `below[depth]` once, times their number, by [`add_held_up`], and their covers over the
+/// one window in one call.
 ///
 /// Inlined into the commit's loop, as [`kept_whole`] is: called once for every node taken
 /// whole, its tuples stay in registers (the two inlined took 4.8 % off the 1,000-job replay).
 #[inline(always)]
 fn hold_whole_node(
-    st: &mut SchedState,
+    st: &SchedState,
     c: u32,
-    (at, dur): (i64, u64),
     (depth, below): (usize, &mut Vec<Vec<(u32, i64)>>),
     held_up: &mut Option<HeldUp>,
-    spans: &mut Vec<SpanRef>,
-) -> Result<(), MatchError> {
+    to_cover: &mut Vec<u32>,
+) {
     if below.len() < depth + 2 {
         below.resize_with(depth + 2, Vec::new);
     }
@@ -488,7 +496,29 @@ fn hold_whole_node(
             });
         }
     }
-    st.hold_whole(c, at, dur, spans)
+    to_cover.push(c);
+}
+
+/// Records the whole covers of the wholes `to_cover` over the allocation's window, all at
+/// once: the window's bounds and references are found and counted once, and each node's row
+/// is two words or'ed (a call per node was 6 % of the 5,000-job replay's time). Called before
+/// anything reads the calendars below (no whole is listed twice in an allocation, so the
+/// checks of the wholes held before do not read these covers).
+fn cover_held(
+    st: &mut SchedState,
+    to_cover: &mut Vec<u32>,
+    (at, dur): (i64, u64),
+    spans: &mut Vec<SpanRef>,
+    memo: &mut CoverMemo,
+) -> Result<(), MatchError> {
+    if to_cover.is_empty() {
+        return Ok(());
+    }
+    let held = st.hold_wholes(to_cover, at, dur, spans);
+    to_cover.clear();
+    // What it knew of the covers may have changed.
+    memo.clear();
+    held
 }
 
 /// Nodes held whole in a row whose sums are not added yet: how many, at what depth, and a

@@ -297,13 +297,12 @@ impl SchedState {
                 .meets_inlined(c, at, saturating_end(at, dur))
     }
 
-    /// Records a whole cover of `c`: every vertex of the whole held whole by one job. The
-    /// caller has found the whole free over the window ([`SchedState::whole_free`]).
-    /// Inlined into the commit's loop, once for every node taken whole.
-    #[inline(always)]
-    pub(crate) fn hold_whole(
+    /// Records a whole cover of each whole of `cs` over one window: every vertex of each
+    /// held whole by one job. The caller has found each whole free over the window
+    /// ([`SchedState::whole_free`]).
+    pub(crate) fn hold_wholes(
         &mut self,
-        c: u32,
+        cs: &[u32],
         at: i64,
         dur: u64,
         out: &mut Vec<SpanRef>,
@@ -313,8 +312,8 @@ impl SchedState {
             .filter(|&d| d > 0)
             .and_then(|d| at.checked_add(d))
             .ok_or_else(|| MatchError::Internal(format!("a whole cover of {dur} s at {at}")))?;
-        self.wholes.covers.add_free(c as usize, at, end);
-        out.push(SpanRef::Whole(c, at));
+        self.wholes.covers.add_each(cs, at, end);
+        out.extend(cs.iter().map(|&c| SpanRef::Whole(c, at)));
         Ok(())
     }
 

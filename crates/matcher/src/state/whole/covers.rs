@@ -21,7 +21,7 @@ pub(super) struct WholeCover {
 /// segment saying whether one of its covers starts at the segment's first instant
 /// (`starts`, which tells two covers apart when one ends where the next begins). A whole's
 /// covers never overlap (a cover is recorded only where none meets its window:
-/// `SchedState::hold_whole`), so those bits say which covers it has.
+/// `SchedState::hold_wholes`), so those bits say which covers it has.
 ///
 /// Why: a conservative re-plan takes out each reservation it places again and records it
 /// anew, one cover per node taken (~320 nodes a reservation in the 5,000-job replay: 14

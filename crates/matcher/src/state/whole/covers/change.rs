@@ -161,39 +161,52 @@ impl WholeCovers {
         true
     }
 
-    /// Adds a cover of whole `c` over a window no cover of it meets, as the
+    /// Adds a cover of whole `c` over a window no cover of it meets (the tests' way in).
+    #[cfg(test)]
+    pub(in crate::state::whole) fn add_free(&mut self, c: usize, start: i64, end: i64) {
+        self.add_each(&[c as u32], start, end);
+    }
+
+    /// Adds a cover of each whole of `cs` over a window no cover of it meets, as the
     /// caller found (`SchedState::whole_free`, asked of every node a commit takes whole,
     /// just before): the second look at its row was 1.6 % of the 5,000-job conservative
     /// replay. Checked again in debug builds.
     ///
-    /// Inlined: a commit adds one for every node it takes whole, nearly always with the
-    /// bounds of the one before.
-    #[inline]
-    pub(in crate::state::whole) fn add_free(&mut self, c: usize, start: i64, end: i64) {
-        debug_assert!(
-            start < end && !self.meets(c as u32, start, end),
-            "a whole cover of {c} over [{start}, {end}), which another meets"
-        );
+    /// Why together: a commit adds one for every node it takes whole, all over one window,
+    /// and a call per node finding the window's bounds (from the last add) and counting
+    /// their references was most of an add.
+    pub(in crate::state::whole) fn add_each(&mut self, cs: &[u32], start: i64, end: i64) {
+        if cs.is_empty() {
+            return;
+        }
         let a = match self.last_add {
             Some(a) if a.start == start && a.end == end && a.epoch == self.epoch => a,
             _ => self.add_bounds(start, end),
         };
         let (s, e) = (a.s, a.e);
-        self.refs[s] += 1;
-        self.refs[e] += 1;
+        let k = cs.len() as u32;
+        self.refs[s] += k;
+        self.refs[e] += k;
         let n = self.count.len();
-        match a.one_word {
-            Some((j, held, start_bit)) => {
-                self.busy[j * n + c] |= held;
-                self.starts[j * n + c] |= start_bit;
+        for &c in cs {
+            debug_assert!(
+                start < end && !self.meets(c, start, end),
+                "a whole cover of {c} over [{start}, {end}), which another meets"
+            );
+            let c = c as usize;
+            match a.one_word {
+                Some((j, held, start_bit)) => {
+                    self.busy[j * n + c] |= held;
+                    self.starts[j * n + c] |= start_bit;
+                }
+                None => {
+                    bits::set_range(&mut self.busy, n, c, s, e, true);
+                    bits::set_range(&mut self.starts, n, c, s, s + 1, true);
+                }
             }
-            None => {
-                bits::set_range(&mut self.busy, n, c, s, e, true);
-                bits::set_range(&mut self.starts, n, c, s, s + 1, true);
-            }
+            self.count[c] += 1;
         }
-        self.count[c] += 1;
-        self.live += 1;
+        self.live += cs.len();
     }
 
     /// The bounds of a cover over `[start, end)`, made where there are none, kept for the
