@@ -58,16 +58,15 @@ impl SchedState {
         starts.clear();
         waiting.clear();
         waiting.resize(self.wholes_len().div_ceil(64), 0);
-        let records = &self.wholes.records;
         // A node whose whole holds nothing but covers is answered with the others, from
         // the covers; any other on its own.
         let mut first_covered = None;
         for (&v, &c) in nodes.iter().zip(self.node_wholes(nodes, node_wholes)) {
             debug_assert_eq!(
                 self.only_covers_node(v).map(|(c, _)| c),
-                (c != NO_WHOLE && records[c as usize] == 0).then_some(c)
+                self.only_covers(c).then_some(c)
             );
-            if c != NO_WHOLE && records[c as usize] == 0 {
+            if self.only_covers(c) {
                 waiting[c as usize / 64] |= 1 << (c % 64);
                 first_covered.get_or_insert(v);
             } else {
@@ -136,16 +135,13 @@ impl SchedState {
     ) -> bool {
         let covers = &self.wholes.covers;
         let plane = window_end(at, dur).and_then(|end| covers.window_plane(at, end));
-        let records = &self.wholes.records;
         let mut found = 0;
         for (&v, &c) in nodes
             .iter()
             .zip(self.node_wholes(nodes, &mut scratch.node_wholes))
         {
             let untouched = match plane {
-                Some(plane) if c != NO_WHOLE && records[c as usize] == 0 => {
-                    !covers.meets_in_plane(c, plane)
-                }
+                Some(plane) if self.only_covers(c) => !covers.meets_in_plane(c, plane),
                 _ => self.untouched(v, at, dur),
             };
             debug_assert_eq!(untouched, self.untouched(v, at, dur));
@@ -157,6 +153,13 @@ impl SchedState {
             }
         }
         false
+    }
+
+    /// Whether `c` is a whole (not `NO_WHOLE`) in which nothing but whole covers is
+    /// recorded: whether a cover meets a window says whether a job touches its node.
+    #[inline]
+    fn only_covers(&self, c: u32) -> bool {
+        c != NO_WHOLE && self.wholes.records[c as usize] == 0
     }
 
     /// The whole of each of `nodes` that is its whole's node (`NO_WHOLE` for the others),
