@@ -297,6 +297,13 @@ impl WholeCovers {
         self.busy[j * self.count.len() + c as usize] & mask != 0
     }
 
+    /// Plane `j` of the `busy` rows: word `j` of each whole's row, in order of wholes.
+    #[inline]
+    pub(super) fn busy_plane(&self, j: usize) -> &[u64] {
+        let n = self.count.len();
+        &self.busy[j * n..(j + 1) * n]
+    }
+
     /// The plane and mask of `[at, end)`'s segments when they lie in one plane (nearly
     /// always), for [`WholeCovers::meets_in_plane`] asked of many wholes over one window.
     #[inline]
