@@ -502,8 +502,8 @@ fn hold_whole_node(
 /// Records the whole covers of the wholes `to_cover` over the allocation's window, all at
 /// once: the window's bounds and references are found and counted once, and each node's row
 /// is two words or'ed (a call per node was 6 % of the 5,000-job replay's time). Called before
-/// anything reads the calendars below (no whole is listed twice in an allocation, so the
-/// checks of the wholes held before do not read these covers).
+/// anything reads the calendars below. (The checks of the wholes noted before do not see
+/// these covers: a whole named twice is refused here, by `hold_wholes`.)
 fn cover_held(
     st: &mut SchedState,
     to_cover: &mut Vec<u32>,

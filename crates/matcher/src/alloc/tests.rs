@@ -220,6 +220,25 @@ fn a_kept_whole_is_one_entry_and_listed_out_where_it_must() {
     assert_eq!(whole_covers.count(), 1);
 }
 
+/// An allocation naming one node kept whole twice is refused and leaves nothing recorded:
+/// a commit adds its covers together, and a whole noted but not covered yet declines a
+/// second cover as a cover would.
+#[test]
+fn a_node_kept_whole_twice_is_refused() {
+    let (mut m, a) = nodes_taken_whole_again();
+    m.cancel(2).unwrap();
+    let w = a.wholes()[0];
+    let node = a.entries()[w.at as usize];
+    let mut twice = Allocation::window(a.at, a.duration);
+    for _ in 0..2 {
+        twice.push_whole(node, m.state.kept_listings(), w.whole(), node.depth);
+    }
+    let before = m.state.clone();
+    assert!(m.restore(4, twice).is_err());
+    assert!(m.job(4).is_none());
+    assert!(m.state == before);
+}
+
 /// A clone of a matcher shares its kept listings (`state::listing::KeptListings`): either
 /// may learn a whole's listing first, and both then list the node as the walk does.
 #[test]

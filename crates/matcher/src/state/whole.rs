@@ -299,7 +299,9 @@ impl SchedState {
 
     /// Records a whole cover of each whole of `cs` over one window: every vertex of each
     /// held whole by one job. The caller has found each whole free over the window
-    /// ([`SchedState::whole_free`]).
+    /// ([`SchedState::whole_free`]); one that is not after all (`cs` naming a whole twice)
+    /// is an error, with the covers before it recorded (in `out`) for the caller to take
+    /// out.
     pub(crate) fn hold_wholes(
         &mut self,
         cs: &[u32],
@@ -312,9 +314,14 @@ impl SchedState {
             .filter(|&d| d > 0)
             .and_then(|d| at.checked_add(d))
             .ok_or_else(|| MatchError::Internal(format!("a whole cover of {dur} s at {at}")))?;
-        self.wholes.covers.add_each(cs, at, end);
-        out.extend(cs.iter().map(|&c| SpanRef::Whole(c, at)));
-        Ok(())
+        let added = self.wholes.covers.add_each(cs, at, end);
+        out.extend(cs[..added].iter().map(|&c| SpanRef::Whole(c, at)));
+        match cs.get(added) {
+            None => Ok(()),
+            Some(c) => Err(MatchError::Internal(format!(
+                "a whole cover of {c} at {at} over another"
+            ))),
+        }
     }
 
     /// Removes the whole cover of `c` that starts at `start`; its window.

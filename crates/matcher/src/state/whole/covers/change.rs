@@ -164,49 +164,66 @@ impl WholeCovers {
     /// Adds a cover of whole `c` over a window no cover of it meets (the tests' way in).
     #[cfg(test)]
     pub(in crate::state::whole) fn add_free(&mut self, c: usize, start: i64, end: i64) {
-        self.add_each(&[c as u32], start, end);
+        assert_eq!(
+            self.add_each(&[c as u32], start, end),
+            1,
+            "a cover over another"
+        );
     }
 
-    /// Adds a cover of each whole of `cs` over a window no cover of it meets, as the
-    /// caller found (`SchedState::whole_free`, asked of every node a commit takes whole,
-    /// just before): the second look at its row was 1.6 % of the 5,000-job conservative
-    /// replay. Checked again in debug builds.
+    /// Adds a cover of each whole of `cs` over `[start, end)`, in order, until one meets a
+    /// cover (another, or one just added: `cs` naming a whole twice); returns how many it
+    /// added. The caller found each free (`SchedState::whole_free`, asked of every node a
+    /// commit takes whole): the check here is a test of the word being written.
     ///
     /// Why together: a commit adds one for every node it takes whole, all over one window,
     /// and a call per node finding the window's bounds (from the last add) and counting
     /// their references was most of an add.
-    pub(in crate::state::whole) fn add_each(&mut self, cs: &[u32], start: i64, end: i64) {
+    pub(in crate::state::whole) fn add_each(&mut self, cs: &[u32], start: i64, end: i64) -> usize {
         if cs.is_empty() {
-            return;
+            return 0;
         }
         let a = match self.last_add {
             Some(a) if a.start == start && a.end == end && a.epoch == self.epoch => a,
             _ => self.add_bounds(start, end),
         };
         let (s, e) = (a.s, a.e);
-        let k = cs.len() as u32;
-        self.refs[s] += k;
-        self.refs[e] += k;
         let n = self.count.len();
+        let mut added = 0;
         for &c in cs {
-            debug_assert!(
-                start < end && !self.meets(c, start, end),
-                "a whole cover of {c} over [{start}, {end}), which another meets"
-            );
             let c = c as usize;
-            match a.one_word {
+            let free = match a.one_word {
                 Some((j, held, start_bit)) => {
-                    self.busy[j * n + c] |= held;
-                    self.starts[j * n + c] |= start_bit;
+                    let free = self.busy[j * n + c] & held == 0;
+                    if free {
+                        self.busy[j * n + c] |= held;
+                        self.starts[j * n + c] |= start_bit;
+                    }
+                    free
                 }
                 None => {
-                    bits::set_range(&mut self.busy, n, c, s, e, true);
-                    bits::set_range(&mut self.starts, n, c, s, s + 1, true);
+                    let free = !self.rows(c as u32).0.any_in(s, e);
+                    if free {
+                        bits::set_range(&mut self.busy, n, c, s, e, true);
+                        bits::set_range(&mut self.starts, n, c, s, s + 1, true);
+                    }
+                    free
                 }
+            };
+            if !free {
+                break;
             }
             self.count[c] += 1;
+            added += 1;
         }
-        self.live += cs.len();
+        if added > 0 {
+            // Dead bounds (and new ones) it refers to come alive.
+            self.dead -= usize::from(self.refs[s] == 0) + usize::from(self.refs[e] == 0);
+            self.refs[s] += added as u32;
+            self.refs[e] += added as u32;
+            self.live += added;
+        }
+        added
     }
 
     /// The bounds of a cover over `[start, end)`, made where there are none, kept for the
@@ -220,8 +237,6 @@ impl WholeCovers {
         let s = self.bound(start, lo);
         // The end's bound comes after the start's: making that moved it by one.
         let e = self.bound(end, hi + usize::from(s != lo));
-        // The add that follows refers to both: dead ones (and new ones) come alive.
-        self.dead -= usize::from(self.refs[s] == 0) + usize::from(self.refs[e] == 0);
         let j = s / 64;
         let add = AddAt {
             start,
@@ -285,6 +300,10 @@ impl WholeCovers {
             if let Some(w) = one_word {
                 let i = w.j * n + c as usize;
                 let (b, st) = (self.busy[i], self.starts[i]);
+                if st & w.start == 0 {
+                    // Taken out already: `cs` names it twice.
+                    break;
+                }
                 let ends = w.ends(b, st);
                 debug_assert_eq!(ends, {
                     let (busy, starts) = self.rows(c);
