@@ -109,7 +109,11 @@ impl<'a> Walk<'a> {
             }
             let mut x = excl;
             let before = self.cands.groups.len();
-            let Some(vis) = self.dom_dfv(c, reqs, pristine, &mut x, budget.as_deref_mut()) else {
+            let vis = match self.visit_leaf(c, kind, reqs, pristine, &mut x) {
+                Some(vis) => vis,
+                None => self.dom_dfv(c, reqs, pristine, &mut x, budget.as_deref_mut()),
+            };
+            let Some(vis) = vis else {
                 continue;
             };
             self.cands.push_vertex(kind, vis.score, vis.avail(), c.0, x);
@@ -181,10 +185,13 @@ impl<'a> Walk<'a> {
                 continue;
             }
             let mut x = excl;
-            let vis = match self.known_child(i, c, reqs, pristine, &mut x, &mut known) {
-                Ok(known) => known,
-                Err(Some(whole)) => self.dom_dfv_as(c, reqs, pristine, &mut x, None, whole),
-                Err(None) => self.dom_dfv(c, reqs, pristine, &mut x, None),
+            let vis = match self.visit_leaf(c, kind, reqs, pristine, &mut x) {
+                Some(vis) => vis,
+                None => match self.known_child(i, c, reqs, pristine, &mut x, &mut known) {
+                    Ok(known) => known,
+                    Err(Some(whole)) => self.dom_dfv_as(c, reqs, pristine, &mut x, None, whole),
+                    Err(None) => self.dom_dfv(c, reqs, pristine, &mut x, None),
+                },
             };
             let Some(vis) = vis else {
                 continue;

@@ -31,6 +31,7 @@ mod budget;
 mod decide;
 pub(crate) mod evals;
 mod explore;
+mod leaf;
 mod marks;
 mod memo;
 mod order;

@@ -1,0 +1,167 @@
+//! A leaf asked for itself: the visit of a leaf that one request names and asks nothing
+//! below, answered in one pass.
+//!
+//! Why: most vertices a select enters are leaves (a socket's 22 cores under `first-1024`'s
+//! socket jobs: 54,000 of its 56,500 visits), and each went through the general visit —
+//! `test`, `prune`, `finish_vtx` and the rest, each looping over the request list, checking
+//! the walk's modes and asking the state twice whether the vertex is a leaf: ~450
+//! instructions a leaf, of which reading its calendar is ~100. For such a leaf most of that
+//! is known before it is met: which request names it, that it forms no slot and chooses
+//! nothing, holds no label and needs no aggregate. [`Walk::visit_leaf`] does exactly what the
+//! general visit does then — the same checks in the same order, the same counts, errno,
+//! exclusivity and score — and leaves every other case to it. Debug builds walk every such
+//! leaf the general way too and compare.
+
+use shardsched_resource::{Status, Sym, VertexId};
+
+use super::{Errno, Visit, Walk, perf_class};
+use crate::request::ReqId;
+use crate::state::XCHECK_TOTAL;
+
+/// What the general visit of a leaf would do: its candidacy and the exclusivity it hands
+/// up (on success), or the errno it sets (on failure).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct LeafOutcome {
+    visit: Option<Visit>,
+    excl: bool,
+    errno: Option<Errno>,
+}
+
+impl<'a> Walk<'a> {
+    /// Visits `c` (of type `kind`) with `reqs` as [`Walk::dom_dfv`] would, when `c` is a
+    /// leaf this shortcut answers (see the module's doc); `None` (and nothing done) when not.
+    /// Whether `c` may be one is asked here, inlined into the exploration: a node (what a
+    /// rack's exploration meets, its type at hand) costs a compare, and the rest two loads.
+    #[inline(always)]
+    pub(super) fn visit_leaf(
+        &mut self,
+        c: VertexId,
+        kind: Sym,
+        reqs: &'a [ReqId],
+        pristine: bool,
+        excl: &mut bool,
+    ) -> Option<Option<Visit>> {
+        if Some(kind) == self.node || !self.is_leaf(c) {
+            return None;
+        }
+        self.visit_leaf_itself(c, kind, reqs, pristine, excl)
+    }
+
+    fn visit_leaf_itself(
+        &mut self,
+        c: VertexId,
+        kind: Sym,
+        reqs: &'a [ReqId],
+        pristine: bool,
+        excl: &mut bool,
+    ) -> Option<Option<Visit>> {
+        let outcome = self.leaf_outcome(c, kind, reqs, *excl)?;
+        if cfg!(debug_assertions) {
+            let (visits, errno) = (self.visits, self.errno);
+            let mut x = *excl;
+            let walked = self.dom_dfv(c, reqs, pristine, &mut x, None);
+            let expected = LeafOutcome {
+                visit: walked,
+                excl: x,
+                errno: (self.errno != errno).then_some(self.errno),
+            };
+            let counted = (self.visits.0 - visits.0, self.visits.1 - visits.1);
+            let mine = (1, u32::from(outcome.visit.is_some()));
+            // (An errno set to what it was reads as unchanged on both sides.)
+            let outcome_seen = LeafOutcome {
+                errno: outcome.errno.filter(|&e| e != errno),
+                ..outcome
+            };
+            assert_eq!(
+                (outcome_seen, mine),
+                (expected, counted),
+                "a leaf's short visit differs from its visit"
+            );
+            *excl = x;
+            return Some(walked);
+        }
+        self.visits.0 += 1;
+        if let Some(e) = outcome.errno {
+            self.errno = e;
+        }
+        if outcome.visit.is_some() {
+            self.visits.1 += 1;
+            *excl = outcome.excl;
+            // `finish_vtx` starts by clearing the choices.
+            self.choices.clear();
+        }
+        Some(outcome.visit)
+    }
+
+    /// What the general visit of leaf `c` would do, when it is a case this shortcut
+    /// answers: a leaf of the state too, not a node, met by a plain walk (no
+    /// satisfiability, flexible, constrained-node, DAG or allocation-refusing one), named by
+    /// exactly one request and no slot, that request asking nothing below it and holding no
+    /// label or aggregate need, and not asking it shared under an exclusive parent.
+    fn leaf_outcome(
+        &self,
+        c: VertexId,
+        kind: Sym,
+        reqs: &[ReqId],
+        excl: bool,
+    ) -> Option<LeafOutcome> {
+        if self.req.flexible
+            || self.dag.is_some()
+            || self.allocated.is_some()
+            || self.walk_node_itself
+            || self.win.kind.ignores_calendars()
+            || (self.req.constraint.is_some() && Some(kind) == self.storage_node)
+            || !self.st.is_leaf(c)
+        {
+            return None;
+        }
+        let mut named = None;
+        for &r in reqs {
+            let q = self.req.req(r);
+            if q.is_slot || (q.ty == kind && named.is_some()) {
+                return None;
+            }
+            if q.ty == kind {
+                named = Some(q);
+            }
+        }
+        let q = named?;
+        if !q.with.is_empty() || q.label.is_some() || !q.user_data.is_empty() {
+            return None;
+        }
+        // `exclusivity`, and `prune`'s refusal of a shared request under an exclusive
+        // parent (it complains: left to the general visit).
+        let x_in = excl || q.exclusive == Some(true);
+        if x_in && q.exclusive == Some(false) {
+            return None;
+        }
+        let busy = LeafOutcome {
+            visit: None,
+            excl,
+            errno: Some(Errno::Busy),
+        };
+        // `prune`: status, own units free, and, asked exclusively, no job there.
+        if self.g.status(c) != Status::Up {
+            return Some(busy);
+        }
+        let w = &self.win;
+        let usage = self.st.usage(c, self.g.size(c), w.at, w.dur);
+        if usage.units_free <= 0 || (x_in && usage.jobs_free < XCHECK_TOTAL) {
+            return Some(busy);
+        }
+        // `finish_vtx`: nothing to choose; the score of the vertex.
+        let score = if self.policy.variation {
+            1 + perf_class(self.g, c)
+        } else {
+            1 + self.multilevel + self.g.id(c) + 1
+        };
+        Some(LeafOutcome {
+            visit: Some(Visit::new(
+                score,
+                u64::try_from(usage.units_free).unwrap_or(0),
+            )),
+            excl: x_in,
+            errno: None,
+        })
+    }
+}
