@@ -113,6 +113,10 @@ pub struct Choices {
 
 impl Choices {
     pub fn clear(&mut self) {
+        // Asked at every vertex a walk finishes, most of which (leaves) chose nothing.
+        if self.list.is_empty() {
+            return;
+        }
         for c in self.list.drain(..) {
             let mut v = c.order;
             v.clear();
