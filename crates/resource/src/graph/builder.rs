@@ -472,12 +472,7 @@ impl GraphBuilder {
         }
         self.pending = Vec::new();
         topo.shrink_to_fit();
-        let Links {
-            parent,
-            child_start,
-            child_list,
-            shared,
-        } = Links::of(&topo, n, containment, self.shared_children).map_err(|c| {
+        let links = Links::of(&topo, n, containment, self.shared_children).map_err(|c| {
             let name = self.interner.resolve(self.columns.name[c as usize]);
             super::links::two_parents(c, name)
         })?;
@@ -486,7 +481,7 @@ impl GraphBuilder {
         let mut root = None;
         let mut roots = 0;
         let mut detached = 0;
-        for (v, &p) in parent.iter().enumerate() {
+        for (v, &p) in links.parent.iter().enumerate() {
             if p == u32::MAX {
                 if is_outside(v) {
                     detached += 1;
@@ -499,6 +494,13 @@ impl GraphBuilder {
         let (1, Some(root)) = (roots, root) else {
             return Err(GraphError::Roots(roots));
         };
+        let reached_in_order = links.reachable_in_order(root);
+        let Links {
+            parent,
+            child_start,
+            child_list,
+            shared,
+        } = links;
         let mut g = ResourceGraph {
             topo,
             columns: self.columns.shrunk(),
@@ -519,7 +521,10 @@ impl GraphBuilder {
                 .collect();
         }
         let expected = n - detached;
-        let reached = g.reachable_count()?;
+        let reached = match reached_in_order {
+            Some(count) => count,
+            None => g.reachable_count()?,
+        };
         if reached != expected {
             return Err(GraphError::Unreachable(format!(
                 "{reached} of {expected} vertices reachable"
