@@ -108,6 +108,14 @@ impl IntColumn {
         }
     }
 
+    /// [`push`](Self::push) of `x`, `count` times.
+    pub(super) fn extend_repeated(&mut self, x: i64, count: usize) {
+        match i32::try_from(x) {
+            Ok(small) if small != BIG => self.small.extend(std::iter::repeat_n(small, count)),
+            _ => (0..count).for_each(|_| self.push_big(x)),
+        }
+    }
+
     #[cold]
     #[inline(never)]
     fn push_big(&mut self, x: i64) {
