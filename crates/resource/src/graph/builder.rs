@@ -371,6 +371,21 @@ impl GraphBuilder {
             .push(parent, child, subsystem, self.columns.kind.len());
     }
 
+    /// [`push_edge`](Self::push_edge) `parent → c` for each of `children`, in order.
+    fn push_edges_to(&mut self, parent: u32, children: std::ops::Range<u32>, subsystem: Sym) {
+        if children.is_empty() {
+            return;
+        }
+        self.push_edge(parent, children.start, subsystem);
+        let vertices = self.columns.kind.len();
+        self.edges.push_run(
+            parent,
+            children.start + 1..children.end,
+            subsystem,
+            vertices,
+        );
+    }
+
     /// Lets a vertex have several containment parents (see [`ResourceGraph::has_shared_children`]).
     pub fn allow_shared_children(&mut self) {
         self.shared_children = true;

@@ -49,7 +49,7 @@ pub(super) fn sibling_ids(
     e: &RecipeEdge,
     scales: &[i64],
     j: i64,
-) -> Result<impl ExactSizeIterator<Item = i64> + use<>, ReadError> {
+) -> Result<impl ExactSizeIterator<Item = i64> + Clone + use<>, ReadError> {
     let count = usize::try_from(e.multi_scale).unwrap_or(0);
     let (first, d) = match count {
         0 => (0, 0),

@@ -69,6 +69,29 @@ impl BuiltEdges {
         self.push_listed(parent, child, subsystem);
     }
 
+    /// [`push`](Self::push) of `parent → c` for each of `children`, in order: the parents
+    /// of a run of children in one go where every edge would be kept as a parent.
+    pub(super) fn push_run(
+        &mut self,
+        parent: u32,
+        children: std::ops::Range<u32>,
+        subsystem: Sym,
+        vertices: usize,
+    ) {
+        let next_child = self.parents.len() as u32;
+        let tree_run = subsystem == self.containment && children.start >= next_child;
+        let exist = (children.end as usize) <= vertices && (parent as usize) < vertices;
+        if !self.listed && tree_run && exist && !children.is_empty() {
+            self.parents.resize(children.start as usize, u32::MAX);
+            self.parents
+                .extend(std::iter::repeat_n(parent, children.len()));
+            return;
+        }
+        for c in children {
+            self.push(parent, c, subsystem, vertices);
+        }
+    }
+
     #[cold]
     #[inline(never)]
     fn push_listed(&mut self, parent: u32, child: u32, subsystem: Sym) {
@@ -211,6 +234,28 @@ mod tests {
             e.into_links(3, false),
             Err(EdgeError::TwoParents(2))
         ));
+    }
+
+    #[test]
+    fn a_run_of_children_is_its_edges_one_by_one() {
+        let runs: [(u32, std::ops::Range<u32>, Sym, usize); 5] = [
+            (0, 1..3, C, 5),   // kept as parents
+            (1, 4..5, C, 5),   // after a gap
+            (0, 6..9, C, 8),   // a child not added yet: listed
+            (2, 9..11, C, 11), // listed already
+            (1, 11..12, Sym(1), 12),
+        ];
+        for upto in 1..=runs.len() {
+            let (mut bulk, mut single) = (BuiltEdges::new(C), BuiltEdges::new(C));
+            for (p, children, s, vertices) in runs[..upto].iter().cloned() {
+                bulk.push_run(p, children.clone(), s, vertices);
+                for c in children {
+                    single.push(p, c, s, vertices);
+                }
+            }
+            assert_eq!(bulk.listed, single.listed);
+            assert_eq!((&bulk.parents, &bulk.list), (&single.parents, &single.list));
+        }
     }
 
     #[test]

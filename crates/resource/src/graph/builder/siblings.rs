@@ -38,7 +38,7 @@ impl GraphBuilder {
         parent: VertexId,
         subsystem: Sym,
         siblings: &Siblings,
-        ids: impl ExactSizeIterator<Item = i64>,
+        ids: impl ExactSizeIterator<Item = i64> + Clone,
         first_rank: Option<i64>,
     ) -> Range<u32> {
         let strings = self.interner.len() as u32;
@@ -82,22 +82,25 @@ impl GraphBuilder {
         columns.size.extend_repeated(size, count);
         columns.exclusive.extend(repeat_n(false, count));
         columns.status.extend(repeat_n(status, count));
-        let rank_of = |k: usize| first_rank.map_or(-1, |r| r + k as i64);
-        self.columns.id.push(first_id);
-        self.columns.rank.push(rank_of(0));
-        // The columns count every child of the run now: each edge reaches a vertex.
-        self.push_edge(parent.0, start, subsystem);
-        for (k, id) in (1..).zip(ids) {
+        for id in ids.clone() {
             self.push_name(basename, id);
-            self.columns.id.push(id);
-            self.columns.rank.push(rank_of(k));
-            self.push_edge(parent.0, start + k as u32, subsystem);
         }
         assert_eq!(
             self.columns.name.len(),
             self.columns.kind.len(),
             "ids gave another number of ids than its len"
         );
+        // The other columns and the edges in one go each (a push per child and column was
+        // most of the cost left).
+        let columns = &mut self.columns;
+        columns.id.push(first_id);
+        columns.id.extend_exact(ids);
+        match first_rank {
+            Some(r) => columns.rank.extend_exact((0..count).map(|k| r + k as i64)),
+            None => columns.rank.extend_repeated(-1, count),
+        }
+        let end = start + count as u32;
+        self.push_edges_to(parent.0, start..end, subsystem);
         start..self.columns.kind.len() as u32
     }
 
@@ -190,7 +193,8 @@ mod tests {
         assert_eq!(nodes, 1..4);
         assert_eq!(add(&mut b, root, &core, vec![], None), 4..4);
         for n in nodes {
-            add(&mut b, VertexId(n), &mem, vec![70_000, 0, -5], None);
+            let big = vec![70_000, 0, -5, i64::MAX, i64::from(i32::MIN)];
+            add(&mut b, VertexId(n), &mem, big, None);
             add(
                 &mut b,
                 VertexId(n),
