@@ -2,20 +2,20 @@
 //!
 //! Vertices are numbered densely from 0 in the order they were created (a reader creates them
 //! in the order Fluxion would, so that `uniq_id`, traversal order and output order agree with
-//! it). petgraph owns the topology of every subsystem; the containment tree, which the matcher
-//! walks on every match, is additionally flattened into a compressed child list (`child_start`
-//! / `child_list`) so that a walk touches contiguous memory and allocates nothing.
+//! it). The containment tree, which the matcher walks on every match, is kept as each
+//! vertex's parent and a compressed child list (`child_start` / `child_list`) so that a walk
+//! touches contiguous memory and allocates nothing. Where other edges exist (other
+//! subsystems, a second containment parent) petgraph holds every subsystem's edges too.
 //!
 //! Memory: strings are interned (a vertex holds 4-byte symbols for its type, basename, name
-//! and unit), ids, ranks and sizes take 4 bytes unless they do not fit, and petgraph stores
-//! a node in 8 bytes and an edge in 20; a built graph holds about 72 bytes a vertex
-//! ([`ResourceGraph::heap_bytes`]). Readers build through [`GraphBuilder`]'s symbol-based
-//! fast path, which allocates nothing per vertex or edge.
+//! and unit), ids, ranks and sizes take 4 bytes unless they do not fit, and petgraph, when
+//! kept, stores a node in 8 bytes and an edge in 20; a built tree holds about 44 bytes a
+//! vertex ([`ResourceGraph::heap_bytes`]). Readers build through [`GraphBuilder`]'s
+//! symbol-based fast path, which allocates nothing per vertex or edge.
 
 use std::collections::BTreeMap;
 
-use petgraph::graph::{DiGraph, NodeIndex};
-use petgraph::visit::EdgeRef;
+use petgraph::graph::DiGraph;
 
 use crate::error::GRAPH_DEPTH_MAX;
 use crate::intern::{Interner, Sym};
@@ -127,14 +127,18 @@ mod links;
 mod paths;
 #[cfg(test)]
 mod tests;
+mod topology;
 
-pub use builder::{GraphBuilder, push_int};
+pub use builder::{GraphBuilder, Siblings, push_int};
 use columns::VertexColumns;
 pub use grow::AttachError;
 
 /// A frozen resource graph. Topology is fixed; status and properties may change.
 #[derive(Clone, Debug)]
 pub struct ResourceGraph {
+    /// Every subsystem's edges, in the order they were added; empty (not a node) where the
+    /// containment tree below is every edge there is, as in nearly every graph
+    /// ([`ResourceGraph::topology`]).
     topo: DiGraph<(), Sym, u32>,
     columns: VertexColumns,
     /// Each vertex's `uniq_id`, when some differs from its position (else empty).
@@ -214,45 +218,11 @@ impl ResourceGraph {
         v == self.root || self.parent[v.index()] != u32::MAX
     }
 
-    /// Children of `v` in `subsystem` (any subsystem, containment included), in the order
-    /// their edges were added.
-    pub fn subsystem_children(&self, v: VertexId, subsystem: &str) -> Vec<VertexId> {
-        let Some(sym) = self.interner.get(subsystem) else {
-            return Vec::new();
-        };
-        let mut out: Vec<VertexId> = self
-            .topo
-            .edges(NodeIndex::new(v.index()))
-            .filter(|e| *e.weight() == sym)
-            .map(|e| VertexId(e.target().index() as u32))
-            .collect();
-        // petgraph lists a vertex's outgoing edges newest first.
-        out.reverse();
-        out
-    }
-
-    /// Number of edges leaving `v`, in every subsystem (Fluxion's `out_degree`: a vertex is a
-    /// leaf when it has none).
-    pub fn out_degree(&self, v: VertexId) -> usize {
-        self.topo.edges(NodeIndex::new(v.index())).count()
-    }
-
     /// Vertices of the containment tree below and including `v`, parents before children.
     pub fn preorder(&self, v: VertexId) -> Preorder<'_> {
         Preorder {
             graph: self,
             stack: vec![v.0],
-        }
-    }
-
-    /// Number of edges of `subsystem` in the topology (all subsystems when `None`).
-    pub fn edge_count(&self, subsystem: Option<&str>) -> usize {
-        match subsystem {
-            None => self.topo.edge_count(),
-            Some(s) => match self.interner.get(s) {
-                None => 0,
-                Some(sym) => self.topo.edge_weights().filter(|w| **w == sym).count(),
-            },
         }
     }
 

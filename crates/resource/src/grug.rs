@@ -59,6 +59,7 @@
 //! graph is bounded by [`GRAPH_VERTICES_MAX`](crate::GRAPH_VERTICES_MAX).
 
 mod generate;
+mod ids;
 mod recipe;
 #[cfg(test)]
 mod tests;

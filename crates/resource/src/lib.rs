@@ -54,7 +54,8 @@ mod xml;
 pub use allowlist::{SCHEDULER_TYPES, keep_subtrees, keep_types};
 pub use error::{GRAPH_DEPTH_MAX, GRAPH_VERTICES_MAX, Location, ReadError};
 pub use graph::{
-    AttachError, CONTAINMENT, GraphBuilder, GraphError, ResourceGraph, Status, VertexId, VertexSpec,
+    AttachError, CONTAINMENT, GraphBuilder, GraphError, ResourceGraph, Siblings, Status, VertexId,
+    VertexSpec,
 };
 pub use grug::{read_grug, read_grug_file};
 pub use hostlist::{

@@ -52,36 +52,46 @@ impl CoverMemo {
 
 /// Puts the leaf children of `v` (inner index `index`, in whole `whole`) in cover groups by
 /// type, pointing each leaf at its group (while there is room for group numbers).
+/// `child_lists` are the tree's ([`Tree::child_lists`]), read once by the caller, who calls
+/// this as it numbers `v`, after every inner child of `v` (one parent each): a child still
+/// [`LEAF`] in `inner_of` is a leaf. Leaves of one type come in runs (a socket's 22 cores),
+/// so the group of the last leaf is tried first (3.9 M instructions on the 1,024-node bench
+/// graph through `&dyn Tree`, with a search of the groups per leaf; 2.5 M this way).
 pub(super) fn group_leaves(
     g: &ResourceGraph,
-    tree: &dyn Tree,
+    (start, list): (&[u32], &[u32]),
     v: VertexId,
     (index, whole): (u32, u32),
     inner_of: &mut [u32],
     groups: &mut Vec<CoverGroup>,
 ) {
     let first = groups.len();
-    for &c in tree.children(v) {
-        let cv = VertexId(c);
-        if !tree.children(cv).is_empty() {
+    let mut last: Option<(Sym, usize)> = None;
+    for &c in &list[start[v.index()] as usize..start[v.index() + 1] as usize] {
+        let slot = &mut inner_of[c as usize];
+        if *slot != LEAF {
             continue;
         }
-        let kind = g.kind(cv);
-        let gi = match groups[first..].iter().position(|x| x.kind == kind) {
-            Some(p) => first + p,
-            None if groups.len() < (LEAF_BIT - 1) as usize => {
-                groups.push(CoverGroup {
-                    parent: index,
-                    kind,
-                    leaves: 0,
-                    whole,
-                });
-                groups.len() - 1
-            }
-            None => continue,
+        let kind = g.kind(VertexId(c));
+        let gi = match last {
+            Some((k, gi)) if k == kind => gi,
+            _ => match groups[first..].iter().position(|x| x.kind == kind) {
+                Some(p) => first + p,
+                None if groups.len() < (LEAF_BIT - 1) as usize => {
+                    groups.push(CoverGroup {
+                        parent: index,
+                        kind,
+                        leaves: 0,
+                        whole,
+                    });
+                    groups.len() - 1
+                }
+                None => continue,
+            },
         };
+        last = Some((kind, gi));
         groups[gi].leaves += 1;
-        inner_of[c as usize] = LEAF_BIT | gi as u32;
+        *slot = LEAF_BIT | gi as u32;
     }
 }
 

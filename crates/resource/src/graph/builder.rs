@@ -2,7 +2,11 @@
 
 use std::collections::HashMap;
 
-use petgraph::graph::{DiGraph, NodeIndex};
+mod edges;
+mod siblings;
+
+use edges::{BuiltEdges, EdgeError};
+pub use siblings::Siblings;
 
 use super::links::Links;
 use super::{CONTAINMENT, GraphError, ResourceGraph, Status, VertexColumns, VertexId, VertexSpec};
@@ -10,11 +14,12 @@ use crate::intern::{Interner, Sym};
 
 /// Collects vertices and edges, then checks and freezes them into a [`ResourceGraph`].
 ///
-/// The builder keeps the graph's own columns (one array per field, strings interned) and its
-/// petgraph topology from the first vertex on, so that [`finish`](GraphBuilder::finish)
-/// moves them into the graph instead of copying: a vertex or an edge costs no allocation of
-/// its own. (An edge to a vertex not added yet is kept aside, and it and every later edge
-/// join the topology, in order, at `finish`.) Readers that create many
+/// The builder keeps the graph's own columns (one array per field, strings interned) from
+/// the first vertex on, so that [`finish`](GraphBuilder::finish) moves them into the graph
+/// instead of copying: a vertex or an edge costs no allocation of its own. Edges are listed
+/// flat, in order (an edge may name a vertex not added yet); `finish` derives the
+/// containment arrays from them and builds the graph's petgraph topology only when they are
+/// not all there is ([`ResourceGraph`]'s `topo`). Readers that create many
 /// vertices use the fast path — [`intern`](GraphBuilder::intern) each type, basename and
 /// unit once, then [`add_vertex_syms`](GraphBuilder::add_vertex_syms) and
 /// [`add_containment_edge`](GraphBuilder::add_containment_edge) /
@@ -46,11 +51,8 @@ pub struct GraphBuilder {
     edge_subsystems: Vec<Sym>,
     /// The graph's columns, in the graph's symbols.
     columns: VertexColumns,
-    /// Every subsystem's edges, in insertion order, as far as both ends existed when added.
-    topo: DiGraph<(), Sym, u32>,
-    /// (parent, child, subsystem) of the edges added after the first one whose ends did not
-    /// both exist yet, in insertion order.
-    pending: Vec<(u32, u32, Sym)>,
+    /// Every subsystem's edges, in insertion order.
+    edges: BuiltEdges,
     /// Vertices that belong only to other subsystems (e.g. `power`), indexed by vertex.
     outside: Vec<bool>,
     /// The first vertex whose size is below 1 (reported by `finish`).
@@ -93,8 +95,7 @@ impl GraphBuilder {
             final_order: vec![containment.0],
             edge_subsystems: Vec::new(),
             columns: VertexColumns::default(),
-            topo: DiGraph::default(),
-            pending: Vec::new(),
+            edges: BuiltEdges::new(containment),
             outside: Vec::new(),
             bad_size: None,
             uniq_override: HashMap::new(),
@@ -117,8 +118,7 @@ impl GraphBuilder {
     /// trims it).
     pub fn reserve(&mut self, vertices: usize, edges: usize) {
         self.columns.reserve_exact(vertices);
-        self.topo.reserve_exact_nodes(vertices);
-        self.topo.reserve_exact_edges(edges);
+        self.edges.reserve_exact(vertices, edges);
     }
 
     /// The builder's symbol for `s` (for [`add_vertex_syms`](Self::add_vertex_syms) and
@@ -241,7 +241,6 @@ impl GraphBuilder {
         self.columns.unit.push(unit);
         self.columns.exclusive.push(false);
         self.columns.status.push(status);
-        self.topo.add_node(());
         VertexId(v)
     }
 
@@ -268,9 +267,9 @@ impl GraphBuilder {
     }
 
     /// The symbol of `basename` + `id`, made at most once per pair with a small id.
+    #[inline]
     fn default_name(&mut self, basename: Sym, id: i64) -> Sym {
-        let cacheable = (0..NAME_CACHE_IDS).contains(&id);
-        if cacheable
+        if (0..NAME_CACHE_IDS).contains(&id)
             && let Some(&sym) = self
                 .name_cache
                 .get(basename.index())
@@ -279,6 +278,14 @@ impl GraphBuilder {
         {
             return sym;
         }
+        self.make_default_name(basename, id)
+    }
+
+    /// [`default_name`](Self::default_name) of a pair not in the cache (kept apart so that
+    /// the cached lookup, every vertex but a thousand-odd on the bench graphs, is inlined).
+    #[inline(never)]
+    fn make_default_name(&mut self, basename: Sym, id: i64) -> Sym {
+        let cacheable = (0..NAME_CACHE_IDS).contains(&id);
         let mut buf = std::mem::take(&mut self.name_buf);
         buf.clear();
         buf.push_str(self.interner.resolve(basename));
@@ -360,16 +367,23 @@ impl GraphBuilder {
         {
             self.edge_subsystems.push(subsystem);
         }
-        let n = self.columns.kind.len() as u32;
-        if self.pending.is_empty() && parent < n && child < n {
-            self.topo.add_edge(
-                NodeIndex::new(parent as usize),
-                NodeIndex::new(child as usize),
-                subsystem,
-            );
-        } else {
-            self.pending.push((parent, child, subsystem));
+        self.edges
+            .push(parent, child, subsystem, self.columns.kind.len());
+    }
+
+    /// [`push_edge`](Self::push_edge) `parent → c` for each of `children`, in order.
+    fn push_edges_to(&mut self, parent: u32, children: std::ops::Range<u32>, subsystem: Sym) {
+        if children.is_empty() {
+            return;
         }
+        self.push_edge(parent, children.start, subsystem);
+        let vertices = self.columns.kind.len();
+        self.edges.push_run(
+            parent,
+            children.start + 1..children.end,
+            subsystem,
+            vertices,
+        );
     }
 
     /// Lets a vertex have several containment parents (see [`ResourceGraph::has_shared_children`]).
@@ -400,7 +414,7 @@ impl GraphBuilder {
 
     /// Number of edges added so far.
     pub fn edge_len(&self) -> usize {
-        self.topo.edge_count() + self.pending.len()
+        self.edges.len()
     }
 
     /// The vertex added as `v`, rebuilt as a [`VertexSpec`] (it allocates; readers that
@@ -461,32 +475,22 @@ impl GraphBuilder {
         }
         self.renumber_strings();
         let containment = Sym(0);
-        let mut topo = std::mem::take(&mut self.topo);
-        for &(p, c, sub) in &self.pending {
-            for end in [p, c] {
-                if end as usize >= n {
-                    return Err(GraphError::NoSuchVertex(end));
+        let edges = std::mem::replace(&mut self.edges, BuiltEdges::new(containment));
+        let (links, topo) = edges
+            .into_links(n, self.shared_children)
+            .map_err(|e| match e {
+                EdgeError::NoSuchVertex(end) => GraphError::NoSuchVertex(end),
+                EdgeError::TwoParents(c) => {
+                    let name = self.interner.resolve(self.columns.name[c as usize]);
+                    super::links::two_parents(c, name)
                 }
-            }
-            topo.add_edge(NodeIndex::new(p as usize), NodeIndex::new(c as usize), sub);
-        }
-        self.pending = Vec::new();
-        topo.shrink_to_fit();
-        let Links {
-            parent,
-            child_start,
-            child_list,
-            shared,
-        } = Links::of(&topo, n, containment, self.shared_children).map_err(|c| {
-            let name = self.interner.resolve(self.columns.name[c as usize]);
-            super::links::two_parents(c, name)
-        })?;
+            })?;
         let outside = std::mem::take(&mut self.outside);
         let is_outside = |v: usize| outside.get(v).copied().unwrap_or(false);
         let mut root = None;
         let mut roots = 0;
         let mut detached = 0;
-        for (v, &p) in parent.iter().enumerate() {
+        for (v, &p) in links.parent.iter().enumerate() {
             if p == u32::MAX {
                 if is_outside(v) {
                     detached += 1;
@@ -499,6 +503,13 @@ impl GraphBuilder {
         let (1, Some(root)) = (roots, root) else {
             return Err(GraphError::Roots(roots));
         };
+        let reached_in_order = links.reachable_in_order(root);
+        let Links {
+            parent,
+            child_start,
+            child_list,
+            shared,
+        } = links;
         let mut g = ResourceGraph {
             topo,
             columns: self.columns.shrunk(),
@@ -519,7 +530,10 @@ impl GraphBuilder {
                 .collect();
         }
         let expected = n - detached;
-        let reached = g.reachable_count()?;
+        let reached = match reached_in_order {
+            Some(count) => count,
+            None => g.reachable_count()?,
+        };
         if reached != expected {
             return Err(GraphError::Unreachable(format!(
                 "{reached} of {expected} vertices reachable"
@@ -546,12 +560,7 @@ impl GraphBuilder {
             .iter()
             .any(|s| final_of[s.index()] != s.0)
         {
-            for w in self.topo.edge_weights_mut() {
-                *w = Sym(final_of[w.index()]);
-            }
-            for e in &mut self.pending {
-                e.2 = Sym(final_of[e.2.index()]);
-            }
+            self.edges.renumber(final_of);
         }
         let identity = self.final_order.len() == self.interner.len()
             && self

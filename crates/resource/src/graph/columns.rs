@@ -108,6 +108,28 @@ impl IntColumn {
         }
     }
 
+    /// [`push`](Self::push) of each of `xs`, which gives exactly its `len` (the
+    /// reservation is made once, not checked per value).
+    pub(super) fn extend_exact(&mut self, xs: impl ExactSizeIterator<Item = i64>) {
+        let (small, big) = (&mut self.small, &mut self.big);
+        let at = small.len();
+        small.extend(xs.enumerate().map(|(k, x)| match i32::try_from(x) {
+            Ok(s) if s != BIG => s,
+            _ => {
+                big.insert((at + k) as u32, x);
+                BIG
+            }
+        }));
+    }
+
+    /// [`push`](Self::push) of `x`, `count` times.
+    pub(super) fn extend_repeated(&mut self, x: i64, count: usize) {
+        match i32::try_from(x) {
+            Ok(small) if small != BIG => self.small.extend(std::iter::repeat_n(small, count)),
+            _ => (0..count).for_each(|_| self.push_big(x)),
+        }
+    }
+
     #[cold]
     #[inline(never)]
     fn push_big(&mut self, x: i64) {

@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 
 use petgraph::graph::{DiGraph, NodeIndex};
 
-use super::links::{Links, two_parents};
+use super::links::{Links, edges_of, two_parents};
 use super::{CONTAINMENT, GraphError, ResourceGraph, VertexId};
 use crate::error::{GRAPH_DEPTH_MAX, GRAPH_VERTICES_MAX};
 use crate::jgf::{JgfDocument, JgfVertex};
@@ -70,7 +70,7 @@ impl ResourceGraph {
             .iter()
             .filter(|e| is_new(e.source) || is_new(e.target))
             .collect();
-        let mut topo = self.topo.clone();
+        let mut topo = self.topology().into_owned();
         for _ in &new {
             topo.add_node(());
         }
@@ -81,7 +81,7 @@ impl ResourceGraph {
         }
         let n = n0 + new.len();
         // A JGF vertex may have several containment parents (as when a JGF is loaded).
-        let links = Links::of(&topo, n, self.containment_sym(), true)
+        let links = Links::of(edges_of(&topo), n, self.containment_sym(), true)
             .map_err(|c| two_parents(c, "an attached vertex"))?;
         for (&i, v) in new.iter().zip(n0..) {
             let depth = links.depth(v);
@@ -131,13 +131,14 @@ impl ResourceGraph {
             .filter(|&p| p < n0)
             .collect();
         let containment = self.containment_sym();
+        let old = self.topology();
         let mut topo: DiGraph<(), super::Sym, u32> =
-            DiGraph::with_capacity(self.len(), self.topo.edge_count());
+            DiGraph::with_capacity(self.len(), old.edge_count());
         for _ in 0..self.len() {
             topo.add_node(());
         }
         let mut regrouped: Vec<(usize, i64, usize, NodeIndex<u32>)> = Vec::new();
-        for (i, e) in self.topo.raw_edges().iter().enumerate() {
+        for (i, e) in old.raw_edges().iter().enumerate() {
             let (s, t) = (e.source(), e.target());
             if e.weight == containment && gained.contains(&s.index()) {
                 regrouped.push((s.index(), self.rank(VertexId(t.index() as u32)), i, t));
@@ -146,11 +147,12 @@ impl ResourceGraph {
             }
         }
         regrouped.sort_unstable_by_key(|&(p, rank, i, _)| (p, rank, i));
+        drop(old);
         for (p, _, _, t) in regrouped {
             topo.add_edge(NodeIndex::new(p), t, containment);
         }
         // The same edges in another order: the links cannot fail where they did not.
-        if let Ok(links) = Links::of(&topo, self.len(), containment, true) {
+        if let Ok(links) = Links::of(edges_of(&topo), self.len(), containment, true) {
             self.topo = topo;
             self.set_links(links);
         }
@@ -171,19 +173,21 @@ impl ResourceGraph {
             return;
         }
         self.revised();
+        let old = self.topology();
         let mut topo: DiGraph<(), super::Sym, u32> =
-            DiGraph::with_capacity(self.len(), self.topo.edge_count());
+            DiGraph::with_capacity(self.len(), old.edge_count());
         for _ in 0..self.len() {
             topo.add_node(());
         }
-        for e in self.topo.raw_edges() {
+        for e in old.raw_edges() {
             let (s, t) = (e.source(), e.target());
             if !vertices.contains(&(s.index() as u32)) && !vertices.contains(&(t.index() as u32)) {
                 topo.add_edge(s, t, e.weight);
             }
         }
+        drop(old);
         // The links of fewer edges of a graph that had them cannot fail.
-        if let Ok(links) = Links::of(&topo, self.len(), self.containment_sym(), true) {
+        if let Ok(links) = Links::of(edges_of(&topo), self.len(), self.containment_sym(), true) {
             self.topo = topo;
             self.set_links(links);
         }

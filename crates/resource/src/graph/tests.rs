@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+use super::links::Links;
 use super::*;
 
 fn tiny() -> ResourceGraph {
@@ -260,4 +261,87 @@ fn push_int_prints_what_format_prints() {
         push_int(&mut s, n);
         assert_eq!(s, format!("x{n}"));
     }
+}
+
+#[test]
+fn unreachable_vertices_are_refused_whatever_their_order() {
+    // A cycle below no root: each vertex has one parent, the root reaches neither.
+    let mut b = GraphBuilder::new();
+    let root = b.add_vertex(VertexSpec::new("cluster", "c", 0));
+    let x = b.add_vertex(VertexSpec::new("node", "node", 0));
+    let y = b.add_vertex(VertexSpec::new("node", "node", 1));
+    b.add_edge(x, y, CONTAINMENT);
+    b.add_edge(y, x, CONTAINMENT);
+    let _ = root;
+    let e = b.finish().unwrap_err();
+    assert_eq!(
+        e,
+        GraphError::Unreachable("1 of 3 vertices reachable".into())
+    );
+
+    // A vertex outside containment with a containment child: the child is unreachable.
+    let mut b = GraphBuilder::new();
+    let root = b.add_vertex(VertexSpec::new("cluster", "c", 0));
+    let panel = b.add_vertex(VertexSpec::new("powerpanel", "powerpanel", 0));
+    let n = b.add_vertex(VertexSpec::new("node", "node", 0));
+    b.add_edge(panel, n, CONTAINMENT);
+    b.mark_outside_containment(panel);
+    let _ = root;
+    let e = b.finish().unwrap_err();
+    assert_eq!(
+        e,
+        GraphError::Unreachable("1 of 2 vertices reachable".into())
+    );
+}
+
+#[test]
+fn reachable_count_in_order_agrees_with_the_walk() {
+    // Parents first (the pass), then a child created before its parent (the walk).
+    let g = tiny();
+    let links = Links::of(
+        super::links::edges_of(&g.topology()),
+        g.len(),
+        Sym(0),
+        false,
+    )
+    .unwrap();
+    assert_eq!(links.reachable_in_order(0), Some(7));
+    assert_eq!(g.reachable_count(), Ok(7));
+
+    let mut b = GraphBuilder::new();
+    let core = b.add_vertex(VertexSpec::new("core", "core", 0));
+    let c = b.add_vertex(VertexSpec::new("cluster", "c", 0));
+    let n = b.add_vertex(VertexSpec::new("node", "node", 0));
+    b.add_edge(c, n, CONTAINMENT);
+    b.add_edge(n, core, CONTAINMENT);
+    let g = b.finish().unwrap();
+    let links = Links::of(
+        super::links::edges_of(&g.topology()),
+        g.len(),
+        Sym(0),
+        false,
+    )
+    .unwrap();
+    assert_eq!(links.reachable_in_order(1), None);
+    assert_eq!(g.reachable_count(), Ok(3));
+    assert_eq!(g.path(core), "/c0/node0/core0");
+
+    // Deeper than the pass counts: the walk does, to the same answer.
+    let mut b = GraphBuilder::new();
+    let mut up = b.add_vertex(VertexSpec::new("cluster", "c", 0));
+    for i in 0..255 {
+        let v = b.add_vertex(VertexSpec::new("node", "node", i));
+        b.add_edge(up, v, CONTAINMENT);
+        up = v;
+    }
+    let g = b.finish().unwrap();
+    let links = Links::of(
+        super::links::edges_of(&g.topology()),
+        g.len(),
+        Sym(0),
+        false,
+    )
+    .unwrap();
+    assert_eq!(links.reachable_in_order(0), None);
+    assert_eq!(g.reachable_count(), Ok(256));
 }

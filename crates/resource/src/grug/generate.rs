@@ -10,9 +10,10 @@
 
 use std::collections::HashMap;
 
+use super::ids::sibling_ids;
 use super::recipe::{GenMethod, Recipe, RecipeEdge};
 use crate::error::{GRAPH_VERTICES_MAX, Location, ReadError};
-use crate::graph::{CONTAINMENT, GraphBuilder, ResourceGraph, Status, VertexId};
+use crate::graph::{CONTAINMENT, GraphBuilder, ResourceGraph, Siblings, Status, VertexId};
 use crate::intern::Sym;
 
 /// The most edges an `ASSOCIATE_*` rule may create (an all-to-all association grows as the
@@ -122,11 +123,16 @@ pub(super) fn generate(recipe: &Recipe) -> Result<ResourceGraph, ReadError> {
         .templates
         .iter()
         .map(|t| TemplateSyms {
-            kind: builder.intern(&t.kind),
-            basename: builder.intern(&t.basename),
-            unit: builder.intern(&t.unit),
+            siblings: Siblings {
+                kind: builder.intern(&t.kind),
+                basename: builder.intern(&t.basename),
+                unit: builder.intern(&t.unit),
+                size: t.size,
+                status: Status::Up,
+            },
             subsystem: builder.intern(&t.subsystem),
             outside: t.subsystem != CONTAINMENT,
+            node: t.kind == "node",
         })
         .collect();
     let edges = recipe
@@ -166,14 +172,15 @@ pub(super) fn generate(recipe: &Recipe) -> Result<ResourceGraph, ReadError> {
     Ok(g.builder.finish()?)
 }
 
-/// A template's strings, interned in the builder.
+/// A template's strings, interned in the builder, and what its vertices share.
 struct TemplateSyms {
-    kind: Sym,
-    basename: Sym,
-    unit: Sym,
+    /// Type, basename, unit, size and status.
+    siblings: Siblings,
     subsystem: Sym,
     /// Whether the template is outside the containment subsystem.
     outside: bool,
+    /// Whether its vertices are nodes (Fluxion ranks those).
+    node: bool,
 }
 
 /// A rule's subsystems, interned in the builder.
@@ -214,31 +221,27 @@ impl Generator<'_> {
         self.generated[t].push(v);
     }
 
-    #[inline]
     fn emit(&mut self, t: usize, id: i64) -> VertexId {
-        let syms = &self.templates[t];
-        let size = self.recipe.templates[t].size;
-        // Fluxion gives nodes ranks 0, 1, 2… in creation order, every other vertex -1.
-        let rank = if self.recipe.templates[t].kind == "node" {
-            self.node_rank += 1;
-            self.node_rank
-        } else {
-            -1
-        };
-        let v = self.builder.add_vertex_syms(
-            syms.kind,
-            syms.basename,
-            None,
-            id,
-            rank,
-            size,
-            syms.unit,
-            Status::Up,
-        );
-        if syms.outside {
+        let s = self.templates[t].siblings;
+        let rank = self.next_rank(t, 1).unwrap_or(-1);
+        let v = self
+            .builder
+            .add_vertex_syms(s.kind, s.basename, None, id, rank, s.size, s.unit, s.status);
+        if self.templates[t].outside {
             self.builder.mark_outside_containment(v);
         }
         v
+    }
+
+    /// The rank of the first of `count` new vertices of template `t`, counting them:
+    /// Fluxion gives nodes ranks 0, 1, 2… in creation order, every other vertex -1 (`None`).
+    fn next_rank(&mut self, t: usize, count: usize) -> Option<i64> {
+        if !self.templates[t].node {
+            return None;
+        }
+        let first = self.node_rank + 1;
+        self.node_rank += count as i64;
+        Some(first)
     }
 
     fn link(&mut self, parent: VertexId, child: VertexId, subsystem: Sym) {
@@ -302,22 +305,28 @@ impl Generator<'_> {
             parents.resize(self.builder.len() + count, u32::MAX);
         }
         let mut result = Ok(());
-        'outer: for (j, &parent) in sources.iter().enumerate() {
-            for i in 0..e.multi_scale {
-                let id = match self.gen_id(e, i, j as i64) {
-                    Ok(id) => id,
-                    Err(err) => {
-                        result = Err(err);
-                        break 'outer;
-                    }
-                };
-                let v = self.emit(e.target, id);
-                self.builder.add_edge_sym(parent, v, subsystem);
-                if let Some(p) = parents.get_mut(v.index()) {
-                    *p = parent.0;
+        let siblings = self.templates[e.target].siblings;
+        for (j, &parent) in sources.iter().enumerate() {
+            let ids = match sibling_ids(e, &self.scales, j as i64) {
+                Ok(ids) => ids,
+                Err(err) => {
+                    result = Err(err);
+                    break;
                 }
-                self.generated[e.target].push(v);
+            };
+            let first_rank = self.next_rank(e.target, ids.len());
+            let added = self
+                .builder
+                .add_children_syms(parent, subsystem, &siblings, ids, first_rank);
+            if self.templates[e.target].outside {
+                for v in added.clone() {
+                    self.builder.mark_outside_containment(VertexId(v));
+                }
             }
+            if let Some(p) = parents.get_mut(added.start as usize..added.end as usize) {
+                p.fill(parent.0);
+            }
+            self.generated[e.target].extend(added.map(VertexId));
         }
         if self.track_parents {
             self.parents.insert(subsystem, parents);
@@ -326,48 +335,13 @@ impl Generator<'_> {
         result
     }
 
-    /// Fluxion's `gen_id`: the id of the `i`-th child of the `j`-th source vertex.
-    fn gen_id(&self, e: &RecipeEdge, i: i64, j: i64) -> Result<i64, ReadError> {
-        let overflow = || {
-            let msg = format!("edge {:?}: the generated id overflows", e.name);
-            ReadError::invalid(Location::Line(e.line), msg)
-        };
-        if e.id_scope < 0 {
-            return Ok(-1);
-        }
-        if e.id_scope == 0 {
-            // Fluxion ignores the stride at scope 0.
-            return e.id_start.checked_add(i).ok_or_else(overflow);
-        }
-        let step = i.checked_mul(e.id_stride).ok_or_else(overflow)?;
-        let scope = usize::try_from(e.id_scope)
-            .unwrap_or(usize::MAX)
-            .min(self.scales.len());
-        let mut wrap: i64 = 1;
-        for s in self.scales.iter().rev().take(scope) {
-            wrap = wrap.checked_mul(*s).ok_or_else(overflow)?;
-        }
-        let block = match wrap {
-            0 => 0,
-            w => j % w,
-        };
-        let base = block
-            .checked_mul(e.multi_scale)
-            .and_then(|b| b.checked_mul(e.id_stride))
-            .ok_or_else(overflow)?;
-        e.id_start
-            .checked_add(base)
-            .and_then(|b| b.checked_add(step))
-            .ok_or_else(overflow)
-    }
-
     fn associate(&mut self, index: usize) -> Result<(), ReadError> {
         let e = &self.recipe.edges[index];
         let EdgeSyms {
             e_subsystem,
             as_tgt_subsystem,
         } = self.edges[index];
-        let kind = self.templates[e.target].kind;
+        let kind = self.templates[e.target].siblings.kind;
         let candidates: Vec<VertexId> = (0..self.builder.len() as u32)
             .map(VertexId)
             .filter(|&v| self.builder.vertex_kind(v) == kind)
