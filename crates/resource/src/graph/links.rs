@@ -46,12 +46,7 @@ impl Links {
             parent[c as usize] = p;
             child_start[p as usize] += 1;
         }
-        let mut end = 0;
-        for count in &mut child_start[..n] {
-            end += *count;
-            *count = end;
-        }
-        child_start[n] = end;
+        let end = counts_to_ends(&mut child_start);
         // Fill each range from its end, walking the edges backwards: children keep their
         // edge order and each range's end becomes its start.
         let mut child_list = vec![0u32; end as usize];
@@ -90,12 +85,7 @@ impl Links {
                 child_start[p as usize] += 1;
             }
         }
-        let mut end = 0;
-        for count in &mut child_start[..n] {
-            end += *count;
-            *count = end;
-        }
-        child_start[n] = end;
+        let end = counts_to_ends(&mut child_start);
         let mut child_list = vec![0u32; end as usize];
         for (c, &p) in parent.iter().enumerate().rev() {
             if p != u32::MAX {
@@ -181,6 +171,20 @@ pub(super) fn topology(n: usize, edges: &[(u32, u32, Sym)]) -> DiGraph<(), Sym, 
         topo.add_edge(NodeIndex::new(p as usize), NodeIndex::new(c as usize), sub);
     }
     topo
+}
+
+/// Turns `child_start`'s counts of each vertex's children (the last entry aside) into the
+/// ends of their ranges, the last entry the total, which it returns: filled from each end
+/// backwards, the ranges' ends become their starts.
+fn counts_to_ends(child_start: &mut [u32]) -> u32 {
+    let n = child_start.len() - 1;
+    let mut end = 0;
+    for count in &mut child_start[..n] {
+        end += *count;
+        *count = end;
+    }
+    child_start[n] = end;
+    end
 }
 
 /// The error of a vertex with two containment parents where that is not allowed.

@@ -294,17 +294,22 @@ fn unreachable_vertices_are_refused_whatever_their_order() {
     );
 }
 
-#[test]
-fn reachable_count_in_order_agrees_with_the_walk() {
-    // Parents first (the pass), then a child created before its parent (the walk).
-    let g = tiny();
-    let links = Links::of(
+/// The links [`Links::of`] makes of `g`'s edges (the tree's, as petgraph would hold them).
+fn links_of(g: &ResourceGraph) -> Links {
+    Links::of(
         super::links::edges_of(&g.topology()),
         g.len(),
         Sym(0),
         false,
     )
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn reachable_count_in_order_agrees_with_the_walk() {
+    // Parents first (the pass), then a child created before its parent (the walk).
+    let g = tiny();
+    let links = links_of(&g);
     assert_eq!(links.reachable_in_order(0), Some(7));
     assert_eq!(g.reachable_count(), Ok(7));
 
@@ -315,13 +320,7 @@ fn reachable_count_in_order_agrees_with_the_walk() {
     b.add_edge(c, n, CONTAINMENT);
     b.add_edge(n, core, CONTAINMENT);
     let g = b.finish().unwrap();
-    let links = Links::of(
-        super::links::edges_of(&g.topology()),
-        g.len(),
-        Sym(0),
-        false,
-    )
-    .unwrap();
+    let links = links_of(&g);
     assert_eq!(links.reachable_in_order(1), None);
     assert_eq!(g.reachable_count(), Ok(3));
     assert_eq!(g.path(core), "/c0/node0/core0");
@@ -335,13 +334,7 @@ fn reachable_count_in_order_agrees_with_the_walk() {
         up = v;
     }
     let g = b.finish().unwrap();
-    let links = Links::of(
-        super::links::edges_of(&g.topology()),
-        g.len(),
-        Sym(0),
-        false,
-    )
-    .unwrap();
+    let links = links_of(&g);
     assert_eq!(links.reachable_in_order(0), None);
     assert_eq!(g.reachable_count(), Ok(256));
 }
