@@ -118,14 +118,7 @@ impl SchedState {
                         }
                         last_leaf = Some((kind, rank));
                     }
-                    let at = match top.sum.iter().position(|e| e.0 == rank) {
-                        Some(at) => at,
-                        None => {
-                            top.sum.push((rank, 0));
-                            top.sum.len() - 1
-                        }
-                    };
-                    let units = &mut top.sum[at].1;
+                    let units = sum_of(&mut top.sum, rank);
                     *units = units.saturating_add(g.size(cv));
                     // The leaves of its type right after it (a socket's 22 cores) add to the
                     // same sum, one after another, without a turn of the walk each (3.5 M
@@ -265,8 +258,18 @@ struct Frame {
 }
 
 pub(super) fn add_to(sum: &mut Vec<(u32, i64)>, t: u32, k: i64) {
-    match sum.iter_mut().find(|e| e.0 == t) {
-        Some(e) => e.1 = e.1.saturating_add(k),
-        None => sum.push((t, k)),
-    }
+    let units = sum_of(sum, t);
+    *units = units.saturating_add(k);
+}
+
+/// The units of type `t` in `sum`, an entry of 0 made if it has none.
+fn sum_of(sum: &mut Vec<(u32, i64)>, t: u32) -> &mut i64 {
+    let at = match sum.iter().position(|e| e.0 == t) {
+        Some(at) => at,
+        None => {
+            sum.push((t, 0));
+            sum.len() - 1
+        }
+    };
+    &mut sum[at].1
 }

@@ -18,10 +18,11 @@ use crate::intern::{Interner, Sym};
 ///
 /// The builder keeps the graph's own columns (one array per field, strings interned) from
 /// the first vertex on, so that [`finish`](GraphBuilder::finish) moves them into the graph
-/// instead of copying: a vertex or an edge costs no allocation of its own. Edges are listed
-/// flat, in order (an edge may name a vertex not added yet); `finish` derives the
-/// containment arrays from them and builds the graph's petgraph topology only when they are
-/// not all there is ([`ResourceGraph`]'s `topo`). Readers that create many
+/// instead of copying: a vertex or an edge costs no allocation of its own. Edges are kept in
+/// order (an edge may name a vertex not added yet) — while every one is a containment edge
+/// to a later child than the last, as only each child's parent (`builder::edges`); `finish`
+/// derives the containment arrays from them and builds the graph's petgraph topology only
+/// when they are not all there is ([`ResourceGraph`]'s `topo`). Readers that create many
 /// vertices use the fast path — [`intern`](GraphBuilder::intern) each type, basename and
 /// unit once, then [`add_vertex_syms`](GraphBuilder::add_vertex_syms) and
 /// [`add_containment_edge`](GraphBuilder::add_containment_edge) /

@@ -100,11 +100,17 @@ pub(super) struct IntColumn {
 const BIG: i32 = i32::MIN;
 
 impl IntColumn {
+    /// `x` as kept in `small`, when it fits there.
+    #[inline]
+    fn small_of(x: i64) -> Option<i32> {
+        i32::try_from(x).ok().filter(|&s| s != BIG)
+    }
+
     #[inline]
     pub(super) fn push(&mut self, x: i64) {
-        match i32::try_from(x) {
-            Ok(small) if small != BIG => self.small.push(small),
-            _ => self.push_big(x),
+        match Self::small_of(x) {
+            Some(small) => self.small.push(small),
+            None => self.push_big(x),
         }
     }
 
@@ -113,20 +119,19 @@ impl IntColumn {
     pub(super) fn extend_exact(&mut self, xs: impl ExactSizeIterator<Item = i64>) {
         let (small, big) = (&mut self.small, &mut self.big);
         let at = small.len();
-        small.extend(xs.enumerate().map(|(k, x)| match i32::try_from(x) {
-            Ok(s) if s != BIG => s,
-            _ => {
+        small.extend(xs.enumerate().map(|(k, x)| {
+            Self::small_of(x).unwrap_or_else(|| {
                 big.insert((at + k) as u32, x);
                 BIG
-            }
+            })
         }));
     }
 
     /// [`push`](Self::push) of `x`, `count` times.
     pub(super) fn extend_repeated(&mut self, x: i64, count: usize) {
-        match i32::try_from(x) {
-            Ok(small) if small != BIG => self.small.extend(std::iter::repeat_n(small, count)),
-            _ => (0..count).for_each(|_| self.push_big(x)),
+        match Self::small_of(x) {
+            Some(small) => self.small.extend(std::iter::repeat_n(small, count)),
+            None => (0..count).for_each(|_| self.push_big(x)),
         }
     }
 

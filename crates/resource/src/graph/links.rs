@@ -120,8 +120,9 @@ impl Links {
     /// every tree parent comes before its children (readers create vertices top down, the
     /// GRUG reader always) and no vertex is deeper than 254 levels: then the tree has no
     /// cycle and a vertex's depth is its parent's plus one. `None` otherwise, for the
-    /// graph's walk from the root to count and to name a vertex too deep. Why: that walk pushes and pops every vertex with its depth (2.4 M
-    /// instructions on the 1,024-node bench graph, 1.6 M this pass).
+    /// graph's walk from the root to count and to name a vertex too deep. Why: that walk
+    /// pushes and pops every vertex with its depth (2.4 M instructions on the 1,024-node
+    /// bench graph, 1.6 M this pass).
     pub(super) fn reachable_in_order(&self, root: usize) -> Option<usize> {
         // Per vertex: 0 when the root does not reach it, else its depth + 1.
         let mut level = vec![0u8; self.parent.len()];
