@@ -375,7 +375,8 @@ fn commit_inner(
         {
             let size = av.needs;
             // The check `record_vertex` makes; the hold waits for the parent.
-            let free = st.leaf_units_free(av.v, size, at, dur, memo) >= av.needs;
+            let parent = tree.parent(av.v);
+            let free = st.leaf_units_free(av.v, parent, size, (at, dur), memo) >= av.needs;
             if let Some(after) = after.as_mut() {
                 after(st, av.v);
             }

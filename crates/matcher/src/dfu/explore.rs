@@ -5,6 +5,7 @@
 use shardsched_resource::{Sym, VertexId};
 use smallvec::SmallVec;
 
+use super::leaf::LeavesBelow;
 use super::{Budget, Walk};
 use crate::request::ReqId;
 use crate::types::SLOT;
@@ -97,6 +98,7 @@ impl<'a> Walk<'a> {
         // Best-first only under a budget; otherwise graph order, as Fluxion walks.
         let reverse = budget.is_some() && self.policy.prefer_high;
         let any_kind = self.any_kind(reqs, pristine);
+        let mut below = LeavesBelow::of(u);
         for i in 0..n {
             let c = VertexId(children[if reverse { n - 1 - i } else { i }]);
             let kind = self.g.kind(c);
@@ -109,7 +111,7 @@ impl<'a> Walk<'a> {
             }
             let mut x = excl;
             let before = self.cands.groups.len();
-            let vis = match self.visit_leaf(c, kind, reqs, pristine, &mut x) {
+            let vis = match self.visit_leaf(c, kind, reqs, pristine, &mut x, &mut below) {
                 Some(vis) => vis,
                 None => self.dom_dfv(c, reqs, pristine, &mut x, budget.as_deref_mut()),
             };
@@ -167,6 +169,7 @@ impl<'a> Walk<'a> {
         let (children, reversed) = order.children(self.child_lists, u);
         let mut known = self.start_children(u, (children, reversed), reqs, pristine, excl);
         let n = children.len();
+        let mut below = LeavesBelow::of(u);
         for i in 0..n {
             let c = VertexId(children[if reversed { n - 1 - i } else { i }]);
             let kind = known.kind(i).unwrap_or_else(|| self.g.kind(c));
@@ -185,7 +188,7 @@ impl<'a> Walk<'a> {
                 continue;
             }
             let mut x = excl;
-            let vis = match self.visit_leaf(c, kind, reqs, pristine, &mut x) {
+            let vis = match self.visit_leaf(c, kind, reqs, pristine, &mut x, &mut below) {
                 Some(vis) => vis,
                 None => match self.known_child(i, c, reqs, pristine, &mut x, &mut known) {
                     Ok(known) => known,

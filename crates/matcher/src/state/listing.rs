@@ -223,7 +223,9 @@ pub(crate) enum WholeListing<'a> {
 }
 
 impl SchedState {
-    /// The listing of `u` taken whole, if `u` is a whole's node.
+    /// The listing of `u` taken whole, if `u` is a whole's node. (Inlined into the update
+    /// walk, which asks it of every node a reservation takes.)
+    #[inline]
     pub(crate) fn whole_listing_of(&self, u: VertexId) -> WholeListing<'_> {
         let Some(c) = self.whole_at(u) else {
             return WholeListing::Walk;
