@@ -138,9 +138,10 @@ pub trait PruneRank {
 /// exclusive vertex, and on every inner vertex that tracks pruning types the units of them
 /// its listed descendants take (an exclusive vertex all of its size, a shared one what it
 /// leaves). `after`, when given, is called on each vertex once it is recorded (the `first`
-/// policy reads the aggregates then), but on the leaves a whole cover records. (Without it
-/// a node held whole is not read again: its listing's inner vertices were a cache line or
-/// two a node of a reservation.)
+/// policy reads the aggregates then), but on the leaves a whole cover records and those a
+/// cover group may stand for. (Without it a node held whole is not read again: its
+/// listing's inner vertices were a cache line or two a node of a reservation. A leaf keeps
+/// no calendar of its own for `first` to learn from.)
 ///
 /// A vertex whose calendar cannot take it: with `lenient` (a match), it is left out of the
 /// allocation as Fluxion leaves it out of its output, with the depth of every later vertex
@@ -375,11 +376,7 @@ fn commit_inner(
         {
             let size = av.needs;
             // The check `record_vertex` makes; the hold waits for the parent.
-            let parent = tree.parent(av.v);
-            let free = st.leaf_units_free(av.v, parent, size, (at, dur), memo) >= av.needs;
-            if let Some(after) = after.as_mut() {
-                after(st, av.v);
-            }
+            let free = st.leaf_units_free(av.v, size, at, dur, memo) >= av.needs;
             if !free {
                 let place = kept + kept_below;
                 leave_out(

@@ -457,6 +457,7 @@ impl SchedState {
             out.push(SpanRef::Leaf(v.0, id));
             let c = self.whole_of(v).unwrap_or(NO_WHOLE);
             self.count_record(c, 1);
+            self.count_leaf_hold(v, 1);
             return Ok(());
         }
         let c = self.wholes.of_inner[i as usize];
@@ -615,6 +616,9 @@ impl SchedState {
         };
         r.map_err(|e| MatchError::Internal(e.to_string()))?;
         self.count_record(c, -1);
+        if let SpanRef::Leaf(v, _) = s {
+            self.count_leaf_hold(VertexId(v), -1);
+        }
         Ok(())
     }
 }

@@ -98,7 +98,7 @@ impl<'a> Walk<'a> {
         // Best-first only under a budget; otherwise graph order, as Fluxion walks.
         let reverse = budget.is_some() && self.policy.prefer_high;
         let any_kind = self.any_kind(reqs, pristine);
-        let mut below = LeavesBelow::of(u);
+        let mut below = LeavesBelow::default();
         for i in 0..n {
             let c = VertexId(children[if reverse { n - 1 - i } else { i }]);
             let kind = self.g.kind(c);
@@ -162,6 +162,11 @@ impl<'a> Walk<'a> {
                 None => tallies.push(t),
             }
         }
+        // Read as a slice from here on (a `SmallVec` asks at each access where it lives).
+        let tallies = &mut tallies[..];
+        // Tallies not marked met yet: the requests are all met when none is left (every
+        // request has the tally of its type, and a tally met stays met).
+        let mut unmet = tallies.len();
         // Candidates below `counted` are tallied (a failed child leaves nothing above).
         let mut counted = mark;
         // Asked only of a child no request names (rare where requests name every type).
@@ -169,7 +174,7 @@ impl<'a> Walk<'a> {
         let (children, reversed) = order.children(self.child_lists, u);
         let mut known = self.start_children(u, (children, reversed), reqs, pristine, excl);
         let n = children.len();
-        let mut below = LeavesBelow::of(u);
+        let mut below = LeavesBelow::default();
         for i in 0..n {
             let c = VertexId(children[if reversed { n - 1 - i } else { i }]);
             let kind = known.kind(i).unwrap_or_else(|| self.g.kind(c));
@@ -219,16 +224,23 @@ impl<'a> Walk<'a> {
             counted = end;
             // Every tally belongs to a request, so this marks each request's type met.
             for t in tallies.iter_mut() {
-                t.met |= t.satisfies(multiplier);
+                if !t.met && t.satisfies(multiplier) {
+                    t.met = true;
+                    unmet -= 1;
+                }
             }
-            let enough = reqs.iter().all(|&r| {
-                let ty = self.req.req(r).ty;
-                tallies
-                    .iter()
-                    .find(|t| t.kind == ty)
-                    .is_some_and(|t| t.satisfies(multiplier))
-            });
-            if enough {
+            debug_assert_eq!(
+                unmet == 0,
+                reqs.iter().all(|&r| {
+                    let ty = self.req.req(r).ty;
+                    tallies
+                        .iter()
+                        .find(|t| t.kind == ty)
+                        .is_some_and(|t| t.satisfies(multiplier))
+                }),
+                "the requests are met when every tally is"
+            );
+            if unmet == 0 {
                 break;
             }
         }

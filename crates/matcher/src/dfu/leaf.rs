@@ -18,20 +18,17 @@ use super::{Errno, Visit, Walk, perf_class};
 use crate::request::ReqId;
 use crate::state::{Usage, XCHECK_TOTAL};
 
-/// Whether the leaves below one explored vertex are all free over the window, found at the
-/// first leaf that needs it: then no leaf's calendar is read. Why: a free socket's 22 cores
-/// are most of what `first-1024`'s selects visit, and each read its calendar (~130
-/// instructions) to find what its parent already says.
+/// What one exploration finds once for the leaves it meets, each at the first leaf that
+/// needs it. Why: a free socket's 22 cores are most of what `first-1024`'s selects visit,
+/// and each asked again what its siblings had answered: the request's case for its type
+/// (~50 instructions) and its calendar (~130).
+#[derive(Default)]
 pub(super) struct LeavesBelow {
-    parent: VertexId,
-    free: Option<bool>,
-}
-
-impl LeavesBelow {
-    /// For the children of `parent`.
-    pub(super) fn of(parent: VertexId) -> LeavesBelow {
-        LeavesBelow { parent, free: None }
-    }
+    /// The last cover group met, and whether nothing holds its leaves over the window
+    /// (`SchedState::group_untouched`): then no leaf's calendar of the group is read.
+    group: Option<(u32, bool)>,
+    /// The last type met, and what [`Walk::leaf_case`] said of it.
+    case: Option<(Sym, Option<bool>)>,
 }
 
 /// What the general visit of a leaf would do: its candidacy and the exclusivity it hands
@@ -124,13 +121,81 @@ impl<'a> Walk<'a> {
         excl: bool,
         below: &mut LeavesBelow,
     ) -> Option<LeafOutcome> {
+        // The same for every leaf of one type an exploration meets: asked once.
+        let case = match below.case {
+            Some((k, case)) if k == kind => case,
+            _ => {
+                let case = self.leaf_case(kind, reqs, excl);
+                below.case = Some((kind, case));
+                case
+            }
+        };
+        let x_in = case?;
+        if !self.st.is_leaf(c) {
+            return None;
+        }
+        let busy = LeafOutcome {
+            visit: None,
+            excl,
+            errno: Some(Errno::Busy),
+        };
+        // `prune`: status, own units free, and, asked exclusively, no job there.
+        if self.g.status(c) != Status::Up {
+            return Some(busy);
+        }
+        let w = &self.win;
+        let size = self.g.size(c);
+        let st = self.st;
+        let idle = st.cover_group(c).is_some_and(|p| match below.group {
+            Some((q, idle)) if q == p => idle,
+            _ => {
+                let idle = st.group_untouched(p, w.at, w.dur);
+                below.group = Some((p, idle));
+                idle
+            }
+        });
+        let usage = if idle {
+            Usage {
+                units_free: size,
+                jobs_free: XCHECK_TOTAL,
+            }
+        } else {
+            self.st.usage(c, size, w.at, w.dur)
+        };
+        debug_assert_eq!(
+            usage,
+            self.st.usage(c, size, w.at, w.dur),
+            "a leaf of an idle group"
+        );
+        if usage.units_free <= 0 || (x_in && usage.jobs_free < XCHECK_TOTAL) {
+            return Some(busy);
+        }
+        // `finish_vtx`: nothing to choose; the score of the vertex.
+        let score = if self.policy.variation {
+            1 + perf_class(self.g, c)
+        } else {
+            1 + self.multilevel + self.g.id(c) + 1
+        };
+        Some(LeafOutcome {
+            visit: Some(Visit::new(
+                score,
+                u64::try_from(usage.units_free).unwrap_or(0),
+            )),
+            excl: x_in,
+            errno: None,
+        })
+    }
+
+    /// Whether leaves of type `kind` that `reqs` ask (under a parent taken exclusively when
+    /// `excl`) are a case this shortcut answers, and if so whether they are asked
+    /// exclusively: everything [`Walk::leaf_outcome`] asks of a leaf but the leaf itself.
+    fn leaf_case(&self, kind: Sym, reqs: &[ReqId], excl: bool) -> Option<bool> {
         if self.req.flexible
             || self.dag.is_some()
             || self.allocated.is_some()
             || self.walk_node_itself
             || self.win.kind.ignores_calendars()
             || (self.req.constraint.is_some() && Some(kind) == self.storage_node)
-            || !self.st.is_leaf(c)
         {
             return None;
         }
@@ -154,56 +219,6 @@ impl<'a> Walk<'a> {
         if x_in && q.exclusive == Some(false) {
             return None;
         }
-        let busy = LeafOutcome {
-            visit: None,
-            excl,
-            errno: Some(Errno::Busy),
-        };
-        // `prune`: status, own units free, and, asked exclusively, no job there.
-        if self.g.status(c) != Status::Up {
-            return Some(busy);
-        }
-        let w = &self.win;
-        let size = self.g.size(c);
-        // Every job on a leaf is one on its parent (a commit counts one on every vertex it
-        // lists, covers included), so below a parent no job touches over the window, a
-        // leaf has all its units free — unless units stayed held without their job
-        // (`untouched_means_free`).
-        let st = self.st;
-        let parent_free = *below.free.get_or_insert_with(|| {
-            st.untouched_means_free()
-                && !st.is_leaf(below.parent)
-                && st.untouched(below.parent, w.at, w.dur)
-        });
-        let usage = if parent_free {
-            Usage {
-                units_free: size,
-                jobs_free: XCHECK_TOTAL,
-            }
-        } else {
-            self.st.usage(c, size, w.at, w.dur)
-        };
-        debug_assert_eq!(
-            usage,
-            self.st.usage(c, size, w.at, w.dur),
-            "a leaf below a free parent"
-        );
-        if usage.units_free <= 0 || (x_in && usage.jobs_free < XCHECK_TOTAL) {
-            return Some(busy);
-        }
-        // `finish_vtx`: nothing to choose; the score of the vertex.
-        let score = if self.policy.variation {
-            1 + perf_class(self.g, c)
-        } else {
-            1 + self.multilevel + self.g.id(c) + 1
-        };
-        Some(LeafOutcome {
-            visit: Some(Visit::new(
-                score,
-                u64::try_from(usage.units_free).unwrap_or(0),
-            )),
-            excl: x_in,
-            errno: None,
-        })
+        Some(x_in)
     }
 }

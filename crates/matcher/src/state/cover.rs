@@ -32,6 +32,9 @@ pub(super) struct CoverGroup {
     leaves: u32,
     /// The whole its parent belongs to (`state::whole`), or `NO_WHOLE`.
     pub(super) whole: u32,
+    /// Live holds of its leaves' own (their records, not the group's covers): none means
+    /// that every leaf of the group is idle ([`SchedState::group_untouched`]).
+    holds: u32,
 }
 
 /// The cover peak of the last cover group a commit read (see
@@ -39,9 +42,9 @@ pub(super) struct CoverGroup {
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct CoverMemo {
     last: Option<(u32, PeakUse)>,
-    /// The last parent asked about, and whether no job touches it over the window: then
-    /// its leaves have all their units free, and their calendars are not read.
-    parent: Option<(u32, bool)>,
+    /// The last cover group asked about, and whether nothing holds any of its leaves over
+    /// the window ([`SchedState::group_untouched`]): then their calendars are not read.
+    group: Option<(u32, bool)>,
     /// Leaves answered from the memo without reading their covers.
     pub(crate) hits: u64,
 }
@@ -50,7 +53,7 @@ impl CoverMemo {
     /// Forgets the peak read: the covers changed.
     pub(crate) fn clear(&mut self) {
         self.last = None;
-        self.parent = None;
+        self.group = None;
     }
 }
 
@@ -90,6 +93,7 @@ pub(super) fn group_leaves(
                         kind,
                         leaves: 0,
                         whole,
+                        holds: 0,
                     });
                     groups.len() - 1
                 }
@@ -124,6 +128,28 @@ impl SchedState {
     /// The parent of cover group `i`'s leaves.
     pub(super) fn cover_group_vertex(&self, i: u32) -> VertexId {
         VertexId(self.inner_vertex[self.cover_group_parent(i) as usize])
+    }
+
+    /// Whether nothing holds any leaf of cover group `p` during the window: no hold of a
+    /// leaf's own at any time, no cover of the group and no whole cover of its node over the
+    /// window. Then each leaf has all its units and no job: what [`SchedState::usage`] would
+    /// read from its calendars, read once for the group.
+    pub(crate) fn group_untouched(&self, p: u32, at: i64, dur: u64) -> bool {
+        self.cover_groups[p as usize].holds == 0
+            && self.cover_peak(p, at, dur).jobs == 0
+            && self
+                .covered_group(p)
+                .is_none_or(|c| self.whole_peak(c, 0, at, dur).jobs == 0)
+    }
+
+    /// Counts a hold of leaf `v`'s own made (`by` 1) or removed (-1) toward its cover
+    /// group's.
+    #[inline]
+    pub(super) fn count_leaf_hold(&mut self, v: VertexId, by: i32) {
+        if let Some(p) = self.cover_group(v) {
+            let n = &mut self.cover_groups[p as usize].holds;
+            *n = n.saturating_add_signed(by);
+        }
     }
 
     /// The inner index of `v` when it is an inner vertex.
@@ -205,41 +231,36 @@ impl SchedState {
     /// cores read its covers once, not 44 times). The caller clears `memo` when the covers
     /// change ([`CoverMemo::clear`]) and uses one memo per window.
     ///
-    /// A leaf whose `parent` no job touches over the window has all its units free (every
-    /// job on a leaf is one on its parent), unless units stayed held without their job
-    /// (`untouched_means_free`): that is asked once per parent, and such a leaf's
-    /// calendars are not read (a free socket's 22 cores under `first-1024`).
+    /// When nothing holds any leaf of the group over the window
+    /// ([`SchedState::group_untouched`], asked once per group), each has all its units free
+    /// and its calendars are not read (a free socket's 22 cores under `first-1024`).
     pub(crate) fn leaf_units_free(
         &self,
         v: VertexId,
-        parent: Option<VertexId>,
         size: i64,
-        (at, dur): (i64, u64),
+        at: i64,
+        dur: u64,
         memo: &mut CoverMemo,
     ) -> i64 {
-        if let Some(u) = parent {
-            let free = match memo.parent {
-                Some((p, free)) if p == u.0 => free,
-                _ => {
-                    let free = self.untouched_means_free()
-                        && self.inner_index(u).is_some()
-                        && self.untouched(u, at, dur);
-                    memo.parent = Some((u.0, free));
-                    free
-                }
-            };
-            if free {
-                debug_assert_eq!(
-                    size,
-                    self.units_free(v, size, at, dur),
-                    "a leaf below a free parent"
-                );
-                return size;
-            }
-        }
         let Some(p) = self.cover_group(v) else {
             return self.units_free(v, size, at, dur);
         };
+        let idle = match memo.group {
+            Some((q, idle)) if q == p => idle,
+            _ => {
+                let idle = self.group_untouched(p, at, dur);
+                memo.group = Some((p, idle));
+                idle
+            }
+        };
+        if idle {
+            debug_assert_eq!(
+                size,
+                self.units_free(v, size, at, dur),
+                "an idle group's leaf"
+            );
+            return size;
+        }
         let covered = match memo.last {
             Some((q, c)) if q == p => {
                 memo.hits += 1;
@@ -317,6 +338,7 @@ impl SchedState {
                         .map_err(err)?;
                     out.push(SpanRef::Leaf(c.0, hold));
                     self.count_record(self.cover_groups[i as usize].whole, 1);
+                    self.count_leaf_hold(c, 1);
                 }
             }
         }
