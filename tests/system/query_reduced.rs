@@ -420,6 +420,21 @@ fn a_partial_cancel_takes_the_jobs_instants_out_of_the_reservation_search() {
     assert!(plain.contains("SCHEDULED AT=3600"), "{plain}");
 }
 
+/// A partial cancel that gives back a node's own records keeps the job's cores below it
+/// held: the node is then untouched over the window while leaves below it are not, so no
+/// leaf may be taken for free because its parent is (a leaf shortcut once did; debug
+/// builds compare every leaf it answers with the leaf's calendars: random differential
+/// seed 31685, reduced; `fluxion.out` and `fluxion.err` are Fluxion's binary's).
+#[test]
+fn a_partial_cancel_keeps_leaves_held_below_an_untouched_node() {
+    assert_as_fluxion(
+        "partial-cancel-leaves-held",
+        &["-P", "low", "-F", "pretty_simple", "-T", "flexible"],
+        "match allocate_orelse_reserve j1.yaml\nmatch allocate_orelse_reserve j0.yaml\n\
+         partial-cancel 2 rv1exec r0.json stats\nmatch allocate j1.yaml\nquit\n",
+    );
+}
+
 /// After a partial cancel an ancestor the job held exclusively keeps its own units taken
 /// (Fluxion's partial cancel shrinks the ancestors' filters and drops their job counts, but
 /// leaves their schedule spans), so a vertex no job count touches is not free any more: the
