@@ -299,19 +299,18 @@ impl MatchWriter {
                 }
             }
         }
-        let mode = match (pretty, exclusive) {
-            (false, true) => "x",
-            (false, false) => "s",
-            (true, true) => "exclusive",
-            (true, false) => "shared",
+        // The mode with the line's end, in one copy.
+        let tail = match (pretty, exclusive) {
+            (false, true) => ":x]\n",
+            (false, false) => ":s]\n",
+            (true, true) => ":exclusive]\n",
+            (true, false) => ":shared]\n",
         };
         // By hand rather than `writeln!`: this line is most of what `query` prints.
         line.push_str(g.name(v));
         line.push('[');
         shardsched_resource::graph::push_int(line, needs);
-        line.push(':');
-        line.push_str(mode);
-        line.push_str("]\n");
+        line.push_str(tail);
     }
 
     fn shorthand_vertex(
