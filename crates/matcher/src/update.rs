@@ -55,7 +55,7 @@ pub fn emission(
     let mut out = Allocation::in_lists(lists, at, duration);
     let mut walk = Emit {
         g,
-        tree,
+        child_lists: tree.child_lists(),
         marks,
         whole: &whole,
         st,
@@ -81,7 +81,8 @@ pub fn emission(
 
 struct Emit<'a, F: Fn(VertexId) -> bool> {
     g: &'a ResourceGraph,
-    tree: &'a dyn Tree,
+    /// The tree's child lists, read once ([`Tree::child_lists`]).
+    child_lists: (&'a [u32], &'a [u32]),
     marks: &'a Marks,
     whole: &'a F,
     /// Where whole nodes' listings are kept.
@@ -141,7 +142,13 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
         if dag {
             self.seen[u.index()] = true;
         }
-        for &c in self.tree.children(u) {
+        let (start, list) = self.child_lists;
+        let children = &list[start[u.index()] as usize..start[u.index() + 1] as usize];
+        let is_leaf = |c: u32| start[c as usize] == start[c as usize + 1];
+        // Children that may be listed here at once (see below), asked of the first: a
+        // rack's nodes are not, and each one asked would be a cache miss of a reservation.
+        let leaves = !whole && !dag && children.first().is_some_and(|&c| is_leaf(c));
+        for &c in children {
             if dag && self.seen[c as usize] {
                 continue;
             }
@@ -154,6 +161,21 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
                     _ => continue,
                 }
             };
+            // A leaf of no type taken whole, in a tree, below a vertex not taken whole (a
+            // socket's cores): listed here as its visit would list it, when taken
+            // exclusively (a call a leaf saved, most of a socket match's listing).
+            if leaves && is_leaf(c) && !(self.whole)(VertexId(c)) {
+                if x {
+                    self.out.push(AllocVertex {
+                        v: VertexId(c),
+                        needs: i64::try_from(needs).unwrap_or(i64::MAX),
+                        exclusive: true,
+                        depth: depth + 1,
+                    });
+                    n += 1;
+                }
+                continue;
+            }
             n += self.visit(VertexId(c), needs, x, whole, depth + 1);
         }
         if excl {
@@ -197,7 +219,7 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
     /// a vertex), then a loop entering the stack at each vertex (53).
     fn visit_whole(&mut self, u: VertexId, needs: i64, depth: u32) -> u64 {
         let first = self.out.entries().len();
-        let (start, list) = self.tree.child_lists();
+        let (start, list) = self.child_lists;
         let g = self.g;
         // The first and last index of `v`'s children in `list`.
         let children = |v: u32| (start[v as usize], start[v as usize + 1]);
