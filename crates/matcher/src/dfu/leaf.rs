@@ -27,8 +27,9 @@ pub(super) struct LeavesBelow {
     /// The last cover group met, and whether nothing holds its leaves over the window
     /// (`SchedState::group_untouched`): then no leaf's calendar of the group is read.
     group: Option<(u32, bool)>,
-    /// The last type met, and what [`Walk::leaf_case`] said of it.
-    case: Option<(Sym, Option<bool>)>,
+    /// The last type met (and the exclusivity it was met under), and what
+    /// [`Walk::leaf_case`] said of it.
+    case: Option<(Sym, bool, Option<bool>)>,
 }
 
 /// What the general visit of a leaf would do: its candidacy and the exclusivity it hands
@@ -123,10 +124,10 @@ impl<'a> Walk<'a> {
     ) -> Option<LeafOutcome> {
         // The same for every leaf of one type an exploration meets: asked once.
         let case = match below.case {
-            Some((k, case)) if k == kind => case,
+            Some((k, x, case)) if k == kind && x == excl => case,
             _ => {
                 let case = self.leaf_case(kind, reqs, excl);
-                below.case = Some((kind, case));
+                below.case = Some((kind, excl, case));
                 case
             }
         };

@@ -50,7 +50,7 @@ pub(crate) struct CoverMemo {
 }
 
 impl CoverMemo {
-    /// Forgets the peak read: the covers changed.
+    /// Forgets what was read: the covers changed.
     pub(crate) fn clear(&mut self) {
         self.last = None;
         self.group = None;
@@ -148,6 +148,7 @@ impl SchedState {
     pub(super) fn count_leaf_hold(&mut self, v: VertexId, by: i32) {
         if let Some(p) = self.cover_group(v) {
             let n = &mut self.cover_groups[p as usize].holds;
+            debug_assert!(by > 0 || *n > 0, "a leaf hold removed that was not counted");
             *n = n.saturating_add_signed(by);
         }
     }
