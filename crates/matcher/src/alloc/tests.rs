@@ -348,3 +348,49 @@ fn another_matchers_allocation_is_listed_out() {
         "{again:?}"
     );
 }
+
+/// A cover group is idle over a window when none of its leaves holds a record of its own
+/// (at any time), and no cover of the group and no whole cover of its node meets the
+/// window: what the leaf shortcut and the commit's leaf check read instead of each leaf's
+/// calendar (`SchedState::group_untouched`). A core job makes its group busy until it is
+/// cancelled; a whole-node job makes it busy over its window only. Whenever the group reads
+/// idle, each of its leaves has all its units free.
+#[test]
+fn a_cover_group_is_idle_only_while_nothing_holds_its_leaves() {
+    let mut m = first_matcher(two_nodes());
+    let group_of_core = |m: &Matcher, job: u64| {
+        let alloc = &m.job(job).unwrap().alloc;
+        let core = alloc.iter().find(|av| m.graph.kind_str(av.v) == "core");
+        m.state.cover_group(core.unwrap().v).unwrap()
+    };
+    let leaves_free = |m: &Matcher, p: u32, at: i64| {
+        (0..m.graph.len() as u32)
+            .map(VertexId)
+            .filter(|&v| m.state.cover_group(v) == Some(p))
+            .all(|v| {
+                let size = m.graph.size(v);
+                m.state.units_free(v, size, at, 100) == size
+            })
+    };
+    m.place(MatchOp::Allocate, &one_core(), 1, 0).unwrap();
+    let p = group_of_core(&m, 1);
+    assert!(!m.state.group_untouched(p, 0, 100), "the core job's group");
+    assert!(
+        !m.state.group_untouched(p, 1_000, 100),
+        "a leaf's own hold counts at any time"
+    );
+    m.cancel(1).unwrap();
+    assert!(m.state.group_untouched(p, 0, 100), "cancelled");
+    assert!(leaves_free(&m, p, 0));
+    m.place(MatchOp::Allocate, &whole_nodes(2), 2, 0).unwrap();
+    assert!(
+        !m.state.group_untouched(p, 0, 100),
+        "a whole cover over the window"
+    );
+    assert!(!leaves_free(&m, p, 50));
+    assert!(
+        m.state.group_untouched(p, 100, 100),
+        "after the whole cover"
+    );
+    assert!(leaves_free(&m, p, 100));
+}
