@@ -42,7 +42,7 @@ mod listing;
 mod shape;
 mod whole;
 use cover::CoverGroup;
-pub(crate) use cover::CoverMemo;
+pub(crate) use cover::{CoverMemo, IdleGroup};
 pub use kinds::ChildKinds;
 pub(crate) use listing::{Below, KeptListings, WholeListing};
 pub use whole::UntouchedScratch;

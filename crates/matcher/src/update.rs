@@ -166,12 +166,8 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
             // exclusively (a call a leaf saved, most of a socket match's listing).
             if leaves && is_leaf(c) && !(self.whole)(VertexId(c)) {
                 if x {
-                    self.out.push(AllocVertex {
-                        v: VertexId(c),
-                        needs: i64::try_from(needs).unwrap_or(i64::MAX),
-                        exclusive: true,
-                        depth: depth + 1,
-                    });
+                    let needs = i64::try_from(needs).unwrap_or(i64::MAX);
+                    self.out.push(exclusive_entry(c, needs, depth + 1));
                     n += 1;
                 }
                 continue;
@@ -247,7 +243,7 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
                 let size = g.size(VertexId(c)).max(0);
                 let (next, end) = children(c);
                 if next == end {
-                    self.out.push(taken_whole(c, size, below));
+                    self.out.push(exclusive_entry(c, size, below));
                 } else {
                     inner = Some(Entered {
                         v: c,
@@ -263,7 +259,8 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
                 None => {
                     let done = *top;
                     stack.pop();
-                    self.out.push(taken_whole(done.v, done.needs, below - 1));
+                    self.out
+                        .push(exclusive_entry(done.v, done.needs, below - 1));
                 }
             }
         }
@@ -301,8 +298,9 @@ struct Entered {
     end: u32,
 }
 
-/// The entry of vertex `v` listed inside a subtree taken whole: `needs` units, exclusively.
-fn taken_whole(v: u32, needs: i64, depth: u32) -> AllocVertex {
+/// The entry of vertex `v` taken exclusively, `needs` of its units at `depth`: each vertex
+/// of a subtree taken whole, and a leaf its parent's loop lists (`Emit::visit`).
+fn exclusive_entry(v: u32, needs: i64, depth: u32) -> AllocVertex {
     AllocVertex {
         v: VertexId(v),
         needs,

@@ -16,7 +16,7 @@ use shardsched_resource::{Status, Sym, VertexId};
 
 use super::{Errno, Visit, Walk, perf_class};
 use crate::request::ReqId;
-use crate::state::{Usage, XCHECK_TOTAL};
+use crate::state::{IdleGroup, Usage, XCHECK_TOTAL};
 
 /// What one exploration finds once for the leaves it meets, each at the first leaf that
 /// needs it. Why: a free socket's 22 cores are most of what `first-1024`'s selects visit,
@@ -24,9 +24,9 @@ use crate::state::{Usage, XCHECK_TOTAL};
 /// (~50 instructions) and its calendar (~130).
 #[derive(Default)]
 pub(super) struct LeavesBelow {
-    /// The last cover group met, and whether nothing holds its leaves over the window
-    /// (`SchedState::group_untouched`): then no leaf's calendar of the group is read.
-    group: Option<(u32, bool)>,
+    /// Whether nothing holds the last cover group's leaves over the window: then no leaf's
+    /// calendar of the group is read.
+    group: IdleGroup,
     /// The last type met (and the exclusivity it was met under), and what
     /// [`Walk::leaf_case`] said of it.
     case: Option<(Sym, bool, Option<bool>)>,
@@ -147,25 +147,20 @@ impl<'a> Walk<'a> {
         let w = &self.win;
         let size = self.g.size(c);
         let st = self.st;
-        let idle = st.cover_group(c).is_some_and(|p| match below.group {
-            Some((q, idle)) if q == p => idle,
-            _ => {
-                let idle = st.group_untouched(p, w.at, w.dur);
-                below.group = Some((p, idle));
-                idle
-            }
-        });
+        let idle = st
+            .cover_group(c)
+            .is_some_and(|p| below.group.ask(st, p, w.at, w.dur));
         let usage = if idle {
             Usage {
                 units_free: size,
                 jobs_free: XCHECK_TOTAL,
             }
         } else {
-            self.st.usage(c, size, w.at, w.dur)
+            st.usage(c, size, w.at, w.dur)
         };
         debug_assert_eq!(
             usage,
-            self.st.usage(c, size, w.at, w.dur),
+            st.usage(c, size, w.at, w.dur),
             "a leaf of an idle group"
         );
         if usage.units_free <= 0 || (x_in && usage.jobs_free < XCHECK_TOTAL) {

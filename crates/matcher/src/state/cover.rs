@@ -37,14 +37,14 @@ pub(super) struct CoverGroup {
     holds: u32,
 }
 
-/// The cover peak of the last cover group a commit read (see
-/// [`SchedState::leaf_units_free`]), and how often it served again.
+/// What a commit read last of a cover group (see [`SchedState::leaf_units_free`]): its
+/// covers' peak and whether it is idle, and how often the peak served again.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct CoverMemo {
     last: Option<(u32, PeakUse)>,
-    /// The last cover group asked about, and whether nothing holds any of its leaves over
-    /// the window ([`SchedState::group_untouched`]): then their calendars are not read.
-    group: Option<(u32, bool)>,
+    /// Whether nothing holds the last group's leaves over the window: then their calendars
+    /// are not read.
+    group: IdleGroup,
     /// Leaves answered from the memo without reading their covers.
     pub(crate) hits: u64,
 }
@@ -53,7 +53,29 @@ impl CoverMemo {
     /// Forgets what was read: the covers changed.
     pub(crate) fn clear(&mut self) {
         self.last = None;
-        self.group = None;
+        self.group = IdleGroup::default();
+    }
+}
+
+/// The last cover group asked about and [`SchedState::group_untouched`]'s answer, for a
+/// caller that asks it of a run of the group's leaves over one window (an exploration, a
+/// commit): the answer is read once per group.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct IdleGroup(Option<(u32, bool)>);
+
+impl IdleGroup {
+    /// Whether cover group `p` is untouched during `[at, at + dur)`, asked of `st` unless
+    /// `p` was the group asked last.
+    #[inline]
+    pub(crate) fn ask(&mut self, st: &SchedState, p: u32, at: i64, dur: u64) -> bool {
+        match self.0 {
+            Some((q, idle)) if q == p => idle,
+            _ => {
+                let idle = st.group_untouched(p, at, dur);
+                self.0 = Some((p, idle));
+                idle
+            }
+        }
     }
 }
 
@@ -133,7 +155,9 @@ impl SchedState {
     /// Whether nothing holds any leaf of cover group `p` during the window: no hold of a
     /// leaf's own at any time, no cover of the group and no whole cover of its node over the
     /// window. Then each leaf has all its units and no job: what [`SchedState::usage`] would
-    /// read from its calendars, read once for the group.
+    /// read from its calendars, read once for the group. (The whole covers are asked as
+    /// each leaf's peak asks them, `whole_peak`, windows past the planning window
+    /// included.)
     pub(crate) fn group_untouched(&self, p: u32, at: i64, dur: u64) -> bool {
         self.cover_groups[p as usize].holds == 0
             && self.cover_peak(p, at, dur).jobs == 0
@@ -246,15 +270,7 @@ impl SchedState {
         let Some(p) = self.cover_group(v) else {
             return self.units_free(v, size, at, dur);
         };
-        let idle = match memo.group {
-            Some((q, idle)) if q == p => idle,
-            _ => {
-                let idle = self.group_untouched(p, at, dur);
-                memo.group = Some((p, idle));
-                idle
-            }
-        };
-        if idle {
+        if memo.group.ask(self, p, at, dur) {
             debug_assert_eq!(
                 size,
                 self.units_free(v, size, at, dur),
