@@ -175,7 +175,10 @@ impl<'a> Walk<'a> {
         let mut known = self.start_children(u, (children, reversed), reqs, pristine, excl);
         let n = children.len();
         let mut below = LeavesBelow::default();
-        for i in 0..n {
+        let mut next = 0;
+        while next < n {
+            let i = next;
+            next += 1;
             let c = VertexId(children[if reversed { n - 1 - i } else { i }]);
             let kind = known.kind(i).unwrap_or_else(|| self.g.kind(c));
             // Every request has a tally of its type: one look says whether the child's type
@@ -242,6 +245,32 @@ impl<'a> Walk<'a> {
             );
             if unmet == 0 {
                 break;
+            }
+            // The leaves of an idle group that follow the one just found: each answered
+            // from itself while its type is not met (the other tallies do not move).
+            if let Some(run) = below.run.take()
+                && let Some(t) = tallies.iter().position(|t| t.kind == kind)
+            {
+                while next < n && !tallies[t].met {
+                    let i = next;
+                    let c = VertexId(children[if reversed { n - 1 - i } else { i }]);
+                    let asked = (reqs, pristine);
+                    let Some(vis) = self.next_idle_leaf(c, run, asked, &mut below) else {
+                        break;
+                    };
+                    next += 1;
+                    self.cands
+                        .push_vertex(kind, vis.score, vis.avail(), c.0, run.excl);
+                    tallies[t].add(vis.avail());
+                    if tallies[t].satisfies(multiplier) {
+                        tallies[t].met = true;
+                        unmet -= 1;
+                    }
+                }
+                counted = self.cands.groups.len();
+                if unmet == 0 {
+                    break;
+                }
             }
         }
         self.end_children(u, known);

@@ -30,6 +30,21 @@ pub(super) struct LeavesBelow {
     /// The last type met (and the exclusivity it was met under), and what
     /// [`Walk::leaf_case`] said of it.
     case: Option<(Sym, bool, Option<bool>)>,
+    /// The leaf just visited was a candidate of an idle cover group: its group's next
+    /// leaves may be answered from themselves ([`Walk::next_idle_leaf`]). Set by each such
+    /// visit, taken by the exploration right after it.
+    pub(super) run: Option<IdleRun>,
+}
+
+/// A leaf of an idle cover group that a visit found a candidate, and how: every other leaf
+/// of the group, met in the same exploration, has all its units and no job too.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct IdleRun {
+    group: u32,
+    kind: Sym,
+    /// The exclusivity the leaf was asked under, and the one it handed up.
+    excl_in: bool,
+    pub(super) excl: bool,
 }
 
 /// What the general visit of a leaf would do: its candidacy and the exclusivity it hands
@@ -166,20 +181,75 @@ impl<'a> Walk<'a> {
         if usage.units_free <= 0 || (x_in && usage.jobs_free < XCHECK_TOTAL) {
             return Some(busy);
         }
-        // `finish_vtx`: nothing to choose; the score of the vertex.
-        let score = if self.policy.variation {
-            1 + perf_class(self.g, c)
-        } else {
-            1 + self.multilevel + self.g.id(c) + 1
-        };
+        if idle && let Some(group) = st.cover_group(c) {
+            below.run = Some(IdleRun {
+                group,
+                kind,
+                excl_in: excl,
+                excl: x_in,
+            });
+        }
         Some(LeafOutcome {
             visit: Some(Visit::new(
-                score,
+                self.leaf_score(c),
                 u64::try_from(usage.units_free).unwrap_or(0),
             )),
             excl: x_in,
             errno: None,
         })
+    }
+
+    /// `finish_vtx`'s score of leaf `c` (it has nothing to choose).
+    #[inline]
+    fn leaf_score(&self, c: VertexId) -> i64 {
+        if self.policy.variation {
+            1 + perf_class(self.g, c)
+        } else {
+            1 + self.multilevel + self.g.id(c) + 1
+        }
+    }
+
+    /// The visit of `c`, met in an exploration right after a leaf of `run`'s idle cover
+    /// group was found a candidate, when `c` is an up leaf of that group with units: what
+    /// [`Walk::visit_leaf`] gives then (the same case, the group still idle over the same
+    /// window), read off `c` alone. `None`, and nothing done, for any other child.
+    ///
+    /// Why: a free socket's 22 cores each went through the whole short visit, asking again
+    /// what the first had answered, and through the exploration's loop (~250 instructions
+    /// a core). Debug builds visit each such leaf the short way too (itself checked against
+    /// the general visit) and compare.
+    #[inline]
+    pub(super) fn next_idle_leaf(
+        &mut self,
+        c: VertexId,
+        run: IdleRun,
+        (reqs, pristine): (&'a [ReqId], bool),
+        below: &mut LeavesBelow,
+    ) -> Option<Visit> {
+        if self.g.kind(c) != run.kind
+            || !self.is_leaf(c)
+            || self.st.cover_group(c) != Some(run.group)
+            || self.g.status(c) != Status::Up
+        {
+            return None;
+        }
+        let size = u64::try_from(self.g.size(c)).ok().filter(|&s| s > 0)?;
+        let visit = Visit::new(self.leaf_score(c), size);
+        if cfg!(debug_assertions) {
+            let mut x = run.excl_in;
+            let short = self.visit_leaf_itself(c, run.kind, reqs, pristine, &mut x, below);
+            assert_eq!(
+                (short, x),
+                (Some(Some(visit)), run.excl),
+                "an idle group's next leaf differs from its visit"
+            );
+            return Some(visit);
+        }
+        // What `visit_leaf_itself` counts and clears for a candidate.
+        self.visits.0 += 1;
+        self.visits.1 += 1;
+        self.choices.clear();
+        Some(visit)
     }
 
     /// Whether leaves of type `kind` that `reqs` ask (under a parent taken exclusively when
