@@ -413,6 +413,32 @@ fn commit_inner(
                 ..av
             };
             kept += 1;
+            // The leaves of its group that follow it, taken whole as it is: what the loop
+            // does for each, less what it asked for this one (no node held whole waits, and
+            // the group's whole, rank and covers are this leaf's). Why: a socket's 22 cores
+            // each went through the whole loop (~100 instructions a core).
+            let row = &mut up[d];
+            while let Some(&leaf) = alloc.entries().get(next) {
+                if leaf.depth != av.depth
+                    || !leaf.exclusive
+                    || st.cover_group(leaf.v) != Some(p)
+                    || leaf.needs != g.size(leaf.v)
+                    || alloc.wholes().get(w).is_some_and(|e| e.at as usize == next)
+                    || st.leaf_units_free(leaf.v, leaf.needs, at, dur, memo) < leaf.needs
+                {
+                    break;
+                }
+                pending.push((leaf.v.0, p));
+                if let Some(r) = rank {
+                    add(row, r, leaf.needs);
+                }
+                alloc.entries_mut()[kept] = AllocVertex {
+                    depth: leaf.depth + skew,
+                    ..leaf
+                };
+                kept += 1;
+                next += 1;
+            }
             continue;
         }
         // Taken out for this vertex and put back emptied, so its memory serves the next.
