@@ -235,6 +235,10 @@ impl<'a> Walk<'a> {
         }
         let size = u64::try_from(self.g.size(c)).ok().filter(|&s| s > 0)?;
         let visit = Visit::new(self.leaf_score(c), size);
+        debug_assert!(
+            self.choices.list.is_empty(),
+            "choices made since the group's leaf"
+        );
         if cfg!(debug_assertions) {
             let mut x = run.excl_in;
             let short = self.visit_leaf_itself(c, run.kind, reqs, pristine, &mut x, below);
@@ -245,10 +249,10 @@ impl<'a> Walk<'a> {
             );
             return Some(visit);
         }
-        // What `visit_leaf_itself` counts and clears for a candidate.
+        // What `visit_leaf_itself` counts for a candidate. (It clears the choices too: the
+        // group's first leaf did, and nothing chose since.)
         self.visits.0 += 1;
         self.visits.1 += 1;
-        self.choices.clear();
         Some(visit)
     }
 
