@@ -147,6 +147,12 @@ impl HoldLists {
             self.slots.push(slot);
             id
         };
+        if list.capacity() == 0 {
+            // Room for one: most pools (a socket's cores under socket jobs) only ever hold
+            // one at a time, and a first push would make room for four (120 bytes more a
+            // pool, 2,048 such pools in first-1024).
+            list.reserve_exact(1);
+        }
         list.push(Entry {
             start,
             end,
