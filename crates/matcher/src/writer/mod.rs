@@ -289,28 +289,36 @@ impl MatchWriter {
         }
         let line = &mut self.text;
         // Six blanks and three dashes a level, in one copy when the depth is in
-        // `SIMPLE_PREFIX` (the lines are most of what `query` prints).
-        match SIMPLE_PREFIX.get(..6 + 3 * (depth as usize + 1)) {
-            Some(prefix) => line.push_str(prefix),
-            None => {
-                line.push_str("      ");
-                for _ in 0..=depth {
-                    line.push_str("---");
+        // `SIMPLE_PREFIX` (the lines are most of what `query` prints); for the usual depths
+        // a copy of known length, which the compiler writes in place of a `memcpy` call.
+        macro_rules! prefix {
+            ($($d:literal)*) => {
+                match depth {
+                    $($d => line.push_str(&SIMPLE_PREFIX[..6 + 3 * ($d + 1)]),)*
+                    _ => match SIMPLE_PREFIX.get(..6 + 3 * (depth as usize + 1)) {
+                        Some(prefix) => line.push_str(prefix),
+                        None => {
+                            line.push_str("      ");
+                            for _ in 0..=depth {
+                                line.push_str("---");
+                            }
+                        }
+                    },
                 }
-            }
+            };
         }
-        // The mode with the line's end, in one copy.
-        let tail = match (pretty, exclusive) {
-            (false, true) => ":x]\n",
-            (false, false) => ":s]\n",
-            (true, true) => ":exclusive]\n",
-            (true, false) => ":shared]\n",
-        };
+        prefix!(0 1 2 3 4 5 6 7);
         // By hand rather than `writeln!`: this line is most of what `query` prints.
         line.push_str(g.name(v));
         line.push('[');
         shardsched_resource::graph::push_int(line, needs);
-        line.push_str(tail);
+        // The mode with the line's end, each a constant (one copy of known length).
+        match (pretty, exclusive) {
+            (false, true) => line.push_str(":x]\n"),
+            (false, false) => line.push_str(":s]\n"),
+            (true, true) => line.push_str(":exclusive]\n"),
+            (true, false) => line.push_str(":shared]\n"),
+        }
     }
 
     fn shorthand_vertex(
