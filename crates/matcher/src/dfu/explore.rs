@@ -5,7 +5,7 @@
 use shardsched_resource::{Sym, VertexId};
 use smallvec::SmallVec;
 
-use super::leaf::LeavesBelow;
+use super::leaf::{IdleRun, LeavesBelow};
 use super::{Budget, Walk};
 use crate::request::ReqId;
 use crate::types::SLOT;
@@ -248,24 +248,17 @@ impl<'a> Walk<'a> {
             }
             // The leaves of an idle group that follow the one just found: each answered
             // from itself while its type is not met (the other tallies do not move).
-            if let Some(run) = below.run.take()
+            if below.run.is_some()
+                && let Some(run) = below.run.take()
                 && let Some(t) = tallies.iter().position(|t| t.kind == kind)
             {
-                while next < n && !tallies[t].met {
-                    let i = next;
-                    let c = VertexId(children[if reversed { n - 1 - i } else { i }]);
-                    let asked = (reqs, pristine);
-                    let Some(vis) = self.next_idle_leaf(c, run, asked, &mut below) else {
-                        break;
-                    };
-                    next += 1;
-                    self.cands
-                        .push_vertex(kind, vis.score, vis.avail(), c.0, run.excl);
-                    tallies[t].add(vis.avail());
-                    if tallies[t].satisfies(multiplier) {
-                        tallies[t].met = true;
-                        unmet -= 1;
-                    }
+                let tally = &mut tallies[t];
+                let was_met = tally.met;
+                let asked = (reqs, pristine, multiplier);
+                next +=
+                    self.follow_idle_run(run, (children, reversed, next), tally, asked, &mut below);
+                if tally.met && !was_met {
+                    unmet -= 1;
                 }
                 counted = self.cands.groups.len();
                 if unmet == 0 {
@@ -274,5 +267,37 @@ impl<'a> Walk<'a> {
             }
         }
         self.end_children(u, known);
+    }
+
+    /// Candidates for the leaves of `run`'s idle cover group that come next among the
+    /// children (`children`, read backwards when `reversed`, from `next`), each answered
+    /// from itself ([`Walk::next_idle_leaf`]) until `tally` (their type's) is met or a
+    /// child is no such leaf. Returns how many it took. Out of line: the exploration's own
+    /// loop, which runs at every vertex `first` walks, stays lean.
+    #[inline(never)]
+    fn follow_idle_run(
+        &mut self,
+        run: IdleRun,
+        (children, reversed, next): (&[u32], bool, usize),
+        tally: &mut Tally,
+        (reqs, pristine, multiplier): (&'a [ReqId], bool, u64),
+        below: &mut LeavesBelow,
+    ) -> usize {
+        let n = children.len();
+        let mut i = next;
+        while i < n && !tally.met {
+            let c = VertexId(children[if reversed { n - 1 - i } else { i }]);
+            let Some(vis) = self.next_idle_leaf(c, run, (reqs, pristine), below) else {
+                break;
+            };
+            i += 1;
+            self.cands
+                .push_vertex(run.kind(), vis.score, vis.avail(), c.0, run.excl);
+            tally.add(vis.avail());
+            if tally.satisfies(multiplier) {
+                tally.met = true;
+            }
+        }
+        i - next
     }
 }

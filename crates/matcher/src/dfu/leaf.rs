@@ -47,6 +47,13 @@ pub(super) struct IdleRun {
     pub(super) excl: bool,
 }
 
+impl IdleRun {
+    /// The leaves' type.
+    pub(super) fn kind(&self) -> Sym {
+        self.kind
+    }
+}
+
 /// What the general visit of a leaf would do: its candidacy and the exclusivity it hands
 /// up (on success), or the errno it sets (on failure).
 #[derive(Clone, Copy, Debug, PartialEq)]
