@@ -247,7 +247,8 @@ impl<'a> Walk<'a> {
                 break;
             }
             // The leaves of an idle group that follow the one just found: each answered
-            // from itself while its type is not met (the other tallies do not move).
+            // from itself while its type is not met (the other tallies do not move). (Read
+            // before it is taken: a take writes, and this is asked after every child.)
             if below.run.is_some()
                 && let Some(run) = below.run.take()
                 && let Some(t) = tallies.iter().position(|t| t.kind == kind)
