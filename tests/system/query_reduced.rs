@@ -630,3 +630,16 @@ fn an_update_is_printed_at_the_level_earlier_matches_left() {
          update allocate jgf u0.json 15 3600 3600\nquit\n",
     );
 }
+
+/// Fluxion's jobspec reader refuses a resource type it does not know as it reads it, before
+/// the rest of that resource and every resource after it: a jobspec whose second resource
+/// has a bad count and whose first holds a type no vertex has is refused for the type (random
+/// differential seed 56317, reduced; `fluxion.out` and `fluxion.err` are Fluxion's binary's).
+#[test]
+fn an_unknown_type_is_refused_before_a_later_bad_count() {
+    assert_as_fluxion(
+        "unknown-type-before-bad-count",
+        &["-S", "CA", "-P", "first"],
+        "match allocate j0.yaml\nmatch allocate j0.yaml\nquit\n",
+    );
+}

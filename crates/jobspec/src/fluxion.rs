@@ -16,11 +16,25 @@ use crate::read::{describe, read_value};
 
 /// Parses `text` (YAML or JSON) as Fluxion's jobspec reader does.
 pub fn parse_fluxion(text: &str) -> Result<Jobspec, JobspecError> {
-    from_value_fluxion(&read_value(text)?)
+    parse_fluxion_noting(text, &mut Vec::new())
+}
+
+/// [`parse_fluxion`], noting in `types` every resource type read, in the order Fluxion's
+/// reader reads them, up to the error if there is one. Why: that reader refuses a type it
+/// does not know as it reads it, before the rest of its resource (the count first) and
+/// before every resource after it; which types it knows is the caller's to say (those of
+/// its graph), so a caller that gets an error here asks first whether a type read before
+/// it was unknown: that is the error Fluxion reports.
+pub fn parse_fluxion_noting(text: &str, types: &mut Vec<String>) -> Result<Jobspec, JobspecError> {
+    from_value_noting(&read_value(text)?, types)
 }
 
 /// As [`parse_fluxion`], from an already parsed value.
 pub fn from_value_fluxion(value: &Value) -> Result<Jobspec, JobspecError> {
+    from_value_noting(value, &mut Vec::new())
+}
+
+fn from_value_noting(value: &Value, types: &mut Vec<String>) -> Result<Jobspec, JobspecError> {
     let top = value
         .as_object()
         .ok_or_else(|| JobspecError::invalid("", "Top level of jobspec is not a mapping"))?;
@@ -52,7 +66,7 @@ pub fn from_value_fluxion(value: &Value) -> Result<Jobspec, JobspecError> {
     let resources = sequence(&top["resources"], "resources")?
         .iter()
         .enumerate()
-        .map(|(i, r)| resource(r, &format!("resources[{i}]")))
+        .map(|(i, r)| resource(r, &format!("resources[{i}]"), types))
         .collect::<Result<Vec<_>, _>>()?;
     let tasks = sequence(&top["tasks"], "tasks")?
         .iter()
@@ -118,7 +132,7 @@ fn required<'a>(
         .ok_or_else(|| JobspecError::invalid(path, format!("Key \"{key}\" missing from {what}")))
 }
 
-fn resource(v: &Value, path: &str) -> Result<Resource, JobspecError> {
+fn resource(v: &Value, path: &str, types: &mut Vec<String>) -> Result<Resource, JobspecError> {
     let map = v
         .as_object()
         .ok_or_else(|| JobspecError::invalid(path, "resource is not a mapping"))?;
@@ -126,6 +140,7 @@ fn resource(v: &Value, path: &str) -> Result<Resource, JobspecError> {
         required(map, path, "type", "resource")?,
         &format!("{path}.type"),
     )?;
+    types.push(kind.clone());
     let count = count(
         required(map, path, "count", "resource")?,
         &format!("{path}.count"),
@@ -155,7 +170,7 @@ fn resource(v: &Value, path: &str) -> Result<Resource, JobspecError> {
         r.with = sequence(w, &with_path)?
             .iter()
             .enumerate()
-            .map(|(i, c)| resource(c, &format!("{with_path}[{i}]")))
+            .map(|(i, c)| resource(c, &format!("{with_path}[{i}]"), types))
             .collect::<Result<Vec<_>, _>>()?;
     }
     if let Some(l) = map.get("label") {
@@ -395,6 +410,22 @@ fn duration(v: &Value, path: &str) -> Result<u64, JobspecError> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_types_read_before_an_error_are_noted_in_reading_order() {
+        // The first resource's children are read before the second resource; the second's
+        // type before its count, which is refused; the tasks are never read.
+        let text = "version: 9999\nresources:\n  - type: slot\n    count: 1\n    label: s\n    with:\n      - {type: core, count: 1}\n      - {type: bb, count: 1}\n  - type: gpu\n    count: {min: 1, max: 1}\ntasks: [{command: [a], slot: s, count: {per_slot: 1}}]\nattributes: {}\n";
+        let mut types = Vec::new();
+        let err = parse_fluxion_noting(text, &mut types).unwrap_err();
+        assert!(err.to_string().contains("All or none of"), "{err}");
+        assert_eq!(types, ["slot", "core", "bb", "gpu"]);
+        // A jobspec that parses notes every type.
+        let good = text.replace("{min: 1, max: 1}", "1");
+        let mut types = Vec::new();
+        parse_fluxion_noting(&good, &mut types).unwrap();
+        assert_eq!(types, ["slot", "core", "bb", "gpu"]);
+    }
 
     #[test]
     fn version_1_is_not_held_to_rfc_25() {

@@ -76,7 +76,7 @@ pub use constraint::Constraint;
 pub use dependency::{DependencyPolicy, JobDependency, Scheme, parse_dependency_arg};
 pub use error::{Format, JobspecError};
 pub use execution::{CarriedFile, Execution, TMPDIR_TEMPLATE, TemplateValues, job_name};
-pub use fluxion::parse_fluxion;
+pub use fluxion::{parse_fluxion, parse_fluxion_noting};
 pub use model::{
     Attributes, Count, CountOp, Jobspec, Resource, Task, TaskCount, VERSION_1, VERSION_GENERAL,
 };

@@ -86,11 +86,29 @@ impl<R: Read> Read for CountedReads<R> {
     }
 }
 
+/// A jobspec Fluxion's reader refuses: its message, and the resource types it read before
+/// the error (`shardsched_jobspec::parse_fluxion_noting`): that reader refuses a type it
+/// does not know first, and which types it knows is the graph's to say, at each match.
+#[derive(Clone, Debug)]
+pub(super) struct Refused {
+    pub(super) message: String,
+    pub(super) types: Vec<String>,
+}
+
+impl Refused {
+    fn message(message: String) -> Refused {
+        Refused {
+            message,
+            types: Vec::new(),
+        }
+    }
+}
+
 impl Jobspecs {
     /// The parsed jobspec in `file` (Fluxion's reading), parsed again only when the file
     /// changed. `Err` carries the message: the file cannot be read (`Ok(Err)`: it does not
     /// parse).
-    pub(super) fn get(&mut self, file: &str) -> Result<Result<Rc<Jobspec>, String>, String> {
+    pub(super) fn get(&mut self, file: &str) -> Result<Result<Rc<Jobspec>, Refused>, String> {
         if self.input_read() && self.any_event() {
             // Which file changed is not asked: events are rare, and every kept jobspec is
             // read again at its next use.
@@ -112,17 +130,20 @@ impl Jobspecs {
         }
         let bytes = std::fs::read(file).map_err(|_| format!("can't open {file}"))?;
         let Ok(text) = String::from_utf8(bytes) else {
-            return Ok(Err("the jobspec is not valid UTF-8".to_string()));
+            return Ok(Err(Refused::message(
+                "the jobspec is not valid UTF-8".to_string(),
+            )));
         };
-        let jobspec = match shardsched_jobspec::parse_fluxion(&text) {
+        let mut types = Vec::new();
+        let jobspec = match shardsched_jobspec::parse_fluxion_noting(&text, &mut types) {
             Ok(js) => Rc::new(js),
             // Fluxion's message alone, as resource-query writes it: flux-sched's own tests
             // compare standard error byte for byte (t3013, t3038), so the file and field
             // are not added.
             Err(shardsched_jobspec::JobspecError::Invalid { message, .. }) => {
-                return Ok(Err(message));
+                return Ok(Err(Refused { message, types }));
             }
-            Err(e) => return Ok(Err(e.to_string())),
+            Err(e) => return Ok(Err(Refused::message(e.to_string()))),
         };
         if self.kept.len() >= PARSED_JOBSPECS_MAX {
             self.kept.clear();

@@ -9,6 +9,7 @@ use shardsched_matcher::writer::WriterError;
 use shardsched_matcher::{FluxionOp, MatchError, QueryOutcome};
 use shardsched_resource::graph::push_int;
 
+use super::jobspecs::Refused;
 use super::{BAR, JobInfo, Lifecycle, Session};
 
 /// resource-query's `errno` after a match, as far as its output tells them apart: EBUSY
@@ -241,7 +242,7 @@ impl Session {
         op: FluxionOp,
         jobid: u64,
         file: &str,
-        js: Result<std::rc::Rc<shardsched_jobspec::Jobspec>, String>,
+        js: Result<std::rc::Rc<shardsched_jobspec::Jobspec>, Refused>,
     ) -> Answer {
         let started = Instant::now();
         let fail = |errno, started: Instant| Answer {
@@ -253,7 +254,19 @@ impl Session {
         };
         let js = match js {
             Ok(js) => js,
-            Err(msg) => {
+            Err(refused) => {
+                // A type read before the error that Fluxion does not know is what its reader
+                // refuses first.
+                let (types, graph) = (self.matcher.types(), &self.matcher.graph);
+                let msg = if refused
+                    .types
+                    .iter()
+                    .any(|t| types.lookup(graph, t).is_none())
+                {
+                    shardsched_matcher::UNKNOWN_TYPE_MESSAGE
+                } else {
+                    refused.message.as_str()
+                };
                 eprintln!("match_allocate: ERROR: Jobspec error for {jobid}: {msg}");
                 return fail(Errno::Inval, started);
             }
