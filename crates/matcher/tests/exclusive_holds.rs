@@ -5,7 +5,7 @@
 
 mod fixtures;
 
-use fixtures::{matcher, spec};
+use fixtures::{matcher, socket_job, spec};
 use shardsched_matcher::{MatchOp, Matcher, Placement, checker};
 use shardsched_resource::{ResourceGraph, VertexId};
 
@@ -117,22 +117,6 @@ fn committing_expanded_allocations_matches_a_plain_commit() {
     }
 }
 
-/// One socket with all 22 cores of a generated node and one of its two gpus.
-const SOCKET_ALL_CORES_ONE_GPU: &str = "version: 9999
-resources:
-  - type: slot
-    count: 1
-    label: s
-    with:
-      - type: socket
-        count: 1
-        with:
-          - {type: core, count: 22}
-          - {type: gpu, count: 1}
-tasks: [{command: [app], slot: s, count: {per_slot: 1}}]
-attributes: {system: {duration: 60}}
-";
-
 #[test]
 fn leaves_of_whole_nodes_are_covered_and_answer_as_their_own_holds_would() {
     for policy in ["first", "low", "hinodex"] {
@@ -144,7 +128,7 @@ fn leaves_of_whole_nodes_are_covered_and_answer_as_their_own_holds_would() {
             spec(Some(4), None, 30),    // more than is free now: a reservation
             // Every core of a socket and one of its gpus: the cores covered (one cover of
             // the socket's cores), the gpu held by itself.
-            shardsched_jobspec::parse(SOCKET_ALL_CORES_ONE_GPU).expect("jobspec"),
+            socket_job(22),
         ];
         for (i, js) in jobs.iter().enumerate() {
             m.place(MatchOp::AllocateOrElseReserve, js, i as u64 + 1, 0)
@@ -165,18 +149,18 @@ fn leaves_of_whole_nodes_are_covered_and_answer_as_their_own_holds_would() {
         // The same calendars with every cover turned back into records answer alike.
         let plain = answers_alike(&m, policy);
         assert!(plain.leaves.live_holds() >= leaves_held, "{policy}");
-        let socket_job = m.job(5).expect("the socket job is placed");
-        let covers = socket_job
+        let socket_record = m.job(5).expect("the socket job is placed");
+        let covers = socket_record
             .spans
             .iter()
             .filter(|s| matches!(s, shardsched_matcher::SpanRef::Cover(..)))
             .count();
-        let leaf_holds = socket_job
+        let leaf_holds = socket_record
             .spans
             .iter()
             .filter(|s| matches!(s, shardsched_matcher::SpanRef::Leaf(..)))
             .count();
-        let wholes = socket_job
+        let wholes = socket_record
             .spans
             .iter()
             .filter(|s| matches!(s, shardsched_matcher::SpanRef::Whole(..)))
@@ -192,7 +176,7 @@ fn leaves_of_whole_nodes_are_covered_and_answer_as_their_own_holds_would() {
             (covers, leaf_holds, wholes),
             want,
             "{policy}: {:?}",
-            socket_job.spans
+            socket_record.spans
         );
         for id in 1..=jobs.len() as u64 {
             let _ = m.cancel(id);

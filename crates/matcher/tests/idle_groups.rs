@@ -7,31 +7,9 @@
 
 mod fixtures;
 
-use fixtures::matcher;
-use shardsched_jobspec::Jobspec;
+use fixtures::{matcher, socket_job};
 use shardsched_matcher::{MatchOp, Matcher, Placement};
 use shardsched_resource::{Status, VertexId};
-
-/// A socket with `cores` cores and one gpu (the bench's socket job when `cores` is 22).
-fn socket_job(cores: u32) -> Jobspec {
-    shardsched_jobspec::parse(&format!(
-        "version: 9999
-resources:
-  - type: slot
-    count: 1
-    label: s
-    with:
-      - type: socket
-        count: 1
-        with:
-          - {{type: core, count: {cores}}}
-          - {{type: gpu, count: 1}}
-tasks: [{{command: [app], slot: s, count: {{per_slot: 1}}}}]
-attributes: {{system: {{duration: 60}}}}
-"
-    ))
-    .expect("jobspec")
-}
 
 /// The vertices job `id` holds, of type `kind`.
 fn held(m: &Matcher, id: u64, kind: &str) -> Vec<VertexId> {
