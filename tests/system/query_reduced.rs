@@ -643,3 +643,18 @@ fn an_unknown_type_is_refused_before_a_later_bad_count() {
         "match allocate j0.yaml\nmatch allocate j0.yaml\nquit\n",
     );
 }
+
+/// A refused match that sets no errno prints the one resource-query holds: ENOTTY at each
+/// command's start, 0 after a match of the same `multi-match` succeeded, ENOENT (and so
+/// "Unsatisfiable request") after one of its jobspecs could not be opened (random
+/// differential seed 62557, reduced; `fluxion.out` and `fluxion.err` are Fluxion's
+/// binary's).
+#[test]
+fn a_multi_match_carries_its_errno_from_one_jobspec_to_the_next() {
+    assert_as_fluxion(
+        "multi-match-carried-errno",
+        &["-P", "first", "-F", "rv1", "-T", "flexible"],
+        "multi-match allocate j0.yaml j2.yaml\nmulti-match allocate nonexist.yaml j2.yaml\n\
+         match allocate j2.yaml\nquit\n",
+    );
+}

@@ -51,11 +51,33 @@ pub(super) fn writer_errno(e: &WriterError) -> (Errno, &'static str) {
     }
 }
 
-/// C's `strerror` of the errno a match left.
-fn strerror(e: shardsched_matcher::Errno) -> &'static str {
+/// What resource-query's `errno` holds when a match that sets none is refused: it prints
+/// it all the same ("traverser: ..."). Each command starts with ENOTTY (left by the
+/// command loop); within one `multi-match` a match that succeeded leaves 0, and a jobspec
+/// that could not be opened ENOENT, for the next (random differential seed 62557, against
+/// Fluxion's binary).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum CarriedErrno {
+    Tty,
+    Zero,
+    NoEnt,
+}
+
+impl CarriedErrno {
+    fn strerror(self) -> &'static str {
+        match self {
+            CarriedErrno::Tty => "Inappropriate ioctl for device",
+            CarriedErrno::Zero => "Success",
+            CarriedErrno::NoEnt => "No such file or directory",
+        }
+    }
+}
+
+/// C's `strerror` of the errno a match left (`carried` when it set none).
+fn strerror(e: shardsched_matcher::Errno, carried: CarriedErrno) -> &'static str {
     use shardsched_matcher::Errno as M;
     match e {
-        M::None => "Inappropriate ioctl for device",
+        M::None => carried.strerror(),
         M::Busy => "Device or resource busy",
         M::NoDev => "No such device",
         M::NoEnt => "No such file or directory",
@@ -99,6 +121,7 @@ impl Session {
             eprintln!("ERROR: unknown subcmd {}", words[1]);
             return Ok(());
         };
+        self.carried_errno = CarriedErrno::Tty;
         for file in &words[2..] {
             let jobid = self.counter;
             if !self.run_match(jobid, op, file, out, stdout)? {
@@ -120,11 +143,15 @@ impl Session {
         let js = match self.jobspecs.get(file) {
             Err(msg) => {
                 eprintln!("ERROR: {msg}");
+                self.carried_errno = CarriedErrno::NoEnt;
                 return Ok(true);
             }
             Ok(parsed) => parsed,
         };
         let mut a = self.match_allocate(op, jobid, file, js);
+        if a.ok {
+            self.carried_errno = CarriedErrno::Zero;
+        }
         let sat = a.ok || !matches!(a.errno, Errno::NoDev | Errno::NoEnt);
         out.write_all(a.text.as_bytes())?;
         self.spare_text = std::mem::take(&mut a.text);
@@ -223,6 +250,15 @@ impl Session {
     /// What resource-query prints when its traverser fails with `errno`: the traverser's
     /// messages when it left any, else the errno unless it is EBUSY or ENODEV (a match that
     /// found nothing, or can never).
+    /// The errno a refused match leaves: the traverser's, or the one the command carried
+    /// when it set none (a jobspec that could not be opened left ENOENT: "Unsatisfiable").
+    fn refused_errno(&self) -> Errno {
+        match (self.matcher.last_errno(), self.carried_errno) {
+            (shardsched_matcher::Errno::None, CarriedErrno::NoEnt) => Errno::NoEnt,
+            (e, _) => Errno::from_matcher(e),
+        }
+    }
+
     fn say_why_the_traverser_failed(&self, errno: Errno) {
         let said = self.matcher.last_complaints();
         if !said.is_empty() {
@@ -230,7 +266,7 @@ impl Session {
         } else if !errno.consumes_id() {
             eprintln!(
                 "match_allocate: ERROR: traverser: {}",
-                strerror(self.matcher.last_errno())
+                strerror(self.matcher.last_errno(), self.carried_errno)
             );
         }
     }
@@ -295,7 +331,7 @@ impl Session {
                 (op != FluxionOp::Satisfiability, Errno::Busy, *at, record)
             }
             QueryOutcome::NoMatch { .. } => {
-                let e = Errno::from_matcher(self.matcher.last_errno());
+                let e = self.refused_errno();
                 self.say_why_the_traverser_failed(e);
                 if !e.consumes_id() {
                     // As resource-query: refused without consuming the id.
@@ -307,7 +343,7 @@ impl Session {
                 let e = if *b {
                     Errno::Busy
                 } else {
-                    let e = Errno::from_matcher(self.matcher.last_errno());
+                    let e = self.refused_errno();
                     self.say_why_the_traverser_failed(e);
                     e
                 };

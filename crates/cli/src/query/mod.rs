@@ -170,6 +170,9 @@ pub struct Session {
     jobspecs: Jobspecs,
     /// The last match's printed text, emptied: the next one is written into its memory.
     spare_text: String,
+    /// resource-query's `errno` as a refused match that sets none prints it
+    /// ([`matching::CarriedErrno`]).
+    carried_errno: matching::CarriedErrno,
 }
 
 impl Session {
@@ -226,6 +229,7 @@ impl Session {
             perf: (f64::MAX, 0.0, 0.0),
             jobspecs: Jobspecs::default(),
             spare_text: String::new(),
+            carried_errno: matching::CarriedErrno::Tty,
         })
     }
 
