@@ -401,7 +401,6 @@ fn commit_inner(
                 below[d + 1].clear();
                 continue;
             }
-            pending.push((av.v.0, p));
             let rank = match group_rank {
                 Some((q, r)) if q == p => r,
                 _ => {
@@ -411,43 +410,42 @@ fn commit_inner(
                 }
             };
             let (up, this) = below.split_at_mut(d + 1);
-            if let Some(r) = rank {
-                add(&mut up[d], r, size);
-            }
-            // A leaf lists nothing below it; summed all the same, as for any vertex.
-            for &(t, n) in &this[0] {
-                add(&mut up[d], t, n);
-            }
-            this[0].clear();
-            alloc.entries_mut()[kept] = AllocVertex {
-                depth: av.depth + skew,
-                ..av
-            };
-            kept += 1;
-            // The leaves of its group that follow it, taken whole as it is: what the loop
-            // does for each, less what it asked for this one (no node held whole waits, and
-            // the group's whole, rank and covers are this leaf's). Why: a socket's 22 cores
-            // each went through the whole loop (~100 instructions a core).
-            let row = &mut up[d];
-            while let Some(&leaf) = alloc.entries().get(next) {
-                if leaf.depth != av.depth
-                    || !leaf.exclusive
-                    || st.cover_group(leaf.v) != Some(p)
-                    || leaf.needs != g.size(leaf.v)
-                    || alloc.wholes().get(w).is_some_and(|e| e.at as usize == next)
-                    || st.leaf_units_free(leaf.v, leaf.needs, at, dur, memo) < leaf.needs
-                {
-                    break;
-                }
+            let (row, own) = (&mut up[d], &mut this[0]);
+            // It, then the leaves of its group that follow it taken whole as it is: what the
+            // loop does for each, less what it asked for this one (no node held whole waits,
+            // and the group's whole, rank and covers are this leaf's). Why: a socket's 22
+            // cores each went through the whole loop (~100 instructions a core).
+            let mut leaf = av;
+            loop {
                 pending.push((leaf.v.0, p));
                 if let Some(r) = rank {
                     add(row, r, leaf.needs);
+                }
+                // A leaf lists nothing below it; summed all the same, as for any vertex.
+                if !own.is_empty() {
+                    for &(t, n) in own.iter() {
+                        add(row, t, n);
+                    }
+                    own.clear();
                 }
                 alloc.entries_mut()[kept] = AllocVertex {
                     depth: leaf.depth + skew,
                     ..leaf
                 };
                 kept += 1;
+                let Some(&n) = alloc.entries().get(next) else {
+                    break;
+                };
+                if n.depth != av.depth
+                    || !n.exclusive
+                    || st.cover_group(n.v) != Some(p)
+                    || n.needs != g.size(n.v)
+                    || alloc.wholes().get(w).is_some_and(|e| e.at as usize == next)
+                    || st.leaf_units_free(n.v, n.needs, at, dur, memo) < n.needs
+                {
+                    break;
+                }
+                leaf = n;
                 next += 1;
             }
             continue;

@@ -247,9 +247,6 @@ impl Session {
         Ok(())
     }
 
-    /// What resource-query prints when its traverser fails with `errno`: the traverser's
-    /// messages when it left any, else the errno unless it is EBUSY or ENODEV (a match that
-    /// found nothing, or can never).
     /// The errno a refused match leaves: the traverser's, or the one the command carried
     /// when it set none (a jobspec that could not be opened left ENOENT: "Unsatisfiable").
     fn refused_errno(&self) -> Errno {
@@ -259,6 +256,9 @@ impl Session {
         }
     }
 
+    /// What resource-query prints when its traverser fails with `errno`: the traverser's
+    /// messages when it left any, else the errno unless it is EBUSY or ENODEV (a match that
+    /// found nothing, or can never).
     fn say_why_the_traverser_failed(&self, errno: Errno) {
         let said = self.matcher.last_complaints();
         if !said.is_empty() {

@@ -251,7 +251,7 @@ impl<'a> Walk<'a> {
             // before it is taken: a take writes, and this is asked after every child.)
             if below.run.is_some()
                 && let Some(run) = below.run.take()
-                && let Some(t) = tallies.iter().position(|t| t.kind == run.kind())
+                && let Some(t) = tallies.iter().position(|t| t.kind == run.kind)
             {
                 let tally = &mut tallies[t];
                 let was_met = tally.met;
@@ -293,7 +293,7 @@ impl<'a> Walk<'a> {
             };
             i += 1;
             self.cands
-                .push_vertex(run.kind(), vis.score, vis.avail(), c.0, run.excl);
+                .push_vertex(run.kind, vis.score, vis.avail(), c.0, run.excl);
             tally.add(vis.avail());
             if tally.satisfies(multiplier) {
                 tally.met = true;

@@ -41,17 +41,11 @@ pub(super) struct LeavesBelow {
 #[derive(Clone, Copy, Debug)]
 pub(super) struct IdleRun {
     group: u32,
-    kind: Sym,
+    /// The leaves' type.
+    pub(super) kind: Sym,
     /// The exclusivity the leaf was asked under, and the one it handed up.
     excl_in: bool,
     pub(super) excl: bool,
-}
-
-impl IdleRun {
-    /// The leaves' type.
-    pub(super) fn kind(&self) -> Sym {
-        self.kind
-    }
 }
 
 /// What the general visit of a leaf would do: its candidacy and the exclusivity it hands
@@ -169,9 +163,8 @@ impl<'a> Walk<'a> {
         let w = &self.win;
         let size = self.g.size(c);
         let st = self.st;
-        let idle = st
-            .cover_group(c)
-            .is_some_and(|p| below.group.ask(st, p, w.at, w.dur));
+        let group = st.cover_group(c);
+        let idle = group.is_some_and(|p| below.group.ask(st, p, w.at, w.dur));
         let usage = if idle {
             Usage {
                 units_free: size,
@@ -188,7 +181,7 @@ impl<'a> Walk<'a> {
         if usage.units_free <= 0 || (x_in && usage.jobs_free < XCHECK_TOTAL) {
             return Some(busy);
         }
-        if idle && let Some(group) = st.cover_group(c) {
+        if idle && let Some(group) = group {
             below.run = Some(IdleRun {
                 group,
                 kind,
