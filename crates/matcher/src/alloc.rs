@@ -20,8 +20,24 @@ pub struct AllocVertex {
     pub needs: i64,
     pub exclusive: bool,
     /// Depth of the walk at this vertex (root = 0), for writers.
-    pub depth: u32,
+    pub depth: Depth,
 }
+
+/// A depth in the walk's tree. Graphs are at most [`GRAPH_DEPTH_MAX`] deep, so 16 bits hold
+/// any, and keep an [`AllocVertex`] at 16 bytes (it was 24 with 32 bits: an allocation
+/// lists every vertex it takes, ~600 bytes a job on first-1024). Shifts between a listing's
+/// depths and the walk's wrap, as the depths do.
+///
+/// [`GRAPH_DEPTH_MAX`]: shardsched_resource::GRAPH_DEPTH_MAX
+pub type Depth = u16;
+
+const _: () = assert!(size_of::<AllocVertex>() == 16);
+
+/// Fluxion's outputs are indented one level deeper for every vertex a calendar refused
+/// before (its walk level is not given back there); the drift stops growing here, so that
+/// a drifted depth still holds the graph's deepest vertex below it. Only a session with
+/// over 65,000 refused vertices meets it (Fluxion's indentation would grow on).
+pub const LEVEL_DRIFT_MAX: Depth = Depth::MAX - 1 - shardsched_resource::GRAPH_DEPTH_MAX as Depth;
 
 /// A vertex a lenient commit left out because its calendar refused it: Fluxion's update
 /// walk writes no vertex for it but still the edge into it, and its children's edges say
@@ -259,7 +275,7 @@ fn commit_inner(
     }
     pending.clear();
     to_cover.clear();
-    let mut skew = 0u32;
+    let mut skew: Depth = 0;
     let mut kept = 0;
     // How many vertices the kept nodes kept whole stand for, their own entries aside: a
     // refused vertex's place counts them.
@@ -595,7 +611,7 @@ fn leave_out(
     av: &AllocVertex,
     (at, dur): (i64, u64),
     lenient: bool,
-    (kept, skew, tagged): (usize, &mut u32, bool),
+    (kept, skew, tagged): (usize, &mut Depth, bool),
     refused: &mut Vec<LeftOut>,
 ) -> Result<(), MatchError> {
     if !lenient {

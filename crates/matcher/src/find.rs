@@ -27,7 +27,7 @@ use std::collections::HashMap;
 use shardsched_resource::{HostRanges, ResourceGraph, Status, VertexId};
 
 use crate::writer::{Emitted, MatchWriter, WriterError};
-use crate::{JobState, Matcher};
+use crate::{Depth, JobState, Matcher};
 
 /// Why `find` printed nothing (resource-query's message on stderr).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -379,7 +379,7 @@ impl Matcher {
 
 /// What the walk hands the writer, in order.
 enum Fed {
-    Vertex(VertexId, u32, Option<Vec<(String, String)>>),
+    Vertex(VertexId, Depth, Option<Vec<(String, String)>>),
     Edge(VertexId, VertexId),
 }
 
@@ -388,7 +388,7 @@ impl Find<'_> {
     fn walk(
         &mut self,
         u: VertexId,
-        depth: u32,
+        depth: Depth,
         over: Inherited,
         fed: &mut Vec<Fed>,
     ) -> Result<usize, FindError> {

@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 
 use shardsched_resource::VertexId;
 
-use crate::{AllocVertex, Allocation, JobState, MatchError, Matcher, Placement};
+use crate::{AllocVertex, Allocation, Depth, JobState, MatchError, Matcher, Placement};
 
 /// One vertex an R names: the units it says and whether exclusively.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -196,7 +196,7 @@ struct Walk<'a> {
 
 impl Walk<'_> {
     /// How many vertices at and below `u` are taken exclusively.
-    fn visit(&mut self, u: VertexId, depth: u32) -> u64 {
+    fn visit(&mut self, u: VertexId, depth: Depth) -> u64 {
         let (needs, exclusive) = self.named[&u.0];
         if !self.seen.insert(u.0) {
             return 0;

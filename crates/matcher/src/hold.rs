@@ -10,7 +10,7 @@
 
 use shardsched_resource::VertexId;
 
-use crate::{AllocVertex, Allocation, JobState, MatchError, Matcher};
+use crate::{AllocVertex, Allocation, Depth, JobState, MatchError, Matcher};
 
 impl Matcher {
     /// Holds node `node` (and everything under it) for `id` from `at` for `duration`
@@ -34,7 +34,7 @@ impl Matcher {
             )));
         }
         let g = &self.graph;
-        let depth = |v: VertexId| u32::try_from(g.depth(v)).unwrap_or(u32::MAX);
+        let depth = |v: VertexId| Depth::try_from(g.depth(v)).unwrap_or(Depth::MAX);
         // Children before parents: the subtree in post-order, then the ancestors upwards.
         let mut subtree: Vec<VertexId> = g.preorder(node).collect();
         subtree.reverse();

@@ -5,7 +5,7 @@
 
 use shardsched_resource::ResourceGraph;
 
-use crate::{AllocVertex, Allocation, JobState, MatchError, Matcher, Placement};
+use crate::{AllocVertex, Allocation, Depth, JobState, MatchError, Matcher, Placement};
 
 /// One vertex of a [`StoredAllocation`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,7 +61,7 @@ impl StoredAllocation {
                     v,
                     needs: s.needs,
                     exclusive: s.exclusive,
-                    depth: u32::try_from(graph.depth(v)).unwrap_or(u32::MAX),
+                    depth: Depth::try_from(graph.depth(v)).unwrap_or(Depth::MAX),
                 })
             })
             .collect::<Result<Vec<_>, MatchError>>()?;

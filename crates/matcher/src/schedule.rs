@@ -8,7 +8,9 @@ use shardsched_resource::{Status, VertexId};
 use crate::dfu::{Errno, Walk, WalkKind, Window};
 use crate::request::Request;
 use crate::state::PLAN_BASE;
-use crate::{AllocVertex, Allocation, JobState, MatchError, Matcher, Placement};
+use crate::{
+    AllocVertex, Allocation, Depth, JobState, LEVEL_DRIFT_MAX, MatchError, Matcher, Placement,
+};
 
 /// resource-query's match operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -296,7 +298,11 @@ impl Matcher {
                 depth: r.vertex.depth + self.level_drift,
                 ..r.vertex
             }));
-            self.level_drift += (listed - taken) as u32;
+            let refused = Depth::try_from(listed - taken).unwrap_or(Depth::MAX);
+            self.level_drift = self
+                .level_drift
+                .saturating_add(refused)
+                .min(LEVEL_DRIFT_MAX);
         }
         // Without `fluxion`, [`Matcher::place`] reads the allocation from the job record:
         // no copy for it.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use shardsched_resource::{ResourceGraph, Sym, VertexId};
 
-use crate::alloc::{AllocVertex, Allocation, Spares};
+use crate::alloc::{AllocVertex, Allocation, Depth, Spares};
 use crate::dfu::{Marks, Tree};
 use crate::state::{KeptListings, SchedState, WholeListing};
 
@@ -99,7 +99,7 @@ struct Emit<'a, F: Fn(VertexId) -> bool> {
 impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
     /// Fluxion's `upd_dfv`: returns how many vertices below and at `u` are taken
     /// exclusively.
-    fn visit(&mut self, u: VertexId, needs: u64, excl: bool, shadow: bool, depth: u32) -> u64 {
+    fn visit(&mut self, u: VertexId, needs: u64, excl: bool, shadow: bool, depth: Depth) -> u64 {
         let whole = shadow || (self.whole)(u);
         let excl = excl || whole;
         let mut n = 0;
@@ -213,7 +213,7 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
     /// listing, which a 64-node match makes for each of its nodes on a cluster it has not
     /// used yet, was a recursive call and a child-list lookup per vertex (85 instructions
     /// a vertex), then a loop entering the stack at each vertex (53).
-    fn visit_whole(&mut self, u: VertexId, needs: i64, depth: u32) -> u64 {
+    fn visit_whole(&mut self, u: VertexId, needs: i64, depth: Depth) -> u64 {
         let first = self.out.entries().len();
         let (start, list) = self.child_lists;
         let g = self.g;
@@ -230,7 +230,7 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
         });
         loop {
             // The depth of the top vertex's children.
-            let below = depth + stack.len() as u32;
+            let below = depth + stack.len() as Depth;
             let Some(top) = stack.last_mut() else {
                 break;
             };
@@ -278,7 +278,7 @@ fn push_kept(
     kept: &Arc<KeptListings>,
     c: u32,
     top: AllocVertex,
-    (needs, depth): (i64, u32),
+    (needs, depth): (i64, Depth),
 ) -> u64 {
     let node = AllocVertex {
         needs,
@@ -300,7 +300,7 @@ struct Entered {
 
 /// The entry of vertex `v` taken exclusively, `needs` of its units at `depth`: each vertex
 /// of a subtree taken whole, and a leaf its parent's loop lists (`Emit::visit`).
-fn exclusive_entry(v: u32, needs: i64, depth: u32) -> AllocVertex {
+fn exclusive_entry(v: u32, needs: i64, depth: Depth) -> AllocVertex {
     AllocVertex {
         v: VertexId(v),
         needs,

@@ -16,7 +16,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use super::AllocVertex;
+use super::{AllocVertex, Depth};
 use crate::state::{Below, KeptListings};
 
 /// What a match got: vertices in writer order (children before parents, siblings in graph
@@ -53,7 +53,7 @@ pub(crate) struct WholeEntry {
     /// the depths they had then.
     whole: u32,
     /// What to add to those depths (wrapping) to put them under the node's entry here.
-    shift: u32,
+    shift: Depth,
 }
 
 impl WholeEntry {
@@ -191,7 +191,7 @@ impl Allocation {
         node: AllocVertex,
         kept: &Arc<KeptListings>,
         whole: u32,
-        learned_at: u32,
+        learned_at: Depth,
     ) -> usize {
         let listing = kept.below(whole);
         let n = listing.len();
@@ -236,7 +236,7 @@ impl Allocation {
 
     /// Moves the `w`th node kept whole to entry `at` (the commit closing gaps), its whole
     /// listing `skew` levels deeper.
-    pub(crate) fn move_whole(&mut self, w: usize, at: usize, skew: u32) {
+    pub(crate) fn move_whole(&mut self, w: usize, at: usize, skew: Depth) {
         let entry = &mut self.wholes[w];
         entry.at = at as u32;
         entry.shift = entry.shift.wrapping_add(skew);
@@ -278,7 +278,7 @@ fn below(kept: Option<&KeptListings>, whole: u32) -> Below<'_> {
 
 /// `av` `shift` levels deeper (wrapping: a node listed higher than its listing was learned
 /// shifts it up).
-fn shifted(av: &AllocVertex, shift: u32) -> AllocVertex {
+fn shifted(av: &AllocVertex, shift: Depth) -> AllocVertex {
     AllocVertex {
         depth: av.depth.wrapping_add(shift),
         ..*av
@@ -364,7 +364,7 @@ mod tests {
     use super::*;
     use shardsched_resource::VertexId;
 
-    fn av(v: u32, depth: u32) -> AllocVertex {
+    fn av(v: u32, depth: Depth) -> AllocVertex {
         AllocVertex {
             v: VertexId(v),
             needs: 1,

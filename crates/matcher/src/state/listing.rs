@@ -28,7 +28,7 @@ use shardsched_resource::{ResourceGraph, Sym, VertexId};
 
 use super::SchedState;
 use super::distinct::Distinct;
-use crate::alloc::AllocVertex;
+use crate::alloc::{AllocVertex, Depth};
 
 /// Distinct layouts kept; a whole first listed once they are all taken is walked each time.
 pub const WHOLE_LAYOUTS_MAX: usize = 256;
@@ -48,7 +48,7 @@ pub(crate) struct LayoutEntry {
     needs: i64,
     exclusive: bool,
     /// Depth less the node's.
-    depth: u32,
+    depth: Depth,
     kind: Sym,
 }
 
@@ -175,7 +175,7 @@ pub(crate) struct Below<'a> {
     /// Its layout (one more entry, the node's, at the end).
     layout: &'a [LayoutEntry],
     /// The node's depth when it was first listed.
-    depth: u32,
+    depth: Depth,
     /// The next entry to give.
     next: usize,
 }
@@ -260,7 +260,7 @@ impl SchedState {
         g: &ResourceGraph,
         c: u32,
         listed: &[AllocVertex],
-        depth: u32,
+        depth: Depth,
     ) -> Option<AllocVertex> {
         let top = self.whole_vertex(c);
         let entry = |av: &AllocVertex| LayoutEntry {

@@ -21,7 +21,7 @@ mod rlite;
 
 use shardsched_resource::{CONTAINMENT, ResourceGraph, VertexId};
 
-use crate::alloc::{Allocation, LeftOut};
+use crate::alloc::{Allocation, Depth, LeftOut};
 use crate::dfu::Labels;
 use jgf::jgf_vertex;
 pub use json::Json;
@@ -122,7 +122,7 @@ pub struct Emitted<'a> {
     pub exclusive: bool,
     pub excl_parent: bool,
     /// Depth in the walk (root = 0).
-    pub depth: u32,
+    pub depth: Depth,
     pub label: Option<&'a str>,
 }
 
@@ -281,7 +281,7 @@ impl MatchWriter {
         v: VertexId,
         needs: i64,
         exclusive: bool,
-        depth: u32,
+        depth: Depth,
     ) {
         if pretty {
             // Printed last first: where each line starts.
