@@ -366,12 +366,13 @@ impl Session {
                 self.reservations.insert(jobid);
                 Lifecycle::Reserved
             };
+            let jobspec = self.jobspec_path(file);
             self.jobs.insert(
                 jobid,
                 JobInfo {
                     state,
                     at,
-                    jobspec: file.to_string(),
+                    jobspec,
                     overhead: elapsed,
                 },
             );

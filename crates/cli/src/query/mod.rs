@@ -149,7 +149,8 @@ impl Lifecycle {
 struct JobInfo {
     state: Lifecycle,
     at: i64,
-    jobspec: String,
+    /// Its jobspec file's path, shared by the jobs matched from one file in a row.
+    jobspec: Rc<str>,
     overhead: f64,
 }
 
@@ -170,6 +171,8 @@ pub struct Session {
     jobspecs: Jobspecs,
     /// The last match's printed text, emptied: the next one is written into its memory.
     spare_text: String,
+    /// The jobspec path the last recorded job gave, for the next one from the same file.
+    last_jobspec: Rc<str>,
     /// resource-query's `errno` as a refused match that sets none prints it
     /// ([`matching::CarriedErrno`]).
     carried_errno: matching::CarriedErrno,
@@ -229,8 +232,18 @@ impl Session {
             perf: (f64::MAX, 0.0, 0.0),
             jobspecs: Jobspecs::default(),
             spare_text: String::new(),
+            last_jobspec: Rc::from(""),
             carried_errno: matching::CarriedErrno::Tty,
         })
+    }
+
+    /// `file` as a recorded job keeps it: the same allocation as the last job's when it
+    /// names the same file (command streams match one file thousands of times in a row).
+    fn jobspec_path(&mut self, file: &str) -> Rc<str> {
+        if *self.last_jobspec != *file {
+            self.last_jobspec = Rc::from(file);
+        }
+        Rc::clone(&self.last_jobspec)
     }
 
     /// Runs commands from `input` until `quit` or end of input. With `flush_each`, what a

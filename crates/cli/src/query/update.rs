@@ -94,6 +94,7 @@ impl Session {
             } else {
                 self.reservations.insert(jobid);
             }
+            let jobspec = self.jobspec_path(file);
             self.jobs.insert(
                 jobid,
                 JobInfo {
@@ -103,7 +104,7 @@ impl Session {
                         Lifecycle::Reserved
                     },
                     at,
-                    jobspec: file.to_string(),
+                    jobspec,
                     overhead: elapsed,
                 },
             );
