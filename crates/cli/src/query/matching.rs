@@ -350,6 +350,13 @@ impl Session {
                 (*b, e, 0, false)
             }
         };
+        if let QueryOutcome::Allocated(_, a)
+        | QueryOutcome::Reserved(_, a)
+        | QueryOutcome::Matched(_, a) = outcome
+        {
+            // Its memory serves the next match's list instead of being freed and taken again.
+            self.matcher.recycle(a);
+        }
         let mut text = std::mem::take(&mut self.spare_text);
         text.clear();
         if let Err(e) = self.writer.emit(&mut text) {

@@ -271,7 +271,8 @@ impl Session {
                 eprintln!("ERROR: command line is not valid UTF-8");
                 continue;
             };
-            let words: Vec<&str> = line.split_whitespace().collect();
+            // A command has at most a few words: no allocation for them per line.
+            let words: smallvec::SmallVec<[&str; 8]> = line.split_whitespace().collect();
             let go_on = self.execute(&words, out, stdout)?;
             // resource-query's output is line-flushed: its messages on stderr land after
             // what the commands before printed, even when both go to one file. (Standard
