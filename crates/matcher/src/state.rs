@@ -13,6 +13,8 @@
 //! The walk skips vertices whose aggregate cannot hold a request; `first` orders siblings by
 //! the last of these types.
 
+use std::sync::Arc;
+
 use shardsched_planner::{HoldId, HoldLists, MultiPlanner, Planner, Pools, SpanId};
 use shardsched_resource::{Sym, VertexId};
 
@@ -85,10 +87,11 @@ impl PruneFilters {
 /// The aggregate calendar of one vertex: free units of each tracked type below it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Aggregate {
-    /// The tracked types, in Fluxion's order.
-    pub types: Vec<Sym>,
+    /// The tracked types, in Fluxion's order: shared by the vertices of one type (a graph's
+    /// thousands of sockets track the same few), not a list each.
+    pub types: Arc<[Sym]>,
     /// Their interning ranks (parallel to `types`).
-    pub ranks: Vec<u32>,
+    pub ranks: Arc<[u32]>,
     pub plan: MultiPlanner,
 }
 
@@ -508,7 +511,7 @@ impl SchedState {
             spilled.resize(agg.ranks.len(), 0);
             &mut spilled
         };
-        for (a, r) in amounts.iter_mut().zip(&agg.ranks) {
+        for (a, r) in amounts.iter_mut().zip(agg.ranks.iter()) {
             *a = needs.iter().find(|e| e.0 == *r).map_or(0, |e| e.1);
         }
         let id = agg

@@ -145,7 +145,7 @@ impl RootAgg {
     pub(crate) fn new(m: &Matcher) -> RootAgg {
         let root = m.graph.root();
         let (types, totals) = match m.state.aggregate(root) {
-            Some(a) => (a.types.clone(), a.plan.totals().to_vec()),
+            Some(a) => (a.types.to_vec(), a.plan.totals().to_vec()),
             None => (Vec::new(), Vec::new()),
         };
         RootAgg {

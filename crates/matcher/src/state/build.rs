@@ -1,6 +1,8 @@
 //! Fresh calendars for a graph: the aggregates primed as Fluxion primes them, the cover
 //! groups and the wholes.
 
+use std::sync::Arc;
+
 use shardsched_planner::{HoldLists, MultiPlanner, Planner, Pools};
 use shardsched_resource::{ResourceGraph, Sym, VertexId};
 
@@ -61,9 +63,9 @@ impl SchedState {
         // 22 cores) skip the rank lookup and the pruning set (a BTreeSet search per leaf).
         let mut last_leaf: Option<(Sym, u32)> = None;
         // The types each inner type tracks ([`PruneTypes::tracked_by`], a BTreeMap search
-        // and two vectors), by rank, as far as asked: (rank, ranks, types). Emptied when the
-        // pruning types change.
-        let mut tracked: Vec<(u32, Vec<u32>, Vec<Sym>)> = Vec::new();
+        // and two lists), by rank, as far as asked: (rank, (ranks, types)), the lists shared
+        // by every aggregate of that type. Emptied when the pruning types change.
+        let mut tracked: Vec<(u32, TrackedTypes)> = Vec::new();
         // The aggregate's totals, reused.
         let mut totals: Vec<i64> = Vec::new();
         // Every vertex with children is an inner vertex (where vertices share parents or
@@ -172,11 +174,11 @@ impl SchedState {
                 None => {
                     let ranks = prune.tracked_by(rank);
                     let syms = ranks.iter().map(|&r| types.at_rank(r)).collect();
-                    tracked.push((rank, ranks, syms));
+                    tracked.push((rank, (ranks.into(), syms)));
                     tracked.len() - 1
                 }
             };
-            let (_, ranks, syms) = &tracked[known];
+            let (_, (ranks, syms)) = &tracked[known];
             let agg = (!ranks.is_empty()).then(|| {
                 totals.clear();
                 totals.extend(
@@ -185,8 +187,8 @@ impl SchedState {
                         .map(|t| sum.iter().find(|e| e.0 == *t).map_or(0, |e| e.1)),
                 );
                 Aggregate {
-                    types: syms.clone(),
-                    ranks: ranks.clone(),
+                    types: Arc::clone(syms),
+                    ranks: Arc::clone(ranks),
                     plan: MultiPlanner::new(PLAN_BASE, PLAN_HORIZON, &totals),
                 }
             });
@@ -273,3 +275,6 @@ fn sum_of(sum: &mut Vec<(u32, i64)>, t: u32) -> &mut i64 {
     };
     &mut sum[at].1
 }
+
+/// The ranks and the types an aggregate tracks, in Fluxion's order (see [`Aggregate`]).
+type TrackedTypes = (Arc<[u32]>, Arc<[Sym]>);

@@ -622,7 +622,7 @@ pub fn calendars_match_live_jobs(
                     g.path(v)
                 ));
             }
-            for &ty in types(st).iter().flatten() {
+            for &ty in types(st).iter().flat_map(|t| t.iter()) {
                 let a = st.agg_avail(v, ty, t, 1);
                 let b = fresh.agg_avail(v, ty, t, 1);
                 if a != b {
