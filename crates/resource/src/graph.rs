@@ -249,7 +249,7 @@ impl ResourceGraph {
         self.str(self.columns.kind[v.index()])
     }
     pub fn basename(&self, v: VertexId) -> &str {
-        self.str(self.columns.basename[v.index()])
+        self.str(self.columns.basename.get(v.index()))
     }
     pub fn name(&self, v: VertexId) -> &str {
         self.str(self.columns.name[v.index()])
@@ -281,7 +281,7 @@ impl ResourceGraph {
         self.columns.size.get(v.index())
     }
     pub fn unit(&self, v: VertexId) -> &str {
-        self.str(self.columns.unit[v.index()])
+        self.str(self.columns.unit.get(v.index()))
     }
     pub fn marked_exclusive(&self, v: VertexId) -> bool {
         self.columns.exclusive[v.index()]

@@ -425,7 +425,7 @@ impl GraphBuilder {
     /// other accessors). `name` is `None` when the name is `basename` + `id`.
     pub fn vertex(&self, v: VertexId) -> VertexSpec {
         let i = v.index();
-        let basename = self.column_str(self.columns.basename[i]);
+        let basename = self.column_str(self.columns.basename.get(i));
         let name = self.column_str(self.columns.name[i]);
         let default = format!("{basename}{}", self.columns.id.get(i));
         VertexSpec {
@@ -435,7 +435,7 @@ impl GraphBuilder {
             id: self.columns.id.get(i),
             rank: self.columns.rank.get(i),
             size: self.columns.size.get(i),
-            unit: self.column_str(self.columns.unit[i]).to_string(),
+            unit: self.column_str(self.columns.unit.get(i)).to_string(),
             properties: self
                 .columns
                 .properties

@@ -77,8 +77,8 @@ impl GraphBuilder {
         let unit = self.final_sym(unit);
         let columns = &mut self.columns;
         columns.kind.extend(repeat_n(kind, count));
-        columns.basename.extend(repeat_n(graph_basename, count));
-        columns.unit.extend(repeat_n(unit, count));
+        columns.basename.extend_repeated(graph_basename, count);
+        columns.unit.extend_repeated(unit, count);
         columns.size.extend_repeated(size, count);
         columns.exclusive.extend(repeat_n(false, count));
         columns.status.extend(repeat_n(status, count));
@@ -96,7 +96,7 @@ impl GraphBuilder {
         columns.id.push(first_id);
         columns.id.extend_exact(ids);
         match first_rank {
-            Some(r) => columns.rank.extend_exact((0..count).map(|k| r + k as i64)),
+            Some(r) => (0..count).for_each(|k| columns.rank.push(r + k as i64)),
             None => columns.rank.extend_repeated(-1, count),
         }
         let end = start + count as u32;
