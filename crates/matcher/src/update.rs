@@ -45,6 +45,10 @@ pub fn emission(
     (at, duration): (i64, u64),
 ) -> Allocation {
     ranges.clear();
+    debug_assert!(
+        !tree.is_dag() || marks.keeps_parents(),
+        "marks of a select over another tree"
+    );
     let root = tree.root();
     let whole = |v: VertexId| whole_types.contains(&g.kind(v));
     let lists = if tree.is_dag() || whole_types.is_empty() {

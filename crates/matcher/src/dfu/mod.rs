@@ -422,7 +422,7 @@ impl<'a> Walk<'a> {
     /// Runs the select from the root. On success the marks say what to take, and the root's
     /// own mark says how much of the root.
     pub fn select(&mut self) -> bool {
-        self.marks.tick(self.g.len());
+        self.marks.tick(self.g.len(), self.tree.is_dag());
         self.cands.clear();
         self.keeps_visits = self.keeps_node_visits();
         if self.keeps_visits {
