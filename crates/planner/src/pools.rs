@@ -124,6 +124,9 @@ where
 /// A slab of hold lists, one list per pool.
 #[derive(Clone, Debug)]
 pub struct Pools {
+    /// Each pool's first hold, stored inverted (`!index`) so that no hold (`NIL`) is 0:
+    /// the array starts as zeroed memory, whose pages the kernel maps only where a hold is
+    /// added (a pool per vertex: most leaves of a graph are held by covers, not here).
     heads: Vec<u32>,
     holds: Vec<Hold>,
     free: u32,
@@ -144,7 +147,7 @@ impl Pools {
     /// `n` empty pools.
     pub fn new(n: usize) -> Pools {
         Pools {
-            heads: vec![NIL; n],
+            heads: vec![!NIL; n],
             holds: Vec::new(),
             free: NIL,
             live: 0,
@@ -168,7 +171,7 @@ impl Pools {
 
     /// Holds of `pool` as (start, end, units, jobs).
     pub fn iter(&self, pool: usize) -> impl Iterator<Item = (i64, i64, i64, i64)> + Clone + '_ {
-        let mut cur = self.heads.get(pool).copied().unwrap_or(NIL);
+        let mut cur = self.heads.get(pool).map_or(NIL, |&h| !h);
         std::iter::from_fn(move || {
             let h = self.holds.get(cur as usize)?;
             cur = h.next;
@@ -185,7 +188,7 @@ impl Pools {
     /// Whether `pool` has no hold at all.
     #[inline]
     pub fn is_idle(&self, pool: usize) -> bool {
-        self.heads.get(pool).is_none_or(|&h| h == NIL)
+        self.heads.get(pool).is_none_or(|&h| !h == NIL)
     }
 
     /// Peak units and peak jobs of `pool` during `[at, at + duration)`.
@@ -204,7 +207,7 @@ impl Pools {
         jobs: i64,
     ) -> Result<HoldId, PlannerError> {
         let end = hold_end(start, duration)?;
-        let Some(&head) = self.heads.get(pool) else {
+        let Some(head) = self.heads.get(pool).map(|&h| !h) else {
             return Err(PlannerError::UnknownResource {
                 resource: pool,
                 count: self.heads.len(),
@@ -232,7 +235,7 @@ impl Pools {
         if let Some(h) = self.holds.get_mut(head as usize) {
             h.prev = idx;
         }
-        self.heads[pool] = idx;
+        self.heads[pool] = !idx;
         self.live += 1;
         Ok(HoldId(idx))
     }
@@ -246,8 +249,8 @@ impl Pools {
         }
         let pool = h.pool as usize;
         if h.prev == NIL {
-            debug_assert_eq!(self.heads[pool], id.0);
-            self.heads[pool] = h.next;
+            debug_assert_eq!(!self.heads[pool], id.0);
+            self.heads[pool] = !h.next;
         } else if let Some(p) = self.holds.get_mut(h.prev as usize) {
             p.next = h.next;
         }
