@@ -28,7 +28,7 @@ impl Session {
         }
         self.allocations.remove(&jobid);
         self.reservations.remove(&jobid);
-        if let Some(j) = self.jobs.get_mut(&jobid) {
+        if let Some(j) = self.jobs.get_mut(jobid) {
             j.state = Lifecycle::Canceled;
         }
         self.matcher.set_visit_totals(counts.unwrap_or((0, 0)));
@@ -83,7 +83,7 @@ impl Session {
             Ok(done) => {
                 if done.full {
                     self.allocations.remove(&jobid);
-                    if let Some(j) = self.jobs.get_mut(&jobid) {
+                    if let Some(j) = self.jobs.get_mut(jobid) {
                         j.state = Lifecycle::Canceled;
                     }
                 }
@@ -264,7 +264,7 @@ impl Session {
 
     pub(super) fn cmd_info(&mut self, words: &[&str], stdout: &mut dyn Write) -> Result<()> {
         let jobid = strtoll(words[1]) as u64;
-        match self.jobs.get(&jobid) {
+        match self.jobs.get(jobid) {
             Some(j) => writeln!(
                 stdout,
                 "INFO: {jobid}, {}, {}, {}, {}",
@@ -279,7 +279,7 @@ impl Session {
     }
 
     pub(super) fn cmd_list(&mut self, stdout: &mut dyn Write) -> Result<()> {
-        for (id, j) in &self.jobs {
+        for (id, j) in self.jobs.iter() {
             writeln!(
                 stdout,
                 "INFO: {id}, {}, {}, {}, {}",

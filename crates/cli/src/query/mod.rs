@@ -11,6 +11,7 @@
 
 mod commands;
 mod grow;
+mod jobs;
 mod jobspecs;
 mod matching;
 mod update;
@@ -161,7 +162,7 @@ pub struct Session {
     elapse: bool,
     /// The next job id.
     counter: u64,
-    jobs: BTreeMap<u64, JobInfo>,
+    jobs: jobs::JobTable,
     allocations: BTreeSet<u64>,
     reservations: BTreeSet<u64>,
     /// Match times: min, max, sum (seconds).
@@ -226,7 +227,7 @@ impl Session {
             writer: writer.session(),
             elapse: args.elapse,
             counter: 1,
-            jobs: BTreeMap::new(),
+            jobs: jobs::JobTable::default(),
             allocations: BTreeSet::new(),
             reservations: BTreeSet::new(),
             perf: (f64::MAX, 0.0, 0.0),
