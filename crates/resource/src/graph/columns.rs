@@ -12,7 +12,7 @@ use crate::intern::{FxBuildHasher, Sym};
 #[derive(Clone, Debug, Default)]
 pub(super) struct VertexColumns {
     pub(super) kind: Vec<Sym>,
-    /// Runs: a sibling group shares its basename and unit, and ranks are -1 but for a few.
+    /// Runs: a sibling group shares its basename and unit, a node's subtree its rank.
     pub(super) basename: Runs<Sym>,
     pub(super) name: Vec<Sym>,
     pub(super) id: IntColumn,
