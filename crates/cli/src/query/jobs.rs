@@ -26,9 +26,8 @@ impl JobTable {
     pub(super) fn insert(&mut self, id: u64, job: JobInfo) {
         match self.position(id) {
             Ok(i) => self.in_order[i].1 = job,
-            Err(i) if i == self.in_order.len() && !self.others.contains_key(&id) => {
-                self.in_order.push((id, job));
-            }
+            // Past the last: `others` holds only ids below it (they went there for that).
+            Err(i) if i == self.in_order.len() => self.in_order.push((id, job)),
             Err(_) => {
                 self.others.insert(id, job);
             }
