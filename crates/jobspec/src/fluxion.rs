@@ -29,11 +29,6 @@ pub fn parse_fluxion_noting(text: &str, types: &mut Vec<String>) -> Result<Jobsp
     from_value_noting(&read_value(text)?, types)
 }
 
-/// As [`parse_fluxion`], from an already parsed value.
-pub fn from_value_fluxion(value: &Value) -> Result<Jobspec, JobspecError> {
-    from_value_noting(value, &mut Vec::new())
-}
-
 fn from_value_noting(value: &Value, types: &mut Vec<String>) -> Result<Jobspec, JobspecError> {
     let top = value
         .as_object()

@@ -33,11 +33,17 @@ pub type Depth = u16;
 
 const _: () = assert!(size_of::<AllocVertex>() == 16);
 
+/// Vertex `v`'s depth in `g`'s containment tree, as an allocation lists it.
+pub(crate) fn depth_in(g: &ResourceGraph, v: VertexId) -> Depth {
+    Depth::try_from(g.depth(v)).unwrap_or(Depth::MAX)
+}
+
 /// Fluxion's outputs are indented one level deeper for every vertex a calendar refused
 /// before (its walk level is not given back there); the drift stops growing here, so that
 /// a drifted depth still holds the graph's deepest vertex below it. Only a session with
 /// over 65,000 refused vertices meets it (Fluxion's indentation would grow on).
-pub const LEVEL_DRIFT_MAX: Depth = Depth::MAX - 1 - shardsched_resource::GRAPH_DEPTH_MAX as Depth;
+pub(crate) const LEVEL_DRIFT_MAX: Depth =
+    Depth::MAX - 1 - shardsched_resource::GRAPH_DEPTH_MAX as Depth;
 
 /// A vertex a lenient commit left out because its calendar refused it: Fluxion's update
 /// walk writes no vertex for it but still the edge into it, and its children's edges say

@@ -10,7 +10,8 @@
 
 use shardsched_resource::VertexId;
 
-use crate::{AllocVertex, Allocation, Depth, JobState, MatchError, Matcher};
+use crate::alloc::depth_in;
+use crate::{AllocVertex, Allocation, JobState, MatchError, Matcher};
 
 impl Matcher {
     /// Holds node `node` (and everything under it) for `id` from `at` for `duration`
@@ -34,7 +35,6 @@ impl Matcher {
             )));
         }
         let g = &self.graph;
-        let depth = |v: VertexId| Depth::try_from(g.depth(v)).unwrap_or(Depth::MAX);
         // Children before parents: the subtree in post-order, then the ancestors upwards.
         let mut subtree: Vec<VertexId> = g.preorder(node).collect();
         subtree.reverse();
@@ -44,7 +44,7 @@ impl Matcher {
                 v,
                 needs: g.size(v),
                 exclusive: true,
-                depth: depth(v),
+                depth: depth_in(g, v),
             })
             .collect();
         let mut cur = node;
@@ -53,7 +53,7 @@ impl Matcher {
                 v: p,
                 needs: 1,
                 exclusive: false,
-                depth: depth(p),
+                depth: depth_in(g, p),
             });
             cur = p;
         }

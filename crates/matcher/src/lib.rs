@@ -58,7 +58,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use shardsched_jobspec::Jobspec;
 use shardsched_resource::{ResourceGraph, Status, VertexId};
 
-pub use alloc::{AllocVertex, Allocation, Depth, LEVEL_DRIFT_MAX};
+pub use alloc::{AllocVertex, Allocation, Depth};
 pub use dfu::{EdgeOrder, Errno, Labels};
 pub use policy::MatchPolicy;
 pub use request::{Request, UNKNOWN_TYPE_MESSAGE};
@@ -226,7 +226,7 @@ pub struct Matcher {
     exhaustive: bool,
     /// Levels Fluxion's update walk failed to give back (one per vertex a calendar
     /// refused): every later output is indented that much deeper, up to
-    /// [`LEVEL_DRIFT_MAX`].
+    /// [`alloc::LEVEL_DRIFT_MAX`].
     level_drift: Depth,
     /// The vertices the last recorded match left out, with the number of kept vertices
     /// before each (see [`Matcher::last_refused`]).

@@ -5,7 +5,8 @@
 
 use shardsched_resource::ResourceGraph;
 
-use crate::{AllocVertex, Allocation, Depth, JobState, MatchError, Matcher, Placement};
+use crate::alloc::depth_in;
+use crate::{AllocVertex, Allocation, JobState, MatchError, Matcher, Placement};
 
 /// One vertex of a [`StoredAllocation`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,7 +62,7 @@ impl StoredAllocation {
                     v,
                     needs: s.needs,
                     exclusive: s.exclusive,
-                    depth: Depth::try_from(graph.depth(v)).unwrap_or(Depth::MAX),
+                    depth: depth_in(graph, v),
                 })
             })
             .collect::<Result<Vec<_>, MatchError>>()?;

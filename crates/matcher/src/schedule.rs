@@ -5,12 +5,11 @@
 use shardsched_jobspec::Jobspec;
 use shardsched_resource::{Status, VertexId};
 
+use crate::alloc::LEVEL_DRIFT_MAX;
 use crate::dfu::{Errno, Walk, WalkKind, Window};
 use crate::request::Request;
 use crate::state::PLAN_BASE;
-use crate::{
-    AllocVertex, Allocation, Depth, JobState, LEVEL_DRIFT_MAX, MatchError, Matcher, Placement,
-};
+use crate::{AllocVertex, Allocation, Depth, JobState, MatchError, Matcher, Placement};
 
 /// resource-query's match operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
