@@ -18,6 +18,7 @@ use crate::event::JobId;
 use crate::keep::{Change, Delta};
 use crate::place::{Attempt, end_of};
 use crate::queue::{Key, QueueManager};
+use crate::shapes::planning_window;
 
 /// The state of one re-plan walk (see the module documentation).
 #[derive(Debug, Default)]
@@ -130,6 +131,20 @@ impl QueueManager {
             .as_ref()
             .filter(|b| b.at >= now && !rp.delta.taken_meets(b.at, b.end))
             .map(|b| b.end);
+        // Whatever the match answers, its window ends no earlier than a window starting
+        // now: a tail reservation starting before that (and before `bound`) is cancelled
+        // after the match unless the answer proves exact despite it (module `keep`, rule
+        // 2). Cancelled first, it costs no match made in vain.
+        let duration = self
+            .jobs
+            .get(&id)
+            .map_or(0, |j| j.jobspec.attributes.duration);
+        let least = now
+            .saturating_add(i64::try_from(planning_window(now, duration)).unwrap_or(i64::MAX))
+            .min(bound.unwrap_or(i64::MAX));
+        if self.tail_starting_before(Some(key), least).next().is_some() {
+            self.cancel_tail(Some(key), least, rp)?;
+        }
         let mut placed = self.match_or_reserve(id, now)?;
         let window = self.placed_window(id, &placed);
         let reach = window
