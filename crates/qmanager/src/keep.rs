@@ -74,12 +74,13 @@
 //! the units of the tail and of the answer itself counted free
 //! ([`QueueManager::exact_despite_tail`]). Otherwise the tail reservations starting before
 //! `B` are cancelled (the walk places them again when it gets there) and the job is matched
-//! again, now exactly. Since any answer's window ends no earlier than a window starting at
-//! `now`, `B` is at least the earlier of that end and the old reservation's: tail
-//! reservations starting before that are cancelled before the first match. The argument
-//! above holds for any part of the tail being held, and those reservations would be
-//! cancelled after the first match anyway, unless it happened to be exact despite them
-//! (then the walk puts them back, most without a match, by rule 1).
+//! again, now exactly. The first match answers no earlier than the first instant the
+//! root's aggregates admit the job with the whole tail held (where its search starts), so
+//! `B` is at least the earlier of the end of a window starting there and the old
+//! reservation's end: tail reservations starting before that are cancelled before the first
+//! match. The argument above holds for any part of the tail being held, and those
+//! reservations would be cancelled after the first match anyway, unless it happened to be
+//! exact despite them (then the walk puts them back, most without a match, by rule 1).
 //!
 //! A job placed again at the same start on the same vertices changes nothing; any other
 //! outcome frees its old window and takes its new one. A tail reservation cancelled this way

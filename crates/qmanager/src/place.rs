@@ -63,24 +63,42 @@ impl QueueManager {
         id: JobId,
         now: i64,
     ) -> Result<Placement, QueueError> {
+        let from = self.search_from(id, now)?;
+        self.match_or_reserve_from(id, from)
+    }
+
+    /// The first instant the matcher's search for job `id` need try: the first at or after
+    /// `now` that the root's aggregates (and, for whole nodes, the untouched nodes) admit
+    /// it, as the calendars are now; `now` itself under `exhaustive`. The matcher answers
+    /// no earlier.
+    pub(crate) fn search_from(&mut self, id: JobId, now: i64) -> Result<i64, QueueError> {
+        if self.params.exhaustive {
+            return Ok(now);
+        }
         let job = self.jobs.get(&id).ok_or(QueueError::NoSuchJob(id))?;
         let duration = job.jobspec.attributes.duration;
-        let from = if self.params.exhaustive {
-            now
-        } else {
-            let from = self
-                .root
-                .earliest_fit(&self.matcher, &job.needs, now, duration)
-                .map_or(now, |t| t.max(now));
-            let whole = WholeNodes::need(&job.jobspec).map(|k| {
-                self.whole
-                    .search_start(&self.matcher, &self.root, k, &job.needs, from, duration)
-            });
-            if whole.is_some_and(|at| at > from) {
-                self.stats.whole_node_skips += 1;
-            }
-            whole.unwrap_or(from)
-        };
+        let from = self
+            .root
+            .earliest_fit(&self.matcher, &job.needs, now, duration)
+            .map_or(now, |t| t.max(now));
+        let whole = WholeNodes::need(&job.jobspec).map(|k| {
+            self.whole
+                .search_start(&self.matcher, &self.root, k, &job.needs, from, duration)
+        });
+        if whole.is_some_and(|at| at > from) {
+            self.stats.whole_node_skips += 1;
+        }
+        Ok(whole.unwrap_or(from))
+    }
+
+    /// [`QueueManager::match_or_reserve`] with the search starting at `from`, which
+    /// [`QueueManager::search_from`] gave for the calendars as they are.
+    pub(crate) fn match_or_reserve_from(
+        &mut self,
+        id: JobId,
+        from: i64,
+    ) -> Result<Placement, QueueError> {
+        let job = self.jobs.get(&id).ok_or(QueueError::NoSuchJob(id))?;
         self.stats.match_reserve += 1;
         // The allocation stays in the matcher: a reservation needs no copy of it.
         Ok(self

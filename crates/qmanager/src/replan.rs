@@ -131,21 +131,24 @@ impl QueueManager {
             .as_ref()
             .filter(|b| b.at >= now && !rp.delta.taken_meets(b.at, b.end))
             .map(|b| b.end);
-        // Whatever the match answers, its window ends no earlier than a window starting
-        // now: a tail reservation starting before that (and before `bound`) is cancelled
-        // after the match unless the answer proves exact despite it (module `keep`, rule
-        // 2). Cancelled first, it costs no match made in vain.
+        // The match answers no earlier than it searches from, so its window ends no earlier
+        // than one starting there: a tail reservation starting before that end (and before
+        // `bound`) is cancelled after the match unless the answer proves exact despite it
+        // (module `keep`, rule 2). Cancelled first, it costs no match made in vain; the
+        // search then starts where the calendars without it admit the job.
+        let mut from = self.search_from(id, now)?;
         let duration = self
             .jobs
             .get(&id)
             .map_or(0, |j| j.jobspec.attributes.duration);
-        let least = now
-            .saturating_add(i64::try_from(planning_window(now, duration)).unwrap_or(i64::MAX))
+        let least = from
+            .saturating_add(i64::try_from(planning_window(from, duration)).unwrap_or(i64::MAX))
             .min(bound.unwrap_or(i64::MAX));
         if self.tail_starting_before(Some(key), least).next().is_some() {
             self.cancel_tail(Some(key), least, rp)?;
+            from = self.search_from(id, now)?;
         }
-        let mut placed = self.match_or_reserve(id, now)?;
+        let mut placed = self.match_or_reserve_from(id, from)?;
         let window = self.placed_window(id, &placed);
         let reach = window
             .map_or(i64::MAX, |w| w.1)
