@@ -4,7 +4,7 @@
 //! Each session is asked one command and answers it before its environment is read from
 //! `/proc`: by then it runs in its last image, so no wait on time is needed.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
 
 use crate::query_run::{GRUG, Scratch};
@@ -29,15 +29,16 @@ fn tunables_of_a_session(tunables: Option<&str>) -> Option<String> {
     let mut stdin = child.stdin.take().expect("stdin");
     stdin.write_all(b"stat\n").expect("a command");
     stdin.flush().expect("sent");
+    // Read to its end, so that no answer meets a closed pipe.
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
     let mut answer = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut answer)
-        .expect("an answer");
+    stdout.read_line(&mut answer).expect("an answer");
     assert!(answer.starts_with("INFO: "), "stat answered {answer:?}");
     let environ = std::fs::read(format!("/proc/{}/environ", child.id())).expect("environ");
     stdin.write_all(b"quit\n").expect("quit");
     drop(stdin);
-    assert!(child.wait().expect("exit").success());
+    stdout.read_to_string(&mut answer).expect("the rest");
+    assert!(child.wait().expect("exit").success(), "answered {answer:?}");
     // glibc cuts the value at each `:` in place (a NUL for each): its tunables are the
     // pieces from `GLIBC_TUNABLES=` on that name a `glibc.` tunable.
     let mut pieces = environ.split(|&b| b == 0);

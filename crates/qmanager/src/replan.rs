@@ -113,7 +113,8 @@ impl QueueManager {
         now: i64,
         rp: &mut Replanning,
     ) -> Result<Attempt, QueueError> {
-        let key = self.jobs.get(&id).ok_or(QueueError::NoSuchJob(id))?.key;
+        let job = self.jobs.get(&id).ok_or(QueueError::NoSuchJob(id))?;
+        let (key, duration) = (job.key, job.jobspec.attributes.duration);
         let mut before = rp.before.remove(&id);
         if let Some(b) = before.as_mut()
             && self.stays(id, b.at, b.end, now, &rp.delta)
@@ -137,10 +138,6 @@ impl QueueManager {
         // (module `keep`, rule 2). Cancelled first, it costs no match made in vain; the
         // search then starts where the calendars without it admit the job.
         let mut from = self.search_from(id, now)?;
-        let duration = self
-            .jobs
-            .get(&id)
-            .map_or(0, |j| j.jobspec.attributes.duration);
         let least = from
             .saturating_add(i64::try_from(planning_window(from, duration)).unwrap_or(i64::MAX))
             .min(bound.unwrap_or(i64::MAX));

@@ -6,7 +6,7 @@
 //! at its first touch (~2,500 faults for the first-1024 stream, ~3.5 µs each on the
 //! project machine; docs/BENCHMARKS.md). With glibc's heap on 2 MiB pages
 //! (`glibc.malloc.hugetlb=1`) that grow 32 MiB at a time (`glibc.malloc.top_pad`), the
-//! same session takes ~600 faults. glibc reads those settings only from its environment
+//! same session takes 500 to 1,000 faults. glibc reads those settings only from its environment
 //! when the process starts (`GLIBC_TUNABLES`); asking from inside would take `mallopt` and
 //! `madvise`, which the workspace's `forbid(unsafe_code)` rules out. One more exec of this
 //! binary costs less than the faults it saves.
