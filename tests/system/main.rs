@@ -41,7 +41,6 @@ mod overlap;
 mod query_errors;
 mod query_file_errors;
 mod query_fluxion_misc;
-mod query_heap;
 mod query_reduced;
 mod readme_tour;
 mod reconfig;

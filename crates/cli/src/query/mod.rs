@@ -11,7 +11,6 @@
 
 mod commands;
 mod grow;
-mod heap;
 mod jobs;
 mod jobspecs;
 mod matching;
@@ -371,7 +370,6 @@ fn command(word: &str) -> Option<(&'static str, RangeInclusive<usize>)> {
 
 /// Runs `shardsched query`.
 pub fn main(args: &QueryArgs) -> Result<()> {
-    heap::restart_on_huge_pages();
     let started = std::time::Instant::now();
     let mut session = Session::open(args)?;
     if args.elapse {
