@@ -261,7 +261,8 @@ impl QueueManager {
     fn replan_walk(&mut self, now: i64, rp: &mut Replanning) -> Result<(), QueueError> {
         self.walk_with(now, Walk::default(), &HashMap::new(), Some(rp))?;
         let last = self.walk.last;
-        self.cancel_tail(last, i64::MAX, rp)
+        self.cancel_tail(last, i64::MAX, rp)?;
+        Ok(())
     }
 
     fn walk_with(

@@ -17,6 +17,15 @@ pub(crate) enum Attempt {
     Blocked,
 }
 
+/// Where a reservation search starts ([`QueueManager::search_from`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SearchFrom {
+    pub(crate) at: i64,
+    /// The untouched whole nodes put it later than the root's aggregates do
+    /// ([`Stats::whole_node_skips`](crate::Stats::whole_node_skips), counted when searched).
+    whole_skip: bool,
+}
+
 impl QueueManager {
     /// Starts job `id` now if it fits.
     pub(crate) fn try_allocate(&mut self, id: JobId, now: i64) -> Result<bool, QueueError> {
@@ -71,11 +80,14 @@ impl QueueManager {
     /// `now` that the root's aggregates (and, for whole nodes, the untouched nodes) admit
     /// it, as the calendars are now; `now` itself under `exhaustive`. The matcher answers
     /// no earlier.
-    pub(crate) fn search_from(&mut self, id: JobId, now: i64) -> Result<i64, QueueError> {
-        if self.params.exhaustive {
-            return Ok(now);
-        }
+    pub(crate) fn search_from(&mut self, id: JobId, now: i64) -> Result<SearchFrom, QueueError> {
         let job = self.jobs.get(&id).ok_or(QueueError::NoSuchJob(id))?;
+        if self.params.exhaustive {
+            return Ok(SearchFrom {
+                at: now,
+                whole_skip: false,
+            });
+        }
         let duration = job.jobspec.attributes.duration;
         let from = self
             .root
@@ -85,10 +97,10 @@ impl QueueManager {
             self.whole
                 .search_start(&self.matcher, &self.root, k, &job.needs, from, duration)
         });
-        if whole.is_some_and(|at| at > from) {
-            self.stats.whole_node_skips += 1;
-        }
-        Ok(whole.unwrap_or(from))
+        Ok(SearchFrom {
+            at: whole.unwrap_or(from),
+            whole_skip: whole.is_some_and(|at| at > from),
+        })
     }
 
     /// [`QueueManager::match_or_reserve`] with the search starting at `from`, which
@@ -96,14 +108,17 @@ impl QueueManager {
     pub(crate) fn match_or_reserve_from(
         &mut self,
         id: JobId,
-        from: i64,
+        from: SearchFrom,
     ) -> Result<Placement, QueueError> {
         let job = self.jobs.get(&id).ok_or(QueueError::NoSuchJob(id))?;
+        if from.whole_skip {
+            self.stats.whole_node_skips += 1;
+        }
         self.stats.match_reserve += 1;
         // The allocation stays in the matcher: a reservation needs no copy of it.
         Ok(self
             .matcher
-            .place(MatchOp::AllocateOrElseReserve, &job.jobspec, id, from)?)
+            .place(MatchOp::AllocateOrElseReserve, &job.jobspec, id, from.at)?)
     }
 
     /// The queue's half: job `id`, placed as `placed` by [`QueueManager::match_or_reserve`],

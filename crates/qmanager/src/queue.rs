@@ -81,10 +81,8 @@ pub struct Stats {
     pub reservations_kept: u64,
     /// Allocation attempts answered "no" by the root aggregates without a match.
     pub prefiltered: u64,
-    /// Reservation search starts for whole nodes found later than the root's aggregates
-    /// allow, where enough nodes are untouched for the whole window (module `whole`). A
-    /// re-placement that cancels part of its tail first (module `replan`) finds its start
-    /// twice, and may count twice.
+    /// Reservation searches for whole nodes started later than the root's aggregates
+    /// allow, where enough nodes are untouched for the whole window (module `whole`).
     pub whole_node_skips: u64,
     pub started: u64,
     pub denied: u64,

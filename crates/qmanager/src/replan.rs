@@ -78,18 +78,19 @@ impl QueueManager {
     }
 
     /// Cancels the reservations starting before `before` held for jobs after `after` in walk
-    /// order (every job when `None`): the tail a placement must not see (rule 2).
+    /// order (every job when `None`): the tail a placement must not see (rule 2). Returns
+    /// how many it cancelled.
     pub(crate) fn cancel_tail(
         &mut self,
         after: Option<Key>,
         before: i64,
         rp: &mut Replanning,
-    ) -> Result<(), QueueError> {
+    ) -> Result<usize, QueueError> {
         let tail: Vec<JobId> = self.tail_starting_before(after, before).collect();
-        for id in tail {
+        for &id in &tail {
             self.unreserve_for_replan(id, rp)?;
         }
-        Ok(())
+        Ok(tail.len())
     }
 
     fn tail_starting_before(
@@ -139,10 +140,10 @@ impl QueueManager {
         // search then starts where the calendars without it admit the job.
         let mut from = self.search_from(id, now)?;
         let least = from
-            .saturating_add(i64::try_from(planning_window(from, duration)).unwrap_or(i64::MAX))
+            .at
+            .saturating_add(i64::try_from(planning_window(from.at, duration)).unwrap_or(i64::MAX))
             .min(bound.unwrap_or(i64::MAX));
-        if self.tail_starting_before(Some(key), least).next().is_some() {
-            self.cancel_tail(Some(key), least, rp)?;
+        if self.cancel_tail(Some(key), least, rp)? > 0 {
             from = self.search_from(id, now)?;
         }
         let mut placed = self.match_or_reserve_from(id, from)?;
