@@ -109,39 +109,7 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
         let mut n = 0;
         let dag = !self.seen.is_empty();
         if whole && !dag {
-            // Everything below is taken whole: no marks, no types to ask about.
-            let first = self.out.entries().len();
-            let needs = i64::try_from(needs).unwrap_or(i64::MAX);
-            let n = match self.st.whole_listing_of(u) {
-                WholeListing::Kept(kept, c, top) => {
-                    let n = push_kept(self.out, kept, c, top, (needs, depth));
-                    if cfg!(debug_assertions) {
-                        self.check_kept(u, c);
-                    }
-                    // (Not a range: the commit knows the entry from the allocation.)
-                    return n;
-                }
-                WholeListing::Learn(c) => {
-                    let n = self.visit_whole(u, needs, depth);
-                    let listed = &self.out.entries()[first..];
-                    if let Some(top) = self.st.learn_whole_listing(self.g, c, listed, depth) {
-                        // Kept now: the allocation refers to it as to any listing kept
-                        // before, and the next node is listed where this one was (in
-                        // memory a fresh node's listing has just warmed, not another 1.4 kB
-                        // of a bench node's entries further on).
-                        self.out.truncate_entries(first);
-                        let kept = self.st.kept_listings();
-                        return push_kept(self.out, kept, c, top, (needs, depth));
-                    }
-                    n
-                }
-                WholeListing::Walk => self.visit_whole(u, needs, depth),
-            };
-            let last = self.out.entries().len() - 1;
-            if let (Ok(first), Ok(last)) = (u32::try_from(first), u32::try_from(last)) {
-                self.ranges.push((first, last));
-            }
-            return n;
+            return self.visit_taken_whole(u, needs, depth);
         }
         if dag {
             self.seen[u.index()] = true;
@@ -152,6 +120,42 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
         // Children that may be listed here at once (see below), asked of the first: a
         // rack's nodes are not, and each one asked would be a cache miss of a reservation.
         let leaves = !whole && !dag && children.first().is_some_and(|&c| is_leaf(c));
+        // Children taken whole, asked of the first (a rack's nodes): their own loop.
+        if !whole && !dag && !leaves && children.first().is_some_and(|&c| (self.whole)(VertexId(c)))
+        {
+            n += self.visit_whole_children(children, depth + 1);
+        } else {
+            n += self.visit_children(u, children, whole, leaves, depth + 1);
+        }
+        if excl {
+            n += 1;
+        }
+        if n > 0 {
+            self.out.push(AllocVertex {
+                v: u,
+                needs: i64::try_from(needs).unwrap_or(i64::MAX),
+                exclusive: excl,
+                depth,
+            });
+        }
+        n
+    }
+
+    /// The loop of [`Emit::visit`] over `u`'s `children` (at `depth`), in a tree: `whole`
+    /// when `u` is taken whole, `leaves` when they may be leaves listed here at once.
+    #[inline(always)]
+    fn visit_children(
+        &mut self,
+        u: VertexId,
+        children: &[u32],
+        whole: bool,
+        leaves: bool,
+        depth: Depth,
+    ) -> u64 {
+        let dag = !self.seen.is_empty();
+        let (start, _) = self.child_lists;
+        let is_leaf = |c: u32| start[c as usize] == start[c as usize + 1];
+        let mut n = 0;
         for &c in children {
             if dag && self.seen[c as usize] {
                 continue;
@@ -171,23 +175,72 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
             if leaves && is_leaf(c) && !(self.whole)(VertexId(c)) {
                 if x {
                     let needs = i64::try_from(needs).unwrap_or(i64::MAX);
-                    self.out.push(exclusive_entry(c, needs, depth + 1));
+                    self.out.push(exclusive_entry(c, needs, depth));
                     n += 1;
                 }
                 continue;
             }
-            n += self.visit(VertexId(c), needs, x, whole, depth + 1);
+            n += self.visit(VertexId(c), needs, x, whole, depth);
         }
-        if excl {
-            n += 1;
+        n
+    }
+
+    /// The loop of [`Emit::visit`] over `children` (at `depth`) of a vertex not taken whole,
+    /// in a tree, whose first child is taken whole (a rack's nodes: most of a node
+    /// reservation's listing). Each child taken whole is listed here, a call of `visit`
+    /// saved a node; out of line, so that the usual walk keeps its lean loop.
+    #[inline(never)]
+    fn visit_whole_children(&mut self, children: &[u32], depth: Depth) -> u64 {
+        let mut n = 0;
+        for &c in children {
+            let Some(m) = self.marks.get(c) else {
+                continue;
+            };
+            n += if (self.whole)(VertexId(c)) {
+                self.visit_taken_whole(VertexId(c), m.needs, depth)
+            } else {
+                self.visit(VertexId(c), m.needs, m.excl, false, depth)
+            };
         }
-        if n > 0 {
-            self.out.push(AllocVertex {
-                v: u,
-                needs: i64::try_from(needs).unwrap_or(i64::MAX),
-                exclusive: excl,
-                depth,
-            });
+        n
+    }
+
+    /// [`Emit::visit`] of `u`, a vertex taken whole in a tree: everything below it is taken
+    /// whole, no marks, no types to ask about. Called from a parent's loop directly for
+    /// each child taken whole (a rack's nodes: most of a node reservation's listing), which
+    /// saves a call of `visit` a node.
+    #[inline(always)]
+    fn visit_taken_whole(&mut self, u: VertexId, needs: u64, depth: Depth) -> u64 {
+        let first = self.out.entries().len();
+        let needs = i64::try_from(needs).unwrap_or(i64::MAX);
+        let n = match self.st.whole_listing_of(u) {
+            WholeListing::Kept(kept, c, top) => {
+                let n = push_kept(self.out, kept, c, top, (needs, depth));
+                if cfg!(debug_assertions) {
+                    self.check_kept(u, c);
+                }
+                // (Not a range: the commit knows the entry from the allocation.)
+                return n;
+            }
+            WholeListing::Learn(c) => {
+                let n = self.visit_whole(u, needs, depth);
+                let listed = &self.out.entries()[first..];
+                if let Some(top) = self.st.learn_whole_listing(self.g, c, listed, depth) {
+                    // Kept now: the allocation refers to it as to any listing kept
+                    // before, and the next node is listed where this one was (in
+                    // memory a fresh node's listing has just warmed, not another 1.4 kB
+                    // of a bench node's entries further on).
+                    self.out.truncate_entries(first);
+                    let kept = self.st.kept_listings();
+                    return push_kept(self.out, kept, c, top, (needs, depth));
+                }
+                n
+            }
+            WholeListing::Walk => self.visit_whole(u, needs, depth),
+        };
+        let last = self.out.entries().len() - 1;
+        if let (Ok(first), Ok(last)) = (u32::try_from(first), u32::try_from(last)) {
+            self.ranges.push((first, last));
         }
         n
     }
@@ -277,6 +330,7 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
 /// node's entry `top` as first listed), taking `needs` of its units at `depth`: one entry
 /// that refers to the listing (`alloc::allocation`). Returns how many vertices it stands
 /// for.
+#[inline(always)]
 fn push_kept(
     out: &mut Allocation,
     kept: &Arc<KeptListings>,

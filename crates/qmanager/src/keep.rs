@@ -183,14 +183,16 @@ impl QueueManager {
         if at <= now || delta.meets(at, end) {
             return false;
         }
-        // Free in the re-plan's view: this reservation (if held) and every one behind it.
-        let free: Vec<Held> = self
-            .reservations
-            .get(id)
-            .into_iter()
-            .chain(self.reservations.behind(job.key))
-            .map(Held::of)
-            .collect();
+        // Free in the re-plan's view: this reservation (if held) and every one behind it
+        // (room for all of them made at once: the range does not know its length).
+        let mut free = Vec::with_capacity(self.reservations.len());
+        free.extend(
+            self.reservations
+                .get(id)
+                .into_iter()
+                .chain(self.reservations.behind(job.key))
+                .map(Held::of),
+        );
         self.fits_nowhere_before(id, now, at, delta, &free)
     }
 
@@ -205,7 +207,8 @@ impl QueueManager {
         let Some(job) = self.jobs.get(&id) else {
             return false;
         };
-        let tail: Vec<Held> = self.reservations.behind(job.key).map(Held::of).collect();
+        let mut tail = Vec::with_capacity(self.reservations.len() + 1);
+        tail.extend(self.reservations.behind(job.key).map(Held::of));
         if tail.iter().any(|h| h.at < end && at < h.end) {
             return false;
         }

@@ -186,6 +186,7 @@ impl Allocation {
     /// Appends node `node` taken whole, its listing below it being whole `whole`'s in
     /// `kept`, as kept when the node was at depth `learned_at`. Returns how many vertices
     /// that listing holds.
+    #[inline(always)]
     pub(crate) fn push_whole(
         &mut self,
         node: AllocVertex,

@@ -225,7 +225,7 @@ pub(crate) enum WholeListing<'a> {
 impl SchedState {
     /// The listing of `u` taken whole, if `u` is a whole's node. (Inlined into the update
     /// walk, which asks it of every node a reservation takes.)
-    #[inline]
+    #[inline(always)]
     pub(crate) fn whole_listing_of(&self, u: VertexId) -> WholeListing<'_> {
         let Some(c) = self.whole_at(u) else {
             return WholeListing::Walk;
