@@ -18,17 +18,17 @@ const INLINE_TALLIES: usize = 4;
 /// indivisible bundle; a share is complete when the bundles since the last one reach
 /// `per_share`, and the excess is dropped.
 #[derive(Clone, Copy, Debug)]
-struct Tally {
-    kind: Sym,
+pub(super) struct Tally {
+    pub(super) kind: Sym,
     per_share: u64,
     accum: u64,
     shares: u64,
     /// Met: later children of this type are not visited.
-    met: bool,
+    pub(super) met: bool,
 }
 
 impl Tally {
-    fn add(&mut self, n: u64) {
+    pub(super) fn add(&mut self, n: u64) {
         self.accum = self.accum.saturating_add(n);
         if self.per_share > 0 && self.accum >= self.per_share {
             self.shares += 1;
@@ -36,7 +36,7 @@ impl Tally {
         }
     }
 
-    fn satisfies(&self, multiplier: u64) -> bool {
+    pub(super) fn satisfies(&self, multiplier: u64) -> bool {
         self.per_share == 0 || self.shares >= multiplier
     }
 }
@@ -259,6 +259,21 @@ impl<'a> Walk<'a> {
                 next +=
                     self.follow_idle_run(run, (children, reversed, next), tally, asked, &mut below);
                 if tally.met && !was_met {
+                    unmet -= 1;
+                }
+                counted = self.cands.groups.len();
+                if unmet == 0 {
+                    break;
+                }
+            }
+            // The nodes that follow, while their run's copies answer them.
+            if known.has_run()
+                && let Some(t) = tallies.iter().position(|t| t.kind == kind && !t.met)
+            {
+                let tally = &mut tallies[t];
+                let asked = (reqs, pristine, excl, multiplier);
+                next += self.follow_node_run((children, reversed, next), tally, asked, &known);
+                if tally.met {
                     unmet -= 1;
                 }
                 counted = self.cands.groups.len();

@@ -17,6 +17,7 @@
 use shardsched_resource::{ResourceGraph, Sym, VertexId};
 
 use super::memo::{Known, NodeVisits, Outcome, Setting, replay_quiet};
+use super::explore::Tally;
 use super::{Mark, Visit, Walk};
 use crate::request::ReqId;
 use crate::state::WholeNode;
@@ -69,6 +70,12 @@ pub(super) struct Children {
 }
 
 impl Children {
+    /// Whether the exploration has a run of its children.
+    #[inline]
+    pub(super) fn has_run(&self) -> bool {
+        self.run.is_some()
+    }
+
     /// The type of the child visited `i`-th, when the run has it.
     #[inline]
     pub(super) fn kind(&self, i: usize) -> Option<Sym> {
@@ -242,6 +249,60 @@ impl<'a> Walk<'a> {
             &mut self.visits,
             excl,
         ))
+    }
+
+    /// Candidates for the nodes that come next among the children (`children`, read
+    /// backwards when `reversed`, from `next`) while their run entries are good, of
+    /// `tally`'s type, and their nodes free or covered over the window: each answered from
+    /// its copy as [`Walk::known_child`] would answer it, until `tally` is met. Returns how
+    /// many it took; the exploration's loop answers the next one (an entry gone stale, a
+    /// node neither free nor covered). Out of line, as `follow_idle_run` is for leaves: a
+    /// reservation's select meets a few hundred nodes this way, and the loop's per-child
+    /// steps (its type's tally found, asked whether seen, whether a leaf, whether known)
+    /// are asked once here.
+    #[inline(never)]
+    pub(super) fn follow_node_run(
+        &mut self,
+        (children, reversed, next): (&[u32], bool, usize),
+        tally: &mut Tally,
+        (reqs, pristine, excl, multiplier): (&'a [ReqId], bool, bool, u64),
+        known: &Children,
+    ) -> usize {
+        let (Some(run), None) = (known.run.as_deref(), self.dag.as_ref()) else {
+            return 0;
+        };
+        let n = children.len();
+        let mut i = next;
+        while i < n && !tally.met {
+            let Some(e) = run.entries.get(i) else {
+                break;
+            };
+            if e.whole == NOT_WHOLE
+                || e.kind != tally.kind
+                || !e.kept
+                || self.node_visits.version[e.whole as usize] != e.version
+            {
+                break;
+            }
+            let c = VertexId(children[if reversed { n - 1 - i } else { i }]);
+            let mut x = excl;
+            let Ok(vis) = self.run_child((run, e, known.unread_marks), c, reqs, pristine, &mut x)
+            else {
+                break;
+            };
+            i += 1;
+            let Some(vis) = vis else {
+                continue;
+            };
+            self.cands.push_vertex(tally.kind, vis.score, vis.avail(), c.0, x);
+            if vis.avail() > 0 {
+                tally.add(vis.avail());
+            }
+            if tally.satisfies(multiplier) {
+                tally.met = true;
+            }
+        }
+        i - next
     }
 
     /// Whether the update walk takes `v` whole when it takes it (a type the request asks
