@@ -326,11 +326,14 @@ fn commit_inner(
                     after(st, listing.get(k as usize).map_or(node.v, |av| av.v));
                 }
             }
-            alloc.entries_mut()[kept] = AllocVertex {
-                depth: node.depth + skew,
-                ..node
-            };
-            alloc.move_whole(w, kept, skew);
+            // Where nothing was left out before it (nearly always), it is in place.
+            if skew > 0 || kept != i {
+                alloc.entries_mut()[kept] = AllocVertex {
+                    depth: node.depth + skew,
+                    ..node
+                };
+                alloc.move_whole(w, kept, skew);
+            }
             kept += 1;
             kept_below += below_n;
             w += 1;
