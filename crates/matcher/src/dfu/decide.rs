@@ -34,12 +34,12 @@ impl Walk<'_> {
                     runs.add(self.cands.groups.iter().filter(|g| g.kind == q.ty));
                     let cands = &self.cands;
                     self.choices
-                        .choose(cands, 0, q.ty, count, &mut |a: i64, b: i64| {
+                        .choose(cands, (0, q.ty), (count, qc), &mut |a: i64, b: i64| {
                             runs.start_of(a) > runs.start_of(b)
                         });
                 }
                 None => {
-                    self.choose(0, q.ty, count);
+                    self.choose((0, q.ty), (count, qc));
                 }
             }
         }
@@ -87,7 +87,7 @@ impl Walk<'_> {
                     met = false;
                     break 'reqs;
                 }
-                hier |= self.choose(mark, cq.ty, count);
+                hier |= self.choose((mark, cq.ty), (count, qc));
             }
         }
         self.multilevel -= factor;
@@ -102,16 +102,31 @@ impl Walk<'_> {
         Some((score, hier))
     }
 
-    /// Sorts `kind`'s candidates above `mark` by the policy's score order and takes `k`.
-    pub(super) fn choose(&mut self, mark: usize, kind: Sym, k: u64) -> bool {
+    /// Sorts `kind`'s candidates above `mark` by the policy's score order and takes `k` of
+    /// the `qualified` ([`Choices::choose`]).
+    ///
+    /// [`Choices::choose`]: super::evals::Choices::choose
+    pub(super) fn choose(
+        &mut self,
+        (mark, kind): (usize, Sym),
+        (k, qualified): (u64, u64),
+    ) -> bool {
         let high = self.policy.prefer_high && !self.policy.variation;
         let cands = &self.cands;
         if high {
-            self.choices
-                .choose(cands, mark, kind, k, &mut |a: i64, b: i64| a > b)
+            self.choices.choose(
+                cands,
+                (mark, kind),
+                (k, qualified),
+                &mut |a: i64, b: i64| a > b,
+            )
         } else {
-            self.choices
-                .choose(cands, mark, kind, k, &mut |a: i64, b: i64| a < b)
+            self.choices.choose(
+                cands,
+                (mark, kind),
+                (k, qualified),
+                &mut |a: i64, b: i64| a < b,
+            )
         }
     }
 

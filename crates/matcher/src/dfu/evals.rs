@@ -127,16 +127,16 @@ impl Choices {
     /// Fluxion's `choose_best_k`: sorts `kind`'s candidates above `mark` with `better`
     /// (the list as left by earlier sorts at this vertex, else in stack order), then takes
     /// whole candidates from the front until their counts reach `k`. Returns false (and
-    /// leaves everything) when `k` is 0 or more than is qualified.
+    /// leaves everything) when `k` is 0 or more than is `qualified` (their
+    /// [`Cands::qualified`], which every caller has just summed to find `k`).
     pub fn choose(
         &mut self,
         cands: &Cands,
-        mark: usize,
-        kind: Sym,
-        k: u64,
+        (mark, kind): (usize, Sym),
+        (k, qualified): (u64, u64),
         better: &mut impl FnMut(i64, i64) -> bool,
     ) -> bool {
-        let qualified = cands.qualified(mark, kind);
+        debug_assert_eq!(qualified, cands.qualified(mark, kind));
         if k == 0 || k > qualified {
             return false;
         }
@@ -186,7 +186,7 @@ impl Choices {
     ) {
         for &kind in kinds {
             let q = cands.qualified(mark, kind);
-            self.choose(cands, mark, kind, q, better);
+            self.choose(cands, (mark, kind), (q, q), better);
         }
     }
 

@@ -16,8 +16,8 @@
 
 use shardsched_resource::{ResourceGraph, Sym, VertexId};
 
-use super::memo::{Known, NodeVisits, Outcome, Setting, replay_quiet};
 use super::explore::Tally;
+use super::memo::{Known, NodeVisits, Outcome, Setting, replay_quiet};
 use super::{Mark, Visit, Walk};
 use crate::request::ReqId;
 use crate::state::WholeNode;
@@ -294,7 +294,8 @@ impl<'a> Walk<'a> {
             let Some(vis) = vis else {
                 continue;
             };
-            self.cands.push_vertex(tally.kind, vis.score, vis.avail(), c.0, x);
+            self.cands
+                .push_vertex(tally.kind, vis.score, vis.avail(), c.0, x);
             if vis.avail() > 0 {
                 tally.add(vis.avail());
             }
