@@ -270,6 +270,31 @@ mod tests {
         assert_eq!(&flat[..6], &[30, 21, 22, 23, 24, 25]);
     }
 
+    /// Where no two keys are equal, the stable sort that goes first gives what the port
+    /// gives: the one sorted order.
+    #[test]
+    fn distinct_keys_sort_as_the_port_does() {
+        let mut x: u64 = 7;
+        for n in [17usize, 40, 64, 200, 1000] {
+            // Runs of ascending keys, as a walk's racks hand their nodes up, shuffled apart.
+            let mut keys: Vec<i64> = (0..n as i64).collect();
+            for i in (1..n).rev() {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                if (x >> 60) < 4 {
+                    keys.swap(i, (x >> 33) as usize % (i + 1));
+                }
+            }
+            let mut ported = keys.clone();
+            let depth = 2 * (usize::BITS - 1 - n.leading_zeros()) as usize;
+            introsort_loop(&mut ported, 0, n, depth, &mut |a, b| a < b);
+            final_insertion_sort(&mut ported, &mut |a, b| a < b);
+            let mut sorted = keys.clone();
+            sort_by(&mut sorted, &mut |a, b| a < b);
+            assert_eq!(sorted, ported);
+            assert!(sorted.windows(2).all(|w| w[0] < w[1]));
+        }
+    }
+
     #[test]
     fn sorts_like_a_sort() {
         let mut x: u64 = 1;
