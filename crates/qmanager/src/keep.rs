@@ -184,7 +184,8 @@ impl QueueManager {
             return false;
         }
         // Free in the re-plan's view: this reservation (if held) and every one behind it
-        // (room for all of them made at once: the range does not know its length).
+        // (room for all of them made at once: a filter over the map does not say how many
+        // pass, and collecting grew the vector again and again).
         let mut free = Vec::with_capacity(self.reservations.len());
         free.extend(
             self.reservations
@@ -207,6 +208,7 @@ impl QueueManager {
         let Some(job) = self.jobs.get(&id) else {
             return false;
         };
+        // (Room for the job's own window too, pushed below.)
         let mut tail = Vec::with_capacity(self.reservations.len() + 1);
         tail.extend(self.reservations.behind(job.key).map(Held::of));
         if tail.iter().any(|h| h.at < end && at < h.end) {
