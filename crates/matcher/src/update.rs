@@ -106,7 +106,6 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
     fn visit(&mut self, u: VertexId, needs: u64, excl: bool, shadow: bool, depth: Depth) -> u64 {
         let whole = shadow || (self.whole)(u);
         let excl = excl || whole;
-        let mut n = 0;
         let dag = !self.seen.is_empty();
         if whole && !dag {
             return self.visit_taken_whole(u, needs, depth);
@@ -116,17 +115,19 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
         }
         let (start, list) = self.child_lists;
         let children = &list[start[u.index()] as usize..start[u.index() + 1] as usize];
-        let is_leaf = |c: u32| start[c as usize] == start[c as usize + 1];
         // Children that may be listed here at once (see below), asked of the first: a
         // rack's nodes are not, and each one asked would be a cache miss of a reservation.
-        let leaves = !whole && !dag && children.first().is_some_and(|&c| is_leaf(c));
+        let leaves = !whole && !dag && children.first().is_some_and(|&c| self.is_leaf(c));
         // Children taken whole, asked of the first (a rack's nodes): their own loop.
-        if !whole && !dag && !leaves && children.first().is_some_and(|&c| (self.whole)(VertexId(c)))
+        let mut n = if !whole
+            && !dag
+            && !leaves
+            && children.first().is_some_and(|&c| (self.whole)(VertexId(c)))
         {
-            n += self.visit_whole_children(children, depth + 1);
+            self.visit_whole_children(children, depth + 1)
         } else {
-            n += self.visit_children(u, children, whole, leaves, depth + 1);
-        }
+            self.visit_children(u, children, (whole, dag, leaves), depth + 1)
+        };
         if excl {
             n += 1;
         }
@@ -141,20 +142,17 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
         n
     }
 
-    /// The loop of [`Emit::visit`] over `u`'s `children` (at `depth`), in a tree: `whole`
-    /// when `u` is taken whole, `leaves` when they may be leaves listed here at once.
+    /// The loop of [`Emit::visit`] over `u`'s `children` (at `depth`): `whole` when `u` is
+    /// taken whole, `dag` when vertices share parents, `leaves` when the children may be
+    /// leaves listed here at once.
     #[inline(always)]
     fn visit_children(
         &mut self,
         u: VertexId,
         children: &[u32],
-        whole: bool,
-        leaves: bool,
+        (whole, dag, leaves): (bool, bool, bool),
         depth: Depth,
     ) -> u64 {
-        let dag = !self.seen.is_empty();
-        let (start, _) = self.child_lists;
-        let is_leaf = |c: u32| start[c as usize] == start[c as usize + 1];
         let mut n = 0;
         for &c in children {
             if dag && self.seen[c as usize] {
@@ -172,7 +170,7 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
             // A leaf of no type taken whole, in a tree, below a vertex not taken whole (a
             // socket's cores): listed here as its visit would list it, when taken
             // exclusively (a call a leaf saved, most of a socket match's listing).
-            if leaves && is_leaf(c) && !(self.whole)(VertexId(c)) {
+            if leaves && self.is_leaf(c) && !(self.whole)(VertexId(c)) {
                 if x {
                     let needs = i64::try_from(needs).unwrap_or(i64::MAX);
                     self.out.push(exclusive_entry(c, needs, depth));
@@ -183,6 +181,13 @@ impl<F: Fn(VertexId) -> bool> Emit<'_, F> {
             n += self.visit(VertexId(c), needs, x, whole, depth);
         }
         n
+    }
+
+    /// Whether vertex `c` has no children in the tree.
+    #[inline]
+    fn is_leaf(&self, c: u32) -> bool {
+        let (start, _) = self.child_lists;
+        start[c as usize] == start[c as usize + 1]
     }
 
     /// The loop of [`Emit::visit`] over `children` (at `depth`) of a vertex not taken whole,

@@ -95,7 +95,7 @@ use shardsched_matcher::Matcher;
 use smallvec::SmallVec;
 
 use crate::event::JobId;
-use crate::queue::QueueManager;
+use crate::queue::{Key, QueueManager};
 use crate::reservations::Reserved;
 use crate::shapes::{RootAgg, planning_window};
 
@@ -183,17 +183,9 @@ impl QueueManager {
         if at <= now || delta.meets(at, end) {
             return false;
         }
-        // Free in the re-plan's view: this reservation (if held) and every one behind it
-        // (room for all of them made at once: a filter over the map does not say how many
-        // pass, and collecting grew the vector again and again).
-        let mut free = Vec::with_capacity(self.reservations.len());
-        free.extend(
-            self.reservations
-                .get(id)
-                .into_iter()
-                .chain(self.reservations.behind(job.key))
-                .map(Held::of),
-        );
+        // Free in the re-plan's view: every reservation behind it, and this one (if held).
+        let mut free = self.held_behind(job.key);
+        free.extend(self.reservations.get(id).map(Held::of));
         self.fits_nowhere_before(id, now, at, delta, &free)
     }
 
@@ -208,9 +200,7 @@ impl QueueManager {
         let Some(job) = self.jobs.get(&id) else {
             return false;
         };
-        // (Room for the job's own window too, pushed below.)
-        let mut tail = Vec::with_capacity(self.reservations.len() + 1);
-        tail.extend(self.reservations.behind(job.key).map(Held::of));
+        let tail = self.held_behind(job.key);
         if tail.iter().any(|h| h.at < end && at < h.end) {
             return false;
         }
@@ -226,6 +216,16 @@ impl QueueManager {
             held: &own,
         });
         self.fits_nowhere_before(id, now, at, &windows, &free)
+    }
+
+    /// The reservations behind `key` in walk order, as rule 1 counts them free, with room
+    /// for one more (the job's own window). Made with room for them all at once: a filter
+    /// over the map does not say how many pass, and collecting grew the vector again and
+    /// again at every job a re-plan walks.
+    fn held_behind(&self, key: Key) -> Vec<Held<'_>> {
+        let mut held = Vec::with_capacity(self.reservations.len() + 1);
+        held.extend(self.reservations.behind(key).map(Held::of));
+        held
     }
 
     /// Whether job `id` certainly cannot start at any instant in `[now, before)` whose window

@@ -170,8 +170,7 @@ impl<'a> Walk<'a> {
             && let Some(e) = run.entries.get(i)
             && e.whole != NOT_WHOLE
         {
-            if self.node_visits.version[e.whole as usize] != e.version {
-                // Its node's visit changed since the copy (kept, or forgotten).
+            if self.changed_since(e) {
                 run.stale = true;
             } else if e.kept {
                 return self.run_child((run, e, known.unread_marks), c, reqs, pristine, excl);
@@ -268,20 +267,22 @@ impl<'a> Walk<'a> {
         (reqs, pristine, excl, multiplier): (&'a [ReqId], bool, bool, u64),
         known: &Children,
     ) -> usize {
-        let (Some(run), None) = (known.run.as_deref(), self.dag.as_ref()) else {
+        // (Runs are made only where visits are kept: in a tree, where no child is seen
+        // twice and the loop's `seen` is no question.)
+        let Some(run) = known.run.as_deref() else {
             return 0;
         };
+        debug_assert!(
+            self.dag.is_none(),
+            "a run in a graph whose vertices share parents"
+        );
         let n = children.len();
         let mut i = next;
         while i < n && !tally.met {
             let Some(e) = run.entries.get(i) else {
                 break;
             };
-            if e.whole == NOT_WHOLE
-                || e.kind != tally.kind
-                || !e.kept
-                || self.node_visits.version[e.whole as usize] != e.version
-            {
+            if e.whole == NOT_WHOLE || e.kind != tally.kind || !e.kept || self.changed_since(e) {
                 break;
             }
             let c = VertexId(children[if reversed { n - 1 - i } else { i }]);
@@ -304,6 +305,13 @@ impl<'a> Walk<'a> {
             }
         }
         i - next
+    }
+
+    /// Whether the visit of entry `e`'s node changed since the run copied it (kept again, or
+    /// forgotten): then the entry answers nothing. `e` is a whole's node.
+    #[inline]
+    fn changed_since(&self, e: &Entry) -> bool {
+        self.node_visits.version[e.whole as usize] != e.version
     }
 
     /// Whether the update walk takes `v` whole when it takes it (a type the request asks
