@@ -41,11 +41,10 @@
 //! cannot fit). [`crate::Params::exhaustive`] turns all of this off; the tests check that it
 //! changes no start time.
 
-use std::collections::HashMap;
 use std::ops::Bound;
 
 use crate::error::QueueError;
-use crate::event::{Event, JobId, WaitReason};
+use crate::event::{Event, JobId, JobMap, WaitReason};
 use crate::keep::{Delta, KEEP_CHECK_RESERVATIONS_MAX};
 use crate::params::QueuePolicy;
 use crate::place::Attempt;
@@ -123,9 +122,9 @@ impl QueueManager {
                 let mut w = self.walk;
                 w.considered = w.considered.saturating_sub(w.started);
                 w.started = 0;
-                self.walk_from(now, w, &HashMap::new())?
+                self.walk_from(now, w, &JobMap::default())?
             }
-            CycleKind::Retry => self.walk_from(now, Walk::default(), &HashMap::new())?,
+            CycleKind::Retry => self.walk_from(now, Walk::default(), &JobMap::default())?,
             CycleKind::Replan if redo == Redo::Changed => {
                 let mut rp = Replanning::new(Delta::freed_since(&self.freed, now));
                 let r = self.replan_walk(now, &mut rp);
@@ -216,9 +215,9 @@ impl QueueManager {
     }
 
     /// Cancels every reservation; returns where they were, to report only changes.
-    fn cancel_all_reservations(&mut self) -> Result<HashMap<JobId, i64>, QueueError> {
+    fn cancel_all_reservations(&mut self) -> Result<JobMap<i64>, QueueError> {
         let ids: Vec<JobId> = self.reservations.by_start().map(|(_, id)| id).collect();
-        let mut old = HashMap::with_capacity(ids.len());
+        let mut old = JobMap::with_capacity_and_hasher(ids.len(), Default::default());
         for id in ids {
             if let Some(r) = self.unreserve(id)? {
                 old.insert(id, r.at);
@@ -229,7 +228,7 @@ impl QueueManager {
     }
 
     /// After a re-plan: announce the reservations it did not renew.
-    fn report_lost(&mut self, old: &HashMap<JobId, i64>) {
+    fn report_lost(&mut self, old: &JobMap<i64>) {
         let mut lost: Vec<JobId> = old
             .keys()
             .copied()
@@ -247,19 +246,14 @@ impl QueueManager {
     /// Walks the pending order after `w.last` (from the start when `None`), keeping the
     /// reservations held. `old` holds the reservations a re-plan cancelled: only new or moved
     /// ones are announced.
-    fn walk_from(
-        &mut self,
-        now: i64,
-        w: Walk,
-        old: &HashMap<JobId, i64>,
-    ) -> Result<WalkEnd, QueueError> {
+    fn walk_from(&mut self, now: i64, w: Walk, old: &JobMap<i64>) -> Result<WalkEnd, QueueError> {
         self.walk_with(now, w, old, None)
     }
 
     /// The walk of a re-plan that keeps what it proves stays (module `replan`). Reservations
     /// of jobs beyond the walk would not be made: they go.
     fn replan_walk(&mut self, now: i64, rp: &mut Replanning) -> Result<(), QueueError> {
-        self.walk_with(now, Walk::default(), &HashMap::new(), Some(rp))?;
+        self.walk_with(now, Walk::default(), &JobMap::default(), Some(rp))?;
         let last = self.walk.last;
         self.cancel_tail(last, i64::MAX, rp)?;
         Ok(())
@@ -269,7 +263,7 @@ impl QueueManager {
         &mut self,
         now: i64,
         mut w: Walk,
-        old: &HashMap<JobId, i64>,
+        old: &JobMap<i64>,
         mut rp: Option<&mut Replanning>,
     ) -> Result<WalkEnd, QueueError> {
         let policy = self.params.policy;

@@ -9,7 +9,7 @@
 //! the jobs ever seen.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use shardsched_jobspec::Jobspec;
 use shardsched_matcher::{Matcher, PLAN_BASE, PruneFilters};
@@ -17,7 +17,7 @@ use shardsched_resource::{ResourceGraph, Status, VertexId};
 
 use crate::cycle::Walk;
 use crate::error::QueueError;
-use crate::event::{DenyReason, Event, JobId, JobRequest, JobView, WaitReason};
+use crate::event::{DenyReason, Event, JobId, JobMap, JobRequest, JobView, WaitReason};
 use crate::params::Params;
 use crate::reservations::Reservations;
 use crate::shapes::{NeedIndex, RootAgg, Shapes};
@@ -95,7 +95,7 @@ pub struct QueueManager {
     pub(crate) matcher: Matcher,
     /// A matcher over the definition that never holds a job: satisfiability at submit.
     pub(crate) definition: Matcher,
-    pub(crate) jobs: HashMap<JobId, Job>,
+    pub(crate) jobs: JobMap<Job>,
     pub(crate) pending: BTreeMap<Key, JobId>,
     pub(crate) waiting: BTreeMap<Key, JobId>,
     /// Jobs held out of the pending order (module `held`).
@@ -157,7 +157,7 @@ impl QueueManager {
         Ok(QueueManager {
             params,
             definition,
-            jobs: HashMap::new(),
+            jobs: JobMap::default(),
             pending: BTreeMap::new(),
             waiting: BTreeMap::new(),
             held: 0,

@@ -9,12 +9,10 @@
 //! answer with all of them cancelled. [`Replanning`] carries what changed so far in the
 //! views of the jobs not yet placed, and what each cancelled reservation was.
 
-use std::collections::HashMap;
-
 use shardsched_matcher::{Allocation, Placement};
 
 use crate::error::QueueError;
-use crate::event::JobId;
+use crate::event::{JobId, JobMap};
 use crate::keep::{Change, Delta};
 use crate::place::{Attempt, end_of};
 use crate::queue::{Key, QueueManager};
@@ -27,9 +25,9 @@ pub(crate) struct Replanning {
     pub(crate) delta: Delta,
     /// Start of each reservation cancelled by this cycle: only new or moved ones are
     /// announced.
-    pub(crate) old: HashMap<JobId, i64>,
+    pub(crate) old: JobMap<i64>,
     /// What each reservation cancelled and not yet placed again was.
-    before: HashMap<JobId, Before>,
+    before: JobMap<Before>,
 }
 
 /// A cancelled reservation, to tell whether placing it again moved it.

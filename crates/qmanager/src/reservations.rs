@@ -2,10 +2,10 @@
 //! by job (its window and what it takes from the root's aggregates, for the proofs of module
 //! `keep`), and their ends (instants at which a later job may start to fit).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
-use crate::event::JobId;
+use crate::event::{JobId, JobMap};
 use crate::queue::Key;
 
 /// One reservation as the queue manager sees it; the matcher holds its vertices.
@@ -25,7 +25,7 @@ pub(crate) struct Reserved {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Reservations {
     by_start: BTreeSet<(i64, JobId)>,
-    by_job: HashMap<JobId, Reserved>,
+    by_job: JobMap<Reserved>,
     /// End instant → how many reservations end then.
     ends: BTreeMap<i64, u32>,
 }
