@@ -273,7 +273,9 @@ impl MatchWriter {
         }
     }
 
-    /// Appends `v`'s line of a `simple` (or `pretty_simple`) writer.
+    /// Appends `v`'s line of a `simple` (or `pretty_simple`) writer. Inline: `feed_on`'s loop
+    /// calls it for every vertex a match takes (most of what `query` prints).
+    #[inline(always)]
     fn simple_line(
         &mut self,
         g: &ResourceGraph,
