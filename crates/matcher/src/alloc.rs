@@ -219,7 +219,7 @@ pub fn commit_noting(
     // whole (racks, the cluster) two each, an aggregate and their own; listed out, a
     // node's leaves share cover spans. (The bound alone left 10 of a socket match's 21
     // unused: 160 bytes a job kept. Half a span for a vertex above nodes kept whole grew
-    // the list again in a third of the 5,000-job replay's commits: 0.7 % of its time.)
+    // the list again in a quarter of the 5,000-job replay's commits: 0.7 % of its time.)
     let shape = (alloc.entries().len(), alloc.wholes().len());
     let rest = shape.0.saturating_sub(shape.1);
     let mut spans = match scratch.last_spans {
