@@ -3,19 +3,17 @@
 
 use std::collections::HashMap;
 
+use rustc_hash::FxBuildHasher;
 use shardsched_jobspec::Jobspec;
 use shardsched_matcher::Allocation;
-use shardsched_resource::intern::FxBuildHasher;
 
 /// A job id, unique within one queue manager (the shards use cluster-unique FLUIDs).
 pub type JobId = u64;
 
-/// A map keyed by job id, hashed by the graph's [`FxHasher`]: the ids are the queue's own
-/// (a shard gives them, no user chooses one), so SipHash's flood resistance buys nothing,
-/// and it cost ~2 % of a conservative replay's instructions (the job table and the
-/// reservations are looked up at every placement). No reader depends on the order.
-///
-/// [`FxHasher`]: shardsched_resource::intern::FxHasher
+/// A map keyed by job id, hashed by `rustc-hash`'s multiply-rotate hash: the ids are the
+/// queue's own (a shard gives them, no user chooses one), so SipHash's flood resistance
+/// buys nothing, and it cost ~2 % of a conservative replay's instructions (the job table and
+/// the reservations are looked up at every placement). No reader depends on the order.
 pub(crate) type JobMap<V> = HashMap<JobId, V, FxBuildHasher>;
 
 /// A job as submitted.

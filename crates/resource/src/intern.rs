@@ -4,68 +4,13 @@
 //! vertices; the graph stores a 4-byte [`Sym`] per field instead of a `String`, and the matcher
 //! compares symbols (integers) instead of strings on its hot path.
 //!
-//! The table hashes with [`FxHasher`], a multiply-rotate hash (the one rustc uses for its
+//! The table hashes with `rustc-hash`'s multiply-rotate hash (the one rustc uses for its
 //! own interners): graph loading interns a name per vertex, and SipHash's flood resistance
 //! buys nothing for strings an administrator's graph file supplies.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
-/// A fast, non-cryptographic hasher for short keys (strings, integers).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct FxHasher {
-    hash: u64,
-}
-
-const FX_SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-
-impl FxHasher {
-    #[inline]
-    fn add(&mut self, word: u64) {
-        self.hash = (self.hash.rotate_left(5) ^ word).wrapping_mul(FX_SEED);
-    }
-}
-
-impl Hasher for FxHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(c);
-            self.add(u64::from_le_bytes(w));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut w = [0u8; 8];
-            w[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(w));
-        }
-    }
-    #[inline]
-    fn write_u8(&mut self, i: u8) {
-        self.add(u64::from(i));
-    }
-    #[inline]
-    fn write_u32(&mut self, i: u32) {
-        self.add(u64::from(i));
-    }
-    #[inline]
-    fn write_u64(&mut self, i: u64) {
-        self.add(i);
-    }
-    #[inline]
-    fn write_usize(&mut self, i: usize) {
-        self.add(i as u64);
-    }
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.hash
-    }
-}
-
-/// `HashMap` hasher state for [`FxHasher`].
-pub type FxBuildHasher = BuildHasherDefault<FxHasher>;
+use rustc_hash::FxBuildHasher;
 
 /// An interned string: an index into an [`Interner`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -28,7 +28,7 @@ pub(super) struct Tally {
 }
 
 impl Tally {
-    pub(super) fn add(&mut self, n: u64) {
+    fn add(&mut self, n: u64) {
         self.accum = self.accum.saturating_add(n);
         if self.per_share > 0 && self.accum >= self.per_share {
             self.shares += 1;
@@ -38,6 +38,16 @@ impl Tally {
 
     pub(super) fn satisfies(&self, multiplier: u64) -> bool {
         self.per_share == 0 || self.shares >= multiplier
+    }
+
+    /// Counts one child's candidacy of `avail` units, its bundle alone (a run's children:
+    /// idle leaves, nodes answered from copies), and marks the tally met when that
+    /// completes its shares.
+    pub(super) fn take(&mut self, avail: u64, multiplier: u64) {
+        self.add(avail);
+        if self.satisfies(multiplier) {
+            self.met = true;
+        }
     }
 }
 
@@ -251,14 +261,13 @@ impl<'a> Walk<'a> {
             // before it is taken: a take writes, and this is asked after every child.)
             if below.run.is_some()
                 && let Some(run) = below.run.take()
-                && let Some(t) = tallies.iter().position(|t| t.kind == run.kind)
+                && let Some(t) = tallies.iter().position(|t| t.kind == run.kind && !t.met)
             {
                 let tally = &mut tallies[t];
-                let was_met = tally.met;
                 let asked = (reqs, pristine, multiplier);
                 next +=
                     self.follow_idle_run(run, (children, reversed, next), tally, asked, &mut below);
-                if tally.met && !was_met {
+                if tally.met {
                     unmet -= 1;
                 }
                 counted = self.cands.groups.len();
@@ -309,10 +318,7 @@ impl<'a> Walk<'a> {
             i += 1;
             self.cands
                 .push_vertex(run.kind, vis.score, vis.avail(), c.0, run.excl);
-            tally.add(vis.avail());
-            if tally.satisfies(multiplier) {
-                tally.met = true;
-            }
+            tally.take(vis.avail(), multiplier);
         }
         i - next
     }

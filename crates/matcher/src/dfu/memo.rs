@@ -26,7 +26,7 @@
 
 use std::collections::HashMap;
 
-use shardsched_resource::intern::FxBuildHasher;
+use rustc_hash::FxBuildHasher;
 use shardsched_resource::{Sym, VertexId};
 use smallvec::SmallVec;
 
@@ -114,9 +114,9 @@ pub struct NodeVisits {
     pub(super) version: Vec<u32>,
     /// Counts the times everything known was forgotten at once.
     pub(super) generation: u32,
-    /// Explored vertices' children with copies of their kept visits (`run`), by vertex id
-    /// (the graph's own numbers: the multiply-rotate hash, not SipHash, taken out and put back
-    /// at every explored vertex).
+    /// Explored vertices' children with copies of their kept visits (`run`), by vertex id.
+    /// Taken out and put back at every explored vertex: hashed by `rustc-hash`, not SipHash
+    /// (the ids are the graph's own).
     pub(super) runs: HashMap<u32, Box<Run>, FxBuildHasher>,
 }
 

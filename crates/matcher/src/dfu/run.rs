@@ -297,12 +297,7 @@ impl<'a> Walk<'a> {
             };
             self.cands
                 .push_vertex(tally.kind, vis.score, vis.avail(), c.0, x);
-            if vis.avail() > 0 {
-                tally.add(vis.avail());
-            }
-            if tally.satisfies(multiplier) {
-                tally.met = true;
-            }
+            tally.take(vis.avail(), multiplier);
         }
         i - next
     }

@@ -6,7 +6,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::Status;
-use crate::intern::{FxBuildHasher, Sym};
+use rustc_hash::FxBuildHasher;
+
+use crate::intern::Sym;
 
 /// One array per vertex field.
 #[derive(Clone, Debug, Default)]
