@@ -320,7 +320,7 @@ impl Matcher {
         };
         let _ = expr(criteria, &mut ex);
         let mut held: HashMap<u32, Held> = HashMap::new();
-        let books = self.jobs.iter().map(|(&id, job)| (id, job, true));
+        let books = self.jobs().map(|(id, job)| (id, job, true));
         let side = self.side.iter().map(|s| (s.jobid, &s.record, s.tagged()));
         for (id, job, tagged) in books.chain(side) {
             for av in &job.alloc {
