@@ -95,19 +95,26 @@ impl MultiPlanner {
         }
         let end = self.window.span_end(start, duration)?;
         let points = self.points();
-        for (resource, (&request, &total)) in requests.iter().zip(self.totals.iter()).enumerate() {
-            if request == 0 {
-                continue;
-            }
-            let available = total - points.max_used(start, end, resource);
-            if available < request {
-                return Err(PlannerError::InsufficientResource {
-                    resource,
-                    request,
-                    available,
-                    start,
-                    end,
-                });
+        // One pass over the span's points for every type at once; only where that finds a
+        // point in the way is each type looked at again, for the error (a type asked for 0
+        // units blocks no span, even where its use passed a lowered total).
+        if !points.fits(start, end, &self.totals, requests) {
+            for (resource, (&request, &total)) in
+                requests.iter().zip(self.totals.iter()).enumerate()
+            {
+                if request == 0 {
+                    continue;
+                }
+                let available = total - points.max_used(start, end, resource);
+                if available < request {
+                    return Err(PlannerError::InsufficientResource {
+                        resource,
+                        request,
+                        available,
+                        start,
+                        end,
+                    });
+                }
             }
         }
         self.insert(start, duration, end, requests)
