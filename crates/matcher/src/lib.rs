@@ -204,11 +204,12 @@ pub struct Matcher {
     /// as Fluxion's planner offers them.
     instants: instants::Instants,
     /// The jobs' books. Hashed, not a B-tree: a match looks its job up three or four times
-    /// (a B-tree's search was ~300 instructions each, 2 % of first-1024), and the ids are
-    /// the program's own (a shard's FLUIDs, resource-query's counter), so no one picks
-    /// keys that collide. Where an order shows, it is by id ([`Matcher::jobs`],
+    /// (a B-tree's search was ~300 instructions each, 2 % of first-1024). Fx-hashed: the
+    /// ids come from the program (a shard's FLUIDs, resource-query's counter) or a local
+    /// user (resource-query's `update`), never from a remote party that could pick ids
+    /// that collide. Where an order shows, it is by id ([`Matcher::jobs`],
     /// [`books_by_id`]).
-    jobs: HashMap<u64, JobRecord, FxBuildHasher>,
+    jobs: Books,
     /// End of the graph's planning period (Fluxion's graph duration): durations are cut
     /// there, and a job without one lasts until then.
     graph_end: i64,
@@ -531,7 +532,7 @@ impl Matcher {
         Some(used.map_or_else(|| vec![0; agg.types.len()], <[i64]>::to_vec))
     }
 
-    /// All jobs, by id.
+    /// All jobs, by id (sorted at each call: the books are hashed).
     pub fn jobs(&self) -> impl Iterator<Item = (u64, &JobRecord)> {
         let mut all: Vec<(u64, &JobRecord)> = self.jobs.iter().map(|(k, v)| (*k, v)).collect();
         all.sort_unstable_by_key(|e| e.0);
@@ -660,12 +661,13 @@ fn learn_weight(
     }
 }
 
+/// The jobs' books: each job's record by its id.
+type Books = HashMap<u64, JobRecord, FxBuildHasher>;
+
 /// Every job's record in `jobs`, by id, to change: where records are carried or changed one
 /// after another, what each gets (span ids, above all) follows the ids' order, as it did
 /// when the books were a B-tree.
-pub(crate) fn books_by_id(
-    jobs: &mut HashMap<u64, JobRecord, FxBuildHasher>,
-) -> Vec<&mut JobRecord> {
+pub(crate) fn books_by_id(jobs: &mut Books) -> Vec<&mut JobRecord> {
     let mut all: Vec<(u64, &mut JobRecord)> = jobs.iter_mut().map(|(k, v)| (*k, v)).collect();
     all.sort_unstable_by_key(|e| e.0);
     all.into_iter().map(|e| e.1).collect()
