@@ -117,3 +117,31 @@ fn removing_ranks_refuses_an_unknown_rank_before_anything_changes() {
     assert!(allocate(&mut m, 3, 2).is_none());
     assert!(allocate(&mut m, 2, 3).is_some());
 }
+
+#[test]
+fn the_books_list_jobs_by_id_whatever_order_they_came_in() {
+    let mut m = two_node_matcher();
+    // Two run now, three are reserved behind them, in an order that is not the ids'.
+    for id in [9, 2, 7, 1000, 5] {
+        let outcome = m
+            .run(MatchOp::AllocateOrElseReserve, &nodes(1), id, 0)
+            .expect("match");
+        assert!(
+            matches!(
+                outcome,
+                MatchOutcome::Allocated(_) | MatchOutcome::Reserved(_)
+            ),
+            "job {id}: {outcome:?}"
+        );
+    }
+    let ids = |m: &Matcher| m.jobs().map(|(id, _)| id).collect::<Vec<u64>>();
+    assert_eq!(ids(&m), [2, 5, 7, 9, 1000]);
+    // A regrow carries every record (in id order) and lists them so still.
+    assert_eq!(m.attach(&node2()).expect("attach"), 3);
+    assert_eq!(ids(&m), [2, 5, 7, 9, 1000]);
+    for id in [1000, 2, 9, 5, 7] {
+        m.cancel(id).expect("cancel");
+    }
+    assert!(ids(&m).is_empty());
+    assert_eq!(m.state, m.fresh_state());
+}
