@@ -96,8 +96,7 @@ impl MultiPlanner {
         let end = self.window.span_end(start, duration)?;
         let points = self.points();
         // One pass over the span's points for every type at once; only where that finds a
-        // point in the way is each type looked at again, for the error (a type asked for 0
-        // units blocks no span, even where its use passed a lowered total).
+        // point in the way is each type asked for looked at again, for the error.
         if !points.fits(start, end, &self.totals, requests) {
             for (resource, (&request, &total)) in
                 requests.iter().zip(self.totals.iter()).enumerate()
