@@ -203,8 +203,8 @@ pub struct Matcher {
     /// [`JobRecord::in_times`] holds): the only instants at which a reservation can start,
     /// as Fluxion's planner offers them.
     instants: instants::Instants,
-    /// The jobs' books. Hashed, not a B-tree: a match looks its job up three or four times
-    /// (a B-tree's search was ~300 instructions each, 2 % of first-1024). Fx-hashed: the
+    /// The jobs' books. Hashed, not a B-tree: a match looks its job up four times (a
+    /// B-tree's search was ~300 instructions each, 2 % of first-1024). Fx-hashed: the
     /// ids come from the program (a shard's FLUIDs, resource-query's counter) or a local
     /// user (resource-query's `update`), never from a remote party that could pick ids
     /// that collide. Where an order shows, it is by id ([`Matcher::jobs`],
@@ -534,9 +534,7 @@ impl Matcher {
 
     /// All jobs, by id (sorted at each call: the books are hashed).
     pub fn jobs(&self) -> impl Iterator<Item = (u64, &JobRecord)> {
-        let mut all: Vec<(u64, &JobRecord)> = self.jobs.iter().map(|(k, v)| (*k, v)).collect();
-        all.sort_unstable_by_key(|e| e.0);
-        all.into_iter()
+        by_id(self.jobs.iter().map(|(k, v)| (*k, v)).collect()).into_iter()
     }
 
     /// Counts the graph's nodes again for `first`'s early "not enough nodes" answer, each
@@ -668,9 +666,14 @@ type Books = HashMap<u64, JobRecord, FxBuildHasher>;
 /// after another, what each gets (span ids, above all) follows the ids' order, as it did
 /// when the books were a B-tree.
 pub(crate) fn books_by_id(jobs: &mut Books) -> Vec<&mut JobRecord> {
-    let mut all: Vec<(u64, &mut JobRecord)> = jobs.iter_mut().map(|(k, v)| (*k, v)).collect();
-    all.sort_unstable_by_key(|e| e.0);
+    let all = by_id(jobs.iter_mut().map(|(k, v)| (*k, v)).collect());
     all.into_iter().map(|e| e.1).collect()
+}
+
+/// `entries` (a job's id and what the books hold of it) in the order of the ids.
+fn by_id<T>(mut entries: Vec<(u64, T)>) -> Vec<(u64, T)> {
+    entries.sort_unstable_by_key(|e| e.0);
+    entries
 }
 
 /// When an allocation's resources free up.
