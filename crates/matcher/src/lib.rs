@@ -53,9 +53,9 @@ pub mod update;
 mod visits;
 pub mod writer;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
-use rustc_hash::FxBuildHasher;
+use rustc_hash::FxHashMap;
 
 use shardsched_jobspec::Jobspec;
 use shardsched_resource::{ResourceGraph, Status, VertexId};
@@ -136,6 +136,14 @@ impl JobState {
     }
 }
 
+/// A map keyed by job id, hashed by `rustc-hash`'s multiply-rotate hash: the ids come from
+/// the program (a shard's FLUIDs, resource-query's counter) or a local user
+/// (resource-query's `update`), never from a remote party that could pick ids that
+/// collide, so SipHash's flood resistance buys nothing (it cost ~2 % of a conservative
+/// replay's instructions in the queue manager's maps). Its order is arbitrary: a reader
+/// that shows one sorts.
+pub type JobMap<V> = FxHashMap<u64, V>;
+
 /// A job the matcher holds resources for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JobRecord {
@@ -204,12 +212,9 @@ pub struct Matcher {
     /// as Fluxion's planner offers them.
     instants: instants::Instants,
     /// The jobs' books. Hashed, not a B-tree: a match looks its job up four times (a
-    /// B-tree's search was ~300 instructions each, 2 % of first-1024). Fx-hashed: the
-    /// ids come from the program (a shard's FLUIDs, resource-query's counter) or a local
-    /// user (resource-query's `update`), never from a remote party that could pick ids
-    /// that collide. Where an order shows, it is by id ([`Matcher::jobs`],
-    /// [`books_by_id`]).
-    jobs: Books,
+    /// B-tree's search was ~300 instructions each, 2 % of first-1024). Where an order
+    /// shows, it is by id ([`Matcher::jobs`], [`books_by_id`]).
+    jobs: JobMap<JobRecord>,
     /// End of the graph's planning period (Fluxion's graph duration): durations are cut
     /// there, and a job without one lasts until then.
     graph_end: i64,
@@ -331,7 +336,7 @@ impl Matcher {
             spares: alloc::Spares::default(),
             commit_scratch: alloc::CommitScratch::default(),
             instants: instants::Instants::default(),
-            jobs: HashMap::default(),
+            jobs: JobMap::default(),
             graph_end: PLAN_BASE.saturating_add(i64::try_from(PLAN_HORIZON / 2).unwrap_or(0)),
             nodes_up,
             errno: dfu::Errno::None,
@@ -659,13 +664,10 @@ fn learn_weight(
     }
 }
 
-/// The jobs' books: each job's record by its id.
-type Books = HashMap<u64, JobRecord, FxBuildHasher>;
-
 /// Every job's record in `jobs`, by id, to change: where records are carried or changed one
 /// after another, what each gets (span ids, above all) follows the ids' order, as it did
 /// when the books were a B-tree.
-pub(crate) fn books_by_id(jobs: &mut Books) -> Vec<&mut JobRecord> {
+pub(crate) fn books_by_id(jobs: &mut JobMap<JobRecord>) -> Vec<&mut JobRecord> {
     let all = by_id(jobs.iter_mut().map(|(k, v)| (*k, v)).collect());
     all.into_iter().map(|e| e.1).collect()
 }

@@ -1,20 +1,15 @@
 //! What goes into a queue manager (a [`JobRequest`]) and what comes out ([`Event`]s and
 //! [`JobView`]s).
 
-use std::collections::HashMap;
-
-use rustc_hash::FxBuildHasher;
 use shardsched_jobspec::Jobspec;
 use shardsched_matcher::Allocation;
 
 /// A job id, unique within one queue manager (the shards use cluster-unique FLUIDs).
 pub type JobId = u64;
 
-/// A map keyed by job id, hashed by `rustc-hash`'s multiply-rotate hash: the ids are the
-/// queue's own (a shard gives them, no user chooses one), so SipHash's flood resistance
-/// buys nothing, and it cost ~2 % of a conservative replay's instructions (the job table and
-/// the reservations are looked up at every placement). No reader depends on the order.
-pub(crate) type JobMap<V> = HashMap<JobId, V, FxBuildHasher>;
+/// The job table, the reservations and a re-plan's maps are the matcher's kind of map keyed
+/// by job id (no reader here depends on its order).
+pub(crate) use shardsched_matcher::JobMap;
 
 /// A job as submitted.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -8,9 +8,7 @@
 //! own interners): graph loading interns a name per vertex, and SipHash's flood resistance
 //! buys nothing for strings an administrator's graph file supplies.
 
-use std::collections::HashMap;
-
-use rustc_hash::FxBuildHasher;
+use rustc_hash::FxHashMap;
 
 /// An interned string: an index into an [`Interner`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -27,7 +25,7 @@ impl Sym {
 /// Owns the interned strings of one graph.
 #[derive(Clone, Debug, Default)]
 pub struct Interner {
-    index: HashMap<Box<str>, Sym, FxBuildHasher>,
+    index: FxHashMap<Box<str>, Sym>,
     strings: Vec<Box<str>>,
 }
 

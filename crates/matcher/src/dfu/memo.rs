@@ -24,9 +24,7 @@
 //! exact visits, requests with a node constraint, states where an untouched vertex may hold units
 //! ([`SchedState::untouched_means_free`]), walks that ignore calendars.
 
-use std::collections::HashMap;
-
-use rustc_hash::FxBuildHasher;
+use rustc_hash::FxHashMap;
 use shardsched_resource::{Sym, VertexId};
 use smallvec::SmallVec;
 
@@ -117,7 +115,7 @@ pub struct NodeVisits {
     /// Explored vertices' children with copies of their kept visits (`run`), by vertex id.
     /// Taken out and put back at every explored vertex: hashed by `rustc-hash`, not SipHash
     /// (the ids are the graph's own).
-    pub(super) runs: HashMap<u32, Box<Run>, FxBuildHasher>,
+    pub(super) runs: FxHashMap<u32, Box<Run>>,
 }
 
 impl Clone for NodeVisits {

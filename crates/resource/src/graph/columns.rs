@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::Status;
-use rustc_hash::FxBuildHasher;
+use rustc_hash::FxHashMap;
 
 use crate::intern::Sym;
 
@@ -93,7 +93,7 @@ impl VertexColumns {
 #[derive(Clone, Debug, Default)]
 pub(super) struct IntColumn {
     small: Vec<i32>,
-    big: HashMap<u32, i64, FxBuildHasher>,
+    big: FxHashMap<u32, i64>,
 }
 
 /// The `small` value that sends a lookup to `big`.
