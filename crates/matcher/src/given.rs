@@ -151,7 +151,7 @@ impl Matcher {
             // No aggregate records it (the walk does not start): no instants to try.
             in_times: false,
         };
-        self.jobs.insert(jobid, record);
+        self.jobs.insert(jobid, Box::new(record));
         Ok(placed)
     }
 
@@ -165,6 +165,7 @@ impl Matcher {
         let records = self
             .jobs
             .values()
+            .map(|j| &**j)
             .chain(self.side.iter().map(|s| &s.record));
         let set: HashSet<u32> = records
             .filter(|j| {

@@ -265,7 +265,7 @@ impl Matcher {
         if full && let Some(mut job) = self.jobs.remove(&jobid) {
             job.leave_times(&mut self.instants);
             // What is left of it stays taken (Fluxion cannot reach it any more).
-            self.orphan(jobid, job, true);
+            self.orphan(jobid, *job, true);
             self.orphan_twins(jobid);
         }
         Ok(PartialCancel { full })

@@ -60,17 +60,17 @@ impl Matcher {
             let tree = tree_of(&self.graph, &self.subtree);
             self.state.uncover(&self.graph, tree, &mut old.spans)?;
             self.state.uncover(&self.graph, tree, &mut spans)?;
-            self.matched_again(jobid, old, state, &spans)?;
+            self.matched_again(jobid, *old, state, &spans)?;
         }
         self.jobs.insert(
             jobid,
-            JobRecord {
+            Box::new(JobRecord {
                 state,
                 alloc,
                 spans,
                 partial: false,
                 in_times: true,
-            },
+            }),
         );
         Ok(state.placement(at))
     }
@@ -141,7 +141,7 @@ impl Matcher {
             .ok_or(MatchError::NoSuchJob(jobid))?;
         job.leave_times(&mut self.instants);
         if self.has_twins(jobid) {
-            return self.take_with_twins(jobid, job);
+            return self.take_with_twins(jobid, *job);
         }
         if job.partial {
             // Fluxion's cancel walk stops at vertices the job does not hold: what lies
