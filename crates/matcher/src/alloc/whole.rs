@@ -89,11 +89,23 @@ fn node_entry(
     (at, dur): (i64, u64),
     seen: &mut Seen,
 ) -> Option<usize> {
-    seen.start(g.len());
     let node = st.whole_vertex(c);
-    for (k, av) in listing.vertices.iter().enumerate().skip(listing.first) {
-        let whole = av.exclusive && av.needs == g.size(av.v) && st.whole_of(av.v) == Some(c);
-        if !whole || !seen.first_time(av.v)? {
+    // The node's entry, every entry before it taken whole; then, only if there is one,
+    // whether each of them is listed once. Two passes: most listings checked here take part
+    // of a node (a socket of it) and stop at the node's entry, and marking what they met
+    // wrote a page of `seen` (one entry a vertex) for every node a session takes part of.
+    let (k, _) = listing
+        .vertices
+        .iter()
+        .enumerate()
+        .skip(listing.first)
+        .take_while(|(_, av)| {
+            av.exclusive && av.needs == g.size(av.v) && st.whole_of(av.v) == Some(c)
+        })
+        .find(|(_, av)| av.v == node)?;
+    seen.start(g.len());
+    for av in &listing.vertices[listing.first..=k] {
+        if !seen.first_time(av.v)? {
             return None;
         }
         // Nothing else recorded in the whole: every record of the listing would be taken.
@@ -101,11 +113,8 @@ fn node_entry(
             st.untouched(av.v, at, dur) && st.units_free(av.v, av.needs, at, dur) >= av.needs,
             "a whole listing over a vertex in use"
         );
-        if av.v == node {
-            return Some(k);
-        }
     }
-    None
+    Some(k)
 }
 
 /// The vertices one listing check met, by vertex: the check's number (so a new check
@@ -120,7 +129,11 @@ impl Seen {
     /// Starts a check over a graph of `n` vertices.
     fn start(&mut self, n: usize) {
         if self.marks.len() < n {
-            self.marks.resize(n, 0);
+            // Zeroed memory from the allocator, not zeros written: pages of vertices never
+            // checked stay unwritten.
+            let mut marks = vec![0; n];
+            marks[..self.marks.len()].copy_from_slice(&self.marks);
+            self.marks = marks;
         }
         self.mark = self.mark.wrapping_add(1);
         if self.mark == 0 {
