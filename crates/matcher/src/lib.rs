@@ -213,10 +213,10 @@ pub struct Matcher {
     instants: instants::Instants,
     /// The jobs' books. Hashed, not a B-tree: a match looks its job up four times (a
     /// B-tree's search was ~300 instructions each, 2 % of first-1024). Where an order
-    /// shows, it is by id ([`Matcher::jobs`], [`books_by_id`]). Each record boxed: the
-    /// table then holds a word a job, so its growth moves and zeroes 16 bytes a slot
-    /// instead of a record's ~120, and the records themselves lie packed in the heap
-    /// (first-1024: 2,712 → 2,578 page faults).
+    /// shows, it is by id ([`Matcher::jobs`], [`books_by_id`]). Each record boxed: a
+    /// slot of the table is then the id and a pointer, so each growth of the table moves
+    /// 16 bytes a job into fresh pages instead of a record's ~120, and the records lie
+    /// packed in the heap (first-1024: 2,712 → 2,578 page faults).
     jobs: JobMap<Box<JobRecord>>,
     /// End of the graph's planning period (Fluxion's graph duration): durations are cut
     /// there, and a job without one lasts until then.
