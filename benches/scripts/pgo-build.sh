@@ -39,9 +39,16 @@ BIN=$OUT/gen/release/shardsched
 T=$OUT/train
 
 echo "== training"
-cat > "$T/node.yaml" <<'YAML'
-version: 9999
-resources:
+# jobspec NAME DURATION: a jobspec of one task per slot, its resources read from stdin.
+jobspec() {
+  {
+    printf 'version: 9999\nresources:\n'
+    cat
+    printf 'attributes:\n  system:\n    duration: %s\n' "$2"
+    printf 'tasks:\n  - command: [ "app" ]\n    slot: default\n    count:\n      per_slot: 1\n'
+  } > "$T/$1.yaml"
+}
+jobspec node 1800 <<'YAML'
   - type: node
     count: 1
     exclusive: true
@@ -55,18 +62,8 @@ resources:
             with:
               - type: core
                 count: 22
-attributes:
-  system:
-    duration: 1800
-tasks:
-  - command: [ "app" ]
-    slot: default
-    count:
-      per_slot: 1
 YAML
-cat > "$T/socket.yaml" <<'YAML'
-version: 9999
-resources:
+jobspec socket 900 <<'YAML'
   - type: slot
     count: 1
     label: default
@@ -78,36 +75,16 @@ resources:
             count: 16
           - type: gpu
             count: 2
-attributes:
-  system:
-    duration: 900
-tasks:
-  - command: [ "app" ]
-    slot: default
-    count:
-      per_slot: 1
 YAML
-cat > "$T/cores.yaml" <<'YAML'
-version: 9999
-resources:
+jobspec cores 600 <<'YAML'
   - type: slot
     count: 1
     label: default
     with:
       - type: core
         count: 6
-attributes:
-  system:
-    duration: 600
-tasks:
-  - command: [ "app" ]
-    slot: default
-    count:
-      per_slot: 1
 YAML
-cat > "$T/nodes.yaml" <<'YAML'
-version: 9999
-resources:
+jobspec nodes 2400 <<'YAML'
   - type: node
     count: 16
     exclusive: true
@@ -118,14 +95,6 @@ resources:
         with:
           - type: core
             count: 1
-attributes:
-  system:
-    duration: 2400
-tasks:
-  - command: [ "app" ]
-    slot: default
-    count:
-      per_slot: 1
 YAML
 for js in node socket cores nodes; do
   for policy in first high low lonodex hinode; do
