@@ -97,15 +97,16 @@ jobspec nodes 2400 <<'YAML'
             count: 1
 YAML
 for js in node socket cores nodes; do
+  s=$T/$js.stream
+  {
+    for i in $(seq 200); do echo "match allocate $T/$js.yaml"; done
+    for i in $(seq 1 3 60); do echo "cancel $i"; done
+    for i in $(seq 80); do echo "match allocate_orelse_reserve $T/$js.yaml"; done
+    echo "info 5"; echo "stat"; echo "quit"
+  } > "$s"
   for policy in first high low lonodex hinode; do
-    s=$T/$js.$policy.stream
-    {
-      for i in $(seq 200); do echo "match allocate $T/$js.yaml"; done
-      for i in $(seq 1 3 60); do echo "cancel $i"; done
-      for i in $(seq 80); do echo "match allocate_orelse_reserve $T/$js.yaml"; done
-      echo "info 5"; echo "stat"; echo "quit"
-    } > "$s"
-    "$BIN" query -L "$BENCH/bench128.graphml" -S CA -P "$policy" -t "$T/out.t" < "$s" > /dev/null 2>&1
+    "$BIN" query -L "$BENCH/bench128.graphml" -S CA -P "$policy" -t "$T/out.t" < "$s" \
+      > /dev/null 2>&1 || { echo "error: training: query -P $policy < $s failed" >&2; exit 1; }
   done
 done
 "$BIN" workload generate --jobs 2000 --nodes 256 --seed 5 --output "$T/w2k.swf" > /dev/null

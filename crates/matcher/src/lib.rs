@@ -670,9 +670,12 @@ fn learn_weight(
 /// Every job's record in `jobs`, by id, to change: where records are carried or changed one
 /// after another, what each gets (span ids, above all) follows the ids' order, as it did
 /// when the books were a B-tree.
-pub(crate) fn books_by_id(jobs: &mut JobMap<Box<JobRecord>>) -> Vec<&mut JobRecord> {
-    let all = by_id(jobs.iter_mut().map(|(k, v)| (*k, &mut **v)).collect());
-    all.into_iter().map(|e| e.1).collect()
+pub(crate) fn books_by_id(
+    jobs: &mut JobMap<Box<JobRecord>>,
+) -> impl Iterator<Item = &mut JobRecord> {
+    by_id(jobs.iter_mut().map(|(k, v)| (*k, &mut **v)).collect())
+        .into_iter()
+        .map(|e| e.1)
 }
 
 /// `entries` (a job's id and what the books hold of it) in the order of the ids.

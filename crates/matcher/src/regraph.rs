@@ -183,9 +183,7 @@ impl Matcher {
     /// Turns every cover back into leaf holds: cover groups change with the graph.
     fn uncover_all(&mut self) -> Result<(), MatchError> {
         let tree = tree_of(&self.graph, &self.subtree);
-        let lists = crate::books_by_id(&mut self.jobs)
-            .into_iter()
-            .map(|j| &mut j.spans);
+        let lists = crate::books_by_id(&mut self.jobs).map(|j| &mut j.spans);
         let side = self.side.iter_mut().map(|s| &mut s.record.spans);
         for spans in lists.chain(side) {
             self.state.uncover(&self.graph, tree, spans)?;
@@ -201,9 +199,7 @@ impl Matcher {
         // The pruning types so far (leaf types included) stay, as Fluxion's do.
         let mut prune = self.prune.clone();
         let mut state = SchedState::new_on(&self.graph, tree, &types, &mut prune);
-        let lists = crate::books_by_id(&mut self.jobs)
-            .into_iter()
-            .map(|j| &mut j.spans);
+        let lists = crate::books_by_id(&mut self.jobs).map(|j| &mut j.spans);
         let side = self.side.iter_mut().map(|s| &mut s.record.spans);
         for spans in lists.chain(side) {
             let mut carried = Vec::with_capacity(spans.len());

@@ -130,10 +130,9 @@ impl Seen {
     fn start(&mut self, n: usize) {
         if self.marks.len() < n {
             // Zeroed memory from the allocator, not zeros written: pages of vertices never
-            // checked stay unwritten.
-            let mut marks = vec![0; n];
-            marks[..self.marks.len()].copy_from_slice(&self.marks);
-            self.marks = marks;
+            // checked stay unwritten. Earlier checks' marks need not be kept: a check asks
+            // only for its own number, and zero is none.
+            self.marks = vec![0; n];
         }
         self.mark = self.mark.wrapping_add(1);
         if self.mark == 0 {
