@@ -413,7 +413,8 @@ fn graph_info(g: &shardsched_resource::ResourceGraph, load_secs: f64) -> String 
 }
 
 fn run_session(session: &mut Session, args: &QueryArgs) -> Result<()> {
-    // Commands come in reads of up to 64 KiB, counted for the jobspecs' watch.
+    // Commands come in reads of up to 64 KiB, counted: a kept jobspec is compared with
+    // its file at its first use after each.
     let reads = Rc::new(Cell::new(0));
     session.jobspecs.follow_input(Rc::clone(&reads));
     let stdin = std::io::BufReader::with_capacity(
