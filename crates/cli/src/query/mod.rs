@@ -276,7 +276,7 @@ impl Session {
                 continue;
             };
             // A command has at most a few words: no allocation for them per line.
-            let words: smallvec::SmallVec<[&str; 8]> = line.split_whitespace().collect();
+            let words: smallvec::SmallVec<[&str; 8]> = words(line).collect();
             let go_on = self.execute(&words, out, stdout)?;
             // resource-query's output is line-flushed: its messages on stderr land after
             // what the commands before printed, even when both go to one file. (Standard
@@ -294,7 +294,7 @@ impl Session {
         Ok(())
     }
 
-    /// Executes one command line (already split into words); false at `quit`. Errors are
+    /// Executes one command line (already split into [`words`]); false at `quit`. Errors are
     /// those of the output only: a command's own errors go to stderr.
     pub fn execute(
         &mut self,
@@ -412,6 +412,23 @@ fn graph_info(g: &shardsched_resource::ResourceGraph, load_secs: f64) -> String 
     out
 }
 
+/// A command line's words, split as resource-query's `std::istream_iterator<std::string>`
+/// splits them in the C locale: at runs of the six ASCII spaces of `isspace` (space, tab,
+/// line feed, vertical tab, form feed, carriage return). A no-break space or another
+/// Unicode space is part of a word, as `isspace` has it. (Reading a pipe in the C locale,
+/// resource-query's readline takes each byte above 0x7F for a Meta key, and such bytes
+/// never reach its split: `job<U+00A0>a.yaml` is opened there as `joba.yaml`. Not
+/// imitated: a file name is kept as written.)
+fn words(line: &str) -> impl Iterator<Item = &str> {
+    line.split(is_c_space).filter(|w| !w.is_empty())
+}
+
+/// `isspace` in the C locale ([`words`]). (A test of each char: an array pattern searches
+/// and was slower on the reference streams.)
+fn is_c_space(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\n' | '\x0B' | '\x0C' | '\r')
+}
+
 fn run_session(session: &mut Session, args: &QueryArgs) -> Result<()> {
     // Commands come in reads of up to 64 KiB, counted: a kept jobspec is compared with
     // its file at its first use after each.
@@ -468,4 +485,24 @@ fn shares_a_stream(file: &std::fs::File) -> bool {
     ]
     .iter()
     .any(|other| other.is_none_or(|o| o == mine))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::words;
+
+    #[test]
+    fn words_split_at_the_c_locales_spaces_only() {
+        let line = "match\tallocate \x0B\x0Cjob\u{a0}one.yaml\r\n";
+        assert_eq!(
+            words(line).collect::<Vec<_>>(),
+            ["match", "allocate", "job\u{a0}one.yaml"]
+        );
+        assert_eq!(words(" \t\r\n").count(), 0);
+        // U+2003 (em space) is whitespace to Rust's `split_whitespace`, not to `isspace`.
+        assert_eq!(
+            words("a\u{2003}b c").collect::<Vec<_>>(),
+            ["a\u{2003}b", "c"]
+        );
+    }
 }

@@ -306,7 +306,7 @@ fn subtree_len(tree: &dyn shardsched_matcher::dfu::Tree, v: VertexId) -> usize {
 mod tests {
     use clap::Parser;
 
-    use super::super::{QueryArgs, Session};
+    use super::super::{QueryArgs, Session, words};
 
     #[derive(Parser)]
     struct Cli {
@@ -345,7 +345,7 @@ attributes:
         let mut out = Vec::new();
         let mut info = Vec::new();
         for line in lines {
-            let words: Vec<&str> = line.split_whitespace().collect();
+            let words: Vec<&str> = words(line).collect();
             s.execute(&words, &mut out, &mut info).expect("execute");
         }
         String::from_utf8(out).expect("utf-8")
