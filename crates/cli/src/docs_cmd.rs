@@ -36,21 +36,25 @@ pub struct ManArgs {
     pub dir: Option<PathBuf>,
 }
 
+/// The command tree with every subcommand's arguments defined at once, not
+/// [`Deferred`](crate::deferred::Deferred): building the tree makes the `help`
+/// subcommand's own tree from the subcommands as they are then, and a completion script
+/// lists that one too (`shardsched help queue <TAB>`).
+fn whole_command() -> clap::Command {
+    crate::deferred::define_at_once();
+    crate::Cli::command()
+}
+
 /// `shardsched completions SHELL`: the script on standard output.
 pub fn completions_main(args: &CompletionsArgs) -> Result<()> {
     let mut script = Vec::new();
-    clap_complete::generate(
-        args.shell,
-        &mut crate::Cli::command(),
-        BIN_NAME,
-        &mut script,
-    );
+    clap_complete::generate(args.shell, &mut whole_command(), BIN_NAME, &mut script);
     emit(&script)
 }
 
 /// `shardsched man`: the main page on standard output, or every page into `--dir`.
 pub fn man_main(args: &ManArgs) -> Result<()> {
-    let command = crate::Cli::command();
+    let command = whole_command();
     match &args.dir {
         Some(dir) => {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -79,7 +83,7 @@ mod tests {
 
     fn completions(shell: Shell) -> String {
         let mut script = Vec::new();
-        clap_complete::generate(shell, &mut crate::Cli::command(), BIN_NAME, &mut script);
+        clap_complete::generate(shell, &mut whole_command(), BIN_NAME, &mut script);
         String::from_utf8(script).unwrap()
     }
 

@@ -17,6 +17,7 @@
 mod cert_cmd;
 mod client_cmd;
 mod coordinator_cmd;
+mod deferred;
 mod demo;
 mod differential;
 mod docs_cmd;
@@ -32,6 +33,7 @@ mod up;
 mod workload;
 
 use clap::{Parser, Subcommand};
+use deferred::Deferred;
 
 #[derive(Parser)]
 #[command(
@@ -44,67 +46,68 @@ struct Cli {
     command: Command,
 }
 
+/// Each subcommand's arguments are [`Deferred`]: defined only when it is the one run.
 #[derive(Subcommand)]
 enum Command {
     /// Starts a coordinator and one shard per queue on loopback, and supervises them.
-    Up(up::UpArgs),
+    Up(Deferred<up::UpArgs>),
     /// Submits a job to its queue's shard and prints its id.
-    Submit(Box<client_cmd::submit::SubmitArgs>),
+    Submit(Deferred<Box<client_cmd::submit::SubmitArgs>>),
     /// Submits a batch script (options in its #SHARDSCHED, #SBATCH or #FLUX: lines) and
     /// prints its id.
-    Batch(Box<client_cmd::batch::BatchArgs>),
+    Batch(Deferred<Box<client_cmd::batch::BatchArgs>>),
     /// Lists jobs (yours, pending and running, unless told otherwise).
-    Jobs(client_cmd::jobs::JobsArgs),
+    Jobs(Deferred<client_cmd::jobs::JobsArgs>),
     /// Core- and GPU-seconds of finished jobs by user, from the job history.
-    Usage(client_cmd::history::UsageArgs),
+    Usage(Deferred<client_cmd::history::UsageArgs>),
     /// One job in detail: `job info ID`.
-    Job(client_cmd::jobs::JobArgs),
+    Job(Deferred<client_cmd::jobs::JobArgs>),
     /// Cancels jobs.
-    Cancel(client_cmd::jobs::CancelArgs),
+    Cancel(Deferred<client_cmd::jobs::CancelArgs>),
     /// Queues: `queue list`; for admins `add`, `remove`, `update`, `enable`, `disable`,
     /// `start`, `stop`, `move`, and `moves` to watch them.
-    Queue(client_cmd::status::QueueArgs),
+    Queue(Deferred<client_cmd::status::QueueArgs>),
     /// Nodes, their owning queues and states: `resource list`; for admins `down`, `up`,
     /// `drain`, `undrain`.
-    Resource(client_cmd::status::ResourceArgs),
+    Resource(Deferred<client_cmd::status::ResourceArgs>),
     /// Per-user and per-queue limits: `limits` lists them; for admins `limits set NAME
     /// VALUE [--user U | --queue Q]`.
-    Limits(client_cmd::limits::LimitsArgs),
+    Limits(Deferred<client_cmd::limits::LimitsArgs>),
     /// Re-reads the coordinator's configuration file: its queues replace the run-time
     /// changes (`queue add|remove|update`). Admin only.
-    Reload(client_cmd::queue_config::ReloadArgs),
+    Reload(Deferred<client_cmd::queue_config::ReloadArgs>),
     /// Runs a short scripted workload against a running `up` and tells what happened.
-    Demo(demo::DemoArgs),
+    Demo(Deferred<demo::DemoArgs>),
     /// The coordinator: queue configuration, node ownership, routing table.
-    Coordinator(coordinator_cmd::CoordinatorArgs),
+    Coordinator(Deferred<coordinator_cmd::CoordinatorArgs>),
     /// One queue's scheduling shard.
-    Shard(shard_cmd::ShardArgs),
+    Shard(Deferred<shard_cmd::ShardArgs>),
     /// The node agent of one compute node: runs the jobs allocated there.
-    Node(node_cmd::NodeArgs),
+    Node(Deferred<node_cmd::NodeArgs>),
     /// Certificates from the cluster CA: `cert issue --role ROLE --name NAME --out DIR`.
-    Cert(cert_cmd::CertArgs),
+    Cert(Deferred<cert_cmd::CertArgs>),
     /// Fluxion resource-query compatible matcher: reads commands on standard input.
-    Query(query::QueryArgs),
+    Query(Deferred<query::QueryArgs>),
     /// Benchmarks: matching latency on generated clusters or graph files, and the whole
     /// system end to end (`bench e2e`).
-    Bench(shardsched_benches::BenchArgs),
+    Bench(Deferred<shardsched_benches::BenchArgs>),
     /// Replays a workload (SWF) through the real queue manager and matcher in virtual time.
-    Replay(replay::ReplayArgs),
+    Replay(Deferred<replay::ReplayArgs>),
     /// Generates synthetic workloads.
-    Workload(workload::WorkloadArgs),
+    Workload(Deferred<workload::WorkloadArgs>),
     /// The deterministic simulator: the real coordinator and shard cores under a seeded
     /// network, crashes and workload, checked after every step (docs/SIM.md). Exit status
     /// 1 when a seed breaks an invariant.
-    Sim(sim_cmd::SimArgs),
+    Sim(Deferred<sim_cmd::SimArgs>),
     /// Prints a shell's completion script: `shardsched completions bash`.
-    Completions(docs_cmd::CompletionsArgs),
+    Completions(Deferred<docs_cmd::CompletionsArgs>),
     /// Prints the man page (`shardsched man | man -l -`), or writes one page per command
     /// into a directory (`--dir`).
-    Man(docs_cmd::ManArgs),
+    Man(Deferred<docs_cmd::ManArgs>),
     /// Random resource-query cases through `query` and Fluxion's resource-query, compared
     /// byte for byte (a developer's instrument; docs/MATCHING.md).
     #[command(hide = true)]
-    Differential(differential::DifferentialArgs),
+    Differential(Deferred<differential::DifferentialArgs>),
 }
 
 /// Parses the command line and runs the subcommand: the whole of `shardsched`.

@@ -1,0 +1,123 @@
+//! A subcommand's arguments, defined only when that subcommand runs.
+//!
+//! clap's derive builds the whole command tree at every start: each of the ~25
+//! subcommands' arguments, help texts and value parsers, most of them never used by the
+//! one command being run. That was ~0.75 M instructions and ~120 page faults (half a
+//! megabyte of fresh heap, ~3 µs a fault on the project's VM) before `query`, `submit` or
+//! any other command did anything of its own. [`Deferred`] hands the arguments' definition
+//! to [`clap::Command::defer`]: clap runs it when the parse enters that subcommand, or when
+//! the whole tree is built for help, completions and man pages (`Command::build`), so what
+//! a user sees is the same.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use clap::builder::{Resettable, StyledStr};
+use clap::{ArgMatches, Args, Command, Error, FromArgMatches};
+
+/// `T`'s arguments, added to their subcommand only once clap needs them (module doc).
+#[derive(Debug)]
+pub struct Deferred<T>(pub T);
+
+impl<T> std::ops::Deref for Deferred<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// Set by [`define_at_once`].
+static AT_ONCE: AtomicBool = AtomicBool::new(false);
+
+/// From now on, [`Deferred`] arguments are defined at once: for the completion scripts,
+/// whose `help` subcommand's tree is made from the subcommands as they are when the tree
+/// is built (clap's derive passes nothing else to `augment_args`).
+pub fn define_at_once() {
+    AT_ONCE.store(true, Ordering::Relaxed);
+}
+
+impl<T: Args> Args for Deferred<T> {
+    fn augment_args(cmd: Command) -> Command {
+        if AT_ONCE.load(Ordering::Relaxed) {
+            return T::augment_args(cmd);
+        }
+        cmd.defer(define::<T>)
+    }
+
+    fn augment_args_for_update(cmd: Command) -> Command {
+        if AT_ONCE.load(Ordering::Relaxed) {
+            return T::augment_args_for_update(cmd);
+        }
+        cmd.defer(define_for_update::<T>)
+    }
+}
+
+/// `T`'s arguments on `cmd`, its about texts left as they were: the derive sets them from
+/// the variant's doc comment *after* the arguments, over the arguments struct's own, and a
+/// deferred definition runs after both.
+fn define<T: Args>(cmd: Command) -> Command {
+    keeping_about(cmd, T::augment_args)
+}
+
+/// [`define`] for `update_from_arg_matches`.
+fn define_for_update<T: Args>(cmd: Command) -> Command {
+    keeping_about(cmd, T::augment_args_for_update)
+}
+
+fn keeping_about(cmd: Command, augment: fn(Command) -> Command) -> Command {
+    let about = resettable(cmd.get_about());
+    let long_about = resettable(cmd.get_long_about());
+    augment(cmd).about(about).long_about(long_about)
+}
+
+fn resettable(text: Option<&StyledStr>) -> Resettable<StyledStr> {
+    text.map_or(Resettable::Reset, |t| Resettable::Value(t.clone()))
+}
+
+impl<T: FromArgMatches> FromArgMatches for Deferred<T> {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, Error> {
+        T::from_arg_matches(matches).map(Deferred)
+    }
+
+    fn from_arg_matches_mut(matches: &mut ArgMatches) -> Result<Self, Error> {
+        T::from_arg_matches_mut(matches).map(Deferred)
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), Error> {
+        self.0.update_from_arg_matches(matches)
+    }
+
+    fn update_from_arg_matches_mut(&mut self, matches: &mut ArgMatches) -> Result<(), Error> {
+        self.0.update_from_arg_matches_mut(matches)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// What clap prints for `argv` (its help or an error); empty when `argv` parses.
+    fn help_of(argv: &[&str]) -> String {
+        match crate::Cli::command().try_get_matches_from(argv) {
+            Ok(_) => String::new(),
+            Err(e) => e.render().to_string(),
+        }
+    }
+
+    #[test]
+    fn a_subcommands_arguments_wait_for_it_and_its_about_text_stays_the_variants() {
+        let tree = crate::Cli::command();
+        let query = tree.find_subcommand("query").expect("query");
+        assert_eq!(
+            query.get_arguments().count(),
+            0,
+            "not defined before the parse"
+        );
+        let help = help_of(&["shardsched", "query", "--help"]);
+        assert!(help.contains("--load-file"), "{help}");
+        assert!(
+            help.starts_with("Fluxion resource-query compatible matcher"),
+            "{help}"
+        );
+    }
+}
