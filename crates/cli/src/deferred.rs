@@ -9,7 +9,7 @@
 //! the whole tree is built for help, completions and man pages (`Command::build`), so what
 //! a user sees is the same.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::cell::Cell;
 
 use clap::builder::{Resettable, StyledStr};
 use clap::{ArgMatches, Args, Command, Error, FromArgMatches};
@@ -26,26 +26,29 @@ impl<T> std::ops::Deref for Deferred<T> {
     }
 }
 
-/// Set by [`define_at_once`].
-static AT_ONCE: AtomicBool = AtomicBool::new(false);
+thread_local! {
+    /// Set by [`define_at_once`], for the thread that builds the tree (the tests of other
+    /// modules build trees on their own threads at the same time).
+    static AT_ONCE: Cell<bool> = const { Cell::new(false) };
+}
 
-/// From now on, [`Deferred`] arguments are defined at once: for the completion scripts,
-/// whose `help` subcommand's tree is made from the subcommands as they are when the tree
-/// is built (clap's derive passes nothing else to `augment_args`).
+/// From now on, [`Deferred`] arguments made on this thread are defined at once: for the
+/// completion scripts, whose `help` subcommand's tree is made from the subcommands as they
+/// are when the tree is built (clap's derive passes nothing else to `augment_args`).
 pub fn define_at_once() {
-    AT_ONCE.store(true, Ordering::Relaxed);
+    AT_ONCE.set(true);
 }
 
 impl<T: Args> Args for Deferred<T> {
     fn augment_args(cmd: Command) -> Command {
-        if AT_ONCE.load(Ordering::Relaxed) {
+        if AT_ONCE.get() {
             return T::augment_args(cmd);
         }
         cmd.defer(define::<T>)
     }
 
     fn augment_args_for_update(cmd: Command) -> Command {
-        if AT_ONCE.load(Ordering::Relaxed) {
+        if AT_ONCE.get() {
             return T::augment_args_for_update(cmd);
         }
         cmd.defer(define_for_update::<T>)
