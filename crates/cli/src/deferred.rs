@@ -2,12 +2,13 @@
 //!
 //! clap's derive builds the whole command tree at every start: each of the ~25
 //! subcommands' arguments, help texts and value parsers, most of them never used by the
-//! one command being run. That was ~0.75 M instructions and ~120 page faults (half a
+//! one command being run. That was ~0.85 M instructions and ~117 page faults (half a
 //! megabyte of fresh heap, ~3 µs a fault on the project's VM) before `query`, `submit` or
 //! any other command did anything of its own. [`Deferred`] hands the arguments' definition
 //! to [`clap::Command::defer`]: clap runs it when the parse enters that subcommand, or when
-//! the whole tree is built for help, completions and man pages (`Command::build`), so what
-//! a user sees is the same.
+//! the tree is built whole for `shardsched --help` (`Command::build`). Completion scripts
+//! and man pages define every subcommand at once ([`define_at_once`]). What a user sees is
+//! the same: every help, error, man page and completion text was compared byte for byte.
 
 use std::cell::Cell;
 
