@@ -6,8 +6,8 @@
 //! megabyte of fresh heap, ~3 µs a fault on the project's VM) before `query`, `submit` or
 //! any other command did anything of its own. [`Deferred`] hands the arguments' definition
 //! to [`clap::Command::defer`]: clap runs it when the parse enters that subcommand, or when
-//! the tree is built whole for `shardsched --help` (`Command::build`). Completion scripts
-//! and man pages define every subcommand at once ([`define_at_once`]). What a user sees is
+//! it builds the whole tree (`Command::build`). Completion scripts and man pages define
+//! every subcommand at once ([`defined_at_once`]). What a user sees is
 //! the same: every help, error, man page and completion text was compared byte for byte.
 
 use std::cell::Cell;
@@ -16,7 +16,6 @@ use clap::builder::{Resettable, StyledStr};
 use clap::{ArgMatches, Args, Command, Error, FromArgMatches};
 
 /// `T`'s arguments, added to their subcommand only once clap needs them (module doc).
-#[derive(Debug)]
 pub struct Deferred<T>(pub T);
 
 impl<T> std::ops::Deref for Deferred<T> {
@@ -28,50 +27,59 @@ impl<T> std::ops::Deref for Deferred<T> {
 }
 
 thread_local! {
-    /// Set by [`define_at_once`], for the thread that builds the tree (the tests of other
-    /// modules build trees on their own threads at the same time).
+    /// Set while [`defined_at_once`] runs, on its thread (the tests of other modules build
+    /// trees on their own threads at the same time).
     static AT_ONCE: Cell<bool> = const { Cell::new(false) };
 }
 
-/// From now on, [`Deferred`] arguments made on this thread are defined at once: for the
+/// What `make` makes, with every [`Deferred`] argument it makes defined at once: for the
 /// completion scripts, whose `help` subcommand's tree is made from the subcommands as they
 /// are when the tree is built (clap's derive passes nothing else to `augment_args`).
-pub fn define_at_once() {
-    AT_ONCE.set(true);
+pub fn defined_at_once<R>(make: impl FnOnce() -> R) -> R {
+    let before = AT_ONCE.replace(true);
+    let made = make();
+    AT_ONCE.set(before);
+    made
 }
 
 impl<T: Args> Args for Deferred<T> {
     fn augment_args(cmd: Command) -> Command {
-        if AT_ONCE.get() {
-            return T::augment_args(cmd);
-        }
-        cmd.defer(define::<T>)
+        augment::<T, false>(cmd)
     }
 
     fn augment_args_for_update(cmd: Command) -> Command {
-        if AT_ONCE.get() {
-            return T::augment_args_for_update(cmd);
-        }
-        cmd.defer(define_for_update::<T>)
+        augment::<T, true>(cmd)
     }
 }
 
-/// `T`'s arguments on `cmd`, its about texts left as they were: the derive sets them from
-/// the variant's doc comment *after* the arguments, over the arguments struct's own, and a
-/// deferred definition runs after both.
-fn define<T: Args>(cmd: Command) -> Command {
-    keeping_about(cmd, T::augment_args)
+/// `T`'s arguments on `cmd`: at once under [`defined_at_once`], else deferred.
+fn augment<T: Args, const FOR_UPDATE: bool>(cmd: Command) -> Command {
+    if AT_ONCE.get() {
+        args::<T, FOR_UPDATE>(cmd)
+    } else {
+        cmd.defer(define::<T, FOR_UPDATE>)
+    }
 }
 
-/// [`define`] for `update_from_arg_matches`.
-fn define_for_update<T: Args>(cmd: Command) -> Command {
-    keeping_about(cmd, T::augment_args_for_update)
+/// The derive's own definition of `T`'s arguments (for `update_from_arg_matches` with
+/// `FOR_UPDATE`).
+fn args<T: Args, const FOR_UPDATE: bool>(cmd: Command) -> Command {
+    if FOR_UPDATE {
+        T::augment_args_for_update(cmd)
+    } else {
+        T::augment_args(cmd)
+    }
 }
 
-fn keeping_about(cmd: Command, augment: fn(Command) -> Command) -> Command {
+/// The deferred definition: `T`'s arguments on `cmd`, its about texts left as they were.
+/// The derive sets them from the variant's doc comment *after* the arguments, over the
+/// arguments struct's own, and a deferred definition runs after both.
+fn define<T: Args, const FOR_UPDATE: bool>(cmd: Command) -> Command {
     let about = resettable(cmd.get_about());
     let long_about = resettable(cmd.get_long_about());
-    augment(cmd).about(about).long_about(long_about)
+    args::<T, FOR_UPDATE>(cmd)
+        .about(about)
+        .long_about(long_about)
 }
 
 fn resettable(text: Option<&StyledStr>) -> Resettable<StyledStr> {

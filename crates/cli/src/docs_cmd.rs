@@ -41,8 +41,7 @@ pub struct ManArgs {
 /// subcommand's own tree from the subcommands as they are then, and a completion script
 /// lists that one too (`shardsched help queue <TAB>`).
 fn whole_command() -> clap::Command {
-    crate::deferred::define_at_once();
-    crate::Cli::command()
+    crate::deferred::defined_at_once(crate::Cli::command)
 }
 
 /// `shardsched completions SHELL`: the script on standard output.
@@ -102,6 +101,17 @@ mod tests {
         }
         assert!(completions(Shell::Zsh).contains("#compdef shardsched"));
         assert!(completions(Shell::Fish).contains("complete -c shardsched"));
+    }
+
+    #[test]
+    fn completions_offer_the_help_subcommands_own_tree() {
+        // `shardsched help queue <TAB>` offers `moves`: the tree was built with every
+        // subcommand's arguments and subcommands defined (not deferred).
+        let bash = completions(Shell::Bash);
+        assert!(
+            bash.contains("shardsched__subcmd__help__subcmd__queue__subcmd__moves"),
+            "bash completions lack `help queue moves`"
+        );
     }
 
     #[test]
