@@ -92,14 +92,15 @@ impl Jobspecs {
     /// does not parse).
     pub(super) fn get(&mut self, file: &str) -> Result<Result<Rc<Jobspec>, Refused>, String> {
         let now = self.input.as_ref().map(|reads| reads.get());
-        if let Some(k) = self.kept.get(file)
+        let kept = self.kept.get_mut(file);
+        if let Some(k) = &kept
             && now.is_some()
             && k.checked == now
         {
             return Ok(Ok(Rc::clone(&k.jobspec)));
         }
         let bytes = std::fs::read(file).map_err(|_| format!("can't open {file}"))?;
-        if let Some(k) = self.kept.get_mut(file)
+        if let Some(k) = kept
             && k.text.as_bytes() == bytes
         {
             k.checked = now;
