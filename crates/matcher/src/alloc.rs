@@ -734,8 +734,14 @@ fn record_vertex(
     if av.exclusive && st.units_free(v, g.size(v), at, dur) < av.needs {
         return Ok(Recorded::Nothing);
     }
-    st.hold(v, at, dur, av.needs, av.exclusive, spans)?;
-    if !st.is_leaf(v) && !dfu.is_empty() && st.hold_aggregate(v, at, dur, dfu, spans).is_err() {
+    if st.is_leaf(v) {
+        st.hold(v, at, dur, av.needs, av.exclusive, spans)?;
+        return Ok(Recorded::All);
+    }
+    // One record for the job count, the units and the aggregate's part (`state::inner`).
+    let units = av.exclusive.then_some(av.needs);
+    let needs = (!dfu.is_empty()).then_some(dfu);
+    if st.hold_inner(v, (at, dur), units, needs, spans)? {
         return Ok(Recorded::AllButFilter);
     }
     Ok(Recorded::All)

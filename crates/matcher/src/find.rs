@@ -430,7 +430,7 @@ impl Find<'_> {
             let mut data: Vec<(String, String)> = Vec::with_capacity(agg.types.len());
             if self.jobid == 0 {
                 for i in 0..agg.types.len() {
-                    let total = agg.plan.totals()[i];
+                    let total = agg.totals()[i];
                     let free_at = |t| self.m.state.agg_free_at(u, i, t).unwrap_or(total);
                     let mut free = free_at(self.now);
                     if free == total {
@@ -452,7 +452,7 @@ impl Find<'_> {
                 for (i, &t) in agg.types.iter().enumerate() {
                     data.push((
                         self.m.types.name(g, t).to_string(),
-                        format!("used:{}, total:{}", used[i], agg.plan.totals()[i]),
+                        format!("used:{}, total:{}", used[i], agg.totals()[i]),
                     ));
                 }
             }

@@ -74,7 +74,7 @@ impl Matcher {
             let free: BTreeMap<i64, i64> = self
                 .instants
                 .from(i64::MIN)
-                .map(|t| (t, a.plan.avail_at(t, 0)))
+                .map(|t| (t, a.cal.avail_at(t, 0)))
                 .collect();
             Some((*a.types.first()?, free))
         });
@@ -84,7 +84,7 @@ impl Matcher {
             && a.types.first() == Some(&first)
         {
             self.instants
-                .totals_changed(&free, |t| a.plan.avail_at(t, 0));
+                .totals_changed(&free, |t| a.cal.avail_at(t, 0));
         }
         Ok(changed)
     }

@@ -68,7 +68,7 @@ impl Matcher {
     ) -> Option<Found> {
         let need = self.root_need(req);
         if let Some(a) = self.state.aggregate(self.graph.root())
-            && need.iter().zip(a.plan.totals()).any(|(n, t)| n > t)
+            && need.iter().zip(a.totals()).any(|(n, t)| n > t)
         {
             self.errno = Errno::Range;
             return None;
@@ -125,11 +125,11 @@ impl Matcher {
                 break;
             }
             if let (Some(a), Some(&n0)) = (agg, need.first())
-                && !self.instants.offers(t, a.plan.avail_at(t, 0), n0)
+                && !self.instants.offers(t, a.cal.avail_at(t, 0), n0)
             {
                 continue;
             }
-            if agg.is_none_or(|a| a.plan.fits_during(t, dur, need)) {
+            if agg.is_none_or(|a| a.fits_during(t, dur, need)) {
                 return TimeAsked {
                     at: Some(t),
                     turned_away,
@@ -138,7 +138,7 @@ impl Matcher {
             // The first type's need fits and another's does not: `planner_avail_during`.
             turned_away |= agg.is_some_and(|a| {
                 need.first()
-                    .is_some_and(|&n0| a.plan.avail_during(t, dur, 0) >= n0)
+                    .is_some_and(|&n0| a.cal.avail_during(t, dur, 0) >= n0)
             });
         }
         TimeAsked {

@@ -5,17 +5,23 @@
 //! counts 1: an exclusive request wants a vertex no job touches). Leaves (cores, gpus,
 //! memory: nearly every vertex) keep both in one compact hold list ([`Pools`]: 4 bytes per
 //! vertex idle, no allocation in steady state); inner vertices, which every job passes
-//! through, keep two [`Planner`]s.
+//! through, keep both in one calendar ([`Aggregate`]), beside their aggregate.
 //!
 //! Inner vertices also keep Fluxion's aggregate ("subplan"): the free units of each pruning
 //! type below them, for the types [`PruneTypes::tracked_by`] the vertex's type — the prune
 //! filters (`HL:LL`), completed by every leaf type no filter names (anchored at `cluster`).
 //! The walk skips vertices whose aggregate cannot hold a request; `first` orders siblings by
 //! the last of these types.
+//!
+//! Fluxion keeps three calendars there (units, job count, subplan); here they are the
+//! types of one [`MultiPlanner`], so that a match records one span per inner vertex
+//! ([`SpanRef::Inner`]) rather than three, each with its calendar (module `inner`). Where
+//! records are edited one by one, such a span is split into its parts first
+//! ([`SchedState::uncover`]).
 
 use std::sync::Arc;
 
-use shardsched_planner::{HoldId, HoldLists, MultiPlanner, Planner, Pools, SpanId};
+use shardsched_planner::{HoldId, HoldLists, MultiPlanner, Pools, SpanId};
 use shardsched_resource::{Sym, VertexId};
 
 use crate::MatchError;
@@ -32,13 +38,15 @@ pub const PLAN_HORIZON: u64 = 1 << 40;
 const LEAF_BIT: u32 = 1 << 31;
 /// A leaf without a cover group.
 const LEAF: u32 = u32::MAX;
-/// Up to this many aggregate types, a record's amounts are gathered on the stack.
-const AGGREGATE_INLINE_TYPES: usize = 8;
+/// Up to this many types of an inner vertex's calendar (its aggregate's, its units, its job
+/// count), a record's amounts are gathered on the stack.
+const CALENDAR_INLINE_TYPES: usize = 10;
 
 mod build;
 mod carry;
 mod cover;
 pub(crate) mod distinct;
+mod inner;
 mod kinds;
 mod listing;
 mod shape;
@@ -84,23 +92,31 @@ impl PruneFilters {
     }
 }
 
-/// The aggregate calendar of one vertex: free units of each tracked type below it.
+/// The calendar of an inner vertex: free units of each tracked type below it (its
+/// aggregate), then its own units free, then its job count free.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Aggregate {
     /// The tracked types, in Fluxion's order: shared by the vertices of one type (a graph's
-    /// thousands of sockets track the same few), not a list each.
+    /// thousands of sockets track the same few), not a list each. Empty where the vertex
+    /// has no aggregate ([`SchedState::aggregate`] says `None` then).
     pub types: Arc<[Sym]>,
     /// Their interning ranks (parallel to `types`).
     pub ranks: Arc<[u32]>,
-    pub plan: MultiPlanner,
+    /// One type per entry of `types`, then the vertex's own units (its size), then its
+    /// job count ([`XCHECK_TOTAL`]): callers see the aggregate's types at their indices,
+    /// and [`Aggregate::totals`] only theirs.
+    pub cal: MultiPlanner,
+    /// How many spans of `cal` carry an aggregate record (a match whose filter refused
+    /// carries zeros there instead, as Fluxion keeps no subplan span then): whether the
+    /// aggregate has a record, which `first` reads.
+    recorded: u32,
 }
 
 /// Calendars of an inner (non-leaf) vertex.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Inner {
-    pub plans: Planner,
-    pub xcheck: Planner,
-    pub agg: Option<Aggregate>,
+    /// Its one calendar, aggregate included (with no types where it tracks none).
+    pub agg: Aggregate,
     /// The types of its children in the tree, as a set of type ranks ([`ChildKinds`]).
     pub child_kinds: ChildKinds,
 }
@@ -185,6 +201,12 @@ impl<T> std::ops::DerefMut for Hint<T> {
 pub enum SpanRef {
     /// A leaf's hold (its vertex, and the hold).
     Leaf(u32, HoldId),
+    /// An inner vertex's record of one job (its job count, its units when exclusive, and
+    /// its aggregate's when the flag says so): one span of the vertex's calendar, split
+    /// into the three parts below before records are edited one by one.
+    Inner(u32, SpanId, bool),
+    /// Parts: spans of an inner vertex's calendar with only its units, only its job count,
+    /// only the aggregate's types.
     Plan(u32, SpanId),
     Xcheck(u32, SpanId),
     Agg(u32, SpanId),
@@ -228,8 +250,8 @@ impl SchedState {
     pub fn usage(&self, v: VertexId, size: i64, at: i64, dur: u64) -> Usage {
         match self.inner_covered(v) {
             Some((inner, None)) => Usage {
-                units_free: inner.plans.avail_during(at, dur),
-                jobs_free: inner.xcheck.avail_during(at, dur),
+                units_free: inner.agg.units_free(at, dur),
+                jobs_free: inner.agg.jobs_free(at, dur),
             },
             Some((inner, Some(c))) => Usage {
                 units_free: self.inner_units_free(inner, c, at, dur),
@@ -243,7 +265,7 @@ impl SchedState {
     #[inline]
     pub fn units_free(&self, v: VertexId, size: i64, at: i64, dur: u64) -> i64 {
         match self.inner_covered(v) {
-            Some((inner, None)) => inner.plans.avail_during(at, dur),
+            Some((inner, None)) => inner.agg.units_free(at, dur),
             Some((inner, Some(c))) => self.inner_units_free(inner, c, at, dur),
             None => self.leaf_usage(v, size, at, dur).units_free,
         }
@@ -287,11 +309,11 @@ impl SchedState {
     /// [`SchedState::untouched`] from `v`'s calendars and its whole's covers.
     fn untouched_by_calendars(&self, v: VertexId, at: i64, dur: u64) -> bool {
         match self.inner_covered(v) {
-            Some((inner, None)) => inner.xcheck.avail_during(at, dur) >= XCHECK_TOTAL,
+            Some((inner, None)) => inner.agg.jobs_free(at, dur) >= XCHECK_TOTAL,
             // Each cover is one job over its span: untouched with covers is untouched by
             // its own records and by every cover.
             Some((inner, Some(c))) => {
-                !self.cover_meets(c, at, dur) && inner.xcheck.avail_during(at, dur) >= XCHECK_TOTAL
+                !self.cover_meets(c, at, dur) && inner.agg.jobs_free(at, dur) >= XCHECK_TOTAL
             }
             None => self.leaf_peak(v, 0, at, dur).jobs == 0,
         }
@@ -299,13 +321,13 @@ impl SchedState {
 
     /// An inner vertex's units free with whole `c`'s covers, each all its units.
     fn inner_units_free(&self, inner: &Inner, c: u32, at: i64, dur: u64) -> i64 {
-        let size = inner.plans.total();
-        self.with_covers(c, at, dur, size, |a, d| inner.plans.avail_during(a, d))
+        let size = inner.agg.size();
+        self.with_covers(c, at, dur, size, |a, d| inner.agg.units_free(a, d))
     }
 
     /// An inner vertex's job count free with whole `c`'s covers, each one job.
     fn inner_jobs_free(&self, inner: &Inner, c: u32, at: i64, dur: u64) -> i64 {
-        self.with_covers(c, at, dur, 1, |a, d| inner.xcheck.avail_during(a, d))
+        self.with_covers(c, at, dur, 1, |a, d| inner.agg.jobs_free(a, d))
     }
 
     /// The earliest instant at or after `at` from which no job touches inner vertex `v` for
@@ -315,8 +337,7 @@ impl SchedState {
     /// whole-node search start).
     pub fn untouched_from(&self, v: VertexId, at: i64, dur: u64) -> Option<i64> {
         let (inner, covered) = self.inner_covered(v)?;
-        let x = &inner.xcheck;
-        let own = |t| x.avail_time_first(t, dur, x.total());
+        let own = |t| inner.agg.untouched_from(t, dur);
         match covered {
             None => own(at),
             Some(c) => self.whole_free_from(c, at, dur, own),
@@ -335,7 +356,7 @@ impl SchedState {
     /// Free units of `t` below `v` during the window, if `v` tracks `t`.
     pub fn agg_avail(&self, v: VertexId, t: Sym, at: i64, dur: u64) -> Option<i64> {
         let (inner, covered) = self.inner_covered(v)?;
-        let a = inner.agg.as_ref()?;
+        let a = inner.aggregate()?;
         let i = a.types.iter().position(|&x| x == t)?;
         Some(agg_free(self, a, covered, i, at, dur))
     }
@@ -356,16 +377,16 @@ impl SchedState {
         let (inner, None) = self.inner_covered(v)? else {
             return None;
         };
-        let a = inner.agg.as_ref()?;
+        let a = inner.aggregate()?;
         let i = a.types.iter().position(|&x| x == t)?;
-        let total = *a.plan.totals().get(i)?;
-        a.plan.used_steps(at, dur, i, out).then_some(total)
+        let total = *a.totals().get(i)?;
+        a.cal.used_steps(at, dur, i, out).then_some(total)
     }
 
     /// Free units of the `i`th type of `v`'s aggregate at `t`, if `v` has an aggregate.
     pub fn agg_free_at(&self, v: VertexId, i: usize, t: i64) -> Option<i64> {
         let (inner, covered) = self.inner_covered(v)?;
-        Some(agg_free_at(self, inner.agg.as_ref()?, covered, i, t))
+        Some(agg_free_at(self, inner.aggregate()?, covered, i, t))
     }
 
     /// Why `v`'s aggregate cannot give `need` (by pruning-type rank; absent types need 0)
@@ -381,14 +402,14 @@ impl SchedState {
         dur: u64,
         empty: bool,
     ) -> Option<Shortfall> {
-        let (Some(a), covered) = self.inner_covered(v).map(|(i, c)| (i.agg.as_ref(), c))? else {
+        let (Some(a), covered) = self.inner_covered(v).map(|(i, c)| (i.aggregate(), c))? else {
             return None;
         };
         a.ranks.iter().enumerate().find_map(|(i, r)| {
             let n = need.iter().find(|e| e.0 == *r).map_or(0, |e| e.1);
             if n <= 0 {
                 None
-            } else if n > a.plan.totals()[i] {
+            } else if n > a.totals()[i] {
                 Some(Shortfall::OverTotal)
             } else if !empty && agg_free(self, a, covered, i, at, dur) < n {
                 Some(Shortfall::Busy)
@@ -400,7 +421,7 @@ impl SchedState {
 
     /// The aggregate of `v`, if it has one.
     pub fn aggregate(&self, v: VertexId) -> Option<&Aggregate> {
-        self.inner(v)?.agg.as_ref()
+        self.inner(v)?.aggregate()
     }
 
     /// The units per type an aggregate record takes, if `s` is one made at `v`.
@@ -410,16 +431,18 @@ impl SchedState {
             if self.whole_of(v) != Some(c) {
                 return None;
             }
-            return self.aggregate(v).map(|a| a.plan.totals());
+            return self.aggregate(v).map(Aggregate::totals);
         }
-        let SpanRef::Agg(i, id) = s else {
+        let (SpanRef::Agg(i, id) | SpanRef::Inner(i, id, true)) = s else {
             return None;
         };
         if self.inner_of[v.index()] != i {
             return None;
         }
-        let agg = self.inner[i as usize].agg.as_ref()?;
-        agg.plan.span(id).map(|span| span.planned)
+        let agg = self.inner[i as usize].aggregate()?;
+        agg.cal
+            .span(id)
+            .map(|span| &span.planned[..agg.types.len()])
     }
 
     /// Records one vertex's use by a job: one job on its count, and `needs` units when
@@ -463,29 +486,12 @@ impl SchedState {
             self.count_leaf_hold(v, 1);
             return Ok(());
         }
-        let c = self.wholes.of_inner[i as usize];
-        let inner = &mut self.inner[i as usize];
-        if jobs > 0 {
-            out.push(SpanRef::Xcheck(
-                i,
-                inner.xcheck.add_span(at, dur, jobs).map_err(err)?,
-            ));
-            self.count_record(c, 1);
-        }
-        if let Some(units) = units {
-            *self.jobless_units |= jobs <= 0;
-            let inner = &mut self.inner[i as usize];
-            out.push(SpanRef::Plan(
-                i,
-                inner.plans.add_span(at, dur, units).map_err(err)?,
-            ));
-            self.count_record(c, 1);
-        }
-        Ok(())
+        self.record_parts(i, at, dur, units, jobs, out)
     }
 
-    /// Adds an aggregate span at inner vertex `v` taking `needs` (by pruning-type rank;
-    /// types `v` does not track are ignored). Nothing when `v` has no aggregate.
+    /// Adds an aggregate record at inner vertex `v` taking `needs` (by pruning-type rank;
+    /// types `v` does not track are ignored): a span of its calendar with nothing else.
+    /// Nothing when `v` has no aggregate.
     pub fn hold_aggregate(
         &mut self,
         v: VertexId,
@@ -495,81 +501,33 @@ impl SchedState {
         out: &mut Vec<SpanRef>,
     ) -> Result<(), MatchError> {
         let i = self.inner_of[v.index()];
-        if i & LEAF_BIT != 0 {
+        if i & LEAF_BIT != 0 || self.inner[i as usize].aggregate().is_none() {
             return Ok(());
         }
-        let Some(agg) = self.inner[i as usize].agg.as_mut() else {
-            return Ok(());
-        };
-        // On the stack for the usual few types: this runs for every inner vertex a match
-        // takes.
-        let mut inline = [0i64; AGGREGATE_INLINE_TYPES];
-        let mut spilled = Vec::new();
-        let amounts: &mut [i64] = if agg.ranks.len() <= AGGREGATE_INLINE_TYPES {
-            &mut inline[..agg.ranks.len()]
-        } else {
-            spilled.resize(agg.ranks.len(), 0);
-            &mut spilled
-        };
-        for (a, r) in amounts.iter_mut().zip(agg.ranks.iter()) {
-            *a = needs.iter().find(|e| e.0 == *r).map_or(0, |e| e.1);
-        }
-        let id = agg
-            .plan
-            .add_span(at, dur, amounts)
-            .map_err(|e| MatchError::Internal(e.to_string()))?;
-        out.push(SpanRef::Agg(i, id));
-        self.count_record(self.wholes.of_inner[i as usize], 1);
-        Ok(())
+        self.record_aggregate(i, at, dur, needs, out)
     }
 
     /// Free units at `now` of the last type `v`'s aggregate tracks, and whether the
     /// aggregate has any record: what `first` reorders `v` among its siblings by.
     pub fn last_type_free_at(&self, v: VertexId, now: i64) -> Option<(i64, bool)> {
         let (inner, covered) = self.inner_covered(v)?;
-        let a = inner.agg.as_ref()?;
+        let a = inner.aggregate()?;
         let last = a.types.len().checked_sub(1)?;
         let free = agg_free_at(self, a, covered, last, now);
-        Some((free, a.plan.span_count() > 0 || covered.is_some()))
+        Some((free, a.has_records() || covered.is_some()))
     }
 
     /// The vertex a record is on.
     pub fn span_vertex(&self, s: SpanRef) -> VertexId {
         match s {
             SpanRef::Leaf(v, _) => VertexId(v),
-            SpanRef::Plan(i, _) | SpanRef::Xcheck(i, _) | SpanRef::Agg(i, _) => {
-                VertexId(self.inner_vertex[i as usize])
-            }
+            SpanRef::Inner(i, ..)
+            | SpanRef::Plan(i, _)
+            | SpanRef::Xcheck(i, _)
+            | SpanRef::Agg(i, _) => VertexId(self.inner_vertex[i as usize]),
             SpanRef::Cover(i, _) => self.cover_group_vertex(i),
             SpanRef::Whole(c, _) => self.whole_vertex(c),
         }
-    }
-
-    /// Replaces the aggregate record `s` by one of `amounts` (by the aggregate's types) over
-    /// the same window.
-    pub fn replace_aggregate(
-        &mut self,
-        s: SpanRef,
-        amounts: &[i64],
-    ) -> Result<SpanRef, MatchError> {
-        let SpanRef::Agg(i, id) = s else {
-            return Err(MatchError::Internal("not an aggregate record".into()));
-        };
-        let err = |e: shardsched_planner::PlannerError| MatchError::Internal(e.to_string());
-        let agg = self.inner[i as usize]
-            .agg
-            .as_mut()
-            .ok_or_else(|| MatchError::Internal(format!("inner vertex {i} has no aggregate")))?;
-        let (start, duration) = {
-            let span = agg
-                .plan
-                .span(id)
-                .ok_or_else(|| MatchError::Internal("unknown aggregate record".into()))?;
-            (span.start, span.duration)
-        };
-        agg.plan.rem_span(id).map_err(err)?;
-        let new = agg.plan.add_span(start, duration, amounts).map_err(err)?;
-        Ok(SpanRef::Agg(i, new))
     }
 
     /// [`SchedState::remove`] of each of `spans` (a job's records), the whole covers that
@@ -606,16 +564,11 @@ impl SchedState {
             SpanRef::Whole(c, at) => return self.remove_whole(c, at).map(|_| ()),
             SpanRef::Leaf(_, id) => self.leaves.remove(id),
             SpanRef::Cover(_, id) => self.covers.remove(id),
-            SpanRef::Plan(i, id) => self.inner[i as usize].plans.rem_span(id),
-            SpanRef::Xcheck(i, id) => self.inner[i as usize].xcheck.rem_span(id),
-            SpanRef::Agg(i, id) => match self.inner[i as usize].agg.as_mut() {
-                Some(a) => a.plan.rem_span(id),
-                None => {
-                    return Err(MatchError::Internal(format!(
-                        "inner vertex {i} has no aggregate"
-                    )));
-                }
-            },
+            SpanRef::Inner(..) | SpanRef::Plan(..) | SpanRef::Xcheck(..) | SpanRef::Agg(..) => {
+                let parts = self.remove_inner(s)?;
+                self.count_record(c, -parts);
+                return Ok(());
+            }
         };
         r.map_err(|e| MatchError::Internal(e.to_string()))?;
         self.count_record(c, -1);
@@ -636,11 +589,11 @@ fn agg_free(
     at: i64,
     dur: u64,
 ) -> i64 {
-    let own = |at, dur| a.plan.avail_during(at, dur, i);
+    let own = |at, dur| a.cal.avail_during(at, dur, i);
     match covered {
         None => own(at, dur),
         Some(c) => {
-            let total = a.plan.totals().get(i).copied().unwrap_or(0);
+            let total = a.totals().get(i).copied().unwrap_or(0);
             st.with_covers(c, at, dur, total, own)
         }
     }
@@ -648,11 +601,11 @@ fn agg_free(
 
 /// Free units of aggregate `a`'s `i`th type at `t`, with the covers of whole `covered`.
 fn agg_free_at(st: &SchedState, a: &Aggregate, covered: Option<u32>, i: usize, t: i64) -> i64 {
-    let own = a.plan.avail_at(t, i);
+    let own = a.cal.avail_at(t, i);
     match covered {
         None => own,
         Some(c) => {
-            let total = a.plan.totals().get(i).copied().unwrap_or(0);
+            let total = a.totals().get(i).copied().unwrap_or(0);
             own.saturating_sub(st.whole_jobs_at(c, t).saturating_mul(total))
         }
     }

@@ -125,6 +125,13 @@ impl MultiPlanner {
         self.remove(id, false)
     }
 
+    /// [`rem_span`](MultiPlanner::rem_span), keeping the emptied calendar's memory for the
+    /// next span as a [`Planner`](crate::Planner) does: for a calendar that is held and
+    /// freed over and over (a vertex's own calendar, taken by one job after another).
+    pub fn rem_span_keep(&mut self, id: SpanId) -> Result<(), PlannerError> {
+        self.remove(id, true)
+    }
+
     /// The span with this id, if it exists.
     #[must_use]
     pub fn span(&self, id: SpanId) -> Option<MultiSpan<'_>> {

@@ -145,7 +145,7 @@ impl RootAgg {
     pub(crate) fn new(m: &Matcher) -> RootAgg {
         let root = m.graph.root();
         let (types, totals) = match m.state.aggregate(root) {
-            Some(a) => (a.types.to_vec(), a.plan.totals().to_vec()),
+            Some(a) => (a.types.to_vec(), a.totals().to_vec()),
             None => (Vec::new(), Vec::new()),
         };
         RootAgg {
@@ -202,8 +202,7 @@ impl RootAgg {
         }
         let agg = m.state.aggregate(self.root)?;
         let clamped: Vec<i64> = needs.iter().map(|&n| n.max(0)).collect();
-        agg.plan
-            .avail_time_first(now, planning_window(now, duration), &clamped)
+        agg.avail_time_first(now, planning_window(now, duration), &clamped)
     }
 
     /// Units of type `i` free at `now` (for one second): an upper bound of what any job

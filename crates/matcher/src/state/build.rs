@@ -3,14 +3,11 @@
 
 use std::sync::Arc;
 
-use shardsched_planner::{HoldLists, MultiPlanner, Planner, Pools};
+use shardsched_planner::{HoldLists, Pools};
 use shardsched_resource::{ResourceGraph, Sym, VertexId};
 
 use super::whole::{NO_WHOLE, Wholes};
-use super::{
-    Aggregate, ChildKinds, CoverGroup, Hint, Inner, LEAF, PLAN_BASE, PLAN_HORIZON, SchedState,
-    XCHECK_TOTAL, cover,
-};
+use super::{Aggregate, ChildKinds, CoverGroup, Hint, Inner, LEAF, SchedState, cover};
 use crate::types::{PruneTypes, TypeTable};
 
 impl SchedState {
@@ -179,19 +176,13 @@ impl SchedState {
                 }
             };
             let (_, (ranks, syms)) = &tracked[known];
-            let agg = (!ranks.is_empty()).then(|| {
-                totals.clear();
-                totals.extend(
-                    ranks
-                        .iter()
-                        .map(|t| sum.iter().find(|e| e.0 == *t).map_or(0, |e| e.1)),
-                );
-                Aggregate {
-                    types: Arc::clone(syms),
-                    ranks: Arc::clone(ranks),
-                    plan: MultiPlanner::new(PLAN_BASE, PLAN_HORIZON, &totals),
-                }
-            });
+            totals.clear();
+            totals.extend(
+                ranks
+                    .iter()
+                    .map(|t| sum.iter().find(|e| e.0 == *t).map_or(0, |e| e.1)),
+            );
+            let agg = Aggregate::new(Arc::clone(syms), Arc::clone(ranks), &totals, g.size(vid));
             let index = inner.len() as u32;
             inner_of[v as usize] = index;
             inner_vertex.push(v);
@@ -204,8 +195,6 @@ impl SchedState {
                 cover::group_leaves(g, (start, list), vid, at, &mut inner_of, &mut cover_groups);
             }
             inner.push(Inner {
-                plans: Planner::new(PLAN_BASE, PLAN_HORIZON, g.size(vid)),
-                xcheck: Planner::new(PLAN_BASE, PLAN_HORIZON, XCHECK_TOTAL),
                 agg,
                 child_kinds: kinds,
             });

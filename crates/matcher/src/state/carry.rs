@@ -28,17 +28,18 @@ impl SchedState {
                 let (_, start, end, units, jobs) = self.leaves.hold(id).ok_or_else(gone)?;
                 (start, u64::try_from(end - start).unwrap_or(0), units, jobs)
             }
-            SpanRef::Plan(i, id) => {
-                let span = self.inner[i as usize].plans.span(id).ok_or_else(gone)?;
-                (span.start, span.duration, span.planned, 0)
-            }
-            SpanRef::Xcheck(i, id) => {
-                let span = self.inner[i as usize].xcheck.span(id).ok_or_else(gone)?;
-                (span.start, span.duration, 0, span.planned)
+            SpanRef::Plan(i, id) | SpanRef::Xcheck(i, id) => {
+                let cal = &self.inner[i as usize].agg.cal;
+                let span = cal.span(id).ok_or_else(gone)?;
+                let own = &span.planned[span.planned.len() - 2..];
+                match s {
+                    SpanRef::Plan(..) => (span.start, span.duration, own[0], 0),
+                    _ => (span.start, span.duration, 0, own[1]),
+                }
             }
             SpanRef::Agg(i, id) => {
-                let agg = self.inner[i as usize].agg.as_ref().ok_or_else(gone)?;
-                let span = agg.plan.span(id).ok_or_else(gone)?;
+                let agg = self.inner[i as usize].aggregate().ok_or_else(gone)?;
+                let span = agg.cal.span(id).ok_or_else(gone)?;
                 let mut needs: Vec<(u32, i64)> = agg
                     .ranks
                     .iter()
@@ -52,9 +53,9 @@ impl SchedState {
                 into.cut_to_free(v, at, dur, &mut needs);
                 return into.hold_aggregate(v, at, dur, &needs, out);
             }
-            SpanRef::Cover(..) | SpanRef::Whole(..) => {
+            SpanRef::Cover(..) | SpanRef::Whole(..) | SpanRef::Inner(..) => {
                 return Err(MatchError::Internal(
-                    "covers are turned back into holds before a graph changes".into(),
+                    "covers and inner records are taken apart before a graph changes".into(),
                 ));
             }
         };
@@ -106,7 +107,7 @@ impl SchedState {
         };
         for (r, n) in needs.iter_mut() {
             if let Some(k) = agg.ranks.iter().position(|x| x == r) {
-                *n = (*n).min(agg.plan.avail_during(at, dur, k)).max(0);
+                *n = (*n).min(agg.cal.avail_during(at, dur, k)).max(0);
             }
         }
     }

@@ -322,10 +322,12 @@ impl SchedState {
         tree: &dyn Tree,
         spans: &mut Vec<SpanRef>,
     ) -> Result<(), MatchError> {
-        if !spans
-            .iter()
-            .any(|s| matches!(s, SpanRef::Cover(..) | SpanRef::Whole(..)))
-        {
+        if !spans.iter().any(|s| {
+            matches!(
+                s,
+                SpanRef::Cover(..) | SpanRef::Whole(..) | SpanRef::Inner(..)
+            )
+        }) {
             return Ok(());
         }
         let err = |e: shardsched_planner::PlannerError| MatchError::Internal(e.to_string());
@@ -333,6 +335,10 @@ impl SchedState {
         for &s in spans.iter() {
             if let SpanRef::Whole(c, at) = s {
                 self.unwhole(g, tree, c, at, &mut out)?;
+                continue;
+            }
+            if let SpanRef::Inner(i, id, taken) = s {
+                self.split_inner(i, id, taken, &mut out)?;
                 continue;
             }
             let SpanRef::Cover(i, id) = s else {

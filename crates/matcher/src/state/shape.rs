@@ -211,7 +211,7 @@ impl SchedState {
                 // `sums[from..]` is what v's children add: what v's record takes.
                 if let Some(agg) = self.aggregate(v) {
                     let dfu = &sums[from..];
-                    let same = agg.ranks.iter().zip(agg.plan.totals()).all(|(r, total)| {
+                    let same = agg.ranks.iter().zip(agg.totals()).all(|(r, total)| {
                         dfu.iter().find(|e| e.0 == *r).map_or(0, |e| e.1) == *total
                     });
                     if dfu.is_empty() || !same {

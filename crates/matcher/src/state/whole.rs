@@ -218,9 +218,10 @@ impl SchedState {
     pub(super) fn record_whole(&self, s: SpanRef) -> u32 {
         match s {
             SpanRef::Leaf(v, _) => self.whole_of(VertexId(v)).unwrap_or(NO_WHOLE),
-            SpanRef::Plan(i, _) | SpanRef::Xcheck(i, _) | SpanRef::Agg(i, _) => {
-                self.wholes.of_inner[i as usize]
-            }
+            SpanRef::Inner(i, ..)
+            | SpanRef::Plan(i, _)
+            | SpanRef::Xcheck(i, _)
+            | SpanRef::Agg(i, _) => self.wholes.of_inner[i as usize],
             SpanRef::Cover(p, _) => self.cover_groups[p as usize].whole,
             SpanRef::Whole(..) => NO_WHOLE,
         }
@@ -372,7 +373,7 @@ impl SchedState {
                     .ranks
                     .iter()
                     .copied()
-                    .zip(agg.plan.totals().iter().copied())
+                    .zip(agg.totals().iter().copied())
                     .collect();
                 self.hold_aggregate(v, start, dur, &totals, out)?;
             }

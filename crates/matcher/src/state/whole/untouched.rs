@@ -79,7 +79,7 @@ impl SchedState {
         // Their job-count calendars: empty ones, which answer the same for each of them.
         let empty = first_covered.and_then(|v| self.only_covers_node(v).map(|(_, x)| x));
         if let Some(x) = empty {
-            let own = |t| x.avail_time_first(t, dur, x.total());
+            let own = |t| x.untouched_from(t, dur);
             let dur = i64::try_from(dur).unwrap_or(i64::MAX);
             let covers = &self.wholes.covers;
             // A node becomes untouched at the first instant or where a run of its covers
@@ -228,11 +228,11 @@ impl SchedState {
 
     /// Node `v`'s whole and its job-count calendar, when `v` is the node of a whole in
     /// which nothing but whole covers is recorded.
-    fn only_covers_node(&self, v: VertexId) -> Option<(u32, &shardsched_planner::Planner)> {
+    fn only_covers_node(&self, v: VertexId) -> Option<(u32, &crate::state::Aggregate)> {
         let i = self.inner_index(v)?;
         let c = self.only_covers_inner(i)?;
-        let x = &self.inner[i as usize].xcheck;
-        (self.whole_vertex(c) == v && x.span_count() == 0).then_some((c, x))
+        let x = &self.inner[i as usize].agg;
+        (self.whole_vertex(c) == v && x.cal.span_count() == 0).then_some((c, x))
     }
 }
 
