@@ -110,6 +110,10 @@ pub struct Aggregate {
     /// carries zeros there instead, as Fluxion keeps no subplan span then): whether the
     /// aggregate has a record, which `first` reads.
     recorded: u32,
+    /// How many spans of `cal` carry units of the vertex's own: while none does, its units
+    /// are all free, and reading them need not walk the change points the job counts and
+    /// the aggregate made (a cluster's or a rack's, thousands).
+    units_held: u32,
 }
 
 /// Calendars of an inner (non-leaf) vertex.

@@ -15,11 +15,11 @@ use smallvec::SmallVec;
 use crate::{PlannerError, SpanId};
 
 /// Change-point cells kept inside the calendar itself: the two rows of a first span for up
-/// to two types (a vertex's own units, its job count, and the aggregates of nodes and
-/// sockets under the default filters).
-const INLINE_POINT_CELLS: usize = 6;
-/// Planned amounts kept inside the calendar itself: one span of up to two types.
-const INLINE_REQS: usize = 2;
+/// to three types (the one calendar of a node or a socket under the default filters: its
+/// aggregate's one type, its own units, its job count).
+const INLINE_POINT_CELLS: usize = 8;
+/// Planned amounts kept inside the calendar itself: one span of up to three types.
+const INLINE_REQS: usize = 3;
 
 /// Free-list terminator.
 const NIL: u32 = u32::MAX;

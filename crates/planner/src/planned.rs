@@ -56,6 +56,13 @@ impl<T: AsRef<[i64]> + AsMut<[i64]>> PlannerOf<T> {
         self.window.end()
     }
 
+    /// Whether `[at, at + duration)` is a window queries answer about: not empty, and inside
+    /// the planner's (elsewhere they answer 0 free, whatever is planned).
+    #[must_use]
+    pub fn window_holds(&self, at: i64, duration: u64) -> bool {
+        self.window.query_end(at, duration).is_some()
+    }
+
     /// Number of spans.
     #[must_use]
     pub fn span_count(&self) -> usize {

@@ -182,7 +182,12 @@ impl SchedState {
                     .iter()
                     .map(|t| sum.iter().find(|e| e.0 == *t).map_or(0, |e| e.1)),
             );
-            let agg = Aggregate::new(Arc::clone(syms), Arc::clone(ranks), &totals, g.size(vid));
+            let agg = Aggregate::new(
+                Arc::clone(syms),
+                Arc::clone(ranks),
+                &mut totals,
+                g.size(vid),
+            );
             let index = inner.len() as u32;
             inner_of[v as usize] = index;
             inner_vertex.push(v);

@@ -26,16 +26,21 @@ use crate::MatchError;
 impl Aggregate {
     /// A calendar with nothing planned for a vertex of `size` units whose aggregate tracks
     /// `types` (none for a vertex without one), with `totals` of them below it.
-    pub(super) fn new(types: Arc<[Sym]>, ranks: Arc<[u32]>, totals: &[i64], size: i64) -> Self {
+    /// `totals` gets the vertex's own two appended.
+    pub(super) fn new(
+        types: Arc<[Sym]>,
+        ranks: Arc<[u32]>,
+        totals: &mut Vec<i64>,
+        size: i64,
+    ) -> Self {
         debug_assert_eq!(types.len(), totals.len());
-        let mut all = Vec::with_capacity(totals.len() + 2);
-        all.extend_from_slice(totals);
-        all.extend([size, XCHECK_TOTAL]);
+        totals.extend([size, XCHECK_TOTAL]);
         Aggregate {
             types,
             ranks,
-            cal: MultiPlanner::new(PLAN_BASE, PLAN_HORIZON, &all),
+            cal: MultiPlanner::new(PLAN_BASE, PLAN_HORIZON, totals),
             recorded: 0,
+            units_held: 0,
         }
     }
 
@@ -62,6 +67,15 @@ impl Aggregate {
     /// Own units free throughout the window.
     #[inline]
     pub fn units_free(&self, at: i64, dur: u64) -> i64 {
+        if self.units_held == 0 {
+            let free = if self.cal.window_holds(at, dur) {
+                self.size()
+            } else {
+                0
+            };
+            debug_assert_eq!(free, self.cal.avail_during(at, dur, self.units()));
+            return free;
+        }
         self.cal.avail_during(at, dur, self.units())
     }
 
@@ -221,6 +235,7 @@ impl SchedState {
         })
         .map_err(internal)?;
         a.recorded += u32::from(taken);
+        a.units_held += u32::from(units.is_some());
         out.push(SpanRef::Inner(i, id, taken));
         // Counted as its parts, which it may be split into.
         let parts = 1 + i32::from(units.is_some()) + i32::from(taken);
@@ -255,6 +270,7 @@ impl SchedState {
             one_pool_request(dur, units, a.size())?;
             let id = add_part(&mut a.cal, at, dur, col..col + 1, &[units]).map_err(as_one_pool);
             out.push(SpanRef::Plan(i, id.map_err(internal)?));
+            a.units_held += 1;
             self.count_record(c, 1);
         }
         Ok(())
@@ -338,20 +354,22 @@ impl SchedState {
             )));
         }
         let a = &mut self.inner[i as usize].agg;
-        let parts = match s {
+        let (parts, units) = match s {
             SpanRef::Inner(_, _, taken) => {
                 let span = a
                     .cal
                     .span(id)
                     .ok_or(PlannerError::UnknownSpan(id))
                     .map_err(internal)?;
-                i32::from(span.planned[a.jobs()] > 0)
-                    + i32::from(span.planned[a.units()] > 0)
-                    + i32::from(taken)
+                let units = span.planned[a.units()] > 0;
+                let parts = i32::from(span.planned[a.jobs()] > 0) + i32::from(units);
+                (parts + i32::from(taken), units)
             }
-            _ => 1,
+            SpanRef::Plan(..) => (1, true),
+            _ => (1, false),
         };
         a.cal.rem_span_keep(id).map_err(internal)?;
+        a.units_held -= u32::from(units);
         if matches!(s, SpanRef::Agg(..) | SpanRef::Inner(_, _, true)) {
             a.recorded -= 1;
         }
