@@ -427,3 +427,7 @@ fn add_part(
         cal.add_span(start, dur, r)
     })
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests;
