@@ -769,4 +769,4 @@ fn add(row: &mut Vec<(u32, i64)>, t: u32, n: i64) {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests;
+pub(crate) mod tests;

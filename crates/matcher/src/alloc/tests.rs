@@ -55,7 +55,7 @@ fn whole_nodes(nodes: u64) -> shardsched_jobspec::Jobspec {
 }
 
 /// A jobspec of one core for 100 s.
-fn one_core() -> shardsched_jobspec::Jobspec {
+pub(crate) fn one_core() -> shardsched_jobspec::Jobspec {
     Shorthand {
         tasks: Some(1),
         cores_per_task: 1,

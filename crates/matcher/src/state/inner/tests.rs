@@ -1,5 +1,4 @@
 use crate::{MatchOp, MatchPolicy, Matcher, PruneFilters, SpanRef};
-use shardsched_jobspec::Shorthand;
 
 /// A matcher (policy first) over two generated nodes holding job 1: one core over
 /// `[0, 100)`.
@@ -10,15 +9,7 @@ fn one_core_placed() -> Matcher {
         MatchPolicy::parse("first").unwrap(),
         &PruneFilters::default_filters(),
     );
-    let js = Shorthand {
-        tasks: Some(1),
-        cores_per_task: 1,
-        duration: 100,
-        command: vec!["app".into()],
-        ..Shorthand::default()
-    }
-    .to_jobspec()
-    .unwrap();
+    let js = crate::alloc::tests::one_core();
     m.place(MatchOp::Allocate, &js, 1, 0).unwrap();
     m
 }
