@@ -29,12 +29,12 @@ impl SchedState {
                 (start, u64::try_from(end - start).unwrap_or(0), units, jobs)
             }
             SpanRef::Plan(i, id) | SpanRef::Xcheck(i, id) => {
-                let cal = &self.inner[i as usize].agg.cal;
-                let span = cal.span(id).ok_or_else(gone)?;
-                let own = &span.planned[span.planned.len() - 2..];
+                let a = &self.inner[i as usize].agg;
+                let span = a.cal.span(id).ok_or_else(gone)?;
+                let (units, jobs) = a.own_amounts(span.planned);
                 match s {
-                    SpanRef::Plan(..) => (span.start, span.duration, own[0], 0),
-                    _ => (span.start, span.duration, 0, own[1]),
+                    SpanRef::Plan(..) => (span.start, span.duration, units, 0),
+                    _ => (span.start, span.duration, 0, jobs),
                 }
             }
             SpanRef::Agg(i, id) => {

@@ -98,24 +98,32 @@ impl Aggregate {
     /// Whether `need` (one amount per tracked type) is free throughout the window; `false`
     /// for a `need` of another length, as a planner of these types alone says.
     pub fn fits_during(&self, at: i64, dur: u64, need: &[i64]) -> bool {
-        need.len() == self.types.len()
-            && with_zeros(self.cal.resource_count(), |r| {
-                r[..need.len()].copy_from_slice(need);
-                self.cal.fits_during(at, dur, r)
-            })
+        self.padded(need, |r| self.cal.fits_during(at, dur, r))
+            .unwrap_or(false)
     }
 
     /// The earliest instant at or after `at` at which `need` (one amount per tracked type)
     /// is free for `dur` seconds; `None` for a `need` of another length, as a planner of
     /// these types alone says.
     pub fn avail_time_first(&self, at: i64, dur: u64, need: &[i64]) -> Option<i64> {
-        if need.len() != self.types.len() {
-            return None;
-        }
-        with_zeros(self.cal.resource_count(), |r| {
-            r[..need.len()].copy_from_slice(need);
-            self.cal.avail_time_first(at, dur, r)
+        self.padded(need, |r| self.cal.avail_time_first(at, dur, r))
+            .flatten()
+    }
+
+    /// `f` of `need` (one amount per tracked type) with zeros for the vertex's own two
+    /// types; `None` for a `need` of another length.
+    fn padded<R>(&self, need: &[i64], f: impl FnOnce(&[i64]) -> R) -> Option<R> {
+        (need.len() == self.types.len()).then(|| {
+            with_zeros(self.cal.resource_count(), |r| {
+                r[..need.len()].copy_from_slice(need);
+                f(r)
+            })
         })
+    }
+
+    /// The vertex's own units and job count in `planned`, a span's amounts.
+    pub(super) fn own_amounts(&self, planned: &[i64]) -> (i64, i64) {
+        (planned[self.units()], planned[self.jobs()])
     }
 
     /// Whether the aggregate has a record (a span carrying its part).
@@ -258,18 +266,16 @@ impl SchedState {
         if jobs > 0 {
             let a = &mut self.inner[i as usize].agg;
             let col = a.jobs();
-            one_pool_request(dur, jobs, a.cal.totals()[col])?;
-            let id = add_part(&mut a.cal, at, dur, col..col + 1, &[jobs]).map_err(as_one_pool);
-            out.push(SpanRef::Xcheck(i, id.map_err(internal)?));
+            let id = one_pool_part(&mut a.cal, col, (at, dur), jobs)?;
+            out.push(SpanRef::Xcheck(i, id));
             self.count_record(c, 1);
         }
         if let Some(units) = units {
             *self.jobless_units |= jobs <= 0;
             let a = &mut self.inner[i as usize].agg;
             let col = a.units();
-            one_pool_request(dur, units, a.size())?;
-            let id = add_part(&mut a.cal, at, dur, col..col + 1, &[units]).map_err(as_one_pool);
-            out.push(SpanRef::Plan(i, id.map_err(internal)?));
+            let id = one_pool_part(&mut a.cal, col, (at, dur), units)?;
+            out.push(SpanRef::Plan(i, id));
             a.units_held += 1;
             self.count_record(c, 1);
         }
@@ -308,9 +314,10 @@ impl SchedState {
         let SpanRef::Agg(i, id) = s else {
             return Err(MatchError::Internal("not an aggregate record".into()));
         };
-        let no_aggregate = || MatchError::Internal(format!("inner vertex {i} has no aggregate"));
         if self.inner[i as usize].aggregate().is_none() {
-            return Err(no_aggregate());
+            return Err(MatchError::Internal(format!(
+                "inner vertex {i} has no aggregate"
+            )));
         }
         let a = &mut self.inner[i as usize].agg;
         let n = a.types.len();
@@ -361,8 +368,9 @@ impl SchedState {
                     .span(id)
                     .ok_or(PlannerError::UnknownSpan(id))
                     .map_err(internal)?;
-                let units = span.planned[a.units()] > 0;
-                let parts = i32::from(span.planned[a.jobs()] > 0) + i32::from(units);
+                let (units, jobs) = a.own_amounts(span.planned);
+                let units = units > 0;
+                let parts = i32::from(jobs > 0) + i32::from(units);
                 (parts + i32::from(taken), units)
             }
             SpanRef::Plan(..) => (1, true),
@@ -412,6 +420,20 @@ impl SchedState {
         }
         Ok(())
     }
+}
+
+/// Adds a span of `cal` with `amount` at type `col` alone, checked as a planner of that one
+/// pool checks it (its errors as that planner says them).
+fn one_pool_part(
+    cal: &mut MultiPlanner,
+    col: usize,
+    (at, dur): (i64, u64),
+    amount: i64,
+) -> Result<SpanId, MatchError> {
+    one_pool_request(dur, amount, cal.totals()[col])?;
+    add_part(cal, at, dur, col..col + 1, &[amount])
+        .map_err(as_one_pool)
+        .map_err(internal)
 }
 
 /// Adds a span of `cal` with `amounts` at types `cols` and nothing at the others.
