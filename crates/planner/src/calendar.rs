@@ -15,11 +15,18 @@ use smallvec::SmallVec;
 use crate::{PlannerError, SpanId};
 
 /// Change-point cells kept inside the calendar itself: the two rows of a first span for up
-/// to three types (the one calendar of a node or a socket under the default filters: its
-/// aggregate's one type, its own units, its job count).
-const INLINE_POINT_CELLS: usize = 8;
-/// Planned amounts kept inside the calendar itself: one span of up to three types.
-const INLINE_REQS: usize = 3;
+/// to four types. Under the default filters (`ALL:core,ALL:node`) a socket's one calendar
+/// has four (its aggregate's core and node — Fluxion tracks a filter's type below every
+/// vertex, a socket's node count with a total of 0 — its own units, its job count) and a
+/// node's three. With room for three, each of first-1024's 2,048 sockets grew two vectors
+/// on its first span (stop 72: 2,065 blocks, ~0.5 MB with the nodes' growth below).
+const INLINE_POINT_CELLS: usize = 10;
+/// Planned amounts kept inside the calendar itself: two spans of up to four types, or of
+/// three (a node holding one job on each of its two sockets).
+const INLINE_REQS: usize = 8;
+/// Spans kept inside the calendar itself: a node's two socket jobs, a socket's job and the
+/// reservation after it.
+const INLINE_SLOTS: usize = 2;
 
 /// Free-list terminator.
 const NIL: u32 = u32::MAX;
@@ -211,13 +218,14 @@ impl<'a> Points<'a> {
 ///
 /// Most calendars of a scheduler's graph only ever hold one span at a time (the vertices of
 /// a node taken whole, one job after another), and one is made for every vertex a match
-/// takes first: so a first span of up to two types is stored inline, and making a calendar
-/// is one allocation (its box) instead of four, with no growth on the first insert.
+/// takes first: so its first spans are stored inline (the `INLINE_*` sizes above), and
+/// making a calendar is one allocation (its box) instead of four, with no growth on the
+/// first insert.
 #[derive(Debug, Clone)]
 pub(crate) struct Calendar {
     k: usize,
     points: SmallVec<[i64; INLINE_POINT_CELLS]>,
-    slots: SmallVec<[Slot; 1]>,
+    slots: SmallVec<[Slot; INLINE_SLOTS]>,
     /// `k` planned amounts per slot, valid for live slots only.
     reqs: SmallVec<[i64; INLINE_REQS]>,
     free: u32,
