@@ -13,7 +13,8 @@ use crate::{PlannerError, SpanId};
 /// Availability of pools (resource types `0..k`) over the integer time window
 /// `[base_time, base_time + horizon)`; one span reserves an amount of each type for the
 /// same interval. `T` holds the pools' totals: `[i64; 1]` inline for a
-/// [`Planner`](crate::Planner), `Box<[i64]>` for a [`MultiPlanner`](crate::MultiPlanner).
+/// [`Planner`](crate::Planner), a `SmallVec` (inline up to four types) for a
+/// [`MultiPlanner`](crate::MultiPlanner).
 #[derive(Debug, Clone)]
 pub struct PlannerOf<T> {
     pub(crate) window: Window,

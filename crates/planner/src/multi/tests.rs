@@ -4,8 +4,22 @@ use super::*;
 
 #[test]
 fn struct_is_small() {
-    assert!(std::mem::size_of::<MultiPlanner>() <= 48);
-    assert_eq!(std::mem::size_of::<MultiPlanner>(), 48);
+    // The window, up to four totals inline, the calendar's box and the serial.
+    assert_eq!(std::mem::size_of::<MultiPlanner>(), 80);
+}
+
+#[test]
+fn totals_past_the_inline_ones_are_kept() {
+    let totals: Vec<i64> = (1..=INLINE_TOTALS as i64 + 3).collect();
+    let mut m = MultiPlanner::new(0, 100, &totals);
+    assert_eq!(m.totals(), &totals[..]);
+    let id = m.add_span(0, 10, &totals).unwrap();
+    assert_eq!(m.avail_during(0, 10, totals.len() - 1), 0);
+    m.rem_span(id).unwrap();
+    assert_eq!(
+        m.avail_during(0, 10, totals.len() - 1),
+        *totals.last().unwrap()
+    );
 }
 
 #[test]
