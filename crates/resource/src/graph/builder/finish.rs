@@ -116,7 +116,7 @@ impl GraphBuilder {
                 .enumerate()
                 .all(|(k, &o)| k as u32 == o);
         if !identity {
-            self.interner.renumber(&self.final_order, &self.final_of);
+            self.interner.renumber(&self.final_order);
         }
     }
 }
