@@ -19,7 +19,7 @@ use crate::{PlannerError, SpanId};
 /// has four (its aggregate's core and node — Fluxion tracks a filter's type below every
 /// vertex, a socket's node count with a total of 0 — its own units, its job count) and a
 /// node's three. With room for three, each of first-1024's 2,048 sockets grew two vectors
-/// on its first span (stop 72: 2,065 blocks, ~0.5 MB with the nodes' growth below).
+/// on its first span and each node two more on its second (~5,800 blocks, ~0.5 MB).
 const INLINE_POINT_CELLS: usize = 10;
 /// Planned amounts kept inside the calendar itself: two spans of up to four types, or of
 /// three (a node holding one job on each of its two sockets).

@@ -69,7 +69,7 @@ mod window;
 
 pub use error::PlannerError;
 pub use lists::HoldLists;
-pub use multi::{MultiAvailTimes, MultiPlanner, MultiSpan};
+pub use multi::{INLINE_TOTALS, MultiAvailTimes, MultiPlanner, MultiSpan};
 pub use planned::{AvailTimes, PlannerOf};
 pub use planner::Planner;
 pub use pools::{HoldId, PeakUse, Pools};
