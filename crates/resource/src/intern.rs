@@ -124,4 +124,22 @@ mod tests {
         assert_eq!(i.get("gpu"), None);
         assert_eq!(i.len(), 2);
     }
+
+    #[test]
+    fn renumbering_keeps_the_index_in_step() {
+        let mut i = Interner::default();
+        for s in ["core", "node", "gpu"] {
+            i.intern(s);
+        }
+        // gpu becomes 0, core 1; node goes.
+        i.renumber(&[2, 0]);
+        assert_eq!((i.resolve(Sym(0)), i.resolve(Sym(1))), ("gpu", "core"));
+        assert_eq!(
+            (i.get("gpu"), i.get("core"), i.get("node")),
+            (Some(Sym(0)), Some(Sym(1)), None)
+        );
+        assert_eq!(i.intern("core"), Sym(1));
+        assert_eq!(i.intern("node"), Sym(2));
+        assert_eq!(i.len(), 3);
+    }
 }
