@@ -14,19 +14,21 @@ use smallvec::SmallVec;
 
 use crate::{PlannerError, SpanId};
 
-/// Change-point cells kept inside the calendar itself: the two rows of a first span for up
-/// to four types. Under the default filters (`ALL:core,ALL:node`) a socket's one calendar
-/// has four (its aggregate's core and node — Fluxion tracks a filter's type below every
-/// vertex, a socket's node count with a total of 0 — its own units, its job count) and a
-/// node's three. With room for three, each of first-1024's 2,048 sockets grew two vectors
-/// on its first span and each node two more on its second (~5,800 blocks, ~0.5 MB).
-const INLINE_POINT_CELLS: usize = 10;
-/// Planned amounts kept inside the calendar itself: two spans of up to four types, or of
-/// three (a node holding one job on each of its two sockets).
-const INLINE_REQS: usize = 8;
+/// Types a calendar (and a multi-planner's totals) keeps inline. Under the default filters
+/// (`ALL:core,ALL:node`) a socket's one calendar has four (its aggregate's core and node —
+/// Fluxion tracks a filter's type below every vertex, a socket's node count with a total
+/// of 0 — its own units, its job count) and a node's three. With room for three, each of
+/// first-1024's 2,048 sockets grew two vectors on its first span and each node two more on
+/// its second (~5,800 blocks, ~0.5 MB).
+pub(crate) const INLINE_TYPES: usize = 4;
 /// Spans kept inside the calendar itself: a node's two socket jobs, a socket's job and the
 /// reservation after it.
 const INLINE_SLOTS: usize = 2;
+/// Change-point cells kept inside the calendar itself: the two rows (a time and a usage
+/// per type each) of a first span.
+const INLINE_POINT_CELLS: usize = 2 * (1 + INLINE_TYPES);
+/// Planned amounts kept inside the calendar itself: those of the inline spans.
+const INLINE_REQS: usize = INLINE_SLOTS * INLINE_TYPES;
 
 /// Free-list terminator.
 const NIL: u32 = u32::MAX;

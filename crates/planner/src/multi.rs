@@ -17,11 +17,11 @@ use crate::{PlannerError, SpanId};
 /// [`PlannerOf`]'s.
 pub type MultiPlanner = PlannerOf<SmallVec<[i64; INLINE_TOTALS]>>;
 
-/// Types whose totals a [`MultiPlanner`] keeps inline: an inner vertex's calendar under the
-/// default filters has three or four (its aggregate's one or two, its own units, its job
-/// count). Why: a box of totals each was one allocation per inner vertex at start (3,089
-/// of the 6,544 blocks `query` allocates on the 1,024-node bench graph).
-pub const INLINE_TOTALS: usize = 4;
+/// Types whose totals a [`MultiPlanner`] keeps inline: as many as its calendar keeps inline
+/// (an inner vertex's under the default filters has three or four). Why: a box of totals
+/// each was one allocation per inner vertex at start (3,089 of the 6,544 blocks `query`
+/// allocates on the 1,024-node bench graph).
+pub const INLINE_TOTALS: usize = crate::calendar::INLINE_TYPES;
 
 /// [`Planner::avail_times`](crate::Planner::avail_times)' iterator for several types:
 /// returned by [`MultiPlanner::avail_times`], with its own copy of the requests.

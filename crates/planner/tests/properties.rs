@@ -349,12 +349,13 @@ proptest! {
         }
     }
 
-    /// (1) for the multi-type planner, with 1 to 3 types.
+    /// (1) for the multi-type planner, with 1 to 6 types: on both sides of what a calendar
+    /// and the totals keep inline (`INLINE_TOTALS`).
     #[test]
     fn multi_matches_model(
         base in -50i64..50,
-        totals in prop::collection::vec(0i64..5, 1..=3),
-        ops in prop::collection::vec(op_strategy(3, 5), 1..20),
+        totals in prop::collection::vec(0i64..5, 1..=6),
+        ops in prop::collection::vec(op_strategy(6, 5), 1..20),
     ) {
         let k = totals.len();
         let mut p = MultiPlanner::new(base, H, &totals);
@@ -412,8 +413,8 @@ proptest! {
     /// (2) for the multi-type planner.
     #[test]
     fn multi_remove_all_restores_fresh(
-        totals in prop::collection::vec(0i64..10, 0..4),
-        spans in prop::collection::vec((0u64..200, 1u64..50, prop::collection::vec(0i64..10, 4), any::<u32>()), 0..30),
+        totals in prop::collection::vec(0i64..10, 0..7),
+        spans in prop::collection::vec((0u64..200, 1u64..50, prop::collection::vec(0i64..10, 6), any::<u32>()), 0..30),
     ) {
         let fresh = MultiPlanner::new(0, 200, &totals);
         let mut p = fresh.clone();

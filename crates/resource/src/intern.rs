@@ -47,26 +47,33 @@ fn hash(s: &str) -> u64 {
     FxBuildHasher.hash_one(s)
 }
 
+/// Adds `sym`, whose string (`strings[sym]`) hashes to `h`, to `index`.
+fn index_insert(index: &mut HashTable<Sym>, strings: &[Box<str>], h: u64, sym: Sym) {
+    index.insert_unique(h, sym, |k| hash(&strings[k.index()]));
+}
+
 impl Interner {
     /// The symbol for `s`, interning it if it is new.
     pub fn intern(&mut self, s: &str) -> Sym {
         let h = hash(s);
-        let strings = &self.strings;
-        if let Some(&sym) = self.index.find(h, |k| &*strings[k.index()] == s) {
+        if let Some(sym) = self.find(h, s) {
             return sym;
         }
         let sym = Sym(self.strings.len() as u32);
         self.strings.push(s.into());
-        let strings = &self.strings;
-        self.index
-            .insert_unique(h, sym, |k| hash(&strings[k.index()]));
+        index_insert(&mut self.index, &self.strings, h, sym);
         sym
     }
 
     /// The symbol for `s` if it was ever interned (a type no vertex has is `None`).
     pub fn get(&self, s: &str) -> Option<Sym> {
+        self.find(hash(s), s)
+    }
+
+    /// The symbol of `s`, whose hash is `h`, if interned.
+    fn find(&self, h: u64, s: &str) -> Option<Sym> {
         self.index
-            .find(hash(s), |k| &*self.strings[k.index()] == s)
+            .find(h, |k| &*self.strings[k.index()] == s)
             .copied()
     }
 
@@ -100,10 +107,9 @@ impl Interner {
             .iter()
             .map(|&o| std::mem::take(&mut old[o as usize]))
             .collect();
-        let strings = &self.strings;
-        let mut index = HashTable::with_capacity(strings.len());
-        for (k, s) in strings.iter().enumerate() {
-            index.insert_unique(hash(s), Sym(k as u32), |k| hash(&strings[k.index()]));
+        let mut index = HashTable::with_capacity(self.strings.len());
+        for (k, s) in self.strings.iter().enumerate() {
+            index_insert(&mut index, &self.strings, hash(s), Sym(k as u32));
         }
         self.index = index;
     }

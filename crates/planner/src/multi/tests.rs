@@ -9,20 +9,6 @@ fn struct_is_small() {
 }
 
 #[test]
-fn totals_past_the_inline_ones_are_kept() {
-    let totals: Vec<i64> = (1..=INLINE_TOTALS as i64 + 3).collect();
-    let mut m = MultiPlanner::new(0, 100, &totals);
-    assert_eq!(m.totals(), &totals[..]);
-    let id = m.add_span(0, 10, &totals).unwrap();
-    assert_eq!(m.avail_during(0, 10, totals.len() - 1), 0);
-    m.rem_span(id).unwrap();
-    assert_eq!(
-        m.avail_during(0, 10, totals.len() - 1),
-        *totals.last().unwrap()
-    );
-}
-
-#[test]
 fn add_query_remove() {
     let mut m = MultiPlanner::new(0, 100, &[8, 2]);
     let a = m.add_span(0, 10, &[4, 0]).unwrap();
